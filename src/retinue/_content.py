@@ -1,0 +1,146 @@
+"""Content blocks, messages and message sources: the model-visible values (R1.1-R1.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Literal, TypeAlias, final
+
+import attrs
+
+from ._lossless import FrozenDict, freeze_json
+
+__all__ = [
+    "ContentBlock",
+    "HookContext",
+    "Message",
+    "MessageSource",
+    "OpaqueBlock",
+    "Reasoning",
+    "RedactedReasoning",
+    "Role",
+    "Text",
+    "ToolCall",
+    "ToolResultBlock",
+    "as_content",
+    "content_text",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+
+
+@final
+@attrs.frozen
+class Text:
+    """A text block."""
+
+    text: str
+    type: ClassVar[str] = "text"
+
+
+@final
+@attrs.frozen
+class Reasoning:
+    """Model reasoning ("thinking"); ``signature`` is the provider's integrity token."""
+
+    text: str
+    signature: str | None = None
+    type: ClassVar[str] = "reasoning"
+
+
+@final
+@attrs.frozen
+class RedactedReasoning:
+    """Reasoning the provider returned encrypted; replayed verbatim."""
+
+    data: str
+    type: ClassVar[str] = "redacted-reasoning"
+
+
+@final
+@attrs.frozen
+class ToolCall:
+    """A tool call; ``arguments`` is the raw JSON text exactly as the model produced it."""
+
+    id: str
+    name: str
+    arguments: str
+    type: ClassVar[str] = "tool-call"
+
+
+@final
+@attrs.frozen
+class ToolResultBlock:
+    """The result of one tool call, as it appears in model-visible history."""
+
+    tool_call_id: str
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
+    type: ClassVar[str] = "tool-result"
+
+
+@final
+@attrs.frozen
+class OpaqueBlock:
+    """A block of a kind retinue does not know; it passes through untouched (R1.1)."""
+
+    kind: str
+    data: FrozenDict = attrs.field(converter=lambda value: freeze_json(value))  # type: ignore[misc]
+    type: ClassVar[str] = "opaque"
+
+
+ContentBlock: TypeAlias = Text | Reasoning | RedactedReasoning | ToolCall | ToolResultBlock | OpaqueBlock
+_BLOCK_TYPES = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
+
+
+@final
+@attrs.frozen
+class Message:
+    """One model-visible message: a role and an immutable tuple of blocks (R1.2)."""
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+
+
+@final
+@attrs.frozen
+class MessageSource:
+    """Where content came from (R1.3): ``kind="user"`` or ``kind="plugin"`` with a name."""
+
+    kind: str = attrs.field(default="user", validator=attrs.validators.instance_of(str))
+    plugin: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+
+
+USER_SOURCE = MessageSource()
+
+
+@final
+@attrs.frozen
+class HookContext:
+    """Content a seam asks the runtime to also show the model (R1.4)."""
+
+    content: tuple[ContentBlock, ...] = attrs.field(converter=lambda value: as_content(value))  # type: ignore[misc]
+    source: MessageSource = USER_SOURCE
+
+
+def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    """Normalise a str, a block or a sequence of blocks to a tuple of blocks.
+
+    Raises:
+        TypeError: an item is not a content block.
+    """
+    if isinstance(content, str):
+        return (Text(content),)
+    if isinstance(content, _BLOCK_TYPES):
+        return (content,)
+    blocks = tuple(content)
+    for index, block in enumerate(blocks):
+        if not isinstance(block, _BLOCK_TYPES):
+            raise TypeError(f"content[{index}] is not a content block: {type(block).__name__}")
+    return blocks
+
+
+def content_text(content: Sequence[ContentBlock]) -> str:
+    """Concatenate the text blocks of *content*."""
+    return "".join(block.text for block in content if isinstance(block, Text))

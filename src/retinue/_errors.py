@@ -1,0 +1,131 @@
+"""The retinue exception family.
+
+::
+
+    RetinueError
+    ├── InvalidJsonError          a payload is not lossless JSON (R1.6)
+    ├── SessionError              a session log operation was refused (carries ``code``)
+    │   └── CorruptSessionError   a stored log cannot be loaded
+    ├── AgentError
+    │   ├── AgentDisposedError    a driving verb on a disposed agent (R2.37)
+    │   └── AgentNotReadyError    a driving verb before publication (R2.9)
+    ├── ConfigError               invalid options or runtime configuration
+    ├── HookError                 a seam returned an invalid decision
+    ├── ModelError                a model call failed (carries ``code``)
+    │   └── NoAdapterError / DuplicateAdapterError
+    ├── ToolError                 raised by tools to produce a coded error result
+    └── StoreError                a store refused or failed an operation (carries ``code``)
+
+``StepAborted`` is a control-flow signal, not an error.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentDisposedError",
+    "AgentError",
+    "AgentNotReadyError",
+    "ConfigError",
+    "CorruptSessionError",
+    "DuplicateAdapterError",
+    "HookError",
+    "InvalidJsonError",
+    "ModelError",
+    "NoAdapterError",
+    "RetinueError",
+    "SessionError",
+    "StoreError",
+    "ToolError",
+]
+
+
+class RetinueError(Exception):
+    """Base class of every error retinue raises on purpose."""
+
+    code: str | None = None
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        """The human-readable message."""
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidJsonError(RetinueError, TypeError):
+    """A value is not losslessly JSON-representable; the message names where."""
+
+    code = "INVALID_JSON"
+
+
+class SessionError(RetinueError):
+    """A session log operation was refused; ``code`` says why."""
+
+
+class CorruptSessionError(SessionError):
+    """A stored session log cannot be loaded (corrupt row, seq gap, wrong version)."""
+
+    code = "CORRUPT_SESSION"
+
+
+class AgentError(RetinueError):
+    """An agent verb was refused."""
+
+
+class AgentDisposedError(AgentError):
+    """The agent is disposed; driving verbs raise this (R2.37)."""
+
+    code = "AGENT_DISPOSED"
+
+
+class AgentNotReadyError(AgentError):
+    """The agent is not yet published; driving verbs are locked (R2.9)."""
+
+    code = "AGENT_NOT_READY"
+
+
+class ConfigError(RetinueError, ValueError):
+    """Invalid options or configuration."""
+
+    code = "INVALID_CONFIG"
+
+
+class HookError(RetinueError):
+    """A seam listener returned a value the seam does not accept."""
+
+    code = "INVALID_HOOK_RESULT"
+
+
+class ModelError(RetinueError):
+    """A model call failed; ``code`` carries the provider's or retinue's code."""
+
+    status: int | None = None
+
+    def __init__(
+        self, message: str, *, code: str | None = None, status: int | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.status = status
+
+
+class NoAdapterError(ModelError):
+    """No model adapter serves the requested (provider, model)."""
+
+    code = "NO_ADAPTER"
+
+
+class DuplicateAdapterError(ModelError):
+    """A model name was registered twice."""
+
+    code = "DUPLICATE_ADAPTER"
+
+
+class ToolError(RetinueError):
+    """Raised by a tool to produce an error result that carries a code."""
+
+
+class StoreError(RetinueError):
+    """A session store refused or failed an operation; ``code`` says why."""

@@ -1,0 +1,104 @@
+"""Lossless-JSON validation and deep immutable snapshots (R1.6, R4.5, R4.7)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TypeAlias, final
+
+from ._errors import InvalidJsonError
+
+__all__ = ["FrozenDict", "JsonValue", "check_json", "freeze_json", "thaw_json"]
+
+if TYPE_CHECKING:
+    JsonValue: TypeAlias = (
+        "None | bool | int | float | str | tuple[JsonValue, ...] | list[JsonValue] | Mapping[str, JsonValue]"
+    )
+else:
+
+    class JsonValue:
+        """Runtime stand-in for the recursive JSON alias, so codecs can dispatch on it."""
+
+
+@final
+class FrozenDict(dict[str, "JsonValue"]):
+    """A ``dict`` that refuses mutation; ``json.dumps`` still writes it as an object."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_args: object, **_kwargs: object) -> None:
+        raise TypeError("this JSON object is an immutable snapshot")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    clear = _refuse  # type: ignore[assignment]
+    pop = _refuse  # type: ignore[assignment]
+    popitem = _refuse  # type: ignore[assignment]
+    setdefault = _refuse  # type: ignore[assignment]
+    update = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items(), key=lambda item: item[0])))
+
+
+def _where(path: str) -> str:
+    return path or "the value"
+
+
+def freeze_json(value: object, path: str = "") -> JsonValue:
+    """Validate *value* as lossless JSON and return a deep immutable copy.
+
+    Lists become tuples and objects become :class:`FrozenDict`. Raises
+    :class:`InvalidJsonError` naming the offending path (NaN, bytes, sets,
+    non-string keys, cycles, arbitrary objects). Never blocks.
+    """
+    return _freeze(value, path, set())
+
+
+def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise InvalidJsonError(f"{_where(path)} is a non-finite number ({value!r})")
+    if isinstance(value, list | tuple):
+        marker = id(value)
+        if marker in seen:
+            raise InvalidJsonError(f"{_where(path)} contains a cycle")
+        seen.add(marker)
+        frozen = tuple(_freeze(item, f"{path}[{i}]", seen) for i, item in enumerate(value))
+        seen.discard(marker)
+        return frozen
+    if isinstance(value, Mapping):
+        marker = id(value)
+        if marker in seen:
+            raise InvalidJsonError(f"{_where(path)} contains a cycle")
+        seen.add(marker)
+        items: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidJsonError(f"{_where(path)} has a non-string key {key!r}")
+            items[key] = _freeze(item, f"{path}.{key}" if path else key, seen)
+        seen.discard(marker)
+        frozen_dict = FrozenDict()
+        dict.update(frozen_dict, items)
+        return frozen_dict
+    raise InvalidJsonError(f"{_where(path)} is not JSON: {type(value).__name__}")
+
+
+def check_json(value: object, path: str = "") -> None:
+    """Raise :class:`InvalidJsonError` unless *value* is lossless JSON."""
+    freeze_json(value, path)
+
+
+def thaw_json(value: JsonValue) -> object:
+    """Return a plain mutable copy (lists and dicts) of a JSON value."""
+    if isinstance(value, tuple | list):
+        return [thaw_json(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: thaw_json(item) for key, item in value.items()}
+    return value

@@ -1,0 +1,152 @@
+"""Request values: call config, tool schemas and the immutable model request (R7.35, R8.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import final, overload
+
+import attrs
+
+from ._content import Message
+from ._lossless import FrozenDict, JsonValue, freeze_json
+
+__all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema"]
+
+
+def _freeze_schema(value: object) -> FrozenDict:
+    frozen = freeze_json(value, "parameters")
+    if not isinstance(frozen, FrozenDict):
+        raise TypeError("a tool's parameters must be a JSON object")
+    return frozen
+
+
+def _stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+@final
+@attrs.frozen
+class LlmCallConfig:
+    """What model to call and how (R8.2); equality is field-wise."""
+
+    model: str
+    provider: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop_tuple)
+
+
+@final
+@attrs.frozen
+class ToolSchema:
+    """The part of a tool the model sees."""
+
+    name: str
+    description: str
+    parameters: FrozenDict = attrs.field(converter=_freeze_schema)
+
+
+@final
+class MessageHistory(Sequence[Message]):
+    """An immutable view of model-visible messages: a prefix plus a log snapshot.
+
+    Taking one is O(1): it shares the session's append-only projection list and
+    remembers its length, so later appends are invisible to it.
+    """
+
+    __slots__ = ("_items", "_length", "_prefix")
+
+    def __init__(
+        self,
+        items: Sequence[Message] = (),
+        length: int | None = None,
+        prefix: tuple[Message, ...] = (),
+    ) -> None:
+        self._items = items
+        self._length = len(items) if length is None else length
+        self._prefix = prefix
+
+    def with_prefix(self, prefix: tuple[Message, ...]) -> MessageHistory:
+        """Return this history with *prefix* in front (the session prefix, R8.6)."""
+        return MessageHistory(self._items, self._length, prefix + self._prefix)
+
+    def __len__(self) -> int:
+        return len(self._prefix) + self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        if index < len(self._prefix):
+            return self._prefix[index]
+        return self._items[index - len(self._prefix)]
+
+    def __iter__(self) -> Iterator[Message]:
+        yield from self._prefix
+        items = self._items
+        for index in range(self._length):
+            yield items[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"MessageHistory({list(self)!r})"
+
+
+@final
+@attrs.frozen
+class ModelRequest:
+    """One immutable model request (R7.35); adapters read it and never change it."""
+
+    config: LlmCallConfig
+    messages: MessageHistory
+    system: str | None = None
+    tools: tuple[ToolSchema, ...] = ()
+    session_id: str | None = None
+    metadata: FrozenDict = attrs.field(factory=FrozenDict)
+
+    @property
+    def model(self) -> str:
+        """The model name."""
+        return self.config.model
+
+    @property
+    def provider(self) -> str | None:
+        """The provider name, when the config names one."""
+        return self.config.provider
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The output-token limit, when set."""
+        return self.config.max_tokens
+
+    @property
+    def temperature(self) -> float | None:
+        """The sampling temperature, when set."""
+        return self.config.temperature
+
+    @property
+    def stop(self) -> tuple[str, ...] | None:
+        """Stop sequences, when set."""
+        return self.config.stop
+
+
+def json_object(value: JsonValue) -> FrozenDict:
+    """Return *value* if it is a frozen JSON object, else raise ``TypeError``."""
+    if isinstance(value, FrozenDict):
+        return value
+    raise TypeError("expected a JSON object")

@@ -1,0 +1,188 @@
+"""Model stream values: chunks, finish reasons and token usage (R10.1, R10.4, R10.5)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, TypeAlias, final
+
+import attrs
+
+from ._content import ContentBlock
+
+__all__ = [
+    "Aborted",
+    "BlockEnd",
+    "BlockStart",
+    "Errored",
+    "Finish",
+    "FinishReason",
+    "MaxTokens",
+    "OtherFinish",
+    "ReasoningDelta",
+    "Stop",
+    "StreamChunk",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCalls",
+    "Usage",
+    "UsageChunk",
+]
+
+
+@final
+@attrs.frozen
+class Usage:
+    """Token counts; they are disjoint (input excludes cached input)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        """Billed input plus output tokens."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + (self.cache_read_tokens or 0)
+            + (self.cache_write_tokens or 0)
+        )
+
+
+@final
+@attrs.frozen
+class Stop:
+    """The model finished normally."""
+
+    kind: ClassVar[str] = "stop"
+
+
+@final
+@attrs.frozen
+class ToolCalls:
+    """The model finished to have tools run."""
+
+    kind: ClassVar[str] = "tool-calls"
+
+
+@final
+@attrs.frozen
+class MaxTokens:
+    """The output was cut at the token limit."""
+
+    kind: ClassVar[str] = "max-tokens"
+
+
+@final
+@attrs.frozen
+class Aborted:
+    """The stream was aborted by the provider or the transport."""
+
+    kind: ClassVar[str] = "aborted"
+
+
+@final
+@attrs.frozen
+class Errored:
+    """The provider reported an error inside the stream."""
+
+    message: str
+    code: str | None = None
+    kind: ClassVar[str] = "error"
+
+
+@final
+@attrs.frozen
+class OtherFinish:
+    """A finish kind retinue does not know; treated as success (R10.4)."""
+
+    name: str
+
+    @property
+    def kind(self) -> str:
+        """The provider's finish name."""
+        return self.name
+
+
+FinishReason: TypeAlias = Stop | ToolCalls | MaxTokens | Aborted | Errored | OtherFinish
+STOP = Stop()
+TOOL_CALLS = ToolCalls()
+MAX_TOKENS = MaxTokens()
+ABORTED = Aborted()
+
+
+@final
+@attrs.frozen
+class BlockStart:
+    """A content block opens at ``index``."""
+
+    index: int
+    block_type: str
+    type: ClassVar[str] = "block-start"
+
+
+@final
+@attrs.frozen
+class TextDelta:
+    """More text for the block at ``index``."""
+
+    index: int
+    text: str
+    type: ClassVar[str] = "text-delta"
+
+
+@final
+@attrs.frozen
+class ReasoningDelta:
+    """More reasoning text (or a signature fragment) for the block at ``index``."""
+
+    index: int
+    text: str
+    signature: str | None = None
+    type: ClassVar[str] = "reasoning-delta"
+
+
+@final
+@attrs.frozen
+class ToolCallDelta:
+    """A tool-call fragment: id and name when known, and raw argument text."""
+
+    index: int
+    id: str | None
+    arguments_delta: str
+    name: str | None = None
+    type: ClassVar[str] = "tool-call-delta"
+
+
+@final
+@attrs.frozen
+class BlockEnd:
+    """The authoritative assembled block for ``index``."""
+
+    index: int
+    block: ContentBlock
+    type: ClassVar[str] = "block-end"
+
+
+@final
+@attrs.frozen
+class UsageChunk:
+    """Token usage for the call; comes before ``Finish``."""
+
+    usage: Usage
+    type: ClassVar[str] = "usage"
+
+
+@final
+@attrs.frozen
+class Finish:
+    """The last chunk of a stream."""
+
+    reason: FinishReason
+    type: ClassVar[str] = "finish"
+
+
+StreamChunk: TypeAlias = (
+    BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | UsageChunk | Finish
+)

@@ -1,0 +1,36 @@
+"""The event bus and the typed decisions its seams return."""
+
+from __future__ import annotations
+
+from ._bus import SEAMS, HookBus, Listener, contain
+from ._decisions import (
+    Accept,
+    Allow,
+    Ask,
+    Block,
+    Continue,
+    ContinuationDecision,
+    Deny,
+    PostToolDecision,
+    PreToolDecision,
+    PromptDecision,
+    Stop,
+)
+
+__all__ = [
+    "SEAMS",
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "Continue",
+    "ContinuationDecision",
+    "Deny",
+    "HookBus",
+    "Listener",
+    "PostToolDecision",
+    "PreToolDecision",
+    "PromptDecision",
+    "Stop",
+    "contain",
+]

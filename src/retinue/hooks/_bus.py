@@ -1,0 +1,190 @@
+"""The event bus: emit, serial, strict serial, waterfall and parallel dispatch (SPEC 6.1)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, final
+
+import attrs
+import trio
+
+__all__ = ["HookBus", "Listener", "contain"]
+
+log = logging.getLogger("retinue.hooks")
+T = TypeVar("T")
+Listener = Callable[..., object]
+SEAMS: dict[str, str] = {
+    "agent/created": "emit",
+    "agent/disposed": "emit",
+    "agent/status": "emit",
+    "agent/queued": "emit",
+    "agent/error": "emit",
+    "agent/session-start": "emit",
+    "agent/retry": "emit",
+    "agent/restarted": "emit",
+    "agent/prompt-submit": "waterfall",
+    "agent/session-prefix": "waterfall",
+    "agent/pre-step": "serial",
+    "agent/request": "waterfall",
+    "agent/step-result": "waterfall",
+    "agent/turn-continuation": "waterfall",
+    "agent/turn-stop": "strict-serial",
+    "tools/pre-execute": "waterfall",
+    "tools/execute": "waterfall",
+    "tools/post-execute": "waterfall",
+    "tools/result": "emit",
+    "session/created": "emit",
+    "session/event": "emit",
+    "session/flush": "parallel",
+    "system-prompt/assemble": "waterfall",
+}
+
+
+def contain(where: str, fn: Callable[[], object]) -> None:
+    """Run *fn*; log and swallow an ``Exception`` (containment for notifications, R6.1)."""
+    try:
+        fn()
+    except Exception:
+        log.exception("listener failed in %s (contained)", where)
+
+
+async def _call(fn: Listener, *args: object) -> object:
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+@attrs.define(eq=False, slots=True)
+class _Entry:
+    fn: Listener
+    scope: str | None
+
+
+@final
+@attrs.define(eq=False)
+class HookBus:
+    """Listener registry and dispatcher shared by every agent of a runtime.
+
+    A listener registered with ``agent=`` hears only that agent's dispatches
+    (R6.5); lists are copied before dispatch so (un)registering during a
+    dispatch is safe.
+    """
+
+    _listeners: dict[str, list[_Entry]] = attrs.field(factory=dict, init=False)
+
+    def on(self, name: str, fn: Listener, *, agent: object = None) -> Callable[[], None]:
+        """Register *fn* for seam *name*; returns an idempotent unregister function.
+
+        *agent* is an agent (or its id) to scope the listener to.
+        """
+        scope = None if agent is None else (agent if isinstance(agent, str) else str(getattr(agent, "id")))  # noqa: B009
+        entry = _Entry(fn, scope)
+        self._listeners.setdefault(name, []).append(entry)
+
+        def unregister() -> None:
+            entries = self._listeners.get(name)
+            if entries is not None and entry in entries:
+                entries.remove(entry)
+                if not entries:
+                    del self._listeners[name]
+
+        return unregister
+
+    def has_listeners(self, name: str) -> bool:
+        """Whether any listener is registered for *name* (scoped or not)."""
+        return name in self._listeners
+
+    def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
+        """The listeners *scope*'s dispatch of *name* reaches, in registration order."""
+        entries = self._listeners.get(name)
+        if not entries:
+            return []
+        return [e.fn for e in entries if e.scope is None or e.scope == scope]
+
+    def emit(self, name: str, *args: object, scope: str | None = None) -> None:
+        """Call every listener synchronously; each failure is logged and contained."""
+        if name not in self._listeners:
+            return
+        for fn in self.listeners(name, scope):
+            try:
+                result = fn(*args)
+                if inspect.iscoroutine(result):
+                    result.close()
+                    raise TypeError(f"{name} listeners must be synchronous")
+            except Exception:
+                log.exception("listener failed in %s (contained)", name)
+
+    def emit_raising(self, name: str, *args: object, scope: str | None = None) -> None:
+        """Call every listener synchronously; the first failure propagates after all ran."""
+        if name not in self._listeners:
+            return
+        first: Exception | None = None
+        for fn in self.listeners(name, scope):
+            try:
+                fn(*args)
+            except Exception as exc:
+                if first is None:
+                    first = exc
+        if first is not None:
+            raise first
+
+    async def serial(self, name: str, *args: object, scope: str | None = None) -> None:
+        """Await listeners one after another; a failure propagates (R6.2)."""
+        await trio.lowlevel.checkpoint()
+        for fn in self.listeners(name, scope):
+            await _call(fn, *args)
+
+    async def strict_serial(self, name: str, *args: object, scope: str | None = None) -> object:
+        """Await listeners in order; the first non-``None`` result ends the chain (R6.2)."""
+        await trio.lowlevel.checkpoint()
+        for fn in self.listeners(name, scope):
+            result = await _call(fn, *args)
+            if result is not None:
+                return result
+        return None
+
+    async def waterfall(
+        self,
+        name: str,
+        default: Callable[[], Awaitable[T]],
+        *args: object,
+        scope: str | None = None,
+    ) -> T:
+        """Run the middleware chain; the first listener is outermost (R6.3).
+
+        Each listener is called as ``fn(*args, next)``; ``await next()`` runs the
+        rest of the chain, ending in *default*.
+        """
+        chain = self.listeners(name, scope)
+        if not chain:
+            return await default()
+
+        async def run(index: int) -> T:
+            if index == len(chain):
+                return await default()
+            return await _call(chain[index], *args, lambda: run(index + 1))  # type: ignore[return-value]
+
+        return await run(0)
+
+    async def parallel(self, name: str, *args: object, scope: str | None = None) -> None:
+        """Run every listener concurrently and wait for all; a failure propagates (R6.4)."""
+        chain = self.listeners(name, scope)
+        if not chain:
+            await trio.lowlevel.checkpoint()
+            return
+        failures: list[Exception] = []
+
+        async def run(fn: Listener) -> None:
+            try:
+                await _call(fn, *args)
+            except Exception as exc:
+                failures.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for fn in chain:
+                nursery.start_soon(run, fn)
+        if failures:
+            raise failures[0]

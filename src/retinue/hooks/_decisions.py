@@ -1,0 +1,93 @@
+"""Typed seam decisions (SPEC 6.3)."""
+
+from __future__ import annotations
+
+from typing import TypeAlias, final
+
+import attrs
+
+from .._content import ContentBlock, HookContext, as_content
+
+__all__ = [
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "Continue",
+    "ContinuationDecision",
+    "Deny",
+    "PostToolDecision",
+    "PreToolDecision",
+    "PromptDecision",
+    "Stop",
+]
+
+
+def _optional_content(
+    value: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock] | None,
+) -> tuple[ContentBlock, ...] | None:
+    return None if value is None else as_content(value)
+
+
+@final
+@attrs.frozen
+class Allow:
+    """Let a prompt or tool call through; ``content`` replaces a prompt (R6.6)."""
+
+    content: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_optional_content)
+    additional_context: HookContext | None = None
+
+
+@final
+@attrs.frozen
+class Block:
+    """Veto a prompt (``reason``) or a tool result (``feedback`` replaces it, R6.9)."""
+
+    reason: str = ""
+    feedback: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_optional_content)
+    additional_context: HookContext | None = None
+
+
+@final
+@attrs.frozen
+class Continue:
+    """Run another step; ``reason`` is delivered as steering (R7.27)."""
+
+    reason: HookContext | None = None
+
+
+@final
+@attrs.frozen
+class Stop:
+    """End the turn after this step."""
+
+
+@final
+@attrs.frozen
+class Deny:
+    """Refuse a tool call; the model sees ``Error: <reason>`` (R6.8)."""
+
+    reason: str
+
+
+@final
+@attrs.frozen
+class Ask:
+    """Ask for approval; without an approval service it degrades to a denial."""
+
+    reason: str | None = None
+
+
+@final
+@attrs.frozen
+class Accept:
+    """Accept a tool result; ``content`` replaces it, keeping its error flags (R9.3)."""
+
+    content: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_optional_content)
+    additional_context: HookContext | None = None
+
+
+PromptDecision: TypeAlias = Allow | Block
+ContinuationDecision: TypeAlias = Continue | Stop
+PreToolDecision: TypeAlias = Allow | Deny | Ask
+PostToolDecision: TypeAlias = Accept | Block

@@ -1,0 +1,7 @@
+"""The agent mailbox: queued and steering FIFOs with a single-driver wake-up."""
+
+from __future__ import annotations
+
+from ._mailbox import Mailbox, MailboxItem, MailboxStatistics
+
+__all__ = ["Mailbox", "MailboxItem", "MailboxStatistics"]

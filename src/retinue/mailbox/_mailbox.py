@@ -1,0 +1,108 @@
+"""The agent's inbox: a queued FIFO, a steering FIFO and the single driver's wake-up (SPEC 3)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import final
+
+import attrs
+import trio
+
+from .._content import ContentBlock, MessageSource
+
+__all__ = ["Mailbox", "MailboxItem", "MailboxStatistics"]
+
+
+@final
+@attrs.frozen
+class MailboxItem:
+    """One queued or steering message."""
+
+    content: tuple[ContentBlock, ...]
+    source: MessageSource
+
+
+@final
+@attrs.frozen
+class MailboxStatistics:
+    """A snapshot of the mailbox."""
+
+    queued: int
+    steering: int
+    driver_waiting: bool
+
+
+@final
+@attrs.define(eq=False)
+class Mailbox:
+    """Two FIFOs; only one task (the agent's driver) ever waits on it."""
+
+    _queued: deque[MailboxItem] = attrs.field(factory=deque, init=False)
+    _steering: deque[MailboxItem] = attrs.field(factory=deque, init=False)
+    _wakeup: trio.Event | None = attrs.field(default=None, init=False)
+
+    def enqueue(self, item: MailboxItem) -> None:
+        """Append to the queued FIFO and wake the waiting driver (R3.2); never blocks."""
+        self._queued.append(item)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def steer(self, item: MailboxItem) -> None:
+        """Append to the steering FIFO without waking anyone (R3.3); never blocks."""
+        self._steering.append(item)
+
+    def drain_queued(self) -> list[MailboxItem]:
+        """Return and remove every queued item, in arrival order (R3.4)."""
+        items = list(self._queued)
+        self._queued.clear()
+        return items
+
+    def drain_steering(self) -> list[MailboxItem]:
+        """Return and remove every steering item, in arrival order (R3.4)."""
+        items = list(self._steering)
+        self._steering.clear()
+        return items
+
+    @property
+    def has_queued(self) -> bool:
+        """Whether the queued FIFO is non-empty."""
+        return bool(self._queued)
+
+    @property
+    def has_steering(self) -> bool:
+        """Whether the steering FIFO is non-empty."""
+        return bool(self._steering)
+
+    def requeue_steering(self) -> None:
+        """Move leftover steering to the queued FIFO so it starts the next turn (R3.10)."""
+        if self._steering:
+            self._queued.extend(self._steering)
+            self._steering.clear()
+
+    def clear(self) -> None:
+        """Discard both FIFOs without delivering (R3.6)."""
+        self._queued.clear()
+        self._steering.clear()
+
+    def wake(self) -> None:
+        """Wake the waiting driver without queuing anything (used by dispose)."""
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def wait_for_queued(self, stop: trio.Event) -> None:
+        """Wait until something is queued or *stop* is set (R3.7).
+
+        Always a checkpoint. Cancellation leaves the mailbox unchanged.
+        """
+        await trio.lowlevel.checkpoint()
+        while not self._queued and not stop.is_set():
+            wakeup = self._wakeup = trio.Event()
+            try:
+                await wakeup.wait()
+            finally:
+                if self._wakeup is wakeup:
+                    self._wakeup = None
+
+    def statistics(self) -> MailboxStatistics:
+        """Return a snapshot of queue lengths."""
+        return MailboxStatistics(len(self._queued), len(self._steering), self._wakeup is not None)

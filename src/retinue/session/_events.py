@@ -1,0 +1,384 @@
+"""The session event catalogue (SPEC 4.3): one frozen class per event type."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, TypeAlias, final
+
+import attrs
+
+from .._content import ContentBlock, Message, MessageSource, as_content
+from .._lossless import FrozenDict, JsonValue, freeze_json
+from .._request import LlmCallConfig, ToolSchema
+from .._stream import StreamChunk, Usage
+
+__all__ = [
+    "SURFACE_TYPES",
+    "AssistantChunk",
+    "AssistantMessage",
+    "ContextMessage",
+    "CustomEvent",
+    "EpochHeader",
+    "Event",
+    "EventData",
+    "HeaderReason",
+    "PromptBlocked",
+    "Replace",
+    "RequestHeader",
+    "RequestHeaderDelta",
+    "SessionHeader",
+    "SteeringMessage",
+    "StepEnd",
+    "StepStart",
+    "SurfaceOp",
+    "SystemEdit",
+    "ToolCallEvent",
+    "ToolErrorInfo",
+    "ToolResultEvent",
+    "ToolsDelta",
+    "TurnEnd",
+    "TurnEndReason",
+    "TurnStart",
+    "TurnTrigger",
+    "UserMessage",
+]
+
+FORMAT_VERSION = 0
+
+
+def _content_field() -> tuple[ContentBlock, ...]:
+    return attrs.field(converter=as_content)  # type: ignore[no-any-return]
+
+
+def _frozen_json(value: object) -> JsonValue:
+    return freeze_json(value)
+
+
+@final
+@attrs.frozen
+class TurnTrigger:
+    """Why a turn opened: queued messages or an idle injection."""
+
+    kind: Literal["message", "injection"]
+    source: MessageSource = MessageSource()
+
+
+@final
+@attrs.frozen
+class TurnEndReason:
+    """How a turn ended (R4.12); ``kind`` is open for extension."""
+
+    kind: str
+    reason: str | None = None
+    step: int | None = None
+    message: str | None = None
+    code: str | None = None
+
+    @classmethod
+    def completed(cls) -> TurnEndReason:
+        """The turn ran to its end."""
+        return _COMPLETED
+
+    @classmethod
+    def aborted(cls, reason: str | None = None) -> TurnEndReason:
+        """The turn was cancelled, with the caller's reason."""
+        return cls("aborted", reason=reason)
+
+    @classmethod
+    def error(cls, step: int, message: str, code: str | None = None) -> TurnEndReason:
+        """The turn failed at *step* (0 = before any step)."""
+        return cls("error", step=step, message=message, code=code)
+
+    @classmethod
+    def disposed(cls) -> TurnEndReason:
+        """The agent was disposed during the turn."""
+        return cls("disposed")
+
+    @classmethod
+    def max_tokens(cls) -> TurnEndReason:
+        """A step of the turn was cut at the token limit."""
+        return cls("max-tokens")
+
+    @classmethod
+    def rejected(cls, reason: str) -> TurnEndReason:
+        """Every prompt of the batch was blocked; no step ran."""
+        return cls("rejected", reason=reason)
+
+    @classmethod
+    def interrupted(cls) -> TurnEndReason:
+        """A crash cut the turn short; synthesized by repair on load."""
+        return cls("interrupted")
+
+
+_COMPLETED = TurnEndReason("completed")
+
+
+@final
+@attrs.frozen
+class TurnStart:
+    """A turn opens."""
+
+    turn: int
+    trigger: TurnTrigger
+    type: ClassVar[str] = "turn/start"
+
+
+@final
+@attrs.frozen
+class TurnEnd:
+    """A turn closes; the durable commit boundary."""
+
+    turn: int
+    reason: TurnEndReason
+    type: ClassVar[str] = "turn/end"
+
+
+@final
+@attrs.frozen
+class StepStart:
+    """A step (one model call and its tools) opens."""
+
+    turn: int
+    step: int
+    type: ClassVar[str] = "step/start"
+
+
+@final
+@attrs.frozen
+class StepEnd:
+    """A step closes."""
+
+    turn: int
+    step: int
+    type: ClassVar[str] = "step/end"
+
+
+@final
+@attrs.frozen
+class UserMessage:
+    """An allowed (possibly rewritten) prompt."""
+
+    content: tuple[ContentBlock, ...] = _content_field()
+    source: MessageSource = MessageSource()
+    type: ClassVar[str] = "user/message"
+
+
+@final
+@attrs.frozen
+class PromptBlocked:
+    """The original content of a vetoed prompt."""
+
+    content: tuple[ContentBlock, ...] = _content_field()
+    source: MessageSource = MessageSource()
+    reason: str = ""
+    type: ClassVar[str] = "prompt/blocked"
+
+
+@final
+@attrs.frozen
+class ContextMessage:
+    """Injected context (inject, additional context)."""
+
+    content: tuple[ContentBlock, ...] = _content_field()
+    source: MessageSource = MessageSource()
+    type: ClassVar[str] = "context/message"
+
+
+@final
+@attrs.frozen
+class SteeringMessage:
+    """Steering delivered between steps of a turn."""
+
+    turn: int
+    content: tuple[ContentBlock, ...] = _content_field()
+    source: MessageSource = MessageSource()
+    type: ClassVar[str] = "steering/message"
+
+
+@final
+@attrs.frozen
+class AssistantChunk:
+    """One raw stream chunk, in order."""
+
+    turn: int
+    step: int
+    chunk: StreamChunk
+    type: ClassVar[str] = "assistant/chunk"
+
+
+@final
+@attrs.frozen
+class AssistantMessage:
+    """The assembled assistant message of a step."""
+
+    turn: int
+    step: int
+    content: tuple[ContentBlock, ...] = _content_field()
+    usage: Usage | None = None
+    type: ClassVar[str] = "assistant/message"
+
+
+@final
+@attrs.frozen
+class ToolCallEvent:
+    """Audit record of a tool call, with the raw arguments."""
+
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+    type: ClassVar[str] = "tool/call"
+
+
+@final
+@attrs.frozen
+class ToolErrorInfo:
+    """A coded harness error attached to a tool result."""
+
+    name: str
+    code: str
+
+
+@final
+@attrs.frozen
+class ToolResultEvent:
+    """The result of one tool call, keyed by the model's call id."""
+
+    turn: int
+    step: int
+    call_id: str
+    content: tuple[ContentBlock, ...] = _content_field()
+    is_error: bool = False
+    error: ToolErrorInfo | None = None
+    meta: JsonValue = attrs.field(default=None, converter=_frozen_json)
+    type: ClassVar[str] = "tool/result"
+
+
+@final
+@attrs.frozen
+class EpochHeader:
+    """The canonical request header (R8.2): empty values are absent."""
+
+    config: LlmCallConfig
+    system: str | None = None
+    tools: tuple[ToolSchema, ...] = ()
+    message_prefix: tuple[Message, ...] = ()
+
+
+HeaderReason: TypeAlias = Literal["initial", "resume", "fallback"]
+
+
+@final
+@attrs.frozen
+class RequestHeader:
+    """A full request header snapshot."""
+
+    header: EpochHeader
+    reason: HeaderReason
+    type: ClassVar[str] = "request/header"
+
+
+@final
+@attrs.frozen
+class SystemEdit:
+    """A line edit of the system prompt: keep a prefix and suffix, insert lines between."""
+
+    keep_start: int
+    keep_end: int
+    insert: tuple[str, ...] = ()
+
+
+@final
+@attrs.frozen
+class ToolsDelta:
+    """Tool changes keyed by name: removed dropped, changed in place, added appended."""
+
+    added: tuple[ToolSchema, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[ToolSchema, ...] = ()
+
+
+@final
+@attrs.frozen
+class RequestHeaderDelta:
+    """An amendment of the folded header."""
+
+    system: SystemEdit | None = None
+    tools: ToolsDelta | None = None
+    config: LlmCallConfig | None = None
+    message_prefix: tuple[Message, ...] | None = None
+    type: ClassVar[str] = "request/header-delta"
+
+
+@final
+@attrs.frozen
+class CustomEvent:
+    """An event type retinue does not model (plugins, newer versions); kept verbatim."""
+
+    type: str
+    data: JsonValue = attrs.field(factory=FrozenDict, converter=_frozen_json)
+
+
+EventData: TypeAlias = (
+    TurnStart
+    | TurnEnd
+    | StepStart
+    | StepEnd
+    | UserMessage
+    | PromptBlocked
+    | ContextMessage
+    | SteeringMessage
+    | AssistantChunk
+    | AssistantMessage
+    | ToolCallEvent
+    | ToolResultEvent
+    | RequestHeader
+    | RequestHeaderDelta
+    | CustomEvent
+)
+
+SURFACE_TYPES = frozenset(
+    {"user/message", "assistant/message", "tool/result", "context/message", "steering/message"}
+)
+
+
+@final
+@attrs.frozen
+class Replace:
+    """Surface op: replace the surface nodes from ``start`` through ``end`` with this event."""
+
+    start: int
+    end: int
+
+
+SurfaceOp: TypeAlias = Literal["append"] | Replace
+
+
+@final
+@attrs.frozen
+class Event:
+    """One logged event: ``seq`` equals its index in the log, ``time`` is epoch ms."""
+
+    seq: int
+    time: int
+    data: EventData
+    source_event_seqs: tuple[int, ...] | None = None
+    surface_op: SurfaceOp | None = None
+
+    @property
+    def type(self) -> str:
+        """The wire type tag, e.g. ``"turn/start"``."""
+        return self.data.type
+
+
+@final
+@attrs.frozen
+class SessionHeader:
+    """Out-of-log session metadata (R4.1); never part of history."""
+
+    id: str
+    created_at: int
+    version: int = FORMAT_VERSION
+    cwd: str | None = None
+    parent_session: str | None = None
+    seed_length: int | None = None

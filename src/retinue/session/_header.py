@@ -1,0 +1,97 @@
+"""Request-header fold and delta encoding (SPEC 8); pure functions."""
+
+from __future__ import annotations
+
+import attrs
+
+from .._errors import SessionError
+from .._request import ToolSchema
+from ._events import EpochHeader, RequestHeader, RequestHeaderDelta, SystemEdit, ToolsDelta
+
+__all__ = ["apply_delta", "fold_header", "make_delta"]
+
+
+def _lines(text: str | None) -> list[str]:
+    return [] if text is None else text.split("\n")
+
+
+def _edit_system(old: str | None, new: str | None) -> SystemEdit:
+    before, after = _lines(old), _lines(new)
+    start = 0
+    while start < min(len(before), len(after)) and before[start] == after[start]:
+        start += 1
+    end = 0
+    limit = min(len(before), len(after)) - start
+    while end < limit and before[-1 - end] == after[-1 - end]:
+        end += 1
+    return SystemEdit(start, end, tuple(after[start : len(after) - end]))
+
+
+def _apply_system(old: str | None, edit: SystemEdit) -> str | None:
+    before = _lines(old)
+    if edit.keep_start + edit.keep_end > len(before):
+        raise SessionError("system edit keeps more lines than exist", code="CORRUPT_HEADER")
+    kept_end = before[len(before) - edit.keep_end :] if edit.keep_end else []
+    lines = [*before[: edit.keep_start], *edit.insert, *kept_end]
+    return "\n".join(lines) if lines else None
+
+
+def _tools_delta(old: EpochHeader, new: EpochHeader) -> ToolsDelta:
+    before = {tool.name: tool for tool in old.tools}
+    after = {tool.name: tool for tool in new.tools}
+    return ToolsDelta(
+        added=tuple(tool for tool in new.tools if tool.name not in before),
+        removed=tuple(name for name in before if name not in after),
+        changed=tuple(
+            tool for tool in new.tools if tool.name in before and before[tool.name] != tool
+        ),
+    )
+
+
+def _apply_tools(old: EpochHeader, delta: ToolsDelta) -> tuple[ToolSchema, ...]:
+    removed = set(delta.removed)
+    changed = {tool.name: tool for tool in delta.changed}
+    kept = [changed.get(tool.name, tool) for tool in old.tools if tool.name not in removed]
+    return (*kept, *delta.added)
+
+
+def make_delta(old: EpochHeader, new: EpochHeader) -> RequestHeaderDelta | None:
+    """Return a delta turning *old* into *new*, or ``None`` if none round-trips (R8.4)."""
+    delta = RequestHeaderDelta(
+        system=_edit_system(old.system, new.system) if old.system != new.system else None,
+        tools=_tools_delta(old, new) if old.tools != new.tools else None,
+        config=new.config if old.config != new.config else None,
+        message_prefix=new.message_prefix if old.message_prefix != new.message_prefix else None,
+    )
+    try:
+        round_trip = apply_delta(old, delta)
+    except SessionError:
+        return None
+    return delta if round_trip == new else None
+
+
+def apply_delta(old: EpochHeader, delta: RequestHeaderDelta) -> EpochHeader:
+    """Amend *old* with *delta* (R8.5)."""
+    header = old
+    if delta.system is not None:
+        header = attrs.evolve(header, system=_apply_system(header.system, delta.system))
+    if delta.tools is not None:
+        header = attrs.evolve(header, tools=_apply_tools(header, delta.tools))
+    if delta.config is not None:
+        header = attrs.evolve(header, config=delta.config)
+    if delta.message_prefix is not None:
+        header = attrs.evolve(header, message_prefix=delta.message_prefix)
+    return header
+
+
+def fold_header(
+    current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta
+) -> EpochHeader:
+    """Fold one header event into the current header (R8.3, R4.18)."""
+    if isinstance(data, RequestHeader):
+        return data.header
+    if current is None:
+        raise SessionError(
+            "request/header-delta precedes the first request/header", code="CORRUPT_HEADER"
+        )
+    return apply_delta(current, data)

@@ -1,0 +1,271 @@
+"""The append-only session log: append-before-notify, seq invariants, folds (SPEC 4)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import final, overload
+
+import attrs
+
+from .._errors import SessionError
+from .._lossless import JsonValue
+from .._request import MessageHistory
+from ._events import (
+    SURFACE_TYPES,
+    CustomEvent,
+    EpochHeader,
+    Event,
+    EventData,
+    Replace,
+    RequestHeader,
+    RequestHeaderDelta,
+    SessionHeader,
+    SurfaceOp,
+    TurnEnd,
+    TurnStart,
+)
+from ._header import fold_header
+from ._history import Surface
+
+__all__ = ["EventLog", "Session", "now_ms"]
+
+log = logging.getLogger("retinue.session")
+Observer = Callable[[Event], None]
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+@final
+class EventLog(Sequence[Event]):
+    """A read-only, live view of a session's events (``events[i].seq == i``)."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: list[Event]) -> None:
+        self._events = events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
+        if isinstance(index, slice):
+            return tuple(self._events[index])
+        return self._events[index]
+
+    def __repr__(self) -> str:
+        return f"<EventLog of {len(self._events)} events>"
+
+
+@final
+@attrs.define(eq=False)
+class Session:
+    """An append-only event log with its surface and header folds.
+
+    All methods are synchronous and never block: persistence only buffers.
+    """
+
+    header: SessionHeader
+    _events: list[Event] = attrs.field(factory=list, init=False)
+    _observers: list[Observer] = attrs.field(factory=list, init=False)
+    _surface: Surface = attrs.field(factory=Surface, init=False)
+    _last_turn: int = attrs.field(default=0, init=False)
+    _turn_open: bool = attrs.field(default=False, init=False)
+    _header_fold: EpochHeader | None = attrs.field(default=None, init=False)
+    _clock: Callable[[], int] = attrs.field(default=now_ms, init=False)
+
+    @classmethod
+    def create(
+        cls,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        seed: Iterable[Event] = (),
+        parent_session: str | None = None,
+        created_at: int | None = None,
+    ) -> Session:
+        """Build a session, optionally seeded with validated events (R4.24)."""
+        if cwd is not None and not os.path.isabs(cwd):
+            raise SessionError(f"cwd must be absolute: {cwd!r}", code="INVALID_CWD")
+        seed_events = list(seed)
+        header = SessionHeader(
+            id=session_id,
+            created_at=now_ms() if created_at is None else created_at,
+            cwd=cwd,
+            parent_session=parent_session,
+            seed_length=len(seed_events) if parent_session is not None else None,
+        )
+        return cls.from_events(header, seed_events)
+
+    @classmethod
+    def from_events(cls, header: SessionHeader, events: Iterable[Event]) -> Session:
+        """Rebuild a session from stored events, validating each; emits nothing."""
+        session = cls(header)
+        for event in events:
+            if event.seq != len(session._events):
+                raise SessionError(
+                    f"session {header.id!r}: seed event has seq {event.seq}, "
+                    f"expected {len(session._events)}",
+                    code="SEQ_GAP",
+                )
+            session._validate(event)
+            session._record(event)
+        return session
+
+    @property
+    def id(self) -> str:
+        """The session id (equal to its agent's id)."""
+        return self.header.id
+
+    @property
+    def events(self) -> EventLog:
+        """The log, as a read-only live sequence."""
+        return EventLog(self._events)
+
+    @property
+    def is_turn_open(self) -> bool:
+        """Whether the last turn boundary in the log is a ``turn/start`` (R4.17)."""
+        return self._turn_open
+
+    @property
+    def last_turn(self) -> int:
+        """The turn number of the last ``turn/start`` in the log, else 0 (R4.16)."""
+        return self._last_turn
+
+    def next_turn_number(self) -> int:
+        """The next turn number, derived from the log (R4.16)."""
+        return self._last_turn + 1
+
+    @property
+    def current_header(self) -> EpochHeader | None:
+        """The folded request header (R8.3), or ``None`` before the first."""
+        return self._header_fold
+
+    @property
+    def surface_generation(self) -> int:
+        """Increases on every surface replace (R4.21)."""
+        return self._surface.generation
+
+    def derive_messages(self) -> MessageHistory:
+        """Return the model-visible history as an immutable snapshot (SPEC 5); O(1)."""
+        return self._surface.snapshot()
+
+    def observe(self, observer: Observer) -> Callable[[], None]:
+        """Call *observer* synchronously after every append; returns an unsubscriber."""
+        self._observers.append(observer)
+
+        def unsubscribe() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+        return unsubscribe
+
+    def append(
+        self,
+        data: EventData,
+        *,
+        surface: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+    ) -> Event:
+        """Validate, log, then notify observers (append-before-notify, R4.8).
+
+        If an observer raises, the exception propagates but the event is logged.
+        """
+        event = Event(
+            seq=len(self._events),
+            time=self._clock(),
+            data=data,
+            source_event_seqs=None if source_event_seqs is None else tuple(source_event_seqs),
+            surface_op=surface,
+        )
+        self._validate(event)
+        self._record(event)
+        for observer in tuple(self._observers) if len(self._observers) > 1 else self._observers:
+            observer(event)
+        return event
+
+    def append_custom(self, event_type: str, data: JsonValue) -> Event:
+        """Append a plugin event type; *data* must be lossless JSON (R4.5, R4.11)."""
+        return self.append(CustomEvent(event_type, data))
+
+    def dump(self) -> list[dict[str, object]]:
+        """Return the log as JSON-ready dicts, one per event (the JSONL line shape)."""
+        from ._codec import dump_event
+
+        return [dump_event(event) for event in self._events]
+
+    def fork(self, child_id: str, boundary: int | None = None) -> Session:
+        """Copy events ``0..boundary`` into a new session (R4.25)."""
+        if boundary is None:
+            boundary = len(self._events) - 1
+        if boundary < 0 and not self._events:
+            return Session.create(child_id, cwd=self.header.cwd, parent_session=self.id)
+        if not 0 <= boundary < len(self._events):
+            raise SessionError(f"fork boundary {boundary} is not a seq", code="INVALID_BOUNDARY")
+        if not isinstance(self._events[boundary].data, TurnEnd):
+            raise SessionError(
+                f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN"
+            )
+        return Session.create(
+            child_id,
+            cwd=self.header.cwd,
+            seed=self._events[: boundary + 1],
+            parent_session=self.id,
+        )
+
+    def _validate(self, event: Event) -> None:
+        kind = event.type
+        if kind in SURFACE_TYPES:
+            if event.surface_op is None:
+                raise SessionError(f"{kind} needs a surface op", code="MISSING_SURFACE_OP")
+            if not self._turn_open:
+                raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
+        elif event.surface_op is not None:
+            raise SessionError(f"{kind} cannot carry a surface op", code="INVALID_SURFACE_OP")
+        sources = event.source_event_seqs
+        if sources is not None and (
+            not sources or len(set(sources)) != len(sources) or max(sources) >= event.seq or min(sources) < 0
+        ):
+            raise SessionError(
+                f"{kind}: source_event_seqs must be non-empty, unique and earlier",
+                code="INVALID_SOURCES",
+            )
+        self._validate_boundaries(event)
+        if isinstance(event.surface_op, Replace):
+            self._surface.check(event)
+
+    def _validate_boundaries(self, event: Event) -> None:
+        data = event.data
+        if isinstance(data, TurnStart) and self._turn_open:
+            raise SessionError("turn/start while a turn is open", code="TURN_OVERLAP")
+        if isinstance(data, TurnEnd) and (not self._turn_open or data.turn != self._last_turn):
+            raise SessionError(f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH")
+        if isinstance(data, RequestHeaderDelta) and self._header_fold is None:
+            raise SessionError(
+                "request/header-delta precedes the first request/header", code="CORRUPT_HEADER"
+            )
+
+    def _record(self, event: Event) -> None:
+        data = event.data
+        self._events.append(event)
+        if event.surface_op is not None:
+            self._surface.apply(event)
+        elif isinstance(data, TurnStart):
+            self._last_turn = data.turn
+            self._turn_open = True
+        elif isinstance(data, TurnEnd):
+            self._turn_open = False
+        elif isinstance(data, RequestHeader | RequestHeaderDelta):
+            self._header_fold = fold_header(self._header_fold, data)
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id!r} events={len(self._events)} turn_open={self._turn_open}>"

@@ -1,0 +1,52 @@
+"""The session-store seam the runtime talks to (SPEC 11.1, 11.2)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ..session import Session, SessionHeader
+
+__all__ = ["SessionStore"]
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable home of session logs, with write-behind buffering.
+
+    ``attach`` starts buffering a live session's appends (a sync observer,
+    R4.9); ``flush`` is the durability checkpoint (R7.49, R11.7): it returns
+    once every buffered event is durable, and on failure keeps the buffer for
+    a later flush. ``load`` repairs a crashed tail (R11.8, R11.9).
+    """
+
+    def attach(self, session: Session) -> None:
+        """Start buffering *session*'s appends; events already in it count as stored."""
+        ...
+
+    def attach_new(self, session: Session) -> None:
+        """Start buffering a session that is not stored yet (all its events are new)."""
+        ...
+
+    async def flush(self, session: Session) -> None:
+        """Make every buffered event of *session* durable; always a checkpoint."""
+        ...
+
+    async def detach(self, session: Session) -> None:
+        """Flush, then stop tracking *session*."""
+        ...
+
+    async def load(self, session_id: str) -> Session:
+        """Load (and repair) a stored session; raises ``StoreError`` if unknown."""
+        ...
+
+    async def list(self) -> list[SessionHeader]:
+        """Headers of every stored session (no event reads)."""
+        ...
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether *session_id* is stored."""
+        ...
+
+    async def aclose(self) -> None:
+        """Drain every buffer, then release storage."""
+        ...

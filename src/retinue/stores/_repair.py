@@ -1,0 +1,110 @@
+"""Crash-tail repair (R11.9): synthetic closers for a log that ends inside a turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._content import Text, ToolCall
+from ..session import (
+    AssistantMessage,
+    Event,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolErrorInfo,
+    ToolResultEvent,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+)
+
+__all__ = ["closing_events", "repair_tail"]
+
+INTERRUPTED_TEXT = "Error: a crash interrupted this tool call before it returned a result"
+
+
+def closing_events(
+    events: Sequence[Event],
+    reason: TurnEndReason,
+    *,
+    error: ToolErrorInfo,
+    text: str,
+) -> list[Event]:
+    """Return the events that close an open turn at the end of *events* (seqs continue)."""
+    state = _OpenTurn.scan(events)
+    if state is None:
+        return []
+    closers: list[Event] = []
+    seq = len(events)
+    stamp = events[-1].time if events else 0
+    for call_id in state.unanswered:
+        closers.append(
+            Event(
+                seq=seq,
+                time=stamp,
+                data=ToolResultEvent(
+                    state.turn, state.step, call_id, (Text(text),), is_error=True, error=error
+                ),
+                source_event_seqs=(state.call_seqs[call_id],) if call_id in state.call_seqs else None,
+                surface_op="append",
+            )
+        )
+        seq += 1
+    if state.step_open:
+        closers.append(Event(seq=seq, time=stamp, data=StepEnd(state.turn, state.step)))
+        seq += 1
+    closers.append(Event(seq=seq, time=stamp, data=TurnEnd(state.turn, reason)))
+    return closers
+
+
+def repair_tail(events: Sequence[Event]) -> list[Event]:
+    """Closers for a crashed final turn: error results, ``step/end``, ``turn/end{interrupted}``."""
+    return closing_events(
+        events,
+        TurnEndReason.interrupted(),
+        error=ToolErrorInfo("InterruptedError", "interrupted"),
+        text=INTERRUPTED_TEXT,
+    )
+
+
+class _OpenTurn:
+    def __init__(self, turn: int) -> None:
+        self.turn = turn
+        self.step = 0
+        self.step_open = False
+        self.pending: dict[str, None] = {}
+        self.call_seqs: dict[str, int] = {}
+
+    @property
+    def unanswered(self) -> list[str]:
+        return list(self.pending)
+
+    @classmethod
+    def scan(cls, events: Sequence[Event]) -> _OpenTurn | None:
+        state: _OpenTurn | None = None
+        for event in events:
+            data = event.data
+            if isinstance(data, TurnStart):
+                state = cls(data.turn)
+            elif isinstance(data, TurnEnd):
+                state = None
+            elif state is not None:
+                state.fold(event)
+        return state
+
+    def fold(self, event: Event) -> None:
+        data = event.data
+        if isinstance(data, StepStart):
+            self.step, self.step_open = data.step, True
+            self.pending, self.call_seqs = {}, {}
+        elif isinstance(data, StepEnd):
+            self.step_open = False
+            self.pending, self.call_seqs = {}, {}
+        elif isinstance(data, AssistantMessage):
+            for block in data.content:
+                if isinstance(block, ToolCall):
+                    self.pending[block.id] = None
+        elif isinstance(data, ToolCallEvent):
+            self.call_seqs[data.call_id] = event.seq
+        elif isinstance(data, ToolResultEvent):
+            self.pending.pop(data.call_id, None)
