@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ._mailbox import Mailbox, MailboxItem, MailboxStatistics
+from ._mailbox import Mailbox, MailboxItem, MailboxStatistics, Ticket
 
-__all__ = ["Mailbox", "MailboxItem", "MailboxStatistics"]
+__all__ = ["Mailbox", "MailboxItem", "MailboxStatistics", "Ticket"]

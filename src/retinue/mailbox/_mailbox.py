@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import final
+from typing import Generic, TypeVar, final
 
 import attrs
 import trio
 
 from .._content import ContentBlock, MessageSource
 
-__all__ = ["Mailbox", "MailboxItem", "MailboxStatistics"]
+__all__ = ["Mailbox", "MailboxItem", "MailboxStatistics", "Ticket"]
+
+T = TypeVar("T")
+
+
+@final
+@attrs.define(eq=False)
+class Ticket(Generic[T]):
+    """Settled once with the outcome of whatever consumed a mailbox item."""
+
+    result: T | None = None
+    done: trio.Event = attrs.field(factory=trio.Event)
+
+    def resolve(self, result: T) -> None:
+        """Settle the ticket; later calls are ignored. Never blocks."""
+        if not self.done.is_set():
+            self.result = result
+            self.done.set()
 
 
 @final
@@ -20,6 +37,7 @@ class MailboxItem:
 
     content: tuple[ContentBlock, ...]
     source: MessageSource
+    ticket: Ticket[object] | None = attrs.field(default=None, eq=False)
 
 
 @final

@@ -1,0 +1,1 @@
+"""Load benchmarks; each prints JSON lines with its figures."""

@@ -1,0 +1,41 @@
+"""Shared benchmark helpers: CPU timing, RSS, JSON output and the workload shape."""
+
+from __future__ import annotations
+
+import gc
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+TURNS = 5
+STEPS_PER_TURN = 2
+ANSWER_CHUNKS = 20
+
+
+def rss_mb() -> float:
+    """Current resident set size in MiB (Linux /proc)."""
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+    """Run *fn*; return its result, CPU seconds and wall seconds."""
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = fn()
+    return result, time.process_time() - cpu, time.perf_counter() - wall
+
+
+def emit(record: dict[str, Any]) -> None:
+    """Print one JSON line."""
+    print(json.dumps(record), flush=True)
+    sys.stdout.flush()

@@ -1,0 +1,82 @@
+"""The floor: a pure-trio loop doing the same event appends and tool nurseries, no framework.
+
+Each agent is a task; each turn appends the same number of events as a
+retinue turn of the overhead workload (dicts into a list, with seq and time)
+and runs the tool step's two tool calls as child tasks of a nursery.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from ._common import ANSWER_CHUNKS, TURNS
+
+# A retinue turn of the workload: turn/start, user/message, then
+# step 1: step/start, request/header, tool-call chunks, assistant/message,
+#         2 x tool/call, 2 x tool/result, step/end;
+# step 2: step/start, answer chunks, assistant/message, step/end; turn/end.
+TOOL_STEP_CHUNKS = 2 * 3 + 1  # block-start, delta, block-end per call + finish
+ANSWER_STEP_CHUNKS = ANSWER_CHUNKS + 3  # block-start, deltas, block-end, finish
+
+
+async def _tool(results: list[str], index: int) -> None:
+    await trio.lowlevel.checkpoint()
+    results.append(f"result {index}")
+
+
+def _append(log: list[dict[str, object]], kind: str, data: dict[str, object]) -> None:
+    log.append({"seq": len(log), "type": kind, "time": time.time_ns() // 1_000_000, "data": data})
+
+
+async def _step_with_tools(log: list[dict[str, object]], turn: int) -> None:
+    _append(log, "step/start", {"turn": turn, "step": 1})
+    _append(log, "request/header", {"model": "m"})
+    for index in range(TOOL_STEP_CHUNKS):
+        _append(log, "assistant/chunk", {"turn": turn, "step": 1, "index": index})
+    _append(log, "assistant/message", {"turn": turn, "step": 1})
+    results: list[str] = []
+    for index in range(2):
+        _append(log, "tool/call", {"turn": turn, "call_id": str(index)})
+    async with trio.open_nursery() as nursery:
+        for index in range(2):
+            nursery.start_soon(_tool, results, index)
+    for result in results:
+        _append(log, "tool/result", {"turn": turn, "content": result})
+    _append(log, "step/end", {"turn": turn, "step": 1})
+
+
+async def _step_with_answer(log: list[dict[str, object]], turn: int) -> None:
+    await trio.lowlevel.checkpoint()
+    _append(log, "step/start", {"turn": turn, "step": 2})
+    for index in range(ANSWER_STEP_CHUNKS):
+        _append(log, "assistant/chunk", {"turn": turn, "step": 2, "index": index})
+    _append(log, "assistant/message", {"turn": turn, "step": 2})
+    _append(log, "step/end", {"turn": turn, "step": 2})
+
+
+async def run_agent(turns: int = TURNS) -> list[dict[str, object]]:
+    """One agent's worth of the workload."""
+    log: list[dict[str, object]] = []
+    for turn in range(1, turns + 1):
+        await trio.lowlevel.checkpoint()
+        _append(log, "turn/start", {"turn": turn})
+        _append(log, "user/message", {"content": "hello"})
+        await _step_with_tools(log, turn)
+        await _step_with_answer(log, turn)
+        _append(log, "turn/end", {"turn": turn})
+    return log
+
+
+async def run_floor(agents: int, turns: int = TURNS) -> int:
+    """Run *agents* floor agents concurrently; returns the total events appended."""
+    totals: list[int] = []
+
+    async def one() -> None:
+        totals.append(len(await run_agent(turns)))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(agents):
+            nursery.start_soon(one)
+    return sum(totals)

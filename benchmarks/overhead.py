@@ -1,0 +1,141 @@
+"""Runtime overhead: N agents x 5 turns against a zero-latency ScriptedModel.
+
+Each turn is one step asking for 2 parallel tool calls and one step answering
+in 20 chunks. Prints one JSON line per N with steps/s, CPU µs per step, peak
+RSS and RSS per agent, and the ratio to the floor (benchmarks/floor.py)
+measured in the same run; then one line comparing the per-step cost at turn
+500 of one session with turn 1.
+
+Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
+Each N runs in a fresh subprocess so peak RSS is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import trio
+
+import retinue
+from retinue.testing import ScriptedModel, check_session_invariants
+
+from ._common import STEPS_PER_TURN, TURNS, emit, peak_rss_mb, rss_mb, timed
+from .floor import run_floor
+
+
+@retinue.tool(parallel_safe=True)
+async def fetch(key: str) -> str:
+    """Return a value for *key*.
+
+    Args:
+        key: What to fetch.
+    """
+    await trio.lowlevel.checkpoint()
+    return f"value of {key}"
+
+
+def _model() -> ScriptedModel:
+    return ScriptedModel.tool_loop(
+        ["fetch"], calls_per_step=2, answer_chunks=20, arguments={"fetch": '{"key": "k"}'}
+    )
+
+
+async def _run_agents(agents: int, turns: int, check: bool) -> int:
+    async with retinue.open_runtime(models=_model(), tools=[fetch]) as rt:
+        handles = [
+            await rt.create_agent(f"a{i}", retinue.AgentOptions(model="scripted"))
+            for i in range(agents)
+        ]
+
+        async def drive(agent: retinue.Agent) -> None:
+            for turn in range(turns):
+                result = await agent.ask(f"prompt {turn}")
+                assert result.reason.kind == "completed", result
+
+        async with trio.open_nursery() as nursery:
+            for agent in handles:
+                nursery.start_soon(drive, agent)
+        events = sum(len(agent.session.events) for agent in handles)
+        if check:
+            for agent in handles[:50]:
+                check_session_invariants(agent.session.events)
+        return events
+
+
+def measure(agents: int) -> dict[str, object]:
+    """Measure retinue and the floor for *agents* agents in this process."""
+    baseline = rss_mb()
+    floor_events, floor_cpu, _ = timed(lambda: trio.run(run_floor, agents))
+    events, cpu, wall = timed(lambda: trio.run(_run_agents, agents, TURNS, True))
+    steps = agents * TURNS * STEPS_PER_TURN
+    peak = peak_rss_mb()
+    return {
+        "benchmark": "overhead",
+        "agents": agents,
+        "steps": steps,
+        "events": events,
+        "floor_events": floor_events,
+        "steps_per_s": round(steps / wall, 1),
+        "cpu_us_per_step": round(cpu / steps * 1e6, 1),
+        "floor_cpu_us_per_step": round(floor_cpu / steps * 1e6, 1),
+        "ratio_to_floor": round(cpu / floor_cpu, 2),
+        "peak_rss_mb": round(peak, 1),
+        "rss_per_agent_kb": round((peak - baseline) * 1024 / agents, 1),
+    }
+
+
+async def _long_session(turns: int, window: int) -> tuple[float, float]:
+    async with retinue.open_runtime(models=_model(), tools=[fetch]) as rt:
+        agent = await rt.create_agent("long", retinue.AgentOptions(model="scripted"))
+        costs: list[float] = []
+        for turn in range(turns):
+            cpu = time.process_time()
+            await agent.ask(f"prompt {turn}")
+            costs.append(time.process_time() - cpu)
+        check_session_invariants(agent.session.events)
+    first = sorted(costs[:window])[window // 2]
+    last = sorted(costs[-window:])[window // 2]
+    return first, last
+
+
+def measure_growth(turns: int = 500, window: int = 50) -> dict[str, object]:
+    """Median per-step CPU over the first and the last *window* turns of one session."""
+    first, last = trio.run(_long_session, turns, window)
+    return {
+        "benchmark": "overhead-growth",
+        "turns": turns,
+        "cpu_us_per_step_first": round(first / STEPS_PER_TURN * 1e6, 1),
+        "cpu_us_per_step_last": round(last / STEPS_PER_TURN * 1e6, 1),
+        "ratio_last_to_first": round(last / first, 2),
+    }
+
+
+def main(argv: list[str]) -> int:
+    """Run every N in its own subprocess, then the growth measurement."""
+    if argv and argv[0] == "--one":
+        emit(measure(int(argv[1])))
+        return 0
+    if argv and argv[0] == "--growth":
+        emit(measure_growth())
+        return 0
+    counts = [int(arg) for arg in argv] or [1, 100, 1000, 10000]
+    for agents in counts:
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.overhead", "--one", str(agents)],
+            check=True, capture_output=True, text=True,
+        )
+        print(out.stdout.strip(), flush=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.overhead", "--growth"],
+        check=True, capture_output=True, text=True,
+    )
+    print(out.stdout.strip(), flush=True)
+    _ = json
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

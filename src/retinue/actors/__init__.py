@@ -1,0 +1,16 @@
+"""Agents: the public handle, its options and status."""
+
+from __future__ import annotations
+
+from .._options import AgentOptions
+from ..loop import AgentStatus, TurnResult
+from ._agent import Agent, Subscription, SubscriptionOverflowError
+
+__all__ = [
+    "Agent",
+    "AgentOptions",
+    "AgentStatus",
+    "Subscription",
+    "SubscriptionOverflowError",
+    "TurnResult",
+]

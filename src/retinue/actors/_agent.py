@@ -1,0 +1,195 @@
+"""The public agent handle: verbs, waiting, subscription and disposal."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import final
+
+import trio
+
+from .._content import ContentBlock, MessageSource
+from .._errors import RetinueError
+from .._options import AgentOptions
+from ..loop import AgentCore, AgentStatus, TurnResult
+from ..mailbox import Ticket
+from ..session import Event, Session
+
+__all__ = ["Agent", "SubscriptionOverflowError", "Subscription"]
+
+Content = str | ContentBlock | Sequence[ContentBlock]
+
+
+class SubscriptionOverflowError(RetinueError):
+    """A subscriber fell more than its buffer behind the live log."""
+
+    code = "SUBSCRIPTION_OVERFLOW"
+
+
+@final
+class Subscription:
+    """Live session events of one agent, buffered up to a bound.
+
+    Iteration ends when the agent is disposed; falling behind by more than the
+    buffer raises :class:`SubscriptionOverflowError` rather than losing events
+    silently. Use as ``async with agent.subscribe() as events: async for e in events``.
+    """
+
+    def __init__(self, session: Session, disposed: trio.Event, buffer: int) -> None:
+        self._send, self._receive = trio.open_memory_channel[Event | None](math.inf)
+        self._buffer = buffer
+        self._pending = 0
+        self._overflow = False
+        self._disposed = disposed
+        self._unsubscribe = session.observe(self._push)
+
+    def _push(self, event: Event) -> None:
+        if self._pending >= self._buffer:
+            self._overflow = True
+            return
+        self._pending += 1
+        self._send.send_nowait(event)
+
+    def close_when_disposed(self) -> None:
+        """Mark the end of the stream (called at disposal)."""
+        self._send.send_nowait(None)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._overflow:
+            raise SubscriptionOverflowError("subscriber fell behind the live log")
+        if self._disposed.is_set() and self._pending == 0:
+            await trio.lowlevel.checkpoint()
+            raise StopAsyncIteration
+        item = await self._receive.receive()
+        if item is None:
+            raise StopAsyncIteration
+        self._pending -= 1
+        return item
+
+    def close(self) -> None:
+        """Stop receiving events; never blocks."""
+        self._unsubscribe()
+        self._send.close()
+
+    async def __aenter__(self) -> Subscription:
+        await trio.lowlevel.checkpoint()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+
+@final
+class Agent:
+    """A live agent. Created by the runtime (``rt.create_agent``), never by users.
+
+    ``send``, ``steer``, ``inject`` and ``cancel`` are synchronous: they never wait.
+    """
+
+    __slots__ = ("_core", "_dispose", "_subscriptions")
+
+    def __init__(self, core: AgentCore, dispose: Callable[[Agent], Awaitable[None]]) -> None:
+        self._core = core
+        self._dispose = dispose
+        self._subscriptions: list[Subscription] = []
+        core.agent = self
+
+    @property
+    def id(self) -> str:
+        """The agent id, which is also its session id (R1.5)."""
+        return self._core.id
+
+    @property
+    def options(self) -> AgentOptions:
+        """The options the agent was created with."""
+        return self._core.options
+
+    @property
+    def session(self) -> Session:
+        """The agent's append-only session log."""
+        return self._core.session
+
+    @property
+    def status(self) -> AgentStatus:
+        """``"idle"``, ``"running"`` or ``"disposed"`` (not a "turn open" signal, R2.4)."""
+        return self._core.status
+
+    def send(self, content: Content, source: MessageSource | str | None = None) -> None:
+        """Queue a prompt for the next turn (R2.10). Never blocks."""
+        self._core.send(content, source)
+
+    def steer(self, content: Content, source: MessageSource | str | None = None) -> None:
+        """Steer the running turn between steps, or queue like ``send`` (R2.14). Never blocks."""
+        self._core.steer(content, source)
+
+    def inject(self, content: Content, source: MessageSource | str | None = None) -> None:
+        """Add context without running the model (R2.16). Never blocks."""
+        self._core.inject(content, source)
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Abort the running turn and discard pending prompts (R2.23). Never blocks."""
+        self._core.cancel(reason)
+
+    async def wait_idle(self) -> None:
+        """Wait until no turn is running or queued and the last turn was flushed.
+
+        Returns at once when already idle (still a checkpoint). On a disposed
+        agent, waits for its driver to exit. Cancellation leaves nothing behind.
+        """
+        core = self._core
+        if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
+            waiter = trio.Event()
+            core.idle_waiters.append(waiter)
+            await waiter.wait()
+        if core.disposed:
+            await core.driver_exited.wait()
+            return
+        await trio.lowlevel.checkpoint()
+
+    async def ask(self, content: Content, source: MessageSource | str | None = None) -> TurnResult:
+        """Send a prompt and wait for the turn that consumed it to end and be flushed.
+
+        Returns that turn's :class:`TurnResult`. If the prompt is discarded by
+        ``cancel`` or disposal, the result says ``aborted`` / ``disposed``.
+        Cancelling the wait does not withdraw the prompt.
+        """
+        ticket: Ticket[object] = Ticket()
+        self._core.send(content, source, ticket=ticket)
+        await ticket.done.wait()
+        result = ticket.result
+        assert isinstance(result, TurnResult)
+        return result
+
+    def subscribe(self, *, buffer: int = 10_000) -> Subscription:
+        """Return a live feed of this agent's session events (bounded buffer)."""
+        subscription = Subscription(self._core.session, self._core.disposed_event, buffer)
+        self._subscriptions.append(subscription)
+        return subscription
+
+    async def dispose(self) -> None:
+        """Stop the agent, close and flush its turn, and unregister it (R2.35, R12.9).
+
+        Idempotent and memoized: every caller waits for the same teardown. Never raises.
+        """
+        await self._dispose(self)
+
+    def end_subscriptions(self) -> None:
+        """End every live subscription (called by the runtime at disposal)."""
+        for subscription in self._subscriptions:
+            subscription.close_when_disposed()
+            subscription.close()
+        self._subscriptions.clear()
+
+    def __repr__(self) -> str:
+        core = self._core
+        return f"<Agent {core.id!r} status={core.status} events={len(core.session.events)}>"

@@ -1,0 +1,187 @@
+"""``retinue demo``: many agents working concurrently, shown as a live table."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+import retinue
+from retinue.session import Event
+
+__all__ = ["add_parser", "run_demo"]
+
+CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Hanoi", "Perth", "Quito", "Tunis")
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``demo`` sub-command."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "demo", help="run many agents concurrently and show them working"
+    )
+    parser.add_argument("--agents", type=int, default=20, help="how many agents (default 20)")
+    parser.add_argument("--turns", type=int, default=3, help="prompts per agent (default 3)")
+    parser.add_argument("--latency", type=float, default=0.05, help="model latency in seconds")
+    parser.add_argument("--seed", type=int, default=7, help="random seed")
+    parser.add_argument("--no-live", action="store_true", help="print only the summary")
+    parser.set_defaults(handler=lambda args: trio.run(run_demo, args))
+
+
+@attrs.define
+class _Row:
+    status: str = "idle"
+    turns: int = 0
+    steps: int = 0
+    tool_calls: int = 0
+    last_end: str = "-"
+
+
+@attrs.define
+class _Board:
+    rows: dict[str, _Row] = attrs.field(factory=dict)
+    ends: Counter[str] = attrs.field(factory=Counter)
+
+    def observe(self, agent: retinue.Agent) -> Callable[[object, Event], None]:
+        row = self.rows.setdefault(agent.id, _Row())
+
+        def on_event(_session: object, event: Event) -> None:
+            kind = event.type
+            if kind == "step/start":
+                row.steps += 1
+            elif kind == "tool/call":
+                row.tool_calls += 1
+            elif kind == "turn/end":
+                row.turns += 1
+                row.last_end = event.data.reason.kind  # type: ignore[union-attr]
+                self.ends[row.last_end] += 1
+
+        return on_event
+
+    def table(self, elapsed: float) -> Table:
+        table = Table(title=f"retinue demo: {len(self.rows)} agents, {elapsed:5.1f}s")
+        for column in ("agent", "status", "turns", "steps", "tool calls", "last end"):
+            table.add_column(column)
+        for agent_id, row in self.rows.items():
+            table.add_row(
+                agent_id.split("-session-")[0], row.status, str(row.turns), str(row.steps),
+                str(row.tool_calls), row.last_end,
+            )
+        return table
+
+
+@retinue.tool(parallel_safe=True)
+async def lookup_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: The city name.
+    """
+    await trio.sleep(0.01)
+    return f"{city}: {15 + len(city)}°C, light wind"
+
+
+NOTES: list[str] = []
+
+
+@retinue.tool
+def write_note(text: str) -> str:
+    """Append a line to the shared notebook (exclusive: it writes).
+
+    Args:
+        text: The line to write.
+    """
+    NOTES.append(text)
+    return f"noted ({len(NOTES)} lines)"
+
+
+def _model(latency: float) -> retinue.Model:
+    from retinue.testing import ScriptedModel
+
+    return ScriptedModel.tool_loop(
+        ["lookup_weather", "lookup_weather", "write_note"],
+        calls_per_step=3,
+        answer_chunks=20,
+        arguments={"lookup_weather": '{"city": "Lisbon"}', "write_note": '{"text": "checked"}'},
+        delay=latency,
+    )
+
+
+async def _drive(agent: retinue.Agent, turns: int, rng: random.Random) -> None:
+    for turn in range(turns):
+        city = rng.choice(CITIES)
+        await agent.ask(f"What's the weather in {city}? (request {turn + 1})")
+
+
+async def run_demo(args: argparse.Namespace) -> int:
+    """Run the demo and print a summary; returns the exit status."""
+    rng = random.Random(args.seed)
+    board = _Board()
+    console = Console()
+    started = time.perf_counter()
+    async with retinue.open_runtime(
+        models=_model(args.latency), tools=[lookup_weather, write_note]
+    ) as rt:
+        agents = [
+            await rt.create_agent(f"agent-{i:02d}", retinue.AgentOptions(model="scripted"))
+            for i in range(args.agents)
+        ]
+        for agent in agents:
+            rt.hooks.on("session/event", board.observe(agent), agent=agent)
+            row = board.rows[agent.id]
+            rt.hooks.on("agent/status", lambda _a, status, row=row: setattr(row, "status", status), agent=agent)
+        async with trio.open_nursery() as nursery:
+            for agent in agents:
+                nursery.start_soon(_drive, agent, args.turns, random.Random(rng.random()))
+            nursery.start_soon(_disturb, agents, rng)
+            if not args.no_live:
+                nursery.start_soon(_show, board, console, started, nursery.cancel_scope, agents)
+            for agent in agents:
+                await agent.wait_idle()
+        _summarize(console, board, agents, time.perf_counter() - started)
+    return 0
+
+
+async def _disturb(agents: list[retinue.Agent], rng: random.Random) -> None:
+    """Steer one agent and cancel another along the way."""
+    await trio.sleep(0.02)
+    target = rng.choice(agents)
+    if target.status == "running":
+        target.steer("Also mention whether to take an umbrella.")
+    await trio.sleep(0.03)
+    victim = rng.choice(agents)
+    victim.cancel("demo: cancelled by the operator")
+
+
+async def _show(
+    board: _Board,
+    console: Console,
+    started: float,
+    scope: trio.CancelScope,
+    agents: list[retinue.Agent],
+) -> None:
+    with Live(board.table(0.0), console=console, refresh_per_second=8) as live:
+        while any(agent.status == "running" for agent in agents) or time.perf_counter() - started < 0.2:
+            live.update(board.table(time.perf_counter() - started))
+            await trio.sleep(0.1)
+        live.update(board.table(time.perf_counter() - started))
+
+
+def _summarize(console: Console, board: _Board, agents: list[retinue.Agent], wall: float) -> None:
+    turns = sum(row.turns for row in board.rows.values())
+    steps = sum(row.steps for row in board.rows.values())
+    calls = sum(row.tool_calls for row in board.rows.values())
+    ends = ", ".join(f"{kind} {count}" for kind, count in sorted(board.ends.items()))
+    events = sum(len(agent.session.events) for agent in agents)
+    console.print(
+        f"[bold]summary[/bold]: {len(agents)} agents, {turns} turns, {steps} steps, "
+        f"{calls} tool calls, {events} events; end reasons: {ends}; wall time {wall:.2f}s"
+    )

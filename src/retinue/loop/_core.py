@@ -1,0 +1,261 @@
+"""The state an agent's driver and its verbs share, and the synchronous verbs themselves."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal, TypeAlias, final
+
+import attrs
+import trio
+
+from .._content import ContentBlock, Message, MessageSource, as_content
+from .._errors import AgentDisposedError, AgentNotReadyError, ConfigError
+from .._options import AgentOptions
+from .._stream import Usage
+from ..hooks import HookBus
+from ..mailbox import Mailbox, MailboxItem, Ticket
+from ..prompt import Section
+from ..session import (
+    ContextMessage,
+    Session,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+)
+
+if TYPE_CHECKING:
+    from ..providers import Model
+    from ..stores import SessionStore
+    from ..tools import ToolRegistry
+
+__all__ = [
+    "AgentCore",
+    "AgentStatus",
+    "LoopServices",
+    "StepSignal",
+    "TurnResult",
+    "resolve_source",
+]
+
+log = logging.getLogger("retinue.loop")
+AgentStatus: TypeAlias = Literal["idle", "running", "disposed"]
+Content: TypeAlias = str | ContentBlock | Sequence[ContentBlock]
+USER = MessageSource()
+DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
+
+
+def resolve_source(source: MessageSource | str | None) -> MessageSource:
+    """An omitted source is the user (R1.3); a string names a plugin."""
+    if source is None:
+        return USER
+    if isinstance(source, str):
+        return MessageSource("plugin", source)
+    if not isinstance(source, MessageSource):
+        raise TypeError(f"source must be a MessageSource, got {type(source).__name__}")
+    return source
+
+
+@final
+@attrs.frozen
+class TurnResult:
+    """How a turn ended, with the last assistant text and the turn's summed usage."""
+
+    turn: int
+    reason: TurnEndReason
+    text: str = ""
+    usage: Usage | None = None
+
+
+@final
+@attrs.define(eq=False)
+class LoopServices:
+    """What every agent of a runtime shares: hooks, tools, models, store and limits."""
+
+    hooks: HookBus
+    tools: ToolRegistry
+    models: Model
+    store: SessionStore
+    sections: tuple[Section, ...] = ()
+    variables: dict[str, str | None] = attrs.field(factory=dict)
+    tool_order: tuple[str, ...] | None = None
+    max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS
+    flush_timeout: float = 30.0
+
+    def __attrs_post_init__(self) -> None:
+        check_parallel_cap(self.max_parallel_tool_calls)
+
+
+def check_parallel_cap(value: object) -> int:
+    """Validate ``max_parallel_tool_calls`` (R9.11, R13.2)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"max_parallel_tool_calls must be a positive integer, got {value!r}")
+    return value
+
+
+@final
+class StepSignal:
+    """What abort-aware listeners see of the step's cancellation (R7.41)."""
+
+    __slots__ = ("_core", "scope")
+
+    def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
+        self._core = core
+        self.scope = scope
+
+    @property
+    def cancel_called(self) -> bool:
+        """Whether the step was aborted (cancel or dispose)."""
+        return self.scope.cancel_called
+
+    @property
+    def reason(self) -> str | None:
+        """The abort reason, once aborted."""
+        if not self.scope.cancel_called:
+            return None
+        return "disposed" if self._core.disposed else self._core.cancel_reason
+
+
+@final
+@attrs.define(eq=False)
+class AgentCore:
+    """State shared by an agent's verbs and its driver; the handle is ``agent``."""
+
+    id: str
+    options: AgentOptions
+    session: Session
+    services: LoopServices
+    agent: object = None
+    status: AgentStatus = "idle"
+    published: bool = False
+    mailbox: Mailbox = attrs.field(factory=Mailbox)
+    cancel_marker: bool = False
+    cancel_reason: str | None = None
+    disposed: bool = False
+    disposed_event: trio.Event = attrs.field(factory=trio.Event)
+    driver_exited: trio.Event = attrs.field(factory=trio.Event)
+    idle_waiters: list[trio.Event] = attrs.field(factory=list)
+    step_signal: StepSignal | None = None
+    sections: tuple[Section, ...] = ()
+    prefix: tuple[Message, ...] | None = None
+    header_anchored: bool = False
+    flush_wanted: trio.Event = attrs.field(factory=trio.Event)
+    prompt_cache: tuple[object, str] | None = None
+
+    # -- verbs (synchronous: they never wait) ---------------------------------
+
+    def check_drivable(self) -> None:
+        """Raise unless driving verbs are allowed now (R2.9, R2.37)."""
+        if self.disposed:
+            raise AgentDisposedError(f"agent {self.id!r} is disposed")
+        if not self.published:
+            raise AgentNotReadyError(f"agent {self.id!r} is not published yet")
+
+    def send(
+        self,
+        content: Content,
+        source: MessageSource | str | None = None,
+        *,
+        ticket: Ticket[object] | None = None,
+    ) -> None:
+        """Queue a prompt for the next turn (R2.10); never blocks."""
+        self.check_drivable()
+        item = MailboxItem(as_content(content), resolve_source(source), ticket)
+        self.mailbox.enqueue(item)
+        self.emit("agent/queued", item.content, {"source": item.source, "steering": False})
+
+    def steer(self, content: Content, source: MessageSource | str | None = None) -> None:
+        """Steer the running turn, or queue like ``send`` when not running (R2.13-R2.15)."""
+        self.check_drivable()
+        if self.status != "running":
+            self.send(content, source)
+            return
+        item = MailboxItem(as_content(content), resolve_source(source))
+        self.mailbox.steer(item)
+        self.emit("agent/queued", item.content, {"source": item.source, "steering": True})
+
+    def inject(self, content: Content, source: MessageSource | str | None = None) -> None:
+        """Record context without running the model (R2.16-R2.21)."""
+        self.check_drivable()
+        blocks, resolved = as_content(content), resolve_source(source)
+        session = self.session
+        if session.is_turn_open:
+            session.append(ContextMessage(blocks, resolved), surface="append")
+            return
+        turn = session.next_turn_number()
+        failure: Exception | None = None
+        try:
+            session.append(TurnStart(turn, TurnTrigger("injection", resolved)))
+        except Exception as exc:
+            if not (session.is_turn_open and session.last_turn == turn):
+                raise
+            failure = exc
+        try:
+            session.append(ContextMessage(blocks, resolved), surface="append")
+        except Exception as exc:
+            failure = failure or exc
+        try:
+            session.append(TurnEnd(turn, TurnEndReason.completed()))
+        except Exception:
+            log.exception("turn/end observer failed for agent %s (contained)", self.id)
+        self.flush_wanted.set()
+        if failure is not None:
+            raise failure
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Abort the running turn and discard pending input (R2.23-R2.28); never blocks."""
+        armed = (
+            self.status == "running"
+            or self.step_signal is not None
+            or self.mailbox.has_queued
+            or self.mailbox.has_steering
+        )
+        if armed:
+            self.cancel_marker = True
+            self.cancel_reason = reason if reason is not None else "cancelled"
+        self.discard_pending(TurnEndReason.aborted(reason if reason is not None else "cancelled"))
+        if self.step_signal is not None:
+            self.step_signal.scope.cancel()
+
+    # -- driver-facing helpers ------------------------------------------------
+
+    def discard_pending(self, reason: TurnEndReason) -> None:
+        """Clear both FIFOs, settling the tickets of discarded prompts (R2.25)."""
+        items = [*self.mailbox.drain_queued(), *self.mailbox.drain_steering()]
+        for item in items:
+            if item.ticket is not None:
+                item.ticket.resolve(TurnResult(0, reason))
+
+    def emit(self, name: str, *args: object) -> None:
+        """Emit an ``agent/*`` notification with this agent first; failures contained."""
+        self.services.hooks.emit(name, self.agent, *args, scope=self.id)
+
+    def set_status(self, status: AgentStatus) -> None:
+        """Change status; idle waiters are released before listeners run (R2.3, R2.33)."""
+        if self.status == status or self.status == "disposed":
+            return
+        self.status = status
+        if status != "running":
+            self.release_idle_waiters()
+        self.emit("agent/status", status)
+
+    def release_idle_waiters(self) -> None:
+        """Wake every ``wait_idle`` caller."""
+        waiters, self.idle_waiters = self.idle_waiters, []
+        for waiter in waiters:
+            waiter.set()
+
+    def mark_disposed(self) -> None:
+        """Disposal effects in order (R2.35); never raises."""
+        if self.disposed:
+            return
+        self.disposed = True
+        self.status = "disposed"
+        self.disposed_event.set()
+        self.release_idle_waiters()
+        if self.step_signal is not None:
+            self.step_signal.scope.cancel()
+        self.mailbox.wake()
+        self.flush_wanted.set()
+        self.emit("agent/status", "disposed")

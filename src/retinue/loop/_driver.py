@@ -1,0 +1,78 @@
+"""The driver: one task per agent for its whole life (R7.1-R7.8)."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from ..session import TurnEndReason
+from ._core import AgentCore
+from ._turn import flush, run_turn
+
+__all__ = ["run_flusher", "run_loop"]
+
+log = logging.getLogger("retinue.loop")
+
+
+async def run_loop(core: AgentCore) -> None:
+    """Serve *core*'s mailbox until the agent is disposed.
+
+    Turn failures never leave this function (R7.48); an exception escaping it
+    is a bug, handled by the supervisor. On return the agent is quiescent.
+    """
+    mailbox = core.mailbox
+    while not core.disposed:
+        await mailbox.wait_for_queued(core.disposed_event)
+        if core.disposed:
+            break
+        if core.cancel_marker and _cancelled_before_start(core, window=1):
+            continue
+        core.set_status("running")
+        if core.disposed:
+            break
+        if core.cancel_marker and _cancelled_before_start(core, window=2):
+            continue
+        terminal = await _guarded_turn(core)
+        core.cancel_marker = False
+        core.cancel_reason = None
+        if terminal:
+            mailbox.drain_steering()
+        else:
+            mailbox.requeue_steering()
+        if not mailbox.has_queued:
+            core.set_status("idle")
+    core.discard_pending(TurnEndReason.disposed())
+
+
+def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
+    """Windows 1 and 2 (R7.4, R7.5): drop the cancelled start unless new work arrived."""
+    core.cancel_marker = False
+    core.cancel_reason = None
+    if core.mailbox.has_queued:
+        return False
+    if window == 1:
+        core.release_idle_waiters()
+    else:
+        core.set_status("idle")
+    return True
+
+
+async def _guarded_turn(core: AgentCore) -> bool:
+    """Run a turn inside the backstop (R7.7)."""
+    try:
+        return await run_turn(core)
+    except Exception as exc:
+        log.warning("turn of agent %s failed before it opened: %s", core.id, exc)
+        core.emit("agent/error", core.session.next_turn_number(), 0, exc)
+        return False
+
+
+async def run_flusher(core: AgentCore) -> None:
+    """Flush after idle injections (R2.21) until the driver has exited; a child of the agent."""
+    while True:
+        await core.flush_wanted.wait()
+        core.flush_wanted = trio.Event()
+        if core.driver_exited.is_set():
+            return
+        await flush(core, core.session.last_turn, 0)

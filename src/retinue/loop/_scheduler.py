@@ -1,0 +1,171 @@
+"""The per-step parallel tool scheduler (SPEC 9.3).
+
+Calls are grouped lazily: a run of parallel-safe calls forms one group, each
+exclusive call is a barrier. Inside a group, ``tool/call`` and pre-execute run
+in model order in this task; only the bodies overlap, as child tasks of the
+step's nursery, at most ``max_parallel_tool_calls`` at a time. A commit cursor
+runs post-execute and appends ``tool/result`` in model order.
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import trio
+
+from .._content import HookContext, ToolCall
+from .._lossless import JsonValue, freeze_json
+from ..session import ToolCallEvent, ToolResultEvent
+from ..tools import PreparedCall, ToolExecution, ToolExecutionResult
+from ._core import AgentCore, StepSignal
+from ._state import TurnState
+
+__all__ = ["parse_arguments", "run_tool_calls"]
+
+
+def parse_arguments(raw: str) -> JsonValue:
+    """Parse a call's raw arguments (R9.6): empty → ``{}``, invalid JSON → the raw string."""
+    if not raw.strip():
+        return freeze_json({})
+    try:
+        return freeze_json(json.loads(raw))
+    except (ValueError, TypeError):
+        return raw
+
+
+@attrs.define(eq=False, slots=True)
+class _Group:
+    """One scheduling group: its calls, their prepared stages and settled results."""
+
+    calls: list[ToolCall]
+    prepared: list[PreparedCall | None]
+    results: list[ToolExecutionResult | None]
+    wakeup: trio.Event = attrs.field(factory=trio.Event)
+    in_flight: int = 0
+
+
+async def run_tool_calls(
+    core: AgentCore, state: TurnState, signal: StepSignal
+) -> list[HookContext] | None:
+    """Run every tool call of the step; returns contexts to inject, or ``None`` if aborted."""
+    calls = list(state.calls.calls)
+    contexts: list[HookContext] = []
+    index = 0
+    while index < len(calls):
+        if signal.scope.cancel_called:
+            return None
+        group = _next_group(core, calls, index)
+        await _run_group(core, state, group, contexts, signal)
+        if signal.scope.cancel_called:
+            return None
+        index += len(group.calls)
+    return contexts
+
+
+def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
+    return ToolExecution(
+        call_id=call.id,
+        name=call.name,
+        arguments=parse_arguments(call.arguments),
+        agent=core.agent,
+        agent_id=core.id,
+    )
+
+
+def _next_group(core: AgentCore, calls: list[ToolCall], start: int) -> _Group:
+    registry = core.services.tools
+    members = [calls[start]]
+    if registry.execution_mode(_execution(core, calls[start])) == "parallel":
+        for call in calls[start + 1 :]:
+            if registry.execution_mode(_execution(core, call)) != "parallel":
+                break
+            members.append(call)
+    size = len(members)
+    return _Group(members, [None] * size, [None] * size)
+
+
+async def _run_group(
+    core: AgentCore,
+    state: TurnState,
+    group: _Group,
+    contexts: list[HookContext],
+    signal: StepSignal,
+) -> None:
+    cap = core.services.max_parallel_tool_calls
+    size = len(group.calls)
+    if size == 1:
+        await _start(core, state, group, 0, None)
+        await _commit(core, state, group, 0, contexts)
+        return
+    async with trio.open_nursery() as nursery:
+        started = cursor = 0
+        while cursor < size:
+            while started < size and group.in_flight < cap and not signal.scope.cancel_called:
+                await _start(core, state, group, started, nursery)
+                started += 1
+            while cursor < started and group.results[cursor] is not None:
+                await _commit(core, state, group, cursor, contexts)
+                cursor += 1
+            if cursor < size and (cursor >= started or group.results[cursor] is None):
+                if signal.scope.cancel_called and started == cursor:
+                    return
+                group.wakeup = trio.Event()
+                await group.wakeup.wait()
+
+
+async def _start(
+    core: AgentCore, state: TurnState, group: _Group, index: int, nursery: trio.Nursery | None
+) -> None:
+    """Log ``tool/call``, run pre-execute, then dispatch (inline or as a child task)."""
+    call = group.calls[index]
+    registry = core.services.tools
+    event = core.session.append(
+        ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments)
+    )
+    state.calls.call_seqs[call.id] = event.seq
+    prepared = await registry.prepare(_execution(core, call))
+    group.prepared[index] = prepared
+    if not prepared.needs_dispatch:
+        group.results[index] = prepared.result
+        return
+    state.calls.started.add(call.id)
+    if nursery is None:
+        group.results[index] = await registry.dispatch(prepared)
+        return
+    group.in_flight += 1
+    nursery.start_soon(_dispatch, core, group, index, prepared)
+
+
+async def _dispatch(core: AgentCore, group: _Group, index: int, prepared: PreparedCall) -> None:
+    try:
+        group.results[index] = await core.services.tools.dispatch(prepared)
+    finally:
+        group.in_flight -= 1
+        group.wakeup.set()
+
+
+async def _commit(
+    core: AgentCore, state: TurnState, group: _Group, index: int, contexts: list[HookContext]
+) -> None:
+    """Run post-execute for one settled call and append its ``tool/result`` (R9.17)."""
+    call = group.calls[index]
+    prepared, result = group.prepared[index], group.results[index]
+    assert prepared is not None and result is not None
+    final = await core.services.tools.finish(prepared, result)
+    state.calls.answered.add(call.id)
+    core.session.append(
+        ToolResultEvent(
+            state.turn,
+            state.step,
+            call.id,
+            final.content,
+            is_error=final.is_error,
+            error=final.error,
+            meta=final.meta,
+        ),
+        surface="append",
+        source_event_seqs=(state.calls.call_seqs[call.id],),
+    )
+    if final.additional_context is not None:
+        contexts.append(final.additional_context)

@@ -1,0 +1,149 @@
+"""Per-turn bookkeeping and the balanced-close helpers (R7.44-R7.47)."""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+
+from .._content import Text, ToolCall
+from .._errors import RetinueError
+from ..session import (
+    StepEnd,
+    ToolCallEvent,
+    ToolErrorInfo,
+    ToolResultEvent,
+    TurnEnd,
+    TurnEndReason,
+)
+from ._core import AgentCore
+
+__all__ = ["StepCalls", "TurnState", "error_code", "error_message"]
+
+log = logging.getLogger("retinue.loop")
+
+
+def error_message(error: BaseException) -> str:
+    """The message of an error, or its type name when it has none."""
+    text = str(error)
+    return text or type(error).__name__
+
+
+def error_code(error: BaseException) -> str | None:
+    """An error's ``code`` attribute when it is a string (R7.45)."""
+    code = getattr(error, "code", None)
+    return code if isinstance(code, str) else None
+
+
+@attrs.define(eq=False, slots=True)
+class StepCalls:
+    """The tool calls of one step's logged assistant message and what became of them."""
+
+    calls: tuple[ToolCall, ...] = ()
+    call_seqs: dict[str, int] = attrs.field(factory=dict)
+    started: set[str] = attrs.field(factory=set)
+    answered: set[str] = attrs.field(factory=set)
+
+
+@attrs.define(eq=False, slots=True)
+class TurnState:
+    """The open turn: its number, step, end reason and whether a step is open."""
+
+    core: AgentCore
+    turn: int
+    step: int = 0
+    reason: TurnEndReason = TurnEndReason.completed()
+    error_recorded: bool = False
+    step_open: bool = False
+    terminal: bool = False
+    calls: StepCalls = attrs.field(factory=StepCalls)
+
+    def record_error(self, error: BaseException) -> None:
+        """First error wins (R7.45); reports ``agent/error`` with failures contained."""
+        if self.error_recorded:
+            return
+        self.error_recorded = True
+        code = error_code(error)
+        if code is None and not isinstance(error, Exception):
+            code = "UNKNOWN"
+        self.reason = TurnEndReason.error(self.step, error_message(error), code)
+        self.core.emit("agent/error", self.turn, self.step, error)
+
+    def set_interrupted(self) -> None:
+        """End reason after an abort: ``disposed`` wins over ``aborted`` (R7.17, R7.39)."""
+        if self.error_recorded:
+            return
+        core = self.core
+        if core.disposed:
+            self.reason = TurnEndReason.disposed()
+        else:
+            self.reason = TurnEndReason.aborted(core.cancel_reason or "cancelled")
+
+    def note_max_tokens(self) -> None:
+        """A cut step makes the turn ``max-tokens`` unless something stronger was set (R7.23)."""
+        if self.reason.kind == "completed":
+            self.reason = TurnEndReason.max_tokens()
+
+    def close_step(self) -> None:
+        """Append ``step/end`` once; an observer failure becomes a turn error (R7.46)."""
+        if not self.step_open:
+            return
+        self.step_open = False
+        try:
+            self.core.session.append(StepEnd(self.turn, self.step))
+        except Exception as exc:
+            self.record_error(exc)
+
+    def close_turn(self) -> None:
+        """Append ``turn/end`` exactly once; an observer failure is swallowed (R7.44)."""
+        session = self.core.session
+        if not (session.is_turn_open and session.last_turn == self.turn):
+            return
+        try:
+            session.append(TurnEnd(self.turn, self.reason))
+        except Exception:
+            log.exception("turn/end observer failed for agent %s (contained)", self.core.id)
+
+    def answer_dangling_calls(self, code: str, text: str) -> None:
+        """Give every logged tool call of the step without a result a synthetic one.
+
+        A call never started gets ``ABORTED_BEFORE_DISPATCH`` (and its missing
+        ``tool/call`` record); a started one gets *code*. Observer failures are
+        contained so the log stays a valid transcript (R9.21, R9.25).
+        """
+        calls = self.calls
+        session = self.core.session
+        for call in calls.calls:
+            if call.id in calls.answered:
+                continue
+            started = call.id in calls.started
+            this_code = code if started else "ABORTED_BEFORE_DISPATCH"
+            try:
+                if call.id not in calls.call_seqs:
+                    event = session.append(
+                        ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments)
+                    )
+                    calls.call_seqs[call.id] = event.seq
+                calls.answered.add(call.id)
+                session.append(
+                    ToolResultEvent(
+                        self.turn,
+                        self.step,
+                        call.id,
+                        (Text(text if started else "Error: the tool call was aborted before it started"),),
+                        is_error=True,
+                        error=ToolErrorInfo(_error_name(this_code), this_code),
+                    ),
+                    surface="append",
+                    source_event_seqs=(calls.call_seqs[call.id],),
+                )
+            except Exception:
+                log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+
+
+def _error_name(code: str) -> str:
+    return "InternalError" if code == "INTERNAL" else "AbortedError"
+
+
+class StepFailedError(RetinueError):
+    """Internal marker wrapping an error raised inside a step."""

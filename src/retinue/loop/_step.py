@@ -1,0 +1,188 @@
+"""One step's body (R7.32-R7.36): config, header, model stream, assistant message, tools."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+
+import attrs
+
+from .._content import Message, ToolCall
+from .._errors import HookError, ModelError
+from .._request import LlmCallConfig, MessageHistory, ModelRequest
+from .._stream import Aborted, Errored, FinishReason, MaxTokens
+from ..session import (
+    AssistantChunk,
+    AssistantMessage,
+    EpochHeader,
+    EventData,
+    RequestHeader,
+    Session,
+    make_delta,
+)
+from ._assembler import BlockAssembler
+from ._core import AgentCore, StepSignal
+from ._scheduler import run_tool_calls
+from ._state import TurnState
+
+__all__ = ["StepOutcome", "header_event", "run_step"]
+
+
+@attrs.frozen
+class StepOutcome:
+    """What a finished step reports to the turn: tool calls ran, and the finish."""
+
+    had_tool_calls: bool
+    finish: FinishReason
+
+
+def seed_config(core: AgentCore) -> LlmCallConfig:
+    """The config a step starts from (R7.32): options first, then the log's fold."""
+    folded = core.session.current_header
+    if core.header_anchored and folded is not None:
+        return folded.config
+    options = core.options
+    if options.model is None and folded is not None:
+        return folded.config
+    return LlmCallConfig(
+        model=options.model or "",
+        provider=options.provider,
+        temperature=options.temperature,
+        max_tokens=options.max_tokens,
+        stop=options.stop,
+    )
+
+
+def header_event(session: Session, header: EpochHeader, *, anchored: bool) -> EventData | None:
+    """The header event owed before a request, or ``None`` (R8.4)."""
+    fold = session.current_header
+    if not anchored:
+        return RequestHeader(header, "initial" if fold is None else "resume")
+    if fold == header:
+        return None
+    delta = make_delta(fold, header) if fold is not None else None
+    return delta if delta is not None else RequestHeader(header, "fallback")
+
+
+async def _request_config(core: AgentCore, state: TurnState) -> LlmCallConfig:
+    seed = seed_config(core)
+
+    async def default() -> LlmCallConfig:
+        return seed
+
+    config = await core.services.hooks.waterfall(
+        "agent/request", default, core.agent, state.turn, state.step, seed, scope=core.id
+    )
+    if not isinstance(config, LlmCallConfig):
+        raise HookError(f"agent/request returned {type(config).__name__}, not LlmCallConfig")
+    if not config.model:
+        raise ModelError(
+            f"agent {core.id!r} has no model: pass AgentOptions(model=...) or return a "
+            "config with a model from an agent/request listener",
+            code="NO_MODEL",
+        )
+    return config
+
+
+async def run_step(
+    core: AgentCore,
+    state: TurnState,
+    boundary: MessageHistory,
+    system: str,
+    signal: StepSignal,
+) -> StepOutcome | None:
+    """Run the model call and the tools of one open step; ``None`` means it was aborted."""
+    config = await _request_config(core, state)
+    prefix = core.prefix or ()
+    tools = core.services.tools.schemas(core.id, core.services.tool_order)
+    header = EpochHeader(config, system or None, tools, prefix)
+    owed = header_event(core.session, header, anchored=core.header_anchored)
+    core.header_anchored = True
+    if owed is not None:
+        core.session.append(owed)
+    request = ModelRequest(
+        config=config,
+        messages=boundary.with_prefix(prefix) if prefix else boundary,
+        system=system or None,
+        tools=tools,
+        session_id=core.id,
+    )
+    streamed = await _stream(core, state, request, signal)
+    if streamed is None:
+        return None
+    return await _finish_step(core, state, *streamed, signal)
+
+
+async def _stream(
+    core: AgentCore, state: TurnState, request: ModelRequest, signal: StepSignal
+) -> tuple[BlockAssembler, list[int]] | None:
+    session, turn, step = core.session, state.turn, state.step
+    assembler = BlockAssembler()
+    seqs: list[int] = []
+    scope = signal.scope
+    async with aclosing(core.services.models.stream(request)) as chunks:  # type: ignore[type-var]
+        async for chunk in chunks:
+            if scope.cancel_called:
+                return None
+            seqs.append(session.append(AssistantChunk(turn, step, chunk)).seq)
+            assembler.feed(chunk)
+    if scope.cancel_called:
+        return None
+    finish = assembler.finish
+    if isinstance(finish, Errored):
+        raise ModelError(finish.message, code=finish.code)
+    if isinstance(finish, Aborted):
+        raise ModelError("model stream aborted", code="ABORTED")
+    return assembler, seqs
+
+
+def _without_tool_calls(message: Message) -> Message:
+    if not any(isinstance(block, ToolCall) for block in message.content):
+        return message
+    kept = tuple(block for block in message.content if not isinstance(block, ToolCall))
+    return Message(message.role, kept)
+
+
+async def _step_result(core: AgentCore, state: TurnState, message: Message) -> Message:
+    async def default() -> Message:
+        return message
+
+    result = await core.services.hooks.waterfall(
+        "agent/step-result", default, core.agent, state.turn, state.step, message, scope=core.id
+    )
+    if not isinstance(result, Message):
+        raise HookError(f"agent/step-result returned {type(result).__name__}, not Message")
+    return result
+
+
+async def _finish_step(
+    core: AgentCore,
+    state: TurnState,
+    assembler: BlockAssembler,
+    seqs: list[int],
+    signal: StepSignal,
+) -> StepOutcome | None:
+    finish = assembler.finish
+    cut = isinstance(finish, MaxTokens)
+    message = assembler.message()
+    if cut:
+        message = _without_tool_calls(message)
+    message = await _step_result(core, state, message)
+    if cut:
+        message = _without_tool_calls(message)
+    calls = tuple(block for block in message.content if isinstance(block, ToolCall))
+    usage = assembler.usage
+    if message.content or usage is not None:
+        state.calls.calls = calls
+        core.session.append(
+            AssistantMessage(state.turn, state.step, message.content, usage),
+            surface="append",
+            source_event_seqs=seqs if seqs else None,
+        )
+    if not calls:
+        return StepOutcome(had_tool_calls=False, finish=finish)
+    contexts = await run_tool_calls(core, state, signal)
+    if contexts is None:
+        return None
+    for context in contexts:
+        core.inject(context.content, context.source)
+    return StepOutcome(had_tool_calls=True, finish=finish)

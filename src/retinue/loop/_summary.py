@@ -1,0 +1,47 @@
+"""Summaries of a turn read back from the log (the text and usage ``ask`` returns)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._content import content_text
+from .._stream import Usage
+from ..session import AssistantMessage, Event, TurnStart
+
+__all__ = ["summarize_turn"]
+
+
+def _add(total: Usage | None, usage: Usage) -> Usage:
+    if total is None:
+        return usage
+
+    def plus(a: int | None, b: int | None) -> int | None:
+        return None if a is None and b is None else (a or 0) + (b or 0)
+
+    return Usage(
+        input_tokens=total.input_tokens + usage.input_tokens,
+        output_tokens=total.output_tokens + usage.output_tokens,
+        cache_read_tokens=plus(total.cache_read_tokens, usage.cache_read_tokens),
+        cache_write_tokens=plus(total.cache_write_tokens, usage.cache_write_tokens),
+        reasoning_tokens=plus(total.reasoning_tokens, usage.reasoning_tokens),
+    )
+
+
+def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | None]:
+    """Return the last assistant text and the summed usage of *turn*.
+
+    Walks back from the end of the log to the turn's ``turn/start``, so the
+    cost is the turn's length, never the session's.
+    """
+    text: str | None = None
+    usage: Usage | None = None
+    for index in range(len(events) - 1, -1, -1):
+        data = events[index].data
+        if isinstance(data, TurnStart) and data.turn == turn:
+            break
+        if isinstance(data, AssistantMessage) and data.turn == turn:
+            if text is None and content_text(data.content):
+                text = content_text(data.content)
+            if data.usage is not None:
+                usage = _add(usage, data.usage)
+    return text or "", usage

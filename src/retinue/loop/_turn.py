@@ -1,0 +1,284 @@
+"""One turn (R7.9-R7.31): open, prompts, the step loop, close and flush."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import trio
+
+from .._content import Message
+from .._errors import HookError
+from ..hooks import Allow, Block, Continue, Stop
+from ..mailbox import MailboxItem
+from ..prompt import render
+from ..session import (
+    PromptBlocked,
+    SteeringMessage,
+    StepStart,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+    UserMessage,
+)
+from ._core import AgentCore, StepSignal, TurnResult
+from ._state import TurnState
+from ._step import StepOutcome, run_step
+from ._summary import summarize_turn
+
+__all__ = ["run_turn"]
+
+log = logging.getLogger("retinue.loop")
+
+
+async def run_turn(core: AgentCore) -> bool:
+    """Run one turn over everything queued; returns whether it was terminally stopped.
+
+    A failure before ``turn/start`` is logged propagates to the driver's
+    backstop (R7.7); any later failure ends the turn, never the driver.
+    """
+    items = core.mailbox.drain_queued()
+    if not items:
+        raise RuntimeError("a turn started with nothing queued")
+    turn = core.session.next_turn_number()
+    state = TurnState(core, turn)
+    try:
+        try:
+            await _turn_body(core, state, items)
+        except Exception as exc:
+            if not _turn_logged(state):
+                raise
+            state.answer_dangling_calls("INTERNAL", "Error: the tool call was interrupted by a failure")
+            state.close_step()
+            if core.disposed and not state.error_recorded:
+                state.reason = TurnEndReason.disposed()
+            else:
+                state.record_error(exc)
+    except BaseException:
+        if _turn_logged(state):
+            state.set_interrupted()
+            _close_and_settle(state, items)
+        raise
+    state.close_turn()
+    await flush(core, state.turn, state.step)
+    _settle(state, items)
+    return state.terminal
+
+
+def _turn_logged(state: TurnState) -> bool:
+    """Whether this turn's ``turn/start`` is in the log (R7.47 decides from the log)."""
+    return state.core.session.last_turn == state.turn
+
+
+def _close_and_settle(state: TurnState, items: list[MailboxItem]) -> None:
+    state.answer_dangling_calls("ABORTED", "Error: the tool call was cancelled")
+    state.close_step()
+    state.close_turn()
+    _settle(state, items)
+
+
+def _settle(state: TurnState, items: list[MailboxItem]) -> None:
+    tickets = [item.ticket for item in items if item.ticket is not None]
+    if not tickets:
+        return
+    text, usage = summarize_turn(state.core.session.events, state.turn)
+    result = TurnResult(state.turn, state.reason, text, usage)
+    for ticket in tickets:
+        ticket.resolve(result)
+
+
+async def flush(core: AgentCore, turn: int, step: int) -> None:
+    """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
+    services = core.services
+    with trio.CancelScope(shield=True) as scope:
+        scope.relative_deadline = services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf
+        try:
+            await services.store.flush(core.session)
+            await services.hooks.parallel("session/flush", core.agent, core.session, scope=core.id)
+        except Exception as exc:
+            log.warning("flush of session %s failed: %s", core.id, exc)
+            core.emit("agent/error", turn, step, exc)
+    if scope.cancelled_caught:
+        error = TimeoutError(f"flush of session {core.id!r} timed out")
+        log.warning("%s", error)
+        core.emit("agent/error", turn, step, error)
+
+
+async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:
+    core.session.append(TurnStart(state.turn, TurnTrigger("message", items[0].source)))
+    allowed = await _submit_prompts(core, state, items)
+    if not allowed:
+        return
+    while await _step_iteration(core, state):
+        pass
+
+
+async def _submit_prompts(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> bool:
+    """Run prompt-submit per item (R7.11, R7.12); returns whether any prompt was allowed."""
+    hooks, session = core.services.hooks, core.session
+    last_block: str | None = None
+    allowed = 0
+    for item in items:
+
+        async def default() -> Allow:
+            return Allow()
+
+        decision = await hooks.waterfall(
+            "agent/prompt-submit", default, core.agent, item.content, item.source, scope=core.id
+        )
+        if isinstance(decision, Block):
+            session.append(PromptBlocked(item.content, item.source, decision.reason))
+            last_block = decision.reason
+            continue
+        if not isinstance(decision, Allow):
+            raise HookError(f"agent/prompt-submit returned {type(decision).__name__}")
+        allowed += 1
+        content = decision.content if decision.content is not None else item.content
+        session.append(UserMessage(content, item.source), surface="append")
+        if decision.additional_context is not None:
+            context = decision.additional_context
+            core.inject(context.content, context.source)
+    if not allowed:
+        state.reason = TurnEndReason.rejected(last_block or "prompt blocked by hook")
+    return allowed > 0
+
+
+def _drain_steering(core: AgentCore, state: TurnState) -> bool:
+    items = core.mailbox.drain_steering()
+    for item in items:
+        core.session.append(SteeringMessage(state.turn, item.content, item.source), surface="append")
+    return bool(items)
+
+
+def _system_prompt(core: AgentCore) -> str:
+    services = core.services
+    variables = dict(services.variables)
+    variables.setdefault("provider", core.options.provider)
+    variables.setdefault("model", core.options.model)
+    variables.setdefault("cwd", core.session.header.cwd)
+    sections = (*services.sections, *core.sections)
+    key = (sections, tuple(sorted(variables.items())))
+    cached = core.prompt_cache
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    text = render(sections, variables)
+    core.prompt_cache = (key, text)
+    return text
+
+
+async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
+    """Compose the session prefix once per driver (R7.18); ``False`` if aborted (Check B)."""
+    if core.prefix is not None:
+        return True
+    seed: tuple[Message, ...] = ()
+
+    async def default() -> tuple[Message, ...]:
+        return seed
+
+    composed = await core.services.hooks.waterfall(
+        "agent/session-prefix", default, core.agent, seed, signal, scope=core.id
+    )
+    if signal.cancel_called or core.disposed:
+        return False
+    messages = tuple(composed)
+    if not all(isinstance(message, Message) for message in messages):
+        raise HookError("agent/session-prefix must return a sequence of Message")
+    core.prefix = messages
+    return True
+
+
+def _aborted(core: AgentCore, signal: StepSignal) -> bool:
+    return signal.cancel_called or core.disposed
+
+
+async def _step_iteration(core: AgentCore, state: TurnState) -> bool:
+    """One step of the loop (R7.14-R7.31); returns whether the turn continues."""
+    state.step += 1
+    _drain_steering(core, state)
+    signal = StepSignal(core, trio.CancelScope())
+    core.step_signal = signal
+    if core.cancel_marker or core.disposed:
+        signal.scope.cancel()
+    outcome: StepOutcome | None = None
+    try:
+        with signal.scope:
+            outcome = await _open_and_run_step(core, state, signal)
+    except Exception as exc:
+        core.step_signal = None
+        if not state.step_open:
+            raise
+        state.answer_dangling_calls("INTERNAL", "Error: the tool call was interrupted by a failure")
+        state.close_step()
+        if _aborted(core, signal):
+            state.set_interrupted()
+        else:
+            state.record_error(exc)
+        return False
+    finally:
+        core.step_signal = None
+    if outcome is None or _aborted(core, signal):
+        state.answer_dangling_calls("ABORTED", f"Error: the tool call was cancelled ({signal.reason})")
+        state.close_step()
+        state.set_interrupted()
+        return False
+    return await _after_step(core, state, outcome)
+
+
+async def _open_and_run_step(
+    core: AgentCore, state: TurnState, signal: StepSignal
+) -> StepOutcome | None:
+    system = _system_prompt(core)
+    if _aborted(core, signal):
+        return None
+    if not await _session_prefix(core, signal):
+        return None
+    await core.services.hooks.serial(
+        "agent/pre-step", core.agent, state.turn, state.step, system, core.prefix, signal, scope=core.id
+    )
+    if _aborted(core, signal):
+        return None
+    boundary = core.session.derive_messages()
+    state.step_open = True
+    state.calls = type(state.calls)()
+    core.session.append(StepStart(state.turn, state.step))
+    if _aborted(core, signal):
+        return None
+    return await run_step(core, state, boundary, system, signal)
+
+
+async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -> bool:
+    """Fold max-tokens, steering, continuation and turn-stop (R7.23-R7.31, R7.37)."""
+    if outcome.finish.kind == "max-tokens":
+        state.note_max_tokens()
+    steered = _drain_steering(core, state)
+    state.close_step()
+    if state.error_recorded:
+        return False
+    default_decision: Continue | Stop = Continue() if (outcome.had_tool_calls or steered) else Stop()
+
+    async def default() -> Continue | Stop:
+        return default_decision
+
+    hooks = core.services.hooks
+    decision = await hooks.waterfall(
+        "agent/turn-continuation", default, core.agent, state.turn, default_decision, scope=core.id
+    )
+    if not isinstance(decision, Continue | Stop):
+        raise HookError(f"agent/turn-continuation returned {type(decision).__name__}")
+    if isinstance(decision, Continue) and decision.reason is not None:
+        core.mailbox.steer(MailboxItem(decision.reason.content, decision.reason.source))
+    should_continue = isinstance(decision, Continue) or core.mailbox.has_steering
+    verdict = await hooks.strict_serial("agent/turn-stop", core.agent, state.turn, scope=core.id)
+    if verdict is not None:
+        if not isinstance(verdict, Stop):
+            raise HookError(f"agent/turn-stop returned an invalid result: {verdict!r}")
+        core.mailbox.drain_steering()
+        state.terminal = True
+        should_continue = False
+    if core.cancel_marker:
+        state.set_interrupted()
+        return False
+    if core.disposed:
+        state.set_interrupted()
+        return False
+    return should_continue

@@ -1,0 +1,45 @@
+"""The registry of live agents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import final
+
+import attrs
+
+from ..actors import Agent
+
+__all__ = ["AgentRegistry"]
+
+
+@final
+@attrs.define(eq=False)
+class AgentRegistry:
+    """Live agents by id; lookups return the bare agent (R12.1)."""
+
+    _agents: dict[str, Agent] = attrs.field(factory=dict, init=False)
+
+    def get(self, agent_id: str) -> Agent | None:
+        """The live agent with *agent_id*, or ``None``."""
+        return self._agents.get(agent_id)
+
+    def list(self) -> list[Agent]:
+        """Every live agent, in creation order."""
+        return list(self._agents.values())
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._agents
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+    def __iter__(self) -> Iterator[Agent]:
+        return iter(list(self._agents.values()))
+
+    def add(self, agent: Agent) -> None:
+        """Register *agent* (runtime use)."""
+        self._agents[agent.id] = agent
+
+    def remove(self, agent_id: str) -> None:
+        """Forget *agent_id* (runtime use)."""
+        self._agents.pop(agent_id, None)

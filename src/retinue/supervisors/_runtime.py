@@ -1,0 +1,304 @@
+"""The runtime: the root supervisor nursery that owns every agent's driver."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import final
+
+import attrs
+import trio
+
+from .._errors import ConfigError, SessionError
+from .._options import AgentOptions
+from ..actors import Agent
+from ..hooks import HookBus
+from ..loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, AgentCore, LoopServices, check_parallel_cap
+from ..prompt import Section
+from ..providers import Model
+from ..session import Session
+from ..stores import MemoryStore, SessionStore
+from ..tools import Tool, ToolRegistry
+from ._registry import AgentRegistry
+from ._supervise import RestartPolicy, supervise
+
+__all__ = ["Runtime", "open_runtime"]
+
+log = logging.getLogger("retinue.supervisors")
+Setup = Callable[[Agent], Awaitable[None] | None]
+
+
+@final
+@attrs.define(eq=False)
+class Runtime:
+    """Owns agents, the shared services and the nursery every driver runs in.
+
+    Made by :func:`open_runtime`; not constructed by users.
+    """
+
+    _services: LoopServices
+    _nursery: trio.Nursery
+    restart: RestartPolicy
+    agents: AgentRegistry = attrs.field(factory=AgentRegistry)
+    _closing: bool = attrs.field(default=False, init=False)
+    _disposals: dict[str, trio.Event] = attrs.field(factory=dict, init=False)
+    _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
+    _reserved: set[str] = attrs.field(factory=set, init=False)
+
+    @property
+    def hooks(self) -> HookBus:
+        """The event bus every agent dispatches through."""
+        return self._services.hooks
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The shared tool registry."""
+        return self._services.tools
+
+    @property
+    def models(self) -> Model:
+        """The model (or router) every agent calls."""
+        return self._services.models
+
+    @property
+    def store(self) -> SessionStore:
+        """The session store."""
+        return self._services.store
+
+    @property
+    def supervisor(self) -> Runtime:
+        """The root supervisor (the runtime itself)."""
+        return self
+
+    async def create_agent(
+        self,
+        name: str,
+        options: AgentOptions | None = None,
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        setup: Setup | None = None,
+    ) -> Agent:
+        """Create, publish and start an agent; returns its handle.
+
+        Its id is *session_id*, else ``<name>-session-<uuid4>`` (R13.3). Raises
+        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id.
+        Cancellation before publication leaves nothing behind.
+        """
+        options = options or AgentOptions()
+        agent_id = session_id or f"{name}-session-{uuid.uuid4()}"
+        self._reserve(agent_id)
+        try:
+            if await self.store.exists(agent_id):
+                raise SessionError(f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS")
+            session = Session.create(agent_id, cwd=cwd or options.cwd)
+            agent = self._make_agent(session, options)
+            await self._setup(agent, setup)
+            self._publish(agent, source="startup", new=True)
+        finally:
+            self._reserved.discard(agent_id)
+        return agent
+
+    async def resume_agent(
+        self,
+        agent_id: str,
+        options: AgentOptions | None = None,
+        *,
+        setup: Setup | None = None,
+    ) -> Agent:
+        """Load *agent_id*'s session from the store (repairing a crashed tail) and start it.
+
+        Seqs and turn numbers continue; the first request logs a ``resume`` header
+        (R11.15, R11.16).
+        """
+        self._reserve(agent_id)
+        try:
+            session = await self.store.load(agent_id)
+            agent = self._make_agent(session, options or AgentOptions())
+            await self._setup(agent, setup)
+            self._publish(agent, source="resume", new=False)
+        finally:
+            self._reserved.discard(agent_id)
+        return agent
+
+    def fork_agent_session(self, source_id: str, child_id: str, boundary: int | None = None) -> Session:
+        """Fork a live agent's session (R4.25); the child can be started with ``start_forked``."""
+        source = self.agents.get(source_id)
+        if source is None:
+            raise SessionError(f"session {source_id!r} is not live", code="SESSION_NOT_FOUND")
+        if child_id in self.agents or child_id in self._reserved:
+            raise SessionError(f"session {child_id!r} already exists", code="SESSION_ALREADY_EXISTS")
+        return source.session.fork(child_id, boundary)
+
+    async def start_forked(
+        self, session: Session, options: AgentOptions | None = None, *, setup: Setup | None = None
+    ) -> Agent:
+        """Start an agent on a forked session (a fresh ``startup``, R11.17)."""
+        self._reserve(session.id)
+        try:
+            if await self.store.exists(session.id):
+                raise SessionError(f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS")
+            agent = self._make_agent(session, options or AgentOptions())
+            await self._setup(agent, setup)
+            self._publish(agent, source="startup", new=True)
+        finally:
+            self._reserved.discard(session.id)
+        return agent
+
+    def _reserve(self, agent_id: str) -> None:
+        if self._closing:
+            raise RuntimeError("the runtime is shutting down")
+        if not agent_id or any(ch in agent_id for ch in "/\\\x00") or not agent_id.isprintable():
+            raise SessionError(f"invalid session id {agent_id!r}", code="INVALID_SESSION_ID")
+        if agent_id in self.agents or agent_id in self._reserved:
+            raise SessionError(f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS")
+        self._reserved.add(agent_id)
+
+    def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
+        core = AgentCore(session.id, options, session, self._services)
+        if options.system_prompt:
+            core.sections = (Section("persona", options.system_prompt, 0),)
+        return Agent(core, self._dispose_agent)
+
+    async def _setup(self, agent: Agent, setup: Setup | None) -> None:
+        cleanups: list[Callable[[], None]] = []
+        self._cleanups[agent.id] = cleanups
+        if setup is None:
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            result = setup(agent)
+            if result is not None:
+                await result
+        except BaseException:
+            self._unwind(agent.id)
+            raise
+
+    def scoped(self, agent: Agent, unregister: Callable[[], None]) -> None:
+        """Tie *unregister* to *agent*'s lifetime (scoped listeners and tools)."""
+        self._cleanups.setdefault(agent.id, []).append(unregister)
+
+    def _unwind(self, agent_id: str) -> None:
+        for cleanup in reversed(self._cleanups.pop(agent_id, [])):
+            try:
+                cleanup()
+            except Exception:
+                log.exception("cleanup of agent %s failed (contained)", agent_id)
+
+    def _publish(self, agent: Agent, *, source: str, new: bool) -> None:
+        """Publication order (R12.5); synchronous."""
+        core = _core(agent)
+        if new:
+            self.store.attach_new(core.session)
+        else:
+            self.store.attach(core.session)
+        hooks = self.hooks
+        core.session.observe(
+            lambda event: hooks.emit_raising("session/event", agent.session, event, scope=agent.id)
+        )
+        self.agents.add(agent)
+        hooks.emit("session/created", agent.session, scope=agent.id)
+        core.emit("agent/created")
+        core.published = True
+        core.emit("agent/session-start", source)
+        self._nursery.start_soon(self._run_agent, agent, name=f"agent {agent.id}")
+
+    async def _run_agent(self, agent: Agent) -> None:
+        core = _core(agent)
+        await supervise(core, self.restart)
+        if core.disposed:
+            await agent.dispose()
+
+    async def _dispose_agent(self, agent: Agent) -> None:
+        """Teardown in order (R12.9), memoized (R12.8), shielded; never raises."""
+        done = self._disposals.get(agent.id)
+        if done is not None:
+            await done.wait()
+            return
+        done = self._disposals[agent.id] = trio.Event()
+        core = _core(agent)
+        with trio.CancelScope(shield=True):
+            try:
+                core.mark_disposed()
+                await core.driver_exited.wait()
+                self._unwind(agent.id)
+                self.agents.remove(agent.id)
+                core.emit("agent/disposed")
+                agent.end_subscriptions()
+                try:
+                    await self.store.detach(core.session)
+                except Exception as exc:
+                    log.warning("final flush of session %s failed: %s", agent.id, exc)
+            finally:
+                done.set()
+
+    async def aclose(self) -> None:
+        """Stop accepting agents and dispose every live one (R12.10)."""
+        self._closing = True
+        async with trio.open_nursery() as nursery:
+            for agent in self.agents.list():
+                nursery.start_soon(agent.dispose)
+
+
+def _core(agent: Agent) -> AgentCore:
+    return agent._core  # noqa: SLF001
+
+
+def _as_models(models: Model | Mapping[str, Model]) -> Model:
+    if isinstance(models, Mapping):
+        from ..providers import ModelRouter
+
+        return ModelRouter.of(models)
+    return models
+
+
+@asynccontextmanager
+async def open_runtime(
+    *,
+    models: Model | Mapping[str, Model],
+    tools: Iterable[Tool] = (),
+    store: SessionStore | None = None,
+    max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+    system_prompt: str | None = None,
+    variables: Mapping[str, str | None] | None = None,
+    tool_order: Iterable[str] | None = None,
+    restart: RestartPolicy | None = None,
+    flush_timeout: float = 30.0,
+) -> AsyncIterator[Runtime]:
+    """Open a runtime: a nursery that owns every agent's driver.
+
+    On exit every live agent is disposed (its turn closed and flushed), then the
+    store is closed. Raises :class:`ConfigError` for an invalid configuration.
+    """
+    check_parallel_cap(max_parallel_tool_calls)
+    if flush_timeout <= 0:
+        raise ConfigError(f"flush_timeout must be positive, got {flush_timeout!r}")
+    hooks = HookBus()
+    registry = ToolRegistry(hooks, tools)
+    sections = (Section("system", system_prompt, 0),) if system_prompt else ()
+    async with AsyncExitStack() as stack:
+        the_store: SessionStore = store if store is not None else MemoryStore()
+        if hasattr(the_store, "__aenter__"):
+            await stack.enter_async_context(the_store)  # type: ignore[arg-type]
+        else:
+            stack.push_async_callback(the_store.aclose)
+        services = LoopServices(
+            hooks=hooks,
+            tools=registry,
+            models=_as_models(models),
+            store=the_store,
+            sections=sections,
+            variables=dict(variables or {}),
+            tool_order=None if tool_order is None else tuple(tool_order),
+            max_parallel_tool_calls=max_parallel_tool_calls,
+            flush_timeout=flush_timeout,
+        )
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(services, nursery, restart or RestartPolicy())
+            try:
+                yield runtime
+            finally:
+                with trio.CancelScope(shield=True):
+                    await runtime.aclose()
