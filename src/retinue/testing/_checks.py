@@ -1,0 +1,252 @@
+"""Conformance checkers for session logs (SPEC 4.4) and the no-dangling-call guarantee."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from retinue._content import Message, ToolCall
+from retinue._errors import SessionError
+from retinue.session import (
+    SURFACE_TYPES,
+    AssistantChunk,
+    AssistantMessage,
+    Event,
+    Replace,
+    RequestHeader,
+    RequestHeaderDelta,
+    Session,
+    SessionHeader,
+    SteeringMessage,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    project,
+)
+
+__all__ = [
+    "InvariantError",
+    "check_history_replay",
+    "check_no_dangling_tool_calls",
+    "check_session_invariants",
+]
+
+
+class InvariantError(AssertionError):
+    """A session log breaks a rule; the message names the seq and the rule id."""
+
+
+def _fail(event: Event | None, rule: str, message: str) -> InvariantError:
+    where = "end of log" if event is None else f"seq {event.seq} ({event.type})"
+    return InvariantError(f"{where}: {rule}: {message}")
+
+
+@attrs.define(eq=False)
+class _Walk:
+    """The boundary state of a log being walked in order."""
+
+    turn: int | None = None
+    last_turn: int = 0
+    step: int | None = None
+    last_step: int = 0
+    calls: set[str] = attrs.field(factory=set)
+    header_seen: bool = False
+
+    def check(self, event: Event) -> None:
+        data = event.data
+        if isinstance(data, TurnStart):
+            self._turn_start(event, data)
+        elif isinstance(data, TurnEnd):
+            self._turn_end(event, data)
+        elif self.turn is None:
+            raise _fail(event, "R4.13", "event outside any turn")
+        elif isinstance(data, StepStart):
+            self._step_start(event, data)
+        elif isinstance(data, StepEnd):
+            self._step_end(event, data)
+        else:
+            self._in_turn(event)
+
+    def _turn_start(self, event: Event, data: TurnStart) -> None:
+        if self.turn is not None:
+            raise _fail(event, "R4.14", f"turn {data.turn} opens while turn {self.turn} is open")
+        if data.turn != self.last_turn + 1:
+            raise _fail(event, "R4.16", f"turn {data.turn} follows turn {self.last_turn}")
+        self.turn = self.last_turn = data.turn
+        self.last_step = 0
+
+    def _turn_end(self, event: Event, data: TurnEnd) -> None:
+        if self.turn is None:
+            raise _fail(event, "R4.13", f"turn/end {data.turn} with no open turn")
+        if data.turn != self.turn:
+            raise _fail(event, "R4.14", f"turn/end {data.turn} closes open turn {self.turn}")
+        if self.step is not None:
+            raise _fail(event, "R4.14", f"turn {self.turn} closes with step {self.step} open")
+        self.turn = None
+
+    def _step_start(self, event: Event, data: StepStart) -> None:
+        if data.turn != self.turn:
+            raise _fail(event, "R4.14", f"step of turn {data.turn} inside turn {self.turn}")
+        if self.step is not None:
+            raise _fail(event, "R4.14", f"step {data.step} opens while step {self.step} is open")
+        if data.step != self.last_step + 1:
+            raise _fail(event, "R4.16", f"step {data.step} follows step {self.last_step}")
+        self.step = self.last_step = data.step
+
+    def _step_end(self, event: Event, data: StepEnd) -> None:
+        if self.step is None or (data.turn, data.step) != (self.turn, self.step):
+            open_step = None if self.step is None else (self.turn, self.step)
+            raise _fail(event, "R4.14", f"step/end {(data.turn, data.step)} closes {open_step}")
+        self.step = None
+
+    def _in_turn(self, event: Event) -> None:
+        data = event.data
+        if isinstance(data, AssistantChunk | AssistantMessage | ToolCallEvent | ToolResultEvent):
+            if self.step is None or (data.turn, data.step) != (self.turn, self.step):
+                open_step = None if self.step is None else (self.turn, self.step)
+                raise _fail(
+                    event, "R4.14", f"stamped step {(data.turn, data.step)}, open step {open_step}"
+                )
+        elif isinstance(data, SteeringMessage) and data.turn != self.turn:
+            raise _fail(event, "R4.13", f"steering for turn {data.turn} inside turn {self.turn}")
+        if isinstance(data, ToolCallEvent):
+            self.calls.add(data.call_id)
+        elif isinstance(data, ToolResultEvent) and data.call_id not in self.calls:
+            raise _fail(event, "R4.15", f"tool/result {data.call_id!r} has no earlier tool/call")
+        elif isinstance(data, RequestHeader):
+            self.header_seen = True
+        elif isinstance(data, RequestHeaderDelta) and not self.header_seen:
+            raise _fail(event, "R4.18", "request/header-delta before the first request/header")
+
+
+def _check_event_shape(index: int, event: Event) -> None:
+    if event.seq != index:
+        raise _fail(event, "R4.2", f"seq {event.seq} at index {index}")
+    surface = event.type in SURFACE_TYPES
+    if surface != (event.surface_op is not None):
+        wanted = "needs" if surface else "must not carry"
+        raise _fail(event, "R4.6", f"{event.type} {wanted} a surface op")
+    sources = event.source_event_seqs
+    if sources is not None and (
+        not sources
+        or len(set(sources)) != len(sources)
+        or min(sources) < 0
+        or max(sources) >= event.seq
+    ):
+        raise _fail(event, "R4.22", f"source_event_seqs {sources} not non-empty, unique, earlier")
+
+
+def check_session_invariants(events: Sequence[Event]) -> None:
+    """Check every log invariant of SPEC 4.4 plus the no-dangling-call guarantee.
+
+    Rules: R4.2 (seq == index), R4.6 (surface ops), R4.13 (turn enclosure),
+    R4.14 (turn and step nesting, chunks inside their step), R4.15 (results
+    follow their calls), R4.16 (turn numbers +1, steps from 1), R4.18 (no
+    header delta before a header), R4.22 (source seqs), and
+    :func:`check_no_dangling_tool_calls`. A log may end inside a turn.
+
+    Raises:
+        InvariantError: naming the first offending seq and the rule.
+    """
+    walk = _Walk()
+    for index, event in enumerate(events):
+        _check_event_shape(index, event)
+        walk.check(event)
+    check_no_dangling_tool_calls(events)
+
+
+@attrs.define(eq=False)
+class _StepCalls:
+    """Tool calls of one step and the results logged for them."""
+
+    calls: dict[str, int] = attrs.field(factory=dict)
+    results: dict[str, int] = attrs.field(factory=dict)
+
+    def settle(self, event: Event) -> None:
+        for call_id, seq in self.calls.items():
+            if call_id not in self.results:
+                raise _fail(event, "R9.25", f"tool call {call_id!r} (seq {seq}) has no result")
+
+
+def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
+    """Check that each tool call of a closed step has exactly one result in that step (R9.25).
+
+    Every tool-call block of a logged ``assistant/message`` must get exactly
+    one ``tool/result`` with its call id after it and before the step's
+    ``step/end`` (or the turn's ``turn/end`` if the step never closed). A step
+    still open at the end of the log is not checked.
+
+    Raises:
+        InvariantError: naming the closing seq of the step and the call id.
+    """
+    step: _StepCalls | None = None
+    for event in events:
+        data = event.data
+        if isinstance(data, StepStart):
+            step = _StepCalls()
+        elif isinstance(data, StepEnd | TurnEnd):
+            if step is not None:
+                step.settle(event)
+            step = None
+        elif step is None:
+            continue
+        elif isinstance(data, AssistantMessage):
+            for block in data.content:
+                if isinstance(block, ToolCall):
+                    step.calls.setdefault(block.id, event.seq)
+        elif isinstance(data, ToolResultEvent):
+            if data.call_id in step.results:
+                first = step.results[data.call_id]
+                raise _fail(
+                    event, "R9.25", f"second result for {data.call_id!r} (first at seq {first})"
+                )
+            if data.call_id in step.calls:
+                step.results[data.call_id] = event.seq
+
+
+def _fold_messages(events: Sequence[Event]) -> list[Message]:
+    """An independent fold of the surface (R4.19) and projection (R5.2) over *events*."""
+    surface: list[tuple[int, Message | None]] = []
+    for event in events:
+        op = event.surface_op
+        if op is None:
+            continue
+        node = (event.seq, project(event))
+        if isinstance(op, Replace):
+            seqs = [seq for seq, _ in surface]
+            start, end = seqs.index(op.start), seqs.index(op.end)
+            surface[start : end + 1] = [node]
+        else:
+            surface.append(node)
+    return [message for _, message in surface if message is not None]
+
+
+def check_history_replay(events: Sequence[Event], *, session_id: str = "replay") -> None:
+    """Check that a session rebuilt from *events* derives the history a fresh fold gives.
+
+    Rebuilds with ``Session.from_events`` (which re-validates every event) and
+    compares its ``derive_messages()`` with an independent fold of the surface
+    (R5.6, R8.9).
+
+    Raises:
+        InvariantError: the log cannot be rebuilt, or the histories differ.
+    """
+    try:
+        session = Session.from_events(SessionHeader(session_id, 0), events)
+    except SessionError as error:
+        raise InvariantError(f"R5.6: the log cannot be replayed: {error}") from error
+    derived = list(session.derive_messages())
+    folded = _fold_messages(events)
+    if derived != folded:
+        at = next(
+            (i for i, pair in enumerate(zip(derived, folded, strict=False)) if pair[0] != pair[1]),
+            min(len(derived), len(folded)),
+        )
+        raise InvariantError(
+            f"R5.6: replayed history differs from a fresh fold at message {at} "
+            f"({len(derived)} vs {len(folded)} messages)"
+        )

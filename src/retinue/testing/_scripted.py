@@ -1,0 +1,234 @@
+"""ScriptedModel: a deterministic ``Model`` that plays script steps, one per stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TypeAlias, final
+
+import attrs
+import trio
+
+from retinue._content import ToolCall, ToolResultBlock
+from retinue._errors import ModelError
+from retinue._request import ModelRequest
+from retinue._stream import BlockEnd, StreamChunk, ToolCallDelta, Usage
+from retinue.testing._steps import CallTools, Plan, Reply, Step, ToolCallSpec, plan_of
+
+__all__ = [
+    "Script",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "ScriptedModelStatistics",
+    "StepFunction",
+]
+
+StepFunction: TypeAlias = Callable[[ModelRequest], Step]
+SingleScript: TypeAlias = Sequence[Step] | StepFunction
+Script: TypeAlias = SingleScript | Mapping[str, SingleScript]
+
+
+class ScriptExhaustedError(ModelError):
+    """A scripted model was called more often than its script has steps."""
+
+    code: str | None = "SCRIPT_EXHAUSTED"
+
+
+@final
+@attrs.frozen
+class ScriptedModelStatistics:
+    """A snapshot of a :class:`ScriptedModel`'s activity."""
+
+    calls: int
+    """Streams started (one per ``stream()`` iteration begun)."""
+    chunks: int
+    """Chunks yielded over all streams."""
+    remaining: int | None
+    """Steps left in sequence scripts (summed), or ``None`` if any script is a function."""
+
+
+@attrs.define(eq=False)
+class _Cursor:
+    """One script and how far it has been played."""
+
+    steps: tuple[Step, ...] | None
+    function: StepFunction | None
+    position: int = 0
+
+    @classmethod
+    def of(cls, script: SingleScript) -> _Cursor:
+        if callable(script):
+            return cls(None, script)
+        return cls(tuple(script), None)
+
+    def next(self, request: ModelRequest, *, repeat_last: bool, name: str | None) -> Step:
+        if self.function is not None:
+            return self.function(request)
+        assert self.steps is not None
+        if self.position < len(self.steps):
+            step = self.steps[self.position]
+            self.position += 1
+            return step
+        if repeat_last and self.steps:
+            return self.steps[-1]
+        which = "the script" if name is None else f"the script for model {name!r}"
+        raise ScriptExhaustedError(
+            f"{which} has {len(self.steps)} step(s) and all were played; "
+            "add steps or pass repeat_last=True"
+        )
+
+    @property
+    def remaining(self) -> int | None:
+        if self.steps is None:
+            return None
+        return len(self.steps) - self.position
+
+
+def _cursors(script: Script) -> dict[str | None, _Cursor]:
+    if isinstance(script, Mapping):
+        return {name: _Cursor.of(one) for name, one in script.items()}
+    return {None: _Cursor.of(script)}
+
+
+@final
+@attrs.define(eq=False)
+class ScriptedModel:
+    """A deterministic model for tests, demos and benchmarks; implements ``Model``.
+
+    ``script`` is a sequence of steps played in order (one per ``stream()``), a
+    function ``(request) -> step``, or a mapping from model name to either.
+    Past the end of a sequence, the stream raises :class:`ScriptExhaustedError`
+    unless ``repeat_last=True``. Every request is recorded in :attr:`requests`.
+
+    Chunks are pre-built per step. A stream with zero delays checkpoints once,
+    before its first chunk, and then yields without further checkpoints.
+    """
+
+    _cursors: dict[str | None, _Cursor] = attrs.field(alias="script", converter=_cursors)
+    repeat_last: bool = attrs.field(default=False, kw_only=True)
+    _requests: list[ModelRequest] = attrs.field(factory=list, init=False)
+    _calls: int = attrs.field(default=0, init=False)
+    _chunks: int = attrs.field(default=0, init=False)
+
+    @classmethod
+    def tool_loop(
+        cls,
+        tool_names: Sequence[str],
+        *,
+        calls_per_step: int = 2,
+        answer_chunks: int = 20,
+        answer: str = "All tools returned; here is the answer.",
+        arguments: Mapping[str, str] | None = None,
+        usage: Usage | None = None,
+        delay: float = 0.0,
+    ) -> ScriptedModel:
+        """Build a model that calls tools after a prompt and answers after results.
+
+        If the last history message holds tool results, it answers ``answer``
+        in ``answer_chunks`` deltas; otherwise it asks for ``calls_per_step``
+        calls, cycling through *tool_names*, with ``arguments[name]`` (default
+        ``"{}"``) as each call's JSON arguments.
+        """
+        if not tool_names:
+            raise ValueError("tool_loop needs at least one tool name")
+        given = arguments or {}
+        specs = [
+            ToolCallSpec(name, given.get(name, "{}"))
+            for name in (tool_names[k % len(tool_names)] for k in range(calls_per_step))
+        ]
+        call = CallTools(specs, usage=usage, delay=delay)
+        reply = Reply(answer, chunks=answer_chunks, usage=usage, delay=delay)
+        return cls(_ToolLoop(call, reply))
+
+    @property
+    def requests(self) -> list[ModelRequest]:
+        """Every request received so far, in order (a copy)."""
+        return list(self._requests)
+
+    def statistics(self) -> ScriptedModelStatistics:
+        """Return a snapshot of calls, chunks and remaining steps."""
+        remaining = [cursor.remaining for cursor in self._cursors.values()]
+        total = None if None in remaining else sum(r for r in remaining if r is not None)
+        return ScriptedModelStatistics(self._calls, self._chunks, total)
+
+    def assert_complete(self) -> None:
+        """Raise ``AssertionError`` if a sequence script has unplayed steps."""
+        left = {name: c.remaining for name, c in self._cursors.items() if c.remaining}
+        if left:
+            raise AssertionError(f"unplayed script steps: {left}")
+
+    # One checkpoint per stream, not per chunk (flake8-async ASYNC911 flags this on purpose):
+    # benchmarks measure the runtime, not this double.
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Play the next step for *request*.
+
+        Waits the step's ``delay`` (or checkpoints once), then yields its
+        chunks, sleeping ``chunk_delay`` before each. Cancellation while
+        waiting or hanging ends the stream; nothing else is left behind.
+
+        Raises:
+            ScriptExhaustedError: the script has no step left for this model.
+        """
+        self._requests.append(request)
+        self._calls += 1
+        step = self._step(request)
+        plan = plan_of(step)
+        chunks = _with_ids(plan, self._calls) if plan.id_slots else plan.chunks
+        if step.delay > 0:
+            await trio.sleep(step.delay)
+        else:
+            await trio.lowlevel.checkpoint()
+        if step.chunk_delay > 0:
+            for chunk in chunks:
+                await trio.sleep(step.chunk_delay)
+                self._chunks += 1
+                yield chunk
+        else:
+            for chunk in chunks:
+                self._chunks += 1
+                yield chunk
+        if plan.ending == "raise":
+            assert plan.error is not None
+            raise plan.error
+        if plan.ending == "hang":
+            await trio.sleep_forever()
+
+    def _step(self, request: ModelRequest) -> Step:
+        name: str | None = request.model
+        cursor = self._cursors.get(name)
+        if cursor is None:
+            cursor = self._cursors.get(None)
+            name = None
+        if cursor is None:
+            raise ScriptExhaustedError(f"no script for model {request.model!r}")
+        return cursor.next(request, repeat_last=self.repeat_last, name=name)
+
+    def __repr__(self) -> str:
+        return f"<ScriptedModel calls={self._calls} chunks={self._chunks}>"
+
+
+def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
+    """Copy *plan*'s chunks, giving its id-less tool calls ids unique to this stream."""
+    chunks = list(plan.chunks)
+    for position, ordinal in plan.id_slots:
+        call_id = f"call_{stream_number}_{ordinal}"
+        chunk = chunks[position]
+        if isinstance(chunk, ToolCallDelta):
+            chunks[position] = attrs.evolve(chunk, id=call_id)
+        elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCall):
+            chunks[position] = BlockEnd(chunk.index, attrs.evolve(chunk.block, id=call_id))
+    return chunks
+
+
+@final
+@attrs.frozen
+class _ToolLoop:
+    """The step function of :meth:`ScriptedModel.tool_loop`."""
+
+    call: CallTools
+    reply: Reply
+
+    def __call__(self, request: ModelRequest) -> Step:
+        messages = request.messages
+        if messages and any(isinstance(b, ToolResultBlock) for b in messages[-1].content):
+            return self.reply
+        return self.call

@@ -1,0 +1,338 @@
+"""Script steps for ScriptedModel: frozen values that pre-build their chunk streams."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, TypeAlias, final
+
+import attrs
+
+from retinue._content import Reasoning, Text, ToolCall
+from retinue._stream import (
+    ABORTED,
+    MAX_TOKENS,
+    STOP,
+    TOOL_CALLS,
+    BlockEnd,
+    BlockStart,
+    Errored,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+
+__all__ = [
+    "CallTools",
+    "CutAtMaxTokens",
+    "FinishAborted",
+    "FinishWithError",
+    "Hang",
+    "RaiseMidStream",
+    "RawChunks",
+    "Reply",
+    "Step",
+    "ToolCallSpec",
+    "split_text",
+]
+
+Ending: TypeAlias = Literal["finish", "raise", "hang"]
+
+
+def split_text(text: str, parts: int) -> list[str]:
+    """Split *text* into ``min(parts, len(text))`` non-empty pieces (one piece if empty)."""
+    count = max(1, min(parts, len(text)))
+    bounds = [round(i * len(text) / count) for i in range(count + 1)]
+    return [text[bounds[i] : bounds[i + 1]] for i in range(count)]
+
+
+def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 1:
+        raise ValueError(f"{attribute.name} must be >= 1, got {value!r}")
+
+
+@final
+@attrs.frozen
+class ToolCallSpec:
+    """One tool call a step asks for; ``arguments`` is raw JSON text.
+
+    With ``id=None`` the model assigns ``call_<stream>_<k>``, unique per stream.
+    """
+
+    name: str
+    arguments: str = "{}"
+    id: str | None = None
+
+
+@final
+@attrs.frozen
+class Plan:
+    """A step's pre-built chunks and how the stream ends after them.
+
+    ``id_slots`` lists ``(position, call ordinal)`` of chunks whose tool-call id
+    is assigned per stream.
+    """
+
+    chunks: tuple[StreamChunk, ...]
+    ending: Ending = "finish"
+    id_slots: tuple[tuple[int, int], ...] = ()
+    error: BaseException | None = None
+
+
+@attrs.define(eq=False)
+class _Builder:
+    """Accumulates the chunks of one stream the way a provider adapter emits them."""
+
+    chunks: list[StreamChunk] = attrs.field(factory=list)
+    id_slots: list[tuple[int, int]] = attrs.field(factory=list)
+    index: int = 0
+    calls: int = 0
+
+    def reasoning(self, text: str) -> None:
+        index = self._start(Reasoning.type)
+        self.chunks.append(ReasoningDelta(index, text))
+        self.chunks.append(BlockEnd(index, Reasoning(text)))
+
+    def text(self, text: str, parts: int, *, close: bool = True) -> None:
+        if not text:
+            return
+        index = self._start(Text.type)
+        self.chunks.extend(TextDelta(index, piece) for piece in split_text(text, parts))
+        if close:
+            self.chunks.append(BlockEnd(index, Text(text)))
+
+    def tool_call(self, spec: ToolCallSpec, parts: int, *, close: bool = True) -> None:
+        index = self._start(ToolCall.type)
+        ordinal, self.calls = self.calls, self.calls + 1
+        if spec.id is None:
+            self.id_slots.append((len(self.chunks), ordinal))
+        pieces = split_text(spec.arguments, parts)
+        self.chunks.append(ToolCallDelta(index, spec.id, pieces[0], name=spec.name))
+        self.chunks.extend(ToolCallDelta(index, None, piece) for piece in pieces[1:])
+        if close:
+            if spec.id is None:
+                self.id_slots.append((len(self.chunks), ordinal))
+            call = ToolCall(spec.id or "", spec.name, spec.arguments)
+            self.chunks.append(BlockEnd(index, call))
+
+    def end(self, usage: Usage | None, reason: FinishReason) -> None:
+        if usage is not None:
+            self.chunks.append(UsageChunk(usage))
+        self.chunks.append(Finish(reason))
+
+    def plan(self, ending: Ending = "finish", error: BaseException | None = None) -> Plan:
+        return Plan(tuple(self.chunks), ending, tuple(self.id_slots), error)
+
+    def _start(self, block_type: str) -> int:
+        index, self.index = self.index, self.index + 1
+        self.chunks.append(BlockStart(index, block_type))
+        return index
+
+
+def _specs(calls: Iterable[ToolCallSpec]) -> tuple[ToolCallSpec, ...]:
+    return tuple(calls)
+
+
+def _stream(chunks: Iterable[StreamChunk]) -> tuple[StreamChunk, ...]:
+    return tuple(chunks)
+
+
+@final
+@attrs.frozen
+class Reply:
+    """Answer with text streamed in ``chunks`` deltas, then finish ``stop``.
+
+    An empty text streams no block (an empty message that only carries usage).
+    ``reasoning`` adds a reasoning block first. ``delay`` is virtual seconds
+    before the first chunk; ``chunk_delay`` is slept before every chunk.
+    """
+
+    text: str
+    chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    usage: Usage | None = attrs.field(default=None, kw_only=True)
+    reasoning: str | None = attrs.field(default=None, kw_only=True)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        builder = _Builder()
+        if self.reasoning is not None:
+            builder.reasoning(self.reasoning)
+        builder.text(self.text, self.chunks)
+        builder.end(self.usage, STOP)
+        object.__setattr__(self, "_plan", builder.plan())
+
+
+@final
+@attrs.frozen
+class CallTools:
+    """Ask for one or several tool calls, then finish ``tool-calls``.
+
+    Each call's arguments are split across ``chunks_per_call`` deltas; ``text``
+    (if any) streams first, in ``text_chunks`` deltas.
+    """
+
+    calls: tuple[ToolCallSpec, ...] = attrs.field(converter=_specs)
+    chunks_per_call: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    text: str | None = attrs.field(default=None, kw_only=True)
+    text_chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    usage: Usage | None = attrs.field(default=None, kw_only=True)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        builder = _Builder()
+        builder.text(self.text or "", self.text_chunks)
+        for call in self.calls:
+            builder.tool_call(call, self.chunks_per_call)
+        builder.end(self.usage, TOOL_CALLS)
+        object.__setattr__(self, "_plan", builder.plan())
+
+
+@final
+@attrs.frozen
+class CutAtMaxTokens:
+    """Stream text, then finish ``max-tokens``.
+
+    ``tool_calls`` are streamed but never closed, as a cut-off call would be;
+    give them truncated argument text to model a real truncation.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCallSpec, ...] = attrs.field(default=(), converter=_specs, kw_only=True)
+    chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    usage: Usage | None = attrs.field(default=None, kw_only=True)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        builder = _Builder()
+        builder.text(self.text, self.chunks)
+        for call in self.tool_calls:
+            builder.tool_call(call, self.chunks, close=False)
+        builder.end(self.usage, MAX_TOKENS)
+        object.__setattr__(self, "_plan", builder.plan())
+
+
+@final
+@attrs.frozen
+class FinishWithError:
+    """Optionally stream text, then end with ``finish{error}`` (R10.3)."""
+
+    message: str
+    code: str | None = None
+    text: str = attrs.field(default="", kw_only=True)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        builder = _Builder()
+        builder.text(self.text, 1)
+        builder.end(None, Errored(self.message, self.code))
+        object.__setattr__(self, "_plan", builder.plan())
+
+
+@final
+@attrs.frozen
+class FinishAborted:
+    """Optionally stream text, then end with ``finish{aborted}`` (R10.3)."""
+
+    text: str = attrs.field(default="", kw_only=True)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        builder = _Builder()
+        builder.text(self.text, 1)
+        builder.end(None, ABORTED)
+        object.__setattr__(self, "_plan", builder.plan())
+
+
+@final
+@attrs.frozen
+class RaiseMidStream:
+    """Stream the first ``after_chunks`` chunks of a text reply, then raise ``error``.
+
+    The reply is ``text`` in ``chunks`` deltas: block start, deltas, block end.
+    """
+
+    error: BaseException
+    after_chunks: int = attrs.field(default=0, kw_only=True)
+    text: str = attrs.field(default="partial answer", kw_only=True)
+    chunks: int = attrs.field(default=4, kw_only=True, validator=_positive)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        builder = _Builder()
+        builder.text(self.text, self.chunks)
+        if not 0 <= self.after_chunks <= len(builder.chunks):
+            raise ValueError(
+                f"after_chunks must be in 0..{len(builder.chunks)} for this text, "
+                f"got {self.after_chunks}"
+            )
+        del builder.chunks[self.after_chunks :]
+        object.__setattr__(self, "_plan", builder.plan("raise", self.error))
+
+
+@final
+@attrs.frozen
+class Hang:
+    """Stream ``text`` (if any, left unclosed), then wait until cancelled."""
+
+    text: str = ""
+    chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        builder = _Builder()
+        builder.text(self.text, self.chunks, close=False)
+        object.__setattr__(self, "_plan", builder.plan("hang"))
+
+
+@final
+@attrs.frozen
+class RawChunks:
+    """Stream exactly these chunks, for protocol edge cases; nothing is added."""
+
+    chunks: tuple[StreamChunk, ...] = attrs.field(converter=_stream)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    _plan: Plan = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_plan", Plan(self.chunks))
+
+
+Step: TypeAlias = (
+    Reply
+    | CallTools
+    | CutAtMaxTokens
+    | FinishWithError
+    | FinishAborted
+    | RaiseMidStream
+    | Hang
+    | RawChunks
+)
+
+
+def plan_of(step: Step) -> Plan:
+    """The pre-built plan of *step*."""
+    return step._plan

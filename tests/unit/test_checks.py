@@ -1,0 +1,359 @@
+"""Session-log invariant checkers: good logs pass, each broken rule is named with its seq."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import pytest
+
+from retinue._content import Text, ToolCall
+from retinue._request import LlmCallConfig, MessageHistory
+from retinue._stream import TextDelta
+from retinue.session import (
+    SURFACE_TYPES,
+    AssistantChunk,
+    AssistantMessage,
+    EpochHeader,
+    Event,
+    EventData,
+    Replace,
+    RequestHeader,
+    RequestHeaderDelta,
+    Session,
+    SteeringMessage,
+    StepEnd,
+    StepStart,
+    SurfaceOp,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+    UserMessage,
+)
+from retinue.testing import (
+    InvariantError,
+    check_history_replay,
+    check_no_dangling_tool_calls,
+    check_session_invariants,
+)
+
+TRIGGER = TurnTrigger("message")
+DONE = TurnEndReason.completed()
+HEADER = RequestHeader(EpochHeader(LlmCallConfig("m")), "initial")
+
+
+def text(value: str) -> tuple[Text]:
+    return (Text(value),)
+
+
+def log(*items: EventData | tuple[EventData, Sequence[int]]) -> list[Event]:
+    """Events with seq = index; surface types append; a tuple adds source_event_seqs."""
+    events = []
+    for seq, item in enumerate(items):
+        data, sources = item if isinstance(item, tuple) else (item, None)
+        surface: SurfaceOp | None = "append" if data.type in SURFACE_TYPES else None
+        events.append(Event(seq, 0, data, None if sources is None else tuple(sources), surface))
+    return events
+
+
+def good_log() -> list[Event]:
+    """Two turns: a tool step and an answer step, then an empty turn."""
+    return log(
+        TurnStart(1, TRIGGER),
+        UserMessage(text("hello")),
+        StepStart(1, 1),
+        HEADER,
+        AssistantChunk(1, 1, TextDelta(0, "x")),
+        (AssistantMessage(1, 1, (Text("x"), ToolCall("c1", "t", "{}"))), [4]),
+        ToolCallEvent(1, 1, "c1", "t", "{}"),
+        (ToolResultEvent(1, 1, "c1", text("ok")), [6]),
+        StepEnd(1, 1),
+        SteeringMessage(1, text("steer")),
+        StepStart(1, 2),
+        RequestHeaderDelta(config=LlmCallConfig("m2")),
+        AssistantMessage(1, 2, text("done")),
+        StepEnd(1, 2),
+        TurnEnd(1, DONE),
+        TurnStart(2, TRIGGER),
+        TurnEnd(2, DONE),
+    )
+
+
+def replace(events: list[Event], seq: int, data: EventData) -> list[Event]:
+    changed = list(events)
+    changed[seq] = attrs.evolve(changed[seq], data=data)
+    return changed
+
+
+def test_check_session_invariants_accepts_a_well_formed_log() -> None:
+    """R4.13-R4.22, R9.25: a well-formed two-turn log passes every check."""
+    events = good_log()
+    check_session_invariants(events)
+    check_no_dangling_tool_calls(events)
+    check_history_replay(events)
+
+
+def test_check_session_invariants_accepts_a_log_ending_inside_a_turn() -> None:
+    """R4.17: a live log may end with a turn (and a step with pending calls) still open."""
+    events = good_log()[:7]
+    check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_2_seq_must_equal_index() -> None:
+    """R4.2: seq equals the index in the log."""
+    events = good_log()
+    events[3] = attrs.evolve(events[3], seq=4)
+    with pytest.raises(InvariantError, match=r"seq 4 .*R4\.2"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_6_surface_ops_where_required_only() -> None:
+    """R4.6: surface types carry a surface op; other types never do."""
+    missing = good_log()
+    missing[1] = attrs.evolve(missing[1], surface_op=None)
+    with pytest.raises(InvariantError, match=r"seq 1 .*R4\.6"):
+        check_session_invariants(missing)
+    extra = good_log()
+    extra[2] = attrs.evolve(extra[2], surface_op="append")
+    with pytest.raises(InvariantError, match=r"seq 2 .*R4\.6"):
+        check_session_invariants(extra)
+
+
+def test_check_session_invariants_r4_13_event_before_any_turn() -> None:
+    """R4.13: nothing precedes the first turn/start."""
+    events = log(HEADER, TurnStart(1, TRIGGER), TurnEnd(1, DONE))
+    with pytest.raises(InvariantError, match=r"seq 0 .*R4\.13"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_13_event_between_turns() -> None:
+    """R4.13: no event lies between a turn/end and the next turn/start."""
+    events = log(
+        TurnStart(1, TRIGGER), TurnEnd(1, DONE), UserMessage(text("late")), TurnStart(2, TRIGGER)
+    )
+    with pytest.raises(InvariantError, match=r"seq 2 .*R4\.13"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_13_turn_end_without_open_turn() -> None:
+    """R4.13: a turn/end needs an open turn."""
+    events = log(TurnStart(1, TRIGGER), TurnEnd(1, DONE), TurnEnd(1, DONE))
+    with pytest.raises(InvariantError, match=r"seq 2 .*R4\.13"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_13_steering_for_another_turn() -> None:
+    """R4.13: a steering message is stamped with the open turn."""
+    events = replace(good_log(), 9, SteeringMessage(2, text("steer")))
+    with pytest.raises(InvariantError, match=r"seq 9 .*R4\.13"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_14_overlapping_turns() -> None:
+    """R4.14: a turn/start while a turn is open is an overlap."""
+    events = log(TurnStart(1, TRIGGER), TurnStart(2, TRIGGER))
+    with pytest.raises(InvariantError, match=r"seq 1 .*R4\.14"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_14_turn_end_must_match_open_turn() -> None:
+    """R4.14: turn/end.turn equals the open turn."""
+    events = replace(good_log(), 14, TurnEnd(3, DONE))
+    with pytest.raises(InvariantError, match=r"seq 14 .*R4\.14"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_14_overlapping_steps() -> None:
+    """R4.14: steps never overlap."""
+    events = log(TurnStart(1, TRIGGER), StepStart(1, 1), StepStart(1, 2))
+    with pytest.raises(InvariantError, match=r"seq 2 .*R4\.14"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_14_step_of_another_turn() -> None:
+    """R4.14: steps nest inside the open turn."""
+    events = log(TurnStart(1, TRIGGER), StepStart(2, 1))
+    with pytest.raises(InvariantError, match=r"seq 1 .*R4\.14"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_14_step_end_must_match() -> None:
+    """R4.14: step/end matches the open step, and needs one."""
+    wrong = replace(good_log(), 8, StepEnd(1, 2))
+    with pytest.raises(InvariantError, match=r"seq 8 .*R4\.14"):
+        check_session_invariants(wrong)
+    unopened = log(TurnStart(1, TRIGGER), StepEnd(1, 1))
+    with pytest.raises(InvariantError, match=r"seq 1 .*R4\.14"):
+        check_session_invariants(unopened)
+
+
+def test_check_session_invariants_r4_14_closed_turn_has_no_open_step() -> None:
+    """R4.14: step/end precedes turn/end."""
+    events = log(TurnStart(1, TRIGGER), StepStart(1, 1), TurnEnd(1, DONE))
+    with pytest.raises(InvariantError, match=r"seq 2 .*R4\.14"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_14_chunks_follow_their_step_start() -> None:
+    """R4.14: step/start precedes its chunks; a chunk outside or stamped for another step fails."""
+    outside = log(TurnStart(1, TRIGGER), AssistantChunk(1, 1, TextDelta(0, "x")))
+    with pytest.raises(InvariantError, match=r"seq 1 .*R4\.14"):
+        check_session_invariants(outside)
+    mismatched = replace(good_log(), 4, AssistantChunk(1, 2, TextDelta(0, "x")))
+    with pytest.raises(InvariantError, match=r"seq 4 .*R4\.14"):
+        check_session_invariants(mismatched)
+
+
+def test_check_session_invariants_r4_15_result_needs_an_earlier_call() -> None:
+    """R4.15: every tool/result has an earlier tool/call with the same call id."""
+    events = good_log()
+    events[6], events[7] = attrs.evolve(events[7], seq=6), attrs.evolve(events[6], seq=7)
+    events[6] = attrs.evolve(events[6], source_event_seqs=None)
+    with pytest.raises(InvariantError, match=r"seq 6 .*R4\.15"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_16_turn_numbers_increase_by_one() -> None:
+    """R4.16: each turn is the previous turn/start's number plus one, starting at 1."""
+    skipped = replace(good_log(), 15, TurnStart(3, TRIGGER))
+    with pytest.raises(InvariantError, match=r"seq 15 .*R4\.16"):
+        check_session_invariants(skipped)
+    first = log(TurnStart(2, TRIGGER))
+    with pytest.raises(InvariantError, match=r"seq 0 .*R4\.16"):
+        check_session_invariants(first)
+
+
+def test_check_session_invariants_r4_16_steps_restart_at_one_each_turn() -> None:
+    """R4.16: step numbers start at 1 in every turn and count up."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+        TurnStart(2, TRIGGER),
+        StepStart(2, 2),
+    )
+    with pytest.raises(InvariantError, match=r"seq 5 .*R4\.16"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r4_18_no_header_delta_before_a_header() -> None:
+    """R4.18: request/header-delta never precedes the first request/header."""
+    events = replace(good_log(), 3, RequestHeaderDelta(system=None))
+    with pytest.raises(InvariantError, match=r"seq 3 .*R4\.18"):
+        check_session_invariants(events)
+
+
+@pytest.mark.parametrize("sources", [(), (6, 6), (7,), (9,), (-1,)])
+def test_check_session_invariants_r4_22_source_seqs_nonempty_unique_earlier(sources) -> None:
+    """R4.22: source_event_seqs are non-empty, duplicate-free and reference earlier events."""
+    events = good_log()
+    events[7] = attrs.evolve(events[7], source_event_seqs=sources)
+    with pytest.raises(InvariantError, match=r"seq 7 .*R4\.22"):
+        check_session_invariants(events)
+
+
+def test_check_no_dangling_tool_calls_call_without_result() -> None:
+    """R9.25: a closed step's tool call with no result is dangling."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"), ToolCall("b", "t", "{}"))),
+        ToolCallEvent(1, 1, "a", "t", "{}"),
+        ToolResultEvent(1, 1, "a", text("ok")),
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+    )
+    with pytest.raises(InvariantError, match=r"seq 5 .*R9\.25.*'b'"):
+        check_no_dangling_tool_calls(events)
+    with pytest.raises(InvariantError, match=r"R9\.25"):
+        check_session_invariants(events)
+
+
+def test_check_no_dangling_tool_calls_duplicate_result() -> None:
+    """R9.25: a tool call gets exactly one result, never two."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"),)),
+        ToolCallEvent(1, 1, "a", "t", "{}"),
+        ToolResultEvent(1, 1, "a", text("ok")),
+        ToolResultEvent(1, 1, "a", text("again")),
+        StepEnd(1, 1),
+    )
+    with pytest.raises(InvariantError, match=r"seq 5 .*R9\.25.*seq 4"):
+        check_no_dangling_tool_calls(events)
+
+
+def test_check_no_dangling_tool_calls_result_must_come_before_step_end() -> None:
+    """R9.25: a result logged after its step closed does not answer the call."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"),)),
+        ToolCallEvent(1, 1, "a", "t", "{}"),
+        StepEnd(1, 1),
+        StepStart(1, 2),
+        ToolResultEvent(1, 2, "a", text("late")),
+        StepEnd(1, 2),
+    )
+    with pytest.raises(InvariantError, match=r"seq 4 .*R9\.25"):
+        check_no_dangling_tool_calls(events)
+
+
+def test_check_no_dangling_tool_calls_unclosed_step_is_settled_at_turn_end() -> None:
+    """R9.25: a step cut off by turn/end must still have answered its calls."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"),)),
+        TurnEnd(1, DONE),
+    )
+    with pytest.raises(InvariantError, match=r"seq 3 .*R9\.25"):
+        check_no_dangling_tool_calls(events)
+
+
+def test_check_no_dangling_tool_calls_ignores_a_step_still_open() -> None:
+    """R9.25: a step still streaming or running tools at the end of the log is not judged."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"),)),
+    )
+    check_no_dangling_tool_calls(events)
+
+
+def test_check_history_replay_accepts_a_log_with_a_surface_replace() -> None:
+    """R5.6: a replayed session derives the same history as a fresh fold, replaces included."""
+    events = good_log()
+    compacted = Event(
+        len(events) - 1,
+        0,
+        UserMessage(text("summary")),
+        source_event_seqs=(1, 5, 7),
+        surface_op=Replace(1, 7),
+    )
+    events.insert(len(events) - 1, compacted)
+    events[-1] = attrs.evolve(events[-1], seq=len(events) - 1)
+    check_history_replay(events)
+    session = Session.from_events(Session.create("s").header, events)
+    contents = [m.content for m in session.derive_messages()]
+    assert len(contents) == 3
+    assert (contents[0], contents[2]) == ((Text("summary"),), (Text("done"),))
+
+
+def test_check_history_replay_reports_an_unreplayable_log() -> None:
+    """R5.6: a log the session refuses to rebuild fails the replay check."""
+    events = log(UserMessage(text("outside any turn")))
+    with pytest.raises(InvariantError, match=r"R5\.6"):
+        check_history_replay(events)
+
+
+def test_check_history_replay_detects_a_diverging_derivation(monkeypatch) -> None:
+    """R5.6: if derive_messages disagrees with a fresh fold, the check fails."""
+    monkeypatch.setattr(Session, "derive_messages", lambda _self: MessageHistory([]))
+    with pytest.raises(InvariantError, match="differs"):
+        check_history_replay(good_log())

@@ -1,0 +1,334 @@
+"""ScriptedModel: script forms, step streams, timing, recording and the tool loop."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
+from retinue._stream import (
+    ABORTED,
+    MAX_TOKENS,
+    STOP,
+    TOOL_CALLS,
+    BlockEnd,
+    BlockStart,
+    Errored,
+    Finish,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+from retinue.loop._assembler import BlockAssembler
+from retinue.providers import Model
+from retinue.testing import (
+    CallTools,
+    CutAtMaxTokens,
+    FinishAborted,
+    FinishWithError,
+    Hang,
+    RaiseMidStream,
+    RawChunks,
+    Reply,
+    ScriptedModel,
+    ScriptExhaustedError,
+    Step,
+    ToolCallSpec,
+)
+
+
+def request(model: str = "m", *messages: Message) -> ModelRequest:
+    return ModelRequest(LlmCallConfig(model), MessageHistory(list(messages)))
+
+
+async def play(model: ScriptedModel, req: ModelRequest | None = None) -> list[StreamChunk]:
+    return [chunk async for chunk in model.stream(req or request())]
+
+
+def assembled(chunks: list[StreamChunk]) -> BlockAssembler:
+    assembler = BlockAssembler()
+    for chunk in chunks:
+        assembler.feed(chunk)
+    return assembler
+
+
+async def test_scripted_model_reply_streams_text_in_n_deltas_then_usage_then_finish() -> None:
+    """R10.2: a reply streams start, N deltas, end, then usage before finish, nothing after."""
+    model = ScriptedModel([Reply("abcdefgh", chunks=4, usage=Usage(3, 5))])
+    chunks = await play(model)
+    assert chunks == [
+        BlockStart(0, "text"),
+        TextDelta(0, "ab"),
+        TextDelta(0, "cd"),
+        TextDelta(0, "ef"),
+        TextDelta(0, "gh"),
+        BlockEnd(0, Text("abcdefgh")),
+        UsageChunk(Usage(3, 5)),
+        Finish(STOP),
+    ]
+
+
+async def test_scripted_model_reply_with_reasoning_and_short_text() -> None:
+    """A reply's reasoning block comes first; text shorter than ``chunks`` gets one delta per char."""
+    chunks = await play(ScriptedModel([Reply("hi", chunks=10, reasoning="hmm")]))
+    message = assembled(chunks).message()
+    assert message.content == (Reasoning("hmm"), Text("hi"))
+    assert sum(isinstance(c, TextDelta) for c in chunks) == 2
+    assert chunks[-1] == Finish(STOP)
+
+
+async def test_scripted_model_empty_reply_streams_only_usage_and_finish() -> None:
+    """An empty reply carries no block, only usage and finish (an empty message hosting usage)."""
+    chunks = await play(ScriptedModel([Reply("", usage=Usage(1, 0))]))
+    assert chunks == [UsageChunk(Usage(1, 0)), Finish(STOP)]
+
+
+async def test_scripted_model_call_tools_splits_arguments_and_finishes_tool_calls() -> None:
+    """R10.2: tool arguments stream as raw JSON text split across deltas; finish is tool-calls."""
+    step = CallTools(
+        [ToolCallSpec("lookup", '{"city": "Paris"}', id="c1"), ToolCallSpec("clock")],
+        chunks_per_call=3,
+        text="Let me check.",
+    )
+    chunks = await play(ScriptedModel([step]))
+    deltas = [c for c in chunks if isinstance(c, ToolCallDelta) and c.index == 1]
+    assert len(deltas) == 3
+    assert "".join(d.arguments_delta for d in deltas) == '{"city": "Paris"}'
+    assert deltas[0].name == "lookup"
+    assert [d.id for d in deltas] == ["c1", None, None]
+    assembler = assembled(chunks)
+    assert assembler.finish == TOOL_CALLS
+    text, first, second = assembler.message().content
+    assert text == Text("Let me check.")
+    assert first == ToolCall("c1", "lookup", '{"city": "Paris"}')
+    assert isinstance(second, ToolCall)
+    assert (second.name, second.arguments) == ("clock", "{}")
+    assert chunks[-1] == Finish(TOOL_CALLS)
+
+
+async def test_scripted_model_generated_call_ids_are_unique_per_stream() -> None:
+    """Calls without an id get ids unique across streams, matching in delta and block-end."""
+    model = ScriptedModel([CallTools([ToolCallSpec("a"), ToolCallSpec("b")])], repeat_last=True)
+    first = assembled(await play(model)).message().content
+    second = assembled(await play(model)).message().content
+    first_ids = [b.id for b in first if isinstance(b, ToolCall)]
+    second_ids = [b.id for b in second if isinstance(b, ToolCall)]
+    assert len({*first_ids, *second_ids}) == 4
+    chunks = await play(model)
+    delta_ids = [c.id for c in chunks if isinstance(c, ToolCallDelta)]
+    end_ids = [
+        c.block.id for c in chunks if isinstance(c, BlockEnd) and isinstance(c.block, ToolCall)
+    ]
+    assert delta_ids == end_ids
+
+
+async def test_scripted_model_cut_at_max_tokens_leaves_tool_calls_unclosed() -> None:
+    """R7.36: a max-tokens step streams truncated, unclosed tool calls and finishes max-tokens."""
+    step = CutAtMaxTokens("partial", tool_calls=[ToolCallSpec("t", '{"x": ', id="c")])
+    chunks = await play(ScriptedModel([step]))
+    assert not any(isinstance(c, BlockEnd) and isinstance(c.block, ToolCall) for c in chunks)
+    assembler = assembled(chunks)
+    assert assembler.finish == MAX_TOKENS
+    assert assembler.message().content == (Text("partial"), ToolCall("c", "t", '{"x": '))
+
+
+async def test_scripted_model_finish_with_error_and_aborted() -> None:
+    """R10.3: a stream may end with finish error (message, code) or finish aborted."""
+    model = ScriptedModel([FinishWithError("overloaded", "E529", text="so"), FinishAborted()])
+    errored = await play(model)
+    assert errored[-1] == Finish(Errored("overloaded", "E529"))
+    assert assembled(errored).message().content == (Text("so"),)
+    assert await play(model) == [Finish(ABORTED)]
+
+
+async def test_scripted_model_raise_mid_stream_yields_then_raises_the_error() -> None:
+    """R10.3: a stream may raise after some chunks; the exact error propagates."""
+    boom = ConnectionError("reset")
+    model = ScriptedModel([RaiseMidStream(boom, after_chunks=3, text="abcd", chunks=4)])
+    seen: list[StreamChunk] = []
+
+    async def consume() -> None:
+        async for chunk in model.stream(request()):
+            seen.append(chunk)
+
+    with pytest.raises(ConnectionError) as caught:
+        await consume()
+    assert caught.value is boom
+    assert seen == [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b")]
+
+
+def test_scripted_model_raise_mid_stream_rejects_more_chunks_than_the_text_has() -> None:
+    """``after_chunks`` beyond the reply's chunk count is refused at construction."""
+    with pytest.raises(ValueError, match="after_chunks"):
+        RaiseMidStream(RuntimeError("x"), after_chunks=4, text="ab", chunks=1)
+
+
+async def test_scripted_model_hang_streams_then_waits_until_cancelled(autojump_clock) -> None:
+    """A hanging step yields its chunks and then blocks until its caller cancels."""
+    seen: list[StreamChunk] = []
+    with trio.fail_after(1000):
+        with trio.move_on_after(500) as scope:
+            async for chunk in ScriptedModel([Hang("typing", chunks=2)]).stream(request()):
+                seen.append(chunk)
+        assert scope.cancelled_caught
+        assert trio.current_time() == pytest.approx(500)
+    assert seen == [BlockStart(0, "text"), TextDelta(0, "typ"), TextDelta(0, "ing")]
+
+
+async def test_scripted_model_delay_before_first_chunk_and_between_chunks(autojump_clock) -> None:
+    """``delay`` passes before the first chunk; ``chunk_delay`` before every chunk."""
+    model = ScriptedModel([Reply("abc", chunks=3, delay=2.0, chunk_delay=0.5)])
+    times: list[float] = []
+    with trio.fail_after(100):
+        start = trio.current_time()
+        async for _ in model.stream(request()):
+            times.append(trio.current_time() - start)
+    assert times == pytest.approx([2.5, 3.0, 3.5, 4.0, 4.5, 5.0])
+
+
+async def test_scripted_model_zero_delay_checkpoints_once_per_stream() -> None:
+    """With zero delays the stream checkpoints before its first chunk and never again."""
+    stream = ScriptedModel([Reply("abcdefghij", chunks=10)]).stream(request())
+    with trio.testing.assert_checkpoints():
+        await stream.__anext__()
+    with trio.testing.assert_no_checkpoints():
+        rest = [chunk async for chunk in stream]
+    assert len(rest) == 12
+
+
+async def test_scripted_model_sequence_past_the_end_raises_clear_error() -> None:
+    """A sequence script plays in order and refuses a call past its end."""
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    assert assembled(await play(model)).message().content == (Text("one"),)
+    assert assembled(await play(model)).message().content == (Text("two"),)
+    with pytest.raises(ScriptExhaustedError, match="2 step"):
+        await play(model)
+
+
+async def test_scripted_model_repeat_last_replays_the_final_step() -> None:
+    """With ``repeat_last=True`` the final step repeats forever."""
+    model = ScriptedModel([Reply("one"), Reply("last")], repeat_last=True)
+    texts = [assembled(await play(model)).message().content for _ in range(4)]
+    assert texts == [(Text("one"),), (Text("last"),), (Text("last"),), (Text("last"),)]
+
+
+async def test_scripted_model_function_script_sees_each_request() -> None:
+    """A callable script chooses each step from the request it is given."""
+
+    def echo(req: ModelRequest) -> Step:
+        return Reply(f"{req.model}:{len(req.messages)}")
+
+    model = ScriptedModel(echo)
+    msg = Message("user", (Text("hi"),))
+    chunks = await play(model, request("gpt", msg, msg))
+    assert assembled(chunks).message().content == (Text("gpt:2"),)
+
+
+async def test_scripted_model_per_model_scripts_have_independent_cursors() -> None:
+    """A mapping script keeps one cursor per model name; unknown names are refused."""
+    model = ScriptedModel({"a": [Reply("a1"), Reply("a2")], "b": [Reply("b1")]})
+    assert assembled(await play(model, request("a"))).message().content == (Text("a1"),)
+    assert assembled(await play(model, request("b"))).message().content == (Text("b1"),)
+    assert assembled(await play(model, request("a"))).message().content == (Text("a2"),)
+    with pytest.raises(ScriptExhaustedError, match="'c'"):
+        await play(model, request("c"))
+    with pytest.raises(ScriptExhaustedError, match="model 'b'"):
+        await play(model, request("b"))
+
+
+async def test_scripted_model_records_requests_and_statistics() -> None:
+    """Every request is recorded in order; statistics count calls, chunks and steps left."""
+    model = ScriptedModel([Reply("ab", chunks=2), RawChunks([Finish(STOP)]), Reply("x")])
+    first, second = request("m1"), request("m2")
+    await play(model, first)
+    await play(model, second)
+    assert model.requests == [first, second]
+    stats = model.statistics()
+    assert (stats.calls, stats.chunks, stats.remaining) == (2, 6, 1)
+    with pytest.raises(AssertionError, match="unplayed"):
+        model.assert_complete()
+    await play(model)
+    model.assert_complete()
+
+
+async def test_scripted_model_statistics_remaining_is_none_for_function_scripts() -> None:
+    """A function script has no finite remainder."""
+    model = ScriptedModel(lambda _request: Reply("x"))
+    await play(model)
+    assert model.statistics().remaining is None
+    model.assert_complete()
+
+
+def test_testing_kit_is_not_imported_by_import_retinue() -> None:
+    """The test kit stays out of ``import retinue``, like ``trio.testing``."""
+    code = "import sys, retinue; print(sorted(m for m in sys.modules if m.startswith('retinue.testing')))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_scripted_model_implements_the_model_protocol() -> None:
+    """R10.7: a ScriptedModel can stand wherever a ``Model`` is expected."""
+    assert isinstance(ScriptedModel([]), Model)
+
+
+def test_scripted_steps_are_frozen_comparable_values() -> None:
+    """Steps compare by their fields, not by their pre-built chunks, and cannot be mutated."""
+    assert Reply("x", chunks=2) == Reply("x", chunks=2)
+    assert CallTools([ToolCallSpec("a")]) == CallTools((ToolCallSpec("a"),))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Reply("x").text = "y"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Reply("x", delay=-1),
+        lambda: Reply("x", chunks=0),
+        lambda: CallTools([ToolCallSpec("a")], chunks_per_call=0),
+        lambda: Hang(chunk_delay=-0.1),
+    ],
+)
+def test_scripted_steps_reject_negative_delays_and_zero_chunks(build) -> None:
+    """Delays must be non-negative and chunk counts positive."""
+    with pytest.raises(ValueError):
+        build()
+
+
+async def test_scripted_model_tool_loop_calls_tools_after_a_prompt() -> None:
+    """``tool_loop`` answers a prompt with ``calls_per_step`` calls cycling through the tools."""
+    model = ScriptedModel.tool_loop(
+        ["search", "fetch"], calls_per_step=3, arguments={"search": '{"q": "x"}'}
+    )
+    chunks = await play(model, request("m", Message("user", (Text("go"),))))
+    assembler = assembled(chunks)
+    calls = [b for b in assembler.message().content if isinstance(b, ToolCall)]
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("search", '{"q": "x"}'),
+        ("fetch", "{}"),
+        ("search", '{"q": "x"}'),
+    ]
+    assert len({c.id for c in calls}) == 3
+    assert assembler.finish == TOOL_CALLS
+
+
+async def test_scripted_model_tool_loop_answers_after_tool_results() -> None:
+    """``tool_loop`` answers in ``answer_chunks`` deltas once the last message holds results."""
+    model = ScriptedModel.tool_loop(["t"], answer_chunks=5, answer="0123456789", usage=Usage(2, 3))
+    results = Message("user", (ToolResultBlock("c", (Text("ok"),)),))
+    chunks = await play(model, request("m", Message("user", (Text("go"),)), results))
+    assert sum(isinstance(c, TextDelta) for c in chunks) == 5
+    assembler = assembled(chunks)
+    assert assembler.message().content == (Text("0123456789"),)
+    assert assembler.usage == Usage(2, 3)
+    assert assembler.finish == STOP
+    assert chunks[-2:] == [UsageChunk(Usage(2, 3)), Finish(STOP)]
