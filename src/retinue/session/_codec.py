@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 
-from .._content import (
+from retinue._content import (
     ContentBlock,
     Message,
     MessageSource,
@@ -20,10 +20,10 @@ from .._content import (
     ToolCall,
     ToolResultBlock,
 )
-from .._errors import CorruptSessionError
-from .._lossless import FrozenDict, JsonValue, freeze_json
-from .._request import LlmCallConfig, ToolSchema
-from .._stream import (
+from retinue._errors import CorruptSessionError
+from retinue._lossless import FrozenDict, JsonValue, freeze_json
+from retinue._request import LlmCallConfig, ToolSchema
+from retinue._stream import (
     ABORTED,
     MAX_TOKENS,
     STOP,
@@ -41,6 +41,7 @@ from .._stream import (
     Usage,
     UsageChunk,
 )
+
 from ._events import (
     AssistantChunk,
     AssistantMessage,
@@ -61,12 +62,12 @@ from ._events import (
     SystemEdit,
     ToolCallEvent,
     ToolErrorInfo,
-    ToolsDelta,
-    TurnEndReason,
-    TurnTrigger,
     ToolResultEvent,
+    ToolsDelta,
     TurnEnd,
+    TurnEndReason,
     TurnStart,
+    TurnTrigger,
     UserMessage,
 )
 
@@ -157,18 +158,16 @@ for _cls in (
 ):
     converter.register_unstructure_hook(_cls, _plain_unstructure(_cls))
 converter.register_unstructure_hook(FrozenDict, _json_unstructure)
-converter.register_unstructure_hook(
-    OpaqueBlock, lambda block: {**block.data, "type": block.kind}
-)
-converter.register_unstructure_hook(
-    CustomEvent, lambda event: event.data
-)
+converter.register_unstructure_hook(OpaqueBlock, lambda block: {**block.data, "type": block.kind})
+converter.register_unstructure_hook(CustomEvent, lambda event: event.data)
 for _finish in (*FINISH_SINGLETONS.values(),):
     converter.register_unstructure_hook(type(_finish), lambda reason: {"kind": reason.kind})
 converter.register_unstructure_hook(
     Errored,
-    lambda reason: {"kind": "error", "message": reason.message}
-    | ({"code": reason.code} if reason.code is not None else {}),
+    lambda reason: (
+        {"kind": "error", "message": reason.message}
+        | ({"code": reason.code} if reason.code is not None else {})
+    ),
 )
 converter.register_unstructure_hook(OtherFinish, lambda reason: {"kind": reason.name})
 converter.register_unstructure_hook(
@@ -318,7 +317,9 @@ def decode_event(line: str | bytes, *, session_id: str = "?") -> Event:
 
 
 _esc = json.encoder.encode_basestring
-_FINISH_LINES = {type(reason): '{"kind":"%s"}' % reason.kind for reason in FINISH_SINGLETONS.values()}
+_FINISH_LINES = {
+    type(reason): '{"kind":' + _esc(reason.kind) + "}" for reason in FINISH_SINGLETONS.values()
+}
 
 
 def _fast_line(event: Event) -> str | None:
@@ -334,7 +335,9 @@ def _fast_line(event: Event) -> str | None:
     if surface == "append":
         parts.append(',"surface_op":"append"')
     elif isinstance(surface, Replace):
-        parts.append(f',"surface_op":{{"op":"replace","start":{surface.start},"end":{surface.end}}}')
+        parts.append(
+            f',"surface_op":{{"op":"replace","start":{surface.start},"end":{surface.end}}}'
+        )
     parts.append("}")
     return "".join(parts)
 
@@ -384,10 +387,16 @@ def _chunk(chunk: StreamChunk) -> str | None:
             f'"arguments_delta":{_esc(chunk.arguments_delta)}{_opt("name", chunk.name)}}}'
         )
     if kind is BlockStart:
-        return f'{{"type":"block-start","index":{chunk.index},"block_type":{_esc(chunk.block_type)}}}'
+        return (
+            f'{{"type":"block-start","index":{chunk.index},"block_type":{_esc(chunk.block_type)}}}'
+        )
     if kind is BlockEnd:
         block = _block(chunk.block)
-        return None if block is None else f'{{"type":"block-end","index":{chunk.index},"block":{block}}}'
+        return (
+            None
+            if block is None
+            else f'{{"type":"block-end","index":{chunk.index},"block":{block}}}'
+        )
     if kind is UsageChunk:
         return f'{{"type":"usage","usage":{_usage(chunk.usage)}}}'
     if kind is Finish:
@@ -411,10 +420,12 @@ def _turn_start(data: TurnStart) -> str:
 
 def _turn_end(data: TurnEnd) -> str:
     reason = data.reason
-    out = f'{{"turn":{data.turn},"reason":{{"kind":{_esc(reason.kind)}{_opt("reason", reason.reason)}'
+    out = (
+        f'{{"turn":{data.turn},"reason":{{"kind":{_esc(reason.kind)}{_opt("reason", reason.reason)}'
+    )
     if reason.step is not None:
         out += f',"step":{reason.step}'
-    return out + f'{_opt("message", reason.message)}{_opt("code", reason.code)}}}}}'
+    return out + f"{_opt('message', reason.message)}{_opt('code', reason.code)}}}}}"
 
 
 def _step(data: StepStart | StepEnd) -> str:
@@ -446,7 +457,9 @@ def _tool_result(data: ToolResultEvent) -> str | None:
     if content is None or data.meta is not None:
         return None
     error = data.error
-    tail = "" if error is None else f',"error":{{"name":{_esc(error.name)},"code":{_esc(error.code)}}}'
+    tail = (
+        "" if error is None else f',"error":{{"name":{_esc(error.name)},"code":{_esc(error.code)}}}'
+    )
     return (
         f'{{"turn":{data.turn},"step":{data.step},"call_id":{_esc(data.call_id)},'
         f'"content":{content},"is_error":{"true" if data.is_error else "false"}{tail}}}'

@@ -1,9 +1,31 @@
-"""Session stores: the protocol, the in-memory default and crash-tail repair."""
+"""Session stores: the protocol, write-behind with group commit, and the backends.
+
+``MemoryStore`` (default), ``SQLiteStore(path)`` (embedded, durable),
+``JSONLStore(dir)`` (the SPEC 11.4 file layout) and ``PostgresStore(dsn)``
+(many processes) all pass one conformance suite.
+"""
 
 from __future__ import annotations
 
+from ._backend import AppendBatch, StorageBackend, StoredLog
+from ._jsonl import JSONLStore
 from ._memory import MemoryStore
+from ._postgres import PostgresStore
 from ._protocol import SessionStore
 from ._repair import closing_events, repair_tail
+from ._sqlite import SQLiteStore
+from ._writebehind import StoreStatistics
 
-__all__ = ["MemoryStore", "SessionStore", "closing_events", "repair_tail"]
+__all__ = [
+    "AppendBatch",
+    "JSONLStore",
+    "MemoryStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "SessionStore",
+    "StorageBackend",
+    "StoreStatistics",
+    "StoredLog",
+    "closing_events",
+    "repair_tail",
+]

@@ -2,90 +2,83 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import final
 
-import attrs
-import trio
+from retinue._errors import StoreError
+from retinue.session import Event, SessionHeader
 
-from .._errors import StoreError
-from ..session import Event, Session, SessionHeader
-from ._repair import repair_tail
+from ._backend import AppendBatch, StoredLog
+from ._common import already_exists, seq_conflict
+from ._writebehind import BufferedStore
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryBackend", "MemoryStore"]
 
 
 @final
-@attrs.define(eq=False)
-class MemoryStore:
-    """Keeps every flushed event in process memory; survives agent disposal, not the process."""
+class MemoryBackend:
+    """Events kept as objects in process memory; commits are instant and never block."""
 
-    _stored: dict[str, tuple[SessionHeader, list[Event]]] = attrs.field(factory=dict, init=False)
-    _buffers: dict[str, list[Event]] = attrs.field(factory=dict, init=False)
-    _headers: dict[str, SessionHeader] = attrs.field(factory=dict, init=False)
-    _unsubscribe: dict[str, object] = attrs.field(factory=dict, init=False)
+    blocking = False
 
-    def attach(self, session: Session) -> None:
-        """Start buffering *session*'s appends; never blocks."""
-        self._track(session)
+    def __init__(self) -> None:
+        self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}
 
-    def attach_new(self, session: Session) -> None:
-        """Buffer a session that is not stored yet, including its seed events."""
-        self._track(session)
-        self._buffers[session.id].extend(session.events)
+    def open(self) -> None:
+        """Nothing to create."""
 
-    def _track(self, session: Session) -> None:
-        if session.id in self._buffers:
-            raise StoreError(f"session {session.id!r} is already attached", code="SESSION_TRACKED")
-        buffer: list[Event] = []
-        self._buffers[session.id] = buffer
-        self._headers[session.id] = session.header
-        self._unsubscribe[session.id] = session.observe(buffer.append)
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        """Append each batch after the same checks a durable backend makes."""
+        return [self._write_one(batch) for batch in batches]
 
-    async def flush(self, session: Session) -> None:
-        """Move buffered events to the stored log."""
-        await trio.lowlevel.checkpoint()
-        buffer = self._buffers.get(session.id)
-        if not buffer:
-            return
-        header, stored = self._stored.setdefault(session.id, (self._headers[session.id], []))
-        if buffer[0].seq != len(stored):
-            raise StoreError(
-                f"session {session.id!r}: append at seq {buffer[0].seq}, stored {len(stored)}",
-                code="SEQ_MISMATCH",
-            )
-        stored.extend(buffer)
-        buffer.clear()
-
-    async def detach(self, session: Session) -> None:
-        """Flush and stop tracking *session*."""
-        await self.flush(session)
-        unsubscribe = self._unsubscribe.pop(session.id, None)
-        if callable(unsubscribe):
-            unsubscribe()
-        self._buffers.pop(session.id, None)
-        self._headers.pop(session.id, None)
-
-    async def load(self, session_id: str) -> Session:
-        """Return a fresh session over the stored log (repaired if it ends mid-turn)."""
-        await trio.lowlevel.checkpoint()
-        stored = self._stored.get(session_id)
+    def _write_one(self, batch: AppendBatch) -> StoreError | None:
+        stored = self._logs.get(batch.session_id)
+        if batch.header is not None:
+            if stored is not None:
+                return already_exists(batch.session_id)
+            self._logs[batch.session_id] = (batch.header, list(batch.events))
+            return None
         if stored is None:
-            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-        header, events = stored
-        closers = repair_tail(events)
-        events.extend(closers)
-        return Session.from_events(header, events)
+            return StoreError(
+                f"session {batch.session_id!r} is not stored", code="SESSION_NOT_FOUND"
+            )
+        events = stored[1]
+        if batch.truncate_to is not None:
+            del events[batch.truncate_to :]
+        if len(events) != batch.first_seq:
+            return seq_conflict(batch.session_id, len(events), batch.first_seq)
+        events.extend(batch.events)
+        return None
 
-    async def list(self) -> list[SessionHeader]:
-        """Headers of every stored session."""
-        await trio.lowlevel.checkpoint()
-        return [header for header, events in self._stored.values() if events]
+    def read(self, session_id: str) -> StoredLog | None:
+        """The stored events as objects."""
+        stored = self._logs.get(session_id)
+        return None if stored is None else StoredLog(stored[0], tuple(stored[1]))
 
-    async def exists(self, session_id: str) -> bool:
-        """Whether *session_id* has stored events."""
-        await trio.lowlevel.checkpoint()
-        return session_id in self._stored
+    def headers(self) -> list[SessionHeader]:
+        """Every stored header."""
+        return [header for header, _ in self._logs.values()]
 
-    async def aclose(self) -> None:
+    def contains(self, session_id: str) -> bool:
+        """Whether the session is stored."""
+        return session_id in self._logs
+
+    def claim(self, session_id: str) -> None:
+        """One process, one store: attachment already excludes a second writer."""
+
+    def release(self, session_id: str) -> None:
         """Nothing to release."""
-        await trio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        """Keep the logs: a closed memory store is still readable by nobody."""
+
+
+@final
+class MemoryStore(BufferedStore):
+    """Keeps flushed events in process memory: survives agent disposal, not the process.
+
+    Use it as ``async with MemoryStore() as store:`` (group commit) or plainly.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend(), name="MemoryStore")

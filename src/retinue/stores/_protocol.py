@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..session import Session, SessionHeader
+from retinue.session import Session, SessionHeader
 
 __all__ = ["SessionStore"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._content import Text, ToolCall
-from ..session import (
+from retinue._content import Text, ToolCall
+from retinue.session import (
     AssistantMessage,
     Event,
     StepEnd,
@@ -45,7 +45,9 @@ def closing_events(
                 data=ToolResultEvent(
                     state.turn, state.step, call_id, (Text(text),), is_error=True, error=error
                 ),
-                source_event_seqs=(state.call_seqs[call_id],) if call_id in state.call_seqs else None,
+                source_event_seqs=(state.call_seqs[call_id],)
+                if call_id in state.call_seqs
+                else None,
                 surface_op="append",
             )
         )

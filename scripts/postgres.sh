@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Start a throwaway PostgreSQL cluster on 127.0.0.1 for the store tests.
+#
+# Run as root. Installs the Debian `postgresql` package when initdb is missing,
+# creates a cluster under a temp dir owned by the `postgres` user (initdb
+# refuses root), starts it on a free port, creates a database and prints
+#
+#   RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:PORT/retinue_test
+#   RETINUE_TEST_POSTGRES_DIR=/tmp/...
+#
+# so a caller can `eval "$(bash scripts/postgres.sh)"`. Stop the server with
+# `bash scripts/postgres.sh stop "$RETINUE_TEST_POSTGRES_DIR"`.
+# Everything except those lines goes to stderr.
+set -euo pipefail
+
+log() { echo "postgres.sh: $*" >&2; }
+
+if [[ "${1:-}" == "stop" ]]; then
+    dir="${2:?usage: postgres.sh stop DIR}"
+    bin="$(cat "$dir/bindir")"
+    runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -m immediate stop >&2 || true
+    rm -rf "$dir"
+    exit 0
+fi
+
+find_bindir() {
+    local candidate
+    for candidate in /usr/lib/postgresql/*/bin; do
+        if [[ -x "$candidate/initdb" ]]; then
+            echo "$candidate"
+        fi
+    done | sort -V | tail -n 1
+}
+
+bindir="$(find_bindir)"
+if [[ -z "$bindir" ]]; then
+    if [[ "$(id -u)" != "0" ]]; then
+        log "PostgreSQL is not installed and installing it needs root"
+        exit 1
+    fi
+    log "installing the postgresql package"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq postgresql >&2
+    bindir="$(find_bindir)"
+fi
+if [[ -z "$bindir" ]]; then
+    log "no initdb found after installing postgresql"
+    exit 1
+fi
+
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+dir="$(mktemp -d /tmp/retinue-pg.XXXXXX)"
+echo "$bindir" >"$dir/bindir"
+chown -R postgres:postgres "$dir"
+as_postgres() { runuser -u postgres -- "$@"; }
+
+as_postgres "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
+    || { cat "$dir/initdb.log" >&2; exit 1; }
+as_postgres "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=200 -c fsync=on" \
+    start >&2 || { cat "$dir/server.log" >&2; exit 1; }
+as_postgres "$bindir/createdb" -h 127.0.0.1 -p "$port" -U postgres retinue_test >&2
+
+echo "RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$port/retinue_test"
+echo "RETINUE_TEST_POSTGRES_DIR=$dir"
+log "server running on 127.0.0.1:$port (data in $dir)"

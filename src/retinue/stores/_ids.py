@@ -1,0 +1,84 @@
+"""Session id validation and the traversal-safe file names of the JSONL layout (R11.12)."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+
+from retinue._errors import StoreError
+
+__all__ = ["bucket_name", "check_session_id", "escape_id", "unescape_id"]
+
+MAX_ID_LENGTH = 512
+_KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def check_session_id(session_id: object) -> str:
+    """Return *session_id* if a store may hold it, else raise ``StoreError(INVALID_SESSION_ID)``.
+
+    Refused: non-strings, the empty string, ids longer than 512 characters, path
+    separators, ``.``/``..``, and control, surrogate or unassigned characters.
+    """
+    if not isinstance(session_id, str):
+        raise StoreError(f"session id {session_id!r} is not a string", code="INVALID_SESSION_ID")
+    problem = _id_problem(session_id)
+    if problem is not None:
+        raise StoreError(f"session id {session_id!r} {problem}", code="INVALID_SESSION_ID")
+    return session_id
+
+
+def _id_problem(session_id: str) -> str | None:
+    if not session_id:
+        return "is empty"
+    if len(session_id) > MAX_ID_LENGTH:
+        return f"is longer than {MAX_ID_LENGTH} characters"
+    if session_id in {".", ".."}:
+        return "is a relative path"
+    for char in session_id:
+        if char in "/\\":
+            return "contains a path separator"
+        if unicodedata.category(char) in {"Cc", "Cs", "Cn"}:
+            return f"contains the control character U+{ord(char):04X}"
+    return None
+
+
+def escape_id(session_id: str) -> str:
+    """Escape an id into a file name (R11.12): keep ``[A-Za-z0-9._-]``, ``~XXXX`` the rest.
+
+    Every other UTF-16 code unit (and ``~`` itself) becomes ``~`` plus four hex
+    digits; ``.`` and ``..`` are escaped in full. The mapping is injective.
+    """
+    if session_id in {".", ".."}:
+        return "".join(f"~{ord(char):04x}" for char in session_id)
+    out: list[str] = []
+    for char in session_id:
+        if char in _KEEP:
+            out.append(char)
+            continue
+        units = char.encode("utf-16-be", "surrogatepass")
+        out.extend(
+            f"~{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2)
+        )
+    return "".join(out)
+
+
+def unescape_id(name: str) -> str:
+    """Invert :func:`escape_id`; raises ``ValueError`` on a malformed name."""
+    units = bytearray()
+    index = 0
+    while index < len(name):
+        char = name[index]
+        if char == "~":
+            units += int(name[index + 1 : index + 5], 16).to_bytes(2, "big")
+            index += 5
+        else:
+            units += char.encode("utf-16-be")
+            index += 1
+    return units.decode("utf-16-be", "surrogatepass")
+
+
+def bucket_name(cwd: str | None) -> str:
+    """The JSONL bucket directory of a session: ``cwd-<12 hex of sha256(cwd)>`` or ``_no-cwd``."""
+    if cwd is None:
+        return "_no-cwd"
+    return "cwd-" + hashlib.sha256(cwd.encode("utf-8", "surrogatepass")).hexdigest()[:12]

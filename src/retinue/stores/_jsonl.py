@@ -1,0 +1,334 @@
+"""The JSONL store (SPEC 11.4): one file per session, header line then one event per line."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import fcntl
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import final
+
+import attrs
+
+from retinue._errors import StoreError
+from retinue.session import SessionHeader
+from retinue.session._codec import encode_event, encode_header
+
+from ._backend import AppendBatch, StoredLog
+from ._common import already_exists, parse_header, parse_headers
+from ._ids import bucket_name, escape_id
+from ._writebehind import BufferedStore
+
+__all__ = ["JSONLBackend", "JSONLStore", "session_path"]
+
+MAX_OPEN_FILES = 1024
+SYNCFS_THRESHOLD = 8
+
+
+def session_path(root: str | os.PathLike[str], header: SessionHeader) -> Path:
+    """Where a session lives: ``root/<bucket of cwd>/<escaped id>.jsonl`` (R11.12)."""
+    return Path(root) / bucket_name(header.cwd) / f"{escape_id(header.id)}.jsonl"
+
+
+@attrs.define(eq=False)
+class _Open:
+    fd: int
+    size: int
+
+
+@attrs.define(eq=False)
+class _New:
+    batch_index: int
+    session_id: str
+    temporary: Path
+    path: Path
+    fd: int
+    size: int = 0
+    linked: bool = False
+
+
+@attrs.define(eq=False)
+class _Group:
+    """What one group commit touched, to sync it and to undo it on failure."""
+
+    index: int = 0
+    touched: list[int] = attrs.Factory(list)
+    rollbacks: list[tuple[int, int]] = attrs.Factory(list)
+    new: list[_New] = attrs.Factory(list)
+
+
+def _syncfs_function() -> ctypes._NamedFuncPointer | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    libc = ctypes.CDLL(name, use_errno=True)
+    return getattr(libc, "syncfs", None)
+
+
+_syncfs = _syncfs_function()
+
+
+@final
+class JSONLBackend:
+    """Session files under a root directory; every method blocks.
+
+    A new session's file is written under a temporary name, synced, and linked
+    into place, so header and first batch appear atomically (R11.3). An
+    attached session's file stays open with an exclusive ``flock``, so a second
+    writer (another process or store) is refused. A group's appends are made
+    durable by one ``syncfs`` (or one ``fdatasync`` per file for small groups).
+    """
+
+    blocking = True
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self._root = Path(root)
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._paths: dict[str, Path] = {}
+        self._lock = threading.RLock()
+
+    def open(self) -> None:
+        """Create the root directory."""
+        self._root.mkdir(parents=True, exist_ok=True)
+
+    # -- writes ---------------------------------------------------------------
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        """Write every batch, then make the group durable with one sync (two if files are new)."""
+        with self._lock:
+            group = _Group()
+            try:
+                results: list[StoreError | None] = []
+                for index, batch in enumerate(batches):
+                    group.index = index
+                    results.append(self._write_one(batch, group))
+                self._sync(group.touched)
+                self._link_new(group, results)
+            except BaseException:
+                self._undo(group)
+                raise
+            return results
+
+    def _write_one(self, batch: AppendBatch, group: _Group) -> StoreError | None:
+        data = "".join(encode_event(event) + "\n" for event in batch.events).encode()
+        if batch.header is not None:
+            return self._write_new(batch, data, group)
+        try:
+            handle = self._handle(batch.session_id)
+        except StoreError as exc:
+            return exc
+        if batch.truncate_to is not None:
+            keep = _offset_after(handle.fd, batch.truncate_to + 1)
+            os.ftruncate(handle.fd, keep)
+            handle.size = keep
+        group.rollbacks.append((handle.fd, handle.size))
+        _write_all(handle.fd, data)
+        handle.size += len(data)
+        group.touched.append(handle.fd)
+        return None
+
+    def _write_new(self, batch: AppendBatch, data: bytes, group: _Group) -> StoreError | None:
+        """Write a new session under a temporary name; it is linked in after the sync."""
+        assert batch.header is not None
+        if self._find(batch.session_id) is not None:
+            return already_exists(batch.session_id)
+        path = session_path(self._root, batch.header)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        group.new.append(_New(group.index, batch.session_id, temporary, path, fd))
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        content = (encode_header(batch.header) + "\n").encode() + data
+        _write_all(fd, content)
+        group.new[-1].size = len(content)
+        group.touched.append(fd)
+        return None
+
+    def _link_new(self, group: _Group, results: list[StoreError | None]) -> None:
+        linked: set[Path] = set()
+        for new in group.new:
+            try:
+                os.link(new.temporary, new.path)
+            except FileExistsError:
+                results[new.batch_index] = already_exists(new.session_id)
+                os.close(new.fd)
+                new.fd = -1
+                continue
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(new.temporary)
+            new.linked = True
+            linked.add(new.path.parent)
+            self._paths[new.session_id] = new.path
+            self._remember(new.session_id, _Open(new.fd, new.size))
+        if linked:
+            self._sync_directories(linked)
+
+    def _sync(self, fds: list[int]) -> None:
+        if _syncfs is not None and len(fds) >= SYNCFS_THRESHOLD:
+            if _syncfs(fds[0]) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, os.strerror(error))
+            return
+        for fd in fds:
+            os.fdatasync(fd)
+
+    def _sync_directories(self, directories: set[Path]) -> None:
+        fds = [os.open(directory, os.O_RDONLY) for directory in directories]
+        try:
+            self._sync(fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _undo(self, group: _Group) -> None:
+        for fd, size in group.rollbacks:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+        for new in group.new:
+            with contextlib.suppress(OSError):
+                os.unlink(new.temporary)
+            if new.linked:
+                self._open.pop(new.session_id, None)
+                self._paths.pop(new.session_id, None)
+                with contextlib.suppress(OSError):
+                    new.path.unlink()
+            if new.fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(new.fd)
+
+    # -- open files and claims ------------------------------------------------
+
+    def _handle(self, session_id: str) -> _Open:
+        handle = self._open.get(session_id)
+        if handle is not None:
+            self._open.move_to_end(session_id)
+            return handle
+        path = self._find(session_id)
+        if path is None:
+            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreError(
+                f"session {session_id!r} is being written by another process or store",
+                code="SESSION_LOCKED",
+            ) from None
+        handle = _Open(fd, os.fstat(fd).st_size)
+        self._remember(session_id, handle)
+        return handle
+
+    def _remember(self, session_id: str, handle: _Open) -> None:
+        self._open[session_id] = handle
+        while len(self._open) > MAX_OPEN_FILES:
+            _, oldest = self._open.popitem(last=False)
+            os.close(oldest.fd)
+
+    def claim(self, session_id: str) -> None:
+        """Open the session's file and lock it exclusively; ``SESSION_LOCKED`` if taken."""
+        with self._lock:
+            self._handle(session_id)
+
+    def release(self, session_id: str) -> None:
+        """Close the session's file, dropping its lock."""
+        with self._lock:
+            handle = self._open.pop(session_id, None)
+            if handle is not None:
+                os.close(handle.fd)
+
+    # -- reads ----------------------------------------------------------------
+
+    def _find(self, session_id: str) -> Path | None:
+        known = self._paths.get(session_id)
+        if known is not None and known.exists():
+            return known
+        name = f"{escape_id(session_id)}.jsonl"
+        for bucket in self._buckets():
+            candidate = bucket / name
+            if candidate.exists():
+                self._paths[session_id] = candidate
+                return candidate
+        return None
+
+    def _buckets(self) -> list[Path]:
+        if not self._root.is_dir():
+            return []
+        return [entry for entry in self._root.iterdir() if entry.is_dir()]
+
+    def read(self, session_id: str) -> StoredLog | None:
+        """The header and complete event lines; an unterminated last line is a torn fragment."""
+        path = self._find(session_id)
+        if path is None:
+            return None
+        parts = path.read_bytes().split(b"\n")
+        torn = parts[-1] != b""
+        complete = parts[:-1]
+        if not complete:
+            return StoredLog(parse_header(parts[0], session_id), (), torn_fragment=False)
+        return StoredLog(parse_header(complete[0], session_id), complete[1:], torn_fragment=torn)
+
+    def headers(self) -> list[SessionHeader]:
+        """Read only the first line of each session file (R11.14)."""
+        rows: list[tuple[str, bytes]] = []
+        for bucket in self._buckets():
+            for path in bucket.glob("*.jsonl"):
+                with path.open("rb") as file:
+                    rows.append((path.stem, file.readline()))
+        return parse_headers(rows)
+
+    def contains(self, session_id: str) -> bool:
+        """Whether a file for the session exists in any bucket."""
+        return self._find(session_id) is not None
+
+    def close(self) -> None:
+        """Close every open file (dropping every lock)."""
+        with self._lock:
+            for session_id in list(self._open):
+                self.release(session_id)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _offset_after(fd: int, lines: int) -> int:
+    """The byte offset just after the first *lines* complete lines of the file."""
+    offset = 0
+    with os.fdopen(os.dup(fd), "rb") as file:
+        file.seek(0)
+        for _ in range(lines):
+            line = file.readline()
+            if not line.endswith(b"\n"):
+                break
+            offset += len(line)
+    return offset
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@final
+class JSONLStore(BufferedStore):
+    """Sessions as JSONL files in the SPEC 11.4 layout under *root*.
+
+    Also the format of ``retinue sessions export``/``import``. Use as
+    ``async with JSONLStore(path) as store:`` for group commit.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        super().__init__(JSONLBackend(root), name=f"JSONLStore({os.fspath(root)!r})")

@@ -1,0 +1,107 @@
+"""Load-time checks and crash-tail repair of a stored log (R11.8-R11.10); pure."""
+
+from __future__ import annotations
+
+from typing import final
+
+import attrs
+
+from retinue._errors import CorruptSessionError, SessionError
+from retinue.session import FORMAT_VERSION, Event, Session, TurnEnd
+from retinue.session._codec import decode_event
+
+from ._backend import StoredLog
+from ._repair import repair_tail
+
+__all__ = ["Recovered", "recover"]
+
+
+@final
+@attrs.frozen
+class Recovered:
+    """A stored log after the R11.8 checks: what to keep, drop and append."""
+
+    session: Session
+    """The preserved events plus closers (or, with ``repair=False``, without them)."""
+    kept: int
+    """How many stored events are kept (the preserved region)."""
+    dropped: int
+    """How many stored records form the torn tail (a fragment counts as one)."""
+    closers: tuple[Event, ...]
+    """Synthetic events that close an open final turn (R11.9)."""
+
+    @property
+    def needs_write(self) -> bool:
+        """Whether loading must truncate the tail or append closers durably."""
+        return self.dropped > 0 or bool(self.closers)
+
+
+def recover(log: StoredLog, session_id: str, *, repair: bool = True) -> Recovered:
+    """Check and repair a stored log; raise ``CorruptSessionError`` naming the session.
+
+    The committed region (up to the last complete ``turn/end``) must parse with
+    contiguous seqs; after it the longest well-formed contiguous run is kept and
+    the rest is a torn tail. An open final turn gets closers (R11.9) when
+    *repair* is set.
+    """
+    _check_header(log, session_id)
+    events, bad = _decode_run(log, session_id)
+    dropped = len(log.records) - len(events) + (1 if log.torn_fragment else 0)
+    if bad is not None and _has_turn_end_after(log, len(events), session_id):
+        raise CorruptSessionError(
+            f"session {session_id!r}: {bad} inside the committed region", code="CORRUPT_SESSION"
+        )
+    closers = tuple(repair_tail(events)) if repair else ()
+    try:
+        session = Session.from_events(log.header, [*events, *closers])
+    except SessionError as exc:
+        raise CorruptSessionError(
+            f"session {session_id!r}: the stored log breaks an invariant: {exc}",
+            code="CORRUPT_SESSION",
+        ) from exc
+    return Recovered(session, len(events), dropped, closers)
+
+
+def _check_header(log: StoredLog, session_id: str) -> None:
+    header = log.header
+    if header.version != FORMAT_VERSION:
+        raise CorruptSessionError(
+            f"session {session_id!r}: format version {header.version} is not the supported "
+            f"version {FORMAT_VERSION}",
+            code="UNSUPPORTED_VERSION",
+        )
+    if header.id != session_id:
+        raise CorruptSessionError(
+            f"session {session_id!r}: the stored header names session {header.id!r}",
+            code="CORRUPT_SESSION",
+        )
+
+
+def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | None]:
+    """Decode the longest well-formed seq-contiguous prefix; say what stopped it."""
+    events: list[Event] = []
+    for index, record in enumerate(log.records):
+        try:
+            event = (
+                record if isinstance(record, Event) else decode_event(record, session_id=session_id)
+            )
+        except CorruptSessionError as exc:
+            return events, f"event {index} is corrupt ({exc.message})"
+        if event.seq != index:
+            return events, f"a seq gap (event {index} has seq {event.seq})"
+        events.append(event)
+    return events, None
+
+
+def _has_turn_end_after(log: StoredLog, start: int, session_id: str) -> bool:
+    """Whether any parseable record at or after *start* is a ``turn/end``."""
+    for record in log.records[start:]:
+        try:
+            event = (
+                record if isinstance(record, Event) else decode_event(record, session_id=session_id)
+            )
+        except CorruptSessionError:
+            continue
+        if isinstance(event.data, TurnEnd):
+            return True
+    return False

@@ -1,0 +1,326 @@
+"""The shared store: PostgreSQL through psycopg 3's sync API, in worker threads."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from retinue._errors import StoreError
+from retinue.session import SessionHeader
+from retinue.session._codec import encode_event, encode_header
+
+from ._backend import AppendBatch, StoredLog
+from ._common import already_exists, parse_header, parse_headers, seq_conflict
+from ._writebehind import BufferedStore
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresStore"]
+
+SCHEMA_VERSION = 1
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_DDL = (
+    """CREATE TABLE IF NOT EXISTS {schema}.retinue_meta (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {schema}.retinue_sessions (
+        id TEXT PRIMARY KEY,
+        header TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        next_seq BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {schema}.retinue_events (
+        session_id TEXT NOT NULL REFERENCES {schema}.retinue_sessions (id),
+        seq BIGINT NOT NULL,
+        type TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq))""",
+)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise StoreError(
+            "PostgresStore needs psycopg 3: pip install 'retinue[postgres]'",
+            code="MISSING_DEPENDENCY",
+        ) from exc
+    return psycopg
+
+
+@final
+class PostgresBackend:
+    """Tables ``retinue_sessions`` and ``retinue_events`` in one schema; every method blocks.
+
+    One write connection commits each group in one transaction: it locks the
+    group's session rows, checks each batch's next seq, then COPYs the events.
+    One writer per session across processes: a session-level advisory lock per
+    attached session, held on a dedicated connection and released by detach
+    (or by the server when the process dies).
+    """
+
+    blocking = True
+
+    def __init__(self, dsn: str, *, schema: str = "public") -> None:
+        if not _SCHEMA_NAME.match(schema):
+            raise StoreError(f"invalid schema name {schema!r}", code="INVALID_CONFIG")
+        self._dsn = dsn
+        self._schema = schema
+        self._writer: psycopg.Connection[Any] | None = None
+        self._locker: psycopg.Connection[Any] | None = None
+        self._readers: list[psycopg.Connection[Any]] = []
+        self._write_lock = threading.Lock()
+        self._lock_lock = threading.Lock()
+        self._readers_lock = threading.Lock()
+        self._claimed: set[str] = set()
+
+    def _sql(self, text: str) -> str:
+        return text.replace("{schema}", f'"{self._schema}"')
+
+    def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
+        return _psycopg().connect(self._dsn, autocommit=autocommit)  # type: ignore[no-any-return]
+
+    def open(self) -> None:
+        """Connect, then create the tables (under a lock) or check their version."""
+        with self._write_lock:
+            if self._writer is not None:
+                return
+            writer = self._connect(autocommit=False)
+            try:
+                self._migrate(writer)
+                self._locker = self._connect(autocommit=True)
+            except BaseException:
+                writer.close()
+                raise
+            self._writer = writer
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
+            conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            for statement in _DDL:
+                conn.execute(self._sql(statement))
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {schema}.retinue_meta (key, value) VALUES ('schema_version', %s) "
+                    "ON CONFLICT (key) DO NOTHING"
+                ),
+                (str(SCHEMA_VERSION),),
+            )
+            row = conn.execute(
+                self._sql("SELECT value FROM {schema}.retinue_meta WHERE key = 'schema_version'")
+            ).fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            raise StoreError(
+                f"schema {self._schema!r} has retinue schema version {row and row[0]}; "
+                f"this retinue reads {SCHEMA_VERSION}",
+                code="UNSUPPORTED_SCHEMA",
+            )
+
+    # -- writes ---------------------------------------------------------------
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        """Claim unclaimed sessions, then commit every accepted batch in one transaction."""
+        results: list[StoreError | None] = [None] * len(batches)
+        for index, batch in enumerate(batches):
+            try:
+                self.claim(batch.session_id)
+            except StoreError as exc:
+                results[index] = exc
+        with self._write_lock:
+            conn = self._require(self._writer)
+            with conn.transaction():
+                self._write_group(conn, batches, results)
+        return results
+
+    def _write_group(
+        self,
+        conn: psycopg.Connection[Any],
+        batches: Sequence[AppendBatch],
+        results: list[StoreError | None],
+    ) -> None:
+        live = [index for index, result in enumerate(results) if result is None]
+        ids = [batches[index].session_id for index in live]
+        rows = conn.execute(
+            self._sql(
+                "SELECT id, next_seq FROM {schema}.retinue_sessions WHERE id = ANY(%s) FOR UPDATE"
+            ),
+            (ids,),
+        ).fetchall()
+        stored = dict(rows)
+        accepted = [index for index in live if self._check(batches[index], stored, results, index)]
+        new = [batches[index] for index in accepted if batches[index].header is not None]
+        if new:
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    self._sql(
+                        "INSERT INTO {schema}.retinue_sessions (id, header, created_at, next_seq) "
+                        "VALUES (%s, %s, %s, 0)"
+                    ),
+                    [
+                        (b.session_id, encode_header(b.header), b.header.created_at)
+                        for b in new
+                        if b.header
+                    ],
+                )
+        self._append(conn, [batches[index] for index in accepted])
+
+    def _check(
+        self,
+        batch: AppendBatch,
+        stored: dict[str, int],
+        results: list[StoreError | None],
+        index: int,
+    ) -> bool:
+        next_seq = stored.get(batch.session_id)
+        if batch.header is not None:
+            if next_seq is not None:
+                results[index] = already_exists(batch.session_id)
+                return False
+            return True
+        if next_seq is None:
+            results[index] = StoreError(
+                f"session {batch.session_id!r} is not stored", code="SESSION_NOT_FOUND"
+            )
+            return False
+        expected = next_seq if batch.truncate_to is None else batch.truncate_to
+        if expected != batch.first_seq:
+            results[index] = seq_conflict(batch.session_id, next_seq, batch.first_seq)
+            return False
+        return True
+
+    def _append(self, conn: psycopg.Connection[Any], batches: list[AppendBatch]) -> None:
+        with conn.cursor() as cursor:
+            for batch in batches:
+                if batch.truncate_to is not None:
+                    cursor.execute(
+                        self._sql(
+                            "DELETE FROM {schema}.retinue_events WHERE session_id = %s AND seq >= %s"
+                        ),
+                        (batch.session_id, batch.truncate_to),
+                    )
+            copy_sql = self._sql(
+                "COPY {schema}.retinue_events (session_id, seq, type, body) FROM STDIN"
+            )
+            with cursor.copy(copy_sql) as copy:
+                for batch in batches:
+                    for event in batch.events:
+                        copy.write_row(
+                            (batch.session_id, event.seq, event.type, encode_event(event))
+                        )
+            cursor.executemany(
+                self._sql("UPDATE {schema}.retinue_sessions SET next_seq = %s WHERE id = %s"),
+                [(batch.first_seq + len(batch.events), batch.session_id) for batch in batches],
+            )
+
+    # -- claims ---------------------------------------------------------------
+
+    def claim(self, session_id: str) -> None:
+        """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it."""
+        with self._lock_lock:
+            if session_id in self._claimed:
+                return
+            conn = self._require(self._locker)
+            row = conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (session_id,)
+            ).fetchone()
+            if row is None or not row[0]:
+                raise StoreError(
+                    f"session {session_id!r} is being written by another process",
+                    code="SESSION_LOCKED",
+                )
+            self._claimed.add(session_id)
+
+    def release(self, session_id: str) -> None:
+        """Drop the session's advisory lock."""
+        with self._lock_lock:
+            if session_id not in self._claimed:
+                return
+            self._claimed.discard(session_id)
+            conn = self._require(self._locker)
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (session_id,))
+
+    # -- reads ----------------------------------------------------------------
+
+    def read(self, session_id: str) -> StoredLog | None:
+        """The header and event lines of one session, in seq order."""
+        with self._reader() as conn:
+            row = conn.execute(
+                self._sql("SELECT header FROM {schema}.retinue_sessions WHERE id = %s"),
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            bodies = conn.execute(
+                self._sql(
+                    "SELECT body FROM {schema}.retinue_events WHERE session_id = %s ORDER BY seq"
+                ),
+                (session_id,),
+            ).fetchall()
+        return StoredLog(parse_header(row[0], session_id), [body for (body,) in bodies])
+
+    def headers(self) -> list[SessionHeader]:
+        """Every header of a session with events (corrupt ones are logged and skipped)."""
+        with self._reader() as conn:
+            rows = conn.execute(
+                self._sql("SELECT id, header FROM {schema}.retinue_sessions WHERE next_seq > 0")
+            ).fetchall()
+        return parse_headers(rows)
+
+    def contains(self, session_id: str) -> bool:
+        """Whether a row for the session exists."""
+        with self._reader() as conn:
+            row = conn.execute(
+                self._sql("SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s"), (session_id,)
+            ).fetchone()
+        return row is not None
+
+    def close(self) -> None:
+        """Close every connection (the server drops the advisory locks)."""
+        with self._write_lock, self._lock_lock, self._readers_lock:
+            for conn in [*self._readers, self._writer, self._locker]:
+                if conn is not None:
+                    conn.close()
+            self._readers.clear()
+            self._writer = self._locker = None
+            self._claimed.clear()
+
+    @staticmethod
+    def _require(conn: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
+        if conn is None:
+            raise StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
+        return conn
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._readers_lock:
+            conn = self._readers.pop() if self._readers else None
+        if conn is None:
+            conn = self._connect(autocommit=True)
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        with self._readers_lock:
+            self._readers.append(conn)
+
+
+@final
+class PostgresStore(BufferedStore):
+    """Sessions in PostgreSQL, shared by many processes and machines.
+
+    ``async with PostgresStore("postgresql://...") as store:`` group-commits
+    concurrent flushes in one transaction from one worker thread. A session has
+    one writer at a time (advisory lock): a second process appending to it, or
+    loading it while it is attached elsewhere, gets ``SESSION_LOCKED``.
+    *schema* names the PostgreSQL schema that holds the tables.
+    """
+
+    def __init__(self, dsn: str, *, schema: str = "public") -> None:
+        super().__init__(
+            PostgresBackend(dsn, schema=schema), name=f"PostgresStore(schema={schema!r})"
+        )

@@ -1,0 +1,464 @@
+"""Write-behind buffering with group commit over a storage backend (R11.3-R11.7)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import Self, TypeVar, final
+
+import attrs
+import trio
+
+from retinue._errors import RetinueError, StoreError
+from retinue.session import Event, Session, SessionHeader
+
+from ._backend import AppendBatch, StorageBackend, StoredLog
+from ._ids import check_session_id
+from ._loader import Recovered, recover
+
+__all__ = ["BufferedStore", "StoreStatistics"]
+
+log = logging.getLogger("retinue.stores")
+
+T = TypeVar("T")
+
+
+@final
+@attrs.frozen
+class StoreStatistics:
+    """A snapshot of a store's write-behind state and commit counters."""
+
+    tracked_sessions: int
+    """Sessions currently attached."""
+    buffered_events: int
+    """Events appended but not yet committed, over all attached sessions."""
+    flush_requests: int
+    """Flushes that had something to write (including repairs on load)."""
+    commits: int
+    """Group commits performed (one transaction / one fsync each)."""
+    committed_events: int
+    """Events made durable so far."""
+    largest_group: int
+    """The most sessions committed by one group commit."""
+
+
+@attrs.define(eq=False)
+class _Tracked:
+    session: Session
+    header: SessionHeader | None
+    buffer: list[Event]
+    cursor: int
+    unsubscribe: Callable[[], None]
+
+
+@attrs.define(eq=False)
+class _Request:
+    session_id: str
+    prebuilt: AppendBatch | None = None
+    done: trio.Event = attrs.field(factory=trio.Event)
+    error: StoreError | None = None
+    answered: bool = False
+
+
+@attrs.define(eq=False)
+class _Entry:
+    batch: AppendBatch
+    tracked: _Tracked | None
+    requests: list[_Request]
+
+
+class BufferedStore:
+    """A session store: per-session write-behind buffers over a :class:`StorageBackend`.
+
+    Appends are buffered by a synchronous observer (R4.9, R11.6). ``flush`` is
+    the durability checkpoint: inside ``async with store:`` one writer task
+    commits every flush pending at that moment as one group (one transaction,
+    one fsync), so many agents flushing together cost a few commits. Used
+    without ``async with``, each flush commits on its own. Every blocking call
+    runs in a worker thread. A failed write keeps the buffer for the next
+    flush and never poisons later operations (R11.5).
+    """
+
+    def __init__(self, backend: StorageBackend, *, name: str) -> None:
+        self._backend = backend
+        self._name = name
+        self._tracked: dict[str, _Tracked] = {}
+        self._send, self._receive = trio.open_memory_channel[_Request](math.inf)
+        self._writer_running = False
+        self._direct_lock = trio.Lock()
+        self._open_lock = trio.Lock()
+        self._opened = False
+        self._closed = False
+        self._session_locks: dict[str, trio.Lock] = {}
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._counters = {
+            "flush_requests": 0,
+            "commits": 0,
+            "committed_events": 0,
+            "largest_group": 0,
+        }
+
+    # -- lifetime -------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        """Open the storage and start the group-commit writer task."""
+        await self._ensure_open()
+        stack = contextlib.AsyncExitStack()
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        await nursery.start(self._run_writer)
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Drain every buffer, stop the writer and close the storage.
+
+        If the body raised, a failure to drain is logged rather than raised, so
+        it does not hide the body's exception.
+        """
+        try:
+            await self.aclose()
+        except StoreError:
+            if exc_value is None:
+                raise
+            log.exception("%s: draining on exit failed while an error was propagating", self._name)
+        finally:
+            stack, self._stack = self._stack, None
+            if stack is not None:
+                await stack.aclose()
+
+    async def aclose(self) -> None:
+        """Drain every buffer (one group), then release storage; failures are aggregated.
+
+        Waits for the final commit; always a checkpoint. Idempotent.
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        tracked = list(self._tracked.values())
+        errors = [error for error in await self._flush_many(tracked) if error is not None]
+        self._closed = True
+        for item in tracked:
+            item.unsubscribe()
+        self._send.close()
+        if self._opened:
+            await self._call(self._backend.close, "closing the store")
+        if errors:
+            summary = "; ".join(error.message for error in errors)
+            raise StoreError(
+                f"{len(errors)} session(s) could not be drained on close: {summary}",
+                code="CLOSE_FAILED",
+            ) from errors[0]
+
+    async def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
+        if self._opened:
+            return
+        async with self._open_lock:
+            if not self._opened:
+                await self._call(self._backend.open, "opening the store")
+                self._opened = True
+
+    # -- tracking -------------------------------------------------------------
+
+    def attach(self, session: Session) -> None:
+        """Start buffering *session*'s appends; events already in it count as stored.
+
+        Synchronous and never blocks. Raises ``StoreError`` for an invalid id
+        (``INVALID_SESSION_ID``), an id already attached (``SESSION_TRACKED``)
+        or a closed store.
+        """
+        self._track(session, header=None, seed=())
+
+    def attach_new(self, session: Session) -> None:
+        """Start buffering a session that is not stored yet; its seed events are new.
+
+        Nothing is written until the first flush, which writes header and events
+        atomically (R11.3); that flush fails with ``SESSION_ALREADY_EXISTS`` if
+        the id is stored. Synchronous and never blocks.
+        """
+        self._track(session, header=session.header, seed=session.events)
+
+    def _track(
+        self, session: Session, *, header: SessionHeader | None, seed: Sequence[Event]
+    ) -> None:
+        session_id = check_session_id(session.id)
+        if self._closed:
+            raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
+        if session_id in self._tracked:
+            raise StoreError(f"session {session_id!r} is already attached", code="SESSION_TRACKED")
+        buffer = list(seed)
+        cursor = len(session.events) - len(buffer)
+        unsubscribe = session.observe(buffer.append)
+        self._tracked[session_id] = _Tracked(session, header, buffer, cursor, unsubscribe)
+
+    async def flush(self, session: Session) -> None:
+        """Make every buffered event of *session* durable (R7.49, R11.4).
+
+        Returns once the events are committed (fsync / commit). Always a
+        checkpoint. On failure raises ``StoreError`` naming the session and
+        keeps the events buffered for a later flush. If cancelled while
+        waiting, the write still happens. A session that is not attached has
+        nothing to flush.
+        """
+        tracked = self._tracked.get(session.id)
+        if tracked is None or tracked.session is not session or not tracked.buffer:
+            await trio.lowlevel.checkpoint()
+            return
+        [error] = await self._flush_many([tracked])
+        if error is not None:
+            raise StoreError(error.message, code=error.code) from error
+
+    async def detach(self, session: Session) -> None:
+        """Flush, then stop tracking *session* and give up its writer claim.
+
+        If the flush fails the session stays attached (its events stay
+        buffered) and the error propagates.
+        """
+        await self.flush(session)
+        tracked = self._tracked.get(session.id)
+        if tracked is None or tracked.session is not session:
+            return
+        tracked.unsubscribe()
+        del self._tracked[session.id]
+        await self._call(self._backend.release, f"session {session.id!r}", session.id)
+
+    async def _flush_many(self, tracked: Sequence[_Tracked]) -> list[StoreError | None]:
+        requests = [_Request(item.session.id) for item in tracked]
+        await self._submit(
+            [request for item, request in zip(tracked, requests, strict=True) if item.buffer]
+        )
+        return [request.error for request in requests]
+
+    async def _submit(self, requests: Sequence[_Request]) -> None:
+        """Commit *requests*: through the writer's next group, or directly."""
+        if not requests:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._ensure_open()
+        self._counters["flush_requests"] += len(requests)
+        if self._writer_running:
+            for request in requests:
+                self._send.send_nowait(request)
+            for request in requests:
+                await request.done.wait()
+            return
+        async with self._direct_lock:
+            await self._commit(requests)
+
+    # -- the writer -----------------------------------------------------------
+
+    async def _run_writer(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self._writer_running = True
+        task_status.started()
+        try:
+            async for request in self._receive:
+                group = [request]
+                while True:
+                    try:
+                        group.append(self._receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await self._commit(group)
+        finally:
+            self._writer_running = False
+            self._fail_stranded()
+
+    def _fail_stranded(self) -> None:
+        while True:
+            try:
+                request = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
+            request.error = StoreError(
+                f"session {request.session_id!r}: {self._name} stopped before the write",
+                code="STORE_CLOSED",
+            )
+            request.done.set()
+
+    async def _commit(self, group: Sequence[_Request]) -> None:
+        """Write one group in one backend call; every request is answered."""
+        try:
+            entries = self._group_entries(group)
+            if entries:
+                await self._write_entries(entries)
+        except BaseException as exc:
+            for request in group:
+                if not request.answered:
+                    request.error = StoreError(
+                        f"session {request.session_id!r}: the write was interrupted ({exc!r})",
+                        code="WRITE_FAILED",
+                    )
+            raise
+        finally:
+            for request in group:
+                request.done.set()
+
+    def _group_entries(self, group: Sequence[_Request]) -> list[_Entry]:
+        entries: dict[str, _Entry] = {}
+        for request in group:
+            entry = entries.get(request.session_id)
+            if entry is not None:
+                entry.requests.append(request)
+                continue
+            if request.prebuilt is not None:
+                entries[request.session_id] = _Entry(request.prebuilt, None, [request])
+                continue
+            tracked = self._tracked.get(request.session_id)
+            if tracked is None or not tracked.buffer:
+                continue
+            batch = AppendBatch(
+                request.session_id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
+            )
+            entries[request.session_id] = _Entry(batch, tracked, [request])
+        return list(entries.values())
+
+    async def _write_entries(self, entries: list[_Entry]) -> None:
+        batches = [entry.batch for entry in entries]
+        try:
+            results = await self._call(self._backend.write, "a group commit", batches)
+        except StoreError as exc:
+            results = [
+                StoreError(
+                    f"session {batch.session_id!r}: the write failed: {exc.message}", code=exc.code
+                )
+                for batch in batches
+            ]
+        self._counters["commits"] += 1
+        self._counters["largest_group"] = max(self._counters["largest_group"], len(entries))
+        for entry, result in zip(entries, results, strict=True):
+            if result is None:
+                self._committed(entry)
+            for request in entry.requests:
+                request.error = result
+                request.answered = True
+
+    def _committed(self, entry: _Entry) -> None:
+        count = len(entry.batch.events)
+        self._counters["committed_events"] += count
+        tracked = entry.tracked
+        if tracked is None or self._tracked.get(entry.batch.session_id) is not tracked or not count:
+            return
+        del tracked.buffer[:count]
+        tracked.cursor = entry.batch.events[-1].seq + 1
+        tracked.header = None
+
+    # -- reads ----------------------------------------------------------------
+
+    async def load(self, session_id: str) -> Session:
+        """Load a stored session, repairing a crashed tail durably (R11.8-R11.10).
+
+        Claims the session for this store (a second writer elsewhere makes this
+        raise ``SESSION_LOCKED``); the claim is given up by ``detach``. Raises
+        ``StoreError(SESSION_NOT_FOUND)`` if unknown and ``CorruptSessionError``
+        naming the session and the problem if unloadable.
+        """
+        check_session_id(session_id)
+        await self._ensure_open()
+        if session_id in self._tracked:
+            raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
+        async with self._session_lock(session_id):
+            await self._call(self._backend.claim, f"session {session_id!r}", session_id)
+            recovered = await self._call(self._recover, f"session {session_id!r}", session_id)
+            if recovered.needs_write:
+                await self._write_repair(session_id, recovered)
+            return recovered.session
+
+    async def inspect(self, session_id: str) -> Session:
+        """Read a stored session without repairing or claiming it (its torn tail left out).
+
+        The returned log may end inside a turn. Raises like :meth:`load`.
+        """
+        check_session_id(session_id)
+        await self._ensure_open()
+        recovered = await self._call(self._recover_plain, f"session {session_id!r}", session_id)
+        return recovered.session
+
+    def _recover(self, session_id: str) -> Recovered:
+        return recover(self._read(session_id), session_id, repair=True)
+
+    def _recover_plain(self, session_id: str) -> Recovered:
+        return recover(self._read(session_id), session_id, repair=False)
+
+    def _read(self, session_id: str) -> StoredLog:
+        log = self._backend.read(session_id)
+        if log is None:
+            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+        return log
+
+    async def _write_repair(self, session_id: str, recovered: Recovered) -> None:
+        batch = AppendBatch(
+            session_id,
+            recovered.kept,
+            recovered.closers,
+            truncate_to=recovered.kept if recovered.dropped else None,
+        )
+        request = _Request(session_id, prebuilt=batch)
+        await self._submit([request])
+        if request.error is not None:
+            raise StoreError(request.error.message, code=request.error.code) from request.error
+
+    async def list(self) -> list[SessionHeader]:
+        """Headers of every stored session, oldest first; reads no events (R11.14)."""
+        await self._ensure_open()
+        headers = await self._call(self._backend.headers, "listing sessions")
+        return sorted(headers, key=lambda header: (header.created_at, header.id))
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether *session_id* is stored (an invalid id never is)."""
+        await self._ensure_open()
+        try:
+            check_session_id(session_id)
+        except StoreError:
+            return False
+        return await self._call(self._backend.contains, f"session {session_id!r}", session_id)
+
+    def statistics(self) -> StoreStatistics:
+        """Return a snapshot of buffers and commit counters; never blocks."""
+        return StoreStatistics(
+            tracked_sessions=len(self._tracked),
+            buffered_events=sum(len(item.buffer) for item in self._tracked.values()),
+            **self._counters,
+        )
+
+    # -- plumbing -------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
+        lock = self._session_locks.setdefault(session_id, trio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                self._session_locks.pop(session_id, None)
+
+    async def _call(self, fn: Callable[..., T], what: str, *args: object) -> T:
+        """Run a backend call in a worker thread (or inline for memory); wrap I/O errors."""
+        try:
+            if self._backend.blocking:
+                return await trio.to_thread.run_sync(fn, *args)
+            await trio.lowlevel.checkpoint()
+            return fn(*args)
+        except RetinueError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{what}: {type(exc).__name__}: {exc}", code="STORAGE_ERROR") from exc
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        state = "closed" if self._closed else "open" if self._opened else "unopened"
+        return (
+            f"<{self._name} {state} tracked={stats.tracked_sessions} "
+            f"buffered={stats.buffered_events} commits={stats.commits}>"
+        )

@@ -1,0 +1,122 @@
+"""Builders of realistic session logs for the store tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from retinue._content import Text, ToolCall
+from retinue._request import LlmCallConfig
+from retinue._stream import (
+    STOP,
+    TOOL_CALLS,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+from retinue.session import (
+    AssistantChunk,
+    AssistantMessage,
+    EpochHeader,
+    Event,
+    RequestHeader,
+    Session,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+    UserMessage,
+)
+from retinue.session._codec import encode_event
+
+__all__ = ["lines", "open_tool_turn", "run_turn", "tool_step"]
+
+
+def _chunks(session: Session, turn: int, step: int, chunks: list[object]) -> list[int]:
+    return [session.append(AssistantChunk(turn, step, chunk)).seq for chunk in chunks]  # type: ignore[arg-type]
+
+
+def tool_step(session: Session, turn: int, step: int, call_id: str) -> None:
+    """Append one step whose model output is a tool call, and the call's audit record."""
+    call = ToolCall(call_id, "lookup", '{"city":"Paris"}')
+    session.append(StepStart(turn, step))
+    seqs = _chunks(
+        session,
+        turn,
+        step,
+        [
+            BlockStart(0, "tool-call"),
+            ToolCallDelta(0, call_id, '{"city":', "lookup"),
+            ToolCallDelta(0, None, '"Paris"}'),
+            BlockEnd(0, call),
+            UsageChunk(Usage(10, 5)),
+            Finish(TOOL_CALLS),
+        ],
+    )
+    session.append(
+        AssistantMessage(turn, step, (call,), Usage(10, 5)),
+        surface="append",
+        source_event_seqs=seqs,
+    )
+    session.append(ToolCallEvent(turn, step, call_id, "lookup", call.arguments))
+
+
+def run_turn(session: Session, text: str = "hello") -> None:
+    """Append one complete turn of about 22 events: a tool step, then a text step."""
+    turn = session.next_turn_number()
+    session.append(TurnStart(turn, TurnTrigger("message")))
+    session.append(UserMessage((Text(text),)), surface="append")
+    if session.current_header is None:
+        session.append(RequestHeader(EpochHeader(LlmCallConfig("m"), system="be brief"), "initial"))
+    call_id = f"call-{turn}"
+    tool_step(session, turn, 1, call_id)
+    call_seq = len(session.events) - 1
+    session.append(
+        ToolResultEvent(turn, 1, call_id, (Text("sunny, 21°C — “ok”"),)),
+        surface="append",
+        source_event_seqs=[call_seq],
+    )
+    session.append(StepEnd(turn, 1))
+    session.append(StepStart(turn, 2))
+    reply = "It is sunny in Paris."
+    seqs = _chunks(
+        session,
+        turn,
+        2,
+        [
+            BlockStart(0, "text"),
+            TextDelta(0, "It is "),
+            TextDelta(0, "sunny in Paris."),
+            BlockEnd(0, Text(reply)),
+            Finish(STOP),
+        ],
+    )
+    session.append(
+        AssistantMessage(turn, 2, (Text(reply),), Usage(20, 7)),
+        surface="append",
+        source_event_seqs=seqs,
+    )
+    session.append(StepEnd(turn, 2))
+    session.append(TurnEnd(turn, TurnEndReason.completed()))
+
+
+def open_tool_turn(session: Session) -> str:
+    """Append a turn that stops after a tool call was logged (a crash mid-step); return its call id."""
+    turn = session.next_turn_number()
+    session.append(TurnStart(turn, TurnTrigger("message")))
+    session.append(UserMessage((Text("and tomorrow?"),)), surface="append")
+    call_id = f"call-{turn}"
+    tool_step(session, turn, 1, call_id)
+    return call_id
+
+
+def lines(events: Sequence[Event]) -> list[str]:
+    """The canonical JSON lines of *events* (what byte-identical means)."""
+    return [encode_event(event) for event in events]

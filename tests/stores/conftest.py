@@ -1,0 +1,196 @@
+"""Store fixtures: one factory per backend, each able to reopen the same storage."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from retinue.session import SessionHeader
+from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
+from retinue.stores._ids import bucket_name, escape_id
+from retinue.stores._memory import MemoryBackend
+from retinue.stores._writebehind import BufferedStore
+
+STORE_KINDS = ["memory", "sqlite", "jsonl", "postgres"]
+POSTGRES_ENV = "RETINUE_TEST_POSTGRES_DSN"
+
+
+def postgres_dsn() -> str:
+    """The test server's DSN; skip (fail under CI) when there is none."""
+    dsn = os.environ.get(POSTGRES_ENV)
+    if dsn:
+        return dsn
+    reason = f'{POSTGRES_ENV} is not set; start a server with: eval "$(bash scripts/postgres.sh)"'
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@attrs.define
+class StoreKit:
+    """Opens stores of one kind over the same storage, and tampers with stored records."""
+
+    kind: str
+    open: Callable[[], BufferedStore]
+    tamper: Callable[[str, int, str | None], None]
+    """``tamper(session_id, index, text)``: replace event record *index* (``None`` deletes it)."""
+    append_raw: Callable[[str, str], None]
+    """Append a raw fragment after the stored records (a torn tail)."""
+    record_count: Callable[[str], int]
+    """How many event records are physically stored."""
+
+
+def _unsupported(*args: object) -> Any:
+    raise NotImplementedError("the memory backend stores event objects, not records")
+
+
+def _memory_kit() -> StoreKit:
+    backend = MemoryBackend()
+    return StoreKit(
+        "memory",
+        lambda: BufferedStore(backend, name="MemoryStore"),
+        _unsupported,
+        _unsupported,
+        _unsupported,
+    )
+
+
+def _sqlite_kit(path: Path) -> StoreKit:
+    def run(sql: str, *args: object) -> list[tuple[object, ...]]:
+        with sqlite3.connect(path) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def sid(session_id: str) -> object:
+        return run("SELECT sid FROM sessions WHERE id = ?", session_id)[0][0]
+
+    def tamper(session_id: str, index: int, text: str | None) -> None:
+        if text is None:
+            run("DELETE FROM events WHERE sid = ? AND seq = ?", sid(session_id), index)
+        else:
+            run(
+                "UPDATE events SET body = ? WHERE sid = ? AND seq = ?", text, sid(session_id), index
+            )
+
+    def append_raw(session_id: str, text: str) -> None:
+        key = sid(session_id)
+        seq = run("SELECT coalesce(max(seq), -1) + 1 FROM events WHERE sid = ?", key)[0][0]
+        run("INSERT INTO events (sid, seq, type, body) VALUES (?, ?, 'x', ?)", key, seq, text)
+
+    def count(session_id: str) -> int:
+        return int(run("SELECT count(*) FROM events WHERE sid = ?", sid(session_id))[0][0])  # type: ignore[call-overload]
+
+    return StoreKit("sqlite", lambda: SQLiteStore(path), tamper, append_raw, count)
+
+
+def jsonl_file(root: Path, session_id: str) -> Path:
+    """The file of a session stored without a cwd."""
+    return root / bucket_name(None) / f"{escape_id(session_id)}.jsonl"
+
+
+def _jsonl_kit(root: Path) -> StoreKit:
+    def tamper(session_id: str, index: int, text: str | None) -> None:
+        path = jsonl_file(root, session_id)
+        lines = path.read_bytes().split(b"\n")
+        if text is None:
+            del lines[index + 1]
+        else:
+            lines[index + 1] = text.encode()
+        path.write_bytes(b"\n".join(lines))
+
+    def append_raw(session_id: str, text: str) -> None:
+        with jsonl_file(root, session_id).open("ab") as file:
+            file.write(text.encode())
+
+    def count(session_id: str) -> int:
+        return jsonl_file(root, session_id).read_bytes().count(b"\n") - 1
+
+    return StoreKit("jsonl", lambda: JSONLStore(root), tamper, append_raw, count)
+
+
+def _postgres_kit(dsn: str, schema: str) -> StoreKit:
+    import psycopg
+
+    def run(sql: str, *args: object) -> list[tuple[object, ...]]:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            cursor = conn.execute(sql.replace("{s}", schema), args)
+            return cursor.fetchall() if cursor.description else []
+
+    def tamper(session_id: str, index: int, text: str | None) -> None:
+        if text is None:
+            run(
+                "DELETE FROM {s}.retinue_events WHERE session_id = %s AND seq = %s",
+                session_id,
+                index,
+            )
+        else:
+            run(
+                "UPDATE {s}.retinue_events SET body = %s WHERE session_id = %s AND seq = %s",
+                text,
+                session_id,
+                index,
+            )
+
+    def append_raw(session_id: str, text: str) -> None:
+        run(
+            "INSERT INTO {s}.retinue_events SELECT %s, coalesce(max(seq), -1) + 1, 'x', %s "
+            "FROM {s}.retinue_events WHERE session_id = %s",
+            session_id,
+            text,
+            session_id,
+        )
+
+    def count(session_id: str) -> int:
+        return int(
+            run("SELECT count(*) FROM {s}.retinue_events WHERE session_id = %s", session_id)[0][0]
+        )  # type: ignore[call-overload]
+
+    return StoreKit(
+        "postgres", lambda: PostgresStore(dsn, schema=schema), tamper, append_raw, count
+    )
+
+
+@pytest.fixture
+def postgres_schema() -> Iterator[tuple[str, str]]:
+    """A fresh PostgreSQL schema for one test, dropped afterwards."""
+    dsn = postgres_dsn()
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield dsn, schema
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=STORE_KINDS)
+def kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
+    """A store kit for each backend."""
+    return _kit(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=STORE_KINDS[1:])
+def record_kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
+    """A store kit for each backend that stores events as records one can tamper with."""
+    return _kit(request.param, request, tmp_path)
+
+
+def _kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
+    if kind == "memory":
+        return _memory_kit()
+    if kind == "sqlite":
+        return _sqlite_kit(tmp_path / "sessions.db")
+    if kind == "jsonl":
+        return _jsonl_kit(tmp_path / "sessions")
+    dsn, schema = request.getfixturevalue("postgres_schema")
+    return _postgres_kit(dsn, schema)
+
+
+def header(session_id: str, **fields: object) -> SessionHeader:
+    """A session header with a fixed creation time."""
+    return SessionHeader(id=session_id, created_at=1_700_000_000_000, **fields)  # type: ignore[arg-type]

@@ -1,0 +1,384 @@
+"""The store contract (SPEC 11.1-11.3), run against every backend."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.lowlevel
+
+from retinue._errors import CorruptSessionError, StoreError
+from retinue.session import (
+    Session,
+    SessionHeader,
+    StepEnd,
+    ToolResultEvent,
+    TurnEnd,
+)
+from tests.stores._kit import lines, open_tool_turn, run_turn
+from tests.stores.conftest import StoreKit
+
+
+async def _stored(kit: StoreKit, session: Session, turns: int = 2) -> None:
+    """Store *session* with *turns* complete turns through a fresh store."""
+    async with kit.open() as store:
+        store.attach_new(session)
+        for number in range(turns):
+            run_turn(session, f"message {number}")
+            await store.flush(session)
+        await store.detach(session)
+
+
+async def test_store_round_trip_keeps_every_event_byte_identical(kit: StoreKit) -> None:
+    """R11.2: the stored unit is the event verbatim, chunks included; load returns it unchanged."""
+    session = Session.create("round-trip", cwd="/work/project")
+    await _stored(kit, session, turns=3)
+    async with kit.open() as store:
+        loaded = await store.load("round-trip")
+    assert loaded.header == session.header
+    assert lines(loaded.events[:]) == lines(session.events[:])
+    assert any(event.type == "assistant/chunk" for event in loaded.events)
+
+
+async def test_store_create_is_lazy_until_the_first_flush(kit: StoreKit) -> None:
+    """R11.3: a created session with nothing flushed is neither listed nor stored."""
+    async with kit.open() as store:
+        session = Session.create("lazy")
+        store.attach_new(session)
+        await store.flush(session)
+        assert await store.list() == []
+        assert not await store.exists("lazy")
+        run_turn(session)
+        assert not await store.exists("lazy")
+        await store.flush(session)
+        assert await store.exists("lazy")
+        assert [header.id for header in await store.list()] == ["lazy"]
+
+
+async def test_store_appends_continue_after_load(kit: StoreKit) -> None:
+    """R11.4: a loaded session appends at the stored next seq; seqs stay contiguous."""
+    session = Session.create("continue")
+    await _stored(kit, session, turns=1)
+    async with kit.open() as store:
+        loaded = await store.load("continue")
+        store.attach(loaded)
+        run_turn(loaded, "again")
+        await store.detach(loaded)
+    async with kit.open() as store:
+        again = await store.load("continue")
+    assert [event.seq for event in again.events] == list(range(len(again.events)))
+    assert lines(again.events[:]) == lines(loaded.events[:])
+    assert again.last_turn == 2
+
+
+async def test_store_load_of_unknown_session_raises_not_found(kit: StoreKit) -> None:
+    """Loading an id that was never stored raises a typed error naming it."""
+    async with kit.open() as store:
+        with pytest.raises(StoreError, match="nobody") as caught:
+            await store.load("nobody")
+    assert caught.value.code == "SESSION_NOT_FOUND"
+
+
+async def test_store_list_returns_headers_with_metadata(kit: StoreKit) -> None:
+    """R11.14: list returns every stored header (cwd, parent, seed length) and nothing else."""
+    parent = Session.create("parent", cwd="/srv/a")
+    await _stored(kit, parent, turns=1)
+    child = parent.fork("child")
+    async with kit.open() as store:
+        store.attach_new(child)
+        run_turn(child)
+        await store.detach(child)
+        headers = {header.id: header for header in await store.list()}
+    assert headers["parent"] == parent.header
+    assert headers["child"].parent_session == "parent"
+    assert headers["child"].seed_length == len(parent.events)
+    assert headers["child"].cwd == "/srv/a"
+
+
+async def test_store_list_does_not_read_events(record_kit: StoreKit) -> None:
+    """R11.14: listing works even when every event record is corrupt."""
+    session = Session.create("listed")
+    await _stored(record_kit, session, turns=1)
+    for index in range(len(session.events)):
+        record_kit.tamper("listed", index, "{not json")
+    async with record_kit.open() as store:
+        assert [header.id for header in await store.list()] == ["listed"]
+
+
+async def test_store_duplicate_id_is_refused_without_failing_the_group(kit: StoreKit) -> None:
+    """R11.3: creating a stored id fails naming it; other sessions in the same commit succeed."""
+    await _stored(kit, Session.create("taken"), turns=1)
+    async with kit.open() as store:
+        duplicate, other = Session.create("taken"), Session.create("other")
+        store.attach_new(duplicate)
+        store.attach_new(other)
+        run_turn(duplicate)
+        run_turn(other)
+        errors: list[StoreError] = []
+
+        async def flush(session: Session) -> None:
+            try:
+                await store.flush(session)
+            except StoreError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flush, duplicate)
+            nursery.start_soon(flush, other)
+        assert [error.code for error in errors] == ["SESSION_ALREADY_EXISTS"]
+        assert "taken" in errors[0].message
+        await store.detach(other)
+        stored = await store.load("other")
+        assert lines(stored.events[:]) == lines(other.events[:])
+        original = await store.inspect("taken")
+        assert original.last_turn == 1
+        with pytest.raises(StoreError, match="taken"):
+            await store.aclose()
+
+
+async def test_store_attaching_a_live_id_twice_is_refused(kit: StoreKit) -> None:
+    """R11.3: an id already tracked by the store cannot be attached again."""
+    async with kit.open() as store:
+        store.attach_new(Session.create("twice"))
+        with pytest.raises(StoreError) as caught:
+            store.attach_new(Session.create("twice"))
+        assert caught.value.code == "SESSION_TRACKED"
+        with pytest.raises(StoreError) as loading:
+            await store.load("twice")
+        assert loading.value.code == "SESSION_TRACKED"
+
+
+@pytest.mark.parametrize(
+    "bad_id", ["a/b", "a\\b", "..", "", "line\nbreak", "nul\x00", "tab\tid", "\x7f"]
+)
+async def test_store_refuses_ids_with_separators_or_control_characters(
+    kit: StoreKit, bad_id: str
+) -> None:
+    """An id with path separators or control characters gets a typed error naming the id."""
+    async with kit.open() as store:
+        with pytest.raises(StoreError) as caught:
+            store.attach_new(Session.create(bad_id))
+        assert caught.value.code == "INVALID_SESSION_ID"
+        assert repr(bad_id) in caught.value.message
+        with pytest.raises(StoreError):
+            await store.load(bad_id)
+        assert not await store.exists(bad_id)
+
+
+async def test_store_load_closes_an_open_turn_durably(kit: StoreKit) -> None:
+    """R11.9: a log ending mid-turn gets an error result per unanswered call, step/end, turn/end{interrupted}."""
+    session = Session.create("crashed")
+    async with kit.open() as store:
+        store.attach_new(session)
+        run_turn(session)
+        call_id = open_tool_turn(session)
+        await store.flush(session)
+    prefix = len(session.events)
+    async with kit.open() as store:
+        loaded = await store.load("crashed")
+    closers = loaded.events[prefix:]
+    assert [event.type for event in closers] == ["tool/result", "step/end", "turn/end"]
+    result = closers[0].data
+    assert isinstance(result, ToolResultEvent)
+    assert result.call_id == call_id
+    assert result.is_error
+    assert result.error is not None
+    assert result.error.code == "interrupted"
+    assert closers[0].source_event_seqs == (prefix - 1,)
+    assert isinstance(closers[1].data, StepEnd)
+    end = closers[2].data
+    assert isinstance(end, TurnEnd)
+    assert end.reason.kind == "interrupted"
+    assert end.turn == 2
+    assert {event.time for event in closers} == {session.events[-1].time}
+    async with kit.open() as store:
+        again = await store.load("crashed")
+    assert lines(again.events[:]) == lines(loaded.events[:])
+
+
+async def test_store_balanced_log_gets_no_closers(kit: StoreKit) -> None:
+    """R11.9: an already balanced log is loaded unchanged."""
+    session = Session.create("balanced")
+    await _stored(kit, session, turns=2)
+    async with kit.open() as store:
+        loaded = await store.load("balanced")
+    assert len(loaded.events) == len(session.events)
+
+
+async def test_store_wrong_format_version_is_refused(kit: StoreKit) -> None:
+    """R11.10: a header version other than the current one makes the session unloadable."""
+    future = Session.from_events(SessionHeader(id="future", created_at=1, version=7), [])
+    async with kit.open() as store:
+        store.attach_new(future)
+        run_turn(future)
+        await store.detach(future)
+        with pytest.raises(CorruptSessionError, match="future") as caught:
+            await store.load("future")
+    assert caught.value.code == "UNSUPPORTED_VERSION"
+
+
+async def test_store_corrupt_record_in_committed_region_is_refused(record_kit: StoreKit) -> None:
+    """R11.8: an unparsable event before the last turn/end makes the load fail; other sessions load."""
+    await _stored(record_kit, Session.create("broken"), turns=2)
+    healthy = Session.create("healthy")
+    await _stored(record_kit, healthy, turns=1)
+    record_kit.tamper("broken", 3, '{"seq": 3, "type": "user/message", "data": ')
+    async with record_kit.open() as store:
+        with pytest.raises(CorruptSessionError, match=r"'broken'.*event 3") as caught:
+            await store.load("broken")
+        assert caught.value.code == "CORRUPT_SESSION"
+        assert len((await store.load("healthy")).events) == len(healthy.events)
+    assert record_kit.record_count("broken") > 40
+
+
+async def test_store_seq_gap_in_committed_region_is_refused(record_kit: StoreKit) -> None:
+    """R11.8: a missing event inside the committed region makes the session unloadable."""
+    await _stored(record_kit, Session.create("gappy"), turns=2)
+    record_kit.tamper("gappy", 5, None)
+    async with record_kit.open() as store:
+        with pytest.raises(CorruptSessionError, match=r"'gappy'.*seq gap"):
+            await store.load("gappy")
+
+
+async def test_store_torn_tail_is_dropped_and_truncated(record_kit: StoreKit) -> None:
+    """R11.8: a torn final fragment after the committed region is discarded, physically."""
+    session = Session.create("torn")
+    await _stored(record_kit, session, turns=2)
+    record_kit.append_raw("torn", '{"seq": 999, "type": "turn/sta')
+    async with record_kit.open() as store:
+        loaded = await store.load("torn")
+    assert lines(loaded.events[:]) == lines(session.events[:])
+    assert record_kit.record_count("torn") == len(session.events)
+
+
+async def test_store_open_tail_before_a_torn_fragment_is_kept_and_closed(
+    record_kit: StoreKit,
+) -> None:
+    """R11.8: well-formed events after the last turn/end are preserved, then closed; garbage is dropped."""
+    session = Session.create("half")
+    async with record_kit.open() as store:
+        store.attach_new(session)
+        run_turn(session)
+        open_tool_turn(session)
+        await store.flush(session)
+    record_kit.append_raw("half", "\x01garbage")
+    async with record_kit.open() as store:
+        loaded = await store.load("half")
+    assert lines(loaded.events[: len(session.events)]) == lines(session.events[:])
+    assert [event.type for event in loaded.events[len(session.events) :]] == [
+        "tool/result",
+        "step/end",
+        "turn/end",
+    ]
+    assert record_kit.record_count("half") == len(loaded.events)
+
+
+async def test_store_aclose_drains_every_buffer(kit: StoreKit) -> None:
+    """R11.6: events buffered but never flushed are written when the store closes."""
+    session = Session.create("drained")
+    store = kit.open()
+    async with store:
+        store.attach_new(session)
+        run_turn(session)
+        run_turn(session)
+        assert store.statistics().buffered_events == len(session.events)
+    async with kit.open() as reopened:
+        loaded = await reopened.load("drained")
+    assert lines(loaded.events[:]) == lines(session.events[:])
+
+
+async def test_store_group_commit_shares_transactions(kit: StoreKit) -> None:
+    """R11.6: many sessions flushing together are committed in a few groups, not one each."""
+    sessions = [Session.create(f"agent-{index}") for index in range(100)]
+    async with kit.open() as store:
+        for session in sessions:
+            store.attach_new(session)
+            run_turn(session)
+        async with trio.open_nursery() as nursery:
+            for session in sessions:
+                nursery.start_soon(store.flush, session)
+        stats = store.statistics()
+        assert stats.committed_events == sum(len(session.events) for session in sessions)
+        assert stats.commits <= 5
+        assert stats.largest_group >= 20
+        assert stats.buffered_events == 0
+        assert len(await store.list()) == 100
+
+
+async def test_store_events_appended_during_a_write_wait_for_the_next_flush(kit: StoreKit) -> None:
+    """R11.6: a flush writes what was buffered when it started; later appends stay buffered."""
+    session = Session.create("busy")
+    async with kit.open() as store:
+        store.attach_new(session)
+        run_turn(session)
+        first = len(session.events)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.flush, session)
+            await trio.lowlevel.checkpoint()
+            run_turn(session)
+        assert store.statistics().buffered_events in {0, len(session.events) - first}
+        await store.flush(session)
+        assert store.statistics().buffered_events == 0
+        await store.detach(session)
+        loaded = await store.load("busy")
+    assert lines(loaded.events[:]) == lines(session.events[:])
+
+
+async def test_store_second_writer_on_a_session_is_refused(kit: StoreKit) -> None:
+    """A second writer on the same session gets a typed error naming it; the first keeps writing."""
+    session = Session.create("contested")
+    await _stored(kit, session, turns=1)
+    async with kit.open() as first, kit.open() as second:
+        mine = await first.load("contested")
+        first.attach(mine)
+        refusal: StoreError | None = None
+        try:
+            theirs = await second.load("contested")
+        except StoreError as exc:
+            refusal = exc
+        else:
+            second.attach(theirs)
+            run_turn(mine)
+            await first.flush(mine)
+            run_turn(theirs)
+            with pytest.raises(StoreError, match="contested") as caught:
+                await second.flush(theirs)
+            assert caught.value.code in {"SEQ_CONFLICT", "SESSION_LOCKED"}
+            with pytest.raises(StoreError):
+                await second.aclose()
+        if refusal is not None:
+            assert refusal.code == "SESSION_LOCKED"
+            assert "contested" in refusal.message
+        run_turn(mine)
+        await first.detach(mine)
+    async with kit.open() as store:
+        loaded = await store.load("contested")
+    assert lines(loaded.events[:]) == lines(mine.events[:])
+
+
+async def test_store_detach_stops_buffering(kit: StoreKit) -> None:
+    """After detach the session's appends are no longer tracked; it can be attached again."""
+    session = Session.create("detached")
+    async with kit.open() as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.detach(session)
+        assert store.statistics().tracked_sessions == 0
+        loaded = await store.load("detached")
+        store.attach(loaded)
+        run_turn(loaded)
+        await store.detach(loaded)
+        again = await store.load("detached")
+    assert again.last_turn == 2
+
+
+async def test_store_inspect_reads_without_repairing(kit: StoreKit) -> None:
+    """Inspecting a crashed session shows its open turn and writes nothing."""
+    session = Session.create("peek")
+    async with kit.open() as store:
+        store.attach_new(session)
+        open_tool_turn(session)
+        await store.flush(session)
+    async with kit.open() as store:
+        seen = await store.inspect("peek")
+        assert seen.is_turn_open
+        assert len((await store.inspect("peek")).events) == len(session.events)
