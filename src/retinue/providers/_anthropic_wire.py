@@ -1,0 +1,289 @@
+"""Anthropic Messages wire format: request bodies and the streaming decoder (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import final
+
+import attrs
+
+from retinue._content import (
+    ContentBlock,
+    Message,
+    Reasoning,
+    RedactedReasoning,
+    Text,
+    ToolCall,
+    ToolResultBlock,
+    content_text,
+)
+from retinue._lossless import thaw_json
+from retinue._request import ModelRequest, ToolSchema
+from retinue._stream import (
+    MAX_TOKENS,
+    STOP,
+    TOOL_CALLS,
+    Errored,
+    Finish,
+    FinishReason,
+    OtherFinish,
+    StreamChunk,
+    Usage,
+    UsageChunk,
+)
+
+from ._blocks import BlockTable, loads_event
+from ._failures import ProviderConnectionError
+from ._openai_chat import stream_error
+from ._sse import SseEvent
+
+__all__ = [
+    "AnthropicStreamDecoder",
+    "anthropic_finish",
+    "anthropic_messages",
+    "anthropic_request_body",
+    "anthropic_usage",
+]
+
+JsonObject = dict[str, object]
+DEFAULT_MAX_TOKENS = 4096
+
+
+def _tool_input(arguments: str) -> object:
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _tool_result(block: ToolResultBlock) -> JsonObject:
+    texts = [
+        {"type": "text", "text": b.text} for b in block.content if isinstance(b, Text) and b.text
+    ]
+    out: JsonObject = {"type": "tool_result", "tool_use_id": block.tool_call_id, "content": texts}
+    if block.is_error:
+        out["is_error"] = True
+    return out
+
+
+def _block(block: ContentBlock) -> JsonObject | None:
+    """One SPEC block as an Anthropic content block; ``None`` when it cannot be sent."""
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text} if block.text else None
+    if isinstance(block, ToolCall):
+        return {
+            "type": "tool_use",
+            "id": block.id,
+            "name": block.name,
+            "input": _tool_input(block.arguments),
+        }
+    if isinstance(block, Reasoning):
+        if block.signature is None:
+            return None
+        return {"type": "thinking", "thinking": block.text, "signature": block.signature}
+    if isinstance(block, RedactedReasoning):
+        return {"type": "redacted_thinking", "data": block.data}
+    if isinstance(block, ToolResultBlock):
+        return _tool_result(block)
+    data = thaw_json(block.data)
+    return data if isinstance(data, dict) else None
+
+
+def _merge(out: list[JsonObject], role: str, blocks: list[JsonObject]) -> None:
+    if out and out[-1]["role"] == role:
+        previous = out[-1]["content"]
+        assert isinstance(previous, list)
+        previous.extend(blocks)
+    else:
+        out.append({"role": role, "content": blocks})
+
+
+def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
+    """Map SPEC messages to Anthropic ``messages``.
+
+    Consecutive messages of one role merge into one turn (roles must
+    alternate); in each user turn the ``tool_result`` blocks come first, as
+    Anthropic requires; thinking blocks are replayed with their signature,
+    redacted thinking verbatim; reasoning without a signature is dropped.
+    """
+    out: list[JsonObject] = []
+    for message in messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = [mapped for mapped in map(_block, message.content) if mapped is not None]
+        if blocks:
+            _merge(out, role, blocks)
+    for turn in out:
+        if turn["role"] == "user":
+            content = turn["content"]
+            assert isinstance(content, list)
+            content.sort(key=lambda block: block.get("type") != "tool_result")
+    return out
+
+
+def anthropic_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
+    """Map tool schemas to Anthropic ``tools``."""
+    return [
+        {"name": t.name, "description": t.description, "input_schema": thaw_json(t.parameters)}
+        for t in tools
+    ]
+
+
+def anthropic_request_body(
+    request: ModelRequest,
+    *,
+    stream: bool = True,
+    default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    thinking_budget: int | None = None,
+) -> JsonObject:
+    """Build the Messages request body for *request*; pure.
+
+    ``max_tokens`` is mandatory on this API: *default_max_tokens* fills in.
+    """
+    body: JsonObject = {
+        "model": request.model,
+        "max_tokens": request.max_tokens or default_max_tokens,
+        "messages": anthropic_messages(request.messages),
+    }
+    system = request.system
+    extra_system = [content_text(m.content) for m in request.messages if m.role == "system"]
+    if extra_system:
+        system = "\n\n".join(([system] if system else []) + extra_system)
+    if system:
+        body["system"] = system
+    if request.tools:
+        body["tools"] = anthropic_tools(request.tools)
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    if thinking_budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _dict(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def anthropic_usage(usage: JsonObject) -> Usage:
+    """Map an Anthropic ``usage`` object to :class:`Usage` (its counts are already disjoint)."""
+    read, write = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+    thinking = _dict(usage.get("output_tokens_details")).get("thinking_tokens")
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_tokens=read if isinstance(read, int) else None,
+        cache_write_tokens=write if isinstance(write, int) else None,
+        reasoning_tokens=thinking if isinstance(thinking, int) else None,
+    )
+
+
+def anthropic_finish(name: str | None) -> FinishReason:
+    """Map an Anthropic ``stop_reason`` to a :data:`FinishReason`."""
+    if name is None or name in ("end_turn", "stop_sequence"):
+        return STOP
+    if name == "tool_use":
+        return TOOL_CALLS
+    if name in ("max_tokens", "model_context_window_exceeded"):
+        return MAX_TOKENS
+    if name == "refusal":
+        return Errored("the model refused to answer", code="refusal")
+    return OtherFinish(name)
+
+
+@final
+@attrs.define(eq=False)
+class AnthropicStreamDecoder:
+    """Turn Anthropic Messages SSE events into stream chunks."""
+
+    _table: BlockTable = attrs.field(factory=BlockTable, init=False)
+    _usage: JsonObject = attrs.field(factory=dict, init=False)
+    _stop_reason: str | None = attrs.field(default=None, init=False)
+    _stopped: bool = attrs.field(default=False, init=False)
+    done: bool = attrs.field(default=False, init=False)
+    """Whether ``message_stop`` was seen."""
+
+    def feed(self, event: SseEvent) -> list[StreamChunk]:
+        """Decode one event; an ``error`` event raises :class:`ProviderStreamError`."""
+        payload = loads_event(event.data)
+        kind = payload.get("type")
+        if kind == "content_block_delta":
+            return self._delta(payload.get("index"), _dict(payload.get("delta")))
+        if kind == "content_block_start":
+            return self._start(payload.get("index"), _dict(payload.get("content_block")))
+        if kind == "content_block_stop":
+            end = self._table.end(payload.get("index"))
+            return [] if end is None else [end]
+        if kind == "message_start":
+            self._usage.update(_dict(_dict(payload.get("message")).get("usage")))
+        elif kind == "message_delta":
+            self._usage.update(_dict(payload.get("usage")))
+            self._stop_reason = _str(_dict(payload.get("delta")).get("stop_reason"))
+            self._stopped = True
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise stream_error(payload.get("error"), where="anthropic messages")
+        return []
+
+    def _start(self, index: object, block: JsonObject) -> list[StreamChunk]:
+        kind, table = block.get("type"), self._table
+        if kind == "tool_use":
+            call_id, name = _str(block.get("id")), _str(block.get("name"))
+            initial = block.get("input")
+            arguments = json.dumps(initial) if isinstance(initial, dict) and initial else ""
+            return [table.tool_call(index, call_id, name, arguments)]
+        if kind == "redacted_thinking":
+            table.finalize(index, RedactedReasoning(_str(block.get("data")) or ""))
+            return []
+        text = _str(block.get("thinking" if kind == "thinking" else "text"))
+        if not text:
+            return []
+        if kind == "thinking":
+            return [table.reasoning(index, text)]
+        return [table.text(index, text)] if kind == "text" else []
+
+    def _delta(self, index: object, delta: JsonObject) -> list[StreamChunk]:
+        kind, table = delta.get("type"), self._table
+        if kind == "text_delta":
+            text = _str(delta.get("text"))
+            return [table.text(index, text)] if text else []
+        if kind == "input_json_delta":
+            part = _str(delta.get("partial_json"))
+            return [table.tool_call(index, None, None, part)] if part else []
+        if kind == "thinking_delta":
+            text = _str(delta.get("thinking"))
+            return [table.reasoning(index, text)] if text else []
+        if kind == "signature_delta":
+            return [table.reasoning(index, "", _str(delta.get("signature")) or "")]
+        return []
+
+    def close(self) -> list[StreamChunk]:
+        """End the stream: remaining block ends, usage, finish.
+
+        Raises:
+            ProviderConnectionError: the stream ended before ``message_delta``/``message_stop``.
+        """
+        if not self.done and not self._stopped:
+            raise ProviderConnectionError(
+                "the anthropic stream ended before it was complete",
+                code="STREAM_TRUNCATED",
+                retryable=True,
+            )
+        out: list[StreamChunk] = list(self._table.end_all())
+        if self._usage:
+            out.append(UsageChunk(anthropic_usage(self._usage)))
+        out.append(Finish(anthropic_finish(self._stop_reason)))
+        return out

@@ -1,0 +1,134 @@
+"""Block bookkeeping shared by the stream decoders: indices, partial text, closing blocks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from typing import final
+
+import attrs
+
+from retinue._content import ContentBlock, Reasoning, Text, ToolCall
+from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+
+from ._failures import ProviderStreamError
+
+__all__ = ["BlockTable", "loads_event"]
+
+_TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
+
+
+def loads_event(data: bytes) -> dict[str, object]:
+    """Parse one event's JSON object; malformed data raises :class:`ProviderStreamError`."""
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise ProviderStreamError(
+            f"the stream carried data that is not a JSON object: {data[:80]!r}",
+            code="MALFORMED_RESPONSE",
+            retryable=True,
+        )
+    return payload
+
+
+@attrs.define(eq=False, slots=True)
+class _Block:
+    index: int
+    kind: str
+    parts: list[str] = attrs.field(factory=list)
+    signature: list[str] | None = None
+    call_id: str | None = None
+    name: str | None = None
+    final: ContentBlock | None = None
+    ended: bool = False
+
+    def build(self) -> ContentBlock:
+        if self.final is not None:
+            return self.final
+        text = "".join(self.parts)
+        if self.kind == _TEXT:
+            return Text(text)
+        if self.kind == _REASONING:
+            signature = None if self.signature is None else "".join(self.signature)
+            return Reasoning(text, signature)
+        return ToolCall(self.call_id or f"call-{self.index}", self.name or "", text)
+
+
+@final
+@attrs.define(eq=False)
+class BlockTable:
+    """Maps a decoder's block keys to message indices, in order of first appearance."""
+
+    _blocks: dict[Hashable, _Block] = attrs.field(factory=dict, init=False)
+    usage: Usage | None = None
+
+    def _block(self, key: Hashable, kind: str) -> _Block:
+        block = self._blocks.get(key)
+        if block is None:
+            block = self._blocks[key] = _Block(len(self._blocks), kind)
+        return block
+
+    def text(self, key: Hashable, text: str) -> TextDelta:
+        """Record text for the block at *key* and return its delta."""
+        block = self._block(key, _TEXT)
+        block.parts.append(text)
+        return TextDelta(block.index, text)
+
+    def reasoning(self, key: Hashable, text: str, signature: str | None = None) -> ReasoningDelta:
+        """Record reasoning text (or a signature fragment) and return its delta."""
+        block = self._block(key, _REASONING)
+        if text:
+            block.parts.append(text)
+        if signature is not None:
+            if block.signature is None:
+                block.signature = []
+            block.signature.append(signature)
+        return ReasoningDelta(block.index, text, signature)
+
+    def tool_call(
+        self, key: Hashable, call_id: str | None, name: str | None, arguments: str
+    ) -> ToolCallDelta:
+        """Record a tool-call fragment and return its delta."""
+        block = self._block(key, _TOOL)
+        if call_id:
+            block.call_id = call_id
+        if name:
+            block.name = name
+        if arguments:
+            block.parts.append(arguments)
+        return ToolCallDelta(block.index, call_id, arguments, name)
+
+    def has(self, key: Hashable) -> bool:
+        """Whether a block exists for *key*."""
+        return key in self._blocks
+
+    def finalize(self, key: Hashable, block: ContentBlock) -> None:
+        """Make *block* the authoritative content of the block at *key* (created if new)."""
+        self._block(key, block.type).final = block
+
+    def tool_arguments(self, key: Hashable) -> str:
+        """The arguments recorded so far for the tool call at *key*."""
+        return "".join(self._blocks[key].parts)
+
+    def end(self, key: Hashable) -> BlockEnd | None:
+        """Close the block at *key*; ``None`` if it does not exist or was already closed."""
+        block = self._blocks.get(key)
+        if block is None or block.ended:
+            return None
+        block.ended = True
+        return BlockEnd(block.index, block.build())
+
+    def end_all(self) -> list[BlockEnd]:
+        """Close every open block, in index order."""
+        ends = [self.end(key) for key in list(self._blocks)]
+        return [end for end in ends if end is not None]
+
+    @property
+    def has_tool_calls(self) -> bool:
+        """Whether any tool-call block was seen."""
+        return any(block.kind == _TOOL for block in self._blocks.values())
+
+    def __len__(self) -> int:
+        return len(self._blocks)

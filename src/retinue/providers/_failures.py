@@ -1,0 +1,181 @@
+"""Typed provider errors and the mapping from HTTP statuses and error bodies to them.
+
+::
+
+    ModelError                      (retinue._errors)
+    └── ProviderError               a provider call failed: status, code, retry_after, retryable
+        ├── ProviderStatusError     the provider answered with an HTTP error status
+        │   ├── AuthenticationError 401 / 403
+        │   ├── ModelNotFoundError  404
+        │   ├── RateLimitError      429
+        │   └── OverloadedError     529 (and 503)
+        ├── ProviderConnectionError the connection failed, timed out, or the stream was cut
+        └── ProviderStreamError     the stream carried an error event or could not be parsed
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from retinue._errors import ModelError
+
+__all__ = [
+    "AuthenticationError",
+    "ModelNotFoundError",
+    "OverloadedError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderStatusError",
+    "ProviderStreamError",
+    "RateLimitError",
+    "error_from_body",
+    "status_error",
+]
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+RETRYABLE_STREAM_CODES = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
+)
+
+
+class ProviderError(ModelError):
+    """A provider call failed.
+
+    ``code`` is the provider's error code (or type) when it gave one, else a
+    retinue code such as ``HTTP_500`` or ``CONNECTION_ERROR``. ``retryable``
+    says whether a retry may succeed; ``retry_after`` is the wait in seconds
+    the provider asked for, if any.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool = False,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, code=code, status=status)
+        self.retry_after = retry_after
+        self.retryable = retryable
+        self.headers: Mapping[str, str] = dict(headers or {})
+
+
+class ProviderStatusError(ProviderError):
+    """The provider answered with an HTTP error status."""
+
+
+class AuthenticationError(ProviderStatusError):
+    """The credentials were missing, invalid or not allowed (401, 403)."""
+
+
+class ModelNotFoundError(ProviderStatusError):
+    """The model or endpoint does not exist (404)."""
+
+
+class RateLimitError(ProviderStatusError):
+    """The provider rate-limited the call (429)."""
+
+
+class OverloadedError(ProviderStatusError):
+    """The provider is overloaded (529, 503)."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection failed, timed out, or the stream ended before it was complete."""
+
+
+class ProviderStreamError(ProviderError):
+    """The stream reported an error event, or carried data that cannot be parsed."""
+
+
+_STATUS_CLASSES: dict[int, type[ProviderStatusError]] = {
+    401: AuthenticationError,
+    403: AuthenticationError,
+    404: ModelNotFoundError,
+    429: RateLimitError,
+    503: OverloadedError,
+    529: OverloadedError,
+}
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a response asks for: ``retry-after-ms`` first, then ``retry-after``.
+
+    ``retry-after`` may be seconds or an HTTP date; a date in the past gives 0.
+    Returns ``None`` when neither header is present or parseable.
+    """
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return _http_date_delay(value)
+
+
+def _http_date_delay(value: str) -> float | None:
+    import time
+    from email.utils import parsedate_to_datetime
+
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def error_from_body(body: object) -> tuple[str | None, str | None]:
+    """Extract ``(code, message)`` from an OpenAI- or Anthropic-style error body.
+
+    Accepts the parsed JSON or raw text/bytes; the code is ``error.code`` when
+    present, else ``error.type``.
+    """
+    if isinstance(body, bytes | str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+            return None, text.strip()[:500] or None
+    if not isinstance(body, dict):
+        return None, None
+    error = body.get("error", body)
+    if not isinstance(error, dict):
+        return None, str(error) if error is not None else None
+    code = error.get("code") or error.get("type")
+    message = error.get("message")
+    return (
+        str(code) if code is not None else None,
+        str(message) if message is not None else None,
+    )
+
+
+def status_error(
+    status: int,
+    body: object,
+    headers: Mapping[str, str],
+    *,
+    provider: str,
+) -> ProviderStatusError:
+    """Build the typed error for an HTTP error *status* with its *body* and *headers*."""
+    code, message = error_from_body(body)
+    should_retry = headers.get("x-should-retry")
+    retryable = status in RETRYABLE_STATUSES if should_retry is None else should_retry == "true"
+    cls = _STATUS_CLASSES.get(status, ProviderStatusError)
+    return cls(
+        f"{provider} returned HTTP {status}: {message or 'no message'}",
+        code=code or f"HTTP_{status}",
+        status=status,
+        retry_after=retry_after_seconds(headers),
+        retryable=retryable,
+        headers=headers,
+    )

@@ -1,0 +1,175 @@
+"""HTTP plumbing shared by the adapters: sharded connection pools and SSE stream pumping."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Protocol, final
+
+import httpx2
+import trio
+
+from retinue._stream import StreamChunk
+
+from ._failures import ProviderConnectionError
+from ._sse import SseDecoder, SseEvent
+
+__all__ = [
+    "SHARD_HEADER",
+    "ResponseListener",
+    "ShardedTransport",
+    "StreamDecoder",
+    "close_response",
+    "decode_response",
+    "listening",
+    "make_http_client",
+    "report_response",
+]
+
+SHARD_HEADER = "x-retinue-shard"
+"""Request header naming the pool shard (the session id); removed before sending."""
+
+ResponseListener = Callable[[Mapping[str, str]], None]
+"""Receives the headers of each successful provider response (rate-limit feedback)."""
+
+_listener: ContextVar[ResponseListener | None] = ContextVar(
+    "retinue_response_listener", default=None
+)
+
+
+@contextmanager
+def listening(listener: ResponseListener | None) -> Iterator[None]:
+    """Route :func:`report_response` calls made in this context to *listener*."""
+    token = _listener.set(listener)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
+def report_response(headers: Mapping[str, str]) -> None:
+    """Give a response's headers to the listener of the current context, if any."""
+    listener = _listener.get()
+    if listener is not None:
+        listener(headers)
+
+
+@final
+class ShardedTransport(httpx2.AsyncBaseTransport):
+    """Several connection pools behind one transport, chosen by hash of the shard header.
+
+    Many small pools cost less CPU per request than one large one; requests of
+    one session always use the same pool, so their connections stay warm.
+    """
+
+    def __init__(self, shards: int, pool_size: int, *, keepalive_expiry: float = 30.0) -> None:
+        limits = httpx2.Limits(
+            max_connections=pool_size,
+            max_keepalive_connections=pool_size,
+            keepalive_expiry=keepalive_expiry,
+        )
+        self._pools = [httpx2.AsyncHTTPTransport(limits=limits) for _ in range(max(1, shards))]
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send *request* through the pool its shard header selects."""
+        key = request.headers.get(SHARD_HEADER)
+        if key is None:
+            pool = self._pools[0]
+        else:
+            del request.headers[SHARD_HEADER]
+            pool = self._pools[zlib.crc32(key.encode()) % len(self._pools)]
+        return await pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """Close every pool."""
+        for pool in self._pools:
+            await pool.aclose()
+
+    @property
+    def shards(self) -> int:
+        """How many pools there are."""
+        return len(self._pools)
+
+
+def make_http_client(
+    *,
+    max_connections: int,
+    pool_size: int,
+    timeout: float,
+    connect_timeout: float,
+    transport: httpx2.AsyncBaseTransport | None = None,
+) -> httpx2.AsyncClient:
+    """An ``httpx2.AsyncClient`` over ``ceil(max_connections / pool_size)`` sharded pools."""
+    if transport is None:
+        shards = max(1, -(-max_connections // max(1, pool_size)))
+        transport = ShardedTransport(shards, min(pool_size, max_connections))
+    return httpx2.AsyncClient(
+        transport=transport,
+        timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
+    )
+
+
+class StreamDecoder(Protocol):
+    """A wire-format decoder: SSE events in, stream chunks out."""
+
+    @property
+    def done(self) -> bool:
+        """Whether the terminal event was seen."""
+        ...
+
+    def feed(self, event: SseEvent) -> list[StreamChunk]:
+        """Decode one event."""
+        ...
+
+    def close(self) -> list[StreamChunk]:
+        """End the stream and return the closing chunks; raises if it was cut short."""
+        ...
+
+
+def _finished(decoder: StreamDecoder) -> bool:
+    return decoder.done
+
+
+async def decode_response(
+    response: httpx2.Response, decoder: StreamDecoder, *, provider: str
+) -> AsyncIterator[StreamChunk]:
+    """Yield the chunks of an SSE *response*; stops reading at the terminal event.
+
+    Transport failures while reading raise :class:`ProviderConnectionError`.
+    The caller owns (and closes) *response*.
+    """
+    sse = SseDecoder()
+    body = response.aiter_bytes()
+    try:
+        while not decoder.done:
+            try:
+                data = await body.__anext__()
+            except StopAsyncIteration:
+                for event in sse.close():
+                    for chunk in decoder.feed(event):
+                        yield chunk
+                break
+            except httpx2.TransportError as exc:
+                raise ProviderConnectionError(
+                    f"{provider} stream failed: {exc!r}", code="STREAM_TRUNCATED", retryable=True
+                ) from exc
+            for event in sse.feed(data):
+                for chunk in decoder.feed(event):
+                    yield chunk
+                if _finished(decoder):
+                    break
+        for chunk in decoder.close():
+            yield chunk
+    finally:
+        await body.aclose()
+
+
+async def close_response(response: httpx2.Response) -> None:
+    """Close *response* and its connection, shielded from cancellation for at most a second.
+
+    A stream abandoned by an abort must not leave its connection half-read.
+    """
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
+        await response.aclose()

@@ -1,0 +1,279 @@
+"""OpenAI Chat Completions wire format: request bodies and the streaming decoder (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import final
+
+import attrs
+
+from retinue._content import (
+    ContentBlock,
+    Message,
+    OpaqueBlock,
+    Text,
+    ToolCall,
+    ToolResultBlock,
+    content_text,
+)
+from retinue._lossless import thaw_json
+from retinue._request import ModelRequest, ToolSchema
+from retinue._stream import (
+    MAX_TOKENS,
+    STOP,
+    TOOL_CALLS,
+    Errored,
+    Finish,
+    FinishReason,
+    OtherFinish,
+    StreamChunk,
+    Usage,
+    UsageChunk,
+)
+
+from ._blocks import BlockTable, loads_event
+from ._failures import RETRYABLE_STREAM_CODES, ProviderConnectionError, ProviderStreamError
+from ._sse import SseEvent
+
+__all__ = ["ChatStreamDecoder", "chat_finish", "chat_request_body", "chat_usage"]
+
+JsonObject = dict[str, object]
+
+
+def _user_part(block: ContentBlock) -> JsonObject | None:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, OpaqueBlock):
+        data = thaw_json(block.data)
+        return data if isinstance(data, dict) else None
+    return None
+
+
+def _user_content(parts: list[JsonObject]) -> str | list[JsonObject]:
+    if all(part.get("type") == "text" for part in parts):
+        return "".join(str(part["text"]) for part in parts)
+    return parts
+
+
+def _tool_message(block: ToolResultBlock) -> JsonObject:
+    text = content_text(block.content)
+    return {"role": "tool", "tool_call_id": block.tool_call_id, "content": text}
+
+
+def _user_messages(message: Message) -> list[JsonObject]:
+    """A user message becomes ``tool`` messages (results) and then one ``user`` message."""
+    out = [_tool_message(b) for b in message.content if isinstance(b, ToolResultBlock)]
+    parts = [p for p in map(_user_part, message.content) if p is not None]
+    if parts:
+        out.append({"role": "user", "content": _user_content(parts)})
+    return out
+
+
+def _assistant_message(message: Message) -> JsonObject | None:
+    text = content_text(message.content)
+    calls = [
+        {"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.arguments}}
+        for b in message.content
+        if isinstance(b, ToolCall)
+    ]
+    if not text and not calls:
+        return None
+    out: JsonObject = {"role": "assistant", "content": text or None}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def chat_messages(system: str | None, messages: Sequence[Message]) -> list[JsonObject]:
+    """Map a system prompt and SPEC messages to Chat Completions ``messages``.
+
+    Tool results become ``role: "tool"`` messages placed before any other user
+    content of the same message; reasoning blocks are not replayed (Chat
+    Completions has no field for them).
+    """
+    out: list[JsonObject] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "assistant":
+            mapped = _assistant_message(message)
+            if mapped is not None:
+                out.append(mapped)
+        elif message.role == "system":
+            out.append({"role": "system", "content": content_text(message.content)})
+        else:
+            out.extend(_user_messages(message))
+    return out
+
+
+def chat_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
+    """Map tool schemas to Chat Completions ``tools``."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": thaw_json(tool.parameters),
+            },
+        }
+        for tool in tools
+    ]
+
+
+def chat_request_body(
+    request: ModelRequest,
+    *,
+    stream: bool = True,
+    max_tokens_param: str = "max_completion_tokens",
+) -> JsonObject:
+    """Build the Chat Completions request body for *request*; pure."""
+    body: JsonObject = {
+        "model": request.model,
+        "messages": chat_messages(request.system, request.messages),
+    }
+    if request.tools:
+        body["tools"] = chat_tools(request.tools)
+    if request.max_tokens is not None:
+        body[max_tokens_param] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _dict(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def chat_usage(usage: JsonObject) -> Usage:
+    """Map a Chat Completions ``usage`` object to disjoint :class:`Usage` counts."""
+    prompt = _dict(usage.get("prompt_tokens_details"))
+    completion = _dict(usage.get("completion_tokens_details"))
+    cached: int | None = None
+    if "cached_tokens" in prompt:
+        cached = _int(prompt["cached_tokens"])
+    elif "prompt_cache_hit_tokens" in usage:
+        cached = _int(usage["prompt_cache_hit_tokens"])
+    reasoning = completion.get("reasoning_tokens")
+    return Usage(
+        input_tokens=_int(usage.get("prompt_tokens")) - (cached or 0),
+        output_tokens=_int(usage.get("completion_tokens")),
+        cache_read_tokens=cached,
+        reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
+    )
+
+
+def chat_finish(name: str | None) -> FinishReason:
+    """Map a Chat Completions ``finish_reason`` to a :data:`FinishReason`."""
+    if name is None or name == "stop":
+        return STOP
+    if name in ("tool_calls", "function_call"):
+        return TOOL_CALLS
+    if name == "length":
+        return MAX_TOKENS
+    if name == "content_filter":
+        return Errored("the provider's content filter stopped the output", code="content_filter")
+    return OtherFinish(name)
+
+
+def stream_error(error: object, *, where: str) -> ProviderStreamError:
+    """The error for an ``error`` object that arrived inside a stream."""
+    fields = _dict(error)
+    code = fields.get("code") or fields.get("type")
+    message = fields.get("message") or str(error)
+    code_text = str(code) if code is not None else "STREAM_ERROR"
+    return ProviderStreamError(
+        f"{where} stream error: {message}",
+        code=code_text,
+        retryable=code_text in RETRYABLE_STREAM_CODES,
+    )
+
+
+@final
+@attrs.define(eq=False)
+class ChatStreamDecoder:
+    """Turn Chat Completions SSE events into stream chunks.
+
+    Deltas are yielded as they arrive; block ends, usage and the finish come
+    from :meth:`close`, because the usage chunk follows the finish reason.
+    """
+
+    _table: BlockTable = attrs.field(factory=BlockTable, init=False)
+    _finish: str | None = attrs.field(default=None, init=False)
+    done: bool = attrs.field(default=False, init=False)
+    """Whether ``[DONE]`` was seen; nothing more is expected."""
+
+    def feed(self, event: SseEvent) -> list[StreamChunk]:
+        """Decode one event; raises :class:`ProviderStreamError` on an error event."""
+        if event.data == b"[DONE]":
+            self.done = True
+            return []
+        payload = loads_event(event.data)
+        if payload.get("error"):
+            raise stream_error(payload["error"], where="chat completions")
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            self._table.usage = chat_usage(usage)
+        out: list[StreamChunk] = []
+        choices = payload.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                    self._choice(choice, out)
+        return out
+
+    def _choice(self, choice: JsonObject, out: list[StreamChunk]) -> None:
+        delta = _dict(choice.get("delta"))
+        table = self._table
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            out.append(table.reasoning("reasoning", reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            out.append(table.text("text", content))
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, call in enumerate(calls):
+                out.append(self._tool_call(position, _dict(call)))
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str):
+            self._finish = finish
+
+    def _tool_call(self, position: int, call: JsonObject) -> StreamChunk:
+        index = call.get("index")
+        key = ("call", index if isinstance(index, int) else position)
+        function = _dict(call.get("function"))
+        call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
+        return self._table.tool_call(
+            key,
+            call_id if isinstance(call_id, str) else None,
+            name if isinstance(name, str) else None,
+            arguments if isinstance(arguments, str) else "",
+        )
+
+    def close(self) -> list[StreamChunk]:
+        """End the stream: block ends, usage, finish.
+
+        Raises:
+            ProviderConnectionError: the stream ended with neither ``[DONE]`` nor a finish reason.
+        """
+        if not self.done and self._finish is None:
+            raise ProviderConnectionError(
+                "the chat completions stream ended before it was complete",
+                code="STREAM_TRUNCATED",
+                retryable=True,
+            )
+        out: list[StreamChunk] = list(self._table.end_all())
+        if self._table.usage is not None:
+            out.append(UsageChunk(self._table.usage))
+        out.append(Finish(chat_finish(self._finish)))
+        return out

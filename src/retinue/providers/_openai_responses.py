@@ -1,0 +1,223 @@
+"""OpenAI Responses API wire format: request bodies and the streaming decoder (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import final
+
+import attrs
+
+from retinue._content import Message, Text, ToolCall, ToolResultBlock, content_text
+from retinue._lossless import thaw_json
+from retinue._request import ModelRequest, ToolSchema
+from retinue._stream import (
+    MAX_TOKENS,
+    STOP,
+    TOOL_CALLS,
+    Errored,
+    Finish,
+    StreamChunk,
+    Usage,
+    UsageChunk,
+)
+
+from ._blocks import BlockTable, loads_event
+from ._failures import ProviderConnectionError
+from ._openai_chat import stream_error
+from ._sse import SseEvent
+
+__all__ = ["ResponsesStreamDecoder", "responses_request_body", "responses_usage"]
+
+JsonObject = dict[str, object]
+
+
+def _user_items(message: Message) -> list[JsonObject]:
+    items: list[JsonObject] = [
+        {
+            "type": "function_call_output",
+            "call_id": block.tool_call_id,
+            "output": content_text(block.content),
+        }
+        for block in message.content
+        if isinstance(block, ToolResultBlock)
+    ]
+    texts = [block.text for block in message.content if isinstance(block, Text)]
+    if texts:
+        items.append({"role": "user", "content": "".join(texts)})
+    return items
+
+
+def _assistant_items(message: Message) -> list[JsonObject]:
+    items: list[JsonObject] = []
+    text = content_text(message.content)
+    if text:
+        items.append({"role": "assistant", "content": text})
+    items.extend(
+        {"type": "function_call", "call_id": b.id, "name": b.name, "arguments": b.arguments}
+        for b in message.content
+        if isinstance(b, ToolCall)
+    )
+    return items
+
+
+def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
+    """Map SPEC messages to Responses ``input`` items (reasoning is not replayed)."""
+    items: list[JsonObject] = []
+    for message in messages:
+        if message.role == "assistant":
+            items.extend(_assistant_items(message))
+        elif message.role == "system":
+            items.append({"role": "developer", "content": content_text(message.content)})
+        else:
+            items.extend(_user_items(message))
+    return items
+
+
+def responses_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
+    """Map tool schemas to Responses function tools."""
+    return [
+        {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": thaw_json(tool.parameters),
+            "strict": False,
+        }
+        for tool in tools
+    ]
+
+
+def responses_request_body(request: ModelRequest, *, stream: bool = True) -> JsonObject:
+    """Build the Responses API request body for *request*; pure.
+
+    ``stop`` has no Responses equivalent and is not sent.
+    """
+    body: JsonObject = {"model": request.model, "input": responses_input(request.messages)}
+    if request.system:
+        body["instructions"] = request.system
+    if request.tools:
+        body["tools"] = responses_tools(request.tools)
+    if request.max_tokens is not None:
+        body["max_output_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _dict(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def responses_usage(usage: JsonObject) -> Usage:
+    """Map a Responses ``usage`` object to disjoint :class:`Usage` counts."""
+    input_details = _dict(usage.get("input_tokens_details"))
+    output_details = _dict(usage.get("output_tokens_details"))
+    cached = input_details.get("cached_tokens")
+    reasoning = output_details.get("reasoning_tokens")
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")) - _int(cached),
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_tokens=cached if isinstance(cached, int) else None,
+        reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
+    )
+
+
+@final
+@attrs.define(eq=False)
+class ResponsesStreamDecoder:
+    """Turn Responses API SSE events into stream chunks."""
+
+    _table: BlockTable = attrs.field(factory=BlockTable, init=False)
+    _finish: Finish | None = attrs.field(default=None, init=False)
+    done: bool = attrs.field(default=False, init=False)
+    """Whether a terminal event (completed, incomplete) was seen."""
+
+    def feed(self, event: SseEvent) -> list[StreamChunk]:
+        """Decode one event; raises :class:`ProviderStreamError` on ``error`` / ``response.failed``."""
+        payload = loads_event(event.data)
+        kind = payload.get("type")
+        table = self._table
+        output = payload.get("output_index")
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            key = ("text", output, payload.get("content_index"))
+            return [table.text(key, _str(payload.get("delta")) or "")]
+        if kind == "response.function_call_arguments.delta":
+            return [table.tool_call(("call", output), None, None, _str(payload.get("delta")) or "")]
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            return [table.reasoning(("reasoning", output), _str(payload.get("delta")) or "")]
+        if kind == "response.output_item.added":
+            return self._item_added(output, _dict(payload.get("item")))
+        if kind == "response.output_item.done":
+            self._item_done(output, _dict(payload.get("item")))
+            return []
+        if kind in ("response.completed", "response.incomplete"):
+            self._terminal(_dict(payload.get("response")))
+            return []
+        if kind == "response.failed":
+            failure = _dict(payload.get("response")).get("error")
+            raise stream_error(failure, where="responses")
+        if kind == "error":
+            raise stream_error(payload.get("error") or payload, where="responses")
+        return []
+
+    def _item_added(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        if item.get("type") != "function_call":
+            return []
+        call_id, name = _str(item.get("call_id")), _str(item.get("name"))
+        return [self._table.tool_call(("call", output), call_id, name, "")]
+
+    def _item_done(self, output: object, item: JsonObject) -> None:
+        if item.get("type") != "function_call":
+            return
+        key = ("call", output)
+        arguments = _str(item.get("arguments"))
+        if arguments is None:
+            arguments = self._table.tool_arguments(key) if self._table.has(key) else ""
+        call = ToolCall(_str(item.get("call_id")) or "", _str(item.get("name")) or "", arguments)
+        self._table.finalize(key, call)
+
+    def _terminal(self, response: JsonObject) -> None:
+        self.done = True
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            self._table.usage = responses_usage(usage)
+        reason = _dict(response.get("incomplete_details")).get("reason")
+        if response.get("status") == "incomplete" or reason is not None:
+            if reason == "content_filter":
+                self._finish = Finish(
+                    Errored(
+                        "the provider's content filter stopped the output", code="content_filter"
+                    )
+                )
+            else:
+                self._finish = Finish(MAX_TOKENS)
+        else:
+            self._finish = Finish(TOOL_CALLS if self._table.has_tool_calls else STOP)
+
+    def close(self) -> list[StreamChunk]:
+        """End the stream: block ends, usage, finish.
+
+        Raises:
+            ProviderConnectionError: the stream ended before a terminal event.
+        """
+        if self._finish is None:
+            raise ProviderConnectionError(
+                "the responses stream ended before it was complete",
+                code="STREAM_TRUNCATED",
+                retryable=True,
+            )
+        out: list[StreamChunk] = list(self._table.end_all())
+        if self._table.usage is not None:
+            out.append(UsageChunk(self._table.usage))
+        out.append(self._finish)
+        return out

@@ -1,0 +1,105 @@
+"""The retry policy: which failures are retried, and how long to wait before each retry."""
+
+from __future__ import annotations
+
+import random
+from typing import final
+
+import attrs
+
+from retinue._errors import ModelError
+
+from ._failures import RETRYABLE_STATUSES, ProviderError
+
+__all__ = ["RetryNotice", "RetryPolicy"]
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must not be negative")
+
+
+@final
+@attrs.frozen
+class RetryPolicy:
+    """Exponential backoff with full jitter, bounded attempts, ``Retry-After`` honoured.
+
+    The SDKs' own retries are turned off by the adapters, so this is the only
+    retry policy. A call is retried only before its first chunk was yielded.
+    """
+
+    max_attempts: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+    """Attempts in total, the first included."""
+    base_delay: float = attrs.field(default=0.5, validator=_positive)
+    """The backoff cap of the first retry; it doubles with each further retry."""
+    max_delay: float = attrs.field(default=30.0, validator=_positive)
+    """The largest backoff cap."""
+    max_retry_after: float = attrs.field(default=120.0, validator=_positive)
+    """The longest ``Retry-After`` honoured; a provider asking for more is capped here."""
+    retryable_statuses: frozenset[int] = attrs.field(
+        default=RETRYABLE_STATUSES, converter=frozenset
+    )
+    """HTTP statuses that are retried."""
+    retry_connection_errors: bool = True
+    """Whether connection failures (and streams cut before their first chunk) are retried."""
+
+    def is_retryable(self, error: BaseException) -> bool:
+        """Whether *error* may succeed on a retry under this policy; never blocks."""
+        if not isinstance(error, ProviderError):
+            return False
+        if error.status is not None:
+            return error.retryable and error.status in self.retryable_statuses
+        return error.retryable and self.retry_connection_errors
+
+    def delay(
+        self, attempt: int, error: BaseException | None = None, rng: random.Random | None = None
+    ) -> float:
+        """Seconds to wait after failed attempt number *attempt* (1-based).
+
+        ``Retry-After`` from *error* wins (capped by ``max_retry_after``);
+        otherwise full jitter: uniform in ``[0, min(max_delay, base_delay * 2**(attempt-1))]``.
+        """
+        retry_after = getattr(error, "retry_after", None)
+        if isinstance(retry_after, int | float):
+            return min(float(retry_after), self.max_retry_after)
+        cap = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+        return (rng or random).uniform(0.0, cap)
+
+
+@final
+@attrs.frozen
+class RetryNotice:
+    """One retry about to happen: what failed and how long the wait is."""
+
+    session_id: str | None
+    """The session whose request is retried."""
+    provider: str | None
+    """The provider the request went to."""
+    model: str
+    """The model name of the request."""
+    attempt: int
+    """The attempt that failed (1-based); the retry is attempt ``attempt + 1``."""
+    delay: float
+    """Seconds until the retry."""
+    code: str | None
+    """The error code of the failure."""
+    status: int | None
+    """The HTTP status of the failure, if any."""
+    message: str
+    """The failure's message."""
+
+    @classmethod
+    def of(
+        cls,
+        error: ModelError,
+        *,
+        session_id: str | None,
+        provider: str | None,
+        model: str,
+        attempt: int,
+        delay: float,
+    ) -> RetryNotice:
+        """Describe *error* as a notice."""
+        return cls(
+            session_id, provider, model, attempt, delay, error.code, error.status, error.message
+        )

@@ -1,0 +1,152 @@
+"""``AnthropicModel``: the Anthropic Messages adapter over the official SDK.
+
+This is the only module that imports ``anthropic``. The SDK builds and sends
+the request (auth, version header, base URL, error bodies); the response stream
+is read raw and its SSE parsed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Self, final
+
+import anthropic
+import httpx2
+
+from retinue._request import ModelRequest
+from retinue._stream import StreamChunk
+
+from ._anthropic_wire import DEFAULT_MAX_TOKENS, AnthropicStreamDecoder, anthropic_request_body
+from ._failures import ProviderConnectionError, ProviderError, status_error
+from ._http import (
+    SHARD_HEADER,
+    close_response,
+    decode_response,
+    make_http_client,
+    report_response,
+)
+
+__all__ = ["AnthropicModel"]
+
+
+@final
+class AnthropicModel:
+    """A :class:`~retinue.providers.Model` over Anthropic's Messages API.
+
+    Use it as an async context manager (or call :meth:`aclose`): it owns one
+    SDK client and its connection pools. Keys default to ``ANTHROPIC_API_KEY``;
+    ``base_url`` has no ``/v1`` suffix. The SDK's retries are off; wrap the
+    model with :func:`~retinue.providers.manage` for retries and admission.
+
+    Args:
+        base_url: The API root (default: Anthropic's, or ``ANTHROPIC_BASE_URL``).
+        api_key: The key.
+        provider: The provider name this adapter reports.
+        default_max_tokens: ``max_tokens`` when a request sets none (the API requires one).
+        thinking_budget: Enables extended thinking with this token budget.
+        max_connections: Connections in total, split into pools of ``pool_size``.
+        timeout: Seconds allowed between bytes of a response.
+        transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str = "anthropic",
+        default_headers: Mapping[str, str] | None = None,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        thinking_budget: int | None = None,
+        max_connections: int = 1000,
+        pool_size: int = 100,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.provider = provider
+        self._default_max_tokens = default_max_tokens
+        self._thinking_budget = thinking_budget
+        http_client = make_http_client(
+            max_connections=max_connections,
+            pool_size=pool_size,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            transport=transport,
+        )
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            default_headers=default_headers,
+            max_retries=0,
+            timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
+            http_client=http_client,
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._client.base_url)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections; idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._client.close()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Stream one call; closing or cancelling the iterator closes the HTTP response."""
+        return self._stream(request)
+
+    async def _send(self, body: dict[str, object], session_id: str | None) -> httpx2.Response:
+        headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
+        if session_id is not None:
+            headers[SHARD_HEADER] = session_id
+        try:
+            return await self._client.post(
+                "/v1/messages", cast_to=httpx2.Response, body=body, options={"headers": headers}
+            )
+        except anthropic.APIStatusError as exc:
+            raise status_error(
+                exc.status_code, exc.body, exc.response.headers, provider=self.provider
+            ) from exc
+        except anthropic.APIConnectionError as exc:
+            timed_out = isinstance(exc, anthropic.APITimeoutError)
+            raise ProviderConnectionError(
+                f"{self.provider} connection failed: {exc}",
+                code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
+                retryable=True,
+            ) from exc
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        if self._closed:
+            raise ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
+        body = anthropic_request_body(
+            request,
+            default_max_tokens=self._default_max_tokens,
+            thinking_budget=self._thinking_budget,
+        )
+        response = await self._send(body, request.session_id)
+        try:
+            report_response(response.headers)
+            decoder = AnthropicStreamDecoder()
+            async for chunk in decode_response(response, decoder, provider=self.provider):
+                yield chunk
+        finally:
+            await close_response(response)

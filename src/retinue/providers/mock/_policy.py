@@ -1,0 +1,203 @@
+"""Mock server policies: echo/tool-using default, scripted, recorded-exchange replay, faults."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeAlias, final
+
+import attrs
+
+from ._values import (
+    FAULT_KINDS,
+    Fault,
+    FaultKind,
+    MockCall,
+    MockReply,
+    MockResponse,
+    MockToolCall,
+    RawReply,
+)
+
+__all__ = [
+    "EchoPolicy",
+    "FaultPolicy",
+    "Policy",
+    "ReplayPolicy",
+    "ScriptedPolicy",
+    "example_arguments",
+    "load_exchange",
+]
+
+Policy: TypeAlias = Callable[[MockCall], MockResponse]
+"""Answers one call; may keep state (policies run in the server's trio thread)."""
+
+_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+
+
+def _example(schema: Mapping[str, object], name: str, rng: random.Random) -> object:
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return rng.choice(enum)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "integer":
+        return rng.randint(1, 10)
+    if kind == "number":
+        return round(rng.uniform(0, 10), 2)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "array":
+        items = schema.get("items")
+        return [_example(items if isinstance(items, dict) else {}, name, rng)]
+    if kind == "object" or "properties" in schema:
+        return example_arguments(schema, rng)
+    return f"{name} {rng.choice(_WORDS)}"
+
+
+def example_arguments(schema: Mapping[str, object], rng: random.Random) -> dict[str, object]:
+    """Plausible arguments for a JSON object schema: every required property, typed."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    required = schema.get("required")
+    names = required if isinstance(required, list) and required else list(properties)
+    return {
+        str(name): _example(properties.get(name) or {}, str(name), rng)
+        for name in names
+        if isinstance(properties.get(name, {}), dict)
+    }
+
+
+def _padded(text: str, chunks: int) -> str:
+    words = [text] if text else []
+    index = 0
+    while len(" ".join(words)) < chunks * 6:
+        words.append(_WORDS[index % len(_WORDS)])
+        index += 1
+    return " ".join(words)
+
+
+@final
+@attrs.define(eq=False)
+class EchoPolicy:
+    """A model that does realistic work.
+
+    When tools are offered and the last message is a prompt, it calls one or
+    two of them with plausible arguments; after tool results it answers with
+    text; otherwise it echoes the prompt. Text streams in ``chunks`` pieces.
+    """
+
+    chunks: int = 4
+    max_tool_calls: int = 2
+    seed: int = 0
+    _rng: random.Random = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def __call__(self, call: MockCall) -> MockResponse:
+        """Answer *call*."""
+        if call.after_tool_results:
+            answer = f"Done. The tools said: {call.last_text[:80]}"
+            return MockReply(text=_padded(answer, self.chunks), chunks=self.chunks)
+        if call.tools and self.max_tool_calls > 0:
+            count = min(len(call.tools), 1 + call.number % self.max_tool_calls)
+            chosen = self._rng.sample(call.tools, count)
+            calls = tuple(
+                MockToolCall(name, json.dumps(example_arguments(schema, self._rng)))
+                for name, schema in chosen
+            )
+            return MockReply(tool_calls=calls, chunks=self.chunks)
+        echo = f"You said: {call.last_text[:200]}"
+        return MockReply(text=_padded(echo, self.chunks), chunks=self.chunks)
+
+
+@final
+@attrs.define(eq=False)
+class ScriptedPolicy:
+    """Answers calls with the given responses in order; cycles when ``cycle`` is set."""
+
+    responses: Sequence[MockResponse] = attrs.field(converter=tuple)
+    cycle: bool = False
+    _position: int = attrs.field(default=0, init=False)
+
+    def __call__(self, _call: MockCall) -> MockResponse:
+        """Answer a call with the next response; a 500 once the script is exhausted."""
+        if self._position >= len(self.responses):
+            if not self.cycle or not self.responses:
+                return Fault("server_error")
+            self._position = 0
+        response = self.responses[self._position]
+        self._position += 1
+        return response
+
+
+def load_exchange(path: str | Path) -> dict[str, object]:
+    """Load one recorded exchange (the fixtures' JSON format)."""
+    with Path(path).open(encoding="utf-8") as handle:
+        exchange = json.load(handle)
+    if not isinstance(exchange, dict) or "response" not in exchange:
+        raise ValueError(f"{path} is not a recorded exchange")
+    return exchange
+
+
+def _raw_tuple(replies: Iterable[RawReply]) -> tuple[RawReply, ...]:
+    return tuple(replies)
+
+
+@final
+@attrs.define(eq=False)
+class ReplayPolicy:
+    """Serves recorded exchanges byte for byte, in order, cycling."""
+
+    replies: tuple[RawReply, ...] = attrs.field(converter=_raw_tuple)
+    _position: int = attrs.field(default=0, init=False)
+
+    @classmethod
+    def of(cls, *exchanges: str | Path | Mapping[str, object]) -> ReplayPolicy:
+        """Build from fixture paths or already-loaded exchanges."""
+        loaded = [e if isinstance(e, Mapping) else load_exchange(e) for e in exchanges]
+        return cls(tuple(RawReply.from_fixture(e) for e in loaded))
+
+    def __call__(self, _call: MockCall) -> MockResponse:
+        """Answer a call with the next recorded response."""
+        reply = self.replies[self._position % len(self.replies)]
+        self._position += 1
+        return reply
+
+
+@final
+@attrs.define(eq=False)
+class FaultPolicy:
+    """Wraps a policy and replaces a fraction ``rate`` of its answers with faults.
+
+    The fault kind is drawn uniformly from ``kinds``; stream faults stream the
+    wrapped policy's reply before failing. Seeded, so a run is reproducible.
+    """
+
+    inner: Policy = attrs.field(factory=EchoPolicy)
+    rate: float = 0.1
+    kinds: tuple[FaultKind, ...] = attrs.field(default=FAULT_KINDS, converter=tuple)
+    retry_after: float | None = 1.0
+    seed: int = 0
+    _rng: random.Random = attrs.field(init=False)
+    injected: dict[str, int] = attrs.field(factory=dict, init=False)
+    """How many faults of each kind were injected."""
+
+    def __attrs_post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def __call__(self, call: MockCall) -> MockResponse:
+        """Answer *call*, faulted with probability ``rate``."""
+        response = self.inner(call)
+        if not self.kinds or self._rng.random() >= self.rate:
+            return response
+        kind = self._rng.choice(self.kinds)
+        self.injected[kind] = self.injected.get(kind, 0) + 1
+        if isinstance(response, MockReply) and (response.text or response.tool_calls):
+            return Fault(kind, self.retry_after, response)
+        return Fault(kind, self.retry_after)

@@ -1,0 +1,185 @@
+"""``OpenAIModel``: the OpenAI adapter (Chat Completions or Responses) over the official SDK.
+
+This is the only module that imports ``openai``. The SDK builds and sends the
+request (auth, base URL, error bodies); the response stream is read raw and its
+SSE parsed here, which costs a fraction of the SDK's per-chunk objects.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Literal, Self, final
+
+import httpx2
+import openai
+
+from retinue._request import ModelRequest
+from retinue._stream import StreamChunk
+
+from ._failures import ProviderConnectionError, ProviderError, status_error
+from ._http import (
+    SHARD_HEADER,
+    StreamDecoder,
+    close_response,
+    decode_response,
+    make_http_client,
+    report_response,
+)
+from ._openai_chat import ChatStreamDecoder, chat_request_body
+from ._openai_responses import ResponsesStreamDecoder, responses_request_body
+
+__all__ = ["OpenAIModel"]
+
+Api = Literal["chat", "responses"]
+
+
+def connection_error(exc: Exception, provider: str) -> ProviderConnectionError:
+    """The typed error for an SDK connection failure or timeout."""
+    timed_out = isinstance(exc, openai.APITimeoutError)
+    return ProviderConnectionError(
+        f"{provider} connection failed: {exc}",
+        code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
+        retryable=True,
+    )
+
+
+@final
+class OpenAIModel:
+    """A :class:`~retinue.providers.Model` over the OpenAI API or any compatible server.
+
+    Use it as an async context manager (or call :meth:`aclose`): it owns one
+    SDK client and its connection pools. ``base_url`` points it at DeepSeek,
+    vLLM, Ollama, llama.cpp or any other OpenAI-compatible server; keys default
+    to ``OPENAI_API_KEY``. The SDK's retries are off; wrap the model with
+    :func:`~retinue.providers.manage` for retries and admission control.
+
+    Args:
+        base_url: The API root including ``/v1`` (default: OpenAI's, or ``OPENAI_BASE_URL``).
+        api_key: The key; a local server without auth gets a placeholder.
+        api: ``"chat"`` (Chat Completions) or ``"responses"`` (Responses API).
+        provider: The provider name this adapter reports (for routing and admission).
+        max_tokens_param: ``"max_completion_tokens"`` (OpenAI's default) or
+            ``"max_tokens"`` (the default for other servers).
+        max_connections: Connections in total, split into pools of ``pool_size``.
+        timeout: Seconds allowed between bytes of a response.
+        transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api: Api = "chat",
+        provider: str = "openai",
+        organization: str | None = None,
+        project: str | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        max_tokens_param: str | None = None,
+        max_connections: int = 1000,
+        pool_size: int = 100,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        if api not in ("chat", "responses"):
+            raise ValueError(f"api must be 'chat' or 'responses', not {api!r}")
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None and base_url is not None:
+            api_key = "not-needed"
+        self.provider = provider
+        self.api: Api = api
+        self._max_tokens_param = max_tokens_param or (
+            "max_completion_tokens" if base_url is None else "max_tokens"
+        )
+        http_client = make_http_client(
+            max_connections=max_connections,
+            pool_size=pool_size,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            transport=transport,
+        )
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            organization=organization,
+            project=project,
+            default_headers=default_headers,
+            max_retries=0,
+            timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
+            http_client=http_client,
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel(provider={self.provider!r}, api={self.api!r}, base_url={str(self._client.base_url)!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._client.base_url)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections; idempotent.
+
+        Waits for the pools to close; cancellation may leave sockets to the OS.
+        """
+        if not self._closed:
+            self._closed = True
+            await self._client.close()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Stream one call; closing or cancelling the iterator closes the HTTP response."""
+        return self._stream(request)
+
+    def _prepare(self, request: ModelRequest) -> tuple[str, dict[str, object], StreamDecoder]:
+        if self.api == "responses":
+            return "/responses", responses_request_body(request), ResponsesStreamDecoder()
+        body = chat_request_body(request, max_tokens_param=self._max_tokens_param)
+        return "/chat/completions", body, ChatStreamDecoder()
+
+    async def _send(
+        self, path: str, body: dict[str, object], session_id: str | None
+    ) -> httpx2.Response:
+        headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
+        if session_id is not None:
+            headers[SHARD_HEADER] = session_id
+        try:
+            return await self._client.post(
+                path,
+                cast_to=httpx2.Response,
+                body=body,
+                options={"headers": headers, "security": {"bearer_auth": True}},
+            )
+        except openai.APIStatusError as exc:
+            raise status_error(
+                exc.status_code, exc.body, exc.response.headers, provider=self.provider
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise connection_error(exc, self.provider) from exc
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        if self._closed:
+            raise ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
+        path, body, decoder = self._prepare(request)
+        response = await self._send(path, body, request.session_id)
+        try:
+            report_response(response.headers)
+            async for chunk in decode_response(response, decoder, provider=self.provider):
+                yield chunk
+        finally:
+            await close_response(response)
