@@ -25,23 +25,59 @@ from .._stream import (
     Usage,
     UsageChunk,
 )
+from ._admission import (
+    AdmissionController,
+    AdmissionLimits,
+    AdmissionStatistics,
+    AdmissionTicket,
+    LaneStatistics,
+)
+from ._failures import (
+    AuthenticationError,
+    ModelNotFoundError,
+    OverloadedError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStatusError,
+    ProviderStreamError,
+    RateLimitError,
+)
+from ._manage import ManagedModel, ManagedStatistics, estimate_tokens, manage
 from ._model import Model, ModelRouter
+from ._retry import RetryNotice, RetryPolicy
 
 __all__ = [
     "Aborted",
+    "AdmissionController",
+    "AdmissionLimits",
+    "AdmissionStatistics",
+    "AdmissionTicket",
+    "AuthenticationError",
     "BlockEnd",
     "BlockStart",
     "Errored",
     "Finish",
     "FinishReason",
+    "LaneStatistics",
     "LlmCallConfig",
+    "ManagedModel",
+    "ManagedStatistics",
     "MaxTokens",
     "MessageHistory",
     "Model",
+    "ModelNotFoundError",
     "ModelRequest",
     "ModelRouter",
     "OtherFinish",
+    "OverloadedError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderStatusError",
+    "ProviderStreamError",
+    "RateLimitError",
     "ReasoningDelta",
+    "RetryNotice",
+    "RetryPolicy",
     "Stop",
     "StreamChunk",
     "TextDelta",
@@ -50,4 +86,6 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "UsageChunk",
+    "estimate_tokens",
+    "manage",
 ]

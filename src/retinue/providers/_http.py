@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator
 from typing import Protocol, final
 
 import httpx2
@@ -18,42 +16,15 @@ from ._sse import SseDecoder, SseEvent
 
 __all__ = [
     "SHARD_HEADER",
-    "ResponseListener",
     "ShardedTransport",
     "StreamDecoder",
     "close_response",
     "decode_response",
-    "listening",
     "make_http_client",
-    "report_response",
 ]
 
 SHARD_HEADER = "x-retinue-shard"
 """Request header naming the pool shard (the session id); removed before sending."""
-
-ResponseListener = Callable[[Mapping[str, str]], None]
-"""Receives the headers of each successful provider response (rate-limit feedback)."""
-
-_listener: ContextVar[ResponseListener | None] = ContextVar(
-    "retinue_response_listener", default=None
-)
-
-
-@contextmanager
-def listening(listener: ResponseListener | None) -> Iterator[None]:
-    """Route :func:`report_response` calls made in this context to *listener*."""
-    token = _listener.set(listener)
-    try:
-        yield
-    finally:
-        _listener.reset(token)
-
-
-def report_response(headers: Mapping[str, str]) -> None:
-    """Give a response's headers to the listener of the current context, if any."""
-    listener = _listener.get()
-    if listener is not None:
-        listener(headers)
 
 
 @final

@@ -19,12 +19,12 @@ from retinue._stream import StreamChunk
 
 from ._anthropic_wire import DEFAULT_MAX_TOKENS, AnthropicStreamDecoder, anthropic_request_body
 from ._failures import ProviderConnectionError, ProviderError, status_error
+from ._feedback import report_response
 from ._http import (
     SHARD_HEADER,
     close_response,
     decode_response,
     make_http_client,
-    report_response,
 )
 
 __all__ = ["AnthropicModel"]

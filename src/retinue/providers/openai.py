@@ -19,13 +19,13 @@ from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
 from ._failures import ProviderConnectionError, ProviderError, status_error
+from ._feedback import report_response
 from ._http import (
     SHARD_HEADER,
     StreamDecoder,
     close_response,
     decode_response,
     make_http_client,
-    report_response,
 )
 from ._openai_chat import ChatStreamDecoder, chat_request_body
 from ._openai_responses import ResponsesStreamDecoder, responses_request_body

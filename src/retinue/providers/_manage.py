@@ -1,0 +1,232 @@
+"""``manage``: one retry policy and shared admission control around any model."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import final
+
+import attrs
+import trio
+
+from retinue._content import Text, ToolCall, ToolResultBlock
+from retinue._request import ModelRequest
+from retinue._stream import StreamChunk, UsageChunk
+
+from ._admission import AdmissionController, AdmissionTicket
+from ._failures import ProviderError
+from ._feedback import listening
+from ._model import Model
+from ._retry import RetryNotice, RetryPolicy
+
+__all__ = ["ManagedModel", "ManagedStatistics", "estimate_tokens", "manage"]
+
+logger = logging.getLogger("retinue.providers")
+
+_NO_RETRY = RetryPolicy(max_attempts=1)
+_THROTTLED = frozenset({429, 529})
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """Estimate a request's input tokens: about four characters per token; pure."""
+    chars = len(request.system or "")
+    for message in request.messages:
+        for block in message.content:
+            if isinstance(block, Text):
+                chars += len(block.text)
+            elif isinstance(block, ToolCall):
+                chars += len(block.arguments) + len(block.name)
+            elif isinstance(block, ToolResultBlock):
+                chars += sum(len(b.text) for b in block.content if isinstance(b, Text))
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + 20 * len(tool.parameters)
+    return chars // 4 + 4 * len(request.messages) + 1
+
+
+@final
+@attrs.frozen
+class ManagedStatistics:
+    """A snapshot of a :class:`ManagedModel`'s calls."""
+
+    requests: int
+    """Streams started."""
+    attempts: int
+    """Provider calls made (requests plus retries)."""
+    retries: int
+    """Retries made."""
+    failures: int
+    """Streams that ended with an error after their last attempt."""
+
+
+@final
+class ManagedModel:
+    """A model with retries and admission control; see :func:`manage`."""
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        retry: RetryPolicy | None = None,
+        admission: AdmissionController | None = None,
+        on_retry: Callable[[RetryNotice], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.model = model
+        self.retry = retry or _NO_RETRY
+        self.admission = admission
+        self._on_retry = on_retry
+        self._rng = rng or random.Random()
+        self._counts = {"requests": 0, "attempts": 0, "retries": 0, "failures": 0}
+
+    def __repr__(self) -> str:
+        return f"ManagedModel({self.model!r}, retry={self.retry!r})"
+
+    @property
+    def provider(self) -> str | None:
+        """The wrapped model's provider name, if it has one."""
+        provider = getattr(self.model, "provider", None)
+        return provider if isinstance(provider, str) else None
+
+    def statistics(self) -> ManagedStatistics:
+        """A snapshot of the counters; never blocks."""
+        c = self._counts
+        return ManagedStatistics(c["requests"], c["attempts"], c["retries"], c["failures"])
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Stream *request* through admission and retries.
+
+        Each attempt waits for admission first. A retryable failure before the
+        first chunk is retried after the policy's delay (``on_retry`` is told
+        first); after a chunk was yielded, or on the last attempt, it raises.
+        """
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        self._counts["requests"] += 1
+        provider = request.provider or self.provider
+        attempt = 0
+        while True:
+            attempt += 1
+            self._counts["attempts"] += 1
+            yielded = False
+            try:
+                async with self._admit(request, provider) as ticket:
+                    async for chunk in self._attempt(request, ticket):
+                        yielded = True
+                        yield chunk
+                return
+            except ProviderError as error:
+                if (
+                    yielded
+                    or attempt >= self.retry.max_attempts
+                    or not self.retry.is_retryable(error)
+                ):
+                    self._counts["failures"] += 1
+                    raise
+                delay = self.retry.delay(attempt, error, self._rng)
+                self._notify(error, request, provider, attempt, delay)
+            self._counts["retries"] += 1
+            await trio.sleep(delay)
+
+    def _admit(
+        self, request: ModelRequest, provider: str | None
+    ) -> AbstractAsyncContextManager[AdmissionTicket | None]:
+        if self.admission is None:
+            return nullcontext()
+        return _admitted(self.admission, request, provider)
+
+    async def _attempt(
+        self, request: ModelRequest, ticket: AdmissionTicket | None
+    ) -> AsyncIterator[StreamChunk]:
+        async with _closing(self.model.stream(request)) as chunks:
+            with listening(None if ticket is None else ticket.observe_headers):
+                try:
+                    first = await chunks.__anext__()
+                except StopAsyncIteration:
+                    return
+            if ticket is not None and isinstance(first, UsageChunk):
+                ticket.record_usage(first.usage.total_tokens)
+            yield first
+            async for chunk in chunks:
+                if ticket is not None and isinstance(chunk, UsageChunk):
+                    ticket.record_usage(chunk.usage.total_tokens)
+                yield chunk
+
+    def _notify(
+        self,
+        error: ProviderError,
+        request: ModelRequest,
+        provider: str | None,
+        attempt: int,
+        delay: float,
+    ) -> None:
+        if self._on_retry is None:
+            return
+        notice = RetryNotice.of(
+            error,
+            session_id=request.session_id,
+            provider=provider,
+            model=request.model,
+            attempt=attempt,
+            delay=delay,
+        )
+        try:
+            self._on_retry(notice)
+        except Exception:
+            logger.exception("an on_retry callback failed")
+
+
+@asynccontextmanager
+async def _closing(stream: AsyncIterator[StreamChunk]) -> AsyncIterator[AsyncIterator[StreamChunk]]:
+    """Close *stream* on exit if it can be closed (async generators can)."""
+    try:
+        yield stream
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+class _admitted:  # noqa: N801 - used like a function
+    """Hold admission for one attempt; a 429/529 is reported to the lane."""
+
+    def __init__(
+        self, admission: AdmissionController, request: ModelRequest, provider: str | None
+    ) -> None:
+        self._admission = admission
+        self._request = request
+        self._provider = provider
+        self._inner: AbstractAsyncContextManager[AdmissionTicket] | None = None
+
+    async def __aenter__(self) -> AdmissionTicket:
+        self._inner = self._admission.admit(
+            provider=self._provider,
+            model=self._request.model,
+            session_id=self._request.session_id,
+            tokens=estimate_tokens(self._request),
+        )
+        return await self._inner.__aenter__()
+
+    async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
+        if isinstance(error, ProviderError) and error.status in _THROTTLED:
+            self._admission.rate_limited(self._provider, self._request.model, error.retry_after)
+        assert self._inner is not None
+        return bool(await self._inner.__aexit__(type(error) if error else None, error, None))
+
+
+def manage(
+    model: Model,
+    *,
+    retry: RetryPolicy | None = None,
+    admission: AdmissionController | None = None,
+    on_retry: Callable[[RetryNotice], None] | None = None,
+) -> ManagedModel:
+    """Wrap *model* with retries and admission control; returns a :class:`Model`.
+
+    Admission is taken per attempt and held until the attempt's stream ends;
+    retries happen only before the first chunk was yielded; *on_retry* is called
+    (synchronously, failures logged) before each retry's wait.
+    """
+    return ManagedModel(model, retry=retry, admission=admission, on_retry=on_retry)

@@ -1,0 +1,92 @@
+"""Parse providers' rate-limit response headers into one neutral record (pure)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import final
+
+import attrs
+
+__all__ = ["RateLimitInfo", "parse_duration", "parse_rate_limits"]
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+@final
+@attrs.frozen
+class RateLimitInfo:
+    """What a response said about the remaining budget, and when it resets (seconds from now)."""
+
+    requests_remaining: int | None = None
+    requests_reset: float | None = None
+    tokens_remaining: int | None = None
+    tokens_reset: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether no rate-limit header was found."""
+        return self.requests_remaining is None and self.tokens_remaining is None
+
+
+def parse_duration(text: str) -> float | None:
+    """Parse OpenAI's reset durations (``"12ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``)."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(a + b for a, b in parts) != text:
+        return None
+    return sum(float(amount) * _UNITS[unit] for amount, unit in parts)
+
+
+def _reset(text: str | None, wall_now: float) -> float | None:
+    if text is None:
+        return None
+    seconds = parse_duration(text)
+    if seconds is not None:
+        return seconds
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return max(0.0, moment.timestamp() - wall_now)
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def parse_rate_limits(headers: Mapping[str, str], wall_now: float) -> RateLimitInfo:
+    """Read OpenAI ``x-ratelimit-*`` or Anthropic ``anthropic-ratelimit-*`` headers.
+
+    *wall_now* is the current Unix time, for Anthropic's absolute reset times.
+    """
+    get = headers.get
+    if (
+        get("x-ratelimit-remaining-requests") is not None
+        or get("x-ratelimit-remaining-tokens") is not None
+    ):
+        return RateLimitInfo(
+            _int(get("x-ratelimit-remaining-requests")),
+            _reset(get("x-ratelimit-reset-requests"), wall_now),
+            _int(get("x-ratelimit-remaining-tokens")),
+            _reset(get("x-ratelimit-reset-tokens"), wall_now),
+        )
+    prefix = "anthropic-ratelimit-"
+    tokens = "tokens" if get(prefix + "tokens-remaining") is not None else "input-tokens"
+    return RateLimitInfo(
+        _int(get(prefix + "requests-remaining")),
+        _reset(get(prefix + "requests-reset"), wall_now),
+        _int(get(f"{prefix}{tokens}-remaining")),
+        _reset(get(f"{prefix}{tokens}-reset"), wall_now),
+    )
