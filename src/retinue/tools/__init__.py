@@ -1,0 +1,20 @@
+"""Tools: definitions, the ``@tool`` decorator and the never-raising execution pipeline."""
+
+from __future__ import annotations
+
+from ._decorator import tool
+from ._execution import PreparedCall, ToolExecution, ToolExecutionResult
+from ._registry import ToolRegistry
+from ._tool import ExecutionMode, Tool, ToolContext, ToolOutput
+
+__all__ = [
+    "ExecutionMode",
+    "PreparedCall",
+    "Tool",
+    "ToolContext",
+    "ToolExecution",
+    "ToolExecutionResult",
+    "ToolOutput",
+    "ToolRegistry",
+    "tool",
+]

@@ -1,0 +1,102 @@
+"""The innermost execute step: validate the arguments, run the body under its timeout."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable, Mapping
+
+import trio
+
+from retinue._lossless import thaw_json
+
+from ._execution import (
+    ToolExecution,
+    ToolExecutionResult,
+    error_result,
+    exception_message,
+    exception_result,
+    output_result,
+)
+from ._tool import Tool, ToolContext
+from ._validate import json_type_name, validate
+
+__all__ = ["INVALID_ARGUMENTS", "TOOL_TIMEOUT", "invalid_arguments", "run_body"]
+
+INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+TOOL_TIMEOUT = "TOOL_TIMEOUT"
+
+
+def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionResult:
+    """The ``INVALID_ARGUMENTS`` error result for *problem* (``"<path>: <what>"``)."""
+    return error_result(
+        execution.call_id,
+        f'invalid arguments for tool "{execution.name}": {problem}',
+        code=INVALID_ARGUMENTS,
+    )
+
+
+def _is_async(fn: Callable[..., object]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object]:
+    plain = thaw_json(execution.arguments)
+    assert isinstance(plain, Mapping)
+    kwargs = tool.bind(plain) if tool.bind is not None else {str(k): v for k, v in plain.items()}
+    if tool.context_parameter is not None:
+        kwargs[tool.context_parameter] = ToolContext(
+            execution.call_id, execution.agent, execution.agent_id
+        )
+    return kwargs
+
+
+async def _call(tool: Tool, kwargs: dict[str, object]) -> object:
+    if _is_async(tool.fn):
+        value = tool.fn(**kwargs)
+    else:
+        # Abandoned on cancel: the worker thread runs on, its result is discarded.
+        value = await trio.to_thread.run_sync(
+            functools.partial(tool.fn, **kwargs), abandon_on_cancel=True
+        )
+    if inspect.isawaitable(value):
+        return await value
+    await trio.lowlevel.checkpoint()
+    return value
+
+
+async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
+    """Validate *execution*'s arguments against *tool*, run its body, convert the return.
+
+    Waits for the body (an async body is awaited in this task, a sync one runs
+    in a worker thread). Always a checkpoint when the body runs. Never raises
+    for a tool failure: invalid arguments, a raise, a timeout and an
+    unconvertible return value all become error results. ``Cancelled`` from an
+    enclosing scope propagates; the tool's own timeout does not.
+    """
+    await trio.lowlevel.checkpoint()
+    problem = validate(execution.arguments, tool.parameters)
+    if problem is None and not isinstance(execution.arguments, Mapping):
+        problem = f"arguments: expected object, got {json_type_name(execution.arguments)}"
+    if problem is not None:
+        return invalid_arguments(execution, problem)
+    try:
+        kwargs = _keyword_arguments(tool, execution)
+    except Exception as exc:
+        return invalid_arguments(execution, exception_message(exc))
+    limit = math.inf if tool.timeout is None else tool.timeout
+    try:
+        with trio.move_on_after(limit) as scope:
+            value = await _call(tool, kwargs)
+        if scope.cancelled_caught:
+            return error_result(
+                execution.call_id,
+                f'tool "{tool.name}" timed out after {limit:g}s',
+                code=TOOL_TIMEOUT,
+            )
+        return output_result(execution.call_id, value)
+    except Exception as exc:
+        return exception_result(execution.call_id, exc)

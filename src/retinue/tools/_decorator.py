@@ -1,0 +1,75 @@
+"""The ``@tool`` decorator: a :class:`Tool` from a function's signature and docstring."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import overload
+
+from ._schema import describe
+from ._tool import ParallelSafe, Tool
+
+__all__ = ["tool"]
+
+
+@overload
+def tool(fn: Callable[..., object], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel_safe: ParallelSafe = False,
+    timeout: float | None = None,
+) -> Callable[[Callable[..., object]], Tool]: ...
+def tool(
+    fn: Callable[..., object] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel_safe: ParallelSafe = False,
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., object]], Tool]:
+    """Turn a sync or async function into a :class:`Tool`; use bare or with options.
+
+    The parameters' type hints become the JSON schema (``str``, ``int``,
+    ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
+    ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
+    ``TypedDict`` and attrs classes; ``Annotated[X, "text"]`` adds a
+    description); parameters with defaults are optional. The docstring's text
+    before its first section is the description, and its ``Args:`` section
+    describes the parameters. A parameter annotated :class:`ToolContext` is
+    injected, not shown to the model. Sync functions run in a worker thread.
+
+    Args:
+        fn: the function, when used bare (``@tool``).
+        name: the tool name; defaults to the function's name.
+        description: overrides the docstring description.
+        parallel_safe: ``True``, or a pure classifier of the arguments that
+            returns ``True`` when a call may run alongside others (R9.8).
+        timeout: seconds the body may run before the call fails with
+            ``TOOL_TIMEOUT``.
+
+    Raises:
+        TypeError: a parameter kind or type hint the schema cannot express.
+    """
+
+    def build(target: Callable[..., object]) -> Tool:
+        spec = describe(target)
+        tool_name = name if name is not None else getattr(target, "__name__", None)
+        if not isinstance(tool_name, str):
+            raise TypeError(f"{target!r} has no __name__; pass name=")
+        return Tool(
+            tool_name,
+            spec.description if description is None else description,
+            spec.parameters,
+            target,
+            parallel_safe,
+            timeout,
+            context_parameter=spec.context_parameter,
+            bind=spec.bind,
+        )
+
+    if fn is None:
+        return build
+    return build(fn)

@@ -1,0 +1,194 @@
+"""Execution values: one call's input, its result, its prepared stage, and error results."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import final
+
+import attrs
+
+from retinue._content import (
+    ContentBlock,
+    HookContext,
+    OpaqueBlock,
+    Reasoning,
+    RedactedReasoning,
+    Text,
+    ToolCall,
+    ToolResultBlock,
+    as_content,
+)
+from retinue._errors import InvalidJsonError, RetinueError
+from retinue._lossless import JsonValue, freeze_json
+from retinue.session import ToolErrorInfo
+
+from ._tool import ToolOutput
+
+__all__ = [
+    "PreparedCall",
+    "ToolExecution",
+    "ToolExecutionResult",
+    "check_result",
+    "error_info",
+    "error_result",
+    "exception_message",
+    "exception_result",
+    "output_result",
+]
+
+_BLOCKS = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
+
+
+def _fresh_token() -> str:
+    return uuid.uuid4().hex
+
+
+@final
+@attrs.frozen
+class ToolExecution:
+    """One tool call as the pipeline sees it (R9.1); every field is immutable.
+
+    The registry freezes ``arguments`` before any seam sees them; ``token`` is
+    a fresh opaque id per execution, so two calls never share an identity.
+    """
+
+    call_id: str
+    """The model's id of the call."""
+    name: str
+    """The tool name the model asked for."""
+    arguments: JsonValue
+    """The parsed arguments, or the raw text when the model's JSON was invalid (R9.6)."""
+    agent: object = None
+    """The calling agent's handle (opaque to the registry), or ``None``."""
+    agent_id: str | None = None
+    """The calling agent's id: it scopes the tool view and every seam dispatch."""
+    token: str = attrs.field(factory=_fresh_token, kw_only=True)
+    """A fresh opaque id for this execution."""
+
+
+@final
+@attrs.frozen
+class ToolExecutionResult:
+    """The outcome of one call (R9.2): content for the model plus error and meta data."""
+
+    call_id: str
+    """The call this result answers; a wrapper may not change it."""
+    content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
+    """What the model sees."""
+    is_error: bool = False
+    """Whether the call failed (the model sees the content either way)."""
+    error: ToolErrorInfo | None = None
+    """A coded harness error (``UNKNOWN_TOOL``, ``INVALID_ARGUMENTS``, ...), else ``None``."""
+    meta: JsonValue = attrs.field(default=None, converter=freeze_json)
+    """Lossless JSON recorded with the result, not shown to the model."""
+    additional_context: HookContext | None = None
+    """Context from post-execute for the loop to inject after the results (R9.4)."""
+
+
+@final
+@attrs.frozen
+class PreparedCall:
+    """A call after the pre-execute stage (R9.15).
+
+    Either it must be dispatched (``result is None``), or it carries a
+    pre-produced result: a denial (which still goes through post-execute) or a
+    pipeline failure (which is final).
+    """
+
+    execution: ToolExecution
+    """The execution, with its arguments frozen."""
+    result: ToolExecutionResult | None = None
+    """The pre-produced result, if the call is not to be dispatched."""
+    needs_post_execute: bool = True
+    """Whether ``tools/post-execute`` still applies to this call's result."""
+
+    @property
+    def needs_dispatch(self) -> bool:
+        """Whether the call's body (the ``tools/execute`` stage) must run."""
+        return self.result is None
+
+
+def error_info(exc: BaseException) -> ToolErrorInfo | None:
+    """The coded error of a retinue exception that carries a code, else ``None``."""
+    if isinstance(exc, RetinueError) and isinstance(exc.code, str):
+        return ToolErrorInfo(type(exc).__name__, exc.code)
+    return None
+
+
+def exception_message(exc: BaseException) -> str:
+    """The message of *exc*, or its type name when the message is empty."""
+    return str(exc) or type(exc).__name__
+
+
+def error_result(call_id: str, message: str, *, code: str | None = None) -> ToolExecutionResult:
+    """An ``Error: <message>`` result; *code* makes it a coded harness error."""
+    error = None if code is None else ToolErrorInfo("ToolError", code)
+    return ToolExecutionResult(call_id, (Text(f"Error: {message}"),), is_error=True, error=error)
+
+
+def exception_result(call_id: str, exc: BaseException) -> ToolExecutionResult:
+    """An error result for a raised exception (R9.2); a code is kept (``ToolError``)."""
+    return ToolExecutionResult(
+        call_id, (Text(f"Error: {exception_message(exc)}"),), is_error=True, error=error_info(exc)
+    )
+
+
+def output_result(call_id: str, value: object) -> ToolExecutionResult:
+    """Turn a tool body's return value into a result.
+
+    A str, a block or a non-empty sequence of blocks is the content; a
+    :class:`ToolOutput` adds ``meta``; anything else must be lossless JSON and
+    becomes one text block of compact JSON.
+
+    Raises:
+        InvalidJsonError: the value is none of these.
+    """
+    if isinstance(value, ToolOutput):
+        return ToolExecutionResult(call_id, value.content, meta=value.meta)
+    return ToolExecutionResult(call_id, _content_of(value))
+
+
+def _content_of(value: object) -> tuple[ContentBlock, ...]:
+    if isinstance(value, str):
+        return (Text(value),)
+    if isinstance(value, _BLOCKS):
+        return (value,)
+    if isinstance(value, Sequence) and value and any(isinstance(v, _BLOCKS) for v in value):
+        return as_content(value)
+    frozen = freeze_json(value, "the return value")
+    return (Text(json.dumps(frozen, ensure_ascii=False, separators=(",", ":"))),)
+
+
+def check_result(result: ToolExecutionResult) -> None:
+    """Check that a result is lossless JSON all the way down (stage 5 of R9.3).
+
+    Raises:
+        InvalidJsonError: a field of a block, the error, or the meta is not JSON.
+    """
+    _check_blocks(result.content, "content")
+    if not isinstance(result.is_error, bool):
+        raise InvalidJsonError("is_error is not a bool")
+    if result.error is not None:
+        if not isinstance(result.error, ToolErrorInfo):
+            raise InvalidJsonError("error is not a ToolErrorInfo")
+        freeze_json(attrs.asdict(result.error), "error")
+    freeze_json(result.meta, "meta")
+    if result.additional_context is not None:
+        _check_blocks(result.additional_context.content, "additional_context")
+
+
+def _check_blocks(blocks: object, path: str) -> None:
+    if not isinstance(blocks, tuple):
+        raise InvalidJsonError(f"{path} is not a tuple of content blocks")
+    for index, block in enumerate(blocks):
+        where = f"{path}[{index}]"
+        if not isinstance(block, _BLOCKS):
+            raise InvalidJsonError(f"{where} is not a content block: {type(block).__name__}")
+        for field in attrs.fields(type(block)):
+            value = getattr(block, field.name)
+            if isinstance(block, ToolResultBlock) and field.name == "content":
+                _check_blocks(value, f"{where}.content")
+            else:
+                freeze_json(value, f"{where}.{field.name}")

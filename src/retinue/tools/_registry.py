@@ -1,0 +1,360 @@
+"""The tool registry: views, canonical order, modes and the never-raising pipeline (R9.1-R9.8)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import final
+
+import attrs
+import trio
+
+from retinue._content import Text
+from retinue._errors import ConfigError, HookError, InvalidJsonError
+from retinue._lossless import freeze_json
+from retinue._request import ToolSchema
+from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
+
+from ._body import invalid_arguments, run_body
+from ._execution import (
+    PreparedCall,
+    ToolExecution,
+    ToolExecutionResult,
+    check_result,
+    error_result,
+    exception_result,
+)
+from ._tool import ExecutionMode, Tool
+from ._validate import validate
+
+__all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
+
+log = logging.getLogger("retinue.tools")
+UNKNOWN_TOOL = "UNKNOWN_TOOL"
+_REST = "*"
+
+
+def _scope_of(agent: object) -> str | None:
+    if agent is None or isinstance(agent, str):
+        return agent
+    return str(getattr(agent, "id"))  # noqa: B009 - any handle with an ``id``
+
+
+def _invalid_decision(seam: str, value: object) -> HookError:
+    return HookError(f"{seam} returned an invalid decision: {type(value).__name__}")
+
+
+def _index(tools: Iterable[Tool]) -> dict[str, Tool]:
+    """Index the initial global tools by name, refusing duplicates and non-tools."""
+    table: dict[str, Tool] = {}
+    for item in tools:
+        if not isinstance(item, Tool):
+            raise TypeError(f"expected a Tool, got {type(item).__name__}")
+        if item.name in table:
+            raise ConfigError(f'tool "{item.name}" is already registered globally')
+        table[item.name] = item
+    return table
+
+
+@final
+@attrs.define(eq=False)
+class ToolRegistry:
+    """The tools every agent of a runtime can call, and the pipeline that runs them.
+
+    Tools are global or scoped to one agent; a scoped tool shadows a global one
+    of the same name for that agent only (R9.3). :meth:`execute` (or its
+    stages :meth:`prepare`, :meth:`dispatch`, :meth:`finish`) never raises for
+    a tool or policy failure (R9.2): every failure becomes an error result.
+    Every seam is dispatched with ``scope=execution.agent_id`` (R6.5).
+    """
+
+    hooks: HookBus
+    """The bus the ``tools/*`` seams are dispatched on."""
+    _global: dict[str, Tool] = attrs.field(default=(), alias="tools", converter=_index)
+    _scoped: dict[str, dict[str, Tool]] = attrs.field(factory=dict, init=False)
+    # Results a dispatch produced as final (post-execute skipped), by identity.
+    _final: dict[int, weakref.ref[ToolExecutionResult]] = attrs.field(factory=dict, init=False)
+
+    def __repr__(self) -> str:
+        scoped = sum(len(tools) for tools in self._scoped.values())
+        return f"<ToolRegistry global={len(self._global)} scoped={scoped}>"
+
+    # -- registration and views ------------------------------------------------
+
+    def add(self, tool: Tool, *, agent: object = None) -> Callable[[], None]:
+        """Register *tool*, globally or for *agent* (a handle or an id); never blocks.
+
+        Returns an idempotent unregister function.
+
+        Raises:
+            ConfigError: the name is already registered in that scope.
+        """
+        if not isinstance(tool, Tool):
+            raise TypeError(f"expected a Tool, got {type(tool).__name__}")
+        scope = _scope_of(agent)
+        table = self._global if scope is None else self._scoped.setdefault(scope, {})
+        if tool.name in table:
+            where = "globally" if scope is None else f"for agent {scope!r}"
+            raise ConfigError(f'tool "{tool.name}" is already registered {where}')
+        table[tool.name] = tool
+
+        def unregister() -> None:
+            if table.get(tool.name) is tool:
+                del table[tool.name]
+                if scope is not None and not table and self._scoped.get(scope) is table:
+                    del self._scoped[scope]
+
+        return unregister
+
+    def get(self, name: str, agent_id: str | None = None) -> Tool | None:
+        """The tool *name* resolves to in *agent_id*'s view (scoped first), or ``None``."""
+        if agent_id is not None:
+            scoped = self._scoped.get(agent_id)
+            if scoped is not None and name in scoped:
+                return scoped[name]
+        return self._global.get(name)
+
+    def _view(self, agent_id: str | None) -> dict[str, Tool]:
+        view = dict(self._global)
+        if agent_id is not None:
+            view.update(self._scoped.get(agent_id, {}))
+        return view
+
+    def _known(self, name: str) -> bool:
+        return name in self._global or any(name in tools for tools in self._scoped.values())
+
+    def schemas(
+        self, agent_id: str | None = None, order: Sequence[str] | None = None
+    ) -> tuple[ToolSchema, ...]:
+        """The schemas of *agent_id*'s view, in canonical order; never blocks.
+
+        Without *order*, tools are sorted by name. With it, tools appear in the
+        listed order and the rest, sorted by name, fill the one ``"*"`` slot
+        (or follow the list when it has none). A listed name registered only
+        for another agent is skipped.
+
+        Raises:
+            ConfigError: *order* names an unregistered tool, repeats a name, or
+                has more than one ``"*"``.
+        """
+        view = self._view(agent_id)
+        names = sorted(view) if order is None else self._ordered(view, order)
+        return tuple(view[name].schema for name in names)
+
+    def _ordered(self, view: dict[str, Tool], order: Sequence[str]) -> list[str]:
+        seen: set[str] = set()
+        for name in order:
+            if name in seen:
+                raise ConfigError(f'tool order lists "{name}" twice')
+            seen.add(name)
+            if name != _REST and not self._known(name):
+                raise ConfigError(f'tool order names unknown tool "{name}"')
+        rest = sorted(name for name in view if name not in seen)
+        slots = list(order) if _REST in seen else [*order, _REST]
+        names: list[str] = []
+        for name in slots:
+            if name == _REST:
+                names.extend(rest)
+            elif name in view:
+                names.append(name)
+        return names
+
+    def execution_mode(self, execution: ToolExecution) -> ExecutionMode:
+        """Classify a call (R9.8); pure and synchronous, never raises.
+
+        Only a tool declared ``parallel_safe=True``, or whose classifier returns
+        exactly ``True`` for valid arguments, runs in parallel. An unknown tool,
+        invalid arguments, any other value and a raising classifier mean
+        ``"exclusive"``.
+        """
+        tool = self.get(execution.name, execution.agent_id)
+        if tool is None or tool.parallel_safe is False:
+            return "exclusive"
+        try:
+            arguments = freeze_json(execution.arguments)
+            if validate(arguments, tool.parameters) is not None:
+                return "exclusive"
+            if tool.parallel_safe is True:
+                return "parallel"
+            verdict = tool.parallel_safe(arguments)
+        except Exception:
+            log.warning(
+                "parallel_safe classifier of %r failed; exclusive", tool.name, exc_info=True
+            )
+            return "exclusive"
+        if inspect.iscoroutine(verdict):
+            verdict.close()
+        return "parallel" if verdict is True else "exclusive"
+
+    # -- the pipeline ----------------------------------------------------------
+
+    async def execute(self, execution: ToolExecution) -> ToolExecutionResult:
+        """Run one call through every stage: prepare, dispatch if needed, finish.
+
+        Waits for the hooks and the tool body. Always a checkpoint. Never
+        raises for tool or policy failures (R9.2); ``Cancelled`` propagates and
+        leaves no result.
+        """
+        prepared = await self.prepare(execution)
+        result = await self.dispatch(prepared) if prepared.needs_dispatch else prepared.result
+        assert result is not None
+        return await self.finish(prepared, result)
+
+    async def prepare(self, execution: ToolExecution) -> PreparedCall:
+        """Stages 1-2 (R9.3): freeze the arguments, then run ``tools/pre-execute``.
+
+        Waits for the pre-execute listeners. Always a checkpoint; never raises
+        except ``Cancelled``. ``Deny`` and ``Ask`` (no approval service: R6.8)
+        produce an error result that still goes through post-execute; invalid
+        arguments, a raising listener or a non-decision produce a final one.
+        """
+        await trio.lowlevel.checkpoint()
+        try:
+            execution = attrs.evolve(execution, arguments=freeze_json(execution.arguments))
+        except InvalidJsonError as exc:
+            return PreparedCall(
+                execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
+            )
+
+        async def allow() -> Allow:
+            await trio.lowlevel.checkpoint()
+            return Allow()
+
+        try:
+            decision = await self.hooks.waterfall(
+                "tools/pre-execute", allow, execution, scope=execution.agent_id
+            )
+        except Exception as exc:
+            log.exception("tools/pre-execute failed for %r", execution.name)
+            return PreparedCall(
+                execution, exception_result(execution.call_id, exc), needs_post_execute=False
+            )
+        return self._decide(execution, decision)
+
+    def _decide(self, execution: ToolExecution, decision: object) -> PreparedCall:
+        if isinstance(decision, Allow):
+            return PreparedCall(execution)
+        if isinstance(decision, Ask):
+            reason = (
+                decision.reason or f'tool "{execution.name}" requires approval (not yet supported)'
+            )
+            decision = Deny(reason)
+        if isinstance(decision, Deny):
+            return PreparedCall(execution, error_result(execution.call_id, decision.reason))
+        exc = _invalid_decision("tools/pre-execute", decision)
+        return PreparedCall(
+            execution, exception_result(execution.call_id, exc), needs_post_execute=False
+        )
+
+    async def dispatch(self, prepared: PreparedCall) -> ToolExecutionResult:
+        """Stage 3 (R9.3): the ``tools/execute`` around-waterfall over the tool body.
+
+        Waits for the wrappers and the body; this is the only stage the
+        scheduler runs concurrently (R9.16). Always a checkpoint; never raises
+        except ``Cancelled``. A raising wrapper, or one returning something
+        other than a result for this call, yields a final error result.
+        A prepared call with a pre-produced result returns that result.
+        """
+        await trio.lowlevel.checkpoint()
+        if prepared.result is not None:
+            return prepared.result
+        execution = prepared.execution
+
+        async def innermost() -> ToolExecutionResult:
+            tool = self.get(execution.name, execution.agent_id)
+            if tool is None:
+                await trio.lowlevel.checkpoint()
+                return error_result(
+                    execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL
+                )
+            return await run_body(tool, execution)
+
+        try:
+            result = await self.hooks.waterfall(
+                "tools/execute", innermost, execution, scope=execution.agent_id
+            )
+            self._check_dispatched(execution, result)
+        except Exception as exc:
+            log.exception("tools/execute failed for %r", execution.name)
+            return self._mark_final(exception_result(execution.call_id, exc))
+        return result
+
+    @staticmethod
+    def _check_dispatched(execution: ToolExecution, result: object) -> None:
+        if not isinstance(result, ToolExecutionResult):
+            raise _invalid_decision("tools/execute", result)
+        if result.call_id != execution.call_id:
+            raise HookError(
+                f'tools/execute returned a result for call "{result.call_id}", '
+                f'expected "{execution.call_id}"'
+            )
+
+    def _mark_final(self, result: ToolExecutionResult) -> ToolExecutionResult:
+        key = id(result)
+        self._final[key] = weakref.ref(result, lambda _ref: self._final.pop(key, None))
+        return result
+
+    def _is_final(self, result: ToolExecutionResult) -> bool:
+        ref = self._final.get(id(result))
+        return ref is not None and ref() is result
+
+    async def finish(
+        self, prepared: PreparedCall, result: ToolExecutionResult
+    ) -> ToolExecutionResult:
+        """Stages 4-5 (R9.3): ``tools/post-execute``, validation, ``tools/result``.
+
+        Waits for the post-execute listeners. Always a checkpoint; never raises
+        except ``Cancelled``. Post-execute is skipped for final results; a
+        raising listener or a non-decision turns the result into an error
+        result. ``tools/result`` observers are called synchronously and their
+        failures are logged and ignored.
+        """
+        await trio.lowlevel.checkpoint()
+        execution = prepared.execution
+        skip_post = (prepared.result is not None and not prepared.needs_post_execute) or (
+            self._is_final(result)
+        )
+        if not skip_post:
+            result = await self._post_execute(execution, result)
+        try:
+            check_result(result)
+        except Exception as exc:
+            log.exception("tool %r produced a result that is not lossless JSON", execution.name)
+            result = exception_result(execution.call_id, exc)
+        self.hooks.emit("tools/result", execution, result, scope=execution.agent_id)
+        return result
+
+    async def _post_execute(
+        self, execution: ToolExecution, result: ToolExecutionResult
+    ) -> ToolExecutionResult:
+        async def accept() -> Accept:
+            await trio.lowlevel.checkpoint()
+            return Accept()
+
+        await trio.lowlevel.checkpoint()
+        try:
+            decision = await self.hooks.waterfall(
+                "tools/post-execute", accept, execution, result, scope=execution.agent_id
+            )
+            return _apply_post(result, decision)
+        except Exception as exc:
+            log.exception("tools/post-execute failed for %r", execution.name)
+            return exception_result(execution.call_id, exc)
+
+
+def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionResult:
+    """Apply a post-execute decision (R6.9); the call id never changes."""
+    if isinstance(decision, Accept):
+        if decision.content is not None:
+            result = attrs.evolve(result, content=decision.content)
+    elif isinstance(decision, Block):
+        feedback = decision.feedback
+        content = feedback if feedback is not None else (Text(f"Error: {decision.reason}"),)
+        result = attrs.evolve(result, content=content, is_error=True)
+    else:
+        raise _invalid_decision("tools/post-execute", decision)
+    if decision.additional_context is not None:
+        result = attrs.evolve(result, additional_context=decision.additional_context)
+    return result

@@ -1,0 +1,340 @@
+"""JSON schema and argument binding from a function's signature, type hints and docstring."""
+
+from __future__ import annotations
+
+import collections.abc
+import enum
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Annotated, Literal, NotRequired, Required, Union, final
+
+import attrs
+
+from retinue._errors import InvalidJsonError
+from retinue._lossless import freeze_json, thaw_json
+
+from ._docstring import parse_docstring
+from ._tool import ToolContext
+from ._validate import validate
+
+__all__ = ["FunctionSpec", "describe", "type_schema"]
+
+Coerce = Callable[[object], object]
+_EMPTY = inspect.Parameter.empty
+_PRIMITIVES: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_SEQUENCES = (list, tuple, collections.abc.Sequence)
+_MAPPINGS = (dict, collections.abc.Mapping)
+_UNSUPPORTED_KINDS: dict[object, str] = {
+    inspect.Parameter.POSITIONAL_ONLY: "positional-only",
+    inspect.Parameter.VAR_POSITIONAL: "*args",
+    inspect.Parameter.VAR_KEYWORD: "**kwargs",
+}
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+@attrs.frozen
+class _Shape:
+    """A type's JSON schema and the function turning validated JSON into that type."""
+
+    schema: dict[str, object]
+    coerce: Coerce = _identity
+
+
+@final
+@attrs.frozen
+class FunctionSpec:
+    """What the ``@tool`` decorator learns from a function."""
+
+    description: str
+    parameters: dict[str, object]
+    context_parameter: str | None
+    bind: Callable[[Mapping[str, object]], dict[str, object]]
+
+
+def type_schema(hint: object) -> dict[str, object]:
+    """Return the JSON schema of one type hint (raises ``TypeError`` if unsupported)."""
+    return _shape(hint, "type").schema
+
+
+def _unwrap(hint: object) -> tuple[object, str | None]:
+    """Strip ``Annotated`` (keeping a str as the description) and ``(Not)Required``."""
+    description: str | None = None
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is Annotated:
+            args = typing.get_args(hint)
+            description = next((a for a in args[1:] if isinstance(a, str)), description)
+            hint = args[0]
+        elif origin is Required or origin is NotRequired:
+            hint = typing.get_args(hint)[0]
+        else:
+            return hint, description
+
+
+def _shape(hint: object, where: str) -> _Shape:
+    hint, description = _unwrap(hint)
+    shape = _bare_shape(hint, where)
+    if description:
+        return _Shape({**shape.schema, "description": description}, shape.coerce)
+    return shape
+
+
+def _bare_shape(hint: object, where: str) -> _Shape:
+    if hint is _EMPTY or hint is typing.Any or hint is object:
+        return _Shape({})
+    if hint is None or hint is type(None):
+        return _Shape({"type": "null"})
+    if hint in _PRIMITIVES:
+        return _primitive(hint)
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return _literal(typing.get_args(hint), where)
+    if origin is Union or origin is types.UnionType:
+        return _union(typing.get_args(hint), where)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum(hint, where)
+    if hint in _SEQUENCES or origin in _SEQUENCES:
+        return _array(hint, origin, where)
+    if hint in _MAPPINGS or origin in _MAPPINGS:
+        return _mapping(typing.get_args(hint), where)
+    if typing.is_typeddict(hint):
+        return _typed_dict(hint, where)
+    if isinstance(hint, type) and attrs.has(hint):
+        return _record(hint, where)
+    raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
+
+
+def _primitive(hint: object) -> _Shape:
+    name = _PRIMITIVES[hint]
+    if hint is int:
+        return _Shape({"type": name}, lambda v: int(v) if isinstance(v, float) else v)
+    if hint is float:
+        return _Shape(
+            {"type": name},
+            lambda v: float(v) if isinstance(v, int) and not isinstance(v, bool) else v,
+        )
+    return _Shape({"type": name})
+
+
+def _json_types(values: typing.Sequence[object]) -> str | list[str]:
+    names: list[str] = []
+    for value in values:
+        name = _PRIMITIVES.get(type(value), "null" if value is None else "?")
+        if name not in names:
+            names.append(name)
+    if "integer" in names and "number" in names:
+        names.remove("integer")
+    return names[0] if len(names) == 1 else names
+
+
+def _check_literals(values: typing.Sequence[object], where: str) -> None:
+    for value in values:
+        if value is not None and type(value) not in _PRIMITIVES:
+            raise TypeError(f"{where}: enum value {value!r} is not a JSON scalar")
+
+
+def _literal(args: tuple[object, ...], where: str) -> _Shape:
+    values = [a.value if isinstance(a, enum.Enum) else a for a in args]
+    _check_literals(values, where)
+    return _Shape({"type": _json_types(values), "enum": values})
+
+
+def _enum(cls: type[enum.Enum], where: str) -> _Shape:
+    values = [member.value for member in cls]
+    _check_literals(values, where)
+    return _Shape({"type": _json_types(values), "enum": values}, cls)
+
+
+def _nullable(schema: dict[str, object]) -> dict[str, object]:
+    if not schema:
+        return schema
+    kind = schema.get("type")
+    if isinstance(kind, str | list) and "anyOf" not in schema:
+        names = [kind] if isinstance(kind, str) else list(kind)
+        out = {**schema, "type": [*names, "null"] if "null" not in names else names}
+        enum_values = schema.get("enum")
+        if isinstance(enum_values, list) and None not in enum_values:
+            out["enum"] = [*enum_values, None]
+        return out
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _union(args: tuple[object, ...], where: str) -> _Shape:
+    members = [a for a in args if a is not type(None)]
+    nullable = len(members) < len(args)
+    if len(members) == 1:
+        inner = _shape(members[0], where)
+        schema = _nullable(inner.schema) if nullable else inner.schema
+        return _Shape(schema, lambda v: None if v is None else inner.coerce(v))
+    shapes = [_shape(member, where) for member in members]
+    options = [s.schema for s in shapes] + ([{"type": "null"}] if nullable else [])
+
+    def coerce(value: object) -> object:
+        for shape in shapes:
+            if validate(value, shape.schema) is None:
+                return shape.coerce(value)
+        return value
+
+    return _Shape({"anyOf": options}, coerce)
+
+
+def _array(hint: object, origin: object, where: str) -> _Shape:
+    args = typing.get_args(hint)
+    if origin is tuple or hint is tuple:
+        if args and (len(args) != 2 or args[1] is not Ellipsis):
+            raise TypeError(f"{where}: fixed-length tuples are not supported; use tuple[X, ...]")
+        args = args[:1]
+    if not args:
+        return _Shape({"type": "array"}, _to_tuple if tuple in (hint, origin) else _identity)
+    item = _shape(args[0], f"{where}[]")
+    schema: dict[str, object] = {"type": "array", "items": item.schema}
+    if tuple in (hint, origin):
+        return _Shape(schema, lambda v: tuple(item.coerce(x) for x in _items(v)))
+    return _Shape(schema, lambda v: [item.coerce(x) for x in _items(v)])
+
+
+def _to_tuple(value: object) -> object:
+    return tuple(_items(value))
+
+
+def _items(value: object) -> list[object]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _mapping(args: tuple[object, ...], where: str) -> _Shape:
+    if not args:
+        return _Shape({"type": "object"})
+    if _unwrap(args[0])[0] is not str:
+        raise TypeError(f"{where}: object keys must be str, got {args[0]!r}")
+    value = _shape(args[1], f"{where}{{}}")
+    schema: dict[str, object] = {"type": "object"}
+    if value.schema:
+        schema["additionalProperties"] = value.schema
+    return _Shape(schema, lambda v: {k: value.coerce(x) for k, x in _pairs(v)})
+
+
+def _pairs(value: object) -> list[tuple[str, object]]:
+    return [(str(k), x) for k, x in value.items()] if isinstance(value, Mapping) else []
+
+
+def _object(properties: dict[str, object], required: list[str]) -> dict[str, object]:
+    schema: dict[str, object] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _hints(owner: object, where: str) -> dict[str, object]:
+    try:
+        return typing.get_type_hints(owner, include_extras=True)
+    except Exception as exc:
+        raise TypeError(f"{where}: cannot resolve type hints: {exc}") from exc
+
+
+def _typed_dict(cls: object, where: str) -> _Shape:
+    hints = _hints(cls, where)
+    required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    shapes = {name: _shape(hint, f"{where}.{name}") for name, hint in hints.items()}
+    properties: dict[str, object] = {name: s.schema for name, s in shapes.items()}
+    required = [name for name, hint in hints.items() if _is_required_key(name, hint, required_keys)]
+
+    def coerce(value: object) -> object:
+        return {k: shapes[k].coerce(x) if k in shapes else x for k, x in _pairs(value)}
+
+    return _Shape(_object(properties, required), coerce)
+
+
+def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> bool:
+    """Read ``(Not)Required`` from the hint too: stringified annotations hide it from the class."""
+    while typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    origin = typing.get_origin(hint)
+    if origin is NotRequired:
+        return False
+    return origin is Required or name in required_keys
+
+
+def _record(cls: type[object], where: str) -> _Shape:
+    hints = _hints(cls, where)
+    shapes: dict[str, _Shape] = {}
+    properties: dict[str, object] = {}
+    required: list[str] = []
+    for field in attrs.fields(typing.cast("type[attrs.AttrsInstance]", cls)):
+        if not field.init:
+            continue
+        shape = _shape(hints.get(field.name, field.type), f"{where}.{field.alias}")
+        shapes[field.alias] = shape
+        properties[field.alias] = _with_default(shape.schema, field.default)
+        if field.default is attrs.NOTHING:
+            required.append(field.alias)
+
+    def coerce(value: object) -> object:
+        return cls(**{k: shapes[k].coerce(x) for k, x in _pairs(value) if k in shapes})
+
+    return _Shape(_object(properties, required), coerce)
+
+
+def _with_default(schema: dict[str, object], default: object) -> dict[str, object]:
+    """Add a JSON-able ``default`` (enum members by value); skip anything else."""
+    if default is _EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return schema
+    if isinstance(default, enum.Enum):
+        default = default.value
+    try:
+        frozen = freeze_json(default)
+    except InvalidJsonError:
+        return schema
+    return {**schema, "default": thaw_json(frozen)}
+
+
+def describe(fn: Callable[..., object]) -> FunctionSpec:
+    """Derive a tool's description, parameter schema and argument binder from *fn*.
+
+    Raises:
+        TypeError: a parameter kind or type hint the schema cannot express.
+    """
+    where = getattr(fn, "__qualname__", None) or repr(fn)
+    signature = inspect.signature(fn)
+    hints = _hints(fn if inspect.isroutine(fn) else type(fn).__call__, where)
+    description, documented = parse_docstring(inspect.getdoc(fn))
+    shapes: dict[str, _Shape] = {}
+    properties: dict[str, object] = {}
+    required: list[str] = []
+    context: str | None = None
+    for parameter in signature.parameters.values():
+        kind = _UNSUPPORTED_KINDS.get(parameter.kind)
+        if kind is not None:
+            raise TypeError(
+                f"{where}: {kind} parameter {parameter.name!r} cannot be a tool argument"
+            )
+        hint = hints.get(parameter.name, parameter.annotation)
+        if _unwrap(hint)[0] is ToolContext:
+            if context is not None:
+                raise TypeError(f"{where}: more than one ToolContext parameter")
+            context = parameter.name
+            continue
+        shape = _shape(hint, f"{where}({parameter.name})")
+        schema = shape.schema
+        if parameter.name in documented and "description" not in schema:
+            schema = {**schema, "description": documented[parameter.name]}
+        schema = _with_default(schema, parameter.default)
+        shapes[parameter.name] = shape
+        properties[parameter.name] = schema
+        if parameter.default is _EMPTY:
+            required.append(parameter.name)
+    return FunctionSpec(description, _object(properties, required), context, _binder(shapes))
+
+
+def _binder(shapes: dict[str, _Shape]) -> Callable[[Mapping[str, object]], dict[str, object]]:
+    def bind(arguments: Mapping[str, object]) -> dict[str, object]:
+        return {
+            name: shapes[name].coerce(value) for name, value in arguments.items() if name in shapes
+        }
+
+    return bind

@@ -1,0 +1,121 @@
+"""The tool definition (R9.7), the context a tool may ask for, and its rich return value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Literal, TypeAlias, final
+
+import attrs
+
+from retinue._content import ContentBlock, as_content
+from retinue._lossless import FrozenDict, JsonValue, freeze_json
+from retinue._request import ToolSchema
+
+__all__ = [
+    "ArgumentBinder",
+    "ExecutionMode",
+    "ParallelSafe",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+]
+
+ExecutionMode: TypeAlias = Literal["parallel", "exclusive"]
+"""How the scheduler may run a call (R9.8): alongside others, or alone."""
+
+ParallelSafe: TypeAlias = bool | Callable[[JsonValue], object]
+"""A declaration, or a pure classifier of the call's arguments (R9.8)."""
+
+ArgumentBinder: TypeAlias = Callable[[Mapping[str, object]], dict[str, object]]
+"""Turns validated, plain (mutable) arguments into the keyword arguments of ``fn``."""
+
+
+def _freeze_parameters(value: object) -> FrozenDict:
+    frozen = freeze_json(value, "parameters")
+    if not isinstance(frozen, FrozenDict):
+        raise TypeError("a tool's parameters must be a JSON schema object")
+    return frozen
+
+
+def _check_name(_instance: object, _attribute: attrs.Attribute[str], value: str) -> None:
+    if not value or value == "*" or any(c.isspace() for c in value):
+        raise ValueError(f"invalid tool name {value!r}: a non-empty word other than '*'")
+
+
+def _check_parallel_safe(_instance: object, _attribute: object, value: object) -> None:
+    if not isinstance(value, bool) and not callable(value):
+        raise TypeError("parallel_safe must be a bool or a callable classifier")
+
+
+def _check_timeout(
+    _instance: object, _attribute: attrs.Attribute[float | None], value: float | None
+) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("timeout must be a number of seconds or None")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"timeout must be a positive finite number of seconds, got {value!r}")
+
+
+@final
+@attrs.frozen
+class Tool:
+    """A tool the model may call: its schema, its body and its scheduling declarations.
+
+    Build one with the :func:`tool` decorator, or directly for a hand-written
+    schema. Only ``name``, ``description`` and ``parameters`` reach the model.
+    """
+
+    name: str = attrs.field(validator=[attrs.validators.instance_of(str), _check_name])
+    """Unique name within a view (scoped tools shadow global ones of that name)."""
+    description: str = attrs.field(validator=attrs.validators.instance_of(str))
+    """What the tool does, for the model."""
+    parameters: FrozenDict = attrs.field(converter=_freeze_parameters)
+    """The JSON schema of the arguments object; validated before the body runs."""
+    fn: Callable[..., object] = attrs.field(validator=attrs.validators.is_callable())
+    """The body: a sync function (run in a worker thread) or an async function.
+
+    It is called with the arguments as keyword arguments.
+    """
+    parallel_safe: ParallelSafe = attrs.field(default=False, validator=_check_parallel_safe)
+    """``True``, or a classifier returning exactly ``True``, allows parallel runs (R9.8)."""
+    timeout: float | None = attrs.field(default=None, validator=_check_timeout)
+    """Seconds the body may run; past it the call ends with ``TOOL_TIMEOUT``."""
+    context_parameter: str | None = attrs.field(default=None, kw_only=True)
+    """The keyword that receives the :class:`ToolContext`, if the body asks for one."""
+    bind: ArgumentBinder | None = attrs.field(default=None, kw_only=True, repr=False)
+    """Converts validated arguments to ``fn``'s keyword arguments (enums, records)."""
+
+    @property
+    def schema(self) -> ToolSchema:
+        """The part of this tool the model sees."""
+        return ToolSchema(self.name, self.description, self.parameters)
+
+
+@final
+@attrs.frozen
+class ToolContext:
+    """What a tool body receives when it declares a parameter of this type."""
+
+    call_id: str
+    """The model's id of this call."""
+    agent: object = None
+    """The calling agent's handle, or ``None`` outside an agent."""
+    agent_id: str | None = None
+    """The calling agent's id, or ``None`` outside an agent."""
+
+
+@final
+@attrs.frozen
+class ToolOutput:
+    """A tool return value that carries ``meta`` next to its content.
+
+    ``meta`` is recorded with the result but is not shown to the model.
+    """
+
+    content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
+    """The result content: a str, a block or a sequence of blocks."""
+    meta: JsonValue = attrs.field(default=None, converter=freeze_json)
+    """Lossless JSON kept with the result; ``None`` when absent."""

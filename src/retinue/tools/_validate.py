@@ -1,0 +1,174 @@
+"""A small JSON-schema validator for the subset tool schemas use (type, enum, objects, arrays).
+
+Supported keywords: ``type`` (a name or a list of names), ``enum``, ``const``,
+``properties``, ``required``, ``additionalProperties`` (bool or schema),
+``items`` and ``anyOf``. Other keywords (``description``, ``default``, ...)
+are ignored. Pure and synchronous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+__all__ = ["json_type_name", "validate"]
+
+_ROOT = "arguments"
+
+
+def json_type_name(value: object) -> str:
+    """Return the JSON type name of *value* (``"object"``, ``"integer"``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def _is_type(value: object, name: str) -> bool:
+    actual = json_type_name(value)
+    if name == "number":
+        return actual in ("integer", "number")
+    if name == "integer" and actual == "number":
+        return isinstance(value, float) and value.is_integer()
+    return actual == name
+
+
+def _same(left: object, right: object) -> bool:
+    """JSON equality: ``True`` is not ``1``; arrays and objects compare deeply."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, list | tuple) and isinstance(right, list | tuple):
+        return len(left) == len(right) and all(
+            _same(a, b) for a, b in zip(left, right, strict=True)
+        )
+    return left == right
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _join(path: str, key: str) -> str:
+    return key if path == _ROOT else f"{path}.{key}"
+
+
+def validate(value: object, schema: Mapping[str, object], path: str = _ROOT) -> str | None:
+    """Return the first problem as ``"<path>: <what>"``, or ``None`` if *value* conforms.
+
+    The root is called ``arguments``; nested paths read ``city``, ``items[2]``,
+    ``options.units``. Never raises for any value or schema of the subset.
+    """
+    problem = _check_type(value, schema, path)
+    if problem is not None:
+        return problem
+    if "enum" in schema:
+        options = schema["enum"]
+        if isinstance(options, Sequence) and not any(_same(value, o) for o in options):
+            return f"{path}: must be one of {', '.join(_show(o) for o in options)}"
+    if "const" in schema and not _same(value, schema["const"]):
+        return f"{path}: must be {_show(schema['const'])}"
+    if "anyOf" in schema:
+        problem = _check_any_of(value, schema["anyOf"], path)
+        if problem is not None:
+            return problem
+    if isinstance(value, list | tuple):
+        return _check_items(value, schema, path)
+    if isinstance(value, Mapping):
+        return _check_object(value, schema, path)
+    return None
+
+
+def _check_type(value: object, schema: Mapping[str, object], path: str) -> str | None:
+    wanted = schema.get("type")
+    if wanted is None:
+        return None
+    names = (
+        [wanted]
+        if isinstance(wanted, str)
+        else list(wanted)
+        if isinstance(wanted, Sequence)
+        else []
+    )
+    if any(isinstance(name, str) and _is_type(value, name) for name in names):
+        return None
+    expected = " or ".join(str(name) for name in names)
+    return f"{path}: expected {expected}, got {json_type_name(value)}"
+
+
+def _check_any_of(value: object, members: object, path: str) -> str | None:
+    if not isinstance(members, Sequence):
+        return None
+    problems: list[str] = []
+    for member in members:
+        if not isinstance(member, Mapping):
+            continue
+        problem = validate(value, member, path)
+        if problem is None:
+            return None
+        problems.append(problem)
+    if not problems:
+        return None
+    # Prefer a member whose type matched: its complaint is the more specific one.
+    for member, problem in zip(members, problems, strict=False):
+        if isinstance(member, Mapping) and _check_type(value, member, path) is None:
+            return problem
+    types = [str(m.get("type")) for m in members if isinstance(m, Mapping) and "type" in m]
+    return (
+        f"{path}: expected {' or '.join(types) or 'a matching value'}, got {json_type_name(value)}"
+    )
+
+
+def _check_items(value: Sequence[object], schema: Mapping[str, object], path: str) -> str | None:
+    items = schema.get("items")
+    if not isinstance(items, Mapping):
+        return None
+    for index, item in enumerate(value):
+        problem = validate(item, items, f"{path}[{index}]")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _check_object(
+    value: Mapping[object, object], schema: Mapping[str, object], path: str
+) -> str | None:
+    properties = schema.get("properties")
+    known: Mapping[str, object] = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    if isinstance(required, Sequence) and not isinstance(required, str):
+        for name in required:
+            if isinstance(name, str) and name not in value:
+                return f"{_join(path, name)}: missing required property"
+    extra = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        name = str(key)
+        sub = known.get(name)
+        if isinstance(sub, Mapping):
+            problem = validate(item, sub, _join(path, name))
+        elif name in known or extra is True:
+            problem = None
+        elif extra is False:
+            problem = f"{_join(path, name)}: unexpected property"
+        elif isinstance(extra, Mapping):
+            problem = validate(item, extra, _join(path, name))
+        else:
+            problem = None
+        if problem is not None:
+            return problem
+    return None

@@ -1,0 +1,814 @@
+"""The tool execution pipeline end to end: every stage and failure path of R9.1-R9.4 and R6.8."""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Awaitable, Callable
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from retinue._content import HookContext, Text, content_text
+from retinue._errors import ToolError
+from retinue._lossless import FrozenDict, JsonValue
+from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
+from retinue.session import ToolErrorInfo
+from retinue.tools import (
+    PreparedCall,
+    Tool,
+    ToolContext,
+    ToolExecution,
+    ToolExecutionResult,
+    ToolOutput,
+    ToolRegistry,
+    tool,
+)
+
+Next = Callable[[], Awaitable[object]]
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text."""
+    return text
+
+
+class Unit(enum.Enum):
+    C = "c"
+    F = "f"
+
+
+@attrs.frozen
+class Span:
+    start: int
+    end: int = 0
+
+
+def setup(*tools: Tool) -> tuple[HookBus, ToolRegistry]:
+    hooks = HookBus()
+    return hooks, ToolRegistry(hooks, [echo, *tools])
+
+
+def call(
+    name: str = "echo",
+    arguments: JsonValue = None,
+    *,
+    call_id: str = "call-1",
+    agent_id: str | None = None,
+    agent: object = None,
+) -> ToolExecution:
+    args: JsonValue = {"text": "hi"} if arguments is None else arguments
+    return ToolExecution(call_id, name, args, agent=agent, agent_id=agent_id)
+
+
+def text_of(result: ToolExecutionResult) -> str:
+    return content_text(result.content)
+
+
+def failed(message: str, code: str | None = None, name: str = "ToolError") -> dict[str, object]:
+    """The observable shape of an error result."""
+    return {
+        "text": f"Error: {message}",
+        "is_error": True,
+        "error": None if code is None else ToolErrorInfo(name, code),
+    }
+
+
+def shape(result: ToolExecutionResult) -> dict[str, object]:
+    return {"text": text_of(result), "is_error": result.is_error, "error": result.error}
+
+
+@attrs.define
+class Seams:
+    """Records which seams saw a call."""
+
+    pre: list[ToolExecution] = attrs.Factory(list)
+    post: list[ToolExecutionResult] = attrs.Factory(list)
+    results: list[tuple[ToolExecution, ToolExecutionResult]] = attrs.Factory(list)
+
+    def attach(self, hooks: HookBus) -> Seams:
+        async def pre(execution: ToolExecution, call_next: Next) -> object:
+            self.pre.append(execution)
+            return await call_next()
+
+        async def post(
+            execution: ToolExecution, result: ToolExecutionResult, call_next: Next
+        ) -> object:
+            self.post.append(result)
+            return await call_next()
+
+        hooks.on("tools/pre-execute", pre)
+        hooks.on("tools/post-execute", post)
+        hooks.on("tools/result", lambda e, r: self.results.append((e, r)))
+        return self
+
+
+# -- stage 1: lossless arguments -------------------------------------------------
+
+
+async def test_prepare_refuses_arguments_that_are_not_lossless_json() -> None:
+    """R9.3: non-JSON arguments give a final error result; pre- and post-execute are skipped."""
+    hooks, registry = setup()
+    seams = Seams().attach(hooks)
+    prepared = await registry.prepare(call(arguments={"text": {1, 2}}))  # type: ignore[dict-item]
+    assert not prepared.needs_dispatch
+    assert not prepared.needs_post_execute
+    result = await registry.execute(call(arguments={"text": {1, 2}}))  # type: ignore[dict-item]
+    assert shape(result) == failed(
+        'invalid arguments for tool "echo": text is not JSON: set', "INVALID_ARGUMENTS"
+    )
+    assert seams.pre == []
+    assert seams.post == []
+    assert len(seams.results) == 1
+
+
+async def test_prepare_freezes_arguments_before_any_seam_sees_them() -> None:
+    """R9.1: listeners get one immutable execution with frozen arguments and a fresh token."""
+    hooks, registry = setup()
+    seen: list[ToolExecution] = []
+
+    async def wrap(execution: ToolExecution, call_next: Next) -> object:
+        seen.append(execution)
+        return await call_next()
+
+    seams = Seams().attach(hooks)
+    hooks.on("tools/execute", wrap)
+    raw: dict[str, object] = {"text": "hi"}
+    first = await registry.execute(ToolExecution("call-1", "echo", raw))  # type: ignore[arg-type]
+    raw["text"] = "mutated later"
+    assert text_of(first) == "hi"
+    (execution,) = seams.pre
+    assert isinstance(execution.arguments, FrozenDict)
+    with pytest.raises(TypeError):
+        execution.arguments["text"] = "changed"
+    assert seen == [execution]
+    assert seams.results[0][0] == execution
+    assert execution.token
+    assert execution.token != call().token
+
+
+# -- stage 2: tools/pre-execute ---------------------------------------------------
+
+
+async def test_pre_execute_deny_skips_the_body_but_not_post_execute() -> None:
+    """R9.3: a denial is an ``Error: <reason>`` result that still goes through post-execute."""
+    ran: list[str] = []
+
+    @tool
+    def write(path: str) -> str:
+        """Write."""
+        ran.append(path)
+        return "written"
+
+    hooks, registry = setup(write)
+    hooks.on("tools/pre-execute", lambda *_: Deny("read-only session"))
+    seams = Seams().attach(hooks)
+    prepared = await registry.prepare(call("write", {"path": "/x"}))
+    assert not prepared.needs_dispatch
+    assert prepared.needs_post_execute
+    result = await registry.execute(call("write", {"path": "/x"}))
+    assert shape(result) == failed("read-only session")
+    assert ran == []
+    assert [text_of(r) for r in seams.post] == ["Error: read-only session"]
+
+
+@pytest.mark.parametrize(
+    ("decision", "message"),
+    [
+        (Ask(), 'tool "echo" requires approval (not yet supported)'),
+        (Ask("a human must approve echo"), "a human must approve echo"),
+    ],
+)
+async def test_pre_execute_ask_degrades_to_deny_without_an_approval_service(
+    decision: Ask, message: str
+) -> None:
+    """R6.8: ``ask`` without an approval service is a denial with its reason or the default."""
+    hooks, registry = setup()
+    hooks.on("tools/pre-execute", lambda *_: decision)
+    seams = Seams().attach(hooks)
+    result = await registry.execute(call())
+    assert shape(result) == failed(message)
+    assert len(seams.post) == 1
+
+
+async def test_pre_execute_raising_listener_gives_a_final_error_result() -> None:
+    """R9.3: a raising pre-execute listener gives a final error result; post-execute is skipped."""
+    hooks, registry = setup()
+
+    def explode(execution: ToolExecution, call_next: Next) -> object:
+        raise RuntimeError("policy store offline")
+
+    hooks.on("tools/pre-execute", explode)
+    seams = Seams().attach(hooks)
+    prepared = await registry.prepare(call())
+    assert not prepared.needs_dispatch
+    assert not prepared.needs_post_execute
+    result = await registry.execute(call())
+    assert shape(result) == failed("policy store offline")
+    assert seams.post == []
+    assert [r for _, r in seams.results] == [result]
+
+
+async def test_pre_execute_non_decision_gives_a_final_error_result() -> None:
+    """R9.3: a pre-execute listener returning something other than a decision fails the call."""
+    hooks, registry = setup()
+    hooks.on("tools/pre-execute", lambda *_: "yes")
+    seams = Seams().attach(hooks)
+    result = await registry.execute(call())
+    assert shape(result) == failed(
+        "tools/pre-execute returned an invalid decision: str", "INVALID_HOOK_RESULT", "HookError"
+    )
+    assert seams.post == []
+
+
+async def test_pre_execute_listeners_chain_outermost_first() -> None:
+    """R6.3: the first listener is outermost and sees the inner listener's decision via next()."""
+    hooks, registry = setup()
+    outer_saw: list[object] = []
+
+    async def outer(execution: ToolExecution, call_next: Next) -> object:
+        decision = await call_next()
+        outer_saw.append(decision)
+        return decision
+
+    hooks.on("tools/pre-execute", outer)
+    hooks.on("tools/pre-execute", lambda *_: Deny("inner says no"))
+    result = await registry.execute(call())
+    assert outer_saw == [Deny("inner says no")]
+    assert text_of(result) == "Error: inner says no"
+
+
+async def test_pre_execute_short_circuit_allow_runs_the_body() -> None:
+    """R6.3: a listener may allow without calling next; later listeners are then not reached."""
+    hooks, registry = setup()
+    hooks.on("tools/pre-execute", lambda *_: Allow())
+    hooks.on("tools/pre-execute", lambda *_: Deny("unreachable"))
+    result = await registry.execute(call())
+    assert shape(result) == {"text": "hi", "is_error": False, "error": None}
+
+
+async def test_seams_dispatch_with_the_calling_agents_scope() -> None:
+    """R6.5: a listener scoped to an agent hears only that agent's calls, on every tool seam."""
+    hooks, registry = setup()
+    heard: list[tuple[str, str | None]] = []
+
+    async def pre(execution: ToolExecution, call_next: Next) -> object:
+        heard.append(("pre", execution.agent_id))
+        return await call_next()
+
+    async def wrap(execution: ToolExecution, call_next: Next) -> object:
+        heard.append(("execute", execution.agent_id))
+        return await call_next()
+
+    async def post(execution: ToolExecution, result: object, call_next: Next) -> object:
+        heard.append(("post", execution.agent_id))
+        return await call_next()
+
+    hooks.on("tools/pre-execute", pre, agent="a")
+    hooks.on("tools/execute", wrap, agent="a")
+    hooks.on("tools/post-execute", post, agent="a")
+    hooks.on("tools/result", lambda e, _r: heard.append(("result", e.agent_id)), agent="a")
+    await registry.execute(call(agent_id="b"))
+    await registry.execute(call())
+    assert heard == []
+    await registry.execute(call(agent_id="a"))
+    assert heard == [("pre", "a"), ("execute", "a"), ("post", "a"), ("result", "a")]
+
+
+# -- stage 3: tools/execute and the body -----------------------------------------
+
+
+async def test_dispatch_unknown_tool_is_a_coded_error() -> None:
+    """R9.3: a name not in the caller's view gives ``UNKNOWN_TOOL``."""
+    _, registry = setup()
+    result = await registry.execute(call("nope", {}))
+    assert shape(result) == failed('unknown tool "nope"', "UNKNOWN_TOOL")
+
+
+async def test_dispatch_resolves_the_tool_in_the_callers_view() -> None:
+    """R9.3: a scoped tool shadows the global one for its agent and is invisible to others."""
+
+    @tool(name="echo")
+    def loud(text: str) -> str:
+        """Shout."""
+        return text.upper()
+
+    @tool
+    def secret() -> str:
+        """Private."""
+        return "s3cret"
+
+    _, registry = setup()
+    registry.add(loud, agent="a")
+    registry.add(secret, agent="a")
+    assert text_of(await registry.execute(call(agent_id="a"))) == "HI"
+    assert text_of(await registry.execute(call(agent_id="b"))) == "hi"
+    assert text_of(await registry.execute(call("secret", {}, agent_id="a"))) == "s3cret"
+    hidden = await registry.execute(call("secret", {}, agent_id="b"))
+    assert hidden.error == ToolErrorInfo("ToolError", "UNKNOWN_TOOL")
+
+
+async def test_dispatch_invalid_arguments_never_reach_the_body() -> None:
+    """R9.3: arguments are validated against the schema before the body; failures are coded."""
+    ran: list[int] = []
+
+    @tool
+    def count(n: int) -> int:
+        """Count."""
+        ran.append(n)
+        return n
+
+    hooks, registry = setup(count)
+    seams = Seams().attach(hooks)
+    result = await registry.execute(call("count", {"n": "three"}))
+    assert shape(result) == failed(
+        'invalid arguments for tool "count": n: expected integer, got string', "INVALID_ARGUMENTS"
+    )
+    assert ran == []
+    assert len(seams.post) == 1
+
+
+async def test_dispatch_raw_string_arguments_fail_validation() -> None:
+    """R9.6: invalid JSON arrives as the raw string and is reported, not crashed on."""
+    _, registry = setup()
+    result = await registry.execute(call(arguments='{"text": "hi'))
+    assert shape(result) == failed(
+        'invalid arguments for tool "echo": arguments: expected object, got string',
+        "INVALID_ARGUMENTS",
+    )
+
+
+async def test_dispatch_tool_exception_becomes_an_error_result() -> None:
+    """R9.2: a raising tool gives ``Error: <message>`` without a code."""
+
+    @tool
+    async def fragile() -> str:
+        """Fail."""
+        raise ValueError("disk is full")
+
+    _, registry = setup(fragile)
+    assert shape(await registry.execute(call("fragile", {}))) == failed("disk is full")
+
+
+async def test_dispatch_tool_error_keeps_its_code() -> None:
+    """R9.2: a ToolError with a code becomes a coded error named after the exception type."""
+
+    class QuotaError(ToolError):
+        code: str | None = "QUOTA"
+
+    @tool
+    def limited(which: str) -> str:
+        """Fail with a code."""
+        if which == "plain":
+            raise ToolError("no code here")
+        if which == "sub":
+            raise QuotaError("quota exhausted")
+        raise ToolError("rate limited", code="RATE_LIMITED")
+
+    _, registry = setup(limited)
+    coded = await registry.execute(call("limited", {"which": "coded"}))
+    assert shape(coded) == failed("rate limited", "RATE_LIMITED")
+    sub = await registry.execute(call("limited", {"which": "sub"}))
+    assert shape(sub) == failed("quota exhausted", "QUOTA", "QuotaError")
+    plain = await registry.execute(call("limited", {"which": "plain"}))
+    assert shape(plain) == failed("no code here")
+
+
+@pytest.mark.parametrize(
+    ("value", "content", "meta"),
+    [
+        ("plain", (Text("plain"),), None),
+        (Text("block"), (Text("block"),), None),
+        ([Text("a"), Text("b")], (Text("a"), Text("b")), None),
+        ({"k": [1, 2.5, None], "é": True}, (Text('{"k":[1,2.5,null],"é":true}'),), None),
+        (42, (Text("42"),), None),
+        (None, (Text("null"),), None),
+        ([], (Text("[]"),), None),
+        (ToolOutput("with meta", {"rows": 3}), (Text("with meta"),), {"rows": 3}),
+    ],
+)
+async def test_dispatch_return_value_becomes_the_content(
+    value: object, content: tuple[object, ...], meta: object
+) -> None:
+    """R9.3: a str or blocks are the content, JSON data is compact JSON text, ToolOutput adds meta."""
+    fixed = Tool("fixed", "Returns a fixed value.", {"type": "object"}, lambda: value)
+    _, registry = setup(fixed)
+    result = await registry.execute(call("fixed", {}))
+    assert (result.content, result.meta, result.is_error) == (content, meta, False)
+
+
+@pytest.mark.parametrize("value", [object(), float("nan"), [Text("a"), 1], {1: "x"}])
+async def test_dispatch_unconvertible_return_value_is_an_error_result(value: object) -> None:
+    """R9.2: a return value that is neither content nor lossless JSON becomes an error result."""
+    odd = Tool("odd", "Returns an odd value.", {"type": "object"}, lambda: value)
+    _, registry = setup(odd)
+    result = await registry.execute(call("odd", {}))
+    assert result.is_error
+    assert text_of(result).startswith("Error: ")
+
+
+async def test_dispatch_coerces_arguments_to_the_annotated_types() -> None:
+    """R9.7: enums, attrs records, tuples and integral floats arrive as the annotated types."""
+    received: list[object] = []
+
+    @tool
+    async def measure(unit: Unit, span: Span, tags: tuple[str, ...], count: int) -> str:
+        """Measure."""
+        received.extend([unit, span, tags, count])
+        return "ok"
+
+    _, registry = setup(measure)
+    arguments: JsonValue = {"unit": "f", "span": {"start": 1}, "tags": ["x"], "count": 2.0}
+    result = await registry.execute(call("measure", arguments))
+    assert text_of(result) == "ok"
+    assert received == [Unit.F, Span(1), ("x",), 2]
+    assert type(received[3]) is int
+
+
+async def test_dispatch_sync_tool_runs_in_a_worker_thread() -> None:
+    """R9.7: a sync body runs in a worker thread so it never blocks the trio loop."""
+    threads: list[int] = []
+
+    @tool
+    def blocking() -> str:
+        """Block."""
+        threads.append(threading.get_ident())
+        return "done"
+
+    _, registry = setup(blocking)
+    result = await registry.execute(call("blocking", {}))
+    assert text_of(result) == "done"
+    assert len(threads) == 1
+    assert threads[0] != threading.get_ident()
+
+
+async def test_dispatch_async_tool_runs_in_the_calling_task() -> None:
+    """R9.7: an async body is awaited in the trio task that dispatches it."""
+    tasks: list[object] = []
+
+    @tool
+    async def inline() -> str:
+        """Inline."""
+        tasks.append(trio.lowlevel.current_task())
+        return "done"
+
+    _, registry = setup(inline)
+    await registry.execute(call("inline", {}))
+    assert tasks == [trio.lowlevel.current_task()]
+
+
+async def test_dispatch_injects_the_tool_context() -> None:
+    """R9.1: a tool declaring a ToolContext parameter receives the call id and the agent."""
+    contexts: list[ToolContext] = []
+    handle = object()
+
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        """Who called."""
+        contexts.append(ctx)
+        return "me"
+
+    _, registry = setup(whoami)
+    await registry.execute(call("whoami", {}, call_id="c-7", agent=handle, agent_id="a"))
+    assert contexts == [ToolContext("c-7", handle, "a")]
+
+
+async def test_dispatch_timeout_is_a_coded_error_on_the_virtual_clock(
+    autojump_clock: object,
+) -> None:
+    """R9.7: a body running past its timeout is cancelled and the call fails with TOOL_TIMEOUT."""
+
+    @tool(timeout=5)
+    async def slow(seconds: float) -> str:
+        """Sleep."""
+        await trio.sleep(seconds)
+        return "woke"
+
+    _, registry = setup(slow)
+    with trio.fail_after(60):
+        start = trio.current_time()
+        late = await registry.execute(call("slow", {"seconds": 100}))
+        assert trio.current_time() - start == pytest.approx(5)
+        in_time = await registry.execute(call("slow", {"seconds": 4}))
+    assert shape(late) == failed('tool "slow" timed out after 5s', "TOOL_TIMEOUT")
+    assert shape(in_time) == {"text": "woke", "is_error": False, "error": None}
+
+
+async def test_dispatch_timeout_abandons_a_blocked_sync_tool(autojump_clock: object) -> None:
+    """R9.7: a sync body past its timeout is abandoned in its thread; the call fails at once."""
+    release = threading.Event()
+
+    @tool(timeout=2)
+    def stuck() -> str:
+        """Block on a thread event."""
+        release.wait(10)
+        return "late"
+
+    _, registry = setup(stuck)
+    try:
+        with trio.fail_after(60):
+            result = await registry.execute(call("stuck", {}))
+    finally:
+        release.set()
+    assert result.error == ToolErrorInfo("ToolError", "TOOL_TIMEOUT")
+
+
+async def test_dispatch_outer_cancellation_propagates(autojump_clock: object) -> None:
+    """R9.2: only cancellation escapes; it is never turned into a result or swallowed."""
+
+    @tool
+    async def forever() -> str:
+        """Never return."""
+        await trio.sleep_forever()
+
+    hooks, registry = setup(forever)
+    seams = Seams().attach(hooks)
+    with trio.move_on_after(3) as scope:
+        await registry.execute(call("forever", {}))
+    assert scope.cancelled_caught
+    assert seams.results == []
+    assert seams.post == []
+
+
+async def test_execute_wrapper_wraps_the_body() -> None:
+    """R9.3: a ``tools/execute`` wrapper sees the body's result and may replace it."""
+    hooks, registry = setup()
+    seams = Seams().attach(hooks)
+
+    async def annotate(execution: ToolExecution, call_next: Next) -> object:
+        result = await call_next()
+        assert isinstance(result, ToolExecutionResult)
+        return attrs.evolve(result, content=(*result.content, Text(" (checked)")))
+
+    hooks.on("tools/execute", annotate)
+    result = await registry.execute(call())
+    assert text_of(result) == "hi (checked)"
+    assert [text_of(r) for r in seams.post] == ["hi (checked)"]
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "expected"),
+    [
+        (
+            lambda *_: (_ for _ in ()).throw(RuntimeError("sandbox crashed")),
+            failed("sandbox crashed"),
+        ),
+        (
+            lambda *_: ToolExecutionResult("other-call", "forged"),
+            failed(
+                'tools/execute returned a result for call "other-call", expected "call-1"',
+                "INVALID_HOOK_RESULT",
+                "HookError",
+            ),
+        ),
+        (
+            lambda *_: "not a result",
+            failed(
+                "tools/execute returned an invalid decision: str",
+                "INVALID_HOOK_RESULT",
+                "HookError",
+            ),
+        ),
+    ],
+    ids=["raises", "other-call-id", "non-result"],
+)
+async def test_execute_wrapper_failure_gives_a_final_error_result(
+    wrapper: Callable[[ToolExecution, Next], object], expected: dict[str, object]
+) -> None:
+    """R9.3: a raising wrapper or one returning another call's result fails finally (no post)."""
+    hooks, registry = setup()
+    hooks.on("tools/execute", wrapper)
+    seams = Seams().attach(hooks)
+    result = await registry.execute(call())
+    assert shape(result) == expected
+    assert result.call_id == "call-1"
+    assert seams.post == []
+    assert [r for _, r in seams.results] == [result]
+
+
+async def test_dispatch_bodies_overlap_while_stages_stay_separate(autojump_clock: object) -> None:
+    """R9.16: prepare and finish are separate stages; only dispatch runs concurrently."""
+    started = {"a": trio.Event(), "b": trio.Event()}
+
+    @tool(parallel_safe=True)
+    async def meet(me: str, other: str) -> str:
+        """Wait for the other call to start too."""
+        started[me].set()
+        await started[other].wait()
+        return me
+
+    _, registry = setup(meet)
+    prepared = [
+        await registry.prepare(call("meet", {"me": "a", "other": "b"}, call_id="1")),
+        await registry.prepare(call("meet", {"me": "b", "other": "a"}, call_id="2")),
+    ]
+    results: dict[str, ToolExecutionResult] = {}
+
+    async def run(item: PreparedCall) -> None:
+        results[item.execution.call_id] = await registry.dispatch(item)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for item in prepared:
+                nursery.start_soon(run, item)
+    finals = [await registry.finish(item, results[item.execution.call_id]) for item in prepared]
+    assert [text_of(r) for r in finals] == ["a", "b"]
+
+
+# -- stage 4: tools/post-execute ---------------------------------------------------
+
+
+async def test_post_execute_accept_replaces_content_keeping_error_flags() -> None:
+    """R9.3: ``Accept(content)`` replaces the content but keeps ``is_error`` and ``error``."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Accept("tool is not available here"))
+    result = await registry.execute(call("missing", {}))
+    assert shape(result) == {
+        "text": "tool is not available here",
+        "is_error": True,
+        "error": ToolErrorInfo("ToolError", "UNKNOWN_TOOL"),
+    }
+
+
+async def test_post_execute_accept_without_content_keeps_the_result() -> None:
+    """R9.3: the default ``Accept()`` leaves the dispatched result unchanged."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Accept())
+    assert shape(await registry.execute(call())) == {"text": "hi", "is_error": False, "error": None}
+
+
+async def test_post_execute_block_turns_the_result_into_an_error() -> None:
+    """R6.9: ``Block(feedback)`` makes the result an error whose content is the feedback."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Block(feedback="output redacted"))
+    result = await registry.execute(call())
+    assert (text_of(result), result.is_error, result.call_id) == ("output redacted", True, "call-1")
+
+
+async def test_post_execute_block_without_feedback_reports_its_reason() -> None:
+    """R6.9: a Block carrying only a reason shows ``Error: <reason>``."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Block("contains secrets"))
+    assert shape(await registry.execute(call())) == failed("contains secrets")
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        Accept(additional_context=HookContext("remember: cached")),
+        Block("no", additional_context=HookContext("remember: cached")),
+    ],
+    ids=["accept", "block"],
+)
+async def test_post_execute_additional_context_rides_on_the_result(decision: object) -> None:
+    """R9.4: additional context reaches the loop on the result, never in its content."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: decision)
+    result = await registry.execute(call())
+    assert result.additional_context == HookContext("remember: cached")
+    assert "remember" not in text_of(result)
+
+
+async def test_post_execute_sees_the_dispatched_result() -> None:
+    """R9.3: post-execute listeners get the execution and the dispatched result."""
+    hooks, registry = setup()
+    seams = Seams().attach(hooks)
+    await registry.execute(call())
+    assert [(r.call_id, text_of(r)) for r in seams.post] == [("call-1", "hi")]
+
+
+@pytest.mark.parametrize(
+    ("listener", "expected"),
+    [
+        (
+            lambda *_: (_ for _ in ()).throw(KeyError("audit")),
+            failed("'audit'"),
+        ),
+        (
+            lambda *_: Deny("wrong seam"),
+            failed(
+                "tools/post-execute returned an invalid decision: Deny",
+                "INVALID_HOOK_RESULT",
+                "HookError",
+            ),
+        ),
+    ],
+    ids=["raises", "invalid-decision"],
+)
+async def test_post_execute_failure_becomes_an_error_result(
+    listener: Callable[..., object], expected: dict[str, object]
+) -> None:
+    """R9.3: a raising post-execute listener (or a non-decision) turns the call into an error."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", listener)
+    seams = Seams().attach(hooks)
+    result = await registry.execute(call())
+    assert shape(result) == expected
+    assert [r for _, r in seams.results] == [result]
+
+
+# -- stage 5: validation and tools/result ------------------------------------------
+
+
+async def test_finish_refuses_a_result_that_is_not_lossless_json() -> None:
+    """R9.3: the final result is validated as lossless JSON; a bad one becomes an error."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Accept(Text(float("nan"))))  # type: ignore[arg-type]
+    result = await registry.execute(call())
+    assert shape(result) == failed(
+        "content[0].text is a non-finite number (nan)", "INVALID_JSON", "InvalidJsonError"
+    )
+
+
+async def test_result_observers_get_every_final_result() -> None:
+    """R9.3: ``tools/result`` observers see the execution and the final result of each call."""
+    hooks, registry = setup()
+    seams = Seams().attach(hooks)
+    hooks.on("tools/post-execute", lambda *_: Accept("replaced"))
+    ok = await registry.execute(call(call_id="1"))
+    unknown = await registry.execute(call("nope", {}, call_id="2"))
+    assert [(e.call_id, r) for e, r in seams.results] == [("1", ok), ("2", unknown)]
+    assert text_of(ok) == "replaced"
+
+
+async def test_result_observer_failures_are_contained() -> None:
+    """R9.3: a raising ``tools/result`` observer is logged and ignored."""
+    hooks, registry = setup()
+    calls: list[str] = []
+
+    def broken(execution: ToolExecution, result: ToolExecutionResult) -> None:
+        calls.append("broken")
+        raise RuntimeError("observer bug")
+
+    hooks.on("tools/result", broken)
+    hooks.on("tools/result", lambda *_: calls.append("after"))
+    result = await registry.execute(call())
+    assert text_of(result) == "hi"
+    assert calls == ["broken", "after"]
+
+
+# -- the whole contract --------------------------------------------------------------
+
+
+def raising(where: str) -> Callable[..., object]:
+    def listener(*_args: object) -> object:
+        raise RuntimeError(f"{where} failed")
+
+    return listener
+
+
+@pytest.mark.parametrize(
+    ("seam", "message"),
+    [
+        ("tools/pre-execute", "tools/pre-execute failed"),
+        ("tools/execute", "tools/execute failed"),
+        ("tools/post-execute", "tools/post-execute failed"),
+        ("tools/result", None),
+    ],
+)
+async def test_execute_never_raises_for_seam_failures(seam: str, message: str | None) -> None:
+    """R9.2: whichever seam fails, execute returns a result instead of raising."""
+    hooks, registry = setup()
+    hooks.on(seam, raising(seam))
+    result = await registry.execute(call())
+    if message is None:
+        assert shape(result) == {"text": "hi", "is_error": False, "error": None}
+    else:
+        assert shape(result) == failed(message)
+
+
+async def test_staged_pipeline_equals_execute() -> None:
+    """R9.15: prepare, dispatch and finish run the same pipeline as execute."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda _e, r, _next: Accept(f"[{text_of(r)}]"))
+    prepared = await registry.prepare(call())
+    assert prepared.needs_dispatch
+    assert prepared.needs_post_execute
+    dispatched = await registry.dispatch(prepared)
+    assert text_of(dispatched) == "hi"
+    staged = await registry.finish(prepared, dispatched)
+    assert staged == await registry.execute(call())
+    assert text_of(staged) == "[hi]"
+
+
+async def test_dispatch_of_a_prepared_result_returns_it_unchanged() -> None:
+    """R9.15: a call with a pre-produced result is not dispatched again."""
+    hooks, registry = setup()
+    hooks.on("tools/pre-execute", lambda *_: Deny("no"))
+    prepared = await registry.prepare(call())
+    assert prepared.result is not None
+    assert await registry.dispatch(prepared) is prepared.result
+
+
+async def test_pipeline_stages_are_checkpoints() -> None:
+    """R9.1: every pipeline stage is a trio checkpoint, even when it has nothing to wait for."""
+    _, registry = setup()
+    with trio.testing.assert_checkpoints():
+        prepared = await registry.prepare(call("nope", {}))
+    with trio.testing.assert_checkpoints():
+        result = await registry.dispatch(prepared)
+    with trio.testing.assert_checkpoints():
+        await registry.finish(prepared, result)

@@ -1,0 +1,188 @@
+"""Tool registry views, canonical schema order and execution-mode classification (R9.3, R9.8)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import pytest
+
+from retinue._errors import ConfigError
+from retinue._lossless import FrozenDict, JsonValue
+from retinue.hooks import HookBus
+from retinue.tools import Tool, ToolExecution, ToolRegistry, tool
+
+
+def make(name: str, *, parallel_safe: bool | Callable[[JsonValue], object] = False) -> Tool:
+    def body(path: str = "") -> str:
+        return path
+
+    return tool(name=name, description=f"{name} tool", parallel_safe=parallel_safe)(body)
+
+
+def mode(
+    registry: ToolRegistry, name: str, arguments: JsonValue = None, agent_id: str | None = None
+) -> str:
+    args: JsonValue = FrozenDict() if arguments is None else arguments
+    return registry.execution_mode(ToolExecution("c1", name, args, agent_id=agent_id))
+
+
+@attrs.frozen
+class Handle:
+    id: str
+
+
+# -- execution mode (R9.8) -----------------------------------------------------
+
+
+def test_execution_mode_is_parallel_only_for_an_explicit_true() -> None:
+    """R9.8: only ``parallel_safe=True`` makes a call parallel; a missing declaration is exclusive."""
+    registry = ToolRegistry(HookBus(), [make("safe", parallel_safe=True), make("plain")])
+    assert mode(registry, "safe") == "parallel"
+    assert mode(registry, "plain") == "exclusive"
+
+
+@pytest.mark.parametrize("verdict", [False, 1, "yes", [True], None])
+def test_execution_mode_is_exclusive_for_any_classifier_value_but_true(verdict: object) -> None:
+    """R9.8: a classifier returning anything but exactly True (even truthy values) means exclusive."""
+    registry = ToolRegistry(HookBus(), [make("t", parallel_safe=lambda _args: verdict)])
+    assert mode(registry, "t") == "exclusive"
+
+
+def test_execution_mode_classifier_sees_the_frozen_arguments() -> None:
+    """R9.8: the classifier is a pure function of the call's arguments."""
+    seen: list[object] = []
+
+    def classify(arguments: JsonValue) -> bool:
+        seen.append(arguments)
+        return isinstance(arguments, FrozenDict) and arguments.get("path") == "/tmp"
+
+    registry = ToolRegistry(HookBus(), [make("read", parallel_safe=classify)])
+    assert mode(registry, "read", {"path": "/tmp"}) == "parallel"
+    assert mode(registry, "read", {"path": "/etc"}) == "exclusive"
+    assert seen == [{"path": "/tmp"}, {"path": "/etc"}]
+    assert all(isinstance(arguments, FrozenDict) for arguments in seen)
+
+
+def test_execution_mode_is_exclusive_when_the_classifier_raises() -> None:
+    """R9.8: a raising classifier never fails the step; the call is exclusive."""
+
+    def classify(_arguments: JsonValue) -> bool:
+        raise RuntimeError("boom")
+
+    registry = ToolRegistry(HookBus(), [make("t", parallel_safe=classify)])
+    assert mode(registry, "t") == "exclusive"
+
+
+def test_execution_mode_is_exclusive_for_an_async_classifier() -> None:
+    """R9.8: the classifier is synchronous; a coroutine is not True (and is closed, not leaked)."""
+
+    async def classify(_arguments: JsonValue) -> bool:
+        return True
+
+    registry = ToolRegistry(HookBus(), [make("t", parallel_safe=classify)])
+    assert mode(registry, "t") == "exclusive"
+
+
+def test_execution_mode_is_exclusive_for_unknown_tools_and_invalid_arguments() -> None:
+    """R9.8: an unknown tool, invalid arguments or raw-string arguments mean exclusive."""
+    registry = ToolRegistry(HookBus(), [make("safe", parallel_safe=True)])
+    assert mode(registry, "missing") == "exclusive"
+    assert mode(registry, "safe", {"path": 3}) == "exclusive"
+    assert mode(registry, "safe", '{"path": ') == "exclusive"
+    assert mode(registry, "safe", {"path": "ok"}) == "parallel"
+
+
+def test_execution_mode_uses_the_callers_view() -> None:
+    """R9.8: an agent-scoped tool's declaration decides for that agent only."""
+    registry = ToolRegistry(HookBus(), [make("t")])
+    registry.add(make("t", parallel_safe=True), agent="a")
+    assert mode(registry, "t", agent_id="a") == "parallel"
+    assert mode(registry, "t", agent_id="b") == "exclusive"
+
+
+# -- views (R9.3 step 3) -------------------------------------------------------
+
+
+def test_registry_scoped_tool_shadows_the_global_one_for_its_agent_only() -> None:
+    """R9.3: a scoped tool shadows a global tool of the same name for that agent only."""
+    shared, private = make("t"), make("t", parallel_safe=True)
+    registry = ToolRegistry(HookBus(), [shared])
+    unregister = registry.add(private, agent=Handle("a"))
+    assert registry.get("t", "a") is private
+    assert registry.get("t", "b") is shared
+    assert registry.get("t") is shared
+    unregister()
+    unregister()
+    assert registry.get("t", "a") is shared
+
+
+def test_registry_refuses_a_duplicate_name_in_one_scope() -> None:
+    """R9.3: one name resolves to one tool per view, so a duplicate registration is refused."""
+    registry = ToolRegistry(HookBus(), [make("t")])
+    with pytest.raises(ConfigError, match='"t"'):
+        registry.add(make("t"))
+    registry.add(make("t"), agent="a")
+    with pytest.raises(ConfigError, match='"t"'):
+        registry.add(make("t"), agent="a")
+    with pytest.raises(ConfigError, match='"u"'):
+        ToolRegistry(HookBus(), [make("u"), make("u")])
+
+
+def test_registry_unregister_leaves_a_replacement_alone() -> None:
+    """R9.3: a stale unregister function never removes a tool registered after it."""
+    registry = ToolRegistry(HookBus())
+    first = registry.add(make("t"))
+    first()
+    second = make("t")
+    registry.add(second)
+    first()
+    assert registry.get("t") is second
+
+
+# -- canonical order -----------------------------------------------------------
+
+
+def names(schemas: tuple[object, ...]) -> list[str]:
+    return [getattr(schema, "name", "?") for schema in schemas]
+
+
+def test_schemas_are_sorted_by_name_by_default() -> None:
+    """R7.51: without a configured order, tool schemas are in lexicographic name order."""
+    registry = ToolRegistry(HookBus(), [make("write"), make("Bash"), make("read")])
+    assert names(registry.schemas()) == ["Bash", "read", "write"]
+
+
+def test_schemas_follow_a_configured_order_with_a_rest_slot() -> None:
+    """R7.51: a configured order places listed tools; ``*`` holds the rest, sorted."""
+    registry = ToolRegistry(HookBus(), [make(n) for n in ("d", "c", "b", "a", "e")])
+    assert names(registry.schemas(order=["e", "*", "a"])) == ["e", "b", "c", "d", "a"]
+    assert names(registry.schemas(order=["c"])) == ["c", "a", "b", "d", "e"]
+
+
+def test_schemas_include_scoped_tools_in_the_agents_view_only() -> None:
+    """R7.51: a scoped tool appears in its agent's schemas and may be named in a shared order."""
+    registry = ToolRegistry(HookBus(), [make("b"), make("a")])
+    registry.add(make("z"), agent="x")
+    order = ["z", "*"]
+    assert names(registry.schemas("x", order)) == ["z", "a", "b"]
+    assert names(registry.schemas("y", order)) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("order", "message"),
+    [(["a", "nope"], '"nope"'), (["*", "a", "*"], '"\\*"'), (["a", "a"], '"a"')],
+)
+def test_schemas_refuse_an_invalid_configured_order(order: list[str], message: str) -> None:
+    """R7.51: an unknown, repeated or doubled rest name in the configured order is a ConfigError."""
+    registry = ToolRegistry(HookBus(), [make("a")])
+    with pytest.raises(ConfigError, match=message):
+        registry.schemas(order=order)
+
+
+def test_schemas_carry_the_model_facing_part_only() -> None:
+    """R9.7: only name, description and parameters reach the model."""
+    registry = ToolRegistry(HookBus(), [make("t")])
+    (schema,) = registry.schemas()
+    assert (schema.name, schema.description) == ("t", "t tool")
+    assert schema.parameters == registry.get("t").parameters  # type: ignore[union-attr]
