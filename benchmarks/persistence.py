@@ -1,0 +1,249 @@
+"""Persistence: 1000 agents x 10 turns (~20 events per turn) on every session store.
+
+Two measurements per store, each in a fresh subprocess:
+
+* ``runtime``: real agents (``open_runtime`` with a zero-latency ScriptedModel,
+  one tool step and one answer step per turn); the loop flushes after every
+  turn. Reports wall time, events/s, per-turn flush latency p50/p99 and the
+  slowdown against the memory store's wall time.
+* ``raw``: the store alone. 1000 tasks append pre-built realistic turns to
+  their sessions and flush after each, concurrently; events/s and flush
+  latency of the store without the agent loop.
+
+Run: ``python -m benchmarks.persistence [--agents N] [--turns T] [--stores memory,sqlite,jsonl,postgres]``.
+PostgreSQL is measured when ``RETINUE_TEST_POSTGRES_DSN`` is set (see
+``scripts/postgres.sh``). Every run checks that each stored log loads back with
+every event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+import trio
+
+import retinue
+from retinue.session import Session
+from retinue.stores import JSONLStore, MemoryStore, PostgresStore, SQLiteStore
+from retinue.stores._writebehind import BufferedStore
+from retinue.testing import ScriptedModel, check_session_invariants
+
+POSTGRES_ENV = "RETINUE_TEST_POSTGRES_DSN"
+
+
+@retinue.tool(parallel_safe=True)
+async def lookup(city: str) -> str:
+    """Weather for a city.
+
+    Args:
+        city: Which city.
+    """
+    await trio.lowlevel.checkpoint()
+    return f"sunny in {city}"
+
+
+class TimedStore:
+    """Delegates to a store and records the latency of every flush."""
+
+    def __init__(self, store: BufferedStore) -> None:
+        self.store = store
+        self.latencies: list[float] = []
+
+    async def flush(self, session: Session) -> None:
+        start = time.perf_counter()
+        await self.store.flush(session)
+        self.latencies.append(time.perf_counter() - start)
+
+    async def __aenter__(self) -> Self:
+        await self.store.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.store.__aexit__(kind, value, tb)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def _make_store(kind: str, where: str) -> BufferedStore:
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return SQLiteStore(os.path.join(where, "sessions.db"))
+    if kind == "jsonl":
+        return JSONLStore(os.path.join(where, "sessions"))
+    return PostgresStore(os.environ[POSTGRES_ENV], schema=where)
+
+
+async def _run_runtime(kind: str, where: str, agents: int, turns: int) -> dict[str, Any]:
+    store = TimedStore(_make_store(kind, where))
+    model = ScriptedModel.tool_loop(
+        ["lookup"], calls_per_step=1, answer_chunks=6, arguments={"lookup": '{"city": "Paris"}'}
+    )
+    async with retinue.open_runtime(models=model, tools=[lookup], store=store) as rt:  # type: ignore[arg-type]
+        handles = [
+            await rt.create_agent("agent", retinue.AgentOptions(model="m"), session_id=f"agent-{i}")
+            for i in range(agents)
+        ]
+        start = time.perf_counter()
+
+        async def drive(agent: retinue.Agent) -> None:
+            for turn in range(turns):
+                result = await agent.ask(f"prompt {turn}")
+                assert result.reason.kind == "completed", result
+
+        async with trio.open_nursery() as nursery:
+            for agent in handles:
+                nursery.start_soon(drive, agent)
+        wall = time.perf_counter() - start
+        events = sum(len(agent.session.events) for agent in handles)
+        stats = store.statistics()
+    return {
+        "wall_s": wall,
+        "events": events,
+        "latencies": store.latencies,
+        "commits": stats.commits,
+    }
+
+
+async def _run_raw(kind: str, where: str, agents: int, turns: int) -> dict[str, Any]:
+    from tests.stores._kit import run_turn
+
+    store = TimedStore(_make_store(kind, where))
+    sessions = [Session.create(f"raw-{i}") for i in range(agents)]
+    async with store:
+        start = time.perf_counter()
+
+        async def drive(session: Session) -> None:
+            store.attach_new(session)
+            for turn in range(turns):
+                run_turn(session, f"prompt {turn}")
+                await store.flush(session)
+
+        async with trio.open_nursery() as nursery:
+            for session in sessions:
+                nursery.start_soon(drive, session)
+        wall = time.perf_counter() - start
+        stats = store.statistics()
+    events = sum(len(session.events) for session in sessions)
+    return {
+        "wall_s": wall,
+        "events": events,
+        "latencies": store.latencies,
+        "commits": stats.commits,
+    }
+
+
+async def _verify(kind: str, where: str, expected: int, sample: list[str]) -> None:
+    if kind == "memory":
+        return
+    async with _make_store(kind, where) as store:
+        for session_id in sample:
+            session = await store.load(session_id)
+            check_session_invariants(session.events)
+            assert len(session.events) == expected, (session_id, len(session.events), expected)
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
+
+
+def measure(mode: str, kind: str, agents: int, turns: int) -> dict[str, Any]:
+    """Run one mode on one store in this process; return its figures."""
+    where = tempfile.mkdtemp(prefix="retinue-bench-")
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    location = schema if kind == "postgres" else where
+    runner: Callable[..., Any] = _run_runtime if mode == "runtime" else _run_raw
+    try:
+        result = trio.run(runner, kind, location, agents, turns)
+        prefix = "agent-" if mode == "runtime" else "raw-"
+        per_session = result["events"] // agents
+        trio.run(
+            _verify,
+            kind,
+            location,
+            per_session,
+            [f"{prefix}{i}" for i in range(0, agents, max(1, agents // 20))],
+        )
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+        if kind == "postgres":
+            _drop_schema(schema)
+    latencies = result["latencies"]
+    return {
+        "benchmark": "persistence",
+        "mode": mode,
+        "store": kind,
+        "agents": agents,
+        "turns": turns,
+        "events": result["events"],
+        "events_per_turn": round(result["events"] / (agents * turns), 1),
+        "wall_s": round(result["wall_s"], 3),
+        "events_per_s": round(result["events"] / result["wall_s"]),
+        "flushes": len(latencies),
+        "commits": result["commits"],
+        "flush_p50_ms": round(_percentile(latencies, 0.50) * 1000, 2),
+        "flush_p99_ms": round(_percentile(latencies, 0.99) * 1000, 2),
+    }
+
+
+def _drop_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def main(argv: list[str]) -> int:
+    """Run every (mode, store) pair in its own subprocess and print one JSON line each."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.persistence")
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--stores", default="memory,sqlite,jsonl,postgres")
+    parser.add_argument("--modes", default="runtime,raw")
+    parser.add_argument("--one", nargs=2, metavar=("MODE", "STORE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure(args.one[0], args.one[1], args.agents, args.turns)), flush=True)
+        return 0
+    stores = [
+        kind
+        for kind in args.stores.split(",")
+        if kind != "postgres" or os.environ.get(POSTGRES_ENV)
+    ]
+    if "postgres" in args.stores and "postgres" not in stores:
+        print(f"# postgres skipped: {POSTGRES_ENV} is not set", file=sys.stderr)
+    for mode in args.modes.split(","):
+        baseline: float | None = None
+        for kind in stores:
+            command = [sys.executable, "-m", "benchmarks.persistence", "--one", mode, kind]
+            command += ["--agents", str(args.agents), "--turns", str(args.turns)]
+            out = subprocess.run(command, check=True, capture_output=True, text=True)
+            record = json.loads(out.stdout.strip().splitlines()[-1])
+            if kind == "memory":
+                baseline = record["wall_s"]
+            if baseline:
+                record["slowdown_vs_memory"] = round(record["wall_s"] / baseline, 2)
+            print(json.dumps(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,166 @@
+"""Store building blocks: ids and file names, the event line codec, failure handling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, strategies as st
+
+from retinue._content import MessageSource, Text, ToolCall
+from retinue._errors import StoreError
+from retinue._stream import BlockEnd, Errored, Finish, ReasoningDelta, TextDelta, ToolCallDelta
+from retinue.session import (
+    AssistantChunk,
+    ContextMessage,
+    CustomEvent,
+    Event,
+    Replace,
+    Session,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+    dump_event,
+)
+from retinue.session._codec import decode_event, encode_event
+from retinue.stores._backend import AppendBatch
+from retinue.stores._ids import bucket_name, check_session_id, escape_id, unescape_id
+from retinue.stores._memory import MemoryBackend
+from retinue.stores._writebehind import BufferedStore
+from tests.stores._kit import lines, run_turn
+
+texts = st.text(max_size=20)
+
+
+@given(st.text(max_size=30))
+def test_escape_id_is_injective_and_traversal_safe(session_id: str) -> None:
+    """R11.12: escaped ids use only safe characters, never '.'/'..', and unescape back exactly."""
+    name = escape_id(session_id)
+    assert set(name) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-~")
+    assert name not in {".", ".."}
+    assert "/" not in name
+    assert unescape_id(name) == session_id
+
+
+def test_escape_id_examples() -> None:
+    """R11.12: '~' and every non-kept UTF-16 unit become ~XXXX; '.' and '..' are escaped in full."""
+    assert escape_id("agent-1.a_b") == "agent-1.a_b"
+    assert escape_id("a~b c") == "a~007eb~0020c"
+    assert escape_id("..") == "~002e~002e"
+    assert escape_id("😀") == "~d83d~de00"
+
+
+def test_bucket_name_hashes_the_cwd() -> None:
+    """R11.12: the bucket is cwd-<12 hex of sha256(cwd)>, or _no-cwd."""
+    assert bucket_name(None) == "_no-cwd"
+    assert (
+        bucket_name("/srv/app")
+        == "cwd-" + __import__("hashlib").sha256(b"/srv/app").hexdigest()[:12]
+    )
+
+
+@pytest.mark.parametrize("good", ["agent-1", "ünïcode id", "a:b@c", "x" * 512])
+def test_check_session_id_accepts_ordinary_ids(good: str) -> None:
+    """Ids without separators or control characters are accepted as they are."""
+    assert check_session_id(good) == good
+
+
+def test_check_session_id_refuses_overlong_ids() -> None:
+    """An id longer than 512 characters is refused with a typed error."""
+    with pytest.raises(StoreError) as caught:
+        check_session_id("x" * 513)
+    assert caught.value.code == "INVALID_SESSION_ID"
+
+
+def _event(data: object, **envelope: object) -> Event:
+    return Event(seq=7, time=1_700_000_000_123, data=data, **envelope)  # type: ignore[arg-type]
+
+
+@given(text=texts, other=texts)
+def test_encode_event_equals_compact_json_of_dump_event(text: str, other: str) -> None:
+    """The fast line encoder writes exactly the compact JSON of dump_event, and decodes back."""
+    events = [
+        _event(AssistantChunk(1, 2, TextDelta(0, text))),
+        _event(AssistantChunk(1, 2, ToolCallDelta(1, None, text, None))),
+        _event(AssistantChunk(1, 2, ToolCallDelta(1, other, text, "name"))),
+        _event(AssistantChunk(1, 2, BlockEnd(0, ToolCall(text, other, "{}")))),
+        _event(AssistantChunk(1, 2, ReasoningDelta(0, text, other))),
+        _event(AssistantChunk(1, 2, Finish(Errored(text, other)))),
+        _event(TurnStart(3, TurnTrigger("injection", MessageSource("plugin", other)))),
+        _event(TurnEnd(3, TurnEndReason.error(2, text, other))),
+        _event(
+            ContextMessage((Text(text),), MessageSource("plugin", "p")),
+            surface_op=Replace(1, 3),
+            source_event_seqs=(1, 3),
+        ),
+        _event(CustomEvent("todo/write", {"todos": [{"content": text, "n": 1.5}]})),
+    ]
+    for event in events:
+        line = encode_event(event)
+        expected = json.dumps(dump_event(event), separators=(",", ":"), ensure_ascii=False)
+        assert line == expected
+        assert decode_event(line) == event
+
+
+def test_encode_event_escapes_lone_surrogates() -> None:
+    """A lone surrogate cannot be stored as UTF-8; the line falls back to \\u escapes."""
+    event = _event(AssistantChunk(1, 1, TextDelta(0, "broken \ud800 pair")))
+    line = encode_event(event)
+    line.encode("utf-8")
+    assert "\\ud800" in line
+    assert decode_event(line) == event
+
+
+class FlakyBackend:
+    """A memory backend whose next write fails with an I/O error."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self.inner = MemoryBackend()
+        self.fail_next = False
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError(28, "No space left on device")
+        return self.inner.write(batches)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_store_failed_write_keeps_the_buffer_and_does_not_poison() -> None:
+    """R11.5, R11.6: a failed commit raises naming the session, keeps its events, and the next flush succeeds."""
+    backend = FlakyBackend()
+    async with BufferedStore(backend, name="flaky") as store:  # type: ignore[arg-type]
+        session = Session.create("flaky-1")
+        store.attach_new(session)
+        run_turn(session)
+        backend.fail_next = True
+        with pytest.raises(StoreError, match=r"flaky-1.*No space left") as caught:
+            await store.flush(session)
+        assert caught.value.code == "STORAGE_ERROR"
+        assert store.statistics().buffered_events == len(session.events)
+        run_turn(session)
+        await store.flush(session)
+        assert store.statistics().buffered_events == 0
+        await store.detach(session)
+        loaded = await store.load("flaky-1")
+    assert lines(loaded.events[:]) == lines(session.events[:])
+
+
+async def test_store_flush_without_async_with_commits_directly() -> None:
+    """A store used without ``async with`` still makes each flush durable on return."""
+    store = BufferedStore(MemoryBackend(), name="plain")
+    session = Session.create("plain-1")
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    assert store.statistics().committed_events == len(session.events)
+    await store.aclose()
+    with pytest.raises(StoreError) as caught:
+        store.attach_new(Session.create("late"))
+    assert caught.value.code == "STORE_CLOSED"
