@@ -96,7 +96,7 @@ async def _run_runtime(kind: str, where: str, agents: int, turns: int) -> dict[s
     model = ScriptedModel.tool_loop(
         ["lookup"], calls_per_step=1, answer_chunks=6, arguments={"lookup": '{"city": "Paris"}'}
     )
-    async with retinue.open_runtime(models=model, tools=[lookup], store=store) as rt:  # type: ignore[arg-type]
+    async with retinue.open_runtime(models=model, tools=[lookup], store=store) as rt:
         handles = [
             await rt.create_agent("agent", retinue.AgentOptions(model="m"), session_id=f"agent-{i}")
             for i in range(agents)

@@ -164,3 +164,43 @@ async def test_store_flush_without_async_with_commits_directly() -> None:
     with pytest.raises(StoreError) as caught:
         store.attach_new(Session.create("late"))
     assert caught.value.code == "STORE_CLOSED"
+
+
+def test_repair_records_missing_tool_calls_before_their_results() -> None:
+    """R11.9, R4.15: a call that never got its tool/call record gets one before its synthetic result."""
+    from retinue.session import (
+        AssistantMessage,
+        StepStart,
+        ToolCallEvent,
+        ToolResultEvent,
+        UserMessage,
+    )
+    from retinue.stores import repair_tail
+    from retinue.testing import check_history_replay, check_session_invariants
+
+    session = Session.create("repair")
+    run_turn(session)
+    turn = session.next_turn_number()
+    session.append(TurnStart(turn, TurnTrigger("message")))
+    session.append(UserMessage((Text("two calls"),)), surface="append")
+    session.append(StepStart(turn, 1))
+    first, second = ToolCall("c-1", "lookup", '{"city":"Oslo"}'), ToolCall("c-2", "lookup", "{}")
+    session.append(AssistantMessage(turn, 1, (first, second)), surface="append")
+    started = session.append(ToolCallEvent(turn, 1, "c-1", "lookup", first.arguments))
+    closers = repair_tail(session.events)
+    assert [event.type for event in closers] == [
+        "tool/result",
+        "tool/call",
+        "tool/result",
+        "step/end",
+        "turn/end",
+    ]
+    assert closers[0].source_event_seqs == (started.seq,)
+    record = closers[1].data
+    assert isinstance(record, ToolCallEvent)
+    assert (record.call_id, record.name, record.arguments) == ("c-2", "lookup", "{}")
+    assert closers[2].source_event_seqs == (closers[1].seq,)
+    assert all(isinstance(closers[i].data, ToolResultEvent) for i in (0, 2))
+    repaired = [*session.events, *closers]
+    check_session_invariants(repaired)
+    check_history_replay(repaired)

@@ -30,28 +30,36 @@ def closing_events(
     error: ToolErrorInfo,
     text: str,
 ) -> list[Event]:
-    """Return the events that close an open turn at the end of *events* (seqs continue)."""
+    """Return the events that close an open turn at the end of *events* (seqs continue).
+
+    Every tool call of the open step without a result gets an error result; a
+    call whose ``tool/call`` record is missing (it never started) gets that
+    record first, so every result follows its call (R4.15, R9.21).
+    """
     state = _OpenTurn.scan(events)
     if state is None:
         return []
     closers: list[Event] = []
-    seq = len(events)
     stamp = events[-1].time if events else 0
-    for call_id in state.unanswered:
+    for call in state.unanswered:
+        call_seq = state.call_seqs.get(call.id)
+        if call_seq is None:
+            call_seq = len(events) + len(closers)
+            record = ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments)
+            closers.append(Event(seq=call_seq, time=stamp, data=record))
+        result = ToolResultEvent(
+            state.turn, state.step, call.id, (Text(text),), is_error=True, error=error
+        )
         closers.append(
             Event(
-                seq=seq,
+                seq=len(events) + len(closers),
                 time=stamp,
-                data=ToolResultEvent(
-                    state.turn, state.step, call_id, (Text(text),), is_error=True, error=error
-                ),
-                source_event_seqs=(state.call_seqs[call_id],)
-                if call_id in state.call_seqs
-                else None,
+                data=result,
+                source_event_seqs=(call_seq,),
                 surface_op="append",
             )
         )
-        seq += 1
+    seq = len(events) + len(closers)
     if state.step_open:
         closers.append(Event(seq=seq, time=stamp, data=StepEnd(state.turn, state.step)))
         seq += 1
@@ -74,12 +82,12 @@ class _OpenTurn:
         self.turn = turn
         self.step = 0
         self.step_open = False
-        self.pending: dict[str, None] = {}
+        self.pending: dict[str, ToolCall] = {}
         self.call_seqs: dict[str, int] = {}
 
     @property
-    def unanswered(self) -> list[str]:
-        return list(self.pending)
+    def unanswered(self) -> list[ToolCall]:
+        return list(self.pending.values())
 
     @classmethod
     def scan(cls, events: Sequence[Event]) -> _OpenTurn | None:
@@ -105,7 +113,7 @@ class _OpenTurn:
         elif isinstance(data, AssistantMessage):
             for block in data.content:
                 if isinstance(block, ToolCall):
-                    self.pending[block.id] = None
+                    self.pending[block.id] = block
         elif isinstance(data, ToolCallEvent):
             self.call_seqs[data.call_id] = event.seq
         elif isinstance(data, ToolResultEvent):

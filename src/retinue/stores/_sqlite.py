@@ -142,7 +142,7 @@ class SQLiteBackend:
                 )
             except sqlite3.IntegrityError:
                 raise already_exists(session_id) from None
-            sid, stored = cursor.lastrowid, 0
+            sid, stored = int(cursor.lastrowid or 0), 0
         else:
             row = conn.execute(
                 "SELECT sid, next_seq FROM sessions WHERE id = ?", (session_id,)
