@@ -7,7 +7,8 @@ import logging
 import trio
 
 from ..session import TurnEndReason
-from ._core import AgentCore
+from ..mailbox import MailboxItem
+from ._core import AgentCore, TurnResult
 from ._turn import flush, run_turn
 
 __all__ = ["run_flusher", "run_loop"]
@@ -28,12 +29,14 @@ async def run_loop(core: AgentCore) -> None:
             break
         if core.cancel_marker and _cancelled_before_start(core, window=1):
             continue
+        if not mailbox.has_queued:
+            continue
         core.set_status("running")
         if core.disposed:
             break
         if core.cancel_marker and _cancelled_before_start(core, window=2):
             continue
-        terminal = await _guarded_turn(core)
+        terminal = await _guarded_turn(core, mailbox.drain_queued())
         core.cancel_marker = False
         core.cancel_reason = None
         if terminal:
@@ -58,13 +61,18 @@ def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
     return True
 
 
-async def _guarded_turn(core: AgentCore) -> bool:
-    """Run a turn inside the backstop (R7.7)."""
+async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
+    """Run a turn inside the backstop (R7.7): a failure before ``turn/start`` loses the batch."""
     try:
-        return await run_turn(core)
+        return await run_turn(core, items)
     except Exception as exc:
-        log.warning("turn of agent %s failed before it opened: %s", core.id, exc)
-        core.emit("agent/error", core.session.next_turn_number(), 0, exc)
+        turn = core.session.next_turn_number()
+        log.warning("turn %d of agent %s failed before it opened: %s", turn, core.id, exc)
+        core.emit("agent/error", turn, 0, exc)
+        reason = TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED")
+        for item in items:
+            if item.ticket is not None:
+                item.ticket.resolve(TurnResult(turn, reason))
         return False
 
 

@@ -31,13 +31,12 @@ __all__ = ["run_turn"]
 log = logging.getLogger("retinue.loop")
 
 
-async def run_turn(core: AgentCore) -> bool:
-    """Run one turn over everything queued; returns whether it was terminally stopped.
+async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
+    """Run one turn over the drained *items*; returns whether it was terminally stopped.
 
     A failure before ``turn/start`` is logged propagates to the driver's
     backstop (R7.7); any later failure ends the turn, never the driver.
     """
-    items = core.mailbox.drain_queued()
     if not items:
         raise RuntimeError("a turn started with nothing queued")
     turn = core.session.next_turn_number()
@@ -106,7 +105,19 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:
 
 async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:
     core.session.append(TurnStart(state.turn, TurnTrigger("message", items[0].source)))
-    allowed = await _submit_prompts(core, state, items)
+    signal = StepSignal(core, trio.CancelScope())
+    core.step_signal = signal
+    if core.disposed:
+        signal.scope.cancel()
+    allowed = False
+    try:
+        with signal.scope:
+            allowed = await _submit_prompts(core, state, items)
+    finally:
+        core.step_signal = None
+    if _aborted(core, signal):
+        state.set_interrupted()
+        return
     if not allowed:
         return
     while await _step_iteration(core, state):

@@ -108,18 +108,21 @@ class Mailbox:
             self._wakeup.set()
 
     async def wait_for_queued(self, stop: trio.Event) -> None:
-        """Wait until something is queued or *stop* is set (R3.7).
+        """Wait until something is enqueued or *stop* is set (R3.7).
 
-        Always a checkpoint. Cancellation leaves the mailbox unchanged.
+        Returns at once if the queued FIFO is non-empty. An enqueue wakes the
+        waiter even if a ``clear`` emptied the FIFO again before it ran, so the
+        caller re-checks. Always a checkpoint; cancellation changes nothing.
         """
         await trio.lowlevel.checkpoint()
-        while not self._queued and not stop.is_set():
-            wakeup = self._wakeup = trio.Event()
-            try:
-                await wakeup.wait()
-            finally:
-                if self._wakeup is wakeup:
-                    self._wakeup = None
+        if self._queued or stop.is_set():
+            return
+        wakeup = self._wakeup = trio.Event()
+        try:
+            await wakeup.wait()
+        finally:
+            if self._wakeup is wakeup:
+                self._wakeup = None
 
     def statistics(self) -> MailboxStatistics:
         """Return a snapshot of queue lengths."""

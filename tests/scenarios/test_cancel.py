@@ -1,0 +1,131 @@
+"""Cancel in every window (SPEC 2.6, 7.6; T-C1..T-C9, T-X2, T-X11)."""
+
+from __future__ import annotations
+
+import trio
+
+import retinue
+from retinue import AgentOptions
+from retinue.testing import CallTools, Hang, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
+
+OPTIONS = AgentOptions(model="scripted")
+
+
+@retinue.tool(parallel_safe=True)
+async def slow(seconds: float) -> str:
+    """Sleep, then answer.
+
+    Args:
+        seconds: How long to sleep.
+    """
+    await trio.sleep(seconds)
+    return "slept"
+
+
+async def test_idle_cancel_is_a_no_op(autojump_clock: trio.testing.MockClock) -> None:
+    """T-C1 / R2.24: cancel on an idle agent with nothing pending changes nothing."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.cancel()
+        result = await agent.ask("hello")
+        assert result.reason.kind == "completed"
+        assert turn_ends(agent.session.events) == ["completed"]
+
+
+async def test_cancel_mid_stream_aborts_with_default_reason(autojump_clock: trio.testing.MockClock) -> None:
+    """T-C3 / R2.23: a mid-step cancel aborts the model call; the reason defaults to 'cancelled'."""
+    model = ScriptedModel([Hang("partial", chunks=2), Reply("next")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(5)
+        assert agent.status == "running"
+        agent.cancel()
+        await agent.wait_idle()
+        end = of_type(agent.session.events, "turn/end")[-1]
+        assert end.data.reason.kind == "aborted"  # type: ignore[union-attr]
+        assert end.data.reason.reason == "cancelled"  # type: ignore[union-attr]
+        assert types_without_chunks(agent.session.events)[-2:] == ["step/end", "turn/end"]
+        result = await agent.ask("again")
+        assert result.reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+async def test_cancel_before_start_leaves_no_trace(autojump_clock: trio.testing.MockClock) -> None:
+    """T-C2 / R7.4: a cancel between send and the driver waking drops the turn; waiters resolve."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("doomed")
+        agent.cancel("never mind")
+        await agent.wait_idle()
+        assert list(agent.session.events) == []
+
+
+async def test_cancel_inside_tool_gives_every_call_a_result(autojump_clock: trio.testing.MockClock) -> None:
+    """T-X2 / R9.25: an abort during tools ends the turn aborted, every call has a result, no next step."""
+    model = ScriptedModel(
+        [
+            CallTools(
+                [ToolCallSpec("slow", '{"seconds": 100}'), ToolCallSpec("slow", '{"seconds": 100}')]
+            ),
+            Reply("never"),
+        ]
+    )
+    async with runtime(model, tools=[slow]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(10)
+        agent.cancel("stop it")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert turn_ends(events) == ["aborted"]
+        results = of_type(events, "tool/result")
+        assert len(results) == 2
+        assert all(r.data.is_error for r in results)  # type: ignore[union-attr]
+        assert {r.data.error.code for r in results} == {"ABORTED"}  # type: ignore[union-attr]
+        assert len(of_type(events, "step/start")) == 1
+        assert model.statistics().calls == 1
+        check_session_invariants(events)
+
+
+async def test_cancel_clears_pending_prompts(autojump_clock: trio.testing.MockClock) -> None:
+    """R2.25 / T-C9: cancel discards queued and steering messages; ask reports them aborted."""
+    model = ScriptedModel([Hang(), Reply("after")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("first")
+        await trio.sleep(1)
+        agent.steer("steer me")
+        async with trio.open_nursery() as nursery:
+            results: list[retinue.TurnResult] = []
+
+            async def ask() -> None:
+                results.append(await agent.ask("queued"))
+
+            nursery.start_soon(ask)
+            await trio.sleep(1)
+            agent.cancel("enough")
+        assert results[0].reason.kind == "aborted"
+        await agent.wait_idle()
+        assert len(of_type(agent.session.events, "turn/start")) == 1
+        assert of_type(agent.session.events, "steering/message") == []
+
+
+async def test_dispose_mid_stream_ends_turn_disposed(autojump_clock: trio.testing.MockClock) -> None:
+    """R2.36 / T-X5: disposal mid-stream ends the turn 'disposed' and emits status disposed."""
+    model = ScriptedModel([Hang("x")])
+    statuses: list[str] = []
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("agent/status", lambda _agent, status: statuses.append(status), agent=agent)
+        agent.send("go")
+        await trio.sleep(1)
+        await agent.dispose()
+        assert agent.status == "disposed"
+        assert turn_ends(agent.session.events) == ["disposed"]
+        assert statuses[-1] == "disposed"
+        assert rt.agents.get(agent.id) is None
+        check_session_invariants(agent.session.events)

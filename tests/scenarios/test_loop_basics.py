@@ -1,0 +1,99 @@
+"""Basic turns end to end (SPEC 7, T-L1, T-L2, T-L4, T-L12)."""
+
+from __future__ import annotations
+
+import trio
+
+import retinue
+from retinue import AgentOptions
+from retinue.providers import Usage
+from retinue.session import AssistantMessage, ToolResultEvent
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
+
+OPTIONS = AgentOptions(model="scripted")
+
+
+@retinue.tool(parallel_safe=True)
+async def echo(text: str) -> str:
+    """Echo the text back.
+
+    Args:
+        text: What to echo.
+    """
+    await trio.sleep(1)
+    return f"echo: {text}"
+
+
+async def test_simple_turn_event_order(autojump_clock: trio.testing.MockClock) -> None:
+    """T-L1: a simple turn logs boundaries, header, chunks, message with usage; history is [user, assistant]."""
+    model = ScriptedModel([Reply("hello there", chunks=3, usage=Usage(3, 2))])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+        events = agent.session.events
+        assert types_without_chunks(events) == [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "request/header",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ]
+        assert len(of_type(events, "assistant/chunk")) >= 3
+        assert result.reason.kind == "completed"
+        assert result.text == "hello there"
+        assert result.usage == Usage(3, 2)
+        roles = [message.role for message in agent.session.derive_messages()]
+        assert roles == ["user", "assistant"]
+        message = of_type(events, "assistant/message")[0]
+        assert isinstance(message.data, AssistantMessage)
+        assert message.data.usage == Usage(3, 2)
+        check_session_invariants(events)
+
+
+async def test_tool_round_trip_results_in_model_order(autojump_clock: trio.testing.MockClock) -> None:
+    """T-L2: tool calls run, results are logged in model order and the model sees them."""
+    model = ScriptedModel(
+        [
+            CallTools([ToolCallSpec("echo", '{"text": "one"}'), ToolCallSpec("echo", '{"text": "two"}')]),
+            Reply("done"),
+        ]
+    )
+    async with runtime(model, tools=[echo]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        assert result.reason.kind == "completed"
+        results = [event.data for event in of_type(agent.session.events, "tool/result")]
+        assert all(isinstance(data, ToolResultEvent) for data in results)
+        texts = [data.content[0].text for data in results]  # type: ignore[union-attr]
+        assert texts == ["echo: one", "echo: two"]
+        second_request = model.requests[1]
+        assert [m.role for m in second_request.messages] == ["user", "assistant", "user", "user"]
+        check_session_invariants(agent.session.events)
+
+
+async def test_consecutive_sends_are_separate_turns(autojump_clock: trio.testing.MockClock) -> None:
+    """T-P2: settled sends each run their own turn, numbered 1..n."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for index in range(3):
+            agent.send(f"m{index}")
+            await agent.wait_idle()
+        starts = [event.data.turn for event in of_type(agent.session.events, "turn/start")]  # type: ignore[union-attr]
+        assert starts == [1, 2, 3]
+        assert turn_ends(agent.session.events) == ["completed"] * 3
+
+
+async def test_sync_burst_is_one_turn(autojump_clock: trio.testing.MockClock) -> None:
+    """T-P1 / R3.8: a synchronous burst of sends before the driver wakes is one turn."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for index in range(4):
+            agent.send(f"m{index}")
+        await agent.wait_idle()
+        assert len(of_type(agent.session.events, "turn/start")) == 1
+        assert len(of_type(agent.session.events, "user/message")) == 4
