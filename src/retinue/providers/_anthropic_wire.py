@@ -270,6 +270,22 @@ class AnthropicStreamDecoder:
             return [table.reasoning(index, "", _str(delta.get("signature")) or "")]
         return []
 
+    def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
+        """Decode a whole non-streaming ``message`` object."""
+        content = payload.get("content")
+        for index, entry in enumerate(content if isinstance(content, list) else ()):
+            block = _dict(entry)
+            self._start(index, block)
+            kind = block.get("type")
+            if kind == "tool_use" and not self._table.has(index):
+                self._table.tool_call(index, _str(block.get("id")), _str(block.get("name")), "")
+            if kind == "thinking":
+                self._table.reasoning(index, "", _str(block.get("signature")) or "")
+        self._usage.update(_dict(payload.get("usage")))
+        self._stop_reason = _str(payload.get("stop_reason"))
+        self.done = self._stopped = True
+        return []
+
     def close(self) -> list[StreamChunk]:
         """End the stream: remaining block ends, usage, finish.
 

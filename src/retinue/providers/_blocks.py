@@ -53,7 +53,7 @@ class _Block:
         if self.kind == _REASONING:
             signature = None if self.signature is None else "".join(self.signature)
             return Reasoning(text, signature)
-        return ToolCall(self.call_id or f"call-{self.index}", self.name or "", text)
+        return ToolCall(self.call_id or f"call-{self.index}", self.name or "", text or "{}")
 
 
 @final

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import ssl
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Protocol, final
 
 import httpx2
 import trio
+from httpx2._transports.default import map_httpcore_exceptions
 
 from retinue._stream import StreamChunk
 
+from ._blocks import loads_event
 from ._failures import ProviderConnectionError
 from ._sse import SseDecoder, SseEvent
 
@@ -27,6 +31,42 @@ SHARD_HEADER = "x-retinue-shard"
 """Request header naming the pool shard (the session id); removed before sending."""
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for every pool (building one costs tens of milliseconds)."""
+    return httpx2.create_ssl_context()
+
+
+@final
+class _ClosingStream(httpx2.AsyncByteStream):
+    """A response body that closes the pool's body iterator when abandoned.
+
+    httpx2's transport stream leaves the connection pool's async generator to
+    the garbage collector when iteration stops early (an aborted stream); under
+    trio that is a ResourceWarning. This iterates the pool stream directly and
+    closes it.
+    """
+
+    def __init__(self, outer: httpx2.AsyncByteStream) -> None:
+        self._outer = outer
+        source = getattr(outer, "_httpcore_stream", None)
+        self._source: AsyncIterable[bytes] = source if source is not None else outer
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        iterator = self._source.__aiter__()
+        try:
+            with map_httpcore_exceptions():
+                async for part in iterator:
+                    yield part
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def aclose(self) -> None:
+        await self._outer.aclose()
+
+
 @final
 class ShardedTransport(httpx2.AsyncBaseTransport):
     """Several connection pools behind one transport, chosen by hash of the shard header.
@@ -41,7 +81,10 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
             max_keepalive_connections=pool_size,
             keepalive_expiry=keepalive_expiry,
         )
-        self._pools = [httpx2.AsyncHTTPTransport(limits=limits) for _ in range(max(1, shards))]
+        context = _ssl_context()
+        self._pools = [
+            httpx2.AsyncHTTPTransport(verify=context, limits=limits) for _ in range(max(1, shards))
+        ]
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Send *request* through the pool its shard header selects."""
@@ -51,7 +94,11 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         else:
             del request.headers[SHARD_HEADER]
             pool = self._pools[zlib.crc32(key.encode()) % len(self._pools)]
-        return await pool.handle_async_request(request)
+        response = await pool.handle_async_request(request)
+        stream = response.stream
+        if isinstance(stream, httpx2.AsyncByteStream):
+            response.stream = _ClosingStream(stream)
+        return response
 
     async def aclose(self) -> None:
         """Close every pool."""
@@ -94,6 +141,10 @@ class StreamDecoder(Protocol):
         """Decode one event."""
         ...
 
+    def feed_body(self, payload: dict[str, object]) -> list[StreamChunk]:
+        """Decode a whole non-streaming JSON response."""
+        ...
+
     def close(self) -> list[StreamChunk]:
         """End the stream and return the closing chunks; raises if it was cut short."""
         ...
@@ -111,6 +162,16 @@ async def decode_response(
     Transport failures while reading raise :class:`ProviderConnectionError`.
     The caller owns (and closes) *response*.
     """
+    if response.headers.get("content-type", "").startswith("application/json"):
+        try:
+            payload = loads_event(await response.aread())
+        except httpx2.TransportError as exc:
+            raise ProviderConnectionError(
+                f"{provider} response failed: {exc!r}", code="STREAM_TRUNCATED", retryable=True
+            ) from exc
+        for chunk in (*decoder.feed_body(payload), *decoder.close()):
+            yield chunk
+        return
     sse = SseDecoder()
     body = response.aiter_bytes()
     try:

@@ -260,6 +260,18 @@ class ChatStreamDecoder:
             arguments if isinstance(arguments, str) else "",
         )
 
+    def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
+        """Decode a whole non-streaming ``chat.completion`` (a server that ignored ``stream``)."""
+        choices = payload.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if isinstance(choice, dict) and "message" in choice:
+                self._choice({**choice, "delta": choice["message"]}, [])
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            self._table.usage = chat_usage(usage)
+        self.done = True
+        return []
+
     def close(self) -> list[StreamChunk]:
         """End the stream: block ends, usage, finish.
 

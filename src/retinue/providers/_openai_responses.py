@@ -114,6 +114,10 @@ def _dict(value: object) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -203,6 +207,23 @@ class ResponsesStreamDecoder:
                 self._finish = Finish(MAX_TOKENS)
         else:
             self._finish = Finish(TOOL_CALLS if self._table.has_tool_calls else STOP)
+
+    def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
+        """Decode a whole non-streaming response object."""
+        output = payload.get("output")
+        for position, entry in enumerate(output if isinstance(output, list) else ()):
+            item = _dict(entry)
+            kind = item.get("type")
+            parts = _list(item.get("content" if kind == "message" else "summary"))
+            for index, part in enumerate(parts):
+                text = _str(_dict(part).get("text") or _dict(part).get("refusal"))
+                if text and kind == "message":
+                    self._table.text(("text", position, index), text)
+                elif text and kind == "reasoning":
+                    self._table.reasoning(("reasoning", position), text)
+            self._item_done(position, item)
+        self._terminal(payload)
+        return []
 
     def close(self) -> list[StreamChunk]:
         """End the stream: block ends, usage, finish.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Final, final
 
 import attrs
@@ -48,7 +48,7 @@ class Outgoing:
 
     status: int
     headers: tuple[tuple[str, str], ...]
-    body: bytes | AsyncIterator[bytes]
+    body: bytes | AsyncGenerator[bytes, None]
     fault: str | None = None
 
 
@@ -68,7 +68,7 @@ def parse_call(
     return MockCall(api, parsed, headers, number)
 
 
-async def _timed(events: list[bytes], timing: Timing, rng: random.Random) -> AsyncIterator[bytes]:
+async def _timed(events: list[bytes], timing: Timing, rng: random.Random) -> AsyncGenerator[bytes, None]:
     for position, event in enumerate(events):
         delay = Timing.draw(timing.first_token if position == 0 else timing.inter_chunk, rng)
         if delay:
@@ -78,7 +78,7 @@ async def _timed(events: list[bytes], timing: Timing, rng: random.Random) -> Asy
 
 async def _faulted(
     events: list[bytes], tail: bytes | None, timing: Timing, rng: random.Random
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     async for event in _timed(events, timing, rng):
         yield event
     if tail is None:
@@ -86,7 +86,7 @@ async def _faulted(
     yield tail
 
 
-async def _endless(call: MockCall, interval: float) -> AsyncIterator[bytes]:
+async def _endless(call: MockCall, interval: float) -> AsyncGenerator[bytes, None]:
     for event in endless_prologue(call):
         yield event
     number = 0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 from typing import final
 
 import attrs
@@ -178,16 +178,20 @@ class MockServer:
         return await self._write_stream(connection, stream, outgoing.body)
 
     async def _write_stream(
-        self, connection: h11.Connection, stream: trio.SocketStream, parts: AsyncIterator[bytes]
+        self,
+        connection: h11.Connection,
+        stream: trio.SocketStream,
+        parts: AsyncGenerator[bytes, None],
     ) -> bool:
         self._count("started")
         try:
-            async for part in parts:
-                if part is STALL or not part:
-                    await _hold(stream)
-                    self._count("aborted")
-                    return False
-                await stream.send_all(connection.send(h11.Data(data=part)))
+            async with aclosing(parts):
+                async for part in parts:
+                    if part is STALL or not part:
+                        await _hold(stream)
+                        self._count("aborted")
+                        return False
+                    await stream.send_all(connection.send(h11.Data(data=part)))
             await stream.send_all(connection.send(h11.EndOfMessage()))
         except Truncated:
             self._count("completed")
@@ -256,7 +260,7 @@ class _InProcessTransport(httpx2.AsyncBaseTransport):
 
 @final
 class _InProcessStream(httpx2.AsyncByteStream):
-    def __init__(self, server: MockServer, parts: AsyncIterator[bytes]) -> None:
+    def __init__(self, server: MockServer, parts: AsyncGenerator[bytes, None]) -> None:
         self._server = server
         self._parts = parts
         self._finished = False
@@ -269,18 +273,21 @@ class _InProcessStream(httpx2.AsyncByteStream):
                     await trio.sleep_forever()
                 yield part
         except Truncated:
-            self._finished = True
-            self._server._count("completed")
+            self._finish("completed")
             raise httpx2.RemoteProtocolError(
                 "peer closed connection without sending complete message body"
             ) from None
-        self._finished = True
-        self._server._count("completed")
+        finally:
+            await self._parts.aclose()
+        self._finish("completed")
 
-    async def aclose(self) -> None:
+    def _finish(self, outcome: str) -> None:
         if not self._finished:
             self._finished = True
-            self._server._count("aborted")
+            self._server._count(outcome)
+
+    async def aclose(self) -> None:
+        self._finish("aborted")
         await trio.lowlevel.checkpoint()
 
 
@@ -296,12 +303,18 @@ async def open_mock_server(
     """Run a mock provider server for the duration of the block.
 
     Opens its own nursery; yields once the server listens; leaving the block
-    cancels the server and every connection it holds.
+    cancels the server and every connection it holds. An exception from the
+    block propagates as itself, not wrapped in an exception group.
     """
     server = MockServer(policy, timing=timing, seed=seed)
+    failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run, host, port)
         try:
             yield server
+        except BaseException as exc:  # re-raised below, outside the nursery, unwrapped
+            failure = exc
         finally:
             nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

@@ -1,0 +1,105 @@
+"""Shared helpers for provider tests: fixtures, requests, chunk collection, fake models."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from retinue._content import Message, Text
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
+from retinue._stream import StreamChunk
+from retinue.loop._assembler import BlockAssembler
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ALL_FIXTURES = sorted(FIXTURES.glob("*/*.json"))
+
+WEATHER = ToolSchema(
+    "lookup",
+    "Weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+def load(name: str) -> dict[str, Any]:
+    """Load a recorded exchange by file name."""
+    found = [path for path in ALL_FIXTURES if path.name == name]
+    assert found, name
+    return json.loads(found[0].read_text(encoding="utf-8"))
+
+
+def make_request(
+    *messages: Message | str,
+    model: str = "test-model",
+    provider: str | None = None,
+    system: str | None = None,
+    tools: Sequence[ToolSchema] = (),
+    session_id: str | None = "session-1",
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+) -> ModelRequest:
+    """A model request over *messages* (strings become user messages)."""
+    history = [Message("user", (Text(m),)) if isinstance(m, str) else m for m in messages]
+    config = LlmCallConfig(model, provider, temperature, max_tokens, stop)
+    return ModelRequest(config, MessageHistory(history), system, tuple(tools), session_id)
+
+
+@attrs.define
+class Collected:
+    """Every chunk of one stream and their assembly."""
+
+    chunks: list[StreamChunk]
+    assembler: BlockAssembler
+
+    @property
+    def message(self) -> Message:
+        return self.assembler.message()
+
+
+async def collect(model: Any, request: ModelRequest) -> Collected:
+    """Stream *request* to the end."""
+    assembler = BlockAssembler()
+    chunks: list[StreamChunk] = []
+    async with aclosing(model.stream(request)) as stream:
+        async for chunk in stream:
+            chunks.append(chunk)
+            assembler.feed(chunk)
+    return Collected(chunks, assembler)
+
+
+@attrs.define
+class FakeModel:
+    """A model whose attempts are scripted: each is a list of chunks or an exception.
+
+    An attempt may also be a callable returning such a script step. Records
+    when each attempt started (trio time).
+    """
+
+    attempts: list[Any]
+    provider: str = "fake"
+    started: list[float] = attrs.field(factory=list)
+    delay: float = 0.0
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        self.started.append(trio.current_time())
+        step = self.attempts.pop(0)
+        if isinstance(step, Callable):  # type: ignore[arg-type]
+            step = step()
+        if self.delay:
+            await trio.sleep(self.delay)
+        if isinstance(step, BaseException):
+            raise step
+        for item in step:
+            await trio.lowlevel.checkpoint()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
