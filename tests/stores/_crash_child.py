@@ -111,7 +111,7 @@ async def main(spec: str, side_dir: str, seed: int, agents: int) -> None:
     model = ScriptedModel.tool_loop(
         ["wait"], calls_per_step=2, answer_chunks=4, arguments={"wait": '{"ms": 40}'}, delay=0.002
     )
-    async with retinue.open_runtime(models=model, tools=[wait], store=store) as rt:  # type: ignore[arg-type]
+    async with retinue.open_runtime(models=model, tools=[wait], store=store) as rt:
         options = retinue.AgentOptions(model="m")
         handles = []
         for index in range(agents):

@@ -1,0 +1,258 @@
+"""``retinue sessions``: list, show, export, import and replay stored session logs."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import trio
+
+from retinue._content import Text, ToolCall, content_text
+from retinue._errors import RetinueError
+from retinue.session import (
+    AssistantMessage,
+    Event,
+    Session,
+    SessionHeader,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
+from retinue.session._codec import decode_event, encode_event, encode_header
+from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
+from retinue.stores._common import parse_header
+from retinue.stores._writebehind import BufferedStore
+
+__all__ = ["add_parser", "describe", "open_store", "read_jsonl", "run", "to_jsonl"]
+
+DEFAULT_STORE = "sqlite:retinue.db"
+
+
+def open_store(spec: str) -> BufferedStore:
+    """Build a store from ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN``."""
+    kind, separator, location = spec.partition(":")
+    if not separator or not location:
+        raise argparse.ArgumentTypeError(
+            f"invalid store {spec!r}: use sqlite:PATH, jsonl:DIR or postgres:DSN"
+        )
+    if kind == "sqlite":
+        return SQLiteStore(location)
+    if kind == "jsonl":
+        return JSONLStore(location)
+    if kind == "postgres":
+        return PostgresStore(location)
+    raise argparse.ArgumentTypeError(f"unknown store kind {kind!r}: use sqlite, jsonl or postgres")
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``sessions`` and its sub-commands on the ``retinue`` parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store",
+        default=argparse.SUPPRESS,
+        help=f"sqlite:PATH | jsonl:DIR | postgres:DSN (default {DEFAULT_STORE})",
+    )
+    parser = subparsers.add_parser(
+        "sessions", parents=[common], help="inspect and move stored sessions"
+    )
+    commands = parser.add_subparsers(dest="sessions_command", required=True)
+    commands.add_parser("list", parents=[common], help="list stored sessions (headers only)")
+    show = commands.add_parser(
+        "show", parents=[common], help="print a session's turns, steps and tools"
+    )
+    show.add_argument("id")
+    export = commands.add_parser("export", parents=[common], help="write a session as JSONL")
+    export.add_argument("id")
+    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    imported = commands.add_parser(
+        "import", parents=[common], help="store a session from a JSONL file"
+    )
+    imported.add_argument("file")
+    imported.add_argument("--id", dest="new_id", help="store it under this id instead")
+    replay = commands.add_parser(
+        "replay", parents=[common], help="re-derive history and check invariants"
+    )
+    replay.add_argument("id")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one ``sessions`` sub-command; returns the exit status (1 on a store error)."""
+    command = _COMMANDS[args.sessions_command]
+    try:
+        store = open_store(getattr(args, "store", DEFAULT_STORE))
+        return int(trio.run(command, store, args))
+    except (RetinueError, argparse.ArgumentTypeError, OSError) as exc:
+        print(f"retinue sessions {args.sessions_command}: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
+    async with store:
+        headers = await store.list()
+    for header in headers:
+        extras = [f"cwd={header.cwd}"] if header.cwd else []
+        if header.parent_session:
+            extras.append(f"parent={header.parent_session} seed={header.seed_length}")
+        print(f"{header.id}\t{_when(header.created_at)}\t{' '.join(extras)}".rstrip())
+    return 0
+
+
+async def _show(store: BufferedStore, args: argparse.Namespace) -> int:
+    async with store:
+        session = await store.inspect(args.id)
+    for line in describe(session):
+        print(line)
+    return 0
+
+
+async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
+    async with store:
+        session = await store.inspect(args.id)
+    text = to_jsonl(session)
+    if args.output:
+        await trio.Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+async def _import(store: BufferedStore, args: argparse.Namespace) -> int:
+    text = await trio.Path(args.file).read_text(encoding="utf-8")
+    session = read_jsonl(text, source=args.file, new_id=args.new_id)
+    async with store:
+        if await store.exists(session.id):
+            print(
+                f"retinue sessions import: session {session.id!r} already exists", file=sys.stderr
+            )
+            return 1
+        store.attach_new(session)
+        await store.detach(session)
+    print(f"imported {session.id} ({len(session.events)} events)")
+    return 0
+
+
+async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
+    from retinue.testing import InvariantError, check_history_replay, check_session_invariants
+
+    async with store:
+        session = await store.inspect(args.id)
+    try:
+        check_session_invariants(session.events)
+        check_history_replay(session.events, session_id=session.id)
+    except InvariantError as exc:
+        print(f"{session.id}: invariant broken: {exc}")
+        return 1
+    turns = sum(1 for event in session.events if isinstance(event.data, TurnStart))
+    print(
+        f"{session.id}: ok: {len(session.events)} events, {turns} turns, "
+        f"{len(session.derive_messages())} history messages"
+    )
+    if session.is_turn_open:
+        print(f"{session.id}: ends inside turn {session.last_turn}; loading it closes the turn")
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[BufferedStore, argparse.Namespace], Any]] = {
+    "list": _list,
+    "show": _show,
+    "export": _export,
+    "import": _import,
+    "replay": _replay,
+}
+
+
+def to_jsonl(session: Session) -> str:
+    """Return *session* in the JSONL format (R11.13): the header line, then one line per event."""
+    lines = [encode_header(session.header), *(encode_event(event) for event in session.events)]
+    return "\n".join(lines) + "\n"
+
+
+def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
+    """Parse an exported session; every event is validated as it is replayed."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise RetinueError(f"{source} is empty", code="CORRUPT_SESSION")
+    header = parse_header(lines[0], source)
+    events = [decode_event(line, session_id=header.id) for line in lines[1:]]
+    if new_id is not None:
+        header = SessionHeader(
+            id=new_id,
+            created_at=header.created_at,
+            version=header.version,
+            cwd=header.cwd,
+            parent_session=header.parent_session,
+            seed_length=header.seed_length,
+        )
+    return Session.from_events(header, events)
+
+
+def describe(session: Session) -> Iterator[str]:
+    """Render a log readably: turns, steps, tool calls and results, usage, end reasons."""
+    header = session.header
+    yield (
+        f"session {header.id}  created {_when(header.created_at)}  events {len(session.events)}"
+        + (f"  cwd {header.cwd}" if header.cwd else "")
+        + (f"  parent {header.parent_session}" if header.parent_session else "")
+    )
+    for event in session.events:
+        line = _describe_event(event)
+        if line is not None:
+            yield line
+    if session.is_turn_open:
+        yield f"(turn {session.last_turn} is still open: the log ends mid-turn)"
+
+
+def _describe_event(event: Event) -> str | None:
+    data = event.data
+    if isinstance(data, TurnStart):
+        source = data.trigger.source.plugin or data.trigger.source.kind
+        return f"turn {data.turn}  ({data.trigger.kind} from {source})"
+    if isinstance(data, TurnEnd):
+        reason = data.reason
+        detail = reason.message or reason.reason or ""
+        return f"  end: {reason.kind}" + (f" ({detail})" if detail else "")
+    if isinstance(data, UserMessage):
+        return f"  user: {_short(content_text(data.content))}"
+    if isinstance(data, StepStart):
+        return f"  step {data.step}"
+    if isinstance(data, AssistantMessage):
+        return _describe_assistant(data)
+    if isinstance(data, ToolCallEvent):
+        return f"    tool call {data.name}({_short(data.arguments, 60)})  [{data.call_id}]"
+    if isinstance(data, ToolResultEvent):
+        status = "error" if data.is_error else "ok"
+        code = f" {data.error.code}" if data.error is not None else ""
+        return f"    tool result [{data.call_id}] {status}{code}: {_short(content_text(data.content), 60)}"
+    return None
+
+
+def _describe_assistant(data: AssistantMessage) -> str:
+    parts = []
+    text = "".join(block.text for block in data.content if isinstance(block, Text))
+    if text:
+        parts.append(f"assistant: {_short(text)}")
+    calls = [block.name for block in data.content if isinstance(block, ToolCall)]
+    if calls:
+        parts.append(f"asks for {', '.join(calls)}")
+    if data.usage is not None:
+        parts.append(f"usage in {data.usage.input_tokens} out {data.usage.output_tokens}")
+    return "    " + "; ".join(parts or ["assistant: (empty)"])
+
+
+def _short(text: str, limit: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _when(millis: int) -> str:
+    moment = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")

@@ -1,0 +1,115 @@
+"""``retinue sessions``: list, show, export, import and replay over a configured store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+import trio
+
+from retinue.cli._sessions import add_parser
+from retinue.session import Session
+from retinue.stores import JSONLStore, SQLiteStore
+from tests.stores._kit import lines, open_tool_turn, run_turn
+
+
+def _cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="retinue")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["sessions", *argv])
+    return int(args.handler(args))
+
+
+async def _fill(path: Path) -> tuple[Session, Session]:
+    done, crashed = Session.create("done", cwd="/srv/app"), Session.create("crashed")
+    async with SQLiteStore(path) as store:
+        for session in (done, crashed):
+            store.attach_new(session)
+            run_turn(session, "what is the weather?")
+        open_tool_turn(crashed)
+        await store.flush(done)
+        await store.flush(crashed)
+    return done, crashed
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> tuple[str, Session, Session]:
+    """A SQLite store with a finished session and one that crashed mid-turn."""
+    path = tmp_path / "sessions.db"
+    done, crashed = trio.run(_fill, path)
+    return f"sqlite:{path}", done, crashed
+
+
+def test_cli_sessions_list_prints_every_header(
+    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sessions list`` prints one line per stored session with its cwd."""
+    spec, _, _ = stored
+    assert _cli("--store", spec, "list") == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split("\t")[0]: line for line in out}
+    assert sorted(rows) == ["crashed", "done"]
+    assert "cwd=/srv/app" in rows["done"]
+
+
+def test_cli_sessions_show_prints_turns_tools_usage_and_ends(
+    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sessions show`` renders turns, steps, tool calls with results, usage and end reasons."""
+    spec, _, _ = stored
+    assert _cli("show", "crashed", "--store", spec) == 0
+    out = capsys.readouterr().out
+    assert "turn 1  (message from user)" in out
+    assert "user: what is the weather?" in out
+    assert 'tool call lookup({"city":"Paris"})' in out
+    assert "tool result [call-1] ok: sunny" in out
+    assert "usage in 10 out 5" in out
+    assert "end: completed" in out
+    assert "turn 2 is still open" in out
+
+
+def test_cli_sessions_export_then_import_round_trips(
+    stored: tuple[str, Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Export writes the R11.13 JSONL shape; importing it elsewhere stores the same events."""
+    spec, done, _ = stored
+    exported = tmp_path / "done.jsonl"
+    assert _cli("--store", spec, "export", "done", "-o", str(exported)) == 0
+    text = exported.read_text().splitlines()
+    assert text[0].startswith('{"type":"session"')
+    assert text[1:] == lines(done.events[:])
+    target = tmp_path / "elsewhere"
+    assert _cli("--store", f"jsonl:{target}", "import", str(exported), "--id", "copy") == 0
+    assert _cli("--store", f"jsonl:{target}", "import", str(exported), "--id", "copy") == 1
+    assert "already exists" in capsys.readouterr().err
+
+    async def load() -> Session:
+        async with JSONLStore(target) as store:
+            return await store.load("copy")
+
+    copy = trio.run(load)
+    assert lines(copy.events[:]) == lines(done.events[:])
+    assert copy.header.cwd == "/srv/app"
+
+
+def test_cli_sessions_replay_checks_invariants(
+    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sessions replay`` re-derives history, checks the invariants and notes an open turn."""
+    spec, done, _ = stored
+    assert _cli("--store", spec, "replay", "done") == 0
+    assert f"done: ok: {len(done.events)} events, 1 turns" in capsys.readouterr().out
+    assert _cli("--store", spec, "replay", "crashed") == 0
+    assert "ends inside turn 2" in capsys.readouterr().out
+
+
+def test_cli_sessions_errors_exit_nonzero(
+    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown session or store kind is reported on stderr with exit status 1."""
+    spec, _, _ = stored
+    assert _cli("--store", spec, "show", "missing") == 1
+    assert "'missing' is not stored" in capsys.readouterr().err
+    assert _cli("--store", "redis:x", "list") == 1
+    assert "unknown store kind" in capsys.readouterr().err
