@@ -245,6 +245,10 @@ class BufferedStore:
             return
         await self._ensure_open()
         self._counters["flush_requests"] += len(requests)
+        if not self._backend.blocking:
+            await trio.lowlevel.checkpoint()
+            self._write_now(requests)
+            return
         if self._writer_running:
             for request in requests:
                 self._send.send_nowait(request)
@@ -253,6 +257,13 @@ class BufferedStore:
             return
         async with self._direct_lock:
             await self._commit(requests)
+
+    def _write_now(self, requests: Sequence[_Request]) -> None:
+        """Commit synchronously: a backend that never blocks gains nothing from grouping."""
+        entries = self._group_entries(requests)
+        if entries:
+            results = self._backend.write([entry.batch for entry in entries])
+            self._record(entries, results)
 
     # -- the writer -----------------------------------------------------------
 
@@ -334,6 +345,9 @@ class BufferedStore:
                 )
                 for batch in batches
             ]
+        self._record(entries, results)
+
+    def _record(self, entries: list[_Entry], results: Sequence[StoreError | None]) -> None:
         self._counters["commits"] += 1
         self._counters["largest_group"] = max(self._counters["largest_group"], len(entries))
         for entry, result in zip(entries, results, strict=True):
