@@ -261,9 +261,15 @@ class BufferedStore:
     def _write_now(self, requests: Sequence[_Request]) -> None:
         """Commit synchronously: a backend that never blocks gains nothing from grouping."""
         entries = self._group_entries(requests)
-        if entries:
-            results = self._backend.write([entry.batch for entry in entries])
-            self._record(entries, results)
+        if not entries:
+            return
+        batches = [entry.batch for entry in entries]
+        try:
+            results = self._backend.write(batches)
+        except Exception as exc:
+            error = StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")
+            results = _failed(batches, error)
+        self._record(entries, results)
 
     # -- the writer -----------------------------------------------------------
 
@@ -339,12 +345,7 @@ class BufferedStore:
         try:
             results = await self._call(self._backend.write, "a group commit", batches)
         except StoreError as exc:
-            results = [
-                StoreError(
-                    f"session {batch.session_id!r}: the write failed: {exc.message}", code=exc.code
-                )
-                for batch in batches
-            ]
+            results = _failed(batches, exc)
         self._record(entries, results)
 
     def _record(self, entries: list[_Entry], results: Sequence[StoreError | None]) -> None:
@@ -476,3 +477,13 @@ class BufferedStore:
             f"<{self._name} {state} tracked={stats.tracked_sessions} "
             f"buffered={stats.buffered_events} commits={stats.commits}>"
         )
+
+
+def _failed(batches: Sequence[AppendBatch], error: StoreError) -> list[StoreError | None]:
+    """One error per batch of a group whose commit failed as a whole."""
+    return [
+        StoreError(
+            f"session {batch.session_id!r}: the write failed: {error.message}", code=error.code
+        )
+        for batch in batches
+    ]
