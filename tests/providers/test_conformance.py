@@ -192,9 +192,11 @@ async def _replay(name: str) -> Collected:
     path = next(p for p in ALL_FIXTURES if p.name == name)
     exchange = json.loads(path.read_text(encoding="utf-8"))
     with trio.fail_after(10):
-        async with open_mock_server(ReplayPolicy.of(exchange)) as server:
-            async with _adapter(exchange, server.base_url) as model:
-                return await collect(model, make_request("hello"))
+        async with (
+            open_mock_server(ReplayPolicy.of(exchange)) as server,
+            _adapter(exchange, server.base_url) as model,
+        ):
+            return await collect(model, make_request("hello"))
 
 
 def _check_block(block: object, expected: tuple[Any, ...]) -> None:
@@ -276,8 +278,10 @@ async def test_conformance_replay_is_byte_for_byte() -> None:
 
     exchange = json.loads((FIXTURES / "anthropic" / "messages_stream_thinking.json").read_text())
     with trio.fail_after(10):
-        async with open_mock_server(ReplayPolicy.of(exchange)) as server:
-            async with httpx2.AsyncClient() as client:
-                response = await client.post(server.base_url + "/v1/messages", json={})
+        async with (
+            open_mock_server(ReplayPolicy.of(exchange)) as server,
+            httpx2.AsyncClient() as client,
+        ):
+            response = await client.post(server.base_url + "/v1/messages", json={})
     assert response.content == exchange["response"]["body"].encode()
     assert response.headers["content-type"] == exchange["response"]["headers"]["content-type"]

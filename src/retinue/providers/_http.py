@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import ssl
 import zlib
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from typing import Protocol, final
 
 import httpx2
@@ -156,7 +156,7 @@ def _finished(decoder: StreamDecoder) -> bool:
 
 async def decode_response(
     response: httpx2.Response, decoder: StreamDecoder, *, provider: str
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk, None]:
     """Yield the chunks of an SSE *response*; stops reading at the terminal event.
 
     Transport failures while reading raise :class:`ProviderConnectionError`.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
 from typing import final
 
 import attrs
@@ -112,8 +112,11 @@ class ManagedModel:
             self._counts["attempts"] += 1
             yielded = False
             try:
-                async with self._admit(request, provider) as ticket:
-                    async for chunk in self._attempt(request, ticket):
+                async with (
+                    self._admit(request, provider) as ticket,
+                    aclosing(self._attempt(request, ticket)) as chunks,
+                ):
+                    async for chunk in chunks:
                         yielded = True
                         yield chunk
                 return
@@ -139,7 +142,7 @@ class ManagedModel:
 
     async def _attempt(
         self, request: ModelRequest, ticket: AdmissionTicket | None
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncGenerator[StreamChunk, None]:
         async with _closing(self.model.stream(request)) as chunks:
             with listening(None if ticket is None else ticket.observe_headers):
                 try:

@@ -8,6 +8,7 @@ is read raw and its SSE parsed here.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from types import TracebackType
 from typing import Self, final
 
@@ -146,7 +147,9 @@ class AnthropicModel:
         try:
             report_response(response.headers)
             decoder = AnthropicStreamDecoder()
-            async for chunk in decode_response(response, decoder, provider=self.provider):
-                yield chunk
+            chunks = decode_response(response, decoder, provider=self.provider)
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield chunk
         finally:
             await close_response(response)

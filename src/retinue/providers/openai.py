@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from types import TracebackType
 from typing import Literal, Self, final
 
@@ -179,7 +180,9 @@ class OpenAIModel:
         response = await self._send(path, body, request.session_id)
         try:
             report_response(response.headers)
-            async for chunk in decode_response(response, decoder, provider=self.provider):
-                yield chunk
+            chunks = decode_response(response, decoder, provider=self.provider)
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield chunk
         finally:
             await close_response(response)

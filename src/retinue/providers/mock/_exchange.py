@@ -68,7 +68,9 @@ def parse_call(
     return MockCall(api, parsed, headers, number)
 
 
-async def _timed(events: list[bytes], timing: Timing, rng: random.Random) -> AsyncGenerator[bytes, None]:
+async def _timed(
+    events: list[bytes], timing: Timing, rng: random.Random
+) -> AsyncGenerator[bytes, None]:
     for position, event in enumerate(events):
         delay = Timing.draw(timing.first_token if position == 0 else timing.inter_chunk, rng)
         if delay:

@@ -1,0 +1,229 @@
+"""Admission control: rate windows, concurrency, fairness and adaptation, on the virtual clock."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import trio
+
+from retinue.providers import AdmissionController, AdmissionLimits
+from retinue.providers._ratelimits import parse_duration, parse_rate_limits
+
+
+async def _use(
+    admission: AdmissionController,
+    session: str,
+    granted: list[tuple[float, str]],
+    *,
+    hold: float = 1.0,
+    tokens: int = 0,
+    model: str = "m",
+) -> None:
+    async with admission.admit(provider="p", model=model, session_id=session, tokens=tokens):
+        granted.append((trio.current_time(), session))
+        await trio.sleep(hold)
+
+
+async def test_admission_never_exceeds_rpm_in_any_window_and_serves_everyone(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Under 60 RPM, 50 agents x 3 requests: at most 60 in any 60 s; max wait within 2x fair share."""
+    admission = AdmissionController(AdmissionLimits(requests_per_minute=60))
+    granted: list[tuple[float, str]] = []
+    waits: dict[str, float] = {}
+
+    async def agent(name: str) -> None:
+        for _ in range(3):
+            asked = trio.current_time()
+            await _use(admission, name, granted)
+            waits[name] = max(
+                waits.get(name, 0.0), granted[-1][0] - asked if granted[-1][1] == name else 0.0
+            )
+
+    with trio.fail_after(1000):
+        async with trio.open_nursery() as nursery:
+            for index in range(50):
+                nursery.start_soon(agent, f"agent-{index}")
+    times = sorted(t for t, _ in granted)
+    assert len(times) == 150
+    for index, start in enumerate(times):
+        in_window = sum(1 for t in times[index:] if t < start + 60.0)
+        assert in_window <= 60
+    counts = {name: sum(1 for _, n in granted if n == name) for name in waits}
+    assert set(counts.values()) == {3}
+    fair_share = 60.0 * 50 / 60  # seconds between one agent's requests at an equal share
+    lane = admission.statistics().lanes[0]
+    assert lane.max_wait <= 2 * fair_share
+    assert lane.admitted == 150
+    assert (lane.waiting, lane.in_flight) == (0, 0)
+
+
+async def test_admission_round_robins_between_sessions(autojump_clock: trio.abc.Clock) -> None:
+    """A session with many queued requests does not starve another session."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+    granted: list[tuple[float, str]] = []
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            for _ in range(6):
+                nursery.start_soon(_use, admission, "busy", granted)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(_use, admission, "quiet", granted)
+    order = [session for _, session in granted]
+    assert order.index("quiet") <= 2
+
+
+async def test_admission_caps_concurrency_and_reports_it(autojump_clock: trio.abc.Clock) -> None:
+    """No more than max_concurrent requests are in flight; statistics show who waits."""
+    admission = AdmissionController(per_model={"m": AdmissionLimits(max_concurrent=3)})
+    peak = 0
+    seen: list[tuple[int, int]] = []
+
+    async def worker(name: str) -> None:
+        nonlocal peak
+        async with admission.admit(provider="p", model="m", session_id=name):
+            stats = admission.statistics()
+            peak = max(peak, stats.in_flight)
+            seen.append((stats.in_flight, stats.waiting))
+            await trio.sleep(1)
+
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            for index in range(10):
+                nursery.start_soon(worker, f"s{index}")
+            await trio.testing.wait_all_tasks_blocked()
+            stats = admission.statistics()
+            assert (stats.in_flight, stats.waiting) == (3, 7)
+    assert peak == 3
+    assert trio.current_time() == pytest.approx(4.0)
+
+
+async def test_admission_corrects_token_estimate_with_real_usage(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """An over-estimate corrected by usage frees budget for the next request at once."""
+    admission = AdmissionController(AdmissionLimits(tokens_per_minute=1000))
+    with trio.fail_after(200):
+        async with admission.admit(provider="p", model="m", tokens=800) as ticket:
+            ticket.record_usage(100)
+        async with admission.admit(provider="p", model="m", tokens=800):
+            assert trio.current_time() == 0.0
+        async with admission.admit(provider="p", model="m", tokens=800):
+            assert trio.current_time() == pytest.approx(60.0)
+        assert admission.statistics().lanes[0].tokens_in_window == 800
+
+
+async def test_admission_admits_an_oversized_request_into_an_empty_window(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A request larger than the whole budget still runs once the window is empty."""
+    admission = AdmissionController(AdmissionLimits(tokens_per_minute=100))
+    with trio.fail_after(200):
+        async with admission.admit(provider="p", model="m", tokens=500):
+            pass
+        async with admission.admit(provider="p", model="m", tokens=10):
+            assert trio.current_time() == pytest.approx(60.0)
+
+
+async def _throttled_call(admission: AdmissionController) -> None:
+    """One admitted call that the provider rate-limits (it ends in failure)."""
+    try:
+        async with admission.admit(provider="p", model="m"):
+            admission.rate_limited("p", "m", 10.0)
+            raise RuntimeError("the call was rate-limited")
+    except RuntimeError:
+        pass
+
+
+async def test_admission_pauses_after_429_and_halves_concurrency(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A 429 pauses the lane for Retry-After and halves its limit, which then grows back."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=8))
+    with trio.fail_after(200):
+        await _throttled_call(admission)
+        lane = admission.statistics().lanes[0]
+        assert (lane.throttled, lane.concurrency_limit, lane.paused_for) == (1, 1.0, 10.0)
+        async with admission.admit(provider="p", model="m"):
+            assert trio.current_time() == pytest.approx(10.0)
+        for _ in range(20):
+            async with admission.admit(provider="p", model="m"):
+                pass
+        assert admission.statistics().lanes[0].concurrency_limit > 4
+
+
+async def test_admission_pauses_when_headers_report_exhausted_budget(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """remaining-requests 0 with a reset pauses the lane until the reset."""
+    admission = AdmissionController()
+    with trio.fail_after(200):
+        async with admission.admit(provider="p", model="m") as ticket:
+            ticket.observe_headers(
+                {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2.5s"}
+            )
+        async with admission.admit(provider="p", model="m"):
+            assert trio.current_time() == pytest.approx(2.5)
+
+
+async def test_admission_cancelled_waiter_leaves_no_trace(autojump_clock: trio.abc.Clock) -> None:
+    """A waiter cancelled in the queue is removed; the next waiter is admitted normally."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+    granted: list[tuple[float, str]] = []
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(_use, admission, "a", granted, hold=5.0))
+            await trio.testing.wait_all_tasks_blocked()
+            with trio.move_on_after(1.0):
+                await _use(admission, "b", granted)
+            assert admission.statistics().waiting == 0
+            nursery.start_soon(_use, admission, "c", granted)
+    assert [s for _, s in granted] == ["a", "c"]
+    assert granted[1][0] == pytest.approx(5.0)
+    lane = admission.statistics().lanes[0]
+    assert (lane.waiting, lane.in_flight, lane.admitted) == (0, 0, 2)
+
+
+async def test_admission_lanes_are_independent(autojump_clock: trio.abc.Clock) -> None:
+    """Limits apply per (provider, model): a full lane does not block another model."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+    with trio.fail_after(100):
+        async with (
+            admission.admit(provider="p", model="a"),
+            admission.admit(provider="p", model="b"),
+        ):
+            assert trio.current_time() == 0.0
+    assert len(admission.statistics().lanes) == 2
+
+
+def test_rate_limit_headers_parse_for_both_providers() -> None:
+    """OpenAI durations and Anthropic timestamps both become seconds from now."""
+    assert parse_duration("6m0s") == 360.0
+    assert parse_duration("12ms") == pytest.approx(0.012)
+    assert parse_duration("1h2m3.5s") == pytest.approx(3723.5)
+    assert parse_duration("soon") is None
+    openai = parse_rate_limits(
+        {
+            "x-ratelimit-remaining-requests": "4999",
+            "x-ratelimit-reset-requests": "12ms",
+            "x-ratelimit-remaining-tokens": "0",
+            "x-ratelimit-reset-tokens": "1s",
+        },
+        0.0,
+    )
+    assert (openai.requests_remaining, openai.tokens_remaining, openai.tokens_reset) == (
+        4999,
+        0,
+        1.0,
+    )
+    anthropic = parse_rate_limits(
+        {
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": "1970-01-01T00:01:40Z",
+        },
+        40.0,
+    )
+    assert (anthropic.requests_remaining, anthropic.requests_reset) == (0, 60.0)
+    assert parse_rate_limits({}, 0.0).empty
+    assert math.isfinite(anthropic.requests_reset or math.inf)

@@ -1,0 +1,220 @@
+"""Retries: the policy's delays and the ``manage`` wrapper, on the virtual clock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+
+from retinue._stream import STOP, Finish, TextDelta, Usage, UsageChunk
+from retinue.providers import (
+    AdmissionController,
+    AdmissionLimits,
+    AuthenticationError,
+    OverloadedError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    RetryNotice,
+    RetryPolicy,
+    manage,
+)
+from retinue.providers._failures import retry_after_seconds, status_error
+
+from .support import FakeModel, collect, make_request
+
+OK = [TextDelta(0, "hi"), UsageChunk(Usage(10, 2)), Finish(STOP)]
+
+
+def _rate_limited(after: float | None) -> RateLimitError:
+    return RateLimitError(
+        "slow down", code="rate_limit_exceeded", status=429, retry_after=after, retryable=True
+    )
+
+
+def test_retry_policy_delay_is_full_jitter_under_exponential_cap() -> None:
+    """Without Retry-After the delay is uniform in [0, min(max_delay, base * 2**(n-1))]."""
+    policy = RetryPolicy(base_delay=0.5, max_delay=3.0)
+    rng = random.Random(1)
+    for attempt, cap in ((1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (9, 3.0)):
+        delays = [policy.delay(attempt, None, rng) for _ in range(200)]
+        assert all(0.0 <= d <= cap for d in delays)
+        assert max(delays) > cap * 0.8
+        assert min(delays) < cap * 0.2
+
+
+def test_retry_policy_honours_retry_after_up_to_its_cap() -> None:
+    """Retry-After from the error is the delay, capped at max_retry_after."""
+    policy = RetryPolicy(max_retry_after=30.0)
+    assert policy.delay(1, _rate_limited(7.5)) == 7.5
+    assert policy.delay(1, _rate_limited(3600)) == 30.0
+
+
+def test_retry_after_headers_prefer_milliseconds() -> None:
+    """retry-after-ms wins over retry-after; HTTP dates and junk are handled."""
+    assert retry_after_seconds({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after_seconds({"retry-after": "4"}) == 4.0
+    assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 529])
+def test_retry_policy_retries_transient_statuses(status: int) -> None:
+    """The transient statuses are retryable."""
+    error = status_error(status, {"error": {"message": "x"}}, {}, provider="p")
+    assert RetryPolicy().is_retryable(error)
+    assert error.code == f"HTTP_{status}"
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_retry_policy_does_not_retry_client_errors(status: int) -> None:
+    """Client errors are final."""
+    assert not RetryPolicy().is_retryable(status_error(status, b"", {}, provider="p"))
+
+
+def test_retry_policy_respects_should_retry_header_and_connection_switch() -> None:
+    """x-should-retry: false overrides the status; connection errors follow the switch."""
+    refused = status_error(429, b"", {"x-should-retry": "false"}, provider="p")
+    assert not RetryPolicy().is_retryable(refused)
+    dropped = ProviderConnectionError("gone", code="CONNECTION_ERROR", retryable=True)
+    assert RetryPolicy().is_retryable(dropped)
+    assert not RetryPolicy(retry_connection_errors=False).is_retryable(dropped)
+    assert not RetryPolicy().is_retryable(ValueError("not a provider error"))
+
+
+async def test_manage_retries_after_retry_after_on_virtual_clock(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Each retry waits exactly the Retry-After; notices describe every retry."""
+    with trio.fail_after(100):
+        inner = FakeModel(
+            [
+                _rate_limited(5.0),
+                OverloadedError(
+                    "busy", code="overloaded_error", status=529, retry_after=2.0, retryable=True
+                ),
+                OK,
+            ]
+        )
+        notices: list[RetryNotice] = []
+        model = manage(inner, retry=RetryPolicy(max_attempts=5), on_retry=notices.append)
+        start = trio.current_time()
+        collected = await collect(model, make_request("hi", session_id="s-9", model="m"))
+        assert [t - start for t in inner.started] == pytest.approx([0.0, 5.0, 7.0])
+        assert collected.message.content[0].text == "hi"  # type: ignore[union-attr]
+        assert [(n.attempt, n.delay, n.code, n.status) for n in notices] == [
+            (1, 5.0, "rate_limit_exceeded", 429),
+            (2, 2.0, "overloaded_error", 529),
+        ]
+        assert {(n.session_id, n.model, n.provider) for n in notices} == {("s-9", "m", "fake")}
+        stats = model.statistics()
+        assert (stats.requests, stats.attempts, stats.retries, stats.failures) == (1, 3, 2, 0)
+
+
+async def test_manage_never_retries_after_first_chunk(autojump_clock: trio.abc.Clock) -> None:
+    """A failure after a chunk was yielded propagates; there is no second attempt."""
+    with trio.fail_after(100):
+        cut = ProviderConnectionError("cut", code="STREAM_TRUNCATED", retryable=True)
+        inner = FakeModel([[TextDelta(0, "par"), cut], OK])
+        model = manage(inner, retry=RetryPolicy(max_attempts=5))
+        with pytest.raises(ProviderConnectionError):
+            await collect(model, make_request("hi"))
+        assert len(inner.started) == 1
+        assert model.statistics().failures == 1
+
+
+async def test_manage_stops_after_max_attempts_with_the_last_error(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Bounded attempts: the last failure propagates with its code."""
+    with trio.fail_after(100):
+        inner = FakeModel([_rate_limited(1.0) for _ in range(3)])
+        model = manage(inner, retry=RetryPolicy(max_attempts=3))
+        with pytest.raises(RateLimitError) as caught:
+            await collect(model, make_request("hi"))
+        assert caught.value.code == "rate_limit_exceeded"
+        assert len(inner.started) == 3
+        assert model.statistics().retries == 2
+
+
+async def test_manage_does_not_retry_final_errors(autojump_clock: trio.abc.Clock) -> None:
+    """A 401 is raised at once, with no notice."""
+    with trio.fail_after(100):
+        inner = FakeModel([AuthenticationError("no", code="invalid_api_key", status=401), OK])
+        notices: list[RetryNotice] = []
+        model = manage(inner, retry=RetryPolicy(), on_retry=notices.append)
+        with pytest.raises(AuthenticationError):
+            await collect(model, make_request("hi"))
+        assert notices == []
+        assert len(inner.started) == 1
+
+
+async def test_manage_contains_a_failing_retry_callback(autojump_clock: trio.abc.Clock) -> None:
+    """A raising on_retry is logged, and the retry still happens."""
+
+    def explode(_notice: RetryNotice) -> None:
+        raise RuntimeError("listener bug")
+
+    with trio.fail_after(100):
+        inner = FakeModel([_rate_limited(0.5), OK])
+        model = manage(inner, retry=RetryPolicy(), on_retry=explode)
+        collected = await collect(model, make_request("hi"))
+        assert collected.assembler.finish is STOP
+        assert len(inner.started) == 2
+
+
+async def test_manage_reports_throttling_to_admission(autojump_clock: trio.abc.Clock) -> None:
+    """A 429 pauses the lane for its Retry-After; the retry is admitted after the pause."""
+    with trio.fail_after(100):
+        admission = AdmissionController(AdmissionLimits(max_concurrent=4))
+        inner = FakeModel([_rate_limited(3.0), OK])
+        model = manage(inner, retry=RetryPolicy(), admission=admission)
+        await collect(model, make_request("hi", model="m"))
+        lane = admission.statistics().lanes[0]
+        assert (lane.provider, lane.model) == ("fake", "m")
+        assert lane.throttled == 1
+        assert lane.admitted == 2
+        assert lane.in_flight == 0
+        assert inner.started[1] - inner.started[0] == pytest.approx(3.0)
+
+
+async def test_manage_releases_admission_when_stream_is_abandoned(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Closing a managed stream early releases its admission slot."""
+    with trio.fail_after(100):
+        admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+        model = manage(FakeModel([OK, OK]), admission=admission)
+        stream = model.stream(make_request("hi"))
+        first = await stream.__anext__()
+        assert isinstance(first, TextDelta)
+        assert admission.statistics().in_flight == 1
+        await stream.aclose()  # type: ignore[attr-defined]
+        assert admission.statistics().in_flight == 0
+        await collect(model, make_request("again"))
+
+
+async def test_manage_charges_real_usage_to_token_budget(autojump_clock: trio.abc.Clock) -> None:
+    """The up-front token estimate is replaced by the stream's real usage."""
+    with trio.fail_after(100):
+        admission = AdmissionController(AdmissionLimits(tokens_per_minute=10_000))
+        model = manage(FakeModel([OK]), admission=admission)
+        await collect(model, make_request("x" * 4000))
+        assert admission.statistics().lanes[0].tokens_in_window == 12
+
+
+def test_provider_error_is_a_model_error_with_code() -> None:
+    """Typed provider errors carry code, status and retry data for the loop."""
+    from retinue import ModelError
+
+    error = _rate_limited(2.0)
+    assert isinstance(error, ProviderError)
+    assert isinstance(error, ModelError)
+    assert (error.code, error.status, error.retry_after, error.retryable) == (
+        "rate_limit_exceeded",
+        429,
+        2.0,
+        True,
+    )
