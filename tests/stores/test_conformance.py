@@ -383,3 +383,37 @@ async def test_store_inspect_reads_without_repairing(kit: StoreKit) -> None:
         seen = await store.inspect("peek")
         assert seen.is_turn_open
         assert len((await store.inspect("peek")).events) == len(session.events)
+
+
+async def test_postgres_store_recovers_from_a_dropped_connection(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.5: a server-side disconnect fails one flush; the next flush reconnects and commits."""
+    import psycopg
+
+    from retinue.stores import PostgresStore
+
+    dsn, schema = postgres_schema
+    session = Session.create("reconnect")
+    async with PostgresStore(dsn, schema=schema) as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.flush(session)
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
+            )
+        run_turn(session)
+        failure: StoreError | None = None
+        try:
+            await store.flush(session)
+        except StoreError as exc:  # the dropped connection may fail this one flush
+            failure = exc
+        if failure is not None:
+            assert "'reconnect'" in failure.message
+            await store.flush(session)
+        await store.detach(session)
+    async with PostgresStore(dsn, schema=schema) as store:
+        loaded = await store.load("reconnect")
+    assert lines(loaded.events[:]) == lines(session.events[:])

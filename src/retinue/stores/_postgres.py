@@ -125,16 +125,25 @@ class PostgresBackend:
     def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
         """Claim unclaimed sessions, then commit every accepted batch in one transaction."""
         results: list[StoreError | None] = [None] * len(batches)
+        self._probe_locker()
         for index, batch in enumerate(batches):
             try:
                 self.claim(batch.session_id)
             except StoreError as exc:
                 results[index] = exc
         with self._write_lock:
-            conn = self._require(self._writer)
+            conn = self._live_writer()
             with conn.transaction():
                 self._write_group(conn, batches, results)
         return results
+
+    def _live_writer(self) -> psycopg.Connection[Any]:
+        """The write connection, reconnected if the server dropped it (a failure never sticks)."""
+        conn = self._require(self._writer)
+        if conn.broken or conn.closed:
+            conn.close()
+            self._writer = conn = self._connect(autocommit=False)
+        return conn
 
     def _write_group(
         self,
@@ -221,27 +230,52 @@ class PostgresBackend:
     def claim(self, session_id: str) -> None:
         """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it."""
         with self._lock_lock:
-            if session_id in self._claimed:
+            if session_id in self._claimed and self._locker_alive():
                 return
-            conn = self._require(self._locker)
-            row = conn.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (session_id,)
-            ).fetchone()
-            if row is None or not row[0]:
+            self._claimed.discard(session_id)
+            if not self._try_lock(self._require(self._locker), session_id):
                 raise StoreError(
                     f"session {session_id!r} is being written by another process",
                     code="SESSION_LOCKED",
                 )
             self._claimed.add(session_id)
 
+    def _probe_locker(self) -> None:
+        """Notice a lock connection the server dropped (its locks are gone) before writing."""
+        with self._lock_lock:
+            with contextlib.suppress(_psycopg().OperationalError):
+                self._require(self._locker).execute("SELECT 1")
+            self._locker_alive()
+
+    def _locker_alive(self) -> bool:
+        """Reconnect a dropped lock connection and retake its locks; say whether all were kept."""
+        conn = self._require(self._locker)
+        if not (conn.broken or conn.closed):
+            return True
+        conn.close()
+        self._locker = conn = self._connect(autocommit=True)
+        lost = {session_id for session_id in self._claimed if not self._try_lock(conn, session_id)}
+        self._claimed -= lost
+        return not lost
+
+    @staticmethod
+    def _try_lock(conn: psycopg.Connection[Any], session_id: str) -> bool:
+        row = conn.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (session_id,)
+        ).fetchone()
+        return bool(row and row[0])
+
     def release(self, session_id: str) -> None:
-        """Drop the session's advisory lock."""
+        """Drop the session's advisory lock (a dropped connection already dropped it)."""
         with self._lock_lock:
             if session_id not in self._claimed:
                 return
             self._claimed.discard(session_id)
             conn = self._require(self._locker)
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (session_id,))
+            if conn.broken or conn.closed:
+                return
+            with contextlib.suppress(_psycopg().OperationalError):
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (session_id,))
 
     # -- reads ----------------------------------------------------------------
 
