@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import ssl
 import zlib
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Protocol, final
 
 import httpx2
@@ -25,6 +25,7 @@ __all__ = [
     "close_response",
     "decode_response",
     "make_http_client",
+    "send_within",
 ]
 
 SHARD_HEADER = "x-retinue-shard"
@@ -154,13 +155,37 @@ def _finished(decoder: StreamDecoder) -> bool:
     return decoder.done
 
 
+async def _next_part(body: AsyncIterator[bytes], read_timeout: float, provider: str) -> bytes:
+    """The next body part; raises ``StopAsyncIteration`` at the end, typed errors on failure."""
+    with trio.move_on_after(read_timeout) as scope:
+        try:
+            return await body.__anext__()
+        except httpx2.TimeoutException as exc:
+            raise ProviderConnectionError(
+                f"{provider} stream timed out: {exc!r}", code="TIMEOUT", retryable=True
+            ) from exc
+        except httpx2.TransportError as exc:
+            raise ProviderConnectionError(
+                f"{provider} stream failed: {exc!r}", code="STREAM_TRUNCATED", retryable=True
+            ) from exc
+    assert scope.cancelled_caught
+    raise ProviderConnectionError(
+        f"{provider} sent nothing for {read_timeout} s", code="TIMEOUT", retryable=True
+    )
+
+
 async def decode_response(
-    response: httpx2.Response, decoder: StreamDecoder, *, provider: str
+    response: httpx2.Response,
+    decoder: StreamDecoder,
+    *,
+    provider: str,
+    read_timeout: float = 600.0,
 ) -> AsyncGenerator[StreamChunk, None]:
     """Yield the chunks of an SSE *response*; stops reading at the terminal event.
 
-    Transport failures while reading raise :class:`ProviderConnectionError`.
-    The caller owns (and closes) *response*.
+    Transport failures while reading, and silences longer than *read_timeout*
+    (seconds, on trio's clock), raise :class:`ProviderConnectionError`. The
+    caller owns (and closes) *response*.
     """
     if response.headers.get("content-type", "").startswith("application/json"):
         try:
@@ -177,16 +202,12 @@ async def decode_response(
     try:
         while not decoder.done:
             try:
-                data = await body.__anext__()
+                data = await _next_part(body, read_timeout, provider)
             except StopAsyncIteration:
                 for event in sse.close():
                     for chunk in decoder.feed(event):
                         yield chunk
                 break
-            except httpx2.TransportError as exc:
-                raise ProviderConnectionError(
-                    f"{provider} stream failed: {exc!r}", code="STREAM_TRUNCATED", retryable=True
-                ) from exc
             for event in sse.feed(data):
                 for chunk in decoder.feed(event):
                     yield chunk
@@ -205,3 +226,14 @@ async def close_response(response: httpx2.Response) -> None:
     """
     with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
         await response.aclose()
+
+
+async def send_within(
+    send: Callable[[], Awaitable[httpx2.Response]], seconds: float, provider: str
+) -> httpx2.Response:
+    """Await ``send()`` (the request up to its response headers) for at most *seconds*."""
+    with trio.move_on_after(seconds):
+        return await send()
+    raise ProviderConnectionError(
+        f"{provider} sent no response headers within {seconds} s", code="TIMEOUT", retryable=True
+    )

@@ -26,6 +26,7 @@ from ._http import (
     close_response,
     decode_response,
     make_http_client,
+    send_within,
 )
 
 __all__ = ["AnthropicModel"]
@@ -67,6 +68,7 @@ class AnthropicModel:
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.provider = provider
+        self._read_timeout = timeout
         self._default_max_tokens = default_max_tokens
         self._thinking_budget = thinking_budget
         http_client = make_http_client(
@@ -143,11 +145,15 @@ class AnthropicModel:
             default_max_tokens=self._default_max_tokens,
             thinking_budget=self._thinking_budget,
         )
-        response = await self._send(body, request.session_id)
+        response = await send_within(
+            lambda: self._send(body, request.session_id), self._read_timeout, self.provider
+        )
         try:
             report_response(response.headers)
             decoder = AnthropicStreamDecoder()
-            chunks = decode_response(response, decoder, provider=self.provider)
+            chunks = decode_response(
+                response, decoder, provider=self.provider, read_timeout=self._read_timeout
+            )
             async with aclosing(chunks):
                 async for chunk in chunks:
                     yield chunk

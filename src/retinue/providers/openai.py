@@ -27,6 +27,7 @@ from ._http import (
     close_response,
     decode_response,
     make_http_client,
+    send_within,
 )
 from ._openai_chat import ChatStreamDecoder, chat_request_body
 from ._openai_responses import ResponsesStreamDecoder, responses_request_body
@@ -92,6 +93,7 @@ class OpenAIModel:
         if api_key is None and base_url is not None:
             api_key = "not-needed"
         self.provider = provider
+        self._read_timeout = timeout
         self.api: Api = api
         self._max_tokens_param = max_tokens_param or (
             "max_completion_tokens" if base_url is None else "max_tokens"
@@ -177,10 +179,14 @@ class OpenAIModel:
         if self._closed:
             raise ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
         path, body, decoder = self._prepare(request)
-        response = await self._send(path, body, request.session_id)
+        response = await send_within(
+            lambda: self._send(path, body, request.session_id), self._read_timeout, self.provider
+        )
         try:
             report_response(response.headers)
-            chunks = decode_response(response, decoder, provider=self.provider)
+            chunks = decode_response(
+                response, decoder, provider=self.provider, read_timeout=self._read_timeout
+            )
             async with aclosing(chunks):
                 async for chunk in chunks:
                     yield chunk

@@ -1,0 +1,244 @@
+"""The mock provider server: policies, fault injection through the adapters, and aborts."""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+import trio
+
+from retinue._content import Message, Text, ToolCall, ToolResultBlock
+from retinue._stream import TextDelta
+from retinue.providers import (
+    OverloadedError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStatusError,
+    ProviderStreamError,
+    RateLimitError,
+)
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import (
+    EchoPolicy,
+    Endless,
+    Fault,
+    FaultKind,
+    FaultPolicy,
+    MockReply,
+    MockServer,
+    MockToolCall,
+    ScriptedPolicy,
+    Timing,
+    open_mock_server,
+)
+from retinue.providers.openai import OpenAIModel
+
+from .support import WEATHER, collect, make_request
+
+APIS = ("chat", "responses", "messages")
+REAL_DEADLINE = 10.0
+
+
+def _adapter(api: str, server: MockServer, **options: Any) -> OpenAIModel | AnthropicModel:
+    if api == "messages":
+        return AnthropicModel(base_url=server.base_url, api_key="k", **options)
+    return OpenAIModel(base_url=server.openai_base_url, api_key="k", api=api, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_echo_policy_calls_tools_then_answers(api: str) -> None:
+    """Offered tools are called with schema-shaped arguments; tool results get a text answer."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(EchoPolicy(chunks=6)) as server, _adapter(api, server) as model:
+            first = await collect(model, make_request("weather in Oslo?", tools=[WEATHER]))
+            calls = [b for b in first.message.content if isinstance(b, ToolCall)]
+            assert calls
+            assert first.assembler.finish.kind == "tool-calls"
+            for call in calls:
+                assert call.name == "lookup"
+                assert isinstance(json.loads(call.arguments)["city"], str)
+            history = [
+                Message("user", (Text("weather in Oslo?"),)),
+                first.message,
+                *(Message("user", (ToolResultBlock(c.id, (Text("sunny"),)),)) for c in calls),
+            ]
+            second = await collect(model, make_request(*history, tools=[WEATHER]))
+            assert second.assembler.finish.kind == "stop"
+            text = second.message.content[0]
+            assert isinstance(text, Text)
+            assert "sunny" in text.text
+            deltas = [c for c in second.chunks if isinstance(c, TextDelta)]
+            assert len(deltas) == 6
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_echo_policy_echoes_without_tools(api: str) -> None:
+    """Without tools the reply echoes the prompt, with usage."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server() as server, _adapter(api, server) as model:
+            result = await collect(model, make_request("ping pong"))
+    text = result.message.content[0]
+    assert isinstance(text, Text)
+    assert text.text.startswith("You said: ping pong")
+    assert result.assembler.usage is not None
+    assert result.assembler.usage.output_tokens > 0
+
+
+FAULTS: list[tuple[FaultKind, type[ProviderError], str | None]] = [
+    ("rate_limit", RateLimitError, None),
+    ("server_error", ProviderStatusError, None),
+    ("overloaded", OverloadedError, None),
+    ("stream_error", ProviderStreamError, None),
+    ("truncated", ProviderConnectionError, "STREAM_TRUNCATED"),
+    ("malformed", ProviderStreamError, "MALFORMED_RESPONSE"),
+    ("stall", ProviderConnectionError, "TIMEOUT"),
+]
+STATUS = {"rate_limit": 429, "server_error": 500, "overloaded": 529}
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize(("kind", "error", "code"), FAULTS)
+async def test_mock_fault_surfaces_as_typed_retryable_error(
+    api: str, kind: FaultKind, error: type[ProviderError], code: str | None
+) -> None:
+    """Every injected fault reaches the adapter's caller as a typed, retryable error."""
+    policy = ScriptedPolicy(
+        [Fault(kind, retry_after=1.5, reply=MockReply(text="some words here", chunks=8))]
+    )
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(policy) as server, _adapter(api, server, timeout=0.3) as model:
+            with pytest.raises(error) as caught:
+                await collect(model, make_request("hi"))
+            assert server.statistics().faults == 1
+    failure = caught.value
+    assert type(failure) is error
+    assert failure.retryable
+    assert failure.code
+    if code is not None:
+        assert failure.code == code
+    if kind in STATUS:
+        assert failure.status == STATUS[kind]
+    if kind == "rate_limit":
+        assert failure.retry_after == 1.5
+
+
+async def test_mock_fault_policy_injects_at_its_rate() -> None:
+    """A 30% fault policy faults about 30% of calls, of the kinds asked for, reproducibly."""
+    policy = FaultPolicy(EchoPolicy(), rate=0.3, kinds=("rate_limit", "truncated"), seed=7)
+    replies = [policy(_call(number)) for number in range(1000)]
+    faults = [reply for reply in replies if isinstance(reply, Fault)]
+    assert 240 < len(faults) < 360
+    assert {fault.kind for fault in faults} == {"rate_limit", "truncated"}
+    assert sum(policy.injected.values()) == len(faults)
+
+
+def _call(number: int) -> Any:
+    from retinue.providers.mock import MockCall
+
+    return MockCall(
+        "chat", {"model": "m", "messages": [{"role": "user", "content": "x"}]}, {}, number
+    )
+
+
+# The SDKs' own stream readers leave async generators to the garbage collector
+# (one reason the adapters read the raw stream); trio reports that as a warning.
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_renders_bodies_the_official_sdks_parse(api: str) -> None:
+    """The SDKs' own parsers accept the mock's streaming and non-streaming bodies."""
+    reply = MockReply(text="hello world", tool_calls=(MockToolCall("lookup", '{"city": "Oslo"}'),))
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(ScriptedPolicy([reply], cycle=True)) as server:
+            if api == "messages":
+                await _anthropic_sdk_round_trip(server)
+            else:
+                await _openai_sdk_round_trip(server, api)
+
+
+async def _openai_sdk_round_trip(server: MockServer, api: str) -> None:
+    async with openai.AsyncOpenAI(
+        base_url=server.openai_base_url, api_key="k", max_retries=0
+    ) as client:
+        if api == "chat":
+            messages: Any = [{"role": "user", "content": "hi"}]
+            done = await client.chat.completions.create(model="m", messages=messages)
+            assert done.choices[0].message.content == "hello world"
+            assert done.choices[0].message.tool_calls[0].function.name == "lookup"  # type: ignore[index, union-attr]
+            stream = await client.chat.completions.create(model="m", messages=messages, stream=True)
+            parts = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+            assert "".join(parts) == "hello world"
+        else:
+            response = await client.responses.create(model="m", input="hi")
+            assert response.output_text == "hello world"
+            events = [
+                event.type
+                async for event in await client.responses.create(model="m", input="hi", stream=True)
+            ]
+            assert events[-1] == "response.completed"
+
+
+async def _anthropic_sdk_round_trip(server: MockServer) -> None:
+    async with anthropic.AsyncAnthropic(
+        base_url=server.base_url, api_key="k", max_retries=0
+    ) as client:
+        messages: Any = [{"role": "user", "content": "hi"}]
+        message = await client.messages.create(model="m", max_tokens=10, messages=messages)
+        assert [block.type for block in message.content] == ["text", "tool_use"]
+        async with client.messages.stream(model="m", max_tokens=10, messages=messages) as stream:
+            final = await stream.get_final_message()
+        assert final.content[1].input == {"city": "Oslo"}  # type: ignore[union-attr]
+        assert final.stop_reason == "tool_use"
+
+
+async def test_mock_latency_and_chunk_timing_apply() -> None:
+    """Latency delays the headers and inter-chunk delay spaces the events (real clock)."""
+    timing = Timing(latency=0.1, first_token=0.05, inter_chunk=0.02)
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(EchoPolicy(chunks=5), timing=timing) as server,
+            _adapter("chat", server) as model,
+        ):
+            start = trio.current_time()
+            await collect(model, make_request("hi"))
+            elapsed = trio.current_time() - start
+    assert elapsed >= 0.1 + 0.05 + 0.02 * 5
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_adapter_abort_closes_the_connection_promptly(api: str) -> None:
+    """Abandoning a stream that never ends closes its TCP connection at once."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(ScriptedPolicy([Endless(0.01)])) as server,
+            _adapter(api, server) as model,
+        ):
+            with trio.move_on_after(0.3):
+                await collect(model, make_request("hi"))
+            aborted_at = trio.current_time()
+            while server.statistics().streams_aborted == 0:
+                await trio.sleep(0.01)
+            assert trio.current_time() - aborted_at < 0.5
+            stats = server.statistics()
+            assert (stats.streams_started, stats.streams_completed) == (1, 0)
+            while server.statistics().connections_open:
+                await trio.sleep(0.01)
+
+
+async def test_adapter_abort_is_prompt_on_the_virtual_clock(autojump_clock: trio.abc.Clock) -> None:
+    """In-process, cancelling an endless stream closes it with no virtual time passing."""
+    server = MockServer(ScriptedPolicy([Endless(0.5)]))
+    chunks = 0
+    with trio.fail_after(60):
+        async with OpenAIModel(transport=server.transport(), base_url="http://mock/v1") as model:
+            with trio.move_on_after(10.0):
+                async with aclosing(model.stream(make_request("hi"))) as stream:
+                    async for _ in stream:
+                        chunks += 1
+            assert trio.current_time() == pytest.approx(10.0)
+            assert server.statistics().streams_aborted == 1
+    assert chunks >= 15
