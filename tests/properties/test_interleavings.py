@@ -18,6 +18,7 @@ from hypothesis import given, strategies as st
 import retinue
 from retinue import AgentOptions
 from retinue.providers import Usage
+from retinue.session import TurnEndReason
 from retinue.testing import (
     CallTools,
     CutAtMaxTokens,
@@ -133,7 +134,11 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                         asks[key] = None  # type: ignore[assignment]
 
                         async def ask(key: int = key, text: str = text) -> None:
-                            asks[key] = await agent.ask(text)
+                            try:
+                                asks[key] = await agent.ask(text)
+                            except retinue.AgentDisposedError:
+                                # The send was refused, not lost: the agent was gone first.
+                                asks[key] = retinue.TurnResult(0, TurnEndReason.disposed())
 
                         nursery.start_soon(ask)
                         await trio.lowlevel.checkpoint()
@@ -154,6 +159,7 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                         await agent.dispose()
                         disposed = True
                 if not disposed:
+                    await trio.testing.wait_all_tasks_blocked()
                     agent.cancel("drain")
                     discards_possible.update(asks)
             events = agent.session.events

@@ -24,6 +24,8 @@ async def run_loop(core: AgentCore) -> None:
     """
     mailbox = core.mailbox
     while not core.disposed:
+        if not mailbox.has_queued:
+            core.set_status("idle")
         await mailbox.wait_for_queued(core.disposed_event)
         if core.disposed:
             break
@@ -43,8 +45,6 @@ async def run_loop(core: AgentCore) -> None:
             mailbox.drain_steering()
         else:
             mailbox.requeue_steering()
-        if not mailbox.has_queued:
-            core.set_status("idle")
     core.discard_pending(TurnEndReason.disposed())
 
 

@@ -113,9 +113,11 @@ class Mailbox:
         Returns at once if the queued FIFO is non-empty. An enqueue wakes the
         waiter even if a ``clear`` emptied the FIFO again before it ran, so the
         caller re-checks. Always a checkpoint; cancellation changes nothing.
+        Parking happens with no scheduling point before it, so a caller's
+        synchronous check just before the call still holds when it parks.
         """
-        await trio.lowlevel.checkpoint()
         if self._queued or stop.is_set():
+            await trio.lowlevel.checkpoint()
             return
         wakeup = self._wakeup = trio.Event()
         try:
