@@ -6,9 +6,13 @@ Two measurements per store, each in a fresh subprocess:
   one tool step and one answer step per turn); the loop flushes after every
   turn. Reports wall time, events/s, per-turn flush latency p50/p99 and the
   slowdown against the memory store's wall time.
-* ``raw``: the store alone. 1000 tasks append pre-built realistic turns to
-  their sessions and flush after each, concurrently; events/s and flush
-  latency of the store without the agent loop.
+* ``raw``: the store without the agent loop. 1000 tasks each append a
+  realistic turn (22 events) to their session and flush, ten times,
+  concurrently; events/s and flush latency.
+
+Every record also gives ``store_events_per_s``: committed events divided by
+the time spent inside backend writes (encoding, I/O, fsync), i.e. what the
+store itself sustains when it is the only work.
 
 Run: ``python -m benchmarks.persistence [--agents N] [--turns T] [--stores memory,sqlite,jsonl,postgres]``.
 PostgreSQL is measured when ``RETINUE_TEST_POSTGRES_DSN`` is set (see
@@ -118,7 +122,7 @@ async def _run_runtime(kind: str, where: str, agents: int, turns: int) -> dict[s
         "wall_s": wall,
         "events": events,
         "latencies": store.latencies,
-        "commits": stats.commits,
+        "stats": stats,
     }
 
 
@@ -146,7 +150,7 @@ async def _run_raw(kind: str, where: str, agents: int, turns: int) -> dict[str, 
         "wall_s": wall,
         "events": events,
         "latencies": store.latencies,
-        "commits": stats.commits,
+        "stats": stats,
     }
 
 
@@ -198,7 +202,11 @@ def measure(mode: str, kind: str, agents: int, turns: int) -> dict[str, Any]:
         "wall_s": round(result["wall_s"], 3),
         "events_per_s": round(result["events"] / result["wall_s"]),
         "flushes": len(latencies),
-        "commits": result["commits"],
+        "commits": result["stats"].commits,
+        "store_write_s": round(result["stats"].write_seconds, 3),
+        "store_events_per_s": round(
+            result["stats"].committed_events / max(result["stats"].write_seconds, 1e-9)
+        ),
         "flush_p50_ms": round(_percentile(latencies, 0.50) * 1000, 2),
         "flush_p99_ms": round(_percentile(latencies, 0.99) * 1000, 2),
     }

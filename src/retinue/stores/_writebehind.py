@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar, final
@@ -43,6 +44,8 @@ class StoreStatistics:
     """Events made durable so far."""
     largest_group: int
     """The most sessions committed by one group commit."""
+    write_seconds: float
+    """Time spent inside backend writes (encoding, I/O, fsync), summed over commits."""
 
 
 @attrs.define(eq=False)
@@ -100,6 +103,7 @@ class BufferedStore:
             "committed_events": 0,
             "largest_group": 0,
         }
+        self._write_seconds = 0.0
 
     # -- lifetime -------------------------------------------------------------
 
@@ -265,7 +269,7 @@ class BufferedStore:
             return
         batches = [entry.batch for entry in entries]
         try:
-            results = self._backend.write(batches)
+            results = self._timed_write(batches)
         except Exception as exc:
             error = StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")
             results = _failed(batches, error)
@@ -343,10 +347,17 @@ class BufferedStore:
     async def _write_entries(self, entries: list[_Entry]) -> None:
         batches = [entry.batch for entry in entries]
         try:
-            results = await self._call(self._backend.write, "a group commit", batches)
+            results = await self._call(self._timed_write, "a group commit", batches)
         except StoreError as exc:
             results = _failed(batches, exc)
         self._record(entries, results)
+
+    def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
+        start = time.perf_counter()
+        try:
+            return self._backend.write(batches)
+        finally:
+            self._write_seconds += time.perf_counter() - start
 
     def _record(self, entries: list[_Entry], results: Sequence[StoreError | None]) -> None:
         self._counters["commits"] += 1
@@ -443,6 +454,7 @@ class BufferedStore:
         return StoreStatistics(
             tracked_sessions=len(self._tracked),
             buffered_events=sum(len(item.buffer) for item in self._tracked.values()),
+            write_seconds=self._write_seconds,
             **self._counters,
         )
 
