@@ -45,6 +45,8 @@ class StoreKit:
     """Append a raw fragment after the stored records (a torn tail)."""
     record_count: Callable[[str], int]
     """How many event records are physically stored."""
+    tamper_header: Callable[[str, str], None] = attrs.field(default=None)
+    """Replace the stored header text of a session."""
 
 
 def _unsupported(*args: object) -> Any:
@@ -98,7 +100,10 @@ def _sqlite_kit(path: Path) -> StoreKit:
     def count(session_id: str) -> int:
         return sum(len(lines) for _, lines in segments(session_id))
 
-    return StoreKit("sqlite", lambda: SQLiteStore(path), tamper, append_raw, count)
+    def tamper_header(session_id: str, text: str) -> None:
+        run("UPDATE sessions SET header = ? WHERE id = ?", text, session_id)
+
+    return StoreKit("sqlite", lambda: SQLiteStore(path), tamper, append_raw, count, tamper_header)
 
 
 def jsonl_file(root: Path, session_id: str) -> Path:
@@ -123,7 +128,13 @@ def _jsonl_kit(root: Path) -> StoreKit:
     def count(session_id: str) -> int:
         return jsonl_file(root, session_id).read_bytes().count(b"\n") - 1
 
-    return StoreKit("jsonl", lambda: JSONLStore(root), tamper, append_raw, count)
+    def tamper_header(session_id: str, text: str) -> None:
+        path = jsonl_file(root, session_id)
+        lines = path.read_bytes().split(b"\n")
+        lines[0] = text.encode()
+        path.write_bytes(b"\n".join(lines))
+
+    return StoreKit("jsonl", lambda: JSONLStore(root), tamper, append_raw, count, tamper_header)
 
 
 def _postgres_kit(dsn: str, schema: str) -> StoreKit:
@@ -163,8 +174,16 @@ def _postgres_kit(dsn: str, schema: str) -> StoreKit:
             run("SELECT count(*) FROM {s}.retinue_events WHERE session_id = %s", session_id)[0][0]
         )  # type: ignore[call-overload]
 
+    def tamper_header(session_id: str, text: str) -> None:
+        run("UPDATE {s}.retinue_sessions SET header = %s WHERE id = %s", text, session_id)
+
     return StoreKit(
-        "postgres", lambda: PostgresStore(dsn, schema=schema), tamper, append_raw, count
+        "postgres",
+        lambda: PostgresStore(dsn, schema=schema),
+        tamper,
+        append_raw,
+        count,
+        tamper_header,
     )
 
 

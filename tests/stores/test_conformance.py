@@ -417,3 +417,16 @@ async def test_postgres_store_recovers_from_a_dropped_connection(
     async with PostgresStore(dsn, schema=schema) as store:
         loaded = await store.load("reconnect")
     assert lines(loaded.events[:]) == lines(session.events[:])
+
+
+async def test_store_corrupt_header_is_refused_and_skipped_by_list(record_kit: StoreKit) -> None:
+    """A corrupt header makes only its session unloadable, naming it; list keeps serving the rest."""
+    await _stored(record_kit, Session.create("headless"), turns=1)
+    await _stored(record_kit, Session.create("fine"), turns=1)
+    record_kit.tamper_header("headless", '{"type": "session", "id": ')
+    async with record_kit.open() as store:
+        with pytest.raises(CorruptSessionError, match="'headless'") as caught:
+            await store.load("headless")
+        assert caught.value.code == "CORRUPT_HEADER"
+        assert [header.id for header in await store.list()] == ["fine"]
+        assert len((await store.load("fine")).events) > 0
