@@ -430,3 +430,16 @@ async def test_store_corrupt_header_is_refused_and_skipped_by_list(record_kit: S
         assert caught.value.code == "CORRUPT_HEADER"
         assert [header.id for header in await store.list()] == ["fine"]
         assert len((await store.load("fine")).events) > 0
+
+
+async def test_store_failed_load_gives_up_its_claim(kit: StoreKit) -> None:
+    """A load that fails leaves no writer claim behind: another store can then write the id."""
+    async with kit.open() as first, kit.open() as second:
+        with pytest.raises(StoreError) as caught:
+            await first.load("ghost")
+        assert caught.value.code == "SESSION_NOT_FOUND"
+        ghost = Session.create("ghost")
+        second.attach_new(ghost)
+        run_turn(ghost)
+        await second.detach(ghost)
+        assert await first.exists("ghost")

@@ -393,11 +393,17 @@ class BufferedStore:
         await self._ensure_open()
         if session_id in self._tracked:
             raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
+        what = f"session {session_id!r}"
         async with self._session_lock(session_id):
-            await self._call(self._backend.claim, f"session {session_id!r}", session_id)
-            recovered = await self._call(self._recover, f"session {session_id!r}", session_id)
-            if recovered.needs_write:
-                await self._write_repair(session_id, recovered)
+            await self._call(self._backend.claim, what, session_id)
+            try:
+                recovered = await self._call(self._recover, what, session_id)
+                if recovered.needs_write:
+                    await self._write_repair(session_id, recovered)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self._call(self._backend.release, what, session_id)
+                raise
             return recovered.session
 
     async def inspect(self, session_id: str) -> Session:
