@@ -16,7 +16,7 @@ from ..loop import AgentCore, AgentStatus, TurnResult
 from ..mailbox import Ticket
 from ..session import Event, Session
 
-__all__ = ["Agent", "SubscriptionOverflowError", "Subscription"]
+__all__ = ["Agent", "Subscription", "SubscriptionOverflowError"]
 
 Content = str | ContentBlock | Sequence[ContentBlock]
 
