@@ -5,8 +5,8 @@
 # creates a cluster under a temp dir owned by the `postgres` user (initdb
 # refuses root), starts it on a free port, creates a database and prints
 #
-#   RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:PORT/retinue_test
-#   RETINUE_TEST_POSTGRES_DIR=/tmp/...
+#   export RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:PORT/retinue_test
+#   export RETINUE_TEST_POSTGRES_DIR=/tmp/...
 #
 # so a caller can `eval "$(bash scripts/postgres.sh)"`. Stop the server with
 # `bash scripts/postgres.sh stop "$RETINUE_TEST_POSTGRES_DIR"`.
@@ -62,6 +62,6 @@ as_postgres "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
     start >&2 || { cat "$dir/server.log" >&2; exit 1; }
 as_postgres "$bindir/createdb" -h 127.0.0.1 -p "$port" -U postgres retinue_test >&2
 
-echo "RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$port/retinue_test"
-echo "RETINUE_TEST_POSTGRES_DIR=$dir"
+echo "export RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$port/retinue_test"
+echo "export RETINUE_TEST_POSTGRES_DIR=$dir"
 log "server running on 127.0.0.1:$port (data in $dir)"
