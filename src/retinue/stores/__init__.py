@@ -12,9 +12,9 @@ from ._jsonl import JSONLStore
 from ._memory import MemoryStore
 from ._postgres import PostgresStore
 from ._protocol import SessionStore
+from ._records import StoreStatistics
 from ._repair import closing_events, repair_tail
 from ._sqlite import SQLiteStore
-from ._writebehind import StoreStatistics
 
 __all__ = [
     "AppendBatch",

@@ -8,9 +8,8 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import Self, TypeVar, final
+from typing import Self, TypeVar
 
-import attrs
 import trio
 
 from retinue._errors import RetinueError, StoreError
@@ -19,58 +18,13 @@ from retinue.session import Event, Session, SessionHeader
 from ._backend import AppendBatch, StorageBackend, StoredLog
 from ._ids import check_session_id
 from ._loader import Recovered, recover
+from ._records import Entry, Request, StoreStatistics, Tracked, failed
 
-__all__ = ["BufferedStore", "StoreStatistics"]
+__all__ = ["BufferedStore"]
 
 log = logging.getLogger("retinue.stores")
 
 T = TypeVar("T")
-
-
-@final
-@attrs.frozen
-class StoreStatistics:
-    """A snapshot of a store's write-behind state and commit counters."""
-
-    tracked_sessions: int
-    """Sessions currently attached."""
-    buffered_events: int
-    """Events appended but not yet committed, over all attached sessions."""
-    flush_requests: int
-    """Flushes that had something to write (including repairs on load)."""
-    commits: int
-    """Group commits performed (one transaction / one fsync each)."""
-    committed_events: int
-    """Events made durable so far."""
-    largest_group: int
-    """The most sessions committed by one group commit."""
-    write_seconds: float
-    """Time spent inside backend writes (encoding, I/O, fsync), summed over commits."""
-
-
-@attrs.define(eq=False)
-class _Tracked:
-    session: Session
-    header: SessionHeader | None
-    buffer: list[Event]
-    cursor: int
-    unsubscribe: Callable[[], None]
-
-
-@attrs.define(eq=False)
-class _Request:
-    session_id: str
-    prebuilt: AppendBatch | None = None
-    done: trio.Event = attrs.field(factory=trio.Event)
-    error: StoreError | None = None
-    answered: bool = False
-
-
-@attrs.define(eq=False)
-class _Entry:
-    batch: AppendBatch
-    tracked: _Tracked | None
-    requests: list[_Request]
 
 
 class BufferedStore:
@@ -88,8 +42,8 @@ class BufferedStore:
     def __init__(self, backend: StorageBackend, *, name: str) -> None:
         self._backend = backend
         self._name = name
-        self._tracked: dict[str, _Tracked] = {}
-        self._send, self._receive = trio.open_memory_channel[_Request](math.inf)
+        self._tracked: dict[str, Tracked] = {}
+        self._send, self._receive = trio.open_memory_channel[Request](math.inf)
         self._writer_running = False
         self._direct_lock = trio.Lock()
         self._open_lock = trio.Lock()
@@ -202,7 +156,7 @@ class BufferedStore:
         buffer = list(seed)
         cursor = len(session.events) - len(buffer)
         unsubscribe = session.observe(buffer.append)
-        self._tracked[session_id] = _Tracked(session, header, buffer, cursor, unsubscribe)
+        self._tracked[session_id] = Tracked(session, header, buffer, cursor, unsubscribe)
 
     async def flush(self, session: Session) -> None:
         """Make every buffered event of *session* durable (R7.49, R11.4).
@@ -235,14 +189,14 @@ class BufferedStore:
         del self._tracked[session.id]
         await self._call(self._backend.release, f"session {session.id!r}", session.id)
 
-    async def _flush_many(self, tracked: Sequence[_Tracked]) -> list[StoreError | None]:
-        requests = [_Request(item.session.id) for item in tracked]
+    async def _flush_many(self, tracked: Sequence[Tracked]) -> list[StoreError | None]:
+        requests = [Request(item.session.id) for item in tracked]
         await self._submit(
             [request for item, request in zip(tracked, requests, strict=True) if item.buffer]
         )
         return [request.error for request in requests]
 
-    async def _submit(self, requests: Sequence[_Request]) -> None:
+    async def _submit(self, requests: Sequence[Request]) -> None:
         """Commit *requests*: through the writer's next group, or directly."""
         if not requests:
             await trio.lowlevel.checkpoint()
@@ -262,7 +216,7 @@ class BufferedStore:
         async with self._direct_lock:
             await self._commit(requests)
 
-    def _write_now(self, requests: Sequence[_Request]) -> None:
+    def _write_now(self, requests: Sequence[Request]) -> None:
         """Commit synchronously: a backend that never blocks gains nothing from grouping."""
         entries = self._group_entries(requests)
         if not entries:
@@ -272,7 +226,7 @@ class BufferedStore:
             results = self._timed_write(batches)
         except Exception as exc:
             error = StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")
-            results = _failed(batches, error)
+            results = failed(batches, error)
         self._record(entries, results)
 
     # -- the writer -----------------------------------------------------------
@@ -307,7 +261,7 @@ class BufferedStore:
             )
             request.done.set()
 
-    async def _commit(self, group: Sequence[_Request]) -> None:
+    async def _commit(self, group: Sequence[Request]) -> None:
         """Write one group in one backend call; every request is answered."""
         try:
             entries = self._group_entries(group)
@@ -325,15 +279,15 @@ class BufferedStore:
             for request in group:
                 request.done.set()
 
-    def _group_entries(self, group: Sequence[_Request]) -> list[_Entry]:
-        entries: dict[str, _Entry] = {}
+    def _group_entries(self, group: Sequence[Request]) -> list[Entry]:
+        entries: dict[str, Entry] = {}
         for request in group:
             entry = entries.get(request.session_id)
             if entry is not None:
                 entry.requests.append(request)
                 continue
             if request.prebuilt is not None:
-                entries[request.session_id] = _Entry(request.prebuilt, None, [request])
+                entries[request.session_id] = Entry(request.prebuilt, None, [request])
                 continue
             tracked = self._tracked.get(request.session_id)
             if tracked is None or not tracked.buffer:
@@ -341,15 +295,15 @@ class BufferedStore:
             batch = AppendBatch(
                 request.session_id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
             )
-            entries[request.session_id] = _Entry(batch, tracked, [request])
+            entries[request.session_id] = Entry(batch, tracked, [request])
         return list(entries.values())
 
-    async def _write_entries(self, entries: list[_Entry]) -> None:
+    async def _write_entries(self, entries: list[Entry]) -> None:
         batches = [entry.batch for entry in entries]
         try:
             results = await self._call(self._timed_write, "a group commit", batches)
         except StoreError as exc:
-            results = _failed(batches, exc)
+            results = failed(batches, exc)
         self._record(entries, results)
 
     def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
@@ -359,7 +313,7 @@ class BufferedStore:
         finally:
             self._write_seconds += time.perf_counter() - start
 
-    def _record(self, entries: list[_Entry], results: Sequence[StoreError | None]) -> None:
+    def _record(self, entries: list[Entry], results: Sequence[StoreError | None]) -> None:
         self._counters["commits"] += 1
         self._counters["largest_group"] = max(self._counters["largest_group"], len(entries))
         for entry, result in zip(entries, results, strict=True):
@@ -369,7 +323,7 @@ class BufferedStore:
                 request.error = result
                 request.answered = True
 
-    def _committed(self, entry: _Entry) -> None:
+    def _committed(self, entry: Entry) -> None:
         count = len(entry.batch.events)
         self._counters["committed_events"] += count
         tracked = entry.tracked
@@ -435,7 +389,7 @@ class BufferedStore:
             recovered.closers,
             truncate_to=recovered.kept if recovered.dropped else None,
         )
-        request = _Request(session_id, prebuilt=batch)
+        request = Request(session_id, prebuilt=batch)
         await self._submit([request])
         if request.error is not None:
             raise StoreError(request.error.message, code=request.error.code) from request.error
@@ -495,13 +449,3 @@ class BufferedStore:
             f"<{self._name} {state} tracked={stats.tracked_sessions} "
             f"buffered={stats.buffered_events} commits={stats.commits}>"
         )
-
-
-def _failed(batches: Sequence[AppendBatch], error: StoreError) -> list[StoreError | None]:
-    """One error per batch of a group whose commit failed as a whole."""
-    return [
-        StoreError(
-            f"session {batch.session_id!r}: the write failed: {error.message}", code=error.code
-        )
-        for batch in batches
-    ]

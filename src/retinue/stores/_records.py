@@ -1,0 +1,78 @@
+"""Write-behind records: what is buffered per session, flush requests, statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import final
+
+import attrs
+import trio
+
+from retinue._errors import StoreError
+from retinue.session import Event, Session, SessionHeader
+
+from ._backend import AppendBatch
+
+__all__ = ["Entry", "Request", "StoreStatistics", "Tracked", "failed"]
+
+
+@final
+@attrs.frozen
+class StoreStatistics:
+    """A snapshot of a store's write-behind state and commit counters."""
+
+    tracked_sessions: int
+    """Sessions currently attached."""
+    buffered_events: int
+    """Events appended but not yet committed, over all attached sessions."""
+    flush_requests: int
+    """Flushes that had something to write (including repairs on load)."""
+    commits: int
+    """Group commits performed (one transaction / one fsync each)."""
+    committed_events: int
+    """Events made durable so far."""
+    largest_group: int
+    """The most sessions committed by one group commit."""
+    write_seconds: float
+    """Time spent inside backend writes (encoding, I/O, fsync), summed over commits."""
+
+
+@attrs.define(eq=False)
+class Tracked:
+    """An attached session: its write-behind buffer and stored position."""
+
+    session: Session
+    header: SessionHeader | None
+    buffer: list[Event]
+    cursor: int
+    unsubscribe: Callable[[], None]
+
+
+@attrs.define(eq=False)
+class Request:
+    """One flush (or repair) waiting for the writer."""
+
+    session_id: str
+    prebuilt: AppendBatch | None = None
+    done: trio.Event = attrs.field(factory=trio.Event)
+    error: StoreError | None = None
+    answered: bool = False
+
+
+@attrs.define(eq=False)
+class Entry:
+    """One session's batch in a group commit, with the requests it answers."""
+
+    batch: AppendBatch
+    tracked: Tracked | None
+    requests: list[Request]
+
+
+def failed(batches: Sequence[AppendBatch], error: StoreError) -> list[StoreError | None]:
+    """One error per batch of a group whose commit failed as a whole."""
+    return [
+        StoreError(
+            f"session {batch.session_id!r}: the write failed: {error.message}", code=error.code
+        )
+        for batch in batches
+    ]
