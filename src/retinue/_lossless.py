@@ -26,6 +26,14 @@ class FrozenDict(dict[str, "JsonValue"]):
 
     __slots__ = ()
 
+    def __init__(self) -> None:
+        # Only ``freeze_json`` fills a FrozenDict (with already-frozen values), so
+        # a FrozenDict can be trusted as frozen all the way down.
+        super().__init__()
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (freeze_json, (dict(self),))
+
     def _refuse(self, *_args: object, **_kwargs: object) -> None:
         raise TypeError("this JSON object is an immutable snapshot")
 
@@ -57,7 +65,7 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
 
 
 def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
-    if value is None or isinstance(value, str | bool):
+    if value is None or isinstance(value, str | bool | FrozenDict):
         return value
     if isinstance(value, int):
         return value

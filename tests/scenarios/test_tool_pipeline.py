@@ -803,12 +803,19 @@ async def test_dispatch_of_a_prepared_result_returns_it_unchanged() -> None:
     assert await registry.dispatch(prepared) is prepared.result
 
 
-async def test_pipeline_stages_are_checkpoints() -> None:
-    """R9.1: every pipeline stage is a trio checkpoint, even when it has nothing to wait for."""
-    _, registry = setup()
+async def test_pipeline_prepare_and_dispatch_are_checkpoints() -> None:
+    """R9.1: prepare and dispatch always checkpoint; finish yields only for post-execute listeners.
+
+    Committing results in model order adds no scheduling point when no policy
+    listens, which keeps the scheduler's commit cursor cheap.
+    """
+    hooks, registry = setup()
     with trio.testing.assert_checkpoints():
         prepared = await registry.prepare(call("nope", {}))
     with trio.testing.assert_checkpoints():
         result = await registry.dispatch(prepared)
+    with trio.testing.assert_no_checkpoints():
+        await registry.finish(prepared, result)
+    hooks.on("tools/post-execute", lambda _execution, _result, next: next())
     with trio.testing.assert_checkpoints():
         await registry.finish(prepared, result)

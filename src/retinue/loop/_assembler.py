@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import final
+from collections.abc import Callable
+from typing import Any, final
 
 import attrs
 
@@ -102,26 +103,25 @@ class BlockAssembler:
             TypeError: *chunk* is not a stream chunk.
         """
         self._chunks += 1
-        match chunk:
-            case TextDelta():
-                partial = self._open(chunk.index, TEXT, chunk)
-                if partial is not None:
-                    partial.parts.append(chunk.text)
-            case ToolCallDelta():
-                self._tool_call_delta(chunk)
-            case ReasoningDelta():
-                self._reasoning_delta(chunk)
-            case BlockStart():
-                if chunk.index not in self._blocks:
-                    self._blocks[chunk.index] = _Partial(chunk.index, chunk.block_type)
-            case BlockEnd():
-                self._close(chunk)
-            case UsageChunk():
-                self._usage = chunk.usage
-            case Finish():
-                self._finish = chunk.reason
-            case _:
-                raise TypeError(f"not a stream chunk: {type(chunk).__name__}")
+        handler = _HANDLERS.get(type(chunk))
+        if handler is None:
+            raise TypeError(f"not a stream chunk: {type(chunk).__name__}")
+        handler(self, chunk)
+
+    def _text_delta(self, chunk: TextDelta) -> None:
+        partial = self._open(chunk.index, TEXT, chunk)
+        if partial is not None:
+            partial.parts.append(chunk.text)
+
+    def _block_start(self, chunk: BlockStart) -> None:
+        if chunk.index not in self._blocks:
+            self._blocks[chunk.index] = _Partial(chunk.index, chunk.block_type)
+
+    def _set_usage(self, chunk: UsageChunk) -> None:
+        self._usage = chunk.usage
+
+    def _set_finish(self, chunk: Finish) -> None:
+        self._finish = chunk.reason
 
     def message(self) -> Message:
         """Build the assistant message over every block seen so far.
@@ -172,3 +172,15 @@ class BlockAssembler:
         if partial.closed is None:
             partial.closed = chunk.block
             partial.parts.clear()
+
+
+# One dispatch per chunk type: a dict lookup is cheaper than a chain of class patterns.
+_HANDLERS: dict[type, Callable[[BlockAssembler, Any], None]] = {
+    TextDelta: BlockAssembler._text_delta,  # noqa: SLF001
+    ToolCallDelta: BlockAssembler._tool_call_delta,  # noqa: SLF001
+    ReasoningDelta: BlockAssembler._reasoning_delta,  # noqa: SLF001
+    BlockStart: BlockAssembler._block_start,  # noqa: SLF001
+    BlockEnd: BlockAssembler._close,  # noqa: SLF001
+    UsageChunk: BlockAssembler._set_usage,  # noqa: SLF001
+    Finish: BlockAssembler._set_finish,  # noqa: SLF001
+}

@@ -98,21 +98,29 @@ def check_parallel_cap(value: object) -> int:
 class StepSignal:
     """What abort-aware listeners see of the step's cancellation (R7.41)."""
 
-    __slots__ = ("_core", "scope")
+    __slots__ = ("_aborted", "_core", "scope")
 
     def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
         self._core = core
         self.scope = scope
+        self._aborted = False
+
+    def abort(self) -> None:
+        """Cancel the step's scope; never blocks."""
+        self._aborted = True
+        self.scope.cancel()
 
     @property
     def cancel_called(self) -> bool:
         """Whether the step was aborted (cancel or dispose)."""
-        return self.scope.cancel_called
+        # A plain flag: the scope is only ever cancelled through abort(), and
+        # reading it is far cheaper than CancelScope.cancel_called per chunk.
+        return self._aborted
 
     @property
     def reason(self) -> str | None:
         """The abort reason, once aborted."""
-        if not self.scope.cancel_called:
+        if not self._aborted:
             return None
         return "disposed" if self._core.disposed else self._core.cancel_reason
 
@@ -216,7 +224,7 @@ class AgentCore:
             self.cancel_reason = reason if reason is not None else "cancelled"
         self.discard_pending(TurnEndReason.aborted(reason if reason is not None else "cancelled"))
         if self.step_signal is not None:
-            self.step_signal.scope.cancel()
+            self.step_signal.abort()
 
     # -- driver-facing helpers ------------------------------------------------
 
@@ -255,7 +263,7 @@ class AgentCore:
         self.disposed_event.set()
         self.release_idle_waiters()
         if self.step_signal is not None:
-            self.step_signal.scope.cancel()
+            self.step_signal.abort()
         self.mailbox.wake()
         self.flush_wanted.set()
         self.emit("agent/status", "disposed")

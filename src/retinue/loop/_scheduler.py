@@ -39,6 +39,7 @@ class _Group:
     """One scheduling group: its calls, their prepared stages and settled results."""
 
     calls: list[ToolCall]
+    executions: list[ToolExecution]
     prepared: list[PreparedCall | None]
     results: list[ToolExecutionResult | None]
     wakeup: trio.Event = attrs.field(factory=trio.Event)
@@ -50,14 +51,15 @@ async def run_tool_calls(
 ) -> list[HookContext] | None:
     """Run every tool call of the step; returns contexts to inject, or ``None`` if aborted."""
     calls = list(state.calls.calls)
+    executions = [_execution(core, call) for call in calls]
     contexts: list[HookContext] = []
     index = 0
     while index < len(calls):
-        if signal.scope.cancel_called:
+        if signal.cancel_called:
             return None
-        group = _next_group(core, calls, index)
+        group = _next_group(core, calls, executions, index)
         await _run_group(core, state, group, contexts, signal)
-        if signal.scope.cancel_called:
+        if signal.cancel_called:
             return None
         index += len(group.calls)
     return contexts
@@ -73,16 +75,17 @@ def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
     )
 
 
-def _next_group(core: AgentCore, calls: list[ToolCall], start: int) -> _Group:
+def _next_group(
+    core: AgentCore, calls: list[ToolCall], executions: list[ToolExecution], start: int
+) -> _Group:
+    """The group starting at *start*: a run of parallel-safe calls, or one exclusive call."""
     registry = core.services.tools
-    members = [calls[start]]
-    if registry.execution_mode(_execution(core, calls[start])) == "parallel":
-        for call in calls[start + 1 :]:
-            if registry.execution_mode(_execution(core, call)) != "parallel":
-                break
-            members.append(call)
-    size = len(members)
-    return _Group(members, [None] * size, [None] * size)
+    end = start + 1
+    if registry.execution_mode(executions[start]) == "parallel":
+        while end < len(calls) and registry.execution_mode(executions[end]) == "parallel":
+            end += 1
+    size = end - start
+    return _Group(calls[start:end], executions[start:end], [None] * size, [None] * size)
 
 
 async def _run_group(
@@ -101,14 +104,14 @@ async def _run_group(
     async with trio.open_nursery() as nursery:
         started = cursor = 0
         while cursor < size:
-            while started < size and group.in_flight < cap and not signal.scope.cancel_called:
+            while started < size and group.in_flight < cap and not signal.cancel_called:
                 await _start(core, state, group, started, nursery)
                 started += 1
             while cursor < started and group.results[cursor] is not None:
                 await _commit(core, state, group, cursor, contexts)
                 cursor += 1
             if cursor < size and (cursor >= started or group.results[cursor] is None):
-                if signal.scope.cancel_called and started == cursor:
+                if signal.cancel_called and started == cursor:
                     return
                 group.wakeup = trio.Event()
                 await group.wakeup.wait()
@@ -124,7 +127,7 @@ async def _start(
         ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments)
     )
     state.calls.call_seqs[call.id] = event.seq
-    prepared = await registry.prepare(_execution(core, call))
+    prepared = await registry.prepare(group.executions[index])
     group.prepared[index] = prepared
     if not prepared.needs_dispatch:
         group.results[index] = prepared.result

@@ -118,14 +118,13 @@ async def _stream(
     session, turn, step = core.session, state.turn, state.step
     assembler = BlockAssembler()
     seqs: list[int] = []
-    scope = signal.scope
     async with aclosing(core.services.models.stream(request)) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
-            if scope.cancel_called:
+            if signal.cancel_called:
                 return None
             seqs.append(session.append(AssistantChunk(turn, step, chunk)).seq)
             assembler.feed(chunk)
-    if scope.cancel_called:
+    if signal.cancel_called:
         return None
     finish = assembler.finish
     if isinstance(finish, Errored):

@@ -108,7 +108,7 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
     signal = StepSignal(core, trio.CancelScope())
     core.step_signal = signal
     if core.disposed:
-        signal.scope.cancel()
+        signal.abort()
     allowed = False
     try:
         with signal.scope:
@@ -209,7 +209,7 @@ async def _step_iteration(core: AgentCore, state: TurnState) -> bool:
     signal = StepSignal(core, trio.CancelScope())
     core.step_signal = signal
     if core.cancel_marker or core.disposed:
-        signal.scope.cancel()
+        signal.abort()
     outcome: StepOutcome | None = None
     try:
         with signal.scope:

@@ -15,6 +15,11 @@ from .._lossless import JsonValue
 from .._request import MessageHistory
 from ._events import (
     SURFACE_TYPES,
+    AssistantChunk,
+    PromptBlocked,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
     CustomEvent,
     EpochHeader,
     Event,
@@ -31,6 +36,9 @@ from ._header import fold_header
 from ._history import Surface
 
 __all__ = ["EventLog", "Session", "now_ms"]
+
+# Event types whose append changes no fold and needs no validation.
+_PLAIN_TYPES = frozenset({AssistantChunk, StepStart, StepEnd, ToolCallEvent, PromptBlocked})
 
 log = logging.getLogger("retinue.session")
 Observer = Callable[[Event], None]
@@ -76,7 +84,7 @@ class Session:
 
     header: SessionHeader
     _events: list[Event] = attrs.field(factory=list, init=False)
-    _observers: list[Observer] = attrs.field(factory=list, init=False)
+    _observers: tuple[Observer, ...] = attrs.field(default=(), init=False)
     _surface: Surface = attrs.field(factory=Surface, init=False)
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
@@ -161,11 +169,14 @@ class Session:
 
     def observe(self, observer: Observer) -> Callable[[], None]:
         """Call *observer* synchronously after every append; returns an unsubscriber."""
-        self._observers.append(observer)
+        # Copy on write: appends iterate the tuple without copying it.
+        self._observers = (*self._observers, observer)
 
         def unsubscribe() -> None:
-            if observer in self._observers:
-                self._observers.remove(observer)
+            observers = list(self._observers)
+            if observer in observers:
+                observers.remove(observer)
+                self._observers = tuple(observers)
 
         return unsubscribe
 
@@ -180,16 +191,22 @@ class Session:
 
         If an observer raises, the exception propagates but the event is logged.
         """
-        event = Event(
-            seq=len(self._events),
-            time=self._clock(),
-            data=data,
-            source_event_seqs=None if source_event_seqs is None else tuple(source_event_seqs),
-            surface_op=surface,
-        )
-        self._validate(event)
-        self._record(event)
-        for observer in tuple(self._observers) if len(self._observers) > 1 else self._observers:
+        events = self._events
+        if surface is None and source_event_seqs is None and type(data) in _PLAIN_TYPES:
+            # The per-chunk hot path: these types need no checks beyond their own.
+            event = Event(len(events), self._clock(), data)
+            events.append(event)
+        else:
+            event = Event(
+                len(events),
+                self._clock(),
+                data,
+                None if source_event_seqs is None else tuple(source_event_seqs),
+                surface,
+            )
+            self._validate(event)
+            self._record(event)
+        for observer in self._observers:
             observer(event)
         return event
 

@@ -194,9 +194,9 @@ class Runtime:
             self.store.attach_new(core.session)
         else:
             self.store.attach(core.session)
-        hooks = self.hooks
-        core.session.observe(
-            lambda event: hooks.emit_raising("session/event", agent.session, event, scope=agent.id)
+        hooks, session, agent_id = self.hooks, core.session, agent.id
+        session.observe(
+            lambda event: hooks.emit_raising("session/event", session, event, scope=agent_id)
         )
         self.agents.add(agent)
         hooks.emit("session/created", agent.session, scope=agent.id)

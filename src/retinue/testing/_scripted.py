@@ -213,9 +213,10 @@ def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
         call_id = f"call_{stream_number}_{ordinal}"
         chunk = chunks[position]
         if isinstance(chunk, ToolCallDelta):
-            chunks[position] = attrs.evolve(chunk, id=call_id)
+            chunks[position] = ToolCallDelta(chunk.index, call_id, chunk.arguments_delta, chunk.name)
         elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCall):
-            chunks[position] = BlockEnd(chunk.index, attrs.evolve(chunk.block, id=call_id))
+            block = chunk.block
+            chunks[position] = BlockEnd(chunk.index, ToolCall(call_id, block.name, block.arguments))
     return chunks
 
 

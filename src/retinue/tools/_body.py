@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Callable, Mapping
 
 import trio
@@ -87,8 +86,10 @@ async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
         kwargs = _keyword_arguments(tool, execution)
     except Exception as exc:
         return invalid_arguments(execution, exception_message(exc))
-    limit = math.inf if tool.timeout is None else tool.timeout
     try:
+        if tool.timeout is None:
+            return output_result(execution.call_id, await _call(tool, kwargs))
+        limit = tool.timeout
         with trio.move_on_after(limit) as scope:
             value = await _call(tool, kwargs)
         if scope.cancelled_caught:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import itertools
 import uuid
 from collections.abc import Sequence
 from typing import final
@@ -41,8 +42,13 @@ __all__ = [
 _BLOCKS = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
 
 
+_TOKENS = itertools.count(1)
+_TOKEN_PREFIX = uuid.uuid4().hex[:12]
+
+
 def _fresh_token() -> str:
-    return uuid.uuid4().hex
+    # Unique per process run without paying for a uuid per call.
+    return f"{_TOKEN_PREFIX}-{next(_TOKENS)}"
 
 
 @final

@@ -212,14 +212,18 @@ class ToolRegistry:
         """
         await trio.lowlevel.checkpoint()
         try:
-            execution = attrs.evolve(execution, arguments=freeze_json(execution.arguments))
+            frozen = freeze_json(execution.arguments)
+            if frozen is not execution.arguments:
+                execution = attrs.evolve(execution, arguments=frozen)
         except InvalidJsonError as exc:
             return PreparedCall(
                 execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
             )
 
-        async def allow() -> Allow:
-            await trio.lowlevel.checkpoint()
+        if not self.hooks.has_listeners("tools/pre-execute"):
+            return PreparedCall(execution)
+
+        async def allow() -> Allow:  # noqa: ASYNC910 - a default value; prepare checkpointed
             return Allow()
 
         try:
@@ -257,8 +261,8 @@ class ToolRegistry:
         other than a result for this call, yields a final error result.
         A prepared call with a pre-produced result returns that result.
         """
-        await trio.lowlevel.checkpoint()
         if prepared.result is not None:
+            await trio.lowlevel.checkpoint()
             return prepared.result
         execution = prepared.execution
 
@@ -271,6 +275,8 @@ class ToolRegistry:
                 )
             return await run_body(tool, execution)
 
+        if not self.hooks.has_listeners("tools/execute"):
+            return await innermost()
         try:
             result = await self.hooks.waterfall(
                 "tools/execute", innermost, execution, scope=execution.agent_id
@@ -300,7 +306,7 @@ class ToolRegistry:
         ref = self._final.get(id(result))
         return ref is not None and ref() is result
 
-    async def finish(
+    async def finish(  # noqa: ASYNC910 - yields only when a post-execute listener runs
         self, prepared: PreparedCall, result: ToolExecutionResult
     ) -> ToolExecutionResult:
         """Stages 4-5 (R9.3): ``tools/post-execute``, validation, ``tools/result``.
@@ -309,11 +315,11 @@ class ToolRegistry:
         except ``Cancelled``. Post-execute is skipped for final results; a
         raising listener or a non-decision turns the result into an error
         result. ``tools/result`` observers are called synchronously and their
-        failures are logged and ignored.
+        failures are logged and ignored. Without post-execute listeners it
+        does not yield, so committing results adds no scheduling points.
         """
-        await trio.lowlevel.checkpoint()
         execution = prepared.execution
-        skip_post = (prepared.result is not None and not prepared.needs_post_execute) or (
+        skip_post = not self.hooks.has_listeners("tools/post-execute") or (prepared.result is not None and not prepared.needs_post_execute) or (
             self._is_final(result)
         )
         if not skip_post:
@@ -329,8 +335,7 @@ class ToolRegistry:
     async def _post_execute(
         self, execution: ToolExecution, result: ToolExecutionResult
     ) -> ToolExecutionResult:
-        async def accept() -> Accept:
-            await trio.lowlevel.checkpoint()
+        async def accept() -> Accept:  # noqa: ASYNC910 - a default value
             return Accept()
 
         await trio.lowlevel.checkpoint()

@@ -88,10 +88,11 @@ class Tool:
     bind: ArgumentBinder | None = attrs.field(default=None, kw_only=True, repr=False)
     """Converts validated arguments to ``fn``'s keyword arguments (enums, records)."""
 
-    @property
-    def schema(self) -> ToolSchema:
-        """The part of this tool the model sees."""
-        return ToolSchema(self.name, self.description, self.parameters)
+    schema: ToolSchema = attrs.field(init=False, repr=False, eq=False)
+    """The part of this tool the model sees (built once)."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "schema", ToolSchema(self.name, self.description, self.parameters))
 
 
 @final
