@@ -1,0 +1,392 @@
+"""The agent handle: verbs, idle waiting, disposal and status (SPEC 2; T-A1..T-A9)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentOptions, MessageSource, Text
+from retinue.session import Event
+from retinue.testing import Hang, Reply, ScriptedModel, check_session_invariants
+from tests.helpers import of_type, runtime, turn_ends, types, types_without_chunks
+
+OPTIONS = AgentOptions(model="scripted")
+
+
+def texts(content: Sequence[object]) -> str:
+    """The concatenated text blocks of *content*."""
+    return "".join(block.text for block in content if isinstance(block, Text))
+
+
+def turn_starts(events: Sequence[Event]) -> list[tuple[int, str]]:
+    """``(turn, trigger kind)`` of every ``turn/start``."""
+    return [(e.data.turn, e.data.trigger.kind) for e in of_type(events, "turn/start")]  # type: ignore[union-attr]
+
+
+async def test_verbs_raise_after_disposal(autojump_clock: trio.testing.MockClock) -> None:
+    """T-A1 / R2.37: send, steer and inject raise on a disposed agent and log nothing."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hello")
+        before = len(agent.session.events)
+        await agent.dispose()
+        with pytest.raises(retinue.AgentDisposedError):
+            agent.send("late")
+        with pytest.raises(retinue.AgentDisposedError):
+            agent.steer("late")
+        with pytest.raises(retinue.AgentDisposedError):
+            agent.inject("late")
+        assert len(agent.session.events) == before
+        assert model.statistics().calls == 1
+
+
+async def test_inject_joins_an_open_turn_read_from_the_log(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A2 / R2.17: an inject while the log has an open turn lands in that turn and the next request."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def pre_step(agent: retinue.Agent, *_args: object) -> None:
+            agent.inject("late context", source="notes")
+
+        rt.hooks.on("agent/pre-step", pre_step, agent=agent)
+        await agent.ask("hi")
+        events = agent.session.events
+        assert turn_starts(events) == [(1, "message")]
+        assert types_without_chunks(events)[:4] == [
+            "turn/start",
+            "user/message",
+            "context/message",
+            "step/start",
+        ]
+        context = of_type(events, "context/message")[0].data
+        assert context.source == MessageSource("plugin", "notes")  # type: ignore[union-attr]
+        request = model.requests[0]
+        assert texts(request.messages[0].content) == "hi"
+        assert "late context" in texts(request.messages[1].content)
+        check_session_invariants(events)
+
+
+async def test_inject_while_running_without_open_turn_opens_its_own_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A2 / R2.4, R2.17: status is already ``running`` before ``turn/start``; inject reads the log, not status."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        seen: list[str] = []
+
+        def on_status(agent: retinue.Agent, status: str) -> None:
+            seen.append(status)
+            if status == "running" and len(seen) == 1:
+                agent.inject("before the turn")
+
+        rt.hooks.on("agent/status", on_status, agent=agent)
+        await agent.ask("hi")
+        events = agent.session.events
+        assert turn_starts(events) == [(1, "injection"), (2, "message")]
+        assert types(events)[:3] == ["turn/start", "context/message", "turn/end"]
+        assert turn_ends(events) == ["completed", "completed"]
+        assert "before the turn" in texts(model.requests[0].messages[0].content)
+        check_session_invariants(events)
+
+
+async def test_inject_during_the_post_turn_flush_opens_its_own_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A2 / R2.4: during the post-``turn/end`` flush status is ``running`` but no turn is open."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        statuses: list[str] = []
+
+        def on_flush(agent: retinue.Agent, _session: object) -> None:
+            if not statuses:
+                statuses.append(agent.status)
+                agent.inject("from the flush")
+
+        rt.hooks.on("session/flush", on_flush, agent=agent)
+        await agent.ask("hi")
+        await agent.wait_idle()
+        assert statuses == ["running"]
+        events = agent.session.events
+        assert turn_starts(events) == [(1, "message"), (2, "injection")]
+        result = await agent.ask("next")
+        assert result.turn == 3
+        check_session_invariants(agent.session.events)
+
+
+async def test_idle_inject_flush_failure_is_reported_not_raised(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A3 / R2.21: a failing flush after an idle inject is reported as agent/error step 0, never raised."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors: list[tuple[int, int, str]] = []
+        reported = trio.Event()
+        failures = [RuntimeError("disk full")]
+
+        def on_flush(_agent: retinue.Agent, _session: object) -> None:
+            if failures:
+                raise failures.pop()
+
+        def on_error(_agent: retinue.Agent, turn: int, step: int, error: BaseException) -> None:
+            errors.append((turn, step, str(error)))
+            reported.set()
+
+        def raising_error_listener(*_args: object) -> None:
+            raise RuntimeError("error listener broke")
+
+        rt.hooks.on("session/flush", on_flush, agent=agent)
+        rt.hooks.on("agent/error", raising_error_listener, agent=agent)
+        rt.hooks.on("agent/error", on_error, agent=agent)
+        agent.inject("note")
+        await reported.wait()
+        assert errors == [(1, 0, "disk full")]
+        assert types(agent.session.events) == ["turn/start", "context/message", "turn/end"]
+        result = await agent.ask("still alive?")
+        assert result.reason.kind == "completed"
+        assert result.turn == 2
+        check_session_invariants(agent.session.events)
+
+
+@pytest.mark.parametrize(
+    ("failing_type", "raises"),
+    [("turn/start", True), ("context/message", True), ("turn/end", False)],
+)
+async def test_idle_inject_closes_its_turn_and_flushes_when_an_observer_raises(
+    autojump_clock: trio.testing.MockClock, failing_type: str, raises: bool
+) -> None:
+    """T-A4 / R2.19: the one-shot turn is balanced and flushed even when an append observer raises."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        flushed = trio.Event()
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == failing_type:
+                raise RuntimeError(f"observer of {failing_type} failed")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        rt.hooks.on("session/flush", lambda *_: flushed.set(), agent=agent)
+        if raises:
+            with pytest.raises(RuntimeError, match=failing_type):
+                agent.inject("note")
+        else:
+            agent.inject("note")
+        assert types(agent.session.events) == ["turn/start", "context/message", "turn/end"]
+        await flushed.wait()
+        assert [e.seq for e in await _stored_events(rt, agent.id)] == [0, 1, 2]
+        check_session_invariants(agent.session.events)
+
+
+async def _stored_events(rt: retinue.Runtime, session_id: str) -> Sequence[Event]:
+    stored = await rt.store.inspect(session_id)  # type: ignore[attr-defined]
+    return stored.events  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("content", "source"),
+    [("note", 42), ("note", object()), ([object()], None)],
+    ids=["int-source", "object-source", "non-block-content"],
+)
+async def test_idle_inject_with_invalid_input_opens_no_turn(
+    autojump_clock: trio.testing.MockClock, content: object, source: object
+) -> None:
+    """T-A5 / R2.20: an inject whose input is refused opens no turn, logs nothing and raises."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        with pytest.raises(TypeError):
+            agent.inject(content, source)  # type: ignore[arg-type]
+        assert list(agent.session.events) == []
+        result = await agent.ask("hi")
+        assert result.turn == 1
+
+
+async def test_steer_while_idle_behaves_as_send(autojump_clock: trio.testing.MockClock) -> None:
+    """T-A6 / R2.14: a steer on an idle agent is queued like send and starts a turn."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        queued: list[tuple[str, bool]] = []
+        rt.hooks.on(
+            "agent/queued",
+            lambda _agent, content, info: queued.append((texts(content), info["steering"])),
+            agent=agent,
+        )
+        agent.steer("steered while idle")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert queued == [("steered while idle", False)]
+        assert of_type(events, "steering/message") == []
+        assert texts(of_type(events, "user/message")[0].data.content) == "steered while idle"  # type: ignore[union-attr]
+        assert turn_ends(events) == ["completed"]
+
+
+async def test_steer_before_the_driver_runs_joins_the_queued_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A6 / R2.14: between send and the flip to running the status is idle, so steer queues a prompt."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("first")
+        agent.steer("second")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert [texts(e.data.content) for e in of_type(events, "user/message")] == [
+            "first",
+            "second",
+        ]  # type: ignore[union-attr]
+        assert of_type(events, "steering/message") == []
+        assert len(of_type(events, "turn/start")) == 1
+
+
+async def test_dispose_is_idempotent(autojump_clock: trio.testing.MockClock) -> None:
+    """T-A7 / R2.35, R12.8: concurrent and repeated disposals emit ``disposed`` and ``agent/disposed`` once."""
+    model = ScriptedModel([Hang()])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        statuses: list[str] = []
+        disposed: list[str] = []
+        rt.hooks.on("agent/status", lambda _agent, status: statuses.append(status), agent=agent)
+        rt.hooks.on("agent/disposed", lambda a: disposed.append(a.id), agent=agent)
+        agent.send("go")
+        await trio.sleep(1)
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(agent.dispose)
+        await agent.dispose()
+        assert statuses == ["running", "disposed"]
+        assert disposed == [agent.id]
+        assert turn_ends(agent.session.events) == ["disposed"]
+        check_session_invariants(agent.session.events)
+
+
+async def test_status_changes_emit_only_real_transitions(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A7 / R2.3, R7.1: no duplicate status events; back-to-back turns stay ``running``."""
+    model = ScriptedModel([Reply("one", delay=5), Reply("two"), Reply("three")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        statuses: list[str] = []
+        rt.hooks.on("agent/status", lambda _agent, status: statuses.append(status), agent=agent)
+        agent.send("first")
+        await trio.sleep(1)
+        assert agent.status == "running"
+        agent.send("queued behind the first")
+        await agent.wait_idle()
+        assert turn_ends(agent.session.events) == ["completed", "completed"]
+        assert statuses == ["running", "idle"]
+        await agent.ask("third")
+        assert statuses == ["running", "idle", "running", "idle"]
+
+
+async def test_wait_idle_returns_at_once_when_idle(autojump_clock: trio.testing.MockClock) -> None:
+    """T-A8 / R2.31: wait_idle on an idle agent with nothing queued returns immediately (a checkpoint)."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        start = trio.current_time()
+        with trio.testing.assert_checkpoints():
+            await agent.wait_idle()
+        assert trio.current_time() == start
+        assert list(agent.session.events) == []
+
+
+async def test_wait_idle_waits_for_queued_work(autojump_clock: trio.testing.MockClock) -> None:
+    """T-A8 / R2.32, R7.2: a send not yet picked up is waited for, including its flush."""
+    model = ScriptedModel([Reply("ok", delay=3)])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        flushed: list[int] = []
+        rt.hooks.on(
+            "session/flush", lambda _a, session: flushed.append(len(session.events)), agent=agent
+        )
+        agent.send("hi")
+        assert agent.status == "idle"
+        await agent.wait_idle()
+        assert agent.status == "idle"
+        assert turn_ends(agent.session.events) == ["completed"]
+        assert flushed == [len(agent.session.events)]
+
+
+async def test_wait_idle_ignores_other_agents(autojump_clock: trio.testing.MockClock) -> None:
+    """T-A8 / R2.32: another agent going idle does not release this agent's waiter."""
+    model = ScriptedModel({"slow": [Hang()], "fast": [Reply("done")]})
+    async with runtime(model) as rt:
+        slow = await rt.create_agent("slow", AgentOptions(model="slow"))
+        fast = await rt.create_agent("fast", AgentOptions(model="fast"))
+        released = trio.Event()
+
+        async def wait_slow() -> None:
+            await slow.wait_idle()
+            released.set()
+
+        slow.send("hang")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait_slow)
+            await fast.ask("quick")
+            await trio.sleep(10)
+            assert not released.is_set()
+            slow.cancel()
+            await released.wait()
+        assert turn_ends(slow.session.events) == ["aborted"]
+
+
+async def test_wait_idle_released_by_disposal_after_driver_exit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A8 / R2.30, R2.32: disposal releases waiters only once the driver exited and the turn closed."""
+    model = ScriptedModel([Hang()])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("hang")
+        observed: list[list[str]] = []
+
+        async def waiter() -> None:
+            await agent.wait_idle()
+            observed.append(turn_ends(agent.session.events))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.sleep(1)
+            await agent.dispose()
+        assert observed == [["disposed"]]
+        start = trio.current_time()
+        await agent.wait_idle()
+        assert trio.current_time() == start
+
+
+async def test_raising_status_listeners_are_contained(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-A9 / R2.33, R6.1: raising ``agent/status`` listeners change nothing; later listeners still run."""
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        seen: list[str] = []
+
+        def raising(_agent: retinue.Agent, status: str) -> None:
+            raise RuntimeError(f"listener broke on {status}")
+
+        rt.hooks.on("agent/status", raising, agent=agent)
+        rt.hooks.on("agent/status", lambda _agent, status: seen.append(status), agent=agent)
+        first = await agent.ask("one")
+        agent.send("two")
+        await agent.wait_idle()
+        assert first.reason.kind == "completed"
+        assert turn_ends(agent.session.events) == ["completed", "completed"]
+        assert seen == ["running", "idle", "running", "idle"]
+        assert agent.status == "idle"
+        check_session_invariants(agent.session.events)

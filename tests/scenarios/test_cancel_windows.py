@@ -1,0 +1,532 @@
+"""Cancel and dispose in every window of R7.40 (W1..W8; T-C2, T-C4..T-C8)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentOptions, Continue, Message, Text
+from retinue.session import Event
+from retinue.testing import (
+    CallTools,
+    Hang,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
+from tests.helpers import of_type, runtime, turn_ends, types, types_without_chunks
+
+OPTIONS = AgentOptions(model="scripted")
+Next = Callable[[], Awaitable[object]]
+
+
+@retinue.tool(parallel_safe=True)
+async def pause(seconds: float) -> str:
+    """Sleep, then answer.
+
+    Args:
+        seconds: How long to sleep.
+    """
+    await trio.sleep(seconds)
+    return "paused"
+
+
+def texts(content: Sequence[object]) -> str:
+    """The concatenated text blocks of *content*."""
+    return "".join(block.text for block in content if isinstance(block, Text))
+
+
+def end_reason(events: Sequence[Event]) -> object:
+    """The reason of the last ``turn/end``."""
+    return of_type(events, "turn/end")[-1].data.reason  # type: ignore[union-attr]
+
+
+@attrs.define(eq=False)
+class BeforeNextStep(trio.abc.Instrument):
+    """Run *action* synchronously before the next step of any task but *owner*.
+
+    Used right after ``send``: the owner does not checkpoint before parking,
+    so the driver cannot have run yet and the action lands in window 1.
+    """
+
+    owner: trio.lowlevel.Task
+    action: Callable[[], None]
+    fired: bool = False
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if not self.fired and task is not self.owner:
+            self.fired = True
+            self.action()
+
+
+async def test_w1_cancel_after_wake_settles_a_waiter_registered_before(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C2 / R7.4: a cancel between the wake-up and ``running`` drops the turn; an earlier waiter resolves."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        statuses: list[str] = []
+        rt.hooks.on("agent/status", lambda _a, status: statuses.append(status), agent=agent)
+        await trio.testing.wait_all_tasks_blocked()
+        instrument = BeforeNextStep(
+            trio.lowlevel.current_task(), lambda: agent.cancel("never mind")
+        )
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            agent.send("doomed")
+            await agent.wait_idle()
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+        assert instrument.fired
+        assert list(agent.session.events) == []
+        assert statuses == []
+        assert agent.status == "idle"
+        assert model.statistics().calls == 0
+        result = await agent.ask("next")
+        assert result.reason.kind == "completed"
+        assert result.turn == 1
+
+
+async def test_w1_waiter_does_not_resolve_before_the_replacement_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C8 / R2.34, R7.4: a replacement queued after a window-1 cancel runs before the waiter resolves."""
+    model = ScriptedModel([Reply("replaced")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await trio.testing.wait_all_tasks_blocked()
+
+        def cancel_and_replace() -> None:
+            agent.cancel()
+            agent.send("replacement")
+
+        instrument = BeforeNextStep(trio.lowlevel.current_task(), cancel_and_replace)
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            agent.send("doomed")
+            await agent.wait_idle()
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+        assert instrument.fired
+        events = agent.session.events
+        assert turn_ends(events) == ["completed"]
+        assert [texts(e.data.content) for e in of_type(events, "user/message")] == ["replacement"]  # type: ignore[union-attr]
+        assert agent.status == "idle"
+
+
+async def test_w2_cancel_from_running_listener_drops_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C8 / R7.5: a ``running`` listener's cancel drops the turn; status flips back to idle; nothing logged."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        statuses: list[str] = []
+
+        def on_status(agent: retinue.Agent, status: str) -> None:
+            statuses.append(status)
+            if status == "running" and len(statuses) == 1:
+                agent.cancel("not now")
+
+        rt.hooks.on("agent/status", on_status, agent=agent)
+        agent.send("doomed")
+        await agent.wait_idle()
+        assert statuses == ["running", "idle"]
+        assert list(agent.session.events) == []
+        assert model.statistics().calls == 0
+        result = await agent.ask("next")
+        assert result.reason.kind == "completed"
+        assert result.turn == 1
+
+
+async def test_w2_waiter_does_not_resolve_before_the_replacement_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C8 / R2.34, R7.5: a ``running`` listener that cancels and re-sends keeps the waiter until it ran."""
+    model = ScriptedModel([Reply("replaced", delay=5)])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        statuses: list[str] = []
+
+        def on_status(agent: retinue.Agent, status: str) -> None:
+            statuses.append(status)
+            if status == "running" and len(statuses) == 1:
+                agent.cancel()
+                agent.send("replacement")
+
+        rt.hooks.on("agent/status", on_status, agent=agent)
+        agent.send("doomed")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert turn_ends(events) == ["completed"]
+        assert [texts(e.data.content) for e in of_type(events, "user/message")] == ["replacement"]  # type: ignore[union-attr]
+        assert statuses == ["running", "idle"]
+        assert model.statistics().calls == 1
+
+
+async def test_w3_cancel_from_turn_start_observer_opens_no_step(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C6 / R7.17, R7.40 W3: a cancel from a ``turn/start`` observer ends the turn aborted with no step."""
+    model = ScriptedModel([Reply("never"), Reply("later")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "turn/start" and event.data.turn == 1:  # type: ignore[union-attr]
+                agent.cancel("observer said no")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        result = await agent.ask("doomed")
+        events = agent.session.events
+        assert result.reason.kind == "aborted"
+        assert result.reason.reason == "observer said no"
+        assert of_type(events, "step/start") == []
+        assert types(events)[-1] == "turn/end"
+        assert model.statistics().calls == 0
+        assert (await agent.ask("again")).reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+@pytest.mark.parametrize("action", ["cancel", "dispose"])
+async def test_w3_prompt_submit_abort_opens_no_step(
+    autojump_clock: trio.testing.MockClock, action: str
+) -> None:
+    """T-X11 / R7.17, R7.41, R7.43: cancel/dispose during prompt-submit: no step, no model call; the signal fires."""
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+        seen_signal: list[bool] = []
+
+        async def submit(
+            _agent: retinue.Agent, _content: object, _source: object, proceed: Next
+        ) -> object:
+            if action == "cancel":
+                agent.cancel("changed my mind")
+            else:
+                nursery.start_soon(agent.dispose)
+            try:
+                await trio.sleep_forever()
+            finally:
+                seen_signal.append(True)
+            return await proceed()  # pragma: no cover
+
+        rt.hooks.on("agent/prompt-submit", submit, agent=agent)
+        agent.send("doomed")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert seen_signal == [True]
+        assert of_type(events, "step/start") == []
+        assert of_type(events, "assistant/chunk") == []
+        assert model.statistics().calls == 0
+        reason = end_reason(events)
+        if action == "cancel":
+            assert (reason.kind, reason.reason) == ("aborted", "changed my mind")  # type: ignore[attr-defined]
+        else:
+            assert reason.kind == "disposed"  # type: ignore[attr-defined]
+        check_session_invariants(events)
+
+
+@pytest.mark.parametrize("action", ["cancel", "dispose"])
+async def test_w4_abort_during_prefix_composition_discards_it(
+    autojump_clock: trio.testing.MockClock, action: str
+) -> None:
+    """T-C5 / R7.18 Check B: an abort while composing the prefix opens no step; the prefix is not cached."""
+    model = ScriptedModel([Reply("answer")])
+    async with runtime(model) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+        compositions: list[bool] = []
+
+        async def prefix(
+            _agent: retinue.Agent, _seed: object, signal: object, proceed: Next
+        ) -> object:
+            attempt = len(compositions) + 1
+            if attempt == 1:
+                if action == "cancel":
+                    agent.cancel("stop composing")
+                else:
+                    nursery.start_soon(agent.dispose)
+                    try:
+                        await trio.sleep_forever()
+                    finally:
+                        compositions.append(bool(signal.cancel_called))  # type: ignore[attr-defined]
+            compositions.append(bool(signal.cancel_called))  # type: ignore[attr-defined]
+            mine = Message("user", (Text(f"prefix #{attempt}"),))
+            return [mine, *await proceed()]  # type: ignore[misc]
+
+        rt.hooks.on("agent/session-prefix", prefix, agent=agent)
+        agent.send("doomed")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert compositions == [True]
+        assert of_type(events, "step/start") == []
+        assert model.statistics().calls == 0
+        if action == "dispose":
+            assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+            return
+        assert end_reason(events).reason == "stop composing"  # type: ignore[attr-defined]
+        result = await agent.ask("again")
+        assert result.reason.kind == "completed"
+        assert compositions == [True, False]
+        assert texts(model.requests[0].messages[0].content) == "prefix #2"
+        header = of_type(agent.session.events, "request/header")[0].data.header  # type: ignore[union-attr]
+        assert [texts(m.content) for m in header.message_prefix] == ["prefix #2"]
+        check_session_invariants(agent.session.events)
+
+
+@pytest.mark.parametrize("action", ["cancel", "dispose"])
+async def test_w5_abort_in_pre_step_opens_no_step(
+    autojump_clock: trio.testing.MockClock, action: str
+) -> None:
+    """T-X11 / R7.19 Check C, R7.41: an abort in pre-step opens no step and calls no model; the signal fires."""
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+        signals: list[tuple[bool, str | None]] = []
+
+        async def pre_step(
+            _agent: retinue.Agent,
+            _turn: int,
+            _step: int,
+            _system: str,
+            _prefix: object,
+            signal: object,
+        ) -> None:
+            if action == "cancel":
+                agent.cancel("pre-step veto")
+                signals.append((signal.cancel_called, signal.reason))  # type: ignore[attr-defined]
+                return
+            nursery.start_soon(agent.dispose)
+            try:
+                await trio.sleep_forever()
+            finally:
+                signals.append((signal.cancel_called, signal.reason))  # type: ignore[attr-defined]
+
+        rt.hooks.on("agent/pre-step", pre_step, agent=agent)
+        agent.send("doomed")
+        await agent.wait_idle()
+        events = agent.session.events
+        expected = "pre-step veto" if action == "cancel" else "disposed"
+        assert signals == [(True, expected)]
+        assert types(events) == ["turn/start", "user/message", "turn/end"]
+        assert model.statistics().calls == 0
+        reason = end_reason(events)
+        assert reason.kind == ("aborted" if action == "cancel" else "disposed")  # type: ignore[attr-defined]
+        check_session_invariants(events)
+
+
+async def test_w6_cancel_from_step_start_observer_closes_the_step(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C6 / R7.21 Check D: a cancel from a ``step/start`` observer closes the step; no model call."""
+    model = ScriptedModel([Reply("never"), Reply("later")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "step/start" and event.data.turn == 1:  # type: ignore[union-attr]
+                agent.cancel("step vetoed")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        result = await agent.ask("doomed")
+        events = agent.session.events
+        assert types(events) == ["turn/start", "user/message", "step/start", "step/end", "turn/end"]
+        assert (result.reason.kind, result.reason.reason) == ("aborted", "step vetoed")
+        assert model.statistics().calls == 0
+        assert (await agent.ask("again")).reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+async def test_w6_dispose_from_step_start_observer_ends_disposed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C6 / R7.21: a disposal started from a ``step/start`` observer ends the turn disposed, no chunk.
+
+    ``dispose`` is async, so it lands at the driver's next checkpoint: the
+    model's first-chunk delay.
+    """
+    model = ScriptedModel([Reply("never", delay=1)])
+    async with runtime(model) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "step/start":
+                nursery.start_soon(agent.dispose)
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        agent.send("doomed")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert of_type(events, "assistant/chunk") == []
+        assert of_type(events, "assistant/message") == []
+        assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
+        assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+        assert agent.status == "disposed"
+        check_session_invariants(events)
+
+
+async def test_w7_cancel_mid_stream_keeps_chunks_and_the_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.40 W7, R2.28: chunks streamed so far stay logged, no assistant message, the caller's reason is kept."""
+    model = ScriptedModel([Hang("partial answer", chunks=3)])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(5)
+        agent.cancel("user hit stop")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert len(of_type(events, "assistant/chunk")) >= 3
+        assert of_type(events, "assistant/message") == []
+        assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
+        assert end_reason(events) == retinue.session.TurnEndReason.aborted("user hit stop")
+        assert [m.role for m in agent.session.derive_messages()] == ["user"]
+        check_session_invariants(events)
+
+
+async def test_w7_dispose_during_tools_ends_disposed_with_every_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.40 W7, R9.25: disposal during a tool call ends ``disposed`` and leaves no dangling call."""
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 100}')]), Reply("never")])
+    async with runtime(model, tools=[pause]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(10)
+        await agent.dispose()
+        events = agent.session.events
+        assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+        assert len(of_type(events, "tool/result")) == 1
+        assert model.statistics().calls == 1
+        check_session_invariants(events)
+
+
+@pytest.mark.parametrize(
+    "where", ["step/end observer", "continuation listener", "turn-stop listener"]
+)
+async def test_w8_cancel_in_continuation_window_runs_no_further_step(
+    autojump_clock: trio.testing.MockClock, where: str
+) -> None:
+    """T-C7 / R7.30 Check E: a cancel after the step completed ends the turn aborted with no next step."""
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")])
+    async with runtime(model, tools=[pause]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_event(_session: object, event: Event) -> None:
+            if where == "step/end observer" and event.type == "step/end":
+                agent.cancel("window 8")
+
+        async def continuation(
+            _agent: retinue.Agent, _turn: int, _default: object, proceed: Next
+        ) -> object:
+            if where == "continuation listener":
+                agent.cancel("window 8")
+                return Continue()
+            return await proceed()
+
+        def turn_stop(_agent: retinue.Agent, _turn: int) -> None:
+            if where == "turn-stop listener":
+                agent.cancel("window 8")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        rt.hooks.on("agent/turn-continuation", continuation, agent=agent)
+        rt.hooks.on("agent/turn-stop", turn_stop, agent=agent)
+        result = await agent.ask("go")
+        events = agent.session.events
+        assert (result.reason.kind, result.reason.reason) == ("aborted", "window 8")
+        assert len(of_type(events, "step/start")) == 1
+        assert len(of_type(events, "tool/result")) == 1
+        assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
+        assert model.statistics().calls == 1
+        check_session_invariants(events)
+
+
+async def test_w8_dispose_in_continuation_window_ends_disposed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C7 / R7.31: a disposal during the continuation seam ends the turn ``disposed`` with no next step."""
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")])
+    async with runtime(model, tools=[pause]) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+        disposed = trio.Event()
+        rt.hooks.on(
+            "agent/status", lambda _a, s: disposed.set() if s == "disposed" else None, agent=agent
+        )
+
+        async def continuation(
+            _agent: retinue.Agent, _turn: int, _default: object, proceed: Next
+        ) -> object:
+            nursery.start_soon(agent.dispose)
+            await disposed.wait()
+            return await proceed()
+
+        rt.hooks.on("agent/turn-continuation", continuation, agent=agent)
+        agent.send("go")
+        await disposed.wait()
+        await agent.wait_idle()
+        events = agent.session.events
+        assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+        assert len(of_type(events, "step/start")) == 1
+        assert model.statistics().calls == 1
+        check_session_invariants(events)
+
+
+async def test_send_during_a_cancelled_turns_flush_runs_normally(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C4 / R7.8, R7.42: the marker is reset per iteration; a send landing in the cancelled turn's flush runs."""
+    model = ScriptedModel([Hang("x"), Reply("follow-up answer")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        flushes: list[str] = []
+
+        def on_flush(agent: retinue.Agent, session: retinue.Session) -> None:
+            last = of_type(session.events, "turn/end")[-1].data.reason.kind  # type: ignore[union-attr]
+            flushes.append(last)
+            if len(flushes) == 1:
+                agent.send("follow-up")
+
+        rt.hooks.on("session/flush", on_flush, agent=agent)
+        agent.send("go")
+        await trio.sleep(1)
+        agent.cancel()
+        await agent.wait_idle()
+        assert flushes == ["aborted", "completed"]
+        assert turn_ends(agent.session.events) == ["aborted", "completed"]
+        assert [texts(e.data.content) for e in of_type(agent.session.events, "user/message")] == [
+            "go",
+            "follow-up",
+        ]  # type: ignore[union-attr]
+        check_session_invariants(agent.session.events)
+
+
+async def test_cancel_discards_steering_of_the_cancelled_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C9 / R2.25, R3.12: steering pending at a mid-tool cancel is discarded, never re-delivered."""
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("pause", '{"seconds": 50}')]), Reply("next turn")]
+    )
+    async with runtime(model, tools=[pause]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(10)
+        agent.steer("please also do this")
+        agent.cancel("stop")
+        await agent.wait_idle()
+        result = await agent.ask("fresh start")
+        events = agent.session.events
+        assert turn_ends(events) == ["aborted", "completed"]
+        assert result.turn == 2
+        every_text = " ".join(texts(m.content) for m in model.requests[-1].messages)
+        assert "please also do this" not in every_text
+        assert of_type(events, "steering/message") == []
+        check_session_invariants(events)
