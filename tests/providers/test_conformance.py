@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
@@ -184,7 +184,9 @@ def test_conformance_tables_cover_every_fixture() -> None:
 def _adapter(exchange: dict[str, Any], base_url: str) -> OpenAIModel | AnthropicModel:
     if exchange["api"] == "messages":
         return AnthropicModel(base_url=base_url, api_key="test-key")
-    api = "chat" if exchange["api"] == "chat.completions" else "responses"
+    api: Literal["chat", "responses"] = (
+        "chat" if exchange["api"] == "chat.completions" else "responses"
+    )
     return OpenAIModel(base_url=base_url + "/v1", api_key="test-key", api=api)
 
 

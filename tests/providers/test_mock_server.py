@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -209,6 +210,12 @@ async def test_mock_latency_and_chunk_timing_apply() -> None:
     assert elapsed >= 0.1 + 0.05 + 0.02 * 5
 
 
+async def _until(condition: Callable[[], bool]) -> None:
+    """Poll the server's statistics (a snapshot API, on the real clock) until *condition* holds."""
+    while not condition():  # noqa: ASYNC110 - statistics offer no event to wait on
+        await trio.sleep(0.01)
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_adapter_abort_closes_the_connection_promptly(api: str) -> None:
     """Abandoning a stream that never ends closes its TCP connection at once."""
@@ -220,13 +227,11 @@ async def test_adapter_abort_closes_the_connection_promptly(api: str) -> None:
             with trio.move_on_after(0.3):
                 await collect(model, make_request("hi"))
             aborted_at = trio.current_time()
-            while server.statistics().streams_aborted == 0:
-                await trio.sleep(0.01)
+            await _until(lambda: server.statistics().streams_aborted > 0)
             assert trio.current_time() - aborted_at < 0.5
             stats = server.statistics()
             assert (stats.streams_started, stats.streams_completed) == (1, 0)
-            while server.statistics().connections_open:
-                await trio.sleep(0.01)
+            await _until(lambda: server.statistics().connections_open == 0)
 
 
 async def test_adapter_abort_is_prompt_on_the_virtual_clock(autojump_clock: trio.abc.Clock) -> None:

@@ -276,6 +276,6 @@ def test_anthropic_body_sends_empty_object_for_unparseable_arguments() -> None:
         Message("user", (Text("go"),)),
         Message("assistant", (ToolCall("t1", "noop", ""), ToolCall("t2", "noop", "[1"))),
     ]
-    messages = anthropic_request_body(make_request(*history))["messages"]
+    messages: Any = anthropic_request_body(make_request(*history))["messages"]
     inputs = [block["input"] for block in messages[1]["content"]]
     assert inputs == [{}, {}]

@@ -191,7 +191,7 @@ async def test_manage_releases_admission_when_stream_is_abandoned(
         first = await stream.__anext__()
         assert isinstance(first, TextDelta)
         assert admission.statistics().in_flight == 1
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         assert admission.statistics().in_flight == 0
         await collect(model, make_request("again"))
 

@@ -28,6 +28,9 @@ __all__ = [
     "send_within",
 ]
 
+DRAIN_SECONDS = 1.0
+"""How long to wait for the end of a body after its terminal event."""
+
 SHARD_HEADER = "x-retinue-shard"
 """Request header naming the pool shard (the session id); removed before sending."""
 
@@ -151,6 +154,16 @@ class StreamDecoder(Protocol):
         ...
 
 
+async def _drain(body: AsyncIterator[bytes]) -> None:
+    """Read the body to its end after the terminal event (briefly), so the connection is reused."""
+    with trio.move_on_after(DRAIN_SECONDS):
+        try:
+            async for _ in body:
+                pass
+        except httpx2.TransportError:
+            pass
+
+
 def _finished(decoder: StreamDecoder) -> bool:
     return decoder.done
 
@@ -213,7 +226,9 @@ async def decode_response(
                     yield chunk
                 if _finished(decoder):
                     break
-        for chunk in decoder.close():
+        closing = decoder.close()
+        await _drain(body)
+        for chunk in closing:
             yield chunk
     finally:
         await body.aclose()

@@ -94,7 +94,7 @@ class ManagedModel:
         c = self._counts
         return ManagedStatistics(c["requests"], c["attempts"], c["retries"], c["failures"])
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream *request* through admission and retries.
 
         Each attempt waits for admission first. A retryable failure before the
@@ -103,7 +103,7 @@ class ManagedModel:
         """
         return self._stream(request)
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         self._counts["requests"] += 1
         provider = request.provider or self.provider
         attempt = 0

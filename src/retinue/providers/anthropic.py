@@ -7,7 +7,8 @@ is read raw and its SSE parsed here.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import os
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
 from typing import Self, final
@@ -32,6 +33,18 @@ from ._http import (
 __all__ = ["AnthropicModel"]
 
 
+def _prime_platform(client: object) -> None:
+    """Detect the platform now rather than in a worker thread on the first request.
+
+    The SDK runs that detection through a thread on its first request; waiting
+    for a thread under a virtual clock lets the clock jump past deadlines.
+    """
+    if getattr(client, "_platform", "unset") is None:
+        from anthropic._base_client import get_platform
+
+        client._platform = get_platform()  # type: ignore[attr-defined]
+
+
 @final
 class AnthropicModel:
     """A :class:`~retinue.providers.Model` over Anthropic's Messages API.
@@ -43,7 +56,7 @@ class AnthropicModel:
 
     Args:
         base_url: The API root (default: Anthropic's, or ``ANTHROPIC_BASE_URL``).
-        api_key: The key.
+        api_key: The key (a local ``base_url`` without one gets a placeholder).
         provider: The provider name this adapter reports.
         default_max_tokens: ``max_tokens`` when a request sets none (the API requires one).
         thinking_budget: Enables extended thinking with this token budget.
@@ -67,6 +80,10 @@ class AnthropicModel:
         connect_timeout: float = 10.0,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        if api_key is None and base_url is not None and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+            api_key = "not-needed"
         self.provider = provider
         self._read_timeout = timeout
         self._default_max_tokens = default_max_tokens
@@ -86,6 +103,7 @@ class AnthropicModel:
             timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
             http_client=http_client,
         )
+        _prime_platform(self._client)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -113,7 +131,7 @@ class AnthropicModel:
             self._closed = True
             await self._client.close()
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream one call; closing or cancelling the iterator closes the HTTP response."""
         return self._stream(request)
 
@@ -136,8 +154,12 @@ class AnthropicModel:
                 code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
                 retryable=True,
             ) from exc
+        except (anthropic.AnthropicError, TypeError) as exc:
+            raise ProviderError(
+                f"{self.provider} client error: {exc}", code="CLIENT_ERROR"
+            ) from exc
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         if self._closed:
             raise ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
         body = anthropic_request_body(

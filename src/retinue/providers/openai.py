@@ -8,7 +8,7 @@ SSE parsed here, which costs a fraction of the SDK's per-chunk objects.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
 from typing import Literal, Self, final
@@ -45,6 +45,18 @@ def connection_error(exc: Exception, provider: str) -> ProviderConnectionError:
         code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
         retryable=True,
     )
+
+
+def _prime_platform(client: object) -> None:
+    """Detect the platform now rather than in a worker thread on the first request.
+
+    The SDK runs that detection through a thread on its first request; waiting
+    for a thread under a virtual clock lets the clock jump past deadlines.
+    """
+    if getattr(client, "_platform", "unset") is None:
+        from openai._base_client import get_platform
+
+        client._platform = get_platform()  # type: ignore[attr-defined]
 
 
 @final
@@ -115,6 +127,7 @@ class OpenAIModel:
             timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
             http_client=http_client,
         )
+        _prime_platform(self._client)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -145,7 +158,7 @@ class OpenAIModel:
             self._closed = True
             await self._client.close()
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream one call; closing or cancelling the iterator closes the HTTP response."""
         return self._stream(request)
 
@@ -174,8 +187,12 @@ class OpenAIModel:
             ) from exc
         except openai.APIConnectionError as exc:
             raise connection_error(exc, self.provider) from exc
+        except openai.OpenAIError as exc:
+            raise ProviderError(
+                f"{self.provider} client error: {exc}", code="CLIENT_ERROR"
+            ) from exc
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         if self._closed:
             raise ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
         path, body, decoder = self._prepare(request)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeAlias, final
 
@@ -116,12 +116,20 @@ class EchoPolicy:
         return MockReply(text=_padded(echo, self.chunks), chunks=self.chunks)
 
 
+def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ...]:
+    return tuple(responses)
+
+
+def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:
+    return tuple(kinds)
+
+
 @final
 @attrs.define(eq=False)
 class ScriptedPolicy:
     """Answers calls with the given responses in order; cycles when ``cycle`` is set."""
 
-    responses: Sequence[MockResponse] = attrs.field(converter=tuple)
+    responses: tuple[MockResponse, ...] = attrs.field(converter=_response_tuple)
     cycle: bool = False
     _position: int = attrs.field(default=0, init=False)
 
@@ -181,7 +189,7 @@ class FaultPolicy:
 
     inner: Policy = attrs.field(factory=EchoPolicy)
     rate: float = 0.1
-    kinds: tuple[FaultKind, ...] = attrs.field(default=FAULT_KINDS, converter=tuple)
+    kinds: tuple[FaultKind, ...] = attrs.field(default=FAULT_KINDS, converter=_kind_tuple)
     retry_after: float | None = 1.0
     seed: int = 0
     _rng: random.Random = attrs.field(init=False)

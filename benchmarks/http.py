@@ -1,0 +1,194 @@
+"""HTTP benchmark: N agents streaming through the provider adapters from the mock server.
+
+The mock server runs in a child process, so the CPU time measured here is the
+client's alone. Each run prints one JSON line: steps per second and client CPU
+microseconds per streamed chunk, for a raw httpx2 SSE client (the floor), the
+OpenAI adapter and the Anthropic adapter, in the same run.
+
+    python -m benchmarks.http --agents 100 1000 --steps 5 --chunks 20 --latency 0.05
+
+(Run it as a module: as a script its name would shadow the standard ``http``.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+
+import httpx2
+import trio
+
+from retinue._content import Message, Text
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
+from retinue._stream import ReasoningDelta, TextDelta, ToolCallDelta
+from retinue.providers._http import ShardedTransport
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
+from retinue.providers.openai import OpenAIModel
+
+Step = Callable[[str], Awaitable[int]]
+
+
+async def serve(port: int, chunks: int, latency: float) -> None:
+    """Run the mock server until killed (the child process)."""
+    policy = EchoPolicy(chunks=chunks, max_tool_calls=0)
+    async with open_mock_server(policy, timing=Timing(latency=latency), port=port) as server:
+        print(server.base_url, flush=True)
+        await trio.sleep_forever()
+
+
+def _request(session: str) -> ModelRequest:
+    history = MessageHistory([Message("user", (Text("tell me something, please"),))])
+    return ModelRequest(LlmCallConfig("bench-model"), history, session_id=session)
+
+
+def adapter_step(model: OpenAIModel | AnthropicModel) -> Step:
+    """One streamed step through an adapter; returns the deltas received."""
+
+    async def step(session: str) -> int:
+        deltas = 0
+        async with aclosing(model.stream(_request(session))) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
+                    deltas += 1
+        return deltas
+
+    return step
+
+
+def raw_step(client: httpx2.AsyncClient, base_url: str) -> Step:
+    """One streamed step with a raw httpx2 client: SSE split and JSON parse only (the floor)."""
+    url = base_url + "/v1/chat/completions"
+
+    async def step(session: str) -> int:
+        body = {
+            "model": "bench-model",
+            "messages": [{"role": "user", "content": "tell me something, please"}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        deltas = 0
+        buffer = b""
+        headers = {"x-retinue-shard": session}
+        async with client.stream("POST", url, json=body, headers=headers) as response:
+            async for data in response.aiter_bytes():
+                buffer += data
+                *events, buffer = buffer.split(b"\n\n")
+                for event in events:
+                    payload = event[6:]
+                    if payload == b"[DONE]":
+                        continue
+                    choices = json.loads(payload)["choices"]
+                    if choices and choices[0]["delta"].get("content"):
+                        deltas += 1
+        return deltas
+
+    return step
+
+
+async def run_agents(step: Step, agents: int, steps: int) -> tuple[int, int]:
+    """Run *agents* concurrent loops of *steps* steps; returns (steps, deltas)."""
+    totals = [0, 0]
+
+    async def agent(index: int) -> None:
+        for _ in range(steps):
+            deltas = await step(f"agent-{index}")
+            totals[1] += deltas
+            totals[0] += 1
+
+    async with trio.open_nursery() as nursery:
+        for index in range(agents):
+            nursery.start_soon(agent, index)
+    return totals[0], totals[1]
+
+
+async def measure(name: str, step: Step, agents: int, steps: int) -> dict[str, object]:
+    """Warm up, then time one run of *step* on wall and CPU clocks."""
+    await run_agents(step, min(agents, 20), 1)
+    wall, cpu = time.perf_counter(), time.process_time()
+    done, deltas = await run_agents(step, agents, steps)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert done == agents * steps, (done, agents, steps)
+    assert deltas >= done, f"{name}: only {deltas} deltas for {done} steps"
+    return {
+        "client": name,
+        "steps": done,
+        "chunks": deltas,
+        "steps_per_s": round(done / wall, 1),
+        "cpu_us_per_chunk": round(cpu / deltas * 1e6, 2),
+        "wall_s": round(wall, 3),
+    }
+
+
+async def bench(base_url: str, agents: int, steps: int, chunks: int, latency: float) -> None:
+    """Measure the floor and both adapters at one agent count; print one JSON line."""
+    pool = max(1, -(-agents // 100))
+    results = []
+    async with httpx2.AsyncClient(transport=ShardedTransport(pool, 100), timeout=60) as raw:
+        results.append(await measure("raw-httpx2", raw_step(raw, base_url), agents, steps))
+    async with OpenAIModel(
+        base_url=base_url + "/v1", api_key="bench", max_connections=agents
+    ) as openai_model:
+        results.append(await measure("openai", adapter_step(openai_model), agents, steps))
+    async with AnthropicModel(
+        base_url=base_url, api_key="bench", max_connections=agents
+    ) as anthropic_model:
+        results.append(await measure("anthropic", adapter_step(anthropic_model), agents, steps))
+    floor = results[0]["cpu_us_per_chunk"]
+    assert isinstance(floor, float)
+    for result in results:
+        value = result["cpu_us_per_chunk"]
+        assert isinstance(value, float)
+        result["vs_floor"] = round(value / floor, 2)
+    line = {
+        "benchmark": "http",
+        "agents": agents,
+        "steps_per_agent": steps,
+        "chunks_per_response": chunks,
+        "latency_s": latency,
+        "results": results,
+    }
+    print(json.dumps(line), flush=True)
+
+
+def main() -> None:
+    """Parse arguments; start the server child; run each agent count."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        trio.run(serve, args.serve, args.chunks, args.latency)
+        return
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.http",
+        "--serve",
+        "0",
+        "--chunks",
+        str(args.chunks),
+        "--latency",
+        str(args.latency),
+    ]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        for agents in args.agents:
+            trio.run(bench, base_url, agents, args.steps, args.chunks, args.latency)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
