@@ -243,7 +243,10 @@ def main(argv: list[str]) -> int:
         for kind in stores:
             command = [sys.executable, "-m", "benchmarks.persistence", "--one", mode, kind]
             command += ["--agents", str(args.agents), "--turns", str(args.turns)]
-            out = subprocess.run(command, check=True, capture_output=True, text=True)
+            out = subprocess.run(command, check=False, capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"# {mode}/{kind} failed:\n{out.stderr[-3000:]}", file=sys.stderr, flush=True)
+                continue
             record = json.loads(out.stdout.strip().splitlines()[-1])
             if kind == "memory":
                 baseline = record["wall_s"]

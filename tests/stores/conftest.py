@@ -145,34 +145,33 @@ def _postgres_kit(dsn: str, schema: str) -> StoreKit:
             cursor = conn.execute(sql.replace("{s}", schema), args)
             return cursor.fetchall() if cursor.description else []
 
-    def tamper(session_id: str, index: int, text: str | None) -> None:
-        if text is None:
-            run(
-                "DELETE FROM {s}.retinue_events WHERE session_id = %s AND seq = %s",
-                session_id,
-                index,
-            )
-        else:
-            run(
-                "UPDATE {s}.retinue_events SET body = %s WHERE session_id = %s AND seq = %s",
-                text,
-                session_id,
-                index,
-            )
-
-    def append_raw(session_id: str, text: str) -> None:
-        run(
-            "INSERT INTO {s}.retinue_events SELECT %s, coalesce(max(seq), -1) + 1, 'x', %s "
-            "FROM {s}.retinue_events WHERE session_id = %s",
-            session_id,
-            text,
+    def segments(session_id: str) -> list[tuple[int, list[str]]]:
+        rows = run(
+            "SELECT first_seq, body FROM {s}.retinue_segments WHERE session_id = %s ORDER BY first_seq",
             session_id,
         )
+        return [(int(first), str(body).split("\n")) for first, body in rows]  # type: ignore[call-overload]
+
+    def tamper(session_id: str, index: int, text: str | None) -> None:
+        for first, lines in segments(session_id):
+            if first <= index < first + len(lines):
+                if text is None:
+                    del lines[index - first]
+                else:
+                    lines[index - first] = text
+                run(
+                    "UPDATE {s}.retinue_segments SET body = %s WHERE session_id = %s AND first_seq = %s",
+                    "\n".join(lines),
+                    session_id,
+                    first,
+                )
+
+    def append_raw(session_id: str, text: str) -> None:
+        first = sum(len(lines) for _, lines in segments(session_id))
+        run("INSERT INTO {s}.retinue_segments VALUES (%s, %s, 1, %s)", session_id, first, text)
 
     def count(session_id: str) -> int:
-        return int(
-            run("SELECT count(*) FROM {s}.retinue_events WHERE session_id = %s", session_id)[0][0]
-        )  # type: ignore[call-overload]
+        return sum(len(lines) for _, lines in segments(session_id))
 
     def tamper_header(session_id: str, text: str) -> None:
         run("UPDATE {s}.retinue_sessions SET header = %s WHERE id = %s", text, session_id)

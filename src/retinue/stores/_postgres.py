@@ -31,12 +31,12 @@ _DDL = (
         header TEXT NOT NULL,
         created_at BIGINT NOT NULL,
         next_seq BIGINT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {schema}.retinue_events (
+    """CREATE TABLE IF NOT EXISTS {schema}.retinue_segments (
         session_id TEXT NOT NULL REFERENCES {schema}.retinue_sessions (id),
-        seq BIGINT NOT NULL,
-        type TEXT NOT NULL,
+        first_seq BIGINT NOT NULL,
+        count INTEGER NOT NULL,
         body TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq))""",
+        PRIMARY KEY (session_id, first_seq))""",
 )
 
 
@@ -53,7 +53,10 @@ def _psycopg() -> Any:
 
 @final
 class PostgresBackend:
-    """Tables ``retinue_sessions`` and ``retinue_events`` in one schema; every method blocks.
+    """Tables ``retinue_sessions`` and ``retinue_segments`` in one schema; every method blocks.
+
+    As in the SQLite store, a segment row holds the canonical lines of one
+    committed batch (one row per session per group commit).
 
     One write connection commits each group in one transaction: it locks the
     group's session rows, checks each batch's next seq, then COPYs the events.
@@ -205,24 +208,47 @@ class PostgresBackend:
         with conn.cursor() as cursor:
             for batch in batches:
                 if batch.truncate_to is not None:
-                    cursor.execute(
-                        self._sql(
-                            "DELETE FROM {schema}.retinue_events WHERE session_id = %s AND seq >= %s"
-                        ),
-                        (batch.session_id, batch.truncate_to),
-                    )
+                    self._truncate(cursor, batch.session_id, batch.truncate_to)
             copy_sql = self._sql(
-                "COPY {schema}.retinue_events (session_id, seq, type, body) FROM STDIN"
+                "COPY {schema}.retinue_segments (session_id, first_seq, count, body) FROM STDIN"
             )
             with cursor.copy(copy_sql) as copy:
                 for batch in batches:
-                    for event in batch.events:
-                        copy.write_row(
-                            (batch.session_id, event.seq, event.type, encode_event(event))
-                        )
+                    if batch.events:
+                        body = "\n".join([encode_event(event) for event in batch.events])
+                        copy.write_row((batch.session_id, batch.first_seq, len(batch.events), body))
             cursor.executemany(
                 self._sql("UPDATE {schema}.retinue_sessions SET next_seq = %s WHERE id = %s"),
                 [(batch.first_seq + len(batch.events), batch.session_id) for batch in batches],
+            )
+
+    def _truncate(self, cursor: psycopg.Cursor[Any], session_id: str, keep: int) -> None:
+        """Drop stored events with ``seq >= keep``, cutting a segment that straddles it."""
+        cursor.execute(
+            self._sql(
+                "DELETE FROM {schema}.retinue_segments WHERE session_id = %s AND first_seq >= %s"
+            ),
+            (session_id, keep),
+        )
+        row = cursor.execute(
+            self._sql(
+                "SELECT first_seq, body FROM {schema}.retinue_segments WHERE session_id = %s "
+                "ORDER BY first_seq DESC LIMIT 1"
+            ),
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            return
+        first, body = row
+        lines = body.split("\n")
+        if first + len(lines) > keep:
+            kept = lines[: keep - first]
+            cursor.execute(
+                self._sql(
+                    "UPDATE {schema}.retinue_segments SET count = %s, body = %s "
+                    "WHERE session_id = %s AND first_seq = %s"
+                ),
+                (len(kept), "\n".join(kept), session_id, first),
             )
 
     # -- claims ---------------------------------------------------------------
@@ -288,13 +314,15 @@ class PostgresBackend:
             ).fetchone()
             if row is None:
                 return None
-            bodies = conn.execute(
+            segments = conn.execute(
                 self._sql(
-                    "SELECT body FROM {schema}.retinue_events WHERE session_id = %s ORDER BY seq"
+                    "SELECT body FROM {schema}.retinue_segments WHERE session_id = %s "
+                    "ORDER BY first_seq"
                 ),
                 (session_id,),
             ).fetchall()
-        return StoredLog(parse_header(row[0], session_id), [body for (body,) in bodies])
+        records = [line for (body,) in segments for line in body.split("\n")]
+        return StoredLog(parse_header(row[0], session_id), records)
 
     def headers(self) -> list[SessionHeader]:
         """Every header of a session with events (corrupt ones are logged and skipped)."""
