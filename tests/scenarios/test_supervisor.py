@@ -1,0 +1,333 @@
+"""Driver supervision, runtime shutdown and many agents at once (DESIGN 4; SPEC R7.48, R12.9, R12.10).
+
+A driver crash is a bug in retinue itself: every turn-level failure is
+contained by the driver (R7.44-R7.48), so no public input can make a driver
+crash. The crash tests therefore monkeypatch a private driver function to
+raise; that is the only honest way to inject such a bug, and each test says
+which function it breaks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentOptions
+from retinue.loop import _core, _driver, _state
+from retinue.session import RequestHeader, ToolResultEvent, TurnEnd
+from retinue.testing import (
+    CallTools,
+    Hang,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_no_dangling_tool_calls,
+    check_session_invariants,
+)
+from tests.helpers import of_type, runtime, turn_ends
+
+OPTIONS = AgentOptions(model="scripted")
+
+
+@retinue.tool(parallel_safe=True)
+async def nap(seconds: float) -> str:
+    """Sleep a little.
+
+    Args:
+        seconds: How long.
+    """
+    await trio.sleep(seconds)
+    return "rested"
+
+
+@retinue.tool
+async def tally(n: int) -> str:
+    """Count, exclusively.
+
+    Args:
+        n: A number.
+    """
+    await trio.lowlevel.checkpoint()
+    return str(n + 1)
+
+
+class DriverBugError(RuntimeError):
+    """The simulated bug."""
+
+
+def crash_on_running(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make ``AgentCore.set_status("running")`` raise *times* times (a bug in the driver loop)."""
+    real = _core.AgentCore.set_status
+    crashes: list[int] = []
+
+    def set_status(self: _core.AgentCore, status: Any) -> None:
+        if status == "running" and len(crashes) < times:
+            crashes.append(1)
+            raise DriverBugError(f"set_status bug #{len(crashes)}")
+        real(self, status)
+
+    monkeypatch.setattr(_core.AgentCore, "set_status", set_status)
+    return crashes
+
+
+def headers(events: Any) -> list[str]:
+    return [
+        e.data.reason
+        for e in of_type(events, "request/header")
+        if isinstance(e.data, RequestHeader)
+    ]
+
+
+def record(rt: retinue.Runtime, agent: retinue.Agent, name: str) -> list[tuple[Any, ...]]:
+    seen: list[tuple[Any, ...]] = []
+    rt.hooks.on(name, lambda _agent, *args: seen.append(args), agent=agent)
+    return seen
+
+
+async def test_supervisor_restarts_a_crashed_driver_on_its_log(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4 / R11.16: a crash is reported on ``agent/error``, the driver restarts and resumes the log.
+
+    Breaks ``AgentCore.set_status`` for one ``running`` transition. The queued
+    prompt survives the crash; the restarted driver anchors its first request
+    with a ``resume`` header and turn numbers continue.
+    """
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        restarts = record(rt, agent, "agent/restarted")
+        assert (await agent.ask("first")).reason.kind == "completed"
+        crashes = crash_on_running(monkeypatch, times=1)
+        result = await agent.ask("second")
+        assert crashes == [1]
+        assert result.reason.kind == "completed"
+        assert result.turn == 2
+        assert result.text == "two"
+        assert len(errors) == 1
+        assert isinstance(errors[0][-1], DriverBugError)
+        assert len(restarts) == 1
+        assert rt.agents.get(agent.id) is agent
+        assert agent.status == "idle"
+        events = agent.session.events
+        assert headers(events) == ["initial", "resume"]
+        assert turn_ends(events) == ["completed", "completed"]
+        check_session_invariants(events)
+
+
+async def test_supervisor_closes_the_open_turn_of_a_crashed_driver(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R9.25: a bug escaping an open turn closes it ``error``/``DRIVER_CRASH``; calls are answered.
+
+    Breaks ``TurnState.answer_dangling_calls`` (the abort path's own helper),
+    then cancels while a tool runs: the bug escapes the turn after
+    ``turn/start``. The supervisor must answer the running call, close the
+    step and the turn with code ``DRIVER_CRASH``, report the crash and restart
+    the driver, whose next request logs a ``resume`` header.
+    """
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")]), Reply("after")]
+    )
+    async with runtime(model, tools=[nap]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+
+        def broken(self: _state.TurnState, code: str, text: str) -> None:
+            raise DriverBugError("answer_dangling_calls bug")
+
+        monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+        agent.send("go")
+        await trio.sleep(10)
+        agent.cancel("stop")
+        await agent.wait_idle()
+        monkeypatch.undo()
+        events = agent.session.events
+        check_session_invariants(events)
+        assert not agent.session.is_turn_open, "the crashed turn was left open"
+        end = of_type(events, "turn/end")[-1].data
+        assert isinstance(end, TurnEnd)
+        assert end.reason.kind == "error"
+        assert end.reason.code == "DRIVER_CRASH"
+        (answer,) = [e.data for e in of_type(events, "tool/result")]
+        assert isinstance(answer, ToolResultEvent)
+        assert answer.call_id == "c1"
+        assert answer.is_error
+        assert any(isinstance(args[-1], DriverBugError) for args in errors)
+        result = await agent.ask("again")
+        assert result.reason.kind == "completed"
+        assert result.turn == 2
+        assert headers(agent.session.events) == ["initial", "resume"]
+        check_session_invariants(agent.session.events)
+
+
+async def test_supervisor_settles_the_prompt_of_a_crashed_batch(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: an ``ask`` whose prompt was drained into a crashing batch still gets an answer.
+
+    Breaks ``_driver._guarded_turn`` once (the crash happens after the batch
+    was drained, before ``turn/start``). The asker must not wait forever: its
+    result reports the failure, and the restarted driver serves the next ask.
+    """
+    real = _driver._guarded_turn
+    crashes: list[int] = []
+
+    async def guarded(core: _core.AgentCore, items: Any) -> bool:
+        if not crashes:
+            crashes.append(1)
+            raise DriverBugError("guarded_turn bug")
+        return await real(core, items)
+
+    monkeypatch.setattr(_driver, "_guarded_turn", guarded)
+    model = ScriptedModel([Reply("fine")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        lost: retinue.TurnResult | None = None
+        with trio.move_on_after(60):
+            lost = await agent.ask("doomed")
+        assert crashes == [1]
+        assert len(errors) == 1
+        assert lost is not None, "the ask of the crashed batch never resolved"
+        assert lost.reason.kind == "error"
+        result = await agent.ask("again")
+        assert result.reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+async def test_supervisor_disposes_an_agent_that_crashes_twice_within_the_window(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: a second crash within the restart window disposes the agent, with both crashes reported.
+
+    Breaks ``AgentCore.set_status`` for two ``running`` transitions. The agent
+    leaves ``rt.agents``, ``agent/disposed`` fires, its verbs refuse, and the
+    prompt that was pending when it died is settled ``disposed``.
+    """
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model, restart=retinue.RestartPolicy(window=60.0)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        disposed = record(rt, agent, "agent/disposed")
+        crashes = crash_on_running(monkeypatch, times=2)
+        agent.send("first")
+        pending: retinue.TurnResult | None = None
+        with trio.move_on_after(60):
+            pending = await agent.ask("second")
+        assert crashes == [1, 1]
+        assert [type(args[-1]) for args in errors] == [DriverBugError, DriverBugError]
+        await agent.wait_idle()
+        assert agent.status == "disposed"
+        assert rt.agents.get(agent.id) is None
+        assert len(disposed) == 1
+        with pytest.raises(retinue.AgentDisposedError):
+            agent.send("hello?")
+        check_session_invariants(agent.session.events)
+        assert pending is not None, "the pending ask was never settled"
+        assert pending.reason.kind == "disposed"
+
+
+async def test_supervisor_restarts_again_after_the_window_has_passed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: crashes further apart than the restart window are each restarted."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, restart=retinue.RestartPolicy(window=10.0)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        crashes = crash_on_running(monkeypatch, times=1)
+        assert (await agent.ask("one")).reason.kind == "completed"
+        await trio.sleep(30)
+        monkeypatch.undo()
+        crashes = crash_on_running(monkeypatch, times=1)
+        assert (await agent.ask("two")).reason.kind == "completed"
+        assert crashes == [1]
+        assert rt.agents.get(agent.id) is agent
+        assert turn_ends(agent.session.events) == ["completed", "completed"]
+
+
+async def test_runtime_shutdown_disposes_every_agent_and_flushes_its_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.10, R12.9, R2.36: leaving ``open_runtime`` disposes each agent; open turns end ``disposed`` and are flushed."""
+    model = ScriptedModel(
+        {
+            "hang": [Hang("thinking")],
+            "tools": [CallTools([ToolCallSpec("nap", '{"seconds": 1000}', id="t1")])],
+            "idle": [Reply("hi")],
+        }
+    )
+    flushed: dict[str, int] = {}
+    disposed: list[str] = []
+
+    def on_flush(_agent: retinue.Agent, session: retinue.Session) -> None:
+        flushed[session.id] = len(session.events)
+
+    async with runtime(model, tools=[nap]) as rt:
+        rt.hooks.on("session/flush", on_flush)
+        rt.hooks.on("agent/disposed", lambda agent: disposed.append(agent.id))
+        streaming = await rt.create_agent("s", AgentOptions(model="hang"))
+        tooling = await rt.create_agent("t", AgentOptions(model="tools"))
+        idle = await rt.create_agent("i", AgentOptions(model="idle"))
+        assert (await idle.ask("hello")).reason.kind == "completed"
+        streaming.send("go")
+        tooling.send("go")
+        await trio.sleep(5)
+        assert streaming.status == tooling.status == "running"
+        agents = [streaming, tooling, idle]
+    assert sorted(disposed) == sorted(a.id for a in agents)
+    assert len(rt.agents) == 0
+    for agent in agents:
+        events = agent.session.events
+        assert agent.status == "disposed"
+        check_session_invariants(events)
+        assert flushed[agent.id] == len(events), f"{agent.id}: closing events not flushed"
+    assert turn_ends(streaming.session.events) == ["disposed"]
+    assert turn_ends(tooling.session.events) == ["disposed"]
+    (answer,) = [e.data for e in of_type(tooling.session.events, "tool/result")]
+    assert isinstance(answer, ToolResultEvent)
+    assert answer.error is not None
+    assert answer.error.code == "ABORTED"
+    assert turn_ends(idle.session.events) == ["completed"]
+
+
+async def test_runtime_runs_two_hundred_agents_with_tool_calls(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.13-R4.16, R9.17, R9.25: 200 agents x 3 turns of mixed parallel/exclusive tool calls all complete soundly."""
+    model = ScriptedModel.tool_loop(
+        ["nap", "tally", "nap", "nap"],
+        calls_per_step=4,
+        answer_chunks=3,
+        arguments={"nap": '{"seconds": 1}', "tally": '{"n": 2}'},
+        delay=0.5,
+    )
+    async with runtime(model, tools=[nap, tally], max_parallel_tool_calls=2) as rt:
+        agents = [await rt.create_agent(f"a{i}", OPTIONS) for i in range(200)]
+        outcomes: dict[str, list[retinue.TurnResult]] = {agent.id: [] for agent in agents}
+
+        async def converse(agent: retinue.Agent) -> None:
+            for turn in range(3):
+                outcomes[agent.id].append(await agent.ask(f"question {turn}"))
+
+        async with trio.open_nursery() as nursery:
+            for agent in agents:
+                nursery.start_soon(converse, agent)
+        for agent in agents:
+            assert [r.reason.kind for r in outcomes[agent.id]] == ["completed"] * 3
+            assert [r.turn for r in outcomes[agent.id]] == [1, 2, 3]
+            events = agent.session.events
+            check_session_invariants(events)
+            check_no_dangling_tool_calls(events)
+            assert len(of_type(events, "tool/result")) == 12
+            calls = [json.loads(e.data.arguments) for e in of_type(events, "tool/call")]  # type: ignore[union-attr]
+            assert len(calls) == 12
+            assert agent.status == "idle"
+        assert len(rt.agents) == 200
+        assert model.statistics().calls == 200 * 3 * 2

@@ -1,0 +1,424 @@
+"""The event bus dispatch modes (SPEC 6.1, R6.1-R6.5; DESIGN 5: every emit failure is contained)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from retinue.hooks import HookBus
+
+Next = Callable[[], Awaitable[Any]]
+
+
+class Handle:
+    """Something with an ``id``, like an agent."""
+
+    def __init__(self, agent_id: str) -> None:
+        self.id = agent_id
+
+
+def boom(*_args: object) -> None:
+    raise RuntimeError("listener failed")
+
+
+# -- emit ----------------------------------------------------------------------------------------
+
+
+def test_emit_calls_every_listener_and_contains_failures(caplog: pytest.LogCaptureFixture) -> None:
+    """R6.1: a raising notification listener is logged; the others still run; emit never raises."""
+    bus = HookBus()
+    calls: list[tuple[str, tuple[object, ...]]] = []
+    bus.on("agent/status", lambda *args: calls.append(("first", args)))
+    bus.on("agent/status", boom)
+    bus.on("agent/status", lambda *args: calls.append(("third", args)))
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        bus.emit("agent/status", "agent", "idle")
+    assert calls == [("first", ("agent", "idle")), ("third", ("agent", "idle"))]
+    assert "agent/status" in caplog.text
+
+
+def test_emit_contains_an_async_listener_without_leaking_a_coroutine() -> None:
+    """R6.1: emit is synchronous; an async listener is refused (contained), its coroutine closed."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    async def listener(*_args: object) -> None:
+        ran.append("async")  # pragma: no cover - must never run
+
+    bus.on("agent/created", listener)
+    bus.on("agent/created", lambda *_: ran.append("sync"))
+    bus.emit("agent/created", "agent")
+    assert ran == ["sync"]
+
+
+def test_emit_raising_runs_all_listeners_then_raises_the_first_failure() -> None:
+    """R4.8: the session/event feed surfaces the first failure after every observer ran."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    def first(*_args: object) -> None:
+        ran.append("first")
+        raise ValueError("first failure")
+
+    def second(*_args: object) -> None:
+        ran.append("second")
+        raise KeyError("second failure")
+
+    bus.on("session/event", first)
+    bus.on("session/event", second)
+    bus.on("session/event", lambda *_: ran.append("third"))
+    with pytest.raises(ValueError, match="first failure"):
+        bus.emit_raising("session/event", "session", "event")
+    assert ran == ["first", "second", "third"]
+
+
+def test_emit_without_listeners_is_a_no_op() -> None:
+    """R6.1: nothing registered, nothing happens."""
+    bus = HookBus()
+    bus.emit("agent/status", "x")
+    bus.emit_raising("session/event", "x")
+    assert not bus.has_listeners("agent/status")
+
+
+# -- serial and strict serial --------------------------------------------------------------------
+
+
+async def test_serial_awaits_listeners_one_after_another(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.2: serial runs listeners in registration order, each awaited before the next starts."""
+    bus = HookBus()
+    trace: list[str] = []
+
+    async def slow(*args: object) -> None:
+        trace.append(f"slow start {args}")
+        await trio.sleep(5)
+        trace.append("slow end")
+
+    def quick(*args: object) -> str:
+        trace.append(f"quick {args}")
+        return "ignored"
+
+    bus.on("agent/pre-step", slow)
+    bus.on("agent/pre-step", quick)
+    result = await bus.serial("agent/pre-step", "agent", 1)
+    assert result is None
+    assert trace == ["slow start ('agent', 1)", "slow end", "quick ('agent', 1)"]
+
+
+async def test_serial_failure_propagates_and_stops_the_chain() -> None:
+    """R6.2: a raising serial listener makes the dispatch raise; later listeners do not run."""
+    bus = HookBus()
+    ran: list[str] = []
+    bus.on("agent/pre-step", boom)
+    bus.on("agent/pre-step", lambda *_: ran.append("later"))
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.serial("agent/pre-step", "agent")
+    assert ran == []
+
+
+async def test_dispatch_without_listeners_returns_nothing() -> None:
+    """R6.2, R6.4: serial, strict serial and parallel with nobody listening return ``None``."""
+    bus = HookBus()
+    bus.on("agent/pre-step", boom, agent="someone-else")
+    assert await bus.serial("agent/pre-step", "agent", scope="me") is None
+    assert await bus.strict_serial("agent/turn-stop", "agent") is None
+    assert await bus.parallel("session/flush", "agent", "session") is None
+
+
+@pytest.mark.parametrize("falsy", [False, 0, "", []])
+async def test_strict_serial_first_non_none_result_ends_the_chain(falsy: object) -> None:
+    """R6.2, R7.37: ``None`` abstains; the first other value (even a falsy one) wins and stops the chain."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    def abstain(*_args: object) -> None:
+        ran.append("abstain")
+
+    async def decide(*_args: object) -> object:
+        await trio.lowlevel.checkpoint()
+        ran.append("decide")
+        return falsy
+
+    bus.on("agent/turn-stop", abstain)
+    bus.on("agent/turn-stop", decide)
+    bus.on("agent/turn-stop", lambda *_: ran.append("never"))
+    assert await bus.strict_serial("agent/turn-stop", "agent", 1) == falsy
+    assert ran == ["abstain", "decide"]
+
+
+async def test_strict_serial_all_abstaining_returns_none_and_failures_propagate() -> None:
+    """R6.2: every listener abstaining yields ``None``; a raise propagates."""
+    bus = HookBus()
+    bus.on("agent/turn-stop", lambda *_: None)
+    assert await bus.strict_serial("agent/turn-stop", "agent") is None
+    bus.on("agent/turn-stop", boom)
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.strict_serial("agent/turn-stop", "agent")
+
+
+# -- waterfall -----------------------------------------------------------------------------------
+
+
+async def test_waterfall_without_listeners_returns_the_default() -> None:
+    """R6.3: the innermost ``next`` is the default implementation."""
+    bus = HookBus()
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    assert await bus.waterfall("agent/request", default, "agent") == "default"
+
+
+async def test_waterfall_first_registered_listener_is_outermost() -> None:
+    """R6.3: listeners wrap each other in registration order around the default."""
+    bus = HookBus()
+    trace: list[str] = []
+
+    async def default() -> list[str]:
+        await trio.lowlevel.checkpoint()
+        trace.append("default")
+        return ["default"]
+
+    def layer(name: str) -> Callable[..., Awaitable[list[str]]]:
+        async def listener(arg: str, next_: Next) -> list[str]:
+            trace.append(f"{name} before {arg}")
+            inner = await next_()
+            trace.append(f"{name} after")
+            return [name, *inner]
+
+        return listener
+
+    bus.on("tools/pre-execute", layer("outer"))
+    bus.on("tools/pre-execute", layer("inner"))
+    result = await bus.waterfall("tools/pre-execute", default, "exec")
+    assert result == ["outer", "inner", "default"]
+    assert trace == [
+        "outer before exec",
+        "inner before exec",
+        "default",
+        "inner after",
+        "outer after",
+    ]
+
+
+async def test_waterfall_listener_may_short_circuit() -> None:
+    """R6.3: a listener returning without calling ``next`` skips the rest and the default."""
+    bus = HookBus()
+    reached: list[str] = []
+
+    async def default() -> str:
+        reached.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    def short(_arg: object, _next: Next) -> str:
+        return "short"
+
+    async def later(_arg: object, next_: Next) -> object:
+        reached.append("later")  # pragma: no cover - must never run
+        return await next_()
+
+    bus.on("agent/prompt-submit", short)
+    bus.on("agent/prompt-submit", later)
+    assert await bus.waterfall("agent/prompt-submit", default, "prompt") == "short"
+    assert reached == []
+
+
+async def test_waterfall_listener_may_wrap_the_result() -> None:
+    """R6.3: a listener may delegate and transform what the rest of the chain returned."""
+    bus = HookBus()
+
+    async def default() -> int:
+        await trio.lowlevel.checkpoint()
+        return 20
+
+    async def double(_arg: object, next_: Next) -> int:
+        return 2 * await next_()
+
+    async def add_one(_arg: object, next_: Next) -> int:
+        return 1 + await next_()
+
+    bus.on("agent/request", double)
+    bus.on("agent/request", add_one)
+    assert await bus.waterfall("agent/request", default, "config") == 42
+
+
+async def test_waterfall_failure_propagates() -> None:
+    """R6.3: a raising listener (outer or inner) makes the waterfall raise to the caller."""
+    bus = HookBus()
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    async def passthrough(_arg: object, next_: Next) -> object:
+        return await next_()
+
+    bus.on("agent/step-result", passthrough)
+    bus.on("agent/step-result", boom)
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.waterfall("agent/step-result", default, "message")
+
+
+# -- parallel ------------------------------------------------------------------------------------
+
+
+async def test_parallel_runs_listeners_concurrently_and_waits_for_all(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4: every listener starts before any finishes; the dispatch returns when all are done."""
+    bus = HookBus()
+    started: list[str] = []
+    finished: list[str] = []
+
+    def listener(name: str, seconds: float) -> Callable[..., Awaitable[None]]:
+        async def run(*_args: object) -> None:
+            started.append(name)
+            await trio.sleep(seconds)
+            finished.append(name)
+
+        return run
+
+    bus.on("session/flush", listener("a", 3))
+    bus.on("session/flush", listener("b", 1))
+    before = trio.current_time()
+    await bus.parallel("session/flush", "agent", "session")
+    assert trio.current_time() - before == 3
+    assert sorted(started) == ["a", "b"]
+    assert finished == ["b", "a"]
+
+
+async def test_parallel_failure_rejects_the_dispatch_after_the_others_finish(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4: a failing listener rejects the dispatch; the other listeners are not cancelled."""
+    bus = HookBus()
+    finished: list[str] = []
+
+    async def slow(*_args: object) -> None:
+        await trio.sleep(2)
+        finished.append("slow")
+
+    async def failing(*_args: object) -> None:
+        await trio.sleep(1)
+        raise OSError("disk full")
+
+    bus.on("session/flush", slow)
+    bus.on("session/flush", failing)
+    with pytest.raises(OSError, match="disk full"):
+        await bus.parallel("session/flush", "agent", "session")
+    assert finished == ["slow"]
+
+
+# -- scoping and (un)registration ----------------------------------------------------------------
+
+
+async def test_scoped_listeners_hear_only_their_agent() -> None:
+    """R6.5: an agent-scoped listener hears its agent's dispatches; a global one hears all."""
+    bus = HookBus()
+    heard: list[tuple[str, object]] = []
+    bus.on("agent/status", lambda *a: heard.append(("global", a[-1])))
+    bus.on("agent/status", lambda *a: heard.append(("a", a[-1])), agent=Handle("a"))
+    bus.on("agent/status", lambda *a: heard.append(("b", a[-1])), agent="b")
+    bus.emit("agent/status", "x", 1, scope="a")
+    bus.emit("agent/status", "x", 2, scope="b")
+    bus.emit("agent/status", "x", 3)
+    assert heard == [("global", 1), ("a", 1), ("global", 2), ("b", 2), ("global", 3)]
+
+    async def default() -> list[str]:
+        await trio.lowlevel.checkpoint()
+        return []
+
+    async def tag(_arg: object, next_: Next) -> list[str]:
+        return ["a-only", *await next_()]
+
+    bus.on("agent/request", tag, agent="a")
+    assert await bus.waterfall("agent/request", default, "cfg", scope="a") == ["a-only"]
+    assert await bus.waterfall("agent/request", default, "cfg", scope="b") == []
+    assert bus.listeners("agent/status", "a") != bus.listeners("agent/status", "b")
+
+
+def test_unregister_during_dispatch_affects_only_later_dispatches() -> None:
+    """R6.5 / DESIGN 17: lists are copied before dispatch; (un)registering mid-dispatch is safe."""
+    bus = HookBus()
+    calls: list[str] = []
+    removers: dict[str, Callable[[], None]] = {}
+
+    def first(*_args: object) -> None:
+        calls.append("first")
+        removers["second"]()
+        removers["added"] = bus.on("agent/status", lambda *_: calls.append("added"))
+
+    def second(*_args: object) -> None:
+        calls.append("second")
+
+    removers["first"] = bus.on("agent/status", first)
+    removers["second"] = bus.on("agent/status", second)
+    bus.emit("agent/status", "agent", "idle")
+    assert calls == ["first", "second"]
+    calls.clear()
+    removers["first"]()
+    bus.emit("agent/status", "agent", "idle")
+    assert calls == ["added"]
+
+
+async def test_unregister_during_waterfall_keeps_the_running_chain() -> None:
+    """R6.3, R6.5: a listener removing a later one mid-waterfall does not break the running chain."""
+    bus = HookBus()
+    trace: list[str] = []
+    removers: list[Callable[[], None]] = []
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    async def remover(_arg: object, next_: Next) -> object:
+        for remove in removers:
+            remove()
+        return await next_()
+
+    async def later(_arg: object, next_: Next) -> object:
+        trace.append("later")
+        return await next_()
+
+    bus.on("tools/execute", remover)
+    removers.append(bus.on("tools/execute", later))
+    assert await bus.waterfall("tools/execute", default, "exec") == "default"
+    assert trace == ["later"]
+    trace.clear()
+    assert await bus.waterfall("tools/execute", default, "exec") == "default"
+    assert trace == []
+
+
+def test_unregister_is_idempotent_and_forgets_an_empty_seam() -> None:
+    """R6.5: calling an unregister function twice is harmless; the seam has no listeners after."""
+    bus = HookBus()
+    remove = bus.on("agent/queued", lambda *_: None)
+    assert bus.has_listeners("agent/queued")
+    remove()
+    remove()
+    assert not bus.has_listeners("agent/queued")
+    assert bus.listeners("agent/queued") == []
+
+
+def test_same_function_registered_twice_runs_twice_and_unregisters_separately() -> None:
+    """R6.5: each registration is its own entry."""
+    bus = HookBus()
+    calls: list[int] = []
+
+    def listener(*_args: object) -> None:
+        calls.append(1)
+
+    remove_one = bus.on("agent/status", listener)
+    bus.on("agent/status", listener)
+    bus.emit("agent/status", "a", "idle")
+    assert calls == [1, 1]
+    remove_one()
+    bus.emit("agent/status", "a", "idle")
+    assert calls == [1, 1, 1]
