@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
@@ -294,7 +295,9 @@ async def test_session_prefix_composed_once_fronts_every_request(
             _agent: retinue.Agent, seed: object, _signal: object, proceed: Next
         ) -> object:
             calls.append("prefix")
-            assert tuple(seed) == ()  # type: ignore[call-overload]
+            assert seed == ()
+            with pytest.raises(AttributeError):
+                seed.append(prefix_message("into the seed"))  # type: ignore[attr-defined]
             return [prefix_message("project facts"), *await proceed()]  # type: ignore[misc]
 
         def pre_step(
