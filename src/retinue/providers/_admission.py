@@ -418,7 +418,7 @@ class AdmissionController:
                 lane.remove(waiter)
                 lane.pump(trio.current_time())
             raise
-        return AdmissionTicket(lane, waiter.request_charge, waiter.token_charge)
+        return AdmissionTicket(lane, waiter.request_charge, waiter.token_charge)  # noqa: ASYNC910 - admit() checkpoints first
 
     def rate_limited(self, provider: str | None, model: str, retry_after: float | None) -> None:
         """Record a 429/529 for the lane: pause it and halve its concurrency; never blocks."""

@@ -43,7 +43,7 @@ class ModelRouter:
     @classmethod
     def of(
         cls,
-        routes: Mapping[tuple[str | None, str] | str, Model],
+        routes: Mapping[str, Model] | Mapping[tuple[str | None, str], Model],
         *,
         default: Model | None = None,
     ) -> ModelRouter:

@@ -15,6 +15,7 @@ from typing import Self, final
 
 import anthropic
 import httpx2
+import trio
 
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
@@ -127,6 +128,7 @@ class AnthropicModel:
 
     async def aclose(self) -> None:
         """Close the SDK client and its connections; idempotent."""
+        await trio.lowlevel.checkpoint()
         if not self._closed:
             self._closed = True
             await self._client.close()

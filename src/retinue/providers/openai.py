@@ -15,6 +15,7 @@ from typing import Literal, Self, final
 
 import httpx2
 import openai
+import trio
 
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
@@ -154,6 +155,7 @@ class OpenAIModel:
 
         Waits for the pools to close; cancellation may leave sockets to the OS.
         """
+        await trio.lowlevel.checkpoint()
         if not self._closed:
             self._closed = True
             await self._client.close()

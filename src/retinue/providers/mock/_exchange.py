@@ -73,9 +73,9 @@ async def _timed(
 ) -> AsyncGenerator[bytes, None]:
     for position, event in enumerate(events):
         delay = Timing.draw(timing.first_token if position == 0 else timing.inter_chunk, rng)
-        if delay:
-            await trio.sleep(delay)
+        await trio.sleep(delay)
         yield event
+    await trio.lowlevel.checkpoint()
 
 
 async def _faulted(
@@ -83,13 +83,16 @@ async def _faulted(
 ) -> AsyncGenerator[bytes, None]:
     async for event in _timed(events, timing, rng):
         yield event
+    await trio.lowlevel.checkpoint()
     if tail is None:
         raise Truncated
     yield tail
+    await trio.lowlevel.checkpoint()
 
 
 async def _endless(call: MockCall, interval: float) -> AsyncGenerator[bytes, None]:
     for event in endless_prologue(call):
+        await trio.lowlevel.checkpoint()
         yield event
     number = 0
     while True:

@@ -107,7 +107,8 @@ class MockServer:
     async def handle(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> Outgoing:
-        """Answer one request; waits for the policy's latency."""
+        """Answer one request; waits for the policy's latency. Always a checkpoint."""
+        await trio.lowlevel.checkpoint()
         number = self._requests
         self._requests += 1
         parsed = parse_call(path, headers, body, number) if method == "POST" else None
@@ -184,6 +185,7 @@ class MockServer:
         parts: AsyncGenerator[bytes, None],
     ) -> bool:
         self._count("started")
+        await trio.lowlevel.checkpoint()
         try:
             async with aclosing(parts):
                 async for part in parts:
@@ -213,12 +215,13 @@ async def _receive(stream: trio.SocketStream) -> bytes:
     try:
         return await stream.receive_some(65536)
     except _SEND_ERRORS:
-        return b""
+        return b""  # noqa: ASYNC910 - receive_some raised, after its checkpoint
 
 
 async def _read_request(
     connection: h11.Connection, stream: trio.SocketStream
 ) -> tuple[h11.Request, bytes] | None:
+    await trio.lowlevel.checkpoint()
     head: h11.Request | None = None
     body: list[bytes] = []
     while True:
