@@ -37,14 +37,28 @@ from .hooks import (
     Deny as Deny,
     Stop as Stop,
 )
-from .providers import Model as Model, ModelRouter as ModelRouter
+from .providers import (
+    AdmissionController as AdmissionController,
+    AdmissionLimits as AdmissionLimits,
+    Model as Model,
+    ModelRouter as ModelRouter,
+    RetryPolicy as RetryPolicy,
+)
 from .session import Session as Session
-from .stores import MemoryStore as MemoryStore, SessionStore as SessionStore
+from .stores import (
+    JSONLStore as JSONLStore,
+    MemoryStore as MemoryStore,
+    PostgresStore as PostgresStore,
+    SessionStore as SessionStore,
+    SQLiteStore as SQLiteStore,
+)
 from .supervisors import RestartPolicy as RestartPolicy, Runtime as Runtime, open_runtime as open_runtime
 from .tools import Tool as Tool, ToolRegistry as ToolRegistry, tool as tool
 
 __all__ = [
     "Accept",
+    "AdmissionController",
+    "AdmissionLimits",
     "Agent",
     "AgentDisposedError",
     "AgentOptions",
@@ -55,16 +69,20 @@ __all__ = [
     "Continue",
     "Deny",
     "HookContext",
+    "JSONLStore",
     "MemoryStore",
     "Message",
     "MessageSource",
     "Model",
     "ModelError",
     "ModelRouter",
+    "PostgresStore",
     "Reasoning",
     "RestartPolicy",
     "RetinueError",
+    "RetryPolicy",
     "Runtime",
+    "SQLiteStore",
     "Session",
     "SessionError",
     "SessionStore",

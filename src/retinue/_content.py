@@ -84,11 +84,13 @@ class OpaqueBlock:
     """A block of a kind retinue does not know; it passes through untouched (R1.1)."""
 
     kind: str
-    data: FrozenDict = attrs.field(converter=lambda value: freeze_json(value))  # type: ignore[misc]
+    data: FrozenDict = attrs.field(converter=freeze_json)
     type: ClassVar[str] = "opaque"
 
 
-ContentBlock: TypeAlias = Text | Reasoning | RedactedReasoning | ToolCall | ToolResultBlock | OpaqueBlock
+ContentBlock: TypeAlias = (
+    Text | Reasoning | RedactedReasoning | ToolCall | ToolResultBlock | OpaqueBlock
+)
 _BLOCK_TYPES = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
 
 
@@ -115,15 +117,6 @@ class MessageSource:
 USER_SOURCE = MessageSource()
 
 
-@final
-@attrs.frozen
-class HookContext:
-    """Content a seam asks the runtime to also show the model (R1.4)."""
-
-    content: tuple[ContentBlock, ...] = attrs.field(converter=lambda value: as_content(value))  # type: ignore[misc]
-    source: MessageSource = USER_SOURCE
-
-
 def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
     """Normalise a str, a block or a sequence of blocks to a tuple of blocks.
 
@@ -139,6 +132,15 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         if not isinstance(block, _BLOCK_TYPES):
             raise TypeError(f"content[{index}] is not a content block: {type(block).__name__}")
     return blocks
+
+
+@final
+@attrs.frozen
+class HookContext:
+    """Content a seam asks the runtime to also show the model (R1.4)."""
+
+    content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
+    source: MessageSource = USER_SOURCE
 
 
 def content_text(content: Sequence[ContentBlock]) -> str:

@@ -104,9 +104,7 @@ class ModelError(RetinueError):
 
     status: int | None = None
 
-    def __init__(
-        self, message: str, *, code: str | None = None, status: int | None = None
-    ) -> None:
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
         super().__init__(message, code=code)
         self.status = status
 

@@ -11,9 +11,7 @@ from ._errors import InvalidJsonError
 __all__ = ["FrozenDict", "JsonValue", "check_json", "freeze_json", "thaw_json"]
 
 if TYPE_CHECKING:
-    JsonValue: TypeAlias = (
-        "None | bool | int | float | str | tuple[JsonValue, ...] | list[JsonValue] | Mapping[str, JsonValue]"
-    )
+    JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | list[JsonValue] | Mapping[str, JsonValue] | None"
 else:
 
     class JsonValue:
@@ -39,11 +37,11 @@ class FrozenDict(dict[str, "JsonValue"]):
 
     __setitem__ = _refuse
     __delitem__ = _refuse
-    clear = _refuse  # type: ignore[assignment]
-    pop = _refuse  # type: ignore[assignment]
+    clear = _refuse
+    pop = _refuse
     popitem = _refuse  # type: ignore[assignment]
-    setdefault = _refuse  # type: ignore[assignment]
-    update = _refuse  # type: ignore[assignment]
+    setdefault = _refuse
+    update = _refuse
     __ior__ = _refuse  # type: ignore[assignment]
 
     def __hash__(self) -> int:  # type: ignore[override]

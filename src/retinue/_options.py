@@ -18,7 +18,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 def _check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SAFE_INTEGER:
+    if type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER:
         raise ConfigError(f"max_tokens must be a positive integer <= 2**53-1, got {value!r}")
 
 

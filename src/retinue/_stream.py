@@ -7,6 +7,7 @@ from typing import ClassVar, TypeAlias, final
 import attrs
 
 from ._content import ContentBlock
+from ._errors import InvalidJsonError
 
 __all__ = [
     "Aborted",
@@ -28,16 +29,23 @@ __all__ = [
 ]
 
 
+def _count(_instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is None and attribute.default is None:
+        return
+    if type(value) is not int or value < 0:
+        raise InvalidJsonError(f"usage.{attribute.name} must be a non-negative integer, got {value!r}")
+
+
 @final
 @attrs.frozen
 class Usage:
     """Token counts; they are disjoint (input excludes cached input)."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = None
+    input_tokens: int = attrs.field(default=0, validator=_count)
+    output_tokens: int = attrs.field(default=0, validator=_count)
+    cache_read_tokens: int | None = attrs.field(default=None, validator=_count)
+    cache_write_tokens: int | None = attrs.field(default=None, validator=_count)
+    reasoning_tokens: int | None = attrs.field(default=None, validator=_count)
 
     @property
     def total_tokens(self) -> int:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .._options import AgentOptions
-from ..loop import AgentStatus, TurnResult
+from retinue._options import AgentOptions
+from retinue.loop import AgentStatus, TurnResult
+
 from ._agent import Agent, Subscription, SubscriptionOverflowError
 
 __all__ = [

@@ -9,12 +9,12 @@ from typing import final
 
 import trio
 
-from .._content import ContentBlock, MessageSource
-from .._errors import RetinueError
-from .._options import AgentOptions
-from ..loop import AgentCore, AgentStatus, TurnResult
-from ..mailbox import Ticket
-from ..session import Event, Session
+from retinue._content import ContentBlock, MessageSource
+from retinue._errors import RetinueError
+from retinue._options import AgentOptions
+from retinue.loop import AgentCore, AgentStatus, TurnResult
+from retinue.mailbox import Ticket
+from retinue.session import Event, Session
 
 __all__ = ["Agent", "Subscription", "SubscriptionOverflowError"]
 
@@ -144,7 +144,8 @@ class Agent:
         """Wait until no turn is running or queued and the last turn was flushed.
 
         Returns at once when already idle (still a checkpoint). On a disposed
-        agent, waits for its driver to exit. Cancellation leaves nothing behind.
+        agent, waits for its driver to exit and its teardown to finish.
+        Cancellation leaves nothing behind.
         """
         core = self._core
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
@@ -152,7 +153,8 @@ class Agent:
             core.idle_waiters.append(waiter)
             await waiter.wait()
         if core.disposed:
-            await core.driver_exited.wait()
+            # Past the driver's exit: the final flush and unregistration are done too.
+            await core.torn_down.wait()
             return
         await trio.lowlevel.checkpoint()
 

@@ -11,7 +11,9 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="retinue", description="An actor-model runtime for LLM agents.")
+    parser = argparse.ArgumentParser(
+        prog="retinue", description="An actor-model runtime for LLM agents."
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log warnings and errors")
     commands = parser.add_subparsers(dest="command", required=True)
     from ._demo import add_parser as add_demo

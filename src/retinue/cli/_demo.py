@@ -6,7 +6,8 @@ import argparse
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
@@ -32,6 +33,21 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--turns", type=int, default=3, help="prompts per agent (default 3)")
     parser.add_argument("--latency", type=float, default=0.05, help="model latency in seconds")
     parser.add_argument("--seed", type=int, default=7, help="random seed")
+    parser.add_argument(
+        "--provider",
+        choices=("mock", "scripted", "openai", "anthropic"),
+        default="mock",
+        help="mock: the real OpenAI adapter against the embedded mock server (default); "
+        "scripted: an in-process ScriptedModel; openai/anthropic: the real service "
+        "(needs OPENAI_API_KEY / ANTHROPIC_API_KEY)",
+    )
+    parser.add_argument("--model", default=None, help="model name for openai/anthropic")
+    parser.add_argument("--base-url", default=None, help="an OpenAI-compatible base URL")
+    parser.add_argument(
+        "--store",
+        default="sqlite:retinue.db",
+        help="sqlite:PATH | jsonl:DIR | postgres:DSN | memory",
+    )
     parser.add_argument("--no-live", action="store_true", help="print only the summary")
     parser.set_defaults(handler=lambda args: trio.run(run_demo, args))
 
@@ -72,8 +88,12 @@ class _Board:
             table.add_column(column)
         for agent_id, row in self.rows.items():
             table.add_row(
-                agent_id.split("-session-")[0], row.status, str(row.turns), str(row.steps),
-                str(row.tool_calls), row.last_end,
+                agent_id.split("-session-")[0],
+                row.status,
+                str(row.turns),
+                str(row.steps),
+                str(row.tool_calls),
+                row.last_end,
             )
         return table
 
@@ -103,7 +123,7 @@ def write_note(text: str) -> str:
     return f"noted ({len(NOTES)} lines)"
 
 
-def _model(latency: float) -> retinue.Model:
+def _scripted(latency: float) -> retinue.Model:
     from retinue.testing import ScriptedModel
 
     return ScriptedModel.tool_loop(
@@ -113,6 +133,42 @@ def _model(latency: float) -> retinue.Model:
         arguments={"lookup_weather": '{"city": "Lisbon"}', "write_note": '{"text": "checked"}'},
         delay=latency,
     )
+
+
+@asynccontextmanager
+async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.Model, str]]:
+    """Yield the model to drive and the model name agents ask for."""
+    if args.provider == "scripted":
+        yield _scripted(args.latency), "scripted"
+        return
+    if args.provider == "anthropic":
+        from retinue.providers.anthropic import AnthropicModel
+
+        async with AnthropicModel() as anthropic_model:
+            yield anthropic_model, args.model or "claude-haiku-4-5"
+        return
+    from retinue.providers.openai import OpenAIModel
+
+    if args.provider == "openai":
+        async with OpenAIModel(base_url=args.base_url) as openai_model:
+            yield openai_model, args.model or "gpt-4.1-mini"
+        return
+    from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
+
+    timing = Timing(latency=args.latency)
+    async with (
+        open_mock_server(EchoPolicy(chunks=20, seed=args.seed), timing=timing) as server,
+        OpenAIModel(base_url=server.openai_base_url, api_key="mock-key") as mock_model,
+    ):
+        yield mock_model, "mock-model"
+
+
+def _store(spec: str) -> retinue.SessionStore:
+    if spec == "memory":
+        return retinue.MemoryStore()
+    from ._sessions import open_store
+
+    return open_store(spec)
 
 
 async def _drive(agent: retinue.Agent, turns: int, rng: random.Random) -> None:
@@ -127,26 +183,38 @@ async def run_demo(args: argparse.Namespace) -> int:
     board = _Board()
     console = Console()
     started = time.perf_counter()
-    async with retinue.open_runtime(
-        models=_model(args.latency), tools=[lookup_weather, write_note]
-    ) as rt:
-        agents = [
-            await rt.create_agent(f"agent-{i:02d}", retinue.AgentOptions(model="scripted"))
-            for i in range(args.agents)
-        ]
+    async with (
+        _open_model(args) as (model, model_name),
+        retinue.open_runtime(
+            models=model,
+            tools=[lookup_weather, write_note],
+            store=_store(args.store),
+            retry=retinue.RetryPolicy(),
+        ) as rt,
+    ):
+        options = retinue.AgentOptions(model=model_name)
+        agents = [await rt.create_agent(f"agent-{i:02d}", options) for i in range(args.agents)]
         for agent in agents:
             rt.hooks.on("session/event", board.observe(agent), agent=agent)
             row = board.rows[agent.id]
-            rt.hooks.on("agent/status", lambda _a, status, row=row: setattr(row, "status", status), agent=agent)
+            rt.hooks.on(
+                "agent/status",
+                lambda _a, status, row=row: setattr(row, "status", status),
+                agent=agent,
+            )
         async with trio.open_nursery() as nursery:
             for agent in agents:
                 nursery.start_soon(_drive, agent, args.turns, random.Random(rng.random()))
             nursery.start_soon(_disturb, agents, rng)
             if not args.no_live:
-                nursery.start_soon(_show, board, console, started, nursery.cancel_scope, agents)
+                nursery.start_soon(_show, board, console, started, agents)
             for agent in agents:
                 await agent.wait_idle()
         _summarize(console, board, agents, time.perf_counter() - started)
+    if args.store != "memory":
+        console.print(
+            f"sessions stored in {args.store}: try `retinue sessions list --store {args.store}`"
+        )
     return 0
 
 
@@ -165,11 +233,13 @@ async def _show(
     board: _Board,
     console: Console,
     started: float,
-    scope: trio.CancelScope,
     agents: list[retinue.Agent],
 ) -> None:
-    with Live(board.table(0.0), console=console, refresh_per_second=8) as live:
-        while any(agent.status == "running" for agent in agents) or time.perf_counter() - started < 0.2:
+    with Live(board.table(0.0), console=console, refresh_per_second=8, transient=False) as live:
+        while (
+            any(agent.status == "running" for agent in agents)
+            or time.perf_counter() - started < 0.2
+        ):
             live.update(board.table(time.perf_counter() - started))
             await trio.sleep(0.1)
         live.update(board.table(time.perf_counter() - started))
@@ -181,6 +251,7 @@ def _summarize(console: Console, board: _Board, agents: list[retinue.Agent], wal
     calls = sum(row.tool_calls for row in board.rows.values())
     ends = ", ".join(f"{kind} {count}" for kind, count in sorted(board.ends.items()))
     events = sum(len(agent.session.events) for agent in agents)
+    console.print()
     console.print(
         f"[bold]summary[/bold]: {len(agents)} agents, {turns} turns, {steps} steps, "
         f"{calls} tool calls, {events} events; end reasons: {ends}; wall time {wall:.2f}s"

@@ -80,7 +80,11 @@ class HookBus:
 
         *agent* is an agent (or its id) to scope the listener to.
         """
-        scope = None if agent is None else (agent if isinstance(agent, str) else str(getattr(agent, "id")))  # noqa: B009
+        scope = (
+            None
+            if agent is None
+            else (agent if isinstance(agent, str) else str(getattr(agent, "id")))
+        )
         entry = _Entry(fn, scope)
         self._listeners.setdefault(name, []).append(entry)
 
@@ -92,6 +96,15 @@ class HookBus:
                     del self._listeners[name]
 
         return unregister
+
+    def drop_scope(self, scope: str) -> None:
+        """Unregister every listener scoped to *scope* (an agent id); never blocks."""
+        for name in list(self._listeners):
+            kept = [entry for entry in self._listeners[name] if entry.scope != scope]
+            if kept:
+                self._listeners[name] = kept
+            else:
+                del self._listeners[name]
 
     def has_listeners(self, name: str) -> bool:
         """Whether any listener is registered for *name* (scoped or not)."""

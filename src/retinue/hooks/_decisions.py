@@ -6,7 +6,7 @@ from typing import TypeAlias, final
 
 import attrs
 
-from .._content import ContentBlock, HookContext, as_content
+from retinue._content import ContentBlock, HookContext, as_content
 
 __all__ = [
     "Accept",
@@ -34,7 +34,9 @@ def _optional_content(
 class Allow:
     """Let a prompt or tool call through; ``content`` replaces a prompt (R6.6)."""
 
-    content: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_optional_content)
+    content: tuple[ContentBlock, ...] | None = attrs.field(
+        default=None, converter=_optional_content
+    )
     additional_context: HookContext | None = None
 
 
@@ -44,7 +46,9 @@ class Block:
     """Veto a prompt (``reason``) or a tool result (``feedback`` replaces it, R6.9)."""
 
     reason: str = ""
-    feedback: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_optional_content)
+    feedback: tuple[ContentBlock, ...] | None = attrs.field(
+        default=None, converter=_optional_content
+    )
     additional_context: HookContext | None = None
 
 
@@ -83,7 +87,9 @@ class Ask:
 class Accept:
     """Accept a tool result; ``content`` replaces it, keeping its error flags (R9.3)."""
 
-    content: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_optional_content)
+    content: tuple[ContentBlock, ...] | None = attrs.field(
+        default=None, converter=_optional_content
+    )
     additional_context: HookContext | None = None
 
 

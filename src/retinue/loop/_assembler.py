@@ -176,11 +176,11 @@ class BlockAssembler:
 
 # One dispatch per chunk type: a dict lookup is cheaper than a chain of class patterns.
 _HANDLERS: dict[type, Callable[[BlockAssembler, Any], None]] = {
-    TextDelta: BlockAssembler._text_delta,  # noqa: SLF001
-    ToolCallDelta: BlockAssembler._tool_call_delta,  # noqa: SLF001
-    ReasoningDelta: BlockAssembler._reasoning_delta,  # noqa: SLF001
-    BlockStart: BlockAssembler._block_start,  # noqa: SLF001
-    BlockEnd: BlockAssembler._close,  # noqa: SLF001
-    UsageChunk: BlockAssembler._set_usage,  # noqa: SLF001
-    Finish: BlockAssembler._set_finish,  # noqa: SLF001
+    TextDelta: BlockAssembler._text_delta,
+    ToolCallDelta: BlockAssembler._tool_call_delta,
+    ReasoningDelta: BlockAssembler._reasoning_delta,
+    BlockStart: BlockAssembler._block_start,
+    BlockEnd: BlockAssembler._close,
+    UsageChunk: BlockAssembler._set_usage,
+    Finish: BlockAssembler._set_finish,
 }

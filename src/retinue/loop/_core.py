@@ -3,32 +3,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, TypeAlias, final
 
 import attrs
 import trio
 
-from .._content import ContentBlock, Message, MessageSource, as_content
-from .._errors import AgentDisposedError, AgentNotReadyError, ConfigError
-from .._options import AgentOptions
-from .._stream import Usage
-from ..hooks import HookBus
-from ..mailbox import Mailbox, MailboxItem, Ticket
-from ..prompt import Section
-from ..session import (
-    ContextMessage,
-    Session,
-    TurnEnd,
-    TurnEndReason,
-    TurnStart,
-    TurnTrigger,
-)
+from retinue._content import ContentBlock, Message, MessageSource, as_content
+from retinue._errors import AgentDisposedError, AgentNotReadyError, ConfigError
+from retinue._options import AgentOptions
+from retinue._stream import Usage
+from retinue.hooks import HookBus
+from retinue.mailbox import Mailbox, MailboxItem, Ticket
+from retinue.prompt import Section
+from retinue.session import ContextMessage, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 
 if TYPE_CHECKING:
-    from ..providers import Model
-    from ..stores import SessionStore
-    from ..tools import ToolRegistry
+    from retinue.providers import Model
+    from retinue.stores import SessionStore
+    from retinue.tools import ToolRegistry
 
 __all__ = [
     "AgentCore",
@@ -143,6 +136,7 @@ class AgentCore:
     disposed: bool = False
     disposed_event: trio.Event = attrs.field(factory=trio.Event)
     driver_exited: trio.Event = attrs.field(factory=trio.Event)
+    torn_down: trio.Event = attrs.field(factory=trio.Event)
     idle_waiters: list[trio.Event] = attrs.field(factory=list)
     step_signal: StepSignal | None = None
     sections: tuple[Section, ...] = ()
@@ -213,6 +207,8 @@ class AgentCore:
 
     def cancel(self, reason: str | None = None) -> None:
         """Abort the running turn and discard pending input (R2.23-R2.28); never blocks."""
+        if not self.published and not self.disposed:
+            raise AgentNotReadyError(f"agent {self.id!r} is not published yet")
         armed = (
             self.status == "running"
             or self.step_signal is not None

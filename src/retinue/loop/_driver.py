@@ -6,8 +6,9 @@ import logging
 
 import trio
 
-from ..session import TurnEndReason
-from ..mailbox import MailboxItem
+from retinue.mailbox import MailboxItem
+from retinue.session import TurnEndReason
+
 from ._core import AgentCore, TurnResult
 from ._turn import flush, run_turn
 
@@ -38,7 +39,14 @@ async def run_loop(core: AgentCore) -> None:
             break
         if core.cancel_marker and _cancelled_before_start(core, window=2):
             continue
-        terminal = await _guarded_turn(core, mailbox.drain_queued())
+        items = mailbox.drain_queued()
+        try:
+            terminal = await _guarded_turn(core, items)
+        except BaseException:
+            # A bug (or an outer cancellation) escaped the turn: the supervisor
+            # takes over, but the prompts of this batch get an answer first.
+            _settle(items, TurnEndReason.error(0, "the agent's driver crashed", "DRIVER_CRASH"))
+            raise
         core.cancel_marker = False
         core.cancel_reason = None
         if terminal:
@@ -63,17 +71,24 @@ def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
 
 async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
     """Run a turn inside the backstop (R7.7): a failure before ``turn/start`` loses the batch."""
+    turn = core.session.next_turn_number()
     try:
         return await run_turn(core, items)
     except Exception as exc:
-        turn = core.session.next_turn_number()
+        if core.session.last_turn >= turn:
+            # The turn was logged, so this is no pre-turn failure but a bug in
+            # closing it: let the supervisor close the turn and restart (R7.47).
+            raise
         log.warning("turn %d of agent %s failed before it opened: %s", turn, core.id, exc)
         core.emit("agent/error", turn, 0, exc)
-        reason = TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED")
-        for item in items:
-            if item.ticket is not None:
-                item.ticket.resolve(TurnResult(turn, reason))
+        _settle(items, TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED"), turn)
         return False
+
+
+def _settle(items: list[MailboxItem], reason: TurnEndReason, turn: int = 0) -> None:
+    for item in items:
+        if item.ticket is not None:
+            item.ticket.resolve(TurnResult(turn, reason))
 
 
 async def run_flusher(core: AgentCore) -> None:

@@ -14,10 +14,11 @@ import json
 import attrs
 import trio
 
-from .._content import HookContext, ToolCall
-from .._lossless import JsonValue, freeze_json
-from ..session import ToolCallEvent, ToolResultEvent
-from ..tools import PreparedCall, ToolExecution, ToolExecutionResult
+from retinue._content import HookContext, ToolCall
+from retinue._lossless import JsonValue, freeze_json
+from retinue.session import ToolCallEvent, ToolResultEvent
+from retinue.tools import PreparedCall, ToolExecution, ToolExecutionResult
+
 from ._core import AgentCore, StepSignal
 from ._state import TurnState
 
@@ -58,10 +59,9 @@ async def run_tool_calls(
         if signal.cancel_called:
             return None
         group = _next_group(core, calls, executions, index)
-        await _run_group(core, state, group, contexts, signal)
+        index += await _run_group(core, state, group, contexts, signal)
         if signal.cancel_called:
             return None
-        index += len(group.calls)
     return contexts
 
 
@@ -94,43 +94,70 @@ async def _run_group(
     group: _Group,
     contexts: list[HookContext],
     signal: StepSignal,
-) -> None:
-    cap = core.services.max_parallel_tool_calls
+) -> int:
+    """Run one group with a rolling pool; returns how many of its calls it consumed.
+
+    Before each further call of a parallel group starts, its mode is read
+    again; a call that became exclusive ends the group there (R9.13).
+    """
     size = len(group.calls)
     if size == 1:
-        await _start(core, state, group, 0, None)
-        await _commit(core, state, group, 0, contexts)
-        return
+        await _start(core, state, group, 0, None, signal)
+        if group.results[0] is not None:
+            await _commit(core, state, group, 0, contexts)
+        return 1
     async with trio.open_nursery() as nursery:
-        started = cursor = 0
-        while cursor < size:
-            while started < size and group.in_flight < cap and not signal.cancel_called:
-                await _start(core, state, group, started, nursery)
-                started += 1
-            while cursor < started and group.results[cursor] is not None:
-                await _commit(core, state, group, cursor, contexts)
-                cursor += 1
-            if cursor < size and (cursor >= started or group.results[cursor] is None):
-                if signal.cancel_called and started == cursor:
-                    return
-                group.wakeup = trio.Event()
-                await group.wakeup.wait()
+        return await _pool(core, state, group, contexts, signal, nursery)
+
+
+async def _pool(
+    core: AgentCore,
+    state: TurnState,
+    group: _Group,
+    contexts: list[HookContext],
+    signal: StepSignal,
+    nursery: trio.Nursery,
+) -> int:
+    cap = core.services.max_parallel_tool_calls
+    registry = core.services.tools
+    end = len(group.calls)
+    started = cursor = 0
+    while cursor < end:
+        while started < end and group.in_flight < cap and not signal.cancel_called:
+            if started and registry.execution_mode(group.executions[started]) != "parallel":
+                end = started
+                break
+            await _start(core, state, group, started, nursery, signal)
+            started += 1
+        if cursor < started and group.results[cursor] is not None:
+            await _commit(core, state, group, cursor, contexts)
+            cursor += 1
+        elif cursor < started:
+            group.wakeup = trio.Event()
+            await group.wakeup.wait()
+        elif signal.cancel_called or started >= end:
+            break
+    return end
 
 
 async def _start(
-    core: AgentCore, state: TurnState, group: _Group, index: int, nursery: trio.Nursery | None
+    core: AgentCore,
+    state: TurnState,
+    group: _Group,
+    index: int,
+    nursery: trio.Nursery | None,
+    signal: StepSignal,
 ) -> None:
     """Log ``tool/call``, run pre-execute, then dispatch (inline or as a child task)."""
     call = group.calls[index]
     registry = core.services.tools
-    event = core.session.append(
-        ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments)
-    )
-    state.calls.call_seqs[call.id] = event.seq
+    _log_call(core, state, call)
     prepared = await registry.prepare(group.executions[index])
     group.prepared[index] = prepared
     if not prepared.needs_dispatch:
         group.results[index] = prepared.result
+        return
+    if signal.cancel_called:
         return
     state.calls.started.add(call.id)
     if nursery is None:
@@ -138,6 +165,21 @@ async def _start(
         return
     group.in_flight += 1
     nursery.start_soon(_dispatch, core, group, index, prepared)
+
+
+def _log_call(core: AgentCore, state: TurnState, call: ToolCall) -> None:
+    """Append ``tool/call``; remember its seq even if an observer raised (R4.8)."""
+    session = core.session
+    try:
+        event = session.append(
+            ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments)
+        )
+    except Exception:
+        last = session.events[-1]
+        if isinstance(last.data, ToolCallEvent) and last.data.call_id == call.id:
+            state.calls.call_seqs[call.id] = last.seq
+        raise
+    state.calls.call_seqs[call.id] = event.seq
 
 
 async def _dispatch(core: AgentCore, group: _Group, index: int, prepared: PreparedCall) -> None:
@@ -154,7 +196,8 @@ async def _commit(
     """Run post-execute for one settled call and append its ``tool/result`` (R9.17)."""
     call = group.calls[index]
     prepared, result = group.prepared[index], group.results[index]
-    assert prepared is not None and result is not None
+    assert prepared is not None
+    assert result is not None
     final = await core.services.tools.finish(prepared, result)
     state.calls.answered.add(call.id)
     core.session.append(

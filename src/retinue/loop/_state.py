@@ -6,9 +6,9 @@ import logging
 
 import attrs
 
-from .._content import Text, ToolCall
-from .._errors import RetinueError
-from ..session import (
+from retinue._content import Text, ToolCall
+from retinue._errors import RetinueError
+from retinue.session import (
     StepEnd,
     ToolCallEvent,
     ToolErrorInfo,
@@ -16,11 +16,19 @@ from ..session import (
     TurnEnd,
     TurnEndReason,
 )
+
 from ._core import AgentCore
 
 __all__ = ["StepCalls", "TurnState", "error_code", "error_message"]
 
 log = logging.getLogger("retinue.loop")
+
+
+def leaf_error(error: BaseException) -> BaseException:
+    """Unwrap exception groups that hold a single error (nurseries wrap every failure)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def error_message(error: BaseException) -> str:
@@ -63,6 +71,7 @@ class TurnState:
         if self.error_recorded:
             return
         self.error_recorded = True
+        error = leaf_error(error)
         code = error_code(error)
         if code is None and not isinstance(error, Exception):
             code = "UNKNOWN"
@@ -130,7 +139,13 @@ class TurnState:
                         self.turn,
                         self.step,
                         call.id,
-                        (Text(text if started else "Error: the tool call was aborted before it started"),),
+                        (
+                            Text(
+                                text
+                                if started
+                                else "Error: the tool call was aborted before it started"
+                            ),
+                        ),
                         is_error=True,
                         error=ToolErrorInfo(_error_name(this_code), this_code),
                     ),

@@ -6,11 +6,11 @@ from contextlib import aclosing
 
 import attrs
 
-from .._content import Message, ToolCall
-from .._errors import HookError, ModelError
-from .._request import LlmCallConfig, MessageHistory, ModelRequest
-from .._stream import Aborted, Errored, FinishReason, MaxTokens
-from ..session import (
+from retinue._content import Message, ToolCall
+from retinue._errors import HookError, ModelError
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
+from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
+from retinue.session import (
     AssistantChunk,
     AssistantMessage,
     EpochHeader,
@@ -19,6 +19,7 @@ from ..session import (
     Session,
     make_delta,
 )
+
 from ._assembler import BlockAssembler
 from ._core import AgentCore, StepSignal
 from ._scheduler import run_tool_calls
@@ -175,7 +176,7 @@ async def _finish_step(
         core.session.append(
             AssistantMessage(state.turn, state.step, message.content, usage),
             surface="append",
-            source_event_seqs=seqs if seqs else None,
+            source_event_seqs=seqs or None,
         )
     if not calls:
         return StepOutcome(had_tool_calls=False, finish=finish)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._content import content_text
-from .._stream import Usage
-from ..session import AssistantMessage, Event, TurnStart
+from retinue._content import content_text
+from retinue._stream import Usage
+from retinue.session import AssistantMessage, Event, TurnStart
 
 __all__ = ["summarize_turn"]
 

@@ -7,12 +7,12 @@ import math
 
 import trio
 
-from .._content import Message
-from .._errors import HookError
-from ..hooks import Allow, Block, Continue, Stop
-from ..mailbox import MailboxItem
-from ..prompt import render
-from ..session import (
+from retinue._content import Message
+from retinue._errors import HookError
+from retinue.hooks import Allow, Block, Continue, Stop
+from retinue.mailbox import MailboxItem
+from retinue.prompt import render
+from retinue.session import (
     PromptBlocked,
     SteeringMessage,
     StepStart,
@@ -21,6 +21,7 @@ from ..session import (
     TurnTrigger,
     UserMessage,
 )
+
 from ._core import AgentCore, StepSignal, TurnResult
 from ._state import TurnState
 from ._step import StepOutcome, run_step
@@ -47,7 +48,9 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         except Exception as exc:
             if not _turn_logged(state):
                 raise
-            state.answer_dangling_calls("INTERNAL", "Error: the tool call was interrupted by a failure")
+            state.answer_dangling_calls(
+                "INTERNAL", "Error: the tool call was interrupted by a failure"
+            )
             state.close_step()
             if core.disposed and not state.error_recorded:
                 state.reason = TurnEndReason.disposed()
@@ -90,7 +93,9 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
     services = core.services
     with trio.CancelScope(shield=True) as scope:
-        scope.relative_deadline = services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf
+        scope.relative_deadline = (
+            services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf
+        )
         try:
             await services.store.flush(core.session)
             await services.hooks.parallel("session/flush", core.agent, core.session, scope=core.id)
@@ -157,7 +162,9 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
 def _drain_steering(core: AgentCore, state: TurnState) -> bool:
     items = core.mailbox.drain_steering()
     for item in items:
-        core.session.append(SteeringMessage(state.turn, item.content, item.source), surface="append")
+        core.session.append(
+            SteeringMessage(state.turn, item.content, item.source), surface="append"
+        )
     return bool(items)
 
 
@@ -228,7 +235,9 @@ async def _step_iteration(core: AgentCore, state: TurnState) -> bool:
     finally:
         core.step_signal = None
     if outcome is None or _aborted(core, signal):
-        state.answer_dangling_calls("ABORTED", f"Error: the tool call was cancelled ({signal.reason})")
+        state.answer_dangling_calls(
+            "ABORTED", f"Error: the tool call was cancelled ({signal.reason})"
+        )
         state.close_step()
         state.set_interrupted()
         return False
@@ -244,7 +253,14 @@ async def _open_and_run_step(
     if not await _session_prefix(core, signal):
         return None
     await core.services.hooks.serial(
-        "agent/pre-step", core.agent, state.turn, state.step, system, core.prefix, signal, scope=core.id
+        "agent/pre-step",
+        core.agent,
+        state.turn,
+        state.step,
+        system,
+        core.prefix,
+        signal,
+        scope=core.id,
     )
     if _aborted(core, signal):
         return None
@@ -265,7 +281,9 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
     state.close_step()
     if state.error_recorded:
         return False
-    default_decision: Continue | Stop = Continue() if (outcome.had_tool_calls or steered) else Stop()
+    default_decision: Continue | Stop = (
+        Continue() if (outcome.had_tool_calls or steered) else Stop()
+    )
 
     async def default() -> Continue | Stop:
         return default_decision

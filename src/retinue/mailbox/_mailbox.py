@@ -8,7 +8,7 @@ from typing import Generic, TypeVar, final
 import attrs
 import trio
 
-from .._content import ContentBlock, MessageSource
+from retinue._content import ContentBlock, MessageSource
 
 __all__ = ["Mailbox", "MailboxItem", "MailboxStatistics", "Ticket"]
 

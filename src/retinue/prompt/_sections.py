@@ -8,7 +8,7 @@ from typing import final
 
 import attrs
 
-from .._errors import RetinueError
+from retinue._errors import RetinueError
 
 __all__ = ["PromptError", "Section", "render"]
 

@@ -158,6 +158,21 @@ for _cls in (
 ):
     converter.register_unstructure_hook(_cls, _plain_unstructure(_cls))
 converter.register_unstructure_hook(FrozenDict, _json_unstructure)
+
+
+def _unstructure_header(header: EpochHeader) -> dict[str, Any]:
+    """The canonical header (R8.2): empty system, tools and prefix are absent."""
+    out: dict[str, Any] = {"config": converter.unstructure(header.config)}
+    if header.system:
+        out["system"] = header.system
+    if header.tools:
+        out["tools"] = converter.unstructure(header.tools)
+    if header.message_prefix:
+        out["message_prefix"] = converter.unstructure(header.message_prefix)
+    return out
+
+
+converter.register_unstructure_hook(EpochHeader, _unstructure_header)
 converter.register_unstructure_hook(OpaqueBlock, lambda block: {**block.data, "type": block.kind})
 converter.register_unstructure_hook(CustomEvent, lambda event: event.data)
 for _finish in (*FINISH_SINGLETONS.values(),):

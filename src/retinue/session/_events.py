@@ -6,10 +6,10 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 import attrs
 
-from .._content import ContentBlock, Message, MessageSource, as_content
-from .._lossless import FrozenDict, JsonValue, freeze_json
-from .._request import LlmCallConfig, ToolSchema
-from .._stream import StreamChunk, Usage
+from retinue._content import ContentBlock, Message, MessageSource, as_content
+from retinue._lossless import FrozenDict, JsonValue, freeze_json
+from retinue._request import LlmCallConfig, ToolSchema
+from retinue._stream import StreamChunk, Usage
 
 __all__ = [
     "SURFACE_TYPES",
@@ -46,7 +46,7 @@ FORMAT_VERSION = 0
 
 
 def _content_field() -> tuple[ContentBlock, ...]:
-    return attrs.field(converter=as_content)  # type: ignore[no-any-return]
+    return attrs.field(converter=as_content)
 
 
 def _frozen_json(value: object) -> JsonValue:

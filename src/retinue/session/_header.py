@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import attrs
 
-from .._errors import SessionError
-from .._request import ToolSchema
+from retinue._errors import SessionError
+from retinue._request import ToolSchema
+
 from ._events import EpochHeader, RequestHeader, RequestHeaderDelta, SystemEdit, ToolsDelta
 
 __all__ = ["apply_delta", "fold_header", "make_delta"]

@@ -6,9 +6,10 @@ import json
 
 import attrs
 
-from .._content import ContentBlock, Message, Text, ToolResultBlock
-from .._errors import SessionError
-from .._request import MessageHistory
+from retinue._content import ContentBlock, Message, Text, ToolResultBlock
+from retinue._errors import SessionError
+from retinue._request import MessageHistory
+
 from ._events import (
     AssistantMessage,
     ContextMessage,

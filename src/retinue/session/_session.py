@@ -10,25 +10,26 @@ from typing import final, overload
 
 import attrs
 
-from .._errors import SessionError
-from .._lossless import JsonValue
-from .._request import MessageHistory
+from retinue._errors import InvalidJsonError, SessionError
+from retinue._lossless import JsonValue
+from retinue._request import MessageHistory
+
 from ._events import (
     SURFACE_TYPES,
     AssistantChunk,
-    PromptBlocked,
-    StepEnd,
-    StepStart,
-    ToolCallEvent,
     CustomEvent,
     EpochHeader,
     Event,
     EventData,
+    PromptBlocked,
     Replace,
     RequestHeader,
     RequestHeaderDelta,
     SessionHeader,
+    StepEnd,
+    StepStart,
     SurfaceOp,
+    ToolCallEvent,
     TurnEnd,
     TurnStart,
 )
@@ -211,8 +212,16 @@ class Session:
         return event
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
-        """Append a plugin event type; *data* must be lossless JSON (R4.5, R4.11)."""
-        return self.append(CustomEvent(event_type, data))
+        """Append a plugin event type; *data* must be lossless JSON (R4.5, R4.11).
+
+        Raises:
+            InvalidJsonError: *data* is not lossless JSON; the message names the type.
+        """
+        try:
+            custom = CustomEvent(event_type, data)
+        except InvalidJsonError as exc:
+            raise InvalidJsonError(f"{event_type} event data: {exc}") from exc
+        return self.append(custom)
 
     def dump(self) -> list[dict[str, object]]:
         """Return the log as JSON-ready dicts, one per event (the JSONL line shape)."""
@@ -229,9 +238,7 @@ class Session:
         if not 0 <= boundary < len(self._events):
             raise SessionError(f"fork boundary {boundary} is not a seq", code="INVALID_BOUNDARY")
         if not isinstance(self._events[boundary].data, TurnEnd):
-            raise SessionError(
-                f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN"
-            )
+            raise SessionError(f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN")
         return Session.create(
             child_id,
             cwd=self.header.cwd,
@@ -250,7 +257,10 @@ class Session:
             raise SessionError(f"{kind} cannot carry a surface op", code="INVALID_SURFACE_OP")
         sources = event.source_event_seqs
         if sources is not None and (
-            not sources or len(set(sources)) != len(sources) or max(sources) >= event.seq or min(sources) < 0
+            not sources
+            or len(set(sources)) != len(sources)
+            or max(sources) >= event.seq
+            or min(sources) < 0
         ):
             raise SessionError(
                 f"{kind}: source_event_seqs must be non-empty, unique and earlier",
@@ -265,7 +275,9 @@ class Session:
         if isinstance(data, TurnStart) and self._turn_open:
             raise SessionError("turn/start while a turn is open", code="TURN_OVERLAP")
         if isinstance(data, TurnEnd) and (not self._turn_open or data.turn != self._last_turn):
-            raise SessionError(f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH")
+            raise SessionError(
+                f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH"
+            )
         if isinstance(data, RequestHeaderDelta) and self._header_fold is None:
             raise SessionError(
                 "request/header-delta precedes the first request/header", code="CORRUPT_HEADER"

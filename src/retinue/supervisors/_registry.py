@@ -7,7 +7,7 @@ from typing import final
 
 import attrs
 
-from ..actors import Agent
+from retinue.actors import Agent
 
 __all__ = ["AgentRegistry"]
 

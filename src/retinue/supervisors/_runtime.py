@@ -11,16 +11,22 @@ from typing import final
 import attrs
 import trio
 
-from .._errors import ConfigError, SessionError
-from .._options import AgentOptions
-from ..actors import Agent
-from ..hooks import HookBus
-from ..loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, AgentCore, LoopServices, check_parallel_cap
-from ..prompt import Section
-from ..providers import Model
-from ..session import Session
-from ..stores import MemoryStore, SessionStore
-from ..tools import Tool, ToolRegistry
+from retinue._errors import ConfigError, SessionError
+from retinue._options import AgentOptions
+from retinue.actors import Agent
+from retinue.hooks import HookBus
+from retinue.loop import (
+    DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+    AgentCore,
+    LoopServices,
+    check_parallel_cap,
+)
+from retinue.prompt import Section
+from retinue.providers import AdmissionController, Model, RetryNotice, RetryPolicy, manage
+from retinue.session import Session
+from retinue.stores import MemoryStore, SessionStore
+from retinue.tools import Tool, ToolRegistry
+
 from ._registry import AgentRegistry
 from ._supervise import RestartPolicy, supervise
 
@@ -42,8 +48,10 @@ class Runtime:
     _nursery: trio.Nursery
     restart: RestartPolicy
     agents: AgentRegistry = attrs.field(factory=AgentRegistry)
+    admission: AdmissionController | None = None
+    """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
-    _disposals: dict[str, trio.Event] = attrs.field(factory=dict, init=False)
+    _disposals: dict[int, trio.Event] = attrs.field(factory=dict, init=False)
     _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
     _reserved: set[str] = attrs.field(factory=set, init=False)
 
@@ -92,7 +100,9 @@ class Runtime:
         self._reserve(agent_id)
         try:
             if await self.store.exists(agent_id):
-                raise SessionError(f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS")
+                raise SessionError(
+                    f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
+                )
             session = Session.create(agent_id, cwd=cwd or options.cwd)
             agent = self._make_agent(session, options)
             await self._setup(agent, setup)
@@ -123,13 +133,17 @@ class Runtime:
             self._reserved.discard(agent_id)
         return agent
 
-    def fork_agent_session(self, source_id: str, child_id: str, boundary: int | None = None) -> Session:
+    def fork_agent_session(
+        self, source_id: str, child_id: str, boundary: int | None = None
+    ) -> Session:
         """Fork a live agent's session (R4.25); the child can be started with ``start_forked``."""
         source = self.agents.get(source_id)
         if source is None:
             raise SessionError(f"session {source_id!r} is not live", code="SESSION_NOT_FOUND")
         if child_id in self.agents or child_id in self._reserved:
-            raise SessionError(f"session {child_id!r} already exists", code="SESSION_ALREADY_EXISTS")
+            raise SessionError(
+                f"session {child_id!r} already exists", code="SESSION_ALREADY_EXISTS"
+            )
         return source.session.fork(child_id, boundary)
 
     async def start_forked(
@@ -139,7 +153,9 @@ class Runtime:
         self._reserve(session.id)
         try:
             if await self.store.exists(session.id):
-                raise SessionError(f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS")
+                raise SessionError(
+                    f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS"
+                )
             agent = self._make_agent(session, options or AgentOptions())
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
@@ -153,7 +169,9 @@ class Runtime:
         if not agent_id or any(ch in agent_id for ch in "/\\\x00") or not agent_id.isprintable():
             raise SessionError(f"invalid session id {agent_id!r}", code="INVALID_SESSION_ID")
         if agent_id in self.agents or agent_id in self._reserved:
-            raise SessionError(f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS")
+            raise SessionError(
+                f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS"
+            )
         self._reserved.add(agent_id)
 
     def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
@@ -181,6 +199,8 @@ class Runtime:
         self._cleanups.setdefault(agent.id, []).append(unregister)
 
     def _unwind(self, agent_id: str) -> None:
+        self.hooks.drop_scope(agent_id)
+        self._services.tools.drop_scope(agent_id)
         for cleanup in reversed(self._cleanups.pop(agent_id, [])):
             try:
                 cleanup()
@@ -207,25 +227,28 @@ class Runtime:
 
     async def _run_agent(self, agent: Agent) -> None:
         core = _core(agent)
-        await supervise(core, self.restart)
-        if core.disposed:
-            await agent.dispose()
+        try:
+            await supervise(core, self.restart)
+        finally:
+            if core.disposed:
+                await agent.dispose()
 
     async def _dispose_agent(self, agent: Agent) -> None:
         """Teardown in order (R12.9), memoized (R12.8), shielded; never raises."""
-        done = self._disposals.get(agent.id)
+        core = _core(agent)
+        # Keyed by the agent's core, not its id: a resumed agent reuses the id.
+        done = self._disposals.get(id(core))
         if done is not None:
             await done.wait()
             return
-        done = self._disposals[agent.id] = trio.Event()
-        core = _core(agent)
+        done = self._disposals[id(core)] = trio.Event()
         with trio.CancelScope(shield=True):
             try:
                 core.mark_disposed()
                 await core.driver_exited.wait()
-                self._unwind(agent.id)
                 self.agents.remove(agent.id)
                 core.emit("agent/disposed")
+                self._unwind(agent.id)
                 agent.end_subscriptions()
                 try:
                     await self.store.detach(core.session)
@@ -233,6 +256,7 @@ class Runtime:
                     log.warning("final flush of session %s failed: %s", agent.id, exc)
             finally:
                 done.set()
+                core.torn_down.set()
 
     async def aclose(self) -> None:
         """Stop accepting agents and dispose every live one (R12.10)."""
@@ -243,12 +267,31 @@ class Runtime:
 
 
 def _core(agent: Agent) -> AgentCore:
-    return agent._core  # noqa: SLF001
+    return agent._core
+
+
+def _managed(
+    model: Model,
+    retry: RetryPolicy | None,
+    admission: AdmissionController | None,
+    hooks: HookBus,
+    registry_of: dict[str, Runtime],
+) -> Model:
+    """Wrap *model* with the runtime's one retry policy and admission control."""
+    if retry is None and admission is None:
+        return model
+
+    def on_retry(notice: RetryNotice) -> None:
+        runtime = registry_of.get("runtime")
+        agent = runtime.agents.get(notice.session_id) if runtime and notice.session_id else None
+        hooks.emit("agent/retry", agent, notice, scope=notice.session_id)
+
+    return manage(model, retry=retry, admission=admission, on_retry=on_retry)
 
 
 def _as_models(models: Model | Mapping[str, Model]) -> Model:
     if isinstance(models, Mapping):
-        from ..providers import ModelRouter
+        from retinue.providers import ModelRouter
 
         return ModelRouter.of(models)
     return models
@@ -266,11 +309,16 @@ async def open_runtime(
     tool_order: Iterable[str] | None = None,
     restart: RestartPolicy | None = None,
     flush_timeout: float = 30.0,
+    retry: RetryPolicy | None = None,
+    admission: AdmissionController | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: a nursery that owns every agent's driver.
 
-    On exit every live agent is disposed (its turn closed and flushed), then the
-    store is closed. Raises :class:`ConfigError` for an invalid configuration.
+    *retry* and *admission* wrap the models once for every agent: retries
+    before a step's first chunk (each one reported as ``agent/retry``), and
+    limits shared by all agents per (provider, model). On exit every live
+    agent is disposed (its turn closed and flushed), then the store is
+    closed. Raises :class:`ConfigError` for an invalid configuration.
     """
     check_parallel_cap(max_parallel_tool_calls)
     if flush_timeout <= 0:
@@ -284,10 +332,11 @@ async def open_runtime(
             await stack.enter_async_context(the_store)  # type: ignore[arg-type]
         else:
             stack.push_async_callback(the_store.aclose)
+        registry_of: dict[str, Runtime] = {}
         services = LoopServices(
             hooks=hooks,
             tools=registry,
-            models=_as_models(models),
+            models=_managed(_as_models(models), retry, admission, hooks, registry_of),
             store=the_store,
             sections=sections,
             variables=dict(variables or {}),
@@ -296,7 +345,8 @@ async def open_runtime(
             flush_timeout=flush_timeout,
         )
         async with trio.open_nursery() as nursery:
-            runtime = Runtime(services, nursery, restart or RestartPolicy())
+            runtime = Runtime(services, nursery, restart or RestartPolicy(), admission=admission)
+            registry_of["runtime"] = runtime
             try:
                 yield runtime
             finally:

@@ -8,9 +8,9 @@ from typing import final
 import attrs
 import trio
 
-from ..loop import AgentCore, run_flusher, run_loop
-from ..session import ToolErrorInfo, TurnEndReason
-from ..stores import closing_events
+from retinue.loop import AgentCore, run_flusher, run_loop
+from retinue.session import ToolErrorInfo, TurnEndReason
+from retinue.stores import closing_events
 
 __all__ = ["RestartPolicy", "supervise"]
 
@@ -43,7 +43,14 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
                     await run_loop(core)
                     break
                 except Exception as exc:
-                    if not _restart_after(core, exc, crashes, policy):
+                    try:
+                        restart = _restart_after(core, exc, crashes, policy)
+                    except Exception:
+                        log.exception("recovering agent %s failed; disposing it", core.id)
+                        core.mark_disposed()
+                        core.discard_pending(TurnEndReason.disposed())
+                        restart = False
+                    if not restart:
                         break
             core.driver_exited.set()
             core.flush_wanted.set()
@@ -63,6 +70,7 @@ def _restart_after(
     core.emit("agent/error", core.session.last_turn, 0, error)
     if len(crashes) > policy.max_restarts:
         core.mark_disposed()
+        core.discard_pending(TurnEndReason.disposed())
         return False
     core.prefix = None
     core.header_anchored = False
@@ -85,6 +93,8 @@ def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
     )
     for event in closers:
         try:
-            session.append(event.data, surface=event.surface_op, source_event_seqs=event.source_event_seqs)
+            session.append(
+                event.data, surface=event.surface_op, source_event_seqs=event.source_event_seqs
+            )
         except Exception:
             log.exception("closing event observer failed for agent %s (contained)", core.id)

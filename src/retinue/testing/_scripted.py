@@ -213,7 +213,9 @@ def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
         call_id = f"call_{stream_number}_{ordinal}"
         chunk = chunks[position]
         if isinstance(chunk, ToolCallDelta):
-            chunks[position] = ToolCallDelta(chunk.index, call_id, chunk.arguments_delta, chunk.name)
+            chunks[position] = ToolCallDelta(
+                chunk.index, call_id, chunk.arguments_delta, chunk.name
+            )
         elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCall):
             block = chunk.block
             chunks[position] = BlockEnd(chunk.index, ToolCall(call_id, block.name, block.arguments))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import itertools
+import json
 import uuid
 from collections.abc import Sequence
 from typing import final

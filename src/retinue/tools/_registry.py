@@ -39,7 +39,7 @@ _REST = "*"
 def _scope_of(agent: object) -> str | None:
     if agent is None or isinstance(agent, str):
         return agent
-    return str(getattr(agent, "id"))  # noqa: B009 - any handle with an ``id``
+    return str(agent.id)  # type: ignore[attr-defined]
 
 
 def _invalid_decision(seam: str, value: object) -> HookError:
@@ -107,6 +107,10 @@ class ToolRegistry:
                     del self._scoped[scope]
 
         return unregister
+
+    def drop_scope(self, agent_id: str) -> None:
+        """Unregister every tool scoped to *agent_id* (its teardown); never blocks."""
+        self._scoped.pop(agent_id, None)
 
     def get(self, name: str, agent_id: str | None = None) -> Tool | None:
         """The tool *name* resolves to in *agent_id*'s view (scoped first), or ``None``."""
@@ -319,8 +323,10 @@ class ToolRegistry:
         does not yield, so committing results adds no scheduling points.
         """
         execution = prepared.execution
-        skip_post = not self.hooks.has_listeners("tools/post-execute") or (prepared.result is not None and not prepared.needs_post_execute) or (
-            self._is_final(result)
+        skip_post = (
+            not self.hooks.has_listeners("tools/post-execute")
+            or (prepared.result is not None and not prepared.needs_post_execute)
+            or (self._is_final(result))
         )
         if not skip_post:
             result = await self._post_execute(execution, result)
