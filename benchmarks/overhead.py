@@ -125,12 +125,16 @@ def main(argv: list[str]) -> int:
     for agents in counts:
         out = subprocess.run(
             [sys.executable, "-m", "benchmarks.overhead", "--one", str(agents)],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         print(out.stdout.strip(), flush=True)
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.overhead", "--growth"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     print(out.stdout.strip(), flush=True)
     _ = json

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 
+import pluggy
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -28,15 +29,14 @@ _PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never see real keys or proxies."""
     for name in (*_SECRETS, *_PROXIES):
         monkeypatch.delenv(name, raising=False)
-    yield
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None], None]:
     """Unwrap single-exception groups so ``pytest.raises``/``xfail(raises=)`` see the error."""
     outcome = yield
     excinfo = outcome.excinfo

@@ -52,7 +52,11 @@ from .stores import (
     SessionStore as SessionStore,
     SQLiteStore as SQLiteStore,
 )
-from .supervisors import RestartPolicy as RestartPolicy, Runtime as Runtime, open_runtime as open_runtime
+from .supervisors import (
+    RestartPolicy as RestartPolicy,
+    Runtime as Runtime,
+    open_runtime as open_runtime,
+)
 from .tools import Tool as Tool, ToolRegistry as ToolRegistry, tool as tool
 
 __all__ = [

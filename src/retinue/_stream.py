@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeAlias, final
+from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
 
@@ -29,11 +29,13 @@ __all__ = [
 ]
 
 
-def _count(_instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None and attribute.default is None:
         return
     if type(value) is not int or value < 0:
-        raise InvalidJsonError(f"usage.{attribute.name} must be a non-negative integer, got {value!r}")
+        raise InvalidJsonError(
+            f"usage.{attribute.name} must be a non-negative integer, got {value!r}"
+        )
 
 
 @final

@@ -8,6 +8,7 @@ is lost except those ``cancel`` (or disposal) discards.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import attrs
@@ -118,7 +119,9 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
         {"scripted": [*outcomes, Reply("fine")], "final": [Reply("final answer")]}, repeat_last=True
     )
     with trio.fail_after(10_000):
-        async with retinue.open_runtime(models=model, tools=[nap, tally], max_parallel_tool_calls=2) as rt:
+        async with retinue.open_runtime(
+            models=model, tools=[nap, tally], max_parallel_tool_calls=2
+        ) as rt:
             agent = await rt.create_agent("p", AgentOptions(model="scripted"))
             removers = [rt.hooks.on(seam, _raiser(seam), agent=agent) for seam in raising]
             asks: dict[int, retinue.TurnResult] = {}
@@ -145,10 +148,8 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                     elif op == "steer":
                         agent.steer(f"steer-{value}")
                     elif op == "inject":
-                        try:
+                        with contextlib.suppress(RuntimeError):
                             agent.inject(f"ctx-{value}")
-                        except RuntimeError:
-                            pass
                     elif op == "cancel":
                         discards_possible.update(asks)
                         agent.cancel("property cancel")
@@ -173,7 +174,9 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                 for remove in removers:
                     remove()
 
-                async def final_model(_agent: object, _turn: int, _step: int, config: Any, _next: Any) -> Any:
+                async def final_model(
+                    _agent: object, _turn: int, _step: int, config: Any, _next: Any
+                ) -> Any:
                     return attrs.evolve(config, model="final")
 
                 rt.hooks.on("agent/request", final_model, agent=agent)

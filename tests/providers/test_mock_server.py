@@ -212,7 +212,7 @@ async def test_mock_latency_and_chunk_timing_apply() -> None:
 
 async def _until(condition: Callable[[], bool]) -> None:
     """Poll the server's statistics (a snapshot API, on the real clock) until *condition* holds."""
-    while not condition():  # noqa: ASYNC110 - statistics offer no event to wait on
+    while not condition():  # noqa: ASYNC110 - statistics() is a snapshot, not an event
         await trio.sleep(0.01)
 
 

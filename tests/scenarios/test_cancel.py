@@ -6,7 +6,14 @@ import trio
 
 import retinue
 from retinue import AgentOptions
-from retinue.testing import CallTools, Hang, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from retinue.testing import (
+    CallTools,
+    Hang,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
 
 OPTIONS = AgentOptions(model="scripted")
@@ -34,7 +41,9 @@ async def test_idle_cancel_is_a_no_op(autojump_clock: trio.testing.MockClock) ->
         assert turn_ends(agent.session.events) == ["completed"]
 
 
-async def test_cancel_mid_stream_aborts_with_default_reason(autojump_clock: trio.testing.MockClock) -> None:
+async def test_cancel_mid_stream_aborts_with_default_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """T-C3 / R2.23: a mid-step cancel aborts the model call; the reason defaults to 'cancelled'."""
     model = ScriptedModel([Hang("partial", chunks=2), Reply("next")])
     async with runtime(model) as rt:
@@ -64,7 +73,9 @@ async def test_cancel_before_start_leaves_no_trace(autojump_clock: trio.testing.
         assert list(agent.session.events) == []
 
 
-async def test_cancel_inside_tool_gives_every_call_a_result(autojump_clock: trio.testing.MockClock) -> None:
+async def test_cancel_inside_tool_gives_every_call_a_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """T-X2 / R9.25: an abort during tools ends the turn aborted, every call has a result, no next step."""
     model = ScriptedModel(
         [
@@ -114,7 +125,9 @@ async def test_cancel_clears_pending_prompts(autojump_clock: trio.testing.MockCl
         assert of_type(agent.session.events, "steering/message") == []
 
 
-async def test_dispose_mid_stream_ends_turn_disposed(autojump_clock: trio.testing.MockClock) -> None:
+async def test_dispose_mid_stream_ends_turn_disposed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """R2.36 / T-X5: disposal mid-stream ends the turn 'disposed' and emits status disposed."""
     model = ScriptedModel([Hang("x")])
     statuses: list[str] = []

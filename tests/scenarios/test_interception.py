@@ -309,7 +309,7 @@ async def test_session_prefix_composed_once_fronts_every_request(
             _sig: object,
         ) -> None:
             calls.append("pre-step")
-            pre_step_prefixes.append(tuple(prefix))  # type: ignore[call-overload]
+            pre_step_prefixes.append(tuple(prefix))  # type: ignore[call-overload,arg-type]
 
         rt.hooks.on("agent/session-prefix", prefix, agent=agent)
         rt.hooks.on("agent/pre-step", pre_step, agent=agent)

@@ -53,11 +53,15 @@ async def test_simple_turn_event_order(autojump_clock: trio.testing.MockClock) -
         check_session_invariants(events)
 
 
-async def test_tool_round_trip_results_in_model_order(autojump_clock: trio.testing.MockClock) -> None:
+async def test_tool_round_trip_results_in_model_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """T-L2: tool calls run, results are logged in model order and the model sees them."""
     model = ScriptedModel(
         [
-            CallTools([ToolCallSpec("echo", '{"text": "one"}'), ToolCallSpec("echo", '{"text": "two"}')]),
+            CallTools(
+                [ToolCallSpec("echo", '{"text": "one"}'), ToolCallSpec("echo", '{"text": "two"}')]
+            ),
             Reply("done"),
         ]
     )

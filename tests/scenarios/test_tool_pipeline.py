@@ -816,6 +816,6 @@ async def test_pipeline_prepare_and_dispatch_are_checkpoints() -> None:
         result = await registry.dispatch(prepared)
     with trio.testing.assert_no_checkpoints():
         await registry.finish(prepared, result)
-    hooks.on("tools/post-execute", lambda _execution, _result, next: next())
+    hooks.on("tools/post-execute", lambda _execution, _result, proceed: proceed())
     with trio.testing.assert_checkpoints():
         await registry.finish(prepared, result)

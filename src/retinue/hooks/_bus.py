@@ -81,9 +81,7 @@ class HookBus:
         *agent* is an agent (or its id) to scope the listener to.
         """
         scope = (
-            None
-            if agent is None
-            else (agent if isinstance(agent, str) else str(getattr(agent, "id")))
+            None if agent is None else (agent if isinstance(agent, str) else str(agent.id))  # type: ignore[attr-defined]
         )
         entry = _Entry(fn, scope)
         self._listeners.setdefault(name, []).append(entry)

@@ -137,6 +137,7 @@ class AgentCore:
     disposed_event: trio.Event = attrs.field(factory=trio.Event)
     driver_exited: trio.Event = attrs.field(factory=trio.Event)
     torn_down: trio.Event = attrs.field(factory=trio.Event)
+    disposal_started: bool = False
     idle_waiters: list[trio.Event] = attrs.field(factory=list)
     step_signal: StepSignal | None = None
     sections: tuple[Section, ...] = ()

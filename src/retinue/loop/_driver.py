@@ -81,7 +81,9 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
             raise
         log.warning("turn %d of agent %s failed before it opened: %s", turn, core.id, exc)
         core.emit("agent/error", turn, 0, exc)
-        _settle(items, TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED"), turn)
+        _settle(
+            items, TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED"), turn
+        )
         return False
 
 

@@ -6,8 +6,8 @@ the only modules that import the SDKs; ``import retinue`` imports neither.
 
 from __future__ import annotations
 
-from .._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
-from .._stream import (
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
+from retinue._stream import (
     Aborted,
     BlockEnd,
     BlockStart,
@@ -25,6 +25,7 @@ from .._stream import (
     Usage,
     UsageChunk,
 )
+
 from ._admission import (
     AdmissionController,
     AdmissionLimits,

@@ -138,7 +138,7 @@ class ManagedModel:
     ) -> AbstractAsyncContextManager[AdmissionTicket | None]:
         if self.admission is None:
             return nullcontext()
-        return _admitted(self.admission, request, provider)
+        return _Admitted(self.admission, request, provider)
 
     async def _attempt(
         self, request: ModelRequest, ticket: AdmissionTicket | None
@@ -192,7 +192,7 @@ async def _closing(stream: AsyncIterator[StreamChunk]) -> AsyncIterator[AsyncIte
             await aclose()
 
 
-class _admitted:  # noqa: N801 - used like a function
+class _Admitted:
     """Hold admission for one attempt; a 429/529 is reported to the lane."""
 
     def __init__(

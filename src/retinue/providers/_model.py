@@ -7,9 +7,9 @@ from typing import Protocol, final, runtime_checkable
 
 import attrs
 
-from .._errors import DuplicateAdapterError, NoAdapterError
-from .._request import ModelRequest
-from .._stream import StreamChunk
+from retinue._errors import DuplicateAdapterError, NoAdapterError
+from retinue._request import ModelRequest
+from retinue._stream import StreamChunk
 
 __all__ = ["Model", "ModelRouter"]
 

@@ -269,7 +269,7 @@ def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
             surface_op=None if surface is None else _structure_surface(surface, None),
         )
     except (KeyError, TypeError, ValueError, cattrs.BaseValidationError) as exc:
-        where = raw.get("seq", "?") if isinstance(raw, Mapping) else "?"
+        where = raw.get("seq", "?")
         raise CorruptSessionError(
             f"session {session_id!r}: event seq {where} is malformed: {exc}"
         ) from exc
@@ -393,28 +393,27 @@ def _usage(usage: Usage) -> str:
 
 
 def _chunk(chunk: StreamChunk) -> str | None:
-    kind = type(chunk)
-    if kind is TextDelta:
+    if isinstance(chunk, TextDelta):
         return f'{{"type":"text-delta","index":{chunk.index},"text":{_esc(chunk.text)}}}'
-    if kind is ToolCallDelta:
+    if isinstance(chunk, ToolCallDelta):
         return (
             f'{{"type":"tool-call-delta","index":{chunk.index}{_opt("id", chunk.id)},'
             f'"arguments_delta":{_esc(chunk.arguments_delta)}{_opt("name", chunk.name)}}}'
         )
-    if kind is BlockStart:
+    if isinstance(chunk, BlockStart):
         return (
             f'{{"type":"block-start","index":{chunk.index},"block_type":{_esc(chunk.block_type)}}}'
         )
-    if kind is BlockEnd:
+    if isinstance(chunk, BlockEnd):
         block = _block(chunk.block)
         return (
             None
             if block is None
             else f'{{"type":"block-end","index":{chunk.index},"block":{block}}}'
         )
-    if kind is UsageChunk:
+    if isinstance(chunk, UsageChunk):
         return f'{{"type":"usage","usage":{_usage(chunk.usage)}}}'
-    if kind is Finish:
+    if isinstance(chunk, Finish):
         reason = _FINISH_LINES.get(type(chunk.reason))
         return None if reason is None else f'{{"type":"finish","reason":{reason}}}'
     return None

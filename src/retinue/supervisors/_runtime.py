@@ -51,7 +51,6 @@ class Runtime:
     admission: AdmissionController | None = None
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
-    _disposals: dict[int, trio.Event] = attrs.field(factory=dict, init=False)
     _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
     _reserved: set[str] = attrs.field(factory=set, init=False)
 
@@ -236,12 +235,11 @@ class Runtime:
     async def _dispose_agent(self, agent: Agent) -> None:
         """Teardown in order (R12.9), memoized (R12.8), shielded; never raises."""
         core = _core(agent)
-        # Keyed by the agent's core, not its id: a resumed agent reuses the id.
-        done = self._disposals.get(id(core))
-        if done is not None:
-            await done.wait()
+        # Memoized on the agent's own core: a resumed agent reuses the id.
+        if core.disposal_started:
+            await core.torn_down.wait()
             return
-        done = self._disposals[id(core)] = trio.Event()
+        core.disposal_started = True
         with trio.CancelScope(shield=True):
             try:
                 core.mark_disposed()
@@ -255,7 +253,6 @@ class Runtime:
                 except Exception as exc:
                     log.warning("final flush of session %s failed: %s", agent.id, exc)
             finally:
-                done.set()
                 core.torn_down.set()
 
     async def aclose(self) -> None:

@@ -37,7 +37,7 @@ _PATHS: dict[str, Api] = {
 }
 
 
-class Truncated(Exception):  # noqa: N818 - a control-flow signal, like trio's Cancelled
+class Truncated(Exception):  # noqa: N818 - a control-flow signal, like trio.Cancelled
     """Raised by a body iterator to cut the connection before the message is complete."""
 
 
