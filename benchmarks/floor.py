@@ -69,14 +69,15 @@ async def run_agent(turns: int = TURNS) -> list[dict[str, object]]:
     return log
 
 
-async def run_floor(agents: int, turns: int = TURNS) -> int:
-    """Run *agents* floor agents concurrently; returns the total events appended."""
+async def run_floor(agents: int, turns: int = TURNS) -> tuple[int, float]:
+    """Run *agents* floor agents concurrently; returns events appended and CPU seconds."""
     totals: list[int] = []
 
     async def one() -> None:
         totals.append(len(await run_agent(turns)))
 
+    cpu = time.process_time()
     async with trio.open_nursery() as nursery:
         for _ in range(agents):
             nursery.start_soon(one)
-    return sum(totals)
+    return sum(totals), time.process_time() - cpu
