@@ -175,6 +175,7 @@ async def _drive(agent: retinue.Agent, turns: int, rng: random.Random) -> None:
     for turn in range(turns):
         city = rng.choice(CITIES)
         await agent.ask(f"What's the weather in {city}? (request {turn + 1})")
+    await trio.lowlevel.checkpoint()
 
 
 async def run_demo(args: argparse.Namespace) -> int:
@@ -243,6 +244,7 @@ async def _show(
             live.update(board.table(time.perf_counter() - started))
             await trio.sleep(0.1)
         live.update(board.table(time.perf_counter() - started))
+    await trio.lowlevel.checkpoint()
 
 
 def _summarize(console: Console, board: _Board, agents: list[retinue.Agent], wall: float) -> None:

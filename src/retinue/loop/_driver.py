@@ -54,6 +54,7 @@ async def run_loop(core: AgentCore) -> None:
         else:
             mailbox.requeue_steering()
     core.discard_pending(TurnEndReason.disposed())
+    await trio.lowlevel.checkpoint()
 
 
 def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
@@ -84,7 +85,7 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         _settle(
             items, TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED"), turn
         )
-        return False
+        return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice
 
 
 def _settle(items: list[MailboxItem], reason: TurnEndReason, turn: int = 0) -> None:

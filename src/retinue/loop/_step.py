@@ -68,7 +68,7 @@ async def _request_config(core: AgentCore, state: TurnState) -> LlmCallConfig:
     seed = seed_config(core)
 
     async def default() -> LlmCallConfig:
-        return seed
+        return seed  # noqa: ASYNC910 - a default value; the step checkpoints in the model stream
 
     config = await core.services.hooks.waterfall(
         "agent/request", default, core.agent, state.turn, state.step, seed, scope=core.id
@@ -144,7 +144,7 @@ def _without_tool_calls(message: Message) -> Message:
 
 async def _step_result(core: AgentCore, state: TurnState, message: Message) -> Message:
     async def default() -> Message:
-        return message
+        return message  # noqa: ASYNC910 - a default value; the step checkpointed in the model stream
 
     result = await core.services.hooks.waterfall(
         "agent/step-result", default, core.agent, state.turn, state.step, message, scope=core.id

@@ -89,7 +89,7 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
         ticket.resolve(result)
 
 
-async def flush(core: AgentCore, turn: int, step: int) -> None:
+async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
     services = core.services
     with trio.CancelScope(shield=True) as scope:
@@ -137,7 +137,7 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
     for item in items:
 
         async def default() -> Allow:
-            return Allow()
+            return Allow()  # noqa: ASYNC910 - a default value; the step checkpoints in the model stream
 
         decision = await hooks.waterfall(
             "agent/prompt-submit", default, core.agent, item.content, item.source, scope=core.id
@@ -156,7 +156,7 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
             core.inject(context.content, context.source)
     if not allowed:
         state.reason = TurnEndReason.rejected(last_block or "prompt blocked by hook")
-    return allowed > 0
+    return allowed > 0  # noqa: ASYNC910 - per turn, inside the step scope; a checkpoint would let a cancel drop the prompts
 
 
 def _drain_steering(core: AgentCore, state: TurnState) -> bool:
@@ -187,11 +187,11 @@ def _system_prompt(core: AgentCore) -> str:
 async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
     """Compose the session prefix once per driver (R7.18); ``False`` if aborted (Check B)."""
     if core.prefix is not None:
-        return True
+        return True  # noqa: ASYNC910 - composed once per driver; every later step takes this fast path
     seed: tuple[Message, ...] = ()
 
     async def default() -> tuple[Message, ...]:
-        return seed
+        return seed  # noqa: ASYNC910 - a default value; the step checkpoints in the model stream
 
     composed = await core.services.hooks.waterfall(
         "agent/session-prefix", default, core.agent, seed, signal, scope=core.id
@@ -231,7 +231,7 @@ async def _step_iteration(core: AgentCore, state: TurnState) -> bool:
             state.set_interrupted()
         else:
             state.record_error(exc)
-        return False
+        return False  # noqa: ASYNC910 - per step; a failed step ends the turn, whose flush checkpoints
     finally:
         core.step_signal = None
     if outcome is None or _aborted(core, signal):
@@ -249,7 +249,7 @@ async def _open_and_run_step(
 ) -> StepOutcome | None:
     system = _system_prompt(core)
     if _aborted(core, signal):
-        return None
+        return None  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
     if not await _session_prefix(core, signal):
         return None
     await core.services.hooks.serial(
@@ -280,13 +280,13 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
     steered = _drain_steering(core, state)
     state.close_step()
     if state.error_recorded:
-        return False
+        return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, whose flush checkpoints
     default_decision: Continue | Stop = (
         Continue() if (outcome.had_tool_calls or steered) else Stop()
     )
 
     async def default() -> Continue | Stop:
-        return default_decision
+        return default_decision  # noqa: ASYNC910 - a default value; the step checkpointed in the model stream
 
     hooks = core.services.hooks
     decision = await hooks.waterfall(

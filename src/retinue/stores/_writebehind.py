@@ -91,6 +91,8 @@ class BufferedStore:
             stack, self._stack = self._stack, None
             if stack is not None:
                 await stack.aclose()
+            else:
+                await trio.lowlevel.checkpoint()
 
     async def aclose(self) -> None:
         """Drain every buffer (one group), then release storage; failures are aggregated.
@@ -119,7 +121,7 @@ class BufferedStore:
         if self._closed:
             raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
         if self._opened:
-            return
+            return  # noqa: ASYNC910 - already open: taken on every flush, whose caller checkpoints next
         async with self._open_lock:
             if not self._opened:
                 await self._call(self._backend.open, "opening the store")
@@ -261,7 +263,7 @@ class BufferedStore:
             )
             request.done.set()
 
-    async def _commit(self, group: Sequence[Request]) -> None:
+    async def _commit(self, group: Sequence[Request]) -> None:  # noqa: ASYNC910 - an empty group writes nothing; the writer checkpoints receiving the next one
         """Write one group in one backend call; every request is answered."""
         try:
             entries = self._group_entries(group)
@@ -298,7 +300,7 @@ class BufferedStore:
             entries[request.session_id] = Entry(batch, tracked, [request])
         return list(entries.values())
 
-    async def _write_entries(self, entries: list[Entry]) -> None:
+    async def _write_entries(self, entries: list[Entry]) -> None:  # noqa: ASYNC910 - _call checkpoints before the backend can fail
         batches = [entry.batch for entry in entries]
         try:
             results = await self._call(self._timed_write, "a group commit", batches)

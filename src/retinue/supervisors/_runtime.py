@@ -189,6 +189,8 @@ class Runtime:
             result = setup(agent)
             if result is not None:
                 await result
+            else:
+                await trio.lowlevel.checkpoint()
         except BaseException:
             self._unwind(agent.id)
             raise

@@ -158,7 +158,7 @@ class ScriptedModel:
 
     # One checkpoint per stream, not per chunk (flake8-async ASYNC911 flags this on purpose):
     # benchmarks measure the runtime, not this double.
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:  # noqa: ASYNC911 - one checkpoint per stream; the consumer's step checkpoints
         """Play the next step for *request*.
 
         Waits the step's ``delay`` (or checkpoints once), then yields its
@@ -185,7 +185,7 @@ class ScriptedModel:
         else:
             for chunk in chunks:
                 self._chunks += 1
-                yield chunk
+                yield chunk  # noqa: ASYNC911 - zero-delay chunks: one checkpoint per stream, not per chunk
         if plan.ending == "raise":
             assert plan.error is not None
             raise plan.error

@@ -227,8 +227,8 @@ class ToolRegistry:
         if not self.hooks.has_listeners("tools/pre-execute"):
             return PreparedCall(execution)
 
-        async def allow() -> Allow:  # noqa: ASYNC910 - a default value; prepare checkpointed
-            return Allow()
+        async def allow() -> Allow:
+            return Allow()  # noqa: ASYNC910 - a default value; prepare checkpointed
 
         try:
             decision = await self.hooks.waterfall(
@@ -288,6 +288,7 @@ class ToolRegistry:
             self._check_dispatched(execution, result)
         except Exception as exc:
             log.exception("tools/execute failed for %r", execution.name)
+            await trio.lowlevel.checkpoint()
             return self._mark_final(exception_result(execution.call_id, exc))
         return result
 
@@ -310,7 +311,7 @@ class ToolRegistry:
         ref = self._final.get(id(result))
         return ref is not None and ref() is result
 
-    async def finish(  # noqa: ASYNC910 - yields only when a post-execute listener runs
+    async def finish(
         self, prepared: PreparedCall, result: ToolExecutionResult
     ) -> ToolExecutionResult:
         """Stages 4-5 (R9.3): ``tools/post-execute``, validation, ``tools/result``.
@@ -336,13 +337,13 @@ class ToolRegistry:
             log.exception("tool %r produced a result that is not lossless JSON", execution.name)
             result = exception_result(execution.call_id, exc)
         self.hooks.emit("tools/result", execution, result, scope=execution.agent_id)
-        return result
+        return result  # noqa: ASYNC910 - yields only when a post-execute listener runs
 
     async def _post_execute(
         self, execution: ToolExecution, result: ToolExecutionResult
     ) -> ToolExecutionResult:
-        async def accept() -> Accept:  # noqa: ASYNC910 - a default value
-            return Accept()
+        async def accept() -> Accept:
+            return Accept()  # noqa: ASYNC910 - a default value; _post_execute checkpoints first
 
         await trio.lowlevel.checkpoint()
         try:
