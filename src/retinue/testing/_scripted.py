@@ -90,7 +90,7 @@ def _cursors(script: Script) -> dict[str | None, _Cursor]:
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class ScriptedModel:
     """A deterministic model for tests, demos and benchmarks; implements ``Model``.
 
