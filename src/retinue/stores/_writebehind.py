@@ -209,9 +209,7 @@ class BufferedStore:
             await trio.lowlevel.checkpoint()
             self._write_now(requests)
             return
-        # A backend that never blocks (memory) commits inline: a hop to the
-        # writer task would cost a task switch and group nothing worth grouping.
-        if self._writer_running and self._backend.blocking:
+        if self._writer_running:
             for request in requests:
                 self._send.send_nowait(request)
             for request in requests:
