@@ -8,7 +8,7 @@ from typing import final, overload
 import attrs
 
 from ._content import Message
-from ._lossless import FrozenDict, JsonValue, freeze_json
+from ._lossless import FrozenDict, freeze_json
 
 __all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema"]
 
@@ -143,10 +143,3 @@ class ModelRequest:
     def stop(self) -> tuple[str, ...] | None:
         """Stop sequences, when set."""
         return self.config.stop
-
-
-def json_object(value: JsonValue) -> FrozenDict:
-    """Return *value* if it is a frozen JSON object, else raise ``TypeError``."""
-    if isinstance(value, FrozenDict):
-        return value
-    raise TypeError("expected a JSON object")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._bus import SEAMS, HookBus, Listener, contain
+from ._bus import SEAMS, HookBus, Listener
 from ._decisions import (
     Accept,
     Allow,
@@ -32,5 +32,4 @@ __all__ = [
     "PreToolDecision",
     "PromptDecision",
     "Stop",
-    "contain",
 ]

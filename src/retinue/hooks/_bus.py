@@ -10,7 +10,7 @@ from typing import TypeVar, final
 import attrs
 import trio
 
-__all__ = ["HookBus", "Listener", "contain"]
+__all__ = ["HookBus", "Listener"]
 
 log = logging.getLogger("retinue.hooks")
 T = TypeVar("T")
@@ -40,14 +40,6 @@ SEAMS: dict[str, str] = {
     "session/flush": "parallel",
     "system-prompt/assemble": "waterfall",
 }
-
-
-def contain(where: str, fn: Callable[[], object]) -> None:
-    """Run *fn*; log and swallow an ``Exception`` (containment for notifications, R6.1)."""
-    try:
-        fn()
-    except Exception:
-        log.exception("listener failed in %s (contained)", where)
 
 
 async def _call(fn: Listener, *args: object) -> object:

@@ -7,7 +7,6 @@ import logging
 import attrs
 
 from retinue._content import Text, ToolCall
-from retinue._errors import RetinueError
 from retinue.session import (
     StepEnd,
     ToolCallEvent,
@@ -158,7 +157,3 @@ class TurnState:
 
 def _error_name(code: str) -> str:
     return "InternalError" if code == "INTERNAL" else "AbortedError"
-
-
-class StepFailedError(RetinueError):
-    """Internal marker wrapping an error raised inside a step."""
