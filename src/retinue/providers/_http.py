@@ -6,7 +6,8 @@ import functools
 import ssl
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Protocol, final
+from types import TracebackType
+from typing import Protocol, Self, final
 
 import httpx2
 import trio
@@ -253,3 +254,50 @@ async def send_within(
     raise ProviderConnectionError(
         f"{provider} sent no response headers within {seconds} s", code="TIMEOUT", retryable=True
     )
+
+
+class _SdkClient(Protocol):
+    """What the adapters need of an SDK client: its base URL and ``close``."""
+
+    @property
+    def base_url(self) -> object: ...
+
+    async def close(self) -> None: ...
+
+
+class ClientOwner:
+    """The lifecycle both adapters share: own one SDK client, close it once.
+
+    Adapters are async context managers because nothing closes an SDK client
+    for them under trio.
+    """
+
+    _client: _SdkClient
+    _closed: bool = False
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._client.base_url)
+
+    async def __aenter__(self) -> Self:
+        await trio.lowlevel.checkpoint()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections; idempotent.
+
+        Waits for the pools to close; cancellation may leave sockets to the OS.
+        """
+        await trio.lowlevel.checkpoint()
+        if not self._closed:
+            self._closed = True
+            await self._client.close()

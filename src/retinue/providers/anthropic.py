@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from types import TracebackType
-from typing import Self, final
+from typing import final
 
 import anthropic
 import httpx2
-import trio
 
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
@@ -25,6 +23,7 @@ from ._failures import ProviderConnectionError, ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
     SHARD_HEADER,
+    ClientOwner,
     close_response,
     decode_response,
     make_http_client,
@@ -47,7 +46,7 @@ def _prime_platform(client: object) -> None:
 
 
 @final
-class AnthropicModel:
+class AnthropicModel(ClientOwner):
     """A :class:`~retinue.providers.Model` over Anthropic's Messages API.
 
     Use it as an async context manager (or call :meth:`aclose`): it owns one
@@ -65,6 +64,8 @@ class AnthropicModel:
         timeout: Seconds allowed between bytes of a response.
         transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
     """
+
+    _client: anthropic.AsyncAnthropic
 
     def __init__(
         self,
@@ -105,33 +106,9 @@ class AnthropicModel:
             http_client=http_client,
         )
         _prime_platform(self._client)
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"AnthropicModel(provider={self.provider!r}, base_url={self.base_url!r})"
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to."""
-        return str(self._client.base_url)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections; idempotent."""
-        await trio.lowlevel.checkpoint()
-        if not self._closed:
-            self._closed = True
-            await self._client.close()
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream one call; closing or cancelling the iterator closes the HTTP response."""

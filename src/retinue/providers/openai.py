@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from types import TracebackType
-from typing import Literal, Self, final
+from typing import Literal, final
 
 import httpx2
 import openai
-import trio
 
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
@@ -24,6 +22,7 @@ from ._failures import ProviderConnectionError, ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
     SHARD_HEADER,
+    ClientOwner,
     StreamDecoder,
     close_response,
     decode_response,
@@ -61,7 +60,7 @@ def _prime_platform(client: object) -> None:
 
 
 @final
-class OpenAIModel:
+class OpenAIModel(ClientOwner):
     """A :class:`~retinue.providers.Model` over the OpenAI API or any compatible server.
 
     Use it as an async context manager (or call :meth:`aclose`): it owns one
@@ -81,6 +80,8 @@ class OpenAIModel:
         timeout: Seconds allowed between bytes of a response.
         transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
     """
+
+    _client: openai.AsyncOpenAI
 
     def __init__(
         self,
@@ -129,36 +130,9 @@ class OpenAIModel:
             http_client=http_client,
         )
         _prime_platform(self._client)
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"OpenAIModel(provider={self.provider!r}, api={self.api!r}, base_url={str(self._client.base_url)!r})"
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to."""
-        return str(self._client.base_url)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections; idempotent.
-
-        Waits for the pools to close; cancellation may leave sockets to the OS.
-        """
-        await trio.lowlevel.checkpoint()
-        if not self._closed:
-            self._closed = True
-            await self._client.close()
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream one call; closing or cancelling the iterator closes the HTTP response."""
