@@ -61,6 +61,13 @@ class TurnResult:
     usage: Usage | None = None
 
 
+def settle(items: Sequence[MailboxItem], result: TurnResult) -> None:
+    """Answer the ``ask`` behind each item with *result*; never blocks."""
+    for item in items:
+        if item.ticket is not None:
+            item.ticket.resolve(result)
+
+
 @final
 @attrs.define(eq=False)
 class LoopServices:
@@ -144,7 +151,7 @@ class AgentCore:
     prefix: tuple[Message, ...] | None = None
     header_anchored: bool = False
     flush_wanted: trio.Event = attrs.field(factory=trio.Event)
-    prompt_cache: tuple[object, str] | None = None
+    prompt_text: str | None = None
 
     # -- verbs (synchronous: they never wait) ---------------------------------
 
@@ -227,10 +234,9 @@ class AgentCore:
 
     def discard_pending(self, reason: TurnEndReason) -> None:
         """Clear both FIFOs, settling the tickets of discarded prompts (R2.25)."""
-        items = [*self.mailbox.drain_queued(), *self.mailbox.drain_steering()]
-        for item in items:
-            if item.ticket is not None:
-                item.ticket.resolve(TurnResult(0, reason))
+        settle(
+            [*self.mailbox.drain_queued(), *self.mailbox.drain_steering()], TurnResult(0, reason)
+        )
 
     def emit(self, name: str, *args: object) -> None:
         """Emit an ``agent/*`` notification with this agent first; failures contained."""

@@ -9,7 +9,7 @@ import trio
 from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
-from ._core import AgentCore, TurnResult
+from ._core import AgentCore, TurnResult, settle
 from ._turn import flush, run_turn
 
 __all__ = ["run_flusher", "run_loop"]
@@ -45,7 +45,8 @@ async def run_loop(core: AgentCore) -> None:
         except BaseException:
             # A bug (or an outer cancellation) escaped the turn: the supervisor
             # takes over, but the prompts of this batch get an answer first.
-            _settle(items, TurnEndReason.error(0, "the agent's driver crashed", "DRIVER_CRASH"))
+            crashed = TurnEndReason.error(0, "the agent's driver crashed", "DRIVER_CRASH")
+            settle(items, TurnResult(0, crashed))
             raise
         core.cancel_marker = False
         core.cancel_reason = None
@@ -82,16 +83,9 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
             raise
         log.warning("turn %d of agent %s failed before it opened: %s", turn, core.id, exc)
         core.emit("agent/error", turn, 0, exc)
-        _settle(
-            items, TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED"), turn
-        )
+        reason = TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED")
+        settle(items, TurnResult(turn, reason))
         return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice
-
-
-def _settle(items: list[MailboxItem], reason: TurnEndReason, turn: int = 0) -> None:
-    for item in items:
-        if item.ticket is not None:
-            item.ticket.resolve(TurnResult(turn, reason))
 
 
 async def run_flusher(core: AgentCore) -> None:

@@ -22,7 +22,7 @@ from retinue.session import (
     UserMessage,
 )
 
-from ._core import AgentCore, StepSignal, TurnResult
+from ._core import AgentCore, StepSignal, TurnResult, settle
 from ._state import TurnState
 from ._step import StepOutcome, run_step
 from ._summary import summarize_turn
@@ -80,13 +80,9 @@ def _close_and_settle(state: TurnState, items: list[MailboxItem]) -> None:
 
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
-    tickets = [item.ticket for item in items if item.ticket is not None]
-    if not tickets:
-        return
-    text, usage = summarize_turn(state.core.session.events, state.turn)
-    result = TurnResult(state.turn, state.reason, text, usage)
-    for ticket in tickets:
-        ticket.resolve(result)
+    if any(item.ticket is not None for item in items):
+        text, usage = summarize_turn(state.core.session.events, state.turn)
+        settle(items, TurnResult(state.turn, state.reason, text, usage))
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline
@@ -169,19 +165,22 @@ def _drain_steering(core: AgentCore, state: TurnState) -> bool:
 
 
 def _system_prompt(core: AgentCore) -> str:
-    services = core.services
-    variables = dict(services.variables)
-    variables.setdefault("provider", core.options.provider)
-    variables.setdefault("model", core.options.model)
-    variables.setdefault("cwd", core.session.header.cwd)
-    sections = (*services.sections, *core.sections)
-    key = (sections, tuple(sorted(variables.items())))
-    cached = core.prompt_cache
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    text = render(sections, variables)
-    core.prompt_cache = (key, text)
-    return text
+    """The rendered system prompt (R7.52), rendered once per agent.
+
+    Its inputs (sections, runtime variables, the agent's provider, model and
+    cwd) are fixed for the agent's life, so later steps reuse the text. A
+    render error is not cached: it fails every turn until fixed.
+    """
+    if core.prompt_text is None:
+        services = core.services
+        variables = {
+            "provider": core.options.provider,
+            "model": core.options.model,
+            "cwd": core.session.header.cwd,
+            **services.variables,
+        }
+        core.prompt_text = render((*services.sections, *core.sections), variables)
+    return core.prompt_text
 
 
 async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:

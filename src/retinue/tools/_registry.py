@@ -74,6 +74,11 @@ class ToolRegistry:
     """The bus the ``tools/*`` seams are dispatched on."""
     _global: dict[str, Tool] = attrs.field(default=(), alias="tools", converter=_index)
     _scoped: dict[str, dict[str, Tool]] = attrs.field(factory=dict, init=False)
+    # Canonical schema tuples by (agent, order); cleared on every registration change,
+    # so the per-step header comparison sees the same tuple and compares by identity.
+    _schemas: dict[tuple[str | None, tuple[str, ...] | None], tuple[ToolSchema, ...]] = attrs.field(
+        factory=dict, init=False
+    )
     # Results a dispatch produced as final (post-execute skipped), by identity.
     _final: dict[int, weakref.ref[ToolExecutionResult]] = attrs.field(factory=dict, init=False)
 
@@ -99,10 +104,12 @@ class ToolRegistry:
             where = "globally" if scope is None else f"for agent {scope!r}"
             raise ConfigError(f'tool "{tool.name}" is already registered {where}')
         table[tool.name] = tool
+        self._schemas.clear()
 
         def unregister() -> None:
             if table.get(tool.name) is tool:
                 del table[tool.name]
+                self._schemas.clear()
                 if scope is not None and not table and self._scoped.get(scope) is table:
                     del self._scoped[scope]
 
@@ -110,7 +117,8 @@ class ToolRegistry:
 
     def drop_scope(self, agent_id: str) -> None:
         """Unregister every tool scoped to *agent_id* (its teardown); never blocks."""
-        self._scoped.pop(agent_id, None)
+        if self._scoped.pop(agent_id, None) is not None:
+            self._schemas.clear()
 
     def get(self, name: str, agent_id: str | None = None) -> Tool | None:
         """The tool *name* resolves to in *agent_id*'s view (scoped first), or ``None``."""
@@ -143,9 +151,13 @@ class ToolRegistry:
             ConfigError: *order* names an unregistered tool, repeats a name, or
                 has more than one ``"*"``.
         """
-        view = self._view(agent_id)
-        names = sorted(view) if order is None else self._ordered(view, order)
-        return tuple(view[name].schema for name in names)
+        key = (agent_id, None if order is None else tuple(order))
+        cached = self._schemas.get(key)
+        if cached is None:
+            view = self._view(agent_id)
+            names = sorted(view) if order is None else self._ordered(view, order)
+            cached = self._schemas[key] = tuple(view[name].schema for name in names)
+        return cached
 
     def _ordered(self, view: dict[str, Tool], order: Sequence[str]) -> list[str]:
         seen: set[str] = set()
