@@ -1,17 +1,24 @@
-"""Helpers for scenario tests: virtual deadlines, runtimes and log queries."""
+"""Helpers for scenario tests: virtual deadlines, runtimes, shared fixtures and log queries."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 import retinue
-from retinue.session import Event
+from retinue import AgentOptions, Text
+from retinue.session import Event, EventLog, TurnEnd, TurnEndReason
 
 DEADLINE = 600.0
+
+OPTIONS = AgentOptions(model="scripted")
+"""Options for a test agent: model name ``"scripted"`` (the key of a per-model script)."""
+
+Next = Callable[[], Awaitable[Any]]
+"""The ``next`` argument of an interception listener: runs the rest of the chain."""
 
 
 @asynccontextmanager
@@ -20,6 +27,47 @@ async def runtime(model: Any, **options: Any) -> AsyncIterator[retinue.Runtime]:
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=model, **options) as rt:
             yield rt
+
+
+async def idle_events(agent: retinue.Agent) -> EventLog:
+    """Wait until *agent* is idle, then return its live event log."""
+    await agent.wait_idle()
+    return agent.session.events
+
+
+def record_statuses(rt: retinue.Runtime, agent: retinue.Agent) -> list[str]:
+    """Listen to *agent*'s ``agent/status`` and return the list each new status is appended to."""
+    statuses: list[str] = []
+    rt.hooks.on("agent/status", lambda _agent, status: statuses.append(status), agent=agent)
+    return statuses
+
+
+# -- tools ---------------------------------------------------------------------------------
+
+
+@retinue.tool(parallel_safe=True)
+async def echo(text: str) -> str:
+    """Echo the text back.
+
+    Args:
+        text: What to echo.
+    """
+    await trio.sleep(1)
+    return f"echo: {text}"
+
+
+@retinue.tool(parallel_safe=True)
+async def nap(seconds: float) -> str:
+    """Sleep a little.
+
+    Args:
+        seconds: How long.
+    """
+    await trio.sleep(seconds)
+    return "rested"
+
+
+# -- log queries ---------------------------------------------------------------------------
 
 
 def types(events: Sequence[Event]) -> list[str]:
@@ -40,3 +88,20 @@ def of_type(events: Sequence[Event], kind: str) -> list[Event]:
 def turn_ends(events: Sequence[Event]) -> list[str]:
     """The end-reason kinds of every turn, in order."""
     return [event.data.reason.kind for event in events if event.type == "turn/end"]  # type: ignore[union-attr]
+
+
+def last_end_reason(events: Sequence[Event]) -> TurnEndReason:
+    """The reason of the last ``turn/end``."""
+    data = of_type(events, "turn/end")[-1].data
+    assert isinstance(data, TurnEnd)
+    return data.reason
+
+
+def texts(content: Sequence[object]) -> str:
+    """The concatenated text blocks of *content*."""
+    return "".join(block.text for block in content if isinstance(block, Text))
+
+
+def user_texts(events: Sequence[Event]) -> list[str]:
+    """The text of every ``user/message``."""
+    return [texts(e.data.content) for e in of_type(events, "user/message")]  # type: ignore[union-attr]

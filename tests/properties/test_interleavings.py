@@ -17,7 +17,6 @@ import trio.testing
 from hypothesis import given, strategies as st
 
 import retinue
-from retinue import AgentOptions
 from retinue.providers import Usage
 from retinue.session import TurnEndReason
 from retinue.testing import (
@@ -33,6 +32,7 @@ from retinue.testing import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
+from tests.helpers import OPTIONS, nap
 
 SEAMS = [
     "agent/status",
@@ -52,17 +52,6 @@ SEAMS = [
     "session/event",
     "session/flush",
 ]
-
-
-@retinue.tool(parallel_safe=True)
-async def nap(seconds: float) -> str:
-    """Sleep a little.
-
-    Args:
-        seconds: How long.
-    """
-    await trio.sleep(seconds)
-    return "rested"
 
 
 @retinue.tool
@@ -122,7 +111,7 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
         async with retinue.open_runtime(
             models=model, tools=[nap, tally], max_parallel_tool_calls=2
         ) as rt:
-            agent = await rt.create_agent("p", AgentOptions(model="scripted"))
+            agent = await rt.create_agent("p", OPTIONS)
             removers = [rt.hooks.on(seam, _raiser(seam), agent=agent) for seam in raising]
             asks: dict[int, retinue.TurnResult] = {}
             discards_possible: set[int] = set()

@@ -15,11 +15,12 @@ import trio.testing
 from hypothesis import given, strategies as st
 
 import retinue
-from retinue import AgentOptions, MessageSource
+from retinue import MessageSource
 from retinue._content import as_content
 from retinue.mailbox import Mailbox, MailboxItem
 from retinue.session import TurnStart, UserMessage
 from retinue.testing import Reply, ScriptedModel, check_session_invariants
+from tests.helpers import OPTIONS
 
 MAILBOX_OPS = st.lists(
     st.sampled_from(["enqueue", "steer", "drain_queued", "drain_steering", "requeue", "clear"]),
@@ -80,7 +81,7 @@ async def _schedule(ops: list[tuple[str, int]], delays: list[int]) -> None:
     answers: dict[str, retinue.TurnResult] = {}
     with trio.fail_after(10_000):
         async with retinue.open_runtime(models=model) as rt:
-            agent = await rt.create_agent("p", AgentOptions(model="scripted"))
+            agent = await rt.create_agent("p", OPTIONS)
             async with trio.open_nursery() as nursery:
                 for op, value in ops:
                     if op == "send":

@@ -18,7 +18,6 @@ import trio.testing
 from hypothesis import given, strategies as st
 
 import retinue
-from retinue import AgentOptions
 from retinue.session import ToolCallEvent, ToolResultEvent
 from retinue.testing import (
     CallTools,
@@ -28,6 +27,7 @@ from retinue.testing import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
+from tests.helpers import OPTIONS
 
 CALLS = st.lists(st.tuples(st.booleans(), st.integers(0, 6)), min_size=1, max_size=9)
 
@@ -95,7 +95,7 @@ async def _scenario(calls: list[tuple[bool, int]], cap: int, post_delay: int) ->
         async with retinue.open_runtime(
             models=model, tools=make_tools(probe), max_parallel_tool_calls=cap
         ) as rt:
-            agent = await rt.create_agent("p", AgentOptions(model="scripted"))
+            agent = await rt.create_agent("p", OPTIONS)
             if post_delay:
 
                 async def slow_post(_execution: object, _result: object, next_: Any) -> Any:

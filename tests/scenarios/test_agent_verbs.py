@@ -9,17 +9,21 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions, MessageSource, Text
+from retinue import AgentOptions, MessageSource
 from retinue.session import Event
 from retinue.testing import Hang, Reply, ScriptedModel, check_session_invariants
-from tests.helpers import of_type, runtime, turn_ends, types, types_without_chunks
-
-OPTIONS = AgentOptions(model="scripted")
-
-
-def texts(content: Sequence[object]) -> str:
-    """The concatenated text blocks of *content*."""
-    return "".join(block.text for block in content if isinstance(block, Text))
+from tests.helpers import (
+    OPTIONS,
+    idle_events,
+    of_type,
+    record_statuses,
+    runtime,
+    texts,
+    turn_ends,
+    types,
+    types_without_chunks,
+    user_texts,
+)
 
 
 def turn_starts(events: Sequence[Event]) -> list[tuple[int, str]]:
@@ -224,8 +228,7 @@ async def test_steer_while_idle_behaves_as_send(autojump_clock: trio.testing.Moc
             agent=agent,
         )
         agent.steer("steered while idle")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert queued == [("steered while idle", False)]
         assert of_type(events, "steering/message") == []
         assert texts(of_type(events, "user/message")[0].data.content) == "steered while idle"  # type: ignore[union-attr]
@@ -241,12 +244,11 @@ async def test_steer_before_the_driver_runs_joins_the_queued_batch(
         agent = await rt.create_agent("a", OPTIONS)
         agent.send("first")
         agent.steer("second")
-        await agent.wait_idle()
-        events = agent.session.events
-        assert [texts(e.data.content) for e in of_type(events, "user/message")] == [
+        events = await idle_events(agent)
+        assert user_texts(events) == [
             "first",
             "second",
-        ]  # type: ignore[union-attr]
+        ]
         assert of_type(events, "steering/message") == []
         assert len(of_type(events, "turn/start")) == 1
 
@@ -256,9 +258,8 @@ async def test_dispose_is_idempotent(autojump_clock: trio.testing.MockClock) -> 
     model = ScriptedModel([Hang()])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        statuses: list[str] = []
+        statuses = record_statuses(rt, agent)
         disposed: list[str] = []
-        rt.hooks.on("agent/status", lambda _agent, status: statuses.append(status), agent=agent)
         rt.hooks.on("agent/disposed", lambda a: disposed.append(a.id), agent=agent)
         agent.send("go")
         await trio.sleep(1)
@@ -279,8 +280,7 @@ async def test_status_changes_emit_only_real_transitions(
     model = ScriptedModel([Reply("one", delay=5), Reply("two"), Reply("three")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        statuses: list[str] = []
-        rt.hooks.on("agent/status", lambda _agent, status: statuses.append(status), agent=agent)
+        statuses = record_statuses(rt, agent)
         agent.send("first")
         await trio.sleep(1)
         assert agent.status == "running"
@@ -375,13 +375,12 @@ async def test_raising_status_listeners_are_contained(
     model = ScriptedModel([Reply("one"), Reply("two")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        seen: list[str] = []
 
         def raising(_agent: retinue.Agent, status: str) -> None:
             raise RuntimeError(f"listener broke on {status}")
 
         rt.hooks.on("agent/status", raising, agent=agent)
-        rt.hooks.on("agent/status", lambda _agent, status: seen.append(status), agent=agent)
+        seen = record_statuses(rt, agent)
         first = await agent.ask("one")
         agent.send("two")
         await agent.wait_idle()

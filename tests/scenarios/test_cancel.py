@@ -5,7 +5,6 @@ from __future__ import annotations
 import trio
 
 import retinue
-from retinue import AgentOptions
 from retinue.testing import (
     CallTools,
     Hang,
@@ -14,9 +13,15 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
-
-OPTIONS = AgentOptions(model="scripted")
+from tests.helpers import (
+    OPTIONS,
+    idle_events,
+    of_type,
+    record_statuses,
+    runtime,
+    turn_ends,
+    types_without_chunks,
+)
 
 
 @retinue.tool(parallel_safe=True)
@@ -90,8 +95,7 @@ async def test_cancel_inside_tool_gives_every_call_a_result(
         agent.send("go")
         await trio.sleep(10)
         agent.cancel("stop it")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["aborted"]
         results = of_type(events, "tool/result")
         assert len(results) == 2
@@ -130,10 +134,9 @@ async def test_dispose_mid_stream_ends_turn_disposed(
 ) -> None:
     """R2.36 / T-X5: disposal mid-stream ends the turn 'disposed' and emits status disposed."""
     model = ScriptedModel([Hang("x")])
-    statuses: list[str] = []
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("agent/status", lambda _agent, status: statuses.append(status), agent=agent)
+        statuses = record_statuses(rt, agent)
         agent.send("go")
         await trio.sleep(1)
         await agent.dispose()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions, Continue, Message, Text
+from retinue import Continue, Message, Text
 from retinue.session import Event
 from retinue.testing import (
     CallTools,
@@ -20,10 +20,20 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import of_type, runtime, turn_ends, types, types_without_chunks
-
-OPTIONS = AgentOptions(model="scripted")
-Next = Callable[[], Awaitable[object]]
+from tests.helpers import (
+    OPTIONS,
+    Next,
+    idle_events,
+    last_end_reason,
+    of_type,
+    record_statuses,
+    runtime,
+    texts,
+    turn_ends,
+    types,
+    types_without_chunks,
+    user_texts,
+)
 
 
 @retinue.tool(parallel_safe=True)
@@ -35,16 +45,6 @@ async def pause(seconds: float) -> str:
     """
     await trio.sleep(seconds)
     return "paused"
-
-
-def texts(content: Sequence[object]) -> str:
-    """The concatenated text blocks of *content*."""
-    return "".join(block.text for block in content if isinstance(block, Text))
-
-
-def end_reason(events: Sequence[Event]) -> object:
-    """The reason of the last ``turn/end``."""
-    return of_type(events, "turn/end")[-1].data.reason  # type: ignore[union-attr]
 
 
 @attrs.define(eq=False)
@@ -72,8 +72,7 @@ async def test_w1_cancel_after_wake_settles_a_waiter_registered_before(
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        statuses: list[str] = []
-        rt.hooks.on("agent/status", lambda _a, status: statuses.append(status), agent=agent)
+        statuses = record_statuses(rt, agent)
         await trio.testing.wait_all_tasks_blocked()
         instrument = BeforeNextStep(
             trio.lowlevel.current_task(), lambda: agent.cancel("never mind")
@@ -117,7 +116,7 @@ async def test_w1_waiter_does_not_resolve_before_the_replacement_turn(
         assert instrument.fired
         events = agent.session.events
         assert turn_ends(events) == ["completed"]
-        assert [texts(e.data.content) for e in of_type(events, "user/message")] == ["replacement"]  # type: ignore[union-attr]
+        assert user_texts(events) == ["replacement"]
         assert agent.status == "idle"
 
 
@@ -163,10 +162,9 @@ async def test_w2_waiter_does_not_resolve_before_the_replacement_turn(
 
         rt.hooks.on("agent/status", on_status, agent=agent)
         agent.send("doomed")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["completed"]
-        assert [texts(e.data.content) for e in of_type(events, "user/message")] == ["replacement"]  # type: ignore[union-attr]
+        assert user_texts(events) == ["replacement"]
         assert statuses == ["running", "idle"]
         assert model.statistics().calls == 1
 
@@ -220,17 +218,16 @@ async def test_w3_prompt_submit_abort_opens_no_step(
 
         rt.hooks.on("agent/prompt-submit", submit, agent=agent)
         agent.send("doomed")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert seen_signal == [True]
         assert of_type(events, "step/start") == []
         assert of_type(events, "assistant/chunk") == []
         assert model.statistics().calls == 0
-        reason = end_reason(events)
+        reason = last_end_reason(events)
         if action == "cancel":
-            assert (reason.kind, reason.reason) == ("aborted", "changed my mind")  # type: ignore[attr-defined]
+            assert (reason.kind, reason.reason) == ("aborted", "changed my mind")
         else:
-            assert reason.kind == "disposed"  # type: ignore[attr-defined]
+            assert reason.kind == "disposed"
         check_session_invariants(events)
 
 
@@ -263,15 +260,14 @@ async def test_w4_abort_during_prefix_composition_discards_it(
 
         rt.hooks.on("agent/session-prefix", prefix, agent=agent)
         agent.send("doomed")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert compositions == [True]
         assert of_type(events, "step/start") == []
         assert model.statistics().calls == 0
         if action == "dispose":
-            assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+            assert last_end_reason(events).kind == "disposed"
             return
-        assert end_reason(events).reason == "stop composing"  # type: ignore[attr-defined]
+        assert last_end_reason(events).reason == "stop composing"
         result = await agent.ask("again")
         assert result.reason.kind == "completed"
         assert compositions == [True, False]
@@ -311,14 +307,13 @@ async def test_w5_abort_in_pre_step_opens_no_step(
 
         rt.hooks.on("agent/pre-step", pre_step, agent=agent)
         agent.send("doomed")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         expected = "pre-step veto" if action == "cancel" else "disposed"
         assert signals == [(True, expected)]
         assert types(events) == ["turn/start", "user/message", "turn/end"]
         assert model.statistics().calls == 0
-        reason = end_reason(events)
-        assert reason.kind == ("aborted" if action == "cancel" else "disposed")  # type: ignore[attr-defined]
+        reason = last_end_reason(events)
+        assert reason.kind == ("aborted" if action == "cancel" else "disposed")
         check_session_invariants(events)
 
 
@@ -362,12 +357,11 @@ async def test_w6_dispose_from_step_start_observer_ends_disposed(
 
         rt.hooks.on("session/event", on_event, agent=agent)
         agent.send("doomed")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert of_type(events, "assistant/chunk") == []
         assert of_type(events, "assistant/message") == []
         assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
-        assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+        assert last_end_reason(events).kind == "disposed"
         assert agent.status == "disposed"
         check_session_invariants(events)
 
@@ -382,12 +376,11 @@ async def test_w7_cancel_mid_stream_keeps_chunks_and_the_reason(
         agent.send("go")
         await trio.sleep(5)
         agent.cancel("user hit stop")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert len(of_type(events, "assistant/chunk")) >= 3
         assert of_type(events, "assistant/message") == []
         assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
-        assert end_reason(events) == retinue.session.TurnEndReason.aborted("user hit stop")
+        assert last_end_reason(events) == retinue.session.TurnEndReason.aborted("user hit stop")
         assert [m.role for m in agent.session.derive_messages()] == ["user"]
         check_session_invariants(events)
 
@@ -403,7 +396,7 @@ async def test_w7_dispose_during_tools_ends_disposed_with_every_result(
         await trio.sleep(10)
         await agent.dispose()
         events = agent.session.events
-        assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+        assert last_end_reason(events).kind == "disposed"
         assert len(of_type(events, "tool/result")) == 1
         assert model.statistics().calls == 1
         check_session_invariants(events)
@@ -471,9 +464,8 @@ async def test_w8_dispose_in_continuation_window_ends_disposed(
         rt.hooks.on("agent/turn-continuation", continuation, agent=agent)
         agent.send("go")
         await disposed.wait()
-        await agent.wait_idle()
-        events = agent.session.events
-        assert end_reason(events).kind == "disposed"  # type: ignore[attr-defined]
+        events = await idle_events(agent)
+        assert last_end_reason(events).kind == "disposed"
         assert len(of_type(events, "step/start")) == 1
         assert model.statistics().calls == 1
         check_session_invariants(events)
@@ -501,10 +493,10 @@ async def test_send_during_a_cancelled_turns_flush_runs_normally(
         await agent.wait_idle()
         assert flushes == ["aborted", "completed"]
         assert turn_ends(agent.session.events) == ["aborted", "completed"]
-        assert [texts(e.data.content) for e in of_type(agent.session.events, "user/message")] == [
+        assert user_texts(agent.session.events) == [
             "go",
             "follow-up",
-        ]  # type: ignore[union-attr]
+        ]
         check_session_invariants(agent.session.events)
 
 

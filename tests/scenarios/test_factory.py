@@ -12,14 +12,7 @@ import retinue
 from retinue import AgentOptions, Message, MessageSource, ModelRouter, Text
 from retinue.session import Event
 from retinue.testing import Hang, Reply, ScriptedModel, check_session_invariants
-from tests.helpers import of_type, runtime, turn_ends, types
-
-OPTIONS = AgentOptions(model="scripted")
-
-
-def texts(content: Sequence[object]) -> str:
-    """The concatenated text blocks of *content*."""
-    return "".join(block.text for block in content if isinstance(block, Text))
+from tests.helpers import OPTIONS, of_type, record_statuses, runtime, texts, turn_ends, types
 
 
 def turn_numbers(events: Sequence[Event]) -> list[int]:
@@ -392,8 +385,7 @@ async def test_agent_scoped_listeners_die_with_their_agent(
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS, session_id="s")
-        heard: list[str] = []
-        rt.hooks.on("agent/status", lambda _agent, status: heard.append(status), agent=agent)
+        heard = record_statuses(rt, agent)
         await agent.ask("hi")
         await agent.dispose()
         heard.clear()

@@ -12,7 +12,6 @@ import trio.testing
 import retinue
 from retinue import (
     Accept,
-    AgentOptions,
     Allow,
     Block,
     Continue,
@@ -26,26 +25,24 @@ from retinue import (
 )
 from retinue.session import Event
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
+from tests.helpers import (
+    OPTIONS,
+    Next,
+    idle_events,
+    of_type,
+    runtime,
+    texts,
+    turn_ends,
+    types_without_chunks,
+    user_texts,
+)
 
-OPTIONS = AgentOptions(model="scripted")
-Next = Callable[[], Awaitable[object]]
 GUARD = MessageSource("plugin", "guard")
-
-
-def texts(content: Sequence[object]) -> str:
-    """The concatenated text blocks of *content*."""
-    return "".join(block.text for block in content if isinstance(block, Text))
 
 
 def request_texts(messages: Sequence[Message]) -> list[str]:
     """The text of every message of a request."""
     return [texts(message.content) for message in messages]
-
-
-def user_texts(events: Sequence[Event]) -> list[str]:
-    """The text of every ``user/message``."""
-    return [texts(e.data.content) for e in of_type(events, "user/message")]  # type: ignore[union-attr]
 
 
 @retinue.tool(parallel_safe=True)
@@ -167,8 +164,7 @@ async def test_prompt_submit_mixed_batch_runs_the_allowed_prompts(
         rt.hooks.on("agent/prompt-submit", submit, agent=agent)
         agent.send("my password is hunter2")
         agent.send("what time is it?")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert types_without_chunks(events)[:3] == ["turn/start", "prompt/blocked", "user/message"]
         assert turn_ends(events) == ["completed"]
         assert request_texts(model.requests[0].messages) == ["what time is it?"]

@@ -4,25 +4,10 @@ from __future__ import annotations
 
 import trio
 
-import retinue
-from retinue import AgentOptions
 from retinue.providers import Usage
 from retinue.session import AssistantMessage, ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
-
-OPTIONS = AgentOptions(model="scripted")
-
-
-@retinue.tool(parallel_safe=True)
-async def echo(text: str) -> str:
-    """Echo the text back.
-
-    Args:
-        text: What to echo.
-    """
-    await trio.sleep(1)
-    return f"echo: {text}"
+from tests.helpers import OPTIONS, echo, of_type, runtime, turn_ends, types_without_chunks
 
 
 async def test_simple_turn_event_order(autojump_clock: trio.testing.MockClock) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -13,7 +13,6 @@ import trio.testing
 import retinue
 from retinue import (
     Accept,
-    AgentOptions,
     Message,
     MessageSource,
     Stop,
@@ -46,21 +45,18 @@ from retinue.testing import (
     check_session_invariants,
 )
 from retinue.tools import ToolContext
-from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
-
-OPTIONS = AgentOptions(model="scripted")
-Next = Callable[[], Awaitable[Any]]
-
-
-@retinue.tool(parallel_safe=True)
-async def echo(text: str) -> str:
-    """Echo the text back.
-
-    Args:
-        text: What to echo.
-    """
-    await trio.sleep(1)
-    return f"echo: {text}"
+from tests.helpers import (
+    OPTIONS,
+    Next,
+    echo,
+    idle_events,
+    last_end_reason,
+    of_type,
+    runtime,
+    turn_ends,
+    types_without_chunks,
+    user_texts,
+)
 
 
 @retinue.tool
@@ -70,18 +66,8 @@ async def ping() -> str:
     return "pong"
 
 
-def _end(events: Any) -> TurnEndReason:
-    data = of_type(events, "turn/end")[-1].data
-    assert isinstance(data, TurnEnd)
-    return data.reason
-
-
 def _results(events: Any) -> list[ToolResultEvent]:
     return [e.data for e in of_type(events, "tool/result") if isinstance(e.data, ToolResultEvent)]
-
-
-def _user_texts(events: Any) -> list[str]:
-    return [e.data.content[0].text for e in of_type(events, "user/message")]  # type: ignore[union-attr]
 
 
 # -- T-X1 --------------------------------------------------------------------------------
@@ -248,10 +234,9 @@ async def test_steering_from_turn_end_observer_becomes_the_next_turn(
 
         rt.hooks.on("session/event", observer, agent=agent)
         agent.send("go")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["completed", "completed"]
-        assert _user_texts(events) == ["go", "too late for turn one"]
+        assert user_texts(events) == ["go", "too late for turn one"]
         assert of_type(events, "steering/message") == []
 
 
@@ -267,10 +252,9 @@ async def test_steering_queued_during_a_failed_step_is_redelivered_as_the_next_t
         agent.send("go")
         await trio.sleep(1)
         agent.steer("are you there?")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["error", "completed"]
-        assert _user_texts(events) == ["go", "are you there?"]
+        assert user_texts(events) == ["go", "are you there?"]
         assert of_type(events, "steering/message") == []
 
 
@@ -355,7 +339,7 @@ async def test_finish_error_or_aborted_ends_the_turn_error(
         agent = await rt.create_agent("a", OPTIONS)
         result = await agent.ask("go")
         assert result.reason == reason
-        assert _end(agent.session.events) == reason
+        assert last_end_reason(agent.session.events) == reason
         line: Any = json.loads(json.dumps(agent.session.dump()[-1]))
         assert line["type"] == "turn/end"
         assert ("code" in line["data"]["reason"]) == (reason.code is not None)
@@ -549,7 +533,7 @@ async def test_abort_during_an_abort_aware_pre_step_starts_no_step(
             await agent.dispose()
             expected = TurnEndReason.disposed()
         events = agent.session.events
-        assert _end(events) == expected
+        assert last_end_reason(events) == expected
         assert observed == [(True, "user changed their mind" if action == "cancel" else "disposed")]
         assert types_without_chunks(events) == ["turn/start", "user/message", "turn/end"]
         assert model.requests == []
@@ -595,7 +579,7 @@ async def test_turn_start_rejected_before_logging_reaches_the_backstop(
         agent.session.append(TurnEnd(1, TurnEndReason.completed()))
         ok = await agent.ask("works again")
         assert (ok.turn, ok.reason.kind) == (2, "completed")
-        assert _user_texts(agent.session.events) == ["works again"]
+        assert user_texts(agent.session.events) == ["works again"]
         check_session_invariants(agent.session.events)
 
 
@@ -671,7 +655,7 @@ async def test_dispose_during_streaming_keeps_the_chunks_and_ends_disposed(
         await trio.sleep(3.5)
         await agent.dispose()
         events = agent.session.events
-        assert _end(events) == TurnEndReason.disposed()
+        assert last_end_reason(events) == TurnEndReason.disposed()
         chunks = len(of_type(events, "assistant/chunk"))
         assert 1 <= chunks < 8
         assert of_type(events, "assistant/message") == []

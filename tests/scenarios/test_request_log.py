@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions, Message, MessageSource, Text
+from retinue import Message, MessageSource, Text
 from retinue._request import ModelRequest
 from retinue.session import (
     ContextMessage,
@@ -34,21 +34,7 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import of_type, runtime
-
-OPTIONS = AgentOptions(model="scripted")
-Next = Callable[[], Awaitable[Any]]
-
-
-@retinue.tool(parallel_safe=True)
-async def echo(text: str) -> str:
-    """Echo the text back.
-
-    Args:
-        text: What to echo.
-    """
-    await trio.sleep(1)
-    return f"echo: {text}"
+from tests.helpers import OPTIONS, Next, echo, of_type, runtime
 
 
 @retinue.tool

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -20,7 +20,7 @@ import trio.testing
 
 import retinue
 from retinue import Accept, AgentOptions, Deny, HookContext, MessageSource, Text, ToolResultBlock
-from retinue.session import Event, ToolCallEvent, ToolResultEvent, TurnEnd
+from retinue.session import Event, ToolCallEvent, ToolResultEvent
 from retinue.testing import (
     CallTools,
     Reply,
@@ -30,10 +30,7 @@ from retinue.testing import (
     check_session_invariants,
 )
 from retinue.tools import Tool, ToolContext, ToolExecution, ToolExecutionResult
-from tests.helpers import of_type, runtime, turn_ends
-
-OPTIONS = AgentOptions(model="scripted")
-Next = Callable[[], Awaitable[Any]]
+from tests.helpers import OPTIONS, Next, idle_events, last_end_reason, of_type, runtime, turn_ends
 
 
 @attrs.define
@@ -134,12 +131,6 @@ def check_pairing(events: Any) -> None:
         assert event.source_event_seqs == (call_seq(events, event.data.call_id),)
     check_session_invariants(events)
     check_no_dangling_tool_calls(events)
-
-
-def last_turn_end(events: Any) -> TurnEnd:
-    data = of_type(events, "turn/end")[-1].data
-    assert isinstance(data, TurnEnd)
-    return data
 
 
 # -- T-S1: grouping ----------------------------------------------------------------------------
@@ -610,7 +601,7 @@ async def test_scheduler_abort_during_pre_execute_stops_the_siblings(
         rt.hooks.on("tools/pre-execute", cancel_in_pre, agent=agent)
         result = await agent.ask("go")
         assert result.reason.kind == "aborted"
-        assert last_turn_end(agent.session.events).reason.reason == "pre-execute said stop"
+        assert last_end_reason(agent.session.events).reason == "pre-execute said stop"
         assert list(probe.starts) == ["c1"]
         assert probe.cancelled == ["c1"]
         events = agent.session.events
@@ -655,8 +646,7 @@ async def test_scheduler_abort_mid_pool_stops_replenishing_and_drops_contexts(
         await probe.wait_until(lambda p: "c2" in p.starts)
         await trio.sleep(1)
         agent.cancel("enough")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["aborted"]
         assert sorted(probe.starts) == ["c0", "c1", "c2"]
         assert sorted(probe.cancelled) == ["c1", "c2"]
@@ -699,8 +689,7 @@ async def test_scheduler_abort_runs_no_later_barrier_group(
         agent.send("go")
         await probe.wait_until(lambda p: len(p.starts) == 2)
         agent.cancel()
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["aborted"]
         assert sorted(probe.starts) == ["r1", "r2"]
         assert codes(events) == {

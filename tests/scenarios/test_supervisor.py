@@ -29,20 +29,7 @@ from retinue.testing import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
-from tests.helpers import of_type, runtime, turn_ends
-
-OPTIONS = AgentOptions(model="scripted")
-
-
-@retinue.tool(parallel_safe=True)
-async def nap(seconds: float) -> str:
-    """Sleep a little.
-
-    Args:
-        seconds: How long.
-    """
-    await trio.sleep(seconds)
-    return "rested"
+from tests.helpers import OPTIONS, nap, of_type, runtime, turn_ends
 
 
 @retinue.tool

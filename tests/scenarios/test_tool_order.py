@@ -6,12 +6,9 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions
 from retinue.testing import Reply, ScriptedModel, check_session_invariants
 from retinue.tools import Tool
-from tests.helpers import of_type, runtime, types_without_chunks
-
-OPTIONS = AgentOptions(model="scripted")
+from tests.helpers import OPTIONS, of_type, runtime, types_without_chunks
 
 
 def _tool(name: str) -> Tool:

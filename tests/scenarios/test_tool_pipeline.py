@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -26,8 +26,7 @@ from retinue.tools import (
     ToolRegistry,
     tool,
 )
-
-Next = Callable[[], Awaitable[object]]
+from tests.helpers import Next
 
 
 @tool

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -10,28 +9,10 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions, Continue, HookContext, MessageSource, Stop
+from retinue import Continue, HookContext, MessageSource, Stop
 from retinue.session import Session, TurnEndReason
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import of_type, runtime, turn_ends
-
-OPTIONS = AgentOptions(model="scripted")
-Next = Callable[[], Awaitable[Any]]
-
-
-@retinue.tool(parallel_safe=True)
-async def echo(text: str) -> str:
-    """Echo the text back.
-
-    Args:
-        text: What to echo.
-    """
-    await trio.sleep(1)
-    return f"echo: {text}"
-
-
-def _user_texts(events: Any) -> list[str]:
-    return [e.data.content[0].text for e in of_type(events, "user/message")]  # type: ignore[union-attr]
+from tests.helpers import OPTIONS, Next, echo, idle_events, of_type, runtime, turn_ends, user_texts
 
 
 async def test_turn_stop_runs_after_continuation_and_discards_terminal_steering(
@@ -68,7 +49,7 @@ async def test_turn_stop_runs_after_continuation_and_discards_terminal_steering(
         unregister()
         second = await agent.ask("again")
         assert second.turn == 2
-        assert _user_texts(agent.session.events) == ["go", "again"]
+        assert user_texts(agent.session.events) == ["go", "again"]
         check_session_invariants(agent.session.events)
 
 
@@ -92,10 +73,9 @@ async def test_turn_stop_discards_steering_arriving_from_the_flush(
         rt.hooks.on("session/flush", flush, agent=agent)
         rt.hooks.on("agent/turn-stop", lambda _agent, _turn: Stop(), agent=agent)
         agent.send("go")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["completed"]
-        assert _user_texts(events) == ["go"]
+        assert user_texts(events) == ["go"]
         assert model.statistics().calls == 1
 
 
@@ -119,10 +99,9 @@ async def test_turn_stop_keeps_ordinary_sends_arriving_during_the_flush(
         rt.hooks.on("session/flush", flush, agent=agent)
         rt.hooks.on("agent/turn-stop", lambda _agent, _turn: Stop(), agent=agent)
         agent.send("go")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert turn_ends(events) == ["completed", "completed"]
-        assert _user_texts(events) == ["go", "queued during flush"]
+        assert user_texts(events) == ["go", "queued during flush"]
         assert of_type(events, "steering/message") == []
 
 

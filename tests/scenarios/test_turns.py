@@ -8,7 +8,6 @@ virtual time race ahead.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -36,7 +35,6 @@ from retinue.session import (
     SessionHeader,
     SteeringMessage,
     ToolResultEvent,
-    TurnEnd,
     TurnStart,
     UserMessage,
 )
@@ -53,21 +51,17 @@ from retinue.testing import (
     check_session_invariants,
 )
 from retinue.tools import ToolOutput
-from tests.helpers import of_type, runtime, turn_ends, types_without_chunks
-
-OPTIONS = AgentOptions(model="scripted")
-Next = Callable[[], Awaitable[Any]]
-
-
-@retinue.tool(parallel_safe=True)
-async def echo(text: str) -> str:
-    """Echo the text back.
-
-    Args:
-        text: What to echo.
-    """
-    await trio.sleep(1)
-    return f"echo: {text}"
+from tests.helpers import (
+    OPTIONS,
+    Next,
+    echo,
+    idle_events,
+    of_type,
+    record_statuses,
+    runtime,
+    turn_ends,
+    types_without_chunks,
+)
 
 
 @retinue.tool
@@ -79,12 +73,6 @@ async def measured(text: str) -> ToolOutput:
     """
     await trio.lowlevel.checkpoint()
     return ToolOutput(f"{len(text)} chars", meta={"length": len(text), "tags": ["a", "b"]})
-
-
-def _end(events: Any) -> TurnEnd:
-    data = of_type(events, "turn/end")[-1].data
-    assert isinstance(data, TurnEnd)
-    return data
 
 
 def _texts(message: Message) -> list[str]:
@@ -284,8 +272,7 @@ async def test_steering_between_steps_continues_the_same_turn(
         await trio.sleep(1)
         assert agent.status == "running"
         agent.steer("also this", source="planner")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert types_without_chunks(events) == [
             "turn/start",
             "user/message",
@@ -346,8 +333,7 @@ async def test_inject_while_running_adds_no_turn(autojump_clock: trio.testing.Mo
         agent.send("go")
         await trio.sleep(1)
         agent.inject("late fact")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         assert len(of_type(events, "turn/start")) == 1
         assert len(of_type(events, "context/message")) == 1
         first, second = model.requests
@@ -646,14 +632,12 @@ async def test_sends_during_a_turn_are_batched_into_the_next_turn(
     model = ScriptedModel([Reply("one", delay=5), Reply("two")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        statuses: list[str] = []
-        rt.hooks.on("agent/status", lambda _a, status: statuses.append(status), agent=agent)
+        statuses = record_statuses(rt, agent)
         agent.send("first")
         await trio.sleep(1)
         agent.send("second")
         agent.send("third")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         starts = [e.data.turn for e in of_type(events, "turn/start")]  # type: ignore[union-attr]
         assert starts == [1, 2]
         second_turn = events[[e.type for e in events].index("turn/start", 1) :]
@@ -747,8 +731,7 @@ async def test_replaying_the_log_yields_identical_history(
         agent.inject("a fact")
         await agent.ask("go")
         agent.steer("steer as send")
-        await agent.wait_idle()
-        events = agent.session.events
+        events = await idle_events(agent)
         replayed = Session.from_events(SessionHeader("replay", 0), events)
         assert list(replayed.derive_messages()) == list(agent.session.derive_messages())
         assert replayed.last_turn == agent.session.last_turn
