@@ -28,6 +28,7 @@ from ._errors import (
     ToolError as ToolError,
 )
 from .actors import Agent as Agent, AgentOptions as AgentOptions, TurnResult as TurnResult
+from .config import LoopConfig as LoopConfig, load_config as load_config
 from .hooks import (
     Accept as Accept,
     Allow as Allow,
@@ -74,6 +75,7 @@ __all__ = [
     "Deny",
     "HookContext",
     "JSONLStore",
+    "LoopConfig",
     "MemoryStore",
     "Message",
     "MessageSource",
@@ -99,6 +101,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResultBlock",
     "TurnResult",
+    "load_config",
     "open_runtime",
     "tool",
 ]

@@ -13,6 +13,7 @@ import pytest
 PUBLIC_PACKAGES = [
     "retinue",
     "retinue.actors",
+    "retinue.config",
     "retinue.hooks",
     "retinue.loop",
     "retinue.mailbox",

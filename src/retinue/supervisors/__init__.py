@@ -1,9 +1,24 @@
-"""The root supervisor: ``open_runtime``, the agent registry and restart policy."""
+"""The root supervisor: ``open_runtime``, the registry, restarts and configured agents."""
 
 from __future__ import annotations
 
+from ._configured import (
+    CONFIG_START_FAILED,
+    ConfigStartFailure,
+    bind_parallel_cap,
+    start_configured_agents,
+)
 from ._registry import AgentRegistry
 from ._runtime import Runtime, open_runtime
 from ._supervise import RestartPolicy
 
-__all__ = ["AgentRegistry", "RestartPolicy", "Runtime", "open_runtime"]
+__all__ = [
+    "CONFIG_START_FAILED",
+    "AgentRegistry",
+    "ConfigStartFailure",
+    "RestartPolicy",
+    "Runtime",
+    "bind_parallel_cap",
+    "open_runtime",
+    "start_configured_agents",
+]

@@ -14,6 +14,7 @@ import trio
 from retinue._errors import ConfigError, SessionError
 from retinue._options import AgentOptions
 from retinue.actors import Agent
+from retinue.config import LoopConfig
 from retinue.hooks import HookBus
 from retinue.loop import (
     DEFAULT_MAX_PARALLEL_TOOL_CALLS,
@@ -27,6 +28,7 @@ from retinue.session import Session
 from retinue.stores import MemoryStore, SessionStore
 from retinue.tools import Tool, ToolRegistry
 
+from ._configured import start_configured_agents
 from ._registry import AgentRegistry
 from ._supervise import RestartPolicy, supervise
 
@@ -310,6 +312,7 @@ async def open_runtime(
     flush_timeout: float = 30.0,
     retry: RetryPolicy | None = None,
     admission: AdmissionController | None = None,
+    config: LoopConfig | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: a nursery that owns every agent's driver.
 
@@ -318,7 +321,13 @@ async def open_runtime(
     limits shared by all agents per (provider, model). On exit every live
     agent is disposed (its turn closed and flushed), then the store is
     closed. Raises :class:`ConfigError` for an invalid configuration.
+
+    *config* (a :class:`~retinue.config.LoopConfig`) replaces
+    *max_parallel_tool_calls* with its own cap, and its agents are started
+    before the runtime is yielded (R13.3; failures are contained, R13.4).
     """
+    if config is not None:
+        max_parallel_tool_calls = config.max_parallel_tool_calls
     check_parallel_cap(max_parallel_tool_calls)
     if flush_timeout <= 0:
         raise ConfigError(f"flush_timeout must be positive, got {flush_timeout!r}")
@@ -347,6 +356,8 @@ async def open_runtime(
             runtime = Runtime(services, nursery, restart or RestartPolicy(), admission=admission)
             registry_of["runtime"] = runtime
             try:
+                if config is not None:
+                    await start_configured_agents(runtime, config)
                 yield runtime
             finally:
                 with trio.CancelScope(shield=True):

@@ -1,0 +1,334 @@
+"""Loop configuration: a TOML file or a mapping as frozen attrs values (SPEC 13).
+
+Keys are snake_case, the Python spelling of the spec's names
+(``maxParallelToolCalls`` is ``max_parallel_tool_calls``, ``resumeSessionId`` is
+``resume_session_id``)::
+
+    max_parallel_tool_calls = 4
+    [[agents]]
+    id = "reviewer"                # the label (required)
+    session_id = "reviewer-main"   # restore this session, or create it
+
+Values are checked at load (R13.1, R13.2); unknown keys are errors. Every
+problem raises :class:`~retinue.ConfigError` whose message names the file (when
+loaded from one) and the key path, e.g. ``agents[2].max_tokens``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from typing import final
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn
+
+from retinue._errors import ConfigError
+from retinue._options import MAX_SAFE_INTEGER
+from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
+
+__all__ = [
+    "AgentEntry",
+    "Identity",
+    "LoopConfig",
+    "ParallelCapSetting",
+    "load_config",
+    "parse_config",
+    "with_overrides",
+]
+
+log = logging.getLogger("retinue.config")
+_SEPARATORS = frozenset("/\\\x00")
+
+
+class _InvalidValueError(ConfigError):
+    """A problem at *key* (relative to where it was found): ``"<key>: <reason>"``."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}" if key else reason)
+        self.key = key
+        self.reason = reason
+
+
+def _check_cap(_instance: object, _attribute: object, value: int) -> None:
+    if type(value) is not int or value < 1:
+        raise _InvalidValueError(
+            "max_parallel_tool_calls", f"must be a positive integer, got {value!r}"
+        )
+
+
+def _check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
+    if value is not None and (type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER):
+        raise _InvalidValueError("max_tokens", f"must be an integer in 1..2**53-1, got {value!r}")
+
+
+def _check_label(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    _check_session_id(_instance, attribute, value)
+
+
+def _check_session_id(
+    _instance: object, attribute: attrs.Attribute[str], value: str | None
+) -> None:
+    if value is None:
+        return
+    if not value or not value.isprintable() or _SEPARATORS & set(value):
+        reason = f"must be a non-empty printable id without '/' or '\\', got {value!r}"
+        raise _InvalidValueError(attribute.name, reason)
+
+
+def _check_cwd(_instance: object, _attribute: object, value: str | None) -> None:
+    if value is not None and not os.path.isabs(value):
+        raise _InvalidValueError("cwd", f"must be an absolute path, got {value!r}")
+
+
+def _empty_is_none(value: str | None) -> str | None:
+    return value or None
+
+
+def _as_tuple(agents: Iterable[AgentEntry]) -> tuple[AgentEntry, ...]:
+    return tuple(agents)
+
+
+def _unique_identities(
+    _instance: object, _attribute: object, agents: tuple[AgentEntry, ...]
+) -> None:
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(agents):
+        identity = entry.identity
+        if identity is None:
+            continue
+        if identity in seen:
+            key = "session_id" if entry.session_id is not None else "resume_session_id"
+            raise _InvalidValueError(
+                f"agents[{index}].{key}",
+                f"session {identity!r} is already named by agents[{seen[identity]}]",
+            )
+        seen[identity] = index
+
+
+@final
+@attrs.frozen
+class AgentEntry:
+    """One agent to start with the loop (R13.1, R13.3)."""
+
+    id: str = attrs.field(validator=_check_label)
+    """The label: names the entry in overrides and prefixes fresh session ids."""
+    session_id: str | None = attrs.field(default=None, kw_only=True, validator=_check_session_id)
+    """Restore this session if stored, else create it (R13.3)."""
+    resume_session_id: str | None = attrs.field(
+        default=None, kw_only=True, converter=_empty_is_none, validator=_check_session_id
+    )
+    """Resume this stored session; empty means absent."""
+    cwd: str | None = attrs.field(default=None, kw_only=True, validator=_check_cwd)
+    """The agent's working directory (absolute)."""
+    provider: str | None = attrs.field(default=None, kw_only=True)
+    """The provider half of the model route."""
+    model: str | None = attrs.field(default=None, kw_only=True)
+    """The model name."""
+    max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=_check_max_tokens)
+    """The per-request output limit, 1..2**53-1."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.session_id is not None and self.resume_session_id is not None:
+            raise _InvalidValueError("resume_session_id", "cannot be combined with session_id")
+
+    @property
+    def identity(self) -> str | None:
+        """The exact session id this entry names, if any."""
+        return self.session_id or self.resume_session_id
+
+
+@final
+@attrs.frozen
+class LoopConfig:
+    """The loop's configuration: the tool-call cap and the agents to start (R13.1)."""
+
+    max_parallel_tool_calls: int = attrs.field(
+        default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, validator=_check_cap
+    )
+    """How many tool calls of one step may run at once (at least 1)."""
+    agents: tuple[AgentEntry, ...] = attrs.field(
+        default=(), converter=_as_tuple, validator=_unique_identities
+    )
+    """The agents to start, in order; no two name the same session (R13.2)."""
+
+
+@final
+@attrs.frozen
+class Identity:
+    """A launcher's identity for one entry (R13.5): create-or-restore *id*, or resume it."""
+
+    id: str
+    resume: bool = attrs.field(default=False, kw_only=True)
+
+
+@final
+@attrs.define(eq=False)
+class ParallelCapSetting:
+    """``max_parallel_tool_calls`` as a user-editable setting (R13.6).
+
+    Writing an invalid value to :attr:`value` raises :class:`~retinue.ConfigError`
+    and keeps the last good value; subscribers hear every accepted write.
+    Nothing here blocks.
+    """
+
+    _value: int = attrs.field(
+        default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, alias="value", validator=_check_cap
+    )
+    _subscribers: list[Callable[[int], None]] = attrs.field(factory=list, init=False)
+
+    @property
+    def value(self) -> int:
+        """The last good value."""
+        return self._value
+
+    @value.setter
+    def value(self, value: int) -> None:
+        self._value = value  # validated on set: an invalid value raises and is not stored
+        for fn in list(self._subscribers):
+            try:
+                fn(value)
+            except Exception:
+                log.exception("a subscriber of max_parallel_tool_calls failed (contained)")
+
+    def subscribe(self, fn: Callable[[int], None]) -> Callable[[], None]:
+        """Call *fn* with every accepted value; returns an idempotent unsubscribe."""
+        self._subscribers.append(fn)
+
+        def unsubscribe() -> None:
+            if fn in self._subscribers:
+                self._subscribers.remove(fn)
+
+        return unsubscribe
+
+
+def _strict(kind: type, expected: str) -> Callable[[object, object], object]:
+    def structure(value: object, _type: object) -> object:
+        if type(value) is not kind:
+            raise _InvalidValueError("", f"expected {expected}, got {value!r}")
+        return value
+
+    return structure
+
+
+def _table(cls: type) -> Callable[[object, object], object]:
+    generated: Callable[[Mapping[str, object], type], object] = make_dict_structure_fn(
+        cls, _converter, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True
+    )
+
+    def structure(value: object, _type: object) -> object:
+        if not isinstance(value, Mapping):
+            raise _InvalidValueError("", f"expected a table, got {value!r}")
+        return generated(value, cls)
+
+    return structure
+
+
+def _array(value: object, type_: object) -> object:
+    if not isinstance(value, list | tuple):
+        raise _InvalidValueError("", f"expected an array of tables, got {value!r}")
+    return _entries(value, type_)
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+_converter.register_structure_hook(int, _strict(int, "an integer"))
+_converter.register_structure_hook(str, _strict(str, "a string"))
+_entries = _converter.get_structure_hook(tuple[AgentEntry, ...])
+_converter.register_structure_hook_func(lambda type_: type_ == tuple[AgentEntry, ...], _array)
+_converter.register_structure_hook(AgentEntry, _table(AgentEntry))
+_converter.register_structure_hook(LoopConfig, _table(LoopConfig))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path and key else path or key
+
+
+def _problems(exc: BaseException, path: str) -> list[str]:
+    """Every problem under *exc*, each as ``"<key path>: <reason>"``."""
+    if isinstance(exc, cattrs.IterableValidationError):
+        indexed, unplaced = exc.group_exceptions()
+        found = [p for sub, note in indexed for p in _problems(sub, f"{path}[{note.index}]")]
+    elif isinstance(exc, cattrs.ClassValidationError):
+        named, unplaced = exc.group_exceptions()
+        found = [p for sub, note in named for p in _problems(sub, _join(path, note.name))]
+    elif isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return [f"{_join(path, key)}: unknown key" for key in sorted(exc.extra_fields)]
+    elif isinstance(exc, _InvalidValueError):
+        return [f"{_join(path, exc.key) or '<top level>'}: {exc.reason}"]
+    elif isinstance(exc, KeyError):
+        return [f"{path}: required key missing"]
+    else:
+        return [f"{path or '<top level>'}: {exc}"]
+    return found + [p for sub in unplaced for p in _problems(sub, path)]
+
+
+def _where(source: str | os.PathLike[str] | None) -> str:
+    return "" if source is None else f" in {os.fspath(source)}"
+
+
+def parse_config(
+    data: Mapping[str, object], *, source: str | os.PathLike[str] | None = None
+) -> LoopConfig:
+    """Check *data* (e.g. a parsed TOML document) and build a :class:`LoopConfig`.
+
+    *source* (a file path) is named in error messages. Raises
+    :class:`~retinue.ConfigError` listing every problem with its key path.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"invalid configuration{_where(source)}: expected a table")
+    try:
+        return _converter.structure(data, LoopConfig)
+    except (cattrs.BaseValidationError, ConfigError) as exc:
+        problems = "; ".join(_problems(exc, ""))
+        raise ConfigError(f"invalid configuration{_where(source)}: {problems}") from exc
+
+
+def load_config(path: str | os.PathLike[str]) -> LoopConfig:
+    """Read a TOML file and build a :class:`LoopConfig`.
+
+    Reads the file synchronously: call it before ``trio.run`` or through
+    ``trio.to_thread.run_sync``. Raises :class:`~retinue.ConfigError` naming
+    the file for an unreadable file, invalid TOML or invalid values.
+    """
+    try:
+        with open(path, "rb") as file:
+            data = tomllib.load(file)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"cannot read configuration {os.fspath(path)}: {reason}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {os.fspath(path)}: {exc}") from exc
+    return parse_config(data, source=path)
+
+
+def _apply(entry: AgentEntry, identity: Identity | None) -> AgentEntry:
+    if identity is None:
+        return entry
+    if identity.resume:
+        return attrs.evolve(entry, session_id=None, resume_session_id=identity.id)
+    return attrs.evolve(entry, session_id=identity.id, resume_session_id=None)
+
+
+def with_overrides(config: LoopConfig, overrides: Mapping[str, Identity]) -> LoopConfig:
+    """Replace both identity keys of each entry whose label *overrides* names (R13.5).
+
+    Raises :class:`~retinue.ConfigError` for a label no entry has, an invalid
+    id, or two entries left naming the same session.
+    """
+    unknown = sorted(set(overrides) - {entry.id for entry in config.agents})
+    if unknown:
+        raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
+    agents: list[AgentEntry] = []
+    for index, entry in enumerate(config.agents):
+        try:
+            agents.append(_apply(entry, overrides.get(entry.id)))
+        except _InvalidValueError as exc:
+            reason = f"agents[{index}].{exc.key}: {exc.reason}"
+            raise ConfigError(f"invalid identity overrides: {reason}") from exc
+    try:
+        return attrs.evolve(config, agents=tuple(agents))
+    except ConfigError as exc:
+        raise ConfigError(f"invalid identity overrides: {exc}") from exc

@@ -1,0 +1,133 @@
+"""Start the agents a loop configuration lists, owned by the runtime (R12.11, R13.3, R13.4)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, final
+
+import attrs
+import trio
+
+from retinue._options import AgentOptions
+from retinue.config import AgentEntry, LoopConfig, ParallelCapSetting
+from retinue.stores import MemoryStore, SessionStore
+
+if TYPE_CHECKING:
+    from retinue.actors import Agent
+
+    from ._runtime import Runtime
+
+__all__ = [
+    "CONFIG_START_FAILED",
+    "ConfigStartFailure",
+    "bind_parallel_cap",
+    "start_configured_agents",
+]
+
+log = logging.getLogger("retinue.supervisors")
+CONFIG_START_FAILED = "agent-loop/config-start-failed"
+
+
+@final
+@attrs.frozen
+class ConfigStartFailure:
+    """The payload of ``agent-loop/config-start-failed`` (R13.4)."""
+
+    session_id: str
+    """The session the entry was to start."""
+    error: Exception
+    """Why it did not start."""
+    label: str
+    """The entry's label (``id`` in the configuration)."""
+
+
+async def start_configured_agents(rt: Runtime, config: LoopConfig) -> tuple[Agent, ...]:
+    """Start every agent *config* lists, one after another (R13.3); returns those that started.
+
+    Per entry: no exact id creates a fresh ``<id>-session-<uuid4>``;
+    ``session_id`` restores the stored session or, if the store does not have
+    it, creates it (a :class:`~retinue.MemoryStore` outlives no process, so
+    there it always creates); ``resume_session_id`` resumes. A failure is
+    contained (R13.4): logged and reported as ``agent-loop/config-start-failed``
+    with a :class:`ConfigStartFailure`, unless the runtime is shutting down.
+
+    Agents are published in entry order. Waits until every entry has started
+    or failed; always a checkpoint. Cancellation leaves the agents already
+    published running and starts no more.
+    """
+    await trio.lowlevel.checkpoint()
+    started: list[Agent] = []
+    for entry in config.agents:
+        session_id = entry.identity or f"{entry.id}-session-{uuid.uuid4()}"
+        try:
+            started.append(await _start_entry(rt, entry, session_id))
+        except Exception as exc:
+            _report(rt, ConfigStartFailure(session_id, exc, entry.id))
+    return tuple(started)
+
+
+def bind_parallel_cap(rt: Runtime, setting: ParallelCapSetting) -> Callable[[], None]:
+    """Make *setting* the live ``max_parallel_tool_calls`` of *rt* (R13.6); never blocks.
+
+    The current value applies at once and every accepted write applies to the
+    next batch of tool calls; a refused write leaves the scheduler on the last
+    good value. Returns a function that unbinds.
+    """
+    services = rt._services
+
+    def apply(value: int) -> None:
+        services.max_parallel_tool_calls = value
+
+    apply(setting.value)
+    return setting.subscribe(apply)
+
+
+def _options(entry: AgentEntry) -> AgentOptions:
+    return AgentOptions(
+        model=entry.model, provider=entry.provider, max_tokens=entry.max_tokens, cwd=entry.cwd
+    )
+
+
+def _persists(store: SessionStore) -> bool:
+    """Whether *store* keeps sessions beyond this process (every store but memory)."""
+    return not isinstance(store, MemoryStore)
+
+
+async def _start_entry(rt: Runtime, entry: AgentEntry, session_id: str) -> Agent:
+    options = _options(entry)
+    if entry.resume_session_id is not None:
+        return await rt.resume_agent(session_id, options)
+    if entry.session_id is not None and _persists(rt.store):
+        return await _restore_or_create(rt, entry.id, session_id, options)
+    return await rt.create_agent(entry.id, options, session_id=session_id)
+
+
+async def _restore_or_create(
+    rt: Runtime, label: str, session_id: str, options: AgentOptions
+) -> Agent:
+    """Resume *session_id*; if the store does not list it, create it instead."""
+    draining = rt.agents.get(session_id)
+    if draining is not None and draining.status == "disposed":
+        await draining.dispose()  # memoized: waits for the same teardown
+    try:
+        return await rt.resume_agent(session_id, options)
+    except Exception:
+        if any(header.id == session_id for header in await rt.store.list()):
+            raise  # the session exists: the failure is real
+    return await rt.create_agent(label, options, session_id=session_id)
+
+
+def _report(rt: Runtime, failure: ConfigStartFailure) -> None:
+    if rt._closing:
+        log.info("configured agent %s not started: shutting down", failure.session_id)
+        return
+    log.error(
+        "configured agent %s (%s) failed to start: %r",
+        failure.session_id,
+        failure.label,
+        failure.error,
+        exc_info=failure.error,
+    )
+    rt.hooks.emit(CONFIG_START_FAILED, failure, scope=failure.session_id)

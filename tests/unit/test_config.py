@@ -1,0 +1,292 @@
+"""Loop configuration: loading, validation, identity overrides and the editable cap (SPEC 13)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import retinue
+from retinue.config import (
+    AgentEntry,
+    Identity,
+    LoopConfig,
+    ParallelCapSetting,
+    load_config,
+    parse_config,
+    with_overrides,
+)
+
+EXAMPLE = """
+max_parallel_tool_calls = 4
+
+[[agents]]
+id = "writer"
+provider = "openai"
+model = "gpt-4.1-mini"
+max_tokens = 2048
+cwd = "/srv/project"
+
+[[agents]]
+id = "reviewer"
+session_id = "reviewer-main"
+
+[[agents]]
+id = "archivist"
+resume_session_id = "archive-1"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    """Write *text* as ``retinue.toml`` under *tmp_path*."""
+    path = tmp_path / "retinue.toml"
+    path.write_text(text)
+    return path
+
+
+def test_load_config_builds_frozen_values_from_snake_case_toml(tmp_path: Path) -> None:
+    """R13.1: the cap and every agent key are read from snake_case TOML keys."""
+    config = load_config(write(tmp_path, EXAMPLE))
+    assert config == LoopConfig(
+        max_parallel_tool_calls=4,
+        agents=(
+            AgentEntry(
+                "writer",
+                provider="openai",
+                model="gpt-4.1-mini",
+                max_tokens=2048,
+                cwd="/srv/project",
+            ),
+            AgentEntry("reviewer", session_id="reviewer-main"),
+            AgentEntry("archivist", resume_session_id="archive-1"),
+        ),
+    )
+    assert [entry.identity for entry in config.agents] == [None, "reviewer-main", "archive-1"]
+    assert retinue.load_config is load_config
+    assert retinue.LoopConfig is LoopConfig
+
+
+def test_parse_config_defaults_to_cap_ten_and_no_agents() -> None:
+    """R13.1: an empty configuration means a cap of 10 and no agents."""
+    assert parse_config({}) == LoopConfig(max_parallel_tool_calls=10, agents=())
+
+
+def test_parse_config_accepts_the_extreme_max_tokens() -> None:
+    """R13.1: ``max_tokens`` may be anything in 1..2**53-1."""
+    config = parse_config(
+        {"agents": [{"id": "a", "max_tokens": 1}, {"id": "b", "max_tokens": 2**53 - 1}]}
+    )
+    assert [entry.max_tokens for entry in config.agents] == [1, 2**53 - 1]
+
+
+def test_parse_config_treats_an_empty_resume_session_id_as_absent() -> None:
+    """R13.2: only a non-empty ``resume_session_id`` excludes ``session_id``."""
+    config = parse_config({"agents": [{"id": "a", "session_id": "s", "resume_session_id": ""}]})
+    assert config.agents[0] == AgentEntry("a", session_id="s")
+
+
+def test_parse_config_allows_entries_sharing_a_label_without_exact_ids() -> None:
+    """R13.2: only exact identities must be unique; entries without one each get a fresh id."""
+    config = parse_config({"agents": [{"id": "worker"}, {"id": "worker"}]})
+    assert len(config.agents) == 2
+
+
+INVALID = [
+    ("max_parallel_tool_calls = 0", "max_parallel_tool_calls: must be a positive integer, got 0"),
+    ("max_parallel_tool_calls = -3", "max_parallel_tool_calls: must be a positive integer, got -3"),
+    ("max_parallel_tool_calls = 2.5", "max_parallel_tool_calls: expected an integer, got 2.5"),
+    ("max_parallel_tool_calls = true", "max_parallel_tool_calls: expected an integer, got True"),
+    ('max_parallel_tool_calls = "4"', "max_parallel_tool_calls: expected an integer, got '4'"),
+    (
+        '[[agents]]\nid = "a"\n[[agents]]\nid = "b"\n[[agents]]\nid = "c"\nmax_tokens = 0',
+        "agents[2].max_tokens: must be an integer in 1..2**53-1, got 0",
+    ),
+    (
+        '[[agents]]\nid = "a"\nmax_tokens = 9007199254740992',
+        "agents[0].max_tokens: must be an integer in 1..2**53-1, got 9007199254740992",
+    ),
+    ('[[agents]]\nid = "a"\nmax_tokens = false', "agents[0].max_tokens: expected an integer"),
+    (
+        '[[agents]]\nid = "a"\nsession_id = "s"\nresume_session_id = "r"',
+        "agents[0].resume_session_id: cannot be combined with session_id",
+    ),
+    (
+        '[[agents]]\nid = "a"\nsession_id = "s"\n[[agents]]\nid = "b"\nsession_id = "s"',
+        "agents[1].session_id: session 's' is already named by agents[0]",
+    ),
+    (
+        '[[agents]]\nid = "a"\nsession_id = "s"\n[[agents]]\nid = "b"\nresume_session_id = "s"',
+        "agents[1].resume_session_id: session 's' is already named by agents[0]",
+    ),
+    ('[[agents]]\nid = "a"\nsessionId = "s"', "agents[0].sessionId: unknown key"),
+    ("verbose = true", "verbose: unknown key"),
+    ('[[agents]]\nmodel = "m"', "agents[0].id: required key missing"),
+    ('[[agents]]\nid = ""', "agents[0].id: must be a non-empty printable id"),
+    ('[[agents]]\nid = "a/b"', "agents[0].id: must be a non-empty printable id"),
+    ('[[agents]]\nid = "a"\nsession_id = ""', "agents[0].session_id: must be a non-empty"),
+    ('[[agents]]\nid = "a"\ncwd = "relative"', "agents[0].cwd: must be an absolute path"),
+    ('[[agents]]\nid = "a"\nmodel = 4', "agents[0].model: expected a string, got 4"),
+    ('[agents]\nid = "a"', "agents: expected an array of tables"),
+    ("agents = [1]", "agents[0]: expected a table, got 1"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), INVALID)
+def test_load_config_names_the_file_and_key_path_of_every_problem(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """R13.1, R13.2: each invalid value raises ConfigError naming the file and the key path."""
+    path = write(tmp_path, text)
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message.startswith(f"invalid configuration in {path}: ")
+    assert expected in raised.value.message
+
+
+def test_parse_config_reports_every_problem_without_a_file() -> None:
+    """R13.2: problems in several places are all listed; a mapping names no file."""
+    data = {"max_parallel_tool_calls": False, "agents": [{"id": "a", "extra": 1}], "other": 2}
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config(data)
+    message = raised.value.message
+    assert message.startswith("invalid configuration: ")
+    for expected in (
+        "max_parallel_tool_calls: expected an integer, got False",
+        "agents[0].extra: unknown key",
+        "other: unknown key",
+    ):
+        assert expected in message
+
+
+def test_parse_config_names_a_given_source() -> None:
+    """R13.2: ``source`` is named like a file path."""
+    with pytest.raises(retinue.ConfigError, match=r"in launcher\.toml: max_parallel_tool_calls"):
+        parse_config({"max_parallel_tool_calls": 0}, source="launcher.toml")
+
+
+def test_parse_config_rejects_a_document_that_is_not_a_table() -> None:
+    """R13.1: the top level must be a table."""
+    with pytest.raises(retinue.ConfigError, match="expected a table"):
+        parse_config([1, 2])  # type: ignore[arg-type]
+
+
+def test_load_config_reports_invalid_toml_and_missing_files(tmp_path: Path) -> None:
+    """R13.1: unreadable files and TOML syntax errors are ConfigErrors naming the file."""
+    broken = write(tmp_path, "agents = [")
+    with pytest.raises(retinue.ConfigError, match=f"invalid TOML in {broken}"):
+        load_config(broken)
+    missing = tmp_path / "absent.toml"
+    with pytest.raises(retinue.ConfigError, match=f"cannot read configuration {missing}"):
+        load_config(missing)
+
+
+def test_values_built_in_python_are_validated_too() -> None:
+    """R13.2: the same rules guard values constructed directly."""
+    with pytest.raises(retinue.ConfigError, match="max_tokens: must be an integer"):
+        AgentEntry("a", max_tokens=0)
+    with pytest.raises(retinue.ConfigError, match="resume_session_id: cannot be combined"):
+        AgentEntry("a", session_id="s", resume_session_id="r")
+    with pytest.raises(retinue.ConfigError, match="max_parallel_tool_calls: must be a positive"):
+        LoopConfig(max_parallel_tool_calls=True)
+    with pytest.raises(retinue.ConfigError, match=r"agents\[1\].session_id: session 's'"):
+        LoopConfig(agents=[AgentEntry("a", session_id="s"), AgentEntry("b", session_id="s")])
+
+
+# -- R13.5 identity overrides ---------------------------------------------------------------
+
+
+BASE = LoopConfig(
+    agents=(
+        AgentEntry("writer", resume_session_id="old-writer", model="m"),
+        AgentEntry("reviewer", session_id="old-reviewer"),
+        AgentEntry("helper"),
+    )
+)
+
+
+def test_with_overrides_replaces_both_identity_keys() -> None:
+    """R13.5: an override sets one identity key and clears the other; the rest is kept."""
+    config = with_overrides(
+        BASE, {"writer": Identity("new-writer"), "reviewer": Identity("r-7", resume=True)}
+    )
+    assert config.agents == (
+        AgentEntry("writer", session_id="new-writer", model="m"),
+        AgentEntry("reviewer", resume_session_id="r-7"),
+        AgentEntry("helper"),
+    )
+    assert BASE.agents[0].resume_session_id == "old-writer"
+
+
+def test_with_overrides_can_give_an_entry_without_identity_one() -> None:
+    """R13.5: an entry with no exact id gets the override's identity."""
+    config = with_overrides(BASE, {"helper": Identity("helper-1", resume=True)})
+    assert config.agents[2] == AgentEntry("helper", resume_session_id="helper-1")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"nobody": Identity("x")}, "unknown agent labels: nobody"),
+        ({"helper": Identity("old-reviewer")}, "agents[2].session_id: session 'old-reviewer'"),
+        ({"helper": Identity("")}, "agents[2].session_id: must be a non-empty"),
+    ],
+)
+def test_with_overrides_rejects_unknown_labels_and_invalid_identities(
+    overrides: dict[str, Identity], expected: str
+) -> None:
+    """R13.2, R13.5: overrides obey the load-time rules."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        with_overrides(BASE, overrides)
+    assert expected in raised.value.message
+
+
+# -- R13.6 the editable cap -----------------------------------------------------------------
+
+
+def test_parallel_cap_setting_accepts_valid_writes_and_notifies() -> None:
+    """R13.6: a valid write replaces the value and reaches every subscriber."""
+    setting = ParallelCapSetting()
+    heard: list[int] = []
+    unsubscribe = setting.subscribe(heard.append)
+    assert setting.value == 10
+    setting.value = 3
+    unsubscribe()
+    unsubscribe()
+    setting.value = 5
+    assert (setting.value, heard) == (5, [3])
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "4", None])
+def test_parallel_cap_setting_refuses_invalid_writes_and_keeps_the_last_good_value(
+    bad: object,
+) -> None:
+    """R13.6: an invalid write raises ConfigError; the value and subscribers are untouched."""
+    setting = ParallelCapSetting(4)
+    heard: list[int] = []
+    setting.subscribe(heard.append)
+    with pytest.raises(retinue.ConfigError, match="max_parallel_tool_calls: must be a positive"):
+        setting.value = bad  # type: ignore[assignment]
+    assert (setting.value, heard) == (4, [])
+
+
+def test_parallel_cap_setting_contains_a_failing_subscriber(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R13.6: a subscriber failure is logged; the write and later subscribers still happen."""
+    setting = ParallelCapSetting(2)
+    heard: list[int] = []
+
+    def broken(_value: int) -> None:
+        raise RuntimeError("listener bug")
+
+    setting.subscribe(broken)
+    setting.subscribe(heard.append)
+    setting.value = 6
+    assert (setting.value, heard) == (6, [6])
+    assert "listener bug" in caplog.text
+
+
+def test_parallel_cap_setting_refuses_an_invalid_initial_value() -> None:
+    """R13.6: the setting never holds an invalid value."""
+    with pytest.raises(retinue.ConfigError):
+        ParallelCapSetting(0)
