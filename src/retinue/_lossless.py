@@ -59,11 +59,45 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     :class:`InvalidJsonError` naming the offending path (NaN, bytes, sets,
     non-string keys, cycles, arbitrary objects). Never blocks.
     """
-    return _freeze(value, path, set())
+    try:
+        return _freeze_fast(value, 0)
+    except _NotFastError:
+        return _freeze(value, path, set())
+
+
+class _NotFastError(Exception):
+    """Raised by the fast path for anything it leaves to the checked path."""
+
+
+# Deeper values (and cycles) take the checked path, which names the problem.
+_FAST_DEPTH = 32
+
+
+def _freeze_fast(value: object, depth: int) -> JsonValue:
+    """Freeze exact builtin JSON types without building paths; ``_NotFastError`` otherwise."""
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is bool or kind is FrozenDict:
+        return value  # type: ignore[return-value]
+    if kind is float and math.isfinite(value):  # type: ignore[arg-type]
+        return value  # type: ignore[return-value]
+    if depth == _FAST_DEPTH:
+        raise _NotFastError
+    if kind is dict:
+        items: dict[str, JsonValue] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise _NotFastError
+            items[key] = _freeze_fast(item, depth + 1)
+        frozen = FrozenDict()
+        dict.update(frozen, items)
+        return frozen
+    if kind is list or kind is tuple:
+        return tuple([_freeze_fast(item, depth + 1) for item in value])  # type: ignore[attr-defined]
+    raise _NotFastError
 
 
 def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
-    if value is None or isinstance(value, str | bool | FrozenDict):
+    if value is None or isinstance(value, (str, bool, FrozenDict)):
         return value
     if isinstance(value, int):
         return value

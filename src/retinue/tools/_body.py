@@ -19,7 +19,7 @@ from ._execution import (
     output_result,
 )
 from ._tool import Tool, ToolContext
-from ._validate import json_type_name, validate
+from ._validate import json_type_name
 
 __all__ = ["INVALID_ARGUMENTS", "TOOL_TIMEOUT", "invalid_arguments", "run_body"]
 
@@ -71,13 +71,14 @@ async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
     """Validate *execution*'s arguments against *tool*, run its body, convert the return.
 
     Waits for the body (an async body is awaited in this task, a sync one runs
-    in a worker thread). Always a checkpoint when the body runs. Never raises
-    for a tool failure: invalid arguments, a raise, a timeout and an
+    in a worker thread). A cancel point on entry; the body itself is the
+    schedule point (a body that returns without awaiting anything gets one
+    after it). Never raises for a tool failure: invalid arguments, a raise, a timeout and an
     unconvertible return value all become error results. ``Cancelled`` from an
     enclosing scope propagates; the tool's own timeout does not.
     """
-    await trio.lowlevel.checkpoint()
-    problem = validate(execution.arguments, tool.parameters)
+    await trio.lowlevel.checkpoint_if_cancelled()
+    problem = tool.check_arguments(execution.arguments)
     if problem is None and not isinstance(execution.arguments, Mapping):
         problem = f"arguments: expected object, got {json_type_name(execution.arguments)}"
     if problem is not None:

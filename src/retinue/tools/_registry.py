@@ -27,7 +27,6 @@ from ._execution import (
     exception_result,
 )
 from ._tool import ExecutionMode, Tool
-from ._validate import validate
 
 __all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
 
@@ -190,7 +189,7 @@ class ToolRegistry:
             return "exclusive"
         try:
             arguments = freeze_json(execution.arguments)
-            if validate(arguments, tool.parameters) is not None:
+            if tool.check_arguments(arguments) is not None:
                 return "exclusive"
             if tool.parallel_safe is True:
                 return "parallel"
@@ -218,26 +217,29 @@ class ToolRegistry:
         assert result is not None
         return await self.finish(prepared, result)
 
-    async def prepare(self, execution: ToolExecution) -> PreparedCall:
+    async def prepare(self, execution: ToolExecution, *, checkpoint: bool = True) -> PreparedCall:
         """Stages 1-2 (R9.3): freeze the arguments, then run ``tools/pre-execute``.
 
-        Waits for the pre-execute listeners. Always a checkpoint; never raises
-        except ``Cancelled``. ``Deny`` and ``Ask`` (no approval service: R6.8)
-        produce an error result that still goes through post-execute; invalid
-        arguments, a raising listener or a non-decision produce a final one.
+        Waits for the pre-execute listeners. A checkpoint unless *checkpoint* is
+        false (a caller that has just checkpointed, like the step scheduler);
+        never raises except ``Cancelled``. ``Deny`` and ``Ask`` (no approval
+        service: R6.8) produce an error result that still goes through
+        post-execute; invalid arguments, a raising listener or a non-decision
+        produce a final one.
         """
-        await trio.lowlevel.checkpoint()
+        if checkpoint:
+            await trio.lowlevel.checkpoint()
         try:
             frozen = freeze_json(execution.arguments)
             if frozen is not execution.arguments:
                 execution = attrs.evolve(execution, arguments=frozen)
         except InvalidJsonError as exc:
-            return PreparedCall(
+            return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
                 execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
             )
 
         if not self.hooks.has_listeners("tools/pre-execute"):
-            return PreparedCall(execution)
+            return PreparedCall(execution)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
 
         async def allow() -> Allow:
             return Allow()  # noqa: ASYNC910 - a default value; prepare checkpointed
@@ -248,7 +250,7 @@ class ToolRegistry:
             )
         except Exception as exc:
             log.exception("tools/pre-execute failed for %r", execution.name)
-            return PreparedCall(
+            return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
                 execution, exception_result(execution.call_id, exc), needs_post_execute=False
             )
         return self._decide(execution, decision)

@@ -12,6 +12,8 @@ from retinue._content import ContentBlock, as_content
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import ToolSchema
 
+from ._validate import make_validator
+
 __all__ = [
     "ArgumentBinder",
     "ExecutionMode",
@@ -91,8 +93,12 @@ class Tool:
     schema: ToolSchema = attrs.field(init=False, repr=False, eq=False)
     """The part of this tool the model sees (built once)."""
 
+    check_arguments: Callable[[object], str | None] = attrs.field(init=False, repr=False, eq=False)
+    """Validate arguments against ``parameters``: the first problem, or ``None``."""
+
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "schema", ToolSchema(self.name, self.description, self.parameters))
+        object.__setattr__(self, "check_arguments", make_validator(self.parameters))
 
 
 @final

@@ -8,9 +8,9 @@ are ignored. Pure and synchronous.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["json_type_name", "validate"]
+__all__ = ["compile_acceptor", "json_type_name", "make_validator", "validate"]
 
 _ROOT = "arguments"
 
@@ -172,3 +172,126 @@ def _check_object(
         if problem is not None:
             return problem
     return None
+
+
+# -- the fast acceptor ---------------------------------------------------------
+#
+# A schema compiled into a predicate that says "valid" only when ``validate``
+# would, and is cheap for the plain shapes tools declare. When it does not say
+# "valid", ``validate`` runs and has the final word (and writes the message).
+
+Acceptor = Callable[[object], bool]
+
+# Keywords the acceptor does not model; a node holding one is left to ``validate``.
+_SLOW_KEYWORDS = frozenset({"enum", "const", "anyOf"})
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _never(_value: object) -> bool:
+    return False
+
+
+def _accept_number(value: object) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _accept_integer(value: object) -> bool:
+    return type(value) is int or (type(value) is float and value.is_integer())
+
+
+_TYPE_ACCEPTORS: dict[str, Acceptor] = {
+    "string": lambda value: type(value) is str,
+    "integer": _accept_integer,
+    "number": _accept_number,
+    "boolean": lambda value: type(value) is bool,
+    "null": lambda value: value is None,
+    "array": lambda value: type(value) is tuple or type(value) is list,
+    "object": lambda value: isinstance(value, dict),
+}
+
+
+def _type_acceptor(wanted: object) -> Acceptor | None:
+    if wanted is None:
+        return None
+    names = [wanted] if isinstance(wanted, str) else wanted
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
+        return _never
+    accepts = [_TYPE_ACCEPTORS.get(name, _never) for name in names]
+    if len(accepts) == 1:
+        return accepts[0]
+    return lambda value: any(accept(value) for accept in accepts)
+
+
+def compile_acceptor(schema: Mapping[str, object]) -> Acceptor:
+    """A predicate that is ``True`` only for values ``validate(value, schema)`` accepts.
+
+    ``False`` means "not shown valid": the caller runs :func:`validate`.
+    """
+    if _SLOW_KEYWORDS & schema.keys():
+        return _never
+    of_type = _type_acceptor(schema.get("type"))
+    items, properties = schema.get("items"), schema.get("properties")
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(extra, bool):
+        return _never
+    item_ok = compile_acceptor(items) if isinstance(items, Mapping) else None
+    known = properties if isinstance(properties, Mapping) else {}
+    fields = {str(k): compile_acceptor(v) for k, v in known.items() if isinstance(v, Mapping)}
+    names = frozenset(str(k) for k in known)
+    required = schema.get("required")
+    needed = (
+        tuple(n for n in required if isinstance(n, str))
+        if isinstance(required, Sequence) and not isinstance(required, str)
+        else ()
+    )
+
+    def accept(value: object) -> bool:
+        if of_type is not None and not of_type(value):
+            return False
+        kind = type(value)
+        if kind in _SCALARS:
+            return True
+        if kind is tuple or kind is list:
+            return item_ok is None or all(item_ok(item) for item in value)  # type: ignore[attr-defined]
+        if isinstance(value, dict):
+            return _accept_object(value, fields, names, needed, extra=extra)
+        return False
+
+    return accept
+
+
+def _accept_object(
+    value: dict[object, object],
+    fields: dict[str, Acceptor],
+    names: frozenset[str],
+    needed: tuple[str, ...],
+    *,
+    extra: bool,
+) -> bool:
+    for name in needed:
+        if name not in value:
+            return False
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        check = fields.get(key)
+        if check is not None:
+            if not check(item):
+                return False
+        elif not extra and key not in names:
+            return False
+    return True
+
+
+def make_validator(schema: Mapping[str, object]) -> Callable[[object], str | None]:
+    """``validate`` against *schema*, with the compiled acceptor as a fast path."""
+    accept = compile_acceptor(schema)
+
+    def check(value: object) -> str | None:
+        if accept(value):
+            return None
+        return validate(value, schema)
+
+    return check

@@ -1,0 +1,95 @@
+"""The compiled argument acceptor agrees with the reference validator (R9.3, R9.6).
+
+The acceptor is a fast path: it may only say "valid" where ``validate`` does;
+``Tool.check_arguments`` must return exactly what ``validate`` returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import given
+
+from retinue._lossless import freeze_json
+from retinue.tools import Tool
+from retinue.tools._validate import compile_acceptor, validate
+
+TYPES = ["string", "integer", "number", "boolean", "null", "array", "object", "other"]
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(-3, 3, allow_nan=False)
+    | st.sampled_from(["", "a", "b"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _schemas() -> st.SearchStrategy[dict[str, Any]]:
+    leaf = st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), max_size=2),
+            "enum": st.lists(json_values, max_size=2),
+            "description": st.just("ignored"),
+        },
+    )
+
+    def nest(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+        return st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.sampled_from(TYPES),
+                "items": inner,
+                "properties": st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+                "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2),
+                "additionalProperties": st.booleans() | inner,
+                "anyOf": st.lists(inner, min_size=1, max_size=2),
+            },
+        )
+
+    return st.recursive(leaf, nest, max_leaves=6)
+
+
+@given(_schemas(), json_values)
+def test_acceptor_never_accepts_what_validate_rejects(schema: dict[str, Any], raw: object) -> None:
+    """R9.6: the fast path only confirms values the reference validator accepts."""
+    frozen_schema = freeze_json(schema)
+    value = freeze_json(raw)
+    assert isinstance(frozen_schema, dict)
+    if compile_acceptor(frozen_schema)(value):
+        assert validate(value, frozen_schema) is None
+
+
+@given(_schemas(), json_values)
+def test_check_arguments_equals_validate(schema: dict[str, Any], raw: object) -> None:
+    """R9.3: a tool's compiled check reports exactly the reference validator's problem."""
+    frozen_schema = freeze_json(schema)
+    assert isinstance(frozen_schema, dict)
+    probe = Tool(name="probe", description="", parameters=frozen_schema, fn=lambda: None)
+    value = freeze_json(raw)
+    assert probe.check_arguments(value) == validate(value, frozen_schema)
+
+
+def test_acceptor_confirms_plain_tool_arguments() -> None:
+    """The fast path covers the shapes tools declare (objects of typed fields)."""
+    schema = freeze_json(
+        {
+            "type": "object",
+            "properties": {"key": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["key"],
+            "additionalProperties": False,
+        }
+    )
+    assert isinstance(schema, dict)
+    accept = compile_acceptor(schema)
+    assert accept(freeze_json({"key": "k", "n": 2}))
+    assert not accept(freeze_json({"n": 2}))
+    assert not accept(freeze_json({"key": "k", "extra": 1}))
+    assert not accept(freeze_json({"key": 3}))
