@@ -140,6 +140,8 @@ class HookBus:
         With no listener for *name* it returns without yielding: seams nobody
         listens to cost no scheduling point on the agent's hot path.
         """
+        if name not in self._listeners:
+            return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         for fn in self.listeners(name, scope):
             await _call(fn, *args)
 
@@ -148,6 +150,8 @@ class HookBus:
 
         Like :meth:`serial`, it does not yield when nobody listens.
         """
+        if name not in self._listeners:
+            return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         for fn in self.listeners(name, scope):
             result = await _call(fn, *args)
             if result is not None:
@@ -177,11 +181,28 @@ class HookBus:
 
         return await run(0)
 
+    async def waterfall_value(
+        self, name: str, value: T, *args: object, scope: str | None = None
+    ) -> T:
+        """:meth:`waterfall` whose innermost step returns *value* (the common case).
+
+        With no listener for *name* it returns *value* without yielding.
+        """
+        if name not in self._listeners:
+            return value  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
+
+        async def innermost() -> T:
+            return value  # noqa: ASYNC910 - a default value; the listeners are the checkpoints
+
+        return await self.waterfall(name, innermost, *args, scope=scope)
+
     async def parallel(self, name: str, *args: object, scope: str | None = None) -> None:
         """Run every listener concurrently and wait for all; a failure propagates (R6.4).
 
         Does not yield when nobody listens.
         """
+        if name not in self._listeners:
+            return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         chain = self.listeners(name, scope)
         if not chain:
             return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path

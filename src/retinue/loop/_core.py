@@ -98,29 +98,29 @@ def check_parallel_cap(value: object) -> int:
 class StepSignal:
     """What abort-aware listeners see of the step's cancellation (R7.41)."""
 
-    __slots__ = ("_aborted", "_core", "scope")
+    __slots__ = ("_core", "aborted", "scope")
 
     def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
         self._core = core
         self.scope = scope
-        self._aborted = False
+        # A plain flag, read per chunk: the scope is only ever cancelled through
+        # abort(), and reading CancelScope.cancel_called costs a property call.
+        self.aborted = False
 
     def abort(self) -> None:
         """Cancel the step's scope; never blocks."""
-        self._aborted = True
+        self.aborted = True
         self.scope.cancel()
 
     @property
     def cancel_called(self) -> bool:
         """Whether the step was aborted (cancel or dispose)."""
-        # A plain flag: the scope is only ever cancelled through abort(), and
-        # reading it is far cheaper than CancelScope.cancel_called per chunk.
-        return self._aborted
+        return self.aborted
 
     @property
     def reason(self) -> str | None:
         """The abort reason, once aborted."""
-        if not self._aborted:
+        if not self.aborted:
             return None
         return "disposed" if self._core.disposed else self._core.cancel_reason
 

@@ -56,11 +56,11 @@ async def run_tool_calls(
     contexts: list[HookContext] = []
     index = 0
     while index < len(calls):
-        if signal.cancel_called:
+        if signal.aborted:
             return None  # noqa: ASYNC910 - per step, no yield on abort: the step closes as aborted
         group = _next_group(core, calls, executions, index)
         index += await _run_group(core, state, group, contexts, signal)
-        if signal.cancel_called:
+        if signal.aborted:
             return None
     return contexts  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
 
@@ -123,7 +123,7 @@ async def _pool(
     end = len(group.calls)
     started = cursor = 0
     while cursor < end:
-        while started < end and group.in_flight < cap and not signal.cancel_called:
+        while started < end and group.in_flight < cap and not signal.aborted:
             if started and registry.execution_mode(group.executions[started]) != "parallel":
                 end = started
                 break
@@ -135,7 +135,7 @@ async def _pool(
         elif cursor < started:
             group.wakeup = trio.Event()
             await group.wakeup.wait()
-        elif signal.cancel_called or started >= end:
+        elif signal.aborted or started >= end:
             break
     return end  # noqa: ASYNC910 - runs inside the group's nursery, whose exit checkpoints
 
@@ -152,12 +152,13 @@ async def _start(
     call = group.calls[index]
     registry = core.services.tools
     _log_call(core, state, call)
-    prepared = await registry.prepare(group.executions[index])
+    # The step checkpointed in the model stream; the tool body is the next one.
+    prepared = await registry.prepare(group.executions[index], checkpoint=False)
     group.prepared[index] = prepared
     if not prepared.needs_dispatch:
         group.results[index] = prepared.result
         return
-    if signal.cancel_called:
+    if signal.aborted:
         return
     state.calls.started.add(call.id)
     if nursery is None:

@@ -66,12 +66,8 @@ def header_event(session: Session, header: EpochHeader, *, anchored: bool) -> Ev
 
 async def _request_config(core: AgentCore, state: TurnState) -> LlmCallConfig:
     seed = seed_config(core)
-
-    async def default() -> LlmCallConfig:
-        return seed  # noqa: ASYNC910 - a default value; the step checkpoints in the model stream
-
-    config = await core.services.hooks.waterfall(
-        "agent/request", default, core.agent, state.turn, state.step, seed, scope=core.id
+    config = await core.services.hooks.waterfall_value(
+        "agent/request", seed, core.agent, state.turn, state.step, seed, scope=core.id
     )
     if not isinstance(config, LlmCallConfig):
         raise HookError(f"agent/request returned {type(config).__name__}, not LlmCallConfig")
@@ -121,11 +117,11 @@ async def _stream(
     seqs: list[int] = []
     async with aclosing(core.services.models.stream(request)) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
-            if signal.cancel_called:
+            if signal.aborted:
                 return None
             seqs.append(session.append(AssistantChunk(turn, step, chunk)).seq)
             assembler.feed(chunk)
-    if signal.cancel_called:
+    if signal.aborted:
         return None
     finish = assembler.finish
     if isinstance(finish, Errored):
@@ -143,11 +139,8 @@ def _without_tool_calls(message: Message) -> Message:
 
 
 async def _step_result(core: AgentCore, state: TurnState, message: Message) -> Message:
-    async def default() -> Message:
-        return message  # noqa: ASYNC910 - a default value; the step checkpointed in the model stream
-
-    result = await core.services.hooks.waterfall(
-        "agent/step-result", default, core.agent, state.turn, state.step, message, scope=core.id
+    result = await core.services.hooks.waterfall_value(
+        "agent/step-result", message, core.agent, state.turn, state.step, message, scope=core.id
     )
     if not isinstance(result, Message):
         raise HookError(f"agent/step-result returned {type(result).__name__}, not Message")
@@ -173,11 +166,13 @@ async def _finish_step(
     usage = assembler.usage
     if message.content or usage is not None:
         state.calls.calls = calls
-        core.session.append(
-            AssistantMessage(state.turn, state.step, message.content, usage),
-            surface="append",
-            source_event_seqs=seqs or None,
-        )
+        logged = AssistantMessage(state.turn, state.step, message.content, usage)
+        try:
+            core.session.append(logged, surface="append", source_event_seqs=seqs or None)
+        finally:
+            last = core.session.last_event
+            if last is not None and last.data is logged:
+                state.summary.add(logged)
     if not calls:
         return StepOutcome(had_tool_calls=False, finish=finish)
     contexts = await run_tool_calls(core, state, signal)

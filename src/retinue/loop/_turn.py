@@ -25,11 +25,13 @@ from retinue.session import (
 from ._core import AgentCore, StepSignal, TurnResult, settle
 from ._state import TurnState
 from ._step import StepOutcome, run_step
-from ._summary import summarize_turn
 
 __all__ = ["run_turn"]
 
 log = logging.getLogger("retinue.loop")
+_ALLOW = Allow()
+_CONTINUE: Continue | Stop = Continue()
+_STOP: Continue | Stop = Stop()
 
 
 async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
@@ -81,8 +83,8 @@ def _close_and_settle(state: TurnState, items: list[MailboxItem]) -> None:
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     if any(item.ticket is not None for item in items):
-        text, usage = summarize_turn(state.core.session.events, state.turn)
-        settle(items, TurnResult(state.turn, state.reason, text, usage))
+        summary = state.summary
+        settle(items, TurnResult(state.turn, state.reason, summary.text, summary.usage))
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline
@@ -131,12 +133,8 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
     last_block: str | None = None
     allowed = 0
     for item in items:
-
-        async def default() -> Allow:
-            return Allow()  # noqa: ASYNC910 - a default value; the step checkpoints in the model stream
-
-        decision = await hooks.waterfall(
-            "agent/prompt-submit", default, core.agent, item.content, item.source, scope=core.id
+        decision = await hooks.waterfall_value(
+            "agent/prompt-submit", _ALLOW, core.agent, item.content, item.source, scope=core.id
         )
         if isinstance(decision, Block):
             session.append(PromptBlocked(item.content, item.source, decision.reason))
@@ -188,14 +186,10 @@ async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
     if core.prefix is not None:
         return True  # noqa: ASYNC910 - composed once per driver; every later step takes this fast path
     seed: tuple[Message, ...] = ()
-
-    async def default() -> tuple[Message, ...]:
-        return seed  # noqa: ASYNC910 - a default value; the step checkpoints in the model stream
-
-    composed = await core.services.hooks.waterfall(
-        "agent/session-prefix", default, core.agent, seed, signal, scope=core.id
+    composed = await core.services.hooks.waterfall_value(
+        "agent/session-prefix", seed, core.agent, seed, signal, scope=core.id
     )
-    if signal.cancel_called or core.disposed:
+    if signal.aborted or core.disposed:
         return False
     messages = tuple(composed)
     if not all(isinstance(message, Message) for message in messages):
@@ -205,7 +199,7 @@ async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
 
 
 def _aborted(core: AgentCore, signal: StepSignal) -> bool:
-    return signal.cancel_called or core.disposed
+    return signal.aborted or core.disposed
 
 
 async def _step_iteration(core: AgentCore, state: TurnState) -> bool:
@@ -280,16 +274,15 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
     state.close_step()
     if state.error_recorded:
         return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, whose flush checkpoints
-    default_decision: Continue | Stop = (
-        Continue() if (outcome.had_tool_calls or steered) else Stop()
-    )
-
-    async def default() -> Continue | Stop:
-        return default_decision  # noqa: ASYNC910 - a default value; the step checkpointed in the model stream
-
+    default_decision = _CONTINUE if (outcome.had_tool_calls or steered) else _STOP
     hooks = core.services.hooks
-    decision = await hooks.waterfall(
-        "agent/turn-continuation", default, core.agent, state.turn, default_decision, scope=core.id
+    decision = await hooks.waterfall_value(
+        "agent/turn-continuation",
+        default_decision,
+        core.agent,
+        state.turn,
+        default_decision,
+        scope=core.id,
     )
     if not isinstance(decision, Continue | Stop):
         raise HookError(f"agent/turn-continuation returned {type(decision).__name__}")

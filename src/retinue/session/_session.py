@@ -45,9 +45,12 @@ log = logging.getLogger("retinue.session")
 Observer = Callable[[Event], None]
 
 
+_time_ns = time.time_ns
+
+
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
-    return time.time_ns() // 1_000_000
+    return _time_ns() // 1_000_000
 
 
 @final
@@ -90,7 +93,6 @@ class Session:
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
     _header_fold: EpochHeader | None = attrs.field(default=None, init=False)
-    _clock: Callable[[], int] = attrs.field(default=now_ms, init=False)
 
     @classmethod
     def create(
@@ -139,6 +141,11 @@ class Session:
     def events(self) -> EventLog:
         """The log, as a read-only live sequence."""
         return EventLog(self._events)
+
+    @property
+    def last_event(self) -> Event | None:
+        """The most recent event, or ``None`` for an empty log."""
+        return self._events[-1] if self._events else None
 
     @property
     def is_turn_open(self) -> bool:
@@ -195,12 +202,12 @@ class Session:
         events = self._events
         if surface is None and source_event_seqs is None and type(data) in _PLAIN_TYPES:
             # The per-chunk hot path: these types need no checks beyond their own.
-            event = Event(len(events), self._clock(), data)
+            event = Event(len(events), _time_ns() // 1_000_000, data)
             events.append(event)
         else:
             event = Event(
                 len(events),
-                self._clock(),
+                _time_ns() // 1_000_000,
                 data,
                 None if source_event_seqs is None else tuple(source_event_seqs),
                 surface,

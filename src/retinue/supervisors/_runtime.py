@@ -6,6 +6,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import final
 
 import attrs
@@ -218,9 +219,8 @@ class Runtime:
         else:
             self.store.attach(core.session)
         hooks, session, agent_id = self.hooks, core.session, agent.id
-        session.observe(
-            lambda event: hooks.emit_raising("session/event", session, event, scope=agent_id)
-        )
+        # A partial, not a lambda: this runs on every append of every agent.
+        session.observe(partial(hooks.emit_raising, "session/event", session, scope=agent_id))
         self.agents.add(agent)
         hooks.emit("session/created", agent.session, scope=agent.id)
         core.emit("agent/created")
