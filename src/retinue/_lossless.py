@@ -59,10 +59,15 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     :class:`InvalidJsonError` naming the offending path (NaN, bytes, sets,
     non-string keys, cycles, arbitrary objects). Never blocks.
     """
+    if value is None or type(value) in _FROZEN_LEAVES:
+        return value  # type: ignore[return-value]
     try:
         return _freeze_fast(value, 0)
     except _NotFastError:
         return _freeze(value, path, set())
+
+
+_FROZEN_LEAVES = frozenset({str, int, bool, FrozenDict})
 
 
 class _NotFastError(Exception):

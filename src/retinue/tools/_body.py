@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import trio
 
@@ -36,12 +36,6 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
     )
 
 
-def _is_async(fn: Callable[..., object]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
-
-
 def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object]:
     plain = thaw_json(execution.arguments)
     assert isinstance(plain, Mapping)
@@ -54,7 +48,7 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
 
 
 async def _call(tool: Tool, kwargs: dict[str, object]) -> object:
-    if _is_async(tool.fn):
+    if tool.is_async:
         value = tool.fn(**kwargs)
     else:
         # Abandoned on cancel: the worker thread runs on, its result is discarded.

@@ -189,6 +189,8 @@ def _check_blocks(blocks: object, path: str) -> None:
     if not isinstance(blocks, tuple):
         raise InvalidJsonError(f"{path} is not a tuple of content blocks")
     for index, block in enumerate(blocks):
+        if type(block) is Text and type(block.text) is str:
+            continue  # the common block, and a str is lossless JSON
         where = f"{path}[{index}]"
         if not isinstance(block, _BLOCKS):
             raise InvalidJsonError(f"{where} is not a content block: {type(block).__name__}")

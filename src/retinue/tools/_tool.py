@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from typing import Literal, TypeAlias, final
@@ -38,6 +39,12 @@ def _freeze_parameters(value: object) -> FrozenDict:
     if not isinstance(frozen, FrozenDict):
         raise TypeError("a tool's parameters must be a JSON schema object")
     return frozen
+
+
+def _is_async(fn: Callable[..., object]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _check_name(_instance: object, _attribute: attrs.Attribute[str], value: str) -> None:
@@ -96,9 +103,13 @@ class Tool:
     check_arguments: Callable[[object], str | None] = attrs.field(init=False, repr=False, eq=False)
     """Validate arguments against ``parameters``: the first problem, or ``None``."""
 
+    is_async: bool = attrs.field(init=False, repr=False, eq=False)
+    """Whether ``fn`` is awaited in the calling task (else it runs in a worker thread)."""
+
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "schema", ToolSchema(self.name, self.description, self.parameters))
         object.__setattr__(self, "check_arguments", make_validator(self.parameters))
+        object.__setattr__(self, "is_async", _is_async(self.fn))
 
 
 @final
