@@ -8,7 +8,7 @@ import attrs
 
 from retinue._content import Message, ToolCall
 from retinue._errors import HookError, ModelError
-from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
 from retinue.session import (
     AssistantChunk,
@@ -22,6 +22,7 @@ from retinue.session import (
 
 from ._assembler import BlockAssembler
 from ._core import AgentCore, StepSignal
+from ._prompt import request_tools
 from ._scheduler import run_tool_calls
 from ._state import TurnState
 
@@ -85,12 +86,18 @@ async def run_step(
     state: TurnState,
     boundary: MessageHistory,
     system: str,
+    tools: tuple[ToolSchema, ...] | None,
     signal: StepSignal,
 ) -> StepOutcome | None:
-    """Run the model call and the tools of one open step; ``None`` means it was aborted."""
+    """Run the model call and the tools of one open step; ``None`` means it was aborted.
+
+    *tools* is the request's tool list when an assembly listener chose it,
+    else ``None`` for the agent's tool view.
+    """
     config = await _request_config(core, state)
     prefix = core.prefix or ()
-    tools = core.services.tools.schemas(core.id, core.services.tool_order)
+    if tools is None:
+        tools = request_tools(core)
     header = EpochHeader(config, system or None, tools, prefix)
     owed = header_event(core.session, header, anchored=core.header_anchored)
     core.header_anchored = True

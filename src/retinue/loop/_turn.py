@@ -11,7 +11,6 @@ from retinue._content import Message
 from retinue._errors import HookError
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
-from retinue.prompt import render
 from retinue.session import (
     PromptBlocked,
     SteeringMessage,
@@ -23,6 +22,7 @@ from retinue.session import (
 )
 
 from ._core import AgentCore, StepSignal, TurnResult, settle
+from ._prompt import request_prompt
 from ._state import TurnState
 from ._step import StepOutcome, run_step
 
@@ -162,25 +162,6 @@ def _drain_steering(core: AgentCore, state: TurnState) -> bool:
     return bool(items)
 
 
-def _system_prompt(core: AgentCore) -> str:
-    """The rendered system prompt (R7.52), rendered once per agent.
-
-    Its inputs (sections, runtime variables, the agent's provider, model and
-    cwd) are fixed for the agent's life, so later steps reuse the text. A
-    render error is not cached: it fails every turn until fixed.
-    """
-    if core.prompt_text is None:
-        services = core.services
-        variables = {
-            "provider": core.options.provider,
-            "model": core.options.model,
-            "cwd": core.session.header.cwd,
-            **services.variables,
-        }
-        core.prompt_text = render((*services.sections, *core.sections), variables)
-    return core.prompt_text
-
-
 async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
     """Compose the session prefix once per driver (R7.18); ``False`` if aborted (Check B)."""
     if core.prefix is not None:
@@ -240,7 +221,7 @@ async def _step_iteration(core: AgentCore, state: TurnState) -> bool:
 async def _open_and_run_step(
     core: AgentCore, state: TurnState, signal: StepSignal
 ) -> StepOutcome | None:
-    system = _system_prompt(core)
+    system, tools = await request_prompt(core)
     if _aborted(core, signal):
         return None  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
     if not await _session_prefix(core, signal):
@@ -263,7 +244,7 @@ async def _open_and_run_step(
     core.session.append(StepStart(state.turn, state.step))
     if _aborted(core, signal):
         return None
-    return await run_step(core, state, boundary, system, signal)
+    return await run_step(core, state, boundary, system, tools, signal)
 
 
 async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -> bool:

@@ -9,8 +9,9 @@ from typing import final
 import attrs
 
 from retinue._errors import RetinueError
+from retinue._request import ToolSchema
 
-__all__ = ["PromptError", "Section", "render"]
+__all__ = ["Assembly", "PromptError", "Section", "render"]
 
 _GROUP = re.compile(r"\{\{(.*?)\}\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
@@ -30,6 +31,37 @@ class Section:
     name: str
     text: str
     order: int = 0
+
+
+def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
+    return dict(value)
+
+
+def _sections(value: Iterable[Section]) -> tuple[Section, ...]:
+    return tuple(value)
+
+
+def _tools(value: Iterable[ToolSchema]) -> tuple[ToolSchema, ...]:
+    return tuple(value)
+
+
+@final
+@attrs.frozen
+class Assembly:
+    """What the next request's system prompt and tool list are built from (R7.51).
+
+    A ``system-prompt/assemble`` listener receives one and returns one (often
+    ``attrs.evolve(assembly, ...)``): sections are rendered in ascending
+    ``order`` with ``variables``, and ``tools`` is the request's tool list.
+    """
+
+    sections: tuple[Section, ...] = attrs.field(converter=_sections)
+    tools: tuple[ToolSchema, ...] = attrs.field(converter=_tools)
+    variables: Mapping[str, str | None] = attrs.field(converter=_variables)
+
+    def render(self) -> str:
+        """The system prompt text (R7.52); see :func:`render`."""
+        return render(self.sections, self.variables)
 
 
 def _interpolate(text: str, variables: Mapping[str, str | None], where: str) -> str:

@@ -1,0 +1,60 @@
+"""The system prompt and tool list of a request (R7.51-R7.53)."""
+
+from __future__ import annotations
+
+from retinue._errors import HookError
+from retinue._request import ToolSchema
+from retinue.prompt import Assembly, Section, render
+
+from ._core import AgentCore
+
+__all__ = ["ASSEMBLE", "request_prompt", "request_tools"]
+
+ASSEMBLE = "system-prompt/assemble"
+
+
+def _sections(core: AgentCore) -> tuple[Section, ...]:
+    """The runtime's sections, shadowed by the agent's own of the same name (R7.51)."""
+    merged = {section.name: section for section in core.services.sections}
+    merged.update((section.name, section) for section in core.sections)
+    return tuple(merged.values())
+
+
+def _variables(core: AgentCore) -> dict[str, str | None]:
+    return {
+        "provider": core.options.provider,
+        "model": core.options.model,
+        "cwd": core.session.header.cwd,
+        **core.services.variables,
+    }
+
+
+def request_tools(core: AgentCore) -> tuple[ToolSchema, ...]:
+    """The agent's tool view in canonical order (R7.51); cached by the registry."""
+    services = core.services
+    return services.tools.schemas(core.id, services.tool_order)
+
+
+async def request_prompt(core: AgentCore) -> tuple[str, tuple[ToolSchema, ...] | None]:
+    """The rendered system prompt, and the tools if an assembly listener chose them.
+
+    Without a ``system-prompt/assemble`` listener the text is rendered once per
+    agent (its sections and variables are fixed for the agent's life; a render
+    error is not kept, so it fails every turn until fixed), nothing yields, and
+    the tools are left to the step (``None``). With one, the chain may rewrite
+    the whole assembly before every request.
+
+    Raises:
+        PromptError: a section does not render (the turn ends with an error).
+        HookError: a listener returned something other than an ``Assembly``.
+    """
+    hooks = core.services.hooks
+    if not hooks.has_listeners(ASSEMBLE):
+        if core.prompt_text is None:
+            core.prompt_text = render(_sections(core), _variables(core))
+        return core.prompt_text, None  # noqa: ASYNC910 - no listener, no yield: the model stream is the step's checkpoint
+    base = Assembly(_sections(core), request_tools(core), _variables(core))
+    assembly = await hooks.waterfall_value(ASSEMBLE, base, core.agent, base, scope=core.id)
+    if not isinstance(assembly, Assembly):
+        raise HookError(f"{ASSEMBLE} returned {type(assembly).__name__}, not Assembly")
+    return assembly.render(), assembly.tools

@@ -1,0 +1,114 @@
+"""The ``system-prompt/assemble`` waterfall (R7.51-R7.53)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+import retinue
+from retinue.prompt import Assembly, Section
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from tests.helpers import OPTIONS, Next, echo, runtime
+
+
+@retinue.tool
+async def other(text: str) -> str:
+    """A second tool the assembly may drop.
+
+    Args:
+        text: Anything.
+    """
+    await trio.lowlevel.checkpoint()
+    return text
+
+
+async def test_assemble_listener_rewrites_sections_variables_and_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.51: the waterfall receives the assembly and its result is what the request carries."""
+    model = ScriptedModel([Reply("ok")])
+    seen: list[Assembly] = []
+
+    async def assemble(agent: object, assembly: Assembly, call_next: Next) -> Assembly:
+        seen.append(await call_next())
+        return attrs.evolve(
+            assembly,
+            sections=(*assembly.sections, Section("rules", "Answer in {{tone}}.", 10)),
+            tools=tuple(tool for tool in assembly.tools if tool.name == "echo"),
+            variables={**assembly.variables, "tone": "haiku"},
+        )
+
+    async with runtime(model, tools=[echo, other], system_prompt="Base for {{model}}.") as rt:
+        rt.hooks.on("system-prompt/assemble", assemble)
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+    assert result.reason.kind == "completed"
+    [base] = seen
+    assert [section.name for section in base.sections] == ["system"]
+    assert [tool.name for tool in base.tools] == ["echo", "other"]
+    assert base.variables["model"] == "scripted"
+    [request] = model.requests
+    assert request.system == "Base for scripted.\n\nAnswer in haiku."
+    assert [tool.name for tool in request.tools] == ["echo"]
+
+
+async def test_assemble_listener_registered_later_applies_to_the_next_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.51: the prompt is not frozen once a listener exists; each request is assembled."""
+    model = ScriptedModel([Reply("one"), Reply("two")])
+
+    async def louder(agent: object, assembly: Assembly, call_next: Next) -> Assembly:
+        assembly = await call_next()
+        return attrs.evolve(assembly, sections=(Section("only", "LOUD", 0),))
+
+    async with runtime(model, system_prompt="quiet") as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("first")
+        rt.hooks.on("system-prompt/assemble", louder, agent=agent)
+        await agent.ask("second")
+    assert [request.system for request in model.requests] == ["quiet", "LOUD"]
+
+
+async def test_assemble_listener_returning_the_wrong_type_fails_the_turn_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.51, R7.48: a bad assembly ends that turn with an error; the agent serves the next."""
+    model = ScriptedModel([CallTools([ToolCallSpec("echo", '{"text": "x"}')]), Reply("fine")])
+    broken = [True]
+
+    async def assemble(agent: object, assembly: Assembly, call_next: Next) -> Any:
+        if broken[0]:
+            broken[0] = False
+            return "not an assembly"
+        return await call_next()
+
+    async with runtime(model, tools=[echo]) as rt:
+        rt.hooks.on("system-prompt/assemble", assemble)
+        agent = await rt.create_agent("a", OPTIONS)
+        failed = await agent.ask("first")
+        served = await agent.ask("second")
+    assert failed.reason.kind == "error"
+    assert "Assembly" in (failed.reason.message or "")
+    assert served.reason.kind == "completed"
+
+
+async def test_assembly_render_error_ends_the_turn_with_an_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.52: an unknown variable added by the assembly fails the turn, not the driver."""
+    model = ScriptedModel([Reply("never")], repeat_last=True)
+
+    async def assemble(agent: object, assembly: Assembly, call_next: Next) -> Assembly:
+        assembly = await call_next()
+        return attrs.evolve(assembly, sections=(Section("bad", "{{missing}}", 0),))
+
+    async with runtime(model) as rt:
+        rt.hooks.on("system-prompt/assemble", assemble)
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+    assert result.reason.kind == "error"
+    assert result.reason.code == "PROMPT_RENDER"
+    assert model.requests == []
