@@ -43,7 +43,7 @@ def _model() -> ScriptedModel:
     )
 
 
-async def _run_agents(agents: int, turns: int, check: bool) -> tuple[int, float]:
+async def run_agents(agents: int, turns: int, check: bool) -> tuple[int, float]:
     """Run the workload; returns events logged and the CPU seconds of the turns alone.
 
     Creating the agents and closing the runtime are left out, as the floor
@@ -78,7 +78,7 @@ def measure(agents: int) -> dict[str, object]:
     baseline = rss_mb()
     gc.collect()
     floor_events, floor_cpu = trio.run(run_floor, agents)
-    (events, cpu), _, wall = timed(lambda: trio.run(_run_agents, agents, TURNS, True))
+    (events, cpu), _, wall = timed(lambda: trio.run(run_agents, agents, TURNS, True))
     steps = agents * TURNS * STEPS_PER_TURN
     peak = peak_rss_mb()
     return {
