@@ -81,7 +81,7 @@ _FAST_DEPTH = 32
 def _freeze_fast(value: object, depth: int) -> JsonValue:
     """Freeze exact builtin JSON types without building paths; ``_NotFastError`` otherwise."""
     kind = type(value)
-    if value is None or kind is str or kind is int or kind is bool or kind is FrozenDict:
+    if value is None or kind in _FROZEN_LEAVES:
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]
         return value  # type: ignore[return-value]

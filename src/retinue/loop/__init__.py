@@ -16,7 +16,7 @@ from ._core import (
 from ._driver import run_flusher, run_loop
 from ._scheduler import parse_arguments
 from ._step import header_event
-from ._summary import TurnSummary
+from ._summary import summarize_turn
 
 __all__ = [
     "DEFAULT_MAX_PARALLEL_TOOL_CALLS",
@@ -26,11 +26,11 @@ __all__ = [
     "LoopServices",
     "StepSignal",
     "TurnResult",
-    "TurnSummary",
     "check_parallel_cap",
     "header_event",
     "parse_arguments",
     "resolve_source",
     "run_flusher",
     "run_loop",
+    "summarize_turn",
 ]

@@ -17,7 +17,6 @@ from retinue.session import (
 )
 
 from ._core import AgentCore
-from ._summary import TurnSummary
 
 __all__ = ["StepCalls", "TurnState", "error_code", "error_message"]
 
@@ -65,7 +64,6 @@ class TurnState:
     step_open: bool = False
     terminal: bool = False
     calls: StepCalls = attrs.field(factory=StepCalls)
-    summary: TurnSummary = attrs.field(factory=TurnSummary)
 
     def record_error(self, error: BaseException) -> None:
         """First error wins (R7.45); reports ``agent/error`` with failures contained."""

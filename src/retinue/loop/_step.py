@@ -173,13 +173,11 @@ async def _finish_step(
     usage = assembler.usage
     if message.content or usage is not None:
         state.calls.calls = calls
-        logged = AssistantMessage(state.turn, state.step, message.content, usage)
-        try:
-            core.session.append(logged, surface="append", source_event_seqs=seqs or None)
-        finally:
-            last = core.session.last_event
-            if last is not None and last.data is logged:
-                state.summary.add(logged)
+        core.session.append(
+            AssistantMessage(state.turn, state.step, message.content, usage),
+            surface="append",
+            source_event_seqs=seqs or None,
+        )
     if not calls:
         return StepOutcome(had_tool_calls=False, finish=finish)
     contexts = await run_tool_calls(core, state, signal)

@@ -1,48 +1,47 @@
-"""What ``ask`` returns about a turn: its last assistant text and summed usage."""
+"""Summaries of a turn read back from the log (the text and usage ``ask`` returns)."""
 
 from __future__ import annotations
 
-import attrs
+from collections.abc import Sequence
 
 from retinue._content import content_text
 from retinue._stream import Usage
-from retinue.session import AssistantMessage
+from retinue.session import AssistantMessage, Event, TurnStart
 
-__all__ = ["TurnSummary", "add_usage"]
-
-
-def _plus(a: int | None, b: int | None) -> int | None:
-    return None if a is None and b is None else (a or 0) + (b or 0)
+__all__ = ["summarize_turn"]
 
 
-def add_usage(total: Usage | None, usage: Usage) -> Usage:
-    """The field-wise sum of two usages; optional counts stay ``None`` only if both are."""
+def _add(total: Usage | None, usage: Usage) -> Usage:
     if total is None:
         return usage
+
+    def plus(a: int | None, b: int | None) -> int | None:
+        return None if a is None and b is None else (a or 0) + (b or 0)
+
     return Usage(
         input_tokens=total.input_tokens + usage.input_tokens,
         output_tokens=total.output_tokens + usage.output_tokens,
-        cache_read_tokens=_plus(total.cache_read_tokens, usage.cache_read_tokens),
-        cache_write_tokens=_plus(total.cache_write_tokens, usage.cache_write_tokens),
-        reasoning_tokens=_plus(total.reasoning_tokens, usage.reasoning_tokens),
+        cache_read_tokens=plus(total.cache_read_tokens, usage.cache_read_tokens),
+        cache_write_tokens=plus(total.cache_write_tokens, usage.cache_write_tokens),
+        reasoning_tokens=plus(total.reasoning_tokens, usage.reasoning_tokens),
     )
 
 
-@attrs.define(eq=False, slots=True)
-class TurnSummary:
-    """Folded from the turn's logged assistant messages as they are appended.
+def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | None]:
+    """Return the last assistant text and the summed usage of *turn*.
 
-    Kept alongside the log rather than read back from it, so settling a turn
-    costs nothing per event of the turn.
+    Walks back from the end of the log to the turn's ``turn/start``, so the
+    cost is the turn's length, never the session's.
     """
-
-    text: str = ""
+    text: str | None = None
     usage: Usage | None = None
-
-    def add(self, message: AssistantMessage) -> None:
-        """Fold one logged assistant message: the last non-empty text wins, usage sums."""
-        text = content_text(message.content)
-        if text:
-            self.text = text
-        if message.usage is not None:
-            self.usage = add_usage(self.usage, message.usage)
+    for index in range(len(events) - 1, -1, -1):
+        data = events[index].data
+        if isinstance(data, TurnStart) and data.turn == turn:
+            break
+        if isinstance(data, AssistantMessage) and data.turn == turn:
+            if text is None and content_text(data.content):
+                text = content_text(data.content)
+            if data.usage is not None:
+                usage = _add(usage, data.usage)
+    return text or "", usage

@@ -25,6 +25,7 @@ from ._core import AgentCore, StepSignal, TurnResult, settle
 from ._prompt import request_prompt
 from ._state import TurnState
 from ._step import StepOutcome, run_step
+from ._summary import summarize_turn
 
 __all__ = ["run_turn"]
 
@@ -83,8 +84,8 @@ def _close_and_settle(state: TurnState, items: list[MailboxItem]) -> None:
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     if any(item.ticket is not None for item in items):
-        summary = state.summary
-        settle(items, TurnResult(state.turn, state.reason, summary.text, summary.usage))
+        text, usage = summarize_turn(state.core.session.events, state.turn)
+        settle(items, TurnResult(state.turn, state.reason, text, usage))
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline

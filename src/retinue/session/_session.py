@@ -143,11 +143,6 @@ class Session:
         return EventLog(self._events)
 
     @property
-    def last_event(self) -> Event | None:
-        """The most recent event, or ``None`` for an empty log."""
-        return self._events[-1] if self._events else None
-
-    @property
     def is_turn_open(self) -> bool:
         """Whether the last turn boundary in the log is a ``turn/start`` (R4.17)."""
         return self._turn_open

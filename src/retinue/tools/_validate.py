@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from retinue._lossless import FrozenDict
-
 __all__ = ["compile_acceptor", "json_type_name", "make_validator", "validate"]
 
 _ROOT = "arguments"
@@ -188,7 +186,6 @@ Acceptor = Callable[[object], bool]
 _SLOW_KEYWORDS = frozenset({"enum", "const", "anyOf"})
 
 
-_RECENT = 32
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
@@ -291,21 +288,8 @@ def _accept_object(
 def make_validator(schema: Mapping[str, object]) -> Callable[[object], str | None]:
     """``validate`` against *schema*, with the compiled acceptor as a fast path."""
     accept = compile_acceptor(schema)
-    # The scheduler classifies a call, may classify it again, then runs it:
-    # the same frozen arguments are checked up to three times, so the last
-    # few verdicts are kept (frozen values cannot change under the cache).
-    recent: dict[int, tuple[object, str | None]] = {}
 
     def check(value: object) -> str | None:
-        if type(value) is not FrozenDict:
-            return None if accept(value) else validate(value, schema)
-        hit = recent.get(id(value))
-        if hit is not None and hit[0] is value:
-            return hit[1]
-        problem = None if accept(value) else validate(value, schema)
-        if len(recent) >= _RECENT:
-            recent.clear()
-        recent[id(value)] = (value, problem)
-        return problem
+        return None if accept(value) else validate(value, schema)
 
     return check
