@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import attrs
 import pytest
 
 from retinue._content import Text, ToolCall
@@ -84,7 +83,7 @@ def good_log() -> list[Event]:
 
 def replace(events: list[Event], seq: int, data: EventData) -> list[Event]:
     changed = list(events)
-    changed[seq] = attrs.evolve(changed[seq], data=data)
+    changed[seq] = changed[seq]._replace(data=data)
     return changed
 
 
@@ -105,7 +104,7 @@ def test_check_session_invariants_accepts_a_log_ending_inside_a_turn() -> None:
 def test_check_session_invariants_r4_2_seq_must_equal_index() -> None:
     """R4.2: seq equals the index in the log."""
     events = good_log()
-    events[3] = attrs.evolve(events[3], seq=4)
+    events[3] = events[3]._replace(seq=4)
     with pytest.raises(InvariantError, match=r"seq 4 .*R4\.2"):
         check_session_invariants(events)
 
@@ -113,11 +112,11 @@ def test_check_session_invariants_r4_2_seq_must_equal_index() -> None:
 def test_check_session_invariants_r4_6_surface_ops_where_required_only() -> None:
     """R4.6: surface types carry a surface op; other types never do."""
     missing = good_log()
-    missing[1] = attrs.evolve(missing[1], surface_op=None)
+    missing[1] = missing[1]._replace(surface_op=None)
     with pytest.raises(InvariantError, match=r"seq 1 .*R4\.6"):
         check_session_invariants(missing)
     extra = good_log()
-    extra[2] = attrs.evolve(extra[2], surface_op="append")
+    extra[2] = extra[2]._replace(surface_op="append")
     with pytest.raises(InvariantError, match=r"seq 2 .*R4\.6"):
         check_session_invariants(extra)
 
@@ -210,8 +209,8 @@ def test_check_session_invariants_r4_14_chunks_follow_their_step_start() -> None
 def test_check_session_invariants_r4_15_result_needs_an_earlier_call() -> None:
     """R4.15: every tool/result has an earlier tool/call with the same call id."""
     events = good_log()
-    events[6], events[7] = attrs.evolve(events[7], seq=6), attrs.evolve(events[6], seq=7)
-    events[6] = attrs.evolve(events[6], source_event_seqs=None)
+    events[6], events[7] = events[7]._replace(seq=6), events[6]._replace(seq=7)
+    events[6] = events[6]._replace(source_event_seqs=None)
     with pytest.raises(InvariantError, match=r"seq 6 .*R4\.15"):
         check_session_invariants(events)
 
@@ -251,7 +250,7 @@ def test_check_session_invariants_r4_18_no_header_delta_before_a_header() -> Non
 def test_check_session_invariants_r4_22_source_seqs_nonempty_unique_earlier(sources) -> None:
     """R4.22: source_event_seqs are non-empty, duplicate-free and reference earlier events."""
     events = good_log()
-    events[7] = attrs.evolve(events[7], source_event_seqs=sources)
+    events[7] = events[7]._replace(source_event_seqs=sources)
     with pytest.raises(InvariantError, match=r"seq 7 .*R4\.22"):
         check_session_invariants(events)
 
@@ -337,7 +336,7 @@ def test_check_history_replay_accepts_a_log_with_a_surface_replace() -> None:
         surface_op=Replace(1, 7),
     )
     events.insert(len(events) - 1, compacted)
-    events[-1] = attrs.evolve(events[-1], seq=len(events) - 1)
+    events[-1] = events[-1]._replace(seq=len(events) - 1)
     check_history_replay(events)
     session = Session.from_events(Session.create("s").header, events)
     contents = [m.content for m in session.derive_messages()]

@@ -35,8 +35,8 @@ def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | Non
     """
     text: str | None = None
     usage: Usage | None = None
-    for index in range(len(events) - 1, -1, -1):
-        data = events[index].data
+    for event in reversed(events):
+        data = event.data
         if isinstance(data, TurnStart) and data.turn == turn:
             break
         if isinstance(data, AssistantMessage) and data.turn == turn:

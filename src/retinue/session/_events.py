@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, TypeAlias, final
+from typing import ClassVar, Literal, NamedTuple, TypeAlias, final
 
 import attrs
 
@@ -355,9 +355,14 @@ SurfaceOp: TypeAlias = Literal["append"] | Replace
 
 
 @final
-@attrs.frozen
-class Event:
-    """One logged event: ``seq`` equals its index in the log, ``time`` is epoch ms."""
+class Event(NamedTuple):
+    """One logged event: ``seq`` equals its index in the log, ``time`` is epoch ms.
+
+    An immutable record like every value here, but a named tuple rather than
+    an attrs class: a session creates one per stream chunk, and a tuple is
+    built in a third of the time of a frozen attrs instance. Copy with
+    changes through ``event._replace(...)``.
+    """
 
     seq: int
     time: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import final, overload
 
 import attrs
@@ -46,6 +46,7 @@ Observer = Callable[[Event], None]
 
 
 _time_ns = time.time_ns
+_new_tuple = tuple.__new__
 
 
 def now_ms() -> int:
@@ -64,6 +65,12 @@ class EventLog(Sequence[Event]):
 
     def __len__(self) -> int:
         return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def __reversed__(self) -> Iterator[Event]:
+        return reversed(self._events)
 
     @overload
     def __getitem__(self, index: int) -> Event: ...
@@ -196,8 +203,9 @@ class Session:
         """
         events = self._events
         if surface is None and source_event_seqs is None and type(data) in _PLAIN_TYPES:
-            # The per-chunk hot path: these types need no checks beyond their own.
-            event = Event(len(events), _time_ns() // 1_000_000, data)
+            # The per-chunk hot path: these types need no checks beyond their own,
+            # and the tuple is built without the named tuple's Python-level __new__.
+            event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
         else:
             event = Event(
