@@ -432,6 +432,23 @@ async def test_store_corrupt_header_is_refused_and_skipped_by_list(record_kit: S
         assert len((await store.load("fine")).events) > 0
 
 
+async def test_store_exists_sees_a_stored_session_whose_header_is_corrupt(
+    record_kit: StoreKit,
+) -> None:
+    """R13.3: ``exists`` tells stored from missing even where ``list`` skips a corrupt header."""
+    await _stored(record_kit, Session.create("headless"), turns=1)
+    record_kit.tamper_header("headless", "{not json")
+    async with record_kit.open() as store:
+        assert await store.list() == []
+        assert await store.exists("headless")
+        assert not await store.exists("never-stored")
+
+
+def test_store_durable_is_false_only_for_memory(kit: StoreKit) -> None:
+    """Every backend but memory keeps sessions beyond the process, and says so."""
+    assert kit.open().durable is (kit.kind != "memory")
+
+
 async def test_store_failed_load_gives_up_its_claim(kit: StoreKit) -> None:
     """A load that fails leaves no writer claim behind: another store can then write the id."""
     async with kit.open() as first, kit.open() as second:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -25,6 +26,7 @@ from retinue.session import (
     dump_event,
 )
 from retinue.session._codec import decode_event, encode_event
+from retinue.stores import JSONLStore, MemoryStore, PostgresStore, SQLiteStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._ids import bucket_name, check_session_id, escape_id, unescape_id
 from retinue.stores._memory import MemoryBackend
@@ -164,6 +166,15 @@ async def test_store_flush_without_async_with_commits_directly() -> None:
     with pytest.raises(StoreError) as caught:
         store.attach_new(Session.create("late"))
     assert caught.value.code == "STORE_CLOSED"
+
+
+def test_store_classes_say_whether_they_are_durable(tmp_path: Path) -> None:
+    """Only ``MemoryStore`` is not durable; constructing a store opens nothing."""
+    assert not MemoryStore().durable
+    assert SQLiteStore(tmp_path / "sessions.db").durable
+    assert JSONLStore(tmp_path / "sessions").durable
+    assert PostgresStore("postgresql://nowhere.invalid/db").durable
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_repair_records_missing_tool_calls_before_their_results() -> None:

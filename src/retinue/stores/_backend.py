@@ -58,6 +58,11 @@ class StorageBackend(Protocol):
         """Whether calls do I/O and must run in a worker thread."""
         ...
 
+    @property
+    def durable(self) -> bool:
+        """Whether stored sessions outlive the process (memory is the one that does not)."""
+        ...
+
     def open(self) -> None:
         """Create or check the storage (schema, directories); idempotent."""
         ...

@@ -85,6 +85,7 @@ class JSONLBackend:
     """
 
     blocking = True
+    durable = True
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = Path(root)

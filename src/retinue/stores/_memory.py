@@ -20,6 +20,7 @@ class MemoryBackend:
     """Events kept as objects in process memory; commits are instant and never block."""
 
     blocking = False
+    durable = False
 
     def __init__(self) -> None:
         self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}

@@ -66,6 +66,7 @@ class PostgresBackend:
     """
 
     blocking = True
+    durable = True
 
     def __init__(self, dsn: str, *, schema: str = "public") -> None:
         if not _SCHEMA_NAME.match(schema):

@@ -19,6 +19,11 @@ class SessionStore(Protocol):
     a later flush. ``load`` repairs a crashed tail (R11.8, R11.9).
     """
 
+    @property
+    def durable(self) -> bool:
+        """Whether stored sessions outlive this process (false for ``MemoryStore``)."""
+        ...
+
     def attach(self, session: Session) -> None:
         """Start buffering *session*'s appends; events already in it count as stored."""
         ...
@@ -44,7 +49,7 @@ class SessionStore(Protocol):
         ...
 
     async def exists(self, session_id: str) -> bool:
-        """Whether *session_id* is stored."""
+        """Whether *session_id* is stored, without reading any log or listing the store."""
         ...
 
     async def aclose(self) -> None:

@@ -54,6 +54,7 @@ class SQLiteBackend:
     """
 
     blocking = True
+    durable = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = os.fspath(path)

@@ -59,6 +59,11 @@ class BufferedStore:
         }
         self._write_seconds = 0.0
 
+    @property
+    def durable(self) -> bool:
+        """Whether stored sessions outlive this process (false only for the memory backend)."""
+        return self._backend.durable
+
     # -- lifetime -------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
@@ -403,11 +408,17 @@ class BufferedStore:
         return sorted(headers, key=lambda header: (header.created_at, header.id))
 
     async def exists(self, session_id: str) -> bool:
-        """Whether *session_id* is stored (an invalid id never is)."""
+        """Whether *session_id* is stored (an invalid id never is); reads no events.
+
+        One lookup of the id in the backend (a key lookup, or one path per
+        JSONL bucket), never a listing. Also true for a stored session whose
+        header is corrupt, which :meth:`list` skips. Always a checkpoint.
+        """
         await self._ensure_open()
         try:
             check_session_id(session_id)
         except StoreError:
+            await trio.lowlevel.checkpoint()
             return False
         return await self._call(self._backend.contains, f"session {session_id!r}", session_id)
 
