@@ -11,6 +11,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -138,6 +139,37 @@ async def test_session_id_without_persistence_creates_under_that_id(
             assert error.code == "SESSION_ALREADY_EXISTS"
 
 
+class Wrapped:
+    """Delegates everything to a store, so only the store's ``durable`` can tell what it is."""
+
+    def __init__(self, store: retinue.SessionStore) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_a_wrapped_memory_store_is_not_taken_for_persistence(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R13.3: persistence is what the store says (``durable``), not which class it is."""
+    config = LoopConfig(agents=(AgentEntry("keeper", session_id="kept"),))
+    store = Wrapped(retinue.MemoryStore())
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model(), store=store, config=config) as rt:
+            assert not rt.store.durable
+            heard = failures(rt)
+            agent = rt.agents.get("kept")
+            assert agent is not None
+            await agent.ask("hi")
+            await agent.dispose()
+            assert await start_configured_agents(rt, config) == ()
+            assert [f.session_id for f in heard] == ["kept"]
+            error = heard[0].error
+            assert isinstance(error, retinue.SessionError)
+            assert error.code == "SESSION_ALREADY_EXISTS"
+
+
 async def test_resume_session_id_resumes_the_session(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -206,6 +238,17 @@ async def test_no_notification_once_the_runtime_is_shutting_down(
             assert len(rt.agents) == 0
 
 
+async def test_runtime_says_when_it_is_closing(autojump_clock: trio.testing.MockClock) -> None:
+    """R12.10: ``closing`` turns true once shutdown begins, and no agent starts after it."""
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model()) as rt:
+            assert not rt.closing
+            await rt.aclose()
+            assert rt.closing
+            with pytest.raises(RuntimeError, match="shutting down"):
+                await rt.create_agent("late")
+
+
 # -- the cap (R13.1, R13.6) ------------------------------------------------------------------
 
 
@@ -230,6 +273,23 @@ async def test_configured_cap_bounds_parallel_tool_calls(
         async with retinue.open_runtime(models=four_naps(), tools=[nap], config=config) as rt:
             (agent,) = rt.agents.list()
             assert await timed_ask(agent) == pytest.approx(2.0)
+
+
+async def test_runtime_cap_is_readable_and_refuses_invalid_writes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R13.1, R13.6: the cap reads back as configured; an invalid write keeps the last good value."""
+    config = LoopConfig(max_parallel_tool_calls=3)
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=four_naps(), tools=[nap], config=config) as rt:
+            assert rt.max_parallel_tool_calls == 3
+            rt.max_parallel_tool_calls = 4
+            for bad in (0, -1, True, 2.5):
+                with pytest.raises(retinue.ConfigError):
+                    rt.max_parallel_tool_calls = bad  # type: ignore[assignment]
+            assert rt.max_parallel_tool_calls == 4
+            agent = await rt.create_agent("worker", AgentOptions(model="m"))
+            assert await timed_ask(agent) == pytest.approx(1.0)
 
 
 async def test_editable_cap_applies_good_writes_and_keeps_the_last_good_value(

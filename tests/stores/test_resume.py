@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from types import TracebackType
+from typing import Any, Self
+
 import trio
 
 import retinue
-from retinue.session import RequestHeader, Session, TurnEnd, TurnStart
+from retinue._errors import CorruptSessionError
+from retinue.config import AgentEntry
+from retinue.session import RequestHeader, Session, SessionHeader, TurnEnd, TurnStart
+from retinue.stores._writebehind import BufferedStore
+from retinue.supervisors import CONFIG_START_FAILED, ConfigStartFailure, start_configured_agents
 from retinue.testing import Reply, ScriptedModel, check_history_replay, check_session_invariants
 from tests.stores._kit import lines, open_tool_turn, run_turn
 from tests.stores.conftest import StoreKit
@@ -75,3 +82,85 @@ async def test_resume_after_a_crash_closes_the_turn_and_goes_on(kit: StoreKit) -
     assert _turn_starts(session) == [1, 2, 3]
     check_session_invariants(session.events)
     check_history_replay(session.events)
+
+
+# -- configured restore-or-create (R13.3) on every store ---------------------------------------
+
+
+class NoListing:
+    """Delegates to a store whose sessions outlive one runtime; listing them fails the test.
+
+    ``durable`` is true even over the memory kit, whose backend outlives each store it opens.
+    """
+
+    durable = True
+
+    def __init__(self, store: BufferedStore) -> None:
+        self.store = store
+
+    async def list(self) -> list[SessionHeader]:
+        raise AssertionError("restore-or-create listed the whole store")
+
+    async def __aenter__(self) -> Self:
+        await self.store.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.store.__aexit__(kind, value, tb)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def _failures(rt: retinue.Runtime) -> list[ConfigStartFailure]:
+    heard: list[ConfigStartFailure] = []
+    rt.hooks.on(CONFIG_START_FAILED, heard.append)
+    return heard
+
+
+async def test_configured_session_id_is_created_then_restored_without_listing(
+    kit: StoreKit,
+) -> None:
+    """R13.3: restore-or-create tells a missing session from a stored one without listing."""
+    entry = AgentEntry("reviewer", session_id="reviewer-main", model="m")
+    config = retinue.LoopConfig(agents=(entry,))
+    sessions: list[Session] = []
+    with trio.fail_after(60):
+        for prompt in ("first", "second"):
+            store = NoListing(kit.open())
+            async with retinue.open_runtime(models=_model(), store=store, config=config) as rt:
+                agent = rt.agents.get("reviewer-main")
+                assert agent is not None, "the configured agent did not start"
+                assert (await agent.ask(prompt)).reason.kind == "completed"
+                sessions.append(agent.session)
+    assert _turn_starts(sessions[-1]) == [1, 2]
+    assert _headers_after(sessions[-1], 0) == ["initial", "resume"]
+
+
+async def test_configured_session_id_reports_a_corrupt_header_instead_of_creating(
+    record_kit: StoreKit,
+) -> None:
+    """R13.3, R13.4: a stored session whose header is corrupt is reported as corrupt."""
+    await _stored_session(record_kit, "reviewer-main")
+    record_kit.tamper_header("reviewer-main", "{not json")
+    config = retinue.LoopConfig(agents=(AgentEntry("reviewer", session_id="reviewer-main"),))
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=_model(), store=record_kit.open()) as rt:
+            heard = _failures(rt)
+            assert await start_configured_agents(rt, config) == ()
+    assert [failure.session_id for failure in heard] == ["reviewer-main"]
+    error = heard[0].error
+    assert isinstance(error, CorruptSessionError)
+    assert error.code == "CORRUPT_HEADER"
+
+
+async def _stored_session(kit: StoreKit, session_id: str) -> None:
+    """Store one completed turn of *session_id* through the runtime."""
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=_model(), store=kit.open()) as rt:
+            await (await rt.create_agent("writer", OPTIONS, session_id=session_id)).ask("hi")

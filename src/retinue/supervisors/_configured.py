@@ -12,7 +12,6 @@ import trio
 
 from retinue._options import AgentOptions
 from retinue.config import AgentEntry, LoopConfig, ParallelCapSetting
-from retinue.stores import MemoryStore, SessionStore
 
 if TYPE_CHECKING:
     from retinue.actors import Agent
@@ -48,8 +47,9 @@ async def start_configured_agents(rt: Runtime, config: LoopConfig) -> tuple[Agen
 
     Per entry: no exact id creates a fresh ``<id>-session-<uuid4>``;
     ``session_id`` restores the stored session or, if the store does not have
-    it, creates it (a :class:`~retinue.MemoryStore` outlives no process, so
-    there it always creates); ``resume_session_id`` resumes. A failure is
+    it (one ``exists`` lookup, never a listing), creates it; a store that is not
+    ``durable``, like :class:`~retinue.MemoryStore`, outlives no process, so
+    there it always creates. ``resume_session_id`` resumes. A failure is
     contained (R13.4): logged and reported as ``agent-loop/config-start-failed``
     with a :class:`ConfigStartFailure`, unless the runtime is shutting down.
 
@@ -75,10 +75,9 @@ def bind_parallel_cap(rt: Runtime, setting: ParallelCapSetting) -> Callable[[], 
     next batch of tool calls; a refused write leaves the scheduler on the last
     good value. Returns a function that unbinds.
     """
-    services = rt._services
 
     def apply(value: int) -> None:
-        services.max_parallel_tool_calls = value
+        rt.max_parallel_tool_calls = value
 
     apply(setting.value)
     return setting.subscribe(apply)
@@ -90,16 +89,11 @@ def _options(entry: AgentEntry) -> AgentOptions:
     )
 
 
-def _persists(store: SessionStore) -> bool:
-    """Whether *store* keeps sessions beyond this process (every store but memory)."""
-    return not isinstance(store, MemoryStore)
-
-
 async def _start_entry(rt: Runtime, entry: AgentEntry, session_id: str) -> Agent:
     options = _options(entry)
     if entry.resume_session_id is not None:
         return await rt.resume_agent(session_id, options)
-    if entry.session_id is not None and _persists(rt.store):
+    if entry.session_id is not None and rt.store.durable:
         return await _restore_or_create(rt, entry.id, session_id, options)
     return await rt.create_agent(entry.id, options, session_id=session_id)
 
@@ -107,20 +101,20 @@ async def _start_entry(rt: Runtime, entry: AgentEntry, session_id: str) -> Agent
 async def _restore_or_create(
     rt: Runtime, label: str, session_id: str, options: AgentOptions
 ) -> Agent:
-    """Resume *session_id*; if the store does not list it, create it instead."""
+    """Resume *session_id*; if the store does not have it, create it instead."""
     draining = rt.agents.get(session_id)
     if draining is not None and draining.status == "disposed":
         await draining.dispose()  # memoized: waits for the same teardown
     try:
         return await rt.resume_agent(session_id, options)
     except Exception:
-        if any(header.id == session_id for header in await rt.store.list()):
-            raise  # the session exists: the failure is real
+        if await rt.store.exists(session_id):
+            raise  # the session is stored: the failure is real
     return await rt.create_agent(label, options, session_id=session_id)
 
 
 def _report(rt: Runtime, failure: ConfigStartFailure) -> None:
-    if rt._closing:
+    if rt.closing:
         log.info("configured agent %s not started: shutting down", failure.session_id)
         return
     log.error(

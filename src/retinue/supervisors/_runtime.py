@@ -78,6 +78,26 @@ class Runtime:
         return self._services.store
 
     @property
+    def max_parallel_tool_calls(self) -> int:
+        """How many parallel-safe tool calls of one step may run at once (R9.11, R13.1).
+
+        Assigning a new value applies from the next batch of tool calls of every
+        agent; a value that is not a positive integer raises
+        :class:`~retinue.ConfigError` and leaves the last good value (R13.6).
+        Neither reading nor assigning blocks.
+        """
+        return self._services.max_parallel_tool_calls
+
+    @max_parallel_tool_calls.setter
+    def max_parallel_tool_calls(self, value: int) -> None:
+        self._services.max_parallel_tool_calls = check_parallel_cap(value)
+
+    @property
+    def closing(self) -> bool:
+        """Whether shutdown has begun (:meth:`aclose` was called); no new agents start."""
+        return self._closing
+
+    @property
     def supervisor(self) -> Runtime:
         """The root supervisor (the runtime itself)."""
         return self
@@ -336,7 +356,7 @@ async def open_runtime(
     sections = (Section("system", system_prompt, 0),) if system_prompt else ()
     async with AsyncExitStack() as stack:
         the_store: SessionStore = store if store is not None else MemoryStore()
-        if hasattr(the_store, "__aenter__"):
+        if hasattr(type(the_store), "__aenter__"):  # where `async with` looks it up
             await stack.enter_async_context(the_store)  # type: ignore[arg-type]
         else:
             stack.push_async_callback(the_store.aclose)
