@@ -29,6 +29,7 @@ __all__ = [
     "LoopServices",
     "StepSignal",
     "TurnResult",
+    "abort_reason",
     "resolve_source",
 ]
 
@@ -96,33 +97,37 @@ def check_parallel_cap(value: object) -> int:
 
 @final
 class StepSignal:
-    """What abort-aware listeners see of the step's cancellation (R7.41)."""
+    """What abort-aware listeners see of the step's cancellation (R7.41).
 
-    __slots__ = ("_core", "aborted", "scope")
+    ``cancel_called`` tells whether the step was aborted (cancel or dispose);
+    ``reason`` says why.
+    """
+
+    __slots__ = ("_core", "cancel_called", "scope")
 
     def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
         self._core = core
         self.scope = scope
-        # A plain flag, read per chunk: the scope is only ever cancelled through
-        # abort(), and reading CancelScope.cancel_called costs a property call.
-        self.aborted = False
+        # A plain attribute, read per chunk: the scope is only ever cancelled
+        # through abort(), and CancelScope.cancel_called is a property call.
+        self.cancel_called = False
 
     def abort(self) -> None:
         """Cancel the step's scope; never blocks."""
-        self.aborted = True
+        self.cancel_called = True
         self.scope.cancel()
-
-    @property
-    def cancel_called(self) -> bool:
-        """Whether the step was aborted (cancel or dispose)."""
-        return self.aborted
 
     @property
     def reason(self) -> str | None:
         """The abort reason, once aborted."""
-        if not self.aborted:
+        if not self.cancel_called:
             return None
-        return "disposed" if self._core.disposed else self._core.cancel_reason
+        return abort_reason(self._core)
+
+
+def abort_reason(core: AgentCore) -> str | None:
+    """Why *core*'s running step was aborted: ``"disposed"`` or the cancel reason."""
+    return "disposed" if core.disposed else core.cancel_reason
 
 
 @final

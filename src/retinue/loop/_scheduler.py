@@ -56,11 +56,11 @@ async def run_tool_calls(
     contexts: list[HookContext] = []
     index = 0
     while index < len(calls):
-        if signal.aborted:
+        if signal.cancel_called:
             return None  # noqa: ASYNC910 - per step, no yield on abort: the step closes as aborted
         group = _next_group(core, calls, executions, index)
         index += await _run_group(core, state, group, contexts, signal)
-        if signal.aborted:
+        if signal.cancel_called:
             return None
     return contexts  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
 
@@ -123,7 +123,7 @@ async def _pool(
     end = len(group.calls)
     started = cursor = 0
     while cursor < end:
-        while started < end and group.in_flight < cap and not signal.aborted:
+        while started < end and group.in_flight < cap and not signal.cancel_called:
             if started and registry.execution_mode(group.executions[started]) != "parallel":
                 end = started
                 break
@@ -135,7 +135,7 @@ async def _pool(
         elif cursor < started:
             group.wakeup = trio.Event()
             await group.wakeup.wait()
-        elif signal.aborted or started >= end:
+        elif signal.cancel_called or started >= end:
             break
     return end  # noqa: ASYNC910 - runs inside the group's nursery, whose exit checkpoints
 
@@ -158,7 +158,7 @@ async def _start(
     if not prepared.needs_dispatch:
         group.results[index] = prepared.result
         return
-    if signal.aborted:
+    if signal.cancel_called:
         return
     state.calls.started.add(call.id)
     if nursery is None:

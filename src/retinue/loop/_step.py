@@ -124,11 +124,11 @@ async def _stream(
     seqs: list[int] = []
     async with aclosing(core.services.models.stream(request)) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
-            if signal.aborted:
+            if signal.cancel_called:
                 return None
             seqs.append(session.append(AssistantChunk(turn, step, chunk)).seq)
             assembler.feed(chunk)
-    if signal.aborted:
+    if signal.cancel_called:
         return None
     finish = assembler.finish
     if isinstance(finish, Errored):

@@ -21,7 +21,7 @@ from retinue.session import (
     UserMessage,
 )
 
-from ._core import AgentCore, StepSignal, TurnResult, settle
+from ._core import AgentCore, StepSignal, TurnResult, abort_reason, settle
 from ._prompt import request_prompt
 from ._state import TurnState
 from ._step import StepOutcome, run_step
@@ -109,14 +109,28 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
 
 async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:
     core.session.append(TurnStart(state.turn, TurnTrigger("message", items[0].source)))
-    signal = StepSignal(core, trio.CancelScope())
+    # One cancel scope for the whole turn: each window's StepSignal aborts it,
+    # and an abort always ends the turn, so per-step scopes would add nothing.
+    scope = trio.CancelScope()
+    signal = StepSignal(core, scope)
     core.step_signal = signal
     if core.disposed:
         signal.abort()
-    allowed = False
+    with scope:
+        await _prompts_then_steps(core, state, items, signal)
+    if scope.cancel_called:
+        # An abort whose Cancelled unwound a step: close it as interrupted.
+        reason = abort_reason(core)
+        state.answer_dangling_calls("ABORTED", f"Error: the tool call was cancelled ({reason})")
+        state.close_step()
+        state.set_interrupted()
+
+
+async def _prompts_then_steps(
+    core: AgentCore, state: TurnState, items: list[MailboxItem], signal: StepSignal
+) -> None:
     try:
-        with signal.scope:
-            allowed = await _submit_prompts(core, state, items)
+        allowed = await _submit_prompts(core, state, items)
     finally:
         core.step_signal = None
     if _aborted(core, signal):
@@ -124,7 +138,7 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
         return
     if not allowed:
         return
-    while await _step_iteration(core, state):
+    while await _step_iteration(core, state, signal.scope):
         pass
 
 
@@ -171,7 +185,7 @@ async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
     composed = await core.services.hooks.waterfall_value(
         "agent/session-prefix", seed, core.agent, seed, signal, scope=core.id
     )
-    if signal.aborted or core.disposed:
+    if signal.cancel_called or core.disposed:
         return False
     messages = tuple(composed)
     if not all(isinstance(message, Message) for message in messages):
@@ -181,21 +195,20 @@ async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
 
 
 def _aborted(core: AgentCore, signal: StepSignal) -> bool:
-    return signal.aborted or core.disposed
+    return signal.cancel_called or core.disposed
 
 
-async def _step_iteration(core: AgentCore, state: TurnState) -> bool:
+async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelScope) -> bool:
     """One step of the loop (R7.14-R7.31); returns whether the turn continues."""
     state.step += 1
     _drain_steering(core, state)
-    signal = StepSignal(core, trio.CancelScope())
+    signal = StepSignal(core, scope)
     core.step_signal = signal
     if core.cancel_marker or core.disposed:
         signal.abort()
     outcome: StepOutcome | None = None
     try:
-        with signal.scope:
-            outcome = await _open_and_run_step(core, state, signal)
+        outcome = await _open_and_run_step(core, state, signal)
     except Exception as exc:
         core.step_signal = None
         if not state.step_open:
