@@ -67,11 +67,32 @@ class BufferedStore:
     # -- lifetime -------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        """Open the storage and start the group-commit writer task."""
-        await self._ensure_open()
+        """Open the storage and start the group-commit writer task.
+
+        If cancelled or failing part-way (say, a deadline that fires while the
+        storage opens in its worker thread), the writer's nursery is closed
+        again and storage opened here is released, so the store can be
+        entered again later.
+        """
+        was_open = self._opened
         stack = contextlib.AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        await nursery.start(self._run_writer)
+        nursery: trio.Nursery | None = None
+        try:
+            await self._ensure_open()
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            await nursery.start(self._run_writer)
+        except BaseException:
+            # Nobody calls __aexit__ after a failed __aenter__: unwind here, or the
+            # nursery stays on this task's stack (trio: "Nursery stack corrupted").
+            if nursery is not None:
+                nursery.cancel_scope.cancel()
+            try:
+                await stack.aclose()  # outside any new scope: it must exit in order
+            finally:
+                if not was_open:
+                    with trio.CancelScope(shield=True):
+                        await self._release_storage()
+            raise
         self._stack = stack
         return self
 
@@ -102,25 +123,50 @@ class BufferedStore:
     async def aclose(self) -> None:
         """Drain every buffer (one group), then release storage; failures are aggregated.
 
-        Waits for the final commit; always a checkpoint. Idempotent.
+        Waits for the final commit; always a checkpoint. Idempotent. If
+        cancelled, the drain is cut short (events not yet committed are not
+        written; flush sessions first, as agent teardown does), but the store
+        is still closed and its storage released (connections, file locks).
         """
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
         tracked = list(self._tracked.values())
-        errors = [error for error in await self._flush_many(tracked) if error is not None]
-        self._closed = True
-        for item in tracked:
-            item.unsubscribe()
-        self._send.close()
+        try:
+            results = await self._flush_many(tracked)
+        except BaseException:
+            self._stop_tracking(tracked)
+            with trio.CancelScope(shield=True):
+                await self._release_storage()
+            raise
+        self._stop_tracking(tracked)
         if self._opened:
             await self._call(self._backend.close, "closing the store")
+        errors = [error for error in results if error is not None]
         if errors:
             summary = "; ".join(error.message for error in errors)
             raise StoreError(
                 f"{len(errors)} session(s) could not be drained on close: {summary}",
                 code="CLOSE_FAILED",
             ) from errors[0]
+
+    def _stop_tracking(self, tracked: Sequence[Tracked]) -> None:
+        """Mark the store closed: no more attachments, appends or flush requests."""
+        self._closed = True
+        for item in tracked:
+            item.unsubscribe()
+        self._send.close()
+
+    async def _release_storage(self) -> None:  # noqa: ASYNC910 - _call checkpoints before the backend can fail
+        """Close the backend while an exception propagates; a failure to close is only logged."""
+        if not self._opened:
+            await trio.lowlevel.checkpoint()
+            return
+        self._opened = False
+        try:
+            await self._call(self._backend.close, "closing the store")
+        except StoreError:
+            log.exception("%s: closing the storage failed while unwinding", self._name)
 
     async def _ensure_open(self) -> None:
         if self._closed:

@@ -1,0 +1,95 @@
+"""A store's lifetime under cancellation: entering and leaving ``async with`` (R11.6).
+
+These run on the real clock: the store opens and closes its storage in worker
+threads, and under autojump a worker thread lets virtual time race ahead to
+any deadline (which is how an enter cancelled mid-open was first seen).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+import retinue
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores import JSONLStore, SQLiteStore
+from retinue.stores._sqlite import SQLiteBackend
+from retinue.testing import Reply, ScriptedModel
+from tests.stores._kit import run_turn
+
+REAL_DEADLINE = 60.0
+
+
+def cancel_after_open(monkeypatch: pytest.MonkeyPatch, scope: trio.CancelScope) -> None:
+    """Make the SQLite backend cancel *scope* from its worker thread once it has opened."""
+    real_open = SQLiteBackend.open
+
+    def open_then_cancel(backend: SQLiteBackend) -> None:
+        real_open(backend)
+        trio.from_thread.run_sync(scope.cancel)
+
+    monkeypatch.setattr(SQLiteBackend, "open", open_then_cancel)
+
+
+async def test_store_enter_cancelled_while_opening_unwinds_and_can_be_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while its storage opens, ``async with`` leaves no writer nursery and no storage open."""
+    store = SQLiteStore(tmp_path / "sessions.db")
+    with trio.fail_after(REAL_DEADLINE):
+        with trio.CancelScope() as scope:
+            cancel_after_open(monkeypatch, scope)
+            async with store:
+                pytest.fail("the body ran although entering was cancelled")
+        assert scope.cancelled_caught
+        assert " unopened " in repr(store)
+        monkeypatch.undo()
+        session = Session.create("retried")
+        async with store:
+            store.attach_new(session)
+            run_turn(session)
+            await store.detach(session)
+            assert await store.exists("retried")
+
+
+async def test_runtime_cancelled_while_its_store_opens_exits_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadline that fires while ``open_runtime`` opens an SQLite store just cancels the block."""
+    store = SQLiteStore(tmp_path / "sessions.db")
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    with trio.fail_after(REAL_DEADLINE):
+        with trio.CancelScope() as scope:
+            cancel_after_open(monkeypatch, scope)
+            async with retinue.open_runtime(models=model, store=store):
+                pytest.fail("the runtime was handed over although opening was cancelled")
+        assert scope.cancelled_caught
+        assert " unopened " in repr(store)
+
+
+async def test_store_exit_under_cancellation_still_releases_the_storage(tmp_path: Path) -> None:
+    """Leaving ``async with`` cancelled still closes the store and drops its session locks."""
+    root = tmp_path / "sessions"
+    session = Session.create("locked")
+    async with JSONLStore(root) as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.detach(session)
+    store = JSONLStore(root)
+    with trio.fail_after(REAL_DEADLINE):
+        with trio.CancelScope() as scope:
+            async with store:
+                loaded = await store.load("locked")  # claims the file (flock)
+                store.attach(loaded)
+                run_turn(loaded, "never flushed")
+                scope.cancel()
+        assert scope.cancelled_caught
+        assert " closed " in repr(store)
+        with pytest.raises(StoreError) as caught:
+            store.attach_new(Session.create("late"))
+        assert caught.value.code == "STORE_CLOSED"
+        async with JSONLStore(root) as other:
+            assert len((await other.load("locked")).events) == len(session.events)
