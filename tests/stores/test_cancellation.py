@@ -14,7 +14,8 @@ import trio
 
 import retinue
 from retinue._errors import StoreError
-from retinue.session import Session
+from retinue._content import MessageSource
+from retinue.session import Session, TurnStart, TurnTrigger
 from retinue.stores import JSONLStore, SQLiteStore
 from retinue.stores._sqlite import SQLiteBackend
 from retinue.testing import Reply, ScriptedModel
@@ -93,3 +94,18 @@ async def test_store_exit_under_cancellation_still_releases_the_storage(tmp_path
         assert caught.value.code == "STORE_CLOSED"
         async with JSONLStore(root) as other:
             assert len((await other.load("locked")).events) == len(session.events)
+
+
+async def test_memory_store_flush_commits_even_inside_a_cancelled_scope() -> None:
+    """A store that is not durable commits before its schedule point: a cancel loses nothing (R7.42)."""
+    store = retinue.stores.MemoryStore()
+    assert not store.durable
+    session = Session.create("kept")
+    store.attach_new(session)
+    session.append(TurnStart(1, TurnTrigger("message", MessageSource())))
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await store.flush(session)
+    assert not scope.cancelled_caught
+    stored = await store.inspect("kept")
+    assert [event.type for event in stored.events] == ["turn/start"]

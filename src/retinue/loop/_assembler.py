@@ -103,6 +103,12 @@ class BlockAssembler:
             TypeError: *chunk* is not a stream chunk.
         """
         self._chunks += 1
+        if type(chunk) is TextDelta:
+            # Most chunks of a stream: a text delta for an open text block.
+            partial = self._blocks.get(chunk.index)
+            if partial is not None and partial.kind == TEXT and partial.closed is None:
+                partial.parts.append(chunk.text)
+                return
         handler = _HANDLERS.get(type(chunk))
         if handler is None:
             raise TypeError(f"not a stream chunk: {type(chunk).__name__}")

@@ -91,6 +91,15 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
     services = core.services
+    if not services.store.durable and not services.hooks.has_listeners("session/flush"):
+        # An in-memory store flushes without blocking and no cancel interrupts
+        # it, so the shield and the deadline would guard nothing.
+        try:
+            await services.store.flush(core.session)
+        except Exception as exc:
+            log.warning("flush of session %s failed: %s", core.id, exc)
+            core.emit("agent/error", turn, step, exc)
+        return  # noqa: ASYNC910 - store.flush always checkpoints; a failing store is only reported
     with trio.CancelScope(shield=True) as scope:
         scope.relative_deadline = (
             services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf

@@ -60,7 +60,10 @@ class StorageBackend(Protocol):
 
     @property
     def durable(self) -> bool:
-        """Whether stored sessions outlive the process (memory is the one that does not)."""
+        """Whether stored sessions outlive the process (memory is the one that does not).
+
+        A backend that is not durable must not be ``blocking``.
+        """
         ...
 
     def open(self) -> None:

@@ -21,7 +21,12 @@ class SessionStore(Protocol):
 
     @property
     def durable(self) -> bool:
-        """Whether stored sessions outlive this process (false for ``MemoryStore``)."""
+        """Whether stored sessions outlive this process (false for ``MemoryStore``).
+
+        A store that is not durable keeps sessions in this process's memory:
+        its ``flush`` never blocks and no cancel can interrupt it, so the loop
+        flushes it without a shield or a deadline.
+        """
         ...
 
     def attach(self, session: Session) -> None:

@@ -224,9 +224,37 @@ class BufferedStore:
         if tracked is None or tracked.session is not session or not tracked.buffer:
             await trio.lowlevel.checkpoint()
             return
-        [error] = await self._flush_many([tracked])
+        if self._backend.blocking or self._closed:
+            [error] = await self._flush_many([tracked])
+        else:
+            error = self._commit_in_memory(tracked)
+            # Committed before the schedule point, so no cancel can lose the write.
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
+
+    def _commit_in_memory(self, tracked: Tracked) -> StoreError | None:
+        """Commit one session's buffer to a backend that never blocks, synchronously."""
+        if not self._opened:
+            self._backend.open()
+            self._opened = True
+        self._counters["flush_requests"] += 1
+        entry = Entry(
+            AppendBatch(
+                tracked.session.id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
+            ),
+            tracked,
+            [],
+        )
+        try:
+            [result] = self._timed_write([entry.batch])
+        except Exception as exc:
+            result = StoreError(
+                f"session {tracked.session.id!r}: {type(exc).__name__}: {exc}",
+                code="STORAGE_ERROR",
+            )
+        self._record([entry], [result])
+        return result
 
     async def detach(self, session: Session) -> None:
         """Flush, then stop tracking *session* and give up its writer claim.
