@@ -13,8 +13,8 @@ import pytest
 import trio
 
 import retinue
-from retinue._errors import StoreError
 from retinue._content import MessageSource
+from retinue._errors import StoreError
 from retinue.session import Session, TurnStart, TurnTrigger
 from retinue.stores import JSONLStore, SQLiteStore
 from retinue.stores._sqlite import SQLiteBackend
