@@ -142,8 +142,13 @@ def check_json(value: object, path: str = "") -> None:
 
 def thaw_json(value: JsonValue) -> object:
     """Return a plain mutable copy (lists and dicts) of a JSON value."""
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
     if isinstance(value, tuple | list):
         return [thaw_json(item) for item in value]
-    if isinstance(value, Mapping):
+    # A frozen JSON object is a FrozenDict, a dict subclass: test that before
+    # the (much slower) abstract Mapping check.
+    if isinstance(value, dict) or isinstance(value, Mapping):
         return {key: thaw_json(item) for key, item in value.items()}
     return value

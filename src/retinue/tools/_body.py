@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Mapping
+from types import CoroutineType
 
 import trio
 
@@ -38,7 +38,7 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
 
 def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object]:
     plain = thaw_json(execution.arguments)
-    assert isinstance(plain, Mapping)
+    assert isinstance(plain, dict)
     kwargs = tool.bind(plain) if tool.bind is not None else {str(k): v for k, v in plain.items()}
     if tool.context_parameter is not None:
         kwargs[tool.context_parameter] = ToolContext(
@@ -55,7 +55,7 @@ async def _call(tool: Tool, kwargs: dict[str, object]) -> object:
         value = await trio.to_thread.run_sync(
             functools.partial(tool.fn, **kwargs), abandon_on_cancel=True
         )
-    if inspect.isawaitable(value):
+    if type(value) is CoroutineType or inspect.isawaitable(value):
         return await value
     await trio.lowlevel.checkpoint()
     return value
@@ -73,7 +73,7 @@ async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
     """
     await trio.lowlevel.checkpoint_if_cancelled()
     problem = tool.check_arguments(execution.arguments)
-    if problem is None and not isinstance(execution.arguments, Mapping):
+    if problem is None and not isinstance(execution.arguments, dict):
         problem = f"arguments: expected object, got {json_type_name(execution.arguments)}"
     if problem is not None:
         return invalid_arguments(execution, problem)

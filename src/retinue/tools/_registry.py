@@ -283,18 +283,12 @@ class ToolRegistry:
             await trio.lowlevel.checkpoint()
             return prepared.result
         execution = prepared.execution
+        if not self.hooks.has_listeners("tools/execute"):
+            return await self._run_tool(execution)
 
         async def innermost() -> ToolExecutionResult:
-            tool = self.get(execution.name, execution.agent_id)
-            if tool is None:
-                await trio.lowlevel.checkpoint()
-                return error_result(
-                    execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL
-                )
-            return await run_body(tool, execution)
+            return await self._run_tool(execution)
 
-        if not self.hooks.has_listeners("tools/execute"):
-            return await innermost()
         try:
             result = await self.hooks.waterfall(
                 "tools/execute", innermost, execution, scope=execution.agent_id
@@ -305,6 +299,16 @@ class ToolRegistry:
             await trio.lowlevel.checkpoint()
             return self._mark_final(exception_result(execution.call_id, exc))
         return result
+
+    async def _run_tool(self, execution: ToolExecution) -> ToolExecutionResult:
+        """The innermost ``tools/execute`` step: the tool's body, or an unknown-tool error."""
+        tool = self.get(execution.name, execution.agent_id)
+        if tool is None:
+            await trio.lowlevel.checkpoint()
+            return error_result(
+                execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL
+            )
+        return await run_body(tool, execution)
 
     @staticmethod
     def _check_dispatched(execution: ToolExecution, result: object) -> None:
