@@ -149,6 +149,6 @@ def thaw_json(value: JsonValue) -> object:
         return [thaw_json(item) for item in value]
     # A frozen JSON object is a FrozenDict, a dict subclass: test that before
     # the (much slower) abstract Mapping check.
-    if isinstance(value, dict) or isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):
         return {key: thaw_json(item) for key, item in value.items()}
     return value
