@@ -389,3 +389,25 @@ async def test_raising_status_listeners_are_contained(
         assert seen == ["running", "idle", "running", "idle"]
         assert agent.status == "idle"
         check_session_invariants(agent.session.events)
+
+
+async def test_session_event_listeners_added_and_removed_later_hear_exactly_their_window(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``session/event`` reaches listeners registered after creation, and only while registered (R6.2)."""
+    async with runtime(ScriptedModel([Reply(text) for text in ("a", "b", "c", "d")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("first")
+        heard: list[int] = []
+        scoped: list[int] = []
+        unregister = rt.hooks.on("session/event", lambda _session, event: heard.append(event.seq))
+        start = len(agent.session.events)
+        await agent.ask("second")
+        end = len(agent.session.events)
+        unregister()
+        await agent.ask("third")
+        rt.hooks.on("session/event", lambda _s, event: scoped.append(event.seq), agent=agent)
+        third_end = len(agent.session.events)
+        await agent.ask("fourth")
+        assert heard == list(range(start, end))
+        assert scoped == list(range(third_end, len(agent.session.events)))

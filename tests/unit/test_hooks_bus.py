@@ -421,3 +421,24 @@ def test_same_function_registered_twice_runs_twice_and_unregisters_separately() 
     remove_one()
     bus.emit("agent/status", "a", "idle")
     assert calls == [1, 1, 1]
+
+
+# -- watch ---------------------------------------------------------------------------------------
+
+
+def test_watch_reports_the_first_listener_and_the_last_removal() -> None:
+    """A watcher is called at once and on every change of whether a seam has listeners."""
+    bus = HookBus()
+    seen: list[bool] = []
+    unwatch = bus.watch("session/event", lambda: seen.append(bus.has_listeners("session/event")))
+    first = bus.on("session/event", lambda *_: None)
+    second = bus.on("session/event", lambda *_: None, agent="a")
+    bus.on("agent/error", lambda *_: None)
+    first()
+    assert seen == [False, True]
+    bus.drop_scope("a")
+    assert seen == [False, True, False]
+    unwatch()
+    bus.on("session/event", lambda *_: None)
+    second()
+    assert seen == [False, True, False]

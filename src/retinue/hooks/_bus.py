@@ -66,6 +66,7 @@ class HookBus:
     """
 
     _listeners: dict[str, list[_Entry]] = attrs.field(factory=dict, init=False)
+    _watchers: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
 
     def on(self, name: str, fn: Listener, *, agent: object = None) -> Callable[[], None]:
         """Register *fn* for seam *name*; returns an idempotent unregister function.
@@ -76,7 +77,10 @@ class HookBus:
             None if agent is None else (agent if isinstance(agent, str) else str(agent.id))  # type: ignore[attr-defined]
         )
         entry = _Entry(fn, scope)
+        first = name not in self._listeners
         self._listeners.setdefault(name, []).append(entry)
+        if first:
+            self._notify(name)
 
         def unregister() -> None:
             entries = self._listeners.get(name)
@@ -84,8 +88,30 @@ class HookBus:
                 entries.remove(entry)
                 if not entries:
                     del self._listeners[name]
+                    self._notify(name)
 
         return unregister
+
+    def watch(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call *fn* now and whenever *name* gains its first or loses its last listener.
+
+        *fn* reads :meth:`has_listeners`. This lets a relay that would run on
+        every event exist only while someone listens. Returns an idempotent
+        unwatch function.
+        """
+        watchers = self._watchers.setdefault(name, [])
+        watchers.append(fn)
+        fn()
+
+        def unwatch() -> None:
+            if fn in watchers:
+                watchers.remove(fn)
+
+        return unwatch
+
+    def _notify(self, name: str) -> None:
+        for fn in list(self._watchers.get(name, ())):
+            fn()
 
     def drop_scope(self, scope: str) -> None:
         """Unregister every listener scoped to *scope* (an agent id); never blocks."""
@@ -95,6 +121,7 @@ class HookBus:
                 self._listeners[name] = kept
             else:
                 del self._listeners[name]
+                self._notify(name)
 
     def has_listeners(self, name: str) -> bool:
         """Whether any listener is registered for *name* (scoped or not)."""

@@ -238,9 +238,10 @@ class Runtime:
             self.store.attach_new(core.session)
         else:
             self.store.attach(core.session)
-        hooks, session, agent_id = self.hooks, core.session, agent.id
-        # A partial, not a lambda: this runs on every append of every agent.
-        session.observe(partial(hooks.emit_raising, "session/event", session, scope=agent_id))
+        hooks = self.hooks
+        relay = _EventRelay(hooks, core.session, agent.id)
+        self.scoped(agent, hooks.watch("session/event", relay.toggle))
+        self.scoped(agent, relay.detach)
         self.agents.add(agent)
         hooks.emit("session/created", agent.session, scope=agent.id)
         core.emit("agent/created")
@@ -285,6 +286,36 @@ class Runtime:
         async with trio.open_nursery() as nursery:
             for agent in self.agents.list():
                 nursery.start_soon(agent.dispose)
+
+
+@final
+class _EventRelay:
+    """Relays a session's appends to ``session/event``, observing only while someone listens.
+
+    The relay would otherwise cost a call on every append of every agent.
+    """
+
+    __slots__ = ("_detach", "_hooks", "_relay", "_session")
+
+    def __init__(self, hooks: HookBus, session: Session, agent_id: str) -> None:
+        self._hooks = hooks
+        self._session = session
+        # A partial, not a lambda: it runs on every append while attached.
+        self._relay = partial(hooks.emit_raising, "session/event", session, scope=agent_id)
+        self._detach: Callable[[], None] | None = None
+
+    def toggle(self) -> None:
+        """Observe the session while ``session/event`` has listeners, else stop."""
+        if not self._hooks.has_listeners("session/event"):
+            self.detach()
+        elif self._detach is None:
+            self._detach = self._session.observe(self._relay)
+
+    def detach(self) -> None:
+        """Stop observing; idempotent."""
+        detach, self._detach = self._detach, None
+        if detach is not None:
+            detach()
 
 
 def _core(agent: Agent) -> AgentCore:
