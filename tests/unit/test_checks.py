@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import pytest
 
@@ -52,7 +53,11 @@ def log(*items: EventData | tuple[EventData, Sequence[int]]) -> list[Event]:
     """Events with seq = index; surface types append; a tuple adds source_event_seqs."""
     events = []
     for seq, item in enumerate(items):
-        data, sources = item if isinstance(item, tuple) else (item, None)
+        # type() rather than isinstance(): an AssistantChunk is a named tuple.
+        if type(item) is tuple:
+            data, sources = cast("tuple[EventData, Sequence[int]]", item)
+        else:
+            data, sources = cast("EventData", item), None
         surface: SurfaceOp | None = "append" if data.type in SURFACE_TYPES else None
         events.append(Event(seq, 0, data, None if sources is None else tuple(sources), surface))
     return events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import aclosing
+from functools import partial
 
 import attrs
 
@@ -116,6 +117,10 @@ async def run_step(
     return await _finish_step(core, state, *streamed, signal)
 
 
+# One per stream chunk: built without the named tuple's Python-level __new__.
+_chunk_data = partial(tuple.__new__, AssistantChunk)
+
+
 async def _stream(
     core: AgentCore, state: TurnState, request: ModelRequest, signal: StepSignal
 ) -> tuple[BlockAssembler, list[int]] | None:
@@ -126,7 +131,7 @@ async def _stream(
         async for chunk in chunks:
             if signal.cancel_called:
                 return None
-            seqs.append(session.append(AssistantChunk(turn, step, chunk)).seq)
+            seqs.append(session.append(_chunk_data((turn, step, chunk))).seq)
             assembler.feed(chunk)
     if signal.cancel_called:
         return None

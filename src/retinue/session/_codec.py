@@ -119,7 +119,11 @@ converter = cattrs.Converter()
 
 def _plain_unstructure(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
     """Unstructure an attrs value to a dict: its tag first, ``None`` fields omitted."""
-    names = [field.name for field in attrs.fields(cls)]
+    names = (
+        list(getattr(cls, "_fields"))  # noqa: B009 - a named tuple's field names
+        if issubclass(cls, tuple)
+        else [field.name for field in attrs.fields(cls)]
+    )
     tag = cls.__dict__.get("type")
     unstructure = converter.unstructure
 
@@ -223,13 +227,20 @@ def _structure_surface(value: Any, _: Any) -> SurfaceOp:
 
 
 converter.register_structure_hook(ContentBlock, _tagged(BLOCK_TYPES, "content block"))
-converter.register_structure_hook(StreamChunk, _tagged(CHUNK_TYPES, "stream chunk"))
+_structure_chunk = _tagged(CHUNK_TYPES, "stream chunk")
+converter.register_structure_hook(StreamChunk, _structure_chunk)
 converter.register_structure_hook(FinishReason, _structure_finish)
 converter.register_structure_hook(SurfaceOp, _structure_surface)
 converter.register_structure_hook(
     ToolCallDelta,
     lambda value, _: ToolCallDelta(
         int(value["index"]), value.get("id"), value["arguments_delta"], value.get("name")
+    ),
+)
+converter.register_structure_hook(
+    AssistantChunk,
+    lambda value, _: AssistantChunk(
+        int(value["turn"]), int(value["step"]), _structure_chunk(value["chunk"], None)
     ),
 )
 converter.register_structure_hook(JsonValue, lambda value, _: freeze_json(value))

@@ -194,14 +194,21 @@ class SteeringMessage:
     type: ClassVar[str] = "steering/message"
 
 
-@final
-@attrs.frozen
-class AssistantChunk:
-    """One raw stream chunk, in order."""
-
+class _ChunkFields(NamedTuple):
     turn: int
     step: int
     chunk: StreamChunk
+
+
+@final
+class AssistantChunk(_ChunkFields):
+    """One raw stream chunk, in order.
+
+    A named tuple like :class:`Event`, and for the same reason: one is built
+    per stream chunk. Its fields are ``turn``, ``step`` and ``chunk``.
+    """
+
+    __slots__ = ()
     type: ClassVar[str] = "assistant/chunk"
 
 
