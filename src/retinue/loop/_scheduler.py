@@ -25,12 +25,15 @@ from ._state import TurnState
 __all__ = ["parse_arguments", "run_tool_calls"]
 
 
+_decode = json.JSONDecoder().decode
+
+
 def parse_arguments(raw: str) -> JsonValue:
     """Parse a call's raw arguments (R9.6): empty → ``{}``, invalid JSON → the raw string."""
     if not raw.strip():
         return freeze_json({})
     try:
-        return freeze_json(json.loads(raw))
+        return freeze_json(_decode(raw))
     except (ValueError, TypeError):
         return raw
 

@@ -40,6 +40,8 @@ __all__ = ["EventLog", "Session", "now_ms"]
 
 # Event types whose append changes no fold and needs no validation.
 _PLAIN_TYPES = frozenset({AssistantChunk, StepStart, StepEnd, ToolCallEvent, PromptBlocked})
+# Event types that open or close a turn or extend the header fold.
+_BOUNDARY_TYPES = frozenset({TurnStart, TurnEnd, RequestHeaderDelta})
 
 log = logging.getLogger("retinue.session")
 Observer = Callable[[Event], None]
@@ -208,12 +210,9 @@ class Session:
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
         else:
-            event = Event(
-                len(events),
-                _time_ns() // 1_000_000,
-                data,
-                None if source_event_seqs is None else tuple(source_event_seqs),
-                surface,
+            sources = None if source_event_seqs is None else tuple(source_event_seqs)
+            event = _new_tuple(
+                Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
             )
             self._validate(event)
             self._record(event)
@@ -276,7 +275,8 @@ class Session:
                 f"{kind}: source_event_seqs must be non-empty, unique and earlier",
                 code="INVALID_SOURCES",
             )
-        self._validate_boundaries(event)
+        if type(event.data) in _BOUNDARY_TYPES:
+            self._validate_boundaries(event)
         if isinstance(event.surface_op, Replace):
             self._surface.check(event)
 
