@@ -522,3 +522,71 @@ async def test_cancel_discards_steering_of_the_cancelled_turn(
         assert "please also do this" not in every_text
         assert of_type(events, "steering/message") == []
         check_session_invariants(events)
+
+
+@retinue.tool(parallel_safe=True)
+async def messy(seconds: float) -> str:
+    """Wait with a helper task whose cleanup fails when it is cancelled.
+
+    Args:
+        seconds: How long to wait.
+    """
+
+    async def helper() -> None:
+        try:
+            await trio.sleep(seconds)
+        except trio.Cancelled:
+            raise OSError("connection reset during cleanup") from None
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(helper)
+        await trio.sleep(seconds)
+    return "done"
+
+
+async def test_cancel_during_a_tool_whose_cleanup_fails_is_still_aborted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A failure raised while the abort unwinds the tools ends the turn aborted, not error (R7.22, W7)."""
+    model = ScriptedModel([CallTools([ToolCallSpec("messy", '{"seconds": 100}')]), Reply("never")])
+    errors: list[object] = []
+    async with runtime(model, tools=[messy]) as rt:
+        rt.hooks.on("agent/error", lambda *args: errors.append(args))
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(10)
+        agent.cancel("stop it")
+        events = await idle_events(agent)
+        check_session_invariants(events)
+        assert turn_ends(events) == ["aborted"]
+        assert last_end_reason(events) == retinue.session.TurnEndReason.aborted("stop it")
+        assert [r.data.error.code for r in of_type(events, "tool/result")] == ["ABORTED"]
+        assert errors == []
+
+
+async def test_a_signal_aborted_after_its_step_ended_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A step signal kept past its step (a late watchdog) cannot abort a later window (R7.15, R7.41)."""
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("second")])
+    saved: list[object] = []
+    async with runtime(model, tools=[pause]) as rt:
+
+        async def pre_step(*args: object) -> None:
+            saved.append(args[-1])
+            await trio.lowlevel.checkpoint()
+
+        async def continuation(*args: object) -> object:
+            if len(saved) == 1:
+                saved[0].abort()  # type: ignore[attr-defined]
+            await trio.lowlevel.checkpoint()
+            return await args[-1]()  # type: ignore[operator]
+
+        rt.hooks.on("agent/pre-step", pre_step)
+        rt.hooks.on("agent/turn-continuation", continuation)
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        assert result.reason.kind == "completed"
+        assert result.text == "second"
+        assert not saved[0].cancel_called  # type: ignore[attr-defined]
+        check_session_invariants(agent.session.events)

@@ -215,3 +215,14 @@ def test_repair_records_missing_tool_calls_before_their_results() -> None:
     repaired = [*session.events, *closers]
     check_session_invariants(repaired)
     check_history_replay(repaired)
+
+
+def test_a_backend_that_is_not_durable_must_not_block() -> None:
+    """The loop flushes a store that is not durable without a shield, so it must never block."""
+
+    class SlowMemory:
+        durable = False
+        blocking = True
+
+    with pytest.raises(TypeError, match="not durable must not be blocking"):
+        BufferedStore(SlowMemory(), name="SlowMemory")  # type: ignore[arg-type]

@@ -103,7 +103,7 @@ class StepSignal:
     ``reason`` says why.
     """
 
-    __slots__ = ("_core", "cancel_called", "scope")
+    __slots__ = ("_core", "_live", "cancel_called", "scope")
 
     def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
         self._core = core
@@ -111,11 +111,18 @@ class StepSignal:
         # A plain attribute, read per chunk: the scope is only ever cancelled
         # through abort(), and CancelScope.cancel_called is a property call.
         self.cancel_called = False
+        self._live = True
 
     def abort(self) -> None:
-        """Cancel the step's scope; never blocks."""
+        """Cancel the step's scope; never blocks. Once its window has ended, does nothing."""
+        if not self._live:
+            return
         self.cancel_called = True
         self.scope.cancel()
+
+    def retire(self) -> None:
+        """End this signal's window: the turn's scope outlives it, so a late abort is ignored."""
+        self._live = False
 
     @property
     def reason(self) -> str | None:

@@ -91,7 +91,9 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
     services = core.services
-    if not services.store.durable and not services.hooks.has_listeners("session/flush"):
+    # A store written before the protocol had ``durable`` takes the guarded path.
+    durable = getattr(services.store, "durable", True)
+    if not durable and not services.hooks.has_listeners("session/flush"):
         # An in-memory store flushes without blocking and no cancel interrupts
         # it, so the shield and the deadline would guard nothing.
         try:
@@ -116,7 +118,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         core.emit("agent/error", turn, step, error)
 
 
-async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:
+async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:  # noqa: ASYNC910 - per turn; an abort may end it before any yield, and the turn's flush checkpoints next
     core.session.append(TurnStart(state.turn, TurnTrigger("message", items[0].source)))
     # One cancel scope for the whole turn: each window's StepSignal aborts it,
     # and an abort always ends the turn, so per-step scopes would add nothing.
@@ -125,8 +127,15 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
     core.step_signal = signal
     if core.disposed:
         signal.abort()
-    with scope:
-        await _prompts_then_steps(core, state, items, signal)
+    try:
+        with scope:
+            await _prompts_then_steps(core, state, items, signal)
+    except Exception:
+        # A failure raised while an abort unwound (a tool's cleanup, say)
+        # reaches here grouped with the Cancelled the scope caught: R7.22
+        # makes the step aborted, not an error.
+        if not scope.cancel_called:
+            raise
     if scope.cancel_called:
         # An abort whose Cancelled unwound a step: close it as interrupted.
         reason = abort_reason(core)
@@ -142,6 +151,7 @@ async def _prompts_then_steps(
         allowed = await _submit_prompts(core, state, items)
     finally:
         core.step_signal = None
+        signal.retire()
     if _aborted(core, signal):
         state.set_interrupted()
         return
@@ -220,6 +230,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
         outcome = await _open_and_run_step(core, state, signal)
     except Exception as exc:
         core.step_signal = None
+        signal.retire()
         if not state.step_open:
             raise
         state.answer_dangling_calls("INTERNAL", "Error: the tool call was interrupted by a failure")
@@ -231,6 +242,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
         return False  # noqa: ASYNC910 - per step; a failed step ends the turn, whose flush checkpoints
     finally:
         core.step_signal = None
+        signal.retire()
     if outcome is None or _aborted(core, signal):
         state.answer_dangling_calls(
             "ABORTED", f"Error: the tool call was cancelled ({signal.reason})"

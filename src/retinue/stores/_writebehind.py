@@ -40,6 +40,9 @@ class BufferedStore:
     """
 
     def __init__(self, backend: StorageBackend, *, name: str) -> None:
+        if not backend.durable and backend.blocking:
+            # The loop flushes a store that is not durable without a shield or deadline.
+            raise TypeError(f"{name}: a backend that is not durable must not be blocking")
         self._backend = backend
         self._name = name
         self._tracked: dict[str, Tracked] = {}
@@ -222,7 +225,10 @@ class BufferedStore:
         """
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session or not tracked.buffer:
-            await trio.lowlevel.checkpoint()
+            if self._backend.blocking:
+                await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
             return
         if self._backend.blocking or self._closed:
             [error] = await self._flush_many([tracked])
