@@ -203,14 +203,17 @@ async def run_demo(args: argparse.Namespace) -> int:
                 lambda _a, status, row=row: setattr(row, "status", status),
                 agent=agent,
             )
+        finished = trio.Event()
         async with trio.open_nursery() as nursery:
-            for agent in agents:
-                nursery.start_soon(_drive, agent, args.turns, random.Random(rng.random()))
-            nursery.start_soon(_disturb, agents, rng)
             if not args.no_live:
-                nursery.start_soon(_show, board, console, started, agents)
+                nursery.start_soon(_show, board, console, started, finished)
+            async with trio.open_nursery() as drivers:
+                for agent in agents:
+                    drivers.start_soon(_drive, agent, args.turns, random.Random(rng.random()))
+                drivers.start_soon(_disturb, agents, rng)
             for agent in agents:
                 await agent.wait_idle()
+            finished.set()
         _summarize(console, board, agents, time.perf_counter() - started)
     if args.store != "memory":
         console.print(
@@ -230,19 +233,13 @@ async def _disturb(agents: list[retinue.Agent], rng: random.Random) -> None:
     victim.cancel("demo: cancelled by the operator")
 
 
-async def _show(
-    board: _Board,
-    console: Console,
-    started: float,
-    agents: list[retinue.Agent],
-) -> None:
+async def _show(board: _Board, console: Console, started: float, finished: trio.Event) -> None:
+    """Redraw the table until every agent has finished, then draw it once more."""
     with Live(board.table(0.0), console=console, refresh_per_second=8, transient=False) as live:
-        while (
-            any(agent.status == "running" for agent in agents)
-            or time.perf_counter() - started < 0.2
-        ):
+        while not finished.is_set():
             live.update(board.table(time.perf_counter() - started))
-            await trio.sleep(0.1)
+            with trio.move_on_after(0.1):
+                await finished.wait()
         live.update(board.table(time.perf_counter() - started))
     await trio.lowlevel.checkpoint()
 
