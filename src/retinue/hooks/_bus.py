@@ -106,6 +106,8 @@ class HookBus:
         def unwatch() -> None:
             if fn in watchers:
                 watchers.remove(fn)
+                if not watchers and self._watchers.get(name) is watchers:
+                    del self._watchers[name]
 
         return unwatch
 

@@ -121,8 +121,13 @@ class StepSignal:
         self.scope.cancel()
 
     def retire(self) -> None:
-        """End this signal's window: the turn's scope outlives it, so a late abort is ignored."""
+        """End this signal's window and unregister it from the agent.
+
+        The turn's scope outlives the window, so a late abort is ignored.
+        """
         self._live = False
+        if self._core.step_signal is self:
+            self._core.step_signal = None
 
     @property
     def reason(self) -> str | None:

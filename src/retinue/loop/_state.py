@@ -87,6 +87,12 @@ class TurnState:
         else:
             self.reason = TurnEndReason.aborted(core.cancel_reason or "cancelled")
 
+    def close_aborted_step(self, reason: str | None) -> None:
+        """Close the step an abort ended: synthetic results, ``step/end``, interrupted (R7.22)."""
+        self.answer_dangling_calls("ABORTED", f"Error: the tool call was cancelled ({reason})")
+        self.close_step()
+        self.set_interrupted()
+
     def note_max_tokens(self) -> None:
         """A cut step makes the turn ``max-tokens`` unless something stronger was set (R7.23)."""
         if self.reason.kind == "completed":

@@ -11,19 +11,19 @@ from retinue.session import AssistantMessage, Event, TurnStart
 __all__ = ["summarize_turn"]
 
 
+def _plus(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
 def _add(total: Usage | None, usage: Usage) -> Usage:
     if total is None:
         return usage
-
-    def plus(a: int | None, b: int | None) -> int | None:
-        return None if a is None and b is None else (a or 0) + (b or 0)
-
     return Usage(
         input_tokens=total.input_tokens + usage.input_tokens,
         output_tokens=total.output_tokens + usage.output_tokens,
-        cache_read_tokens=plus(total.cache_read_tokens, usage.cache_read_tokens),
-        cache_write_tokens=plus(total.cache_write_tokens, usage.cache_write_tokens),
-        reasoning_tokens=plus(total.reasoning_tokens, usage.reasoning_tokens),
+        cache_read_tokens=_plus(total.cache_read_tokens, usage.cache_read_tokens),
+        cache_write_tokens=_plus(total.cache_write_tokens, usage.cache_write_tokens),
+        reasoning_tokens=_plus(total.reasoning_tokens, usage.reasoning_tokens),
     )
 
 
@@ -40,8 +40,8 @@ def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | Non
         if isinstance(data, TurnStart) and data.turn == turn:
             break
         if isinstance(data, AssistantMessage) and data.turn == turn:
-            if text is None and content_text(data.content):
-                text = content_text(data.content)
+            if text is None:
+                text = content_text(data.content) or None
             if data.usage is not None:
                 usage = _add(usage, data.usage)
     return text or "", usage

@@ -99,8 +99,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         try:
             await services.store.flush(core.session)
         except Exception as exc:
-            log.warning("flush of session %s failed: %s", core.id, exc)
-            core.emit("agent/error", turn, step, exc)
+            _flush_failed(core, turn, step, exc)
         return  # noqa: ASYNC910 - store.flush always checkpoints; a failing store is only reported
     with trio.CancelScope(shield=True) as scope:
         scope.relative_deadline = (
@@ -110,12 +109,15 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
             await services.store.flush(core.session)
             await services.hooks.parallel("session/flush", core.agent, core.session, scope=core.id)
         except Exception as exc:
-            log.warning("flush of session %s failed: %s", core.id, exc)
-            core.emit("agent/error", turn, step, exc)
+            _flush_failed(core, turn, step, exc)
     if scope.cancelled_caught:
-        error = TimeoutError(f"flush of session {core.id!r} timed out")
-        log.warning("%s", error)
-        core.emit("agent/error", turn, step, error)
+        _flush_failed(core, turn, step, TimeoutError(f"flush of session {core.id!r} timed out"))
+
+
+def _flush_failed(core: AgentCore, turn: int, step: int, error: Exception) -> None:
+    """A failed flush is reported, never raised (R7.49)."""
+    log.warning("flush of session %s failed: %s", core.id, error)
+    core.emit("agent/error", turn, step, error)
 
 
 async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:  # noqa: ASYNC910 - per turn; an abort may end it before any yield, and the turn's flush checkpoints next
@@ -138,10 +140,7 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
             raise
     if scope.cancel_called:
         # An abort whose Cancelled unwound a step: close it as interrupted.
-        reason = abort_reason(core)
-        state.answer_dangling_calls("ABORTED", f"Error: the tool call was cancelled ({reason})")
-        state.close_step()
-        state.set_interrupted()
+        state.close_aborted_step(abort_reason(core))
 
 
 async def _prompts_then_steps(
@@ -150,7 +149,6 @@ async def _prompts_then_steps(
     try:
         allowed = await _submit_prompts(core, state, items)
     finally:
-        core.step_signal = None
         signal.retire()
     if _aborted(core, signal):
         state.set_interrupted()
@@ -229,7 +227,6 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
     try:
         outcome = await _open_and_run_step(core, state, signal)
     except Exception as exc:
-        core.step_signal = None
         signal.retire()
         if not state.step_open:
             raise
@@ -241,14 +238,9 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
             state.record_error(exc)
         return False  # noqa: ASYNC910 - per step; a failed step ends the turn, whose flush checkpoints
     finally:
-        core.step_signal = None
         signal.retire()
     if outcome is None or _aborted(core, signal):
-        state.answer_dangling_calls(
-            "ABORTED", f"Error: the tool call was cancelled ({signal.reason})"
-        )
-        state.close_step()
-        state.set_interrupted()
+        state.close_aborted_step(signal.reason)
         return False
     return await _after_step(core, state, outcome)
 

@@ -118,12 +118,9 @@ converter = cattrs.Converter()
 
 
 def _plain_unstructure(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
-    """Unstructure an attrs value to a dict: its tag first, ``None`` fields omitted."""
-    names = (
-        list(getattr(cls, "_fields"))  # noqa: B009 - a named tuple's field names
-        if issubclass(cls, tuple)
-        else [field.name for field in attrs.fields(cls)]
-    )
+    """Unstructure an attrs value or named tuple to a dict: its tag first, ``None`` fields omitted."""
+    tuple_fields = getattr(cls, "_fields", None)  # a named tuple's field names
+    names = list(tuple_fields or ()) or [field.name for field in attrs.fields(cls)]
     tag = cls.__dict__.get("type")
     unstructure = converter.unstructure
 

@@ -291,8 +291,9 @@ class BufferedStore:
         await self._ensure_open()
         self._counters["flush_requests"] += len(requests)
         if not self._backend.blocking:
-            await trio.lowlevel.checkpoint()
+            # Committed before the schedule point, as in flush: no cancel loses it.
             self._write_now(requests)
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return
         if self._writer_running:
             for request in requests:
