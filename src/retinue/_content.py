@@ -92,6 +92,7 @@ ContentBlock: TypeAlias = (
     Text | Reasoning | RedactedReasoning | ToolCall | ToolResultBlock | OpaqueBlock
 )
 _BLOCK_TYPES = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
+_BLOCK_TYPE_SET = frozenset(_BLOCK_TYPES)
 
 
 @final
@@ -123,6 +124,14 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
     Raises:
         TypeError: an item is not a content block.
     """
+    if type(content) is tuple:
+        # The common case (a value built by retinue): every block class is final,
+        # so an exact type check is an isinstance check.
+        for block in content:
+            if type(block) not in _BLOCK_TYPE_SET:
+                break
+        else:
+            return content
     if isinstance(content, str):
         return (Text(content),)
     if isinstance(content, _BLOCK_TYPES):

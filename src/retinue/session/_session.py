@@ -51,6 +51,19 @@ _time_ns = time.time_ns
 _new_tuple = tuple.__new__
 
 
+def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
+    """Non-empty, duplicate-free and earlier than *seq* (R4.22)."""
+    if len(sources) == 1:
+        # A tool result's one call: the common case, without building a set.
+        return 0 <= sources[0] < seq
+    return (
+        bool(sources)
+        and len(set(sources)) == len(sources)
+        and max(sources) < seq
+        and min(sources) >= 0
+    )
+
+
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
     return _time_ns() // 1_000_000
@@ -265,12 +278,7 @@ class Session:
         elif event.surface_op is not None:
             raise SessionError(f"{kind} cannot carry a surface op", code="INVALID_SURFACE_OP")
         sources = event.source_event_seqs
-        if sources is not None and (
-            not sources
-            or len(set(sources)) != len(sources)
-            or max(sources) >= event.seq
-            or min(sources) < 0
-        ):
+        if sources is not None and not _valid_sources(sources, event.seq):
             raise SessionError(
                 f"{kind}: source_event_seqs must be non-empty, unique and earlier",
                 code="INVALID_SOURCES",
