@@ -32,8 +32,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import trio
 
@@ -41,7 +40,7 @@ import retinue
 from retinue.session import Session
 from retinue.stores import JSONLStore, MemoryStore, PostgresStore, SQLiteStore
 from retinue.stores._writebehind import BufferedStore
-from retinue.testing import ScriptedModel, check_session_invariants
+from retinue.testing import DelegatingStore, ScriptedModel, check_session_invariants
 
 POSTGRES_ENV = "RETINUE_TEST_POSTGRES_DSN"
 
@@ -57,32 +56,17 @@ async def lookup(city: str) -> str:
     return f"sunny in {city}"
 
 
-class TimedStore:
+class TimedStore(DelegatingStore):
     """Delegates to a store and records the latency of every flush."""
 
     def __init__(self, store: BufferedStore) -> None:
-        self.store = store
+        super().__init__(store)
         self.latencies: list[float] = []
 
     async def flush(self, session: Session) -> None:
         start = time.perf_counter()
         await self.store.flush(session)
         self.latencies.append(time.perf_counter() - start)
-
-    async def __aenter__(self) -> Self:
-        await self.store.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.store.__aexit__(kind, value, tb)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 def _make_store(kind: str, where: str) -> BufferedStore:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import random
 import sys
-from types import TracebackType
-from typing import Any, Self
 
 import trio
 
@@ -25,7 +23,7 @@ from retinue.session import Session
 from retinue.session._codec import encode_event
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._writebehind import BufferedStore
-from retinue.testing import ScriptedModel
+from retinue.testing import DelegatingStore, ScriptedModel
 
 _rng = random.Random()
 
@@ -41,11 +39,11 @@ def open_store(spec: str) -> BufferedStore:
     return PostgresStore(dsn, schema=schema)
 
 
-class RecordingStore:
+class RecordingStore(DelegatingStore):
     """Delegates to a store; after each flush returns, records what it made durable."""
 
     def __init__(self, store: BufferedStore, side_dir: str) -> None:
-        self.store = store
+        super().__init__(store)
         self.side_dir = side_dir
         self.recorded: dict[str, int] = {}
 
@@ -76,21 +74,6 @@ class RecordingStore:
     async def detach(self, session: Session) -> None:
         await self.flush(session)
         await self.store.detach(session)
-
-    async def __aenter__(self) -> Self:
-        await self.store.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.store.__aexit__(kind, value, tb)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 @retinue.tool(parallel_safe=True)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any, Self
-
 import trio
 
 import retinue
 from retinue._errors import CorruptSessionError
 from retinue.config import AgentEntry
 from retinue.session import RequestHeader, Session, SessionHeader, TurnEnd, TurnStart
-from retinue.stores._writebehind import BufferedStore
 from retinue.supervisors import CONFIG_START_FAILED, ConfigStartFailure, start_configured_agents
-from retinue.testing import Reply, ScriptedModel, check_history_replay, check_session_invariants
+from retinue.testing import (
+    DelegatingStore,
+    Reply,
+    ScriptedModel,
+    check_history_replay,
+    check_session_invariants,
+)
 from tests.stores._kit import lines, open_tool_turn, run_turn
 from tests.stores.conftest import StoreKit
 
@@ -87,7 +89,7 @@ async def test_resume_after_a_crash_closes_the_turn_and_goes_on(kit: StoreKit) -
 # -- configured restore-or-create (R13.3) on every store ---------------------------------------
 
 
-class NoListing:
+class NoListing(DelegatingStore):
     """Delegates to a store whose sessions outlive one runtime; listing them fails the test.
 
     ``durable`` is true even over the memory kit, whose backend outlives each store it opens.
@@ -95,26 +97,8 @@ class NoListing:
 
     durable = True
 
-    def __init__(self, store: BufferedStore) -> None:
-        self.store = store
-
     async def list(self) -> list[SessionHeader]:
         raise AssertionError("restore-or-create listed the whole store")
-
-    async def __aenter__(self) -> Self:
-        await self.store.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.store.__aexit__(kind, value, tb)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 def _failures(rt: retinue.Runtime) -> list[ConfigStartFailure]:

@@ -1,4 +1,4 @@
-"""A public test kit, like ``trio.testing``: a scripted model and log invariant checkers.
+"""A public test kit, like ``trio.testing``: a scripted model, log invariant checkers, a store wrapper.
 
 ``import retinue`` does not import this package.
 """
@@ -30,10 +30,12 @@ from retinue.testing._steps import (
     Step,
     ToolCallSpec,
 )
+from retinue.testing._stores import DelegatingStore
 
 __all__ = [
     "CallTools",
     "CutAtMaxTokens",
+    "DelegatingStore",
     "FinishAborted",
     "FinishWithError",
     "Hang",

@@ -1,0 +1,37 @@
+"""A store that delegates to another, for tests and benchmarks that observe a real store."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Self
+
+from retinue.stores._writebehind import BufferedStore
+
+__all__ = ["DelegatingStore"]
+
+
+class DelegatingStore:
+    """Passes every store operation through to *store*; subclass it to observe some.
+
+    Entering and leaving it enters and leaves the wrapped store; any attribute
+    it does not define is read from the wrapped store, so a subclass overrides
+    only what it watches (``flush``, say) and the runtime sees a whole store.
+    """
+
+    def __init__(self, store: BufferedStore) -> None:
+        self.store = store
+
+    async def __aenter__(self) -> Self:
+        await self.store.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.store.__aexit__(kind, value, tb)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
