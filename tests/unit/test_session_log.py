@@ -187,6 +187,22 @@ def test_append_logs_before_notifying_and_a_raising_observer_propagates() -> Non
     assert [e.type for e in session.events] == ["turn/start", "user/message", "turn/end"]
 
 
+def test_append_chunk_logs_what_append_logs_and_notifies_after_the_push() -> None:
+    """R4.8: the loop's chunk path logs an ``assistant/chunk`` event like ``append`` does."""
+    session = _open()
+    heard: list[tuple[Event, int]] = []
+    session.observe(lambda event: heard.append((event, len(session.events))))
+    chunk = TextDelta(0, "a")
+    seq = session.append_chunk(1, 2, chunk)
+    event = session.events[seq]
+    assert (seq, event.data, event.type) == (1, AssistantChunk(1, 2, chunk), "assistant/chunk")
+    assert (event.source_event_seqs, event.surface_op) == (None, None)
+    assert heard == [(event, 2)]
+    by_append = dump_event(session.append(AssistantChunk(1, 2, chunk)))
+    by_chunk = dump_event(event)
+    assert {**by_chunk, "seq": 0, "time": 0} == {**by_append, "seq": 0, "time": 0}
+
+
 def test_seeded_events_do_not_notify() -> None:
     """R4.10, R4.24: a seed is not replayed to observers; only later appends are."""
     source = Session.create("src")

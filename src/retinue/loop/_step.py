@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import aclosing
-from functools import partial
 
 import attrs
 
@@ -12,7 +11,6 @@ from retinue._errors import HookError, ModelError
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
 from retinue.session import (
-    AssistantChunk,
     AssistantMessage,
     EpochHeader,
     EventData,
@@ -117,10 +115,6 @@ async def run_step(
     return await _finish_step(core, state, *streamed, signal)
 
 
-# One per stream chunk: built without the named tuple's Python-level __new__.
-_chunk_data = partial(tuple.__new__, AssistantChunk)
-
-
 async def _stream(
     core: AgentCore, state: TurnState, request: ModelRequest, signal: StepSignal
 ) -> tuple[BlockAssembler, list[int]] | None:
@@ -131,7 +125,7 @@ async def _stream(
         async for chunk in chunks:
             if signal.cancel_called:
                 return None
-            seqs.append(session.append(_chunk_data((turn, step, chunk))).seq)
+            seqs.append(session.append_chunk(turn, step, chunk))
             assembler.feed(chunk)
     if signal.cancel_called:
         return None

@@ -35,13 +35,15 @@ def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | Non
     """
     text: str | None = None
     usage: Usage | None = None
+    # Both event classes are final, so an exact type check is an isinstance check.
     for event in reversed(events):
         data = event.data
-        if isinstance(data, TurnStart) and data.turn == turn:
+        if type(data) is AssistantMessage:
+            if data.turn == turn:
+                if text is None:
+                    text = content_text(data.content) or None
+                if data.usage is not None:
+                    usage = _add(usage, data.usage)
+        elif type(data) is TurnStart and data.turn == turn:
             break
-        if isinstance(data, AssistantMessage) and data.turn == turn:
-            if text is None:
-                text = content_text(data.content) or None
-            if data.usage is not None:
-                usage = _add(usage, data.usage)
     return text or "", usage

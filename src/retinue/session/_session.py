@@ -13,6 +13,7 @@ import attrs
 from retinue._errors import InvalidJsonError, SessionError
 from retinue._lossless import JsonValue
 from retinue._request import MessageHistory
+from retinue._stream import StreamChunk
 
 from ._events import (
     SURFACE_TYPES,
@@ -232,6 +233,21 @@ class Session:
         for observer in self._observers:
             observer(event)
         return event
+
+    def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> int:
+        """Append an ``assistant/chunk`` event and notify observers; returns its seq.
+
+        The same as ``append(AssistantChunk(turn, step, chunk))``, without the
+        checks a chunk never needs: the loop's path for every stream chunk.
+        """
+        events = self._events
+        seq = len(events)
+        data = _new_tuple(AssistantChunk, (turn, step, chunk))
+        event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
+        events.append(event)
+        for observer in self._observers:
+            observer(event)
+        return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
         """Append a plugin event type; *data* must be lossless JSON (R4.5, R4.11).

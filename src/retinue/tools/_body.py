@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Awaitable
 from types import CoroutineType
 
 import trio
@@ -47,15 +48,27 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
     return kwargs
 
 
-async def _call(tool: Tool, kwargs: dict[str, object]) -> object:
-    if tool.is_async:
-        value = tool.fn(**kwargs)
-    else:
-        # Abandoned on cancel: the worker thread runs on, its result is discarded.
-        value = await trio.to_thread.run_sync(
-            functools.partial(tool.fn, **kwargs), abandon_on_cancel=True
-        )
-    if type(value) is CoroutineType or inspect.isawaitable(value):
+def _call(tool: Tool, kwargs: dict[str, object]) -> Awaitable[object]:
+    """The body's awaitable; an async body's own coroutine is awaited directly."""
+    if not tool.is_async:
+        return _call_in_thread(tool, kwargs)
+    value = tool.fn(**kwargs)
+    if type(value) is CoroutineType:
+        return value
+    return _settle(value)
+
+
+async def _call_in_thread(tool: Tool, kwargs: dict[str, object]) -> object:
+    # Abandoned on cancel: the worker thread runs on, its result is discarded.
+    value = await trio.to_thread.run_sync(
+        functools.partial(tool.fn, **kwargs), abandon_on_cancel=True
+    )
+    return await _settle(value)
+
+
+async def _settle(value: object) -> object:
+    """A body's return that is not a coroutine: awaited if awaitable, else a checkpoint first."""
+    if inspect.isawaitable(value):
         return await value
     await trio.lowlevel.checkpoint()
     return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import final
 
 import attrs
@@ -300,15 +300,12 @@ class ToolRegistry:
             return self._mark_final(exception_result(execution.call_id, exc))
         return result
 
-    async def _run_tool(self, execution: ToolExecution) -> ToolExecutionResult:
+    def _run_tool(self, execution: ToolExecution) -> Awaitable[ToolExecutionResult]:
         """The innermost ``tools/execute`` step: the tool's body, or an unknown-tool error."""
         tool = self.get(execution.name, execution.agent_id)
         if tool is None:
-            await trio.lowlevel.checkpoint()
-            return error_result(
-                execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL
-            )
-        return await run_body(tool, execution)
+            return _unknown_tool(execution)
+        return run_body(tool, execution)
 
     @staticmethod
     def _check_dispatched(execution: ToolExecution, result: object) -> None:
@@ -372,6 +369,11 @@ class ToolRegistry:
         except Exception as exc:
             log.exception("tools/post-execute failed for %r", execution.name)
             return exception_result(execution.call_id, exc)
+
+
+async def _unknown_tool(execution: ToolExecution) -> ToolExecutionResult:
+    await trio.lowlevel.checkpoint()
+    return error_result(execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL)
 
 
 def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionResult:
