@@ -168,6 +168,37 @@ async def test_store_flush_without_async_with_commits_directly() -> None:
     assert caught.value.code == "STORE_CLOSED"
 
 
+async def test_store_flush_nowait_commits_an_in_memory_buffer_without_yielding() -> None:
+    """R11.4: an in-memory store commits synchronously; a failed commit raises and keeps the buffer."""
+    backend = FlakyBackend()
+    async with BufferedStore(backend, name="flaky") as store:  # type: ignore[arg-type]
+        session = Session.create("nowait-1")
+        store.attach_new(session)
+        run_turn(session)
+        backend.fail_next = True
+        with pytest.raises(StoreError, match=r"nowait-1.*No space left"):
+            store.flush_nowait(session)
+        assert store.statistics().buffered_events == len(session.events)
+        assert store.flush_nowait(session)
+        assert store.statistics().buffered_events == 0
+        assert store.flush_nowait(session)  # nothing left: still done
+        await store.detach(session)
+        loaded = await store.load("nowait-1")
+    assert lines(loaded.events[:]) == lines(session.events[:])
+
+
+async def test_store_flush_nowait_leaves_a_blocking_backend_to_flush(tmp_path: Path) -> None:
+    """A store whose backend blocks commits nothing synchronously: flush does it."""
+    async with SQLiteStore(tmp_path / "sessions.db") as store:
+        session = Session.create("blocking-1")
+        store.attach_new(session)
+        run_turn(session)
+        assert not store.flush_nowait(session)
+        assert store.statistics().buffered_events == len(session.events)
+        await store.flush(session)
+        assert store.statistics().buffered_events == 0
+
+
 def test_store_classes_say_whether_they_are_durable(tmp_path: Path) -> None:
     """Only ``MemoryStore`` is not durable; constructing a store opens nothing."""
     assert not MemoryStore().durable

@@ -91,16 +91,20 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
     services = core.services
+    store = services.store
     # A store written before the protocol had ``durable`` takes the guarded path.
-    durable = getattr(services.store, "durable", True)
+    durable = getattr(store, "durable", True)
     if not durable and not services.hooks.has_listeners("session/flush"):
         # An in-memory store flushes without blocking and no cancel interrupts
-        # it, so the shield and the deadline would guard nothing.
+        # it, so the shield and the deadline would guard nothing; committing
+        # synchronously also spares a task switch per turn.
+        flush_nowait = getattr(store, "flush_nowait", None)
         try:
-            await services.store.flush(core.session)
+            if flush_nowait is None or not flush_nowait(core.session):
+                await store.flush(core.session)
         except Exception as exc:
             _flush_failed(core, turn, step, exc)
-        return  # noqa: ASYNC910 - store.flush always checkpoints; a failing store is only reported
+        return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
     with trio.CancelScope(shield=True) as scope:
         scope.relative_deadline = (
             services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf

@@ -239,6 +239,24 @@ class BufferedStore:
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
 
+    def flush_nowait(self, session: Session) -> bool:
+        """Commit *session*'s buffer at once if the backend never blocks.
+
+        For an in-memory store this is :meth:`flush` without its schedule
+        point. Returns ``False``, doing nothing, when the backend blocks or the
+        store is closed (use :meth:`flush`). Raises ``StoreError`` like
+        :meth:`flush`, keeping the events buffered.
+        """
+        if self._backend.blocking or self._closed:
+            return False
+        tracked = self._tracked.get(session.id)
+        if tracked is None or tracked.session is not session or not tracked.buffer:
+            return True
+        error = self._commit_in_memory(tracked)
+        if error is not None:
+            raise StoreError(error.message, code=error.code) from error
+        return True
+
     def _commit_in_memory(self, tracked: Tracked) -> StoreError | None:
         """Commit one session's buffer to a backend that never blocks, synchronously."""
         if not self._opened:
