@@ -64,6 +64,30 @@ def header_event(session: Session, header: EpochHeader, *, anchored: bool) -> Ev
     return delta if delta is not None else RequestHeader(header, "fallback")
 
 
+def _same_header(
+    core: AgentCore,
+    config: LlmCallConfig,
+    system: str | None,
+    tools: tuple[ToolSchema, ...],
+    prefix: tuple[Message, ...],
+) -> bool:
+    """Whether the anchored header is made of these very parts, so no event is owed.
+
+    The common step: config, tool tuple and prefix are the cached objects the
+    last header was built from, and comparing them by identity spares
+    building a header to compare field by field.
+    """
+    fold = core.session.current_header
+    return (
+        core.header_anchored
+        and fold is not None
+        and fold.config is config
+        and fold.tools is tools
+        and fold.message_prefix is prefix
+        and fold.system == system
+    )
+
+
 async def _request_config(core: AgentCore, state: TurnState) -> LlmCallConfig:
     seed = seed_config(core)
     config = await core.services.hooks.waterfall_value(
@@ -97,11 +121,12 @@ async def run_step(
     prefix = core.prefix or ()
     if tools is None:
         tools = request_tools(core)
-    header = EpochHeader(config, system or None, tools, prefix)
-    owed = header_event(core.session, header, anchored=core.header_anchored)
-    core.header_anchored = True
-    if owed is not None:
-        core.session.append(owed)
+    if not _same_header(core, config, system or None, tools, prefix):
+        header = EpochHeader(config, system or None, tools, prefix)
+        owed = header_event(core.session, header, anchored=core.header_anchored)
+        core.header_anchored = True
+        if owed is not None:
+            core.session.append(owed)
     request = ModelRequest(
         config=config,
         messages=boundary.with_prefix(prefix) if prefix else boundary,
