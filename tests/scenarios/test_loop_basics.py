@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import trio
 
+from retinue import Text
+from retinue._request import ModelRequest
+from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
 from retinue.providers import Usage
 from retinue.session import AssistantMessage, ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
@@ -86,3 +91,38 @@ async def test_sync_burst_is_one_turn(autojump_clock: trio.testing.MockClock) ->
         await agent.wait_idle()
         assert len(of_type(agent.session.events, "turn/start")) == 1
         assert len(of_type(agent.session.events, "user/message")) == 4
+
+
+class _PlainChunks:
+    """An async iterator without ``aclose``: all the Model protocol asks of a stream."""
+
+    def __init__(self, chunks: list[StreamChunk]) -> None:
+        self._chunks = iter(chunks)
+
+    def __aiter__(self) -> _PlainChunks:
+        return self
+
+    async def __anext__(self) -> StreamChunk:
+        await trio.lowlevel.checkpoint()
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+class _PlainModel:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        return _PlainChunks(
+            [BlockStart(0, "text"), TextDelta(0, "plain"), BlockEnd(0, Text("plain")), Finish(STOP)]
+        )
+
+
+async def test_a_model_stream_without_aclose_is_consumed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R10.1: a model may return any async iterator of chunks; only generators are closed."""
+    async with runtime(_PlainModel()) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+        assert (result.reason.kind, result.text) == ("completed", "plain")
+        check_session_invariants(agent.session.events)

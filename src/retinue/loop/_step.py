@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import aclosing
-
 import attrs
 
 from retinue._content import Message, ToolCall
@@ -146,12 +144,19 @@ async def _stream(
     session, turn, step = core.session, state.turn, state.step
     assembler = BlockAssembler()
     seqs: list[int] = []
-    async with aclosing(core.services.models.stream(request)) as chunks:  # type: ignore[type-var]
+    chunks = core.services.models.stream(request)
+    try:
         async for chunk in chunks:
             if signal.cancel_called:
                 return None
             seqs.append(session.append_chunk(turn, step, chunk))
             assembler.feed(chunk)
+    finally:
+        # Closing releases the call (an SDK stream's HTTP response) at once,
+        # even when the loop stopped early; a plain iterator has nothing to close.
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
     if signal.cancel_called:
         return None
     finish = assembler.finish
