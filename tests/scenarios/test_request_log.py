@@ -15,6 +15,7 @@ import trio.testing
 import retinue
 from retinue import Message, MessageSource, Text
 from retinue._request import ModelRequest
+from retinue.prompt import Section
 from retinue.session import (
     ContextMessage,
     EpochHeader,
@@ -204,6 +205,45 @@ async def test_request_header_model_switch_is_a_round_tripping_delta(
         assert [r.model for r in model.requests] == ["scripted", "bigger", "bigger"]
         assert seeds == ["scripted", "scripted", "bigger"]
         assert model.requests[2].temperature == 0.5
+        assert_requests_rebuild(agent.session.events, model.requests)
+
+
+async def test_request_header_system_prompt_change_alone_is_a_system_delta(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-R1 / R8.4: a system prompt that changes while config and tools stay put logs a system delta."""
+    model = ScriptedModel([Reply("a"), Reply("b"), Reply("c")])
+    async with runtime(model, system_prompt="Prompt.") as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        turns = itertools.count(1)
+
+        async def assemble(_agent: object, _base: Any, next_: Next) -> Any:
+            base = await next_()
+            number = next(turns)
+            if number == 1:
+                return base
+            return attrs.evolve(base, sections=(*base.sections, Section("turn", f"Turn {number}.")))
+
+        rt.hooks.on("system-prompt/assemble", assemble, agent=agent)
+        for prompt in ("one", "two", "three"):
+            await agent.ask(prompt)
+        headers = header_events(agent.session.events)
+        assert [e.type for e in headers] == [
+            "request/header",
+            "request/header-delta",
+            "request/header-delta",
+        ]
+        deltas = [e.data for e in headers[1:] if isinstance(e.data, RequestHeaderDelta)]
+        assert [(d.config, d.tools, d.message_prefix) for d in deltas] == [(None, None, None)] * 2
+        assert all(d.system is not None for d in deltas)
+        assert [request.system for request in model.requests] == [
+            "Prompt.",
+            "Prompt.\n\nTurn 2.",
+            "Prompt.\n\nTurn 3.",
+        ]
+        fold = agent.session.current_header
+        assert fold is not None
+        assert fold.system == "Prompt.\n\nTurn 3."
         assert_requests_rebuild(agent.session.events, model.requests)
 
 

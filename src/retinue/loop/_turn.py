@@ -88,7 +88,7 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
         settle(items, TurnResult(state.turn, state.reason, text, usage))
 
 
-async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - store.flush always checkpoints; a store failing first is only reported, and a checkpoint here could trip the scope's deadline
+async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
     services = core.services
     store = services.store
@@ -98,9 +98,11 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         # An in-memory store flushes without blocking and no cancel interrupts
         # it, so the shield and the deadline would guard nothing; committing
         # synchronously also spares a task switch per turn.
-        flush_nowait = getattr(store, "flush_nowait", None)
+        # Looked up on the class: a wrapper that delegates through __getattr__
+        # has its own flush awaited, never bypassed.
+        flush_nowait = getattr(type(store), "flush_nowait", None)
         try:
-            if flush_nowait is None or not flush_nowait(core.session):
+            if flush_nowait is None or not flush_nowait(store, core.session):
                 await store.flush(core.session)
         except Exception as exc:
             _flush_failed(core, turn, step, exc)
@@ -124,7 +126,7 @@ def _flush_failed(core: AgentCore, turn: int, step: int, error: Exception) -> No
     core.emit("agent/error", turn, step, error)
 
 
-async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:  # noqa: ASYNC910 - per turn; an abort may end it before any yield, and the turn's flush checkpoints next
+async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:  # noqa: ASYNC910 - per turn; an abort may end it before any yield, and the driver's mailbox wait is a schedule point after every turn
     core.session.append(TurnStart(state.turn, TurnTrigger("message", items[0].source)))
     # One cancel scope for the whole turn: each window's StepSignal aborts it,
     # and an abort always ends the turn, so per-step scopes would add nothing.
@@ -240,7 +242,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
             state.set_interrupted()
         else:
             state.record_error(exc)
-        return False  # noqa: ASYNC910 - per step; a failed step ends the turn, whose flush checkpoints
+        return False  # noqa: ASYNC910 - per step; a failed step ends the turn, and the driver's mailbox wait follows
     finally:
         signal.retire()
     if outcome is None or _aborted(core, signal):
@@ -285,7 +287,7 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
     steered = _drain_steering(core, state)
     state.close_step()
     if state.error_recorded:
-        return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, whose flush checkpoints
+        return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, and the driver's mailbox wait follows
     default_decision = _CONTINUE if (outcome.had_tool_calls or steered) else _STOP
     hooks = core.services.hooks
     decision = await hooks.waterfall_value(

@@ -243,11 +243,12 @@ class BufferedStore:
         """Commit *session*'s buffer at once if the backend never blocks.
 
         For an in-memory store this is :meth:`flush` without its schedule
-        point. Returns ``False``, doing nothing, when the backend blocks or the
-        store is closed (use :meth:`flush`). Raises ``StoreError`` like
+        point. Returns ``False``, doing nothing, when the backend blocks, the
+        store is closed, or a subclass overrides :meth:`flush` (its flush must
+        run): then await :meth:`flush`. Raises ``StoreError`` like
         :meth:`flush`, keeping the events buffered.
         """
-        if self._backend.blocking or self._closed:
+        if self._backend.blocking or self._closed or type(self).flush is not BufferedStore.flush:
             return False
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session or not tracked.buffer:

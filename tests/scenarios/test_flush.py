@@ -1,0 +1,120 @@
+"""The end-of-turn flush on an in-memory store (R7.49, R11.4): committed, reported, never bypassed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import trio
+import trio.testing
+
+from retinue import StoreError
+from retinue.session import Session
+from retinue.stores import AppendBatch, MemoryStore
+from retinue.stores._memory import MemoryBackend
+from retinue.stores._writebehind import BufferedStore
+from retinue.testing import DelegatingStore, Reply, ScriptedModel, check_session_invariants
+from tests.helpers import OPTIONS, runtime
+
+
+def _model() -> ScriptedModel:
+    return ScriptedModel([Reply("answer")], repeat_last=True)
+
+
+class _FailingOnce:
+    """An in-memory backend whose next write fails when armed."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self.inner = MemoryBackend()
+        self.armed = False
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        if self.armed:
+            self.armed = False
+            raise OSError(28, "No space left on device")
+        return self.inner.write(batches)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+class _CountingWrapper(DelegatingStore):
+    def __init__(self, store: BufferedStore) -> None:
+        super().__init__(store)
+        self.flushes = 0
+
+    async def flush(self, session: Session) -> None:
+        self.flushes += 1
+        await self.store.flush(session)
+
+
+class _CountingStore(BufferedStore):
+    """An in-memory store whose class extends ``flush``."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend(), name="counting")
+        self.flushes = 0
+
+    async def flush(self, session: Session) -> None:
+        self.flushes += 1
+        await super().flush(session)
+
+
+async def test_every_turn_commits_its_events_to_an_in_memory_store(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.49: when ``ask`` returns, every event of the turn is committed, none left buffered."""
+    store = MemoryStore()
+    async with runtime(_model(), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for prompt in ("one", "two"):
+            await agent.ask(prompt)
+            stats = store.statistics()
+            assert (stats.buffered_events, stats.committed_events) == (0, len(agent.session.events))
+
+
+async def test_a_failing_in_memory_commit_is_reported_and_kept_for_the_next_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.49, R11.5: the failure reaches ``agent/error`` only; the events stay buffered and commit next turn."""
+    backend = _FailingOnce()
+    store = BufferedStore(backend, name="failing-once")  # type: ignore[arg-type]
+    async with runtime(_model(), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        reported: list[BaseException] = []
+        rt.hooks.on("agent/error", lambda _a, _turn, _step, error: reported.append(error))
+        backend.armed = True
+        assert (await agent.ask("one")).reason.kind == "completed"
+        assert [type(error) for error in reported] == [StoreError]
+        assert "No space left" in str(reported[0])
+        assert store.statistics().buffered_events == len(agent.session.events)
+        assert (await agent.ask("two")).reason.kind == "completed"
+        assert store.statistics().buffered_events == 0
+        assert len(reported) == 1
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_wrapping_store_has_its_flush_awaited_every_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.49: a store that wraps a memory store is flushed through its own ``flush``."""
+    wrapper = _CountingWrapper(MemoryStore())
+    async with runtime(_model(), store=wrapper) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("one")
+        await agent.ask("two")
+        assert wrapper.flushes == 2
+
+
+async def test_an_in_memory_store_class_that_extends_flush_has_it_awaited(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.49: a store class overriding ``flush`` is flushed through it, not by the fast path."""
+    store = _CountingStore()
+    async with runtime(_model(), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("one")
+        await agent.ask("two")
+        assert store.flushes == 2
+        assert store.statistics().buffered_events == 0
