@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import trio
 import trio.testing
 
 from retinue import StoreError
 from retinue.session import Session
-from retinue.stores import AppendBatch, MemoryStore
+from retinue.stores import MemoryStore
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel, check_session_invariants
 from tests.helpers import OPTIONS, runtime
+from tests.stores._kit import FlakyBackend
 
 
 def _model() -> ScriptedModel:
     return ScriptedModel([Reply("answer")], repeat_last=True)
-
-
-class _FailingOnce:
-    """An in-memory backend whose next write fails when armed."""
-
-    blocking = False
-
-    def __init__(self) -> None:
-        self.inner = MemoryBackend()
-        self.armed = False
-
-    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-        if self.armed:
-            self.armed = False
-            raise OSError(28, "No space left on device")
-        return self.inner.write(batches)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
 
 
 class _CountingWrapper(DelegatingStore):
@@ -78,13 +58,13 @@ async def test_a_failing_in_memory_commit_is_reported_and_kept_for_the_next_turn
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R7.49, R11.5: the failure reaches ``agent/error`` only; the events stay buffered and commit next turn."""
-    backend = _FailingOnce()
+    backend = FlakyBackend()
     store = BufferedStore(backend, name="failing-once")  # type: ignore[arg-type]
     async with runtime(_model(), store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         reported: list[BaseException] = []
         rt.hooks.on("agent/error", lambda _a, _turn, _step, error: reported.append(error))
-        backend.armed = True
+        backend.fail_next = True
         assert (await agent.ask("one")).reason.kind == "completed"
         assert [type(error) for error in reported] == [StoreError]
         assert "No space left" in str(reported[0])

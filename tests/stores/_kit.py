@@ -1,10 +1,11 @@
-"""Builders of realistic session logs for the store tests."""
+"""Builders of realistic session logs for the store tests, and a backend that fails on demand."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from retinue._content import Text, ToolCall
+from retinue._errors import StoreError
 from retinue._request import LlmCallConfig
 from retinue._stream import (
     STOP,
@@ -35,6 +36,8 @@ from retinue.session import (
     UserMessage,
 )
 from retinue.session._codec import encode_event
+from retinue.stores._backend import AppendBatch
+from retinue.stores._memory import MemoryBackend
 
 __all__ = ["lines", "open_tool_turn", "run_turn", "tool_step"]
 
@@ -120,3 +123,22 @@ def open_tool_turn(session: Session) -> str:
 def lines(events: Sequence[Event]) -> list[str]:
     """The canonical JSON lines of *events* (what byte-identical means)."""
     return [encode_event(event) for event in events]
+
+
+class FlakyBackend:
+    """A memory backend whose next write fails with an I/O error."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self.inner = MemoryBackend()
+        self.fail_next = False
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError(28, "No space left on device")
+        return self.inner.write(batches)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -27,11 +26,10 @@ from retinue.session import (
 )
 from retinue.session._codec import decode_event, encode_event
 from retinue.stores import JSONLStore, MemoryStore, PostgresStore, SQLiteStore
-from retinue.stores._backend import AppendBatch
 from retinue.stores._ids import bucket_name, check_session_id, escape_id, unescape_id
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import FlakyBackend, lines, run_turn
 
 texts = st.text(max_size=20)
 
@@ -113,25 +111,6 @@ def test_encode_event_escapes_lone_surrogates() -> None:
     line.encode("utf-8")
     assert "\\ud800" in line
     assert decode_event(line) == event
-
-
-class FlakyBackend:
-    """A memory backend whose next write fails with an I/O error."""
-
-    blocking = False
-
-    def __init__(self) -> None:
-        self.inner = MemoryBackend()
-        self.fail_next = False
-
-    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-        if self.fail_next:
-            self.fail_next = False
-            raise OSError(28, "No space left on device")
-        return self.inner.write(batches)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
 
 
 async def test_store_failed_write_keeps_the_buffer_and_does_not_poison() -> None:
