@@ -8,7 +8,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 TURNS = 5
 STEPS_PER_TURN = 2
@@ -39,3 +39,26 @@ def emit(record: dict[str, Any]) -> None:
     """Print one JSON line."""
     print(json.dumps(record), flush=True)
     sys.stdout.flush()
+
+
+class GcTimer:
+    """CPU time spent in CPython's cyclic GC while inside ``with timer:`` (gc callbacks)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = 0
+        self._started = 0.0
+
+    def _callback(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._started
+            self.collections += 1
+
+    def __enter__(self) -> Self:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        gc.callbacks.remove(self._callback)

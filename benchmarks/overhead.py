@@ -3,8 +3,9 @@
 Each turn is one step asking for 2 parallel tool calls and one step answering
 in 20 chunks. Prints one JSON line per N with steps/s, CPU µs per step, peak
 RSS and RSS per agent, and the ratio to the floor (benchmarks/floor.py)
-measured in the same run; then one line comparing the per-step cost at turn
-500 of one session with turn 1.
+measured in the same run, with the CPU each side spent in CPython's cyclic GC
+and the ratio once that is taken out; then one line comparing the per-step
+cost at turn 500 of one session with turn 1.
 
 Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
 Each N runs in a fresh subprocess so peak RSS is its own.
@@ -12,6 +13,7 @@ Each N runs in a fresh subprocess so peak RSS is its own.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import trio
 import retinue
 from retinue.testing import ScriptedModel, check_session_invariants
 
-from ._common import STEPS_PER_TURN, TURNS, emit, peak_rss_mb, rss_mb, timed
+from ._common import STEPS_PER_TURN, TURNS, GcTimer, emit, peak_rss_mb, rss_mb, timed
 from .floor import run_floor
 
 
@@ -43,11 +45,13 @@ def _model() -> ScriptedModel:
     )
 
 
-async def run_agents(agents: int, turns: int, check: bool) -> tuple[int, float]:
+async def run_agents(
+    agents: int, turns: int, check: bool, gc_timer: GcTimer | None = None
+) -> tuple[int, float]:
     """Run the workload; returns events logged and the CPU seconds of the turns alone.
 
     Creating the agents and closing the runtime are left out, as the floor
-    has neither.
+    has neither; *gc_timer*, if given, times the GC over the same window.
     """
     async with retinue.open_runtime(models=_model(), tools=[fetch]) as rt:
         handles = [
@@ -61,11 +65,12 @@ async def run_agents(agents: int, turns: int, check: bool) -> tuple[int, float]:
                 assert result.reason.kind == "completed", result
 
         gc.collect()
-        cpu = time.process_time()
-        async with trio.open_nursery() as nursery:
-            for agent in handles:
-                nursery.start_soon(drive, agent)
-        cpu = time.process_time() - cpu
+        with gc_timer or contextlib.nullcontext():
+            cpu = time.process_time()
+            async with trio.open_nursery() as nursery:
+                for agent in handles:
+                    nursery.start_soon(drive, agent)
+            cpu = time.process_time() - cpu
         events = sum(len(agent.session.events) for agent in handles)
         if check:
             for agent in handles[:50]:
@@ -77,8 +82,10 @@ def measure(agents: int) -> dict[str, object]:
     """Measure retinue and the floor for *agents* agents in this process."""
     baseline = rss_mb()
     gc.collect()
-    floor_events, floor_cpu = trio.run(run_floor, agents)
-    (events, cpu), _, wall = timed(lambda: trio.run(run_agents, agents, TURNS, True))
+    with GcTimer() as floor_gc:
+        floor_events, floor_cpu = trio.run(run_floor, agents)
+    runtime_gc = GcTimer()
+    (events, cpu), _, wall = timed(lambda: trio.run(run_agents, agents, TURNS, True, runtime_gc))
     steps = agents * TURNS * STEPS_PER_TURN
     peak = peak_rss_mb()
     return {
@@ -91,6 +98,11 @@ def measure(agents: int) -> dict[str, object]:
         "cpu_us_per_step": round(cpu / steps * 1e6, 1),
         "floor_cpu_us_per_step": round(floor_cpu / steps * 1e6, 1),
         "ratio_to_floor": round(cpu / floor_cpu, 2),
+        "gc_us_per_step": round(runtime_gc.seconds / steps * 1e6, 1),
+        "floor_gc_us_per_step": round(floor_gc.seconds / steps * 1e6, 1),
+        "ratio_to_floor_without_gc": round(
+            (cpu - runtime_gc.seconds) / (floor_cpu - floor_gc.seconds), 2
+        ),
         "peak_rss_mb": round(peak, 1),
         "rss_per_agent_kb": round((peak - baseline) * 1024 / agents, 1),
     }
