@@ -26,6 +26,7 @@ from retinue import (
     Text,
     ToolCall,
 )
+from retinue.loop import summarize_turn
 from retinue.providers import Usage
 from retinue.session import (
     AssistantChunk,
@@ -739,3 +740,25 @@ async def test_replaying_the_log_yields_identical_history(
         check_history_replay(events)
         check_session_invariants(events)
         assert isinstance(of_type(events, "user/message")[-1].data, UserMessage)
+
+
+@pytest.mark.parametrize(
+    ("last", "text"),
+    [(Reply("final", usage=Usage(4, 3)), "final"), (Reply("", usage=Usage(4, 3)), "looking")],
+    ids=["last-step-text", "earlier-step-text"],
+)
+async def test_ask_returns_the_last_text_and_the_summed_usage_the_log_holds(
+    autojump_clock: trio.testing.MockClock, last: Any, text: str
+) -> None:
+    """DESIGN 3 (``ask -> TurnResult``): the turn's last non-empty assistant text, its summed usage."""
+    model = ScriptedModel(
+        [
+            CallTools([ToolCallSpec("echo", '{"text": "x"}')], text="looking", usage=Usage(2, 1)),
+            last,
+        ]
+    )
+    async with runtime(model, tools=[echo]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        assert (result.text, result.usage) == (text, Usage(6, 4))
+        assert (result.text, result.usage) == summarize_turn(agent.session.events, 1)

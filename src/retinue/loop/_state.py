@@ -6,7 +6,8 @@ import logging
 
 import attrs
 
-from retinue._content import Text, ToolCall
+from retinue._content import ContentBlock, Text, ToolCall, content_text
+from retinue._stream import Usage
 from retinue.session import (
     StepEnd,
     ToolCallEvent,
@@ -17,6 +18,7 @@ from retinue.session import (
 )
 
 from ._core import AgentCore
+from ._summary import add_usage
 
 __all__ = ["StepCalls", "TurnState", "error_code", "error_message"]
 
@@ -64,6 +66,18 @@ class TurnState:
     step_open: bool = False
     terminal: bool = False
     calls: StepCalls = attrs.field(factory=StepCalls)
+    text: str = ""
+    """The last non-empty assistant text logged in this turn (what ``ask`` returns)."""
+    usage: Usage | None = None
+    """The summed usage of this turn's assistant messages."""
+
+    def note_answer(self, content: tuple[ContentBlock, ...], usage: Usage | None) -> None:
+        """Fold a logged assistant message into the turn's result text and usage."""
+        text = content_text(content)
+        if text:
+            self.text = text
+        if usage is not None:
+            self.usage = add_usage(self.usage, usage)
 
     def record_error(self, error: BaseException) -> None:
         """First error wins (R7.45); reports ``agent/error`` with failures contained."""

@@ -202,6 +202,7 @@ async def _finish_step(
     usage = assembler.usage
     if message.content or usage is not None:
         state.calls.calls = calls
+        state.note_answer(message.content, usage)
         core.session.append(
             AssistantMessage(state.turn, state.step, message.content, usage),
             surface="append",

@@ -8,14 +8,15 @@ from retinue._content import content_text
 from retinue._stream import Usage
 from retinue.session import AssistantMessage, Event, TurnStart
 
-__all__ = ["summarize_turn"]
+__all__ = ["add_usage", "summarize_turn"]
 
 
 def _plus(a: int | None, b: int | None) -> int | None:
     return None if a is None and b is None else (a or 0) + (b or 0)
 
 
-def _add(total: Usage | None, usage: Usage) -> Usage:
+def add_usage(total: Usage | None, usage: Usage) -> Usage:
+    """*total* plus *usage*; ``None`` counts as nothing."""
     if total is None:
         return usage
     return Usage(
@@ -43,7 +44,7 @@ def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | Non
                 if text is None:
                     text = content_text(data.content) or None
                 if data.usage is not None:
-                    usage = _add(usage, data.usage)
+                    usage = add_usage(usage, data.usage)
         elif type(data) is TurnStart and data.turn == turn:
             break
     return text or "", usage

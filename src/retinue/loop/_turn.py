@@ -25,7 +25,6 @@ from ._core import AgentCore, StepSignal, TurnResult, abort_reason, settle
 from ._prompt import request_prompt
 from ._state import TurnState
 from ._step import StepOutcome, run_step
-from ._summary import summarize_turn
 
 __all__ = ["run_turn"]
 
@@ -84,8 +83,7 @@ def _close_and_settle(state: TurnState, items: list[MailboxItem]) -> None:
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     if any(item.ticket is not None for item in items):
-        text, usage = summarize_turn(state.core.session.events, state.turn)
-        settle(items, TurnResult(state.turn, state.reason, text, usage))
+        settle(items, TurnResult(state.turn, state.reason, state.text, state.usage))
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
