@@ -8,7 +8,7 @@ from retinue.prompt import Assembly, Section, render
 
 from ._core import AgentCore
 
-__all__ = ["ASSEMBLE", "request_prompt", "request_tools"]
+__all__ = ["ASSEMBLE", "request_prompt", "request_tools", "static_prompt"]
 
 ASSEMBLE = "system-prompt/assemble"
 
@@ -35,6 +35,17 @@ def request_tools(core: AgentCore) -> tuple[ToolSchema, ...]:
     return services.tools.schemas(core.id, services.tool_order)
 
 
+def static_prompt(core: AgentCore) -> str:
+    """The system prompt when no assembly listener can change it, rendered once per agent.
+
+    Raises:
+        PromptError: a section does not render (not kept: it fails every turn until fixed).
+    """
+    if core.prompt_text is None:
+        core.prompt_text = render(_sections(core), _variables(core))
+    return core.prompt_text
+
+
 async def request_prompt(core: AgentCore) -> tuple[str, tuple[ToolSchema, ...] | None]:
     """The rendered system prompt, and the tools if an assembly listener chose them.
 
@@ -50,9 +61,7 @@ async def request_prompt(core: AgentCore) -> tuple[str, tuple[ToolSchema, ...] |
     """
     hooks = core.services.hooks
     if not hooks.has_listeners(ASSEMBLE):
-        if core.prompt_text is None:
-            core.prompt_text = render(_sections(core), _variables(core))
-        return core.prompt_text, None  # noqa: ASYNC910 - no listener, no yield: the model stream is the step's checkpoint
+        return static_prompt(core), None  # noqa: ASYNC910 - no listener, no yield: the model stream is the step's checkpoint
     base = Assembly(_sections(core), request_tools(core), _variables(core))
     assembly = await hooks.waterfall_value(ASSEMBLE, base, core.agent, base, scope=core.id)
     if not isinstance(assembly, Assembly):

@@ -86,20 +86,22 @@ def _same_header(
     )
 
 
-async def _request_config(core: AgentCore, state: TurnState) -> LlmCallConfig:
-    seed = seed_config(core)
+async def _request_config(core: AgentCore, state: TurnState, seed: LlmCallConfig) -> LlmCallConfig:
     config = await core.services.hooks.waterfall_value(
         "agent/request", seed, core.agent, state.turn, state.step, seed, scope=core.id
     )
     if not isinstance(config, LlmCallConfig):
         raise HookError(f"agent/request returned {type(config).__name__}, not LlmCallConfig")
+    return config
+
+
+def _require_model(core: AgentCore, config: LlmCallConfig) -> None:
     if not config.model:
         raise ModelError(
             f"agent {core.id!r} has no model: pass AgentOptions(model=...) or return a "
             "config with a model from an agent/request listener",
             code="NO_MODEL",
         )
-    return config
 
 
 async def run_step(
@@ -115,7 +117,10 @@ async def run_step(
     *tools* is the request's tool list when an assembly listener chose it,
     else ``None`` for the agent's tool view.
     """
-    config = await _request_config(core, state)
+    config = seed_config(core)
+    if core.services.hooks.has_listeners("agent/request"):
+        config = await _request_config(core, state, config)
+    _require_model(core, config)
     prefix = core.prefix or ()
     if tools is None:
         tools = request_tools(core)
@@ -195,7 +200,8 @@ async def _finish_step(
     message = assembler.message()
     if cut:
         message = _without_tool_calls(message)
-    message = await _step_result(core, state, message)
+    if core.services.hooks.has_listeners("agent/step-result"):
+        message = await _step_result(core, state, message)
     if cut:
         message = _without_tool_calls(message)
     calls = tuple(block for block in message.content if isinstance(block, ToolCall))
@@ -209,7 +215,7 @@ async def _finish_step(
             source_event_seqs=seqs or None,
         )
     if not calls:
-        return StepOutcome(had_tool_calls=False, finish=finish)
+        return StepOutcome(had_tool_calls=False, finish=finish)  # noqa: ASYNC910 - the step's model stream was its schedule point
     contexts = await run_tool_calls(core, state, signal)
     if contexts is None:
         return None

@@ -22,7 +22,7 @@ from retinue.session import (
 )
 
 from ._core import AgentCore, StepSignal, TurnResult, abort_reason, settle
-from ._prompt import request_prompt
+from ._prompt import ASSEMBLE, request_prompt, static_prompt
 from ._state import TurnState
 from ._step import StepOutcome, run_step
 
@@ -252,29 +252,36 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
 async def _open_and_run_step(
     core: AgentCore, state: TurnState, signal: StepSignal
 ) -> StepOutcome | None:
-    system, tools = await request_prompt(core)
+    # Seams nobody listens to are skipped here rather than awaited: each await
+    # of a seam costs a coroutine even when it returns at once.
+    hooks = core.services.hooks
+    if hooks.has_listeners(ASSEMBLE):
+        system, tools = await request_prompt(core)
+    else:
+        system, tools = static_prompt(core), None
     if _aborted(core, signal):
         return None  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
-    if not await _session_prefix(core, signal):
-        return None
-    await core.services.hooks.serial(
-        "agent/pre-step",
-        core.agent,
-        state.turn,
-        state.step,
-        system,
-        core.prefix,
-        signal,
-        scope=core.id,
-    )
+    if core.prefix is None and not await _session_prefix(core, signal):
+        return None  # noqa: ASYNC910 - aborted while composing: the turn closes as interrupted
+    if hooks.has_listeners("agent/pre-step"):
+        await hooks.serial(
+            "agent/pre-step",
+            core.agent,
+            state.turn,
+            state.step,
+            system,
+            core.prefix,
+            signal,
+            scope=core.id,
+        )
     if _aborted(core, signal):
-        return None
+        return None  # noqa: ASYNC910 - aborted by a pre-step listener: the turn closes as interrupted
     boundary = core.session.derive_messages()
     state.step_open = True
     state.calls = type(state.calls)()
     core.session.append(StepStart(state.turn, state.step))
     if _aborted(core, signal):
-        return None
+        return None  # noqa: ASYNC910 - aborted by a step/start observer: the turn closes as interrupted
     return await run_step(core, state, boundary, system, tools, signal)
 
 
@@ -286,32 +293,29 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
     state.close_step()
     if state.error_recorded:
         return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, and the driver's mailbox wait follows
-    default_decision = _CONTINUE if (outcome.had_tool_calls or steered) else _STOP
+    decision: object = _CONTINUE if (outcome.had_tool_calls or steered) else _STOP
     hooks = core.services.hooks
-    decision = await hooks.waterfall_value(
-        "agent/turn-continuation",
-        default_decision,
-        core.agent,
-        state.turn,
-        default_decision,
-        scope=core.id,
-    )
-    if not isinstance(decision, Continue | Stop):
-        raise HookError(f"agent/turn-continuation returned {type(decision).__name__}")
+    if hooks.has_listeners("agent/turn-continuation"):
+        decision = await hooks.waterfall_value(
+            "agent/turn-continuation", decision, core.agent, state.turn, decision, scope=core.id
+        )
+        if not isinstance(decision, Continue | Stop):
+            raise HookError(f"agent/turn-continuation returned {type(decision).__name__}")
     if isinstance(decision, Continue) and decision.reason is not None:
         core.mailbox.steer(MailboxItem(decision.reason.content, decision.reason.source))
     should_continue = isinstance(decision, Continue) or core.mailbox.has_steering
-    verdict = await hooks.strict_serial("agent/turn-stop", core.agent, state.turn, scope=core.id)
+    verdict = None
+    if hooks.has_listeners("agent/turn-stop"):
+        verdict = await hooks.strict_serial(
+            "agent/turn-stop", core.agent, state.turn, scope=core.id
+        )
     if verdict is not None:
         if not isinstance(verdict, Stop):
             raise HookError(f"agent/turn-stop returned an invalid result: {verdict!r}")
         core.mailbox.drain_steering()
         state.terminal = True
         should_continue = False
-    if core.cancel_marker:
+    if core.cancel_marker or core.disposed:
         state.set_interrupted()
-        return False
-    if core.disposed:
-        state.set_interrupted()
-        return False
-    return should_continue
+        return False  # noqa: ASYNC910 - per step; the turn ends, and the driver's mailbox wait follows
+    return should_continue  # noqa: ASYNC910 - per step; seams nobody listens to add no schedule point, and the next step's stream is one
