@@ -8,13 +8,16 @@ and the ratio once that is taken out; then one line comparing the per-step
 cost at turn 500 of one session with turn 1.
 
 Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
-Each N runs in a fresh subprocess so peak RSS is its own.
+Each N runs in a fresh subprocess so peak RSS is its own; up to 1000 agents
+the floor and retinue run three times each, alternately, and the figures are
+medians (``--one N R`` runs one N with R repeats).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import statistics
 import subprocess
 import sys
 import time
@@ -78,31 +81,47 @@ async def run_agents(
         return events, cpu
 
 
-def measure(agents: int) -> dict[str, object]:
-    """Measure retinue and the floor for *agents* agents in this process."""
-    baseline = rss_mb()
+def _pair(agents: int) -> tuple[float, float, float, float, float, int, int]:
+    """One floor run then one retinue run: CPU and GC seconds of each, wall, events."""
     gc.collect()
     with GcTimer() as floor_gc:
         floor_events, floor_cpu = trio.run(run_floor, agents)
     runtime_gc = GcTimer()
     (events, cpu), _, wall = timed(lambda: trio.run(run_agents, agents, TURNS, True, runtime_gc))
+    return cpu, floor_cpu, runtime_gc.seconds, floor_gc.seconds, wall, events, floor_events
+
+
+def measure(agents: int, repeats: int = 1) -> dict[str, object]:
+    """Measure retinue and the floor for *agents* agents, *repeats* times, in this process.
+
+    Each repeat runs the floor, then retinue; every figure is the median over
+    the repeats, and ``ratios_to_floor`` lists each repeat's own ratio.
+    """
+    baseline = rss_mb()
+    runs = [_pair(agents) for _ in range(repeats)]
     steps = agents * TURNS * STEPS_PER_TURN
     peak = peak_rss_mb()
+    ratios = [cpu / floor_cpu for cpu, floor_cpu, *_ in runs]
+    without_gc = [(cpu - gcs) / (floor - floor_gcs) for cpu, floor, gcs, floor_gcs, *_ in runs]
+
+    def per_step(index: int) -> float:
+        return round(statistics.median(run[index] for run in runs) / steps * 1e6, 1)
+
     return {
         "benchmark": "overhead",
         "agents": agents,
         "steps": steps,
-        "events": events,
-        "floor_events": floor_events,
-        "steps_per_s": round(steps / wall, 1),
-        "cpu_us_per_step": round(cpu / steps * 1e6, 1),
-        "floor_cpu_us_per_step": round(floor_cpu / steps * 1e6, 1),
-        "ratio_to_floor": round(cpu / floor_cpu, 2),
-        "gc_us_per_step": round(runtime_gc.seconds / steps * 1e6, 1),
-        "floor_gc_us_per_step": round(floor_gc.seconds / steps * 1e6, 1),
-        "ratio_to_floor_without_gc": round(
-            (cpu - runtime_gc.seconds) / (floor_cpu - floor_gc.seconds), 2
-        ),
+        "repeats": repeats,
+        "events": runs[0][5],
+        "floor_events": runs[0][6],
+        "steps_per_s": round(steps / statistics.median(run[4] for run in runs), 1),
+        "cpu_us_per_step": per_step(0),
+        "floor_cpu_us_per_step": per_step(1),
+        "ratio_to_floor": round(statistics.median(ratios), 2),
+        "ratios_to_floor": [round(ratio, 2) for ratio in ratios],
+        "gc_us_per_step": per_step(2),
+        "floor_gc_us_per_step": per_step(3),
+        "ratio_to_floor_without_gc": round(statistics.median(without_gc), 2),
         "peak_rss_mb": round(peak, 1),
         "rss_per_agent_kb": round((peak - baseline) * 1024 / agents, 1),
     }
@@ -134,10 +153,17 @@ def measure_growth(turns: int = 500, window: int = 50) -> dict[str, object]:
     }
 
 
+def _repeats(agents: int) -> int:
+    # Medians of three runs tame this machine's noise; 10000 agents take
+    # minutes a run, so they run once.
+    return 3 if agents <= 1000 else 1
+
+
 def main(argv: list[str]) -> int:
     """Run every N in its own subprocess, then the growth measurement."""
     if argv and argv[0] == "--one":
-        emit(measure(int(argv[1])))
+        agents = int(argv[1])
+        emit(measure(agents, int(argv[2]) if len(argv) > 2 else _repeats(agents)))
         return 0
     if argv and argv[0] == "--growth":
         emit(measure_growth())
