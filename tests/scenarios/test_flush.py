@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 import trio
 import trio.testing
 
@@ -75,23 +78,17 @@ async def test_a_failing_in_memory_commit_is_reported_and_kept_for_the_next_turn
         check_session_invariants(agent.session.events)
 
 
-async def test_a_wrapping_store_has_its_flush_awaited_every_turn(
+@pytest.mark.parametrize(
+    "make_store",
+    [lambda: _CountingWrapper(MemoryStore()), _CountingStore],
+    ids=["delegating-wrapper", "subclass"],
+)
+async def test_a_store_s_own_flush_is_awaited_every_turn(
     autojump_clock: trio.testing.MockClock,
+    make_store: Callable[[], _CountingWrapper | _CountingStore],
 ) -> None:
-    """R7.49: a store that wraps a memory store is flushed through its own ``flush``."""
-    wrapper = _CountingWrapper(MemoryStore())
-    async with runtime(_model(), store=wrapper) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        await agent.ask("one")
-        await agent.ask("two")
-        assert wrapper.flushes == 2
-
-
-async def test_an_in_memory_store_class_that_extends_flush_has_it_awaited(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.49: a store class overriding ``flush`` is flushed through it, not by the fast path."""
-    store = _CountingStore()
+    """R7.49: a wrapper or subclass of a memory store is flushed through its own ``flush``."""
+    store = make_store()
     async with runtime(_model(), store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         await agent.ask("one")

@@ -47,21 +47,17 @@ def static_prompt(core: AgentCore) -> str:
 
 
 async def request_prompt(core: AgentCore) -> tuple[str, tuple[ToolSchema, ...] | None]:
-    """The rendered system prompt, and the tools if an assembly listener chose them.
+    """The system prompt and tools a ``system-prompt/assemble`` chain made of the assembly.
 
-    Without a ``system-prompt/assemble`` listener the text is rendered once per
-    agent (its sections and variables are fixed for the agent's life; a render
-    error is not kept, so it fails every turn until fixed), nothing yields, and
-    the tools are left to the step (``None``). With one, the chain may rewrite
-    the whole assembly before every request.
+    The chain may rewrite the whole assembly before every request. Without a
+    listener the step uses :func:`static_prompt` and leaves the tools to the
+    agent's view instead.
 
     Raises:
         PromptError: a section does not render (the turn ends with an error).
         HookError: a listener returned something other than an ``Assembly``.
     """
     hooks = core.services.hooks
-    if not hooks.has_listeners(ASSEMBLE):
-        return static_prompt(core), None  # noqa: ASYNC910 - no listener, no yield: the model stream is the step's checkpoint
     base = Assembly(_sections(core), request_tools(core), _variables(core))
     assembly = await hooks.waterfall_value(ASSEMBLE, base, core.agent, base, scope=core.id)
     if not isinstance(assembly, Assembly):

@@ -124,8 +124,9 @@ async def run_step(
     prefix = core.prefix or ()
     if tools is None:
         tools = request_tools(core)
-    if not _same_header(core, config, system or None, tools, prefix):
-        header = EpochHeader(config, system or None, tools, prefix)
+    system_text = system or None
+    if not _same_header(core, config, system_text, tools, prefix):
+        header = EpochHeader(config, system_text, tools, prefix)
         owed = header_event(core.session, header, anchored=core.header_anchored)
         core.header_anchored = True
         if owed is not None:
@@ -133,7 +134,7 @@ async def run_step(
     request = ModelRequest(
         config=config,
         messages=boundary.with_prefix(prefix) if prefix else boundary,
-        system=system or None,
+        system=system_text,
         tools=tools,
         session_id=core.id,
     )

@@ -199,9 +199,7 @@ def _drain_steering(core: AgentCore, state: TurnState) -> bool:
 
 
 async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
-    """Compose the session prefix once per driver (R7.18); ``False`` if aborted (Check B)."""
-    if core.prefix is not None:
-        return True  # noqa: ASYNC910 - composed once per driver; every later step takes this fast path
+    """Compose the session prefix, once per driver (R7.18); ``False`` if aborted (Check B)."""
     seed: tuple[Message, ...] = ()
     composed = await core.services.hooks.waterfall_value(
         "agent/session-prefix", seed, core.agent, seed, signal, scope=core.id

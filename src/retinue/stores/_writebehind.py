@@ -223,19 +223,21 @@ class BufferedStore:
         waiting, the write still happens. A session that is not attached has
         nothing to flush.
         """
-        tracked = self._tracked.get(session.id)
-        if tracked is None or tracked.session is not session or not tracked.buffer:
+        if self._commits_at_once():
+            try:
+                self._commit_at_once(session)
+            finally:
+                # Committed before the schedule point, so no cancel can lose the write.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        tracked = self._pending(session)
+        if tracked is None:
             if self._backend.blocking:
                 await trio.lowlevel.checkpoint()
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
             return
-        if self._backend.blocking or self._closed:
-            [error] = await self._flush_many([tracked])
-        else:
-            error = self._commit_in_memory(tracked)
-            # Committed before the schedule point, so no cancel can lose the write.
-            await trio.lowlevel.cancel_shielded_checkpoint()
+        [error] = await self._flush_many([tracked])
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
 
@@ -248,15 +250,29 @@ class BufferedStore:
         run): then await :meth:`flush`. Raises ``StoreError`` like
         :meth:`flush`, keeping the events buffered.
         """
-        if self._backend.blocking or self._closed or type(self).flush is not BufferedStore.flush:
+        if not self._commits_at_once() or type(self).flush is not BufferedStore.flush:
             return False
-        tracked = self._tracked.get(session.id)
-        if tracked is None or tracked.session is not session or not tracked.buffer:
-            return True
+        self._commit_at_once(session)
+        return True
+
+    def _commits_at_once(self) -> bool:
+        """Whether a flush commits synchronously: an open store over a backend that never blocks."""
+        return not self._backend.blocking and not self._closed
+
+    def _commit_at_once(self, session: Session) -> None:
+        tracked = self._pending(session)
+        if tracked is None:
+            return
         error = self._commit_in_memory(tracked)
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
-        return True
+
+    def _pending(self, session: Session) -> Tracked | None:
+        """*session*'s tracking entry if it is attached and has buffered events."""
+        tracked = self._tracked.get(session.id)
+        if tracked is None or tracked.session is not session or not tracked.buffer:
+            return None
+        return tracked
 
     def _commit_in_memory(self, tracked: Tracked) -> StoreError | None:
         """Commit one session's buffer to a backend that never blocks, synchronously."""
