@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
 
 import trio
 
-from retinue._errors import RetinueError, StoreError
+from retinue._errors import StoreError
 from retinue.session import Event, Session, SessionHeader
 
 from ._backend import AppendBatch, StorageBackend, StoredLog
+from ._groupcommit import GroupCommitter, call_backend
 from ._ids import check_session_id
 from ._loader import Recovered, recover
-from ._records import Entry, Request, StoreStatistics, Tracked, failed
+from ._records import Request, StoreStatistics, Tracked
 
 __all__ = ["BufferedStore"]
 
@@ -46,21 +45,12 @@ class BufferedStore:
         self._backend = backend
         self._name = name
         self._tracked: dict[str, Tracked] = {}
-        self._send, self._receive = trio.open_memory_channel[Request](math.inf)
-        self._writer_running = False
-        self._direct_lock = trio.Lock()
+        self._committer = GroupCommitter(backend, name, self._tracked)
         self._open_lock = trio.Lock()
         self._opened = False
         self._closed = False
         self._session_locks: dict[str, trio.Lock] = {}
         self._stack: contextlib.AsyncExitStack | None = None
-        self._counters = {
-            "flush_requests": 0,
-            "commits": 0,
-            "committed_events": 0,
-            "largest_group": 0,
-        }
-        self._write_seconds = 0.0
 
     @property
     def durable(self) -> bool:
@@ -83,7 +73,7 @@ class BufferedStore:
         try:
             await self._ensure_open()
             nursery = await stack.enter_async_context(trio.open_nursery())
-            await nursery.start(self._run_writer)
+            await nursery.start(self._committer.run_writer)
         except BaseException:
             # Nobody calls __aexit__ after a failed __aenter__: unwind here, or the
             # nursery stays on this task's stack (trio: "Nursery stack corrupted").
@@ -158,7 +148,7 @@ class BufferedStore:
         self._closed = True
         for item in tracked:
             item.unsubscribe()
-        self._send.close()
+        self._committer.close()
 
     async def _release_storage(self) -> None:  # noqa: ASYNC910 - _call checkpoints before the backend can fail
         """Close the backend while an exception propagates; a failure to close is only logged."""
@@ -279,23 +269,7 @@ class BufferedStore:
         if not self._opened:
             self._backend.open()
             self._opened = True
-        self._counters["flush_requests"] += 1
-        entry = Entry(
-            AppendBatch(
-                tracked.session.id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
-            ),
-            tracked,
-            [],
-        )
-        try:
-            [result] = self._timed_write([entry.batch])
-        except Exception as exc:
-            result = StoreError(
-                f"session {tracked.session.id!r}: {type(exc).__name__}: {exc}",
-                code="STORAGE_ERROR",
-            )
-        self._record([entry], [result])
-        return result
+        return self._committer.commit_at_once(tracked)
 
     async def detach(self, session: Session) -> None:
         """Flush, then stop tracking *session* and give up its writer claim.
@@ -324,137 +298,7 @@ class BufferedStore:
             await trio.lowlevel.checkpoint()
             return
         await self._ensure_open()
-        self._counters["flush_requests"] += len(requests)
-        if not self._backend.blocking:
-            # Committed before the schedule point, as in flush: no cancel loses it.
-            self._write_now(requests)
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        if self._writer_running:
-            for request in requests:
-                self._send.send_nowait(request)
-            for request in requests:
-                await request.done.wait()
-            return
-        async with self._direct_lock:
-            await self._commit(requests)
-
-    def _write_now(self, requests: Sequence[Request]) -> None:
-        """Commit synchronously: a backend that never blocks gains nothing from grouping."""
-        entries = self._group_entries(requests)
-        if not entries:
-            return
-        batches = [entry.batch for entry in entries]
-        try:
-            results = self._timed_write(batches)
-        except Exception as exc:
-            error = StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")
-            results = failed(batches, error)
-        self._record(entries, results)
-
-    # -- the writer -----------------------------------------------------------
-
-    async def _run_writer(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        self._writer_running = True
-        task_status.started()
-        try:
-            async for request in self._receive:
-                group = [request]
-                while True:
-                    try:
-                        group.append(self._receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                await self._commit(group)
-        finally:
-            self._writer_running = False
-            self._fail_stranded()
-
-    def _fail_stranded(self) -> None:
-        while True:
-            try:
-                request = self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel):
-                return
-            request.error = StoreError(
-                f"session {request.session_id!r}: {self._name} stopped before the write",
-                code="STORE_CLOSED",
-            )
-            request.done.set()
-
-    async def _commit(self, group: Sequence[Request]) -> None:  # noqa: ASYNC910 - an empty group writes nothing; the writer checkpoints receiving the next one
-        """Write one group in one backend call; every request is answered."""
-        try:
-            entries = self._group_entries(group)
-            if entries:
-                await self._write_entries(entries)
-        except BaseException as exc:
-            for request in group:
-                if not request.answered:
-                    request.error = StoreError(
-                        f"session {request.session_id!r}: the write was interrupted ({exc!r})",
-                        code="WRITE_FAILED",
-                    )
-            raise
-        finally:
-            for request in group:
-                request.done.set()
-
-    def _group_entries(self, group: Sequence[Request]) -> list[Entry]:
-        entries: dict[str, Entry] = {}
-        for request in group:
-            entry = entries.get(request.session_id)
-            if entry is not None:
-                entry.requests.append(request)
-                continue
-            if request.prebuilt is not None:
-                entries[request.session_id] = Entry(request.prebuilt, None, [request])
-                continue
-            tracked = self._tracked.get(request.session_id)
-            if tracked is None or not tracked.buffer:
-                continue
-            batch = AppendBatch(
-                request.session_id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
-            )
-            entries[request.session_id] = Entry(batch, tracked, [request])
-        return list(entries.values())
-
-    async def _write_entries(self, entries: list[Entry]) -> None:  # noqa: ASYNC910 - _call checkpoints before the backend can fail
-        batches = [entry.batch for entry in entries]
-        try:
-            results = await self._call(self._timed_write, "a group commit", batches)
-        except StoreError as exc:
-            results = failed(batches, exc)
-        self._record(entries, results)
-
-    def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
-        start = time.perf_counter()
-        try:
-            return self._backend.write(batches)
-        finally:
-            self._write_seconds += time.perf_counter() - start
-
-    def _record(self, entries: list[Entry], results: Sequence[StoreError | None]) -> None:
-        self._counters["commits"] += 1
-        self._counters["largest_group"] = max(self._counters["largest_group"], len(entries))
-        for entry, result in zip(entries, results, strict=True):
-            if result is None:
-                self._committed(entry)
-            for request in entry.requests:
-                request.error = result
-                request.answered = True
-
-    def _committed(self, entry: Entry) -> None:
-        count = len(entry.batch.events)
-        self._counters["committed_events"] += count
-        tracked = entry.tracked
-        if tracked is None or self._tracked.get(entry.batch.session_id) is not tracked or not count:
-            return
-        del tracked.buffer[:count]
-        tracked.cursor = entry.batch.events[-1].seq + 1
-        tracked.header = None
+        await self._committer.submit(requests)
 
     # -- reads ----------------------------------------------------------------
 
@@ -543,8 +387,8 @@ class BufferedStore:
         return StoreStatistics(
             tracked_sessions=len(self._tracked),
             buffered_events=sum(len(item.buffer) for item in self._tracked.values()),
-            write_seconds=self._write_seconds,
-            **self._counters,
+            write_seconds=self._committer.write_seconds,
+            **self._committer.counters,
         )
 
     # -- plumbing -------------------------------------------------------------
@@ -559,17 +403,8 @@ class BufferedStore:
             if not lock.locked() and not lock.statistics().tasks_waiting:
                 self._session_locks.pop(session_id, None)
 
-    async def _call(self, fn: Callable[..., T], what: str, *args: object) -> T:
-        """Run a backend call in a worker thread (or inline for memory); wrap I/O errors."""
-        try:
-            if self._backend.blocking:
-                return await trio.to_thread.run_sync(fn, *args)
-            await trio.lowlevel.checkpoint()
-            return fn(*args)
-        except RetinueError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"{what}: {type(exc).__name__}: {exc}", code="STORAGE_ERROR") from exc
+    def _call(self, fn: Callable[..., T], what: str, *args: object) -> Awaitable[T]:
+        return call_backend(self._backend, fn, what, *args)
 
     def __repr__(self) -> str:
         stats = self.statistics()

@@ -1,0 +1,224 @@
+"""Group commit: flush requests written to a backend together, one transaction per group."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import trio
+
+from retinue._errors import RetinueError, StoreError
+
+from ._backend import AppendBatch, StorageBackend
+from ._records import Entry, Request, Tracked, failed
+
+__all__ = ["GroupCommitter", "call_backend"]
+
+T = TypeVar("T")
+
+
+async def call_backend(
+    backend: StorageBackend, fn: Callable[..., T], what: str, *args: object
+) -> T:
+    """Run a backend call in a worker thread (inline if it never blocks); wrap I/O errors.
+
+    Always a checkpoint. Raises ``StoreError(STORAGE_ERROR)`` naming *what*
+    for any failure that is not already a retinue error.
+    """
+    try:
+        if backend.blocking:
+            return await trio.to_thread.run_sync(fn, *args)
+        await trio.lowlevel.checkpoint()
+        return fn(*args)
+    except RetinueError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"{what}: {type(exc).__name__}: {exc}", code="STORAGE_ERROR") from exc
+
+
+class GroupCommitter:
+    """Writes flush requests for the sessions in *tracked*, keeping the commit counters.
+
+    While :meth:`run_writer` runs, every request submitted meanwhile joins the
+    writer's next group (one backend write, one transaction, one fsync).
+    Otherwise requests are written directly, one group per submission. A
+    backend that never blocks is written synchronously.
+    """
+
+    def __init__(self, backend: StorageBackend, name: str, tracked: dict[str, Tracked]) -> None:
+        self._backend = backend
+        self._name = name
+        self._tracked = tracked
+        self._send, self._receive = trio.open_memory_channel[Request](math.inf)
+        self._writer_running = False
+        self._direct_lock = trio.Lock()
+        self.counters = {
+            "flush_requests": 0,
+            "commits": 0,
+            "committed_events": 0,
+            "largest_group": 0,
+        }
+        self.write_seconds = 0.0
+
+    def close(self) -> None:
+        """Accept no more requests; the writer answers those still queued and stops."""
+        self._send.close()
+
+    async def submit(self, requests: Sequence[Request]) -> None:
+        """Commit *requests* (not empty): through the writer's next group, or directly."""
+        self.counters["flush_requests"] += len(requests)
+        if not self._backend.blocking:
+            # Committed before the schedule point, as in flush: no cancel loses it.
+            self._write_now(requests)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        if self._writer_running:
+            for request in requests:
+                self._send.send_nowait(request)
+            for request in requests:
+                await request.done.wait()
+            return  # noqa: ASYNC910 - requests is never empty: the loop above awaited
+        async with self._direct_lock:
+            await self._commit(requests)
+
+    def commit_at_once(self, tracked: Tracked) -> StoreError | None:
+        """Commit one session's buffer to a backend that never blocks, synchronously."""
+        self.counters["flush_requests"] += 1
+        entry = Entry(
+            AppendBatch(
+                tracked.session.id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
+            ),
+            tracked,
+            [],
+        )
+        try:
+            [result] = self._timed_write([entry.batch])
+        except Exception as exc:
+            result = StoreError(
+                f"session {tracked.session.id!r}: {type(exc).__name__}: {exc}",
+                code="STORAGE_ERROR",
+            )
+        self._record([entry], [result])
+        return result
+
+    def _write_now(self, requests: Sequence[Request]) -> None:
+        """Commit synchronously: a backend that never blocks gains nothing from grouping."""
+        entries = self._group_entries(requests)
+        if not entries:
+            return
+        batches = [entry.batch for entry in entries]
+        try:
+            results = self._timed_write(batches)
+        except Exception as exc:
+            error = StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")
+            results = failed(batches, error)
+        self._record(entries, results)
+
+    # -- the writer -----------------------------------------------------------
+
+    async def run_writer(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Commit queued requests in groups until :meth:`close`; answers every request."""
+        self._writer_running = True
+        task_status.started()
+        try:
+            async for request in self._receive:
+                group = [request]
+                while True:
+                    try:
+                        group.append(self._receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await self._commit(group)
+        finally:
+            self._writer_running = False
+            self._fail_stranded()
+
+    def _fail_stranded(self) -> None:
+        while True:
+            try:
+                request = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
+            request.error = StoreError(
+                f"session {request.session_id!r}: {self._name} stopped before the write",
+                code="STORE_CLOSED",
+            )
+            request.done.set()
+
+    async def _commit(self, group: Sequence[Request]) -> None:  # noqa: ASYNC910 - an empty group writes nothing; the writer checkpoints receiving the next one
+        """Write one group in one backend call; every request is answered."""
+        try:
+            entries = self._group_entries(group)
+            if entries:
+                await self._write_entries(entries)
+        except BaseException as exc:
+            for request in group:
+                if not request.answered:
+                    request.error = StoreError(
+                        f"session {request.session_id!r}: the write was interrupted ({exc!r})",
+                        code="WRITE_FAILED",
+                    )
+            raise
+        finally:
+            for request in group:
+                request.done.set()
+
+    def _group_entries(self, group: Sequence[Request]) -> list[Entry]:
+        entries: dict[str, Entry] = {}
+        for request in group:
+            entry = entries.get(request.session_id)
+            if entry is not None:
+                entry.requests.append(request)
+                continue
+            if request.prebuilt is not None:
+                entries[request.session_id] = Entry(request.prebuilt, None, [request])
+                continue
+            tracked = self._tracked.get(request.session_id)
+            if tracked is None or not tracked.buffer:
+                continue
+            batch = AppendBatch(
+                request.session_id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
+            )
+            entries[request.session_id] = Entry(batch, tracked, [request])
+        return list(entries.values())
+
+    async def _write_entries(self, entries: list[Entry]) -> None:  # noqa: ASYNC910 - call_backend checkpoints before the backend can fail
+        batches = [entry.batch for entry in entries]
+        try:
+            results = await call_backend(
+                self._backend, self._timed_write, "a group commit", batches
+            )
+        except StoreError as exc:
+            results = failed(batches, exc)
+        self._record(entries, results)
+
+    def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
+        start = time.perf_counter()
+        try:
+            return self._backend.write(batches)
+        finally:
+            self.write_seconds += time.perf_counter() - start
+
+    def _record(self, entries: list[Entry], results: Sequence[StoreError | None]) -> None:
+        self.counters["commits"] += 1
+        self.counters["largest_group"] = max(self.counters["largest_group"], len(entries))
+        for entry, result in zip(entries, results, strict=True):
+            if result is None:
+                self._committed(entry)
+            for request in entry.requests:
+                request.error = result
+                request.answered = True
+
+    def _committed(self, entry: Entry) -> None:
+        count = len(entry.batch.events)
+        self.counters["committed_events"] += count
+        tracked = entry.tracked
+        if tracked is None or self._tracked.get(entry.batch.session_id) is not tracked or not count:
+            return
+        del tracked.buffer[:count]
+        tracked.cursor = entry.batch.events[-1].seq + 1
+        tracked.header = None
