@@ -17,6 +17,15 @@ class SessionStore(Protocol):
     R4.9); ``flush`` is the durability checkpoint (R7.49, R11.7): it returns
     once every buffered event is durable, and on failure keeps the buffer for
     a later flush. ``load`` repairs a crashed tail (R11.8, R11.9).
+
+    Optional: a store that is not durable may define, on its class,
+    ``flush_nowait(session) -> bool``: commit at once without blocking and
+    return ``True``, or do nothing and return ``False`` so that ``flush`` is
+    awaited. The loop then ends a turn without a task switch for its flush.
+    It is looked up on the class, never through instance attributes, so a
+    wrapper that delegates by ``__getattr__`` always has its own ``flush``
+    awaited; a subclass that overrides ``flush`` must override this too, or
+    refuse (as the built-in stores do).
     """
 
     @property
