@@ -81,12 +81,15 @@ def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
 def _next_group(
     core: AgentCore, calls: list[ToolCall], executions: list[ToolExecution], start: int
 ) -> _Group:
-    """The group starting at *start*: a run of parallel-safe calls, or one exclusive call."""
-    registry = core.services.tools
-    end = start + 1
-    if registry.execution_mode(executions[start]) == "parallel":
-        while end < len(calls) and registry.execution_mode(executions[end]) == "parallel":
-            end += 1
+    """The group starting at *start*: one exclusive call, or the parallel run from it.
+
+    Only the first call is classified here (R9.13): a parallel group holds
+    every remaining call, and the pool classifies each further call as it
+    is about to start it, ending the group at the first exclusive one.
+    """
+    end = len(calls)
+    if core.services.tools.execution_mode(executions[start]) != "parallel":
+        end = start + 1
     size = end - start
     return _Group(calls[start:end], executions[start:end], [None] * size, [None] * size)
 
