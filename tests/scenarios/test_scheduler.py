@@ -267,6 +267,38 @@ async def test_scheduler_stops_replenishing_when_the_next_call_became_exclusive(
         check_pairing(agent.session.events)
 
 
+async def test_scheduler_classifies_each_call_once_just_before_it_starts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-S1 [HEAD] / R9.13: classification is lazy: each call is classified once, in model order.
+
+    The classifier records how many ``tool/call`` events were logged when it ran:
+    call k is classified after the first k calls started and before its own.
+    """
+    probe = Probe()
+    logged: list[tuple[str, int]] = []
+    holder: dict[str, retinue.Agent] = {}
+
+    def classify(arguments: Any) -> bool:
+        calls = of_type(holder["agent"].session.events, "tool/call")
+        logged.append((arguments["label"], len(calls)))
+        return True
+
+    work = timed_tool("work", probe, safe=classify)
+    model = ScriptedModel(
+        [
+            CallTools([spec("work", "w1", 3), spec("work", "w2", 2), spec("work", "w3", 1)]),
+            Reply("done"),
+        ]
+    )
+    async with runtime(model, tools=[work]) as rt:
+        agent = holder["agent"] = await rt.create_agent("a", OPTIONS)
+        assert (await agent.ask("go")).reason.kind == "completed"
+        assert logged == [("w1", 0), ("w2", 1), ("w3", 2)]
+        assert probe.max_peak() == 3
+        check_pairing(agent.session.events)
+
+
 # -- T-S2: commit order ------------------------------------------------------------------------
 
 
