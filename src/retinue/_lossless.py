@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypeAlias, final
+from typing import TYPE_CHECKING, NoReturn, TypeAlias, final
 
 from ._errors import InvalidJsonError
 
-__all__ = ["FrozenDict", "JsonValue", "check_json", "freeze_json", "thaw_json"]
+__all__ = ["FrozenDict", "JsonValue", "check_json", "freeze_json", "loads_frozen", "thaw_json"]
 
 if TYPE_CHECKING:
     JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | list[JsonValue] | Mapping[str, JsonValue] | None"
@@ -133,6 +134,46 @@ def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
         dict.update(frozen_dict, items)
         return frozen_dict
     raise InvalidJsonError(f"{_where(path)} is not JSON: {type(value).__name__}")
+
+
+def _frozen_object(pairs: list[tuple[str, JsonValue]]) -> FrozenDict:
+    frozen = FrozenDict()
+    dict.update(frozen, pairs)
+    return frozen
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidJsonError(f"{text} is a non-finite number")
+    return value
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise InvalidJsonError(f"{name} is a non-finite number")
+
+
+# Without arrays every value this decoder builds is already frozen: objects
+# come out as FrozenDicts and no float can be NaN or infinite.
+_decode_frozen = json.JSONDecoder(
+    object_pairs_hook=_frozen_object, parse_float=_finite_float, parse_constant=_no_constant
+).decode
+_decode = json.JSONDecoder().decode
+
+
+def loads_frozen(text: str) -> JsonValue:
+    """Parse JSON *text* straight into frozen values: ``freeze_json(json.loads(text))``.
+
+    Raises:
+        ValueError: *text* is not JSON.
+        InvalidJsonError: it is JSON but not lossless (NaN, Infinity, a number
+            that overflows a float).
+    """
+    if "[" not in text:
+        frozen: JsonValue = _decode_frozen(text)
+        return frozen
+    # Arrays decode to lists, which only freeze_json turns into tuples.
+    return freeze_json(_decode(text))
 
 
 def check_json(value: object, path: str = "") -> None:

@@ -9,13 +9,11 @@ runs post-execute and appends ``tool/result`` in model order.
 
 from __future__ import annotations
 
-import json
-
 import attrs
 import trio
 
 from retinue._content import HookContext, ToolCall
-from retinue._lossless import JsonValue, freeze_json
+from retinue._lossless import JsonValue, freeze_json, loads_frozen
 from retinue.session import ToolCallEvent, ToolResultEvent
 from retinue.tools import PreparedCall, ToolExecution, ToolExecutionResult
 
@@ -25,15 +23,12 @@ from ._state import TurnState
 __all__ = ["parse_arguments", "run_tool_calls"]
 
 
-_decode = json.JSONDecoder().decode
-
-
 def parse_arguments(raw: str) -> JsonValue:
     """Parse a call's raw arguments (R9.6): empty → ``{}``, invalid JSON → the raw string."""
     if not raw.strip():
         return freeze_json({})
     try:
-        return freeze_json(_decode(raw))
+        return loads_frozen(raw)
     except (ValueError, TypeError):
         return raw
 

@@ -1,0 +1,73 @@
+"""Decoding tool arguments straight to frozen JSON equals decoding, then freezing (R1.6, R9.6)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+from retinue._errors import InvalidJsonError
+from retinue._lossless import FrozenDict, JsonValue, freeze_json, loads_frozen
+from retinue.loop import parse_arguments
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+def _frozen_all_the_way(value: JsonValue) -> bool:
+    if isinstance(value, list):
+        return False
+    if isinstance(value, FrozenDict):
+        return all(_frozen_all_the_way(item) for item in value.values())
+    if isinstance(value, tuple):
+        return all(_frozen_all_the_way(item) for item in value)
+    return not isinstance(value, dict)
+
+
+@given(json_values, st.booleans())
+def test_loads_frozen_equals_freezing_the_decoded_value(value: Any, spaced: bool) -> None:
+    """R1.6: the same frozen value, deeply immutable, with or without arrays in the text."""
+    text = json.dumps(value, indent=1 if spaced else None)
+    decoded = loads_frozen(text)
+    assert decoded == freeze_json(json.loads(text))
+    assert _frozen_all_the_way(decoded)
+
+
+@pytest.mark.parametrize(
+    "text", ["NaN", '{"a": Infinity}', '{"a": -Infinity}', '{"a": 1e400}', '{"a": [NaN]}']
+)
+def test_loads_frozen_refuses_numbers_json_cannot_hold(text: str) -> None:
+    """R1.6: non-finite numbers are not lossless JSON, with or without arrays."""
+    with pytest.raises(InvalidJsonError, match="non-finite"):
+        loads_frozen(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": 1', '{"a": 1} x', "", "{'a': 1}"])
+def test_loads_frozen_refuses_text_that_is_not_json(text: str) -> None:
+    """Not JSON at all: a ``ValueError``, as from ``json.loads``."""
+    with pytest.raises(ValueError, match=r"Expecting|Extra data"):
+        loads_frozen(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": 1', "not json"])
+def test_parse_arguments_passes_unloadable_text_through_raw(text: str) -> None:
+    """R9.6: arguments that are not lossless JSON reach the tool's validation as the raw string."""
+    assert parse_arguments(text) == text
+
+
+def test_parse_arguments_reads_empty_text_as_an_empty_object() -> None:
+    """R9.6: empty (or blank) arguments mean ``{}``."""
+    assert parse_arguments("  ") == {}
+    assert isinstance(parse_arguments(""), FrozenDict)
