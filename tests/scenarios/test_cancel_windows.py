@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import Continue, Message, Text
+from retinue import Continue, HookContext, Message, Text
 from retinue.session import Event
 from retinue.testing import (
     CallTools,
@@ -438,6 +438,39 @@ async def test_w8_cancel_in_continuation_window_runs_no_further_step(
         assert len(of_type(events, "step/start")) == 1
         assert len(of_type(events, "tool/result")) == 1
         assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
+        assert model.statistics().calls == 1
+        check_session_invariants(events)
+
+
+async def test_w8_continuation_reason_after_cancel_is_discarded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-C7 / R2.25, R7.30: a reason returned with ``Continue`` after a cancel never becomes a prompt.
+
+    The cancel has already cleared both FIFOs; the reason belongs to the turn
+    it aborted, so no second turn runs and the model is called once.
+    """
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")], repeat_last=True
+    )
+    async with runtime(model, tools=[pause]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def continuation(
+            _agent: retinue.Agent, turn: int, _default: object, proceed: Next
+        ) -> object:
+            if turn > 1:
+                return await proceed()
+            agent.cancel("stop now")
+            return Continue(HookContext("keep going"))
+
+        rt.hooks.on("agent/turn-continuation", continuation, agent=agent)
+        result = await agent.ask("go")
+        await trio.sleep(5)
+        events = await idle_events(agent)
+        assert (result.reason.kind, result.reason.reason) == ("aborted", "stop now")
+        assert turn_ends(events) == ["aborted"]
+        assert user_texts(events) == ["go"]
         assert model.statistics().calls == 1
         check_session_invariants(events)
 

@@ -299,7 +299,10 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
         )
         if not isinstance(decision, Continue | Stop):
             raise HookError(f"agent/turn-continuation returned {type(decision).__name__}")
-    if isinstance(decision, Continue) and decision.reason is not None:
+    cancelled = core.cancel_marker or core.disposed
+    if isinstance(decision, Continue) and decision.reason is not None and not cancelled:
+        # A cancel has cleared the FIFOs for good (R2.25): a reason from the
+        # turn it ended must not become the next prompt.
         core.mailbox.steer(MailboxItem(decision.reason.content, decision.reason.source))
     should_continue = isinstance(decision, Continue) or core.mailbox.has_steering
     verdict = None
