@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import final
 
@@ -26,7 +26,6 @@ from ._writebehind import BufferedStore
 
 __all__ = ["JSONLBackend", "JSONLStore", "session_path"]
 
-MAX_OPEN_FILES = 1024
 SYNCFS_THRESHOLD = 8
 
 
@@ -60,6 +59,7 @@ class _Group:
     touched: list[int] = attrs.Factory(list)
     rollbacks: list[tuple[int, int]] = attrs.Factory(list)
     new: list[_New] = attrs.Factory(list)
+    directories: dict[Path, int] = attrs.Factory(dict)
 
 
 def _syncfs_function() -> ctypes._NamedFuncPointer | None:
@@ -79,9 +79,12 @@ class JSONLBackend:
 
     A new session's file is written under a temporary name, synced, and linked
     into place, so header and first batch appear atomically (R11.3). An
-    attached session's file stays open with an exclusive ``flock``, so a second
-    writer (another process or store) is refused. A group's appends are made
-    durable by one ``syncfs`` (or one ``fdatasync`` per file for small groups).
+    attached session's file stays open with an exclusive ``flock`` until it is
+    released, so a second writer (another process or store) is refused: open
+    files are live sessions. A session whose file cannot be opened (say, the
+    process is out of file descriptors) fails alone with a ``StoreError``. A
+    group's appends are made durable by one ``syncfs`` (or one ``fdatasync``
+    per file for small groups).
     """
 
     blocking = True
@@ -89,7 +92,7 @@ class JSONLBackend:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = Path(root)
-        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._open: dict[str, _Open] = {}
         self._paths: dict[str, Path] = {}
         self._lock = threading.RLock()
 
@@ -113,6 +116,8 @@ class JSONLBackend:
             except BaseException:
                 self._undo(group)
                 raise
+            finally:
+                _close_all(group.directories.values())
             return results
 
     def _write_one(self, batch: AppendBatch, group: _Group) -> StoreError | None:
@@ -136,19 +141,31 @@ class JSONLBackend:
     def _write_new(self, batch: AppendBatch, data: bytes, group: _Group) -> StoreError | None:
         """Write a new session under a temporary name; it is linked in after the sync."""
         assert batch.header is not None
-        if self._find(batch.session_id) is not None:
-            return already_exists(batch.session_id)
-        path = session_path(self._root, batch.header)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        group.new.append(_New(group.index, batch.session_id, temporary, path, fd))
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            new = self._create(batch, batch.header, group)
+        except StoreError as exc:
+            return exc
+        group.new.append(new)
+        fcntl.flock(new.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         content = (encode_header(batch.header) + "\n").encode() + data
-        _write_all(fd, content)
-        group.new[-1].size = len(content)
-        group.touched.append(fd)
+        _write_all(new.fd, content)
+        new.size = len(content)
+        group.touched.append(new.fd)
         return None
+
+    def _create(self, batch: AppendBatch, header: SessionHeader, group: _Group) -> _New:
+        """Open a new session's temporary file (and its directory, synced after the link)."""
+        with _opening(batch.session_id):
+            if self._find(batch.session_id) is not None:
+                raise already_exists(batch.session_id)
+            path = session_path(self._root, header)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.parent not in group.directories:
+                # Opened now: once the files fill the descriptor table it could not be.
+                group.directories[path.parent] = os.open(path.parent, os.O_RDONLY)
+            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        return _New(group.index, batch.session_id, temporary, path, fd)
 
     def _link_new(self, group: _Group, results: list[StoreError | None]) -> None:
         linked: set[Path] = set()
@@ -166,9 +183,9 @@ class JSONLBackend:
             new.linked = True
             linked.add(new.path.parent)
             self._paths[new.session_id] = new.path
-            self._remember(new.session_id, _Open(new.fd, new.size))
+            self._open[new.session_id] = _Open(new.fd, new.size)
         if linked:
-            self._sync_directories(linked)
+            self._sync([group.directories[directory] for directory in linked])
 
     def _sync(self, fds: list[int]) -> None:
         if _syncfs is not None and len(fds) >= SYNCFS_THRESHOLD:
@@ -178,14 +195,6 @@ class JSONLBackend:
             return
         for fd in fds:
             os.fdatasync(fd)
-
-    def _sync_directories(self, directories: set[Path]) -> None:
-        fds = [os.open(directory, os.O_RDONLY) for directory in directories]
-        try:
-            self._sync(fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
 
     def _undo(self, group: _Group) -> None:
         for fd, size in group.rollbacks:
@@ -208,12 +217,12 @@ class JSONLBackend:
     def _handle(self, session_id: str) -> _Open:
         handle = self._open.get(session_id)
         if handle is not None:
-            self._open.move_to_end(session_id)
             return handle
-        path = self._find(session_id)
-        if path is None:
-            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        with _opening(session_id):
+            path = self._find(session_id)
+            if path is None:
+                raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -223,17 +232,15 @@ class JSONLBackend:
                 code="SESSION_LOCKED",
             ) from None
         handle = _Open(fd, os.fstat(fd).st_size)
-        self._remember(session_id, handle)
+        self._open[session_id] = handle
         return handle
 
-    def _remember(self, session_id: str, handle: _Open) -> None:
-        self._open[session_id] = handle
-        while len(self._open) > MAX_OPEN_FILES:
-            _, oldest = self._open.popitem(last=False)
-            os.close(oldest.fd)
-
     def claim(self, session_id: str) -> None:
-        """Open the session's file and lock it exclusively; ``SESSION_LOCKED`` if taken."""
+        """Open the session's file and lock it exclusively until :meth:`release`.
+
+        Raises ``SESSION_LOCKED`` if another writer holds it, and a
+        ``STORAGE_ERROR`` naming the session if the file cannot be opened.
+        """
         with self._lock:
             self._handle(session_id)
 
@@ -293,6 +300,33 @@ class JSONLBackend:
         with self._lock:
             for session_id in list(self._open):
                 self.release(session_id)
+
+
+@contextlib.contextmanager
+def _opening(session_id: str) -> Iterator[None]:
+    """Make a failure to open a session's file that session's error, not its group's."""
+    try:
+        yield
+    except OSError as exc:
+        raise _open_failed(session_id, exc) from exc
+
+
+def _open_failed(session_id: str, exc: OSError) -> StoreError:
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        message = (
+            f"session {session_id!r}: the process ran out of open files ({exc.strerror}); "
+            "the JSONL store keeps one open file per live session: raise the limit "
+            "(ulimit -n) or use SQLiteStore or PostgresStore"
+        )
+    else:
+        message = f"session {session_id!r}: cannot open its file: {exc}"
+    return StoreError(message, code="STORAGE_ERROR")
+
+
+def _close_all(fds: Iterable[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
