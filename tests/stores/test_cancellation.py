@@ -7,6 +7,8 @@ any deadline (which is how an enter cancelled mid-open was first seen).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,10 @@ import retinue
 from retinue._content import MessageSource
 from retinue._errors import StoreError
 from retinue.session import Session, TurnStart, TurnTrigger
-from retinue.stores import JSONLStore, SQLiteStore
+from retinue.stores import AppendBatch, JSONLStore, SQLiteStore
+from retinue.stores._jsonl import JSONLBackend
 from retinue.stores._sqlite import SQLiteBackend
+from retinue.stores._writebehind import BufferedStore
 from retinue.testing import Reply, ScriptedModel
 from tests.stores._kit import run_turn
 
@@ -109,3 +113,64 @@ async def test_memory_store_flush_commits_even_inside_a_cancelled_scope() -> Non
     assert not scope.cancelled_caught
     stored = await store.inspect("kept")
     assert [event.type for event in stored.events] == ["turn/start"]
+
+
+async def test_store_aclose_cancelled_while_draining_still_releases_the_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a deadline inside ``aclose``'s last write still closes the storage and drops its locks."""
+    root = tmp_path / "sessions"
+    store = JSONLStore(root)  # no ``async with``: aclose drains directly
+    session = Session.create("drained")
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    run_turn(session, "left for the drain")
+    real_write = JSONLBackend.write
+
+    def slow_write(
+        backend: JSONLBackend, batches: Sequence[AppendBatch]
+    ) -> list[StoreError | None]:
+        time.sleep(0.2)  # noqa: TID251 - a slow fsync, in the store's worker thread
+        return real_write(backend, batches)
+
+    monkeypatch.setattr(JSONLBackend, "write", slow_write)
+    with trio.fail_after(REAL_DEADLINE):
+        with trio.move_on_after(0.05) as scope:
+            await store.aclose()
+        assert scope.cancel_called
+        assert " closed " in repr(store)
+        monkeypatch.undo()
+        async with JSONLStore(root) as other:
+            assert len((await other.load("drained")).events) == len(session.events)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "jsonl"])
+async def test_store_entered_again_by_the_runtime_stays_open_until_the_outer_exit(
+    tmp_path: Path, kind: str
+) -> None:
+    """R12.10: ``open_runtime(store=...)`` inside ``async with store`` leaves the store to its owner.
+
+    The runtime's exit disposes its agents but does not close the store, so a
+    second runtime resumes the session; the outermost exit closes it.
+    """
+    stores: dict[str, Callable[[], BufferedStore]] = {
+        "memory": retinue.stores.MemoryStore,
+        "sqlite": lambda: SQLiteStore(tmp_path / "sessions.db"),
+        "jsonl": lambda: JSONLStore(tmp_path / "sessions"),
+    }
+    store = stores[kind]()
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    options = retinue.AgentOptions(model="scripted")
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            async with retinue.open_runtime(models=model, store=store) as rt:
+                agent = await rt.create_agent("a", options)
+                await agent.ask("one")
+            assert await store.exists(agent.id)
+            async with retinue.open_runtime(models=model, store=store) as rt:
+                resumed = await rt.resume_agent(agent.id, options)
+                await resumed.ask("two")
+            stored = await store.inspect(agent.id)
+        assert " closed " in repr(store)
+    assert [event.type for event in stored.events].count("turn/end") == 2

@@ -51,6 +51,7 @@ class BufferedStore:
         self._closed = False
         self._session_locks: dict[str, trio.Lock] = {}
         self._stack: contextlib.AsyncExitStack | None = None
+        self._depth = 0
 
     @property
     def durable(self) -> bool:
@@ -65,8 +66,14 @@ class BufferedStore:
         If cancelled or failing part-way (say, a deadline that fires while the
         storage opens in its worker thread), the writer's nursery is closed
         again and storage opened here is released, so the store can be
-        entered again later.
+        entered again later. Entering a store that is already entered (say,
+        ``open_runtime(store=store)`` inside ``async with store:``) shares the
+        running writer; only the outermost exit drains and closes the store.
         """
+        if self._depth:
+            self._depth += 1
+            await trio.lowlevel.checkpoint()
+            return self
         was_open = self._opened
         stack = contextlib.AsyncExitStack()
         nursery: trio.Nursery | None = None
@@ -87,6 +94,7 @@ class BufferedStore:
                         await self._release_storage()
             raise
         self._stack = stack
+        self._depth = 1
         return self
 
     async def __aexit__(
@@ -98,8 +106,14 @@ class BufferedStore:
         """Drain every buffer, stop the writer and close the storage.
 
         If the body raised, a failure to drain is logged rather than raised, so
-        it does not hide the body's exception.
+        it does not hide the body's exception. An inner exit of a nested
+        ``async with`` does nothing.
         """
+        if self._depth > 1:
+            self._depth -= 1
+            await trio.lowlevel.checkpoint()
+            return
+        self._depth = 0
         try:
             await self.aclose()
         except StoreError:
@@ -134,7 +148,10 @@ class BufferedStore:
             raise
         self._stop_tracking(tracked)
         if self._opened:
-            await self._call(self._backend.close, "closing the store")
+            self._opened = False
+            # Shielded: a store marked closed must not keep its locks or connections.
+            with trio.CancelScope(shield=True):
+                await self._call(self._backend.close, "closing the store")
         errors = [error for error in results if error is not None]
         if errors:
             summary = "; ".join(error.message for error in errors)
