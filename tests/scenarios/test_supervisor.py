@@ -284,6 +284,49 @@ async def test_runtime_shutdown_disposes_every_agent_and_flushes_its_turn(
     assert turn_ends(idle.session.events) == ["completed"]
 
 
+@pytest.mark.parametrize("how", ["create", "resume"])
+async def test_runtime_shutdown_aborts_a_creation_still_in_its_setup(
+    autojump_clock: trio.testing.MockClock, how: str
+) -> None:
+    """R12.10: ``aclose`` aborts creations in flight ("agent loop is not active") and awaits them.
+
+    The setup's scoped listener is unwound, nothing is published, and no
+    agent runs after shutdown.
+    """
+    heard: list[str] = []
+    outcomes: list[object] = []
+    model = ScriptedModel([Reply("hi")], repeat_last=True)
+    async with runtime(model) as rt:
+        stored = await rt.create_agent("stored", OPTIONS)
+        await stored.ask("hello")
+        await stored.dispose()
+
+        async def slow_setup(agent: retinue.Agent) -> None:
+            rt.hooks.on("agent/status", lambda _a, status: heard.append(status), agent=agent)
+            await trio.sleep(10)
+
+        async def create() -> None:
+            try:
+                if how == "create":
+                    outcomes.append(await rt.create_agent("late", OPTIONS, setup=slow_setup))
+                else:
+                    outcomes.append(await rt.resume_agent(stored.id, OPTIONS, setup=slow_setup))
+            except RuntimeError as exc:
+                outcomes.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(create)
+            await trio.sleep(1)
+            await rt.aclose()
+            assert len(outcomes) == 1, "aclose returned before the creation unwound"
+        (outcome,) = outcomes
+        assert isinstance(outcome, RuntimeError)
+        assert "agent loop is not active" in str(outcome)
+        assert len(rt.agents) == 0
+        assert not rt.hooks.has_listeners("agent/status")
+        assert heard == []
+
+
 async def test_runtime_runs_two_hundred_agents_with_tool_calls(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from functools import partial
 from typing import final
 
@@ -56,6 +56,10 @@ class Runtime:
     _closing: bool = attrs.field(default=False, init=False)
     _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
     _reserved: set[str] = attrs.field(factory=set, init=False)
+    _creations: set[trio.CancelScope] = attrs.field(factory=set, init=False)
+    _creation_ended: trio.lowlevel.ParkingLot = attrs.field(
+        factory=trio.lowlevel.ParkingLot, init=False
+    )
 
     @property
     def hooks(self) -> HookBus:
@@ -119,8 +123,7 @@ class Runtime:
         """
         options = options or AgentOptions()
         agent_id = session_id or f"{name}-session-{uuid.uuid4()}"
-        self._reserve(agent_id)
-        try:
+        with self._creating(agent_id):
             if await self.store.exists(agent_id):
                 raise SessionError(
                     f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
@@ -129,8 +132,6 @@ class Runtime:
             agent = self._make_agent(session, options)
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
-        finally:
-            self._reserved.discard(agent_id)
         return agent
 
     async def resume_agent(
@@ -145,14 +146,11 @@ class Runtime:
         Seqs and turn numbers continue; the first request logs a ``resume`` header
         (R11.15, R11.16).
         """
-        self._reserve(agent_id)
-        try:
+        with self._creating(agent_id):
             session = await self.store.load(agent_id)
             agent = self._make_agent(session, options or AgentOptions())
             await self._setup(agent, setup)
             self._publish(agent, source="resume", new=False)
-        finally:
-            self._reserved.discard(agent_id)
         return agent
 
     def fork_agent_session(
@@ -172,8 +170,7 @@ class Runtime:
         self, session: Session, options: AgentOptions | None = None, *, setup: Setup | None = None
     ) -> Agent:
         """Start an agent on a forked session (a fresh ``startup``, R11.17)."""
-        self._reserve(session.id)
-        try:
+        with self._creating(session.id):
             if await self.store.exists(session.id):
                 raise SessionError(
                     f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS"
@@ -181,9 +178,23 @@ class Runtime:
             agent = self._make_agent(session, options or AgentOptions())
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
-        finally:
-            self._reserved.discard(session.id)
         return agent
+
+    @contextmanager
+    def _creating(self, agent_id: str) -> Iterator[None]:
+        """Reserve *agent_id* for one creation in flight, which :meth:`aclose` aborts (R12.10)."""
+        self._reserve(agent_id)
+        scope = trio.CancelScope()
+        self._creations.add(scope)
+        try:
+            with scope:
+                yield
+        finally:
+            self._creations.discard(scope)
+            self._reserved.discard(agent_id)
+            self._creation_ended.unpark_all()
+        if scope.cancelled_caught:
+            raise RuntimeError(f"agent loop is not active: {agent_id!r} was not started")
 
     def _reserve(self, agent_id: str) -> None:
         if self._closing:
@@ -232,7 +243,10 @@ class Runtime:
                 log.exception("cleanup of agent %s failed (contained)", agent_id)
 
     def _publish(self, agent: Agent, *, source: str, new: bool) -> None:
-        """Publication order (R12.5); synchronous."""
+        """Publication order (R12.5); synchronous. Refused once shutdown has begun (R12.10)."""
+        if self._closing:
+            self._unwind(agent.id)
+            raise RuntimeError(f"agent loop is not active: {agent.id!r} was not started")
         core = _core(agent)
         if new:
             self.store.attach_new(core.session)
@@ -281,8 +295,15 @@ class Runtime:
                 core.torn_down.set()
 
     async def aclose(self) -> None:
-        """Stop accepting agents and dispose every live one (R12.10)."""
+        """Stop accepting agents, abort creations in flight, dispose every live agent (R12.10).
+
+        Waits until every aborted creation has unwound and every agent is disposed.
+        """
         self._closing = True
+        for scope in self._creations:
+            scope.cancel()
+        while self._creations:
+            await self._creation_ended.park()
         async with trio.open_nursery() as nursery:
             for agent in self.agents.list():
                 nursery.start_soon(agent.dispose)
