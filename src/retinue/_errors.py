@@ -36,6 +36,7 @@ __all__ = [
     "SessionError",
     "StoreError",
     "ToolError",
+    "describe_error",
 ]
 
 
@@ -127,3 +128,17 @@ class ToolError(RetinueError):
 
 class StoreError(RetinueError):
     """A session store refused or failed an operation; ``code`` says why."""
+
+
+def describe_error(error: BaseException) -> str:
+    """The message of *error*; its type name when the message is empty or cannot be read.
+
+    Errors raised by plugins and tools are described with this, so an
+    exception whose ``__str__`` raises still ends its turn or its tool call
+    as an error instead of escaping the handler that reports it.
+    """
+    try:
+        text = str(error)
+    except Exception:
+        return f"{type(error).__name__} (its message could not be read)"
+    return text or type(error).__name__

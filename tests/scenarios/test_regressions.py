@@ -614,6 +614,11 @@ class _CodedError(Exception):
         self.code = code
 
 
+class _UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise ValueError("this message cannot be read")
+
+
 @pytest.mark.parametrize(
     ("error", "message", "code"),
     [
@@ -625,8 +630,9 @@ class _CodedError(Exception):
         (_CodedError("foreign coded", "E42"), "foreign coded", "E42"),
         (_CodedError("numeric code", 42), "numeric code", None),
         (KeyError(), "KeyError", None),
+        (_UnprintableError(), "_UnprintableError (its message could not be read)", None),
     ],
-    ids=["retinue-code", "foreign-code", "non-string-code", "no-message"],
+    ids=["retinue-code", "foreign-code", "non-string-code", "no-message", "unprintable"],
 )
 async def test_plugin_errors_are_normalised_and_keep_their_code(
     autojump_clock: trio.testing.MockClock, error: Exception, message: str, code: str | None
@@ -642,6 +648,28 @@ async def test_plugin_errors_are_normalised_and_keep_their_code(
         rt.hooks.on("agent/pre-step", raising, agent=agent)
         result = await agent.ask("go")
         assert result.reason == TurnEndReason.error(1, message, code)
+
+
+async def test_tool_raising_an_unprintable_error_gets_an_error_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Edges / R9.2: a tool whose exception cannot be printed still yields an error result; the turn goes on."""
+
+    @retinue.tool
+    async def broken() -> str:
+        """Fail in a way that cannot be described."""
+        await trio.lowlevel.checkpoint()
+        raise _UnprintableError
+
+    model = ScriptedModel([CallTools([ToolCallSpec("broken", "{}", id="b")]), Reply("done")])
+    async with runtime(model, tools=[broken]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        assert (result.reason.kind, result.text) == ("completed", "done")
+        (answer,) = [e.data for e in of_type(agent.session.events, "tool/result")]
+        assert isinstance(answer, ToolResultEvent)
+        assert answer.is_error
+        assert answer.content == (Text("Error: _UnprintableError (its message could not be read)"),)
 
 
 async def test_dispose_during_streaming_keeps_the_chunks_and_ends_disposed(

@@ -6,6 +6,7 @@ import logging
 
 import trio
 
+from retinue._errors import describe_error
 from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
@@ -83,7 +84,7 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
             raise
         log.warning("turn %d of agent %s failed before it opened: %s", turn, core.id, exc)
         core.emit("agent/error", turn, 0, exc)
-        reason = TurnEndReason.error(0, str(exc) or type(exc).__name__, "TURN_NOT_OPENED")
+        reason = TurnEndReason.error(0, describe_error(exc), "TURN_NOT_OPENED")
         settle(items, TurnResult(turn, reason))
         return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice
 

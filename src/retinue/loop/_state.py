@@ -7,6 +7,7 @@ import logging
 import attrs
 
 from retinue._content import ContentBlock, Text, ToolCall, content_text
+from retinue._errors import describe_error
 from retinue._stream import Usage
 from retinue.session import (
     StepEnd,
@@ -20,7 +21,7 @@ from retinue.session import (
 from ._core import AgentCore
 from ._summary import add_usage
 
-__all__ = ["StepCalls", "TurnState", "error_code", "error_message"]
+__all__ = ["StepCalls", "TurnState", "error_code"]
 
 log = logging.getLogger("retinue.loop")
 
@@ -30,12 +31,6 @@ def leaf_error(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
-
-
-def error_message(error: BaseException) -> str:
-    """The message of an error, or its type name when it has none."""
-    text = str(error)
-    return text or type(error).__name__
 
 
 def error_code(error: BaseException) -> str | None:
@@ -83,12 +78,12 @@ class TurnState:
         """First error wins (R7.45); reports ``agent/error`` with failures contained."""
         if self.error_recorded:
             return
-        self.error_recorded = True
         error = leaf_error(error)
         code = error_code(error)
         if code is None and not isinstance(error, Exception):
             code = "UNKNOWN"
-        self.reason = TurnEndReason.error(self.step, error_message(error), code)
+        self.reason = TurnEndReason.error(self.step, describe_error(error), code)
+        self.error_recorded = True
         self.core.emit("agent/error", self.turn, self.step, error)
 
     def set_interrupted(self) -> None:

@@ -8,6 +8,7 @@ from typing import final
 import attrs
 import trio
 
+from retinue._errors import describe_error
 from retinue.loop import AgentCore, run_flusher, run_loop
 from retinue.session import ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
@@ -84,7 +85,7 @@ def _restart_after(
 
 def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
     session = core.session
-    reason = TurnEndReason.error(0, f"driver crashed: {error}", "DRIVER_CRASH")
+    reason = TurnEndReason.error(0, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
     closers = closing_events(
         session.events,
         reason,

@@ -9,13 +9,13 @@ from types import CoroutineType
 
 import trio
 
+from retinue._errors import describe_error
 from retinue._lossless import thaw_json
 
 from ._execution import (
     ToolExecution,
     ToolExecutionResult,
     error_result,
-    exception_message,
     exception_result,
     output_result,
 )
@@ -93,7 +93,7 @@ async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
     try:
         kwargs = _keyword_arguments(tool, execution)
     except Exception as exc:
-        return invalid_arguments(execution, exception_message(exc))
+        return invalid_arguments(execution, describe_error(exc))
     try:
         if tool.timeout is None:
             return output_result(execution.call_id, await _call(tool, kwargs))

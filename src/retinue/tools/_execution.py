@@ -21,7 +21,7 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
 )
-from retinue._errors import InvalidJsonError, RetinueError
+from retinue._errors import InvalidJsonError, RetinueError, describe_error
 from retinue._lossless import JsonValue, freeze_json
 from retinue.session import ToolErrorInfo
 
@@ -34,7 +34,6 @@ __all__ = [
     "check_result",
     "error_info",
     "error_result",
-    "exception_message",
     "exception_result",
     "output_result",
 ]
@@ -123,11 +122,6 @@ def error_info(exc: BaseException) -> ToolErrorInfo | None:
     return None
 
 
-def exception_message(exc: BaseException) -> str:
-    """The message of *exc*, or its type name when the message is empty."""
-    return str(exc) or type(exc).__name__
-
-
 def error_result(call_id: str, message: str, *, code: str | None = None) -> ToolExecutionResult:
     """An ``Error: <message>`` result; *code* makes it a coded harness error."""
     error = None if code is None else ToolErrorInfo("ToolError", code)
@@ -137,7 +131,7 @@ def error_result(call_id: str, message: str, *, code: str | None = None) -> Tool
 def exception_result(call_id: str, exc: BaseException) -> ToolExecutionResult:
     """An error result for a raised exception (R9.2); a code is kept (``ToolError``)."""
     return ToolExecutionResult(
-        call_id, (Text(f"Error: {exception_message(exc)}"),), is_error=True, error=error_info(exc)
+        call_id, (Text(f"Error: {describe_error(exc)}"),), is_error=True, error=error_info(exc)
     )
 
 
