@@ -95,3 +95,44 @@ async def test_a_store_s_own_flush_is_awaited_every_turn(
         await agent.ask("two")
         assert store.flushes == 2
         assert store.statistics().buffered_events == 0
+
+
+class _SlowWrapper(DelegatingStore):
+    """A wrapper whose flush waits for the test before committing."""
+
+    def __init__(self, store: BufferedStore) -> None:
+        super().__init__(store)
+        self.entered = trio.Event()
+        self.release = trio.Event()
+
+    async def flush(self, session: Session) -> None:
+        self.entered.set()
+        await self.release.wait()
+        await self.store.flush(session)
+
+
+async def test_dispose_during_a_wrapper_flush_still_commits_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.49, R12.9: a dispose landing in the end-of-turn flush waits for it; nothing is lost or crashed."""
+    inner = MemoryStore()
+    store = _SlowWrapper(inner)
+    restarts: list[object] = []
+    async with runtime(_model(), store=store) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("agent/restarted", lambda _agent, error: restarts.append(error), agent=agent)
+        results: list[object] = []
+
+        async def ask() -> None:
+            results.append(await agent.ask("go"))
+
+        nursery.start_soon(ask)
+        await store.entered.wait()
+        nursery.start_soon(agent.dispose)
+        await trio.sleep(1)
+        store.release.set()
+    (result,) = results
+    assert result.reason.kind == "completed"  # type: ignore[attr-defined]
+    assert restarts == []
+    assert inner.statistics().committed_events == len(agent.session.events)
+    check_session_invariants(agent.session.events)
