@@ -11,7 +11,16 @@ import trio.testing
 import retinue
 from retinue import AgentOptions, MessageSource
 from retinue.session import Event
-from retinue.testing import Hang, Reply, ScriptedModel, check_session_invariants
+from retinue.stores import MemoryStore
+from retinue.testing import (
+    CallTools,
+    Hang,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
+from retinue.tools import ToolContext
 from tests.helpers import (
     OPTIONS,
     idle_events,
@@ -270,6 +279,48 @@ async def test_dispose_is_idempotent(autojump_clock: trio.testing.MockClock) -> 
         assert statuses == ["running", "disposed"]
         assert disposed == [agent.id]
         assert turn_ends(agent.session.events) == ["disposed"]
+        check_session_invariants(agent.session.events)
+
+
+@pytest.mark.timeout(30)  # a regression deadlocks inside a shielded wait, out of the clock's reach
+@pytest.mark.parametrize("where", ["tool", "listener"])
+async def test_an_agent_disposing_itself_from_its_own_turn_does_not_deadlock(
+    autojump_clock: trio.testing.MockClock, where: str
+) -> None:
+    """R2.35, R2.36, R12.9: ``await agent.dispose()`` from the agent's own tool or listener.
+
+    The call cannot wait for the driver it runs under: it stops the agent and
+    returns; the turn ends ``disposed``, is flushed, and the agent is torn down.
+    """
+    returned: list[str] = []
+
+    async def stop_me(ctx: ToolContext) -> str:
+        """Dispose the calling agent."""
+        await ctx.agent.dispose()  # type: ignore[attr-defined]
+        returned.append("tool")
+        return "stopped"
+
+    model = ScriptedModel([CallTools([ToolCallSpec("stop_me", "{}", id="s")]), Reply("never")])
+    store = MemoryStore()
+    async with runtime(model, tools=[retinue.tool(stop_me)], store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        disposed: list[str] = []
+        rt.hooks.on("agent/disposed", lambda a: disposed.append(a.id), agent=agent)
+        if where == "listener":
+
+            async def pre_step(*_args: object) -> None:
+                await agent.dispose()
+                returned.append("listener")
+
+            rt.hooks.on("agent/pre-step", pre_step, agent=agent)
+        result = await agent.ask("go")
+        await agent.dispose()
+        assert result.reason.kind == "disposed"
+        assert returned == [where]
+        assert disposed == [agent.id]
+        assert agent.status == "disposed"
+        assert len(rt.agents) == 0
+        assert store.statistics().buffered_events == 0
         check_session_invariants(agent.session.events)
 
 

@@ -160,6 +160,8 @@ class AgentCore:
     disposed: bool = False
     disposed_event: trio.Event = attrs.field(factory=trio.Event)
     driver_exited: trio.Event = attrs.field(factory=trio.Event)
+    driver_task: trio.lowlevel.Task | None = None
+    """The task that runs the driver (and, below it, the agent's tool calls)."""
     torn_down: trio.Event = attrs.field(factory=trio.Event)
     disposal_started: bool = False
     idle_waiters: list[trio.Event] = attrs.field(factory=list)
