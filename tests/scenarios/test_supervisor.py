@@ -20,6 +20,7 @@ import retinue
 from retinue import AgentOptions
 from retinue.loop import _core, _driver, _state
 from retinue.session import RequestHeader, ToolResultEvent, TurnEnd
+from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
     Hang,
@@ -122,7 +123,8 @@ async def test_supervisor_closes_the_open_turn_of_a_crashed_driver(
     model = ScriptedModel(
         [CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")]), Reply("after")]
     )
-    async with runtime(model, tools=[nap]) as rt:
+    store = MemoryStore()
+    async with runtime(model, tools=[nap], store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         errors = record(rt, agent, "agent/error")
 
@@ -147,6 +149,8 @@ async def test_supervisor_closes_the_open_turn_of_a_crashed_driver(
         assert answer.call_id == "c1"
         assert answer.is_error
         assert any(isinstance(args[-1], DriverBugError) for args in errors)
+        await trio.sleep(1)
+        assert store.statistics().buffered_events == 0, "the closing events wait for a turn"
         result = await agent.ask("again")
         assert result.reason.kind == "completed"
         assert result.turn == 2
