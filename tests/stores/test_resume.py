@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 import retinue
@@ -148,3 +149,26 @@ async def _stored_session(kit: StoreKit, session_id: str) -> None:
     with trio.fail_after(60):
         async with retinue.open_runtime(models=_model(), store=kit.open()) as rt:
             await (await rt.create_agent("writer", OPTIONS, session_id=session_id)).ask("hi")
+
+
+async def test_a_failed_resume_gives_up_its_claim_on_the_session(kit: StoreKit) -> None:
+    """R11.15, R12.7: a resume whose setup fails leaves the session free for another writer."""
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=_model(), store=kit.open()) as rt:
+            agent = await rt.create_agent("writer", OPTIONS, session_id="claimed")
+            await agent.ask("first")
+            await agent.dispose()
+
+            def failing_setup(_agent: retinue.Agent) -> None:
+                raise RuntimeError("setup failed")
+
+            with pytest.raises(RuntimeError, match="setup failed"):
+                await rt.resume_agent("claimed", OPTIONS, setup=failing_setup)
+            assert "claimed" not in rt.agents
+            async with kit.open() as other:
+                stored = await other.load("claimed")
+                assert _turn_starts(stored) == [1]
+                other.attach(stored)
+                await other.detach(stored)
+            again = await rt.resume_agent("claimed", OPTIONS)
+            assert (await again.ask("second")).reason.kind == "completed"

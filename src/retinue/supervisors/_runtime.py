@@ -148,10 +148,24 @@ class Runtime:
         """
         with self._creating(agent_id):
             session = await self.store.load(agent_id)
-            agent = self._make_agent(session, options or AgentOptions())
-            await self._setup(agent, setup)
-            self._publish(agent, source="resume", new=False)
+            try:
+                agent = self._make_agent(session, options or AgentOptions())
+                await self._setup(agent, setup)
+                self._publish(agent, source="resume", new=False)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self._release_claim(session)
+                raise
         return agent
+
+    async def _release_claim(self, session: Session) -> None:
+        """Give up the writer claim ``load`` took for a session that was not started."""
+        try:
+            self.store.attach(session)
+            await self.store.detach(session)
+        except Exception:
+            log.exception("releasing session %s after a failed resume failed", session.id)
+            await trio.lowlevel.checkpoint()
 
     def fork_agent_session(
         self, source_id: str, child_id: str, boundary: int | None = None
