@@ -12,18 +12,7 @@ from hypothesis import given
 from retinue._errors import InvalidJsonError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json, loads_frozen
 from retinue.loop import parse_arguments
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=5),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=10,
-)
+from tests.strategies import json_values
 
 
 def _frozen_all_the_way(value: JsonValue) -> bool:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-import hypothesis.strategies as st
 from hypothesis import given
 
 from retinue._lossless import FrozenDict, freeze_json
 from retinue.tools import tool
 from retinue.tools._validate import validate
+from tests.strategies import json_values
 
 
 @tool
@@ -96,19 +96,6 @@ def test_validate_reports_the_matching_branch_of_an_any_of() -> None:
     assert validate("y", schema) == 'arguments: must be one of "x"'
     assert validate(3, schema) == "arguments: expected object or string, got integer"
     assert validate("x", schema) is None
-
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=5),
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
-    ),
-    max_leaves=10,
-)
 
 
 @given(json_values)
