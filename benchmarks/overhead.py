@@ -10,7 +10,9 @@ cost at turn 500 of one session with turn 1.
 Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
 Each N runs in a fresh subprocess so peak RSS is its own; up to 1000 agents
 the floor and retinue run three times each, alternately, and the figures are
-medians (``--one N R`` runs one N with R repeats).
+medians (``--one N R`` runs one N with R repeats). ``--gc-threshold T`` runs
+both sides with CPython's first GC threshold raised to T (default 700), to
+show what that tuning buys a process running many agents.
 """
 
 from __future__ import annotations
@@ -159,31 +161,41 @@ def _repeats(agents: int) -> int:
     return 3 if agents <= 1000 else 1
 
 
-def main(argv: list[str]) -> int:
-    """Run every N in its own subprocess, then the growth measurement."""
-    if argv and argv[0] == "--one":
-        agents = int(argv[1])
-        emit(measure(agents, int(argv[2]) if len(argv) > 2 else _repeats(agents)))
-        return 0
-    if argv and argv[0] == "--growth":
-        emit(measure_growth())
-        return 0
-    counts = [int(arg) for arg in argv] or [1, 100, 1000, 10000]
-    for agents in counts:
-        out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.overhead", "--one", str(agents)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        print(out.stdout.strip(), flush=True)
+def _gc_threshold(argv: list[str]) -> tuple[list[str], int | None]:
+    """Take ``--gc-threshold T`` out of *argv*."""
+    if "--gc-threshold" not in argv:
+        return argv, None
+    at = argv.index("--gc-threshold")
+    return argv[:at] + argv[at + 2 :], int(argv[at + 1])
+
+
+def _run_child(args: list[str], threshold: int | None) -> None:
+    tuning = [] if threshold is None else ["--gc-threshold", str(threshold)]
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.overhead", "--growth"],
+        [sys.executable, "-m", "benchmarks.overhead", *args, *tuning],
         check=True,
         capture_output=True,
         text=True,
     )
     print(out.stdout.strip(), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    """Run every N in its own subprocess, then the growth measurement."""
+    argv, threshold = _gc_threshold(argv)
+    if threshold is not None:
+        gc.set_threshold(threshold, *gc.get_threshold()[1:])
+    if argv and argv[0] == "--one":
+        agents = int(argv[1])
+        record = measure(agents, int(argv[2]) if len(argv) > 2 else _repeats(agents))
+        emit({**record, "gc_threshold0": gc.get_threshold()[0]})
+        return 0
+    if argv and argv[0] == "--growth":
+        emit(measure_growth())
+        return 0
+    for agents in [int(arg) for arg in argv] or [1, 100, 1000, 10000]:
+        _run_child(["--one", str(agents)], threshold)
+    _run_child(["--growth"], threshold)
     return 0
 
 
