@@ -73,6 +73,32 @@ def _results(events: Any) -> list[ToolResultEvent]:
 # -- T-X1 --------------------------------------------------------------------------------
 
 
+async def test_step_result_with_invalid_content_ends_the_turn_without_orphan_results(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R7.45, R4.15: a rewrite whose content is not all blocks is an invalid hook result.
+
+    Nothing of it is logged, so no tool call is registered and no synthetic
+    result answers a call that no assistant message carries.
+    """
+    model = ScriptedModel([Reply("hello")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        broken = Message("assistant", (ToolCall("c1", "echo", "{}"), "not a block"))  # type: ignore[arg-type]
+
+        async def rewrite(*_args: object) -> Message:
+            return broken
+
+        rt.hooks.on("agent/step-result", rewrite, agent=agent)
+        result = await agent.ask("go")
+        events = agent.session.events
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
+        assert of_type(events, "assistant/message") == []
+        assert of_type(events, "tool/call") == of_type(events, "tool/result") == []
+        assert [m.role for m in agent.session.derive_messages()] == ["user"]
+        check_session_invariants(events)
+
+
 async def test_step_result_rewrite_is_what_log_history_and_tools_see(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

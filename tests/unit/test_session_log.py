@@ -203,6 +203,36 @@ def test_append_chunk_logs_what_append_logs_and_notifies_after_the_push() -> Non
     assert {**by_chunk, "seq": 0, "time": 0} == {**by_append, "seq": 0, "time": 0}
 
 
+@pytest.mark.parametrize("path", ["append", "append_chunk"])
+def test_a_raising_observer_does_not_hide_the_event_from_later_observers(path: str) -> None:
+    """R4.8, R4.10: every observer hears every append; the first failure is raised after all ran."""
+    session = _open()
+    heard: list[tuple[str, int]] = []
+
+    def failing(event: Event) -> None:
+        heard.append(("first", event.seq))
+        raise RuntimeError("first observer failed")
+
+    def also_failing(event: Event) -> None:
+        heard.append(("second", event.seq))
+        raise ValueError("second observer failed")
+
+    session.observe(failing)
+    session.observe(also_failing)
+    session.observe(lambda event: heard.append(("third", event.seq)))
+
+    def append() -> None:
+        if path == "append":
+            session.append(UserMessage(_c("hi")), surface="append")
+        else:
+            session.append_chunk(1, 1, TextDelta(0, "a"))
+
+    with pytest.raises(RuntimeError, match="first observer failed"):
+        append()
+    assert heard == [("first", 1), ("second", 1), ("third", 1)]
+    assert len(session.events) == 2
+
+
 def test_seeded_events_do_not_notify() -> None:
     """R4.10, R4.24: a seed is not replayed to observers; only later appends are."""
     source = Session.create("src")
@@ -245,6 +275,23 @@ def test_surface_events_need_a_surface_op(data: EventData) -> None:
 def test_non_surface_events_refuse_a_surface_op(data: EventData) -> None:
     """R4.6: non-surface events must not carry surface metadata."""
     _refused(_open(), "INVALID_SURFACE_OP", data, surface="append")
+
+
+@pytest.mark.parametrize("op", ["prepend", "Append", 0])
+def test_surface_ops_other_than_append_or_replace_are_refused(op: Any) -> None:
+    """R4.6, R4.19: a surface op is ``"append"`` or a ``Replace``; anything else would be stored as nothing."""
+    _refused(_open(), "INVALID_SURFACE_OP", UserMessage(_c("x")), surface=op)
+
+
+@pytest.mark.parametrize("name", ["turn/end", "step/start", "user/message", "session", ""])
+def test_custom_events_cannot_take_a_built_in_type_name(name: str) -> None:
+    """R4.11, R1.6: a custom event named like a built-in type would load back as that type."""
+    session = _open()
+    with pytest.raises(SessionError) as caught:
+        session.append_custom(name, {"turn": 1})
+    assert caught.value.code == "INVALID_EVENT_TYPE"
+    assert len(session.events) == 1
+    assert session.append_custom("plugin/note", {"turn": 1}).type == "plugin/note"
 
 
 def test_surface_events_outside_a_turn_are_refused() -> None:

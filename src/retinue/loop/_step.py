@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from retinue._content import Message, ToolCall
+from retinue._content import Message, ToolCall, as_content
 from retinue._errors import HookError, ModelError
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
@@ -186,7 +186,13 @@ async def _step_result(core: AgentCore, state: TurnState, message: Message) -> M
     )
     if not isinstance(result, Message):
         raise HookError(f"agent/step-result returned {type(result).__name__}, not Message")
-    return result
+    try:
+        content = as_content(result.content)
+    except TypeError as exc:
+        raise HookError(
+            f"agent/step-result returned a message with invalid content: {exc}"
+        ) from exc
+    return result if content is result.content else Message(result.role, content)
 
 
 async def _finish_step(
@@ -208,13 +214,12 @@ async def _finish_step(
     calls = tuple(block for block in message.content if isinstance(block, ToolCall))
     usage = assembler.usage
     if message.content or usage is not None:
+        logged = AssistantMessage(state.turn, state.step, message.content, usage)
+        # Registered before the append: a raising observer still leaves the message
+        # logged, and its calls then need their synthetic results.
         state.calls.calls = calls
         state.note_answer(message.content, usage)
-        core.session.append(
-            AssistantMessage(state.turn, state.step, message.content, usage),
-            surface="append",
-            source_event_seqs=seqs or None,
-        )
+        core.session.append(logged, surface="append", source_event_seqs=seqs or None)
     if not calls:
         return StepOutcome(had_tool_calls=False, finish=finish)  # noqa: ASYNC910 - the step's model stream was its schedule point
     contexts = await run_tool_calls(core, state, signal)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, NamedTuple, TypeAlias, final
+from typing import ClassVar, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
@@ -12,6 +12,7 @@ from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import StreamChunk, Usage
 
 __all__ = [
+    "RESERVED_TYPES",
     "SURFACE_TYPES",
     "AssistantChunk",
     "AssistantMessage",
@@ -320,10 +321,20 @@ class RequestHeaderDelta:
 @final
 @attrs.frozen
 class CustomEvent:
-    """An event type retinue does not model (plugins, newer versions); kept verbatim."""
+    """An event type retinue does not model (plugins, newer versions); kept verbatim.
 
-    type: str
+    Its type may not be empty nor the name of a built-in event type (or of the
+    stored header line, ``session``): loaded back, such a record would be read
+    as that type, not as this event.
+    """
+
+    type: str = attrs.field(validator=lambda _event, _field, value: _check_custom_type(value))
     data: JsonValue = attrs.field(factory=FrozenDict, converter=_frozen_json)
+
+
+def _check_custom_type(value: object) -> None:
+    if not isinstance(value, str) or not value or value in RESERVED_TYPES:
+        raise ValueError(f"{value!r} cannot be a custom event type (empty or reserved)")
 
 
 EventData: TypeAlias = (
@@ -343,6 +354,11 @@ EventData: TypeAlias = (
     | RequestHeaderDelta
     | CustomEvent
 )
+
+RESERVED_TYPES = frozenset(
+    {"session", *(kind.type for kind in get_args(EventData) if kind is not CustomEvent)}
+)
+"""Names no :class:`CustomEvent` may take: the built-in event types and the header line's."""
 
 SURFACE_TYPES = frozenset(
     {"user/message", "assistant/message", "tool/result", "context/message", "steering/message"}

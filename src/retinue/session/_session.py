@@ -65,6 +65,19 @@ def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
     )
 
 
+def _notify(observers: tuple[Observer, ...], event: Event) -> None:
+    """Call every observer; the first failure is raised once all have run (R4.8, R4.10)."""
+    failure: Exception | None = None
+    for observer in observers:
+        try:
+            observer(event)
+        except Exception as exc:
+            if failure is None:
+                failure = exc
+    if failure is not None:
+        raise failure
+
+
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
     return _time_ns() // 1_000_000
@@ -230,8 +243,8 @@ class Session:
             )
             self._validate(event)
             self._record(event)
-        for observer in self._observers:
-            observer(event)
+        if self._observers:
+            _notify(self._observers, event)
         return event
 
     def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> int:
@@ -245,8 +258,8 @@ class Session:
         data = _new_tuple(AssistantChunk, (turn, step, chunk))
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
         events.append(event)
-        for observer in self._observers:
-            observer(event)
+        if self._observers:
+            _notify(self._observers, event)
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
@@ -254,11 +267,15 @@ class Session:
 
         Raises:
             InvalidJsonError: *data* is not lossless JSON; the message names the type.
+            SessionError: *event_type* is empty or a built-in type's name
+                (``INVALID_EVENT_TYPE``).
         """
         try:
             custom = CustomEvent(event_type, data)
         except InvalidJsonError as exc:
             raise InvalidJsonError(f"{event_type} event data: {exc}") from exc
+        except ValueError as exc:
+            raise SessionError(str(exc), code="INVALID_EVENT_TYPE") from exc
         return self.append(custom)
 
     def dump(self) -> list[dict[str, object]]:
@@ -285,7 +302,7 @@ class Session:
         )
 
     def _validate(self, event: Event) -> None:
-        kind = event.type
+        kind = event.data.type
         if kind in SURFACE_TYPES:
             if event.surface_op is None:
                 raise SessionError(f"{kind} needs a surface op", code="MISSING_SURFACE_OP")
@@ -293,6 +310,12 @@ class Session:
                 raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
         elif event.surface_op is not None:
             raise SessionError(f"{kind} cannot carry a surface op", code="INVALID_SURFACE_OP")
+        op = event.surface_op
+        if op is not None and op != "append" and type(op) is not Replace:
+            raise SessionError(
+                f"{kind}: surface op {op!r} is neither 'append' nor a Replace",
+                code="INVALID_SURFACE_OP",
+            )
         sources = event.source_event_seqs
         if sources is not None and not _valid_sources(sources, event.seq):
             raise SessionError(
