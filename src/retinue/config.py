@@ -301,6 +301,8 @@ def load_config(path: str | os.PathLike[str]) -> LoopConfig:
         raise ConfigError(f"cannot read configuration {os.fspath(path)}: {reason}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML in {os.fspath(path)}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {os.fspath(path)}: not UTF-8 text ({exc})") from exc
     return parse_config(data, source=path)
 
 

@@ -178,6 +178,10 @@ def test_load_config_reports_invalid_toml_and_missing_files(tmp_path: Path) -> N
     missing = tmp_path / "absent.toml"
     with pytest.raises(retinue.ConfigError, match=f"cannot read configuration {missing}"):
         load_config(missing)
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes('[[agents]]\nname = "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(retinue.ConfigError, match=f"invalid TOML in {latin1}: not UTF-8"):
+        load_config(latin1)
 
 
 def test_values_built_in_python_are_validated_too() -> None:

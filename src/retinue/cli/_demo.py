@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import random
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -17,9 +19,12 @@ from rich.live import Live
 from rich.table import Table
 
 import retinue
+from retinue._errors import describe_error
 from retinue.session import Event
 
 __all__ = ["add_parser", "run_demo"]
+
+log = logging.getLogger("retinue.cli")
 
 CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Hanoi", "Perth", "Quito", "Tunis")
 
@@ -29,8 +34,12 @@ def add_parser(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "demo", help="run many agents concurrently and show them working"
     )
-    parser.add_argument("--agents", type=int, default=20, help="how many agents (default 20)")
-    parser.add_argument("--turns", type=int, default=3, help="prompts per agent (default 3)")
+    parser.add_argument(
+        "--agents", type=_at_least_one, default=20, help="how many agents (default 20)"
+    )
+    parser.add_argument(
+        "--turns", type=_at_least_one, default=3, help="prompts per agent (default 3)"
+    )
     parser.add_argument("--latency", type=float, default=0.05, help="model latency in seconds")
     parser.add_argument("--seed", type=int, default=7, help="random seed")
     parser.add_argument(
@@ -45,11 +54,44 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--base-url", default=None, help="an OpenAI-compatible base URL")
     parser.add_argument(
         "--store",
+        type=_store_spec,
         default="sqlite:retinue.db",
         help="sqlite:PATH | jsonl:DIR | postgres:DSN | memory",
     )
     parser.add_argument("--no-live", action="store_true", help="print only the summary")
-    parser.set_defaults(handler=lambda args: trio.run(run_demo, args))
+    parser.set_defaults(handler=_run)
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _store_spec(spec: str) -> str:
+    """Check a ``--store`` value when the command line is parsed, not mid-run."""
+    if spec != "memory":
+        from ._sessions import parse_store_spec
+
+        parse_store_spec(spec)
+    return spec
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the demo; a failure (a missing API key, an unreachable store) is one line, not a traceback."""
+    try:
+        return int(trio.run(run_demo, args))
+    except Exception as exc:
+        log.warning("retinue demo failed", exc_info=True)  # shown with -v
+        print(f"retinue demo: {describe_error(_leaf(exc))}", file=sys.stderr)
+        return 1
+
+
+def _leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 @attrs.define

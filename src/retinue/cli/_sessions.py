@@ -29,25 +29,48 @@ from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._common import parse_header
 from retinue.stores._writebehind import BufferedStore
 
-__all__ = ["add_parser", "describe", "open_store", "read_jsonl", "run", "to_jsonl"]
+__all__ = [
+    "add_parser",
+    "describe",
+    "open_store",
+    "parse_store_spec",
+    "read_jsonl",
+    "run",
+    "to_jsonl",
+]
 
 DEFAULT_STORE = "sqlite:retinue.db"
 
 
-def open_store(spec: str) -> BufferedStore:
-    """Build a store from ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN``."""
+def parse_store_spec(spec: str) -> tuple[str, str]:
+    """Split ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN`` into kind and location.
+
+    Raises:
+        argparse.ArgumentTypeError: the spec has no location or an unknown kind.
+    """
     kind, separator, location = spec.partition(":")
     if not separator or not location:
         raise argparse.ArgumentTypeError(
             f"invalid store {spec!r}: use sqlite:PATH, jsonl:DIR or postgres:DSN"
         )
-    if kind == "sqlite":
-        return SQLiteStore(location)
-    if kind == "jsonl":
-        return JSONLStore(location)
-    if kind == "postgres":
-        return PostgresStore(location)
-    raise argparse.ArgumentTypeError(f"unknown store kind {kind!r}: use sqlite, jsonl or postgres")
+    if kind not in _STORES:
+        raise argparse.ArgumentTypeError(
+            f"unknown store kind {kind!r}: use sqlite, jsonl or postgres"
+        )
+    return kind, location
+
+
+def open_store(spec: str) -> BufferedStore:
+    """Build a store from ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN``."""
+    kind, location = parse_store_spec(spec)
+    return _STORES[kind](location)
+
+
+_STORES: dict[str, Callable[[str], BufferedStore]] = {
+    "sqlite": SQLiteStore,
+    "jsonl": JSONLStore,
+    "postgres": PostgresStore,
+}
 
 
 def add_parser(subparsers: Any) -> None:
