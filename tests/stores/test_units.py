@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from retinue._content import MessageSource, Text, ToolCall
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue._stream import BlockEnd, Errored, Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from retinue.session import (
     AssistantChunk,
@@ -111,6 +111,64 @@ def test_encode_event_escapes_lone_surrogates() -> None:
     line.encode("utf-8")
     assert "\\ud800" in line
     assert decode_event(line) == event
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (
+            '{"seq":1.9,"type":"step/start","time":5,"data":{"turn":2,"step":1}}',
+            "expected an integer, got 1.9",
+        ),
+        (
+            '{"seq":1,"type":"step/start","time":5,"data":{"turn":"2","step":1}}',
+            "expected int @ $.data.turn",
+        ),
+        (
+            (
+                '{"seq":0,"type":"tool/result","time":5,"data":{"turn":1,"step":1,"call_id":7,'
+                '"content":[{"type":"text","text":"x"}]}}'
+            ),
+            "expected str @ $.data.call_id",
+        ),
+        (
+            (
+                '{"seq":0,"type":"tool/result","time":5,"data":{"turn":1,"step":1,"call_id":"c",'
+                '"content":[{"type":"text","text":"x"}],"is_error":"false"}}'
+            ),
+            "expected bool @ $.data.is_error",
+        ),
+        (
+            (
+                '{"seq":0,"type":"user/message","time":5,"data":{"content":[{"type":"text","text":12}]}'
+                ',"surface_op":"append"}'
+            ),
+            "expected str @ $.data.content[0].text",
+        ),
+        (
+            (
+                '{"seq":0,"type":"assistant/chunk","time":5,"data":{"turn":1,"step":true,'
+                '"chunk":{"type":"text-delta","index":0,"text":"a"}}}'
+            ),
+            "expected an integer, got True",
+        ),
+    ],
+)
+def test_decode_event_refuses_a_row_with_a_wrong_field_type(line: str, problem: str) -> None:
+    """R11.10, R1.6: a stored row is never coerced; the error names the seq and the field."""
+    with pytest.raises(CorruptSessionError) as caught:
+        decode_event(line, session_id="s1")
+    assert str(caught.value).startswith("session 's1': event seq ")
+    assert problem in str(caught.value)
+
+
+def test_decode_event_keeps_an_integer_in_a_number_field() -> None:
+    """R1.6: a whole number stored where a float may be is written back unchanged."""
+    line = (
+        '{"seq":0,"type":"request/header","time":5,"data":{"header":{"config":'
+        '{"model":"m","temperature":1}},"reason":"initial"}}'
+    )
+    assert encode_event(decode_event(line)) == line
 
 
 async def test_store_failed_write_keeps_the_buffer_and_does_not_poison() -> None:

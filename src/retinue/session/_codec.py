@@ -117,6 +117,34 @@ FINISH_SINGLETONS: dict[str, FinishReason] = {
 converter = cattrs.Converter()
 
 
+def _exact_int(value: Any) -> int:
+    """*value* if it is a JSON integer; a stored row is never coerced (``1.9`` is not ``1``)."""
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _exact(kind: type[Any]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError(f"expected {kind.__name__}, got {value!r}")
+        return value
+
+    return structure
+
+
+def _number(value: Any, _: Any) -> float:
+    # An integer stays one, so a stored ``1`` is written back as ``1``.
+    if type(value) is not int and type(value) is not float:
+        raise TypeError(f"expected a number, got {value!r}")
+    return value
+
+
+for _primitive in (str, int, bool):
+    converter.register_structure_hook(_primitive, _exact(_primitive))
+converter.register_structure_hook(float, _number)
+
+
 def _plain_unstructure(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
     """Unstructure an attrs value or named tuple to a dict: its tag first, ``None`` fields omitted."""
     tuple_fields = getattr(cls, "_fields", None)  # a named tuple's field names
@@ -219,7 +247,7 @@ def _structure_surface(value: Any, _: Any) -> SurfaceOp:
     if value == "append":
         return "append"
     if isinstance(value, Mapping) and value.get("op") == "replace":
-        return Replace(int(value["start"]), int(value["end"]))
+        return Replace(_exact_int(value["start"]), _exact_int(value["end"]))
     raise ValueError(f"invalid surface op {value!r}")
 
 
@@ -231,13 +259,16 @@ converter.register_structure_hook(SurfaceOp, _structure_surface)
 converter.register_structure_hook(
     ToolCallDelta,
     lambda value, _: ToolCallDelta(
-        int(value["index"]), value.get("id"), value["arguments_delta"], value.get("name")
+        _exact_int(value["index"]),
+        _exact(str)(value.get("id"), None) if value.get("id") is not None else None,
+        _exact(str)(value["arguments_delta"], None),
+        _exact(str)(value.get("name"), None) if value.get("name") is not None else None,
     ),
 )
 converter.register_structure_hook(
     AssistantChunk,
     lambda value, _: AssistantChunk(
-        int(value["turn"]), int(value["step"]), _structure_chunk(value["chunk"], None)
+        _exact_int(value["turn"]), _exact_int(value["step"]), _structure_chunk(value["chunk"], None)
     ),
 )
 converter.register_structure_hook(JsonValue, lambda value, _: freeze_json(value))
@@ -270,17 +301,24 @@ def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
         sources = raw.get("source_event_seqs")
         surface = raw.get("surface_op")
         return Event(
-            seq=int(raw["seq"]),
-            time=int(raw["time"]),
+            seq=_exact_int(raw["seq"]),
+            time=_exact_int(raw["time"]),
             data=data,
-            source_event_seqs=None if sources is None else tuple(int(s) for s in sources),
+            source_event_seqs=None if sources is None else tuple(_exact_int(s) for s in sources),
             surface_op=None if surface is None else _structure_surface(surface, None),
         )
     except (KeyError, TypeError, ValueError, cattrs.BaseValidationError) as exc:
         where = raw.get("seq", "?")
         raise CorruptSessionError(
-            f"session {session_id!r}: event seq {where} is malformed: {exc}"
+            f"session {session_id!r}: event seq {where} is malformed: {_problem(exc)}"
         ) from exc
+
+
+def _problem(exc: Exception) -> str:
+    """What is wrong, naming the field (``... @ $.data.turn``) when cattrs knows it."""
+    if isinstance(exc, cattrs.BaseValidationError):
+        return "; ".join(cattrs.transform_error(exc, path="$.data"))
+    return str(exc)
 
 
 def dump_header(header: SessionHeader) -> dict[str, Any]:
