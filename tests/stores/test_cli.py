@@ -113,3 +113,16 @@ def test_cli_sessions_errors_exit_nonzero(
     assert "'missing' is not stored" in capsys.readouterr().err
     assert _cli("--store", "redis:x", "list") == 1
     assert "unknown store kind" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["list", "show", "export", "replay"])
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_cli_sessions_read_commands_never_create_a_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, kind: str
+) -> None:
+    """A mistyped store path is reported; reading commands create nothing there."""
+    missing = tmp_path / "typo"
+    argv = ["--store", f"{kind}:{missing}", command, *([] if command == "list" else ["some-id"])]
+    assert _cli(*argv) == 1
+    assert f"no {kind} store at" in capsys.readouterr().err
+    assert not missing.exists()

@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -108,8 +109,11 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one ``sessions`` sub-command; returns the exit status (1 on a store error)."""
     command = _COMMANDS[args.sessions_command]
+    spec = getattr(args, "store", DEFAULT_STORE)
     try:
-        store = open_store(getattr(args, "store", DEFAULT_STORE))
+        if args.sessions_command in _READ_ONLY:
+            _check_exists(spec)
+        store = open_store(spec)
         return int(trio.run(command, store, args))
     except (RetinueError, argparse.ArgumentTypeError, OSError) as exc:
         print(f"retinue sessions {args.sessions_command}: {exc}", file=sys.stderr)
@@ -180,6 +184,16 @@ async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
     if session.is_turn_open:
         print(f"{session.id}: ends inside turn {session.last_turn}; loading it closes the turn")
     return 0
+
+
+# Commands that only read: a mistyped path must not create (or convert) a store there.
+_READ_ONLY = frozenset({"list", "show", "export", "replay"})
+
+
+def _check_exists(spec: str) -> None:
+    kind, location = parse_store_spec(spec)
+    if kind != "postgres" and not Path(location).exists():
+        raise argparse.ArgumentTypeError(f"no {kind} store at {location!r}")
 
 
 _COMMANDS: dict[str, Callable[[BufferedStore, argparse.Namespace], Any]] = {
