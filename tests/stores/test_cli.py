@@ -126,3 +126,22 @@ def test_cli_sessions_read_commands_never_create_a_store(
     assert _cli(*argv) == 1
     assert f"no {kind} store at" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_cli_sessions_import_skips_blank_lines_and_names_a_bad_line(
+    stored: tuple[str, Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An edited export with trailing blank lines imports; a broken line is named by its number."""
+    spec, _, _ = stored
+    exported = tmp_path / "done.jsonl"
+    assert _cli("--store", spec, "export", "done", "-o", str(exported)) == 0
+    text = exported.read_text()
+    exported.write_text(text + "\n\n")
+    target = tmp_path / "elsewhere"
+    assert _cli("--store", f"jsonl:{target}", "import", str(exported), "--id", "copy") == 0
+    broken = text.splitlines()
+    broken[3] = broken[3].replace('"seq":2', '"seq":"2"')
+    exported.write_text("\n".join(broken) + "\n")
+    capsys.readouterr()
+    assert _cli("--store", f"jsonl:{target}", "import", str(exported), "--id", "other") == 1
+    assert f"{exported}, line 4: " in capsys.readouterr().err

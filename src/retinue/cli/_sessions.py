@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from retinue._content import Text, ToolCall, content_text
-from retinue._errors import RetinueError
+from retinue._errors import CorruptSessionError, RetinueError
 from retinue.session import (
     AssistantMessage,
     Event,
@@ -212,14 +212,16 @@ def to_jsonl(session: Session) -> str:
 
 
 def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
-    """Parse an exported session; every event is validated as it is replayed."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
+    """Parse an exported session; every event is validated as it is replayed.
+
+    Blank lines (an editor's trailing newline) are skipped; a bad line is
+    reported with its line number.
+    """
+    numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+    if not numbered:
         raise RetinueError(f"{source} is empty", code="CORRUPT_SESSION")
-    header = parse_header(lines[0], source)
-    events = [decode_event(line, session_id=header.id) for line in lines[1:]]
+    header = parse_header(numbered[0][1], source)
+    events = [_decode_line(line, number, source, header.id) for number, line in numbered[1:]]
     if new_id is not None:
         header = SessionHeader(
             id=new_id,
@@ -230,6 +232,13 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
             seed_length=header.seed_length,
         )
     return Session.from_events(header, events)
+
+
+def _decode_line(line: str, number: int, source: str, session_id: str) -> Event:
+    try:
+        return decode_event(line, session_id=session_id)
+    except CorruptSessionError as exc:
+        raise CorruptSessionError(f"{source}, line {number}: {exc}") from exc
 
 
 def describe(session: Session) -> Iterator[str]:
