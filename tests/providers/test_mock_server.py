@@ -210,6 +210,33 @@ async def test_mock_latency_and_chunk_timing_apply() -> None:
     assert elapsed >= 0.1 + 0.05 + 0.02 * 5
 
 
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_streams_scripted_non_json_arguments_verbatim(api: str) -> None:
+    """R10.2: arguments that are not JSON reach the client as the raw text the script gave."""
+    reply = MockReply(tool_calls=(MockToolCall("lookup", '{"city": "Os', id="call_1"),))
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(ScriptedPolicy([reply])) as server,
+            _adapter(api, server) as model,
+        ):
+            collected = await collect(model, make_request("hi"))
+    assert collected.message.content == (ToolCall("call_1", "lookup", '{"city": "Os'),)
+
+
+async def test_mock_render_failure_answers_500_and_keeps_serving() -> None:
+    """A reply the mock cannot render fails its own request with HTTP 500; the server lives on."""
+    broken = MockReply(tool_calls=(MockToolCall("lookup", None),))  # type: ignore[arg-type]
+    policy = ScriptedPolicy([broken, MockReply(text="still here")])
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(policy) as server, _adapter("messages", server) as model:
+            with pytest.raises(ProviderStatusError) as caught:
+                await collect(model, make_request("hi"))
+            second = await collect(model, make_request("hi"))
+    assert caught.value.status == 500
+    assert "could not render" in str(caught.value)
+    assert second.message.content == (Text("still here"),)
+
+
 async def _until(condition: Callable[[], bool]) -> None:
     """Poll the server's statistics (a snapshot API, on the real clock) until *condition* holds."""
     while not condition():  # noqa: ASYNC110 - statistics() is a snapshot, not an event

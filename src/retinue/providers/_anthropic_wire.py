@@ -33,9 +33,9 @@ from retinue._stream import (
     UsageChunk,
 )
 
-from ._blocks import BlockTable, loads_event
+from ._blocks import BlockTable, loads_event, malformed
 from ._failures import ProviderConnectionError
-from ._openai_chat import stream_error
+from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
 
 __all__ = [
@@ -165,10 +165,6 @@ def anthropic_request_body(
     return body
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) else 0
-
-
 def _dict(value: object) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
@@ -179,14 +175,13 @@ def _str(value: object) -> str | None:
 
 def anthropic_usage(usage: JsonObject) -> Usage:
     """Map an Anthropic ``usage`` object to :class:`Usage` (its counts are already disjoint)."""
-    read, write = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
     thinking = _dict(usage.get("output_tokens_details")).get("thinking_tokens")
     return Usage(
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
-        cache_read_tokens=read if isinstance(read, int) else None,
-        cache_write_tokens=write if isinstance(write, int) else None,
-        reasoning_tokens=thinking if isinstance(thinking, int) else None,
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cache_read_tokens=optional_count(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=optional_count(usage.get("cache_creation_input_tokens")),
+        reasoning_tokens=optional_count(thinking),
     )
 
 
@@ -271,9 +266,18 @@ class AnthropicStreamDecoder:
         return []
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
-        """Decode a whole non-streaming ``message`` object."""
+        """Decode a whole non-streaming ``message`` object.
+
+        Raises:
+            ProviderStreamError: the body is an error object (some proxies send
+                one with status 200) or has no ``content`` list.
+        """
+        if payload.get("type") == "error" or payload.get("error"):
+            raise stream_error(payload.get("error") or payload, where="anthropic messages")
         content = payload.get("content")
-        for index, entry in enumerate(content if isinstance(content, list) else ()):
+        if not isinstance(content, list):
+            raise malformed("the anthropic messages response has no content list")
+        for index, entry in enumerate(content):
             block = _dict(entry)
             self._start(index, block)
             kind = block.get("type")

@@ -13,7 +13,7 @@ from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, 
 
 from ._failures import ProviderStreamError
 
-__all__ = ["BlockTable", "loads_event"]
+__all__ = ["BlockTable", "loads_event", "malformed"]
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
 
@@ -25,12 +25,13 @@ def loads_event(data: bytes) -> dict[str, object]:
     except ValueError:
         payload = None
     if not isinstance(payload, dict):
-        raise ProviderStreamError(
-            f"the stream carried data that is not a JSON object: {data[:80]!r}",
-            code="MALFORMED_RESPONSE",
-            retryable=True,
-        )
+        raise malformed(f"the stream carried data that is not a JSON object: {data[:80]!r}")
     return payload
+
+
+def malformed(message: str) -> ProviderStreamError:
+    """The error for a response that parsed but is not what the API sends."""
+    return ProviderStreamError(message, code="MALFORMED_RESPONSE", retryable=True)
 
 
 @attrs.define(eq=False, slots=True)

@@ -117,6 +117,28 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         return len(self._pools)
 
 
+@final
+class _ShardHeaderStripper(httpx2.AsyncBaseTransport):
+    """A caller's transport, minus the shard header.
+
+    Only :class:`ShardedTransport` reads (and removes) the header; any other
+    transport would send the session id upstream.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send *request* through the wrapped transport without the shard header."""
+        if SHARD_HEADER in request.headers:
+            del request.headers[SHARD_HEADER]
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport."""
+        await self._inner.aclose()
+
+
 def make_http_client(
     *,
     max_connections: int,
@@ -125,10 +147,15 @@ def make_http_client(
     connect_timeout: float,
     transport: httpx2.AsyncBaseTransport | None = None,
 ) -> httpx2.AsyncClient:
-    """An ``httpx2.AsyncClient`` over ``ceil(max_connections / pool_size)`` sharded pools."""
+    """An ``httpx2.AsyncClient`` over ``ceil(max_connections / pool_size)`` sharded pools.
+
+    A given *transport* replaces the pools; the shard header never reaches it.
+    """
     if transport is None:
         shards = max(1, -(-max_connections // max(1, pool_size)))
         transport = ShardedTransport(shards, min(pool_size, max_connections))
+    elif not isinstance(transport, ShardedTransport):
+        transport = _ShardHeaderStripper(transport)
     return httpx2.AsyncClient(
         transport=transport,
         timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),

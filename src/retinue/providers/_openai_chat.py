@@ -31,11 +31,18 @@ from retinue._stream import (
     UsageChunk,
 )
 
-from ._blocks import BlockTable, loads_event
+from ._blocks import BlockTable, loads_event, malformed
 from ._failures import RETRYABLE_STREAM_CODES, ProviderConnectionError, ProviderStreamError
 from ._sse import SseEvent
 
-__all__ = ["ChatStreamDecoder", "chat_finish", "chat_request_body", "chat_usage"]
+__all__ = [
+    "ChatStreamDecoder",
+    "chat_finish",
+    "chat_request_body",
+    "chat_usage",
+    "optional_count",
+    "token_count",
+]
 
 JsonObject = dict[str, object]
 
@@ -146,12 +153,26 @@ def chat_request_body(
     return body
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) else 0
+def optional_count(value: object) -> int | None:
+    """A token count read leniently: some servers send ``5.0`` or a negative number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return max(0, int(value))
+
+
+def token_count(value: object) -> int:
+    """:func:`optional_count`, with 0 for a missing or unreadable count."""
+    return optional_count(value) or 0
 
 
 def _dict(value: object) -> JsonObject:
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def chat_usage(usage: JsonObject) -> Usage:
@@ -160,15 +181,17 @@ def chat_usage(usage: JsonObject) -> Usage:
     completion = _dict(usage.get("completion_tokens_details"))
     cached: int | None = None
     if "cached_tokens" in prompt:
-        cached = _int(prompt["cached_tokens"])
+        cached = token_count(prompt["cached_tokens"])
     elif "prompt_cache_hit_tokens" in usage:
-        cached = _int(usage["prompt_cache_hit_tokens"])
-    reasoning = completion.get("reasoning_tokens")
+        cached = token_count(usage["prompt_cache_hit_tokens"])
+    # Some servers report more cached tokens than prompt tokens; a negative
+    # count would fail Usage's validation after the whole answer streamed.
+    uncached = token_count(usage.get("prompt_tokens")) - (cached or 0)
     return Usage(
-        input_tokens=_int(usage.get("prompt_tokens")) - (cached or 0),
-        output_tokens=_int(usage.get("completion_tokens")),
+        input_tokens=max(0, uncached),
+        output_tokens=token_count(usage.get("completion_tokens")),
         cache_read_tokens=cached,
-        reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
+        reasoning_tokens=optional_count(completion.get("reasoning_tokens")),
     )
 
 
@@ -209,6 +232,8 @@ class ChatStreamDecoder:
 
     _table: BlockTable = attrs.field(factory=BlockTable, init=False)
     _finish: str | None = attrs.field(default=None, init=False)
+    _unindexed: dict[str, tuple[str, int]] = attrs.field(factory=dict, init=False)
+    _current_call: tuple[str, int] | None = attrs.field(default=None, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``[DONE]`` was seen; nothing more is expected."""
 
@@ -248,24 +273,48 @@ class ChatStreamDecoder:
         if isinstance(finish, str):
             self._finish = finish
 
+    def _call_key(self, position: int, call_id: str | None, index: object) -> tuple[str, int]:
+        """The block of a tool-call fragment.
+
+        Some compatible servers omit ``index``: a new ``id`` then starts a new
+        call, and a fragment without one continues the latest call. A
+        non-streamed message has neither an index nor fragments, so its
+        position in the list identifies the call when ids are missing too.
+        """
+        if isinstance(index, int):
+            return ("call", index)
+        if call_id is None:
+            return self._current_call or ("call", position)
+        key = self._unindexed.setdefault(call_id, ("unindexed-call", len(self._unindexed)))
+        self._current_call = key
+        return key
+
     def _tool_call(self, position: int, call: JsonObject) -> StreamChunk:
-        index = call.get("index")
-        key = ("call", index if isinstance(index, int) else position)
         function = _dict(call.get("function"))
         call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
         return self._table.tool_call(
-            key,
-            call_id if isinstance(call_id, str) else None,
+            self._call_key(position, call_id, call.get("index")),
+            call_id,
             name if isinstance(name, str) else None,
             arguments if isinstance(arguments, str) else "",
         )
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
-        """Decode a whole non-streaming ``chat.completion`` (a server that ignored ``stream``)."""
+        """Decode a whole non-streaming ``chat.completion`` (a server that ignored ``stream``).
+
+        Raises:
+            ProviderStreamError: the body is an error object (some proxies send
+                one with status 200) or carries no choice with a message.
+        """
+        if payload.get("error"):
+            raise stream_error(payload["error"], where="chat completions")
         choices = payload.get("choices")
-        for choice in choices if isinstance(choices, list) else ():
-            if isinstance(choice, dict) and "message" in choice:
-                self._choice({**choice, "delta": choice["message"]}, [])
+        answers = [c for c in _list(choices) if isinstance(c, dict) and "message" in c]
+        if not answers:
+            raise malformed("the chat completions response has no choice with a message")
+        for choice in answers:
+            self._choice({**choice, "delta": choice["message"]}, [])
         usage = payload.get("usage")
         if isinstance(usage, dict):
             self._table.usage = chat_usage(usage)

@@ -21,9 +21,9 @@ from retinue._stream import (
     UsageChunk,
 )
 
-from ._blocks import BlockTable, loads_event
+from ._blocks import BlockTable, loads_event, malformed
 from ._failures import ProviderConnectionError
-from ._openai_chat import stream_error
+from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
 
 __all__ = ["ResponsesStreamDecoder", "responses_request_body", "responses_usage"]
@@ -106,10 +106,6 @@ def responses_request_body(request: ModelRequest, *, stream: bool = True) -> Jso
     return body
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) else 0
-
-
 def _dict(value: object) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
@@ -126,13 +122,15 @@ def responses_usage(usage: JsonObject) -> Usage:
     """Map a Responses ``usage`` object to disjoint :class:`Usage` counts."""
     input_details = _dict(usage.get("input_tokens_details"))
     output_details = _dict(usage.get("output_tokens_details"))
-    cached = input_details.get("cached_tokens")
-    reasoning = output_details.get("reasoning_tokens")
+    cached = optional_count(input_details.get("cached_tokens"))
+    # Clamped: a server reporting more cached than input tokens would otherwise
+    # fail Usage's validation after the whole answer streamed.
+    uncached = token_count(usage.get("input_tokens")) - (cached or 0)
     return Usage(
-        input_tokens=_int(usage.get("input_tokens")) - _int(cached),
-        output_tokens=_int(usage.get("output_tokens")),
-        cache_read_tokens=cached if isinstance(cached, int) else None,
-        reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
+        input_tokens=max(0, uncached),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cache_read_tokens=cached,
+        reasoning_tokens=optional_count(output_details.get("reasoning_tokens")),
     )
 
 
@@ -209,9 +207,18 @@ class ResponsesStreamDecoder:
             self._finish = Finish(TOOL_CALLS if self._table.has_tool_calls else STOP)
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
-        """Decode a whole non-streaming response object."""
+        """Decode a whole non-streaming response object.
+
+        Raises:
+            ProviderStreamError: the body is an error object (a failed response,
+                or a proxy's error sent with status 200) or has no ``output``.
+        """
+        if payload.get("error"):
+            raise stream_error(payload["error"], where="responses")
         output = payload.get("output")
-        for position, entry in enumerate(output if isinstance(output, list) else ()):
+        if not isinstance(output, list):
+            raise malformed("the responses response has no output list")
+        for position, entry in enumerate(output):
             item = _dict(entry)
             kind = item.get("type")
             parts = _list(item.get("content" if kind == "message" else "summary"))

@@ -161,4 +161,8 @@ async def respond(policy: Policy, call: MockCall, timing: Timing, rng: random.Ra
         await trio.sleep(latency)
     else:
         await trio.lowlevel.checkpoint()
-    return answer(call, response, timing, rng)
+    try:
+        return answer(call, response, timing, rng)
+    except Exception as exc:  # a bad script fails its own request, not the whole server
+        message = f"the mock server could not render the reply: {exc!r}"
+        return Outgoing(500, _JSON, error_body(call.api, 500, message))

@@ -229,6 +229,24 @@ def _responses_item_events(reply: MockReply, position: int, item: JsonObject) ->
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
 
+def _is_json(arguments: str) -> bool:
+    try:
+        json.loads(arguments or "{}")
+    except ValueError:
+        return False
+    return True
+
+
+def _raw_arguments(reply: MockReply, blocks: int) -> list[str | None]:
+    """Per block, a tool call's arguments when they are not JSON, else ``None``.
+
+    Scripts give such arguments to test how clients handle them; a stream can
+    carry them as partial JSON, where a ``tool_use`` object cannot.
+    """
+    raw = [None if _is_json(t.arguments) else t.arguments for t in reply.tool_calls]
+    return [None] * (blocks - len(raw)) + raw
+
+
 def _anthropic_blocks(call: MockCall, reply: MockReply) -> list[JsonObject]:
     blocks: list[JsonObject] = []
     if reply.reasoning:
@@ -243,7 +261,7 @@ def _anthropic_blocks(call: MockCall, reply: MockReply) -> list[JsonObject]:
                 "type": "tool_use",
                 "id": _call_id(call, index, tool.id, "toolu"),
                 "name": tool.name,
-                "input": json.loads(tool.arguments or "{}"),
+                "input": json.loads(tool.arguments or "{}") if _is_json(tool.arguments) else {},
             }
         )
     return blocks
@@ -268,7 +286,9 @@ def _anthropic_message(call: MockCall, reply: MockReply, *, final: bool) -> Json
     }
 
 
-def _anthropic_block_events(index: int, block: JsonObject, chunks: int) -> list[bytes]:
+def _anthropic_block_events(
+    index: int, block: JsonObject, chunks: int, raw_arguments: str | None = None
+) -> list[bytes]:
     def event(kind: str, **fields: object) -> bytes:
         return _event({"type": kind, "index": index, **fields}, kind)
 
@@ -286,7 +306,7 @@ def _anthropic_block_events(index: int, block: JsonObject, chunks: int) -> list[
         deltas = [{"type": "text_delta", "text": p} for p in split_text(str(block["text"]), chunks)]
     else:
         start = {**block, "input": {}}
-        arguments = _dumps(block["input"])
+        arguments = _dumps(block["input"]) if raw_arguments is None else raw_arguments
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in split_text(arguments, 3)]
     events = [event("content_block_start", content_block=start)]
     events += [event("content_block_delta", delta=delta) for delta in deltas]
@@ -304,8 +324,9 @@ def _anthropic_stream(call: MockCall, reply: MockReply) -> list[bytes]:
     ]
     blocks = final["content"]
     assert isinstance(blocks, list)
+    raw = _raw_arguments(reply, len(blocks))
     for index, block in enumerate(blocks):
-        events += _anthropic_block_events(index, block, reply.chunks)
+        events += _anthropic_block_events(index, block, reply.chunks, raw[index])
     delta = {"stop_reason": final["stop_reason"], "stop_sequence": None}
     events.append(
         _event({"type": "message_delta", "delta": delta, "usage": final["usage"]}, "message_delta")
@@ -345,11 +366,12 @@ _ERRORS: dict[int, tuple[str, str, str]] = {
 }
 
 
-def error_body(api: Api, status: int) -> bytes:
-    """A provider-shaped JSON error body for *status*."""
-    anthropic_type, openai_code, message = _ERRORS.get(
+def error_body(api: Api, status: int, message: str | None = None) -> bytes:
+    """A provider-shaped JSON error body for *status* (with *message*, if given)."""
+    anthropic_type, openai_code, default = _ERRORS.get(
         status, ("api_error", "server_error", "error")
     )
+    message = message or default
     if api == "messages":
         payload: JsonObject = {
             "type": "error",

@@ -1,0 +1,162 @@
+"""Adapters against bodies that compatible servers and proxies send but OpenAI/Anthropic do not.
+
+Each body is served verbatim by the in-process mock server (a ``RawReply``),
+so the adapter reads it through its real HTTP path.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+
+from retinue._content import Text, ToolCall
+from retinue._stream import Usage
+from retinue.providers import ProviderStreamError
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import EchoPolicy, MockServer, RawReply, ScriptedPolicy
+from retinue.providers.openai import OpenAIModel
+
+from .support import Collected, collect, make_request
+
+SSE = (("content-type", "text/event-stream"),)
+JSON = (("content-type", "application/json"),)
+OPENAI_ERROR = (
+    b'{"error":{"message":"upstream overloaded","type":"server_error","code":"server_error"}}'
+)
+ANTHROPIC_ERROR = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+
+
+def _adapter(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
+    if api == "messages":
+        return AnthropicModel(transport=server.transport(), base_url="http://mock", api_key="k")
+    return OpenAIModel(
+        transport=server.transport(),
+        base_url="http://mock/v1",
+        api_key="k",
+        api=api,  # type: ignore[arg-type]
+    )
+
+
+async def _serve(api: str, body: bytes, headers: Any = SSE) -> Collected:
+    server = MockServer(ScriptedPolicy([RawReply(200, headers, body)]))
+    with trio.fail_after(5):
+        async with _adapter(api, server) as model:
+            return await collect(model, make_request("hi"))
+
+
+def _sse(*payloads: bytes) -> bytes:
+    return b"".join(b"data: " + payload + b"\n\n" for payload in payloads)
+
+
+@pytest.mark.parametrize(
+    ("api", "body", "code"),
+    [
+        ("chat", OPENAI_ERROR, "server_error"),
+        ("responses", OPENAI_ERROR, "server_error"),
+        ("messages", ANTHROPIC_ERROR, "overloaded_error"),
+    ],
+    ids=["chat", "responses", "messages"],
+)
+async def test_json_error_body_with_status_200_raises_typed_stream_error(
+    api: str, body: bytes, code: str
+) -> None:
+    """R10.3: an error object sent with status 200 (some proxies) raises, not an empty success."""
+    with pytest.raises(ProviderStreamError) as caught:
+        await _serve(api, body, JSON)
+    assert caught.value.code == code
+    assert caught.value.retryable
+    assert "overloaded" in str(caught.value).lower()
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        ("chat", b'{"object":"list","data":[]}'),
+        ("chat", b'{"object":"chat.completion","choices":[]}'),
+        ("responses", b'{"object":"response","status":"completed"}'),
+        ("messages", b'{"type":"message","role":"assistant","stop_reason":"end_turn"}'),
+    ],
+    ids=["chat-list", "chat-no-choices", "responses", "messages"],
+)
+async def test_json_body_without_the_api_shape_raises_malformed(api: str, body: bytes) -> None:
+    """R10.3: a JSON 200 body with no choices / output / content is a malformed response."""
+    with pytest.raises(ProviderStreamError) as caught:
+        await _serve(api, body, JSON)
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+CHAT_CACHED_OVER_PROMPT = _sse(
+    b'{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}',
+    b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,'
+    b'"prompt_tokens_details":{"cached_tokens":8}}}',
+    b"[DONE]",
+)
+RESPONSES_CACHED_OVER_INPUT = (
+    b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+    b'"output_index":0,"content_index":0,"delta":"hi"}\n\n'
+    b'event: response.completed\ndata: {"type":"response.completed","response":'
+    b'{"status":"completed","usage":{"input_tokens":5,"output_tokens":3,'
+    b'"input_tokens_details":{"cached_tokens":8}}}}\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [("chat", CHAT_CACHED_OVER_PROMPT), ("responses", RESPONSES_CACHED_OVER_INPUT)],
+    ids=["chat", "responses"],
+)
+async def test_usage_with_more_cached_than_input_tokens_clamps_at_zero(
+    api: str, body: bytes
+) -> None:
+    """R10.5: uncached input is never negative, even when a server over-reports cached tokens."""
+    collected = await _serve(api, body)
+    assert collected.assembler.usage == Usage(0, 3, 8)
+    assert collected.message.content == (Text("hi"),)
+
+
+async def test_usage_counts_sent_as_integral_floats_are_read() -> None:
+    """R10.5: ``"prompt_tokens": 5.0`` (some servers) counts 5 input tokens, not 0."""
+    body = CHAT_CACHED_OVER_PROMPT.replace(b'"prompt_tokens":5', b'"prompt_tokens":5.0')
+    collected = await _serve("chat", body.replace(b'"cached_tokens":8', b'"cached_tokens":1.0'))
+    assert collected.assembler.usage == Usage(4, 3, 1)
+
+
+def _unindexed_call(call_id: str | None, name: str | None, arguments: str) -> bytes:
+    call: dict[str, Any] = {"function": {"arguments": arguments}}
+    if call_id is not None:
+        call.update(id=call_id, type="function")
+        call["function"]["name"] = name
+    delta = {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]}
+    return json.dumps(delta).encode()
+
+
+async def test_chat_tool_calls_without_index_are_separate_calls() -> None:
+    """R10.2: deltas without ``index`` (some compatible servers) split calls at each new id."""
+    body = _sse(
+        _unindexed_call("call_a", "lookup", '{"city":'),
+        _unindexed_call(None, None, '"Oslo"}'),
+        _unindexed_call("call_b", "lookup", '{"city":"Lima"}'),
+        b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
+        b"[DONE]",
+    )
+    collected = await _serve("chat", body)
+    assert collected.message.content == (
+        ToolCall("call_a", "lookup", '{"city":"Oslo"}'),
+        ToolCall("call_b", "lookup", '{"city":"Lima"}'),
+    )
+    assert collected.assembler.finish.kind == "tool-calls"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_shard_header_is_not_sent_through_a_caller_transport(api: str) -> None:
+    """The session id in the internal shard header never reaches the provider."""
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with _adapter(api, server) as model:
+            await collect(model, make_request("hi", session_id="secret-session-42"))
+    headers = server.calls[0].headers
+    assert not [name for name in headers if "retinue" in name]
+    assert "secret-session-42" not in headers.values()
