@@ -182,6 +182,9 @@ class Agent:
         """Stop the agent, close and flush its turn, and unregister it (R2.35, R12.9).
 
         Idempotent and memoized: every caller waits for the same teardown. Never raises.
+        Called from the agent's own turn (its tool or a listener running under its
+        driver), it stops the agent and returns at once: waiting there would wait
+        for itself. The teardown then completes when the driver has exited.
         """
         await self._dispose(self)
 
