@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import final, overload
 
 import attrs
@@ -65,7 +66,7 @@ def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
     )
 
 
-def _notify(observers: tuple[Observer, ...], event: Event) -> None:
+def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
     """Call every observer; the first failure is raised once all have run (R4.8, R4.10)."""
     failure: Exception | None = None
     for observer in observers:
@@ -76,6 +77,15 @@ def _notify(observers: tuple[Observer, ...], event: Event) -> None:
                 failure = exc
     if failure is not None:
         raise failure
+
+
+def _notifier(observers: tuple[Observer, ...]) -> Observer | None:
+    """One callable that notifies *observers*: a lone observer is called directly."""
+    if not observers:
+        return None
+    if len(observers) == 1:
+        return observers[0]
+    return partial(_notify_all, observers)
 
 
 def now_ms() -> int:
@@ -125,6 +135,8 @@ class Session:
     header: SessionHeader
     _events: list[Event] = attrs.field(factory=list, init=False)
     _observers: tuple[Observer, ...] = attrs.field(default=(), init=False)
+    # Every append calls this one callable (usually the store's buffer itself).
+    _notify: Observer | None = attrs.field(default=None, init=False)
     _surface: Surface = attrs.field(factory=Surface, init=False)
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
@@ -210,12 +222,14 @@ class Session:
         """Call *observer* synchronously after every append; returns an unsubscriber."""
         # Copy on write: appends iterate the tuple without copying it.
         self._observers = (*self._observers, observer)
+        self._notify = _notifier(self._observers)
 
         def unsubscribe() -> None:
             observers = list(self._observers)
             if observer in observers:
                 observers.remove(observer)
                 self._observers = tuple(observers)
+                self._notify = _notifier(self._observers)
 
         return unsubscribe
 
@@ -243,8 +257,9 @@ class Session:
             )
             self._validate(event)
             self._record(event)
-        if self._observers:
-            _notify(self._observers, event)
+        notify = self._notify
+        if notify is not None:
+            notify(event)
         return event
 
     def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> int:
@@ -258,8 +273,9 @@ class Session:
         data = _new_tuple(AssistantChunk, (turn, step, chunk))
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
         events.append(event)
-        if self._observers:
-            _notify(self._observers, event)
+        notify = self._notify
+        if notify is not None:
+            notify(event)
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
