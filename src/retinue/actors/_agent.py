@@ -31,49 +31,67 @@ class SubscriptionOverflowError(RetinueError):
 class Subscription:
     """Live session events of one agent, buffered up to a bound.
 
-    Iteration ends when the agent is disposed; falling behind by more than the
-    buffer raises :class:`SubscriptionOverflowError` rather than losing events
+    Iteration ends after the agent's last event, once it is torn down (its
+    closing events included), or when the subscription is closed. Falling
+    more than the buffer behind raises :class:`SubscriptionOverflowError`
+    after the events buffered before the gap, rather than losing events
     silently. Use as ``async with agent.subscribe() as events: async for e in events``.
     """
 
-    def __init__(self, session: Session, disposed: trio.Event, buffer: int) -> None:
-        self._send, self._receive = trio.open_memory_channel[Event | None](math.inf)
+    def __init__(
+        self, session: Session, buffer: int, forget: Callable[[Subscription], None]
+    ) -> None:
+        if buffer < 1:
+            raise ValueError(f"a subscription buffer holds at least 1 event, got {buffer}")
+        self._send, self._receive = trio.open_memory_channel[Event](math.inf)
         self._buffer = buffer
         self._pending = 0
         self._overflow = False
-        self._disposed = disposed
-        self._unsubscribe = session.observe(self._push)
+        self._forget = forget
+        self._unsubscribe: Callable[[], None] | None = session.observe(self._push)
 
     def _push(self, event: Event) -> None:
+        if self._overflow:
+            return
         if self._pending >= self._buffer:
+            # The feed has a gap from here on: deliver what came before it, then raise.
             self._overflow = True
+            self._stop_observing()
             return
         self._pending += 1
         self._send.send_nowait(event)
 
-    def close_when_disposed(self) -> None:
-        """Mark the end of the stream (called at disposal)."""
-        self._send.send_nowait(None)
+    def end(self) -> None:
+        """No more events will come: iteration ends after those buffered (agent torn down)."""
+        self._stop_observing()
+        if not self._overflow:
+            self._send.close()
 
     def __aiter__(self) -> Subscription:
         return self
 
     async def __anext__(self) -> Event:
-        if self._overflow:
-            raise SubscriptionOverflowError("subscriber fell behind the live log")
-        if self._disposed.is_set() and self._pending == 0:
+        if self._overflow and self._pending == 0:
             await trio.lowlevel.checkpoint()
-            raise StopAsyncIteration
-        item = await self._receive.receive()
-        if item is None:
-            raise StopAsyncIteration
+            raise SubscriptionOverflowError("subscriber fell behind the live log")
+        try:
+            item = await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
         self._pending -= 1
         return item
 
     def close(self) -> None:
-        """Stop receiving events; never blocks."""
-        self._unsubscribe()
+        """Stop receiving events; never blocks. Idempotent."""
+        self.end()
+        self._overflow = False
         self._send.close()
+        self._forget(self)
+
+    def _stop_observing(self) -> None:
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
 
     async def __aenter__(self) -> Subscription:
         await trio.lowlevel.checkpoint()
@@ -173,9 +191,16 @@ class Agent:
         return result
 
     def subscribe(self, *, buffer: int = 10_000) -> Subscription:
-        """Return a live feed of this agent's session events (bounded buffer)."""
-        subscription = Subscription(self._core.session, self._core.disposed_event, buffer)
-        self._subscriptions.append(subscription)
+        """Return a live feed of this agent's session events from now on (bounded buffer).
+
+        Raises:
+            ValueError: *buffer* is less than 1.
+        """
+        subscription = Subscription(self._core.session, buffer, self._forget)
+        if self._core.torn_down.is_set():
+            subscription.end()
+        else:
+            self._subscriptions.append(subscription)
         return subscription
 
     async def dispose(self) -> None:
@@ -189,11 +214,15 @@ class Agent:
         await self._dispose(self)
 
     def end_subscriptions(self) -> None:
-        """End every live subscription (called by the runtime at disposal)."""
-        for subscription in self._subscriptions:
-            subscription.close_when_disposed()
-            subscription.close()
+        """End every live subscription after the agent's last event (called at teardown)."""
+        subscriptions = list(self._subscriptions)
         self._subscriptions.clear()
+        for subscription in subscriptions:
+            subscription.end()
+
+    def _forget(self, subscription: Subscription) -> None:
+        if subscription in self._subscriptions:
+            self._subscriptions.remove(subscription)
 
     def __repr__(self) -> str:
         core = self._core

@@ -1,0 +1,133 @@
+"""``agent.subscribe()``: a live, bounded feed of the session log (SPEC 2, R4.10)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.actors import Subscription, SubscriptionOverflowError
+from retinue.session import Event
+from retinue.stores import MemoryStore
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from tests.helpers import OPTIONS, runtime, types
+
+
+@retinue.tool
+async def slow_cleanup(seconds: float) -> str:
+    """Work, and take a while to clean up when cancelled.
+
+    Args:
+        seconds: How long the work takes.
+    """
+    try:
+        await trio.sleep(seconds)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(1)
+    return "done"
+
+
+async def _collect(subscription: Subscription, into: list[Event], pause: float) -> None:
+    async for event in subscription:
+        into.append(event)
+        await trio.sleep(pause)
+
+
+async def test_a_subscriber_idle_during_disposal_still_gets_the_closing_events(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.10, R2.36: the feed ends after the turn closed by disposal, never before its last event.
+
+    The subscriber has read everything and asks for more after disposal began
+    but before the tool's cleanup let the driver log the closing events.
+    """
+    model = ScriptedModel([CallTools([ToolCallSpec("slow_cleanup", '{"seconds": 100}')])])
+    heard: list[Event] = []
+    resume = trio.Event()
+
+    async def collect(subscription: Subscription) -> None:
+        async for event in subscription:
+            heard.append(event)
+            if event.type == "tool/call":
+                await resume.wait()
+
+    async with runtime(model, tools=[slow_cleanup]) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+        nursery.start_soon(collect, agent.subscribe())
+        agent.send("go")
+        await trio.sleep(5)
+        nursery.start_soon(agent.dispose)
+        await trio.sleep(0.5)
+        assert agent.status == "disposed"
+        assert types(agent.session.events)[-1] == "tool/call", "closing events came too soon"
+        resume.set()
+    assert [event.seq for event in heard] == [event.seq for event in agent.session.events]
+    assert types(heard)[-3:] == ["tool/result", "step/end", "turn/end"]
+    check_session_invariants(heard)
+
+
+async def test_dispose_after_a_subscription_was_closed_completes_and_flushes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.35, R12.9: disposal never raises, whatever became of earlier subscriptions."""
+    store = MemoryStore()
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        async with agent.subscribe():
+            await agent.ask("one")
+        left_open = agent.subscribe()
+        left_open.close()
+        left_open.close()
+        await agent.ask("two")
+        await agent.dispose()
+        assert agent.status == "disposed"
+        assert store.statistics().buffered_events == 0
+        assert store.statistics().committed_events == len(agent.session.events)
+
+
+async def test_closing_a_subscription_ends_another_tasks_iteration(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``close()`` from any task ends the feed with a clean ``StopAsyncIteration``."""
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        subscription = agent.subscribe()
+        heard: list[Event] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_collect, subscription, heard, 0)
+            await agent.ask("one")
+            await trio.sleep(1)
+            subscription.close()
+        assert types(heard)[0] == "turn/start"
+        assert types(heard)[-1] == "turn/end"
+
+
+async def test_a_subscriber_that_falls_behind_gets_what_came_before_the_gap(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Overflow is reported after the buffered events, so the gap's position is known."""
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        subscription = agent.subscribe(buffer=2)
+        await agent.ask("one")
+        heard: list[Event] = []
+        with pytest.raises(SubscriptionOverflowError):
+            await _collect(subscription, heard, 0)
+        assert types(heard) == ["turn/start", "user/message"]
+        with pytest.raises(ValueError, match="at least 1"):
+            agent.subscribe(buffer=0)
+
+
+async def test_subscribing_to_a_torn_down_agent_ends_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A feed opened after teardown has nothing to wait for."""
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("one")
+        await agent.dispose()
+        heard: list[Event] = []
+        await _collect(agent.subscribe(), heard, 0)
+        assert heard == []
