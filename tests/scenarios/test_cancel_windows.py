@@ -442,6 +442,39 @@ async def test_w8_cancel_in_continuation_window_runs_no_further_step(
         check_session_invariants(events)
 
 
+@pytest.mark.parametrize("seam", ["agent/turn-continuation", "agent/turn-stop"])
+async def test_w8_dispose_interrupts_a_slow_listener_between_steps(
+    autojump_clock: trio.testing.MockClock, seam: str
+) -> None:
+    """T-C7 / R2.35, R7.31, DESIGN 4: disposal does not wait for a listener between steps.
+
+    No step window is open there, so only disposal interrupts (a cancel stays
+    marker-only, R7.40 W8); the turn ends ``disposed`` at once.
+    """
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")])
+    async with runtime(model, tools=[pause]) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+        entered = trio.Event()
+
+        async def slow(*args: object) -> object:
+            entered.set()
+            await trio.sleep(1000)
+            proceed = args[-1]
+            return await proceed() if seam == "agent/turn-continuation" else None  # type: ignore[operator]
+
+        rt.hooks.on(seam, slow, agent=agent)
+        agent.send("go")
+        await entered.wait()
+        started = trio.current_time()
+        nursery.start_soon(agent.dispose)
+        events = await idle_events(agent)
+        await agent.dispose()
+        assert trio.current_time() - started < 10
+        assert last_end_reason(events).kind == "disposed"
+        assert model.statistics().calls == 1
+        check_session_invariants(events)
+
+
 async def test_w8_continuation_reason_after_cancel_is_discarded(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -166,6 +166,8 @@ class AgentCore:
     disposal_started: bool = False
     idle_waiters: list[trio.Event] = attrs.field(factory=list)
     step_signal: StepSignal | None = None
+    turn_scope: trio.CancelScope | None = None
+    """The open turn's cancel scope, which disposal cancels even between step windows."""
     sections: tuple[Section, ...] = ()
     prefix: tuple[Message, ...] | None = None
     header_anchored: bool = False
@@ -286,6 +288,9 @@ class AgentCore:
         self.release_idle_waiters()
         if self.step_signal is not None:
             self.step_signal.abort()
+        elif self.turn_scope is not None:
+            # Between windows (continuation, turn-stop): only disposal interrupts.
+            self.turn_scope.cancel()
         self.mailbox.wake()
         self.flush_wanted.set()
         self.emit("agent/status", "disposed")

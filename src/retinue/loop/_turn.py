@@ -133,6 +133,7 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
     core.step_signal = signal
     if core.disposed:
         signal.abort()
+    core.turn_scope = scope
     try:
         with scope:
             await _prompts_then_steps(core, state, items, signal)
@@ -142,6 +143,8 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
         # makes the step aborted, not an error.
         if not scope.cancel_called:
             raise
+    finally:
+        core.turn_scope = None
     if scope.cancel_called:
         # An abort whose Cancelled unwound a step: close it as interrupted.
         state.close_aborted_step(abort_reason(core))
