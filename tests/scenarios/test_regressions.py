@@ -53,6 +53,7 @@ from tests.helpers import (
     last_end_reason,
     of_type,
     runtime,
+    texts,
     turn_ends,
     types_without_chunks,
     user_texts,
@@ -192,6 +193,30 @@ async def test_abort_inside_a_tool_prevents_the_remaining_tools_and_the_next_ste
 
 
 # -- T-X3 --------------------------------------------------------------------------------
+
+
+async def test_a_raising_observer_loses_no_steering_message(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.5, R4.8, R7.46: every drained steering message is logged even if an observer raises on one."""
+    model = ScriptedModel([Reply("first", delay=5), Reply("second")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def fail_on_steering(_session: object, event: Event) -> None:
+            if event.type == "steering/message":
+                raise RuntimeError("observer failed")
+
+        rt.hooks.on("session/event", fail_on_steering, agent=agent)
+        agent.send("go")
+        await trio.sleep(1)
+        agent.steer("one")
+        agent.steer("two")
+        events = await idle_events(agent)
+        steered = [e.data for e in of_type(events, "steering/message")]
+        assert [texts(data.content) for data in steered] == ["one", "two"]  # type: ignore[union-attr]
+        assert last_end_reason(events).kind == "error"
+        check_session_invariants(events)
 
 
 async def test_steering_from_continuation_listener_overrides_stop(

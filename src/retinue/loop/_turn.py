@@ -193,11 +193,18 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
 
 
 def _drain_steering(core: AgentCore, state: TurnState) -> bool:
+    """Log every steering message; an observer's failure is raised once all are logged."""
     items = core.mailbox.drain_steering()
+    failure: Exception | None = None
     for item in items:
-        core.session.append(
-            SteeringMessage(state.turn, item.content, item.source), surface="append"
-        )
+        try:
+            core.session.append(
+                SteeringMessage(state.turn, item.content, item.source), surface="append"
+            )
+        except Exception as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
     return bool(items)
 
 

@@ -93,7 +93,7 @@ async def _start_entry(rt: Runtime, entry: AgentEntry, session_id: str) -> Agent
     options = _options(entry)
     if entry.resume_session_id is not None:
         return await rt.resume_agent(session_id, options)
-    if entry.session_id is not None and rt.store.durable:
+    if entry.session_id is not None and getattr(rt.store, "durable", True):
         return await _restore_or_create(rt, entry.id, session_id, options)
     return await rt.create_agent(entry.id, options, session_id=session_id)
 
