@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, final
 
+import attrs
+
 from retinue._errors import StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
@@ -80,6 +82,7 @@ class PostgresBackend:
         self._lock_lock = threading.Lock()
         self._readers_lock = threading.Lock()
         self._claimed: set[str] = set()
+        self._unsure: set[str] = set()
 
     def _sql(self, text: str) -> str:
         return text.replace("{schema}", f'"{self._schema}"')
@@ -127,19 +130,43 @@ class PostgresBackend:
     # -- writes ---------------------------------------------------------------
 
     def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-        """Claim unclaimed sessions, then commit every accepted batch in one transaction."""
+        """Claim unclaimed sessions, then commit every accepted batch in one transaction.
+
+        A lock taken here is given up if its batch is refused or the group fails (R12.7)."""
         results: list[StoreError | None] = [None] * len(batches)
+        taken = self._claim_all(batches, results)
+        try:
+            with self._write_lock:
+                conn = self._live_writer()
+                with conn.transaction():
+                    self._write_group(conn, batches, results)
+        except BaseException:
+            # The commit may have happened with its reply lost: let a retry recognise its create.
+            self._unsure.update(batch.session_id for batch in batches if batch.header)
+            self._release_all(taken)
+            raise
+        outcomes = list(zip(batches, results, strict=True))
+        self._unsure.difference_update(batch.session_id for batch, error in outcomes if not error)
+        self._release_all(taken & {batch.session_id for batch, error in outcomes if error})
+        return results
+
+    def _claim_all(
+        self, batches: Sequence[AppendBatch], results: list[StoreError | None]
+    ) -> set[str]:
+        """Claim each batch's session, recording refusals; the ids whose lock was taken now."""
         self._probe_locker()
+        taken: set[str] = set()
         for index, batch in enumerate(batches):
             try:
-                self.claim(batch.session_id)
+                if self._take(batch.session_id):
+                    taken.add(batch.session_id)
             except StoreError as exc:
                 results[index] = exc
-        with self._write_lock:
-            conn = self._live_writer()
-            with conn.transaction():
-                self._write_group(conn, batches, results)
-        return results
+        return taken
+
+    def _release_all(self, session_ids: set[str]) -> None:
+        for session_id in session_ids:
+            self.release(session_id)
 
     def _live_writer(self) -> psycopg.Connection[Any]:
         """The write connection, reconnected if the server dropped it (a failure never sticks)."""
@@ -156,57 +183,88 @@ class PostgresBackend:
         results: list[StoreError | None],
     ) -> None:
         live = [index for index, result in enumerate(results) if result is None]
-        ids = [batches[index].session_id for index in live]
         rows = conn.execute(
             self._sql(
-                "SELECT id, next_seq FROM {schema}.retinue_sessions WHERE id = ANY(%s) FOR UPDATE"
+                "SELECT id, next_seq, header FROM {schema}.retinue_sessions "
+                "WHERE id = ANY(%s) FOR UPDATE"
             ),
-            (ids,),
+            ([batches[index].session_id for index in live],),
         ).fetchall()
-        stored = dict(rows)
-        accepted = [index for index in live if self._check(batches[index], stored, results, index)]
-        new = [batches[index] for index in accepted if batches[index].header is not None]
-        if new:
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    self._sql(
-                        "INSERT INTO {schema}.retinue_sessions (id, header, created_at, next_seq) "
-                        "VALUES (%s, %s, %s, 0)"
-                    ),
-                    [
-                        (b.session_id, encode_header(b.header), b.header.created_at)
-                        for b in new
-                        if b.header
-                    ],
-                )
-        self._append(conn, [batches[index] for index in accepted])
+        stored = {session_id: (next_seq, header) for session_id, next_seq, header in rows}
+        todo: list[AppendBatch] = []
+        for index in live:
+            batch = batches[index]
+            outcome = self._check(conn, batch, stored.get(batch.session_id))
+            if isinstance(outcome, StoreError):
+                results[index] = outcome
+            elif outcome is not None:
+                todo.append(outcome)
+        self._append(conn, todo)
 
     def _check(
-        self,
-        batch: AppendBatch,
-        stored: dict[str, int],
-        results: list[StoreError | None],
-        index: int,
-    ) -> bool:
-        next_seq = stored.get(batch.session_id)
+        self, conn: psycopg.Connection[Any], batch: AppendBatch, row: tuple[int, str] | None
+    ) -> AppendBatch | StoreError | None:
+        """What of *batch* is left to write (``None``: nothing), or why it is refused."""
+        session_id = batch.session_id
+        if row is None:
+            if batch.header is not None:
+                return batch
+            return StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+        next_seq, header = row
         if batch.header is not None:
-            if next_seq is not None:
-                results[index] = already_exists(batch.session_id)
-                return False
-            return True
-        if next_seq is None:
-            results[index] = StoreError(
-                f"session {batch.session_id!r} is not stored", code="SESSION_NOT_FOUND"
-            )
-            return False
-        expected = next_seq if batch.truncate_to is None else batch.truncate_to
-        if expected != batch.first_seq:
-            results[index] = seq_conflict(batch.session_id, next_seq, batch.first_seq)
-            return False
-        return True
+            # Only a create of ours whose commit went unanswered may find its own row.
+            if session_id not in self._unsure or header != encode_header(batch.header):
+                return already_exists(session_id)
+            batch = attrs.evolve(batch, header=None)
+        elif batch.truncate_to is not None and batch.truncate_to != batch.first_seq:
+            return seq_conflict(session_id, next_seq, batch.first_seq)
+        if next_seq == batch.first_seq or batch.truncate_to is not None:
+            return batch
+        return self._unstored_part(conn, batch, next_seq)
+
+    def _unstored_part(
+        self, conn: psycopg.Connection[Any], batch: AppendBatch, next_seq: int
+    ) -> AppendBatch | StoreError | None:
+        """*batch* less the leading events stored by a commit whose reply was lost.
+
+        Stored events that differ are another writer's: ``SEQ_CONFLICT``."""
+        first = batch.first_seq
+        overlap = min(next_seq - first, len(batch.events))
+        if overlap <= 0 or self._stored_lines(conn, batch.session_id, first, first + overlap) != [
+            encode_event(event) for event in batch.events[:overlap]
+        ]:
+            return seq_conflict(batch.session_id, next_seq, first)
+        if overlap == len(batch.events):
+            return None
+        return attrs.evolve(batch, first_seq=first + overlap, events=batch.events[overlap:])
+
+    def _stored_lines(
+        self, conn: psycopg.Connection[Any], session_id: str, start: int, end: int
+    ) -> list[str]:
+        """The stored event lines with ``start <= seq < end`` (segments are contiguous)."""
+        rows = conn.execute(
+            self._sql(
+                "SELECT first_seq, body FROM {schema}.retinue_segments WHERE session_id = %s "
+                "AND first_seq < %s AND first_seq + count > %s ORDER BY first_seq"
+            ),
+            (session_id, end, start),
+        ).fetchall()
+        lines = [line for _, body in rows for line in body.split("\n")]
+        return lines[start - rows[0][0] : end - rows[0][0]] if rows else []
 
     def _append(self, conn: psycopg.Connection[Any], batches: list[AppendBatch]) -> None:
         with conn.cursor() as cursor:
+            cursor.executemany(
+                self._sql(
+                    "INSERT INTO {schema}.retinue_sessions (id, header, created_at, next_seq) "
+                    "VALUES (%s, %s, %s, 0)"
+                ),
+                [
+                    (b.session_id, encode_header(b.header), b.header.created_at)
+                    for b in batches
+                    if b.header
+                ],
+            )
             for batch in batches:
                 if batch.truncate_to is not None:
                     self._truncate(cursor, batch.session_id, batch.truncate_to)
@@ -256,9 +314,13 @@ class PostgresBackend:
 
     def claim(self, session_id: str) -> None:
         """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it."""
+        self._take(session_id)
+
+    def _take(self, session_id: str) -> bool:
+        """Claim the session; whether this call took the lock (false: it was held already)."""
         with self._lock_lock:
             if session_id in self._claimed and self._locker_alive():
-                return
+                return False
             self._claimed.discard(session_id)
             if not self._try_lock(self._require(self._locker), session_id):
                 raise StoreError(
@@ -266,6 +328,7 @@ class PostgresBackend:
                     code="SESSION_LOCKED",
                 )
             self._claimed.add(session_id)
+            return True
 
     def _probe_locker(self) -> None:
         """Notice a lock connection the server dropped (its locks are gone) before writing."""

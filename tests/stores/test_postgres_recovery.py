@@ -1,0 +1,271 @@
+"""PostgresStore recovery: a commit whose reply is lost, and locks a refused write leaves behind."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import AsyncIterator
+
+import attrs
+import pytest
+import trio
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores import PostgresStore
+from tests.stores._kit import lines, run_turn
+
+pytestmark = pytest.mark.postgres
+
+# What a relay sees when either side hangs up.
+_HANGUPS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+@attrs.define
+class LostReplyProxy:
+    """A TCP relay to the server that, once armed, forwards one COMMIT and hangs up before its reply.
+
+    The server commits; the client only sees the connection drop, as when a
+    network link or the server's host fails at the worst moment.
+    """
+
+    host: str
+    port: int
+    armed: bool = False
+    drops: int = 0
+
+    async def handle(self, client: trio.SocketStream) -> None:
+        async with client:
+            try:
+                server = await trio.open_tcp_stream(self.host, self.port)
+            except OSError:
+                return
+            async with server, trio.open_nursery() as nursery:
+                dropping: list[bool] = []
+                nursery.start_soon(self._up, client, server, dropping, nursery.cancel_scope)
+                nursery.start_soon(self._down, server, client, dropping, nursery.cancel_scope)
+
+    async def _up(
+        self,
+        client: trio.SocketStream,
+        server: trio.SocketStream,
+        dropping: list[bool],
+        scope: trio.CancelScope,
+    ) -> None:
+        with contextlib.suppress(*_HANGUPS):
+            async for data in client:
+                if self.armed and b"COMMIT\x00" in data:
+                    self.armed = False
+                    dropping.append(True)
+                await server.send_all(data)
+        scope.cancel()
+
+    async def _down(
+        self,
+        server: trio.SocketStream,
+        client: trio.SocketStream,
+        dropping: list[bool],
+        scope: trio.CancelScope,
+    ) -> None:
+        with contextlib.suppress(*_HANGUPS):
+            async for data in server:
+                if dropping:
+                    self.drops += 1  # the server's answer to COMMIT never reaches the client
+                    break
+                await client.send_all(data)
+        scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def lost_reply_proxy(dsn: str) -> AsyncIterator[tuple[LostReplyProxy, str]]:
+    """A running :class:`LostReplyProxy` and a DSN that connects through it."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    host = str(params.get("host") or "")
+    if not host or host.startswith("/"):
+        pytest.skip("the proxy relays TCP only; the test server is on a Unix socket")
+    proxy = LostReplyProxy(host, int(params.get("port") or 5432))
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, proxy.handle, 0, host="127.0.0.1")
+        )
+        port = listeners[0].socket.getsockname()[1]
+        # Plain text, so the relay can see the COMMIT.
+        yield (
+            proxy,
+            make_conninfo(
+                dsn, host="127.0.0.1", port=port, sslmode="disable", gssencmode="disable"
+            ),
+        )
+        nursery.cancel_scope.cancel()
+
+
+def _stored_next_seq(dsn: str, schema: str, session_id: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            f'SELECT next_seq FROM "{schema}".retinue_sessions WHERE id = %s', (session_id,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _assert_stored(dsn: str, schema: str, session: Session) -> None:
+    """The stored log is exactly *session*'s log: nothing lost, nothing twice."""
+    async with PostgresStore(dsn, schema=schema) as store:
+        loaded = await store.inspect(session.id)
+    assert lines(loaded.events[:]) == lines(session.events[:])
+    assert _stored_next_seq(dsn, schema, session.id) == len(session.events)
+
+
+async def test_postgres_append_whose_commit_reply_is_lost_is_not_written_twice(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.4/R11.5: the retry of a committed append recognises its events; the session lives on."""
+    dsn, schema = postgres_schema
+    session = Session.create("lost-reply")
+    async with (
+        lost_reply_proxy(dsn) as (proxy, proxied),
+        PostgresStore(proxied, schema=schema) as store,
+    ):
+        store.attach_new(session)
+        run_turn(session)
+        await store.flush(session)
+        run_turn(session)
+        proxy.armed = True
+        with pytest.raises(StoreError, match="'lost-reply'") as caught:
+            await store.flush(session)
+        assert caught.value.code == "STORAGE_ERROR"
+        assert proxy.drops == 1
+        assert _stored_next_seq(dsn, schema, "lost-reply") == len(session.events)
+        await store.flush(session)
+        assert store.statistics().buffered_events == 0
+        run_turn(session)
+        await store.flush(session)
+        run_turn(session)
+        await store.detach(session)
+    await _assert_stored(dsn, schema, session)
+    await _assert_real_conflict_is_refused(dsn, schema, "lost-reply")
+
+
+async def _assert_real_conflict_is_refused(dsn: str, schema: str, session_id: str) -> None:
+    """A stale copy appending different events over stored ones still gets ``SEQ_CONFLICT``."""
+    async with (
+        PostgresStore(dsn, schema=schema) as owner,
+        PostgresStore(dsn, schema=schema) as late,
+    ):
+        stale = await late.inspect(session_id)
+        fresh = await owner.load(session_id)
+        owner.attach(fresh)
+        run_turn(fresh, "the owner's turn")
+        await owner.detach(fresh)
+        late.attach(stale)
+        run_turn(stale, "a different turn")
+        with pytest.raises(StoreError, match=repr(session_id)) as caught:
+            await late.flush(stale)
+        assert caught.value.code == "SEQ_CONFLICT"
+        with pytest.raises(StoreError):
+            await late.aclose()
+    await _assert_stored(dsn, schema, fresh)
+
+
+async def test_postgres_create_whose_commit_reply_is_lost_is_not_refused(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.3: the retry of a committed create is not refused as a duplicate of itself."""
+    dsn, schema = postgres_schema
+    session = Session.create("lost-create", created_at=1_700_000_000_000)
+    async with (
+        lost_reply_proxy(dsn) as (proxy, proxied),
+        PostgresStore(proxied, schema=schema) as store,
+    ):
+        store.attach_new(session)
+        run_turn(session)
+        proxy.armed = True
+        with pytest.raises(StoreError, match="'lost-create'") as caught:
+            await store.flush(session)
+        assert caught.value.code == "STORAGE_ERROR"
+        assert proxy.drops == 1
+        await store.flush(session)
+        run_turn(session)
+        await store.detach(session)
+    await _assert_stored(dsn, schema, session)
+    # Another store creating the same id, even with the same header and events, is refused.
+    twin = Session.create("lost-create", created_at=1_700_000_000_000)
+    async with PostgresStore(dsn, schema=schema) as other:
+        other.attach_new(twin)
+        run_turn(twin)
+        run_turn(twin)
+        with pytest.raises(StoreError) as caught:
+            await other.flush(twin)
+        assert caught.value.code == "SESSION_ALREADY_EXISTS"
+        with pytest.raises(StoreError):
+            await other.aclose()
+
+
+async def _store_one(dsn: str, schema: str, session_id: str) -> Session:
+    session = Session.create(session_id)
+    async with PostgresStore(dsn, schema=schema) as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.detach(session)
+    return session
+
+
+async def _owner_resumes(store: PostgresStore, session_id: str) -> None:
+    """The session's owner can load it, append and flush (no ``SESSION_LOCKED``)."""
+    loaded = await store.load(session_id)
+    store.attach(loaded)
+    run_turn(loaded)
+    await store.detach(loaded)
+    assert (await store.inspect(session_id)).last_turn == 2
+
+
+async def test_postgres_refused_create_gives_up_its_lock(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: a create refused as a duplicate leaves no writer lock on the owner's session."""
+    dsn, schema = postgres_schema
+    await _store_one(dsn, schema, "owned")
+    async with (
+        PostgresStore(dsn, schema=schema) as owner,
+        PostgresStore(dsn, schema=schema) as loser,
+    ):
+        duplicate = Session.create("owned")
+        loser.attach_new(duplicate)
+        run_turn(duplicate)
+        with pytest.raises(StoreError) as caught:
+            await loser.flush(duplicate)
+        assert caught.value.code == "SESSION_ALREADY_EXISTS"
+        await _owner_resumes(owner, "owned")
+        with pytest.raises(StoreError):
+            await loser.aclose()
+
+
+async def test_postgres_failed_group_gives_up_the_locks_it_took(
+    postgres_schema: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R12.7: a group whose transaction fails releases the session locks its write took."""
+    dsn, schema = postgres_schema
+    await _store_one(dsn, schema, "shared")
+    async with (
+        PostgresStore(dsn, schema=schema) as owner,
+        PostgresStore(dsn, schema=schema) as other,
+    ):
+        copy = await other.inspect("shared")
+        other.attach(copy)
+        run_turn(copy)
+
+        def broken(*args: object) -> None:
+            raise OSError("the network went away")
+
+        monkeypatch.setattr(other._backend, "_write_group", broken)
+        with pytest.raises(StoreError) as caught:
+            await other.flush(copy)
+        assert caught.value.code == "STORAGE_ERROR"
+        await _owner_resumes(owner, "shared")
+        with pytest.raises(StoreError):
+            await other.aclose()
