@@ -346,6 +346,8 @@ async def test_store_second_writer_on_a_session_is_refused(kit: StoreKit) -> Non
             assert caught.value.code in {"SEQ_CONFLICT", "SESSION_LOCKED"}
             with pytest.raises(StoreError):
                 await second.aclose()
+        if kit.kind == "sqlite":  # claims are per-session lock files: refused at load (R12.7)
+            assert refusal is not None
         if refusal is not None:
             assert refusal.code == "SESSION_LOCKED"
             assert "contested" in refusal.message

@@ -65,7 +65,7 @@ def _assert_out_of_files(error: StoreError, session_id: str) -> None:
     assert repr(session_id) in error.message
     for phrase in OUT_OF_FILES:
         assert phrase in error.message
-    assert "SQLiteStore or PostgresStore" in error.message
+    assert "PostgresStore" in error.message
 
 
 async def test_jsonl_sessions_beyond_the_file_limit_fail_alone_and_lose_nothing(

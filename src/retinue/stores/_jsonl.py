@@ -316,7 +316,7 @@ def _open_failed(session_id: str, exc: OSError) -> StoreError:
         message = (
             f"session {session_id!r}: the process ran out of open files ({exc.strerror}); "
             "the JSONL store keeps one open file per live session: raise the limit "
-            "(ulimit -n) or use SQLiteStore or PostgresStore"
+            "(ulimit -n) or use PostgresStore"
         )
     else:
         message = f"session {session_id!r}: cannot open its file: {exc}"

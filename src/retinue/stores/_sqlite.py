@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import hashlib
 import os
 import sqlite3
 import threading
@@ -15,6 +18,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
 from ._common import already_exists, parse_header, parse_headers, seq_conflict
+from ._ids import escape_id
 from ._writebehind import BufferedStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteBackend", "SQLiteStore"]
@@ -37,6 +41,7 @@ _SCHEMA = (
     )""",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+_MAX_LOCK_NAME = 200  # file names are limited to 255 bytes
 
 
 @final
@@ -50,7 +55,12 @@ class SQLiteBackend:
     (``synchronous=FULL``: one fsync); a SAVEPOINT per session keeps one
     session's refusal from failing the group, and the stored ``next_seq`` is
     checked so a second writer cannot interleave. Reads use their own
-    connections and never wait for a commit (WAL). Every method blocks.
+    connections and never wait for a commit (WAL) and read text as bytes, so
+    a row that is not UTF-8 is a corrupt record, not an I/O failure.
+
+    One writer per session across stores and processes (R12.7): a claimed
+    session holds an exclusive ``flock`` on ``<db>.locks/<escaped id>.lock``
+    until it is released (or the process dies). Every method blocks.
     """
 
     blocking = True
@@ -62,6 +72,8 @@ class SQLiteBackend:
         self._writer: sqlite3.Connection | None = None
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        in_memory = self._path in ("", ":memory:")
+        self._claims = _SessionLocks(None if in_memory else self._path + ".locks")
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -109,23 +121,44 @@ class SQLiteBackend:
             raise
 
     def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-        """Commit every batch in one transaction; per-batch refusals roll back alone."""
+        """Claim, then commit every batch in one transaction; per-batch refusals roll back alone."""
+        results = [
+            None if batch.header is not None else self._claim_for(batch) for batch in batches
+        ]
         with self._write_lock:
             conn = self._require_writer()
+            claimed: list[str] = []
             conn.execute("BEGIN IMMEDIATE")
             try:
-                results = [self._write_savepoint(conn, batch) for batch in batches]
+                for index, batch in enumerate(batches):
+                    if results[index] is None:
+                        results[index] = self._write_savepoint(conn, batch, claimed)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                for session_id in claimed:
+                    self._claims.release(session_id)
                 raise
             return results
 
-    def _write_savepoint(self, conn: sqlite3.Connection, batch: AppendBatch) -> StoreError | None:
+    def _claim_for(self, batch: AppendBatch) -> StoreError | None:
+        """Claim a stored session appended to without a load (as JSONL opens its file)."""
+        try:
+            self.claim(batch.session_id)
+        except StoreError as exc:
+            return exc
+        return None
+
+    def _write_savepoint(
+        self, conn: sqlite3.Connection, batch: AppendBatch, claimed: list[str]
+    ) -> StoreError | None:
         conn.execute("SAVEPOINT batch")
         try:
             self._write_one(conn, batch)
+            # Claimed inside the transaction: once the row is visible its writer holds it.
+            if batch.header is not None and self._claims.acquire(batch.session_id):
+                claimed.append(batch.session_id)
         except StoreError as exc:
             conn.execute("ROLLBACK TO batch")
             conn.execute("RELEASE batch")
@@ -169,22 +202,24 @@ class SQLiteBackend:
         """The header and event lines of one session, in seq order."""
         with self._reader() as conn:
             row = conn.execute(
-                "SELECT sid, header FROM sessions WHERE id = ?", (session_id,)
+                "SELECT sid, CAST(header AS BLOB) FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
             if row is None:
                 return None
             sid, header = row
             segments = conn.execute(
-                "SELECT body FROM segments WHERE sid = ? ORDER BY first_seq", (sid,)
+                "SELECT CAST(body AS BLOB) FROM segments WHERE sid = ? ORDER BY first_seq", (sid,)
             ).fetchall()
-        records = [line for (body,) in segments for line in body.split("\n")]
+        records = [line for (body,) in segments for line in body.split(b"\n")]
         return StoredLog(parse_header(header, session_id), records)
 
     def headers(self) -> list[SessionHeader]:
         """Every header of a session with events (corrupt ones are logged and skipped)."""
         with self._reader() as conn:
-            rows = conn.execute("SELECT id, header FROM sessions WHERE next_seq > 0").fetchall()
-        return parse_headers(rows)
+            rows = conn.execute(
+                "SELECT CAST(id AS BLOB), CAST(header AS BLOB) FROM sessions WHERE next_seq > 0"
+            ).fetchall()
+        return parse_headers([(raw.decode(errors="replace"), header) for raw, header in rows])
 
     def contains(self, session_id: str) -> bool:
         """Whether a row for the session exists."""
@@ -193,13 +228,25 @@ class SQLiteBackend:
         return row is not None
 
     def claim(self, session_id: str) -> None:
-        """Within a file, appends are checked against the stored next seq instead."""
+        """Lock the session's lock file until :meth:`release`; ``SESSION_LOCKED`` if held elsewhere.
+
+        An unstored session raises ``SESSION_NOT_FOUND`` without locking: its
+        creator claims it as its first commit inserts the row, and a probe for
+        the id must not make that commit fail.
+        """
+        if self._claims.holds(session_id):
+            return
+        if not self.contains(session_id):
+            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+        self._claims.acquire(session_id)
 
     def release(self, session_id: str) -> None:
-        """Nothing is held per session."""
+        """Drop the session's lock (and its lock file)."""
+        self._claims.release(session_id)
 
     def close(self) -> None:
-        """Close every connection (the WAL is checkpointed by the last one)."""
+        """Close every connection (the WAL is checkpointed by the last one) and drop every claim."""
+        self._claims.release_all()
         with self._write_lock, self._readers_lock:
             for conn in self._readers:
                 conn.close()
@@ -229,21 +276,115 @@ class SQLiteBackend:
 
 
 def _truncate(conn: sqlite3.Connection, sid: int, keep: int) -> None:
-    """Drop stored events with ``seq >= keep``, cutting a segment that straddles it."""
+    """Drop stored events with ``seq >= keep``, cutting a segment that straddles it.
+
+    The body is read as bytes: the torn tail may not be UTF-8; the kept lines were decoded.
+    """
     conn.execute("DELETE FROM segments WHERE sid = ? AND first_seq >= ?", (sid, keep))
     row = conn.execute(
-        "SELECT first_seq, body FROM segments WHERE sid = ? ORDER BY first_seq DESC LIMIT 1", (sid,)
+        "SELECT first_seq, CAST(body AS BLOB) FROM segments WHERE sid = ? "
+        "ORDER BY first_seq DESC LIMIT 1",
+        (sid,),
     ).fetchone()
     if row is None:
         return
     first, body = row
-    lines = body.split("\n")
+    lines = body.split(b"\n")
     if first + len(lines) > keep:
         kept = lines[: keep - first]
         conn.execute(
             "UPDATE segments SET count = ?, body = ? WHERE sid = ? AND first_seq = ?",
-            (len(kept), "\n".join(kept), sid, first),
+            (len(kept), b"\n".join(kept).decode(), sid, first),
         )
+
+
+@final
+class _SessionLocks:
+    """The claimed sessions of one backend: an open, ``flock``-ed lock file each.
+
+    ``flock`` conflicts between open file descriptions, so two stores in one
+    process exclude each other as two processes do; a killed process drops
+    its locks. A released lock file is unlinked while still locked, so the
+    directory holds only live claims (a lock won on an unlinked file is retried).
+    """
+
+    def __init__(self, directory: str | None) -> None:
+        self._directory = directory  # None: an in-memory database, nothing to exclude
+        self._held: dict[str, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def holds(self, session_id: str) -> bool:
+        """Whether *session_id* is claimed here (always, for an in-memory database)."""
+        with self._lock:
+            return self._directory is None or session_id in self._held
+
+    def acquire(self, session_id: str) -> bool:
+        """Lock *session_id*; false if it was already held here. Raises ``SESSION_LOCKED``."""
+        with self._lock:
+            if self._directory is None or session_id in self._held:
+                return False
+            path = os.path.join(self._directory, _lock_name(session_id))
+            try:
+                os.makedirs(self._directory, exist_ok=True)
+                fd = _lock_file(path)
+            except OSError as exc:
+                hint = "; one stays open per claimed session" if exc.errno == errno.EMFILE else ""
+                raise StoreError(
+                    f"session {session_id!r}: cannot open its lock file: {exc}{hint}",
+                    code="STORAGE_ERROR",
+                ) from exc
+            if fd is None:
+                raise StoreError(
+                    f"session {session_id!r} is being written by another process or store",
+                    code="SESSION_LOCKED",
+                )
+            self._held[session_id] = (path, fd)
+            return True
+
+    def release(self, session_id: str) -> None:
+        with self._lock:
+            held = self._held.pop(session_id, None)
+        if held is not None:
+            path, fd = held
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            os.close(fd)
+
+    def release_all(self) -> None:
+        with self._lock:
+            held = list(self._held)
+        for session_id in held:
+            self.release(session_id)
+
+
+def _lock_name(session_id: str) -> str:
+    """The escaped id, or its prefix and hash (``~~`` never occurs in an escaped id)."""
+    name = escape_id(session_id)
+    if len(name) > _MAX_LOCK_NAME:
+        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+        name = f"{name[:120]}~~{digest}"
+    return f"{name}.lock"
+
+
+def _lock_file(path: str) -> int | None:
+    """Open and exclusively lock *path*; ``None`` if another open file holds it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            current = os.stat(path)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except FileNotFoundError:
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        if os.path.samestat(os.fstat(fd), current):
+            return fd
+        os.close(fd)  # unlinked and replaced by its releaser meanwhile
 
 
 @final

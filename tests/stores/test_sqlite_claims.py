@@ -1,0 +1,256 @@
+"""SQLiteStore: one writer per session across stores and processes, and rows that are not UTF-8."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from retinue._errors import CorruptSessionError, StoreError
+from retinue.session import Session, TurnEnd
+from retinue.stores import SQLiteStore
+from retinue.stores._ids import escape_id
+from tests.stores._kit import lines, run_turn
+
+LONG_IDS = ["plain", "a" * 512, "日本" * 256, "\U0001f600" * 512]
+
+
+async def _stored(path: Path, *session_ids: str, turns: int = 1) -> None:
+    """Store each session with *turns* turns, one flush (one segment row) per turn."""
+    async with SQLiteStore(path) as store:
+        for session_id in session_ids:
+            session = Session.create(session_id)
+            store.attach_new(session)
+            for number in range(turns):
+                run_turn(session, f"message {number}")
+                await store.flush(session)
+            await store.detach(session)
+
+
+def _sql(path: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def _lock_files(path: Path) -> list[str]:
+    return os.listdir(f"{path}.locks")
+
+
+async def _assert_locked(store: SQLiteStore, session_id: str) -> None:
+    with pytest.raises(StoreError) as caught:
+        await store.load(session_id)
+    assert caught.value.code == "SESSION_LOCKED"
+    assert repr(session_id) in caught.value.message
+
+
+# -- one writer per session (R12.7) -------------------------------------------
+
+
+async def test_sqlite_second_store_cannot_load_a_claimed_session(tmp_path: Path) -> None:
+    """R12.7: a session loaded by one store is SESSION_LOCKED for another until it is detached."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "contested")
+    async with SQLiteStore(path) as first, SQLiteStore(path) as second:
+        mine = await first.load("contested")
+        first.attach(mine)
+        await _assert_locked(second, "contested")
+        run_turn(mine)
+        await first.detach(mine)
+        theirs = await second.load("contested")
+    assert lines(theirs.events[:]) == lines(mine.events[:])
+
+
+async def test_sqlite_closing_a_store_drops_its_claims(tmp_path: Path) -> None:
+    """R12.7: closing a store gives up every claim it holds, and removes its lock files."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "one", "two")
+    async with SQLiteStore(path) as second:
+        async with SQLiteStore(path) as first:
+            first.attach(await first.load("one"))
+            await first.load("two")  # loaded, never attached: still claimed
+            await _assert_locked(second, "one")
+            await _assert_locked(second, "two")
+        assert [loaded.id for loaded in [await second.load("one"), await second.load("two")]] == [
+            "one",
+            "two",
+        ]
+    assert _lock_files(path) == []
+
+
+async def test_sqlite_new_session_is_claimed_by_its_first_flush(tmp_path: Path) -> None:
+    """R12.7: the creator of a session holds its claim from its first commit until detach."""
+    path = tmp_path / "sessions.db"
+    async with SQLiteStore(path) as first, SQLiteStore(path) as second:
+        session = Session.create("fresh")
+        first.attach_new(session)
+        run_turn(session)
+        await first.flush(session)
+        await _assert_locked(second, "fresh")
+        lock_file = Path(f"{path}.locks") / f"{escape_id('fresh')}.lock"
+        assert lock_file.exists()
+        await first.detach(session)
+        assert not lock_file.exists()
+        loaded = await second.load("fresh")
+    assert lines(loaded.events[:]) == lines(session.events[:])
+
+
+async def test_sqlite_append_without_a_load_is_refused_while_claimed(tmp_path: Path) -> None:
+    """R12.7: attaching a stored session elsewhere gets SESSION_LOCKED at flush; nothing is written."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "held")
+    async with SQLiteStore(path) as first, SQLiteStore(path) as second:
+        mine = await first.load("held")
+        first.attach(mine)
+        theirs = await second.inspect("held")
+        second.attach(theirs)
+        run_turn(theirs)
+        with pytest.raises(StoreError) as caught:
+            await second.flush(theirs)
+        assert caught.value.code == "SESSION_LOCKED"
+        assert "'held'" in caught.value.message
+        run_turn(mine)
+        await first.detach(mine)
+        with pytest.raises(StoreError):
+            await second.aclose()
+    async with SQLiteStore(path) as store:
+        assert lines((await store.load("held")).events[:]) == lines(mine.events[:])
+
+
+@pytest.mark.parametrize("session_id", LONG_IDS, ids=["plain", "ascii", "cjk", "astral"])
+async def test_sqlite_claims_ids_of_any_valid_length(tmp_path: Path, session_id: str) -> None:
+    """R11.12, R12.7: an id of up to 512 characters gets a lock file whose name fits."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, session_id)
+    async with SQLiteStore(path) as first, SQLiteStore(path) as second:
+        first.attach(await first.load(session_id))
+        await _assert_locked(second, session_id)
+        [lock_file] = _lock_files(path)
+        assert len(lock_file.encode()) <= 255
+
+
+async def test_sqlite_another_process_cannot_load_a_claimed_session(tmp_path: Path) -> None:
+    """R12.7: the claim excludes other processes, and a process that exits drops it."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "shared")
+    child = textwrap.dedent(
+        f"""
+        import trio
+        from retinue.stores import SQLiteStore
+
+        async def main():
+            async with SQLiteStore({str(path)!r}) as store:
+                try:
+                    await store.load("shared")
+                except Exception as exc:
+                    print(exc.code)
+                else:
+                    print("loaded")
+
+        trio.run(main)
+        """
+    )
+
+    async def load_elsewhere() -> str:
+        run = await trio.run_process(
+            [sys.executable, "-c", child], capture_stdout=True, capture_stderr=True, check=False
+        )
+        assert run.returncode == 0, run.stderr.decode()
+        return run.stdout.decode().strip()
+
+    async with SQLiteStore(path) as store:
+        store.attach(await store.load("shared"))
+        assert await load_elsewhere() == "SESSION_LOCKED"
+    assert await load_elsewhere() == "loaded"
+
+
+# -- rows that are not UTF-8 (R11.8, R11.14) ----------------------------------
+
+
+def _corrupt_header(path: Path, session_id: str) -> None:
+    _sql(
+        path,
+        "UPDATE sessions SET header = CAST(CAST(header AS BLOB) || x'ff' AS TEXT) WHERE id = ?",
+        session_id,
+    )
+
+
+def _corrupt_line(path: Path, session_id: str, first_seq: int, line: int) -> None:
+    """Put a byte that is not UTF-8 into one line of a segment row, keeping it TEXT."""
+    [(sid, body)] = _sql(
+        path,
+        "SELECT s.sid, CAST(body AS BLOB) FROM segments s JOIN sessions USING (sid) "
+        "WHERE id = ? AND first_seq = ?",
+        session_id,
+        first_seq,
+    )
+    parts = bytes(body).split(b"\n")
+    parts[line] = b"\xff" + parts[line]
+    _sql(
+        path,
+        "UPDATE segments SET body = CAST(? AS TEXT) WHERE sid = ? AND first_seq = ?",
+        b"\n".join(parts),
+        sid,
+        first_seq,
+    )
+
+
+async def test_sqlite_list_skips_a_header_that_is_not_utf8(tmp_path: Path) -> None:
+    """R11.14: list() skips the one bad header; loading it is a CorruptSessionError naming it."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "good", "bad", "also-good")
+    _corrupt_header(path, "bad")
+    async with SQLiteStore(path) as store:
+        assert sorted(header.id for header in await store.list()) == ["also-good", "good"]
+        with pytest.raises(CorruptSessionError, match="'bad'") as caught:
+            await store.load("bad")
+        assert caught.value.code == "CORRUPT_HEADER"
+        assert await store.exists("bad")
+
+
+async def test_sqlite_committed_event_that_is_not_utf8_names_session_and_seq(
+    tmp_path: Path,
+) -> None:
+    """R11.8: a non-UTF-8 event in the committed region is corrupt, naming the session and seq."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "good", "bad", turns=2)
+    _corrupt_line(path, "bad", 0, 1)
+    async with SQLiteStore(path) as store:
+        assert sorted(header.id for header in await store.list()) == ["bad", "good"]
+        with pytest.raises(CorruptSessionError, match=r"'bad'.*event 1 ") as caught:
+            await store.load("bad")
+        assert caught.value.code == "CORRUPT_SESSION"
+        assert (await store.load("good")).last_turn == 2
+
+
+async def test_sqlite_torn_tail_that_is_not_utf8_is_repaired(tmp_path: Path) -> None:
+    """R11.8-R11.9: a non-UTF-8 last event after the committed region is cut; the turn is closed."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "torn", turns=2)
+    [(first_seq, count)] = _sql(
+        path, "SELECT first_seq, count FROM segments WHERE first_seq > 0 ORDER BY first_seq"
+    )
+    _corrupt_line(path, "torn", int(first_seq), int(count) - 1)
+    async with SQLiteStore(path) as store:
+        loaded = await store.load("torn")
+    kept = int(first_seq) + int(count) - 1
+    assert len(loaded.events) > kept
+    assert isinstance(loaded.events[-1].data, TurnEnd)  # closers replaced the torn turn/end
+    async with SQLiteStore(path) as store:
+        again = await store.load("torn")
+    assert lines(again.events[:]) == lines(loaded.events[:])
+
+
+async def test_sqlite_segment_stored_as_a_blob_is_read(tmp_path: Path) -> None:
+    """R11.8: a segment body stored with BLOB affinity holds the same lines and loads."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "blobby")
+    _sql(path, "UPDATE segments SET body = CAST(body AS BLOB)")
+    async with SQLiteStore(path) as store:
+        loaded = await store.load("blobby")
+    assert loaded.last_turn == 1
