@@ -164,6 +164,26 @@ async def test_store_refuses_ids_with_separators_or_control_characters(
         assert not await store.exists(bad_id)
 
 
+@pytest.mark.parametrize(
+    "long_id", ["a" * 512, "日本" * 256, "\U0001f600" * 512], ids=["ascii", "cjk", "astral"]
+)
+async def test_store_holds_ids_of_every_valid_length(kit: StoreKit, long_id: str) -> None:
+    """R11.12: an id of up to 512 characters is stored, found, listed and loaded by every store."""
+    session = Session.create(long_id)
+    assert not await _exists(kit, long_id)
+    await _stored(kit, session)
+    async with kit.open() as store:
+        assert await store.exists(long_id)
+        assert [header.id for header in await store.list()] == [long_id]
+        loaded = await store.load(long_id)
+    assert lines(loaded.events[:]) == lines(session.events[:])
+
+
+async def _exists(kit: StoreKit, session_id: str) -> bool:
+    async with kit.open() as store:
+        return await store.exists(session_id)
+
+
 async def test_store_load_closes_an_open_turn_durably(kit: StoreKit) -> None:
     """R11.9: a log ending mid-turn gets an error result per unanswered call, step/end, turn/end{interrupted}."""
     session = Session.create("crashed")

@@ -7,9 +7,11 @@ import unicodedata
 
 from retinue._errors import StoreError
 
-__all__ = ["bucket_name", "check_session_id", "escape_id", "unescape_id"]
+__all__ = ["bucket_name", "check_session_id", "escape_id", "file_stem", "unescape_id"]
 
 MAX_ID_LENGTH = 512
+# File names are limited to 255 bytes; a stem leaves room for a suffix and a temporary prefix.
+MAX_STEM_LENGTH = 200
 _KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
@@ -60,6 +62,19 @@ def escape_id(session_id: str) -> str:
             f"~{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2)
         )
     return "".join(out)
+
+
+def file_stem(session_id: str) -> str:
+    """A session's file name without extension: its escaped id (R11.12), or, when that
+    would not fit a file name, the escaped id's start, ``~~`` and a sha256 of the id.
+
+    ``~~`` never occurs in an escaped id, so the two forms cannot collide.
+    """
+    name = escape_id(session_id)
+    if len(name) <= MAX_STEM_LENGTH:
+        return name
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{name[:120]}~~{digest}"
 
 
 def unescape_id(name: str) -> str:

@@ -21,7 +21,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
 from ._common import already_exists, parse_header, parse_headers
-from ._ids import bucket_name, escape_id
+from ._ids import bucket_name, file_stem
 from ._writebehind import BufferedStore
 
 __all__ = ["JSONLBackend", "JSONLStore", "session_path"]
@@ -30,8 +30,12 @@ SYNCFS_THRESHOLD = 8
 
 
 def session_path(root: str | os.PathLike[str], header: SessionHeader) -> Path:
-    """Where a session lives: ``root/<bucket of cwd>/<escaped id>.jsonl`` (R11.12)."""
-    return Path(root) / bucket_name(header.cwd) / f"{escape_id(header.id)}.jsonl"
+    """Where a session lives: ``root/<bucket of cwd>/<escaped id>.jsonl`` (R11.12).
+
+    An id whose escaped form would not fit a file name is shortened with a hash
+    (:func:`file_stem`).
+    """
+    return Path(root) / bucket_name(header.cwd) / f"{file_stem(header.id)}.jsonl"
 
 
 @attrs.define(eq=False)
@@ -257,7 +261,7 @@ class JSONLBackend:
         known = self._paths.get(session_id)
         if known is not None and known.exists():
             return known
-        name = f"{escape_id(session_id)}.jsonl"
+        name = f"{file_stem(session_id)}.jsonl"
         for bucket in self._buckets():
             candidate = bucket / name
             if candidate.exists():

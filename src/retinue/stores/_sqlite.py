@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import sqlite3
 import threading
@@ -18,7 +17,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
 from ._common import already_exists, parse_header, parse_headers, seq_conflict
-from ._ids import escape_id
+from ._ids import file_stem
 from ._writebehind import BufferedStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteBackend", "SQLiteStore"]
@@ -41,7 +40,6 @@ _SCHEMA = (
     )""",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
-_MAX_LOCK_NAME = 200  # file names are limited to 255 bytes
 
 
 @final
@@ -358,12 +356,7 @@ class _SessionLocks:
 
 
 def _lock_name(session_id: str) -> str:
-    """The escaped id, or its prefix and hash (``~~`` never occurs in an escaped id)."""
-    name = escape_id(session_id)
-    if len(name) > _MAX_LOCK_NAME:
-        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-        name = f"{name[:120]}~~{digest}"
-    return f"{name}.lock"
+    return f"{file_stem(session_id)}.lock"
 
 
 def _lock_file(path: str) -> int | None:
