@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -115,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
             _check_exists(spec)
         store = open_store(spec)
         return int(trio.run(command, store, args))
+    except BrokenPipeError:
+        # The reader went away (``| head``): stay quiet, and keep the interpreter's
+        # final flush of standard output from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (RetinueError, argparse.ArgumentTypeError, OSError) as exc:
         print(f"retinue sessions {args.sessions_command}: {exc}", file=sys.stderr)
         return 1
