@@ -13,7 +13,7 @@ from retinue._request import ToolSchema
 
 __all__ = ["Assembly", "PromptError", "Section", "render"]
 
-_GROUP = re.compile(r"\{\{(.*?)\}\}")
+_GROUP = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
@@ -65,18 +65,25 @@ class Assembly:
 
 
 def _interpolate(text: str, variables: Mapping[str, str | None], where: str) -> str:
-    def substitute(match: re.Match[str]) -> str:
-        name = match.group(1).strip()
-        if not _NAME.fullmatch(name):
-            raise PromptError(f"malformed variable group {match.group(0)!r} in section {where!r}")
-        if name not in variables:
-            raise PromptError(f"unknown variable {name!r} in section {where!r}")
-        value = variables[name]
-        if value is None:
-            raise PromptError(f"variable {name!r} has no value (section {where!r})")
-        return value
+    # split() alternates the text between groups with each group's inside.
+    pieces = _GROUP.split(text)
+    for outside in pieces[::2]:
+        if "{{" in outside or "}}" in outside:
+            raise PromptError(f"unbalanced variable group in section {where!r}")
+    pieces[1::2] = [_value(inside, variables, where) for inside in pieces[1::2]]
+    return "".join(pieces)
 
-    return _GROUP.sub(substitute, text)
+
+def _value(inside: str, variables: Mapping[str, str | None], where: str) -> str:
+    name = inside.strip()
+    if not _NAME.fullmatch(name):
+        raise PromptError(f"malformed variable group {'{{' + inside + '}}'!r} in section {where!r}")
+    if name not in variables:
+        raise PromptError(f"unknown variable {name!r} in section {where!r}")
+    value = variables[name]
+    if value is None:
+        raise PromptError(f"variable {name!r} has no value (section {where!r})")
+    return value
 
 
 def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> str:
@@ -87,8 +94,6 @@ def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> 
     """
     parts = []
     for section in sorted(sections, key=lambda item: item.order):
-        if "{{" in section.text and section.text.count("{{") != section.text.count("}}"):
-            raise PromptError(f"unbalanced variable group in section {section.name!r}")
         text = _interpolate(section.text, variables, section.name).strip()
         if text:
             parts.append(text)

@@ -1,0 +1,50 @@
+"""Strict ``{{variable}}`` rendering of system-prompt sections (R7.52)."""
+
+from __future__ import annotations
+
+import pytest
+
+from retinue.prompt import PromptError, Section, render
+
+VARIABLES = {"name": "Ada", "cwd": "/srv", "braces": "{{not a group}}", "unset": None}
+
+
+@pytest.mark.parametrize(
+    ("text", "rendered"),
+    [
+        ("hello {{name}}", "hello Ada"),
+        ("hello {{ name }} in {{cwd}}", "hello Ada in /srv"),
+        ("hello {{\nname\n}}", "hello Ada"),
+        ("values are not parsed again: {{braces}}", "values are not parsed again: {{not a group}}"),
+        ("no groups at all", "no groups at all"),
+    ],
+)
+def test_render_substitutes_every_group(text: str, rendered: str) -> None:
+    """R7.52: each ``{{name}}`` (whitespace and line breaks around the name allowed) is its value."""
+    assert render([Section("s", text)], VARIABLES) == rendered
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("x }} and {{ y", "unbalanced variable group"),
+        ("a {{ name", "unbalanced variable group"),
+        ("a name }}", "unbalanced variable group"),
+        ("{{name}} }}", "unbalanced variable group"),
+        ("{{ two words }}", "malformed variable group"),
+        ("{{}}", "malformed variable group"),
+        ("{{missing}}", "unknown variable 'missing'"),
+        ("{{unset}}", "variable 'unset' has no value"),
+    ],
+)
+def test_render_refuses_what_it_cannot_substitute(text: str, problem: str) -> None:
+    """R7.52: an unknown or valueless variable, or a malformed group, raises naming the section."""
+    with pytest.raises(PromptError, match=problem) as caught:
+        render([Section("persona", text)], VARIABLES)
+    assert "'persona'" in str(caught.value)
+
+
+def test_render_orders_sections_and_drops_empty_ones() -> None:
+    """R7.52: ascending order, empty sections dropped, joined by blank lines."""
+    sections = [Section("b", "second", 5), Section("empty", "  ", 1), Section("a", "first", -1)]
+    assert render(sections, {}) == "first\n\nsecond"
