@@ -233,6 +233,30 @@ def test_tool_parameters_are_frozen_json() -> None:
         Tool("t", "d", ["not", "an", "object"], lambda: None)
 
 
+def test_tool_docstring_argument_types_may_nest_parentheses() -> None:
+    """R9.7: ``b (list(int)): ...`` documents ``b``; it is not a continuation of ``a``."""
+
+    @tool
+    def sum_up(a: int, b: list[int]) -> int:
+        """Add.
+
+        Args:
+            a (int): first value.
+            b (list(int)): second value.
+        """
+        return a + sum(b)
+
+    assert schema_of(sum_up) == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "description": "first value."},
+            "b": {"type": "array", "items": {"type": "integer"}, "description": "second value."},
+        },
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+
+
 def test_tool_docstring_sections_end_the_description() -> None:
     """R9.7: only text before the first section is the description; other sections are dropped."""
 

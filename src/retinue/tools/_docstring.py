@@ -13,7 +13,7 @@ _SECTION = re.compile(
     re.IGNORECASE,
 )
 _ARG_SECTIONS = {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
-_ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:\s*(?P<text>.*)$")
+_ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?:\((?:[^()]|\([^()]*\))*\))?\s*:\s*(?P<text>.*)$")
 
 
 def _indent(line: str) -> int:
