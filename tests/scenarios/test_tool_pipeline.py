@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable
+from typing import Literal
 
 import attrs
 import pytest
@@ -414,16 +415,30 @@ async def test_dispatch_coerces_arguments_to_the_annotated_types() -> None:
     received: list[object] = []
 
     @tool
-    async def measure(unit: Unit, span: Span, tags: tuple[str, ...], count: int) -> str:
+    async def measure(
+        unit: Unit,
+        span: Span,
+        tags: tuple[str, ...],
+        count: int,
+        scale: Literal[Unit.C, Unit.F],
+        flag: Literal[1, True, "f"],
+    ) -> str:
         """Measure."""
-        received.extend([unit, span, tags, count])
+        received.extend([unit, span, tags, count, scale, flag])
         return "ok"
 
     _, registry = setup(measure)
-    arguments: JsonValue = {"unit": "f", "span": {"start": 1}, "tags": ["x"], "count": 2.0}
+    arguments: JsonValue = {
+        "unit": "f",
+        "span": {"start": 1},
+        "tags": ["x"],
+        "count": 2.0,
+        "scale": "c",
+        "flag": "f",
+    }
     result = await registry.execute(call("measure", arguments))
     assert text_of(result) == "ok"
-    assert received == [Unit.F, Span(1), ("x",), 2]
+    assert received == [Unit.F, Span(1), ("x",), 2, Unit.C, "f"]
     assert type(received[3]) is int
 
 

@@ -141,7 +141,17 @@ def _check_literals(values: typing.Sequence[object], where: str) -> None:
 def _literal(args: tuple[object, ...], where: str) -> _Shape:
     values = [a.value if isinstance(a, enum.Enum) else a for a in args]
     _check_literals(values, where)
-    return _Shape({"type": _json_types(values), "enum": values})
+    members = {a.value: a for a in args if isinstance(a, enum.Enum)}
+    if not members:
+        return _Shape({"type": _json_types(values), "enum": values})
+
+    def coerce(value: object) -> object:
+        # Literal[Color.RED, ...]: the body gets the member, as for a plain enum hint
+        # (matched by exact type too, so True never stands for a member valued 1).
+        member = members.get(value)
+        return member if member is not None and type(member.value) is type(value) else value
+
+    return _Shape({"type": _json_types(values), "enum": values}, coerce)
 
 
 def _enum(cls: type[enum.Enum], where: str) -> _Shape:
