@@ -114,6 +114,31 @@ async def test_admission_corrects_token_estimate_with_real_usage(
         assert admission.statistics().lanes[0].tokens_in_window == 800
 
 
+async def test_admission_usage_below_the_estimate_admits_a_waiter_at_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Usage recorded while a request is still running frees its surplus budget right then."""
+    admission = AdmissionController(AdmissionLimits(tokens_per_minute=1000))
+    admitted: list[float] = []
+
+    async def first() -> None:
+        async with admission.admit(provider="p", model="m", tokens=800) as ticket:
+            await trio.sleep(1)
+            ticket.record_usage(100)
+            await trio.sleep(9)
+
+    async def second() -> None:
+        await trio.sleep(0.5)
+        async with admission.admit(provider="p", model="m", tokens=800):
+            admitted.append(trio.current_time())
+
+    with trio.fail_after(200):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            nursery.start_soon(second)
+    assert admitted == [pytest.approx(1.0)]
+
+
 async def test_admission_admits_an_oversized_request_into_an_empty_window(
     autojump_clock: trio.abc.Clock,
 ) -> None:

@@ -173,9 +173,13 @@ class AdmissionTicket:
     released: bool = False
 
     def record_usage(self, tokens: int) -> None:
-        """Correct the up-front token estimate with the real count; never blocks."""
+        """Correct the up-front token estimate with the real count; never blocks.
+
+        Budget freed by an over-estimate admits waiting requests at once.
+        """
         if self._token_charge is not None and self._lane.tokens is not None:
             self._lane.tokens.correct(self._token_charge, float(tokens))
+            self._lane.pump(trio.current_time())
 
     def observe_headers(self, headers: Mapping[str, str]) -> None:
         """Adapt the lane to a response's rate-limit headers; never blocks."""
