@@ -140,6 +140,13 @@ def _number(value: Any, _: Any) -> float:
     return value
 
 
+_exact_str = _exact(str)
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else _exact_str(value, None)
+
+
 for _primitive in (str, int, bool):
     converter.register_structure_hook(_primitive, _exact(_primitive))
 converter.register_structure_hook(float, _number)
@@ -260,9 +267,9 @@ converter.register_structure_hook(
     ToolCallDelta,
     lambda value, _: ToolCallDelta(
         _exact_int(value["index"]),
-        _exact(str)(value.get("id"), None) if value.get("id") is not None else None,
-        _exact(str)(value["arguments_delta"], None),
-        _exact(str)(value.get("name"), None) if value.get("name") is not None else None,
+        _optional_str(value.get("id")),
+        _exact_str(value["arguments_delta"], None),
+        _optional_str(value.get("name")),
     ),
 )
 converter.register_structure_hook(

@@ -55,8 +55,8 @@ class Runtime:
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
     _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
-    _reserved: set[str] = attrs.field(factory=set, init=False)
-    _creations: set[trio.CancelScope] = attrs.field(factory=set, init=False)
+    # Ids being created, each with the scope :meth:`aclose` cancels to abort it.
+    _creations: dict[str, trio.CancelScope] = attrs.field(factory=dict, init=False)
     _creation_ended: trio.lowlevel.ParkingLot = attrs.field(
         factory=trio.lowlevel.ParkingLot, init=False
     )
@@ -174,7 +174,7 @@ class Runtime:
         source = self.agents.get(source_id)
         if source is None:
             raise SessionError(f"session {source_id!r} is not live", code="SESSION_NOT_FOUND")
-        if child_id in self.agents or child_id in self._reserved:
+        if child_id in self.agents or child_id in self._creations:
             raise SessionError(
                 f"session {child_id!r} already exists", code="SESSION_ALREADY_EXISTS"
             )
@@ -197,29 +197,26 @@ class Runtime:
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
         """Reserve *agent_id* for one creation in flight, which :meth:`aclose` aborts (R12.10)."""
-        self._reserve(agent_id)
-        scope = trio.CancelScope()
-        self._creations.add(scope)
+        self._check_free(agent_id)
+        scope = self._creations[agent_id] = trio.CancelScope()
         try:
             with scope:
                 yield
         finally:
-            self._creations.discard(scope)
-            self._reserved.discard(agent_id)
+            del self._creations[agent_id]
             self._creation_ended.unpark_all()
         if scope.cancelled_caught:
             raise RuntimeError(f"agent loop is not active: {agent_id!r} was not started")
 
-    def _reserve(self, agent_id: str) -> None:
+    def _check_free(self, agent_id: str) -> None:
         if self._closing:
             raise RuntimeError("the runtime is shutting down")
         if not agent_id or any(ch in agent_id for ch in "/\\\x00") or not agent_id.isprintable():
             raise SessionError(f"invalid session id {agent_id!r}", code="INVALID_SESSION_ID")
-        if agent_id in self.agents or agent_id in self._reserved:
+        if agent_id in self.agents or agent_id in self._creations:
             raise SessionError(
                 f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS"
             )
-        self._reserved.add(agent_id)
 
     def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
         core = AgentCore(session.id, options, session, self._services)
@@ -321,7 +318,7 @@ class Runtime:
         Waits until every aborted creation has unwound and every agent is disposed.
         """
         self._closing = True
-        for scope in self._creations:
+        for scope in self._creations.values():
             scope.cancel()
         while self._creations:
             await self._creation_ended.park()
