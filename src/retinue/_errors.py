@@ -37,6 +37,7 @@ __all__ = [
     "StoreError",
     "ToolError",
     "describe_error",
+    "leaf_error",
 ]
 
 
@@ -128,6 +129,13 @@ class ToolError(RetinueError):
 
 class StoreError(RetinueError):
     """A session store refused or failed an operation; ``code`` says why."""
+
+
+def leaf_error(error: BaseException) -> BaseException:
+    """Unwrap exception groups that hold a single error (nurseries wrap every failure)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def describe_error(error: BaseException) -> str:

@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 
 import retinue
-from retinue._errors import describe_error
+from retinue._errors import describe_error, leaf_error
 from retinue.session import Event
 
 __all__ = ["add_parser", "run_demo"]
@@ -84,14 +84,8 @@ def _run(args: argparse.Namespace) -> int:
         return int(trio.run(run_demo, args))
     except Exception as exc:
         log.warning("retinue demo failed", exc_info=True)  # shown with -v
-        print(f"retinue demo: {describe_error(_leaf(exc))}", file=sys.stderr)
+        print(f"retinue demo: {describe_error(leaf_error(exc))}", file=sys.stderr)
         return 1
-
-
-def _leaf(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 @attrs.define

@@ -7,7 +7,7 @@ import logging
 import attrs
 
 from retinue._content import ContentBlock, Text, ToolCall, content_text
-from retinue._errors import describe_error
+from retinue._errors import describe_error, leaf_error
 from retinue._stream import Usage
 from retinue.session import (
     StepEnd,
@@ -24,13 +24,6 @@ from ._summary import add_usage
 __all__ = ["StepCalls", "TurnState", "error_code"]
 
 log = logging.getLogger("retinue.loop")
-
-
-def leaf_error(error: BaseException) -> BaseException:
-    """Unwrap exception groups that hold a single error (nurseries wrap every failure)."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 def error_code(error: BaseException) -> str | None:
