@@ -79,6 +79,10 @@ class BlockAssembler:
     _finish: FinishReason = attrs.field(default=STOP, init=False)
     _usage: Usage | None = attrs.field(default=None, init=False)
     _chunks: int = attrs.field(default=0, init=False)
+    # The open text block that the last text delta extended: most chunks of a
+    # stream extend it, and are appended without any lookup.
+    _text_index: int | None = attrs.field(default=None, init=False)
+    _text_parts: list[str] = attrs.field(factory=list, init=False)
 
     @property
     def finish(self) -> FinishReason:
@@ -103,12 +107,9 @@ class BlockAssembler:
             TypeError: *chunk* is not a stream chunk.
         """
         self._chunks += 1
-        if type(chunk) is TextDelta:
-            # Most chunks of a stream: a text delta for an open text block.
-            partial = self._blocks.get(chunk.index)
-            if partial is not None and partial.kind == TEXT and partial.closed is None:
-                partial.parts.append(chunk.text)
-                return
+        if type(chunk) is TextDelta and chunk.index == self._text_index:
+            self._text_parts.append(chunk.text)
+            return
         handler = _HANDLERS.get(type(chunk))
         if handler is None:
             raise TypeError(f"not a stream chunk: {type(chunk).__name__}")
@@ -118,6 +119,7 @@ class BlockAssembler:
         partial = self._open(chunk.index, TEXT, chunk)
         if partial is not None:
             partial.parts.append(chunk.text)
+            self._text_index, self._text_parts = chunk.index, partial.parts
 
     def _block_start(self, chunk: BlockStart) -> None:
         if chunk.index not in self._blocks:
@@ -178,6 +180,8 @@ class BlockAssembler:
         if partial.closed is None:
             partial.closed = chunk.block
             partial.parts.clear()
+        if chunk.index == self._text_index:
+            self._text_index = None
 
 
 # One dispatch per chunk type: a dict lookup is cheaper than a chain of class patterns.

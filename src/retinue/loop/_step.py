@@ -150,13 +150,15 @@ async def _stream(
     session, turn, step = core.session, state.turn, state.step
     assembler = BlockAssembler()
     seqs: list[int] = []
+    # Bound once: these run for every chunk of the stream.
+    logged, append_chunk, feed = seqs.append, session.append_chunk, assembler.feed
     chunks = core.services.models.stream(request)
     try:
         async for chunk in chunks:
             if signal.cancel_called:
                 return None
-            seqs.append(session.append_chunk(turn, step, chunk))
-            assembler.feed(chunk)
+            logged(append_chunk(turn, step, chunk))
+            feed(chunk)
     finally:
         # Closing releases the call (an SDK stream's HTTP response) at once,
         # even when the loop stopped early; a plain iterator has nothing to close.

@@ -247,6 +247,19 @@ def compile_acceptor(schema: Mapping[str, object]) -> Acceptor:
         else ()
     )
 
+    if item_ok is None and not known and not needed:
+        leaf = _leaf_acceptor(schema.get("type"), of_type)
+        if leaf is not None:
+            return leaf
+    if schema.get("type") == "object":
+
+        def accept_object(value: object) -> bool:
+            return isinstance(value, dict) and _accept_object(
+                value, fields, names, needed, extra=extra
+            )
+
+        return accept_object
+
     def accept(value: object) -> bool:
         if of_type is not None and not of_type(value):
             return False
@@ -260,6 +273,14 @@ def compile_acceptor(schema: Mapping[str, object]) -> Acceptor:
         return False
 
     return accept
+
+
+def _leaf_acceptor(wanted: object, of_type: Acceptor | None) -> Acceptor | None:
+    """The type check alone, when it is the whole test: no object can pass it."""
+    names = [wanted] if isinstance(wanted, str) else wanted
+    if of_type is None or not isinstance(names, Sequence) or "object" in names:
+        return None
+    return of_type
 
 
 def _accept_object(
