@@ -27,7 +27,12 @@ from ._errors import (
     StoreError as StoreError,
     ToolError as ToolError,
 )
-from .actors import Agent as Agent, AgentOptions as AgentOptions, TurnResult as TurnResult
+from .actors import (
+    Agent as Agent,
+    AgentOptions as AgentOptions,
+    SubscriptionOverflowError as SubscriptionOverflowError,
+    TurnResult as TurnResult,
+)
 from .config import LoopConfig as LoopConfig, load_config as load_config
 from .hooks import (
     Accept as Accept,
@@ -94,6 +99,7 @@ __all__ = [
     "SessionStore",
     "Stop",
     "StoreError",
+    "SubscriptionOverflowError",
     "Text",
     "Tool",
     "ToolCall",
