@@ -21,6 +21,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
 __all__ = [
     "AgentDisposedError",
     "AgentError",
@@ -36,6 +39,7 @@ __all__ = [
     "SessionError",
     "StoreError",
     "ToolError",
+    "call_each",
     "describe_error",
     "leaf_error",
 ]
@@ -129,6 +133,26 @@ class ToolError(RetinueError):
 
 class StoreError(RetinueError):
     """A session store refused or failed an operation; ``code`` says why."""
+
+
+_T = TypeVar("_T")
+
+
+def call_each(fn: Callable[[_T], object], items: Iterable[_T]) -> None:
+    """Call *fn* on every item; the first failure is raised once all have run.
+
+    For fan-outs where one failing receiver must not starve the others
+    (session observers, synchronous listeners, logging drained messages).
+    """
+    failure: Exception | None = None
+    for item in items:
+        try:
+            fn(item)
+        except Exception as exc:
+            if failure is None:
+                failure = exc
+    if failure is not None:
+        raise failure
 
 
 def leaf_error(error: BaseException) -> BaseException:

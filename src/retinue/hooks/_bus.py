@@ -10,6 +10,8 @@ from typing import TypeVar, final
 import attrs
 import trio
 
+from retinue._errors import call_each
+
 __all__ = ["HookBus", "Listener"]
 
 log = logging.getLogger("retinue.hooks")
@@ -153,15 +155,7 @@ class HookBus:
         """Call every listener synchronously; the first failure propagates after all ran."""
         if name not in self._listeners:
             return
-        first: Exception | None = None
-        for fn in self.listeners(name, scope):
-            try:
-                fn(*args)
-            except Exception as exc:
-                if first is None:
-                    first = exc
-        if first is not None:
-            raise first
+        call_each(lambda fn: fn(*args), self.listeners(name, scope))
 
     async def serial(self, name: str, *args: object, scope: str | None = None) -> None:  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         """Await listeners one after another; a failure propagates (R6.2).

@@ -8,7 +8,7 @@ import math
 import trio
 
 from retinue._content import Message
-from retinue._errors import HookError
+from retinue._errors import HookError, call_each
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
 from retinue.session import (
@@ -195,16 +195,13 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
 def _drain_steering(core: AgentCore, state: TurnState) -> bool:
     """Log every steering message; an observer's failure is raised once all are logged."""
     items = core.mailbox.drain_steering()
-    failure: Exception | None = None
-    for item in items:
-        try:
-            core.session.append(
-                SteeringMessage(state.turn, item.content, item.source), surface="append"
-            )
-        except Exception as exc:
-            failure = failure or exc
-    if failure is not None:
-        raise failure
+    session, turn = core.session, state.turn
+    call_each(
+        lambda item: session.append(
+            SteeringMessage(turn, item.content, item.source), surface="append"
+        ),
+        items,
+    )
     return bool(items)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import attrs
 import cattrs
@@ -50,12 +50,8 @@ from ._events import (
     EpochHeader,
     Event,
     EventData,
-    PromptBlocked,
     Replace,
-    RequestHeader,
-    RequestHeaderDelta,
     SessionHeader,
-    SteeringMessage,
     StepEnd,
     StepStart,
     SurfaceOp,
@@ -91,24 +87,9 @@ CHUNK_TYPES: dict[str, type[Any]] = {
     cls.type: cls
     for cls in (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd, UsageChunk, Finish)
 }
+# The built-in types, read off the EventData union so neither list can drift.
 EVENT_TYPES: dict[str, type[Any]] = {
-    cls.type: cls
-    for cls in (
-        TurnStart,
-        TurnEnd,
-        StepStart,
-        StepEnd,
-        UserMessage,
-        PromptBlocked,
-        ContextMessage,
-        SteeringMessage,
-        AssistantChunk,
-        AssistantMessage,
-        ToolCallEvent,
-        ToolResultEvent,
-        RequestHeader,
-        RequestHeaderDelta,
-    )
+    cls.type: cls for cls in get_args(EventData) if cls is not CustomEvent
 }
 FINISH_SINGLETONS: dict[str, FinishReason] = {
     reason.kind: reason for reason in (STOP, TOOL_CALLS, MAX_TOKENS, ABORTED)

@@ -11,7 +11,7 @@ from typing import final, overload
 
 import attrs
 
-from retinue._errors import InvalidJsonError, SessionError
+from retinue._errors import InvalidJsonError, SessionError, call_each
 from retinue._lossless import JsonValue
 from retinue._request import MessageHistory
 from retinue._stream import StreamChunk
@@ -68,15 +68,7 @@ def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
 
 def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
     """Call every observer; the first failure is raised once all have run (R4.8, R4.10)."""
-    failure: Exception | None = None
-    for observer in observers:
-        try:
-            observer(event)
-        except Exception as exc:
-            if failure is None:
-                failure = exc
-    if failure is not None:
-        raise failure
+    call_each(lambda observer: observer(event), observers)
 
 
 def _notifier(observers: tuple[Observer, ...]) -> Observer | None:
