@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,27 @@ def test_cli_sessions_import_skips_blank_lines_and_names_a_bad_line(
     capsys.readouterr()
     assert _cli("--store", f"jsonl:{target}", "import", str(exported), "--id", "other") == 1
     assert f"{exported}, line 4: " in capsys.readouterr().err
+
+
+async def _fill_long(path: Path, turns: int) -> None:
+    session = Session.create("long")
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+        for turn in range(turns):
+            run_turn(session, f"question {turn}")
+        await store.flush(session)
+
+
+def test_cli_sessions_export_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    """A reader that goes away (``| head``) ends the command with status 1 and no traceback."""
+    path = tmp_path / "sessions.db"
+    trio.run(_fill_long, path, 400)
+    command = [sys.executable, "-m", "retinue.cli", "sessions", "--store", f"sqlite:{path}"]
+    child = subprocess.Popen(
+        [*command, "export", "long"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert child.stdout is not None
+    child.stdout.close()  # gone before the child, still importing, writes a byte
+    _, errors = child.communicate(timeout=60)
+    assert child.returncode == 1
+    assert errors == b""
