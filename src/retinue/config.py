@@ -69,12 +69,16 @@ def _check_label(_instance: object, attribute: attrs.Attribute[str], value: str)
     _check_session_id(_instance, attribute, value)
 
 
-def _check_session_id(
-    _instance: object, attribute: attrs.Attribute[str], value: str | None
-) -> None:
+def _check_session_id(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    # Typed as object: a value built in Python (not read from TOML) may be anything.
     if value is None:
         return
-    if not value or not value.isprintable() or _SEPARATORS & set(value):
+    if (
+        not isinstance(value, str)
+        or not value
+        or not value.isprintable()
+        or _SEPARATORS & set(value)
+    ):
         reason = f"must be a non-empty printable id without '/' or '\\', got {value!r}"
         raise _InvalidValueError(attribute.name, reason)
 
@@ -222,9 +226,52 @@ def _table(cls: type) -> Callable[[object, object], object]:
     def structure(value: object, _type: object) -> object:
         if not isinstance(value, Mapping):
             raise _InvalidValueError("", f"expected a table, got {value!r}")
-        return generated(value, cls)
+        try:
+            return generated(value, cls)
+        except (cattrs.ClassValidationError, _InvalidValueError) as exc:
+            more = _value_problems(cls, value, exc)
+            if not more:
+                raise
+            raise cattrs.ClassValidationError(
+                f"While structuring {cls.__name__}", [exc, *more], cls
+            ) from None
 
     return structure
+
+
+def _failed_fields(exc: Exception) -> set[str]:
+    """The fields of a table that *exc* already reports a problem for."""
+    if isinstance(exc, _InvalidValueError):
+        return {exc.key.split("[")[0].split(".")[0]}
+    if not isinstance(exc, cattrs.ClassValidationError):
+        return set()  # e.g. unknown keys: they name no field
+    named, unplaced = exc.group_exceptions()  # unplaced: what the constructor raised
+    return {note.name for _, note in named}.union(*(_failed_fields(sub) for sub in unplaced))
+
+
+def _value_problems(cls: type, value: Mapping[str, object], exc: Exception) -> list[Exception]:
+    """Run the value checks of the fields that did not fail.
+
+    cattrs builds a table, and so runs its validators, only when every field
+    structured; without this, one wrongly typed key would hide every value
+    problem beside it.
+    """
+    failed = _failed_fields(exc)
+    found: list[Exception] = []
+    for field in attrs.fields(attrs.resolve_types(cls)):
+        if field.name in failed or field.name not in value or field.validator is None:
+            continue
+        try:
+            checked = _converter.structure(value[field.name], field.type)
+        except (cattrs.BaseValidationError, ConfigError):
+            continue  # its own type or nested problem is already reported
+        if field.converter is not None:
+            checked = field.converter(checked)
+        try:
+            field.validator(None, field, checked)
+        except _InvalidValueError as problem:
+            found.append(problem)
+    return found
 
 
 def _array(value: object, type_: object) -> object:
@@ -255,7 +302,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         named, unplaced = exc.group_exceptions()
         found = [p for sub, note in named for p in _problems(sub, _join(path, note.name))]
     elif isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        return [f"{_join(path, key)}: unknown key" for key in sorted(exc.extra_fields)]
+        keys = sorted(map(str, exc.extra_fields))
+        return [f"{_join(path, key)}: unknown key" for key in keys]
     elif isinstance(exc, _InvalidValueError):
         return [f"{_join(path, exc.key) or '<top level>'}: {exc.reason}"]
     elif isinstance(exc, KeyError):

@@ -158,6 +158,47 @@ def test_parse_config_reports_every_problem_without_a_file() -> None:
         assert expected in message
 
 
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"max_parallel_tool_calls": 0, "agents": [{"id": 5}]},
+            ["agents[0].id: expected a string, got 5", "max_parallel_tool_calls: must be a"],
+        ),
+        (
+            {"agents": [{"id": "a", "max_tokens": "x", "cwd": "relative"}]},
+            ["agents[0].max_tokens: expected an integer", "agents[0].cwd: must be an absolute"],
+        ),
+        (
+            {"agents": [{"id": "", "max_tokens": 0, "cwd": "rel"}]},
+            ["agents[0].id: must be a non-empty", "agents[0].max_tokens: must be", "agents[0].cwd"],
+        ),
+        (
+            {
+                "max_parallel_tool_calls": 0,
+                "agents": [{"id": "a", "session_id": "s"}, {"id": "b", "session_id": "s"}],
+            },
+            ["max_parallel_tool_calls: must be", "agents[1].session_id: session 's' is already"],
+        ),
+    ],
+)
+def test_parse_config_reports_value_problems_beside_other_problems(
+    data: dict[str, object], expected: list[str]
+) -> None:
+    """R13.2: a wrongly typed key or a failed check hides no other value problem."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config(data)
+    for problem in expected:
+        assert problem in raised.value.message
+
+
+def test_parse_config_names_keys_that_are_not_strings() -> None:
+    """R13.2: a mapping built in Python may have any keys; each is an unknown key."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config({1: 2, "a": 3})  # type: ignore[dict-item]
+    assert "1: unknown key; a: unknown key" in raised.value.message
+
+
 def test_parse_config_names_a_given_source() -> None:
     """R13.2: ``source`` is named like a file path."""
     with pytest.raises(retinue.ConfigError, match=r"in launcher\.toml: max_parallel_tool_calls"):
@@ -233,6 +274,7 @@ def test_with_overrides_can_give_an_entry_without_identity_one() -> None:
         ({"nobody": Identity("x")}, "unknown agent labels: nobody"),
         ({"helper": Identity("old-reviewer")}, "agents[2].session_id: session 'old-reviewer'"),
         ({"helper": Identity("")}, "agents[2].session_id: must be a non-empty"),
+        ({"helper": Identity(5)}, "agents[2].session_id: must be a non-empty"),  # type: ignore[arg-type]
     ],
 )
 def test_with_overrides_rejects_unknown_labels_and_invalid_identities(
