@@ -77,6 +77,7 @@ class GroupCommitter:
         if self._writer_running:
             for request in requests:
                 self._send.send_nowait(request)
+                request.queued = True
             for request in requests:
                 await request.done.wait()
             return  # noqa: ASYNC910 - requests is never empty: the loop above awaited

@@ -314,14 +314,16 @@ class PostgresBackend:
 
     def claim(self, session_id: str) -> None:
         """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it."""
+        self._probe_locker()
         self._take(session_id)
 
     def _take(self, session_id: str) -> bool:
         """Claim the session; whether this call took the lock (false: it was held already)."""
         with self._lock_lock:
-            if session_id in self._claimed and self._locker_alive():
+            # Advisory locks stack: a session claimed (or retaken on reconnect) is not locked again.
+            self._reconnect_locker()
+            if session_id in self._claimed:
                 return False
-            self._claimed.discard(session_id)
             if not self._try_lock(self._require(self._locker), session_id):
                 raise StoreError(
                     f"session {session_id!r} is being written by another process",
@@ -335,18 +337,18 @@ class PostgresBackend:
         with self._lock_lock:
             with contextlib.suppress(_psycopg().OperationalError):
                 self._require(self._locker).execute("SELECT 1")
-            self._locker_alive()
+            self._reconnect_locker()
 
-    def _locker_alive(self) -> bool:
-        """Reconnect a dropped lock connection and retake its locks; say whether all were kept."""
+    def _reconnect_locker(self) -> None:
+        """Reconnect a dropped lock connection and retake its locks; forget those taken meanwhile."""
         conn = self._require(self._locker)
         if not (conn.broken or conn.closed):
-            return True
+            return
         conn.close()
         self._locker = conn = self._connect(autocommit=True)
-        lost = {session_id for session_id in self._claimed if not self._try_lock(conn, session_id)}
-        self._claimed -= lost
-        return not lost
+        self._claimed = {
+            session_id for session_id in self._claimed if self._try_lock(conn, session_id)
+        }
 
     @staticmethod
     def _try_lock(conn: psycopg.Connection[Any], session_id: str) -> bool:

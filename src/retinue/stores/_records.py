@@ -57,6 +57,8 @@ class Request:
     done: trio.Event = attrs.field(factory=trio.Event)
     error: StoreError | None = None
     answered: bool = False
+    queued: bool = False
+    """Handed to the writer task, which will run it even if its submitter is cancelled."""
 
 
 @attrs.define(eq=False)

@@ -376,7 +376,15 @@ class BufferedStore:
             truncate_to=recovered.kept if recovered.dropped else None,
         )
         request = Request(session_id, prebuilt=batch)
-        await self._submit([request])
+        try:
+            await self._submit([request])
+        except BaseException:
+            if request.queued:
+                # The writer still runs the repair, and its write claims the session:
+                # the caller releases the claim only once that write is over.
+                with trio.CancelScope(shield=True):
+                    await request.done.wait()
+            raise
         if request.error is not None:
             raise StoreError(request.error.message, code=request.error.code) from request.error
 

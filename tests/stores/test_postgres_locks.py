@@ -1,0 +1,129 @@
+"""PostgresStore writer locks: a dropped lock connection, and a load cancelled while repairing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+import trio
+
+from retinue._errors import StoreError
+from retinue.session import Session, TurnEnd
+from retinue.stores import PostgresStore
+from retinue.stores._backend import AppendBatch
+from retinue.stores._postgres import PostgresBackend
+from tests.stores._kit import open_tool_turn, run_turn
+
+pytestmark = pytest.mark.postgres
+
+
+def _backend(store: PostgresStore) -> PostgresBackend:
+    backend = store._backend
+    assert isinstance(backend, PostgresBackend)
+    return backend
+
+
+async def _store(dsn: str, schema: str, session_id: str, *, open_turn: bool = False) -> None:
+    session = Session.create(session_id)
+    async with PostgresStore(dsn, schema=schema) as store:
+        store.attach_new(session)
+        run_turn(session)
+        if open_turn:
+            open_tool_turn(session)
+        await store.detach(session)
+
+
+def _drop_lock_connection(dsn: str, store: PostgresStore) -> None:
+    """End the store's lock connection on the server, as a restart or a network cut does."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (_backend(store)._locker.info.backend_pid,))
+
+
+def _notice_drop(store: PostgresStore) -> None:
+    """Run a statement on the dropped lock connection, as the store's next use of it would."""
+    import psycopg
+
+    with pytest.raises(psycopg.OperationalError):
+        _backend(store)._locker.execute("SELECT 1")
+
+
+async def test_postgres_load_after_the_lock_connection_dropped_reconnects(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: a lock connection the server dropped is reconnected by the next load."""
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "quiet")
+    async with PostgresStore(dsn, schema=schema) as store:
+        _drop_lock_connection(dsn, store)
+        loaded = await store.load("quiet")
+        assert loaded.last_turn == 1
+
+
+async def test_postgres_reconnected_lock_is_held_once(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: after a reconnect, a retaken lock is not taken twice, so one release frees it.
+
+    The other session's lock, taken by another store while the connection was
+    down, stays theirs: this store may no longer write it.
+    """
+    dsn, schema = postgres_schema
+    for session_id in ("lost", "kept"):
+        await _store(dsn, schema, session_id)
+    async with (
+        PostgresStore(dsn, schema=schema) as store,
+        PostgresStore(dsn, schema=schema) as other,
+    ):
+        lost = await store.load("lost")
+        store.attach(lost)
+        await store.load("kept")
+        _drop_lock_connection(dsn, store)
+        await other.load("lost")
+        _notice_drop(store)
+        kept = await store.load("kept")
+        store.attach(kept)
+        await store.detach(kept)
+        async with PostgresStore(dsn, schema=schema) as third:
+            assert (await third.load("kept")).last_turn == 1
+        run_turn(lost)
+        with pytest.raises(StoreError) as refused:
+            await store.flush(lost)
+        assert refused.value.code == "SESSION_LOCKED"
+        with pytest.raises(StoreError):
+            await store.aclose()
+
+
+async def test_postgres_load_cancelled_during_its_repair_leaves_no_lock(
+    postgres_schema: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R12.7: a load cancelled while its repair is being written gives the lock up after it.
+
+    The write claims the session: a release before it ends would leave a lock
+    nobody owns, and every other store would be refused the session.
+    """
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "crashed", open_turn=True)
+    async with PostgresStore(dsn, schema=schema) as store:
+        backend = _backend(store)
+        write = backend.write
+        with trio.CancelScope() as scope:
+
+            def cancel_then_write(batches: Sequence[AppendBatch]) -> object:
+                trio.from_thread.run_sync(scope.cancel)
+                deadline = time.monotonic() + 0.5
+                while "crashed" in backend._claimed and time.monotonic() < deadline:
+                    time.sleep(0.01)  # noqa: TID251 - a worker thread, giving the release its chance
+                return write(batches)
+
+            monkeypatch.setattr(backend, "write", cancel_then_write)
+            await store.load("crashed")
+        monkeypatch.undo()
+        assert scope.cancelled_caught
+        # The cancelled load returned only once its repair was written.
+        assert isinstance((await store.inspect("crashed")).events[-1].data, TurnEnd)
+        async with PostgresStore(dsn, schema=schema) as other:
+            assert (await other.load("crashed")).last_turn == 2
