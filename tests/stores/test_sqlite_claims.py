@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import sys
@@ -64,6 +65,32 @@ async def test_sqlite_second_store_cannot_load_a_claimed_session(tmp_path: Path)
         await first.detach(mine)
         theirs = await second.load("contested")
     assert lines(theirs.events[:]) == lines(mine.events[:])
+
+
+async def test_sqlite_claim_reports_running_out_of_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.7, R11.5: a load that cannot open the lock file says the process ran out of files
+    and how to lift the limit, and holds nothing, so a later load succeeds.
+    """
+    path = tmp_path / "sessions.db"
+    await _stored(path, "victim")
+    real = os.open
+
+    def out_of_files(target: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
+        if os.fspath(target).endswith("victim.lock"):
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return real(target, flags, mode, **kwargs)
+
+    async with SQLiteStore(path) as store:
+        monkeypatch.setattr(os, "open", out_of_files)
+        with pytest.raises(StoreError) as caught:
+            await store.load("victim")
+        monkeypatch.undo()
+        assert caught.value.code == "STORAGE_ERROR"
+        for phrase in ("'victim'", "ran out of open files", "SQLite store", "ulimit -n"):
+            assert phrase in caught.value.message
+        assert (await store.load("victim")).last_turn == 1
 
 
 async def test_sqlite_closing_a_store_drops_its_claims(tmp_path: Path) -> None:

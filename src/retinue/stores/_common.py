@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from collections.abc import Iterable
@@ -9,7 +10,7 @@ from collections.abc import Iterable
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader, load_header
 
-__all__ = ["already_exists", "parse_header", "parse_headers", "seq_conflict"]
+__all__ = ["already_exists", "cannot_open", "parse_header", "parse_headers", "seq_conflict"]
 
 log = logging.getLogger("retinue.stores")
 
@@ -58,3 +59,16 @@ def seq_conflict(session_id: str, stored: int, first: int) -> StoreError:
 def already_exists(session_id: str) -> StoreError:
     """The refusal of creating a session whose id is stored."""
     return StoreError(f"session {session_id!r} already exists", code="SESSION_ALREADY_EXISTS")
+
+
+def cannot_open(session_id: str, what: str, exc: OSError, store: str) -> StoreError:
+    """The failure to open *what* (a session's file or its lock file), out of files or not."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        message = (
+            f"session {session_id!r}: the process ran out of open files ({exc.strerror}); "
+            f"the {store} store keeps one open file per live session: raise the limit "
+            "(ulimit -n) or use PostgresStore"
+        )
+    else:
+        message = f"session {session_id!r}: cannot open {what}: {exc}"
+    return StoreError(message, code="STORAGE_ERROR")

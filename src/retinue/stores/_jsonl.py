@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import errno
 import fcntl
 import os
 import threading
@@ -20,7 +19,7 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
-from ._common import already_exists, parse_header, parse_headers
+from ._common import already_exists, cannot_open, parse_header, parse_headers
 from ._ids import bucket_name, file_stem
 from ._writebehind import BufferedStore
 
@@ -312,19 +311,7 @@ def _opening(session_id: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise _open_failed(session_id, exc) from exc
-
-
-def _open_failed(session_id: str, exc: OSError) -> StoreError:
-    if exc.errno in (errno.EMFILE, errno.ENFILE):
-        message = (
-            f"session {session_id!r}: the process ran out of open files ({exc.strerror}); "
-            "the JSONL store keeps one open file per live session: raise the limit "
-            "(ulimit -n) or use PostgresStore"
-        )
-    else:
-        message = f"session {session_id!r}: cannot open its file: {exc}"
-    return StoreError(message, code="STORAGE_ERROR")
+        raise cannot_open(session_id, "its file", exc, "JSONL") from exc
 
 
 def _close_all(fds: Iterable[int]) -> None:

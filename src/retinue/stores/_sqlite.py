@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import sqlite3
@@ -16,7 +15,7 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
-from ._common import already_exists, parse_header, parse_headers, seq_conflict
+from ._common import already_exists, cannot_open, parse_header, parse_headers, seq_conflict
 from ._ids import file_stem
 from ._writebehind import BufferedStore
 
@@ -326,11 +325,7 @@ class _SessionLocks:
                 os.makedirs(self._directory, exist_ok=True)
                 fd = _lock_file(path)
             except OSError as exc:
-                hint = "; one stays open per claimed session" if exc.errno == errno.EMFILE else ""
-                raise StoreError(
-                    f"session {session_id!r}: cannot open its lock file: {exc}{hint}",
-                    code="STORAGE_ERROR",
-                ) from exc
+                raise cannot_open(session_id, "its lock file", exc, "SQLite") from exc
             if fd is None:
                 raise StoreError(
                     f"session {session_id!r} is being written by another process or store",
