@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NoReturn, TypeAlias, final
 
 from ._errors import InvalidJsonError
@@ -155,9 +155,12 @@ def _no_constant(name: str) -> NoReturn:
 
 # Without arrays every value this decoder builds is already frozen: objects
 # come out as FrozenDicts and no float can be NaN or infinite.
-_decode_frozen = json.JSONDecoder(
+_frozen_decoder = json.JSONDecoder(
     object_pairs_hook=_frozen_object, parse_float=_finite_float, parse_constant=_no_constant
-).decode
+)
+_decode_frozen = _frozen_decoder.decode
+# The decoder's own C scanner (an instance attribute typeshed does not declare).
+_scan_frozen: Callable[[str, int], tuple[JsonValue, int]] = _frozen_decoder.scan_once  # type: ignore[attr-defined]
 _decode = json.JSONDecoder().decode
 
 
@@ -170,8 +173,17 @@ def loads_frozen(text: str) -> JsonValue:
             that overflows a float).
     """
     if "[" not in text:
-        frozen: JsonValue = _decode_frozen(text)
-        return frozen
+        # The scanner alone parses a value with nothing around it (the usual tool
+        # arguments); padding, extra data and errors take the decoder's full path.
+        try:
+            frozen: JsonValue
+            frozen, end = _scan_frozen(text, 0)
+        except StopIteration:
+            frozen, end = None, -1
+        if end == len(text):
+            return frozen
+        decoded: JsonValue = _decode_frozen(text)
+        return decoded
     # Arrays decode to lists, which only freeze_json turns into tuples.
     return freeze_json(_decode(text))
 
@@ -181,11 +193,22 @@ def check_json(value: object, path: str = "") -> None:
     freeze_json(value, path)
 
 
+_LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def thaw_json(value: JsonValue) -> object:
     """Return a plain mutable copy (lists and dicts) of a JSON value."""
     kind = type(value)
-    if value is None or kind is str or kind is int or kind is float or kind is bool:
+    if kind in _LEAF_TYPES:
         return value
+    # The common shapes, without a call per leaf (tool arguments are thawed per call).
+    if kind is FrozenDict or kind is dict:
+        return {
+            key: item if type(item) in _LEAF_TYPES else thaw_json(item)
+            for key, item in value.items()  # type: ignore[union-attr]
+        }
+    if kind is tuple or kind is list:
+        return [item if type(item) in _LEAF_TYPES else thaw_json(item) for item in value]  # type: ignore[union-attr]
     if isinstance(value, tuple | list):
         return [thaw_json(item) for item in value]
     # A frozen JSON object is a FrozenDict, a dict subclass: test that before

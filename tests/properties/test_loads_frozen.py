@@ -25,10 +25,15 @@ def _frozen_all_the_way(value: JsonValue) -> bool:
     return not isinstance(value, dict)
 
 
-@given(json_values, st.booleans())
-def test_loads_frozen_equals_freezing_the_decoded_value(value: Any, spaced: bool) -> None:
-    """R1.6: the same frozen value, deeply immutable, with or without arrays in the text."""
-    text = json.dumps(value, indent=1 if spaced else None)
+PADDING = st.text(alphabet=" \t\n\r", max_size=2)
+
+
+@given(json_values, st.booleans(), PADDING, PADDING)
+def test_loads_frozen_equals_freezing_the_decoded_value(
+    value: Any, spaced: bool, before: str, after: str
+) -> None:
+    """R1.6: the same frozen value, deeply immutable, with or without arrays or padding."""
+    text = before + json.dumps(value, indent=1 if spaced else None) + after
     decoded = loads_frozen(text)
     assert decoded == freeze_json(json.loads(text))
     assert _frozen_all_the_way(decoded)
