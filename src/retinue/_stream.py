@@ -26,6 +26,7 @@ __all__ = [
     "ToolCalls",
     "Usage",
     "UsageChunk",
+    "finish_named",
 ]
 
 
@@ -102,12 +103,23 @@ class Errored:
     kind: ClassVar[str] = "error"
 
 
+def _unknown_kind(_instance: object, _attribute: attrs.Attribute[str], name: str) -> None:
+    if name in _KNOWN_KINDS or name == Errored.kind:
+        raise ValueError(
+            f"{name!r} cannot name an unknown finish: a stored finish is read back by its kind"
+        )
+
+
 @final
 @attrs.frozen
 class OtherFinish:
-    """A finish kind retinue does not know; treated as success (R10.4)."""
+    """A finish kind retinue does not know; treated as success (R10.4).
 
-    name: str
+    Its name is never one of retinue's own kinds: :func:`finish_named` maps
+    a provider's name to the reason it means.
+    """
+
+    name: str = attrs.field(validator=_unknown_kind)
 
     @property
     def kind(self) -> str:
@@ -120,6 +132,23 @@ STOP = Stop()
 TOOL_CALLS = ToolCalls()
 MAX_TOKENS = MaxTokens()
 ABORTED = Aborted()
+_KNOWN_KINDS: dict[str, FinishReason] = {
+    reason.kind: reason for reason in (STOP, TOOL_CALLS, MAX_TOKENS, ABORTED)
+}
+
+
+def finish_named(name: str) -> FinishReason:
+    """The reason a finish *name* from a provider means.
+
+    One of retinue's own kinds when it is that kind's name (``error`` without a
+    message becomes an :class:`Errored` saying so), else an :class:`OtherFinish`.
+    """
+    known = _KNOWN_KINDS.get(name)
+    if known is not None:
+        return known
+    if name == Errored.kind:
+        return Errored(f"the provider finished the stream with {name!r}")
+    return OtherFinish(name)
 
 
 @final

@@ -27,10 +27,10 @@ from retinue._stream import (
     Errored,
     Finish,
     FinishReason,
-    OtherFinish,
     StreamChunk,
     Usage,
     UsageChunk,
+    finish_named,
 )
 
 from ._blocks import BlockTable, loads_event, malformed
@@ -195,7 +195,7 @@ def anthropic_finish(name: str | None) -> FinishReason:
         return MAX_TOKENS
     if name == "refusal":
         return Errored("the model refused to answer", code="refusal")
-    return OtherFinish(name)
+    return finish_named(name)
 
 
 @final

@@ -25,10 +25,10 @@ from retinue._stream import (
     Errored,
     Finish,
     FinishReason,
-    OtherFinish,
     StreamChunk,
     Usage,
     UsageChunk,
+    finish_named,
 )
 
 from ._blocks import BlockTable, loads_event, malformed
@@ -205,7 +205,7 @@ def chat_finish(name: str | None) -> FinishReason:
         return MAX_TOKENS
     if name == "content_filter":
         return Errored("the provider's content filter stopped the output", code="content_filter")
-    return OtherFinish(name)
+    return finish_named(name)
 
 
 def stream_error(error: object, *, where: str) -> ProviderStreamError:
