@@ -17,12 +17,13 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions
+from retinue import AgentOptions, StoreError
 from retinue.loop import _core, _driver, _state
-from retinue.session import RequestHeader, ToolResultEvent, TurnEnd
+from retinue.session import RequestHeader, Session, ToolResultEvent, TurnEnd
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
+    DelegatingStore,
     Hang,
     Reply,
     ScriptedModel,
@@ -365,3 +366,79 @@ async def test_runtime_runs_two_hundred_agents_with_tool_calls(
             assert agent.status == "idle"
         assert len(rt.agents) == 200
         assert model.statistics().calls == 200 * 3 * 2
+
+
+class _RefusingStore(DelegatingStore):
+    """A memory store that refuses every new session when the runtime publishes it."""
+
+    def attach_new(self, session: Session) -> None:
+        raise StoreError(f"session {session.id!r} cannot be stored", code="STORAGE_ERROR")
+
+
+@pytest.mark.timeout(30)  # the old failure hung inside a shield, out of the clock's reach
+async def test_dispose_of_an_agent_whose_setup_failed_returns_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8, R12.9: a handle whose creation failed was never started: disposing it ends at once."""
+    kept: list[retinue.Agent] = []
+
+    def failing_setup(agent: retinue.Agent) -> None:
+        kept.append(agent)
+        raise ValueError("setup failed")
+
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        with pytest.raises(ValueError, match="setup failed"):
+            await rt.create_agent("a", OPTIONS, setup=failing_setup)
+        await kept[0].dispose()
+        assert kept[0].status == "disposed"
+        assert len(rt.agents) == 0
+
+
+@pytest.mark.timeout(30)  # the old failure hung inside a shield, out of the clock's reach
+async def test_agent_disposed_during_its_setup_is_never_published(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.5, R12.8: disposing an agent in its own setup returns; the creation then refuses
+    to publish it (``AgentDisposedError``) and unwinds what the setup registered.
+    """
+    heard: list[str] = []
+
+    async def setup(agent: retinue.Agent) -> None:
+        rt.hooks.on("agent/status", lambda _a, status: heard.append(status), agent=agent)
+        await agent.dispose()
+
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        with pytest.raises(retinue.AgentDisposedError, match="disposed during its setup"):
+            await rt.create_agent("b", OPTIONS, setup=setup)
+        assert len(rt.agents) == 0
+        assert not rt.hooks.has_listeners("agent/status")
+    assert heard == ["disposed"]
+
+
+@pytest.mark.parametrize("agent_id", ["..", "x" * 600, "a/b"])
+async def test_create_agent_refuses_an_id_no_store_can_hold_before_its_setup(
+    autojump_clock: trio.testing.MockClock, agent_id: str
+) -> None:
+    """R12.5, R11.12: an id the store would refuse is refused up front; setup never runs."""
+    ran: list[retinue.Agent] = []
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        with pytest.raises(retinue.SessionError) as refused:
+            await rt.create_agent("c", OPTIONS, session_id=agent_id, setup=ran.append)
+        assert refused.value.code == "INVALID_SESSION_ID"
+        assert ran == []
+
+
+async def test_failed_publication_unwinds_the_setup(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.5, R12.6: when the store refuses the new session, the setup's registrations go."""
+
+    def setup(agent: retinue.Agent) -> None:
+        rt.hooks.on("agent/status", lambda _a, _status: None, agent=agent)
+
+    store = _RefusingStore(MemoryStore())
+    async with runtime(ScriptedModel([Reply("hi")]), store=store) as rt:
+        with pytest.raises(StoreError, match="cannot be stored"):
+            await rt.create_agent("d", OPTIONS, setup=setup)
+        assert len(rt.agents) == 0
+        assert not rt.hooks.has_listeners("agent/status")

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from ._backend import AppendBatch, StorageBackend, StoredLog
+from ._ids import check_session_id
 from ._jsonl import JSONLStore
 from ._memory import MemoryStore
 from ._postgres import PostgresStore
@@ -26,6 +27,7 @@ __all__ = [
     "StorageBackend",
     "StoreStatistics",
     "StoredLog",
+    "check_session_id",
     "closing_events",
     "repair_tail",
 ]

@@ -12,7 +12,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import ConfigError, SessionError
+from retinue._errors import AgentDisposedError, ConfigError, SessionError, StoreError
 from retinue._options import AgentOptions
 from retinue.actors import Agent
 from retinue.config import LoopConfig
@@ -26,7 +26,7 @@ from retinue.loop import (
 from retinue.prompt import Section
 from retinue.providers import AdmissionController, Model, RetryNotice, RetryPolicy, manage
 from retinue.session import Session
-from retinue.stores import MemoryStore, SessionStore
+from retinue.stores import MemoryStore, SessionStore, check_session_id
 from retinue.tools import Tool, ToolRegistry
 
 from ._configured import start_configured_agents
@@ -211,8 +211,10 @@ class Runtime:
     def _check_free(self, agent_id: str) -> None:
         if self._closing:
             raise RuntimeError("the runtime is shutting down")
-        if not agent_id or any(ch in agent_id for ch in "/\\\x00") or not agent_id.isprintable():
-            raise SessionError(f"invalid session id {agent_id!r}", code="INVALID_SESSION_ID")
+        try:
+            check_session_id(agent_id)
+        except StoreError as exc:
+            raise SessionError(exc.message, code="INVALID_SESSION_ID") from exc
         if agent_id in self.agents or agent_id in self._creations:
             raise SessionError(
                 f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS"
@@ -259,10 +261,16 @@ class Runtime:
             self._unwind(agent.id)
             raise RuntimeError(f"agent loop is not active: {agent.id!r} was not started")
         core = _core(agent)
-        if new:
-            self.store.attach_new(core.session)
-        else:
-            self.store.attach(core.session)
+        try:
+            if core.disposed:
+                raise AgentDisposedError(f"agent {agent.id!r} was disposed during its setup")
+            if new:
+                self.store.attach_new(core.session)
+            else:
+                self.store.attach(core.session)
+        except BaseException:
+            self._unwind(agent.id)
+            raise
         hooks = self.hooks
         relay = _EventRelay(hooks, core.session, agent.id)
         self.scoped(agent, hooks.watch("session/event", relay.toggle))
@@ -291,6 +299,13 @@ class Runtime:
             # the agent; the driver's own task tears it down once it has exited.
             core.mark_disposed()
             await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        if not core.published:
+            # Never started (its setup failed, or is still running): nothing to stop
+            # or flush, and a creation still in flight refuses to publish it.
+            core.mark_disposed()
+            core.torn_down.set()
+            await trio.lowlevel.checkpoint()
             return
         # Memoized on the agent's own core: a resumed agent reuses the id.
         if core.disposal_started:
