@@ -145,6 +145,31 @@ async def test_w2_cancel_from_running_listener_drops_the_turn(
         assert result.turn == 1
 
 
+async def test_w2_steer_after_a_cancel_from_running_listener_runs_as_a_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.10, R7.5, R7.8: a steer that follows the cancel (the status still says running) is
+    new work: it starts its own turn instead of waiting, stranded, in the steering FIFO.
+    """
+    model = ScriptedModel([Reply("instead")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_status(agent: retinue.Agent, status: str) -> None:
+            if status == "running" and not agent.session.events:
+                agent.cancel("changed my mind")
+                agent.steer("do this instead")
+
+        rt.hooks.on("agent/status", on_status, agent=agent)
+        agent.send("first")
+        await agent.wait_idle()
+        assert model.statistics().calls == 1
+        assert of_type(agent.session.events, "steering/message") == []
+        (prompt,) = of_type(agent.session.events, "user/message")
+        assert prompt.data.content == (Text("do this instead"),)
+        assert last_end_reason(agent.session.events).kind == "completed"
+
+
 async def test_w2_waiter_does_not_resolve_before_the_replacement_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

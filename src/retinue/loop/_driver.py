@@ -63,6 +63,9 @@ def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
     """Windows 1 and 2 (R7.4, R7.5): drop the cancelled start unless new work arrived."""
     core.cancel_marker = False
     core.cancel_reason = None
+    # The cancel discarded everything pending: a steer that came after it (the agent
+    # still said "running") is new work and starts the turn (R3.10, R7.8).
+    core.mailbox.requeue_steering()
     if core.mailbox.has_queued:
         return False
     if window == 1:

@@ -77,6 +77,7 @@ def _restart_after(
     core.header_anchored = False
     core.cancel_marker = False
     core.cancel_reason = None
+    core.mailbox.requeue_steering()  # what the crashed turn left starts the next one (R3.10)
     if core.status == "running" and not core.mailbox.has_queued:
         core.set_status("idle")
     core.emit("agent/restarted", error)
