@@ -136,3 +136,28 @@ async def test_dispose_during_a_wrapper_flush_still_commits_the_turn(
     assert restarts == []
     assert inner.statistics().committed_events == len(agent.session.events)
     check_session_invariants(agent.session.events)
+
+
+async def test_dispose_waits_for_an_idle_injection_flush_in_flight(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.21, R12.9: the agent is quiescent before its teardown: a flush after an idle
+    injection that is still running finishes before ``agent/disposed`` and before
+    ``dispose()`` returns.
+    """
+    order: list[str] = []
+    async with runtime(_model()) as rt:
+
+        async def slow_flush(_agent: object, _session: Session) -> None:
+            order.append("flush started")
+            await trio.sleep(1)
+            order.append("flush ended")
+
+        rt.hooks.on("session/flush", slow_flush)
+        rt.hooks.on("agent/disposed", lambda _agent: order.append("agent/disposed"))
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.inject("some context")
+        await trio.sleep(0.1)
+        await agent.dispose()
+        order.append("dispose returned")
+    assert order == ["flush started", "flush ended", "agent/disposed", "dispose returned"]

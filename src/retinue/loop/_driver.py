@@ -92,11 +92,14 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice
 
 
-async def run_flusher(core: AgentCore) -> None:
-    """Flush after idle injections (R2.21) until the driver has exited; a child of the agent."""
+async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
+    """Flush after idle injections (R2.21) until *stop* is set; a child of the agent.
+
+    Set *stop*, then ``core.flush_wanted``, to end it once its flush in flight is done.
+    """
     while True:
         await core.flush_wanted.wait()
         core.flush_wanted = trio.Event()
-        if core.driver_exited.is_set():
+        if stop.is_set():
             return
         await flush(core, core.session.last_turn, 0)

@@ -36,9 +36,10 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
     instance resumes on the same log.
     """
     crashes: list[float] = []
+    flusher_stop = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(run_flusher, core)
+            nursery.start_soon(run_flusher, core, flusher_stop)
             while True:
                 try:
                     await run_loop(core)
@@ -53,9 +54,10 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
                         restart = False
                     if not restart:
                         break
-            core.driver_exited.set()
+            flusher_stop.set()
             core.flush_wanted.set()
     finally:
+        # Only now: the agent is quiescent once its flusher, too, has finished (R12.9).
         core.driver_exited.set()
 
 
