@@ -222,6 +222,43 @@ async def test_prompt_submit_non_decision_ends_the_turn_error(
         check_session_invariants(agent.session.events)
 
 
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Continue("keep going"),  # type: ignore[arg-type]
+        lambda: Allow(additional_context="note"),  # type: ignore[arg-type]
+        lambda: Accept(additional_context="note"),  # type: ignore[arg-type]
+        lambda: Block("no", additional_context="note"),  # type: ignore[arg-type]
+    ],
+)
+def test_decision_context_must_be_a_hook_context(build: Callable[[], object]) -> None:
+    """R6.3: a decision's context is a HookContext; anything else is refused where it is built."""
+    with pytest.raises(TypeError, match="HookContext"):
+        build()
+
+
+async def test_session_prefix_listener_returning_none_ends_the_turn_invalid(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.18, R6.3: a session-prefix listener that returns nothing fails the turn with
+    ``INVALID_HOOK_RESULT``, not an untyped error.
+    """
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def forgot_to_return(
+            _agent: object, _seed: object, _signal: object, call_next: Next
+        ) -> None:
+            await call_next()
+
+        rt.hooks.on("agent/session-prefix", forgot_to_return, agent=agent)
+        result = await agent.ask("hi")
+        assert result.reason.kind == "error"
+        assert result.reason.code == "INVALID_HOOK_RESULT"
+        assert model.statistics().calls == 0
+
+
 # -- T-I2 session-start -------------------------------------------------------
 
 

@@ -48,3 +48,9 @@ def test_render_orders_sections_and_drops_empty_ones() -> None:
     """R7.52: ascending order, empty sections dropped, joined by blank lines."""
     sections = [Section("b", "second", 5), Section("empty", "  ", 1), Section("a", "first", -1)]
     assert render(sections, {}) == "first\n\nsecond"
+
+
+def test_render_refuses_a_variable_that_is_not_text() -> None:
+    """R7.52: a variable's value is text; another type is a PromptError naming it."""
+    with pytest.raises(PromptError, match="'count' is not text but int"):
+        render([Section("s", "{{count}} items")], {"count": 3})  # type: ignore[dict-item]

@@ -23,6 +23,13 @@ __all__ = [
 ]
 
 
+def _context_field() -> HookContext | None:
+    # Checked when the decision is built, so a listener's mistake is reported at its own line.
+    return attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(HookContext))
+    )
+
+
 def _optional_content(
     value: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock] | None,
 ) -> tuple[ContentBlock, ...] | None:
@@ -37,7 +44,7 @@ class Allow:
     content: tuple[ContentBlock, ...] | None = attrs.field(
         default=None, converter=_optional_content
     )
-    additional_context: HookContext | None = None
+    additional_context: HookContext | None = _context_field()
 
 
 @final
@@ -49,7 +56,7 @@ class Block:
     feedback: tuple[ContentBlock, ...] | None = attrs.field(
         default=None, converter=_optional_content
     )
-    additional_context: HookContext | None = None
+    additional_context: HookContext | None = _context_field()
 
 
 @final
@@ -57,7 +64,7 @@ class Block:
 class Continue:
     """Run another step; ``reason`` is delivered as steering (R7.27)."""
 
-    reason: HookContext | None = None
+    reason: HookContext | None = _context_field()
 
 
 @final
@@ -90,7 +97,7 @@ class Accept:
     content: tuple[ContentBlock, ...] | None = attrs.field(
         default=None, converter=_optional_content
     )
-    additional_context: HookContext | None = None
+    additional_context: HookContext | None = _context_field()
 
 
 PromptDecision: TypeAlias = Allow | Block

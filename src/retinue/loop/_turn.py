@@ -208,14 +208,18 @@ def _drain_steering(core: AgentCore, state: TurnState) -> bool:
 async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
     """Compose the session prefix, once per driver (R7.18); ``False`` if aborted (Check B)."""
     seed: tuple[Message, ...] = ()
-    composed = await core.services.hooks.waterfall_value(
+    composed: object = await core.services.hooks.waterfall_value(
         "agent/session-prefix", seed, core.agent, seed, signal, scope=core.id
     )
     if signal.cancel_called or core.disposed:
         return False
+    if not isinstance(composed, tuple | list) or not all(
+        isinstance(message, Message) for message in composed
+    ):
+        raise HookError(
+            f"agent/session-prefix must return a sequence of Message, not {composed!r:.80}"
+        )
     messages = tuple(composed)
-    if not all(isinstance(message, Message) for message in messages):
-        raise HookError("agent/session-prefix must return a sequence of Message")
     core.prefix = messages
     return True
 

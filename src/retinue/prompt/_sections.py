@@ -83,6 +83,10 @@ def _value(inside: str, variables: Mapping[str, str | None], where: str) -> str:
     value = variables[name]
     if value is None:
         raise PromptError(f"variable {name!r} has no value (section {where!r})")
+    if not isinstance(value, str):
+        raise PromptError(
+            f"variable {name!r} is not text but {type(value).__name__} (section {where!r})"
+        )
     return value
 
 
