@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 import trio
+import trio.testing
 
 import retinue
 from retinue.prompt import Assembly, Section
@@ -112,3 +113,19 @@ async def test_assembly_render_error_ends_the_turn_with_an_error(
     assert result.reason.kind == "error"
     assert result.reason.code == "PROMPT_RENDER"
     assert model.requests == []
+
+
+async def test_agent_variables_shadow_the_runtime_s_of_the_same_name(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.51, R7.52: the agent's ``model`` shadows a runtime-wide ``model``; where the agent
+    has no value (``provider`` here) the runtime's value is used.
+    """
+    model = ScriptedModel([Reply("one")])
+    variables = {"model": "runtime-default", "provider": "runtime-provider"}
+    async with runtime(
+        model, system_prompt="{{model}} via {{provider}}", variables=variables
+    ) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hi")
+    assert model.requests[0].system == "scripted via runtime-provider"

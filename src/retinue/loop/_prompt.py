@@ -21,12 +21,15 @@ def _sections(core: AgentCore) -> tuple[Section, ...]:
 
 
 def _variables(core: AgentCore) -> dict[str, str | None]:
-    return {
+    """The runtime's variables, shadowed by the agent's own where it has a value (R7.51)."""
+    own = {
         "provider": core.options.provider,
         "model": core.options.model,
         "cwd": core.session.header.cwd,
-        **core.services.variables,
     }
+    merged = dict.fromkeys(own) | dict(core.services.variables)
+    merged.update((name, value) for name, value in own.items() if value is not None)
+    return merged
 
 
 def request_tools(core: AgentCore) -> tuple[ToolSchema, ...]:
