@@ -23,6 +23,7 @@ from retinue.testing import (
 from retinue.tools import ToolContext
 from tests.helpers import (
     OPTIONS,
+    echo,
     idle_events,
     of_type,
     record_statuses,
@@ -462,3 +463,22 @@ async def test_session_event_listeners_added_and_removed_later_hear_exactly_thei
         await agent.ask("fourth")
         assert heard == list(range(start, end))
         assert scoped == list(range(third_end, len(agent.session.events)))
+
+
+async def test_nothing_can_be_scoped_to_a_disposed_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.5, R2.37: a listener or tool scoped to a disposed handle is refused: it would
+    outlive the teardown and be heard by a later agent resumed under the same id.
+    """
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("first")
+        await agent.dispose()
+        with pytest.raises(retinue.AgentDisposedError):
+            rt.hooks.on("agent/status", lambda _agent, _status: None, agent=agent)
+        with pytest.raises(retinue.AgentDisposedError):
+            rt.tools.add(echo, agent=agent)
+        resumed = await rt.resume_agent(agent.id, OPTIONS)
+        await resumed.ask("hello")
+        assert not rt.hooks.has_listeners("agent/status")

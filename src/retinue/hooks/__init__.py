@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._bus import SEAMS, HookBus, Listener
+from ._bus import SEAMS, HookBus, Listener, agent_scope
 from ._decisions import (
     Accept,
     Allow,
@@ -32,4 +32,5 @@ __all__ = [
     "PreToolDecision",
     "PromptDecision",
     "Stop",
+    "agent_scope",
 ]

@@ -10,9 +10,9 @@ from typing import TypeVar, final
 import attrs
 import trio
 
-from retinue._errors import call_each
+from retinue._errors import AgentDisposedError, call_each
 
-__all__ = ["HookBus", "Listener"]
+__all__ = ["HookBus", "Listener", "agent_scope"]
 
 log = logging.getLogger("retinue.hooks")
 T = TypeVar("T")
@@ -57,6 +57,20 @@ class _Entry:
     scope: str | None
 
 
+def agent_scope(agent: object) -> str | None:
+    """The scope an ``agent=`` argument names: ``None``, an agent id, or a handle's id.
+
+    Raises:
+        AgentDisposedError: *agent* is a disposed handle; whatever is scoped to it
+            would outlive its teardown and be heard by a later agent of that id.
+    """
+    if agent is None or isinstance(agent, str):
+        return agent
+    if getattr(agent, "status", None) == "disposed":
+        raise AgentDisposedError(f"agent {agent.id!r} is disposed: nothing can be scoped to it")  # type: ignore[attr-defined]
+    return str(agent.id)  # type: ignore[attr-defined]
+
+
 @final
 @attrs.define(eq=False)
 class HookBus:
@@ -74,11 +88,11 @@ class HookBus:
         """Register *fn* for seam *name*; returns an idempotent unregister function.
 
         *agent* is an agent (or its id) to scope the listener to.
+
+        Raises:
+            AgentDisposedError: *agent* is a disposed handle.
         """
-        scope = (
-            None if agent is None else (agent if isinstance(agent, str) else str(agent.id))  # type: ignore[attr-defined]
-        )
-        entry = _Entry(fn, scope)
+        entry = _Entry(fn, agent_scope(agent))
         first = name not in self._listeners
         self._listeners.setdefault(name, []).append(entry)
         if first:

@@ -15,7 +15,7 @@ from retinue._content import Text
 from retinue._errors import ConfigError, HookError, InvalidJsonError
 from retinue._lossless import freeze_json
 from retinue._request import ToolSchema
-from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
+from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
 
 from ._body import invalid_arguments, run_body
 from ._execution import (
@@ -33,12 +33,6 @@ __all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
 log = logging.getLogger("retinue.tools")
 UNKNOWN_TOOL = "UNKNOWN_TOOL"
 _REST = "*"
-
-
-def _scope_of(agent: object) -> str | None:
-    if agent is None or isinstance(agent, str):
-        return agent
-    return str(agent.id)  # type: ignore[attr-defined]
 
 
 def _invalid_decision(seam: str, value: object) -> HookError:
@@ -94,10 +88,11 @@ class ToolRegistry:
 
         Raises:
             ConfigError: the name is already registered in that scope.
+            AgentDisposedError: *agent* is a disposed handle.
         """
         if not isinstance(tool, Tool):
             raise TypeError(f"expected a Tool, got {type(tool).__name__}")
-        scope = _scope_of(agent)
+        scope = agent_scope(agent)
         table = self._global if scope is None else self._scoped.setdefault(scope, {})
         if tool.name in table:
             where = "globally" if scope is None else f"for agent {scope!r}"
