@@ -120,7 +120,7 @@ async def test_mailbox_steer_does_not_wake_the_waiter() -> None:
 
 
 async def test_mailbox_stop_event_ends_the_wait() -> None:
-    """R3.7: the stop (disposal) event wakes a parked waiter with nothing queued."""
+    """R3.7: disposal (its stop event set, then ``wake``) ends a parked wait with nothing queued."""
     mailbox = Mailbox()
     stop = trio.Event()
     woke = trio.Event()

@@ -108,11 +108,14 @@ class Mailbox:
             self._wakeup.set()
 
     async def wait_for_queued(self, stop: trio.Event) -> None:
-        """Wait until something is enqueued or *stop* is set (R3.7).
+        """Wait until something is enqueued or the wait is woken (R3.7).
 
-        Returns at once if the queued FIFO is non-empty. An enqueue wakes the
-        waiter even if a ``clear`` emptied the FIFO again before it ran, so the
-        caller re-checks. Always a checkpoint; cancellation changes nothing.
+        Returns at once if the queued FIFO is non-empty or *stop* is set. A
+        parked waiter is woken by an enqueue or by :meth:`wake`; whoever sets
+        *stop* later calls :meth:`wake` too (disposal does), since an event
+        cannot wake this waiter by itself without a task per wait. An enqueue
+        wakes the waiter even if a ``clear`` emptied the FIFO again before it
+        ran, so the caller re-checks. Always a checkpoint; cancellation changes nothing.
         Parking happens with no scheduling point before it, so a caller's
         synchronous check just before the call still holds when it parks.
         """
