@@ -65,7 +65,11 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     try:
         return _freeze_fast(value, 0)
     except _NotFastError:
+        pass
+    try:
         return _freeze(value, path, set())
+    except RecursionError:
+        raise InvalidJsonError(f"{_where(path)} is nested too deeply") from None
 
 
 _FROZEN_LEAVES = frozenset({str, int, bool, FrozenDict})
@@ -170,8 +174,15 @@ def loads_frozen(text: str) -> JsonValue:
     Raises:
         ValueError: *text* is not JSON.
         InvalidJsonError: it is JSON but not lossless (NaN, Infinity, a number
-            that overflows a float).
+            that overflows a float), or nested too deeply to decode.
     """
+    try:
+        return _loads_frozen(text)
+    except RecursionError:
+        raise InvalidJsonError("the JSON text is nested too deeply") from None
+
+
+def _loads_frozen(text: str) -> JsonValue:
     if "[" not in text:
         # The scanner alone parses a value with nothing around it (the usual tool
         # arguments); padding, extra data and errors take the decoder's full path.

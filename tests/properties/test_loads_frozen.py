@@ -65,3 +65,22 @@ def test_parse_arguments_reads_empty_text_as_an_empty_object() -> None:
     """R9.6: empty (or blank) arguments mean ``{}``."""
     assert parse_arguments("  ") == {}
     assert isinstance(parse_arguments(""), FrozenDict)
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, '{"a":' * 5000 + "1" + "}" * 5000])
+def test_too_deeply_nested_arguments_are_invalid_json_not_a_crash(text: str) -> None:
+    """R1.6, R9.6: text nested past the decoder's depth is refused with a typed error, and a
+    tool call carrying it reaches validation as its raw string.
+    """
+    with pytest.raises(InvalidJsonError, match="nested too deeply"):
+        loads_frozen(text)
+    assert parse_arguments(text) == text
+
+
+def test_freezing_a_too_deeply_nested_value_is_invalid_json() -> None:
+    """R1.6: a value nested past Python's recursion depth is refused with a typed error."""
+    value: list[object] = []
+    for _ in range(5000):
+        value = [value]
+    with pytest.raises(InvalidJsonError, match="nested too deeply"):
+        freeze_json(value)
