@@ -195,6 +195,8 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
 def _drain_steering(core: AgentCore, state: TurnState) -> bool:
     """Log every steering message; an observer's failure is raised once all are logged."""
     items = core.mailbox.drain_steering()
+    if not items:
+        return False
     session, turn = core.session, state.turn
     call_each(
         lambda item: session.append(
@@ -202,7 +204,7 @@ def _drain_steering(core: AgentCore, state: TurnState) -> bool:
         ),
         items,
     )
-    return bool(items)
+    return True
 
 
 async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
