@@ -55,6 +55,13 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
         (["--store", "bogus"], "argument --store: invalid store 'bogus'"),
         (["--store", "jsonl:"], "argument --store: invalid store 'jsonl:'"),
         (["--store", "redis:localhost"], "argument --store: unknown store kind 'redis'"),
+        (["--store", "memory", "--latency", "inf"], "argument --latency: must be finite, got inf"),
+        (["--store", "memory", "--latency", "nan"], "argument --latency: must be finite, got nan"),
+        (["--store", "memory", "--latency", "-1"], "argument --latency: must be >= 0, got -1"),
+        (
+            ["--store", "memory", "--latency", "soon"],
+            "argument --latency: must be a number of seconds, got 'soon'",
+        ),
     ],
 )
 def test_demo_refuses_bad_arguments_before_it_starts(

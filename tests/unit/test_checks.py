@@ -361,3 +361,87 @@ def test_check_history_replay_detects_a_diverging_derivation(monkeypatch) -> Non
     monkeypatch.setattr(Session, "derive_messages", lambda _self: MessageHistory([]))
     with pytest.raises(InvariantError, match="differs"):
         check_history_replay(good_log())
+
+
+def answered_step(turn: int, step: int, *tail: EventData) -> tuple[EventData, ...]:
+    """One step of *turn* that calls ``c1`` and answers it, then *tail* before its step/end."""
+    return (
+        StepStart(turn, step),
+        AssistantMessage(turn, step, (ToolCall("c1", "t", "{}"),)),
+        ToolCallEvent(turn, step, "c1", "t", "{}"),
+        ToolResultEvent(turn, step, "c1", text("ok")),
+        *tail,
+        StepEnd(turn, step),
+    )
+
+
+def test_check_session_invariants_r4_15_result_in_a_later_step_of_the_turn() -> None:
+    """R4.15: a result answers a call of its own step; a call answered earlier is not re-asked."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        *answered_step(1, 1),
+        StepStart(1, 2),
+        ToolResultEvent(1, 2, "c1", text("again")),
+        StepEnd(1, 2),
+        TurnEnd(1, DONE),
+    )
+    for check in (check_session_invariants, check_history_replay):
+        with pytest.raises(
+            InvariantError, match=r"seq 7 .*R4\.15.*'c1'.*has no tool/call in step 2"
+        ):
+            check(events)
+
+
+def test_check_session_invariants_r4_15_result_in_a_later_turn() -> None:
+    """R4.15: a result in a later turn does not answer a call of an earlier turn."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        *answered_step(1, 1),
+        TurnEnd(1, DONE),
+        TurnStart(2, TRIGGER),
+        StepStart(2, 1),
+        ToolResultEvent(2, 1, "c1", text("again")),
+        StepEnd(2, 1),
+        TurnEnd(2, DONE),
+    )
+    for check in (check_session_invariants, check_history_replay):
+        with pytest.raises(
+            InvariantError, match=r"seq 9 .*R4\.15.*'c1'.*has no tool/call in step 1"
+        ):
+            check(events)
+
+
+def test_check_session_invariants_r4_15_second_result_in_the_same_step() -> None:
+    """R4.15: every tool call has exactly one result; a second one is rejected."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        *answered_step(1, 1, ToolResultEvent(1, 1, "c1", text("again"))),
+        TurnEnd(1, DONE),
+    )
+    for check in (check_session_invariants, check_history_replay):
+        with pytest.raises(InvariantError, match=r"seq 5 .*R4\.15.*'c1'.*already answered"):
+            check(events)
+
+
+def test_check_session_invariants_r4_15_tool_call_record_without_result() -> None:
+    """R4.15: a tool/call record gets its result before its step/end."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, text("no tool-call block")),
+        ToolCallEvent(1, 1, "c9", "t", "{}"),
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+    )
+    for check in (check_session_invariants, check_history_replay):
+        with pytest.raises(InvariantError, match=r"seq 4 .*R4\.15.*'c9' \(seq 3\) has no result"):
+            check(events)
+
+
+def test_check_session_invariants_accepts_a_call_id_reused_in_a_later_step() -> None:
+    """R4.15: a model may reuse a call id in a new step; each call gets its own one result."""
+    events = log(
+        TurnStart(1, TRIGGER), *answered_step(1, 1), *answered_step(1, 2), TurnEnd(1, DONE)
+    )
+    check_session_invariants(events)
+    check_history_replay(events)

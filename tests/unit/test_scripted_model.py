@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import traceback
 
 import attrs
 import pytest
@@ -11,6 +12,7 @@ import trio
 import trio.testing
 
 from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
+from retinue._errors import ModelError
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
 from retinue._stream import (
     ABORTED,
@@ -163,6 +165,31 @@ async def test_scripted_model_raise_mid_stream_yields_then_raises_the_error() ->
         await consume()
     assert caught.value is boom
     assert seen == [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b")]
+
+
+async def test_scripted_model_raise_mid_stream_raises_a_fresh_copy_on_each_replay() -> None:
+    """R10.3: a replayed raising step raises a fresh copy (same type, args, attributes, notes).
+
+    The first play raises the given instance; later plays never share one
+    error between streams or agents, so its traceback does not grow per play.
+    """
+    boom = ModelError("reset", code="RESET")
+    boom.add_note("scripted")
+    model = ScriptedModel([RaiseMidStream(boom, after_chunks=1)], repeat_last=True)
+    raised: list[BaseException] = []
+    for _ in range(3):
+        with pytest.raises(ModelError) as caught:
+            await play(model)
+        raised.append(caught.value)
+    assert raised[0] is boom
+    assert len({id(error) for error in raised}) == 3
+    for error in raised:
+        assert type(error) is ModelError
+        assert (error.args, error.code, error.__notes__) == (("reset",), "RESET", ["scripted"])
+    depths = [len(traceback.extract_tb(error.__traceback__)) for error in raised]
+    assert depths == [depths[0]] * 3
+    raised[1].add_note("only on the copy")
+    assert boom.__notes__ == ["scripted"]
 
 
 def test_scripted_model_raise_mid_stream_rejects_more_chunks_than_the_text_has() -> None:

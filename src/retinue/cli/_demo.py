@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import random
 import sys
 import time
@@ -40,7 +41,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--turns", type=_at_least_one, default=3, help="prompts per agent (default 3)"
     )
-    parser.add_argument("--latency", type=float, default=0.05, help="model latency in seconds")
+    parser.add_argument(
+        "--latency", type=_seconds, default=0.05, help="model latency in seconds (default 0.05)"
+    )
     parser.add_argument("--seed", type=int, default=7, help="random seed")
     parser.add_argument(
         "--provider",
@@ -66,6 +69,19 @@ def _at_least_one(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """Check a duration when the command line is parsed: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 

@@ -46,6 +46,59 @@ def _fail(event: Event | None, rule: str, message: str) -> InvariantError:
 
 
 @attrs.define(eq=False)
+class _CallLedger:
+    """Tool calls of the open step and their results: each call gets exactly one (R4.15).
+
+    A ``tool/result`` answers a ``tool/call`` of its own step that has no
+    result yet; every ``tool/call`` is answered by its step's ``step/end``.
+    """
+
+    called: set[str] = attrs.field(factory=set)
+    pending: dict[str, int] = attrs.field(factory=dict)
+    answered: set[str] = attrs.field(factory=set)
+
+    def feed(self, event: Event) -> None:
+        data = event.data
+        if isinstance(data, StepStart):
+            self.pending.clear()
+            self.answered.clear()
+        elif isinstance(data, StepEnd | TurnEnd):
+            self._settle(event)
+        elif isinstance(data, ToolCallEvent):
+            self.called.add(data.call_id)
+            self.answered.discard(data.call_id)
+            self.pending.setdefault(data.call_id, event.seq)
+        elif isinstance(data, ToolResultEvent):
+            self._answer(event, data)
+
+    def _answer(self, event: Event, data: ToolResultEvent) -> None:
+        call_id = data.call_id
+        if self.pending.pop(call_id, None) is not None:
+            self.answered.add(call_id)
+        elif call_id in self.answered:
+            raise _fail(event, "R4.15", f"tool/result {call_id!r}: the call is already answered")
+        elif call_id not in self.called:
+            raise _fail(event, "R4.15", f"tool/result {call_id!r} has no earlier tool/call")
+        else:
+            raise _fail(
+                event, "R4.15", f"tool/result {call_id!r} has no tool/call in step {data.step}"
+            )
+
+    def _settle(self, event: Event) -> None:
+        if self.pending:
+            call_id, seq = next(iter(self.pending.items()))
+            raise _fail(event, "R4.15", f"tool/call {call_id!r} (seq {seq}) has no result")
+        self.answered.clear()
+
+
+def _check_call_results(events: Sequence[Event]) -> None:
+    """Check R4.15 strictly: every tool call has exactly one result, in its own step."""
+    ledger = _CallLedger()
+    for event in events:
+        ledger.feed(event)
+
+
+@attrs.define(eq=False)
 class _Walk:
     """The boundary state of a log being walked in order."""
 
@@ -53,7 +106,7 @@ class _Walk:
     last_turn: int = 0
     step: int | None = None
     last_step: int = 0
-    calls: set[str] = attrs.field(factory=set)
+    calls: _CallLedger = attrs.field(factory=_CallLedger)
     header_seen: bool = False
 
     def check(self, event: Event) -> None:
@@ -70,6 +123,7 @@ class _Walk:
             self._step_end(event, data)
         else:
             self._in_turn(event)
+        self.calls.feed(event)
 
     def _turn_start(self, event: Event, data: TurnStart) -> None:
         if self.turn is not None:
@@ -113,11 +167,7 @@ class _Walk:
                 )
         elif isinstance(data, SteeringMessage) and data.turn != self.turn:
             raise _fail(event, "R4.13", f"steering for turn {data.turn} inside turn {self.turn}")
-        if isinstance(data, ToolCallEvent):
-            self.calls.add(data.call_id)
-        elif isinstance(data, ToolResultEvent) and data.call_id not in self.calls:
-            raise _fail(event, "R4.15", f"tool/result {data.call_id!r} has no earlier tool/call")
-        elif isinstance(data, RequestHeader):
+        if isinstance(data, RequestHeader):
             self.header_seen = True
         elif isinstance(data, RequestHeaderDelta) and not self.header_seen:
             raise _fail(event, "R4.18", "request/header-delta before the first request/header")
@@ -144,8 +194,9 @@ def check_session_invariants(events: Sequence[Event]) -> None:
     """Check every log invariant of SPEC 4.4 plus the no-dangling-call guarantee.
 
     Rules: R4.2 (seq == index), R4.6 (surface ops), R4.13 (turn enclosure),
-    R4.14 (turn and step nesting, chunks inside their step), R4.15 (results
-    follow their calls), R4.16 (turn numbers +1, steps from 1), R4.18 (no
+    R4.14 (turn and step nesting, chunks inside their step), R4.15 (each
+    ``tool/call`` gets exactly one ``tool/result``, after it, before its
+    step ends), R4.16 (turn numbers +1, steps from 1), R4.18 (no
     header delta before a header), R4.22 (source seqs), and
     :func:`check_no_dangling_tool_calls`. A log may end inside a turn.
 
@@ -230,15 +281,18 @@ def check_history_replay(events: Sequence[Event], *, session_id: str = "replay")
 
     Rebuilds with ``Session.from_events`` (which re-validates every event) and
     compares its ``derive_messages()`` with an independent fold of the surface
-    (R5.6, R8.9).
+    (R5.6, R8.9). Also checks that every tool call of the replayed log has
+    exactly one result, logged in the call's own step (R4.15).
 
     Raises:
-        InvariantError: the log cannot be rebuilt, or the histories differ.
+        InvariantError: the log cannot be rebuilt, a call is not answered
+            exactly once, or the histories differ.
     """
     try:
         session = Session.from_events(SessionHeader(session_id, 0), events)
     except SessionError as error:
         raise InvariantError(f"R5.6: the log cannot be replayed: {error}") from error
+    _check_call_results(events)
     derived = list(session.derive_messages())
     folded = _fold_messages(events)
     if derived != folded:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TypeAlias, final
 
@@ -188,7 +189,7 @@ class ScriptedModel:
                 yield chunk  # noqa: ASYNC911 - zero-delay chunks: one checkpoint per stream, not per chunk
         if plan.ending == "raise":
             assert plan.error is not None
-            raise plan.error
+            raise _fresh(plan.error)
         if plan.ending == "hang":
             await trio.sleep_forever()
 
@@ -204,6 +205,22 @@ class ScriptedModel:
 
     def __repr__(self) -> str:
         return f"<ScriptedModel calls={self._calls} chunks={self._chunks}>"
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """*error* itself if it was never raised, else a fresh copy to raise.
+
+    A copy keeps the type, args, attributes, notes and cause, but not the
+    traceback, so replays never grow one traceback or share one error.
+    """
+    if error.__traceback__ is None:
+        return error
+    fresh = copy.copy(error)
+    if hasattr(error, "__notes__"):
+        fresh.__notes__ = list(error.__notes__)
+    fresh.__cause__ = error.__cause__
+    fresh.__suppress_context__ = error.__suppress_context__
+    return fresh
 
 
 def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:

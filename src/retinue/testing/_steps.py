@@ -268,6 +268,8 @@ class RaiseMidStream:
     """Stream the first ``after_chunks`` chunks of a text reply, then raise ``error``.
 
     The reply is ``text`` in ``chunks`` deltas: block start, deltas, block end.
+    The first play raises ``error`` itself; once it has been raised, each play
+    raises a fresh copy (same type, args and attributes).
     """
 
     error: BaseException
