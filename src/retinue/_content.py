@@ -95,29 +95,6 @@ _BLOCK_TYPES = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, O
 _BLOCK_TYPE_SET = frozenset(_BLOCK_TYPES)
 
 
-@final
-@attrs.frozen
-class Message:
-    """One model-visible message: a role and an immutable tuple of blocks (R1.2)."""
-
-    role: Role
-    content: tuple[ContentBlock, ...]
-
-
-@final
-@attrs.frozen
-class MessageSource:
-    """Where content came from (R1.3): ``kind="user"`` or ``kind="plugin"`` with a name."""
-
-    kind: str = attrs.field(default="user", validator=attrs.validators.instance_of(str))
-    plugin: str | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
-    )
-
-
-USER_SOURCE = MessageSource()
-
-
 def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
     """Normalise a str, a block or a sequence of blocks to a tuple of blocks.
 
@@ -141,6 +118,37 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         if not isinstance(block, _BLOCK_TYPES):
             raise TypeError(f"content[{index}] is not a content block: {type(block).__name__}")
     return blocks
+
+
+def _message_content(
+    content: str | ContentBlock | Sequence[ContentBlock],
+) -> tuple[ContentBlock, ...]:
+    # A tuple passes unchecked: messages are built per step from content that
+    # is already a tuple of blocks, and they were never checked before.
+    return content if type(content) is tuple else as_content(content)
+
+
+@final
+@attrs.frozen
+class Message:
+    """One model-visible message: a role and an immutable tuple of blocks (R1.2)."""
+
+    role: Role
+    content: tuple[ContentBlock, ...] = attrs.field(converter=_message_content)
+
+
+@final
+@attrs.frozen
+class MessageSource:
+    """Where content came from (R1.3): ``kind="user"`` or ``kind="plugin"`` with a name."""
+
+    kind: str = attrs.field(default="user", validator=attrs.validators.instance_of(str))
+    plugin: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+
+
+USER_SOURCE = MessageSource()
 
 
 @final

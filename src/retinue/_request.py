@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import final, overload
 
 import attrs
 
 from ._content import Message
+from ._errors import InvalidJsonError
 from ._lossless import FrozenDict, freeze_json
 
 __all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema"]
@@ -24,6 +26,23 @@ def _stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
 
 
+# A config is logged in every request header, so its numbers must be JSON
+# numbers that reload as themselves (R4.5, R1.6). Exact type checks, because
+# ``bool`` is an ``int``.
+
+
+def _check_temperature(_instance: object, _attribute: object, value: float | None) -> None:
+    if value is None:
+        return
+    if (type(value) is not float and type(value) is not int) or not math.isfinite(value):
+        raise InvalidJsonError(f"temperature must be a finite number, got {value!r}")
+
+
+def _check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
+    if value is not None and type(value) is not int:
+        raise InvalidJsonError(f"max_tokens must be an integer, got {value!r}")
+
+
 @final
 @attrs.frozen
 class LlmCallConfig:
@@ -31,8 +50,8 @@ class LlmCallConfig:
 
     model: str
     provider: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
+    temperature: float | None = attrs.field(default=None, validator=_check_temperature)
+    max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop_tuple)
 
 

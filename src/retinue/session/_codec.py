@@ -20,7 +20,7 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
 )
-from retinue._errors import CorruptSessionError
+from retinue._errors import CorruptSessionError, InvalidJsonError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import (
@@ -276,8 +276,15 @@ def dump_event(event: Event) -> dict[str, Any]:
     return out
 
 
+# What a malformed record raises while it is rebuilt; a record nested past the
+# interpreter's recursion limit raises RecursionError before any field is read.
+_MALFORMED = (KeyError, TypeError, ValueError, RecursionError, cattrs.BaseValidationError)
+
+
 def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
     """Rebuild an event from its JSON envelope; raises :class:`CorruptSessionError`."""
+    if not isinstance(raw, Mapping):
+        raise CorruptSessionError(f"session {session_id!r}: an event is not a JSON object")
     try:
         kind = raw["type"]
         cls = EVENT_TYPES.get(kind)
@@ -295,7 +302,7 @@ def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
             source_event_seqs=None if sources is None else tuple(_exact_int(s) for s in sources),
             surface_op=None if surface is None else _structure_surface(surface, None),
         )
-    except (KeyError, TypeError, ValueError, cattrs.BaseValidationError) as exc:
+    except _MALFORMED as exc:
         where = raw.get("seq", "?")
         raise CorruptSessionError(
             f"session {session_id!r}: event seq {where} is malformed: {_problem(exc)}"
@@ -306,6 +313,8 @@ def _problem(exc: Exception) -> str:
     """What is wrong, naming the field (``... @ $.data.turn``) when cattrs knows it."""
     if isinstance(exc, cattrs.BaseValidationError):
         return "; ".join(cattrs.transform_error(exc, path="$.data"))
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
     return str(exc)
 
 
@@ -318,15 +327,32 @@ def dump_header(header: SessionHeader) -> dict[str, Any]:
 
 def load_header(raw: Mapping[str, Any]) -> SessionHeader:
     """Rebuild a session header; raises :class:`CorruptSessionError`."""
+    if not isinstance(raw, Mapping):
+        raise CorruptSessionError("session header is not a JSON object")
     try:
         fields = {key: value for key, value in raw.items() if key != "type"}
         return converter.structure(fields, SessionHeader)
-    except (KeyError, TypeError, ValueError, cattrs.BaseValidationError) as exc:
+    except _MALFORMED as exc:
         raise CorruptSessionError(f"session header is malformed: {exc}") from exc
 
 
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_compact_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+def _strict_encoder(*, ascii_only: bool) -> Callable[[dict[str, Any]], str]:
+    """A compact encoder that refuses ``NaN`` and infinities: a stored line is strict JSON."""
+    encode = json.JSONEncoder(
+        ensure_ascii=ascii_only, separators=(",", ":"), allow_nan=False
+    ).encode
+
+    def strict(value: dict[str, Any]) -> str:
+        try:
+            return encode(value)
+        except ValueError as exc:  # a non-finite float that slipped past validation
+            raise InvalidJsonError(f"{value.get('type')} is not JSON: {exc}") from exc
+
+    return strict
+
+
+_compact = _strict_encoder(ascii_only=False)
+_compact_ascii = _strict_encoder(ascii_only=True)
 
 
 def encode_event(event: Event) -> str:
@@ -359,6 +385,10 @@ def decode_event(line: str | bytes, *, session_id: str = "?") -> Event:
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptSessionError(
             f"session {session_id!r}: an event line is not valid JSON: {exc}"
+        ) from exc
+    except RecursionError as exc:
+        raise CorruptSessionError(
+            f"session {session_id!r}: an event line is nested too deeply to load"
         ) from exc
     if not isinstance(raw, dict):
         raise CorruptSessionError(f"session {session_id!r}: an event line is not a JSON object")

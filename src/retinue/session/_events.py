@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, NamedTuple, TypeAlias, final, get_args
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
 from retinue._content import ContentBlock, Message, MessageSource, as_content
+from retinue._errors import InvalidJsonError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import StreamChunk, Usage
@@ -54,6 +56,56 @@ def _frozen_json(value: object) -> JsonValue:
     return freeze_json(value)
 
 
+# The checks below keep every logged value its JSON type: a bool or float
+# where an integer belongs would encode as ``true``/``1.0`` (or ``True``) and
+# then not reload. Exact type checks, because ``bool`` is an ``int``.
+
+
+def _integer(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not int:
+        raise InvalidJsonError(f"{attribute.name} must be an integer, got {value!r}")
+
+
+def _optional_integer(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _integer(instance, attribute, value)
+
+
+def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not int or value < 0:
+        raise InvalidJsonError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+
+
+def _check_turn_step(data: AssistantMessage | ToolResultEvent) -> None:
+    """One check for both fields of a per-step event: cheaper than a validator per field.
+
+    ``StepStart``, ``StepEnd`` and ``ToolCallEvent`` have no such check: they
+    take ``Session.append``'s fast path, which it would slow by about 10%.
+    """
+    if type(data.turn) is not int or type(data.step) is not int:
+        raise InvalidJsonError(
+            f"{data.type}: turn and step must be integers, got {data.turn!r}, {data.step!r}"
+        )
+
+
+def _lines(_instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
+    if not all(type(line) is str for line in value):
+        raise InvalidJsonError(f"{attribute.name} must hold only strings, got {value!r}")
+
+
+def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+def _optional_tuple(value: Iterable[Any] | None) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _empty_is_none(value: str | None) -> str | None:
+    # The canonical header has no empty system (R8.2): it is stored absent.
+    return value or None
+
+
 @final
 @attrs.frozen
 class TurnTrigger:
@@ -70,7 +122,7 @@ class TurnEndReason:
 
     kind: str
     reason: str | None = None
-    step: int | None = None
+    step: int | None = attrs.field(default=None, validator=_optional_integer)
     message: str | None = None
     code: str | None = None
 
@@ -118,7 +170,7 @@ _COMPLETED = TurnEndReason("completed")
 class TurnStart:
     """A turn opens."""
 
-    turn: int
+    turn: int = attrs.field(validator=_integer)
     trigger: TurnTrigger
     type: ClassVar[str] = "turn/start"
 
@@ -128,7 +180,7 @@ class TurnStart:
 class TurnEnd:
     """A turn closes; the durable commit boundary."""
 
-    turn: int
+    turn: int = attrs.field(validator=_integer)
     reason: TurnEndReason
     type: ClassVar[str] = "turn/end"
 
@@ -189,7 +241,7 @@ class ContextMessage:
 class SteeringMessage:
     """Steering delivered between steps of a turn."""
 
-    turn: int
+    turn: int = attrs.field(validator=_integer)
     content: tuple[ContentBlock, ...] = _content_field()
     source: MessageSource = MessageSource()
     type: ClassVar[str] = "steering/message"
@@ -223,6 +275,9 @@ class AssistantMessage:
     content: tuple[ContentBlock, ...] = _content_field()
     usage: Usage | None = None
     type: ClassVar[str] = "assistant/message"
+
+    def __attrs_post_init__(self) -> None:
+        _check_turn_step(self)
 
 
 @final
@@ -261,6 +316,11 @@ class ToolResultEvent:
     meta: JsonValue = attrs.field(default=None, converter=_frozen_json)
     type: ClassVar[str] = "tool/result"
 
+    def __attrs_post_init__(self) -> None:
+        _check_turn_step(self)
+        if type(self.is_error) is not bool:
+            raise InvalidJsonError(f"tool/result: is_error must be a bool, got {self.is_error!r}")
+
 
 @final
 @attrs.frozen
@@ -268,9 +328,9 @@ class EpochHeader:
     """The canonical request header (R8.2): empty values are absent."""
 
     config: LlmCallConfig
-    system: str | None = None
-    tools: tuple[ToolSchema, ...] = ()
-    message_prefix: tuple[Message, ...] = ()
+    system: str | None = attrs.field(default=None, converter=_empty_is_none)
+    tools: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple)
+    message_prefix: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
 
 
 HeaderReason: TypeAlias = Literal["initial", "resume", "fallback"]
@@ -291,9 +351,9 @@ class RequestHeader:
 class SystemEdit:
     """A line edit of the system prompt: keep a prefix and suffix, insert lines between."""
 
-    keep_start: int
-    keep_end: int
-    insert: tuple[str, ...] = ()
+    keep_start: int = attrs.field(validator=_count)
+    keep_end: int = attrs.field(validator=_count)
+    insert: tuple[str, ...] = attrs.field(default=(), converter=_tuple, validator=_lines)
 
 
 @final
@@ -301,9 +361,9 @@ class SystemEdit:
 class ToolsDelta:
     """Tool changes keyed by name: removed dropped, changed in place, added appended."""
 
-    added: tuple[ToolSchema, ...] = ()
-    removed: tuple[str, ...] = ()
-    changed: tuple[ToolSchema, ...] = ()
+    added: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple)
+    removed: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    changed: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple)
 
 
 @final
@@ -314,7 +374,9 @@ class RequestHeaderDelta:
     system: SystemEdit | None = None
     tools: ToolsDelta | None = None
     config: LlmCallConfig | None = None
-    message_prefix: tuple[Message, ...] | None = None
+    message_prefix: tuple[Message, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
     type: ClassVar[str] = "request/header-delta"
 
 
@@ -370,8 +432,8 @@ SURFACE_TYPES = frozenset(
 class Replace:
     """Surface op: replace the surface nodes from ``start`` through ``end`` with this event."""
 
-    start: int
-    end: int
+    start: int = attrs.field(validator=_integer)
+    end: int = attrs.field(validator=_integer)
 
 
 SurfaceOp: TypeAlias = Literal["append"] | Replace

@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import final, overload
+from typing import final, get_args, overload
 
 import attrs
 
@@ -42,8 +42,10 @@ __all__ = ["EventLog", "Session", "now_ms"]
 
 # Event types whose append changes no fold and needs no validation.
 _PLAIN_TYPES = frozenset({AssistantChunk, StepStart, StepEnd, ToolCallEvent, PromptBlocked})
-# Event types that open or close a turn or extend the header fold.
-_BOUNDARY_TYPES = frozenset({TurnStart, TurnEnd, RequestHeaderDelta})
+# Event types that open or close a turn.
+_BOUNDARY_TYPES = frozenset({TurnStart, TurnEnd})
+# Every event data class; all are final, so an exact type check suffices.
+_EVENT_TYPES = frozenset(get_args(EventData))
 
 log = logging.getLogger("retinue.session")
 Observer = Callable[[Event], None]
@@ -53,17 +55,40 @@ _time_ns = time.time_ns
 _new_tuple = tuple.__new__
 
 
+def _as_sources(value: Sequence[int]) -> tuple[int, ...]:
+    """*value* as a tuple; a non-iterable is refused like any invalid source (R4.22)."""
+    try:
+        return tuple(value)
+    except TypeError:
+        raise SessionError(
+            f"source_event_seqs must be a sequence of seqs, got {value!r}", code="INVALID_SOURCES"
+        ) from None
+
+
 def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
-    """Non-empty, duplicate-free and earlier than *seq* (R4.22)."""
+    """Integers, non-empty, duplicate-free and earlier than *seq* (R4.22)."""
     if len(sources) == 1:
         # A tool result's one call: the common case, without building a set.
-        return 0 <= sources[0] < seq
+        source = sources[0]
+        return type(source) is int and 0 <= source < seq
+    # Exact ints: a bool or float seq would be stored as ``true`` or ``1.0``.
     return (
         bool(sources)
+        and all(type(source) is int for source in sources)
         and len(set(sources)) == len(sources)
         and max(sources) < seq
         and min(sources) >= 0
     )
+
+
+def _folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta) -> EpochHeader:
+    """The header fold after *data*; a delta that cannot apply is a typed refusal."""
+    try:
+        return fold_header(current, data)
+    except (TypeError, ValueError, AttributeError) as exc:
+        # A delta holding the wrong kinds of values (say a name where a tool
+        # belongs) fails inside the fold; refuse it like a corrupt delta.
+        raise SessionError(f"{data.type} cannot be folded: {exc}", code="CORRUPT_HEADER") from exc
 
 
 def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
@@ -168,8 +193,7 @@ class Session:
                     f"expected {len(session._events)}",
                     code="SEQ_GAP",
                 )
-            session._validate(event)
-            session._record(event)
+            session._record(event, session._validate(event))
         return session
 
     @property
@@ -243,12 +267,11 @@ class Session:
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
         else:
-            sources = None if source_event_seqs is None else tuple(source_event_seqs)
+            sources = None if source_event_seqs is None else _as_sources(source_event_seqs)
             event = _new_tuple(
                 Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
             )
-            self._validate(event)
-            self._record(event)
+            self._record(event, self._validate(event))
         notify = self._notify
         if notify is not None:
             notify(event)
@@ -309,7 +332,15 @@ class Session:
             parent_session=self.id,
         )
 
-    def _validate(self, event: Event) -> None:
+    def _validate(self, event: Event) -> EpochHeader | None:
+        """Refuse *event* unless it may be logged next; return the header fold after it.
+
+        The fold is computed here, not when recording, so a delta that cannot
+        fold is refused before it is logged or notified (R4.5).
+        """
+        data_type = type(event.data)
+        if data_type not in _EVENT_TYPES:
+            raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
         kind = event.data.type
         if kind in SURFACE_TYPES:
             if event.surface_op is None:
@@ -327,13 +358,17 @@ class Session:
         sources = event.source_event_seqs
         if sources is not None and not _valid_sources(sources, event.seq):
             raise SessionError(
-                f"{kind}: source_event_seqs must be non-empty, unique and earlier",
+                f"{kind}: source_event_seqs must be non-empty, unique, earlier integer seqs",
                 code="INVALID_SOURCES",
             )
-        if type(event.data) in _BOUNDARY_TYPES:
+        if data_type in _BOUNDARY_TYPES:
             self._validate_boundaries(event)
         if isinstance(event.surface_op, Replace):
             self._surface.check(event)
+        data = event.data
+        if type(data) is RequestHeader or type(data) is RequestHeaderDelta:
+            return _folded(self._header_fold, data)
+        return self._header_fold
 
     def _validate_boundaries(self, event: Event) -> None:
         data = event.data
@@ -343,14 +378,12 @@ class Session:
             raise SessionError(
                 f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH"
             )
-        if isinstance(data, RequestHeaderDelta) and self._header_fold is None:
-            raise SessionError(
-                "request/header-delta precedes the first request/header", code="CORRUPT_HEADER"
-            )
 
-    def _record(self, event: Event) -> None:
+    def _record(self, event: Event, header_fold: EpochHeader | None) -> None:
+        """Log a validated *event*; *header_fold* is what :meth:`_validate` returned."""
         data = event.data
         self._events.append(event)
+        self._header_fold = header_fold
         if event.surface_op is not None:
             self._surface.apply(event)
         elif isinstance(data, TurnStart):
@@ -358,8 +391,6 @@ class Session:
             self._turn_open = True
         elif isinstance(data, TurnEnd):
             self._turn_open = False
-        elif isinstance(data, RequestHeader | RequestHeaderDelta):
-            self._header_fold = fold_header(self._header_fold, data)
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} events={len(self._events)} turn_open={self._turn_open}>"
