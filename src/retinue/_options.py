@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import final
@@ -20,6 +21,13 @@ def _check_max_tokens(_instance: object, _attribute: object, value: int | None) 
         return
     if type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER:
         raise ConfigError(f"max_tokens must be a positive integer <= 2**53-1, got {value!r}")
+
+
+def _check_temperature(_instance: object, _attribute: object, value: float | None) -> None:
+    if value is None:
+        return
+    if (type(value) is not float and type(value) is not int) or not math.isfinite(value):
+        raise ConfigError(f"temperature must be a finite number, got {value!r}")
 
 
 def _check_cwd(_instance: object, _attribute: object, value: str | None) -> None:
@@ -43,7 +51,7 @@ class AgentOptions:
     model: str | None = None
     provider: str | None = None
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
-    temperature: float | None = None
+    temperature: float | None = attrs.field(default=None, validator=_check_temperature)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop_tuple)
     system_prompt: str | None = None
     cwd: str | None = attrs.field(default=None, validator=_check_cwd)
