@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar, Literal, TypeAlias, final
 
 import attrs
@@ -23,6 +23,7 @@ __all__ = [
     "ToolResultBlock",
     "as_content",
     "content_text",
+    "snapshot_messages",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
@@ -120,21 +121,18 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
     return blocks
 
 
-def _message_content(
-    content: str | ContentBlock | Sequence[ContentBlock],
-) -> tuple[ContentBlock, ...]:
-    # A tuple passes unchecked: messages are built per step from content that
-    # is already a tuple of blocks, and they were never checked before.
-    return content if type(content) is tuple else as_content(content)
-
-
 @final
 @attrs.frozen
 class Message:
-    """One model-visible message: a role and an immutable tuple of blocks (R1.2)."""
+    """One model-visible message: a role and an immutable tuple of blocks (R1.2).
+
+    Not converted when built (messages are built per step from tuples of
+    blocks); :func:`snapshot_messages` copies messages that arrive from
+    elsewhere where they are logged.
+    """
 
     role: Role
-    content: tuple[ContentBlock, ...] = attrs.field(converter=_message_content)
+    content: tuple[ContentBlock, ...]
 
 
 @final
@@ -149,6 +147,21 @@ class MessageSource:
 
 
 USER_SOURCE = MessageSource()
+
+
+def snapshot_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
+    """*messages* as a tuple whose every content is a tuple of blocks (R4.7).
+
+    Raises:
+        TypeError: an item is not a :class:`Message`, or its content holds a non-block.
+    """
+    snapshot = []
+    for message in messages:
+        if not isinstance(message, Message):
+            raise TypeError(f"expected a Message, got {type(message).__name__}")
+        content = as_content(message.content)
+        snapshot.append(message if content is message.content else Message(message.role, content))
+    return tuple(snapshot)
 
 
 @final

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from retinue import Message, SessionError, Text
+from retinue._content import snapshot_messages
 from retinue._errors import CorruptSessionError, InvalidJsonError
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue.session import (
@@ -200,12 +201,14 @@ def test_delta_values_are_snapshots_that_reload_equal() -> None:
     assert _reloaded(session).current_header == session.current_header
 
 
-def test_message_content_is_a_tuple_of_blocks() -> None:
-    """R1.2: a message's content is an immutable tuple of blocks, however it was given."""
-    assert Message("user", [Text("x")]).content == (Text("x"),)  # type: ignore[arg-type]
-    assert Message("user", "x").content == (Text("x"),)
+def test_logged_messages_are_snapshots_with_tuple_content() -> None:
+    """R1.2, R4.7: a message logged in a header keeps a tuple of blocks, however it was given."""
+    prefix = snapshot_messages([Message("user", [Text("x")]), Message("user", "y")])  # type: ignore[arg-type]
+    assert prefix == (Message("user", (Text("x"),)), Message("user", (Text("y"),)))
     with pytest.raises(TypeError):
-        Message("user", [object()])  # type: ignore[list-item]
+        snapshot_messages([Message("user", [object()])])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        snapshot_messages(["not a message"])  # type: ignore[list-item]
 
 
 def test_an_empty_system_prompt_is_absent() -> None:

@@ -7,7 +7,7 @@ import math
 
 import trio
 
-from retinue._content import Message
+from retinue._content import Message, snapshot_messages
 from retinue._errors import HookError, call_each
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
@@ -215,13 +215,12 @@ async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
     )
     if signal.cancel_called or core.disposed:
         return False
-    if not isinstance(composed, tuple | list) or not all(
-        isinstance(message, Message) for message in composed
-    ):
-        raise HookError(
-            f"agent/session-prefix must return a sequence of Message, not {composed!r:.80}"
-        )
-    messages = tuple(composed)
+    try:
+        if not isinstance(composed, tuple | list):
+            raise TypeError(f"got {composed!r:.80}")
+        messages = snapshot_messages(composed)
+    except TypeError as exc:
+        raise HookError(f"agent/session-prefix must return a sequence of Message: {exc}") from exc
     core.prefix = messages
     return True
 

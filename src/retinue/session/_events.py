@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, TypeAlias, final, get_arg
 
 import attrs
 
-from retinue._content import ContentBlock, Message, MessageSource, as_content
+from retinue._content import ContentBlock, Message, MessageSource, as_content, snapshot_messages
 from retinue._errors import InvalidJsonError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import LlmCallConfig, ToolSchema
@@ -76,16 +76,10 @@ def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) ->
         raise InvalidJsonError(f"{attribute.name} must be a non-negative integer, got {value!r}")
 
 
-def _check_turn_step(data: AssistantMessage | ToolResultEvent) -> None:
-    """One check for both fields of a per-step event: cheaper than a validator per field.
-
-    ``StepStart``, ``StepEnd`` and ``ToolCallEvent`` have no such check: they
-    take ``Session.append``'s fast path, which it would slow by about 10%.
-    """
-    if type(data.turn) is not int or type(data.step) is not int:
-        raise InvalidJsonError(
-            f"{data.type}: turn and step must be integers, got {data.turn!r}, {data.step!r}"
-        )
+def _not_integers(data: AssistantMessage | ToolResultEvent) -> InvalidJsonError:
+    return InvalidJsonError(
+        f"{data.type}: turn and step must be integers, got {data.turn!r}, {data.step!r}"
+    )
 
 
 def _lines(_instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
@@ -95,10 +89,6 @@ def _lines(_instance: object, attribute: attrs.Attribute[Any], value: tuple[obje
 
 def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(value)
-
-
-def _optional_tuple(value: Iterable[Any] | None) -> tuple[Any, ...] | None:
-    return None if value is None else tuple(value)
 
 
 def _empty_is_none(value: str | None) -> str | None:
@@ -277,7 +267,8 @@ class AssistantMessage:
     type: ClassVar[str] = "assistant/message"
 
     def __attrs_post_init__(self) -> None:
-        _check_turn_step(self)
+        if type(self.turn) is not int or type(self.step) is not int:
+            raise _not_integers(self)
 
 
 @final
@@ -317,7 +308,10 @@ class ToolResultEvent:
     type: ClassVar[str] = "tool/result"
 
     def __attrs_post_init__(self) -> None:
-        _check_turn_step(self)
+        # One check for both fields, cheaper than a validator per field. StepStart,
+        # StepEnd and ToolCallEvent have none: Session.append's fast path takes them.
+        if type(self.turn) is not int or type(self.step) is not int:
+            raise _not_integers(self)
         if type(self.is_error) is not bool:
             raise InvalidJsonError(f"tool/result: is_error must be a bool, got {self.is_error!r}")
 
@@ -330,7 +324,7 @@ class EpochHeader:
     config: LlmCallConfig
     system: str | None = attrs.field(default=None, converter=_empty_is_none)
     tools: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple)
-    message_prefix: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
+    message_prefix: tuple[Message, ...] = attrs.field(default=(), converter=snapshot_messages)
 
 
 HeaderReason: TypeAlias = Literal["initial", "resume", "fallback"]
@@ -375,7 +369,7 @@ class RequestHeaderDelta:
     tools: ToolsDelta | None = None
     config: LlmCallConfig | None = None
     message_prefix: tuple[Message, ...] | None = attrs.field(
-        default=None, converter=_optional_tuple
+        default=None, converter=attrs.converters.optional(snapshot_messages)
     )
     type: ClassVar[str] = "request/header-delta"
 

@@ -65,6 +65,9 @@ def _as_sources(value: Sequence[int]) -> tuple[int, ...]:
         ) from None
 
 
+_INT_ONLY = {int}
+
+
 def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
     """Integers, non-empty, duplicate-free and earlier than *seq* (R4.22)."""
     if len(sources) == 1:
@@ -74,7 +77,7 @@ def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
     # Exact ints: a bool or float seq would be stored as ``true`` or ``1.0``.
     return (
         bool(sources)
-        and all(type(source) is int for source in sources)
+        and set(map(type, sources)) == _INT_ONLY
         and len(set(sources)) == len(sources)
         and max(sources) < seq
         and min(sources) >= 0
