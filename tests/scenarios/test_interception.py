@@ -23,6 +23,7 @@ from retinue import (
     Text,
     ToolResultBlock,
 )
+from retinue._request import MessageHistory
 from retinue.session import Event
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import (
@@ -257,6 +258,25 @@ async def test_session_prefix_listener_returning_none_ends_the_turn_invalid(
         assert result.reason.kind == "error"
         assert result.reason.code == "INVALID_HOOK_RESULT"
         assert model.statistics().calls == 0
+
+
+async def test_session_prefix_listener_may_return_another_sessions_history(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.18: any sequence of messages is a prefix, such as a ``derive_messages()`` result."""
+    history = MessageHistory((Message("user", (Text("context"),)),))
+    model = ScriptedModel([Reply("hi")])
+    async with runtime(model) as rt:
+
+        async def prefix(_agent: object, _seed: object, _signal: object, call_next: Next) -> object:
+            await call_next()
+            return history
+
+        rt.hooks.on("agent/session-prefix", prefix)
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hello")
+        assert result.reason.kind == "completed"
+        assert model.requests[0].messages[0] == Message("user", (Text("context"),))
 
 
 # -- T-I2 session-start -------------------------------------------------------

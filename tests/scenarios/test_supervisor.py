@@ -18,6 +18,7 @@ import trio.testing
 
 import retinue
 from retinue import AgentOptions, StoreError
+from retinue.actors import Subscription
 from retinue.loop import _core, _driver, _state
 from retinue.session import RequestHeader, Session, ToolResultEvent, TurnEnd
 from retinue.stores import MemoryStore
@@ -379,11 +380,15 @@ class _RefusingStore(DelegatingStore):
 async def test_dispose_of_an_agent_whose_setup_failed_returns_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.8, R12.9: a handle whose creation failed was never started: disposing it ends at once."""
+    """R12.8, R12.9: a handle whose creation failed was never started: disposing it ends at
+    once, and so does a subscription opened in its setup.
+    """
     kept: list[retinue.Agent] = []
+    subscriptions: list[Subscription] = []
 
     def failing_setup(agent: retinue.Agent) -> None:
         kept.append(agent)
+        subscriptions.append(agent.subscribe())
         raise ValueError("setup failed")
 
     async with runtime(ScriptedModel([Reply("hi")])) as rt:
@@ -392,6 +397,10 @@ async def test_dispose_of_an_agent_whose_setup_failed_returns_at_once(
         await kept[0].dispose()
         assert kept[0].status == "disposed"
         assert len(rt.agents) == 0
+        with trio.move_on_after(60) as waited:
+            async with subscriptions[0] as events:
+                assert [event async for event in events] == []
+        assert not waited.cancelled_caught, "the torn-down agent's subscription never ended"
 
 
 @pytest.mark.timeout(30)  # the old failure hung inside a shield, out of the clock's reach

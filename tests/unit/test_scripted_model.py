@@ -359,3 +359,24 @@ async def test_scripted_model_tool_loop_answers_after_tool_results() -> None:
     assert assembler.usage == Usage(2, 3)
     assert assembler.finish == STOP
     assert chunks[-2:] == [UsageChunk(Usage(2, 3)), Finish(STOP)]
+
+
+class _StatusError(Exception):
+    """An error its args alone cannot rebuild, like many SDK errors."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def test_scripted_model_replays_an_error_its_args_cannot_rebuild() -> None:
+    """R10.3: such an error is raised again as itself, with no traceback left from before."""
+    boom = _StatusError("unavailable", 503)
+    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
+    depths = []
+    for _ in range(3):
+        with pytest.raises(_StatusError) as caught:
+            await play(model)
+        assert caught.value.status == 503
+        depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
+    assert depths == [depths[0]] * 3

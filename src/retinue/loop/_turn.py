@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 
 import trio
 
@@ -216,7 +217,7 @@ async def _session_prefix(core: AgentCore, signal: StepSignal) -> bool:
     if signal.cancel_called or core.disposed:
         return False
     try:
-        if not isinstance(composed, tuple | list):
+        if not isinstance(composed, Sequence) or isinstance(composed, str | bytes):
             raise TypeError(f"got {composed!r:.80}")
         messages = snapshot_messages(composed)
     except TypeError as exc:

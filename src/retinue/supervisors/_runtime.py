@@ -304,6 +304,7 @@ class Runtime:
             # Never started (its setup failed, or is still running): nothing to stop
             # or flush, and a creation still in flight refuses to publish it.
             core.mark_disposed()
+            agent.end_subscriptions()
             core.torn_down.set()
             await trio.lowlevel.checkpoint()
             return

@@ -215,7 +215,12 @@ def _fresh(error: BaseException) -> BaseException:
     """
     if error.__traceback__ is None:
         return error
-    fresh = copy.copy(error)
+    try:
+        fresh = copy.copy(error)
+    except Exception:
+        # An error that cannot be rebuilt from its args (an SDK error whose
+        # constructor wants more): raise it again without its old traceback.
+        return error.with_traceback(None)
     if hasattr(error, "__notes__"):
         fresh.__notes__ = list(error.__notes__)
     fresh.__cause__ = error.__cause__
