@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, NoReturn, TypeAlias, final
 
 from ._errors import InvalidJsonError
 
-__all__ = ["FrozenDict", "JsonValue", "check_json", "freeze_json", "loads_frozen", "thaw_json"]
+__all__ = [
+    "FrozenDict",
+    "JsonValue",
+    "check_json",
+    "freeze_json",
+    "is_finite_number",
+    "loads_frozen",
+    "thaw_json",
+]
 
 if TYPE_CHECKING:
     JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | list[JsonValue] | Mapping[str, JsonValue] | None"
@@ -197,6 +205,11 @@ def _loads_frozen(text: str) -> JsonValue:
         return decoded
     # Arrays decode to lists, which only freeze_json turns into tuples.
     return freeze_json(_decode(text))
+
+
+def is_finite_number(value: object) -> bool:
+    """Whether *value* is a JSON number that reloads as itself (a ``bool`` is not one)."""
+    return (type(value) is float or type(value) is int) and math.isfinite(value)
 
 
 def check_json(value: object, path: str = "") -> None:

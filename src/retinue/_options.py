@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from typing import final
@@ -10,6 +9,7 @@ from typing import final
 import attrs
 
 from ._errors import ConfigError
+from ._lossless import is_finite_number
 
 __all__ = ["AgentOptions"]
 
@@ -24,9 +24,7 @@ def _check_max_tokens(_instance: object, _attribute: object, value: int | None) 
 
 
 def _check_temperature(_instance: object, _attribute: object, value: float | None) -> None:
-    if value is None:
-        return
-    if (type(value) is not float and type(value) is not int) or not math.isfinite(value):
+    if value is not None and not is_finite_number(value):
         raise ConfigError(f"temperature must be a finite number, got {value!r}")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from typing import final, overload
 
@@ -10,7 +9,7 @@ import attrs
 
 from ._content import Message
 from ._errors import InvalidJsonError
-from ._lossless import FrozenDict, freeze_json
+from ._lossless import FrozenDict, freeze_json, is_finite_number
 
 __all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema"]
 
@@ -32,9 +31,7 @@ def _stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
 
 
 def _check_temperature(_instance: object, _attribute: object, value: float | None) -> None:
-    if value is None:
-        return
-    if (type(value) is not float and type(value) is not int) or not math.isfinite(value):
+    if value is not None and not is_finite_number(value):
         raise InvalidJsonError(f"temperature must be a finite number, got {value!r}")
 
 
