@@ -6,12 +6,14 @@ from typing import Any
 
 from retinue._content import (
     Message,
+    OpaqueBlock,
     Reasoning,
     RedactedReasoning,
     Text,
     ToolCall,
     ToolResultBlock,
 )
+from retinue._lossless import freeze_json
 from retinue._request import ToolSchema
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._openai_chat import chat_request_body
@@ -279,3 +281,32 @@ def test_anthropic_body_sends_empty_object_for_unparseable_arguments() -> None:
     messages: Any = anthropic_request_body(make_request(*history))["messages"]
     inputs = [block["input"] for block in messages[1]["content"]]
     assert inputs == [{}, {}]
+
+
+def test_anthropic_body_sends_a_history_system_message_once_in_system() -> None:
+    """R10.2: a system message in the history goes to ``system`` only, not also as user text."""
+    request = make_request("hi", Message("system", (Text("be brief"),)), "again", system="sys")
+    body = anthropic_request_body(request)
+    assert body["system"] == "sys\n\nbe brief"
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "again"}],
+        }
+    ]
+
+
+def test_opaque_blocks_are_sent_with_their_type() -> None:
+    """R1.2, R10.2: a block retinue does not model reaches the provider whole, type included."""
+    chat_image = OpaqueBlock("image_url", freeze_json({"image_url": {"url": "http://x/y.png"}}))
+    chat: Any = chat_request_body(make_request(Message("user", (Text("look"), chat_image))))
+    assert chat["messages"][-1]["content"][-1] == {
+        "type": "image_url",
+        "image_url": {"url": "http://x/y.png"},
+    }
+    image = OpaqueBlock("image", freeze_json({"source": {"type": "url", "url": "http://x/y.png"}}))
+    anthropic: Any = anthropic_request_body(make_request(Message("user", (Text("look"), image))))
+    assert anthropic["messages"][-1]["content"][-1] == {
+        "type": "image",
+        "source": {"type": "url", "url": "http://x/y.png"},
+    }

@@ -160,3 +160,59 @@ async def test_shard_header_is_not_sent_through_a_caller_transport(api: str) -> 
     headers = server.calls[0].headers
     assert not [name for name in headers if "retinue" in name]
     assert "secret-session-42" not in headers.values()
+
+
+def _indexed_call(call_id: str, arguments: str) -> bytes:
+    call = {"index": 0, "id": call_id, "type": "function"}
+    call["function"] = {"name": "lookup", "arguments": arguments}  # type: ignore[assignment]
+    delta = {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]}
+    return json.dumps(delta).encode()
+
+
+async def test_chat_tool_calls_sharing_one_index_are_separate_calls() -> None:
+    """R10.2: servers that give every call index 0 (Ollama, some gateways) still get one
+    block per call: a new id at an index starts a new call.
+    """
+    body = _sse(
+        _indexed_call("call_a", '{"city":"Oslo"}'),
+        _indexed_call("call_b", '{"city":"Lima"}'),
+        b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
+        b"[DONE]",
+    )
+    collected = await _serve("chat", body)
+    assert collected.message.content == (
+        ToolCall("call_a", "lookup", '{"city":"Oslo"}'),
+        ToolCall("call_b", "lookup", '{"city":"Lima"}'),
+    )
+
+
+def _anthropic_event(payload: dict[str, Any]) -> bytes:
+    return (
+        b"event: " + payload["type"].encode() + b"\ndata: " + json.dumps(payload).encode() + b"\n\n"
+    )
+
+
+async def test_anthropic_null_counts_in_message_delta_keep_the_start_counts() -> None:
+    """R10.5: ``message_delta`` usage fields are optional; a ``null`` keeps the known count."""
+    start_usage = {
+        "input_tokens": 17,
+        "cache_creation_input_tokens": 100,
+        "cache_read_input_tokens": 2000,
+        "output_tokens": 1,
+    }
+    end_usage = {
+        "input_tokens": None,
+        "cache_creation_input_tokens": None,
+        "cache_read_input_tokens": None,
+        "output_tokens": 15,
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"usage": start_usage}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": end_usage},
+        {"type": "message_stop"},
+    ]
+    collected = await _serve("messages", b"".join(map(_anthropic_event, events)))
+    assert collected.assembler.usage == Usage(17, 15, 2000, 100)

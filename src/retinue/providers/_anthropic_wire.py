@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import final
 
 import attrs
@@ -33,7 +33,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, loads_event, malformed
+from ._blocks import BlockTable, loads_event, malformed, opaque_part
 from ._failures import ProviderConnectionError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
@@ -87,8 +87,7 @@ def _block(block: ContentBlock) -> JsonObject | None:
         return {"type": "redacted_thinking", "data": block.data}
     if isinstance(block, ToolResultBlock):
         return _tool_result(block)
-    data = thaw_json(block.data)
-    return data if isinstance(data, dict) else None
+    return opaque_part(block)
 
 
 def _merge(out: list[JsonObject], role: str, blocks: list[JsonObject]) -> None:
@@ -110,6 +109,8 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
     """
     out: list[JsonObject] = []
     for message in messages:
+        if message.role == "system":
+            continue  # sent once, in the body's ``system`` (anthropic_request_body)
         role = "assistant" if message.role == "assistant" else "user"
         blocks = [mapped for mapped in map(_block, message.content) if mapped is not None]
         if blocks:
@@ -185,6 +186,11 @@ def anthropic_usage(usage: JsonObject) -> Usage:
     )
 
 
+def _merge_usage(usage: JsonObject, update: Mapping[str, object]) -> None:
+    """Merge a usage update; a count sent as ``null`` keeps what is known (fields are optional)."""
+    usage.update((key, value) for key, value in update.items() if value is not None)
+
+
 def anthropic_finish(name: str | None) -> FinishReason:
     """Map an Anthropic ``stop_reason`` to a :data:`FinishReason`."""
     if name is None or name in ("end_turn", "stop_sequence"):
@@ -222,9 +228,9 @@ class AnthropicStreamDecoder:
             end = self._table.end(payload.get("index"))
             return [] if end is None else [end]
         if kind == "message_start":
-            self._usage.update(_dict(_dict(payload.get("message")).get("usage")))
+            _merge_usage(self._usage, _dict(_dict(payload.get("message")).get("usage")))
         elif kind == "message_delta":
-            self._usage.update(_dict(payload.get("usage")))
+            _merge_usage(self._usage, _dict(payload.get("usage")))
             self._stop_reason = _str(_dict(payload.get("delta")).get("stop_reason"))
             self._stopped = True
         elif kind == "message_stop":
@@ -285,7 +291,7 @@ class AnthropicStreamDecoder:
                 self._table.tool_call(index, _str(block.get("id")), _str(block.get("name")), "")
             if kind == "thinking":
                 self._table.reasoning(index, "", _str(block.get("signature")) or "")
-        self._usage.update(_dict(payload.get("usage")))
+        _merge_usage(self._usage, _dict(payload.get("usage")))
         self._stop_reason = _str(payload.get("stop_reason"))
         self.done = self._stopped = True
         return []

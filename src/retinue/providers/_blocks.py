@@ -8,14 +8,21 @@ from typing import final
 
 import attrs
 
-from retinue._content import ContentBlock, Reasoning, Text, ToolCall
+from retinue._content import ContentBlock, OpaqueBlock, Reasoning, Text, ToolCall
+from retinue._lossless import thaw_json
 from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
 from ._failures import ProviderStreamError
 
-__all__ = ["BlockTable", "loads_event", "malformed"]
+__all__ = ["BlockTable", "loads_event", "malformed", "opaque_part"]
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
+
+
+def opaque_part(block: OpaqueBlock) -> dict[str, object]:
+    """A block retinue does not model, as the provider's JSON object: its data and its type."""
+    data = thaw_json(block.data)
+    return {**(data if isinstance(data, dict) else {}), "type": block.kind}
 
 
 def loads_event(data: bytes) -> dict[str, object]:

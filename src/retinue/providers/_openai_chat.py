@@ -31,7 +31,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, loads_event, malformed
+from ._blocks import BlockTable, loads_event, malformed, opaque_part
 from ._failures import RETRYABLE_STREAM_CODES, ProviderConnectionError, ProviderStreamError
 from ._sse import SseEvent
 
@@ -51,8 +51,7 @@ def _user_part(block: ContentBlock) -> JsonObject | None:
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
     if isinstance(block, OpaqueBlock):
-        data = thaw_json(block.data)
-        return data if isinstance(data, dict) else None
+        return opaque_part(block)
     return None
 
 
@@ -234,6 +233,10 @@ class ChatStreamDecoder:
     _finish: str | None = attrs.field(default=None, init=False)
     _unindexed: dict[str, tuple[str, int]] = attrs.field(factory=dict, init=False)
     _current_call: tuple[str, int] | None = attrs.field(default=None, init=False)
+    # Per index: the id of the call it carries now, and that call's block key.
+    _indexed: dict[int, tuple[str | None, tuple[str, int, int]]] = attrs.field(
+        factory=dict, init=False
+    )
     done: bool = attrs.field(default=False, init=False)
     """Whether ``[DONE]`` was seen; nothing more is expected."""
 
@@ -273,21 +276,34 @@ class ChatStreamDecoder:
         if isinstance(finish, str):
             self._finish = finish
 
-    def _call_key(self, position: int, call_id: str | None, index: object) -> tuple[str, int]:
+    def _call_key(
+        self, position: int, call_id: str | None, index: object
+    ) -> tuple[str, int] | tuple[str, int, int]:
         """The block of a tool-call fragment.
 
         Some compatible servers omit ``index``: a new ``id`` then starts a new
-        call, and a fragment without one continues the latest call. A
-        non-streamed message has neither an index nor fragments, so its
-        position in the list identifies the call when ids are missing too.
+        call, and a fragment without one continues the latest call. Others
+        give every call the same index: there too a new ``id`` starts a new
+        call. A non-streamed message has neither an index nor fragments, so
+        its position in the list identifies the call when ids are missing too.
         """
         if isinstance(index, int):
-            return ("call", index)
+            return self._indexed_key(index, call_id)
         if call_id is None:
             return self._current_call or ("call", position)
         key = self._unindexed.setdefault(call_id, ("unindexed-call", len(self._unindexed)))
         self._current_call = key
         return key
+
+    def _indexed_key(self, index: int, call_id: str | None) -> tuple[str, int, int]:
+        known = self._indexed.get(index)
+        if known is None or (call_id is not None and known[0] not in (None, call_id)):
+            generation = 0 if known is None else known[1][2] + 1
+            known = (call_id, ("call", index, generation))
+        elif call_id is not None:
+            known = (call_id, known[1])
+        self._indexed[index] = known
+        return known[1]
 
     def _tool_call(self, position: int, call: JsonObject) -> StreamChunk:
         function = _dict(call.get("function"))
