@@ -60,7 +60,7 @@ class _Group:
 
     index: int = 0
     touched: list[int] = attrs.Factory(list)
-    rollbacks: list[tuple[int, int]] = attrs.Factory(list)
+    rollbacks: list[tuple[_Open, int]] = attrs.Factory(list)
     new: list[_New] = attrs.Factory(list)
     directories: dict[Path, int] = attrs.Factory(dict)
 
@@ -135,7 +135,7 @@ class JSONLBackend:
             keep = _offset_after(handle.fd, batch.truncate_to + 1)
             os.ftruncate(handle.fd, keep)
             handle.size = keep
-        group.rollbacks.append((handle.fd, handle.size))
+        group.rollbacks.append((handle, handle.size))
         _write_all(handle.fd, data)
         handle.size += len(data)
         group.touched.append(handle.fd)
@@ -200,9 +200,11 @@ class JSONLBackend:
             os.fdatasync(fd)
 
     def _undo(self, group: _Group) -> None:
-        for fd, size in group.rollbacks:
+        for handle, size in group.rollbacks:
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)
+                os.ftruncate(handle.fd, size)
+            # The next write's rollback point: the file's length again, not the failed write's end.
+            handle.size = size
         for new in group.new:
             with contextlib.suppress(OSError):
                 os.unlink(new.temporary)
