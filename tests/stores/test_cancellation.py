@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import retinue
 from retinue._content import MessageSource
@@ -23,7 +25,7 @@ from retinue.stores._jsonl import JSONLBackend
 from retinue.stores._sqlite import SQLiteBackend
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import Reply, ScriptedModel
-from tests.stores._kit import run_turn
+from tests.stores._kit import FlakyBackend, run_turn
 
 REAL_DEADLINE = 60.0
 
@@ -174,3 +176,66 @@ async def test_store_entered_again_by_the_runtime_stays_open_until_the_outer_exi
             stored = await store.inspect(agent.id)
         assert " closed " in repr(store)
     assert [event.type for event in stored.events].count("turn/end") == 2
+
+
+async def test_cancelled_close_never_writes_its_queued_drain_after_closing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6, R12.7: a close cancelled while the writer is busy refuses the drain it queued
+    instead of writing it after the store closed, which claimed the session again for nobody.
+    """
+    path = tmp_path / "sessions.db"
+    async with SQLiteStore(path) as seed:
+        for session_id in ("busy", "queued"):
+            session = Session.create(session_id)
+            seed.attach_new(session)
+            run_turn(session)
+            await seed.detach(session)
+    store = SQLiteStore(path)
+    real_savepoint = SQLiteBackend._write_savepoint
+
+    def slow_savepoint(backend: SQLiteBackend, conn: Any, batch: AppendBatch, claimed: Any) -> Any:
+        if batch.session_id == "busy":
+            time.sleep(0.3)  # noqa: TID251 - a worker thread, inside the write transaction
+        return real_savepoint(backend, conn, batch, claimed)
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            busy, queued = await store.load("busy"), await store.load("queued")
+            store.attach(busy)
+            store.attach(queued)
+            run_turn(busy)
+            run_turn(queued)
+            monkeypatch.setattr(SQLiteBackend, "_write_savepoint", slow_savepoint)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(store.flush, busy)
+                await trio.testing.wait_all_tasks_blocked()
+                with trio.CancelScope() as scope:
+                    nursery.start_soon(_cancel_when_blocked, scope)
+                    await store.aclose()
+            assert scope.cancelled_caught
+        async with SQLiteStore(path) as other:
+            assert (await other.load("queued")).last_turn == 1
+    assert list((tmp_path / "sessions.db.locks").iterdir()) == []
+
+
+async def _cancel_when_blocked(scope: trio.CancelScope) -> None:
+    await trio.testing.wait_all_tasks_blocked()
+    scope.cancel()
+
+
+async def test_a_failed_write_is_not_counted_as_a_commit(tmp_path: Path) -> None:
+    """Statistics: ``commits`` counts groups that committed something, not attempts."""
+    backend = FlakyBackend()
+    store = BufferedStore(backend, name="flaky")  # type: ignore[arg-type]
+    session = Session.create("s")
+    async with store:
+        store.attach_new(session)
+        run_turn(session)
+        backend.fail_next = True
+        with pytest.raises(StoreError):
+            await store.flush(session)
+        assert store.statistics().commits == 0
+        await store.flush(session)
+        assert store.statistics().commits == 1
+        await store.detach(session)

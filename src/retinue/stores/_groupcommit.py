@@ -53,6 +53,7 @@ class GroupCommitter:
         self._tracked = tracked
         self._send, self._receive = trio.open_memory_channel[Request](math.inf)
         self._writer_running = False
+        self._closed = False
         self._direct_lock = trio.Lock()
         self.counters = {
             "flush_requests": 0,
@@ -63,7 +64,13 @@ class GroupCommitter:
         self.write_seconds = 0.0
 
     def close(self) -> None:
-        """Accept no more requests; the writer answers those still queued and stops."""
+        """Accept no more requests; the writer answers those still queued and stops.
+
+        Requests still queued are refused (``STORE_CLOSED``), not written: the
+        store releases its storage next, and a write after that would claim a
+        session again for nobody.
+        """
+        self._closed = True
         self._send.close()
 
     async def submit(self, requests: Sequence[Request]) -> None:
@@ -144,14 +151,21 @@ class GroupCommitter:
                 request = self._receive.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel):
                 return
-            request.error = StoreError(
-                f"session {request.session_id!r}: {self._name} stopped before the write",
-                code="STORE_CLOSED",
-            )
-            request.done.set()
+            self._refuse(request)
+
+    def _refuse(self, request: Request) -> None:
+        request.error = StoreError(
+            f"session {request.session_id!r}: {self._name} stopped before the write",
+            code="STORE_CLOSED",
+        )
+        request.done.set()
 
     async def _commit(self, group: Sequence[Request]) -> None:  # noqa: ASYNC910 - an empty group writes nothing; the writer checkpoints receiving the next one
         """Write one group in one backend call; every request is answered."""
+        if self._closed:
+            for request in group:
+                self._refuse(request)
+            return
         try:
             entries = self._group_entries(group)
             if entries:
@@ -205,8 +219,10 @@ class GroupCommitter:
             self.write_seconds += time.perf_counter() - start
 
     def _record(self, entries: list[Entry], results: Sequence[StoreError | None]) -> None:
-        self.counters["commits"] += 1
-        self.counters["largest_group"] = max(self.counters["largest_group"], len(entries))
+        if any(result is None for result in results):
+            # A group counts as a commit when something of it was committed.
+            self.counters["commits"] += 1
+            self.counters["largest_group"] = max(self.counters["largest_group"], len(entries))
         for entry, result in zip(entries, results, strict=True):
             if result is None:
                 self._committed(entry)
