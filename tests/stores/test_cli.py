@@ -149,6 +149,18 @@ def test_cli_sessions_import_skips_blank_lines_and_names_a_bad_line(
     assert f"{exported}, line 4: " in capsys.readouterr().err
 
 
+def test_cli_sessions_import_of_a_file_that_is_not_utf8_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that is not UTF-8 is refused in one line naming it, not with a traceback."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"type":"session","id":"\xff"}\n')
+    assert _cli("--store", f"jsonl:{tmp_path / 'store'}", "import", str(bad)) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("retinue sessions import: ")
+    assert f"{bad} is not UTF-8 text" in error
+
+
 async def _fill_long(path: Path, turns: int) -> None:
     session = Session.create("long")
     async with SQLiteStore(path) as store:

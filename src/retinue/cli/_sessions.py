@@ -157,7 +157,10 @@ async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
 
 
 async def _import(store: BufferedStore, args: argparse.Namespace) -> int:
-    text = await trio.Path(args.file).read_text(encoding="utf-8")
+    try:
+        text = await trio.Path(args.file).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptSessionError(f"{args.file} is not UTF-8 text: {exc.reason}") from exc
     session = read_jsonl(text, source=args.file, new_id=args.new_id)
     async with store:
         if await store.exists(session.id):
