@@ -216,3 +216,23 @@ async def test_anthropic_null_counts_in_message_delta_keep_the_start_counts() ->
     ]
     collected = await _serve("messages", b"".join(map(_anthropic_event, events)))
     assert collected.assembler.usage == Usage(17, 15, 2000, 100)
+
+
+async def test_anthropic_block_started_twice_is_a_malformed_stream() -> None:
+    """R10.3: a proxy reusing a closed block's index would lose the later block silently;
+    the stream is refused as malformed instead.
+    """
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi."}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}},
+        },
+    ]
+    with pytest.raises(ProviderStreamError) as caught:
+        await _serve("messages", b"".join(map(_anthropic_event, events)))
+    assert caught.value.code == "MALFORMED_RESPONSE"

@@ -223,7 +223,11 @@ class AnthropicStreamDecoder:
         if kind == "content_block_delta":
             return self._delta(payload.get("index"), _dict(payload.get("delta")))
         if kind == "content_block_start":
-            return self._start(payload.get("index"), _dict(payload.get("content_block")))
+            index = payload.get("index")
+            if self._table.has(index):
+                # Its deltas would land in the earlier block, whose end has gone out.
+                raise malformed(f"anthropic messages: block {index!r} started twice")
+            return self._start(index, _dict(payload.get("content_block")))
         if kind == "content_block_stop":
             end = self._table.end(payload.get("index"))
             return [] if end is None else [end]
