@@ -310,3 +310,16 @@ def test_opaque_blocks_are_sent_with_their_type() -> None:
         "type": "image",
         "source": {"type": "url", "url": "http://x/y.png"},
     }
+
+
+def test_responses_body_sends_an_opaque_user_block_with_its_type() -> None:
+    """R1.2, R10.2: the Responses API gets a block retinue does not model as a typed part."""
+    image = OpaqueBlock("input_image", freeze_json({"image_url": "http://x/y.png"}))
+    body: Any = responses_request_body(make_request(Message("user", (Text("look"), image))))
+    assert body["input"][-1] == {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "look"},
+            {"type": "input_image", "image_url": "http://x/y.png"},
+        ],
+    }

@@ -7,7 +7,15 @@ from typing import final
 
 import attrs
 
-from retinue._content import Message, Text, ToolCall, ToolResultBlock, content_text
+from retinue._content import (
+    ContentBlock,
+    Message,
+    OpaqueBlock,
+    Text,
+    ToolCall,
+    ToolResultBlock,
+    content_text,
+)
 from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema
 from retinue._stream import (
@@ -21,7 +29,7 @@ from retinue._stream import (
     UsageChunk,
 )
 
-from ._blocks import BlockTable, loads_event, malformed
+from ._blocks import BlockTable, loads_event, malformed, opaque_part
 from ._failures import ProviderConnectionError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
@@ -42,9 +50,21 @@ def _user_items(message: Message) -> list[JsonObject]:
         if isinstance(block, ToolResultBlock)
     ]
     texts = [block.text for block in message.content if isinstance(block, Text)]
-    if texts:
+    if any(isinstance(block, OpaqueBlock) for block in message.content):
+        # A block retinue does not model (an image, say) needs the list form.
+        parts = [_input_part(block) for block in message.content]
+        items.append({"role": "user", "content": [part for part in parts if part is not None]})
+    elif texts:
         items.append({"role": "user", "content": "".join(texts)})
     return items
+
+
+def _input_part(block: ContentBlock) -> JsonObject | None:
+    if isinstance(block, Text):
+        return {"type": "input_text", "text": block.text}
+    if isinstance(block, OpaqueBlock):
+        return opaque_part(block)
+    return None
 
 
 def _assistant_items(message: Message) -> list[JsonObject]:
