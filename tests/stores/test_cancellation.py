@@ -239,3 +239,34 @@ async def test_a_failed_write_is_not_counted_as_a_commit(tmp_path: Path) -> None
         await store.flush(session)
         assert store.statistics().commits == 1
         await store.detach(session)
+
+
+class _AppendingBackend(FlakyBackend):
+    """A memory backend during whose first write the session gains one more event."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session: Session | None = session
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        results = super().write(batches)
+        session, self.session = self.session, None
+        if session is not None:
+            session.append_custom("note", {"while": "writing"})
+        return results
+
+
+async def test_detach_commits_events_appended_while_its_flush_was_written() -> None:
+    """R11.6: ``detach`` flushes until nothing is buffered; an event appended during its flush
+    is committed, not dropped with the session's tracking.
+    """
+    session = Session.create("s")
+    backend = _AppendingBackend(session)
+    store = BufferedStore(backend, name="appending")  # type: ignore[arg-type]
+    async with store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.detach(session)
+        stored = await store.inspect("s")
+    assert len(stored.events) == len(session.events)
+    assert stored.events[-1].type == "note"

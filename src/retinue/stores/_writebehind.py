@@ -300,6 +300,8 @@ class BufferedStore:
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session:
             return
+        while tracked.buffer:  # appended while that flush was being written
+            await self.flush(session)
         tracked.unsubscribe()
         del self._tracked[session.id]
         await self._call(self._backend.release, f"session {session.id!r}", session.id)
