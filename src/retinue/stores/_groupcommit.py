@@ -165,7 +165,7 @@ class GroupCommitter:
         if self._closed:
             for request in group:
                 self._refuse(request)
-            return
+            return  # noqa: ASYNC910 - refused at once; the writer checkpoints receiving the next one
         try:
             entries = self._group_entries(group)
             if entries:
