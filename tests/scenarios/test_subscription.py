@@ -8,9 +8,16 @@ import trio.testing
 
 import retinue
 from retinue.actors import Subscription, SubscriptionOverflowError
-from retinue.session import Event
+from retinue.session import Event, Session
 from retinue.stores import MemoryStore
-from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from retinue.testing import (
+    CallTools,
+    DelegatingStore,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import OPTIONS, runtime, types
 
 
@@ -131,3 +138,29 @@ async def test_subscribing_to_a_torn_down_agent_ends_at_once(
         heard: list[Event] = []
         await _collect(agent.subscribe(), heard, 0)
         assert heard == []
+
+
+async def test_subscribing_during_the_final_detach_ends_with_the_teardown(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: a subscription made while the teardown waits for the store's final detach
+    ends when the teardown does; it used to join a list already ended and wait forever.
+    """
+    detaching = trio.Event()
+
+    class _SlowDetach(DelegatingStore):
+        async def detach(self, session: Session) -> None:
+            detaching.set()
+            await trio.sleep(1)
+            await self.store.detach(session)
+
+    async with runtime(ScriptedModel([Reply("ok")]), store=_SlowDetach(MemoryStore())) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hi")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.dispose)
+            await detaching.wait()
+            late = agent.subscribe()
+        with trio.move_on_after(60) as waited:
+            assert [event async for event in late] == []
+        assert not waited.cancelled_caught

@@ -353,6 +353,20 @@ async def test_dispatch_tool_exception_becomes_an_error_result() -> None:
     assert shape(await registry.execute(call("fragile", {}))) == failed("disk is full")
 
 
+async def test_dispatch_sync_tool_exiting_becomes_an_error_result() -> None:
+    """R9.2: a SystemExit from a tool body (argparse in a sync tool, say) is the call's error
+    result; it used to escape ``execute`` and take the runtime down.
+    """
+
+    @tool
+    def strict(count: int) -> str:
+        """Refuse every count."""
+        raise SystemExit(f"bad count {count}")
+
+    _, registry = setup(strict)
+    assert shape(await registry.execute(call("strict", {"count": 3}))) == failed("bad count 3")
+
+
 async def test_dispatch_tool_error_keeps_its_code() -> None:
     """R9.2: a ToolError with a code becomes a coded error named after the exception type."""
 

@@ -279,3 +279,22 @@ def test_tool_docstring_sections_end_the_description() -> None:
         "required": ["value"],
         "additionalProperties": False,
     }
+
+
+def test_an_optional_tool_context_is_injected_too() -> None:
+    """R9.7: ``ToolContext | None`` is the injected context as well; the model never sees it,
+    so it cannot forge one. Another union holding ToolContext is refused.
+    """
+
+    @tool
+    async def whoami(x: int, ctx: ToolContext | None = None) -> str:
+        """Say who called."""
+        return "" if ctx is None else str(ctx.agent_id)
+
+    assert whoami.context_parameter == "ctx"
+    assert "ctx" not in whoami.parameters["properties"]  # type: ignore[operator]
+    with pytest.raises(TypeError, match="may only be optional"):
+
+        @tool
+        async def mixed(ctx: ToolContext | int) -> None:
+            """Mixed."""

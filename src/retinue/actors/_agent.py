@@ -119,7 +119,8 @@ class Agent:
     def __init__(self, core: AgentCore, dispose: Callable[[Agent], Awaitable[None]]) -> None:
         self._core = core
         self._dispose = dispose
-        self._subscriptions: list[Subscription] = []
+        # None once teardown has ended them: a later subscription ends at once.
+        self._subscriptions: list[Subscription] | None = []
         core.agent = self
 
     @property
@@ -197,7 +198,7 @@ class Agent:
             ValueError: *buffer* is less than 1.
         """
         subscription = Subscription(self._core.session, buffer, self._forget)
-        if self._core.torn_down.is_set():
+        if self._subscriptions is None:
             subscription.end()
         else:
             self._subscriptions.append(subscription)
@@ -215,13 +216,12 @@ class Agent:
 
     def end_subscriptions(self) -> None:
         """End every live subscription after the agent's last event (called at teardown)."""
-        subscriptions = list(self._subscriptions)
-        self._subscriptions.clear()
+        subscriptions, self._subscriptions = self._subscriptions or [], None
         for subscription in subscriptions:
             subscription.end()
 
     def _forget(self, subscription: Subscription) -> None:
-        if subscription in self._subscriptions:
+        if self._subscriptions is not None and subscription in self._subscriptions:
             self._subscriptions.remove(subscription)
 
     def __repr__(self) -> str:

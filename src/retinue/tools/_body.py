@@ -24,6 +24,10 @@ from ._validate import json_type_name
 
 __all__ = ["INVALID_ARGUMENTS", "TOOL_TIMEOUT", "invalid_arguments", "run_body"]
 
+# What a tool body may raise that is its own failure (R9.2): a SystemExit (argparse in a
+# sync tool, say) must not take the runtime down. Cancelled and KeyboardInterrupt pass.
+_TOOL_FAILURES = (Exception, SystemExit, GeneratorExit)
+
 INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 TOOL_TIMEOUT = "TOOL_TIMEOUT"
 
@@ -107,5 +111,5 @@ async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
                 code=TOOL_TIMEOUT,
             )
         return output_result(execution.call_id, value)
-    except Exception as exc:
+    except _TOOL_FAILURES as exc:
         return exception_result(execution.call_id, exc)

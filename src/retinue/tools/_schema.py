@@ -76,6 +76,22 @@ def _unwrap(hint: object) -> tuple[object, str | None]:
             return hint, description
 
 
+def _is_context(hint: object, where: str) -> bool:
+    """Whether *hint* is ``ToolContext`` or ``ToolContext | None``: injected, never advertised.
+
+    Raises:
+        TypeError: another union holds ``ToolContext`` (the model could forge one).
+    """
+    if hint is ToolContext:
+        return True
+    origin = typing.get_origin(hint)
+    if (origin is Union or origin is types.UnionType) and ToolContext in typing.get_args(hint):
+        if set(typing.get_args(hint)) == {ToolContext, type(None)}:
+            return True
+        raise TypeError(f"{where}: a ToolContext parameter may only be optional, not a union")
+    return False
+
+
 def _shape(hint: object, where: str) -> _Shape:
     hint, description = _unwrap(hint)
     shape = _bare_shape(hint, where)
@@ -324,7 +340,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
                 f"{where}: {kind} parameter {parameter.name!r} cannot be a tool argument"
             )
         hint = hints.get(parameter.name, parameter.annotation)
-        if _unwrap(hint)[0] is ToolContext:
+        if _is_context(_unwrap(hint)[0], f"{where}({parameter.name})"):
             if context is not None:
                 raise TypeError(f"{where}: more than one ToolContext parameter")
             context = parameter.name
