@@ -526,7 +526,9 @@ async def test_dispatch_timeout_is_a_coded_error_on_the_virtual_clock(
 
 
 async def test_dispatch_timeout_abandons_a_blocked_sync_tool(autojump_clock: object) -> None:
-    """R9.7: a sync body past its timeout is abandoned in its thread; the call fails at once."""
+    """R9.7: a sync body past its timeout is abandoned in its thread; the call fails at once,
+    and the abandoned thread holds no slot of trio's default thread pool.
+    """
     release = threading.Event()
 
     @tool(timeout=2)
@@ -539,6 +541,9 @@ async def test_dispatch_timeout_abandons_a_blocked_sync_tool(autojump_clock: obj
     try:
         with trio.fail_after(60):
             result = await registry.execute(call("stuck", {}))
+        # Its thread runs on in the registry's own pool, not in trio's default one,
+        # which the stores' threads use.
+        assert trio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
     finally:
         release.set()
     assert result.error == ToolErrorInfo("ToolError", "TOOL_TIMEOUT")

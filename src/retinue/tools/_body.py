@@ -22,7 +22,10 @@ from ._execution import (
 from ._tool import Tool, ToolContext
 from ._validate import json_type_name
 
-__all__ = ["INVALID_ARGUMENTS", "TOOL_TIMEOUT", "invalid_arguments", "run_body"]
+__all__ = ["INVALID_ARGUMENTS", "TOOL_THREADS", "TOOL_TIMEOUT", "invalid_arguments", "run_body"]
+
+TOOL_THREADS = 40
+"""Sync tool bodies running at once per registry (trio's default pool has as many)."""
 
 # What a tool body may raise that is its own failure (R9.2): a SystemExit (argparse in a
 # sync tool, say) must not take the runtime down. Cancelled and KeyboardInterrupt pass.
@@ -52,20 +55,24 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
     return kwargs
 
 
-def _call(tool: Tool, kwargs: dict[str, object]) -> Awaitable[object]:
+def _call(
+    tool: Tool, kwargs: dict[str, object], threads: trio.CapacityLimiter | None
+) -> Awaitable[object]:
     """The body's awaitable; an async body's own coroutine is awaited directly."""
     if not tool.is_async:
-        return _call_in_thread(tool, kwargs)
+        return _call_in_thread(tool, kwargs, threads)
     value = tool.fn(**kwargs)
     if type(value) is CoroutineType:
         return value
     return _settle(value)
 
 
-async def _call_in_thread(tool: Tool, kwargs: dict[str, object]) -> object:
+async def _call_in_thread(
+    tool: Tool, kwargs: dict[str, object], threads: trio.CapacityLimiter | None
+) -> object:
     # Abandoned on cancel: the worker thread runs on, its result is discarded.
     value = await trio.to_thread.run_sync(
-        functools.partial(tool.fn, **kwargs), abandon_on_cancel=True
+        functools.partial(tool.fn, **kwargs), abandon_on_cancel=True, limiter=threads
     )
     return await _settle(value)
 
@@ -78,8 +85,13 @@ async def _settle(value: object) -> object:
     return value
 
 
-async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
+async def run_body(
+    tool: Tool, execution: ToolExecution, threads: trio.CapacityLimiter | None = None
+) -> ToolExecutionResult:
     """Validate *execution*'s arguments against *tool*, run its body, convert the return.
+
+    A sync body runs in a worker thread counted by *threads* (trio's default
+    limiter when ``None``).
 
     Waits for the body (an async body is awaited in this task, a sync one runs
     in a worker thread). A cancel point on entry; the body itself is the
@@ -100,10 +112,10 @@ async def run_body(tool: Tool, execution: ToolExecution) -> ToolExecutionResult:
         return invalid_arguments(execution, describe_error(exc))
     try:
         if tool.timeout is None:
-            return output_result(execution.call_id, await _call(tool, kwargs))
+            return output_result(execution.call_id, await _call(tool, kwargs, threads))
         limit = tool.timeout
         with trio.move_on_after(limit) as scope:
-            value = await _call(tool, kwargs)
+            value = await _call(tool, kwargs, threads)
         if scope.cancelled_caught:
             return error_result(
                 execution.call_id,

@@ -17,7 +17,7 @@ from retinue._lossless import freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
 
-from ._body import invalid_arguments, run_body
+from ._body import TOOL_THREADS, invalid_arguments, run_body
 from ._execution import (
     PreparedCall,
     ToolExecution,
@@ -74,6 +74,11 @@ class ToolRegistry:
     )
     # Results a dispatch produced as final (post-execute skipped), by identity.
     _final: dict[int, weakref.ref[ToolExecutionResult]] = attrs.field(factory=dict, init=False)
+    # Worker threads of sync tools, apart from trio's default pool: a hung body that
+    # timed out keeps its thread, and must not starve the stores' threads.
+    _threads: trio.CapacityLimiter = attrs.field(
+        factory=lambda: trio.CapacityLimiter(TOOL_THREADS), init=False
+    )
 
     def __repr__(self) -> str:
         scoped = sum(len(tools) for tools in self._scoped.values())
@@ -300,7 +305,7 @@ class ToolRegistry:
         tool = self.get(execution.name, execution.agent_id)
         if tool is None:
             return _unknown_tool(execution)
-        return run_body(tool, execution)
+        return run_body(tool, execution, self._threads)
 
     @staticmethod
     def _check_dispatched(execution: ToolExecution, result: object) -> None:
