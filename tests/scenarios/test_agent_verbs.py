@@ -283,6 +283,32 @@ async def test_dispose_is_idempotent(autojump_clock: trio.testing.MockClock) -> 
         check_session_invariants(agent.session.events)
 
 
+@pytest.mark.parametrize("verb", ["wait_idle", "ask"])
+async def test_an_agent_waiting_on_itself_from_its_own_tool_gets_a_typed_error(
+    autojump_clock: trio.testing.MockClock, verb: str
+) -> None:
+    """R2.9: ``wait_idle``/``ask`` from the agent's own tool would wait for itself forever;
+    it raises ``WAITS_FOR_ITSELF``, which the call reports, and the turn goes on.
+    """
+
+    async def wait_for_me(ctx: ToolContext) -> str:
+        """Wait for the calling agent."""
+        agent = ctx.agent
+        assert isinstance(agent, retinue.Agent)
+        await (agent.wait_idle() if verb == "wait_idle" else agent.ask("again"))
+        return "never"
+
+    model = ScriptedModel([CallTools([ToolCallSpec("wait_for_me", "{}", id="w")]), Reply("done")])
+    async with runtime(model, tools=[retinue.tool(wait_for_me)]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        assert result.reason.kind == "completed"
+        (tool_result,) = of_type(agent.session.events, "tool/result")
+        assert tool_result.data.error is not None  # type: ignore[union-attr]
+        assert tool_result.data.error.code == "WAITS_FOR_ITSELF"  # type: ignore[union-attr]
+        assert len(of_type(agent.session.events, "turn/start")) == 1
+
+
 @pytest.mark.timeout(30)  # a regression deadlocks inside a shielded wait, out of the clock's reach
 @pytest.mark.parametrize("where", ["tool", "listener"])
 async def test_an_agent_disposing_itself_from_its_own_turn_does_not_deadlock(

@@ -10,7 +10,7 @@ from typing import final
 import trio
 
 from retinue._content import ContentBlock, MessageSource
-from retinue._errors import RetinueError
+from retinue._errors import AgentError, RetinueError
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
 from retinue.mailbox import Ticket
@@ -165,8 +165,12 @@ class Agent:
         Returns at once when already idle (still a checkpoint). On a disposed
         agent, waits for its driver to exit and its teardown to finish.
         Cancellation leaves nothing behind.
+
+        Raises:
+            AgentError: called from the agent's own turn (``WAITS_FOR_ITSELF``).
         """
         core = self._core
+        _refuse_waiting_on_itself(core, "wait_idle")
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
             waiter = trio.Event()
             core.idle_waiters.append(waiter)
@@ -183,7 +187,12 @@ class Agent:
         Returns that turn's :class:`TurnResult`. If the prompt is discarded by
         ``cancel`` or disposal, the result says ``aborted`` / ``disposed``.
         Cancelling the wait does not withdraw the prompt.
+
+        Raises:
+            AgentError: called from the agent's own turn (``WAITS_FOR_ITSELF``);
+                nothing is sent.
         """
+        _refuse_waiting_on_itself(self._core, "ask")
         ticket: Ticket[object] = Ticket()
         self._core.send(content, source, ticket=ticket)
         await ticket.done.wait()
@@ -227,3 +236,12 @@ class Agent:
     def __repr__(self) -> str:
         core = self._core
         return f"<Agent {core.id!r} status={core.status} events={len(core.session.events)}>"
+
+
+def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
+    """From its own turn (a tool or listener) the agent would wait for itself forever."""
+    if core.in_own_driver():
+        raise AgentError(
+            f"agent {core.id!r}: {verb} from the agent's own turn would wait for itself",
+            code="WAITS_FOR_ITSELF",
+        )

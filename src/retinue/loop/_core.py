@@ -278,6 +278,19 @@ class AgentCore:
         for waiter in waiters:
             waiter.set()
 
+    def in_own_driver(self) -> bool:
+        """Whether the current task is this agent's running driver or a task below it
+        (its tools and listeners): such a caller cannot wait for the agent."""
+        if self.driver_task is None or self.driver_exited.is_set():
+            return False
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+        while task is not None:
+            if task is self.driver_task:
+                return True
+            nursery = task.parent_nursery
+            task = None if nursery is None else nursery.parent_task
+        return False
+
     def mark_disposed(self) -> None:
         """Disposal effects in order (R2.35); never raises."""
         if self.disposed:

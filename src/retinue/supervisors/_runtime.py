@@ -294,7 +294,7 @@ class Runtime:
     async def _dispose_agent(self, agent: Agent) -> None:
         """Teardown in order (R12.9), memoized (R12.8), shielded; never raises."""
         core = _core(agent)
-        if _called_by_own_driver(core):
+        if core.in_own_driver():
             # Its tool or listener cannot wait for the driver it runs under: stop
             # the agent; the driver's own task tears it down once it has exited.
             core.mark_disposed()
@@ -375,19 +375,6 @@ class _EventRelay:
 
 def _core(agent: Agent) -> AgentCore:
     return agent._core
-
-
-def _called_by_own_driver(core: AgentCore) -> bool:
-    """Whether the current task is the agent's running driver or a task below it."""
-    if core.driver_task is None or core.driver_exited.is_set():
-        return False
-    task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
-    while task is not None:
-        if task is core.driver_task:
-            return True
-        nursery = task.parent_nursery
-        task = None if nursery is None else nursery.parent_task
-    return False
 
 
 def _managed(
