@@ -115,13 +115,16 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
 
 
 def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
-    if value is None or isinstance(value, (str, bool, FrozenDict)):
+    if value is None or isinstance(value, (bool, FrozenDict)):
         return value
+    # Subclasses (a StrEnum or IntEnum member, say) become the plain JSON value they stand for.
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, int):
-        return value
+        return int.__int__(value)
     if isinstance(value, float):
         if math.isfinite(value):
-            return value
+            return float.__float__(value)
         raise InvalidJsonError(f"{_where(path)} is a non-finite number ({value!r})")
     if isinstance(value, list | tuple):
         marker = id(value)

@@ -456,6 +456,48 @@ async def test_dispatch_coerces_arguments_to_the_annotated_types() -> None:
     assert type(received[3]) is int
 
 
+async def test_dispatch_gives_an_int_literal_for_an_integral_float() -> None:
+    """R9.7: ``Literal[1, 2]`` receives the int ``2`` for JSON's ``2.0``, as an int hint does."""
+    received: list[object] = []
+
+    @tool
+    async def pick(level: Literal[1, 2]) -> str:
+        """Pick a level."""
+        received.append(level)
+        return "ok"
+
+    _, registry = setup(pick)
+    assert text_of(await registry.execute(call("pick", {"level": 2.0}))) == "ok"
+    assert received == [2]
+    assert type(received[0]) is int
+
+
+async def test_a_returned_str_or_int_subclass_is_stored_as_plain_json() -> None:
+    """R9.2, R1.6: an enum member returned by a tool becomes the plain value it stands for."""
+
+    class Mood(enum.StrEnum):
+        GOOD = "good"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    @tool
+    async def mood() -> str:
+        """Report."""
+        return Mood.GOOD
+
+    @tool
+    async def level() -> object:
+        """Report."""
+        return {"level": Level.HIGH, "mood": Mood.GOOD}
+
+    _, registry = setup(mood, level)
+    text = (await registry.execute(call("mood", {}))).content[0]
+    assert isinstance(text, Text)
+    assert type(text.text) is str
+    assert text_of(await registry.execute(call("level", {}))) == '{"level":3,"mood":"good"}'
+
+
 async def test_dispatch_sync_tool_runs_in_a_worker_thread() -> None:
     """R9.7: a sync body runs in a worker thread so it never blocks the trio loop."""
     threads: list[int] = []

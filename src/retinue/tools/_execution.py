@@ -152,7 +152,7 @@ def output_result(call_id: str, value: object) -> ToolExecutionResult:
 
 def _content_of(value: object) -> tuple[ContentBlock, ...]:
     if isinstance(value, str):
-        return (Text(value),)
+        return (Text(str.__str__(value)),)  # a plain str, whatever str subclass came back
     if isinstance(value, _BLOCKS):
         return (value,)
     if isinstance(value, Sequence) and value and any(isinstance(v, _BLOCKS) for v in value):

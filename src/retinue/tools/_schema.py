@@ -159,7 +159,15 @@ def _literal(args: tuple[object, ...], where: str) -> _Shape:
     _check_literals(values, where)
     members = {a.value: a for a in args if isinstance(a, enum.Enum)}
     if not members:
-        return _Shape({"type": _json_types(values), "enum": values})
+        integers: dict[object, object] = {value: value for value in values if type(value) is int}
+        if not integers:
+            return _Shape({"type": _json_types(values), "enum": values})
+
+        def exact(value: object) -> object:
+            # JSON's 1.0 is the literal 1: the body gets the int, as for an int hint.
+            return integers.get(value, value) if type(value) is float else value
+
+        return _Shape({"type": _json_types(values), "enum": values}, exact)
 
     def coerce(value: object) -> object:
         # Literal[Color.RED, ...]: the body gets the member, as for a plain enum hint
