@@ -35,11 +35,17 @@ async def _store(dsn: str, schema: str, session_id: str, *, open_turn: bool = Fa
 
 
 def _drop_lock_connection(dsn: str, store: PostgresStore) -> None:
-    """End the store's lock connection on the server, as a restart or a network cut does."""
+    """End the store's lock connection on the server, as a restart or a network cut does.
+
+    Returns once the backend is gone, its locks with it (PostgreSQL 14+ waits up to the
+    timeout given; terminating alone only asks the backend to exit).
+    """
     import psycopg
 
+    pid = _backend(store)._locker.info.backend_pid
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(%s)", (_backend(store)._locker.info.backend_pid,))
+        ended = conn.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,)).fetchone()
+    assert ended == (True,)
 
 
 def _notice_drop(store: PostgresStore) -> None:
