@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
@@ -26,17 +27,29 @@ __all__ = [
     "ToolCalls",
     "Usage",
     "UsageChunk",
+    "count_validator",
     "finish_named",
 ]
 
 
-def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None and attribute.default is None:
-        return
-    if type(value) is not int or value < 0:
-        raise InvalidJsonError(
-            f"usage.{attribute.name} must be a non-negative integer, got {value!r}"
-        )
+def count_validator(prefix: str = "") -> Callable[[object, attrs.Attribute[Any], object], None]:
+    """An attrs validator of a non-negative exact int (``None`` where that is the default).
+
+    *prefix* goes before the field's name in the error, e.g. ``"usage."``.
+    """
+
+    def check(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is None and attribute.default is None:
+            return
+        if type(value) is not int or value < 0:
+            raise InvalidJsonError(
+                f"{prefix}{attribute.name} must be a non-negative integer, got {value!r}"
+            )
+
+    return check
+
+
+_count = count_validator("usage.")
 
 
 @final

@@ -11,7 +11,7 @@ from retinue._content import ContentBlock, Message, MessageSource, as_content, s
 from retinue._errors import InvalidJsonError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import LlmCallConfig, ToolSchema
-from retinue._stream import StreamChunk, Usage
+from retinue._stream import StreamChunk, Usage, count_validator
 
 __all__ = [
     "RESERVED_TYPES",
@@ -71,9 +71,7 @@ def _optional_integer(instance: object, attribute: attrs.Attribute[Any], value: 
         _integer(instance, attribute, value)
 
 
-def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is not int or value < 0:
-        raise InvalidJsonError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+_count = count_validator()
 
 
 def _not_integers(data: AssistantMessage | ToolResultEvent) -> InvalidJsonError:
