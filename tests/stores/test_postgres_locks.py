@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
@@ -133,3 +134,50 @@ async def test_postgres_load_cancelled_during_its_repair_leaves_no_lock(
         assert isinstance((await store.inspect("crashed")).events[-1].data, TurnEnd)
         async with PostgresStore(dsn, schema=schema) as other:
             assert (await other.load("crashed")).last_turn == 2
+
+
+async def test_postgres_load_waits_for_the_previous_writers_last_commit(
+    postgres_schema: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R11.8, R12.7: a load that takes over a session reads its previous writer's last commit.
+
+    A killed process's lock connection can end while its write connection is
+    still committing. The lock is free then, but the log is not final: a load
+    reading it at once would miss that commit, and its repair would be refused.
+    """
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "handover")
+    async with (
+        PostgresStore(dsn, schema=schema) as previous,
+        PostgresStore(dsn, schema=schema) as successor,
+    ):
+        session = await previous.load("handover")
+        previous.attach(session)
+        run_turn(session)
+        backend = _backend(previous)
+        append, reached, finish = backend._append, threading.Event(), threading.Event()
+
+        def append_then_hold(conn: object, batches: list[AppendBatch]) -> None:
+            append(conn, batches)  # type: ignore[arg-type]
+            reached.set()
+            finish.wait(30)
+
+        monkeypatch.setattr(backend, "_append", append_then_hold)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(previous.flush, session)
+                await trio.to_thread.run_sync(reached.wait, 30)
+                _drop_lock_connection(dsn, previous)
+                loaded: list[Session] = []
+
+                async def take_over() -> None:
+                    loaded.append(await successor.load("handover"))
+
+                nursery.start_soon(take_over)
+                await trio.sleep(0.3)
+                finish.set()
+        finally:
+            finish.set()
+        assert loaded[0].last_turn == 2
+        assert len(loaded[0].events) == len(session.events)

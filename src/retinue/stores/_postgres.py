@@ -41,6 +41,16 @@ _DDL = (
         PRIMARY KEY (session_id, first_seq))""",
 )
 
+_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
+_HANDOVER_TIMEOUT_MS = 10_000
+"""How long a claim waits for the previous writer's last commit before giving up."""
+
+
+def _locked(session_id: str) -> StoreError:
+    return StoreError(
+        f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
+    )
+
 
 def _psycopg() -> Any:
     try:
@@ -64,7 +74,8 @@ class PostgresBackend:
     group's session rows, checks each batch's next seq, then COPYs the events.
     One writer per session across processes: a session-level advisory lock per
     attached session, held on a dedicated connection and released by detach
-    (or by the server when the process dies).
+    (or by the server when the process dies). A claim also waits for a commit
+    the previous writer still has in flight, so that a load reads the final log.
     """
 
     blocking = True
@@ -324,13 +335,34 @@ class PostgresBackend:
             self._reconnect_locker()
             if session_id in self._claimed:
                 return False
-            if not self._try_lock(self._require(self._locker), session_id):
-                raise StoreError(
-                    f"session {session_id!r} is being written by another process",
-                    code="SESSION_LOCKED",
-                )
+            conn = self._require(self._locker)
+            if not self._try_lock(conn, session_id):
+                raise _locked(session_id)
+            try:
+                self._await_handover(conn, session_id)
+            except BaseException:
+                with contextlib.suppress(_psycopg().OperationalError):
+                    conn.execute(_UNLOCK, (session_id,))
+                raise
             self._claimed.add(session_id)
             return True
+
+    def _await_handover(self, conn: psycopg.Connection[Any], session_id: str) -> None:
+        """Wait until the session's previous writer has no commit in flight.
+
+        A killed process's lock connection can end before its write connection has
+        finished a commit already sent: the lock is free, the log not yet final.
+        That commit holds the session's row lock until it is done.
+        """
+        with conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_TIMEOUT_MS}ms'")
+            try:
+                conn.execute(
+                    self._sql("SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"),
+                    (session_id,),
+                )
+            except _psycopg().errors.LockNotAvailable as exc:
+                raise _locked(session_id) from exc
 
     def _probe_locker(self) -> None:
         """Notice a lock connection the server dropped (its locks are gone) before writing."""
@@ -367,7 +399,7 @@ class PostgresBackend:
             if conn.broken or conn.closed:
                 return
             with contextlib.suppress(_psycopg().OperationalError):
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (session_id,))
+                conn.execute(_UNLOCK, (session_id,))
 
     # -- reads ----------------------------------------------------------------
 
