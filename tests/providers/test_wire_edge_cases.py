@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from retinue._content import Text, ToolCall
+from retinue._content import Reasoning, Text, ToolCall
 from retinue._stream import Usage
 from retinue.providers import ProviderStreamError
 from retinue.providers.anthropic import AnthropicModel
@@ -236,3 +236,31 @@ async def test_anthropic_block_started_twice_is_a_malformed_stream() -> None:
     with pytest.raises(ProviderStreamError) as caught:
         await _serve("messages", b"".join(map(_anthropic_event, events)))
     assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+def _responses_event(payload: dict[str, Any]) -> bytes:
+    return (
+        b"event: " + payload["type"].encode() + b"\ndata: " + json.dumps(payload).encode() + b"\n\n"
+    )
+
+
+async def test_responses_reasoning_summary_parts_are_separate_paragraphs() -> None:
+    """R10.2: each summary part of a reasoning item is its own paragraph, not run together."""
+    summary = "response.reasoning_summary_text.delta"
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning"}},
+        {"type": summary, "output_index": 0, "summary_index": 0, "delta": "Plan the "},
+        {"type": summary, "output_index": 0, "summary_index": 0, "delta": "answer."},
+        {"type": summary, "output_index": 0, "summary_index": 1, "delta": "Check it."},
+        {"type": "response.completed", "response": {"status": "completed"}},
+    ]
+    collected = await _serve("responses", b"".join(map(_responses_event, events)))
+    assert collected.message.content == (Reasoning("Plan the answer.\n\nCheck it."),)
+
+
+async def test_responses_whole_body_reasoning_summary_parts_are_separate_paragraphs() -> None:
+    """R10.2: a non-streamed reasoning item's summary parts are joined as paragraphs too."""
+    parts = [{"type": "summary_text", "text": "Plan."}, {"type": "summary_text", "text": "Check."}]
+    body = {"status": "completed", "output": [{"type": "reasoning", "summary": parts}]}
+    collected = await _serve("responses", json.dumps(body).encode(), JSON)
+    assert collected.message.content == (Reasoning("Plan.\n\nCheck."),)

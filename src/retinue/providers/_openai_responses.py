@@ -154,6 +154,10 @@ def responses_usage(usage: JsonObject) -> Usage:
     )
 
 
+_PARAGRAPH = "\n\n"
+"""What separates two parts of a reasoning item's summary (each part is a paragraph)."""
+
+
 @final
 @attrs.define(eq=False)
 class ResponsesStreamDecoder:
@@ -161,6 +165,7 @@ class ResponsesStreamDecoder:
 
     _table: BlockTable = attrs.field(factory=BlockTable, init=False)
     _finish: Finish | None = attrs.field(default=None, init=False)
+    _parts: dict[tuple[str, object], tuple[object, object]] = attrs.field(factory=dict, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -176,7 +181,7 @@ class ResponsesStreamDecoder:
         if kind == "response.function_call_arguments.delta":
             return [table.tool_call(("call", output), None, None, _str(payload.get("delta")) or "")]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            return [table.reasoning(("reasoning", output), _str(payload.get("delta")) or "")]
+            return [self._reasoning_delta(output, payload)]
         if kind == "response.output_item.added":
             return self._item_added(output, _dict(payload.get("item")))
         if kind == "response.output_item.done":
@@ -191,6 +196,16 @@ class ResponsesStreamDecoder:
         if kind == "error":
             raise stream_error(payload.get("error") or payload, where="responses")
         return []
+
+    def _reasoning_delta(self, output: object, payload: JsonObject) -> StreamChunk:
+        """A reasoning delta; a new summary or content part starts a new paragraph."""
+        key = ("reasoning", output)
+        part = (payload.get("summary_index"), payload.get("content_index"))
+        delta = _str(payload.get("delta")) or ""
+        if self._table.has(key) and self._parts.get(key) != part:
+            delta = _PARAGRAPH + delta
+        self._parts[key] = part
+        return self._table.reasoning(key, delta)
 
     def _item_added(self, output: object, item: JsonObject) -> list[StreamChunk]:
         if item.get("type") != "function_call":
@@ -247,7 +262,8 @@ class ResponsesStreamDecoder:
                 if text and kind == "message":
                     self._table.text(("text", position, index), text)
                 elif text and kind == "reasoning":
-                    self._table.reasoning(("reasoning", position), text)
+                    key = ("reasoning", position)
+                    self._table.reasoning(key, _PARAGRAPH + text if self._table.has(key) else text)
             self._item_done(position, item)
         self._terminal(payload)
         return []
