@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -252,3 +253,67 @@ def test_rate_limit_headers_parse_for_both_providers() -> None:
     assert (anthropic.requests_remaining, anthropic.requests_reset) == (0, 60.0)
     assert parse_rate_limits({}, 0.0).empty
     assert math.isfinite(anthropic.requests_reset or math.inf)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"max_concurrent": 0},
+        {"requests_per_minute": 0},
+        {"tokens_per_minute": -5},
+        {"window": math.inf},
+        {"requests_per_minute": math.nan},
+    ],
+)
+def test_admission_limits_refuse_limits_that_admit_nothing(limits: dict[str, float]) -> None:
+    """A zero limit would hang every request of its lane: it is refused where it is built."""
+    with pytest.raises(ValueError, match=next(iter(limits))):
+        AdmissionLimits(**limits)  # type: ignore[arg-type]
+
+
+async def test_admission_burst_of_429s_halves_the_limit_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Every in-flight request of a burst gets its 429: one congestion event, one halving."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=64))
+    throttled = trio.Event()
+
+    async def rate_limited() -> None:
+        # Leaving with an error, as a managed attempt that got its 429 does.
+        with contextlib.suppress(RuntimeError):
+            async with admission.admit(provider="p", model="m"):
+                await throttled.wait()
+                admission.rate_limited("p", "m", 1.0)
+                raise RuntimeError("429")
+
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            for _ in range(64):
+                nursery.start_soon(rate_limited)
+            await trio.sleep(1)
+            assert admission.statistics().in_flight == 64
+            throttled.set()
+    lane = admission.statistics().lanes[0]
+    assert (lane.throttled, lane.concurrency_limit) == (64, 32.0)
+
+
+@pytest.mark.parametrize("retry_after", [-1.0, math.inf, math.nan])
+def test_admission_refuses_a_pause_that_is_not_a_duration(retry_after: float) -> None:
+    """An infinite pause would close the lane for good: it is refused, not obeyed."""
+    admission = AdmissionController()
+    with pytest.raises(ValueError, match="retry_after"):
+        admission.rate_limited("p", "m", retry_after)
+
+
+def test_rate_limit_headers_that_are_not_finite_numbers_are_ignored() -> None:
+    """A count or reset of ``inf`` (a broken proxy) is no information, not a crash or a pause."""
+    headers = {
+        "x-ratelimit-remaining-requests": "inf",
+        "x-ratelimit-reset-requests": "inf",
+        "x-ratelimit-remaining-tokens": "1e400",
+        "x-ratelimit-reset-tokens": "nan",
+    }
+    info = parse_rate_limits(headers, 0.0)
+    assert (info.requests_remaining, info.requests_reset) == (None, None)
+    assert (info.tokens_remaining, info.tokens_reset) == (None, None)
+    assert parse_duration("inf") is None

@@ -12,9 +12,11 @@ from retinue.providers import (
     AdmissionController,
     AdmissionLimits,
     AuthenticationError,
+    ModelRouter,
     OverloadedError,
     ProviderConnectionError,
     ProviderError,
+    ProviderStreamError,
     RateLimitError,
     RetryNotice,
     RetryPolicy,
@@ -218,3 +220,73 @@ def test_provider_error_is_a_model_error_with_code() -> None:
         2.0,
         True,
     )
+
+
+async def test_manage_pauses_the_lane_no_longer_than_the_policy_honours(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A 429 asking for an hour pauses the lane for ``max_retry_after``, not the hour."""
+    with trio.fail_after(1000):
+        admission = AdmissionController()
+        inner = FakeModel([_rate_limited(3600.0), OK])
+        model = manage(inner, retry=RetryPolicy(max_retry_after=120.0), admission=admission)
+        await collect(model, make_request("hi"))
+        assert inner.started[1] - inner.started[0] == pytest.approx(120.0)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e400", "-inf"])
+def test_retry_after_that_is_not_a_finite_number_is_ignored(value: str) -> None:
+    """``Retry-After: inf`` would pause a lane forever: it counts as no header."""
+    assert retry_after_seconds({"retry-after": value}) is None
+    assert retry_after_seconds({"retry-after-ms": value}) is None
+
+
+def test_retry_policy_delay_stays_capped_after_many_attempts() -> None:
+    """Backoff past attempt 1024 still waits at most ``max_delay`` (2.0 ** 1024 overflows)."""
+    policy = RetryPolicy(max_attempts=5000, max_delay=30.0)
+    assert 0.0 <= policy.delay(2000, rng=random.Random(1)) <= 30.0
+
+
+def test_retry_policy_statuses_decide_unless_the_provider_said() -> None:
+    """``retryable_statuses`` adds and removes statuses; ``x-should-retry`` overrides either way."""
+    policy = RetryPolicy(retryable_statuses={425, 429})
+    assert policy.is_retryable(status_error(425, b"", {}, provider="openai"))
+    assert not policy.is_retryable(status_error(500, b"", {}, provider="openai"))
+    said_no = status_error(425, b"", {"x-should-retry": "false"}, provider="openai")
+    said_yes = status_error(400, b"", {"x-should-retry": "true"}, provider="openai")
+    assert (policy.is_retryable(said_no), policy.is_retryable(said_yes)) == (False, True)
+
+
+async def test_manage_applies_provider_limits_through_a_router(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A router's adapter is admitted in its own provider's lane (what ``open_runtime`` builds)."""
+    adapter = FakeModel([OK] * 3, provider="openai", delay=1.0)
+    admission = AdmissionController(
+        per_model={("openai", "gpt"): AdmissionLimits(max_concurrent=1)}
+    )
+    model = manage(ModelRouter.of({"gpt": adapter}), admission=admission)
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            for index in range(3):
+                request = make_request("hi", model="gpt", session_id=f"s{index}")
+                nursery.start_soon(collect, model, request)
+    assert adapter.started == [0.0, 1.0, 2.0]
+    assert [(lane.provider, lane.model) for lane in admission.statistics().lanes] == [
+        ("openai", "gpt")
+    ]
+
+
+async def test_manage_reports_an_overload_sent_inside_the_stream(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """An ``overloaded_error`` event in a 200 stream throttles the lane like a 529 does."""
+    overloaded = ProviderStreamError("Overloaded", code="overloaded_error", retryable=True)
+    with trio.fail_after(100):
+        admission = AdmissionController(AdmissionLimits(max_concurrent=8))
+        inner = FakeModel([overloaded, OK])
+        model = manage(inner, retry=RetryPolicy(), admission=admission)
+        await collect(model, make_request("hi", model="m"))
+    lane = admission.statistics().lanes[0]
+    assert (lane.throttled, lane.admitted) == (1, 2)
+    assert inner.started[1] - inner.started[0] == pytest.approx(1.0, abs=0.6)

@@ -7,8 +7,8 @@ minute's refill), so the budgets are sliding windows instead: what was
 admitted in the last 60 s, never more than the limit. Estimated input tokens
 are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
-pauses the lane for its ``Retry-After`` and halves the concurrency limit, which
-then grows back by one per limit-many successes; rate-limit headers that
+pauses the lane for its ``Retry-After`` and halves the concurrency limit (once
+per burst of 429s), which then grows back by one per limit-many successes; rate-limit headers that
 report an exhausted budget pause the lane until the reset.
 """
 
@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import final
+from typing import Any, final
 
 import attrs
 import trio
@@ -37,18 +37,34 @@ __all__ = [
 LaneKey = tuple[str | None, str]
 
 
+def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # A zero limit admits nothing, ever: refused here rather than hanging every request.
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"AdmissionLimits.{attribute.name} must be a number, not {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(
+            f"AdmissionLimits.{attribute.name} must be positive and finite, not {value!r}"
+        )
+
+
 @final
 @attrs.frozen
 class AdmissionLimits:
-    """Limits for one ``(provider, model)``; ``None`` means unlimited."""
+    """Limits for one ``(provider, model)``; ``None`` means unlimited.
 
-    max_concurrent: int | None = None
+    Raises:
+        ValueError: a limit or the window is not positive and finite.
+    """
+
+    max_concurrent: int | None = attrs.field(default=None, validator=_positive_finite)
     """Requests in flight at once."""
-    requests_per_minute: float | None = None
+    requests_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
     """Requests admitted in any ``window`` seconds."""
-    tokens_per_minute: float | None = None
+    tokens_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
     """Tokens (estimated, then corrected by usage) admitted in any ``window`` seconds."""
-    window: float = 60.0
+    window: float = attrs.field(default=60.0, validator=_positive_finite)
     """The length of the sliding window, in seconds."""
 
 
@@ -207,6 +223,7 @@ class _Lane:
     admitted: int = 0
     max_wait: float = 0.0
     _successes: int = 0
+    _throttled_until: float = -math.inf
 
     def __attrs_post_init__(self) -> None:
         limits = self.limits
@@ -296,9 +313,14 @@ class _Lane:
 
     def rate_limited(self, now: float, retry_after: float | None) -> None:
         self.throttled += 1
-        self.paused_until = max(
-            self.paused_until, now + (1.0 if retry_after is None else retry_after)
-        )
+        # Requests sent before the first 429 of a burst tend to get one too: the
+        # burst is one congestion event, and the limit is halved once for it.
+        same_event = self._throttled_until > now
+        pause = 1.0 if retry_after is None else retry_after
+        self._throttled_until = max(self._throttled_until, now + pause)
+        self.paused_until = max(self.paused_until, now + pause)
+        if same_event:
+            return
         current = min(self.concurrency, max(1.0, float(self.in_flight)))
         self.concurrency = max(1.0, math.floor(current / 2))
         self._successes = 0
@@ -425,7 +447,17 @@ class AdmissionController:
         return AdmissionTicket(lane, waiter.request_charge, waiter.token_charge)  # noqa: ASYNC910 - admit() checkpoints first
 
     def rate_limited(self, provider: str | None, model: str, retry_after: float | None) -> None:
-        """Record a 429/529 for the lane: pause it and halve its concurrency; never blocks."""
+        """Record a 429/529 for the lane: pause it and halve its concurrency; never blocks.
+
+        The lane pauses for *retry_after* seconds (1 when ``None``). The 429s of
+        one burst, those arriving while the pause of the first is still on,
+        halve the concurrency once.
+
+        Raises:
+            ValueError: *retry_after* is negative or not finite.
+        """
+        if retry_after is not None and not (math.isfinite(retry_after) and retry_after >= 0):
+            raise ValueError(f"retry_after must be a finite number of seconds, not {retry_after!r}")
         self._lane(provider, model).rate_limited(trio.current_time(), retry_after)
 
     def statistics(self) -> AdmissionStatistics:

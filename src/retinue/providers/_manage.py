@@ -12,13 +12,14 @@ import attrs
 import trio
 
 from retinue._content import Text, ToolCall, ToolResultBlock
+from retinue._errors import NoAdapterError
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk, UsageChunk
 
 from ._admission import AdmissionController, AdmissionTicket
 from ._failures import ProviderError
 from ._feedback import listening
-from ._model import Model
+from ._model import Model, ModelRouter
 from ._retry import RetryNotice, RetryPolicy
 
 __all__ = ["ManagedModel", "ManagedStatistics", "estimate_tokens", "manage"]
@@ -27,6 +28,9 @@ logger = logging.getLogger("retinue.providers")
 
 _NO_RETRY = RetryPolicy(max_attempts=1)
 _THROTTLED = frozenset({429, 529})
+# The same signals sent as an error event inside a 200 stream (Anthropic's
+# overloaded_error is the common one).
+_THROTTLED_CODES = frozenset({"overloaded_error", "rate_limit_error", "rate_limit_exceeded"})
 
 
 def estimate_tokens(request: ModelRequest) -> int:
@@ -105,7 +109,7 @@ class ManagedModel:
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         self._counts["requests"] += 1
-        provider = request.provider or self.provider
+        provider = request.provider or self._provider_serving(request)
         attempt = 0
         while True:
             attempt += 1
@@ -133,12 +137,23 @@ class ManagedModel:
             self._counts["retries"] += 1
             await trio.sleep(delay)
 
+    def _provider_serving(self, request: ModelRequest) -> str | None:
+        """The provider of the adapter that will serve *request* (a router routes it)."""
+        model = self.model
+        if isinstance(model, ModelRouter):
+            try:
+                model = model.resolve(None, request.model)
+            except NoAdapterError:
+                return None
+        provider = getattr(model, "provider", None)
+        return provider if isinstance(provider, str) else None
+
     def _admit(
         self, request: ModelRequest, provider: str | None
     ) -> AbstractAsyncContextManager[AdmissionTicket | None]:
         if self.admission is None:
             return nullcontext()
-        return _Admitted(self.admission, request, provider)
+        return _Admitted(self.admission, request, provider, self.retry.max_retry_after)
 
     async def _attempt(
         self, request: ModelRequest, ticket: AdmissionTicket | None
@@ -193,14 +208,23 @@ async def _closing(stream: AsyncIterator[StreamChunk]) -> AsyncIterator[AsyncIte
 
 
 class _Admitted:
-    """Hold admission for one attempt; a 429/529 is reported to the lane."""
+    """Hold admission for one attempt; a 429/529 is reported to the lane.
+
+    The lane pauses no longer than the retry policy honours a ``Retry-After``:
+    one response asking for an hour would otherwise stall every agent of the lane.
+    """
 
     def __init__(
-        self, admission: AdmissionController, request: ModelRequest, provider: str | None
+        self,
+        admission: AdmissionController,
+        request: ModelRequest,
+        provider: str | None,
+        max_pause: float,
     ) -> None:
         self._admission = admission
         self._request = request
         self._provider = provider
+        self._max_pause = max_pause
         self._inner: AbstractAsyncContextManager[AdmissionTicket] | None = None
 
     async def __aenter__(self) -> AdmissionTicket:
@@ -213,8 +237,13 @@ class _Admitted:
         return await self._inner.__aenter__()
 
     async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
-        if isinstance(error, ProviderError) and error.status in _THROTTLED:
-            self._admission.rate_limited(self._provider, self._request.model, error.retry_after)
+        if isinstance(error, ProviderError) and (
+            error.status in _THROTTLED or (error.status is None and error.code in _THROTTLED_CODES)
+        ):
+            pause = error.retry_after
+            if pause is not None:
+                pause = min(pause, self._max_pause)
+            self._admission.rate_limited(self._provider, self._request.model, pause)
         assert self._inner is not None
         return bool(await self._inner.__aexit__(type(error) if error else None, error, None))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -35,9 +36,11 @@ def parse_duration(text: str) -> float | None:
     """Parse OpenAI's reset durations (``"12ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``)."""
     text = text.strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     parts = _DURATION.findall(text)
     if not parts or "".join(a + b for a, b in parts) != text:
         return None
@@ -62,7 +65,7 @@ def _int(text: str | None) -> int | None:
         return None
     try:
         return int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: "inf", "1e400"
         return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import final
 
 import attrs
@@ -17,6 +18,11 @@ __all__ = ["RetryNotice", "RetryPolicy"]
 def _positive(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if value < 0:
         raise ValueError(f"{attribute.name} must not be negative")
+
+
+def _statuses(values: Iterable[int]) -> frozenset[int]:
+    # A typed converter: with a bare ``frozenset`` type checkers cannot type the argument.
+    return frozenset(values)
 
 
 @final
@@ -37,18 +43,26 @@ class RetryPolicy:
     max_retry_after: float = attrs.field(default=120.0, validator=_positive)
     """The longest ``Retry-After`` honoured; a provider asking for more is capped here."""
     retryable_statuses: frozenset[int] = attrs.field(
-        default=RETRYABLE_STATUSES, converter=frozenset
+        default=RETRYABLE_STATUSES, converter=_statuses
     )
     """HTTP statuses that are retried."""
     retry_connection_errors: bool = True
     """Whether connection failures (and streams cut before their first chunk) are retried."""
 
     def is_retryable(self, error: BaseException) -> bool:
-        """Whether *error* may succeed on a retry under this policy; never blocks."""
+        """Whether *error* may succeed on a retry under this policy; never blocks.
+
+        An HTTP status error is retried when the provider said so
+        (``x-should-retry``, which wins either way) or its status is in
+        ``retryable_statuses``; any other provider error when it is retryable.
+        """
         if not isinstance(error, ProviderError):
             return False
         if error.status is not None:
-            return error.retryable and error.status in self.retryable_statuses
+            should_retry = error.headers.get("x-should-retry")
+            if should_retry is not None:
+                return should_retry == "true"
+            return error.status in self.retryable_statuses
         return error.retryable and self.retry_connection_errors
 
     def delay(
@@ -62,7 +76,8 @@ class RetryPolicy:
         retry_after = getattr(error, "retry_after", None)
         if isinstance(retry_after, int | float):
             return min(float(retry_after), self.max_retry_after)
-        cap = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+        # The exponent is bounded first: 2.0 ** 1024 overflows a float.
+        cap = min(self.max_delay, self.base_delay * 2.0 ** min(attempt - 1, 64))
         return (rng or random).uniform(0.0, cap)
 
 
