@@ -32,6 +32,9 @@ __all__ = [
 DRAIN_SECONDS = 1.0
 """How long to wait for the end of a body after its terminal event."""
 
+CLOSE_SECONDS = 1.0
+"""How long closing an adapter may hold off a cancellation."""
+
 SHARD_HEADER = "x-retinue-shard"
 """Request header naming the pool shard (the session id); removed before sending."""
 
@@ -189,8 +192,36 @@ async def _drain(body: AsyncIterator[bytes]) -> None:  # noqa: ASYNC910 - reads 
         try:
             async for _ in body:
                 pass
-        except httpx2.TransportError:
-            pass
+        except (httpx2.TransportError, httpx2.DecodingError):
+            pass  # the stream is complete; a broken tail costs only the connection
+
+
+def _undecodable(exc: httpx2.DecodingError, provider: str) -> ProviderConnectionError:
+    """The typed error for a body whose content encoding (gzip, brotli) is corrupt.
+
+    Retryable, like a dropped connection: a corrupt encoding is most often a
+    proxy or cache failing mid-body, and the official SDKs, reading a body
+    whole, raise it as their (retried) connection error too.
+    """
+    return ProviderConnectionError(
+        f"{provider} response could not be decoded: {exc!r}",
+        code="CONNECTION_ERROR",
+        retryable=True,
+    )
+
+
+async def _release(body: AsyncGenerator[bytes, None], *, drain: bool) -> None:
+    """Close *body*, first reading it to its end when the stream was complete.
+
+    Runs once the closing chunks are out, so a server that holds the body open
+    after the terminal event delays only the end of the stream, not its finish;
+    it also runs for a consumer that stops at the finish chunk.
+    """
+    try:
+        if drain:
+            await _drain(body)
+    finally:
+        await body.aclose()
 
 
 def _finished(decoder: StreamDecoder) -> bool:
@@ -210,6 +241,8 @@ async def _next_part(body: AsyncIterator[bytes], read_timeout: float, provider: 
             raise ProviderConnectionError(
                 f"{provider} stream failed: {exc!r}", code="STREAM_TRUNCATED", retryable=True
             ) from exc
+        except httpx2.DecodingError as exc:
+            raise _undecodable(exc, provider) from exc
     assert scope.cancelled_caught
     raise ProviderConnectionError(
         f"{provider} sent nothing for {read_timeout} s", code="TIMEOUT", retryable=True
@@ -225,9 +258,11 @@ async def decode_response(
 ) -> AsyncGenerator[StreamChunk, None]:
     """Yield the chunks of an SSE *response*; stops reading at the terminal event.
 
-    Transport failures while reading, and silences longer than *read_timeout*
-    (seconds, on trio's clock), raise :class:`ProviderConnectionError`. The
-    caller owns (and closes) *response*.
+    Transport failures and corrupt content encodings while reading, and
+    silences longer than *read_timeout* (seconds, on trio's clock), raise
+    :class:`ProviderConnectionError`. The closing chunks go out as soon as the
+    terminal event arrives; the rest of the body is then read for at most
+    ``DRAIN_SECONDS``. The caller owns (and closes) *response*.
     """
     if response.headers.get("content-type", "").startswith("application/json"):
         try:
@@ -236,11 +271,14 @@ async def decode_response(
             raise ProviderConnectionError(
                 f"{provider} response failed: {exc!r}", code="STREAM_TRUNCATED", retryable=True
             ) from exc
+        except httpx2.DecodingError as exc:
+            raise _undecodable(exc, provider) from exc
         for chunk in (*decoder.feed_body(payload), *decoder.close()):
             yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back
         return  # noqa: ASYNC911 - the body read was the checkpoint
     sse = SseDecoder()
     body = response.aiter_bytes()
+    complete = False
     try:
         while not decoder.done:
             try:
@@ -256,11 +294,11 @@ async def decode_response(
                 if _finished(decoder):
                     break
         closing = decoder.close()
-        await _drain(body)
+        complete = True
         for chunk in closing:
             yield chunk  # noqa: ASYNC911 - the closing chunks go out back to back
     finally:
-        await body.aclose()
+        await _release(body, drain=complete)
 
 
 async def close_response(response: httpx2.Response) -> None:
@@ -320,11 +358,17 @@ class ClientOwner:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the SDK client and its connections; idempotent.
+        """Close the SDK client and its connections; idempotent, always a checkpoint.
 
-        Waits for the pools to close; cancellation may leave sockets to the OS.
+        The close is shielded from cancellation for at most ``CLOSE_SECONDS``
+        (then sockets are left to the OS), and a cancellation is raised only
+        after it, so an adapter left during shutdown or a timeout is closed too.
         """
-        await trio.lowlevel.checkpoint()
-        if not self._closed:
-            self._closed = True
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        # Marked first, so a request started while the pools close is refused.
+        self._closed = True
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_SECONDS):
             await self._client.close()
+        await trio.lowlevel.checkpoint()

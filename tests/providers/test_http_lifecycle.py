@@ -1,0 +1,228 @@
+"""The HTTP life of a response and of an adapter: body decoding, draining, closing.
+
+Every body is served by the in-process mock server, so the adapters read it
+through their real HTTP path.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from retinue._content import Text
+from retinue._stream import Finish
+from retinue.providers import (
+    ProviderConnectionError,
+    ProviderError,
+    RetryPolicy,
+    manage,
+)
+from retinue.providers._http import DRAIN_SECONDS
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import (
+    MockServer,
+    RawReply,
+    ScriptedPolicy,
+    Timing,
+    open_mock_server,
+)
+from retinue.providers.openai import OpenAIModel
+
+from .support import collect, make_request
+
+SSE = (("content-type", "text/event-stream"),)
+KEEP_ALIVE = b": keep-alive\n\n"
+"""A comment a proxy may send after the terminal event, before it ends the body."""
+
+CHAT_EVENTS = [
+    b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def _anthropic_event(payload: dict[str, Any]) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (payload["type"].encode(), json.dumps(payload).encode())
+
+
+MESSAGES_EVENTS = [
+    _anthropic_event(payload)
+    for payload in (
+        {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 3},
+        },
+        {"type": "message_stop"},
+    )
+]
+EVENTS = {"chat": CHAT_EVENTS, "messages": MESSAGES_EVENTS}
+
+
+def _adapter(api: str, transport: httpx2.AsyncBaseTransport) -> OpenAIModel | AnthropicModel:
+    if api == "messages":
+        return AnthropicModel(transport=transport, base_url="http://mock", api_key="k")
+    return OpenAIModel(transport=transport, base_url="http://mock/v1", api_key="k")
+
+
+def _served_by(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
+    """An adapter talking to *server* over a socket (the in-process transport decodes
+    a whole body when it builds the response, before the adapter reads it).
+    """
+    if api == "messages":
+        return AnthropicModel(base_url=server.base_url, api_key="k")
+    return OpenAIModel(base_url=server.openai_base_url, api_key="k")
+
+
+def _not_gzip(content_type: str) -> RawReply:
+    """A body that says it is gzip but is not, as a broken proxy or cache may send."""
+    headers = (("content-type", content_type), ("content-encoding", "gzip"))
+    return RawReply(200, headers, b"this is not gzip data\n\n" * 8)
+
+
+BOTH_SDKS = pytest.mark.parametrize("api", ["chat", "messages"])
+CONTENT_TYPES = pytest.mark.parametrize("content_type", ["text/event-stream", "application/json"])
+REAL_DEADLINE = 10.0
+
+
+@BOTH_SDKS
+@CONTENT_TYPES
+async def test_undecodable_body_raises_a_retryable_connection_error(
+    api: str, content_type: str
+) -> None:
+    """R10.3: a body that fails content decoding raises a typed, retryable provider error."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(ScriptedPolicy([_not_gzip(content_type)])) as server,
+            _served_by(api, server) as model,
+        ):
+            with pytest.raises(ProviderConnectionError) as caught:
+                await collect(model, make_request("hi"))
+    assert caught.value.code == "CONNECTION_ERROR"
+    assert caught.value.retryable
+    assert isinstance(caught.value.__cause__, httpx2.DecodingError)
+
+
+@BOTH_SDKS
+@CONTENT_TYPES
+async def test_undecodable_body_is_retried(api: str, content_type: str) -> None:
+    """R10.3: a corrupt body is retried like a dropped connection; the next attempt succeeds."""
+    good = RawReply(200, SSE, b"".join(EVENTS[api]))
+    policy = ScriptedPolicy([_not_gzip(content_type), good])
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(policy) as server, _served_by(api, server) as model:
+            managed = manage(model, retry=RetryPolicy(max_attempts=2, base_delay=0.0))
+            collected = await collect(managed, make_request("hi"))
+    assert collected.message.content == (Text("hi"),)
+    assert managed.statistics().retries == 1
+
+
+@BOTH_SDKS
+async def test_finish_is_not_held_back_by_a_body_left_open(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.2: the closing chunks go out when the terminal event arrives, even if the
+    server keeps the body open after it; the wait for the body's end stays bounded.
+    """
+    step = 10 * DRAIN_SECONDS
+    events = EVENTS[api]
+    server = MockServer(
+        ScriptedPolicy([RawReply(200, SSE, b"".join(events) + KEEP_ALIVE)]),
+        timing=Timing(inter_chunk=step),
+    )
+    terminal_at = (len(events) - 1) * step
+    finished_at = None
+    with trio.fail_after(10 * step):
+        async with _adapter(api, server.transport()) as model:
+            async with aclosing(model.stream(make_request("hi"))) as stream:
+                async for chunk in stream:
+                    if isinstance(chunk, Finish):
+                        finished_at = trio.current_time()
+            ended_at = trio.current_time()
+    assert finished_at == pytest.approx(terminal_at)
+    assert ended_at <= terminal_at + DRAIN_SECONDS
+
+
+@BOTH_SDKS
+@pytest.mark.parametrize("stop_at_finish", [False, True], ids=["to-end", "stop-at-finish"])
+async def test_body_is_read_to_its_end_after_the_terminal_event(
+    api: str, stop_at_finish: bool, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.2: a body that ends soon after its terminal event is read to the end (so the
+    connection can be reused), also when the consumer stops at the finish chunk.
+    """
+    server = MockServer(
+        ScriptedPolicy([RawReply(200, SSE, b"".join(EVENTS[api]) + KEEP_ALIVE)]),
+        timing=Timing(inter_chunk=DRAIN_SECONDS / 4),
+    )
+    with trio.fail_after(60):
+        async with (
+            _adapter(api, server.transport()) as model,
+            aclosing(model.stream(make_request("hi"))) as stream,
+        ):
+            async for chunk in stream:
+                if stop_at_finish and isinstance(chunk, Finish):
+                    break
+    statistics = server.statistics()
+    assert (statistics.streams_completed, statistics.streams_aborted) == (1, 0)
+
+
+class _RecordingTransport(httpx2.AsyncBaseTransport):
+    """The mock server's transport, noting whether it was closed; closing may hang."""
+
+    def __init__(self, server: MockServer, *, hang_on_close: bool = False) -> None:
+        self._inner = server.transport()
+        self._hang_on_close = hang_on_close
+        self.closed = False
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        if self._hang_on_close:
+            await trio.sleep_forever()
+        await self._inner.aclose()
+
+
+@BOTH_SDKS
+async def test_leaving_the_adapter_while_cancelled_closes_it(api: str) -> None:
+    """R12.9, §17 "Shield the close path": an adapter left during cancellation (shutdown,
+    a timeout) still closes its client and refuses further requests; the cancellation
+    goes on.
+    """
+    transport = _RecordingTransport(MockServer())
+    model = _adapter(api, transport)
+    with trio.fail_after(5):
+        with trio.CancelScope() as scope:
+            async with model:
+                scope.cancel()
+        assert scope.cancelled_caught
+        assert transport.closed
+        with pytest.raises(ProviderError) as caught:
+            await collect(model, make_request("hi"))
+    assert caught.value.code == "ADAPTER_CLOSED"
+
+
+@BOTH_SDKS
+async def test_closing_while_cancelled_is_bounded(api: str, autojump_clock: trio.abc.Clock) -> None:
+    """R12.9, §17 "Shield the close path": the shielded close of a cancelled adapter
+    gives up after a short deadline when the pools do not close.
+    """
+    transport = _RecordingTransport(MockServer(), hang_on_close=True)
+    with trio.fail_after(60):
+        with trio.CancelScope() as scope:
+            async with _adapter(api, transport):
+                scope.cancel()
+    assert scope.cancelled_caught
+    assert transport.closed
+    assert trio.current_time() <= 1.0
