@@ -264,3 +264,23 @@ async def test_responses_whole_body_reasoning_summary_parts_are_separate_paragra
     body = {"status": "completed", "output": [{"type": "reasoning", "summary": parts}]}
     collected = await _serve("responses", json.dumps(body).encode(), JSON)
     assert collected.message.content == (Reasoning("Plan.\n\nCheck."),)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "field"),
+    [
+        ("https://api.openai.com/v1", "max_completion_tokens"),
+        ("http://localhost:8000/v1", "max_tokens"),
+    ],
+)
+async def test_openai_token_limit_field_follows_the_host(base_url: str, field: str) -> None:
+    """OpenAI's own API gets ``max_completion_tokens`` (newer models refuse ``max_tokens``),
+    even when its URL is given; other servers get the widely understood ``max_tokens``.
+    """
+    server = MockServer(EchoPolicy())
+    adapter = OpenAIModel(transport=server.transport(), base_url=base_url, api_key="k")
+    with trio.fail_after(5):
+        async with adapter as model:
+            await collect(model, make_request("hi", max_tokens=50))
+    limits = {key for key in server.calls[0].body if "max" in key}
+    assert limits == {field}

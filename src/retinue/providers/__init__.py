@@ -1,11 +1,16 @@
 """The model seam: request and chunk types, the ``Model`` protocol and the router.
 
+The content blocks only some providers produce are here too: ``RedactedReasoning``
+(Anthropic's redacted thinking) and ``OpaqueBlock`` (a block retinue does not
+model, kept and replayed whole); the common blocks are at the top level.
+
 The adapters live in ``retinue.providers.openai`` and ``retinue.providers.anthropic``,
 the only modules that import the SDKs; ``import retinue`` imports neither.
 """
 
 from __future__ import annotations
 
+from retinue._content import OpaqueBlock, RedactedReasoning
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import (
     Aborted,
@@ -69,6 +74,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelRequest",
     "ModelRouter",
+    "OpaqueBlock",
     "OtherFinish",
     "OverloadedError",
     "ProviderConnectionError",
@@ -77,6 +83,7 @@ __all__ = [
     "ProviderStreamError",
     "RateLimitError",
     "ReasoningDelta",
+    "RedactedReasoning",
     "RetryNotice",
     "RetryPolicy",
     "Stop",

@@ -37,6 +37,11 @@ __all__ = ["OpenAIModel"]
 Api = Literal["chat", "responses"]
 
 
+def _is_openai(base_url: str | None) -> bool:
+    """Whether requests go to OpenAI's own API (no base URL means it, too)."""
+    return base_url is None or httpx2.URL(base_url).host == "api.openai.com"
+
+
 def connection_error(exc: Exception, provider: str) -> ProviderConnectionError:
     """The typed error for an SDK connection failure or timeout."""
     timed_out = isinstance(exc, openai.APITimeoutError)
@@ -110,7 +115,7 @@ class OpenAIModel(ClientOwner):
         self._read_timeout = timeout
         self.api: Api = api
         self._max_tokens_param = max_tokens_param or (
-            "max_completion_tokens" if base_url is None else "max_tokens"
+            "max_completion_tokens" if _is_openai(base_url) else "max_tokens"
         )
         http_client = make_http_client(
             max_connections=max_connections,
