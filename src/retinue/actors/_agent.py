@@ -13,6 +13,7 @@ from retinue._content import ContentBlock, MessageSource
 from retinue._errors import AgentError, RetinueError
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
+from retinue.loop._core import driving_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -167,14 +168,18 @@ class Agent:
         Cancellation leaves nothing behind.
 
         Raises:
-            AgentError: called from the agent's own turn (``WAITS_FOR_ITSELF``).
+            AgentError: called from the agent's own turn (``WAITS_FOR_ITSELF``),
+                or from a tool or listener of an agent this one already waits
+                for, directly or through others (``WAIT_CYCLE``): either wait
+                would never end.
         """
         core = self._core
         _refuse_waiting_on_itself(core, "wait_idle")
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
+            caller = _caller_that_may_wait(core, "wait_idle")
             waiter = trio.Event()
             core.idle_waiters.append(waiter)
-            await waiter.wait()
+            await _wait_as(caller, core, waiter)
         if core.disposed:
             # Past the driver's exit: the final flush and unregistration are done too.
             await core.torn_down.wait()
@@ -188,14 +193,23 @@ class Agent:
         ``cancel`` or disposal, the result says ``aborted`` / ``disposed``.
         Cancelling the wait does not withdraw the prompt.
 
+        Agents may ask each other from their tools, but never in a circle: while
+        a tool or listener of agent X waits here, X counts as waiting for this
+        agent, and an ``ask`` or ``wait_idle`` that would close a circle of
+        such waits is refused rather than left to wait forever.
+
         Raises:
-            AgentError: called from the agent's own turn (``WAITS_FOR_ITSELF``);
-                nothing is sent.
+            AgentError: called from the agent's own turn (``WAITS_FOR_ITSELF``),
+                or from a tool or listener of an agent this one already waits
+                for, directly or through others (``WAIT_CYCLE``; the message
+                names the agents in the circle). Nothing is sent.
         """
-        _refuse_waiting_on_itself(self._core, "ask")
+        core = self._core
+        _refuse_waiting_on_itself(core, "ask")
+        caller = _caller_that_may_wait(core, "ask")
         ticket: Ticket[object] = Ticket()
-        self._core.send(content, source, ticket=ticket)
-        await ticket.done.wait()
+        core.send(content, source, ticket=ticket)
+        await _wait_as(caller, core, ticket.done)
         result = ticket.result
         assert isinstance(result, TurnResult)
         return result
@@ -247,3 +261,38 @@ def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
             f"agent {core.id!r}: {verb} from the agent's own turn would wait for itself",
             code="WAITS_FOR_ITSELF",
         )
+
+
+def _caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
+    """The agent whose tool or listener is calling (None outside any agent), once its
+    wait on *core* is known not to close a circle of agents waiting on each other."""
+    caller = driving_agent()
+    if caller is None:
+        return None
+    if caller is core:
+        # The own-turn check above only looks while the agent is running.
+        raise AgentError(
+            f"agent {core.id!r}: {verb} from the agent's own turn would wait for itself",
+            code="WAITS_FOR_ITSELF",
+        )
+    cycle = caller.wait_cycle(core)
+    if cycle is not None:
+        circle = " -> ".join(repr(member.id) for member in [caller, *cycle])
+        raise AgentError(
+            f"agent {caller.id!r}: {verb} on agent {core.id!r} would wait forever "
+            f"in a circle of agents waiting on each other ({circle})",
+            code="WAIT_CYCLE",
+        )
+    return caller
+
+
+async def _wait_as(caller: AgentCore | None, core: AgentCore, done: trio.Event) -> None:
+    """Wait for *done*; while a *caller* agent waits, it is recorded as waiting on *core*."""
+    if caller is None:
+        await done.wait()
+        return
+    caller.start_waiting_on(core)
+    try:
+        await done.wait()
+    finally:
+        caller.stop_waiting_on(core)

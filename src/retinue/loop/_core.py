@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Literal, TypeAlias, final
 
 import attrs
@@ -30,6 +31,7 @@ __all__ = [
     "StepSignal",
     "TurnResult",
     "abort_reason",
+    "driving_agent",
     "resolve_source",
 ]
 
@@ -38,6 +40,9 @@ AgentStatus: TypeAlias = Literal["idle", "running", "disposed"]
 Content: TypeAlias = str | ContentBlock | Sequence[ContentBlock]
 USER = MessageSource()
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
+# Set by each driver in its own task: its tools and listeners inherit it, while
+# every task outside a driver reads the default, so that lookup is the whole cost.
+_driving: ContextVar[AgentCore | None] = ContextVar("retinue_driving", default=None)
 
 
 def resolve_source(source: MessageSource | str | None) -> MessageSource:
@@ -137,6 +142,16 @@ class StepSignal:
         return abort_reason(self._core)
 
 
+def driving_agent() -> AgentCore | None:
+    """The agent whose driver runs the current task (in its tool or listener), or None."""
+    core = _driving.get()
+    # A task a tool started elsewhere inherits the mark without running under the
+    # driver; the walk up the task tree settles it, and only marked callers pay it.
+    if core is None or not core.in_own_driver():
+        return None
+    return core
+
+
 def abort_reason(core: AgentCore) -> str | None:
     """Why *core*'s running step was aborted: ``"disposed"`` or the cancel reason."""
     return "disposed" if core.disposed else core.cancel_reason
@@ -173,6 +188,8 @@ class AgentCore:
     header_anchored: bool = False
     flush_wanted: trio.Event = attrs.field(factory=trio.Event)
     prompt_text: str | None = None
+    waits_on: tuple[AgentCore, ...] = ()
+    """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""
 
     # -- verbs (synchronous: they never wait) ---------------------------------
 
@@ -290,6 +307,41 @@ class AgentCore:
             nursery = task.parent_nursery
             task = None if nursery is None else nursery.parent_task
         return False
+
+    def enter_driver(self) -> None:
+        """Mark the current task, and the tasks it starts, as this agent's driver."""
+        _driving.set(self)
+
+    def wait_cycle(self, target: AgentCore) -> list[AgentCore] | None:
+        """The agents from *target* back to this one, if *target* already waits on it.
+
+        A depth-first walk of the waits of *target*, the agents those wait on,
+        and so on; every agent is visited once.
+        """
+        parents: dict[AgentCore, AgentCore | None] = {target: None}
+        pending = [target]
+        while pending:
+            core = pending.pop()
+            if core is self:
+                chain = [core]
+                while (parent := parents[chain[-1]]) is not None:
+                    chain.append(parent)
+                return chain[::-1]
+            for nxt in core.waits_on:
+                if nxt not in parents:
+                    parents[nxt] = core
+                    pending.append(nxt)
+        return None
+
+    def start_waiting_on(self, target: AgentCore) -> None:
+        """Record that one of this agent's tasks waits for *target*."""
+        self.waits_on = (*self.waits_on, target)
+
+    def stop_waiting_on(self, target: AgentCore) -> None:
+        """Drop one record made by :meth:`start_waiting_on`."""
+        waits = list(self.waits_on)
+        waits.remove(target)
+        self.waits_on = tuple(waits)
 
     def mark_disposed(self) -> None:
         """Disposal effects in order (R2.35); never raises."""

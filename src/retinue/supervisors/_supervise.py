@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import final
 
 import attrs
 import trio
 
-from retinue._errors import describe_error
+from retinue._errors import ConfigError, describe_error
 from retinue.loop import AgentCore, run_flusher, run_loop
 from retinue.session import ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
@@ -18,13 +19,67 @@ __all__ = ["RestartPolicy", "supervise"]
 log = logging.getLogger("retinue.supervisors")
 
 
+def _check_positive(_instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    # bool is an int: True seconds is a typo, not a duration.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(
+            f"RestartPolicy.{attribute.name} must be a positive number, got {value!r}"
+        )
+    if attribute.name != "window" and not math.isfinite(value):
+        raise ConfigError(f"RestartPolicy.{attribute.name} must be finite, got {value!r}")
+
+
+def _check_count(_instance: object, attribute: attrs.Attribute[int], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(
+            f"RestartPolicy.{attribute.name} must be a non-negative integer, got {value!r}"
+        )
+
+
 @final
 @attrs.frozen
 class RestartPolicy:
-    """Restart a crashed driver, unless it crashed twice within ``window`` seconds."""
+    """How a runtime restarts an agent whose driver crashed (a bug, DESIGN 4).
 
-    window: float = 60.0
-    max_restarts: int = 1
+    The first crash is restarted at once. A crash while earlier ones are still
+    within ``window`` waits before its restart: ``backoff`` seconds, doubled
+    for each further crash in the window, never more than ``max_backoff``.
+    More than ``max_restarts`` crashes within ``window`` dispose the agent.
+    The window counts the driver's running time, not the pauses, so a driver
+    that crashes as soon as it starts is given up after ``max_restarts + 1``
+    crashes however long its pauses have grown. Disposing the agent ends a
+    pause at once.
+
+    Attributes:
+        window: Seconds of running time a crash is remembered; positive
+            (``math.inf``: every crash counts).
+        max_restarts: Restarts allowed within ``window``; ``0`` never restarts.
+        backoff: Pause before the second restart within the window; positive.
+        max_backoff: Longest pause; finite and at least ``backoff``.
+
+    Raises:
+        ConfigError: a field is out of range; the message names it.
+    """
+
+    window: float = attrs.field(default=60.0, validator=_check_positive)
+    max_restarts: int = attrs.field(default=1, validator=_check_count)
+    backoff: float = attrs.field(default=0.5, validator=_check_positive)
+    max_backoff: float = attrs.field(default=30.0, validator=_check_positive)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_backoff < self.backoff:
+            raise ConfigError(
+                f"RestartPolicy.max_backoff ({self.max_backoff!r}) "
+                f"must be at least backoff ({self.backoff!r})"
+            )
+
+    def pause(self, crashes: int) -> float:
+        """Seconds to wait before restarting after the *crashes*-th crash within the window."""
+        if crashes <= 1:
+            return 0.0
+        # The exponent is capped: past it the pause is max_backoff anyway, and
+        # 2.0 ** n overflows for a large max_restarts.
+        return min(self.max_backoff, self.backoff * 2.0 ** min(crashes - 2, 64))
 
 
 async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
@@ -33,27 +88,14 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
     A turn failure never reaches here (the driver contains it); an exception
     that does is a bug. The open turn is closed ``error`` with code
     ``DRIVER_CRASH``, the crash reported on ``agent/error``, and a fresh driver
-    instance resumes on the same log.
+    instance resumes on the same log, after the pause *policy* sets.
     """
-    crashes: list[float] = []
+    core.enter_driver()
     flusher_stop = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_flusher, core, flusher_stop)
-            while True:
-                try:
-                    await run_loop(core)
-                    break
-                except Exception as exc:
-                    try:
-                        restart = _restart_after(core, exc, crashes, policy)
-                    except Exception:
-                        log.exception("recovering agent %s failed; disposing it", core.id)
-                        core.mark_disposed()
-                        core.discard_pending(TurnEndReason.disposed())
-                        restart = False
-                    if not restart:
-                        break
+            await _drive(core, policy)
             flusher_stop.set()
             core.flush_wanted.set()
     finally:
@@ -61,17 +103,46 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
         core.driver_exited.set()
 
 
-def _restart_after(
-    core: AgentCore, error: Exception, crashes: list[float], policy: RestartPolicy
-) -> bool:
-    now = trio.current_time()
-    crashes[:] = [t for t in crashes if now - t < policy.window]
-    crashes.append(now)
+async def _drive(core: AgentCore, policy: RestartPolicy) -> None:
+    """Run driver instances until one returns or the policy gives the agent up."""
+    crashes: list[float] = []  # the driver's running time at each remembered crash
+    uptime = 0.0
+    while True:
+        started = trio.current_time()
+        try:
+            await run_loop(core)
+            return
+        except Exception as exc:
+            uptime += trio.current_time() - started
+            crashes[:] = [t for t in crashes if uptime - t < policy.window]
+            crashes.append(uptime)
+            try:
+                restart = _restart_after(core, exc, len(crashes), policy)
+            except Exception:
+                log.exception("recovering agent %s failed; disposing it", core.id)
+                core.mark_disposed()
+                core.discard_pending(TurnEndReason.disposed())
+                restart = False
+        # A given-up agent is disposed, which ends the pause at once.
+        await _pause(core, policy.pause(len(crashes)) if restart else 0.0)
+        if not restart:
+            return
+
+
+async def _pause(core: AgentCore, seconds: float) -> None:
+    """Wait before a restart, so a crash loop cannot spin; disposal ends the wait."""
+    if seconds > 0:
+        log.warning("restarting the driver of agent %s in %.3gs", core.id, seconds)
+    with trio.move_on_after(seconds):
+        await core.disposed_event.wait()
+
+
+def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy) -> bool:
     log.error("driver of agent %s crashed", core.id, exc_info=error)
     _close_crashed_turn(core, error)
     core.step_signal = None
     core.emit("agent/error", core.session.last_turn, 0, error)
-    if len(crashes) > policy.max_restarts:
+    if crashes > policy.max_restarts:
         core.mark_disposed()
         core.discard_pending(TurnEndReason.disposed())
         return False

@@ -1,0 +1,133 @@
+"""Restart policy of the root supervisor: validation and backoff (DESIGN 4; SPEC R2.35, R12.9).
+
+A driver crash is a bug in retinue itself, so no public input can cause one:
+as in ``test_supervisor.py``, the tests break ``AgentCore.set_status`` for
+``running`` transitions, the one honest way to inject such a bug.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.loop import _core
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import OPTIONS, runtime
+
+
+class DriverBugError(RuntimeError):
+    """The simulated bug."""
+
+
+def crash_every_start(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Make every ``running`` transition raise; returns the virtual times of the crashes."""
+    real = _core.AgentCore.set_status
+    crashes: list[float] = []
+
+    def set_status(self: _core.AgentCore, status: Any) -> None:
+        if status == "running":
+            crashes.append(trio.current_time())
+            raise DriverBugError(f"set_status bug #{len(crashes)}")
+        real(self, status)
+
+    monkeypatch.setattr(_core.AgentCore, "set_status", set_status)
+    return crashes
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [round(later - earlier, 6) for earlier, later in itertools.pairwise(times)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"window": 0.0}, "window"),
+        ({"window": -5.0}, "window"),
+        ({"window": math.nan}, "window"),
+        ({"max_restarts": -1}, "max_restarts"),
+        ({"max_restarts": 1.5}, "max_restarts"),
+        ({"max_restarts": True}, "max_restarts"),
+        ({"backoff": 0.0}, "backoff"),
+        ({"backoff": math.inf}, "backoff"),
+        ({"max_backoff": math.inf}, "max_backoff"),
+        ({"backoff": 2.0, "max_backoff": 1.0}, "max_backoff"),
+    ],
+)
+def test_restart_policy_refuses_a_field_out_of_range(fields: dict[str, Any], named: str) -> None:
+    """DESIGN 4, as R2.6 for agent options: a policy is validated when it is built, with a
+    typed error naming the field. A zero window would forget every crash at once and
+    restart a crashing driver forever.
+    """
+    with pytest.raises(retinue.ConfigError, match=f"RestartPolicy.{named} "):
+        retinue.RestartPolicy(**fields)
+
+
+def test_restart_policy_accepts_an_infinite_window() -> None:
+    """DESIGN 4: an infinite window remembers every crash: ``max_restarts`` over the agent's life."""
+    assert retinue.RestartPolicy(window=math.inf, max_restarts=0).max_restarts == 0
+
+
+async def test_a_driver_that_crashes_as_it_starts_is_given_up_after_growing_pauses(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R2.35: the first restart is immediate, later ones wait ``backoff`` doubling
+    up to ``max_backoff``; pauses do not count toward the window, so even a window far
+    shorter than the pauses gives up a driver that crashes every time it starts.
+    """
+    policy = retinue.RestartPolicy(window=0.001, max_restarts=5, backoff=1.0, max_backoff=4.0)
+    with trio.fail_after(100):
+        async with runtime(ScriptedModel([Reply("never")]), restart=policy) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            crashes = crash_every_start(monkeypatch)
+            result = await agent.ask("go")
+            await agent.wait_idle()
+            assert gaps(crashes) == [0.0, 1.0, 2.0, 4.0, 4.0]
+            assert result.reason.kind == "disposed"
+            assert agent.status == "disposed"
+            assert rt.agents.get(agent.id) is None
+
+
+async def test_a_crash_loop_with_many_restarts_allowed_is_paced(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: a large ``max_restarts`` no longer restarts back to back: the default pauses
+    (0.5 s doubling up to 30 s) cap the crash rate, so a crash loop cannot spin the CPU.
+    """
+    policy = retinue.RestartPolicy(max_restarts=1000)
+    with trio.fail_after(1000):
+        async with runtime(ScriptedModel([Reply("never")]), restart=policy) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            crashes = crash_every_start(monkeypatch)
+            agent.send("go")
+            await trio.sleep(120)
+            assert gaps(crashes) == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+            assert agent.status != "disposed"
+            await agent.dispose()
+
+
+async def test_dispose_ends_a_restart_pause_at_once(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.9, R2.35: disposal waits for the driver to exit; a driver pausing before its
+    restart exits as soon as the agent is disposed, not when the pause would end.
+    """
+    policy = retinue.RestartPolicy(max_restarts=5, backoff=500.0, max_backoff=500.0)
+    with trio.fail_after(100):
+        async with runtime(ScriptedModel([Reply("never")]), restart=policy) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            crashes = crash_every_start(monkeypatch)
+            agent.send("go")
+            await trio.sleep(1)
+            assert len(crashes) == 2, "the second restart should be pausing"
+            started = trio.current_time()
+            await agent.dispose()
+            assert trio.current_time() - started < 1
+            assert len(crashes) == 2
+            assert agent.status == "disposed"
+            assert rt.agents.get(agent.id) is None
