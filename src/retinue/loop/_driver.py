@@ -22,8 +22,23 @@ async def run_loop(core: AgentCore) -> None:
     """Serve *core*'s mailbox until the agent is disposed.
 
     Turn failures never leave this function (R7.48); an exception escaping it
-    is a bug, handled by the supervisor. On return the agent is quiescent.
+    is a bug, handled by the supervisor. On return the agent is quiescent and
+    its pending prompts are settled ``disposed``, as they are when the runtime
+    cancels the driver (R2.36, R12.10).
     """
+    try:
+        await _serve(core)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            # Cancelled with the runtime: no driver will serve these prompts again.
+            # (A crash keeps them: the supervisor's next driver serves them.)
+            core.discard_pending(TurnEndReason.disposed())
+        raise
+    core.discard_pending(TurnEndReason.disposed())
+    await trio.lowlevel.checkpoint()
+
+
+async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once disposed; run_loop checkpoints after it
     mailbox = core.mailbox
     while not core.disposed:
         if not mailbox.has_queued:
@@ -43,11 +58,10 @@ async def run_loop(core: AgentCore) -> None:
         items = mailbox.drain_queued()
         try:
             terminal = await _guarded_turn(core, items)
-        except BaseException:
-            # A bug (or an outer cancellation) escaped the turn: the supervisor
+        except BaseException as exc:
+            # A bug (or the runtime's cancellation) escaped the turn: the supervisor
             # takes over, but the prompts of this batch get an answer first.
-            crashed = TurnEndReason.error(0, "the agent's driver crashed", "DRIVER_CRASH")
-            settle(items, TurnResult(0, crashed))
+            settle(items, TurnResult(0, _escaped(exc)))
             raise
         core.cancel_marker = False
         core.cancel_reason = None
@@ -55,8 +69,13 @@ async def run_loop(core: AgentCore) -> None:
             mailbox.drain_steering()
         else:
             mailbox.requeue_steering()
-    core.discard_pending(TurnEndReason.disposed())
-    await trio.lowlevel.checkpoint()
+
+
+def _escaped(error: BaseException) -> TurnEndReason:
+    """How a batch ends when *error* escaped its turn: a crash, or the runtime's teardown."""
+    if isinstance(error, Exception):
+        return TurnEndReason.error(0, "the agent's driver crashed", "DRIVER_CRASH")
+    return TurnEndReason.disposed()
 
 
 def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:

@@ -80,14 +80,18 @@ class TurnState:
         self.core.emit("agent/error", self.turn, self.step, error)
 
     def set_interrupted(self) -> None:
-        """End reason after an abort: ``disposed`` wins over ``aborted`` (R7.17, R7.39)."""
+        """End reason after an abort: ``disposed`` wins over ``aborted`` (R7.17, R7.39).
+
+        An interruption no ``cancel`` asked for (no cancel reason) came from outside
+        the agent: its runtime being torn down, which disposes it (R2.36, R12.10).
+        """
         if self.error_recorded:
             return
         core = self.core
-        if core.disposed:
+        if core.disposed or core.cancel_reason is None:
             self.reason = TurnEndReason.disposed()
         else:
-            self.reason = TurnEndReason.aborted(core.cancel_reason or "cancelled")
+            self.reason = TurnEndReason.aborted(core.cancel_reason)
 
     def close_aborted_step(self, reason: str | None) -> None:
         """Close the step an abort ended: synthetic results, ``step/end``, interrupted (R7.22)."""

@@ -8,8 +8,9 @@ from ._configured import (
     bind_parallel_cap,
     start_configured_agents,
 )
+from ._open import open_runtime
 from ._registry import AgentRegistry
-from ._runtime import Runtime, open_runtime
+from ._runtime import Runtime
 from ._supervise import RestartPolicy
 
 __all__ = [

@@ -2,41 +2,55 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import final
 
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, ConfigError, SessionError, StoreError
+from retinue._errors import AgentDisposedError, SessionError, StoreError
 from retinue._options import AgentOptions
 from retinue.actors import Agent
-from retinue.config import LoopConfig
 from retinue.hooks import HookBus
 from retinue.loop import (
-    DEFAULT_MAX_PARALLEL_TOOL_CALLS,
     AgentCore,
     LoopServices,
     check_parallel_cap,
 )
 from retinue.prompt import Section
-from retinue.providers import AdmissionController, Model, RetryNotice, RetryPolicy, manage
-from retinue.session import Session
-from retinue.stores import MemoryStore, SessionStore, check_session_id
-from retinue.tools import Tool, ToolRegistry
+from retinue.providers import AdmissionController, Model
+from retinue.session import Session, TurnEndReason
+from retinue.stores import SessionStore, check_session_id
+from retinue.tools import ToolRegistry
 
-from ._configured import start_configured_agents
 from ._registry import AgentRegistry
 from ._supervise import RestartPolicy, supervise
 
-__all__ = ["Runtime", "open_runtime"]
+__all__ = ["Runtime"]
 
 log = logging.getLogger("retinue.supervisors")
-Setup = Callable[[Agent], Awaitable[None] | None]
+# What a setup returns is awaited when awaitable and otherwise ignored: a one-line
+# lambda hands back whatever its expression does (an unregister function, say).
+Setup = Callable[[Agent], Awaitable[object] | object]
+# The agent whose setup the current task runs (or was started from): disposing it
+# from there cannot wait for the creation that is waiting for the setup.
+_SETTING_UP: ContextVar[AgentCore | None] = ContextVar("retinue_setting_up", default=None)
+
+
+@final
+@attrs.define(eq=False)
+class _Creation:
+    """One creation in flight: the scope that aborts it and, once made, its agent's core."""
+
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    core: AgentCore | None = None
+    ended: trio.Event = attrs.field(factory=trio.Event)
 
 
 @final
@@ -55,11 +69,10 @@ class Runtime:
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
     _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
-    # Ids being created, each with the scope :meth:`aclose` cancels to abort it.
-    _creations: dict[str, trio.CancelScope] = attrs.field(factory=dict, init=False)
-    _creation_ended: trio.lowlevel.ParkingLot = attrs.field(
-        factory=trio.lowlevel.ParkingLot, init=False
-    )
+    # Ids being created, each with the scope :meth:`aclose` or a dispose cancels to abort it.
+    _creations: dict[str, _Creation] = attrs.field(factory=dict, init=False)
+    # Ids whose teardown is under way: reserved until their session is detached (R12.9).
+    _teardowns: dict[str, AgentCore] = attrs.field(factory=dict, init=False)
 
     @property
     def hooks(self) -> HookBus:
@@ -123,6 +136,7 @@ class Runtime:
         """
         options = options or AgentOptions()
         agent_id = session_id or f"{name}-session-{uuid.uuid4()}"
+        await self._released(agent_id)
         with self._creating(agent_id):
             if await self.store.exists(agent_id):
                 raise SessionError(
@@ -144,8 +158,10 @@ class Runtime:
         """Load *agent_id*'s session from the store (repairing a crashed tail) and start it.
 
         Seqs and turn numbers continue; the first request logs a ``resume`` header
-        (R11.15, R11.16).
+        (R11.15, R11.16). An agent with this id still being torn down is waited
+        for: its session is free once detached (R12.9).
         """
+        await self._released(agent_id)
         with self._creating(agent_id):
             session = await self.store.load(agent_id)
             try:
@@ -174,7 +190,7 @@ class Runtime:
         source = self.agents.get(source_id)
         if source is None:
             raise SessionError(f"session {source_id!r} is not live", code="SESSION_NOT_FOUND")
-        if child_id in self.agents or child_id in self._creations:
+        if child_id in self.agents or child_id in self._creations or child_id in self._teardowns:
             raise SessionError(
                 f"session {child_id!r} already exists", code="SESSION_ALREADY_EXISTS"
             )
@@ -184,6 +200,7 @@ class Runtime:
         self, session: Session, options: AgentOptions | None = None, *, setup: Setup | None = None
     ) -> Agent:
         """Start an agent on a forked session (a fresh ``startup``, R11.17)."""
+        await self._released(session.id)
         with self._creating(session.id):
             if await self.store.exists(session.id):
                 raise SessionError(
@@ -194,19 +211,33 @@ class Runtime:
             self._publish(agent, source="startup", new=True)
         return agent
 
+    async def _released(self, agent_id: str) -> None:
+        """Wait until no teardown of *agent_id* is under way; always a checkpoint."""
+        tearing_down = self._teardowns.get(agent_id)
+        if tearing_down is None:
+            await trio.lowlevel.checkpoint()
+            return
+        # Its teardown frees the id as it ends; a creation racing for it then
+        # finds the id taken again, which is what it would have found anyway.
+        await tearing_down.torn_down.wait()
+
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
-        """Reserve *agent_id* for one creation in flight, which :meth:`aclose` aborts (R12.10)."""
+        """Reserve *agent_id* for one creation in flight, aborted by :meth:`aclose` (R12.10)
+        or by disposing its agent during the setup (R12.4)."""
         self._check_free(agent_id)
-        scope = self._creations[agent_id] = trio.CancelScope()
+        creation = self._creations[agent_id] = _Creation()
         try:
-            with scope:
+            with creation.scope:
                 yield
         finally:
             del self._creations[agent_id]
-            self._creation_ended.unpark_all()
-        if scope.cancelled_caught:
-            raise RuntimeError(f"agent loop is not active: {agent_id!r} was not started")
+            creation.ended.set()
+        if not creation.scope.cancelled_caught:
+            return
+        if creation.core is not None and creation.core.disposed:
+            raise AgentDisposedError(f"agent {agent_id!r} was disposed during its setup")
+        raise RuntimeError(f"agent loop is not active: {agent_id!r} was not started")
 
     def _check_free(self, agent_id: str) -> None:
         if self._closing:
@@ -215,7 +246,7 @@ class Runtime:
             check_session_id(agent_id)
         except StoreError as exc:
             raise SessionError(exc.message, code="INVALID_SESSION_ID") from exc
-        if agent_id in self.agents or agent_id in self._creations:
+        if agent_id in self.agents or agent_id in self._creations or agent_id in self._teardowns:
             raise SessionError(
                 f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS"
             )
@@ -224,6 +255,7 @@ class Runtime:
         core = AgentCore(session.id, options, session, self._services)
         if options.system_prompt:
             core.sections = (Section("persona", options.system_prompt, 0),)
+        self._creations[session.id].core = core
         return Agent(core, self._dispose_agent)
 
     async def _setup(self, agent: Agent, setup: Setup | None) -> None:
@@ -232,15 +264,18 @@ class Runtime:
         if setup is None:
             await trio.lowlevel.checkpoint()
             return
+        token = _SETTING_UP.set(_core(agent))
         try:
             result = setup(agent)
-            if result is not None:
+            if inspect.isawaitable(result):
                 await result
             else:
                 await trio.lowlevel.checkpoint()
         except BaseException:
             self._unwind(agent.id)
             raise
+        finally:
+            _SETTING_UP.reset(token)
 
     def scoped(self, agent: Agent, unregister: Callable[[], None]) -> None:
         """Tie *unregister* to *agent*'s lifetime (scoped listeners and tools)."""
@@ -288,59 +323,99 @@ class Runtime:
         try:
             await supervise(core, self.restart)
         finally:
-            if core.disposed:
-                await agent.dispose()
+            # However the driver ended (disposed, given up after crashes, or cancelled
+            # with the runtime), nothing will run the agent again: tear it down.
+            self._start_teardown(agent)
 
     async def _dispose_agent(self, agent: Agent) -> None:
-        """Teardown in order (R12.9), memoized (R12.8), shielded; never raises."""
+        """Start the agent's teardown (R12.9) and wait for it; memoized (R12.8).
+
+        The teardown runs in the runtime's nursery, shielded: a cancelled caller
+        stops waiting, the teardown still completes, and :meth:`aclose` waits for it.
+        """
         core = _core(agent)
-        if core.in_own_driver():
-            # Its tool or listener cannot wait for the driver it runs under: stop
-            # the agent; the driver's own task tears it down once it has exited.
-            core.mark_disposed()
+        creation = self._creation_of(core)
+        # Its own tool, listener or setup cannot wait for the driver or creation it
+        # runs under: the agent stops, and its teardown ends once that has unwound.
+        waits_for_itself = core.in_own_driver() or (
+            creation is not None and _SETTING_UP.get() is core
+        )
+        self._start_teardown(agent)
+        if waits_for_itself:
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
-        if not core.published:
-            # Never started (its setup failed, or is still running): nothing to stop
-            # or flush, and a creation still in flight refuses to publish it.
-            core.mark_disposed()
-            agent.end_subscriptions()
-            core.torn_down.set()
-            await trio.lowlevel.checkpoint()
-            return
-        # Memoized on the agent's own core: a resumed agent reuses the id.
+        if creation is not None:
+            creation.scope.cancel()  # its setup is aborted and rolled back (R12.4)
+        await core.torn_down.wait()
+
+    def _creation_of(self, core: AgentCore) -> _Creation | None:
+        """The creation in flight that made *core*, if it has not ended yet."""
+        creation = self._creations.get(core.id)
+        return creation if creation is not None and creation.core is core else None
+
+    def _start_teardown(self, agent: Agent) -> None:
+        """Stop *agent* and start its teardown once; never blocks."""
+        core = _core(agent)
         if core.disposal_started:
-            await core.torn_down.wait()
             return
         core.disposal_started = True
+        core.mark_disposed()
+        creation = self._creation_of(core)
+        if not core.published and creation is None:
+            # Never started and its creation is over: nothing to stop, flush or unwind.
+            agent.end_subscriptions()
+            core.torn_down.set()
+            return
+        self._teardowns[agent.id] = core
+        self._nursery.start_soon(self._teardown, agent, creation, name=f"teardown {agent.id}")
+
+    async def _teardown(self, agent: Agent, creation: _Creation | None) -> None:
+        """Wait for the agent to stop, then unwind it (R12.9); shielded, never raises."""
+        core = _core(agent)
         with trio.CancelScope(shield=True):
             try:
-                core.mark_disposed()
-                await core.driver_exited.wait()
-                self.agents.remove(agent.id)
-                core.emit("agent/disposed")
-                self._unwind(agent.id)
-                agent.end_subscriptions()
-                try:
-                    await self.store.detach(core.session)
-                except Exception as exc:
-                    log.warning("final flush of session %s failed: %s", agent.id, exc)
+                if creation is not None:
+                    # Unpublished: the creation refuses to publish it and unwinds its setup.
+                    await creation.ended.wait()
+                    agent.end_subscriptions()
+                else:
+                    await self._retire(agent)
             finally:
                 core.torn_down.set()
+                if self._teardowns.get(agent.id) is core:
+                    del self._teardowns[agent.id]
+
+    async def _retire(self, agent: Agent) -> None:
+        """Teardown order of a published agent once stopped (R12.9)."""
+        core = _core(agent)
+        await core.driver_exited.wait()
+        # A driver cancelled with the runtime never reached its own discard.
+        core.discard_pending(TurnEndReason.disposed())
+        self.agents.remove(agent.id)
+        core.emit("agent/disposed")
+        self._unwind(agent.id)
+        agent.end_subscriptions()
+        try:
+            await self.store.detach(core.session)
+        except Exception as exc:
+            log.warning("final flush of session %s failed: %s", agent.id, exc)
 
     async def aclose(self) -> None:
         """Stop accepting agents, abort creations in flight, dispose every live agent (R12.10).
 
-        Waits until every aborted creation has unwound and every agent is disposed.
+        Waits until every aborted creation has unwound and every teardown (those
+        begun before too) has finished. Always a checkpoint.
         """
         self._closing = True
-        for scope in self._creations.values():
-            scope.cancel()
+        for creation in self._creations.values():
+            creation.scope.cancel()
+        await trio.lowlevel.checkpoint()
         while self._creations:
-            await self._creation_ended.park()
-        async with trio.open_nursery() as nursery:
-            for agent in self.agents.list():
-                nursery.start_soon(agent.dispose)
+            await next(iter(self._creations.values())).ended.wait()
+        for agent in self.agents.list():
+            self._start_teardown(agent)
+        while self._teardowns:
+            await next(iter(self._teardowns.values())).torn_down.wait()
 
 
 @final
@@ -375,96 +450,3 @@ class _EventRelay:
 
 def _core(agent: Agent) -> AgentCore:
     return agent._core
-
-
-def _managed(
-    model: Model,
-    retry: RetryPolicy | None,
-    admission: AdmissionController | None,
-    hooks: HookBus,
-    registry_of: dict[str, Runtime],
-) -> Model:
-    """Wrap *model* with the runtime's one retry policy and admission control."""
-    if retry is None and admission is None:
-        return model
-
-    def on_retry(notice: RetryNotice) -> None:
-        runtime = registry_of.get("runtime")
-        agent = runtime.agents.get(notice.session_id) if runtime and notice.session_id else None
-        hooks.emit("agent/retry", agent, notice, scope=notice.session_id)
-
-    return manage(model, retry=retry, admission=admission, on_retry=on_retry)
-
-
-def _as_models(models: Model | Mapping[str, Model]) -> Model:
-    if isinstance(models, Mapping):
-        from retinue.providers import ModelRouter
-
-        return ModelRouter.of(models)
-    return models
-
-
-@asynccontextmanager
-async def open_runtime(
-    *,
-    models: Model | Mapping[str, Model],
-    tools: Iterable[Tool] = (),
-    store: SessionStore | None = None,
-    max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
-    system_prompt: str | None = None,
-    variables: Mapping[str, str | None] | None = None,
-    tool_order: Iterable[str] | None = None,
-    restart: RestartPolicy | None = None,
-    flush_timeout: float = 30.0,
-    retry: RetryPolicy | None = None,
-    admission: AdmissionController | None = None,
-    config: LoopConfig | None = None,
-) -> AsyncIterator[Runtime]:
-    """Open a runtime: a nursery that owns every agent's driver.
-
-    *retry* and *admission* wrap the models once for every agent: retries
-    before a step's first chunk (each one reported as ``agent/retry``), and
-    limits shared by all agents per (provider, model). On exit every live
-    agent is disposed (its turn closed and flushed), then the store is
-    closed. Raises :class:`ConfigError` for an invalid configuration.
-
-    *config* (a :class:`~retinue.config.LoopConfig`) replaces
-    *max_parallel_tool_calls* with its own cap, and its agents are started
-    before the runtime is yielded (R13.3; failures are contained, R13.4).
-    """
-    if config is not None:
-        max_parallel_tool_calls = config.max_parallel_tool_calls
-    check_parallel_cap(max_parallel_tool_calls)
-    if flush_timeout <= 0:
-        raise ConfigError(f"flush_timeout must be positive, got {flush_timeout!r}")
-    hooks = HookBus()
-    registry = ToolRegistry(hooks, tools)
-    sections = (Section("system", system_prompt, 0),) if system_prompt else ()
-    async with AsyncExitStack() as stack:
-        the_store: SessionStore = store if store is not None else MemoryStore()
-        if hasattr(type(the_store), "__aenter__"):  # where `async with` looks it up
-            await stack.enter_async_context(the_store)  # type: ignore[arg-type]
-        else:
-            stack.push_async_callback(the_store.aclose)
-        registry_of: dict[str, Runtime] = {}
-        services = LoopServices(
-            hooks=hooks,
-            tools=registry,
-            models=_managed(_as_models(models), retry, admission, hooks, registry_of),
-            store=the_store,
-            sections=sections,
-            variables=dict(variables or {}),
-            tool_order=None if tool_order is None else tuple(tool_order),
-            max_parallel_tool_calls=max_parallel_tool_calls,
-            flush_timeout=flush_timeout,
-        )
-        async with trio.open_nursery() as nursery:
-            runtime = Runtime(services, nursery, restart or RestartPolicy(), admission=admission)
-            registry_of["runtime"] = runtime
-            try:
-                if config is not None:
-                    await start_configured_agents(runtime, config)
-                yield runtime
-            finally:
-                with trio.CancelScope(shield=True):
-                    await runtime.aclose()

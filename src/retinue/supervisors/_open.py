@@ -1,0 +1,162 @@
+"""``open_runtime``: the runtime's services, its nursery, and its orderly exit."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import NoReturn
+
+import trio
+
+from retinue._errors import ConfigError
+from retinue.config import LoopConfig
+from retinue.hooks import HookBus
+from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, LoopServices, check_parallel_cap
+from retinue.prompt import Section
+from retinue.providers import AdmissionController, Model, RetryNotice, RetryPolicy, manage
+from retinue.stores import MemoryStore, SessionStore
+from retinue.tools import Tool, ToolRegistry
+
+from ._configured import start_configured_agents
+from ._runtime import Runtime
+from ._supervise import RestartPolicy
+
+__all__ = ["open_runtime"]
+
+
+def _managed(
+    model: Model,
+    retry: RetryPolicy | None,
+    admission: AdmissionController | None,
+    hooks: HookBus,
+    registry_of: dict[str, Runtime],
+) -> Model:
+    """Wrap *model* with the runtime's one retry policy and admission control."""
+    if retry is None and admission is None:
+        return model
+
+    def on_retry(notice: RetryNotice) -> None:
+        runtime = registry_of.get("runtime")
+        agent = runtime.agents.get(notice.session_id) if runtime and notice.session_id else None
+        hooks.emit("agent/retry", agent, notice, scope=notice.session_id)
+
+    return manage(model, retry=retry, admission=admission, on_retry=on_retry)
+
+
+def _as_models(models: Model | Mapping[str, Model]) -> Model:
+    if isinstance(models, Mapping):
+        from retinue.providers import ModelRouter
+
+        return ModelRouter.of(models)
+    return models
+
+
+@asynccontextmanager
+async def open_runtime(
+    *,
+    models: Model | Mapping[str, Model],
+    tools: Iterable[Tool] = (),
+    store: SessionStore | None = None,
+    max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+    system_prompt: str | None = None,
+    variables: Mapping[str, str | None] | None = None,
+    tool_order: Iterable[str] | None = None,
+    restart: RestartPolicy | None = None,
+    flush_timeout: float = 30.0,
+    retry: RetryPolicy | None = None,
+    admission: AdmissionController | None = None,
+    config: LoopConfig | None = None,
+) -> AsyncIterator[Runtime]:
+    """Open a runtime: a nursery that owns every agent's driver.
+
+    *retry* and *admission* wrap the models once for every agent: retries
+    before a step's first chunk (each one reported as ``agent/retry``), and
+    limits shared by all agents per (provider, model). On exit every live
+    agent is disposed (its turn closed and flushed), then the store is
+    closed. Raises :class:`ConfigError` for an invalid configuration.
+
+    *config* (a :class:`~retinue.config.LoopConfig`) replaces
+    *max_parallel_tool_calls* with its own cap, and its agents are started
+    before the runtime is yielded (R13.3; failures are contained, R13.4).
+    """
+    if config is not None:
+        max_parallel_tool_calls = config.max_parallel_tool_calls
+    check_parallel_cap(max_parallel_tool_calls)
+    if flush_timeout <= 0:
+        raise ConfigError(f"flush_timeout must be positive, got {flush_timeout!r}")
+    hooks = HookBus()
+    registry = ToolRegistry(hooks, tools)
+    sections = (Section("system", system_prompt, 0),) if system_prompt else ()
+    async with AsyncExitStack() as stack:
+        the_store: SessionStore = store if store is not None else MemoryStore()
+        if hasattr(type(the_store), "__aenter__"):  # where `async with` looks it up
+            await stack.enter_async_context(the_store)  # type: ignore[arg-type]
+        else:
+            stack.push_async_callback(the_store.aclose)
+        registry_of: dict[str, Runtime] = {}
+        services = LoopServices(
+            hooks=hooks,
+            tools=registry,
+            models=_managed(_as_models(models), retry, admission, hooks, registry_of),
+            store=the_store,
+            sections=sections,
+            variables=dict(variables or {}),
+            tool_order=None if tool_order is None else tuple(tool_order),
+            max_parallel_tool_calls=max_parallel_tool_calls,
+            flush_timeout=flush_timeout,
+        )
+        supervising = _supervising(
+            services, registry_of, restart or RestartPolicy(), admission, config
+        )
+        async with supervising as runtime:
+            yield runtime
+
+
+@asynccontextmanager
+async def _supervising(
+    services: LoopServices,
+    registry_of: dict[str, Runtime],
+    restart: RestartPolicy,
+    admission: AdmissionController | None,
+    config: LoopConfig | None,
+) -> AsyncIterator[Runtime]:
+    """Run the body inside the runtime's nursery; dispose every agent on the way out.
+
+    The nursery is an implementation detail: an exception from the body alone
+    comes out as raised, not wrapped in a group. A group stays a group when
+    the runtime's own tasks failed too.
+    """
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(services, nursery, restart, admission=admission)
+            registry_of["runtime"] = runtime
+            try:
+                if config is not None:
+                    await start_configured_agents(runtime, config)
+                try:
+                    yield runtime
+                except BaseException as exc:
+                    body_error = exc
+                    raise
+            finally:
+                with trio.CancelScope(shield=True):
+                    await runtime.aclose()
+    except BaseExceptionGroup as group:
+        if (
+            body_error is None
+            or len(group.exceptions) != 1
+            or group.exceptions[0] is not body_error
+        ):
+            raise
+        _reraise(body_error)
+
+
+def _reraise(error: BaseException) -> NoReturn:
+    """Raise *error* again from an ``except`` block, keeping the ``__context__`` it had."""
+    context = error.__context__
+    try:
+        raise error
+    finally:
+        # Raising in a handler chains the handled group as the context; undo that.
+        error.__context__ = context

@@ -1,0 +1,287 @@
+"""Agent teardown owned by the runtime: disposal, shutdown and the runtime's own exit
+(SPEC R2.36, R12.4, R12.6, R12.8, R12.9, R12.10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.session import Session
+from retinue.stores import MemoryStore
+from retinue.testing import (
+    CallTools,
+    DelegatingStore,
+    Hang,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
+from tests.helpers import OPTIONS, nap, runtime, turn_ends
+
+
+class BodyError(Exception):
+    """An error the body of ``async with open_runtime(...)`` raises."""
+
+
+class _SlowDetach(DelegatingStore):
+    """A memory store whose final detach takes a virtual second (a real commit takes time)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.detached: list[str] = []
+
+    async def detach(self, session: Session) -> None:
+        await trio.sleep(1)
+        await self.store.detach(session)
+        self.detached.append(session.id)
+
+
+def _dismisser(me: str, peers: dict[str, retinue.Agent], go: trio.Event) -> retinue.Tool:
+    """A tool of agent *me* that disposes the other agent of *peers* once *go* is set."""
+
+    @retinue.tool(name=f"dismiss_{me}")
+    async def dismiss() -> str:
+        """Dismiss the peer."""
+        await go.wait()
+        (other,) = [agent for name, agent in peers.items() if name != me]
+        await other.dispose()
+        return "dismissed"
+
+    return dismiss
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+async def test_agents_whose_tools_dispose_each_other_are_both_torn_down(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8, R12.9: A's tool disposes B while B's tool disposes A. Each dispose stops the
+    other agent, whose tool then stops waiting; both teardowns complete.
+    """
+    peers: dict[str, retinue.Agent] = {}
+    go = trio.Event()
+    model = ScriptedModel(
+        {
+            "a": [CallTools([ToolCallSpec("dismiss_a", "{}", id="ca")]), Reply("ok")],
+            "b": [CallTools([ToolCallSpec("dismiss_b", "{}", id="cb")]), Reply("ok")],
+        }
+    )
+    tools = [_dismisser("a", peers, go), _dismisser("b", peers, go)]
+    async with runtime(model, tools=tools) as rt:
+        for name in ("a", "b"):
+            peers[name] = await rt.create_agent(name, retinue.AgentOptions(model=name))
+            peers[name].send("go")
+        await trio.sleep(1)
+        go.set()
+        with trio.move_on_after(60) as waited:
+            for agent in peers.values():
+                await agent.wait_idle()
+        assert not waited.cancelled_caught, "the agents never finished disposing each other"
+        assert len(rt.agents) == 0
+    for agent in peers.values():
+        assert turn_ends(agent.session.events) == ["disposed"]
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_cancelled_dispose_stops_waiting_and_the_teardown_still_completes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8, R12.9, R12.10: cancelling a ``dispose`` caller ends its wait, not the
+    teardown; a later ``dispose`` waits for the same teardown, and so does shutdown.
+    """
+    store = _SlowDetach()
+    gone: list[str] = []
+    with trio.fail_after(600):
+        async with retinue.open_runtime(models=ScriptedModel([Reply("hi")]), store=store) as rt:
+            rt.hooks.on("agent/disposed", lambda agent: gone.append(agent.id))
+            agent = await rt.create_agent("a", OPTIONS)
+            await agent.ask("hello")
+            with trio.move_on_after(0.5) as waited:
+                await agent.dispose()
+            assert waited.cancelled_caught, "dispose returned before the detach finished"
+            assert store.detached == []
+            await agent.dispose()
+            assert store.detached == [agent.id]
+            other = await rt.create_agent("b", OPTIONS)
+            with trio.move_on_after(0.5):
+                await other.dispose()
+        assert store.detached == [agent.id, other.id], "shutdown did not wait for a teardown"
+    assert gone == [agent.id, other.id]
+
+
+async def test_an_error_from_the_runtime_body_comes_out_as_raised(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.10: the runtime's nursery is an implementation detail; an exception raised in
+    the body of ``async with open_runtime(...)`` reaches ``except`` as itself, with its
+    cause and context, once every agent has been disposed.
+    """
+    caught: BaseException | None = None
+    agents: list[retinue.Agent] = []
+    try:
+        with trio.fail_after(600):
+            async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])) as rt:
+                agents.append(await rt.create_agent("a", OPTIONS))
+                try:
+                    raise KeyError("context")
+                except KeyError:
+                    raise BodyError("boom") from ValueError("cause")
+    except BodyError as exc:
+        caught = exc
+    except BaseException as exc:  # reported by the assertion below
+        caught = exc
+    assert isinstance(caught, BodyError), f"got {type(caught).__name__}: {caught!r}"
+    assert isinstance(caught.__cause__, ValueError)
+    assert isinstance(caught.__context__, KeyError)
+    assert agents[0].status == "disposed"
+
+
+async def test_a_queued_ask_is_settled_disposed_when_the_runtime_is_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.36, R12.10: cancelling the scope around the runtime disposes its agents; an
+    ``ask`` made from outside that scope, queued behind the open turn, gets ``disposed``.
+    """
+    ready = trio.Event()
+    box: dict[str, retinue.Agent] = {}
+    results: list[retinue.TurnResult] = []
+    settled = trio.Event()
+    service_scope = trio.CancelScope()
+
+    async def service() -> None:
+        with service_scope:
+            async with retinue.open_runtime(models=ScriptedModel([Hang("thinking")])) as rt:
+                box["a"] = await rt.create_agent("a", OPTIONS)
+                ready.set()
+                await trio.sleep_forever()
+
+    async def ask() -> None:
+        results.append(await box["a"].ask("second"))
+        settled.set()
+
+    with trio.fail_after(600):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service)
+            await ready.wait()
+            box["a"].send("first")
+            await trio.sleep(1)
+            nursery.start_soon(ask)
+            await trio.sleep(1)
+            service_scope.cancel()
+            with trio.move_on_after(60) as waited:
+                await settled.wait()
+            assert not waited.cancelled_caught, "the queued ask was never settled"
+    assert [result.reason.kind for result in results] == ["disposed"]
+    assert turn_ends(box["a"].session.events) == ["disposed"]
+
+
+async def test_open_turns_end_disposed_when_the_scope_around_the_runtime_is_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.36, R12.10: a cancellation from outside the runtime is its teardown; turns it
+    interrupts (in a tool call, or waiting on the model) end ``disposed``, not ``aborted``.
+    """
+    model = ScriptedModel(
+        {
+            "tools": [CallTools([ToolCallSpec("nap", '{"seconds": 1000}', id="t1")])],
+            "hang": [Hang("thinking")],
+        }
+    )
+    agents: list[retinue.Agent] = []
+    gone: list[str] = []
+    with trio.fail_after(600), trio.move_on_after(10):
+        async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+            rt.hooks.on("agent/disposed", lambda agent: gone.append(agent.id))
+            for name in ("tools", "hang"):
+                agents.append(await rt.create_agent(name, retinue.AgentOptions(model=name)))
+                agents[-1].send("go")
+            await trio.sleep_forever()
+    for agent in agents:
+        assert agent.status == "disposed"
+        assert turn_ends(agent.session.events) == ["disposed"], agent.id
+        check_session_invariants(agent.session.events)
+    assert sorted(gone) == sorted(agent.id for agent in agents)
+
+
+async def test_disposing_an_agent_during_its_setup_aborts_the_setup(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.4, R12.8: disposing a handle whose setup is still awaiting aborts that setup and
+    waits for the creation to roll back: its scoped listener is gone when ``dispose``
+    returns, and ``create_agent`` raises ``AgentDisposedError``.
+    """
+    handles: list[retinue.Agent] = []
+    outcome: list[Any] = []
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+
+        async def setup(agent: retinue.Agent) -> None:
+            rt.hooks.on("agent/status", lambda *_: None, agent=agent)
+            handles.append(agent)
+            await trio.sleep(1000)
+
+        async def create() -> None:
+            try:
+                outcome.append(await rt.create_agent("a", OPTIONS, setup=setup))
+            except retinue.AgentDisposedError as exc:
+                outcome.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(create)
+            await trio.sleep(1)
+            await handles[0].dispose()
+            assert trio.current_time() < 2, "dispose waited for the whole setup"
+            assert not rt.hooks.has_listeners("agent/status")
+            assert len(outcome) == 1, "dispose returned before the creation unwound"
+        assert isinstance(outcome[0], retinue.AgentDisposedError)
+        assert handles[0].status == "disposed"
+        assert len(rt.agents) == 0
+
+
+async def test_resuming_an_agent_as_it_is_reported_disposed_waits_for_its_detach(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: the id stays reserved until the final detach: a ``resume_agent`` made when
+    ``agent/disposed`` fires (before the session is detached) waits for it and succeeds.
+    """
+    gone = trio.Event()
+    outcome: list[Any] = []
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True), store=_SlowDetach()) as rt:
+        rt.hooks.on("agent/disposed", lambda _agent: gone.set())
+        old = await rt.create_agent("a", OPTIONS)
+        await old.ask("hello")
+
+        async def revive() -> None:
+            await gone.wait()
+            assert rt.agents.get(old.id) is None
+            try:
+                outcome.append(await rt.resume_agent(old.id, OPTIONS))
+            except retinue.RetinueError as exc:
+                outcome.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(revive)
+            await old.dispose()
+        (revived,) = outcome
+        assert isinstance(revived, retinue.Agent), revived
+        assert (await revived.ask("again")).turn == 2
+
+
+async def test_a_synchronous_setup_may_return_a_value(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.6: what a synchronous setup returns (here the unregister function of a scoped
+    listener) is ignored; only an awaitable is awaited.
+    """
+    statuses: list[str] = []
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        agent = await rt.create_agent(
+            "a",
+            OPTIONS,
+            setup=lambda a: rt.hooks.on("agent/status", lambda _a, s: statuses.append(s), agent=a),
+        )
+        assert (await agent.ask("x")).reason.kind == "completed"
+    assert statuses[-1] == "disposed"
