@@ -230,10 +230,12 @@ class Agent:
     async def dispose(self) -> None:
         """Stop the agent, close and flush its turn, and unregister it (R2.35, R12.9).
 
-        Idempotent and memoized: every caller waits for the same teardown. Never raises.
+        Idempotent and memoized: every caller waits for the same teardown, which
+        runs in the runtime's nursery: cancelling a caller ends only its wait, the
+        teardown still completes. Raises nothing but that cancellation.
         Called from the agent's own turn (its tool or a listener running under its
-        driver), it stops the agent and returns at once: waiting there would wait
-        for itself. The teardown then completes when the driver has exited.
+        driver) or its setup, it stops the agent and returns at once: waiting there
+        would wait for itself. The teardown then completes when the driver has exited.
         """
         await self._dispose(self)
 
