@@ -43,17 +43,56 @@ def test_emit_calls_every_listener_and_contains_failures(caplog: pytest.LogCaptu
 
 
 def test_emit_contains_an_async_listener_without_leaking_a_coroutine() -> None:
-    """R6.1: emit is synchronous; an async listener is refused (contained), its coroutine closed."""
+    """R6.1: emit is synchronous; a coroutine a listener returns is closed unrun (contained)."""
     bus = HookBus()
     ran: list[str] = []
 
     async def listener(*_args: object) -> None:
         ran.append("async")  # pragma: no cover - must never run
 
-    bus.on("agent/created", listener)
+    def starts(*args: object) -> Awaitable[None]:
+        return listener(*args)  # a plain function handing back a coroutine
+
+    bus.on("agent/created", starts)
     bus.on("agent/created", lambda *_: ran.append("sync"))
     bus.emit("agent/created", "agent")
     assert ran == ["sync"]
+
+
+@pytest.mark.parametrize("seam", ["agent/created", "session/event"])
+def test_an_async_listener_of_an_emit_seam_is_refused_when_registered(seam: str) -> None:
+    """R6.1: emit seams call listeners synchronously; an async one would never run."""
+    bus = HookBus()
+
+    async def listener(*_args: object) -> None:
+        pass  # pragma: no cover - never registered
+
+    with pytest.raises(TypeError, match="synchronously"):
+        bus.on(seam, listener)
+    assert not bus.has_listeners(seam)
+
+
+def test_session_event_refuses_a_coroutine_returned_by_a_listener() -> None:
+    """R4.8: the session/event feed raises, and closes, a coroutine nobody would run."""
+    bus = HookBus()
+
+    async def listener(*_args: object) -> None:
+        pass  # pragma: no cover - must never run
+
+    def starts(*args: object) -> Awaitable[None]:
+        return listener(*args)  # a plain function handing back a coroutine
+
+    bus.on("session/event", starts)
+    with pytest.raises(TypeError, match="synchronous"):
+        bus.emit_raising("session/event", "session", "event")
+
+
+def test_an_unknown_seam_name_is_refused_with_the_closest_seam() -> None:
+    """R6.5: a listener for a name no seam dispatches would never run: refused, with a hint."""
+    bus = HookBus()
+    with pytest.raises(ValueError, match="'tools/pre-execute'"):
+        bus.on("tools/pre_execute", lambda *_: None)
+    assert not bus.has_listeners("tools/pre_execute")
 
 
 def test_emit_raising_runs_all_listeners_then_raises_the_first_failure() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -41,6 +42,7 @@ SEAMS: dict[str, str] = {
     "session/event": "emit",
     "session/flush": "parallel",
     "system-prompt/assemble": "waterfall",
+    "agent-loop/config-start-failed": "emit",
 }
 
 
@@ -49,6 +51,23 @@ async def _call(fn: Listener, *args: object) -> object:
     if inspect.isawaitable(result):
         return await result
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
+
+
+def _check_listener(name: str, fn: Listener) -> None:
+    mode = SEAMS.get(name)
+    if mode is None:
+        close = difflib.get_close_matches(name, SEAMS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"{name!r} is not a seam{hint} (retinue.hooks.SEAMS lists them)")
+    if mode == "emit" and inspect.iscoroutinefunction(fn):
+        raise TypeError(f"{name} listeners are called synchronously: {fn!r} is async")
+
+
+def _synchronous(name: str, result: object) -> None:
+    """Refuse what an emit listener returned if it is a coroutine it never ran."""
+    if inspect.iscoroutine(result):
+        result.close()
+        raise TypeError(f"{name} listeners must be synchronous")
 
 
 @attrs.define(eq=False, slots=True)
@@ -90,8 +109,12 @@ class HookBus:
         *agent* is an agent (or its id) to scope the listener to.
 
         Raises:
+            ValueError: *name* is not a seam (a listener for it would never run).
+            TypeError: *fn* is an ``async def`` function and *name* an emit seam,
+                whose listeners are called synchronously.
             AgentDisposedError: *agent* is a disposed handle.
         """
+        _check_listener(name, fn)
         entry = _Entry(fn, agent_scope(agent))
         first = name not in self._listeners
         self._listeners.setdefault(name, []).append(entry)
@@ -158,10 +181,7 @@ class HookBus:
             return
         for fn in self.listeners(name, scope):
             try:
-                result = fn(*args)
-                if inspect.iscoroutine(result):
-                    result.close()
-                    raise TypeError(f"{name} listeners must be synchronous")
+                _synchronous(name, fn(*args))
             except Exception:
                 log.exception("listener failed in %s (contained)", name)
 
@@ -169,7 +189,7 @@ class HookBus:
         """Call every listener synchronously; the first failure propagates after all ran."""
         if name not in self._listeners:
             return
-        call_each(lambda fn: fn(*args), self.listeners(name, scope))
+        call_each(lambda fn: _synchronous(name, fn(*args)), self.listeners(name, scope))
 
     async def serial(self, name: str, *args: object, scope: str | None = None) -> None:  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         """Await listeners one after another; a failure propagates (R6.2).

@@ -1,0 +1,212 @@
+"""docs/hooks.md: its examples run as written, and its seam table matches ``SEAMS``.
+
+The examples are copied here verbatim (listeners at module level, the body of
+each ``main()`` inside its test); a test checks the copies still match the page.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentOptions, Deny, Text, ToolResultBlock
+from retinue.hooks import SEAMS
+from retinue.prompt import Assembly, Section
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "hooks.md"
+
+
+def _section(title: str) -> str:
+    """The text of the page's ``## title`` section, up to the next ``## `` heading."""
+    text = PAGE.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _code_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown, flags=re.DOTALL)
+
+
+# -- the seam table --------------------------------------------------------------------------
+
+
+def test_seam_table_lists_every_seam_with_its_mode() -> None:
+    """The table under "Seams" names exactly the seams of ``SEAMS``, each with its mode."""
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in _section("Seams").splitlines()
+        if line.startswith("| `")
+    ]
+    names = [row[0].strip("`") for row in rows]
+    assert len(names) == len(set(names)), "a seam is listed twice"
+    assert {row[0].strip("`"): row[1] for row in rows} == SEAMS
+    assert names == list(SEAMS), "the table follows the order of SEAMS"
+
+
+def test_every_mode_in_seams_has_a_paragraph() -> None:
+    """Each dispatch mode a seam uses is described under "Dispatch modes"."""
+    headings = set(re.findall(r"^### (\S+)$", _section("Dispatch modes"), flags=re.MULTILINE))
+    assert set(SEAMS.values()) <= headings
+
+
+# -- the examples match their copies below ----------------------------------------------------
+
+_SKIPPED = ("import ", "from ", "async def main() -> None:", "trio.run(main)")
+
+
+def _assert_tested(block: str) -> None:
+    """Every line of *block* (imports and the ``main`` wrapper aside) is in this file, in order."""
+    here = [line.strip() for line in Path(__file__).read_text().splitlines()]
+    position = 0
+    for line in (line.strip() for line in block.splitlines()):
+        if not line or line.startswith(_SKIPPED):
+            continue
+        assert line in here[position:], f"example line not tested as written: {line!r}"
+        position = here.index(line, position) + 1
+
+
+def test_examples_on_the_page_are_the_ones_tested() -> None:
+    """Each example's code is copied below as it is on the page."""
+    blocks = _code_blocks(_section("Examples"))
+    assert len(blocks) == 3
+    for block in blocks:
+        _assert_tested(block)
+
+
+# -- example: add a section to the system prompt ----------------------------------------------
+
+
+async def add_rules(agent, assembly: Assembly, call_next) -> Assembly:
+    assembly = await call_next()
+    rules = Section("rules", "Answer in one sentence.", order=10)
+    return attrs.evolve(assembly, sections=(*assembly.sections, rules))
+
+
+async def test_assemble_example_adds_a_section_to_the_request(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The added section reaches the model request and the logged request header."""
+    model = ScriptedModel([Reply("Hello.")])
+    async with retinue.open_runtime(models=model, system_prompt="You are terse.") as rt:
+        rt.hooks.on("system-prompt/assemble", add_rules)
+        agent = await rt.create_agent("writer", AgentOptions(model="scripted"))
+        await agent.ask("Say hello.")
+    print(repr(model.requests[0].system))
+
+    assert capsys.readouterr().out == "'You are terse.\\n\\nAnswer in one sentence.'\n"
+    [request] = model.requests
+    assert request.system == "You are terse.\n\nAnswer in one sentence."
+    [header] = [e.data for e in agent.session.events if e.type == "request/header"]
+    assert header.header.system == request.system
+    [end] = [e.data for e in agent.session.events if e.type == "turn/end"]
+    assert end.reason.kind == "completed"
+
+
+# -- example: deny a tool ---------------------------------------------------------------------
+
+
+@retinue.tool
+async def delete_file(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: The file to delete.
+    """
+    return f"deleted {path}"
+
+
+async def no_deletes(execution, call_next):
+    if execution.name == "delete_file":
+        return Deny("deleting files is not allowed")
+    return await call_next()
+
+
+async def test_pre_execute_example_denies_the_tool(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The denied call never runs; its logged result and the model's next request carry the error."""
+    model = ScriptedModel(
+        [
+            CallTools([ToolCallSpec("delete_file", '{"path": "notes.txt"}')]),
+            Reply("I may not delete it."),
+        ]
+    )
+    async with retinue.open_runtime(models=model, tools=[delete_file]) as rt:
+        rt.hooks.on("tools/pre-execute", no_deletes)
+        agent = await rt.create_agent("clerk", AgentOptions(model="scripted"))
+        await agent.ask("Delete notes.txt.")
+    [result] = [event.data for event in agent.session.events if event.type == "tool/result"]
+    print(result.is_error, result.content[0].text)
+
+    assert capsys.readouterr().out == "True Error: deleting files is not allowed\n"
+    assert result.is_error
+    assert result.content == (Text("Error: deleting files is not allowed"),)
+    [block] = model.requests[1].messages[-1].content
+    assert isinstance(block, ToolResultBlock)
+    assert block.is_error
+    assert block.content == (Text("Error: deleting files is not allowed"),)
+    [end] = [e.data for e in agent.session.events if e.type == "turn/end"]
+    assert end.reason.kind == "completed"
+
+
+# -- example: watch an agent ------------------------------------------------------------------
+
+
+async def test_emit_example_records_statuses_and_log_events(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scoped emit listeners hear each status change and every appended event, once."""
+    statuses: list[str] = []
+    seen: list[str] = []
+
+    def on_status(agent, status):
+        statuses.append(status)
+
+    def on_event(session, event):
+        seen.append(event.type)
+
+    model = ScriptedModel([Reply("Hi!")])
+    async with retinue.open_runtime(models=model) as rt:
+        agent = await rt.create_agent("greeter", AgentOptions(model="scripted"))
+        unregister = rt.hooks.on("agent/status", on_status, agent=agent)
+        rt.hooks.on("session/event", on_event, agent=agent)
+        await agent.ask("Hello.")
+        unregister()
+    print(statuses)
+    print(seen[0], seen[-1])
+
+    assert capsys.readouterr().out == "['running', 'idle']\nturn/start turn/end\n"
+    assert statuses == ["running", "idle"]
+    assert seen == [event.type for event in agent.session.events]
+    assert agent.status == "disposed"
+
+
+# -- the setup snippet ------------------------------------------------------------------------
+
+
+async def test_setup_snippet_hears_session_start(autojump_clock: trio.testing.MockClock) -> None:
+    """A listener registered in ``setup`` hears the agent's ``agent/session-start``."""
+    [snippet] = _code_blocks(_section("Registering a listener"))[1:]
+    heard: list[str] = []
+
+    def on_start(agent, source):
+        heard.append(source)
+
+    options = AgentOptions(model="scripted")
+    async with retinue.open_runtime(models=ScriptedModel([])) as rt:
+        agent = await rt.create_agent(
+            "writer",
+            options,
+            setup=lambda agent: rt.hooks.on("agent/session-start", on_start, agent=agent),
+        )
+        assert heard == ["startup"]
+    assert agent.status == "disposed"
+    _assert_tested(snippet)
