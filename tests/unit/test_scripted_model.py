@@ -286,6 +286,20 @@ async def test_scripted_model_records_requests_and_statistics() -> None:
     model.assert_complete()
 
 
+async def test_scripted_model_keeps_only_the_latest_requests() -> None:
+    """A long load test holds at most ``keep_requests`` requests; statistics count them all."""
+    model = ScriptedModel([Reply("x")], repeat_last=True, keep_requests=2)
+    sent = [request(f"m{index}") for index in range(5)]
+    for one in sent:
+        await play(model, one)
+    assert model.requests == sent[-2:]
+    assert model.statistics().calls == 5
+    everything = ScriptedModel([Reply("x")], repeat_last=True, keep_requests=None)
+    for one in sent:
+        await play(everything, one)
+    assert everything.requests == sent
+
+
 async def test_scripted_model_statistics_remaining_is_none_for_function_scripts() -> None:
     """A function script has no finite remainder."""
     model = ScriptedModel(lambda _request: Reply("x"))

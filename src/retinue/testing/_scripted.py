@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TypeAlias, final
 
@@ -98,7 +99,9 @@ class ScriptedModel:
     ``script`` is a sequence of steps played in order (one per ``stream()``), a
     function ``(request) -> step``, or a mapping from model name to either.
     Past the end of a sequence, the stream raises :class:`ScriptExhaustedError`
-    unless ``repeat_last=True``. Every request is recorded in :attr:`requests`.
+    unless ``repeat_last=True``. The last ``keep_requests`` requests (default
+    1000; ``None`` keeps all) are recorded in :attr:`requests`: a load test of
+    many agents would otherwise hold every history it ever sent.
 
     Chunks are pre-built per step. A stream with zero delays checkpoints once,
     before its first chunk, and then yields without further checkpoints.
@@ -106,7 +109,10 @@ class ScriptedModel:
 
     _cursors: dict[str | None, _Cursor] = attrs.field(alias="script", converter=_cursors)
     repeat_last: bool = attrs.field(default=False, kw_only=True)
-    _requests: list[ModelRequest] = attrs.field(factory=list, init=False)
+    keep_requests: int | None = attrs.field(
+        default=1000, kw_only=True, validator=attrs.validators.optional(attrs.validators.ge(0))
+    )
+    _requests: deque[ModelRequest] = attrs.field(init=False)
     _calls: int = attrs.field(default=0, init=False)
     _chunks: int = attrs.field(default=0, init=False)
 
@@ -140,9 +146,13 @@ class ScriptedModel:
         reply = Reply(answer, chunks=answer_chunks, usage=usage, delay=delay)
         return cls(_ToolLoop(call, reply))
 
+    @_requests.default
+    def _request_log(self) -> deque[ModelRequest]:
+        return deque(maxlen=self.keep_requests)
+
     @property
     def requests(self) -> list[ModelRequest]:
-        """Every request received so far, in order (a copy)."""
+        """The requests received so far, in order, at most the last ``keep_requests`` (a copy)."""
         return list(self._requests)
 
     def statistics(self) -> ScriptedModelStatistics:
