@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TypeAlias, final
+from typing import Any, TypeAlias, final
 
 import attrs
 import trio
@@ -85,6 +85,11 @@ class _Cursor:
         return len(self.steps) - self.position
 
 
+def _count_or_none(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"{attribute.name} must be a count or None, not {value!r}")
+
+
 def _cursors(script: Script) -> dict[str | None, _Cursor]:
     if isinstance(script, Mapping):
         return {name: _Cursor.of(one) for name, one in script.items()}
@@ -109,9 +114,7 @@ class ScriptedModel:
 
     _cursors: dict[str | None, _Cursor] = attrs.field(alias="script", converter=_cursors)
     repeat_last: bool = attrs.field(default=False, kw_only=True)
-    keep_requests: int | None = attrs.field(
-        default=1000, kw_only=True, validator=attrs.validators.optional(attrs.validators.ge(0))
-    )
+    keep_requests: int | None = attrs.field(default=1000, kw_only=True, validator=_count_or_none)
     _requests: deque[ModelRequest] = attrs.field(init=False)
     _calls: int = attrs.field(default=0, init=False)
     _chunks: int = attrs.field(default=0, init=False)
