@@ -140,9 +140,9 @@ async def test_mock_fault_policy_injects_at_its_rate() -> None:
 def _call(number: int) -> Any:
     from retinue.providers.mock import MockCall
 
-    return MockCall(
-        "chat", {"model": "m", "messages": [{"role": "user", "content": "x"}]}, {}, number
-    )
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    # the same request again and again, as the server numbers repeats of one body
+    return MockCall("chat", body, {}, number, occurrence=number)
 
 
 # The SDKs' own stream readers leave async generators to the garbage collector

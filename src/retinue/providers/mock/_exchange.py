@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import math
 import random
 from collections.abc import AsyncGenerator, Mapping
 from typing import Final, final
@@ -21,7 +24,18 @@ from ._render import (
 )
 from ._values import Api, Endless, Fault, MockCall, MockReply, MockResponse, RawReply, Timing
 
-__all__ = ["STALL", "Outgoing", "Truncated", "answer", "parse_call"]
+__all__ = [
+    "STALL",
+    "Outgoing",
+    "Truncated",
+    "answer",
+    "api_for",
+    "failure",
+    "parse_call",
+    "respond",
+]
+
+logger = logging.getLogger("retinue.providers.mock")
 
 STALL: Final = b""
 """A body part meaning: stop sending and hold the connection open."""
@@ -52,20 +66,34 @@ class Outgoing:
     fault: str | None = None
 
 
+def api_for(path: str) -> Api | None:
+    """The wire format served at *path* (query ignored), or ``None`` if none is."""
+    return _PATHS.get(path.split("?", 1)[0])
+
+
 def parse_call(
     path: str, headers: Mapping[str, str], body: bytes, number: int
 ) -> MockCall | Outgoing:
     """Parse a request into a call, or the error response it deserves."""
-    api = _PATHS.get(path.split("?", 1)[0])
+    api = api_for(path)
     if api is None:
-        return Outgoing(404, _JSON, error_body("chat", 404).replace(b"server_error", b"not_found"))
+        return Outgoing(404, _JSON, error_body("chat", 404))
     try:
         parsed = json.loads(body or b"{}")
-    except ValueError:
+        # a body nested deeper than the interpreter's recursion limit is not valid here
+    except (ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, dict):
         return Outgoing(400, _JSON, error_body(api, 400))
-    return MockCall(api, parsed, headers, number)
+    # The bytes as sent key the call: a client sends equal requests as equal bytes,
+    # and hashing them costs less than re-encoding a long history canonically.
+    key = hashlib.sha256(api.encode() + b"\n" + body).hexdigest()
+    return MockCall(api, parsed, headers, number, key=key)
+
+
+def failure(api: Api, message: str, status: int = 500) -> Outgoing:
+    """A provider-shaped JSON error response."""
+    return Outgoing(status, _JSON, error_body(api, status, message))
 
 
 async def _timed(
@@ -114,18 +142,36 @@ def _sse_parts(body: bytes) -> list[bytes]:
     return parts
 
 
+def _status_fault(call: MockCall, fault: Fault, status: int) -> Outgoing:
+    headers = list(_JSON)
+    if fault.retry_after is not None and status in (429, 529):
+        # Retry-After is whole seconds; rounding down would invite a retry that is too early
+        headers += [
+            ("retry-after", str(max(0, math.ceil(fault.retry_after)))),
+            ("retry-after-ms", str(max(0, int(fault.retry_after * 1000)))),
+        ]
+    return Outgoing(status, tuple(headers), error_body(call.api, status), fault.kind)
+
+
+def _body_fault(call: MockCall, fault: Fault, timing: Timing, rng: random.Random) -> Outgoing:
+    """A stream fault on a call that did not ask for a stream: its JSON-body equivalent."""
+    kind = fault.kind
+    if kind == "stream_error":
+        return Outgoing(500, _JSON, error_body(call.api, 500), kind)
+    body = render_json(call, fault.reply)
+    if kind == "malformed":
+        return Outgoing(200, _JSON, body[: len(body) // 2], kind)
+    tail = STALL if kind == "stall" else None
+    return Outgoing(200, _JSON, _faulted([body[: len(body) // 2]], tail, timing, rng), kind)
+
+
 def _fault(call: MockCall, fault: Fault, timing: Timing, rng: random.Random) -> Outgoing:
     kind = fault.kind
     statuses = {"rate_limit": 429, "server_error": 500, "overloaded": 529}
     if kind in statuses:
-        status = statuses[kind]
-        headers = list(_JSON)
-        if fault.retry_after is not None and status in (429, 529):
-            headers += [
-                ("retry-after", str(max(0, round(fault.retry_after)))),
-                ("retry-after-ms", str(int(fault.retry_after * 1000))),
-            ]
-        return Outgoing(status, tuple(headers), error_body(call.api, status), kind)
+        return _status_fault(call, fault, statuses[kind])
+    if not call.stream:
+        return _body_fault(call, fault, timing, rng)
     events = render_stream(call, fault.reply)
     cut = events[: max(1, (len(events) - 1) // 2)]
     tails = {"stream_error": stream_error_event(call.api), "malformed": b"data: {not json\n\n"}
@@ -136,11 +182,20 @@ def _fault(call: MockCall, fault: Fault, timing: Timing, rng: random.Random) -> 
     return Outgoing(200, _SSE, _faulted(cut, tail, timing, rng), kind)
 
 
+async def _stalled() -> AsyncGenerator[bytes, None]:
+    await trio.lowlevel.checkpoint()
+    yield STALL
+    await trio.lowlevel.checkpoint()
+
+
 def answer(call: MockCall, response: MockResponse, timing: Timing, rng: random.Random) -> Outgoing:
     """Build the outgoing response for *call* from the policy's *response*."""
     if isinstance(response, Fault):
         return _fault(call, response, timing, rng)
     if isinstance(response, Endless):
+        # a JSON body cannot trickle forever; the nearest thing is one that never comes
+        if not call.stream:
+            return Outgoing(200, _JSON, _stalled())
         return Outgoing(200, _SSE, _endless(call, response.interval))
     if isinstance(response, RawReply):
         content_type = dict(response.headers).get("content-type", "")
@@ -154,15 +209,24 @@ def answer(call: MockCall, response: MockResponse, timing: Timing, rng: random.R
 
 
 async def respond(policy: Policy, call: MockCall, timing: Timing, rng: random.Random) -> Outgoing:
-    """Ask *policy* about *call*, wait the latency, and build the response."""
-    response = policy(call)
-    latency = Timing.draw(timing.latency, rng)
+    """Ask *policy* about *call*, wait the latency, and build the response.
+
+    A policy, script or timing function that raises fails its own request
+    with a 500, logged, and the server serves on.
+    """
+    try:
+        response = policy(call)
+        latency = Timing.draw(timing.latency, rng)
+    except Exception as exc:
+        logger.exception("mock server: the policy failed on call %d", call.number)
+        await trio.lowlevel.checkpoint()
+        return failure(call.api, f"the mock server's policy failed: {exc!r}")
     if latency:
         await trio.sleep(latency)
     else:
         await trio.lowlevel.checkpoint()
     try:
         return answer(call, response, timing, rng)
-    except Exception as exc:  # a bad script fails its own request, not the whole server
-        message = f"the mock server could not render the reply: {exc!r}"
-        return Outgoing(500, _JSON, error_body(call.api, 500, message))
+    except Exception as exc:
+        logger.exception("mock server: could not render the reply to call %d", call.number)
+        return failure(call.api, f"the mock server could not render the reply: {exc!r}")

@@ -37,13 +37,29 @@ Policy: TypeAlias = Callable[[MockCall], MockResponse]
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 
 
+def _sequence(value: object) -> list[object]:
+    """A JSON array as parsed (list) or as written in Python schemas (tuple); else empty."""
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _first_type(kind: object) -> object:
+    if isinstance(kind, list | tuple):
+        return next((k for k in kind if k != "null"), "string")
+    return kind
+
+
 def _example(schema: Mapping[str, object], name: str, rng: random.Random) -> object:
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
+    if "const" in schema:
+        return schema["const"]
+    enum = _sequence(schema.get("enum"))
+    if enum:
         return rng.choice(enum)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
+    # a union: pick a branch that is not null, as a model filling the argument would
+    union = _sequence(schema.get("anyOf") or schema.get("oneOf"))
+    branches = [b for b in union if isinstance(b, dict) and b and b.get("type") != "null"]
+    if branches:
+        return _example(rng.choice(branches), name, rng)
+    kind = _first_type(schema.get("type"))
     if kind == "integer":
         return rng.randint(1, 10)
     if kind == "number":
@@ -59,12 +75,18 @@ def _example(schema: Mapping[str, object], name: str, rng: random.Random) -> obj
 
 
 def example_arguments(schema: Mapping[str, object], rng: random.Random) -> dict[str, object]:
-    """Plausible arguments for a JSON object schema: every required property, typed."""
+    """Plausible arguments for a JSON object schema: every required property, typed.
+
+    Understands ``type`` (or a list of types), ``enum``, ``const``, ``anyOf``
+    and ``oneOf``, ``items`` and nested objects; entries it cannot read (a
+    ``required`` name that is not a string, a property that is not a schema)
+    are skipped rather than failing.
+    """
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return {}
-    required = schema.get("required")
-    names = required if isinstance(required, list) and required else list(properties)
+    required = [name for name in _sequence(schema.get("required")) if isinstance(name, str)]
+    names = required or list(properties)
     return {
         str(name): _example(properties.get(name) or {}, str(name), rng)
         for name in names
@@ -87,17 +109,16 @@ class EchoPolicy:
     """A model that does realistic work.
 
     When tools are offered and the last message is a prompt, it calls one or
-    two of them with plausible arguments; after tool results it answers with
-    text; otherwise it echoes the prompt. Text streams in ``chunks`` pieces.
+    up to ``max_tool_calls`` of them with plausible arguments; after tool
+    results it answers with text; otherwise it echoes the prompt. Text streams
+    in ``chunks`` pieces. Which tools and which arguments are drawn from
+    :meth:`MockCall.rng`, so they depend on ``seed`` and the request, not on
+    the order concurrent requests arrive in.
     """
 
     chunks: int = 4
     max_tool_calls: int = 2
     seed: int = 0
-    _rng: random.Random = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self._rng = random.Random(self.seed)
 
     def __call__(self, call: MockCall) -> MockResponse:
         """Answer *call*."""
@@ -105,10 +126,11 @@ class EchoPolicy:
             answer = f"Done. The tools said: {call.last_text[:80]}"
             return MockReply(text=_padded(answer, self.chunks), chunks=self.chunks)
         if call.tools and self.max_tool_calls > 0:
-            count = min(len(call.tools), 1 + call.number % self.max_tool_calls)
-            chosen = self._rng.sample(call.tools, count)
+            rng = call.rng(self.seed, "echo")
+            count = min(len(call.tools), 1 + rng.randrange(self.max_tool_calls))
+            chosen = rng.sample(call.tools, count)
             calls = tuple(
-                MockToolCall(name, json.dumps(example_arguments(schema, self._rng)))
+                MockToolCall(name, json.dumps(example_arguments(schema, rng)))
                 for name, schema in chosen
             )
             return MockReply(tool_calls=calls, chunks=self.chunks)
@@ -162,7 +184,9 @@ def _raw_tuple(replies: Iterable[RawReply]) -> tuple[RawReply, ...]:
 class ReplayPolicy:
     """Serves recorded exchanges byte for byte, in order, cycling."""
 
-    replies: tuple[RawReply, ...] = attrs.field(converter=_raw_tuple)
+    replies: tuple[RawReply, ...] = attrs.field(
+        converter=_raw_tuple, validator=attrs.validators.min_len(1)
+    )
     _position: int = attrs.field(default=0, init=False)
 
     @classmethod
@@ -184,7 +208,10 @@ class FaultPolicy:
     """Wraps a policy and replaces a fraction ``rate`` of its answers with faults.
 
     The fault kind is drawn uniformly from ``kinds``; stream faults stream the
-    wrapped policy's reply before failing. Seeded, so a run is reproducible.
+    wrapped policy's reply before failing. Whether and how a call is faulted
+    is drawn from :meth:`MockCall.rng`: with the same ``seed``, the same
+    requests get the same faults however concurrent clients interleave, and
+    a retry (the same body again) draws afresh.
     """
 
     inner: Policy = attrs.field(factory=EchoPolicy)
@@ -192,19 +219,16 @@ class FaultPolicy:
     kinds: tuple[FaultKind, ...] = attrs.field(default=FAULT_KINDS, converter=_kind_tuple)
     retry_after: float | None = 1.0
     seed: int = 0
-    _rng: random.Random = attrs.field(init=False)
     injected: dict[str, int] = attrs.field(factory=dict, init=False)
     """How many faults of each kind were injected."""
-
-    def __attrs_post_init__(self) -> None:
-        self._rng = random.Random(self.seed)
 
     def __call__(self, call: MockCall) -> MockResponse:
         """Answer *call*, faulted with probability ``rate``."""
         response = self.inner(call)
-        if not self.kinds or self._rng.random() >= self.rate:
+        rng = call.rng(self.seed, "fault")
+        if not self.kinds or rng.random() >= self.rate:
             return response
-        kind = self._rng.choice(self.kinds)
+        kind = rng.choice(self.kinds)
         self.injected[kind] = self.injected.get(kind, 0) + 1
         if isinstance(response, MockReply) and (response.text or response.tool_calls):
             return Fault(kind, self.retry_after, response)

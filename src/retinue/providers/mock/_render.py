@@ -39,8 +39,19 @@ def _event(payload: JsonObject, name: str | None = None) -> bytes:
     return f"{head}data: {_dumps(payload)}\n\n".encode()
 
 
+def _tag(call: MockCall) -> str:
+    """The id suffix of *call*'s reply.
+
+    Ids come back in later requests (tool call ids, thinking signatures), so
+    they derive from the request, not from its arrival order, to keep the
+    next request's key stable from run to run.
+    """
+    base = call.key[:16]
+    return f"{base}_{call.occurrence}" if call.occurrence else base
+
+
 def _call_id(call: MockCall, index: int, given: str | None, prefix: str) -> str:
-    return given or f"{prefix}_{call.number}_{index}"
+    return given or f"{prefix}_{_tag(call)}_{index}"
 
 
 def _usage_counts(call: MockCall, reply: MockReply) -> tuple[int, int]:
@@ -57,7 +68,7 @@ def _usage_counts(call: MockCall, reply: MockReply) -> tuple[int, int]:
 def _chat_chunk(call: MockCall, delta: JsonObject, finish: str | None = None) -> bytes:
     choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
     payload = {
-        "id": f"chatcmpl-mock{call.number}",
+        "id": f"chatcmpl-mock{_tag(call)}",
         "object": "chat.completion.chunk",
         "created": 0,
         "model": call.model,
@@ -67,7 +78,9 @@ def _chat_chunk(call: MockCall, delta: JsonObject, finish: str | None = None) ->
 
 
 def _chat_stream(call: MockCall, reply: MockReply) -> list[bytes]:
-    events = [_chat_chunk(call, {"role": "assistant", "content": ""})]
+    # OpenAI opens a reply that has only tool calls with null content, any other with ""
+    content = None if reply.tool_calls and not reply.text else ""
+    events = [_chat_chunk(call, {"role": "assistant", "content": content, "refusal": None})]
     events += [_chat_chunk(call, {"reasoning_content": p}) for p in split_text(reply.reasoning, 3)]
     events += [_chat_chunk(call, {"content": p}) for p in split_text(reply.text, reply.chunks)]
     for index, tool in enumerate(reply.tool_calls):
@@ -100,7 +113,7 @@ def _chat_usage(call: MockCall, reply: MockReply) -> JsonObject:
 
 def _chat_usage_chunk(call: MockCall, reply: MockReply) -> JsonObject:
     return {
-        "id": f"chatcmpl-mock{call.number}",
+        "id": f"chatcmpl-mock{_tag(call)}",
         "object": "chat.completion.chunk",
         "created": 0,
         "model": call.model,
@@ -121,7 +134,7 @@ def _chat_json(call: MockCall, reply: MockReply) -> JsonObject:
             for index, tool in enumerate(reply.tool_calls)
         ]
     return {
-        "id": f"chatcmpl-mock{call.number}",
+        "id": f"chatcmpl-mock{_tag(call)}",
         "object": "chat.completion",
         "created": 0,
         "model": call.model,
@@ -131,42 +144,55 @@ def _chat_json(call: MockCall, reply: MockReply) -> JsonObject:
 
 
 # -- Responses --------------------------------------------------------------------
+# The event sequence follows the recorded real streams: created, in_progress,
+# then per output item added / part added / deltas / done events, each carrying
+# item_id and a sequence_number; the official SDK's stream helper needs them.
 
 
 def _responses_output(call: MockCall, reply: MockReply) -> list[JsonObject]:
+    tag = _tag(call)
     output: list[JsonObject] = []
+    if reply.reasoning:
+        summary = [{"type": "summary_text", "text": reply.reasoning}]
+        output.append({"id": f"rs_mock{tag}", "type": "reasoning", "summary": summary})
     if reply.text:
-        part = {"type": "output_text", "text": reply.text, "annotations": []}
         output.append(
             {
-                "id": f"msg_mock{call.number}",
+                "id": f"msg_mock{tag}",
                 "type": "message",
                 "status": "completed",
+                "content": [_output_text(reply.text)],
                 "role": "assistant",
-                "content": [part],
             }
         )
     for index, tool in enumerate(reply.tool_calls):
         output.append(
             {
-                "id": f"fc_mock{call.number}_{index}",
+                "id": f"fc_mock{tag}_{index}",
                 "type": "function_call",
                 "status": "completed",
+                "arguments": tool.arguments,
                 "call_id": _call_id(call, index, tool.id, "call"),
                 "name": tool.name,
-                "arguments": tool.arguments,
             }
         )
     return output
 
 
+def _output_text(text: str) -> JsonObject:
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
 def _responses_object(call: MockCall, reply: MockReply) -> JsonObject:
     prompt, completion = _usage_counts(call, reply)
+    reasoning = min(completion, max(1, len(reply.reasoning) // 4)) if reply.reasoning else 0
     incomplete = reply.finish_name == "length"
     return {
-        "id": f"resp_mock{call.number}",
+        "id": f"resp_mock{_tag(call)}",
         "object": "response",
+        "created_at": 0,
         "status": "incomplete" if incomplete else "completed",
+        "error": None,
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "model": call.model,
         "output": _responses_output(call, reply),
@@ -174,54 +200,86 @@ def _responses_object(call: MockCall, reply: MockReply) -> JsonObject:
             "input_tokens": prompt,
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": completion,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": prompt + completion,
         },
     }
 
 
 def _responses_stream(call: MockCall, reply: MockReply) -> list[bytes]:
+    return _numbered(_responses_payloads(call, reply))
+
+
+def _responses_payloads(call: MockCall, reply: MockReply) -> list[JsonObject]:
+    """The stream's events, not yet numbered."""
     final = _responses_object(call, reply)
-    events = [
-        _event(
-            {
-                "type": "response.created",
-                "response": {**final, "status": "in_progress", "output": [], "usage": None},
-            },
-            "response.created",
-        )
+    started = {**final, "status": "in_progress", "output": [], "usage": None}
+    payloads: list[JsonObject] = [
+        {"type": "response.created", "response": started},
+        {"type": "response.in_progress", "response": started},
     ]
     output = final["output"]
     assert isinstance(output, list)
     for position, item in enumerate(output):
         assert isinstance(item, dict)
-        events += _responses_item_events(reply, position, item)
+        payloads += _responses_item_events(reply, position, item)
     kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
-    events.append(_event({"type": kind, "response": final}, kind))
-    return events
+    payloads.append({"type": kind, "response": final})
+    return payloads
 
 
-def _responses_item_events(reply: MockReply, position: int, item: JsonObject) -> list[bytes]:
-    def event(kind: str, **fields: object) -> bytes:
-        return _event({"type": kind, "output_index": position, **fields}, kind)
+def _numbered(payloads: list[JsonObject], first: int = 0) -> list[bytes]:
+    """Encode Responses events with consecutive sequence numbers from *first*."""
+    return [
+        _event({"type": p["type"], "sequence_number": first + n, **p}, str(p["type"]))
+        for n, p in enumerate(payloads)
+    ]
+
+
+def _responses_item_events(reply: MockReply, position: int, item: JsonObject) -> list[JsonObject]:
+    def event(kind: str, **fields: object) -> JsonObject:
+        return {"type": kind, "item_id": item["id"], "output_index": position, **fields}
 
     if item["type"] == "message":
         started = {**item, "status": "in_progress", "content": []}
-        events = [event("response.output_item.added", item=started)]
-        events += [
-            event("response.output_text.delta", content_index=0, delta=part)
-            for part in split_text(reply.text, reply.chunks)
+        deltas = split_text(reply.text, reply.chunks)
+        part: JsonObject = {"content_index": 0}
+        middle = [
+            event("response.content_part.added", **part, part=_output_text("")),
+            *(event("response.output_text.delta", **part, delta=d, logprobs=[]) for d in deltas),
+            event("response.output_text.done", **part, text=reply.text, logprobs=[]),
+            event("response.content_part.done", **part, part=_output_text(reply.text)),
         ]
-        events.append(event("response.output_text.done", content_index=0, text=reply.text))
+    elif item["type"] == "reasoning":
+        started = {**item, "summary": []}
+        middle = _summary_events(event, reply.reasoning)
     else:
         started = {**item, "status": "in_progress", "arguments": ""}
-        events = [event("response.output_item.added", item=started)]
         arguments = str(item["arguments"])
-        for part in split_text(arguments, 3):
-            events.append(event("response.function_call_arguments.delta", delta=part))
-        events.append(event("response.function_call_arguments.done", arguments=arguments))
-    events.append(event("response.output_item.done", item=item))
-    return events
+        middle = [
+            *(
+                event("response.function_call_arguments.delta", delta=part)
+                for part in split_text(arguments, 3)
+            ),
+            event("response.function_call_arguments.done", arguments=arguments),
+        ]
+    added = {"type": "response.output_item.added", "output_index": position, "item": started}
+    done = {"type": "response.output_item.done", "output_index": position, "item": item}
+    return [added, *middle, done]
+
+
+def _summary_events(event: Callable[..., JsonObject], text: str) -> list[JsonObject]:
+    index: JsonObject = {"summary_index": 0}
+    part = {"type": "summary_text", "text": ""}
+    return [
+        event("response.reasoning_summary_part.added", **index, part=part),
+        *(
+            event("response.reasoning_summary_text.delta", **index, delta=piece)
+            for piece in split_text(text, 3)
+        ),
+        event("response.reasoning_summary_text.done", **index, text=text),
+        event("response.reasoning_summary_part.done", **index, part={**part, "text": text}),
+    ]
 
 
 # -- Anthropic Messages -------------------------------------------------------------
@@ -251,7 +309,7 @@ def _anthropic_blocks(call: MockCall, reply: MockReply) -> list[JsonObject]:
     blocks: list[JsonObject] = []
     if reply.reasoning:
         blocks.append(
-            {"type": "thinking", "thinking": reply.reasoning, "signature": f"sig-mock{call.number}"}
+            {"type": "thinking", "thinking": reply.reasoning, "signature": f"sig-mock{_tag(call)}"}
         )
     if reply.text:
         blocks.append({"type": "text", "text": reply.text})
@@ -270,7 +328,7 @@ def _anthropic_blocks(call: MockCall, reply: MockReply) -> list[JsonObject]:
 def _anthropic_message(call: MockCall, reply: MockReply, *, final: bool) -> JsonObject:
     prompt, completion = _usage_counts(call, reply)
     return {
-        "id": f"msg_mock{call.number}",
+        "id": f"msg_mock{_tag(call)}",
         "type": "message",
         "role": "assistant",
         "model": call.model,
@@ -360,6 +418,9 @@ def render_json(call: MockCall, reply: MockReply) -> bytes:
 
 
 _ERRORS: dict[int, tuple[str, str, str]] = {
+    400: ("invalid_request_error", "invalid_request_error", "The request body is not valid JSON."),
+    404: ("not_found_error", "not_found", "Not found."),
+    405: ("invalid_request_error", "invalid_request_error", "Method not allowed; use POST."),
     429: ("rate_limit_error", "rate_limit_exceeded", "Rate limit reached; try again later."),
     500: ("api_error", "server_error", "The server had an error processing the request."),
     529: ("overloaded_error", "overloaded", "Overloaded"),
@@ -411,13 +472,22 @@ def stream_error_event(api: Api) -> bytes:
     )
 
 
+def _first_text_delta(call: MockCall) -> int:
+    """Where the first text delta sits in a one-chunk text stream of *call*'s API."""
+    return {"chat": 1, "responses": 4, "messages": 2}[call.api]
+
+
 def endless_prologue(call: MockCall) -> list[bytes]:
     """The events that open a stream that never ends (message and block starts)."""
     events = render_stream(call, MockReply(text="tick", chunks=1))
-    return events[:1] if call.api == "chat" else events[:2]
+    return events[: _first_text_delta(call)]
 
 
 def endless_event(call: MockCall, number: int) -> bytes:
     """One text delta of a stream that never ends."""
-    events = render_stream(call, MockReply(text=f"tick {number} ", chunks=1))
-    return events[1] if call.api == "chat" else events[2]
+    reply = MockReply(text=f"tick {number} ", chunks=1)
+    position = _first_text_delta(call)
+    if call.api == "responses":
+        payload = _responses_payloads(call, reply)[position]
+        return _numbered([payload], position + number)[0]
+    return render_stream(call, reply)[position]

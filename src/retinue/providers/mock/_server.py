@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import random
+import contextlib
+import logging
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
+from http import HTTPStatus
 from typing import final
 
 import attrs
@@ -12,13 +15,27 @@ import h11
 import httpx2
 import trio
 
-from ._exchange import STALL, Outgoing, Truncated, parse_call, respond
+from ._exchange import Outgoing, Truncated, api_for, failure, parse_call, respond
 from ._policy import EchoPolicy, Policy
-from ._values import MockCall, Timing
+from ._render import error_body
+from ._values import Api, MockCall, Timing
 
 __all__ = ["MockServer", "MockServerStatistics", "open_mock_server"]
 
 _SEND_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
+_JSON = (("content-type", "application/json"),)
+
+DEFAULT_MAX_CALLS = 1000
+"""How many calls :attr:`MockServer.calls` keeps by default (the most recent)."""
+
+_KEYS_REMEMBERED = 65_536
+"""How many distinct request keys the occurrence counts cover (the most recent).
+
+A retry usually follows its request within seconds; a key forgotten earlier
+starts counting again from 0.
+"""
+
+logger = logging.getLogger("retinue.providers.mock")
 
 
 @final
@@ -40,6 +57,8 @@ class MockServerStatistics:
     """TCP connections open now."""
     connections_total: int
     """TCP connections accepted so far."""
+    streams_truncated: int = 0
+    """Streaming responses the server cut short: a ``truncated`` fault, or a failure mid-stream."""
 
 
 @final
@@ -50,24 +69,34 @@ class MockServer:
     :attr:`openai_base_url` (``.../v1``) and Anthropic clients at :attr:`base_url`.
     :meth:`transport` serves the same policy in-process, without sockets
     (useful under a virtual clock).
+
+    A request that fails (a bad body, a policy or timing function that
+    raises, a reply that cannot be sent) is logged and answered with a 500
+    in the API's error shape, or, once its response has begun, ends its own
+    connection; the server and every other connection keep serving.
+
+    ``seed`` seeds the :class:`Timing` draws, per request (see
+    :meth:`MockCall.rng`). :attr:`calls` keeps the last ``max_calls`` calls
+    (``None``: all of them, which grows without bound under load).
     """
 
     def __init__(
-        self, policy: Policy | None = None, *, timing: Timing | None = None, seed: int = 0
+        self,
+        policy: Policy | None = None,
+        *,
+        timing: Timing | None = None,
+        seed: int = 0,
+        max_calls: int | None = DEFAULT_MAX_CALLS,
     ) -> None:
         self.policy: Policy = policy if policy is not None else EchoPolicy()
         self.timing = timing or Timing()
-        self._rng = random.Random(seed)
-        self._calls: list[MockCall] = []
+        self.seed = seed
+        self._calls: deque[MockCall] = deque(maxlen=max_calls)
+        self._occurrences: dict[str, int] = {}
         self._port: int | None = None
-        self._counts = {
-            "started": 0,
-            "completed": 0,
-            "aborted": 0,
-            "faults": 0,
-            "open": 0,
-            "total": 0,
-        }
+        self._counts = dict.fromkeys(
+            ("started", "completed", "aborted", "truncated", "faults", "open", "total"), 0
+        )
         self._requests = 0
 
     @property
@@ -84,7 +113,7 @@ class MockServer:
 
     @property
     def calls(self) -> tuple[MockCall, ...]:
-        """Every call received, in order."""
+        """The calls received, oldest first: the last ``max_calls`` of them."""
         return tuple(self._calls)
 
     def statistics(self) -> MockServerStatistics:
@@ -98,6 +127,7 @@ class MockServer:
             c["faults"],
             c["open"],
             c["total"],
+            c["truncated"],
         )
 
     def transport(self) -> httpx2.AsyncBaseTransport:
@@ -107,20 +137,38 @@ class MockServer:
     async def handle(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> Outgoing:
-        """Answer one request; waits for the policy's latency. Always a checkpoint."""
+        """Answer one request; waits for the policy's latency. Always a checkpoint.
+
+        Never raises ``Exception``: a failure becomes a logged 500 response.
+        """
         await trio.lowlevel.checkpoint()
         number = self._requests
         self._requests += 1
-        parsed = parse_call(path, headers, body, number) if method == "POST" else None
-        if parsed is None:
-            return Outgoing(405, (("content-type", "text/plain"),), b"method not allowed")
-        if isinstance(parsed, Outgoing):
-            return parsed
-        self._calls.append(parsed)
-        outgoing = await respond(self.policy, parsed, self.timing, self._rng)
+        api = api_for(path) or "chat"
+        if method != "POST":
+            return _not_allowed(api, method)
+        try:
+            parsed = parse_call(path, headers, body, number)
+            if isinstance(parsed, Outgoing):
+                return parsed
+            call = self._record(parsed)
+        except Exception as exc:
+            logger.exception("mock server: could not take request %d", number)
+            return failure(api, f"the mock server failed: {exc!r}")
+        outgoing = await respond(self.policy, call, self.timing, call.rng(self.seed, "timing"))
         if outgoing.fault is not None:
             self._counts["faults"] += 1
         return outgoing
+
+    def _record(self, call: MockCall) -> MockCall:
+        """Number *call* among equal requests and log it."""
+        occurrence = self._occurrences.pop(call.key, 0)
+        self._occurrences[call.key] = occurrence + 1  # reinserted: now the most recent
+        if len(self._occurrences) > _KEYS_REMEMBERED:
+            del self._occurrences[next(iter(self._occurrences))]
+        call = attrs.evolve(call, occurrence=occurrence)
+        self._calls.append(call)
+        return call
 
     def _count(self, name: str) -> None:
         self._counts[name] += 1
@@ -142,67 +190,144 @@ class MockServer:
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         self._counts["open"] += 1
         self._counts["total"] += 1
-        connection = h11.Connection(h11.SERVER)
         try:
-            while await self._one_exchange(connection, stream):
-                connection.start_next_cycle()
-        except (*_SEND_ERRORS, h11.RemoteProtocolError):
-            pass
+            await _Connection(self, stream).serve()
         finally:
             self._counts["open"] -= 1
             await stream.aclose()
 
-    async def _one_exchange(self, connection: h11.Connection, stream: trio.SocketStream) -> bool:
-        request = await _read_request(connection, stream)
+
+def _not_allowed(api: Api, method: str) -> Outgoing:
+    headers = (*_JSON, ("allow", "POST"))
+    # a HEAD response has no body, though it may say how long the body would be
+    return Outgoing(405, headers, b"" if method == "HEAD" else error_body(api, 405))
+
+
+def _bare_error(status: int, api: Api, message: str) -> bytes:
+    """A whole error response written without h11, whose state a failure may have broken."""
+    body = error_body(api, status, message)
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+@final
+class _Connection:
+    """One TCP connection: its h11 state and how far the current response has got."""
+
+    def __init__(self, server: MockServer, stream: trio.SocketStream) -> None:
+        self._server = server
+        self._stream = stream
+        self._h11 = h11.Connection(h11.SERVER)
+        self._api: Api = "chat"
+        self._sent = False
+        """Whether any byte of the current response has gone out."""
+
+    async def serve(self) -> None:
+        """Serve requests until the connection ends; contains every failure to it."""
+        await trio.lowlevel.checkpoint()
+        try:
+            while await self._exchange():
+                self._h11.start_next_cycle()
+        except _SEND_ERRORS:
+            pass
+        except h11.RemoteProtocolError as exc:
+            await self._fail(exc.error_status_hint, f"the request is not valid HTTP: {exc}")
+        except Exception as exc:
+            logger.exception("mock server: a connection failed")
+            await self._fail(500, f"the mock server failed: {exc!r}")
+
+    async def _fail(self, status: int, message: str) -> None:
+        """Answer *status* if no response has begun; the connection closes after."""
+        await trio.lowlevel.checkpoint()
+        if self._sent:
+            return
+        self._sent = True
+        with contextlib.suppress(*_SEND_ERRORS):
+            await self._stream.send_all(_bare_error(status, self._api, message))
+
+    async def _exchange(self) -> bool:
+        self._sent = False
+        self._api = "chat"
+        request = await self._read_request()
         if request is None:
             return False
         head, body = request
-        headers = {name.decode().lower(): value.decode() for name, value in head.headers}
-        outgoing = await self.handle(head.method.decode(), head.target.decode(), headers, body)
-        return await self._write(connection, stream, outgoing)
+        # header bytes need not be UTF-8; latin-1 decodes any byte, as HTTP/1.1 allows
+        target = head.target.decode("latin-1")
+        self._api = api_for(target) or "chat"
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in head.headers}
+        method = head.method.decode("latin-1")
+        outgoing = await self._server.handle(method, target, headers, body)
+        return await self._write(outgoing)
 
-    async def _write(
-        self, connection: h11.Connection, stream: trio.SocketStream, outgoing: Outgoing
-    ) -> bool:
+    async def _read_request(self) -> tuple[h11.Request, bytes] | None:
+        await trio.lowlevel.checkpoint()
+        head: h11.Request | None = None
+        body: list[bytes] = []
+        while True:
+            event = self._h11.next_event()
+            if event is h11.NEED_DATA:
+                if self._h11.they_are_waiting_for_100_continue:
+                    await self._send(h11.InformationalResponse(status_code=100, headers=[]))
+                self._h11.receive_data(await _receive(self._stream))
+            elif isinstance(event, h11.Request):
+                head = event
+            elif isinstance(event, h11.Data):
+                body.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                assert head is not None
+                return head, b"".join(body)
+            else:
+                return None
+
+    async def _send(self, event: h11.Event) -> None:
+        data = self._h11.send(event) or b""
+        if not isinstance(event, h11.InformationalResponse):
+            self._sent = True
+        await self._stream.send_all(data)
+
+    async def _write(self, outgoing: Outgoing) -> bool:
         headers = list(outgoing.headers)
         if isinstance(outgoing.body, bytes):
             headers.append(("content-length", str(len(outgoing.body))))
-            await stream.send_all(
-                connection.send(h11.Response(status_code=outgoing.status, headers=headers))
-            )
-            await stream.send_all(connection.send(h11.Data(data=outgoing.body)))
-            await stream.send_all(connection.send(h11.EndOfMessage()))
-            return connection.our_state is h11.DONE and connection.their_state is h11.DONE
-        await stream.send_all(
-            connection.send(h11.Response(status_code=outgoing.status, headers=headers))
-        )
-        return await self._write_stream(connection, stream, outgoing.body)
+        await self._send(h11.Response(status_code=outgoing.status, headers=headers))
+        if not isinstance(outgoing.body, bytes):
+            return await self._write_stream(outgoing.body)
+        await self._send(h11.Data(data=outgoing.body))
+        await self._send(h11.EndOfMessage())
+        return self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE
 
-    async def _write_stream(
-        self,
-        connection: h11.Connection,
-        stream: trio.SocketStream,
-        parts: AsyncGenerator[bytes, None],
-    ) -> bool:
-        self._count("started")
+    async def _write_stream(self, parts: AsyncGenerator[bytes, None]) -> bool:
+        count = self._server._count
+        count("started")
         await trio.lowlevel.checkpoint()
         try:
             async with aclosing(parts):
                 async for part in parts:
-                    if part is STALL or not part:
-                        await _hold(stream)
-                        self._count("aborted")
+                    if not part:  # STALL
+                        await _hold(self._stream)
+                        count("aborted")
                         return False
-                    await stream.send_all(connection.send(h11.Data(data=part)))
-            await stream.send_all(connection.send(h11.EndOfMessage()))
+                    await self._send(h11.Data(data=part))
+            await self._send(h11.EndOfMessage())
         except Truncated:
-            self._count("completed")
+            count("truncated")
             return False
         except _SEND_ERRORS:
-            self._count("aborted")
+            count("aborted")
             return False
-        self._count("completed")
-        return connection.their_state is h11.DONE
+        except Exception:
+            count("truncated")
+            raise
+        count("completed")
+        return self._h11.their_state is h11.DONE
 
 
 async def _hold(stream: trio.SocketStream) -> None:
@@ -216,27 +341,6 @@ async def _receive(stream: trio.SocketStream) -> bytes:
         return await stream.receive_some(65536)
     except _SEND_ERRORS:
         return b""  # noqa: ASYNC910 - receive_some raised, after its checkpoint
-
-
-async def _read_request(
-    connection: h11.Connection, stream: trio.SocketStream
-) -> tuple[h11.Request, bytes] | None:
-    await trio.lowlevel.checkpoint()
-    head: h11.Request | None = None
-    body: list[bytes] = []
-    while True:
-        event = connection.next_event()
-        if event is h11.NEED_DATA:
-            connection.receive_data(await _receive(stream))
-        elif isinstance(event, h11.Request):
-            head = event
-        elif isinstance(event, h11.Data):
-            body.append(event.data)
-        elif isinstance(event, h11.EndOfMessage):
-            assert head is not None
-            return head, b"".join(body)
-        else:
-            return None
 
 
 @final
@@ -276,10 +380,15 @@ class _InProcessStream(httpx2.AsyncByteStream):
                     await trio.sleep_forever()
                 yield part
         except Truncated:
-            self._finish("completed")
+            self._finish("truncated")
             raise httpx2.RemoteProtocolError(
                 "peer closed connection without sending complete message body"
             ) from None
+        except Exception as exc:
+            # over TCP the connection would close here; the client sees the same cut
+            logger.exception("mock server: a stream failed")
+            self._finish("truncated")
+            raise httpx2.RemoteProtocolError("the mock server failed mid-stream") from exc
         finally:
             await self._parts.aclose()
         self._finish("completed")
@@ -302,14 +411,16 @@ async def open_mock_server(
     seed: int = 0,
     host: str = "127.0.0.1",
     port: int = 0,
+    max_calls: int | None = DEFAULT_MAX_CALLS,
 ) -> AsyncIterator[MockServer]:
     """Run a mock provider server for the duration of the block.
 
     Opens its own nursery; yields once the server listens; leaving the block
     cancels the server and every connection it holds. An exception from the
-    block propagates as itself, not wrapped in an exception group.
+    block propagates as itself, not wrapped in an exception group. The
+    options are :class:`MockServer`'s.
     """
-    server = MockServer(policy, timing=timing, seed=seed)
+    server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
     failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run, host, port)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, TypeAlias, final
 
 import attrs
@@ -36,15 +37,29 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     "stall",
 )
 Delay: TypeAlias = float | Callable[[random.Random], float]
-"""Seconds, fixed or drawn from a distribution (a function of the server's RNG)."""
+"""Seconds, fixed or drawn from a distribution (a function of the request's RNG)."""
 
 JsonObject = dict[str, object]
+
+
+def _body_key(call: MockCall) -> str:
+    try:
+        canonical = json.dumps(call.body, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # a hand-built body that is not JSON
+        canonical = repr(call.body)
+    return hashlib.sha256(f"{call.api}\n{canonical}".encode()).hexdigest()
 
 
 @final
 @attrs.frozen
 class MockCall:
-    """One request the mock server received, parsed enough for a policy to answer it."""
+    """One request the mock server received, parsed enough for a policy to answer it.
+
+    Randomness should come from :meth:`rng`, not from :attr:`number`:
+    concurrent clients reach the server in an order trio randomises, while
+    a request's body (its :attr:`key`) and :attr:`occurrence` do not change
+    from run to run.
+    """
 
     api: Api
     """Which wire format: ``chat``, ``responses`` or ``messages`` (Anthropic)."""
@@ -53,7 +68,22 @@ class MockCall:
     headers: Mapping[str, str]
     """Request headers, lower-cased names."""
     number: int
-    """The request's position in the server's lifetime (0-based)."""
+    """The request's position in the server's lifetime (0-based); arrival order."""
+    key: str = attrs.field(default=attrs.Factory(_body_key, takes_self=True), kw_only=True)
+    """A digest of the API and the JSON body: equal for equal requests."""
+    occurrence: int = attrs.field(default=0, kw_only=True)
+    """How many earlier calls with the same :attr:`key` the server received."""
+
+    def rng(self, seed: int, purpose: str) -> random.Random:
+        """A generator for this call's draws, independent of arrival order.
+
+        Its state depends only on *seed*, *purpose*, :attr:`key` and
+        :attr:`occurrence`, so a retry (the same body again) draws afresh and
+        a run with the same seed and the same requests draws the same values.
+        Two clients that send identical bodies at the same time may swap
+        their draws: nothing in the requests tells them apart.
+        """
+        return random.Random(f"{seed}/{purpose}/{self.key}/{self.occurrence}")
 
     @property
     def stream(self) -> bool:
@@ -166,13 +196,27 @@ class MockReply:
         return "tool_calls" if self.tool_calls else "stop"
 
 
+_FRAMING = frozenset({"content-length", "transfer-encoding"})
+"""Headers the server sets itself, framing the body anew for the connection it is sent on."""
+
+
+def _unframed(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple((name, value) for name, value in headers if name.lower() not in _FRAMING)
+
+
 @final
 @attrs.frozen
 class RawReply:
-    """A verbatim HTTP response (a recorded exchange): served byte for byte."""
+    """A verbatim HTTP response (a recorded exchange): the body is served byte for byte.
+
+    ``content-length`` and ``transfer-encoding`` are dropped from ``headers``:
+    the server frames the body itself. ``content-encoding`` is kept, as it
+    describes the body bytes (a body that claims an encoding it does not have
+    tests a client's handling of a broken proxy).
+    """
 
     status: int
-    headers: tuple[tuple[str, str], ...]
+    headers: tuple[tuple[str, str], ...] = attrs.field(converter=_unframed)
     body: bytes
 
     @classmethod

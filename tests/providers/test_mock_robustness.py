@@ -1,0 +1,540 @@
+"""The mock server under abuse: bad requests and replies fail alone, faults keep their shape.
+
+Also the mock's fidelity details: the Responses event stream the official SDK's
+helper reads, reproducible randomness under concurrency, and a bounded call log.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+import trio
+
+import retinue
+from retinue._content import Reasoning, Text
+from retinue.providers import ProviderConnectionError, ProviderStatusError
+from retinue.providers.mock import (
+    EchoPolicy,
+    Endless,
+    Fault,
+    FaultKind,
+    FaultPolicy,
+    MockCall,
+    MockReply,
+    MockResponse,
+    MockServer,
+    MockToolCall,
+    Policy,
+    RawReply,
+    ReplayPolicy,
+    ScriptedPolicy,
+    Timing,
+    example_arguments,
+    open_mock_server,
+)
+from retinue.providers.openai import OpenAIModel
+from retinue.tools._validate import validate
+
+from .support import WEATHER, collect, load, make_request
+
+REAL_DEADLINE = 10.0
+CHAT = "/v1/chat/completions"
+
+
+def _body(**extra: Any) -> bytes:
+    return json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra}
+    ).encode()
+
+
+def _request(
+    body: bytes = b"", path: str = CHAT, method: str = "POST", extra: bytes = b""
+) -> bytes:
+    """A raw HTTP/1.1 request that asks the server to close the connection after it."""
+    head = f"{method} {path} HTTP/1.1\r\nhost: mock\r\nconnection: close\r\n".encode()
+    return head + extra + f"content-length: {len(body)}\r\n\r\n".encode() + body
+
+
+async def _read_all(stream: trio.SocketStream) -> bytes:
+    data = b""
+    try:
+        while part := await stream.receive_some(65536):
+            data += part
+    except trio.BrokenResourceError:
+        pass
+    return data
+
+
+async def _raw(port: int, request: bytes) -> bytes:
+    """Send *request* on a new connection; everything the server sent until it closed."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(request)
+        return await _read_all(stream)
+
+
+def _status(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+def _payload(response: bytes) -> bytes:
+    return response.partition(b"\r\n\r\n")[2]
+
+
+def _port(server: MockServer) -> int:
+    return int(server.base_url.rsplit(":", 1)[1])
+
+
+async def _survives(policy: Policy, request: bytes, **options: Any) -> tuple[bytes, MockServer]:
+    """Send *request* while another client holds an idle connection; that client still gets served."""
+    async with open_mock_server(policy, **options) as server:
+        bystander = await trio.open_tcp_stream("127.0.0.1", _port(server))
+        async with bystander:
+            response = await _raw(_port(server), request)
+            await bystander.send_all(_request(_body(), "/v1/messages"))
+            after = await _read_all(bystander)
+        assert _status(after) != 0
+        assert b"HTTP/1.1" in after
+    return response, server
+
+
+# -- 1. one bad request or reply fails alone ------------------------------------------
+
+_UNHASHABLE_REQUIRED = {
+    "type": "function",
+    "function": {
+        "name": "t",
+        "parameters": {"type": "object", "properties": {"a": {}}, "required": [["a"]]},
+    },
+}
+BAD_REQUESTS = {
+    "head": (_request(method="HEAD"), 405),
+    "non-utf8 header": (_request(_body(), extra=b"x-note: caf\xe9\r\n"), 200),
+    "deep json": (_request(b"[" * 100_000 + b"]" * 100_000), 400),
+    "list in required": (_request(_body(tools=[_UNHASHABLE_REQUIRED])), 200),
+}
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS)
+async def test_mock_bad_request_fails_alone(case: str) -> None:
+    """A request the server cannot take gets its own answer; other connections are served."""
+    request, status = BAD_REQUESTS[case]
+    with trio.fail_after(REAL_DEADLINE):
+        response, _ = await _survives(EchoPolicy(), request)
+    assert _status(response) == status
+    if case == "head":
+        assert _payload(response) == b""
+
+
+def _failing_policy(_call: MockCall) -> MockResponse:
+    raise RuntimeError("policy bug")
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"), [(CHAT, "error"), ("/v1/responses", "error"), ("/v1/messages", "type")]
+)
+async def test_mock_policy_that_raises_answers_500_in_the_api_shape(path: str, shape: str) -> None:
+    """A policy that raises fails its request with a JSON 500 shaped like the API's errors."""
+    with trio.fail_after(REAL_DEADLINE):
+        response, server = await _survives(_failing_policy, _request(_body(), path))
+    assert _status(response) == 500
+    error = json.loads(_payload(response))
+    assert shape in error
+    assert "policy bug" in json.dumps(error)
+    assert server.statistics().requests == 2
+
+
+@pytest.mark.parametrize("framing", [("content-length", "999"), ("transfer-encoding", "gzip")])
+async def test_mock_raw_reply_framing_headers_are_replaced(framing: tuple[str, str]) -> None:
+    """A raw reply's own framing headers are dropped; the server frames the body itself."""
+    raw = RawReply(200, (("content-type", "application/json"), framing), b'{"ok":true}')
+    with trio.fail_after(REAL_DEADLINE):
+        response, _ = await _survives(ReplayPolicy([raw]), _request(_body()))
+    assert framing not in raw.headers
+    assert _status(response) == 200
+    assert _payload(response) == b'{"ok":true}'
+
+
+def _fails_on_third_draw() -> Timing:
+    draws = iter(range(100))
+
+    def delay(_rng: random.Random) -> float:
+        if next(draws) == 2:
+            raise ZeroDivisionError("bad distribution")
+        return 0.0
+
+    return Timing(inter_chunk=delay)
+
+
+async def test_mock_timing_failure_mid_stream_closes_only_that_connection() -> None:
+    """A timing function that raises mid-stream cuts that stream; the server serves on."""
+    policy = ScriptedPolicy([MockReply(text="hello world", chunks=4)], cycle=True)
+    with trio.fail_after(REAL_DEADLINE):
+        response, server = await _survives(
+            policy, _request(_body(stream=True)), timing=_fails_on_third_draw()
+        )
+    assert _status(response) == 200
+    assert not response.endswith(b"0\r\n\r\n")  # no final chunk: the body was cut
+    stats = server.statistics()
+    assert stats.streams_completed == 0
+    assert stats.streams_truncated == 1
+
+
+async def test_mock_timing_failure_before_the_reply_answers_500() -> None:
+    """A latency draw that raises fails its request with a 500."""
+    timing = Timing(latency=lambda _rng: 1 / 0)
+    with trio.fail_after(REAL_DEADLINE):
+        response, _ = await _survives(EchoPolicy(), _request(_body()), timing=timing)
+    assert _status(response) == 500
+
+
+async def test_mock_in_process_failures_reach_the_client_as_http_errors(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """In-process too, a raising policy is a 500 and a failing stream a cut connection."""
+    server = MockServer(_failing_policy)
+    with trio.fail_after(60):
+        async with OpenAIModel(transport=server.transport(), base_url="http://mock/v1") as model:
+            with pytest.raises(ProviderStatusError) as caught:
+                await collect(model, make_request("hi"))
+            assert caught.value.status == 500
+            server.policy = ScriptedPolicy([MockReply(text="hello world")])
+            server.timing = _fails_on_third_draw()
+            with pytest.raises(ProviderConnectionError):
+                await collect(model, make_request("hi"))
+    assert server.statistics().streams_truncated == 1
+
+
+# -- 2. the Responses stream the official SDK's helper reads ---------------------------
+
+_REASONED = MockReply(text="hello world", reasoning="step by step", chunks=2)
+_TOOLS = MockReply(tool_calls=(MockToolCall("get", '{"a": 1}'), MockToolCall("put", "{}")))
+
+
+@pytest.mark.parametrize("reply", [_REASONED, _TOOLS], ids=["text", "tools"])
+async def test_mock_responses_stream_helper_of_the_sdk(reply: MockReply) -> None:
+    """``client.responses.stream()`` assembles the mock's stream into the whole response."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(ScriptedPolicy([reply])) as server,
+            openai.AsyncOpenAI(
+                base_url=server.openai_base_url, api_key="k", max_retries=0
+            ) as client,
+            client.responses.stream(model="m", input="hi") as stream,
+        ):
+            final = await stream.get_final_response()
+    kinds = [item.type for item in final.output]
+    if reply.text:
+        assert final.output_text == "hello world"
+        assert kinds == ["reasoning", "message"]
+        assert final.output[0].summary[0].text == "step by step"  # type: ignore[union-attr]
+    else:
+        assert kinds == ["function_call", "function_call"]
+        assert [item.arguments for item in final.output] == ['{"a": 1}', "{}"]  # type: ignore[union-attr]
+
+
+def _sse_payloads(body: bytes | str) -> list[dict[str, Any]]:
+    text = body.decode() if isinstance(body, bytes) else body
+    return [
+        json.loads(line[len("data: ") :])
+        for line in text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+
+
+def _shape(payloads: Sequence[dict[str, Any]]) -> list[tuple[str, tuple[str, ...]]]:
+    """Event types with their field names, runs of deltas collapsed to one."""
+    shape: list[tuple[str, tuple[str, ...]]] = []
+    for payload in payloads:
+        entry = (payload["type"], tuple(sorted(set(payload) - {"obfuscation"})))
+        if not shape or shape[-1] != entry or not entry[0].endswith(".delta"):
+            shape.append(entry)
+    return shape
+
+
+async def test_mock_responses_text_stream_matches_the_recorded_one() -> None:
+    """A text reply streams the event types and fields of a recorded real stream, numbered."""
+    recorded = _sse_payloads(
+        load("responses_stream_text_after_function_outputs.json")["response"]["body"]
+    )
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(ScriptedPolicy([MockReply(text="hello world")])) as server,
+            httpx2.AsyncClient(base_url=server.openai_base_url) as client,
+        ):
+            response = await client.post(
+                "/responses", json={"model": "m", "input": "hi", "stream": True}
+            )
+    mine = _sse_payloads(response.content)
+    assert _shape(mine) == _shape(recorded)
+    assert [p["sequence_number"] for p in mine] == list(range(len(mine)))
+
+
+async def test_mock_responses_endless_stream_keeps_numbering(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A never-ending Responses stream opens its content part and numbers every delta."""
+    server = MockServer(ScriptedPolicy([Endless(0.5)]))
+    payloads: list[dict[str, Any]] = []
+    body = {"model": "m", "input": "hi", "stream": True}
+    with trio.fail_after(60):
+        async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
+            with trio.move_on_after(3.2):
+                async with client.stream("POST", "/v1/responses", json=body) as response:
+                    async for line in response.aiter_lines():
+                        payloads += _sse_payloads(line)
+    assert [p["type"] for p in payloads[:4]][-1] == "response.content_part.added"
+    assert {p["type"] for p in payloads[4:]} == {"response.output_text.delta"}
+    assert [p["sequence_number"] for p in payloads] == list(range(len(payloads)))
+
+
+# -- 3. a seed reproduces a run however concurrent clients interleave -------------------
+
+
+async def _concurrent_run() -> list[tuple[int, int, int, str, float]]:
+    """Ten clients, three requests each, through fault, tool and latency draws."""
+    server = MockServer(
+        FaultPolicy(EchoPolicy(seed=3), rate=0.3, kinds=("server_error",), seed=1),
+        timing=Timing(latency=lambda rng: rng.uniform(0.01, 0.1)),
+        seed=1,
+    )
+    outcomes: list[tuple[int, int, int, str, float]] = []
+    tools = [
+        {"type": "function", "function": {"name": n, "parameters": WEATHER.parameters}}
+        for n in "abc"
+    ]
+
+    async def client_task(client: httpx2.AsyncClient, index: int) -> None:
+        for turn in range(3):
+            content = f"client {index} request {turn}"
+            body = {
+                "model": "m",
+                "messages": [{"role": "user", "content": content}],
+                "tools": tools,
+            }
+            started = trio.current_time()
+            response = await client.post(CHAT, json=body)
+            took = round(trio.current_time() - started, 9)
+            outcomes.append((index, turn, response.status_code, response.text, took))
+
+    async with (
+        httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client,
+        trio.open_nursery() as nursery,
+    ):
+        for index in range(10):
+            nursery.start_soon(client_task, client, index)
+    return sorted(outcomes)
+
+
+async def test_mock_seeded_run_is_reproducible_under_concurrency(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Faults, tool choices, arguments and latencies depend on the requests, not their order."""
+    with trio.fail_after(600):
+        runs = [await _concurrent_run() for _ in range(5)]
+    assert all(run == runs[0] for run in runs)
+    assert {status for _, _, status, _, _ in runs[0]} == {200, 500}
+
+
+async def test_mock_fault_draws_afresh_for_a_repeated_request(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The same body again (a retry) is not doomed to the first attempt's fault."""
+    server = MockServer(FaultPolicy(EchoPolicy(), rate=0.5, kinds=("server_error",)))
+    async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
+        statuses = {(await client.post(CHAT, content=_body())).status_code for _ in range(20)}
+    assert statuses == {200, 500}
+    assert [call.occurrence for call in server.calls] == list(range(20))
+
+
+# -- 4. stream faults on calls that did not ask for a stream ----------------------------
+
+
+def _fault_server(kind: FaultKind) -> MockServer:
+    return MockServer(FaultPolicy(EchoPolicy(), rate=1.0, kinds=(kind,)))
+
+
+async def test_mock_stream_error_without_stream_is_a_500(autojump_clock: trio.abc.Clock) -> None:
+    """The official SDK sees a ``stream_error`` on a plain call as a server error."""
+    server = _fault_server("stream_error")
+    async with openai.AsyncOpenAI(
+        base_url="http://m/v1",
+        api_key="k",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=server.transport()),
+    ) as client:
+        with pytest.raises(openai.InternalServerError) as caught:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert caught.value.status_code == 500
+
+
+async def test_mock_malformed_without_stream_is_invalid_json(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A ``malformed`` plain call gets a JSON content type and a body that is not JSON."""
+    server = _fault_server("malformed")
+    async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
+        response = await client.post("/v1/messages", content=_body())
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    with pytest.raises(ValueError):
+        json.loads(response.content)
+
+
+@pytest.mark.parametrize("response", [Endless(0.1), Fault("stall")], ids=["endless", "stall"])
+async def test_mock_endless_without_stream_stalls(
+    response: MockResponse, autojump_clock: trio.abc.Clock
+) -> None:
+    """A plain call answered by ``Endless`` or ``stall`` gets JSON headers, then no whole body."""
+    server = MockServer(ScriptedPolicy([response]))
+    received = b""
+    async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
+        with trio.move_on_after(30) as waited:
+            async with client.stream("POST", CHAT, content=_body()) as streamed:
+                assert streamed.headers["content-type"] == "application/json"
+                async for part in streamed.aiter_bytes():
+                    received += part
+    assert waited.cancelled_caught
+    if isinstance(response, Endless):
+        assert received == b""
+    else:
+        with pytest.raises(ValueError):
+            json.loads(received)
+
+
+# -- 5. and 6. truncation is not completion; Retry-After rounds up ----------------------
+
+
+async def test_mock_truncated_stream_is_not_counted_completed() -> None:
+    """A ``truncated`` fault counts as a truncated stream, over TCP and in-process."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(ScriptedPolicy([Fault("truncated")])) as server:
+            async with OpenAIModel(base_url=server.openai_base_url, api_key="k") as model:
+                with pytest.raises(ProviderConnectionError):
+                    await collect(model, make_request("hi"))
+            tcp = server.statistics()
+        local = MockServer(ScriptedPolicy([Fault("truncated")]))
+        async with OpenAIModel(transport=local.transport(), base_url="http://m/v1") as model:
+            with pytest.raises(ProviderConnectionError):
+                await collect(model, make_request("hi"))
+    for stats in (tcp, local.statistics()):
+        assert (stats.streams_started, stats.streams_completed) == (1, 0)
+        assert stats.streams_truncated == 1
+
+
+@pytest.mark.parametrize(("seconds", "header"), [(0.4, "1"), (1.6, "2"), (2.5, "3"), (2.0, "2")])
+async def test_mock_retry_after_rounds_up(seconds: float, header: str) -> None:
+    """``Retry-After`` is whole seconds, never earlier than the fault's ``retry_after``."""
+    server = MockServer(ScriptedPolicy([Fault("rate_limit", retry_after=seconds)]))
+    async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
+        response = await client.post(CHAT, content=_body())
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == header
+    assert response.headers["retry-after-ms"] == str(int(seconds * 1000))
+
+
+# -- 7. and 8. Responses reasoning; null content in tool-only chat streams --------------
+
+
+async def test_mock_responses_reasoning_reaches_the_adapter() -> None:
+    """``MockReply.reasoning`` streams as a Responses reasoning summary."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(ScriptedPolicy([_REASONED], cycle=True)) as server,
+            OpenAIModel(base_url=server.openai_base_url, api_key="k", api="responses") as model,
+        ):
+            collected = await collect(model, make_request("hi"))
+    assert collected.message.content == (Reasoning("step by step"), Text("hello world"))
+
+
+async def test_mock_tool_only_chat_stream_opens_with_null_content() -> None:
+    """Like OpenAI, a chat stream with only tool calls opens with ``content: null``."""
+    replies = [MockReply(tool_calls=(MockToolCall("get", "{}"),)), MockReply(text="hi")]
+    server = MockServer(ScriptedPolicy(replies))
+    firsts = []
+    async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
+        for _ in replies:
+            response = await client.post(CHAT, content=_body(stream=True))
+            firsts.append(_sse_payloads(response.content)[0]["choices"][0]["delta"])
+    assert firsts[0]["content"] is None
+    assert firsts[1]["content"] == ""
+
+
+# -- 9. example arguments for unions ---------------------------------------------------
+
+
+@retinue.tool
+def _scale(factor: int | list[int], label: str | None, mode: str = "fast") -> str:
+    """Scale something.
+
+    Args:
+        factor: How much.
+        label: A label.
+        mode: How.
+    """
+    return f"{factor} {label} {mode}"
+
+
+def test_mock_example_arguments_follow_unions_and_constants() -> None:
+    """anyOf / oneOf pick a typed branch; const is used as is; odd entries are skipped."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "factor": {"anyOf": [{"type": "integer"}, {"type": "number"}]},
+            "choice": {"oneOf": [{"type": "null"}, {"const": "only"}]},
+            "fixed": {"const": 42},
+            "note": {"type": ["null", "string"]},
+        },
+        "required": ["factor", "choice", "fixed", "note", ["not", "a", "name"]],
+    }
+    for seed in range(20):
+        arguments = example_arguments(schema, random.Random(seed))
+        assert isinstance(arguments["factor"], int | float)
+        assert (arguments["choice"], arguments["fixed"]) == ("only", 42)
+        assert isinstance(arguments["note"], str)
+    for seed in range(5):
+        generated = example_arguments(_scale.schema.parameters, random.Random(seed))
+        assert validate(generated, _scale.schema.parameters) is None
+
+
+# -- 10. Expect: 100-continue ------------------------------------------------------------
+
+
+async def test_mock_answers_expect_100_continue() -> None:
+    """A client that waits for ``100 Continue`` before its body gets one."""
+    body = _body()
+    head = _request(body, extra=b"expect: 100-continue\r\n")[: -len(body)]
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server() as server:
+            stream = await trio.open_tcp_stream("127.0.0.1", _port(server))
+            async with stream:
+                await stream.send_all(head)
+                interim = await stream.receive_some(65536)
+                await stream.send_all(body)
+                final = await _read_all(stream)
+    assert interim.startswith(b"HTTP/1.1 100")
+    assert _status(final) == 200
+
+
+# -- 11. a bounded call log ------------------------------------------------------------
+
+
+async def test_mock_call_log_is_bounded() -> None:
+    """``calls`` keeps the most recent ``max_calls`` calls; 1000 by default; ``None`` keeps all."""
+    small, default, unbounded = MockServer(max_calls=3), MockServer(), MockServer(max_calls=None)
+    for server, count in ((small, 5), (default, 1005), (unbounded, 1005)):
+        for _ in range(count):
+            await server.handle("POST", CHAT, {}, _body())
+    assert [call.number for call in small.calls] == [2, 3, 4]
+    assert len(default.calls) == 1000
+    assert default.calls[0].number == 5
+    assert len(unbounded.calls) == 1005
+    assert small.statistics().requests == 5
