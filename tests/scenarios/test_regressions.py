@@ -813,3 +813,40 @@ async def test_dispose_of_a_resumed_agent_disposes_it(
             await again.dispose()
         assert again.status == "disposed"
         assert turn_ends(again.session.events) == ["completed", "disposed"]
+
+
+async def test_calls_whose_tool_call_observer_raises_still_get_one_result_each(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.8 / R9.25: a ``session/event`` observer raising on every ``tool/call`` fails the turn,
+    but each logged call keeps exactly one result, and no later request carries one unanswered.
+    """
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("ping"), ToolCallSpec("ping")]), Reply("done")], repeat_last=True
+    )
+    async with runtime(model, tools=[ping]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def observer(_session: Session, event: Event) -> None:
+            if event.type == "tool/call":
+                raise RuntimeError("tool/call observer failed")
+
+        rt.hooks.on("session/event", observer, agent=agent)
+        first = await agent.ask("go")
+        await agent.ask("again")
+    assert first.reason.kind == "error"
+    check_session_invariants(agent.session.events)
+    calls = [
+        block.id
+        for m in model.requests[-1].messages
+        for block in m.content
+        if isinstance(block, ToolCall)
+    ]
+    answered = [
+        block.tool_call_id
+        for m in model.requests[-1].messages
+        for block in m.content
+        if isinstance(block, ToolResultBlock)
+    ]
+    assert calls
+    assert sorted(calls) == sorted(answered)

@@ -285,3 +285,96 @@ async def test_a_synchronous_setup_may_return_a_value(
         )
         assert (await agent.ask("x")).reason.kind == "completed"
     assert statuses[-1] == "disposed"
+
+
+@retinue.tool
+async def dismiss_x() -> str:
+    """Dispose agent x, whose setup started this tool's agent."""
+    await _SETUP_HANDLES["x"].dispose()
+    return "dismissed"
+
+
+_SETUP_HANDLES: dict[str, retinue.Agent] = {}
+
+
+async def test_an_agent_started_by_a_setup_may_dispose_the_agent_being_set_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.4, R12.8: an agent created inside x's setup is no part of that setup: its tool's
+    ``x.dispose()`` aborts the setup and waits for the creation to unwind, as any caller's does.
+    """
+    _SETUP_HANDLES.clear()
+    model = ScriptedModel({"y": [CallTools([ToolCallSpec("dismiss_x")]), Reply("done")]})
+    outcome: list[Any] = []
+    async with runtime(model, tools=[dismiss_x]) as rt:
+
+        async def setup_x(x: retinue.Agent) -> None:
+            _SETUP_HANDLES["x"] = x
+            _SETUP_HANDLES["y"] = await rt.create_agent("y", retinue.AgentOptions(model="y"))
+            await trio.sleep(1000)
+
+        async def create_x() -> None:
+            try:
+                await rt.create_agent("x", retinue.AgentOptions(model="x"), setup=setup_x)
+            except retinue.AgentDisposedError as exc:
+                outcome.append((trio.current_time(), exc))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(create_x)
+            await trio.sleep(1)
+            result = await _SETUP_HANDLES["y"].ask("dismiss x")
+            assert result.reason.kind == "completed"
+            assert _SETUP_HANDLES["x"].status == "disposed"
+            assert outcome, "x.dispose() returned before x's creation unwound"
+    assert outcome[0][0] < 2, "x's setup ran to its end"
+
+
+async def test_the_handle_of_a_failed_setup_reads_disposed_and_takes_no_listener(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.6: a creation whose setup failed publishes nothing; a handle the setup kept is
+    ``disposed``, so nothing can be scoped to it and heard by a later agent of that id.
+    """
+    kept: list[retinue.Agent] = []
+    statuses: list[str] = []
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        rt.hooks.on("agent/status", lambda agent, status: statuses.append(f"{agent.id} {status}"))
+
+        def failing_setup(agent: retinue.Agent) -> None:
+            kept.append(agent)
+            raise RuntimeError("setup failed")
+
+        with pytest.raises(RuntimeError, match="setup failed"):
+            await rt.create_agent("a", OPTIONS, session_id="a", setup=failing_setup)
+        assert kept[0].status == "disposed"
+        with pytest.raises(retinue.AgentDisposedError):
+            rt.hooks.on("agent/status", lambda *_: None, agent=kept[0])
+        await kept[0].dispose()  # a no-op that returns
+        again = await rt.create_agent("a", OPTIONS, session_id="a")
+        assert (await again.ask("hi")).reason.kind == "completed"
+    assert "a disposed" not in statuses[: statuses.index("a running")]
+
+
+class _HangingDetach(DelegatingStore):
+    """A memory store whose final detach never returns (a store that hangs)."""
+
+    async def detach(self, session: Session) -> None:
+        await trio.sleep_forever()
+
+
+@pytest.mark.timeout(30)  # a hang inside the teardown's shield is out of the virtual clock's reach
+async def test_a_store_that_hangs_on_the_final_detach_cannot_keep_the_runtime_open(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9, R12.10: the final detach of a teardown is bounded by ``flush_timeout``, like
+    every turn's flush, so leaving ``open_runtime`` ends even when the store hangs.
+    """
+    store = _HangingDetach(MemoryStore())
+    with trio.fail_after(100):
+        async with retinue.open_runtime(
+            models=ScriptedModel([Reply("hi")]), store=store, flush_timeout=5
+        ) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            await agent.ask("hello")
+    assert trio.current_time() == pytest.approx(5, abs=0.5)
+    assert agent.status == "disposed"

@@ -343,8 +343,12 @@ class AgentCore:
         waits.remove(target)
         self.waits_on = tuple(waits)
 
-    def mark_disposed(self) -> None:
-        """Disposal effects in order (R2.35); never raises."""
+    def mark_disposed(self, *, announce: bool = True) -> None:
+        """Disposal effects in order (R2.35); never raises.
+
+        *announce* emits ``agent/status``: an agent whose creation failed was
+        never announced, so its end is not either.
+        """
         if self.disposed:
             return
         self.disposed = True
@@ -358,4 +362,5 @@ class AgentCore:
             self.turn_scope.cancel()
         self.mailbox.wake()
         self.flush_wanted.set()
-        self.emit("agent/status", "disposed")
+        if announce:
+            self.emit("agent/status", "disposed")

@@ -138,13 +138,10 @@ class TurnState:
                 continue
             started = call.id in calls.started
             this_code = code if started else "ABORTED_BEFORE_DISPATCH"
+            if call.id not in calls.call_seqs and not self._log_missing_call(call):
+                continue
+            calls.answered.add(call.id)
             try:
-                if call.id not in calls.call_seqs:
-                    event = session.append(
-                        ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments)
-                    )
-                    calls.call_seqs[call.id] = event.seq
-                calls.answered.add(call.id)
                 session.append(
                     ToolResultEvent(
                         self.turn,
@@ -165,6 +162,27 @@ class TurnState:
                 )
             except Exception:
                 log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+
+    def _log_missing_call(self, call: ToolCall) -> bool:
+        """Append the ``tool/call`` record of a call never started; whether it is logged.
+
+        An observer failure leaves it logged (R4.8), and then it needs its result too.
+        """
+        session = self.core.session
+        try:
+            event = session.append(
+                ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments)
+            )
+        except Exception:
+            log.exception("tool/call observer failed for agent %s (contained)", self.core.id)
+            last = session.events[-1] if len(session.events) else None
+            if last is None or not (
+                isinstance(last.data, ToolCallEvent) and last.data.call_id == call.id
+            ):
+                return False
+            event = last
+        self.calls.call_seqs[call.id] = event.seq
+        return True
 
 
 def _error_name(code: str) -> str:

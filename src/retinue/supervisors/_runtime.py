@@ -49,8 +49,22 @@ class _Creation:
     """One creation in flight: the scope that aborts it and, once made, its agent's core."""
 
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    core: AgentCore | None = None
+    agent: Agent | None = None
     ended: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def core(self) -> AgentCore | None:
+        return None if self.agent is None else _core(self.agent)
+
+    def end_unpublished(self) -> None:
+        """Retire the handle of an agent never published (its setup may have kept it):
+        it reads ``disposed``, refuses scoped listeners and tools, and ends subscriptions."""
+        if self.agent is None or _core(self.agent).published:
+            return
+        core = _core(self.agent)
+        core.mark_disposed(announce=False)
+        self.agent.end_subscriptions()
+        core.torn_down.set()
 
 
 @final
@@ -232,10 +246,12 @@ class Runtime:
                 yield
         finally:
             del self._creations[agent_id]
+            disposed = creation.core is not None and creation.core.disposed
+            creation.end_unpublished()
             creation.ended.set()
         if not creation.scope.cancelled_caught:
             return
-        if creation.core is not None and creation.core.disposed:
+        if disposed:
             raise AgentDisposedError(f"agent {agent_id!r} was disposed during its setup")
         raise RuntimeError(f"agent loop is not active: {agent_id!r} was not started")
 
@@ -255,8 +271,8 @@ class Runtime:
         core = AgentCore(session.id, options, session, self._services)
         if options.system_prompt:
             core.sections = (Section("persona", options.system_prompt, 0),)
-        self._creations[session.id].core = core
-        return Agent(core, self._dispose_agent)
+        agent = self._creations[session.id].agent = Agent(core, self._dispose_agent)
+        return agent
 
     async def _setup(self, agent: Agent, setup: Setup | None) -> None:
         cleanups: list[Callable[[], None]] = []
@@ -318,6 +334,7 @@ class Runtime:
         self._nursery.start_soon(self._run_agent, agent, name=f"agent {agent.id}")
 
     async def _run_agent(self, agent: Agent) -> None:
+        _SETTING_UP.set(None)  # started from a setup, perhaps, but no part of it
         core = _core(agent)
         core.driver_task = trio.lowlevel.current_task()
         try:
@@ -371,6 +388,7 @@ class Runtime:
 
     async def _teardown(self, agent: Agent, creation: _Creation | None) -> None:
         """Wait for the agent to stop, then unwind it (R12.9); shielded, never raises."""
+        _SETTING_UP.set(None)
         core = _core(agent)
         with trio.CancelScope(shield=True):
             try:
@@ -395,10 +413,19 @@ class Runtime:
         core.emit("agent/disposed")
         self._unwind(agent.id)
         agent.end_subscriptions()
-        try:
-            await self.store.detach(core.session)
-        except Exception as exc:
-            log.warning("final flush of session %s failed: %s", agent.id, exc)
+        # Bounded like every turn's flush: a store that hangs must not keep the
+        # runtime from closing (the session then stays attached, its events buffered).
+        with trio.move_on_after(self._services.flush_timeout) as deadline:
+            try:
+                await self.store.detach(core.session)
+            except Exception as exc:
+                log.warning("final flush of session %s failed: %s", agent.id, exc)
+        if deadline.cancelled_caught:
+            log.warning(
+                "final flush of session %s timed out after %ss",
+                agent.id,
+                self._services.flush_timeout,
+            )
 
     async def aclose(self) -> None:
         """Stop accepting agents, abort creations in flight, dispose every live agent (R12.10).
