@@ -20,6 +20,7 @@ from ._content import (
 )
 from ._errors import (
     AgentDisposedError as AgentDisposedError,
+    AgentError as AgentError,
     ConfigError as ConfigError,
     ModelError as ModelError,
     RetinueError as RetinueError,
@@ -71,6 +72,7 @@ __all__ = [
     "AdmissionLimits",
     "Agent",
     "AgentDisposedError",
+    "AgentError",
     "AgentOptions",
     "Allow",
     "Ask",

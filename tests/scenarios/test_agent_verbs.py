@@ -309,6 +309,32 @@ async def test_an_agent_waiting_on_itself_from_its_own_tool_gets_a_typed_error(
         assert len(of_type(agent.session.events, "turn/start")) == 1
 
 
+async def test_a_flush_listener_waiting_on_its_agent_during_disposal_gets_a_typed_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.9, R12.9: the final flush of a disposal runs the agent's ``session/flush``
+    listeners under its driver; a ``wait_idle`` there would wait for its own teardown,
+    so it raises ``WAITS_FOR_ITSELF`` and ``dispose`` does not stall.
+    """
+    codes: list[str | None] = []
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True), flush_timeout=30) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def on_flush(flushed: retinue.Agent, _session: object) -> None:
+            try:
+                await flushed.wait_idle()
+                codes.append(None)
+            except retinue.AgentError as exc:
+                codes.append(exc.code)
+
+        rt.hooks.on("session/flush", on_flush, agent=agent)
+        await agent.ask("hi")
+        started = trio.current_time()
+        await agent.dispose()
+        assert trio.current_time() - started < 1, "dispose waited out the flush timeout"
+    assert codes[-1] == "WAITS_FOR_ITSELF"
+
+
 @pytest.mark.timeout(30)  # a regression deadlocks inside a shielded wait, out of the clock's reach
 @pytest.mark.parametrize("where", ["tool", "listener"])
 async def test_an_agent_disposing_itself_from_its_own_turn_does_not_deadlock(

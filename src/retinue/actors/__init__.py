@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError
 from retinue._options import AgentOptions
 from retinue.loop import AgentStatus, TurnResult
 
@@ -9,6 +10,9 @@ from ._agent import Agent, Subscription, SubscriptionOverflowError
 
 __all__ = [
     "Agent",
+    "AgentDisposedError",
+    "AgentError",
+    "AgentNotReadyError",
     "AgentOptions",
     "AgentStatus",
     "Subscription",

@@ -256,9 +256,10 @@ class Agent:
 
 def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
     """From its own turn (a tool or listener) the agent would wait for itself forever."""
-    # A turn runs only while the agent says "running": the cheap test spares the walk
-    # up the task tree on the common path (asking an idle agent).
-    if core.status == "running" and core.in_own_driver():
+    # Its driver runs only while the agent says "running", or "disposed" during the
+    # final flush: the cheap test spares the walk up the task tree on the common
+    # path (asking an idle agent).
+    if core.status != "idle" and core.in_own_driver():
         raise AgentError(
             f"agent {core.id!r}: {verb} from the agent's own turn would wait for itself",
             code="WAITS_FOR_ITSELF",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from retinue._errors import HookError
+
 from ._bus import SEAMS, HookBus, Listener, agent_scope
 from ._decisions import (
     Accept,
@@ -27,6 +29,7 @@ __all__ = [
     "Continue",
     "Deny",
     "HookBus",
+    "HookError",
     "Listener",
     "PostToolDecision",
     "PreToolDecision",

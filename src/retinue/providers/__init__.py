@@ -11,6 +11,7 @@ the only modules that import the SDKs; ``import retinue`` imports neither.
 from __future__ import annotations
 
 from retinue._content import OpaqueBlock, RedactedReasoning
+from retinue._errors import DuplicateAdapterError, NoAdapterError
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import (
     Aborted,
@@ -61,6 +62,7 @@ __all__ = [
     "AuthenticationError",
     "BlockEnd",
     "BlockStart",
+    "DuplicateAdapterError",
     "Errored",
     "Finish",
     "FinishReason",
@@ -74,6 +76,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelRequest",
     "ModelRouter",
+    "NoAdapterError",
     "OpaqueBlock",
     "OtherFinish",
     "OverloadedError",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
+
 from ._codec import dump_event, dump_header, load_event, load_header
 from ._events import (
     FORMAT_VERSION,
@@ -44,17 +46,20 @@ __all__ = [
     "AssistantChunk",
     "AssistantMessage",
     "ContextMessage",
+    "CorruptSessionError",
     "CustomEvent",
     "EpochHeader",
     "Event",
     "EventData",
     "EventLog",
     "HeaderReason",
+    "InvalidJsonError",
     "PromptBlocked",
     "Replace",
     "RequestHeader",
     "RequestHeaderDelta",
     "Session",
+    "SessionError",
     "SessionHeader",
     "SteeringMessage",
     "StepEnd",
