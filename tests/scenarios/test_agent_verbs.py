@@ -335,6 +335,39 @@ async def test_a_flush_listener_waiting_on_its_agent_during_disposal_gets_a_type
     assert codes[-1] == "WAITS_FOR_ITSELF"
 
 
+async def test_disposal_flush_listeners_waiting_on_each_other_get_a_typed_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.9, R12.10: two agents disposed together whose ``session/flush`` listeners each
+    ``wait_idle`` on the other would wait in a circle; one gets ``WAIT_CYCLE``, so
+    leaving the runtime does not wait out the flush timeout.
+    """
+    heard: list[tuple[str, str]] = []
+    with trio.fail_after(100):
+        async with retinue.open_runtime(
+            models=ScriptedModel([Reply("ok")], repeat_last=True), flush_timeout=30
+        ) as rt:
+            first = await rt.create_agent("a", OPTIONS)
+            second = await rt.create_agent("b", OPTIONS)
+
+            async def on_flush(flushed: retinue.Agent, _session: object) -> None:
+                if flushed.status != "disposed":
+                    return
+                other = second if flushed is first else first
+                try:
+                    await other.wait_idle()
+                    heard.append((flushed.id, "returned"))
+                except retinue.AgentError as exc:
+                    heard.append((flushed.id, str(exc.code)))
+
+            rt.hooks.on("session/flush", on_flush)
+            await first.ask("hi")
+            await second.ask("hi")
+            started = trio.current_time()
+    assert trio.current_time() - started < 1, "the runtime waited out the flush timeout"
+    assert sorted(code for _, code in heard) == ["WAIT_CYCLE", "returned"]
+
+
 @pytest.mark.timeout(30)  # a regression deadlocks inside a shielded wait, out of the clock's reach
 @pytest.mark.parametrize("where", ["tool", "listener"])
 async def test_an_agent_disposing_itself_from_its_own_turn_does_not_deadlock(

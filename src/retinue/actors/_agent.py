@@ -182,7 +182,11 @@ class Agent:
             await _wait_as(caller, core, waiter)
         if core.disposed:
             # Past the driver's exit: the final flush and unregistration are done too.
-            await core.torn_down.wait()
+            # The teardown runs listeners of its own, which may wait on other agents.
+            if not core.torn_down.is_set():
+                caller = _caller_that_may_wait(core, "wait_idle")
+                await _wait_as(caller, core, core.torn_down)
+            await trio.lowlevel.checkpoint()
             return
         await trio.lowlevel.checkpoint()
 
