@@ -850,3 +850,27 @@ async def test_calls_whose_tool_call_observer_raises_still_get_one_result_each(
     ]
     assert calls
     assert sorted(calls) == sorted(answered)
+
+
+async def test_tool_calls_sharing_an_id_end_the_turn_with_an_error_and_log_no_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.15 / R9.25: results are matched to calls by id, so a message whose calls share
+    one cannot be answered; the step fails (``DUPLICATE_TOOL_CALL_ID``) before any call is
+    logged, and the next turn runs on a valid history.
+    """
+    model = ScriptedModel(
+        [
+            CallTools([ToolCallSpec("ping", id="same"), ToolCallSpec("ping", id="same")]),
+            Reply("fine"),
+        ]
+    )
+    async with runtime(model, tools=[ping]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        first = await agent.ask("go")
+        second = await agent.ask("again")
+    assert (first.reason.kind, first.reason.code) == ("error", "DUPLICATE_TOOL_CALL_ID")
+    assert second.reason.kind == "completed"
+    events = agent.session.events
+    assert not of_type(events, "tool/call")
+    check_session_invariants(events)

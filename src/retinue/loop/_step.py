@@ -175,6 +175,20 @@ async def _stream(
     return assembler, seqs
 
 
+def _refuse_shared_ids(calls: tuple[ToolCall, ...]) -> None:
+    """Results are matched to calls by id: two calls sharing one cannot both be answered."""
+    if len(calls) < 2:
+        return
+    seen: set[str] = set()
+    for call in calls:
+        if call.id in seen:
+            raise ModelError(
+                f"the model gave two tool calls the same id {call.id!r}",
+                code="DUPLICATE_TOOL_CALL_ID",
+            )
+        seen.add(call.id)
+
+
 def _without_tool_calls(message: Message) -> Message:
     if not any(isinstance(block, ToolCall) for block in message.content):
         return message
@@ -214,6 +228,7 @@ async def _finish_step(
     if cut:
         message = _without_tool_calls(message)
     calls = tuple(block for block in message.content if isinstance(block, ToolCall))
+    _refuse_shared_ids(calls)
     usage = assembler.usage
     if message.content or usage is not None:
         logged = AssistantMessage(state.turn, state.step, message.content, usage)
