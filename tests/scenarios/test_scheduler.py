@@ -858,3 +858,32 @@ async def test_scheduler_failure_on_a_tool_call_append_logs_one_record_per_call(
         check_pairing(events)
         remove()
         assert (await agent.ask("again")).reason.kind == "completed"
+
+
+@pytest.mark.parametrize("post_execute", [False, True])
+async def test_scheduler_abort_keeps_the_result_of_a_body_that_had_finished(
+    autojump_clock: trio.testing.MockClock, post_execute: bool
+) -> None:
+    """R9.20, DESIGN 5: c1 (10 s) and c2 (0 s) run in parallel; c2's result waits for c1's
+    in model order when a cancel lands. c1 was cancelled mid-run (``ABORTED``); c2's body
+    had finished, so it keeps its own result, unless a post-execute listener has yet to
+    see that result (it cannot run once the step is over), and then it is ``ABORTED`` too.
+    """
+    probe = Probe()
+    read = timed_tool("read", probe)
+    model = ScriptedModel([CallTools([spec("read", "c1", 10), spec("read", "c2", 0)]), Reply("x")])
+    async with runtime(model, tools=[read], max_parallel_tool_calls=2) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        if post_execute:
+            rt.hooks.on("tools/post-execute", lambda _e, _r, next_: next_(), agent=agent)
+        agent.send("go")
+        await probe.wait_until(lambda p: "c2" in p.starts)
+        await trio.sleep(1)
+        assert "c2" in probe.ends
+        agent.cancel("enough")
+        events = await idle_events(agent)
+    assert turn_ends(events) == ["aborted"]
+    assert probe.cancelled == ["c1"]
+    assert result_ids(events) == ["c1", "c2"]
+    assert codes(events) == {"c1": "ABORTED", "c2": "ABORTED" if post_execute else None}
+    check_pairing(events)

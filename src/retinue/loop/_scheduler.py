@@ -163,10 +163,11 @@ async def _start(
         return
     state.calls.started.add(call.id)
     if nursery is None:
-        group.results[index] = await registry.dispatch(prepared)
+        group.results[index] = result = await registry.dispatch(prepared)
+        state.calls.settled[call.id] = (prepared, result)
         return
     group.in_flight += 1
-    nursery.start_soon(_dispatch, core, group, index, prepared)
+    nursery.start_soon(_dispatch, core, state, group, index, prepared)
 
 
 def _log_call(core: AgentCore, state: TurnState, call: ToolCall) -> None:
@@ -184,9 +185,13 @@ def _log_call(core: AgentCore, state: TurnState, call: ToolCall) -> None:
     state.calls.call_seqs[call.id] = event.seq
 
 
-async def _dispatch(core: AgentCore, group: _Group, index: int, prepared: PreparedCall) -> None:
+async def _dispatch(
+    core: AgentCore, state: TurnState, group: _Group, index: int, prepared: PreparedCall
+) -> None:
     try:
-        group.results[index] = await core.services.tools.dispatch(prepared)
+        group.results[index] = result = await core.services.tools.dispatch(prepared)
+        # Kept for an abort that lands before its turn in the commit order comes.
+        state.calls.settled[group.calls[index].id] = (prepared, result)
     finally:
         group.in_flight -= 1
         group.wakeup.set()

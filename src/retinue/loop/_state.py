@@ -17,6 +17,7 @@ from retinue.session import (
     TurnEnd,
     TurnEndReason,
 )
+from retinue.tools import PreparedCall, ToolExecutionResult
 
 from ._core import AgentCore
 from ._summary import add_usage
@@ -40,6 +41,8 @@ class StepCalls:
     call_seqs: dict[str, int] = attrs.field(factory=dict)
     started: set[str] = attrs.field(factory=set)
     answered: set[str] = attrs.field(factory=set)
+    settled: dict[str, tuple[PreparedCall, ToolExecutionResult]] = attrs.field(factory=dict)
+    """Calls whose body finished, with its result, whether committed yet or not."""
 
 
 @attrs.define(eq=False, slots=True)
@@ -128,8 +131,10 @@ class TurnState:
         """Give every logged tool call of the step without a result a synthetic one.
 
         A call never started gets ``ABORTED_BEFORE_DISPATCH`` (and its missing
-        ``tool/call`` record); a started one gets *code*. Observer failures are
-        contained so the log stays a valid transcript (R9.21, R9.25).
+        ``tool/call`` record); a started one gets *code*, unless its body had
+        finished: then it gets its own result (R9.20), when no post-execute
+        listener has yet to see it. Observer failures are contained so the log
+        stays a valid transcript (R9.21, R9.25).
         """
         calls = self.calls
         session = self.core.session
@@ -141,6 +146,8 @@ class TurnState:
             if call.id not in calls.call_seqs and not self._log_missing_call(call):
                 continue
             calls.answered.add(call.id)
+            if started and self._log_settled(call):
+                continue
             try:
                 session.append(
                     ToolResultEvent(
@@ -162,6 +169,32 @@ class TurnState:
                 )
             except Exception:
                 log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+
+    def _log_settled(self, call: ToolCall) -> bool:
+        """Log the result a finished body returned; whether there was one to log."""
+        settled = self.calls.settled.get(call.id)
+        if settled is None:
+            return False
+        final = self.core.services.tools.finish_at_once(*settled)
+        if final is None:
+            return False
+        try:
+            self.core.session.append(
+                ToolResultEvent(
+                    self.turn,
+                    self.step,
+                    call.id,
+                    final.content,
+                    is_error=final.is_error,
+                    error=final.error,
+                    meta=final.meta,
+                ),
+                surface="append",
+                source_event_seqs=(self.calls.call_seqs[call.id],),
+            )
+        except Exception:
+            log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+        return True
 
     def _log_missing_call(self, call: ToolCall) -> bool:
         """Append the ``tool/call`` record of a call never started; whether it is logged.

@@ -338,21 +338,38 @@ class ToolRegistry:
         failures are logged and ignored. Without post-execute listeners it
         does not yield, so committing results adds no scheduling points.
         """
-        execution = prepared.execution
-        skip_post = (
-            not self.hooks.has_listeners("tools/post-execute")
-            or (prepared.result is not None and not prepared.needs_post_execute)
-            or (self._is_final(result))
+        if self._needs_post_execute(prepared, result):
+            result = await self._post_execute(prepared.execution, result)
+        return self._settle(prepared.execution, result)  # noqa: ASYNC910 - yields only when a post-execute listener runs
+
+    def finish_at_once(
+        self, prepared: PreparedCall, result: ToolExecutionResult
+    ) -> ToolExecutionResult | None:
+        """:meth:`finish` for a call whose step was aborted after its body settled.
+
+        ``None`` when post-execute listeners would have to see the result first:
+        they cannot run once the step is over, and the result must not bypass them.
+        """
+        if self._needs_post_execute(prepared, result):
+            return None
+        return self._settle(prepared.execution, result)
+
+    def _needs_post_execute(self, prepared: PreparedCall, result: ToolExecutionResult) -> bool:
+        return (
+            self.hooks.has_listeners("tools/post-execute")
+            and (prepared.result is None or prepared.needs_post_execute)
+            and not self._is_final(result)
         )
-        if not skip_post:
-            result = await self._post_execute(execution, result)
+
+    def _settle(self, execution: ToolExecution, result: ToolExecutionResult) -> ToolExecutionResult:
+        """Validate the final result and tell ``tools/result`` observers."""
         try:
             check_result(result)
         except Exception as exc:
             log.exception("tool %r produced a result that is not lossless JSON", execution.name)
             result = exception_result(execution.call_id, exc)
         self.hooks.emit("tools/result", execution, result, scope=execution.agent_id)
-        return result  # noqa: ASYNC910 - yields only when a post-execute listener runs
+        return result
 
     async def _post_execute(
         self, execution: ToolExecution, result: ToolExecutionResult
