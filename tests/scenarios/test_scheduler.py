@@ -267,40 +267,6 @@ async def test_scheduler_stops_replenishing_when_the_next_call_became_exclusive(
         check_pairing(agent.session.events)
 
 
-async def test_scheduler_a_call_that_became_exclusive_in_its_own_pre_execute_runs_alone(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.13: the mode is read again after pre-execute. A listener re-registers ``late`` as
-    exclusive while ``late``'s own call is being prepared: it waits for the running call,
-    runs alone, and the call after it starts only once it is done.
-    """
-    probe = Probe()
-    early, late = timed_tool("early", probe), timed_tool("late", probe)
-    strict_late = timed_tool("late", probe, safe=False)
-    holder: dict[str, retinue.Agent] = {}
-
-    async def swap_on_late(execution: ToolExecution, next_: Next) -> Any:
-        if execution.call_id == "l":
-            rt.tools.add(strict_late, agent=holder["agent"])
-        return await next_()
-
-    model = ScriptedModel(
-        [
-            CallTools([spec("early", "e1", 3), spec("late", "l", 1), spec("early", "e2", 1)]),
-            Reply("done"),
-        ]
-    )
-    async with runtime(model, tools=[early, late]) as rt:
-        agent = holder["agent"] = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("tools/pre-execute", swap_on_late, agent=agent)
-        assert (await agent.ask("go")).reason.kind == "completed"
-    assert probe.overlap_at_start["l"] == 1, "the now-exclusive call overlapped e1"
-    assert probe.starts["l"] >= probe.ends["e1"]
-    assert probe.starts["e2"] >= probe.ends["l"]
-    assert result_ids(agent.session.events) == ["e1", "l", "e2"]
-    check_pairing(agent.session.events)
-
-
 async def test_scheduler_classifies_each_call_once_just_before_it_starts(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

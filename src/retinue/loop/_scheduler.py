@@ -128,11 +128,8 @@ async def _pool(
             if started and registry.execution_mode(group.executions[started]) != "parallel":
                 end = started
                 break
-            became_exclusive = await _start(core, state, group, started, nursery, signal)
+            await _start(core, state, group, started, nursery, signal)
             started += 1
-            if became_exclusive:
-                end = started  # it ran alone; the calls after it form the next groups
-                break
         if cursor < started and group.results[cursor] is not None:
             await _commit(core, state, group, cursor, contexts)
             cursor += 1
@@ -151,12 +148,8 @@ async def _start(
     index: int,
     nursery: trio.Nursery | None,
     signal: StepSignal,
-) -> bool:
-    """Log ``tool/call``, run pre-execute, then dispatch (inline or as a child task).
-
-    Returns whether the call turned exclusive during pre-execute (its tool was
-    registered anew): it then ran alone, once the calls in flight had settled.
-    """
+) -> None:
+    """Log ``tool/call``, run pre-execute, then dispatch (inline or as a child task)."""
     call = group.calls[index]
     registry = core.services.tools
     _log_call(core, state, call)
@@ -165,28 +158,16 @@ async def _start(
     group.prepared[index] = prepared
     if not prepared.needs_dispatch:
         group.results[index] = prepared.result
-        return False
-    exclusive = nursery is not None and registry.execution_mode(prepared.execution) != "parallel"
-    if exclusive:
-        await _drain(group)
-        nursery = None
+        return
     if signal.cancel_called:
-        return exclusive
+        return
     state.calls.started.add(call.id)
     if nursery is None:
         group.results[index] = result = await registry.dispatch(prepared)
         state.calls.settled[call.id] = (prepared, result)
-        return exclusive
+        return
     group.in_flight += 1
     nursery.start_soon(_dispatch, core, state, group, index, prepared)
-    return False
-
-
-async def _drain(group: _Group) -> None:  # noqa: ASYNC910 - nothing in flight, nothing to wait for; the dispatch that follows checkpoints
-    """Wait until no call of *group* is in flight (R9.13: an exclusive call runs alone)."""
-    while group.in_flight:
-        group.wakeup = trio.Event()
-        await group.wakeup.wait()
 
 
 def _log_call(core: AgentCore, state: TurnState, call: ToolCall) -> None:
