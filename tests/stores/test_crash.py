@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from retinue._errors import StoreError
 from retinue.session import RequestHeader, Session, TurnEnd, TurnStart
 from retinue.session._codec import encode_event
+from retinue.stores._writebehind import BufferedStore
 from retinue.testing import check_history_replay, check_session_invariants
 from tests.stores._crash_child import open_store
 from tests.stores.conftest import postgres_dsn
@@ -116,6 +118,22 @@ class Tracker:
             )
 
 
+async def _load(store: BufferedStore, agent_id: str) -> Session:
+    """Load *agent_id*, waiting out a claim the killed child still holds on the server.
+
+    The server ends a killed client's backends (and their locks) only once it
+    notices the closed socket, which under load can take a moment.
+    """
+    with trio.fail_after(30):
+        while True:
+            try:
+                return await store.load(agent_id)
+            except StoreError as exc:
+                if exc.code != "SESSION_LOCKED":
+                    raise
+            await trio.sleep(0.1)
+
+
 async def _verify(spec: str, side: Path, tracker: Tracker) -> int:
     loaded = 0
     async with open_store(spec) as store:
@@ -125,7 +143,7 @@ async def _verify(spec: str, side: Path, tracker: Tracker) -> int:
             if not await store.exists(agent_id):
                 assert not acknowledged, f"{agent_id}: flushed events but the session is not stored"
                 continue
-            session = await store.load(agent_id)
+            session = await _load(store, agent_id)
             tracker.check(session, acknowledged)
             loaded += 1
     return loaded
