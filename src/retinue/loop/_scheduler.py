@@ -14,7 +14,7 @@ import trio
 
 from retinue._content import HookContext, ToolCall
 from retinue._lossless import JsonValue, freeze_json, loads_frozen
-from retinue.session import ToolCallEvent, ToolResultEvent
+from retinue.session import ToolCallEvent
 from retinue.tools import PreparedCall, ToolExecution, ToolExecutionResult
 
 from ._core import AgentCore, StepSignal
@@ -207,18 +207,6 @@ async def _commit(
     assert result is not None
     final = await core.services.tools.finish(prepared, result)
     state.calls.answered.add(call.id)
-    core.session.append(
-        ToolResultEvent(
-            state.turn,
-            state.step,
-            call.id,
-            final.content,
-            is_error=final.is_error,
-            error=final.error,
-            meta=final.meta,
-        ),
-        surface="append",
-        source_event_seqs=(state.calls.call_seqs[call.id],),
-    )
+    state.log_result(call.id, final)
     if final.additional_context is not None:
         contexts.append(final.additional_context)

@@ -170,6 +170,22 @@ class TurnState:
             except Exception:
                 log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
 
+    def log_result(self, call_id: str, final: ToolExecutionResult) -> None:
+        """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17)."""
+        self.core.session.append(
+            ToolResultEvent(
+                self.turn,
+                self.step,
+                call_id,
+                final.content,
+                is_error=final.is_error,
+                error=final.error,
+                meta=final.meta,
+            ),
+            surface="append",
+            source_event_seqs=(self.calls.call_seqs[call_id],),
+        )
+
     def _log_settled(self, call: ToolCall) -> bool:
         """Log the result a finished body returned; whether there was one to log."""
         settled = self.calls.settled.get(call.id)
@@ -179,19 +195,7 @@ class TurnState:
         if final is None:
             return False
         try:
-            self.core.session.append(
-                ToolResultEvent(
-                    self.turn,
-                    self.step,
-                    call.id,
-                    final.content,
-                    is_error=final.is_error,
-                    error=final.error,
-                    meta=final.meta,
-                ),
-                surface="append",
-                source_event_seqs=(self.calls.call_seqs[call.id],),
-            )
+            self.log_result(call.id, final)
         except Exception:
             log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
         return True
