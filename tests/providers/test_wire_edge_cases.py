@@ -186,7 +186,8 @@ async def test_chat_tool_calls_sharing_one_index_are_separate_calls() -> None:
     )
 
 
-def _anthropic_event(payload: dict[str, Any]) -> bytes:
+def _typed_event(payload: dict[str, Any]) -> bytes:
+    """One SSE event named by its payload's ``type`` (Anthropic and Responses streams)."""
     return (
         b"event: " + payload["type"].encode() + b"\ndata: " + json.dumps(payload).encode() + b"\n\n"
     )
@@ -214,7 +215,7 @@ async def test_anthropic_null_counts_in_message_delta_keep_the_start_counts() ->
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": end_usage},
         {"type": "message_stop"},
     ]
-    collected = await _serve("messages", b"".join(map(_anthropic_event, events)))
+    collected = await _serve("messages", b"".join(map(_typed_event, events)))
     assert collected.assembler.usage == Usage(17, 15, 2000, 100)
 
 
@@ -234,14 +235,8 @@ async def test_anthropic_block_started_twice_is_a_malformed_stream() -> None:
         },
     ]
     with pytest.raises(ProviderStreamError) as caught:
-        await _serve("messages", b"".join(map(_anthropic_event, events)))
+        await _serve("messages", b"".join(map(_typed_event, events)))
     assert caught.value.code == "MALFORMED_RESPONSE"
-
-
-def _responses_event(payload: dict[str, Any]) -> bytes:
-    return (
-        b"event: " + payload["type"].encode() + b"\ndata: " + json.dumps(payload).encode() + b"\n\n"
-    )
 
 
 async def test_responses_reasoning_summary_parts_are_separate_paragraphs() -> None:
@@ -254,7 +249,7 @@ async def test_responses_reasoning_summary_parts_are_separate_paragraphs() -> No
         {"type": summary, "output_index": 0, "summary_index": 1, "delta": "Check it."},
         {"type": "response.completed", "response": {"status": "completed"}},
     ]
-    collected = await _serve("responses", b"".join(map(_responses_event, events)))
+    collected = await _serve("responses", b"".join(map(_typed_event, events)))
     assert collected.message.content == (Reasoning("Plan the answer.\n\nCheck it."),)
 
 
