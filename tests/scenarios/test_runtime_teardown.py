@@ -378,3 +378,15 @@ async def test_a_store_that_hangs_on_the_final_detach_cannot_keep_the_runtime_op
             await agent.ask("hello")
     assert trio.current_time() == pytest.approx(5, abs=0.5)
     assert agent.status == "disposed"
+
+
+@pytest.mark.parametrize("bound", [0, -1.0, float("nan")])
+async def test_open_runtime_refuses_a_flush_timeout_that_is_not_a_positive_number(
+    bound: float,
+) -> None:
+    """R7.49, R12.9: ``flush_timeout`` bounds every flush and the final detach; zero, a
+    negative number or NaN (which would silently mean no bound) is a ConfigError naming it.
+    """
+    with pytest.raises(retinue.ConfigError, match="flush_timeout must be a positive number"):
+        async with retinue.open_runtime(models=ScriptedModel([]), flush_timeout=bound):
+            pass  # pragma: no cover - refused before the body runs

@@ -82,8 +82,8 @@ async def open_runtime(
     if config is not None:
         max_parallel_tool_calls = config.max_parallel_tool_calls
     check_parallel_cap(max_parallel_tool_calls)
-    if flush_timeout <= 0:
-        raise ConfigError(f"flush_timeout must be positive, got {flush_timeout!r}")
+    if not flush_timeout > 0:  # NaN too: it compares false with everything
+        raise ConfigError(f"flush_timeout must be a positive number, got {flush_timeout!r}")
     hooks = HookBus()
     registry = ToolRegistry(hooks, tools)
     sections = (Section("system", system_prompt, 0),) if system_prompt else ()
