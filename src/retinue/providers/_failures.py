@@ -16,10 +16,11 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 
 from retinue._errors import ModelError
+
+from ._ratelimits import finite_number
 
 __all__ = [
     "AuthenticationError",
@@ -111,25 +112,16 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """
     value = headers.get("retry-after-ms")
     if value is not None:
-        milliseconds = _finite(value)
+        milliseconds = finite_number(value)
         if milliseconds is not None:
             return max(0.0, milliseconds / 1000.0)
     value = headers.get("retry-after")
     if value is None:
         return None
-    seconds = _finite(value)
+    seconds = finite_number(value)
     if seconds is not None:
         return max(0.0, seconds)
     return _http_date_delay(value)
-
-
-def _finite(text: str) -> float | None:
-    """*text* as a finite number; ``None`` for anything else (``inf`` and ``nan`` too)."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _http_date_delay(value: str) -> float | None:

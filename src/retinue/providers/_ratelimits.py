@@ -10,7 +10,7 @@ from typing import final
 
 import attrs
 
-__all__ = ["RateLimitInfo", "parse_duration", "parse_rate_limits"]
+__all__ = ["RateLimitInfo", "finite_number", "parse_duration", "parse_rate_limits"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -32,15 +32,21 @@ class RateLimitInfo:
         return self.requests_remaining is None and self.tokens_remaining is None
 
 
+def finite_number(text: str) -> float | None:
+    """*text* as a finite number; ``None`` for anything else (``inf`` and ``nan`` too)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def parse_duration(text: str) -> float | None:
     """Parse OpenAI's reset durations (``"12ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``)."""
     text = text.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if math.isfinite(seconds) else None
+    seconds = finite_number(text)
+    if seconds is not None:
+        return max(0.0, seconds)
     parts = _DURATION.findall(text)
     if not parts or "".join(a + b for a, b in parts) != text:
         return None
