@@ -171,12 +171,14 @@ def test_responses_body_reproduces_recorded_function_output_request() -> None:
 
 
 def test_responses_body_maps_limits_and_drops_stop() -> None:
-    """max_tokens becomes max_output_tokens; stop sequences have no Responses field."""
+    """max_tokens becomes max_output_tokens, at least the API's minimum of 16; stop
+    sequences have no Responses field.
+    """
     request = make_request("hi", model="m", max_tokens=7, temperature=0.5, stop=["x"])
     assert responses_request_body(request) == {
         "model": "m",
         "input": [{"role": "user", "content": "hi"}],
-        "max_output_tokens": 7,
+        "max_output_tokens": 16,
         "temperature": 0.5,
         "stream": True,
     }
@@ -219,7 +221,9 @@ def test_anthropic_body_reproduces_recorded_tool_result_request() -> None:
 
 
 def test_anthropic_body_replays_thinking_and_orders_tool_results_first() -> None:
-    """Signed thinking and redacted thinking replay; tool results lead their merged user turn."""
+    """Signed thinking and redacted thinking replay; tool results lead their merged user turn;
+    with thinking on, the temperature is not sent (the API accepts only 1).
+    """
     history = [
         Message("user", (Text("weather?"),)),
         Message(
@@ -265,7 +269,6 @@ def test_anthropic_body_replays_thinking_and_orders_tool_results_first() -> None
             },
         ],
         "system": "sys",
-        "temperature": 0.0,
         "stop_sequences": ["END"],
         "thinking": {"type": "enabled", "budget_tokens": 1024},
         "stream": True,

@@ -279,3 +279,45 @@ async def test_openai_token_limit_field_follows_the_host(base_url: str, field: s
             await collect(model, make_request("hi", max_tokens=50))
     limits = {key for key in server.calls[0].body if "max" in key}
     assert limits == {field}
+
+
+REFUSAL = "I can't help with that."
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        (
+            _sse(
+                b'{"choices":[{"index":0,"delta":{"role":"assistant","content":null,'
+                b'"refusal":""},"finish_reason":null}]}',
+                b'{"choices":[{"index":0,"delta":{"refusal":"I can\'t help with that."},'
+                b'"finish_reason":null}]}',
+                b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+                b"[DONE]",
+            ),
+            SSE,
+        ),
+        (
+            json.dumps(
+                {
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": None, "refusal": REFUSAL},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                }
+            ).encode(),
+            JSON,
+        ),
+    ],
+    ids=["stream", "body"],
+)
+async def test_chat_refusal_is_answer_text(body: bytes, headers: Any) -> None:
+    """A Chat Completions refusal (``content`` null) is the answer's text, as in Responses."""
+    collected = await _serve("chat", body, headers)
+    assert collected.message.content == (Text(REFUSAL),)
+    assert collected.assembler.finish.kind == "stop"

@@ -11,6 +11,7 @@ import attrs
 from retinue._content import (
     ContentBlock,
     Message,
+    OpaqueBlock,
     Reasoning,
     RedactedReasoning,
     Text,
@@ -48,6 +49,12 @@ __all__ = [
 
 JsonObject = dict[str, object]
 DEFAULT_MAX_TOKENS = 4096
+MIN_THINKING_BUDGET = 1024
+"""The smallest ``budget_tokens`` the API accepts for extended thinking."""
+EMPTY_TURN_TEXT = "(empty message)"
+"""Stands in for a user turn with nothing the API accepts (it refuses empty content)."""
+EMPTY_ERROR_TEXT = "(the tool failed without a message)"
+"""Stands in for the content of an error result with nothing the API accepts."""
 
 
 def _tool_input(arguments: str) -> object:
@@ -58,11 +65,27 @@ def _tool_input(arguments: str) -> object:
     return value if isinstance(value, dict) else {}
 
 
+def _text(block: Text) -> JsonObject | None:
+    # The API refuses a text block with no visible text; a whitespace-only answer
+    # in the history would fail every later request of the session.
+    return {"type": "text", "text": block.text} if block.text.strip() else None
+
+
+def _result_part(block: ContentBlock) -> JsonObject | None:
+    """A block inside a ``tool_result``: text, or a block retinue does not model (an image)."""
+    if isinstance(block, Text):
+        return _text(block)
+    if isinstance(block, OpaqueBlock):
+        return opaque_part(block)
+    return None
+
+
 def _tool_result(block: ToolResultBlock) -> JsonObject:
-    texts = [
-        {"type": "text", "text": b.text} for b in block.content if isinstance(b, Text) and b.text
-    ]
-    out: JsonObject = {"type": "tool_result", "tool_use_id": block.tool_call_id, "content": texts}
+    content = [part for part in map(_result_part, block.content) if part is not None]
+    if not content and block.is_error:
+        # The API refuses an error result with no content.
+        content = [{"type": "text", "text": EMPTY_ERROR_TEXT}]
+    out: JsonObject = {"type": "tool_result", "tool_use_id": block.tool_call_id, "content": content}
     if block.is_error:
         out["is_error"] = True
     return out
@@ -71,7 +94,7 @@ def _tool_result(block: ToolResultBlock) -> JsonObject:
 def _block(block: ContentBlock) -> JsonObject | None:
     """One SPEC block as an Anthropic content block; ``None`` when it cannot be sent."""
     if isinstance(block, Text):
-        return {"type": "text", "text": block.text} if block.text else None
+        return _text(block)
     if isinstance(block, ToolCall):
         return {
             "type": "tool_use",
@@ -105,7 +128,10 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
     Consecutive messages of one role merge into one turn (roles must
     alternate); in each user turn the ``tool_result`` blocks come first, as
     Anthropic requires; thinking blocks are replayed with their signature,
-    redacted thinking verbatim; reasoning without a signature is dropped.
+    redacted thinking verbatim; reasoning without a signature and
+    whitespace-only text are dropped. An assistant turn left empty is left
+    out; a user turn left empty holds :data:`EMPTY_TURN_TEXT`, so that the
+    transcript neither starts nor ends on the assistant's side.
     """
     out: list[JsonObject] = []
     for message in messages:
@@ -113,13 +139,15 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
             continue  # sent once, in the body's ``system`` (anthropic_request_body)
         role = "assistant" if message.role == "assistant" else "user"
         blocks = [mapped for mapped in map(_block, message.content) if mapped is not None]
-        if blocks:
+        if blocks or role == "user":
             _merge(out, role, blocks)
     for turn in out:
         if turn["role"] == "user":
             content = turn["content"]
             assert isinstance(content, list)
             content.sort(key=lambda block: block.get("type") != "tool_result")
+            if not content:
+                content.append({"type": "text", "text": EMPTY_TURN_TEXT})
     return out
 
 
@@ -129,6 +157,15 @@ def anthropic_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
         {"name": t.name, "description": t.description, "input_schema": thaw_json(t.parameters)}
         for t in tools
     ]
+
+
+def _max_tokens(request: ModelRequest, default: int, thinking_budget: int | None) -> int:
+    limit = request.max_tokens or default
+    if thinking_budget is None:
+        return limit
+    # The API refuses max_tokens <= budget_tokens; the budget is the explicit
+    # setting of the two, so it wins.
+    return max(limit, thinking_budget + 1)
 
 
 def anthropic_request_body(
@@ -141,10 +178,12 @@ def anthropic_request_body(
     """Build the Messages request body for *request*; pure.
 
     ``max_tokens`` is mandatory on this API: *default_max_tokens* fills in.
+    With *thinking_budget*, ``max_tokens`` is raised above the budget when it
+    is not already, and no temperature is sent (thinking accepts only 1).
     """
     body: JsonObject = {
         "model": request.model,
-        "max_tokens": request.max_tokens or default_max_tokens,
+        "max_tokens": _max_tokens(request, default_max_tokens, thinking_budget),
         "messages": anthropic_messages(request.messages),
     }
     system = request.system
@@ -155,7 +194,7 @@ def anthropic_request_body(
         body["system"] = system
     if request.tools:
         body["tools"] = anthropic_tools(request.tools)
-    if request.temperature is not None:
+    if request.temperature is not None and thinking_budget is None:
         body["temperature"] = request.temperature
     if request.stop:
         body["stop_sequences"] = list(request.stop)

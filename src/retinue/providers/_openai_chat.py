@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import final
 
 import attrs
@@ -11,6 +12,7 @@ from retinue._content import (
     ContentBlock,
     Message,
     OpaqueBlock,
+    Reasoning,
     Text,
     ToolCall,
     ToolResultBlock,
@@ -61,21 +63,33 @@ def _user_content(parts: list[JsonObject]) -> str | list[JsonObject]:
     return parts
 
 
+NOT_TEXT_RESULT = "(the tool's result is not text and cannot be shown here)"
+"""A ``tool`` message's content when the result has no text: the message carries text only."""
+
+
 def _tool_message(block: ToolResultBlock) -> JsonObject:
     text = content_text(block.content)
+    if not text and any(isinstance(b, OpaqueBlock) for b in block.content):
+        text = NOT_TEXT_RESULT
     return {"role": "tool", "tool_call_id": block.tool_call_id, "content": text}
 
 
-def _user_messages(message: Message) -> list[JsonObject]:
-    """A user message becomes ``tool`` messages (results) and then one ``user`` message."""
-    out = [_tool_message(b) for b in message.content if isinstance(b, ToolResultBlock)]
-    parts = [p for p in map(_user_part, message.content) if p is not None]
-    if parts:
-        out.append({"role": "user", "content": _user_content(parts)})
+def _user_run(run: Sequence[Message]) -> list[JsonObject]:
+    """Consecutive user messages: every tool result first, then each message's other content.
+
+    A message injected while a tool ran is logged before the tool's result,
+    but nothing may come between an assistant's ``tool_calls`` and the
+    ``tool`` messages that answer them.
+    """
+    out = [_tool_message(b) for m in run for b in m.content if isinstance(b, ToolResultBlock)]
+    for message in run:
+        parts = [p for p in map(_user_part, message.content) if p is not None]
+        if parts:
+            out.append({"role": "user", "content": _user_content(parts)})
     return out
 
 
-def _assistant_message(message: Message) -> JsonObject | None:
+def _assistant_message(message: Message, *, replay_reasoning: bool) -> JsonObject | None:
     text = content_text(message.content)
     calls = [
         {"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.arguments}}
@@ -87,28 +101,36 @@ def _assistant_message(message: Message) -> JsonObject | None:
     out: JsonObject = {"role": "assistant", "content": text or None}
     if calls:
         out["tool_calls"] = calls
+    # A signature marks another provider's reasoning, which this API cannot check.
+    reasoning = [
+        b.text for b in message.content if isinstance(b, Reasoning) and b.signature is None
+    ]
+    if replay_reasoning and reasoning:
+        out["reasoning_content"] = "".join(reasoning)
     return out
 
 
-def chat_messages(system: str | None, messages: Sequence[Message]) -> list[JsonObject]:
+def chat_messages(
+    system: str | None, messages: Sequence[Message], *, replay_reasoning: bool = False
+) -> list[JsonObject]:
     """Map a system prompt and SPEC messages to Chat Completions ``messages``.
 
-    Tool results become ``role: "tool"`` messages placed before any other user
-    content of the same message; reasoning blocks are not replayed (Chat
-    Completions has no field for them).
+    In each run of consecutive user messages the tool results become
+    ``role: "tool"`` messages placed before any other user content. Unsigned
+    reasoning goes back as ``reasoning_content`` only with *replay_reasoning*
+    (DeepSeek's extension; OpenAI's API has no such field).
     """
     out: list[JsonObject] = []
     if system:
         out.append({"role": "system", "content": system})
-    for message in messages:
-        if message.role == "assistant":
-            mapped = _assistant_message(message)
-            if mapped is not None:
-                out.append(mapped)
-        elif message.role == "system":
-            out.append({"role": "system", "content": content_text(message.content)})
+    for role, group in groupby(messages, key=lambda message: message.role):
+        if role == "user":
+            out.extend(_user_run(list(group)))
+        elif role == "system":
+            out.extend({"role": "system", "content": content_text(m.content)} for m in group)
         else:
-            out.extend(_user_messages(message))
+            mapped = (_assistant_message(m, replay_reasoning=replay_reasoning) for m in group)
+            out.extend(m for m in mapped if m is not None)
     return out
 
 
@@ -132,12 +154,11 @@ def chat_request_body(
     *,
     stream: bool = True,
     max_tokens_param: str = "max_completion_tokens",
+    replay_reasoning: bool = False,
 ) -> JsonObject:
     """Build the Chat Completions request body for *request*; pure."""
-    body: JsonObject = {
-        "model": request.model,
-        "messages": chat_messages(request.system, request.messages),
-    }
+    messages = chat_messages(request.system, request.messages, replay_reasoning=replay_reasoning)
+    body: JsonObject = {"model": request.model, "messages": messages}
     if request.tools:
         body["tools"] = chat_tools(request.tools)
     if request.max_tokens is not None:
@@ -265,9 +286,11 @@ class ChatStreamDecoder:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             out.append(table.reasoning("reasoning", reasoning))
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            out.append(table.text("text", content))
+        # A refusal arrives with ``content`` null; it is the answer the model gave.
+        for field in ("content", "refusal"):
+            text = delta.get(field)
+            if isinstance(text, str) and text:
+                out.append(table.text("text", text))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):

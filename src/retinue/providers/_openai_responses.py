@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import final
 
 import attrs
@@ -37,26 +38,8 @@ from ._sse import SseEvent
 __all__ = ["ResponsesStreamDecoder", "responses_request_body", "responses_usage"]
 
 JsonObject = dict[str, object]
-
-
-def _user_items(message: Message) -> list[JsonObject]:
-    items: list[JsonObject] = [
-        {
-            "type": "function_call_output",
-            "call_id": block.tool_call_id,
-            "output": content_text(block.content),
-        }
-        for block in message.content
-        if isinstance(block, ToolResultBlock)
-    ]
-    texts = [block.text for block in message.content if isinstance(block, Text)]
-    if any(isinstance(block, OpaqueBlock) for block in message.content):
-        # A block retinue does not model (an image, say) needs the list form.
-        parts = [_input_part(block) for block in message.content]
-        items.append({"role": "user", "content": [part for part in parts if part is not None]})
-    elif texts:
-        items.append({"role": "user", "content": "".join(texts)})
-    return items
+MIN_OUTPUT_TOKENS = 16
+"""The smallest ``max_output_tokens`` the Responses API accepts."""
 
 
 def _input_part(block: ContentBlock) -> JsonObject | None:
@@ -65,6 +48,36 @@ def _input_part(block: ContentBlock) -> JsonObject | None:
     if isinstance(block, OpaqueBlock):
         return opaque_part(block)
     return None
+
+
+def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
+    """Text as one string; content with a block retinue does not model (an image) as parts."""
+    if not any(isinstance(block, OpaqueBlock) for block in content):
+        return content_text(content)
+    parts = [_input_part(b) for b in content if not (isinstance(b, Text) and not b.text)]
+    return [part for part in parts if part is not None]
+
+
+def _function_output(block: ToolResultBlock) -> JsonObject:
+    return {
+        "type": "function_call_output",
+        "call_id": block.tool_call_id,
+        "output": _parts(block.content),
+    }
+
+
+def _user_run(run: Sequence[Message]) -> list[JsonObject]:
+    """Consecutive user messages: every tool output first, then each message's other content.
+
+    A message injected while a tool ran is logged before the tool's result;
+    its ``function_call_output`` still follows the ``function_call`` directly.
+    """
+    items = [_function_output(b) for m in run for b in m.content if isinstance(b, ToolResultBlock)]
+    for message in run:
+        user = [b for b in message.content if isinstance(b, Text | OpaqueBlock)]
+        if user:
+            items.append({"role": "user", "content": _parts(user)})
+    return items
 
 
 def _assistant_items(message: Message) -> list[JsonObject]:
@@ -83,13 +96,13 @@ def _assistant_items(message: Message) -> list[JsonObject]:
 def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
     """Map SPEC messages to Responses ``input`` items (reasoning is not replayed)."""
     items: list[JsonObject] = []
-    for message in messages:
-        if message.role == "assistant":
-            items.extend(_assistant_items(message))
-        elif message.role == "system":
-            items.append({"role": "developer", "content": content_text(message.content)})
+    for role, group in groupby(messages, key=lambda message: message.role):
+        if role == "user":
+            items.extend(_user_run(list(group)))
+        elif role == "system":
+            items.extend({"role": "developer", "content": content_text(m.content)} for m in group)
         else:
-            items.extend(_user_items(message))
+            items.extend(item for m in group for item in _assistant_items(m))
     return items
 
 
@@ -110,15 +123,18 @@ def responses_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
 def responses_request_body(request: ModelRequest, *, stream: bool = True) -> JsonObject:
     """Build the Responses API request body for *request*; pure.
 
-    ``stop`` has no Responses equivalent and is not sent.
+    ``stop`` has no Responses equivalent and is not sent; ``max_output_tokens``
+    is at least :data:`MIN_OUTPUT_TOKENS`.
     """
     body: JsonObject = {"model": request.model, "input": responses_input(request.messages)}
     if request.system:
         body["instructions"] = request.system
     if request.tools:
         body["tools"] = responses_tools(request.tools)
-    if request.max_tokens is not None:
-        body["max_output_tokens"] = request.max_tokens
+    limit = request.max_tokens
+    if limit is not None:
+        # The API refuses a positive limit below 16, though it only asks for a short answer.
+        body["max_output_tokens"] = MIN_OUTPUT_TOKENS if 0 < limit < MIN_OUTPUT_TOKENS else limit
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if stream:

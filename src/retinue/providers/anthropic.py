@@ -18,7 +18,12 @@ import httpx2
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
-from ._anthropic_wire import DEFAULT_MAX_TOKENS, AnthropicStreamDecoder, anthropic_request_body
+from ._anthropic_wire import (
+    DEFAULT_MAX_TOKENS,
+    MIN_THINKING_BUDGET,
+    AnthropicStreamDecoder,
+    anthropic_request_body,
+)
 from ._failures import ProviderConnectionError, ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
@@ -59,7 +64,9 @@ class AnthropicModel(ClientOwner):
         api_key: The key (a local ``base_url`` without one gets a placeholder).
         provider: The provider name this adapter reports.
         default_max_tokens: ``max_tokens`` when a request sets none (the API requires one).
-        thinking_budget: Enables extended thinking with this token budget.
+        thinking_budget: Enables extended thinking with this token budget (at least
+            1024). ``max_tokens`` is then raised above the budget when it is not
+            already, and the agent's temperature is not sent.
         max_connections: Connections in total, split into pools of ``pool_size``.
         timeout: Seconds allowed between bytes of a response.
         transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
@@ -82,6 +89,11 @@ class AnthropicModel(ClientOwner):
         connect_timeout: float = 10.0,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        if thinking_budget is not None and thinking_budget < MIN_THINKING_BUDGET:
+            raise ValueError(
+                f"thinking_budget must be at least {MIN_THINKING_BUDGET} tokens (the API's "
+                f"minimum), not {thinking_budget}"
+            )
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         if api_key is None and base_url is not None and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):

@@ -42,6 +42,12 @@ def _is_openai(base_url: str | None) -> bool:
     return base_url is None or httpx2.URL(base_url).host == "api.openai.com"
 
 
+def _is_deepseek(provider: str, base_url: str | None) -> bool:
+    """Whether requests go to DeepSeek, by the provider's name or the URL's host."""
+    host = httpx2.URL(base_url).host if base_url else ""
+    return provider == "deepseek" or host == "deepseek.com" or host.endswith(".deepseek.com")
+
+
 def connection_error(exc: Exception, provider: str) -> ProviderConnectionError:
     """The typed error for an SDK connection failure or timeout."""
     timed_out = isinstance(exc, openai.APITimeoutError)
@@ -81,6 +87,9 @@ class OpenAIModel(ClientOwner):
         provider: The provider name this adapter reports (for routing and admission).
         max_tokens_param: ``"max_completion_tokens"`` (OpenAI's default) or
             ``"max_tokens"`` (the default for other servers).
+        replay_reasoning: Send unsigned reasoning back as ``reasoning_content`` (Chat
+            Completions only). DeepSeek's thinking mode requires it after a tool call;
+            ``None`` turns it on for provider ``"deepseek"`` or a ``deepseek.com`` host.
         max_connections: Connections in total, split into pools of ``pool_size``.
         timeout: Seconds allowed between bytes of a response.
         transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
@@ -99,6 +108,7 @@ class OpenAIModel(ClientOwner):
         project: str | None = None,
         default_headers: Mapping[str, str] | None = None,
         max_tokens_param: str | None = None,
+        replay_reasoning: bool | None = None,
         max_connections: int = 1000,
         pool_size: int = 100,
         timeout: float = 600.0,
@@ -117,6 +127,9 @@ class OpenAIModel(ClientOwner):
         self._max_tokens_param = max_tokens_param or (
             "max_completion_tokens" if _is_openai(base_url) else "max_tokens"
         )
+        if replay_reasoning is None:
+            replay_reasoning = _is_deepseek(provider, base_url)
+        self._replay_reasoning = replay_reasoning
         http_client = make_http_client(
             max_connections=max_connections,
             pool_size=pool_size,
@@ -146,7 +159,11 @@ class OpenAIModel(ClientOwner):
     def _prepare(self, request: ModelRequest) -> tuple[str, dict[str, object], StreamDecoder]:
         if self.api == "responses":
             return "/responses", responses_request_body(request), ResponsesStreamDecoder()
-        body = chat_request_body(request, max_tokens_param=self._max_tokens_param)
+        body = chat_request_body(
+            request,
+            max_tokens_param=self._max_tokens_param,
+            replay_reasoning=self._replay_reasoning,
+        )
         return "/chat/completions", body, ChatStreamDecoder()
 
     async def _send(

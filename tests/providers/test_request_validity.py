@@ -1,0 +1,274 @@
+"""Request bodies stay within what each provider's API accepts, whatever the history holds.
+
+Each test builds a history the runtime can log (a context message injected
+while a tool ran, a blank model answer, an image a tool returned, thinking
+options) and checks the body against the provider's documented rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from retinue._content import (
+    Message,
+    OpaqueBlock,
+    Reasoning,
+    Text,
+    ToolCall,
+    ToolResultBlock,
+)
+from retinue._lossless import freeze_json
+from retinue.providers._anthropic_wire import anthropic_request_body
+from retinue.providers._openai_chat import chat_request_body
+from retinue.providers._openai_responses import responses_request_body
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import EchoPolicy, MockServer
+from retinue.providers.openai import OpenAIModel
+
+from .support import collect, make_request
+
+ANTHROPIC_IMAGE = OpaqueBlock(
+    "image", freeze_json({"source": {"type": "base64", "media_type": "image/png", "data": "iV"}})
+)
+RESPONSES_IMAGE = OpaqueBlock("input_image", freeze_json({"image_url": "data:image/png;base64,iV"}))
+
+
+def _context(text: str) -> Message:
+    return Message("user", (Text('<context source="plugin">'), Text(text), Text("</context>")))
+
+
+def _tool_turn(*results: ToolResultBlock, reasoning: str | None = None) -> list[Message]:
+    """A prompt, an assistant turn calling one tool per result, and one message per result."""
+    calls = tuple(ToolCall(r.tool_call_id, "lookup", '{"city":"Oslo"}') for r in results)
+    thought = () if reasoning is None else (Reasoning(reasoning),)
+    return [
+        Message("user", (Text("weather?"),)),
+        Message("assistant", thought + calls),
+        *(Message("user", (result,)) for result in results),
+    ]
+
+
+# Chat Completions: reasoning replay (DeepSeek thinking mode)
+
+
+def test_chat_body_replays_unsigned_reasoning_when_asked() -> None:
+    """DeepSeek's thinking mode answers 400 unless a tool-calling assistant message carries
+    its ``reasoning_content``; signed reasoning (another provider's) is not sent.
+    """
+    history = _tool_turn(ToolResultBlock("c1", (Text("sunny"),)), reasoning="Call lookup.")
+    history[1] = Message("assistant", (Reasoning("signed", "sig"), *history[1].content))
+    replayed: Any = chat_request_body(make_request(*history), replay_reasoning=True)
+    assert replayed["messages"][1]["reasoning_content"] == "Call lookup."
+    plain: Any = chat_request_body(make_request(*history))
+    assert "reasoning_content" not in plain["messages"][1]
+
+
+@pytest.mark.parametrize(
+    ("options", "replayed"),
+    [
+        ({"provider": "deepseek", "base_url": "http://mock/v1"}, True),
+        ({"base_url": "https://api.deepseek.com/v1"}, True),
+        ({"base_url": "https://api.openai.com/v1"}, False),
+        ({"base_url": "http://localhost:8000/v1"}, False),
+        ({"provider": "deepseek", "base_url": "http://mock/v1", "replay_reasoning": False}, False),
+        ({"base_url": "http://localhost:8000/v1", "replay_reasoning": True}, True),
+    ],
+    ids=["deepseek-provider", "deepseek-host", "openai", "local", "forced-off", "forced-on"],
+)
+async def test_openai_model_replays_reasoning_for_deepseek(
+    options: dict[str, Any], replayed: bool
+) -> None:
+    """By default reasoning is replayed to DeepSeek only, chosen by provider name or host."""
+    server = MockServer(EchoPolicy())
+    history = _tool_turn(ToolResultBlock("c1", (Text("sunny"),)), reasoning="Call lookup.")
+    with trio.fail_after(5):
+        async with OpenAIModel(transport=server.transport(), api_key="k", **options) as model:
+            await collect(model, make_request(*history))
+    body: Any = server.calls[0].body
+    assert ("reasoning_content" in body["messages"][1]) is replayed
+
+
+# Context injected while a tool ran
+
+
+def test_chat_tool_messages_follow_their_call_before_injected_context() -> None:
+    """A context message logged before the tool result must not split the assistant's
+    ``tool_calls`` from the ``tool`` messages: OpenAI rejects that order.
+    """
+    history = _tool_turn(ToolResultBlock("c1", (Text("sunny"),)))
+    history.insert(2, _context("the user is in Norway"))
+    messages: Any = chat_request_body(make_request(*history))["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
+    assert messages[3]["content"] == '<context source="plugin">the user is in Norway</context>'
+
+
+def test_responses_function_outputs_follow_their_call_before_injected_context() -> None:
+    """The Responses input puts every ``function_call_output`` before the injected context."""
+    results = (ToolResultBlock("c1", (Text("sunny"),)), ToolResultBlock("c2", (Text("rain"),)))
+    history = _tool_turn(*results)
+    history.insert(3, _context("note"))
+    items: Any = responses_request_body(make_request(*history))["input"]
+    kinds = [item.get("type", item.get("role")) for item in items]
+    assert kinds == [
+        "user",
+        "function_call",
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+        "user",
+    ]
+    assert [item.get("call_id") for item in items[3:5]] == ["c1", "c2"]
+
+
+# Anthropic: whitespace-only text
+
+
+def test_anthropic_body_drops_whitespace_only_text() -> None:
+    """Anthropic refuses text blocks with no visible text; a blank turn is left out and its
+    neighbours merge, so the turns still alternate.
+    """
+    history = [
+        Message("user", (Text("hi"),)),
+        Message("assistant", (Text("\n\n"), ToolCall("t1", "lookup", "{}"))),
+        Message("user", (ToolResultBlock("t1", (Text(" \n"),)),)),
+        Message("assistant", (Text("\n"),)),
+        Message("user", (Text("are you there?"),)),
+    ]
+    messages: Any = anthropic_request_body(make_request(*history))["messages"]
+    assert messages[1:] == [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": []},
+                {"type": "text", "text": "are you there?"},
+            ],
+        },
+    ]
+
+
+def test_anthropic_body_keeps_a_placeholder_for_a_blank_user_turn() -> None:
+    """A user turn with nothing left to send keeps a placeholder: dropping it would end the
+    request on the assistant's turn (a prefill) or start the transcript with one.
+    """
+    history = [
+        Message("user", (Text(" "),)),
+        Message("assistant", (Text("Hello."),)),
+        Message("user", (Text("\t"),)),
+    ]
+    messages: Any = anthropic_request_body(make_request(*history))["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    for turn in (messages[0], messages[2]):
+        (block,) = turn["content"]
+        assert block["type"] == "text"
+        assert block["text"].strip()
+
+
+# Anthropic: extended thinking options
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "budget", "expected"),
+    [(None, 8192, 8193), (1000, 1024, 1025), (None, 2048, 4096), (16000, 2048, 16000)],
+)
+def test_anthropic_thinking_body_has_room_for_the_budget(
+    max_tokens: int | None, budget: int, expected: int
+) -> None:
+    """With thinking on, ``max_tokens`` exceeds the budget and no temperature is sent (the
+    API accepts neither ``max_tokens <= budget_tokens`` nor a temperature other than 1).
+    """
+    request = make_request("hi", max_tokens=max_tokens, temperature=0.2)
+    body = anthropic_request_body(request, thinking_budget=budget)
+    assert body["max_tokens"] == expected
+    assert "temperature" not in body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
+
+
+def test_anthropic_body_without_thinking_keeps_temperature() -> None:
+    """Without thinking the agent's temperature and limit go out unchanged."""
+    body = anthropic_request_body(make_request("hi", max_tokens=100, temperature=0.2))
+    assert (body["max_tokens"], body["temperature"]) == (100, 0.2)
+
+
+@pytest.mark.parametrize("budget", [0, 512, 1023])
+def test_anthropic_model_refuses_a_thinking_budget_below_1024(budget: int) -> None:
+    """The API's minimum budget is 1024 tokens; a smaller one fails every request."""
+    with pytest.raises(ValueError, match="1024"):
+        AnthropicModel(base_url="http://mock", api_key="k", thinking_budget=budget)
+
+
+# Tool results that are not text
+
+
+def test_anthropic_tool_result_keeps_an_image() -> None:
+    """An image a tool returned reaches Anthropic inside its ``tool_result``."""
+    history = _tool_turn(ToolResultBlock("t1", (Text("screen:"), ANTHROPIC_IMAGE)))
+    messages: Any = anthropic_request_body(make_request(*history))["messages"]
+    assert messages[-1]["content"][0]["content"] == [
+        {"type": "text", "text": "screen:"},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iV"},
+        },
+    ]
+
+
+@pytest.mark.parametrize("content", [(), (Text("\n"),)], ids=["empty", "blank"])
+def test_anthropic_empty_error_result_gets_placeholder_text(content: tuple[Text, ...]) -> None:
+    """Anthropic refuses an ``is_error`` result with no content; a short text fills it."""
+    history = _tool_turn(ToolResultBlock("t1", content, is_error=True))
+    messages: Any = anthropic_request_body(make_request(*history))["messages"]
+    result = messages[-1]["content"][0]
+    assert result["is_error"] is True
+    (block,) = result["content"]
+    assert block["type"] == "text"
+    assert block["text"].strip()
+
+
+def test_responses_function_output_keeps_an_image() -> None:
+    """A non-text result uses the list form of ``function_call_output.output``."""
+    history = _tool_turn(ToolResultBlock("c1", (Text("screen:"), RESPONSES_IMAGE)))
+    items: Any = responses_request_body(make_request(*history))["input"]
+    assert items[-1] == {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [
+            {"type": "input_text", "text": "screen:"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iV"},
+        ],
+    }
+
+
+def test_responses_text_function_output_stays_a_string() -> None:
+    """A text-only result keeps the plain string form."""
+    history = _tool_turn(ToolResultBlock("c1", (Text("sunny"),)))
+    items: Any = responses_request_body(make_request(*history))["input"]
+    assert items[-1]["output"] == "sunny"
+
+
+def test_chat_tool_message_says_when_the_result_is_not_text() -> None:
+    """A ``tool`` message carries text only: an image-only result gets a placeholder, not ""."""
+    image = OpaqueBlock("image_url", freeze_json({"image_url": {"url": "data:image/png;base64,"}}))
+    history = _tool_turn(
+        ToolResultBlock("c1", (image,)), ToolResultBlock("c2", (Text("ok"), image))
+    )
+    messages: Any = chat_request_body(make_request(*history))["messages"]
+    assert messages[-2]["role"] == "tool"
+    assert messages[-2]["content"].strip()
+    assert messages[-1] == {"role": "tool", "tool_call_id": "c2", "content": "ok"}
+
+
+# Responses: output-token floor
+
+
+@pytest.mark.parametrize(("limit", "sent"), [(1, 16), (8, 16), (15, 16), (16, 16), (500, 500)])
+def test_responses_max_output_tokens_is_at_least_16(limit: int, sent: int) -> None:
+    """The Responses API refuses ``max_output_tokens`` below 16."""
+    body = responses_request_body(make_request("yes or no?", max_tokens=limit))
+    assert body["max_output_tokens"] == sent
