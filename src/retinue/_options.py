@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import final
 
 import attrs
 
 from ._errors import ConfigError
 from ._lossless import is_finite_number
+from ._request import stop_tuple
+from .prompt import PromptError, check_template
 
-__all__ = ["AgentOptions"]
+__all__ = ["AgentOptions", "check_prompt_option", "cwd_problem", "name_problem"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
@@ -28,13 +29,53 @@ def _check_temperature(_instance: object, _attribute: object, value: float | Non
         raise ConfigError(f"temperature must be a finite number, got {value!r}")
 
 
+def cwd_problem(value: object) -> str | None:
+    """Why *value* cannot be a working directory (recorded in the session header), or None."""
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return f"must be an absolute path, got {value!r}"
+    if "\x00" in value:
+        return f"must not contain a NUL character, got {value!r}"
+    return None
+
+
+def name_problem(value: object) -> str | None:
+    """Why *value* cannot name a model or provider (a request would carry it), or None."""
+    if not isinstance(value, str) or not value.strip():
+        return f"must be a non-empty string, got {value!r}"
+    return None
+
+
 def _check_cwd(_instance: object, _attribute: object, value: str | None) -> None:
-    if value is not None and not os.path.isabs(value):
-        raise ConfigError(f"cwd must be an absolute path, got {value!r}")
+    if value is not None and (problem := cwd_problem(value)) is not None:
+        raise ConfigError(f"cwd {problem}")
 
 
-def _stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
-    return None if value is None else tuple(value)
+def _check_name(_instance: object, attribute: attrs.Attribute[str], value: str | None) -> None:
+    if value is not None and (problem := name_problem(value)) is not None:
+        raise ConfigError(f"{attribute.name} {problem}")
+
+
+def check_prompt_option(option: str, value: object, section: str) -> None:
+    """Check a system-prompt option's template syntax when it is given.
+
+    Variables are looked up per turn (their values may change); a syntax
+    error would fail every turn, so it is refused now.
+
+    Raises:
+        ConfigError: *value* is not a string or not a valid template.
+    """
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ConfigError(f"{option} must be a string, got {value!r}")
+    try:
+        check_template(value, section)
+    except PromptError as exc:
+        raise ConfigError(f"{option} is not a valid prompt template: {exc.message}") from exc
+
+
+def _check_prompt(_instance: object, _attribute: object, value: str | None) -> None:
+    check_prompt_option("system_prompt", value, "persona")
 
 
 @final
@@ -46,10 +87,10 @@ class AgentOptions:
     a missing ``model`` is not an error until the first step (R2.8).
     """
 
-    model: str | None = None
-    provider: str | None = None
+    model: str | None = attrs.field(default=None, validator=_check_name)
+    provider: str | None = attrs.field(default=None, validator=_check_name)
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
-    stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop_tuple)
-    system_prompt: str | None = None
+    stop: tuple[str, ...] | None = attrs.field(default=None, converter=stop_tuple)
+    system_prompt: str | None = attrs.field(default=None, validator=_check_prompt)
     cwd: str | None = attrs.field(default=None, validator=_check_cwd)

@@ -8,10 +8,10 @@ from typing import final, overload
 import attrs
 
 from ._content import Message
-from ._errors import InvalidJsonError
+from ._errors import ConfigError, InvalidJsonError
 from ._lossless import FrozenDict, freeze_json, is_finite_number
 
-__all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema"]
+__all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema", "stop_tuple"]
 
 
 def _freeze_schema(value: object) -> FrozenDict:
@@ -21,8 +21,26 @@ def _freeze_schema(value: object) -> FrozenDict:
     return frozen
 
 
-def _stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
-    return None if value is None else tuple(value)
+def stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
+    """Freeze stop sequences; a bare string is refused, not split into characters.
+
+    Raises:
+        ConfigError: *value* is a string, not a sequence, or holds a non-string
+            or empty item (an adapter would send it or the API would refuse it).
+    """
+    given: object = value  # a value built in Python may be anything
+    if given is None:
+        return None
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+        raise ConfigError(f"stop must be a sequence of strings, got {value!r}")
+    items = tuple(given)
+    for index, item in enumerate(items):
+        if not isinstance(item, str) or not item:
+            raise ConfigError(
+                f"stop must be a sequence of strings, got {value!r}: "
+                f"item {index} is {item!r}, not a non-empty string"
+            )
+    return items
 
 
 # A config is logged in every request header, so its numbers must be JSON
@@ -49,7 +67,7 @@ class LlmCallConfig:
     provider: str | None = None
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
-    stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop_tuple)
+    stop: tuple[str, ...] | None = attrs.field(default=None, converter=stop_tuple)
 
 
 @final

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import tomllib
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import final
 
@@ -27,8 +28,9 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn
 
 from retinue._errors import ConfigError
-from retinue._options import MAX_SAFE_INTEGER
+from retinue._options import MAX_SAFE_INTEGER, cwd_problem, name_problem
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
+from retinue.stores._ids import MAX_ID_LENGTH, _id_problem
 
 __all__ = [
     "AgentEntry",
@@ -41,7 +43,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("retinue.config")
-_SEPARATORS = frozenset("/\\\x00")
+# An entry without an exact id runs as ``<label>-session-<uuid4>`` (R13.3), an id
+# a store must accept: the label has to leave room for the suffix.
+_FRESH_SUFFIX = f"-session-{uuid.UUID(int=0)}"
+MAX_LABEL_LENGTH = MAX_ID_LENGTH - len(_FRESH_SUFFIX)
 
 
 class _InvalidValueError(ConfigError):
@@ -65,35 +70,69 @@ def _check_max_tokens(_instance: object, _attribute: object, value: int | None) 
         raise _InvalidValueError("max_tokens", f"must be an integer in 1..2**53-1, got {value!r}")
 
 
-def _check_label(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    _check_session_id(_instance, attribute, value)
+def _shown(value: object) -> str:
+    text = repr(value)
+    if isinstance(value, str) and len(text) > 60:
+        return f"{text[:40]}...' ({len(value)} characters)"
+    return text
+
+
+def _session_id_problem(value: object) -> str | None:
+    """Why *value* cannot be a session id (the stores' own rule, R11.12), or None."""
+    if not isinstance(value, str):
+        return f"must be a string, got {_shown(value)}"
+    problem = _id_problem(value)
+    return None if problem is None else f"must be a valid session id: {_shown(value)} {problem}"
+
+
+def _label_problem(value: object) -> str | None:
+    if not isinstance(value, str):
+        return f"must be a string, got {_shown(value)}"
+    if not value:
+        return "must be a non-empty label, got ''"
+    if len(value) > MAX_LABEL_LENGTH:
+        return (
+            f"must be at most {MAX_LABEL_LENGTH} characters, got {len(value)}: a fresh session "
+            f"id '<label>-session-<uuid4>' must fit in {MAX_ID_LENGTH}"
+        )
+    problem = _id_problem(value + _FRESH_SUFFIX)
+    return None if problem is None else f"must be a valid label: {_shown(value)} {problem}"
+
+
+def _check_label(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    # Typed as object: a value built in Python (not read from TOML) may be anything.
+    if (problem := _label_problem(value)) is not None:
+        raise _InvalidValueError(attribute.name, problem)
 
 
 def _check_session_id(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    # Typed as object: a value built in Python (not read from TOML) may be anything.
-    if value is None:
-        return
-    if (
-        not isinstance(value, str)
-        or not value
-        or not value.isprintable()
-        or _SEPARATORS & set(value)
-    ):
-        reason = f"must be a non-empty printable id without '/' or '\\', got {value!r}"
-        raise _InvalidValueError(attribute.name, reason)
+    if value is not None and (problem := _session_id_problem(value)) is not None:
+        raise _InvalidValueError(attribute.name, problem)
 
 
 def _check_cwd(_instance: object, _attribute: object, value: str | None) -> None:
-    if value is not None and not os.path.isabs(value):
-        raise _InvalidValueError("cwd", f"must be an absolute path, got {value!r}")
+    if value is not None and (problem := cwd_problem(value)) is not None:
+        raise _InvalidValueError("cwd", problem)
+
+
+def _check_name(_instance: object, attribute: attrs.Attribute[str], value: str | None) -> None:
+    if value is not None and (problem := name_problem(value)) is not None:
+        raise _InvalidValueError(attribute.name, problem)
 
 
 def _empty_is_none(value: str | None) -> str | None:
-    return value or None
+    return None if value == "" else value
 
 
-def _as_tuple(agents: Iterable[AgentEntry]) -> tuple[AgentEntry, ...]:
-    return tuple(agents)
+def _as_tuple(agents: object) -> tuple[AgentEntry, ...]:
+    # A string or a table is iterable too, but never a list of entries.
+    if isinstance(agents, str | bytes | Mapping) or not isinstance(agents, Iterable):
+        raise _InvalidValueError("agents", f"expected a sequence of AgentEntry, got {agents!r}")
+    entries = tuple(agents)
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, AgentEntry):
+            raise _InvalidValueError(f"agents[{index}]", f"expected an AgentEntry, got {entry!r}")
+    return entries
 
 
 def _unique_identities(
@@ -128,9 +167,9 @@ class AgentEntry:
     """Resume this stored session; empty means absent."""
     cwd: str | None = attrs.field(default=None, kw_only=True, validator=_check_cwd)
     """The agent's working directory (absolute)."""
-    provider: str | None = attrs.field(default=None, kw_only=True)
+    provider: str | None = attrs.field(default=None, kw_only=True, validator=_check_name)
     """The provider half of the model route."""
-    model: str | None = attrs.field(default=None, kw_only=True)
+    model: str | None = attrs.field(default=None, kw_only=True, validator=_check_name)
     """The model name."""
     max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=_check_max_tokens)
     """The per-request output limit, 1..2**53-1."""
@@ -354,12 +393,38 @@ def load_config(path: str | os.PathLike[str]) -> LoopConfig:
     return parse_config(data, source=path)
 
 
-def _apply(entry: AgentEntry, identity: Identity | None) -> AgentEntry:
-    if identity is None:
-        return entry
+def _apply(entry: AgentEntry, identity: Identity) -> AgentEntry:
     if identity.resume:
         return attrs.evolve(entry, session_id=None, resume_session_id=identity.id)
     return attrs.evolve(entry, session_id=identity.id, resume_session_id=None)
+
+
+def _override_error(index: int, entry: AgentEntry, key: str, reason: str) -> ConfigError:
+    where = f"agents[{index}].{key}" if key else f"agents[{index}]"
+    return ConfigError(f"invalid identity overrides: {where} (label {entry.id!r}): {reason}")
+
+
+def _overridden(index: int, entry: AgentEntry, identity: object) -> AgentEntry:
+    """*entry* with *identity* applied.
+
+    The id is checked here, not left to the entry: there an empty or missing
+    id means "absent" and would quietly clear the identity instead of
+    replacing it.
+    """
+    if identity is None:
+        return entry
+    if not isinstance(identity, Identity):
+        raise _override_error(index, entry, "", f"expected an Identity, got {_shown(identity)}")
+    if type(identity.resume) is not bool:
+        reason = f"resume must be a boolean, got {identity.resume!r}"
+        raise _override_error(index, entry, "", reason)
+    key = "resume_session_id" if identity.resume else "session_id"
+    if (problem := _session_id_problem(identity.id)) is not None:
+        raise _override_error(index, entry, key, problem)
+    try:
+        return _apply(entry, identity)
+    except _InvalidValueError as exc:
+        raise _override_error(index, entry, exc.key, exc.reason) from exc
 
 
 def with_overrides(config: LoopConfig, overrides: Mapping[str, Identity]) -> LoopConfig:
@@ -371,13 +436,10 @@ def with_overrides(config: LoopConfig, overrides: Mapping[str, Identity]) -> Loo
     unknown = sorted(set(overrides) - {entry.id for entry in config.agents})
     if unknown:
         raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
-    agents: list[AgentEntry] = []
-    for index, entry in enumerate(config.agents):
-        try:
-            agents.append(_apply(entry, overrides.get(entry.id)))
-        except _InvalidValueError as exc:
-            reason = f"agents[{index}].{exc.key}: {exc.reason}"
-            raise ConfigError(f"invalid identity overrides: {reason}") from exc
+    agents = [
+        _overridden(index, entry, overrides.get(entry.id))
+        for index, entry in enumerate(config.agents)
+    ]
     try:
         return attrs.evolve(config, agents=tuple(agents))
     except ConfigError as exc:

@@ -8,8 +8,9 @@ import re
 import pytest
 import trio
 
-from retinue.cli import main
+from retinue.cli import _demo, main
 from retinue.cli._demo import run_demo
+from retinue.testing import ScriptedModel
 
 REAL_DEADLINE = 60.0
 
@@ -86,3 +87,42 @@ def test_demo_reports_a_provider_it_cannot_use_in_one_line(
     assert err.startswith("retinue demo: ")
     assert "OPENAI_API_KEY" in err
     assert "Traceback" not in err
+
+
+def test_demo_reports_missing_anthropic_credentials_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Like OpenAI, a missing Anthropic key stops the demo before it starts: status 1, one line."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    argv = ["demo", "--provider", "anthropic", "--store", "memory", "--no-live", "--agents", "1"]
+    status = main([*argv, "--turns", "1"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith("retinue demo: ")
+    assert "ANTHROPIC_API_KEY" in err
+    assert err.count("\n") == 1
+
+
+async def test_demo_fails_when_no_turn_completes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model that fails every call (a bad key or model name) is a failed demo, named once."""
+    monkeypatch.setattr(_demo, "_scripted", lambda _latency: ScriptedModel([]))
+    with trio.fail_after(REAL_DEADLINE):
+        status = await run_demo(_args(provider="scripted", no_live=True))
+    captured = capsys.readouterr()
+    assert status == 1
+    assert "end reasons: error" in captured.out
+    assert captured.err.startswith("retinue demo: no turn completed; the first error: ")
+    assert "has 0 step(s) and all were played" in captured.err
+
+
+def test_demo_names_a_count_that_is_not_an_integer(capsys: pytest.CaptureFixture[str]) -> None:
+    """A non-numeric count is a usage error saying what is expected, not a helper's name."""
+    with pytest.raises(SystemExit) as caught:
+        main(["demo", "--no-live", "--store", "memory", "--agents", "abc"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --agents: must be an integer >= 1, got 'abc'" in err
+    assert "_at_least_one" not in err

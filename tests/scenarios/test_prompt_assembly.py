@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
 import retinue
+from retinue import AgentOptions
 from retinue.prompt import Assembly, Section
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS, Next, echo, runtime
@@ -129,3 +131,34 @@ async def test_agent_variables_shadow_the_runtime_s_of_the_same_name(
         agent = await rt.create_agent("a", OPTIONS)
         await agent.ask("hi")
     assert model.requests[0].system == "scripted via runtime-provider"
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ['Answer with JSON like {"result": {"city": "..."}}', "Hello {{ name", "{{two words}}"],
+)
+async def test_a_system_prompt_with_a_syntax_error_is_refused_when_given(
+    autojump_clock: trio.testing.MockClock, prompt: str
+) -> None:
+    """R7.52, R2.7: a static template that can never render is a ConfigError naming the option
+    when the agent or runtime is built, instead of an error on every turn."""
+    model = ScriptedModel([Reply("never")], repeat_last=True)
+    with pytest.raises(retinue.ConfigError, match="system_prompt is not a valid prompt template"):
+        AgentOptions(model="scripted", system_prompt=prompt)
+    with pytest.raises(retinue.ConfigError, match="system_prompt is not a valid prompt template"):
+        async with runtime(model, system_prompt=prompt):
+            pass
+    assert model.requests == []
+
+
+async def test_escaped_braces_in_a_system_prompt_reach_the_model_literally(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.52: ``\\{{`` and ``\\}}`` let a persona show JSON; its variables still render per turn."""
+    model = ScriptedModel([Reply("ok")])
+    persona = r'Reply as {"result": {"model": "{{model}}"\}}'
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", AgentOptions(model="scripted", system_prompt=persona))
+        result = await agent.ask("hi")
+    assert result.reason.kind == "completed"
+    assert model.requests[0].system == 'Reply as {"result": {"model": "scripted"}}'

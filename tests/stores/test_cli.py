@@ -6,12 +6,14 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Self
 
 import pytest
 import trio
 
-from retinue.cli._sessions import add_parser
-from retinue.session import Session
+from retinue.cli import _sessions
+from retinue.cli._sessions import add_parser, describe
+from retinue.session import Session, SessionHeader
 from retinue.stores import JSONLStore, SQLiteStore
 from tests.stores._kit import lines, open_tool_turn, run_turn
 
@@ -183,3 +185,54 @@ def test_cli_sessions_export_into_a_closed_pipe_exits_quietly(tmp_path: Path) ->
     _, errors = child.communicate(timeout=60)
     assert child.returncode == 1
     assert errors == b""
+
+
+class _Headers:
+    """Just enough of a store for ``sessions list``: it lists the given headers."""
+
+    def __init__(self, headers: list[SessionHeader]) -> None:
+        self.headers = headers
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def list(self) -> list[SessionHeader]:
+        await trio.lowlevel.checkpoint()
+        return self.headers
+
+
+@pytest.mark.parametrize(
+    "created_at", [-(10**15), 10**20, 10**400], ids=["before-year-1", "after-9999", "no-float"]
+)
+def test_cli_sessions_list_and_show_survive_a_created_at_no_date_has(
+    created_at: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One header whose ``created_at`` is out of any date's range shows its raw milliseconds;
+    the rest of the listing is still printed."""
+    odd = SessionHeader(id="odd", created_at=created_at)
+    fine = SessionHeader(id="fine", created_at=1_700_000_000_000)
+    store: Any = _Headers([odd, fine])
+    assert trio.run(_sessions._list, store, argparse.Namespace()) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"odd\t{created_at} ms (out of range)", "fine\t2023-11-14 22:13:20Z"]
+    first = next(describe(Session.from_events(odd, [])))
+    assert first.startswith(f"session odd  created {created_at} ms (out of range)")
+
+
+def test_cli_sessions_import_refuses_a_file_without_events(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A header alone is refused in one line: a store keeps a session only once it has an
+    event, so reporting it imported would be false."""
+    header_only = tmp_path / "header.jsonl"
+    header_only.write_text(
+        '{"type":"session","id":"only-header","created_at":1700000000000,"version":0}\n'
+    )
+    target = tmp_path / "store"
+    assert _cli("--store", f"jsonl:{target}", "import", str(header_only)) == 1
+    captured = capsys.readouterr()
+    assert "imported" not in captured.out
+    assert captured.err == f"retinue sessions import: {header_only} has no events to import\n"

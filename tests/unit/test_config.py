@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from retinue.config import (
     parse_config,
     with_overrides,
 )
+from retinue.stores import check_session_id
 
 EXAMPLE = """
 max_parallel_tool_calls = 4
@@ -121,9 +124,9 @@ INVALID = [
     ('[[agents]]\nid = "a"\nsessionId = "s"', "agents[0].sessionId: unknown key"),
     ("verbose = true", "verbose: unknown key"),
     ('[[agents]]\nmodel = "m"', "agents[0].id: required key missing"),
-    ('[[agents]]\nid = ""', "agents[0].id: must be a non-empty printable id"),
-    ('[[agents]]\nid = "a/b"', "agents[0].id: must be a non-empty printable id"),
-    ('[[agents]]\nid = "a"\nsession_id = ""', "agents[0].session_id: must be a non-empty"),
+    ('[[agents]]\nid = ""', "agents[0].id: must be a non-empty label"),
+    ('[[agents]]\nid = "a/b"', "agents[0].id: must be a valid label: 'a/b' contains a path"),
+    ('[[agents]]\nid = "a"\nsession_id = ""', "agents[0].session_id: must be a valid session"),
     ('[[agents]]\nid = "a"\ncwd = "relative"', "agents[0].cwd: must be an absolute path"),
     ('[[agents]]\nid = "a"\nmodel = 4', "agents[0].model: expected a string, got 4"),
     ('[agents]\nid = "a"', "agents: expected an array of tables"),
@@ -237,6 +240,76 @@ def test_values_built_in_python_are_validated_too() -> None:
         LoopConfig(agents=[AgentEntry("a", session_id="s"), AgentEntry("b", session_id="s")])
 
 
+@pytest.mark.parametrize(
+    ("agent", "expected"),
+    [
+        ({"id": "a", "session_id": ".."}, "agents[0].session_id: must be a valid session id: '..'"),
+        ({"id": "a", "session_id": "s" * 513}, "is longer than 512 characters"),
+        ({"id": "a", "resume_session_id": "."}, "agents[0].resume_session_id: must be a valid"),
+        ({"id": "a", "session_id": "tab\there"}, "contains the control character U+0009"),
+        ({"id": "l" * 468}, "agents[0].id: must be at most 467 characters, got 468"),
+        ({"id": "a\\b"}, "agents[0].id: must be a valid label: 'a\\\\b' contains a path"),
+    ],
+)
+def test_parse_config_refuses_ids_no_store_can_hold(
+    agent: dict[str, object], expected: str
+) -> None:
+    """R13.2, R13.3: an exact id, or the fresh ``<label>-session-<uuid4>``, must pass the
+    stores' session-id rule at load, not fail when the agent starts."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config({"agents": [agent]})
+    assert expected in raised.value.message
+
+
+def test_parse_config_accepts_the_longest_ids_a_store_holds() -> None:
+    """R13.3: a 512-character id and a label whose fresh session id is 512 characters load."""
+    config = parse_config({"agents": [{"id": "a", "session_id": "s" * 512}, {"id": "l" * 467}]})
+    check_session_id(config.agents[0].identity)
+    check_session_id(f"{config.agents[1].id}-session-{uuid.uuid4()}")
+    assert parse_config({"agents": [{"id": ".."}]}).agents[0].id == ".."
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda: AgentEntry(None), "id: must be a string, got None"),  # type: ignore[arg-type]
+        (lambda: AgentEntry(""), "id: must be a non-empty label"),
+        (lambda: AgentEntry("a", cwd=5), "cwd: must be an absolute path, got 5"),  # type: ignore[arg-type]
+        (lambda: AgentEntry("a", cwd="/a\x00b"), "cwd: must not contain a NUL character"),
+        (lambda: AgentEntry("a", model=5), "model: must be a non-empty string, got 5"),  # type: ignore[arg-type]
+        (lambda: AgentEntry("a", model=""), "model: must be a non-empty string, got ''"),
+        (lambda: AgentEntry("a", provider=""), "provider: must be a non-empty string"),
+        (lambda: AgentEntry("a", provider=[]), "provider: must be a non-empty string, got []"),  # type: ignore[arg-type]
+        (lambda: AgentEntry("a", resume_session_id=0), "resume_session_id: must be a string"),  # type: ignore[arg-type]
+        (lambda: LoopConfig(agents=5), "agents: expected a sequence of AgentEntry, got 5"),
+        (lambda: LoopConfig(agents="ab"), "agents: expected a sequence of AgentEntry, got 'ab'"),
+        (lambda: LoopConfig(agents=[{"id": "a"}]), "agents[0]: expected an AgentEntry, got {"),
+        (lambda: LoopConfig(agents={"id": "a"}), "agents: expected a sequence of AgentEntry"),
+    ],
+)
+def test_values_built_in_python_fail_with_a_config_error_naming_the_field(
+    build: Callable[[], object], expected: str
+) -> None:
+    """R13.1, R13.2: a wrongly typed or unusable value built in Python is a ConfigError at
+    construction, never a TypeError or a failure when the agent runs."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        build()
+    assert expected in raised.value.message
+
+
+def test_parse_config_refuses_empty_model_and_provider_and_a_nul_in_cwd() -> None:
+    """R13.1: a model or provider that is empty, or a cwd with a NUL, would fail at the first step."""
+    data = {"agents": [{"id": "a", "model": "", "provider": " ", "cwd": "/srv/\x00"}]}
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config(data)
+    for problem in (
+        "agents[0].model: must be a non-empty string",
+        "agents[0].provider: must be a non-empty string",
+        "agents[0].cwd: must not contain a NUL character",
+    ):
+        assert problem in raised.value.message
+
+
 # -- R13.5 identity overrides ---------------------------------------------------------------
 
 
@@ -269,12 +342,32 @@ def test_with_overrides_can_give_an_entry_without_identity_one() -> None:
 
 
 @pytest.mark.parametrize(
+    ("identity", "expected"),
+    [
+        (Identity("", resume=True), "agents[0].resume_session_id (label 'h'): must be a valid"),
+        (Identity(None), "agents[0].session_id (label 'h'): must be a string, got None"),  # type: ignore[arg-type]
+        (Identity(".."), "agents[0].session_id (label 'h'): must be a valid session id: '..'"),
+        ("new-id", "agents[0] (label 'h'): expected an Identity, got 'new-id'"),
+        (Identity("x", resume=1), "agents[0] (label 'h'): resume must be a boolean, got 1"),  # type: ignore[arg-type]
+    ],
+)
+def test_with_overrides_never_silently_drops_an_identity(identity: object, expected: str) -> None:
+    """R13.5: an override replaces the identity with a valid one or raises naming the entry;
+    an empty or missing id is not read as "no identity"."""
+    base = LoopConfig(agents=(AgentEntry("h", session_id="keep-me"),))
+    with pytest.raises(retinue.ConfigError) as raised:
+        with_overrides(base, {"h": identity})  # type: ignore[dict-item]
+    assert raised.value.message.startswith("invalid identity overrides: ")
+    assert expected in raised.value.message
+
+
+@pytest.mark.parametrize(
     ("overrides", "expected"),
     [
         ({"nobody": Identity("x")}, "unknown agent labels: nobody"),
         ({"helper": Identity("old-reviewer")}, "agents[2].session_id: session 'old-reviewer'"),
-        ({"helper": Identity("")}, "agents[2].session_id: must be a non-empty"),
-        ({"helper": Identity(5)}, "agents[2].session_id: must be a non-empty"),  # type: ignore[arg-type]
+        ({"helper": Identity("")}, "agents[2].session_id (label 'helper'): must be a valid"),
+        ({"helper": Identity(5)}, "agents[2].session_id (label 'helper'): must be a string"),  # type: ignore[arg-type]
     ],
 )
 def test_with_overrides_rejects_unknown_labels_and_invalid_identities(

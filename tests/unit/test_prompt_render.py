@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retinue.prompt import PromptError, Section, render
+from retinue.prompt import PromptError, Section, check_template, render
 
 VARIABLES = {"name": "Ada", "cwd": "/srv", "braces": "{{not a group}}", "unset": None}
 
@@ -54,3 +54,40 @@ def test_render_refuses_a_variable_that_is_not_text() -> None:
     """R7.52: a variable's value is text; another type is a PromptError naming it."""
     with pytest.raises(PromptError, match="'count' is not text but int"):
         render([Section("s", "{{count}} items")], {"count": 3})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("text", "rendered"),
+    [
+        (r"literal \{{name\}}", "literal {{name}}"),
+        (r'JSON like {"a": {"b": 1\}}', 'JSON like {"a": {"b": 1}}'),
+        (r"\{{{{name}}\}}", "{{Ada}}"),
+        (r"a single \{ brace and \ stay", r"a single \{ brace and \ stay"),
+    ],
+)
+def test_render_writes_escaped_double_braces_literally(text: str, rendered: str) -> None:
+    """R7.52: ``\\{{`` and ``\\}}`` are literal double braces; nothing else is escaped."""
+    assert render([Section("s", text)], VARIABLES) == rendered
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('JSON like {"a": {"b": 1}}', "a lone '}}' at character 23"),
+        ("{{ name }} and {{", "a lone '{{' at character 15"),
+        ("{{ two words }}", "malformed variable group"),
+    ],
+)
+def test_check_template_finds_syntax_errors_without_variables(text: str, problem: str) -> None:
+    """R7.52: a template's syntax is checked without any variable values; a lone brace pair
+    names its place and the escape."""
+    with pytest.raises(PromptError, match=problem) as caught:
+        check_template(text, "persona")
+    assert "'persona'" in str(caught.value)
+    check_template("{{unknown}} is looked up per turn, not here", "persona")
+
+
+def test_render_refuses_a_section_that_is_not_text() -> None:
+    """R7.52: a section whose text is not a string is a PromptError naming it."""
+    with pytest.raises(PromptError, match="section 's' is not text but NoneType"):
+        render([Section("s", None)], {})  # type: ignore[arg-type]

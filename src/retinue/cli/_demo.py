@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import random
 import sys
 import time
@@ -21,7 +22,7 @@ from rich.table import Table
 
 import retinue
 from retinue._errors import describe_error, leaf_error
-from retinue.session import Event
+from retinue.session import Event, TurnEnd
 
 __all__ = ["add_parser", "run_demo"]
 
@@ -66,7 +67,10 @@ def add_parser(commands: Any) -> None:
 
 
 def _at_least_one(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -117,6 +121,7 @@ class _Row:
 class _Board:
     rows: dict[str, _Row] = attrs.field(factory=dict)
     ends: Counter[str] = attrs.field(factory=Counter)
+    first_error: str | None = None
 
     def observe(self, agent: retinue.Agent) -> Callable[[object, Event], None]:
         row = self.rows.setdefault(agent.id, _Row())
@@ -127,10 +132,13 @@ class _Board:
                 row.steps += 1
             elif kind == "tool/call":
                 row.tool_calls += 1
-            elif kind == "turn/end":
+            elif isinstance(event.data, TurnEnd):
+                reason = event.data.reason
                 row.turns += 1
-                row.last_end = event.data.reason.kind  # type: ignore[union-attr]
+                row.last_end = reason.kind
                 self.ends[row.last_end] += 1
+                if reason.kind == "error" and self.first_error is None:
+                    self.first_error = reason.message or reason.code or "error"
 
         return on_event
 
@@ -196,6 +204,8 @@ async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.M
     if args.provider == "anthropic":
         from retinue.providers.anthropic import AnthropicModel
 
+        _require_anthropic_credentials()
+
         async with AnthropicModel() as anthropic_model:
             yield anthropic_model, args.model or "claude-haiku-4-5"
         return
@@ -213,6 +223,20 @@ async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.M
         OpenAIModel(base_url=server.openai_base_url, api_key="mock-key") as mock_model,
     ):
         yield mock_model, "mock-model"
+
+
+def _require_anthropic_credentials() -> None:
+    """Refuse to start without a key, as the OpenAI client does.
+
+    Anthropic's client starts without one and fails every request instead,
+    which would end every turn in the same error.
+    """
+    names = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+    if not any(os.environ.get(name) for name in names):
+        raise retinue.ConfigError(
+            "Missing credentials: set the ANTHROPIC_API_KEY environment variable "
+            "(or ANTHROPIC_AUTH_TOKEN)"
+        )
 
 
 def _store(spec: str) -> retinue.SessionStore:
@@ -271,7 +295,15 @@ async def run_demo(args: argparse.Namespace) -> int:
         console.print(
             f"sessions stored in {args.store}: try `retinue sessions list --store {args.store}`"
         )
-    return 0
+    return _status(board)
+
+
+def _status(board: _Board) -> int:
+    """1 when no turn completed and some failed (a bad key or model): the demo did not run."""
+    if board.first_error is None or board.ends["completed"]:
+        return 0
+    print(f"retinue demo: no turn completed; the first error: {board.first_error}", file=sys.stderr)
+    return 1
 
 
 async def _disturb(agents: list[retinue.Agent], rng: random.Random) -> None:

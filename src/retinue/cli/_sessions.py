@@ -162,6 +162,10 @@ async def _import(store: BufferedStore, args: argparse.Namespace) -> int:
     except UnicodeDecodeError as exc:
         raise CorruptSessionError(f"{args.file} is not UTF-8 text: {exc.reason}") from exc
     session = read_jsonl(text, source=args.file, new_id=args.new_id)
+    if not session.events:
+        # A store writes a session with its first event, so this would store nothing.
+        print(f"retinue sessions import: {args.file} has no events to import", file=sys.stderr)
+        return 1
     async with store:
         if await store.exists(session.id):
             print(
@@ -309,5 +313,10 @@ def _short(text: str, limit: int = 100) -> str:
 
 
 def _when(millis: int) -> str:
-    moment = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
+    """UTC time of *millis*; the raw number when no date has it, so one odd header
+    never aborts a whole listing."""
+    try:
+        moment = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"{millis} ms (out of range)"
     return moment.strftime("%Y-%m-%d %H:%M:%SZ")

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ._sections import Assembly, PromptError, Section, render
+from ._sections import Assembly, PromptError, Section, check_template, render
 
-__all__ = ["Assembly", "PromptError", "Section", "render"]
+__all__ = ["Assembly", "PromptError", "Section", "check_template", "render"]

@@ -1,4 +1,10 @@
-"""System-prompt sections and strict ``{{variable}}`` rendering (R7.51-R7.53)."""
+"""System-prompt sections and strict ``{{variable}}`` rendering (R7.51-R7.53).
+
+Template rule: ``{{name}}`` (whitespace around the name allowed) is replaced
+by the variable's text, which is not parsed again. A ``{{`` or ``}}`` outside
+such a group is an error, so a typo never reaches the model silently; write
+``\\{{`` and ``\\}}`` for literal double braces.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,10 @@ import attrs
 from retinue._errors import RetinueError
 from retinue._request import ToolSchema
 
-__all__ = ["Assembly", "PromptError", "Section", "render"]
+__all__ = ["Assembly", "PromptError", "Section", "check_template", "render"]
 
-_GROUP = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+# Leftmost match wins: an escape, else a whole group, else a lone brace pair.
+_TOKEN = re.compile(r"\\(\{\{|\}\})|\{\{(.*?)\}\}|\{\{|\}\}", re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
@@ -64,20 +71,56 @@ class Assembly:
         return render(self.sections, self.variables)
 
 
-def _interpolate(text: str, variables: Mapping[str, str | None], where: str) -> str:
-    # split() alternates the text between groups with each group's inside.
-    pieces = _GROUP.split(text)
-    for outside in pieces[::2]:
-        if "{{" in outside or "}}" in outside:
-            raise PromptError(f"unbalanced variable group in section {where!r}")
-    pieces[1::2] = [_value(inside, variables, where) for inside in pieces[1::2]]
-    return "".join(pieces)
+def _parse(text: str, where: str) -> list[str]:
+    """*text* as alternating literal text and variable names (odd indexes).
+
+    Raises:
+        PromptError: a lone ``{{`` or ``}}``, or a group that holds no name.
+    """
+    if not isinstance(text, str):
+        raise PromptError(f"section {where!r} is not text but {type(text).__name__}")
+    pieces = [""]
+    position = 0
+    for match in _TOKEN.finditer(text):
+        pieces[-1] += text[position : match.start()]
+        position = match.end()
+        escaped, inside = match.group(1, 2)
+        if escaped is not None:
+            pieces[-1] += escaped
+        elif inside is not None:
+            pieces.extend((_name(inside, where), ""))
+        else:
+            raise PromptError(
+                f"unbalanced variable group: a lone {match.group()!r} at character "
+                f"{match.start()} in section {where!r} (write \\{{{{ or \\}}}} for literal braces)"
+            )
+    pieces[-1] += text[position:]
+    return pieces
 
 
-def _value(inside: str, variables: Mapping[str, str | None], where: str) -> str:
+def _name(inside: str, where: str) -> str:
     name = inside.strip()
     if not _NAME.fullmatch(name):
         raise PromptError(f"malformed variable group {'{{' + inside + '}}'!r} in section {where!r}")
+    return name
+
+
+def check_template(text: str, where: str) -> None:
+    """Check the syntax of a section's *text* without looking up any variable.
+
+    Raises:
+        PromptError: a lone ``{{`` or ``}}``, or a malformed group, in section *where*.
+    """
+    _parse(text, where)
+
+
+def _interpolate(text: str, variables: Mapping[str, str | None], where: str) -> str:
+    pieces = _parse(text, where)
+    pieces[1::2] = [_value(name, variables, where) for name in pieces[1::2]]
+    return "".join(pieces)
+
+
+def _value(name: str, variables: Mapping[str, str | None], where: str) -> str:
     if name not in variables:
         raise PromptError(f"unknown variable {name!r} in section {where!r}")
     value = variables[name]
@@ -94,7 +137,8 @@ def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> 
     """Render sections in ascending order, dropping empty ones, joined by blank lines.
 
     Raises:
-        PromptError: an unknown, valueless or malformed ``{{variable}}``.
+        PromptError: an unknown, valueless or malformed ``{{variable}}``, or
+            a lone ``{{`` or ``}}`` (``\\{{`` and ``\\}}`` are literal braces).
     """
     parts = []
     for section in sorted(sections, key=lambda item: item.order):

@@ -9,6 +9,7 @@ from typing import NoReturn
 import trio
 
 from retinue._errors import ConfigError
+from retinue._options import check_prompt_option
 from retinue.config import LoopConfig
 from retinue.hooks import HookBus
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, LoopServices, check_parallel_cap
@@ -84,6 +85,7 @@ async def open_runtime(
     check_parallel_cap(max_parallel_tool_calls)
     if not flush_timeout > 0:  # NaN too: it compares false with everything
         raise ConfigError(f"flush_timeout must be a positive number, got {flush_timeout!r}")
+    check_prompt_option("system_prompt", system_prompt, "system")
     hooks = HookBus()
     registry = ToolRegistry(hooks, tools)
     sections = (Section("system", system_prompt, 0),) if system_prompt else ()
