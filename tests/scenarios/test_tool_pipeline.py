@@ -27,6 +27,7 @@ from retinue.tools import (
     ToolRegistry,
     tool,
 )
+from retinue.tools._body import TOOL_THREADS
 from tests.helpers import Next
 
 
@@ -39,6 +40,11 @@ def echo(text: str) -> str:
 class Unit(enum.Enum):
     C = "c"
     F = "f"
+
+
+class Tier(enum.Enum):
+    LOW = 1
+    HIGH = 2
 
 
 @attrs.frozen
@@ -331,14 +337,21 @@ async def test_dispatch_invalid_arguments_never_reach_the_body() -> None:
     assert len(seams.post) == 1
 
 
-async def test_dispatch_raw_string_arguments_fail_validation() -> None:
-    """R9.6: invalid JSON arrives as the raw string and is reported, not crashed on."""
+async def test_dispatch_raw_string_arguments_are_reported_as_invalid_json() -> None:
+    """R9.6: invalid JSON arrives as the raw string; the model is told its JSON is invalid,
+    with the start of what it sent, rather than that it sent a string.
+    """
     _, registry = setup()
-    result = await registry.execute(call(arguments='{"text": "hi'))
-    assert shape(result) == failed(
-        'invalid arguments for tool "echo": arguments: expected object, got string',
+    truncated = await registry.execute(call(arguments='{"text": "hi'))
+    assert shape(truncated) == failed(
+        """invalid arguments for tool "echo": arguments: not valid JSON: '{"text": "hi'""",
         "INVALID_ARGUMENTS",
     )
+    long = await registry.execute(call(arguments='{"text": "' + "x" * 200))
+    assert text_of(long).endswith(f"""not valid JSON: '{{"text": "{"x" * 70}'...""")
+    # JSON text inside a JSON string (encoded twice) is valid JSON, but not an object.
+    twice = await registry.execute(call(arguments='{"text": "hi"}'))
+    assert text_of(twice).endswith("arguments: expected object, got string")
 
 
 async def test_dispatch_tool_exception_becomes_an_error_result() -> None:
@@ -351,6 +364,32 @@ async def test_dispatch_tool_exception_becomes_an_error_result() -> None:
 
     _, registry = setup(fragile)
     assert shape(await registry.execute(call("fragile", {}))) == failed("disk is full")
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (KeyError("Paris"), "KeyError: 'Paris'"),
+        (IndexError("list index out of range"), "IndexError: list index out of range"),
+        (RuntimeError(42), "RuntimeError: 42"),
+        (ValueError("disk is full"), "disk is full"),
+        (ValueError(), "ValueError"),
+    ],
+)
+async def test_dispatch_error_message_names_the_type_when_the_message_is_a_bare_value(
+    error: Exception, message: str
+) -> None:
+    """R9.2: a message that is only a key or a value (``KeyError('Paris')``) is led by the
+    exception's type name; a message that stands alone is kept as it is.
+    """
+
+    @tool
+    async def lookup() -> str:
+        """Fail."""
+        raise error
+
+    _, registry = setup(lookup)
+    assert shape(await registry.execute(call("lookup", {}))) == failed(message)
 
 
 async def test_dispatch_sync_tool_exiting_becomes_an_error_result() -> None:
@@ -472,6 +511,26 @@ async def test_dispatch_gives_an_int_literal_for_an_integral_float() -> None:
     assert type(received[0]) is int
 
 
+async def test_dispatch_gives_an_int_valued_member_for_an_integral_float() -> None:
+    """R9.7: ``Literal[Level.LOW, Level.HIGH]`` receives ``Level.HIGH`` for JSON's ``2.0``, as a
+    plain ``Level`` hint does; a boolean never stands for a member valued 1.
+    """
+
+    received: list[object] = []
+
+    @tool
+    async def pick(level: Literal[Tier.LOW, Tier.HIGH], plain: Tier = Tier.LOW) -> str:
+        """Pick a level."""
+        received.extend([level, plain])
+        return "ok"
+
+    _, registry = setup(pick)
+    assert text_of(await registry.execute(call("pick", {"level": 2.0, "plain": 2.0}))) == "ok"
+    assert received == [Tier.HIGH, Tier.HIGH]
+    assert pick.bind is not None
+    assert pick.bind({"level": True}) == {"level": True}
+
+
 async def test_a_returned_str_or_int_subclass_is_stored_as_plain_json() -> None:
     """R9.2, R1.6: an enum member returned by a tool becomes the plain value it stands for."""
 
@@ -583,12 +642,78 @@ async def test_dispatch_timeout_abandons_a_blocked_sync_tool(autojump_clock: obj
     try:
         with trio.fail_after(60):
             result = await registry.execute(call("stuck", {}))
-        # Its thread runs on in the registry's own pool, not in trio's default one,
-        # which the stores' threads use.
+        # Its thread runs on apart from trio's default pool, which the stores' threads use.
         assert trio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
     finally:
         release.set()
     assert result.error == ToolErrorInfo("ToolError", "TOOL_TIMEOUT")
+
+
+# The two tests below wait on real threads, so they run on the real clock: a virtual one
+# would jump past every deadline while the threads work.
+
+
+async def test_dispatch_timed_out_sync_bodies_give_back_their_thread_slots() -> None:
+    """R9.7: a sync body abandoned at its timeout gives its worker-thread slot back though its
+    thread runs on; as many hung bodies as there are slots starve no later sync tool.
+    """
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def fetch() -> str:
+        """Block like a request without a timeout."""
+        release.wait(30)
+        return "late"
+
+    @tool(timeout=5)
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    _, registry = setup(fetch, add)
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for index in range(TOOL_THREADS):
+                    nursery.start_soon(registry.execute, call("fetch", {}, call_id=f"f{index}"))
+            timed = await registry.execute(call("add", {"a": 1, "b": 2}))
+            untimed = await registry.execute(call("echo", {"text": "hi"}))
+    finally:
+        release.set()
+    assert shape(timed) == {"text": "3", "is_error": False, "error": None}
+    assert text_of(untimed) == "hi"
+
+
+async def test_dispatch_waiting_past_the_timeout_for_a_thread_slot_says_so() -> None:
+    """R9.7: when every worker-thread slot is held by a running body, a call whose timeout
+    passes before it gets one fails saying no thread was free: its body never ran.
+    """
+    release = threading.Event()
+
+    @tool
+    def busy() -> str:
+        """Block until released."""
+        release.wait(30)
+        return "done"
+
+    @tool(timeout=0.2)
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    _, registry = setup(busy, add)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for index in range(TOOL_THREADS):
+                nursery.start_soon(registry.execute, call("busy", {}, call_id=f"b{index}"))
+            await trio.testing.wait_all_tasks_blocked()
+            try:
+                starved = await registry.execute(call("add", {"a": 1, "b": 2}))
+            finally:
+                release.set()
+    assert shape(starved) == failed(
+        'tool "add" did not run: no worker thread free within 0.2s', "TOOL_TIMEOUT"
+    )
 
 
 async def test_dispatch_outer_cancellation_propagates(autojump_clock: object) -> None:
@@ -760,7 +885,7 @@ async def test_post_execute_sees_the_dispatched_result() -> None:
     [
         (
             lambda *_: (_ for _ in ()).throw(KeyError("audit")),
-            failed("'audit'"),
+            failed("KeyError: 'audit'"),
         ),
         (
             lambda *_: Deny("wrong seam"),

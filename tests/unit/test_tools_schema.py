@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import collections.abc
 import enum
+import functools
+import typing
+from collections.abc import Mapping
 from typing import Annotated, Literal, NotRequired, TypedDict
 
+import attr
 import attrs
 import pytest
 
-from retinue._lossless import thaw_json
+from retinue._lossless import freeze_json, thaw_json
 from retinue._request import ToolSchema
 from retinue.tools import Tool, ToolContext, tool
 
@@ -30,8 +35,39 @@ class Window:
     title: str = "untitled"
 
 
+class Node(TypedDict):
+    name: str
+    children: list[Node]
+
+
+@attrs.frozen
+class Branch:
+    leaves: list[str]
+    parent: Branch | None = None
+
+
+@attr.s
+class Query:
+    text = attr.ib()
+    limit = attr.ib(default=2)
+
+
+def search_index(index: str, query: str, limit: int = 5) -> str:
+    """Search one index.
+
+    Args:
+        query: What to look for.
+    """
+    return f"{index}:{query}:{limit}"
+
+
 def schema_of(fn: Tool) -> object:
     return thaw_json(fn.parameters)
+
+
+def bind(fn: Tool, arguments: Mapping[str, object]) -> dict[str, object]:
+    assert fn.bind is not None
+    return fn.bind(arguments)
 
 
 def test_tool_schema_golden_for_primitives_defaults_and_docstring() -> None:
@@ -298,3 +334,153 @@ def test_an_optional_tool_context_is_injected_too() -> None:
         @tool
         async def mixed(ctx: ToolContext | int) -> None:
             """Mixed."""
+
+
+def test_tool_schema_of_a_bare_sequence_allows_items_of_any_type() -> None:
+    """R9.7: a bare ``list``, ``tuple``, ``List`` or ``Sequence`` (nullable too) still carries
+    ``items`` (any item): providers refuse an array schema without one.
+    """
+
+    @tool
+    def tag(
+        items: list,  # type: ignore[type-arg]
+        pair: tuple,  # type: ignore[type-arg]
+        seq: collections.abc.Sequence,  # type: ignore[type-arg]
+        legacy: typing.List,  # type: ignore[type-arg]  # noqa: UP006 - the legacy spelling
+        maybe: list | None = None,  # type: ignore[type-arg]
+    ) -> str:
+        """Tag things."""
+        return "ok"
+
+    any_items = {"type": "array", "items": {}}
+    assert schema_of(tag)["properties"] == {  # type: ignore[index]
+        "items": any_items,
+        "pair": any_items,
+        "seq": any_items,
+        "legacy": any_items,
+        "maybe": {"type": ["array", "null"], "items": {}, "default": None},
+    }
+    assert (
+        tag.check_arguments(
+            freeze_json({"items": [1, "a"], "pair": [], "seq": [None], "legacy": [{}]})
+        )
+        is None
+    )
+    assert bind(tag, {"pair": [1, "a"]}) == {"pair": (1, "a")}
+
+
+def test_a_none_default_makes_the_parameter_nullable() -> None:
+    """R9.7: ``x: int = None`` accepts the null its schema names as the default, as the
+    implicit ``int | None`` of older Pythons did.
+    """
+
+    @tool
+    def search(
+        query: str,
+        limit: int = None,  # type: ignore[assignment]  # noqa: RUF013 - the case under test
+        window: Annotated[Window, "Where to look."] = None,  # type: ignore[assignment]
+        key: Annotated[int | str, "Which one."] = None,  # type: ignore[assignment]  # noqa: RUF013
+        anything: object = None,
+    ) -> str:
+        """Search."""
+        return query
+
+    properties = schema_of(search)["properties"]  # type: ignore[index]
+    assert properties["limit"] == {"type": ["integer", "null"], "default": None}
+    assert properties["window"]["type"] == ["object", "null"]
+    assert properties["window"]["description"] == "Where to look."
+    assert properties["key"] == {
+        "anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}],
+        "description": "Which one.",
+        "default": None,
+    }
+    assert properties["anything"] == {"default": None}
+    arguments = {"query": "q", "limit": None, "window": None, "key": None}
+    assert search.check_arguments(freeze_json(arguments)) is None
+    assert bind(search, arguments) == arguments
+    assert bind(search, {"window": {"width": 3}, "key": 2.0}) == {"window": Window(3), "key": 2}
+
+
+def test_an_untyped_attrs_field_takes_any_value() -> None:
+    """R9.7: an attrs field without a type (``x = attr.ib()``) is "any", like an unannotated
+    parameter, not "null".
+    """
+
+    @tool
+    def ask(q: Query) -> str:
+        """Ask."""
+        return repr(q)
+
+    assert schema_of(ask)["properties"]["q"] == {  # type: ignore[index]
+        "type": "object",
+        "properties": {"text": {}, "limit": {"default": 2}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    assert ask.check_arguments(freeze_json({"q": {"text": "hello", "limit": 3}})) is None
+    assert bind(ask, {"q": {"text": "hello"}}) == {"q": Query("hello")}
+
+
+@pytest.mark.parametrize("name", ["météo", "web.search", "x" * 65, "a b", "*", ""])
+def test_tool_names_follow_the_providers_rule(name: str) -> None:
+    """R9.7: a name providers would refuse (not 1 to 64 ASCII letters, digits, ``_`` or ``-``)
+    is refused when the tool is built, with the rule in the message.
+    """
+    with pytest.raises(ValueError, match="1 to 64 ASCII letters, digits, '_' or '-'"):
+        Tool(name, "", {"type": "object"}, lambda: None)
+
+
+def test_tool_names_at_the_providers_limit_are_accepted() -> None:
+    """R9.7: 64 characters of letters, digits, ``_`` and ``-`` is a valid name."""
+    name = "Get-weather_2" + "x" * 51
+    assert Tool(name, "", {"type": "object"}, lambda: None).name == name
+
+
+@pytest.mark.parametrize("record", [Node, Branch])
+def test_tool_decorator_refuses_a_recursive_type_clearly(record: type) -> None:
+    """R9.7: a type that contains itself (a tree) is refused with a short TypeError naming it,
+    not after recursing until the interpreter's limit.
+    """
+
+    def walk(tree: record) -> str:  # type: ignore[valid-type]
+        return "x"
+
+    walk.__annotations__["tree"] = record
+    with pytest.raises(TypeError) as refused:
+        tool(walk)
+    message = str(refused.value)
+    assert f"recursive type {record.__name__} is not supported in a tool signature" in message
+    assert len(message) < 200
+    assert not isinstance(refused.value.__cause__, RecursionError)
+
+
+def test_a_type_used_twice_side_by_side_is_not_recursive() -> None:
+    """R9.7: the same record in two places is described twice; only nesting in itself is refused."""
+
+    @tool
+    def join(left: Window, right: list[Window]) -> str:
+        """Join."""
+        return "x"
+
+    properties = schema_of(join)["properties"]  # type: ignore[index]
+    assert properties["right"]["items"] == properties["left"]
+
+
+def test_a_partial_takes_its_hints_and_docstring_from_the_wrapped_function() -> None:
+    """R9.7: ``functools.partial`` (nested too) of a function with string annotations reads
+    the function's hints and docstring; the partial's signature decides the parameters.
+    """
+    docs = tool(name="search_docs")(functools.partial(search_index, "docs"))
+    short = tool(name="search_short")(functools.partial(docs.fn, limit=2))
+    assert docs.description == "Search one index."
+    assert schema_of(docs) == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for."},
+            "limit": {"type": "integer", "default": 5},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    assert schema_of(short)["properties"]["limit"] == {"type": "integer", "default": 2}  # type: ignore[index]
+    assert short.fn(query="q") == "docs:q:2"

@@ -98,6 +98,28 @@ def test_validate_reports_the_matching_branch_of_an_any_of() -> None:
     assert validate("x", schema) is None
 
 
+def test_validate_lists_every_choice_of_a_union_of_choice_sets() -> None:
+    """R9.3: a value of the right type outside every choice set of a union (``Literal["auto"]
+    | Unit``) is told all the choices, not only those of the first set.
+    """
+    schema = freeze_json(
+        {
+            "anyOf": [
+                {"type": "string", "enum": ["auto"]},
+                {"type": "string", "enum": ["celsius", "fahrenheit", "auto"]},
+                {"type": "string", "const": "kelvin"},
+                {"type": "integer", "enum": [1, 2]},
+            ]
+        }
+    )
+    assert isinstance(schema, FrozenDict)
+    assert validate("rankine", schema) == (
+        'arguments: must be one of "auto", "celsius", "fahrenheit", "kelvin"'
+    )
+    assert validate(3, schema) == "arguments: must be one of 1, 2"
+    assert validate(True, schema) == "arguments: expected string or integer, got boolean"
+
+
 @given(json_values)
 def test_validate_never_raises_for_any_json_value(value: object) -> None:
     """R9.2: validation turns any argument value into a verdict, never an exception."""

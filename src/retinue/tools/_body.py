@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Awaitable
 from types import CoroutineType
 
 import trio
 
-from retinue._errors import describe_error
-from retinue._lossless import thaw_json
+from retinue._errors import InvalidJsonError
+from retinue._lossless import JsonValue, loads_frozen, thaw_json
 
 from ._execution import (
     ToolExecution,
     ToolExecutionResult,
+    describe_failure,
     error_result,
     exception_result,
     output_result,
@@ -31,6 +33,9 @@ TOOL_THREADS = 40
 # sync tool, say) must not take the runtime down. Cancelled and KeyboardInterrupt pass.
 _TOOL_FAILURES = (Exception, SystemExit, GeneratorExit)
 
+# How much of arguments that are not JSON the model is shown back.
+_EXCERPT_CHARS = 80
+
 INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 TOOL_TIMEOUT = "TOOL_TIMEOUT"
 
@@ -42,6 +47,30 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
         f'invalid arguments for tool "{execution.name}": {problem}',
         code=INVALID_ARGUMENTS,
     )
+
+
+def _argument_problem(tool: Tool, arguments: JsonValue) -> str | None:
+    if isinstance(arguments, str) and not _is_json(arguments):
+        # R9.6 passed the model's text on raw: what it got wrong is the JSON, not the type.
+        return f"arguments: not valid JSON: {_excerpt(arguments)}"
+    problem = tool.check_arguments(arguments)
+    if problem is None and not isinstance(arguments, dict):
+        problem = f"arguments: expected object, got {json_type_name(arguments)}"
+    return problem
+
+
+def _is_json(text: str) -> bool:
+    try:
+        loads_frozen(text)
+    except (ValueError, InvalidJsonError):
+        return False
+    return True
+
+
+def _excerpt(text: str) -> str:
+    if len(text) <= _EXCERPT_CHARS:
+        return repr(text)
+    return f"{text[:_EXCERPT_CHARS]!r}..."
 
 
 def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object]:
@@ -56,11 +85,17 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
 
 
 def _call(
-    tool: Tool, kwargs: dict[str, object], threads: trio.CapacityLimiter | None
+    tool: Tool,
+    kwargs: dict[str, object],
+    slots: trio.CapacityLimiter,
+    started: trio.Event | None = None,
 ) -> Awaitable[object]:
-    """The body's awaitable; an async body's own coroutine is awaited directly."""
+    """The body's awaitable; an async body's own coroutine is awaited directly.
+
+    *started*, if given, is set once a sync body holds its slot and runs.
+    """
     if not tool.is_async:
-        return _call_in_thread(tool, kwargs, threads)
+        return _call_in_thread(tool, kwargs, slots, started)
     value = tool.fn(**kwargs)
     if type(value) is CoroutineType:
         return value
@@ -68,12 +103,20 @@ def _call(
 
 
 async def _call_in_thread(
-    tool: Tool, kwargs: dict[str, object], threads: trio.CapacityLimiter | None
+    tool: Tool, kwargs: dict[str, object], slots: trio.CapacityLimiter, started: trio.Event | None
 ) -> object:
-    # Abandoned on cancel: the worker thread runs on, its result is discarded.
-    value = await trio.to_thread.run_sync(
-        functools.partial(tool.fn, **kwargs), abandon_on_cancel=True, limiter=threads
-    )
+    async with slots:
+        if started is not None:
+            started.set()
+        # Abandoned on cancel: the worker thread runs on and its result is discarded,
+        # while the slot goes back with this task. The thread's own limiter bounds
+        # nothing: a thread holds it until it returns, so no live call may wait on it
+        # (and trio's default one is the stores').
+        value = await trio.to_thread.run_sync(
+            functools.partial(tool.fn, **kwargs),
+            abandon_on_cancel=True,
+            limiter=trio.CapacityLimiter(math.inf),
+        )
     return await _settle(value)
 
 
@@ -86,42 +129,51 @@ async def _settle(value: object) -> object:
 
 
 async def run_body(
-    tool: Tool, execution: ToolExecution, threads: trio.CapacityLimiter | None = None
+    tool: Tool, execution: ToolExecution, slots: trio.CapacityLimiter
 ) -> ToolExecutionResult:
     """Validate *execution*'s arguments against *tool*, run its body, convert the return.
 
-    A sync body runs in a worker thread counted by *threads* (trio's default
-    limiter when ``None``).
-
     Waits for the body (an async body is awaited in this task, a sync one runs
-    in a worker thread). A cancel point on entry; the body itself is the
-    schedule point (a body that returns without awaiting anything gets one
-    after it). Never raises for a tool failure: invalid arguments, a raise, a timeout and an
-    unconvertible return value all become error results. ``Cancelled`` from an
-    enclosing scope propagates; the tool's own timeout does not.
+    in a worker thread once it holds one of the *slots*; a timed-out sync body's
+    thread is abandoned and gives its slot back). A cancel point on entry; the
+    body itself is the schedule point (a body that returns without awaiting
+    anything gets one after it). Never raises for a tool failure: invalid
+    arguments, a raise, a timeout and an unconvertible return value all become
+    error results. ``Cancelled`` from an enclosing scope propagates; the tool's
+    own timeout does not.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
-    problem = tool.check_arguments(execution.arguments)
-    if problem is None and not isinstance(execution.arguments, dict):
-        problem = f"arguments: expected object, got {json_type_name(execution.arguments)}"
+    problem = _argument_problem(tool, execution.arguments)
     if problem is not None:
         return invalid_arguments(execution, problem)
     try:
         kwargs = _keyword_arguments(tool, execution)
     except Exception as exc:
-        return invalid_arguments(execution, describe_error(exc))
+        return invalid_arguments(execution, describe_failure(exc))
     try:
         if tool.timeout is None:
-            return output_result(execution.call_id, await _call(tool, kwargs, threads))
-        limit = tool.timeout
-        with trio.move_on_after(limit) as scope:
-            value = await _call(tool, kwargs, threads)
-        if scope.cancelled_caught:
-            return error_result(
-                execution.call_id,
-                f'tool "{tool.name}" timed out after {limit:g}s',
-                code=TOOL_TIMEOUT,
-            )
-        return output_result(execution.call_id, value)
+            return output_result(execution.call_id, await _call(tool, kwargs, slots))
+        return await _run_within(tool.timeout, tool, execution.call_id, kwargs, slots)
     except _TOOL_FAILURES as exc:
         return exception_result(execution.call_id, exc)
+
+
+async def _run_within(
+    limit: float, tool: Tool, call_id: str, kwargs: dict[str, object], slots: trio.CapacityLimiter
+) -> ToolExecutionResult:
+    # Only a sync body can time out before it starts (waiting for a slot).
+    started = None if tool.is_async else trio.Event()
+    with trio.move_on_after(limit) as scope:
+        value = await _call(tool, kwargs, slots, started)
+    if scope.cancelled_caught:
+        return _timed_out(tool, call_id, started=started is None or started.is_set())
+    return output_result(call_id, value)
+
+
+def _timed_out(tool: Tool, call_id: str, *, started: bool) -> ToolExecutionResult:
+    limit = f"{tool.timeout:g}s"
+    if started:
+        message = f'tool "{tool.name}" timed out after {limit}'
+    else:
+        message = f'tool "{tool.name}" did not run: no worker thread free within {limit}'
+    return error_result(call_id, message, code=TOOL_TIMEOUT)

@@ -36,7 +36,8 @@ def tool(
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
     ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict`` and attrs classes; ``Annotated[X, "text"]`` adds a
-    description); parameters with defaults are optional. The docstring's text
+    description); parameters with defaults are optional, and one defaulting to
+    ``None`` also accepts null. The docstring's text
     before its first section is the description, and its ``Args:`` section
     describes the parameters. A parameter annotated :class:`ToolContext` is
     injected, not shown to the model. Sync functions run in a worker thread.

@@ -32,6 +32,7 @@ __all__ = [
     "ToolExecution",
     "ToolExecutionResult",
     "check_result",
+    "describe_failure",
     "error_info",
     "error_result",
     "exception_result",
@@ -131,8 +132,33 @@ def error_result(call_id: str, message: str, *, code: str | None = None) -> Tool
 def exception_result(call_id: str, exc: BaseException) -> ToolExecutionResult:
     """An error result for a raised exception (R9.2); a code is kept (``ToolError``)."""
     return ToolExecutionResult(
-        call_id, (Text(f"Error: {describe_error(exc)}"),), is_error=True, error=error_info(exc)
+        call_id, (Text(f"Error: {describe_failure(exc)}"),), is_error=True, error=error_info(exc)
     )
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The message of *exc*, led by its type name when the message alone says too little.
+
+    ``KeyError('Paris')`` reads ``KeyError: 'Paris'`` (its message is only the
+    missing key); a message that stands alone, ``disk is full``, is kept as it is.
+    """
+    message = describe_error(exc)
+    name = type(exc).__name__
+    if not message.startswith(name) and _names_only_a_value(exc, message):
+        return f"{name}: {message}"
+    return message
+
+
+def _names_only_a_value(exc: BaseException, message: str) -> bool:
+    """Whether *message* is a lookup's key or index, or the bare repr of the one argument."""
+    if isinstance(exc, LookupError):
+        return True
+    if len(exc.args) != 1:
+        return False
+    try:
+        return message == repr(exc.args[0])
+    except Exception:
+        return False
 
 
 def output_result(call_id: str, value: object) -> ToolExecutionResult:

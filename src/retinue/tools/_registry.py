@@ -74,9 +74,9 @@ class ToolRegistry:
     )
     # Results a dispatch produced as final (post-execute skipped), by identity.
     _final: dict[int, weakref.ref[ToolExecutionResult]] = attrs.field(factory=dict, init=False)
-    # Worker threads of sync tools, apart from trio's default pool: a hung body that
-    # timed out keeps its thread, and must not starve the stores' threads.
-    _threads: trio.CapacityLimiter = attrs.field(
+    # Slots of the sync tool bodies running at once, held by the calling tasks: a body
+    # that timed out gives its slot back though its abandoned thread runs on.
+    _thread_slots: trio.CapacityLimiter = attrs.field(
         factory=lambda: trio.CapacityLimiter(TOOL_THREADS), init=False
     )
 
@@ -305,7 +305,7 @@ class ToolRegistry:
         tool = self.get(execution.name, execution.agent_id)
         if tool is None:
             return _unknown_tool(execution)
-        return run_body(tool, execution, self._threads)
+        return run_body(tool, execution, self._thread_slots)
 
     @staticmethod
     def _check_dispatched(execution: ToolExecution, result: object) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import collections.abc
+import contextlib
+import contextvars
 import enum
+import functools
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Literal, NotRequired, Required, Union, final
 
 import attrs
@@ -31,6 +34,12 @@ _UNSUPPORTED_KINDS: dict[object, str] = {
     inspect.Parameter.VAR_POSITIONAL: "*args",
     inspect.Parameter.VAR_KEYWORD: "**kwargs",
 }
+
+
+# The records (TypedDicts, attrs classes) being described, outermost first.
+_OPEN_RECORDS: contextvars.ContextVar[tuple[object, ...]] = contextvars.ContextVar(
+    "_OPEN_RECORDS", default=()
+)
 
 
 def _identity(value: object) -> object:
@@ -157,25 +166,19 @@ def _check_literals(values: typing.Sequence[object], where: str) -> None:
 def _literal(args: tuple[object, ...], where: str) -> _Shape:
     values = [a.value if isinstance(a, enum.Enum) else a for a in args]
     _check_literals(values, where)
-    members = {a.value: a for a in args if isinstance(a, enum.Enum)}
-    if not members:
-        integers: dict[object, object] = {value: value for value in values if type(value) is int}
-        if not integers:
-            return _Shape({"type": _json_types(values), "enum": values})
-
-        def exact(value: object) -> object:
-            # JSON's 1.0 is the literal 1: the body gets the int, as for an int hint.
-            return integers.get(value, value) if type(value) is float else value
-
-        return _Shape({"type": _json_types(values), "enum": values}, exact)
+    choices = {_choice_key(value): arg for value, arg in zip(values, args, strict=True)}
 
     def coerce(value: object) -> object:
-        # Literal[Color.RED, ...]: the body gets the member, as for a plain enum hint
-        # (matched by exact type too, so True never stands for a member valued 1).
-        member = members.get(value)
-        return member if member is not None and type(member.value) is type(value) else value
+        # The body gets the declared choice: the enum member for Literal[Color.RED, ...], as
+        # for a plain enum hint, and the int 1 for JSON's 1.0, as for an int hint.
+        return choices.get(_choice_key(value), value)
 
     return _Shape({"type": _json_types(values), "enum": values}, coerce)
+
+
+def _choice_key(value: object) -> tuple[bool, object]:
+    """Equal keys for JSON-equal scalars (``1`` and ``1.0``), never for ``True`` and ``1``."""
+    return (type(value) is bool, value)
 
 
 def _enum(cls: type[enum.Enum], where: str) -> _Shape:
@@ -187,6 +190,9 @@ def _enum(cls: type[enum.Enum], where: str) -> _Shape:
 def _nullable(schema: dict[str, object]) -> dict[str, object]:
     if not schema:
         return schema
+    options = schema.get("anyOf")
+    if isinstance(options, list) and schema.keys() == {"anyOf"}:
+        return {"anyOf": [*options, {"type": "null"}]}
     kind = schema.get("type")
     if isinstance(kind, str | list) and "anyOf" not in schema:
         names = [kind] if isinstance(kind, str) else list(kind)
@@ -196,6 +202,19 @@ def _nullable(schema: dict[str, object]) -> dict[str, object]:
             out["enum"] = [*enum_values, None]
         return out
     return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _accepting_null(shape: _Shape) -> _Shape:
+    """*shape*, nullable: ``x: int = None`` is the implicit ``int | None`` of older Pythons."""
+    if validate(None, shape.schema) is None:
+        return shape
+    # The description stays beside the schema rather than inside one branch of an anyOf.
+    schema = dict(shape.schema)
+    description = schema.pop("description", None)
+    nullable = _nullable(schema)
+    if description is not None:
+        nullable = {**nullable, "description": description}
+    return _Shape(nullable, lambda v: None if v is None else shape.coerce(v))
 
 
 def _union(args: tuple[object, ...], where: str) -> _Shape:
@@ -224,7 +243,9 @@ def _array(hint: object, origin: object, where: str) -> _Shape:
             raise TypeError(f"{where}: fixed-length tuples are not supported; use tuple[X, ...]")
         args = args[:1]
     if not args:
-        return _Shape({"type": "array"}, _to_tuple if tuple in (hint, origin) else _identity)
+        # ``items: {}`` (any item) rather than none: providers refuse an array without items.
+        coerce = _to_tuple if tuple in (hint, origin) else _identity
+        return _Shape({"type": "array", "items": {}}, coerce)
     item = _shape(args[0], f"{where}[]")
     schema: dict[str, object] = {"type": "array", "items": item.schema}
     if tuple in (hint, origin):
@@ -271,7 +292,31 @@ def _hints(owner: object, where: str) -> dict[str, object]:
         raise TypeError(f"{where}: cannot resolve type hints: {exc}") from exc
 
 
+@contextlib.contextmanager
+def _describing(cls: object, where: str) -> Iterator[None]:
+    """Mark *cls* as open while its fields are described.
+
+    Raises:
+        TypeError: *cls* is already open: it contains itself, and a JSON schema
+            without references cannot express it.
+    """
+    open_records = _OPEN_RECORDS.get()
+    if cls in open_records:
+        name = getattr(cls, "__qualname__", repr(cls))
+        raise TypeError(f"{where}: recursive type {name} is not supported in a tool signature")
+    token = _OPEN_RECORDS.set((*open_records, cls))
+    try:
+        yield
+    finally:
+        _OPEN_RECORDS.reset(token)
+
+
 def _typed_dict(cls: object, where: str) -> _Shape:
+    with _describing(cls, where):
+        return _typed_dict_fields(cls, where)
+
+
+def _typed_dict_fields(cls: object, where: str) -> _Shape:
     hints = _hints(cls, where)
     required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
     shapes = {name: _shape(hint, f"{where}.{name}") for name, hint in hints.items()}
@@ -295,6 +340,11 @@ def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> 
 
 
 def _record(cls: type[object], where: str) -> _Shape:
+    with _describing(cls, where):
+        return _record_fields(cls, where)
+
+
+def _record_fields(cls: type[object], where: str) -> _Shape:
     hints = _hints(cls, where)
     shapes: dict[str, _Shape] = {}
     properties: dict[str, object] = {}
@@ -302,7 +352,7 @@ def _record(cls: type[object], where: str) -> _Shape:
     for field in attrs.fields(typing.cast("type[attrs.AttrsInstance]", cls)):
         if not field.init:
             continue
-        shape = _shape(hints.get(field.name, field.type), f"{where}.{field.alias}")
+        shape = _shape(_field_hint(field, hints), f"{where}.{field.alias}")
         shapes[field.alias] = shape
         properties[field.alias] = _with_default(shape.schema, field.default)
         if field.default is attrs.NOTHING:
@@ -312,6 +362,13 @@ def _record(cls: type[object], where: str) -> _Shape:
         return cls(**{k: shapes[k].coerce(x) for k, x in _pairs(value) if k in shapes})
 
     return _Shape(_object(properties, required), coerce)
+
+
+def _field_hint(field: attrs.Attribute[object], hints: dict[str, object]) -> object:
+    """A field's hint; an untyped field (``x = attr.ib()``) takes any value, like a bare parameter."""
+    if field.name in hints:
+        return hints[field.name]
+    return _EMPTY if field.type is None else field.type
 
 
 def _with_default(schema: dict[str, object], default: object) -> dict[str, object]:
@@ -335,8 +392,9 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     """
     where = getattr(fn, "__qualname__", None) or repr(fn)
     signature = inspect.signature(fn)
-    hints = _hints(fn if inspect.isroutine(fn) else type(fn).__call__, where)
-    description, documented = parse_docstring(inspect.getdoc(fn))
+    target = _unwrap_partial(fn)
+    hints = _hints(target if inspect.isroutine(target) else type(target).__call__, where)
+    description, documented = parse_docstring(inspect.getdoc(target))
     shapes: dict[str, _Shape] = {}
     properties: dict[str, object] = {}
     required: list[str] = []
@@ -354,6 +412,8 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
             context = parameter.name
             continue
         shape = _shape(hint, f"{where}({parameter.name})")
+        if parameter.default is None:
+            shape = _accepting_null(shape)
         schema = shape.schema
         if parameter.name in documented and "description" not in schema:
             schema = {**schema, "description": documented[parameter.name]}
@@ -363,6 +423,16 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
         if parameter.default is _EMPTY:
             required.append(parameter.name)
     return FunctionSpec(description, _object(properties, required), context, _binder(shapes))
+
+
+def _unwrap_partial(fn: Callable[..., object]) -> Callable[..., object]:
+    """The function a (nested) ``functools.partial`` calls: it holds the hints and the docstring.
+
+    The partial's own signature (bound arguments removed) still decides the parameters.
+    """
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
 
 
 def _binder(shapes: dict[str, _Shape]) -> Callable[[Mapping[str, object]], dict[str, object]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Literal, TypeAlias, final
 
@@ -47,9 +48,15 @@ def _is_async(fn: Callable[..., object]) -> bool:
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
+# What OpenAI and Anthropic accept; a name past it fails every request that carries the tool.
+_PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def _check_name(_instance: object, _attribute: attrs.Attribute[str], value: str) -> None:
-    if not value or value == "*" or any(c.isspace() for c in value):
-        raise ValueError(f"invalid tool name {value!r}: a non-empty word other than '*'")
+    if _PROVIDER_NAME.fullmatch(value) is None:
+        raise ValueError(
+            f"invalid tool name {value!r}: use 1 to 64 ASCII letters, digits, '_' or '-'"
+        )
 
 
 def _check_parallel_safe(_instance: object, _attribute: object, value: object) -> None:
@@ -78,7 +85,10 @@ class Tool:
     """
 
     name: str = attrs.field(validator=[attrs.validators.instance_of(str), _check_name])
-    """Unique name within a view (scoped tools shadow global ones of that name)."""
+    """Unique name within a view (scoped tools shadow global ones of that name).
+
+    1 to 64 ASCII letters, digits, ``_`` or ``-``: the names providers accept.
+    """
     description: str = attrs.field(validator=attrs.validators.instance_of(str))
     """What the tool does, for the model."""
     parameters: FrozenDict = attrs.field(converter=_freeze_parameters)

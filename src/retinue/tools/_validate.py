@@ -124,14 +124,47 @@ def _check_any_of(value: object, members: object, path: str) -> str | None:
         problems.append(problem)
     if not problems:
         return None
+    choices = _missed_choices(value, members, path)
+    if choices is not None:
+        return f"{path}: must be one of {', '.join(_show(o) for o in choices)}"
     # Prefer a member whose type matched: its complaint is the more specific one.
     for member, problem in zip(members, problems, strict=False):
         if isinstance(member, Mapping) and _check_type(value, member, path) is None:
             return problem
-    types = [str(m.get("type")) for m in members if isinstance(m, Mapping) and "type" in m]
+    types = list(
+        dict.fromkeys(str(m.get("type")) for m in members if isinstance(m, Mapping) and "type" in m)
+    )
     return (
         f"{path}: expected {' or '.join(types) or 'a matching value'}, got {json_type_name(value)}"
     )
+
+
+def _missed_choices(value: object, members: Sequence[object], path: str) -> list[object] | None:
+    """Every choice of the members *value* fails only by its value (enum, const), when several.
+
+    ``Literal["auto"] | Unit`` then lists ``auto`` and the units, not the first set alone.
+    """
+    merged: list[object] = []
+    sets = 0
+    for member in members:
+        if not isinstance(member, Mapping):
+            continue
+        options = _choices(member)
+        rest = {k: v for k, v in member.items() if k not in ("enum", "const")}
+        if options is None or validate(value, rest, path) is not None:
+            continue
+        sets += 1
+        for option in options:
+            if not any(_same(option, seen) for seen in merged):
+                merged.append(option)
+    return merged if sets > 1 else None
+
+
+def _choices(member: Mapping[str, object]) -> Sequence[object] | None:
+    if "const" in member:
+        return [member["const"]]
+    options = member.get("enum")
+    return options if isinstance(options, Sequence) and not isinstance(options, str) else None
 
 
 def _check_items(value: Sequence[object], schema: Mapping[str, object], path: str) -> str | None:
