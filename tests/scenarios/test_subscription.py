@@ -164,3 +164,51 @@ async def test_subscribing_during_the_final_detach_ends_with_the_teardown(
         with trio.move_on_after(60) as waited:
             assert [event async for event in late] == []
         assert not waited.cancelled_caught
+
+
+async def test_a_listener_that_appends_while_an_event_is_announced_keeps_the_feed_in_seq_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.10, R7.20: a ``session/event`` listener may inject on ``step/start``; its event
+    is announced before the one that caused it, but the feed follows the log's seq order.
+    """
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+
+        def inject_on_step_start(session: Session, event: Event) -> None:
+            if event.type == "step/start":
+                agent_of = rt.agents.get(session.id)
+                assert agent_of is not None
+                agent_of.inject("a note")
+
+        rt.hooks.on("session/event", inject_on_step_start)
+        agent = await rt.create_agent("a", OPTIONS)
+        subscription = agent.subscribe()
+        await agent.ask("one")
+        await agent.dispose()
+        heard: list[Event] = []
+        await _collect(subscription, heard, 0)
+    assert [event.seq for event in heard] == list(range(len(agent.session.events)))
+    assert "context/message" in types(heard)
+
+
+async def test_closing_a_subscription_from_a_listener_leaves_the_turn_alone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.1, R7.48: ``close()`` never blocks and never raises, even while the session is
+    announcing an event; the turn it was called from ends ``completed``.
+    """
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        subscriptions: list[Subscription] = []
+
+        def close_on_step_end(_session: Session, event: Event) -> None:
+            if event.type == "step/end":
+                subscriptions[0].close()
+
+        rt.hooks.on("session/event", close_on_step_end)
+        agent = await rt.create_agent("a", OPTIONS)
+        errors: list[object] = []
+        rt.hooks.on("agent/error", lambda *args: errors.append(args[-1]), agent=agent)
+        subscriptions.append(agent.subscribe())
+        result = await agent.ask("one")
+    assert result.reason.kind == "completed"
+    assert errors == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import final
@@ -30,12 +29,12 @@ class SubscriptionOverflowError(RetinueError):
 
 @final
 class Subscription:
-    """Live session events of one agent, buffered up to a bound.
+    """Live session events of one agent, in seq order, up to a bound behind the log.
 
     Iteration ends after the agent's last event, once it is torn down (its
     closing events included), or when the subscription is closed. Falling
     more than the buffer behind raises :class:`SubscriptionOverflowError`
-    after the events buffered before the gap, rather than losing events
+    after the events that came before the gap, rather than losing events
     silently. Use as ``async with agent.subscribe() as events: async for e in events``.
     """
 
@@ -44,55 +43,62 @@ class Subscription:
     ) -> None:
         if buffer < 1:
             raise ValueError(f"a subscription buffer holds at least 1 event, got {buffer}")
-        self._send, self._receive = trio.open_memory_channel[Event](math.inf)
-        self._buffer = buffer
-        self._pending = 0
+        # The feed reads the log itself: a listener that appends while an event is
+        # being announced is notified of its event first, but the log is in seq order.
+        self._log = session.events
+        self._cursor = len(self._log)
+        self._end: int | None = None  # where the feed stops: its end or its gap
         self._overflow = False
+        self._buffer = buffer
+        self._waiting = trio.lowlevel.ParkingLot()
         self._forget = forget
         self._unsubscribe: Callable[[], None] | None = session.observe(self._push)
 
     def _push(self, event: Event) -> None:
-        if self._overflow:
+        # Called by every append while observing; never raises into it.
+        if self._end is not None:
             return
-        if self._pending >= self._buffer:
+        if event.seq - self._cursor >= self._buffer:
             # The feed has a gap from here on: deliver what came before it, then raise.
             self._overflow = True
-            self._stop_observing()
-            return
-        self._pending += 1
-        self._send.send_nowait(event)
+            self._stop_at(event.seq)
+        elif self._waiting:
+            self._waiting.unpark_all()
 
     def end(self) -> None:
-        """No more events will come: iteration ends after those buffered (agent torn down)."""
-        self._stop_observing()
-        if not self._overflow:
-            self._send.close()
+        """No more events will come: iteration ends after those logged (agent torn down)."""
+        self._stop_at(len(self._log))
 
     def __aiter__(self) -> Subscription:
         return self
 
     async def __anext__(self) -> Event:
-        if self._overflow and self._pending == 0:
-            await trio.lowlevel.checkpoint()
-            raise SubscriptionOverflowError("subscriber fell behind the live log")
-        try:
-            item = await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise StopAsyncIteration from None
-        self._pending -= 1
-        return item
+        await trio.lowlevel.checkpoint()
+        while True:
+            end = self._end
+            if self._cursor < (len(self._log) if end is None else end):
+                event = self._log[self._cursor]
+                self._cursor += 1
+                return event
+            if end is not None:
+                if self._overflow:
+                    raise SubscriptionOverflowError("subscriber fell behind the live log")
+                raise StopAsyncIteration
+            await self._waiting.park()
 
     def close(self) -> None:
         """Stop receiving events; never blocks. Idempotent."""
-        self.end()
         self._overflow = False
-        self._send.close()
+        self._stop_at(len(self._log))
         self._forget(self)
 
-    def _stop_observing(self) -> None:
+    def _stop_at(self, end: int) -> None:
+        if self._end is None or end < self._end:
+            self._end = end
         unsubscribe, self._unsubscribe = self._unsubscribe, None
         if unsubscribe is not None:
             unsubscribe()
+        self._waiting.unpark_all()
 
     async def __aenter__(self) -> Subscription:
         await trio.lowlevel.checkpoint()
