@@ -317,6 +317,69 @@ def test_tool_docstring_sections_end_the_description() -> None:
     }
 
 
+def _documented_properties(fn: Tool) -> dict[str, str]:
+    schema = schema_of(fn)
+    assert isinstance(schema, dict)
+    properties = schema["properties"]
+    assert isinstance(properties, dict)
+    return {name: str(spec.get("description")) for name, spec in properties.items()}
+
+
+def test_tool_numpy_docstring_documents_the_parameters() -> None:
+    """R9.7: a NumPy docstring's underlined sections end the description and its
+    ``Parameters`` entries (``name : type`` over indented text) describe the arguments.
+    """
+
+    @tool
+    def weather(city: str, days: int = 3, hours: int = 0) -> str:
+        """Get the weather.
+
+        Parameters
+        ----------
+        city : str
+            The city name,
+            as the user wrote it.
+        days, hours : int
+            How long ahead.
+
+        Returns
+        -------
+        str
+            The forecast.
+        """
+        return city
+
+    assert weather.description == "Get the weather."
+    assert _documented_properties(weather) == {
+        "city": "The city name, as the user wrote it.",
+        "days": "How long ahead.",
+        "hours": "How long ahead.",
+    }
+
+
+def test_tool_sphinx_docstring_documents_the_parameters() -> None:
+    """R9.7: Sphinx ``:param name:`` fields (typed or not) describe the arguments and
+    no field reaches the description.
+    """
+
+    @tool
+    def weather(city: str, days: int = 3) -> str:
+        """Get the weather.
+
+        :param city: The city name,
+            as the user wrote it.
+        :param int days: How many days.
+        :returns: the forecast
+        """
+        return city
+
+    assert weather.description == "Get the weather."
+    assert _documented_properties(weather) == {
+        "city": "The city name, as the user wrote it.",
+        "days": "How many days.",
+    }
+
+
 def test_an_optional_tool_context_is_injected_too() -> None:
     """R9.7: ``ToolContext | None`` is the injected context as well; the model never sees it,
     so it cannot forge one. Another union holding ToolContext is refused.

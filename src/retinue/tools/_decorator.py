@@ -39,6 +39,7 @@ def tool(
     description); parameters with defaults are optional, and one defaulting to
     ``None`` also accepts null. The docstring's text
     before its first section is the description, and its ``Args:`` section
+    (or NumPy's ``Parameters``, or Sphinx's ``:param name:`` fields)
     describes the parameters. A parameter annotated :class:`ToolContext` is
     injected, not shown to the model. Sync functions run in a worker thread.
 

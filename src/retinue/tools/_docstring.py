@@ -1,4 +1,4 @@
-"""Read a Google-style docstring: the description and the ``Args:`` entries."""
+"""Read a docstring's description and parameter entries: Google, NumPy or Sphinx style."""
 
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ _SECTION = re.compile(
     re.IGNORECASE,
 )
 _ARG_SECTIONS = {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
+# A NumPy section header is a name underlined with dashes.
+_UNDERLINE = re.compile(r"^-{3,}\s*$")
+_NUMPY_ENTRY = re.compile(r"^(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
+# A Sphinx field: ``:param name: text`` or ``:param type name: text``.
+_FIELD = re.compile(r"^:(?P<kind>\w+)(?P<rest>[^:]*):\s*(?P<text>.*)$")
+_PARAM_FIELDS = {"param", "parameter", "arg", "argument", "key", "keyword"}
 _ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?:\((?:[^()]|\([^()]*\))*\))?\s*:\s*(?P<text>.*)$")
 
 
@@ -23,26 +29,93 @@ def _indent(line: str) -> int:
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a cleaned docstring into its description and per-argument descriptions.
 
-    The description is the text before the first section header; argument
-    descriptions come from ``Args:`` (or ``Arguments:``, ``Parameters:``),
-    one entry per ``name: text`` or ``name (type): text`` line, with more
-    indented continuation lines joined by spaces. Pure; never raises.
+    The description is the text before the first section header or field.
+    Argument descriptions come from Google's ``Args:`` (or ``Arguments:``,
+    ``Parameters:``) entries, ``name: text`` or ``name (type): text``; from
+    NumPy's underlined ``Parameters`` section, ``name : type`` over indented
+    text; or from Sphinx's ``:param name: text`` fields. More indented
+    continuation lines are joined by spaces. Pure; never raises.
     """
     if not doc:
         return "", {}
     lines = doc.expandtabs().splitlines()
-    head: list[str] = []
-    arguments: dict[str, str] = {}
     index = 0
-    while index < len(lines) and not _is_header(lines[index]):
-        head.append(lines[index])
+    while index < len(lines) and not _starts_sections(lines, index):
         index += 1
+    head = "\n".join(lines[:index]).strip()
+    if index < len(lines) and _is_numpy_header(lines, index):
+        return head, _numpy_arguments(lines, index)
+    if index < len(lines) and _FIELD.match(lines[index]):
+        return head, _sphinx_arguments(lines[index:])
+    return head, _google_arguments(lines, index)
+
+
+def _starts_sections(lines: list[str], index: int) -> bool:
+    line = lines[index]
+    return _is_header(line) or _is_numpy_header(lines, index) or bool(_FIELD.match(line))
+
+
+def _is_numpy_header(lines: list[str], index: int) -> bool:
+    return (
+        _indent(lines[index]) == 0
+        and bool(lines[index].strip())
+        and index + 1 < len(lines)
+        and _UNDERLINE.match(lines[index + 1].strip()) is not None
+    )
+
+
+def _numpy_arguments(lines: list[str], index: int) -> dict[str, str]:
+    arguments: dict[str, str] = {}
+    while index < len(lines):
+        section = lines[index].strip().lower()
+        end = index + 2
+        while end < len(lines) and not _is_numpy_header(lines, end):
+            end += 1
+        if section in _ARG_SECTIONS or section == "other parameters":
+            arguments.update(_numpy_entries(lines[index + 2 : end]))
+        index = end
+    return arguments
+
+
+def _numpy_entries(body: list[str]) -> dict[str, str]:
+    entries: dict[str, list[str]] = {}
+    current: list[list[str]] = []
+    for line in body:
+        match = _NUMPY_ENTRY.match(line) if _indent(line) == 0 else None
+        if match is not None:
+            names = [name.strip().lstrip("*") for name in match["names"].split(",")]
+            current = [entries.setdefault(name, []) for name in names]
+        elif line.strip():
+            for words in current:
+                words.append(line.strip())
+    return {name: " ".join(words) for name, words in entries.items()}
+
+
+def _sphinx_arguments(lines: list[str]) -> dict[str, str]:
+    entries: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        field = _FIELD.match(line.strip()) if _indent(line) == 0 else None
+        if field is not None:
+            words = field["rest"].split()
+            current = None
+            if field["kind"] in _PARAM_FIELDS and words:
+                current = entries.setdefault(words[-1].lstrip("*"), [])
+                if field["text"]:
+                    current.append(field["text"].strip())
+        elif current is not None and line.strip():
+            current.append(line.strip())
+    return {name: " ".join(words) for name, words in entries.items()}
+
+
+def _google_arguments(lines: list[str], index: int) -> dict[str, str]:
+    arguments: dict[str, str] = {}
     while index < len(lines):
         section = lines[index].strip().rstrip(":").strip().lower()
         body, index = _section_body(lines, index + 1)
         if section in _ARG_SECTIONS:
             arguments.update(_entries(body))
-    return "\n".join(head).strip(), arguments
+    return arguments
 
 
 def _is_header(line: str) -> bool:
