@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, Literal, TypeAlias, final
+from typing import Any, ClassVar, Literal, TypeAlias, final
 
 import attrs
 
@@ -79,13 +79,37 @@ class ToolResultBlock:
     type: ClassVar[str] = "tool-result"
 
 
+_KNOWN_KINDS = frozenset(
+    cls.type for cls in (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock)
+)
+
+
+def _check_kind(_block: object, _attribute: object, kind: Any) -> None:
+    # Stored as its data tagged ``"type": kind``: a known kind would reload as that block.
+    if type(kind) is not str or kind in _KNOWN_KINDS:
+        raise ValueError(
+            f"{kind!r} cannot be an opaque block's kind: it must be a string that names "
+            "no built-in block type"
+        )
+
+
+def _check_data(_block: object, _attribute: object, data: Any) -> None:
+    # The stored object's "type" key holds the kind, so the data cannot have one.
+    if not isinstance(data, dict) or "type" in data:
+        raise ValueError(f"an opaque block's data must be an object without a 'type' key: {data!r}")
+
+
 @final
 @attrs.frozen
 class OpaqueBlock:
-    """A block of a kind retinue does not know; it passes through untouched (R1.1)."""
+    """A block of a kind retinue does not know; it passes through untouched (R1.1).
 
-    kind: str
-    data: FrozenDict = attrs.field(converter=freeze_json)
+    Its kind is a string naming no built-in block type and its data an object
+    without a ``type`` key, so that the stored block reloads as itself.
+    """
+
+    kind: str = attrs.field(validator=_check_kind)
+    data: FrozenDict = attrs.field(converter=freeze_json, validator=_check_data)
     type: ClassVar[str] = "opaque"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NoReturn, TypeAlias, final
 
@@ -68,7 +69,8 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     :class:`InvalidJsonError` naming the offending path (NaN, bytes, sets,
     non-string keys, cycles, arbitrary objects). Never blocks.
     """
-    if value is None or type(value) in _FROZEN_LEAVES:
+    kind = type(value)
+    if value is None or (kind in _FROZEN_LEAVES and kind is not int):
         return value  # type: ignore[return-value]
     try:
         return _freeze_fast(value, 0)
@@ -81,6 +83,21 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
 
 
 _FROZEN_LEAVES = frozenset({str, int, bool, FrozenDict})
+
+# No integer of at most this many bits has more decimal digits than the
+# smallest limit ``sys.set_int_max_str_digits`` accepts, so only a longer one
+# is converted to learn whether it can be written as JSON at all.
+_SHORT_INT_BITS = (10**sys.int_info.str_digits_check_threshold).bit_length() - 1
+
+
+def _check_digits(value: int, path: str) -> None:
+    """Refuse an integer ``str`` (and so ``json``) cannot write: too many digits."""
+    try:
+        str(value)
+    except ValueError:
+        raise InvalidJsonError(
+            f"{_where(path)} is an integer of more than {sys.get_int_max_str_digits()} digits"
+        ) from None
 
 
 class _NotFastError(Exception):
@@ -95,6 +112,8 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     """Freeze exact builtin JSON types without building paths; ``_NotFastError`` otherwise."""
     kind = type(value)
     if value is None or kind in _FROZEN_LEAVES:
+        if kind is int and value.bit_length() > _SHORT_INT_BITS:  # type: ignore[attr-defined]
+            raise _NotFastError
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]
         return value  # type: ignore[return-value]
@@ -121,7 +140,10 @@ def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
-        return int.__int__(value)
+        number = int.__int__(value)
+        if number.bit_length() > _SHORT_INT_BITS:
+            _check_digits(number, path)
+        return number
     if isinstance(value, float):
         if math.isfinite(value):
             return float.__float__(value)

@@ -96,6 +96,7 @@ def _sqlite_kit(path: Path) -> StoreKit:
     def append_raw(session_id: str, text: str) -> None:
         first = sum(len(lines) for _, lines in segments(session_id))
         run("INSERT INTO segments VALUES (?, ?, 1, ?)", sid(session_id), first, text)
+        run("UPDATE sessions SET next_seq = ? WHERE sid = ?", first + 1, sid(session_id))
 
     def count(session_id: str) -> int:
         return sum(len(lines) for _, lines in segments(session_id))

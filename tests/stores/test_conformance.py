@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import trio
 import trio.lowlevel
 
 from retinue._errors import CorruptSessionError, StoreError
+from retinue._lossless import FrozenDict
 from retinue.session import (
+    CustomEvent,
     Session,
     SessionHeader,
     StepEnd,
@@ -135,6 +139,46 @@ async def test_store_duplicate_id_is_refused_without_failing_the_group(kit: Stor
             await store.aclose()
 
 
+def _unencodable() -> CustomEvent:
+    """A custom event holding a NaN that slipped past validation: encoding it raises."""
+    data = FrozenDict()
+    dict.update(data, {"n": math.nan})
+    return CustomEvent("metrics/sample", data)
+
+
+async def test_store_unencodable_event_fails_only_its_own_flush(record_kit: StoreKit) -> None:
+    """R11.5: an event that cannot be encoded fails its session's flush alone; the group's
+    other sessions commit and the writer keeps serving later flushes."""
+    good, bad = Session.create("good"), Session.create("bad")
+    async with record_kit.open() as store:
+        store.attach_new(good)
+        store.attach_new(bad)
+        run_turn(good)
+        run_turn(bad)
+        bad.append(_unencodable())
+        errors: dict[str, StoreError] = {}
+
+        async def flush(session: Session) -> None:
+            try:
+                await store.flush(session)
+            except StoreError as exc:
+                errors[session.id] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flush, good)
+            nursery.start_soon(flush, bad)
+        assert list(errors) == ["bad"]
+        assert "InvalidJsonError" in errors["bad"].message
+        run_turn(good)
+        await store.flush(good)
+        await store.detach(good)
+        with pytest.raises(StoreError, match="'bad'"):
+            await store.aclose()
+    async with record_kit.open() as store:
+        loaded = await store.load("good")
+    assert lines(loaded.events[:]) == lines(good.events[:])
+
+
 async def test_store_attaching_a_live_id_twice_is_refused(kit: StoreKit) -> None:
     """R11.3: an id already tracked by the store cannot be attached again."""
     async with kit.open() as store:
@@ -257,6 +301,53 @@ async def test_store_seq_gap_in_committed_region_is_refused(record_kit: StoreKit
     async with record_kit.open() as store:
         with pytest.raises(CorruptSessionError, match=r"'gappy'.*seq gap"):
             await store.load("gappy")
+
+
+async def _crashed_after_two_turns(kit: StoreKit, session_id: str) -> Session:
+    """Store two complete turns and a flushed open third one; return the session."""
+    session = Session.create(session_id)
+    async with kit.open() as store:
+        store.attach_new(session)
+        run_turn(session, "one")
+        run_turn(session, "two")
+        open_tool_turn(session)
+        await store.flush(session)
+    return session
+
+
+def _last_turn_end(session: Session) -> int:
+    return max(event.seq for event in session.events if isinstance(event.data, TurnEnd))
+
+
+@pytest.mark.parametrize("damaged", ["last turn/end", "inside the open turn"])
+async def test_store_damaged_record_with_well_formed_records_after_it_is_refused(
+    record_kit: StoreKit, damaged: str
+) -> None:
+    """R11.8: only a torn final record may be discarded; a damaged record that well-formed
+    records follow makes the load fail naming it, and nothing is truncated."""
+    session = await _crashed_after_two_turns(record_kit, "rotten")
+    index = _last_turn_end(session) + (0 if damaged == "last turn/end" else 3)
+    record_kit.tamper("rotten", index, '{"seq": 0, "type": "turn/enD", "data": {"tu')
+    async with record_kit.open() as store:
+        with pytest.raises(CorruptSessionError, match=rf"'rotten'.*event {index}\b") as caught:
+            await store.load("rotten")
+    assert caught.value.code == "CORRUPT_SESSION"
+    assert record_kit.record_count("rotten") == len(session.events)
+
+
+async def test_store_damaged_final_record_of_an_open_turn_is_dropped(
+    record_kit: StoreKit,
+) -> None:
+    """R11.8: an unparsable last record after the committed region is the torn write: it is
+    discarded and truncated, and the well-formed events before it are kept and closed."""
+    session = await _crashed_after_two_turns(record_kit, "frayed")
+    last = len(session.events) - 1
+    record_kit.tamper("frayed", last, '{"seq": 0, "type": "tool/ca')
+    async with record_kit.open() as store:
+        loaded = await store.load("frayed")
+    assert lines(loaded.events[:last]) == lines(session.events[:last])
+    assert [event.type for event in loaded.events[last:]][-2:] == ["step/end", "turn/end"]
+    assert record_kit.record_count("frayed") == len(loaded.events)
 
 
 async def test_store_torn_tail_is_dropped_and_truncated(record_kit: StoreKit) -> None:
@@ -441,11 +532,22 @@ async def test_postgres_store_recovers_from_a_dropped_connection(
     assert lines(loaded.events[:]) == lines(session.events[:])
 
 
-async def test_store_corrupt_header_is_refused_and_skipped_by_list(record_kit: StoreKit) -> None:
-    """A corrupt header makes only its session unloadable, naming it; list keeps serving the rest."""
+@pytest.mark.parametrize(
+    "header",
+    [
+        '{"type": "session", "id": ',
+        '{"type": "session", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+    ids=["truncated", "nested-too-deeply"],
+)
+async def test_store_corrupt_header_is_refused_and_skipped_by_list(
+    record_kit: StoreKit, header: str
+) -> None:
+    """R11.14: a corrupt header makes only its session unloadable, naming it; list keeps
+    serving the rest."""
     await _stored(record_kit, Session.create("headless"), turns=1)
     await _stored(record_kit, Session.create("fine"), turns=1)
-    record_kit.tamper_header("headless", '{"type": "session", "id": ')
+    record_kit.tamper_header("headless", header)
     async with record_kit.open() as store:
         with pytest.raises(CorruptSessionError, match="'headless'") as caught:
             await store.load("headless")

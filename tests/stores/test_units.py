@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,11 @@ from retinue.session import (
 )
 from retinue.session._codec import decode_event, encode_event
 from retinue.stores import JSONLStore, MemoryStore, PostgresStore, SQLiteStore
+from retinue.stores._backend import AppendBatch
+from retinue.stores._common import parse_header
 from retinue.stores._ids import bucket_name, check_session_id, escape_id, unescape_id
 from retinue.stores._memory import MemoryBackend
+from retinue.stores._sqlite import SQLiteBackend
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._kit import FlakyBackend, lines, run_turn
 
@@ -152,6 +156,21 @@ def test_encode_event_escapes_lone_surrogates() -> None:
             ),
             "expected an integer, got True",
         ),
+        ('{"seq":0,"type":5,"time":5,"data":{"a":1}}', "expected str, got 5"),
+        (
+            (
+                '{"seq":0,"type":"assistant/chunk","time":5,"data":{"turn":1,"step":1,'
+                '"chunk":{"type":"finish","reason":{"kind":5}}}}'
+            ),
+            "@ $.data.reason",
+        ),
+        (
+            (
+                '{"seq":0,"type":"assistant/chunk","time":5,"data":{"turn":1,"step":1,'
+                '"chunk":{"type":"finish","reason":{"kind":"error","message":5}}}}'
+            ),
+            "@ $.data.reason",
+        ),
     ],
 )
 def test_decode_event_refuses_a_row_with_a_wrong_field_type(line: str, problem: str) -> None:
@@ -160,6 +179,97 @@ def test_decode_event_refuses_a_row_with_a_wrong_field_type(line: str, problem: 
         decode_event(line, session_id="s1")
     assert str(caught.value).startswith("session 's1': event seq ")
     assert problem in str(caught.value)
+
+
+_NOT_UTF8 = [
+    b'{"seq":0,"type":"x/y","time":1,"data":{"a":"\xed\xa0\x80"}}',
+    '{"seq":0,"type":"x/y","time":1,"data":{}}'.encode("utf-16"),
+    '{"seq":0,"type":"x/y","time":1,"data":{}}'.encode("utf-8-sig"),
+]
+
+
+@pytest.mark.parametrize("line", _NOT_UTF8, ids=["encoded-surrogate", "utf-16", "bom"])
+def test_decode_event_refuses_a_line_that_is_not_utf8(line: bytes) -> None:
+    """R11.13: a stored line is UTF-8 JSON; other bytes are a corrupt record, never guessed at."""
+    with pytest.raises(CorruptSessionError, match=r"'s1'.*UTF-8"):
+        decode_event(line, session_id="s1")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"type":"session","id":"\xed\xa0\x80","created_at":1}',
+        '{"type":"session","id":"h","created_at":1}'.encode("utf-16"),
+        '{"type":"session","id":"h","created_at":1}'.encode("utf-8-sig"),
+    ],
+    ids=["encoded-surrogate", "utf-16", "bom"],
+)
+def test_parse_header_refuses_a_header_that_is_not_utf8(header: bytes) -> None:
+    """R11.13: a stored header line is UTF-8 JSON; other bytes make a corrupt header."""
+    with pytest.raises(CorruptSessionError, match=r"'h'.*UTF-8") as caught:
+        parse_header(header, "h")
+    assert caught.value.code == "CORRUPT_HEADER"
+
+
+def test_sqlite_repair_refuses_a_kept_record_that_is_not_utf8(tmp_path: Path) -> None:
+    """R11.8: cutting a torn tail off a segment whose kept records are not UTF-8 is a typed
+    refusal of that batch, not an untyped failure of the group."""
+    backend = SQLiteBackend(tmp_path / "sessions.db")
+    backend.open()
+    session = Session.create("sur")
+    run_turn(session)
+    events = tuple(session.events)
+    assert backend.write([AppendBatch("sur", 0, events, header=session.header)]) == [None]
+    with sqlite3.connect(tmp_path / "sessions.db") as conn:
+        conn.execute("UPDATE segments SET body = ?", (b"\xed\xa0\x80\n" * len(events),))
+    [error] = backend.write([AppendBatch("sur", 3, (), truncate_to=3)])
+    backend.close()
+    assert isinstance(error, StoreError)
+    assert error.code == "CORRUPT_SESSION"
+    assert "'sur'" in error.message
+    assert "UTF-8" in error.message
+
+
+async def _sqlite_with_three_segments(path: Path) -> Session:
+    session = Session.create("segmented")
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+        for number in range(3):
+            run_turn(session, f"message {number}")
+            await store.flush(session)
+        await store.detach(session)
+    return session
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (
+            "DELETE FROM segments WHERE first_seq = (SELECT max(first_seq) FROM segments)",
+            "{b}..{c}",
+        ),
+        ("DELETE FROM segments WHERE first_seq = (SELECT min(first_seq) FROM segments)", "0..{a}"),
+        ("UPDATE segments SET count = count + 1 WHERE first_seq = 0", "segment from seq 0"),
+        ("UPDATE sessions SET next_seq = next_seq + 2", "{d}..{e}"),
+    ],
+    ids=["last-segment", "first-segment", "count", "next-seq"],
+)
+async def test_sqlite_load_refuses_a_log_that_lost_committed_events(
+    tmp_path: Path, damage: str, problem: str
+) -> None:
+    """R11.8: the segments must hold every committed seq (``next_seq``, each ``count``); a lost
+    segment makes the load fail naming the missing seqs instead of dropping committed events."""
+    path = tmp_path / "sessions.db"
+    session = await _sqlite_with_three_segments(path)
+    with sqlite3.connect(path) as conn:
+        firsts = [row[0] for row in conn.execute("SELECT first_seq FROM segments ORDER BY 1")]
+        conn.execute(damage)
+    total = len(session.events)
+    where = problem.format(a=firsts[1] - 1, b=firsts[2], c=total - 1, d=total, e=total + 1)
+    async with SQLiteStore(path) as store:
+        with pytest.raises(CorruptSessionError, match=r"'segmented'.*seq gap") as caught:
+            await store.load("segmented")
+    assert where in caught.value.message
 
 
 def test_decode_event_keeps_an_integer_in_a_number_field() -> None:

@@ -22,7 +22,10 @@ from retinue.session import (
     RequestHeaderDelta,
     Session,
     SteeringMessage,
+    StepEnd,
+    StepStart,
     SystemEdit,
+    ToolCallEvent,
     ToolResultEvent,
     ToolsDelta,
     TurnEnd,
@@ -128,6 +131,14 @@ _LOOSE_NUMBERS: list[Callable[[], object]] = [
     lambda: AssistantMessage(1, 1.0, "x"),  # type: ignore[arg-type]
     lambda: ToolResultEvent(1, 1.5, "c", "x"),  # type: ignore[arg-type]
     lambda: ToolResultEvent(1, 1, "c", "x", is_error=1),  # type: ignore[arg-type]
+    lambda: StepStart(1, True),  # type: ignore[arg-type]
+    lambda: StepStart(1, 1.0),  # type: ignore[arg-type]
+    lambda: StepEnd(True, 1),  # type: ignore[arg-type]
+    lambda: StepEnd(1, 2.0),  # type: ignore[arg-type]
+    lambda: ToolCallEvent(1.0, 1, "c", "n", "{}"),  # type: ignore[arg-type]
+    lambda: ToolCallEvent(1, 1, "c", "n", {"city": "Paris"}),  # type: ignore[arg-type]
+    lambda: ToolCallEvent(1, 1, 7, "n", "{}"),  # type: ignore[arg-type]
+    lambda: ToolCallEvent(1, 1, "c", None, "{}"),  # type: ignore[arg-type]
 ]
 
 
@@ -136,6 +147,33 @@ def test_event_numbers_must_have_their_json_type(build: Callable[[], object]) ->
     """R4.5: a bool or float where the log stores an integer (or an int for a bool) would not reload."""
     with pytest.raises(InvalidJsonError):
         build()
+
+
+_OUTSIDE_LITERALS: list[Callable[[], object]] = [
+    lambda: TurnTrigger("bogus"),  # type: ignore[arg-type]
+    lambda: TurnTrigger(None),  # type: ignore[arg-type]
+    lambda: RequestHeader(EpochHeader(LlmCallConfig("m")), "bogus"),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize("build", _OUTSIDE_LITERALS)
+def test_event_fields_of_a_fixed_set_refuse_other_values(build: Callable[[], object]) -> None:
+    """R4.5: a trigger kind or header reason outside its set would be logged but not reload."""
+    with pytest.raises(ValueError, match="must be one of"):
+        build()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [StepStart(1, 2), StepEnd(1, 2), ToolCallEvent(1, 2, "c", "n", "{}")],
+    ids=lambda data: data.type,
+)
+def test_fast_line_leaves_a_forced_non_integer_to_the_general_encoder(data: Any) -> None:
+    """R11.13: a bool forced into a checked field is written as JSON ``true`` by the general
+    encoder, never as Python's ``True``, so the line is always JSON."""
+    object.__setattr__(data, "step", True)
+    line = encode_event(Event(0, 1, data))
+    assert json.loads(line)["data"]["step"] is True
 
 
 # -- R4.5, R1.6: no non-finite number reaches a header -----------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from retinue import Message, MessageSource, Reasoning, SessionError, Text, ToolCall, ToolResultBlock
+from retinue._content import OpaqueBlock
 from retinue._errors import InvalidJsonError
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import (
@@ -117,6 +118,19 @@ def test_append_refuses_non_json_plugin_data_before_logging(value: object) -> No
         session.append_custom("plugin/probe", {"value": value})  # type: ignore[dict-item]
     assert "value" in str(caught.value)
     assert len(session.events) == 1
+
+
+@pytest.mark.parametrize("number", [10**5000, -(10**5000)], ids=["huge", "huge-negative"])
+def test_append_refuses_an_integer_too_long_to_write_as_json(number: int) -> None:
+    """R4.5, R1.6: an integer with more digits than ``str`` may write is refused at append, naming where."""
+    session = _open()
+    with pytest.raises(InvalidJsonError, match=r"plugin/probe.*stats\[1\]\.n .*digits"):
+        session.append_custom("plugin/probe", {"stats": [1, {"n": number}]})
+    with pytest.raises(InvalidJsonError, match="digits"):
+        session.append_custom("plugin/probe", number)  # type: ignore[arg-type]
+    assert len(session.events) == 1
+    session.append_custom("plugin/probe", {"n": 10**600})
+    assert len(session.events) == 2
 
 
 def test_append_refusal_names_the_event_type() -> None:
@@ -432,6 +446,19 @@ def test_seed_is_validated_like_appends() -> None:
     assert replayed.next_turn_number() == 4
 
 
+def test_seed_refusal_names_the_event_that_breaks_an_invariant() -> None:
+    """R4.24, R11.8: a stored log that breaks an invariant is refused naming the event's seq
+    and type, so the bad record can be found."""
+    events = list(_history_session().events)
+    bare = Event(1, events[1].time, events[1].data)
+    with pytest.raises(SessionError, match=r"^event seq 1 \(user/message\): ") as marker:
+        Session.from_events(SessionHeader("x", 0), [events[0], bare])
+    assert marker.value.code == "MISSING_SURFACE_OP"
+    again = Event(1, events[0].time, events[0].data)
+    with pytest.raises(SessionError, match=r"^event seq 1 \(turn/start\): turn/start while"):
+        Session.from_events(SessionHeader("x", 0), [events[0], again])
+
+
 def test_fork_copies_a_closed_prefix_with_lineage() -> None:
     """R4.25: the child holds events 0..boundary, names its parent and seed length, inherits cwd."""
     source = Session.create("parent", cwd="/work")
@@ -453,10 +480,20 @@ def test_fork_copies_a_closed_prefix_with_lineage() -> None:
 
 
 @pytest.mark.parametrize(
-    ("boundary", "code"), [(-1, "INVALID_BOUNDARY"), (12, "INVALID_BOUNDARY"), (3, "OPEN_TURN")]
+    ("boundary", "code"),
+    [
+        (-1, "INVALID_BOUNDARY"),
+        (12, "INVALID_BOUNDARY"),
+        (3, "OPEN_TURN"),
+        (5.0, "INVALID_BOUNDARY"),
+        (True, "INVALID_BOUNDARY"),
+        ("5", "INVALID_BOUNDARY"),
+    ],
+    ids=repr,
 )
-def test_fork_refuses_a_bad_boundary(boundary: int, code: str) -> None:
-    """R4.25: the boundary must be an existing non-negative seq whose event is a ``turn/end``."""
+def test_fork_refuses_a_bad_boundary(boundary: Any, code: str) -> None:
+    """R4.25: the boundary must be an existing non-negative seq (an int, not a bool or float)
+    whose event is a ``turn/end``."""
     source = Session.create("parent")
     _closed_turn(source, 1, "one")
     _closed_turn(source, 2, "two")
@@ -488,6 +525,8 @@ _ALL_EVENTS: list[tuple[EventData, SurfaceOp | None, tuple[int, ...] | None]] = 
     (StepStart(1, 1), None, None),
     (StepEnd(1, 1), None, None),
     (UserMessage((Text("hi"), Reasoning("why", "sig"))), "append", None),
+    (UserMessage((OpaqueBlock("image", {"source": {"type": "url", "url": "u"}}),)), "append", None),
+    (UserMessage((OpaqueBlock("opaque", {}), OpaqueBlock("", {"n": 1}))), "append", None),
     (PromptBlocked(_c("bad"), PLUGIN, "vetoed"), None, None),
     (ContextMessage(_c("ctx"), PLUGIN), "append", None),
     (SteeringMessage(1, _c("steer")), "append", None),
@@ -554,6 +593,7 @@ _ALL_EVENTS: list[tuple[EventData, SurfaceOp | None, tuple[int, ...] | None]] = 
             ToolCallDelta(2, None, "1}"),
             BlockEnd(0, Text("t")),
             BlockEnd(2, ToolCall("c1", "read", "{}")),
+            BlockEnd(3, OpaqueBlock("image", {"url": "u"})),
             UsageChunk(Usage(1, 2)),
             Finish(STOP),
             Finish(TOOL_CALLS),
@@ -582,6 +622,29 @@ def test_codec_round_trips_every_event_type(
     assert ("surface_op" in dumped) == (surface is not None)
     assert ("source_event_seqs" in dumped) == (sources is not None)
     assert "null" not in text
+
+
+@pytest.mark.parametrize(
+    ("kind", "data"),
+    [
+        ("text", {"mime": "x"}),
+        ("tool-call", {}),
+        ("tool-result", {}),
+        ("reasoning", {}),
+        ("redacted-reasoning", {}),
+        ("image", {"type": "base64", "data": "AAA"}),
+        (5, {}),
+        ("image", ["not", "an", "object"]),
+    ],
+    ids=repr,
+)
+def test_opaque_blocks_that_would_not_reload_as_themselves_are_refused(
+    kind: Any, data: Any
+) -> None:
+    """R1.1, R4.3: an opaque block is stored as its data tagged with its kind, so a kind naming a
+    built-in block type, a non-string kind or data with its own "type" key is refused when built."""
+    with pytest.raises(ValueError, match="opaque block"):
+        OpaqueBlock(kind, data)
 
 
 def test_codec_keeps_unknown_event_types_verbatim() -> None:

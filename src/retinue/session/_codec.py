@@ -215,12 +215,12 @@ def _tagged(table: Mapping[str, type[Any]], what: str) -> Callable[[Any, Any], A
 
 
 def _structure_finish(value: Any, _: Any) -> FinishReason:
-    kind = value["kind"]
+    kind = _exact_str(value["kind"], None)
     if kind in FINISH_SINGLETONS:
         return FINISH_SINGLETONS[kind]
     if kind == "error":
-        return Errored(value["message"], value.get("code"))
-    return OtherFinish(str(kind))
+        return Errored(_exact_str(value["message"], None), _optional_str(value.get("code")))
+    return OtherFinish(kind)
 
 
 def _structure_surface(value: Any, _: Any) -> SurfaceOp:
@@ -278,11 +278,11 @@ def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
     if not isinstance(raw, Mapping):
         raise CorruptSessionError(f"session {session_id!r}: an event is not a JSON object")
     try:
-        kind = raw["type"]
+        kind = _exact_str(raw["type"], None)
         cls = EVENT_TYPES.get(kind)
         data: EventData
         if cls is None:
-            data = CustomEvent(str(kind), raw.get("data", {}))
+            data = CustomEvent(kind, raw.get("data", {}))
         else:
             data = converter.structure(raw["data"], cls)
         sources = raw.get("source_event_seqs")
@@ -373,10 +373,11 @@ def encode_header(header: SessionHeader) -> str:
 def decode_event(line: str | bytes, *, session_id: str = "?") -> Event:
     """Parse one canonical event line; raises :class:`CorruptSessionError`."""
     try:
-        raw = json.loads(line)
+        # Strictly UTF-8, as written: json.loads would guess at bytes (UTF-16, surrogates).
+        raw = json.loads(line.decode() if isinstance(line, bytes) else line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptSessionError(
-            f"session {session_id!r}: an event line is not valid JSON: {exc}"
+            f"session {session_id!r}: an event line is not valid UTF-8 JSON: {exc}"
         ) from exc
     except RecursionError as exc:
         raise CorruptSessionError(

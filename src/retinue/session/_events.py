@@ -74,10 +74,20 @@ def _optional_integer(instance: object, attribute: attrs.Attribute[Any], value: 
 _count = count_validator()
 
 
-def _not_integers(data: AssistantMessage | ToolResultEvent) -> InvalidJsonError:
-    return InvalidJsonError(
-        f"{data.type}: turn and step must be integers, got {data.turn!r}, {data.step!r}"
-    )
+def _not_integers(kind: str, turn: object, step: object) -> InvalidJsonError:
+    return InvalidJsonError(f"{kind}: turn and step must be integers, got {turn!r}, {step!r}")
+
+
+# StepStart, StepEnd and ToolCallEvent are built several times a turn: their
+# checks sit in a hand-written __init__, which costs a tenth of what an
+# __attrs_post_init__ hook adds to attrs' own.
+_set = object.__setattr__
+_bound_set = object.__setattr__.__get__
+
+
+def _outside(name: str, value: object, allowed: tuple[str, ...]) -> ValueError:
+    # Stored as written, a value outside the Literal would not reload.
+    return ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
 def _lines(_instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
@@ -101,6 +111,13 @@ class TurnTrigger:
 
     kind: Literal["message", "injection"]
     source: MessageSource = MessageSource()
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in _TRIGGER_KINDS:
+            raise _outside("turn trigger kind", self.kind, _TRIGGER_KINDS)
+
+
+_TRIGGER_KINDS = ("message", "injection")
 
 
 @final
@@ -174,7 +191,7 @@ class TurnEnd:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class StepStart:
     """A step (one model call and its tools) opens."""
 
@@ -182,15 +199,27 @@ class StepStart:
     step: int
     type: ClassVar[str] = "step/start"
 
+    def __init__(self, turn: int, step: int) -> None:
+        if type(turn) is not int or type(step) is not int:
+            raise _not_integers(self.type, turn, step)
+        _set(self, "turn", turn)
+        _set(self, "step", step)
+
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class StepEnd:
     """A step closes."""
 
     turn: int
     step: int
     type: ClassVar[str] = "step/end"
+
+    def __init__(self, turn: int, step: int) -> None:
+        if type(turn) is not int or type(step) is not int:
+            raise _not_integers(self.type, turn, step)
+        _set(self, "turn", turn)
+        _set(self, "step", step)
 
 
 @final
@@ -266,11 +295,11 @@ class AssistantMessage:
 
     def __attrs_post_init__(self) -> None:
         if type(self.turn) is not int or type(self.step) is not int:
-            raise _not_integers(self)
+            raise _not_integers(self.type, self.turn, self.step)
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolCallEvent:
     """Audit record of a tool call, with the raw arguments."""
 
@@ -280,6 +309,21 @@ class ToolCallEvent:
     name: str
     arguments: str
     type: ClassVar[str] = "tool/call"
+
+    def __init__(self, turn: int, step: int, call_id: str, name: str, arguments: str) -> None:
+        if type(turn) is not int or type(step) is not int:
+            raise _not_integers(self.type, turn, step)
+        if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
+            raise InvalidJsonError(
+                "tool/call: call_id, name and arguments (the raw JSON text) must be strings, "
+                f"got {call_id!r}, {name!r}, {arguments!r}"
+            )
+        setattr_ = _bound_set(self)  # bound once for five fields, as attrs does
+        setattr_("turn", turn)
+        setattr_("step", step)
+        setattr_("call_id", call_id)
+        setattr_("name", name)
+        setattr_("arguments", arguments)
 
 
 @final
@@ -306,10 +350,9 @@ class ToolResultEvent:
     type: ClassVar[str] = "tool/result"
 
     def __attrs_post_init__(self) -> None:
-        # One check for both fields, cheaper than a validator per field. StepStart,
-        # StepEnd and ToolCallEvent have none: Session.append's fast path takes them.
+        # One check for both fields, cheaper than a validator per field.
         if type(self.turn) is not int or type(self.step) is not int:
-            raise _not_integers(self)
+            raise _not_integers(self.type, self.turn, self.step)
         if type(self.is_error) is not bool:
             raise InvalidJsonError(f"tool/result: is_error must be a bool, got {self.is_error!r}")
 
@@ -336,6 +379,13 @@ class RequestHeader:
     header: EpochHeader
     reason: HeaderReason
     type: ClassVar[str] = "request/header"
+
+    def __attrs_post_init__(self) -> None:
+        if self.reason not in _HEADER_REASONS:
+            raise _outside("request/header reason", self.reason, _HEADER_REASONS)
+
+
+_HEADER_REASONS: tuple[str, ...] = get_args(HeaderReason)
 
 
 @final

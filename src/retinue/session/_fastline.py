@@ -54,7 +54,14 @@ _FINISH_LINES: dict[type, str] = {
 def fast_line(event: Event) -> str | None:
     """The canonical line built by hand for common events, else ``None``."""
     encode = _DATA_ENCODERS.get(type(event.data))
-    data = None if encode is None else encode(event.data)
+    if encode is None:
+        return None
+    try:
+        data = encode(event.data)
+    except TypeError:
+        # A field that is not a string (_esc takes only str): the general
+        # encoder writes what it holds, and the load names the field.
+        return None
     if data is None:
         return None
     parts = [f'{{"seq":{event.seq},"type":"{event.type}","time":{event.time},"data":{data}']
@@ -134,8 +141,11 @@ def _chunk(chunk: StreamChunk) -> str | None:
 
 
 def _assistant_chunk(data: AssistantChunk) -> str | None:
-    chunk = _chunk(data.chunk)
-    return None if chunk is None else f'{{"turn":{data.turn},"step":{data.step},"chunk":{chunk}}}'
+    turn, step, chunk = data
+    if type(turn) is not int or type(step) is not int:
+        return None
+    line = _chunk(chunk)
+    return None if line is None else f'{{"turn":{turn},"step":{step},"chunk":{line}}}'
 
 
 def _turn_start(data: TurnStart) -> str:
@@ -156,8 +166,12 @@ def _turn_end(data: TurnEnd) -> str:
     return out + f"{_opt('message', reason.message)}{_opt('code', reason.code)}}}}}"
 
 
-def _step(data: StepStart | StepEnd) -> str:
-    return f'{{"turn":{data.turn},"step":{data.step}}}'
+def _step(data: StepStart | StepEnd) -> str | None:
+    turn, step = data.turn, data.step
+    # Formatted here, a bool or float would be written ``True`` or ``1.0``.
+    if type(turn) is not int or type(step) is not int:
+        return None
+    return f'{{"turn":{turn},"step":{step}}}'
 
 
 def _user(data: UserMessage | ContextMessage) -> str | None:
@@ -173,7 +187,9 @@ def _assistant(data: AssistantMessage) -> str | None:
     return f'{{"turn":{data.turn},"step":{data.step},"content":{content}{usage}}}'
 
 
-def _tool_call(data: ToolCallEvent) -> str:
+def _tool_call(data: ToolCallEvent) -> str | None:
+    if type(data.turn) is not int or type(data.step) is not int:
+        return None
     return (
         f'{{"turn":{data.turn},"step":{data.step},"call_id":{_esc(data.call_id)},'
         f'"name":{_esc(data.name)},"arguments":{_esc(data.arguments)}}}'

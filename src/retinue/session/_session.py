@@ -187,7 +187,11 @@ class Session:
 
     @classmethod
     def from_events(cls, header: SessionHeader, events: Iterable[Event]) -> Session:
-        """Rebuild a session from stored events, validating each; emits nothing."""
+        """Rebuild a session from stored events, validating each; emits nothing.
+
+        Raises:
+            SessionError: an event breaks an invariant; the message names its seq and type.
+        """
         session = cls(header)
         for event in events:
             if event.seq != len(session._events):
@@ -196,7 +200,14 @@ class Session:
                     f"expected {len(session._events)}",
                     code="SEQ_GAP",
                 )
-            session._record(event, session._validate(event))
+            try:
+                fold = session._validate(event)
+            except SessionError as exc:
+                kind = getattr(event.data, "type", type(event.data).__name__)
+                raise SessionError(
+                    f"event seq {event.seq} ({kind}): {exc.message}", code=exc.code
+                ) from exc
+            session._record(event, fold)
         return session
 
     @property
@@ -322,6 +333,11 @@ class Session:
         """Copy events ``0..boundary`` into a new session (R4.25)."""
         if boundary is None:
             boundary = len(self._events) - 1
+        elif type(boundary) is not int:
+            # A bool would index as 0 or 1, a float not at all.
+            raise SessionError(
+                f"fork boundary {boundary!r} is not a seq (an int)", code="INVALID_BOUNDARY"
+            )
         if boundary < 0 and not self._events:
             return Session.create(child_id, cwd=self.header.cwd, parent_session=self.id)
         if not 0 <= boundary < len(self._events):

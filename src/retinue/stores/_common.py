@@ -18,11 +18,18 @@ log = logging.getLogger("retinue.stores")
 def parse_header(text: str | bytes, session_id: str) -> SessionHeader:
     """Parse a stored header line; raise ``CorruptSessionError`` naming the session."""
     try:
-        raw = json.loads(text)
+        # Strictly UTF-8: json.loads would guess at bytes (UTF-16, surrogates).
+        raw = json.loads(text.decode() if isinstance(text, bytes) else text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptSessionError(
-            f"session {session_id!r}: the header is not valid JSON: {exc}", code="CORRUPT_HEADER"
+            f"session {session_id!r}: the header is not valid UTF-8 JSON: {exc}",
+            code="CORRUPT_HEADER",
         ) from exc
+    except RecursionError:
+        raise CorruptSessionError(
+            f"session {session_id!r}: the header is nested too deeply to load",
+            code="CORRUPT_HEADER",
+        ) from None
     if not isinstance(raw, dict) or raw.get("type") != "session":
         raise CorruptSessionError(
             f"session {session_id!r}: the header is not a session header line",

@@ -114,14 +114,19 @@ class GroupCommitter:
     def _write_now(self, requests: Sequence[Request]) -> None:
         """Commit synchronously: a backend that never blocks gains nothing from grouping."""
         entries = self._group_entries(requests)
-        if not entries:
-            return
+        if entries:
+            self._write_entries_now(entries)
+
+    def _write_entries_now(self, entries: list[Entry]) -> None:
         batches = [entry.batch for entry in entries]
         try:
             results = self._timed_write(batches)
         except Exception as exc:
-            error = StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")
-            results = failed(batches, error)
+            if len(entries) > 1:
+                for entry in entries:
+                    self._write_entries_now([entry])
+                return
+            results = failed(batches, _group_error(exc))
         self._record(entries, results)
 
     # -- the writer -----------------------------------------------------------
@@ -207,8 +212,15 @@ class GroupCommitter:
             results = await call_backend(
                 self._backend, self._timed_write, "a group commit", batches
             )
-        except StoreError as exc:
-            results = failed(batches, exc)
+        except Exception as exc:
+            if len(entries) > 1:
+                # Nothing of the group was committed, and one batch may be the
+                # cause (an event that cannot be encoded): written one at a time,
+                # only that session's flush fails and the writer lives on (R11.5).
+                for entry in entries:
+                    await self._write_entries([entry])
+                return  # noqa: ASYNC910 - call_backend checkpointed before it raised
+            results = failed(batches, _group_error(exc))
         self._record(entries, results)
 
     def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
@@ -239,3 +251,10 @@ class GroupCommitter:
         del tracked.buffer[:count]
         tracked.cursor = entry.batch.events[-1].seq + 1
         tracked.header = None
+
+
+def _group_error(exc: Exception) -> StoreError:
+    """*exc* as the StoreError a failed group answers its flushes with."""
+    if isinstance(exc, StoreError):
+        return exc
+    return StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")

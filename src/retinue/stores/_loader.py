@@ -41,16 +41,14 @@ def recover(log: StoredLog, session_id: str, *, repair: bool = True) -> Recovere
 
     The committed region (up to the last complete ``turn/end``) must parse with
     contiguous seqs; after it the longest well-formed contiguous run is kept and
-    the rest is a torn tail. An open final turn gets closers (R11.9) when
-    *repair* is set.
+    the rest is a torn tail, which no well-formed record may follow. An open
+    final turn gets closers (R11.9) when *repair* is set.
     """
     _check_header(log, session_id)
     events, bad = _decode_run(log, session_id)
     dropped = len(log.records) - len(events) + (1 if log.torn_fragment else 0)
-    if bad is not None and _has_turn_end_after(log, len(events), session_id):
-        raise CorruptSessionError(
-            f"session {session_id!r}: {bad} inside the committed region", code="CORRUPT_SESSION"
-        )
+    if bad is not None:
+        _check_torn_tail(log, len(events), bad, session_id)
     closers = tuple(repair_tail(events)) if repair else ()
     try:
         session = Session.from_events(log.header, [*events, *closers])
@@ -93,15 +91,30 @@ def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | Non
     return events, None
 
 
-def _has_turn_end_after(log: StoredLog, start: int, session_id: str) -> bool:
-    """Whether any parseable record at or after *start* is a ``turn/end``."""
-    for record in log.records[start:]:
+def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> None:
+    """Raise unless the bad record at *start* and all after it are a torn final write.
+
+    A crash tears only the last record a write left; a bad record with a
+    well-formed one after it is damage, and dropping it would lose that one.
+    """
+    following = 0
+    committed = False
+    for index, record in enumerate(log.records[start:], start):
         try:
             event = (
                 record if isinstance(record, Event) else decode_event(record, session_id=session_id)
             )
         except CorruptSessionError:
             continue
-        if isinstance(event.data, TurnEnd):
-            return True
-    return False
+        following += index > start
+        committed = committed or isinstance(event.data, TurnEnd)
+    if committed:
+        raise CorruptSessionError(
+            f"session {session_id!r}: {bad} inside the committed region", code="CORRUPT_SESSION"
+        )
+    if following:
+        raise CorruptSessionError(
+            f"session {session_id!r}: {bad}, yet {following} well-formed event record(s) follow "
+            "it: only a torn final record may be discarded",
+            code="CORRUPT_SESSION",
+        )

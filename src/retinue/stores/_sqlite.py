@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import final
 
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
@@ -182,7 +182,7 @@ class SQLiteBackend:
                 raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
             sid, stored = row
         if batch.truncate_to is not None:
-            _truncate(conn, sid, batch.truncate_to)
+            _truncate(conn, sid, batch.truncate_to, session_id)
             stored = batch.truncate_to
         if stored != batch.first_seq:
             raise seq_conflict(session_id, stored, batch.first_seq)
@@ -199,16 +199,19 @@ class SQLiteBackend:
         """The header and event lines of one session, in seq order."""
         with self._reader() as conn:
             row = conn.execute(
-                "SELECT sid, CAST(header AS BLOB) FROM sessions WHERE id = ?", (session_id,)
+                "SELECT sid, CAST(header AS BLOB), next_seq FROM sessions WHERE id = ?",
+                (session_id,),
             ).fetchone()
             if row is None:
                 return None
-            sid, header = row
+            sid, header, next_seq = row
             segments = conn.execute(
-                "SELECT CAST(body AS BLOB) FROM segments WHERE sid = ? ORDER BY first_seq", (sid,)
+                "SELECT first_seq, count, CAST(body AS BLOB) FROM segments WHERE sid = ? "
+                "ORDER BY first_seq",
+                (sid,),
             ).fetchall()
-        records = [line for (body,) in segments for line in body.split(b"\n")]
-        return StoredLog(parse_header(header, session_id), records)
+        parsed = parse_header(header, session_id)
+        return StoredLog(parsed, _records(session_id, segments, next_seq))
 
     def headers(self) -> list[SessionHeader]:
         """Every header of a session with events (corrupt ones are logged and skipped)."""
@@ -272,7 +275,37 @@ class SQLiteBackend:
                 self._readers.append(conn)
 
 
-def _truncate(conn: sqlite3.Connection, sid: int, keep: int) -> None:
+def _records(session_id: str, segments: list[tuple[int, int, bytes]], next_seq: int) -> list[bytes]:
+    """The event lines of *segments*; ``CorruptSessionError`` unless they hold seqs 0..next_seq.
+
+    A commit writes a segment and ``next_seq`` together, so a segment missing
+    or cut short is lost data, never a torn write to repair.
+    """
+    records: list[bytes] = []
+    for first, count, body in segments:
+        if first != len(records):
+            raise _seq_gap(session_id, len(records), first)
+        lines = body.split(b"\n")
+        if len(lines) != count:
+            raise CorruptSessionError(
+                f"session {session_id!r}: a seq gap: the segment from seq {first} holds "
+                f"{len(lines)} event records, not {count}"
+            )
+        records.extend(lines)
+    if len(records) != next_seq:
+        raise _seq_gap(session_id, len(records), next_seq)
+    return records
+
+
+def _seq_gap(session_id: str, expected: int, found: int) -> CorruptSessionError:
+    if found > expected:
+        missing = f"events {expected}..{found - 1} are missing"
+    else:
+        missing = f"events from seq {found} are stored twice or past the stored next seq"
+    return CorruptSessionError(f"session {session_id!r}: a seq gap: {missing}")
+
+
+def _truncate(conn: sqlite3.Connection, sid: int, keep: int, session_id: str) -> None:
     """Drop stored events with ``seq >= keep``, cutting a segment that straddles it.
 
     The body is read as bytes: the torn tail may not be UTF-8; the kept lines were decoded.
@@ -289,9 +322,17 @@ def _truncate(conn: sqlite3.Connection, sid: int, keep: int) -> None:
     lines = body.split(b"\n")
     if first + len(lines) > keep:
         kept = lines[: keep - first]
+        try:
+            body = b"\n".join(kept).decode()
+        except UnicodeDecodeError as exc:
+            # Changed since the load decoded it: refuse the repair rather than store garbage.
+            raise StoreError(
+                f"session {session_id!r}: an event record before seq {keep} is not UTF-8 ({exc})",
+                code="CORRUPT_SESSION",
+            ) from None
         conn.execute(
             "UPDATE segments SET count = ?, body = ? WHERE sid = ? AND first_seq = ?",
-            (len(kept), b"\n".join(kept).decode(), sid, first),
+            (len(kept), body, sid, first),
         )
 
 
