@@ -7,6 +7,7 @@ any deadline (which is how an enter cancelled mid-open was first seen).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -193,9 +194,11 @@ async def test_cancelled_close_never_writes_its_queued_drain_after_closing(
             await seed.detach(session)
     store = SQLiteStore(path)
     real_savepoint = SQLiteBackend._write_savepoint
+    writing = threading.Event()
 
     def slow_savepoint(backend: SQLiteBackend, conn: Any, batch: AppendBatch, claimed: Any) -> Any:
         if batch.session_id == "busy":
+            writing.set()
             time.sleep(0.3)  # noqa: TID251 - a worker thread, inside the write transaction
         return real_savepoint(backend, conn, batch, claimed)
 
@@ -209,7 +212,9 @@ async def test_cancelled_close_never_writes_its_queued_drain_after_closing(
             monkeypatch.setattr(SQLiteBackend, "_write_savepoint", slow_savepoint)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(store.flush, busy)
-                await trio.testing.wait_all_tasks_blocked()
+                # The write itself must be under way: a close that overtakes a write
+                # still waiting for its thread fails it, as the store is closed.
+                assert await trio.to_thread.run_sync(writing.wait, REAL_DEADLINE)
                 with trio.CancelScope() as scope:
                     nursery.start_soon(_cancel_when_blocked, scope)
                     await store.aclose()
