@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, final
 
@@ -23,6 +24,7 @@ __all__ = [
     "ToolResultBlock",
     "as_content",
     "content_text",
+    "new_tool_call_id",
     "snapshot_messages",
 ]
 
@@ -66,6 +68,16 @@ class ToolCall:
     name: str
     arguments: str
     type: ClassVar[str] = "tool-call"
+
+
+def new_tool_call_id() -> str:
+    """A fresh tool-call id, for a call a provider sent without one.
+
+    Unique within any history (an index would repeat every step, and a
+    provider refuses a transcript that reuses an id); only ASCII letters,
+    digits and ``_``, which every provider accepts.
+    """
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 @final

@@ -22,6 +22,7 @@ from retinue._content import (
 )
 from retinue._lossless import freeze_json
 from retinue.providers._anthropic_wire import anthropic_request_body
+from retinue.providers._blocks import EMPTY_TURN_TEXT
 from retinue.providers._openai_chat import chat_request_body
 from retinue.providers._openai_responses import responses_request_body
 from retinue.providers.anthropic import AnthropicModel
@@ -272,3 +273,32 @@ def test_responses_max_output_tokens_is_at_least_16(limit: int, sent: int) -> No
     """The Responses API refuses ``max_output_tokens`` below 16."""
     body = responses_request_body(make_request("yes or no?", max_tokens=limit))
     assert body["max_output_tokens"] == sent
+
+
+# Ids and prompts another provider or an empty ask can leave in the history
+
+
+def test_anthropic_body_maps_foreign_tool_ids_into_its_id_alphabet() -> None:
+    """Anthropic refuses a ``tool_use`` id outside ``[a-zA-Z0-9_-]``; an id another
+    provider minted (``functions.lookup:0``) is mapped the same way in the call and its
+    result, so the pair stays matched.
+    """
+    history = _tool_turn(ToolResultBlock("functions.lookup:0", (Text("sunny"),)))
+    body: Any = anthropic_request_body(make_request(*history))
+    (tool_use,) = body["messages"][1]["content"]
+    (result,) = body["messages"][2]["content"]
+    assert tool_use["id"] == result["tool_use_id"] == "functions_lookup_0"
+
+
+@pytest.mark.parametrize("content", [(), (Text(""),)], ids=["no-blocks", "empty-text"])
+def test_chat_and_responses_bodies_never_send_no_message_for_an_empty_prompt(
+    content: tuple[Text, ...],
+) -> None:
+    """``agent.ask([])`` logs a user message with nothing to send; Chat refuses an empty
+    ``messages`` list and Responses an empty ``input``, so a placeholder stands in.
+    """
+    request = make_request(Message("user", content))
+    chat: Any = chat_request_body(request)
+    responses: Any = responses_request_body(request)
+    assert chat["messages"] == [{"role": "user", "content": EMPTY_TURN_TEXT}]
+    assert responses["input"] == [{"role": "user", "content": EMPTY_TURN_TEXT}]

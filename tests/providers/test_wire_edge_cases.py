@@ -7,6 +7,7 @@ so the adapter reads it through its real HTTP path.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -184,6 +185,27 @@ async def test_chat_tool_calls_sharing_one_index_are_separate_calls() -> None:
         ToolCall("call_a", "lookup", '{"city":"Oslo"}'),
         ToolCall("call_b", "lookup", '{"city":"Lima"}'),
     )
+
+
+async def test_chat_tool_calls_without_an_id_get_ids_unique_across_streams() -> None:
+    """R10.2: a server that sends no tool-call id (some local servers) gets a fresh id per
+    call, the same in the logged chunk and the message, and never one an earlier step used
+    (providers refuse a transcript that reuses an id).
+    """
+    body = _sse(
+        _unindexed_call(None, "lookup", '{"city":"Oslo"}'),
+        b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
+        b"[DONE]",
+    )
+    first, second = await _serve("chat", body), await _serve("chat", body)
+    ids = []
+    for collected in (first, second):
+        (call,) = collected.message.content
+        assert isinstance(call, ToolCall)
+        assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
+        assert call.id in {getattr(chunk, "id", None) for chunk in collected.chunks}
+        ids.append(call.id)
+    assert ids[0] != ids[1]
 
 
 def _typed_event(payload: dict[str, Any]) -> bytes:

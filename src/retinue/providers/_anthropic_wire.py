@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import final
 
@@ -34,7 +35,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, loads_event, malformed, opaque_part
+from ._blocks import EMPTY_TURN_TEXT, BlockTable, loads_event, malformed, opaque_part
 from ._failures import ProviderConnectionError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
@@ -51,10 +52,19 @@ JsonObject = dict[str, object]
 DEFAULT_MAX_TOKENS = 4096
 MIN_THINKING_BUDGET = 1024
 """The smallest ``budget_tokens`` the API accepts for extended thinking."""
-EMPTY_TURN_TEXT = "(empty message)"
-"""Stands in for a user turn with nothing the API accepts (it refuses empty content)."""
 EMPTY_ERROR_TEXT = "(the tool failed without a message)"
 """Stands in for the content of an error result with nothing the API accepts."""
+
+
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _tool_id(call_id: str) -> str:
+    """*call_id* in the characters the API allows in ids; another provider's may hold others.
+
+    The same mapping for a call and its result keeps the pair matched.
+    """
+    return _NOT_IN_ID.sub("_", call_id) or "_"
 
 
 def _tool_input(arguments: str) -> object:
@@ -85,7 +95,11 @@ def _tool_result(block: ToolResultBlock) -> JsonObject:
     if not content and block.is_error:
         # The API refuses an error result with no content.
         content = [{"type": "text", "text": EMPTY_ERROR_TEXT}]
-    out: JsonObject = {"type": "tool_result", "tool_use_id": block.tool_call_id, "content": content}
+    out: JsonObject = {
+        "type": "tool_result",
+        "tool_use_id": _tool_id(block.tool_call_id),
+        "content": content,
+    }
     if block.is_error:
         out["is_error"] = True
     return out
@@ -98,7 +112,7 @@ def _block(block: ContentBlock) -> JsonObject | None:
     if isinstance(block, ToolCall):
         return {
             "type": "tool_use",
-            "id": block.id,
+            "id": _tool_id(block.id),
             "name": block.name,
             "input": _tool_input(block.arguments),
         }

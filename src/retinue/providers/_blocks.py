@@ -8,13 +8,23 @@ from typing import final
 
 import attrs
 
-from retinue._content import ContentBlock, OpaqueBlock, Reasoning, Text, ToolCall
+from retinue._content import (
+    ContentBlock,
+    OpaqueBlock,
+    Reasoning,
+    Text,
+    ToolCall,
+    new_tool_call_id,
+)
 from retinue._lossless import thaw_json
 from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
 from ._failures import ProviderStreamError
 
-__all__ = ["BlockTable", "loads_event", "malformed", "opaque_part"]
+__all__ = ["EMPTY_TURN_TEXT", "BlockTable", "loads_event", "malformed", "opaque_part"]
+
+EMPTY_TURN_TEXT = "(empty message)"
+"""Stands in for a user turn with nothing to send (an empty prompt): no API accepts none."""
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
 
@@ -61,7 +71,7 @@ class _Block:
         if self.kind == _REASONING:
             signature = None if self.signature is None else "".join(self.signature)
             return Reasoning(text, signature)
-        return ToolCall(self.call_id or f"call-{self.index}", self.name or "", text or "{}")
+        return ToolCall(self.call_id or new_tool_call_id(), self.name or "", text or "{}")
 
 
 @final
@@ -102,6 +112,10 @@ class BlockTable:
         block = self._block(key, _TOOL)
         if call_id:
             block.call_id = call_id
+        elif block.call_id is None:
+            # Some servers send no id: the call still needs one that no other call
+            # of the history has, in the chunk that opens it as in the message.
+            block.call_id = call_id = new_tool_call_id()
         if name:
             block.name = name
         if arguments:

@@ -33,7 +33,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, loads_event, malformed, opaque_part
+from ._blocks import EMPTY_TURN_TEXT, BlockTable, loads_event, malformed, opaque_part
 from ._failures import RETRYABLE_STREAM_CODES, ProviderConnectionError, ProviderStreamError
 from ._sse import SseEvent
 
@@ -51,7 +51,7 @@ JsonObject = dict[str, object]
 
 def _user_part(block: ContentBlock) -> JsonObject | None:
     if isinstance(block, Text):
-        return {"type": "text", "text": block.text}
+        return {"type": "text", "text": block.text} if block.text else None
     if isinstance(block, OpaqueBlock):
         return opaque_part(block)
     return None
@@ -86,6 +86,9 @@ def _user_run(run: Sequence[Message]) -> list[JsonObject]:
         parts = [p for p in map(_user_part, message.content) if p is not None]
         if parts:
             out.append({"role": "user", "content": _user_content(parts)})
+    if not out:
+        # An empty prompt: the API refuses a request with no message to answer.
+        out.append({"role": "user", "content": EMPTY_TURN_TEXT})
     return out
 
 

@@ -30,7 +30,7 @@ from retinue._stream import (
     UsageChunk,
 )
 
-from ._blocks import BlockTable, loads_event, malformed, opaque_part
+from ._blocks import EMPTY_TURN_TEXT, BlockTable, loads_event, malformed, opaque_part
 from ._failures import ProviderConnectionError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
@@ -66,6 +66,10 @@ def _function_output(block: ToolResultBlock) -> JsonObject:
     }
 
 
+def _has_text(block: ContentBlock) -> bool:
+    return isinstance(block, Text) and bool(block.text)
+
+
 def _user_run(run: Sequence[Message]) -> list[JsonObject]:
     """Consecutive user messages: every tool output first, then each message's other content.
 
@@ -74,9 +78,12 @@ def _user_run(run: Sequence[Message]) -> list[JsonObject]:
     """
     items = [_function_output(b) for m in run for b in m.content if isinstance(b, ToolResultBlock)]
     for message in run:
-        user = [b for b in message.content if isinstance(b, Text | OpaqueBlock)]
+        user = [b for b in message.content if isinstance(b, OpaqueBlock) or _has_text(b)]
         if user:
             items.append({"role": "user", "content": _parts(user)})
+    if not items:
+        # An empty prompt: the API refuses a request with no input to answer.
+        items.append({"role": "user", "content": EMPTY_TURN_TEXT})
     return items
 
 
