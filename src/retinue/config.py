@@ -30,7 +30,7 @@ from cattrs.gen import make_dict_structure_fn
 from retinue._errors import ConfigError
 from retinue._options import MAX_SAFE_INTEGER, cwd_problem, name_problem
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
-from retinue.stores._ids import MAX_ID_LENGTH, _id_problem
+from retinue.stores._ids import MAX_ID_LENGTH, id_problem
 
 __all__ = [
     "AgentEntry",
@@ -81,7 +81,7 @@ def _session_id_problem(value: object) -> str | None:
     """Why *value* cannot be a session id (the stores' own rule, R11.12), or None."""
     if not isinstance(value, str):
         return f"must be a string, got {_shown(value)}"
-    problem = _id_problem(value)
+    problem = id_problem(value)
     return None if problem is None else f"must be a valid session id: {_shown(value)} {problem}"
 
 
@@ -95,7 +95,7 @@ def _label_problem(value: object) -> str | None:
             f"must be at most {MAX_LABEL_LENGTH} characters, got {len(value)}: a fresh session "
             f"id '<label>-session-<uuid4>' must fit in {MAX_ID_LENGTH}"
         )
-    problem = _id_problem(value + _FRESH_SUFFIX)
+    problem = id_problem(value + _FRESH_SUFFIX)
     return None if problem is None else f"must be a valid label: {_shown(value)} {problem}"
 
 

@@ -7,7 +7,7 @@ import unicodedata
 
 from retinue._errors import StoreError
 
-__all__ = ["bucket_name", "check_session_id", "escape_id", "file_stem", "unescape_id"]
+__all__ = ["bucket_name", "check_session_id", "escape_id", "file_stem", "id_problem", "unescape_id"]
 
 MAX_ID_LENGTH = 512
 # File names are limited to 255 bytes; a stem leaves room for a suffix and a temporary prefix.
@@ -23,13 +23,14 @@ def check_session_id(session_id: object) -> str:
     """
     if not isinstance(session_id, str):
         raise StoreError(f"session id {session_id!r} is not a string", code="INVALID_SESSION_ID")
-    problem = _id_problem(session_id)
+    problem = id_problem(session_id)
     if problem is not None:
         raise StoreError(f"session id {session_id!r} {problem}", code="INVALID_SESSION_ID")
     return session_id
 
 
-def _id_problem(session_id: str) -> str | None:
+def id_problem(session_id: str) -> str | None:
+    """Why *session_id* cannot name a stored session (every store's rule), or ``None``."""
     if not session_id:
         return "is empty"
     if len(session_id) > MAX_ID_LENGTH:
