@@ -270,6 +270,24 @@ def test_loading_an_event_or_header_that_is_not_an_object_is_corrupt(raw: Any) -
         load_header(raw)
 
 
+@pytest.mark.parametrize(
+    ("kind", "data", "field"),
+    [
+        ("request/header", {"header": {"config": {"stop": "END"}}, "reason": "initial"}, "stop"),
+        ("request/header-delta", {"system": {"keep_start": 0, "insert": "abc"}}, "insert"),
+        ("request/header-delta", {"tools": {"removed": "read"}}, "removed"),
+    ],
+)
+def test_loading_a_string_where_the_log_holds_a_list_is_corrupt(
+    kind: str, data: dict[str, Any], field: str
+) -> None:
+    """R11.13: a stored array never arrives as a string split into its characters, which
+    would change the folded request header without a word; the error names the field.
+    """
+    with pytest.raises(CorruptSessionError, match=rf"@ \$\.data\.[a-z_.]*{field}$"):
+        load_event({"seq": 0, "type": kind, "time": 1, "data": data})
+
+
 @pytest.mark.parametrize("depth", [5_000, 100_000])
 def test_decoding_a_too_deeply_nested_line_is_corrupt(depth: int) -> None:
     """R11.13: a line nested past what the loader can walk is reported as corrupt, not a crash."""

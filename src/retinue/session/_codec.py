@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
+from cattrs.errors import IterableValidationError, IterableValidationNote
 
 from retinue._content import (
     ContentBlock,
@@ -123,6 +124,37 @@ def _optional_str(value: Any) -> str | None:
 for _primitive in (str, int, bool):
     converter.register_structure_hook(_primitive, _exact(_primitive))
 converter.register_structure_hook(float, _number)
+
+
+def _is_homogeneous_tuple(cls: Any) -> bool:
+    args = get_args(cls)
+    return get_origin(cls) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _homogeneous_tuple(cls: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
+    item = get_args(cls)[0]
+
+    def structure(value: Any, _: Any) -> tuple[Any, ...]:
+        # A stored array is a JSON list; a string would otherwise split into characters.
+        if type(value) is not list:
+            raise TypeError(f"expected a list, got {value!r}")
+        out = []
+        for index, member in enumerate(value):
+            try:
+                out.append(converter.structure(member, item))
+            except Exception as exc:
+                # Noted as cattrs notes its own, so the error names the item's path.
+                exc.__notes__ = [
+                    *getattr(exc, "__notes__", []),
+                    IterableValidationNote(f"Structuring {cls} @ index {index}", index, item),
+                ]
+                raise IterableValidationError(f"While structuring {cls!r}", [exc], cls) from None
+        return tuple(out)
+
+    return structure
+
+
+converter.register_structure_hook_factory(_is_homogeneous_tuple, _homogeneous_tuple)
 
 
 def _plain_unstructure(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
