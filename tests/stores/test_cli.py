@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +132,92 @@ def test_cli_sessions_read_commands_never_create_a_store(
     assert _cli(*argv) == 1
     assert f"no {kind} store at" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def _journal_and_tables(path: Path) -> tuple[str, list[str]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master ORDER BY 1")]
+    return mode, tables
+
+
+@pytest.mark.parametrize("command", ["list", "show", "export", "replay"])
+def test_cli_sessions_read_commands_leave_another_database_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Another application's database is refused in one line with status 1; it keeps its
+    journal mode and gains no tables."""
+    other = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE notes (text)")
+        conn.commit()
+    target = [] if command == "list" else ["some-id"]
+    assert _cli("--store", f"sqlite:{other}", command, *target) == 1
+    error = capsys.readouterr().err
+    assert (
+        error
+        == f"retinue sessions {command}: {other} is an SQLite database without a retinue schema\n"
+    )
+    assert _journal_and_tables(other) == ("delete", ["notes"])
+
+
+@pytest.mark.parametrize("command", ["list", "show", "export", "replay"])
+def test_cli_sessions_read_commands_leave_an_empty_file_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """An empty file is not a store to read: it is refused in one line with status 1 and
+    stays empty, with no journal or lock files beside it."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    target = [] if command == "list" else ["some-id"]
+    assert _cli("--store", f"sqlite:{empty}", command, *target) == 1
+    error = capsys.readouterr().err
+    assert (
+        error == f"retinue sessions {command}: {empty} is not a retinue store (an empty database)\n"
+    )
+    assert empty.stat().st_size == 0
+    assert [path.name for path in tmp_path.iterdir()] == ["empty.db"]
+
+
+def _tear_last_records(path: Path, session_id: str, count: int) -> None:
+    """Overwrite the last *count* event records of a session with garbage, as a torn write."""
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        first, body = conn.execute(
+            "SELECT first_seq, body FROM segments JOIN sessions USING (sid) WHERE id = ? "
+            "ORDER BY first_seq DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        records = body.split("\n")
+        records[-count:] = ['{"seq": 99, "type": "tu'] * count
+        conn.execute(
+            "UPDATE segments SET body = ? WHERE first_seq = ?", ("\n".join(records), first)
+        )
+
+
+@pytest.mark.parametrize("torn", [2, "all"])
+def test_cli_sessions_show_and_replay_report_a_torn_tail(
+    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str], torn: int | str
+) -> None:
+    """Stored records left out as a torn tail are named by ``show``; ``replay`` warns and fails."""
+    spec, _, crashed = stored
+    total = len(crashed.events)
+    count = total if torn == "all" else int(torn)
+    _tear_last_records(Path(spec.removeprefix("sqlite:")), "crashed", count)
+    kept = total - count
+    note = (
+        f"{count} stored records after seq {kept - 1} are"
+        if kept
+        else f"all {count} stored records are"
+    ) + " a torn tail and were left out"
+    assert _cli("--store", spec, "show", "crashed") == 0
+    out = capsys.readouterr().out
+    assert f"events {kept}" in out
+    assert f"({note})" in out.splitlines()
+    assert _cli("--store", spec, "replay", "crashed") == 1
+    out = capsys.readouterr().out
+    assert f"crashed: warning: {note}\n" in out
+    assert f"crashed: kept: {kept} events" in out
+    assert "ok:" not in out
 
 
 def test_cli_sessions_import_skips_blank_lines_and_names_a_bad_line(

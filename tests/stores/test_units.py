@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -228,6 +229,44 @@ def test_sqlite_repair_refuses_a_kept_record_that_is_not_utf8(tmp_path: Path) ->
     assert error.code == "CORRUPT_SESSION"
     assert "'sur'" in error.message
     assert "UTF-8" in error.message
+
+
+async def test_sqlite_store_refuses_another_database_before_changing_it(tmp_path: Path) -> None:
+    """A database without the retinue schema is refused as it was: still in its own journal
+    mode (not switched to WAL for good) and without retinue tables."""
+    path = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE notes (text)")
+        conn.commit()
+    with pytest.raises(StoreError, match="without a retinue schema") as caught:
+        async with SQLiteStore(path):
+            pass
+    assert caught.value.code == "UNSUPPORTED_SCHEMA"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
+
+
+async def test_sqlite_store_without_create_reads_a_store_and_creates_none(tmp_path: Path) -> None:
+    """``create=False`` reads an existing store (still WAL), but neither makes a missing file
+    nor gives an empty one a schema."""
+    path = tmp_path / "sessions.db"
+    session = Session.create("kept")
+    run_turn(session)
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+    async with SQLiteStore(path, create=False) as store:
+        assert lines((await store.inspect("kept")).events[:]) == lines(session.events[:])
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    for missing in (tmp_path / "missing.db", tmp_path / "empty.db"):
+        if missing.name == "empty.db":
+            missing.touch()
+        with pytest.raises(StoreError):
+            async with SQLiteStore(missing, create=False):
+                pass
+    assert not (tmp_path / "missing.db").exists()
+    assert (tmp_path / "empty.db").stat().st_size == 0
 
 
 async def _sqlite_with_three_segments(path: Path) -> Session:

@@ -62,9 +62,15 @@ def parse_store_spec(spec: str) -> tuple[str, str]:
     return kind, location
 
 
-def open_store(spec: str) -> BufferedStore:
-    """Build a store from ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN``."""
+def open_store(spec: str, *, create: bool = True) -> BufferedStore:
+    """Build a store from ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN``.
+
+    With ``create=False`` a SQLite file opens only if it already is a retinue
+    store, and is left as it is (no schema written, no journal mode changed).
+    """
     kind, location = parse_store_spec(spec)
+    if kind == "sqlite":
+        return SQLiteStore(location, create=create)
     return _STORES[kind](location)
 
 
@@ -112,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
     command = _COMMANDS[args.sessions_command]
     spec = getattr(args, "store", DEFAULT_STORE)
     try:
-        if args.sessions_command in _READ_ONLY:
+        read_only = args.sessions_command in _READ_ONLY
+        if read_only:
             _check_exists(spec)
-        store = open_store(spec)
+        store = open_store(spec, create=not read_only)
         return int(trio.run(command, store, args))
     except BrokenPipeError:
         # The reader went away (``| head``): stay quiet, and keep the interpreter's
@@ -139,8 +146,8 @@ async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
 
 async def _show(store: BufferedStore, args: argparse.Namespace) -> int:
     async with store:
-        session = await store.inspect(args.id)
-    for line in describe(session):
+        recovered = await store.inspect_recovered(args.id)
+    for line in describe(recovered.session, dropped=recovered.dropped):
         print(line)
     return 0
 
@@ -182,21 +189,25 @@ async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
     from retinue.testing import InvariantError, check_history_replay, check_session_invariants
 
     async with store:
-        session = await store.inspect(args.id)
+        recovered = await store.inspect_recovered(args.id)
+    session = recovered.session
     try:
         check_session_invariants(session.events)
         check_history_replay(session.events, session_id=session.id)
     except InvariantError as exc:
         print(f"{session.id}: invariant broken: {exc}")
         return 1
+    if recovered.dropped:
+        # What was kept may replay cleanly, but the stored log is not all there.
+        print(f"{session.id}: warning: {_torn_tail(len(session.events), recovered.dropped)}")
     turns = sum(1 for event in session.events if isinstance(event.data, TurnStart))
     print(
-        f"{session.id}: ok: {len(session.events)} events, {turns} turns, "
-        f"{len(session.derive_messages())} history messages"
+        f"{session.id}: {'kept' if recovered.dropped else 'ok'}: {len(session.events)} events, "
+        f"{turns} turns, {len(session.derive_messages())} history messages"
     )
     if session.is_turn_open:
         print(f"{session.id}: ends inside turn {session.last_turn}; loading it closes the turn")
-    return 0
+    return 1 if recovered.dropped else 0
 
 
 # Commands that only read: a mistyped path must not create (or convert) a store there.
@@ -254,8 +265,12 @@ def _decode_line(line: str, number: int, source: str, session_id: str) -> Event:
         raise CorruptSessionError(f"{source}, line {number}: {exc}") from exc
 
 
-def describe(session: Session) -> Iterator[str]:
-    """Render a log readably: turns, steps, tool calls and results, usage, end reasons."""
+def describe(session: Session, *, dropped: int = 0) -> Iterator[str]:
+    """Render a log readably: turns, steps, tool calls and results, usage, end reasons.
+
+    *dropped* is how many stored records after *session*'s events were left
+    out as a torn tail; they are noted, so a short log is not taken for whole.
+    """
     header = session.header
     yield (
         f"session {header.id}  created {_when(header.created_at)}  events {len(session.events)}"
@@ -266,8 +281,23 @@ def describe(session: Session) -> Iterator[str]:
         line = _describe_event(event)
         if line is not None:
             yield line
+    if dropped:
+        yield f"({_torn_tail(len(session.events), dropped)})"
     if session.is_turn_open:
         yield f"(turn {session.last_turn} is still open: the log ends mid-turn)"
+
+
+def _torn_tail(kept: int, dropped: int) -> str:
+    """Say that the *dropped* stored records after the *kept* events were left out."""
+    if dropped == 1:
+        which = f"1 stored record after seq {kept - 1}" if kept else "the only stored record"
+        return f"{which} is a torn tail and was left out"
+    which = (
+        f"{dropped} stored records after seq {kept - 1}"
+        if kept
+        else f"all {dropped} stored records"
+    )
+    return f"{which} are a torn tail and were left out"
 
 
 def _describe_event(event: Event) -> str | None:

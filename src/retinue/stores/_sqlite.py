@@ -7,6 +7,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import final
 
@@ -58,60 +59,73 @@ class SQLiteBackend:
     One writer per session across stores and processes (R12.7): a claimed
     session holds an exclusive ``flock`` on ``<db>.locks/<escaped id>.lock``
     until it is released (or the process dies). Every method blocks.
+
+    With ``create=False`` only an existing retinue database is opened, and the
+    file is neither created, given a schema nor switched to WAL: for readers.
     """
 
     blocking = True
     durable = True
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self._path = os.fspath(path)
         self._write_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         in_memory = self._path in ("", ":memory:")
+        self._create = create or in_memory
         self._claims = _SessionLocks(None if in_memory else self._path + ".locks")
 
     def _connect(self) -> sqlite3.Connection:
+        target, uri = self._path, False
+        if not self._create:
+            # mode=rw: a plain connect would leave an empty file at a path that has none.
+            target, uri = f"file:{urllib.parse.quote(self._path)}?mode=rw", True
         conn = sqlite3.connect(
-            self._path, isolation_level=None, check_same_thread=False, timeout=30
+            target, uri=uri, isolation_level=None, check_same_thread=False, timeout=30
         )
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA synchronous = FULL")
         return conn
 
     def open(self) -> None:
-        """Create the schema on a new file, or check the version of an existing one."""
+        """Create the schema on a new file, or check the version of an existing one.
+
+        The check only reads, and comes first: a database that is not a
+        retinue store is refused as it was found, in its own journal mode.
+        """
         with self._write_lock:
             if self._writer is not None:
                 return
             conn = self._connect()
             try:
-                conn.execute("PRAGMA journal_mode = WAL")
-                self._migrate(conn)
+                self._prepare(conn)
             except BaseException:
                 conn.close()
                 raise
             self._writer = conn
 
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        has_schema = _has_schema(conn, self._path)
+        if not self._create:
+            if not has_schema:
+                raise StoreError(
+                    f"{self._path} is not a retinue store (an empty database)",
+                    code="UNSUPPORTED_SCHEMA",
+                )
+            return
+        conn.execute("PRAGMA journal_mode = WAL")
+        if not has_schema:
+            self._migrate(conn)
+
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-                if tables:
-                    raise StoreError(
-                        f"{self._path} is an SQLite database without a retinue schema",
-                        code="UNSUPPORTED_SCHEMA",
-                    )
+            # Checked again under the write lock: another process may have created it.
+            if not _has_schema(conn, self._path):
                 for statement in _SCHEMA:
                     conn.execute(statement)
-            elif version != SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self._path} has schema version {version}; this retinue reads {SCHEMA_VERSION}",
-                    code="UNSUPPORTED_SCHEMA",
-                )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -275,6 +289,26 @@ class SQLiteBackend:
                 self._readers.append(conn)
 
 
+def _has_schema(conn: sqlite3.Connection, path: str) -> bool:
+    """Whether the database holds this retinue's schema (false if it is empty); reads only.
+
+    Raises ``UNSUPPORTED_SCHEMA`` for another application's database or another schema version.
+    """
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return True
+    if version != 0:
+        raise StoreError(
+            f"{path} has schema version {version}; this retinue reads {SCHEMA_VERSION}",
+            code="UNSUPPORTED_SCHEMA",
+        )
+    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        raise StoreError(
+            f"{path} is an SQLite database without a retinue schema", code="UNSUPPORTED_SCHEMA"
+        )
+    return False
+
+
 def _records(session_id: str, segments: list[tuple[int, int, bytes]], next_seq: int) -> list[bytes]:
     """The event lines of *segments*; ``CorruptSessionError`` unless they hold seqs 0..next_seq.
 
@@ -422,7 +456,11 @@ class SQLiteStore(BufferedStore):
 
     ``async with SQLiteStore("sessions.db") as store:`` runs one writer task
     that group-commits concurrent flushes; all I/O happens in worker threads.
+    ``create=False`` opens only an existing store and changes nothing about the
+    file (no schema, no journal mode): what a reader of someone's store wants.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__(SQLiteBackend(path), name=f"SQLiteStore({os.fspath(path)!r})")
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        super().__init__(
+            SQLiteBackend(path, create=create), name=f"SQLiteStore({os.fspath(path)!r})"
+        )

@@ -353,10 +353,17 @@ class BufferedStore:
 
         The returned log may end inside a turn. Raises like :meth:`load`.
         """
+        return (await self.inspect_recovered(session_id)).session
+
+    async def inspect_recovered(self, session_id: str) -> Recovered:
+        """:meth:`inspect`, also saying how many stored records its torn tail held.
+
+        ``dropped`` counts the records a load would discard; the session holds
+        the ``kept`` events before them and no closers.
+        """
         check_session_id(session_id)
         await self._ensure_open()
-        recovered = await self._call(self._recover_plain, f"session {session_id!r}", session_id)
-        return recovered.session
+        return await self._call(self._recover_plain, f"session {session_id!r}", session_id)
 
     def _recover(self, session_id: str) -> Recovered:
         return recover(self._read(session_id), session_id, repair=True)
