@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import trio
+
 from retinue._content import Text, ToolCall
 from retinue._errors import StoreError
 from retinue._request import LlmCallConfig
@@ -38,6 +40,7 @@ from retinue.session import (
 from retinue.session._codec import encode_event
 from retinue.stores._backend import AppendBatch
 from retinue.stores._memory import MemoryBackend
+from retinue.stores._writebehind import BufferedStore
 
 __all__ = ["lines", "open_tool_turn", "run_turn", "tool_step"]
 
@@ -142,3 +145,21 @@ class FlakyBackend:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
+
+
+async def flush_together(
+    store: BufferedStore, sessions: Sequence[Session]
+) -> dict[str, StoreError]:
+    """Flush *sessions* concurrently (one group inside ``async with``); the errors by id."""
+    errors: dict[str, StoreError] = {}
+
+    async def flush(session: Session) -> None:
+        try:
+            await store.flush(session)
+        except StoreError as exc:
+            errors[session.id] = exc
+
+    async with trio.open_nursery() as nursery:
+        for session in sessions:
+            nursery.start_soon(flush, session)
+    return errors

@@ -22,26 +22,7 @@ import trio
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import JSONLStore
-from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import lines, run_turn
-
-
-async def flush_together(
-    store: BufferedStore, sessions: Sequence[Session]
-) -> dict[str, StoreError]:
-    """Flush *sessions* concurrently (one group inside ``async with``); the errors by id."""
-    errors: dict[str, StoreError] = {}
-
-    async def flush(session: Session) -> None:
-        try:
-            await store.flush(session)
-        except StoreError as exc:
-            errors[session.id] = exc
-
-    async with trio.open_nursery() as nursery:
-        for session in sessions:
-            nursery.start_soon(flush, session)
-    return errors
+from tests.stores._kit import flush_together, lines, run_turn
 
 
 def digest(session: Session) -> str:

@@ -18,7 +18,7 @@ from retinue.session import (
     ToolResultEvent,
     TurnEnd,
 )
-from tests.stores._kit import lines, open_tool_turn, run_turn
+from tests.stores._kit import flush_together, lines, open_tool_turn, run_turn
 from tests.stores.conftest import StoreKit
 
 
@@ -156,17 +156,7 @@ async def test_store_unencodable_event_fails_only_its_own_flush(record_kit: Stor
         run_turn(good)
         run_turn(bad)
         bad.append(_unencodable())
-        errors: dict[str, StoreError] = {}
-
-        async def flush(session: Session) -> None:
-            try:
-                await store.flush(session)
-            except StoreError as exc:
-                errors[session.id] = exc
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(flush, good)
-            nursery.start_soon(flush, bad)
+        errors = await flush_together(store, [good, bad])
         assert list(errors) == ["bad"]
         assert "InvalidJsonError" in errors["bad"].message
         run_turn(good)

@@ -22,8 +22,8 @@ from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import JSONLStore
 from retinue.testing import check_session_invariants
-from tests.stores._kit import run_turn
-from tests.stores._open_files_child import digest, flush_together
+from tests.stores._kit import flush_together, run_turn
+from tests.stores._open_files_child import digest
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT_OF_FILES = ("ran out of open files", "one open file per live session", "ulimit -n")
