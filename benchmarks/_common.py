@@ -1,4 +1,4 @@
-"""Shared benchmark helpers: CPU timing, RSS, JSON output and the workload shape."""
+"""Shared benchmark helpers: CPU and wall timing, RSS, JSON output and the workload shape."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 TURNS = 5
 STEPS_PER_TURN = 2
@@ -27,12 +26,28 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
-    """Run *fn*; return its result, CPU seconds and wall seconds."""
-    gc.collect()
-    cpu, wall = time.process_time(), time.perf_counter()
-    result = fn()
-    return result, time.process_time() - cpu, time.perf_counter() - wall
+class Turns(NamedTuple):
+    """What one side's turns cost: events logged, CPU and wall seconds, RSS grown in MiB."""
+
+    events: int
+    cpu_s: float
+    wall_s: float
+    rss_mb: float
+
+
+class Window:
+    """CPU and wall seconds spent inside ``with window:``."""
+
+    def __init__(self) -> None:
+        self.cpu_s = self.wall_s = 0.0
+
+    def __enter__(self) -> Self:
+        self.cpu_s, self.wall_s = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.cpu_s = time.process_time() - self.cpu_s
+        self.wall_s = time.perf_counter() - self.wall_s
 
 
 def emit(record: dict[str, Any]) -> None:

@@ -1,21 +1,23 @@
 """The floor: a pure-trio loop doing the same event appends and tool nurseries, no framework.
 
-Each agent is a task; each turn appends the same number of events as a
-retinue turn of the overhead workload (dicts into a list, with seq and time)
-and runs the tool step's two tool calls as child tasks of a nursery.
+Each agent is a task; it appends the same events as a retinue agent of the
+overhead workload (dicts into a list, with seq and time) and runs each tool
+step's two tool calls as child tasks of a nursery.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import trio
 
-from ._common import ANSWER_CHUNKS, TURNS
+from ._common import ANSWER_CHUNKS, TURNS, GcTimer, Turns, Window, rss_mb
 
 # A retinue turn of the workload: turn/start, user/message, then
-# step 1: step/start, request/header, tool-call chunks, assistant/message,
-#         2 x tool/call, 2 x tool/result, step/end;
+# step 1: step/start, request/header (turn 1 only: retinue logs the header
+#         once and then only what changes), tool-call chunks,
+#         assistant/message, 2 x tool/call, 2 x tool/result, step/end;
 # step 2: step/start, answer chunks, assistant/message, step/end; turn/end.
 TOOL_STEP_CHUNKS = 2 * 3 + 1  # block-start, delta, block-end per call + finish
 ANSWER_STEP_CHUNKS = ANSWER_CHUNKS + 3  # block-start, deltas, block-end, finish
@@ -32,7 +34,8 @@ def _append(log: list[dict[str, object]], kind: str, data: dict[str, object]) ->
 
 async def _step_with_tools(log: list[dict[str, object]], turn: int) -> None:
     _append(log, "step/start", {"turn": turn, "step": 1})
-    _append(log, "request/header", {"model": "m"})
+    if turn == 1:
+        _append(log, "request/header", {"model": "m"})
     for index in range(TOOL_STEP_CHUNKS):
         _append(log, "assistant/chunk", {"turn": turn, "step": 1, "index": index})
     _append(log, "assistant/message", {"turn": turn, "step": 1})
@@ -69,15 +72,23 @@ async def run_agent(turns: int = TURNS) -> list[dict[str, object]]:
     return log
 
 
-async def run_floor(agents: int, turns: int = TURNS) -> tuple[int, float]:
-    """Run *agents* floor agents concurrently; returns events appended and CPU seconds."""
-    totals: list[int] = []
+async def run_floor(agents: int, turns: int = TURNS, gc_timer: GcTimer | None = None) -> Turns:
+    """Run *agents* floor agents concurrently; returns events appended and what the turns cost.
+
+    Timed like retinue's turns in ``benchmarks.overhead.run_agents``: CPU and
+    wall over the nursery, *gc_timer* (if given) over the same window, and the
+    RSS grown from the start, read while every log is still alive as
+    retinue's sessions are.
+    """
+    logs: list[list[dict[str, object]]] = []
 
     async def one() -> None:
-        totals.append(len(await run_agent(turns)))
+        logs.append(await run_agent(turns))
 
-    cpu = time.process_time()
-    async with trio.open_nursery() as nursery:
-        for _ in range(agents):
-            nursery.start_soon(one)
-    return sum(totals), time.process_time() - cpu
+    rss = rss_mb()
+    with gc_timer or contextlib.nullcontext(), Window() as window:
+        async with trio.open_nursery() as nursery:
+            for _ in range(agents):
+                nursery.start_soon(one)
+    grown = rss_mb() - rss
+    return Turns(sum(len(log) for log in logs), window.cpu_s, window.wall_s, grown)

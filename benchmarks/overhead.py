@@ -1,18 +1,28 @@
 """Runtime overhead: N agents x 5 turns against a zero-latency ScriptedModel.
 
 Each turn is one step asking for 2 parallel tool calls and one step answering
-in 20 chunks. Prints one JSON line per N with steps/s, CPU µs per step, peak
-RSS and RSS per agent, and the ratio to the floor (benchmarks/floor.py)
-measured in the same run, with the CPU each side spent in CPython's cyclic GC
-and the ratio once that is taken out; then one line comparing the per-step
-cost at turn 500 of one session with turn 1.
+in 20 chunks. Prints one JSON line per N and then one line comparing the
+per-step cost at turn 500 of one session with turn 1. Each N's line gives:
+
+* ``steps_per_s`` and ``cpu_us_per_step``: wall and CPU time of the turns
+  alone (one window: opening the runtime, creating the agents, the invariant
+  checks and teardown are outside it), and the same CPU for the floor
+  (benchmarks/floor.py, measured in the same run, logging the same events)
+  with the ratio to it; the CPU each side spent in CPython's cyclic GC and
+  the ratio once that is taken out.
+* ``rss_per_agent_kb``: the RSS retinue has grown once every turn is done,
+  before the checks and teardown, from before the runtime opened (runtime,
+  agents and their sessions), per agent, read in its first run;
+  ``floor_rss_per_agent_kb`` is the floor's, read the same way while its
+  logs are alive, in a fresh process of its own. ``peak_rss_mb`` is the
+  process's peak, which covers both sides, every repeat and the checks.
 
 Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
-Each N runs in a fresh subprocess so peak RSS is its own; up to 1000 agents
-the floor and retinue run three times each, alternately, and the figures are
-medians (``--one N R`` runs one N with R repeats). ``--gc-threshold T`` runs
-both sides with CPython's first GC threshold raised to T (default 700), to
-show what that tuning buys a process running many agents.
+Each N runs in a fresh subprocess; up to 1000 agents retinue and the floor
+run three times each, alternately, and the time figures are medians (``--one
+N R`` runs one N with R repeats). ``--gc-threshold T`` runs both sides with
+CPython's first GC threshold raised to T (default 700), to show what that
+tuning buys a process running many agents.
 """
 
 from __future__ import annotations
@@ -23,13 +33,14 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import trio
 
 import retinue
 from retinue.testing import ScriptedModel, check_session_invariants
 
-from ._common import STEPS_PER_TURN, TURNS, GcTimer, emit, peak_rss_mb, rss_mb, timed
+from ._common import STEPS_PER_TURN, TURNS, GcTimer, Turns, Window, emit, peak_rss_mb, rss_mb
 from .floor import run_floor
 
 
@@ -50,82 +61,103 @@ def _model() -> ScriptedModel:
     )
 
 
+async def _drive_all(handles: list[retinue.Agent], turns: int) -> None:
+    async def drive(agent: retinue.Agent) -> None:
+        for turn in range(turns):
+            result = await agent.ask(f"prompt {turn}")
+            assert result.reason.kind == "completed", result
+
+    async with trio.open_nursery() as nursery:
+        for agent in handles:
+            nursery.start_soon(drive, agent)
+
+
 async def run_agents(
     agents: int, turns: int, check: bool, gc_timer: GcTimer | None = None
-) -> tuple[int, float]:
-    """Run the workload; returns events logged and the CPU seconds of the turns alone.
+) -> Turns:
+    """Run the workload; returns events logged and what the turns alone cost.
 
-    Creating the agents and closing the runtime are left out, as the floor
-    has neither; *gc_timer*, if given, times the GC over the same window.
+    CPU and wall time cover the turns only: opening the runtime, creating
+    the agents, the invariant checks and teardown are left out, as the floor
+    has none of them; *gc_timer*, if given, times the GC over the same
+    window. The RSS grown since before the runtime opened is read once the
+    turns are done, before the checks and teardown.
     """
+    rss = rss_mb()
     async with retinue.open_runtime(models=_model(), tools=[fetch]) as rt:
         handles = [
             await rt.create_agent(f"a{i}", retinue.AgentOptions(model="scripted"))
             for i in range(agents)
         ]
-
-        async def drive(agent: retinue.Agent) -> None:
-            for turn in range(turns):
-                result = await agent.ask(f"prompt {turn}")
-                assert result.reason.kind == "completed", result
-
         gc.collect()
-        with gc_timer or contextlib.nullcontext():
-            cpu = time.process_time()
-            async with trio.open_nursery() as nursery:
-                for agent in handles:
-                    nursery.start_soon(drive, agent)
-            cpu = time.process_time() - cpu
+        with gc_timer or contextlib.nullcontext(), Window() as window:
+            await _drive_all(handles, turns)
+        grown = rss_mb() - rss
         events = sum(len(agent.session.events) for agent in handles)
         if check:
             for agent in handles[:50]:
                 check_session_invariants(agent.session.events)
-        return events, cpu
+        return Turns(events, window.cpu_s, window.wall_s, grown)
 
 
-def _pair(agents: int) -> tuple[float, float, float, float, float, int, int]:
-    """One floor run then one retinue run: CPU and GC seconds of each, wall, events."""
+class _Pair(NamedTuple):
+    """One retinue run and one floor run, with the GC seconds inside each one's window."""
+
+    runtime: Turns
+    floor: Turns
+    gc_s: float
+    floor_gc_s: float
+
+
+def _pair(agents: int) -> _Pair:
+    """One retinue run then one floor run, each from a fresh collection."""
+    floor_gc, runtime_gc = GcTimer(), GcTimer()
     gc.collect()
-    with GcTimer() as floor_gc:
-        floor_events, floor_cpu = trio.run(run_floor, agents)
-    runtime_gc = GcTimer()
-    (events, cpu), _, wall = timed(lambda: trio.run(run_agents, agents, TURNS, True, runtime_gc))
-    return cpu, floor_cpu, runtime_gc.seconds, floor_gc.seconds, wall, events, floor_events
+    runtime = trio.run(run_agents, agents, TURNS, True, runtime_gc)
+    gc.collect()
+    floor = trio.run(run_floor, agents, TURNS, floor_gc)
+    # Unequal logs would make the ratios compare different work.
+    assert runtime.events == floor.events, (runtime.events, floor.events)
+    return _Pair(runtime, floor, runtime_gc.seconds, floor_gc.seconds)
 
 
 def measure(agents: int, repeats: int = 1) -> dict[str, object]:
     """Measure retinue and the floor for *agents* agents, *repeats* times, in this process.
 
-    Each repeat runs the floor, then retinue; every figure is the median over
-    the repeats, and ``ratios_to_floor`` lists each repeat's own ratio.
+    Each repeat runs retinue, then the floor; every time figure is the
+    median over the repeats, and ``ratios_to_floor`` lists each repeat's own
+    ratio. Memory one run frees is reused by the next and hides part of its
+    growth, so each side's RSS is read in a process where nothing else ran:
+    retinue's in its first run here, the floor's in a subprocess of its own.
     """
-    baseline = rss_mb()
     runs = [_pair(agents) for _ in range(repeats)]
     steps = agents * TURNS * STEPS_PER_TURN
-    peak = peak_rss_mb()
-    ratios = [cpu / floor_cpu for cpu, floor_cpu, *_ in runs]
-    without_gc = [(cpu - gcs) / (floor - floor_gcs) for cpu, floor, gcs, floor_gcs, *_ in runs]
+    ratios = [run.runtime.cpu_s / run.floor.cpu_s for run in runs]
+    without_gc = [
+        (run.runtime.cpu_s - run.gc_s) / (run.floor.cpu_s - run.floor_gc_s) for run in runs
+    ]
 
-    def per_step(index: int) -> float:
-        return round(statistics.median(run[index] for run in runs) / steps * 1e6, 1)
+    def per_step(values: list[float]) -> float:
+        return round(statistics.median(values) / steps * 1e6, 1)
 
     return {
         "benchmark": "overhead",
         "agents": agents,
         "steps": steps,
         "repeats": repeats,
-        "events": runs[0][5],
-        "floor_events": runs[0][6],
-        "steps_per_s": round(steps / statistics.median(run[4] for run in runs), 1),
-        "cpu_us_per_step": per_step(0),
-        "floor_cpu_us_per_step": per_step(1),
+        "events": runs[0].runtime.events,
+        "floor_events": runs[0].floor.events,
+        "steps_per_s": round(steps / statistics.median([run.runtime.wall_s for run in runs]), 1),
+        "cpu_us_per_step": per_step([run.runtime.cpu_s for run in runs]),
+        "floor_cpu_us_per_step": per_step([run.floor.cpu_s for run in runs]),
         "ratio_to_floor": round(statistics.median(ratios), 2),
         "ratios_to_floor": [round(ratio, 2) for ratio in ratios],
-        "gc_us_per_step": per_step(2),
-        "floor_gc_us_per_step": per_step(3),
+        "gc_us_per_step": per_step([run.gc_s for run in runs]),
+        "floor_gc_us_per_step": per_step([run.floor_gc_s for run in runs]),
         "ratio_to_floor_without_gc": round(statistics.median(without_gc), 2),
-        "peak_rss_mb": round(peak, 1),
-        "rss_per_agent_kb": round((peak - baseline) * 1024 / agents, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "rss_per_agent_kb": round(runs[0].runtime.rss_mb * 1024 / agents, 1),
+        "floor_rss_per_agent_kb": round(_floor_rss_mb(agents) * 1024 / agents, 1),
     }
 
 
@@ -169,6 +201,18 @@ def _gc_threshold(argv: list[str]) -> tuple[list[str], int | None]:
     return argv[:at] + argv[at + 2 :], int(argv[at + 1])
 
 
+def _floor_rss_mb(agents: int) -> float:
+    """The floor's RSS growth for *agents* agents, in a fresh process with this GC threshold."""
+    tuning = ["--gc-threshold", str(gc.get_threshold()[0])]
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.overhead", "--floor-rss", str(agents), *tuning],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(out.stdout)
+
+
 def _run_child(args: list[str], threshold: int | None) -> None:
     tuning = [] if threshold is None else ["--gc-threshold", str(threshold)]
     out = subprocess.run(
@@ -189,6 +233,9 @@ def main(argv: list[str]) -> int:
         agents = int(argv[1])
         record = measure(agents, int(argv[2]) if len(argv) > 2 else _repeats(agents))
         emit({**record, "gc_threshold0": gc.get_threshold()[0]})
+        return 0
+    if argv and argv[0] == "--floor-rss":
+        print(trio.run(run_floor, int(argv[1])).rss_mb, flush=True)
         return 0
     if argv and argv[0] == "--growth":
         emit(measure_growth())

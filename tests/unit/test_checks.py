@@ -445,3 +445,109 @@ def test_check_session_invariants_accepts_a_call_id_reused_in_a_later_step() -> 
     )
     check_session_invariants(events)
     check_history_replay(events)
+
+
+def test_check_no_dangling_tool_calls_unclosed_step_is_settled_at_the_next_step() -> None:
+    """R9.25: a step cut off by the next step/start must still have answered its calls."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"),)),
+        StepStart(1, 2),
+        AssistantMessage(1, 2, text("done")),
+        StepEnd(1, 2),
+        TurnEnd(1, DONE),
+    )
+    with pytest.raises(InvariantError, match=r"seq 3 .*R9\.25.*'a' \(seq 2\) has no result"):
+        check_no_dangling_tool_calls(events)
+
+
+def duplicate_call_step(results: int) -> list[Event]:
+    """A step whose two tool calls share the id ``c1``, with *results* results for it."""
+    return log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("c1", "t", "{}"), ToolCall("c1", "t", "{}"))),
+        ToolCallEvent(1, 1, "c1", "t", "{}"),
+        ToolCallEvent(1, 1, "c1", "t", "{}"),
+        *[(ToolResultEvent(1, 1, "c1", text(f"r{i}")), [3 + i]) for i in range(results)],
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+    )
+
+
+@pytest.mark.parametrize("results", [1, 2])
+def test_check_session_invariants_r4_15_duplicate_call_id_in_a_step(results: int) -> None:
+    """R4.15: a call id names one call of its step; however it is answered, a repeat fails."""
+    events = duplicate_call_step(results)
+    for check in (check_session_invariants, check_history_replay):
+        with pytest.raises(InvariantError, match=r"seq 4 .*R4\.15.*'c1'.*duplicate call id"):
+            check(events)
+    with pytest.raises(InvariantError, match=r"seq 2 .*R4\.15.*'c1'.*duplicate call id"):
+        check_no_dangling_tool_calls(events)
+
+
+def test_check_history_replay_r5_4_call_block_without_result() -> None:
+    """R5.4: a closed step's tool-call block with no tool/call and no result fails the replay."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("c1", "t", "{}"),)),
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+    )
+    with pytest.raises(InvariantError, match=r"seq 2\).*R5\.4.*'c1' has no result"):
+        check_history_replay(events)
+
+
+def test_check_history_replay_r4_15_call_unanswered_when_the_next_step_starts() -> None:
+    """R4.15: a tool/call still pending at the next step/start is reported there."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("c1", "t", "{}"),)),
+        ToolCallEvent(1, 1, "c1", "t", "{}"),
+        StepStart(1, 2),
+        AssistantMessage(1, 2, text("done")),
+        StepEnd(1, 2),
+        TurnEnd(1, DONE),
+    )
+    with pytest.raises(InvariantError, match=r"seq 4 .*R4\.15.*'c1' \(seq 3\) has no result"):
+        check_history_replay(events)
+
+
+def test_check_history_replay_r5_4_result_before_the_message_that_calls_it() -> None:
+    """R5.4: in the replayed history a tool result follows the assistant message calling it."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        ToolCallEvent(1, 1, "c1", "t", "{}"),
+        (ToolResultEvent(1, 1, "c1", text("ok")), [2]),
+        AssistantMessage(1, 1, (ToolCall("c1", "t", "{}"),)),
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+    )
+    with pytest.raises(InvariantError, match=r"seq 3\).*R5\.4.*result 'c1' answers no"):
+        check_history_replay(events)
+
+
+def test_check_history_replay_r5_4_replace_that_drops_a_result() -> None:
+    """R5.4: a surface replace that drops a call's result leaves the call unanswered."""
+    events = good_log()
+    summary = Event(
+        len(events) - 1,
+        0,
+        UserMessage(text("summary")),
+        source_event_seqs=(7,),
+        surface_op=Replace(7, 7),
+    )
+    events.insert(len(events) - 1, summary)
+    events[-1] = events[-1]._replace(seq=len(events) - 1)
+    with pytest.raises(InvariantError, match=r"seq 5\).*R5\.4.*'c1' has no result"):
+        check_history_replay(events)
+
+
+def test_check_history_replay_accepts_calls_of_a_step_still_open() -> None:
+    """R4.17: a live log may end while its open step's calls wait for their results."""
+    events = good_log()[:7]
+    check_history_replay(events)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from retinue._content import Message, ToolCall
+from retinue._content import Message, ToolCall, ToolResultBlock
 from retinue._errors import SessionError
 from retinue.session import (
     SURFACE_TYPES,
@@ -50,7 +50,9 @@ class _CallLedger:
     """Tool calls of the open step and their results: each call gets exactly one (R4.15).
 
     A ``tool/result`` answers a ``tool/call`` of its own step that has no
-    result yet; every ``tool/call`` is answered by its step's ``step/end``.
+    result yet; every ``tool/call`` is answered before the step's
+    ``step/end``, or before whatever boundary cuts the step off. A call id
+    names one call of its step, so it is never repeated within the step.
     """
 
     called: set[str] = attrs.field(factory=set)
@@ -59,17 +61,19 @@ class _CallLedger:
 
     def feed(self, event: Event) -> None:
         data = event.data
-        if isinstance(data, StepStart):
-            self.pending.clear()
-            self.answered.clear()
-        elif isinstance(data, StepEnd | TurnEnd):
+        if isinstance(data, StepStart | StepEnd | TurnStart | TurnEnd):
             self._settle(event)
         elif isinstance(data, ToolCallEvent):
-            self.called.add(data.call_id)
-            self.answered.discard(data.call_id)
-            self.pending.setdefault(data.call_id, event.seq)
+            self._call(event, data)
         elif isinstance(data, ToolResultEvent):
             self._answer(event, data)
+
+    def _call(self, event: Event, data: ToolCallEvent) -> None:
+        call_id = data.call_id
+        if call_id in self.pending or call_id in self.answered:
+            raise _fail(event, "R4.15", f"tool/call {call_id!r}: duplicate call id in step")
+        self.called.add(call_id)
+        self.pending[call_id] = event.seq
 
     def _answer(self, event: Event, data: ToolResultEvent) -> None:
         call_id = data.call_id
@@ -85,6 +89,8 @@ class _CallLedger:
             )
 
     def _settle(self, event: Event) -> None:
+        # A step cut off without its step/end (a log the walk would reject, but
+        # the replay check walks nothing else) must still have answered its calls.
         if self.pending:
             call_id, seq = next(iter(self.pending.items()))
             raise _fail(event, "R4.15", f"tool/call {call_id!r} (seq {seq}) has no result")
@@ -217,6 +223,20 @@ class _StepCalls:
     calls: dict[str, int] = attrs.field(factory=dict)
     results: dict[str, int] = attrs.field(factory=dict)
 
+    def call(self, event: Event, block: ToolCall) -> None:
+        if block.id in self.calls:
+            raise _fail(event, "R4.15", f"tool call {block.id!r}: duplicate call id in step")
+        self.calls[block.id] = event.seq
+
+    def answer(self, event: Event, data: ToolResultEvent) -> None:
+        if data.call_id in self.results:
+            first = self.results[data.call_id]
+            raise _fail(
+                event, "R9.25", f"second result for {data.call_id!r} (first at seq {first})"
+            )
+        if data.call_id in self.calls:
+            self.results[data.call_id] = event.seq
+
     def settle(self, event: Event) -> None:
         for call_id, seq in self.calls.items():
             if call_id not in self.results:
@@ -228,8 +248,9 @@ def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
 
     Every tool-call block of a logged ``assistant/message`` must get exactly
     one ``tool/result`` with its call id after it and before the step's
-    ``step/end`` (or the turn's ``turn/end`` if the step never closed). A step
-    still open at the end of the log is not checked.
+    ``step/end`` (or the next ``step/start`` or ``turn/end`` if the step never
+    closed). A call id appears once per step. A step still open at the end of
+    the log is not checked.
 
     Raises:
         InvariantError: naming the closing seq of the step and the call id.
@@ -237,30 +258,25 @@ def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
     step: _StepCalls | None = None
     for event in events:
         data = event.data
-        if isinstance(data, StepStart):
-            step = _StepCalls()
-        elif isinstance(data, StepEnd | TurnEnd):
+        if isinstance(data, StepStart | StepEnd | TurnStart | TurnEnd):
             if step is not None:
                 step.settle(event)
-            step = None
+            step = _StepCalls() if isinstance(data, StepStart) else None
         elif step is None:
             continue
         elif isinstance(data, AssistantMessage):
             for block in data.content:
                 if isinstance(block, ToolCall):
-                    step.calls.setdefault(block.id, event.seq)
+                    step.call(event, block)
         elif isinstance(data, ToolResultEvent):
-            if data.call_id in step.results:
-                first = step.results[data.call_id]
-                raise _fail(
-                    event, "R9.25", f"second result for {data.call_id!r} (first at seq {first})"
-                )
-            if data.call_id in step.calls:
-                step.results[data.call_id] = event.seq
+            step.answer(event, data)
 
 
-def _fold_messages(events: Sequence[Event]) -> list[Message]:
-    """An independent fold of the surface (R4.19) and projection (R5.2) over *events*."""
+def _fold_messages(events: Sequence[Event]) -> list[tuple[int, Message]]:
+    """An independent fold of the surface (R4.19) and projection (R5.2) over *events*.
+
+    Each message comes with the seq of the event it projects.
+    """
     surface: list[tuple[int, Message | None]] = []
     for event in events:
         op = event.surface_op
@@ -273,7 +289,72 @@ def _fold_messages(events: Sequence[Event]) -> list[Message]:
             surface[start : end + 1] = [node]
         else:
             surface.append(node)
-    return [message for _, message in surface if message is not None]
+    return [(seq, message) for seq, message in surface if message is not None]
+
+
+def _open_step_start(events: Sequence[Event]) -> int | None:
+    """The seq of the ``step/start`` of a step still open at the end of *events*, if any."""
+    for event in reversed(events):
+        if isinstance(event.data, StepStart):
+            return event.seq
+        if isinstance(event.data, StepEnd | TurnStart | TurnEnd):
+            return None
+    return None
+
+
+def _history_fail(index: int, seq: int, message: str) -> InvariantError:
+    return InvariantError(f"history message {index} (seq {seq}): R5.4: {message}")
+
+
+@attrs.define(eq=False)
+class _HistoryCalls:
+    """Tool-call blocks of the replayed history still waiting for their result."""
+
+    pending: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+
+    def feed(self, index: int, seq: int, message: Message) -> None:
+        if message.role == "assistant":
+            # A provider wants a call's result before the model speaks again.
+            self.settle()
+        for block in message.content:
+            if isinstance(block, ToolCall) and message.role == "assistant":
+                self._call(index, seq, block.id)
+            elif isinstance(block, ToolResultBlock):
+                self._answer(index, seq, block.tool_call_id)
+
+    def _call(self, index: int, seq: int, call_id: str) -> None:
+        if call_id in self.pending:
+            raise _history_fail(index, seq, f"tool call {call_id!r}: duplicate call id")
+        self.pending[call_id] = (index, seq)
+
+    def _answer(self, index: int, seq: int, call_id: str) -> None:
+        if self.pending.pop(call_id, None) is None:
+            raise _history_fail(
+                index,
+                seq,
+                f"tool result {call_id!r} answers no unanswered call of an earlier message",
+            )
+
+    def settle(self, open_from: int | None = None) -> None:
+        """Fail on a call with no result, except one of the step open from seq *open_from*."""
+        for call_id, (index, seq) in self.pending.items():
+            if open_from is None or seq < open_from:
+                raise _history_fail(index, seq, f"tool call {call_id!r} has no result")
+        self.pending.clear()
+
+
+def _check_history_calls(history: Sequence[tuple[int, Message]], events: Sequence[Event]) -> None:
+    """Check R5.4 on a replayed history: calls and results pair up one to one.
+
+    Every tool result answers a tool-call block of an earlier assistant
+    message, and every call block gets exactly one result before the next
+    assistant message; only a step still open at the end of *events* may be
+    waiting for results.
+    """
+    calls = _HistoryCalls()
+    for index, (seq, message) in enumerate(history):
+        calls.feed(index, seq, message)
+    calls.settle(_open_step_start(events))
 
 
 def check_history_replay(events: Sequence[Event], *, session_id: str = "replay") -> None:
@@ -281,8 +362,12 @@ def check_history_replay(events: Sequence[Event], *, session_id: str = "replay")
 
     Rebuilds with ``Session.from_events`` (which re-validates every event) and
     compares its ``derive_messages()`` with an independent fold of the surface
-    (R5.6, R8.9). Also checks that every tool call of the replayed log has
-    exactly one result, logged in the call's own step (R4.15).
+    (R5.6, R8.9). Also checks that every ``tool/call`` of the log has exactly
+    one ``tool/result``, logged in the call's own step (R4.15), and that the
+    replayed history pairs each tool-call block with exactly one tool result
+    after it and before the next assistant message, every tool result
+    answering such a block (R5.4). Calls of a step still open at the end of
+    the log may still be waiting for their results.
 
     Raises:
         InvariantError: the log cannot be rebuilt, a call is not answered
@@ -295,12 +380,17 @@ def check_history_replay(events: Sequence[Event], *, session_id: str = "replay")
     _check_call_results(events)
     derived = list(session.derive_messages())
     folded = _fold_messages(events)
-    if derived != folded:
+    if derived != [message for _, message in folded]:
         at = next(
-            (i for i, pair in enumerate(zip(derived, folded, strict=False)) if pair[0] != pair[1]),
+            (
+                i
+                for i, (message, (_, expected)) in enumerate(zip(derived, folded, strict=False))
+                if message != expected
+            ),
             min(len(derived), len(folded)),
         )
         raise InvariantError(
             f"R5.6: replayed history differs from a fresh fold at message {at} "
             f"({len(derived)} vs {len(folded)} messages)"
         )
+    _check_history_calls(folded, events)

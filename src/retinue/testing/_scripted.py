@@ -134,7 +134,8 @@ class ScriptedModel:
         """Build a model that calls tools after a prompt and answers after results.
 
         If the last history message holds tool results, it answers ``answer``
-        in ``answer_chunks`` deltas; otherwise it asks for ``calls_per_step``
+        in ``answer_chunks`` deltas (``len(answer)`` if that is fewer: a delta
+        holds at least one character); otherwise it asks for ``calls_per_step``
         calls, cycling through *tool_names*, with ``arguments[name]`` (default
         ``"{}"``) as each call's JSON arguments.
         """

@@ -151,7 +151,8 @@ def _stream(chunks: Iterable[StreamChunk]) -> tuple[StreamChunk, ...]:
 class Reply:
     """Answer with text streamed in ``chunks`` deltas, then finish ``stop``.
 
-    An empty text streams no block (an empty message that only carries usage).
+    A delta holds at least one character, so a text shorter than ``chunks``
+    streams in ``len(text)`` deltas. An empty text streams no block (an empty message that only carries usage).
     ``reasoning`` adds a reasoning block first. ``delay`` is virtual seconds
     before the first chunk; ``chunk_delay`` is slept before every chunk.
     """
@@ -179,7 +180,9 @@ class CallTools:
     """Ask for one or several tool calls, then finish ``tool-calls``.
 
     Each call's arguments are split across ``chunks_per_call`` deltas; ``text``
-    (if any) streams first, in ``text_chunks`` deltas.
+    (if any) streams first, in ``text_chunks`` deltas. A delta holds at least
+    one character, so shorter arguments or text stream in ``len(...)`` deltas
+    (empty arguments in one).
     """
 
     calls: tuple[ToolCallSpec, ...] = attrs.field(converter=_specs)
@@ -267,7 +270,8 @@ class FinishAborted:
 class RaiseMidStream:
     """Stream the first ``after_chunks`` chunks of a text reply, then raise ``error``.
 
-    The reply is ``text`` in ``chunks`` deltas: block start, deltas, block end.
+    The reply is ``text`` in ``chunks`` deltas (``len(text)`` if fewer): block
+    start, deltas, block end.
     The first play raises ``error`` itself; once it has been raised, each play
     raises a fresh copy (same type, args and attributes).
     """
