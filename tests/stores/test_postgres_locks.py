@@ -181,3 +181,78 @@ async def test_postgres_load_waits_for_the_previous_writers_last_commit(
             finish.set()
         assert loaded[0].last_turn == 2
         assert len(loaded[0].events) == len(session.events)
+
+
+async def test_postgres_stores_in_different_schemas_do_not_lock_each_other(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: the writer lock belongs to a schema's session, not to every session of that id."""
+    import psycopg
+
+    dsn, schema = postgres_schema
+    neighbour = f"{schema}_n"
+    try:
+        async with (
+            PostgresStore(dsn, schema=schema) as store,
+            PostgresStore(dsn, schema=neighbour) as other,
+        ):
+            mine, theirs = Session.create("main"), Session.create("main")
+            store.attach_new(mine)
+            other.attach_new(theirs)
+            run_turn(mine)
+            run_turn(theirs)
+            await store.flush(mine)
+            await other.flush(theirs)
+            await store.detach(mine)
+            await other.detach(theirs)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{neighbour}" CASCADE')
+
+
+async def test_postgres_detach_cancelled_after_its_flush_gives_up_the_lock(
+    postgres_schema: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R12.7: a detach cancelled once it stopped tracking the session still releases its claim."""
+    dsn, schema = postgres_schema
+    store = PostgresStore(dsn, schema=schema)
+    session = Session.create("detached")
+    store.attach_new(session)
+    run_turn(session)
+    backend = _backend(store)
+    write = backend.write
+    with trio.CancelScope() as scope:
+
+        def write_then_cancel(batches: Sequence[AppendBatch]) -> object:
+            result = write(batches)
+            trio.from_thread.run_sync(scope.cancel)
+            return result
+
+        monkeypatch.setattr(backend, "write", write_then_cancel)
+        await store.detach(session)
+    monkeypatch.undo()
+    assert "detached" not in store._tracked
+    async with PostgresStore(dsn, schema=schema) as other:
+        assert (await other.load("detached")).last_turn == 1
+    await store.aclose()
+
+
+async def test_postgres_load_of_an_unstored_id_does_not_lock_out_its_creator(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.3, R12.7: a probe for an id not yet stored takes no lock its creator would meet."""
+    dsn, schema = postgres_schema
+    async with (
+        PostgresStore(dsn, schema=schema) as creator,
+        PostgresStore(dsn, schema=schema) as prober,
+    ):
+        await prober.list()
+        with pytest.raises(StoreError) as caught:
+            await trio.to_thread.run_sync(_backend(prober).claim, "new")
+        assert caught.value.code == "SESSION_NOT_FOUND"
+        session = Session.create("new")
+        creator.attach_new(session)
+        run_turn(session)
+        await creator.detach(session)
+        assert await prober.exists("new")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Sequence
 
 import attrs
 import pytest
@@ -13,6 +14,8 @@ import trio
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import PostgresStore
+from retinue.stores._backend import AppendBatch
+from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import lines, run_turn
 
 pytestmark = pytest.mark.postgres
@@ -269,3 +272,102 @@ async def test_postgres_failed_group_gives_up_the_locks_it_took(
         await _owner_resumes(owner, "shared")
         with pytest.raises(StoreError):
             await other.aclose()
+
+
+async def test_postgres_direct_commit_in_flight_when_the_writer_starts_loses_no_events(
+    postgres_schema: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R11.6: a writer started during a direct commit waits for it; no buffered event is dropped.
+
+    Overlapping commits of one session would both be accepted (the second
+    recognises the first's events as its own), and each would trim the buffer.
+    """
+    dsn, schema = postgres_schema
+    store = PostgresStore(dsn, schema=schema)
+    session = Session.create("overlap")
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    backend = store._backend
+    write, entered, gate = backend.write, threading.Event(), threading.Event()
+
+    def slow_once(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        monkeypatch.setattr(backend, "write", write)
+        entered.set()
+        gate.wait(30)
+        return write(batches)
+
+    monkeypatch.setattr(backend, "write", slow_once)
+    direct_done = trio.Event()
+
+    async def flush_directly() -> None:
+        await store.flush(session)
+        direct_done.set()
+
+    run_turn(session)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flush_directly)  # no writer yet
+            await trio.to_thread.run_sync(entered.wait, 30)
+            async with store:
+                run_turn(session)
+                async with trio.open_nursery() as writes:
+                    writes.start_soon(store.flush, session)  # through the writer
+                    await trio.sleep(0.3)
+                    run_turn(session)
+                    gate.set()
+                    await direct_done.wait()
+                run_turn(session)
+                await store.flush(session)
+                stored = await store.inspect("overlap")
+                assert lines(stored.events[:]) == lines(session.events[:])
+                await store.detach(session)
+    finally:
+        gate.set()
+
+
+async def test_postgres_read_in_flight_on_close_closes_its_connection(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """A read that ends after close does not pool its connection, and no read starts after it."""
+    dsn, schema = postgres_schema
+    backend = PostgresBackend(dsn, schema=schema)
+    backend.open()
+    with backend._reader() as conn:
+        backend.close()
+    assert conn.closed
+    assert backend._readers == []
+    with pytest.raises(StoreError) as caught:
+        backend.contains("late")
+    assert caught.value.code == "STORE_CLOSED"
+
+
+async def test_postgres_close_cancels_a_commit_blocked_in_the_server(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """Closing under a deadline does not wait for a commit blocked by a lock held elsewhere."""
+    import psycopg
+
+    dsn, schema = postgres_schema
+    session = Session.create("blocked")
+    blocker = psycopg.connect(dsn)
+    # Let go in the end, so that a close that waits for the write fails rather than hangs.
+    release = threading.Timer(10, blocker.rollback)
+    try:
+        with trio.CancelScope() as outer:
+            async with PostgresStore(dsn, schema=schema) as store:
+                store.attach_new(session)
+                run_turn(session)
+                await store.flush(session)
+                blocker.execute(f'LOCK TABLE "{schema}".retinue_segments IN ACCESS EXCLUSIVE MODE')
+                run_turn(session)
+                with trio.move_on_after(0.3):
+                    await store.flush(session)
+                release.start()
+                outer.deadline = trio.current_time() + 0.5
+                started = trio.current_time()
+        assert trio.current_time() - started < 5
+    finally:
+        release.cancel()
+        blocker.close()

@@ -443,3 +443,35 @@ def test_a_backend_that_is_not_durable_must_not_block() -> None:
 
     with pytest.raises(TypeError, match="not durable must not be blocking"):
         BufferedStore(SlowMemory(), name="SlowMemory")  # type: ignore[arg-type]
+
+
+class _UnopenableBackend:
+    """A blocking backend whose storage cannot be opened."""
+
+    blocking = True
+    durable = True
+
+    def __init__(self) -> None:
+        self.inner = MemoryBackend()
+
+    def open(self) -> None:
+        raise OSError(13, "Permission denied")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_store_flush_names_the_session_when_the_store_cannot_open_or_is_closed() -> None:
+    """R11.5: a flush failing before its write still raises naming the session, code kept."""
+    store = BufferedStore(_UnopenableBackend(), name="unopenable")  # type: ignore[arg-type]
+    session = Session.create("agent-42")
+    store.attach_new(session)
+    run_turn(session)
+    with pytest.raises(StoreError, match=r"agent-42.*Permission denied") as caught:
+        await store.flush(session)
+    assert caught.value.code == "STORAGE_ERROR"
+    with pytest.raises(StoreError):
+        await store.aclose()
+    with pytest.raises(StoreError, match="agent-42") as closed:
+        await store.flush(session)
+    assert closed.value.code == "STORE_CLOSED"

@@ -54,7 +54,9 @@ class GroupCommitter:
         self._send, self._receive = trio.open_memory_channel[Request](math.inf)
         self._writer_running = False
         self._closed = False
-        self._direct_lock = trio.Lock()
+        # One commit at a time: a direct commit still in its thread when the writer
+        # starts must not overlap the writer's commit of the same session.
+        self._commit_lock = trio.Lock()
         self.counters = {
             "flush_requests": 0,
             "commits": 0,
@@ -88,8 +90,7 @@ class GroupCommitter:
             for request in requests:
                 await request.done.wait()
             return  # noqa: ASYNC910 - requests is never empty: the loop above awaited
-        async with self._direct_lock:
-            await self._commit(requests)
+        await self._commit(requests)
 
     def commit_at_once(self, tracked: Tracked) -> StoreError | None:
         """Commit one session's buffer to a backend that never blocks, synchronously."""
@@ -165,16 +166,17 @@ class GroupCommitter:
         )
         request.done.set()
 
-    async def _commit(self, group: Sequence[Request]) -> None:  # noqa: ASYNC910 - an empty group writes nothing; the writer checkpoints receiving the next one
-        """Write one group in one backend call; every request is answered."""
-        if self._closed:
-            for request in group:
-                self._refuse(request)
-            return  # noqa: ASYNC910 - refused at once; the writer checkpoints receiving the next one
+    async def _commit(self, group: Sequence[Request]) -> None:
+        """Write one group in one backend call, after any commit in flight; every request is answered."""
         try:
-            entries = self._group_entries(group)
-            if entries:
-                await self._write_entries(entries)
+            async with self._commit_lock:
+                if self._closed:
+                    for request in group:
+                        self._refuse(request)
+                    return
+                entries = self._group_entries(group)
+                if entries:
+                    await self._write_entries(entries)
         except BaseException as exc:
             for request in group:
                 if not request.answered:
@@ -248,8 +250,12 @@ class GroupCommitter:
         tracked = entry.tracked
         if tracked is None or self._tracked.get(entry.batch.session_id) is not tracked or not count:
             return
-        del tracked.buffer[:count]
-        tracked.cursor = entry.batch.events[-1].seq + 1
+        # Trim only what lies past the cursor: another commit may have stored part of the batch.
+        end = entry.batch.events[-1].seq + 1
+        if end <= tracked.cursor:
+            return
+        del tracked.buffer[: end - tracked.cursor]
+        tracked.cursor = end
         tracked.header = None
 
 

@@ -41,9 +41,12 @@ _DDL = (
         PRIMARY KEY (session_id, first_seq))""",
 )
 
+_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
 _HANDOVER_TIMEOUT_MS = 10_000
 """How long a claim waits for the previous writer's last commit before giving up."""
+_WRITE_LOCK_TIMEOUT_MS = 30_000
+"""How long a commit waits for a lock held elsewhere: the group fails, its events stay buffered."""
 
 
 def _locked(session_id: str) -> StoreError:
@@ -94,6 +97,14 @@ class PostgresBackend:
         self._readers_lock = threading.Lock()
         self._claimed: set[str] = set()
         self._unsure: set[str] = set()
+        self._closed = True
+
+    def _lock_key(self, session_id: str) -> str:
+        """The text hashed into the session's advisory lock key.
+
+        Advisory locks are per database: the schema keeps stores in different
+        schemas from locking each other's sessions (a schema name has no '.')."""
+        return f"{self._schema}.{session_id}"
 
     def _sql(self, text: str) -> str:
         return text.replace("{schema}", f'"{self._schema}"')
@@ -106,7 +117,7 @@ class PostgresBackend:
         with self._write_lock:
             if self._writer is not None:
                 return
-            writer = self._connect(autocommit=False)
+            writer = self._connect_writer()
             try:
                 self._migrate(writer)
                 self._locker = self._connect(autocommit=True)
@@ -114,6 +125,8 @@ class PostgresBackend:
                 writer.close()
                 raise
             self._writer = writer
+            with self._readers_lock:
+                self._closed = False
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
@@ -184,7 +197,21 @@ class PostgresBackend:
         conn = self._require(self._writer)
         if conn.broken or conn.closed:
             conn.close()
-            self._writer = conn = self._connect(autocommit=False)
+            self._writer = conn = self._connect_writer()
+        return conn
+
+    def _connect_writer(self) -> psycopg.Connection[Any]:
+        """A write connection whose statements give up on a lock held elsewhere.
+
+        Without the timeout a commit blocked by another transaction holds the
+        write lock for as long as that transaction lasts, and close with it."""
+        conn = self._connect(autocommit=False)
+        try:
+            conn.execute(f"SET lock_timeout = '{_WRITE_LOCK_TIMEOUT_MS}ms'")
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _write_group(
@@ -324,7 +351,14 @@ class PostgresBackend:
     # -- claims ---------------------------------------------------------------
 
     def claim(self, session_id: str) -> None:
-        """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it."""
+        """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it.
+
+        An unstored session raises ``SESSION_NOT_FOUND`` without locking: its
+        creator claims it as its first commit inserts the row, and a probe for
+        the id must not make that commit fail.
+        """
+        if session_id not in self._claimed and not self.contains(session_id):
+            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
         self._probe_locker()
         self._take(session_id)
 
@@ -342,7 +376,7 @@ class PostgresBackend:
                 self._await_handover(conn, session_id)
             except BaseException:
                 with contextlib.suppress(_psycopg().OperationalError):
-                    conn.execute(_UNLOCK, (session_id,))
+                    conn.execute(_UNLOCK, (self._lock_key(session_id),))
                 raise
             self._claimed.add(session_id)
             return True
@@ -382,11 +416,8 @@ class PostgresBackend:
             session_id for session_id in self._claimed if self._try_lock(conn, session_id)
         }
 
-    @staticmethod
-    def _try_lock(conn: psycopg.Connection[Any], session_id: str) -> bool:
-        row = conn.execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (session_id,)
-        ).fetchone()
+    def _try_lock(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
+        row = conn.execute(_LOCK, (self._lock_key(session_id),)).fetchone()
         return bool(row and row[0])
 
     def release(self, session_id: str) -> None:
@@ -399,7 +430,7 @@ class PostgresBackend:
             if conn.broken or conn.closed:
                 return
             with contextlib.suppress(_psycopg().OperationalError):
-                conn.execute(_UNLOCK, (session_id,))
+                conn.execute(_UNLOCK, (self._lock_key(session_id),))
 
     # -- reads ----------------------------------------------------------------
 
@@ -439,14 +470,27 @@ class PostgresBackend:
         return row is not None
 
     def close(self) -> None:
-        """Close every connection (the server drops the advisory locks)."""
+        """Close every connection (the server drops the advisory locks).
+
+        A commit still running is cancelled first: it fails, keeping its events
+        buffered, rather than holding up the close until the server answers."""
+        self._cancel_write()
         with self._write_lock, self._lock_lock, self._readers_lock:
+            # A read still in flight closes its connection instead of pooling it.
+            self._closed = True
             for conn in [*self._readers, self._writer, self._locker]:
                 if conn is not None:
                     conn.close()
             self._readers.clear()
             self._writer = self._locker = None
             self._claimed.clear()
+
+    def _cancel_write(self) -> None:
+        writer = self._writer
+        if writer is None or writer.closed or not self._write_lock.locked():
+            return
+        with contextlib.suppress(_psycopg().Error):
+            writer.cancel_safe(timeout=5)
 
     @staticmethod
     def _require(conn: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
@@ -457,6 +501,8 @@ class PostgresBackend:
     @contextlib.contextmanager
     def _reader(self) -> Iterator[psycopg.Connection[Any]]:
         with self._readers_lock:
+            if self._closed:
+                raise StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
             conn = self._readers.pop() if self._readers else None
         if conn is None:
             conn = self._connect(autocommit=True)
@@ -466,7 +512,10 @@ class PostgresBackend:
             conn.close()
             raise
         with self._readers_lock:
-            self._readers.append(conn)
+            if not self._closed:
+                self._readers.append(conn)
+                return
+        conn.close()
 
 
 @final

@@ -246,7 +246,11 @@ class BufferedStore:
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
             return
-        [error] = await self._flush_many([tracked])
+        try:
+            [error] = await self._flush_many([tracked])
+        except StoreError as exc:
+            # Opening the storage or a closed store: the error says nothing of the session.
+            raise StoreError(f"session {session.id!r}: {exc.message}", code=exc.code) from exc
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
 
@@ -304,7 +308,9 @@ class BufferedStore:
             await self.flush(session)
         tracked.unsubscribe()
         del self._tracked[session.id]
-        await self._call(self._backend.release, f"session {session.id!r}", session.id)
+        # Shielded: once untracked, a claim kept by a cancel would lock the session until close.
+        with trio.CancelScope(shield=True):
+            await self._call(self._backend.release, f"session {session.id!r}", session.id)
 
     async def _flush_many(self, tracked: Sequence[Tracked]) -> list[StoreError | None]:
         requests = [Request(item.session.id) for item in tracked]
