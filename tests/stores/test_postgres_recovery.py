@@ -371,3 +371,27 @@ async def test_postgres_close_cancels_a_commit_blocked_in_the_server(
     finally:
         release.cancel()
         blocker.close()
+
+
+async def test_postgres_write_connection_dropped_while_idle_is_replaced_for_the_next_flush(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.5: a write connection the server closed while idle (a restart, an idle timeout)
+    fails only its first statement; nothing was committed, so the group is written again on
+    a fresh connection and the flush succeeds, nothing lost and nothing twice.
+    """
+    import psycopg
+
+    dsn, schema = postgres_schema
+    session = Session.create("idle")
+    async with PostgresStore(dsn, schema=schema) as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.flush(session)
+        writer = store._backend._writer  # type: ignore[attr-defined]
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 30000)", (writer.info.backend_pid,))
+        run_turn(session)
+        await store.flush(session)
+        await store.detach(session)
+    await _assert_stored(dsn, schema, session)

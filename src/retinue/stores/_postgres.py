@@ -161,9 +161,7 @@ class PostgresBackend:
         taken = self._claim_all(batches, results)
         try:
             with self._write_lock:
-                conn = self._live_writer()
-                with conn.transaction():
-                    self._write_group(conn, batches, results)
+                self._commit_group(batches, results)
         except BaseException:
             # The commit may have happened with its reply lost: let a retry recognise its create.
             self._unsure.update(batch.session_id for batch in batches if batch.header)
@@ -173,6 +171,31 @@ class PostgresBackend:
         self._unsure.difference_update(batch.session_id for batch, error in outcomes if not error)
         self._release_all(taken & {batch.session_id for batch, error in outcomes if error})
         return results
+
+    def _commit_group(
+        self, batches: Sequence[AppendBatch], results: list[StoreError | None]
+    ) -> None:
+        """Write the group in one transaction, on a fresh connection if the idle one was dropped.
+
+        A connection the server closed while idle (a restart, an idle timeout)
+        is found broken only by its first statement. Nothing of the group was
+        committed then, so it is written again once; a failure at COMMIT is
+        never retried here (the commit may have happened).
+        """
+        claims = list(results)
+        conn = self._live_writer()
+        committing = False
+        try:
+            with conn.transaction():
+                self._write_group(conn, batches, results)
+                committing = True
+        except _psycopg().OperationalError:
+            if committing or not conn.broken:
+                raise
+            results[:] = claims
+            conn = self._live_writer()
+            with conn.transaction():
+                self._write_group(conn, batches, results)
 
     def _claim_all(
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
