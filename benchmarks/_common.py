@@ -9,6 +9,10 @@ import sys
 import time
 from typing import Any, NamedTuple, Self
 
+import trio
+
+import retinue
+
 TURNS = 5
 STEPS_PER_TURN = 2
 ANSWER_CHUNKS = 20
@@ -77,3 +81,16 @@ class GcTimer:
 
     def __exit__(self, *_exc: object) -> None:
         gc.callbacks.remove(self._callback)
+
+
+async def drive_all(agents: list[retinue.Agent], turns: int) -> None:
+    """Ask every agent *turns* prompts, the agents concurrently; each turn must complete."""
+
+    async def drive(agent: retinue.Agent) -> None:
+        for turn in range(turns):
+            result = await agent.ask(f"prompt {turn}")
+            assert result.reason.kind == "completed", result
+
+    async with trio.open_nursery() as nursery:
+        for agent in agents:
+            nursery.start_soon(drive, agent)

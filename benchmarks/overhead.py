@@ -40,7 +40,17 @@ import trio
 import retinue
 from retinue.testing import ScriptedModel, check_session_invariants
 
-from ._common import STEPS_PER_TURN, TURNS, GcTimer, Turns, Window, emit, peak_rss_mb, rss_mb
+from ._common import (
+    STEPS_PER_TURN,
+    TURNS,
+    GcTimer,
+    Turns,
+    Window,
+    drive_all,
+    emit,
+    peak_rss_mb,
+    rss_mb,
+)
 from .floor import run_floor
 
 
@@ -59,17 +69,6 @@ def _model() -> ScriptedModel:
     return ScriptedModel.tool_loop(
         ["fetch"], calls_per_step=2, answer_chunks=20, arguments={"fetch": '{"key": "k"}'}
     )
-
-
-async def _drive_all(handles: list[retinue.Agent], turns: int) -> None:
-    async def drive(agent: retinue.Agent) -> None:
-        for turn in range(turns):
-            result = await agent.ask(f"prompt {turn}")
-            assert result.reason.kind == "completed", result
-
-    async with trio.open_nursery() as nursery:
-        for agent in handles:
-            nursery.start_soon(drive, agent)
 
 
 async def run_agents(
@@ -91,7 +90,7 @@ async def run_agents(
         ]
         gc.collect()
         with gc_timer or contextlib.nullcontext(), Window() as window:
-            await _drive_all(handles, turns)
+            await drive_all(handles, turns)
         grown = rss_mb() - rss
         events = sum(len(agent.session.events) for agent in handles)
         if check:

@@ -46,6 +46,8 @@ from retinue.stores import JSONLStore, MemoryStore, PostgresStore, SQLiteStore
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore, ScriptedModel, check_session_invariants
 
+from ._common import drive_all
+
 POSTGRES_ENV = "RETINUE_TEST_POSTGRES_DSN"
 
 
@@ -97,14 +99,7 @@ async def _run_runtime(kind: str, where: str, agents: int, turns: int) -> dict[s
         ]
         store.timing, start = True, time.perf_counter()
 
-        async def drive(agent: retinue.Agent) -> None:
-            for turn in range(turns):
-                result = await agent.ask(f"prompt {turn}")
-                assert result.reason.kind == "completed", result
-
-        async with trio.open_nursery() as nursery:
-            for agent in handles:
-                nursery.start_soon(drive, agent)
+        await drive_all(handles, turns)
         store.timing, wall = False, time.perf_counter() - start
         events = sum(len(agent.session.events) for agent in handles)
         stats = store.statistics()
