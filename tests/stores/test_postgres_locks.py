@@ -256,3 +256,49 @@ async def test_postgres_load_of_an_unstored_id_does_not_lock_out_its_creator(
         run_turn(session)
         await creator.detach(session)
         assert await prober.exists("new")
+
+
+async def test_postgres_commit_is_refused_when_its_lock_was_lost_after_the_probe(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: the lock is checked inside the write transaction. A lock connection that drops
+    between the probe and the commit lets another store claim and read the session; the first
+    store's commit is then refused (its events stay buffered), so the log that store read is
+    still the stored one: never two writers.
+    """
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "x")
+    async with (
+        PostgresStore(dsn, schema=schema) as first,
+        PostgresStore(dsn, schema=schema) as second,
+    ):
+        live = await first.load("x")
+        first.attach(live)
+        run_turn(live)
+        backend, other = _backend(first), _backend(second)
+        probe = backend._probe_locker
+        read: list[int] = []
+
+        def probe_then_lose_the_lock() -> None:
+            backend._probe_locker = probe  # type: ignore[method-assign]
+            probe()
+            _drop_lock_connection(dsn, first)
+            other.claim("x")
+            stored = other.read("x")
+            assert stored is not None
+            read.append(len(stored.records))
+
+        backend._probe_locker = probe_then_lose_the_lock  # type: ignore[method-assign]
+        with pytest.raises(StoreError) as refused:
+            await first.flush(live)
+        assert refused.value.code == "SESSION_LOCKED"
+        stored = other.read("x")
+        assert stored is not None
+        assert len(stored.records) == read[0] < len(live.events)
+        assert first.statistics().buffered_events > 0
+        other.release("x")
+        await first.flush(live)  # the lock retaken, the buffered events commit
+        await first.detach(live)
+        stored = other.read("x")
+        assert stored is not None
+        assert len(stored.records) == len(live.events)

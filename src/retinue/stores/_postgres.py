@@ -252,15 +252,42 @@ class PostgresBackend:
             ([batches[index].session_id for index in live],),
         ).fetchall()
         stored = {session_id: (next_seq, header) for session_id, next_seq, header in rows}
+        unlocked = self._unlocked(conn, [batches[index].session_id for index in live])
         todo: list[AppendBatch] = []
         for index in live:
             batch = batches[index]
+            if batch.session_id in unlocked:
+                results[index] = _locked(batch.session_id)
+                continue
             outcome = self._check(conn, batch, stored.get(batch.session_id))
             if isinstance(outcome, StoreError):
                 results[index] = outcome
             elif outcome is not None:
                 todo.append(outcome)
         self._append(conn, todo)
+
+    def _unlocked(self, conn: psycopg.Connection[Any], session_ids: list[str]) -> set[str]:
+        """The sessions whose advisory lock the lock connection no longer holds.
+
+        Checked inside the write transaction, after its row locks: a lock lost
+        since the probe (the lock connection dropped) may already be another
+        store's, and a commit without it would make two writers (R12.7). A new
+        claimant's handover waits on the row locks this transaction holds.
+        """
+        locker = self._require(self._locker)
+        if not session_ids or locker.broken or locker.closed:
+            return set(session_ids)
+        rows = conn.execute(
+            "SELECT id FROM unnest(%s::text[], %s::text[]) AS wanted(id, key) "
+            "WHERE NOT EXISTS (SELECT 1 FROM pg_locks AS held "
+            "WHERE held.locktype = 'advisory' AND held.pid = %s AND held.granted "
+            "AND held.objsubid = 1 AND held.database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND ((held.classid::bigint << 32) | held.objid::bigint) "
+            "= hashtextextended(wanted.key, 7))",
+            (session_ids, [self._lock_key(id_) for id_ in session_ids], locker.info.backend_pid),
+        ).fetchall()
+        return {row[0] for row in rows}
 
     def _check(
         self, conn: psycopg.Connection[Any], batch: AppendBatch, row: tuple[int, str] | None
