@@ -69,8 +69,7 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     :class:`InvalidJsonError` naming the offending path (NaN, bytes, sets,
     non-string keys, cycles, arbitrary objects). Never blocks.
     """
-    kind = type(value)
-    if value is None or (kind in _FROZEN_LEAVES and kind is not int):
+    if value is None or (type(value) in _FROZEN_LEAVES and _short(value)):
         return value  # type: ignore[return-value]
     try:
         return _freeze_fast(value, 0)
@@ -88,6 +87,11 @@ _FROZEN_LEAVES = frozenset({str, int, bool, FrozenDict})
 # smallest limit ``sys.set_int_max_str_digits`` accepts, so only a longer one
 # is converted to learn whether it can be written as JSON at all.
 _SHORT_INT_BITS = (10**sys.int_info.str_digits_check_threshold).bit_length() - 1
+
+
+def _short(leaf: object) -> bool:
+    """Whether a leaf needs no digit check: anything but an integer longer than the threshold."""
+    return type(leaf) is not int or leaf.bit_length() <= _SHORT_INT_BITS
 
 
 def _check_digits(value: int, path: str) -> None:
@@ -112,7 +116,7 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     """Freeze exact builtin JSON types without building paths; ``_NotFastError`` otherwise."""
     kind = type(value)
     if value is None or kind in _FROZEN_LEAVES:
-        if kind is int and value.bit_length() > _SHORT_INT_BITS:  # type: ignore[attr-defined]
+        if not _short(value):
             raise _NotFastError
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]
