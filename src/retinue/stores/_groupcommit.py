@@ -119,16 +119,7 @@ class GroupCommitter:
             self._write_entries_now(entries)
 
     def _write_entries_now(self, entries: list[Entry]) -> None:
-        batches = [entry.batch for entry in entries]
-        try:
-            results = self._timed_write(batches)
-        except Exception as exc:
-            if len(entries) > 1:
-                for entry in entries:
-                    self._write_entries_now([entry])
-                return
-            results = failed(batches, _group_error(exc))
-        self._record(entries, results)
+        self._record(entries, self._write_isolated([entry.batch for entry in entries]))
 
     # -- the writer -----------------------------------------------------------
 
@@ -212,18 +203,25 @@ class GroupCommitter:
         batches = [entry.batch for entry in entries]
         try:
             results = await call_backend(
-                self._backend, self._timed_write, "a group commit", batches
+                self._backend, self._write_isolated, "a group commit", batches
             )
         except Exception as exc:
-            if len(entries) > 1:
-                # Nothing of the group was committed, and one batch may be the
-                # cause (an event that cannot be encoded): written one at a time,
-                # only that session's flush fails and the writer lives on (R11.5).
-                for entry in entries:
-                    await self._write_entries([entry])
-                return  # noqa: ASYNC910 - call_backend checkpointed before it raised
             results = failed(batches, _group_error(exc))
         self._record(entries, results)
+
+    def _write_isolated(self, batches: list[AppendBatch]) -> list[StoreError | None]:
+        """Write *batches* in one backend call; if it raises, each alone, so only the cause fails.
+
+        Nothing of a group that raised was committed, and one batch may be its
+        cause (an event that cannot be encoded): written one at a time, only that
+        session's flush fails and the writer lives on (R11.5).
+        """
+        try:
+            return self._timed_write(batches)
+        except Exception as exc:
+            if len(batches) == 1:
+                return failed(batches, _group_error(exc))
+        return [self._write_isolated([batch])[0] for batch in batches]
 
     def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
         start = time.perf_counter()
