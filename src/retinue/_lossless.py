@@ -6,7 +6,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NoReturn, TypeAlias, final
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, final
 
 from ._errors import InvalidJsonError
 
@@ -69,7 +69,8 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     :class:`InvalidJsonError` naming the offending path (NaN, bytes, sets,
     non-string keys, cycles, arbitrary objects). Never blocks.
     """
-    if value is None or (type(value) in _FROZEN_LEAVES and _short(value)):
+    kind = type(value)
+    if value is None or (kind in _FROZEN_LEAVES and (kind is not int or _short(value))):
         return value  # type: ignore[return-value]
     try:
         return _freeze_fast(value, 0)
@@ -86,12 +87,13 @@ _FROZEN_LEAVES = frozenset({str, int, bool, FrozenDict})
 # No integer of at most this many bits has more decimal digits than the
 # smallest limit ``sys.set_int_max_str_digits`` accepts, so only a longer one
 # is converted to learn whether it can be written as JSON at all.
-_SHORT_INT_BITS = (10**sys.int_info.str_digits_check_threshold).bit_length() - 1
+_SHORT_INT_BITS: int = (10**sys.int_info.str_digits_check_threshold).bit_length() - 1
 
 
-def _short(leaf: object) -> bool:
-    """Whether a leaf needs no digit check: anything but an integer longer than the threshold."""
-    return type(leaf) is not int or leaf.bit_length() <= _SHORT_INT_BITS
+def _short(number: Any) -> bool:
+    """Whether the int *number* is too short to need a digit check (called for ints only: hot)."""
+    bits: int = number.bit_length()
+    return bits <= _SHORT_INT_BITS
 
 
 def _check_digits(value: int, path: str) -> None:
@@ -116,7 +118,7 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     """Freeze exact builtin JSON types without building paths; ``_NotFastError`` otherwise."""
     kind = type(value)
     if value is None or kind in _FROZEN_LEAVES:
-        if not _short(value):
+        if kind is int and not _short(value):
             raise _NotFastError
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]

@@ -190,6 +190,13 @@ class TurnEnd:
     type: ClassVar[str] = "turn/end"
 
 
+def _turn_and_step_init(self: StepStart | StepEnd, turn: int, step: int) -> None:
+    if type(turn) is not int or type(step) is not int:
+        raise _not_integers(self.type, turn, step)
+    _set(self, "turn", turn)
+    _set(self, "step", step)
+
+
 @final
 @attrs.frozen(init=False)
 class StepStart:
@@ -199,11 +206,7 @@ class StepStart:
     step: int
     type: ClassVar[str] = "step/start"
 
-    def __init__(self, turn: int, step: int) -> None:
-        if type(turn) is not int or type(step) is not int:
-            raise _not_integers(self.type, turn, step)
-        _set(self, "turn", turn)
-        _set(self, "step", step)
+    __init__ = _turn_and_step_init
 
 
 @final
@@ -215,11 +218,7 @@ class StepEnd:
     step: int
     type: ClassVar[str] = "step/end"
 
-    def __init__(self, turn: int, step: int) -> None:
-        if type(turn) is not int or type(step) is not int:
-            raise _not_integers(self.type, turn, step)
-        _set(self, "turn", turn)
-        _set(self, "step", step)
+    __init__ = _turn_and_step_init
 
 
 @final

@@ -166,12 +166,9 @@ def _turn_end(data: TurnEnd) -> str:
     return out + f"{_opt('message', reason.message)}{_opt('code', reason.code)}}}}}"
 
 
-def _step(data: StepStart | StepEnd) -> str | None:
-    turn, step = data.turn, data.step
-    # Formatted here, a bool or float would be written ``True`` or ``1.0``.
-    if type(turn) is not int or type(step) is not int:
-        return None
-    return f'{{"turn":{turn},"step":{step}}}'
+def _step(data: StepStart | StepEnd) -> str:
+    # Their constructors take exact ints only: a bool or float would be written ``True``.
+    return f'{{"turn":{data.turn},"step":{data.step}}}'
 
 
 def _user(data: UserMessage | ContextMessage) -> str | None:
@@ -187,9 +184,7 @@ def _assistant(data: AssistantMessage) -> str | None:
     return f'{{"turn":{data.turn},"step":{data.step},"content":{content}{usage}}}'
 
 
-def _tool_call(data: ToolCallEvent) -> str | None:
-    if type(data.turn) is not int or type(data.step) is not int:
-        return None
+def _tool_call(data: ToolCallEvent) -> str:
     return (
         f'{{"turn":{data.turn},"step":{data.step},"call_id":{_esc(data.call_id)},'
         f'"name":{_esc(data.name)},"arguments":{_esc(data.arguments)}}}'
