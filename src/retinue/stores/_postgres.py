@@ -96,6 +96,7 @@ class PostgresBackend:
         self._lock_lock = threading.Lock()
         self._readers_lock = threading.Lock()
         self._claimed: set[str] = set()
+        self._locker_start: object = None
         self._unsure: set[str] = set()
         self._closed = True
 
@@ -120,7 +121,7 @@ class PostgresBackend:
             writer = self._connect_writer()
             try:
                 self._migrate(writer)
-                self._locker = self._connect(autocommit=True)
+                self._locker = self._connect_locker()
             except BaseException:
                 writer.close()
                 raise
@@ -267,27 +268,33 @@ class PostgresBackend:
         self._append(conn, todo)
 
     def _unlocked(self, conn: psycopg.Connection[Any], session_ids: list[str]) -> set[str]:
-        """The sessions whose advisory lock the lock connection no longer holds.
+        """The sessions whose advisory lock the lock connection may no longer hold.
 
         Checked inside the write transaction, after its row locks: a lock lost
-        since the probe (the lock connection dropped) may already be another
-        store's, and a commit without it would make two writers (R12.7). A new
-        claimant's handover waits on the row locks this transaction holds.
+        since the probe (the lock connection's backend ended) may already be
+        another store's, and a commit without it would make two writers (R12.7).
+        A new claimant's handover waits on the row locks this transaction holds.
+        While that backend lives it holds every claimed session's lock.
         """
         locker = self._require(self._locker)
         if not session_ids or locker.broken or locker.closed:
             return set(session_ids)
-        rows = conn.execute(
-            "SELECT id FROM unnest(%s::text[], %s::text[]) AS wanted(id, key) "
-            "WHERE NOT EXISTS (SELECT 1 FROM pg_locks AS held "
-            "WHERE held.locktype = 'advisory' AND held.pid = %s AND held.granted "
-            "AND held.objsubid = 1 AND held.database = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND ((held.classid::bigint << 32) | held.objid::bigint) "
-            "= hashtextextended(wanted.key, 7))",
-            (session_ids, [self._lock_key(id_) for id_ in session_ids], locker.info.backend_pid),
-        ).fetchall()
-        return {row[0] for row in rows}
+        alive = conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
+            (locker.info.backend_pid, self._locker_start),
+        ).fetchone()
+        if alive is None:
+            return set(session_ids)
+        return {session_id for session_id in session_ids if session_id not in self._claimed}
+
+    def _connect_locker(self) -> psycopg.Connection[Any]:
+        """The lock connection, and when its backend started (a pid alone can be reused)."""
+        conn = self._connect(autocommit=True)
+        row = conn.execute(
+            "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        self._locker_start = row[0] if row else None
+        return conn
 
     def _check(
         self, conn: psycopg.Connection[Any], batch: AppendBatch, row: tuple[int, str] | None
@@ -461,7 +468,7 @@ class PostgresBackend:
         if not (conn.broken or conn.closed):
             return
         conn.close()
-        self._locker = conn = self._connect(autocommit=True)
+        self._locker = conn = self._connect_locker()
         self._claimed = {
             session_id for session_id in self._claimed if self._try_lock(conn, session_id)
         }
