@@ -43,8 +43,9 @@ MIN_OUTPUT_TOKENS = 16
 
 
 def _input_part(block: ContentBlock) -> JsonObject | None:
+    """A user or tool-output part; ``None`` for a block that has nothing to send here."""
     if isinstance(block, Text):
-        return {"type": "input_text", "text": block.text}
+        return {"type": "input_text", "text": block.text} if block.text else None
     if isinstance(block, OpaqueBlock):
         return opaque_part(block)
     return None
@@ -54,8 +55,7 @@ def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
     """Text as one string; content with a block retinue does not model (an image) as parts."""
     if not any(isinstance(block, OpaqueBlock) for block in content):
         return content_text(content)
-    parts = [_input_part(b) for b in content if not (isinstance(b, Text) and not b.text)]
-    return [part for part in parts if part is not None]
+    return [part for part in map(_input_part, content) if part is not None]
 
 
 def _function_output(block: ToolResultBlock) -> JsonObject:
@@ -66,10 +66,6 @@ def _function_output(block: ToolResultBlock) -> JsonObject:
     }
 
 
-def _has_text(block: ContentBlock) -> bool:
-    return isinstance(block, Text) and bool(block.text)
-
-
 def _user_run(run: Sequence[Message]) -> list[JsonObject]:
     """Consecutive user messages: every tool output first, then each message's other content.
 
@@ -78,7 +74,7 @@ def _user_run(run: Sequence[Message]) -> list[JsonObject]:
     """
     items = [_function_output(b) for m in run for b in m.content if isinstance(b, ToolResultBlock)]
     for message in run:
-        user = [b for b in message.content if isinstance(b, OpaqueBlock) or _has_text(b)]
+        user = [b for b in message.content if _input_part(b) is not None]
         if user:
             items.append({"role": "user", "content": _parts(user)})
     if not items:
