@@ -71,7 +71,8 @@ class _Block:
         if self.kind == _REASONING:
             signature = None if self.signature is None else "".join(self.signature)
             return Reasoning(text, signature)
-        return ToolCall(self.call_id or new_tool_call_id(), self.name or "", text or "{}")
+        assert self.call_id is not None  # given, or minted by the first fragment (tool_call)
+        return ToolCall(self.call_id, self.name or "", text or "{}")
 
 
 @final

@@ -105,11 +105,12 @@ def _assistant_message(message: Message, *, replay_reasoning: bool) -> JsonObjec
     if calls:
         out["tool_calls"] = calls
     # A signature marks another provider's reasoning, which this API cannot check.
-    reasoning = [
-        b.text for b in message.content if isinstance(b, Reasoning) and b.signature is None
-    ]
-    if replay_reasoning and reasoning:
-        out["reasoning_content"] = "".join(reasoning)
+    if replay_reasoning:
+        reasoning = [
+            b.text for b in message.content if isinstance(b, Reasoning) and b.signature is None
+        ]
+        if reasoning:
+            out["reasoning_content"] = "".join(reasoning)
     return out
 
 

@@ -36,6 +36,10 @@ _TOOL_FAILURES = (Exception, SystemExit, GeneratorExit)
 # How much of arguments that are not JSON the model is shown back.
 _EXCERPT_CHARS = 80
 
+# The threads of sync bodies are bounded by the registry's slots, held by the calling
+# tasks; this limiter only keeps them off trio's default one (the stores' threads).
+_UNBOUNDED_THREADS = trio.CapacityLimiter(math.inf)
+
 INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 TOOL_TIMEOUT = "TOOL_TIMEOUT"
 
@@ -109,13 +113,11 @@ async def _call_in_thread(
         if started is not None:
             started.set()
         # Abandoned on cancel: the worker thread runs on and its result is discarded,
-        # while the slot goes back with this task. The thread's own limiter bounds
-        # nothing: a thread holds it until it returns, so no live call may wait on it
-        # (and trio's default one is the stores').
+        # while the slot goes back with this task.
         value = await trio.to_thread.run_sync(
             functools.partial(tool.fn, **kwargs),
             abandon_on_cancel=True,
-            limiter=trio.CapacityLimiter(math.inf),
+            limiter=_UNBOUNDED_THREADS,
         )
     return await _settle(value)
 
