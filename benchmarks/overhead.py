@@ -18,9 +18,10 @@ per-step cost at turn 500 of one session with turn 1. Each N's line gives:
   process's peak, which covers both sides, every repeat and the checks.
 
 Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
-Each N runs in a fresh subprocess; up to 1000 agents retinue and the floor
-run three times each, alternately, and the time figures are medians (``--one
-N R`` runs one N with R repeats). ``--gc-threshold T`` runs both sides with
+Each N runs in a fresh subprocess; after one untimed warm-up pair, retinue
+and the floor run alternately, 21 times each up to 10 agents (a run of one
+agent is ten steps), three times up to 1000 and once above, and the time
+figures are medians (``--one N R`` runs one N with R repeats). ``--gc-threshold T`` runs both sides with
 CPython's first GC threshold raised to T (default 700), to show what that
 tuning buys a process running many agents.
 """
@@ -123,13 +124,18 @@ def _pair(agents: int) -> _Pair:
 def measure(agents: int, repeats: int = 1) -> dict[str, object]:
     """Measure retinue and the floor for *agents* agents, *repeats* times, in this process.
 
-    Each repeat runs retinue, then the floor; every time figure is the
-    median over the repeats, and ``ratios_to_floor`` lists each repeat's own
-    ratio. Memory one run frees is reused by the next and hides part of its
-    growth, so each side's RSS is read in a process where nothing else ran:
-    retinue's in its first run here, the floor's in a subprocess of its own.
+    A warm-up pair runs first and is not timed. Each repeat then runs
+    retinue, then the floor; every time figure is the median over the
+    repeats, and ``ratios_to_floor`` lists each repeat's own ratio. Memory
+    one run frees is reused by the next and hides part of its growth, so
+    each side's RSS is read in a process where nothing else ran: retinue's
+    in the warm-up, the floor's in a subprocess of its own.
     """
-    runs = [_pair(agents) for _ in range(repeats)]
+    # The first pair only warms both sides up (imports, first calls, the
+    # allocator's arenas) and gives retinue's RSS, read before anything else
+    # ran here; the time figures come from the pairs after it, where neither
+    # side runs cold.
+    warm_up, *runs = [_pair(agents) for _ in range(repeats + 1)]
     steps = agents * TURNS * STEPS_PER_TURN
     ratios = [run.runtime.cpu_s / run.floor.cpu_s for run in runs]
     without_gc = [
@@ -155,7 +161,7 @@ def measure(agents: int, repeats: int = 1) -> dict[str, object]:
         "floor_gc_us_per_step": per_step([run.floor_gc_s for run in runs]),
         "ratio_to_floor_without_gc": round(statistics.median(without_gc), 2),
         "peak_rss_mb": round(peak_rss_mb(), 1),
-        "rss_per_agent_kb": round(runs[0].runtime.rss_mb * 1024 / agents, 1),
+        "rss_per_agent_kb": round(warm_up.runtime.rss_mb * 1024 / agents, 1),
         "floor_rss_per_agent_kb": round(_floor_rss_mb(agents) * 1024 / agents, 1),
     }
 
@@ -187,8 +193,11 @@ def measure_growth(turns: int = 500, window: int = 50) -> dict[str, object]:
 
 
 def _repeats(agents: int) -> int:
-    # Medians of three runs tame this machine's noise; 10000 agents take
-    # minutes a run, so they run once.
+    # Medians tame this machine's noise. A run of one agent is ten steps (a few
+    # milliseconds, at the mercy of any other process), so it repeats most;
+    # 10000 agents take minutes a run, so they run once.
+    if agents <= 10:
+        return 21
     return 3 if agents <= 1000 else 1
 
 
