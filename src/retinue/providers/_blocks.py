@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import final
 
 import attrs
 
 from retinue._content import (
     ContentBlock,
+    Message,
     OpaqueBlock,
     Reasoning,
     Text,
     ToolCall,
+    ToolResultBlock,
     new_tool_call_id,
 )
 from retinue._lossless import thaw_json
@@ -21,12 +23,41 @@ from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, 
 
 from ._failures import ProviderStreamError
 
-__all__ = ["EMPTY_TURN_TEXT", "BlockTable", "loads_event", "malformed", "opaque_part"]
+__all__ = [
+    "EMPTY_TURN_TEXT",
+    "BlockTable",
+    "loads_event",
+    "malformed",
+    "opaque_part",
+    "user_run_items",
+]
 
 EMPTY_TURN_TEXT = "(empty message)"
 """Stands in for a user turn with nothing to send (an empty prompt): no API accepts none."""
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
+
+JsonObject = dict[str, object]
+
+
+def user_run_items(
+    run: Sequence[Message],
+    tool_result: Callable[[ToolResultBlock], JsonObject],
+    user_message: Callable[[Message], JsonObject | None],
+) -> list[JsonObject]:
+    """Consecutive user messages for the OpenAI APIs: every tool result first, then the rest.
+
+    A message injected while a tool ran is logged before the tool's result,
+    but nothing may come between an assistant's tool calls and the results
+    that answer them. *user_message* maps a message's other content, or
+    gives ``None`` when it has none to send.
+    """
+    items = [tool_result(b) for m in run for b in m.content if isinstance(b, ToolResultBlock)]
+    items.extend(item for item in map(user_message, run) if item is not None)
+    if not items:
+        # An empty prompt: the API refuses a request with nothing to answer.
+        items.append({"role": "user", "content": EMPTY_TURN_TEXT})
+    return items
 
 
 def opaque_part(block: OpaqueBlock) -> dict[str, object]:

@@ -33,7 +33,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import EMPTY_TURN_TEXT, BlockTable, loads_event, malformed, opaque_part
+from ._blocks import BlockTable, loads_event, malformed, opaque_part, user_run_items
 from ._failures import RETRYABLE_STREAM_CODES, ProviderConnectionError, ProviderStreamError
 from ._sse import SseEvent
 
@@ -74,22 +74,9 @@ def _tool_message(block: ToolResultBlock) -> JsonObject:
     return {"role": "tool", "tool_call_id": block.tool_call_id, "content": text}
 
 
-def _user_run(run: Sequence[Message]) -> list[JsonObject]:
-    """Consecutive user messages: every tool result first, then each message's other content.
-
-    A message injected while a tool ran is logged before the tool's result,
-    but nothing may come between an assistant's ``tool_calls`` and the
-    ``tool`` messages that answer them.
-    """
-    out = [_tool_message(b) for m in run for b in m.content if isinstance(b, ToolResultBlock)]
-    for message in run:
-        parts = [p for p in map(_user_part, message.content) if p is not None]
-        if parts:
-            out.append({"role": "user", "content": _user_content(parts)})
-    if not out:
-        # An empty prompt: the API refuses a request with no message to answer.
-        out.append({"role": "user", "content": EMPTY_TURN_TEXT})
-    return out
+def _user_message(message: Message) -> JsonObject | None:
+    parts = [p for p in map(_user_part, message.content) if p is not None]
+    return {"role": "user", "content": _user_content(parts)} if parts else None
 
 
 def _assistant_message(message: Message, *, replay_reasoning: bool) -> JsonObject | None:
@@ -129,7 +116,7 @@ def chat_messages(
         out.append({"role": "system", "content": system})
     for role, group in groupby(messages, key=lambda message: message.role):
         if role == "user":
-            out.extend(_user_run(list(group)))
+            out.extend(user_run_items(list(group), _tool_message, _user_message))
         elif role == "system":
             out.extend({"role": "system", "content": content_text(m.content)} for m in group)
         else:

@@ -30,7 +30,7 @@ from retinue._stream import (
     UsageChunk,
 )
 
-from ._blocks import EMPTY_TURN_TEXT, BlockTable, loads_event, malformed, opaque_part
+from ._blocks import BlockTable, loads_event, malformed, opaque_part, user_run_items
 from ._failures import ProviderConnectionError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
@@ -66,21 +66,9 @@ def _function_output(block: ToolResultBlock) -> JsonObject:
     }
 
 
-def _user_run(run: Sequence[Message]) -> list[JsonObject]:
-    """Consecutive user messages: every tool output first, then each message's other content.
-
-    A message injected while a tool ran is logged before the tool's result;
-    its ``function_call_output`` still follows the ``function_call`` directly.
-    """
-    items = [_function_output(b) for m in run for b in m.content if isinstance(b, ToolResultBlock)]
-    for message in run:
-        user = [b for b in message.content if _input_part(b) is not None]
-        if user:
-            items.append({"role": "user", "content": _parts(user)})
-    if not items:
-        # An empty prompt: the API refuses a request with no input to answer.
-        items.append({"role": "user", "content": EMPTY_TURN_TEXT})
-    return items
+def _user_message(message: Message) -> JsonObject | None:
+    user = [b for b in message.content if _input_part(b) is not None]
+    return {"role": "user", "content": _parts(user)} if user else None
 
 
 def _assistant_items(message: Message) -> list[JsonObject]:
@@ -101,7 +89,7 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
     items: list[JsonObject] = []
     for role, group in groupby(messages, key=lambda message: message.role):
         if role == "user":
-            items.extend(_user_run(list(group)))
+            items.extend(user_run_items(list(group), _function_output, _user_message))
         elif role == "system":
             items.extend({"role": "developer", "content": content_text(m.content)} for m in group)
         else:
