@@ -659,6 +659,36 @@ async def test_empty_and_non_json_tool_arguments(autojump_clock: trio.testing.Mo
         check_session_invariants(events)
 
 
+async def test_a_json_string_as_arguments_is_not_called_invalid_json(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.6: arguments that are valid JSON but not an object are reported as such; only
+    text that does not parse is reported as invalid JSON."""
+    model = ScriptedModel(
+        [
+            CallTools(
+                [
+                    ToolCallSpec("echo", '"hello"', id="c1"),
+                    ToolCallSpec("echo", "hello", id="c2"),
+                ]
+            ),
+            Reply("done"),
+        ]
+    )
+    async with runtime(model, tools=[echo]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("go")
+        quoted, bare = _results(agent.session.events)
+        assert quoted.content == (
+            Text(
+                'Error: invalid arguments for tool "echo": arguments: expected object, got string'
+            ),
+        )
+        assert bare.content == (
+            Text("Error: invalid arguments for tool \"echo\": arguments: not valid JSON: 'hello'"),
+        )
+
+
 class _CodedError(Exception):
     def __init__(self, message: str, code: object) -> None:
         super().__init__(message)

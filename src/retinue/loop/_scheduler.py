@@ -70,6 +70,7 @@ def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
         arguments=parse_arguments(call.arguments),
         agent=core.agent,
         agent_id=core.id,
+        raw_arguments=call.arguments,
     )
 
 

@@ -11,7 +11,7 @@ from types import CoroutineType
 import trio
 
 from retinue._errors import InvalidJsonError
-from retinue._lossless import JsonValue, loads_frozen, thaw_json
+from retinue._lossless import loads_frozen, thaw_json
 
 from ._execution import (
     ToolExecution,
@@ -53,14 +53,23 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
     )
 
 
-def _argument_problem(tool: Tool, arguments: JsonValue) -> str | None:
-    if isinstance(arguments, str) and not _is_json(arguments):
+def _argument_problem(tool: Tool, execution: ToolExecution) -> str | None:
+    arguments = execution.arguments
+    if isinstance(arguments, str) and _unparsed(arguments, execution.raw_arguments):
         # R9.6 passed the model's text on raw: what it got wrong is the JSON, not the type.
         return f"arguments: not valid JSON: {_excerpt(arguments)}"
     problem = tool.check_arguments(arguments)
     if problem is None and not isinstance(arguments, dict):
         problem = f"arguments: expected object, got {json_type_name(arguments)}"
     return problem
+
+
+def _unparsed(arguments: str, raw: str | None) -> bool:
+    """Whether string *arguments* are the model's text left raw because it is not JSON."""
+    if raw is not None:
+        # Parsed JSON never equals its own text: a JSON string keeps its quotes there.
+        return arguments == raw
+    return not _is_json(arguments)
 
 
 def _is_json(text: str) -> bool:
@@ -145,7 +154,7 @@ async def run_body(
     own timeout does not.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
-    problem = _argument_problem(tool, execution.arguments)
+    problem = _argument_problem(tool, execution)
     if problem is not None:
         return invalid_arguments(execution, problem)
     try:
