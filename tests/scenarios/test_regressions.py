@@ -689,6 +689,52 @@ async def test_a_json_string_as_arguments_is_not_called_invalid_json(
         )
 
 
+@retinue.tool(parallel_safe=True)
+async def _nap(seconds: float) -> str:
+    """Sleep.
+
+    Args:
+        seconds: How long.
+    """
+    await trio.sleep(seconds)
+    return f"slept {seconds:g}"
+
+
+@pytest.mark.parametrize("foreign_listener", [False, True])
+async def test_another_agents_post_execute_listener_does_not_cancel_a_settled_result(
+    autojump_clock: trio.testing.MockClock, foreign_listener: bool
+) -> None:
+    """R6.5 / R9.20: a step aborted while one call runs keeps the result of a call that
+    settled, whether or not some other agent has a scoped post-execute listener."""
+    model = ScriptedModel(
+        [
+            CallTools(
+                [
+                    ToolCallSpec("_nap", '{"seconds": 10}', id="slow"),
+                    ToolCallSpec("_nap", '{"seconds": 1}', id="fast"),
+                ]
+            ),
+            Reply("done"),
+        ]
+    )
+    async with runtime(model, tools=[_nap]) as rt:
+        other = await rt.create_agent("other", OPTIONS)
+        if foreign_listener:
+
+            async def passthrough(*args: Any) -> Any:
+                return await args[-1]()
+
+            rt.hooks.on("tools/post-execute", passthrough, agent=other)
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(5)
+        agent.cancel("stop")
+        await agent.wait_idle()
+        slow, fast = _results(agent.session.events)
+        assert slow.is_error
+        assert (fast.content, fast.is_error) == ((Text("slept 1"),), False)
+
+
 class _CodedError(Exception):
     def __init__(self, message: str, code: object) -> None:
         super().__init__(message)

@@ -855,6 +855,64 @@ async def test_post_execute_block_without_feedback_reports_its_reason() -> None:
     assert shape(await registry.execute(call())) == failed("contains secrets")
 
 
+async def test_post_execute_block_with_nothing_to_show_is_refused() -> None:
+    """R6.9: a Block needs feedback (or a reason): an empty one is a listener's mistake,
+    reported as such rather than shown to the model as a bare ``Error:``."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Block())
+    result = await registry.execute(call())
+    assert result.is_error
+    assert "Block with neither feedback nor a reason" in text_of(result)
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [Allow(content="rewritten"), Allow(additional_context=HookContext("note"))],
+    ids=["content", "context"],
+)
+async def test_pre_execute_allow_carrying_what_it_cannot_apply_is_refused(
+    decision: Allow,
+) -> None:
+    """R6.8: pre-execute offers a bare allow; content or context on it would be dropped
+    silently, so the call fails with an error that says so and the body never runs."""
+    ran: list[str] = []
+
+    @tool
+    def mark(text: str) -> str:
+        """Mark."""
+        ran.append(text)
+        return text
+
+    hooks, registry = setup(mark)
+    hooks.on("tools/pre-execute", lambda *_: decision)
+    result = await registry.execute(call("mark"))
+    assert result.is_error
+    assert "cannot be rewritten before it runs" in text_of(result)
+    assert ran == []
+
+
+async def test_a_wrapper_calling_next_twice_does_not_run_the_body_twice() -> None:
+    """R6.3: ``next`` runs the rest of the chain once; a second call is an error."""
+    ran: list[str] = []
+
+    @tool
+    def mark(text: str) -> str:
+        """Mark."""
+        ran.append(text)
+        return text
+
+    async def twice(_execution: ToolExecution, call_next: Next) -> object:
+        await call_next()
+        return await call_next()
+
+    hooks, registry = setup(mark)
+    hooks.on("tools/execute", twice)
+    result = await registry.execute(call("mark"))
+    assert ran == ["hi"]
+    assert result.is_error
+    assert "called next() more than once" in text_of(result)
+
+
 @pytest.mark.parametrize(
     "decision",
     [

@@ -354,6 +354,51 @@ async def test_parallel_failure_rejects_the_dispatch_after_the_others_finish(
     assert finished == ["slow"]
 
 
+async def test_parallel_logs_the_failures_it_does_not_raise(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R6.4: one failure is raised, naming its seam; every other one is logged, not lost."""
+    bus = HookBus()
+
+    async def first(*_args: object) -> None:
+        raise ValueError("first broke")
+
+    async def second(*_args: object) -> None:
+        await trio.sleep(1)
+        raise KeyError("second broke")
+
+    bus.on("session/flush", first)
+    bus.on("session/flush", second)
+    with (
+        caplog.at_level(logging.ERROR, logger="retinue.hooks"),
+        pytest.raises(ValueError, match="first broke") as raised,
+    ):
+        await bus.parallel("session/flush", "agent", "session")
+    assert any("session/flush listener" in note for note in raised.value.__notes__)
+    logged = [r.exc_info[1] for r in caplog.records if r.exc_info]
+    assert [type(exc) for exc in logged] == [KeyError]
+
+
+async def test_a_parallel_dispatch_cut_by_a_deadline_logs_the_failures_it_collected(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R6.4: a listener that failed before a deadline cancelled the dispatch is logged."""
+    bus = HookBus()
+
+    async def broken(*_args: object) -> None:
+        raise ValueError("broke early")
+
+    async def hangs(*_args: object) -> None:
+        await trio.sleep_forever()
+
+    bus.on("session/flush", broken)
+    bus.on("session/flush", hangs)
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        with trio.move_on_after(5):
+            await bus.parallel("session/flush", "agent", "session")
+    assert [type(r.exc_info[1]) for r in caplog.records if r.exc_info] == [ValueError]
+
+
 # -- scoping and (un)registration ----------------------------------------------------------------
 
 
@@ -481,3 +526,34 @@ def test_watch_reports_the_first_listener_and_the_last_removal() -> None:
     bus.on("session/event", lambda *_: None)
     second()
     assert seen == [False, True, False]
+
+
+def test_a_raising_watcher_neither_undoes_a_registration_nor_stops_a_scope_drop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A watcher's failure is logged and contained: ``on`` returns its unregister function
+    and ``drop_scope`` (an agent's teardown) removes every listener of the scope."""
+    bus = HookBus()
+    broken = False
+
+    def watcher() -> None:
+        if broken:
+            raise RuntimeError("watcher bug")
+
+    bus.watch("tools/result", watcher)
+    bus.watch("agent/status", watcher)
+    broken = True
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        unregister = bus.on("agent/status", lambda *_: None, agent="a")
+        bus.on("tools/result", lambda *_: None, agent="a")
+        bus.drop_scope("a")
+    assert not bus.has_listeners("agent/status")
+    assert not bus.has_listeners("tools/result")
+    unregister()
+    assert sum("watcher bug" in str(r.exc_info[1]) for r in caplog.records if r.exc_info) == 4
+
+
+def test_a_listener_that_is_not_callable_is_refused_when_registered() -> None:
+    """R6.1: the mistake is reported at ``on``, naming the seam, not at some later dispatch."""
+    with pytest.raises(TypeError, match="agent/pre-step listeners must be callable"):
+        HookBus().on("agent/pre-step", "not callable")  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from typing import TypeVar, final
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, call_each
+from retinue._errors import AgentDisposedError, HookError, call_each
 
 __all__ = ["HookBus", "Listener", "agent_scope"]
 
@@ -53,12 +53,28 @@ async def _call(fn: Listener, *args: object) -> object:
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
+def _once(name: str, rest: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+    """A listener's ``next``: running the rest of the chain twice would run a tool twice."""
+    called = False
+
+    def next_() -> Awaitable[T]:
+        nonlocal called
+        if called:
+            raise HookError(f"a {name} listener called next() more than once")
+        called = True
+        return rest()
+
+    return next_
+
+
 def _check_listener(name: str, fn: Listener) -> None:
     mode = SEAMS.get(name)
     if mode is None:
         close = difflib.get_close_matches(name, SEAMS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"{name!r} is not a seam{hint} (retinue.hooks.SEAMS lists them)")
+    if not callable(fn):
+        raise TypeError(f"{name} listeners must be callable, got {fn!r}")
     if mode == "emit" and inspect.iscoroutinefunction(fn):
         raise TypeError(f"{name} listeners are called synchronously: {fn!r} is async")
 
@@ -151,8 +167,13 @@ class HookBus:
         return unwatch
 
     def _notify(self, name: str) -> None:
+        # Contained: a raising watcher must not leave a registration half done
+        # or stop a teardown's drop_scope partway.
         for fn in list(self._watchers.get(name, ())):
-            fn()
+            try:
+                fn()
+            except Exception:
+                log.exception("watcher of %s failed (contained)", name)
 
     def drop_scope(self, scope: str) -> None:
         """Unregister every listener scoped to *scope* (an agent id); never blocks."""
@@ -234,7 +255,7 @@ class HookBus:
         async def run(index: int) -> T:
             if index == len(chain):
                 return await default()
-            return await _call(chain[index], *args, lambda: run(index + 1))  # type: ignore[return-value]
+            return await _call(chain[index], *args, _once(name, lambda: run(index + 1)))  # type: ignore[return-value]
 
         return await run(0)
 
@@ -269,10 +290,23 @@ class HookBus:
             try:
                 await _call(fn, *args)
             except Exception as exc:
+                exc.add_note(f"raised by a {name} listener: {fn!r}")
                 failures.append(exc)
 
-        async with trio.open_nursery() as nursery:
-            for fn in chain:
-                nursery.start_soon(run, fn)
+        try:
+            async with trio.open_nursery() as nursery:
+                for fn in chain:
+                    nursery.start_soon(run, fn)
+        except BaseException:
+            # Cancelled (a deadline, say): none of the failures is raised.
+            _log_unraised(name, failures)
+            raise
         if failures:
+            _log_unraised(name, failures[1:])
             raise failures[0]
+
+
+def _log_unraised(name: str, failures: list[Exception]) -> None:
+    """Log the listener failures a parallel dispatch does not raise: one exception propagates."""
+    for exc in failures:
+        log.error("listener failed in %s (not raised: another error was)", name, exc_info=exc)

@@ -39,6 +39,10 @@ def _invalid_decision(seam: str, value: object) -> HookError:
     return HookError(f"{seam} returned an invalid decision: {type(value).__name__}")
 
 
+def _bare(decision: Allow) -> bool:
+    return decision.content is None and decision.additional_context is None
+
+
 def _index(tools: Iterable[Tool]) -> dict[str, Tool]:
     """Index the initial global tools by name, refusing duplicates and non-tools."""
     table: dict[str, Tool] = {}
@@ -256,7 +260,7 @@ class ToolRegistry:
         return self._decide(execution, decision)
 
     def _decide(self, execution: ToolExecution, decision: object) -> PreparedCall:
-        if isinstance(decision, Allow):
+        if isinstance(decision, Allow) and _bare(decision):
             return PreparedCall(execution)
         if isinstance(decision, Ask):
             reason = (
@@ -265,7 +269,14 @@ class ToolRegistry:
             decision = Deny(reason)
         if isinstance(decision, Deny):
             return PreparedCall(execution, error_result(execution.call_id, decision.reason))
-        exc = _invalid_decision("tools/pre-execute", decision)
+        exc = (
+            HookError(
+                "tools/pre-execute returned an Allow with content or additional_context: "
+                "a call cannot be rewritten before it runs, so they would be lost"
+            )
+            if isinstance(decision, Allow)
+            else _invalid_decision("tools/pre-execute", decision)
+        )
         return PreparedCall(
             execution, exception_result(execution.call_id, exc), needs_post_execute=False
         )
@@ -356,7 +367,8 @@ class ToolRegistry:
 
     def _needs_post_execute(self, prepared: PreparedCall, result: ToolExecutionResult) -> bool:
         return (
-            self.hooks.has_listeners("tools/post-execute")
+            # Scoped: another agent's listener must not hold this agent's results back.
+            bool(self.hooks.listeners("tools/post-execute", prepared.execution.agent_id))
             and (prepared.result is None or prepared.needs_post_execute)
             and not self._is_final(result)
         )
@@ -400,6 +412,11 @@ def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionR
             result = attrs.evolve(result, content=decision.content)
     elif isinstance(decision, Block):
         feedback = decision.feedback
+        if feedback is None and not decision.reason:
+            raise HookError(
+                "tools/post-execute returned a Block with neither feedback nor a reason: "
+                "the model would see an empty error in place of the result"
+            )
         content = feedback if feedback is not None else (Text(f"Error: {decision.reason}"),)
         result = attrs.evolve(result, content=content, is_error=True)
     else:
