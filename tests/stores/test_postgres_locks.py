@@ -43,7 +43,7 @@ def _drop_lock_connection(dsn: str, store: PostgresStore) -> None:
     """
     import psycopg
 
-    pid = _backend(store)._locker.info.backend_pid
+    pid = _backend(store)._claims._locker.info.backend_pid
     with psycopg.connect(dsn, autocommit=True) as conn:
         ended = conn.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,)).fetchone()
     assert ended == (True,)
@@ -54,7 +54,7 @@ def _notice_drop(store: PostgresStore) -> None:
     import psycopg
 
     with pytest.raises(psycopg.OperationalError):
-        _backend(store)._locker.execute("SELECT 1")
+        _backend(store)._claims._locker.execute("SELECT 1")
 
 
 async def test_postgres_load_after_the_lock_connection_dropped_reconnects(
@@ -122,7 +122,7 @@ async def test_postgres_load_cancelled_during_its_repair_leaves_no_lock(
             def cancel_then_write(batches: Sequence[AppendBatch]) -> object:
                 trio.from_thread.run_sync(scope.cancel)
                 deadline = time.monotonic() + 0.5
-                while "crashed" in backend._claimed and time.monotonic() < deadline:
+                while backend._claims.holds("crashed") and time.monotonic() < deadline:
                     time.sleep(0.01)  # noqa: TID251 - a worker thread, giving the release its chance
                 return write(batches)
 
@@ -275,12 +275,12 @@ async def test_postgres_commit_is_refused_when_its_lock_was_lost_after_the_probe
         live = await first.load("x")
         first.attach(live)
         run_turn(live)
-        backend, other = _backend(first), _backend(second)
-        probe = backend._probe_locker
+        claims, other = _backend(first)._claims, _backend(second)
+        probe = claims.probe
         read: list[int] = []
 
         def probe_then_lose_the_lock() -> None:
-            backend._probe_locker = probe  # type: ignore[method-assign]
+            claims.probe = probe  # type: ignore[method-assign]
             probe()
             _drop_lock_connection(dsn, first)
             other.claim("x")
@@ -288,7 +288,7 @@ async def test_postgres_commit_is_refused_when_its_lock_was_lost_after_the_probe
             assert stored is not None
             read.append(len(stored.records))
 
-        backend._probe_locker = probe_then_lose_the_lock  # type: ignore[method-assign]
+        claims.probe = probe_then_lose_the_lock  # type: ignore[method-assign]
         with pytest.raises(StoreError) as refused:
             await first.flush(live)
         assert refused.value.code == "SESSION_LOCKED"
@@ -302,3 +302,198 @@ async def test_postgres_commit_is_refused_when_its_lock_was_lost_after_the_probe
         stored = other.read("x")
         assert stored is not None
         assert len(stored.records) == len(live.events)
+
+
+def _wait_for_a_blocked_statement(dsn: str) -> None:
+    """Return once some backend waits on a row lock (a claim's handover has begun)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(300):
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ).fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.01)  # noqa: TID251 - a worker thread, polling the server
+    raise AssertionError("no claim started waiting for the row lock")
+
+
+async def test_postgres_handover_wait_does_not_hold_up_other_sessions(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: a claim waiting for a session's previous writer stalls no other session.
+
+    While one load waits (up to its handover timeout) for a commit that still
+    holds its session's row, the same store flushes, loads and detaches other
+    sessions at once.
+    """
+    import psycopg
+
+    dsn, schema = postgres_schema
+    for session_id in ("stuck", "busy", "third"):
+        await _store(dsn, schema, session_id)
+    blocker = psycopg.connect(dsn)
+    # Let go in the end, so that a store that waits for the handover fails rather than hangs.
+    let_go = threading.Timer(5, blocker.rollback)
+    try:
+        async with PostgresStore(dsn, schema=schema) as store:
+            busy = await store.load("busy")
+            store.attach(busy)
+            blocker.execute(
+                f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
+            )
+            let_go.start()
+            loaded: list[Session] = []
+
+            async def take_over() -> None:
+                loaded.append(await store.load("stuck"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(take_over)
+                await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
+                started = trio.current_time()
+                run_turn(busy)
+                await store.flush(busy)
+                await store.detach(busy)
+                third = await store.load("third")
+                store.attach(third)
+                await store.detach(third)
+                assert trio.current_time() - started < 2
+                assert not loaded
+                let_go.cancel()
+                blocker.rollback()
+            assert loaded[0].last_turn == 1
+    finally:
+        let_go.cancel()
+        blocker.close()
+    async with PostgresStore(dsn, schema=schema) as other:
+        assert (await other.load("busy")).last_turn == 2
+        assert (await other.load("third")).last_turn == 1
+
+
+async def test_postgres_lock_connection_replaced_during_a_handover_is_retaken(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: a claim whose lock connection is replaced while it waits takes its lock again.
+
+    The lock it took went with the old connection; the claim holds the session
+    on the new one, so another store is refused it until it is detached.
+    """
+    import psycopg
+
+    dsn, schema = postgres_schema
+    for session_id in ("stuck", "busy"):
+        await _store(dsn, schema, session_id)
+    blocker = psycopg.connect(dsn)
+    let_go = threading.Timer(5, blocker.rollback)
+    try:
+        async with PostgresStore(dsn, schema=schema) as store:
+            busy = await store.load("busy")
+            store.attach(busy)
+            blocker.execute(
+                f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
+            )
+            let_go.start()
+            loaded: list[Session] = []
+
+            async def take_over() -> None:
+                loaded.append(await store.load("stuck"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(take_over)
+                await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
+                _drop_lock_connection(dsn, store)
+                run_turn(busy)
+                await store.flush(busy)  # notices the drop: a new lock connection
+                let_go.cancel()
+                blocker.rollback()
+            stuck = loaded[0]
+            store.attach(stuck)
+            async with PostgresStore(dsn, schema=schema) as other:
+                with pytest.raises(StoreError) as refused:
+                    await other.load("stuck")
+                assert refused.value.code == "SESSION_LOCKED"
+                await store.detach(stuck)
+                assert (await other.load("stuck")).last_turn == 1
+    finally:
+        let_go.cancel()
+        blocker.close()
+
+
+async def test_postgres_claims_of_one_session_during_its_handover_lock_it_once(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: a second claim of a session waits for the claim in progress, then holds it.
+
+    Advisory locks stack: had both taken the lock, one release would leave it held.
+    """
+    import psycopg
+
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "stuck")
+    backend = PostgresBackend(dsn, schema=schema)
+    backend.open()
+    blocker = psycopg.connect(dsn)
+    let_go = threading.Timer(5, blocker.rollback)
+    try:
+        blocker.execute(
+            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
+        )
+        let_go.start()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, backend.claim, "stuck")
+            await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
+            nursery.start_soon(trio.to_thread.run_sync, backend.claim, "stuck")
+            await trio.sleep(0.2)
+            let_go.cancel()
+            blocker.rollback()
+        await trio.to_thread.run_sync(backend.release, "stuck")
+        async with PostgresStore(dsn, schema=schema) as other:
+            assert (await other.load("stuck")).last_turn == 1
+    finally:
+        let_go.cancel()
+        blocker.close()
+        backend.close()
+
+
+async def test_postgres_close_does_not_wait_for_a_handover(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """Closing while a claim waits for its handover returns at once; the claim then fails."""
+    import psycopg
+
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "stuck")
+    backend = PostgresBackend(dsn, schema=schema)
+    backend.open()
+    blocker = psycopg.connect(dsn)
+    let_go = threading.Timer(5, blocker.rollback)
+    failures: list[StoreError] = []
+
+    def claim() -> None:
+        try:
+            backend.claim("stuck")
+        except StoreError as exc:
+            failures.append(exc)
+
+    try:
+        blocker.execute(
+            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
+        )
+        let_go.start()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, claim)
+            await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
+            started = trio.current_time()
+            await trio.to_thread.run_sync(backend.close)
+            assert trio.current_time() - started < 2
+            let_go.cancel()
+            blocker.rollback()
+        assert [failure.code for failure in failures] == ["STORE_CLOSED"]
+        async with PostgresStore(dsn, schema=schema) as other:
+            assert (await other.load("stuck")).last_turn == 1
+    finally:
+        let_go.cancel()
+        blocker.close()
+        backend.close()

@@ -16,6 +16,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
 from ._common import already_exists, parse_header, parse_headers, seq_conflict
+from ._pgclaims import SessionClaims, locked, psycopg_module, require_open
 from ._writebehind import BufferedStore
 
 if TYPE_CHECKING:
@@ -41,29 +42,8 @@ _DDL = (
         PRIMARY KEY (session_id, first_seq))""",
 )
 
-_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
-_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
-_HANDOVER_TIMEOUT_MS = 10_000
-"""How long a claim waits for the previous writer's last commit before giving up."""
 _WRITE_LOCK_TIMEOUT_MS = 30_000
 """How long a commit waits for a lock held elsewhere: the group fails, its events stay buffered."""
-
-
-def _locked(session_id: str) -> StoreError:
-    return StoreError(
-        f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
-    )
-
-
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise StoreError(
-            "PostgresStore needs psycopg 3: pip install 'retinue[postgres]'",
-            code="MISSING_DEPENDENCY",
-        ) from exc
-    return psycopg
 
 
 @final
@@ -78,7 +58,8 @@ class PostgresBackend:
     One writer per session across processes: a session-level advisory lock per
     attached session, held on a dedicated connection and released by detach
     (or by the server when the process dies). A claim also waits for a commit
-    the previous writer still has in flight, so that a load reads the final log.
+    the previous writer still has in flight, so that a load reads the final log
+    (:class:`SessionClaims`).
     """
 
     blocking = True
@@ -90,28 +71,18 @@ class PostgresBackend:
         self._dsn = dsn
         self._schema = schema
         self._writer: psycopg.Connection[Any] | None = None
-        self._locker: psycopg.Connection[Any] | None = None
         self._readers: list[psycopg.Connection[Any]] = []
         self._write_lock = threading.Lock()
-        self._lock_lock = threading.Lock()
         self._readers_lock = threading.Lock()
-        self._claimed: set[str] = set()
-        self._locker_start: object = None
+        self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._reader)
         self._unsure: set[str] = set()
         self._closed = True
-
-    def _lock_key(self, session_id: str) -> str:
-        """The text hashed into the session's advisory lock key.
-
-        Advisory locks are per database: the schema keeps stores in different
-        schemas from locking each other's sessions (a schema name has no '.')."""
-        return f"{self._schema}.{session_id}"
 
     def _sql(self, text: str) -> str:
         return text.replace("{schema}", f'"{self._schema}"')
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
-        return _psycopg().connect(self._dsn, autocommit=autocommit)  # type: ignore[no-any-return]
+        return psycopg_module().connect(self._dsn, autocommit=autocommit)  # type: ignore[no-any-return]
 
     def open(self) -> None:
         """Connect, then create the tables (under a lock) or check their version."""
@@ -121,7 +92,7 @@ class PostgresBackend:
             writer = self._connect_writer()
             try:
                 self._migrate(writer)
-                self._locker = self._connect_locker()
+                self._claims.open()
             except BaseException:
                 writer.close()
                 raise
@@ -190,7 +161,7 @@ class PostgresBackend:
             with conn.transaction():
                 self._write_group(conn, batches, results)
                 committing = True
-        except _psycopg().OperationalError:
+        except psycopg_module().OperationalError:
             if committing or not conn.broken:
                 raise
             results[:] = claims
@@ -202,11 +173,11 @@ class PostgresBackend:
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
     ) -> set[str]:
         """Claim each batch's session, recording refusals; the ids whose lock was taken now."""
-        self._probe_locker()
+        self._claims.probe()
         taken: set[str] = set()
         for index, batch in enumerate(batches):
             try:
-                if self._take(batch.session_id):
+                if self._claims.take(batch.session_id):
                     taken.add(batch.session_id)
             except StoreError as exc:
                 results[index] = exc
@@ -214,11 +185,11 @@ class PostgresBackend:
 
     def _release_all(self, session_ids: set[str]) -> None:
         for session_id in session_ids:
-            self.release(session_id)
+            self._claims.release(session_id)
 
     def _live_writer(self) -> psycopg.Connection[Any]:
         """The write connection, reconnected if the server dropped it (a failure never sticks)."""
-        conn = self._require(self._writer)
+        conn = require_open(self._writer)
         if conn.broken or conn.closed:
             conn.close()
             self._writer = conn = self._connect_writer()
@@ -253,12 +224,12 @@ class PostgresBackend:
             ([batches[index].session_id for index in live],),
         ).fetchall()
         stored = {session_id: (next_seq, header) for session_id, next_seq, header in rows}
-        unlocked = self._unlocked(conn, [batches[index].session_id for index in live])
+        unlocked = self._claims.unlocked(conn, [batches[index].session_id for index in live])
         todo: list[AppendBatch] = []
         for index in live:
             batch = batches[index]
             if batch.session_id in unlocked:
-                results[index] = _locked(batch.session_id)
+                results[index] = locked(batch.session_id)
                 continue
             outcome = self._check(conn, batch, stored.get(batch.session_id))
             if isinstance(outcome, StoreError):
@@ -266,35 +237,6 @@ class PostgresBackend:
             elif outcome is not None:
                 todo.append(outcome)
         self._append(conn, todo)
-
-    def _unlocked(self, conn: psycopg.Connection[Any], session_ids: list[str]) -> set[str]:
-        """The sessions whose advisory lock the lock connection may no longer hold.
-
-        Checked inside the write transaction, after its row locks: a lock lost
-        since the probe (the lock connection's backend ended) may already be
-        another store's, and a commit without it would make two writers (R12.7).
-        A new claimant's handover waits on the row locks this transaction holds.
-        While that backend lives it holds every claimed session's lock.
-        """
-        locker = self._require(self._locker)
-        if not session_ids or locker.broken or locker.closed:
-            return set(session_ids)
-        alive = conn.execute(
-            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
-            (locker.info.backend_pid, self._locker_start),
-        ).fetchone()
-        if alive is None:
-            return set(session_ids)
-        return {session_id for session_id in session_ids if session_id not in self._claimed}
-
-    def _connect_locker(self) -> psycopg.Connection[Any]:
-        """The lock connection, and when its backend started (a pid alone can be reused)."""
-        conn = self._connect(autocommit=True)
-        row = conn.execute(
-            "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
-        ).fetchone()
-        self._locker_start = row[0] if row else None
-        return conn
 
     def _check(
         self, conn: psycopg.Connection[Any], batch: AppendBatch, row: tuple[int, str] | None
@@ -414,80 +356,13 @@ class PostgresBackend:
         creator claims it as its first commit inserts the row, and a probe for
         the id must not make that commit fail.
         """
-        if session_id not in self._claimed and not self.contains(session_id):
+        if not self._claims.holds(session_id) and not self.contains(session_id):
             raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-        self._probe_locker()
-        self._take(session_id)
-
-    def _take(self, session_id: str) -> bool:
-        """Claim the session; whether this call took the lock (false: it was held already)."""
-        with self._lock_lock:
-            # Advisory locks stack: a session claimed (or retaken on reconnect) is not locked again.
-            self._reconnect_locker()
-            if session_id in self._claimed:
-                return False
-            conn = self._require(self._locker)
-            if not self._try_lock(conn, session_id):
-                raise _locked(session_id)
-            try:
-                self._await_handover(conn, session_id)
-            except BaseException:
-                with contextlib.suppress(_psycopg().OperationalError):
-                    conn.execute(_UNLOCK, (self._lock_key(session_id),))
-                raise
-            self._claimed.add(session_id)
-            return True
-
-    def _await_handover(self, conn: psycopg.Connection[Any], session_id: str) -> None:
-        """Wait until the session's previous writer has no commit in flight.
-
-        A killed process's lock connection can end before its write connection has
-        finished a commit already sent: the lock is free, the log not yet final.
-        That commit holds the session's row lock until it is done.
-        """
-        with conn.transaction():
-            conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_TIMEOUT_MS}ms'")
-            try:
-                conn.execute(
-                    self._sql("SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"),
-                    (session_id,),
-                )
-            except _psycopg().errors.LockNotAvailable as exc:
-                raise _locked(session_id) from exc
-
-    def _probe_locker(self) -> None:
-        """Notice a lock connection the server dropped (its locks are gone) before writing."""
-        with self._lock_lock:
-            with contextlib.suppress(_psycopg().OperationalError):
-                self._require(self._locker).execute("SELECT 1")
-            self._reconnect_locker()
-
-    def _reconnect_locker(self) -> None:
-        """Reconnect a dropped lock connection and retake its locks; forget those taken meanwhile."""
-        conn = self._require(self._locker)
-        if not (conn.broken or conn.closed):
-            return
-        conn.close()
-        self._locker = conn = self._connect_locker()
-        self._claimed = {
-            session_id for session_id in self._claimed if self._try_lock(conn, session_id)
-        }
-
-    def _try_lock(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
-        row = conn.execute(_LOCK, (self._lock_key(session_id),)).fetchone()
-        return bool(row and row[0])
+        self._claims.claim(session_id)
 
     def release(self, session_id: str) -> None:
         """Drop the session's advisory lock (a dropped connection already dropped it)."""
-        with self._lock_lock:
-            if session_id not in self._claimed:
-                return
-            self._claimed.discard(session_id)
-            conn = self._require(self._locker)
-            if conn.broken or conn.closed:
-                return
-            with contextlib.suppress(_psycopg().OperationalError):
-                conn.execute(_UNLOCK, (self._lock_key(session_id),))
+        self._claims.release(session_id)
 
     # -- reads ----------------------------------------------------------------
 
@@ -532,28 +407,23 @@ class PostgresBackend:
         A commit still running is cancelled first: it fails, keeping its events
         buffered, rather than holding up the close until the server answers."""
         self._cancel_write()
-        with self._write_lock, self._lock_lock, self._readers_lock:
-            # A read still in flight closes its connection instead of pooling it.
-            self._closed = True
-            for conn in [*self._readers, self._writer, self._locker]:
-                if conn is not None:
-                    conn.close()
-            self._readers.clear()
-            self._writer = self._locker = None
-            self._claimed.clear()
+        with self._write_lock:
+            self._claims.close()
+            with self._readers_lock:
+                # A read still in flight closes its connection instead of pooling it.
+                self._closed = True
+                for conn in [*self._readers, self._writer]:
+                    if conn is not None:
+                        conn.close()
+                self._readers.clear()
+                self._writer = None
 
     def _cancel_write(self) -> None:
         writer = self._writer
         if writer is None or writer.closed or not self._write_lock.locked():
             return
-        with contextlib.suppress(_psycopg().Error):
+        with contextlib.suppress(psycopg_module().Error):
             writer.cancel_safe(timeout=5)
-
-    @staticmethod
-    def _require(conn: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
-        if conn is None:
-            raise StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
-        return conn
 
     @contextlib.contextmanager
     def _reader(self) -> Iterator[psycopg.Connection[Any]]:

@@ -1,0 +1,239 @@
+"""PostgreSQL session claims: one writer per session, by advisory locks on one connection."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, final
+
+from retinue._errors import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["SessionClaims", "locked", "psycopg_module", "require_open"]
+
+_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
+_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
+_HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
+_HANDOVER_TIMEOUT_MS = 10_000
+"""How long a claim waits for the previous writer's last commit before giving up."""
+
+
+def locked(session_id: str) -> StoreError:
+    """The refusal of a session whose writer lock another connection holds."""
+    return StoreError(
+        f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
+    )
+
+
+def psycopg_module() -> Any:
+    """psycopg, imported on first use: ``import retinue`` must work without it."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise StoreError(
+            "PostgresStore needs psycopg 3: pip install 'retinue[postgres]'",
+            code="MISSING_DEPENDENCY",
+        ) from exc
+    return psycopg
+
+
+def require_open(conn: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
+    """*conn*, or ``STORE_CLOSED`` if the store has none (not opened yet, or closed)."""
+    if conn is None:
+        raise StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
+    return conn
+
+
+@final
+class SessionClaims:
+    """The advisory lock of every session this store writes, held on one lock connection.
+
+    Released by :meth:`release` (or by the server when the connection ends).
+    A claim also waits for a commit the previous writer still has in flight,
+    so that a load reads the final log. That wait runs on a reader connection,
+    not holding the lock connection: it holds up only the claims, releases
+    and commit groups that involve its session. Every method blocks.
+    """
+
+    def __init__(
+        self,
+        schema: str,
+        connect: Callable[[], psycopg.Connection[Any]],
+        reader: Callable[[], AbstractContextManager[psycopg.Connection[Any]]],
+    ) -> None:
+        self._schema = schema
+        self._handover_sql = _HANDOVER.replace("{schema}", f'"{schema}"')
+        self._connect = connect
+        self._reader = reader
+        self._locker: psycopg.Connection[Any] | None = None
+        self._locker_start: object = None
+        self._locker_lock = threading.Lock()
+        self._settled = threading.Condition(self._locker_lock)
+        """Notified when a claim's handover ends, with or without the lock."""
+        self._claimed: set[str] = set()
+        self._pending: set[str] = set()
+        """Sessions locked whose handover is still being awaited."""
+
+    def open(self) -> None:
+        conn = self._connect_locker()
+        with self._locker_lock:
+            self._locker = conn
+
+    def close(self) -> None:
+        """Close the lock connection (the server drops its locks); a pending claim then fails."""
+        with self._locker_lock:
+            if self._locker is not None:
+                self._locker.close()
+            self._locker = None
+            self._claimed.clear()
+
+    def _lock_key(self, session_id: str) -> str:
+        """The text hashed into the session's advisory lock key.
+
+        Advisory locks are per database: the schema keeps stores in different
+        schemas from locking each other's sessions (a schema name has no '.')."""
+        return f"{self._schema}.{session_id}"
+
+    def _connect_locker(self) -> psycopg.Connection[Any]:
+        """The lock connection, and when its backend started (a pid alone can be reused)."""
+        conn = self._connect()
+        row = conn.execute(
+            "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        self._locker_start = row[0] if row else None
+        return conn
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this store has claimed the session."""
+        return session_id in self._claimed
+
+    def claim(self, session_id: str) -> None:
+        """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it."""
+        self.probe()
+        self.take(session_id)
+
+    def take(self, session_id: str) -> bool:
+        """Claim the session; whether this call took the lock (false: it was held already)."""
+        while True:
+            conn = self._lock_for_handover(session_id)
+            if conn is None:
+                return False
+            try:
+                self._await_handover(session_id)
+            except BaseException:
+                self._settle(session_id, conn, keep=False)
+                raise
+            if self._settle(session_id, conn, keep=True):
+                return True
+            # The lock went with its connection during the wait: take it again.
+
+    def _lock_for_handover(self, session_id: str) -> psycopg.Connection[Any] | None:
+        """Take the lock, marking the session pending; ``None`` if it is claimed already."""
+        with self._locker_lock:
+            # Advisory locks stack: a second claim of a session waits for the first.
+            while session_id in self._pending:
+                self._settled.wait()
+            # A session claimed (or retaken on reconnect) is not locked again.
+            self._reconnect_locker()
+            if session_id in self._claimed:
+                return None
+            conn = require_open(self._locker)
+            if not self._try_lock(conn, session_id):
+                raise locked(session_id)
+            self._pending.add(session_id)
+            return conn
+
+    def _settle(self, session_id: str, conn: psycopg.Connection[Any], *, keep: bool) -> bool:
+        """End a pending claim: keep its lock or give it up. False if the lock was lost meanwhile.
+
+        A lock taken on a connection that has since broken, been replaced or
+        been closed is gone; the handover awaited under it proves nothing now."""
+        with self._locker_lock:
+            self._pending.discard(session_id)
+            self._settled.notify_all()
+            if conn is not self._locker or conn.broken or conn.closed:
+                return False
+            if keep:
+                self._claimed.add(session_id)
+            else:
+                with contextlib.suppress(psycopg_module().OperationalError):
+                    conn.execute(_UNLOCK, (self._lock_key(session_id),))
+            return True
+
+    def _await_handover(self, session_id: str) -> None:
+        """Wait until the session's previous writer has no commit in flight.
+
+        A killed process's lock connection can end before its write connection has
+        finished a commit already sent: the lock is free, the log not yet final.
+        That commit holds the session's row lock until it is done.
+        """
+        timed_out = False
+        with self._reader() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_TIMEOUT_MS}ms'")
+            try:
+                conn.execute(self._handover_sql, (session_id,))
+            except psycopg_module().errors.LockNotAvailable:
+                timed_out = True
+        if timed_out:
+            raise locked(session_id)
+
+    def probe(self) -> None:
+        """Notice a lock connection the server dropped (its locks are gone) before writing."""
+        with self._locker_lock:
+            with contextlib.suppress(psycopg_module().OperationalError):
+                require_open(self._locker).execute("SELECT 1")
+            self._reconnect_locker()
+
+    def _reconnect_locker(self) -> None:
+        """Reconnect a dropped lock connection and retake its locks; forget those taken meanwhile."""
+        conn = require_open(self._locker)
+        if not (conn.broken or conn.closed):
+            return
+        conn.close()
+        self._locker = conn = self._connect_locker()
+        self._claimed = {
+            session_id for session_id in self._claimed if self._try_lock(conn, session_id)
+        }
+
+    def _try_lock(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
+        row = conn.execute(_LOCK, (self._lock_key(session_id),)).fetchone()
+        return bool(row and row[0])
+
+    def release(self, session_id: str) -> None:
+        """Drop the session's advisory lock (a dropped connection already dropped it)."""
+        with self._locker_lock:
+            # A claim of the session in progress ends first, as it would holding this lock.
+            while session_id in self._pending:
+                self._settled.wait()
+            if session_id not in self._claimed:
+                return
+            self._claimed.discard(session_id)
+            conn = require_open(self._locker)
+            if conn.broken or conn.closed:
+                return
+            with contextlib.suppress(psycopg_module().OperationalError):
+                conn.execute(_UNLOCK, (self._lock_key(session_id),))
+
+    def unlocked(self, conn: psycopg.Connection[Any], session_ids: list[str]) -> set[str]:
+        """The sessions whose advisory lock the lock connection may no longer hold.
+
+        Checked inside the write transaction, after its row locks: a lock lost
+        since the probe (the lock connection's backend ended) may already be
+        another store's, and a commit without it would make two writers (R12.7).
+        A new claimant's handover waits on the row locks this transaction holds.
+        While that backend lives it holds every claimed session's lock.
+        """
+        locker = require_open(self._locker)
+        if not session_ids or locker.broken or locker.closed:
+            return set(session_ids)
+        alive = conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
+            (locker.info.backend_pid, self._locker_start),
+        ).fetchone()
+        if alive is None:
+            return set(session_ids)
+        return {session_id for session_id in session_ids if session_id not in self._claimed}
