@@ -351,6 +351,7 @@ class AgentCore:
         """
         if self.disposed:
             return
+        running = self.status == "running"
         self.disposed = True
         self.status = "disposed"
         self.disposed_event.set()
@@ -361,6 +362,10 @@ class AgentCore:
             # Between windows (continuation, turn-stop): only disposal interrupts.
             self.turn_scope.cancel()
         self.mailbox.wake()
-        self.flush_wanted.set()
+        if not running:
+            # An idle agent's final flush is its flusher's (R12.9). A running one's is
+            # the driver's post-turn flush (R2.36): a second one beside it would run
+            # the checkpoint twice and report its failure twice (R7.49).
+            self.flush_wanted.set()
         if announce:
             self.emit("agent/status", "disposed")

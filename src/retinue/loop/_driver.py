@@ -40,6 +40,11 @@ async def run_loop(core: AgentCore) -> None:
 
 async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once disposed; run_loop checkpoints after it
     mailbox = core.mailbox
+    if core.cancel_marker:
+        # A cancel landed before this driver instance ran (on a fresh agent, or in
+        # a restart pause): no wake-up is coming for it, so it passes window 1 now,
+        # or its idle waiters wait forever and a steer sent after it is stranded.
+        _cancelled_before_start(core, window=1)
     while not core.disposed:
         if not mailbox.has_queued:
             core.set_status("idle")

@@ -59,8 +59,11 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
                 state.reason = TurnEndReason.disposed()
             else:
                 state.record_error(exc)
-    except BaseException:
-        if _turn_logged(state):
+    except BaseException as exc:
+        # An Exception here escaped the handler above: a bug, whose turn the
+        # supervisor closes as a crash (DESIGN 4). Only a cancellation from
+        # outside (the runtime's teardown) ends the turn here.
+        if _turn_logged(state) and not isinstance(exc, Exception):
             state.set_interrupted()
             _close_and_settle(state, items)
         raise
