@@ -120,6 +120,26 @@ async def test_prompt_submit_rewrite_and_context_reach_history_and_pre_step(
         check_session_invariants(events)
 
 
+async def test_prompt_submit_block_with_feedback_is_refused_not_dropped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.6: a prompt's block carries only a reason; feedback on it (a post-execute field)
+    ends the turn with an error naming the seam instead of being silently ignored."""
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def submit(*_args: object) -> Block:
+            return Block(feedback="tell the user why")
+
+        rt.hooks.on("agent/prompt-submit", submit, agent=agent)
+        result = await agent.ask("HELLO")
+        assert result.reason.kind == "error"
+        assert "agent/prompt-submit returned a Block with feedback" in str(result.reason.message)
+        assert model.statistics().calls == 0
+        check_session_invariants(agent.session.events)
+
+
 async def test_prompt_submit_block_only_is_a_rejected_zero_step_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -180,6 +180,12 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
             "agent/prompt-submit", _ALLOW, core.agent, item.content, item.source, scope=core.id
         )
         if isinstance(decision, Block):
+            if decision.feedback is not None or decision.additional_context is not None:
+                # Dropped silently, they would look applied to whoever wrote them.
+                raise HookError(
+                    "agent/prompt-submit returned a Block with feedback or additional_context: "
+                    "a blocked prompt takes only a reason"
+                )
             session.append(PromptBlocked(item.content, item.source, decision.reason))
             last_block = decision.reason
             continue
