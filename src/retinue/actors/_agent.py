@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import final
@@ -32,7 +33,8 @@ class Subscription:
     """Live session events of one agent, in seq order, up to a bound behind the log.
 
     Iteration ends after the agent's last event, once it is torn down (its
-    closing events included), or when the subscription is closed. Falling
+    closing events included), or at its next step once the subscription is
+    closed (events not yet read are dropped). Falling
     more than the buffer behind raises :class:`SubscriptionOverflowError`
     after the events that came before the gap, rather than losing events
     silently. Use as ``async with agent.subscribe() as events: async for e in events``.
@@ -87,9 +89,13 @@ class Subscription:
             await self._waiting.park()
 
     def close(self) -> None:
-        """Stop receiving events; never blocks. Idempotent."""
+        """Stop receiving events; never blocks. Idempotent.
+
+        Iteration ends at its next step, a task parked in it included: events
+        logged before the close but not yet read are dropped.
+        """
         self._overflow = False
-        self._stop_at(len(self._log))
+        self._stop_at(self._cursor)
         self._forget(self)
 
     def _stop_at(self, end: int) -> None:
@@ -185,7 +191,15 @@ class Agent:
             caller = _caller_that_may_wait(core, "wait_idle")
             waiter = trio.Event()
             core.idle_waiters.append(waiter)
-            await _wait_as(caller, core, waiter)
+            try:
+                await _wait_as(caller, core, waiter)
+            except BaseException:
+                # Cancelled before the agent went idle: withdraw the waiter, or every
+                # cancelled poll of a long turn would stay queued until it ends.
+                if not waiter.is_set():  # a released waiter has left the list already
+                    with contextlib.suppress(ValueError):
+                        core.idle_waiters.remove(waiter)
+                raise
         if core.disposed:
             # Past the driver's exit: the final flush and unregistration are done too.
             # The teardown runs listeners of its own, which may wait on other agents.

@@ -17,7 +17,7 @@ import trio
 from retinue._errors import AgentDisposedError, SessionError, StoreError
 from retinue._options import AgentOptions
 from retinue.actors import Agent
-from retinue.hooks import HookBus
+from retinue.hooks import HookBus, agent_scope
 from retinue.loop import (
     AgentCore,
     LoopServices,
@@ -57,14 +57,9 @@ class _Creation:
         return None if self.agent is None else _core(self.agent)
 
     def end_unpublished(self) -> None:
-        """Retire the handle of an agent never published (its setup may have kept it):
-        it reads ``disposed``, refuses scoped listeners and tools, and ends subscriptions."""
-        if self.agent is None or _core(self.agent).published:
-            return
-        core = _core(self.agent)
-        core.mark_disposed(announce=False)
-        self.agent.end_subscriptions()
-        core.torn_down.set()
+        """Retire the agent this creation made, unless it was published."""
+        if self.agent is not None and not _core(self.agent).published:
+            _end_unpublished(self.agent)
 
 
 @final
@@ -85,8 +80,11 @@ class Runtime:
     _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
     # Ids being created, each with the scope :meth:`aclose` or a dispose cancels to abort it.
     _creations: dict[str, _Creation] = attrs.field(factory=dict, init=False)
-    # Ids whose teardown is under way: reserved until their session is detached (R12.9).
+    # Ids whose teardown is under way: reserved until their final flush has ended (R12.9).
     _teardowns: dict[str, AgentCore] = attrs.field(factory=dict, init=False)
+    # Sessions whose final flush failed or timed out: still attached to the store with
+    # their unflushed events buffered, committed before their id is taken again.
+    _stranded: dict[str, Session] = attrs.field(factory=dict, init=False)
 
     @property
     def hooks(self) -> HookBus:
@@ -152,6 +150,7 @@ class Runtime:
         agent_id = session_id or f"{name}-session-{uuid.uuid4()}"
         await self._released(agent_id)
         with self._creating(agent_id):
+            await self._settle_stranded(agent_id)
             if await self.store.exists(agent_id):
                 raise SessionError(
                     f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
@@ -173,10 +172,14 @@ class Runtime:
 
         Seqs and turn numbers continue; the first request logs a ``resume`` header
         (R11.15, R11.16). An agent with this id still being torn down is waited
-        for: its session is free once detached (R12.9).
+        for: its session is free once detached (R12.9). If that agent's final
+        flush failed, its buffered events are committed first, so the loaded
+        log lacks none of them; while the store still fails, this raises its
+        ``StoreError`` and a later call tries again.
         """
         await self._released(agent_id)
         with self._creating(agent_id):
+            await self._settle_stranded(agent_id)
             session = await self.store.load(agent_id)
             try:
                 agent = self._make_agent(session, options or AgentOptions())
@@ -216,6 +219,7 @@ class Runtime:
         """Start an agent on a forked session (a fresh ``startup``, R11.17)."""
         await self._released(session.id)
         with self._creating(session.id):
+            await self._settle_stranded(session.id)
             if await self.store.exists(session.id):
                 raise SessionError(
                     f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS"
@@ -234,6 +238,25 @@ class Runtime:
         # Its teardown frees the id as it ends; a creation racing for it then
         # finds the id taken again, which is what it would have found anyway.
         await tearing_down.torn_down.wait()
+
+    async def _settle_stranded(self, agent_id: str) -> None:
+        """Commit and detach what a failed final flush left of *agent_id*'s session (R12.9).
+
+        Called with the id reserved for a creation; a checkpoint only when there is
+        something to settle. While the store still fails, raises its error and
+        leaves the session for a later try.
+        """
+        session = self._stranded.get(agent_id)
+        if session is None:
+            return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
+        try:
+            await self.store.detach(session)
+        except StoreError as exc:
+            raise StoreError(
+                f"the final flush of a disposed agent is still pending: {exc.message}",
+                code=exc.code,
+            ) from exc
+        del self._stranded[agent_id]
 
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
@@ -294,7 +317,16 @@ class Runtime:
             _SETTING_UP.reset(token)
 
     def scoped(self, agent: Agent, unregister: Callable[[], None]) -> None:
-        """Tie *unregister* to *agent*'s lifetime (scoped listeners and tools)."""
+        """Tie *unregister* to *agent*'s lifetime (scoped listeners and tools); never blocks.
+
+        *unregister* runs once, when the agent is torn down or its creation fails.
+
+        Raises:
+            AgentDisposedError: *agent* is disposed, as for a listener or tool
+                scoped to it; *unregister* is not called, and what it would
+                unregister stays the caller's to remove.
+        """
+        agent_scope(agent)
         self._cleanups.setdefault(agent.id, []).append(unregister)
 
     def _unwind(self, agent_id: str) -> None:
@@ -375,29 +407,27 @@ class Runtime:
         core = _core(agent)
         if core.disposal_started:
             return
+        if not core.published:
+            if self._creation_of(core) is None:
+                _end_unpublished(agent)  # its creation is over: nothing to stop or flush
+            else:
+                # Aborts its setup; the creation refuses to publish it, unwinds the
+                # setup and then ends it, unannounced like every unpublished agent.
+                core.disposal_started = True
+                core.mark_disposed(announce=False)
+            return
         core.disposal_started = True
         core.mark_disposed()
-        creation = self._creation_of(core)
-        if not core.published and creation is None:
-            # Never started and its creation is over: nothing to stop, flush or unwind.
-            agent.end_subscriptions()
-            core.torn_down.set()
-            return
         self._teardowns[agent.id] = core
-        self._nursery.start_soon(self._teardown, agent, creation, name=f"teardown {agent.id}")
+        self._nursery.start_soon(self._teardown, agent, name=f"teardown {agent.id}")
 
-    async def _teardown(self, agent: Agent, creation: _Creation | None) -> None:
-        """Wait for the agent to stop, then unwind it (R12.9); shielded, never raises."""
+    async def _teardown(self, agent: Agent) -> None:
+        """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
         _SETTING_UP.set(None)
         core = _core(agent)
         with trio.CancelScope(shield=True):
             try:
-                if creation is not None:
-                    # Unpublished: the creation refuses to publish it and unwinds its setup.
-                    await creation.ended.wait()
-                    agent.end_subscriptions()
-                else:
-                    await self._retire(agent)
+                await self._retire(agent)
             finally:
                 core.torn_down.set()
                 if self._teardowns.get(agent.id) is core:
@@ -414,18 +444,25 @@ class Runtime:
         self._unwind(agent.id)
         agent.end_subscriptions()
         # Bounded like every turn's flush: a store that hangs must not keep the
-        # runtime from closing (the session then stays attached, its events buffered).
-        with trio.move_on_after(self._services.flush_timeout) as deadline:
+        # runtime from closing.
+        failure = f"timed out after {self._services.flush_timeout}s"
+        with trio.move_on_after(self._services.flush_timeout):
             try:
                 await self.store.detach(core.session)
-            except Exception as exc:
-                log.warning("final flush of session %s failed: %s", agent.id, exc)
-        if deadline.cancelled_caught:
-            log.warning(
-                "final flush of session %s timed out after %ss",
-                agent.id,
-                self._services.flush_timeout,
-            )
+            except Exception as exc:  # logged below, never raised
+                failure = f"failed: {exc}"
+            else:
+                return
+        # The session stays attached, its unflushed events buffered in the store:
+        # the next creation or resume of the id commits them first, and closing
+        # the store drains them.
+        self._stranded[agent.id] = core.session
+        log.warning(
+            "final flush of session %s %s; its unflushed events stay buffered until "
+            "the id is created or resumed again, or the store is closed",
+            agent.id,
+            failure,
+        )
 
     async def aclose(self) -> None:
         """Stop accepting agents, abort creations in flight, dispose every live agent (R12.10).
@@ -473,6 +510,19 @@ class _EventRelay:
         detach, self._detach = self._detach, None
         if detach is not None:
             detach()
+
+
+def _end_unpublished(agent: Agent) -> None:
+    """Retire the handle of an agent never published (its setup may have kept it).
+
+    It reads ``disposed``, refuses scoped listeners, tools and cleanups, and ends
+    its subscriptions. Never announced (R12.5), so its end is not either.
+    """
+    core = _core(agent)
+    core.disposal_started = True  # a later dispose returns at once
+    core.mark_disposed(announce=False)
+    agent.end_subscriptions()
+    core.torn_down.set()
 
 
 def _core(agent: Agent) -> AgentCore:

@@ -1,0 +1,179 @@
+"""Edges of the runtime and the agent handle: a final flush that fails, cancelled waits,
+disposal during a setup, scoping to a torn-down agent, closed subscriptions
+(SPEC R2.32, R4.10, R11.15, R12.5, R12.6, R12.9)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentDisposedError, StoreError
+from retinue.session import Event
+from retinue.stores import AppendBatch
+from retinue.stores._memory import MemoryBackend
+from retinue.stores._writebehind import BufferedStore
+from retinue.testing import Hang, Reply, ScriptedModel, check_session_invariants
+from tests.helpers import OPTIONS, runtime, types
+
+
+class _Outage:
+    """A memory backend whose writes fail with an I/O error while ``down`` is set."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self.inner = MemoryBackend()
+        self.down = False
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        if self.down:
+            raise OSError(28, "No space left on device")
+        return self.inner.write(batches)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_resume_after_a_failed_final_flush_commits_what_the_old_agent_left_buffered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9, R11.15: a final flush that fails leaves the closing events buffered, not the id
+    stuck: a resume while the store still fails raises its error, and once the store works
+    again the resume first commits those events, then loads a log that lost none of them.
+    """
+    backend = _Outage()
+    store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
+    model = ScriptedModel([Reply("one")], repeat_last=True)
+    async with runtime(model, store=store) as rt:
+        agent = await rt.create_agent("w", OPTIONS)
+        await agent.ask("hello")
+        agent.inject("note")  # an idle injection turn, flushed on its own (R11.18)
+        backend.down = True
+        await agent.dispose()
+        assert agent.status == "disposed"
+        old_events = list(agent.session.events)
+        assert store.statistics().buffered_events > 0, "the outage lost nothing yet"
+        with pytest.raises(StoreError) as still_down:
+            await rt.resume_agent(agent.id, OPTIONS)
+        assert still_down.value.code != "SESSION_TRACKED"
+        assert "No space left" in str(still_down.value)
+        backend.down = False
+        again = await rt.resume_agent(agent.id, OPTIONS)
+        assert store.statistics().buffered_events == 0
+        assert list(again.session.events)[: len(old_events)] == old_events
+        assert (await again.ask("again")).turn == 3
+        check_session_invariants(again.session.events)
+
+
+async def test_cancelled_wait_idle_calls_leave_no_waiter_behind(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.32: ``wait_idle`` cancelled while a long turn runs leaves nothing behind, however
+    often it is polled; a wait that is not cancelled still returns when the turn ends.
+
+    The agent offers no public count of its idle waiters: this test reads the private
+    list, the only place the leak shows.
+    """
+    async with runtime(ScriptedModel([Hang(), Reply("done")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("long job")
+        for _ in range(100):
+            with trio.move_on_after(1):
+                await agent.wait_idle()
+        assert agent.session.is_turn_open, "the long turn still runs"
+        assert agent._core.idle_waiters == []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.wait_idle)
+            await trio.sleep(1)
+            agent.cancel()
+        assert agent.status == "idle"
+        assert agent._core.idle_waiters == []
+
+
+@pytest.mark.parametrize("disposer", ["another task", "the setup itself"])
+async def test_an_agent_disposed_during_its_setup_announces_nothing(
+    autojump_clock: trio.testing.MockClock, disposer: str
+) -> None:
+    """R12.5, R12.6: an agent disposed during its setup was never published, so its end is
+    not announced either: no ``agent/status("disposed")`` for an agent nobody heard of.
+    """
+    heard: list[str] = []
+    handles: list[retinue.Agent] = []
+
+    async def setup(agent: retinue.Agent) -> None:
+        handles.append(agent)
+        rt.hooks.on("agent/status", lambda _a, status: heard.append(f"own {status}"), agent=agent)
+        if disposer == "the setup itself":
+            await agent.dispose()
+        await trio.sleep(10)
+
+    async def dispose_soon() -> None:
+        await trio.sleep(1)
+        await handles[0].dispose()
+
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        for name in ("session/created", "agent/created", "agent/status", "agent/disposed"):
+            rt.hooks.on(name, lambda *_args, name=name: heard.append(name))
+        async with trio.open_nursery() as nursery:
+            if disposer == "another task":
+                nursery.start_soon(dispose_soon)
+            with pytest.raises(AgentDisposedError, match="disposed during its setup"):
+                await rt.create_agent("a", OPTIONS, setup=setup)
+        assert handles[0].status == "disposed"
+        assert len(rt.agents) == 0
+        assert heard == []
+        await handles[0].dispose()  # memoized: returns, still announcing nothing
+        assert heard == []
+
+
+async def test_scoping_a_cleanup_to_a_torn_down_agent_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9, R6.5: like a listener or tool scoped to a disposed agent, a cleanup scoped
+    to one is refused with ``AgentDisposedError`` rather than dropped silently.
+    """
+    called: list[str] = []
+    async with runtime(ScriptedModel([Reply("a")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS, session_id="a")
+        await agent.ask("hi")
+        await agent.dispose()
+        with pytest.raises(AgentDisposedError):
+            rt.hooks.on("agent/status", lambda *_: None, agent=agent)
+        with pytest.raises(AgentDisposedError):
+            rt.scoped(agent, lambda: called.append("cleanup"))
+        again = await rt.resume_agent("a", OPTIONS)
+        rt.scoped(again, lambda: called.append("live cleanup"))
+        await again.dispose()
+    assert called == ["live cleanup"]
+
+
+async def test_closing_a_subscription_ends_iteration_at_its_next_step(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.10: after ``close()`` iteration ends at its next step, even though events logged
+    before the close were never read; a feed half read ends just the same.
+    """
+    async with runtime(ScriptedModel([Reply("hello world", chunks=8)], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        unread = agent.subscribe()
+        half_read = agent.subscribe()
+        await agent.ask("x")
+        assert len(agent.session.events) > 2
+        unread.close()
+        assert [event async for event in unread] == []
+        first: Event = await half_read.__anext__()
+        assert first.type == "turn/start"
+        half_read.close()
+        with pytest.raises(StopAsyncIteration):
+            await half_read.__anext__()
+        later: list[Any] = []
+        async with agent.subscribe() as events:
+            await agent.ask("y")
+            events.close()
+            later.extend([event async for event in events])
+        assert types(later) == []
