@@ -84,6 +84,9 @@ def measure(agents: int) -> dict[str, object]:
 
 def main(argv: list[str]) -> int:
     """Measure (or, with ``--run``, be the measured child process)."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     if argv and argv[0] == "--run":
         _workload(argv[1], int(argv[2]), int(argv[3]))
         return 0

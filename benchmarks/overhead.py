@@ -234,6 +234,9 @@ def _run_child(args: list[str], threshold: int | None) -> None:
 
 def main(argv: list[str]) -> int:
     """Run every N in its own subprocess, then the growth measurement."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     argv, threshold = _gc_threshold(argv)
     if threshold is not None:
         gc.set_threshold(threshold, *gc.get_threshold()[1:])
