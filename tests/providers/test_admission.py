@@ -317,3 +317,18 @@ def test_rate_limit_headers_that_are_not_finite_numbers_are_ignored() -> None:
     assert (info.requests_remaining, info.requests_reset) == (None, None)
     assert (info.tokens_remaining, info.tokens_reset) == (None, None)
     assert parse_duration("inf") is None
+
+
+@pytest.mark.parametrize("reset", ["0001-01-01", "0001-01-01T00:00:00+14:00", "9999-12-31"])
+def test_rate_limit_reset_that_is_not_a_usable_time_is_ignored(reset: str) -> None:
+    """A reset date that cannot be a Unix time (a broken proxy) is no information, not a crash."""
+    for headers in (
+        {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset},
+        {
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": reset,
+        },
+    ):
+        info = parse_rate_limits(headers, 0.0)
+        assert info.requests_remaining == 0
+        assert info.requests_reset is None or math.isfinite(info.requests_reset)

@@ -7,6 +7,7 @@ through their real HTTP path.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -17,8 +18,10 @@ import trio
 from retinue._content import Text
 from retinue._stream import Finish
 from retinue.providers import (
+    OverloadedError,
     ProviderConnectionError,
     ProviderError,
+    ProviderStatusError,
     RetryPolicy,
     manage,
 )
@@ -36,6 +39,7 @@ from retinue.providers.openai import OpenAIModel
 from .support import collect, make_request
 
 SSE = (("content-type", "text/event-stream"),)
+JSON = (("content-type", "application/json"),)
 KEEP_ALIVE = b": keep-alive\n\n"
 """A comment a proxy may send after the terminal event, before it ends the body."""
 
@@ -226,3 +230,100 @@ async def test_closing_while_cancelled_is_bounded(api: str, autojump_clock: trio
     assert scope.cancelled_caught
     assert transport.closed
     assert trio.current_time() <= 1.0
+
+
+class _ErrorBody(httpx2.AsyncByteStream):
+    """An error response's body that breaks after its first bytes, or never arrives."""
+
+    def __init__(self, failure: Exception | None) -> None:
+        self._failure = failure
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'{"error":{"mess'
+        if self._failure is None:
+            await trio.sleep_forever()
+        raise self._failure
+
+
+def _error_then_answer(api: str, status: int, failure: Exception | None) -> httpx2.MockTransport:
+    """A transport answering *status* with a broken body first, then a whole stream."""
+    answers = [
+        httpx2.Response(status, headers=JSON, stream=_ErrorBody(failure)),
+        httpx2.Response(200, headers=SSE, content=b"".join(EVENTS[api])),
+    ]
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        await trio.lowlevel.checkpoint()
+        return answers.pop(0)
+
+    return httpx2.MockTransport(handler)
+
+
+OVERLOADED = {"chat": 503, "messages": 529}
+
+
+@BOTH_SDKS
+async def test_error_status_whose_body_breaks_raises_its_typed_status_error(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.3: a 503/529 whose body fails to arrive whole raises the typed, retryable status
+    error (the SDK reads that body outside its own error handling), and is retried.
+    """
+    peer_closed = httpx2.RemoteProtocolError("peer closed connection")
+    transport = _error_then_answer(api, OVERLOADED[api], peer_closed)
+    with trio.fail_after(60):
+        async with _adapter(api, transport) as model:
+            with pytest.raises(OverloadedError) as caught:
+                await collect(model, make_request("hi"))
+            assert caught.value.status == OVERLOADED[api]
+            assert caught.value.retryable
+            assert "peer closed" in str(caught.value)
+    transport = _error_then_answer(api, OVERLOADED[api], peer_closed)
+    with trio.fail_after(60):
+        async with _adapter(api, transport) as model:
+            managed = manage(model, retry=RetryPolicy(max_attempts=2))
+            collected = await collect(managed, make_request("hi"))
+    assert collected.message.content == (Text("hi"),)
+
+
+@BOTH_SDKS
+async def test_error_status_with_an_undecodable_body_raises_its_typed_status_error(
+    api: str,
+) -> None:
+    """R10.3: an error status whose body fails content decoding keeps its status."""
+    headers = (("content-type", "application/json"), ("content-encoding", "gzip"))
+    bad = RawReply(OVERLOADED[api], headers, b"this is not gzip data\n\n" * 8)
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(ScriptedPolicy([bad])) as server,
+            _served_by(api, server) as model,
+        ):
+            with pytest.raises(OverloadedError) as caught:
+                await collect(model, make_request("hi"))
+    assert (caught.value.status, caught.value.retryable) == (OVERLOADED[api], True)
+
+
+@BOTH_SDKS
+async def test_error_status_whose_body_stalls_names_its_status(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.3: a 500 whose body never comes is that status's error once the timeout passes,
+    not "no response headers".
+    """
+    transport = _error_then_answer(api, 500, None)
+    if api == "messages":
+        model: OpenAIModel | AnthropicModel = AnthropicModel(
+            transport=transport, base_url="http://mock", api_key="k", timeout=3.0
+        )
+    else:
+        model = OpenAIModel(
+            transport=transport, base_url="http://mock/v1", api_key="k", timeout=3.0
+        )
+    with trio.fail_after(60):
+        async with model:
+            with pytest.raises(ProviderStatusError) as caught:
+                await collect(model, make_request("hi"))
+    assert (caught.value.status, caught.value.retryable) == (500, True)
+    assert "500" in str(caught.value)
+    assert "3.0 s" in str(caught.value)
+    assert trio.current_time() == pytest.approx(3.0)

@@ -23,6 +23,7 @@ from retinue.providers import (
     manage,
 )
 from retinue.providers._failures import retry_after_seconds, status_error
+from retinue.providers._feedback import report_response
 
 from .support import FakeModel, collect, make_request
 
@@ -290,3 +291,25 @@ async def test_manage_reports_an_overload_sent_inside_the_stream(
     lane = admission.statistics().lanes[0]
     assert (lane.throttled, lane.admitted) == (1, 2)
     assert inner.started[1] - inner.started[0] == pytest.approx(1.0, abs=0.6)
+
+
+def _exhausted_budget() -> list[object]:
+    """A successful attempt whose headers say the request budget is spent for five hours."""
+    report_response({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "5h"})
+    return OK
+
+
+async def test_manage_pauses_the_lane_for_an_exhausted_budget_no_longer_than_the_policy_honours(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Headers reporting a budget spent for hours pause the lane for ``max_retry_after`` at
+    most, as a 429's Retry-After does: one response would otherwise stall every agent.
+    """
+    with trio.fail_after(100_000):
+        admission = AdmissionController()
+        inner = FakeModel([_exhausted_budget, OK])
+        model = manage(inner, retry=RetryPolicy(max_retry_after=120.0), admission=admission)
+        await collect(model, make_request("hi"))
+        assert admission.statistics().lanes[0].paused_for == pytest.approx(120.0)
+        await collect(model, make_request("again"))
+        assert inner.started[1] == pytest.approx(120.0)

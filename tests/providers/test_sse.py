@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, strategies as st
 
 from retinue.providers._sse import SseDecoder, SseEvent
@@ -23,7 +24,38 @@ def test_sse_decoder_reads_named_multiline_events_and_skips_comments() -> None:
 
 def test_sse_decoder_flushes_a_final_event_without_blank_line() -> None:
     """A last event missing its terminating blank line is still delivered at close."""
-    assert _decode([b"data: one\n\ndata: two"]) == [SseEvent(None, b"one"), SseEvent(None, b"two")]
+    expected = [SseEvent(None, b"one"), SseEvent(None, b"two")]
+    assert _decode([b"data: one\n\ndata: two\n"]) == expected
+    assert _decode([b"data: one\r\rdata: two\r"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("tail", "last"),
+    [(b"data: tw", b"tw"), (b"event: x\ndata: tw", b"tw"), (b"data: two\ndata: th", b"two\nth")],
+)
+def test_sse_decoder_marks_a_final_event_cut_inside_a_line(tail: bytes, last: bytes) -> None:
+    """A body that ends inside a line is flagged ``torn``: its last event may be incomplete."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: one\n\n" + tail) == [SseEvent(None, b"one")]
+    (event,) = decoder.close()
+    assert (event.data, decoder.torn) == (last, True)
+    whole = SseDecoder()
+    whole.feed(b"data: one\n\n" + tail + b"\n")
+    whole.close()
+    assert not whole.torn
+
+
+def test_sse_decoder_strips_a_leading_byte_order_mark() -> None:
+    """A UTF-8 BOM at the start of the stream is not part of the first field name."""
+    assert _decode([b"\xef\xbb\xbfdata: one\n\n"]) == [SseEvent(None, b"one")]
+    assert _decode([b"\xef\xbb\xbf", b"data: one\n\n"]) == [SseEvent(None, b"one")]
+
+
+def test_sse_decoder_dispatches_an_event_ending_in_a_carriage_return_at_once() -> None:
+    """With CR line endings, an event whose blank line ends a chunk is not held back."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: one\r\r") == [SseEvent(None, b"one")]
+    assert decoder.feed(b"\ndata: two\r\n\r\n") == [SseEvent(None, b"two")]
 
 
 def test_sse_decoder_ignores_blocks_without_data() -> None:

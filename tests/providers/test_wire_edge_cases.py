@@ -15,7 +15,7 @@ import trio
 
 from retinue._content import Reasoning, Text, ToolCall
 from retinue._stream import Usage
-from retinue.providers import ProviderStreamError
+from retinue.providers import ProviderConnectionError, ProviderError, ProviderStreamError
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, MockServer, RawReply, ScriptedPolicy
 from retinue.providers.openai import OpenAIModel
@@ -343,3 +343,217 @@ async def test_chat_refusal_is_answer_text(body: bytes, headers: Any) -> None:
     collected = await _serve("chat", body, headers)
     assert collected.message.content == (Text(REFUSAL),)
     assert collected.assembler.finish.kind == "stop"
+
+
+FUNCTION_CALL_WITHOUT_CALL_ID = {"type": "function_call", "name": "lookup", "arguments": "{}"}
+
+
+async def test_responses_streamed_function_call_without_call_id_keeps_its_minted_id() -> None:
+    """R10.2: a function call sent without ``call_id`` ends with the id its first delta
+    carried, not an empty one (a transcript with an empty id is refused later).
+    """
+    added = {**FUNCTION_CALL_WITHOUT_CALL_ID, "arguments": ""}
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "output_index": 0, "item": added},
+        {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{}"},
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": FUNCTION_CALL_WITHOUT_CALL_ID,
+        },
+        {"type": "response.completed", "response": {"status": "completed"}},
+    ]
+    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    (call,) = collected.message.content
+    assert isinstance(call, ToolCall)
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
+    assert call.id == getattr(collected.chunks[0], "id", None)
+    assert (call.name, call.arguments) == ("lookup", "{}")
+
+
+async def test_responses_whole_body_function_call_without_call_id_gets_an_id() -> None:
+    """R10.2: a non-streamed function call without ``call_id`` gets a fresh id too."""
+    body = {"status": "completed", "output": [FUNCTION_CALL_WITHOUT_CALL_ID]}
+    collected = await _serve("responses", json.dumps(body).encode(), JSON)
+    (call,) = collected.message.content
+    assert isinstance(call, ToolCall)
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
+
+
+def _object_arguments_call(arguments: object) -> dict[str, Any]:
+    function = {"name": "lookup", "arguments": arguments}
+    return {"index": 0, "id": "c1", "type": "function", "function": function}
+
+
+def _chat_bodies(arguments: object) -> list[tuple[bytes, Any]]:
+    """One tool call with *arguments*, streamed and as a whole body."""
+    call = _object_arguments_call(arguments)
+    delta = {"tool_calls": [call]}
+    streamed = _sse(
+        json.dumps(
+            {"choices": [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}]}
+        ).encode(),
+        b"[DONE]",
+    )
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    whole = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    return [(streamed, SSE), (json.dumps(whole).encode(), JSON)]
+
+
+@pytest.mark.parametrize(("body", "headers"), _chat_bodies({"city": "Zürich", "days": [1, 2]}))
+async def test_chat_tool_arguments_sent_as_an_object_are_kept_as_json_text(
+    body: bytes, headers: Any
+) -> None:
+    """R10.2: arguments sent as a JSON object (some compatible servers) are kept, as
+    compact JSON text, rather than replaced by ``{}``.
+    """
+    collected = await _serve("chat", body, headers)
+    assert collected.message.content == (
+        ToolCall("c1", "lookup", '{"city":"Zürich","days":[1,2]}'),
+    )
+
+
+@pytest.mark.parametrize(("body", "headers"), _chat_bodies([1, 2]) + _chat_bodies(7))
+async def test_chat_tool_arguments_of_another_type_are_malformed(body: bytes, headers: Any) -> None:
+    """R10.3: arguments that are neither JSON text nor an object cannot be a call's input."""
+    with pytest.raises(ProviderStreamError, match="arguments") as caught:
+        await _serve("chat", body, headers)
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+CHAT_ANSWER = b'{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}'
+CHAT_USAGE = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}'
+
+
+async def _serve_all(api: str, bodies: list[bytes]) -> list[Collected | ProviderError]:
+    """Serve *bodies* to one adapter, one call each, in order."""
+    replies = [RawReply(200, SSE, body) for body in bodies]
+    server = MockServer(ScriptedPolicy(replies))
+    outcomes: list[Collected | ProviderError] = []
+    with trio.fail_after(5):
+        async with _adapter(api, server) as model:
+            for _ in bodies:
+                try:
+                    outcomes.append(await collect(model, make_request("hi")))
+                except ProviderError as error:
+                    outcomes.append(error)
+    return outcomes
+
+
+async def test_chat_stream_cut_before_the_usage_a_server_sends_is_truncated() -> None:
+    """R10.2, R10.5: once a server has sent the usage the request asks for, a stream of
+    it that ends after the finish reason without usage or ``[DONE]`` was cut.
+    """
+    whole = _sse(CHAT_ANSWER, CHAT_USAGE, b"[DONE]")
+    first, second = await _serve_all("chat", [whole, _sse(CHAT_ANSWER)])
+    assert isinstance(first, Collected)
+    assert first.assembler.usage == Usage(5, 3)
+    assert isinstance(second, ProviderConnectionError)
+    assert second.code == "STREAM_TRUNCATED"
+
+
+async def test_chat_stream_ending_at_its_finish_is_complete_from_a_server_without_usage() -> None:
+    """Some compatible servers send neither usage nor ``[DONE]``: until a server has sent
+    usage, a stream that ends cleanly after its finish reason is complete.
+    """
+    outcomes = await _serve_all("chat", [_sse(CHAT_ANSWER), _sse(CHAT_ANSWER)])
+    for outcome in outcomes:
+        assert isinstance(outcome, Collected)
+        assert outcome.message.content == (Text("hi"),)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+        b'{"error":{"message":"quota exhausted for this key","code":"quota"}}\n',
+    ],
+    ids=["html", "json-error"],
+)
+async def test_event_stream_without_any_event_says_what_it_carried(body: bytes) -> None:
+    """R10.3: a body labelled an event stream that carries no event (a proxy's error page)
+    fails with an excerpt of what arrived, not just "ended before it was complete".
+    """
+    with pytest.raises(ProviderConnectionError) as caught:
+        await _serve("chat", body)
+    assert body[:30].decode() in str(caught.value)
+
+
+@pytest.mark.parametrize("failed", [{}, {"error": None}], ids=["no-error", "null-error"])
+async def test_responses_failed_without_error_says_there_was_no_detail(
+    failed: dict[str, Any],
+) -> None:
+    """R10.3: ``response.failed`` with no error object says so, not "stream error: None"."""
+    event = {"type": "response.failed", "response": {"status": "failed", **failed}}
+    with pytest.raises(ProviderStreamError) as caught:
+        await _serve("responses", _typed_event(event))
+    assert "None" not in str(caught.value)
+    assert "no detail" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        ("chat", b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"fin'),
+        ("responses", b'data: {"type":"response.output_text.delta","output_index":0,"del'),
+        ("messages", b'event: message_start\ndata: {"type":"message_start","mess'),
+    ],
+)
+async def test_stream_ending_inside_a_line_is_truncated(api: str, body: bytes) -> None:
+    """R10.3: a body that ends in the middle of a line was cut (retryable truncation), not
+    a malformed event.
+    """
+    with pytest.raises(ProviderConnectionError) as caught:
+        await _serve(api, body)
+    assert caught.value.code == "STREAM_TRUNCATED"
+
+
+@pytest.mark.parametrize(
+    ("api", "event"),
+    [
+        (
+            "messages",
+            {
+                "type": "content_block_delta",
+                "index": [0],
+                "delta": {"type": "text_delta", "text": "a"},
+            },
+        ),
+        (
+            "messages",
+            {"type": "content_block_start", "index": {}, "content_block": {"type": "text"}},
+        ),
+        ("messages", {"type": "content_block_stop", "index": [0]}),
+        ("responses", {"type": "response.output_text.delta", "output_index": [0], "delta": "a"}),
+        (
+            "responses",
+            {
+                "type": "response.output_text.delta",
+                "output_index": 0,
+                "content_index": [0],
+                "delta": "a",
+            },
+        ),
+        (
+            "responses",
+            {"type": "response.function_call_arguments.delta", "output_index": {}, "delta": "{"},
+        ),
+    ],
+)
+async def test_block_index_that_is_not_a_number_is_malformed(
+    api: str, event: dict[str, Any]
+) -> None:
+    """R10.3: an ``index`` / ``output_index`` of the wrong type is a malformed response that
+    names the field, not a TypeError.
+    """
+    with pytest.raises(ProviderStreamError, match="index") as caught:
+        await _serve(api, _typed_event(event))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+@pytest.mark.parametrize("done", [b"[DONE] ", b" [DONE]", b"[DONE]\t"])
+async def test_chat_done_sentinel_with_surrounding_whitespace_ends_the_stream(done: bytes) -> None:
+    """R10.2: ``data: [DONE] `` (whitespace around the sentinel) ends the stream normally."""
+    collected = await _serve("chat", _sse(CHAT_ANSWER, CHAT_USAGE, done))
+    assert collected.message.content == (Text("hi"),)
+    assert collected.assembler.usage == Usage(5, 3)

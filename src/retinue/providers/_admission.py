@@ -9,7 +9,8 @@ are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
 pauses the lane for its ``Retry-After`` and halves the concurrency limit (once
 per burst of 429s), which then grows back by one per limit-many successes; rate-limit headers that
-report an exhausted budget pause the lane until the reset.
+report an exhausted budget pause the lane until the reset. ``manage`` caps both
+pauses at its retry policy's ``max_retry_after``.
 """
 
 from __future__ import annotations
@@ -197,9 +198,13 @@ class AdmissionTicket:
             self._lane.tokens.correct(self._token_charge, float(tokens))
             self._lane.pump(trio.current_time())
 
-    def observe_headers(self, headers: Mapping[str, str]) -> None:
-        """Adapt the lane to a response's rate-limit headers; never blocks."""
-        self._lane.observe_headers(headers)
+    def observe_headers(self, headers: Mapping[str, str], *, max_pause: float = math.inf) -> None:
+        """Adapt the lane to a response's rate-limit headers; never blocks.
+
+        A budget reported exhausted pauses the lane until its reset, for at most
+        *max_pause* seconds.
+        """
+        self._lane.observe_headers(headers, max_pause)
 
     def refund(self) -> None:
         """Give back the request's charges (it never reached the provider)."""
@@ -325,7 +330,7 @@ class _Lane:
         self.concurrency = max(1.0, math.floor(current / 2))
         self._successes = 0
 
-    def observe_headers(self, headers: Mapping[str, str]) -> None:
+    def observe_headers(self, headers: Mapping[str, str], max_pause: float) -> None:
         info = parse_rate_limits(headers, time.time())
         if info.empty:
             return
@@ -335,7 +340,7 @@ class _Lane:
             (info.tokens_remaining, info.tokens_reset),
         ):
             if remaining is not None and remaining <= 0 and reset:
-                self.paused_until = max(self.paused_until, now + reset)
+                self.paused_until = max(self.paused_until, now + min(reset, max_pause))
 
     def statistics(self, now: float) -> LaneStatistics:
         requests = tokens = 0

@@ -35,7 +35,14 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import EMPTY_TURN_TEXT, BlockTable, loads_event, malformed, opaque_part
+from ._blocks import (
+    EMPTY_TURN_TEXT,
+    BlockTable,
+    block_index,
+    loads_event,
+    malformed,
+    opaque_part,
+)
 from ._failures import ProviderConnectionError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
@@ -257,6 +264,10 @@ def anthropic_finish(name: str | None) -> FinishReason:
     return finish_named(name)
 
 
+def _index(payload: JsonObject) -> int | None:
+    return block_index(payload, "index", "anthropic messages")
+
+
 @final
 @attrs.define(eq=False)
 class AnthropicStreamDecoder:
@@ -274,15 +285,15 @@ class AnthropicStreamDecoder:
         payload = loads_event(event.data)
         kind = payload.get("type")
         if kind == "content_block_delta":
-            return self._delta(payload.get("index"), _dict(payload.get("delta")))
+            return self._delta(_index(payload), _dict(payload.get("delta")))
         if kind == "content_block_start":
-            index = payload.get("index")
+            index = _index(payload)
             if self._table.has(index):
                 # Its deltas would land in the earlier block, whose end has gone out.
                 raise malformed(f"anthropic messages: block {index!r} started twice")
             return self._start(index, _dict(payload.get("content_block")))
         if kind == "content_block_stop":
-            end = self._table.end(payload.get("index"))
+            end = self._table.end(_index(payload))
             return [] if end is None else [end]
         if kind == "message_start":
             _merge_usage(self._usage, _dict(_dict(payload.get("message")).get("usage")))

@@ -26,6 +26,7 @@ from ._failures import ProviderStreamError
 __all__ = [
     "EMPTY_TURN_TEXT",
     "BlockTable",
+    "block_index",
     "loads_event",
     "malformed",
     "opaque_part",
@@ -80,6 +81,18 @@ def loads_event(data: bytes) -> dict[str, object]:
 def malformed(message: str) -> ProviderStreamError:
     """The error for a response that parsed but is not what the API sends."""
     return ProviderStreamError(message, code="MALFORMED_RESPONSE", retryable=True)
+
+
+def block_index(payload: JsonObject, field: str, where: str) -> int | None:
+    """The block index *field* of an event: an integer, or ``None`` when absent.
+
+    Raises:
+        ProviderStreamError: the index is of another type (it keys the block table).
+    """
+    value = payload.get(field)
+    if value is None or isinstance(value, int):
+        return value
+    raise malformed(f"{where}: an event's {field} is a {type(value).__name__}, not an integer")
 
 
 @attrs.define(eq=False, slots=True)
@@ -162,9 +175,20 @@ class BlockTable:
         """Make *block* the authoritative content of the block at *key* (created if new)."""
         self._block(key, block.type).final = block
 
-    def tool_arguments(self, key: Hashable) -> str:
-        """The arguments recorded so far for the tool call at *key*."""
-        return "".join(self._blocks[key].parts)
+    def finish_tool_call(
+        self, key: Hashable, call_id: str | None, name: str | None, arguments: str | None
+    ) -> None:
+        """Make a completed tool call the authoritative content of the block at *key*.
+
+        What the completed call omits is what its fragments said: its name, its
+        arguments, its id (the one minted for a call sent without one, which
+        the opening chunk already carried).
+        """
+        self.tool_call(key, call_id, name, "")
+        block = self._blocks[key]
+        assert block.call_id is not None  # given, or minted by tool_call
+        text = "".join(block.parts) if arguments is None else arguments
+        block.final = ToolCall(block.call_id, block.name or "", text)
 
     def end(self, key: Hashable) -> BlockEnd | None:
         """Close the block at *key*; ``None`` if it does not exist or was already closed."""

@@ -166,9 +166,14 @@ def status_error(
     headers: Mapping[str, str],
     *,
     provider: str,
+    detail: str | None = None,
 ) -> ProviderStatusError:
-    """Build the typed error for an HTTP error *status* with its *body* and *headers*."""
+    """Build the typed error for an HTTP error *status* with its *body* and *headers*.
+
+    *detail* stands in for the body's message when it has none (it could not be read).
+    """
     code, message = error_from_body(body)
+    message = message or detail
     should_retry = headers.get("x-should-retry")
     retryable = status in RETRYABLE_STATUSES if should_retry is None else should_retry == "true"
     cls = _STATUS_CLASSES.get(status, ProviderStatusError)

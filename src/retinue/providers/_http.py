@@ -6,6 +6,7 @@ import functools
 import ssl
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Protocol, Self, final
 
@@ -16,7 +17,7 @@ from httpx2._transports.default import map_httpcore_exceptions
 from retinue._stream import StreamChunk
 
 from ._blocks import loads_event
-from ._failures import ProviderConnectionError
+from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError, status_error
 from ._sse import SseDecoder, SseEvent
 
 __all__ = [
@@ -162,6 +163,7 @@ def make_http_client(
     return httpx2.AsyncClient(
         transport=transport,
         timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
+        event_hooks={"response": [_note_answer]},
     )
 
 
@@ -249,6 +251,45 @@ async def _next_part(body: AsyncIterator[bytes], read_timeout: float, provider: 
     )
 
 
+def _feed_tail(decoder: StreamDecoder, sse: SseDecoder, provider: str) -> list[StreamChunk]:
+    """Decode the event the body ended with, if it ended without a blank line.
+
+    An event that does not parse because the body ended inside its last line
+    was cut there: that is a (retryable) truncation, not a malformed response.
+    """
+    out: list[StreamChunk] = []
+    for event in sse.close():
+        try:
+            out.extend(decoder.feed(event))
+        except ProviderStreamError as exc:
+            if not sse.torn or exc.code != "MALFORMED_RESPONSE":
+                raise
+            raise ProviderConnectionError(
+                f"{provider} stream ended inside an event: {exc.message}",
+                code="STREAM_TRUNCATED",
+                retryable=True,
+            ) from exc
+    return out
+
+
+def _close(decoder: StreamDecoder, sse: SseDecoder) -> list[StreamChunk]:
+    """The decoder's closing chunks; an incomplete stream that carried no event names what
+    it carried instead (a proxy's error page, a JSON error body labelled an event stream).
+    """
+    try:
+        return decoder.close()
+    except ProviderConnectionError as exc:
+        head = sse.eventless_head
+        if not head:
+            raise
+        excerpt = head.decode("utf-8", "replace")
+        raise ProviderConnectionError(
+            f"{exc.message}: it carried no event, only {excerpt!r}",
+            code=exc.code,
+            retryable=exc.retryable,
+        ) from exc
+
+
 async def decode_response(
     response: httpx2.Response,
     decoder: StreamDecoder,
@@ -284,16 +325,15 @@ async def decode_response(
             try:
                 data = await _next_part(body, read_timeout, provider)
             except StopAsyncIteration:
-                for event in sse.close():
-                    for chunk in decoder.feed(event):
-                        yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
+                for chunk in _feed_tail(decoder, sse, provider):
+                    yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 break
             for event in sse.feed(data):
                 for chunk in decoder.feed(event):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 if _finished(decoder):
                     break
-        closing = decoder.close()
+        closing = _close(decoder, sse)
         complete = True
         for chunk in closing:
             yield chunk  # noqa: ASYNC911 - the closing chunks go out back to back
@@ -310,12 +350,74 @@ async def close_response(response: httpx2.Response) -> None:
         await response.aclose()
 
 
+@final
+class _Answer:
+    """The response headers of the request being sent, once they arrived."""
+
+    __slots__ = ("response",)
+
+    def __init__(self) -> None:
+        self.response: httpx2.Response | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the response has an error status."""
+        return self.response is not None and self.response.status_code >= 400
+
+    async def close(self) -> None:
+        """Close the response, if there is one (the SDK left it open when its body failed)."""
+        if self.response is None:
+            await trio.lowlevel.checkpoint()
+        else:
+            await close_response(self.response)
+
+    def error(self, provider: str, detail: str) -> ProviderError:
+        """The error for a response whose body could not be had: its status's, when it has one."""
+        response = self.response
+        if response is None or not self.failed:
+            return ProviderConnectionError(
+                f"{provider} response failed: {detail}", code="CONNECTION_ERROR", retryable=True
+            )
+        return status_error(
+            response.status_code, None, response.headers, provider=provider, detail=detail
+        )
+
+
+_answer: ContextVar[_Answer | None] = ContextVar("retinue_answer", default=None)
+
+
+async def _note_answer(response: httpx2.Response) -> None:  # noqa: ASYNC910 - records only
+    """An event hook: note the response the SDK is about to handle, for :func:`send_within`."""
+    answer = _answer.get()
+    if answer is not None:
+        answer.response = response
+
+
 async def send_within(
     send: Callable[[], Awaitable[httpx2.Response]], seconds: float, provider: str
 ) -> httpx2.Response:
-    """Await ``send()`` (the request up to its response headers) for at most *seconds*."""
-    with trio.move_on_after(seconds):
-        return await send()
+    """Await ``send()`` (the request up to its response headers) for at most *seconds*.
+
+    The SDKs read an error status's body themselves, outside their own
+    handling of connection errors: a body that breaks, cannot be decoded or
+    does not arrive in time raises the error of the status (typed, retryable
+    as that status is), not a bare ``httpx2`` error or a header timeout.
+    """
+    answer = _Answer()
+    token = _answer.set(answer)
+    try:
+        with trio.move_on_after(seconds):
+            try:
+                return await send()
+            except (httpx2.TransportError, httpx2.DecodingError) as exc:
+                error = answer.error(provider, f"its body could not be read: {exc!r}")
+                await answer.close()
+                raise error from exc
+    finally:
+        _answer.reset(token)
+    if answer.failed:
+        await answer.close()
+        raise answer.error(provider, f"its body did not arrive within {seconds} s")
     raise ProviderConnectionError(
         f"{provider} sent no response headers within {seconds} s", code="TIMEOUT", retryable=True
     )

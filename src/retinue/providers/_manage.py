@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -158,8 +159,14 @@ class ManagedModel:
     async def _attempt(
         self, request: ModelRequest, ticket: AdmissionTicket | None
     ) -> AsyncGenerator[StreamChunk, None]:
+        # A budget reported spent pauses the lane no longer than a 429 may (see _Admitted).
+        observe = None
+        if ticket is not None:
+            observe = functools.partial(
+                ticket.observe_headers, max_pause=self.retry.max_retry_after
+            )
         async with _closing(self.model.stream(request)) as chunks:
-            with listening(None if ticket is None else ticket.observe_headers):
+            with listening(observe):
                 try:
                     first = await chunks.__anext__()
                 except StopAsyncIteration:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from itertools import groupby
 from typing import final
@@ -223,12 +224,36 @@ def stream_error(error: object, *, where: str) -> ProviderStreamError:
     """The error for an ``error`` object that arrived inside a stream."""
     fields = _dict(error)
     code = fields.get("code") or fields.get("type")
-    message = fields.get("message") or str(error)
+    message = fields.get("message") or (str(error) if error else "the server gave no detail")
     code_text = str(code) if code is not None else "STREAM_ERROR"
     return ProviderStreamError(
         f"{where} stream error: {message}",
         code=code_text,
         retryable=code_text in RETRYABLE_STREAM_CODES,
+    )
+
+
+def _arguments(value: object) -> str:
+    """A tool call's arguments as JSON text; some compatible servers send the object itself.
+
+    Raises:
+        ProviderStreamError: the arguments are neither text nor an object.
+    """
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    raise malformed(
+        f"chat completions: a tool call's function.arguments is a {type(value).__name__}, "
+        "not JSON text or an object"
+    )
+
+
+def _truncated(what: str) -> ProviderConnectionError:
+    return ProviderConnectionError(
+        f"the chat completions stream ended {what}", code="STREAM_TRUNCATED", retryable=True
     )
 
 
@@ -239,8 +264,14 @@ class ChatStreamDecoder:
 
     Deltas are yielded as they arrive; block ends, usage and the finish come
     from :meth:`close`, because the usage chunk follows the finish reason.
+
+    ``expect_usage`` says the server is known to send the usage the request
+    asks for (``stream_options.include_usage``): a stream that ends after its
+    finish reason with neither usage nor ``[DONE]`` was then cut. Without it
+    such a stream is complete, as some compatible servers send neither.
     """
 
+    expect_usage: bool = attrs.field(default=False, kw_only=True)
     _table: BlockTable = attrs.field(factory=BlockTable, init=False)
     _finish: str | None = attrs.field(default=None, init=False)
     _unindexed: dict[str, tuple[str, int]] = attrs.field(factory=dict, init=False)
@@ -257,7 +288,14 @@ class ChatStreamDecoder:
         if event.data == b"[DONE]":
             self.done = True
             return []
-        payload = loads_event(event.data)
+        try:
+            payload = loads_event(event.data)
+        except ProviderStreamError:
+            # Some servers pad the sentinel; checked only here, off the per-event path.
+            if event.data.strip() != b"[DONE]":
+                raise
+            self.done = True
+            return []
         if payload.get("error"):
             raise stream_error(payload["error"], where="chat completions")
         usage = payload.get("usage")
@@ -321,14 +359,19 @@ class ChatStreamDecoder:
 
     def _tool_call(self, position: int, call: JsonObject) -> StreamChunk:
         function = _dict(call.get("function"))
-        call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
+        call_id, name = call.get("id"), function.get("name")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         return self._table.tool_call(
             self._call_key(position, call_id, call.get("index")),
             call_id,
             name if isinstance(name, str) else None,
-            arguments if isinstance(arguments, str) else "",
+            _arguments(function.get("arguments")),
         )
+
+    @property
+    def sent_usage(self) -> bool:
+        """Whether the stream carried usage."""
+        return self._table.usage is not None
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
         """Decode a whole non-streaming ``chat.completion`` (a server that ignored ``stream``).
@@ -355,14 +398,13 @@ class ChatStreamDecoder:
         """End the stream: block ends, usage, finish.
 
         Raises:
-            ProviderConnectionError: the stream ended with neither ``[DONE]`` nor a finish reason.
+            ProviderConnectionError: the stream ended with neither ``[DONE]`` nor a finish
+                reason, or (``expect_usage``) after the finish reason without usage or ``[DONE]``.
         """
         if not self.done and self._finish is None:
-            raise ProviderConnectionError(
-                "the chat completions stream ended before it was complete",
-                code="STREAM_TRUNCATED",
-                retryable=True,
-            )
+            raise _truncated("before it was complete")
+        if not self.done and self.expect_usage and not self.sent_usage:
+            raise _truncated("after its finish reason, before the usage this server sends")
         out: list[StreamChunk] = list(self._table.end_all())
         if self._table.usage is not None:
             out.append(UsageChunk(self._table.usage))

@@ -30,7 +30,14 @@ from retinue._stream import (
     UsageChunk,
 )
 
-from ._blocks import BlockTable, loads_event, malformed, opaque_part, user_run_items
+from ._blocks import (
+    BlockTable,
+    block_index,
+    loads_event,
+    malformed,
+    opaque_part,
+    user_run_items,
+)
 from ._failures import ProviderConnectionError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
@@ -181,9 +188,9 @@ class ResponsesStreamDecoder:
         payload = loads_event(event.data)
         kind = payload.get("type")
         table = self._table
-        output = payload.get("output_index")
+        output = block_index(payload, "output_index", "responses")
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-            key = ("text", output, payload.get("content_index"))
+            key = ("text", output, block_index(payload, "content_index", "responses"))
             return [table.text(key, _str(payload.get("delta")) or "")]
         if kind == "response.function_call_arguments.delta":
             return [table.tool_call(("call", output), None, None, _str(payload.get("delta")) or "")]
@@ -223,12 +230,12 @@ class ResponsesStreamDecoder:
     def _item_done(self, output: object, item: JsonObject) -> None:
         if item.get("type") != "function_call":
             return
-        key = ("call", output)
-        arguments = _str(item.get("arguments"))
-        if arguments is None:
-            arguments = self._table.tool_arguments(key) if self._table.has(key) else ""
-        call = ToolCall(_str(item.get("call_id")) or "", _str(item.get("name")) or "", arguments)
-        self._table.finalize(key, call)
+        self._table.finish_tool_call(
+            ("call", output),
+            _str(item.get("call_id")),
+            _str(item.get("name")),
+            _str(item.get("arguments")),
+        )
 
     def _terminal(self, response: JsonObject) -> None:
         self.done = True

@@ -60,10 +60,11 @@ def _reset(text: str | None, wall_now: float) -> float | None:
     if seconds is not None:
         return seconds
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
+        # timestamp() refuses some dates fromisoformat accepts (a naive 0001-01-01).
+        moment = datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError, OSError):
         return None
-    return max(0.0, moment.timestamp() - wall_now)
+    return max(0.0, moment - wall_now)
 
 
 def _int(text: str | None) -> int | None:

@@ -38,21 +38,33 @@ def _parse_block(block: bytes) -> SseEvent | None:
     return SseEvent(name, b"\n".join(data))
 
 
+_BOM = b"\xef\xbb\xbf"
+EXCERPT_BYTES = 200
+"""How much of a stream's start is kept, to show what a stream without events carried."""
+
+
 @final
 @attrs.define(eq=False)
 class SseDecoder:
     """Split a byte stream into SSE events; feed chunks as they arrive.
 
     Line endings may be ``\\n``, ``\\r\\n`` or ``\\r``; comments and unknown
-    fields are ignored; an event is dispatched at its blank line.
+    fields are ignored; an event is dispatched at its blank line; a leading
+    UTF-8 byte order mark is skipped.
     """
 
     _buffer: bytes = b""
-    _pending_cr: bool = False
+    _after_cr: bool = False
+    _head: bytes | None = None
+    _dispatched: bool = False
+    torn: bool = attrs.field(default=False, init=False)
+    """Whether the stream ended inside a line (set by :meth:`close`)."""
 
     def feed(self, data: bytes) -> list[SseEvent]:
         """Decode *data* and return the events it completed (possibly none)."""
-        if b"\r" in data or self._pending_cr:
+        if self._head is None:
+            data = self._begin(data)
+        if b"\r" in data or self._after_cr:
             data = self._normalise(data)
         buffer = self._buffer + data if self._buffer else data
         if b"\n\n" not in buffer:
@@ -66,26 +78,47 @@ class SseDecoder:
                 event = _parse_block(block.strip(b"\n") if block[:1] == b"\n" else block)
                 if event is not None:
                     events.append(event)
+        if events:
+            self._dispatched = True
         return events
 
     def close(self) -> list[SseEvent]:
-        """Flush at end of stream: a final event missing its blank line is still dispatched."""
-        rest, self._buffer = self._buffer.strip(b"\n"), b""
-        if not rest:
+        """Flush at end of stream: a final event missing its blank line is still dispatched.
+
+        When its last line has no line ending either, :attr:`torn` is set: the
+        body may have been cut inside that line.
+        """
+        rest, self._buffer = self._buffer, b""
+        self.torn = bool(rest) and not rest.endswith(b"\n")
+        rest = rest.strip(b"\n")
+        event = _parse_block(rest) if rest else None
+        if event is None:
             return []
-        event = _parse_block(rest)
-        return [] if event is None else [event]
+        self._dispatched = True
+        return [event]
 
     @property
     def pending(self) -> bool:
         """Whether undispatched bytes are buffered."""
         return bool(self._buffer.strip())
 
+    @property
+    def eventless_head(self) -> bytes | None:
+        """The stream's first bytes when it dispatched no event at all (else ``None``)."""
+        return None if self._dispatched else self._head
+
+    def _begin(self, data: bytes) -> bytes:
+        if not data:
+            return data
+        # A BOM split over the first two chunks is not looked for: no server sends one so.
+        data = data.removeprefix(_BOM)
+        self._head = data[:EXCERPT_BYTES]
+        return data
+
     def _normalise(self, data: bytes) -> bytes:
-        if self._pending_cr:
-            data = b"\r" + data
-            self._pending_cr = False
-        if data.endswith(b"\r"):
-            data = data[:-1]
-            self._pending_cr = True
+        # A chunk-final CR ends its line at once; a LF opening the next chunk
+        # then completes that CRLF and is no second line ending.
+        if self._after_cr and data[:1] == b"\n":
+            data = data[1:]
+        self._after_cr = data.endswith(b"\r")
         return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")

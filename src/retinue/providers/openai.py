@@ -130,6 +130,9 @@ class OpenAIModel(ClientOwner):
         if replay_reasoning is None:
             replay_reasoning = _is_deepseek(provider, base_url)
         self._replay_reasoning = replay_reasoning
+        # Models this server has sent Chat Completions usage for: a stream of one of them
+        # that ends at its finish reason, before usage and ``[DONE]``, was cut.
+        self._usage_models: set[str] = set()
         http_client = make_http_client(
             max_connections=max_connections,
             pool_size=pool_size,
@@ -164,7 +167,10 @@ class OpenAIModel(ClientOwner):
             max_tokens_param=self._max_tokens_param,
             replay_reasoning=self._replay_reasoning,
         )
-        return "/chat/completions", body, ChatStreamDecoder()
+        options = body.get("stream_options")
+        asked = isinstance(options, dict) and options.get("include_usage") is True
+        decoder = ChatStreamDecoder(expect_usage=asked and request.model in self._usage_models)
+        return "/chat/completions", body, decoder
 
     async def _send(
         self, path: str, body: dict[str, object], session_id: str | None
@@ -206,4 +212,6 @@ class OpenAIModel(ClientOwner):
                 async for chunk in chunks:
                     yield chunk
         finally:
+            if isinstance(decoder, ChatStreamDecoder) and decoder.sent_usage:
+                self._usage_models.add(request.model)
             await close_response(response)
