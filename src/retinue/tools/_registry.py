@@ -367,8 +367,9 @@ class ToolRegistry:
 
     def _needs_post_execute(self, prepared: PreparedCall, result: ToolExecutionResult) -> bool:
         return (
+            self.hooks.has_listeners("tools/post-execute")
             # Scoped: another agent's listener must not hold this agent's results back.
-            bool(self.hooks.listeners("tools/post-execute", prepared.execution.agent_id))
+            and bool(self.hooks.listeners("tools/post-execute", prepared.execution.agent_id))
             and (prepared.result is None or prepared.needs_post_execute)
             and not self._is_final(result)
         )
