@@ -19,6 +19,7 @@ from retinue import AgentOptions, Deny, Text, ToolResultBlock
 from retinue.hooks import SEAMS
 from retinue.prompt import Assembly, Section
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from tests.helpers import DEADLINE
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "hooks.md"
 
@@ -95,10 +96,11 @@ async def test_assemble_example_adds_a_section_to_the_request(
 ) -> None:
     """The added section reaches the model request and the logged request header."""
     model = ScriptedModel([Reply("Hello.")])
-    async with retinue.open_runtime(models=model, system_prompt="You are terse.") as rt:
-        rt.hooks.on("system-prompt/assemble", add_rules)
-        agent = await rt.create_agent("writer", AgentOptions(model="scripted"))
-        await agent.ask("Say hello.")
+    with trio.fail_after(DEADLINE):  # a hang fails in zero real time
+        async with retinue.open_runtime(models=model, system_prompt="You are terse.") as rt:
+            rt.hooks.on("system-prompt/assemble", add_rules)
+            agent = await rt.create_agent("writer", AgentOptions(model="scripted"))
+            await agent.ask("Say hello.")
     print(repr(model.requests[0].system))
 
     assert capsys.readouterr().out == "'You are terse.\\n\\nAnswer in one sentence.'\n"
@@ -139,10 +141,11 @@ async def test_pre_execute_example_denies_the_tool(
             Reply("I may not delete it."),
         ]
     )
-    async with retinue.open_runtime(models=model, tools=[delete_file]) as rt:
-        rt.hooks.on("tools/pre-execute", no_deletes)
-        agent = await rt.create_agent("clerk", AgentOptions(model="scripted"))
-        await agent.ask("Delete notes.txt.")
+    with trio.fail_after(DEADLINE):  # a hang fails in zero real time
+        async with retinue.open_runtime(models=model, tools=[delete_file]) as rt:
+            rt.hooks.on("tools/pre-execute", no_deletes)
+            agent = await rt.create_agent("clerk", AgentOptions(model="scripted"))
+            await agent.ask("Delete notes.txt.")
     [result] = [event.data for event in agent.session.events if event.type == "tool/result"]
     print(result.is_error, result.content[0].text)
 
@@ -174,12 +177,13 @@ async def test_emit_example_records_statuses_and_log_events(
         seen.append(event.type)
 
     model = ScriptedModel([Reply("Hi!")])
-    async with retinue.open_runtime(models=model) as rt:
-        agent = await rt.create_agent("greeter", AgentOptions(model="scripted"))
-        unregister = rt.hooks.on("agent/status", on_status, agent=agent)
-        rt.hooks.on("session/event", on_event, agent=agent)
-        await agent.ask("Hello.")
-        unregister()
+    with trio.fail_after(DEADLINE):  # a hang fails in zero real time
+        async with retinue.open_runtime(models=model) as rt:
+            agent = await rt.create_agent("greeter", AgentOptions(model="scripted"))
+            unregister = rt.hooks.on("agent/status", on_status, agent=agent)
+            rt.hooks.on("session/event", on_event, agent=agent)
+            await agent.ask("Hello.")
+            unregister()
     print(statuses)
     print(seen[0], seen[-1])
 
@@ -201,12 +205,13 @@ async def test_setup_snippet_hears_session_start(autojump_clock: trio.testing.Mo
         heard.append(source)
 
     options = AgentOptions(model="scripted")
-    async with retinue.open_runtime(models=ScriptedModel([])) as rt:
-        agent = await rt.create_agent(
-            "writer",
-            options,
-            setup=lambda agent: rt.hooks.on("agent/session-start", on_start, agent=agent),
-        )
-        assert heard == ["startup"]
+    with trio.fail_after(DEADLINE):  # a hang fails in zero real time
+        async with retinue.open_runtime(models=ScriptedModel([])) as rt:
+            agent = await rt.create_agent(
+                "writer",
+                options,
+                setup=lambda agent: rt.hooks.on("agent/session-start", on_start, agent=agent),
+            )
+            assert heard == ["startup"]
     assert agent.status == "disposed"
     _assert_tested(snippet)

@@ -3,22 +3,35 @@
 Properties (over send / steer / inject / cancel / dispose, raising listeners on
 every seam, and random ScriptedModel outcomes): the log invariants hold, every
 tool call has exactly one result, the driver never dies, and no queued message
-is lost except those ``cancel`` (or disposal) discards.
+is lost except those ``cancel`` (or disposal) discards: an ask is answered with
+turn 0 exactly when it was still queued (no message turn had opened since it was
+sent) at a ``cancel`` or ``dispose``; every other ask ends in the logged turn that
+took it, whose reason it reports, and that turn logged its prompt unless it died
+before submitting any (R7.11).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import trio
 import trio.testing
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 import retinue
 from retinue.providers import Usage
-from retinue.session import TurnEndReason
+from retinue.session import (
+    Event,
+    PromptBlocked,
+    StepStart,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    UserMessage,
+)
 from retinue.testing import (
     CallTools,
     CutAtMaxTokens,
@@ -32,7 +45,7 @@ from retinue.testing import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, nap
+from tests.helpers import OPTIONS, nap, texts
 
 SEAMS = [
     "agent/status",
@@ -85,6 +98,8 @@ OUTCOMES = st.one_of(
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("send"), st.integers(0, 99)),
+        # Several asks sent before the driver wakes: one turn takes them all (R3.8).
+        st.tuples(st.just("burst"), st.integers(2, 3)),
         st.tuples(st.just("steer"), st.integers(0, 99)),
         st.tuples(st.just("inject"), st.integers(0, 99)),
         st.tuples(st.just("cancel"), st.just(0)),
@@ -103,6 +118,86 @@ def _raiser(seam: str) -> Any:
     return listener
 
 
+def _message_turns(events: Sequence[Event]) -> int:
+    """How many turns opened on queued messages: each one drained the whole queue (R3.8)."""
+    return sum(
+        1
+        for event in events
+        if isinstance(event.data, TurnStart) and event.data.trigger.kind == "message"
+    )
+
+
+def _turn_span(events: Sequence[Event], turn: int) -> tuple[list[Event], TurnEndReason]:
+    """The events of message turn *turn*, from its ``turn/start`` to its ``turn/end``, and its reason."""
+    starts = [
+        i
+        for i, event in enumerate(events)
+        if isinstance(event.data, TurnStart)
+        and event.data.turn == turn
+        and event.data.trigger.kind == "message"
+    ]
+    assert len(starts) == 1, f"turn {turn} did not open exactly once on queued messages"
+    for end in range(starts[0] + 1, len(events)):
+        data = events[end].data
+        if isinstance(data, TurnEnd) and data.turn == turn:
+            return list(events[starts[0] : end + 1]), data.reason
+    raise AssertionError(f"turn {turn} never closed")
+
+
+# A raising listener here fails a turn before it logs its prompts: ``session/event``
+# raises out of the ``turn/start`` append, ``agent/prompt-submit`` out of the submission.
+_FAIL_BEFORE_PROMPTS = frozenset({"session/event", "agent/prompt-submit"})
+
+
+def _check_asks(
+    events: Sequence[Event],
+    asks: dict[int, retinue.TurnResult | None],
+    texts_of: dict[int, str],
+    discardable: set[int],
+    refused: set[int],
+    *,
+    disposed: bool,
+    raising: list[str],
+) -> None:
+    """Only prompts queued when a cancel or dispose landed are discarded; each other ask
+    ends in the turn that took it, and that turn logged its prompt."""
+    for key, result in asks.items():
+        if key in refused:
+            assert disposed, f"ask {key} refused though the agent was never disposed"
+            continue
+        assert result is not None, f"ask {key} never resolved"
+        if key in discardable:
+            # Queued (no turn had taken it) when cancel or dispose cleared the queue.
+            assert result.turn == 0, f"ask {key} was queued at a cancel, yet ran: {result}"
+            assert result.reason.kind in ("aborted", "disposed"), result
+            continue
+        assert result.turn > 0, f"ask {key} lost though no cancel found it queued: {result}"
+        span, reason = _turn_span(events, result.turn)
+        assert reason == result.reason, f"ask {key}: {result} but the log ends it {reason}"
+        logged = [
+            texts(event.data.content)
+            for event in span
+            if isinstance(event.data, (UserMessage, PromptBlocked))
+        ]
+        if texts_of[key] in logged:
+            continue
+        # Unlogged only if a raising listener failed the turn before its first prompt:
+        # turn/start and the prompts are logged with no checkpoint between (the
+        # listeners here are synchronous), so no cancel or dispose lands in between,
+        # and every prompt of a batch is logged before a step opens (R7.11, R7.14).
+        assert reason.kind == "error", (
+            f"ask {key}'s prompt missing from turn {result.turn}, which ended {reason}"
+        )
+        assert _FAIL_BEFORE_PROMPTS & set(raising), (
+            f"ask {key}'s turn {result.turn} failed before its prompt with no listener"
+            f" raising there: {reason}"
+        )
+        assert not logged, f"turn {result.turn} logged {logged} but lost ask {key}'s prompt"
+        assert not any(isinstance(event.data, StepStart) for event in span), (
+            f"turn {result.turn} ran a step without ask {key}'s prompt"
+        )
+
+
 async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: list[str]) -> None:
     model = ScriptedModel(
         {"scripted": [*outcomes, Reply("fine")], "final": [Reply("final answer")]}, repeat_last=True
@@ -113,26 +208,40 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
         ) as rt:
             agent = await rt.create_agent("p", OPTIONS)
             removers = [rt.hooks.on(seam, _raiser(seam), agent=agent) for seam in raising]
-            asks: dict[int, retinue.TurnResult] = {}
-            discards_possible: set[int] = set()
+            asks: dict[int, retinue.TurnResult | None] = {}
+            texts_of: dict[int, str] = {}
+            # Message turns opened when each ask was queued: while no further one has
+            # opened, the ask is still queued (every message turn drains the queue).
+            queued_at: dict[int, int] = {}
+            discardable: set[int] = set()
+            refused: set[int] = set()
+
+            def clear_queue() -> None:
+                """A cancel or dispose just cleared the queue: what it held may be discarded."""
+                opened = _message_turns(agent.session.events)
+                discardable.update(key for key, at in queued_at.items() if at == opened)
+
+            async def ask(key: int) -> None:
+                # No checkpoint between this count and the enqueue inside ask().
+                queued_at[key] = _message_turns(agent.session.events)
+                try:
+                    asks[key] = await agent.ask(texts_of[key])
+                except retinue.AgentDisposedError:
+                    # The send was refused, not lost: the agent was gone first.
+                    del queued_at[key]
+                    refused.add(key)
+
             disposed = False
             async with trio.open_nursery() as nursery:
                 for op, value in ops:
                     if disposed:
                         break
-                    if op == "send":
-                        text = f"m{len(asks)}-{value}"
-                        key = len(asks)
-                        asks[key] = None  # type: ignore[assignment]
-
-                        async def ask(key: int = key, text: str = text) -> None:
-                            try:
-                                asks[key] = await agent.ask(text)
-                            except retinue.AgentDisposedError:
-                                # The send was refused, not lost: the agent was gone first.
-                                asks[key] = retinue.TurnResult(0, TurnEndReason.disposed())
-
-                        nursery.start_soon(ask)
+                    if op in ("send", "burst"):
+                        for _ in range(value if op == "burst" else 1):
+                            key = len(asks)
+                            texts_of[key] = f"m{key}-{value}"
+                            asks[key] = None
+                            nursery.start_soon(ask, key)
                         await trio.lowlevel.checkpoint()
                     elif op == "steer":
                         agent.steer(f"steer-{value}")
@@ -140,25 +249,24 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                         with contextlib.suppress(RuntimeError):
                             agent.inject(f"ctx-{value}")
                     elif op == "cancel":
-                        discards_possible.update(asks)
                         agent.cancel("property cancel")
+                        clear_queue()
                     elif op == "sleep":
                         await trio.sleep(value)
                     else:
-                        discards_possible.update(asks)
                         await agent.dispose()
+                        clear_queue()
                         disposed = True
                 if not disposed:
                     await trio.testing.wait_all_tasks_blocked()
                     agent.cancel("drain")
-                    discards_possible.update(asks)
+                    clear_queue()
             events = agent.session.events
             check_session_invariants(events)
             check_no_dangling_tool_calls(events)
-            for key, result in asks.items():
-                assert result is not None, f"ask {key} never resolved"
-                if result.turn == 0:
-                    assert key in discards_possible, f"ask {key} lost without a cancel: {result}"
+            _check_asks(
+                events, asks, texts_of, discardable, refused, disposed=disposed, raising=raising
+            )
             if not disposed:
                 for remove in removers:
                     remove()
@@ -176,6 +284,11 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                 check_session_invariants(agent.session.events)
 
 
+@example(  # a batch of three, then one sent during its turn and cancelled while queued
+    ops=[("burst", 3), ("send", 4), ("cancel", 0), ("send", 5)],
+    outcomes=[Reply("slow", delay=2)],
+    raising=[],
+)
 @given(
     ops=OPS,
     outcomes=st.lists(OUTCOMES, max_size=8),
@@ -184,5 +297,6 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
 def test_interleavings_keep_the_log_sound(
     ops: list[tuple[str, int]], outcomes: list[Any], raising: list[str]
 ) -> None:
-    """R4.13-R4.16, R7.48, R2.25: any interleaving keeps invariants; nothing queued is lost silently."""
+    """R4.13-R4.16, R7.48, R2.25, R3.8: any interleaving keeps invariants; only prompts still
+    queued at a cancel or dispose are discarded, every other ask ends in the logged turn that took it."""
     trio.run(_scenario, ops, outcomes, raising, clock=trio.testing.MockClock(autojump_threshold=0))

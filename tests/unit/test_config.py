@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 import retinue
 from retinue.config import (
@@ -19,6 +21,8 @@ from retinue.config import (
     with_overrides,
 )
 from retinue.stores import check_session_id
+from retinue.testing import ScriptedModel
+from tests.helpers import runtime
 
 EXAMPLE = """
 max_parallel_tool_calls = 4
@@ -88,10 +92,25 @@ def test_parse_config_treats_an_empty_resume_session_id_as_absent() -> None:
     assert config.agents[0] == AgentEntry("a", session_id="s")
 
 
-def test_parse_config_allows_entries_sharing_a_label_without_exact_ids() -> None:
-    """R13.2: only exact identities must be unique; entries without one each get a fresh id."""
+async def test_parse_config_allows_entries_sharing_a_label_without_exact_ids(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R13.2, R13.3: only exact identities must be unique; entries without one each get a fresh id.
+
+    Parsing keeps both entries, neither naming an id; the fresh ids are made
+    when the agents start, one ``worker-session-<uuid4>`` each.
+    """
     config = parse_config({"agents": [{"id": "worker"}, {"id": "worker"}]})
-    assert len(config.agents) == 2
+    assert config.agents == (AgentEntry("worker"), AgentEntry("worker"))
+    assert [entry.identity for entry in config.agents] == [None, None]
+    async with runtime(ScriptedModel([]), config=config) as rt:
+        ids = [agent.id for agent in rt.agents.list()]
+    assert len(ids) == len(set(ids)) == 2, ids
+    for agent_id in ids:
+        label, separator, fresh = agent_id.partition("-session-")
+        assert (label, separator) == ("worker", "-session-"), agent_id
+        assert str(uuid.UUID(fresh)) == fresh, agent_id
+        assert uuid.UUID(fresh).version == 4, agent_id
 
 
 INVALID = [

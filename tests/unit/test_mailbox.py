@@ -1,4 +1,8 @@
-"""The mailbox: two FIFOs and the single driver's wake-up (SPEC 3, R3.2-R3.7)."""
+"""The mailbox: two FIFOs and the single driver's wake-up (SPEC 3, R3.2-R3.7).
+
+Waits run on the autojump clock under a virtual deadline: a lost wake-up fails
+in zero real time instead of hanging.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import trio.testing
 from retinue import MessageSource
 from retinue._content import as_content
 from retinue.mailbox import Mailbox, MailboxItem
+from tests.helpers import DEADLINE
 
 USER = MessageSource()
 
@@ -79,7 +84,7 @@ async def test_mailbox_wait_returns_at_once_when_stopped() -> None:
         await Mailbox().wait_for_queued(stop)
 
 
-async def test_mailbox_enqueue_wakes_the_waiter() -> None:
+async def test_mailbox_enqueue_wakes_the_waiter(autojump_clock: trio.testing.MockClock) -> None:
     """R3.2, R3.7: an empty mailbox parks the waiter until an enqueue."""
     mailbox = Mailbox()
     woke = trio.Event()
@@ -88,18 +93,21 @@ async def test_mailbox_enqueue_wakes_the_waiter() -> None:
         await mailbox.wait_for_queued(trio.Event())
         woke.set()
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(waiter)
-        await trio.testing.wait_all_tasks_blocked()
-        assert mailbox.statistics().driver_waiting
-        assert not woke.is_set()
-        mailbox.enqueue(item("go"))
-        await woke.wait()
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            assert mailbox.statistics().driver_waiting
+            assert not woke.is_set()
+            mailbox.enqueue(item("go"))
+            await woke.wait()
     assert not mailbox.statistics().driver_waiting
     assert texts(mailbox.drain_queued()) == ["go"]
 
 
-async def test_mailbox_steer_does_not_wake_the_waiter() -> None:
+async def test_mailbox_steer_does_not_wake_the_waiter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """R3.3: steering is appended without waking anyone."""
     mailbox = Mailbox()
     woke = trio.Event()
@@ -108,18 +116,19 @@ async def test_mailbox_steer_does_not_wake_the_waiter() -> None:
         await mailbox.wait_for_queued(trio.Event())
         woke.set()
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(waiter)
-        await trio.testing.wait_all_tasks_blocked()
-        mailbox.steer(item("later"))
-        await trio.testing.wait_all_tasks_blocked()
-        assert not woke.is_set()
-        assert mailbox.statistics().driver_waiting
-        nursery.cancel_scope.cancel()
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            mailbox.steer(item("later"))
+            await trio.testing.wait_all_tasks_blocked()
+            assert not woke.is_set()
+            assert mailbox.statistics().driver_waiting
+            nursery.cancel_scope.cancel()
     assert mailbox.has_steering
 
 
-async def test_mailbox_stop_event_ends_the_wait() -> None:
+async def test_mailbox_stop_event_ends_the_wait(autojump_clock: trio.testing.MockClock) -> None:
     """R3.7: disposal (its stop event set, then ``wake``) ends a parked wait with nothing queued."""
     mailbox = Mailbox()
     stop = trio.Event()
@@ -129,39 +138,48 @@ async def test_mailbox_stop_event_ends_the_wait() -> None:
         await mailbox.wait_for_queued(stop)
         woke.set()
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(waiter)
-        await trio.testing.wait_all_tasks_blocked()
-        stop.set()
-        mailbox.wake()
-        await woke.wait()
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            stop.set()
+            mailbox.wake()
+            await woke.wait()
     assert not mailbox.has_queued
 
 
-async def test_mailbox_wake_releases_the_waiter_without_queuing() -> None:
+async def test_mailbox_wake_releases_the_waiter_without_queuing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """R3.7: ``wake`` (used by dispose) ends the wait with nothing queued."""
     mailbox = Mailbox()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(mailbox.wait_for_queued, trio.Event())
-        await trio.testing.wait_all_tasks_blocked()
-        mailbox.wake()
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(mailbox.wait_for_queued, trio.Event())
+            await trio.testing.wait_all_tasks_blocked()
+            mailbox.wake()
     assert not mailbox.has_queued
     assert not mailbox.statistics().driver_waiting
 
 
-async def test_mailbox_wait_wakes_on_an_enqueue_even_if_a_clear_emptied_the_fifo() -> None:
+async def test_mailbox_wait_wakes_on_an_enqueue_even_if_a_clear_emptied_the_fifo(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """R3.7: an enqueue followed at once by ``clear`` still wakes the waiter; the caller re-checks."""
     mailbox = Mailbox()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(mailbox.wait_for_queued, trio.Event())
-        await trio.testing.wait_all_tasks_blocked()
-        mailbox.enqueue(item("gone"))
-        mailbox.clear()
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(mailbox.wait_for_queued, trio.Event())
+            await trio.testing.wait_all_tasks_blocked()
+            mailbox.enqueue(item("gone"))
+            mailbox.clear()
     assert not mailbox.has_queued
     assert not mailbox.statistics().driver_waiting
 
 
-async def test_mailbox_wait_parks_with_no_scheduling_point_before_it() -> None:
+async def test_mailbox_wait_parks_with_no_scheduling_point_before_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """R3.7: the waiter is registered before its first yield, so a check made just before still holds.
 
     The competing task can only run once the waiter yields; at that moment the
@@ -175,7 +193,7 @@ async def test_mailbox_wait_parks_with_no_scheduling_point_before_it() -> None:
             seen.append(mailbox.statistics().driver_waiting)
             mailbox.enqueue(item("now"))
 
-        with trio.fail_after(5):
+        with trio.fail_after(DEADLINE):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(competitor)
                 assert not mailbox.has_queued
@@ -184,7 +202,9 @@ async def test_mailbox_wait_parks_with_no_scheduling_point_before_it() -> None:
         assert mailbox.has_queued
 
 
-async def test_mailbox_tracks_only_the_most_recent_waiter() -> None:
+async def test_mailbox_tracks_only_the_most_recent_waiter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """R3.7: a newer waiter replaces the older hook; an older wait ending does not clear the newer hook."""
     mailbox = Mailbox()
     first_woke = trio.Event()
@@ -194,18 +214,21 @@ async def test_mailbox_tracks_only_the_most_recent_waiter() -> None:
         await mailbox.wait_for_queued(trio.Event())
         done.set()
 
-    async with trio.open_nursery() as nursery:
-        first_scope = trio.CancelScope()
-        nursery.start_soon(_run_in, first_scope, wait, first_woke)
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(wait, second_woke)
-        await trio.testing.wait_all_tasks_blocked()
-        first_scope.cancel()
-        await trio.testing.wait_all_tasks_blocked()
-        assert not first_woke.is_set()
-        assert mailbox.statistics().driver_waiting, "the older wait ending cleared the newer hook"
-        mailbox.enqueue(item("x"))
-        await second_woke.wait()
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            first_scope = trio.CancelScope()
+            nursery.start_soon(_run_in, first_scope, wait, first_woke)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(wait, second_woke)
+            await trio.testing.wait_all_tasks_blocked()
+            first_scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert not first_woke.is_set()
+            assert mailbox.statistics().driver_waiting, (
+                "the older wait ending cleared the newer hook"
+            )
+            mailbox.enqueue(item("x"))
+            await second_woke.wait()
     assert not first_woke.is_set()
     assert not mailbox.statistics().driver_waiting
 
