@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 
 import pytest
@@ -154,18 +155,27 @@ async def test_manage_does_not_retry_final_errors(autojump_clock: trio.abc.Clock
         assert len(inner.started) == 1
 
 
-async def test_manage_contains_a_failing_retry_callback(autojump_clock: trio.abc.Clock) -> None:
+async def test_manage_contains_a_failing_retry_callback(
+    autojump_clock: trio.abc.Clock, caplog: pytest.LogCaptureFixture
+) -> None:
     """A raising on_retry is logged, and the retry still happens."""
 
     def explode(_notice: RetryNotice) -> None:
         raise RuntimeError("listener bug")
 
-    with trio.fail_after(100):
+    with trio.fail_after(100), caplog.at_level(logging.ERROR, logger="retinue.providers"):
         inner = FakeModel([_rate_limited(0.5), OK])
         model = manage(inner, retry=RetryPolicy(), on_retry=explode)
         collected = await collect(model, make_request("hi"))
         assert collected.assembler.finish is STOP
         assert len(inner.started) == 2
+    logged = [r for r in caplog.records if r.name == "retinue.providers" and r.exc_info]
+    assert [(r.levelno, r.getMessage()) for r in logged] == [
+        (logging.ERROR, "an on_retry callback failed")
+    ]
+    error = logged[0].exc_info[1]  # type: ignore[index]
+    assert isinstance(error, RuntimeError)
+    assert str(error) == "listener bug"
 
 
 async def test_manage_reports_throttling_to_admission(autojump_clock: trio.abc.Clock) -> None:

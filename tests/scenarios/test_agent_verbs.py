@@ -287,8 +287,9 @@ async def test_dispose_is_idempotent(autojump_clock: trio.testing.MockClock) -> 
 async def test_an_agent_waiting_on_itself_from_its_own_tool_gets_a_typed_error(
     autojump_clock: trio.testing.MockClock, verb: str
 ) -> None:
-    """R2.9: ``wait_idle``/``ask`` from the agent's own tool would wait for itself forever;
-    it raises ``WAITS_FOR_ITSELF``, which the call reports, and the turn goes on.
+    """Waiting on oneself is refused: ``wait_idle``/``ask`` from the agent's own tool would
+    wait for itself forever; it raises ``WAITS_FOR_ITSELF``, which the call reports, and
+    the turn goes on.
     """
 
     async def wait_for_me(ctx: ToolContext) -> str:
@@ -312,7 +313,7 @@ async def test_an_agent_waiting_on_itself_from_its_own_tool_gets_a_typed_error(
 async def test_a_flush_listener_waiting_on_its_agent_during_disposal_gets_a_typed_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.9, R12.9: the final flush of a disposal runs the agent's ``session/flush``
+    """R12.9: the final flush of a disposal runs the agent's ``session/flush``
     listeners under its driver; a ``wait_idle`` there would wait for its own teardown,
     so it raises ``WAITS_FOR_ITSELF`` and ``dispose`` does not stall.
     """
@@ -338,7 +339,7 @@ async def test_a_flush_listener_waiting_on_its_agent_during_disposal_gets_a_type
 async def test_disposal_flush_listeners_waiting_on_each_other_get_a_typed_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.9, R12.10: two agents disposed together whose ``session/flush`` listeners each
+    """R12.10: two agents disposed together whose ``session/flush`` listeners each
     ``wait_idle`` on the other would wait in a circle; one gets ``WAIT_CYCLE``, so
     leaving the runtime does not wait out the flush timeout.
     """
@@ -413,11 +414,15 @@ async def test_an_agent_disposing_itself_from_its_own_turn_does_not_deadlock(
 async def test_status_changes_emit_only_real_transitions(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-A7 / R2.3, R7.1: no duplicate status events; back-to-back turns stay ``running``."""
+    """T-A7 / R2.3, R7.1: no duplicate status events; back-to-back turns stay ``running``;
+    a transition out of ``disposed`` is refused and never announced.
+    """
     model = ScriptedModel([Reply("one", delay=5), Reply("two"), Reply("three")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         statuses = record_statuses(rt, agent)
+        announced: list[tuple[str, str]] = []
+        rt.hooks.on("agent/status", lambda who, status: announced.append((who.id, status)))
         agent.send("first")
         await trio.sleep(1)
         assert agent.status == "running"
@@ -427,6 +432,18 @@ async def test_status_changes_emit_only_real_transitions(
         assert statuses == ["running", "idle"]
         await agent.ask("third")
         assert statuses == ["running", "idle", "running", "idle"]
+        await agent.dispose()
+        assert statuses[-1] == "disposed"
+        # No public verb moves a disposed agent, so drive the status setter itself, as a
+        # driver racing the disposal would: it must not leave ``disposed`` or announce.
+        after: list[str] = []
+        for status in ("idle", "running", "idle"):
+            agent._core.set_status(status)
+            after.append(agent.status)
+        assert after == ["disposed", "disposed", "disposed"]
+        expected = ["running", "idle", "running", "idle", "disposed"]
+        assert announced == [(agent.id, status) for status in expected]
+        assert statuses == expected
 
 
 async def test_wait_idle_returns_at_once_when_idle(autojump_clock: trio.testing.MockClock) -> None:
@@ -508,19 +525,37 @@ async def test_wait_idle_released_by_disposal_after_driver_exit(
 async def test_raising_status_listeners_are_contained(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-A9 / R2.33, R6.1: raising ``agent/status`` listeners change nothing; later listeners still run."""
-    model = ScriptedModel([Reply("one"), Reply("two")])
+    """T-A9 / R2.33, R6.1: raising ``agent/status`` listeners change nothing; later listeners
+    still run; a ``wait_idle`` waiter is already released when they hear the agent go idle.
+    """
+    model = ScriptedModel([Reply("one"), Reply("two", delay=5)])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
+        waiters: list[trio.Event] = []
+        released_when_heard: list[tuple[str, list[bool]]] = []
 
         def raising(_agent: retinue.Agent, status: str) -> None:
             raise RuntimeError(f"listener broke on {status}")
 
+        def check_waiters(_agent: retinue.Agent, status: str) -> None:
+            released_when_heard.append((status, [waiter.is_set() for waiter in waiters]))
+
         rt.hooks.on("agent/status", raising, agent=agent)
+        rt.hooks.on("agent/status", check_waiters, agent=agent)
         seen = record_statuses(rt, agent)
         first = await agent.ask("one")
         agent.send("two")
-        await agent.wait_idle()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.wait_idle)
+            await trio.sleep(1)  # the second turn is under way: its model replies at 5 s
+            waiters.extend(agent._core.idle_waiters)  # the one the waiting task registered
+            assert [waiter.is_set() for waiter in waiters] == [False]
+        assert released_when_heard == [
+            ("running", []),
+            ("idle", []),
+            ("running", []),
+            ("idle", [True]),
+        ]
         assert first.reason.kind == "completed"
         assert turn_ends(agent.session.events) == ["completed", "completed"]
         assert seen == ["running", "idle", "running", "idle"]

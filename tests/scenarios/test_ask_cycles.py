@@ -1,4 +1,7 @@
-"""Agents waiting on each other from their tools (SPEC R2.9, R2.32; DESIGN 4).
+"""Agents waiting on each other from their tools.
+
+No SPEC rule covers refusing such waits; the README documents it ("Agents may ask
+each other from their tools"), as do ``Agent.ask`` and ``Agent.wait_idle``.
 
 A tool of agent X that awaits ``Y.ask`` or ``Y.wait_idle`` keeps X's turn open
 until Y answers. If Y, directly or through other agents, is itself waiting on
@@ -70,8 +73,8 @@ def codes(agent: retinue.Agent) -> list[str | None]:
 async def test_two_agents_asking_each_other_from_their_tools_do_not_wait_forever(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.9, R2.32: a's tool asks b while b's tool asks a; the second ask closes the circle
-    and raises ``WAIT_CYCLE`` naming both agents, so both turns end.
+    """A circle of waits is refused: a's tool asks b while b's tool asks a; the second ask
+    closes the circle and raises ``WAIT_CYCLE`` naming both agents, so both turns end.
     """
     peers: Peers = {}
     model = ScriptedModel(
@@ -99,8 +102,9 @@ async def test_two_agents_asking_each_other_from_their_tools_do_not_wait_forever
 async def test_a_circle_through_three_agents_is_refused_for_wait_idle_too(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.9, R2.32: a asks b, b asks c, and c's tool waits for a to go idle: the circle
-    a -> b -> c -> a is refused at c's ``wait_idle``, and the whole chain answers.
+    """A circle of waits is refused for ``wait_idle`` too: a asks b, b asks c, and c's tool
+    waits for a to go idle: the circle a -> b -> c -> a is refused at c's ``wait_idle``,
+    and the whole chain answers.
     """
     peers: Peers = {}
     model = ScriptedModel({name: calls_then_replies(name) for name in "abc"}, repeat_last=True)

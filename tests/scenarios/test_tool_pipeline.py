@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 from collections.abc import Callable
 from typing import Literal
@@ -29,6 +30,11 @@ from retinue.tools import (
 )
 from retinue.tools._body import TOOL_THREADS
 from tests.helpers import Next
+
+# Sync tool bodies run in worker threads, where the virtual clock would fire tool timeouts
+# spuriously, so most tests here run on the real clock: bound each one in real time. The
+# slowest takes about 0.2 s; the two with their own 10 s deadlines stay inside this bound.
+pytestmark = pytest.mark.timeout(30)
 
 
 @tool
@@ -992,7 +998,7 @@ async def test_result_observers_get_every_final_result() -> None:
     assert text_of(ok) == "replaced"
 
 
-async def test_result_observer_failures_are_contained() -> None:
+async def test_result_observer_failures_are_contained(caplog: pytest.LogCaptureFixture) -> None:
     """R9.3: a raising ``tools/result`` observer is logged and ignored."""
     hooks, registry = setup()
     calls: list[str] = []
@@ -1003,9 +1009,17 @@ async def test_result_observer_failures_are_contained() -> None:
 
     hooks.on("tools/result", broken)
     hooks.on("tools/result", lambda *_: calls.append("after"))
-    result = await registry.execute(call())
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        result = await registry.execute(call())
     assert text_of(result) == "hi"
     assert calls == ["broken", "after"]
+    logged = [r for r in caplog.records if r.name == "retinue.hooks" and r.exc_info]
+    assert [(r.levelno, r.getMessage()) for r in logged] == [
+        (logging.ERROR, "listener failed in tools/result (contained)")
+    ]
+    error = logged[0].exc_info[1]  # type: ignore[index]
+    assert isinstance(error, RuntimeError)
+    assert str(error) == "observer bug"
 
 
 # -- the whole contract --------------------------------------------------------------

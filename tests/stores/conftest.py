@@ -21,6 +21,23 @@ from retinue.stores._writebehind import BufferedStore
 STORE_KINDS = ["memory", "sqlite", "jsonl", "postgres"]
 POSTGRES_ENV = "RETINUE_TEST_POSTGRES_DSN"
 
+HERE = Path(__file__).resolve().parent
+STORE_TEST_TIMEOUT = 120
+"""Real seconds a store test may take: they run on the real clock (worker threads, child
+processes, a PostgreSQL server), so a hang is bounded here rather than by the global 600 s.
+The slowest (1100 JSONL sessions in a child process) takes 3-10 s."""
+CRASH_TEST_TIMEOUT = 600
+"""The crash suite's own longer bound: each test SIGKILLs real processes for about 100 s."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Bound every store test without a ``timeout`` marker of its own in real time."""
+    for item in items:
+        if not item.path.is_relative_to(HERE) or item.get_closest_marker("timeout"):
+            continue  # this hook sees the whole session's items, not only this directory's
+        crash = item.get_closest_marker("crash") is not None
+        item.add_marker(pytest.mark.timeout(CRASH_TEST_TIMEOUT if crash else STORE_TEST_TIMEOUT))
+
 
 def postgres_dsn() -> str:
     """The test server's DSN; skip (fail under CI) when there is none."""
