@@ -58,6 +58,15 @@ def test_sse_decoder_dispatches_an_event_ending_in_a_carriage_return_at_once() -
     assert decoder.feed(b"\ndata: two\r\n\r\n") == [SseEvent(None, b"two")]
 
 
+def test_sse_decoder_keeps_a_split_crlf_across_an_empty_chunk() -> None:
+    """A CR ending one chunk and the LF opening a later one are one line ending, even
+    with an empty chunk between them."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert decoder.feed(b"") == []
+    assert decoder.feed(b"\ndata: b\n\n") == [SseEvent(None, b"a\nb")]
+
+
 def test_sse_decoder_ignores_blocks_without_data() -> None:
     """A block with only an event name dispatches nothing."""
     assert _decode([b"event: lonely\n\n"]) == []

@@ -413,7 +413,10 @@ async def test_chat_tool_arguments_sent_as_an_object_are_kept_as_json_text(
     )
 
 
-@pytest.mark.parametrize(("body", "headers"), _chat_bodies([1, 2]) + _chat_bodies(7))
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    _chat_bodies([1, 2]) + _chat_bodies(7) + _chat_bodies({"huge": float("inf")}),
+)
 async def test_chat_tool_arguments_of_another_type_are_malformed(body: bytes, headers: Any) -> None:
     """R10.3: arguments that are neither JSON text nor an object cannot be a call's input."""
     with pytest.raises(ProviderStreamError, match="arguments") as caught:
@@ -524,6 +527,7 @@ async def test_stream_ending_inside_a_line_is_truncated(api: str, body: bytes) -
             {"type": "content_block_start", "index": {}, "content_block": {"type": "text"}},
         ),
         ("messages", {"type": "content_block_stop", "index": [0]}),
+        ("messages", {"type": "content_block_stop", "index": True}),
         ("responses", {"type": "response.output_text.delta", "output_index": [0], "delta": "a"}),
         (
             "responses",

@@ -70,6 +70,43 @@ async def test_resume_after_a_failed_final_flush_commits_what_the_old_agent_left
         check_session_invariants(again.session.events)
 
 
+class _HangingDetach(BufferedStore):
+    """A memory store whose final flush (``detach``) hangs while ``hang`` is set."""
+
+    hang = False
+
+    async def detach(self, session: Any) -> None:
+        if self.hang:
+            await trio.sleep_forever()
+        await super().detach(session)
+
+
+async def test_a_resume_behind_a_hanging_final_flush_fails_within_flush_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: the retried final flush of a stranded session is bounded like the teardown's:
+    a create or resume of the id fails after ``flush_timeout`` instead of waiting forever,
+    and succeeds once the store answers again."""
+    store = _HangingDetach(MemoryBackend(), name="hanging")
+    model = ScriptedModel([Reply("one")], repeat_last=True)
+    async with runtime(model, store=store, flush_timeout=5) as rt:
+        agent = await rt.create_agent("w", OPTIONS)
+        await agent.ask("hello")
+        store.hang = True
+        await agent.dispose()
+        for attempt in (
+            rt.resume_agent(agent.id, OPTIONS),
+            rt.create_agent("w", OPTIONS, session_id=agent.id),
+        ):
+            started = trio.current_time()
+            with pytest.raises(StoreError, match="did not answer within 5"):
+                await attempt
+            assert trio.current_time() - started == 5
+        store.hang = False
+        again = await rt.resume_agent(agent.id, OPTIONS)
+        assert (await again.ask("again")).turn == 2
+
+
 async def test_cancelled_wait_idle_calls_leave_no_waiter_behind(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -299,14 +299,14 @@ class HookBus:
                     nursery.start_soon(run, fn)
         except BaseException:
             # Cancelled (a deadline, say): none of the failures is raised.
-            _log_unraised(name, failures)
+            _log_unraised(name, failures, "the dispatch was cancelled")
             raise
         if failures:
-            _log_unraised(name, failures[1:])
+            _log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
 
 
-def _log_unraised(name: str, failures: list[Exception]) -> None:
+def _log_unraised(name: str, failures: list[Exception], why: str) -> None:
     """Log the listener failures a parallel dispatch does not raise: one exception propagates."""
     for exc in failures:
-        log.error("listener failed in %s (not raised: another error was)", name, exc_info=exc)
+        log.error("listener failed in %s (not raised: %s)", name, why, exc_info=exc)

@@ -90,7 +90,7 @@ def block_index(payload: JsonObject, field: str, where: str) -> int | None:
         ProviderStreamError: the index is of another type (it keys the block table).
     """
     value = payload.get(field)
-    if value is None or isinstance(value, int):
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise malformed(f"{where}: an event's {field} is a {type(value).__name__}, not an integer")
 

@@ -244,7 +244,13 @@ def _arguments(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, dict):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            # A number beyond a float parsed as infinity: written back it is not JSON.
+            raise malformed(
+                "chat completions: a tool call's function.arguments holds a number out of range"
+            ) from None
     raise malformed(
         f"chat completions: a tool call's function.arguments is a {type(value).__name__}, "
         "not JSON text or an object"

@@ -116,6 +116,8 @@ class SseDecoder:
         return data
 
     def _normalise(self, data: bytes) -> bytes:
+        if not data:
+            return data  # an empty chunk keeps a pending CR pending
         # A chunk-final CR ends its line at once; a LF opening the next chunk
         # then completes that CRLF and is no second line ending.
         if self._after_cr and data[:1] == b"\n":

@@ -243,19 +243,24 @@ class Runtime:
         """Commit and detach what a failed final flush left of *agent_id*'s session (R12.9).
 
         Called with the id reserved for a creation; a checkpoint only when there is
-        something to settle. While the store still fails, raises its error and
+        something to settle. Bounded by ``flush_timeout`` like the teardown's own
+        try. While the store still fails (or hangs), raises a ``StoreError`` and
         leaves the session for a later try.
         """
         session = self._stranded.get(agent_id)
         if session is None:
             return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
-        try:
-            await self.store.detach(session)
-        except StoreError as exc:
+        pending = "the final flush of a disposed agent is still pending"
+        limit = self._services.flush_timeout
+        with trio.move_on_after(limit) as deadline:
+            try:
+                await self.store.detach(session)
+            except StoreError as exc:
+                raise StoreError(f"{pending}: {exc.message}", code=exc.code) from exc
+        if deadline.cancelled_caught:
             raise StoreError(
-                f"the final flush of a disposed agent is still pending: {exc.message}",
-                code=exc.code,
-            ) from exc
+                f"{pending}: the store did not answer within {limit}s", code="STORAGE_ERROR"
+            )
         del self._stranded[agent_id]
 
     @contextmanager

@@ -72,7 +72,7 @@ class ToolExecution:
     """The calling agent's id: it scopes the tool view and every seam dispatch."""
     token: str = attrs.field(factory=_fresh_token, kw_only=True)
     """A fresh opaque id for this execution."""
-    raw_arguments: str | None = attrs.field(default=None, kw_only=True)
+    raw_arguments: str | None = attrs.field(default=None, kw_only=True, repr=False)
     """The model's text of the arguments, when the loop parsed them; else ``None``."""
 
 
