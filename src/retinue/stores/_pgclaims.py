@@ -55,8 +55,10 @@ class SessionClaims:
     Released by :meth:`release` (or by the server when the connection ends).
     A claim also waits for a commit the previous writer still has in flight,
     so that a load reads the final log. That wait runs on a reader connection,
-    not holding the lock connection: it holds up only the claims, releases
-    and commit groups that involve its session. Every method blocks.
+    not holding the lock connection: it holds up the claims and releases of
+    its own session only, and a commit group only if the group holds that
+    session (the store commits one group at a time, so later groups then
+    wait behind it). Every method blocks.
     """
 
     def __init__(
