@@ -173,7 +173,7 @@ async def test_a_bug_in_a_turns_error_handling_closes_it_as_a_driver_crash(
 
     Breaks ``TurnState.record_error``; a model error then makes the turn's
     error handling raise. Nothing disposed the agent: the supervisor closes
-    the turn ``error``/``DRIVER_CRASH``, the ask says so, and the restarted
+    the turn ``error``/``DRIVER_CRASH``, the ask gets that same turn and reason, and the restarted
     driver serves the next prompt.
     """
     model = ScriptedModel([FinishWithError("boom"), Reply("fine")])
@@ -187,10 +187,11 @@ async def test_a_bug_in_a_turns_error_handling_closes_it_as_a_driver_crash(
         monkeypatch.setattr(_state.TurnState, "record_error", broken)
         result = await agent.ask("go")
         monkeypatch.undo()
-        assert result.reason.kind == "error"
-        assert result.reason.code == "DRIVER_CRASH"
         reason = last_end_reason(agent.session.events)
         assert (reason.kind, reason.code) == ("error", "DRIVER_CRASH")
+        assert "record_error bug" in str(reason.message)
+        # The ask gets the answer the log gives: the same turn and reason.
+        assert (result.turn, result.reason) == (1, reason)
         assert [type(error) for (error,) in restarts] == [DriverBugError]
         again = await agent.ask("again")
         assert again.reason.kind == "completed"

@@ -61,12 +61,15 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
         if core.cancel_marker and _cancelled_before_start(core, window=2):
             continue
         items = mailbox.drain_queued()
+        turn = core.session.next_turn_number()
         try:
             terminal = await _guarded_turn(core, items)
         except BaseException as exc:
             # A bug (or the runtime's cancellation) escaped the turn: the supervisor
-            # takes over, but the prompts of this batch get an answer first.
-            settle(items, TurnResult(0, _escaped(exc)))
+            # takes over, but the prompts of this batch get an answer first, the one
+            # the log will give (the supervisor closes a logged turn with it).
+            logged = core.session.last_turn >= turn
+            settle(items, TurnResult(turn if logged else 0, _escaped(exc)))
             raise
         core.cancel_marker = False
         core.cancel_reason = None
@@ -79,8 +82,13 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
 def _escaped(error: BaseException) -> TurnEndReason:
     """How a batch ends when *error* escaped its turn: a crash, or the runtime's teardown."""
     if isinstance(error, Exception):
-        return TurnEndReason.error(0, "the agent's driver crashed", "DRIVER_CRASH")
+        return crash_reason(error)
     return TurnEndReason.disposed()
+
+
+def crash_reason(error: Exception) -> TurnEndReason:
+    """How a turn a driver crash cut short ends, in the log and for its askers."""
+    return TurnEndReason.error(0, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
 
 
 def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:

@@ -9,8 +9,8 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import ConfigError, describe_error
-from retinue.loop import AgentCore, run_flusher, run_loop
+from retinue._errors import ConfigError
+from retinue.loop import AgentCore, crash_reason, run_flusher, run_loop
 from retinue.session import ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
 
@@ -159,7 +159,7 @@ def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: Rest
 
 def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
     session = core.session
-    reason = TurnEndReason.error(0, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
+    reason = crash_reason(error)
     closers = closing_events(
         session.events,
         reason,
