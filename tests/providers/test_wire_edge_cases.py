@@ -14,8 +14,13 @@ import pytest
 import trio
 
 from retinue._content import Reasoning, Text, ToolCall
-from retinue._stream import Usage
-from retinue.providers import ProviderConnectionError, ProviderError, ProviderStreamError
+from retinue._stream import TextDelta, ToolCallDelta, Usage
+from retinue.providers import (
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStreamError,
+    RetryPolicy,
+)
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, MockServer, RawReply, ScriptedPolicy
 from retinue.providers.openai import OpenAIModel
@@ -561,3 +566,150 @@ async def test_chat_done_sentinel_with_surrounding_whitespace_ends_the_stream(do
     collected = await _serve("chat", _sse(CHAT_ANSWER, CHAT_USAGE, done))
     assert collected.message.content == (Text("hi"),)
     assert collected.assembler.usage == Usage(5, 3)
+
+
+# Complete items in the shapes of the recorded Responses streams (``output_item.done``,
+# ``response.completed``'s ``output``).
+COMPLETE_REASONING: dict[str, Any] = {
+    "id": "rs_1",
+    "type": "reasoning",
+    "summary": [{"type": "summary_text", "text": "Plan."}, {"type": "summary_text", "text": "Go."}],
+}
+COMPLETE_MESSAGE: dict[str, Any] = {
+    "id": "msg_1",
+    "type": "message",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "output_text", "annotations": [], "text": "Checking Oslo."}],
+}
+COMPLETE_CALL: dict[str, Any] = {
+    "id": "fc_1",
+    "type": "function_call",
+    "status": "completed",
+    "call_id": "call_1",
+    "name": "lookup",
+    "arguments": '{"city":"Oslo"}',
+}
+COMPLETE_ITEMS: list[dict[str, Any]] = [COMPLETE_REASONING, COMPLETE_MESSAGE, COMPLETE_CALL]
+COMPLETE_CONTENT = (
+    Reasoning("Plan.\n\nGo."),
+    Text("Checking Oslo."),
+    ToolCall("call_1", "lookup", '{"city":"Oslo"}'),
+)
+
+
+def _items_done() -> list[dict[str, Any]]:
+    return [
+        {"type": "response.output_item.done", "output_index": index, "item": item}
+        for index, item in enumerate(COMPLETE_ITEMS)
+    ]
+
+
+def _completed(output: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "response.completed", "response": {"status": "completed", "output": output}}
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [*_items_done(), _completed([])],
+        [_completed(COMPLETE_ITEMS)],
+        [*_items_done(), _completed(COMPLETE_ITEMS)],
+    ],
+    ids=["items-done", "completed-output", "both"],
+)
+async def test_responses_items_sent_only_complete_keep_their_content(
+    events: list[dict[str, Any]],
+) -> None:
+    """R10.2: a compatible server that streams no deltas, only each item complete and/or
+    the completed response's ``output``, still yields the text and the call with its
+    arguments, once, and streams them as deltas.
+    """
+    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    assert collected.message.content == COMPLETE_CONTENT
+    assert collected.assembler.finish.kind == "tool-calls"
+    texts = [chunk.text for chunk in collected.chunks if isinstance(chunk, TextDelta)]
+    calls = [chunk for chunk in collected.chunks if isinstance(chunk, ToolCallDelta)]
+    assert texts == ["Checking Oslo."]
+    assert [(c.id, c.name, c.arguments_delta) for c in calls] == [
+        ("call_1", "lookup", '{"city":"Oslo"}')
+    ]
+
+
+@pytest.mark.parametrize("content_index", [{"content_index": 0}, {}], ids=["indexed", "no-index"])
+async def test_responses_items_streamed_in_deltas_are_not_doubled_when_complete(
+    content_index: dict[str, Any],
+) -> None:
+    """R10.2: an item seen in deltas is not repeated by its ``output_item.done`` nor by the
+    completed response's ``output`` (even when the deltas carry no ``content_index``).
+    """
+    summary = "response.reasoning_summary_text.delta"
+    call_added = {**COMPLETE_CALL, "status": "in_progress", "arguments": ""}
+    arguments = "response.function_call_arguments.delta"
+    events: list[dict[str, Any]] = [
+        {"type": summary, "output_index": 0, "summary_index": 0, "delta": "Plan."},
+        {"type": summary, "output_index": 0, "summary_index": 1, "delta": "Go."},
+        {"type": "response.output_item.added", "output_index": 1, "item": COMPLETE_MESSAGE},
+        {"type": "response.output_text.delta", "output_index": 1, "delta": "Checking "}
+        | content_index,
+        {"type": "response.output_text.delta", "output_index": 1, "delta": "Oslo."} | content_index,
+        {"type": "response.output_item.added", "output_index": 2, "item": call_added},
+        {"type": arguments, "output_index": 2, "delta": '{"city":'},
+        {"type": arguments, "output_index": 2, "delta": '"Oslo"}'},
+        *_items_done(),
+        _completed(COMPLETE_ITEMS),
+    ]
+    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    assert collected.message.content == COMPLETE_CONTENT
+    texts = [chunk.text for chunk in collected.chunks if isinstance(chunk, TextDelta)]
+    assert texts == ["Checking ", "Oslo."]
+
+
+@pytest.mark.parametrize(
+    ("api", "body", "status", "retryable"),
+    [
+        (
+            "chat",
+            _sse(b'{"error":{"message":"boom","code":500,"type":"InternalServerError"}}'),
+            500,
+            True,
+        ),
+        ("chat", _sse(b'{"error":{"message":"slow down","code":"429"}}'), 429, True),
+        (
+            "chat",
+            _sse(b'{"error":{"message":"bad","code":400,"type":"BadRequestError"}}'),
+            400,
+            False,
+        ),
+        ("responses", _typed_event({"type": "error", "code": 503, "message": "busy"}), 503, True),
+        (
+            "responses",
+            _typed_event(
+                {
+                    "type": "response.failed",
+                    "response": {"status": "failed", "error": {"code": 502, "message": "gw"}},
+                }
+            ),
+            502,
+            True,
+        ),
+        (
+            "messages",
+            _typed_event({"type": "error", "error": {"code": 529, "message": "Overloaded"}}),
+            529,
+            True,
+        ),
+    ],
+    ids=["chat-vllm-500", "chat-string-429", "chat-400", "responses-error", "failed", "messages"],
+)
+async def test_stream_error_with_a_numeric_code_is_retryable_as_that_status(
+    api: str, body: bytes, status: int, retryable: bool
+) -> None:
+    """R10.3: an in-stream error whose ``code`` is an HTTP status (vLLM, LiteLLM) carries
+    that status and is retried as the status would be, not refused as an unknown code.
+    """
+    with pytest.raises(ProviderStreamError) as caught:
+        await _serve(api, body)
+    assert (caught.value.code, caught.value.status) == (str(status), status)
+    assert caught.value.retryable is retryable
+    assert RetryPolicy().is_retryable(caught.value) is retryable

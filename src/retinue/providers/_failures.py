@@ -32,6 +32,7 @@ __all__ = [
     "ProviderStreamError",
     "RateLimitError",
     "error_from_body",
+    "numeric_status",
     "status_error",
 ]
 
@@ -158,6 +159,23 @@ def error_from_body(body: object) -> tuple[str | None, str | None]:
         str(code) if code is not None else None,
         str(message) if message is not None else None,
     )
+
+
+def numeric_status(code: object) -> int | None:
+    """The HTTP status an error event's numeric code names (``500``, ``"503"``), if any.
+
+    Some servers (vLLM, LiteLLM) give the status they would have answered
+    with as an in-stream error's ``code``.
+    """
+    if isinstance(code, str) and len(code) == 3 and code.isascii() and code.isdigit():
+        status: object = int(code)
+    elif isinstance(code, float) and code.is_integer():
+        status = int(code)
+    else:
+        status = code
+    if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
+        return status
+    return None
 
 
 def status_error(

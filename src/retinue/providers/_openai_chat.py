@@ -35,7 +35,13 @@ from retinue._stream import (
 )
 
 from ._blocks import BlockTable, loads_event, malformed, opaque_part, user_run_items
-from ._failures import RETRYABLE_STREAM_CODES, ProviderConnectionError, ProviderStreamError
+from ._failures import (
+    RETRYABLE_STATUSES,
+    RETRYABLE_STREAM_CODES,
+    ProviderConnectionError,
+    ProviderStreamError,
+    numeric_status,
+)
 from ._sse import SseEvent
 
 __all__ = [
@@ -221,15 +227,23 @@ def chat_finish(name: str | None) -> FinishReason:
 
 
 def stream_error(error: object, *, where: str) -> ProviderStreamError:
-    """The error for an ``error`` object that arrived inside a stream."""
+    """The error for an ``error`` object that arrived inside a stream.
+
+    A numeric code is the HTTP status the server would have answered with: the
+    error carries it as its ``status`` and is retryable as that status is.
+    """
     fields = _dict(error)
     code = fields.get("code") or fields.get("type")
     message = fields.get("message") or (str(error) if error else "the server gave no detail")
-    code_text = str(code) if code is not None else "STREAM_ERROR"
+    status = numeric_status(code)
+    if status is not None:
+        code_text = str(status)
+        retryable = status in RETRYABLE_STATUSES
+    else:
+        code_text = str(code) if code is not None else "STREAM_ERROR"
+        retryable = code_text in RETRYABLE_STREAM_CODES
     return ProviderStreamError(
-        f"{where} stream error: {message}",
-        code=code_text,
-        retryable=code_text in RETRYABLE_STREAM_CODES,
+        f"{where} stream error: {message}", code=code_text, status=status, retryable=retryable
     )
 
 

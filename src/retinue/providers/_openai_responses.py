@@ -172,6 +172,15 @@ _PARAGRAPH = "\n\n"
 """What separates two parts of a reasoning item's summary (each part is a paragraph)."""
 
 
+def _part_texts(parts: list[object]) -> list[tuple[int, str]]:
+    """Each content or summary part's text (or refusal), with its index, when it has some."""
+    texts = (
+        (index, _dict(part).get("text") or _dict(part).get("refusal"))
+        for index, part in enumerate(parts)
+    )
+    return [(index, text) for index, text in texts if isinstance(text, str) and text]
+
+
 @final
 @attrs.define(eq=False)
 class ResponsesStreamDecoder:
@@ -199,11 +208,9 @@ class ResponsesStreamDecoder:
         if kind == "response.output_item.added":
             return self._item_added(output, _dict(payload.get("item")))
         if kind == "response.output_item.done":
-            self._item_done(output, _dict(payload.get("item")))
-            return []
+            return self._item_done(output, _dict(payload.get("item")))
         if kind in ("response.completed", "response.incomplete"):
-            self._terminal(_dict(payload.get("response")))
-            return []
+            return self._terminal(_dict(payload.get("response")))
         if kind == "response.failed":
             failure = _dict(payload.get("response")).get("error")
             raise stream_error(failure, where="responses")
@@ -227,18 +234,55 @@ class ResponsesStreamDecoder:
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
         return [self._table.tool_call(("call", output), call_id, name, "")]
 
-    def _item_done(self, output: object, item: JsonObject) -> None:
-        if item.get("type") != "function_call":
-            return
-        self._table.finish_tool_call(
-            ("call", output),
-            _str(item.get("call_id")),
-            _str(item.get("name")),
-            _str(item.get("arguments")),
-        )
+    def _item_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        """A completed output item: its content, unless deltas already streamed it.
 
-    def _terminal(self, response: JsonObject) -> None:
+        Some compatible servers send no deltas: each item only complete (an
+        ``output_item.done``), or only in the completed response's ``output``.
+        """
+        kind = item.get("type")
+        if kind == "function_call":
+            return self._call_done(output, item)
+        if kind == "message":
+            return self._message_done(output, _list(item.get("content")))
+        if kind == "reasoning":
+            parts = _list(item.get("summary")) or _list(item.get("content"))
+            return self._reasoning_done(output, parts)
+        return []
+
+    def _call_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        """A completed call's final arguments win; one first seen here opens with them all."""
+        key = ("call", output)
+        call_id, name = _str(item.get("call_id")), _str(item.get("name"))
+        arguments = _str(item.get("arguments"))
+        out: list[StreamChunk] = []
+        if not self._table.has(key):
+            out.append(self._table.tool_call(key, call_id, name, arguments or ""))
+        self._table.finish_tool_call(key, call_id, name, arguments)
+        return out
+
+    def _message_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
+        table = self._table
+        # Deltas without a content_index stream the whole item into one block.
+        if table.has(("text", output, None)) or any(
+            table.has(("text", output, index)) for index in range(len(parts))
+        ):
+            return []
+        return [table.text(("text", output, index), text) for index, text in _part_texts(parts)]
+
+    def _reasoning_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
+        key = ("reasoning", output)
+        texts = [text for _, text in _part_texts(parts)]
+        if self._table.has(key) or not texts:
+            return []
+        return [self._table.reasoning(key, _PARAGRAPH.join(texts))]
+
+    def _terminal(self, response: JsonObject) -> list[StreamChunk]:
+        """The response's end: items only its ``output`` carried, usage, the finish."""
         self.done = True
+        out: list[StreamChunk] = []
+        for position, item in enumerate(_list(response.get("output"))):
+            out.extend(self._item_done(position, _dict(item)))
         usage = response.get("usage")
         if isinstance(usage, dict):
             self._table.usage = responses_usage(usage)
@@ -254,6 +298,7 @@ class ResponsesStreamDecoder:
                 self._finish = Finish(MAX_TOKENS)
         else:
             self._finish = Finish(TOOL_CALLS if self._table.has_tool_calls else STOP)
+        return out
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
         """Decode a whole non-streaming response object.
@@ -264,21 +309,8 @@ class ResponsesStreamDecoder:
         """
         if payload.get("error"):
             raise stream_error(payload["error"], where="responses")
-        output = payload.get("output")
-        if not isinstance(output, list):
+        if not isinstance(payload.get("output"), list):
             raise malformed("the responses response has no output list")
-        for position, entry in enumerate(output):
-            item = _dict(entry)
-            kind = item.get("type")
-            parts = _list(item.get("content" if kind == "message" else "summary"))
-            for index, part in enumerate(parts):
-                text = _str(_dict(part).get("text") or _dict(part).get("refusal"))
-                if text and kind == "message":
-                    self._table.text(("text", position, index), text)
-                elif text and kind == "reasoning":
-                    key = ("reasoning", position)
-                    self._table.reasoning(key, _PARAGRAPH + text if self._table.has(key) else text)
-            self._item_done(position, item)
         self._terminal(payload)
         return []
 
