@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import pytest
 import trio
@@ -33,6 +34,34 @@ async def _store(dsn: str, schema: str, session_id: str, *, open_turn: bool = Fa
         if open_turn:
             open_tool_turn(session)
         await store.detach(session)
+
+
+@contextmanager
+def _row_held(dsn: str, schema: str, session_id: str) -> Iterator[Callable[[], None]]:
+    """Hold a session's row in another connection's transaction, as a previous writer's
+    commit still in flight would; yields the function that lets go of it.
+
+    Let go after 5 s at the latest, so that a store waiting for it makes its
+    test fail rather than hang.
+    """
+    import psycopg
+
+    blocker = psycopg.connect(dsn)
+    let_go = threading.Timer(5, blocker.rollback)
+    try:
+        blocker.execute(
+            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', (session_id,)
+        )
+        let_go.start()
+
+        def release() -> None:
+            let_go.cancel()
+            blocker.rollback()
+
+        yield release
+    finally:
+        let_go.cancel()
+        blocker.close()
 
 
 def _drop_lock_connection(dsn: str, store: PostgresStore) -> None:
@@ -328,27 +357,18 @@ async def test_postgres_handover_wait_does_not_hold_up_other_sessions(
     holds its session's row, the same store flushes, loads and detaches other
     sessions at once.
     """
-    import psycopg
-
     dsn, schema = postgres_schema
     for session_id in ("stuck", "busy", "third"):
         await _store(dsn, schema, session_id)
-    blocker = psycopg.connect(dsn)
-    # Let go in the end, so that a store that waits for the handover fails rather than hangs.
-    let_go = threading.Timer(5, blocker.rollback)
-    try:
-        async with PostgresStore(dsn, schema=schema) as store:
-            busy = await store.load("busy")
-            store.attach(busy)
-            blocker.execute(
-                f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
-            )
-            let_go.start()
-            loaded: list[Session] = []
+    async with PostgresStore(dsn, schema=schema) as store:
+        busy = await store.load("busy")
+        store.attach(busy)
+        loaded: list[Session] = []
 
-            async def take_over() -> None:
-                loaded.append(await store.load("stuck"))
+        async def take_over() -> None:
+            loaded.append(await store.load("stuck"))
 
+        with _row_held(dsn, schema, "stuck") as release:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(take_over)
                 await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
@@ -361,12 +381,8 @@ async def test_postgres_handover_wait_does_not_hold_up_other_sessions(
                 await store.detach(third)
                 assert trio.current_time() - started < 2
                 assert not loaded
-                let_go.cancel()
-                blocker.rollback()
-            assert loaded[0].last_turn == 1
-    finally:
-        let_go.cancel()
-        blocker.close()
+                release()
+        assert loaded[0].last_turn == 1
     async with PostgresStore(dsn, schema=schema) as other:
         assert (await other.load("busy")).last_turn == 2
         assert (await other.load("third")).last_turn == 1
@@ -380,45 +396,33 @@ async def test_postgres_lock_connection_replaced_during_a_handover_is_retaken(
     The lock it took went with the old connection; the claim holds the session
     on the new one, so another store is refused it until it is detached.
     """
-    import psycopg
-
     dsn, schema = postgres_schema
     for session_id in ("stuck", "busy"):
         await _store(dsn, schema, session_id)
-    blocker = psycopg.connect(dsn)
-    let_go = threading.Timer(5, blocker.rollback)
-    try:
-        async with PostgresStore(dsn, schema=schema) as store:
-            busy = await store.load("busy")
-            store.attach(busy)
-            blocker.execute(
-                f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
-            )
-            let_go.start()
-            loaded: list[Session] = []
+    async with PostgresStore(dsn, schema=schema) as store:
+        busy = await store.load("busy")
+        store.attach(busy)
+        loaded: list[Session] = []
 
-            async def take_over() -> None:
-                loaded.append(await store.load("stuck"))
+        async def take_over() -> None:
+            loaded.append(await store.load("stuck"))
 
+        with _row_held(dsn, schema, "stuck") as release:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(take_over)
                 await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
                 _drop_lock_connection(dsn, store)
                 run_turn(busy)
                 await store.flush(busy)  # notices the drop: a new lock connection
-                let_go.cancel()
-                blocker.rollback()
-            stuck = loaded[0]
-            store.attach(stuck)
-            async with PostgresStore(dsn, schema=schema) as other:
-                with pytest.raises(StoreError) as refused:
-                    await other.load("stuck")
-                assert refused.value.code == "SESSION_LOCKED"
-                await store.detach(stuck)
-                assert (await other.load("stuck")).last_turn == 1
-    finally:
-        let_go.cancel()
-        blocker.close()
+                release()
+        stuck = loaded[0]
+        store.attach(stuck)
+        async with PostgresStore(dsn, schema=schema) as other:
+            with pytest.raises(StoreError) as refused:
+                await other.load("stuck")
+            assert refused.value.code == "SESSION_LOCKED"
+            await store.detach(stuck)
+            assert (await other.load("stuck")).last_turn == 1
 
 
 async def test_postgres_claims_of_one_session_during_its_handover_lock_it_once(
@@ -428,32 +432,22 @@ async def test_postgres_claims_of_one_session_during_its_handover_lock_it_once(
 
     Advisory locks stack: had both taken the lock, one release would leave it held.
     """
-    import psycopg
-
     dsn, schema = postgres_schema
     await _store(dsn, schema, "stuck")
     backend = PostgresBackend(dsn, schema=schema)
     backend.open()
-    blocker = psycopg.connect(dsn)
-    let_go = threading.Timer(5, blocker.rollback)
     try:
-        blocker.execute(
-            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
-        )
-        let_go.start()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.to_thread.run_sync, backend.claim, "stuck")
-            await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
-            nursery.start_soon(trio.to_thread.run_sync, backend.claim, "stuck")
-            await trio.sleep(0.2)
-            let_go.cancel()
-            blocker.rollback()
+        with _row_held(dsn, schema, "stuck") as release:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, backend.claim, "stuck")
+                await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
+                nursery.start_soon(trio.to_thread.run_sync, backend.claim, "stuck")
+                await trio.sleep(0.2)
+                release()
         await trio.to_thread.run_sync(backend.release, "stuck")
         async with PostgresStore(dsn, schema=schema) as other:
             assert (await other.load("stuck")).last_turn == 1
     finally:
-        let_go.cancel()
-        blocker.close()
         backend.close()
 
 
@@ -461,14 +455,10 @@ async def test_postgres_close_does_not_wait_for_a_handover(
     postgres_schema: tuple[str, str],
 ) -> None:
     """Closing while a claim waits for its handover returns at once; the claim then fails."""
-    import psycopg
-
     dsn, schema = postgres_schema
     await _store(dsn, schema, "stuck")
     backend = PostgresBackend(dsn, schema=schema)
     backend.open()
-    blocker = psycopg.connect(dsn)
-    let_go = threading.Timer(5, blocker.rollback)
     failures: list[StoreError] = []
 
     def claim() -> None:
@@ -478,22 +468,16 @@ async def test_postgres_close_does_not_wait_for_a_handover(
             failures.append(exc)
 
     try:
-        blocker.execute(
-            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', ("stuck",)
-        )
-        let_go.start()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.to_thread.run_sync, claim)
-            await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
-            started = trio.current_time()
-            await trio.to_thread.run_sync(backend.close)
-            assert trio.current_time() - started < 2
-            let_go.cancel()
-            blocker.rollback()
+        with _row_held(dsn, schema, "stuck") as release:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, claim)
+                await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
+                started = trio.current_time()
+                await trio.to_thread.run_sync(backend.close)
+                assert trio.current_time() - started < 2
+                release()
         assert [failure.code for failure in failures] == ["STORE_CLOSED"]
         async with PostgresStore(dsn, schema=schema) as other:
             assert (await other.load("stuck")).last_turn == 1
     finally:
-        let_go.cancel()
-        blocker.close()
         backend.close()
