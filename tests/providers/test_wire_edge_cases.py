@@ -636,6 +636,46 @@ async def test_responses_items_sent_only_complete_keep_their_content(
     ]
 
 
+_CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"a":1}'}
+_MESSAGE_ITEM = {
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "Hello"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        (
+            [
+                {"type": "response.output_text.delta", "delta": "Hello"},
+                {"type": "response.completed", "response": {"output": [_MESSAGE_ITEM]}},
+            ],
+            (Text("Hello"),),
+        ),
+        (
+            [
+                {"type": "response.output_item.added", "item": {**_CALL_ITEM, "arguments": ""}},
+                {"type": "response.function_call_arguments.delta", "delta": '{"a":1}'},
+                {"type": "response.output_item.done", "item": _CALL_ITEM},
+                {"type": "response.completed", "response": {"output": [_CALL_ITEM]}},
+            ],
+            (ToolCall("c1", "f", '{"a":1}'),),
+        ),
+    ],
+    ids=["text", "call"],
+)
+async def test_responses_stream_without_output_index_is_not_doubled_by_its_completed_output(
+    events: list[dict[str, Any]], expected: tuple[object, ...]
+) -> None:
+    """R10.2: a server that leaves out ``output_index`` still gets each streamed item once;
+    the completed response's ``output`` repeats what streamed (a doubled call would run twice).
+    """
+    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    assert collected.message.content == expected
+
+
 @pytest.mark.parametrize("content_index", [{"content_index": 0}, {}], ids=["indexed", "no-index"])
 async def test_responses_items_streamed_in_deltas_are_not_doubled_when_complete(
     content_index: dict[str, Any],

@@ -278,11 +278,15 @@ class ResponsesStreamDecoder:
         return [self._table.reasoning(key, _PARAGRAPH.join(texts))]
 
     def _terminal(self, response: JsonObject) -> list[StreamChunk]:
-        """The response's end: items only its ``output`` carried, usage, the finish."""
+        """The response's end: its ``output`` when nothing streamed, usage, the finish."""
         self.done = True
         out: list[StreamChunk] = []
-        for position, item in enumerate(_list(response.get("output"))):
-            out.extend(self._item_done(position, _dict(item)))
+        if self._table.empty:
+            # Only a server that streamed no item sends its answer here alone. After a
+            # streamed one, positions in this list need not match the stream's
+            # output_index (a server may leave it out): replaying would double.
+            for position, item in enumerate(_list(response.get("output"))):
+                out.extend(self._item_done(position, _dict(item)))
         usage = response.get("usage")
         if isinstance(usage, dict):
             self._table.usage = responses_usage(usage)
