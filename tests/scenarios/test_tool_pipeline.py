@@ -871,6 +871,19 @@ async def test_post_execute_block_with_nothing_to_show_is_refused() -> None:
     assert "Block with neither feedback nor a reason" in text_of(result)
 
 
+def _marking_tool() -> tuple[Tool, list[str]]:
+    """A ``mark(text)`` tool and the list of texts its body ran with."""
+    ran: list[str] = []
+
+    @tool
+    def mark(text: str) -> str:
+        """Mark."""
+        ran.append(text)
+        return text
+
+    return mark, ran
+
+
 @pytest.mark.parametrize(
     "decision",
     [Allow(content="rewritten"), Allow(additional_context=HookContext("note"))],
@@ -881,14 +894,7 @@ async def test_pre_execute_allow_carrying_what_it_cannot_apply_is_refused(
 ) -> None:
     """R6.8: pre-execute offers a bare allow; content or context on it would be dropped
     silently, so the call fails with an error that says so and the body never runs."""
-    ran: list[str] = []
-
-    @tool
-    def mark(text: str) -> str:
-        """Mark."""
-        ran.append(text)
-        return text
-
+    mark, ran = _marking_tool()
     hooks, registry = setup(mark)
     hooks.on("tools/pre-execute", lambda *_: decision)
     result = await registry.execute(call("mark"))
@@ -899,13 +905,7 @@ async def test_pre_execute_allow_carrying_what_it_cannot_apply_is_refused(
 
 async def test_a_wrapper_calling_next_twice_does_not_run_the_body_twice() -> None:
     """R6.3: ``next`` runs the rest of the chain once; a second call is an error."""
-    ran: list[str] = []
-
-    @tool
-    def mark(text: str) -> str:
-        """Mark."""
-        ran.append(text)
-        return text
+    mark, ran = _marking_tool()
 
     async def twice(_execution: ToolExecution, call_next: Next) -> object:
         await call_next()
