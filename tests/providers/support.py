@@ -11,10 +11,20 @@ from typing import Any
 import attrs
 import trio
 
-from retinue._content import Message, Text
+from retinue._content import Message, OpaqueBlock, Text
+from retinue._lossless import freeze_json
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import StreamChunk
 from retinue.loop._assembler import BlockAssembler
+
+# Each API's own image block, so that a body is what the adapter would really send.
+ANTHROPIC_IMAGE = OpaqueBlock(
+    "image", freeze_json({"source": {"type": "base64", "media_type": "image/png", "data": "iV"}})
+)
+CHAT_IMAGE = OpaqueBlock(
+    "image_url", freeze_json({"image_url": {"url": "data:image/png;base64,iV"}})
+)
+RESPONSES_IMAGE = OpaqueBlock("input_image", freeze_json({"image_url": "data:image/png;base64,iV"}))
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.json"))

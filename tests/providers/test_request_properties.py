@@ -29,20 +29,12 @@ from retinue._content import (
     ToolResultBlock,
     content_text,
 )
-from retinue._lossless import freeze_json
 from retinue._request import ModelRequest
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._openai_chat import chat_request_body
 from retinue.providers._openai_responses import responses_request_body
 
-from .support import make_request
-
-# Each API's own image block, so that a body is what the adapter would really send.
-ANTHROPIC_IMAGE = OpaqueBlock(
-    "image", freeze_json({"source": {"type": "base64", "media_type": "image/png", "data": "iV"}})
-)
-CHAT_IMAGE = OpaqueBlock("image_url", freeze_json({"image_url": {"url": "data:image/png;base64,"}}))
-RESPONSES_IMAGE = OpaqueBlock("input_image", freeze_json({"image_url": "data:image/png;base64,"}))
+from .support import ANTHROPIC_IMAGE, CHAT_IMAGE, RESPONSES_IMAGE, make_request
 
 BLANKS = ("", " ", "\n\n", " \t\n")
 """Texts with nothing visible: a blank prompt, a model's blank answer, a silent tool."""

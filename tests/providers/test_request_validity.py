@@ -29,12 +29,7 @@ from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, MockServer
 from retinue.providers.openai import OpenAIModel
 
-from .support import collect, make_request
-
-ANTHROPIC_IMAGE = OpaqueBlock(
-    "image", freeze_json({"source": {"type": "base64", "media_type": "image/png", "data": "iV"}})
-)
-RESPONSES_IMAGE = OpaqueBlock("input_image", freeze_json({"image_url": "data:image/png;base64,iV"}))
+from .support import ANTHROPIC_IMAGE, RESPONSES_IMAGE, collect, make_request
 
 
 def _context(text: str) -> Message:
