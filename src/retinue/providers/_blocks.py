@@ -171,11 +171,6 @@ class BlockTable:
         """Whether a block exists for *key*."""
         return key in self._blocks
 
-    @property
-    def empty(self) -> bool:
-        """Whether no block has been opened yet."""
-        return not self._blocks
-
     def finalize(self, key: Hashable, block: ContentBlock) -> None:
         """Make *block* the authoritative content of the block at *key* (created if new)."""
         self._block(key, block.type).final = block

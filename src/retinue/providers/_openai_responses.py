@@ -58,6 +58,11 @@ def _input_part(block: ContentBlock) -> JsonObject | None:
     return None
 
 
+def _sends_input(block: ContentBlock) -> bool:
+    """Whether :func:`_input_part` gives *block* a part (without building it)."""
+    return isinstance(block, OpaqueBlock) or (isinstance(block, Text) and bool(block.text))
+
+
 def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
     """Text as one string; content with a block retinue does not model (an image) as parts."""
     if not any(isinstance(block, OpaqueBlock) for block in content):
@@ -74,7 +79,7 @@ def _function_output(block: ToolResultBlock) -> JsonObject:
 
 
 def _user_message(message: Message) -> JsonObject | None:
-    user = [b for b in message.content if _input_part(b) is not None]
+    user = [b for b in message.content if _sends_input(b)]
     return {"role": "user", "content": _parts(user)} if user else None
 
 
@@ -281,7 +286,7 @@ class ResponsesStreamDecoder:
         """The response's end: its ``output`` when nothing streamed, usage, the finish."""
         self.done = True
         out: list[StreamChunk] = []
-        if self._table.empty:
+        if not self._table:
             # Only a server that streamed no item sends its answer here alone. After a
             # streamed one, positions in this list need not match the stream's
             # output_index (a server may leave it out): replaying would double.
