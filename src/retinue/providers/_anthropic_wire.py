@@ -285,7 +285,10 @@ class AnthropicStreamDecoder:
         payload = loads_event(event.data)
         kind = payload.get("type")
         if kind == "content_block_delta":
-            return self._delta(_index(payload), _dict(payload.get("delta")))
+            index = payload.get("index")
+            if type(index) is not int:  # checked off the per-delta path
+                index = _index(payload)
+            return self._delta(index, _dict(payload.get("delta")))
         if kind == "content_block_start":
             index = _index(payload)
             if self._table.has(index):

@@ -202,9 +202,14 @@ class ResponsesStreamDecoder:
         payload = loads_event(event.data)
         kind = payload.get("type")
         table = self._table
-        output = block_index(payload, "output_index", "responses")
+        output = payload.get("output_index")
+        if type(output) is not int:  # checked off the per-delta path
+            output = block_index(payload, "output_index", "responses")
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-            key = ("text", output, block_index(payload, "content_index", "responses"))
+            part = payload.get("content_index")
+            if type(part) is not int:
+                part = block_index(payload, "content_index", "responses")
+            key = ("text", output, part)
             return [table.text(key, _str(payload.get("delta")) or "")]
         if kind == "response.function_call_arguments.delta":
             return [table.tool_call(("call", output), None, None, _str(payload.get("delta")) or "")]
