@@ -557,3 +557,15 @@ def test_a_listener_that_is_not_callable_is_refused_when_registered() -> None:
     """R6.1: the mistake is reported at ``on``, naming the seam, not at some later dispatch."""
     with pytest.raises(TypeError, match="agent/pre-step listeners must be callable"):
         HookBus().on("agent/pre-step", "not callable")  # type: ignore[arg-type]
+
+
+def test_hears_answers_for_one_scope_what_its_dispatch_would_reach() -> None:
+    """R6.5: another agent's scoped listener is not heard by this agent; an unscoped one is."""
+    bus = HookBus()
+    assert not bus.hears("agent/pre-step", "a")
+    remove = bus.on("agent/pre-step", lambda *_: None, agent="b")
+    assert bus.has_listeners("agent/pre-step")
+    assert (bus.hears("agent/pre-step", "a"), bus.hears("agent/pre-step", "b")) == (False, True)
+    remove()
+    bus.on("agent/pre-step", lambda *_: None)
+    assert bus.hears("agent/pre-step", "a")

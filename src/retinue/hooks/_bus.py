@@ -189,6 +189,17 @@ class HookBus:
         """Whether any listener is registered for *name* (scoped or not)."""
         return name in self._listeners
 
+    def hears(self, name: str, scope: str | None) -> bool:
+        """Whether *scope*'s dispatch of *name* reaches any listener; builds nothing.
+
+        The gate before a dispatch: another agent's scoped listener is no reason
+        to dispatch, nor to treat this agent's call as heard.
+        """
+        entries = self._listeners.get(name)
+        if entries is None:
+            return False
+        return any(entry.scope is None or entry.scope == scope for entry in entries)
+
     def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
         """The listeners *scope*'s dispatch of *name* reaches, in registration order."""
         entries = self._listeners.get(name)

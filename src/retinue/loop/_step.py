@@ -118,7 +118,7 @@ async def run_step(
     else ``None`` for the agent's tool view.
     """
     config = seed_config(core)
-    if core.services.hooks.has_listeners("agent/request"):
+    if core.services.hooks.hears("agent/request", core.id):
         config = await _request_config(core, state, config)
     _require_model(core, config)
     prefix = core.prefix or ()
@@ -223,7 +223,7 @@ async def _finish_step(
     message = assembler.message()
     if cut:
         message = _without_tool_calls(message)
-    if core.services.hooks.has_listeners("agent/step-result"):
+    if core.services.hooks.hears("agent/step-result", core.id):
         message = await _step_result(core, state, message)
     if cut:
         message = _without_tool_calls(message)

@@ -275,7 +275,7 @@ async def _open_and_run_step(
     # Seams nobody listens to are skipped here rather than awaited: each await
     # of a seam costs a coroutine even when it returns at once.
     hooks = core.services.hooks
-    if hooks.has_listeners(ASSEMBLE):
+    if hooks.hears(ASSEMBLE, core.id):
         system, tools = await request_prompt(core)
     else:
         system, tools = static_prompt(core), None
@@ -283,7 +283,7 @@ async def _open_and_run_step(
         return None  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
     if core.prefix is None and not await _session_prefix(core, signal):
         return None  # noqa: ASYNC910 - aborted while composing: the turn closes as interrupted
-    if hooks.has_listeners("agent/pre-step"):
+    if hooks.hears("agent/pre-step", core.id):
         await hooks.serial(
             "agent/pre-step",
             core.agent,
@@ -315,7 +315,7 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
         return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, and the driver's mailbox wait follows
     decision: object = _CONTINUE if (outcome.had_tool_calls or steered) else _STOP
     hooks = core.services.hooks
-    if hooks.has_listeners("agent/turn-continuation"):
+    if hooks.hears("agent/turn-continuation", core.id):
         decision = await hooks.waterfall_value(
             "agent/turn-continuation", decision, core.agent, state.turn, decision, scope=core.id
         )
@@ -328,7 +328,7 @@ async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -
         core.mailbox.steer(MailboxItem(decision.reason.content, decision.reason.source))
     should_continue = isinstance(decision, Continue) or core.mailbox.has_steering
     verdict = None
-    if hooks.has_listeners("agent/turn-stop"):
+    if hooks.hears("agent/turn-stop", core.id):
         verdict = await hooks.strict_serial(
             "agent/turn-stop", core.agent, state.turn, scope=core.id
         )

@@ -242,7 +242,7 @@ class ToolRegistry:
                 execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
             )
 
-        if not self.hooks.has_listeners("tools/pre-execute"):
+        if not self.hooks.hears("tools/pre-execute", execution.agent_id):
             return PreparedCall(execution)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
 
         async def allow() -> Allow:
@@ -294,7 +294,7 @@ class ToolRegistry:
             await trio.lowlevel.checkpoint()
             return prepared.result
         execution = prepared.execution
-        if not self.hooks.has_listeners("tools/execute"):
+        if not self.hooks.hears("tools/execute", execution.agent_id):
             return await self._run_tool(execution)
 
         async def innermost() -> ToolExecutionResult:
@@ -367,9 +367,8 @@ class ToolRegistry:
 
     def _needs_post_execute(self, prepared: PreparedCall, result: ToolExecutionResult) -> bool:
         return (
-            self.hooks.has_listeners("tools/post-execute")
             # Scoped: another agent's listener must not hold this agent's results back.
-            and bool(self.hooks.listeners("tools/post-execute", prepared.execution.agent_id))
+            self.hooks.hears("tools/post-execute", prepared.execution.agent_id)
             and (prepared.result is None or prepared.needs_post_execute)
             and not self._is_final(result)
         )
