@@ -195,10 +195,9 @@ class HookBus:
         The gate before a dispatch: another agent's scoped listener is no reason
         to dispatch, nor to treat this agent's call as heard.
         """
-        entries = self._listeners.get(name)
-        if entries is None:
+        if name not in self._listeners:
             return False
-        return any(entry.scope is None or entry.scope == scope for entry in entries)
+        return any(e.scope is None or e.scope == scope for e in self._listeners[name])
 
     def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
         """The listeners *scope*'s dispatch of *name* reaches, in registration order."""
