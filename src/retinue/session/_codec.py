@@ -8,7 +8,7 @@ from typing import Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.errors import IterableValidationError, IterableValidationNote
+from cattrs.cols import homogenous_tuple_structure_factory
 
 from retinue._content import (
     ContentBlock,
@@ -131,25 +131,16 @@ def _is_homogeneous_tuple(cls: Any) -> bool:
     return get_origin(cls) is tuple and len(args) == 2 and args[1] is Ellipsis
 
 
-def _homogeneous_tuple(cls: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
-    item = get_args(cls)[0]
+def _homogeneous_tuple(cls: Any, conv: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
+    """cattrs' own tuple hook (its errors name the item's path), for JSON lists only."""
+    structure_tuple = homogenous_tuple_structure_factory(cls, conv)
 
-    def structure(value: Any, _: Any) -> tuple[Any, ...]:
+    def structure(value: Any, type_: Any) -> tuple[Any, ...]:
         # A stored array is a JSON list; a string would otherwise split into characters.
         if type(value) is not list:
             raise TypeError(f"expected a list, got {value!r}")
-        out = []
-        for index, member in enumerate(value):
-            try:
-                out.append(converter.structure(member, item))
-            except Exception as exc:
-                # Noted as cattrs notes its own, so the error names the item's path.
-                exc.__notes__ = [
-                    *getattr(exc, "__notes__", []),
-                    IterableValidationNote(f"Structuring {cls} @ index {index}", index, item),
-                ]
-                raise IterableValidationError(f"While structuring {cls!r}", [exc], cls) from None
-        return tuple(out)
+        structured: tuple[Any, ...] = structure_tuple(value, type_)
+        return structured
 
     return structure
 
