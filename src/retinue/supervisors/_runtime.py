@@ -250,18 +250,27 @@ class Runtime:
         session = self._stranded.get(agent_id)
         if session is None:
             return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
-        pending = "the final flush of a disposed agent is still pending"
+        failure = await self._detach_within_timeout(session)
+        if failure is not None:
+            message = f"the final flush of a disposed agent is still pending: {failure}"
+            code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
+            raise StoreError(message, code=code) from failure
+        del self._stranded[agent_id]
+
+    async def _detach_within_timeout(self, session: Session) -> Exception | None:
+        """Detach *session* from the store, bounded by ``flush_timeout``: a store that hangs
+        must not keep the runtime from closing. Returns what went wrong, if anything."""
         limit = self._services.flush_timeout
-        with trio.move_on_after(limit) as deadline:
+        failure: Exception = TimeoutError(f"the store did not answer within {limit}s")
+        with trio.move_on_after(limit):
             try:
                 await self.store.detach(session)
-            except StoreError as exc:
-                raise StoreError(f"{pending}: {exc.message}", code=exc.code) from exc
-        if deadline.cancelled_caught:
-            raise StoreError(
-                f"{pending}: the store did not answer within {limit}s", code="STORAGE_ERROR"
-            )
-        del self._stranded[agent_id]
+            except Exception as exc:
+                failure = exc
+            else:
+                return None
+        await trio.lowlevel.checkpoint()  # a store may fail before its first checkpoint
+        return failure
 
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
@@ -448,22 +457,15 @@ class Runtime:
         core.emit("agent/disposed")
         self._unwind(agent.id)
         agent.end_subscriptions()
-        # Bounded like every turn's flush: a store that hangs must not keep the
-        # runtime from closing.
-        failure = f"timed out after {self._services.flush_timeout}s"
-        with trio.move_on_after(self._services.flush_timeout):
-            try:
-                await self.store.detach(core.session)
-            except Exception as exc:  # logged below, never raised
-                failure = f"failed: {exc}"
-            else:
-                return
+        failure = await self._detach_within_timeout(core.session)
+        if failure is None:
+            return
         # The session stays attached, its unflushed events buffered in the store:
         # the next creation or resume of the id commits them first, and closing
         # the store drains them.
         self._stranded[agent.id] = core.session
         log.warning(
-            "final flush of session %s %s; its unflushed events stay buffered until "
+            "final flush of session %s failed: %s; its unflushed events stay buffered until "
             "the id is created or resumed again, or the store is closed",
             agent.id,
             failure,
