@@ -102,13 +102,7 @@ class GroupCommitter:
             tracked,
             [],
         )
-        try:
-            [result] = self._timed_write([entry.batch])
-        except Exception as exc:
-            result = StoreError(
-                f"session {tracked.session.id!r}: {type(exc).__name__}: {exc}",
-                code="STORAGE_ERROR",
-            )
+        [result] = self._write_isolated([entry.batch])
         self._record([entry], [result])
         return result
 
@@ -116,10 +110,7 @@ class GroupCommitter:
         """Commit synchronously: a backend that never blocks gains nothing from grouping."""
         entries = self._group_entries(requests)
         if entries:
-            self._write_entries_now(entries)
-
-    def _write_entries_now(self, entries: list[Entry]) -> None:
-        self._record(entries, self._write_isolated([entry.batch for entry in entries]))
+            self._record(entries, self._write_isolated([entry.batch for entry in entries]))
 
     # -- the writer -----------------------------------------------------------
 
@@ -258,7 +249,9 @@ class GroupCommitter:
 
 
 def _group_error(exc: Exception) -> StoreError:
-    """*exc* as the StoreError a failed group answers its flushes with."""
+    """*exc* as the StoreError a failed write answers its flushes with."""
     if isinstance(exc, StoreError):
         return exc
-    return StoreError(f"a group commit: {type(exc).__name__}: {exc}", code="STORAGE_ERROR")
+    return StoreError(
+        f"the store's write failed: {type(exc).__name__}: {exc}", code="STORAGE_ERROR"
+    )
