@@ -53,20 +53,6 @@ async def _call(fn: Listener, *args: object) -> object:
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
-def _once(name: str, rest: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
-    """A listener's ``next``: running the rest of the chain twice would run a tool twice."""
-    called = False
-
-    def next_() -> Awaitable[T]:
-        nonlocal called
-        if called:
-            raise HookError(f"a {name} listener called next() more than once")
-        called = True
-        return rest()
-
-    return next_
-
-
 def _check_listener(name: str, fn: Listener) -> None:
     mode = SEAMS.get(name)
     if mode is None:
@@ -265,7 +251,17 @@ class HookBus:
         async def run(index: int) -> T:
             if index == len(chain):
                 return await default()
-            return await _call(chain[index], *args, _once(name, lambda: run(index + 1)))  # type: ignore[return-value]
+            called = False
+
+            def call_next() -> Awaitable[T]:
+                # Once: running the rest of the chain twice would run a tool twice.
+                nonlocal called
+                if called:
+                    raise HookError(f"a {name} listener called next() more than once")
+                called = True
+                return run(index + 1)
+
+            return await _call(chain[index], *args, call_next)  # type: ignore[return-value]
 
         return await run(0)
 
