@@ -110,6 +110,18 @@ def _check_session_id(_instance: object, attribute: attrs.Attribute[str], value:
         raise _InvalidValueError(attribute.name, problem)
 
 
+def _check_exact_id(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    # Unlike an entry's optional ids, an override's id is required: empty or
+    # missing would read as "no identity" and quietly clear the entry's.
+    if (problem := _session_id_problem(value)) is not None:
+        raise _InvalidValueError(attribute.name, problem)
+
+
+def _check_flag(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if type(value) is not bool:
+        raise _InvalidValueError(attribute.name, f"must be a boolean, got {_shown(value)}")
+
+
 def _check_cwd(_instance: object, _attribute: object, value: str | None) -> None:
     if value is not None and (problem := cwd_problem(value)) is not None:
         raise _InvalidValueError("cwd", problem)
@@ -202,10 +214,16 @@ class LoopConfig:
 @final
 @attrs.frozen
 class Identity:
-    """A launcher's identity for one entry (R13.5): create-or-restore *id*, or resume it."""
+    """A launcher's identity for one entry (R13.5): create-or-restore *id*, or resume it.
 
-    id: str
-    resume: bool = attrs.field(default=False, kw_only=True)
+    Checked when built: a malformed value raises :class:`~retinue.ConfigError`
+    naming the field, before any override uses it.
+    """
+
+    id: str = attrs.field(validator=_check_exact_id)
+    """The exact session id, by the stores' rule (non-empty, no path separator, ...)."""
+    resume: bool = attrs.field(default=False, kw_only=True, validator=_check_flag)
+    """Resume the stored session *id* instead of restoring or creating it."""
 
 
 @final
@@ -399,48 +417,50 @@ def _apply(entry: AgentEntry, identity: Identity) -> AgentEntry:
     return attrs.evolve(entry, session_id=identity.id, resume_session_id=None)
 
 
-def _override_error(index: int, entry: AgentEntry, key: str, reason: str) -> ConfigError:
-    where = f"agents[{index}].{key}" if key else f"agents[{index}]"
-    return ConfigError(f"invalid identity overrides: {where} (label {entry.id!r}): {reason}")
+def _overridden(index: int, entry: AgentEntry, overrides: Mapping[str, object]) -> AgentEntry:
+    """*entry* with the identity *overrides* gives its label, if it gives one.
 
-
-def _overridden(index: int, entry: AgentEntry, identity: object) -> AgentEntry:
-    """*entry* with *identity* applied.
-
-    The id is checked here, not left to the entry: there an empty or missing
-    id means "absent" and would quietly clear the identity instead of
-    replacing it.
+    An :class:`Identity` checked its fields when built; what only this place
+    can tell is which entry a value that is no Identity was meant for. A None
+    counts: skipping it would keep the entry's old identity unnoticed.
     """
-    if identity is None:
+    if entry.id not in overrides:
         return entry
+    identity = overrides[entry.id]
     if not isinstance(identity, Identity):
-        raise _override_error(index, entry, "", f"expected an Identity, got {_shown(identity)}")
-    if type(identity.resume) is not bool:
-        reason = f"resume must be a boolean, got {identity.resume!r}"
-        raise _override_error(index, entry, "", reason)
-    key = "resume_session_id" if identity.resume else "session_id"
-    if (problem := _session_id_problem(identity.id)) is not None:
-        raise _override_error(index, entry, key, problem)
-    try:
-        return _apply(entry, identity)
-    except _InvalidValueError as exc:
-        raise _override_error(index, entry, exc.key, exc.reason) from exc
+        raise ConfigError(
+            f"invalid identity overrides: agents[{index}] (label {entry.id!r}): "
+            f"expected an Identity, got {_shown(identity)}"
+        )
+    return _apply(entry, identity)
+
+
+def _check_labels(config: LoopConfig, overrides: object) -> None:
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(
+            f"invalid identity overrides: expected a mapping of label to Identity, got "
+            f"{_shown(overrides)}"
+        )
+    labels = {entry.id for entry in config.agents}
+    # Shown by repr: a key that is no string is unknown too, and must not be
+    # mistaken for the label its text spells.
+    unknown = sorted(_shown(label) for label in overrides if label not in labels)
+    if unknown:
+        raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
 
 
 def with_overrides(config: LoopConfig, overrides: Mapping[str, Identity]) -> LoopConfig:
     """Replace both identity keys of each entry whose label *overrides* names (R13.5).
 
-    Raises :class:`~retinue.ConfigError` for a label no entry has, an invalid
-    id, or two entries left naming the same session.
+    Raises :class:`~retinue.ConfigError` for overrides that are not a mapping,
+    a label no entry has, a value that is not an :class:`Identity`, or two
+    entries left naming the same session.
     """
-    unknown = sorted(set(overrides) - {entry.id for entry in config.agents})
-    if unknown:
-        raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
-    agents = [
-        _overridden(index, entry, overrides.get(entry.id))
-        for index, entry in enumerate(config.agents)
-    ]
+    _check_labels(config, overrides)
+    agents = tuple(
+        _overridden(index, entry, overrides) for index, entry in enumerate(config.agents)
+    )
     try:
-        return attrs.evolve(config, agents=tuple(agents))
+        return attrs.evolve(config, agents=agents)
     except ConfigError as exc:
         raise ConfigError(f"invalid identity overrides: {exc}") from exc

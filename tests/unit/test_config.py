@@ -361,18 +361,48 @@ def test_with_overrides_can_give_an_entry_without_identity_one() -> None:
 
 
 @pytest.mark.parametrize(
-    ("identity", "expected"),
+    ("build", "expected"),
     [
-        (Identity("", resume=True), "agents[0].resume_session_id (label 'h'): must be a valid"),
-        (Identity(None), "agents[0].session_id (label 'h'): must be a string, got None"),  # type: ignore[arg-type]
-        (Identity(".."), "agents[0].session_id (label 'h'): must be a valid session id: '..'"),
-        ("new-id", "agents[0] (label 'h'): expected an Identity, got 'new-id'"),
-        (Identity("x", resume=1), "agents[0] (label 'h'): resume must be a boolean, got 1"),  # type: ignore[arg-type]
+        (lambda: Identity(""), "id: must be a valid session id: '' is empty"),
+        (lambda: Identity(None), "id: must be a string, got None"),  # type: ignore[arg-type]
+        (lambda: Identity(5), "id: must be a string, got 5"),  # type: ignore[arg-type]
+        (lambda: Identity(".."), "id: must be a valid session id: '..' is a relative path"),
+        (lambda: Identity("a/b"), "id: must be a valid session id: 'a/b' contains a path"),
+        (lambda: Identity("s" * 513), "id: must be a valid session id: 'sss"),
+        (lambda: Identity("x", resume=1), "resume: must be a boolean, got 1"),  # type: ignore[arg-type]
+        (lambda: Identity("x", resume="yes"), "resume: must be a boolean, got 'yes'"),  # type: ignore[arg-type]
+        (lambda: Identity("x", resume=None), "resume: must be a boolean, got None"),  # type: ignore[arg-type]
     ],
 )
-def test_with_overrides_never_silently_drops_an_identity(identity: object, expected: str) -> None:
-    """R13.5: an override replaces the identity with a valid one or raises naming the entry;
-    an empty or missing id is not read as "no identity"."""
+def test_identity_refuses_a_malformed_field_when_built(
+    build: Callable[[], object], expected: str
+) -> None:
+    """R13.2, R13.5: an override's id obeys the stores' session-id rule and ``resume`` is a
+    bool, checked at construction with a ConfigError naming the field, not when applied."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        build()
+    assert raised.value.message.startswith(expected)
+
+
+def test_identity_accepts_the_ids_an_entry_accepts() -> None:
+    """R13.5: every id a store holds, up to 512 characters, is a valid override."""
+    assert Identity("s" * 512, resume=True).id == "s" * 512
+    assert Identity("reviewer-main").resume is False
+
+
+@pytest.mark.parametrize(
+    ("identity", "expected"),
+    [
+        ("new-id", "agents[0] (label 'h'): expected an Identity, got 'new-id'"),
+        (None, "agents[0] (label 'h'): expected an Identity, got None"),
+        ({"id": "x"}, "agents[0] (label 'h'): expected an Identity, got {'id': 'x'}"),
+    ],
+)
+def test_with_overrides_never_silently_drops_or_keeps_an_identity(
+    identity: object, expected: str
+) -> None:
+    """R13.5: an override replaces the identity with an Identity or raises naming the entry;
+    a value that is none, None included, neither clears nor keeps the old identity."""
     base = LoopConfig(agents=(AgentEntry("h", session_id="keep-me"),))
     with pytest.raises(retinue.ConfigError) as raised:
         with_overrides(base, {"h": identity})  # type: ignore[dict-item]
@@ -383,18 +413,23 @@ def test_with_overrides_never_silently_drops_an_identity(identity: object, expec
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"nobody": Identity("x")}, "unknown agent labels: nobody"),
+        ({"nobody": Identity("x")}, "unknown agent labels: 'nobody'"),
+        ({1: Identity("x"), "z": Identity("y")}, "unknown agent labels: 'z', 1"),
         ({"helper": Identity("old-reviewer")}, "agents[2].session_id: session 'old-reviewer'"),
-        ({"helper": Identity("")}, "agents[2].session_id (label 'helper'): must be a valid"),
-        ({"helper": Identity(5)}, "agents[2].session_id (label 'helper'): must be a string"),  # type: ignore[arg-type]
+        (
+            {"helper": Identity("old-writer", resume=True)},
+            "agents[2].resume_session_id: session 'old-writer' is already named by agents[0]",
+        ),
+        ([("helper", Identity("x"))], "expected a mapping of label to Identity, got [("),
+        (None, "expected a mapping of label to Identity, got None"),
     ],
 )
-def test_with_overrides_rejects_unknown_labels_and_invalid_identities(
-    overrides: dict[str, Identity], expected: str
+def test_with_overrides_rejects_unknown_labels_and_clashing_identities(
+    overrides: object, expected: str
 ) -> None:
-    """R13.2, R13.5: overrides obey the load-time rules."""
+    """R13.2, R13.5: overrides obey the load-time rules; the error names the key at fault."""
     with pytest.raises(retinue.ConfigError) as raised:
-        with_overrides(BASE, overrides)
+        with_overrides(BASE, overrides)  # type: ignore[arg-type]
     assert expected in raised.value.message
 
 
