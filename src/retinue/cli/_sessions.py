@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from retinue._content import Text, ToolCall, content_text
-from retinue._errors import CorruptSessionError, RetinueError
+from retinue._errors import CorruptSessionError, RetinueError, StoreError, describe_error
 from retinue.session import (
     AssistantMessage,
     Event,
@@ -38,6 +38,7 @@ __all__ = [
     "parse_store_spec",
     "read_jsonl",
     "run",
+    "store_problem",
     "to_jsonl",
 ]
 
@@ -74,11 +75,26 @@ def open_store(spec: str, *, create: bool = True) -> BufferedStore:
     return _STORES[kind](location)
 
 
+_FILE_STORES = frozenset({"sqlite", "jsonl"})
 _STORES: dict[str, Callable[[str], BufferedStore]] = {
     "sqlite": SQLiteStore,
     "jsonl": JSONLStore,
     "postgres": PostgresStore,
 }
+
+
+def store_problem(spec: str, error: BaseException) -> str:
+    """Describe *error*, naming the store's file or directory when its storage failed.
+
+    A storage failure names what the store was doing, not where. A PostgreSQL
+    error names its server itself, and its DSN may hold a password, so only
+    file stores are named.
+    """
+    message = describe_error(error)
+    kind, _, location = spec.partition(":")
+    if isinstance(error, StoreError) and error.code == "STORAGE_ERROR" and kind in _FILE_STORES:
+        return f"{kind} store {location!r}: {message}"
+    return message
 
 
 def add_parser(subparsers: Any) -> None:
@@ -129,7 +145,10 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (RetinueError, argparse.ArgumentTypeError, OSError) as exc:
-        print(f"retinue sessions {args.sessions_command}: {exc}", file=sys.stderr)
+        print(
+            f"retinue sessions {args.sessions_command}: {store_problem(spec, exc)}",
+            file=sys.stderr,
+        )
         return 1
 
 

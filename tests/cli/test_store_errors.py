@@ -1,0 +1,50 @@
+"""A store the command cannot use is named in the one line that reports it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retinue import StoreError
+from retinue.cli import main
+from retinue.cli._sessions import store_problem
+
+
+def test_sessions_names_a_sqlite_store_it_cannot_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory given as the database: the failure says which path, not only what failed."""
+    assert main(["sessions", "list", "--store", f"sqlite:{tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"retinue sessions list: sqlite store '{tmp_path}': opening the store: ")
+    assert err.count("\n") == 1
+
+
+def test_demo_names_a_jsonl_store_it_cannot_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file given as the JSONL directory: the demo's one line names it."""
+    occupied = tmp_path / "taken"
+    occupied.write_text("not a directory\n")
+    argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
+    assert main([*argv, "--store", f"jsonl:{occupied}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"retinue demo: jsonl store '{occupied}': opening the store: ")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ("postgres:postgresql://user:secret@db/retinue", StoreError("down", code="STORAGE_ERROR")),
+        ("sqlite:s.db", StoreError("session 'x' is not stored", code="NOT_FOUND")),
+        ("sqlite:s.db", OSError("disk full")),
+        ("memory", StoreError("down", code="STORAGE_ERROR")),
+    ],
+)
+def test_store_problem_names_only_a_file_store_whose_storage_failed(
+    spec: str, error: BaseException
+) -> None:
+    """A DSN (which may hold a password) is never echoed; other errors name their own subject."""
+    assert store_problem(spec, error) == str(error)
