@@ -193,6 +193,33 @@ async def test_admission_pauses_when_headers_report_exhausted_budget(
             assert trio.current_time() == pytest.approx(2.5)
 
 
+async def test_admission_ticket_caps_every_pause_at_its_max_pause(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The cap given at admission bounds both a 429's Retry-After and an exhausted budget's reset."""
+    admission = AdmissionController()
+    with trio.fail_after(200):
+        async with admission.admit(provider="p", model="m", max_pause=3.0) as ticket:
+            ticket.rate_limited(3600.0)
+            assert admission.statistics().lanes[0].paused_for == pytest.approx(3.0)
+        async with admission.admit(provider="p", model="m", max_pause=5.0) as ticket:
+            assert trio.current_time() == pytest.approx(3.0)
+            ticket.observe_headers(
+                {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1h"}
+            )
+        async with admission.admit(provider="p", model="m"):
+            assert trio.current_time() == pytest.approx(8.0)
+    assert admission.statistics().lanes[0].throttled == 1
+
+
+async def test_admission_refuses_a_negative_max_pause() -> None:
+    """A negative cap is no duration (``RetryPolicy`` refuses one too): refused at admission."""
+    admission = AdmissionController()
+    with pytest.raises(ValueError, match="max_pause"):
+        async with admission.admit(provider="p", model="m", max_pause=-1.0):
+            pass
+
+
 async def test_admission_cancelled_waiter_leaves_no_trace(autojump_clock: trio.abc.Clock) -> None:
     """A waiter cancelled in the queue is removed; the next waiter is admitted normally."""
     admission = AdmissionController(AdmissionLimits(max_concurrent=1))

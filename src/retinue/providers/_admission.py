@@ -9,8 +9,9 @@ are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
 pauses the lane for its ``Retry-After`` and halves the concurrency limit (once
 per burst of 429s), which then grows back by one per limit-many successes; rate-limit headers that
-report an exhausted budget pause the lane until the reset. ``manage`` caps both
-pauses at its retry policy's ``max_retry_after``.
+report an exhausted budget pause the lane until the reset. Both pauses are
+capped by the ``max_pause`` a request was admitted with, held on its ticket
+(``manage`` passes its retry policy's ``max_retry_after``).
 """
 
 from __future__ import annotations
@@ -182,12 +183,17 @@ def _granted(waiter: _Waiter) -> bool:
 @final
 @attrs.define(eq=False)
 class AdmissionTicket:
-    """One admitted request; report its real token usage with :meth:`record_usage`."""
+    """One admitted request: report its usage and the provider's rate-limit signals.
+
+    Every pause this ticket causes lasts at most the ``max_pause`` it was
+    admitted with.
+    """
 
     _lane: _Lane
     _request_charge: _Charge | None
     _token_charge: _Charge | None
     released: bool = False
+    _max_pause: float = math.inf
 
     def record_usage(self, tokens: int) -> None:
         """Correct the up-front token estimate with the real count; never blocks.
@@ -202,15 +208,36 @@ class AdmissionTicket:
         """Adapt the lane to a response's rate-limit headers; never blocks.
 
         A budget reported exhausted pauses the lane until its reset, for at most
-        *max_pause* seconds.
+        the ticket's ``max_pause`` (or *max_pause*, if smaller).
         """
-        self._lane.observe_headers(headers, max_pause)
+        self._lane.observe_headers(headers, min(max_pause, self._max_pause))
+
+    def rate_limited(self, retry_after: float | None) -> None:
+        """Report the request's 429/529 to its lane; never blocks.
+
+        As :meth:`AdmissionController.rate_limited`, with *retry_after* capped
+        at the ticket's ``max_pause``.
+
+        Raises:
+            ValueError: *retry_after* is negative or not a number.
+        """
+        if retry_after is not None:
+            retry_after = min(retry_after, self._max_pause)
+        pause = _checked_pause(retry_after)
+        self._lane.rate_limited(trio.current_time(), pause)
 
     def refund(self) -> None:
         """Give back the request's charges (it never reached the provider)."""
         if self._request_charge is not None and self._lane.requests is not None:
             self._lane.requests.correct(self._request_charge, 0.0)
         self.record_usage(0)
+
+
+def _checked_pause(retry_after: float | None) -> float | None:
+    # An infinite pause would close the lane for good: it is refused, not obeyed.
+    if retry_after is not None and not (math.isfinite(retry_after) and retry_after >= 0):
+        raise ValueError(f"retry_after must be a finite number of seconds, not {retry_after!r}")
+    return retry_after
 
 
 @attrs.define(eq=False)
@@ -412,16 +439,25 @@ class AdmissionController:
         model: str,
         session_id: str | None = None,
         tokens: int = 0,
+        max_pause: float = math.inf,
     ) -> AsyncIterator[AdmissionTicket]:
         """Wait for admission, hold it for the block, release it on exit.
 
         Always a checkpoint. Waits while the lane is at its concurrency limit,
         out of budget, or paused. Cancellation while waiting leaves no trace in
-        the lane. *tokens* is the up-front token estimate.
+        the lane. *tokens* is the up-front token estimate. *max_pause* caps
+        every pause the ticket's reports cause (a ``Retry-After``, a budget
+        reset): one response asking for an hour would otherwise stall the lane.
+
+        Raises:
+            ValueError: *max_pause* is negative.
         """
+        if max_pause < 0:
+            raise ValueError(f"max_pause must not be negative, not {max_pause!r}")
         await trio.lowlevel.checkpoint()
         lane = self._lane(provider, model)
-        ticket = await self._wait(lane, _Waiter(session_id, tokens, trio.current_time()))
+        waiter = _Waiter(session_id, tokens, trio.current_time())
+        ticket = await self._wait(lane, waiter, max_pause)
         success = False
         try:
             yield ticket
@@ -429,7 +465,7 @@ class AdmissionController:
         finally:
             lane.release(trio.current_time(), success=success)
 
-    async def _wait(self, lane: _Lane, waiter: _Waiter) -> AdmissionTicket:
+    async def _wait(self, lane: _Lane, waiter: _Waiter, max_pause: float) -> AdmissionTicket:
         lane.enqueue(waiter)
         try:
             while not _granted(waiter):
@@ -449,7 +485,9 @@ class AdmissionController:
                 lane.remove(waiter)
                 lane.pump(trio.current_time())
             raise
-        return AdmissionTicket(lane, waiter.request_charge, waiter.token_charge)  # noqa: ASYNC910 - admit() checkpoints first
+        return AdmissionTicket(  # noqa: ASYNC910 - admit() checkpoints first
+            lane, waiter.request_charge, waiter.token_charge, max_pause=max_pause
+        )
 
     def rate_limited(self, provider: str | None, model: str, retry_after: float | None) -> None:
         """Record a 429/529 for the lane: pause it and halve its concurrency; never blocks.
@@ -461,9 +499,8 @@ class AdmissionController:
         Raises:
             ValueError: *retry_after* is negative or not finite.
         """
-        if retry_after is not None and not (math.isfinite(retry_after) and retry_after >= 0):
-            raise ValueError(f"retry_after must be a finite number of seconds, not {retry_after!r}")
-        self._lane(provider, model).rate_limited(trio.current_time(), retry_after)
+        pause = _checked_pause(retry_after)
+        self._lane(provider, model).rate_limited(trio.current_time(), pause)
 
     def statistics(self) -> AdmissionStatistics:
         """A snapshot of every lane; never blocks."""

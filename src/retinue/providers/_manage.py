@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -159,12 +158,7 @@ class ManagedModel:
     async def _attempt(
         self, request: ModelRequest, ticket: AdmissionTicket | None
     ) -> AsyncGenerator[StreamChunk, None]:
-        # A budget reported spent pauses the lane no longer than a 429 may (see _Admitted).
-        observe = None
-        if ticket is not None:
-            observe = functools.partial(
-                ticket.observe_headers, max_pause=self.retry.max_retry_after
-            )
+        observe = None if ticket is None else ticket.observe_headers
         async with _closing(self.model.stream(request)) as chunks:
             with listening(observe):
                 try:
@@ -215,10 +209,10 @@ async def _closing(stream: AsyncIterator[StreamChunk]) -> AsyncIterator[AsyncIte
 
 
 class _Admitted:
-    """Hold admission for one attempt; a 429/529 is reported to the lane.
+    """Hold admission for one attempt; a 429/529 is reported to the lane through the ticket.
 
-    The lane pauses no longer than the retry policy honours a ``Retry-After``:
-    one response asking for an hour would otherwise stall every agent of the lane.
+    The ticket caps every pause at *max_pause*: the lane pauses no longer than
+    the retry policy honours a ``Retry-After``.
     """
 
     def __init__(
@@ -233,6 +227,7 @@ class _Admitted:
         self._provider = provider
         self._max_pause = max_pause
         self._inner: AbstractAsyncContextManager[AdmissionTicket] | None = None
+        self._ticket: AdmissionTicket | None = None
 
     async def __aenter__(self) -> AdmissionTicket:
         self._inner = self._admission.admit(
@@ -240,18 +235,18 @@ class _Admitted:
             model=self._request.model,
             session_id=self._request.session_id,
             tokens=estimate_tokens(self._request),
+            max_pause=self._max_pause,
         )
-        return await self._inner.__aenter__()
+        self._ticket = await self._inner.__aenter__()
+        return self._ticket
 
     async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
+        assert self._inner is not None
+        assert self._ticket is not None
         if isinstance(error, ProviderError) and (
             error.status in _THROTTLED or (error.status is None and error.code in _THROTTLED_CODES)
         ):
-            pause = error.retry_after
-            if pause is not None:
-                pause = min(pause, self._max_pause)
-            self._admission.rate_limited(self._provider, self._request.model, pause)
-        assert self._inner is not None
+            self._ticket.rate_limited(error.retry_after)
         return bool(await self._inner.__aexit__(type(error) if error else None, error, None))
 
 
