@@ -21,6 +21,7 @@ from retinue._content import (
     ToolResultBlock,
 )
 from retinue._lossless import freeze_json
+from retinue.providers import ProviderError
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._blocks import EMPTY_TURN_TEXT
 from retinue.providers._openai_chat import chat_request_body
@@ -171,19 +172,65 @@ def test_anthropic_body_keeps_a_placeholder_for_a_blank_user_turn() -> None:
 
 @pytest.mark.parametrize(
     ("max_tokens", "budget", "expected"),
-    [(None, 8192, 8193), (1000, 1024, 1025), (None, 2048, 4096), (16000, 2048, 16000)],
+    [(None, 2048, 4096), (2049, 2048, 2049), (16000, 2048, 16000)],
 )
-def test_anthropic_thinking_body_has_room_for_the_budget(
+def test_anthropic_thinking_body_keeps_the_limit_above_the_budget(
     max_tokens: int | None, budget: int, expected: int
 ) -> None:
-    """With thinking on, ``max_tokens`` exceeds the budget and no temperature is sent (the
-    API accepts neither ``max_tokens <= budget_tokens`` nor a temperature other than 1).
+    """With thinking on, a ``max_tokens`` above the budget goes out unchanged and no
+    temperature is sent (the API accepts no temperature other than 1).
     """
     request = make_request("hi", max_tokens=max_tokens, temperature=0.2)
     body = anthropic_request_body(request, thinking_budget=budget)
     assert body["max_tokens"] == expected
     assert "temperature" not in body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
+
+
+@pytest.mark.parametrize(("max_tokens", "budget"), [(1000, 1024), (2048, 2048)])
+async def test_anthropic_model_refuses_max_tokens_not_above_the_thinking_budget(
+    max_tokens: int, budget: int
+) -> None:
+    """Thinking counts toward ``max_tokens``: a limit at or below the budget fails before
+    anything is sent, naming both values, rather than going out raised to ``budget + 1``.
+    """
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with AnthropicModel(
+            transport=server.transport(), api_key="k", thinking_budget=budget
+        ) as model:
+            with pytest.raises(ProviderError) as caught:
+                await collect(model, make_request("hi", max_tokens=max_tokens))
+    assert (caught.value.code, caught.value.retryable) == ("INVALID_REQUEST", False)
+    assert f"max_tokens ({max_tokens})" in str(caught.value)
+    assert f"thinking budget ({budget})" in str(caught.value)
+    assert not server.calls
+
+
+async def test_anthropic_model_sends_a_limit_above_the_thinking_budget_unchanged() -> None:
+    """A ``max_tokens`` one above the budget reaches the API as the agent set it."""
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with AnthropicModel(
+            transport=server.transport(), api_key="k", thinking_budget=2048
+        ) as model:
+            await collect(model, make_request("hi", max_tokens=2049))
+    body: Any = server.calls[0].body
+    assert (body["max_tokens"], body["thinking"]["budget_tokens"]) == (2049, 2048)
+
+
+@pytest.mark.parametrize(("default_max_tokens", "budget"), [(4096, 4096), (4096, 8192)])
+def test_anthropic_model_refuses_a_thinking_budget_not_below_its_default_limit(
+    default_max_tokens: int, budget: int
+) -> None:
+    """Every request without its own ``max_tokens`` would be refused: the constructor says so."""
+    with pytest.raises(ValueError, match=rf"default_max_tokens \({default_max_tokens}\)"):
+        AnthropicModel(
+            base_url="http://mock",
+            api_key="k",
+            default_max_tokens=default_max_tokens,
+            thinking_budget=budget,
+        )
 
 
 def test_anthropic_body_without_thinking_keeps_temperature() -> None:

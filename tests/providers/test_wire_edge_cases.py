@@ -705,6 +705,112 @@ async def test_responses_items_streamed_in_deltas_are_not_doubled_when_complete(
     assert texts == ["Checking ", "Oslo."]
 
 
+_TWO_PARTS: dict[str, Any] = {
+    "id": "msg_2",
+    "type": "message",
+    "role": "assistant",
+    "content": [
+        {"type": "output_text", "annotations": [], "text": "Checking Oslo."},
+        {"type": "output_text", "annotations": [], "text": " It is sunny."},
+    ],
+}
+
+
+def _part_streamed(index: int) -> list[dict[str, Any]]:
+    """Part *index* of ``_TWO_PARTS`` as the API streams it: added, deltas, done."""
+    part = _TWO_PARTS["content"][index]
+    where = {"item_id": "msg_2", "output_index": 0, "content_index": index}
+    half = len(part["text"]) // 2
+    return [
+        {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
+        {"type": "response.output_text.delta", **where, "delta": part["text"][:half]},
+        {"type": "response.output_text.delta", **where, "delta": part["text"][half:]},
+        {"type": "response.content_part.done", **where, "part": part},
+    ]
+
+
+def _part_complete(index: int, *, part_done: bool) -> list[dict[str, Any]]:
+    """Part *index* of ``_TWO_PARTS`` sent with no delta: only complete, if at all."""
+    part = _TWO_PARTS["content"][index]
+    where = {"item_id": "msg_2", "output_index": 0, "content_index": index}
+    return [{"type": "response.content_part.done", **where, "part": part}] if part_done else []
+
+
+def _two_part_message(*parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**_TWO_PARTS, "content": []},
+        },
+        *(event for part in parts for event in part),
+        {"type": "response.output_item.done", "output_index": 0, "item": _TWO_PARTS},
+        _completed([_TWO_PARTS]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        _two_part_message(_part_streamed(0), _part_complete(1, part_done=False)),
+        _two_part_message(_part_streamed(0), _part_complete(1, part_done=True)),
+        _two_part_message(_part_complete(0, part_done=True), _part_streamed(1)),
+    ],
+    ids=["first-streamed-second-in-item", "first-streamed-second-in-part", "second-streamed"],
+)
+async def test_responses_message_part_without_deltas_is_kept_beside_a_streamed_part(
+    events: list[dict[str, Any]],
+) -> None:
+    """R10.2: in a message item where one part streamed deltas and the other came only
+    complete (its ``content_part.done`` or the item's ``output_item.done``), each part's
+    text arrives once, in part order; the streamed part is not repeated.
+    """
+    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    assert collected.message.content == (Text("Checking Oslo."), Text(" It is sunny."))
+    texts = "".join(chunk.text for chunk in collected.chunks if isinstance(chunk, TextDelta))
+    assert texts == "Checking Oslo. It is sunny."
+
+
+async def test_responses_deltas_without_output_index_are_not_doubled_by_their_items() -> None:
+    """R10.2: deltas that leave out ``output_index`` and complete items that carry it are the
+    same message and the same call: each is kept once (a doubled call would run twice).
+    """
+    call_added = {**COMPLETE_CALL, "status": "in_progress", "arguments": ""}
+    arguments = "response.function_call_arguments.delta"
+    streamed: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "item": COMPLETE_MESSAGE},
+        {"type": "response.output_text.delta", "content_index": 0, "delta": "Checking Oslo."},
+        {"type": "response.output_item.added", "item": call_added},
+        {"type": arguments, "delta": '{"city":'},
+        {"type": arguments, "delta": '"Oslo"}'},
+    ]
+    done = [
+        {"type": "response.output_item.done", "output_index": index, "item": item}
+        for index, item in enumerate([COMPLETE_MESSAGE, COMPLETE_CALL])
+    ]
+    done.append(_completed([COMPLETE_MESSAGE, COMPLETE_CALL]))
+    collected = await _serve("responses", b"".join(map(_typed_event, [*streamed, *done])))
+    assert collected.message.content == COMPLETE_CONTENT[1:]
+    assert collected.assembler.finish.kind == "tool-calls"
+
+
+@pytest.mark.parametrize("part_done", [False, True], ids=["deltas", "deltas-and-part-done"])
+async def test_responses_parts_counted_from_one_in_the_stream_are_not_doubled(
+    part_done: bool,
+) -> None:
+    """R10.2: a server counting ``content_index`` from 1 in its stream events, and so
+    unlike the places of the parts in the complete item, streams each part once.
+    """
+    events: list[dict[str, Any]] = []
+    for index, part in enumerate(_TWO_PARTS["content"]):
+        where = {"item_id": "msg_2", "output_index": 0, "content_index": index + 1}
+        events.append({"type": "response.output_text.delta", **where, "delta": part["text"]})
+        if part_done:
+            events.append({"type": "response.content_part.done", **where, "part": part})
+    collected = await _serve("responses", b"".join(map(_typed_event, _two_part_message(events))))
+    assert collected.message.content == (Text("Checking Oslo."), Text(" It is sunny."))
+
+
 @pytest.mark.parametrize(
     ("api", "body", "status", "retryable"),
     [

@@ -43,7 +43,7 @@ from ._blocks import (
     malformed,
     opaque_part,
 )
-from ._failures import ProviderConnectionError
+from ._failures import ProviderConnectionError, ProviderError
 from ._openai_chat import optional_count, stream_error, token_count
 from ._sse import SseEvent
 
@@ -53,6 +53,7 @@ __all__ = [
     "anthropic_messages",
     "anthropic_request_body",
     "anthropic_usage",
+    "no_room_beside_thinking",
 ]
 
 JsonObject = dict[str, object]
@@ -182,11 +183,22 @@ def anthropic_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
 
 def _max_tokens(request: ModelRequest, default: int, thinking_budget: int | None) -> int:
     limit = request.max_tokens or default
-    if thinking_budget is None:
-        return limit
-    # The API refuses max_tokens <= budget_tokens; the budget is the explicit
-    # setting of the two, so it wins.
-    return max(limit, thinking_budget + 1)
+    if thinking_budget is not None and limit <= thinking_budget:
+        raise ProviderError(no_room_beside_thinking(limit, thinking_budget), code="INVALID_REQUEST")
+    return limit
+
+
+def no_room_beside_thinking(limit: int, thinking_budget: int, name: str = "max_tokens") -> str:
+    """Why a *limit* not above the thinking budget is refused, naming both values.
+
+    Thinking tokens count toward ``max_tokens`` and the API refuses a limit
+    not above the budget; raising the limit instead would spend more than the
+    caller allowed and leave the answer only what thinking did not use.
+    """
+    return (
+        f"{name} ({limit}) must be above the thinking budget ({thinking_budget}): thinking "
+        f"tokens count toward max_tokens, so raise {name} or lower thinking_budget"
+    )
 
 
 def anthropic_request_body(
@@ -199,8 +211,11 @@ def anthropic_request_body(
     """Build the Messages request body for *request*; pure.
 
     ``max_tokens`` is mandatory on this API: *default_max_tokens* fills in.
-    With *thinking_budget*, ``max_tokens`` is raised above the budget when it
-    is not already, and no temperature is sent (thinking accepts only 1).
+    With *thinking_budget*, no temperature is sent (thinking accepts only 1).
+
+    Raises:
+        ProviderError: ``INVALID_REQUEST``: thinking is on and ``max_tokens``
+            is not above *thinking_budget*.
     """
     body: JsonObject = {
         "model": request.model,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Container, Hashable, Sequence
 from typing import final
 
 import attrs
@@ -170,6 +170,19 @@ class BlockTable:
     def has(self, key: Hashable) -> bool:
         """Whether a block exists for *key*."""
         return key in self._blocks
+
+    def find(self, block_type: str, content: str, skip: Container[Hashable]) -> Hashable | None:
+        """The key of a *block_type* block outside *skip* that holds *content*, if any.
+
+        A tool call holds its id; a text or reasoning block, its text so far.
+        """
+        for key, block in self._blocks.items():
+            if block.kind != block_type or key in skip:
+                continue
+            held = block.call_id if block.kind == _TOOL else "".join(block.parts)
+            if held == content:
+                return key
+        return None
 
     def finalize(self, key: Hashable, block: ContentBlock) -> None:
         """Make *block* the authoritative content of the block at *key* (created if new)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from itertools import groupby
 from typing import final
 
@@ -175,6 +175,8 @@ def responses_usage(usage: JsonObject) -> Usage:
 
 _PARAGRAPH = "\n\n"
 """What separates two parts of a reasoning item's summary (each part is a paragraph)."""
+_MESSAGE_PARTS = frozenset({"output_text", "refusal"})
+"""The content parts of a message item (a reasoning item's parts are not its text)."""
 
 
 def _part_texts(parts: list[object]) -> list[tuple[int, str]]:
@@ -194,6 +196,8 @@ class ResponsesStreamDecoder:
     _table: BlockTable = attrs.field(factory=BlockTable, init=False)
     _finish: Finish | None = attrs.field(default=None, init=False)
     _parts: dict[tuple[str, object], tuple[object, object]] = attrs.field(factory=dict, init=False)
+    _matched: set[Hashable] = attrs.field(factory=set, init=False)
+    """Blocks a complete item was matched to: no other complete content matches them."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -219,6 +223,8 @@ class ResponsesStreamDecoder:
             return self._item_added(output, _dict(payload.get("item")))
         if kind == "response.output_item.done":
             return self._item_done(output, _dict(payload.get("item")))
+        if kind == "response.content_part.done":
+            return self._content_part_done(output, payload)
         if kind in ("response.completed", "response.incomplete"):
             return self._terminal(_dict(payload.get("response")))
         if kind == "response.failed":
@@ -260,32 +266,71 @@ class ResponsesStreamDecoder:
             return self._reasoning_done(output, parts)
         return []
 
+    def _settle(self, key: Hashable, block_type: str, content: str | None) -> Hashable | None:
+        """The key of the block deltas streamed a complete item or part into, or ``None``.
+
+        Deltas may be keyed otherwise than the complete item (a server leaving
+        out ``output_index``, or counting ``content_index`` from 1): a block
+        holding the same *content* (a call's id), not matched to a complete
+        item yet, is the same block. The block found, or *key*, is matched now.
+        """
+        found = key if self._table.has(key) else None
+        if found is None and content is not None:
+            found = self._table.find(block_type, content, self._matched)
+        self._matched.add(key if found is None else found)
+        return found
+
     def _call_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed call's final arguments win; one first seen here opens with them all."""
-        key = ("call", output)
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
         arguments = _str(item.get("arguments"))
         out: list[StreamChunk] = []
-        if not self._table.has(key):
+        key = self._settle(("call", output), "tool-call", call_id)
+        if key is None:
+            key = ("call", output)
             out.append(self._table.tool_call(key, call_id, name, arguments or ""))
         self._table.finish_tool_call(key, call_id, name, arguments)
         return out
 
     def _message_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
-        table = self._table
-        # Deltas without a content_index stream the whole item into one block.
-        if table.has(("text", output, None)) or any(
-            table.has(("text", output, index)) for index in range(len(parts))
-        ):
+        """A completed message: each part's text that no delta streamed, in part order."""
+        whole = ("text", output, None)
+        if self._table.has(whole):
+            # Deltas without a content_index streamed the whole item into one block.
+            self._matched.add(whole)
             return []
-        return [table.text(("text", output, index), text) for index, text in _part_texts(parts)]
+        out: list[StreamChunk] = []
+        for index, text in _part_texts(parts):
+            key = ("text", output, index)
+            if self._settle(key, "text", text) is None:
+                out.append(self._table.text(key, text))
+        return out
+
+    def _content_part_done(self, output: object, payload: JsonObject) -> list[StreamChunk]:
+        """A completed message part that streamed no delta: its text, before the next part's."""
+        part, index = _dict(payload.get("part")), payload.get("content_index")
+        if type(index) is not int or part.get("type") not in _MESSAGE_PARTS:
+            return []
+        table, key = self._table, ("text", output, index)
+        if table.has(key) or table.has(("text", output, None)):
+            return []
+        texts = _part_texts([part])
+        # A block of deltas keyed otherwise may hold this part: it is left for the item's
+        # output_item.done to match, which counts the parts by their place in its content.
+        if not texts or table.find("text", texts[0][1], self._matched) is not None:
+            return []
+        self._matched.add(key)
+        return [table.text(key, texts[0][1])]
 
     def _reasoning_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
         key = ("reasoning", output)
         texts = [text for _, text in _part_texts(parts)]
-        if self._table.has(key) or not texts:
+        if not texts:
             return []
-        return [self._table.reasoning(key, _PARAGRAPH.join(texts))]
+        text = _PARAGRAPH.join(texts)
+        if self._settle(key, "reasoning", text) is not None:
+            return []
+        return [self._table.reasoning(key, text)]
 
     def _terminal(self, response: JsonObject) -> list[StreamChunk]:
         """The response's end: its ``output`` when nothing streamed, usage, the finish."""

@@ -23,6 +23,7 @@ from ._anthropic_wire import (
     MIN_THINKING_BUDGET,
     AnthropicStreamDecoder,
     anthropic_request_body,
+    no_room_beside_thinking,
 )
 from ._failures import ProviderConnectionError, ProviderError, status_error
 from ._feedback import report_response
@@ -50,6 +51,19 @@ def _prime_platform(client: object) -> None:
         client._platform = get_platform()  # type: ignore[attr-defined]
 
 
+def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> None:
+    if thinking_budget < MIN_THINKING_BUDGET:
+        raise ValueError(
+            f"thinking_budget must be at least {MIN_THINKING_BUDGET} tokens (the API's "
+            f"minimum), not {thinking_budget}"
+        )
+    if default_max_tokens <= thinking_budget:
+        # Every request without its own max_tokens would fail: refused once, here.
+        raise ValueError(
+            no_room_beside_thinking(default_max_tokens, thinking_budget, "default_max_tokens")
+        )
+
+
 @final
 class AnthropicModel(ClientOwner):
     """A :class:`~retinue.providers.Model` over Anthropic's Messages API.
@@ -64,12 +78,17 @@ class AnthropicModel(ClientOwner):
         api_key: The key (a local ``base_url`` without one gets a placeholder).
         provider: The provider name this adapter reports.
         default_max_tokens: ``max_tokens`` when a request sets none (the API requires one).
-        thinking_budget: Enables extended thinking with this token budget (at least
-            1024). ``max_tokens`` is then raised above the budget when it is not
-            already, and the agent's temperature is not sent.
+        thinking_budget: Enables extended thinking with this token budget: at least
+            1024, and below ``default_max_tokens`` (thinking tokens count toward
+            ``max_tokens``). The agent's temperature is then not sent, and a
+            request whose ``max_tokens`` is not above the budget fails with
+            ``INVALID_REQUEST`` before anything is sent.
         max_connections: Connections in total, split into pools of ``pool_size``.
         timeout: Seconds allowed between bytes of a response.
         transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
+
+    Raises:
+        ValueError: *thinking_budget* is below 1024 or not below *default_max_tokens*.
     """
 
     _client: anthropic.AsyncAnthropic
@@ -89,11 +108,8 @@ class AnthropicModel(ClientOwner):
         connect_timeout: float = 10.0,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
-        if thinking_budget is not None and thinking_budget < MIN_THINKING_BUDGET:
-            raise ValueError(
-                f"thinking_budget must be at least {MIN_THINKING_BUDGET} tokens (the API's "
-                f"minimum), not {thinking_budget}"
-            )
+        if thinking_budget is not None:
+            _check_thinking_budget(thinking_budget, default_max_tokens)
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         if api_key is None and base_url is not None and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
