@@ -39,6 +39,7 @@ from retinue.testing import (
     FinishWithError,
     Hang,
     RaiseMidStream,
+    RebuildCheckedModel,
     Reply,
     ScriptedModel,
     ToolCallSpec,
@@ -202,10 +203,12 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
     model = ScriptedModel(
         {"scripted": [*outcomes, Reply("fine")], "final": [Reply("final answer")]}, repeat_last=True
     )
+    checked = RebuildCheckedModel(model)
     with trio.fail_after(10_000):
         async with retinue.open_runtime(
-            models=model, tools=[nap, tally], max_parallel_tool_calls=2
+            models=checked, tools=[nap, tally], max_parallel_tool_calls=2
         ) as rt:
+            checked.follow(rt)
             agent = await rt.create_agent("p", OPTIONS)
             removers = [rt.hooks.on(seam, _raiser(seam), agent=agent) for seam in raising]
             asks: dict[int, retinue.TurnResult | None] = {}
@@ -282,6 +285,9 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                 assert final.turn > 0
                 assert agent.status == "idle"
                 check_session_invariants(agent.session.events)
+    # R8.9 on every request the loop built, whatever the interleaving.
+    assert checked.failures == []
+    assert checked.checked == len(model.requests)
 
 
 @example(  # a batch of three, then one sent during its turn and cancelled while queued

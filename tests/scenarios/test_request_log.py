@@ -14,7 +14,7 @@ import trio.testing
 
 import retinue
 from retinue import Message, MessageSource, Text
-from retinue._request import ModelRequest
+from retinue._request import MessageHistory, ModelRequest
 from retinue.prompt import Section
 from retinue.session import (
     ContextMessage,
@@ -30,9 +30,12 @@ from retinue.session import (
 )
 from retinue.testing import (
     CallTools,
+    InvariantError,
+    RebuildCheckedModel,
     Reply,
     ScriptedModel,
     ToolCallSpec,
+    check_request_rebuild,
     check_session_invariants,
 )
 from tests.helpers import OPTIONS, Next, echo, of_type, runtime
@@ -341,7 +344,9 @@ async def test_request_every_request_rebuilds_byte_equal_from_the_log(
             Reply("done three"),
         ]
     )
-    async with runtime(model, tools=[echo], system_prompt="Identity {{model}}.") as rt:
+    checked = RebuildCheckedModel(model)
+    async with runtime(checked, tools=[echo], system_prompt="Identity {{model}}.") as rt:
+        checked.follow(rt)
         agent = await rt.create_agent("a", OPTIONS, session_id="rebuilt")
         compositions = 0
 
@@ -389,6 +394,7 @@ async def test_request_every_request_rebuilds_byte_equal_from_the_log(
         requests = model.requests
         assert len(requests) == 4
         assert_requests_rebuild(events, requests)
+        assert (checked.checked, checked.failures) == (4, [])
         check_session_invariants(events)
         assert compositions == 1
         assert all(r.messages[0] == Message("user", (Text("PREFIX 1"),)) for r in requests)
@@ -477,3 +483,51 @@ async def test_request_listener_cannot_mutate_the_seed_config(
         assert (await agent.ask("three")).reason.kind == "completed"
         assert model.requests[-1].model == "scripted"
         assert len(header_events(agent.session.events)) == 1
+
+
+async def test_request_rebuild_check_names_the_part_a_request_changed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R8.9: the shipped dev-mode check refuses a request its log does not rebuild, naming the part."""
+    refused: list[str] = []
+
+    def answer(request: ModelRequest) -> Reply:
+        session = rt.agents.get("a").session  # type: ignore[union-attr]
+        check_request_rebuild(session, request)
+        altered = {
+            "system": attrs.evolve(request, system="not logged"),
+            "config": attrs.evolve(request, config=attrs.evolve(request.config, model="other")),
+            "messages": attrs.evolve(request, messages=MessageHistory(request.messages[1:])),
+        }
+        for part, wrong in altered.items():
+            with pytest.raises(InvariantError, match=f"R8.9: .* request's {part} differ") as raised:
+                check_request_rebuild(session, wrong)
+            refused.append(str(raised.value).split(": ")[1])
+        return Reply("one")
+
+    async with runtime(ScriptedModel(answer)) as rt:
+        agent = await rt.create_agent("a", OPTIONS, session_id="a")
+        result = await agent.ask("hello")
+    assert result.reason.kind == "completed"
+    assert len(refused) == 3
+
+
+async def test_request_rebuild_check_fails_the_call_and_keeps_the_failure(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R8.9: a request its log does not rebuild fails before the model sees it; the turn ends ``error``."""
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    checked = RebuildCheckedModel(model)
+    async with runtime(checked) as rt:
+        checked.follow(rt)
+        first = await rt.create_agent("first", OPTIONS, session_id="first")
+        second = await rt.create_agent("second", OPTIONS, session_id="second")
+        assert (await first.ask("hello")).reason.kind == "completed"
+        # Checked against another agent's log, the second agent's request cannot match.
+        checked.follow_sessions(lambda _session_id: first.session)
+        result = await second.ask("bonjour")
+    assert result.reason.kind == "error"
+    assert checked.checked == 2
+    [failure] = checked.failures
+    assert "request's messages differ" in str(failure)
+    assert len(model.requests) == 1

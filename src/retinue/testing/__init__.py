@@ -11,6 +11,7 @@ from retinue.testing._checks import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
+from retinue.testing._rebuild import RebuildCheckedModel, check_request_rebuild
 from retinue.testing._scripted import (
     Script,
     ScriptedModel,
@@ -42,6 +43,7 @@ __all__ = [
     "InvariantError",
     "RaiseMidStream",
     "RawChunks",
+    "RebuildCheckedModel",
     "Reply",
     "Script",
     "ScriptExhaustedError",
@@ -52,5 +54,6 @@ __all__ = [
     "ToolCallSpec",
     "check_history_replay",
     "check_no_dangling_tool_calls",
+    "check_request_rebuild",
     "check_session_invariants",
 ]

@@ -1,0 +1,125 @@
+"""The request reconstructability check (R8.9): every request is its log, folded.
+
+A development aid, not a hot path: each check re-validates the whole log in
+a fresh session, so it costs a replay per model call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from retinue._request import ModelRequest
+from retinue._stream import StreamChunk
+from retinue.providers import Model
+from retinue.session import Event, Session, StepStart
+from retinue.supervisors import Runtime
+
+from ._checks import InvariantError
+
+__all__ = ["RebuildCheckedModel", "check_request_rebuild"]
+
+
+def check_request_rebuild(session: Session, request: ModelRequest) -> None:
+    """Check that *request*, being made now, is what *session*'s log rebuilds (R8.9).
+
+    Call it while the request's step is the last one logged (a model's
+    ``stream`` does). Replays the log into fresh sessions as R8.8 reads it:
+    the messages fold the surface over the events before the step's
+    ``step/start``, the header folds every header event so far (the step's
+    own included). The request's config, system prompt, tools and messages
+    (the header's message prefix, then that history) must equal them.
+
+    Raises:
+        InvariantError: the log cannot be replayed, holds no step or no header,
+            or a part of the request differs; the message names the part.
+    """
+    events = list(session.events)
+    opened = next((e.seq for e in reversed(events) if isinstance(e.data, StepStart)), None)
+    if opened is None:
+        raise InvariantError("R8.9: a request was made but the log holds no step/start")
+    header = _replay(session, events).current_header
+    if header is None:
+        raise InvariantError("R8.9: a request was made but the log holds no request header")
+    history = _replay(session, events[:opened]).derive_messages()
+    expected = {
+        "config": header.config,
+        "system": header.system,
+        "tools": header.tools,
+        "messages": tuple(history.with_prefix(header.message_prefix)),
+    }
+    actual = {
+        "config": request.config,
+        "system": request.system,
+        "tools": request.tools,
+        "messages": tuple(request.messages),
+    }
+    for part, value in expected.items():
+        if actual[part] != value:
+            raise InvariantError(
+                f"R8.9: session {session.id!r}, step opened at seq {opened}: the request's "
+                f"{part} differ from the log's rebuild: {actual[part]!r} != {value!r}"
+            )
+
+
+def _replay(session: Session, events: list[Event]) -> Session:
+    try:
+        return Session.from_events(session.header, events)
+    except Exception as error:
+        raise InvariantError(f"R8.9: the log cannot be replayed: {error}") from error
+
+
+class RebuildCheckedModel:
+    """A :class:`~retinue.providers.Model` that checks every request against its log.
+
+    *sessions* maps a request's ``session_id`` to the live session that made
+    it (``None`` skips the check, e.g. for a request made outside an agent);
+    :meth:`follow` sets it to a runtime's agents, the usual case::
+
+        model = RebuildCheckedModel(ScriptedModel(...))
+        async with retinue.open_runtime(models=model) as rt:
+            model.follow(rt)
+            ...
+        assert model.failures == []
+
+    A request that its log does not rebuild raises :class:`InvariantError`
+    from ``stream`` before *model* sees it, and the error is kept in
+    :attr:`failures`: the loop contains a failing model call (the turn ends
+    ``error``), so a test asserts on the list rather than on the raise.
+    """
+
+    def __init__(
+        self, model: Model, sessions: Callable[[str], Session | None] | None = None
+    ) -> None:
+        self._model = model
+        self._sessions = sessions
+        self.checked = 0
+        """How many requests were checked."""
+        self.failures: list[InvariantError] = []
+        """Every failed check, in order."""
+
+    def follow(self, runtime: Runtime) -> None:
+        """Check the requests of *runtime*'s agents, finding each by its session id."""
+
+        def session_of(session_id: str) -> Session | None:
+            agent = runtime.agents.get(session_id)
+            return None if agent is None else agent.session
+
+        self._sessions = session_of
+
+    def follow_sessions(self, sessions: Callable[[str], Session | None]) -> None:
+        """Find each request's session with *sessions* from now on."""
+        self._sessions = sessions
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Check *request* (R8.9), then stream it from the wrapped model."""
+        session = None
+        if self._sessions is not None and request.session_id is not None:
+            session = self._sessions(request.session_id)
+        if session is not None:
+            self.checked += 1
+            try:
+                check_request_rebuild(session, request)
+            except InvariantError as error:
+                self.failures.append(error)
+                raise
+        return self._model.stream(request)
