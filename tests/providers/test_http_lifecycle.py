@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -327,3 +328,51 @@ async def test_error_status_whose_body_stalls_names_its_status(
     assert "500" in str(caught.value)
     assert "3.0 s" in str(caught.value)
     assert trio.current_time() == pytest.approx(3.0)
+
+
+ANTHROPIC_CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CONFIG_DIR",
+    "ANTHROPIC_FEDERATION_RULE_ID",
+    "ANTHROPIC_ORGANIZATION_ID",
+    "ANTHROPIC_IDENTITY_TOKEN",
+    "ANTHROPIC_IDENTITY_TOKEN_FILE",
+)
+
+
+@pytest.mark.parametrize(
+    ("variables", "options", "found"),
+    [
+        ({}, {}, False),
+        ({}, {"api_key": "k"}, True),
+        ({"ANTHROPIC_API_KEY": "k"}, {}, True),
+        ({"ANTHROPIC_AUTH_TOKEN": "token"}, {}, True),
+        ({"ANTHROPIC_PROFILE": "dev"}, {}, True),
+        ({}, {"base_url": "http://127.0.0.1:9"}, True),
+    ],
+    ids=["nothing", "key", "key-variable", "token-variable", "profile", "local-server"],
+)
+async def test_anthropic_model_says_whether_its_client_found_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    variables: dict[str, str],
+    options: dict[str, Any],
+    found: bool,
+) -> None:
+    """The SDK settles its credentials when built but refuses only per request; the adapter
+    reports what its client found (a local server gets a placeholder key).
+    """
+    for name in ANTHROPIC_CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no profile on disk but the one below
+    profile = tmp_path / ".config" / "anthropic" / "configs" / "dev.json"
+    profile.parent.mkdir(parents=True)
+    profile.write_text('{"authentication": {"type": "user_oauth"}}')
+    profile.chmod(0o600)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    async with AnthropicModel(**options) as model:
+        assert model.has_credentials is found

@@ -186,9 +186,37 @@ def _visible_texts(request: ModelRequest) -> list[str]:
     return [text for text in texts if text.strip()]
 
 
-def _ends_on_user(request: ModelRequest) -> bool:
-    roles = [message.role for message in request.messages if message.role != "system"]
-    return bool(roles) and roles[-1] == "user"
+def _anthropic_sends(block: ContentBlock) -> bool:
+    """Whether Anthropic's body carries *block* wherever it stands (docs/providers.md)."""
+    if isinstance(block, Text):
+        return bool(block.text.strip())
+    if isinstance(block, Reasoning):
+        return bool(block.signature)
+    return True
+
+
+def _thinking_before_the_end(run: list[ContentBlock]) -> list[ContentBlock]:
+    """The thinking of one assistant turn, less what would end it (the API refuses that)."""
+    while run and isinstance(run[-1], Reasoning | RedactedReasoning):
+        run = run[:-1]
+    return [block for block in run if isinstance(block, Reasoning | RedactedReasoning)]
+
+
+def _anthropic_thinking(request: ModelRequest) -> list[ContentBlock]:
+    """The signed and redacted thinking Anthropic's body carries, in order.
+
+    Consecutive assistant messages form one turn, and so do those only
+    unsendable blocks (blank text, unsigned reasoning) keep apart.
+    """
+    kept: list[ContentBlock] = []
+    run: list[ContentBlock] = []
+    for message in request.messages:
+        if message.role == "user":
+            kept += _thinking_before_the_end(run)
+            run = []
+        elif message.role == "assistant":
+            run += [block for block in message.content if _anthropic_sends(block)]
+    return kept + _thinking_before_the_end(run)
 
 
 def _strings(value: object) -> Iterator[str]:
@@ -242,7 +270,8 @@ def test_anthropic_turns_alternate_and_hold_visible_content(
     """Anthropic: roles alternate starting with user; no turn has an empty content list; no
     text block is empty or whitespace-only, at the top level or inside a ``tool_result``;
     an ``is_error`` result has content; thinking carries its signature; a history that ends
-    on a user message ends the transcript on a user turn (else it would be a prefill).
+    the transcript ends on a user turn (else it would be a prefill), and no assistant turn
+    ends with thinking.
     """
     body: Any = anthropic_request_body(request, thinking_budget=thinking_budget)
     turns = body["messages"]
@@ -258,8 +287,9 @@ def test_anthropic_turns_alternate_and_hold_visible_content(
                 assert block["content"] or not block.get("is_error")
             if block["type"] == "thinking":
                 assert block["signature"]
-    if _ends_on_user(request):
-        assert turns[-1]["role"] == "user"
+        if turn["role"] == "assistant":
+            assert turn["content"][-1]["type"] not in ("thinking", "redacted_thinking")
+    assert turns[-1]["role"] == "user"
 
 
 @given(requests(ANTHROPIC_IMAGE))
@@ -289,20 +319,22 @@ def test_anthropic_every_tool_use_is_answered_in_the_next_turn(request: ModelReq
 def test_anthropic_body_keeps_everything_the_api_can_carry(request: ModelRequest) -> None:
     """Anthropic: no tool call or result is lost or duplicated, and every visible text,
     signed thinking, redacted thinking and image reaches the body. Whitespace-only text is
-    left out (docs/providers.md); unsigned reasoning has no form the API accepts.
+    left out (docs/providers.md), and so is thinking that would end an assistant turn;
+    unsigned reasoning has no form the API accepts.
     """
     body: Any = anthropic_request_body(request)
     uses = _objects(body, _typed("tool_use"))
     results = _objects(body, _typed("tool_result"))
     assert Counter(block["id"] for block in uses) == Counter(_call_ids(request))
     assert Counter(block["tool_use_id"] for block in results) == Counter(_result_ids(request))
-    signed = [block for block in _blocks(request, Reasoning) if block.signature is not None]
-    thinking = _objects(body, _typed("thinking"))
-    assert [(b["thinking"], b["signature"]) for b in thinking] == [
-        (block.text, block.signature) for block in signed
+    thinking = _objects(body, lambda item: item.get("type") in ("thinking", "redacted_thinking"))
+    expected = _anthropic_thinking(request)
+    assert [b.get("signature", b.get("data")) for b in thinking] == [
+        block.signature if isinstance(block, Reasoning) else block.data for block in expected
     ]
-    redacted = _objects(body, _typed("redacted_thinking"))
-    assert [b["data"] for b in redacted] == [b.data for b in _blocks(request, RedactedReasoning)]
+    assert [b.get("thinking") for b in thinking] == [
+        block.text if isinstance(block, Reasoning) else None for block in expected
+    ]
     assert len(_objects(body, _typed("image"))) == len(_blocks(request, OpaqueBlock))
     _assert_carried(body, _visible_texts(request))
 

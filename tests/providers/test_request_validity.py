@@ -7,6 +7,8 @@ options) and checks the body against the provider's documented rules.
 
 from __future__ import annotations
 
+import json
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from retinue._content import (
     Message,
     OpaqueBlock,
     Reasoning,
+    RedactedReasoning,
     Text,
     ToolCall,
     ToolResultBlock,
@@ -35,6 +38,29 @@ from .support import ANTHROPIC_IMAGE, RESPONSES_IMAGE, collect, make_request
 
 def _context(text: str) -> Message:
     return Message("user", (Text('<context source="plugin">'), Text(text), Text("</context>")))
+
+
+APIS = ("messages", "chat", "responses")
+
+
+def _adapter(api: str, server: MockServer, **options: Any) -> OpenAIModel | AnthropicModel:
+    if api == "messages":
+        return AnthropicModel(transport=server.transport(), api_key="k", **options)
+    return OpenAIModel(
+        transport=server.transport(),
+        api_key="k",
+        api=api,  # type: ignore[arg-type]
+        **options,
+    )
+
+
+async def _sent_body(api: str, *history: Message | str, **options: Any) -> Any:
+    """The body *api*'s adapter sends for *history*, as the mock server received it."""
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with _adapter(api, server, **options) as model:
+            await collect(model, make_request(*history))
+    return server.calls[0].body
 
 
 def _tool_turn(*results: ToolResultBlock, reasoning: str | None = None) -> list[Message]:
@@ -344,3 +370,172 @@ def test_chat_and_responses_bodies_never_send_no_message_for_an_empty_prompt(
     responses: Any = responses_request_body(request)
     assert chat["messages"] == [{"role": "user", "content": EMPTY_TURN_TEXT}]
     assert responses["input"] == [{"role": "user", "content": EMPTY_TURN_TEXT}]
+
+
+# Through the adapters: what a session can log that the APIs refuse as it stands
+
+FILE_NAME = b"caf\xe9".decode("utf-8", "surrogateescape")
+"""A file name as ``os.fsdecode`` gives it for a byte that is not UTF-8: a lone surrogate."""
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_lone_surrogates_are_sent_as_replacement_characters(api: str) -> None:
+    """A lone surrogate is lossless JSON, so the log keeps the one a tool returned, but it
+    has no UTF-8 form and the SDK refused the whole body, failing every later request: each
+    is sent as U+FFFD, and the history is left as logged.
+    """
+    history = _tool_turn(ToolResultBlock("c1", (Text(FILE_NAME),)))
+    history.append(Message("user", (Text(f"why {FILE_NAME}?"),)))
+    body = await _sent_body(api, *history)
+    sent = json.dumps(body, ensure_ascii=False)
+    assert sent.count("caf\ufffd") == 2
+    assert FILE_NAME not in sent
+    assert history[-1].content == (Text(f"why {FILE_NAME}?"),)
+
+
+async def test_anthropic_tool_input_keys_lose_their_lone_surrogates_too() -> None:
+    """Anthropic gets a call's arguments as a JSON object: its keys are text as well."""
+    call = ToolCall("c1", "lookup", json.dumps({FILE_NAME: FILE_NAME}))
+    history: list[Message | str] = [
+        "hi",
+        Message("assistant", (call,)),
+        Message("user", (ToolResultBlock("c1", ()),)),
+    ]
+    body = await _sent_body("messages", *history)
+    assert body["messages"][1]["content"][0]["input"] == {"caf\ufffd": "caf\ufffd"}
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_header_with_no_encoding_is_a_typed_client_error(api: str) -> None:
+    """Only the body loses its lone surrogates: a header that cannot be encoded still fails,
+    as a :class:`ProviderError` rather than a bare ``UnicodeEncodeError``.
+    """
+    with pytest.raises(ProviderError) as caught:
+        await _sent_body(api, "hi", default_headers={"x-note": FILE_NAME})
+    assert (caught.value.code, caught.value.retryable) == ("CLIENT_ERROR", False)
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        ["write an essay", Message("assistant", (Text("Part one ends here.\n"),))],
+        [Message("assistant", (Text("Hello."),)), "hi"],
+        [Message("system", (Text("Be brief."),))],
+    ],
+    ids=["ends-on-the-answer", "starts-on-an-answer", "no-turn"],
+)
+async def test_anthropic_transcript_starts_and_ends_on_the_user_side(
+    history: list[Message | str],
+) -> None:
+    """A step continued without new input (a turn-continuation listener's ``Continue()``)
+    ends the history on the model's answer: sent as is, that is a prefill, which thinking
+    and recent models refuse. A placeholder user turn closes the transcript, as it opens
+    one that would start on an answer, or stands for a history with no turn at all.
+    """
+    body = await _sent_body("messages", *history)
+    turns = body["messages"]
+    assert turns[0]["role"] == turns[-1]["role"] == "user"
+    assert all(a["role"] != b["role"] for a, b in pairwise(turns))
+    placeholder = [{"type": "text", "text": EMPTY_TURN_TEXT}]
+    assert placeholder in (turns[0]["content"], turns[-1]["content"])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [(), (Text("\n\n"),), (RedactedReasoning("EqQB"),)],
+    ids=["tool-call-cut-at-max-tokens", "blank-answer", "redacted-thinking"],
+)
+async def test_anthropic_assistant_turn_never_ends_with_thinking(
+    answer: tuple[Text | RedactedReasoning, ...],
+) -> None:
+    """Thinking then a tool call cut at ``max_tokens`` (stripped, R7.36) or a blank answer
+    (dropped) leaves thinking last in the turn, which the API refuses. That thinking is
+    not sent, nor the turn when nothing else is left, and the user turns around it merge.
+    """
+    thought = Message("assistant", (Reasoning("I will write the file.", "sig-1"), *answer))
+    options = {"thinking_budget": 1024, "default_max_tokens": 2048}
+    body = await _sent_body("messages", "write a.txt", thought, "try again", **options)
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "write a.txt"},
+                {"type": "text", "text": "try again"},
+            ],
+        }
+    ]
+
+
+async def test_anthropic_keeps_the_thinking_before_the_last_block_of_a_turn() -> None:
+    """Only the thinking that would end the turn goes: the turn of a continued step merges
+    with the one before it, and the thinking before that turn's text stays.
+    """
+    history: list[Message | str] = [
+        "write an essay",
+        Message("assistant", (Reasoning("Plan.", "sig-1"), Text("Part one."))),
+        Message("assistant", (Reasoning("More.", "sig-2"), RedactedReasoning("EqQB"))),
+        "go on",
+    ]
+    body = await _sent_body("messages", *history)
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Plan.", "signature": "sig-1"},
+            {"type": "text", "text": "Part one."},
+        ],
+    }
+
+
+async def test_anthropic_does_not_replay_thinking_logged_with_an_empty_signature() -> None:
+    """An empty signature is none: the API cannot verify the thinking it would mark."""
+    history: list[Message | str] = [
+        "hi",
+        Message("assistant", (Reasoning("hmm", ""), Text("hello"))),
+        "more",
+    ]
+    body = await _sent_body("messages", *history)
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "hello"}],
+    }
+
+
+async def test_anthropic_tool_ids_that_map_alike_stay_distinct() -> None:
+    """``a.b``, ``a:b`` and ``a_b`` all map onto ``a_b``, and the API refuses a request in
+    which two ``tool_use`` blocks, in any turns, share an id. Later ids get a numbered suffix,
+    the same in a call and in its result, and the same each time the history is sent.
+    """
+    history: list[Message | str] = [
+        *_tool_turn(ToolResultBlock("a.b", (Text("one"),))),
+        *_tool_turn(ToolResultBlock("a:b", (Text("two"),)), ToolResultBlock("a_b", (Text("3"),))),
+    ]
+    body = await _sent_body("messages", *history)
+    turns = body["messages"]
+    uses = [[block["id"] for block in turns[index]["content"]] for index in (1, 3)]
+    results = [
+        [block["tool_use_id"] for block in turns[index]["content"] if "tool_use_id" in block]
+        for index in (2, 4)
+    ]
+    assert uses == results == [["a_b"], ["a_b_2", "a_b_3"]]
+    assert await _sent_body("messages", *history) == body
+
+
+NAME_OF_FIRST_CALL = {
+    "messages": lambda body: body["messages"][1]["content"][0]["name"],
+    "chat": lambda body: body["messages"][1]["tool_calls"][0]["function"]["name"],
+    "responses": lambda body: body["input"][1]["name"],
+}
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_call_the_stream_never_named_is_sent_with_a_placeholder_name(api: str) -> None:
+    """R10.6 builds a call the stream never named with the name ``''``; the APIs refuse an
+    empty tool name in the history, which would fail every later request of the session.
+    """
+    history: list[Message | str] = [
+        "hi",
+        Message("assistant", (ToolCall("c1", "", "{}"),)),
+        Message("user", (ToolResultBlock("c1", (Text("no such tool"),), is_error=True),)),
+    ]
+    body = await _sent_body(api, *history)
+    assert NAME_OF_FIRST_CALL[api](body) == "unnamed_tool"  # docs/providers.md

@@ -266,6 +266,68 @@ async def test_anthropic_block_started_twice_is_a_malformed_stream() -> None:
     assert caught.value.code == "MALFORMED_RESPONSE"
 
 
+def _unsigned_thinking_body(thinking: dict[str, Any]) -> bytes:
+    message = {
+        "type": "message",
+        "role": "assistant",
+        "content": [thinking, {"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    return json.dumps(message).encode()
+
+
+def _unsigned_thinking_stream() -> bytes:
+    thinking = {"type": "thinking", "thinking": "", "signature": ""}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": thinking},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hmm"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": ""},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "text", "text": "hi"},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ]
+    return b"".join(map(_typed_event, events))
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        (_unsigned_thinking_body({"type": "thinking", "thinking": "hmm"}), JSON),
+        (_unsigned_thinking_body({"type": "thinking", "thinking": "hmm", "signature": ""}), JSON),
+        (_unsigned_thinking_stream(), SSE),
+    ],
+    ids=["whole-without-signature", "whole-empty-signature", "streamed-empty-signature"],
+)
+async def test_anthropic_thinking_without_a_signature_is_unsigned(
+    body: bytes, headers: Any
+) -> None:
+    """Thinking from a server that does not sign it (an Anthropic-compatible endpoint) is
+    unsigned reasoning, streamed or whole: an empty signature would be replayed, and refused.
+    """
+    collected = await _serve("messages", body, headers)
+    assert collected.message.content == (Reasoning("hmm", None), Text("hi"))
+
+
 async def test_responses_reasoning_summary_parts_are_separate_paragraphs() -> None:
     """R10.2: each summary part of a reasoning item is its own paragraph, not run together."""
     summary = "response.reasoning_summary_text.delta"

@@ -37,6 +37,7 @@ from retinue._stream import (
 
 from ._blocks import (
     EMPTY_TURN_TEXT,
+    UNNAMED_TOOL,
     BlockTable,
     block_index,
     loads_event,
@@ -67,12 +68,31 @@ EMPTY_ERROR_TEXT = "(the tool failed without a message)"
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def _tool_id(call_id: str) -> str:
-    """*call_id* in the characters the API allows in ids; another provider's may hold others.
+@final
+class _ToolIds(dict[str, str]):
+    """Tool-call ids of one request in the characters the API allows in ids: ``ids[call_id]``.
 
-    The same mapping for a call and its result keeps the pair matched.
+    Another provider's ids may hold others (``functions.lookup:0``). The API
+    refuses a request in which two ``tool_use`` blocks share an id, so an id
+    that maps onto one already taken gets a numbered suffix. Ids are taken in
+    order of first appearance: the same history always maps the same way, and
+    a call and its result alike. A dict, so that an id seen before costs one
+    lookup.
     """
-    return _NOT_IN_ID.sub("_", call_id) or "_"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._taken: set[str] = set()
+
+    def __missing__(self, call_id: str) -> str:
+        mapped = base = _NOT_IN_ID.sub("_", call_id) or "_"
+        suffix = 1
+        while mapped in self._taken:
+            suffix += 1
+            mapped = f"{base}_{suffix}"
+        self[call_id] = mapped
+        self._taken.add(mapped)
+        return mapped
 
 
 def _tool_input(arguments: str) -> object:
@@ -98,14 +118,14 @@ def _result_part(block: ContentBlock) -> JsonObject | None:
     return None
 
 
-def _tool_result(block: ToolResultBlock) -> JsonObject:
+def _tool_result(block: ToolResultBlock, tool_ids: _ToolIds) -> JsonObject:
     content = [part for part in map(_result_part, block.content) if part is not None]
     if not content and block.is_error:
         # The API refuses an error result with no content.
         content = [{"type": "text", "text": EMPTY_ERROR_TEXT}]
     out: JsonObject = {
         "type": "tool_result",
-        "tool_use_id": _tool_id(block.tool_call_id),
+        "tool_use_id": tool_ids[block.tool_call_id],
         "content": content,
     }
     if block.is_error:
@@ -113,26 +133,44 @@ def _tool_result(block: ToolResultBlock) -> JsonObject:
     return out
 
 
-def _block(block: ContentBlock) -> JsonObject | None:
+def _block(block: ContentBlock, tool_ids: _ToolIds) -> JsonObject | None:
     """One SPEC block as an Anthropic content block; ``None`` when it cannot be sent."""
     if isinstance(block, Text):
         return _text(block)
     if isinstance(block, ToolCall):
         return {
             "type": "tool_use",
-            "id": _tool_id(block.id),
-            "name": block.name,
+            "id": tool_ids[block.id],
+            "name": block.name or UNNAMED_TOOL,
             "input": _tool_input(block.arguments),
         }
     if isinstance(block, Reasoning):
-        if block.signature is None:
+        # Unsigned (or signed empty, as some servers send it): the API cannot verify it.
+        if not block.signature:
             return None
         return {"type": "thinking", "thinking": block.text, "signature": block.signature}
     if isinstance(block, RedactedReasoning):
         return {"type": "redacted_thinking", "data": block.data}
     if isinstance(block, ToolResultBlock):
-        return _tool_result(block)
+        return _tool_result(block, tool_ids)
     return opaque_part(block)
+
+
+_THINKING = ("thinking", "redacted_thinking")
+
+
+def _end_assistant_turn(out: list[JsonObject]) -> None:
+    """Drop the thinking that ends the last turn, the assistant's; the turn goes if emptied.
+
+    The API refuses an assistant turn whose final block is thinking, which a
+    history holds when the answer after it was blank or a truncated tool call.
+    """
+    content = out[-1]["content"]
+    assert isinstance(content, list)
+    while content and content[-1]["type"] in _THINKING:
+        content.pop()
+    if not content:
+        out.pop()
 
 
 def _merge(out: list[JsonObject], role: str, blocks: list[JsonObject]) -> None:
@@ -144,6 +182,10 @@ def _merge(out: list[JsonObject], role: str, blocks: list[JsonObject]) -> None:
         out.append({"role": role, "content": blocks})
 
 
+def _empty_turn() -> JsonObject:
+    return {"role": "user", "content": [{"type": "text", "text": EMPTY_TURN_TEXT}]}
+
+
 def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
     """Map SPEC messages to Anthropic ``messages``.
 
@@ -151,18 +193,31 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
     alternate); in each user turn the ``tool_result`` blocks come first, as
     Anthropic requires; thinking blocks are replayed with their signature,
     redacted thinking verbatim; reasoning without a signature and
-    whitespace-only text are dropped. An assistant turn left empty is left
-    out; a user turn left empty holds :data:`EMPTY_TURN_TEXT`, so that the
-    transcript neither starts nor ends on the assistant's side.
+    whitespace-only text are dropped, and so is thinking that would end an
+    assistant turn. An assistant turn left empty is left out; a user turn
+    left empty holds :data:`EMPTY_TURN_TEXT`, and one holding only that
+    stands before an assistant turn that would start the transcript and
+    after one that would end it: the transcript neither starts nor ends on
+    the assistant's side.
     """
     out: list[JsonObject] = []
+    tool_ids = _ToolIds()
+    ends_on_thinking = False  # the assistant turn being built; noted per assistant message
     for message in messages:
         if message.role == "system":
             continue  # sent once, in the body's ``system`` (anthropic_request_body)
         role = "assistant" if message.role == "assistant" else "user"
-        blocks = [mapped for mapped in map(_block, message.content) if mapped is not None]
-        if blocks or role == "user":
+        blocks = [out_block for b in message.content if (out_block := _block(b, tool_ids))]
+        if role == "user":
+            if ends_on_thinking:
+                _end_assistant_turn(out)
+                ends_on_thinking = False
             _merge(out, role, blocks)
+        elif blocks:
+            _merge(out, role, blocks)
+            ends_on_thinking = blocks[-1]["type"] in _THINKING
+    if ends_on_thinking:
+        _end_assistant_turn(out)
     for turn in out:
         if turn["role"] == "user":
             content = turn["content"]
@@ -170,6 +225,12 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
             content.sort(key=lambda block: block.get("type") != "tool_result")
             if not content:
                 content.append({"type": "text", "text": EMPTY_TURN_TEXT})
+    # A transcript that ends on the assistant's side is a prefill, which thinking
+    # and recent models refuse; the API has long wanted the user's turn first.
+    if not out or out[-1]["role"] == "assistant":
+        out.append(_empty_turn())
+    if out[0]["role"] == "assistant":
+        out.insert(0, _empty_turn())
     return out
 
 
@@ -354,7 +415,9 @@ class AnthropicStreamDecoder:
             text = _str(delta.get("thinking"))
             return [table.reasoning(index, text)] if text else []
         if kind == "signature_delta":
-            return [table.reasoning(index, "", _str(delta.get("signature")) or "")]
+            # An empty signature is none: the API would refuse the block it marks.
+            signature = _str(delta.get("signature"))
+            return [table.reasoning(index, "", signature)] if signature else []
         return []
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
@@ -375,8 +438,8 @@ class AnthropicStreamDecoder:
             kind = block.get("type")
             if kind == "tool_use" and not self._table.has(index):
                 self._table.tool_call(index, _str(block.get("id")), _str(block.get("name")), "")
-            if kind == "thinking":
-                self._table.reasoning(index, "", _str(block.get("signature")) or "")
+            if kind == "thinking" and (signature := _str(block.get("signature"))):
+                self._table.reasoning(index, "", signature)
         _merge_usage(self._usage, _dict(payload.get("usage")))
         self._stop_reason = _str(payload.get("stop_reason"))
         self.done = self._stopped = True

@@ -25,6 +25,7 @@ from ._failures import ProviderStreamError
 
 __all__ = [
     "EMPTY_TURN_TEXT",
+    "UNNAMED_TOOL",
     "BlockTable",
     "block_index",
     "loads_event",
@@ -35,6 +36,13 @@ __all__ = [
 
 EMPTY_TURN_TEXT = "(empty message)"
 """Stands in for a user turn with nothing to send (an empty prompt): no API accepts none."""
+
+UNNAMED_TOOL = "unnamed_tool"
+"""Stands in for the name of a call the stream never named (R10.6 builds it as ``''``).
+
+The APIs refuse a call with an empty name in the history, which would fail
+every later request of the session.
+"""
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
 

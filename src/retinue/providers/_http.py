@@ -27,6 +27,7 @@ __all__ = [
     "close_response",
     "decode_response",
     "make_http_client",
+    "post_encodable",
     "send_within",
 ]
 
@@ -421,6 +422,48 @@ async def send_within(
     raise ProviderConnectionError(
         f"{provider} sent no response headers within {seconds} s", code="TIMEOUT", retryable=True
     )
+
+
+def _without_lone_surrogates(value: object) -> object:
+    """*value* (JSON data) with each lone surrogate in its strings replaced by U+FFFD.
+
+    A surrogate pair held as two code points becomes its character, as a JSON
+    round trip through the session log makes it.
+    """
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {
+            _without_lone_surrogates(key): _without_lone_surrogates(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    return value
+
+
+async def post_encodable(
+    post: Callable[[dict[str, object]], Awaitable[httpx2.Response]],
+    body: dict[str, object],
+    provider: str,
+) -> httpx2.Response:
+    """``post(body)``; a body with no UTF-8 form goes out with U+FFFD for each lone surrogate.
+
+    A lone surrogate is lossless JSON, so the log keeps it (a file name that
+    ``os.fsdecode`` gave), but the SDKs' UTF-8 encoding of the body refuses it
+    before anything is sent. Replacing it only after that refusal leaves the
+    usual request without an extra pass over the history.
+    """
+    try:
+        return await post(body)
+    except UnicodeEncodeError:
+        pass
+    cleaned = _without_lone_surrogates(body)
+    assert isinstance(cleaned, dict)
+    try:
+        return await post(cleaned)
+    except UnicodeEncodeError as exc:  # not the body: a header, say
+        raise ProviderError(f"{provider} client error: {exc}", code="CLIENT_ERROR") from exc
 
 
 class _SdkClient(Protocol):

@@ -34,7 +34,14 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, loads_event, malformed, opaque_part, user_run_items
+from ._blocks import (
+    UNNAMED_TOOL,
+    BlockTable,
+    loads_event,
+    malformed,
+    opaque_part,
+    user_run_items,
+)
 from ._failures import (
     RETRYABLE_STATUSES,
     RETRYABLE_STREAM_CODES,
@@ -89,7 +96,11 @@ def _user_message(message: Message) -> JsonObject | None:
 def _assistant_message(message: Message, *, replay_reasoning: bool) -> JsonObject | None:
     text = content_text(message.content)
     calls = [
-        {"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.arguments}}
+        {
+            "id": b.id,
+            "type": "function",
+            "function": {"name": b.name or UNNAMED_TOOL, "arguments": b.arguments},
+        }
         for b in message.content
         if isinstance(b, ToolCall)
     ]

@@ -31,6 +31,7 @@ from retinue._stream import (
 )
 
 from ._blocks import (
+    UNNAMED_TOOL,
     BlockTable,
     block_index,
     loads_event,
@@ -89,7 +90,12 @@ def _assistant_items(message: Message) -> list[JsonObject]:
     if text:
         items.append({"role": "assistant", "content": text})
     items.extend(
-        {"type": "function_call", "call_id": b.id, "name": b.name, "arguments": b.arguments}
+        {
+            "type": "function_call",
+            "call_id": b.id,
+            "name": b.name or UNNAMED_TOOL,
+            "arguments": b.arguments,
+        }
         for b in message.content
         if isinstance(b, ToolCall)
     )

@@ -33,6 +33,7 @@ from ._http import (
     close_response,
     decode_response,
     make_http_client,
+    post_encodable,
     send_within,
 )
 
@@ -135,6 +136,21 @@ class AnthropicModel(ClientOwner):
         )
         _prime_platform(self._client)
 
+    @property
+    def has_credentials(self) -> bool:
+        """Whether the SDK client found credentials: an API key, a bearer token or a provider.
+
+        The client settles them when built (given, from the environment, or
+        from a profile) but refuses a request without them only when it is
+        sent; this lets a caller refuse to start instead.
+        """
+        client = self._client
+        return (
+            client.api_key is not None
+            or client.auth_token is not None
+            or client.credentials is not None
+        )
+
     def __repr__(self) -> str:
         return f"AnthropicModel(provider={self.provider!r}, base_url={self.base_url!r})"
 
@@ -146,6 +162,9 @@ class AnthropicModel(ClientOwner):
         headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
         if session_id is not None:
             headers[SHARD_HEADER] = session_id
+        return await post_encodable(lambda sent: self._post(sent, headers), body, self.provider)
+
+    async def _post(self, body: dict[str, object], headers: dict[str, str]) -> httpx2.Response:
         try:
             return await self._client.post(
                 "/v1/messages", cast_to=httpx2.Response, body=body, options={"headers": headers}

@@ -27,6 +27,7 @@ from ._http import (
     close_response,
     decode_response,
     make_http_client,
+    post_encodable,
     send_within,
 )
 from ._openai_chat import ChatStreamDecoder, chat_request_body
@@ -178,6 +179,13 @@ class OpenAIModel(ClientOwner):
         headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
         if session_id is not None:
             headers[SHARD_HEADER] = session_id
+        return await post_encodable(
+            lambda sent: self._post(path, sent, headers), body, self.provider
+        )
+
+    async def _post(
+        self, path: str, body: dict[str, object], headers: dict[str, str]
+    ) -> httpx2.Response:
         try:
             return await self._client.post(
                 path,
