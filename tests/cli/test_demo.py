@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 import trio
@@ -89,12 +90,31 @@ def test_demo_reports_a_provider_it_cannot_use_in_one_line(
     assert "Traceback" not in err
 
 
+ANTHROPIC_CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CONFIG_DIR",
+    "ANTHROPIC_FEDERATION_RULE_ID",
+    "ANTHROPIC_ORGANIZATION_ID",
+    "ANTHROPIC_IDENTITY_TOKEN",
+    "ANTHROPIC_IDENTITY_TOKEN_FILE",
+)
+
+
+def _without_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """Leave the SDK nothing to find: no variables, and a home without a profile on disk."""
+    for name in ANTHROPIC_CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+
+
 def test_demo_reports_missing_anthropic_credentials_in_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Like OpenAI, a missing Anthropic key stops the demo before it starts: status 1, one line."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+    _without_anthropic_credentials(monkeypatch, tmp_path)
     argv = ["demo", "--provider", "anthropic", "--store", "memory", "--no-live", "--agents", "1"]
     status = main([*argv, "--turns", "1"])
     err = capsys.readouterr().err
@@ -102,6 +122,31 @@ def test_demo_reports_missing_anthropic_credentials_in_one_line(
     assert err.startswith("retinue demo: ")
     assert "ANTHROPIC_API_KEY" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"ANTHROPIC_PROFILE": "dev"},
+        {"ANTHROPIC_AUTH_TOKEN": "token"},
+        {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
+    ],
+)
+async def test_demo_starts_with_any_credentials_the_anthropic_client_finds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variables: dict[str, str]
+) -> None:
+    """The SDK's own rules decide: a profile, a bearer token, or a local server (which the
+    adapter gives a placeholder key) is enough, not only ANTHROPIC_API_KEY."""
+    _without_anthropic_credentials(monkeypatch, tmp_path)
+    profile = tmp_path / ".config" / "anthropic" / "configs" / "dev.json"
+    profile.parent.mkdir(parents=True)
+    profile.write_text('{"authentication": {"type": "user_oauth"}}')
+    profile.chmod(0o600)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    async with _demo._open_model(_args(provider="anthropic")) as (model, model_name):
+        assert model_name == "claude-haiku-4-5"
+        assert type(model).__name__ == "AnthropicModel"
 
 
 async def test_demo_fails_when_no_turn_completes(

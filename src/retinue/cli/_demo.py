@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 import random
 import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -21,8 +20,11 @@ from rich.live import Live
 from rich.table import Table
 
 import retinue
-from retinue._errors import describe_error, leaf_error
+from retinue._errors import leaf_error
 from retinue.session import Event, TurnEnd
+
+if TYPE_CHECKING:
+    from retinue.providers.anthropic import AnthropicModel
 
 __all__ = ["add_parser", "run_demo"]
 
@@ -104,7 +106,9 @@ def _run(args: argparse.Namespace) -> int:
         return int(trio.run(run_demo, args))
     except Exception as exc:
         log.warning("retinue demo failed", exc_info=True)  # shown with -v
-        print(f"retinue demo: {describe_error(leaf_error(exc))}", file=sys.stderr)
+        from ._sessions import store_problem
+
+        print(f"retinue demo: {store_problem(args.store, leaf_error(exc))}", file=sys.stderr)
         return 1
 
 
@@ -204,9 +208,8 @@ async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.M
     if args.provider == "anthropic":
         from retinue.providers.anthropic import AnthropicModel
 
-        _require_anthropic_credentials()
-
         async with AnthropicModel() as anthropic_model:
+            _require_credentials(anthropic_model)
             yield anthropic_model, args.model or "claude-haiku-4-5"
         return
     from retinue.providers.openai import OpenAIModel
@@ -225,17 +228,19 @@ async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.M
         yield mock_model, "mock-model"
 
 
-def _require_anthropic_credentials() -> None:
-    """Refuse to start without a key, as the OpenAI client does.
+def _require_credentials(model: AnthropicModel) -> None:
+    """Refuse to start without credentials, as the OpenAI client does.
 
-    Anthropic's client starts without one and fails every request instead,
-    which would end every turn in the same error.
+    Anthropic's client settles its credentials when built (a key or token,
+    given or from the environment, a profile, workload identity federation)
+    but refuses only per request, which would end every turn in the same
+    error. The adapter reports what its client found, so the SDK's rules are
+    the only ones.
     """
-    names = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
-    if not any(os.environ.get(name) for name in names):
+    if not model.has_credentials:
         raise retinue.ConfigError(
             "Missing credentials: set the ANTHROPIC_API_KEY environment variable "
-            "(or ANTHROPIC_AUTH_TOKEN)"
+            "(or ANTHROPIC_AUTH_TOKEN, or choose a profile with ANTHROPIC_PROFILE)"
         )
 
 
