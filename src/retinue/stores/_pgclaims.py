@@ -13,13 +13,18 @@ from retinue._errors import StoreError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["SessionClaims", "locked", "psycopg_module", "require_open"]
+__all__ = ["SessionClaims", "in_schema", "locked", "psycopg_module", "require_open"]
 
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
 _HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
 _HANDOVER_TIMEOUT_MS = 10_000
 """How long a claim waits for the previous writer's last commit before giving up."""
+
+
+def in_schema(schema: str, sql: str) -> str:
+    """*sql* with every ``{schema}`` replaced by the quoted schema name (checked by the backend)."""
+    return sql.replace("{schema}", f'"{schema}"')
 
 
 def locked(session_id: str) -> StoreError:
@@ -68,7 +73,7 @@ class SessionClaims:
         reader: Callable[[], AbstractContextManager[psycopg.Connection[Any]]],
     ) -> None:
         self._schema = schema
-        self._handover_sql = _HANDOVER.replace("{schema}", f'"{schema}"')
+        self._handover_sql = in_schema(schema, _HANDOVER)
         self._connect = connect
         self._reader = reader
         self._locker: psycopg.Connection[Any] | None = None

@@ -16,7 +16,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
 from ._common import already_exists, parse_header, parse_headers, seq_conflict
-from ._pgclaims import SessionClaims, locked, psycopg_module, require_open
+from ._pgclaims import SessionClaims, in_schema, locked, psycopg_module, require_open
 from ._writebehind import BufferedStore
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class PostgresBackend:
         self._closed = True
 
     def _sql(self, text: str) -> str:
-        return text.replace("{schema}", f'"{self._schema}"')
+        return in_schema(self._schema, text)
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
         return psycopg_module().connect(self._dsn, autocommit=autocommit)  # type: ignore[no-any-return]
