@@ -9,6 +9,7 @@ from typing import Any, TypeVar, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory
+from cattrs.errors import ForbiddenExtraKeysError
 
 from retinue._content import (
     ContentBlock,
@@ -61,6 +62,7 @@ from ._events import (
 from ._fastline import fast_line
 
 __all__ = [
+    "UNKNOWN_FIELD",
     "converter",
     "decode_event",
     "dump_event",
@@ -148,6 +150,51 @@ def _homogeneous_tuple(cls: Any, conv: Any) -> Callable[[Any, Any], tuple[Any, .
 converter.register_structure_hook_factory(_is_homogeneous_tuple, _homogeneous_tuple)
 
 
+# The stored format is closed and versioned (R4.3, R11.2): a key that no field of
+# its record holds cannot be kept, so it is refused rather than silently dropped.
+# Open parts stay open: unknown event types, content blocks and finish kinds, and
+# JSON payloads (``meta``) keep every key.
+_TAGGED = frozenset({*BLOCK_TYPES.values(), *CHUNK_TYPES.values()})
+
+
+def _record_keys(cls: type[Any]) -> frozenset[str]:
+    """The keys a stored record of *cls* may hold: its fields, and its tag in a tagged union."""
+    names = getattr(cls, "_fields", None) or [field.name for field in attrs.fields(cls)]
+    return frozenset([*names, "type"] if cls in _TAGGED else names)
+
+
+def _unknown_keys(value: Mapping[str, Any], keys: frozenset[str], cls: type[Any]) -> Exception:
+    return ForbiddenExtraKeysError("", cls, set(value) - keys)
+
+
+def _refuse_unknown(value: Any, keys: frozenset[str], cls: type[Any]) -> None:
+    # Written out inline where every loaded record passes, sparing a call per record.
+    if isinstance(value, dict) and not keys.issuperset(value):
+        raise _unknown_keys(value, keys, cls)
+
+
+def _is_closed_record(cls: Any) -> bool:
+    # A tagged record is checked by its union's hook. The header is read leniently:
+    # its version must be checked before the rest of a newer format is judged (R4.3).
+    return attrs.has(cls) and cls not in _TAGGED and cls is not SessionHeader
+
+
+def _closed_record(cls: type[Any], conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """cattrs' own generated hook for *cls*, refusing a record with a key it has no field for."""
+    structure_fields = conv.gen_structure_attrs_fromdict(cls)
+    keys = _record_keys(cls)
+
+    def structure(value: Any, type_: Any) -> Any:
+        if isinstance(value, dict) and not keys.issuperset(value):
+            raise _unknown_keys(value, keys, cls)
+        return structure_fields(value, type_)
+
+    return structure
+
+
+converter.register_structure_hook_factory(_is_closed_record, _closed_record)
+
+
 def _plain_unstructure(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
     """Unstructure an attrs value or named tuple to a dict: its tag first, ``None`` fields omitted."""
     tuple_fields = getattr(cls, "_fields", None)  # a named tuple's field names
@@ -222,34 +269,55 @@ converter.register_unstructure_hook(
 )
 
 
+def _is_mapping(value: object) -> bool:
+    # A parsed record is a dict: tested first, as the ABC check costs several times more.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _tagged(table: Mapping[str, type[Any]], what: str) -> Callable[[Any, Any], Any]:
+    keys = {tag: _record_keys(cls) for tag, cls in table.items()}
+    hooks: dict[str, Callable[[Any, Any], Any]] = {}  # looked up on first use, once all exist
+
     def structure(value: Any, _: Any) -> Any:
-        if not isinstance(value, Mapping) or not isinstance(value.get("type"), str):
+        if not _is_mapping(value) or not isinstance(value.get("type"), str):
             raise ValueError(f"{what} must be an object with a string 'type'")
-        cls = table.get(value["type"])
+        tag = value["type"]
+        cls = table.get(tag)
         if cls is None:
             if what == "content block":
                 rest = {key: item for key, item in value.items() if key != "type"}
-                return OpaqueBlock(value["type"], rest)
-            raise ValueError(f"unknown {what} type {value['type']!r}")
-        return converter.structure(value, cls)
+                return OpaqueBlock(tag, rest)
+            raise ValueError(f"unknown {what} type {tag!r}")
+        if not keys[tag].issuperset(value):
+            raise _unknown_keys(value, keys[tag], cls)
+        hook = hooks.get(tag)
+        if hook is None:
+            hook = hooks[tag] = converter.get_structure_hook(cls)
+        return hook(value, cls)
 
     return structure
 
 
+_KIND_KEYS = frozenset({"kind"})
+_ERRORED_KEYS = _KIND_KEYS | _record_keys(Errored)
+_REPLACE_KEYS = frozenset({"op", "start", "end"})
+
+
 def _structure_finish(value: Any, _: Any) -> FinishReason:
     kind = _exact_str(value["kind"], None)
-    if kind in FINISH_SINGLETONS:
-        return FINISH_SINGLETONS[kind]
     if kind == "error":
+        _refuse_unknown(value, _ERRORED_KEYS, Errored)
         return Errored(_exact_str(value["message"], None), _optional_str(value.get("code")))
-    return OtherFinish(kind)
+    reason = FINISH_SINGLETONS[kind] if kind in FINISH_SINGLETONS else OtherFinish(kind)
+    _refuse_unknown(value, _KIND_KEYS, type(reason))
+    return reason
 
 
 def _structure_surface(value: Any, _: Any) -> SurfaceOp:
     if value == "append":
         return "append"
     if isinstance(value, Mapping) and value.get("op") == "replace":
+        _refuse_unknown(value, _REPLACE_KEYS, Replace)
         return Replace(_exact_int(value["start"]), _exact_int(value["end"]))
     raise ValueError(f"invalid surface op {value!r}")
 
@@ -268,12 +336,18 @@ converter.register_structure_hook(
         _optional_str(value.get("name")),
     ),
 )
-converter.register_structure_hook(
-    AssistantChunk,
-    lambda value, _: AssistantChunk(
+_ASSISTANT_CHUNK_KEYS = _record_keys(AssistantChunk)
+
+
+def _structure_assistant_chunk(value: Any, _: Any) -> AssistantChunk:
+    if isinstance(value, dict) and not _ASSISTANT_CHUNK_KEYS.issuperset(value):
+        raise _unknown_keys(value, _ASSISTANT_CHUNK_KEYS, AssistantChunk)
+    return AssistantChunk(
         _exact_int(value["turn"]), _exact_int(value["step"]), _structure_chunk(value["chunk"], None)
-    ),
-)
+    )
+
+
+converter.register_structure_hook(AssistantChunk, _structure_assistant_chunk)
 converter.register_structure_hook(JsonValue, lambda value, _: freeze_json(value))
 converter.register_structure_hook(FrozenDict, lambda value, _: freeze_json(value))
 
@@ -293,14 +367,34 @@ def dump_event(event: Event) -> dict[str, Any]:
 
 # What a malformed record raises while it is rebuilt; a record nested past the
 # interpreter's recursion limit raises RecursionError before any field is read.
-_MALFORMED = (KeyError, TypeError, ValueError, RecursionError, cattrs.BaseValidationError)
+_MALFORMED = (
+    KeyError,
+    TypeError,
+    ValueError,
+    RecursionError,
+    cattrs.BaseValidationError,
+    ForbiddenExtraKeysError,
+)
+_ENVELOPE_KEYS = frozenset({"seq", "type", "time", "data", "source_event_seqs", "surface_op"})
+UNKNOWN_FIELD = "UNKNOWN_FIELD"
+"""The code of a stored event refused for a key no field holds: a whole record, never a torn one."""
 
 
 def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
-    """Rebuild an event from its JSON envelope; raises :class:`CorruptSessionError`."""
-    if not isinstance(raw, Mapping):
+    """Rebuild an event from its JSON envelope; raises :class:`CorruptSessionError`.
+
+    A key that no field of the event holds is refused (code ``UNKNOWN_FIELD``),
+    not dropped; an unknown event type keeps its whole ``data``.
+    """
+    if not _is_mapping(raw):
         raise CorruptSessionError(f"session {session_id!r}: an event is not a JSON object")
+    return _load_record(raw, session_id)
+
+
+def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
     try:
+        if not _ENVELOPE_KEYS.issuperset(raw):
+            raise _unknown_keys(raw, _ENVELOPE_KEYS, Event)
         kind = _exact_str(raw["type"], None)
         cls = EVENT_TYPES.get(kind)
         data: EventData
@@ -310,22 +404,40 @@ def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
             data = converter.structure(raw["data"], cls)
         sources = raw.get("source_event_seqs")
         surface = raw.get("surface_op")
+        # Positional: a named tuple built from keywords takes twice as long.
         return Event(
-            seq=_exact_int(raw["seq"]),
-            time=_exact_int(raw["time"]),
-            data=data,
-            source_event_seqs=None if sources is None else tuple(_exact_int(s) for s in sources),
-            surface_op=None if surface is None else _structure_surface(surface, None),
+            _exact_int(raw["seq"]),
+            _exact_int(raw["time"]),
+            data,
+            None if sources is None else tuple(_exact_int(s) for s in sources),
+            None if surface is None else _structure_surface(surface, None),
         )
     except _MALFORMED as exc:
         where = raw.get("seq", "?")
         raise CorruptSessionError(
-            f"session {session_id!r}: event seq {where} is malformed: {_problem(exc)}"
+            f"session {session_id!r}: event seq {where} is malformed: {_problem(exc)}",
+            code=UNKNOWN_FIELD if _names_unknown_field(exc) else None,
         ) from exc
+
+
+def _names_unknown_field(exc: Exception) -> bool:
+    if isinstance(exc, ExceptionGroup):
+        return exc.subgroup(ForbiddenExtraKeysError) is not None
+    return isinstance(exc, ForbiddenExtraKeysError)
+
+
+# Where a record whose hook is not cattrs' generated one sits (no path notes reach it).
+_RECORD_PATHS: dict[type[Any], str] = {
+    Event: "$",
+    Replace: "$.surface_op",
+    **dict.fromkeys(CHUNK_TYPES.values(), "$.data.chunk"),
+}
 
 
 def _problem(exc: Exception) -> str:
     """What is wrong, naming the field (``... @ $.data.turn``) when cattrs knows it."""
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return "; ".join(cattrs.transform_error(exc, path=_RECORD_PATHS.get(exc.cl, "$.data")))
     if isinstance(exc, cattrs.BaseValidationError):
         return "; ".join(cattrs.transform_error(exc, path="$.data"))
     if isinstance(exc, RecursionError):
@@ -408,4 +520,4 @@ def decode_event(line: str | bytes, *, session_id: str = "?") -> Event:
         ) from exc
     if not isinstance(raw, dict):
         raise CorruptSessionError(f"session {session_id!r}: an event line is not a JSON object")
-    return load_event(raw, session_id=session_id)
+    return _load_record(raw, session_id)

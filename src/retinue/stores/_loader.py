@@ -8,7 +8,7 @@ import attrs
 
 from retinue._errors import CorruptSessionError, SessionError
 from retinue.session import FORMAT_VERSION, Event, Session, TurnEnd
-from retinue.session._codec import decode_event
+from retinue.session._codec import UNKNOWN_FIELD, decode_event
 
 from ._backend import StoredLog
 from ._repair import repair_tail
@@ -80,10 +80,10 @@ def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | Non
     events: list[Event] = []
     for index, record in enumerate(log.records):
         try:
-            event = (
-                record if isinstance(record, Event) else decode_event(record, session_id=session_id)
-            )
+            event = _decode(record, session_id)
         except CorruptSessionError as exc:
+            if _written_whole(exc):
+                raise
             return events, f"event {index} is corrupt ({exc.message})"
         if event.seq != index:
             return events, f"a seq gap (event {index} has seq {event.seq})"
@@ -101,10 +101,10 @@ def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> N
     committed = False
     for index, record in enumerate(log.records[start:], start):
         try:
-            event = (
-                record if isinstance(record, Event) else decode_event(record, session_id=session_id)
-            )
-        except CorruptSessionError:
+            event = _decode(record, session_id)
+        except CorruptSessionError as exc:
+            if _written_whole(exc):
+                raise
             continue
         following += index > start
         committed = committed or isinstance(event.data, TurnEnd)
@@ -118,3 +118,16 @@ def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> N
             "it: only a torn final record may be discarded",
             code="CORRUPT_SESSION",
         )
+
+
+def _decode(record: str | bytes | Event, session_id: str) -> Event:
+    return record if isinstance(record, Event) else decode_event(record, session_id=session_id)
+
+
+def _written_whole(error: CorruptSessionError) -> bool:
+    """Whether a record refused with *error* cannot be a torn write, so must not be discarded.
+
+    A crash cuts a record short and never adds a key: a record naming a key that
+    no field holds was written whole, and discarding it would lose it.
+    """
+    return error.code == UNKNOWN_FIELD
