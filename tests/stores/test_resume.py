@@ -172,3 +172,32 @@ async def test_a_failed_resume_gives_up_its_claim_on_the_session(kit: StoreKit) 
                 await other.detach(stored)
             again = await rt.resume_agent("claimed", OPTIONS)
             assert (await again.ask("second")).reason.kind == "completed"
+
+
+async def test_a_runtime_sharing_a_store_leaves_another_runtimes_live_session_alone(
+    kit: StoreKit,
+) -> None:
+    """R12.7, R12.9: a store shared by two runtimes tracks both runtimes' sessions; a creation
+    or resume in one of an id the other has live is refused and leaves that session attached,
+    so every later event of it is stored (a runtime settles only what its own teardown left)."""
+    with trio.fail_after(60):
+        async with (
+            kit.open() as store,
+            retinue.open_runtime(models=_model(), store=store) as first,
+            retinue.open_runtime(models=_model(), store=store) as second,
+        ):
+            agent = await first.create_agent("writer", OPTIONS, session_id="shared")
+            await agent.ask("stored")
+            agent.send("queued")  # its turn may run while the other runtime is refused
+            with pytest.raises(retinue.SessionError) as created:
+                await second.create_agent("writer", OPTIONS, session_id="shared")
+            assert created.value.code == "SESSION_ALREADY_EXISTS"
+            with pytest.raises(retinue.StoreError) as resumed:
+                await second.resume_agent("shared", OPTIONS)
+            assert resumed.value.code == "SESSION_TRACKED"
+            await agent.wait_idle()
+            assert agent.status == "idle"
+            assert (await agent.ask("again")).turn == 3
+            await agent.dispose()
+            loaded = await store.inspect("shared")
+    assert lines(loaded.events[:]) == lines(agent.session.events[:])

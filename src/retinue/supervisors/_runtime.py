@@ -84,6 +84,8 @@ class Runtime:
     _teardowns: dict[str, AgentCore] = attrs.field(factory=dict, init=False)
     # Sessions whose final flush failed or timed out: still attached to the store with
     # their unflushed events buffered, committed before their id is taken again.
+    # Kept here rather than asked of the store: a store may be shared (with another
+    # runtime, or its owner) and knows what is attached, not what this runtime left.
     _stranded: dict[str, Session] = attrs.field(factory=dict, init=False)
 
     @property
