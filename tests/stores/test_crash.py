@@ -68,11 +68,19 @@ def _run_and_kill(spec: str, side: Path, seed: int) -> str:
 
 
 def _acknowledged(side: Path, agent_id: str) -> list[str]:
-    """The event lines the child saw flushed (an unterminated last line is ignored)."""
+    """The event lines the child saw flushed.
+
+    A kill can cut the child's last line short: that event was never
+    acknowledged, and the cut line is removed so that the next run's first
+    line does not continue it.
+    """
     path = side / f"{agent_id}.lines"
     if not path.exists():
         return []
-    return path.read_text().split("\n")[:-1]
+    complete, _, cut = path.read_text().rpartition("\n")
+    if cut:
+        path.write_text(f"{complete}\n" if complete else "")
+    return complete.split("\n") if complete else []
 
 
 class Tracker:
