@@ -596,14 +596,17 @@ async def test_dispatch_async_tool_runs_in_the_calling_task() -> None:
 
 
 async def test_dispatch_injects_the_tool_context() -> None:
-    """R9.1: a tool declaring a ToolContext parameter receives the call id and the agent."""
+    """R9.1: a tool declaring a ToolContext parameter receives the call id and the agent
+    (an async body the handle itself; a sync body's stand-in is pinned in test_tool_threads).
+    """
     contexts: list[ToolContext] = []
     handle = object()
 
     @tool
-    def whoami(ctx: ToolContext) -> str:
+    async def whoami(ctx: ToolContext) -> str:
         """Who called."""
         contexts.append(ctx)
+        await trio.lowlevel.checkpoint()
         return "me"
 
     _, registry = setup(whoami)

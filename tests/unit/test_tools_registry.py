@@ -180,6 +180,38 @@ def test_schemas_refuse_an_invalid_configured_order(order: list[str], message: s
         registry.schemas(order=order)
 
 
+@pytest.mark.parametrize("removal", ["unregister", "drop_scope"])
+def test_schemas_skip_an_ordered_tool_once_it_is_gone(removal: str) -> None:
+    """R7.51: a listed tool unregistered (or dropped with its agent's scope) after a request
+    saw it is skipped in every view; it used to fail every other agent's steps.
+    """
+    registry = ToolRegistry(HookBus(), [make("b"), make("a")])
+    unregister = registry.add(make("z"), agent="x")
+    order = ["z", "*"]
+    assert names(registry.schemas("y", order)) == ["a", "b"]
+    if removal == "unregister":
+        unregister()
+    else:
+        registry.drop_scope("x")
+    assert names(registry.schemas("y", order)) == ["a", "b"]
+    assert names(registry.schemas("x", order)) == ["a", "b"]
+    with pytest.raises(ConfigError, match='"nope"'):
+        registry.schemas("y", ["nope", *order])
+
+
+def test_schemas_of_agents_without_scoped_tools_share_one_cached_entry() -> None:
+    """R7.51: agents without scoped tools share the global view's schemas (one cache entry for
+    all of them, not one per agent ever served); an agent with scoped tools has its own.
+    """
+    registry = ToolRegistry(HookBus(), [make("b"), make("a")])
+    shared = registry.schemas(None, ["b"])
+    assert registry.schemas("x", ["b"]) is shared
+    assert registry.schemas("y", ["b"]) is shared
+    registry.add(make("z"), agent="x")
+    assert names(registry.schemas("x", ["b"])) == ["b", "a", "z"]
+    assert registry.schemas("y", ["b"]) is registry.schemas(None, ["b"])
+
+
 def test_schemas_carry_the_model_facing_part_only() -> None:
     """R9.7: only name, description and parameters reach the model."""
     registry = ToolRegistry(HookBus(), [make("t")])

@@ -531,7 +531,8 @@ def test_a_type_used_twice_side_by_side_is_not_recursive() -> None:
 
 def test_a_partial_takes_its_hints_and_docstring_from_the_wrapped_function() -> None:
     """R9.7: ``functools.partial`` (nested too) of a function with string annotations reads
-    the function's hints and docstring; the partial's signature decides the parameters.
+    the function's hints and docstring; the partial's signature decides the parameters, less
+    the keywords it binds.
     """
     docs = tool(name="search_docs")(functools.partial(search_index, "docs"))
     short = tool(name="search_short")(functools.partial(docs.fn, limit=2))
@@ -545,5 +546,5 @@ def test_a_partial_takes_its_hints_and_docstring_from_the_wrapped_function() -> 
         "required": ["query"],
         "additionalProperties": False,
     }
-    assert schema_of(short)["properties"]["limit"] == {"type": "integer", "default": 2}  # type: ignore[index]
+    assert list(schema_of(short)["properties"]) == ["query"]  # type: ignore[index]
     assert short.fn(query="q") == "docs:q:2"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import math
 from collections.abc import Awaitable
 from types import CoroutineType
@@ -21,10 +22,13 @@ from ._execution import (
     exception_result,
     output_result,
 )
+from ._thread_agent import ThreadAgent
 from ._tool import Tool, ToolContext
 from ._validate import json_type_name
 
 __all__ = ["INVALID_ARGUMENTS", "TOOL_THREADS", "TOOL_TIMEOUT", "invalid_arguments", "run_body"]
+
+log = logging.getLogger("retinue.tools")
 
 TOOL_THREADS = 40
 """Sync tool bodies running at once per registry (trio's default pool has as many)."""
@@ -91,9 +95,11 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
     assert isinstance(plain, dict)
     kwargs = tool.bind(plain) if tool.bind is not None else {str(k): v for k, v in plain.items()}
     if tool.context_parameter is not None:
-        kwargs[tool.context_parameter] = ToolContext(
-            execution.call_id, execution.agent, execution.agent_id
-        )
+        agent = execution.agent
+        if not tool.is_async and agent is not None:
+            # The worker thread must reach the agent through the trio thread.
+            agent = ThreadAgent(agent, trio.lowlevel.current_trio_token())
+        kwargs[tool.context_parameter] = ToolContext(execution.call_id, agent, execution.agent_id)
     return kwargs
 
 
@@ -124,11 +130,27 @@ async def _call_in_thread(
         # Abandoned on cancel: the worker thread runs on and its result is discarded,
         # while the slot goes back with this task.
         value = await trio.to_thread.run_sync(
-            functools.partial(tool.fn, **kwargs),
+            functools.partial(_run_sync_body, tool, kwargs),
+            thread_name=f"retinue tool {tool.name}",
             abandon_on_cancel=True,
             limiter=_UNBOUNDED_THREADS,
         )
     return await _settle(value)
+
+
+def _run_sync_body(tool: Tool, kwargs: dict[str, object]) -> object:
+    """Call a sync body in its worker thread; a coroutine it returns is closed, not leaked."""
+    value = tool.fn(**kwargs)
+    if inspect.iscoroutine(value):
+        # Nothing in this thread can await it: an async function behind a sync wrapper
+        # that does not name it in ``__wrapped__``.
+        value.close()
+        raise TypeError(
+            f'tool "{tool.name}" runs as a sync function in a worker thread but returned '
+            "a coroutine, which was closed unawaited: make the body async, or let its "
+            "wrapper keep __wrapped__ (functools.wraps)"
+        )
+    return value
 
 
 async def _settle(value: object) -> object:
@@ -151,7 +173,9 @@ async def run_body(
     anything gets one after it). Never raises for a tool failure: invalid
     arguments, a raise, a timeout and an unconvertible return value all become
     error results. ``Cancelled`` from an enclosing scope propagates; the tool's
-    own timeout does not.
+    own timeout does not, nor a ``Cancelled`` the body raises while no scope
+    around it is cancelled (one it caught inside and re-raised): that is an
+    error result naming the misuse.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
     problem = _argument_problem(tool, execution)
@@ -165,8 +189,24 @@ async def run_body(
         if tool.timeout is None:
             return output_result(execution.call_id, await _call(tool, kwargs, slots))
         return await _run_within(tool.timeout, tool, execution.call_id, kwargs, slots)
+    except trio.Cancelled as exc:
+        # -inf exactly when a scope around this task is cancelled (trio's definition):
+        # the cancel is real and must reach that scope.
+        if trio.current_effective_deadline() == -math.inf:
+            raise
+        return _stray_cancel(tool, execution.call_id, exc)
     except _TOOL_FAILURES as exc:
         return exception_result(execution.call_id, exc)
+
+
+def _stray_cancel(tool: Tool, call_id: str, exc: trio.Cancelled) -> ToolExecutionResult:
+    # Propagated, it would end the agent's driver as if it had been cancelled.
+    log.warning("tool %r raised a stray trio.Cancelled", tool.name, exc_info=exc)
+    return error_result(
+        call_id,
+        f'tool "{tool.name}" raised trio.Cancelled while nothing around it was cancelled: '
+        "a Cancelled caught inside a tool must not be raised outside its own cancel scope",
+    )
 
 
 async def _run_within(

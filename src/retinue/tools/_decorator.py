@@ -41,7 +41,9 @@ def tool(
     before its first section is the description, and its ``Args:`` section
     (or NumPy's ``Parameters``, or Sphinx's ``:param name:`` fields)
     describes the parameters. A parameter annotated :class:`ToolContext` is
-    injected, not shown to the model. Sync functions run in a worker thread.
+    injected, not shown to the model. Keywords a ``functools.partial`` binds
+    are neither shown nor accepted. Sync functions run in a worker thread; a
+    sync ``functools.wraps`` wrapper of an async function counts as async.
 
     Args:
         fn: the function, when used bare (``@tool``).
@@ -53,7 +55,9 @@ def tool(
             ``TOOL_TIMEOUT``.
 
     Raises:
-        TypeError: a parameter kind or type hint the schema cannot express.
+        TypeError: a parameter kind or type hint the schema cannot express
+            (``ToolContext`` inside another type among them), or a generator
+            function.
     """
 
     def build(target: Callable[..., object]) -> Tool:

@@ -21,7 +21,7 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
 )
-from retinue._errors import InvalidJsonError, RetinueError, describe_error
+from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf_error
 from retinue._lossless import JsonValue, freeze_json
 from retinue.session import ToolErrorInfo
 
@@ -132,10 +132,38 @@ def error_result(call_id: str, message: str, *, code: str | None = None) -> Tool
 
 
 def exception_result(call_id: str, exc: BaseException) -> ToolExecutionResult:
-    """An error result for a raised exception (R9.2); a code is kept (``ToolError``)."""
+    """An error result for a raised exception (R9.2); a code is kept (``ToolError``).
+
+    A group (a nursery's) is reported by its errors: one stands for the group,
+    code and all; several are joined, with the code they all carry, if any.
+    """
+    exc = leaf_error(exc)
+    if isinstance(exc, BaseExceptionGroup):
+        return _group_result(call_id, exc)
     return ToolExecutionResult(
         call_id, (Text(f"Error: {describe_failure(exc)}"),), is_error=True, error=error_info(exc)
     )
+
+
+def _group_result(call_id: str, group: BaseExceptionGroup[BaseException]) -> ToolExecutionResult:
+    leaves = _leaves(group)
+    message = "; ".join(describe_failure(leaf) for leaf in leaves)
+    codes = {error_info(leaf) for leaf in leaves}
+    error = codes.pop() if len(codes) == 1 else None
+    return ToolExecutionResult(call_id, (Text(f"Error: {message}"),), is_error=True, error=error)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The errors of *group* and of the groups nested in it, in order."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(reversed(exc.exceptions))
+        else:
+            leaves.append(exc)
+    return leaves
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -71,11 +71,16 @@ class ToolRegistry:
     """The bus the ``tools/*`` seams are dispatched on."""
     _global: dict[str, Tool] = attrs.field(default=(), alias="tools", converter=_index)
     _scoped: dict[str, dict[str, Tool]] = attrs.field(factory=dict, init=False)
-    # Canonical schema tuples by (agent, order); cleared on every registration change,
+    # Canonical schema tuples by (scope, order); cleared on every registration change,
     # so the per-step header comparison sees the same tuple and compares by identity.
+    # Agents without scoped tools share the global view's entry (scope None): an entry
+    # per agent ever served would outlive the agent.
     _schemas: dict[tuple[str | None, tuple[str, ...] | None], tuple[ToolSchema, ...]] = attrs.field(
         factory=dict, init=False
     )
+    # Names of a tool order seen registered: one of them missing later was unregistered
+    # (or dropped with its agent) and is skipped; one never seen is a typo.
+    _order_names_seen: set[str] = attrs.field(factory=set, init=False)
     # Results a dispatch produced as final (post-execute skipped), by identity.
     _final: dict[int, weakref.ref[ToolExecutionResult]] = attrs.field(factory=dict, init=False)
     # Slots of the sync tool bodies running at once, held by the calling tasks: a body
@@ -147,17 +152,19 @@ class ToolRegistry:
 
         Without *order*, tools are sorted by name. With it, tools appear in the
         listed order and the rest, sorted by name, fill the one ``"*"`` slot
-        (or follow the list when it has none). A listed name registered only
-        for another agent is skipped.
+        (or follow the list when it has none). A listed name missing from the
+        view is skipped: registered only for another agent, or unregistered
+        since an earlier call saw it.
 
         Raises:
-            ConfigError: *order* names an unregistered tool, repeats a name, or
-                has more than one ``"*"``.
+            ConfigError: *order* names a tool no call has seen registered in any
+                view (a typo), repeats a name, or has more than one ``"*"``.
         """
-        key = (agent_id, None if order is None else tuple(order))
+        scope = agent_id if agent_id in self._scoped else None
+        key = (scope, None if order is None else tuple(order))
         cached = self._schemas.get(key)
         if cached is None:
-            view = self._view(agent_id)
+            view = self._view(scope)
             names = sorted(view) if order is None else self._ordered(view, order)
             cached = self._schemas[key] = tuple(view[name].schema for name in names)
         return cached
@@ -168,8 +175,8 @@ class ToolRegistry:
             if name in seen:
                 raise ConfigError(f'tool order lists "{name}" twice')
             seen.add(name)
-            if name != _REST and not self._known(name):
-                raise ConfigError(f'tool order names unknown tool "{name}"')
+            if name != _REST:
+                self._check_order_name(name, view)
         rest = sorted(name for name in view if name not in seen)
         slots = list(order) if _REST in seen else [*order, _REST]
         names: list[str] = []
@@ -179,6 +186,13 @@ class ToolRegistry:
             elif name in view:
                 names.append(name)
         return names
+
+    def _check_order_name(self, name: str, view: dict[str, Tool]) -> None:
+        if name in self._order_names_seen:
+            return
+        if name not in view and not self._known(name):
+            raise ConfigError(f'tool order names unknown tool "{name}"')
+        self._order_names_seen.add(name)
 
     def execution_mode(self, execution: ToolExecution) -> ExecutionMode:
         """Classify a call (R9.8); pure and synchronous, never raises.

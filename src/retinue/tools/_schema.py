@@ -10,15 +10,16 @@ import functools
 import inspect
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
-from typing import Annotated, Literal, NotRequired, Required, Union, final
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Annotated, Literal, NoReturn, NotRequired, Required, Union, final
 
 import attrs
 
-from retinue._errors import InvalidJsonError
+from retinue._errors import InvalidJsonError, RetinueError
 from retinue._lossless import freeze_json, thaw_json
 
 from ._docstring import parse_docstring
+from ._execution import describe_failure
 from ._tool import ToolContext
 from ._validate import validate
 
@@ -129,6 +130,12 @@ def _bare_shape(hint: object, where: str) -> _Shape:
         return _mapping(typing.get_args(hint), where)
     if typing.is_typeddict(hint):
         return _typed_dict(hint, where)
+    if hint is ToolContext:
+        # As a record the model could forge one: only a parameter of its own is injected.
+        raise TypeError(
+            f"{where}: ToolContext is injected only as a parameter of its own type "
+            "(ToolContext or ToolContext | None), never inside another type"
+        )
     if isinstance(hint, type) and attrs.has(hint):
         return _record(hint, where)
     raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
@@ -244,13 +251,22 @@ def _array(hint: object, origin: object, where: str) -> _Shape:
         args = args[:1]
     if not args:
         # ``items: {}`` (any item) rather than none: providers refuse an array without items.
-        coerce = _to_tuple if tuple in (hint, origin) else _identity
-        return _Shape({"type": "array", "items": {}}, coerce)
+        return _Shape(
+            {"type": "array", "items": {}}, _to_tuple if tuple in (hint, origin) else _identity
+        )
     item = _shape(args[0], f"{where}[]")
     schema: dict[str, object] = {"type": "array", "items": item.schema}
+
+    def coerce_items(value: object) -> list[object]:
+        items = _items(value)
+        try:
+            return [item.coerce(x) for x in items]
+        except Exception as exc:
+            _raise_located(((f"[{i}]", item.coerce, x) for i, x in enumerate(items)), exc)
+
     if tuple in (hint, origin):
-        return _Shape(schema, lambda v: tuple(item.coerce(x) for x in _items(v)))
-    return _Shape(schema, lambda v: [item.coerce(x) for x in _items(v)])
+        return _Shape(schema, lambda v: tuple(coerce_items(v)))
+    return _Shape(schema, coerce_items)
 
 
 def _to_tuple(value: object) -> object:
@@ -270,11 +286,56 @@ def _mapping(args: tuple[object, ...], where: str) -> _Shape:
     schema: dict[str, object] = {"type": "object"}
     if value.schema:
         schema["additionalProperties"] = value.schema
-    return _Shape(schema, lambda v: {k: value.coerce(x) for k, x in _pairs(v)})
+
+    def coerce(v: object) -> object:
+        pairs = _pairs(v)
+        try:
+            return {k: value.coerce(x) for k, x in pairs}
+        except Exception as exc:
+            _raise_located(((f".{k}", value.coerce, x) for k, x in pairs), exc)
+
+    return _Shape(schema, coerce)
 
 
 def _pairs(value: object) -> list[tuple[str, object]]:
     return [(str(k), x) for k, x in value.items()] if isinstance(value, Mapping) else []
+
+
+class _ArgumentError(RetinueError, ValueError):
+    """A valid argument its parameter's type still refused: where (``points[2].x``) and why.
+
+    Its message is what the model sees, after the tool's name.
+    """
+
+    def __init__(self, path: str, cause: Exception) -> None:
+        super().__init__(path)
+        self.path = path
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"{self.path}: {describe_failure(self.cause)}"
+
+
+def _raise_located(parts: Iterable[tuple[str, Coerce, object]], exc: Exception) -> NoReturn:
+    """Raise where a container's conversion failed: its parts are converted again one at a time.
+
+    Only a failure pays for this; *parts* are (path segment, conversion, value).
+    *exc* itself is raised again when no part fails again.
+    """
+    for segment, coerce, value in parts:
+        try:
+            coerce(value)
+        except _ArgumentError as inner:
+            raise _ArgumentError(segment + inner.path, inner.cause) from inner.cause
+        except Exception as inner:
+            raise _ArgumentError(segment, inner) from inner
+    raise exc
+
+
+def _fields(
+    shapes: Mapping[str, _Shape], pairs: list[tuple[str, object]]
+) -> Iterator[tuple[str, Coerce, object]]:
+    return ((f".{k}", shapes[k].coerce, x) for k, x in pairs if k in shapes)
 
 
 def _object(properties: dict[str, object], required: list[str]) -> dict[str, object]:
@@ -324,7 +385,11 @@ def _typed_dict_fields(cls: object, where: str) -> _Shape:
     required = [name for name, hint in hints.items() if _is_required_key(name, hint, required_keys)]
 
     def coerce(value: object) -> object:
-        return {k: shapes[k].coerce(x) if k in shapes else x for k, x in _pairs(value)}
+        pairs = _pairs(value)
+        try:
+            return {k: shapes[k].coerce(x) if k in shapes else x for k, x in pairs}
+        except Exception as exc:
+            _raise_located(_fields(shapes, pairs), exc)
 
     return _Shape(_object(properties, required), coerce)
 
@@ -359,7 +424,13 @@ def _record_fields(cls: type[object], where: str) -> _Shape:
             required.append(field.alias)
 
     def coerce(value: object) -> object:
-        return cls(**{k: shapes[k].coerce(x) for k, x in _pairs(value) if k in shapes})
+        pairs = _pairs(value)
+        try:
+            fields = {k: shapes[k].coerce(x) for k, x in pairs if k in shapes}
+        except Exception as exc:
+            _raise_located(_fields(shapes, pairs), exc)
+        # A refusal of the class itself (a validator) is placed by the caller: at the record.
+        return cls(**fields)
 
     return _Shape(_object(properties, required), coerce)
 
@@ -392,7 +463,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     """
     where = getattr(fn, "__qualname__", None) or repr(fn)
     signature = inspect.signature(fn)
-    target = _unwrap_partial(fn)
+    target, bound = _unwrap_partial(fn)
     hints = _hints(target if inspect.isroutine(target) else type(target).__call__, where)
     description, documented = parse_docstring(inspect.getdoc(target))
     shapes: dict[str, _Shape] = {}
@@ -400,6 +471,8 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     required: list[str] = []
     context: str | None = None
     for parameter in signature.parameters.values():
+        if parameter.name in bound:
+            continue  # the partial's value: not the model's to see (a key?) nor to override
         kind = _UNSUPPORTED_KINDS.get(parameter.kind)
         if kind is not None:
             raise TypeError(
@@ -411,34 +484,51 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
                 raise TypeError(f"{where}: more than one ToolContext parameter")
             context = parameter.name
             continue
-        shape = _shape(hint, f"{where}({parameter.name})")
-        if parameter.default is None:
-            shape = _accepting_null(shape)
-        schema = shape.schema
-        if parameter.name in documented and "description" not in schema:
-            schema = {**schema, "description": documented[parameter.name]}
-        schema = _with_default(schema, parameter.default)
-        shapes[parameter.name] = shape
-        properties[parameter.name] = schema
+        shape = shapes[parameter.name] = _parameter_shape(parameter, hint, where)
+        properties[parameter.name] = _parameter_schema(shape, parameter, documented)
         if parameter.default is _EMPTY:
             required.append(parameter.name)
     return FunctionSpec(description, _object(properties, required), context, _binder(shapes))
 
 
-def _unwrap_partial(fn: Callable[..., object]) -> Callable[..., object]:
-    """The function a (nested) ``functools.partial`` calls: it holds the hints and the docstring.
+def _parameter_shape(parameter: inspect.Parameter, hint: object, where: str) -> _Shape:
+    shape = _shape(hint, f"{where}({parameter.name})")
+    return _accepting_null(shape) if parameter.default is None else shape
 
-    The partial's own signature (bound arguments removed) still decides the parameters.
+
+def _parameter_schema(
+    shape: _Shape, parameter: inspect.Parameter, documented: Mapping[str, str]
+) -> dict[str, object]:
+    schema = shape.schema
+    if parameter.name in documented and "description" not in schema:
+        schema = {**schema, "description": documented[parameter.name]}
+    return _with_default(schema, parameter.default)
+
+
+def _unwrap_partial(fn: Callable[..., object]) -> tuple[Callable[..., object], frozenset[str]]:
+    """The function a (nested) ``functools.partial`` calls, and the keywords it binds.
+
+    That function holds the hints and the docstring; the partial's own
+    signature (positional arguments removed) still decides the parameters, but
+    it keeps keyword-bound ones, defaulting to their bound values.
     """
+    bound: set[str] = set()
     while isinstance(fn, functools.partial):
+        bound.update(fn.keywords)
         fn = fn.func
-    return fn
+    return fn, frozenset(bound)
 
 
 def _binder(shapes: dict[str, _Shape]) -> Callable[[Mapping[str, object]], dict[str, object]]:
     def bind(arguments: Mapping[str, object]) -> dict[str, object]:
-        return {
-            name: shapes[name].coerce(value) for name, value in arguments.items() if name in shapes
-        }
+        try:
+            return {
+                name: shapes[name].coerce(value)
+                for name, value in arguments.items()
+                if name in shapes
+            }
+        except Exception as exc:
+            parts = ((n, shapes[n].coerce, v) for n, v in arguments.items() if n in shapes)
+            _raise_located(parts, exc)
 
     return bind

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import re
@@ -42,10 +43,50 @@ def _freeze_parameters(value: object) -> FrozenDict:
     return frozen
 
 
+# How deep a chain of partials and ``__wrapped__`` links is followed (a mock has no end).
+_MAX_LAYERS = 64
+
+
+def _code(fn: object) -> object:
+    """The function that runs when *fn* is called: itself, or its class's ``__call__``."""
+    if inspect.isroutine(fn):
+        return fn
+    return type(fn).__call__ if callable(fn) else None
+
+
+def _callee(fn: object) -> object:
+    """What calling *fn* runs: a partial returns whatever its function returns."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
 def _is_async(fn: Callable[..., object]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+    """Whether calling *fn* gives a coroutine, through partials and ``__wrapped__`` links.
+
+    A sync ``functools.wraps`` wrapper of an async function returns its coroutine:
+    run in a worker thread, that coroutine could never be awaited.
+    """
+    layer: object = fn
+    for _ in range(_MAX_LAYERS):
+        layer = _callee(layer)
+        if inspect.iscoroutinefunction(_code(layer)):
+            return True
+        layer = getattr(layer, "__wrapped__", None)
+        if layer is None:
+            return False
+    return False
+
+
+def _check_not_generator(fn: Callable[..., object]) -> None:
+    """Refuse a (async) generator function: each call would give an iterator, not a result."""
+    code = _code(_callee(fn))
+    if inspect.isgeneratorfunction(code) or inspect.isasyncgenfunction(code):
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+        raise TypeError(
+            f"{name} is a generator function: a tool body returns its whole result "
+            "(collect the items in a list)"
+        )
 
 
 # What OpenAI and Anthropic accept; a name past it fails every request that carries the tool.
@@ -96,7 +137,10 @@ class Tool:
     fn: Callable[..., object] = attrs.field(validator=attrs.validators.is_callable())
     """The body: a sync function (run in a worker thread) or an async function.
 
-    It is called with the arguments as keyword arguments.
+    It is called with the arguments as keyword arguments. A sync wrapper of an
+    async function (one that keeps ``__wrapped__``, as ``functools.wraps``
+    does) counts as async, through ``functools.partial`` too. Generator
+    functions are refused (``TypeError``).
     """
     parallel_safe: ParallelSafe = attrs.field(default=False, validator=_check_parallel_safe)
     """``True``, or a classifier returning exactly ``True``, allows parallel runs (R9.8)."""
@@ -117,6 +161,7 @@ class Tool:
     """Whether ``fn`` is awaited in the calling task (else it runs in a worker thread)."""
 
     def __attrs_post_init__(self) -> None:
+        _check_not_generator(self.fn)
         object.__setattr__(self, "schema", ToolSchema(self.name, self.description, self.parameters))
         object.__setattr__(self, "check_arguments", make_validator(self.parameters))
         object.__setattr__(self, "is_async", _is_async(self.fn))
@@ -125,12 +170,27 @@ class Tool:
 @final
 @attrs.frozen
 class ToolContext:
-    """What a tool body receives when it declares a parameter of this type."""
+    """What a tool body receives when it declares a parameter of this type.
+
+    Only a parameter of its own (``ToolContext`` or ``ToolContext | None``)
+    receives it; the model never sees or supplies one.
+
+    A sync body runs in a worker thread, where it must not touch the agent
+    directly: the agent's verbs append to its session and wake its observers
+    and subscribers, which only the trio thread may do. So a sync body's
+    ``agent`` is a stand-in that runs every attribute read and method call of
+    the handle on the trio thread (``trio.from_thread.run_sync``), blocking the
+    worker until it returns: ``ctx.agent.inject(...)``, ``send``, ``steer`` and
+    ``cancel`` work as from an async body. Its async methods (``ask``,
+    ``wait_idle``, ``dispose``) raise ``TypeError``: a sync body cannot await
+    them; make the tool async to call them. Objects the handle returns (its
+    ``session``) are the real ones: read them only.
+    """
 
     call_id: str
     """The model's id of this call."""
     agent: object = None
-    """The calling agent's handle, or ``None`` outside an agent."""
+    """The calling agent's handle (a sync body's stand-in), or ``None`` outside an agent."""
     agent_id: str | None = None
     """The calling agent's id, or ``None`` outside an agent."""
 
