@@ -410,6 +410,28 @@ async def test_scheduler_cap_one_is_fully_serial(autojump_clock: trio.testing.Mo
         check_pairing(agent.session.events)
 
 
+async def test_scheduler_commits_what_is_ready_before_starting_the_next_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-S3 / R9.14: when a body settles, the ready results are committed, then the next call starts."""
+    probe = Probe()
+    read = timed_tool("read", probe)
+    model = ScriptedModel([CallTools([spec("read", f"c{i}", 1) for i in range(3)]), Reply("done")])
+    async with runtime(model, tools=[read], max_parallel_tool_calls=1) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        assert (await agent.ask("go")).reason.kind == "completed"
+        events = agent.session.events
+        logged = [
+            (event.type, event.data.call_id)
+            for event in events
+            if isinstance(event.data, (ToolCallEvent, ToolResultEvent))
+        ]
+        assert logged == [
+            (kind, f"c{i}") for i in range(3) for kind in ("tool/call", "tool/result")
+        ]
+        check_pairing(events)
+
+
 @pytest.mark.parametrize("cap", [1, 2, 3])
 async def test_scheduler_replenishes_when_bodies_settle_during_a_commit(
     autojump_clock: trio.testing.MockClock, cap: int

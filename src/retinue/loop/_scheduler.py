@@ -125,20 +125,21 @@ async def _pool(
     end = len(group.calls)
     started = cursor = 0
     while cursor < end:
-        while started < end and group.in_flight < cap and not signal.cancel_called:
-            if started and registry.execution_mode(group.executions[started]) != "parallel":
-                end = started
-                break
-            await _start(core, state, group, started, nursery, signal)
-            started += 1
+        # What is ready is committed before the next call starts (R9.14).
         if cursor < started and group.results[cursor] is not None:
             await _commit(core, state, group, cursor, contexts)
             cursor += 1
+        elif started < end and group.in_flight < cap and not signal.cancel_called:
+            if started and registry.execution_mode(group.executions[started]) != "parallel":
+                end = started
+                continue
+            await _start(core, state, group, started, nursery, signal)
+            started += 1
         elif cursor < started:
             group.wakeup = trio.Event()
             await group.wakeup.wait()
-        elif signal.cancel_called or started >= end:
-            break
+        else:
+            break  # aborted: the calls never started get synthetic results
     return end  # noqa: ASYNC910 - runs inside the group's nursery, whose exit checkpoints
 
 
