@@ -19,8 +19,16 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
-from ._common import already_exists, cannot_open, parse_header, parse_headers
+from ._common import already_exists, cannot_open, parse_header, parse_headers, seq_conflict
 from ._ids import bucket_name, file_stem
+from ._jsonlfiles import (
+    fsync_directory,
+    make_directory,
+    mark_creation,
+    open_temporary,
+    remove_leftovers,
+    unmark_creation,
+)
 from ._writebehind import BufferedStore
 
 __all__ = ["JSONLBackend", "JSONLStore", "session_path"]
@@ -41,6 +49,17 @@ def session_path(root: str | os.PathLike[str], header: SessionHeader) -> Path:
 class _Open:
     fd: int
     size: int
+    count: int
+    """Complete event lines in the file: the seq the next append must start at."""
+    torn: bool = False
+    """Whether an unterminated fragment ends the file (only a repair may append after it)."""
+
+    def check_next(self, session_id: str, first_seq: int) -> StoreError | None:
+        """Refuse an append that does not continue the stored log, as the other stores do."""
+        if self.torn or first_seq != self.count:
+            # A fragment counts as a record, as the loader counts it.
+            return seq_conflict(session_id, self.count + self.torn, first_seq)
+        return None
 
 
 @attrs.define(eq=False)
@@ -50,8 +69,16 @@ class _New:
     temporary: Path
     path: Path
     fd: int
+    count: int
+    marker: Path | None
+    """The id's creation marker, removed once linked in or undone, before the file is closed."""
     size: int = 0
     linked: bool = False
+
+    def unmark(self) -> None:
+        if self.marker is not None:
+            unmark_creation(self.marker)
+            self.marker = None
 
 
 @attrs.define(eq=False)
@@ -60,7 +87,7 @@ class _Group:
 
     index: int = 0
     touched: list[int] = attrs.Factory(list)
-    rollbacks: list[tuple[_Open, int]] = attrs.Factory(list)
+    rollbacks: list[tuple[_Open, int, int]] = attrs.Factory(list)
     new: list[_New] = attrs.Factory(list)
     directories: dict[Path, int] = attrs.Factory(dict)
 
@@ -80,14 +107,17 @@ _syncfs = _syncfs_function()
 class JSONLBackend:
     """Session files under a root directory; every method blocks.
 
-    A new session's file is written under a temporary name, synced, and linked
-    into place, so header and first batch appear atomically (R11.3). An
+    A new session's file is written under a temporary name of its own, synced,
+    and linked into place, so header and first batch appear atomically (R11.3).
+    Meanwhile the temporary is also linked as the id's creation marker under the
+    root, so one id is created once whatever the cwd (R11.11). An
     attached session's file stays open with an exclusive ``flock`` until it is
     released, so a second writer (another process or store) is refused: open
     files are live sessions. A session whose file cannot be opened (say, the
     process is out of file descriptors) fails alone with a ``StoreError``. A
     group's appends are made durable by one ``syncfs`` (or one ``fdatasync``
-    per file for small groups).
+    per file for small groups). An append must start at the seq after the
+    file's last complete line, else it is refused ``SEQ_CONFLICT`` (R11.4).
     """
 
     blocking = True
@@ -97,11 +127,13 @@ class JSONLBackend:
         self._root = Path(root)
         self._open: dict[str, _Open] = {}
         self._paths: dict[str, Path] = {}
+        self._durable_buckets: set[Path] = set()
         self._lock = threading.RLock()
 
     def open(self) -> None:
-        """Create the root directory."""
-        self._root.mkdir(parents=True, exist_ok=True)
+        """Create the root directory (durably) and remove the temporary files of crashed writers."""
+        make_directory(self._root)
+        remove_leftovers(self._root)
 
     # -- writes ---------------------------------------------------------------
 
@@ -132,12 +164,14 @@ class JSONLBackend:
         except StoreError as exc:
             return exc
         if batch.truncate_to is not None:
-            keep = _offset_after(handle.fd, batch.truncate_to + 1)
-            os.ftruncate(handle.fd, keep)
-            handle.size = keep
-        group.rollbacks.append((handle, handle.size))
+            _truncate(handle, batch.truncate_to)
+        refusal = handle.check_next(batch.session_id, batch.first_seq)
+        if refusal is not None:
+            return refusal
+        group.rollbacks.append((handle, handle.size, handle.count))
         _write_all(handle.fd, data)
         handle.size += len(data)
+        handle.count += len(batch.events)
         group.touched.append(handle.fd)
         return None
 
@@ -149,7 +183,6 @@ class JSONLBackend:
         except StoreError as exc:
             return exc
         group.new.append(new)
-        fcntl.flock(new.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         content = (encode_header(batch.header) + "\n").encode() + data
         _write_all(new.fd, content)
         new.size = len(content)
@@ -157,18 +190,41 @@ class JSONLBackend:
         return None
 
     def _create(self, batch: AppendBatch, header: SessionHeader, group: _Group) -> _New:
-        """Open a new session's temporary file (and its directory, synced after the link)."""
+        """Open a new session's temporary file, marked as the id's one creation in progress.
+
+        The marker is taken before the existence check and kept until after the
+        link, so of two writers creating one id (at any cwds) the second is refused.
+        """
         with _opening(batch.session_id):
-            if self._find(batch.session_id) is not None:
-                raise already_exists(batch.session_id)
             path = session_path(self._root, header)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_bucket(path.parent)
             if path.parent not in group.directories:
                 # Opened now: once the files fill the descriptor table it could not be.
                 group.directories[path.parent] = os.open(path.parent, os.O_RDONLY)
-            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        return _New(group.index, batch.session_id, temporary, path, fd)
+            temporary, fd = open_temporary(path)
+            new = _New(group.index, batch.session_id, temporary, path, fd, len(batch.events), None)
+            try:
+                new.marker = mark_creation(temporary, self._root, path.stem)
+                if new.marker is not None and self._find(batch.session_id) is None:
+                    return new
+            except BaseException:
+                _discard(new)
+                raise
+        _discard(new)
+        raise already_exists(batch.session_id)
+
+    def _make_bucket(self, bucket: Path) -> None:
+        """Create *bucket* and sync it into the root, once per bucket and backend.
+
+        Synced even when it exists: the writer that made it may not have synced it yet.
+        """
+        if bucket in self._durable_buckets:
+            return
+        if bucket.is_dir():
+            fsync_directory(bucket.parent)
+        else:
+            make_directory(bucket)
+        self._durable_buckets.add(bucket)
 
     def _link_new(self, group: _Group, results: list[StoreError | None]) -> None:
         linked: set[Path] = set()
@@ -177,16 +233,16 @@ class JSONLBackend:
                 os.link(new.temporary, new.path)
             except FileExistsError:
                 results[new.batch_index] = already_exists(new.session_id)
-                os.close(new.fd)
-                new.fd = -1
+                _discard(new)
                 continue
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(new.temporary)
+                new.unmark()
             new.linked = True
             linked.add(new.path.parent)
             self._paths[new.session_id] = new.path
-            self._open[new.session_id] = _Open(new.fd, new.size)
+            self._open[new.session_id] = _Open(new.fd, new.size, new.count)
         if linked:
             self._sync([group.directories[directory] for directory in linked])
 
@@ -200,22 +256,19 @@ class JSONLBackend:
             os.fdatasync(fd)
 
     def _undo(self, group: _Group) -> None:
-        for handle, size in group.rollbacks:
+        for handle, size, count in group.rollbacks:
             with contextlib.suppress(OSError):
                 os.ftruncate(handle.fd, size)
             # The next write's rollback point: the file's length again, not the failed write's end.
             handle.size = size
+            handle.count = count
         for new in group.new:
-            with contextlib.suppress(OSError):
-                os.unlink(new.temporary)
             if new.linked:
                 self._open.pop(new.session_id, None)
                 self._paths.pop(new.session_id, None)
                 with contextlib.suppress(OSError):
                     new.path.unlink()
-            if new.fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(new.fd)
+            _discard(new)
 
     # -- open files and claims ------------------------------------------------
 
@@ -236,7 +289,12 @@ class JSONLBackend:
                 f"session {session_id!r} is being written by another process or store",
                 code="SESSION_LOCKED",
             ) from None
-        handle = _Open(fd, os.fstat(fd).st_size)
+        try:
+            with _opening(session_id):
+                handle = _measure(fd)
+        except BaseException:
+            os.close(fd)
+            raise
         self._open[session_id] = handle
         return handle
 
@@ -316,6 +374,18 @@ def _opening(session_id: str) -> Iterator[None]:
         raise cannot_open(session_id, "its file", exc, "JSONL") from exc
 
 
+def _discard(new: _New) -> None:
+    """Remove a new session's temporary file and marker, then close it (dropping their lock)."""
+    with contextlib.suppress(OSError):
+        os.unlink(new.temporary)
+    with contextlib.suppress(OSError):
+        new.unmark()
+    if new.fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(new.fd)
+        new.fd = -1
+
+
 def _close_all(fds: Iterable[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
@@ -329,9 +399,10 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _offset_after(fd: int, lines: int) -> int:
-    """The byte offset just after the first *lines* complete lines of the file."""
+def _offset_after(fd: int, lines: int) -> tuple[int, int]:
+    """The offset just after the first *lines* complete lines, and how many the file has."""
     offset = 0
+    found = 0
     with os.fdopen(os.dup(fd), "rb") as file:
         file.seek(0)
         for _ in range(lines):
@@ -339,15 +410,31 @@ def _offset_after(fd: int, lines: int) -> int:
             if not line.endswith(b"\n"):
                 break
             offset += len(line)
-    return offset
+            found += 1
+    return offset, found
 
 
-def _fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _truncate(handle: _Open, truncate_to: int) -> None:
+    """Cut the file after the header and *truncate_to* events (a repair drops a torn tail)."""
+    keep, lines = _offset_after(handle.fd, truncate_to + 1)
+    os.ftruncate(handle.fd, keep)
+    handle.size = keep
+    handle.count = max(lines - 1, 0)
+    handle.torn = False
+
+
+def _measure(fd: int) -> _Open:
+    """An opened session file's size, event line count and whether a fragment ends it."""
+    lines = 0
+    last = b"\n"
+    with os.fdopen(os.dup(fd), "rb") as file:
+        file.seek(0)
+        while chunk := file.read(1 << 20):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+        size = file.tell()
+    # Line 1 is the header; a file holding only part of it is a fragment too.
+    return _Open(fd, size, max(lines - 1, 0), torn=last != b"\n")
 
 
 @final
