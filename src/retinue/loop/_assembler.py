@@ -10,7 +10,10 @@ import attrs
 from retinue._content import ContentBlock, Message, Reasoning, Text, ToolCall
 from retinue._errors import ModelError
 from retinue._stream import (
+    ABORTED,
+    MAX_TOKENS,
     STOP,
+    TOOL_CALLS,
     BlockEnd,
     BlockStart,
     Finish,
@@ -22,6 +25,7 @@ from retinue._stream import (
     Usage,
     UsageChunk,
 )
+from retinue.session._codec import chunk_problem
 
 __all__ = ["BlockAssembler", "BlockAssemblyError"]
 
@@ -31,9 +35,32 @@ TOOL_CALL = ToolCall.type
 
 
 class BlockAssemblyError(ModelError, ValueError):
-    """A stream cannot be assembled: an unclosed unknown block, or mixed delta kinds."""
+    """A stream cannot be assembled: an unclosed unknown block, or mixed delta kinds.
+
+    A chunk with a field of the wrong type (``MALFORMED_CHUNK``) is refused too:
+    logged, it would be a line the session's loader refuses.
+    """
 
     code: str | None = "INVALID_STREAM"
+
+
+def _check(chunk: StreamChunk) -> None:
+    """Raise ``MALFORMED_CHUNK`` naming the field unless *chunk* can be stored as it is.
+
+    Called only when a chunk fails the exact-type test inline in its handler
+    (which a ``str`` subclass or a reasoning block also does, and passes here).
+    """
+    problem = chunk_problem(chunk)
+    if problem is not None:
+        raise BlockAssemblyError(
+            f"the model streamed a malformed {chunk.type} chunk: {problem}", code="MALFORMED_CHUNK"
+        )
+
+
+# No block is open for text: an object no chunk's index can be (``None`` or ``-1`` could).
+_NO_TEXT_BLOCK = object()
+# The finish reasons that hold no fields to check.
+_PLAIN_FINISHES = frozenset(type(reason) for reason in (STOP, TOOL_CALLS, MAX_TOKENS, ABORTED))
 
 
 @attrs.define(eq=False, slots=True)
@@ -81,7 +108,7 @@ class BlockAssembler:
     _chunks: int = attrs.field(default=0, init=False)
     # The open text block that the last text delta extended: most chunks of a
     # stream extend it, and are appended without any lookup.
-    _text_index: int | None = attrs.field(default=None, init=False)
+    _text_index: object = attrs.field(default=_NO_TEXT_BLOCK, init=False)
     _text_parts: list[str] = attrs.field(factory=list, init=False)
 
     @property
@@ -103,12 +130,20 @@ class BlockAssembler:
         """Apply one chunk.
 
         Raises:
-            BlockAssemblyError: a delta's kind does not match its open block.
+            BlockAssemblyError: a delta's kind does not match its open block, or a
+                field of *chunk* has a type its stored line could not hold
+                (``MALFORMED_CHUNK``).
             TypeError: *chunk* is not a stream chunk.
         """
         self._chunks += 1
-        if type(chunk) is TextDelta and chunk.index == self._text_index:
-            self._text_parts.append(chunk.text)
+        # ``is``, not ``==``: the open index is an int checked by _text_delta, and
+        # True or 0.0 equal to it is not it. A large int fails too, and is checked there.
+        if (
+            type(chunk) is TextDelta
+            and chunk.index is self._text_index
+            and type(text := chunk.text) is str
+        ):
+            self._text_parts.append(text)
             return
         handler = _HANDLERS.get(type(chunk))
         if handler is None:
@@ -116,19 +151,27 @@ class BlockAssembler:
         handler(self, chunk)
 
     def _text_delta(self, chunk: TextDelta) -> None:
+        if type(chunk.index) is not int or type(chunk.text) is not str:
+            _check(chunk)
         partial = self._open(chunk.index, TEXT, chunk)
         if partial is not None:
             partial.parts.append(chunk.text)
             self._text_index, self._text_parts = chunk.index, partial.parts
 
     def _block_start(self, chunk: BlockStart) -> None:
+        if type(chunk.index) is not int or type(chunk.block_type) is not str:
+            _check(chunk)
         if chunk.index not in self._blocks:
             self._blocks[chunk.index] = _Partial(chunk.index, chunk.block_type)
 
     def _set_usage(self, chunk: UsageChunk) -> None:
+        if type(chunk.usage) is not Usage:
+            _check(chunk)
         self._usage = chunk.usage
 
     def _set_finish(self, chunk: Finish) -> None:
+        if type(chunk.reason) not in _PLAIN_FINISHES:
+            _check(chunk)
         self._finish = chunk.reason
 
     def message(self) -> Message:
@@ -154,6 +197,12 @@ class BlockAssembler:
         return partial
 
     def _reasoning_delta(self, chunk: ReasoningDelta) -> None:
+        if (
+            type(chunk.index) is not int
+            or type(chunk.text) is not str
+            or chunk.signature is not None
+        ):
+            _check(chunk)
         partial = self._open(chunk.index, REASONING, chunk)
         if partial is None:
             return
@@ -164,16 +213,35 @@ class BlockAssembler:
             partial.signature.append(chunk.signature)
 
     def _tool_call_delta(self, chunk: ToolCallDelta) -> None:
+        call_id, name = chunk.id, chunk.name
+        if (
+            type(chunk.index) is not int
+            or type(chunk.arguments_delta) is not str
+            or (call_id is not None and type(call_id) is not str)
+            or (name is not None and type(name) is not str)
+        ):
+            _check(chunk)
         partial = self._open(chunk.index, TOOL_CALL, chunk)
         if partial is None:
             return
-        if chunk.id:
-            partial.call_id = chunk.id
-        if chunk.name:
-            partial.name = chunk.name
+        if call_id:
+            partial.call_id = call_id
+        if name:
+            partial.name = name
         partial.parts.append(chunk.arguments_delta)
 
     def _close(self, chunk: BlockEnd) -> None:
+        block = chunk.block
+        if type(chunk.index) is not int or not (
+            (type(block) is Text and type(block.text) is str)
+            or (
+                type(block) is ToolCall
+                and type(block.id) is str
+                and type(block.name) is str
+                and type(block.arguments) is str
+            )
+        ):
+            _check(chunk)  # another kind of block, checked field by field
         partial = self._blocks.get(chunk.index)
         if partial is None:
             partial = self._blocks[chunk.index] = _Partial(chunk.index, chunk.block.type)
@@ -181,7 +249,7 @@ class BlockAssembler:
             partial.closed = chunk.block
             partial.parts.clear()
         if chunk.index == self._text_index:
-            self._text_index = None
+            self._text_index = _NO_TEXT_BLOCK
 
 
 # One dispatch per chunk type: a dict lookup is cheaper than a chain of class patterns.

@@ -157,8 +157,10 @@ async def _stream(
         async for chunk in chunks:
             if signal.cancel_called:
                 return None
-            logged(append_chunk(turn, step, chunk))
+            # Fed first: the assembler refuses a malformed chunk before it is
+            # logged, as a logged one would make the stored session unloadable.
             feed(chunk)
+            logged(append_chunk(turn, step, chunk))
     finally:
         # Closing releases the call (an SDK stream's HTTP response) at once,
         # even when the loop stopped early; a plain iterator has nothing to close.

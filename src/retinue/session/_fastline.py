@@ -60,7 +60,7 @@ def fast_line(event: Event) -> str | None:
         data = encode(event.data)
     except TypeError:
         # A field that is not a string (_esc takes only str): the general
-        # encoder writes what it holds, and the load names the field.
+        # encoder takes it, and refuses a chunk the loader would refuse.
         return None
     if data is None:
         return None
@@ -114,6 +114,10 @@ def _usage(usage: Usage) -> str:
 
 
 def _chunk(chunk: StreamChunk) -> str | None:
+    # Only an exact int is written here (a bool would be written ``True``, a float
+    # ``0.0``, neither loadable): anything else takes the general path, which refuses it.
+    if type(getattr(chunk, "index", 0)) is not int:
+        return None
     if isinstance(chunk, TextDelta):
         return f'{{"type":"text-delta","index":{chunk.index},"text":{_esc(chunk.text)}}}'
     if isinstance(chunk, ToolCallDelta):
@@ -133,6 +137,8 @@ def _chunk(chunk: StreamChunk) -> str | None:
             else f'{{"type":"block-end","index":{chunk.index},"block":{block}}}'
         )
     if isinstance(chunk, UsageChunk):
+        if type(chunk.usage) is not Usage:
+            return None
         return f'{{"type":"usage","usage":{_usage(chunk.usage)}}}'
     if isinstance(chunk, Finish):
         reason = _FINISH_LINES.get(type(chunk.reason))

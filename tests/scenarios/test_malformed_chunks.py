@@ -1,0 +1,47 @@
+"""A model streaming a malformed chunk fails its step before the chunk is logged (R4.5, R7.44)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from retinue import Text
+from retinue._request import ModelRequest
+from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
+from retinue.session._codec import decode_event, encode_event
+from retinue.testing import check_session_invariants
+from tests.helpers import OPTIONS, of_type, runtime
+
+
+class BadIndexModel:
+    """Streams one text block whose delta carries *index* instead of ``0``."""
+
+    def __init__(self, index: object) -> None:
+        self.index = index
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        yield BlockStart(0, "text")
+        yield TextDelta(self.index, "hi")  # type: ignore[arg-type]
+        yield BlockEnd(0, Text("hi"))
+        yield Finish(STOP)
+
+
+@pytest.mark.parametrize("index", [True, 0.0])
+async def test_malformed_chunk_ends_the_turn_in_error_and_the_log_stays_loadable(
+    autojump_clock: trio.testing.MockClock, index: object
+) -> None:
+    """The turn ends error with MALFORMED_CHUNK; every logged event encodes to a loadable line."""
+    async with runtime(BadIndexModel(index)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hello")
+        events = agent.session.events
+        assert result.reason.kind == "error"
+        assert result.reason.code == "MALFORMED_CHUNK"
+        assert "text-delta.index" in (result.reason.message or "")
+        # Only the well-formed chunk before it was logged.
+        assert len(of_type(events, "assistant/chunk")) == 1
+        for event in events:
+            assert decode_event(encode_event(event)) == event
+        check_session_invariants(events)
