@@ -11,7 +11,7 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import final
 
-from retinue._errors import CorruptSessionError, StoreError
+from retinue._errors import ConfigError, CorruptSessionError, StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
@@ -62,20 +62,22 @@ class SQLiteBackend:
 
     With ``create=False`` only an existing retinue database is opened, and the
     file is neither created, given a schema nor switched to WAL: for readers.
+
+    The path names a file: ``":memory:"`` and ``""`` are refused, as every
+    connection would open its own empty database (use ``MemoryStore``).
     """
 
     blocking = True
     durable = True
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
-        self._path = os.fspath(path)
+        self._path = _file_path(path)
         self._write_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        in_memory = self._path in ("", ":memory:")
-        self._create = create or in_memory
-        self._claims = _SessionLocks(None if in_memory else self._path + ".locks")
+        self._create = create
+        self._claims = _SessionLocks(self._path + ".locks")
 
     def _connect(self) -> sqlite3.Connection:
         target, uri = self._path, False
@@ -212,6 +214,10 @@ class SQLiteBackend:
     def read(self, session_id: str) -> StoredLog | None:
         """The header and event lines of one session, in seq order."""
         with self._reader() as conn:
+            # One read transaction, so the rows and next_seq are one commit's snapshot:
+            # read apart, a commit between them looks like a seq gap. The reader
+            # stays in autocommit mode; _reader rolls back a transaction left open.
+            conn.execute("BEGIN")
             row = conn.execute(
                 "SELECT sid, CAST(header AS BLOB), next_seq FROM sessions WHERE id = ?",
                 (session_id,),
@@ -224,6 +230,7 @@ class SQLiteBackend:
                 "ORDER BY first_seq",
                 (sid,),
             ).fetchall()
+            conn.execute("COMMIT")
         parsed = parse_header(header, session_id)
         return StoredLog(parsed, _records(session_id, segments, next_seq))
 
@@ -287,6 +294,22 @@ class SQLiteBackend:
                 conn.execute("ROLLBACK")
             with self._readers_lock:
                 self._readers.append(conn)
+
+
+def _file_path(path: str | os.PathLike[str]) -> str:
+    """*path* as a string; ``ConfigError`` for the names SQLite opens as an in-memory database.
+
+    Each of the store's connections would open its own, empty one, so reads would
+    never see a write; an in-memory store is ``MemoryStore``.
+    """
+    text = os.fspath(path)
+    if text in ("", ":memory:"):
+        raise ConfigError(
+            f"SQLiteStore needs a database file, not {text!r}: an in-memory SQLite "
+            "database is private to one connection; use MemoryStore for a store in memory",
+            code="INVALID_STORE_PATH",
+        )
+    return text
 
 
 def _has_schema(conn: sqlite3.Connection, path: str) -> bool:
@@ -380,20 +403,20 @@ class _SessionLocks:
     directory holds only live claims (a lock won on an unlinked file is retried).
     """
 
-    def __init__(self, directory: str | None) -> None:
-        self._directory = directory  # None: an in-memory database, nothing to exclude
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
         self._held: dict[str, tuple[str, int]] = {}
         self._lock = threading.Lock()
 
     def holds(self, session_id: str) -> bool:
-        """Whether *session_id* is claimed here (always, for an in-memory database)."""
+        """Whether *session_id* is claimed here."""
         with self._lock:
-            return self._directory is None or session_id in self._held
+            return session_id in self._held
 
     def acquire(self, session_id: str) -> bool:
         """Lock *session_id*; false if it was already held here. Raises ``SESSION_LOCKED``."""
         with self._lock:
-            if self._directory is None or session_id in self._held:
+            if session_id in self._held:
                 return False
             path = os.path.join(self._directory, _lock_name(session_id))
             try:
