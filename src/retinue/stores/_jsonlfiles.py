@@ -137,8 +137,11 @@ def make_directory(path: Path) -> None:
     if path.is_dir():
         return
     make_directory(path.parent)
-    with contextlib.suppress(FileExistsError):
+    try:
         path.mkdir()
+    except FileExistsError:
+        if not path.is_dir():
+            raise  # a file where the directory should be
     fsync_directory(path.parent)
 
 
