@@ -5,12 +5,21 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import sqlite3
+import sys
 from collections.abc import Iterable
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader, load_header
 
-__all__ = ["already_exists", "cannot_open", "parse_header", "parse_headers", "seq_conflict"]
+__all__ = [
+    "already_exists",
+    "cannot_open",
+    "parse_header",
+    "parse_headers",
+    "seq_conflict",
+    "storage_failed",
+]
 
 log = logging.getLogger("retinue.stores")
 
@@ -79,3 +88,58 @@ def cannot_open(session_id: str, what: str, exc: OSError, store: str) -> StoreEr
     else:
         message = f"session {session_id!r}: cannot open {what}: {exc}"
     return StoreError(message, code="STORAGE_ERROR")
+
+
+_STORE_WIDE_CODES = frozenset({"STORE_CLOSED", "LOCK_TABLE_FULL"})
+"""Codes of a StoreError a backend raises (rather than returns) for the whole store."""
+_STORE_WIDE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+"""The file system itself failed: full, over quota, broken or read-only.
+
+Not EMFILE: the JSONL store makes running out of descriptors one session's error."""
+_STORE_WIDE_SQLITE = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+        sqlite3.SQLITE_NOTADB,
+    }
+)
+"""Primary SQLite result codes that concern the database file, not one row."""
+_STORE_WIDE_SQLSTATE = frozenset({"08", "53", "57", "58", "XX"})
+"""SQLSTATE classes of the server or connection: connection exception, insufficient
+resources, operator intervention, system error, internal error."""
+
+
+def storage_failed(exc: BaseException) -> bool:
+    """Whether a write that raised *exc* failed for the whole store, not for one session.
+
+    Such a failure (a busy or full database, a lost connection, a full disk)
+    would fail each session of the group the same way, each after its own
+    wait; anything else may be one session's (an event that cannot be encoded).
+    """
+    if isinstance(exc, StoreError):
+        return exc.code in _STORE_WIDE_CODES
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        # No code: the connection itself (closed, used from the wrong thread).
+        return code is None or code & 0xFF in _STORE_WIDE_SQLITE
+    if isinstance(exc, OSError):
+        return exc.errno in _STORE_WIDE_ERRNOS
+    return _postgres_failed(exc)
+
+
+def _postgres_failed(exc: BaseException) -> bool:
+    psycopg = sys.modules.get("psycopg")  # never imported here: only its store raises its errors
+    if psycopg is None or not isinstance(exc, psycopg.Error):
+        return False
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate is None:
+        # A client-side failure of the connection carries no SQLSTATE.
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+    return str(sqlstate)[:2] in _STORE_WIDE_SQLSTATE

@@ -12,6 +12,7 @@ import trio
 from retinue._errors import RetinueError, StoreError
 
 from ._backend import AppendBatch, StorageBackend
+from ._common import storage_failed
 from ._records import Entry, Request, Tracked, failed
 
 __all__ = ["GroupCommitter", "call_backend"]
@@ -172,11 +173,12 @@ class GroupCommitter:
                 request.done.set()
 
     def _group_entries(self, group: Sequence[Request]) -> list[Entry]:
+        """One entry per session; flushes of one tracked session share it, nothing else does."""
         entries: dict[str, Entry] = {}
         for request in group:
             entry = entries.get(request.session_id)
             if entry is not None:
-                entry.requests.append(request)
+                self._join(entry, request)
                 continue
             if request.prebuilt is not None:
                 entries[request.session_id] = Entry(request.prebuilt, None, [request])
@@ -190,6 +192,23 @@ class GroupCommitter:
             entries[request.session_id] = Entry(batch, tracked, [request])
         return list(entries.values())
 
+    def _join(self, entry: Entry, request: Request) -> None:
+        """Answer *request* with *entry*'s result, or refuse it if it would write other events.
+
+        A load's repair and a flush of a session attached under the same id
+        write different logs: answering one with the other's result would
+        acknowledge events that were never written.
+        """
+        if request.prebuilt is None and entry.tracked is not None:
+            entry.requests.append(request)
+            return
+        request.error = StoreError(
+            f"session {request.session_id!r}: another write of the same id is in this group "
+            "(a load's repair and a flush of an attached session)",
+            code="SESSION_TRACKED",
+        )
+        request.answered = True
+
     async def _write_entries(self, entries: list[Entry]) -> None:  # noqa: ASYNC910 - call_backend checkpoints before the backend can fail
         batches = [entry.batch for entry in entries]
         try:
@@ -201,18 +220,32 @@ class GroupCommitter:
         self._record(entries, results)
 
     def _write_isolated(self, batches: list[AppendBatch]) -> list[StoreError | None]:
-        """Write *batches* in one backend call; if it raises, each alone, so only the cause fails.
+        """Write *batches* in one backend call; if it raises, split them only if that may help.
 
-        Nothing of a group that raised was committed, and one batch may be its
-        cause (an event that cannot be encoded): written one at a time, only that
-        session's flush fails and the writer lives on (R11.5).
+        Nothing of a group that raised was committed. One batch may be its cause
+        (an event that cannot be encoded): written one at a time, only that
+        session's flush fails and the writer lives on (R11.5). A failure of the
+        storage itself (busy, full, disconnected) fails the whole group at once:
+        each session alone would fail the same way, each after its own wait.
         """
         try:
             return self._timed_write(batches)
         except Exception as exc:
-            if len(batches) == 1:
+            if len(batches) == 1 or storage_failed(exc):
                 return failed(batches, _group_error(exc))
-        return [self._write_isolated([batch])[0] for batch in batches]
+        return self._write_each(batches)
+
+    def _write_each(self, batches: list[AppendBatch]) -> list[StoreError | None]:
+        """Write each batch alone, until the storage itself fails: then the rest fail with it."""
+        results: list[StoreError | None] = []
+        for index, batch in enumerate(batches):
+            try:
+                results.extend(self._timed_write([batch]))
+            except Exception as exc:
+                if storage_failed(exc):
+                    return results + failed(batches[index:], _group_error(exc))
+                results.extend(failed([batch], _group_error(exc)))
+        return results
 
     def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
         start = time.perf_counter()
