@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -50,6 +50,8 @@ class BufferedStore:
         self._opened = False
         self._closed = False
         self._session_locks: dict[str, trio.Lock] = {}
+        self._loading: dict[str, int] = {}
+        """Ids being loaded, with how many loads: attaching one meanwhile is refused."""
         self._stack: contextlib.AsyncExitStack | None = None
         self._depth = 0
 
@@ -194,8 +196,8 @@ class BufferedStore:
         """Start buffering *session*'s appends; events already in it count as stored.
 
         Synchronous and never blocks. Raises ``StoreError`` for an invalid id
-        (``INVALID_SESSION_ID``), an id already attached (``SESSION_TRACKED``)
-        or a closed store.
+        (``INVALID_SESSION_ID``), an id already attached or being loaded
+        (``SESSION_TRACKED``) or a closed store.
         """
         self._track(session, header=None, seed=())
 
@@ -216,6 +218,8 @@ class BufferedStore:
             raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
         if session_id in self._tracked:
             raise StoreError(f"session {session_id!r} is already attached", code="SESSION_TRACKED")
+        if session_id in self._loading:
+            raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
         buffer = list(seed)
         cursor = len(session.events) - len(buffer)
         unsubscribe = session.observe(buffer.append)
@@ -335,12 +339,28 @@ class BufferedStore:
         Claims the session for this store (a second writer elsewhere makes this
         raise ``SESSION_LOCKED``); the claim is given up by ``detach``. Raises
         ``StoreError(SESSION_NOT_FOUND)`` if unknown and ``CorruptSessionError``
-        naming the session and the problem if unloadable.
+        naming the session and the problem if unloadable. While it runs,
+        attaching the same id is refused (``SESSION_TRACKED``).
         """
         check_session_id(session_id)
         await self._ensure_open()
         if session_id in self._tracked:
             raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
+        with self._reserved(session_id):
+            return await self._load_reserved(session_id)
+
+    @contextlib.contextmanager
+    def _reserved(self, session_id: str) -> Iterator[None]:
+        """Refuse to attach *session_id* until this load is over: its repair writes that id."""
+        self._loading[session_id] = self._loading.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            self._loading[session_id] -= 1
+            if not self._loading[session_id]:
+                del self._loading[session_id]
+
+    async def _load_reserved(self, session_id: str) -> Session:
         what = f"session {session_id!r}"
         async with self._session_lock(session_id):
             await self._call(self._backend.claim, what, session_id)
