@@ -310,18 +310,43 @@ def _last_turn_end(session: Session) -> int:
 
 
 @pytest.mark.parametrize("damaged", ["last turn/end", "inside the open turn"])
-async def test_store_damaged_record_with_well_formed_records_after_it_is_refused(
-    record_kit: StoreKit, damaged: str
+async def test_store_damaged_record_past_the_last_turn_end_is_dropped_with_what_follows(
+    record_kit: StoreKit, damaged: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R11.8: only a torn final record may be discarded; a damaged record that well-formed
-    records follow makes the load fail naming it, and nothing is truncated."""
+    """R11.8: a damaged record past the last complete turn/end starts the torn tail, even
+    with well-formed records after it (a power loss keeps an unsynced write's later pages):
+    the load keeps the events before it, closes the open turn, drops and truncates the
+    rest, and warns naming the session and how many records it dropped."""
     session = await _crashed_after_two_turns(record_kit, "rotten")
     index = _last_turn_end(session) + (0 if damaged == "last turn/end" else 3)
     record_kit.tamper("rotten", index, '{"seq": 0, "type": "turn/enD", "data": {"tu')
     async with record_kit.open() as store:
+        loaded = await store.load("rotten")
+    assert lines(loaded.events[:index]) == lines(session.events[:index])
+    assert isinstance(loaded.events[-1].data, TurnEnd)
+    assert loaded.events[-1].data.reason.kind == "interrupted"
+    assert record_kit.record_count("rotten") == len(loaded.events)
+    dropped = len(session.events) - index
+    assert any(
+        "'rotten'" in record.getMessage()
+        and f"dropping the {dropped} stored record(s)" in record.getMessage()
+        for record in caplog.records
+    )
+
+
+async def test_store_damaged_record_before_a_well_formed_turn_end_is_refused(
+    record_kit: StoreKit,
+) -> None:
+    """R11.8: a well-formed turn/end after a damaged record puts the damage inside the
+    committed region: the load fails naming it, and nothing is truncated."""
+    session = await _crashed_after_two_turns(record_kit, "rotten")
+    index = _last_turn_end(session) - 2
+    record_kit.tamper("rotten", index, '"type": "step/end"}')
+    async with record_kit.open() as store:
         with pytest.raises(CorruptSessionError, match=rf"'rotten'.*event {index}\b") as caught:
             await store.load("rotten")
     assert caught.value.code == "CORRUPT_SESSION"
+    assert "committed region" in caught.value.message
     assert record_kit.record_count("rotten") == len(session.events)
 
 

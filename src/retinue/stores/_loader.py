@@ -1,7 +1,8 @@
-"""Load-time checks and crash-tail repair of a stored log (R11.8-R11.10); pure."""
+"""Load-time checks and crash-tail repair of a stored log (R11.8-R11.10); pure but for a warning."""
 
 from __future__ import annotations
 
+import logging
 from typing import final
 
 import attrs
@@ -14,6 +15,8 @@ from ._backend import StoredLog
 from ._repair import repair_tail
 
 __all__ = ["Recovered", "recover"]
+
+logger = logging.getLogger("retinue.stores")
 
 
 @final
@@ -41,14 +44,16 @@ def recover(log: StoredLog, session_id: str, *, repair: bool = True) -> Recovere
 
     The committed region (up to the last complete ``turn/end``) must parse with
     contiguous seqs; after it the longest well-formed contiguous run is kept and
-    the rest is a torn tail, which no well-formed record may follow. An open
-    final turn gets closers (R11.9) when *repair* is set.
+    the rest is a torn tail to drop. An open final turn gets closers (R11.9)
+    when *repair* is set; a repair that drops well-formed records logs a warning.
     """
     _check_header(log, session_id)
     events, bad = _decode_run(log, session_id)
     dropped = len(log.records) - len(events) + (1 if log.torn_fragment else 0)
     if bad is not None:
-        _check_torn_tail(log, len(events), bad, session_id)
+        following = _check_torn_tail(log, len(events), bad, session_id)
+        if following and repair:
+            _warn_dropped(session_id, len(events), dropped, following, bad)
     closers = tuple(repair_tail(events)) if repair else ()
     try:
         session = Session.from_events(log.header, [*events, *closers])
@@ -91,14 +96,16 @@ def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | Non
     return events, None
 
 
-def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> None:
-    """Raise unless the bad record at *start* and all after it are a torn final write.
+def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> int:
+    """Raise unless the bad record at *start* lies past the committed region; count what follows.
 
-    A crash tears only the last record a write left; a bad record with a
-    well-formed one after it is damage, and dropping it would lose that one.
+    The committed region ends at the last complete ``turn/end`` (R11.8): a bad
+    record before one is damage to acknowledged events. Past it, well-formed
+    records may follow a bad one: a power loss can lose an unsynced append's
+    first pages and keep later ones. They are dropped with it. A record
+    written whole that this version cannot read is never dropped.
     """
     following = 0
-    committed = False
     for index, record in enumerate(log.records[start:], start):
         try:
             event = _decode(record, session_id)
@@ -106,18 +113,26 @@ def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> N
             if _written_whole(exc):
                 raise
             continue
+        if isinstance(event.data, TurnEnd):
+            raise CorruptSessionError(
+                f"session {session_id!r}: {bad} inside the committed region",
+                code="CORRUPT_SESSION",
+            )
         following += index > start
-        committed = committed or isinstance(event.data, TurnEnd)
-    if committed:
-        raise CorruptSessionError(
-            f"session {session_id!r}: {bad} inside the committed region", code="CORRUPT_SESSION"
-        )
-    if following:
-        raise CorruptSessionError(
-            f"session {session_id!r}: {bad}, yet {following} well-formed event record(s) follow "
-            "it: only a torn final record may be discarded",
-            code="CORRUPT_SESSION",
-        )
+    return following
+
+
+def _warn_dropped(session_id: str, start: int, dropped: int, following: int, bad: str) -> None:
+    """Say that well-formed records are discarded: more than a torn final record."""
+    logger.warning(
+        "session %r: %s; dropping the %d stored record(s) from event %d on, %d of them "
+        "well-formed, none past the last complete turn/end (R11.8)",
+        session_id,
+        bad,
+        dropped,
+        start,
+        following,
+    )
 
 
 def _decode(record: str | bytes | Event, session_id: str) -> Event:
