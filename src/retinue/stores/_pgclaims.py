@@ -13,7 +13,15 @@ from retinue._errors import StoreError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["SessionClaims", "in_schema", "locked", "psycopg_module", "require_open"]
+__all__ = [
+    "SessionClaims",
+    "in_schema",
+    "lock_table_full",
+    "locked",
+    "out_of_locks",
+    "psycopg_module",
+    "require_open",
+]
 
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
@@ -31,6 +39,26 @@ def locked(session_id: str) -> StoreError:
     """The refusal of a session whose writer lock another connection holds."""
     return StoreError(
         f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
+    )
+
+
+def out_of_locks(exc: BaseException) -> bool:
+    """Whether *exc* is the server's lock table running full (its hint names the setting)."""
+    psycopg = psycopg_module()
+    if not isinstance(exc, psycopg.errors.OutOfMemory):
+        return False
+    return "max_locks_per_transaction" in (exc.diag.message_hint or str(exc))
+
+
+def lock_table_full(what: str) -> StoreError:
+    """The refusal of a claim or write once the server's shared lock table is full."""
+    return StoreError(
+        f"{what}: the PostgreSQL server's lock table is full (out of shared memory). "
+        "PostgresStore holds one advisory lock per attached session, in a table of "
+        "max_locks_per_transaction x (max_connections + max_prepared_transactions) entries "
+        "that every client of the server shares: detach sessions, or raise "
+        "max_locks_per_transaction (a server restart applies it)",
+        code="LOCK_TABLE_FULL",
     )
 
 
@@ -207,7 +235,12 @@ class SessionClaims:
         }
 
     def _try_lock(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
-        row = conn.execute(_LOCK, (self._lock_key(session_id),)).fetchone()
+        try:
+            row = conn.execute(_LOCK, (self._lock_key(session_id),)).fetchone()
+        except psycopg_module().errors.OutOfMemory as exc:
+            if out_of_locks(exc):
+                raise lock_table_full(f"session {session_id!r}") from exc
+            raise
         return bool(row and row[0])
 
     def release(self, session_id: str) -> None:

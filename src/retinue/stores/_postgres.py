@@ -16,7 +16,15 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
 from ._common import already_exists, parse_header, parse_headers, seq_conflict
-from ._pgclaims import SessionClaims, in_schema, locked, psycopg_module, require_open
+from ._pgclaims import (
+    SessionClaims,
+    in_schema,
+    lock_table_full,
+    locked,
+    out_of_locks,
+    psycopg_module,
+    require_open,
+)
 from ._writebehind import BufferedStore
 
 if TYPE_CHECKING:
@@ -134,10 +142,12 @@ class PostgresBackend:
         try:
             with self._write_lock:
                 self._commit_group(batches, results)
-        except BaseException:
+        except BaseException as exc:
             # The commit may have happened with its reply lost: let a retry recognise its create.
             self._unsure.update(batch.session_id for batch in batches if batch.header)
             self._release_all(taken)
+            if out_of_locks(exc):
+                raise lock_table_full("a group commit") from exc
             raise
         outcomes = list(zip(batches, results, strict=True))
         self._unsure.difference_update(batch.session_id for batch, error in outcomes if not error)
@@ -175,12 +185,17 @@ class PostgresBackend:
         """Claim each batch's session, recording refusals; the ids whose lock was taken now."""
         self._claims.probe()
         taken: set[str] = set()
-        for index, batch in enumerate(batches):
-            try:
-                if self._claims.take(batch.session_id):
-                    taken.add(batch.session_id)
-            except StoreError as exc:
-                results[index] = exc
+        try:
+            for index, batch in enumerate(batches):
+                try:
+                    if self._claims.take(batch.session_id):
+                        taken.add(batch.session_id)
+                except StoreError as exc:
+                    results[index] = exc
+        except BaseException:
+            # Nothing of the group is written: the locks taken for it would hold sessions for nobody.
+            self._release_all(taken)
+            raise
         return taken
 
     def _release_all(self, session_ids: set[str]) -> None:
@@ -454,6 +469,12 @@ class PostgresStore(BufferedStore):
     one writer at a time (advisory lock): a second process appending to it, or
     loading it while it is attached elsewhere, gets ``SESSION_LOCKED``.
     *schema* names the PostgreSQL schema that holds the tables.
+
+    Each attached session holds one advisory lock in the server's shared lock
+    table, which has room for about max_locks_per_transaction x max_connections
+    locks (12,800 with the defaults) for every client of the server together.
+    Past that, a claim fails with ``LOCK_TABLE_FULL``: raise
+    max_locks_per_transaction on the server for more live sessions.
     """
 
     def __init__(self, dsn: str, *, schema: str = "public") -> None:
