@@ -105,3 +105,17 @@ def texts(content: Sequence[object]) -> str:
 def user_texts(events: Sequence[Event]) -> list[str]:
     """The text of every ``user/message``."""
     return [texts(e.data.content) for e in of_type(events, "user/message")]  # type: ignore[union-attr]
+
+
+ANTHROPIC_CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CONFIG_DIR",
+    "ANTHROPIC_FEDERATION_RULE_ID",
+    "ANTHROPIC_ORGANIZATION_ID",
+    "ANTHROPIC_IDENTITY_TOKEN",
+    "ANTHROPIC_IDENTITY_TOKEN_FILE",
+)
+"""Every variable the Anthropic SDK reads credentials from: cleared to test their absence."""

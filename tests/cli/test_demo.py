@@ -12,6 +12,7 @@ import trio
 from retinue.cli import _demo, main
 from retinue.cli._demo import run_demo
 from retinue.testing import ScriptedModel
+from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 
 REAL_DEADLINE = 60.0
 
@@ -88,19 +89,6 @@ def test_demo_reports_a_provider_it_cannot_use_in_one_line(
     assert err.startswith("retinue demo: ")
     assert "OPENAI_API_KEY" in err
     assert "Traceback" not in err
-
-
-ANTHROPIC_CREDENTIAL_VARIABLES = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_PROFILE",
-    "ANTHROPIC_CONFIG_DIR",
-    "ANTHROPIC_FEDERATION_RULE_ID",
-    "ANTHROPIC_ORGANIZATION_ID",
-    "ANTHROPIC_IDENTITY_TOKEN",
-    "ANTHROPIC_IDENTITY_TOKEN_FILE",
-)
 
 
 def _without_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:

@@ -36,6 +36,7 @@ from retinue.providers.mock import (
     open_mock_server,
 )
 from retinue.providers.openai import OpenAIModel
+from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 
 from .support import collect, make_request
 
@@ -328,19 +329,6 @@ async def test_error_status_whose_body_stalls_names_its_status(
     assert "500" in str(caught.value)
     assert "3.0 s" in str(caught.value)
     assert trio.current_time() == pytest.approx(3.0)
-
-
-ANTHROPIC_CREDENTIAL_VARIABLES = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_PROFILE",
-    "ANTHROPIC_CONFIG_DIR",
-    "ANTHROPIC_FEDERATION_RULE_ID",
-    "ANTHROPIC_ORGANIZATION_ID",
-    "ANTHROPIC_IDENTITY_TOKEN",
-    "ANTHROPIC_IDENTITY_TOKEN_FILE",
-)
 
 
 @pytest.mark.parametrize(
