@@ -25,7 +25,7 @@ from retinue._stream import (
     Usage,
     UsageChunk,
 )
-from retinue.session._codec import chunk_problem
+from retinue.session._chunkcheck import chunk_problem
 
 __all__ = ["BlockAssembler", "BlockAssemblyError"]
 

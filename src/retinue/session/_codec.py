@@ -16,11 +16,6 @@ from retinue._content import (
     Message,
     MessageSource,
     OpaqueBlock,
-    Reasoning,
-    RedactedReasoning,
-    Text,
-    ToolCall,
-    ToolResultBlock,
 )
 from retinue._errors import CorruptSessionError, InvalidJsonError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
@@ -30,24 +25,15 @@ from retinue._stream import (
     MAX_TOKENS,
     STOP,
     TOOL_CALLS,
-    Aborted,
-    BlockEnd,
-    BlockStart,
     Errored,
-    Finish,
     FinishReason,
-    MaxTokens,
     OtherFinish,
-    ReasoningDelta,
-    Stop,
     StreamChunk,
-    TextDelta,
     ToolCallDelta,
-    ToolCalls,
     Usage,
-    UsageChunk,
 )
 
+from ._chunkcheck import BLOCK_TYPES, CHUNK_TYPES, chunk_problem
 from ._events import (
     AssistantChunk,
     CustomEvent,
@@ -67,7 +53,6 @@ from ._fastline import fast_line
 
 __all__ = [
     "UNKNOWN_FIELD",
-    "chunk_problem",
     "converter",
     "decode_event",
     "dump_event",
@@ -80,13 +65,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-BLOCK_TYPES: dict[str, type[Any]] = {
-    cls.type: cls for cls in (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock)
-}
-CHUNK_TYPES: dict[str, type[Any]] = {
-    cls.type: cls
-    for cls in (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd, UsageChunk, Finish)
-}
 # The built-in types, read off the EventData union so neither list can drift.
 EVENT_TYPES: dict[str, type[Any]] = {
     cls.type: cls for cls in get_args(EventData) if cls is not CustomEvent
@@ -355,86 +333,6 @@ def _structure_assistant_chunk(value: Any, _: Any) -> AssistantChunk:
 converter.register_structure_hook(AssistantChunk, _structure_assistant_chunk)
 converter.register_structure_hook(JsonValue, lambda value, _: freeze_json(value))
 converter.register_structure_hook(FrozenDict, lambda value, _: freeze_json(value))
-
-
-# What each field of a chunk (and of the values it holds) must be for its stored
-# line to load again: ``int`` is an exact int (a bool or float is refused on load),
-# ``str`` any str, ``str?`` a str or None, a tuple of classes one of those classes.
-_INT, _STR, _OPT_STR = "int", "str", "str?"
-_FIELD_KINDS: dict[type[Any], tuple[tuple[str, Any], ...]] = {
-    BlockStart: (("index", _INT), ("block_type", _STR)),
-    TextDelta: (("index", _INT), ("text", _STR)),
-    ReasoningDelta: (("index", _INT), ("text", _STR), ("signature", _OPT_STR)),
-    ToolCallDelta: (
-        ("index", _INT),
-        ("id", _OPT_STR),
-        ("arguments_delta", _STR),
-        ("name", _OPT_STR),
-    ),
-    BlockEnd: (("index", _INT), ("block", (*BLOCK_TYPES.values(), OpaqueBlock))),
-    UsageChunk: (("usage", (Usage,)),),
-    Finish: (("reason", (Stop, ToolCalls, MaxTokens, Aborted, Errored, OtherFinish)),),
-    Text: (("text", _STR),),
-    Reasoning: (("text", _STR), ("signature", _OPT_STR)),
-    RedactedReasoning: (("data", _STR),),
-    ToolCall: (("id", _STR), ("name", _STR), ("arguments", _STR)),
-    ToolResultBlock: (("tool_call_id", _STR), ("content", tuple), ("is_error", (bool,))),
-    Errored: (("message", _STR), ("code", _OPT_STR)),
-    OtherFinish: (("name", _STR),),
-}
-
-
-_CHUNK_CLASSES = frozenset(CHUNK_TYPES.values())
-
-
-def chunk_problem(chunk: object) -> str | None:
-    """What keeps *chunk* from being stored and loaded back, naming the field; ``None`` if nothing.
-
-    The same rules :func:`decode_event` applies to a stored chunk, checked on the
-    value before it is logged or written.
-    """
-    fields = _FIELD_KINDS.get(type(chunk))
-    if fields is None or type(chunk) not in _CHUNK_CLASSES:
-        return f"{type(chunk).__name__} is not a stream chunk"
-    return _value_problem(chunk, fields, getattr(chunk, "type", ""))
-
-
-def _value_problem(value: object, fields: tuple[tuple[str, Any], ...], where: str) -> str | None:
-    for name, kind in fields:
-        item = getattr(value, name)
-        problem = _field_problem(item, kind)
-        if problem is not None:
-            return f"{where}.{name} {problem}, got {item!r}"
-        nested = _FIELD_KINDS.get(type(item))
-        if nested is not None:
-            problem = _value_problem(item, nested, f"{where}.{name}")
-            if problem is not None:
-                return problem
-        if type(item) is tuple:
-            for position, block in enumerate(item):
-                problem = _block_problem(block, f"{where}.{name}[{position}]")
-                if problem is not None:
-                    return problem
-    return None
-
-
-def _block_problem(block: object, where: str) -> str | None:
-    fields = _FIELD_KINDS.get(type(block))
-    if fields is None:
-        return None if type(block) is OpaqueBlock else f"{where} must be a content block"
-    return _value_problem(block, fields, where)
-
-
-def _field_problem(item: object, kind: Any) -> str | None:
-    if kind is _INT:
-        return None if type(item) is int else "must be an integer (not a bool or float)"
-    if kind is _STR:
-        return None if isinstance(item, str) else "must be a string"
-    if kind is _OPT_STR:
-        return None if item is None or isinstance(item, str) else "must be a string or None"
-    if kind is tuple:
-        return None if type(item) is tuple else "must be a tuple of content blocks"
-    return None if type(item) in kind else f"must be a {' or '.join(k.__name__ for k in kind)}"
 
 
 def dump_event(event: Event) -> dict[str, Any]:
