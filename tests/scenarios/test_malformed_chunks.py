@@ -9,7 +9,15 @@ import trio
 
 from retinue import Text
 from retinue._request import ModelRequest
-from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
+from retinue._stream import (
+    STOP,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+)
 from retinue.session._codec import decode_event, encode_event
 from retinue.testing import check_session_invariants
 from tests.helpers import OPTIONS, of_type, runtime
@@ -44,4 +52,27 @@ async def test_malformed_chunk_ends_the_turn_in_error_and_the_log_stays_loadable
         assert len(of_type(events, "assistant/chunk")) == 1
         for event in events:
             assert decode_event(encode_event(event)) == event
+        check_session_invariants(events)
+
+
+class MixedDeltasModel:
+    """Streams a text delta and then a reasoning delta on the same block index."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        yield TextDelta(0, "a")
+        yield ReasoningDelta(0, "b")
+        yield Finish(STOP)
+
+
+async def test_a_well_formed_chunk_the_assembler_refuses_is_still_logged(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R4.3: every chunk is logged as it came; only a malformed one is kept out of the log."""
+    async with runtime(MixedDeltasModel()) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hello")
+        events = agent.session.events
+        assert result.reason.code == "INVALID_STREAM"
+        logged = [event.data.chunk for event in of_type(events, "assistant/chunk")]  # type: ignore[union-attr]
+        assert logged == [TextDelta(0, "a"), ReasoningDelta(0, "b")]
         check_session_invariants(events)

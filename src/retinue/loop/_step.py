@@ -17,7 +17,7 @@ from retinue.session import (
     make_delta,
 )
 
-from ._assembler import BlockAssembler
+from ._assembler import BlockAssembler, BlockAssemblyError
 from ._core import AgentCore, StepSignal
 from ._prompt import request_tools
 from ._scheduler import run_tool_calls
@@ -159,7 +159,13 @@ async def _stream(
                 return None
             # Fed first: the assembler refuses a malformed chunk before it is
             # logged, as a logged one would make the stored session unloadable.
-            feed(chunk)
+            try:
+                feed(chunk)
+            except BlockAssemblyError as error:
+                if error.code != "MALFORMED_CHUNK":
+                    # Any other refusal is of a storable chunk: logged as it came (R7.36).
+                    logged(append_chunk(turn, step, chunk))
+                raise
             logged(append_chunk(turn, step, chunk))
     finally:
         # Closing releases the call (an SDK stream's HTTP response) at once,
