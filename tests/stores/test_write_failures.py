@@ -212,3 +212,30 @@ async def test_attaching_an_id_while_it_is_loaded_is_refused() -> None:
         store.attach(loaded[0])
         await store.detach(loaded[0])
     assert len(loaded[0].events) > len(crashed.events)
+
+
+async def test_a_second_load_of_an_id_being_loaded_is_refused() -> None:
+    """R11.3: two loads of one id at once: the second is refused, so the first's caller can attach."""
+    backend = _SlowClaims()
+    stored = Session.create("X")
+    run_turn(stored)
+    batch = AppendBatch("X", 0, tuple(stored.events), header=stored.header)
+    assert backend.inner.write([batch]) == [None]
+    loaded: list[Session] = []
+    async with BufferedStore(backend, name="slow") as store:  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:
+
+            async def load() -> None:
+                loaded.append(await store.load("X"))
+
+            nursery.start_soon(load)
+            await backend.claiming.wait()
+            try:
+                with pytest.raises(StoreError) as caught:
+                    await store.load("X")
+            finally:
+                backend.go.set()
+        assert caught.value.code == "SESSION_TRACKED"
+        assert "being loaded" in caught.value.message
+        store.attach(loaded[0])
+        await store.detach(loaded[0])

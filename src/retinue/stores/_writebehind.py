@@ -50,8 +50,8 @@ class BufferedStore:
         self._opened = False
         self._closed = False
         self._session_locks: dict[str, trio.Lock] = {}
-        self._loading: dict[str, int] = {}
-        """Ids being loaded, with how many loads: attaching one meanwhile is refused."""
+        self._loading: set[str] = set()
+        """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._stack: contextlib.AsyncExitStack | None = None
         self._depth = 0
 
@@ -340,25 +340,26 @@ class BufferedStore:
         raise ``SESSION_LOCKED``); the claim is given up by ``detach``. Raises
         ``StoreError(SESSION_NOT_FOUND)`` if unknown and ``CorruptSessionError``
         naming the session and the problem if unloadable. While it runs,
-        attaching the same id is refused (``SESSION_TRACKED``).
+        attaching the same id or loading it again is refused (``SESSION_TRACKED``).
         """
         check_session_id(session_id)
         await self._ensure_open()
         if session_id in self._tracked:
             raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
+        if session_id in self._loading:
+            # Its caller will attach what that load returns: a second copy could not be.
+            raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
         with self._reserved(session_id):
             return await self._load_reserved(session_id)
 
     @contextlib.contextmanager
     def _reserved(self, session_id: str) -> Iterator[None]:
         """Refuse to attach *session_id* until this load is over: its repair writes that id."""
-        self._loading[session_id] = self._loading.get(session_id, 0) + 1
+        self._loading.add(session_id)
         try:
             yield
         finally:
-            self._loading[session_id] -= 1
-            if not self._loading[session_id]:
-                del self._loading[session_id]
+            self._loading.discard(session_id)
 
     async def _load_reserved(self, session_id: str) -> Session:
         what = f"session {session_id!r}"
