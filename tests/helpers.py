@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
 import trio
 
 import retinue
@@ -119,3 +120,9 @@ ANTHROPIC_CREDENTIAL_VARIABLES = (
     "ANTHROPIC_IDENTITY_TOKEN_FILE",
 )
 """Every variable the Anthropic SDK reads credentials from: cleared to test their absence."""
+
+
+def unchecked(cls: Any, *args: Any) -> Any:
+    """*cls* built without its validators: a malformed value that only a bug could make."""
+    with attrs.validators.disabled():
+        return cls(*args)

@@ -31,12 +31,28 @@ __all__ = [
 Role: TypeAlias = Literal["system", "user", "assistant"]
 
 
+# A block is logged and stored as it is built: a field of the wrong type would
+# be written, then refused when the session is loaded again, so it is refused here.
+def _str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(_wrong(block, attribute, "a str", value))
+
+
+def _optional_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(_wrong(block, attribute, "a str or None", value))
+
+
+def _wrong(block: object, attribute: attrs.Attribute[Any], expected: str, value: object) -> str:
+    return f"{type(block).__name__}.{attribute.name} must be {expected}, got {value!r}"
+
+
 @final
 @attrs.frozen
 class Text:
     """A text block."""
 
-    text: str
+    text: str = attrs.field(validator=_str)
     type: ClassVar[str] = "text"
 
 
@@ -45,8 +61,8 @@ class Text:
 class Reasoning:
     """Model reasoning ("thinking"); ``signature`` is the provider's integrity token."""
 
-    text: str
-    signature: str | None = None
+    text: str = attrs.field(validator=_str)
+    signature: str | None = attrs.field(default=None, validator=_optional_str)
     type: ClassVar[str] = "reasoning"
 
 
@@ -55,7 +71,7 @@ class Reasoning:
 class RedactedReasoning:
     """Reasoning the provider returned encrypted; replayed verbatim."""
 
-    data: str
+    data: str = attrs.field(validator=_str)
     type: ClassVar[str] = "redacted-reasoning"
 
 
@@ -64,9 +80,9 @@ class RedactedReasoning:
 class ToolCall:
     """A tool call; ``arguments`` is the raw JSON text exactly as the model produced it."""
 
-    id: str
-    name: str
-    arguments: str
+    id: str = attrs.field(validator=_str)
+    name: str = attrs.field(validator=_str)
+    arguments: str = attrs.field(validator=_str)
     type: ClassVar[str] = "tool-call"
 
 
@@ -80,14 +96,24 @@ def new_tool_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
+def _blocks(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not tuple or not all(type(item) in _BLOCK_TYPE_SET for item in value):
+        raise TypeError(_wrong(block, attribute, "a tuple of content blocks", value))
+
+
+def _bool(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not bool:
+        raise TypeError(_wrong(block, attribute, "a bool", value))
+
+
 @final
 @attrs.frozen
 class ToolResultBlock:
     """The result of one tool call, as it appears in model-visible history."""
 
-    tool_call_id: str
-    content: tuple[ContentBlock, ...]
-    is_error: bool = False
+    tool_call_id: str = attrs.field(validator=_str)
+    content: tuple[ContentBlock, ...] = attrs.field(validator=_blocks)
+    is_error: bool = attrs.field(default=False, validator=_bool)
     type: ClassVar[str] = "tool-result"
 
 

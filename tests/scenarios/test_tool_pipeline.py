@@ -29,7 +29,7 @@ from retinue.tools import (
     tool,
 )
 from retinue.tools._body import TOOL_THREADS
-from tests.helpers import Next
+from tests.helpers import Next, unchecked
 
 # Sync tool bodies run in worker threads, where the virtual clock would fire tool timeouts
 # spuriously, so most tests here run on the real clock: bound each one in real time. The
@@ -983,7 +983,7 @@ async def test_post_execute_failure_becomes_an_error_result(
 async def test_finish_refuses_a_result_that_is_not_lossless_json() -> None:
     """R9.3: the final result is validated as lossless JSON; a bad one becomes an error."""
     hooks, registry = setup()
-    hooks.on("tools/post-execute", lambda *_: Accept(Text(float("nan"))))  # type: ignore[arg-type]
+    hooks.on("tools/post-execute", lambda *_: Accept(unchecked(Text, float("nan"))))  # type: ignore[arg-type]
     result = await registry.execute(call())
     assert shape(result) == failed(
         "content[0].text is a non-finite number (nan)", "INVALID_JSON", "InvalidJsonError"
