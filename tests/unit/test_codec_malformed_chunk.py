@@ -20,7 +20,6 @@ from retinue._stream import (
 )
 from retinue.session import Session
 from retinue.session._codec import decode_event, encode_event
-from tests.helpers import unchecked
 
 BAD: list[StreamChunk] = [
     TextDelta(True, "hi"),  # type: ignore[arg-type]
@@ -30,7 +29,6 @@ BAD: list[StreamChunk] = [
     ToolCallDelta(True, "c", "{}"),  # type: ignore[arg-type]
     ReasoningDelta(1.5, "x"),  # type: ignore[arg-type]
     BlockEnd(True, Text("hi")),  # type: ignore[arg-type]
-    BlockEnd(0, unchecked(Reasoning, 7)),  # type: ignore[arg-type]
     UsageChunk({"input_tokens": 1}),  # type: ignore[arg-type]
     Finish(Errored(404)),  # type: ignore[arg-type]
 ]

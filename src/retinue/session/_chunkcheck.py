@@ -41,9 +41,10 @@ CHUNK_TYPES: dict[str, type[Any]] = {
 }
 """The stored stream chunk kinds, by their ``type`` tag."""
 
-# What each field of a chunk (and of the values it holds) must be for its stored
-# line to load again: ``int`` is an exact int (a bool or float is refused on load),
-# ``str`` any str, ``str?`` a str or None, a tuple of classes one of those classes.
+# What each field of a chunk (and of the finish reason it holds) must be for its
+# stored line to load again: ``int`` is an exact int (a bool or float is refused on
+# load), ``str`` any str, ``str?`` a str or None, a tuple of classes one of those
+# classes. A content block checks its own fields when it is built.
 _INT, _STR, _OPT_STR = "int", "str", "str?"
 _FIELD_KINDS: dict[type[Any], tuple[tuple[str, Any], ...]] = {
     BlockStart: (("index", _INT), ("block_type", _STR)),
@@ -58,11 +59,6 @@ _FIELD_KINDS: dict[type[Any], tuple[tuple[str, Any], ...]] = {
     BlockEnd: (("index", _INT), ("block", (*BLOCK_TYPES.values(), OpaqueBlock))),
     UsageChunk: (("usage", (Usage,)),),
     Finish: (("reason", (Stop, ToolCalls, MaxTokens, Aborted, Errored, OtherFinish)),),
-    Text: (("text", _STR),),
-    Reasoning: (("text", _STR), ("signature", _OPT_STR)),
-    RedactedReasoning: (("data", _STR),),
-    ToolCall: (("id", _STR), ("name", _STR), ("arguments", _STR)),
-    ToolResultBlock: (("tool_call_id", _STR), ("content", tuple), ("is_error", (bool,))),
     Errored: (("message", _STR), ("code", _OPT_STR)),
     OtherFinish: (("name", _STR),),
 }
@@ -94,19 +90,7 @@ def _value_problem(value: object, fields: tuple[tuple[str, Any], ...], where: st
             problem = _value_problem(item, nested, f"{where}.{name}")
             if problem is not None:
                 return problem
-        if type(item) is tuple:
-            for position, block in enumerate(item):
-                problem = _block_problem(block, f"{where}.{name}[{position}]")
-                if problem is not None:
-                    return problem
     return None
-
-
-def _block_problem(block: object, where: str) -> str | None:
-    fields = _FIELD_KINDS.get(type(block))
-    if fields is None:
-        return None if type(block) is OpaqueBlock else f"{where} must be a content block"
-    return _value_problem(block, fields, where)
 
 
 def _field_problem(item: object, kind: Any) -> str | None:
@@ -116,6 +100,4 @@ def _field_problem(item: object, kind: Any) -> str | None:
         return None if isinstance(item, str) else "must be a string"
     if kind is _OPT_STR:
         return None if item is None or isinstance(item, str) else "must be a string or None"
-    if kind is tuple:
-        return None if type(item) is tuple else "must be a tuple of content blocks"
     return None if type(item) in kind else f"must be a {' or '.join(k.__name__ for k in kind)}"
