@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -184,6 +184,31 @@ class _SlowClaims:
         return getattr(self.inner, name)
 
 
+def _stored(backend: _SlowClaims, session: Session) -> None:
+    batch = AppendBatch(session.id, 0, tuple(session.events), header=session.header)
+    assert backend.inner.write([batch]) == [None]
+
+
+async def _while_loading(
+    store: BufferedStore, backend: _SlowClaims, attempt: Callable[[], Awaitable[object]]
+) -> tuple[StoreError, Session]:
+    """Run *attempt* while a load of ``X`` waits in its claim; its refusal and the loaded session."""
+    loaded: list[Session] = []
+    async with trio.open_nursery() as nursery:
+
+        async def load() -> None:
+            loaded.append(await store.load("X"))
+
+        nursery.start_soon(load)
+        await backend.claiming.wait()
+        try:
+            with pytest.raises(StoreError) as caught:
+                await attempt()
+        finally:
+            backend.go.set()
+    return caught.value, loaded[0]
+
+
 async def test_attaching_an_id_while_it_is_loaded_is_refused() -> None:
     """R11.3: while a load of an id runs (its repair will write that id), attaching a new
     session with the id is refused; once the load is over the loaded session attaches."""
@@ -191,27 +216,18 @@ async def test_attaching_an_id_while_it_is_loaded_is_refused() -> None:
     crashed = Session.create("X")
     run_turn(crashed)
     open_tool_turn(crashed)
-    batch = AppendBatch("X", 0, tuple(crashed.events), header=crashed.header)
-    assert backend.inner.write([batch]) == [None]
-    loaded: list[Session] = []
+    _stored(backend, crashed)
     async with BufferedStore(backend, name="slow") as store:  # type: ignore[arg-type]
-        async with trio.open_nursery() as nursery:
 
-            async def load() -> None:
-                loaded.append(await store.load("X"))
+        async def attach_new() -> None:
+            store.attach_new(Session.create("X"))
 
-            nursery.start_soon(load)
-            await backend.claiming.wait()
-            try:
-                with pytest.raises(StoreError) as caught:
-                    store.attach_new(Session.create("X"))
-            finally:
-                backend.go.set()
-        assert caught.value.code == "SESSION_TRACKED"
-        assert "'X'" in caught.value.message
-        store.attach(loaded[0])
-        await store.detach(loaded[0])
-    assert len(loaded[0].events) > len(crashed.events)
+        refused, loaded = await _while_loading(store, backend, attach_new)
+        assert refused.code == "SESSION_TRACKED"
+        assert "'X'" in refused.message
+        store.attach(loaded)
+        await store.detach(loaded)
+    assert len(loaded.events) > len(crashed.events)
 
 
 async def test_a_second_load_of_an_id_being_loaded_is_refused() -> None:
@@ -219,23 +235,10 @@ async def test_a_second_load_of_an_id_being_loaded_is_refused() -> None:
     backend = _SlowClaims()
     stored = Session.create("X")
     run_turn(stored)
-    batch = AppendBatch("X", 0, tuple(stored.events), header=stored.header)
-    assert backend.inner.write([batch]) == [None]
-    loaded: list[Session] = []
+    _stored(backend, stored)
     async with BufferedStore(backend, name="slow") as store:  # type: ignore[arg-type]
-        async with trio.open_nursery() as nursery:
-
-            async def load() -> None:
-                loaded.append(await store.load("X"))
-
-            nursery.start_soon(load)
-            await backend.claiming.wait()
-            try:
-                with pytest.raises(StoreError) as caught:
-                    await store.load("X")
-            finally:
-                backend.go.set()
-        assert caught.value.code == "SESSION_TRACKED"
-        assert "being loaded" in caught.value.message
-        store.attach(loaded[0])
-        await store.detach(loaded[0])
+        refused, loaded = await _while_loading(store, backend, lambda: store.load("X"))
+        assert refused.code == "SESSION_TRACKED"
+        assert "being loaded" in refused.message
+        store.attach(loaded)
+        await store.detach(loaded)
