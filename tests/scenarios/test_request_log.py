@@ -517,14 +517,12 @@ async def test_request_rebuild_check_fails_the_call_and_keeps_the_failure(
 ) -> None:
     """R8.9: a request its log does not rebuild fails before the model sees it; the turn ends ``error``."""
     model = ScriptedModel([Reply("one"), Reply("two")])
-    checked = RebuildCheckedModel(model)
+    # Every request is checked against the first agent's log: the second's cannot match it.
+    checked = RebuildCheckedModel(model, lambda _session_id: first.session)
     async with runtime(checked) as rt:
-        checked.follow(rt)
         first = await rt.create_agent("first", OPTIONS, session_id="first")
         second = await rt.create_agent("second", OPTIONS, session_id="second")
         assert (await first.ask("hello")).reason.kind == "completed"
-        # Checked against another agent's log, the second agent's request cannot match.
-        checked.follow_sessions(lambda _session_id: first.session)
         result = await second.ask("bonjour")
     assert result.reason.kind == "error"
     assert checked.checked == 2

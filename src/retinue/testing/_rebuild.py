@@ -106,10 +106,6 @@ class RebuildCheckedModel:
 
         self._sessions = session_of
 
-    def follow_sessions(self, sessions: Callable[[str], Session | None]) -> None:
-        """Find each request's session with *sessions* from now on."""
-        self._sessions = sessions
-
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Check *request* (R8.9), then stream it from the wrapped model."""
         session = None
