@@ -53,6 +53,22 @@ class _Open:
     """Complete event lines in the file: the seq the next append must start at."""
     torn: bool = False
     """Whether an unterminated fragment ends the file (only a repair may append after it)."""
+    uncut: OSError | None = None
+    """Why a failed write's bytes could not be cut off past ``size``: until they are, no append."""
+
+    def cut_back(self) -> bool:
+        """Cut the file back to its committed ``size``; whether it is (else nothing may follow).
+
+        Bytes of a failed write left in place would end up between committed
+        lines, a retried batch after a copy of itself, and the log unloadable.
+        """
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError as exc:
+            self.uncut = exc
+            return False
+        self.uncut = None
+        return True
 
     def check_next(self, session_id: str, first_seq: int) -> StoreError | None:
         """Refuse an append that does not continue the stored log, as the other stores do."""
@@ -115,9 +131,11 @@ class JSONLBackend:
     released, so a second writer (another process or store) is refused: open
     files are live sessions. A session whose file cannot be opened (say, the
     process is out of file descriptors) fails alone with a ``StoreError``. A
-    group's appends are made durable by one ``syncfs`` (or one ``fdatasync``
-    per file for small groups). An append must start at the seq after the
-    file's last complete line, else it is refused ``SEQ_CONFLICT`` (R11.4).
+    group's appends are made durable by one ``syncfs`` per file system (or one
+    ``fdatasync`` per file for small groups). An append must start at the seq
+    after the file's last complete line, else it is refused ``SEQ_CONFLICT``
+    (R11.4). A failed group is cut back to what was committed; a file that
+    cannot be is appended to no more (its flushes fail) until it can be.
     """
 
     blocking = True
@@ -163,6 +181,8 @@ class JSONLBackend:
             handle = self._handle(batch.session_id)
         except StoreError as exc:
             return exc
+        if handle.uncut is not None and not handle.cut_back():
+            return self._uncut_error(batch.session_id, handle.uncut)
         if batch.truncate_to is not None:
             _truncate(handle, batch.truncate_to)
         refusal = handle.check_next(batch.session_id, batch.first_seq)
@@ -174,6 +194,15 @@ class JSONLBackend:
         handle.count += len(batch.events)
         group.touched.append(handle.fd)
         return None
+
+    def _uncut_error(self, session_id: str, exc: OSError) -> StoreError:
+        where = self._paths.get(session_id, "its file")
+        return StoreError(
+            f"session {session_id!r}: a failed write left events no flush acknowledged in "
+            f"{where} and cutting them off failed ({exc}); nothing is appended to the file "
+            "until they are cut off (a load repairs them as a crashed write's tail)",
+            code="STORAGE_ERROR",
+        )
 
     def _write_new(self, batch: AppendBatch, data: bytes, group: _Group) -> StoreError | None:
         """Write a new session under a temporary name; it is linked in after the sync."""
@@ -248,20 +277,21 @@ class JSONLBackend:
 
     def _sync(self, fds: list[int]) -> None:
         if _syncfs is not None and len(fds) >= SYNCFS_THRESHOLD:
-            if _syncfs(fds[0]) != 0:
-                error = ctypes.get_errno()
-                raise OSError(error, os.strerror(error))
+            # One syncfs per file system: a bucket may be a mount point or a link to another.
+            for fd in {os.fstat(fd).st_dev: fd for fd in fds}.values():
+                if _syncfs(fd) != 0:
+                    error = ctypes.get_errno()
+                    raise OSError(error, os.strerror(error))
             return
         for fd in fds:
             os.fdatasync(fd)
 
     def _undo(self, group: _Group) -> None:
         for handle, size, count in group.rollbacks:
-            with contextlib.suppress(OSError):
-                os.ftruncate(handle.fd, size)
             # The next write's rollback point: the file's length again, not the failed write's end.
             handle.size = size
             handle.count = count
+            handle.cut_back()
         for new in group.new:
             if new.linked:
                 self._open.pop(new.session_id, None)
