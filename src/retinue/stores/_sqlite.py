@@ -58,7 +58,8 @@ class SQLiteBackend:
 
     One writer per session across stores and processes (R12.7): a claimed
     session holds an exclusive ``flock`` on ``<db>.locks/<escaped id>.lock``
-    until it is released (or the process dies). Every method blocks.
+    until it is released (or the process dies), ``<db>`` being the file's real
+    path, however the store names it. Every method blocks.
 
     With ``create=False`` only an existing retinue database is opened, and the
     file is neither created, given a schema nor switched to WAL: for readers.
@@ -77,7 +78,8 @@ class SQLiteBackend:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._create = create
-        self._claims = _SessionLocks(self._path + ".locks")
+        # By the file's real path: reached through a link, it must not get claims of its own.
+        self._claims = _SessionLocks(os.path.realpath(self._path) + ".locks")
 
     def _connect(self) -> sqlite3.Connection:
         target, uri = self._path, False
