@@ -8,10 +8,12 @@ import logging
 import math
 from collections.abc import Awaitable
 from types import CoroutineType
+from typing import final
 
+import attrs
 import trio
 
-from retinue._errors import InvalidJsonError
+from retinue._errors import InvalidJsonError, ToolError
 from retinue._lossless import loads_frozen, thaw_json
 
 from ._execution import (
@@ -26,12 +28,31 @@ from ._thread_agent import ThreadAgent
 from ._tool import Tool, ToolContext
 from ._validate import json_type_name
 
-__all__ = ["INVALID_ARGUMENTS", "TOOL_THREADS", "TOOL_TIMEOUT", "invalid_arguments", "run_body"]
+__all__ = [
+    "ABANDONED_THREADS",
+    "INVALID_ARGUMENTS",
+    "TOOL_THREADS",
+    "TOOL_THREADS_EXHAUSTED",
+    "TOOL_TIMEOUT",
+    "ToolThreads",
+    "invalid_arguments",
+    "run_body",
+]
 
 log = logging.getLogger("retinue.tools")
 
 TOOL_THREADS = 40
 """Sync tool bodies running at once per registry (trio's default pool has as many)."""
+
+ABANDONED_THREADS = 40
+"""Threads per registry, beyond ``TOOL_THREADS``, that abandoned sync bodies may keep.
+
+A sync body abandoned at its timeout (or a cancel) runs on in its thread
+until it returns. A registry's sync bodies never hold more than
+``TOOL_THREADS + ABANDONED_THREADS`` threads, abandoned ones included: a sync
+call that finds them all taken fails at once with ``TOOL_THREADS_EXHAUSTED``,
+and sync calls run again as abandoned bodies return.
+"""
 
 # What a tool body may raise that is its own failure (R9.2): a SystemExit (argparse in a
 # sync tool, say) must not take the runtime down. Cancelled and KeyboardInterrupt pass.
@@ -40,12 +61,27 @@ _TOOL_FAILURES = (Exception, SystemExit, GeneratorExit)
 # How much of arguments that are not JSON the model is shown back.
 _EXCERPT_CHARS = 80
 
-# The threads of sync bodies are bounded by the registry's slots, held by the calling
-# tasks; this limiter only keeps them off trio's default one (the stores' threads).
-_UNBOUNDED_THREADS = trio.CapacityLimiter(math.inf)
-
 INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 TOOL_TIMEOUT = "TOOL_TIMEOUT"
+TOOL_THREADS_EXHAUSTED = "TOOL_THREADS_EXHAUSTED"
+
+
+@final
+@attrs.frozen
+class ToolThreads:
+    """A registry's worker threads for sync bodies, kept off trio's default pool (the stores').
+
+    A call holds one of the ``slots`` while its body runs and gives it back
+    when it abandons the body at a timeout or cancel. Every live thread holds
+    one of the ``threads`` until its body returns, abandoned or not (trio
+    gives it back then), so a tool that hangs on every call cannot pile up
+    threads without bound.
+    """
+
+    slots: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(TOOL_THREADS))
+    threads: trio.CapacityLimiter = attrs.field(
+        factory=lambda: trio.CapacityLimiter(TOOL_THREADS + ABANDONED_THREADS)
+    )
 
 
 def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionResult:
@@ -59,29 +95,31 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
 
 def _argument_problem(tool: Tool, execution: ToolExecution) -> str | None:
     arguments = execution.arguments
-    if isinstance(arguments, str) and _unparsed(arguments, execution.raw_arguments):
+    if isinstance(arguments, str):
         # R9.6 passed the model's text on raw: what it got wrong is the JSON, not the type.
-        return f"arguments: not valid JSON: {_excerpt(arguments)}"
+        unparsed = _unparsed_problem(arguments, execution.raw_arguments)
+        if unparsed is not None:
+            return f"arguments: {unparsed}"
     problem = tool.check_arguments(arguments)
     if problem is None and not isinstance(arguments, dict):
         problem = f"arguments: expected object, got {json_type_name(arguments)}"
     return problem
 
 
-def _unparsed(arguments: str, raw: str | None) -> bool:
-    """Whether string *arguments* are the model's text left raw because it is not JSON."""
-    if raw is not None:
-        # Parsed JSON never equals its own text: a JSON string keeps its quotes there.
-        return arguments == raw
-    return not _is_json(arguments)
-
-
-def _is_json(text: str) -> bool:
+def _unparsed_problem(arguments: str, raw: str | None) -> str | None:
+    """Why string *arguments* are the model's text left raw, or ``None`` if they are not."""
+    # Parsed JSON never equals its own text: a JSON string keeps its quotes there.
+    if raw is not None and arguments != raw:
+        return None
     try:
-        loads_frozen(text)
-    except (ValueError, InvalidJsonError):
-        return False
-    return True
+        loads_frozen(arguments)
+    except InvalidJsonError as exc:
+        # JSON that no value can hold: a number too long or out of range says so.
+        return str(exc)
+    except ValueError:
+        return f"not valid JSON: {_excerpt(arguments)}"
+    # Only when the loop did not parse them: valid JSON text is the value itself.
+    return None if raw is None else f"not valid JSON: {_excerpt(arguments)}"
 
 
 def _excerpt(text: str) -> str:
@@ -106,7 +144,7 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
 def _call(
     tool: Tool,
     kwargs: dict[str, object],
-    slots: trio.CapacityLimiter,
+    pool: ToolThreads,
     started: trio.Event | None = None,
 ) -> Awaitable[object]:
     """The body's awaitable; an async body's own coroutine is awaited directly.
@@ -114,7 +152,7 @@ def _call(
     *started*, if given, is set once a sync body holds its slot and runs.
     """
     if not tool.is_async:
-        return _call_in_thread(tool, kwargs, slots, started)
+        return _call_in_thread(tool, kwargs, pool, started)
     value = tool.fn(**kwargs)
     if type(value) is CoroutineType:
         return value
@@ -122,20 +160,34 @@ def _call(
 
 
 async def _call_in_thread(
-    tool: Tool, kwargs: dict[str, object], slots: trio.CapacityLimiter, started: trio.Event | None
+    tool: Tool, kwargs: dict[str, object], pool: ToolThreads, started: trio.Event | None
 ) -> object:
-    async with slots:
+    async with pool.slots:
+        if not pool.threads.available_tokens:
+            # Holding a slot, this call finds every thread taken: abandoned bodies
+            # hold more than ABANDONED_THREADS of them. Waiting could take forever.
+            raise _threads_exhausted(tool)
         if started is not None:
             started.set()
         # Abandoned on cancel: the worker thread runs on and its result is discarded,
-        # while the slot goes back with this task.
+        # while the slot goes back with this task (its thread token stays held).
         value = await trio.to_thread.run_sync(
             functools.partial(_run_sync_body, tool, kwargs),
             thread_name=f"retinue tool {tool.name}",
             abandon_on_cancel=True,
-            limiter=_UNBOUNDED_THREADS,
+            limiter=pool.threads,
         )
     return await _settle(value)
+
+
+def _threads_exhausted(tool: Tool) -> ToolError:
+    return ToolError(
+        f'tool "{tool.name}" did not run: sync tools already hold all '
+        f"{TOOL_THREADS + ABANDONED_THREADS} worker threads a registry allows ({TOOL_THREADS} "
+        f"running plus {ABANDONED_THREADS} kept by bodies abandoned at a timeout or cancel); "
+        "threads free up as the abandoned bodies return",
+        code=TOOL_THREADS_EXHAUSTED,
+    )
 
 
 def _run_sync_body(tool: Tool, kwargs: dict[str, object]) -> object:
@@ -161,14 +213,14 @@ async def _settle(value: object) -> object:
     return value
 
 
-async def run_body(
-    tool: Tool, execution: ToolExecution, slots: trio.CapacityLimiter
-) -> ToolExecutionResult:
+async def run_body(tool: Tool, execution: ToolExecution, pool: ToolThreads) -> ToolExecutionResult:
     """Validate *execution*'s arguments against *tool*, run its body, convert the return.
 
     Waits for the body (an async body is awaited in this task, a sync one runs
-    in a worker thread once it holds one of the *slots*; a timed-out sync body's
-    thread is abandoned and gives its slot back). A cancel point on entry; the
+    in a worker thread of *pool* once it holds one of its slots; a timed-out
+    sync body's thread is abandoned and gives its slot back, and once abandoned
+    threads leave the pool none, the call fails with ``TOOL_THREADS_EXHAUSTED``
+    without running the body). A cancel point on entry; the
     body itself is the schedule point (a body that returns without awaiting
     anything gets one after it). Never raises for a tool failure: invalid
     arguments, a raise, a timeout and an unconvertible return value all become
@@ -187,8 +239,8 @@ async def run_body(
         return invalid_arguments(execution, describe_failure(exc))
     try:
         if tool.timeout is None:
-            return output_result(execution.call_id, await _call(tool, kwargs, slots))
-        return await _run_within(tool.timeout, tool, execution.call_id, kwargs, slots)
+            return output_result(execution.call_id, await _call(tool, kwargs, pool))
+        return await _run_within(tool.timeout, tool, execution.call_id, kwargs, pool)
     except trio.Cancelled as exc:
         # -inf exactly when a scope around this task is cancelled (trio's definition):
         # the cancel is real and must reach that scope.
@@ -210,12 +262,12 @@ def _stray_cancel(tool: Tool, call_id: str, exc: trio.Cancelled) -> ToolExecutio
 
 
 async def _run_within(
-    limit: float, tool: Tool, call_id: str, kwargs: dict[str, object], slots: trio.CapacityLimiter
+    limit: float, tool: Tool, call_id: str, kwargs: dict[str, object], pool: ToolThreads
 ) -> ToolExecutionResult:
     # Only a sync body can time out before it starts (waiting for a slot).
     started = None if tool.is_async else trio.Event()
     with trio.move_on_after(limit) as scope:
-        value = await _call(tool, kwargs, slots, started)
+        value = await _call(tool, kwargs, pool, started)
     if scope.cancelled_caught:
         return _timed_out(tool, call_id, started=started is None or started.is_set())
     return output_result(call_id, value)

@@ -52,7 +52,11 @@ def tool(
         parallel_safe: ``True``, or a pure classifier of the arguments that
             returns ``True`` when a call may run alongside others (R9.8).
         timeout: seconds the body may run before the call fails with
-            ``TOOL_TIMEOUT``.
+            ``TOOL_TIMEOUT``. A sync body cannot be stopped: its thread runs
+            on until it returns, and a registry lets such abandoned bodies
+            keep at most ``ABANDONED_THREADS`` (40) threads beyond the 40
+            that run at once; past that, sync calls fail with
+            ``TOOL_THREADS_EXHAUSTED`` until some return.
 
     Raises:
         TypeError: a parameter kind or type hint the schema cannot express

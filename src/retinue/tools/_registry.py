@@ -17,7 +17,7 @@ from retinue._lossless import freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
 
-from ._body import TOOL_THREADS, invalid_arguments, run_body
+from ._body import ToolThreads, invalid_arguments, run_body
 from ._execution import (
     PreparedCall,
     ToolExecution,
@@ -83,11 +83,9 @@ class ToolRegistry:
     _order_names_seen: set[str] = attrs.field(factory=set, init=False)
     # Results a dispatch produced as final (post-execute skipped), by identity.
     _final: dict[int, weakref.ref[ToolExecutionResult]] = attrs.field(factory=dict, init=False)
-    # Slots of the sync tool bodies running at once, held by the calling tasks: a body
-    # that timed out gives its slot back though its abandoned thread runs on.
-    _thread_slots: trio.CapacityLimiter = attrs.field(
-        factory=lambda: trio.CapacityLimiter(TOOL_THREADS), init=False
-    )
+    # The worker threads of sync bodies: slots held by the calling tasks, and the
+    # threads themselves, which abandoned bodies hold until they return.
+    _threads: ToolThreads = attrs.field(factory=ToolThreads, init=False)
 
     def __repr__(self) -> str:
         scoped = sum(len(tools) for tools in self._scoped.values())
@@ -330,7 +328,7 @@ class ToolRegistry:
         tool = self.get(execution.name, execution.agent_id)
         if tool is None:
             return _unknown_tool(execution)
-        return run_body(tool, execution, self._thread_slots)
+        return run_body(tool, execution, self._threads)
 
     @staticmethod
     def _check_dispatched(execution: ToolExecution, result: object) -> None:

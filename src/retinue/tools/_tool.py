@@ -145,7 +145,11 @@ class Tool:
     parallel_safe: ParallelSafe = attrs.field(default=False, validator=_check_parallel_safe)
     """``True``, or a classifier returning exactly ``True``, allows parallel runs (R9.8)."""
     timeout: float | None = attrs.field(default=None, validator=_check_timeout)
-    """Seconds the body may run; past it the call ends with ``TOOL_TIMEOUT``."""
+    """Seconds the body may run; past it the call ends with ``TOOL_TIMEOUT``.
+
+    A sync body past it is abandoned, not stopped: its thread runs on until it
+    returns, within the registry's bound (``ABANDONED_THREADS``).
+    """
     context_parameter: str | None = attrs.field(default=None, kw_only=True)
     """The keyword that receives the :class:`ToolContext`, if the body asks for one."""
     bind: ArgumentBinder | None = attrs.field(default=None, kw_only=True, repr=False)
