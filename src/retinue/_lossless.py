@@ -213,12 +213,22 @@ def loads_frozen(text: str) -> JsonValue:
     Raises:
         ValueError: *text* is not JSON.
         InvalidJsonError: it is JSON but not lossless (NaN, Infinity, a number
-            that overflows a float), or nested too deeply to decode.
+            that overflows a float, an integer with more digits than
+            ``sys.get_int_max_str_digits()``), or nested too deeply to decode.
     """
     try:
         return _loads_frozen(text)
     except RecursionError:
         raise InvalidJsonError("the JSON text is nested too deeply") from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        # The one other ValueError a decode raises: int() refusing a long digit string,
+        # which is JSON all the same and must not be reported as a syntax error.
+        raise InvalidJsonError(
+            "the JSON text holds an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits, too long to read"
+        ) from None
 
 
 def _loads_frozen(text: str) -> JsonValue:
