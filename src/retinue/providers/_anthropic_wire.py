@@ -39,6 +39,7 @@ from ._blocks import (
     EMPTY_TURN_TEXT,
     UNNAMED_TOOL,
     BlockTable,
+    arguments_object,
     block_index,
     loads_event,
     malformed,
@@ -96,11 +97,8 @@ class _ToolIds(dict[str, str]):
 
 
 def _tool_input(arguments: str) -> object:
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    # The API needs an object: other text (broken JSON a model streamed) goes as {}.
+    return arguments_object(arguments) or {}
 
 
 def _text(block: Text) -> JsonObject | None:

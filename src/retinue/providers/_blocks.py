@@ -27,10 +27,12 @@ __all__ = [
     "EMPTY_TURN_TEXT",
     "UNNAMED_TOOL",
     "BlockTable",
+    "arguments_object",
     "block_index",
     "loads_event",
     "malformed",
     "opaque_part",
+    "replay_arguments",
     "user_run_items",
 ]
 
@@ -75,6 +77,25 @@ def opaque_part(block: OpaqueBlock) -> dict[str, object]:
     return {**(data if isinstance(data, dict) else {}), "type": block.kind}
 
 
+def arguments_object(arguments: str) -> dict[str, object] | None:
+    """The JSON object a call's *arguments* text holds, or ``None`` if it holds none."""
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def replay_arguments(arguments: str) -> str:
+    """A call's arguments as the OpenAI APIs get them back: the text, if it is a JSON object.
+
+    Other text (a model's broken JSON, kept raw in the log by R9.6) goes back
+    as ``{}``, as it must to Anthropic: compatible servers parse the text and
+    would refuse every later request of the session.
+    """
+    return arguments if arguments_object(arguments) is not None else "{}"
+
+
 def loads_event(data: bytes) -> dict[str, object]:
     """Parse one event's JSON object; malformed data raises :class:`ProviderStreamError`."""
     try:
@@ -110,6 +131,8 @@ class _Block:
     parts: list[str] = attrs.field(factory=list)
     signature: list[str] | None = None
     call_id: str | None = None
+    # The id the provider gave the call, when it is not the one kept (it repeats another's).
+    given_id: str | None = None
     name: str | None = None
     final: ContentBlock | None = None
     ended: bool = False
@@ -133,6 +156,8 @@ class BlockTable:
     """Maps a decoder's block keys to message indices, in order of first appearance."""
 
     _blocks: dict[Hashable, _Block] = attrs.field(factory=dict, init=False)
+    # The provider's tool-call ids seen so far, each kept by the first call that gave it.
+    _call_ids: set[str] = attrs.field(factory=set, init=False)
     usage: Usage | None = None
 
     def _block(self, key: Hashable, kind: str) -> _Block:
@@ -164,7 +189,9 @@ class BlockTable:
         """Record a tool-call fragment and return its delta."""
         block = self._block(key, _TOOL)
         if call_id:
-            block.call_id = call_id
+            if call_id != block.call_id and call_id != block.given_id:
+                self._take_id(block, call_id)
+            call_id = block.call_id
         elif block.call_id is None:
             # Some servers send no id: the call still needs one that no other call
             # of the history has, in the chunk that opens it as in the message.
@@ -174,6 +201,19 @@ class BlockTable:
         if arguments:
             block.parts.append(arguments)
         return ToolCallDelta(block.index, call_id, arguments, name)
+
+    def _take_id(self, block: _Block, call_id: str) -> None:
+        """Give *block* the provider's *call_id*, or a fresh id if another call holds it.
+
+        Some servers give parallel calls one id; results are matched to calls
+        by id, so a repeat would fail the step. The call that gave it first
+        keeps it.
+        """
+        if call_id in self._call_ids:
+            block.call_id, block.given_id = new_tool_call_id(), call_id
+        else:
+            self._call_ids.add(call_id)
+            block.call_id, block.given_id = call_id, None
 
     def has(self, key: Hashable) -> bool:
         """Whether a block exists for *key*."""
@@ -187,7 +227,9 @@ class BlockTable:
         for key, block in self._blocks.items():
             if block.kind != block_type or key in skip:
                 continue
-            held = block.call_id if block.kind == _TOOL else "".join(block.parts)
+            held = (
+                (block.given_id or block.call_id) if block.kind == _TOOL else "".join(block.parts)
+            )
             if held == content:
                 return key
         return None

@@ -40,6 +40,7 @@ from ._blocks import (
     loads_event,
     malformed,
     opaque_part,
+    replay_arguments,
     user_run_items,
 )
 from ._failures import (
@@ -99,7 +100,10 @@ def _assistant_message(message: Message, *, replay_reasoning: bool) -> JsonObjec
         {
             "id": b.id,
             "type": "function",
-            "function": {"name": b.name or UNNAMED_TOOL, "arguments": b.arguments},
+            "function": {
+                "name": b.name or UNNAMED_TOOL,
+                "arguments": replay_arguments(b.arguments),
+            },
         }
         for b in message.content
         if isinstance(b, ToolCall)
@@ -282,6 +286,24 @@ def _arguments(value: object) -> str:
     )
 
 
+def _indexed_calls(message: JsonObject) -> JsonObject:
+    """A whole message whose tool calls carry their place in it as their ``index``.
+
+    Its calls are complete, so two that share an id (some servers give parallel
+    calls one) are two calls, not fragments of one.
+    """
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return message
+    placed = [
+        {**call, "index": position}
+        if isinstance(call, dict) and not isinstance(call.get("index"), int)
+        else call
+        for position, call in enumerate(calls)
+    ]
+    return {**message, "tool_calls": placed}
+
+
 def _truncated(what: str) -> ProviderConnectionError:
     return ProviderConnectionError(
         f"the chat completions stream ended {what}", code="STREAM_TRUNCATED", retryable=True
@@ -418,7 +440,7 @@ class ChatStreamDecoder:
         if not answers:
             raise malformed("the chat completions response has no choice with a message")
         for choice in answers:
-            self._choice({**choice, "delta": choice["message"]}, [])
+            self._choice({**choice, "delta": _indexed_calls(_dict(choice["message"]))}, [])
         usage = payload.get("usage")
         if isinstance(usage, dict):
             self._table.usage = chat_usage(usage)

@@ -37,6 +37,7 @@ from ._blocks import (
     loads_event,
     malformed,
     opaque_part,
+    replay_arguments,
     user_run_items,
 )
 from ._failures import ProviderConnectionError
@@ -94,7 +95,7 @@ def _assistant_items(message: Message) -> list[JsonObject]:
             "type": "function_call",
             "call_id": b.id,
             "name": b.name or UNNAMED_TOOL,
-            "arguments": b.arguments,
+            "arguments": replay_arguments(b.arguments),
         }
         for b in message.content
         if isinstance(b, ToolCall)

@@ -1,0 +1,79 @@
+"""Tool-call arguments sent back on later requests: one rule for every adapter (R9.6, R10.2).
+
+The log keeps a model's arguments as they came, broken JSON included (R9.6).
+Anthropic needs ``tool_use.input`` to be an object, and compatible Chat
+Completions servers (vLLM, SGLang) parse ``function.arguments`` and refuse a
+request holding broken JSON, so arguments that are not a JSON object go back
+as ``{}`` everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+
+from retinue._content import Message, Text, ToolCall, ToolResultBlock
+from retinue.providers._anthropic_wire import anthropic_request_body
+from retinue.providers._openai_chat import chat_request_body
+from retinue.providers._openai_responses import responses_request_body
+
+from .support import make_request
+
+VALID = '{"city": "Oslo"}'
+NOT_AN_OBJECT = [
+    '{"city": "Os',
+    "",
+    "   ",
+    "[1, 2]",
+    '"Oslo"',
+    "null",
+    '{"n": ' + "9" * (sys.get_int_max_str_digits() + 1) + "}",
+    "[" * 100_000,
+]
+NAMES = ["cut", "empty", "blank", "array", "string", "null", "long-integer", "deep"]
+
+
+def _history(arguments: str) -> list[Message]:
+    return [
+        Message("user", (Text("go"),)),
+        Message("assistant", (ToolCall("c1", "lookup", arguments),)),
+        Message("user", (ToolResultBlock("c1", (Text("Error: bad arguments"),), True),)),
+    ]
+
+
+def _sent(api: str, arguments: str) -> Any:
+    """What the adapter sends for the call: arguments text (OpenAI) or the input object."""
+    request = make_request(*_history(arguments))
+    if api == "chat":
+        messages: Any = chat_request_body(request)["messages"]
+        return messages[1]["tool_calls"][0]["function"]["arguments"]
+    if api == "responses":
+        items: Any = responses_request_body(request)["input"]
+        (call,) = [item for item in items if item.get("type") == "function_call"]
+        return call["arguments"]
+    turns: Any = anthropic_request_body(request)["messages"]
+    return turns[1]["content"][0]["input"]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("arguments", NOT_AN_OBJECT, ids=NAMES)
+def test_arguments_that_are_not_a_json_object_go_back_as_an_empty_object(
+    api: str, arguments: str
+) -> None:
+    """R9.6, R10.2: every adapter sends a call whose arguments hold no JSON object back with
+    ``{}`` (text ``"{}"`` to the OpenAI APIs), so no later request carries broken JSON.
+    """
+    sent = _sent(api, arguments)
+    assert sent == ({} if api == "messages" else "{}")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_arguments_holding_a_json_object_go_back_as_they_came(api: str) -> None:
+    """R10.2: a call's JSON object arguments are sent back unchanged: the model's own text to
+    the OpenAI APIs, the object it holds to Anthropic.
+    """
+    sent = _sent(api, VALID)
+    assert sent == (json.loads(VALID) if api == "messages" else VALID)
