@@ -569,3 +569,32 @@ def test_hears_answers_for_one_scope_what_its_dispatch_would_reach() -> None:
     remove()
     bus.on("agent/pre-step", lambda *_: None)
     assert bus.hears("agent/pre-step", "a")
+
+
+def test_shared_and_scoped_listeners_run_in_registration_order() -> None:
+    """R6.5: an agent's own listeners and the shared ones interleave as they were registered."""
+    bus = HookBus()
+    heard: list[str] = []
+    for label, scope in [("s1", None), ("a1", "a"), ("b1", "b"), ("s2", None), ("a2", "a")]:
+        bus.on("agent/status", lambda *_, label=label: heard.append(label), agent=scope)
+    bus.emit("agent/status", "x", scope="a")
+    bus.emit("agent/status", "x", scope="b")
+    bus.emit("agent/status", "x")
+    assert heard == ["s1", "a1", "s2", "a2", "s1", "b1", "s2", "s1", "s2"]
+
+
+def test_dropping_a_scope_leaves_the_others_and_a_later_agent_of_that_id_starts_clean() -> None:
+    """R12.9: an agent's teardown removes its listeners only; an old unregister touches nothing new."""
+    bus = HookBus()
+    heard: list[str] = []
+    old = bus.on("agent/status", lambda *_: heard.append("old a"), agent="a")
+    bus.on("agent/status", lambda *_: heard.append("b"), agent="b")
+    bus.on("tools/result", lambda *_: heard.append("a tools"), agent="a")
+    bus.drop_scope("a")
+    assert not bus.has_listeners("tools/result")
+    assert not bus.hears("agent/status", "a")
+    bus.on("agent/status", lambda *_: heard.append("new a"), agent="a")
+    old()
+    bus.emit("agent/status", "x", scope="a")
+    bus.emit("agent/status", "x", scope="b")
+    assert heard == ["new a", "b"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, final
@@ -76,6 +77,56 @@ def _synchronous(name: str, result: object) -> None:
 class _Entry:
     fn: Listener
     scope: str | None
+    order: int
+    """Registration order across the whole bus: scoped and shared listeners interleave by it."""
+
+
+def _order(entry: _Entry) -> int:
+    return entry.order
+
+
+@attrs.define(eq=False, slots=True)
+class _Seam:
+    """One seam's listeners: shared ones, and each scope's own.
+
+    Split by scope so that a dispatch, a ``hears`` and an agent's teardown
+    touch only the shared listeners and that agent's, however many agents
+    have listeners of their own.
+    """
+
+    shared: list[_Entry] = attrs.field(factory=list)
+    scoped: dict[str, list[_Entry]] = attrs.field(factory=dict)
+
+    def add(self, entry: _Entry) -> None:
+        if entry.scope is None:
+            self.shared.append(entry)
+        else:
+            self.scoped.setdefault(entry.scope, []).append(entry)
+
+    def remove(self, entry: _Entry) -> bool:
+        """Remove *entry* if present; whether it was."""
+        entries = self.shared if entry.scope is None else self.scoped.get(entry.scope)
+        if entries is None or entry not in entries:
+            return False
+        entries.remove(entry)
+        if not entries and entry.scope is not None:
+            del self.scoped[entry.scope]
+        return True
+
+    def heard_by(self, scope: str | None) -> bool:
+        return bool(self.shared) or (scope is not None and scope in self.scoped)
+
+    def reached(self, scope: str | None) -> list[Listener]:
+        """The listeners *scope*'s dispatch reaches, in registration order (a new list)."""
+        own = self.scoped.get(scope) if scope is not None else None
+        if not own:
+            return [entry.fn for entry in self.shared]
+        if not self.shared:
+            return [entry.fn for entry in own]
+        return [entry.fn for entry in sorted((*self.shared, *own), key=_order)]
+
+    def __bool__(self) -> bool:
+        return bool(self.shared or self.scoped)
 
 
 def agent_scope(agent: object) -> str | None:
@@ -102,8 +153,11 @@ class HookBus:
     dispatch is safe.
     """
 
-    _listeners: dict[str, list[_Entry]] = attrs.field(factory=dict, init=False)
+    _listeners: dict[str, _Seam] = attrs.field(factory=dict, init=False)
+    # The seams each scope has listeners on: an agent's teardown visits only those.
+    _scopes: dict[str, set[str]] = attrs.field(factory=dict, init=False)
     _watchers: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
+    _orders: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     def on(self, name: str, fn: Listener, *, agent: object = None) -> Callable[[], None]:
         """Register *fn* for seam *name*; returns an idempotent unregister function.
@@ -117,21 +171,35 @@ class HookBus:
             AgentDisposedError: *agent* is a disposed handle.
         """
         _check_listener(name, fn)
-        entry = _Entry(fn, agent_scope(agent))
-        first = name not in self._listeners
-        self._listeners.setdefault(name, []).append(entry)
+        entry = _Entry(fn, agent_scope(agent), next(self._orders))
+        seam = self._listeners.get(name)
+        first = seam is None
+        if seam is None:
+            seam = self._listeners[name] = _Seam()
+        seam.add(entry)
+        if entry.scope is not None:
+            self._scopes.setdefault(entry.scope, set()).add(name)
         if first:
             self._notify(name)
 
         def unregister() -> None:
-            entries = self._listeners.get(name)
-            if entries is not None and entry in entries:
-                entries.remove(entry)
-                if not entries:
-                    del self._listeners[name]
-                    self._notify(name)
+            current = self._listeners.get(name)
+            if current is None or not current.remove(entry):
+                return
+            if entry.scope is not None and entry.scope not in current.scoped:
+                self._forget_scope(entry.scope, name)
+            if not current:
+                del self._listeners[name]
+                self._notify(name)
 
         return unregister
+
+    def _forget_scope(self, scope: str, name: str) -> None:
+        names = self._scopes.get(scope)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._scopes[scope]
 
     def watch(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
         """Call *fn* now and whenever *name* gains its first or loses its last listener.
@@ -163,11 +231,12 @@ class HookBus:
 
     def drop_scope(self, scope: str) -> None:
         """Unregister every listener scoped to *scope* (an agent id); never blocks."""
-        for name in list(self._listeners):
-            kept = [entry for entry in self._listeners[name] if entry.scope != scope]
-            if kept:
-                self._listeners[name] = kept
-            else:
+        for name in sorted(self._scopes.pop(scope, ())):
+            seam = self._listeners.get(name)
+            if seam is None:
+                continue
+            seam.scoped.pop(scope, None)
+            if not seam:
                 del self._listeners[name]
                 self._notify(name)
 
@@ -181,16 +250,15 @@ class HookBus:
         The gate before a dispatch: another agent's scoped listener is no reason
         to dispatch, nor to treat this agent's call as heard.
         """
-        if name not in self._listeners:
-            return False
-        return any(e.scope is None or e.scope == scope for e in self._listeners[name])
+        seam = self._listeners.get(name)
+        return seam is not None and seam.heard_by(scope)
 
     def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
         """The listeners *scope*'s dispatch of *name* reaches, in registration order."""
-        entries = self._listeners.get(name)
-        if not entries:
+        seam = self._listeners.get(name)
+        if seam is None:
             return []
-        return [e.fn for e in entries if e.scope is None or e.scope == scope]
+        return seam.reached(scope)
 
     def emit(self, name: str, *args: object, scope: str | None = None) -> None:
         """Call every listener synchronously; each failure is logged and contained."""
