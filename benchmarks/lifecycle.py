@@ -1,0 +1,122 @@
+"""Agent lifecycle at scale: what creating, running and disposing one agent costs among many.
+
+N agents are created one after another, each with two listeners scoped to
+it (as a supervisor's per-agent hooks would be), then every agent asks one
+prompt concurrently (one step, no tools), then every agent is disposed one
+after another. Prints one JSON line per N with the CPU microseconds per
+agent of each phase, with and without the time CPython's cyclic GC took in
+it, and a last line with each phase's ratio of the largest N to the
+smallest, without the GC: nothing an agent does may cost more because other
+agents exist, so each ratio should stay near 1 (a registry or listener table
+scanned per agent would make it grow with N). The GC's share does grow with
+the heap, for any Python program holding that many objects.
+
+Run: ``python -m benchmarks.lifecycle [N ...]`` (default 1000 10000).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+
+import trio
+
+import retinue
+from retinue.testing import Reply, ScriptedModel
+
+from ._common import GcTimer, emit
+
+_PHASES = ("create", "turn", "dispose")
+
+
+def _ignore(*_args: object) -> None:
+    """A listener that does nothing: the bus's bookkeeping is what is measured."""
+
+
+class _Phase:
+    """CPU seconds of one phase, and the GC's share of them."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self.gc = GcTimer()
+
+    def __enter__(self) -> None:
+        self.gc.__enter__()
+        self.cpu_s = time.process_time()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.cpu_s = time.process_time() - self.cpu_s
+        self.gc.__exit__()
+
+
+async def _lifecycle(agents: int) -> dict[str, _Phase]:
+    model = ScriptedModel([Reply("done")], repeat_last=True, keep_requests=0)
+    phases = {phase: _Phase() for phase in _PHASES}
+    async with retinue.open_runtime(models=model) as rt:
+
+        def scoped_hooks(agent: retinue.Agent) -> None:
+            rt.hooks.on("agent/pre-step", _ignore, agent=agent)
+            rt.hooks.on("agent/status", _ignore, agent=agent)
+
+        options = retinue.AgentOptions(model="scripted")
+        with phases["create"]:
+            handles = [
+                await rt.create_agent(f"agent-{k}", options, setup=scoped_hooks)
+                for k in range(agents)
+            ]
+
+        async def ask(agent: retinue.Agent) -> None:
+            result = await agent.ask("hello")
+            assert result.reason.kind == "completed", result
+
+        with phases["turn"]:
+            async with trio.open_nursery() as nursery:
+                for agent in handles:
+                    nursery.start_soon(ask, agent)
+
+        with phases["dispose"]:
+            for agent in handles:
+                await agent.dispose()
+        assert not rt.agents, "every agent was disposed"
+    return phases
+
+
+def measure(agents: int) -> dict[str, object]:
+    """CPU microseconds per agent of each phase for *agents* agents."""
+    gc.collect()
+    phases = trio.run(_lifecycle, agents)
+    record: dict[str, object] = {"benchmark": "lifecycle", "agents": agents}
+    for name, phase in phases.items():
+        record[f"{name}_cpu_us_per_agent"] = round(phase.cpu_s / agents * 1e6, 1)
+        record[f"{name}_gc_us_per_agent"] = round(phase.gc.seconds / agents * 1e6, 1)
+        record[f"{name}_without_gc_us_per_agent"] = round(
+            (phase.cpu_s - phase.gc.seconds) / agents * 1e6, 1
+        )
+    return record
+
+
+def main(argv: list[str]) -> None:
+    sizes = [int(arg) for arg in argv] or [1000, 10000]
+    records = [measure(agents) for agents in sizes]
+    for record in records:
+        emit(record)
+    small, large = records[0], records[-1]
+    emit(
+        {
+            "benchmark": "lifecycle-growth",
+            "agents": [small["agents"], large["agents"]],
+            **{
+                f"{phase}_ratio_without_gc": round(
+                    float(large[f"{phase}_without_gc_us_per_agent"])  # type: ignore[arg-type]
+                    / float(small[f"{phase}_without_gc_us_per_agent"]),  # type: ignore[arg-type]
+                    2,
+                )
+                for phase in _PHASES
+            },
+        }
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
