@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import final
@@ -14,6 +15,7 @@ from retinue._errors import AgentError, RetinueError
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
 from retinue.loop._core import driving_agent
+from retinue.loop._driver import background_flush
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -38,6 +40,9 @@ class Subscription:
     more than the buffer behind raises :class:`SubscriptionOverflowError`
     after the events that came before the gap, rather than losing events
     silently. Use as ``async with agent.subscribe() as events: async for e in events``.
+
+    Like a trio memory channel, a feed nobody refers to any more (dropped
+    without ``close()``) is released: neither the session nor the agent keeps it.
     """
 
     def __init__(
@@ -54,18 +59,7 @@ class Subscription:
         self._buffer = buffer
         self._waiting = trio.lowlevel.ParkingLot()
         self._forget = forget
-        self._unsubscribe: Callable[[], None] | None = session.observe(self._push)
-
-    def _push(self, event: Event) -> None:
-        # Called by every append while observing; never raises into it.
-        if self._end is not None:
-            return
-        if event.seq - self._cursor >= self._buffer:
-            # The feed has a gap from here on: deliver what came before it, then raise.
-            self._overflow = True
-            self._stop_at(event.seq)
-        elif self._waiting:
-            self._waiting.unpark_all()
+        self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self)
 
     def end(self) -> None:
         """No more events will come: iteration ends after those logged (agent torn down)."""
@@ -120,6 +114,33 @@ class Subscription:
         await trio.lowlevel.checkpoint()
 
 
+def _observe_weakly(session: Session, feed: Subscription) -> Callable[[], None]:
+    """Observe *session* for *feed* without keeping *feed* alive; returns the unsubscriber.
+
+    A task iterating the feed keeps it alive through its frame. Once the feed is
+    collected, its observer leaves at the next append: the session notifies from
+    a snapshot of its observers, so the others still get that event, in order.
+    """
+    feed_ref = weakref.ref(feed)
+
+    def push(event: Event) -> None:
+        # Called by every append while observing; never raises into it. The feed's
+        # own reaction is inlined: this runs per event for every live feed.
+        live = feed_ref()
+        if live is None:
+            unsubscribe()
+        elif live._end is None:
+            if event.seq - live._cursor >= live._buffer:
+                # The feed has a gap from here on: deliver what came before it, then raise.
+                live._overflow = True
+                live._stop_at(event.seq)
+            elif live._waiting:
+                live._waiting.unpark_all()
+
+    unsubscribe = session.observe(push)
+    return unsubscribe
+
+
 @final
 class Agent:
     """A live agent. Created by the runtime (``rt.create_agent``), never by users.
@@ -132,8 +153,9 @@ class Agent:
     def __init__(self, core: AgentCore, dispose: Callable[[Agent], Awaitable[None]]) -> None:
         self._core = core
         self._dispose = dispose
-        # None once teardown has ended them: a later subscription ends at once.
-        self._subscriptions: list[Subscription] | None = []
+        # None once teardown has ended them: a later subscription ends at once. Weak:
+        # a feed dropped without close() is released, not kept until the agent ends.
+        self._subscriptions: weakref.WeakSet[Subscription] | None = weakref.WeakSet()
         core.agent = self
 
     @property
@@ -175,31 +197,29 @@ class Agent:
     async def wait_idle(self) -> None:
         """Wait until no turn is running or queued and the last turn was flushed.
 
-        Returns at once when already idle (still a checkpoint). On a disposed
+        The last turn may be an idle ``inject``, whose flush runs in the
+        background (R2.21): it is waited for too (R7.2), and a failed one is
+        reported on ``agent/error`` as ever, then counts as done. Returns at once
+        when already idle and flushed (still a checkpoint). On a disposed
         agent, waits for its driver to exit and its teardown to finish.
         Cancellation leaves nothing behind.
 
         Raises:
-            AgentError: called from the agent's own turn (``WAITS_FOR_ITSELF``),
-                or from a tool or listener of an agent this one already waits
-                for, directly or through others (``WAIT_CYCLE``): either wait
-                would never end.
+            AgentError: called from the agent's own turn or flush
+                (``WAITS_FOR_ITSELF``), or from a tool or listener of an agent
+                this one already waits for, directly or through others
+                (``WAIT_CYCLE``): either wait would never end.
         """
         core = self._core
         _refuse_waiting_on_itself(core, "wait_idle")
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
-            caller = _caller_that_may_wait(core, "wait_idle")
-            waiter = trio.Event()
-            core.idle_waiters.append(waiter)
-            try:
-                await _wait_as(caller, core, waiter)
-            except BaseException:
-                # Cancelled before the agent went idle: withdraw the waiter, or every
-                # cancelled poll of a long turn would stay queued until it ends.
-                if not waiter.is_set():  # a released waiter has left the list already
-                    with contextlib.suppress(ValueError):
-                        core.idle_waiters.remove(waiter)
-                raise
+            await _wait_for_turn(core)
+        if not core.disposed:
+            flushed = background_flush(core)
+            if flushed is not None:
+                # From the agent's own flusher (a session/flush listener) this is refused.
+                caller = _caller_that_may_wait(core, "wait_idle")
+                await _wait_as(caller, core, flushed)
         if core.disposed:
             # Past the driver's exit: the final flush and unregistration are done too.
             # The teardown runs listeners of its own, which may wait on other agents.
@@ -248,7 +268,7 @@ class Agent:
         if self._subscriptions is None:
             subscription.end()
         else:
-            self._subscriptions.append(subscription)
+            self._subscriptions.add(subscription)
         return subscription
 
     async def dispose(self) -> None:
@@ -265,13 +285,14 @@ class Agent:
 
     def end_subscriptions(self) -> None:
         """End every live subscription after the agent's last event (called at teardown)."""
-        subscriptions, self._subscriptions = self._subscriptions or [], None
-        for subscription in subscriptions:
-            subscription.end()
+        subscriptions, self._subscriptions = self._subscriptions, None
+        if subscriptions is not None:
+            for subscription in list(subscriptions):
+                subscription.end()
 
     def _forget(self, subscription: Subscription) -> None:
-        if self._subscriptions is not None and subscription in self._subscriptions:
-            self._subscriptions.remove(subscription)
+        if self._subscriptions is not None:
+            self._subscriptions.discard(subscription)
 
     def __repr__(self) -> str:
         core = self._core
@@ -311,6 +332,22 @@ def _caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
             code="WAIT_CYCLE",
         )
     return caller
+
+
+async def _wait_for_turn(core: AgentCore) -> None:
+    """Wait for *core*'s next transition out of running (R2.32)."""
+    caller = _caller_that_may_wait(core, "wait_idle")
+    waiter = trio.Event()
+    core.idle_waiters.append(waiter)
+    try:
+        await _wait_as(caller, core, waiter)
+    except BaseException:
+        # Cancelled before the agent went idle: withdraw the waiter, or every
+        # cancelled poll of a long turn would stay queued until it ends.
+        if not waiter.is_set():  # a released waiter has left the list already
+            with contextlib.suppress(ValueError):
+                core.idle_waiters.remove(waiter)
+        raise
 
 
 async def _wait_as(caller: AgentCore | None, core: AgentCore, done: trio.Event) -> None:

@@ -158,6 +158,19 @@ def abort_reason(core: AgentCore) -> str | None:
 
 
 @final
+@attrs.define(eq=False, slots=True)
+class FlushRounds:
+    """What waits on an agent's background flushes (R2.21): the round in flight and the next."""
+
+    in_flight: trio.Event | None = None
+    """Set when the flush in flight has ended."""
+    next: trio.Event | None = None
+    """Set when the one requested, not yet begun, has ended."""
+    ended: bool = False
+    """The flusher is gone: no flush will run or end any more."""
+
+
+@final
 @attrs.define(eq=False)
 class AgentCore:
     """State shared by an agent's verbs and its driver; the handle is ``agent``."""
@@ -187,6 +200,7 @@ class AgentCore:
     prefix: tuple[Message, ...] | None = None
     header_anchored: bool = False
     flush_wanted: trio.Event = attrs.field(factory=trio.Event)
+    flush_rounds: FlushRounds = attrs.field(factory=FlushRounds)
     prompt_text: str | None = None
     waits_on: tuple[AgentCore, ...] = ()
     """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""
