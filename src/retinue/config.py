@@ -447,14 +447,23 @@ def _check_labels(config: LoopConfig, overrides: object) -> None:
     unknown = sorted(_shown(label) for label in overrides if label not in labels)
     if unknown:
         raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
+    for label in overrides:
+        shared = [index for index, entry in enumerate(config.agents) if entry.id == label]
+        if len(shared) > 1:
+            # Every entry of a label gets its override: one session id cannot be several agents.
+            where = " and ".join(f"agents[{index}]" for index in shared)
+            raise ConfigError(
+                f"identity override for label {label!r} is ambiguous: {where} share that label, "
+                "and one session cannot be several agents; give them labels of their own"
+            )
 
 
 def with_overrides(config: LoopConfig, overrides: Mapping[str, Identity]) -> LoopConfig:
     """Replace both identity keys of each entry whose label *overrides* names (R13.5).
 
     Raises :class:`~retinue.ConfigError` for overrides that are not a mapping,
-    a label no entry has, a value that is not an :class:`Identity`, or two
-    entries left naming the same session.
+    a label no entry has or several entries share, a value that is not an
+    :class:`Identity`, or two entries left naming the same session.
     """
     _check_labels(config, overrides)
     agents = tuple(

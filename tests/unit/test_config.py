@@ -433,6 +433,17 @@ def test_with_overrides_rejects_unknown_labels_and_clashing_identities(
     assert expected in raised.value.message
 
 
+def test_an_override_for_a_label_several_entries_share_is_refused_as_ambiguous() -> None:
+    """R13.5: every entry of a label would get the one identity; the error says why it cannot."""
+    shared = parse_config({"agents": [{"id": "a"}, {"id": "b"}, {"id": "a"}]})
+    with pytest.raises(retinue.ConfigError) as raised:
+        with_overrides(shared, {"a": Identity("same")})
+    assert (
+        "label 'a' is ambiguous: agents[0] and agents[2] share that label" in raised.value.message
+    )
+    assert with_overrides(shared, {"b": Identity("own")}).agents[1].session_id == "own"
+
+
 # -- R13.6 the editable cap -----------------------------------------------------------------
 
 
