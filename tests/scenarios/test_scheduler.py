@@ -909,3 +909,35 @@ async def test_scheduler_abort_keeps_the_result_of_a_body_that_had_finished(
     assert result_ids(events) == ["c1", "c2"]
     assert codes(events) == {"c1": "ABORTED", "c2": "ABORTED" if post_execute else None}
     check_pairing(events)
+
+
+async def test_scheduler_abort_keeps_a_denial_waiting_behind_an_earlier_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.20, T-S4: c2 is denied by pre-execute while c1 (10 s) runs; the denial waits for
+    c1's result in model order when a cancel lands. The model is told c2 was refused, not
+    that it was aborted before it started (it would only ask for it again)."""
+    probe = Probe()
+    read = timed_tool("read", probe)
+
+    async def deny_second(execution: ToolExecution, next_: Next) -> Any:
+        if execution.call_id == "c2":
+            return Deny("not now")
+        return await next_()
+
+    model = ScriptedModel([CallTools([spec("read", "c1", 10), spec("read", "c2", 0)]), Reply("x")])
+    async with runtime(model, tools=[read], max_parallel_tool_calls=2) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("tools/pre-execute", deny_second, agent=agent)
+        agent.send("go")
+        await probe.wait_until(lambda p: "c1" in p.starts)
+        await trio.sleep(1)
+        agent.cancel("enough")
+        events = await idle_events(agent)
+    assert turn_ends(events) == ["aborted"]
+    assert "c2" not in probe.starts
+    assert result_ids(events) == ["c1", "c2"]
+    assert codes(events)["c1"] == "ABORTED"
+    denial = results(events)[1]
+    assert (denial.is_error, denial.content) == (True, (Text("Error: not now"),))
+    check_pairing(events)

@@ -159,7 +159,11 @@ async def _start(
     prepared = await registry.prepare(group.executions[index], checkpoint=False)
     group.prepared[index] = prepared
     if not prepared.needs_dispatch:
+        assert prepared.result is not None
         group.results[index] = prepared.result
+        # A denial is this call's outcome: an abort before its commit logs it, not a
+        # synthetic "never started" (R9.20).
+        state.calls.settled[call.id] = (prepared, prepared.result)
         return
     if signal.cancel_called:
         return

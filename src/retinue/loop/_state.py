@@ -132,8 +132,8 @@ class TurnState:
 
         A call never started gets ``ABORTED_BEFORE_DISPATCH`` (and its missing
         ``tool/call`` record); a started one gets *code*, unless its body had
-        finished: then it gets its own result (R9.20), when no post-execute
-        listener has yet to see it. Observer failures are contained so the log
+        finished, or pre-execute had already denied it: then it gets its own
+        result (R9.20), when no post-execute listener has yet to see it. Observer failures are contained so the log
         stays a valid transcript (R9.21, R9.25).
         """
         calls = self.calls
@@ -146,7 +146,7 @@ class TurnState:
             if call.id not in calls.call_seqs and not self._log_missing_call(call):
                 continue
             calls.answered.add(call.id)
-            if started and self._log_settled(call):
+            if self._log_settled(call):
                 continue
             try:
                 session.append(
