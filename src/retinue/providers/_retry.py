@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable
 from typing import final
@@ -15,9 +16,13 @@ from ._failures import RETRYABLE_STATUSES, ProviderError
 __all__ = ["RetryNotice", "RetryPolicy"]
 
 
-def _positive(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must not be negative")
+def _finite_seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    # NaN passes every comparison and an infinite cap makes jitter meaningless:
+    # both would hide a broken setting until the first retry.
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0, not {value!r}"
+        )
 
 
 def _statuses(values: Iterable[int]) -> frozenset[int]:
@@ -36,11 +41,11 @@ class RetryPolicy:
 
     max_attempts: int = attrs.field(default=4, validator=attrs.validators.ge(1))
     """Attempts in total, the first included."""
-    base_delay: float = attrs.field(default=0.5, validator=_positive)
+    base_delay: float = attrs.field(default=0.5, validator=_finite_seconds)
     """The backoff cap of the first retry; it doubles with each further retry."""
-    max_delay: float = attrs.field(default=30.0, validator=_positive)
+    max_delay: float = attrs.field(default=30.0, validator=_finite_seconds)
     """The largest backoff cap."""
-    max_retry_after: float = attrs.field(default=120.0, validator=_positive)
+    max_retry_after: float = attrs.field(default=120.0, validator=_finite_seconds)
     """The longest ``Retry-After`` honoured; a provider asking for more is capped here."""
     retryable_statuses: frozenset[int] = attrs.field(
         default=RETRYABLE_STATUSES, converter=_statuses
@@ -70,11 +75,13 @@ class RetryPolicy:
     ) -> float:
         """Seconds to wait after failed attempt number *attempt* (1-based).
 
-        ``Retry-After`` from *error* wins (capped by ``max_retry_after``);
+        A positive ``Retry-After`` from *error* wins (capped by ``max_retry_after``);
         otherwise full jitter: uniform in ``[0, min(max_delay, base_delay * 2**(attempt-1))]``.
+        A ``Retry-After`` of 0 (or a date already past) gets the backoff, as in
+        the official SDKs: obeyed, it would retry with no wait at all.
         """
         retry_after = getattr(error, "retry_after", None)
-        if isinstance(retry_after, int | float):
+        if isinstance(retry_after, int | float) and retry_after > 0:
             return min(float(retry_after), self.max_retry_after)
         # The exponent is bounded first: 2.0 ** 1024 overflows a float.
         cap = min(self.max_delay, self.base_delay * 2.0 ** min(attempt - 1, 64))
