@@ -53,7 +53,9 @@ class SseDecoder:
     UTF-8 byte order mark is skipped.
     """
 
-    _buffer: bytes = b""
+    # The undispatched bytes, one part per feed: joined once, when their event
+    # completes, so an event arriving in many parts costs time linear in its size.
+    _parts: list[bytes] = attrs.field(factory=list)
     _after_cr: bool = False
     _head: bytes | None = None
     _dispatched: bool = False
@@ -66,12 +68,19 @@ class SseDecoder:
             data = self._begin(data)
         if b"\r" in data or self._after_cr:
             data = self._normalise(data)
-        buffer = self._buffer + data if self._buffer else data
-        if b"\n\n" not in buffer:
-            self._buffer = buffer
+        parts = self._parts
+        # Line endings are LF by now, so a blank line spans at most the last
+        # byte of the pending parts and the first of *data*.
+        if b"\n\n" not in data and not (parts and data[:1] == b"\n" and parts[-1].endswith(b"\n")):
+            if data:
+                parts.append(data)
             return []
+        buffer = b"".join((*parts, data)) if parts else data
+        parts.clear()
         blocks = buffer.split(b"\n\n")
-        self._buffer = blocks.pop()
+        rest = blocks.pop()
+        if rest:
+            parts.append(rest)
         events = []
         for block in blocks:
             if block:
@@ -88,7 +97,8 @@ class SseDecoder:
         When its last line has no line ending either, :attr:`torn` is set: the
         body may have been cut inside that line.
         """
-        rest, self._buffer = self._buffer, b""
+        rest = b"".join(self._parts)
+        self._parts.clear()
         self.torn = bool(rest) and not rest.endswith(b"\n")
         rest = rest.strip(b"\n")
         event = _parse_block(rest) if rest else None
@@ -100,7 +110,7 @@ class SseDecoder:
     @property
     def pending(self) -> bool:
         """Whether undispatched bytes are buffered."""
-        return bool(self._buffer.strip())
+        return any(part.strip() for part in self._parts)
 
     @property
     def eventless_head(self) -> bytes | None:
