@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import ssl
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -24,7 +25,9 @@ __all__ = [
     "SHARD_HEADER",
     "ShardedTransport",
     "StreamDecoder",
+    "check_http_settings",
     "close_response",
+    "connection_failed",
     "decode_response",
     "make_http_client",
     "post_encodable",
@@ -54,13 +57,14 @@ class _ClosingStream(httpx2.AsyncByteStream):
     httpx2's transport stream leaves the connection pool's async generator to
     the garbage collector when iteration stops early (an aborted stream); under
     trio that is a ResourceWarning. This iterates the pool stream directly and
-    closes it.
+    closes it. Closing it also gives its connection back to *release*.
     """
 
-    def __init__(self, outer: httpx2.AsyncByteStream) -> None:
+    def __init__(self, outer: httpx2.AsyncByteStream, release: Callable[[], None]) -> None:
         self._outer = outer
         source = getattr(outer, "_httpcore_stream", None)
         self._source: AsyncIterable[bytes] = source if source is not None else outer
+        self._release: Callable[[], None] | None = release
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         iterator = self._source.__aiter__()
@@ -74,41 +78,112 @@ class _ClosingStream(httpx2.AsyncByteStream):
                 await aclose()
 
     async def aclose(self) -> None:
-        await self._outer.aclose()
+        release, self._release = self._release, None
+        try:
+            await self._outer.aclose()
+        finally:
+            if release is not None:
+                release()
+
+
+def _pool_sizes(connections: int, shards: int) -> list[int]:
+    """*connections* split over *shards* pools as evenly as they go (sizes differ by one at most)."""
+    size, extra = divmod(connections, shards)
+    return [size + 1 if index < extra else size for index in range(shards)]
 
 
 @final
 class ShardedTransport(httpx2.AsyncBaseTransport):
-    """Several connection pools behind one transport, chosen by hash of the shard header.
+    """Several connection pools behind one transport, ``max_connections`` in total.
 
-    Many small pools cost less CPU per request than one large one; requests of
-    one session always use the same pool, so their connections stay warm.
+    Many small pools cost less CPU per request than one large one (a pool's
+    bookkeeping scans all its connections on each request). A request goes to
+    the pool its shard header (the session id) hashes to, so a session's
+    connections stay warm; when that pool is full it takes the pool with the
+    most free connections, so any mix of sessions can use every connection.
+    A request without a shard header takes the pools in turn.
     """
 
-    def __init__(self, shards: int, pool_size: int, *, keepalive_expiry: float = 30.0) -> None:
-        limits = httpx2.Limits(
-            max_connections=pool_size,
-            max_keepalive_connections=pool_size,
-            keepalive_expiry=keepalive_expiry,
-        )
+    def __init__(
+        self,
+        shards: int,
+        pool_size: int,
+        *,
+        max_connections: int | None = None,
+        keepalive_expiry: float = 30.0,
+    ) -> None:
+        shards = max(1, shards)
+        total = shards * pool_size if max_connections is None else max_connections
+        if total < shards:
+            raise ValueError(f"max_connections ({total}) must be at least the pools ({shards})")
         context = _ssl_context()
+        self._free = _pool_sizes(total, shards)
         self._pools = [
-            httpx2.AsyncHTTPTransport(verify=context, limits=limits) for _ in range(max(1, shards))
+            httpx2.AsyncHTTPTransport(
+                verify=context,
+                limits=httpx2.Limits(
+                    max_connections=size,
+                    max_keepalive_connections=size,
+                    keepalive_expiry=keepalive_expiry,
+                ),
+            )
+            for size in self._free
         ]
+        self._slots = trio.Semaphore(total)
+        self._turn = 0
+        self.max_connections = total
+        """Connections in total, over all pools."""
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        """Send *request* through the pool its shard header selects."""
+        """Send *request* through the pool its shard header selects, or one with room."""
         key = request.headers.get(SHARD_HEADER)
         if key is None:
-            pool = self._pools[0]
+            self._turn = preferred = (self._turn + 1) % len(self._pools)
         else:
             del request.headers[SHARD_HEADER]
-            pool = self._pools[zlib.crc32(key.encode()) % len(self._pools)]
-        response = await pool.handle_async_request(request)
+            preferred = zlib.crc32(key.encode()) % len(self._pools)
+        try:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._wait_for_slot()
+        index = self._take(preferred)
+        release = functools.partial(self._release, index)
+        try:
+            response = await self._pools[index].handle_async_request(request)
+        except BaseException:
+            release()
+            raise
         stream = response.stream
         if isinstance(stream, httpx2.AsyncByteStream):
-            response.stream = _ClosingStream(stream)
+            response.stream = _ClosingStream(stream, release)
+        else:  # pragma: no cover - httpx2's transport always streams
+            release()
         return response
+
+    def _take(self, preferred: int) -> int:
+        """Take a free connection's place in a pool (a slot is held); returns the pool's index."""
+        free = self._free
+        # The pool sizes sum to the slots, so with a slot held some pool has room.
+        index = preferred if free[preferred] > 0 else free.index(max(free))
+        free[index] -= 1
+        return index
+
+    async def _wait_for_slot(self) -> None:
+        """Wait for a connection to be released, saying so to :func:`send_within`.
+
+        The mark stays when the wait is cancelled: a deadline that ends it
+        reports the wait, not a silent server.
+        """
+        answer = _answer.get()
+        if answer is not None:
+            answer.waiting_for = self.max_connections
+        await self._slots.acquire()
+        if answer is not None:
+            answer.waiting_for = None
+
+    def _release(self, index: int) -> None:
+        self._free[index] += 1
+        self._slots.release()
 
     async def aclose(self) -> None:
         """Close every pool; always a checkpoint."""
@@ -144,6 +219,37 @@ class _ShardHeaderStripper(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+def check_http_settings(
+    *, max_connections: int, pool_size: int, timeout: float, connect_timeout: float
+) -> None:
+    """Refuse connection settings no request could work with, when the adapter is built.
+
+    A zero count would leave every request waiting for a connection that never
+    comes; a negative or NaN timeout would fail every request.
+
+    Raises:
+        ValueError: naming the setting and its value.
+    """
+    _check_count("max_connections", max_connections)
+    _check_count("pool_size", pool_size)
+    _check_seconds("timeout", timeout)
+    _check_seconds("connect_timeout", connect_timeout)
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
+
+
 def make_http_client(
     *,
     max_connections: int,
@@ -154,17 +260,50 @@ def make_http_client(
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` over ``ceil(max_connections / pool_size)`` sharded pools.
 
-    A given *transport* replaces the pools; the shard header never reaches it.
+    It follows redirects, as the SDKs' own clients do. A given *transport*
+    replaces the pools; the shard header never reaches it.
     """
     if transport is None:
-        shards = max(1, -(-max_connections // max(1, pool_size)))
-        transport = ShardedTransport(shards, min(pool_size, max_connections))
+        shards = -(-max_connections // pool_size)
+        transport = ShardedTransport(shards, pool_size, max_connections=max_connections)
     elif not isinstance(transport, ShardedTransport):
         transport = _ShardHeaderStripper(transport)
     return httpx2.AsyncClient(
         transport=transport,
         timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
+        follow_redirects=True,
         event_hooks={"response": [_note_answer]},
+    )
+
+
+def _cause(exc: BaseException) -> str:
+    """What made an SDK's connection error: the transport's error and, under it, the OS's.
+
+    A refused connection is an exception group of one failure per address
+    tried; its members say more than the group does.
+    """
+    found = exc.__cause__
+    if found is None:
+        return str(exc)
+    reason = f"{type(found).__name__}: {found}" if str(found) else type(found).__name__
+    while found is not None:
+        if isinstance(found, BaseExceptionGroup):
+            return f"{reason} ({'; '.join(str(inner) for inner in found.exceptions)})"
+        found = found.__cause__ or found.__context__
+    return reason
+
+
+def connection_failed(exc: Exception, provider: str, *, timed_out: bool) -> ProviderConnectionError:
+    """The typed error for an SDK's connection failure: where it was going and why it failed."""
+    request = getattr(exc, "request", None)
+    where = ""
+    if isinstance(request, httpx2.Request):
+        # The query may carry a key (some gateways take one there); the path is enough.
+        where = f" to {request.url.copy_with(query=None, fragment=None)}"
+    return ProviderConnectionError(
+        f"{provider} connection{where} {'timed out' if timed_out else 'failed'}: {_cause(exc)}",
+        code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
+        retryable=True,
     )
 
 
@@ -355,10 +494,12 @@ async def close_response(response: httpx2.Response) -> None:
 class _Answer:
     """The response headers of the request being sent, once they arrived."""
 
-    __slots__ = ("response",)
+    __slots__ = ("response", "waiting_for")
 
     def __init__(self) -> None:
         self.response: httpx2.Response | None = None
+        self.waiting_for: int | None = None
+        """While the request waits for a free connection: how many there are in all."""
 
     @property
     def failed(self) -> bool:
@@ -419,6 +560,14 @@ async def send_within(
     if answer.failed:
         await answer.close()
         raise answer.error(provider, f"its body did not arrive within {seconds} s")
+    if answer.waiting_for is not None:
+        # Nothing was sent: the adapter's own connections were all busy.
+        raise ProviderConnectionError(
+            f"{provider} had no free connection within {seconds} s: all"
+            f" {answer.waiting_for} (max_connections) were in use",
+            code="POOL_TIMEOUT",
+            retryable=True,
+        )
     raise ProviderConnectionError(
         f"{provider} sent no response headers within {seconds} s", code="TIMEOUT", retryable=True
     )

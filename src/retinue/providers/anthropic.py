@@ -25,12 +25,14 @@ from ._anthropic_wire import (
     anthropic_request_body,
     no_room_beside_thinking,
 )
-from ._failures import ProviderConnectionError, ProviderError, status_error
+from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
     SHARD_HEADER,
     ClientOwner,
+    check_http_settings,
     close_response,
+    connection_failed,
     decode_response,
     make_http_client,
     post_encodable,
@@ -84,12 +86,15 @@ class AnthropicModel(ClientOwner):
             ``max_tokens``). The agent's temperature is then not sent, and a
             request whose ``max_tokens`` is not above the budget fails with
             ``INVALID_REQUEST`` before anything is sent.
-        max_connections: Connections in total, split into pools of ``pool_size``.
-        timeout: Seconds allowed between bytes of a response.
+        max_connections: Connections in total, split into pools of at most ``pool_size``;
+            a request that finds all in use waits for one (``POOL_TIMEOUT`` when
+            ``timeout`` ends first).
+        timeout: Seconds allowed between bytes of a response (and for its headers).
         transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
 
     Raises:
-        ValueError: *thinking_budget* is below 1024 or not below *default_max_tokens*.
+        ValueError: *thinking_budget* is below 1024 or not below *default_max_tokens*;
+            a connection count below 1, or a timeout that is not a positive finite number.
     """
 
     _client: anthropic.AsyncAnthropic
@@ -109,6 +114,12 @@ class AnthropicModel(ClientOwner):
         connect_timeout: float = 10.0,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        check_http_settings(
+            max_connections=max_connections,
+            pool_size=pool_size,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+        )
         if thinking_budget is not None:
             _check_thinking_budget(thinking_budget, default_max_tokens)
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
@@ -175,11 +186,7 @@ class AnthropicModel(ClientOwner):
             ) from exc
         except anthropic.APIConnectionError as exc:
             timed_out = isinstance(exc, anthropic.APITimeoutError)
-            raise ProviderConnectionError(
-                f"{self.provider} connection failed: {exc}",
-                code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
-                retryable=True,
-            ) from exc
+            raise connection_failed(exc, self.provider, timed_out=timed_out) from exc
         except (anthropic.AnthropicError, TypeError) as exc:
             raise ProviderError(
                 f"{self.provider} client error: {exc}", code="CLIENT_ERROR"

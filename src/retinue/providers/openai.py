@@ -18,13 +18,15 @@ import openai
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
-from ._failures import ProviderConnectionError, ProviderError, status_error
+from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
     SHARD_HEADER,
     ClientOwner,
     StreamDecoder,
+    check_http_settings,
     close_response,
+    connection_failed,
     decode_response,
     make_http_client,
     post_encodable,
@@ -47,16 +49,6 @@ def _is_deepseek(provider: str, base_url: str | None) -> bool:
     """Whether requests go to DeepSeek, by the provider's name or the URL's host."""
     host = httpx2.URL(base_url).host if base_url else ""
     return provider == "deepseek" or host == "deepseek.com" or host.endswith(".deepseek.com")
-
-
-def connection_error(exc: Exception, provider: str) -> ProviderConnectionError:
-    """The typed error for an SDK connection failure or timeout."""
-    timed_out = isinstance(exc, openai.APITimeoutError)
-    return ProviderConnectionError(
-        f"{provider} connection failed: {exc}",
-        code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
-        retryable=True,
-    )
 
 
 def _prime_platform(client: object) -> None:
@@ -91,9 +83,15 @@ class OpenAIModel(ClientOwner):
         replay_reasoning: Send unsigned reasoning back as ``reasoning_content`` (Chat
             Completions only). DeepSeek's thinking mode requires it after a tool call;
             ``None`` turns it on for provider ``"deepseek"`` or a ``deepseek.com`` host.
-        max_connections: Connections in total, split into pools of ``pool_size``.
-        timeout: Seconds allowed between bytes of a response.
+        max_connections: Connections in total, split into pools of at most ``pool_size``;
+            a request that finds all in use waits for one (``POOL_TIMEOUT`` when
+            ``timeout`` ends first).
+        timeout: Seconds allowed between bytes of a response (and for its headers).
         transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
+
+    Raises:
+        ValueError: *api* is unknown; a connection count below 1, or a timeout that is
+            not a positive finite number.
     """
 
     _client: openai.AsyncOpenAI
@@ -116,6 +114,12 @@ class OpenAIModel(ClientOwner):
         connect_timeout: float = 10.0,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        check_http_settings(
+            max_connections=max_connections,
+            pool_size=pool_size,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+        )
         if api not in ("chat", "responses"):
             raise ValueError(f"api must be 'chat' or 'responses', not {api!r}")
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -198,7 +202,8 @@ class OpenAIModel(ClientOwner):
                 exc.status_code, exc.body, exc.response.headers, provider=self.provider
             ) from exc
         except openai.APIConnectionError as exc:
-            raise connection_error(exc, self.provider) from exc
+            timed_out = isinstance(exc, openai.APITimeoutError)
+            raise connection_failed(exc, self.provider, timed_out=timed_out) from exc
         except openai.OpenAIError as exc:
             raise ProviderError(
                 f"{self.provider} client error: {exc}", code="CLIENT_ERROR"
