@@ -28,13 +28,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+INTERRUPTED = 130
+"""The exit status after Ctrl-C: 128 + SIGINT, as shells report it."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``retinue`` command; returns the exit status."""
+    """Run the ``retinue`` command; returns the exit status.
+
+    Ctrl-C ends it with one line and status 130, also when the interrupt
+    reaches it inside the exception group of a nursery it cancelled.
+    """
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
     handler = args.handler
-    status = handler(args)
+    try:
+        status = handler(args)
+    except KeyboardInterrupt:
+        return _interrupted(args.command)
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        return _interrupted(args.command)
     return int(status or 0)
+
+
+def _interrupted(command: str) -> int:
+    print(f"retinue {command}: interrupted", file=sys.stderr)
+    return INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover
