@@ -16,6 +16,9 @@ from retinue._lossless import freeze_json
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import StreamChunk
 from retinue.loop._assembler import BlockAssembler
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
+from retinue.providers.openai import OpenAIModel
 
 # Each API's own image block, so that a body is what the adapter would really send.
 ANTHROPIC_IMAGE = OpaqueBlock(
@@ -113,3 +116,32 @@ class FakeModel:
             if isinstance(item, BaseException):
                 raise item
             yield item
+
+
+SSE = (("content-type", "text/event-stream"),)
+JSON = (("content-type", "application/json"),)
+
+
+def mock_adapter(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
+    """The adapter for *api* (``messages``, ``chat`` or ``responses``) over *server*."""
+    if api == "messages":
+        return AnthropicModel(transport=server.transport(), base_url="http://mock", api_key="k")
+    return OpenAIModel(
+        transport=server.transport(),
+        base_url="http://mock/v1",
+        api_key="k",
+        api=api,  # type: ignore[arg-type]
+    )
+
+
+async def serve_once(api: str, body: bytes, headers: Any = SSE) -> Collected:
+    """Stream one request of *api* against a server answering *body* once."""
+    server = MockServer(ScriptedPolicy([RawReply(200, headers, body)]))
+    with trio.fail_after(5):
+        async with mock_adapter(api, server) as model:
+            return await collect(model, make_request("hi"))
+
+
+def sse_body(*payloads: bytes) -> bytes:
+    """An SSE body of one ``data:`` event per payload."""
+    return b"".join(b"data: " + payload + b"\n\n" for payload in payloads)

@@ -20,39 +20,14 @@ import trio.testing
 import retinue
 from retinue import AgentOptions
 from retinue._content import ToolCall
-from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
 from retinue.providers.openai import OpenAIModel
 from retinue.session import ToolResultEvent
 
-from .support import Collected, collect, make_request
+from .support import JSON, SSE, Collected, serve_once, sse_body
 
-SSE = (("content-type", "text/event-stream"),)
-JSON = (("content-type", "application/json"),)
 FRESH = re.compile(r"call_[0-9a-f]{24}")
 CHAT_FINISH = b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}'
-
-
-def _adapter(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
-    if api == "messages":
-        return AnthropicModel(transport=server.transport(), base_url="http://mock", api_key="k")
-    return OpenAIModel(
-        transport=server.transport(),
-        base_url="http://mock/v1",
-        api_key="k",
-        api=api,  # type: ignore[arg-type]
-    )
-
-
-async def _serve(api: str, body: bytes, headers: Any = SSE) -> Collected:
-    server = MockServer(ScriptedPolicy([RawReply(200, headers, body)]))
-    with trio.fail_after(5):
-        async with _adapter(api, server) as model:
-            return await collect(model, make_request("hi"))
-
-
-def _sse(*payloads: bytes) -> bytes:
-    return b"".join(b"data: " + payload + b"\n\n" for payload in payloads)
 
 
 def _typed(payload: dict[str, Any]) -> bytes:
@@ -71,7 +46,7 @@ def _chat_fragment(index: int, call_id: str | None, arguments: str) -> bytes:
 
 
 def _chat_shared_id_stream() -> bytes:
-    return _sse(
+    return sse_body(
         _chat_fragment(0, "call_1", '{"city":'),
         _chat_fragment(0, "call_1", '"Oslo"}'),  # DeepSeek repeats the id in every fragment
         _chat_fragment(1, "call_1", '{"city":'),
@@ -157,7 +132,7 @@ async def test_parallel_calls_sharing_an_id_each_get_their_own(
     """R10.2: two calls of one message with the same id stay two calls; the first keeps the
     id, the second gets a fresh one, in its streamed chunks as in the message.
     """
-    collected = await _serve(api, body, headers)
+    collected = await serve_once(api, body, headers)
     first, second = _calls(collected)
     assert first.id == given
     assert FRESH.fullmatch(second.id)
@@ -170,7 +145,7 @@ async def test_parallel_calls_sharing_an_id_each_get_their_own(
     ("body", "headers"),
     [
         (
-            _sse(
+            sse_body(
                 _chat_fragment(0, "", '{"city":"Oslo"}'),
                 _chat_fragment(1, "", '{"city":"Lima"}'),
                 CHAT_FINISH,
@@ -186,7 +161,7 @@ async def test_chat_calls_with_empty_ids_each_get_a_fresh_one(body: bytes, heade
     """R10.2: an empty id on every call (Gemini's and LM Studio's OpenAI endpoints) is no id:
     each call gets a fresh one of its own.
     """
-    first, second = _calls(await _serve("chat", body, headers))
+    first, second = _calls(await serve_once("chat", body, headers))
     assert FRESH.fullmatch(first.id)
     assert FRESH.fullmatch(second.id)
     assert first.id != second.id
@@ -205,7 +180,7 @@ async def test_a_step_whose_calls_share_an_id_runs_every_call(
     """R9.5, R10.2: a provider's parallel calls sharing one id no longer fail the step with
     DUPLICATE_TOOL_CALL_ID: both run and each result answers its own call.
     """
-    answer = _sse(
+    answer = sse_body(
         b'{"choices":[{"index":0,"delta":{"content":"done"},"finish_reason":"stop"}]}',
         b"[DONE]",
     )

@@ -21,40 +21,15 @@ from retinue.providers import (
     ProviderStreamError,
     RetryPolicy,
 )
-from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, MockServer, RawReply, ScriptedPolicy
 from retinue.providers.openai import OpenAIModel
 
-from .support import Collected, collect, make_request
+from .support import JSON, SSE, Collected, collect, make_request, mock_adapter, serve_once, sse_body
 
-SSE = (("content-type", "text/event-stream"),)
-JSON = (("content-type", "application/json"),)
 OPENAI_ERROR = (
     b'{"error":{"message":"upstream overloaded","type":"server_error","code":"server_error"}}'
 )
 ANTHROPIC_ERROR = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
-
-
-def _adapter(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
-    if api == "messages":
-        return AnthropicModel(transport=server.transport(), base_url="http://mock", api_key="k")
-    return OpenAIModel(
-        transport=server.transport(),
-        base_url="http://mock/v1",
-        api_key="k",
-        api=api,  # type: ignore[arg-type]
-    )
-
-
-async def _serve(api: str, body: bytes, headers: Any = SSE) -> Collected:
-    server = MockServer(ScriptedPolicy([RawReply(200, headers, body)]))
-    with trio.fail_after(5):
-        async with _adapter(api, server) as model:
-            return await collect(model, make_request("hi"))
-
-
-def _sse(*payloads: bytes) -> bytes:
-    return b"".join(b"data: " + payload + b"\n\n" for payload in payloads)
 
 
 @pytest.mark.parametrize(
@@ -71,7 +46,7 @@ async def test_json_error_body_with_status_200_raises_typed_stream_error(
 ) -> None:
     """R10.3: an error object sent with status 200 (some proxies) raises, not an empty success."""
     with pytest.raises(ProviderStreamError) as caught:
-        await _serve(api, body, JSON)
+        await serve_once(api, body, JSON)
     assert caught.value.code == code
     assert caught.value.retryable
     assert "overloaded" in str(caught.value).lower()
@@ -90,11 +65,11 @@ async def test_json_error_body_with_status_200_raises_typed_stream_error(
 async def test_json_body_without_the_api_shape_raises_malformed(api: str, body: bytes) -> None:
     """R10.3: a JSON 200 body with no choices / output / content is a malformed response."""
     with pytest.raises(ProviderStreamError) as caught:
-        await _serve(api, body, JSON)
+        await serve_once(api, body, JSON)
     assert caught.value.code == "MALFORMED_RESPONSE"
 
 
-CHAT_CACHED_OVER_PROMPT = _sse(
+CHAT_CACHED_OVER_PROMPT = sse_body(
     b'{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}',
     b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,'
     b'"prompt_tokens_details":{"cached_tokens":8}}}',
@@ -118,7 +93,7 @@ async def test_usage_with_more_cached_than_input_tokens_clamps_at_zero(
     api: str, body: bytes
 ) -> None:
     """R10.5: uncached input is never negative, even when a server over-reports cached tokens."""
-    collected = await _serve(api, body)
+    collected = await serve_once(api, body)
     assert collected.assembler.usage == Usage(0, 3, 8)
     assert collected.message.content == (Text("hi"),)
 
@@ -126,7 +101,7 @@ async def test_usage_with_more_cached_than_input_tokens_clamps_at_zero(
 async def test_usage_counts_sent_as_integral_floats_are_read() -> None:
     """R10.5: ``"prompt_tokens": 5.0`` (some servers) counts 5 input tokens, not 0."""
     body = CHAT_CACHED_OVER_PROMPT.replace(b'"prompt_tokens":5', b'"prompt_tokens":5.0')
-    collected = await _serve("chat", body.replace(b'"cached_tokens":8', b'"cached_tokens":1.0'))
+    collected = await serve_once("chat", body.replace(b'"cached_tokens":8', b'"cached_tokens":1.0'))
     assert collected.assembler.usage == Usage(4, 3, 1)
 
 
@@ -141,14 +116,14 @@ def _unindexed_call(call_id: str | None, name: str | None, arguments: str) -> by
 
 async def test_chat_tool_calls_without_index_are_separate_calls() -> None:
     """R10.2: deltas without ``index`` (some compatible servers) split calls at each new id."""
-    body = _sse(
+    body = sse_body(
         _unindexed_call("call_a", "lookup", '{"city":'),
         _unindexed_call(None, None, '"Oslo"}'),
         _unindexed_call("call_b", "lookup", '{"city":"Lima"}'),
         b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
         b"[DONE]",
     )
-    collected = await _serve("chat", body)
+    collected = await serve_once("chat", body)
     assert collected.message.content == (
         ToolCall("call_a", "lookup", '{"city":"Oslo"}'),
         ToolCall("call_b", "lookup", '{"city":"Lima"}'),
@@ -161,7 +136,7 @@ async def test_shard_header_is_not_sent_through_a_caller_transport(api: str) -> 
     """The session id in the internal shard header never reaches the provider."""
     server = MockServer(EchoPolicy())
     with trio.fail_after(5):
-        async with _adapter(api, server) as model:
+        async with mock_adapter(api, server) as model:
             await collect(model, make_request("hi", session_id="secret-session-42"))
     headers = server.calls[0].headers
     assert not [name for name in headers if "retinue" in name]
@@ -179,13 +154,13 @@ async def test_chat_tool_calls_sharing_one_index_are_separate_calls() -> None:
     """R10.2: servers that give every call index 0 (Ollama, some gateways) still get one
     block per call: a new id at an index starts a new call.
     """
-    body = _sse(
+    body = sse_body(
         _indexed_call("call_a", '{"city":"Oslo"}'),
         _indexed_call("call_b", '{"city":"Lima"}'),
         b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
         b"[DONE]",
     )
-    collected = await _serve("chat", body)
+    collected = await serve_once("chat", body)
     assert collected.message.content == (
         ToolCall("call_a", "lookup", '{"city":"Oslo"}'),
         ToolCall("call_b", "lookup", '{"city":"Lima"}'),
@@ -197,12 +172,12 @@ async def test_chat_tool_calls_without_an_id_get_ids_unique_across_streams() -> 
     call, the same in the logged chunk and the message, and never one an earlier step used
     (providers refuse a transcript that reuses an id).
     """
-    body = _sse(
+    body = sse_body(
         _unindexed_call(None, "lookup", '{"city":"Oslo"}'),
         b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
         b"[DONE]",
     )
-    first, second = await _serve("chat", body), await _serve("chat", body)
+    first, second = await serve_once("chat", body), await serve_once("chat", body)
     ids = []
     for collected in (first, second):
         (call,) = collected.message.content
@@ -242,7 +217,7 @@ async def test_anthropic_null_counts_in_message_delta_keep_the_start_counts() ->
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": end_usage},
         {"type": "message_stop"},
     ]
-    collected = await _serve("messages", b"".join(map(_typed_event, events)))
+    collected = await serve_once("messages", b"".join(map(_typed_event, events)))
     assert collected.assembler.usage == Usage(17, 15, 2000, 100)
 
 
@@ -262,7 +237,7 @@ async def test_anthropic_block_started_twice_is_a_malformed_stream() -> None:
         },
     ]
     with pytest.raises(ProviderStreamError) as caught:
-        await _serve("messages", b"".join(map(_typed_event, events)))
+        await serve_once("messages", b"".join(map(_typed_event, events)))
     assert caught.value.code == "MALFORMED_RESPONSE"
 
 
@@ -324,7 +299,7 @@ async def test_anthropic_thinking_without_a_signature_is_unsigned(
     """Thinking from a server that does not sign it (an Anthropic-compatible endpoint) is
     unsigned reasoning, streamed or whole: an empty signature would be replayed, and refused.
     """
-    collected = await _serve("messages", body, headers)
+    collected = await serve_once("messages", body, headers)
     assert collected.message.content == (Reasoning("hmm", None), Text("hi"))
 
 
@@ -338,7 +313,7 @@ async def test_responses_reasoning_summary_parts_are_separate_paragraphs() -> No
         {"type": summary, "output_index": 0, "summary_index": 1, "delta": "Check it."},
         {"type": "response.completed", "response": {"status": "completed"}},
     ]
-    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
     assert collected.message.content == (Reasoning("Plan the answer.\n\nCheck it."),)
 
 
@@ -346,7 +321,7 @@ async def test_responses_whole_body_reasoning_summary_parts_are_separate_paragra
     """R10.2: a non-streamed reasoning item's summary parts are joined as paragraphs too."""
     parts = [{"type": "summary_text", "text": "Plan."}, {"type": "summary_text", "text": "Check."}]
     body = {"status": "completed", "output": [{"type": "reasoning", "summary": parts}]}
-    collected = await _serve("responses", json.dumps(body).encode(), JSON)
+    collected = await serve_once("responses", json.dumps(body).encode(), JSON)
     assert collected.message.content == (Reasoning("Plan.\n\nCheck."),)
 
 
@@ -377,7 +352,7 @@ REFUSAL = "I can't help with that."
     ("body", "headers"),
     [
         (
-            _sse(
+            sse_body(
                 b'{"choices":[{"index":0,"delta":{"role":"assistant","content":null,'
                 b'"refusal":""},"finish_reason":null}]}',
                 b'{"choices":[{"index":0,"delta":{"refusal":"I can\'t help with that."},'
@@ -407,7 +382,7 @@ REFUSAL = "I can't help with that."
 )
 async def test_chat_refusal_is_answer_text(body: bytes, headers: Any) -> None:
     """A Chat Completions refusal (``content`` null) is the answer's text, as in Responses."""
-    collected = await _serve("chat", body, headers)
+    collected = await serve_once("chat", body, headers)
     assert collected.message.content == (Text(REFUSAL),)
     assert collected.assembler.finish.kind == "stop"
 
@@ -430,7 +405,7 @@ async def test_responses_streamed_function_call_without_call_id_keeps_its_minted
         },
         {"type": "response.completed", "response": {"status": "completed"}},
     ]
-    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
     (call,) = collected.message.content
     assert isinstance(call, ToolCall)
     assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
@@ -441,7 +416,7 @@ async def test_responses_streamed_function_call_without_call_id_keeps_its_minted
 async def test_responses_whole_body_function_call_without_call_id_gets_an_id() -> None:
     """R10.2: a non-streamed function call without ``call_id`` gets a fresh id too."""
     body = {"status": "completed", "output": [FUNCTION_CALL_WITHOUT_CALL_ID]}
-    collected = await _serve("responses", json.dumps(body).encode(), JSON)
+    collected = await serve_once("responses", json.dumps(body).encode(), JSON)
     (call,) = collected.message.content
     assert isinstance(call, ToolCall)
     assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
@@ -456,7 +431,7 @@ def _chat_bodies(arguments: object) -> list[tuple[bytes, Any]]:
     """One tool call with *arguments*, streamed and as a whole body."""
     call = _object_arguments_call(arguments)
     delta = {"tool_calls": [call]}
-    streamed = _sse(
+    streamed = sse_body(
         json.dumps(
             {"choices": [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}]}
         ).encode(),
@@ -474,7 +449,7 @@ async def test_chat_tool_arguments_sent_as_an_object_are_kept_as_json_text(
     """R10.2: arguments sent as a JSON object (some compatible servers) are kept, as
     compact JSON text, rather than replaced by ``{}``.
     """
-    collected = await _serve("chat", body, headers)
+    collected = await serve_once("chat", body, headers)
     assert collected.message.content == (
         ToolCall("c1", "lookup", '{"city":"Zürich","days":[1,2]}'),
     )
@@ -487,7 +462,7 @@ async def test_chat_tool_arguments_sent_as_an_object_are_kept_as_json_text(
 async def test_chat_tool_arguments_of_another_type_are_malformed(body: bytes, headers: Any) -> None:
     """R10.3: arguments that are neither JSON text nor an object cannot be a call's input."""
     with pytest.raises(ProviderStreamError, match="arguments") as caught:
-        await _serve("chat", body, headers)
+        await serve_once("chat", body, headers)
     assert caught.value.code == "MALFORMED_RESPONSE"
 
 
@@ -501,7 +476,7 @@ async def _serve_all(api: str, bodies: list[bytes]) -> list[Collected | Provider
     server = MockServer(ScriptedPolicy(replies))
     outcomes: list[Collected | ProviderError] = []
     with trio.fail_after(5):
-        async with _adapter(api, server) as model:
+        async with mock_adapter(api, server) as model:
             for _ in bodies:
                 try:
                     outcomes.append(await collect(model, make_request("hi")))
@@ -514,8 +489,8 @@ async def test_chat_stream_cut_before_the_usage_a_server_sends_is_truncated() ->
     """R10.2, R10.5: once a server has sent the usage the request asks for, a stream of
     it that ends after the finish reason without usage or ``[DONE]`` was cut.
     """
-    whole = _sse(CHAT_ANSWER, CHAT_USAGE, b"[DONE]")
-    first, second = await _serve_all("chat", [whole, _sse(CHAT_ANSWER)])
+    whole = sse_body(CHAT_ANSWER, CHAT_USAGE, b"[DONE]")
+    first, second = await _serve_all("chat", [whole, sse_body(CHAT_ANSWER)])
     assert isinstance(first, Collected)
     assert first.assembler.usage == Usage(5, 3)
     assert isinstance(second, ProviderConnectionError)
@@ -526,7 +501,7 @@ async def test_chat_stream_ending_at_its_finish_is_complete_from_a_server_withou
     """Some compatible servers send neither usage nor ``[DONE]``: until a server has sent
     usage, a stream that ends cleanly after its finish reason is complete.
     """
-    outcomes = await _serve_all("chat", [_sse(CHAT_ANSWER), _sse(CHAT_ANSWER)])
+    outcomes = await _serve_all("chat", [sse_body(CHAT_ANSWER), sse_body(CHAT_ANSWER)])
     for outcome in outcomes:
         assert isinstance(outcome, Collected)
         assert outcome.message.content == (Text("hi"),)
@@ -545,7 +520,7 @@ async def test_event_stream_without_any_event_says_what_it_carried(body: bytes) 
     fails with an excerpt of what arrived, not just "ended before it was complete".
     """
     with pytest.raises(ProviderConnectionError) as caught:
-        await _serve("chat", body)
+        await serve_once("chat", body)
     assert body[:30].decode() in str(caught.value)
 
 
@@ -556,7 +531,7 @@ async def test_responses_failed_without_error_says_there_was_no_detail(
     """R10.3: ``response.failed`` with no error object says so, not "stream error: None"."""
     event = {"type": "response.failed", "response": {"status": "failed", **failed}}
     with pytest.raises(ProviderStreamError) as caught:
-        await _serve("responses", _typed_event(event))
+        await serve_once("responses", _typed_event(event))
     assert "None" not in str(caught.value)
     assert "no detail" in str(caught.value)
 
@@ -574,7 +549,7 @@ async def test_stream_ending_inside_a_line_is_truncated(api: str, body: bytes) -
     a malformed event.
     """
     with pytest.raises(ProviderConnectionError) as caught:
-        await _serve(api, body)
+        await serve_once(api, body)
     assert caught.value.code == "STREAM_TRUNCATED"
 
 
@@ -618,14 +593,14 @@ async def test_block_index_that_is_not_a_number_is_malformed(
     names the field, not a TypeError.
     """
     with pytest.raises(ProviderStreamError, match="index") as caught:
-        await _serve(api, _typed_event(event))
+        await serve_once(api, _typed_event(event))
     assert caught.value.code == "MALFORMED_RESPONSE"
 
 
 @pytest.mark.parametrize("done", [b"[DONE] ", b" [DONE]", b"[DONE]\t"])
 async def test_chat_done_sentinel_with_surrounding_whitespace_ends_the_stream(done: bytes) -> None:
     """R10.2: ``data: [DONE] `` (whitespace around the sentinel) ends the stream normally."""
-    collected = await _serve("chat", _sse(CHAT_ANSWER, CHAT_USAGE, done))
+    collected = await serve_once("chat", sse_body(CHAT_ANSWER, CHAT_USAGE, done))
     assert collected.message.content == (Text("hi"),)
     assert collected.assembler.usage == Usage(5, 3)
 
@@ -687,7 +662,7 @@ async def test_responses_items_sent_only_complete_keep_their_content(
     the completed response's ``output``, still yields the text and the call with its
     arguments, once, and streams them as deltas.
     """
-    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
     assert collected.message.content == COMPLETE_CONTENT
     assert collected.assembler.finish.kind == "tool-calls"
     texts = [chunk.text for chunk in collected.chunks if isinstance(chunk, TextDelta)]
@@ -734,7 +709,7 @@ async def test_responses_stream_without_output_index_is_not_doubled_by_its_compl
     """R10.2: a server that leaves out ``output_index`` still gets each streamed item once;
     the completed response's ``output`` repeats what streamed (a doubled call would run twice).
     """
-    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
     assert collected.message.content == expected
 
 
@@ -761,7 +736,7 @@ async def test_responses_items_streamed_in_deltas_are_not_doubled_when_complete(
         *_items_done(),
         _completed(COMPLETE_ITEMS),
     ]
-    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
     assert collected.message.content == COMPLETE_CONTENT
     texts = [chunk.text for chunk in collected.chunks if isinstance(chunk, TextDelta)]
     assert texts == ["Checking ", "Oslo."]
@@ -827,7 +802,7 @@ async def test_responses_message_part_without_deltas_is_kept_beside_a_streamed_p
     complete (its ``content_part.done`` or the item's ``output_item.done``), each part's
     text arrives once, in part order; the streamed part is not repeated.
     """
-    collected = await _serve("responses", b"".join(map(_typed_event, events)))
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
     assert collected.message.content == (Text("Checking Oslo."), Text(" It is sunny."))
     texts = "".join(chunk.text for chunk in collected.chunks if isinstance(chunk, TextDelta))
     assert texts == "Checking Oslo. It is sunny."
@@ -851,7 +826,7 @@ async def test_responses_deltas_without_output_index_are_not_doubled_by_their_it
         for index, item in enumerate([COMPLETE_MESSAGE, COMPLETE_CALL])
     ]
     done.append(_completed([COMPLETE_MESSAGE, COMPLETE_CALL]))
-    collected = await _serve("responses", b"".join(map(_typed_event, [*streamed, *done])))
+    collected = await serve_once("responses", b"".join(map(_typed_event, [*streamed, *done])))
     assert collected.message.content == COMPLETE_CONTENT[1:]
     assert collected.assembler.finish.kind == "tool-calls"
 
@@ -869,7 +844,9 @@ async def test_responses_parts_counted_from_one_in_the_stream_are_not_doubled(
         events.append({"type": "response.output_text.delta", **where, "delta": part["text"]})
         if part_done:
             events.append({"type": "response.content_part.done", **where, "part": part})
-    collected = await _serve("responses", b"".join(map(_typed_event, _two_part_message(events))))
+    collected = await serve_once(
+        "responses", b"".join(map(_typed_event, _two_part_message(events)))
+    )
     assert collected.message.content == (Text("Checking Oslo."), Text(" It is sunny."))
 
 
@@ -878,14 +855,14 @@ async def test_responses_parts_counted_from_one_in_the_stream_are_not_doubled(
     [
         (
             "chat",
-            _sse(b'{"error":{"message":"boom","code":500,"type":"InternalServerError"}}'),
+            sse_body(b'{"error":{"message":"boom","code":500,"type":"InternalServerError"}}'),
             500,
             True,
         ),
-        ("chat", _sse(b'{"error":{"message":"slow down","code":"429"}}'), 429, True),
+        ("chat", sse_body(b'{"error":{"message":"slow down","code":"429"}}'), 429, True),
         (
             "chat",
-            _sse(b'{"error":{"message":"bad","code":400,"type":"BadRequestError"}}'),
+            sse_body(b'{"error":{"message":"bad","code":400,"type":"BadRequestError"}}'),
             400,
             False,
         ),
@@ -917,7 +894,7 @@ async def test_stream_error_with_a_numeric_code_is_retryable_as_that_status(
     that status and is retried as the status would be, not refused as an unknown code.
     """
     with pytest.raises(ProviderStreamError) as caught:
-        await _serve(api, body)
+        await serve_once(api, body)
     assert (caught.value.code, caught.value.status) == (str(status), status)
     assert caught.value.retryable is retryable
     assert RetryPolicy().is_retryable(caught.value) is retryable
