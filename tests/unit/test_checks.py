@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import cast
 
 import pytest
+import trio
 
+import retinue
 from retinue._content import Text, ToolCall
 from retinue._request import LlmCallConfig, MessageHistory
 from retinue._stream import TextDelta
@@ -14,6 +16,7 @@ from retinue.session import (
     SURFACE_TYPES,
     AssistantChunk,
     AssistantMessage,
+    ContextMessage,
     EpochHeader,
     Event,
     EventData,
@@ -34,7 +37,11 @@ from retinue.session import (
     UserMessage,
 )
 from retinue.testing import (
+    CallTools,
     InvariantError,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
     check_history_replay,
     check_no_dangling_tool_calls,
     check_session_invariants,
@@ -550,4 +557,109 @@ def test_check_history_replay_r5_4_replace_that_drops_a_result() -> None:
 def test_check_history_replay_accepts_calls_of_a_step_still_open() -> None:
     """R4.17: a live log may end while its open step's calls wait for their results."""
     events = good_log()[:7]
+    check_history_replay(events)
+
+
+def two_call_step(*tail: EventData | tuple[EventData, Sequence[int]]) -> list[Event]:
+    """A turn whose step asks for calls ``a`` then ``b`` (tool/calls at seqs 3, 4), then *tail*."""
+    return log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"), ToolCall("b", "t", "{}"))),
+        ToolCallEvent(1, 1, "a", "t", "{}"),
+        ToolCallEvent(1, 1, "b", "t", "{}"),
+        *tail,
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+    )
+
+
+def test_check_session_invariants_r9_17_results_follow_model_order() -> None:
+    """R9.17, R5.4: a result logged after that of a call the model made later is refused."""
+    events = two_call_step(
+        (ToolResultEvent(1, 1, "b", text("b")), [4]), (ToolResultEvent(1, 1, "a", text("a")), [3])
+    )
+    for check in (check_session_invariants, check_history_replay):
+        with pytest.raises(InvariantError, match=r"seq 6 .*R9\.17.*'a' \(call 0.*'b' \(call 1"):
+            check(events)
+
+
+@pytest.mark.parametrize("sources", [[4], [3, 4], [2]])
+def test_check_session_invariants_r9_17_result_points_at_its_own_tool_call(sources) -> None:
+    """R9.17, R11.9: a result's source_event_seqs are exactly its own tool/call's seq."""
+    events = two_call_step(
+        (ToolResultEvent(1, 1, "a", text("a")), sources),
+        (ToolResultEvent(1, 1, "b", text("b")), [4]),
+    )
+    for check in (check_session_invariants, check_history_replay):
+        with pytest.raises(InvariantError, match=r"seq 5 .*R9\.17.*'a'.*not \[3\]"):
+            check(events)
+
+
+def test_check_session_invariants_r9_17_accepts_what_the_scheduler_may_log() -> None:
+    """R9.17, R9.21, R11.9: interleaved calls, synthetic and unsourced results still pass.
+
+    A later call's ``tool/call`` may precede an earlier result; a call never
+    started gets its ``tool/call`` and synthetic result after the earlier
+    results; crash repair may not know a result's source.
+    """
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        AssistantMessage(1, 1, tuple(ToolCall(i, "t", "{}") for i in ("a", "b", "c"))),
+        ToolCallEvent(1, 1, "a", "t", "{}"),
+        ToolCallEvent(1, 1, "b", "t", "{}"),
+        (ToolResultEvent(1, 1, "a", text("a")), [3]),
+        ToolResultEvent(1, 1, "b", text("interrupted")),
+        ToolCallEvent(1, 1, "c", "t", "{}"),
+        (ToolResultEvent(1, 1, "c", text("aborted before it started")), [7]),
+        StepEnd(1, 1),
+        TurnEnd(1, DONE),
+    )
+    check_session_invariants(events)
+    check_history_replay(events)
+
+
+def test_check_session_invariants_accepts_context_injected_between_results() -> None:
+    """R2.17, R9.18: ``inject`` during a turn logs context wherever the turn is, results included.
+
+    R9.18 keeps the contexts the scheduler collects after every result, but the
+    log cannot tell them from an injected one, so the checkers accept both.
+    """
+    events = two_call_step(
+        (ToolResultEvent(1, 1, "a", text("a")), [3]),
+        ContextMessage(text("injected")),
+        (ToolResultEvent(1, 1, "b", text("b")), [4]),
+    )
+    check_session_invariants(events)
+    check_history_replay(events)
+
+
+@retinue.tool
+async def pause(seconds: float) -> str:
+    """Sleep, then answer.
+
+    Args:
+        seconds: how long to sleep.
+    """
+    await trio.sleep(seconds)
+    return "paused"
+
+
+async def test_check_session_invariants_passes_a_runtime_log_with_context_between_results(
+    autojump_clock,
+) -> None:
+    """R2.17, R9.17: a context injected while the second of two calls runs lands between results."""
+    calls = CallTools([ToolCallSpec("pause", '{"seconds": 1}')] * 2)
+    model = ScriptedModel([calls, Reply("done")])
+    async with retinue.open_runtime(models=model, tools=[pause]) as rt:
+        agent = await rt.create_agent("a", retinue.AgentOptions(model="m"))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.ask, "go")
+            await trio.sleep(1.5)
+            agent.inject("while the second call runs")
+        events = agent.session.events
+    types = [event.type for event in events if event.type in ("tool/result", "context/message")]
+    assert types == ["tool/result", "context/message", "tool/result"]
+    check_session_invariants(events)
     check_history_replay(events)

@@ -53,20 +53,40 @@ class _CallLedger:
     result yet; every ``tool/call`` is answered before the step's
     ``step/end``, or before whatever boundary cuts the step off. A call id
     names one call of its step, so it is never repeated within the step.
+
+    Results are committed in model call order, each pointing at its own
+    ``tool/call`` (R9.17): a result whose ``source_event_seqs`` name
+    anything else fails, and so does a result logged after that of a call
+    the step's ``assistant/message`` lists later. Synthetic results (aborts,
+    never-started calls, crash repair) are logged in that order too; a
+    result without source seqs is accepted, as crash repair may not know
+    them (R11.9), and a call the assistant message does not list has no
+    model position to check.
     """
 
     called: set[str] = attrs.field(factory=set)
     pending: dict[str, int] = attrs.field(factory=dict)
     answered: set[str] = attrs.field(factory=set)
+    positions: dict[str, int] = attrs.field(factory=dict)
+    """Each call id's place among the tool-call blocks of the step's assistant message."""
+    last_answered: tuple[int, str] | None = None
+    """The model position and id of the step's latest result that has a position."""
 
     def feed(self, event: Event) -> None:
         data = event.data
         if isinstance(data, StepStart | StepEnd | TurnStart | TurnEnd):
             self._settle(event)
+        elif isinstance(data, AssistantMessage):
+            self._list_calls(data)
         elif isinstance(data, ToolCallEvent):
             self._call(event, data)
         elif isinstance(data, ToolResultEvent):
             self._answer(event, data)
+
+    def _list_calls(self, data: AssistantMessage) -> None:
+        calls = (block.id for block in data.content if isinstance(block, ToolCall))
+        for position, call_id in enumerate(calls):
+            self.positions.setdefault(call_id, position)
 
     def _call(self, event: Event, data: ToolCallEvent) -> None:
         call_id = data.call_id
@@ -77,8 +97,11 @@ class _CallLedger:
 
     def _answer(self, event: Event, data: ToolResultEvent) -> None:
         call_id = data.call_id
-        if self.pending.pop(call_id, None) is not None:
+        call_seq = self.pending.pop(call_id, None)
+        if call_seq is not None:
             self.answered.add(call_id)
+            self._check_source(event, call_id, call_seq)
+            self._check_order(event, call_id)
         elif call_id in self.answered:
             raise _fail(event, "R4.15", f"tool/result {call_id!r}: the call is already answered")
         elif call_id not in self.called:
@@ -88,6 +111,31 @@ class _CallLedger:
                 event, "R4.15", f"tool/result {call_id!r} has no tool/call in step {data.step}"
             )
 
+    @staticmethod
+    def _check_source(event: Event, call_id: str, call_seq: int) -> None:
+        sources = event.source_event_seqs
+        if sources is not None and (len(sources) != 1 or sources[0] != call_seq):
+            raise _fail(
+                event,
+                "R9.17",
+                f"tool/result {call_id!r} has source_event_seqs {list(sources)}, "
+                f"not [{call_seq}], its own tool/call",
+            )
+
+    def _check_order(self, event: Event, call_id: str) -> None:
+        position = self.positions.get(call_id)
+        if position is None:
+            return
+        last = self.last_answered
+        if last is not None and last[0] > position:
+            raise _fail(
+                event,
+                "R9.17",
+                f"tool/result {call_id!r} (call {position} of the assistant message) "
+                f"after the result of {last[1]!r} (call {last[0]}): results follow model order",
+            )
+        self.last_answered = (position, call_id)
+
     def _settle(self, event: Event) -> None:
         # A step cut off without its step/end (a log the walk would reject, but
         # the replay check walks nothing else) must still have answered its calls.
@@ -95,10 +143,12 @@ class _CallLedger:
             call_id, seq = next(iter(self.pending.items()))
             raise _fail(event, "R4.15", f"tool/call {call_id!r} (seq {seq}) has no result")
         self.answered.clear()
+        self.positions.clear()
+        self.last_answered = None
 
 
 def _check_call_results(events: Sequence[Event]) -> None:
-    """Check R4.15 strictly: every tool call has exactly one result, in its own step."""
+    """Check R4.15 and R9.17: each tool call has one result, in its step, in model order."""
     ledger = _CallLedger()
     for event in events:
         ledger.feed(event)
@@ -202,9 +252,16 @@ def check_session_invariants(events: Sequence[Event]) -> None:
     Rules: R4.2 (seq == index), R4.6 (surface ops), R4.13 (turn enclosure),
     R4.14 (turn and step nesting, chunks inside their step), R4.15 (each
     ``tool/call`` gets exactly one ``tool/result``, after it, before its
-    step ends), R4.16 (turn numbers +1, steps from 1), R4.18 (no
-    header delta before a header), R4.22 (source seqs), and
-    :func:`check_no_dangling_tool_calls`. A log may end inside a turn.
+    step ends), R9.17 (a step's results in the model's call order, each
+    sourced from its own ``tool/call`` when it names a source), R4.16 (turn
+    numbers +1, steps from 1), R4.18 (no header delta before a header),
+    R4.22 (source seqs), and :func:`check_no_dangling_tool_calls`. A log may
+    end inside a turn.
+
+    Not checked: where a ``context/message`` falls among a step's results.
+    R9.18 puts the contexts the scheduler collects after every result, but
+    ``inject`` during a turn logs one wherever the turn is (R2.17), and the
+    log does not say which is which.
 
     Raises:
         InvariantError: naming the first offending seq and the rule.
@@ -250,7 +307,8 @@ def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
     one ``tool/result`` with its call id after it and before the step's
     ``step/end`` (or the next ``step/start`` or ``turn/end`` if the step never
     closed). A call id appears once per step. A step still open at the end of
-    the log is not checked.
+    the log is not checked. The order and sources of the results are
+    :func:`check_session_invariants`' concern (R9.17).
 
     Raises:
         InvariantError: naming the closing seq of the step and the call id.
@@ -363,7 +421,8 @@ def check_history_replay(events: Sequence[Event], *, session_id: str = "replay")
     Rebuilds with ``Session.from_events`` (which re-validates every event) and
     compares its ``derive_messages()`` with an independent fold of the surface
     (R5.6, R8.9). Also checks that every ``tool/call`` of the log has exactly
-    one ``tool/result``, logged in the call's own step (R4.15), and that the
+    one ``tool/result``, logged in the call's own step (R4.15) in the model's
+    call order and sourced from that ``tool/call`` (R9.17), and that the
     replayed history pairs each tool-call block with exactly one tool result
     after it and before the next assistant message, every tool result
     answering such a block (R5.4). Calls of a step still open at the end of
@@ -371,7 +430,7 @@ def check_history_replay(events: Sequence[Event], *, session_id: str = "replay")
 
     Raises:
         InvariantError: the log cannot be rebuilt, a call is not answered
-            exactly once, or the histories differ.
+            exactly once or in model order, or the histories differ.
     """
     try:
         session = Session.from_events(SessionHeader(session_id, 0), events)
