@@ -11,6 +11,7 @@ import pytest
 import trio
 import trio.testing
 
+import retinue
 from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
 from retinue._errors import ModelError
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
@@ -394,3 +395,46 @@ async def test_scripted_model_replays_an_error_its_args_cannot_rebuild() -> None
         assert caught.value.status == 503
         depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
     assert depths == [depths[0]] * 3
+
+
+def test_scripted_model_repeat_last_refuses_an_empty_sequence() -> None:
+    """``repeat_last=True`` with no step to repeat is refused at construction, naming the script."""
+    with pytest.raises(
+        ValueError, match=r"repeat_last=True needs a last step.*the script is empty"
+    ):
+        ScriptedModel([], repeat_last=True)
+    with pytest.raises(ValueError, match=r"the script for model 'b' is empty"):
+        ScriptedModel({"a": [Reply("a")], "b": []}, repeat_last=True)
+    assert ScriptedModel([], repeat_last=False).statistics().remaining == 0
+
+
+def test_scripted_model_refuses_a_sequence_holding_a_non_step() -> None:
+    """A sequence script is checked when built: the error names the step, script and type."""
+    with pytest.raises(TypeError, match=r"step 1 of the script for model 'm': got a str"):
+        ScriptedModel({"m": [Reply("ok"), "not a step"]})  # type: ignore[list-item]
+
+
+async def test_scripted_model_function_returning_a_non_step_raises_type_error() -> None:
+    """A step function's result must be a step: the error names the function and the type."""
+
+    def junk(_request: ModelRequest) -> Step:
+        return "not a step"  # type: ignore[return-value]
+
+    model = ScriptedModel(junk)
+    with pytest.raises(TypeError, match=r"step function .*junk of the script: got a str"):
+        await play(model)
+
+
+async def test_scripted_model_non_step_ends_the_turn_with_an_error_naming_it(
+    autojump_clock,
+) -> None:
+    """Through the runtime, the turn ends ``error`` with a message naming the function and type."""
+    model = ScriptedModel(lambda _request: "not a step")  # type: ignore[arg-type,return-value]
+    async with retinue.open_runtime(models=model) as rt:
+        agent = await rt.create_agent("a", retinue.AgentOptions(model="m"))
+        with trio.fail_after(10):
+            result = await agent.ask("hi")
+    assert result.reason.kind == "error"
+    assert result.reason.message is not None
+    assert "step function" in result.reason.message
+    assert "got a str ('not a step'), not a script step" in result.reason.message

@@ -14,7 +14,15 @@ from retinue._content import ToolCall, ToolResultBlock
 from retinue._errors import ModelError
 from retinue._request import ModelRequest
 from retinue._stream import BlockEnd, StreamChunk, ToolCallDelta, Usage
-from retinue.testing._steps import CallTools, Plan, Reply, Step, ToolCallSpec, plan_of
+from retinue.testing._steps import (
+    CallTools,
+    Plan,
+    Reply,
+    Step,
+    ToolCallSpec,
+    not_a_step,
+    plan_of,
+)
 
 __all__ = [
     "Script",
@@ -57,14 +65,18 @@ class _Cursor:
     position: int = 0
 
     @classmethod
-    def of(cls, script: SingleScript) -> _Cursor:
+    def of(cls, script: SingleScript, name: str | None) -> _Cursor:
         if callable(script):
             return cls(None, script)
-        return cls(tuple(script), None)
+        steps = tuple(script)
+        for index, step in enumerate(steps):
+            if not isinstance(step, Step):
+                raise TypeError(f"step {index} of {_script_name(name)}: {not_a_step(step)}")
+        return cls(steps, None)
 
     def next(self, request: ModelRequest, *, repeat_last: bool, name: str | None) -> Step:
         if self.function is not None:
-            return self.function(request)
+            return self._call(request, name)
         assert self.steps is not None
         if self.position < len(self.steps):
             step = self.steps[self.position]
@@ -72,11 +84,20 @@ class _Cursor:
             return step
         if repeat_last and self.steps:
             return self.steps[-1]
-        which = "the script" if name is None else f"the script for model {name!r}"
         raise ScriptExhaustedError(
-            f"{which} has {len(self.steps)} step(s) and all were played; "
+            f"{_script_name(name)} has {len(self.steps)} step(s) and all were played; "
             "add steps or pass repeat_last=True"
         )
+
+    def _call(self, request: ModelRequest, name: str | None) -> Step:
+        assert self.function is not None
+        step = self.function(request)
+        if not isinstance(step, Step):
+            function = getattr(self.function, "__qualname__", repr(self.function))
+            raise TypeError(
+                f"the step function {function} of {_script_name(name)}: {not_a_step(step)}"
+            )
+        return step
 
     @property
     def remaining(self) -> int | None:
@@ -90,10 +111,27 @@ def _count_or_none(_instance: object, attribute: attrs.Attribute[Any], value: An
         raise ValueError(f"{attribute.name} must be a count or None, not {value!r}")
 
 
+def _script_name(name: str | None) -> str:
+    return "the script" if name is None else f"the script for model {name!r}"
+
+
 def _cursors(script: Script) -> dict[str | None, _Cursor]:
     if isinstance(script, Mapping):
-        return {name: _Cursor.of(one) for name, one in script.items()}
-    return {None: _Cursor.of(script)}
+        return {name: _Cursor.of(one, name) for name, one in script.items()}
+    return {None: _Cursor.of(script, None)}
+
+
+def _something_to_repeat(
+    instance: ScriptedModel, _attribute: attrs.Attribute[bool], value: object
+) -> None:
+    if not value:
+        return
+    for name, cursor in instance._cursors.items():
+        if cursor.steps == ():
+            # Nothing to repeat: every call would fail, so refuse the script now.
+            raise ValueError(
+                f"repeat_last=True needs a last step, but {_script_name(name)} is empty"
+            )
 
 
 @final
@@ -104,7 +142,9 @@ class ScriptedModel:
     ``script`` is a sequence of steps played in order (one per ``stream()``), a
     function ``(request) -> step``, or a mapping from model name to either.
     Past the end of a sequence, the stream raises :class:`ScriptExhaustedError`
-    unless ``repeat_last=True``. The last ``keep_requests`` requests (default
+    unless ``repeat_last=True`` (which refuses an empty sequence: there is no
+    last step). A sequence holding, or a function returning, anything but a
+    step raises ``TypeError`` naming the script. The last ``keep_requests`` requests (default
     1000; ``None`` keeps all) are recorded in :attr:`requests`: a load test of
     many agents would otherwise hold every history it ever sent.
 
@@ -113,7 +153,7 @@ class ScriptedModel:
     """
 
     _cursors: dict[str | None, _Cursor] = attrs.field(alias="script", converter=_cursors)
-    repeat_last: bool = attrs.field(default=False, kw_only=True)
+    repeat_last: bool = attrs.field(default=False, kw_only=True, validator=_something_to_repeat)
     keep_requests: int | None = attrs.field(default=1000, kw_only=True, validator=_count_or_none)
     _requests: deque[ModelRequest] = attrs.field(init=False)
     _calls: int = attrs.field(default=0, init=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, TypeAlias, final
+from typing import Literal, TypeAlias, final, get_args
 
 import attrs
 
@@ -340,5 +340,19 @@ Step: TypeAlias = (
 
 
 def plan_of(step: Step) -> Plan:
-    """The pre-built plan of *step*."""
-    return step._plan
+    """The pre-built plan of *step*.
+
+    Raises:
+        TypeError: *step* is not a script step; the message names its type.
+    """
+    try:
+        return step._plan
+    except AttributeError:
+        # Only a value outside the Step union lacks a plan; asking costs nothing per stream.
+        raise TypeError(not_a_step(step)) from None
+
+
+def not_a_step(value: object) -> str:
+    """Say that *value* is not a script step, naming its type and the types that are."""
+    names = ", ".join(kind.__name__ for kind in get_args(Step))
+    return f"got a {type(value).__name__} ({value!r:.60}), not a script step ({names})"
