@@ -26,7 +26,7 @@ import trio
 from retinue._content import Message, Text
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
 from retinue._stream import ReasoningDelta, TextDelta, ToolCallDelta
-from retinue.providers._http import ShardedTransport
+from retinue.providers._pools import ShardedTransport
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
 from retinue.providers.openai import OpenAIModel

@@ -28,16 +28,14 @@ from ._anthropic_wire import (
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
-    SHARD_HEADER,
     ClientOwner,
-    check_http_settings,
     close_response,
     connection_failed,
     decode_response,
-    make_http_client,
     post_encodable,
     send_within,
 )
+from ._pools import SHARD_HEADER, check_http_settings, make_http_client
 
 __all__ = ["AnthropicModel"]
 

@@ -21,19 +21,17 @@ from retinue._stream import StreamChunk
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
-    SHARD_HEADER,
     ClientOwner,
     StreamDecoder,
-    check_http_settings,
     close_response,
     connection_failed,
     decode_response,
-    make_http_client,
     post_encodable,
     send_within,
 )
 from ._openai_chat import ChatStreamDecoder, chat_request_body
 from ._openai_responses import ResponsesStreamDecoder, responses_request_body
+from ._pools import SHARD_HEADER, check_http_settings, make_http_client
 
 __all__ = ["OpenAIModel"]
 

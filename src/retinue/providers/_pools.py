@@ -1,0 +1,253 @@
+"""Connection pools both adapters send through: sharded, ``max_connections`` in all."""
+
+from __future__ import annotations
+
+import functools
+import math
+import ssl
+import zlib
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from typing import final
+
+import httpx2
+import trio
+from httpx2._transports.default import map_httpcore_exceptions
+
+from ._http import current_answer, note_answer
+
+__all__ = ["SHARD_HEADER", "ShardedTransport", "check_http_settings", "make_http_client"]
+
+SHARD_HEADER = "x-retinue-shard"
+"""Request header naming the pool shard (the session id); removed before sending."""
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for every pool (building one costs tens of milliseconds)."""
+    return httpx2.create_ssl_context()
+
+
+@final
+class _ClosingStream(httpx2.AsyncByteStream):
+    """A response body that closes the pool's body iterator when abandoned.
+
+    httpx2's transport stream leaves the connection pool's async generator to
+    the garbage collector when iteration stops early (an aborted stream); under
+    trio that is a ResourceWarning. This iterates the pool stream directly and
+    closes it. Closing it also gives its connection back to *release*.
+    """
+
+    def __init__(self, outer: httpx2.AsyncByteStream, release: Callable[[], None]) -> None:
+        self._outer = outer
+        source = getattr(outer, "_httpcore_stream", None)
+        self._source: AsyncIterable[bytes] = source if source is not None else outer
+        self._release: Callable[[], None] | None = release
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        iterator = self._source.__aiter__()
+        try:
+            with map_httpcore_exceptions():
+                async for part in iterator:
+                    yield part
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def aclose(self) -> None:
+        release, self._release = self._release, None
+        try:
+            await self._outer.aclose()
+        finally:
+            if release is not None:
+                release()
+
+
+def _pool_sizes(connections: int, shards: int) -> list[int]:
+    """*connections* split over *shards* pools as evenly as they go (sizes differ by one at most)."""
+    size, extra = divmod(connections, shards)
+    return [size + 1 if index < extra else size for index in range(shards)]
+
+
+@final
+class ShardedTransport(httpx2.AsyncBaseTransport):
+    """Several connection pools behind one transport, ``max_connections`` in total.
+
+    Many small pools cost less CPU per request than one large one (a pool's
+    bookkeeping scans all its connections on each request). A request goes to
+    the pool its shard header (the session id) hashes to, so a session's
+    connections stay warm; when that pool is full it takes the pool with the
+    most free connections, so any mix of sessions can use every connection.
+    A request without a shard header takes the pools in turn.
+    """
+
+    def __init__(
+        self,
+        shards: int,
+        pool_size: int,
+        *,
+        max_connections: int | None = None,
+        keepalive_expiry: float = 30.0,
+    ) -> None:
+        shards = max(1, shards)
+        total = shards * pool_size if max_connections is None else max_connections
+        if total < shards:
+            raise ValueError(f"max_connections ({total}) must be at least the pools ({shards})")
+        context = _ssl_context()
+        self._free = _pool_sizes(total, shards)
+        self._pools = [
+            httpx2.AsyncHTTPTransport(
+                verify=context,
+                limits=httpx2.Limits(
+                    max_connections=size,
+                    max_keepalive_connections=size,
+                    keepalive_expiry=keepalive_expiry,
+                ),
+            )
+            for size in self._free
+        ]
+        self._slots = trio.Semaphore(total)
+        self._turn = 0
+        self.max_connections = total
+        """Connections in total, over all pools."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send *request* through the pool its shard header selects, or one with room."""
+        key = request.headers.get(SHARD_HEADER)
+        if key is None:
+            self._turn = preferred = (self._turn + 1) % len(self._pools)
+        else:
+            del request.headers[SHARD_HEADER]
+            preferred = zlib.crc32(key.encode()) % len(self._pools)
+        try:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._wait_for_slot()
+        index = self._take(preferred)
+        release = functools.partial(self._release, index)
+        try:
+            response = await self._pools[index].handle_async_request(request)
+        except BaseException:
+            release()
+            raise
+        stream = response.stream
+        if isinstance(stream, httpx2.AsyncByteStream):
+            response.stream = _ClosingStream(stream, release)
+        else:  # pragma: no cover - httpx2's transport always streams
+            release()
+        return response
+
+    def _take(self, preferred: int) -> int:
+        """Take a free connection's place in a pool (a slot is held); returns the pool's index."""
+        free = self._free
+        # The pool sizes sum to the slots, so with a slot held some pool has room.
+        index = preferred if free[preferred] > 0 else free.index(max(free))
+        free[index] -= 1
+        return index
+
+    async def _wait_for_slot(self) -> None:
+        """Wait for a connection to be released, saying so to :func:`send_within`.
+
+        The mark stays when the wait is cancelled: a deadline that ends it
+        reports the wait, not a silent server.
+        """
+        answer = current_answer.get()
+        if answer is not None:
+            answer.waiting_for = self.max_connections
+        await self._slots.acquire()
+        if answer is not None:
+            answer.waiting_for = None
+
+    def _release(self, index: int) -> None:
+        self._free[index] += 1
+        self._slots.release()
+
+    async def aclose(self) -> None:
+        """Close every pool; always a checkpoint."""
+        await trio.lowlevel.checkpoint()
+        for pool in self._pools:
+            await pool.aclose()
+
+    @property
+    def shards(self) -> int:
+        """How many pools there are."""
+        return len(self._pools)
+
+
+@final
+class _ShardHeaderStripper(httpx2.AsyncBaseTransport):
+    """A caller's transport, minus the shard header.
+
+    Only :class:`ShardedTransport` reads (and removes) the header; any other
+    transport would send the session id upstream.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send *request* through the wrapped transport without the shard header."""
+        if SHARD_HEADER in request.headers:
+            del request.headers[SHARD_HEADER]
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport."""
+        await self._inner.aclose()
+
+
+def check_http_settings(
+    *, max_connections: int, pool_size: int, timeout: float, connect_timeout: float
+) -> None:
+    """Refuse connection settings no request could work with, when the adapter is built.
+
+    A zero count would leave every request waiting for a connection that never
+    comes; a negative or NaN timeout would fail every request.
+
+    Raises:
+        ValueError: naming the setting and its value.
+    """
+    _check_count("max_connections", max_connections)
+    _check_count("pool_size", pool_size)
+    _check_seconds("timeout", timeout)
+    _check_seconds("connect_timeout", connect_timeout)
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
+
+
+def make_http_client(
+    *,
+    max_connections: int,
+    pool_size: int,
+    timeout: float,
+    connect_timeout: float,
+    transport: httpx2.AsyncBaseTransport | None = None,
+) -> httpx2.AsyncClient:
+    """An ``httpx2.AsyncClient`` over ``ceil(max_connections / pool_size)`` sharded pools.
+
+    It follows redirects, as the SDKs' own clients do. A given *transport*
+    replaces the pools; the shard header never reaches it.
+    """
+    if transport is None:
+        shards = -(-max_connections // pool_size)
+        transport = ShardedTransport(shards, pool_size, max_connections=max_connections)
+    elif not isinstance(transport, ShardedTransport):
+        transport = _ShardHeaderStripper(transport)
+    return httpx2.AsyncClient(
+        transport=transport,
+        timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
+        follow_redirects=True,
+        event_hooks={"response": [note_answer]},
+    )
