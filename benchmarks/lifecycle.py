@@ -16,6 +16,7 @@ Run: ``python -m benchmarks.lifecycle [N ...]`` (default 1000 10000).
 
 from __future__ import annotations
 
+import argparse
 import gc
 import sys
 import time
@@ -97,7 +98,12 @@ def measure(agents: int) -> dict[str, object]:
 
 
 def main(argv: list[str]) -> None:
-    sizes = [int(arg) for arg in argv] or [1000, 10000]
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.lifecycle",
+        description="Create, turn and dispose CPU per agent among N agents; growth smallest to largest N.",
+    )
+    parser.add_argument("sizes", nargs="*", type=int, default=[1000, 10000], metavar="N")
+    sizes = parser.parse_args(argv).sizes
     records = [measure(agents) for agents in sizes]
     for record in records:
         emit(record)

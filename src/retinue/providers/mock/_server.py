@@ -70,10 +70,12 @@ class MockServer:
     :meth:`transport` serves the same policy in-process, without sockets
     (useful under a virtual clock).
 
-    A request that fails (a bad body, a policy or timing function that
-    raises, a reply that cannot be sent) is logged and answered with a 500
-    in the API's error shape, or, once its response has begun, ends its own
-    connection; the server and every other connection keep serving.
+    A body that is not JSON (or is nested too deeply) gets a 400 in the
+    API's error shape. A request that fails otherwise (a policy or timing
+    function that raises, a reply that cannot be sent) is logged and
+    answered with a 500 in that shape, or, once its response has begun,
+    ends its own connection; the server and every other connection keep
+    serving.
 
     ``seed`` seeds the :class:`Timing` draws, per request (see
     :meth:`MockCall.rng`). :attr:`calls` keeps the last ``max_calls`` calls
