@@ -124,23 +124,37 @@ async def _pool(
     registry = core.services.tools
     end = len(group.calls)
     started = cursor = 0
-    while cursor < end:
-        # What is ready is committed before the next call starts (R9.14).
-        if cursor < started and group.results[cursor] is not None:
-            await _commit(core, state, group, cursor, contexts)
-            cursor += 1
-        elif started < end and group.in_flight < cap and not signal.cancel_called:
-            if started and registry.execution_mode(group.executions[started]) != "parallel":
-                end = started
-                continue
-            await _start(core, state, group, started, nursery, signal)
-            started += 1
-        elif cursor < started:
-            group.wakeup = trio.Event()
-            await group.wakeup.wait()
-        else:
-            break  # aborted: the calls never started get synthetic results
+    try:
+        while cursor < end:
+            # What is ready is committed before the next call starts (R9.14).
+            if cursor < started and group.results[cursor] is not None:
+                await _commit(core, state, group, cursor, contexts)
+                cursor += 1
+            elif started < end and group.in_flight < cap and not signal.cancel_called:
+                if started and registry.execution_mode(group.executions[started]) != "parallel":
+                    end = started
+                    continue
+                await _start(core, state, group, started, nursery, signal)
+                started += 1
+            elif cursor < started:
+                await _next_settled(group)
+            else:
+                break  # aborted: the calls never started get synthetic results
+    except Exception:
+        # R9.22, T-S6: a failure of the scheduler itself (an observer raising on an
+        # append) starts nothing more, but lets the bodies already running finish:
+        # a tool is not cut off halfway by another's bookkeeping. The turn's error
+        # path then logs what they returned.
+        while group.in_flight:
+            await _next_settled(group)
+        raise
     return end  # noqa: ASYNC910 - runs inside the group's nursery, whose exit checkpoints
+
+
+async def _next_settled(group: _Group) -> None:
+    """Wait until a running body of *group* settles."""
+    group.wakeup = trio.Event()
+    await group.wakeup.wait()
 
 
 async def _start(
