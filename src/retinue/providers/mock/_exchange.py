@@ -174,7 +174,10 @@ def _fault(call: MockCall, fault: Fault, timing: Timing, rng: random.Random) -> 
         return _body_fault(call, fault, timing, rng)
     events = render_stream(call, fault.reply)
     cut = events[: max(1, (len(events) - 1) // 2)]
-    tails = {"stream_error": stream_error_event(call.api), "malformed": b"data: {not json\n\n"}
+    tails = {
+        "stream_error": stream_error_event(call.api, len(cut)),
+        "malformed": b"data: {not json\n\n",
+    }
     if kind == "stall":
         tail: bytes | None = STALL
     else:

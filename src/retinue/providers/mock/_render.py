@@ -176,6 +176,9 @@ def _responses_output(call: MockCall, reply: MockReply) -> list[JsonObject]:
                 "name": tool.name,
             }
         )
+    if reply.finish_name == "length" and output and "status" in output[-1]:
+        # The budget ran out inside the last item: the API marks that item unfinished too.
+        output[-1] = {**output[-1], "status": "incomplete"}
     return output
 
 
@@ -213,7 +216,14 @@ def _responses_stream(call: MockCall, reply: MockReply) -> list[bytes]:
 def _responses_payloads(call: MockCall, reply: MockReply) -> list[JsonObject]:
     """The stream's events, not yet numbered."""
     final = _responses_object(call, reply)
-    started = {**final, "status": "in_progress", "output": [], "usage": None}
+    # Until the end the API cannot know the output will be cut: no incomplete_details yet.
+    started = {
+        **final,
+        "status": "in_progress",
+        "incomplete_details": None,
+        "output": [],
+        "usage": None,
+    }
     payloads: list[JsonObject] = [
         {"type": "response.created", "response": started},
         {"type": "response.in_progress", "response": started},
@@ -446,21 +456,23 @@ def error_body(api: Api, status: int, message: str | None = None) -> bytes:
     return _dumps(payload).encode()
 
 
-def stream_error_event(api: Api) -> bytes:
-    """An in-stream error event (the provider failed after sending 200)."""
+def stream_error_event(api: Api, sent: int) -> bytes:
+    """An in-stream error event (the provider failed after sending 200).
+
+    *sent* is how many events of the stream went out before it: a Responses
+    error event carries the next sequence number, as every event there does.
+    """
     if api == "messages":
         error = {"type": "overloaded_error", "message": "Overloaded", "details": None}
         return _event({"type": "error", "error": error}, "error")
     if api == "responses":
-        return _event(
-            {
-                "type": "error",
-                "code": "server_error",
-                "message": "The server had an error",
-                "param": None,
-            },
-            "error",
-        )
+        payload: JsonObject = {
+            "type": "error",
+            "code": "server_error",
+            "message": "The server had an error",
+            "param": None,
+        }
+        return _numbered([payload], sent)[0]
     return _event(
         {
             "error": {
