@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Literal, TypeAlias, final
+from typing import Any, ClassVar, Literal, TypeAlias, final, get_args
 
 import attrs
 
-from ._lossless import FrozenDict, freeze_json
+from ._lossless import FrozenDict, freeze_json, shown
 
 __all__ = [
     "ContentBlock",
@@ -23,28 +23,37 @@ __all__ = [
     "ToolCall",
     "ToolResultBlock",
     "as_content",
+    "check_str",
     "content_text",
     "new_tool_call_id",
     "snapshot_messages",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
+_ROLES: tuple[str, ...] = get_args(Role)
+_ROLE_SET = frozenset(_ROLES)
 
 
 # A block is logged and stored as it is built: a field of the wrong type would
 # be written, then refused when the session is loaded again, so it is refused here.
-def _str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def check_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: *value* must be a str (the stored format's string)."""
     if not isinstance(value, str):
         raise TypeError(_wrong(block, attribute, "a str", value))
 
 
-def _optional_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def check_optional_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: *value* must be a str or None (stored absent)."""
     if value is not None and not isinstance(value, str):
         raise TypeError(_wrong(block, attribute, "a str or None", value))
 
 
 def _wrong(block: object, attribute: attrs.Attribute[Any], expected: str, value: object) -> str:
-    return f"{type(block).__name__}.{attribute.name} must be {expected}, got {value!r}"
+    return f"{type(block).__name__}.{attribute.name} must be {expected}, got {shown(value)}"
+
+
+_str = check_str
+_optional_str = check_optional_str
 
 
 @final
@@ -184,7 +193,7 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class Message:
     """One model-visible message: a role and an immutable tuple of blocks (R1.2).
 
@@ -195,6 +204,27 @@ class Message:
 
     role: Role
     content: tuple[ContentBlock, ...]
+
+    # Written by hand, as attrs would, with the role check inline: a message is
+    # built several times a step, and a validator would add a call each time.
+    def __init__(self, role: Role, content: tuple[ContentBlock, ...]) -> None:
+        # A message prefix is logged in a request header: a role outside the
+        # Literal would be written, then refused on load. The exact type test
+        # first: an unhashable role is refused, not looked up.
+        if type(role) is not str or role not in _ROLE_SET:
+            raise _bad_role(role)
+        setattr_ = _bound_set(self)  # as attrs does
+        setattr_("role", role)
+        setattr_("content", content)
+
+
+_bound_set = object.__setattr__.__get__
+
+
+def _bad_role(role: object) -> Exception:
+    expected = "one of " + ", ".join(map(repr, _ROLES))
+    message = f"Message.role must be {expected}, got {shown(role)}"
+    return ValueError(message) if type(role) is str else TypeError(message)
 
 
 @final

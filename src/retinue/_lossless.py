@@ -11,13 +11,18 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, final
 from ._errors import InvalidJsonError
 
 __all__ = [
+    "MAX_JSON_DEPTH",
+    "SMALL_INT",
     "FrozenDict",
     "JsonValue",
+    "check_digits",
     "check_json",
     "freeze_json",
     "is_finite_number",
     "loads_frozen",
+    "shown",
     "thaw_json",
+    "writable_int",
 ]
 
 if TYPE_CHECKING:
@@ -62,12 +67,46 @@ def _where(path: str) -> str:
     return path or "the value"
 
 
+# How deeply a JSON value may nest (``{}`` and ``[]`` are one level, a scalar
+# none). Without a fixed bound, whether a value could be frozen at append and
+# whether its stored line could be decoded on load would both depend on how
+# deep the Python stack happened to be at the time (in 3.11 every frame, and
+# every level the C json codec enters, counts against the recursion limit of
+# 1000). Freezing and decoding cost about one frame per level; the runtime
+# itself sits under 80 frames deep where it freezes or loads (trio's loop, task
+# coroutines, hooks, the store, cattrs; the most measured over the test suite,
+# pytest's own frames included). 200 leaves several hundred frames to spare at
+# both ends and still holds any JSON a model or tool realistically sends.
+MAX_JSON_DEPTH = 200
+
+
+def _too_deep(path: str) -> InvalidJsonError:
+    # The path of the level past the limit is long: its start says where.
+    where = _where(path if len(path) <= 60 else path[:60] + "...")
+    return InvalidJsonError(f"{where} is nested too deeply: more than {MAX_JSON_DEPTH} levels")
+
+
+def _height(value: object) -> int:
+    """The nesting depth of a frozen *value* (at most MAX_JSON_DEPTH: it was checked).
+
+    Measured each time a FrozenDict is put inside a new value, which is rare:
+    remembering it would cost every FrozenDict a slot.
+    """
+    kind = type(value)
+    if kind is FrozenDict:
+        return 1 + max(map(_height, value.values()), default=0)  # type: ignore[attr-defined]
+    if kind is tuple:
+        return 1 + max(map(_height, value), default=0)  # type: ignore[call-overload]
+    return 0
+
+
 def freeze_json(value: object, path: str = "") -> JsonValue:
     """Validate *value* as lossless JSON and return a deep immutable copy.
 
     Lists become tuples and objects become :class:`FrozenDict`. Raises
     :class:`InvalidJsonError` naming the offending path (NaN, bytes, sets,
-    non-string keys, cycles, arbitrary objects). Never blocks.
+    non-string keys, cycles, nesting deeper than :data:`MAX_JSON_DEPTH`,
+    arbitrary objects). Never blocks.
     """
     kind = type(value)
     if value is None or (kind in _FROZEN_LEAVES and (kind is not int or _short(value))):
@@ -77,17 +116,26 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     except _NotFastError:
         pass
     try:
-        return _freeze(value, path, set())
+        return _freeze(value, path, set(), 0)
     except RecursionError:
         raise InvalidJsonError(f"{_where(path)} is nested too deeply") from None
 
 
 _FROZEN_LEAVES = frozenset({str, int, bool, FrozenDict})
+_FAST_LEAVES = frozenset({str, int, bool})
 
 # No integer of at most this many bits has more decimal digits than the
 # smallest limit ``sys.set_int_max_str_digits`` accepts, so only a longer one
 # is converted to learn whether it can be written as JSON at all.
 _SHORT_INT_BITS: int = (10**sys.int_info.str_digits_check_threshold).bit_length() - 1
+
+
+SMALL_INT: int = (1 << 30) - 1
+"""Every int from ``-SMALL_INT`` to ``SMALL_INT`` is short enough for JSON to write.
+
+A one-digit int, which the interpreter compares without a call: the cheap
+test a hot validator makes before :func:`writable_int`.
+"""
 
 
 def _short(number: Any) -> bool:
@@ -96,8 +144,26 @@ def _short(number: Any) -> bool:
     return bits <= _SHORT_INT_BITS
 
 
-def _check_digits(value: int, path: str) -> None:
-    """Refuse an integer ``str`` (and so ``json``) cannot write: too many digits."""
+def writable_int(value: int) -> bool:
+    """Whether the int *value* has few enough digits for ``str`` (and so ``json``) to write it."""
+    if value.bit_length() <= _SHORT_INT_BITS:
+        return True
+    try:
+        str(value)
+    except ValueError:
+        return False
+    return True
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, even of an int too long to convert to digits."""
+    if type(value) is int and not writable_int(value):
+        return f"an integer of {value.bit_length()} bits"
+    return repr(value)
+
+
+def check_digits(value: int, path: str) -> None:
+    """Refuse (naming *path*) an integer ``str`` (and so ``json``) cannot write: too many digits."""
     try:
         str(value)
     except ValueError:
@@ -117,11 +183,13 @@ _FAST_DEPTH = 32
 def _freeze_fast(value: object, depth: int) -> JsonValue:
     """Freeze exact builtin JSON types without building paths; ``_NotFastError`` otherwise."""
     kind = type(value)
-    if value is None or kind in _FROZEN_LEAVES:
+    if value is None or kind in _FAST_LEAVES:
         if kind is int and not _short(value):
             raise _NotFastError
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]
+        return value  # type: ignore[return-value]
+    if kind is FrozenDict and depth + _height(value) <= MAX_JSON_DEPTH:
         return value  # type: ignore[return-value]
     if depth == _FAST_DEPTH:
         raise _NotFastError
@@ -139,8 +207,13 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     raise _NotFastError
 
 
-def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
-    if value is None or isinstance(value, (bool, FrozenDict)):
+def _freeze(value: object, path: str, seen: set[int], depth: int) -> JsonValue:
+    """The checked path: *depth* is how many arrays and objects hold *value*."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, FrozenDict):
+        if depth + _height(value) > MAX_JSON_DEPTH:
+            raise _too_deep(path)
         return value
     # Subclasses (a StrEnum or IntEnum member, say) become the plain JSON value they stand for.
     if isinstance(value, str):
@@ -148,35 +221,43 @@ def _freeze(value: object, path: str, seen: set[int]) -> JsonValue:
     if isinstance(value, int):
         number = int.__int__(value)
         if number.bit_length() > _SHORT_INT_BITS:
-            _check_digits(number, path)
+            check_digits(number, path)
         return number
     if isinstance(value, float):
         if math.isfinite(value):
             return float.__float__(value)
         raise InvalidJsonError(f"{_where(path)} is a non-finite number ({value!r})")
     if isinstance(value, list | tuple):
-        marker = id(value)
-        if marker in seen:
-            raise InvalidJsonError(f"{_where(path)} contains a cycle")
-        seen.add(marker)
-        frozen = tuple(_freeze(item, f"{path}[{i}]", seen) for i, item in enumerate(value))
+        marker = _enter(value, path, seen, depth)
+        # A loop, not a generator: one frame per level, as the decoder takes.
+        frozen_items: list[JsonValue] = []
+        for i, item in enumerate(value):
+            frozen_items.append(_freeze(item, f"{path}[{i}]", seen, depth + 1))
         seen.discard(marker)
-        return frozen
+        return tuple(frozen_items)
     if isinstance(value, Mapping):
-        marker = id(value)
-        if marker in seen:
-            raise InvalidJsonError(f"{_where(path)} contains a cycle")
-        seen.add(marker)
+        marker = _enter(value, path, seen, depth)
         items: dict[str, JsonValue] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidJsonError(f"{_where(path)} has a non-string key {key!r}")
-            items[key] = _freeze(item, f"{path}.{key}" if path else key, seen)
+            items[key] = _freeze(item, f"{path}.{key}" if path else key, seen, depth + 1)
         seen.discard(marker)
         frozen_dict = FrozenDict()
         dict.update(frozen_dict, items)
         return frozen_dict
     raise InvalidJsonError(f"{_where(path)} is not JSON: {type(value).__name__}")
+
+
+def _enter(container: object, path: str, seen: set[int], depth: int) -> int:
+    """Mark *container* as being frozen; refuse a cycle or one level too many."""
+    if depth == MAX_JSON_DEPTH:
+        raise _too_deep(path)
+    marker = id(container)
+    if marker in seen:
+        raise InvalidJsonError(f"{_where(path)} contains a cycle")
+    seen.add(marker)
+    return marker
 
 
 def _frozen_object(pairs: list[tuple[str, JsonValue]]) -> FrozenDict:
@@ -214,7 +295,8 @@ def loads_frozen(text: str) -> JsonValue:
         ValueError: *text* is not JSON.
         InvalidJsonError: it is JSON but not lossless (NaN, Infinity, a number
             that overflows a float, an integer with more digits than
-            ``sys.get_int_max_str_digits()``), or nested too deeply to decode.
+            ``sys.get_int_max_str_digits()``), or nested deeper than
+            :data:`MAX_JSON_DEPTH` levels.
     """
     try:
         return _loads_frozen(text)
@@ -232,7 +314,9 @@ def loads_frozen(text: str) -> JsonValue:
 
 
 def _loads_frozen(text: str) -> JsonValue:
-    if "[" not in text:
+    # A text this short, or with no more braces, cannot nest deeper than
+    # MAX_JSON_DEPTH; any other takes freeze_json, which measures it.
+    if "[" not in text and (len(text) <= MAX_JSON_DEPTH or text.count("{") <= MAX_JSON_DEPTH):
         # The scanner alone parses a value with nothing around it (the usual tool
         # arguments); padding, extra data and errors take the decoder's full path.
         try:
@@ -244,13 +328,16 @@ def _loads_frozen(text: str) -> JsonValue:
             return frozen
         decoded: JsonValue = _decode_frozen(text)
         return decoded
-    # Arrays decode to lists, which only freeze_json turns into tuples.
+    # Arrays decode to lists, which only freeze_json turns into tuples (and it
+    # measures the depth).
     return freeze_json(_decode(text))
 
 
 def is_finite_number(value: object) -> bool:
     """Whether *value* is a JSON number that reloads as itself (a ``bool`` is not one)."""
-    return (type(value) is float or type(value) is int) and math.isfinite(value)
+    if type(value) is int:
+        return writable_int(value)
+    return type(value) is float and math.isfinite(value)
 
 
 def check_json(value: object, path: str = "") -> None:

@@ -7,9 +7,9 @@ from typing import final, overload
 
 import attrs
 
-from ._content import Message
+from ._content import Message, check_optional_str, check_str
 from ._errors import ConfigError, InvalidJsonError
-from ._lossless import FrozenDict, freeze_json, is_finite_number
+from ._lossless import FrozenDict, freeze_json, is_finite_number, shown, writable_int
 
 __all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema", "stop_tuple"]
 
@@ -50,12 +50,12 @@ def stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
 
 def _check_temperature(_instance: object, _attribute: object, value: float | None) -> None:
     if value is not None and not is_finite_number(value):
-        raise InvalidJsonError(f"temperature must be a finite number, got {value!r}")
+        raise InvalidJsonError(f"temperature must be a finite number, got {shown(value)}")
 
 
 def _check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
-    if value is not None and type(value) is not int:
-        raise InvalidJsonError(f"max_tokens must be an integer, got {value!r}")
+    if value is not None and (type(value) is not int or not writable_int(value)):
+        raise InvalidJsonError(f"max_tokens must be an integer JSON can write, got {shown(value)}")
 
 
 @final
@@ -63,8 +63,8 @@ def _check_max_tokens(_instance: object, _attribute: object, value: int | None) 
 class LlmCallConfig:
     """What model to call and how (R8.2); equality is field-wise."""
 
-    model: str
-    provider: str | None = None
+    model: str = attrs.field(validator=check_str)
+    provider: str | None = attrs.field(default=None, validator=check_optional_str)
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=stop_tuple)
@@ -75,8 +75,8 @@ class LlmCallConfig:
 class ToolSchema:
     """The part of a tool the model sees."""
 
-    name: str
-    description: str
+    name: str = attrs.field(validator=check_str)
+    description: str = attrs.field(validator=check_str)
     parameters: FrozenDict = attrs.field(converter=_freeze_schema)
 
 

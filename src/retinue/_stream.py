@@ -9,6 +9,7 @@ import attrs
 
 from ._content import ContentBlock
 from ._errors import InvalidJsonError
+from ._lossless import SMALL_INT, shown, writable_int
 
 __all__ = [
     "Aborted",
@@ -35,15 +36,18 @@ __all__ = [
 def count_validator(prefix: str = "") -> Callable[[object, attrs.Attribute[Any], object], None]:
     """An attrs validator of a non-negative exact int (``None`` where that is the default).
 
+    The int must also be short enough for JSON to write (``sys.get_int_max_str_digits()``).
     *prefix* goes before the field's name in the error, e.g. ``"usage."``.
     """
 
     def check(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if value is None and attribute.default is None:
             return
-        if type(value) is not int or value < 0:
+        # Comparisons before the call: writable_int runs only for a huge count.
+        if type(value) is not int or value < 0 or (value > SMALL_INT and not writable_int(value)):
             raise InvalidJsonError(
-                f"{prefix}{attribute.name} must be a non-negative integer, got {value!r}"
+                f"{prefix}{attribute.name} must be a non-negative integer JSON can write, "
+                f"got {shown(value)}"
             )
 
     return check

@@ -73,11 +73,17 @@ def test_a_header_delta_that_cannot_fold_is_refused_before_logging() -> None:
 
 
 def test_a_header_delta_holding_the_wrong_kind_of_value_is_refused_before_logging() -> None:
-    """R4.5, R8.5: a delta whose fold fails on a bad value is refused, typed, and not logged."""
+    """R4.5, R8.5: a delta holding a bad value is refused, typed, and never logged.
+
+    A name where a tool belongs is refused when the delta is built; a delta whose
+    fold fails (an edit keeping lines the system does not have) when it is appended.
+    """
     session = _open()
     session.append(RequestHeader(EpochHeader(LlmCallConfig("m"), "s", (TOOL,)), "initial"))
+    with pytest.raises(TypeError, match=r"ToolsDelta\.changed"):
+        ToolsDelta(changed=["t"])  # type: ignore[list-item]
     with pytest.raises(SessionError) as caught:
-        session.append(RequestHeaderDelta(tools=ToolsDelta(changed=["t"])))  # type: ignore[list-item]
+        session.append(RequestHeaderDelta(system=SystemEdit(5, 5)))
     assert caught.value.code == "CORRUPT_HEADER"
     assert len(session.events) == 2
 

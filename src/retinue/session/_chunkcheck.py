@@ -12,6 +12,7 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
 )
+from retinue._lossless import shown, writable_int
 from retinue._stream import (
     Aborted,
     BlockEnd,
@@ -43,7 +44,7 @@ CHUNK_TYPES: dict[str, type[Any]] = {
 
 # What each field of a chunk (and of the finish reason it holds) must be for its
 # stored line to load again: ``int`` is an exact int (a bool or float is refused on
-# load), ``str`` any str, ``str?`` a str or None, a tuple of classes one of those
+# load, and one too long for JSON to write), ``str`` any str, ``str?`` a str or None, a tuple of classes one of those
 # classes. A content block checks its own fields when it is built.
 _INT, _STR, _OPT_STR = "int", "str", "str?"
 _FIELD_KINDS: dict[type[Any], tuple[tuple[str, Any], ...]] = {
@@ -84,7 +85,7 @@ def _value_problem(value: object, fields: tuple[tuple[str, Any], ...], where: st
         item = getattr(value, name)
         problem = _field_problem(item, kind)
         if problem is not None:
-            return f"{where}.{name} {problem}, got {item!r}"
+            return f"{where}.{name} {problem}, got {shown(item)}"
         nested = _FIELD_KINDS.get(type(item))
         if nested is not None:
             problem = _value_problem(item, nested, f"{where}.{name}")
@@ -95,7 +96,9 @@ def _value_problem(value: object, fields: tuple[tuple[str, Any], ...], where: st
 
 def _field_problem(item: object, kind: Any) -> str | None:
     if kind is _INT:
-        return None if type(item) is int else "must be an integer (not a bool or float)"
+        if type(item) is not int:
+            return "must be an integer (not a bool or float)"
+        return None if writable_int(item) else "must be an integer JSON can write"
     if kind is _STR:
         return None if isinstance(item, str) else "must be a string"
     if kind is _OPT_STR:

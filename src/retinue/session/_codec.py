@@ -375,32 +375,48 @@ def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
 
 
 def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
+    at = "$"  # the envelope field being read, named when it is refused
     try:
         if not _ENVELOPE_KEYS.issuperset(raw):
             raise _unknown_keys(raw, _ENVELOPE_KEYS, Event)
+        at = "$.type"
         kind = _exact_str(raw["type"], None)
         cls = EVENT_TYPES.get(kind)
+        at = "$.data"
         data: EventData
         if cls is None:
             data = CustomEvent(kind, raw.get("data", {}))
         else:
-            data = converter.structure(raw["data"], cls)
+            fields = raw["data"]
+            if type(fields) is not dict:
+                raise TypeError(f"expected an object, got {fields!r:.80}")
+            data = converter.structure(fields, cls)
+        at = "$.seq"
+        seq = _exact_int(raw["seq"])
+        at = "$.time"
+        time = _exact_int(raw["time"])
+        at = "$.source_event_seqs"
         sources = raw.get("source_event_seqs")
+        if sources is not None:
+            sources = _structure_sources(sources)
+        at = "$.surface_op"
         surface = raw.get("surface_op")
+        if surface is not None:
+            surface = _structure_surface(surface, None)
         # Positional: a named tuple built from keywords takes twice as long.
-        return Event(
-            _exact_int(raw["seq"]),
-            _exact_int(raw["time"]),
-            data,
-            None if sources is None else tuple(_exact_int(s) for s in sources),
-            None if surface is None else _structure_surface(surface, None),
-        )
+        return Event(seq, time, data, sources, surface)
     except _MALFORMED as exc:
         where = raw.get("seq", "?")
         raise CorruptSessionError(
-            f"session {session_id!r}: event seq {where} is malformed: {_problem(exc)}",
+            f"session {session_id!r}: event seq {where} is malformed: {_problem(exc, at)}",
             code=UNKNOWN_FIELD if _names_unknown_field(exc) else None,
         ) from exc
+
+
+def _structure_sources(value: Any) -> tuple[int, ...]:
+    if type(value) is not list:
+        raise TypeError(f"expected a list of integers, got {value!r:.80}")
+    return tuple([_exact_int(seq) for seq in value])
 
 
 def _names_unknown_field(exc: Exception) -> bool:
@@ -417,15 +433,21 @@ _RECORD_PATHS: dict[type[Any], str] = {
 }
 
 
-def _problem(exc: Exception) -> str:
-    """What is wrong, naming the field (``... @ $.data.turn``) when cattrs knows it."""
+def _problem(exc: Exception, at: str) -> str:
+    """What is wrong, naming the field (``... @ $.data.turn``).
+
+    cattrs knows the path inside ``data``; *at* is the envelope field that was
+    being read, for an error raised outside cattrs' generated hooks.
+    """
     if isinstance(exc, ForbiddenExtraKeysError):
         return "; ".join(cattrs.transform_error(exc, path=_RECORD_PATHS.get(exc.cl, "$.data")))
     if isinstance(exc, cattrs.BaseValidationError):
         return "; ".join(cattrs.transform_error(exc, path="$.data"))
     if isinstance(exc, RecursionError):
-        return "it is nested too deeply"
-    return str(exc)
+        return f"it is nested too deeply @ {at}"
+    if isinstance(exc, KeyError):
+        return f"required field {exc.args[0]!r} missing @ {at}"
+    return f"{exc} @ {at}"
 
 
 def dump_header(header: SessionHeader) -> dict[str, Any]:

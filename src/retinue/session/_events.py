@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
-from retinue._content import ContentBlock, Message, MessageSource, as_content, snapshot_messages
+from retinue._content import (
+    USER_SOURCE,
+    ContentBlock,
+    Message,
+    MessageSource,
+    as_content,
+    check_optional_str,
+    check_str,
+    snapshot_messages,
+)
 from retinue._errors import InvalidJsonError
-from retinue._lossless import FrozenDict, JsonValue, freeze_json
+from retinue._lossless import (
+    SMALL_INT,
+    FrozenDict,
+    JsonValue,
+    check_digits,
+    freeze_json,
+    shown,
+)
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import StreamChunk, Usage, count_validator
 
@@ -52,18 +68,26 @@ def _content_field() -> tuple[ContentBlock, ...]:
     return attrs.field(converter=as_content)
 
 
+def _source_field() -> MessageSource:
+    return attrs.field(default=USER_SOURCE, validator=_exactly(MessageSource))
+
+
 def _frozen_json(value: object) -> JsonValue:
     return freeze_json(value)
 
 
 # The checks below keep every logged value its JSON type: a bool or float
 # where an integer belongs would encode as ``true``/``1.0`` (or ``True``) and
-# then not reload. Exact type checks, because ``bool`` is an ``int``.
+# then not reload, and an integer with more digits than
+# ``sys.get_int_max_str_digits()`` would not encode at all. Exact type checks,
+# because ``bool`` is an ``int``; the digit check runs only past _BOUND.
 
 
 def _integer(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not int:
         raise InvalidJsonError(f"{attribute.name} must be an integer, got {value!r}")
+    if not _NEG_BOUND <= value <= _BOUND:
+        check_digits(value, attribute.name)
 
 
 def _optional_integer(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -75,7 +99,43 @@ _count = count_validator()
 
 
 def _not_integers(kind: str, turn: object, step: object) -> InvalidJsonError:
-    return InvalidJsonError(f"{kind}: turn and step must be integers, got {turn!r}, {step!r}")
+    return InvalidJsonError(
+        f"{kind}: turn and step must be integers, got {shown(turn)}, {shown(step)}"
+    )
+
+
+def _check_long(kind: str, turn: int, step: int) -> None:
+    """Refuse a turn or step too long for JSON to write (called only past _BOUND)."""
+    check_digits(turn, f"{kind}: turn")
+    check_digits(step, f"{kind}: step")
+
+
+# The hot constructors test ``_NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND``
+# (both in range, in one chain) against one-digit ints, which the interpreter
+# compares without a call; a turn or step past them takes the real digit check.
+_BOUND = SMALL_INT
+_NEG_BOUND = -SMALL_INT
+
+
+def _exactly(kind: type[Any], *, optional: bool = False) -> Any:
+    """An attrs validator: the value is a *kind* (all final: an exact type check), or None."""
+    expected = f"a {kind.__name__}" + (" or None" if optional else "")
+
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if type(value) is not kind and not (optional and value is None):
+            raise _wrong_type(instance, attribute.name, expected, value)
+
+    return check
+
+
+def _wrong_type(instance: object, name: str, expected: str, value: object) -> TypeError:
+    # A value of the wrong kind would be written (or fail to encode), then not reload.
+    return TypeError(f"{type(instance).__name__}.{name} must be {expected}, got {shown(value)}")
+
+
+def _schemas(instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
+    if not all(type(item) is ToolSchema for item in value):
+        raise _wrong_type(instance, attribute.name, "a tuple of ToolSchema", value)
 
 
 # StepStart, StepEnd and ToolCallEvent are built several times a turn: their
@@ -115,6 +175,8 @@ class TurnTrigger:
     def __attrs_post_init__(self) -> None:
         if self.kind not in _TRIGGER_KINDS:
             raise _outside("turn trigger kind", self.kind, _TRIGGER_KINDS)
+        if type(self.source) is not MessageSource:
+            raise _wrong_type(self, "source", "a MessageSource", self.source)
 
 
 _TRIGGER_KINDS = ("message", "injection")
@@ -125,11 +187,11 @@ _TRIGGER_KINDS = ("message", "injection")
 class TurnEndReason:
     """How a turn ended (R4.12); ``kind`` is open for extension."""
 
-    kind: str
-    reason: str | None = None
+    kind: str = attrs.field(validator=check_str)
+    reason: str | None = attrs.field(default=None, validator=check_optional_str)
     step: int | None = attrs.field(default=None, validator=_optional_integer)
-    message: str | None = None
-    code: str | None = None
+    message: str | None = attrs.field(default=None, validator=check_optional_str)
+    code: str | None = attrs.field(default=None, validator=check_optional_str)
 
     @classmethod
     def completed(cls) -> TurnEndReason:
@@ -170,29 +232,61 @@ class TurnEndReason:
 _COMPLETED = TurnEndReason("completed")
 
 
+# TurnStart, TurnEnd and UserMessage are built every turn: like the step
+# events, their checks sit inline in a hand-written __init__ (a validator per
+# field would add a call each).
+
+
+def _bad_turn(turn: object) -> None:
+    """Raise for a turn that failed the inline test: not an int, or too long to write."""
+    if type(turn) is not int:
+        raise InvalidJsonError(f"turn must be an integer, got {turn!r}")
+    check_digits(turn, "turn")
+
+
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class TurnStart:
     """A turn opens."""
 
-    turn: int = attrs.field(validator=_integer)
+    turn: int
     trigger: TurnTrigger
     type: ClassVar[str] = "turn/start"
 
+    def __init__(self, turn: int, trigger: TurnTrigger) -> None:
+        if type(turn) is not int or not _NEG_BOUND <= turn <= _BOUND:
+            _bad_turn(turn)
+        if type(trigger) is not TurnTrigger:
+            raise _wrong_type(self, "trigger", "a TurnTrigger", trigger)
+        setattr_ = _bound_set(self)
+        setattr_("turn", turn)
+        setattr_("trigger", trigger)
+
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class TurnEnd:
     """A turn closes; the durable commit boundary."""
 
-    turn: int = attrs.field(validator=_integer)
+    turn: int
     reason: TurnEndReason
     type: ClassVar[str] = "turn/end"
+
+    def __init__(self, turn: int, reason: TurnEndReason) -> None:
+        if type(turn) is not int or not _NEG_BOUND <= turn <= _BOUND:
+            _bad_turn(turn)
+        if type(reason) is not TurnEndReason:
+            raise _wrong_type(self, "reason", "a TurnEndReason", reason)
+        setattr_ = _bound_set(self)
+        setattr_("turn", turn)
+        setattr_("reason", reason)
 
 
 def _turn_and_step_init(self: StepStart | StepEnd, turn: int, step: int) -> None:
     if type(turn) is not int or type(step) is not int:
         raise _not_integers(self.type, turn, step)
+    if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
+        _check_long(self.type, turn, step)
     _set(self, "turn", turn)
     _set(self, "step", step)
 
@@ -222,13 +316,24 @@ class StepEnd:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class UserMessage:
     """An allowed (possibly rewritten) prompt."""
 
-    content: tuple[ContentBlock, ...] = _content_field()
-    source: MessageSource = MessageSource()
+    content: tuple[ContentBlock, ...]
+    source: MessageSource = USER_SOURCE  # the default the loader fills in too
     type: ClassVar[str] = "user/message"
+
+    def __init__(
+        self,
+        content: str | ContentBlock | Sequence[ContentBlock],
+        source: MessageSource = USER_SOURCE,
+    ) -> None:
+        if type(source) is not MessageSource:
+            raise _wrong_type(self, "source", "a MessageSource", source)
+        setattr_ = _bound_set(self)
+        setattr_("content", as_content(content))
+        setattr_("source", source)
 
 
 @final
@@ -237,8 +342,8 @@ class PromptBlocked:
     """The original content of a vetoed prompt."""
 
     content: tuple[ContentBlock, ...] = _content_field()
-    source: MessageSource = MessageSource()
-    reason: str = ""
+    source: MessageSource = _source_field()
+    reason: str = attrs.field(default="", validator=check_str)
     type: ClassVar[str] = "prompt/blocked"
 
 
@@ -248,7 +353,7 @@ class ContextMessage:
     """Injected context (inject, additional context)."""
 
     content: tuple[ContentBlock, ...] = _content_field()
-    source: MessageSource = MessageSource()
+    source: MessageSource = _source_field()
     type: ClassVar[str] = "context/message"
 
 
@@ -259,7 +364,7 @@ class SteeringMessage:
 
     turn: int = attrs.field(validator=_integer)
     content: tuple[ContentBlock, ...] = _content_field()
-    source: MessageSource = MessageSource()
+    source: MessageSource = _source_field()
     type: ClassVar[str] = "steering/message"
 
 
@@ -293,8 +398,13 @@ class AssistantMessage:
     type: ClassVar[str] = "assistant/message"
 
     def __attrs_post_init__(self) -> None:
-        if type(self.turn) is not int or type(self.step) is not int:
-            raise _not_integers(self.type, self.turn, self.step)
+        turn, step, usage = self.turn, self.step, self.usage
+        if type(turn) is not int or type(step) is not int:
+            raise _not_integers(self.type, turn, step)
+        if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
+            _check_long(self.type, turn, step)
+        if type(usage) is not Usage and usage is not None:
+            raise _wrong_type(self, "usage", "a Usage or None", usage)
 
 
 @final
@@ -312,6 +422,8 @@ class ToolCallEvent:
     def __init__(self, turn: int, step: int, call_id: str, name: str, arguments: str) -> None:
         if type(turn) is not int or type(step) is not int:
             raise _not_integers(self.type, turn, step)
+        if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
+            _check_long(self.type, turn, step)
         if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
             raise InvalidJsonError(
                 "tool/call: call_id, name and arguments (the raw JSON text) must be strings, "
@@ -330,8 +442,8 @@ class ToolCallEvent:
 class ToolErrorInfo:
     """A coded harness error attached to a tool result."""
 
-    name: str
-    code: str
+    name: str = attrs.field(validator=check_str)
+    code: str = attrs.field(validator=check_str)
 
 
 @final
@@ -349,11 +461,18 @@ class ToolResultEvent:
     type: ClassVar[str] = "tool/result"
 
     def __attrs_post_init__(self) -> None:
-        # One check for both fields, cheaper than a validator per field.
-        if type(self.turn) is not int or type(self.step) is not int:
-            raise _not_integers(self.type, self.turn, self.step)
+        # One check for all fields, cheaper than a validator per field.
+        turn, step, error = self.turn, self.step, self.error
+        if type(turn) is not int or type(step) is not int:
+            raise _not_integers(self.type, turn, step)
+        if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
+            _check_long(self.type, turn, step)
         if type(self.is_error) is not bool:
             raise InvalidJsonError(f"tool/result: is_error must be a bool, got {self.is_error!r}")
+        if type(self.call_id) is not str:
+            raise _wrong_type(self, "call_id", "a str", self.call_id)
+        if type(error) is not ToolErrorInfo and error is not None:
+            raise _wrong_type(self, "error", "a ToolErrorInfo or None", error)
 
 
 @final
@@ -361,9 +480,11 @@ class ToolResultEvent:
 class EpochHeader:
     """The canonical request header (R8.2): empty values are absent."""
 
-    config: LlmCallConfig
-    system: str | None = attrs.field(default=None, converter=_empty_is_none)
-    tools: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple)
+    config: LlmCallConfig = attrs.field(validator=_exactly(LlmCallConfig))
+    system: str | None = attrs.field(
+        default=None, converter=_empty_is_none, validator=check_optional_str
+    )
+    tools: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple, validator=_schemas)
     message_prefix: tuple[Message, ...] = attrs.field(default=(), converter=snapshot_messages)
 
 
@@ -382,6 +503,8 @@ class RequestHeader:
     def __attrs_post_init__(self) -> None:
         if self.reason not in _HEADER_REASONS:
             raise _outside("request/header reason", self.reason, _HEADER_REASONS)
+        if type(self.header) is not EpochHeader:
+            raise _wrong_type(self, "header", "an EpochHeader", self.header)
 
 
 _HEADER_REASONS: tuple[str, ...] = get_args(HeaderReason)
@@ -402,9 +525,9 @@ class SystemEdit:
 class ToolsDelta:
     """Tool changes keyed by name: removed dropped, changed in place, added appended."""
 
-    added: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple)
-    removed: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
-    changed: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple)
+    added: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple, validator=_schemas)
+    removed: tuple[str, ...] = attrs.field(default=(), converter=_tuple, validator=_lines)
+    changed: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple, validator=_schemas)
 
 
 @final
@@ -412,9 +535,15 @@ class ToolsDelta:
 class RequestHeaderDelta:
     """An amendment of the folded header."""
 
-    system: SystemEdit | None = None
-    tools: ToolsDelta | None = None
-    config: LlmCallConfig | None = None
+    system: SystemEdit | None = attrs.field(
+        default=None, validator=_exactly(SystemEdit, optional=True)
+    )
+    tools: ToolsDelta | None = attrs.field(
+        default=None, validator=_exactly(ToolsDelta, optional=True)
+    )
+    config: LlmCallConfig | None = attrs.field(
+        default=None, validator=_exactly(LlmCallConfig, optional=True)
+    )
     message_prefix: tuple[Message, ...] | None = attrs.field(
         default=None, converter=attrs.converters.optional(snapshot_messages)
     )

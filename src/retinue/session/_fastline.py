@@ -58,9 +58,9 @@ def fast_line(event: Event) -> str | None:
         return None
     try:
         data = encode(event.data)
-    except TypeError:
-        # A field that is not a string (_esc takes only str): the general
-        # encoder takes it, and refuses a chunk the loader would refuse.
+    except (TypeError, ValueError):
+        # A field that is not a string (_esc takes only str), or an int too
+        # long to write: the general encoder takes it, and refuses it typed.
         return None
     if data is None:
         return None
