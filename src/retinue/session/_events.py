@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple, TypeAlias, final, get_args
+from collections.abc import Sequence
+from typing import ClassVar, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
@@ -19,15 +19,34 @@ from retinue._content import (
 )
 from retinue._errors import InvalidJsonError
 from retinue._lossless import (
-    SMALL_INT,
     FrozenDict,
     JsonValue,
     check_digits,
-    freeze_json,
-    shown,
 )
 from retinue._request import LlmCallConfig, ToolSchema
-from retinue._stream import StreamChunk, Usage, count_validator
+from retinue._stream import StreamChunk, Usage
+
+from ._fields import (
+    BOUND,
+    NEG_BOUND,
+    as_tuple,
+    bound_set_attribute,
+    check_long,
+    content_field,
+    count,
+    empty_is_none,
+    exactly,
+    frozen_json,
+    integer,
+    lines,
+    not_integers,
+    optional_integer,
+    outside,
+    schemas,
+    set_attribute,
+    source_field,
+    wrong_type,
+)
 
 __all__ = [
     "RESERVED_TYPES",
@@ -64,106 +83,6 @@ __all__ = [
 FORMAT_VERSION = 0
 
 
-def _content_field() -> tuple[ContentBlock, ...]:
-    return attrs.field(converter=as_content)
-
-
-def _source_field() -> MessageSource:
-    return attrs.field(default=USER_SOURCE, validator=_exactly(MessageSource))
-
-
-def _frozen_json(value: object) -> JsonValue:
-    return freeze_json(value)
-
-
-# The checks below keep every logged value its JSON type: a bool or float
-# where an integer belongs would encode as ``true``/``1.0`` (or ``True``) and
-# then not reload, and an integer with more digits than
-# ``sys.get_int_max_str_digits()`` would not encode at all. Exact type checks,
-# because ``bool`` is an ``int``; the digit check runs only past _BOUND.
-
-
-def _integer(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is not int:
-        raise InvalidJsonError(f"{attribute.name} must be an integer, got {value!r}")
-    if not _NEG_BOUND <= value <= _BOUND:
-        check_digits(value, attribute.name)
-
-
-def _optional_integer(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None:
-        _integer(instance, attribute, value)
-
-
-_count = count_validator()
-
-
-def _not_integers(kind: str, turn: object, step: object) -> InvalidJsonError:
-    return InvalidJsonError(
-        f"{kind}: turn and step must be integers, got {shown(turn)}, {shown(step)}"
-    )
-
-
-def _check_long(kind: str, turn: int, step: int) -> None:
-    """Refuse a turn or step too long for JSON to write (called only past _BOUND)."""
-    check_digits(turn, f"{kind}: turn")
-    check_digits(step, f"{kind}: step")
-
-
-# The hot constructors test ``_NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND``
-# (both in range, in one chain) against one-digit ints, which the interpreter
-# compares without a call; a turn or step past them takes the real digit check.
-_BOUND = SMALL_INT
-_NEG_BOUND = -SMALL_INT
-
-
-def _exactly(kind: type[Any], *, optional: bool = False) -> Any:
-    """An attrs validator: the value is a *kind* (all final: an exact type check), or None."""
-    expected = f"a {kind.__name__}" + (" or None" if optional else "")
-
-    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if type(value) is not kind and not (optional and value is None):
-            raise _wrong_type(instance, attribute.name, expected, value)
-
-    return check
-
-
-def _wrong_type(instance: object, name: str, expected: str, value: object) -> TypeError:
-    # A value of the wrong kind would be written (or fail to encode), then not reload.
-    return TypeError(f"{type(instance).__name__}.{name} must be {expected}, got {shown(value)}")
-
-
-def _schemas(instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
-    if not all(type(item) is ToolSchema for item in value):
-        raise _wrong_type(instance, attribute.name, "a tuple of ToolSchema", value)
-
-
-# StepStart, StepEnd and ToolCallEvent are built several times a turn: their
-# checks sit in a hand-written __init__, which costs a tenth of what an
-# __attrs_post_init__ hook adds to attrs' own.
-_set = object.__setattr__
-_bound_set = object.__setattr__.__get__
-
-
-def _outside(name: str, value: object, allowed: tuple[str, ...]) -> ValueError:
-    # Stored as written, a value outside the Literal would not reload.
-    return ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _lines(_instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
-    if not all(type(line) is str for line in value):
-        raise InvalidJsonError(f"{attribute.name} must hold only strings, got {value!r}")
-
-
-def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
-    return tuple(value)
-
-
-def _empty_is_none(value: str | None) -> str | None:
-    # The canonical header has no empty system (R8.2): it is stored absent.
-    return value or None
-
-
 @final
 @attrs.frozen
 class TurnTrigger:
@@ -174,9 +93,9 @@ class TurnTrigger:
 
     def __attrs_post_init__(self) -> None:
         if self.kind not in _TRIGGER_KINDS:
-            raise _outside("turn trigger kind", self.kind, _TRIGGER_KINDS)
+            raise outside("turn trigger kind", self.kind, _TRIGGER_KINDS)
         if type(self.source) is not MessageSource:
-            raise _wrong_type(self, "source", "a MessageSource", self.source)
+            raise wrong_type(self, "source", "a MessageSource", self.source)
 
 
 _TRIGGER_KINDS = ("message", "injection")
@@ -189,7 +108,7 @@ class TurnEndReason:
 
     kind: str = attrs.field(validator=check_str)
     reason: str | None = attrs.field(default=None, validator=check_optional_str)
-    step: int | None = attrs.field(default=None, validator=_optional_integer)
+    step: int | None = attrs.field(default=None, validator=optional_integer)
     message: str | None = attrs.field(default=None, validator=check_optional_str)
     code: str | None = attrs.field(default=None, validator=check_optional_str)
 
@@ -254,11 +173,11 @@ class TurnStart:
     type: ClassVar[str] = "turn/start"
 
     def __init__(self, turn: int, trigger: TurnTrigger) -> None:
-        if type(turn) is not int or not _NEG_BOUND <= turn <= _BOUND:
+        if type(turn) is not int or not NEG_BOUND <= turn <= BOUND:
             _bad_turn(turn)
         if type(trigger) is not TurnTrigger:
-            raise _wrong_type(self, "trigger", "a TurnTrigger", trigger)
-        setattr_ = _bound_set(self)
+            raise wrong_type(self, "trigger", "a TurnTrigger", trigger)
+        setattr_ = bound_set_attribute(self)
         setattr_("turn", turn)
         setattr_("trigger", trigger)
 
@@ -273,22 +192,22 @@ class TurnEnd:
     type: ClassVar[str] = "turn/end"
 
     def __init__(self, turn: int, reason: TurnEndReason) -> None:
-        if type(turn) is not int or not _NEG_BOUND <= turn <= _BOUND:
+        if type(turn) is not int or not NEG_BOUND <= turn <= BOUND:
             _bad_turn(turn)
         if type(reason) is not TurnEndReason:
-            raise _wrong_type(self, "reason", "a TurnEndReason", reason)
-        setattr_ = _bound_set(self)
+            raise wrong_type(self, "reason", "a TurnEndReason", reason)
+        setattr_ = bound_set_attribute(self)
         setattr_("turn", turn)
         setattr_("reason", reason)
 
 
 def _turn_and_step_init(self: StepStart | StepEnd, turn: int, step: int) -> None:
     if type(turn) is not int or type(step) is not int:
-        raise _not_integers(self.type, turn, step)
-    if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
-        _check_long(self.type, turn, step)
-    _set(self, "turn", turn)
-    _set(self, "step", step)
+        raise not_integers(self.type, turn, step)
+    if not NEG_BOUND <= turn <= BOUND >= step >= NEG_BOUND:
+        check_long(self.type, turn, step)
+    set_attribute(self, "turn", turn)
+    set_attribute(self, "step", step)
 
 
 @final
@@ -330,8 +249,8 @@ class UserMessage:
         source: MessageSource = USER_SOURCE,
     ) -> None:
         if type(source) is not MessageSource:
-            raise _wrong_type(self, "source", "a MessageSource", source)
-        setattr_ = _bound_set(self)
+            raise wrong_type(self, "source", "a MessageSource", source)
+        setattr_ = bound_set_attribute(self)
         setattr_("content", as_content(content))
         setattr_("source", source)
 
@@ -341,8 +260,8 @@ class UserMessage:
 class PromptBlocked:
     """The original content of a vetoed prompt."""
 
-    content: tuple[ContentBlock, ...] = _content_field()
-    source: MessageSource = _source_field()
+    content: tuple[ContentBlock, ...] = content_field()
+    source: MessageSource = source_field()
     reason: str = attrs.field(default="", validator=check_str)
     type: ClassVar[str] = "prompt/blocked"
 
@@ -352,8 +271,8 @@ class PromptBlocked:
 class ContextMessage:
     """Injected context (inject, additional context)."""
 
-    content: tuple[ContentBlock, ...] = _content_field()
-    source: MessageSource = _source_field()
+    content: tuple[ContentBlock, ...] = content_field()
+    source: MessageSource = source_field()
     type: ClassVar[str] = "context/message"
 
 
@@ -362,9 +281,9 @@ class ContextMessage:
 class SteeringMessage:
     """Steering delivered between steps of a turn."""
 
-    turn: int = attrs.field(validator=_integer)
-    content: tuple[ContentBlock, ...] = _content_field()
-    source: MessageSource = _source_field()
+    turn: int = attrs.field(validator=integer)
+    content: tuple[ContentBlock, ...] = content_field()
+    source: MessageSource = source_field()
     type: ClassVar[str] = "steering/message"
 
 
@@ -393,18 +312,18 @@ class AssistantMessage:
 
     turn: int
     step: int
-    content: tuple[ContentBlock, ...] = _content_field()
+    content: tuple[ContentBlock, ...] = content_field()
     usage: Usage | None = None
     type: ClassVar[str] = "assistant/message"
 
     def __attrs_post_init__(self) -> None:
         turn, step, usage = self.turn, self.step, self.usage
         if type(turn) is not int or type(step) is not int:
-            raise _not_integers(self.type, turn, step)
-        if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
-            _check_long(self.type, turn, step)
+            raise not_integers(self.type, turn, step)
+        if not NEG_BOUND <= turn <= BOUND >= step >= NEG_BOUND:
+            check_long(self.type, turn, step)
         if type(usage) is not Usage and usage is not None:
-            raise _wrong_type(self, "usage", "a Usage or None", usage)
+            raise wrong_type(self, "usage", "a Usage or None", usage)
 
 
 @final
@@ -421,15 +340,15 @@ class ToolCallEvent:
 
     def __init__(self, turn: int, step: int, call_id: str, name: str, arguments: str) -> None:
         if type(turn) is not int or type(step) is not int:
-            raise _not_integers(self.type, turn, step)
-        if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
-            _check_long(self.type, turn, step)
+            raise not_integers(self.type, turn, step)
+        if not NEG_BOUND <= turn <= BOUND >= step >= NEG_BOUND:
+            check_long(self.type, turn, step)
         if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
             raise InvalidJsonError(
                 "tool/call: call_id, name and arguments (the raw JSON text) must be strings, "
                 f"got {call_id!r}, {name!r}, {arguments!r}"
             )
-        setattr_ = _bound_set(self)  # bound once for five fields, as attrs does
+        setattr_ = bound_set_attribute(self)  # bound once for five fields, as attrs does
         setattr_("turn", turn)
         setattr_("step", step)
         setattr_("call_id", call_id)
@@ -454,25 +373,25 @@ class ToolResultEvent:
     turn: int
     step: int
     call_id: str
-    content: tuple[ContentBlock, ...] = _content_field()
+    content: tuple[ContentBlock, ...] = content_field()
     is_error: bool = False
     error: ToolErrorInfo | None = None
-    meta: JsonValue = attrs.field(default=None, converter=_frozen_json)
+    meta: JsonValue = attrs.field(default=None, converter=frozen_json)
     type: ClassVar[str] = "tool/result"
 
     def __attrs_post_init__(self) -> None:
         # One check for all fields, cheaper than a validator per field.
         turn, step, error = self.turn, self.step, self.error
         if type(turn) is not int or type(step) is not int:
-            raise _not_integers(self.type, turn, step)
-        if not _NEG_BOUND <= turn <= _BOUND >= step >= _NEG_BOUND:
-            _check_long(self.type, turn, step)
+            raise not_integers(self.type, turn, step)
+        if not NEG_BOUND <= turn <= BOUND >= step >= NEG_BOUND:
+            check_long(self.type, turn, step)
         if type(self.is_error) is not bool:
             raise InvalidJsonError(f"tool/result: is_error must be a bool, got {self.is_error!r}")
         if type(self.call_id) is not str:
-            raise _wrong_type(self, "call_id", "a str", self.call_id)
+            raise wrong_type(self, "call_id", "a str", self.call_id)
         if type(error) is not ToolErrorInfo and error is not None:
-            raise _wrong_type(self, "error", "a ToolErrorInfo or None", error)
+            raise wrong_type(self, "error", "a ToolErrorInfo or None", error)
 
 
 @final
@@ -480,11 +399,11 @@ class ToolResultEvent:
 class EpochHeader:
     """The canonical request header (R8.2): empty values are absent."""
 
-    config: LlmCallConfig = attrs.field(validator=_exactly(LlmCallConfig))
+    config: LlmCallConfig = attrs.field(validator=exactly(LlmCallConfig))
     system: str | None = attrs.field(
-        default=None, converter=_empty_is_none, validator=check_optional_str
+        default=None, converter=empty_is_none, validator=check_optional_str
     )
-    tools: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple, validator=_schemas)
+    tools: tuple[ToolSchema, ...] = attrs.field(default=(), converter=as_tuple, validator=schemas)
     message_prefix: tuple[Message, ...] = attrs.field(default=(), converter=snapshot_messages)
 
 
@@ -502,9 +421,9 @@ class RequestHeader:
 
     def __attrs_post_init__(self) -> None:
         if self.reason not in _HEADER_REASONS:
-            raise _outside("request/header reason", self.reason, _HEADER_REASONS)
+            raise outside("request/header reason", self.reason, _HEADER_REASONS)
         if type(self.header) is not EpochHeader:
-            raise _wrong_type(self, "header", "an EpochHeader", self.header)
+            raise wrong_type(self, "header", "an EpochHeader", self.header)
 
 
 _HEADER_REASONS: tuple[str, ...] = get_args(HeaderReason)
@@ -515,9 +434,9 @@ _HEADER_REASONS: tuple[str, ...] = get_args(HeaderReason)
 class SystemEdit:
     """A line edit of the system prompt: keep a prefix and suffix, insert lines between."""
 
-    keep_start: int = attrs.field(validator=_count)
-    keep_end: int = attrs.field(validator=_count)
-    insert: tuple[str, ...] = attrs.field(default=(), converter=_tuple, validator=_lines)
+    keep_start: int = attrs.field(validator=count)
+    keep_end: int = attrs.field(validator=count)
+    insert: tuple[str, ...] = attrs.field(default=(), converter=as_tuple, validator=lines)
 
 
 @final
@@ -525,9 +444,9 @@ class SystemEdit:
 class ToolsDelta:
     """Tool changes keyed by name: removed dropped, changed in place, added appended."""
 
-    added: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple, validator=_schemas)
-    removed: tuple[str, ...] = attrs.field(default=(), converter=_tuple, validator=_lines)
-    changed: tuple[ToolSchema, ...] = attrs.field(default=(), converter=_tuple, validator=_schemas)
+    added: tuple[ToolSchema, ...] = attrs.field(default=(), converter=as_tuple, validator=schemas)
+    removed: tuple[str, ...] = attrs.field(default=(), converter=as_tuple, validator=lines)
+    changed: tuple[ToolSchema, ...] = attrs.field(default=(), converter=as_tuple, validator=schemas)
 
 
 @final
@@ -536,13 +455,13 @@ class RequestHeaderDelta:
     """An amendment of the folded header."""
 
     system: SystemEdit | None = attrs.field(
-        default=None, validator=_exactly(SystemEdit, optional=True)
+        default=None, validator=exactly(SystemEdit, optional=True)
     )
     tools: ToolsDelta | None = attrs.field(
-        default=None, validator=_exactly(ToolsDelta, optional=True)
+        default=None, validator=exactly(ToolsDelta, optional=True)
     )
     config: LlmCallConfig | None = attrs.field(
-        default=None, validator=_exactly(LlmCallConfig, optional=True)
+        default=None, validator=exactly(LlmCallConfig, optional=True)
     )
     message_prefix: tuple[Message, ...] | None = attrs.field(
         default=None, converter=attrs.converters.optional(snapshot_messages)
@@ -561,7 +480,7 @@ class CustomEvent:
     """
 
     type: str = attrs.field(validator=lambda _event, _field, value: _check_custom_type(value))
-    data: JsonValue = attrs.field(factory=FrozenDict, converter=_frozen_json)
+    data: JsonValue = attrs.field(factory=FrozenDict, converter=frozen_json)
 
 
 def _check_custom_type(value: object) -> None:
@@ -602,8 +521,8 @@ SURFACE_TYPES = frozenset(
 class Replace:
     """Surface op: replace the surface nodes from ``start`` through ``end`` with this event."""
 
-    start: int = attrs.field(validator=_integer)
-    end: int = attrs.field(validator=_integer)
+    start: int = attrs.field(validator=integer)
+    end: int = attrs.field(validator=integer)
 
 
 SurfaceOp: TypeAlias = Literal["append"] | Replace
