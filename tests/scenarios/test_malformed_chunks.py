@@ -36,7 +36,7 @@ class BadIndexModel:
         yield Finish(STOP)
 
 
-@pytest.mark.parametrize("index", [True, 0.0])
+@pytest.mark.parametrize("index", [True, 0.0, 10**5000], ids=["bool", "float", "too-long-int"])
 async def test_malformed_chunk_ends_the_turn_in_error_and_the_log_stays_loadable(
     autojump_clock: trio.testing.MockClock, index: object
 ) -> None:

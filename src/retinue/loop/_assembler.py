@@ -9,6 +9,7 @@ import attrs
 
 from retinue._content import ContentBlock, Message, Reasoning, Text, ToolCall
 from retinue._errors import ModelError
+from retinue._lossless import SMALL_INT
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,
@@ -137,7 +138,7 @@ class BlockAssembler:
         """
         self._chunks += 1
         # ``is``, not ``==``: the open index is an int checked by _text_delta, and
-        # True or 0.0 equal to it is not it. A large int fails too, and is checked there.
+        # True or 0.0 equal to it is not it; an int too long to write never opens a block there.
         if (
             type(chunk) is TextDelta
             and chunk.index is self._text_index
@@ -151,7 +152,10 @@ class BlockAssembler:
         handler(self, chunk)
 
     def _text_delta(self, chunk: TextDelta) -> None:
-        if type(chunk.index) is not int or type(chunk.text) is not str:
+        if (
+            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
+            or type(chunk.text) is not str
+        ):
             _check(chunk)
         partial = self._open(chunk.index, TEXT, chunk)
         if partial is not None:
@@ -159,7 +163,10 @@ class BlockAssembler:
             self._text_index, self._text_parts = chunk.index, partial.parts
 
     def _block_start(self, chunk: BlockStart) -> None:
-        if type(chunk.index) is not int or type(chunk.block_type) is not str:
+        if (
+            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
+            or type(chunk.block_type) is not str
+        ):
             _check(chunk)
         if chunk.index not in self._blocks:
             self._blocks[chunk.index] = _Partial(chunk.index, chunk.block_type)
@@ -198,7 +205,7 @@ class BlockAssembler:
 
     def _reasoning_delta(self, chunk: ReasoningDelta) -> None:
         if (
-            type(chunk.index) is not int
+            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
             or type(chunk.text) is not str
             or chunk.signature is not None
         ):
@@ -215,7 +222,7 @@ class BlockAssembler:
     def _tool_call_delta(self, chunk: ToolCallDelta) -> None:
         call_id, name = chunk.id, chunk.name
         if (
-            type(chunk.index) is not int
+            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
             or type(chunk.arguments_delta) is not str
             or (call_id is not None and type(call_id) is not str)
             or (name is not None and type(name) is not str)
@@ -232,7 +239,7 @@ class BlockAssembler:
 
     def _close(self, chunk: BlockEnd) -> None:
         block = chunk.block
-        if type(chunk.index) is not int or not (
+        if not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT) or not (
             (type(block) is Text and type(block.text) is str)
             or (
                 type(block) is ToolCall
