@@ -42,7 +42,7 @@ class StepCalls:
     started: set[str] = attrs.field(factory=set)
     answered: set[str] = attrs.field(factory=set)
     settled: dict[str, tuple[PreparedCall, ToolExecutionResult]] = attrs.field(factory=dict)
-    """Calls whose body finished, with its result, whether committed yet or not."""
+    """Calls with their outcome (a body that finished, or a pre-execute denial), committed or not."""
 
 
 @attrs.define(eq=False, slots=True)

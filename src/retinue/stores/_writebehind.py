@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -49,7 +49,6 @@ class BufferedStore:
         self._open_lock = trio.Lock()
         self._opened = False
         self._closed = False
-        self._session_locks: dict[str, trio.Lock] = {}
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._stack: contextlib.AsyncExitStack | None = None
@@ -363,17 +362,16 @@ class BufferedStore:
 
     async def _load_reserved(self, session_id: str) -> Session:
         what = f"session {session_id!r}"
-        async with self._session_lock(session_id):
-            await self._call(self._backend.claim, what, session_id)
-            try:
-                recovered = await self._call(self._recover, what, session_id)
-                if recovered.needs_write:
-                    await self._write_repair(session_id, recovered)
-            except BaseException:
-                with trio.CancelScope(shield=True):
-                    await self._call(self._backend.release, what, session_id)
-                raise
-            return recovered.session
+        await self._call(self._backend.claim, what, session_id)
+        try:
+            recovered = await self._call(self._recover, what, session_id)
+            if recovered.needs_write:
+                await self._write_repair(session_id, recovered)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._call(self._backend.release, what, session_id)
+            raise
+        return recovered.session
 
     async def inspect(self, session_id: str) -> Session:
         """Read a stored session without repairing or claiming it (its torn tail left out).
@@ -455,16 +453,6 @@ class BufferedStore:
         )
 
     # -- plumbing -------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
-        lock = self._session_locks.setdefault(session_id, trio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and not lock.statistics().tasks_waiting:
-                self._session_locks.pop(session_id, None)
 
     def _call(self, fn: Callable[..., T], what: str, *args: object) -> Awaitable[T]:
         return call_backend(self._backend, fn, what, *args)
