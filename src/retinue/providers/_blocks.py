@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Container, Hashable, Sequence
 from typing import final
@@ -86,6 +87,9 @@ def arguments_object(arguments: str) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
+# Every request replays every earlier call of the session: each one is parsed once,
+# not once per step (the strings are the log's own, so the cache holds no copies).
+@functools.lru_cache(maxsize=4096)
 def replay_arguments(arguments: str) -> str:
     """A call's arguments as the OpenAI APIs get them back: the text, if it is a JSON object.
 
