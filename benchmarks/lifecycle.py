@@ -17,16 +17,18 @@ Run: ``python -m benchmarks.lifecycle [N ...]`` (default 1000 10000).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import sys
-import time
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import trio
 
 import retinue
 from retinue.testing import Reply, ScriptedModel
 
-from ._common import GcTimer, emit
+from ._common import GcTimer, Window, emit
 
 _PHASES = ("create", "turn", "dispose")
 
@@ -35,25 +37,21 @@ def _ignore(*_args: object) -> None:
     """A listener that does nothing: the bus's bookkeeping is what is measured."""
 
 
-class _Phase:
+class _Phase(NamedTuple):
     """CPU seconds of one phase, and the GC's share of them."""
 
-    def __init__(self) -> None:
-        self.cpu_s = 0.0
-        self.gc = GcTimer()
+    window: Window
+    gc: GcTimer
 
-    def __enter__(self) -> None:
-        self.gc.__enter__()
-        self.cpu_s = time.process_time()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.cpu_s = time.process_time() - self.cpu_s
-        self.gc.__exit__()
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        with self.gc, self.window:
+            yield
 
 
 async def _lifecycle(agents: int) -> dict[str, _Phase]:
     model = ScriptedModel([Reply("done")], repeat_last=True, keep_requests=0)
-    phases = {phase: _Phase() for phase in _PHASES}
+    phases = {phase: _Phase(Window(), GcTimer()) for phase in _PHASES}
     async with retinue.open_runtime(models=model) as rt:
 
         def scoped_hooks(agent: retinue.Agent) -> None:
@@ -61,7 +59,7 @@ async def _lifecycle(agents: int) -> dict[str, _Phase]:
             rt.hooks.on("agent/status", _ignore, agent=agent)
 
         options = retinue.AgentOptions(model="scripted")
-        with phases["create"]:
+        with phases["create"].timed():
             handles = [
                 await rt.create_agent(f"agent-{k}", options, setup=scoped_hooks)
                 for k in range(agents)
@@ -71,12 +69,12 @@ async def _lifecycle(agents: int) -> dict[str, _Phase]:
             result = await agent.ask("hello")
             assert result.reason.kind == "completed", result
 
-        with phases["turn"]:
+        with phases["turn"].timed():
             async with trio.open_nursery() as nursery:
                 for agent in handles:
                     nursery.start_soon(ask, agent)
 
-        with phases["dispose"]:
+        with phases["dispose"].timed():
             for agent in handles:
                 await agent.dispose()
         assert not rt.agents, "every agent was disposed"
@@ -89,10 +87,10 @@ def measure(agents: int) -> dict[str, object]:
     phases = trio.run(_lifecycle, agents)
     record: dict[str, object] = {"benchmark": "lifecycle", "agents": agents}
     for name, phase in phases.items():
-        record[f"{name}_cpu_us_per_agent"] = round(phase.cpu_s / agents * 1e6, 1)
+        record[f"{name}_cpu_us_per_agent"] = round(phase.window.cpu_s / agents * 1e6, 1)
         record[f"{name}_gc_us_per_agent"] = round(phase.gc.seconds / agents * 1e6, 1)
         record[f"{name}_without_gc_us_per_agent"] = round(
-            (phase.cpu_s - phase.gc.seconds) / agents * 1e6, 1
+            (phase.window.cpu_s - phase.gc.seconds) / agents * 1e6, 1
         )
     return record
 
