@@ -20,6 +20,7 @@ import logging
 import os
 import tomllib
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import final
 
@@ -441,16 +442,16 @@ def _check_labels(config: LoopConfig, overrides: object) -> None:
             f"invalid identity overrides: expected a mapping of label to Identity, got "
             f"{_shown(overrides)}"
         )
-    labels = {entry.id for entry in config.agents}
+    labels = Counter(entry.id for entry in config.agents)
     # Shown by repr: a key that is no string is unknown too, and must not be
     # mistaken for the label its text spells.
     unknown = sorted(_shown(label) for label in overrides if label not in labels)
     if unknown:
         raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
     for label in overrides:
-        shared = [index for index, entry in enumerate(config.agents) if entry.id == label]
-        if len(shared) > 1:
+        if labels[label] > 1:
             # Every entry of a label gets its override: one session id cannot be several agents.
+            shared = [index for index, entry in enumerate(config.agents) if entry.id == label]
             where = " and ".join(f"agents[{index}]" for index in shared)
             raise ConfigError(
                 f"identity override for label {label!r} is ambiguous: {where} share that label, "

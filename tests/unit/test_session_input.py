@@ -72,22 +72,6 @@ def test_a_header_delta_that_cannot_fold_is_refused_before_logging() -> None:
     assert _reloaded(session).current_header == header
 
 
-def test_a_header_delta_holding_the_wrong_kind_of_value_is_refused_before_logging() -> None:
-    """R4.5, R8.5: a delta holding a bad value is refused, typed, and never logged.
-
-    A name where a tool belongs is refused when the delta is built; a delta whose
-    fold fails (an edit keeping lines the system does not have) when it is appended.
-    """
-    session = _open()
-    session.append(RequestHeader(EpochHeader(LlmCallConfig("m"), "s", (TOOL,)), "initial"))
-    with pytest.raises(TypeError, match=r"ToolsDelta\.changed"):
-        ToolsDelta(changed=["t"])  # type: ignore[list-item]
-    with pytest.raises(SessionError) as caught:
-        session.append(RequestHeaderDelta(system=SystemEdit(5, 5)))
-    assert caught.value.code == "CORRUPT_HEADER"
-    assert len(session.events) == 2
-
-
 @pytest.mark.parametrize(
     ("keep_start", "keep_end"), [(1.0, 0), (True, 0), (0, -1), (0, "1")], ids=repr
 )

@@ -115,6 +115,7 @@ WRONG_TYPES: dict[str, tuple[Callable[[], object], str]] = {
     "header tools": (lambda: EpochHeader(CONFIG, None, ("t",)), r"EpochHeader\.tools"),  # type: ignore[arg-type]
     "request header": (lambda: RequestHeader(CONFIG, "initial"), r"RequestHeader\.header"),  # type: ignore[arg-type]
     "delta added": (lambda: ToolsDelta(added=("t",)), r"ToolsDelta\.added"),  # type: ignore[arg-type]
+    "delta changed": (lambda: ToolsDelta(changed=["t"]), r"ToolsDelta\.changed"),  # type: ignore[list-item]
     "delta config": (lambda: RequestHeaderDelta(config="m"), r"RequestHeaderDelta\.config"),  # type: ignore[arg-type]
     "delta system": (lambda: RequestHeaderDelta(system="x"), r"RequestHeaderDelta\.system"),  # type: ignore[arg-type]
 }
