@@ -23,10 +23,12 @@ __all__ = [
     "ToolCall",
     "ToolResultBlock",
     "as_content",
+    "check_optional_str",
     "check_str",
     "content_text",
     "new_tool_call_id",
     "snapshot_messages",
+    "wrong_type",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
@@ -39,21 +41,18 @@ _ROLE_SET = frozenset(_ROLES)
 def check_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """An attrs validator: *value* must be a str (the stored format's string)."""
     if not isinstance(value, str):
-        raise TypeError(_wrong(block, attribute, "a str", value))
+        raise wrong_type(block, attribute.name, "a str", value)
 
 
 def check_optional_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """An attrs validator: *value* must be a str or None (stored absent)."""
     if value is not None and not isinstance(value, str):
-        raise TypeError(_wrong(block, attribute, "a str or None", value))
+        raise wrong_type(block, attribute.name, "a str or None", value)
 
 
-def _wrong(block: object, attribute: attrs.Attribute[Any], expected: str, value: object) -> str:
-    return f"{type(block).__name__}.{attribute.name} must be {expected}, got {shown(value)}"
-
-
-_str = check_str
-_optional_str = check_optional_str
+def wrong_type(instance: object, name: str, expected: str, value: object) -> TypeError:
+    """The error for a field of the wrong type: it would be written, then not reload."""
+    return TypeError(f"{type(instance).__name__}.{name} must be {expected}, got {shown(value)}")
 
 
 @final
@@ -61,7 +60,7 @@ _optional_str = check_optional_str
 class Text:
     """A text block."""
 
-    text: str = attrs.field(validator=_str)
+    text: str = attrs.field(validator=check_str)
     type: ClassVar[str] = "text"
 
 
@@ -70,8 +69,8 @@ class Text:
 class Reasoning:
     """Model reasoning ("thinking"); ``signature`` is the provider's integrity token."""
 
-    text: str = attrs.field(validator=_str)
-    signature: str | None = attrs.field(default=None, validator=_optional_str)
+    text: str = attrs.field(validator=check_str)
+    signature: str | None = attrs.field(default=None, validator=check_optional_str)
     type: ClassVar[str] = "reasoning"
 
 
@@ -80,7 +79,7 @@ class Reasoning:
 class RedactedReasoning:
     """Reasoning the provider returned encrypted; replayed verbatim."""
 
-    data: str = attrs.field(validator=_str)
+    data: str = attrs.field(validator=check_str)
     type: ClassVar[str] = "redacted-reasoning"
 
 
@@ -89,9 +88,9 @@ class RedactedReasoning:
 class ToolCall:
     """A tool call; ``arguments`` is the raw JSON text exactly as the model produced it."""
 
-    id: str = attrs.field(validator=_str)
-    name: str = attrs.field(validator=_str)
-    arguments: str = attrs.field(validator=_str)
+    id: str = attrs.field(validator=check_str)
+    name: str = attrs.field(validator=check_str)
+    arguments: str = attrs.field(validator=check_str)
     type: ClassVar[str] = "tool-call"
 
 
@@ -107,12 +106,12 @@ def new_tool_call_id() -> str:
 
 def _blocks(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not tuple or not all(type(item) in _BLOCK_TYPE_SET for item in value):
-        raise TypeError(_wrong(block, attribute, "a tuple of content blocks", value))
+        raise wrong_type(block, attribute.name, "a tuple of content blocks", value)
 
 
 def _bool(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not bool:
-        raise TypeError(_wrong(block, attribute, "a bool", value))
+        raise wrong_type(block, attribute.name, "a bool", value)
 
 
 @final
@@ -120,7 +119,7 @@ def _bool(block: object, attribute: attrs.Attribute[Any], value: object) -> None
 class ToolResultBlock:
     """The result of one tool call, as it appears in model-visible history."""
 
-    tool_call_id: str = attrs.field(validator=_str)
+    tool_call_id: str = attrs.field(validator=check_str)
     content: tuple[ContentBlock, ...] = attrs.field(validator=_blocks)
     is_error: bool = attrs.field(default=False, validator=_bool)
     type: ClassVar[str] = "tool-result"

@@ -164,12 +164,10 @@ def shown(value: object) -> str:
 
 def check_digits(value: int, path: str) -> None:
     """Refuse (naming *path*) an integer ``str`` (and so ``json``) cannot write: too many digits."""
-    try:
-        str(value)
-    except ValueError:
+    if not writable_int(value):
         raise InvalidJsonError(
             f"{_where(path)} is an integer of more than {sys.get_int_max_str_digits()} digits"
-        ) from None
+        )
 
 
 class _NotFastError(Exception):

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from retinue._content import USER_SOURCE, ContentBlock, MessageSource, as_content
+from retinue._content import USER_SOURCE, ContentBlock, MessageSource, as_content, wrong_type
 from retinue._errors import InvalidJsonError
 from retinue._lossless import SMALL_INT, JsonValue, check_digits, freeze_json, shown
 from retinue._request import ToolSchema
@@ -98,11 +98,6 @@ def exactly(kind: type[Any], *, optional: bool = False) -> Any:
             raise wrong_type(instance, attribute.name, expected, value)
 
     return check
-
-
-def wrong_type(instance: object, name: str, expected: str, value: object) -> TypeError:
-    # A value of the wrong kind would be written (or fail to encode), then not reload.
-    return TypeError(f"{type(instance).__name__}.{name} must be {expected}, got {shown(value)}")
 
 
 def schemas(instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
