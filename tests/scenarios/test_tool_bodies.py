@@ -80,6 +80,37 @@ async def test_a_sync_tool_calls_its_agent_on_the_trio_thread() -> None:
 
 
 @pytest.mark.timeout(20)
+async def test_a_sync_tool_appends_to_its_session_on_the_trio_thread() -> None:
+    """R9.7: ``ctx.agent.session`` seen from a sync body is wrapped like the handle: an
+    append through it, and the observers it wakes, run on the trio thread, not the worker.
+    """
+    observer_threads: set[int] = set()
+
+    @retinue.tool
+    def record(ctx: ToolContext) -> str:
+        """Record a note in the session."""
+        session = ctx.agent.session  # type: ignore[attr-defined]
+        event = session.append_custom("note/recorded", {"by": "record"})
+        return f"recorded at {event.seq} of {session.id}"
+
+    model = ScriptedModel([CallTools([ToolCallSpec("record", "{}", id="r1")]), Reply("ok")])
+    with trio.fail_after(10):
+        async with retinue.open_runtime(models=model, tools=[record]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            rt.hooks.on(
+                "session/event",
+                lambda *_: observer_threads.add(threading.get_ident()),
+                agent=agent,
+            )
+            result = await agent.ask("go")
+            (note,) = of_type(agent.session.events, "note/recorded")
+            (tool_result,) = of_type(agent.session.events, "tool/result")
+    assert result.reason.kind == "completed"
+    assert content_text(tool_result.data.content) == f"recorded at {note.seq} of {agent.id}"  # type: ignore[union-attr]
+    assert observer_threads == {threading.get_ident()}
+
+
+@pytest.mark.timeout(20)
 @pytest.mark.parametrize("verb", ["ask", "wait_idle", "dispose"])
 async def test_a_sync_tool_cannot_call_its_agents_async_verbs(verb: str) -> None:
     """R9.7: an async verb of the agent from a sync body raises TypeError saying to make the
