@@ -59,11 +59,21 @@ class Subscription:
         self._buffer = buffer
         self._waiting = trio.lowlevel.ParkingLot()
         self._forget = forget
-        self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self)
+        self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self._notice)
 
     def end(self) -> None:
         """No more events will come: iteration ends after those logged (agent torn down)."""
         self._stop_at(len(self._log))
+
+    def _notice(self, event: Event) -> None:
+        """Called by every append while the feed observes; never raises into it."""
+        if self._end is None:
+            if event.seq - self._cursor >= self._buffer:
+                # The feed has a gap from here on: deliver what came before it, then raise.
+                self._overflow = True
+                self._stop_at(event.seq)
+            elif self._waiting:
+                self._waiting.unpark_all()
 
     def __aiter__(self) -> Subscription:
         return self
@@ -114,28 +124,22 @@ class Subscription:
         await trio.lowlevel.checkpoint()
 
 
-def _observe_weakly(session: Session, feed: Subscription) -> Callable[[], None]:
-    """Observe *session* for *feed* without keeping *feed* alive; returns the unsubscriber.
+def _observe_weakly(session: Session, notice: Callable[[Event], None]) -> Callable[[], None]:
+    """Observe *session* with a feed's bound *notice* without keeping the feed alive.
 
     A task iterating the feed keeps it alive through its frame. Once the feed is
     collected, its observer leaves at the next append: the session notifies from
     a snapshot of its observers, so the others still get that event, in order.
+    Returns the unsubscriber.
     """
-    feed_ref = weakref.ref(feed)
+    notice_ref = weakref.WeakMethod(notice)
 
     def push(event: Event) -> None:
-        # Called by every append while observing; never raises into it. The feed's
-        # own reaction is inlined: this runs per event for every live feed.
-        live = feed_ref()
+        live = notice_ref()
         if live is None:
             unsubscribe()
-        elif live._end is None:
-            if event.seq - live._cursor >= live._buffer:
-                # The feed has a gap from here on: deliver what came before it, then raise.
-                live._overflow = True
-                live._stop_at(event.seq)
-            elif live._waiting:
-                live._waiting.unpark_all()
+        else:
+            live(event)
 
     unsubscribe = session.observe(push)
     return unsubscribe
