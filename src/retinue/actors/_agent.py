@@ -15,7 +15,6 @@ from retinue._errors import AgentError, RetinueError
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
 from retinue.loop._core import driving_agent
-from retinue.loop._driver import background_flush
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -219,7 +218,7 @@ class Agent:
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
             await _wait_for_turn(core)
         if not core.disposed:
-            flushed = background_flush(core)
+            flushed = core.flush_rounds.waiter(requested=core.flush_wanted.is_set())
             if flushed is not None:
                 # From the agent's own flusher (a session/flush listener) this is refused.
                 caller = _caller_that_may_wait(core, "wait_idle")

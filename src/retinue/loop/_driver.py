@@ -13,7 +13,7 @@ from retinue.session import TurnEndReason
 from ._core import AgentCore, TurnResult, settle
 from ._turn import flush, run_turn
 
-__all__ = ["background_flush", "run_flusher", "run_loop"]
+__all__ = ["run_flusher", "run_loop"]
 
 log = logging.getLogger("retinue.loop")
 
@@ -124,43 +124,21 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice
 
 
-def background_flush(core: AgentCore) -> trio.Event | None:
-    """An event set once the background flush requested or running now has ended.
-
-    None when there is none, or when *core*'s flusher has stopped and none will
-    run. A failed or timed-out flush ends too: it is reported, never retried here.
-    """
-    flushes = core.flush_rounds
-    if flushes.ended:
-        return None
-    if core.flush_wanted.is_set():
-        # The request is served by the next round, whatever is in flight now.
-        if flushes.next is None:
-            flushes.next = trio.Event()
-        return flushes.next
-    return flushes.in_flight
-
-
 async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
     """Flush after idle injections (R2.21) until *stop* is set; a child of the agent.
 
     Set *stop*, then ``core.flush_wanted``, to end it once its flush in flight is done.
     However it ends, every ``wait_idle`` waiting on one of its flushes is released.
     """
-    flushes = core.flush_rounds
+    rounds = core.flush_rounds
     try:
         while True:
             await core.flush_wanted.wait()
             core.flush_wanted = trio.Event()
             if stop.is_set():
                 return
-            done = trio.Event() if flushes.next is None else flushes.next
-            flushes.in_flight, flushes.next = done, None
+            rounds.begin()
             await flush(core, core.session.last_turn, 0)
-            flushes.in_flight = None
-            done.set()
+            rounds.end_round()
     finally:
-        flushes.ended = True
-        for waited in (flushes.in_flight, flushes.next):
-            if waited is not None:
-                waited.set()
+        rounds.stop()
