@@ -17,16 +17,16 @@ capped by the ``max_pause`` a request was admitted with, held on its ticket
 from __future__ import annotations
 
 import math
-import time
-from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, final
+from typing import final
 
 import attrs
 import trio
 
-from ._ratelimits import parse_rate_limits
+from retinue._checks import finite_number_error
+
+from ._lanes import AdmissionLimits, Charge, Lane, LaneKey, LaneStatistics, Waiter
 
 __all__ = [
     "AdmissionController",
@@ -35,66 +35,6 @@ __all__ = [
     "AdmissionTicket",
     "LaneStatistics",
 ]
-
-LaneKey = tuple[str | None, str]
-
-
-def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    # A zero limit admits nothing, ever: refused here rather than hanging every request.
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"AdmissionLimits.{attribute.name} must be a number, not {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(
-            f"AdmissionLimits.{attribute.name} must be positive and finite, not {value!r}"
-        )
-
-
-@final
-@attrs.frozen
-class AdmissionLimits:
-    """Limits for one ``(provider, model)``; ``None`` means unlimited.
-
-    Raises:
-        ValueError: a limit or the window is not positive and finite.
-    """
-
-    max_concurrent: int | None = attrs.field(default=None, validator=_positive_finite)
-    """Requests in flight at once."""
-    requests_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
-    """Requests admitted in any ``window`` seconds."""
-    tokens_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
-    """Tokens (estimated, then corrected by usage) admitted in any ``window`` seconds."""
-    window: float = attrs.field(default=60.0, validator=_positive_finite)
-    """The length of the sliding window, in seconds."""
-
-
-@final
-@attrs.frozen
-class LaneStatistics:
-    """A snapshot of one ``(provider, model)`` lane."""
-
-    provider: str | None
-    model: str
-    waiting: int
-    """Requests waiting for admission now."""
-    in_flight: int
-    """Requests admitted and not yet finished."""
-    throttled: int
-    """Rate-limit responses (429/529) observed so far."""
-    admitted: int
-    """Requests admitted so far."""
-    concurrency_limit: float
-    """The current (adaptive) concurrency limit; ``inf`` when unlimited."""
-    requests_in_window: int
-    """Requests admitted within the last window."""
-    tokens_in_window: int
-    """Tokens charged within the last window."""
-    paused_for: float
-    """Seconds until a pause (after a 429 or an exhausted budget) ends; 0 if none."""
-    max_wait: float
-    """The longest time any request waited for admission, in seconds."""
 
 
 @final
@@ -120,63 +60,7 @@ class AdmissionStatistics:
         return sum(lane.throttled for lane in self.lanes)
 
 
-@attrs.define(eq=False, slots=True)
-class _Charge:
-    at: float
-    amount: float
-
-
-@attrs.define(eq=False)
-class _Window:
-    """A sliding-window budget: the sum of charges younger than ``span`` stays within ``limit``."""
-
-    limit: float
-    span: float
-    charges: deque[_Charge] = attrs.field(factory=deque)
-    total: float = 0.0
-
-    def prune(self, now: float) -> None:
-        charges = self.charges
-        while charges and charges[0].at + self.span <= now:
-            self.total -= charges.popleft().amount
-
-    def wait(self, now: float, amount: float) -> float:
-        """Seconds until *amount* fits (0 now); an oversized amount fits an empty window."""
-        self.prune(now)
-        if self.total + amount <= self.limit or not self.charges:
-            return 0.0
-        remaining = self.total
-        for charge in self.charges:
-            remaining -= charge.amount
-            if remaining + amount <= self.limit or remaining <= 0:
-                return charge.at + self.span - now
-        return self.charges[-1].at + self.span - now
-
-    def charge(self, now: float, amount: float) -> _Charge:
-        entry = _Charge(now, amount)
-        self.charges.append(entry)
-        self.total += amount
-        return entry
-
-    def correct(self, entry: _Charge, amount: float) -> None:
-        if any(charge is entry for charge in reversed(self.charges)):
-            self.total += amount - entry.amount
-        entry.amount = amount
-
-
-@attrs.define(eq=False)
-class _Waiter:
-    session: str | None
-    tokens: int
-    since: float
-    wake: trio.Event = attrs.field(factory=trio.Event)
-    granted: bool = False
-    timed: bool = False
-    request_charge: _Charge | None = None
-    token_charge: _Charge | None = None
-
-
-def _granted(waiter: _Waiter) -> bool:
+def _granted(waiter: Waiter) -> bool:
     return waiter.granted
 
 
@@ -189,9 +73,9 @@ class AdmissionTicket:
     admitted with.
     """
 
-    _lane: _Lane
-    _request_charge: _Charge | None
-    _token_charge: _Charge | None
+    _lane: Lane
+    _request_charge: Charge | None
+    _token_charge: Charge | None
     released: bool = False
     _max_pause: float = math.inf
 
@@ -219,6 +103,7 @@ class AdmissionTicket:
         at the ticket's ``max_pause``.
 
         Raises:
+            TypeError: *retry_after* is neither an int nor a float (a bool is not one).
             ValueError: *retry_after* is negative or not a number.
         """
         if retry_after is not None:
@@ -235,161 +120,12 @@ class AdmissionTicket:
 
 def _checked_pause(retry_after: float | None) -> float | None:
     # An infinite pause would close the lane for good: it is refused, not obeyed.
-    if retry_after is not None and not (math.isfinite(retry_after) and retry_after >= 0):
-        raise ValueError(f"retry_after must be a finite number of seconds, not {retry_after!r}")
-    return retry_after
-
-
-@attrs.define(eq=False)
-class _Lane:
-    key: LaneKey
-    limits: AdmissionLimits
-    requests: _Window | None = None
-    tokens: _Window | None = None
-    queues: OrderedDict[str | None, deque[_Waiter]] = attrs.field(factory=OrderedDict)
-    waiting: int = 0
-    in_flight: int = 0
-    concurrency: float = math.inf
-    paused_until: float = -math.inf
-    throttled: int = 0
-    admitted: int = 0
-    max_wait: float = 0.0
-    _successes: int = 0
-    _throttled_until: float = -math.inf
-
-    def __attrs_post_init__(self) -> None:
-        limits = self.limits
-        if limits.max_concurrent is not None:
-            self.concurrency = float(limits.max_concurrent)
-        if limits.requests_per_minute is not None:
-            self.requests = _Window(limits.requests_per_minute, limits.window)
-        if limits.tokens_per_minute is not None:
-            self.tokens = _Window(limits.tokens_per_minute, limits.window)
-
-    def enqueue(self, waiter: _Waiter) -> None:
-        self.queues.setdefault(waiter.session, deque()).append(waiter)
-        self.waiting += 1
-
-    def remove(self, waiter: _Waiter) -> None:
-        queue = self.queues.get(waiter.session)
-        if queue is not None and waiter in queue:
-            queue.remove(waiter)
-            self.waiting -= 1
-            if not queue:
-                del self.queues[waiter.session]
-
-    def head(self) -> _Waiter | None:
-        for queue in self.queues.values():
-            return queue[0]
+    if retry_after is None:
         return None
-
-    def _blocked_for(self, now: float, waiter: _Waiter) -> float:
-        if self.paused_until > now:
-            return self.paused_until - now
-        if self.in_flight >= self.concurrency:
-            return math.inf
-        wait = 0.0
-        if self.requests is not None:
-            wait = self.requests.wait(now, 1.0)
-        if self.tokens is not None:
-            wait = max(wait, self.tokens.wait(now, float(waiter.tokens)))
-        return wait
-
-    def pump(self, now: float, caller: _Waiter | None = None) -> float:
-        """Admit waiters round-robin while budgets allow; the head's wait, or ``inf``.
-
-        A head blocked only for a while (a pause, a window) is woken to arm its
-        timer unless it is *caller* or already timed.
-        """
-        while self.queues:
-            session, queue = next(iter(self.queues.items()))
-            waiter = queue[0]
-            wait = self._blocked_for(now, waiter)
-            if wait > 0:
-                if math.isfinite(wait) and waiter is not caller and not waiter.timed:
-                    waiter.wake.set()
-                return wait
-            queue.popleft()
-            if queue:
-                self.queues.move_to_end(session)
-            else:
-                del self.queues[session]
-            self.waiting -= 1
-            self._grant(now, waiter)
-        return math.inf
-
-    def _grant(self, now: float, waiter: _Waiter) -> None:
-        waiter.granted = True
-        if self.requests is not None:
-            waiter.request_charge = self.requests.charge(now, 1.0)
-        if self.tokens is not None:
-            waiter.token_charge = self.tokens.charge(now, float(waiter.tokens))
-        self.in_flight += 1
-        self.admitted += 1
-        self.max_wait = max(self.max_wait, now - waiter.since)
-        waiter.wake.set()
-
-    def release(self, now: float, *, success: bool) -> None:
-        self.in_flight -= 1
-        if success and self.concurrency < self._ceiling:
-            self._successes += 1
-            if self._successes >= self.concurrency:
-                self._successes = 0
-                self.concurrency += 1
-        self.pump(now)
-
-    @property
-    def _ceiling(self) -> float:
-        limit = self.limits.max_concurrent
-        return math.inf if limit is None else float(limit)
-
-    def rate_limited(self, now: float, retry_after: float | None) -> None:
-        self.throttled += 1
-        # Requests sent before the first 429 of a burst tend to get one too: the
-        # burst is one congestion event, and the limit is halved once for it.
-        same_event = self._throttled_until > now
-        pause = 1.0 if retry_after is None else retry_after
-        self._throttled_until = max(self._throttled_until, now + pause)
-        self.paused_until = max(self.paused_until, now + pause)
-        if same_event:
-            return
-        current = min(self.concurrency, max(1.0, float(self.in_flight)))
-        self.concurrency = max(1.0, math.floor(current / 2))
-        self._successes = 0
-
-    def observe_headers(self, headers: Mapping[str, str], max_pause: float) -> None:
-        info = parse_rate_limits(headers, time.time())
-        if info.empty:
-            return
-        now = trio.current_time()
-        for remaining, reset in (
-            (info.requests_remaining, info.requests_reset),
-            (info.tokens_remaining, info.tokens_reset),
-        ):
-            if remaining is not None and remaining <= 0 and reset:
-                self.paused_until = max(self.paused_until, now + min(reset, max_pause))
-
-    def statistics(self, now: float) -> LaneStatistics:
-        requests = tokens = 0
-        if self.requests is not None:
-            self.requests.prune(now)
-            requests = round(self.requests.total)
-        if self.tokens is not None:
-            self.tokens.prune(now)
-            tokens = round(self.tokens.total)
-        return LaneStatistics(
-            self.key[0],
-            self.key[1],
-            self.waiting,
-            self.in_flight,
-            self.throttled,
-            self.admitted,
-            self.concurrency,
-            requests,
-            tokens,
-            max(0.0, self.paused_until - now),
-            self.max_wait,
-        )
+    error = finite_number_error(retry_after, zero=True)
+    if error is not None:
+        raise error(f"retry_after must be a finite number of seconds >= 0, not {retry_after!r}")
+    return retry_after
 
 
 def _key(key: LaneKey | str) -> LaneKey:
@@ -413,7 +149,7 @@ class AdmissionController:
     ) -> None:
         self._default = limits or AdmissionLimits()
         self._per_model = {_key(key): value for key, value in (per_model or {}).items()}
-        self._lanes: dict[LaneKey, _Lane] = {}
+        self._lanes: dict[LaneKey, Lane] = {}
 
     def __repr__(self) -> str:
         stats = self.statistics()
@@ -424,11 +160,11 @@ class AdmissionController:
         found = self._per_model.get((provider, model)) or self._per_model.get((None, model))
         return found or self._default
 
-    def _lane(self, provider: str | None, model: str) -> _Lane:
+    def _lane(self, provider: str | None, model: str) -> Lane:
         key = (provider, model)
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = _Lane(key, self.limits_for(provider, model))
+            lane = self._lanes[key] = Lane(key, self.limits_for(provider, model))
         return lane
 
     @asynccontextmanager
@@ -456,7 +192,7 @@ class AdmissionController:
             raise ValueError(f"max_pause must not be negative, not {max_pause!r}")
         await trio.lowlevel.checkpoint()
         lane = self._lane(provider, model)
-        waiter = _Waiter(session_id, tokens, trio.current_time())
+        waiter = Waiter(session_id, tokens, trio.current_time())
         ticket = await self._wait(lane, waiter, max_pause)
         success = False
         try:
@@ -465,7 +201,7 @@ class AdmissionController:
         finally:
             lane.release(trio.current_time(), success=success)
 
-    async def _wait(self, lane: _Lane, waiter: _Waiter, max_pause: float) -> AdmissionTicket:
+    async def _wait(self, lane: Lane, waiter: Waiter, max_pause: float) -> AdmissionTicket:
         lane.enqueue(waiter)
         try:
             while not _granted(waiter):
@@ -497,6 +233,7 @@ class AdmissionController:
         halve the concurrency once.
 
         Raises:
+            TypeError: *retry_after* is neither an int nor a float (a bool is not one).
             ValueError: *retry_after* is negative or not finite.
         """
         pause = _checked_pause(retry_after)

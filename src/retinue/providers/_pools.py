@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 import ssl
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator, Callable
@@ -12,6 +11,8 @@ from typing import final
 import httpx2
 import trio
 from httpx2._transports.default import map_httpcore_exceptions
+
+from retinue._checks import finite_number_error
 
 from ._http import current_answer, note_answer
 
@@ -219,11 +220,7 @@ def _check_count(name: str, value: object) -> None:
 
 
 def _check_seconds(name: str, value: object) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (math.isfinite(value) and value > 0)
-    ):
+    if finite_number_error(value) is not None:
         raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
 
 

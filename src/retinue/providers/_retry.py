@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterable
 from typing import final
 
 import attrs
 
+from retinue._checks import finite_number_error
 from retinue._errors import ModelError
 
 from ._failures import RETRYABLE_STATUSES, ProviderError
@@ -18,9 +18,10 @@ __all__ = ["RetryNotice", "RetryPolicy"]
 
 def _finite_seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     # NaN passes every comparison and an infinite cap makes jitter meaningless:
-    # both would hide a broken setting until the first retry.
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(
+    # both would hide a broken setting until the first retry. So would a bool.
+    error = finite_number_error(value, zero=True)
+    if error is not None:
+        raise error(
             f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0, not {value!r}"
         )
 

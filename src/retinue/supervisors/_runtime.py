@@ -5,10 +5,8 @@ from __future__ import annotations
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from functools import partial
 from typing import final
 
 import attrs
@@ -29,37 +27,15 @@ from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
 from retinue.tools import ToolRegistry
 
+from ._creation import SETTING_UP, Creation, Setup, core_of, end_unpublished
+from ._detach import detach_within, release_claim
 from ._registry import AgentRegistry
+from ._relay import EventRelay
 from ._supervise import RestartPolicy, supervise
 
 __all__ = ["Runtime"]
 
 log = logging.getLogger("retinue.supervisors")
-# What a setup returns is awaited when awaitable and otherwise ignored: a one-line
-# lambda hands back whatever its expression does (an unregister function, say).
-Setup = Callable[[Agent], Awaitable[object] | object]
-# The agent whose setup the current task runs (or was started from): disposing it
-# from there cannot wait for the creation that is waiting for the setup.
-_SETTING_UP: ContextVar[AgentCore | None] = ContextVar("retinue_setting_up", default=None)
-
-
-@final
-@attrs.define(eq=False)
-class _Creation:
-    """One creation in flight: the scope that aborts it and, once made, its agent's core."""
-
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    agent: Agent | None = None
-    ended: trio.Event = attrs.field(factory=trio.Event)
-
-    @property
-    def core(self) -> AgentCore | None:
-        return None if self.agent is None else _core(self.agent)
-
-    def end_unpublished(self) -> None:
-        """Retire the agent this creation made, unless it was published."""
-        if self.agent is not None and not _core(self.agent).published:
-            _end_unpublished(self.agent)
 
 
 @final
@@ -79,7 +55,7 @@ class Runtime:
     _closing: bool = attrs.field(default=False, init=False)
     _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
     # Ids being created, each with the scope :meth:`aclose` or a dispose cancels to abort it.
-    _creations: dict[str, _Creation] = attrs.field(factory=dict, init=False)
+    _creations: dict[str, Creation] = attrs.field(factory=dict, init=False)
     # Ids whose teardown is under way: reserved until their final flush has ended (R12.9).
     _teardowns: dict[str, AgentCore] = attrs.field(factory=dict, init=False)
     # Sessions whose final flush failed or timed out: still attached to the store with
@@ -189,18 +165,9 @@ class Runtime:
                 self._publish(agent, source="resume", new=False)
             except BaseException:
                 with trio.CancelScope(shield=True):
-                    await self._release_claim(session)
+                    await release_claim(self.store, session)
                 raise
         return agent
-
-    async def _release_claim(self, session: Session) -> None:
-        """Give up the writer claim ``load`` took for a session that was not started."""
-        try:
-            self.store.attach(session)
-            await self.store.detach(session)
-        except Exception:
-            log.exception("releasing session %s after a failed resume failed", session.id)
-            await trio.lowlevel.checkpoint()
 
     def fork_agent_session(
         self, source_id: str, child_id: str, boundary: int | None = None
@@ -252,34 +219,19 @@ class Runtime:
         session = self._stranded.get(agent_id)
         if session is None:
             return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
-        failure = await self._detach_within_timeout(session)
+        failure = await detach_within(self.store, session, self._services.flush_timeout)
         if failure is not None:
             message = f"the final flush of a disposed agent is still pending: {failure}"
             code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
             raise StoreError(message, code=code) from failure
         del self._stranded[agent_id]
 
-    async def _detach_within_timeout(self, session: Session) -> Exception | None:
-        """Detach *session* from the store, bounded by ``flush_timeout``: a store that hangs
-        must not keep the runtime from closing. Returns what went wrong, if anything."""
-        limit = self._services.flush_timeout
-        failure: Exception = TimeoutError(f"the store did not answer within {limit}s")
-        with trio.move_on_after(limit):
-            try:
-                await self.store.detach(session)
-            except Exception as exc:
-                failure = exc
-            else:
-                return None
-        await trio.lowlevel.checkpoint()  # a store may fail before its first checkpoint
-        return failure
-
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
         """Reserve *agent_id* for one creation in flight, aborted by :meth:`aclose` (R12.10)
         or by disposing its agent during the setup (R12.4)."""
         self._check_free(agent_id)
-        creation = self._creations[agent_id] = _Creation()
+        creation = self._creations[agent_id] = Creation()
         try:
             with creation.scope:
                 yield
@@ -319,7 +271,7 @@ class Runtime:
         if setup is None:
             await trio.lowlevel.checkpoint()
             return
-        token = _SETTING_UP.set(_core(agent))
+        token = SETTING_UP.set(core_of(agent))
         try:
             result = setup(agent)
             if inspect.isawaitable(result):
@@ -330,7 +282,7 @@ class Runtime:
             self._unwind(agent.id)
             raise
         finally:
-            _SETTING_UP.reset(token)
+            SETTING_UP.reset(token)
 
     def scoped(self, agent: Agent, unregister: Callable[[], None]) -> None:
         """Tie *unregister* to *agent*'s lifetime (scoped listeners and tools); never blocks.
@@ -359,7 +311,7 @@ class Runtime:
         if self._closing:
             self._unwind(agent.id)
             raise RuntimeError(f"agent loop is not active: {agent.id!r} was not started")
-        core = _core(agent)
+        core = core_of(agent)
         try:
             if core.disposed:
                 raise AgentDisposedError(f"agent {agent.id!r} was disposed during its setup")
@@ -371,7 +323,7 @@ class Runtime:
             self._unwind(agent.id)
             raise
         hooks = self.hooks
-        relay = _EventRelay(hooks, core.session, agent.id)
+        relay = EventRelay(hooks, core.session, agent.id)
         self.scoped(agent, hooks.watch("session/event", relay.toggle))
         self.scoped(agent, relay.detach)
         self.agents.add(agent)
@@ -382,8 +334,8 @@ class Runtime:
         self._nursery.start_soon(self._run_agent, agent, name=f"agent {agent.id}")
 
     async def _run_agent(self, agent: Agent) -> None:
-        _SETTING_UP.set(None)  # started from a setup, perhaps, but no part of it
-        core = _core(agent)
+        SETTING_UP.set(None)  # started from a setup, perhaps, but no part of it
+        core = core_of(agent)
         core.driver_task = trio.lowlevel.current_task()
         try:
             await supervise(core, self.restart)
@@ -398,12 +350,12 @@ class Runtime:
         The teardown runs in the runtime's nursery, shielded: a cancelled caller
         stops waiting, the teardown still completes, and :meth:`aclose` waits for it.
         """
-        core = _core(agent)
+        core = core_of(agent)
         creation = self._creation_of(core)
         # Its own tool, listener or setup cannot wait for the driver or creation it
         # runs under: the agent stops, and its teardown ends once that has unwound.
         waits_for_itself = core.in_own_driver() or (
-            creation is not None and _SETTING_UP.get() is core
+            creation is not None and SETTING_UP.get() is core
         )
         self._start_teardown(agent)
         if waits_for_itself:
@@ -413,19 +365,19 @@ class Runtime:
             creation.scope.cancel()  # its setup is aborted and rolled back (R12.4)
         await core.torn_down.wait()
 
-    def _creation_of(self, core: AgentCore) -> _Creation | None:
+    def _creation_of(self, core: AgentCore) -> Creation | None:
         """The creation in flight that made *core*, if it has not ended yet."""
         creation = self._creations.get(core.id)
         return creation if creation is not None and creation.core is core else None
 
     def _start_teardown(self, agent: Agent) -> None:
         """Stop *agent* and start its teardown once; never blocks."""
-        core = _core(agent)
+        core = core_of(agent)
         if core.disposal_started:
             return
         if not core.published:
             if self._creation_of(core) is None:
-                _end_unpublished(agent)  # its creation is over: nothing to stop or flush
+                end_unpublished(agent)  # its creation is over: nothing to stop or flush
             else:
                 # Aborts its setup; the creation refuses to publish it, unwinds the
                 # setup and then ends it, unannounced like every unpublished agent.
@@ -439,8 +391,8 @@ class Runtime:
 
     async def _teardown(self, agent: Agent) -> None:
         """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
-        _SETTING_UP.set(None)
-        core = _core(agent)
+        SETTING_UP.set(None)
+        core = core_of(agent)
         with trio.CancelScope(shield=True):
             try:
                 await self._retire(agent)
@@ -451,7 +403,7 @@ class Runtime:
 
     async def _retire(self, agent: Agent) -> None:
         """Teardown order of a published agent once stopped (R12.9)."""
-        core = _core(agent)
+        core = core_of(agent)
         await core.driver_exited.wait()
         # A driver cancelled with the runtime never reached its own discard.
         core.discard_pending(TurnEndReason.disposed())
@@ -459,7 +411,7 @@ class Runtime:
         core.emit("agent/disposed")
         self._unwind(agent.id)
         agent.end_subscriptions()
-        failure = await self._detach_within_timeout(core.session)
+        failure = await detach_within(self.store, core.session, self._services.flush_timeout)
         if failure is None:
             return
         # The session stays attached, its unflushed events buffered in the store:
@@ -489,50 +441,3 @@ class Runtime:
             self._start_teardown(agent)
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
-
-
-@final
-class _EventRelay:
-    """Relays a session's appends to ``session/event``, observing only while someone listens.
-
-    The relay would otherwise cost a call on every append of every agent.
-    """
-
-    __slots__ = ("_detach", "_hooks", "_relay", "_session")
-
-    def __init__(self, hooks: HookBus, session: Session, agent_id: str) -> None:
-        self._hooks = hooks
-        self._session = session
-        # A partial, not a lambda: it runs on every append while attached.
-        self._relay = partial(hooks.emit_raising, "session/event", session, scope=agent_id)
-        self._detach: Callable[[], None] | None = None
-
-    def toggle(self) -> None:
-        """Observe the session while ``session/event`` has listeners, else stop."""
-        if not self._hooks.has_listeners("session/event"):
-            self.detach()
-        elif self._detach is None:
-            self._detach = self._session.observe(self._relay)
-
-    def detach(self) -> None:
-        """Stop observing; idempotent."""
-        detach, self._detach = self._detach, None
-        if detach is not None:
-            detach()
-
-
-def _end_unpublished(agent: Agent) -> None:
-    """Retire the handle of an agent never published (its setup may have kept it).
-
-    It reads ``disposed``, refuses scoped listeners, tools and cleanups, and ends
-    its subscriptions. Never announced (R12.5), so its end is not either.
-    """
-    core = _core(agent)
-    core.disposal_started = True  # a later dispose returns at once
-    core.mark_disposed(announce=False)
-    agent.end_subscriptions()
-    core.torn_down.set()
-
-
-def _core(agent: Agent) -> AgentCore:
-    return agent._core

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Literal, TypeAlias, final
 
 import attrs
 
+from retinue._checks import finite_number_error
 from retinue._content import ContentBlock, as_content
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import ToolSchema
@@ -110,9 +110,10 @@ def _check_timeout(
 ) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    error = finite_number_error(value)
+    if error is TypeError:
         raise TypeError("timeout must be a number of seconds or None")
-    if not math.isfinite(value) or value <= 0:
+    if error is not None:
         raise ValueError(f"timeout must be a positive finite number of seconds, got {value!r}")
 
 

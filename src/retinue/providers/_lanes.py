@@ -1,0 +1,292 @@
+"""One admission lane per ``(provider, model)``: its limits, budgets, waiters and statistics."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from typing import Any, final
+
+import attrs
+import trio
+
+from retinue._checks import finite_number_error
+
+from ._ratelimits import parse_rate_limits
+
+__all__ = [
+    "AdmissionLimits",
+    "Charge",
+    "Lane",
+    "LaneKey",
+    "LaneStatistics",
+    "Waiter",
+    "Window",
+]
+
+LaneKey = tuple[str | None, str]
+
+
+def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # A zero limit admits nothing, ever: refused here rather than hanging every request.
+    if value is None:
+        return
+    error = finite_number_error(value)
+    if error is not None:
+        expected = "a number" if error is TypeError else "positive and finite"
+        raise error(f"AdmissionLimits.{attribute.name} must be {expected}, not {value!r}")
+
+
+@final
+@attrs.frozen
+class AdmissionLimits:
+    """Limits for one ``(provider, model)``; ``None`` means unlimited.
+
+    Raises:
+        ValueError: a limit or the window is not positive and finite.
+    """
+
+    max_concurrent: int | None = attrs.field(default=None, validator=_positive_finite)
+    """Requests in flight at once."""
+    requests_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
+    """Requests admitted in any ``window`` seconds."""
+    tokens_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
+    """Tokens (estimated, then corrected by usage) admitted in any ``window`` seconds."""
+    window: float = attrs.field(default=60.0, validator=_positive_finite)
+    """The length of the sliding window, in seconds."""
+
+
+@final
+@attrs.frozen
+class LaneStatistics:
+    """A snapshot of one ``(provider, model)`` lane."""
+
+    provider: str | None
+    model: str
+    waiting: int
+    """Requests waiting for admission now."""
+    in_flight: int
+    """Requests admitted and not yet finished."""
+    throttled: int
+    """Rate-limit responses (429/529) observed so far."""
+    admitted: int
+    """Requests admitted so far."""
+    concurrency_limit: float
+    """The current (adaptive) concurrency limit; ``inf`` when unlimited."""
+    requests_in_window: int
+    """Requests admitted within the last window."""
+    tokens_in_window: int
+    """Tokens charged within the last window."""
+    paused_for: float
+    """Seconds until a pause (after a 429 or an exhausted budget) ends; 0 if none."""
+    max_wait: float
+    """The longest time any request waited for admission, in seconds."""
+
+
+@attrs.define(eq=False, slots=True)
+class Charge:
+    at: float
+    amount: float
+
+
+@attrs.define(eq=False)
+class Window:
+    """A sliding-window budget: the sum of charges younger than ``span`` stays within ``limit``."""
+
+    limit: float
+    span: float
+    charges: deque[Charge] = attrs.field(factory=deque)
+    total: float = 0.0
+
+    def prune(self, now: float) -> None:
+        charges = self.charges
+        while charges and charges[0].at + self.span <= now:
+            self.total -= charges.popleft().amount
+
+    def wait(self, now: float, amount: float) -> float:
+        """Seconds until *amount* fits (0 now); an oversized amount fits an empty window."""
+        self.prune(now)
+        if self.total + amount <= self.limit or not self.charges:
+            return 0.0
+        remaining = self.total
+        for charge in self.charges:
+            remaining -= charge.amount
+            if remaining + amount <= self.limit or remaining <= 0:
+                return charge.at + self.span - now
+        return self.charges[-1].at + self.span - now
+
+    def charge(self, now: float, amount: float) -> Charge:
+        entry = Charge(now, amount)
+        self.charges.append(entry)
+        self.total += amount
+        return entry
+
+    def correct(self, entry: Charge, amount: float) -> None:
+        if any(charge is entry for charge in reversed(self.charges)):
+            self.total += amount - entry.amount
+        entry.amount = amount
+
+
+@attrs.define(eq=False)
+class Waiter:
+    session: str | None
+    tokens: int
+    since: float
+    wake: trio.Event = attrs.field(factory=trio.Event)
+    granted: bool = False
+    timed: bool = False
+    request_charge: Charge | None = None
+    token_charge: Charge | None = None
+
+
+@attrs.define(eq=False)
+class Lane:
+    key: LaneKey
+    limits: AdmissionLimits
+    requests: Window | None = None
+    tokens: Window | None = None
+    queues: OrderedDict[str | None, deque[Waiter]] = attrs.field(factory=OrderedDict)
+    waiting: int = 0
+    in_flight: int = 0
+    concurrency: float = math.inf
+    paused_until: float = -math.inf
+    throttled: int = 0
+    admitted: int = 0
+    max_wait: float = 0.0
+    _successes: int = 0
+    _throttled_until: float = -math.inf
+
+    def __attrs_post_init__(self) -> None:
+        limits = self.limits
+        if limits.max_concurrent is not None:
+            self.concurrency = float(limits.max_concurrent)
+        if limits.requests_per_minute is not None:
+            self.requests = Window(limits.requests_per_minute, limits.window)
+        if limits.tokens_per_minute is not None:
+            self.tokens = Window(limits.tokens_per_minute, limits.window)
+
+    def enqueue(self, waiter: Waiter) -> None:
+        self.queues.setdefault(waiter.session, deque()).append(waiter)
+        self.waiting += 1
+
+    def remove(self, waiter: Waiter) -> None:
+        queue = self.queues.get(waiter.session)
+        if queue is not None and waiter in queue:
+            queue.remove(waiter)
+            self.waiting -= 1
+            if not queue:
+                del self.queues[waiter.session]
+
+    def head(self) -> Waiter | None:
+        for queue in self.queues.values():
+            return queue[0]
+        return None
+
+    def _blocked_for(self, now: float, waiter: Waiter) -> float:
+        if self.paused_until > now:
+            return self.paused_until - now
+        if self.in_flight >= self.concurrency:
+            return math.inf
+        wait = 0.0
+        if self.requests is not None:
+            wait = self.requests.wait(now, 1.0)
+        if self.tokens is not None:
+            wait = max(wait, self.tokens.wait(now, float(waiter.tokens)))
+        return wait
+
+    def pump(self, now: float, caller: Waiter | None = None) -> float:
+        """Admit waiters round-robin while budgets allow; the head's wait, or ``inf``.
+
+        A head blocked only for a while (a pause, a window) is woken to arm its
+        timer unless it is *caller* or already timed.
+        """
+        while self.queues:
+            session, queue = next(iter(self.queues.items()))
+            waiter = queue[0]
+            wait = self._blocked_for(now, waiter)
+            if wait > 0:
+                if math.isfinite(wait) and waiter is not caller and not waiter.timed:
+                    waiter.wake.set()
+                return wait
+            queue.popleft()
+            if queue:
+                self.queues.move_to_end(session)
+            else:
+                del self.queues[session]
+            self.waiting -= 1
+            self._grant(now, waiter)
+        return math.inf
+
+    def _grant(self, now: float, waiter: Waiter) -> None:
+        waiter.granted = True
+        if self.requests is not None:
+            waiter.request_charge = self.requests.charge(now, 1.0)
+        if self.tokens is not None:
+            waiter.token_charge = self.tokens.charge(now, float(waiter.tokens))
+        self.in_flight += 1
+        self.admitted += 1
+        self.max_wait = max(self.max_wait, now - waiter.since)
+        waiter.wake.set()
+
+    def release(self, now: float, *, success: bool) -> None:
+        self.in_flight -= 1
+        if success and self.concurrency < self._ceiling:
+            self._successes += 1
+            if self._successes >= self.concurrency:
+                self._successes = 0
+                self.concurrency += 1
+        self.pump(now)
+
+    @property
+    def _ceiling(self) -> float:
+        limit = self.limits.max_concurrent
+        return math.inf if limit is None else float(limit)
+
+    def rate_limited(self, now: float, retry_after: float | None) -> None:
+        self.throttled += 1
+        # Requests sent before the first 429 of a burst tend to get one too: the
+        # burst is one congestion event, and the limit is halved once for it.
+        same_event = self._throttled_until > now
+        pause = 1.0 if retry_after is None else retry_after
+        self._throttled_until = max(self._throttled_until, now + pause)
+        self.paused_until = max(self.paused_until, now + pause)
+        if same_event:
+            return
+        current = min(self.concurrency, max(1.0, float(self.in_flight)))
+        self.concurrency = max(1.0, math.floor(current / 2))
+        self._successes = 0
+
+    def observe_headers(self, headers: Mapping[str, str], max_pause: float) -> None:
+        info = parse_rate_limits(headers, time.time())
+        if info.empty:
+            return
+        now = trio.current_time()
+        for remaining, reset in (
+            (info.requests_remaining, info.requests_reset),
+            (info.tokens_remaining, info.tokens_reset),
+        ):
+            if remaining is not None and remaining <= 0 and reset:
+                self.paused_until = max(self.paused_until, now + min(reset, max_pause))
+
+    def statistics(self, now: float) -> LaneStatistics:
+        requests = tokens = 0
+        if self.requests is not None:
+            self.requests.prune(now)
+            requests = round(self.requests.total)
+        if self.tokens is not None:
+            self.tokens.prune(now)
+            tokens = round(self.tokens.total)
+        return LaneStatistics(
+            self.key[0],
+            self.key[1],
+            self.waiting,
+            self.in_flight,
+            self.throttled,
+            self.admitted,
+            self.concurrency,
+            requests,
+            tokens,
+            max(0.0, self.paused_until - now),
+            self.max_wait,
+        )

@@ -1,0 +1,58 @@
+"""An agent creation in flight, and the end of an agent its creation never published."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import final
+
+import attrs
+import trio
+
+from retinue.actors import Agent
+from retinue.loop import AgentCore
+
+__all__ = ["SETTING_UP", "Creation", "Setup", "core_of", "end_unpublished"]
+
+# What a setup returns is awaited when awaitable and otherwise ignored: a one-line
+# lambda hands back whatever its expression does (an unregister function, say).
+Setup = Callable[[Agent], Awaitable[object] | object]
+# The agent whose setup the current task runs (or was started from): disposing it
+# from there cannot wait for the creation that is waiting for the setup.
+SETTING_UP: ContextVar[AgentCore | None] = ContextVar("retinue_setting_up", default=None)
+
+
+@final
+@attrs.define(eq=False)
+class Creation:
+    """One creation in flight: the scope that aborts it and, once made, its agent's core."""
+
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    agent: Agent | None = None
+    ended: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def core(self) -> AgentCore | None:
+        return None if self.agent is None else core_of(self.agent)
+
+    def end_unpublished(self) -> None:
+        """Retire the agent this creation made, unless it was published."""
+        if self.agent is not None and not core_of(self.agent).published:
+            end_unpublished(self.agent)
+
+
+def end_unpublished(agent: Agent) -> None:
+    """Retire the handle of an agent never published (its setup may have kept it).
+
+    It reads ``disposed``, refuses scoped listeners, tools and cleanups, and ends
+    its subscriptions. Never announced (R12.5), so its end is not either.
+    """
+    core = core_of(agent)
+    core.disposal_started = True  # a later dispose returns at once
+    core.mark_disposed(announce=False)
+    agent.end_subscriptions()
+    core.torn_down.set()
+
+
+def core_of(agent: Agent) -> AgentCore:
+    return agent._core

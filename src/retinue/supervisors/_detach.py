@@ -1,0 +1,39 @@
+"""Letting go of a session in the store: a bounded detach and a claim given back."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from retinue.session import Session
+from retinue.stores import SessionStore
+
+__all__ = ["detach_within", "release_claim"]
+
+log = logging.getLogger("retinue.supervisors")
+
+
+async def detach_within(store: SessionStore, session: Session, limit: float) -> Exception | None:
+    """Detach *session* from *store*, bounded by *limit* seconds (``flush_timeout``): a store
+    that hangs must not keep the runtime from closing. Returns what went wrong, if anything."""
+    failure: Exception = TimeoutError(f"the store did not answer within {limit}s")
+    with trio.move_on_after(limit):
+        try:
+            await store.detach(session)
+        except Exception as exc:
+            failure = exc
+        else:
+            return None
+    await trio.lowlevel.checkpoint()  # a store may fail before its first checkpoint
+    return failure
+
+
+async def release_claim(store: SessionStore, session: Session) -> None:
+    """Give up the writer claim ``load`` took for a session that was not started."""
+    try:
+        store.attach(session)
+        await store.detach(session)
+    except Exception:
+        log.exception("releasing session %s after a failed resume failed", session.id)
+        await trio.lowlevel.checkpoint()

@@ -1,0 +1,433 @@
+"""JSON schema of one type hint, and the conversion of validated JSON into that type."""
+
+from __future__ import annotations
+
+import collections.abc
+import contextlib
+import contextvars
+import enum
+import inspect
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Annotated, Literal, NoReturn, NotRequired, Required, Union
+
+import attrs
+
+from retinue._errors import InvalidJsonError, RetinueError
+from retinue._lossless import freeze_json, thaw_json
+
+from ._execution import describe_failure
+from ._tool import ToolContext
+from ._validate import validate
+
+__all__ = [
+    "EMPTY",
+    "Coerce",
+    "Shape",
+    "accepting_null",
+    "object_schema",
+    "raise_located",
+    "resolve_hints",
+    "shape_of",
+    "type_schema",
+    "unwrap",
+    "with_default",
+]
+
+Coerce = Callable[[object], object]
+EMPTY = inspect.Parameter.empty
+_PRIMITIVES: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_SEQUENCES = (list, tuple, collections.abc.Sequence)
+_MAPPINGS = (dict, collections.abc.Mapping)
+
+
+# The records (TypedDicts, attrs classes) being described, outermost first.
+_OPEN_RECORDS: contextvars.ContextVar[tuple[object, ...]] = contextvars.ContextVar(
+    "_OPEN_RECORDS", default=()
+)
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+@attrs.frozen
+class Shape:
+    """A type's JSON schema and the function turning validated JSON into that type."""
+
+    schema: dict[str, object]
+    coerce: Coerce = _identity
+
+
+def type_schema(hint: object) -> dict[str, object]:
+    """Return the JSON schema of one type hint (raises ``TypeError`` if unsupported)."""
+    return shape_of(hint, "type").schema
+
+
+def unwrap(hint: object) -> tuple[object, str | None]:
+    """Strip ``Annotated`` (keeping a str as the description) and ``(Not)Required``."""
+    description: str | None = None
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is Annotated:
+            args = typing.get_args(hint)
+            description = next((a for a in args[1:] if isinstance(a, str)), description)
+            hint = args[0]
+        elif origin is Required or origin is NotRequired:
+            hint = typing.get_args(hint)[0]
+        else:
+            return hint, description
+
+
+def shape_of(hint: object, where: str) -> Shape:
+    hint, description = unwrap(hint)
+    shape = _bare_shape(hint, where)
+    if description:
+        return Shape({**shape.schema, "description": description}, shape.coerce)
+    return shape
+
+
+def _bare_shape(hint: object, where: str) -> Shape:
+    if hint is EMPTY or hint is typing.Any or hint is object:
+        return Shape({})
+    if hint is None or hint is type(None):
+        return Shape({"type": "null"})
+    if hint in _PRIMITIVES:
+        return _primitive(hint)
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return _literal(typing.get_args(hint), where)
+    if origin is Union or origin is types.UnionType:
+        return _union(typing.get_args(hint), where)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum(hint, where)
+    if hint in _SEQUENCES or origin in _SEQUENCES:
+        return _array(hint, origin, where)
+    if hint in _MAPPINGS or origin in _MAPPINGS:
+        return _mapping(typing.get_args(hint), where)
+    if typing.is_typeddict(hint):
+        return _typed_dict(hint, where)
+    if hint is ToolContext:
+        # As a record the model could forge one: only a parameter of its own is injected.
+        raise TypeError(
+            f"{where}: ToolContext is injected only as a parameter of its own type "
+            "(ToolContext or ToolContext | None), never inside another type"
+        )
+    if isinstance(hint, type) and attrs.has(hint):
+        return _record(hint, where)
+    raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
+
+
+def _primitive(hint: object) -> Shape:
+    name = _PRIMITIVES[hint]
+    if hint is int:
+        return Shape({"type": name}, lambda v: int(v) if isinstance(v, float) else v)
+    if hint is float:
+        return Shape(
+            {"type": name},
+            lambda v: float(v) if isinstance(v, int) and not isinstance(v, bool) else v,
+        )
+    return Shape({"type": name})
+
+
+def _json_types(values: typing.Sequence[object]) -> str | list[str]:
+    names: list[str] = []
+    for value in values:
+        name = _PRIMITIVES.get(type(value), "null" if value is None else "?")
+        if name not in names:
+            names.append(name)
+    if "integer" in names and "number" in names:
+        names.remove("integer")
+    return names[0] if len(names) == 1 else names
+
+
+def _check_literals(values: typing.Sequence[object], where: str) -> None:
+    for value in values:
+        if value is not None and type(value) not in _PRIMITIVES:
+            raise TypeError(f"{where}: enum value {value!r} is not a JSON scalar")
+
+
+def _literal(args: tuple[object, ...], where: str) -> Shape:
+    values = [a.value if isinstance(a, enum.Enum) else a for a in args]
+    _check_literals(values, where)
+    choices = {_choice_key(value): arg for value, arg in zip(values, args, strict=True)}
+
+    def coerce(value: object) -> object:
+        # The body gets the declared choice: the enum member for Literal[Color.RED, ...], as
+        # for a plain enum hint, and the int 1 for JSON's 1.0, as for an int hint.
+        return choices.get(_choice_key(value), value)
+
+    return Shape({"type": _json_types(values), "enum": values}, coerce)
+
+
+def _choice_key(value: object) -> tuple[bool, object]:
+    """Equal keys for JSON-equal scalars (``1`` and ``1.0``), never for ``True`` and ``1``."""
+    return (type(value) is bool, value)
+
+
+def _enum(cls: type[enum.Enum], where: str) -> Shape:
+    values = [member.value for member in cls]
+    _check_literals(values, where)
+    return Shape({"type": _json_types(values), "enum": values}, cls)
+
+
+def _nullable(schema: dict[str, object]) -> dict[str, object]:
+    if not schema:
+        return schema
+    options = schema.get("anyOf")
+    if isinstance(options, list) and schema.keys() == {"anyOf"}:
+        return {"anyOf": [*options, {"type": "null"}]}
+    kind = schema.get("type")
+    if isinstance(kind, str | list) and "anyOf" not in schema:
+        names = [kind] if isinstance(kind, str) else list(kind)
+        out = {**schema, "type": [*names, "null"] if "null" not in names else names}
+        enum_values = schema.get("enum")
+        if isinstance(enum_values, list) and None not in enum_values:
+            out["enum"] = [*enum_values, None]
+        return out
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def accepting_null(shape: Shape) -> Shape:
+    """*shape*, nullable: ``x: int = None`` is the implicit ``int | None`` of older Pythons."""
+    if validate(None, shape.schema) is None:
+        return shape
+    # The description stays beside the schema rather than inside one branch of an anyOf.
+    schema = dict(shape.schema)
+    description = schema.pop("description", None)
+    nullable = _nullable(schema)
+    if description is not None:
+        nullable = {**nullable, "description": description}
+    return Shape(nullable, lambda v: None if v is None else shape.coerce(v))
+
+
+def _union(args: tuple[object, ...], where: str) -> Shape:
+    members = [a for a in args if a is not type(None)]
+    nullable = len(members) < len(args)
+    if len(members) == 1:
+        inner = shape_of(members[0], where)
+        schema = _nullable(inner.schema) if nullable else inner.schema
+        return Shape(schema, lambda v: None if v is None else inner.coerce(v))
+    shapes = [shape_of(member, where) for member in members]
+    options = [s.schema for s in shapes] + ([{"type": "null"}] if nullable else [])
+
+    def coerce(value: object) -> object:
+        for shape in shapes:
+            if validate(value, shape.schema) is None:
+                return shape.coerce(value)
+        return value
+
+    return Shape({"anyOf": options}, coerce)
+
+
+def _array(hint: object, origin: object, where: str) -> Shape:
+    args = typing.get_args(hint)
+    if origin is tuple or hint is tuple:
+        if args and (len(args) != 2 or args[1] is not Ellipsis):
+            raise TypeError(f"{where}: fixed-length tuples are not supported; use tuple[X, ...]")
+        args = args[:1]
+    if not args:
+        # ``items: {}`` (any item) rather than none: providers refuse an array without items.
+        return Shape(
+            {"type": "array", "items": {}}, _to_tuple if tuple in (hint, origin) else _identity
+        )
+    item = shape_of(args[0], f"{where}[]")
+    schema: dict[str, object] = {"type": "array", "items": item.schema}
+
+    def coerce_items(value: object) -> list[object]:
+        items = _items(value)
+        try:
+            return [item.coerce(x) for x in items]
+        except Exception as exc:
+            raise_located(((f"[{i}]", item.coerce, x) for i, x in enumerate(items)), exc)
+
+    if tuple in (hint, origin):
+        return Shape(schema, lambda v: tuple(coerce_items(v)))
+    return Shape(schema, coerce_items)
+
+
+def _to_tuple(value: object) -> object:
+    return tuple(_items(value))
+
+
+def _items(value: object) -> list[object]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _mapping(args: tuple[object, ...], where: str) -> Shape:
+    if not args:
+        return Shape({"type": "object"})
+    if unwrap(args[0])[0] is not str:
+        raise TypeError(f"{where}: object keys must be str, got {args[0]!r}")
+    value = shape_of(args[1], f"{where}{{}}")
+    schema: dict[str, object] = {"type": "object"}
+    if value.schema:
+        schema["additionalProperties"] = value.schema
+
+    def coerce(v: object) -> object:
+        pairs = _pairs(v)
+        try:
+            return {k: value.coerce(x) for k, x in pairs}
+        except Exception as exc:
+            raise_located(((f".{k}", value.coerce, x) for k, x in pairs), exc)
+
+    return Shape(schema, coerce)
+
+
+def _pairs(value: object) -> list[tuple[str, object]]:
+    return [(str(k), x) for k, x in value.items()] if isinstance(value, Mapping) else []
+
+
+class _ArgumentError(RetinueError, ValueError):
+    """A valid argument its parameter's type still refused: where (``points[2].x``) and why.
+
+    Its message is what the model sees, after the tool's name.
+    """
+
+    def __init__(self, path: str, cause: Exception) -> None:
+        super().__init__(path)
+        self.path = path
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"{self.path}: {describe_failure(self.cause)}"
+
+
+def raise_located(parts: Iterable[tuple[str, Coerce, object]], exc: Exception) -> NoReturn:
+    """Raise where a container's conversion failed: its parts are converted again one at a time.
+
+    Only a failure pays for this; *parts* are (path segment, conversion, value).
+    *exc* itself is raised again when no part fails again.
+    """
+    for segment, coerce, value in parts:
+        try:
+            coerce(value)
+        except _ArgumentError as inner:
+            raise _ArgumentError(segment + inner.path, inner.cause) from inner.cause
+        except Exception as inner:
+            raise _ArgumentError(segment, inner) from inner
+    raise exc
+
+
+def _fields(
+    shapes: Mapping[str, Shape], pairs: list[tuple[str, object]]
+) -> Iterator[tuple[str, Coerce, object]]:
+    return ((f".{k}", shapes[k].coerce, x) for k, x in pairs if k in shapes)
+
+
+def object_schema(properties: dict[str, object], required: list[str]) -> dict[str, object]:
+    schema: dict[str, object] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def resolve_hints(owner: object, where: str) -> dict[str, object]:
+    try:
+        return typing.get_type_hints(owner, include_extras=True)
+    except Exception as exc:
+        raise TypeError(f"{where}: cannot resolve type hints: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _describing(cls: object, where: str) -> Iterator[None]:
+    """Mark *cls* as open while its fields are described.
+
+    Raises:
+        TypeError: *cls* is already open: it contains itself, and a JSON schema
+            without references cannot express it.
+    """
+    open_records = _OPEN_RECORDS.get()
+    if cls in open_records:
+        name = getattr(cls, "__qualname__", repr(cls))
+        raise TypeError(f"{where}: recursive type {name} is not supported in a tool signature")
+    token = _OPEN_RECORDS.set((*open_records, cls))
+    try:
+        yield
+    finally:
+        _OPEN_RECORDS.reset(token)
+
+
+def _typed_dict(cls: object, where: str) -> Shape:
+    with _describing(cls, where):
+        return _typed_dict_fields(cls, where)
+
+
+def _typed_dict_fields(cls: object, where: str) -> Shape:
+    hints = resolve_hints(cls, where)
+    required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    shapes = {name: shape_of(hint, f"{where}.{name}") for name, hint in hints.items()}
+    properties: dict[str, object] = {name: s.schema for name, s in shapes.items()}
+    required = [name for name, hint in hints.items() if _is_required_key(name, hint, required_keys)]
+
+    def coerce(value: object) -> object:
+        pairs = _pairs(value)
+        try:
+            return {k: shapes[k].coerce(x) if k in shapes else x for k, x in pairs}
+        except Exception as exc:
+            raise_located(_fields(shapes, pairs), exc)
+
+    return Shape(object_schema(properties, required), coerce)
+
+
+def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> bool:
+    """Read ``(Not)Required`` from the hint too: stringified annotations hide it from the class."""
+    while typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    origin = typing.get_origin(hint)
+    if origin is NotRequired:
+        return False
+    return origin is Required or name in required_keys
+
+
+def _record(cls: type[object], where: str) -> Shape:
+    with _describing(cls, where):
+        return _record_fields(cls, where)
+
+
+def _record_fields(cls: type[object], where: str) -> Shape:
+    hints = resolve_hints(cls, where)
+    shapes: dict[str, Shape] = {}
+    properties: dict[str, object] = {}
+    required: list[str] = []
+    for field in attrs.fields(typing.cast("type[attrs.AttrsInstance]", cls)):
+        if not field.init:
+            continue
+        shape = shape_of(_field_hint(field, hints), f"{where}.{field.alias}")
+        shapes[field.alias] = shape
+        properties[field.alias] = with_default(shape.schema, field.default)
+        if field.default is attrs.NOTHING:
+            required.append(field.alias)
+
+    def coerce(value: object) -> object:
+        pairs = _pairs(value)
+        try:
+            fields = {k: shapes[k].coerce(x) for k, x in pairs if k in shapes}
+        except Exception as exc:
+            raise_located(_fields(shapes, pairs), exc)
+        # A refusal of the class itself (a validator) is placed by the caller: at the record.
+        return cls(**fields)
+
+    return Shape(object_schema(properties, required), coerce)
+
+
+def _field_hint(field: attrs.Attribute[object], hints: dict[str, object]) -> object:
+    """A field's hint; an untyped field (``x = attr.ib()``) takes any value, like a bare parameter."""
+    if field.name in hints:
+        return hints[field.name]
+    return EMPTY if field.type is None else field.type
+
+
+def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
+    """Add a JSON-able ``default`` (enum members by value); skip anything else."""
+    if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return schema
+    if isinstance(default, enum.Enum):
+        default = default.value
+    try:
+        frozen = freeze_json(default)
+    except InvalidJsonError:
+        return schema
+    return {**schema, "default": thaw_json(frozen)}
