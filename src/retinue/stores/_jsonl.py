@@ -19,13 +19,16 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
-from ._common import already_exists, cannot_open, parse_header, parse_headers, seq_conflict
+from ._common import already_exists, cannot_open, parse_header, parse_headers
 from ._ids import bucket_name, file_stem
 from ._jsonlfiles import (
+    SessionFile,
     fsync_directory,
     make_directory,
     mark_creation,
     open_temporary,
+    read_whole,
+    remove_held,
     remove_leftovers,
     unmark_creation,
 )
@@ -43,39 +46,6 @@ def session_path(root: str | os.PathLike[str], header: SessionHeader) -> Path:
     (:func:`file_stem`).
     """
     return Path(root) / bucket_name(header.cwd) / f"{file_stem(header.id)}.jsonl"
-
-
-@attrs.define(eq=False)
-class _Open:
-    fd: int
-    size: int
-    count: int
-    """Complete event lines in the file: the seq the next append must start at."""
-    torn: bool = False
-    """Whether an unterminated fragment ends the file (only a repair may append after it)."""
-    uncut: OSError | None = None
-    """Why a failed write's bytes could not be cut off past ``size``: until they are, no append."""
-
-    def cut_back(self) -> bool:
-        """Cut the file back to its committed ``size``; whether it is (else nothing may follow).
-
-        Bytes of a failed write left in place would end up between committed
-        lines, a retried batch after a copy of itself, and the log unloadable.
-        """
-        try:
-            os.ftruncate(self.fd, self.size)
-        except OSError as exc:
-            self.uncut = exc
-            return False
-        self.uncut = None
-        return True
-
-    def check_next(self, session_id: str, first_seq: int) -> StoreError | None:
-        """Refuse an append that does not continue the stored log, as the other stores do."""
-        if self.torn or first_seq != self.count:
-            # A fragment counts as a record, as the loader counts it.
-            return seq_conflict(session_id, self.count + self.torn, first_seq)
-        return None
 
 
 @attrs.define(eq=False)
@@ -97,13 +67,26 @@ class _New:
             self.marker = None
 
 
+@attrs.frozen
+class _Left:
+    """A new session's file a failed group linked in and could not remove again.
+
+    Complete, maybe durable, but nobody was told it is stored. Held locked so
+    no other writer takes it up, until the id's next creation (the flush's
+    retry) or :meth:`JSONLBackend.close` removes it.
+    """
+
+    path: Path
+    fd: int
+
+
 @attrs.define(eq=False)
 class _Group:
     """What one group commit touched, to sync it and to undo it on failure."""
 
     index: int = 0
     touched: list[int] = attrs.Factory(list)
-    rollbacks: list[tuple[_Open, int, int]] = attrs.Factory(list)
+    rollbacks: list[tuple[SessionFile, int, int]] = attrs.Factory(list)
     new: list[_New] = attrs.Factory(list)
     directories: dict[Path, int] = attrs.Factory(dict)
 
@@ -135,7 +118,9 @@ class JSONLBackend:
     ``fdatasync`` per file for small groups). An append must start at the seq
     after the file's last complete line, else it is refused ``SEQ_CONFLICT``
     (R11.4). A failed group is cut back to what was committed; a file that
-    cannot be is appended to no more (its flushes fail) until it can be.
+    cannot be is appended to no more (its flushes fail) until it can be. A new
+    file it linked in and cannot remove stays locked, and the id's next
+    creation removes it first: a failed creation never leaves its id refused.
     """
 
     blocking = True
@@ -143,9 +128,10 @@ class JSONLBackend:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = Path(root)
-        self._open: dict[str, _Open] = {}
+        self._open: dict[str, SessionFile] = {}
         self._paths: dict[str, Path] = {}
         self._durable_buckets: set[Path] = set()
+        self._left: dict[str, _Left] = {}
         self._lock = threading.RLock()
 
     def open(self) -> None:
@@ -184,7 +170,7 @@ class JSONLBackend:
         if handle.uncut is not None and not handle.cut_back():
             return self._uncut_error(batch.session_id, handle.uncut)
         if batch.truncate_to is not None:
-            _truncate(handle, batch.truncate_to)
+            handle.truncate(batch.truncate_to)
         refusal = handle.check_next(batch.session_id, batch.first_seq)
         if refusal is not None:
             return refusal
@@ -224,6 +210,7 @@ class JSONLBackend:
         The marker is taken before the existence check and kept until after the
         link, so of two writers creating one id (at any cwds) the second is refused.
         """
+        self._remove_left(batch.session_id)
         with _opening(batch.session_id):
             path = session_path(self._root, header)
             self._make_bucket(path.parent)
@@ -241,6 +228,22 @@ class JSONLBackend:
                 raise
         _discard(new)
         raise already_exists(batch.session_id)
+
+    def _remove_left(self, session_id: str) -> None:
+        """Remove the file a failed creation of *session_id* left, before creating it again."""
+        left = self._left.get(session_id)
+        if left is None:
+            return
+        try:
+            remove_held(left.path, left.fd)
+        except OSError as exc:
+            raise StoreError(
+                f"session {session_id!r}: a failed creation left {left.path}, which no flush "
+                f"acknowledged, and removing it failed ({exc})",
+                code="STORAGE_ERROR",
+            ) from exc
+        del self._left[session_id]
+        _close_all([left.fd])
 
     def _make_bucket(self, bucket: Path) -> None:
         """Create *bucket* and sync it into the root, once per bucket and backend.
@@ -264,14 +267,14 @@ class JSONLBackend:
                 results[new.batch_index] = already_exists(new.session_id)
                 _discard(new)
                 continue
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(new.temporary)
-                new.unmark()
+            # Linked before anything else can fail: a failed group must take it out again.
             new.linked = True
             linked.add(new.path.parent)
             self._paths[new.session_id] = new.path
-            self._open[new.session_id] = _Open(new.fd, new.size, new.count)
+            self._open[new.session_id] = SessionFile(new.fd, new.size, new.count)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(new.temporary)
+            new.unmark()
         if linked:
             self._sync([group.directories[directory] for directory in linked])
 
@@ -296,13 +299,31 @@ class JSONLBackend:
             if new.linked:
                 self._open.pop(new.session_id, None)
                 self._paths.pop(new.session_id, None)
-                with contextlib.suppress(OSError):
-                    new.path.unlink()
+                self._unlink_new(new)
             _discard(new)
+
+    def _unlink_new(self, new: _New) -> None:
+        """Take a failed group's new file out of place, or keep it locked as left behind."""
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(new.path)
+        except OSError:
+            # Left unlocked, it would be a stored session to the next creation and load alike.
+            self._left[new.session_id] = _Left(new.path, new.fd)
+            new.fd = -1
 
     # -- open files and claims ------------------------------------------------
 
-    def _handle(self, session_id: str) -> _Open:
+    def _handle(self, session_id: str) -> SessionFile:
+        """The session's open file, measured, to write to."""
+        handle = self._claimed(session_id)
+        if not handle.measured:
+            with _opening(session_id):
+                handle.measure()
+        return handle
+
+    def _claimed(self, session_id: str) -> SessionFile:
+        """The session's open file, opened and locked now if need be; nothing of it read."""
         handle = self._open.get(session_id)
         if handle is not None:
             return handle
@@ -319,12 +340,7 @@ class JSONLBackend:
                 f"session {session_id!r} is being written by another process or store",
                 code="SESSION_LOCKED",
             ) from None
-        try:
-            with _opening(session_id):
-                handle = _measure(fd)
-        except BaseException:
-            os.close(fd)
-            raise
+        handle = SessionFile(fd, measured=False)
         self._open[session_id] = handle
         return handle
 
@@ -335,7 +351,7 @@ class JSONLBackend:
         ``STORAGE_ERROR`` naming the session if the file cannot be opened.
         """
         with self._lock:
-            self._handle(session_id)
+            self._claimed(session_id)
 
     def release(self, session_id: str) -> None:
         """Close the session's file, dropping its lock."""
@@ -364,16 +380,49 @@ class JSONLBackend:
         return [entry for entry in self._root.iterdir() if entry.is_dir()]
 
     def read(self, session_id: str) -> StoredLog | None:
-        """The header and complete event lines; an unterminated last line is a torn fragment."""
-        path = self._find(session_id)
-        if path is None:
+        """The header and complete event lines; an unterminated last line is a torn fragment.
+
+        A file claimed but not yet measured is read through its descriptor, and
+        measured from what was read: a load reads its file once.
+        """
+        read = self._read_bytes(session_id)
+        if read is None:
             return None
-        parts = path.read_bytes().split(b"\n")
+        content, handle = read
+        parts = content.split(b"\n")
         torn = parts[-1] != b""
+        if handle is not None:
+            with self._lock:
+                # Unmeasured still, nothing wrote to the file since it was locked: what was read is it.
+                if self._open.get(session_id) is handle and not handle.measured:
+                    handle.take_measure(len(content), len(parts) - 1, torn=torn)
         complete = parts[:-1]
         if not complete:
             return StoredLog(parse_header(parts[0], session_id), (), torn_fragment=False)
         return StoredLog(parse_header(complete[0], session_id), complete[1:], torn_fragment=torn)
+
+    def _read_bytes(self, session_id: str) -> tuple[bytes, SessionFile | None] | None:
+        """The session's bytes, with its handle if they are to measure it; ``None`` if not stored."""
+        unmeasured = self._unmeasured(session_id)
+        if unmeasured is None:
+            path = self._find(session_id)
+            return None if path is None else (path.read_bytes(), None)
+        handle, fd = unmeasured
+        try:
+            return read_whole(fd), handle
+        finally:
+            os.close(fd)
+
+    def _unmeasured(self, session_id: str) -> tuple[SessionFile, int] | None:
+        """A claimed file not yet measured, and a descriptor of it of the caller's own."""
+        if session_id not in self._open:
+            return None  # a session not claimed here takes no lock
+        with self._lock:
+            handle = self._open.get(session_id)
+            if handle is None or handle.measured:
+                return None
+            # Duplicated under the lock: a release meanwhile must not close what is read.
+            return handle, os.dup(handle.fd)
 
     def headers(self) -> list[SessionHeader]:
         """Read only the first line of each session file (R11.14)."""
@@ -393,6 +442,11 @@ class JSONLBackend:
         with self._lock:
             for session_id in list(self._open):
                 self.release(session_id)
+            while self._left:
+                _, left = self._left.popitem()
+                with contextlib.suppress(OSError):
+                    remove_held(left.path, left.fd)
+                _close_all([left.fd])
 
 
 @contextlib.contextmanager
@@ -427,44 +481,6 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def _offset_after(fd: int, lines: int) -> tuple[int, int]:
-    """The offset just after the first *lines* complete lines, and how many the file has."""
-    offset = 0
-    found = 0
-    with os.fdopen(os.dup(fd), "rb") as file:
-        file.seek(0)
-        for _ in range(lines):
-            line = file.readline()
-            if not line.endswith(b"\n"):
-                break
-            offset += len(line)
-            found += 1
-    return offset, found
-
-
-def _truncate(handle: _Open, truncate_to: int) -> None:
-    """Cut the file after the header and *truncate_to* events (a repair drops a torn tail)."""
-    keep, lines = _offset_after(handle.fd, truncate_to + 1)
-    os.ftruncate(handle.fd, keep)
-    handle.size = keep
-    handle.count = max(lines - 1, 0)
-    handle.torn = False
-
-
-def _measure(fd: int) -> _Open:
-    """An opened session file's size, event line count and whether a fragment ends it."""
-    lines = 0
-    last = b"\n"
-    with os.fdopen(os.dup(fd), "rb") as file:
-        file.seek(0)
-        while chunk := file.read(1 << 20):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-        size = file.tell()
-    # Line 1 is the header; a file holding only part of it is a fragment too.
-    return _Open(fd, size, max(lines - 1, 0), torn=last != b"\n")
 
 
 @final

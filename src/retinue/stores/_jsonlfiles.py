@@ -1,4 +1,5 @@
-"""File steps of the JSONL store: temporaries, creation locks, durable directories, leftovers.
+"""File steps of the JSONL store: temporaries, creation locks, durable directories, leftovers,
+and what the store knows of a session file it holds open.
 
 Every file here that a crash can leave behind is held with an exclusive
 ``flock`` by its live writer, so "its lock can be taken" means "no live writer
@@ -15,11 +16,20 @@ import os
 import secrets
 from pathlib import Path
 
+import attrs
+
+from retinue._errors import StoreError
+
+from ._common import seq_conflict
+
 __all__ = [
+    "SessionFile",
     "fsync_directory",
     "make_directory",
     "mark_creation",
     "open_temporary",
+    "read_whole",
+    "remove_held",
     "remove_leftovers",
     "unmark_creation",
 ]
@@ -28,6 +38,71 @@ TEMPORARY_SUFFIX = ".tmp"
 MARKER_SUFFIX = ".creating"
 _ATTEMPTS = 8
 """Retries of a name another writer removed or took in between (a race, not a polling loop)."""
+_CHUNK = 1 << 20
+
+
+@attrs.define(eq=False)
+class SessionFile:
+    """A session file held open and locked, and where its committed log ends."""
+
+    fd: int
+    size: int = 0
+    count: int = 0
+    """Complete event lines in the file: the seq the next append must start at."""
+    torn: bool = False
+    """Whether an unterminated fragment ends the file (only a repair may append after it)."""
+    uncut: OSError | None = None
+    """Why a failed write's bytes could not be cut off past ``size``: until they are, no append."""
+    measured: bool = True
+    """Whether the fields above were taken from the file: a claim reads nothing, the load's
+    read that follows it measures the file (so a load reads it once), else the first write."""
+
+    def measure(self) -> None:
+        """Read the whole file to take its measure."""
+        size = 0
+        newlines = 0
+        last = b"\n"
+        while chunk := os.pread(self.fd, _CHUNK, size):
+            size += len(chunk)
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+        self.take_measure(size, newlines, torn=last != b"\n")
+
+    def take_measure(self, size: int, newlines: int, *, torn: bool) -> None:
+        """Take the measure of the file from its size and newlines, read by the caller."""
+        # Line 1 is the header; a file holding only part of it is a fragment too.
+        self.size, self.count, self.torn = size, max(newlines - 1, 0), torn
+        self.measured = True
+
+    def cut_back(self) -> bool:
+        """Cut the file back to its committed ``size``; whether it is (else nothing may follow).
+
+        Bytes of a failed write left in place would end up between committed
+        lines, a retried batch after a copy of itself, and the log unloadable.
+        """
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError as exc:
+            self.uncut = exc
+            return False
+        self.uncut = None
+        return True
+
+    def check_next(self, session_id: str, first_seq: int) -> StoreError | None:
+        """Refuse an append that does not continue the stored log, as the other stores do."""
+        if self.torn or first_seq != self.count:
+            # A fragment counts as a record, as the loader counts it.
+            return seq_conflict(session_id, self.count + self.torn, first_seq)
+        return None
+
+    def truncate(self, events: int) -> None:
+        """Cut the file after the header and *events* events (a repair drops a torn tail)."""
+        dropped = max(self.count - events, 0)
+        keep = _after_last_lines(self.fd, self.size, dropped)
+        os.ftruncate(self.fd, keep)
+        self.size = keep
+        self.count -= dropped
+        self.torn = False
 
 
 def open_temporary(path: Path) -> tuple[Path, int]:
@@ -103,6 +178,13 @@ def remove_leftovers(root: Path) -> None:
         _held_else_removed(leftover)
 
 
+def remove_held(path: Path, fd: int) -> None:
+    """Remove *path* if it still names the file open as *fd*, whose lock the caller holds."""
+    if _names(path, fd):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 def _held_else_removed(path: Path) -> bool:
     """Whether a live writer holds the file at *path*; if none does, remove it."""
     try:
@@ -152,3 +234,36 @@ def fsync_directory(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_whole(fd: int) -> bytes:
+    """The whole file open as *fd*, from its start, leaving the descriptor's offset alone."""
+    chunks: list[bytes] = []
+    offset = 0
+    # One read of the size it has now; a second to see the end (or what was appended since).
+    while chunk := os.pread(fd, max(os.fstat(fd).st_size - offset, 1 << 16), offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _after_last_lines(fd: int, end: int, lines: int) -> int:
+    """The offset where the last *lines* whole lines before *end* begin, 0 if it has fewer.
+
+    Read backwards from *end*, so cutting off a log's tail reads only that tail
+    (and the line before it), not the lines kept. A fragment after the last
+    newline is no line: it lies past the offset returned.
+    """
+    wanted = lines + 1  # the newline that ends the line kept last
+    size = 1 << 12
+    while end > 0:
+        start = max(end - size, 0)
+        chunk = os.pread(fd, end - start, start)
+        position = len(chunk)
+        while (position := chunk.rfind(b"\n", 0, position)) >= 0:
+            wanted -= 1
+            if not wanted:
+                return start + position + 1
+        end = start
+        size = min(size * 2, _CHUNK)
+    return 0
