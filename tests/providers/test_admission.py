@@ -212,12 +212,41 @@ async def test_admission_ticket_caps_every_pause_at_its_max_pause(
     assert admission.statistics().lanes[0].throttled == 1
 
 
-async def test_admission_refuses_a_negative_max_pause() -> None:
-    """A negative cap is no duration (``RetryPolicy`` refuses one too): refused at admission."""
+@pytest.mark.parametrize(
+    ("max_pause", "error"),
+    [(-1.0, ValueError), (math.nan, ValueError), (-math.inf, ValueError), (True, TypeError)],
+)
+async def test_admission_refuses_a_max_pause_that_is_no_cap(
+    max_pause: float, error: type[Exception]
+) -> None:
+    """A negative cap is no duration (``RetryPolicy`` refuses one too), NaN would cap
+    nothing and ``True`` is no number of seconds: refused at admission."""
     admission = AdmissionController()
-    with pytest.raises(ValueError, match="max_pause"):
-        async with admission.admit(provider="p", model="m", max_pause=-1.0):
+    with pytest.raises(error, match="max_pause"):
+        async with admission.admit(provider="p", model="m", max_pause=max_pause):
             pass
+
+
+async def test_admission_takes_an_infinite_max_pause_as_no_cap(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """``math.inf`` (the default) leaves a Retry-After as it came."""
+    admission = AdmissionController()
+    async with admission.admit(provider="p", model="m", max_pause=math.inf) as ticket:
+        ticket.rate_limited(90.0)
+        assert admission.statistics().lanes[0].paused_for == pytest.approx(90.0)
+
+
+@pytest.mark.parametrize(("retry_after", "error"), [(True, TypeError), (math.nan, ValueError)])
+async def test_a_ticket_checks_a_retry_after_before_capping_it(
+    autojump_clock: trio.abc.Clock, retry_after: float, error: type[Exception]
+) -> None:
+    """What the ticket's cap would hide (a bool under a cap above 1 s, NaN) is refused as
+    the controller refuses it, naming ``retry_after``."""
+    admission = AdmissionController()
+    async with admission.admit(provider="p", model="m", max_pause=0.5) as ticket:
+        with pytest.raises(error, match="retry_after"):
+            ticket.rate_limited(retry_after)
 
 
 async def test_admission_cancelled_waiter_leaves_no_trace(autojump_clock: trio.abc.Clock) -> None:
@@ -296,6 +325,13 @@ def test_admission_limits_refuse_limits_that_admit_nothing(limits: dict[str, flo
     """A zero limit would hang every request of its lane: it is refused where it is built."""
     with pytest.raises(ValueError, match=next(iter(limits))):
         AdmissionLimits(**limits)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("count", [2.5, True, "3"])
+def test_admission_limits_take_only_an_int_as_a_concurrency_limit(count: object) -> None:
+    """Requests in flight are counted whole: 2.5 or ``True`` is refused, naming the field."""
+    with pytest.raises(TypeError, match="max_concurrent"):
+        AdmissionLimits(max_concurrent=count)  # type: ignore[arg-type]
 
 
 async def test_admission_burst_of_429s_halves_the_limit_once(

@@ -108,3 +108,14 @@ async def test_an_int_too_large_for_a_float_is_refused_as_out_of_range(setting: 
     except ValueError:
         return
     assert setting == "rate_limited(retry_after)", f"{setting} accepted 10**400 seconds"
+
+
+@pytest.mark.parametrize(
+    ("attempts", "error"), [(True, TypeError), (2.0, TypeError), (0, ValueError)]
+)
+def test_retry_policy_takes_only_a_whole_positive_number_of_attempts(
+    attempts: object, error: type[Exception]
+) -> None:
+    """``True`` is no count of attempts, nor 2.0: refused naming the field, as 0 is."""
+    with pytest.raises(error, match="max_attempts"):
+        RetryPolicy(max_attempts=attempts)  # type: ignore[arg-type]

@@ -106,9 +106,9 @@ class AdmissionTicket:
             TypeError: *retry_after* is neither an int nor a float (a bool is not one).
             ValueError: *retry_after* is negative or not a number.
         """
-        if retry_after is not None:
-            retry_after = min(retry_after, self._max_pause)
         pause = _checked_pause(retry_after)
+        if pause is not None:
+            pause = min(pause, self._max_pause)
         self._lane.rate_limited(trio.current_time(), pause)
 
     def refund(self) -> None:
@@ -116,6 +116,15 @@ class AdmissionTicket:
         if self._request_charge is not None and self._lane.requests is not None:
             self._lane.requests.correct(self._request_charge, 0.0)
         self.record_usage(0)
+
+
+def _check_max_pause(max_pause: float) -> None:
+    # NaN fails every comparison: as a cap it would cap nothing.
+    if math.isinf(max_pause) and max_pause > 0:
+        return
+    error = finite_number_error(max_pause, zero=True)
+    if error is not None:
+        raise error(f"max_pause must be a number of seconds >= 0 or math.inf, not {max_pause!r}")
 
 
 def _checked_pause(retry_after: float | None) -> float | None:
@@ -186,10 +195,10 @@ class AdmissionController:
         reset): one response asking for an hour would otherwise stall the lane.
 
         Raises:
-            ValueError: *max_pause* is negative.
+            TypeError: *max_pause* is neither an int nor a float (a bool is not one).
+            ValueError: *max_pause* is negative or NaN (infinity means no cap).
         """
-        if max_pause < 0:
-            raise ValueError(f"max_pause must not be negative, not {max_pause!r}")
+        _check_max_pause(max_pause)
         await trio.lowlevel.checkpoint()
         lane = self._lane(provider, model)
         waiter = Waiter(session_id, tokens, trio.current_time())

@@ -38,6 +38,15 @@ def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: 
         raise error(f"AdmissionLimits.{attribute.name} must be {expected}, not {value!r}")
 
 
+def _positive_count(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if type(value) is not int:
+        raise TypeError(f"AdmissionLimits.{attribute.name} must be an int, not {value!r}")
+    if value < 1:
+        raise ValueError(f"AdmissionLimits.{attribute.name} must be positive, not {value!r}")
+
+
 @final
 @attrs.frozen
 class AdmissionLimits:
@@ -47,7 +56,7 @@ class AdmissionLimits:
         ValueError: a limit or the window is not positive and finite.
     """
 
-    max_concurrent: int | None = attrs.field(default=None, validator=_positive_finite)
+    max_concurrent: int | None = attrs.field(default=None, validator=_positive_count)
     """Requests in flight at once."""
     requests_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
     """Requests admitted in any ``window`` seconds."""

@@ -16,6 +16,13 @@ from ._failures import RETRYABLE_STATUSES, ProviderError
 __all__ = ["RetryNotice", "RetryPolicy"]
 
 
+def _attempts(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int:
+        raise TypeError(f"RetryPolicy.{attribute.name} must be an int, not {value!r}")
+    if value < 1:
+        raise ValueError(f"RetryPolicy.{attribute.name} must be at least 1, not {value!r}")
+
+
 def _finite_seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     # NaN passes every comparison and an infinite cap makes jitter meaningless:
     # both would hide a broken setting until the first retry. So would a bool.
@@ -40,7 +47,7 @@ class RetryPolicy:
     retry policy. A call is retried only before its first chunk was yielded.
     """
 
-    max_attempts: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+    max_attempts: int = attrs.field(default=4, validator=_attempts)
     """Attempts in total, the first included."""
     base_delay: float = attrs.field(default=0.5, validator=_finite_seconds)
     """The backoff cap of the first retry; it doubles with each further retry."""
