@@ -1,53 +1,39 @@
-"""The one cattrs converter between session values and their JSON shape (SPEC 4.3, 11.4)."""
+"""Session events to and from their stored JSON lines (SPEC 4.3, 11.4, 11.13).
+
+The entry points over the one converter (``_converter``): dump and load a
+record, encode and decode its canonical line, and name what a refusal found.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any
 
-import attrs
 import cattrs
-from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ForbiddenExtraKeysError
+from cattrs.v import format_exception
 
-from retinue._content import (
-    ContentBlock,
-    Message,
-    MessageSource,
-    OpaqueBlock,
-)
 from retinue._errors import CorruptSessionError, InvalidJsonError
-from retinue._lossless import FrozenDict, JsonValue, freeze_json
-from retinue._request import LlmCallConfig, ToolSchema
-from retinue._stream import (
-    ABORTED,
-    MAX_TOKENS,
-    STOP,
-    TOOL_CALLS,
-    Errored,
-    FinishReason,
-    OtherFinish,
-    StreamChunk,
-    ToolCallDelta,
-    Usage,
-)
 
-from ._chunkcheck import BLOCK_TYPES, CHUNK_TYPES, chunk_problem
+from ._chunkcheck import CHUNK_TYPES, chunk_problem
+from ._converter import (
+    EVENT_TYPES,
+    converter,
+    exact_int,
+    exact_str,
+    is_mapping,
+    structure_surface,
+    unknown_keys,
+)
 from ._events import (
     AssistantChunk,
     CustomEvent,
-    EpochHeader,
     Event,
     EventData,
     Replace,
     SessionHeader,
-    SurfaceOp,
-    SystemEdit,
-    ToolErrorInfo,
-    ToolsDelta,
-    TurnEndReason,
-    TurnTrigger,
 )
 from ._fastline import fast_line
 
@@ -63,280 +49,16 @@ __all__ = [
     "load_header",
 ]
 
-T = TypeVar("T")
-
-# The built-in types, read off the EventData union so neither list can drift.
-EVENT_TYPES: dict[str, type[Any]] = {
-    cls.type: cls for cls in get_args(EventData) if cls is not CustomEvent
-}
-FINISH_SINGLETONS: dict[str, FinishReason] = {
-    reason.kind: reason for reason in (STOP, TOOL_CALLS, MAX_TOKENS, ABORTED)
-}
-
-converter = cattrs.Converter()
-
-
-def _exact_int(value: Any) -> int:
-    """*value* if it is a JSON integer; a stored row is never coerced (``1.9`` is not ``1``)."""
-    if type(value) is not int:
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
-
-
-def _exact(kind: type[Any]) -> Callable[[Any, Any], Any]:
-    def structure(value: Any, _: Any) -> Any:
-        if type(value) is not kind:
-            raise TypeError(f"expected {kind.__name__}, got {value!r}")
-        return value
-
-    return structure
-
-
-def _number(value: Any, _: Any) -> float:
-    # An integer stays one, so a stored ``1`` is written back as ``1``.
-    if type(value) is not int and type(value) is not float:
-        raise TypeError(f"expected a number, got {value!r}")
-    return value
-
-
-_exact_str = _exact(str)
-
-
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else _exact_str(value, None)
-
-
-for _primitive in (str, int, bool):
-    converter.register_structure_hook(_primitive, _exact(_primitive))
-converter.register_structure_hook(float, _number)
-
-
-def _is_homogeneous_tuple(cls: Any) -> bool:
-    args = get_args(cls)
-    return get_origin(cls) is tuple and len(args) == 2 and args[1] is Ellipsis
-
-
-def _homogeneous_tuple(cls: Any, conv: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
-    """cattrs' own tuple hook (its errors name the item's path), for JSON lists only."""
-    structure_tuple = homogenous_tuple_structure_factory(cls, conv)
-
-    def structure(value: Any, type_: Any) -> tuple[Any, ...]:
-        # A stored array is a JSON list; a string would otherwise split into characters.
-        if type(value) is not list:
-            raise TypeError(f"expected a list, got {value!r}")
-        structured: tuple[Any, ...] = structure_tuple(value, type_)
-        return structured
-
-    return structure
-
-
-converter.register_structure_hook_factory(_is_homogeneous_tuple, _homogeneous_tuple)
-
-
-# The stored format is closed and versioned (R4.3, R11.2): a key that no field of
-# its record holds cannot be kept, so it is refused rather than silently dropped.
-# Open parts stay open: unknown event types, content blocks and finish kinds, and
-# JSON payloads (``meta``) keep every key.
-_TAGGED = frozenset({*BLOCK_TYPES.values(), *CHUNK_TYPES.values()})
-
-
-def _record_keys(cls: type[Any]) -> frozenset[str]:
-    """The keys a stored record of *cls* may hold: its fields, and its tag in a tagged union."""
-    names = getattr(cls, "_fields", None) or [field.name for field in attrs.fields(cls)]
-    return frozenset([*names, "type"] if cls in _TAGGED else names)
-
-
-def _unknown_keys(value: Mapping[str, Any], keys: frozenset[str], cls: type[Any]) -> Exception:
-    return ForbiddenExtraKeysError("", cls, set(value) - keys)
-
-
-def _refuse_unknown(value: Any, keys: frozenset[str], cls: type[Any]) -> None:
-    # Written out inline where every loaded record passes, sparing a call per record.
-    if isinstance(value, dict) and not keys.issuperset(value):
-        raise _unknown_keys(value, keys, cls)
-
-
-def _is_closed_record(cls: Any) -> bool:
-    # A tagged record is checked by its union's hook. The header is read leniently:
-    # its version must be checked before the rest of a newer format is judged (R4.3).
-    return attrs.has(cls) and cls not in _TAGGED and cls is not SessionHeader
-
-
-def _closed_record(cls: type[Any], conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """cattrs' own generated hook for *cls*, refusing a record with a key it has no field for."""
-    structure_fields = conv.gen_structure_attrs_fromdict(cls)
-    keys = _record_keys(cls)
-
-    def structure(value: Any, type_: Any) -> Any:
-        if isinstance(value, dict) and not keys.issuperset(value):
-            raise _unknown_keys(value, keys, cls)
-        return structure_fields(value, type_)
-
-    return structure
-
-
-converter.register_structure_hook_factory(_is_closed_record, _closed_record)
-
-
-def _plain_unstructure(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
-    """Unstructure an attrs value or named tuple to a dict: its tag first, ``None`` fields omitted."""
-    tuple_fields = getattr(cls, "_fields", None)  # a named tuple's field names
-    names = list(tuple_fields or ()) or [field.name for field in attrs.fields(cls)]
-    tag = cls.__dict__.get("type")
-    unstructure = converter.unstructure
-
-    def to_dict(value: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": tag} if isinstance(tag, str) else {}
-        for name in names:
-            item = getattr(value, name)
-            if item is not None:
-                out[name] = unstructure(item)
-        return out
-
-    return to_dict
-
-
-def _json_unstructure(value: Any) -> Any:
-    return value
-
-
-for _cls in (
-    *BLOCK_TYPES.values(),
-    *CHUNK_TYPES.values(),
-    *EVENT_TYPES.values(),
-    Message,
-    MessageSource,
-    Usage,
-    LlmCallConfig,
-    ToolSchema,
-    EpochHeader,
-    Errored,
-    SessionHeader,
-    TurnEndReason,
-    TurnTrigger,
-    ToolErrorInfo,
-    SystemEdit,
-    ToolsDelta,
-):
-    converter.register_unstructure_hook(_cls, _plain_unstructure(_cls))
-converter.register_unstructure_hook(FrozenDict, _json_unstructure)
-
-
-def _unstructure_header(header: EpochHeader) -> dict[str, Any]:
-    """The canonical header (R8.2): empty system, tools and prefix are absent."""
-    out: dict[str, Any] = {"config": converter.unstructure(header.config)}
-    if header.system:
-        out["system"] = header.system
-    if header.tools:
-        out["tools"] = converter.unstructure(header.tools)
-    if header.message_prefix:
-        out["message_prefix"] = converter.unstructure(header.message_prefix)
-    return out
-
-
-converter.register_unstructure_hook(EpochHeader, _unstructure_header)
-converter.register_unstructure_hook(OpaqueBlock, lambda block: {**block.data, "type": block.kind})
-converter.register_unstructure_hook(CustomEvent, lambda event: event.data)
-for _finish in (*FINISH_SINGLETONS.values(),):
-    converter.register_unstructure_hook(type(_finish), lambda reason: {"kind": reason.kind})
-converter.register_unstructure_hook(
-    Errored,
-    lambda reason: (
-        {"kind": "error", "message": reason.message}
-        | ({"code": reason.code} if reason.code is not None else {})
-    ),
-)
-converter.register_unstructure_hook(OtherFinish, lambda reason: {"kind": reason.name})
-converter.register_unstructure_hook(
-    Replace, lambda op: {"op": "replace", "start": op.start, "end": op.end}
-)
-
-
-def _is_mapping(value: object) -> bool:
-    # A parsed record is a dict: tested first, as the ABC check costs several times more.
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _tagged(table: Mapping[str, type[Any]], what: str) -> Callable[[Any, Any], Any]:
-    keys = {tag: _record_keys(cls) for tag, cls in table.items()}
-    hooks: dict[str, Callable[[Any, Any], Any]] = {}  # looked up on first use, once all exist
-
-    def structure(value: Any, _: Any) -> Any:
-        if not _is_mapping(value) or not isinstance(value.get("type"), str):
-            raise ValueError(f"{what} must be an object with a string 'type'")
-        tag = value["type"]
-        cls = table.get(tag)
-        if cls is None:
-            if what == "content block":
-                rest = {key: item for key, item in value.items() if key != "type"}
-                return OpaqueBlock(tag, rest)
-            raise ValueError(f"unknown {what} type {tag!r}")
-        if not keys[tag].issuperset(value):
-            raise _unknown_keys(value, keys[tag], cls)
-        hook = hooks.get(tag)
-        if hook is None:
-            hook = hooks[tag] = converter.get_structure_hook(cls)
-        return hook(value, cls)
-
-    return structure
-
-
-_KIND_KEYS = frozenset({"kind"})
-_ERRORED_KEYS = _KIND_KEYS | _record_keys(Errored)
-_REPLACE_KEYS = frozenset({"op", "start", "end"})
-
-
-def _structure_finish(value: Any, _: Any) -> FinishReason:
-    kind = _exact_str(value["kind"], None)
-    if kind == "error":
-        _refuse_unknown(value, _ERRORED_KEYS, Errored)
-        return Errored(_exact_str(value["message"], None), _optional_str(value.get("code")))
-    reason = FINISH_SINGLETONS[kind] if kind in FINISH_SINGLETONS else OtherFinish(kind)
-    _refuse_unknown(value, _KIND_KEYS, type(reason))
-    return reason
-
-
-def _structure_surface(value: Any, _: Any) -> SurfaceOp:
-    if value == "append":
-        return "append"
-    if isinstance(value, Mapping) and value.get("op") == "replace":
-        _refuse_unknown(value, _REPLACE_KEYS, Replace)
-        return Replace(_exact_int(value["start"]), _exact_int(value["end"]))
-    raise ValueError(f"invalid surface op {value!r}")
-
-
-converter.register_structure_hook(ContentBlock, _tagged(BLOCK_TYPES, "content block"))
-_structure_chunk = _tagged(CHUNK_TYPES, "stream chunk")
-converter.register_structure_hook(StreamChunk, _structure_chunk)
-converter.register_structure_hook(FinishReason, _structure_finish)
-converter.register_structure_hook(SurfaceOp, _structure_surface)
-converter.register_structure_hook(
-    ToolCallDelta,
-    lambda value, _: ToolCallDelta(
-        _exact_int(value["index"]),
-        _optional_str(value.get("id")),
-        _exact_str(value["arguments_delta"], None),
-        _optional_str(value.get("name")),
-    ),
-)
-_ASSISTANT_CHUNK_KEYS = _record_keys(AssistantChunk)
-
-
-def _structure_assistant_chunk(value: Any, _: Any) -> AssistantChunk:
-    if isinstance(value, dict) and not _ASSISTANT_CHUNK_KEYS.issuperset(value):
-        raise _unknown_keys(value, _ASSISTANT_CHUNK_KEYS, AssistantChunk)
-    return AssistantChunk(
-        _exact_int(value["turn"]), _exact_int(value["step"]), _structure_chunk(value["chunk"], None)
-    )
-
-
-converter.register_structure_hook(AssistantChunk, _structure_assistant_chunk)
-converter.register_structure_hook(JsonValue, lambda value, _: freeze_json(value))
-converter.register_structure_hook(FrozenDict, lambda value, _: freeze_json(value))
-
 
 def dump_event(event: Event) -> dict[str, Any]:
-    """Return the JSON-ready envelope of one event."""
+    """Return the JSON-ready envelope of one event.
+
+    Raises:
+        InvalidJsonError: the event is an ``assistant/chunk`` whose line the
+            loader would refuse (every other event refuses such values when built).
+    """
+    if type(event.data) is AssistantChunk:
+        _refuse_malformed_chunk(event)
     data = converter.unstructure(event.data)
     if not isinstance(event.data, CustomEvent):
         data.pop("type", None)
@@ -369,7 +91,7 @@ def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
     A key that no field of the event holds is refused (code ``UNKNOWN_FIELD``),
     not dropped; an unknown event type keeps its whole ``data``.
     """
-    if not _is_mapping(raw):
+    if not is_mapping(raw):
         raise CorruptSessionError(f"session {session_id!r}: an event is not a JSON object")
     return _load_record(raw, session_id)
 
@@ -378,9 +100,9 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
     at = "$"  # the envelope field being read, named when it is refused
     try:
         if not _ENVELOPE_KEYS.issuperset(raw):
-            raise _unknown_keys(raw, _ENVELOPE_KEYS, Event)
+            raise unknown_keys(raw, _ENVELOPE_KEYS, Event)
         at = "$.type"
-        kind = _exact_str(raw["type"], None)
+        kind = exact_str(raw["type"], None)
         cls = EVENT_TYPES.get(kind)
         at = "$.data"
         data: EventData
@@ -392,9 +114,9 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
                 raise TypeError(f"expected an object, got {fields!r:.80}")
             data = converter.structure(fields, cls)
         at = "$.seq"
-        seq = _exact_int(raw["seq"])
+        seq = exact_int(raw["seq"])
         at = "$.time"
-        time = _exact_int(raw["time"])
+        time = exact_int(raw["time"])
         at = "$.source_event_seqs"
         sources = raw.get("source_event_seqs")
         if sources is not None:
@@ -402,7 +124,7 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
         at = "$.surface_op"
         surface = raw.get("surface_op")
         if surface is not None:
-            surface = _structure_surface(surface, None)
+            surface = structure_surface(surface, None)
         # Positional: a named tuple built from keywords takes twice as long.
         return Event(seq, time, data, sources, surface)
     except _MALFORMED as exc:
@@ -416,7 +138,7 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
 def _structure_sources(value: Any) -> tuple[int, ...]:
     if type(value) is not list:
         raise TypeError(f"expected a list of integers, got {value!r:.80}")
-    return tuple([_exact_int(seq) for seq in value])
+    return tuple([exact_int(seq) for seq in value])
 
 
 def _names_unknown_field(exc: Exception) -> bool:
@@ -442,12 +164,19 @@ def _problem(exc: Exception, at: str) -> str:
     if isinstance(exc, ForbiddenExtraKeysError):
         return "; ".join(cattrs.transform_error(exc, path=_RECORD_PATHS.get(exc.cl, "$.data")))
     if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc, path="$.data"))
+        return "; ".join(cattrs.transform_error(exc, path="$.data", format_exception=_reason))
     if isinstance(exc, RecursionError):
         return f"it is nested too deeply @ {at}"
     if isinstance(exc, KeyError):
         return f"required field {exc.args[0]!r} missing @ {at}"
     return f"{exc} @ {at}"
+
+
+def _reason(exc: BaseException, type_: Any) -> str:
+    """What cattrs found wrong at one path; a refusal of retinue's own says why (a depth, a number)."""
+    if isinstance(exc, InvalidJsonError):
+        return str(exc)
+    return format_exception(exc, type_)
 
 
 def dump_header(header: SessionHeader) -> dict[str, Any]:
@@ -466,6 +195,56 @@ def load_header(raw: Mapping[str, Any]) -> SessionHeader:
         return converter.structure(fields, SessionHeader)
     except _MALFORMED as exc:
         raise CorruptSessionError(f"session header is malformed: {exc}") from exc
+
+
+class _LongInt:
+    """Stands in, while a line is parsed again, for an integer too long to read."""
+
+
+_LONG_INT = _LongInt()
+
+
+def _int_or_marker(digits: str) -> int | _LongInt:
+    try:
+        return int(digits)
+    except ValueError:
+        return _LONG_INT
+
+
+def _long_int_refusal(text: str, session_id: str) -> CorruptSessionError:
+    """The refusal of a line holding an integer too long to read, naming its path like any field.
+
+    Parsed again, on this rare path only, with the integer marked: the parse
+    stopped at it, so the rest of the line may still be torn or too deep.
+    """
+    try:
+        raw = json.loads(text, parse_int=_int_or_marker)
+    except json.JSONDecodeError as exc:
+        return _not_json(exc, session_id)
+    except RecursionError:
+        return _too_deep_line(session_id)
+    seq = raw.get("seq") if isinstance(raw, dict) else None
+    return CorruptSessionError(
+        f"session {session_id!r}: event seq {seq if type(seq) is int else '?'} is malformed: "
+        f"an integer of more than {sys.get_int_max_str_digits()} digits @ {_path_to_long_int(raw)}"
+    )
+
+
+def _path_to_long_int(raw: Any) -> str:
+    """The path of the first marked integer in *raw*, in document order (a loop: any depth)."""
+    pending: list[tuple[Any, str]] = [(raw, "$")]
+    while pending:
+        value, path = pending.pop()
+        if value is _LONG_INT:
+            return path
+        if type(value) is dict:
+            items = [(item, f"{path}.{key}") for key, item in value.items()]
+        elif type(value) is list:
+            items = [(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        else:
+            continue
+        pending.extend(reversed(items))
+    return "$"
 
 
 def _strict_encoder(*, ascii_only: bool) -> Callable[[dict[str, Any]], str]:
@@ -496,8 +275,6 @@ def encode_event(event: Event) -> str:
     """
     line = fast_line(event)
     if line is None:
-        if type(event.data) is AssistantChunk:
-            _refuse_malformed_chunk(event)
         line = _compact(dump_event(event))
     if not line.isascii():
         try:
@@ -511,9 +288,10 @@ def _refuse_malformed_chunk(event: Event) -> None:
     """Refuse a chunk that would be written as a line the loader refuses (or as no JSON).
 
     Checked here, off the common path: :func:`fast_line` writes only exact values
-    and leaves every other chunk to this path, and ``Session.append_chunk`` (run
-    per stream chunk) stays free of checks. The loop refuses such a chunk before
-    logging it; this catches one appended directly.
+    and leaves every other chunk to :func:`dump_event`, and ``Session.append_chunk``
+    (run per stream chunk) stays free of checks. The loop refuses such a chunk
+    before logging it; this catches one appended directly, before a block nested
+    too deeply overflows the stack in cattrs.
     """
     turn, step, chunk = event.data  # type: ignore[misc]
     if type(turn) is not int or type(step) is not int:
@@ -533,15 +311,31 @@ def decode_event(line: str | bytes, *, session_id: str = "?") -> Event:
     """Parse one canonical event line; raises :class:`CorruptSessionError`."""
     try:
         # Strictly UTF-8, as written: json.loads would guess at bytes (UTF-16, surrogates).
-        raw = json.loads(line.decode() if isinstance(line, bytes) else line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CorruptSessionError(
-            f"session {session_id!r}: an event line is not valid UTF-8 JSON: {exc}"
-        ) from exc
+        text = line.decode() if isinstance(line, bytes) else line
+    except UnicodeDecodeError as exc:
+        raise _not_json(exc, session_id) from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _not_json(exc, session_id) from exc
+    except ValueError as exc:
+        # The one other ValueError a decode raises: int() refusing a long digit
+        # string. The line may be JSON all the same; the refusal names where.
+        raise _long_int_refusal(text, session_id) from exc
     except RecursionError as exc:
-        raise CorruptSessionError(
-            f"session {session_id!r}: an event line is nested too deeply to load"
-        ) from exc
+        raise _too_deep_line(session_id) from exc
     if not isinstance(raw, dict):
         raise CorruptSessionError(f"session {session_id!r}: an event line is not a JSON object")
     return _load_record(raw, session_id)
+
+
+def _not_json(exc: ValueError, session_id: str) -> CorruptSessionError:
+    return CorruptSessionError(
+        f"session {session_id!r}: an event line is not valid UTF-8 JSON: {exc}"
+    )
+
+
+def _too_deep_line(session_id: str) -> CorruptSessionError:
+    return CorruptSessionError(
+        f"session {session_id!r}: an event line is nested too deeply to load"
+    )

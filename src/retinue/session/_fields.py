@@ -7,58 +7,99 @@ from typing import Any
 
 import attrs
 
-from retinue._content import USER_SOURCE, ContentBlock, MessageSource, as_content, wrong_type
+from retinue._content import (
+    USER_SOURCE,
+    ContentBlock,
+    Message,
+    MessageSource,
+    ToolResultBlock,
+    as_content,
+    wrong_type,
+)
 from retinue._errors import InvalidJsonError
-from retinue._lossless import SMALL_INT, JsonValue, check_digits, freeze_json, shown
+from retinue._lossless import SMALL_INT, check_digits, shown
 from retinue._request import ToolSchema
 from retinue._stream import count_validator
 
+from ._nesting import check_blocks
+
 __all__ = [
-    "BOUND",
-    "NEG_BOUND",
+    "NEG_SMALL_INT",
     "as_tuple",
     "bound_set_attribute",
-    "check_long",
+    "check_turn_and_step",
     "content_field",
     "count",
     "empty_is_none",
     "exactly",
-    "frozen_json",
     "integer",
     "lines",
-    "not_integers",
     "optional_integer",
     "outside",
     "schemas",
     "set_attribute",
     "source_field",
+    "storable_prefix",
     "wrong_type",
 ]
 
 
-def content_field() -> tuple[ContentBlock, ...]:
-    return attrs.field(converter=as_content)
+def content_field(*, in_post_init: bool = False) -> tuple[ContentBlock, ...]:
+    """A tuple of content blocks; *in_post_init*: the class checks their nesting itself.
+
+    The events built every step test their blocks inline in their
+    ``__attrs_post_init__``, sparing the validator's call.
+    """
+    return attrs.field(converter=as_content, validator=None if in_post_init else _storable_blocks)
 
 
 def source_field() -> MessageSource:
     return attrs.field(default=USER_SOURCE, validator=exactly(MessageSource))
 
 
-def frozen_json(value: object) -> JsonValue:
-    return freeze_json(value)
+def _storable_blocks(
+    instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]
+) -> None:
+    for block in value:
+        if type(block) is ToolResultBlock:
+            check_blocks(value, _field_path(instance, attribute))
+            return
+
+
+def storable_prefix(
+    instance: object, attribute: attrs.Attribute[Any], value: tuple[Message, ...] | None
+) -> None:
+    for index, message in enumerate(value or ()):
+        for block in message.content:
+            if type(block) is ToolResultBlock:
+                where = f"{_field_path(instance, attribute)}[{index}].content"
+                check_blocks(message.content, where)
+                break
+
+
+def _field_path(instance: object, attribute: attrs.Attribute[Any]) -> str:
+    """How an error names a field: ``user/message: content`` in an event, else ``EpochHeader.message_prefix``."""
+    tag = getattr(type(instance), "type", None)
+    if isinstance(tag, str):
+        return f"{tag}: {attribute.name}"
+    return f"{type(instance).__name__}.{attribute.name}"
 
 
 # The checks below keep every logged value its JSON type: a bool or float
 # where an integer belongs would encode as ``true``/``1.0`` (or ``True``) and
 # then not reload, and an integer with more digits than
 # ``sys.get_int_max_str_digits()`` would not encode at all. Exact type checks,
-# because ``bool`` is an ``int``; the digit check runs only past BOUND.
+# because ``bool`` is an ``int``; the digit check runs only past SMALL_INT.
+
+# SMALL_INT negated once: a ``-SMALL_INT`` in the hot constructors' test would
+# negate it on every event.
+NEG_SMALL_INT = -SMALL_INT
 
 
 def integer(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not int:
         raise InvalidJsonError(f"{attribute.name} must be an integer, got {value!r}")
-    if not NEG_BOUND <= value <= BOUND:
+    if not NEG_SMALL_INT <= value <= SMALL_INT:
         check_digits(value, attribute.name)
 
 
@@ -70,23 +111,20 @@ def optional_integer(instance: object, attribute: attrs.Attribute[Any], value: o
 count = count_validator()
 
 
-def not_integers(kind: str, turn: object, step: object) -> InvalidJsonError:
-    return InvalidJsonError(
-        f"{kind}: turn and step must be integers, got {shown(turn)}, {shown(step)}"
-    )
+# The events that carry a turn and a step are built several times a step. Each
+# tests, inline, ``type(turn) is int and type(step) is int and NEG_SMALL_INT <=
+# turn <= SMALL_INT >= step >= NEG_SMALL_INT``: one-digit ints, compared without
+# a call. Only a turn or step that fails it takes this call, which finds out why.
 
 
-def check_long(kind: str, turn: int, step: int) -> None:
-    """Refuse a turn or step too long for JSON to write (called only past BOUND)."""
+def check_turn_and_step(kind: str, turn: object, step: object) -> None:
+    """Refuse a turn or step that is not an int, or too long for JSON to write."""
+    if type(turn) is not int or type(step) is not int:
+        raise InvalidJsonError(
+            f"{kind}: turn and step must be integers, got {shown(turn)}, {shown(step)}"
+        )
     check_digits(turn, f"{kind}: turn")
     check_digits(step, f"{kind}: step")
-
-
-# The hot constructors test ``NEG_BOUND <= turn <= BOUND >= step >= NEG_BOUND``
-# (both in range, in one chain) against one-digit ints, which the interpreter
-# compares without a call; a turn or step past them takes the real digit check.
-BOUND = SMALL_INT
-NEG_BOUND = -SMALL_INT
 
 
 def exactly(kind: type[Any], *, optional: bool = False) -> Any:

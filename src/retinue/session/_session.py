@@ -88,9 +88,10 @@ def _folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelt
     """The header fold after *data*; a delta that cannot apply is a typed refusal."""
     try:
         return fold_header(current, data)
-    except (TypeError, ValueError, AttributeError) as exc:
-        # A delta holding the wrong kinds of values (say a name where a tool
-        # belongs) fails inside the fold; refuse it like a corrupt delta.
+    except TypeError as exc:
+        # Every field is type-checked when built, but a tool's name need only be
+        # a str: a subclass that defines __eq__ without __hash__ cannot key the
+        # fold's tables. The one failure left; refuse it like a corrupt delta.
         raise SessionError(f"{data.type} cannot be folded: {exc}", code="CORRUPT_HEADER") from exc
 
 
@@ -318,7 +319,7 @@ class Session:
         try:
             custom = CustomEvent(event_type, data)
         except InvalidJsonError as exc:
-            raise InvalidJsonError(f"{event_type} event data: {exc}") from exc
+            raise InvalidJsonError(f"{event_type} event: {exc}") from exc
         except ValueError as exc:
             raise SessionError(str(exc), code="INVALID_EVENT_TYPE") from exc
         return self.append(custom)

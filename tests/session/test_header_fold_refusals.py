@@ -1,0 +1,58 @@
+"""A header delta the fold cannot apply is a typed refusal, before anything is logged (R4.5, R8.5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from retinue._errors import SessionError
+from retinue._request import LlmCallConfig, ToolSchema
+from retinue.session import (
+    EpochHeader,
+    RequestHeader,
+    RequestHeaderDelta,
+    Session,
+    ToolsDelta,
+)
+
+
+class _Name(str):
+    """A tool name that compares like a str but, defining ``__eq__``, has no hash."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _headed(name: str) -> Session:
+    session = Session.create("s")
+    header = EpochHeader(LlmCallConfig("m"), tools=(ToolSchema(name, "d", {}),))
+    session.append(RequestHeader(header, "initial"))
+    return session
+
+
+@pytest.mark.parametrize(
+    ("session_name", "delta"),
+    [
+        ("t", ToolsDelta(changed=(ToolSchema(_Name("t"), "d", {"type": "object"}),))),
+        (_Name("t"), ToolsDelta(removed=("t",))),
+    ],
+    ids=["delta-holds-the-name", "header-holds-the-name"],
+)
+def test_a_delta_whose_tool_names_cannot_key_the_fold_is_refused_typed(
+    session_name: str, delta: ToolsDelta
+) -> None:
+    """R4.5, R8.5: every field is type-checked when built, yet a str subclass without a hash
+    passes as a tool name; the fold fails on it, and append refuses the delta, logging nothing."""
+    session = _headed(session_name)
+    before = session.current_header
+    seen: list[int] = []
+    session.observe(lambda event: seen.append(event.seq))
+    with pytest.raises(SessionError) as caught:
+        session.append(RequestHeaderDelta(tools=delta))
+    assert caught.value.code == "CORRUPT_HEADER"
+    assert "request/header-delta cannot be folded: unhashable type" in str(caught.value)
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert (len(session.events), seen, session.current_header) == (1, [], before)

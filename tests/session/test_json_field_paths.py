@@ -1,0 +1,141 @@
+"""A JSON field's refusal names the field first, as every other field's does (R4.5, R11.2)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from retinue._errors import CorruptSessionError, InvalidJsonError
+from retinue.session import CustomEvent, Session, ToolResultEvent
+from retinue.session._codec import decode_event
+
+BIG = 10**5000  # more digits than sys.get_int_max_str_digits() allows by default
+DIGITS = f"an integer of more than {sys.get_int_max_str_digits()} digits"
+
+
+# -- R4.5: when built ---------------------------------------------------------------------------------
+
+
+def test_a_long_integer_in_meta_is_named_like_the_events_other_fields() -> None:
+    """R4.5, R1.6: ``meta`` is prefixed like the event's turn, and its path inside follows."""
+    with pytest.raises(InvalidJsonError) as turn:
+        ToolResultEvent(BIG, 1, "c", ())
+    with pytest.raises(InvalidJsonError) as meta:
+        ToolResultEvent(1, 1, "c", (), meta={"a": [1, BIG]})
+    assert str(turn.value) == f"tool/result: turn is {DIGITS}"
+    assert str(meta.value) == f"tool/result: meta.a[1] is {DIGITS}"
+
+
+@pytest.mark.parametrize(
+    ("meta", "problem"),
+    [
+        (BIG, f"tool/result: meta is {DIGITS}"),
+        ({"a": float("nan")}, "tool/result: meta.a is a non-finite number (nan)"),
+        ({"a": {1}}, "tool/result: meta.a is not JSON: set"),
+    ],
+    ids=["long-int-itself", "nan", "set"],
+)
+def test_every_meta_refusal_starts_with_the_field(meta: Any, problem: str) -> None:
+    """R4.5, R1.6: whatever is wrong inside ``meta``, the message says it is ``meta``."""
+    with pytest.raises(InvalidJsonError) as caught:
+        ToolResultEvent(1, 1, "c", (), meta=meta)
+    assert str(caught.value) == problem
+
+
+def test_a_custom_events_data_is_named_once() -> None:
+    """R4.5: a plugin event's data is named ``data``, after the event type when appended."""
+    with pytest.raises(InvalidJsonError) as built:
+        CustomEvent("plugin/probe", {"stats": [1, {"n": BIG}]})
+    with pytest.raises(InvalidJsonError) as appended:
+        Session.create("s").append_custom("plugin/probe", {"stats": [1, {"n": BIG}]})
+    assert str(built.value) == f"data.stats[1].n is {DIGITS}"
+    assert str(appended.value) == f"plugin/probe event: data.stats[1].n is {DIGITS}"
+
+
+# -- R11.2: when loaded ---------------------------------------------------------------------------------
+
+RESULT = {
+    "seq": 3,
+    "type": "tool/result",
+    "time": 1,
+    "data": {"turn": 1, "step": 1, "call_id": "c", "content": [], "is_error": False},
+    "source_event_seqs": [2],
+    "surface_op": "append",
+}
+LONG = "9" * (sys.get_int_max_str_digits() + 1)
+
+
+def _with_long_int(record: dict[str, Any], place: Callable[[dict[str, Any]], None]) -> str:
+    """*record*'s line with a too-long integer written where *place* puts the marker."""
+    copy = json.loads(json.dumps(record))
+    place(copy)
+    return json.dumps(copy).replace('"LONG"', LONG)
+
+
+def _set(path: tuple[Any, ...]) -> Callable[[dict[str, Any]], None]:
+    def place(record: dict[str, Any]) -> None:
+        target = record
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = "LONG"
+
+    return place
+
+
+def _meta(record: dict[str, Any]) -> None:
+    record["data"]["meta"] = {"a": [1, "LONG"]}
+
+
+@pytest.mark.parametrize(
+    ("record", "place", "where", "seq"),
+    [
+        (RESULT, _meta, "$.data.meta.a[1]", "3"),
+        (RESULT, _set(("data", "turn")), "$.data.turn", "3"),
+        (RESULT, _set(("source_event_seqs", 0)), "$.source_event_seqs[0]", "3"),
+        (RESULT, _set(("seq",)), "$.seq", "?"),
+        (
+            {"seq": 0, "type": "x/y", "time": 1, "data": {"n": 1}},
+            _set(("data", "n")),
+            "$.data.n",
+            "0",
+        ),
+    ],
+    ids=["meta", "turn", "source-seq", "seq", "custom-data"],
+)
+def test_a_long_integer_in_a_stored_line_is_refused_naming_its_path(
+    record: dict[str, Any], place: Callable[[dict[str, Any]], None], where: str, seq: str
+) -> None:
+    """R11.2, R1.6: the line is JSON, too long a number is a malformed field, named like any other."""
+    with pytest.raises(CorruptSessionError) as caught:
+        decode_event(_with_long_int(record, place), session_id="s1")
+    assert str(caught.value) == f"session 's1': event seq {seq} is malformed: {DIGITS} @ {where}"
+
+
+def test_a_line_torn_after_a_long_integer_is_still_not_json() -> None:
+    """R11.8: a torn line stays a line that is not JSON, whatever number it was cut after."""
+    line = _with_long_int(RESULT, _meta)
+    with pytest.raises(CorruptSessionError, match="is not valid UTF-8 JSON"):
+        decode_event(line[: line.index(LONG) + len(LONG) + 2])
+
+
+@pytest.mark.parametrize(
+    ("meta", "problem"),
+    [
+        ('{"a": NaN}', "a is a non-finite number (nan)"),
+        ("[" * 201 + "]" * 201, "is nested too deeply: more than 200 levels"),
+    ],
+    ids=["nan", "too-deep"],
+)
+def test_a_stored_meta_that_is_not_lossless_json_is_refused_saying_why(
+    meta: str, problem: str
+) -> None:
+    """R11.2, R1.6: the refusal keeps what is wrong with the value, not only where it is."""
+    line = json.dumps(RESULT).replace('"is_error": false', '"is_error": false, "meta": ' + meta)
+    with pytest.raises(CorruptSessionError) as caught:
+        decode_event(line)
+    assert problem in str(caught.value)
+    assert str(caught.value).endswith("@ $.data.meta")
