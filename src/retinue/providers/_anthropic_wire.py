@@ -247,6 +247,21 @@ def _max_tokens(request: ModelRequest, default: int, thinking_budget: int | None
     return limit
 
 
+def _stop_sequences(stop: Sequence[str]) -> list[str]:
+    """The stop sequences, all of them: the API refuses the request if one is blank.
+
+    One is never dropped instead: the answer would then stop elsewhere than asked.
+    """
+    for sequence in stop:
+        if not sequence.strip():
+            raise ProviderError(
+                f"the stop sequence {sequence!r} is empty or only whitespace, which "
+                "anthropic refuses; the request was not sent",
+                code="INVALID_REQUEST",
+            )
+    return list(stop)
+
+
 def no_room_beside_thinking(limit: int, thinking_budget: int, name: str = "max_tokens") -> str:
     """Why a *limit* not above the thinking budget is refused, naming both values.
 
@@ -274,7 +289,8 @@ def anthropic_request_body(
 
     Raises:
         ProviderError: ``INVALID_REQUEST``: thinking is on and ``max_tokens``
-            is not above *thinking_budget*.
+            is not above *thinking_budget*, or a stop sequence is empty or
+            only whitespace.
     """
     body: JsonObject = {
         "model": request.model,
@@ -292,7 +308,7 @@ def anthropic_request_body(
     if request.temperature is not None and thinking_budget is None:
         body["temperature"] = request.temperature
     if request.stop:
-        body["stop_sequences"] = list(request.stop)
+        body["stop_sequences"] = _stop_sequences(request.stop)
     if thinking_budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     if stream:

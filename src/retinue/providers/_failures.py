@@ -5,6 +5,7 @@
     ModelError                      (retinue._errors)
     └── ProviderError               a provider call failed: status, code, retry_after, retryable
         ├── ProviderStatusError     the provider answered with an HTTP error status
+        │   │                       (a spent quota too: QUOTA_EXHAUSTED, even on a 429)
         │   ├── AuthenticationError 401 / 403
         │   ├── ModelNotFoundError  404
         │   ├── RateLimitError      429
@@ -23,6 +24,7 @@ from retinue._errors import ModelError
 from ._ratelimits import finite_number
 
 __all__ = [
+    "QUOTA_EXHAUSTED",
     "AuthenticationError",
     "ModelNotFoundError",
     "OverloadedError",
@@ -32,11 +34,19 @@ __all__ = [
     "ProviderStreamError",
     "RateLimitError",
     "error_from_body",
+    "names_exhausted_quota",
     "numeric_status",
     "status_error",
 ]
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+QUOTA_EXHAUSTED = "QUOTA_EXHAUSTED"
+"""The code of a failure that says the account's quota or credit is spent.
+
+Only a billing change mends it: it is not retried and is not a rate limit,
+though OpenAI sends it as a 429.
+"""
+_QUOTA_NAME = "insufficient_quota"
 RETRYABLE_STREAM_CODES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
 )
@@ -80,7 +90,7 @@ class ModelNotFoundError(ProviderStatusError):
 
 
 class RateLimitError(ProviderStatusError):
-    """The provider rate-limited the call (429)."""
+    """The provider rate-limited the call (429); a spent quota is no rate limit."""
 
 
 class OverloadedError(ProviderStatusError):
@@ -136,18 +146,26 @@ def _http_date_delay(value: str) -> float | None:
     return max(0.0, moment.timestamp() - time.time())
 
 
+def _loaded(body: object) -> object:
+    """*body* parsed, when it is JSON text or bytes; otherwise *body* itself."""
+    if isinstance(body, bytes | str):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return body
+    return body
+
+
 def error_from_body(body: object) -> tuple[str | None, str | None]:
     """Extract ``(code, message)`` from an OpenAI- or Anthropic-style error body.
 
     Accepts the parsed JSON or raw text/bytes; the code is ``error.code`` when
     present, else ``error.type``.
     """
+    body = _loaded(body)
     if isinstance(body, bytes | str):
-        try:
-            body = json.loads(body)
-        except ValueError:
-            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
-            return None, text.strip()[:500] or None
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        return None, text.strip()[:500] or None
     if not isinstance(body, dict):
         return None, None
     error = body.get("error", body)
@@ -159,6 +177,21 @@ def error_from_body(body: object) -> tuple[str | None, str | None]:
         str(code) if code is not None else None,
         str(message) if message is not None else None,
     )
+
+
+def names_exhausted_quota(error: object) -> bool:
+    """Whether an error object (or a body holding one) says the quota is spent.
+
+    OpenAI names it in both ``code`` and ``type``; a compatible server or proxy
+    may keep only one, or put a status number in ``code``.
+    """
+    error = _loaded(error)
+    if isinstance(error, dict) and isinstance(error.get("error"), dict):
+        error = error["error"]
+    if not isinstance(error, dict):
+        return False
+    # A tuple's ``in`` compares: a code that is an object or a list cannot break it.
+    return _QUOTA_NAME in (error.get("code"), error.get("type"))
 
 
 def numeric_status(code: object) -> int | None:
@@ -195,6 +228,10 @@ def status_error(
     should_retry = headers.get("x-should-retry")
     retryable = status in RETRYABLE_STATUSES if should_retry is None else should_retry == "true"
     cls = _STATUS_CLASSES.get(status, ProviderStatusError)
+    if names_exhausted_quota(body):
+        # Not a RateLimitError: code that backs off and retries on those would wait for ever.
+        code, cls = QUOTA_EXHAUSTED, ProviderStatusError
+        retryable = should_retry == "true"
     return cls(
         f"{provider} returned HTTP {status}: {message or 'no message'}",
         code=code or f"HTTP_{status}",

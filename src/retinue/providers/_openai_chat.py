@@ -44,10 +44,12 @@ from ._blocks import (
     user_run_items,
 )
 from ._failures import (
+    QUOTA_EXHAUSTED,
     RETRYABLE_STATUSES,
     RETRYABLE_STREAM_CODES,
     ProviderConnectionError,
     ProviderStreamError,
+    names_exhausted_quota,
     numeric_status,
 )
 from ._sse import SseEvent
@@ -59,6 +61,7 @@ __all__ = [
     "chat_usage",
     "optional_count",
     "token_count",
+    "uncached_input",
 ]
 
 JsonObject = dict[str, object]
@@ -217,15 +220,23 @@ def chat_usage(usage: JsonObject) -> Usage:
         cached = token_count(prompt["cached_tokens"])
     elif "prompt_cache_hit_tokens" in usage:
         cached = token_count(usage["prompt_cache_hit_tokens"])
-    # Some servers report more cached tokens than prompt tokens; a negative
-    # count would fail Usage's validation after the whole answer streamed.
-    uncached = token_count(usage.get("prompt_tokens")) - (cached or 0)
+    written = optional_count(prompt.get("cache_write_tokens"))
     return Usage(
-        input_tokens=max(0, uncached),
+        input_tokens=uncached_input(usage.get("prompt_tokens"), cached, written),
         output_tokens=token_count(usage.get("completion_tokens")),
         cache_read_tokens=cached,
+        cache_write_tokens=written,
         reasoning_tokens=optional_count(completion.get("reasoning_tokens")),
     )
+
+
+def uncached_input(total: object, cached: int | None, written: int | None) -> int:
+    """The input tokens neither read from nor written to the cache (OpenAI counts both in).
+
+    Some servers report more cached tokens than prompt tokens; a negative
+    count would fail Usage's validation after the whole answer streamed.
+    """
+    return max(0, token_count(total) - (cached or 0) - (written or 0))
 
 
 def chat_finish(name: str | None) -> FinishReason:
@@ -245,13 +256,16 @@ def stream_error(error: object, *, where: str) -> ProviderStreamError:
     """The error for an ``error`` object that arrived inside a stream.
 
     A numeric code is the HTTP status the server would have answered with: the
-    error carries it as its ``status`` and is retryable as that status is.
+    error carries it as its ``status`` and is retryable as that status is. A
+    spent quota is :data:`QUOTA_EXHAUSTED` and never retryable, whatever the status.
     """
     fields = _dict(error)
     code = fields.get("code") or fields.get("type")
     message = fields.get("message") or (str(error) if error else "the server gave no detail")
     status = numeric_status(code)
-    if status is not None:
+    if names_exhausted_quota(fields):
+        code_text, retryable = QUOTA_EXHAUSTED, False
+    elif status is not None:
         code_text = str(status)
         retryable = status in RETRYABLE_STATUSES
     else:

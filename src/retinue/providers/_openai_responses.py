@@ -41,7 +41,7 @@ from ._blocks import (
     user_run_items,
 )
 from ._failures import ProviderConnectionError
-from ._openai_chat import optional_count, stream_error, token_count
+from ._openai_chat import optional_count, stream_error, token_count, uncached_input
 from ._sse import SseEvent
 
 __all__ = ["ResponsesStreamDecoder", "responses_request_body", "responses_usage"]
@@ -169,13 +169,12 @@ def responses_usage(usage: JsonObject) -> Usage:
     input_details = _dict(usage.get("input_tokens_details"))
     output_details = _dict(usage.get("output_tokens_details"))
     cached = optional_count(input_details.get("cached_tokens"))
-    # Clamped: a server reporting more cached than input tokens would otherwise
-    # fail Usage's validation after the whole answer streamed.
-    uncached = token_count(usage.get("input_tokens")) - (cached or 0)
+    written = optional_count(input_details.get("cache_write_tokens"))
     return Usage(
-        input_tokens=max(0, uncached),
+        input_tokens=uncached_input(usage.get("input_tokens"), cached, written),
         output_tokens=token_count(usage.get("output_tokens")),
         cache_read_tokens=cached,
+        cache_write_tokens=written,
         reasoning_tokens=optional_count(output_details.get("reasoning_tokens")),
     )
 

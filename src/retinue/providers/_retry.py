@@ -11,7 +11,7 @@ import attrs
 from retinue._checks import finite_number_error
 from retinue._errors import ModelError
 
-from ._failures import RETRYABLE_STATUSES, ProviderError
+from ._failures import QUOTA_EXHAUSTED, RETRYABLE_STATUSES, ProviderError
 
 __all__ = ["RetryNotice", "RetryPolicy"]
 
@@ -67,7 +67,8 @@ class RetryPolicy:
 
         An HTTP status error is retried when the provider said so
         (``x-should-retry``, which wins either way) or its status is in
-        ``retryable_statuses``; any other provider error when it is retryable.
+        ``retryable_statuses``, unless it says the quota is spent (a 429 that
+        only a billing change mends); any other provider error when it is retryable.
         """
         if not isinstance(error, ProviderError):
             return False
@@ -75,6 +76,8 @@ class RetryPolicy:
             should_retry = error.headers.get("x-should-retry")
             if should_retry is not None:
                 return should_retry == "true"
+            if error.code == QUOTA_EXHAUSTED:
+                return False
             return error.status in self.retryable_statuses
         return error.retryable and self.retry_connection_errors
 

@@ -67,6 +67,9 @@ def _chat_usage_chunk(call: MockCall, reply: MockReply) -> JsonObject:
 
 def chat_json(call: MockCall, reply: MockReply) -> JsonObject:
     message: JsonObject = {"role": "assistant", "content": reply.text or None}
+    if reply.reasoning:
+        # Where DeepSeek puts it, as in the streamed deltas.
+        message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {
