@@ -36,7 +36,7 @@ async def test_anthropic_refuses_a_blank_stop_sequence_before_sending(blank: str
                 await collect(model, make_request("hi", stop=["END", blank]))
     assert (caught.value.code, caught.value.retryable) == ("INVALID_REQUEST", False)
     assert repr(blank) in str(caught.value)
-    assert "anthropic" in str(caught.value)
+    assert "Anthropic Messages API" in str(caught.value)
     assert not server.calls
 
 

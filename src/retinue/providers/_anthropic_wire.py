@@ -256,7 +256,7 @@ def _stop_sequences(stop: Sequence[str]) -> list[str]:
         if not sequence.strip():
             raise ProviderError(
                 f"the stop sequence {sequence!r} is empty or only whitespace, which "
-                "anthropic refuses; the request was not sent",
+                "the Anthropic Messages API refuses; the request was not sent",
                 code="INVALID_REQUEST",
             )
     return list(stop)
