@@ -139,6 +139,11 @@ def _check_kind(_block: object, _attribute: object, kind: Any) -> None:
         )
 
 
+def _frozen_data(data: Any) -> Any:
+    # Named as a field, so that a refusal from deep inside says it is this block's data.
+    return freeze_json(data, "OpaqueBlock.data")
+
+
 def _check_data(_block: object, _attribute: object, data: Any) -> None:
     # The stored object's "type" key holds the kind, so the data cannot have one.
     if not isinstance(data, dict) or "type" in data:
@@ -155,7 +160,7 @@ class OpaqueBlock:
     """
 
     kind: str = attrs.field(validator=_check_kind)
-    data: FrozenDict = attrs.field(converter=freeze_json, validator=_check_data)
+    data: FrozenDict = attrs.field(converter=_frozen_data, validator=_check_data)
     type: ClassVar[str] = "opaque"
 
 

@@ -163,14 +163,14 @@ def test_encode_event_escapes_lone_surrogates() -> None:
                 '{"seq":0,"type":"assistant/chunk","time":5,"data":{"turn":1,"step":1,'
                 '"chunk":{"type":"finish","reason":{"kind":5}}}}'
             ),
-            "@ $.data.reason",
+            "@ $.data.chunk.reason",
         ),
         (
             (
                 '{"seq":0,"type":"assistant/chunk","time":5,"data":{"turn":1,"step":1,'
                 '"chunk":{"type":"finish","reason":{"kind":"error","message":5}}}}'
             ),
-            "@ $.data.reason",
+            "@ $.data.chunk.reason",
         ),
     ],
 )

@@ -95,12 +95,12 @@ _USER = {"seq": 4, "type": "user/message", "time": 5, "surface_op": "append"}
         (
             _chunk({"type": "finish", "reason": {"kind": "stop"}}),
             "data.chunk.reason",
-            "$.data.reason",
+            "$.data.chunk.reason",
         ),
         (
             _chunk({"type": "finish", "reason": {"kind": "error", "message": "m"}}),
             "data.chunk.reason",
-            "$.data.reason",
+            "$.data.chunk.reason",
         ),
     ],
 )

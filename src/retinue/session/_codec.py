@@ -17,9 +17,11 @@ from cattrs.v import format_exception
 
 from retinue._errors import CorruptSessionError, InvalidJsonError
 
-from ._chunkcheck import CHUNK_TYPES, chunk_problem
+from ._chunkcheck import chunk_problem
 from ._converter import (
     EVENT_TYPES,
+    MALFORMED,
+    FieldError,
     converter,
     exact_int,
     exact_str,
@@ -32,13 +34,13 @@ from ._events import (
     CustomEvent,
     Event,
     EventData,
-    Replace,
     SessionHeader,
 )
 from ._fastline import fast_line
 
 __all__ = [
     "UNKNOWN_FIELD",
+    "LongIntError",
     "converter",
     "decode_event",
     "dump_event",
@@ -47,6 +49,7 @@ __all__ = [
     "encode_header",
     "load_event",
     "load_header",
+    "long_int_error",
 ]
 
 
@@ -70,16 +73,6 @@ def dump_event(event: Event) -> dict[str, Any]:
     return out
 
 
-# What a malformed record raises while it is rebuilt; a record nested past the
-# interpreter's recursion limit raises RecursionError before any field is read.
-_MALFORMED = (
-    KeyError,
-    TypeError,
-    ValueError,
-    RecursionError,
-    cattrs.BaseValidationError,
-    ForbiddenExtraKeysError,
-)
 _ENVELOPE_KEYS = frozenset({"seq", "type", "time", "data", "source_event_seqs", "surface_op"})
 UNKNOWN_FIELD = "UNKNOWN_FIELD"
 """The code of a stored event refused for a key no field holds: a whole record, never a torn one."""
@@ -127,7 +120,7 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
             surface = structure_surface(surface, None)
         # Positional: a named tuple built from keywords takes twice as long.
         return Event(seq, time, data, sources, surface)
-    except _MALFORMED as exc:
+    except MALFORMED as exc:
         where = raw.get("seq", "?")
         raise CorruptSessionError(
             f"session {session_id!r}: event seq {where} is malformed: {_problem(exc, at)}",
@@ -142,29 +135,25 @@ def _structure_sources(value: Any) -> tuple[int, ...]:
 
 
 def _names_unknown_field(exc: Exception) -> bool:
+    while isinstance(exc, FieldError):
+        exc = exc.error
     if isinstance(exc, ExceptionGroup):
         return exc.subgroup(ForbiddenExtraKeysError) is not None
     return isinstance(exc, ForbiddenExtraKeysError)
 
 
-# Where a record whose hook is not cattrs' generated one sits (no path notes reach it).
-_RECORD_PATHS: dict[type[Any], str] = {
-    Event: "$",
-    Replace: "$.surface_op",
-    **dict.fromkeys(CHUNK_TYPES.values(), "$.data.chunk"),
-}
-
-
 def _problem(exc: Exception, at: str) -> str:
     """What is wrong, naming the field (``... @ $.data.turn``).
 
-    cattrs knows the path inside ``data``; *at* is the envelope field that was
-    being read, for an error raised outside cattrs' generated hooks.
+    *at* is the field that was being read; cattrs knows the path inside it, and
+    a hand-written hook the field of its record the error came from.
     """
+    if isinstance(exc, FieldError):
+        return _problem(exc.error, f"{at}.{exc.name}")
     if isinstance(exc, ForbiddenExtraKeysError):
-        return "; ".join(cattrs.transform_error(exc, path=_RECORD_PATHS.get(exc.cl, "$.data")))
+        return "; ".join(cattrs.transform_error(exc, path=at))
     if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc, path="$.data", format_exception=_reason))
+        return "; ".join(cattrs.transform_error(exc, path=at, format_exception=_reason))
     if isinstance(exc, RecursionError):
         return f"it is nested too deeply @ {at}"
     if isinstance(exc, KeyError):
@@ -193,8 +182,8 @@ def load_header(raw: Mapping[str, Any]) -> SessionHeader:
     try:
         fields = {key: value for key, value in raw.items() if key != "type"}
         return converter.structure(fields, SessionHeader)
-    except _MALFORMED as exc:
-        raise CorruptSessionError(f"session header is malformed: {exc}") from exc
+    except MALFORMED as exc:
+        raise CorruptSessionError(f"session header is malformed: {_problem(exc, '$')}") from exc
 
 
 class _LongInt:
@@ -211,22 +200,43 @@ def _int_or_marker(digits: str) -> int | _LongInt:
         return _LONG_INT
 
 
-def _long_int_refusal(text: str, session_id: str) -> CorruptSessionError:
-    """The refusal of a line holding an integer too long to read, naming its path like any field.
+class LongIntError(Exception):
+    """A stored line that is JSON but holds an integer too long to read, at ``path``.
 
-    Parsed again, on this rare path only, with the integer marked: the parse
-    stopped at it, so the rest of the line may still be torn or too deep.
+    ``parsed`` is the line's value, each such integer a marker in it.
     """
+
+    def __init__(self, parsed: Any, path: str) -> None:
+        super().__init__(f"an integer of more than {sys.get_int_max_str_digits()} digits @ {path}")
+        self.parsed = parsed
+        self.path = path
+
+
+def long_int_error(text: str) -> LongIntError:
+    """The refusal of JSON *text* whose parse ``int()`` refused, naming the integer's path.
+
+    Parsed again, on this rare path only, with the integer marked: the first
+    parse stopped at it, so the rest of the text may still be torn or too deep.
+
+    Raises:
+        json.JSONDecodeError: the text is not JSON after all.
+        RecursionError: it nests too deeply to parse.
+    """
+    parsed = json.loads(text, parse_int=_int_or_marker)
+    return LongIntError(parsed, _path_to_long_int(parsed))
+
+
+def _long_int_refusal(text: str, session_id: str) -> CorruptSessionError:
+    """The refusal of an event line holding an integer too long to read, named like any field."""
     try:
-        raw = json.loads(text, parse_int=_int_or_marker)
+        found = long_int_error(text)
     except json.JSONDecodeError as exc:
         return _not_json(exc, session_id)
     except RecursionError:
         return _too_deep_line(session_id)
-    seq = raw.get("seq") if isinstance(raw, dict) else None
+    seq = found.parsed.get("seq") if isinstance(found.parsed, dict) else None
     return CorruptSessionError(
-        f"session {session_id!r}: event seq {seq if type(seq) is int else '?'} is malformed: "
-        f"an integer of more than {sys.get_int_max_str_digits()} digits @ {_path_to_long_int(raw)}"
+        f"session {session_id!r}: event seq {seq if type(seq) is int else '?'} is malformed: {found}"
     )
 
 

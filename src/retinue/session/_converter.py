@@ -55,6 +55,8 @@ from ._nesting import deeper_than_json, too_deep
 
 __all__ = [
     "EVENT_TYPES",
+    "MALFORMED",
+    "FieldError",
     "converter",
     "exact_int",
     "exact_str",
@@ -270,7 +272,8 @@ def _tagged(table: Mapping[str, type[Any]], what: str) -> Callable[[Any, Any], A
         if cls is None:
             if what == "content block":
                 rest = {key: item for key, item in value.items() if key != "type"}
-                return OpaqueBlock(tag, rest)
+                # Frozen here, so that a refusal names the path inside the stored block.
+                return OpaqueBlock(tag, freeze_json(rest))
             raise ValueError(f"unknown {what} type {tag!r}")
         if not keys[tag].issuperset(value):
             raise unknown_keys(value, keys[tag], cls)
@@ -326,12 +329,42 @@ converter.register_structure_hook(
 _ASSISTANT_CHUNK_KEYS = _record_keys(AssistantChunk)
 
 
+class FieldError(Exception):
+    """A refusal from inside one field of a record whose structure hook is hand-written.
+
+    cattrs' generated hooks note the field each error came from; this carries
+    it for the others, so that the refusal names the field's stored path.
+    """
+
+    def __init__(self, name: str, error: Exception) -> None:
+        super().__init__(f"{error} @ {name}")
+        self.name = name
+        self.error = error
+
+
+MALFORMED = (
+    KeyError,
+    TypeError,
+    ValueError,
+    RecursionError,
+    cattrs.BaseValidationError,
+    ForbiddenExtraKeysError,
+    FieldError,
+)
+"""What a malformed record raises while it is rebuilt (a record nested past the
+interpreter's recursion limit raises RecursionError before any field is read)."""
+
+
 def _structure_assistant_chunk(value: Any, _: Any) -> AssistantChunk:
     if isinstance(value, dict) and not _ASSISTANT_CHUNK_KEYS.issuperset(value):
         raise unknown_keys(value, _ASSISTANT_CHUNK_KEYS, AssistantChunk)
-    return AssistantChunk(
-        exact_int(value["turn"]), exact_int(value["step"]), _structure_chunk(value["chunk"], None)
-    )
+    turn, step, chunk = value["turn"], value["step"], value["chunk"]
+    try:
+        return AssistantChunk(exact_int(turn), exact_int(step), _structure_chunk(chunk, None))
+    except MALFORMED as exc:
+        # Which field failed is worked out on this rare path only: the first one that is wrong.
+        name = "turn" if type(turn) is not int else "step" if type(step) is not int else "chunk"
+        raise FieldError(name, exc) from exc
 
 
 converter.register_structure_hook(AssistantChunk, _structure_assistant_chunk)
