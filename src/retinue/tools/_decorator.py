@@ -36,13 +36,19 @@ def tool(
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
     ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict`` and attrs classes; ``Annotated[X, "text"]`` adds a
-    description); parameters with defaults are optional, and one defaulting to
-    ``None`` also accepts null. The docstring's text
-    before its first section is the description, and its ``Args:`` section
-    (or NumPy's ``Parameters``, or Sphinx's ``:param name:`` fields)
-    describes the parameters. A parameter annotated :class:`ToolContext` is
-    injected, not shown to the model. Keywords a ``functools.partial`` binds
-    are neither shown nor accepted. Sync functions run in a worker thread; a
+    description); parameters with defaults are optional, and one (or an attrs
+    field) defaulting to ``None`` also accepts null. Parameter names must be
+    1 to 64 ASCII letters, digits, ``_``, ``.`` or ``-``, the property names
+    providers accept. The docstring's text before its first section is the
+    description, and its ``Args:`` section (or NumPy's ``Parameters``, or
+    Sphinx's ``:param name:`` fields) describes the parameters; a line that
+    opens with a role, such as ``:class:`Forecast` caches``, is text. A
+    parameter annotated :class:`ToolContext` is injected, not shown to the
+    model. Keywords a ``functools.partial`` binds are neither shown nor
+    accepted. A method becomes a tool bound to its instance
+    (``tool(instance.method)``); decorated in its class body, its ``self``
+    would be an argument the model supplies, so that is refused (static
+    methods are plain functions). Sync functions run in a worker thread; a
     sync ``functools.wraps`` wrapper of an async function counts as async.
 
     Args:
@@ -60,8 +66,10 @@ def tool(
 
     Raises:
         TypeError: a parameter kind or type hint the schema cannot express
-            (``ToolContext`` inside another type among them), or a generator
-            function.
+            (``ToolContext`` inside another type among them), a method not
+            bound to its instance, or a generator function.
+        ValueError: a parameter name providers refuse as a property name, or
+            a tool name they refuse.
     """
 
     def build(target: Callable[..., object]) -> Tool:

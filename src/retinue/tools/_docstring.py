@@ -16,9 +16,16 @@ _ARG_SECTIONS = {"args", "arguments", "parameters", "params", "keyword args", "k
 # A NumPy section header is a name underlined with dashes.
 _UNDERLINE = re.compile(r"^-{3,}\s*$")
 _NUMPY_ENTRY = re.compile(r"^(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
-# A Sphinx field: ``:param name: text`` or ``:param type name: text``.
-_FIELD = re.compile(r"^:(?P<kind>\w+)(?P<rest>[^:]*):\s*(?P<text>.*)$")
+# A Sphinx field: ``:param name: text`` or ``:param type name: text``. A role that opens a line
+# (``:class:`Forecast` caches``) is text: its second colon is followed by a backtick.
+_FIELD = re.compile(r"^:(?P<kind>\w+)(?P<rest>(?:\s[^:]*)?):(?!\S)\s*(?P<text>.*)$")
 _PARAM_FIELDS = {"param", "parameter", "arg", "argument", "key", "keyword"}
+# Only Sphinx's own fields end the description: a line of text may open with a word between
+# colons too, and taking it for a field would cut the description and lose the ``Args:``.
+_FIELDS = _PARAM_FIELDS | {
+    "type", "raises", "raise", "except", "exception", "var", "ivar", "cvar", "vartype",
+    "returns", "return", "rtype", "yields", "yield", "ytype", "meta",
+}  # fmt: skip
 _ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?:\((?:[^()]|\([^()]*\))*\))?\s*:\s*(?P<text>.*)$")
 
 
@@ -45,14 +52,19 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     head = "\n".join(lines[:index]).strip()
     if index < len(lines) and _is_numpy_header(lines, index):
         return head, _numpy_arguments(lines, index)
-    if index < len(lines) and _FIELD.match(lines[index]):
+    if index < len(lines) and _opens_fields(lines[index]):
         return head, _sphinx_arguments(lines[index:])
     return head, _google_arguments(lines, index)
 
 
 def _starts_sections(lines: list[str], index: int) -> bool:
     line = lines[index]
-    return _is_header(line) or _is_numpy_header(lines, index) or bool(_FIELD.match(line))
+    return _is_header(line) or _is_numpy_header(lines, index) or _opens_fields(line)
+
+
+def _opens_fields(line: str) -> bool:
+    field = _FIELD.match(line)
+    return field is not None and field["kind"] in _FIELDS
 
 
 def _is_numpy_header(lines: list[str], index: int) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -33,6 +34,13 @@ _UNSUPPORTED_KINDS: dict[object, str] = {
     inspect.Parameter.VAR_POSITIONAL: "*args",
     inspect.Parameter.VAR_KEYWORD: "**kwargs",
 }
+
+# The property names Anthropic accepts in ``input_schema``: past it, it refuses every request
+# that carries the tool. Only the parameters are checked, the names the decorator chooses;
+# keys inside a TypedDict or attrs parameter are not known to be held to it.
+_PROPERTY_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+# How deep a chain of partials and ``__wrapped__`` links is followed (a mock has no end).
+_MAX_LAYERS = 64
 
 
 @final
@@ -66,11 +74,14 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     """Derive a tool's description, parameter schema and argument binder from *fn*.
 
     Raises:
-        TypeError: a parameter kind or type hint the schema cannot express.
+        TypeError: a parameter kind or type hint the schema cannot express, or
+            a method whose instance the model would supply.
+        ValueError: a parameter name providers refuse as a property name.
     """
     where = getattr(fn, "__qualname__", None) or repr(fn)
     signature = inspect.signature(fn)
     target, bound = _unwrap_partial(fn)
+    _check_not_unbound_method(fn, signature, bound)
     hints = resolve_hints(target if inspect.isroutine(target) else type(target).__call__, where)
     description, documented = parse_docstring(inspect.getdoc(target))
     shapes: dict[str, Shape] = {}
@@ -91,11 +102,80 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
                 raise TypeError(f"{where}: more than one ToolContext parameter")
             context = parameter.name
             continue
+        _check_property_name(parameter.name, where)
         shape = shapes[parameter.name] = _parameter_shape(parameter, hint, where)
         properties[parameter.name] = _parameter_schema(shape, parameter, documented)
         if parameter.default is EMPTY:
             required.append(parameter.name)
     return FunctionSpec(description, object_schema(properties, required), context, _binder(shapes))
+
+
+def _check_property_name(name: str, where: str) -> None:
+    if _PROPERTY_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"{where}: invalid parameter name {name!r} for a tool argument: use 1 to 64 ASCII "
+            "letters, digits, '_', '.' or '-' (the property names providers accept)"
+        )
+
+
+def _check_not_unbound_method(
+    fn: Callable[..., object],
+    signature: inspect.Signature,
+    bound: frozenset[str],
+) -> None:
+    """Refuse a function defined in a class body whose instance slot the model would fill.
+
+    Decorated in the class body (or taken from the class), a method's ``self``
+    is no bound object but a parameter like any other: advertised to the
+    model, which could send whatever object the body trusts.
+
+    Raises:
+        TypeError: *fn* is such a method.
+    """
+    function = _innermost_function(fn)
+    if function is None or not _defined_in_class_body(function):
+        return
+    slot = next(iter(inspect.signature(function).parameters.values()), None)
+    if (
+        slot is None
+        or slot.kind not in (slot.POSITIONAL_ONLY, slot.POSITIONAL_OR_KEYWORD)
+        or slot.name not in signature.parameters
+        or slot.name in bound
+        # The convention, not the class: while the class body runs there is none to ask.
+        or slot.name not in ("self", "cls")
+    ):
+        return
+    raise TypeError(
+        f"{function.__qualname__} is a method: its {slot.name!r} would be an argument the "
+        f"model supplies; decorate the bound method instead (tool(instance."
+        f"{function.__name__})), or, for a static method, apply @tool above @staticmethod"
+    )
+
+
+def _innermost_function(fn: object) -> types.FunctionType | None:
+    """The plain function under partials and ``__wrapped__`` links, if it may be a method.
+
+    ``None`` past a bound method (its first parameter is filled) or a static
+    method (it has none to fill); both lend their function as ``__wrapped__``,
+    so they are recognised before that link is followed.
+    """
+    layer = fn
+    for _ in range(_MAX_LAYERS):
+        if isinstance(layer, functools.partial):
+            layer = layer.func
+        elif inspect.ismethod(layer) or isinstance(layer, staticmethod):
+            return None
+        elif (inner := getattr(layer, "__wrapped__", None)) is not None:
+            layer = inner
+        else:
+            return layer if isinstance(layer, types.FunctionType) else None
+    return None
+
+
+def _defined_in_class_body(function: types.FunctionType) -> bool:
+    """Whether the function's qualified name is ``Class.name`` (not ``outer.<locals>.name``)."""
+    parts = function.__qualname__.split(".")
+    return len(parts) > 1 and parts[-2] != "<locals>"
 
 
 def _parameter_shape(parameter: inspect.Parameter, hint: object, where: str) -> Shape:

@@ -396,6 +396,9 @@ def _record_fields(cls: type[object], where: str) -> Shape:
         if not field.init:
             continue
         shape = shape_of(_field_hint(field, hints), f"{where}.{field.alias}")
+        if field.default is None:
+            # As for a parameter: the schema would name null as the default yet refuse it.
+            shape = accepting_null(shape)
         shapes[field.alias] = shape
         properties[field.alias] = with_default(shape.schema, field.default)
         if field.default is attrs.NOTHING:
