@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis.strategies as st
-from hypothesis import given
+from hypothesis import assume, given
 
 from retinue._lossless import freeze_json
 from retinue.tools import Tool
@@ -70,11 +70,17 @@ def test_acceptor_never_accepts_what_validate_rejects(schema: dict[str, Any], ra
 @given(_schemas(), json_values)
 def test_check_arguments_equals_validate(schema: dict[str, Any], raw: object) -> None:
     """R9.3: a tool's compiled check reports exactly the reference validator's problem."""
-    frozen_schema = freeze_json(schema)
-    assert isinstance(frozen_schema, dict)
-    probe = Tool(name="probe", description="", parameters=frozen_schema, fn=lambda: None)
-    value = freeze_json(raw)
-    assert probe.check_arguments(value) == validate(value, frozen_schema)
+    # A tool's root is an object; an unknown type name ("other") or an empty list of
+    # types is refused when the tool is built.
+    root = freeze_json({"type": "object", "properties": {"v": schema}})
+    assert isinstance(root, dict)
+    try:
+        probe = Tool(name="probe", description="", parameters=root, fn=lambda: None)
+    except ValueError:
+        assume(False)
+        raise
+    value = freeze_json({"v": raw})
+    assert probe.check_arguments(value) == validate(value, root)
 
 
 def test_acceptor_confirms_plain_tool_arguments() -> None:

@@ -134,7 +134,30 @@ class Tool:
     description: str = attrs.field(validator=attrs.validators.instance_of(str))
     """What the tool does, for the model."""
     parameters: FrozenDict = attrs.field(converter=_freeze_parameters)
-    """The JSON schema of the arguments object; validated before the body runs."""
+    """The JSON schema of the arguments object; arguments are checked against it before the body runs.
+
+    Its root must be ``"type": "object"``. The check enforces ``type`` (a JSON
+    type name or a list of them), ``enum``, ``const``, ``properties``,
+    ``required``, ``additionalProperties``, ``propertyNames``,
+    ``minProperties``, ``maxProperties``, ``items``, ``prefixItems``,
+    ``minItems``, ``maxItems``, ``uniqueItems`` (``1`` equals ``1.0``, not
+    ``true``), ``minimum``, ``maximum``, ``exclusiveMinimum``,
+    ``exclusiveMaximum``, ``multipleOf``, ``minLength`` and ``maxLength`` (in
+    code points), ``pattern`` (Python's ``re.search``), ``allOf``, ``anyOf``,
+    ``oneOf``, ``not`` and local ``$ref``s (``#/$defs/Name``,
+    ``#/definitions/Name``, recursive ones too): what pydantic's
+    ``model_json_schema()`` writes. Annotations pass through unchecked:
+    ``title``, ``description``, ``default`` (not checked against the schema),
+    ``examples``, ``deprecated``, ``readOnly``, ``writeOnly``, ``$comment``,
+    ``$schema``, ``format``, ``contentEncoding``, ``contentMediaType`` and
+    OpenAPI's ``discriminator``. Any other keyword is refused when the tool is
+    built, as are an unknown type name, a malformed keyword value, an invalid
+    pattern and a ``$ref`` that leads nowhere or loops without descending into
+    a value: ``ValueError`` (``TypeError`` for a keyword value of the wrong
+    JSON type) naming its path, e.g. ``parameters.properties.days.minimum``.
+    A constraint in the schema is enforced on every call or refused once,
+    never ignored.
+    """
     fn: Callable[..., object] = attrs.field(validator=attrs.validators.is_callable())
     """The body: a sync function (run in a worker thread) or an async function.
 

@@ -1,37 +1,45 @@
-"""A small JSON-schema validator for the subset tool schemas use (type, enum, objects, arrays).
+"""The argument validator: a tool's arguments checked against its JSON schema.
 
-Supported keywords: ``type`` (a name or a list of names), ``enum``, ``const``,
-``properties``, ``required``, ``additionalProperties`` (bool or schema),
-``items`` and ``anyOf``. Other keywords (``description``, ``default``, ...)
-are ignored. Pure and synchronous.
+It enforces the keywords of :data:`._keywords.ENFORCED`: ``type`` (a name or a
+list of names), ``enum``, ``const``, ``properties``, ``required``,
+``additionalProperties``, ``propertyNames``, ``minProperties``,
+``maxProperties``, ``items``, ``prefixItems``, ``minItems``, ``maxItems``,
+``uniqueItems``, ``minimum``, ``maximum``, ``exclusiveMinimum``,
+``exclusiveMaximum``, ``multipleOf``, ``minLength``, ``maxLength``,
+``pattern``, ``allOf``, ``anyOf``, ``oneOf``, ``not`` and local ``$ref``s (to
+``$defs`` or ``definitions``, recursive ones too). :func:`make_validator`
+refuses a schema holding anything else but annotations. Pure and synchronous.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+
+from ._acceptor import compile_acceptor
+from ._constraints import (
+    CONSTRAINTS,
+    constraint_problem,
+    json_key,
+    json_type_name,
+    resolve_ref,
+    schema_list,
+)
+from ._keywords import ANNOTATIONS, check_parameters
 
 __all__ = ["compile_acceptor", "json_type_name", "make_validator", "validate"]
 
 _ROOT = "arguments"
 
+# The keywords of a node beyond its type, choices and structure.
+_CONSTRAINTS = CONSTRAINTS | {"$ref", "allOf", "anyOf", "oneOf", "not"}
 
-def json_type_name(value: object) -> str:
-    """Return the JSON type name of *value* (``"object"``, ``"integer"``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
+# ``dict`` first: a frozen JSON object is one, told apart without the slower ABC check.
+# A tuple, built once: ``dict | Mapping`` would build a union at every check.
+_OBJECTS = (dict, Mapping)
+
+# How many references in a row a union's message follows to find a member's type.
+_MAX_HOPS = 16
 
 
 def _is_type(value: object, name: str) -> bool:
@@ -44,14 +52,8 @@ def _is_type(value: object, name: str) -> bool:
 
 
 def _same(left: object, right: object) -> bool:
-    """JSON equality: ``True`` is not ``1``; arrays and objects compare deeply."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, list | tuple) and isinstance(right, list | tuple):
-        return len(left) == len(right) and all(
-            _same(a, b) for a, b in zip(left, right, strict=True)
-        )
-    return left == right
+    """JSON equality: ``True`` is not ``1``, ``1`` is ``1.0``; arrays and objects compare deeply."""
+    return json_key(left) == json_key(right)
 
 
 def _show(value: object) -> str:
@@ -64,34 +66,48 @@ def _show(value: object) -> str:
     return repr(value)
 
 
+def _brief(schema: object) -> str:
+    text = json.dumps(schema, ensure_ascii=False)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 def _join(path: str, key: str) -> str:
     return key if path == _ROOT else f"{path}.{key}"
 
 
-def validate(value: object, schema: Mapping[str, object], path: str = _ROOT) -> str | None:
+def validate(
+    value: object,
+    schema: Mapping[str, object],
+    path: str = _ROOT,
+    *,
+    root: Mapping[str, object] | None = None,
+) -> str | None:
     """Return the first problem as ``"<path>: <what>"``, or ``None`` if *value* conforms.
 
     The root is called ``arguments``; nested paths read ``city``, ``items[2]``,
-    ``options.units``. Never raises for any value or schema of the subset.
+    ``options.units``. A ``$ref`` is resolved in *root* (default: *schema*).
+    Never raises for any value, nor for a schema :func:`make_validator` accepts.
     """
+    return _validate(value, schema, path, schema if root is None else root)
+
+
+def _validate(value: object, schema: object, path: str, root: Mapping[str, object]) -> str | None:
+    if not isinstance(schema, _OBJECTS):
+        return f"{path}: not allowed" if schema is False else None
     problem = _check_type(value, schema, path)
-    if problem is not None:
-        return problem
-    if "enum" in schema:
-        options = schema["enum"]
-        if isinstance(options, Sequence) and not any(_same(value, o) for o in options):
-            return f"{path}: must be one of {', '.join(_show(o) for o in options)}"
-    if "const" in schema and not _same(value, schema["const"]):
-        return f"{path}: must be {_show(schema['const'])}"
-    if "anyOf" in schema:
-        problem = _check_any_of(value, schema["anyOf"], path)
-        if problem is not None:
-            return problem
-    if isinstance(value, list | tuple):
-        return _check_items(value, schema, path)
-    if isinstance(value, Mapping):
-        return _check_object(value, schema, path)
-    return None
+    if problem is None and ("enum" in schema or "const" in schema):
+        problem = _check_choices(value, schema, path)
+    # Most nodes hold none of these: one look at the keys spares each its own.
+    if problem is None and not _CONSTRAINTS.isdisjoint(schema):
+        problem = constraint_problem(value, schema, path) or _check_composition(
+            value, schema, path, root
+        )
+    if problem is None:
+        if isinstance(value, list | tuple):
+            return _check_items(value, schema, path, root)
+        if isinstance(value, _OBJECTS):
+            return _check_object(value, schema, path, root)
+    return problem
 
 
 def _check_type(value: object, schema: Mapping[str, object], path: str) -> str | None:
@@ -111,26 +127,87 @@ def _check_type(value: object, schema: Mapping[str, object], path: str) -> str |
     return f"{path}: expected {expected}, got {json_type_name(value)}"
 
 
-def _check_any_of(value: object, members: object, path: str) -> str | None:
-    if not isinstance(members, Sequence):
+def _check_choices(value: object, schema: Mapping[str, object], path: str) -> str | None:
+    if "enum" in schema:
+        options = schema["enum"]
+        key = json_key(value)
+        if isinstance(options, Sequence) and not any(json_key(o) == key for o in options):
+            return f"{path}: must be one of {', '.join(_show(o) for o in options)}"
+    if "const" in schema and not _same(value, schema["const"]):
+        return f"{path}: must be {_show(schema['const'])}"
+    return None
+
+
+def _check_composition(
+    value: object, schema: Mapping[str, object], path: str, root: Mapping[str, object]
+) -> str | None:
+    if "$ref" in schema:
+        target = resolve_ref(root, schema["$ref"])
+        if target is None:
+            return f"{path}: the schema's $ref {_show(schema['$ref'])} leads nowhere"
+        problem = _validate(value, target, path, root)
+        if problem is not None:
+            return problem
+    for member in schema_list(schema.get("allOf")):
+        problem = _validate(value, member, path, root)
+        if problem is not None:
+            return problem
+    if "anyOf" in schema:
+        problem = _check_any_of(value, schema_list(schema["anyOf"]), path, root)
+        if problem is not None:
+            return problem
+    if "oneOf" in schema:
+        problem = _check_one_of(value, schema_list(schema["oneOf"]), path, root)
+        if problem is not None:
+            return problem
+    if "not" in schema and _validate(value, schema["not"], path, root) is None:
+        return f"{path}: must not match {_brief(schema['not'])}"
+    return None
+
+
+def _check_one_of(
+    value: object, members: Sequence[object], path: str, root: Mapping[str, object]
+) -> str | None:
+    matched = [i for i, m in enumerate(members) if _validate(value, m, path, root) is None]
+    if len(matched) == 1:
         return None
+    if not matched:
+        return _check_any_of(value, members, path, root)
+    return (
+        f"{path}: must match exactly one choice of its oneOf, "
+        f"but matches [{matched[0]}] and [{matched[1]}]"
+    )
+
+
+def _check_any_of(
+    value: object, members: Sequence[object], path: str, root: Mapping[str, object]
+) -> str | None:
+    # A member that only refers to another schema is read as that schema: its type and
+    # choices then shape the message.
+    members = [_followed(member, root) for member in members]
     problems: list[str] = []
     for member in members:
-        if not isinstance(member, Mapping):
+        if not isinstance(member, Mapping | bool):
             continue
-        problem = validate(value, member, path)
+        problem = _validate(value, member, path, root)
         if problem is None:
             return None
         problems.append(problem)
     if not problems:
         return None
-    choices = _missed_choices(value, members, path)
+    choices = _missed_choices(value, members, path, root)
     if choices is not None:
         return f"{path}: must be one of {', '.join(_show(o) for o in choices)}"
-    # Prefer a member whose type matched: its complaint is the more specific one.
-    for member, problem in zip(members, problems, strict=False):
-        if isinstance(member, Mapping) and _check_type(value, member, path) is None:
-            return problem
+    # Prefer a member whose type matched: its complaint is the more specific one; among
+    # those, one whose tag properties (a const each, as a discriminated union has) match.
+    tried = [m for m in members if isinstance(m, Mapping | bool)]
+    typed = [
+        (member, problem)
+        for member, problem in zip(tried, problems, strict=True)
+        if isinstance(member, Mapping) and _check_type(value, member, path) is None
+    ]
+    if typed:
+        return max(typed, key=lambda pair: _tags_matched(value, pair[0]))[1]
     types = list(
         dict.fromkeys(str(m.get("type")) for m in members if isinstance(m, Mapping) and "type" in m)
     )
@@ -139,7 +216,38 @@ def _check_any_of(value: object, members: object, path: str) -> str | None:
     )
 
 
-def _missed_choices(value: object, members: Sequence[object], path: str) -> list[object] | None:
+def _followed(member: object, root: Mapping[str, object]) -> object:
+    """*member*, or the schema it refers to when a ``$ref`` and annotations are all it holds."""
+    for _ in range(_MAX_HOPS):
+        if not isinstance(member, Mapping) or "$ref" not in member:
+            return member
+        if any(key != "$ref" and key not in ANNOTATIONS for key in member):
+            return member
+        target = resolve_ref(root, member["$ref"])
+        if target is None:
+            return member
+        member = target
+    return member
+
+
+def _tags_matched(value: object, member: Mapping[str, object]) -> int:
+    """How many of *member*'s ``const`` properties *value* has, equal."""
+    properties = member.get("properties")
+    if not isinstance(value, Mapping) or not isinstance(properties, Mapping):
+        return 0
+    return sum(
+        1
+        for name, sub in properties.items()
+        if isinstance(sub, Mapping)
+        and "const" in sub
+        and name in value
+        and _same(value[name], sub["const"])
+    )
+
+
+def _missed_choices(
+    value: object, members: Sequence[object], path: str, root: Mapping[str, object]
+) -> list[object] | None:
     """Every choice of the members *value* fails only by its value (enum, const), when several.
 
     ``Literal["auto"] | Unit`` then lists ``auto`` and the units, not the first set alone.
@@ -151,7 +259,7 @@ def _missed_choices(value: object, members: Sequence[object], path: str) -> list
             continue
         options = _choices(member)
         rest = {k: v for k, v in member.items() if k not in ("enum", "const")}
-        if options is None or validate(value, rest, path) is not None:
+        if options is None or _validate(value, rest, path, root) is not None:
             continue
         sets += 1
         for option in options:
@@ -167,19 +275,29 @@ def _choices(member: Mapping[str, object]) -> Sequence[object] | None:
     return options if isinstance(options, Sequence) and not isinstance(options, str) else None
 
 
-def _check_items(value: Sequence[object], schema: Mapping[str, object], path: str) -> str | None:
+def _check_items(
+    value: Sequence[object], schema: Mapping[str, object], path: str, root: Mapping[str, object]
+) -> str | None:
+    prefix = schema_list(schema.get("prefixItems"))
+    for index, (item, member) in enumerate(zip(value, prefix, strict=False)):
+        problem = _validate(item, member, f"{path}[{index}]", root)
+        if problem is not None:
+            return problem
     items = schema.get("items")
-    if not isinstance(items, Mapping):
+    if not isinstance(items, Mapping | bool):
         return None
-    for index, item in enumerate(value):
-        problem = validate(item, items, f"{path}[{index}]")
+    for index in range(len(prefix), len(value)):
+        problem = _validate(value[index], items, f"{path}[{index}]", root)
         if problem is not None:
             return problem
     return None
 
 
 def _check_object(
-    value: Mapping[object, object], schema: Mapping[str, object], path: str
+    value: Mapping[object, object],
+    schema: Mapping[str, object],
+    path: str,
+    root: Mapping[str, object],
 ) -> str | None:
     properties = schema.get("properties")
     known: Mapping[str, object] = properties if isinstance(properties, Mapping) else {}
@@ -188,18 +306,23 @@ def _check_object(
         for name in required:
             if isinstance(name, str) and name not in value:
                 return f"{_join(path, name)}: missing required property"
+    names = schema.get("propertyNames")
+    if names is not None:
+        problem = _check_names(value, names, path, root)
+        if problem is not None:
+            return problem
     extra = schema.get("additionalProperties", True)
     for key, item in value.items():
         name = str(key)
         sub = known.get(name)
-        if isinstance(sub, Mapping):
-            problem = validate(item, sub, _join(path, name))
+        if isinstance(sub, _OBJECTS) or type(sub) is bool:
+            problem = _validate(item, sub, _join(path, name), root)
         elif name in known or extra is True:
             problem = None
         elif extra is False:
             problem = f"{_join(path, name)}: unexpected property"
-        elif isinstance(extra, Mapping):
-            problem = validate(item, extra, _join(path, name))
+        elif isinstance(extra, _OBJECTS):
+            problem = _validate(item, extra, _join(path, name), root)
         else:
             problem = None
         if problem is not None:
@@ -207,143 +330,31 @@ def _check_object(
     return None
 
 
-# -- the fast acceptor ---------------------------------------------------------
-#
-# A schema compiled into a predicate that says "valid" only when ``validate``
-# would, and is cheap for the plain shapes tools declare. When it does not say
-# "valid", ``validate`` runs and has the final word (and writes the message).
-
-Acceptor = Callable[[object], bool]
-
-# Keywords the acceptor does not model; a node holding one is left to ``validate``.
-_SLOW_KEYWORDS = frozenset({"enum", "const", "anyOf"})
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _never(_value: object) -> bool:
-    return False
-
-
-def _accept_number(value: object) -> bool:
-    return type(value) is int or type(value) is float
-
-
-def _accept_integer(value: object) -> bool:
-    return type(value) is int or (type(value) is float and value.is_integer())
-
-
-_TYPE_ACCEPTORS: dict[str, Acceptor] = {
-    "string": lambda value: type(value) is str,
-    "integer": _accept_integer,
-    "number": _accept_number,
-    "boolean": lambda value: type(value) is bool,
-    "null": lambda value: value is None,
-    "array": lambda value: type(value) is tuple or type(value) is list,
-    "object": lambda value: isinstance(value, dict),
-}
-
-
-def _type_acceptor(wanted: object) -> Acceptor | None:
-    if wanted is None:
+def _check_names(
+    value: Mapping[object, object], names: object, path: str, root: Mapping[str, object]
+) -> str | None:
+    """``propertyNames``: each name checked as a string, reported at its property."""
+    if not isinstance(names, Mapping | bool):
         return None
-    names = [wanted] if isinstance(wanted, str) else wanted
-    if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
-        return _never
-    accepts = [_TYPE_ACCEPTORS.get(name, _never) for name in names]
-    if len(accepts) == 1:
-        return accepts[0]
-    return lambda value: any(accept(value) for accept in accepts)
-
-
-def compile_acceptor(schema: Mapping[str, object]) -> Acceptor:
-    """A predicate that is ``True`` only for values ``validate(value, schema)`` accepts.
-
-    ``False`` means "not shown valid": the caller runs :func:`validate`.
-    """
-    if _SLOW_KEYWORDS & schema.keys():
-        return _never
-    of_type = _type_acceptor(schema.get("type"))
-    items, properties = schema.get("items"), schema.get("properties")
-    extra = schema.get("additionalProperties", True)
-    if not isinstance(extra, bool):
-        return _never
-    item_ok = compile_acceptor(items) if isinstance(items, Mapping) else None
-    known = properties if isinstance(properties, Mapping) else {}
-    fields = {str(k): compile_acceptor(v) for k, v in known.items() if isinstance(v, Mapping)}
-    names = frozenset(str(k) for k in known)
-    required = schema.get("required")
-    needed = (
-        tuple(n for n in required if isinstance(n, str))
-        if isinstance(required, Sequence) and not isinstance(required, str)
-        else ()
-    )
-
-    if item_ok is None and not known and not needed:
-        leaf = _leaf_acceptor(schema.get("type"), of_type)
-        if leaf is not None:
-            return leaf
-    if schema.get("type") == "object":
-
-        def accept_object(value: object) -> bool:
-            return isinstance(value, dict) and _accept_object(
-                value, fields, names, needed, extra=extra
-            )
-
-        return accept_object
-
-    def accept(value: object) -> bool:
-        if of_type is not None and not of_type(value):
-            return False
-        kind = type(value)
-        if kind in _SCALARS:
-            return True
-        if kind is tuple or kind is list:
-            return item_ok is None or all(item_ok(item) for item in value)  # type: ignore[attr-defined]
-        if isinstance(value, dict):
-            return _accept_object(value, fields, names, needed, extra=extra)
-        return False
-
-    return accept
-
-
-def _leaf_acceptor(wanted: object, of_type: Acceptor | None) -> Acceptor | None:
-    """The type check alone, when it is the whole test: no object can pass it."""
-    names = [wanted] if isinstance(wanted, str) else wanted
-    if of_type is None or not isinstance(names, Sequence) or "object" in names:
-        return None
-    return of_type
-
-
-def _accept_object(
-    value: dict[object, object],
-    fields: dict[str, Acceptor],
-    names: frozenset[str],
-    needed: tuple[str, ...],
-    *,
-    extra: bool,
-) -> bool:
-    for name in needed:
-        if name not in value:
-            return False
-    for key, item in value.items():
-        if type(key) is not str:
-            return False
-        check = fields.get(key)
-        if check is not None:
-            if not check(item):
-                return False
-        elif not extra and key not in names:
-            return False
-    return True
+    for key in value:
+        where = _join(path, str(key))
+        problem = _validate(str(key), names, where, root)
+        if problem is not None:
+            return f"{where}: property name {problem[len(where) + 2 :]}"
+    return None
 
 
 def make_validator(schema: Mapping[str, object]) -> Callable[[object], str | None]:
-    """``validate`` against *schema*, with the compiled acceptor as a fast path."""
+    """``validate`` against *schema*, with the compiled acceptor as a fast path.
+
+    Raises:
+        TypeError, ValueError: *schema* is not one the validator enforces as
+            written (:func:`._keywords.check_parameters`).
+    """
+    check_parameters(schema)
     accept = compile_acceptor(schema)
 
     def check(value: object) -> str | None:
-        return None if accept(value) else validate(value, schema)
+        return None if accept(value) else _validate(value, schema, _ROOT, schema)
 
     return check

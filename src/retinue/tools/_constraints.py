@@ -1,0 +1,234 @@
+"""The constraints one JSON-schema node puts on a value, and local ``$ref`` resolution.
+
+Numbers (``minimum``, ``multipleOf``, ...), strings (``minLength``,
+``pattern``, ...) and the sizes of arrays and objects, with ``uniqueItems``:
+each compiled once into a check shared by the reference validator and its fast
+path, so that both judge alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence, Sized
+from fractions import Fraction
+from typing import Any, TypeGuard, cast
+from urllib.parse import unquote
+
+__all__ = [
+    "CONSTRAINTS",
+    "Check",
+    "constraint_checks",
+    "constraint_problem",
+    "is_array",
+    "is_number",
+    "json_key",
+    "json_type_name",
+    "resolve_ref",
+    "schema_list",
+]
+
+Check = Callable[[object], "str | None"]
+"""One compiled constraint: what *value* breaks (without its path), or ``None``."""
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """Whether *value* is a JSON number (a bool is not one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_array(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
+    return isinstance(value, list | tuple)
+
+
+def json_type_name(value: object) -> str:
+    """Return the JSON type name of *value* (``"object"``, ``"integer"``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if is_array(value):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def json_key(value: object) -> object:
+    """A hashable key equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if is_array(value):
+        return ("array", tuple(json_key(item) for item in value))
+    if isinstance(value, Mapping):
+        return ("object", frozenset((key, json_key(item)) for key, item in value.items()))
+    return ("other", id(value))
+
+
+# -- constraints of one node ----------------------------------------------------
+
+_BOUNDS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
+    "minimum": (operator.ge, ">="),
+    "maximum": (operator.le, "<="),
+    "exclusiveMinimum": (operator.gt, ">"),
+    "exclusiveMaximum": (operator.lt, "<"),
+}
+
+
+def _bound(keyword: str, limit: object) -> Check:
+    holds, sign = _BOUNDS[keyword]
+
+    def check(value: object) -> str | None:
+        if not is_number(value) or holds(value, limit):
+            return None
+        return f"must be {sign} {limit!r}, got {value!r}"
+
+    return check
+
+
+def _multiple_of(step: object) -> Check:
+    def check(value: object) -> str | None:
+        if not is_number(value) or _divides(step, value):
+            return None
+        return f"must be a multiple of {step!r}, got {value!r}"
+
+    return check
+
+
+def _divides(step: object, value: float) -> bool:
+    if type(value) is int and type(step) is int:
+        return value % step == 0
+    # Exact in decimal, as the JSON text reads: 0.3 is a multiple of 0.1.
+    quotient = Fraction(repr(value)) / Fraction(repr(step))
+    return quotient.denominator == 1
+
+
+# keyword: (the JSON type whose size it bounds, whether the bound is a least one)
+_SIZES: dict[str, tuple[str, bool]] = {
+    "minLength": ("string", True),
+    "maxLength": ("string", False),
+    "minItems": ("array", True),
+    "maxItems": ("array", False),
+    "minProperties": ("object", True),
+    "maxProperties": ("object", False),
+}
+_UNITS = {
+    "string": ("character", "characters"),
+    "array": ("item", "items"),
+    "object": ("property", "properties"),
+}
+
+
+def _size(keyword: str, limit: object) -> Check:
+    kind, least = _SIZES[keyword]
+    bound = int(cast("float", limit))  # a whole number: checked when the tool is built
+    one, many = _UNITS[kind]
+    wanted = f"{'at least' if least else 'at most'} {bound} {one if bound == 1 else many}"
+
+    def check(value: object) -> str | None:
+        if json_type_name(value) != kind:
+            return None
+        # len() counts a string's code points, as JSON Schema does.
+        size = len(cast("Sized", value))
+        if (size >= bound) if least else (size <= bound):
+            return None
+        return f"must have {wanted}, got {size}"
+
+    return check
+
+
+def _pattern(pattern: object) -> Check:
+    compiled = re.compile(str(pattern))
+
+    def check(value: object) -> str | None:
+        # search, not match: a JSON Schema pattern is not anchored.
+        if not isinstance(value, str) or compiled.search(value) is not None:
+            return None
+        return f'must match the pattern "{pattern}"'
+
+    return check
+
+
+def _unique_items(unique: object) -> Check:
+    def check(value: object) -> str | None:
+        if unique is not True or not is_array(value):
+            return None
+        seen: dict[object, int] = {}
+        for index, item in enumerate(value):
+            first = seen.setdefault(json_key(item), index)
+            if first != index:
+                return f"items must be unique, but [{index}] equals [{first}]"
+        return None
+
+    return check
+
+
+_RULES: dict[str, Callable[[object], Check]] = {
+    **{keyword: functools.partial(_bound, keyword) for keyword in _BOUNDS},
+    **{keyword: functools.partial(_size, keyword) for keyword in _SIZES},
+    "multipleOf": _multiple_of,
+    "pattern": _pattern,
+    "uniqueItems": _unique_items,
+}
+
+CONSTRAINTS = frozenset(_RULES)
+"""The keywords whose constraint :func:`constraint_problem` checks."""
+
+
+def constraint_checks(schema: Mapping[str, object]) -> list[Check]:
+    """The compiled constraints of *schema*'s own node, in the schema's order."""
+    return [_RULES[key](limit) for key, limit in schema.items() if key in _RULES]
+
+
+def constraint_problem(value: object, schema: Mapping[str, object], path: str) -> str | None:
+    """The first constraint of *schema*'s node that *value* breaks, as ``"<path>: <what>"``."""
+    for key, limit in schema.items():
+        rule = _RULES.get(key)
+        if rule is None:
+            continue
+        problem = rule(limit)(value)
+        if problem is not None:
+            return f"{path}: {problem}"
+    return None
+
+
+# -- references -------------------------------------------------------------------
+
+
+def resolve_ref(root: Mapping[str, object], ref: object) -> object:
+    """The schema a local ``$ref`` (``#``, ``#/$defs/Name``, any JSON pointer) points to, or ``None``."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    pointer = unquote(ref[1:])
+    if pointer == "":
+        return root
+    if not pointer.startswith("/"):
+        return None  # a named anchor: not supported
+    node: object = root
+    for token in pointer[1:].split("/"):
+        node = _step(node, token.replace("~1", "/").replace("~0", "~"))
+    return node
+
+
+def _step(node: object, token: str) -> object:
+    if isinstance(node, Mapping):
+        return node.get(token)
+    if is_array(node) and token.isdigit() and int(token) < len(node):
+        return node[int(token)]
+    return None
+
+
+def schema_list(value: object) -> Sequence[object]:
+    """The members of an array keyword (``allOf``, ``prefixItems``, ...); none if malformed."""
+    return value if isinstance(value, list | tuple) else ()

@@ -1,0 +1,427 @@
+"""A hand-written tool schema: each constraint is enforced on every call, or refused when the
+tool is built, never ignored (R9.3 stage 3, R9.7).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import pytest
+
+from retinue._lossless import freeze_json
+from retinue.hooks import HookBus
+from retinue.tools import Tool, ToolExecution, ToolRegistry, tool
+
+
+def nothing(**_arguments: object) -> None:
+    return None
+
+
+def built(parameters: object) -> Tool:
+    return Tool("t", "A tool.", parameters, nothing)  # type: ignore[arg-type]
+
+
+def check(parameters: Mapping[str, object], arguments: object) -> str | None:
+    return built(parameters).check_arguments(freeze_json(arguments))
+
+
+def holding(name: str, schema: object) -> dict[str, object]:
+    return {"type": "object", "properties": {name: schema}}
+
+
+# What pydantic's ``model_json_schema()`` writes: ``$defs`` with a recursive model, a
+# discriminated union, bounds, a pattern, a set (unique items), a fixed tuple
+# (``prefixItems``), constrained dict keys (``propertyNames``) and annotations.
+PYDANTIC_LIKE: dict[str, object] = {
+    "$defs": {
+        "Cat": {
+            "properties": {
+                "kind": {"const": "cat", "title": "Kind", "type": "string"},
+                "lives": {"default": 9, "title": "Lives", "type": "integer"},
+            },
+            "required": ["kind"],
+            "title": "Cat",
+            "type": "object",
+        },
+        "Dog": {
+            "properties": {
+                "kind": {"const": "dog", "title": "Kind", "type": "string"},
+                "good": {"default": True, "title": "Good", "type": "boolean"},
+            },
+            "required": ["kind"],
+            "title": "Dog",
+            "type": "object",
+        },
+        "Node": {
+            "properties": {
+                "name": {"title": "Name", "type": "string"},
+                "children": {
+                    "default": [],
+                    "items": {"$ref": "#/$defs/Node"},
+                    "title": "Children",
+                    "type": "array",
+                },
+            },
+            "required": ["name"],
+            "title": "Node",
+            "type": "object",
+        },
+        "Unit": {"enum": ["c", "f"], "title": "Unit", "type": "string"},
+    },
+    "description": "A forecast request.",
+    "properties": {
+        "unit": {"$ref": "#/$defs/Unit"},
+        "days": {"description": "days", "maximum": 7, "minimum": 1, "type": "integer"},
+        "temp": {"exclusiveMaximum": 1000, "exclusiveMinimum": -300, "multipleOf": 0.5},
+        "city": {"maxLength": 10, "minLength": 1, "pattern": "^[A-Z]", "type": "string"},
+        "tags": {"default": [], "items": {"type": "string"}, "type": "array", "uniqueItems": True},
+        "pair": {
+            "anyOf": [
+                {
+                    "maxItems": 2,
+                    "minItems": 2,
+                    "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                    "type": "array",
+                },
+                {"type": "null"},
+            ],
+            "default": None,
+        },
+        "when": {"anyOf": [{"format": "date-time", "type": "string"}, {"type": "null"}]},
+        "tree": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}], "default": None},
+        "pet": {
+            "discriminator": {
+                "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"},
+                "propertyName": "kind",
+            },
+            "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+        },
+        "scores": {
+            "additionalProperties": {"type": "integer"},
+            "propertyNames": {"enum": ["a", "b"]},
+            "type": "object",
+        },
+        "legacy": {"deprecated": True, "examples": [1], "readOnly": True, "type": "integer"},
+    },
+    "required": ["unit", "days", "city"],
+    "title": "Forecast",
+    "type": "object",
+}
+
+GOOD = {
+    "unit": "c",
+    "days": 3,
+    "temp": 20.5,
+    "city": "Oslo",
+    "tags": ["a", "b"],
+    "pair": [1, "x"],
+    "when": "2024-01-01T00:00:00Z",
+    "tree": {"name": "root", "children": [{"name": "leaf", "children": []}]},
+    "pet": {"kind": "dog", "good": True},
+    "scores": {"a": 1},
+    "legacy": 2,
+}
+
+
+def test_a_pydantic_schema_builds_and_accepts_conforming_arguments() -> None:
+    """R9.7: ``$defs``/``$ref`` (recursive too), bounds, patterns, unions and annotations build."""
+    assert check(PYDANTIC_LIKE, GOOD) is None
+    assert check(PYDANTIC_LIKE, {**GOOD, "pair": None, "tree": None, "temp": 0}) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("unit", "kelvin", 'unit: must be one of "c", "f"'),
+        ("days", 0, "days: must be >= 1, got 0"),
+        ("days", 8, "days: must be <= 7, got 8"),
+        ("temp", -300, "temp: must be > -300, got -300"),
+        ("temp", 1000.0, "temp: must be < 1000, got 1000.0"),
+        ("temp", 20.25, "temp: must be a multiple of 0.5, got 20.25"),
+        ("city", "", "city: must have at least 1 character, got 0"),
+        ("city", "Reykjavik, IS", "city: must have at most 10 characters, got 13"),
+        ("city", "oslo", 'city: must match the pattern "^[A-Z]"'),
+        ("tags", ["a", "a"], "tags: items must be unique, but [1] equals [0]"),
+        ("pair", [1, 2], "pair[1]: expected string, got integer"),
+        ("pair", [1, "x", 3], "pair: must have at most 2 items, got 3"),
+        ("when", 5, "when: expected string or null, got integer"),
+        (
+            "tree",
+            {"name": "r", "children": [{}]},
+            "tree.children[0].name: missing required property",
+        ),
+        ("tree", 5, "tree: expected object or null, got integer"),
+        ("pet", {"kind": "dog", "good": 1}, "pet.good: expected boolean, got integer"),
+        ("pet", {"kind": "cat", "lives": "nine"}, "pet.lives: expected integer, got string"),
+        ("scores", {"c": 1}, 'scores.c: property name must be one of "a", "b"'),
+        ("scores", {"a": "x"}, "scores.a: expected integer, got string"),
+    ],
+)
+def test_a_pydantic_schema_refuses_what_it_forbids_naming_the_path(
+    name: str, value: object, problem: str
+) -> None:
+    """R9.3: every constraint of the schema is enforced, reported at the value that broke it."""
+    assert check(PYDANTIC_LIKE, {**GOOD, name: value}) == problem
+
+
+async def test_a_value_the_schema_forbids_never_reaches_the_body() -> None:
+    """R9.3: a hand-written schema's bounds stop the call before the body, as a coded error."""
+    ran: list[object] = []
+
+    def body(**arguments: object) -> str:
+        ran.append(arguments)
+        return "ran"
+
+    forecast = Tool(
+        "forecast",
+        "Forecast.",
+        holding("days", {"type": "integer", "minimum": 1, "maximum": 7}),
+        body,
+    )
+    registry = ToolRegistry(HookBus(), [forecast])
+    result = await registry.execute(ToolExecution("c1", "forecast", freeze_json({"days": 0})))
+    assert result.is_error
+    assert result.error is not None
+    assert result.error.code == "INVALID_ARGUMENTS"
+    assert "days: must be >= 1, got 0" in str(result.content)
+    assert ran == []
+    allowed = await registry.execute(ToolExecution("c2", "forecast", freeze_json({"days": 7})))
+    assert not allowed.is_error
+    assert ran == [{"days": 7}]
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad", "problem"),
+    [
+        ({"minimum": 1.5}, 1.5, 1, "x: must be >= 1.5, got 1"),
+        ({"exclusiveMinimum": 0}, 0.001, 0, "x: must be > 0, got 0"),
+        ({"exclusiveMaximum": 0}, -1, 0.0, "x: must be < 0, got 0.0"),
+        ({"multipleOf": 0.1}, 0.3, 0.35, "x: must be a multiple of 0.1, got 0.35"),
+        ({"multipleOf": 3}, 9.0, 10, "x: must be a multiple of 3, got 10"),
+        # code points, not UTF-16 units: an emoji is one character
+        ({"maxLength": 1}, "😀", "ab", "x: must have at most 1 character, got 2"),
+        ({"minLength": 2}, "éé", "é", "x: must have at least 2 characters, got 1"),
+        # re.search: a pattern is not anchored
+        ({"pattern": "[0-9]"}, "ab1", "abc", 'x: must match the pattern "[0-9]"'),
+        ({"minItems": 1}, [0], [], "x: must have at least 1 item, got 0"),
+        ({"maxItems": 1}, [0], [0, 1], "x: must have at most 1 item, got 2"),
+        ({"minProperties": 1}, {"a": 1}, {}, "x: must have at least 1 property, got 0"),
+        (
+            {"maxProperties": 1},
+            {"a": 1},
+            {"a": 1, "b": 2},
+            "x: must have at most 1 property, got 2",
+        ),
+        ({"const": 1}, 1.0, True, "x: must be 1"),
+        ({"allOf": [{"type": "integer"}, {"minimum": 3}]}, 3, 2, "x: must be >= 3, got 2"),
+        (
+            {"anyOf": [{"type": "integer"}, {"minLength": 3}]},
+            "abc",
+            "ab",
+            "x: must have at least 3 characters, got 2",
+        ),
+        (
+            {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+            1.5,
+            2,
+            "x: must match exactly one choice of its oneOf, but matches [0] and [1]",
+        ),
+        ({"not": {"type": "null"}}, 0, None, 'x: must not match {"type": "null"}'),
+        ({"items": False, "prefixItems": [{"type": "integer"}]}, [1], [1, 2], "x[1]: not allowed"),
+        (
+            {"propertyNames": {"maxLength": 1}},
+            {"a": 1},
+            {"ab": 1},
+            "x.ab: property name must have at most 1 character, got 2",
+        ),
+    ],
+)
+def test_each_constraint_keyword_is_enforced(
+    schema: dict[str, object], good: object, bad: object, problem: str
+) -> None:
+    """R9.3: the constraint keywords JSON Schema defines are checked as it defines them."""
+    assert check(holding("x", schema), {"x": good}) is None
+    assert check(holding("x", schema), {"x": bad}) == problem
+
+
+def test_number_bounds_skip_other_types() -> None:
+    """R9.3: a bound constrains numbers only; a boolean or a string is left to ``type``."""
+    bounded = holding("x", {"maximum": 0, "minLength": 5})
+    assert check(bounded, {"x": True}) is None
+    assert check(bounded, {"x": "long enough"}) is None
+    assert check(bounded, {"x": 1}) == "x: must be <= 0, got 1"
+    assert check(bounded, {"x": "abc"}) == "x: must have at least 5 characters, got 3"
+
+
+@pytest.mark.parametrize(
+    ("items", "unique"),
+    [
+        ([1, 1.0], False),
+        ([1, True], True),
+        ([0, False, None, "0", [0], {"a": 0}], True),
+        ([{"a": 1, "b": [True]}, {"b": [True], "a": 1.0}], False),
+        ([{"a": True}, {"a": 1}], True),
+        ([[1, 2], [2, 1]], True),
+    ],
+)
+def test_unique_items_compares_as_json_does(items: list[object], unique: bool) -> None:
+    """R9.3: ``uniqueItems`` uses JSON equality: 1 equals 1.0, true is not 1, objects deeply."""
+    verdict = check(holding("x", {"uniqueItems": True}), {"x": items})
+    assert (verdict is None) is unique
+
+
+def test_a_recursive_definition_checks_every_level() -> None:
+    """R9.3: a ``$ref`` back to its own definition checks values at any depth."""
+    schema = {
+        "type": "object",
+        "properties": {"list": {"$ref": "#/definitions/Cell"}},
+        "definitions": {
+            "Cell": {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "integer", "minimum": 0},
+                    "next": {"anyOf": [{"$ref": "#/definitions/Cell"}, {"type": "null"}]},
+                },
+                "required": ["value"],
+            }
+        },
+    }
+    chain: dict[str, object] = {"value": 0, "next": None}
+    for value in range(1, 40):
+        chain = {"value": value, "next": chain}
+    assert check(schema, {"list": chain}) is None
+    deep: dict[str, object] = {"value": -1, "next": None}
+    for value in range(3):
+        deep = {"value": value, "next": deep}
+    assert check(schema, {"list": deep}) == "list.next.next.next.value: must be >= 0, got -1"
+    assert check(holding("me", {"$ref": "#"}), {"me": {"me": {"me": 3}}}) == (
+        "me.me.me: expected object, got integer"
+    )
+
+
+@pytest.mark.parametrize(
+    ("parameters", "error", "where"),
+    [
+        ({}, ValueError, "parameters.type"),
+        ({"type": "string"}, ValueError, "parameters.type"),
+        ({"properties": {"a": {"type": "string"}}}, ValueError, "parameters.type"),
+        ({"type": ["object", "null"]}, ValueError, "parameters.type"),
+        (holding("a", {"type": "strng"}), ValueError, "parameters.properties.a.type"),
+        (holding("a", {"type": ["string", "nul"]}), ValueError, "parameters.properties.a.type[1]"),
+        (holding("a", {"type": []}), ValueError, "parameters.properties.a.type"),
+        (holding("a", {"type": 3}), TypeError, "parameters.properties.a.type"),
+        (holding("days", {"contains": {}}), ValueError, "parameters.properties.days.contains"),
+        ({"type": "object", "patternProperties": {}}, ValueError, "parameters.patternProperties"),
+        ({"type": "object", "nullable": True}, ValueError, "parameters.nullable"),
+        (holding("a", {"if": {}, "then": {}}), ValueError, "parameters.properties.a.if"),
+        (holding("a", {"minimum": "1"}), TypeError, "parameters.properties.a.minimum"),
+        (
+            holding("a", {"exclusiveMinimum": True}),
+            TypeError,
+            "parameters.properties.a.exclusiveMinimum",
+        ),
+        (holding("a", {"minLength": -1}), ValueError, "parameters.properties.a.minLength"),
+        (holding("a", {"maxItems": 1.5}), TypeError, "parameters.properties.a.maxItems"),
+        (holding("a", {"multipleOf": 0}), ValueError, "parameters.properties.a.multipleOf"),
+        (holding("a", {"pattern": "("}), ValueError, "parameters.properties.a.pattern"),
+        (holding("a", {"uniqueItems": 1}), TypeError, "parameters.properties.a.uniqueItems"),
+        (holding("a", {"items": [{}]}), TypeError, "parameters.properties.a.items"),
+        (holding("a", {"anyOf": []}), ValueError, "parameters.properties.a.anyOf"),
+        (holding("a", {"oneOf": {}}), TypeError, "parameters.properties.a.oneOf"),
+        (holding("a", {"enum": "abc"}), TypeError, "parameters.properties.a.enum"),
+        ({"type": "object", "required": "a"}, TypeError, "parameters.required"),
+        ({"type": "object", "properties": []}, TypeError, "parameters.properties"),
+        (holding("a", 3), TypeError, "parameters.properties.a"),
+        (
+            holding("a", {"items": {"maximum": "x"}}),
+            TypeError,
+            "parameters.properties.a.items.maximum",
+        ),
+        (
+            {"type": "object", "$defs": {"X": {"minimum": 0, "exclusiveMinimum": False}}},
+            TypeError,
+            "parameters.$defs.X.exclusiveMinimum",
+        ),
+        (holding("a", {"$ref": "#/$defs/Missing"}), ValueError, "parameters.properties.a.$ref"),
+        (holding("a", {"$ref": "other.json#/x"}), ValueError, "parameters.properties.a.$ref"),
+        (
+            {**holding("a", {"$ref": "#/$defs/A"}), "$defs": {"A": {"$ref": "#/$defs/A"}}},
+            ValueError,
+            "parameters.$defs.A.$ref",
+        ),
+        ({"type": "object", "allOf": [{"$ref": "#"}]}, ValueError, "parameters.allOf[0].$ref"),
+    ],
+)
+def test_a_schema_the_validator_would_not_enforce_is_refused_when_built(
+    parameters: dict[str, object], error: type[Exception], where: str
+) -> None:
+    """R9.7: a root that is not an object, an unknown type, an unknown keyword or a malformed
+    one is refused when the tool is built, naming the keyword's path.
+    """
+    with pytest.raises(error, match=f"^{re.escape(where)}: "):
+        built(parameters)
+
+
+def test_a_reference_loop_through_unions_is_refused_when_built() -> None:
+    """R9.7: references that lead back without descending into a value would never end."""
+    parameters = {
+        **holding("a", {"$ref": "#/$defs/A"}),
+        "$defs": {
+            "A": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/B"}]},
+            "B": {"allOf": [{"$ref": "#/$defs/A"}]},
+        },
+    }
+    with pytest.raises(ValueError, match="would never end"):
+        built(parameters)
+
+
+def test_annotations_pass_through_and_constrain_nothing() -> None:
+    """R9.7: annotations (``format`` among them) are kept for the model and never refused."""
+    schema = {
+        "type": "object",
+        "title": "T",
+        "description": "d",
+        "$comment": "c",
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "properties": {
+            "when": {
+                "type": "string",
+                "format": "date-time",
+                "examples": ["2024-01-01"],
+                "deprecated": True,
+                "readOnly": True,
+                "writeOnly": False,
+                "default": 3,
+                "contentMediaType": "text/plain",
+                "contentEncoding": "base64",
+            },
+            "anything": True,
+            "nothing": False,
+        },
+    }
+    definition = built(schema)
+    assert definition.schema.parameters == freeze_json(schema)
+    assert check(schema, {"when": "not a date"}) is None
+    assert check(schema, {"anything": [1, {"a": None}]}) is None
+    assert check(schema, {"nothing": 1}) == "nothing: not allowed"
+
+
+def test_decorated_tools_still_build_with_the_keywords_they_emit() -> None:
+    """R9.7: the ``@tool`` decorator's schemas (unions, enums, maps, records) pass the check."""
+
+    @tool
+    def plan(
+        city: str,
+        scores: dict[str, int],
+        tags: tuple[str, ...] = (),
+        limit: int | None = None,
+        mode: str | list[int] = "x",
+    ) -> str:
+        """Plan."""
+        return city
+
+    assert plan.check_arguments(freeze_json({"city": "Oslo", "scores": {"a": 1}})) is None
+    assert plan.check_arguments(freeze_json({"city": "Oslo", "scores": {"a": "x"}})) == (
+        "scores.a: expected integer, got string"
+    )
