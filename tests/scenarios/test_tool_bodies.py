@@ -45,7 +45,6 @@ async def test_a_sync_tool_calls_its_agent_on_the_trio_thread() -> None:
     """R9.7: a sync body's ``ctx.agent.inject`` runs on the trio thread: the append, its
     observers and the subscriber's wake-up never run on the worker (that deadlocked trio).
     """
-    observer_threads: set[int] = set()
     seen: list[str] = []
 
     @retinue.tool
@@ -60,23 +59,35 @@ async def test_a_sync_tool_calls_its_agent_on_the_trio_thread() -> None:
             if event.type == "turn/end":
                 return
 
-    model = ScriptedModel([CallTools([ToolCallSpec("note", "{}", id="n1")]), Reply("ok")])
+    async def ask(agent: retinue.Agent) -> retinue.TurnResult:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow, agent.subscribe())
+            return await agent.ask("go")
+
+    agent, result, observer_threads = await _call_once(note, ask)
+    (tool_result,) = of_type(agent.session.events, "tool/result")
+    assert result.reason.kind == "completed"
+    assert content_text(tool_result.data.content) == f"noted by {agent.id}"  # type: ignore[union-attr]
+    assert observer_threads == {threading.get_ident()}
+    assert "context/message" in seen
+
+
+async def _call_once(
+    body: Tool, ask: Callable[[retinue.Agent], Awaitable[retinue.TurnResult]] | None = None
+) -> tuple[retinue.Agent, retinue.TurnResult, set[int]]:
+    """One turn calling *body* once: the agent, the turn's result, the threads observers ran on."""
+    observer_threads: set[int] = set()
+    model = ScriptedModel([CallTools([ToolCallSpec(body.name, "{}", id="c1")]), Reply("ok")])
     with trio.fail_after(10):
-        async with retinue.open_runtime(models=model, tools=[note]) as rt:
+        async with retinue.open_runtime(models=model, tools=[body]) as rt:
             agent = await rt.create_agent("a", OPTIONS)
             rt.hooks.on(
                 "session/event",
                 lambda *_: observer_threads.add(threading.get_ident()),
                 agent=agent,
             )
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(follow, agent.subscribe())
-                result = await agent.ask("go")
-            (tool_result,) = of_type(agent.session.events, "tool/result")
-    assert result.reason.kind == "completed"
-    assert content_text(tool_result.data.content) == f"noted by {agent.id}"  # type: ignore[union-attr]
-    assert observer_threads == {threading.get_ident()}
-    assert "context/message" in seen
+            result = await ask(agent) if ask is not None else await agent.ask("go")
+    return agent, result, observer_threads
 
 
 @pytest.mark.timeout(20)
@@ -84,7 +95,6 @@ async def test_a_sync_tool_appends_to_its_session_on_the_trio_thread() -> None:
     """R9.7: ``ctx.agent.session`` seen from a sync body is wrapped like the handle: an
     append through it, and the observers it wakes, run on the trio thread, not the worker.
     """
-    observer_threads: set[int] = set()
 
     @retinue.tool
     def record(ctx: ToolContext) -> str:
@@ -93,18 +103,9 @@ async def test_a_sync_tool_appends_to_its_session_on_the_trio_thread() -> None:
         event = session.append_custom("note/recorded", {"by": "record"})
         return f"recorded at {event.seq} of {session.id}"
 
-    model = ScriptedModel([CallTools([ToolCallSpec("record", "{}", id="r1")]), Reply("ok")])
-    with trio.fail_after(10):
-        async with retinue.open_runtime(models=model, tools=[record]) as rt:
-            agent = await rt.create_agent("a", OPTIONS)
-            rt.hooks.on(
-                "session/event",
-                lambda *_: observer_threads.add(threading.get_ident()),
-                agent=agent,
-            )
-            result = await agent.ask("go")
-            (note,) = of_type(agent.session.events, "note/recorded")
-            (tool_result,) = of_type(agent.session.events, "tool/result")
+    agent, result, observer_threads = await _call_once(record)
+    (note,) = of_type(agent.session.events, "note/recorded")
+    (tool_result,) = of_type(agent.session.events, "tool/result")
     assert result.reason.kind == "completed"
     assert content_text(tool_result.data.content) == f"recorded at {note.seq} of {agent.id}"  # type: ignore[union-attr]
     assert observer_threads == {threading.get_ident()}

@@ -471,16 +471,8 @@ def test_check_no_dangling_tool_calls_unclosed_step_is_settled_at_the_next_step(
 
 def duplicate_call_step(results: int) -> list[Event]:
     """A step whose two tool calls share the id ``c1``, with *results* results for it."""
-    return log(
-        TurnStart(1, TRIGGER),
-        StepStart(1, 1),
-        AssistantMessage(1, 1, (ToolCall("c1", "t", "{}"), ToolCall("c1", "t", "{}"))),
-        ToolCallEvent(1, 1, "c1", "t", "{}"),
-        ToolCallEvent(1, 1, "c1", "t", "{}"),
-        *[(ToolResultEvent(1, 1, "c1", text(f"r{i}")), [3 + i]) for i in range(results)],
-        StepEnd(1, 1),
-        TurnEnd(1, DONE),
-    )
+    tail = [(ToolResultEvent(1, 1, "c1", text(f"r{i}")), [3 + i]) for i in range(results)]
+    return two_call_step(*tail, ids=("c1", "c1"))
 
 
 @pytest.mark.parametrize("results", [1, 2])
@@ -560,14 +552,17 @@ def test_check_history_replay_accepts_calls_of_a_step_still_open() -> None:
     check_history_replay(events)
 
 
-def two_call_step(*tail: EventData | tuple[EventData, Sequence[int]]) -> list[Event]:
-    """A turn whose step asks for calls ``a`` then ``b`` (tool/calls at seqs 3, 4), then *tail*."""
+def two_call_step(
+    *tail: EventData | tuple[EventData, Sequence[int]], ids: tuple[str, str] = ("a", "b")
+) -> list[Event]:
+    """A turn whose step asks for two calls, *ids* (tool/calls at seqs 3, 4), then *tail*."""
+    first, second = ids
     return log(
         TurnStart(1, TRIGGER),
         StepStart(1, 1),
-        AssistantMessage(1, 1, (ToolCall("a", "t", "{}"), ToolCall("b", "t", "{}"))),
-        ToolCallEvent(1, 1, "a", "t", "{}"),
-        ToolCallEvent(1, 1, "b", "t", "{}"),
+        AssistantMessage(1, 1, (ToolCall(first, "t", "{}"), ToolCall(second, "t", "{}"))),
+        ToolCallEvent(1, 1, first, "t", "{}"),
+        ToolCallEvent(1, 1, second, "t", "{}"),
         *tail,
         StepEnd(1, 1),
         TurnEnd(1, DONE),
