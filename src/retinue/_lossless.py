@@ -156,10 +156,16 @@ def writable_int(value: int) -> bool:
 
 
 def shown(value: object) -> str:
-    """``repr(value)`` for an error message, even of an int too long to convert to digits."""
+    """``repr(value)`` for an error message, even of an int too long to convert to digits.
+
+    Also of a value holding one anywhere (a tuple of them, say): its repr would raise.
+    """
     if type(value) is int and not writable_int(value):
         return f"an integer of {value.bit_length()} bits"
-    return repr(value)
+    try:
+        return repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} holding an integer too long to show"
 
 
 def check_digits(value: int, path: str) -> None:

@@ -49,7 +49,7 @@ __all__ = [
     "encode_header",
     "load_event",
     "load_header",
-    "long_int_error",
+    "loads_line",
 ]
 
 
@@ -209,10 +209,9 @@ class LongIntError(Exception):
     def __init__(self, parsed: Any, path: str) -> None:
         super().__init__(f"an integer of more than {sys.get_int_max_str_digits()} digits @ {path}")
         self.parsed = parsed
-        self.path = path
 
 
-def long_int_error(text: str) -> LongIntError:
+def _long_int_error(text: str) -> LongIntError:
     """The refusal of JSON *text* whose parse ``int()`` refused, naming the integer's path.
 
     Parsed again, on this rare path only, with the integer marked: the first
@@ -226,18 +225,23 @@ def long_int_error(text: str) -> LongIntError:
     return LongIntError(parsed, _path_to_long_int(parsed))
 
 
-def _long_int_refusal(text: str, session_id: str) -> CorruptSessionError:
-    """The refusal of an event line holding an integer too long to read, named like any field."""
+def loads_line(line: str | bytes) -> Any:
+    """Parse one stored JSON line, strictly UTF-8 as it was written.
+
+    Raises:
+        UnicodeDecodeError: the bytes are not UTF-8 (json.loads would guess at them).
+        json.JSONDecodeError: the line is not JSON.
+        RecursionError: it nests too deeply to parse.
+        LongIntError: it holds an integer too long to read, which the error names.
+    """
+    text = line.decode() if isinstance(line, bytes) else line
     try:
-        found = long_int_error(text)
-    except json.JSONDecodeError as exc:
-        return _not_json(exc, session_id)
-    except RecursionError:
-        return _too_deep_line(session_id)
-    seq = found.parsed.get("seq") if isinstance(found.parsed, dict) else None
-    return CorruptSessionError(
-        f"session {session_id!r}: event seq {seq if type(seq) is int else '?'} is malformed: {found}"
-    )
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        # The one other ValueError a decode raises: int() refusing a long digit string.
+        raise _long_int_error(text) from exc
 
 
 def _path_to_long_int(raw: Any) -> str:
@@ -320,18 +324,15 @@ def encode_header(header: SessionHeader) -> str:
 def decode_event(line: str | bytes, *, session_id: str = "?") -> Event:
     """Parse one canonical event line; raises :class:`CorruptSessionError`."""
     try:
-        # Strictly UTF-8, as written: json.loads would guess at bytes (UTF-16, surrogates).
-        text = line.decode() if isinstance(line, bytes) else line
-    except UnicodeDecodeError as exc:
+        raw = loads_line(line)
+    except LongIntError as found:
+        seq = found.parsed.get("seq") if isinstance(found.parsed, dict) else None
+        raise CorruptSessionError(
+            f"session {session_id!r}: event seq {seq if type(seq) is int else '?'} "
+            f"is malformed: {found}"
+        ) from found
+    except ValueError as exc:  # not UTF-8, or not JSON
         raise _not_json(exc, session_id) from exc
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _not_json(exc, session_id) from exc
-    except ValueError as exc:
-        # The one other ValueError a decode raises: int() refusing a long digit
-        # string. The line may be JSON all the same; the refusal names where.
-        raise _long_int_refusal(text, session_id) from exc
     except RecursionError as exc:
         raise _too_deep_line(session_id) from exc
     if not isinstance(raw, dict):

@@ -7,7 +7,7 @@ structured back, exactly (no coercion) and refusing keys no field holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 import attrs
 import cattrs
@@ -65,8 +65,6 @@ __all__ = [
     "unknown_keys",
 ]
 
-
-T = TypeVar("T")
 
 # The built-in types, read off the EventData union so neither list can drift.
 EVENT_TYPES: dict[str, type[Any]] = {

@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
-from retinue._lossless import FrozenDict, JsonValue, freeze_json
+from retinue._lossless import FrozenDict, JsonValue, freeze_json, shown
 
 from ._fields import integer
 from ._header_events import (
@@ -96,7 +96,7 @@ class CustomEvent:
 
 def _check_custom_type(value: object) -> None:
     if not isinstance(value, str) or not value or value in RESERVED_TYPES:
-        raise ValueError(f"{value!r} cannot be a custom event type (empty or reserved)")
+        raise ValueError(f"{shown(value)} cannot be a custom event type (empty or reserved)")
 
 
 EventData: TypeAlias = (

@@ -152,12 +152,12 @@ bound_set_attribute = object.__setattr__.__get__
 
 def outside(name: str, value: object, allowed: tuple[str, ...]) -> ValueError:
     # Stored as written, a value outside the Literal would not reload.
-    return ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    return ValueError(f"{name} must be one of {', '.join(allowed)}; got {shown(value)}")
 
 
 def lines(_instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
     if not all(type(line) is str for line in value):
-        raise InvalidJsonError(f"{attribute.name} must hold only strings, got {value!r}")
+        raise InvalidJsonError(f"{attribute.name} must hold only strings, got {shown(value)}")
 
 
 def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:

@@ -17,7 +17,7 @@ from retinue._content import (
     check_str,
 )
 from retinue._errors import InvalidJsonError
-from retinue._lossless import SMALL_INT, JsonValue, check_digits, freeze_json
+from retinue._lossless import SMALL_INT, JsonValue, check_digits, freeze_json, shown
 from retinue._stream import StreamChunk, Usage
 
 from ._fields import (
@@ -129,7 +129,7 @@ _COMPLETED = TurnEndReason("completed")
 def _bad_turn(turn: object) -> None:
     """Raise for a turn that failed the inline test: not an int, or too long to write."""
     if type(turn) is not int:
-        raise InvalidJsonError(f"turn must be an integer, got {turn!r}")
+        raise InvalidJsonError(f"turn must be an integer, got {shown(turn)}")
     check_digits(turn, "turn")
 
 
@@ -331,7 +331,7 @@ class ToolCallEvent:
         if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
             raise InvalidJsonError(
                 "tool/call: call_id, name and arguments (the raw JSON text) must be strings, "
-                f"got {call_id!r}, {name!r}, {arguments!r}"
+                f"got {shown(call_id)}, {shown(name)}, {shown(arguments)}"
             )
         setattr_ = bound_set_attribute(self)  # bound once for five fields, as attrs does
         setattr_("turn", turn)
@@ -383,7 +383,9 @@ class ToolResultEvent:
                 check_blocks(self.content, "tool/result: content")
                 break
         if type(self.is_error) is not bool:
-            raise InvalidJsonError(f"tool/result: is_error must be a bool, got {self.is_error!r}")
+            raise InvalidJsonError(
+                f"tool/result: is_error must be a bool, got {shown(self.is_error)}"
+            )
         if type(self.call_id) is not str:
             raise wrong_type(self, "call_id", "a str", self.call_id)
         if type(error) is not ToolErrorInfo and error is not None:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import sqlite3
 import sys
 from collections.abc import Iterable
-from typing import Any
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader, load_header
-from retinue.session._codec import LongIntError, long_int_error
+from retinue.session._codec import LongIntError, loads_line
 
 __all__ = [
     "already_exists",
@@ -29,7 +27,7 @@ log = logging.getLogger("retinue.stores")
 def parse_header(text: str | bytes, session_id: str) -> SessionHeader:
     """Parse a stored header line; raise ``CorruptSessionError`` naming the session."""
     try:
-        raw = _loads(text)
+        raw = loads_line(text)
     except LongIntError as exc:
         raise CorruptSessionError(
             f"session {session_id!r}: session header is malformed: {exc}", code="CORRUPT_HEADER"
@@ -55,19 +53,6 @@ def parse_header(text: str | bytes, session_id: str) -> SessionHeader:
         raise CorruptSessionError(
             f"session {session_id!r}: {exc.message}", code="CORRUPT_HEADER"
         ) from exc
-
-
-def _loads(text: str | bytes) -> Any:
-    # Strictly UTF-8: json.loads would guess at bytes (UTF-16, surrogates).
-    decoded = text.decode() if isinstance(text, bytes) else text
-    try:
-        return json.loads(decoded)
-    except json.JSONDecodeError:
-        raise
-    except ValueError as exc:
-        # The one other ValueError a decode raises: int() refusing a long digit
-        # string. The line may be JSON all the same, refused as the event loader does.
-        raise long_int_error(decoded) from exc
 
 
 def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> list[SessionHeader]:
