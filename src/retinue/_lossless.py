@@ -12,6 +12,7 @@ from ._errors import InvalidJsonError
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "NEG_SMALL_INT",
     "SMALL_INT",
     "FrozenDict",
     "JsonValue",
@@ -136,6 +137,8 @@ SMALL_INT: int = (1 << 30) - 1
 A one-digit int, which the interpreter compares without a call: the cheap
 test a hot validator makes before :func:`writable_int`.
 """
+NEG_SMALL_INT: int = -SMALL_INT
+"""``-SMALL_INT``, negated once: hot range tests would negate it on every call."""
 
 
 def _short(number: Any) -> bool:

@@ -58,7 +58,7 @@ class Subscription:
         self._buffer = buffer
         self._waiting = trio.lowlevel.ParkingLot()
         self._forget = forget
-        self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self._notice)
+        self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self)
 
     def end(self) -> None:
         """No more events will come: iteration ends after those logged (agent torn down)."""
@@ -123,22 +123,23 @@ class Subscription:
         await trio.lowlevel.checkpoint()
 
 
-def _observe_weakly(session: Session, notice: Callable[[Event], None]) -> Callable[[], None]:
-    """Observe *session* with a feed's bound *notice* without keeping the feed alive.
+def _observe_weakly(session: Session, feed: Subscription) -> Callable[[], None]:
+    """Observe *session* for *feed* without keeping *feed* alive; returns the unsubscriber.
 
     A task iterating the feed keeps it alive through its frame. Once the feed is
     collected, its observer leaves at the next append: the session notifies from
     a snapshot of its observers, so the others still get that event, in order.
-    Returns the unsubscriber.
     """
-    notice_ref = weakref.WeakMethod(notice)
+    # A plain weak reference, not a WeakMethod: this runs per event for every live
+    # feed, and a WeakMethod builds a bound method on every call (4x the cost).
+    feed_ref = weakref.ref(feed)
 
     def push(event: Event) -> None:
-        live = notice_ref()
+        live = feed_ref()
         if live is None:
             unsubscribe()
         else:
-            live(event)
+            live._notice(event)
 
     unsubscribe = session.observe(push)
     return unsubscribe

@@ -9,7 +9,7 @@ import attrs
 
 from retinue._content import ContentBlock, Message, Reasoning, Text, ToolCall
 from retinue._errors import ModelError
-from retinue._lossless import SMALL_INT
+from retinue._lossless import NEG_SMALL_INT, SMALL_INT
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,
@@ -153,7 +153,7 @@ class BlockAssembler:
 
     def _text_delta(self, chunk: TextDelta) -> None:
         if (
-            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
+            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
             or type(chunk.text) is not str
         ):
             _check(chunk)
@@ -164,7 +164,7 @@ class BlockAssembler:
 
     def _block_start(self, chunk: BlockStart) -> None:
         if (
-            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
+            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
             or type(chunk.block_type) is not str
         ):
             _check(chunk)
@@ -205,7 +205,7 @@ class BlockAssembler:
 
     def _reasoning_delta(self, chunk: ReasoningDelta) -> None:
         if (
-            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
+            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
             or type(chunk.text) is not str
             or chunk.signature is not None
         ):
@@ -222,7 +222,7 @@ class BlockAssembler:
     def _tool_call_delta(self, chunk: ToolCallDelta) -> None:
         call_id, name = chunk.id, chunk.name
         if (
-            not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT)
+            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
             or type(chunk.arguments_delta) is not str
             or (call_id is not None and type(call_id) is not str)
             or (name is not None and type(name) is not str)
@@ -239,7 +239,7 @@ class BlockAssembler:
 
     def _close(self, chunk: BlockEnd) -> None:
         block = chunk.block
-        if not (type(chunk.index) is int and -SMALL_INT <= chunk.index <= SMALL_INT) or not (
+        if not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT) or not (
             (type(block) is Text and type(block.text) is str)
             or (
                 type(block) is ToolCall

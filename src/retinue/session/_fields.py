@@ -17,7 +17,7 @@ from retinue._content import (
     wrong_type,
 )
 from retinue._errors import InvalidJsonError
-from retinue._lossless import SMALL_INT, check_digits, shown
+from retinue._lossless import NEG_SMALL_INT, SMALL_INT, check_digits, shown
 from retinue._request import ToolSchema
 from retinue._stream import count_validator
 
@@ -90,10 +90,6 @@ def _field_path(instance: object, attribute: attrs.Attribute[Any]) -> str:
 # then not reload, and an integer with more digits than
 # ``sys.get_int_max_str_digits()`` would not encode at all. Exact type checks,
 # because ``bool`` is an ``int``; the digit check runs only past SMALL_INT.
-
-# SMALL_INT negated once: a ``-SMALL_INT`` in the hot constructors' test would
-# negate it on every event.
-NEG_SMALL_INT = -SMALL_INT
 
 
 def integer(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
