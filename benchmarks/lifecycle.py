@@ -101,7 +101,9 @@ def main(argv: list[str]) -> None:
         description="Create, turn and dispose CPU per agent among N agents; growth smallest to largest N.",
     )
     parser.add_argument("sizes", nargs="*", type=int, default=[1000, 10000], metavar="N")
-    sizes = parser.parse_args(argv).sizes
+    sizes = sorted(parser.parse_args(argv).sizes)
+    if not sizes or sizes[0] < 1:
+        parser.error("every N must be at least 1")
     records = [measure(agents) for agents in sizes]
     for record in records:
         emit(record)

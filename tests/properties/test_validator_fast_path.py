@@ -76,8 +76,9 @@ def test_check_arguments_equals_validate(schema: dict[str, Any], raw: object) ->
     assert isinstance(root, dict)
     try:
         probe = Tool(name="probe", description="", parameters=root, fn=lambda: None)
-    except ValueError:
-        assume(False)
+    except ValueError as exc:
+        # Only those two refusals: any other would be a valid schema refused, a failure.
+        assume("unknown type" not in str(exc) and "at least one type" not in str(exc))
         raise
     value = freeze_json({"v": raw})
     assert probe.check_arguments(value) == validate(value, root)

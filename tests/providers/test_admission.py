@@ -214,7 +214,14 @@ async def test_admission_ticket_caps_every_pause_at_its_max_pause(
 
 @pytest.mark.parametrize(
     ("max_pause", "error"),
-    [(-1.0, ValueError), (math.nan, ValueError), (-math.inf, ValueError), (True, TypeError)],
+    [
+        (-1.0, ValueError),
+        (math.nan, ValueError),
+        (-math.inf, ValueError),
+        (10**400, ValueError),
+        (True, TypeError),
+        ("1", TypeError),
+    ],
 )
 async def test_admission_refuses_a_max_pause_that_is_no_cap(
     max_pause: float, error: type[Exception]

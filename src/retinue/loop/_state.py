@@ -131,10 +131,11 @@ class TurnState:
         """Give every logged tool call of the step without a result a synthetic one.
 
         A call never started gets ``ABORTED_BEFORE_DISPATCH`` (and its missing
-        ``tool/call`` record); a started one gets *code*, unless its body had
-        finished, or pre-execute had already denied it: then it gets its own
-        result (R9.20), when no post-execute listener has yet to see it. Observer failures are contained so the log
-        stays a valid transcript (R9.21, R9.25).
+        ``tool/call`` record), unless pre-execute had denied it; a started one
+        gets *code*, unless its body had finished. A denied or finished call gets
+        its own result instead (R9.20), when no post-execute listener has yet to
+        see it. Observer failures are contained so the log stays a valid
+        transcript (R9.21, R9.25).
         """
         calls = self.calls
         session = self.core.session

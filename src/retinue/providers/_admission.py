@@ -119,8 +119,9 @@ class AdmissionTicket:
 
 
 def _check_max_pause(max_pause: float) -> None:
-    # NaN fails every comparison: as a cap it would cap nothing.
-    if math.isinf(max_pause) and max_pause > 0:
+    # Infinity is no cap; NaN fails every comparison, so as a cap it would cap nothing.
+    # An equality test, not isinf: it neither overflows on a huge int nor fails on a str.
+    if max_pause == math.inf:
         return
     error = finite_number_error(max_pause, zero=True)
     if error is not None:

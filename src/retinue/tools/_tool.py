@@ -211,8 +211,9 @@ class ToolContext:
     worker until it returns: ``ctx.agent.inject(...)``, ``send``, ``steer`` and
     ``cancel`` work as from an async body. Its async methods (``ask``,
     ``wait_idle``, ``dispose``) raise ``TypeError``: a sync body cannot await
-    them; make the tool async to call them. Objects the handle returns (its
-    ``session``) are the real ones: read them only.
+    them; make the tool async to call them. Its ``session`` is wrapped the same
+    way (an append through it runs on the trio thread), so it is not a
+    ``Session`` instance; other objects it returns are the real ones.
     """
 
     call_id: str
