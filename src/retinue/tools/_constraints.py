@@ -194,13 +194,24 @@ def constraint_checks(schema: Mapping[str, object]) -> list[Check]:
 def constraint_problem(value: object, schema: Mapping[str, object], path: str) -> str | None:
     """The first constraint of *schema*'s node that *value* breaks, as ``"<path>: <what>"``."""
     for key, limit in schema.items():
-        rule = _RULES.get(key)
-        if rule is None:
+        if key not in _RULES:
             continue
-        problem = rule(limit)(value)
+        try:
+            check = _built(key, type(limit).__name__, limit)
+        except TypeError:  # an unhashable limit, in a schema no tool checked
+            check = _RULES[key](limit)
+        problem = check(value)
         if problem is not None:
             return f"{path}: {problem}"
     return None
+
+
+# The full validator runs on every call of a tool whose schema leaves the fast path
+# (``oneOf``, ``not``): its checks are built once, not per node per call. The type is
+# in the key: 1, 1.0 and True hash alike, but a message shows the limit as written.
+@functools.lru_cache(maxsize=1024)
+def _built(key: str, _kind: str, limit: object) -> Check:
+    return _RULES[key](limit)
 
 
 # -- references -------------------------------------------------------------------
