@@ -217,12 +217,13 @@ class Message:
         # first: an unhashable role is refused, not looked up.
         if type(role) is not str or role not in _ROLE_SET:
             raise _bad_role(role)
-        setattr_ = _bound_set(self)  # as attrs does
+        setattr_ = bound_set_attribute(self)  # as attrs does
         setattr_("role", role)
         setattr_("content", content)
 
 
-_bound_set = object.__setattr__.__get__
+bound_set_attribute = object.__setattr__.__get__
+"""``object.__setattr__`` bound to one instance: how a frozen class's own ``__init__`` sets its fields."""
 
 
 def _bad_role(role: object) -> Exception:

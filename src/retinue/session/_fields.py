@@ -14,6 +14,7 @@ from retinue._content import (
     MessageSource,
     ToolResultBlock,
     as_content,
+    bound_set_attribute,
     wrong_type,
 )
 from retinue._errors import InvalidJsonError
@@ -27,6 +28,7 @@ __all__ = [
     "NEG_SMALL_INT",
     "as_tuple",
     "bound_set_attribute",
+    "check_turn",
     "check_turn_and_step",
     "content_field",
     "count",
@@ -113,6 +115,13 @@ count = count_validator()
 # a call. Only a turn or step that fails it takes this call, which finds out why.
 
 
+def check_turn(kind: str, turn: object) -> None:
+    """Refuse a turn that is not an int, or too long for JSON to write."""
+    if type(turn) is not int:
+        raise InvalidJsonError(f"{kind}: turn must be an integer, got {shown(turn)}")
+    check_digits(turn, f"{kind}: turn")
+
+
 def check_turn_and_step(kind: str, turn: object, step: object) -> None:
     """Refuse a turn or step that is not an int, or too long for JSON to write."""
     if type(turn) is not int or type(step) is not int:
@@ -143,7 +152,6 @@ def schemas(instance: object, attribute: attrs.Attribute[Any], value: tuple[obje
 # checks sit in a hand-written __init__, which costs a tenth of what an
 # __attrs_post_init__ hook adds to attrs' own.
 set_attribute = object.__setattr__
-bound_set_attribute = object.__setattr__.__get__
 
 
 def outside(name: str, value: object, allowed: tuple[str, ...]) -> ValueError:

@@ -17,12 +17,13 @@ from retinue._content import (
     check_str,
 )
 from retinue._errors import InvalidJsonError
-from retinue._lossless import SMALL_INT, JsonValue, check_digits, freeze_json, shown
+from retinue._lossless import SMALL_INT, JsonValue, freeze_json, shown
 from retinue._stream import StreamChunk, Usage
 
 from ._fields import (
     NEG_SMALL_INT,
     bound_set_attribute,
+    check_turn,
     check_turn_and_step,
     content_field,
     integer,
@@ -126,13 +127,6 @@ _COMPLETED = TurnEndReason("completed")
 # field would add a call each).
 
 
-def _bad_turn(turn: object) -> None:
-    """Raise for a turn that failed the inline test: not an int, or too long to write."""
-    if type(turn) is not int:
-        raise InvalidJsonError(f"turn must be an integer, got {shown(turn)}")
-    check_digits(turn, "turn")
-
-
 @final
 @attrs.frozen(init=False)
 class TurnStart:
@@ -144,7 +138,7 @@ class TurnStart:
 
     def __init__(self, turn: int, trigger: TurnTrigger) -> None:
         if type(turn) is not int or not NEG_SMALL_INT <= turn <= SMALL_INT:
-            _bad_turn(turn)
+            check_turn(self.type, turn)
         if type(trigger) is not TurnTrigger:
             raise wrong_type(self, "trigger", "a TurnTrigger", trigger)
         setattr_ = bound_set_attribute(self)
@@ -163,7 +157,7 @@ class TurnEnd:
 
     def __init__(self, turn: int, reason: TurnEndReason) -> None:
         if type(turn) is not int or not NEG_SMALL_INT <= turn <= SMALL_INT:
-            _bad_turn(turn)
+            check_turn(self.type, turn)
         if type(reason) is not TurnEndReason:
             raise wrong_type(self, "reason", "a TurnEndReason", reason)
         setattr_ = bound_set_attribute(self)
