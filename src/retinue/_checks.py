@@ -1,10 +1,10 @@
-"""The one check of a setting that must be a finite number, such as a duration in seconds."""
+"""The checks of numeric settings: a finite number (a duration in seconds), a positive count."""
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["finite_number_error"]
+__all__ = ["finite_number_error", "positive_int_error"]
 
 
 def finite_number_error(
@@ -27,3 +27,14 @@ def finite_number_error(
     if finite and (value >= 0 if zero else value > 0):
         return None
     return ValueError
+
+
+def positive_int_error(value: object) -> type[TypeError | ValueError] | None:
+    """The error refusing *value* as a count of at least 1, as :func:`finite_number_error` does.
+
+    ``TypeError`` unless it is exactly an ``int`` (a ``bool`` or ``2.0`` is no
+    count); ``ValueError`` below 1; ``None`` when it is accepted.
+    """
+    if type(value) is not int:
+        return TypeError
+    return None if value >= 1 else ValueError

@@ -11,7 +11,7 @@ from typing import Any, final
 import attrs
 import trio
 
-from retinue._checks import finite_number_error
+from retinue._checks import finite_number_error, positive_int_error
 
 from ._ratelimits import parse_rate_limits
 
@@ -39,12 +39,10 @@ def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: 
 
 
 def _positive_count(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    if type(value) is not int:
-        raise TypeError(f"AdmissionLimits.{attribute.name} must be an int, not {value!r}")
-    if value < 1:
-        raise ValueError(f"AdmissionLimits.{attribute.name} must be positive, not {value!r}")
+    error = None if value is None else positive_int_error(value)
+    if error is not None:
+        expected = "an int" if error is TypeError else "positive"
+        raise error(f"AdmissionLimits.{attribute.name} must be {expected}, not {value!r}")
 
 
 @final

@@ -12,7 +12,7 @@ import httpx2
 import trio
 from httpx2._transports.default import map_httpcore_exceptions
 
-from retinue._checks import finite_number_error
+from retinue._checks import finite_number_error, positive_int_error
 
 from ._http import current_answer, note_answer
 
@@ -215,7 +215,8 @@ def check_http_settings(
 
 
 def _check_count(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    # Always a ValueError here, as the adapters have documented it.
+    if positive_int_error(value) is not None:
         raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 

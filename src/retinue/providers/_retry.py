@@ -8,7 +8,7 @@ from typing import final
 
 import attrs
 
-from retinue._checks import finite_number_error
+from retinue._checks import finite_number_error, positive_int_error
 from retinue._errors import ModelError
 
 from ._failures import QUOTA_EXHAUSTED, RETRYABLE_STATUSES, ProviderError
@@ -17,10 +17,10 @@ __all__ = ["RetryNotice", "RetryPolicy"]
 
 
 def _attempts(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if type(value) is not int:
-        raise TypeError(f"RetryPolicy.{attribute.name} must be an int, not {value!r}")
-    if value < 1:
-        raise ValueError(f"RetryPolicy.{attribute.name} must be at least 1, not {value!r}")
+    error = positive_int_error(value)
+    if error is not None:
+        expected = "an int" if error is TypeError else "at least 1"
+        raise error(f"RetryPolicy.{attribute.name} must be {expected}, not {value!r}")
 
 
 def _finite_seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
