@@ -25,6 +25,7 @@ __all__ = [
     "is_number",
     "json_key",
     "json_type_name",
+    "pointer_tokens",
     "resolve_ref",
     "schema_list",
 ]
@@ -221,15 +222,23 @@ def resolve_ref(root: Mapping[str, object], ref: object) -> object:
     """The schema a local ``$ref`` (``#``, ``#/$defs/Name``, any JSON pointer) points to, or ``None``."""
     if not isinstance(ref, str) or not ref.startswith("#"):
         return None
-    pointer = unquote(ref[1:])
-    if pointer == "":
-        return root
-    if not pointer.startswith("/"):
+    tokens = pointer_tokens(ref)
+    if tokens is None:
         return None  # a named anchor: not supported
     node: object = root
-    for token in pointer[1:].split("/"):
-        node = _step(node, token.replace("~1", "/").replace("~0", "~"))
+    for token in tokens:
+        node = _step(node, token)
     return node
+
+
+def pointer_tokens(ref: str) -> list[str] | None:
+    """The JSON pointer tokens of a local ``#...`` reference, unescaped; ``None`` for an anchor."""
+    pointer = unquote(ref[1:])
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        return None
+    return [token.replace("~1", "/").replace("~0", "~") for token in pointer[1:].split("/")]
 
 
 def _step(node: object, token: str) -> object:

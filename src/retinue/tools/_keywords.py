@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from urllib.parse import unquote
 
-from ._constraints import is_array, is_number, json_type_name, resolve_ref
+from ._constraints import is_array, is_number, json_type_name, pointer_tokens, resolve_ref
 
 __all__ = ["ANNOTATIONS", "ENFORCED", "TYPE_NAMES", "check_parameters"]
 
@@ -174,9 +173,7 @@ def _nowhere(ref: object) -> str:
 
 def _dotted(ref: str) -> str:
     """``#/$defs/Node`` as the path ``.$defs.Node``."""
-    pointer = unquote(ref[1:])
-    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
-    return "".join(f".{part}" for part in parts)
+    return "".join(f".{part}" for part in pointer_tokens(ref) or ())
 
 
 # -- what each keyword's value may be ---------------------------------------------
