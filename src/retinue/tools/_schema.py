@@ -25,7 +25,7 @@ from ._shapes import (
     unwrap,
     with_default,
 )
-from ._tool import ToolContext
+from ._tool import ToolContext, layers
 
 __all__ = ["FunctionSpec", "describe", "type_schema"]
 
@@ -39,8 +39,6 @@ _UNSUPPORTED_KINDS: dict[object, str] = {
 # that carries the tool. Only the parameters are checked, the names the decorator chooses;
 # keys inside a TypedDict or attrs parameter are not known to be held to it.
 _PROPERTY_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
-# How deep a chain of partials and ``__wrapped__`` links is followed (a mock has no end).
-_MAX_LAYERS = 64
 
 
 @final
@@ -159,17 +157,12 @@ def _innermost_function(fn: object) -> types.FunctionType | None:
     method (it has none to fill); both lend their function as ``__wrapped__``,
     so they are recognised before that link is followed.
     """
-    layer = fn
-    for _ in range(_MAX_LAYERS):
-        if isinstance(layer, functools.partial):
-            layer = layer.func
-        elif inspect.ismethod(layer) or isinstance(layer, staticmethod):
+    innermost: object = None
+    for layer in layers(fn):
+        if inspect.ismethod(layer) or isinstance(layer, staticmethod):
             return None
-        elif (inner := getattr(layer, "__wrapped__", None)) is not None:
-            layer = inner
-        else:
-            return layer if isinstance(layer, types.FunctionType) else None
-    return None
+        innermost = layer
+    return innermost if isinstance(innermost, types.FunctionType) else None
 
 
 def _defined_in_class_body(function: types.FunctionType) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Literal, TypeAlias, final
 
 import attrs
@@ -61,21 +61,26 @@ def _callee(fn: object) -> object:
     return fn
 
 
+def layers(fn: object) -> Iterator[object]:
+    """*fn*, then what it wraps: a partial's function, a ``__wrapped__`` link, in turn."""
+    layer: object = fn
+    for _ in range(_MAX_LAYERS):
+        yield layer
+        if isinstance(layer, functools.partial):
+            layer = layer.func
+        else:
+            layer = getattr(layer, "__wrapped__", None)
+            if layer is None:
+                return
+
+
 def _is_async(fn: Callable[..., object]) -> bool:
     """Whether calling *fn* gives a coroutine, through partials and ``__wrapped__`` links.
 
     A sync ``functools.wraps`` wrapper of an async function returns its coroutine:
     run in a worker thread, that coroutine could never be awaited.
     """
-    layer: object = fn
-    for _ in range(_MAX_LAYERS):
-        layer = _callee(layer)
-        if inspect.iscoroutinefunction(_code(layer)):
-            return True
-        layer = getattr(layer, "__wrapped__", None)
-        if layer is None:
-            return False
-    return False
+    return any(inspect.iscoroutinefunction(_code(layer)) for layer in layers(fn))
 
 
 def _check_not_generator(fn: Callable[..., object]) -> None:
