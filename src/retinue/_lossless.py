@@ -23,6 +23,7 @@ __all__ = [
     "loads_frozen",
     "shown",
     "thaw_json",
+    "too_deep",
     "writable_int",
 ]
 
@@ -81,7 +82,8 @@ def _where(path: str) -> str:
 MAX_JSON_DEPTH = 200
 
 
-def _too_deep(path: str) -> InvalidJsonError:
+def too_deep(path: str) -> InvalidJsonError:
+    """The refusal of a value nested past MAX_JSON_DEPTH levels at *path*."""
     # The path of the level past the limit is long: its start says where.
     where = _where(path if len(path) <= 60 else path[:60] + "...")
     return InvalidJsonError(f"{where} is nested too deeply: more than {MAX_JSON_DEPTH} levels")
@@ -220,7 +222,7 @@ def _freeze(value: object, path: str, seen: set[int], depth: int) -> JsonValue:
         return value
     if isinstance(value, FrozenDict):
         if depth + _height(value) > MAX_JSON_DEPTH:
-            raise _too_deep(path)
+            raise too_deep(path)
         return value
     # Subclasses (a StrEnum or IntEnum member, say) become the plain JSON value they stand for.
     if isinstance(value, str):
@@ -259,7 +261,7 @@ def _freeze(value: object, path: str, seen: set[int], depth: int) -> JsonValue:
 def _enter(container: object, path: str, seen: set[int], depth: int) -> int:
     """Mark *container* as being frozen; refuse a cycle or one level too many."""
     if depth == MAX_JSON_DEPTH:
-        raise _too_deep(path)
+        raise too_deep(path)
     marker = id(container)
     if marker in seen:
         raise InvalidJsonError(f"{_where(path)} contains a cycle")

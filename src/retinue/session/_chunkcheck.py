@@ -12,7 +12,7 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
 )
-from retinue._lossless import MAX_JSON_DEPTH, shown, writable_int
+from retinue._lossless import shown, too_deep, writable_int
 from retinue._stream import (
     Aborted,
     BlockEnd,
@@ -90,7 +90,7 @@ def _value_problem(value: object, fields: tuple[tuple[str, Any], ...], where: st
             return f"{where}.{name} {problem}, got {shown(item)}"
         if type(item) is ToolResultBlock and deeper_than_json(item):
             # Named without its value: the repr of so deep a block would overflow the stack.
-            return f"{where}.{name} is nested too deeply: more than {MAX_JSON_DEPTH} levels"
+            return str(too_deep(f"{where}.{name}"))
         nested = _FIELD_KINDS.get(type(item))
         if nested is not None:
             problem = _value_problem(item, nested, f"{where}.{name}")

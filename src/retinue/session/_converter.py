@@ -21,7 +21,7 @@ from retinue._content import (
     OpaqueBlock,
     ToolResultBlock,
 )
-from retinue._lossless import FrozenDict, JsonValue, freeze_json
+from retinue._lossless import FrozenDict, JsonValue, freeze_json, too_deep
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import (
     ABORTED,
@@ -51,7 +51,7 @@ from ._events import (
     TurnEndReason,
     TurnTrigger,
 )
-from ._nesting import deeper_than_json, too_deep
+from ._nesting import deeper_than_json
 
 __all__ = [
     "EVENT_TYPES",

@@ -22,17 +22,16 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
 )
-from retinue._errors import InvalidJsonError
-from retinue._lossless import MAX_JSON_DEPTH, FrozenDict
+from retinue._lossless import MAX_JSON_DEPTH, FrozenDict, too_deep
 
-__all__ = ["check_blocks", "deeper_than_json", "too_deep"]
+__all__ = [
+    "check_blocks",
+    "deeper_than_json",
+    "too_deep",
+]  # too_deep: re-exported for the converter
 
 # Blocks stored as one JSON object whose fields are all strings (or absent).
 _FLAT_BLOCKS = frozenset({Text, Reasoning, RedactedReasoning, ToolCall})
-
-
-def too_deep(where: str) -> InvalidJsonError:
-    return InvalidJsonError(f"{where} is nested too deeply: more than {MAX_JSON_DEPTH} levels")
 
 
 def deeper_than_json(value: object) -> bool:
