@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from retinue._content import (
     Message,
@@ -284,6 +287,21 @@ def test_anthropic_body_sends_empty_object_for_unparseable_arguments() -> None:
     messages: Any = anthropic_request_body(make_request(*history))["messages"]
     inputs = [block["input"] for block in messages[1]["content"]]
     assert inputs == [{}, {}]
+
+
+@pytest.mark.parametrize("size", [10, 5000])
+def test_anthropic_body_replays_each_call_input_the_same_in_every_request(size: int) -> None:
+    """Short arguments are parsed once and held, long ones per request: both replay alike."""
+    arguments = json.dumps({"path": "x" * size, "n": 1})
+    history = [
+        Message("user", (Text("go"),)),
+        Message("assistant", (ToolCall("t1", "write", arguments), ToolCall("t2", "noop", "[1"))),
+    ]
+    first: Any = anthropic_request_body(make_request(*history))["messages"]
+    second: Any = anthropic_request_body(make_request(*history))["messages"]
+    for messages in (first, second):
+        inputs = [block["input"] for block in messages[1]["content"]]
+        assert inputs == [{"path": "x" * size, "n": 1}, {}]
 
 
 def test_anthropic_body_sends_a_history_system_message_once_in_system() -> None:

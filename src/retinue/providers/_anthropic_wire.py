@@ -39,11 +39,11 @@ from ._blocks import (
     EMPTY_TURN_TEXT,
     UNNAMED_TOOL,
     BlockTable,
-    arguments_object,
     block_index,
     loads_event,
     malformed,
     opaque_part,
+    replay_input,
 )
 from ._failures import ProviderConnectionError, ProviderError
 from ._openai_chat import optional_count, stream_error, token_count
@@ -96,11 +96,6 @@ class _ToolIds(dict[str, str]):
         return mapped
 
 
-def _tool_input(arguments: str) -> object:
-    # The API needs an object: other text (broken JSON a model streamed) goes as {}.
-    return arguments_object(arguments) or {}
-
-
 def _text(block: Text) -> JsonObject | None:
     # The API refuses a text block with no visible text; a whitespace-only answer
     # in the history would fail every later request of the session.
@@ -140,7 +135,7 @@ def _block(block: ContentBlock, tool_ids: _ToolIds) -> JsonObject | None:
             "type": "tool_use",
             "id": tool_ids[block.id],
             "name": block.name or UNNAMED_TOOL,
-            "input": _tool_input(block.arguments),
+            "input": replay_input(block.arguments),
         }
     if isinstance(block, Reasoning):
         # Unsigned (or signed empty, as some servers send it): the API cannot verify it.

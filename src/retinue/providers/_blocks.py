@@ -34,6 +34,7 @@ __all__ = [
     "malformed",
     "opaque_part",
     "replay_arguments",
+    "replay_input",
     "user_run_items",
 ]
 
@@ -98,6 +99,28 @@ def replay_arguments(arguments: str) -> str:
     would refuse every later request of the session.
     """
     return arguments if arguments_object(arguments) is not None else "{}"
+
+
+# Parsed objects are copies, unlike replay_arguments' strings: only short
+# arguments, the common case, are held; a long one is parsed per request.
+_HELD_INPUT_LENGTH = 2048
+
+
+@functools.lru_cache(maxsize=4096)
+def _held_input(arguments: str) -> dict[str, object]:
+    return arguments_object(arguments) or {}
+
+
+def replay_input(arguments: str) -> dict[str, object]:
+    """A call's arguments as Anthropic gets them back: the JSON object, ``{}`` for other text.
+
+    The API needs an object, so a model's broken JSON goes back as ``{}``. A
+    short call's object is parsed once and shared by every body that
+    replays it: nothing writes into a body once it is built.
+    """
+    if len(arguments) <= _HELD_INPUT_LENGTH:
+        return _held_input(arguments)
+    return arguments_object(arguments) or {}
 
 
 def loads_event(data: bytes) -> dict[str, object]:
