@@ -73,7 +73,8 @@ class _Left:
 
     Complete, maybe durable, but nobody was told it is stored. Held locked so
     no other writer takes it up, until the id's next creation (the flush's
-    retry) or :meth:`JSONLBackend.close` removes it.
+    retry) or :meth:`JSONLBackend.close` removes it. Its holder's reads pass it
+    over; a restarted process, with no holder left, loads it as a crash's file.
     """
 
     path: Path
@@ -328,7 +329,7 @@ class JSONLBackend:
         if handle is not None:
             return handle
         with _opening(session_id):
-            path = self._find(session_id)
+            path = self._stored(session_id)
             if path is None:
                 raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
             fd = os.open(path, os.O_RDWR | os.O_APPEND)
@@ -374,6 +375,13 @@ class JSONLBackend:
                 return candidate
         return None
 
+    def _stored(self, session_id: str) -> Path | None:
+        """The session's file, unless it is one a failed creation left (no flush acknowledged it)."""
+        path = self._find(session_id)
+        # Looked up after the file was found: a write in another thread may leave it meanwhile.
+        left = self._left.get(session_id)
+        return None if left is not None and left.path == path else path
+
     def _buckets(self) -> list[Path]:
         if not self._root.is_dir():
             return []
@@ -405,7 +413,7 @@ class JSONLBackend:
         """The session's bytes, with its handle if they are to measure it; ``None`` if not stored."""
         unmeasured = self._unmeasured(session_id)
         if unmeasured is None:
-            path = self._find(session_id)
+            path = self._stored(session_id)
             return None if path is None else (path.read_bytes(), None)
         handle, fd = unmeasured
         try:
@@ -425,17 +433,19 @@ class JSONLBackend:
             return handle, os.dup(handle.fd)
 
     def headers(self) -> list[SessionHeader]:
-        """Read only the first line of each session file (R11.14)."""
-        rows: list[tuple[str, bytes]] = []
+        """Read only the first line of each session file (R11.14), but of no file left behind."""
+        rows: list[tuple[Path, bytes]] = []
         for bucket in self._buckets():
             for path in bucket.glob("*.jsonl"):
                 with path.open("rb") as file:
-                    rows.append((path.stem, file.readline()))
-        return parse_headers(rows)
+                    rows.append((path, file.readline()))
+        # Copied in one step, after the listing: reads run beside the writer, without its lock.
+        left = {held.path for held in self._left.copy().values()}
+        return parse_headers([(path.stem, line) for path, line in rows if path not in left])
 
     def contains(self, session_id: str) -> bool:
-        """Whether a file for the session exists in any bucket."""
-        return self._find(session_id) is not None
+        """Whether a file for the session exists in any bucket, other than one left behind."""
+        return self._stored(session_id) is not None
 
     def close(self) -> None:
         """Close every open file (dropping every lock)."""
