@@ -6,6 +6,7 @@ import difflib
 import inspect
 import itertools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, final
 
@@ -47,11 +48,44 @@ SEAMS: dict[str, str] = {
 }
 
 
-async def _call(fn: Listener, *args: object) -> object:
-    result = fn(*args)
-    if inspect.isawaitable(result):
-        return await result
+async def _call(name: str, fn: Listener, *args: object) -> object:
+    try:
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            return await result
+    except trio.Cancelled as exc:
+        if not _stray():
+            raise
+        raise _stray_error(name, fn) from exc
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
+
+
+def _stray() -> bool:
+    """Whether a ``Cancelled`` raised here is a listener's own: no scope around it is cancelled.
+
+    Propagated, such a ``Cancelled`` would end the agent's driver as if it had
+    been disposed; as a :class:`HookError` it is the listener's failure, and
+    the seam handles it as it handles any other (docs/hooks.md).
+    """
+    # -inf exactly when a scope around this task is cancelled (trio's definition).
+    return trio.current_effective_deadline() != -math.inf
+
+
+def _stray_error(name: str, fn: Listener) -> HookError:
+    return HookError(
+        f"a {name} listener raised trio.Cancelled while nothing around it was cancelled "
+        f"(a Cancelled caught inside must not be raised outside its own cancel scope): {fn!r}",
+        code="STRAY_CANCELLED",
+    )
+
+
+def _emit_one(name: str, fn: Listener, args: tuple[object, ...]) -> None:
+    try:
+        _synchronous(name, fn(*args))
+    except trio.Cancelled as exc:
+        if not _stray():
+            raise
+        raise _stray_error(name, fn) from exc
 
 
 def _check_listener(name: str, fn: Listener) -> None:
@@ -266,7 +300,7 @@ class HookBus:
             return
         for fn in self.listeners(name, scope):
             try:
-                _synchronous(name, fn(*args))
+                _emit_one(name, fn, args)
             except Exception:
                 log.exception("listener failed in %s (contained)", name)
 
@@ -274,7 +308,7 @@ class HookBus:
         """Call every listener synchronously; the first failure propagates after all ran."""
         if name not in self._listeners:
             return
-        call_each(lambda fn: _synchronous(name, fn(*args)), self.listeners(name, scope))
+        call_each(lambda fn: _emit_one(name, fn, args), self.listeners(name, scope))
 
     async def serial(self, name: str, *args: object, scope: str | None = None) -> None:  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         """Await listeners one after another; a failure propagates (R6.2).
@@ -285,7 +319,7 @@ class HookBus:
         if name not in self._listeners:
             return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         for fn in self.listeners(name, scope):
-            await _call(fn, *args)
+            await _call(name, fn, *args)
 
     async def strict_serial(self, name: str, *args: object, scope: str | None = None) -> object:
         """Await listeners in order; the first non-``None`` result ends the chain (R6.2).
@@ -295,7 +329,7 @@ class HookBus:
         if name not in self._listeners:
             return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         for fn in self.listeners(name, scope):
-            result = await _call(fn, *args)
+            result = await _call(name, fn, *args)
             if result is not None:
                 return result
         return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
@@ -329,7 +363,7 @@ class HookBus:
                 called = True
                 return run(index + 1)
 
-            return await _call(chain[index], *args, call_next)  # type: ignore[return-value]
+            return await _call(name, chain[index], *args, call_next)  # type: ignore[return-value]
 
         return await run(0)
 
@@ -362,7 +396,7 @@ class HookBus:
 
         async def run(fn: Listener) -> None:  # noqa: ASYNC910 - a child task; the nursery exit checkpoints
             try:
-                await _call(fn, *args)
+                await _call(name, fn, *args)
             except Exception as exc:
                 exc.add_note(f"raised by a {name} listener: {fn!r}")
                 failures.append(exc)

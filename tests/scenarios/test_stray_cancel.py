@@ -1,0 +1,95 @@
+"""A listener raising a ``trio.Cancelled`` of its own is its failure, not the agent's end (R7.48)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from retinue.session import ToolResultEvent
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from tests.helpers import OPTIONS, echo, idle_events, last_end_reason, of_type, runtime, texts
+
+
+async def _raise_stray_cancelled() -> None:
+    """Raise a ``Cancelled`` caught inside a scope of its own: nothing around it is cancelled."""
+    caught: trio.Cancelled | None = None
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            caught = exc
+    assert caught is not None
+    raise caught
+
+
+async def test_agent_request_listener_raising_stray_cancelled_fails_the_turn_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.48: the turn ends with an error naming the misuse, ``agent/error`` reports it,
+    and the agent serves its next turn (it used to be logged disposed and torn down)."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors: list[BaseException] = []
+        rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
+
+        async def on_request(*args: object) -> object:
+            await _raise_stray_cancelled()
+            raise AssertionError("not reached")
+
+        unregister = rt.hooks.on("agent/request", on_request, agent=agent)
+        first = await agent.ask("go")
+        assert (first.reason.kind, first.reason.code) == ("error", "STRAY_CANCELLED")
+        assert [getattr(error, "code", None) for error in errors] == ["STRAY_CANCELLED"]
+        assert agent.status == "idle"
+        unregister()
+        second = await agent.ask("again")
+        assert second.reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+async def test_pre_execute_listener_raising_stray_cancelled_fails_the_call_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.48, docs/hooks.md: a failing tools/pre-execute listener makes the call's result
+    an error and the turn goes on."""
+    model = ScriptedModel([CallTools([ToolCallSpec("echo", '{"text": "x"}')]), Reply("done")])
+    async with runtime(model, tools=[echo]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def on_pre_execute(*args: object) -> object:
+            await _raise_stray_cancelled()
+            raise AssertionError("not reached")
+
+        rt.hooks.on("tools/pre-execute", on_pre_execute, agent=agent)
+        result = await agent.ask("go")
+        events = await idle_events(agent)
+        assert result.reason.kind == "completed"
+        assert last_end_reason(events).kind == "completed"
+        [logged] = of_type(events, "tool/result")
+        assert isinstance(logged.data, ToolResultEvent)
+        assert logged.data.is_error
+        assert "trio.Cancelled" in texts(logged.data.content)
+        check_session_invariants(events)
+
+
+async def test_a_real_cancel_still_reaches_a_listener_and_ends_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.40: a Cancelled from a cancel of the agent is not a listener's failure."""
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        entered = trio.Event()
+
+        async def on_request(*args: object) -> object:
+            entered.set()
+            await trio.sleep_forever()
+
+        rt.hooks.on("agent/request", on_request, agent=agent)
+        agent.send("go")
+        await entered.wait()
+        agent.cancel("stop")
+        events = await idle_events(agent)
+        assert last_end_reason(events).kind == "aborted"
