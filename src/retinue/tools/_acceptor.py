@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ._constraints import constraint_checks, json_key, resolve_ref, schema_list
+from ._constraints import (
+    constraint_checks,
+    is_exact_integer,
+    json_key,
+    resolve_ref,
+    schema_list,
+)
 
 __all__ = ["Acceptor", "compile_acceptor"]
 
@@ -36,7 +42,7 @@ def _accept_number(value: object) -> bool:
 
 
 def _accept_integer(value: object) -> bool:
-    return type(value) is int or (type(value) is float and value.is_integer())
+    return type(value) is int or (type(value) is float and is_exact_integer(value))
 
 
 _TYPE_ACCEPTORS: dict[str, Acceptor] = {

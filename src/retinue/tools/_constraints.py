@@ -22,6 +22,8 @@ __all__ = [
     "constraint_checks",
     "constraint_problem",
     "is_array",
+    "is_exact_integer",
+    "is_inexact_integer",
     "is_number",
     "json_key",
     "json_type_name",
@@ -41,6 +43,23 @@ def is_number(value: object) -> TypeGuard[int | float]:
 
 def is_array(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
     return isinstance(value, list | tuple)
+
+
+# Below this magnitude a float holds every integer, and a JSON number that denotes an
+# integer reads as exactly that float. From here on floats skip integers: ``1e25`` reads as
+# 10000000000000000905969664.0 and ``9007199254740993.0`` as 9007199254740992.0, so the float
+# no longer says which integer the text wrote.
+_EXACT_LIMIT = 2**53
+
+
+def is_exact_integer(value: float) -> bool:
+    """Whether the float *value* is an integer that tells which integer the JSON text wrote."""
+    return value.is_integer() and -_EXACT_LIMIT < value < _EXACT_LIMIT
+
+
+def is_inexact_integer(value: object) -> TypeGuard[float]:
+    """Whether *value* is a float with no fraction, too large to tell which integer was written."""
+    return type(value) is float and value.is_integer() and not is_exact_integer(value)
 
 
 def json_type_name(value: object) -> str:

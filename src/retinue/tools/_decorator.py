@@ -39,17 +39,22 @@ def tool(
     description); parameters with defaults are optional, and one (or an attrs
     field) defaulting to ``None`` also accepts null. Parameter names must be
     1 to 64 ASCII letters, digits, ``_``, ``.`` or ``-``, the property names
-    providers accept. The docstring's text before its first section is the
-    description, and its ``Args:`` section (or NumPy's ``Parameters``, or
-    Sphinx's ``:param name:`` fields) describes the parameters; a line that
-    opens with a role, such as ``:class:`Forecast` caches``, is text. A
-    parameter annotated :class:`ToolContext` is injected, not shown to the
-    model. Keywords a ``functools.partial`` binds are neither shown nor
-    accepted. A method becomes a tool bound to its instance
-    (``tool(instance.method)``); decorated in its class body, its ``self``
-    would be an argument the model supplies, so that is refused (static
-    methods are plain functions). Sync functions run in a worker thread; a
-    sync ``functools.wraps`` wrapper of an async function counts as async.
+    providers accept (record keys are not held to it: providers check only
+    the top level's). An ``int`` takes an integral JSON number written
+    ``3.0`` too, but only below 2**53 in magnitude: past it, such a number
+    arrives as a float that no longer says which integer was written, and
+    the call is refused. The
+    docstring's text before its first section is the description, and its
+    ``Args:`` section (or NumPy's ``Parameters``, or Sphinx's
+    ``:param name:`` fields) describes the parameters; a line that opens
+    with a role, such as ``:class:`Forecast` caches``, is text. A parameter
+    annotated :class:`ToolContext` is injected, not shown to the model.
+    Keywords a ``functools.partial`` binds are neither shown nor accepted. A
+    method becomes a tool bound to its instance (``tool(instance.method)``);
+    decorated in its class body, its ``self`` would be an argument the model
+    supplies, so that is refused (static methods are plain functions). Sync
+    functions run in a worker thread; a sync ``functools.wraps`` wrapper of
+    an async function counts as async.
 
     Args:
         fn: the function, when used bare (``@tool``).

@@ -9,6 +9,11 @@ list of names), ``enum``, ``const``, ``properties``, ``required``,
 ``pattern``, ``allOf``, ``anyOf``, ``oneOf``, ``not`` and local ``$ref``s (to
 ``$defs`` or ``definitions``, recursive ones too). :func:`make_validator`
 refuses a schema holding anything else but annotations. Pure and synchronous.
+
+An ``integer`` may be written ``3.0``, as JSON Schema allows, but only below
+2**53 in magnitude: a number written with a fraction or an exponent arrives as
+a float, and past that bound the float no longer says which integer was
+written (``1e25`` reads as 10000000000000000905969664), so it is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from ._acceptor import compile_acceptor
 from ._constraints import (
     CONSTRAINTS,
     constraint_problem,
+    is_exact_integer,
+    is_inexact_integer,
     json_key,
     json_type_name,
     resolve_ref,
@@ -47,8 +54,23 @@ def _is_type(value: object, name: str) -> bool:
     if name == "number":
         return actual in ("integer", "number")
     if name == "integer" and actual == "number":
-        return isinstance(value, float) and value.is_integer()
+        return isinstance(value, float) and is_exact_integer(value)
     return actual == name
+
+
+def _type_names(wanted: object) -> list[object]:
+    if isinstance(wanted, str):
+        return [wanted]
+    return list(wanted) if isinstance(wanted, Sequence) else []
+
+
+def _inexact(value: float, path: str) -> str:
+    """Why an integer written with a fraction or an exponent past 2**53 is refused."""
+    return (
+        f"{path}: not exactly representable as an integer (read as the float {value!r}): "
+        "a number written with a fraction or an exponent is read as a float, exact only "
+        "below 2**53 (9007199254740992); write the integer's digits, with no fraction or exponent"
+    )
 
 
 def _same(left: object, right: object) -> bool:
@@ -114,15 +136,11 @@ def _check_type(value: object, schema: Mapping[str, object], path: str) -> str |
     wanted = schema.get("type")
     if wanted is None:
         return None
-    names = (
-        [wanted]
-        if isinstance(wanted, str)
-        else list(wanted)
-        if isinstance(wanted, Sequence)
-        else []
-    )
+    names = _type_names(wanted)
     if any(isinstance(name, str) and _is_type(value, name) for name in names):
         return None
+    if "integer" in names and is_inexact_integer(value):
+        return _inexact(value, path)
     expected = " or ".join(str(name) for name in names)
     return f"{path}: expected {expected}, got {json_type_name(value)}"
 
@@ -208,12 +226,18 @@ def _check_any_of(
     ]
     if typed:
         return max(typed, key=lambda pair: _tags_matched(value, pair[0]))[1]
+    if is_inexact_integer(value) and any(_wants_integer(member) for member in tried):
+        return _inexact(value, path)
     types = list(
         dict.fromkeys(str(m.get("type")) for m in members if isinstance(m, Mapping) and "type" in m)
     )
     return (
         f"{path}: expected {' or '.join(types) or 'a matching value'}, got {json_type_name(value)}"
     )
+
+
+def _wants_integer(member: object) -> bool:
+    return isinstance(member, Mapping) and "integer" in _type_names(member.get("type"))
 
 
 def _followed(member: object, root: Mapping[str, object]) -> object:
