@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
+import retinue
 from retinue.session import ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import OPTIONS, echo, idle_events, last_end_reason, of_type, runtime, texts
@@ -93,3 +95,33 @@ async def test_a_real_cancel_still_reaches_a_listener_and_ends_the_turn(
         agent.cancel("stop")
         events = await idle_events(agent)
         assert last_end_reason(events).kind == "aborted"
+
+
+class _Fatal(BaseException):
+    """Not an Exception: trio lets it end the runtime."""
+
+
+@retinue.tool
+async def fatal() -> str:
+    """Raise a BaseException that is no cancellation."""
+    await trio.lowlevel.checkpoint()
+    raise _Fatal("fatal")
+
+
+async def test_a_body_raising_a_base_exception_logs_the_turn_as_its_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.40, R4.16: the BaseException ends the runtime, as trio has it, but the log
+    says what ended the turn (it used to log a disposal nobody asked for)."""
+    model = ScriptedModel([CallTools([ToolCallSpec("fatal", "{}")]), Reply("never")])
+    sessions: list[retinue.Session] = []
+    with pytest.RaisesGroup(_Fatal, flatten_subgroups=True):
+        async with runtime(model, tools=[fatal]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            sessions.append(agent.session)
+            await agent.ask("go")
+    events = sessions[0].events
+    reason = last_end_reason(events)
+    assert (reason.kind, reason.code) == ("error", "UNKNOWN")
+    assert "fatal" in (reason.message or "")
+    check_session_invariants(events)

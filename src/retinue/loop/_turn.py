@@ -61,9 +61,13 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
                 state.record_error(exc)
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
-        # supervisor closes as a crash (DESIGN 4). Only a cancellation from
-        # outside (the runtime's teardown) ends the turn here.
+        # supervisor closes as a crash (DESIGN 4). A cancellation from outside
+        # (the runtime's teardown) ends the turn here; so does another
+        # BaseException a body raised, which goes on to end the runtime, as trio
+        # has it, but is logged as what ended the turn, not as a disposal.
         if _turn_logged(state) and not isinstance(exc, Exception):
+            if not _cancellation(exc):
+                state.record_error(exc)
             state.set_interrupted()
             _close_and_settle(state, items)
         raise
@@ -71,6 +75,13 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
     await flush(core, state.turn, state.step)
     _settle(state, items)
     return state.terminal
+
+
+def _cancellation(exc: BaseException) -> bool:
+    """Whether *exc* is a ``Cancelled``, or a group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
 
 
 def _turn_logged(state: TurnState) -> bool:
