@@ -122,16 +122,25 @@ SSE = (("content-type", "text/event-stream"),)
 JSON = (("content-type", "application/json"),)
 
 
-def mock_adapter(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
-    """The adapter for *api* (``messages``, ``chat`` or ``responses``) over *server*."""
+def _adapter(api: str, base_url: str, **options: Any) -> OpenAIModel | AnthropicModel:
+    """The adapter for *api* (``messages``, ``chat`` or ``responses``) at *base_url*."""
     if api == "messages":
-        return AnthropicModel(transport=server.transport(), base_url="http://mock", api_key="k")
-    return OpenAIModel(
-        transport=server.transport(),
-        base_url="http://mock/v1",
-        api_key="k",
-        api=api,  # type: ignore[arg-type]
-    )
+        return AnthropicModel(base_url=base_url, api_key="k", **options)
+    return OpenAIModel(base_url=f"{base_url}/v1", api_key="k", api=api, **options)  # type: ignore[arg-type]
+
+
+def mock_adapter(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
+    """The adapter for *api* over *server*'s in-process transport."""
+    return _adapter(api, "http://mock", transport=server.transport())
+
+
+def served_by(api: str, server: MockServer, **options: Any) -> OpenAIModel | AnthropicModel:
+    """The adapter for *api*, built with *options*, talking to *server* over a socket.
+
+    The in-process transport decodes a whole body when it builds the response,
+    before the adapter reads it; a socket lets the adapter read it as it arrives.
+    """
+    return _adapter(api, server.base_url, **options)
 
 
 async def serve_once(api: str, body: bytes, headers: Any = SSE) -> Collected:

@@ -22,17 +22,11 @@ from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import Endless, MockCall, MockServer, RawReply, open_mock_server
 from retinue.providers.openai import OpenAIModel
 
-from .support import collect, make_request
+from .support import collect, make_request, served_by
 
 REAL_DEADLINE = 20.0
 BOTH_SDKS = pytest.mark.parametrize("api", ["chat", "messages"])
 Adapter = OpenAIModel | AnthropicModel
-
-
-def _served_by(api: str, server: MockServer, **options: object) -> Adapter:
-    if api == "messages":
-        return AnthropicModel(base_url=server.base_url, api_key="k", **options)  # type: ignore[arg-type]
-    return OpenAIModel(base_url=server.openai_base_url, api_key="k", **options)  # type: ignore[arg-type]
 
 
 async def _hold_streams(
@@ -77,7 +71,7 @@ async def test_requests_can_use_every_connection_whatever_their_session_ids(
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(lambda _call: Endless(0.2)) as server,
-            _served_by(api, server, max_connections=6, pool_size=2) as model,
+            served_by(api, server, max_connections=6, pool_size=2) as model,
         ):
             reached = await _hold_streams(model, server, [sessions(i) for i in range(6)])
     assert reached == (6, 6)
@@ -90,7 +84,7 @@ async def test_no_more_than_max_connections_are_opened(api: str) -> None:
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(lambda _call: Endless(0.2)) as server,
-            _served_by(api, server, max_connections=3, pool_size=2) as model,
+            served_by(api, server, max_connections=3, pool_size=2) as model,
         ):
             reached = await _hold_streams(model, server, [f"agent-{i}" for i in range(8)])
     assert reached == (3, 3)
@@ -104,7 +98,7 @@ async def test_a_request_that_finds_no_free_connection_says_so(api: str) -> None
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(lambda _call: Endless(0.1)) as server,
-            _served_by(api, server, max_connections=1, timeout=1.0) as model,
+            served_by(api, server, max_connections=1, timeout=1.0) as model,
         ):
             busy = model.stream(make_request("hi", session_id="busy"))
             await busy.__anext__()  # the stream is under way: it holds the one connection
@@ -160,7 +154,7 @@ async def test_a_redirect_is_followed_as_the_sdks_own_clients_follow_it(
                 headers = (("location", target.base_url + path), ("content-type", "text/html"))
                 return RawReply(status, headers, b"<html>moved</html>")
 
-            async with open_mock_server(moved) as gateway, _served_by(api, gateway) as model:
+            async with open_mock_server(moved) as gateway, served_by(api, gateway) as model:
                 collected = await collect(model, make_request("hi"))
     assert collected.message.content
     assert (gateway.statistics().requests, target.statistics().requests) == (1, 1)

@@ -38,7 +38,7 @@ from retinue.providers.mock import (
 from retinue.providers.openai import OpenAIModel
 from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 
-from .support import collect, make_request
+from .support import collect, make_request, served_by
 
 SSE = (("content-type", "text/event-stream"),)
 JSON = (("content-type", "application/json"),)
@@ -80,15 +80,6 @@ def _adapter(api: str, transport: httpx2.AsyncBaseTransport) -> OpenAIModel | An
     return OpenAIModel(transport=transport, base_url="http://mock/v1", api_key="k")
 
 
-def _served_by(api: str, server: MockServer) -> OpenAIModel | AnthropicModel:
-    """An adapter talking to *server* over a socket (the in-process transport decodes
-    a whole body when it builds the response, before the adapter reads it).
-    """
-    if api == "messages":
-        return AnthropicModel(base_url=server.base_url, api_key="k")
-    return OpenAIModel(base_url=server.openai_base_url, api_key="k")
-
-
 def _not_gzip(content_type: str) -> RawReply:
     """A body that says it is gzip but is not, as a broken proxy or cache may send."""
     headers = (("content-type", content_type), ("content-encoding", "gzip"))
@@ -109,7 +100,7 @@ async def test_undecodable_body_raises_a_retryable_connection_error(
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(ScriptedPolicy([_not_gzip(content_type)])) as server,
-            _served_by(api, server) as model,
+            served_by(api, server) as model,
         ):
             with pytest.raises(ProviderConnectionError) as caught:
                 await collect(model, make_request("hi"))
@@ -125,7 +116,7 @@ async def test_undecodable_body_is_retried(api: str, content_type: str) -> None:
     good = RawReply(200, SSE, b"".join(EVENTS[api]))
     policy = ScriptedPolicy([_not_gzip(content_type), good])
     with trio.fail_after(REAL_DEADLINE):
-        async with open_mock_server(policy) as server, _served_by(api, server) as model:
+        async with open_mock_server(policy) as server, served_by(api, server) as model:
             managed = manage(model, retry=RetryPolicy(max_attempts=2, base_delay=0.0))
             collected = await collect(managed, make_request("hi"))
     assert collected.message.content == (Text("hi"),)
@@ -298,7 +289,7 @@ async def test_error_status_with_an_undecodable_body_raises_its_typed_status_err
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(ScriptedPolicy([bad])) as server,
-            _served_by(api, server) as model,
+            served_by(api, server) as model,
         ):
             with pytest.raises(OverloadedError) as caught:
                 await collect(model, make_request("hi"))

@@ -22,7 +22,6 @@ from retinue.providers import (
     ProviderStreamError,
     RateLimitError,
 )
-from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import (
     EchoPolicy,
     Endless,
@@ -38,23 +37,20 @@ from retinue.providers.mock import (
 )
 from retinue.providers.openai import OpenAIModel
 
-from .support import WEATHER, collect, make_request
+from .support import WEATHER, collect, make_request, served_by
 
 APIS = ("chat", "responses", "messages")
 REAL_DEADLINE = 10.0
-
-
-def _adapter(api: str, server: MockServer, **options: Any) -> OpenAIModel | AnthropicModel:
-    if api == "messages":
-        return AnthropicModel(base_url=server.base_url, api_key="k", **options)
-    return OpenAIModel(base_url=server.openai_base_url, api_key="k", api=api, **options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("api", APIS)
 async def test_mock_echo_policy_calls_tools_then_answers(api: str) -> None:
     """Offered tools are called with schema-shaped arguments; tool results get a text answer."""
     with trio.fail_after(REAL_DEADLINE):
-        async with open_mock_server(EchoPolicy(chunks=6)) as server, _adapter(api, server) as model:
+        async with (
+            open_mock_server(EchoPolicy(chunks=6)) as server,
+            served_by(api, server) as model,
+        ):
             first = await collect(model, make_request("weather in Oslo?", tools=[WEATHER]))
             calls = [b for b in first.message.content if isinstance(b, ToolCall)]
             assert calls
@@ -80,7 +76,7 @@ async def test_mock_echo_policy_calls_tools_then_answers(api: str) -> None:
 async def test_mock_echo_policy_echoes_without_tools(api: str) -> None:
     """Without tools the reply echoes the prompt, with usage."""
     with trio.fail_after(REAL_DEADLINE):
-        async with open_mock_server() as server, _adapter(api, server) as model:
+        async with open_mock_server() as server, served_by(api, server) as model:
             result = await collect(model, make_request("ping pong"))
     text = result.message.content[0]
     assert isinstance(text, Text)
@@ -111,7 +107,7 @@ async def test_mock_fault_surfaces_as_typed_retryable_error(
         [Fault(kind, retry_after=1.5, reply=MockReply(text="some words here", chunks=8))]
     )
     with trio.fail_after(REAL_DEADLINE):
-        async with open_mock_server(policy) as server, _adapter(api, server, timeout=0.3) as model:
+        async with open_mock_server(policy) as server, served_by(api, server, timeout=0.3) as model:
             with pytest.raises(error) as caught:
                 await collect(model, make_request("hi"))
             assert server.statistics().faults == 1
@@ -202,7 +198,7 @@ async def test_mock_latency_and_chunk_timing_apply() -> None:
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(EchoPolicy(chunks=5), timing=timing) as server,
-            _adapter("chat", server) as model,
+            served_by("chat", server) as model,
         ):
             start = trio.current_time()
             await collect(model, make_request("hi"))
@@ -217,7 +213,7 @@ async def test_mock_streams_scripted_non_json_arguments_verbatim(api: str) -> No
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(ScriptedPolicy([reply])) as server,
-            _adapter(api, server) as model,
+            served_by(api, server) as model,
         ):
             collected = await collect(model, make_request("hi"))
     assert collected.message.content == (ToolCall("call_1", "lookup", '{"city": "Os'),)
@@ -228,7 +224,7 @@ async def test_mock_render_failure_answers_500_and_keeps_serving() -> None:
     broken = MockReply(tool_calls=(MockToolCall("lookup", None),))  # type: ignore[arg-type]
     policy = ScriptedPolicy([broken, MockReply(text="still here")])
     with trio.fail_after(REAL_DEADLINE):
-        async with open_mock_server(policy) as server, _adapter("messages", server) as model:
+        async with open_mock_server(policy) as server, served_by("messages", server) as model:
             with pytest.raises(ProviderStatusError) as caught:
                 await collect(model, make_request("hi"))
             second = await collect(model, make_request("hi"))
@@ -249,7 +245,7 @@ async def test_adapter_abort_closes_the_connection_promptly(api: str) -> None:
     with trio.fail_after(REAL_DEADLINE):
         async with (
             open_mock_server(ScriptedPolicy([Endless(0.01)])) as server,
-            _adapter(api, server) as model,
+            served_by(api, server) as model,
         ):
             with trio.move_on_after(0.3):
                 await collect(model, make_request("hi"))

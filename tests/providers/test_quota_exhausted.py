@@ -181,3 +181,25 @@ def test_the_retry_policy_itself_does_not_retry_a_spent_quota() -> None:
     assert policy.is_retryable(status_error(429, {"error": {}}, {}, provider="openai"))
     marked = status_error(429, body, {"x-should-retry": "true"}, provider="openai")
     assert policy.is_retryable(marked)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize(
+    ("headers", "retried"),
+    [(JSON, False), ((*JSON, ("x-should-retry", "true")), True)],
+    ids=["unsaid", "should-retry"],
+)
+async def test_a_quota_code_passed_on_is_as_final_on_the_error_as_in_the_policy(
+    api: str, status: int, headers: tuple[tuple[str, str], ...], retried: bool
+) -> None:
+    """A body that already carries the ``QUOTA_EXHAUSTED`` code (a gateway passing on what
+    it was told) gets the verdict the retry policy gives: the error says it is retryable
+    only when the provider said so, whatever its status.
+    """
+    body = _body({"message": MESSAGE, "code": "QUOTA_EXHAUSTED"})
+    server = MockServer(ScriptedPolicy([RawReply(status, headers, body)]))
+    failure = await _failure(api, server)
+    assert (failure.code, failure.status) == ("QUOTA_EXHAUSTED", status)
+    assert failure.retryable is retried
+    assert RetryPolicy().is_retryable(failure) is retried

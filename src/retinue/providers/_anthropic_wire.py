@@ -45,8 +45,8 @@ from ._blocks import (
     opaque_part,
     replay_input,
 )
-from ._failures import ProviderConnectionError, ProviderError
-from ._openai_chat import optional_count, stream_error, token_count
+from ._failures import ProviderConnectionError, ProviderError, stream_error
+from ._openai_chat import optional_count, token_count
 from ._sse import SseEvent
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Typed provider errors and the mapping from HTTP statuses and error bodies to them.
+"""Typed provider errors, the mapping from HTTP statuses, error bodies and in-stream
+error events to them, and what a failure asks of a caller: a retry, a pause of its lane.
 
 ::
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TypeGuard
 
 from retinue._errors import ModelError
 
@@ -36,7 +38,10 @@ __all__ = [
     "error_from_body",
     "names_exhausted_quota",
     "numeric_status",
+    "retry_verdict",
     "status_error",
+    "stream_error",
+    "throttles",
 ]
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -49,6 +54,12 @@ though OpenAI sends it as a 429.
 _QUOTA_NAME = "insufficient_quota"
 RETRYABLE_STREAM_CODES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
+)
+_THROTTLING_STATUSES = frozenset({429, 529})
+# The same signals sent as an error event inside a 200 stream (Anthropic's
+# overloaded_error is the common one).
+_THROTTLING_STREAM_CODES = frozenset(
+    {"overloaded_error", "rate_limit_error", "rate_limit_exceeded"}
 )
 
 
@@ -211,6 +222,33 @@ def numeric_status(code: object) -> int | None:
     return None
 
 
+def retry_verdict(code: str | None, headers: Mapping[str, str]) -> bool | None:
+    """Whether a failure may be retried, when its status does not decide it; ``None`` if it does.
+
+    The provider's ``x-should-retry`` decides either way. Failing that, a spent
+    quota is final whatever its status: only a billing change mends it.
+    """
+    should_retry = headers.get("x-should-retry")
+    if should_retry is not None:
+        return should_retry == "true"
+    return False if code == QUOTA_EXHAUSTED else None
+
+
+def throttles(error: BaseException | None) -> TypeGuard[ProviderError]:
+    """Whether *error* is a 429/529 or the same signal in a stream, not a spent quota.
+
+    A spent quota is a billing matter: pausing the lane would hold up every
+    session on it, to no end.
+    """
+    # Not error.retryable: a 429 the provider says not to retry still throttles,
+    # and a spent quota it says to retry still does not.
+    if not isinstance(error, ProviderError) or error.code == QUOTA_EXHAUSTED:
+        return False
+    if error.status is not None:
+        return error.status in _THROTTLING_STATUSES
+    return error.code in _THROTTLING_STREAM_CODES
+
+
 def status_error(
     status: int,
     body: object,
@@ -225,18 +263,45 @@ def status_error(
     """
     code, message = error_from_body(body)
     message = message or detail
-    should_retry = headers.get("x-should-retry")
-    retryable = status in RETRYABLE_STATUSES if should_retry is None else should_retry == "true"
     cls = _STATUS_CLASSES.get(status, ProviderStatusError)
     if names_exhausted_quota(body):
         # Not a RateLimitError: code that backs off and retries on those would wait for ever.
         code, cls = QUOTA_EXHAUSTED, ProviderStatusError
-        retryable = should_retry == "true"
+    verdict = retry_verdict(code, headers)
     return cls(
         f"{provider} returned HTTP {status}: {message or 'no message'}",
         code=code or f"HTTP_{status}",
         status=status,
         retry_after=retry_after_seconds(headers),
-        retryable=retryable,
+        retryable=status in RETRYABLE_STATUSES if verdict is None else verdict,
         headers=headers,
+    )
+
+
+def stream_error(error: object, *, where: str) -> ProviderStreamError:
+    """The error for an ``error`` object that arrived inside a stream.
+
+    A numeric code is the HTTP status the server would have answered with: the
+    error carries it as its ``status`` and is retryable as that status is. A
+    spent quota is :data:`QUOTA_EXHAUSTED` and never retryable, whatever the status.
+    """
+    fields = error if isinstance(error, dict) else {}
+    code = fields.get("code") or fields.get("type")
+    message = fields.get("message") or (str(error) if error else "the server gave no detail")
+    status = numeric_status(code)
+    if names_exhausted_quota(fields):
+        code = QUOTA_EXHAUSTED
+    elif status is not None:
+        code = status
+    code_text = "STREAM_ERROR" if code is None else str(code)
+    # A stream has no headers of its own: only a spent quota can overrule the code.
+    verdict = retry_verdict(code_text, {})
+    if verdict is not None:
+        retryable = verdict
+    elif status is not None:
+        retryable = status in RETRYABLE_STATUSES
+    else:
+        retryable = code_text in RETRYABLE_STREAM_CODES
+    return ProviderStreamError(
+        f"{where} stream error: {message}", code=code_text, status=status, retryable=retryable
     )

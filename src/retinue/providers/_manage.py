@@ -6,7 +6,7 @@ import logging
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
-from typing import TypeGuard, final
+from typing import final
 
 import attrs
 import trio
@@ -17,7 +17,7 @@ from retinue._request import ModelRequest
 from retinue._stream import StreamChunk, UsageChunk
 
 from ._admission import AdmissionController, AdmissionTicket
-from ._failures import QUOTA_EXHAUSTED, ProviderError
+from ._failures import ProviderError, throttles
 from ._feedback import listening
 from ._model import Model, ModelRouter
 from ._retry import RetryNotice, RetryPolicy
@@ -27,10 +27,6 @@ __all__ = ["ManagedModel", "ManagedStatistics", "estimate_tokens", "manage"]
 logger = logging.getLogger("retinue.providers")
 
 _NO_RETRY = RetryPolicy(max_attempts=1)
-_THROTTLED = frozenset({429, 529})
-# The same signals sent as an error event inside a 200 stream (Anthropic's
-# overloaded_error is the common one).
-_THROTTLED_CODES = frozenset({"overloaded_error", "rate_limit_error", "rate_limit_exceeded"})
 
 
 def estimate_tokens(request: ModelRequest) -> int:
@@ -243,20 +239,9 @@ class _Admitted:
     async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
         assert self._inner is not None
         assert self._ticket is not None
-        if _throttled(error):
+        if throttles(error):
             self._ticket.rate_limited(error.retry_after)
         return bool(await self._inner.__aexit__(type(error) if error else None, error, None))
-
-
-def _throttled(error: BaseException | None) -> TypeGuard[ProviderError]:
-    """Whether *error* is a 429/529 or the same signal in a stream, not a spent quota.
-
-    A spent quota is a billing matter: pausing the lane would hold up every
-    session on it, to no end.
-    """
-    if not isinstance(error, ProviderError) or error.code == QUOTA_EXHAUSTED:
-        return False
-    return error.status in _THROTTLED or (error.status is None and error.code in _THROTTLED_CODES)
 
 
 def manage(

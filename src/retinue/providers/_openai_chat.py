@@ -44,13 +44,9 @@ from ._blocks import (
     user_run_items,
 )
 from ._failures import (
-    QUOTA_EXHAUSTED,
-    RETRYABLE_STATUSES,
-    RETRYABLE_STREAM_CODES,
     ProviderConnectionError,
     ProviderStreamError,
-    names_exhausted_quota,
-    numeric_status,
+    stream_error,
 )
 from ._sse import SseEvent
 
@@ -250,30 +246,6 @@ def chat_finish(name: str | None) -> FinishReason:
     if name == "content_filter":
         return Errored("the provider's content filter stopped the output", code="content_filter")
     return finish_named(name)
-
-
-def stream_error(error: object, *, where: str) -> ProviderStreamError:
-    """The error for an ``error`` object that arrived inside a stream.
-
-    A numeric code is the HTTP status the server would have answered with: the
-    error carries it as its ``status`` and is retryable as that status is. A
-    spent quota is :data:`QUOTA_EXHAUSTED` and never retryable, whatever the status.
-    """
-    fields = _dict(error)
-    code = fields.get("code") or fields.get("type")
-    message = fields.get("message") or (str(error) if error else "the server gave no detail")
-    status = numeric_status(code)
-    if names_exhausted_quota(fields):
-        code_text, retryable = QUOTA_EXHAUSTED, False
-    elif status is not None:
-        code_text = str(status)
-        retryable = status in RETRYABLE_STATUSES
-    else:
-        code_text = str(code) if code is not None else "STREAM_ERROR"
-        retryable = code_text in RETRYABLE_STREAM_CODES
-    return ProviderStreamError(
-        f"{where} stream error: {message}", code=code_text, status=status, retryable=retryable
-    )
 
 
 def _arguments(value: object) -> str:

@@ -40,8 +40,8 @@ from ._blocks import (
     replay_arguments,
     user_run_items,
 )
-from ._failures import ProviderConnectionError
-from ._openai_chat import optional_count, stream_error, token_count, uncached_input
+from ._failures import ProviderConnectionError, stream_error
+from ._openai_chat import optional_count, token_count, uncached_input
 from ._sse import SseEvent
 
 __all__ = ["ResponsesStreamDecoder", "responses_request_body", "responses_usage"]

@@ -11,7 +11,7 @@ import attrs
 from retinue._checks import finite_number_error, positive_int_error
 from retinue._errors import ModelError
 
-from ._failures import QUOTA_EXHAUSTED, RETRYABLE_STATUSES, ProviderError
+from ._failures import RETRYABLE_STATUSES, ProviderError, retry_verdict
 
 __all__ = ["RetryNotice", "RetryPolicy"]
 
@@ -73,12 +73,11 @@ class RetryPolicy:
         if not isinstance(error, ProviderError):
             return False
         if error.status is not None:
-            should_retry = error.headers.get("x-should-retry")
-            if should_retry is not None:
-                return should_retry == "true"
-            if error.code == QUOTA_EXHAUSTED:
-                return False
-            return error.status in self.retryable_statuses
+            # Not error.retryable: that judged the status by the default statuses,
+            # which retryable_statuses replaces. What the status does not decide
+            # is judged as the error was.
+            verdict = retry_verdict(error.code, error.headers)
+            return error.status in self.retryable_statuses if verdict is None else verdict
         return error.retryable and self.retry_connection_errors
 
     def delay(
