@@ -253,3 +253,15 @@ def test_jsonl_open_removes_only_temporary_files_no_writer_holds(tmp_path: Path)
         os.close(fd)
     JSONLBackend(tmp_path).open()
     assert not live.exists()
+
+
+async def test_jsonl_list_passes_over_a_file_gone_since_the_listing(tmp_path: Path) -> None:
+    """R11.14: a file listed and then gone (a failed creation taken out, say) is no session;
+    list() used to fail with STORAGE_ERROR. A dangling link stands for it here."""
+    session = _turns("kept", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.flush(session)
+        ghost = session_path(tmp_path, session.header).with_name("ghost.jsonl")
+        ghost.symlink_to(tmp_path / "nowhere.jsonl")
+        assert [header.id for header in await store.list()] == ["kept"]

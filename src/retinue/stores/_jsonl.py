@@ -437,8 +437,11 @@ class JSONLBackend:
         rows: list[tuple[Path, bytes]] = []
         for bucket in self._buckets():
             for path in bucket.glob("*.jsonl"):
-                with path.open("rb") as file:
-                    rows.append((path, file.readline()))
+                try:
+                    with path.open("rb") as file:
+                        rows.append((path, file.readline()))
+                except FileNotFoundError:
+                    continue  # gone since the listing: a failed creation taken out again
         # Copied in one step, after the listing: reads run beside the writer, without its lock.
         left = {held.path for held in self._left.copy().values()}
         return parse_headers([(path.stem, line) for path, line in rows if path not in left])
