@@ -324,3 +324,22 @@ def test_cli_sessions_import_refuses_a_file_without_events(
     captured = capsys.readouterr()
     assert "imported" not in captured.out
     assert captured.err == f"retinue sessions import: {header_only} has no events to import\n"
+
+
+def test_cli_sessions_import_refuses_a_format_version_no_load_reads(
+    stored: tuple[str, Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R11.10: a log of another format version is refused at import, naming the file and
+    line; it used to be stored, then refused by every load, its id taken for good."""
+    spec, _, _ = stored
+    exported = tmp_path / "done.jsonl"
+    assert _cli("--store", spec, "export", "done", "-o", str(exported)) == 0
+    text = exported.read_text()
+    exported.write_text(text.replace('"version":0', '"version":9', 1))
+    target = tmp_path / "elsewhere"
+    assert _cli("--store", f"jsonl:{target}", "import", str(exported)) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions import: {exported}, line 1: format version 9 is not the supported "
+        "version 0\n"
+    )
+    assert not list(target.rglob("*.jsonl"))

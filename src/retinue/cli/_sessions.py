@@ -29,6 +29,7 @@ from retinue.session import (
 from retinue.session._codec import decode_event, encode_event, encode_header
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._common import parse_header
+from retinue.stores._loader import check_version
 from retinue.stores._writebehind import BufferedStore
 
 __all__ = [
@@ -264,6 +265,8 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     if not numbered:
         raise RetinueError(f"{source} is empty", code="CORRUPT_SESSION")
     header = parse_header(numbered[0][1], source)
+    # Stored as it stands, it could never be loaded, and its id would stay taken.
+    check_version(header, f"{source}, line {numbered[0][0]}")
     events = [_decode_line(line, number, source, header.id) for number, line in numbered[1:]]
     if new_id is not None:
         header = SessionHeader(

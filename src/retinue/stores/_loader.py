@@ -8,13 +8,13 @@ from typing import final
 import attrs
 
 from retinue._errors import CorruptSessionError, SessionError
-from retinue.session import FORMAT_VERSION, Event, Session, TurnEnd
+from retinue.session import FORMAT_VERSION, Event, Session, SessionHeader, TurnEnd
 from retinue.session._codec import UNKNOWN_FIELD, decode_event
 
 from ._backend import StoredLog
 from ._repair import repair_tail
 
-__all__ = ["Recovered", "recover"]
+__all__ = ["Recovered", "check_version", "recover"]
 
 logger = logging.getLogger("retinue.stores")
 
@@ -65,14 +65,23 @@ def recover(log: StoredLog, session_id: str, *, repair: bool = True) -> Recovere
     return Recovered(session, len(events), dropped, closers)
 
 
-def _check_header(log: StoredLog, session_id: str) -> None:
-    header = log.header
+def check_version(header: SessionHeader, where: str) -> None:
+    """Refuse a log written in a format version this build does not read (R11.10).
+
+    Raises:
+        CorruptSessionError: ``UNSUPPORTED_VERSION``, naming *where*.
+    """
     if header.version != FORMAT_VERSION:
         raise CorruptSessionError(
-            f"session {session_id!r}: format version {header.version} is not the supported "
+            f"{where}: format version {header.version} is not the supported "
             f"version {FORMAT_VERSION}",
             code="UNSUPPORTED_VERSION",
         )
+
+
+def _check_header(log: StoredLog, session_id: str) -> None:
+    header = log.header
+    check_version(header, f"session {session_id!r}")
     if header.id != session_id:
         raise CorruptSessionError(
             f"session {session_id!r}: the stored header names session {header.id!r}",
