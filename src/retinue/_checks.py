@@ -1,10 +1,11 @@
-"""The checks of numeric settings: a finite number (a duration in seconds), a positive count."""
+"""The checks of settings: a finite number (seconds), a positive count, a collection of items."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 
-__all__ = ["finite_number_error", "positive_int_error"]
+__all__ = ["collection_error", "finite_number_error", "positive_int_error"]
 
 
 def finite_number_error(
@@ -38,3 +39,15 @@ def positive_int_error(value: object) -> type[TypeError | ValueError] | None:
     if type(value) is not int:
         return TypeError
     return None if value >= 1 else ValueError
+
+
+def collection_error(value: object) -> type[TypeError] | None:
+    """The error refusing *value* as a collection of items, as :func:`finite_number_error` does.
+
+    ``TypeError`` unless it is iterable, or when it is a ``str``, ``bytes`` or a
+    mapping: iterable too, but never meant as its letters, bytes or keys.
+    ``None`` when it is accepted; its items are the caller's to check.
+    """
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        return TypeError
+    return None

@@ -14,7 +14,7 @@ from retinue._content import ContentBlock, MessageSource
 from retinue._errors import AgentError, RetinueError
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
-from retinue.loop._core import driving_agent
+from retinue.loop._core import SETTING_UP, driving_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -209,10 +209,12 @@ class Agent:
         Cancellation leaves nothing behind.
 
         Raises:
-            AgentError: called from the agent's own turn or flush
-                (``WAITS_FOR_ITSELF``), or from a tool or listener of an agent
-                this one already waits for, directly or through others
-                (``WAIT_CYCLE``): either wait would never end.
+            AgentError: called from the agent's own turn or flush, or, once
+                disposed, from its own setup or a task the setup started,
+                which its end waits for (``WAITS_FOR_ITSELF``), or from a
+                tool or listener of an agent this one already waits for,
+                directly or through others (``WAIT_CYCLE``): either wait
+                would never end.
         """
         core = self._core
         _refuse_waiting_on_itself(core, "wait_idle")
@@ -228,6 +230,7 @@ class Agent:
             # Past the driver's exit: the final flush and unregistration are done too.
             # The teardown runs listeners of its own, which may wait on other agents.
             if not core.torn_down.is_set():
+                _refuse_waiting_on_own_setup(core, "wait_idle")
                 caller = _caller_that_may_wait(core, "wait_idle")
                 await _wait_as(caller, core, core.torn_down)
             await trio.lowlevel.checkpoint()
@@ -309,10 +312,21 @@ def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
     # final flush: the cheap test spares the walk up the task tree on the common
     # path (asking an idle agent).
     if core.status != "idle" and core.in_own_driver():
-        raise AgentError(
-            f"agent {core.id!r}: {verb} from the agent's own turn would wait for itself",
-            code="WAITS_FOR_ITSELF",
-        )
+        raise _waits_for_itself(core, verb, "turn")
+
+
+def _refuse_waiting_on_own_setup(core: AgentCore, verb: str) -> None:
+    """An agent disposed during its setup ends with its creation, which waits for the setup."""
+    # Once published, its teardown no longer waits for any setup, even one it started from.
+    if not core.published and SETTING_UP.get() is core:
+        raise _waits_for_itself(core, verb, "setup")
+
+
+def _waits_for_itself(core: AgentCore, verb: str, where: str) -> AgentError:
+    return AgentError(
+        f"agent {core.id!r}: {verb} from the agent's own {where} would wait for itself",
+        code="WAITS_FOR_ITSELF",
+    )
 
 
 def _caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
@@ -323,10 +337,7 @@ def _caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
         return None
     if caller is core:
         # The own-turn check above only looks while the agent is running.
-        raise AgentError(
-            f"agent {core.id!r}: {verb} from the agent's own turn would wait for itself",
-            code="WAITS_FOR_ITSELF",
-        )
+        raise _waits_for_itself(core, verb, "turn")
     cycle = caller.wait_cycle(core)
     if cycle is not None:
         circle = " -> ".join(repr(member.id) for member in [caller, *cycle])

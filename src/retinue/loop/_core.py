@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from retinue.tools import ToolRegistry
 
 __all__ = [
+    "SETTING_UP",
     "AgentCore",
     "AgentStatus",
     "LoopServices",
@@ -43,6 +44,9 @@ DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
 # Set by each driver in its own task: its tools and listeners inherit it, while
 # every task outside a driver reads the default, so that lookup is the whole cost.
 _driving: ContextVar[AgentCore | None] = ContextVar("retinue_driving", default=None)
+# The agent whose setup the current task runs (or was started from): its creation
+# waits for that setup, so nothing there may wait for the creation to end.
+SETTING_UP: ContextVar[AgentCore | None] = ContextVar("retinue_setting_up", default=None)
 
 
 def resolve_source(source: MessageSource | str | None) -> MessageSource:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import final
 
 import attrs
@@ -12,14 +11,11 @@ import trio
 from retinue.actors import Agent
 from retinue.loop import AgentCore
 
-__all__ = ["SETTING_UP", "Creation", "Setup", "core_of", "end_unpublished"]
+__all__ = ["Creation", "Setup", "core_of", "end_unpublished"]
 
 # What a setup returns is awaited when awaitable and otherwise ignored: a one-line
 # lambda hands back whatever its expression does (an unregister function, say).
 Setup = Callable[[Agent], Awaitable[object] | object]
-# The agent whose setup the current task runs (or was started from): disposing it
-# from there cannot wait for the creation that is waiting for the setup.
-SETTING_UP: ContextVar[AgentCore | None] = ContextVar("retinue_setting_up", default=None)
 
 
 @final

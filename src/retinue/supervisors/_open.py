@@ -8,7 +8,6 @@ from typing import NoReturn
 
 import trio
 
-from retinue._errors import ConfigError
 from retinue._options import check_prompt_option
 from retinue.config import LoopConfig
 from retinue.hooks import HookBus
@@ -18,6 +17,15 @@ from retinue.providers import AdmissionController, Model, RetryNotice, RetryPoli
 from retinue.stores import MemoryStore, SessionStore
 from retinue.tools import Tool, ToolRegistry
 
+from ._arguments import (
+    check_kinds,
+    check_store,
+    flush_timeout_of,
+    models_of,
+    tool_order_of,
+    tools_of,
+    variables_of,
+)
 from ._configured import start_configured_agents
 from ._runtime import Runtime
 from ._supervise import RestartPolicy
@@ -44,14 +52,6 @@ def _managed(
     return manage(model, retry=retry, admission=admission, on_retry=on_retry)
 
 
-def _as_models(models: Model | Mapping[str, Model]) -> Model:
-    if isinstance(models, Mapping):
-        from retinue.providers import ModelRouter
-
-        return ModelRouter.of(models)
-    return models
-
-
 @asynccontextmanager
 async def open_runtime(
     *,
@@ -74,20 +74,24 @@ async def open_runtime(
     before a step's first chunk (each one reported as ``agent/retry``), and
     limits shared by all agents per (provider, model). On exit every live
     agent is disposed (its turn closed and flushed), then the store is
-    closed. Raises :class:`ConfigError` for an invalid configuration.
+    closed. Raises :class:`ConfigError` for an invalid configuration, naming
+    the argument, before anything is opened.
 
     *config* (a :class:`~retinue.config.LoopConfig`) replaces
     *max_parallel_tool_calls* with its own cap, and its agents are started
     before the runtime is yielded (R13.3; failures are contained, R13.4).
     """
+    check_store(store)
+    check_kinds(restart=restart, retry=retry, admission=admission, config=config)
     if config is not None:
         max_parallel_tool_calls = config.max_parallel_tool_calls
     check_parallel_cap(max_parallel_tool_calls)
-    if not flush_timeout > 0:  # NaN too: it compares false with everything
-        raise ConfigError(f"flush_timeout must be a positive number, got {flush_timeout!r}")
     check_prompt_option("system_prompt", system_prompt, "system")
+    model, global_tools = models_of(models), tools_of(tools)
+    prompt_variables, order = variables_of(variables), tool_order_of(tool_order)
+    flush_timeout = flush_timeout_of(flush_timeout)
     hooks = HookBus()
-    registry = ToolRegistry(hooks, tools)
+    registry = ToolRegistry(hooks, global_tools)
     sections = (Section("system", system_prompt, 0),) if system_prompt else ()
     async with AsyncExitStack() as stack:
         the_store: SessionStore = store if store is not None else MemoryStore()
@@ -99,11 +103,11 @@ async def open_runtime(
         services = LoopServices(
             hooks=hooks,
             tools=registry,
-            models=_managed(_as_models(models), retry, admission, hooks, registry_of),
+            models=_managed(model, retry, admission, hooks, registry_of),
             store=the_store,
             sections=sections,
-            variables=dict(variables or {}),
-            tool_order=None if tool_order is None else tuple(tool_order),
+            variables=prompt_variables,
+            tool_order=order,
             max_parallel_tool_calls=max_parallel_tool_calls,
             flush_timeout=flush_timeout,
         )

@@ -21,13 +21,14 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
+from retinue.loop._core import SETTING_UP
 from retinue.prompt import Section
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
 from retinue.tools import ToolRegistry
 
-from ._creation import SETTING_UP, Creation, Setup, core_of, end_unpublished
+from ._creation import Creation, Setup, core_of, end_unpublished
 from ._detach import detach_within, release_claim
 from ._registry import AgentRegistry
 from ._relay import EventRelay
@@ -266,18 +267,11 @@ class Runtime:
         return agent
 
     async def _setup(self, agent: Agent, setup: Setup | None) -> None:
-        cleanups: list[Callable[[], None]] = []
-        self._cleanups[agent.id] = cleanups
-        if setup is None:
-            await trio.lowlevel.checkpoint()
-            return
+        """Run *setup*, or just its checkpoint; failed or cancelled, it leaves nothing behind."""
+        self._cleanups[agent.id] = []
         token = SETTING_UP.set(core_of(agent))
         try:
-            result = setup(agent)
-            if inspect.isawaitable(result):
-                await result
-            else:
-                await trio.lowlevel.checkpoint()
+            await _run_setup(agent, setup)
         except BaseException:
             self._unwind(agent.id)
             raise
@@ -441,3 +435,12 @@ class Runtime:
             self._start_teardown(agent)
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
+
+
+async def _run_setup(agent: Agent, setup: Setup | None) -> None:
+    """Call *setup*, awaiting what it returns when awaitable; always a checkpoint."""
+    result = None if setup is None else setup(agent)
+    if inspect.isawaitable(result):
+        await result
+    else:
+        await trio.lowlevel.checkpoint()

@@ -1,0 +1,144 @@
+"""The checks of ``open_runtime``'s arguments: a mistake is a ConfigError naming the argument.
+
+Refused up front rather than when first used: a tool order given as one string
+would otherwise fail every turn naming its letters, and a store, model or policy
+of the wrong kind fails only at the first step, crash or exit that reaches it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Set as AbstractSet
+
+from retinue._checks import collection_error, finite_number_error
+from retinue._errors import ConfigError
+from retinue.config import LoopConfig
+from retinue.providers import AdmissionController, Model, ModelRouter, RetryPolicy
+from retinue.tools import Tool
+
+from ._supervise import RestartPolicy
+
+__all__ = [
+    "check_kinds",
+    "check_store",
+    "flush_timeout_of",
+    "models_of",
+    "tool_order_of",
+    "tools_of",
+    "variables_of",
+]
+
+# The arguments whose value, when given, is one object of a known kind.
+_KINDS: dict[str, type] = {
+    "restart": RestartPolicy,
+    "retry": RetryPolicy,
+    "admission": AdmissionController,
+    "config": LoopConfig,
+}
+
+
+def check_store(store: object) -> None:
+    """Refuse a *store* that is no session store.
+
+    Read by its shape, not as an instance of :class:`SessionStore`: a store
+    written before the protocol had ``durable`` is still served.
+    """
+    if store is not None and not all(callable(getattr(store, name, None)) for name in _STORE_OPS):
+        raise ConfigError(f"store must be None or a session store, got {store!r}")
+
+
+_STORE_OPS = ("attach", "attach_new", "flush", "detach", "load", "exists")
+
+
+def check_kinds(**arguments: object) -> None:
+    """Refuse any of *arguments* (by name) that is neither None nor of its kind."""
+    for name, value in arguments.items():
+        kind = _KINDS[name]
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(f"{name} must be None or of type {kind.__name__}, got {value!r}")
+
+
+def models_of(models: Model | Mapping[str, Model]) -> Model:
+    """The model every agent calls: *models* itself, or a router over a mapping of them."""
+    if not isinstance(models, Mapping):
+        if not isinstance(models, Model):
+            raise ConfigError(
+                f"models must be a Model or a mapping of model names to Models, got {models!r}"
+            )
+        return models
+    for key, model in models.items():
+        if not _is_route(key):
+            raise ConfigError(
+                f"models: a key must be a model name or a (provider, model name) pair, got {key!r}"
+            )
+        if not isinstance(model, Model):
+            raise ConfigError(f"models[{key!r}] must be a Model, got {model!r}")
+    return ModelRouter.of(models)
+
+
+def _is_route(key: object) -> bool:
+    """Whether *key* is one :meth:`ModelRouter.of` reads: a name, or a (provider, name) pair."""
+    if isinstance(key, str):
+        return True
+    if not isinstance(key, tuple) or len(key) != 2:
+        return False
+    provider, name = key
+    return (provider is None or isinstance(provider, str)) and isinstance(name, str)
+
+
+def tools_of(tools: Iterable[Tool]) -> tuple[Tool, ...]:
+    """The global tools, each one a :class:`Tool`."""
+    if collection_error(tools) is not None:
+        raise ConfigError(f"tools must be a collection of Tools, got {tools!r}")
+    listed = tuple(tools)
+    for index, item in enumerate(listed):
+        if not isinstance(item, Tool):
+            raise ConfigError(f"tools[{index}] must be a Tool, got {item!r}")
+    return listed
+
+
+def variables_of(variables: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    """The prompt variables: names to text, or to None for one without a value (R7.52)."""
+    if variables is None:
+        return {}
+    if not isinstance(variables, Mapping):
+        raise ConfigError(
+            f"variables must be a mapping of variable names to text, got {variables!r}"
+        )
+    for name, value in variables.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"variables: a name must be a string, got {name!r}")
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"variables[{name!r}] must be a string or None, got {value!r}")
+    return dict(variables)
+
+
+def tool_order_of(order: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The configured tool order (R7.51): tool names and at most one ``"*"``, none twice.
+
+    A name no tool has yet is not refused here: its tool may be registered later.
+    """
+    if order is None:
+        return None
+    # A set is a collection too, but in no order the caller chose.
+    if collection_error(order) is not None or isinstance(order, AbstractSet):
+        raise ConfigError(f"tool_order must be a sequence of tool names, got {order!r}")
+    names = tuple(order)
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            raise ConfigError(f"tool_order[{index}] must be a tool name, got {name!r}")
+        if name in seen:
+            raise ConfigError(f'tool_order lists "{name}" twice')
+        seen.add(name)
+    return names
+
+
+def flush_timeout_of(value: float) -> float:
+    """``flush_timeout``: seconds above 0, or ``math.inf`` for no bound (R7.49, R12.9)."""
+    # NaN is refused: it compares false with everything, and would silently mean no bound.
+    if finite_number_error(value) is None or (type(value) is float and value == math.inf):
+        return value
+    raise ConfigError(
+        f"flush_timeout must be a positive number of seconds (math.inf for no bound), got {value!r}"
+    )

@@ -1,0 +1,108 @@
+"""``open_runtime`` refuses a malformed argument with a ConfigError naming it (R13.1, R13.2).
+
+Refused before anything opens, rather than accepted to fail every turn later
+(a tool order of one string names its letters) or escaping as a bare
+``TypeError`` from deep inside.
+"""
+
+from __future__ import annotations
+
+import math
+import reprlib
+from typing import Any
+
+import pytest
+
+import retinue
+from retinue.testing import Reply, ScriptedModel
+
+
+@retinue.tool
+async def search(query: str) -> str:
+    """Search.
+
+    Args:
+        query: What to look for.
+    """
+    return query
+
+
+MODEL = ScriptedModel([Reply("ok")], repeat_last=True)
+
+
+class _StoreWithoutDurable:
+    """A store written before the protocol had ``durable``: the rest, delegated."""
+
+    def __init__(self) -> None:
+        self._inner = retinue.MemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "durable":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+REFUSED: list[tuple[dict[str, Any], str]] = [
+    ({"tool_order": "search"}, r"^tool_order must be a sequence of tool names, got 'search'$"),
+    ({"tool_order": 7}, r"^tool_order must be a sequence"),
+    ({"tool_order": {"search": 1}}, r"^tool_order must be a sequence"),
+    ({"tool_order": {"search"}}, r"^tool_order must be a sequence"),
+    ({"tool_order": ["search", 3]}, r"^tool_order\[1\] must be a tool name, got 3$"),
+    ({"tool_order": ["search", "*", "search"]}, r'^tool_order lists "search" twice$'),
+    ({"tool_order": ["*", "*"]}, r'^tool_order lists "\*" twice$'),
+    ({"flush_timeout": "30"}, r"^flush_timeout must be a positive number of seconds"),
+    ({"flush_timeout": True}, r"^flush_timeout must be a positive number"),
+    ({"flush_timeout": 10**400}, r"^flush_timeout must be a positive number"),
+    ({"variables": ["cwd"]}, r"^variables must be a mapping of variable names to text"),
+    ({"variables": "cwd"}, r"^variables must be a mapping"),
+    ({"variables": {"cwd": 3}}, r"^variables\['cwd'\] must be a string or None, got 3$"),
+    ({"variables": {3: "x"}}, r"^variables: a name must be a string, got 3$"),
+    ({"models": "gpt-4.1"}, r"^models must be a Model or a mapping"),
+    ({"models": {"gpt": "gpt-4.1"}}, r"^models\['gpt'\] must be a Model, got 'gpt-4.1'$"),
+    ({"models": {3: MODEL}}, r"^models: a key must be a model name"),
+    ({"tools": "search"}, r"^tools must be a collection of Tools, got 'search'$"),
+    ({"tools": [search, print]}, r"^tools\[1\] must be a Tool, got <built-in function print>$"),
+    ({"store": "sessions.db"}, r"^store must be None or a session store, got 'sessions.db'$"),
+    ({"restart": 3}, r"^restart must be None or of type RestartPolicy, got 3$"),
+    ({"retry": 3}, r"^retry must be None or of type RetryPolicy, got 3$"),
+    ({"admission": {}}, r"^admission must be None or of type AdmissionController, got \{\}$"),
+    ({"config": {"agents": []}}, r"^config must be None or of type LoopConfig"),
+]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"), REFUSED, ids=[reprlib.repr(a) for a, _ in REFUSED]
+)
+async def test_open_runtime_refuses_a_malformed_argument_naming_it(
+    arguments: dict[str, Any], message: str
+) -> None:
+    """R13.1, R13.2: each malformed argument is a ConfigError whose message names it."""
+    arguments = {"models": MODEL, "tools": [search], **arguments}
+    with pytest.raises(retinue.ConfigError, match=message):
+        async with retinue.open_runtime(**arguments):
+            pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
+
+
+ACCEPTED: list[dict[str, Any]] = [
+    {"tool_order": ["search", "*"]},
+    {"tool_order": ("*", "search")},
+    {"tool_order": (name for name in ["search"])},
+    {"flush_timeout": math.inf},
+    {"flush_timeout": 2},
+    {"variables": {"team": "core", "unset": None}},
+    {"models": {"scripted": MODEL}},
+    {"models": {"scripted": MODEL, ("openai", "gpt-4.1"): MODEL}},
+    {"tools": (tool for tool in [search])},
+    {"retry": retinue.RetryPolicy(), "admission": retinue.AdmissionController()},
+    {"restart": retinue.RestartPolicy()},
+    {"store": _StoreWithoutDurable()},
+]
+
+
+@pytest.mark.parametrize("arguments", ACCEPTED, ids=[",".join(a) for a in ACCEPTED])
+async def test_open_runtime_accepts_well_formed_arguments(arguments: dict[str, Any]) -> None:
+    """R13.1: what the signature describes still opens, and a turn runs with it."""
+    arguments = {"models": MODEL, "tools": [search], **arguments}
+    async with retinue.open_runtime(**arguments) as rt:
+        agent = await rt.create_agent("a", retinue.AgentOptions(model="scripted"))
+        result = await agent.ask("hi")
+    assert result.reason.kind == "completed"
