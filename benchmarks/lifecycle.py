@@ -3,13 +3,16 @@
 N agents are created one after another, each with two listeners scoped to
 it (as a supervisor's per-agent hooks would be), then every agent asks one
 prompt concurrently (one step, no tools), then every agent is disposed one
-after another. Prints one JSON line per N with the CPU microseconds per
-agent of each phase, with and without the time CPython's cyclic GC took in
-it, and a last line with each phase's ratio of the largest N to the
-smallest, without the GC: nothing an agent does may cost more because other
-agents exist, so each ratio should stay near 1 (a registry or listener table
-scanned per agent would make it grow with N). The GC's share does grow with
-the heap, for any Python program holding that many objects.
+after another, oldest first. A second runtime disposes its N agents newest
+first: a table kept as a list and searched from its head finds the oldest
+agent's entry at once, so only this order shows what a search costs.
+Prints one JSON line per N with the CPU microseconds per agent of each
+phase, with and without the time CPython's cyclic GC took in it, and a last
+line with each phase's ratio of the largest N to the smallest, without the
+GC: nothing an agent does may cost more because other agents exist, so each
+ratio should stay near 1 (a registry or listener table scanned per agent
+would make it grow with N). The GC's share does grow with the heap, for any
+Python program holding that many objects.
 
 Run: ``python -m benchmarks.lifecycle [N ...]`` (default 1000 10000).
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import sys
 from collections.abc import Iterator
@@ -30,7 +34,7 @@ from retinue.testing import Reply, ScriptedModel
 
 from ._common import GcTimer, Window, emit
 
-_PHASES = ("create", "turn", "dispose")
+_PHASES = ("create", "turn", "dispose", "dispose_newest_first")
 
 
 def _ignore(*_args: object) -> None:
@@ -49,9 +53,11 @@ class _Phase(NamedTuple):
             yield
 
 
-async def _lifecycle(agents: int) -> dict[str, _Phase]:
+async def _lifecycle(agents: int, *, newest_first: bool) -> dict[str, _Phase]:
+    """Create, turn and dispose phases; the dispose phase is named after its order."""
     model = ScriptedModel([Reply("done")], repeat_last=True, keep_requests=0)
-    phases = {phase: _Phase(Window(), GcTimer()) for phase in _PHASES}
+    dispose = "dispose_newest_first" if newest_first else "dispose"
+    phases = {phase: _Phase(Window(), GcTimer()) for phase in ("create", "turn", dispose)}
     async with retinue.open_runtime(models=model) as rt:
 
         def scoped_hooks(agent: retinue.Agent) -> None:
@@ -74,17 +80,23 @@ async def _lifecycle(agents: int) -> dict[str, _Phase]:
                 for agent in handles:
                     nursery.start_soon(ask, agent)
 
-        with phases["dispose"].timed():
-            for agent in handles:
+        with phases[dispose].timed():
+            for agent in reversed(handles) if newest_first else handles:
                 await agent.dispose()
         assert not rt.agents, "every agent was disposed"
     return phases
 
 
+def _run(agents: int, *, newest_first: bool) -> dict[str, _Phase]:
+    gc.collect()
+    return trio.run(functools.partial(_lifecycle, agents, newest_first=newest_first))
+
+
 def measure(agents: int) -> dict[str, object]:
     """CPU microseconds per agent of each phase for *agents* agents."""
-    gc.collect()
-    phases = trio.run(_lifecycle, agents)
+    phases = _run(agents, newest_first=False)
+    # Only the dispose phase differs between the two runs.
+    phases["dispose_newest_first"] = _run(agents, newest_first=True)["dispose_newest_first"]
     record: dict[str, object] = {"benchmark": "lifecycle", "agents": agents}
     for name, phase in phases.items():
         record[f"{name}_cpu_us_per_agent"] = round(phase.window.cpu_s / agents * 1e6, 1)

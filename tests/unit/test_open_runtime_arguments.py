@@ -41,6 +41,7 @@ class _StoreWithoutDurable:
             raise AttributeError(name)
         return getattr(self._inner, name)
 
+
 REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"tool_order": "search"}, r"^tool_order must be a sequence of tool names, got 'search'$"),
     ({"tool_order": 7}, r"^tool_order must be a sequence"),

@@ -88,16 +88,26 @@ def _emit_one(name: str, fn: Listener, args: tuple[object, ...]) -> None:
         raise _stray_error(name, fn) from exc
 
 
-def _check_listener(name: str, fn: Listener) -> None:
+def _seam_mode(name: str) -> str:
+    """The dispatch mode of seam *name*; a misspelled name is refused, naming the closest seam."""
     mode = SEAMS.get(name)
     if mode is None:
         close = difflib.get_close_matches(name, SEAMS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"{name!r} is not a seam{hint} (retinue.hooks.SEAMS lists them)")
+    return mode
+
+
+def _check_callable(fn: object, what: str, *, synchronous: bool) -> None:
     if not callable(fn):
-        raise TypeError(f"{name} listeners must be callable, got {fn!r}")
-    if mode == "emit" and inspect.iscoroutinefunction(fn):
-        raise TypeError(f"{name} listeners are called synchronously: {fn!r} is async")
+        raise TypeError(f"{what} must be callable, got {fn!r}")
+    if synchronous and inspect.iscoroutinefunction(fn):
+        raise TypeError(f"{what} are called synchronously: {fn!r} is async")
+
+
+def _check_listener(name: str, fn: Listener) -> None:
+    mode = _seam_mode(name)
+    _check_callable(fn, f"{name} listeners", synchronous=mode == "emit")
 
 
 def _synchronous(name: str, result: object) -> None:
@@ -167,14 +177,18 @@ def agent_scope(agent: object) -> str | None:
     """The scope an ``agent=`` argument names: ``None``, an agent id, or a handle's id.
 
     Raises:
+        TypeError: *agent* is none of those.
         AgentDisposedError: *agent* is a disposed handle; whatever is scoped to it
             would outlive its teardown and be heard by a later agent of that id.
     """
     if agent is None or isinstance(agent, str):
         return agent
+    agent_id = getattr(agent, "id", None)
+    if not isinstance(agent_id, str):
+        raise TypeError(f"agent= takes an agent handle, an agent id (a str) or None, got {agent!r}")
     if getattr(agent, "status", None) == "disposed":
-        raise AgentDisposedError(f"agent {agent.id!r} is disposed: nothing can be scoped to it")  # type: ignore[attr-defined]
-    return str(agent.id)  # type: ignore[attr-defined]
+        raise AgentDisposedError(f"agent {agent_id!r} is disposed: nothing can be scoped to it")
+    return agent_id
 
 
 @final
@@ -190,7 +204,9 @@ class HookBus:
     _listeners: dict[str, _Seam] = attrs.field(factory=dict, init=False)
     # The seams each scope has listeners on: an agent's teardown visits only those.
     _scopes: dict[str, set[str]] = attrs.field(factory=dict, init=False)
-    _watchers: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
+    # Keyed by a token per watch, so an unwatch finds its own entry at once
+    # (every agent watches session/event, and agents are disposed in any order).
+    _watchers: dict[str, dict[object, Callable[[], None]]] = attrs.field(factory=dict, init=False)
     _orders: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     def on(self, name: str, fn: Listener, *, agent: object = None) -> Callable[[], None]:
@@ -200,8 +216,9 @@ class HookBus:
 
         Raises:
             ValueError: *name* is not a seam (a listener for it would never run).
-            TypeError: *fn* is an ``async def`` function and *name* an emit seam,
-                whose listeners are called synchronously.
+            TypeError: *fn* is not callable, or an ``async def`` function and *name*
+                an emit seam, whose listeners are called synchronously; or *agent*
+                is not an agent handle, an agent id or ``None``.
             AgentDisposedError: *agent* is a disposed handle.
         """
         _check_listener(name, fn)
@@ -240,24 +257,37 @@ class HookBus:
 
         *fn* reads :meth:`has_listeners`. This lets a relay that would run on
         every event exist only while someone listens. Returns an idempotent
-        unwatch function.
+        unwatch function, which removes this watch only: *fn* may be watched
+        more than once.
+
+        Raises:
+            ValueError: *name* is not a seam (*fn* would never be called again).
+            TypeError: *fn* is not callable, or is an ``async def`` function.
         """
-        watchers = self._watchers.setdefault(name, [])
-        watchers.append(fn)
-        fn()
+        _seam_mode(name)
+        _check_callable(fn, "watchers", synchronous=True)
+        token = object()
+        watchers = self._watchers.setdefault(name, {})
+        watchers[token] = fn
 
         def unwatch() -> None:
-            if fn in watchers:
-                watchers.remove(fn)
-                if not watchers and self._watchers.get(name) is watchers:
-                    del self._watchers[name]
+            # A table is dropped only once empty, so *watchers* is still the current one.
+            if watchers.pop(token, None) is not None and not watchers:
+                del self._watchers[name]
 
+        try:
+            fn()
+        except BaseException:
+            # The caller gets no unwatch: a registration left behind could never be removed.
+            unwatch()
+            raise
         return unwatch
 
     def _notify(self, name: str) -> None:
         # Contained: a raising watcher must not leave a registration half done
         # or stop a teardown's drop_scope partway.
-        for fn in list(self._watchers.get(name, ())):
+        watchers = self._watchers.get(name)
+        for fn in list(watchers.values()) if watchers else ():
             try:
                 fn()
             except Exception:

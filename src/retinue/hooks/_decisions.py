@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias, final
+from typing import Any, TypeAlias, final
 
 import attrs
 
-from retinue._content import ContentBlock, HookContext, as_content
+from retinue._content import (
+    ContentBlock,
+    HookContext,
+    as_content,
+    check_optional_str,
+    check_str,
+)
 
 __all__ = [
     "Accept",
@@ -28,6 +34,16 @@ def _context_field() -> HookContext | None:
     return attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(HookContext))
     )
+
+
+def _reason(decision: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: a non-empty str, the whole of what the model is shown."""
+    check_str(decision, attribute, value)
+    if not value:
+        raise ValueError(
+            f"{type(decision).__name__}.{attribute.name} must not be empty: "
+            "the model would be shown an empty error for its call"
+        )
 
 
 def _optional_content(
@@ -52,7 +68,8 @@ class Allow:
 class Block:
     """Veto a prompt (``reason``) or a tool result (``feedback`` replaces it, R6.9)."""
 
-    reason: str = ""
+    # May be empty: a prompt is blocked without one, and feedback may stand in for it.
+    reason: str = attrs.field(default="", validator=check_str)
     feedback: tuple[ContentBlock, ...] | None = attrs.field(
         default=None, converter=_optional_content
     )
@@ -78,7 +95,7 @@ class Stop:
 class Deny:
     """Refuse a tool call; the model sees ``Error: <reason>`` (R6.8)."""
 
-    reason: str
+    reason: str = attrs.field(validator=_reason)
 
 
 @final
@@ -86,7 +103,8 @@ class Deny:
 class Ask:
     """Ask for approval; without an approval service it degrades to a denial."""
 
-    reason: str | None = None
+    # An empty reason is no reason: the denial names the tool instead.
+    reason: str | None = attrs.field(default=None, validator=check_optional_str)
 
 
 @final

@@ -58,11 +58,34 @@ async def request_prompt(core: AgentCore) -> tuple[str, tuple[ToolSchema, ...] |
 
     Raises:
         PromptError: a section does not render (the turn ends with an error).
-        HookError: a listener returned something other than an ``Assembly``.
+        HookError: a listener returned something other than an ``Assembly``, or
+            one holding something other than sections and tool schemas.
     """
     hooks = core.services.hooks
     base = Assembly(_sections(core), request_tools(core), _variables(core))
     assembly = await hooks.waterfall_value(ASSEMBLE, base, core.agent, base, scope=core.id)
     if not isinstance(assembly, Assembly):
         raise HookError(f"{ASSEMBLE} returned {type(assembly).__name__}, not Assembly")
+    _check_contents(assembly)
     return assembly.render(), assembly.tools
+
+
+def _check_contents(assembly: Assembly) -> None:
+    """Refuse what rendering and the request would trip over with a bare ``TypeError``.
+
+    A section's text and the variables are left to rendering, whose
+    ``PromptError`` names the section.
+    """
+    for section in assembly.sections:
+        if not isinstance(section, Section):
+            raise _wrong(f"a section that is {type(section).__name__}, not Section")
+        order: object = section.order  # what a listener set, whatever the annotation says
+        if not isinstance(order, int) or isinstance(order, bool):
+            raise _wrong(f"section {section.name!r} with order {order!r}, not an int")
+    for tool in assembly.tools:
+        if not isinstance(tool, ToolSchema):
+            raise _wrong(f"a tool that is {type(tool).__name__}, not ToolSchema")
+
+
+def _wrong(what: str) -> HookError:
+    return HookError(f"{ASSEMBLE} returned an Assembly with {what}")

@@ -3,7 +3,8 @@
 Template rule: ``{{name}}`` (whitespace around the name allowed) is replaced
 by the variable's text, which is not parsed again. A ``{{`` or ``}}`` outside
 such a group is an error, so a typo never reaches the model silently; write
-``\\{{`` and ``\\}}`` for literal double braces.
+``\\{{`` and ``\\}}`` for literal double braces. A single brace is literal,
+next to a group too: ``{{{name}}}`` is the text between braces.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from retinue._request import ToolSchema
 __all__ = ["Assembly", "PromptError", "Section", "check_template", "render"]
 
 # Leftmost match wins: an escape, else a whole group, else a lone brace pair.
-_TOKEN = re.compile(r"\\(\{\{|\}\})|\{\{(.*?)\}\}|\{\{|\}\}", re.DOTALL)
+# A group's inside never starts with a brace: in "{{{" the first is a single
+# literal brace (kept by group 2), so a leftmost "{{" cannot swallow it; a
+# fourth brace leaves a lone "{{", an error like any other.
+_TOKEN = re.compile(r"\\(\{\{|\}\})|(\{?)\{\{(?!\{)(.*?)\}\}|\{\{|\}\}", re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
@@ -84,10 +88,11 @@ def _parse(text: str, where: str) -> list[str]:
     for match in _TOKEN.finditer(text):
         pieces[-1] += text[position : match.start()]
         position = match.end()
-        escaped, inside = match.group(1, 2)
+        escaped, brace, inside = match.group(1, 2, 3)
         if escaped is not None:
             pieces[-1] += escaped
         elif inside is not None:
+            pieces[-1] += brace
             pieces.extend((_name(inside, where), ""))
         else:
             raise PromptError(

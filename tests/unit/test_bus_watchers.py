@@ -1,0 +1,144 @@
+"""The hook bus's watchers and the checks of its arguments (SPEC 6.1, R6.5; docs/hooks.md)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from retinue.hooks import HookBus
+
+SEAM = "session/event"
+
+
+def _toggle(bus: HookBus) -> None:
+    """Give *SEAM* its first listener, then take it away: two changes every watcher hears."""
+    bus.on(SEAM, lambda *_: None)()
+
+
+def _counter(calls: list[str], label: str) -> Callable[[], None]:
+    return lambda: calls.append(label)
+
+
+def test_each_watch_of_one_function_is_its_own() -> None:
+    """A function watched twice is called twice per change; each unwatch removes one watch,
+    and calling it again does not remove the other."""
+    bus = HookBus()
+    calls: list[str] = []
+    fn = _counter(calls, "fn")
+    first = bus.watch(SEAM, fn)
+    bus.watch(SEAM, fn)
+    assert calls == ["fn", "fn"]
+    first()
+    first()
+    calls.clear()
+    _toggle(bus)
+    assert calls == ["fn", "fn"], "the second watch hears both changes"
+
+
+def test_unwatching_in_any_order_keeps_the_others_in_watch_order() -> None:
+    """Watchers are called in the order they started watching, whichever stopped meanwhile."""
+    bus = HookBus()
+    calls: list[str] = []
+    unwatches = [bus.watch(SEAM, _counter(calls, label)) for label in "abcd"]
+    unwatches[3]()
+    unwatches[1]()
+    calls.clear()
+    _toggle(bus)
+    assert calls == ["a", "c", "a", "c"]
+    for unwatch in unwatches:
+        unwatch()
+    calls.clear()
+    _toggle(bus)
+    assert calls == []
+
+
+def test_an_unwatch_during_a_change_takes_effect_at_the_next() -> None:
+    """docs/hooks.md: (un)registering while the bus calls out is safe and counts from the next call."""
+    bus = HookBus()
+    calls: list[str] = []
+    later: list[Callable[[], None]] = []
+
+    def first() -> None:
+        calls.append("first")
+        for unwatch in later:
+            unwatch()
+
+    bus.watch(SEAM, first)
+    later.append(bus.watch(SEAM, _counter(calls, "second")))
+    calls.clear()
+    unregister = bus.on(SEAM, lambda *_: None)
+    assert calls == ["first", "second"]
+    unregister()
+    assert calls == ["first", "second", "first"]
+
+
+def test_a_watcher_that_fails_at_once_is_not_kept() -> None:
+    """``watch`` calls *fn* at once; if that raises, the caller gets no unwatch, so the
+    watch is not kept either."""
+    bus = HookBus()
+    calls: list[str] = []
+
+    def broken() -> None:
+        calls.append("broken")
+        raise RuntimeError("watcher bug")
+
+    with pytest.raises(RuntimeError, match="watcher bug"):
+        bus.watch(SEAM, broken)
+    _toggle(bus)
+    assert calls == ["broken"]
+
+
+def test_watch_refuses_a_misspelled_seam_naming_the_closest() -> None:
+    """R6.1: as for ``on``, a name that is not a seam is refused: *fn* would never be called."""
+    calls: list[str] = []
+    with pytest.raises(ValueError, match="did you mean 'session/event'"):
+        HookBus().watch("sesion/event", _counter(calls, "fn"))
+    assert calls == []
+
+
+def test_watch_refuses_what_it_cannot_call(caplog: pytest.LogCaptureFixture) -> None:
+    """A watcher is called with no arguments: what is not callable is refused at ``watch``,
+    naming the mistake, and is not kept to fail at every later change."""
+    bus = HookBus()
+    with pytest.raises(TypeError, match="watchers must be callable"):
+        bus.watch(SEAM, "not callable")  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        _toggle(bus)
+    assert caplog.records == []
+
+
+def test_watch_refuses_an_async_watcher() -> None:
+    """Watchers are called synchronously: a coroutine function's body would never run."""
+
+    async def watcher() -> None:
+        """Never awaited."""
+
+    with pytest.raises(TypeError, match="called synchronously"):
+        HookBus().watch(SEAM, watcher)  # type: ignore[arg-type]
+
+
+class _Handle:
+    def __init__(self, agent_id: object) -> None:
+        self.id = agent_id
+
+
+@pytest.mark.parametrize("agent", [42, uuid.uuid4(), _Handle(7), object()])
+def test_on_refuses_an_agent_argument_that_names_no_agent(agent: object) -> None:
+    """R6.5: ``agent=`` takes a handle, an agent id or ``None``; anything else is a
+    ``TypeError`` saying so, and registers nothing."""
+    bus = HookBus()
+    with pytest.raises(TypeError, match=r"agent= takes an agent handle, an agent id \(a str\)"):
+        bus.on("agent/status", lambda *_: None, agent=agent)
+    assert not bus.has_listeners("agent/status")
+
+
+def test_on_scopes_to_a_handle_or_an_id() -> None:
+    """R6.5: a handle and its id name the same scope."""
+    bus = HookBus()
+    bus.on("agent/status", lambda *_: None, agent=_Handle("a"))
+    bus.on("agent/status", lambda *_: None, agent="a")
+    assert len(bus.listeners("agent/status", "a")) == 2
+    assert bus.listeners("agent/status", "b") == []
