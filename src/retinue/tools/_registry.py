@@ -100,6 +100,8 @@ class ToolRegistry:
 
         Raises:
             ConfigError: the name is already registered in that scope.
+            TypeError: *tool* is not a :class:`Tool`, or *agent* is not an
+                agent handle, an agent id or ``None``.
             AgentDisposedError: *agent* is a disposed handle.
         """
         if not isinstance(tool, Tool):
