@@ -51,14 +51,14 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         except Exception as exc:
             if not _turn_logged(state):
                 raise
+            if not core.disposed:
+                state.record_error(exc)  # before the closing events' failures (R7.45)
             state.answer_dangling_calls(
                 "INTERNAL", "Error: the tool call was interrupted by a failure"
             )
             state.close_step()
             if core.disposed and not state.error_recorded:
                 state.reason = TurnEndReason.disposed()
-            else:
-                state.record_error(exc)
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
@@ -265,12 +265,15 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
         signal.retire()
         if not state.step_open:
             raise
+        aborted = _aborted(core, signal)
+        if not aborted:
+            # Recorded first (R7.45): an observer failing on the closing events
+            # came after it.
+            state.record_error(exc)
         state.answer_dangling_calls("INTERNAL", "Error: the tool call was interrupted by a failure")
         state.close_step()
-        if _aborted(core, signal):
+        if aborted:
             state.set_interrupted()
-        else:
-            state.record_error(exc)
         return False  # noqa: ASYNC910 - per step; a failed step ends the turn, and the driver's mailbox wait follows
     finally:
         signal.retire()
