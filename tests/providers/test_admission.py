@@ -96,6 +96,7 @@ async def test_admission_caps_concurrency_and_reports_it(autojump_clock: trio.ab
             await trio.testing.wait_all_tasks_blocked()
             stats = admission.statistics()
             assert (stats.in_flight, stats.waiting) == (3, 7)
+            assert repr(admission) == "<AdmissionController lanes=1 waiting=7 in_flight=3>"
     assert peak == 3
     assert trio.current_time() == pytest.approx(4.0)
 
@@ -402,3 +403,8 @@ def test_rate_limit_reset_that_is_not_a_usable_time_is_ignored(reset: str) -> No
         info = parse_rate_limits(headers, 0.0)
         assert info.requests_remaining == 0
         assert info.requests_reset is None or math.isfinite(info.requests_reset)
+
+
+def test_admission_repr_needs_no_trio_run() -> None:
+    """A repr is asked for anywhere: outside trio it used to raise RuntimeError."""
+    assert repr(AdmissionController()) == "<AdmissionController lanes=0 waiting=0 in_flight=0>"

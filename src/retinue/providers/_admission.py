@@ -162,8 +162,12 @@ class AdmissionController:
         self._lanes: dict[LaneKey, Lane] = {}
 
     def __repr__(self) -> str:
-        stats = self.statistics()
-        return f"<AdmissionController lanes={len(stats.lanes)} waiting={stats.waiting} in_flight={stats.in_flight}>"
+        # Read from the lanes, not statistics(): that needs trio's clock, and a
+        # repr is asked for anywhere (a log line, a test id, a debugger).
+        lanes = self._lanes.values()
+        waiting = sum(lane.waiting for lane in lanes)
+        in_flight = sum(lane.in_flight for lane in lanes)
+        return f"<AdmissionController lanes={len(lanes)} waiting={waiting} in_flight={in_flight}>"
 
     def limits_for(self, provider: str | None, model: str) -> AdmissionLimits:
         """The limits that apply to ``(provider, model)``; never blocks."""
