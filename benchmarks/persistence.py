@@ -16,6 +16,11 @@ Every record also gives ``store_events_per_s``: committed events divided by
 the time spent inside backend writes (encoding, I/O, fsync), i.e. what the
 store itself sustains when it is the only work.
 
+Every record carries ``slowdown_vs_memory``: its wall time over the memory
+store's, measured first in the same run and mode, whether or not ``--stores``
+names ``memory`` (``null`` if that floor's measurement failed). A failed
+measurement is reported on stderr and makes the run exit 1.
+
 Run: ``python -m benchmarks.persistence [--agents N] [--turns T] [--stores memory,sqlite,jsonl,postgres]``.
 PostgreSQL is measured when ``RETINUE_TEST_POSTGRES_DSN`` is set (see
 ``scripts/postgres.sh``). Every run on a durable store then loads back a
@@ -216,13 +221,16 @@ def main(argv: list[str]) -> int:
     if args.one:
         print(json.dumps(measure(args.one[0], args.one[1], args.agents, args.turns)), flush=True)
         return 0
-    stores = [
+    requested = args.stores.split(",")
+    # The memory store is the floor every record is compared with: always measured, first.
+    stores = ["memory"] + [
         kind
-        for kind in args.stores.split(",")
-        if kind != "postgres" or os.environ.get(POSTGRES_ENV)
+        for kind in requested
+        if kind != "memory" and (kind != "postgres" or os.environ.get(POSTGRES_ENV))
     ]
-    if "postgres" in args.stores and "postgres" not in stores:
+    if "postgres" in requested and "postgres" not in stores:
         print(f"# postgres skipped: {POSTGRES_ENV} is not set", file=sys.stderr)
+    failed = False
     for mode in args.modes.split(","):
         baseline: float | None = None
         for kind in stores:
@@ -230,15 +238,17 @@ def main(argv: list[str]) -> int:
             command += ["--agents", str(args.agents), "--turns", str(args.turns)]
             out = subprocess.run(command, check=False, capture_output=True, text=True)
             if out.returncode != 0:
+                failed = True
                 print(f"# {mode}/{kind} failed:\n{out.stderr[-3000:]}", file=sys.stderr, flush=True)
                 continue
             record = json.loads(out.stdout.strip().splitlines()[-1])
             if kind == "memory":
                 baseline = record["wall_s"]
-            if baseline:
-                record["slowdown_vs_memory"] = round(record["wall_s"] / baseline, 2)
+            record["slowdown_vs_memory"] = (
+                round(record["wall_s"] / baseline, 2) if baseline else None
+            )
             print(json.dumps(record), flush=True)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

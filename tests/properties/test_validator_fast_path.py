@@ -6,10 +6,11 @@ The acceptor is a fast path: it may only say "valid" where ``validate`` does;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import hypothesis.strategies as st
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 
 from retinue._lossless import freeze_json
 from retinue.tools import Tool
@@ -57,7 +58,39 @@ def _schemas() -> st.SearchStrategy[dict[str, Any]]:
     return st.recursive(leaf, nest, max_leaves=6)
 
 
+# JSON booleans are not numbers, though Python's bool is an int: pairings of the three,
+# in a type, a list of types, an enum, a union and an array's items, are always tried.
+BOOLEANS_AND_NUMBERS: list[tuple[dict[str, Any], object]] = [
+    ({"type": "integer"}, True),
+    ({"type": "integer"}, False),
+    ({"type": "number"}, True),
+    ({"type": "number"}, False),
+    ({"type": "boolean"}, 1),
+    ({"type": "boolean"}, 0),
+    ({"type": "boolean"}, 1.0),
+    ({"type": "integer"}, 1.0),
+    ({"type": "integer"}, 2.5),
+    ({"type": "number"}, 1),
+    ({"type": ["integer", "null"]}, True),
+    ({"type": ["number", "string"]}, False),
+    ({"enum": [1]}, True),
+    ({"enum": [True]}, 1),
+    ({"enum": [0]}, False),
+    ({"enum": [1]}, 1.0),
+    ({"type": "array", "items": {"type": "integer"}}, [1, True]),
+    ({"anyOf": [{"type": "integer"}, {"type": "string"}]}, True),
+]
+
+
+def _booleans_and_numbers(test: Callable[..., None]) -> Callable[..., None]:
+    """Add every pair of ``BOOLEANS_AND_NUMBERS`` to *test* as an explicit example."""
+    for schema, raw in BOOLEANS_AND_NUMBERS:
+        test = example(schema, raw)(test)
+    return test
+
+
 @given(_schemas(), json_values)
+@_booleans_and_numbers
 def test_acceptor_never_accepts_what_validate_rejects(schema: dict[str, Any], raw: object) -> None:
     """R9.6: the fast path only confirms values the reference validator accepts."""
     frozen_schema = freeze_json(schema)
@@ -68,6 +101,7 @@ def test_acceptor_never_accepts_what_validate_rejects(schema: dict[str, Any], ra
 
 
 @given(_schemas(), json_values)
+@_booleans_and_numbers
 def test_check_arguments_equals_validate(schema: dict[str, Any], raw: object) -> None:
     """R9.3: a tool's compiled check reports exactly the reference validator's problem."""
     # A tool's root is an object; an unknown type name ("other") or an empty list of

@@ -427,6 +427,33 @@ async def test_w7_dispose_during_tools_ends_disposed_with_every_result(
         check_session_invariants(events)
 
 
+async def test_w7_dispose_right_after_a_cancel_during_tools_ends_disposed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.17, R7.39: a disposal landing while a cancel unwinds the tools wins over it: the
+    turn ends ``disposed``, in the log and in the ``ask`` answer alike."""
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 100}')]), Reply("never")])
+    answers: list[retinue.TurnResult] = []
+    async with runtime(model, tools=[pause]) as rt, trio.open_nursery() as nursery:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def ask() -> None:
+            answers.append(await agent.ask("go"))
+
+        nursery.start_soon(ask)
+        await trio.sleep(10)
+        assert of_type(agent.session.events, "tool/call") != []
+        assert of_type(agent.session.events, "tool/result") == []
+        agent.cancel("stop")
+        await agent.dispose()
+    events = agent.session.events
+    reason = last_end_reason(events)
+    assert reason == retinue.session.TurnEndReason.disposed()
+    assert [answer.reason for answer in answers] == [reason]
+    assert [r.data.error.code for r in of_type(events, "tool/result")] == ["ABORTED"]  # type: ignore[union-attr]
+    check_session_invariants(events)
+
+
 @pytest.mark.parametrize(
     "where", ["step/end observer", "continuation listener", "turn-stop listener"]
 )

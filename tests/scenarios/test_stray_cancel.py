@@ -112,16 +112,19 @@ async def test_a_body_raising_a_base_exception_logs_the_turn_as_its_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R7.40, R4.16: the BaseException ends the runtime, as trio has it, but the log
-    says what ended the turn (it used to log a disposal nobody asked for)."""
+    says what ended the turn (it used to log a disposal nobody asked for), and so
+    does the ``ask`` answered before the runtime's teardown disposed the agent."""
     model = ScriptedModel([CallTools([ToolCallSpec("fatal", "{}")]), Reply("never")])
     sessions: list[retinue.Session] = []
+    answers: list[retinue.TurnResult] = []
     with pytest.RaisesGroup(_Fatal, flatten_subgroups=True):
         async with runtime(model, tools=[fatal]) as rt:
             agent = await rt.create_agent("a", OPTIONS)
             sessions.append(agent.session)
-            await agent.ask("go")
+            answers.append(await agent.ask("go"))
     events = sessions[0].events
     reason = last_end_reason(events)
     assert (reason.kind, reason.code) == ("error", "UNKNOWN")
     assert "fatal" in (reason.message or "")
+    assert [answer.reason for answer in answers] == [reason]
     check_session_invariants(events)

@@ -21,16 +21,24 @@ EXHAUSTED = ToolErrorInfo("ToolError", "TOOL_THREADS_EXHAUSTED")
 
 
 class Hang:
-    """A sync body that blocks on a thread event, counting the calls that entered it."""
+    """A sync body that blocks on a thread event, counting the calls that entered it.
 
-    def __init__(self) -> None:
+    Built in the trio thread; ``all_entered`` is set there once *expected* calls entered.
+    """
+
+    def __init__(self, expected: int) -> None:
         self.release = threading.Event()
         self.entered = 0
+        self.all_entered = trio.Event()
+        self._expected = expected
+        self._token = trio.lowlevel.current_trio_token()
         self._lock = threading.Lock()
 
     def __call__(self) -> str:
         with self._lock:
             self.entered += 1
+            if self.entered == self._expected:
+                self._token.run_sync_soon(self.all_entered.set)
         self.release.wait(20)
         return "late"
 
@@ -45,8 +53,8 @@ async def test_abandoned_sync_bodies_keep_a_bounded_number_of_threads() -> None:
     at once with TOOL_THREADS_EXHAUSTED naming the limit instead of starting a thread each.
     An async tool still runs, and sync tools run again once the abandoned bodies return.
     """
-    hang = Hang()
     limit = TOOL_THREADS + ABANDONED_THREADS
+    hang = Hang(expected=limit)
 
     @tool(timeout=0.01)
     def stuck() -> str:
@@ -67,13 +75,16 @@ async def test_abandoned_sync_bodies_keep_a_bounded_number_of_threads() -> None:
     registry = ToolRegistry(HookBus(), [stuck, add, ping])
     try:
         with trio.fail_after(20):
-            results = [await run(registry, "stuck", index) for index in range(limit + 20)]
+            results = [await run(registry, "stuck", index) for index in range(limit)]
+            # Each abandoned body enters on its own thread, whenever the machine runs it.
+            await hang.all_entered.wait()
+            results += [await run(registry, "stuck", index) for index in range(limit, limit + 20)]
             refused_add = await registry.execute(ToolExecution("a-1", "add", {"a": 1, "b": 2}))
             pinged = await run(registry, "ping", 0)
             entered = hang.entered
     finally:
         hang.release.set()
-    assert entered == limit
+    assert entered == limit, "a refused call started a body of its own"
     assert {result.error for result in results[:limit]} == {
         ToolErrorInfo("ToolError", "TOOL_TIMEOUT")
     }

@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from retinue.hooks import HookBus
+from tests.helpers import DEADLINE
 
 Next = Callable[[], Awaitable[Any]]
 
@@ -145,7 +146,8 @@ async def test_serial_awaits_listeners_one_after_another(
 
     bus.on("agent/pre-step", slow)
     bus.on("agent/pre-step", quick)
-    await bus.serial("agent/pre-step", "agent", 1)
+    with trio.fail_after(DEADLINE):
+        await bus.serial("agent/pre-step", "agent", 1)
     assert trace == ["slow start ('agent', 1)", "slow end", "quick ('agent', 1)"]
 
 
@@ -326,7 +328,8 @@ async def test_parallel_runs_listeners_concurrently_and_waits_for_all(
     bus.on("session/flush", listener("a", 3))
     bus.on("session/flush", listener("b", 1))
     before = trio.current_time()
-    await bus.parallel("session/flush", "agent", "session")
+    with trio.fail_after(DEADLINE):
+        await bus.parallel("session/flush", "agent", "session")
     assert trio.current_time() - before == 3
     assert sorted(started) == ["a", "b"]
     assert finished == ["b", "a"]
@@ -349,7 +352,7 @@ async def test_parallel_failure_rejects_the_dispatch_after_the_others_finish(
 
     bus.on("session/flush", slow)
     bus.on("session/flush", failing)
-    with pytest.raises(OSError, match="disk full"):
+    with trio.fail_after(DEADLINE), pytest.raises(OSError, match="disk full"):
         await bus.parallel("session/flush", "agent", "session")
     assert finished == ["slow"]
 
@@ -370,6 +373,7 @@ async def test_parallel_logs_the_failures_it_does_not_raise(
     bus.on("session/flush", first)
     bus.on("session/flush", second)
     with (
+        trio.fail_after(DEADLINE),
         caplog.at_level(logging.ERROR, logger="retinue.hooks"),
         pytest.raises(ValueError, match="first broke") as raised,
     ):

@@ -11,7 +11,7 @@ import trio.testing
 
 from retinue import MessageSource
 from retinue._content import as_content
-from retinue.mailbox import Mailbox, MailboxItem
+from retinue.mailbox import Mailbox, MailboxItem, Ticket
 from tests.helpers import DEADLINE
 
 USER = MessageSource()
@@ -43,6 +43,18 @@ def test_mailbox_drains_each_fifo_in_arrival_order_and_empties_it() -> None:
     assert texts(mailbox.drain_steering()) == ["s1", "s2"]
     assert not mailbox.has_steering
     assert mailbox.statistics().queued == mailbox.statistics().steering == 0
+
+
+def test_ticket_keeps_its_first_result() -> None:
+    """DESIGN 3 (``ask -> TurnResult``): a ticket is settled once; a later answer is ignored."""
+    ticket: Ticket[str] = Ticket()
+    assert not ticket.done.is_set()
+    assert ticket.result is None
+    ticket.resolve("turn ended in error")
+    assert ticket.done.is_set()
+    ticket.resolve("disposed")
+    assert ticket.result == "turn ended in error"
+    assert ticket.done.is_set()
 
 
 def test_mailbox_clear_discards_both_fifos() -> None:

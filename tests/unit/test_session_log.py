@@ -315,11 +315,21 @@ def test_surface_events_outside_a_turn_are_refused() -> None:
 
 @pytest.mark.parametrize(
     "sources",
-    [(), (1, 1), (5,), (4,), (-1,)],
-    ids=["empty", "duplicate", "later", "self", "negative"],
+    [(), (1, 1), (5,), (4,), (-1,), (0, 4), (0, 9), (-1, 0)],
+    ids=[
+        "empty",
+        "duplicate",
+        "later",
+        "self",
+        "negative",
+        "many-self",
+        "many-later",
+        "many-negative",
+    ],
 )
 def test_source_event_seqs_must_be_non_empty_unique_and_earlier(sources: tuple[int, ...]) -> None:
-    """R4.22: ``source_event_seqs`` must be non-empty, duplicate-free and reference earlier events."""
+    """R4.22: ``source_event_seqs`` must be non-empty, duplicate-free and reference earlier events
+    (the message would be seq 4); one source or many, each is checked."""
     session = _open()
     session.append(StepStart(1, 1))
     session.append(AssistantChunk(1, 1, TextDelta(0, "a")))

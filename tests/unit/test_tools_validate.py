@@ -1,15 +1,24 @@
-"""Argument validation against a tool's JSON schema, before the body runs (R9.3 stage 3, R9.6)."""
+"""Argument validation against a tool's JSON schema, before the body runs (R9.3 stage 3, R9.6).
+
+Every example runs twice: through the reference ``validate`` and through the compiled
+fast path tools check with (``make_validator``), which must give the same verdicts.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Literal
 
+import pytest
 from hypothesis import given
 
 from retinue._lossless import FrozenDict, freeze_json
 from retinue.tools import tool
-from retinue.tools._validate import validate
+from retinue.tools._validate import compile_acceptor, validate
 from tests.strategies import json_values
+
+Validator = Callable[[object, Mapping[str, object]], str | None]
+Check = Callable[[object], str | None]
 
 
 @tool
@@ -29,46 +38,66 @@ SCHEMA: FrozenDict = book.parameters
 VALID = {"city": "Oslo", "nights": 2, "guests": [{"age": 30}]}
 
 
-def check(arguments: object) -> str | None:
-    return validate(freeze_json(arguments), SCHEMA)
+def _compiled(value: object, schema: Mapping[str, object]) -> str | None:
+    """``make_validator``'s check for any root: the acceptor, then ``validate`` if it does not accept."""
+    return None if compile_acceptor(schema)(value) else validate(value, schema)
 
 
-def test_validate_accepts_conforming_arguments() -> None:
+@pytest.fixture(params=["reference", "compiled"])
+def path(request: pytest.FixtureRequest) -> str:
+    """Each example runs through the reference validator and through the compiled fast path."""
+    return str(request.param)
+
+
+@pytest.fixture
+def validator(path: str) -> Validator:
+    """``validate``, or the fast path a tool checks its arguments with."""
+    return _compiled if path == "compiled" else validate
+
+
+@pytest.fixture
+def check(path: str) -> Check:
+    """Check arguments of ``book``: by ``validate``, or by the tool's own ``check_arguments``."""
+    run = book.check_arguments if path == "compiled" else lambda value: validate(value, SCHEMA)
+    return lambda arguments: run(freeze_json(arguments))
+
+
+def test_validate_accepts_conforming_arguments(check: Check) -> None:
     """R9.3: arguments matching the generated schema pass (optional fields may be absent)."""
     assert check(VALID) is None
     assert check({**VALID, "room": "double", "budget": None, "flexible": True}) is None
     assert check({**VALID, "budget": 120}) is None
 
 
-def test_validate_reports_a_type_mismatch_with_its_path() -> None:
+def test_validate_reports_a_type_mismatch_with_its_path(check: Check) -> None:
     """R9.3: a wrong type is reported as ``<path>: expected <type>, got <type>``."""
     assert check({**VALID, "city": 3}) == "city: expected string, got integer"
     assert check({**VALID, "budget": "cheap"}) == "budget: expected number or null, got string"
 
 
-def test_validate_reports_nested_array_and_object_paths() -> None:
+def test_validate_reports_nested_array_and_object_paths(check: Check) -> None:
     """R9.3: nested failures name the array index and object key."""
     bad = {**VALID, "guests": [{"age": 30}, {"age": "old"}]}
     assert check(bad) == "guests[1].age: expected integer, got string"
     assert check({**VALID, "guests": {"age": 1}}) == "guests: expected array, got object"
 
 
-def test_validate_reports_a_missing_required_property() -> None:
+def test_validate_reports_a_missing_required_property(check: Check) -> None:
     """R9.3: a missing required argument is reported by name."""
     assert check({"city": "Oslo", "guests": []}) == "nights: missing required property"
 
 
-def test_validate_rejects_unexpected_properties() -> None:
+def test_validate_rejects_unexpected_properties(check: Check) -> None:
     """R9.3: ``additionalProperties: false`` refuses arguments the tool does not declare."""
     assert check({**VALID, "pets": 2}) == "pets: unexpected property"
 
 
-def test_validate_reports_a_value_outside_the_enum() -> None:
+def test_validate_reports_a_value_outside_the_enum(check: Check) -> None:
     """R9.3: a Literal parameter accepts only its listed values."""
     assert check({**VALID, "room": "suite"}) == 'room: must be one of "single", "double"'
 
 
-def test_validate_distinguishes_booleans_from_numbers() -> None:
+def test_validate_distinguishes_booleans_from_numbers(check: Check) -> None:
     """R9.3: JSON booleans are not integers, and an integer-valued float is an integer."""
     assert check({**VALID, "nights": True}) == "nights: expected integer, got boolean"
     assert check({**VALID, "nights": 2.0}) is None
@@ -76,12 +105,12 @@ def test_validate_distinguishes_booleans_from_numbers() -> None:
     assert check({**VALID, "flexible": 1}) == "flexible: expected boolean, got integer"
 
 
-def test_validate_rejects_raw_string_arguments() -> None:
+def test_validate_rejects_raw_string_arguments(check: Check) -> None:
     """R9.6: invalid JSON from the model arrives as the raw string and fails validation."""
-    assert validate('{"city": "Oslo"', SCHEMA) == "arguments: expected object, got string"
+    assert check('{"city": "Oslo"') == "arguments: expected object, got string"
 
 
-def test_validate_reports_the_matching_branch_of_an_any_of() -> None:
+def test_validate_reports_the_matching_branch_of_an_any_of(validator: Validator) -> None:
     """R9.3: for a union, the complaint of the branch whose type matched is reported."""
     schema = freeze_json(
         {
@@ -92,13 +121,13 @@ def test_validate_reports_the_matching_branch_of_an_any_of() -> None:
         }
     )
     assert isinstance(schema, FrozenDict)
-    assert validate({"a": "1"}, schema) == "a: expected integer, got string"
-    assert validate("y", schema) == 'arguments: must be one of "x"'
-    assert validate(3, schema) == "arguments: expected object or string, got integer"
-    assert validate("x", schema) is None
+    assert validator({"a": "1"}, schema) == "a: expected integer, got string"
+    assert validator("y", schema) == 'arguments: must be one of "x"'
+    assert validator(3, schema) == "arguments: expected object or string, got integer"
+    assert validator("x", schema) is None
 
 
-def test_validate_lists_every_choice_of_a_union_of_choice_sets() -> None:
+def test_validate_lists_every_choice_of_a_union_of_choice_sets(validator: Validator) -> None:
     """R9.3: a value of the right type outside every choice set of a union (``Literal["auto"]
     | Unit``) is told all the choices, not only those of the first set.
     """
@@ -113,11 +142,11 @@ def test_validate_lists_every_choice_of_a_union_of_choice_sets() -> None:
         }
     )
     assert isinstance(schema, FrozenDict)
-    assert validate("rankine", schema) == (
+    assert validator("rankine", schema) == (
         'arguments: must be one of "auto", "celsius", "fahrenheit", "kelvin"'
     )
-    assert validate(3, schema) == "arguments: must be one of 1, 2"
-    assert validate(True, schema) == "arguments: expected string or integer, got boolean"
+    assert validator(3, schema) == "arguments: must be one of 1, 2"
+    assert validator(True, schema) == "arguments: expected string or integer, got boolean"
 
 
 @given(json_values)
