@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeAlias, final
 
 import attrs
 
+from ._examples import WORDS, example_arguments
 from ._values import (
     FAULT_KINDS,
     Fault,
@@ -34,71 +34,12 @@ __all__ = [
 Policy: TypeAlias = Callable[[MockCall], MockResponse]
 """Answers one call; may keep state (policies run in the server's trio thread)."""
 
-_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
-
-
-def _sequence(value: object) -> list[object]:
-    """A JSON array as parsed (list) or as written in Python schemas (tuple); else empty."""
-    return list(value) if isinstance(value, list | tuple) else []
-
-
-def _first_type(kind: object) -> object:
-    if isinstance(kind, list | tuple):
-        return next((k for k in kind if k != "null"), "string")
-    return kind
-
-
-def _example(schema: Mapping[str, object], name: str, rng: random.Random) -> object:
-    if "const" in schema:
-        return schema["const"]
-    enum = _sequence(schema.get("enum"))
-    if enum:
-        return rng.choice(enum)
-    # a union: pick a branch that is not null, as a model filling the argument would
-    union = _sequence(schema.get("anyOf") or schema.get("oneOf"))
-    branches = [b for b in union if isinstance(b, dict) and b and b.get("type") != "null"]
-    if branches:
-        return _example(rng.choice(branches), name, rng)
-    kind = _first_type(schema.get("type"))
-    if kind == "integer":
-        return rng.randint(1, 10)
-    if kind == "number":
-        return round(rng.uniform(0, 10), 2)
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "array":
-        items = schema.get("items")
-        return [_example(items if isinstance(items, dict) else {}, name, rng)]
-    if kind == "object" or "properties" in schema:
-        return example_arguments(schema, rng)
-    return f"{name} {rng.choice(_WORDS)}"
-
-
-def example_arguments(schema: Mapping[str, object], rng: random.Random) -> dict[str, object]:
-    """Plausible arguments for a JSON object schema: every required property, typed.
-
-    Understands ``type`` (or a list of types), ``enum``, ``const``, ``anyOf``
-    and ``oneOf``, ``items`` and nested objects; entries it cannot read (a
-    ``required`` name that is not a string, a property that is not a schema)
-    are skipped rather than failing.
-    """
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return {}
-    required = [name for name in _sequence(schema.get("required")) if isinstance(name, str)]
-    names = required or list(properties)
-    return {
-        str(name): _example(properties.get(name) or {}, str(name), rng)
-        for name in names
-        if isinstance(properties.get(name, {}), dict)
-    }
-
 
 def _padded(text: str, chunks: int) -> str:
     words = [text] if text else []
     index = 0
     while len(" ".join(words)) < chunks * 6:
-        words.append(_WORDS[index % len(_WORDS)])
+        words.append(WORDS[index % len(WORDS)])
         index += 1
     return " ".join(words)
 

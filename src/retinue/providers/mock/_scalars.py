@@ -1,0 +1,365 @@
+"""Scalar values: whether one meets a schema node's own keywords; numbers and strings drawn.
+
+Numbers are drawn on a grid, the least common multiple of their steps, within
+their bounds; strings are drawn from a ``pattern`` by a small sampler of
+regular expressions. Both read numbers as their JSON text does (``0.3`` is a
+multiple of ``0.1``), as the tools' validator does.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import random
+import re
+import string
+from collections.abc import Callable, Iterator, Mapping
+from fractions import Fraction
+from typing import Any, TypeGuard
+
+__all__ = [
+    "grid_window",
+    "holds",
+    "is_number",
+    "json_key",
+    "sample_strings",
+    "sequence",
+    "step_grid",
+    "type_names",
+]
+
+Schema = Mapping[str, object]
+
+# keyword: (the comparison a value must pass, whether it bounds from below, exclusively)
+_BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], bool, bool]] = {
+    "minimum": (operator.ge, True, False),
+    "exclusiveMinimum": (operator.gt, True, True),
+    "maximum": (operator.le, False, False),
+    "exclusiveMaximum": (operator.lt, False, True),
+}
+
+
+# -- reading a node ---------------------------------------------------------------
+
+
+def sequence(value: object) -> list[object]:
+    """A JSON array as parsed (list) or as written in Python schemas (tuple); else empty."""
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def type_names(node: object) -> list[str] | None:
+    """The type names *node* allows, or ``None`` when it names none."""
+    kind = node.get("type") if isinstance(node, Mapping) else None
+    if kind is None:
+        return None
+    return [n for n in ([kind] if isinstance(kind, str) else sequence(kind)) if isinstance(n, str)]
+
+
+# -- checking a scalar ------------------------------------------------------------
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "boolean": bool,
+    "array": (list, tuple),
+    "object": Mapping,
+    "null": type(None),
+}
+
+
+def _is_type(value: object, name: str) -> bool:
+    """JSON typing: ``1.0`` is an integer, ``true`` is not a number."""
+    if name in ("integer", "number"):
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        return is_number(value) and (name == "number" or whole)
+    return name in _PYTHON_TYPES and isinstance(value, _PYTHON_TYPES[name])
+
+
+def json_key(value: object) -> object:
+    """Equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if is_number(value):
+        return ("number", value)
+    if isinstance(value, list | tuple):
+        return ("array", tuple(map(json_key, value)))
+    if isinstance(value, Mapping):
+        return ("object", frozenset((k, json_key(v)) for k, v in value.items()))
+    return value
+
+
+def holds(value: object, node: Schema) -> bool:
+    """Whether *value* meets *node*'s own type, choices, bounds, step, lengths and pattern."""
+    names = type_names(node)
+    if names is not None and not any(_is_type(value, name) for name in names):
+        return False
+    if "const" in node and json_key(value) != json_key(node["const"]):
+        return False
+    if "enum" in node and json_key(value) not in {json_key(o) for o in sequence(node["enum"])}:
+        return False
+    if is_number(value):
+        return _number_holds(value, node)
+    if isinstance(value, str):
+        return _string_holds(value, node)
+    return True
+
+
+def _number_holds(value: float, node: Schema) -> bool:
+    for keyword, (passes, _, _) in _BOUNDS.items():
+        limit = node.get(keyword)
+        if is_number(limit) and not passes(value, limit):
+            return False
+    step = node.get("multipleOf")
+    if not (is_number(step) and step > 0 and math.isfinite(step) and math.isfinite(value)):
+        return True
+    # Exact in decimal, as the JSON text reads: 0.3 is a multiple of 0.1.
+    return (_decimal(value) / _decimal(step)).denominator == 1
+
+
+def _string_holds(value: str, node: Schema) -> bool:
+    low, high = node.get("minLength"), node.get("maxLength")
+    if (is_number(low) and len(value) < low) or (is_number(high) and len(value) > high):
+        return False
+    pattern = node.get("pattern")
+    if not isinstance(pattern, str):
+        return True
+    try:
+        return re.search(pattern, value) is not None
+    except re.error:  # no tool accepts such a pattern: nothing to honour
+        return True
+
+
+def _decimal(number: float) -> Fraction:
+    return Fraction(repr(number))
+
+
+# -- numbers on a grid -------------------------------------------------------------
+
+
+def step_grid(nodes: list[Schema], *, integer: bool) -> Fraction:
+    """The step every candidate is a multiple of: the least common multiple of the steps."""
+    steps = [
+        _decimal(step)
+        for node in nodes
+        if is_number(step := node.get("multipleOf")) and step > 0 and math.isfinite(step)
+    ]
+    if integer:
+        steps.append(Fraction(1))
+    if not steps:
+        return Fraction(1, 100)
+    return functools.reduce(_lcm, steps)
+
+
+def _lcm(a: Fraction, b: Fraction) -> Fraction:
+    return Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
+
+
+def grid_window(nodes: list[Schema], grid: Fraction) -> tuple[int | None, int | None]:
+    """The least and greatest multiples of *grid* (as counts of it) within every bound."""
+    low: int | None = None
+    high: int | None = None
+    for node in nodes:
+        for keyword, (_, below, exclusive) in _BOUNDS.items():
+            limit = node.get(keyword)
+            if not (is_number(limit) and math.isfinite(limit)):
+                continue
+            at = _decimal(limit) / grid  # as the JSON text reads, as the step is
+            if below:
+                first = math.floor(at) + 1 if exclusive else math.ceil(at)
+                low = first if low is None else max(low, first)
+            else:
+                last = math.ceil(at) - 1 if exclusive else math.floor(at)
+                high = last if high is None else min(high, last)
+    return low, high
+
+
+# -- strings from a pattern ---------------------------------------------------------
+
+
+def sample_strings(pattern: str, rng: random.Random, length: int) -> Iterator[str]:
+    """Strings *pattern* matches: drawn freely, and stretched to *length* characters or more.
+
+    An open quantifier (``*``, ``+``, ``{2,}``) repeats its least count plus a
+    stretch; a draw with stretches 0 and 1 tells how much longer a stretch
+    makes the string. Yields nothing for a pattern past the constructs
+    :class:`_Sample` reads.
+    """
+    limit = 2 * length + 64
+
+    def draw(stretch: int | None) -> str | None:
+        return _Sample(pattern, rng, stretch, limit).draw()
+
+    for stretch in (None, None, None, 0):
+        sample = draw(stretch)
+        if sample is None:
+            return
+        yield sample
+    short, longer = (draw(stretch) or "" for stretch in (0, 1))
+    growth = len(longer) - len(short)
+    if growth > 0:
+        need = max(0, -(-(length - len(short)) // growth))  # rounded up
+        yield from (draw(stretch) or "" for stretch in (need, need + 1))
+    # More draws, for a schema that refuses some matches (another oneOf member's).
+    yield from (draw(None) or "" for _ in range(12))
+
+
+# The characters samples are made of; a class of none of them gets the first it holds.
+_ALPHABET = "".join(
+    (string.ascii_letters, string.digits, " _-.,:;@/+#!?=&%*'\"()[]{}<>|\\^$~`", "éß€\t\n\r")
+)
+_QUANTIFIER = re.compile(r"[*+?]|\{(\d*)(,?)(\d*)\}")
+_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
+
+
+class _UnsupportedError(Exception):
+    """A construct :class:`_Sample` does not draw from."""
+
+
+@functools.lru_cache(maxsize=256)
+def _chars(source: str) -> str:
+    """The characters of a sample alphabet that the one-character expression *source* matches."""
+    try:
+        matched = [c for c in _ALPHABET if re.fullmatch(source, c)]
+    except re.error:
+        raise _UnsupportedError(source) from None
+    if not matched:  # a class of another script ([\u0400-\u04ff]): the first it holds
+        matched = [next((chr(c) for c in range(0x10000) if re.fullmatch(source, chr(c))), "")]
+    return "".join([c for c in matched if c.isprintable()] or matched)
+
+
+class _Sample:
+    """Draws one string a simple regular expression matches, parsing as it goes.
+
+    It reads literals, escapes, ``[...]`` classes, ``.``, groups, ``|``,
+    anchors and quantifiers; a lookaround, a backreference or an inline flag
+    gives ``None``. An open quantifier repeats its least count plus *stretch*
+    (``None``: zero to two more, drawn), but no more once a sequence is
+    *limit* characters long: nested quantifiers multiply their counts.
+    """
+
+    def __init__(self, pattern: str, rng: random.Random, stretch: int | None, limit: int) -> None:
+        self.pattern = pattern
+        self.rng = rng
+        self.stretch = stretch
+        self.limit = limit
+        self.at = 0
+
+    def draw(self) -> str | None:
+        try:
+            text = self._alternatives()
+        except (_UnsupportedError, IndexError, ValueError):
+            return None
+        return text if self.at == len(self.pattern) else None
+
+    def _peek(self) -> str:
+        return self.pattern[self.at : self.at + 1]
+
+    def _alternatives(self) -> str:
+        branches = [self._sequence()]
+        while self._peek() == "|":
+            self.at += 1
+            branches.append(self._sequence())
+        return self.rng.choice(branches)
+
+    def _sequence(self) -> str:
+        parts: list[str] = []
+        size = 0
+        while self._peek() not in ("", "|", ")"):
+            start = self.at
+            text = self._atom()
+            low, high = self._quantifier()
+            end = self.at
+            extra = self.rng.randint(0, 2) if self.stretch is None else self.stretch
+            count = low + extra if high is None else min(high, low + extra)
+            parts.append(text if count else "")
+            size += len(parts[-1])
+            for done in range(1, count):
+                if done >= low and size > self.limit:
+                    break
+                self.at = start  # each repetition draws anew: [a-z]{3} is not "aaa"
+                parts.append(self._atom())
+                size += len(parts[-1])
+            self.at = end
+        return "".join(parts)
+
+    def _quantifier(self) -> tuple[int, int | None]:
+        found = _QUANTIFIER.match(self.pattern, self.at)
+        token = found.group() if found else ""
+        if not found or (token.startswith("{") and not (found[1] or found[3])):
+            return 1, 1  # "{" with no count is a literal
+        self.at = found.end()
+        if self._peek() in ("?", "+"):  # lazy or possessive: the same strings match
+            self.at += 1
+        fixed = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+        if token in fixed:
+            return fixed[token]
+        low = int(found[1] or 0)
+        if not found[2]:
+            return low, low
+        return low, int(found[3]) if found[3] else None
+
+    def _atom(self) -> str:
+        char = self._peek()
+        if char == "(":
+            return self._group()
+        if char == "[":
+            return self._one(self._class())
+        if char == "\\":
+            return self._escape()
+        self.at += 1
+        if char in ("^", "$"):
+            return ""
+        if char == ".":
+            return self._one(".")
+        if char in ("*", "+", "?"):
+            raise _UnsupportedError(char)
+        return char
+
+    def _one(self, source: str) -> str:
+        return self.rng.choice(_chars(source))
+
+    def _group(self) -> str:
+        rest = self.pattern[self.at :]
+        if rest.startswith("(?:"):
+            self.at += 3
+        elif rest.startswith("(?P<"):
+            self.at = self.pattern.index(">", self.at) + 1
+        elif rest.startswith("(?"):
+            raise _UnsupportedError(rest[:3])
+        else:
+            self.at += 1
+        text = self._alternatives()
+        if self._peek() != ")":
+            raise _UnsupportedError("(")
+        self.at += 1
+        return text
+
+    def _class(self) -> str:
+        end = self.at + 1
+        end += self.pattern[end] == "^"
+        end += self.pattern[end] == "]"  # a "]" first is a member
+        while self.pattern[end] != "]":
+            end += 2 if self.pattern[end] == "\\" else 1
+        source = self.pattern[self.at : end + 1]
+        self.at = end + 1
+        return source
+
+    def _escape(self) -> str:
+        found = _ESCAPE.match(self.pattern, self.at)
+        if found is None:
+            raise _UnsupportedError("\\")
+        source = found.group()
+        self.at = found.end()
+        letter = source[1]
+        if letter in "AZbB":  # anchors and word boundaries take no text
+            return ""
+        if letter.isdigit() or letter in "gN":  # backreferences, named characters
+            raise _UnsupportedError(source)
+        if len(source) > 2:
+            return source.encode("ascii").decode("unicode_escape")
+        return self._one(source) if letter.isalnum() else letter
