@@ -126,3 +126,16 @@ def unchecked(cls: Any, *args: Any) -> Any:
     """*cls* built without its validators: a malformed value that only a bug could make."""
     with attrs.validators.disabled():
         return cls(*args)
+
+
+async def raise_stray_cancelled() -> None:
+    """Raise a ``Cancelled`` caught inside a scope of its own: nothing around it is cancelled."""
+    caught: trio.Cancelled | None = None
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            caught = exc
+    assert caught is not None
+    raise caught

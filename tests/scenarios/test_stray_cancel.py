@@ -9,20 +9,16 @@ import trio.testing
 import retinue
 from retinue.session import ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import OPTIONS, echo, idle_events, last_end_reason, of_type, runtime, texts
-
-
-async def _raise_stray_cancelled() -> None:
-    """Raise a ``Cancelled`` caught inside a scope of its own: nothing around it is cancelled."""
-    caught: trio.Cancelled | None = None
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        try:
-            await trio.lowlevel.checkpoint()
-        except trio.Cancelled as exc:
-            caught = exc
-    assert caught is not None
-    raise caught
+from tests.helpers import (
+    OPTIONS,
+    echo,
+    idle_events,
+    last_end_reason,
+    of_type,
+    raise_stray_cancelled,
+    runtime,
+    texts,
+)
 
 
 async def test_agent_request_listener_raising_stray_cancelled_fails_the_turn_only(
@@ -37,7 +33,7 @@ async def test_agent_request_listener_raising_stray_cancelled_fails_the_turn_onl
         rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
 
         async def on_request(*args: object) -> object:
-            await _raise_stray_cancelled()
+            await raise_stray_cancelled()
             raise AssertionError("not reached")
 
         unregister = rt.hooks.on("agent/request", on_request, agent=agent)
@@ -61,7 +57,7 @@ async def test_pre_execute_listener_raising_stray_cancelled_fails_the_call_only(
         agent = await rt.create_agent("a", OPTIONS)
 
         async def on_pre_execute(*args: object) -> object:
-            await _raise_stray_cancelled()
+            await raise_stray_cancelled()
             raise AssertionError("not reached")
 
         rt.hooks.on("tools/pre-execute", on_pre_execute, agent=agent)

@@ -21,7 +21,7 @@ from retinue.hooks import HookBus
 from retinue.session import ToolErrorInfo
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from retinue.tools import Tool, ToolContext, ToolExecution, ToolExecutionResult, ToolRegistry, tool
-from tests.helpers import OPTIONS, of_type, runtime
+from tests.helpers import OPTIONS, of_type, raise_stray_cancelled, runtime
 
 
 async def execute(
@@ -197,18 +197,6 @@ async def test_a_sync_body_returning_a_coroutine_is_closed_and_reported() -> Non
 # -- a stray Cancelled ---------------------------------------------------------------------
 
 
-async def _raise_a_caught_cancel() -> None:
-    saved: trio.Cancelled | None = None
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        try:
-            await trio.sleep(1)
-        except trio.Cancelled as exc:
-            saved = exc
-    assert saved is not None
-    raise saved
-
-
 async def test_a_stray_cancelled_from_a_body_is_an_error_result(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -219,13 +207,13 @@ async def test_a_stray_cancelled_from_a_body_is_an_error_result(
     @tool
     async def stray() -> str:
         """Misuse a cancel."""
-        await _raise_a_caught_cancel()
+        await raise_stray_cancelled()
         return "unreachable"
 
     @tool(timeout=30)
     async def stray_timed() -> str:
         """The same, under a timeout that does not fire."""
-        await _raise_a_caught_cancel()
+        await raise_stray_cancelled()
         return "unreachable"
 
     for body in (stray, stray_timed):
@@ -247,7 +235,7 @@ async def test_a_stray_cancelled_leaves_the_agent_running(
     @retinue.tool
     async def stray() -> str:
         """Misuse a cancel."""
-        await _raise_a_caught_cancel()
+        await raise_stray_cancelled()
         return "unreachable"
 
     model = ScriptedModel(
