@@ -187,6 +187,7 @@ def _postgres_kit(dsn: str, schema: str) -> StoreKit:
     def append_raw(session_id: str, text: str) -> None:
         first = sum(len(lines) for _, lines in segments(session_id))
         run("INSERT INTO {s}.retinue_segments VALUES (%s, %s, 1, %s)", session_id, first, text)
+        run("UPDATE {s}.retinue_sessions SET next_seq = %s WHERE id = %s", first + 1, session_id)
 
     def count(session_id: str) -> int:
         return sum(len(lines) for _, lines in segments(session_id))

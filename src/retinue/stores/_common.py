@@ -1,12 +1,15 @@
-"""Helpers shared by the storage backends: header parsing and typed refusals."""
+"""Helpers shared by the storage backends: header and segment checks, lock files, typed refusals."""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Iterable
+from typing import AnyStr
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader, load_header
@@ -15,8 +18,10 @@ from retinue.session._codec import LongIntError, loads_line
 __all__ = [
     "already_exists",
     "cannot_open",
+    "lock_file",
     "parse_header",
     "parse_headers",
+    "segment_records",
     "seq_conflict",
     "storage_failed",
 ]
@@ -66,6 +71,40 @@ def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> list[SessionHeader
     return headers
 
 
+def segment_records(
+    session_id: str, segments: Iterable[tuple[int, int, AnyStr]], next_seq: int, newline: AnyStr
+) -> list[AnyStr]:
+    """The event lines of ``(first_seq, count, body)`` rows, in seq order.
+
+    Raises ``CorruptSessionError`` unless they hold seqs 0..next_seq exactly
+    (*newline* joins a body's lines). A commit writes a segment and
+    ``next_seq`` together, so a segment missing or cut short is lost data,
+    never a torn write to repair: the later segments are acknowledged events.
+    """
+    records: list[AnyStr] = []
+    for first, count, body in segments:
+        if first != len(records):
+            raise _seq_gap(session_id, len(records), first)
+        lines = body.split(newline)
+        if len(lines) != count:
+            raise CorruptSessionError(
+                f"session {session_id!r}: a seq gap: the segment from seq {first} holds "
+                f"{len(lines)} event records, not {count}"
+            )
+        records.extend(lines)
+    if len(records) != next_seq:
+        raise _seq_gap(session_id, len(records), next_seq)
+    return records
+
+
+def _seq_gap(session_id: str, expected: int, found: int) -> CorruptSessionError:
+    if found > expected:
+        missing = f"events {expected}..{found - 1} are missing"
+    else:
+        missing = f"events from seq {found} are stored twice or past the stored next seq"
+    return CorruptSessionError(f"session {session_id!r}: a seq gap: {missing}")
+
+
 def seq_conflict(session_id: str, stored: int, first: int) -> StoreError:
     """The refusal of an append that does not start at the stored next seq."""
     return StoreError(
@@ -91,6 +130,27 @@ def cannot_open(session_id: str, what: str, exc: OSError, store: str) -> StoreEr
     else:
         message = f"session {session_id!r}: cannot open {what}: {exc}"
     return StoreError(message, code="STORAGE_ERROR")
+
+
+def lock_file(path: str) -> int | None:
+    """Open and exclusively lock *path*; ``None`` if another open file holds it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            current = os.stat(path)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except FileNotFoundError:
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        if os.path.samestat(os.fstat(fd), current):
+            return fd
+        os.close(fd)  # unlinked and replaced by its releaser meanwhile
 
 
 _STORE_WIDE_CODES = frozenset({"STORE_CLOSED", "LOCK_TABLE_FULL"})

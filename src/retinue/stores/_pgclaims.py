@@ -1,4 +1,5 @@
-"""PostgreSQL session claims: one writer per session, by advisory locks on one connection."""
+"""PostgreSQL session claims (one writer per session, by advisory locks on one connection)
+and the store's tables."""
 
 from __future__ import annotations
 
@@ -14,15 +15,36 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "SCHEMA_VERSION",
     "SessionClaims",
+    "check_schema",
     "in_schema",
     "lock_table_full",
     "locked",
+    "migrate",
+    "not_open",
     "out_of_locks",
     "psycopg_module",
     "require_open",
 ]
 
+SCHEMA_VERSION = 1
+_DDL = (
+    """CREATE TABLE IF NOT EXISTS {schema}.retinue_meta (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {schema}.retinue_sessions (
+        id TEXT PRIMARY KEY,
+        header TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        next_seq BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {schema}.retinue_segments (
+        session_id TEXT NOT NULL REFERENCES {schema}.retinue_sessions (id),
+        first_seq BIGINT NOT NULL,
+        count INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, first_seq))""",
+)
+_VERSION = "SELECT value FROM {schema}.retinue_meta WHERE key = 'schema_version'"
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
 _HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
@@ -33,6 +55,46 @@ _HANDOVER_TIMEOUT_MS = 10_000
 def in_schema(schema: str, sql: str) -> str:
     """*sql* with every ``{schema}`` replaced by the quoted schema name (checked by the backend)."""
     return sql.replace("{schema}", f'"{schema}"')
+
+
+def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Create the tables in *schema* (under a lock) unless they exist, then check their version."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
+        conn.execute(in_schema(schema, "CREATE SCHEMA IF NOT EXISTS {schema}"))
+        for statement in _DDL:
+            conn.execute(in_schema(schema, statement))
+        conn.execute(
+            in_schema(
+                schema,
+                "INSERT INTO {schema}.retinue_meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO NOTHING",
+            ),
+            (str(SCHEMA_VERSION),),
+        )
+        row = conn.execute(in_schema(schema, _VERSION)).fetchone()
+    _check_version(schema, row)
+
+
+def check_schema(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Check the version of the tables in *schema*, only reading; ``UNSUPPORTED_SCHEMA`` if none."""
+    try:
+        row = conn.execute(in_schema(schema, _VERSION)).fetchone()
+    except psycopg_module().errors.UndefinedTable:
+        raise StoreError(
+            f"schema {schema!r} is not a retinue store (it holds no retinue tables)",
+            code="UNSUPPORTED_SCHEMA",
+        ) from None
+    _check_version(schema, row)
+
+
+def _check_version(schema: str, row: tuple[str] | None) -> None:
+    if row is None or row[0] != str(SCHEMA_VERSION):
+        raise StoreError(
+            f"schema {schema!r} has retinue schema version {row and row[0]}; "
+            f"this retinue reads {SCHEMA_VERSION}",
+            code="UNSUPPORTED_SCHEMA",
+        )
 
 
 def locked(session_id: str) -> StoreError:
@@ -74,10 +136,15 @@ def psycopg_module() -> Any:
     return psycopg
 
 
+def not_open() -> StoreError:
+    """The refusal of a call to a store not opened yet, or closed."""
+    return StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
+
+
 def require_open(conn: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
     """*conn*, or ``STORE_CLOSED`` if the store has none (not opened yet, or closed)."""
     if conn is None:
-        raise StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
+        raise not_open()
     return conn
 
 
@@ -105,6 +172,8 @@ class SessionClaims:
         self._connect = connect
         self._reader = reader
         self._locker: psycopg.Connection[Any] | None = None
+        self._opened = False
+        """Between open and close; the lock connection may not be made yet (first claim)."""
         self._locker_start: object = None
         self._locker_lock = threading.Lock()
         self._settled = threading.Condition(self._locker_lock)
@@ -113,14 +182,18 @@ class SessionClaims:
         self._pending: set[str] = set()
         """Sessions locked whose handover is still being awaited."""
 
-    def open(self) -> None:
-        conn = self._connect_locker()
+    def open(self, *, connect: bool = True) -> None:
+        """Take claims from now on, on a lock connection made now or, unless *connect*, by the
+        first claim: a store that only reads then holds none."""
+        conn = self._connect_locker() if connect else None
         with self._locker_lock:
             self._locker = conn
+            self._opened = True
 
     def close(self) -> None:
         """Close the lock connection (the server drops its locks); a pending claim then fails."""
         with self._locker_lock:
+            self._opened = False
             if self._locker is not None:
                 self._locker.close()
             self._locker = None
@@ -173,10 +246,9 @@ class SessionClaims:
             while session_id in self._pending:
                 self._settled.wait()
             # A session claimed (or retaken on reconnect) is not locked again.
-            self._reconnect_locker()
+            conn = self._live_locker()
             if session_id in self._claimed:
                 return None
-            conn = require_open(self._locker)
             if not self._try_lock(conn, session_id):
                 raise locked(session_id)
             self._pending.add(session_id)
@@ -219,20 +291,28 @@ class SessionClaims:
     def probe(self) -> None:
         """Notice a lock connection the server dropped (its locks are gone) before writing."""
         with self._locker_lock:
+            conn = self._live_locker()
             with contextlib.suppress(psycopg_module().OperationalError):
-                require_open(self._locker).execute("SELECT 1")
-            self._reconnect_locker()
+                conn.execute("SELECT 1")
+            self._live_locker()
 
-    def _reconnect_locker(self) -> None:
-        """Reconnect a dropped lock connection and retake its locks; forget those taken meanwhile."""
-        conn = require_open(self._locker)
-        if not (conn.broken or conn.closed):
-            return
-        conn.close()
+    def _live_locker(self) -> psycopg.Connection[Any]:
+        """The lock connection, made if there is none yet or the server dropped it.
+
+        A remade connection retakes the dropped locks; those taken meanwhile by
+        another connection are forgotten."""
+        if not self._opened:
+            raise not_open()
+        conn = self._locker
+        if conn is not None and not (conn.broken or conn.closed):
+            return conn
+        if conn is not None:
+            conn.close()
         self._locker = conn = self._connect_locker()
         self._claimed = {
             session_id for session_id in self._claimed if self._try_lock(conn, session_id)
         }
+        return conn
 
     def _try_lock(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
         try:

@@ -15,15 +15,24 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
-from ._common import already_exists, parse_header, parse_headers, seq_conflict
+from ._common import (
+    already_exists,
+    parse_header,
+    parse_headers,
+    segment_records,
+    seq_conflict,
+)
 from ._pgclaims import (
+    SCHEMA_VERSION,
     SessionClaims,
+    check_schema,
     in_schema,
     lock_table_full,
     locked,
+    migrate,
+    not_open,
     out_of_locks,
     psycopg_module,
-    require_open,
 )
 from ._writebehind import BufferedStore
 
@@ -32,24 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresStore"]
 
-SCHEMA_VERSION = 1
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_DDL = (
-    """CREATE TABLE IF NOT EXISTS {schema}.retinue_meta (
-        key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {schema}.retinue_sessions (
-        id TEXT PRIMARY KEY,
-        header TEXT NOT NULL,
-        created_at BIGINT NOT NULL,
-        next_seq BIGINT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {schema}.retinue_segments (
-        session_id TEXT NOT NULL REFERENCES {schema}.retinue_sessions (id),
-        first_seq BIGINT NOT NULL,
-        count INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (session_id, first_seq))""",
-)
-
 _WRITE_LOCK_TIMEOUT_MS = 30_000
 """How long a commit waits for a lock held elsewhere: the group fails, its events stay buffered."""
 
@@ -68,16 +60,21 @@ class PostgresBackend:
     (or by the server when the process dies). A claim also waits for a commit
     the previous writer still has in flight, so that a load reads the final log
     (:class:`SessionClaims`).
+
+    With ``create=False`` open only reads the schema version: tables that are
+    missing are refused, never created, and the write and lock connections
+    are made by the first write or claim, so a reader needs only SELECT.
     """
 
     blocking = True
     durable = True
 
-    def __init__(self, dsn: str, *, schema: str = "public") -> None:
+    def __init__(self, dsn: str, *, schema: str = "public", create: bool = True) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise StoreError(f"invalid schema name {schema!r}", code="INVALID_CONFIG")
         self._dsn = dsn
         self._schema = schema
+        self._create = create
         self._writer: psycopg.Connection[Any] | None = None
         self._readers: list[psycopg.Connection[Any]] = []
         self._write_lock = threading.Lock()
@@ -93,13 +90,16 @@ class PostgresBackend:
         return psycopg_module().connect(self._dsn, autocommit=autocommit)  # type: ignore[no-any-return]
 
     def open(self) -> None:
-        """Connect, then create the tables (under a lock) or check their version."""
+        """Connect, then create the tables (under a lock) or, with ``create=False``, check them."""
         with self._write_lock:
-            if self._writer is not None:
+            if not self._closed:
+                return
+            if not self._create:
+                self._open_existing()
                 return
             writer = self._connect_writer()
             try:
-                self._migrate(writer)
+                migrate(writer, self._schema)
                 self._claims.open()
             except BaseException:
                 writer.close()
@@ -108,28 +108,18 @@ class PostgresBackend:
             with self._readers_lock:
                 self._closed = False
 
-    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
-            conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {schema}"))
-            for statement in _DDL:
-                conn.execute(self._sql(statement))
-            conn.execute(
-                self._sql(
-                    "INSERT INTO {schema}.retinue_meta (key, value) VALUES ('schema_version', %s) "
-                    "ON CONFLICT (key) DO NOTHING"
-                ),
-                (str(SCHEMA_VERSION),),
-            )
-            row = conn.execute(
-                self._sql("SELECT value FROM {schema}.retinue_meta WHERE key = 'schema_version'")
-            ).fetchone()
-        if row is None or row[0] != str(SCHEMA_VERSION):
-            raise StoreError(
-                f"schema {self._schema!r} has retinue schema version {row and row[0]}; "
-                f"this retinue reads {SCHEMA_VERSION}",
-                code="UNSUPPORTED_SCHEMA",
-            )
+    def _open_existing(self) -> None:
+        """Read the schema version on what becomes the first pooled reader; write nothing."""
+        conn = self._connect(autocommit=True)
+        try:
+            check_schema(conn, self._schema)
+            self._claims.open(connect=False)
+        except BaseException:
+            conn.close()
+            raise
+        with self._readers_lock:
+            self._readers.append(conn)
+            self._closed = False
 
     # -- writes ---------------------------------------------------------------
 
@@ -203,10 +193,15 @@ class PostgresBackend:
             self._claims.release(session_id)
 
     def _live_writer(self) -> psycopg.Connection[Any]:
-        """The write connection, reconnected if the server dropped it (a failure never sticks)."""
-        conn = require_open(self._writer)
-        if conn.broken or conn.closed:
-            conn.close()
+        """The write connection: made on first use, remade if the server dropped it.
+
+        Called under the write lock, which :meth:`open` and :meth:`close` hold too."""
+        if self._closed:
+            raise not_open()
+        conn = self._writer
+        if conn is None or conn.broken or conn.closed:
+            if conn is not None:
+                conn.close()
             self._writer = conn = self._connect_writer()
         return conn
 
@@ -382,23 +377,29 @@ class PostgresBackend:
     # -- reads ----------------------------------------------------------------
 
     def read(self, session_id: str) -> StoredLog | None:
-        """The header and event lines of one session, in seq order."""
-        with self._reader() as conn:
+        """The header and event lines of one session, in seq order.
+
+        Raises ``CorruptSessionError`` for a segment missing or cut short."""
+        # One snapshot, so the rows and next_seq are one commit's: read apart, a
+        # commit between them looks like a seq gap.
+        with self._reader() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             row = conn.execute(
-                self._sql("SELECT header FROM {schema}.retinue_sessions WHERE id = %s"),
+                self._sql("SELECT header, next_seq FROM {schema}.retinue_sessions WHERE id = %s"),
                 (session_id,),
             ).fetchone()
             if row is None:
                 return None
             segments = conn.execute(
                 self._sql(
-                    "SELECT body FROM {schema}.retinue_segments WHERE session_id = %s "
-                    "ORDER BY first_seq"
+                    "SELECT first_seq, count, body FROM {schema}.retinue_segments "
+                    "WHERE session_id = %s ORDER BY first_seq"
                 ),
                 (session_id,),
             ).fetchall()
-        records = [line for (body,) in segments for line in body.split("\n")]
-        return StoredLog(parse_header(row[0], session_id), records)
+        header, next_seq = row
+        records = segment_records(session_id, segments, next_seq, "\n")
+        return StoredLog(parse_header(header, session_id), records)
 
     def headers(self) -> list[SessionHeader]:
         """Every header of a session with events (corrupt ones are logged and skipped)."""
@@ -444,7 +445,7 @@ class PostgresBackend:
     def _reader(self) -> Iterator[psycopg.Connection[Any]]:
         with self._readers_lock:
             if self._closed:
-                raise StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
+                raise not_open()
             conn = self._readers.pop() if self._readers else None
         if conn is None:
             conn = self._connect(autocommit=True)
@@ -468,7 +469,9 @@ class PostgresStore(BufferedStore):
     concurrent flushes in one transaction from one worker thread. A session has
     one writer at a time (advisory lock): a second process appending to it, or
     loading it while it is attached elsewhere, gets ``SESSION_LOCKED``.
-    *schema* names the PostgreSQL schema that holds the tables.
+    *schema* names the PostgreSQL schema that holds the tables; with
+    ``create=False`` they must exist already and opening changes nothing in the
+    database (what a reader, or a role without CREATE, wants).
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x
@@ -478,7 +481,8 @@ class PostgresStore(BufferedStore):
     max_locks_per_transaction on the server for more live sessions.
     """
 
-    def __init__(self, dsn: str, *, schema: str = "public") -> None:
+    def __init__(self, dsn: str, *, schema: str = "public", create: bool = True) -> None:
         super().__init__(
-            PostgresBackend(dsn, schema=schema), name=f"PostgresStore(schema={schema!r})"
+            PostgresBackend(dsn, schema=schema, create=create),
+            name=f"PostgresStore(schema={schema!r})",
         )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 import threading
@@ -11,12 +10,20 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import final
 
-from retinue._errors import ConfigError, CorruptSessionError, StoreError
+from retinue._errors import ConfigError, StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, StoredLog
-from ._common import already_exists, cannot_open, parse_header, parse_headers, seq_conflict
+from ._common import (
+    already_exists,
+    cannot_open,
+    lock_file,
+    parse_header,
+    parse_headers,
+    segment_records,
+    seq_conflict,
+)
 from ._ids import file_stem
 from ._writebehind import BufferedStore
 
@@ -77,6 +84,8 @@ class SQLiteBackend:
         self._writer: sqlite3.Connection | None = None
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._closed = False
+        """Set by :meth:`close`: a read still in flight then closes its connection."""
         self._create = create
         # By the file's real path: reached through a link, it must not get claims of its own.
         self._claims = _SessionLocks(os.path.realpath(self._path) + ".locks")
@@ -109,6 +118,9 @@ class SQLiteBackend:
                 conn.close()
                 raise
             self._writer = conn
+            self._claims.open()
+            with self._readers_lock:
+                self._closed = False
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         has_schema = _has_schema(conn, self._path)
@@ -234,7 +246,7 @@ class SQLiteBackend:
             ).fetchall()
             conn.execute("COMMIT")
         parsed = parse_header(header, session_id)
-        return StoredLog(parsed, _records(session_id, segments, next_seq))
+        return StoredLog(parsed, segment_records(session_id, segments, next_seq, b"\n"))
 
     def headers(self) -> list[SessionHeader]:
         """Every header of a session with events (corrupt ones are logged and skipped)."""
@@ -268,15 +280,22 @@ class SQLiteBackend:
         self._claims.release(session_id)
 
     def close(self) -> None:
-        """Close every connection (the WAL is checkpointed by the last one) and drop every claim."""
-        self._claims.release_all()
-        with self._write_lock, self._readers_lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+        """Close every connection (the WAL is checkpointed by the last one) and drop every claim.
+
+        Claims are dropped once a commit in flight is over: a create it commits
+        claims its session, and a claim taken after this close would hold the
+        session for no one until the process exits.
+        """
+        with self._write_lock:
+            self._claims.release_all()
+            with self._readers_lock:
+                self._closed = True
+                for conn in self._readers:
+                    conn.close()
+                self._readers.clear()
+                if self._writer is not None:
+                    self._writer.close()
+                    self._writer = None
 
     def _require_writer(self) -> sqlite3.Connection:
         if self._writer is None:
@@ -286,16 +305,29 @@ class SQLiteBackend:
     @contextlib.contextmanager
     def _reader(self) -> Iterator[sqlite3.Connection]:
         with self._readers_lock:
+            if self._closed:
+                raise StoreError(f"{self._path} is not open", code="STORE_CLOSED")
             conn = self._readers.pop() if self._readers else None
         if conn is None:
             conn = self._connect()
         try:
             yield conn
         finally:
+            self._put_back(conn)
+
+    def _put_back(self, conn: sqlite3.Connection) -> None:
+        """Pool a reader again; once the store has closed (a read in flight), close it instead."""
+        try:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            with self._readers_lock:
+        except BaseException:
+            conn.close()
+            raise
+        with self._readers_lock:
+            if not self._closed:
                 self._readers.append(conn)
+                return
+        conn.close()
 
 
 def _file_path(path: str | os.PathLike[str]) -> str:
@@ -332,36 +364,6 @@ def _has_schema(conn: sqlite3.Connection, path: str) -> bool:
             f"{path} is an SQLite database without a retinue schema", code="UNSUPPORTED_SCHEMA"
         )
     return False
-
-
-def _records(session_id: str, segments: list[tuple[int, int, bytes]], next_seq: int) -> list[bytes]:
-    """The event lines of *segments*; ``CorruptSessionError`` unless they hold seqs 0..next_seq.
-
-    A commit writes a segment and ``next_seq`` together, so a segment missing
-    or cut short is lost data, never a torn write to repair.
-    """
-    records: list[bytes] = []
-    for first, count, body in segments:
-        if first != len(records):
-            raise _seq_gap(session_id, len(records), first)
-        lines = body.split(b"\n")
-        if len(lines) != count:
-            raise CorruptSessionError(
-                f"session {session_id!r}: a seq gap: the segment from seq {first} holds "
-                f"{len(lines)} event records, not {count}"
-            )
-        records.extend(lines)
-    if len(records) != next_seq:
-        raise _seq_gap(session_id, len(records), next_seq)
-    return records
-
-
-def _seq_gap(session_id: str, expected: int, found: int) -> CorruptSessionError:
-    if found > expected:
-        missing = f"events {expected}..{found - 1} are missing"
-    else:
-        missing = f"events from seq {found} are stored twice or past the stored next seq"
-    return CorruptSessionError(f"session {session_id!r}: a seq gap: {missing}")
 
 
 def _truncate(conn: sqlite3.Connection, sid: int, keep: int, session_id: str) -> None:
@@ -409,6 +411,12 @@ class _SessionLocks:
         self._directory = directory
         self._held: dict[str, tuple[str, int]] = {}
         self._lock = threading.Lock()
+        self._closed = False
+
+    def open(self) -> None:
+        """Take claims again after :meth:`release_all` (the backend reopened)."""
+        with self._lock:
+            self._closed = False
 
     def holds(self, session_id: str) -> bool:
         """Whether *session_id* is claimed here."""
@@ -418,12 +426,16 @@ class _SessionLocks:
     def acquire(self, session_id: str) -> bool:
         """Lock *session_id*; false if it was already held here. Raises ``SESSION_LOCKED``."""
         with self._lock:
+            if self._closed:
+                raise StoreError(
+                    f"session {session_id!r}: the SQLite store is closed", code="STORE_CLOSED"
+                )
             if session_id in self._held:
                 return False
             path = os.path.join(self._directory, _lock_name(session_id))
             try:
                 os.makedirs(self._directory, exist_ok=True)
-                fd = _lock_file(path)
+                fd = lock_file(path)
             except OSError as exc:
                 raise cannot_open(session_id, "its lock file", exc, "SQLite") from exc
             if fd is None:
@@ -444,7 +456,9 @@ class _SessionLocks:
             os.close(fd)
 
     def release_all(self) -> None:
+        """Drop every claim and refuse new ones until :meth:`open`."""
         with self._lock:
+            self._closed = True
             held = list(self._held)
         for session_id in held:
             self.release(session_id)
@@ -452,27 +466,6 @@ class _SessionLocks:
 
 def _lock_name(session_id: str) -> str:
     return f"{file_stem(session_id)}.lock"
-
-
-def _lock_file(path: str) -> int | None:
-    """Open and exclusively lock *path*; ``None`` if another open file holds it."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            current = os.stat(path)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except FileNotFoundError:
-            os.close(fd)
-            continue
-        except BaseException:
-            os.close(fd)
-            raise
-        if os.path.samestat(os.fstat(fd), current):
-            return fd
-        os.close(fd)  # unlinked and replaced by its releaser meanwhile
 
 
 @final

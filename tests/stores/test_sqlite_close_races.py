@@ -1,0 +1,234 @@
+"""SQLiteStore closing while a commit, a load or a read is still in a worker thread."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores import SQLiteStore
+from retinue.stores._backend import AppendBatch
+from retinue.stores._sqlite import SQLiteBackend
+from tests.stores._kit import lines, run_turn
+
+
+class _WatchedLock:
+    """A lock that sets *contended* when a caller finds it held and waits for it."""
+
+    def __init__(self, contended: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self._contended = contended
+
+    def __enter__(self) -> bool:
+        if not self._lock.acquire(blocking=False):
+            self._contended.set()
+            self._lock.acquire()
+        return True
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+async def _set_when(event: threading.Event, then: trio.CancelScope) -> None:
+    await trio.to_thread.run_sync(event.wait)
+    then.cancel()
+
+
+async def _assert_free(path: Path, session_id: str, stored: list[str]) -> None:
+    """Another store can load the session (*stored* first): the closed store holds no claim."""
+    async with SQLiteStore(path) as other:
+        loaded = await other.load(session_id)
+        assert lines(loaded.events[: len(stored)]) == stored
+        await other.detach(loaded)
+    assert os.listdir(f"{path}.locks") == []
+
+
+async def _stored(path: Path, session_id: str) -> Session:
+    session = Session.create(session_id)
+    run_turn(session)
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+    return session
+
+
+def _close_then_set(monkeypatch: pytest.MonkeyPatch, closed: threading.Event) -> None:
+    """Make every SQLite backend set *closed* once its close is over."""
+    close = SQLiteBackend.close
+
+    def close_and_set(self: SQLiteBackend) -> None:
+        close(self)
+        closed.set()
+
+    monkeypatch.setattr(SQLiteBackend, "close", close_and_set)
+
+
+def _contains_waits(
+    monkeypatch: pytest.MonkeyPatch, checking: threading.Event, closed: threading.Event
+) -> None:
+    """Make a claim's check that the session is stored return only once *closed* is set."""
+    contains = SQLiteBackend.contains
+
+    def contains_until_closed(self: SQLiteBackend, session_id: str) -> bool:
+        found = contains(self, session_id)
+        checking.set()
+        closed.wait()
+        return found
+
+    monkeypatch.setattr(SQLiteBackend, "contains", contains_until_closed)
+
+
+async def test_sqlite_store_cancelled_while_a_create_commits_leaves_its_session_unclaimed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.7: a store whose exit is cancelled while its first commit of a session runs in the
+    worker thread closes once that commit is over, and the claim the commit took goes with
+    the store: other stores can then load the session."""
+    path = tmp_path / "sessions.db"
+    writing, contended = threading.Event(), threading.Event()
+    write_one = SQLiteBackend._write_one
+
+    def write_until_close_waits(self: SQLiteBackend, conn: Any, batch: AppendBatch) -> None:
+        writing.set()
+        contended.wait()  # the store's close now waits for this commit
+        write_one(self, conn, batch)
+
+    monkeypatch.setattr(SQLiteBackend, "_write_one", write_until_close_waits)
+    store = SQLiteStore(path)
+    monkeypatch.setattr(store._backend, "_write_lock", _WatchedLock(contended))
+    session = Session.create("first")
+    run_turn(session)
+    with trio.CancelScope() as scope:
+        async with store, trio.open_nursery() as nursery:
+            store.attach_new(session)
+            nursery.start_soon(_set_when, writing, scope)
+            await store.flush(session)
+    assert scope.cancelled_caught
+    monkeypatch.setattr(SQLiteBackend, "_write_one", write_one)
+    await _assert_free(path, "first", lines(session.events[:]))
+
+
+async def test_sqlite_load_racing_the_close_is_refused_and_claims_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.7: a load whose claim is still being taken when its store closes fails with
+    ``STORE_CLOSED`` rather than leave the closed store holding the session."""
+    path = tmp_path / "sessions.db"
+    session = await _stored(path, "raced")
+    checking, closed = threading.Event(), threading.Event()
+    _contains_waits(monkeypatch, checking, closed)
+    _close_then_set(monkeypatch, closed)
+    store = SQLiteStore(path)
+    refusals: list[StoreError] = []
+
+    async def load() -> None:
+        with pytest.raises(StoreError) as caught:
+            await store.load("raced")
+        refusals.append(caught.value)
+
+    async with trio.open_nursery() as nursery, store:
+        nursery.start_soon(load)
+        await trio.to_thread.run_sync(checking.wait)
+    assert [refusal.code for refusal in refusals] == ["STORE_CLOSED"]
+    monkeypatch.undo()
+    await _assert_free(path, "raced", lines(session.events[:]))
+
+
+async def test_sqlite_append_racing_the_close_is_refused_and_claims_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.7: a stored session appended to without a load is claimed by its commit; a
+    commit whose claim is still being taken when its store closes (an exit cancelled) takes
+    no claim for the closed store, which would hold the session until the process exits."""
+    path = tmp_path / "sessions.db"
+    session = await _stored(path, "raced")
+    stored = lines(session.events[:])
+    checking, closed = threading.Event(), threading.Event()
+    _contains_waits(monkeypatch, checking, closed)
+    _close_then_set(monkeypatch, closed)
+    store = SQLiteStore(path)
+    refusals: list[StoreError] = []
+
+    async def flush() -> None:
+        with pytest.raises(StoreError) as caught:
+            await store.flush(session)
+        refusals.append(caught.value)
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as scope:
+            async with store:
+                store.attach(session)
+                run_turn(session, "more")
+                nursery.start_soon(flush)
+                await trio.to_thread.run_sync(checking.wait)
+                scope.cancel()
+    assert [refusal.code for refusal in refusals] == ["STORE_CLOSED"]
+    monkeypatch.undo()
+    await _assert_free(path, "raced", stored)
+
+
+class _ListingWaitsForClose:
+    """A connection whose listing query runs only once the store has closed."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, listing: threading.Event, closed: threading.Event
+    ) -> None:
+        self._conn = conn
+        self._listing = listing
+        self._closed = closed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "next_seq > 0" in sql:
+            self._listing.set()
+            self._closed.wait()
+        return self._conn.execute(sql, *args)
+
+
+async def test_sqlite_read_in_flight_at_close_closes_its_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read still running when its store closes finishes, then closes its connection rather
+    than keep it (and its open files on the database) in the pool of a closed store."""
+    path = tmp_path / "sessions.db"
+    session = Session.create("listed")
+    run_turn(session)
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+    listing, closed = threading.Event(), threading.Event()
+    made: list[sqlite3.Connection] = []
+    connect = SQLiteBackend._connect
+
+    def watched_connect(self: SQLiteBackend) -> Any:
+        conn = connect(self)
+        made.append(conn)
+        return _ListingWaitsForClose(conn, listing, closed)
+
+    monkeypatch.setattr(SQLiteBackend, "_connect", watched_connect)
+    listed: list[list[str]] = []
+
+    async def list_ids() -> None:
+        listed.append([header.id for header in await store.list()])
+
+    store = SQLiteStore(path)
+    async with trio.open_nursery() as nursery:
+        async with store:
+            nursery.start_soon(list_ids)
+            await trio.to_thread.run_sync(listing.wait)
+        closed.set()
+    assert listed == [["listed"]]
+    assert len(made) == 2  # the writer and the reader
+    for conn in made:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")
