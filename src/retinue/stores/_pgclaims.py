@@ -1,5 +1,4 @@
-"""PostgreSQL session claims (one writer per session, by advisory locks on one connection)
-and the store's tables."""
+"""PostgreSQL session claims: one writer per session, by advisory locks on one connection."""
 
 from __future__ import annotations
 
@@ -11,90 +10,23 @@ from typing import TYPE_CHECKING, Any, final
 
 from retinue._errors import StoreError
 
+from ._pgschema import in_schema, not_open, psycopg_module, require_open
+
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
-    "SCHEMA_VERSION",
     "SessionClaims",
-    "check_schema",
-    "in_schema",
     "lock_table_full",
     "locked",
-    "migrate",
-    "not_open",
     "out_of_locks",
-    "psycopg_module",
-    "require_open",
 ]
 
-SCHEMA_VERSION = 1
-_DDL = (
-    """CREATE TABLE IF NOT EXISTS {schema}.retinue_meta (
-        key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {schema}.retinue_sessions (
-        id TEXT PRIMARY KEY,
-        header TEXT NOT NULL,
-        created_at BIGINT NOT NULL,
-        next_seq BIGINT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {schema}.retinue_segments (
-        session_id TEXT NOT NULL REFERENCES {schema}.retinue_sessions (id),
-        first_seq BIGINT NOT NULL,
-        count INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (session_id, first_seq))""",
-)
-_VERSION = "SELECT value FROM {schema}.retinue_meta WHERE key = 'schema_version'"
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
 _HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
 _HANDOVER_TIMEOUT_MS = 10_000
 """How long a claim waits for the previous writer's last commit before giving up."""
-
-
-def in_schema(schema: str, sql: str) -> str:
-    """*sql* with every ``{schema}`` replaced by the quoted schema name (checked by the backend)."""
-    return sql.replace("{schema}", f'"{schema}"')
-
-
-def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Create the tables in *schema* (under a lock) unless they exist, then check their version."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
-        conn.execute(in_schema(schema, "CREATE SCHEMA IF NOT EXISTS {schema}"))
-        for statement in _DDL:
-            conn.execute(in_schema(schema, statement))
-        conn.execute(
-            in_schema(
-                schema,
-                "INSERT INTO {schema}.retinue_meta (key, value) VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO NOTHING",
-            ),
-            (str(SCHEMA_VERSION),),
-        )
-        row = conn.execute(in_schema(schema, _VERSION)).fetchone()
-    _check_version(schema, row)
-
-
-def check_schema(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Check the version of the tables in *schema*, only reading; ``UNSUPPORTED_SCHEMA`` if none."""
-    try:
-        row = conn.execute(in_schema(schema, _VERSION)).fetchone()
-    except psycopg_module().errors.UndefinedTable:
-        raise StoreError(
-            f"schema {schema!r} is not a retinue store (it holds no retinue tables)",
-            code="UNSUPPORTED_SCHEMA",
-        ) from None
-    _check_version(schema, row)
-
-
-def _check_version(schema: str, row: tuple[str] | None) -> None:
-    if row is None or row[0] != str(SCHEMA_VERSION):
-        raise StoreError(
-            f"schema {schema!r} has retinue schema version {row and row[0]}; "
-            f"this retinue reads {SCHEMA_VERSION}",
-            code="UNSUPPORTED_SCHEMA",
-        )
 
 
 def locked(session_id: str) -> StoreError:
@@ -122,30 +54,6 @@ def lock_table_full(what: str) -> StoreError:
         "max_locks_per_transaction (a server restart applies it)",
         code="LOCK_TABLE_FULL",
     )
-
-
-def psycopg_module() -> Any:
-    """psycopg, imported on first use: ``import retinue`` must work without it."""
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise StoreError(
-            "PostgresStore needs psycopg 3: pip install 'retinue[postgres]'",
-            code="MISSING_DEPENDENCY",
-        ) from exc
-    return psycopg
-
-
-def not_open() -> StoreError:
-    """The refusal of a call to a store not opened yet, or closed."""
-    return StoreError("the PostgreSQL store is not open", code="STORE_CLOSED")
-
-
-def require_open(conn: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
-    """*conn*, or ``STORE_CLOSED`` if the store has none (not opened yet, or closed)."""
-    if conn is None:
-        raise not_open()
-    return conn
 
 
 @final

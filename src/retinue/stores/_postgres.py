@@ -22,18 +22,8 @@ from ._common import (
     segment_records,
     seq_conflict,
 )
-from ._pgclaims import (
-    SCHEMA_VERSION,
-    SessionClaims,
-    check_schema,
-    in_schema,
-    lock_table_full,
-    locked,
-    migrate,
-    not_open,
-    out_of_locks,
-    psycopg_module,
-)
+from ._pgclaims import SessionClaims, lock_table_full, locked, out_of_locks
+from ._pgschema import SCHEMA_VERSION, check_schema, in_schema, migrate, not_open, psycopg_module
 from ._writebehind import BufferedStore
 
 if TYPE_CHECKING:
