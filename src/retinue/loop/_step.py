@@ -6,6 +6,7 @@ import attrs
 
 from retinue._content import Message, ToolCall, as_content
 from retinue._errors import HookError, ModelError
+from retinue._lossless import same_json
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
 from retinue.session import (
@@ -56,7 +57,8 @@ def header_event(session: Session, header: EpochHeader, *, anchored: bool) -> Ev
     fold = session.current_header
     if not anchored:
         return RequestHeader(header, "initial" if fold is None else "resume")
-    if fold == header:
+    # As JSON, not by ``==``: a change only JSON sees (``true`` to ``1``) is sent, so it is owed.
+    if fold is not None and same_json(fold, header):
         return None
     delta = make_delta(fold, header) if fold is not None else None
     return delta if delta is not None else RequestHeader(header, "fallback")

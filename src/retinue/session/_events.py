@@ -7,11 +7,12 @@ envelope, plugin events, surface ops and the stored header line.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, TypeAlias, final, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
-from retinue._lossless import FrozenDict, JsonValue, freeze_json, shown
+from retinue._errors import SessionError
+from retinue._lossless import FrozenDict, JsonValue, freeze_json, shown, writable_int
 
 from ._fields import integer
 from ._header_events import (
@@ -161,14 +162,42 @@ class Event(NamedTuple):
         return self.data.type
 
 
+def _stored_as(kind: type[Any], *, optional: bool = False) -> Any:
+    """An attrs validator: the field holds what the stored header line loads back as.
+
+    ``load_header`` reads each field as its exact type, so a bool or float
+    where an integer belongs, or bytes or a path where a string does, would be
+    written as a line no store loads again, or fail every write.
+    """
+    expected = ("an integer JSON can write" if kind is int else "a str") + (
+        " or None" if optional else ""
+    )
+
+    def check(_header: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if optional and value is None:
+            return
+        if type(value) is not kind or (kind is int and not writable_int(value)):  # type: ignore[arg-type]
+            raise SessionError(
+                f"session header {attribute.name} must be {expected}, got {shown(value)}",
+                code="INVALID_HEADER",
+            )
+
+    return check
+
+
 @final
 @attrs.frozen
 class SessionHeader:
-    """Out-of-log session metadata (R4.1); never part of history."""
+    """Out-of-log session metadata (R4.1); never part of history.
 
-    id: str
-    created_at: int
-    version: int = FORMAT_VERSION
-    cwd: str | None = None
-    parent_session: str | None = None
-    seed_length: int | None = None
+    Raises:
+        SessionError: ``INVALID_HEADER``, naming a field a store could not
+            write or load back as it was given.
+    """
+
+    id: str = attrs.field(validator=_stored_as(str))
+    created_at: int = attrs.field(validator=_stored_as(int))
+    version: int = attrs.field(default=FORMAT_VERSION, validator=_stored_as(int))
+    cwd: str | None = attrs.field(default=None, validator=_stored_as(str, optional=True))
+    parent_session: str | None = attrs.field(default=None, validator=_stored_as(str, optional=True))
+    seed_length: int | None = attrs.field(default=None, validator=_stored_as(int, optional=True))

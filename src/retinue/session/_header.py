@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from retinue._errors import SessionError
+from retinue._lossless import same_json
 from retinue._request import ToolSchema
 
 from ._events import EpochHeader, RequestHeader, RequestHeaderDelta, SystemEdit, ToolsDelta
@@ -44,7 +45,9 @@ def _tools_delta(old: EpochHeader, new: EpochHeader) -> ToolsDelta:
         added=tuple(tool for tool in new.tools if tool.name not in before),
         removed=tuple(name for name in before if name not in after),
         changed=tuple(
-            tool for tool in new.tools if tool.name in before and before[tool.name] != tool
+            tool
+            for tool in new.tools
+            if tool.name in before and not same_json(before[tool.name], tool)
         ),
     )
 
@@ -57,18 +60,25 @@ def _apply_tools(old: EpochHeader, delta: ToolsDelta) -> tuple[ToolSchema, ...]:
 
 
 def make_delta(old: EpochHeader, new: EpochHeader) -> RequestHeaderDelta | None:
-    """Return a delta turning *old* into *new*, or ``None`` if none round-trips (R8.4)."""
+    """Return a delta turning *old* into *new*, or ``None`` if none round-trips (R8.4).
+
+    Parts are compared as JSON, not by ``==``: a schema's ``false`` that became
+    ``0``, or a temperature ``1`` that became ``1.0``, is sent differently, so
+    it is a change the log must record.
+    """
     delta = RequestHeaderDelta(
         system=_edit_system(old.system, new.system) if old.system != new.system else None,
-        tools=_tools_delta(old, new) if old.tools != new.tools else None,
-        config=new.config if old.config != new.config else None,
-        message_prefix=new.message_prefix if old.message_prefix != new.message_prefix else None,
+        tools=None if same_json(old.tools, new.tools) else _tools_delta(old, new),
+        config=None if same_json(old.config, new.config) else new.config,
+        message_prefix=(
+            None if same_json(old.message_prefix, new.message_prefix) else new.message_prefix
+        ),
     )
     try:
         round_trip = apply_delta(old, delta)
     except SessionError:
         return None
-    return delta if round_trip == new else None
+    return delta if same_json(round_trip, new) else None
 
 
 def apply_delta(old: EpochHeader, delta: RequestHeaderDelta) -> EpochHeader:

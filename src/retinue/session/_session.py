@@ -12,10 +12,11 @@ from typing import final, get_args, overload
 import attrs
 
 from retinue._errors import InvalidJsonError, SessionError, call_each
-from retinue._lossless import JsonValue
+from retinue._lossless import NEG_SMALL_INT, SMALL_INT, JsonValue, shown
 from retinue._request import MessageHistory
 from retinue._stream import StreamChunk
 
+from ._chunkcheck import chunk_problem
 from ._events import (
     SURFACE_TYPES,
     AssistantChunk,
@@ -35,13 +36,15 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
+from ._fields import check_turn_and_step
 from ._header import fold_header
 from ._history import Surface
 
 __all__ = ["EventLog", "Session", "now_ms"]
 
-# Event types whose append changes no fold and needs no validation.
-_PLAIN_TYPES = frozenset({AssistantChunk, StepStart, StepEnd, ToolCallEvent, PromptBlocked})
+# Event types whose append changes no fold and needs no validation beyond their
+# own constructor's. Not AssistantChunk: a named tuple, built unchecked.
+_PLAIN_TYPES = frozenset({StepStart, StepEnd, ToolCallEvent, PromptBlocked})
 # Event types that open or close a turn.
 _BOUNDARY_TYPES = frozenset({TurnStart, TurnEnd})
 # Every event data class; all are final, so an exact type check suffices.
@@ -93,6 +96,22 @@ def _folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelt
         # a str: a subclass that defines __eq__ without __hash__ cannot key the
         # fold's tables. The one failure left; refuse it like a corrupt delta.
         raise SessionError(f"{data.type} cannot be folded: {exc}", code="CORRUPT_HEADER") from exc
+
+
+def _check_chunk(data: AssistantChunk) -> None:
+    """Refuse a chunk event whose stored line would not load again (R4.5): the decoder's rules."""
+    turn, step, chunk = data
+    # The inline test of every event with a turn and a step (see _fields): a
+    # stored log's chunks are all checked when it is loaded.
+    if not (
+        type(turn) is int
+        and type(step) is int
+        and NEG_SMALL_INT <= turn <= SMALL_INT >= step >= NEG_SMALL_INT
+    ):
+        check_turn_and_step(data.type, turn, step)
+    problem = chunk_problem(chunk)
+    if problem is not None:
+        raise InvalidJsonError(f"{data.type}: {problem}")
 
 
 def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
@@ -173,9 +192,20 @@ class Session:
         parent_session: str | None = None,
         created_at: int | None = None,
     ) -> Session:
-        """Build a session, optionally seeded with validated events (R4.24)."""
-        if cwd is not None and not os.path.isabs(cwd):
-            raise SessionError(f"cwd must be absolute: {cwd!r}", code="INVALID_CWD")
+        """Build a session, optionally seeded with validated events (R4.24).
+
+        Raises:
+            SessionError: *cwd* is not an absolute path str (``INVALID_CWD``), or
+                another header field is of a type no store can write and load
+                back (``INVALID_HEADER``); a seed event breaks an invariant.
+            InvalidJsonError: a seed event holds a value no store can write.
+        """
+        # Tested as a str first: isabs would take bytes or a path, which the
+        # header's line cannot hold, and raise a bare TypeError for anything else.
+        if cwd is not None and (type(cwd) is not str or not os.path.isabs(cwd)):
+            raise SessionError(
+                f"cwd must be an absolute path (a str): {shown(cwd)}", code="INVALID_CWD"
+            )
         seed_events = list(seed)
         header = SessionHeader(
             id=session_id,
@@ -192,6 +222,8 @@ class Session:
 
         Raises:
             SessionError: an event breaks an invariant; the message names its seq and type.
+            InvalidJsonError: an event holds a value no store can write and load
+                back (a chunk is checked here; every other event when built).
         """
         session = cls(header)
         for event in events:
@@ -208,6 +240,9 @@ class Session:
                 raise SessionError(
                     f"event seq {event.seq} ({kind}): {exc.message}", code=exc.code
                 ) from exc
+            except InvalidJsonError as exc:
+                # Its message starts with the event's type already.
+                raise InvalidJsonError(f"event seq {event.seq}: {exc.message}") from exc
             session._record(event, fold)
         return session
 
@@ -295,8 +330,11 @@ class Session:
     def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> int:
         """Append an ``assistant/chunk`` event and notify observers; returns its seq.
 
-        The same as ``append(AssistantChunk(turn, step, chunk))``, without the
-        checks a chunk never needs: the loop's path for every stream chunk.
+        ``append(AssistantChunk(turn, step, chunk))`` without its checks: the
+        loop's path for every stream chunk, which the loop checks itself before
+        logging (its assembler refuses a malformed chunk). The caller vouches
+        that *turn* and *step* are ints and *chunk* a storable stream chunk;
+        one that is not is logged, and refused only when a store encodes it.
         """
         events = self._events
         seq = len(events)
@@ -331,18 +369,27 @@ class Session:
         return [dump_event(event) for event in self._events]
 
     def fork(self, child_id: str, boundary: int | None = None) -> Session:
-        """Copy events ``0..boundary`` into a new session (R4.25)."""
+        """Copy events ``0..boundary`` into a new session (R4.25).
+
+        Raises:
+            SessionError: *boundary* is not an existing seq (``INVALID_BOUNDARY``;
+                only an omitted one forks an empty source) or not a ``turn/end``
+                (``OPEN_TURN``); *child_id* is not a str (``INVALID_HEADER``).
+        """
         if boundary is None:
+            if not self._events:
+                # Only an omitted boundary forks an empty source: no seq can be named.
+                return Session.create(child_id, cwd=self.header.cwd, parent_session=self.id)
             boundary = len(self._events) - 1
         elif type(boundary) is not int:
             # A bool would index as 0 or 1, a float not at all.
             raise SessionError(
-                f"fork boundary {boundary!r} is not a seq (an int)", code="INVALID_BOUNDARY"
+                f"fork boundary {shown(boundary)} is not a seq (an int)", code="INVALID_BOUNDARY"
             )
-        if boundary < 0 and not self._events:
-            return Session.create(child_id, cwd=self.header.cwd, parent_session=self.id)
         if not 0 <= boundary < len(self._events):
-            raise SessionError(f"fork boundary {boundary} is not a seq", code="INVALID_BOUNDARY")
+            raise SessionError(
+                f"fork boundary {shown(boundary)} is not a seq", code="INVALID_BOUNDARY"
+            )
         if not isinstance(self._events[boundary].data, TurnEnd):
             raise SessionError(f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN")
         return Session.create(
@@ -361,6 +408,8 @@ class Session:
         data_type = type(event.data)
         if data_type not in _EVENT_TYPES:
             raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
+        if data_type is AssistantChunk:
+            _check_chunk(event.data)  # type: ignore[arg-type]
         kind = event.data.type
         if kind in SURFACE_TYPES:
             if event.surface_op is None:

@@ -1,0 +1,136 @@
+"""A session header holds only what its stored line loads back as: exact types (R4.1, R4.3, R4.25).
+
+A bool or float where an integer belongs, or bytes or a path where a string does,
+would be written as a line no store loads again, or fail every write.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from retinue import AgentOptions
+from retinue._errors import SessionError
+from retinue.session import (
+    Session,
+    SessionHeader,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+    dump_header,
+    load_header,
+)
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import runtime
+
+BIG = 10**5000  # more digits than JSON may write by default
+
+BAD_FIELDS = [
+    ("id", 7),
+    ("id", None),
+    ("id", b"s"),
+    ("created_at", True),
+    ("created_at", 1.5),
+    ("created_at", "1"),
+    ("created_at", BIG),
+    ("version", False),
+    ("version", 0.0),
+    ("cwd", b"/tmp"),
+    ("cwd", Path("/tmp")),
+    ("parent_session", 3),
+    ("seed_length", True),
+    ("seed_length", 2.0),
+    ("seed_length", BIG),
+]
+
+
+def _ids(case: Any) -> str:
+    return "big" if case is BIG else repr(case)
+
+
+def _loaded(header: SessionHeader) -> SessionHeader:
+    """The header as a store writes its line and loads it back."""
+    return load_header(json.loads(json.dumps(dump_header(header))))
+
+
+@pytest.mark.parametrize(("field", "value"), BAD_FIELDS, ids=_ids)
+def test_a_header_field_no_store_could_load_back_is_refused_naming_it(
+    field: str, value: Any
+) -> None:
+    """R4.1: the type check is the one the stored line is read with."""
+    fields: dict[str, Any] = {"id": "s", "created_at": 1, field: value}
+    with pytest.raises(SessionError) as caught:
+        SessionHeader(**fields)
+    assert caught.value.code == "INVALID_HEADER"
+    assert str(caught.value).startswith(f"session header {field} must be ")
+    if value is BIG:
+        assert "an integer of 16610 bits" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"created_at": -(10**15)},
+        {"created_at": 10**400},
+        {"version": 7},
+        {"cwd": "/tmp", "parent_session": "p", "seed_length": 0},
+        {"cwd": None, "parent_session": None, "seed_length": None},
+    ],
+    ids=["negative", "long-int", "other-version", "every-field", "every-none"],
+)
+def test_a_header_of_exact_types_is_accepted_and_loads_back_equal(fields: dict[str, Any]) -> None:
+    """R4.1, R4.3: whatever the loader reads is accepted (the version is judged on load)."""
+    header = SessionHeader(id="s", **{"created_at": 1, **fields})
+    assert _loaded(header) == header
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("session_id", 7), ("created_at", True), ("created_at", 1.5)],
+    ids=_ids,
+)
+def test_create_refuses_a_header_value_no_store_could_load_back(option: str, value: Any) -> None:
+    """R4.1: refused when the session is built, not when its first write fails."""
+    arguments: dict[str, Any] = {"session_id": "s", option: value}
+    with pytest.raises(SessionError) as caught:
+        Session.create(**arguments)
+    assert caught.value.code == "INVALID_HEADER"
+
+
+@pytest.mark.parametrize("cwd", [b"/tmp", Path("/tmp"), 7, "relative"], ids=repr)
+def test_create_refuses_a_cwd_that_is_not_an_absolute_path_str(cwd: Any) -> None:
+    """R4.3: not a bare TypeError from the path check, nor bytes the header cannot hold."""
+    with pytest.raises(SessionError) as caught:
+        Session.create("s", cwd=cwd)
+    assert caught.value.code == "INVALID_CWD"
+    assert repr(cwd) in str(caught.value)
+
+
+def test_fork_refuses_a_child_id_that_is_not_a_str() -> None:
+    """R4.25: the child's header would be stored without an id."""
+    source = Session.create("src")
+    source.append(TurnStart(1, TurnTrigger("message")))
+    source.append(TurnEnd(1, TurnEndReason.completed()))
+    with pytest.raises(SessionError) as caught:
+        source.fork(None)  # type: ignore[arg-type]
+    assert caught.value.code == "INVALID_HEADER"
+    assert "session header id must be a str, got None" in str(caught.value)
+
+
+async def test_create_agent_with_a_bytes_cwd_is_refused_and_leaves_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.23: a relative or non-str cwd is an error at creation; the runtime closes clean."""
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        with pytest.raises(SessionError) as caught:
+            await rt.create_agent("w", AgentOptions(model="scripted"), cwd=b"/tmp")  # type: ignore[arg-type]
+        assert caught.value.code == "INVALID_CWD"
+        assert len(rt.agents) == 0
+        agent = await rt.create_agent("w", AgentOptions(model="scripted"), cwd="/tmp")
+        assert (await agent.ask("hello")).reason.kind == "completed"
