@@ -424,7 +424,7 @@ async def test_agent_disposed_during_its_setup_is_never_published(
     assert heard == []  # R12.6: an unload during setup publishes nothing
 
 
-@pytest.mark.parametrize("agent_id", ["..", "x" * 600, "a/b"])
+@pytest.mark.parametrize("agent_id", ["..", "x" * 600, "a/b", ""])
 async def test_create_agent_refuses_an_id_no_store_can_hold_before_its_setup(
     autojump_clock: trio.testing.MockClock, agent_id: str
 ) -> None:

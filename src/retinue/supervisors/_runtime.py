@@ -126,7 +126,7 @@ class Runtime:
         Cancellation before publication leaves nothing behind.
         """
         options = options or AgentOptions()
-        agent_id = session_id or f"{name}-session-{uuid.uuid4()}"
+        agent_id = f"{name}-session-{uuid.uuid4()}" if session_id is None else session_id
         await self._released(agent_id)
         with self._creating(agent_id):
             await self._settle_stranded(agent_id)
