@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from retinue._content import (
@@ -32,7 +33,7 @@ from retinue._stream import (
 
 from ._nesting import deeper_than_json
 
-__all__ = ["BLOCK_TYPES", "CHUNK_TYPES", "chunk_problem"]
+__all__ = ["BLOCK_TYPES", "CHUNK_TYPES", "chunk_event_problem", "chunk_problem"]
 
 BLOCK_TYPES: dict[str, type[Any]] = {
     cls.type: cls for cls in (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock)
@@ -109,3 +110,17 @@ def _field_problem(item: object, kind: Any) -> str | None:
     if kind is _OPT_STR:
         return None if item is None or isinstance(item, str) else "must be a string or None"
     return None if type(item) in kind else f"must be a {' or '.join(k.__name__ for k in kind)}"
+
+
+def chunk_event_problem(turn: object, step: object, chunk: object) -> str | None:
+    """Why an ``assistant/chunk`` event would be stored as a line no load reads (R4.5), or None.
+
+    The decoder's rules: exact ints JSON can write for the turn and the step,
+    and a chunk :func:`chunk_problem` accepts.
+    """
+    if type(turn) is not int or type(step) is not int:
+        return f"turn and step must be integers, got {shown(turn)}, {shown(step)}"
+    for name, value in (("turn", turn), ("step", step)):
+        if not writable_int(value):
+            return f"{name} is an integer of more than {sys.get_int_max_str_digits()} digits"
+    return chunk_problem(chunk)

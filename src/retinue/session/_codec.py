@@ -17,7 +17,7 @@ from cattrs.v import format_exception
 
 from retinue._errors import CorruptSessionError, InvalidJsonError
 
-from ._chunkcheck import chunk_problem
+from ._chunkcheck import chunk_event_problem
 from ._converter import (
     EVENT_TYPES,
     MALFORMED,
@@ -304,14 +304,11 @@ def _refuse_malformed_chunk(event: Event) -> None:
     Checked here, off the common path: :func:`fast_line` writes only exact values
     and leaves every other chunk to :func:`dump_event`, and ``Session.append_chunk``
     (run per stream chunk) stays free of checks. The loop refuses such a chunk
-    before logging it; this catches one appended directly, before a block nested
-    too deeply overflows the stack in cattrs.
+    before logging it, and ``Session.append`` does; this catches one another
+    caller gave ``append_chunk``, before a block nested too deeply overflows the
+    stack in cattrs.
     """
-    turn, step, chunk = event.data  # type: ignore[misc]
-    if type(turn) is not int or type(step) is not int:
-        problem: str | None = f"turn and step must be integers, got {turn!r} and {step!r}"
-    else:
-        problem = chunk_problem(chunk)
+    problem = chunk_event_problem(*event.data)  # type: ignore[misc]
     if problem is not None:
         raise InvalidJsonError(f"assistant/chunk event seq {event.seq} is not storable: {problem}")
 

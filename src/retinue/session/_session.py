@@ -12,11 +12,11 @@ from typing import final, get_args, overload
 import attrs
 
 from retinue._errors import InvalidJsonError, SessionError, call_each
-from retinue._lossless import NEG_SMALL_INT, SMALL_INT, JsonValue, shown
+from retinue._lossless import JsonValue, shown
 from retinue._request import MessageHistory
 from retinue._stream import StreamChunk
 
-from ._chunkcheck import chunk_problem
+from ._chunkcheck import chunk_event_problem
 from ._events import (
     SURFACE_TYPES,
     AssistantChunk,
@@ -36,7 +36,6 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._fields import check_turn_and_step
 from ._header import fold_header
 from ._history import Surface
 
@@ -100,16 +99,7 @@ def _folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelt
 
 def _check_chunk(data: AssistantChunk) -> None:
     """Refuse a chunk event whose stored line would not load again (R4.5): the decoder's rules."""
-    turn, step, chunk = data
-    # The inline test of every event with a turn and a step (see _fields): a
-    # stored log's chunks are all checked when it is loaded.
-    if not (
-        type(turn) is int
-        and type(step) is int
-        and NEG_SMALL_INT <= turn <= SMALL_INT >= step >= NEG_SMALL_INT
-    ):
-        check_turn_and_step(data.type, turn, step)
-    problem = chunk_problem(chunk)
+    problem = chunk_event_problem(*data)
     if problem is not None:
         raise InvalidJsonError(f"{data.type}: {problem}")
 
@@ -217,8 +207,13 @@ class Session:
         return cls.from_events(header, seed_events)
 
     @classmethod
-    def from_events(cls, header: SessionHeader, events: Iterable[Event]) -> Session:
+    def from_events(
+        cls, header: SessionHeader, events: Iterable[Event], *, chunks_checked: bool = False
+    ) -> Session:
         """Rebuild a session from stored events, validating each; emits nothing.
+
+        A store's loader passes *chunks_checked*: its decoder built every chunk
+        by the rules a chunk is checked by here, so it is not checked twice.
 
         Raises:
             SessionError: an event breaks an invariant; the message names its seq and type.
@@ -234,7 +229,7 @@ class Session:
                     code="SEQ_GAP",
                 )
             try:
-                fold = session._validate(event)
+                fold = session._validate(event, check_chunk=not chunks_checked)
             except SessionError as exc:
                 kind = getattr(event.data, "type", type(event.data).__name__)
                 raise SessionError(
@@ -334,7 +329,8 @@ class Session:
         loop's path for every stream chunk, which the loop checks itself before
         logging (its assembler refuses a malformed chunk). The caller vouches
         that *turn* and *step* are ints and *chunk* a storable stream chunk;
-        one that is not is logged, and refused only when a store encodes it.
+        one that is not is logged, and refused when a store encodes it or the
+        log is forked or rebuilt from its events.
         """
         events = self._events
         seq = len(events)
@@ -375,6 +371,8 @@ class Session:
             SessionError: *boundary* is not an existing seq (``INVALID_BOUNDARY``;
                 only an omitted one forks an empty source) or not a ``turn/end``
                 (``OPEN_TURN``); *child_id* is not a str (``INVALID_HEADER``).
+            InvalidJsonError: the copied events hold a chunk no store can write
+                (one ``append_chunk`` was given unchecked).
         """
         if boundary is None:
             if not self._events:
@@ -399,7 +397,7 @@ class Session:
             parent_session=self.id,
         )
 
-    def _validate(self, event: Event) -> EpochHeader | None:
+    def _validate(self, event: Event, *, check_chunk: bool = True) -> EpochHeader | None:
         """Refuse *event* unless it may be logged next; return the header fold after it.
 
         The fold is computed here, not when recording, so a delta that cannot
@@ -408,7 +406,7 @@ class Session:
         data_type = type(event.data)
         if data_type not in _EVENT_TYPES:
             raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
-        if data_type is AssistantChunk:
+        if data_type is AssistantChunk and check_chunk:
             _check_chunk(event.data)  # type: ignore[arg-type]
         kind = event.data.type
         if kind in SURFACE_TYPES:

@@ -56,7 +56,7 @@ def recover(log: StoredLog, session_id: str, *, repair: bool = True) -> Recovere
             _warn_dropped(session_id, len(events), dropped, following, bad)
     closers = tuple(repair_tail(events)) if repair else ()
     try:
-        session = Session.from_events(log.header, [*events, *closers])
+        session = Session.from_events(log.header, [*events, *closers], chunks_checked=True)
     except SessionError as exc:
         raise CorruptSessionError(
             f"session {session_id!r}: the stored log breaks an invariant: {exc}",
