@@ -78,7 +78,12 @@ def make_delta(old: EpochHeader, new: EpochHeader) -> RequestHeaderDelta | None:
         round_trip = apply_delta(old, delta)
     except SessionError:
         return None
-    return delta if same_json(round_trip, new) else None
+    # Only what the delta rebuilt can differ: every other part is new's own or was found the same.
+    if round_trip.system != new.system:
+        return None
+    if delta.tools is not None and not same_json(round_trip.tools, new.tools):
+        return None
+    return delta
 
 
 def apply_delta(old: EpochHeader, delta: RequestHeaderDelta) -> EpochHeader:
