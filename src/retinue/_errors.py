@@ -21,10 +21,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+import trio
+
 __all__ = [
+    "STRAY_CANCEL_RULE",
     "AgentDisposedError",
     "AgentError",
     "AgentNotReadyError",
@@ -40,6 +44,7 @@ __all__ = [
     "StoreError",
     "ToolError",
     "call_each",
+    "cancel_is_stray",
     "describe_error",
     "leaf_error",
 ]
@@ -174,3 +179,18 @@ def describe_error(error: BaseException) -> str:
     except Exception:
         return f"{type(error).__name__} (its message could not be read)"
     return text or type(error).__name__
+
+
+STRAY_CANCEL_RULE = "a Cancelled caught inside must not be raised outside its own cancel scope"
+
+
+def cancel_is_stray() -> bool:
+    """Whether a ``trio.Cancelled`` raised now, in the current task, is stray.
+
+    Stray: no cancel scope around the task is cancelled, so no cancel was
+    delivered here; user code caught one inside a scope of its own and raised
+    it again outside (:data:`STRAY_CANCEL_RULE`). Propagated, it would end the
+    task's owner as if that had been cancelled.
+    """
+    # -inf exactly when a scope around this task is cancelled (trio's definition).
+    return trio.current_effective_deadline() != -math.inf

@@ -22,12 +22,13 @@ import tomllib
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import final
+from typing import Any, cast, final
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
 
+from retinue._checks import collection_error
 from retinue._errors import ConfigError
 from retinue._options import MAX_SAFE_INTEGER, cwd_problem, name_problem
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
@@ -138,10 +139,9 @@ def _empty_is_none(value: str | None) -> str | None:
 
 
 def _as_tuple(agents: object) -> tuple[AgentEntry, ...]:
-    # A string or a table is iterable too, but never a list of entries.
-    if isinstance(agents, str | bytes | Mapping) or not isinstance(agents, Iterable):
+    if collection_error(agents) is not None:
         raise _InvalidValueError("agents", f"expected a sequence of AgentEntry, got {agents!r}")
-    entries = tuple(agents)
+    entries = tuple(cast("Iterable[Any]", agents))
     for index, entry in enumerate(entries):
         if not isinstance(entry, AgentEntry):
             raise _InvalidValueError(f"agents[{index}]", f"expected an AgentEntry, got {entry!r}")

@@ -124,3 +124,29 @@ async def test_a_body_raising_a_base_exception_logs_the_turn_as_its_error(
     assert "fatal" in (reason.message or "")
     assert [answer.reason for answer in answers] == [reason]
     check_session_invariants(events)
+
+
+@retinue.tool
+async def interrupted() -> str:
+    """Ctrl-C landing in a tool body."""
+    await trio.lowlevel.checkpoint()
+    raise KeyboardInterrupt
+
+
+async def test_ctrl_c_in_a_body_ends_the_turn_as_a_disposal(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.40, R12.10: Ctrl-C interrupts from outside, like the runtime's teardown: the
+    turn is logged disposed, no agent/error is reported, and the interrupt goes on."""
+    model = ScriptedModel([CallTools([ToolCallSpec("interrupted", "{}")]), Reply("never")])
+    sessions: list[retinue.Session] = []
+    errors: list[BaseException] = []
+    with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+        async with runtime(model, tools=[interrupted]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
+            sessions.append(agent.session)
+            await agent.ask("go")
+    assert last_end_reason(sessions[0].events).kind == "disposed"
+    assert errors == []
+    check_session_invariants(sessions[0].events)

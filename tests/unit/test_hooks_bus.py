@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from retinue._errors import HookError
 from retinue.hooks import HookBus
 from tests.helpers import DEADLINE
 
@@ -602,3 +603,54 @@ def test_dropping_a_scope_leaves_the_others_and_a_later_agent_of_that_id_starts_
     bus.emit("agent/status", "x", scope="a")
     bus.emit("agent/status", "x", scope="b")
     assert heard == ["new a", "b"]
+
+
+async def test_a_cancel_reaching_a_listener_stays_a_cancel(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.40: a cancel of a scope around the dispatch passes through listeners as itself,
+    in every awaited mode; only a listener's own stray Cancelled becomes a HookError."""
+    bus = HookBus()
+
+    async def sleeper(*_args: object) -> None:
+        await trio.sleep_forever()
+
+    for name in ("agent/pre-step", "agent/turn-stop", "agent/request", "session/flush"):
+        bus.on(name, sleeper)
+    dispatches: list[Callable[[], Awaitable[object]]] = [
+        lambda: bus.serial("agent/pre-step"),
+        lambda: bus.strict_serial("agent/turn-stop"),
+        lambda: bus.waterfall_value("agent/request", 1),
+        lambda: bus.parallel("session/flush"),
+    ]
+    with trio.fail_after(DEADLINE):
+        for dispatch in dispatches:
+            with trio.move_on_after(1) as scope:
+                await dispatch()
+            assert scope.cancelled_caught
+
+
+async def test_a_synchronous_listener_never_holds_a_real_cancel() -> None:
+    """R4.8: trio delivers no cancel to synchronous code, so a Cancelled a synchronous
+    listener raises is its own, even while a scope around the emit is cancelled:
+    contained by emit, a HookError from emit_raising, never a cancel of the caller."""
+    bus = HookBus()
+    stored: list[trio.Cancelled] = []
+    with trio.CancelScope() as own:
+        own.cancel()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            stored.append(exc)
+
+    def raise_stored(*_args: object) -> None:
+        raise stored[0]
+
+    bus.on("agent/status", raise_stored)
+    bus.on("session/event", raise_stored)
+    with trio.CancelScope() as outer:  # noqa: ASYNC100 - cancelled, and no checkpoint inside on purpose
+        outer.cancel()
+        bus.emit("agent/status", None, "idle")
+        with pytest.raises(HookError) as caught:
+            bus.emit_raising("session/event", None, None)
+    assert caught.value.code == "STRAY_CANCELLED"

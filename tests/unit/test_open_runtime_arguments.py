@@ -86,6 +86,7 @@ async def test_open_runtime_refuses_a_malformed_argument_naming_it(
 ACCEPTED: list[dict[str, Any]] = [
     {"tool_order": ["search", "*"]},
     {"tool_order": ("*", "search")},
+    {"tool_order": {"search": 1, "*": 2}.keys()},
     {"tool_order": (name for name in ["search"])},
     {"flush_timeout": math.inf},
     {"flush_timeout": 2},

@@ -6,14 +6,19 @@ import difflib
 import inspect
 import itertools
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, final
 
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, HookError, call_each
+from retinue._errors import (
+    STRAY_CANCEL_RULE,
+    AgentDisposedError,
+    HookError,
+    call_each,
+    cancel_is_stray,
+)
 
 __all__ = ["HookBus", "Listener", "agent_scope"]
 
@@ -54,38 +59,19 @@ async def _call(name: str, fn: Listener, *args: object) -> object:
         if inspect.isawaitable(result):
             return await result
     except trio.Cancelled as exc:
-        if not _stray():
+        if not cancel_is_stray():
             raise
         raise _stray_error(name, fn) from exc
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
-def _stray() -> bool:
-    """Whether a ``Cancelled`` raised here is a listener's own: no scope around it is cancelled.
-
-    Propagated, such a ``Cancelled`` would end the agent's driver as if it had
-    been disposed; as a :class:`HookError` it is the listener's failure, and
-    the seam handles it as it handles any other (docs/hooks.md).
-    """
-    # -inf exactly when a scope around this task is cancelled (trio's definition).
-    return trio.current_effective_deadline() != -math.inf
-
-
 def _stray_error(name: str, fn: Listener) -> HookError:
+    """A listener's stray ``Cancelled`` as its failure, which each seam handles (docs/hooks.md)."""
     return HookError(
         f"a {name} listener raised trio.Cancelled while nothing around it was cancelled "
-        f"(a Cancelled caught inside must not be raised outside its own cancel scope): {fn!r}",
+        f"({STRAY_CANCEL_RULE}): {fn!r}",
         code="STRAY_CANCELLED",
     )
-
-
-def _emit_one(name: str, fn: Listener, args: tuple[object, ...]) -> None:
-    try:
-        _synchronous(name, fn(*args))
-    except trio.Cancelled as exc:
-        if not _stray():
-            raise
-        raise _stray_error(name, fn) from exc
 
 
 def _seam_mode(name: str) -> str:
@@ -330,15 +316,24 @@ class HookBus:
             return
         for fn in self.listeners(name, scope):
             try:
-                _emit_one(name, fn, args)
-            except Exception:
+                _synchronous(name, fn(*args))
+            except (Exception, trio.Cancelled):
+                # No cancel is delivered to synchronous code: a Cancelled is the listener's own.
                 log.exception("listener failed in %s (contained)", name)
 
     def emit_raising(self, name: str, *args: object, scope: str | None = None) -> None:
         """Call every listener synchronously; the first failure propagates after all ran."""
         if name not in self._listeners:
             return
-        call_each(lambda fn: _emit_one(name, fn, args), self.listeners(name, scope))
+
+        def call(fn: Listener) -> None:
+            try:
+                _synchronous(name, fn(*args))
+            except trio.Cancelled as exc:
+                # No cancel is delivered to synchronous code: a Cancelled is the listener's own.
+                raise _stray_error(name, fn) from exc
+
+        call_each(call, self.listeners(name, scope))
 
     async def serial(self, name: str, *args: object, scope: str | None = None) -> None:  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         """Await listeners one after another; a failure propagates (R6.2).

@@ -62,7 +62,7 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
-        # (the runtime's teardown) ends the turn here; so does another
+        # (the runtime's teardown, Ctrl-C) ends the turn here; so does another
         # BaseException a body raised, which goes on to end the runtime, as trio
         # has it, but is logged as what ended the turn, not as a disposal.
         if _turn_logged(state) and not isinstance(exc, Exception):
@@ -77,11 +77,14 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
     return state.terminal
 
 
+_INTERRUPTIONS = (trio.Cancelled, KeyboardInterrupt)
+
+
 def _cancellation(exc: BaseException) -> bool:
-    """Whether *exc* is a ``Cancelled``, or a group holding nothing else."""
+    """Whether *exc* interrupts from outside (a cancel, Ctrl-C), or is a group of nothing else."""
     if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[1] is None
-    return isinstance(exc, trio.Cancelled)
+        return exc.split(_INTERRUPTIONS)[1] is None
+    return isinstance(exc, _INTERRUPTIONS)
 
 
 def _turn_logged(state: TurnState) -> bool:

@@ -289,18 +289,12 @@ def stream_error(error: object, *, where: str) -> ProviderStreamError:
     code = fields.get("code") or fields.get("type")
     message = fields.get("message") or (str(error) if error else "the server gave no detail")
     status = numeric_status(code)
-    if names_exhausted_quota(fields):
-        code = QUOTA_EXHAUSTED
+    if names_exhausted_quota(fields) or code == QUOTA_EXHAUSTED:
+        code_text, retryable = QUOTA_EXHAUSTED, False
     elif status is not None:
-        code = status
-    code_text = "STREAM_ERROR" if code is None else str(code)
-    # A stream has no headers of its own: only a spent quota can overrule the code.
-    verdict = retry_verdict(code_text, {})
-    if verdict is not None:
-        retryable = verdict
-    elif status is not None:
-        retryable = status in RETRYABLE_STATUSES
+        code_text, retryable = str(status), status in RETRYABLE_STATUSES
     else:
+        code_text = "STREAM_ERROR" if code is None else str(code)
         retryable = code_text in RETRYABLE_STREAM_CODES
     return ProviderStreamError(
         f"{where} stream error: {message}", code=code_text, status=status, retryable=retryable

@@ -8,7 +8,7 @@ of the wrong kind fails only at the first step, crash or exit that reaches it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Set as AbstractSet
+from collections.abc import Iterable, Mapping
 
 from retinue._checks import collection_error, finite_number_error
 from retinue._errors import ConfigError
@@ -121,7 +121,7 @@ def tool_order_of(order: Iterable[str] | None) -> tuple[str, ...] | None:
     if order is None:
         return None
     # A set is a collection too, but in no order the caller chose.
-    if collection_error(order) is not None or isinstance(order, AbstractSet):
+    if collection_error(order) is not None or isinstance(order, set | frozenset):
         raise ConfigError(f"tool_order must be a sequence of tool names, got {order!r}")
     names = tuple(order)
     seen: set[str] = set()
@@ -137,7 +137,7 @@ def tool_order_of(order: Iterable[str] | None) -> tuple[str, ...] | None:
 def flush_timeout_of(value: float) -> float:
     """``flush_timeout``: seconds above 0, or ``math.inf`` for no bound (R7.49, R12.9)."""
     # NaN is refused: it compares false with everything, and would silently mean no bound.
-    if finite_number_error(value) is None or (type(value) is float and value == math.inf):
+    if finite_number_error(value) is None or value == math.inf:
         return value
     raise ConfigError(
         f"flush_timeout must be a positive number of seconds (math.inf for no bound), got {value!r}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import math
 from collections.abc import Awaitable
 from types import CoroutineType
 from typing import final
@@ -13,7 +12,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import InvalidJsonError, ToolError
+from retinue._errors import STRAY_CANCEL_RULE, InvalidJsonError, ToolError, cancel_is_stray
 from retinue._lossless import loads_frozen, thaw_json
 
 from ._execution import (
@@ -242,10 +241,8 @@ async def run_body(tool: Tool, execution: ToolExecution, pool: ToolThreads) -> T
             return output_result(execution.call_id, await _call(tool, kwargs, pool))
         return await _run_within(tool.timeout, tool, execution.call_id, kwargs, pool)
     except trio.Cancelled as exc:
-        # -inf exactly when a scope around this task is cancelled (trio's definition):
-        # the cancel is real and must reach that scope.
-        if trio.current_effective_deadline() == -math.inf:
-            raise
+        if not cancel_is_stray():
+            raise  # a real cancel: it must reach its scope
         return _stray_cancel(tool, execution.call_id, exc)
     except _TOOL_FAILURES as exc:
         return exception_result(execution.call_id, exc)
@@ -257,7 +254,7 @@ def _stray_cancel(tool: Tool, call_id: str, exc: trio.Cancelled) -> ToolExecutio
     return error_result(
         call_id,
         f'tool "{tool.name}" raised trio.Cancelled while nothing around it was cancelled: '
-        "a Cancelled caught inside a tool must not be raised outside its own cancel scope",
+        f"{STRAY_CANCEL_RULE}",
     )
 
 
