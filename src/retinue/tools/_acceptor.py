@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ._constraints import (
+from retinue._jsonschema import (
     constraint_checks,
     is_exact_integer,
     json_key,

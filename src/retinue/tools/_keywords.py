@@ -14,7 +14,13 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
-from ._constraints import is_array, is_number, json_type_name, pointer_tokens, resolve_ref
+from retinue._jsonschema import (
+    is_array,
+    is_number,
+    json_type_name,
+    pointer_tokens,
+    resolve_ref,
+)
 
 __all__ = ["ANNOTATIONS", "ENFORCED", "TYPE_NAMES", "check_parameters"]
 

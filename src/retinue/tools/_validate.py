@@ -21,17 +21,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 
-from ._acceptor import compile_acceptor
-from ._constraints import (
+from retinue._jsonschema import (
     CONSTRAINTS,
+    MAX_REF_HOPS,
     constraint_problem,
-    is_exact_integer,
     is_inexact_integer,
+    is_type,
     json_key,
     json_type_name,
     resolve_ref,
     schema_list,
+    type_names,
 )
+
+from ._acceptor import compile_acceptor
 from ._keywords import ANNOTATIONS, check_parameters
 
 __all__ = ["compile_acceptor", "json_type_name", "make_validator", "validate"]
@@ -44,24 +47,6 @@ _CONSTRAINTS = CONSTRAINTS | {"$ref", "allOf", "anyOf", "oneOf", "not"}
 # ``dict`` first: a frozen JSON object is one, told apart without the slower ABC check.
 # A tuple, built once: ``dict | Mapping`` would build a union at every check.
 _OBJECTS = (dict, Mapping)
-
-# How many references in a row a union's message follows to find a member's type.
-_MAX_HOPS = 16
-
-
-def _is_type(value: object, name: str) -> bool:
-    actual = json_type_name(value)
-    if name == "number":
-        return actual in ("integer", "number")
-    if name == "integer" and actual == "number":
-        return isinstance(value, float) and is_exact_integer(value)
-    return actual == name
-
-
-def _type_names(wanted: object) -> list[object]:
-    if isinstance(wanted, str):
-        return [wanted]
-    return list(wanted) if isinstance(wanted, Sequence) else []
 
 
 def _inexact(value: float, path: str) -> str:
@@ -133,16 +118,12 @@ def _validate(value: object, schema: object, path: str, root: Mapping[str, objec
 
 
 def _check_type(value: object, schema: Mapping[str, object], path: str) -> str | None:
-    wanted = schema.get("type")
-    if wanted is None:
-        return None
-    names = _type_names(wanted)
-    if any(isinstance(name, str) and _is_type(value, name) for name in names):
+    names = type_names(schema)
+    if names is None or any(is_type(value, name) for name in names):
         return None
     if "integer" in names and is_inexact_integer(value):
         return _inexact(value, path)
-    expected = " or ".join(str(name) for name in names)
-    return f"{path}: expected {expected}, got {json_type_name(value)}"
+    return f"{path}: expected {' or '.join(names)}, got {json_type_name(value)}"
 
 
 def _check_choices(value: object, schema: Mapping[str, object], path: str) -> str | None:
@@ -237,12 +218,12 @@ def _check_any_of(
 
 
 def _wants_integer(member: object) -> bool:
-    return isinstance(member, Mapping) and "integer" in _type_names(member.get("type"))
+    return isinstance(member, Mapping) and "integer" in (type_names(member) or ())
 
 
 def _followed(member: object, root: Mapping[str, object]) -> object:
     """*member*, or the schema it refers to when a ``$ref`` and annotations are all it holds."""
-    for _ in range(_MAX_HOPS):
+    for _ in range(MAX_REF_HOPS):
         if not isinstance(member, Mapping) or "$ref" not in member:
             return member
         if any(key != "$ref" and key not in ANNOTATIONS for key in member):

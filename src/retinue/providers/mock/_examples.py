@@ -1,9 +1,9 @@
 """Example tool arguments drawn from a JSON schema, the way a model fills them in.
 
-Each value is drawn as candidates that a small checker of the schema's
-scalar keywords accepts or refuses: a draw proposes, the schema disposes.
-The providers layer sits below the tools, so this module keeps its own
-reading of a schema rather than the tools' validator.
+Each value is drawn as candidates that a checker of the schema's scalar
+keywords accepts or refuses: a draw proposes, the schema disposes. The
+providers layer sits below the tools, so the checker is built from
+:mod:`retinue._jsonschema`, which the tools' validator judges with too.
 """
 
 from __future__ import annotations
@@ -12,20 +12,19 @@ import itertools
 import math
 import random
 from collections.abc import Iterator, Mapping
-from urllib.parse import unquote
 
 import attrs
 
-from ._scalars import (
-    grid_window,
-    holds,
+from retinue._jsonschema import (
+    MAX_REF_HOPS,
     is_number,
     json_key,
-    sample_strings,
-    sequence,
-    step_grid,
+    resolve_ref,
+    schema_list,
     type_names,
 )
+
+from ._scalars import grid_window, holds, sample_strings, step_grid
 
 __all__ = ["WORDS", "example_arguments"]
 
@@ -47,8 +46,6 @@ vast (every node requiring three more, say) still gets its arguments promptly.
 """
 _REDRAWS = 4
 """Draws of a schema with unions, each taking the next-best branch, before giving up."""
-_MAX_HOPS = 16
-"""``$ref``s in a row a check follows (a schema no tool accepts may loop)."""
 
 # Keywords that apply another schema to the same value.
 _IN_PLACE = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not"})
@@ -131,7 +128,7 @@ class _Draw:
         if (avoid and json_key(value) in avoid) or not all(holds(value, node) for node in nodes):
             return False
         return not any(
-            self._surely(value, node["not"], _MAX_HOPS) for node in nodes if "not" in node
+            self._surely(value, node["not"], MAX_REF_HOPS) for node in nodes if "not" in node
         )
 
     def _surely(self, value: object, schema: object, hops: int) -> bool:
@@ -147,7 +144,7 @@ class _Draw:
             return False
         if "$ref" not in schema:
             return True
-        return hops > 0 and self._surely(value, _resolve(self.root, schema["$ref"]), hops - 1)
+        return hops > 0 and self._surely(value, resolve_ref(self.root, schema["$ref"]), hops - 1)
 
     # -- the schemas one value must match -----------------------------------------
 
@@ -160,12 +157,12 @@ class _Draw:
         path = (*path, id(schema))
         nodes: list[Schema] = [schema]
         if "$ref" in schema:
-            nodes += self._nodes(_resolve(self.root, schema["$ref"]), depth, pick, path)
-        for member in sequence(schema.get("allOf")):
+            nodes += self._nodes(resolve_ref(self.root, schema["$ref"]), depth, pick, path)
+        for member in schema_list(schema.get("allOf")):
             nodes += self._nodes(member, depth, pick, path)
         for union in ("anyOf", "oneOf"):
             members: list[object] = [
-                m for m in sequence(schema.get(union)) if isinstance(m, Mapping) or m is True
+                m for m in schema_list(schema.get(union)) if isinstance(m, Mapping) or m is True
             ]
             if members:
                 chosen = self._branch(members, nodes, depth, pick, path)
@@ -218,7 +215,7 @@ class _Draw:
                 return iter((node["const"],))
         for node in nodes:
             if "enum" in node:
-                options = sequence(node["enum"])
+                options = schema_list(node["enum"])
                 return iter(self.rng.sample(options, len(options)))
         kind = self._kind(nodes)
         if kind in ("integer", "number"):
@@ -273,7 +270,7 @@ class _Draw:
     def _array(self, nodes: list[Schema], name: str, depth: int) -> list[object]:
         low = max(_limits(nodes, "minItems"), default=0)
         high = min(_limits(nodes, "maxItems"), default=None)
-        prefix = next((p for node in nodes if (p := sequence(node.get("prefixItems")))), [])
+        prefix = next((p for node in nodes if (p := schema_list(node.get("prefixItems")))), [])
         items = [node["items"] for node in nodes if "items" in node]
         if any(item is False for item in items):
             high = len(prefix) if high is None else min(high, len(prefix))
@@ -292,7 +289,7 @@ class _Draw:
             found = node.get("properties")
             for key, schema in found.items() if isinstance(found, Mapping) else ():
                 properties.setdefault(str(key), []).append(schema)
-        required = [n for node in nodes for n in sequence(node.get("required"))]
+        required = [n for node in nodes for n in schema_list(node.get("required"))]
         names = list(dict.fromkeys(n for n in required if isinstance(n, str)))
         low = max(_limits(nodes, "minProperties"), default=0)
         high = min(_limits(nodes, "maxProperties"), default=None)
@@ -326,25 +323,6 @@ def _all_of(schemas: list[object]) -> object:
     return {"allOf": kept} if kept else True
 
 
-def _resolve(root: Schema, ref: object) -> object:
-    """The schema a local ``$ref`` (a JSON pointer after ``#``) points to, or ``None``."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        return None
-    pointer = unquote(ref[1:])
-    if pointer and not pointer.startswith("/"):
-        return None  # a named anchor
-    node: object = root
-    for escaped in pointer.split("/")[1:]:
-        token = escaped.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping):
-            node = node.get(token)
-        elif isinstance(node, list | tuple) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return None
-    return node
-
-
 def _allowed(nodes: list[Schema]) -> set[str] | None:
     """The types every node allows (``integer`` within ``number``); ``None`` when none names one."""
     allowed: set[str] | None = None
@@ -364,8 +342,9 @@ def _inferred(nodes: list[Schema]) -> list[str]:
 
 def _types_refused(schema: object) -> list[str]:
     """The types a ``not`` refuses outright: one that holds nothing but ``type``."""
-    keys = schema.keys() if isinstance(schema, Mapping) else set()
-    if keys & (_SCALAR | _IN_PLACE | _CONTAINER) != {"type"}:
+    if not isinstance(schema, Mapping):
+        return []
+    if schema.keys() & (_SCALAR | _IN_PLACE | _CONTAINER) != {"type"}:
         return []
     names = type_names(schema) or []
     return [*names, "integer"] if "number" in names else names

@@ -2,140 +2,60 @@
 
 Numbers are drawn on a grid, the least common multiple of their steps, within
 their bounds; strings are drawn from a ``pattern`` by a small sampler of
-regular expressions. Both read numbers as their JSON text does (``0.3`` is a
-multiple of ``0.1``), as the tools' validator does.
+regular expressions. A value is judged by :mod:`retinue._jsonschema`, as the
+tools' validator judges it, and numbers are read as their JSON text reads
+(``0.3`` is a multiple of ``0.1``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import operator
 import random
 import re
 import string
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
-from typing import Any, TypeGuard
 
-__all__ = [
-    "grid_window",
-    "holds",
-    "is_number",
-    "json_key",
-    "sample_strings",
-    "sequence",
-    "step_grid",
-    "type_names",
-]
+from retinue._jsonschema import (
+    constraint_problem,
+    decimal,
+    is_array,
+    is_number,
+    is_type,
+    json_key,
+    schema_list,
+    type_names,
+)
+
+__all__ = ["grid_window", "holds", "sample_strings", "step_grid"]
 
 Schema = Mapping[str, object]
 
-# keyword: (the comparison a value must pass, whether it bounds from below, exclusively)
-_BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], bool, bool]] = {
-    "minimum": (operator.ge, True, False),
-    "exclusiveMinimum": (operator.gt, True, True),
-    "maximum": (operator.le, False, False),
-    "exclusiveMaximum": (operator.lt, False, True),
+# keyword: (whether it bounds from below, whether exclusively)
+_BOUNDS = {
+    "minimum": (True, False),
+    "exclusiveMinimum": (True, True),
+    "maximum": (False, False),
+    "exclusiveMaximum": (False, True),
 }
-
-
-# -- reading a node ---------------------------------------------------------------
-
-
-def sequence(value: object) -> list[object]:
-    """A JSON array as parsed (list) or as written in Python schemas (tuple); else empty."""
-    return list(value) if isinstance(value, list | tuple) else []
-
-
-def type_names(node: object) -> list[str] | None:
-    """The type names *node* allows, or ``None`` when it names none."""
-    kind = node.get("type") if isinstance(node, Mapping) else None
-    if kind is None:
-        return None
-    return [n for n in ([kind] if isinstance(kind, str) else sequence(kind)) if isinstance(n, str)]
-
-
-# -- checking a scalar ------------------------------------------------------------
-
-
-def is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
-    "string": str,
-    "boolean": bool,
-    "array": (list, tuple),
-    "object": Mapping,
-    "null": type(None),
-}
-
-
-def _is_type(value: object, name: str) -> bool:
-    """JSON typing: ``1.0`` is an integer, ``true`` is not a number."""
-    if name in ("integer", "number"):
-        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        return is_number(value) and (name == "number" or whole)
-    return name in _PYTHON_TYPES and isinstance(value, _PYTHON_TYPES[name])
-
-
-def json_key(value: object) -> object:
-    """Equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not."""
-    if isinstance(value, bool):
-        return ("boolean", value)
-    if is_number(value):
-        return ("number", value)
-    if isinstance(value, list | tuple):
-        return ("array", tuple(map(json_key, value)))
-    if isinstance(value, Mapping):
-        return ("object", frozenset((k, json_key(v)) for k, v in value.items()))
-    return value
 
 
 def holds(value: object, node: Schema) -> bool:
-    """Whether *value* meets *node*'s own type, choices, bounds, step, lengths and pattern."""
+    """Whether *value* meets *node*'s own type, choices, bounds, step, lengths and pattern.
+
+    The sizes of an array or an object are left to the draw, which fits them.
+    """
     names = type_names(node)
-    if names is not None and not any(_is_type(value, name) for name in names):
+    if names is not None and not any(is_type(value, name) for name in names):
         return False
     if "const" in node and json_key(value) != json_key(node["const"]):
         return False
-    if "enum" in node and json_key(value) not in {json_key(o) for o in sequence(node["enum"])}:
+    if "enum" in node and json_key(value) not in {json_key(o) for o in schema_list(node["enum"])}:
         return False
-    if is_number(value):
-        return _number_holds(value, node)
-    if isinstance(value, str):
-        return _string_holds(value, node)
-    return True
-
-
-def _number_holds(value: float, node: Schema) -> bool:
-    for keyword, (passes, _, _) in _BOUNDS.items():
-        limit = node.get(keyword)
-        if is_number(limit) and not passes(value, limit):
-            return False
-    step = node.get("multipleOf")
-    if not (is_number(step) and step > 0 and math.isfinite(step) and math.isfinite(value)):
+    if is_array(value) or isinstance(value, Mapping):
         return True
-    # Exact in decimal, as the JSON text reads: 0.3 is a multiple of 0.1.
-    return (_decimal(value) / _decimal(step)).denominator == 1
-
-
-def _string_holds(value: str, node: Schema) -> bool:
-    low, high = node.get("minLength"), node.get("maxLength")
-    if (is_number(low) and len(value) < low) or (is_number(high) and len(value) > high):
-        return False
-    pattern = node.get("pattern")
-    if not isinstance(pattern, str):
-        return True
-    try:
-        return re.search(pattern, value) is not None
-    except re.error:  # no tool accepts such a pattern: nothing to honour
-        return True
-
-
-def _decimal(number: float) -> Fraction:
-    return Fraction(repr(number))
+    return constraint_problem(value, node, "") is None
 
 
 # -- numbers on a grid -------------------------------------------------------------
@@ -144,7 +64,7 @@ def _decimal(number: float) -> Fraction:
 def step_grid(nodes: list[Schema], *, integer: bool) -> Fraction:
     """The step every candidate is a multiple of: the least common multiple of the steps."""
     steps = [
-        _decimal(step)
+        decimal(step)
         for node in nodes
         if is_number(step := node.get("multipleOf")) and step > 0 and math.isfinite(step)
     ]
@@ -164,11 +84,11 @@ def grid_window(nodes: list[Schema], grid: Fraction) -> tuple[int | None, int | 
     low: int | None = None
     high: int | None = None
     for node in nodes:
-        for keyword, (_, below, exclusive) in _BOUNDS.items():
+        for keyword, (below, exclusive) in _BOUNDS.items():
             limit = node.get(keyword)
             if not (is_number(limit) and math.isfinite(limit)):
                 continue
-            at = _decimal(limit) / grid  # as the JSON text reads, as the step is
+            at = decimal(limit) / grid  # as the JSON text reads, as the step is
             if below:
                 first = math.floor(at) + 1 if exclusive else math.ceil(at)
                 low = first if low is None else max(low, first)

@@ -1,14 +1,19 @@
-"""The constraints one JSON-schema node puts on a value, and local ``$ref`` resolution.
+"""JSON Schema as the tools' validator reads it: JSON types, equality, ``$ref``, constraints.
 
-Numbers (``minimum``, ``multipleOf``, ...), strings (``minLength``,
-``pattern``, ...) and the sizes of arrays and objects, with ``uniqueItems``:
-each compiled once into a check shared by the reference validator and its fast
-path, so that both judge alike.
+Pure and shared: the tools' argument validator judges with it, and the mock
+provider's argument generator draws what that judgement accepts. Numbers
+(``minimum``, ``multipleOf``, ...), strings (``minLength``, ``pattern``, ...)
+and the sizes of arrays and objects, with ``uniqueItems``: each compiled once
+into a check shared by the reference validator and its fast path, so that
+both judge alike. A keyword whose value is malformed (``"minimum": "1"``, an
+invalid pattern) constrains nothing here: the tools refuse such a schema when
+a tool is built, and a generator reading any schema must not fail on one.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence, Sized
@@ -18,22 +23,32 @@ from urllib.parse import unquote
 
 __all__ = [
     "CONSTRAINTS",
+    "MAX_REF_HOPS",
     "Check",
     "constraint_checks",
     "constraint_problem",
+    "decimal",
     "is_array",
     "is_exact_integer",
     "is_inexact_integer",
     "is_number",
+    "is_type",
     "json_key",
     "json_type_name",
     "pointer_tokens",
     "resolve_ref",
     "schema_list",
+    "type_names",
 ]
 
 Check = Callable[[object], "str | None"]
 """One compiled constraint: what *value* breaks (without its path), or ``None``."""
+
+MAX_REF_HOPS = 16
+"""``$ref``s in a row followed to read what a schema is (a schema no tool accepts may loop)."""
+
+
+# -- JSON values ---------------------------------------------------------------------
 
 
 def is_number(value: object) -> TypeGuard[int | float]:
@@ -42,6 +57,7 @@ def is_number(value: object) -> TypeGuard[int | float]:
 
 
 def is_array(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
+    """Whether *value* is a JSON array: a list as parsed, or a tuple as frozen or written."""
     return isinstance(value, list | tuple)
 
 
@@ -81,6 +97,20 @@ def json_type_name(value: object) -> str:
     return type(value).__name__
 
 
+def is_type(value: object, name: str) -> bool:
+    """Whether *value* is of the JSON type *name*: ``3.0`` is an integer, ``true`` no number.
+
+    A float with no fraction is an ``integer`` only below 2**53 in magnitude,
+    where it still tells which integer the JSON text wrote.
+    """
+    actual = json_type_name(value)
+    if name == "number":
+        return actual in ("integer", "number")
+    if name == "integer" and actual == "number":
+        return isinstance(value, float) and is_exact_integer(value)
+    return actual == name
+
+
 def json_key(value: object) -> object:
     """A hashable key equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not."""
     if value is None or isinstance(value, str):
@@ -96,6 +126,33 @@ def json_key(value: object) -> object:
     return ("other", id(value))
 
 
+def decimal(number: float) -> Fraction:
+    """*number* exactly as its JSON text reads: ``0.1`` is one tenth, not the float nearest it.
+
+    Raises:
+        ValueError: *number* is infinite or NaN, which no JSON text writes.
+    """
+    return Fraction(number) if type(number) is int else Fraction(repr(number))
+
+
+# -- reading a node ----------------------------------------------------------------
+
+
+def schema_list(value: object) -> Sequence[object]:
+    """The members of an array keyword (``allOf``, ``enum``, ``required``, ...); none if malformed."""
+    return value if isinstance(value, list | tuple) else ()
+
+
+def type_names(schema: Mapping[str, object]) -> list[str] | None:
+    """The type names *schema*'s ``type`` allows, or ``None`` when it has no ``type``."""
+    kind = schema.get("type")
+    if kind is None:
+        return None
+    if isinstance(kind, str):
+        return [kind]
+    return [name for name in schema_list(kind) if isinstance(name, str)]
+
+
 # -- constraints of one node ----------------------------------------------------
 
 _BOUNDS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
@@ -106,7 +163,9 @@ _BOUNDS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
 }
 
 
-def _bound(keyword: str, limit: object) -> Check:
+def _bound(keyword: str, limit: object) -> Check | None:
+    if not isinstance(limit, int | float):
+        return None
     holds, sign = _BOUNDS[keyword]
 
     def check(value: object) -> str | None:
@@ -117,21 +176,27 @@ def _bound(keyword: str, limit: object) -> Check:
     return check
 
 
-def _multiple_of(step: object) -> Check:
+def _multiple_of(step: object) -> Check | None:
+    if not is_number(step) or step == 0 or (isinstance(step, float) and not math.isfinite(step)):
+        return None
+    exact = decimal(step)
+
     def check(value: object) -> str | None:
-        if not is_number(value) or _divides(step, value):
+        if not is_number(value) or _divides(value, step, exact):
             return None
         return f"must be a multiple of {step!r}, got {value!r}"
 
     return check
 
 
-def _divides(step: object, value: float) -> bool:
+def _divides(value: float, step: float, exact: Fraction) -> bool:
     if type(value) is int and type(step) is int:
         return value % step == 0
     # Exact in decimal, as the JSON text reads: 0.3 is a multiple of 0.1.
-    quotient = Fraction(repr(value)) / Fraction(repr(step))
-    return quotient.denominator == 1
+    try:
+        return (decimal(value) / exact).denominator == 1
+    except ValueError:  # infinite or NaN: a multiple of nothing
+        return False
 
 
 # keyword: (the JSON type whose size it bounds, whether the bound is a least one)
@@ -150,9 +215,12 @@ _UNITS = {
 }
 
 
-def _size(keyword: str, limit: object) -> Check:
+def _size(keyword: str, limit: object) -> Check | None:
     kind, least = _SIZES[keyword]
-    bound = int(cast("float", limit))  # a whole number: checked when the tool is built
+    try:
+        bound = int(cast("float", limit))  # a whole number in a schema a tool accepts
+    except (TypeError, ValueError, OverflowError):
+        return None
     one, many = _UNITS[kind]
     wanted = f"{'at least' if least else 'at most'} {bound} {one if bound == 1 else many}"
 
@@ -168,8 +236,11 @@ def _size(keyword: str, limit: object) -> Check:
     return check
 
 
-def _pattern(pattern: object) -> Check:
-    compiled = re.compile(str(pattern))
+def _pattern(pattern: object) -> Check | None:
+    try:
+        compiled = re.compile(str(pattern))
+    except re.error:
+        return None
 
     def check(value: object) -> str | None:
         # search, not match: a JSON Schema pattern is not anchored.
@@ -180,9 +251,12 @@ def _pattern(pattern: object) -> Check:
     return check
 
 
-def _unique_items(unique: object) -> Check:
+def _unique_items(unique: object) -> Check | None:
+    if unique is not True:
+        return None
+
     def check(value: object) -> str | None:
-        if unique is not True or not is_array(value):
+        if not is_array(value):
             return None
         seen: dict[object, int] = {}
         for index, item in enumerate(value):
@@ -194,7 +268,7 @@ def _unique_items(unique: object) -> Check:
     return check
 
 
-_RULES: dict[str, Callable[[object], Check]] = {
+_RULES: dict[str, Callable[[object], Check | None]] = {
     **{keyword: functools.partial(_bound, keyword) for keyword in _BOUNDS},
     **{keyword: functools.partial(_size, keyword) for keyword in _SIZES},
     "multipleOf": _multiple_of,
@@ -208,7 +282,8 @@ CONSTRAINTS = frozenset(_RULES)
 
 def constraint_checks(schema: Mapping[str, object]) -> list[Check]:
     """The compiled constraints of *schema*'s own node, in the schema's order."""
-    return [_RULES[key](limit) for key, limit in schema.items() if key in _RULES]
+    checks = (_RULES[key](limit) for key, limit in schema.items() if key in _RULES)
+    return [check for check in checks if check is not None]
 
 
 def constraint_problem(value: object, schema: Mapping[str, object], path: str) -> str | None:
@@ -220,7 +295,7 @@ def constraint_problem(value: object, schema: Mapping[str, object], path: str) -
             check = _built(key, type(limit).__name__, limit)
         except TypeError:  # an unhashable limit, in a schema no tool checked
             check = _RULES[key](limit)
-        problem = check(value)
+        problem = None if check is None else check(value)
         if problem is not None:
             return f"{path}: {problem}"
     return None
@@ -230,7 +305,7 @@ def constraint_problem(value: object, schema: Mapping[str, object], path: str) -
 # (``oneOf``, ``not``): its checks are built once, not per node per call. The type is
 # in the key: 1, 1.0 and True hash alike, but a message shows the limit as written.
 @functools.lru_cache(maxsize=1024)
-def _built(key: str, _kind: str, limit: object) -> Check:
+def _built(key: str, _kind: str, limit: object) -> Check | None:
     return _RULES[key](limit)
 
 
@@ -266,8 +341,3 @@ def _step(node: object, token: str) -> object:
     if is_array(node) and token.isdigit() and int(token) < len(node):
         return node[int(token)]
     return None
-
-
-def schema_list(value: object) -> Sequence[object]:
-    """The members of an array keyword (``allOf``, ``prefixItems``, ...); none if malformed."""
-    return value if isinstance(value, list | tuple) else ()
