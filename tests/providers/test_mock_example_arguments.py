@@ -369,6 +369,10 @@ UNSATISFIABLE = {
     "too few choices": _obj(
         {"a": {"type": "array", "items": {"enum": [1, 2]}, "minItems": 3, "uniqueItems": True}}
     ),
+    # Drawn to the length asked, these ran out of memory or hung.
+    "vast length": _obj({"s": {"type": "string", "minLength": 1e308}}),
+    "vast matched length": _obj({"s": {"type": "string", "minLength": 1e308, "pattern": "^a+$"}}),
+    "vast item count": _obj({"a": {"type": "array", "minItems": 10**12}}),
 }
 
 

@@ -38,6 +38,9 @@ _DEEPEST = 32
 """Nesting at which a schema that demands deeper values gets ``null``: none would be finite."""
 _TRIES = 24
 """Candidates tried for one value before the first is kept, fitting or not."""
+_LARGEST = 10_000
+"""The most characters, items or properties a drawn value has, whatever a schema asks:
+a ``minLength`` of ``1e308`` is a schema no model could answer, not one to draw for."""
 _BUDGET = 5000
 """Candidates drawn for one call's arguments in all; past it, values are ``null``.
 
@@ -351,7 +354,11 @@ def _types_refused(schema: object) -> list[str]:
 
 
 def _limits(nodes: list[Schema], keyword: str) -> list[int]:
-    return [int(v) for node in nodes if is_number(v := node.get(keyword)) and math.isfinite(v)]
+    return [
+        min(int(v), _LARGEST)
+        for node in nodes
+        if is_number(v := node.get(keyword)) and math.isfinite(v)
+    ]
 
 
 def _fit(text: str, low: int, high: int | None) -> str:
