@@ -103,3 +103,30 @@ async def test_a_task_the_setup_started_elsewhere_waits_for_the_published_agent(
         assert agent.status == "idle"
     assert waited == ["disposed"]
     assert len(rt.agents) == 0
+
+
+async def test_wait_idle_from_a_setup_nested_in_the_disposed_agents_setup_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8: A's setup disposes A, then creates B, whose setup waits on A. A's creation
+    waits for B's, so that wait would never end: refused too, not only the innermost setup's."""
+    refused: list[AgentError] = []
+
+    async def setup_a(a: retinue.Agent) -> None:
+        await a.dispose()
+
+        async def setup_b(_b: retinue.Agent) -> None:
+            try:
+                await a.wait_idle()
+            except AgentError as exc:
+                refused.append(exc)
+
+        await rt.create_agent("b", OPTIONS, setup=setup_b)
+
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        started = trio.current_time()
+        with pytest.raises(AgentDisposedError, match="disposed during its setup"):
+            await rt.create_agent("a", OPTIONS, setup=setup_a)
+        assert trio.current_time() == started, "the refusal waited first"
+        assert [exc.code for exc in refused] == ["WAITS_FOR_ITSELF"]
+        assert len(rt.agents) == 1  # b: its setup went on after the refusal

@@ -318,7 +318,7 @@ def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
 def _refuse_waiting_on_own_setup(core: AgentCore, verb: str) -> None:
     """An agent disposed during its setup ends with its creation, which waits for the setup."""
     # Once published, its teardown no longer waits for any setup, even one it started from.
-    if not core.published and SETTING_UP.get() is core:
+    if not core.published and core in SETTING_UP.get():
         raise _waits_for_itself(core, verb, "setup")
 
 

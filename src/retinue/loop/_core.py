@@ -44,9 +44,10 @@ DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
 # Set by each driver in its own task: its tools and listeners inherit it, while
 # every task outside a driver reads the default, so that lookup is the whole cost.
 _driving: ContextVar[AgentCore | None] = ContextVar("retinue_driving", default=None)
-# The agent whose setup the current task runs (or was started from): its creation
-# waits for that setup, so nothing there may wait for the creation to end.
-SETTING_UP: ContextVar[AgentCore | None] = ContextVar("retinue_setting_up", default=None)
+# The agents whose setups the current task runs (or was started from), outermost
+# first: each creation waits for its setup, and so for every setup nested in it,
+# so nothing there may wait for any of those creations to end.
+SETTING_UP: ContextVar[tuple[AgentCore, ...]] = ContextVar("retinue_setting_up", default=())
 
 
 def resolve_source(source: MessageSource | str | None) -> MessageSource:

@@ -269,7 +269,7 @@ class Runtime:
     async def _setup(self, agent: Agent, setup: Setup | None) -> None:
         """Run *setup*, or just its checkpoint; failed or cancelled, it leaves nothing behind."""
         self._cleanups[agent.id] = []
-        token = SETTING_UP.set(core_of(agent))
+        token = SETTING_UP.set((*SETTING_UP.get(), core_of(agent)))
         try:
             await _run_setup(agent, setup)
         except BaseException:
@@ -328,7 +328,7 @@ class Runtime:
         self._nursery.start_soon(self._run_agent, agent, name=f"agent {agent.id}")
 
     async def _run_agent(self, agent: Agent) -> None:
-        SETTING_UP.set(None)  # started from a setup, perhaps, but no part of it
+        SETTING_UP.set(())  # started from a setup, perhaps, but no part of it
         core = core_of(agent)
         core.driver_task = trio.lowlevel.current_task()
         try:
@@ -349,7 +349,7 @@ class Runtime:
         # Its own tool, listener or setup cannot wait for the driver or creation it
         # runs under: the agent stops, and its teardown ends once that has unwound.
         waits_for_itself = core.in_own_driver() or (
-            creation is not None and SETTING_UP.get() is core
+            creation is not None and core in SETTING_UP.get()
         )
         self._start_teardown(agent)
         if waits_for_itself:
@@ -385,7 +385,7 @@ class Runtime:
 
     async def _teardown(self, agent: Agent) -> None:
         """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
-        SETTING_UP.set(None)
+        SETTING_UP.set(())
         core = core_of(agent)
         with trio.CancelScope(shield=True):
             try:
