@@ -112,13 +112,18 @@ def is_type(value: object, name: str) -> bool:
 
 
 def json_key(value: object) -> object:
-    """A hashable key equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not."""
+    """A hashable key equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not.
+
+    An integral float past 2**53 equals no int (see :func:`is_exact_integer`).
+    """
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, int | float):
-        return ("number", value)
+        # An integral float past 2**53 does not say which integer its text wrote:
+        # equal to another such float, never to an int.
+        return ("inexact", value) if is_inexact_integer(value) else ("number", value)
     if is_array(value):
         return ("array", tuple(json_key(item) for item in value))
     if isinstance(value, Mapping):

@@ -214,3 +214,30 @@ async def test_a_hand_written_schema_still_takes_exact_integers_and_numbers(
     text, error = await call(_hand_written(schema), f'{{"value": {written}}}')
     assert error is None, text
     assert received == [expected]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"enum": [2**60, 0.5]},
+        {"const": 2**60},
+        {"anyOf": [{"const": 2**60}, {"type": "string"}]},
+    ],
+    ids=["enum", "const", "anyOf const"],
+)
+async def test_an_inexact_float_matches_no_int_choice(
+    autojump_clock: trio.testing.MockClock, schema: dict[str, object]
+) -> None:
+    """R9.3: 1.152921504606847e18 is the float nearest 2**60 but says nothing of which integer
+    its text wrote (1152921504606847000, say): it does not match the int choice 2**60, as
+    an exact 2**60 and a float choice matched by that float do."""
+    target = _hand_written(schema)
+    _, error = await call(target, '{"value": 1.152921504606847e18}')
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    text, error = await call(target, f'{{"value": {2**60}}}')
+    assert error is None, text
+    floats = _hand_written({"enum": [1.152921504606847e18]})
+    text, error = await call(floats, '{"value": 1.152921504606847e18}')
+    assert error is None, text
+    assert received == [2**60, 1.152921504606847e18]
