@@ -351,13 +351,18 @@ def test_a_recursive_definition_checks_every_level() -> None:
             "parameters.$defs.A.$ref",
         ),
         ({"type": "object", "allOf": [{"$ref": "#"}]}, ValueError, "parameters.allOf[0].$ref"),
+        # Property names providers refuse, which would fail every request carrying the tool.
+        (holding("città", {"type": "string"}), ValueError, "parameters.properties"),
+        (holding("x" * 65, {"type": "string"}), ValueError, "parameters.properties"),
+        (holding("two words", {"type": "string"}), ValueError, "parameters.properties"),
     ],
 )
 def test_a_schema_the_validator_would_not_enforce_is_refused_when_built(
     parameters: dict[str, object], error: type[Exception], where: str
 ) -> None:
     """R9.7: a root that is not an object, an unknown type, an unknown keyword or a malformed
-    one is refused when the tool is built, naming the keyword's path.
+    one, or a parameter name providers refuse, is refused when the tool is built, naming
+    the keyword's path.
     """
     with pytest.raises(error, match=f"^{re.escape(where)}: "):
         built(parameters)
@@ -425,3 +430,10 @@ def test_decorated_tools_still_build_with_the_keywords_they_emit() -> None:
     assert plan.check_arguments(freeze_json({"city": "Oslo", "scores": {"a": "x"}})) == (
         "scores.a: expected integer, got string"
     )
+
+
+def test_nested_property_names_are_left_free() -> None:
+    """R9.7: providers hold only a tool's parameter names to their rule; keys inside a
+    nested object build and are checked as written."""
+    parameters = holding("place", {"type": "object", "properties": {"città": {"type": "string"}}})
+    assert check(parameters, {"place": {"città": "Roma"}}) is None

@@ -22,7 +22,14 @@ from retinue._jsonschema import (
     resolve_ref,
 )
 
-__all__ = ["ANNOTATIONS", "ENFORCED", "TYPE_NAMES", "check_parameters"]
+__all__ = [
+    "ANNOTATIONS",
+    "ENFORCED",
+    "PROPERTY_NAME_RULE",
+    "TYPE_NAMES",
+    "check_parameters",
+    "is_property_name",
+]
 
 TYPE_NAMES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
@@ -69,6 +76,27 @@ def check_parameters(schema: Mapping[str, object], where: str = "parameters") ->
     walk.schema(schema, where)
     walk.follow_refs()
     walk.refuse_cycles()
+    properties = schema.get("properties")
+    for name in properties if isinstance(properties, Mapping) else ():
+        if not is_property_name(name):
+            raise ValueError(
+                f"{where}.properties: invalid property name {_json(name)} for a tool argument: "
+                f"{PROPERTY_NAME_RULE}"
+            )
+
+
+# The property names Anthropic accepts in ``input_schema``: past it, it refuses every request
+# that carries the tool. Only the top level's are held to it, as providers hold them:
+# keys inside a nested object are not known to be.
+_PROPERTY_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+PROPERTY_NAME_RULE = (
+    "use 1 to 64 ASCII letters, digits, '_', '.' or '-' (the property names providers accept)"
+)
+
+
+def is_property_name(name: object) -> bool:
+    """Whether providers accept *name* as a property of a tool's parameters."""
+    return isinstance(name, str) and _PROPERTY_NAME.fullmatch(name) is not None
 
 
 def _found(kind: object) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -13,6 +12,7 @@ from typing import Union, final
 import attrs
 
 from ._docstring import parse_docstring
+from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._shapes import (
     EMPTY,
     Shape,
@@ -34,11 +34,6 @@ _UNSUPPORTED_KINDS: dict[object, str] = {
     inspect.Parameter.VAR_POSITIONAL: "*args",
     inspect.Parameter.VAR_KEYWORD: "**kwargs",
 }
-
-# The property names Anthropic accepts in ``input_schema``: past it, it refuses every request
-# that carries the tool. Only the parameters are checked, the names the decorator chooses;
-# keys inside a TypedDict or attrs parameter are not known to be held to it.
-_PROPERTY_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
 
 
 @final
@@ -109,10 +104,9 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
 
 
 def _check_property_name(name: str, where: str) -> None:
-    if _PROPERTY_NAME.fullmatch(name) is None:
+    if not is_property_name(name):
         raise ValueError(
-            f"{where}: invalid parameter name {name!r} for a tool argument: use 1 to 64 ASCII "
-            "letters, digits, '_', '.' or '-' (the property names providers accept)"
+            f"{where}: invalid parameter name {name!r} for a tool argument: {PROPERTY_NAME_RULE}"
         )
 
 
