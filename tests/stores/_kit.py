@@ -163,3 +163,12 @@ async def flush_together(
         for session in sessions:
             nursery.start_soon(flush, session)
     return errors
+
+
+async def store_one_turn(store: BufferedStore, session_id: str) -> Session:
+    """Store a new session of one finished turn in *store*, opened and closed here."""
+    session = Session.create(session_id)
+    run_turn(session)
+    async with store:
+        store.attach_new(session)
+    return session

@@ -16,7 +16,7 @@ from retinue._errors import StoreError
 from retinue.cli._sessions import add_parser
 from retinue.session import Session
 from retinue.stores import PostgresStore
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import lines, run_turn, store_one_turn
 from tests.stores.conftest import postgres_dsn
 
 pytestmark = pytest.mark.postgres
@@ -77,14 +77,6 @@ def _tables(dsn: str) -> list[str]:
     return [name for (name,) in rows]
 
 
-async def _store_one(dsn: str, session_id: str) -> Session:
-    session = Session.create(session_id)
-    run_turn(session)
-    async with PostgresStore(dsn) as store:
-        store.attach_new(session)
-    return session
-
-
 def test_cli_reading_commands_on_postgres_create_no_tables(
     database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -103,7 +95,7 @@ def test_cli_reading_commands_on_postgres_need_only_select(
     database: str, reader_role: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A role that may only read the tables lists, shows, exports and replays a session."""
-    session = trio.run(_store_one, database, "kept")
+    session = trio.run(store_one_turn, PostgresStore(database), "kept")
     _grant_select(database, reader_role)
     spec = f"postgres:{make_conninfo(database, user=reader_role)}"
     assert _cli("--store", spec, "list") == 0
@@ -126,7 +118,7 @@ async def test_postgres_store_without_create_reads_on_one_connection(
 ) -> None:
     """Opened without create, a store that only reads holds one connection: no write or lock
     connection until something is written or claimed."""
-    session = await _store_one(database, "kept")
+    session = await store_one_turn(PostgresStore(database), "kept")
     _grant_select(database, reader_role)
     async with PostgresStore(make_conninfo(database, user=reader_role), create=False) as store:
         assert [header.id for header in await store.list()] == ["kept"]

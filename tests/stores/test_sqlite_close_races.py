@@ -16,7 +16,7 @@ from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._sqlite import SQLiteBackend
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import lines, run_turn, store_one_turn
 
 
 class _WatchedLock:
@@ -51,14 +51,6 @@ async def _assert_free(path: Path, session_id: str, stored: list[str]) -> None:
         assert lines(loaded.events[: len(stored)]) == stored
         await other.detach(loaded)
     assert os.listdir(f"{path}.locks") == []
-
-
-async def _stored(path: Path, session_id: str) -> Session:
-    session = Session.create(session_id)
-    run_turn(session)
-    async with SQLiteStore(path) as store:
-        store.attach_new(session)
-    return session
 
 
 def _close_then_set(monkeypatch: pytest.MonkeyPatch, closed: threading.Event) -> None:
@@ -123,7 +115,7 @@ async def test_sqlite_load_racing_the_close_is_refused_and_claims_nothing(
     """R12.7: a load whose claim is still being taken when its store closes fails with
     ``STORE_CLOSED`` rather than leave the closed store holding the session."""
     path = tmp_path / "sessions.db"
-    session = await _stored(path, "raced")
+    session = await store_one_turn(SQLiteStore(path), "raced")
     checking, closed = threading.Event(), threading.Event()
     _contains_waits(monkeypatch, checking, closed)
     _close_then_set(monkeypatch, closed)
@@ -150,7 +142,7 @@ async def test_sqlite_append_racing_the_close_is_refused_and_claims_nothing(
     commit whose claim is still being taken when its store closes (an exit cancelled) takes
     no claim for the closed store, which would hold the session until the process exits."""
     path = tmp_path / "sessions.db"
-    session = await _stored(path, "raced")
+    session = await store_one_turn(SQLiteStore(path), "raced")
     stored = lines(session.events[:])
     checking, closed = threading.Event(), threading.Event()
     _contains_waits(monkeypatch, checking, closed)
