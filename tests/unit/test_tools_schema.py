@@ -317,6 +317,35 @@ def test_tool_docstring_sections_end_the_description() -> None:
     }
 
 
+class WebSearch:
+    """A search service."""
+
+    async def __call__(self, query: str) -> str:
+        """Search the web.
+
+        Args:
+            query: What to look for.
+        """
+        return query
+
+
+class Undocumented:
+    """Look things up."""
+
+    async def __call__(self, query: str) -> str:
+        return query
+
+
+def test_a_callable_object_is_documented_by_its_call_method_else_its_class() -> None:
+    """R9.7: an instance's ``__call__`` docstring gives the description and the parameter
+    descriptions, as a function's does; without one, the class docstring describes it.
+    """
+    search = tool(name="search")(WebSearch())
+    assert search.description == "Search the web."
+    assert _documented_properties(search) == {"query": "What to look for."}
+    assert tool(name="lookup")(Undocumented()).description == "Look things up."
+
+
 def _documented_properties(fn: Tool) -> dict[str, str]:
     schema = schema_of(fn)
     assert isinstance(schema, dict)

@@ -76,7 +76,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     target, bound = _unwrap_partial(fn)
     _check_not_unbound_method(fn, signature, bound)
     hints = resolve_hints(target if inspect.isroutine(target) else type(target).__call__, where)
-    description, documented = parse_docstring(inspect.getdoc(target))
+    description, documented = parse_docstring(_docstring(target))
     shapes: dict[str, Shape] = {}
     properties: dict[str, object] = {}
     required: list[str] = []
@@ -101,6 +101,15 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
         if parameter.default is EMPTY:
             required.append(parameter.name)
     return FunctionSpec(description, object_schema(properties, required), context, _binder(shapes))
+
+
+def _docstring(target: object) -> str | None:
+    """What documents calling *target*: a callable object's ``__call__``, else its class."""
+    if inspect.isroutine(target) or isinstance(target, type):
+        return inspect.getdoc(target)
+    # Its own, not inherited: inspect.getdoc would find ``type.__call__``'s through ``object``.
+    called = getattr(type(target).__call__, "__doc__", None)
+    return (inspect.cleandoc(called) if isinstance(called, str) else None) or inspect.getdoc(target)
 
 
 def _check_property_name(name: str, where: str) -> None:
