@@ -386,6 +386,34 @@ def test_tool_numpy_docstring_documents_the_parameters() -> None:
     }
 
 
+def test_tool_google_args_below_an_underlined_heading_still_document_the_parameters() -> None:
+    """R9.7: a Markdown heading (a line underlined with dashes) above a Google ``Args:``
+    section does not hide its entries, and Google's ``Other Parameters:`` documents too.
+    """
+
+    @tool
+    def search(query: str, limit: int = 5) -> str:
+        """Search the knowledge base.
+
+        Ranking
+        -------
+        Results are ranked by score.
+
+        Args:
+            query: The search query.
+
+        Other Parameters:
+            limit: How many results.
+        """
+        return query
+
+    assert search.description == "Search the knowledge base."
+    assert _documented_properties(search) == {
+        "query": "The search query.",
+        "limit": "How many results.",
+    }
+
+
 def test_tool_sphinx_docstring_documents_the_parameters() -> None:
     """R9.7: Sphinx ``:param name:`` fields (typed or not) describe the arguments and
     no field reaches the description.

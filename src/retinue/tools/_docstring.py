@@ -12,7 +12,10 @@ _SECTION = re.compile(
     r"\s*:\s*$",
     re.IGNORECASE,
 )
-_ARG_SECTIONS = {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
+_ARG_SECTIONS = {
+    "args", "arguments", "parameters", "params", "keyword args", "keyword arguments",
+    "other parameters",
+}  # fmt: skip
 # A NumPy section header is a name underlined with dashes.
 _UNDERLINE = re.compile(r"^-{3,}\s*$")
 _NUMPY_ENTRY = re.compile(r"^(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
@@ -51,7 +54,8 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         index += 1
     head = "\n".join(lines[:index]).strip()
     if index < len(lines) and _is_numpy_header(lines, index):
-        return head, _numpy_arguments(lines, index)
+        # An underlined heading may be prose (Markdown) above a Google ``Args:``.
+        return head, _google_arguments(lines, index) | _numpy_arguments(lines, index)
     if index < len(lines) and _opens_fields(lines[index]):
         return head, _sphinx_arguments(lines[index:])
     return head, _google_arguments(lines, index)
@@ -83,7 +87,7 @@ def _numpy_arguments(lines: list[str], index: int) -> dict[str, str]:
         end = index + 2
         while end < len(lines) and not _is_numpy_header(lines, end):
             end += 1
-        if section in _ARG_SECTIONS or section == "other parameters":
+        if section in _ARG_SECTIONS:
             arguments.update(_numpy_entries(lines[index + 2 : end]))
         index = end
     return arguments
