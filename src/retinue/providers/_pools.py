@@ -1,4 +1,8 @@
-"""Connection pools both adapters send through: sharded, ``max_connections`` in all."""
+"""Connection pools both adapters send through: sharded, ``max_connections`` in all.
+
+Requests reach the API through the proxies the environment names, or through
+one the caller gives, as ``httpx2.AsyncClient`` sends them by default.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import final
 import httpx2
 import trio
 from httpx2._transports.default import map_httpcore_exceptions
+from httpx2._utils import get_environment_proxies
 
 from retinue._checks import finite_number_error, positive_int_error
 
@@ -80,6 +85,8 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
     connections stay warm; when that pool is full it takes the pool with the
     most free connections, so any mix of sessions can use every connection.
     A request without a shard header takes the pools in turn.
+
+    With a *proxy* every pool reaches servers through it.
     """
 
     def __init__(
@@ -89,12 +96,14 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         *,
         max_connections: int | None = None,
         keepalive_expiry: float = 30.0,
+        proxy: httpx2.Proxy | None = None,
     ) -> None:
         shards = max(1, shards)
         total = shards * pool_size if max_connections is None else max_connections
         if total < shards:
             raise ValueError(f"max_connections ({total}) must be at least the pools ({shards})")
         context = _ssl_context()
+        self._keepalive_expiry = keepalive_expiry
         self._free = _pool_sizes(total, shards)
         self._pools = [
             httpx2.AsyncHTTPTransport(
@@ -104,6 +113,7 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
                     max_keepalive_connections=size,
                     keepalive_expiry=keepalive_expiry,
                 ),
+                proxy=proxy,
             )
             for size in self._free
         ]
@@ -111,6 +121,24 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         self._turn = 0
         self.max_connections = total
         """Connections in total, over all pools."""
+
+    def through(self, proxy: httpx2.Proxy) -> ShardedTransport:
+        """Pools of these sizes that reach servers through *proxy*, within this total.
+
+        Both share one count of connections, so the adapter keeps to
+        ``max_connections`` whichever way its requests go. A request that
+        holds a place in the count always finds room in its own transport's
+        pools, since their sizes sum to the count.
+        """
+        proxied = ShardedTransport(
+            self.shards,
+            1,
+            max_connections=self.max_connections,
+            keepalive_expiry=self._keepalive_expiry,
+            proxy=proxy,
+        )
+        proxied._slots = self._slots
+        return proxied
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Send *request* through the pool its shard header selects, or one with room."""
@@ -232,20 +260,76 @@ def make_http_client(
     timeout: float,
     connect_timeout: float,
     transport: httpx2.AsyncBaseTransport | None = None,
+    proxy: str | None = None,
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` over ``ceil(max_connections / pool_size)`` sharded pools.
 
-    It follows redirects, as the SDKs' own clients do. A given *transport*
-    replaces the pools; the shard header never reaches it.
+    It follows redirects, as the SDKs' own clients do. Requests go through
+    *proxy* when given, else through the proxies ``HTTP_PROXY``, ``HTTPS_PROXY``
+    and ``ALL_PROXY`` name, except to ``NO_PROXY`` hosts. A given *transport*
+    replaces the pools and proxies; the shard header never reaches it.
+
+    Raises:
+        ValueError: *proxy* is not an http, https or socks5 URL, or comes with a *transport*.
     """
-    if transport is None:
+    mounts: dict[str, httpx2.AsyncBaseTransport | None] = {}
+    if transport is not None:
+        if proxy is not None:
+            raise ValueError("pass proxy or transport, not both: a transport is used as given")
+        if not isinstance(transport, ShardedTransport):
+            transport = _ShardHeaderStripper(transport)
+    else:
         shards = -(-max_connections // pool_size)
-        transport = ShardedTransport(shards, pool_size, max_connections=max_connections)
-    elif not isinstance(transport, ShardedTransport):
-        transport = _ShardHeaderStripper(transport)
+        transport = ShardedTransport(
+            shards, pool_size, max_connections=max_connections, proxy=_given_proxy(proxy)
+        )
+        if proxy is None:
+            mounts = _environment_routes(transport)
     return httpx2.AsyncClient(
         transport=transport,
+        mounts=mounts,
         timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
         follow_redirects=True,
         event_hooks={"response": [note_answer]},
     )
+
+
+def _given_proxy(url: str | None) -> httpx2.Proxy | None:
+    """*url* as a proxy, refused now rather than on the first request."""
+    if url is None:
+        return None
+    try:
+        return httpx2.Proxy(url)
+    except (ValueError, httpx2.InvalidURL):
+        # Not echoed: a proxy URL may hold a password.
+        raise ValueError(
+            "proxy must be an http://, https://, socks5:// or socks5h:// URL"
+        ) from None
+
+
+_LOOPBACK = ("all://localhost", "all://127.0.0.1", "all://[::1]")
+
+
+def _environment_routes(direct: ShardedTransport) -> dict[str, httpx2.AsyncBaseTransport | None]:
+    """Proxied pools for each URL pattern the environment's proxy settings name.
+
+    These are the patterns ``httpx2.AsyncClient`` mounts when given no
+    transport, and loopback hosts; ``None`` (a ``NO_PROXY`` host, loopback)
+    leaves the pattern to *direct*.
+    One proxy named for several patterns gets one set of pools.
+    """
+    proxied: dict[str, ShardedTransport] = {}
+    routes: dict[str, httpx2.AsyncBaseTransport | None] = {}
+    found = get_environment_proxies()
+    if any(url is not None for url in found.values()):
+        # A proxy elsewhere cannot reach this machine's servers (the embedded mock
+        # provider, a local gateway): loopback goes direct, as in Go's clients.
+        found = dict.fromkeys(_LOOPBACK) | found
+    for pattern, url in found.items():
+        if url is None:
+            routes[pattern] = None
+        else:
+            if url not in proxied:
+                proxied[url] = direct.through(httpx2.Proxy(url))
+            routes[pattern] = proxied[url]
+    return routes

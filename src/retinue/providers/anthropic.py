@@ -88,11 +88,17 @@ class AnthropicModel(ClientOwner):
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
             ``timeout`` ends first).
         timeout: Seconds allowed between bytes of a response (and for its headers).
-        transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
+        proxy: A proxy URL (``http://``, ``https://`` or ``socks5://``) for every request.
+            Without one, requests go through the proxies ``HTTP_PROXY``, ``HTTPS_PROXY``
+            and ``ALL_PROXY`` name, except to hosts ``NO_PROXY`` lists and this machine,
+            much as the SDK's own client sends them.
+        transport: An ``httpx2`` transport to use instead of the sharded pools and any
+            proxy (tests).
 
     Raises:
         ValueError: *thinking_budget* is below 1024 or not below *default_max_tokens*;
-            a connection count below 1, or a timeout that is not a positive finite number.
+            a connection count below 1, a timeout that is not a positive finite number,
+            or a *proxy* that is not a proxy URL or comes with a *transport*.
     """
 
     _client: anthropic.AsyncAnthropic
@@ -110,6 +116,7 @@ class AnthropicModel(ClientOwner):
         pool_size: int = 100,
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
+        proxy: str | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         check_http_settings(
@@ -134,6 +141,7 @@ class AnthropicModel(ClientOwner):
             timeout=timeout,
             connect_timeout=connect_timeout,
             transport=transport,
+            proxy=proxy,
         )
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,

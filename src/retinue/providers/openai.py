@@ -85,11 +85,17 @@ class OpenAIModel(ClientOwner):
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
             ``timeout`` ends first).
         timeout: Seconds allowed between bytes of a response (and for its headers).
-        transport: An ``httpx2`` transport to use instead of the sharded pools (tests).
+        proxy: A proxy URL (``http://``, ``https://`` or ``socks5://``) for every request.
+            Without one, requests go through the proxies ``HTTP_PROXY``, ``HTTPS_PROXY``
+            and ``ALL_PROXY`` name, except to hosts ``NO_PROXY`` lists and this machine,
+            much as the SDK's own client sends them.
+        transport: An ``httpx2`` transport to use instead of the sharded pools and any
+            proxy (tests).
 
     Raises:
-        ValueError: *api* is unknown; a connection count below 1, or a timeout that is
-            not a positive finite number.
+        ValueError: *api* is unknown; a connection count below 1, a timeout that is
+            not a positive finite number, or a *proxy* that is not a proxy URL or
+            comes with a *transport*.
     """
 
     _client: openai.AsyncOpenAI
@@ -110,6 +116,7 @@ class OpenAIModel(ClientOwner):
         pool_size: int = 100,
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
+        proxy: str | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         check_http_settings(
@@ -142,6 +149,7 @@ class OpenAIModel(ClientOwner):
             timeout=timeout,
             connect_timeout=connect_timeout,
             transport=transport,
+            proxy=proxy,
         )
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
