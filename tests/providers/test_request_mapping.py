@@ -84,7 +84,9 @@ def test_chat_body_reproduces_recorded_max_tokens_request() -> None:
 
 
 def test_chat_body_maps_options_and_tool_results_before_user_text() -> None:
-    """Options map to fields; a user message's tool results precede its text; reasoning is dropped."""
+    """Options map to fields; a user message's tool results precede its text; reasoning is
+    dropped; the ``<context>`` envelope (R5.2, R5.7) is one string, a line per block.
+    """
     history = [
         Message("user", (Text("weather?"),)),
         Message(
@@ -121,7 +123,10 @@ def test_chat_body_maps_options_and_tool_results_before_user_text() -> None:
             },
             {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
             {"role": "user", "content": "thanks"},
-            {"role": "user", "content": '<context source="plugin">the user is in Norway</context>'},
+            {
+                "role": "user",
+                "content": '<context source="plugin">\nthe user is in Norway\n</context>',
+            },
         ],
         "tools": [
             {

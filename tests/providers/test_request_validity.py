@@ -125,7 +125,7 @@ def test_chat_tool_messages_follow_their_call_before_injected_context() -> None:
     history.insert(2, _context("the user is in Norway"))
     messages: Any = chat_request_body(make_request(*history))["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
-    assert messages[3]["content"] == '<context source="plugin">the user is in Norway</context>'
+    assert messages[3]["content"] == '<context source="plugin">\nthe user is in Norway\n</context>'
 
 
 def test_responses_function_outputs_follow_their_call_before_injected_context() -> None:

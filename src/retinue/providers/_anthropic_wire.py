@@ -18,7 +18,6 @@ from retinue._content import (
     Text,
     ToolCall,
     ToolResultBlock,
-    content_text,
 )
 from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema
@@ -40,6 +39,7 @@ from ._blocks import (
     UNNAMED_TOOL,
     BlockTable,
     block_index,
+    joined_text,
     loads_event,
     malformed,
     opaque_part,
@@ -293,7 +293,7 @@ def anthropic_request_body(
         "messages": anthropic_messages(request.messages),
     }
     system = request.system
-    extra_system = [content_text(m.content) for m in request.messages if m.role == "system"]
+    extra_system = [joined_text(m.content) for m in request.messages if m.role == "system"]
     if extra_system:
         system = "\n\n".join(([system] if system else []) + extra_system)
     if system:

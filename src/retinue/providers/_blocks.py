@@ -26,10 +26,12 @@ from ._failures import ProviderStreamError
 
 __all__ = [
     "EMPTY_TURN_TEXT",
+    "TEXT_BLOCK_SEPARATOR",
     "UNNAMED_TOOL",
     "BlockTable",
     "arguments_object",
     "block_index",
+    "joined_text",
     "loads_event",
     "malformed",
     "opaque_part",
@@ -46,6 +48,14 @@ UNNAMED_TOOL = "unnamed_tool"
 
 The APIs refuse a call with an empty name in the history, which would fail
 every later request of the session.
+"""
+
+TEXT_BLOCK_SEPARATOR = "\n"
+"""What separates a message's text blocks when the OpenAI APIs get them as one string.
+
+Run together, blocks merge their words ("a.py" and "b.py" read "a.pyb.py").
+A line break is what compatible servers (vLLM) put between text parts
+themselves, so the model reads what it would read from parts.
 """
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
@@ -71,6 +81,18 @@ def user_run_items(
         # An empty prompt: the API refuses a request with nothing to answer.
         items.append({"role": "user", "content": EMPTY_TURN_TEXT})
     return items
+
+
+def joined_text(content: Sequence[ContentBlock]) -> str:
+    """The text blocks of *content* as one string, one block per line; empty blocks add nothing.
+
+    One string, not a list of text parts, though the OpenAI APIs accept either:
+    some compatible servers (DeepSeek, Groq) refuse a list, and would refuse
+    every request of a session that logged a message of several blocks.
+    """
+    return TEXT_BLOCK_SEPARATOR.join(
+        block.text for block in content if isinstance(block, Text) and block.text
+    )
 
 
 def opaque_part(block: OpaqueBlock) -> dict[str, object]:

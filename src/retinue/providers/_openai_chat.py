@@ -17,7 +17,6 @@ from retinue._content import (
     Text,
     ToolCall,
     ToolResultBlock,
-    content_text,
 )
 from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema
@@ -35,8 +34,10 @@ from retinue._stream import (
 )
 
 from ._blocks import (
+    TEXT_BLOCK_SEPARATOR,
     UNNAMED_TOOL,
     BlockTable,
+    joined_text,
     loads_event,
     malformed,
     opaque_part,
@@ -73,7 +74,7 @@ def _user_part(block: ContentBlock) -> JsonObject | None:
 
 def _user_content(parts: list[JsonObject]) -> str | list[JsonObject]:
     if all(part.get("type") == "text" for part in parts):
-        return "".join(str(part["text"]) for part in parts)
+        return TEXT_BLOCK_SEPARATOR.join(str(part["text"]) for part in parts)
     return parts
 
 
@@ -82,7 +83,7 @@ NOT_TEXT_RESULT = "(the tool's result is not text and cannot be shown here)"
 
 
 def _tool_message(block: ToolResultBlock) -> JsonObject:
-    text = content_text(block.content)
+    text = joined_text(block.content)
     if not text and any(isinstance(b, OpaqueBlock) for b in block.content):
         text = NOT_TEXT_RESULT
     return {"role": "tool", "tool_call_id": block.tool_call_id, "content": text}
@@ -94,7 +95,7 @@ def _user_message(message: Message) -> JsonObject | None:
 
 
 def _assistant_message(message: Message, *, replay_reasoning: bool) -> JsonObject | None:
-    text = content_text(message.content)
+    text = joined_text(message.content)
     calls = [
         {
             "id": b.id,
@@ -139,7 +140,7 @@ def chat_messages(
         if role == "user":
             out.extend(user_run_items(list(group), _tool_message, _user_message))
         elif role == "system":
-            out.extend({"role": "system", "content": content_text(m.content)} for m in group)
+            out.extend({"role": "system", "content": joined_text(m.content)} for m in group)
         else:
             mapped = (_assistant_message(m, replay_reasoning=replay_reasoning) for m in group)
             out.extend(m for m in mapped if m is not None)

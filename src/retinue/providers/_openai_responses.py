@@ -15,7 +15,6 @@ from retinue._content import (
     Text,
     ToolCall,
     ToolResultBlock,
-    content_text,
 )
 from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema
@@ -34,6 +33,7 @@ from ._blocks import (
     UNNAMED_TOOL,
     BlockTable,
     block_index,
+    joined_text,
     loads_event,
     malformed,
     opaque_part,
@@ -66,9 +66,11 @@ def _sends_input(block: ContentBlock) -> bool:
 
 
 def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
-    """Text as one string; content with a block retinue does not model (an image) as parts."""
+    """Text as one string (a line per block); content with a block retinue does not model
+    (an image) as parts.
+    """
     if not any(isinstance(block, OpaqueBlock) for block in content):
-        return content_text(content)
+        return joined_text(content)
     return [part for part in map(_input_part, content) if part is not None]
 
 
@@ -87,7 +89,7 @@ def _user_message(message: Message) -> JsonObject | None:
 
 def _assistant_items(message: Message) -> list[JsonObject]:
     items: list[JsonObject] = []
-    text = content_text(message.content)
+    text = joined_text(message.content)
     if text:
         items.append({"role": "assistant", "content": text})
     items.extend(
@@ -110,7 +112,7 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
         if role == "user":
             items.extend(user_run_items(list(group), _function_output, _user_message))
         elif role == "system":
-            items.extend({"role": "developer", "content": content_text(m.content)} for m in group)
+            items.extend({"role": "developer", "content": joined_text(m.content)} for m in group)
         else:
             items.extend(item for m in group for item in _assistant_items(m))
     return items
