@@ -94,10 +94,11 @@ async def test_an_ordinary_429_stays_a_retryable_rate_limit() -> None:
 async def test_manage_neither_retries_a_spent_quota_nor_pauses_the_lane(
     api: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """One request goes out; the admission lane records no throttling and no pause, and
-    no retry is announced.
+    """One request goes out; the admission lane records no throttling and no pause, even
+    when the headers report the request budget spent too, and no retry is announced.
     """
-    server = MockServer(ScriptedPolicy([_quota()] * 4))
+    spent = (("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", "30s"))
+    server = MockServer(ScriptedPolicy([_quota(*spent)] * 4))
     admission = AdmissionController(AdmissionLimits(max_concurrent=4))
     notices: list[RetryNotice] = []
     with trio.fail_after(VIRTUAL_DEADLINE):

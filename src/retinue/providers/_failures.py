@@ -18,12 +18,13 @@ error events to them, and what a failure asks of a caller: a retry, a pause of i
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import TypeGuard
 
 from retinue._errors import ModelError
 
-from ._ratelimits import finite_number
+from ._ratelimits import finite_number, parse_rate_limits
 
 __all__ = [
     "QUOTA_EXHAUSTED",
@@ -147,7 +148,6 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 
 
 def _http_date_delay(value: str) -> float | None:
-    import time
     from email.utils import parsedate_to_datetime
 
     try:
@@ -155,6 +155,24 @@ def _http_date_delay(value: str) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, moment.timestamp() - time.time())
+
+
+def _spent_budget_wait(headers: Mapping[str, str]) -> float | None:
+    """Seconds until a budget the rate-limit headers report spent is back; ``None`` if none is.
+
+    The longest reset of the budgets at 0 (requests, tokens): until then the
+    provider refuses the request again.
+    """
+    limits = parse_rate_limits(headers, time.time())
+    resets = [
+        reset
+        for remaining, reset in (
+            (limits.requests_remaining, limits.requests_reset),
+            (limits.tokens_remaining, limits.tokens_reset),
+        )
+        if remaining is not None and remaining <= 0 and reset
+    ]
+    return max(resets, default=None)
 
 
 def _loaded(body: object) -> object:
@@ -167,16 +185,27 @@ def _loaded(body: object) -> object:
     return body
 
 
-def error_from_body(body: object) -> tuple[str | None, str | None]:
-    """Extract ``(code, message)`` from an OpenAI- or Anthropic-style error body.
+def _error_object(body: object) -> object:
+    """*body* parsed; a non-empty list stands for its first element.
 
-    Accepts the parsed JSON or raw text/bytes; the code is ``error.code`` when
-    present, else ``error.type``.
+    Gemini's OpenAI-compatible endpoint wraps its error body in a list.
     """
     body = _loaded(body)
-    if isinstance(body, bytes | str):
-        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-        return None, text.strip()[:500] or None
+    return body[0] if isinstance(body, list) and body else body
+
+
+def _excerpt(body: object) -> str | None:
+    """The start of *body* as text, for a body that gives no message of its own."""
+    if isinstance(body, bytes):
+        text = body.decode("utf-8", "replace")
+    elif isinstance(body, str):
+        text = body
+    else:
+        text = json.dumps(body, ensure_ascii=False, default=repr)
+    return text.strip()[:500] or None
+
+
+def _code_and_message(body: object) -> tuple[str | None, str | None]:
     if not isinstance(body, dict):
         return None, None
     error = body.get("error", body)
@@ -190,13 +219,30 @@ def error_from_body(body: object) -> tuple[str | None, str | None]:
     )
 
 
+def error_from_body(body: object) -> tuple[str | None, str | None]:
+    """Extract ``(code, message)`` from an OpenAI- or Anthropic-style error body.
+
+    Accepts the parsed JSON or raw text/bytes; the code is ``error.code`` when
+    present, else ``error.type``. A body in a shape that gives no message
+    (plain text, an unknown JSON layout) gives its own start as the message:
+    the status alone rarely says what went wrong.
+    """
+    found = _error_object(body)
+    if isinstance(found, bytes | str):
+        return None, _excerpt(found)
+    code, message = _code_and_message(found)
+    if not message and found:
+        message = _excerpt(body)
+    return code, message
+
+
 def names_exhausted_quota(error: object) -> bool:
     """Whether an error object (or a body holding one) says the quota is spent.
 
     OpenAI names it in both ``code`` and ``type``; a compatible server or proxy
     may keep only one, or put a status number in ``code``.
     """
-    error = _loaded(error)
+    error = _error_object(error)
     if isinstance(error, dict) and isinstance(error.get("error"), dict):
         error = error["error"]
     if not isinstance(error, dict):
@@ -260,6 +306,9 @@ def status_error(
     """Build the typed error for an HTTP error *status* with its *body* and *headers*.
 
     *detail* stands in for the body's message when it has none (it could not be read).
+    The wait is the ``Retry-After``; without one, the reset of a budget the
+    rate-limit headers report spent (OpenAI sends those on a 429, not always a
+    ``Retry-After``): a retry before it would only be refused again.
     """
     code, message = error_from_body(body)
     message = message or detail
@@ -272,10 +321,18 @@ def status_error(
         f"{provider} returned HTTP {status}: {message or 'no message'}",
         code=code or f"HTTP_{status}",
         status=status,
-        retry_after=retry_after_seconds(headers),
+        retry_after=_wait_asked(code, headers),
         retryable=status in RETRYABLE_STATUSES if verdict is None else verdict,
         headers=headers,
     )
+
+
+def _wait_asked(code: str | None, headers: Mapping[str, str]) -> float | None:
+    retry_after = retry_after_seconds(headers)
+    # No wait mends a spent quota: naming one would invite a retry in vain.
+    if retry_after is not None or code == QUOTA_EXHAUSTED:
+        return retry_after
+    return _spent_budget_wait(headers)
 
 
 def stream_error(error: object, *, where: str) -> ProviderStreamError:

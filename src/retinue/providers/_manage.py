@@ -17,7 +17,7 @@ from retinue._request import ModelRequest
 from retinue._stream import StreamChunk, UsageChunk
 
 from ._admission import AdmissionController, AdmissionTicket
-from ._failures import ProviderError, throttles
+from ._failures import QUOTA_EXHAUSTED, ProviderError, throttles
 from ._feedback import listening
 from ._model import Model, ModelRouter
 from ._retry import RetryNotice, RetryPolicy
@@ -207,6 +207,7 @@ async def _closing(stream: AsyncIterator[StreamChunk]) -> AsyncIterator[AsyncIte
 class _Admitted:
     """Hold admission for one attempt; a 429/529 is reported to the lane through the ticket.
 
+    So are a failed response's rate-limit headers, as a successful one's are.
     The ticket caps every pause at *max_pause*: the lane pauses no longer than
     the retry policy honours a ``Retry-After``.
     """
@@ -239,6 +240,10 @@ class _Admitted:
     async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
         assert self._inner is not None
         assert self._ticket is not None
+        # A 429 may say only through these headers how long the budget stays
+        # spent. A spent quota is no budget to wait for: no pause mends it.
+        if isinstance(error, ProviderError) and error.code != QUOTA_EXHAUSTED:
+            self._ticket.observe_headers(error.headers)
         if throttles(error):
             self._ticket.rate_limited(error.retry_after)
         return bool(await self._inner.__aexit__(type(error) if error else None, error, None))

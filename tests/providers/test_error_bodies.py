@@ -1,0 +1,67 @@
+"""Error bodies in shapes other than OpenAI's and Anthropic's still say what went wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from retinue.providers import ProviderStatusError
+from retinue.providers._failures import error_from_body
+from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
+
+from .support import JSON, collect, make_request, mock_adapter
+
+GEMINI_MESSAGE = 'Invalid JSON payload received. Unknown name "stop": Cannot find field.'
+# What Gemini's OpenAI-compatible endpoint answers: the error body, wrapped in a list.
+GEMINI_ERROR = [{"error": {"code": 400, "message": GEMINI_MESSAGE, "status": "INVALID_ARGUMENT"}}]
+
+
+async def _refusal(api: str, body: bytes) -> ProviderStatusError:
+    """The error *api*'s adapter raises when the server answers 400 with *body*."""
+    server = MockServer(ScriptedPolicy([RawReply(400, JSON, body)]))
+    with trio.fail_after(5):
+        async with mock_adapter(api, server) as model:
+            with pytest.raises(ProviderStatusError) as caught:
+                await collect(model, make_request("hi"))
+    return caught.value
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_an_error_body_that_is_a_list_gives_its_first_errors_message(api: str) -> None:
+    """R10.3: a 400 whose body is a list of error objects (Gemini) raises with the message
+    of the first one, not "no message"."""
+    failure = await _refusal(api, json.dumps(GEMINI_ERROR).encode())
+    assert GEMINI_MESSAGE in str(failure)
+    assert (failure.status, failure.code) == (400, "400")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        (b'{"detail": "Not Found"}', '"detail": "Not Found"'),
+        (b'{"error": {"code": 42}}', '"code": 42'),
+        (b"[7]", "[7]"),
+    ],
+    ids=["other-layout", "error-without-message", "list-of-no-error"],
+)
+async def test_an_error_body_that_gives_no_message_is_shown_itself(
+    api: str, body: bytes, shown: str
+) -> None:
+    """A JSON error body in a layout that names no message is quoted in the error, as a
+    body that is not JSON already is."""
+    failure = await _refusal(api, body)
+    assert shown in str(failure)
+    assert "no message" not in str(failure)
+
+
+def test_an_error_body_parsed_already_is_quoted_as_json() -> None:
+    """The SDKs hand over the body parsed: one without a message is quoted as JSON text,
+    cut to 500 characters; an empty body still gives no message."""
+    assert error_from_body({"detail": "Not Found"}) == (None, '{"detail": "Not Found"}')
+    long = error_from_body({"detail": "x" * 1000})
+    assert long == (None, '{"detail": "' + "x" * 488)
+    empties: tuple[object, ...] = ({}, [], b"[]", b"", None)
+    assert [error_from_body(empty) for empty in empties] == [(None, None)] * len(empties)
