@@ -12,7 +12,13 @@ import attrs
 import trio
 
 from retinue._content import Text
-from retinue._errors import ConfigError, HookError, InvalidJsonError
+from retinue._errors import (
+    STRAY_CANCEL_RULE,
+    ConfigError,
+    HookError,
+    InvalidJsonError,
+    cancel_is_stray,
+)
 from retinue._lossless import freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
@@ -26,6 +32,7 @@ from ._execution import (
     error_result,
     exception_result,
 )
+from ._guards import Guard, Guards
 from ._tool import ExecutionMode, Tool
 
 __all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
@@ -86,6 +93,7 @@ class ToolRegistry:
     # The worker threads of sync bodies: slots held by the calling tasks, and the
     # threads themselves, which abandoned bodies hold until they return.
     _threads: ToolThreads = attrs.field(factory=ToolThreads, init=False)
+    _guards: Guards = attrs.field(factory=Guards, init=False)
 
     def __repr__(self) -> str:
         scoped = sum(len(tools) for tools in self._scoped.values())
@@ -124,9 +132,28 @@ class ToolRegistry:
         return unregister
 
     def drop_scope(self, agent_id: str) -> None:
-        """Unregister every tool scoped to *agent_id* (its teardown); never blocks."""
+        """Unregister every tool and guard scoped to *agent_id* (its teardown); never blocks."""
+        self._guards.drop_scope(agent_id)
         if self._scoped.pop(agent_id, None) is not None:
             self._schemas.clear()
+
+    def guard(self, check: Guard, *, agent: object = None) -> Callable[[], None]:
+        """Register a guard that may deny calls, globally or for *agent*; never blocks.
+
+        *check* gets each call's :class:`ToolExecution` (its arguments frozen)
+        after the ``tools/pre-execute`` listeners allowed it, and returns
+        ``None`` to let it run or a :class:`~retinue.hooks.Deny` to refuse it;
+        it may be async. Unlike a listener, no other listener's ``Allow`` can
+        skip it (R9.3). A denial goes through post-execute like a listener's;
+        a guard that raises, or returns anything else, fails the call without
+        running it. Returns an idempotent unregister function.
+
+        Raises:
+            TypeError: *check* is not callable, or *agent* is not an agent
+                handle, an agent id or ``None``.
+            AgentDisposedError: *agent* is a disposed handle.
+        """
+        return self._guards.add(check, agent_scope(agent))
 
     def get(self, name: str, agent_id: str | None = None) -> Tool | None:
         """The tool *name* resolves to in *agent_id*'s view (scoped first), or ``None``."""
@@ -236,14 +263,14 @@ class ToolRegistry:
         return await self.finish(prepared, result)
 
     async def prepare(self, execution: ToolExecution, *, checkpoint: bool = True) -> PreparedCall:
-        """Stages 1-2 (R9.3): freeze the arguments, then run ``tools/pre-execute``.
+        """Stages 1-2 (R9.3): freeze the arguments, run ``tools/pre-execute``, then the guards.
 
-        Waits for the pre-execute listeners. A checkpoint unless *checkpoint* is
+        Waits for the pre-execute listeners and the guards. A checkpoint unless *checkpoint* is
         false (a caller that has just checkpointed, like the step scheduler);
         never raises except ``Cancelled``. ``Deny`` and ``Ask`` (no approval
         service: R6.8) produce an error result that still goes through
-        post-execute; invalid arguments, a raising listener or a non-decision
-        produce a final one.
+        post-execute, as does a guard's ``Deny``; invalid arguments, a raising
+        listener or guard, or a non-decision produce a final one.
         """
         if checkpoint:
             await trio.lowlevel.checkpoint()
@@ -256,8 +283,16 @@ class ToolRegistry:
                 execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
             )
 
-        if not self.hooks.hears("tools/pre-execute", execution.agent_id):
-            return PreparedCall(execution)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
+        if self.hooks.hears("tools/pre-execute", execution.agent_id):
+            prepared = await self._pre_execute(execution)
+            if prepared.result is not None:
+                return prepared
+        if self._guards.watch(execution.agent_id):
+            return await self._guarded(execution)
+        return PreparedCall(execution)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
+
+    async def _pre_execute(self, execution: ToolExecution) -> PreparedCall:
+        """The ``tools/pre-execute`` waterfall's decision: a go, a denial or a failure."""
 
         async def allow() -> Allow:
             return Allow()  # noqa: ASYNC910 - a default value; prepare checkpointed
@@ -272,6 +307,31 @@ class ToolRegistry:
                 execution, exception_result(execution.call_id, exc), needs_post_execute=False
             )
         return self._decide(execution, decision)
+
+    async def _guarded(self, execution: ToolExecution) -> PreparedCall:
+        """Ask the guards about a call the listeners allowed: a denial, a failure or a go.
+
+        No schedule point of its own (a sync guard has none): prepare's caller has one.
+        """
+        denial: Deny | None = None
+        failure: BaseException | None = None
+        try:
+            denial = await self._guards.denial(execution)
+        except trio.Cancelled:
+            if not cancel_is_stray():
+                raise
+            failure = HookError(f"a tool guard raised trio.Cancelled: {STRAY_CANCEL_RULE}")
+        except Exception as exc:
+            log.exception("a tool guard failed for %r", execution.name)
+            failure = exc
+        if failure is not None:
+            result = exception_result(execution.call_id, failure)
+            prepared = PreparedCall(execution, result, needs_post_execute=False)
+        elif denial is not None:
+            prepared = PreparedCall(execution, error_result(execution.call_id, denial.reason))
+        else:
+            prepared = PreparedCall(execution)
+        return prepared  # noqa: ASYNC910
 
     def _decide(self, execution: ToolExecution, decision: object) -> PreparedCall:
         if isinstance(decision, Allow) and _bare(decision):

@@ -1,0 +1,172 @@
+"""Tool guards: checks that may still deny a call every pre-execute listener allowed (R9.3)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+import retinue
+from retinue._content import content_text
+from retinue.hooks import Allow, Deny, HookBus
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from retinue.tools import ToolExecution, ToolExecutionResult, ToolRegistry, tool
+from tests.helpers import raise_stray_cancelled
+
+ran: list[str] = []
+
+
+@tool
+async def write(path: str) -> str:
+    """Write a file."""
+    ran.append(path)
+    return "written"
+
+
+@pytest.fixture(autouse=True)
+def _forget_runs() -> None:
+    ran.clear()
+
+
+def setup() -> tuple[HookBus, ToolRegistry]:
+    hooks = HookBus()
+    return hooks, ToolRegistry(hooks, [write])
+
+
+def call(path: str = "/etc/passwd", agent_id: str | None = None) -> ToolExecution:
+    return ToolExecution("call-1", "write", {"path": path}, agent_id=agent_id)
+
+
+def no_etc(execution: ToolExecution) -> Deny | None:
+    path = execution.arguments["path"]  # type: ignore[index, call-overload]
+    return Deny("/etc is read-only") if str(path).startswith("/etc") else None
+
+
+def text_of(result: ToolExecutionResult) -> str:
+    return content_text(result.content)
+
+
+async def test_a_guard_denies_a_call_a_listener_allowed_without_asking_the_rest() -> None:
+    """R9.3: after ``allow`` a registered guard may still deny; a listener that allows
+    without calling ``next`` cannot waive it. The denial goes through post-execute."""
+    hooks, registry = setup()
+    hooks.on("tools/pre-execute", lambda *_: Allow())
+    post: list[str] = []
+
+    async def record(execution: object, result: ToolExecutionResult, call_next: object) -> object:
+        post.append(text_of(result))
+        return await call_next()  # type: ignore[operator]
+
+    hooks.on("tools/post-execute", record)
+    registry.guard(no_etc)
+    denied = await registry.execute(call("/etc/passwd"))
+    allowed = await registry.execute(call("/tmp/x"))
+    assert (text_of(denied), denied.is_error) == ("Error: /etc is read-only", True)
+    assert (text_of(allowed), allowed.is_error) == ("written", False)
+    assert ran == ["/tmp/x"]
+    assert post == ["Error: /etc is read-only", "written"]
+
+
+async def test_a_guard_is_asked_only_once_the_listeners_allowed() -> None:
+    """R9.3: a listener's denial stands and no guard is asked; an async guard is awaited."""
+    hooks, registry = setup()
+    asked: list[str] = []
+
+    async def guard(execution: ToolExecution) -> Deny | None:
+        asked.append(execution.call_id)
+        await trio.lowlevel.checkpoint()
+        return Deny("guarded")
+
+    registry.guard(guard)
+    assert text_of(await registry.execute(call())) == "Error: guarded"
+    hooks.on("tools/pre-execute", lambda *_: Deny("listener says no"))
+    assert text_of(await registry.execute(call())) == "Error: listener says no"
+    assert asked == ["call-1"]
+    assert ran == []
+
+
+@pytest.mark.parametrize(
+    ("verdict", "message"),
+    [
+        (RuntimeError("policy store offline"), "Error: policy store offline"),
+        (Allow(), "Error: a tool guard returned Allow: a guard returns None or a Deny"),
+    ],
+)
+async def test_a_guard_that_fails_fails_the_call_without_running_it(
+    verdict: object, message: str
+) -> None:
+    """R9.3: a guard that raises, or returns anything but ``None`` or a ``Deny``, gives a
+    final error result: the body does not run and post-execute is skipped."""
+    hooks, registry = setup()
+    post: list[object] = []
+    hooks.on("tools/post-execute", lambda *args: post.append(args))
+
+    def guard(_execution: ToolExecution) -> object:
+        if isinstance(verdict, Exception):
+            raise verdict
+        return verdict
+
+    registry.guard(guard)  # type: ignore[arg-type]
+    prepared = await registry.prepare(call("/tmp/x"))
+    assert not prepared.needs_post_execute
+    result = await registry.execute(call("/tmp/x"))
+    assert (text_of(result), result.is_error) == (message, True)
+    assert ran == []
+    assert post == []
+
+
+async def test_a_guard_raising_a_stray_cancel_fails_only_its_call() -> None:
+    """R9.3: a guard raising ``trio.Cancelled`` while nothing is cancelled fails the call
+    as an error result; the caller goes on."""
+    _, registry = setup()
+
+    async def guard(_execution: ToolExecution) -> Deny | None:
+        await raise_stray_cancelled()
+        return None
+
+    registry.guard(guard)
+    result = await registry.execute(call("/tmp/x"))
+    assert result.is_error
+    assert "trio.Cancelled" in text_of(result)
+    assert ran == []
+
+
+async def test_a_scoped_guard_watches_its_agent_only_until_unregistered_or_dropped() -> None:
+    """R9.3: a guard registered for one agent denies that agent's calls only; unregistering
+    it, or dropping the agent's scope, lets the calls through again."""
+    _, registry = setup()
+    unregister = registry.guard(no_etc, agent="a1")
+    assert text_of(await registry.execute(call(agent_id="a1"))) == "Error: /etc is read-only"
+    assert text_of(await registry.execute(call(agent_id="a2"))) == "written"
+    unregister()
+    unregister()
+    assert text_of(await registry.execute(call(agent_id="a1"))) == "written"
+    registry.guard(no_etc, agent="a1")
+    registry.drop_scope("a1")
+    assert text_of(await registry.execute(call(agent_id="a1"))) == "written"
+
+
+def test_a_guard_must_be_callable() -> None:
+    """A guard that is not callable is refused when it is registered."""
+    _, registry = setup()
+    with pytest.raises(TypeError, match="a guard must be callable, got str"):
+        registry.guard("no")  # type: ignore[arg-type]
+
+
+async def test_a_runtime_guard_denies_an_agents_call_and_the_model_sees_the_reason(
+    autojump_clock: object,
+) -> None:
+    """R9.3: ``rt.tools.guard`` applies to every agent's calls: the denied call's result
+    in the log is the guard's reason, and the turn completes."""
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("write", '{"path": "/etc/hosts"}')]), Reply("could not")]
+    )
+    with trio.fail_after(10):
+        async with retinue.open_runtime(models=model, tools=[write]) as rt:
+            rt.hooks.on("tools/pre-execute", lambda *_: Allow())
+            rt.tools.guard(no_etc)
+            agent = await rt.create_agent("w", retinue.AgentOptions(model="scripted"))
+            result = await agent.ask("write it")
+    assert result.reason.kind == "completed"
+    [logged] = [e.data for e in agent.session.events if e.type == "tool/result"]
+    assert content_text(logged.content) == "Error: /etc is read-only"  # type: ignore[union-attr]
+    assert ran == []
