@@ -175,7 +175,8 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
     """Normalise a str, a block or a sequence of blocks to a tuple of blocks.
 
     Raises:
-        TypeError: an item is not a content block.
+        TypeError: *content* is none of these (bytes are no sequence of blocks),
+            or an item is not a content block.
     """
     if type(content) is tuple:
         # The common case (a value built by retinue): every block class is final,
@@ -189,11 +190,24 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         return (Text(content),)
     if isinstance(content, _BLOCK_TYPES):
         return (content,)
+    if type(content) is not list and not _is_block_sequence(content):
+        # Refused before iterating: a dict would give its keys, bytes their ints.
+        raise TypeError(
+            "content must be a str, a content block or a sequence of content blocks, "
+            f"got {type(content).__name__}"
+        )
     blocks = tuple(content)
     for index, block in enumerate(blocks):
         if not isinstance(block, _BLOCK_TYPES):
             raise TypeError(f"content[{index}] is not a content block: {type(block).__name__}")
     return blocks
+
+
+def _is_block_sequence(content: object) -> bool:
+    return isinstance(content, Sequence) and not isinstance(content, _BYTE_SEQUENCES)
+
+
+_BYTE_SEQUENCES = (bytes, bytearray, memoryview)
 
 
 @final

@@ -226,6 +226,30 @@ async def test_idle_inject_with_invalid_input_opens_no_turn(
         assert result.turn == 1
 
 
+@pytest.mark.parametrize(
+    "content",
+    [123, None, {"type": "text", "text": "hi"}, b"hi"],
+    ids=["int", "None", "dict", "bytes"],
+)
+async def test_every_verb_refuses_content_of_another_kind_saying_what_is_expected(
+    autojump_clock: trio.testing.MockClock, content: object
+) -> None:
+    """R2.10, R2.14, R2.16: ask, send, steer and inject refuse content that is not a str,
+    a block or a sequence of blocks with a ``TypeError`` naming the kinds; nothing is sent."""
+    model = ScriptedModel([Reply("ok")])
+    expected = r"content must be a str, a content block or a sequence of content blocks, got "
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for verb in (agent.send, agent.steer, agent.inject):
+            with pytest.raises(TypeError, match=expected):
+                verb(content)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=expected):
+            await agent.ask(content)  # type: ignore[arg-type]
+        await agent.wait_idle()
+        assert list(agent.session.events) == []
+        assert model.statistics().calls == 0
+
+
 async def test_steer_while_idle_behaves_as_send(autojump_clock: trio.testing.MockClock) -> None:
     """T-A6 / R2.14: a steer on an idle agent is queued like send and starts a turn."""
     model = ScriptedModel([Reply("ok")])

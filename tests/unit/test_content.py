@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import pytest
 
-from retinue._content import Reasoning, RedactedReasoning, Text, ToolCall, ToolResultBlock
+from retinue._content import (
+    Reasoning,
+    RedactedReasoning,
+    Text,
+    ToolCall,
+    ToolResultBlock,
+    as_content,
+)
 
 
 @pytest.mark.parametrize(
@@ -26,3 +34,47 @@ def test_a_block_refuses_a_field_its_stored_form_could_not_load(build: Any, name
     """R1.1, R4.5: a block with a field of the wrong type is refused when built, never logged."""
     with pytest.raises(TypeError, match=named):
         build()
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        (123, "int"),
+        (None, "NoneType"),
+        ({"type": "text", "text": "hi"}, "dict"),
+        (b"hi", "bytes"),
+        (bytearray(b"hi"), "bytearray"),
+        ({Text("a")}, "set"),
+        ((block for block in [Text("a")]), "generator"),
+    ],
+    ids=["int", "None", "dict", "bytes", "bytearray", "set", "generator"],
+)
+def test_content_of_another_kind_is_refused_saying_what_content_is(
+    content: object, named: str
+) -> None:
+    """R1.1, R1.2: content is a str, a block or a sequence of blocks; anything else is
+    refused naming its type, before it is walked (a dict's keys, bytes' ints, a set's
+    arbitrary order)."""
+    expected = (
+        "content must be a str, a content block or a sequence of content blocks, got " + named
+    )
+    with pytest.raises(TypeError) as refused:
+        as_content(content)  # type: ignore[arg-type]
+    assert str(refused.value) == expected
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "a",
+        Text("a"),
+        (Text("a"),),
+        [Text("a")],
+        collections.deque([Text("a")]),
+        collections.UserList([Text("a")]),
+    ],
+    ids=["str", "block", "tuple", "list", "deque", "UserList"],
+)
+def test_a_str_a_block_or_any_sequence_of_blocks_is_content(content: Any) -> None:
+    """R1.2: the documented kinds of content all normalise to a tuple of blocks."""
+    assert as_content(content) == (Text("a"),)

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import Ask, Block, Deny
+from retinue import Accept, Allow, Ask, Block, Continue, Deny, Text
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS, of_type, runtime, texts
 
@@ -43,6 +43,54 @@ def test_a_reason_of_another_type_is_refused_when_built(
     ``TypeError`` at the listener's own line, not ``Error: None`` for the model."""
     with pytest.raises(TypeError, match=problem):
         build()
+
+
+@pytest.mark.parametrize(
+    ("build", "problem"),
+    [
+        (
+            lambda: Continue("keep going"),  # type: ignore[arg-type]
+            (
+                "Continue.reason must be a retinue.HookContext or None, got str"
+                ' (wrap text as retinue.HookContext("..."))'
+            ),
+        ),
+        (
+            lambda: Allow(additional_context="be brief"),  # type: ignore[arg-type]
+            (
+                "Allow.additional_context must be a retinue.HookContext or None, got str"
+                ' (wrap text as retinue.HookContext("..."))'
+            ),
+        ),
+        (
+            lambda: Accept(additional_context="checked"),  # type: ignore[arg-type]
+            (
+                "Accept.additional_context must be a retinue.HookContext or None, got str"
+                ' (wrap text as retinue.HookContext("..."))'
+            ),
+        ),
+        (
+            lambda: Block(additional_context=[Text("see the log")]),  # type: ignore[arg-type]
+            (
+                "Block.additional_context must be a retinue.HookContext or None, got list"
+                " (wrap content blocks as retinue.HookContext(...))"
+            ),
+        ),
+        (
+            lambda: Continue(3),  # type: ignore[arg-type]
+            "Continue.reason must be a retinue.HookContext or None, got int",
+        ),
+    ],
+    ids=["Continue str", "Allow str", "Accept str", "Block list", "Continue int"],
+)
+def test_a_context_of_another_type_is_refused_naming_the_field_and_how_to_wrap_it(
+    build: Callable[[], object], problem: str
+) -> None:
+    """R1.4, docs/hooks.md Decisions: a context field takes a ``HookContext``; bare text or
+    blocks are a ``TypeError`` naming the field and the public class that wraps them."""
+    with pytest.raises(TypeError) as refused:
+        build()
+    assert str(refused.value) == problem
 
 
 def test_an_empty_deny_reason_is_refused_when_built() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias, final
+from typing import Any, TypeAlias, cast, final
 
 import attrs
 
@@ -31,9 +31,31 @@ __all__ = [
 
 def _context_field() -> HookContext | None:
     # Checked when the decision is built, so a listener's mistake is reported at its own line.
-    return attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(HookContext))
+    return attrs.field(default=None, validator=_optional_context)
+
+
+def _optional_context(
+    decision: object, attribute: attrs.Attribute[HookContext | None], value: object
+) -> None:
+    """An attrs validator: a :class:`HookContext` or None, with a hint for bare content."""
+    if value is None or type(value) is HookContext:
+        return
+    # Named as users import it: the class's own module is private.
+    raise TypeError(
+        f"{type(decision).__name__}.{attribute.name} must be a retinue.HookContext or None, "
+        f"got {type(value).__name__}{_wrapping_hint(value)}"
     )
+
+
+def _wrapping_hint(value: object) -> str:
+    """How to make *value* a context, when it is content a :class:`HookContext` would take."""
+    if isinstance(value, str):
+        return ' (wrap text as retinue.HookContext("..."))'
+    try:
+        as_content(cast("Any", value))
+    except TypeError:
+        return ""
+    return " (wrap content blocks as retinue.HookContext(...))"
 
 
 def _reason(decision: object, attribute: attrs.Attribute[Any], value: object) -> None:
