@@ -437,6 +437,32 @@ async def test_create_agent_refuses_an_id_no_store_can_hold_before_its_setup(
         assert ran == []
 
 
+@pytest.mark.parametrize(
+    ("name", "session_id", "problem"),
+    [
+        ("", None, "name must be a non-empty str labelling the agent, got ''"),
+        ("", "s-1", "name must be a non-empty str labelling the agent, got ''"),
+        (None, None, "name must be a non-empty str labelling the agent, got None"),
+        ("a/b", None, "name 'a/b' cannot label a session: session id 'a/b-session-"),
+    ],
+    ids=["empty", "empty-beside-session-id", "None", "path-separator"],
+)
+async def test_create_agent_refuses_a_name_that_cannot_label_the_agent_naming_the_argument(
+    autojump_clock: trio.testing.MockClock, name: object, session_id: str | None, problem: str
+) -> None:
+    """R13.1, R13.3: the name labels the agent and begins its fresh id
+    ``<name>-session-<uuid4>``; like a configured agent's label it is a non-empty str, and
+    a name that cannot label one is refused before the setup runs, naming ``name``."""
+    ran: list[retinue.Agent] = []
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        with pytest.raises(retinue.SessionError) as refused:
+            await rt.create_agent(name, OPTIONS, session_id=session_id, setup=ran.append)  # type: ignore[arg-type]
+        assert refused.value.code == "INVALID_SESSION_ID"
+        assert refused.value.message.startswith(problem)
+        assert ran == []
+        assert len(rt.agents) == 0
+
+
 async def test_failed_publication_unwinds_the_setup(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

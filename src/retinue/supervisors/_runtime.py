@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from retinue._errors import AgentDisposedError, SessionError, StoreError
+from retinue._lossless import shown
 from retinue._options import AgentOptions
 from retinue.actors import Agent
 from retinue.hooks import HookBus, agent_scope
@@ -121,12 +122,14 @@ class Runtime:
     ) -> Agent:
         """Create, publish and start an agent; returns its handle.
 
-        Its id is *session_id*, else ``<name>-session-<uuid4>`` (R13.3). Raises
-        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id.
-        Cancellation before publication leaves nothing behind.
+        Its id is *session_id*, else ``<name>-session-<uuid4>`` (R13.3). *name*
+        is a non-empty label, as a configured agent's is. Raises
+        ``SessionError(INVALID_SESSION_ID)`` for an empty name or an id no
+        store can hold, and ``SessionError(SESSION_ALREADY_EXISTS)`` for a live
+        or stored id. Cancellation before publication leaves nothing behind.
         """
         options = options or AgentOptions()
-        agent_id = f"{name}-session-{uuid.uuid4()}" if session_id is None else session_id
+        agent_id = _new_agent_id(name, session_id)
         await self._released(agent_id)
         with self._creating(agent_id):
             await self._settle_stranded(agent_id)
@@ -435,6 +438,28 @@ class Runtime:
             self._start_teardown(agent)
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
+
+
+def _new_agent_id(name: object, session_id: str | None) -> str:
+    """*session_id*, else a fresh id labelled *name*; a name that cannot label one is refused.
+
+    Checked even beside a *session_id*: the name is required, and an empty one
+    would begin a fresh id with its separator (``-session-<uuid4>``).
+    """
+    if not isinstance(name, str) or not name:
+        raise SessionError(
+            f"name must be a non-empty str labelling the agent, got {shown(name)}",
+            code="INVALID_SESSION_ID",
+        )
+    if session_id is not None:
+        return session_id
+    agent_id = f"{name}-session-{uuid.uuid4()}"
+    try:
+        return check_session_id(agent_id)
+    except StoreError as exc:
+        raise SessionError(
+            f"name {shown(name)} cannot label a session: {exc.message}", code="INVALID_SESSION_ID"
+        ) from exc
 
 
 async def _run_setup(agent: Agent, setup: Setup | None) -> None:
