@@ -7,6 +7,7 @@ import trio
 import trio.testing
 
 import retinue
+from retinue._content import content_text
 from retinue.session import ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import (
@@ -109,7 +110,8 @@ async def test_a_body_raising_a_base_exception_logs_the_turn_as_its_error(
 ) -> None:
     """R7.40, R4.16: the BaseException ends the runtime, as trio has it, but the log
     says what ended the turn (it used to log a disposal nobody asked for), and so
-    does the ``ask`` answered before the runtime's teardown disposed the agent."""
+    does the ``ask`` answered before the runtime's teardown disposed the agent; the
+    call it ended is answered as interrupted by a failure, not as cancelled."""
     model = ScriptedModel([CallTools([ToolCallSpec("fatal", "{}")]), Reply("never")])
     sessions: list[retinue.Session] = []
     answers: list[retinue.TurnResult] = []
@@ -123,6 +125,12 @@ async def test_a_body_raising_a_base_exception_logs_the_turn_as_its_error(
     assert (reason.kind, reason.code) == ("error", "UNKNOWN")
     assert "fatal" in (reason.message or "")
     assert [answer.reason for answer in answers] == [reason]
+    [result] = [event.data for event in events if isinstance(event.data, ToolResultEvent)]
+    assert result.error is not None
+    assert (result.error.code, content_text(result.content)) == (
+        "INTERNAL",
+        "Error: the tool call was interrupted by a failure",
+    )
     check_session_invariants(events)
 
 

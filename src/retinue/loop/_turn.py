@@ -53,9 +53,7 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
                 raise
             if not core.disposed:
                 state.record_error(exc)  # before the closing events' failures (R7.45)
-            state.answer_dangling_calls(
-                "INTERNAL", "Error: the tool call was interrupted by a failure"
-            )
+            state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
             state.close_step()
             if core.disposed and not state.error_recorded:
                 state.reason = TurnEndReason.disposed()
@@ -66,10 +64,11 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         # BaseException a body raised, which goes on to end the runtime, as trio
         # has it, but is logged as what ended the turn, not as a disposal.
         if _turn_logged(state) and not isinstance(exc, Exception):
-            if not _cancellation(exc):
+            cancelled = _cancellation(exc)
+            if not cancelled:
                 state.record_error(exc)
             state.set_interrupted()
-            _close_and_settle(state, items)
+            _close_and_settle(state, items, cancelled=cancelled)
         raise
     state.close_turn()
     await flush(core, state.turn, state.step)
@@ -78,6 +77,7 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
 
 
 _INTERRUPTIONS = (trio.Cancelled, KeyboardInterrupt)
+_INTERRUPTED_BY_FAILURE = "Error: the tool call was interrupted by a failure"
 
 
 def _cancellation(exc: BaseException) -> bool:
@@ -92,8 +92,11 @@ def _turn_logged(state: TurnState) -> bool:
     return state.core.session.last_turn == state.turn
 
 
-def _close_and_settle(state: TurnState, items: list[MailboxItem]) -> None:
-    state.answer_dangling_calls("ABORTED", "Error: the tool call was cancelled")
+def _close_and_settle(state: TurnState, items: list[MailboxItem], *, cancelled: bool) -> None:
+    if cancelled:
+        state.answer_dangling_calls("ABORTED", "Error: the tool call was cancelled")
+    else:
+        state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
     state.close_step()
     state.close_turn()
     _settle(state, items)
