@@ -11,6 +11,7 @@ import trio
 
 from retinue.cli import _demo, main
 from retinue.cli._demo import run_demo
+from retinue.providers.anthropic import AnthropicModel
 from retinue.testing import ScriptedModel
 from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 
@@ -65,6 +66,14 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
             ["--store", "memory", "--latency", "soon"],
             "argument --latency: must be a number of seconds, got 'soon'",
         ),
+        (
+            ["--store", "memory", "--agents", "1", "--base-url", "http://127.0.0.1:1/v1"],
+            "argument --base-url: only --provider openai or anthropic uses it, not mock",
+        ),
+        (
+            ["--store", "memory", "--agents", "1", "--provider", "scripted", "--model", "m"],
+            "argument --model: only --provider openai or anthropic uses it, not scripted",
+        ),
     ],
 )
 def test_demo_refuses_bad_arguments_before_it_starts(
@@ -75,6 +84,22 @@ def test_demo_refuses_bad_arguments_before_it_starts(
         main(["demo", "--no-live", *argv])
     assert caught.value.code == 2
     assert complaint in capsys.readouterr().err
+
+
+def test_the_demo_lists_memory_among_the_stores_it_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bad --store names every value the demo takes; the sessions commands, which cannot
+    read a memory store, do not offer it."""
+    with pytest.raises(SystemExit):
+        main(["demo", "--no-live", "--store", "foo"])
+    demo_err = capsys.readouterr().err
+    assert "invalid store 'foo': use sqlite:PATH, jsonl:DIR, postgres:DSN or memory\n" in demo_err
+    assert main(["sessions", "list", "--store", "foo"]) == 1
+    sessions_err = capsys.readouterr().err
+    assert sessions_err.endswith(
+        "invalid store 'foo': use sqlite:PATH, jsonl:DIR or postgres:DSN\n"
+    )
 
 
 def test_demo_reports_a_provider_it_cannot_use_in_one_line(
@@ -135,6 +160,17 @@ async def test_demo_starts_with_any_credentials_the_anthropic_client_finds(
     async with _demo._open_model(_args(provider="anthropic")) as (model, model_name):
         assert model_name == "claude-haiku-4-5"
         assert type(model).__name__ == "AnthropicModel"
+
+
+async def test_demo_points_anthropic_at_the_base_url_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--base-url reaches the Anthropic client too, which then needs no key for a local server."""
+    _without_anthropic_credentials(monkeypatch, tmp_path)
+    args = _args(provider="anthropic", base_url="http://127.0.0.1:9")
+    async with _demo._open_model(args) as (model, _model_name):
+        assert isinstance(model, AnthropicModel)
+        assert str(model.base_url).startswith("http://127.0.0.1:9")
 
 
 async def test_demo_fails_when_no_turn_completes(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
@@ -12,20 +13,39 @@ __all__ = ["main"]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="retinue", description="An actor-model runtime for LLM agents."
+        prog="retinue",
+        description="An actor-model runtime for LLM agents.",
+        parents=[_verbose_option(default=False)],
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log warnings and errors")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
+    # Suppressed below the sub-command, so its default does not undo a -v given before it.
+    after_command = [_verbose_option(default=argparse.SUPPRESS)]
     from ._demo import add_parser as add_demo
 
-    add_demo(commands)
+    add_demo(commands, after_command)
     try:
         from ._sessions import add_parser as add_sessions
     except ImportError:  # pragma: no cover - the sessions command ships with the stores
         pass
     else:
-        add_sessions(commands)
+        add_sessions(commands, after_command)
     return parser
+
+
+def _verbose_option(*, default: object) -> argparse.ArgumentParser:
+    option = argparse.ArgumentParser(add_help=False)
+    option.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="log warnings and errors"
+    )
+    return option
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("retinue")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on the path, never installed
+        return "(version unknown: not installed)"
 
 
 INTERRUPTED = 130

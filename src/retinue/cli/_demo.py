@@ -9,7 +9,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,8 @@ import retinue
 from retinue._errors import leaf_error
 from retinue.session import Event, TurnEnd
 
+from ._descriptors import make_room
+
 if TYPE_CHECKING:
     from retinue.providers.anthropic import AnthropicModel
 
@@ -33,10 +35,10 @@ log = logging.getLogger("retinue.cli")
 CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Hanoi", "Perth", "Quito", "Tunis")
 
 
-def add_parser(commands: Any) -> None:
-    """Register the ``demo`` sub-command."""
+def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """Register the ``demo`` sub-command, taking the options of *parents* too."""
     parser: argparse.ArgumentParser = commands.add_parser(
-        "demo", help="run many agents concurrently and show them working"
+        "demo", parents=list(parents), help="run many agents concurrently and show them working"
     )
     parser.add_argument(
         "--agents", type=_at_least_one, default=20, help="how many agents (default 20)"
@@ -56,16 +58,25 @@ def add_parser(commands: Any) -> None:
         "scripted: an in-process ScriptedModel; openai/anthropic: the real service "
         "(needs OPENAI_API_KEY / ANTHROPIC_API_KEY)",
     )
-    parser.add_argument("--model", default=None, help="model name for openai/anthropic")
-    parser.add_argument("--base-url", default=None, help="an OpenAI-compatible base URL")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model name (openai/anthropic only)",
+    )
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        help="the service's base URL, e.g. an OpenAI-compatible server's (openai/anthropic only)",
+    )
     parser.add_argument(
         "--store",
         type=_store_spec,
         default="sqlite:retinue.db",
-        help="sqlite:PATH | jsonl:DIR | postgres:DSN | memory",
+        help="sqlite:PATH | jsonl:DIR | postgres:DSN | memory (default sqlite:retinue.db)",
     )
     parser.add_argument("--no-live", action="store_true", help="print only the summary")
-    parser.set_defaults(handler=_run)
+    # Options that only make sense together are checked after parsing, with a usage error still.
+    parser.set_defaults(handler=_run, usage_error=parser.error)
 
 
 def _at_least_one(text: str) -> int:
@@ -91,17 +102,43 @@ def _seconds(text: str) -> float:
     return value
 
 
+STORE_FORMS = "sqlite:PATH, jsonl:DIR, postgres:DSN or memory"
+"""The ``--store`` values the demo takes, as its errors list them."""
+
+
 def _store_spec(spec: str) -> str:
     """Check a ``--store`` value when the command line is parsed, not mid-run."""
     if spec != "memory":
         from ._sessions import parse_store_spec
 
-        parse_store_spec(spec)
+        parse_store_spec(spec, forms=STORE_FORMS)
     return spec
+
+
+SERVICE_PROVIDERS = ("openai", "anthropic")
+"""The providers that take --model and --base-url: mock and scripted answer in this process."""
+
+SOCKETS_PER_AGENT = {"mock": 2, "openai": 1, "anthropic": 1, "scripted": 0}
+"""Sockets an agent's request holds: the embedded mock server's end is in this process too."""
+
+FILES_PER_SESSION = 1
+"""A SQLite or JSONL store keeps each live session's file (or lock file) open."""
+
+DESCRIPTOR_MARGIN = 64
+"""Open files besides the agents': standard streams, trio's wakeup socket, the listener,
+the database and its journal. Measured, the mock provider with a file store uses about
+3 per agent and about 20 more."""
 
 
 def _run(args: argparse.Namespace) -> int:
     """Run the demo; a failure (a missing API key, an unreachable store) is one line, not a traceback."""
+    unused = _unused_option(args)
+    if unused is not None:
+        args.usage_error(unused)
+    shortfall = _descriptor_shortfall(args)
+    if shortfall is not None:
+        print(f"retinue demo: {shortfall}", file=sys.stderr)
+        return 1
     try:
         return int(trio.run(run_demo, args))
     except Exception as exc:
@@ -110,6 +147,36 @@ def _run(args: argparse.Namespace) -> int:
 
         print(f"retinue demo: {store_problem(args.store, leaf_error(exc))}", file=sys.stderr)
         return 1
+
+
+def _unused_option(args: argparse.Namespace) -> str | None:
+    """The complaint about an option the chosen provider would silently ignore, if any."""
+    if args.provider in SERVICE_PROVIDERS:
+        return None
+    for option, value in (("--model", args.model), ("--base-url", args.base_url)):
+        if value is not None:
+            uses = "only --provider openai or anthropic uses it"
+            return f"argument {option}: {uses}, not {args.provider}"
+    return None
+
+
+def _descriptor_shortfall(args: argparse.Namespace) -> str | None:
+    """Make room for the open files the demo needs; say why not when the limit is too low.
+
+    Past the limit the embedded mock server cannot accept a connection and
+    retries forever while every request waits for its timeout.
+    """
+    per_agent = SOCKETS_PER_AGENT[args.provider]
+    if args.store.startswith(("sqlite:", "jsonl:")):
+        per_agent += FILES_PER_SESSION
+    needed = per_agent * args.agents + DESCRIPTOR_MARGIN
+    limit = make_room(needed)
+    if limit is None:
+        return None
+    return (
+        f"--agents {args.agents} needs about {needed} open files, more than the {limit} "
+        f"this process may open: use fewer agents or raise the limit (ulimit -n {needed})"
+    )
 
 
 @attrs.define
@@ -208,7 +275,7 @@ async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.M
     if args.provider == "anthropic":
         from retinue.providers.anthropic import AnthropicModel
 
-        async with AnthropicModel() as anthropic_model:
+        async with AnthropicModel(base_url=args.base_url) as anthropic_model:
             _require_credentials(anthropic_model)
             yield anthropic_model, args.model or "claude-haiku-4-5"
         return

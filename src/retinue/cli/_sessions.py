@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from retinue.stores._loader import check_version
 from retinue.stores._writebehind import BufferedStore
 
 __all__ = [
+    "STORE_FORMS",
     "add_parser",
     "describe",
     "open_store",
@@ -46,21 +47,24 @@ __all__ = [
 DEFAULT_STORE = "sqlite:retinue.db"
 
 
-def parse_store_spec(spec: str) -> tuple[str, str]:
+STORE_FORMS = "sqlite:PATH, jsonl:DIR or postgres:DSN"
+"""The ``--store`` values the ``sessions`` commands take, as their errors list them."""
+
+
+def parse_store_spec(spec: str, *, forms: str = STORE_FORMS) -> tuple[str, str]:
     """Split ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN`` into kind and location.
+
+    *forms* lists the values the error offers instead, for a command that
+    takes more than the stores this opens.
 
     Raises:
         argparse.ArgumentTypeError: the spec has no location or an unknown kind.
     """
     kind, separator, location = spec.partition(":")
     if not separator or not location:
-        raise argparse.ArgumentTypeError(
-            f"invalid store {spec!r}: use sqlite:PATH, jsonl:DIR or postgres:DSN"
-        )
+        raise argparse.ArgumentTypeError(f"invalid store {spec!r}: use {forms}")
     if kind not in _STORES:
-        raise argparse.ArgumentTypeError(
-            f"unknown store kind {kind!r}: use sqlite, jsonl or postgres"
-        )
+        raise argparse.ArgumentTypeError(f"unknown store kind {kind!r}: use {forms}")
     return kind, location
 
 
@@ -92,18 +96,28 @@ def store_problem(spec: str, error: BaseException) -> str:
 
     A storage failure names what the store was doing, not where. A PostgreSQL
     error names its server itself, and its DSN may hold a password, so only
-    file stores are named.
+    file stores are named. A JSONL store given an existing file is told so:
+    the store reports only the ``mkdir`` that failed on it.
     """
     message = describe_error(error)
     kind, _, location = spec.partition(":")
-    if isinstance(error, StoreError) and error.code == "STORAGE_ERROR" and kind in _FILE_STORES:
+    if not (isinstance(error, StoreError) and error.code == "STORAGE_ERROR"):
+        return message
+    if kind == "jsonl" and _not_a_directory(location):
+        return f"jsonl store {location!r}: not a directory"
+    if kind in _FILE_STORES:
         return f"{kind} store {location!r}: {message}"
     return message
 
 
-def add_parser(subparsers: Any) -> None:
-    """Register ``sessions`` and its sub-commands on the ``retinue`` parser."""
-    common = argparse.ArgumentParser(add_help=False)
+def _not_a_directory(location: str) -> bool:
+    path = Path(location)
+    return path.exists() and not path.is_dir()
+
+
+def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """Register ``sessions`` and its sub-commands, each taking the options of *parents*."""
+    common = argparse.ArgumentParser(add_help=False, parents=list(parents))
     common.add_argument(
         "--store",
         default=argparse.SUPPRESS,

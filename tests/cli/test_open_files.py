@@ -1,0 +1,64 @@
+"""``retinue demo`` under an open-file limit: raised when it can be, else refused in one line.
+
+Each case runs the command in a child process whose limit is lowered first,
+so the limit of the test run itself is left alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="no open-file limit to lower")
+
+UNDER_A_LIMIT = """\
+import resource, sys
+from retinue.cli import main
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[2])))
+sys.exit(main(sys.argv[3:]))
+"""
+
+DEADLINE = 60.0
+"""Far more than either case takes; a demo out of descriptors would wait 600 s per request."""
+
+
+def _demo_under_limit(
+    soft: int, hard: int, agents: int, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    argv = ["demo", "--no-live", "--store", "memory", "--agents", str(agents), "--turns", "1"]
+    return subprocess.run(
+        [sys.executable, "-c", UNDER_A_LIMIT, str(soft), str(hard), *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=DEADLINE,
+        check=False,
+    )
+
+
+def test_demo_refuses_more_agents_than_the_hard_limit_allows_in_one_line(tmp_path: Path) -> None:
+    """With both limits too low for the sockets of 150 agents, the demo starts nothing: it
+    exits 1 at once with one line naming --agents and `ulimit -n`, instead of hanging."""
+    finished = _demo_under_limit(soft=128, hard=128, agents=150, cwd=tmp_path)
+    assert finished.returncode == 1
+    assert finished.stdout == ""
+    assert finished.stderr.startswith("retinue demo: --agents 150 needs about ")
+    assert "ulimit -n" in finished.stderr
+    assert finished.stderr.count("\n") == 1
+
+
+def test_demo_raises_a_soft_limit_that_is_too_low_and_runs(tmp_path: Path) -> None:
+    """A soft limit below what 60 agents need, under a hard limit that allows it, is raised:
+    every agent gets its connection and the demo completes."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"the hard open-file limit ({hard}) leaves no room to raise the soft one")
+    finished = _demo_under_limit(soft=64, hard=hard, agents=60, cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    assert "summary: 60 agents, " in finished.stdout
+    assert "completed" in finished.stdout

@@ -1,0 +1,39 @@
+"""Options of the ``retinue`` command itself: -v anywhere on the line, and --version."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from retinue.cli import _parser, main
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-v", "demo"],
+        ["demo", "-v"],
+        ["demo", "--no-live", "--verbose"],
+        ["-v", "sessions", "list"],
+        ["sessions", "-v", "list"],
+        ["sessions", "list", "-v"],
+    ],
+)
+def test_verbose_is_taken_before_or_after_the_sub_command(argv: list[str]) -> None:
+    """-v turns logging on wherever it is given: before the sub-command or among its options."""
+    assert _parser().parse_args(argv).verbose is True
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["sessions", "list"]])
+def test_without_verbose_logging_stays_off(argv: list[str]) -> None:
+    """The sub-command's own -v, not given, leaves verbose off rather than unset."""
+    assert _parser().parse_args(argv).verbose is False
+
+
+def test_version_prints_the_installed_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """``retinue --version`` prints the version the package was installed as, and exits 0."""
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out == f"retinue {importlib.metadata.version('retinue')}\n"
