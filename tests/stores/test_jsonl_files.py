@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.session._codec import encode_event
 from retinue.stores import JSONLStore
@@ -265,3 +266,16 @@ async def test_jsonl_list_passes_over_a_file_gone_since_the_listing(tmp_path: Pa
         ghost = session_path(tmp_path, session.header).with_name("ghost.jsonl")
         ghost.symlink_to(tmp_path / "nowhere.jsonl")
         assert [header.id for header in await store.list()] == ["kept"]
+
+
+async def test_jsonl_a_file_where_the_directory_should_be_is_named_as_not_one(
+    tmp_path: Path,
+) -> None:
+    """Opening a JSONL store on a path a file holds fails saying it is not a directory
+    (not the ``File exists`` of the ``mkdir`` that met it), and the file is left alone."""
+    taken = tmp_path / "sessions"
+    taken.write_text("notes")
+    with pytest.raises(StoreError, match=r"NotADirectoryError: .*not a directory: '.*sessions'"):
+        async with JSONLStore(taken):
+            pass
+    assert taken.read_text() == "notes"

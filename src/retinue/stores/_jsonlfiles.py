@@ -223,7 +223,8 @@ def make_directory(path: Path) -> None:
         path.mkdir()
     except FileExistsError:
         if not path.is_dir():
-            raise  # a file where the directory should be
+            # "File exists" would hide that the path is taken by something else.
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path)) from None
     fsync_directory(path.parent)
 
 
