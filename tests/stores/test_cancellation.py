@@ -25,7 +25,7 @@ from retinue.stores import AppendBatch, JSONLStore, SQLiteStore
 from retinue.stores._jsonl import JSONLBackend
 from retinue.stores._sqlite import SQLiteBackend
 from retinue.stores._writebehind import BufferedStore
-from retinue.testing import Reply, ScriptedModel
+from retinue.testing import Hang, Reply, ScriptedModel
 from tests.stores._kit import FlakyBackend, run_turn
 
 REAL_DEADLINE = 60.0
@@ -275,3 +275,49 @@ async def test_detach_commits_events_appended_while_its_flush_was_written() -> N
         stored = await store.inspect("s")
     assert len(stored.events) == len(session.events)
     assert stored.events[-1].type == "note"
+
+
+async def test_a_runtime_cancelled_around_a_busy_writer_still_stores_every_closed_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.9, R11.6: cancelling the scope around ``open_runtime`` (Ctrl-C) while the
+    store's writer is in a commit still stores every turn the teardown closed: the
+    flushes queued behind that commit are written, not refused as the store stopped."""
+    path = tmp_path / "sessions.db"
+    model = ScriptedModel({"hang": [Reply("first"), Hang()], "fast": [Reply("ok")]})
+    real_write = SQLiteBackend.write
+    hold, writing, release = threading.Event(), threading.Event(), threading.Event()
+
+    def held_write(backend: SQLiteBackend, batches: Sequence[AppendBatch]) -> Any:
+        if hold.is_set() and not writing.is_set():
+            writing.set()
+            release.wait(REAL_DEADLINE)
+        return real_write(backend, batches)
+
+    monkeypatch.setattr(SQLiteBackend, "write", held_write)
+    agents: list[retinue.Agent] = []
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as scope:
+                async with retinue.open_runtime(models=model, store=SQLiteStore(path)) as rt:
+                    hung = await rt.create_agent("a", retinue.AgentOptions(model="hang"))
+                    fast = await rt.create_agent("b", retinue.AgentOptions(model="fast"))
+                    agents += [hung, fast]
+                    await hung.ask("one")
+                    hung.send("two")  # its model hangs: the teardown closes this turn
+                    hold.set()
+                    fast.send("hi")  # its turn's flush holds the writer in its thread
+                    assert await trio.to_thread.run_sync(writing.wait, REAL_DEADLINE)
+                    nursery.start_soon(_release_when_blocked, release)
+                    scope.cancel()
+                    await trio.sleep_forever()
+        async with SQLiteStore(path) as store:
+            for agent in agents:
+                assert (await store.load(agent.id)).dump() == agent.session.dump()
+    assert agents[0].session.events[-1].data.reason.kind == "disposed"  # type: ignore[union-attr]
+
+
+async def _release_when_blocked(release: threading.Event) -> None:
+    """Let the held write finish once every task waits: the teardown's flushes are queued."""
+    await trio.testing.wait_all_tasks_blocked()
+    release.set()

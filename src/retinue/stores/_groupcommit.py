@@ -90,7 +90,11 @@ class GroupCommitter:
                 request.queued = True
             for request in requests:
                 await request.done.wait()
-            return  # noqa: ASYNC910 - requests is never empty: the loop above awaited
+            requests = [request for request in requests if request.returned]
+            if not requests:
+                return  # noqa: ASYNC910 - requests was not empty: the loop above awaited
+            for request in requests:
+                request.returned = False
         await self._commit(requests)
 
     def commit_at_once(self, tracked: Tracked) -> StoreError | None:
@@ -129,18 +133,33 @@ class GroupCommitter:
                         group.append(self._receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await self._commit(group)
+                # A group taken is written whole: cancelled halfway it would fail
+                # requests whose submitters (a teardown's final flush) still wait.
+                with trio.CancelScope(shield=True):
+                    await self._commit(group)
         finally:
             self._writer_running = False
             self._fail_stranded()
 
     def _fail_stranded(self) -> None:
+        """Answer the requests the writer leaves queued as it stops.
+
+        Once the store is closed they are refused. A writer cancelled with the
+        scope around the store (Ctrl-C) hands them back instead: their
+        submitters, a shielded teardown's final flushes among them, write
+        them directly, as they would had no writer run.
+        """
         while True:
             try:
                 request = self._receive.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel):
                 return
-            self._refuse(request)
+            if self._closed:
+                self._refuse(request)
+            else:
+                request.queued = False
+                request.returned = True
+                request.done.set()
 
     def _refuse(self, request: Request) -> None:
         request.error = StoreError(

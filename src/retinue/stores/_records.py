@@ -59,6 +59,8 @@ class Request:
     answered: bool = False
     queued: bool = False
     """Handed to the writer task, which will run it even if its submitter is cancelled."""
+    returned: bool = False
+    """Handed back unwritten by a writer that was cancelled: its submitter writes it."""
 
 
 @attrs.define(eq=False)
