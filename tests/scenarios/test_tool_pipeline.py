@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import threading
+import typing
 from collections.abc import Callable
 from typing import Literal
 
@@ -499,6 +501,36 @@ async def test_dispatch_coerces_arguments_to_the_annotated_types() -> None:
     assert text_of(result) == "ok"
     assert received == [Unit.F, Span(1), ("x",), 2, Unit.C, "f"]
     assert type(received[3]) is int
+
+
+@dataclasses.dataclass
+class Extent:
+    start: int
+    labels: list[str] = dataclasses.field(default_factory=list)
+
+
+Celsius = typing.NewType("Celsius", float)
+
+
+async def test_dispatch_builds_a_dataclass_and_a_newtype_from_the_arguments() -> None:
+    """R9.7: a dataclass parameter arrives built from its JSON object (its factory filling
+    what was left out), a ``NewType`` as its supertype's value; a field of the wrong type
+    is refused naming its path."""
+    received: list[object] = []
+
+    @tool
+    async def chart(extent: Extent, low: Celsius) -> str:
+        """Chart."""
+        received.extend([extent, low])
+        return "ok"
+
+    _, registry = setup(chart)
+    result = await registry.execute(call("chart", {"extent": {"start": 2}, "low": -1.5}))
+    assert text_of(result) == "ok"
+    assert received == [Extent(2, []), -1.5]
+    refused = await registry.execute(call("chart", {"extent": {"start": "x"}, "low": 0}))
+    assert refused.is_error
+    assert "extent.start" in text_of(refused)
 
 
 async def test_dispatch_gives_an_int_literal_for_an_integral_float() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import enum
 import functools
 import typing
@@ -173,6 +174,48 @@ def test_tool_schema_golden_for_typeddict_attrs_and_annotated() -> None:
             "size": {"type": "integer", "description": "Size in pixels.", "default": 1},
         },
         "required": ["point", "window"],
+        "additionalProperties": False,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    width: int
+    title: str = "untitled"
+    tags: list[str] = dataclasses.field(default_factory=list)
+    note: str | None = None
+    cached: int = dataclasses.field(default=0, init=False)
+
+
+UserId = typing.NewType("UserId", int)
+
+
+def test_tool_schema_of_a_dataclass_and_a_newtype() -> None:
+    """R9.7: a dataclass is a closed object of its constructor's fields, as an attrs class
+    is (a factory's field optional, with no default shown; a ``None`` default accepting
+    null); a ``NewType`` is described as its supertype."""
+
+    @tool
+    def frame(frame: Frame, owner: UserId) -> None:
+        """Frame a window."""
+
+    assert schema_of(frame) == {
+        "type": "object",
+        "properties": {
+            "frame": {
+                "type": "object",
+                "properties": {
+                    "width": {"type": "integer"},
+                    "title": {"type": "string", "default": "untitled"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "note": {"type": ["string", "null"], "default": None},
+                },
+                "required": ["width"],
+                "additionalProperties": False,
+            },
+            "owner": {"type": "integer"},
+        },
+        "required": ["frame", "owner"],
         "additionalProperties": False,
     }
 

@@ -35,9 +35,10 @@ def tool(
     The parameters' type hints become the JSON schema (``str``, ``int``,
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
     ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
-    ``TypedDict`` and attrs classes; ``Annotated[X, "text"]`` adds a
-    description); parameters with defaults are optional, and one (or an attrs
-    field) defaulting to ``None`` also accepts null. Parameter names must be
+    ``TypedDict``, attrs classes and dataclasses, a ``NewType`` as its
+    supertype; ``Annotated[X, "text"]`` adds a description); parameters with
+    defaults are optional, and one (or a record's field) defaulting to
+    ``None`` also accepts null. Parameter names must be
     1 to 64 ASCII letters, digits, ``_``, ``.`` or ``-``, the property names
     providers accept (record keys are not held to it: providers check only
     the top level's). An ``int`` takes an integral JSON number written

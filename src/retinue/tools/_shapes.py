@@ -5,12 +5,13 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import contextvars
+import dataclasses
 import enum
 import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Annotated, Literal, NoReturn, NotRequired, Required, Union
+from typing import Annotated, Literal, NamedTuple, NoReturn, NotRequired, Required, Union
 
 import attrs
 
@@ -42,7 +43,7 @@ _SEQUENCES = (list, tuple, collections.abc.Sequence)
 _MAPPINGS = (dict, collections.abc.Mapping)
 
 
-# The records (TypedDicts, attrs classes) being described, outermost first.
+# The records (TypedDicts, attrs classes, dataclasses) being described, outermost first.
 _OPEN_RECORDS: contextvars.ContextVar[tuple[object, ...]] = contextvars.ContextVar(
     "_OPEN_RECORDS", default=()
 )
@@ -93,6 +94,9 @@ def _bare_shape(hint: object, where: str) -> Shape:
         return Shape({})
     if hint is None or hint is type(None):
         return Shape({"type": "null"})
+    if isinstance(hint, typing.NewType):
+        # A NewType is its supertype at run time: described and built as that.
+        return shape_of(hint.__supertype__, where)
     if hint in _PRIMITIVES:
         return _primitive(hint)
     origin = typing.get_origin(hint)
@@ -114,7 +118,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
             f"{where}: ToolContext is injected only as a parameter of its own type "
             "(ToolContext or ToolContext | None), never inside another type"
         )
-    if isinstance(hint, type) and attrs.has(hint):
+    if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
         return _record(hint, where)
     raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
 
@@ -387,22 +391,49 @@ def _record(cls: type[object], where: str) -> Shape:
         return _record_fields(cls, where)
 
 
+class _Field(NamedTuple):
+    """One argument of a record's constructor, as its schema needs it."""
+
+    name: str
+    hint: object
+    default: object
+    """``attrs.NOTHING`` when required; ``EMPTY`` when built by a factory (none shown)."""
+
+
+def _init_fields(cls: type[object], hints: dict[str, object]) -> list[_Field]:
+    """The fields an attrs class or a dataclass takes in its constructor."""
+    if attrs.has(cls):
+        return [
+            _Field(field.alias, _field_hint(field, hints), field.default)
+            for field in attrs.fields(cls)
+            if field.init
+        ]
+    return [
+        _Field(field.name, hints.get(field.name, EMPTY), _dataclass_default(field))
+        for field in dataclasses.fields(typing.cast("type[typing.Any]", cls))
+        if field.init
+    ]
+
+
+def _dataclass_default(field: dataclasses.Field[object]) -> object:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return attrs.NOTHING if field.default_factory is dataclasses.MISSING else EMPTY
+
+
 def _record_fields(cls: type[object], where: str) -> Shape:
-    hints = resolve_hints(cls, where)
     shapes: dict[str, Shape] = {}
     properties: dict[str, object] = {}
     required: list[str] = []
-    for field in attrs.fields(typing.cast("type[attrs.AttrsInstance]", cls)):
-        if not field.init:
-            continue
-        shape = shape_of(_field_hint(field, hints), f"{where}.{field.alias}")
+    for field in _init_fields(cls, resolve_hints(cls, where)):
+        shape = shape_of(field.hint, f"{where}.{field.name}")
         if field.default is None:
             # As for a parameter: the schema would name null as the default yet refuse it.
             shape = accepting_null(shape)
-        shapes[field.alias] = shape
-        properties[field.alias] = with_default(shape.schema, field.default)
+        shapes[field.name] = shape
+        properties[field.name] = with_default(shape.schema, field.default)
         if field.default is attrs.NOTHING:
-            required.append(field.alias)
+            required.append(field.name)
 
     def coerce(value: object) -> object:
         pairs = _pairs(value)
