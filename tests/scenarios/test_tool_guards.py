@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import trio
 
@@ -143,6 +145,37 @@ async def test_a_scoped_guard_watches_its_agent_only_until_unregistered_or_dropp
     registry.guard(no_etc, agent="a1")
     registry.drop_scope("a1")
     assert text_of(await registry.execute(call(agent_id="a1"))) == "written"
+
+
+async def test_guards_are_asked_in_registration_order_scoped_or_not() -> None:
+    """R9.3: global and scoped guards are asked in the order they were registered (as
+    listeners are): the first denial is the one the model sees."""
+    _, registry = setup()
+    asked: list[str] = []
+
+    def denying(name: str) -> Callable[[ToolExecution], Deny]:
+        def guard(_execution: ToolExecution) -> Deny:
+            asked.append(name)
+            return Deny(name)
+
+        return guard
+
+    registry.guard(denying("scoped first"), agent="a1")
+    registry.guard(denying("global second"))
+    assert text_of(await registry.execute(call(agent_id="a1"))) == "Error: scoped first"
+    assert text_of(await registry.execute(call(agent_id="a2"))) == "Error: global second"
+    assert asked == ["scoped first", "global second"]
+
+
+async def test_unregistering_a_guard_twice_leaves_its_second_registration_alone() -> None:
+    """A guard registered twice stays until both are unregistered: calling one remover
+    again does not remove the other registration."""
+    _, registry = setup()
+    first = registry.guard(no_etc)
+    registry.guard(no_etc)
+    first()
+    first()
+    assert text_of(await registry.execute(call())) == "Error: /etc is read-only"
 
 
 def test_a_guard_must_be_callable() -> None:

@@ -10,70 +10,111 @@ policy registered as a guard cannot be waived by another listener's
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, final
 
 import attrs
+import trio
 
-from retinue._errors import HookError
+from retinue._errors import STRAY_CANCEL_RULE, HookError, cancel_is_stray
 from retinue.hooks import Deny
 
-from ._execution import ToolExecution
+from ._execution import PreparedCall, ToolExecution, error_result, exception_result
 
 __all__ = ["Guard", "Guards"]
+
+log = logging.getLogger("retinue.tools")
 
 Guard: TypeAlias = Callable[[ToolExecution], "Deny | Awaitable[Deny | None] | None"]
 """A guard: ``None`` lets the call through, a :class:`~retinue.hooks.Deny` refuses it."""
 
 
+@attrs.define(eq=False)
+class _Registration:
+    """One registration: removed by identity, so registering a guard twice keeps two."""
+
+    guard: Guard
+    scope: str | None
+
+
 @final
 @attrs.define(eq=False)
 class Guards:
-    """The guards of one registry: global ones, then those scoped to the calling agent."""
+    """The guards of one registry, global or scoped to one agent, in registration order."""
 
-    _global: list[Guard] = attrs.field(factory=list, init=False)
-    _scoped: dict[str, list[Guard]] = attrs.field(factory=dict, init=False)
+    _registrations: list[_Registration] = attrs.field(factory=list, init=False)
+    _scopes: set[str] = attrs.field(factory=set, init=False)
 
     def add(self, guard: Guard, scope: str | None) -> Callable[[], None]:
         """Register *guard* globally (*scope* ``None``) or for one agent; returns its remover."""
         if not callable(guard):
             raise TypeError(f"a guard must be callable, got {type(guard).__name__}")
-        table = self._global if scope is None else self._scoped.setdefault(scope, [])
-        table.append(guard)
+        registration = _Registration(guard, scope)
+        self._registrations.append(registration)
+        self._index()
 
         def remove() -> None:
-            if guard in table:
-                table.remove(guard)
-                if scope is not None and not table and self._scoped.get(scope) is table:
-                    del self._scoped[scope]
+            if registration in self._registrations:
+                self._registrations.remove(registration)
+                self._index()
 
         return remove
 
     def drop_scope(self, scope: str) -> None:
         """Forget every guard scoped to *scope* (its agent's teardown)."""
-        self._scoped.pop(scope, None)
+        if scope in self._scopes:
+            self._registrations = [r for r in self._registrations if r.scope != scope]
+            self._index()
+
+    def _index(self) -> None:
+        self._scopes = {r.scope for r in self._registrations if r.scope is not None}
 
     def watch(self, agent_id: str | None) -> bool:
         """Whether any guard applies to a call of *agent_id*."""
-        return bool(self._global) or (agent_id is not None and agent_id in self._scoped)
+        registrations = self._registrations
+        if not registrations:
+            return False
+        return agent_id in self._scopes or any(r.scope is None for r in registrations)
 
-    async def denial(self, execution: ToolExecution) -> Deny | None:
-        """The first guard's denial of *execution* in registration order, or ``None``.
+    async def prepared(self, execution: ToolExecution) -> PreparedCall:
+        """Ask the guards about a call the listeners allowed: a go, a denial or a failure.
 
-        Raises:
-            HookError: a guard returned something other than ``None`` or a ``Deny``.
-            Exception: whatever a guard raised.
+        A denial still goes through post-execute; a guard that raises, or
+        returns anything but ``None`` or a ``Deny``, fails the call for good.
+        No schedule point of its own (a sync guard has none): the registry's
+        caller has one.
         """
-        scoped = self._scoped.get(execution.agent_id or "", ())
-        for guard in (*self._global, *scoped):
-            verdict = guard(execution)
+        failure: Exception
+        try:
+            denial = await self._denial(execution)
+        except trio.Cancelled:
+            if not cancel_is_stray():
+                raise
+            failure = HookError(f"a tool guard raised trio.Cancelled: {STRAY_CANCEL_RULE}")
+        except Exception as exc:
+            log.exception("a tool guard failed for %r", execution.name)
+            failure = exc
+        else:
+            if denial is None:
+                return PreparedCall(execution)  # noqa: ASYNC910 - the caller's schedule point
+            return PreparedCall(execution, error_result(execution.call_id, denial.reason))
+        result = exception_result(execution.call_id, failure)
+        return PreparedCall(execution, result, needs_post_execute=False)  # noqa: ASYNC910 - the caller's schedule point
+
+    async def _denial(self, execution: ToolExecution) -> Deny | None:
+        """The first applicable guard's denial of *execution*, or ``None``."""
+        for registration in list(self._registrations):
+            if registration.scope is not None and registration.scope != execution.agent_id:
+                continue
+            verdict = registration.guard(execution)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             if isinstance(verdict, Deny):
-                return verdict  # noqa: ASYNC910 - a sync guard is no schedule point: prepare's caller has one
+                return verdict  # noqa: ASYNC910 - the caller's schedule point
             if verdict is not None:
                 raise HookError(
                     f"a tool guard returned {type(verdict).__name__}: a guard returns "
                     "None or a Deny"
                 )
-        return None  # noqa: ASYNC910 - a sync guard is no schedule point: prepare's caller has one
+        return None  # noqa: ASYNC910 - the caller's schedule point

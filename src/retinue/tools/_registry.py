@@ -12,13 +12,7 @@ import attrs
 import trio
 
 from retinue._content import Text
-from retinue._errors import (
-    STRAY_CANCEL_RULE,
-    ConfigError,
-    HookError,
-    InvalidJsonError,
-    cancel_is_stray,
-)
+from retinue._errors import ConfigError, HookError, InvalidJsonError
 from retinue._lossless import freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
@@ -288,7 +282,7 @@ class ToolRegistry:
             if prepared.result is not None:
                 return prepared
         if self._guards.watch(execution.agent_id):
-            return await self._guarded(execution)
+            return await self._guards.prepared(execution)
         return PreparedCall(execution)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
 
     async def _pre_execute(self, execution: ToolExecution) -> PreparedCall:
@@ -307,31 +301,6 @@ class ToolRegistry:
                 execution, exception_result(execution.call_id, exc), needs_post_execute=False
             )
         return self._decide(execution, decision)
-
-    async def _guarded(self, execution: ToolExecution) -> PreparedCall:
-        """Ask the guards about a call the listeners allowed: a denial, a failure or a go.
-
-        No schedule point of its own (a sync guard has none): prepare's caller has one.
-        """
-        denial: Deny | None = None
-        failure: BaseException | None = None
-        try:
-            denial = await self._guards.denial(execution)
-        except trio.Cancelled:
-            if not cancel_is_stray():
-                raise
-            failure = HookError(f"a tool guard raised trio.Cancelled: {STRAY_CANCEL_RULE}")
-        except Exception as exc:
-            log.exception("a tool guard failed for %r", execution.name)
-            failure = exc
-        if failure is not None:
-            result = exception_result(execution.call_id, failure)
-            prepared = PreparedCall(execution, result, needs_post_execute=False)
-        elif denial is not None:
-            prepared = PreparedCall(execution, error_result(execution.call_id, denial.reason))
-        else:
-            prepared = PreparedCall(execution)
-        return prepared  # noqa: ASYNC910
 
     def _decide(self, execution: ToolExecution, decision: object) -> PreparedCall:
         if isinstance(decision, Allow) and _bare(decision):
