@@ -8,6 +8,7 @@ through the proxy.
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -270,3 +271,22 @@ def test_a_proxy_with_a_transport_is_refused(api: str) -> None:
             proxy="http://127.0.0.1:9",
             transport=httpx2.MockTransport(lambda _request: httpx2.Response(200)),
         )
+
+
+@pytest.mark.parametrize("proxy", ["ftp://user:secret@proxy.example:21", "socks5://127.0.0.1:9"])
+async def test_a_proxy_the_environment_names_but_cannot_be_used_is_passed_over(
+    proxy: str, environment: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A proxy variable httpx2 cannot use (an unknown scheme, SOCKS without ``socksio``)
+    does not stop an adapter from being built: its requests go direct and
+    a warning names the variable's pattern, not the URL (it may hold a password)."""
+    if proxy.startswith("socks") and importlib.util.find_spec("socksio") is not None:
+        pytest.skip("socksio is installed here: httpx2 can use a SOCKS proxy")
+    environment.setenv("ALL_PROXY", proxy)
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server() as server:
+            for api in ("chat", "messages"):
+                assert "ping" in await echoed_text(adapter_at(api, server.base_url))
+    warnings = [r.getMessage() for r in caplog.records if r.name == "retinue.providers"]
+    assert warnings
+    assert all("all://" in warning and "secret" not in warning for warning in warnings)

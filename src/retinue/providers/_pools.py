@@ -7,6 +7,7 @@ one the caller gives, as ``httpx2.AsyncClient`` sends them by default.
 from __future__ import annotations
 
 import functools
+import logging
 import ssl
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator, Callable
@@ -22,6 +23,8 @@ from retinue._checks import finite_number_error, positive_int_error
 from ._http import current_answer, note_answer
 
 __all__ = ["SHARD_HEADER", "ShardedTransport", "check_http_settings", "make_http_client"]
+
+log = logging.getLogger("retinue.providers")
 
 SHARD_HEADER = "x-retinue-shard"
 """Request header naming the pool shard (the session id); removed before sending."""
@@ -125,8 +128,9 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
     def through(self, proxy: httpx2.Proxy) -> ShardedTransport:
         """Pools of these sizes that reach servers through *proxy*, within this total.
 
-        Both share one count of connections, so the adapter keeps to
-        ``max_connections`` whichever way its requests go. A request that
+        Both share one count of connections in use, so the adapter keeps to
+        ``max_connections`` requests at once whichever way they go (idle
+        keep-alive connections are pooled per route). A request that
         holds a place in the count always finds room in its own transport's
         pools, since their sizes sum to the count.
         """
@@ -307,6 +311,27 @@ def _given_proxy(url: str | None) -> httpx2.Proxy | None:
         ) from None
 
 
+def _proxied_or_none(direct: ShardedTransport, url: str, pattern: str) -> ShardedTransport | None:
+    """Pools through the environment's proxy *url*; ``None`` (direct) if it cannot be used.
+
+    The environment is set for every program the user runs: a proxy httpx2
+    cannot use (a ``socks5://`` one without ``socksio``, an ``ftp://`` one)
+    must not stop this adapter from being built, as it would refuse even
+    servers the proxy was never meant for.
+    """
+    try:
+        return direct.through(httpx2.Proxy(url))
+    except (ImportError, ValueError, httpx2.InvalidURL) as exc:
+        # Not the URL itself: it may hold a password.
+        log.warning(
+            "the environment's proxy for %s cannot be used (%s: %s); those requests go direct",
+            pattern,
+            type(exc).__name__,
+            exc,
+        )
+        return None
+
+
 _LOOPBACK = ("all://localhost", "all://127.0.0.1", "all://[::1]")
 
 
@@ -318,7 +343,7 @@ def _environment_routes(direct: ShardedTransport) -> dict[str, httpx2.AsyncBaseT
     leaves the pattern to *direct*.
     One proxy named for several patterns gets one set of pools.
     """
-    proxied: dict[str, ShardedTransport] = {}
+    proxied: dict[str, ShardedTransport | None] = {}
     routes: dict[str, httpx2.AsyncBaseTransport | None] = {}
     found = get_environment_proxies()
     if any(url is not None for url in found.values()):
@@ -326,10 +351,7 @@ def _environment_routes(direct: ShardedTransport) -> dict[str, httpx2.AsyncBaseT
         # provider, a local gateway): loopback goes direct, as in Go's clients.
         found = dict.fromkeys(_LOOPBACK) | found
     for pattern, url in found.items():
-        if url is None:
-            routes[pattern] = None
-        else:
-            if url not in proxied:
-                proxied[url] = direct.through(httpx2.Proxy(url))
-            routes[pattern] = proxied[url]
+        if url is not None and url not in proxied:
+            proxied[url] = _proxied_or_none(direct, url, pattern)
+        routes[pattern] = None if url is None else proxied[url]
     return routes
