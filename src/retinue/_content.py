@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, final, get_args
 
 import attrs
@@ -204,10 +204,15 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
 
 
 def _is_block_sequence(content: object) -> bool:
-    return isinstance(content, Sequence) and not isinstance(content, _BYTE_SEQUENCES)
+    """Whether *content* may be walked as blocks in order: not a mapping, bytes or a set.
+
+    An ordered iterable, a generator among them, is taken as the sequence it yields.
+    """
+    return isinstance(content, Iterable) and not isinstance(content, _NOT_BLOCK_SEQUENCES)
 
 
-_BYTE_SEQUENCES = (bytes, bytearray, memoryview)
+# Iterable, but not blocks in an order: keys, ints, or no order at all.
+_NOT_BLOCK_SEQUENCES = (Mapping, bytes, bytearray, memoryview, set, frozenset)
 
 
 @final
