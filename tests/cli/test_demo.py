@@ -59,6 +59,10 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
         (["--store", "bogus"], "argument --store: invalid store 'bogus'"),
         (["--store", "jsonl:"], "argument --store: invalid store 'jsonl:'"),
         (["--store", "redis:localhost"], "argument --store: unknown store kind 'redis'"),
+        (
+            ["--store", "memory:x"],
+            "argument --store: invalid store 'memory:x': memory takes no location",
+        ),
         (["--store", "memory", "--latency", "inf"], "argument --latency: must be finite, got inf"),
         (["--store", "memory", "--latency", "nan"], "argument --latency: must be finite, got nan"),
         (["--store", "memory", "--latency", "-1"], "argument --latency: must be >= 0, got -1"),

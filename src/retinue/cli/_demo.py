@@ -108,6 +108,8 @@ STORE_FORMS = "sqlite:PATH, jsonl:DIR, postgres:DSN or memory"
 
 def _store_spec(spec: str) -> str:
     """Check a ``--store`` value when the command line is parsed, not mid-run."""
+    if spec.partition(":")[0] == "memory" and spec != "memory":
+        raise argparse.ArgumentTypeError(f"invalid store {spec!r}: memory takes no location")
     if spec != "memory":
         from ._sessions import parse_store_spec
 
