@@ -82,6 +82,16 @@ async def test_a_spent_quota_is_a_final_status_error_not_a_rate_limit(
     assert MESSAGE in str(failure)
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_spent_quota_in_a_list_shaped_body_is_still_final(api: str) -> None:
+    """A compatible server that wraps its error body in a list (Gemini's) and names the
+    quota spent gets the same final ``QUOTA_EXHAUSTED`` as a plain body."""
+    body = json.dumps([OPENAI_QUOTA]).encode()
+    failure = await _failure(api, MockServer(ScriptedPolicy([RawReply(429, JSON, body)])))
+    assert not isinstance(failure, RateLimitError)
+    assert (failure.code, failure.retryable) == ("QUOTA_EXHAUSTED", False)
+
+
 async def test_an_ordinary_429_stays_a_retryable_rate_limit() -> None:
     """Only the quota's name makes a 429 final; a rate limit keeps its class and code."""
     body = _body({"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"})

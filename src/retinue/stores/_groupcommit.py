@@ -139,9 +139,9 @@ class GroupCommitter:
                     await self._commit(group)
         finally:
             self._writer_running = False
-            self._fail_stranded()
+            self._answer_stranded()
 
-    def _fail_stranded(self) -> None:
+    def _answer_stranded(self) -> None:
         """Answer the requests the writer leaves queued as it stops.
 
         Once the store is closed they are refused. A writer cancelled with the

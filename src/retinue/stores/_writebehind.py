@@ -230,9 +230,10 @@ class BufferedStore:
         Returns once the events are committed (fsync / commit). Always a
         checkpoint. On failure raises ``StoreError`` naming the session and
         keeps the events buffered for a later flush. If cancelled once the
-        write is queued for the writer or under way, the write still happens;
-        cancelled before that (waiting behind another flush of a store used
-        without ``async with``), the events stay buffered for the next flush.
+        write is queued for the writer or under way, the write still happens,
+        unless the same cancel stops the writer before it reaches the queued
+        write; cancelled before that (or so), the events stay buffered for the
+        next flush.
         A session that is not attached has nothing to flush.
         """
         if self._commits_at_once():
