@@ -321,3 +321,39 @@ async def _release_when_blocked(release: threading.Event) -> None:
     """Let the held write finish once every task waits: the teardown's flushes are queued."""
     await trio.testing.wait_all_tasks_blocked()
     release.set()
+
+
+class _CancelOnSend:
+    """The writer's queue, cancelling *scope* as soon as a request is queued."""
+
+    def __init__(self, send: Any, scope: trio.CancelScope) -> None:
+        self._send, self._scope = send, scope
+
+    def send_nowait(self, request: object) -> None:
+        self._send.send_nowait(request)
+        self._scope.cancel()
+
+    def close(self) -> None:
+        self._send.close()
+
+
+async def test_a_group_the_writer_took_is_written_though_its_scope_is_then_cancelled(
+    tmp_path: Path,
+) -> None:
+    """R11.6: a flush queued the moment the scope around the store is cancelled (as a
+    cancelled runtime's teardown flushes) is written: the writer, woken with it, commits
+    the group it took before it stops, rather than failing it halfway."""
+    path = tmp_path / "sessions.db"
+    session = Session.create("late")
+    with trio.fail_after(REAL_DEADLINE):
+        with trio.CancelScope() as scope:
+            async with SQLiteStore(path) as store:
+                store.attach_new(session)
+                run_turn(session)
+                committer = store._committer
+                committer._send = _CancelOnSend(committer._send, scope)  # type: ignore[assignment]
+                with trio.CancelScope(shield=True):
+                    await store.flush(session)
+        assert scope.cancelled_caught
+        async with SQLiteStore(path) as other:
+            assert (await other.load("late")).dump() == session.dump()
