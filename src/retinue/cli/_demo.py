@@ -58,16 +58,8 @@ def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -
         "scripted: an in-process ScriptedModel; openai/anthropic: the real service "
         "(needs OPENAI_API_KEY / ANTHROPIC_API_KEY)",
     )
-    parser.add_argument(
-        "--model",
-        default=None,
-        help="model name (openai/anthropic only)",
-    )
-    parser.add_argument(
-        "--base-url",
-        default=None,
-        help="the service's base URL, e.g. an OpenAI-compatible server's (openai/anthropic only)",
-    )
+    parser.add_argument("--model", help="model name (openai/anthropic only)")
+    parser.add_argument("--base-url", help="the service's base URL (openai/anthropic only)")
     parser.add_argument(
         "--store",
         type=_store_spec,
