@@ -14,7 +14,7 @@ from hypothesis import given
 
 from retinue._lossless import FrozenDict, freeze_json
 from retinue.tools import tool
-from retinue.tools._validate import compile_acceptor, validate
+from retinue.tools._validate import MAX_PROBLEMS, compile_acceptor, validate
 from tests.strategies import json_values
 
 Validator = Callable[[object, Mapping[str, object]], str | None]
@@ -85,6 +85,24 @@ def test_validate_reports_nested_array_and_object_paths(check: Check) -> None:
 def test_validate_reports_a_missing_required_property(check: Check) -> None:
     """R9.3: a missing required argument is reported by name."""
     assert check({"city": "Oslo", "guests": []}) == "nights: missing required property"
+
+
+def test_a_tool_names_every_mistake_of_its_arguments_up_to_a_bound() -> None:
+    """R9.3: a tool's check names each of its arguments' own problems, missing ones
+    first, so a model fixes them in one more call, not one call per mistake; past
+    ``MAX_PROBLEMS`` the rest are left out. The reference ``validate`` names the first."""
+    wrong = {"city": 3, "guests": [{"age": "old"}], "room": "suite", "pets": 1}
+    problems = [
+        "nights: missing required property",
+        "city: expected string, got integer",
+        "guests[0].age: expected integer, got string",
+        'room: must be one of "single", "double"',
+        "pets: unexpected property",
+    ]
+    assert book.check_arguments(freeze_json(wrong)) == "; ".join(problems)
+    assert validate(freeze_json(wrong), SCHEMA) == problems[0]
+    more = freeze_json({**wrong, "budget": "cheap", "flexible": 0})
+    assert book.check_arguments(more) == "; ".join(problems[:MAX_PROBLEMS])
 
 
 def test_validate_rejects_unexpected_properties(check: Check) -> None:

@@ -18,8 +18,9 @@ written (``1e25`` reads as 10000000000000000905969664), so it is refused.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from retinue._jsonschema import (
     CONSTRAINTS,
@@ -304,18 +305,28 @@ def _check_object(
     path: str,
     root: Mapping[str, object],
 ) -> str | None:
+    return next(_object_problems(value, schema, path, root), None)
+
+
+def _object_problems(
+    value: Mapping[object, object],
+    schema: Mapping[str, object],
+    path: str,
+    root: Mapping[str, object],
+) -> Iterator[str]:
+    """The problems of an object's own keys, in order: missing, misnamed, then each property."""
     properties = schema.get("properties")
     known: Mapping[str, object] = properties if isinstance(properties, Mapping) else {}
     required = schema.get("required")
     if isinstance(required, Sequence) and not isinstance(required, str):
         for name in required:
             if isinstance(name, str) and name not in value:
-                return f"{_join(path, name)}: missing required property"
+                yield f"{_join(path, name)}: missing required property"
     names = schema.get("propertyNames")
     if names is not None:
         problem = _check_names(value, names, path, root)
         if problem is not None:
-            return problem
+            yield problem
     extra = schema.get("additionalProperties", True)
     for key, item in value.items():
         name = str(key)
@@ -331,8 +342,7 @@ def _check_object(
         else:
             problem = None
         if problem is not None:
-            return problem
-    return None
+            yield problem
 
 
 def _check_names(
@@ -360,6 +370,24 @@ def make_validator(schema: Mapping[str, object]) -> Callable[[object], str | Non
     accept = compile_acceptor(schema)
 
     def check(value: object) -> str | None:
-        return None if accept(value) else _validate(value, schema, _ROOT, schema)
+        if accept(value):
+            return None
+        return _arguments_problems(value, schema)
 
     return check
+
+
+MAX_PROBLEMS = 5
+"""How many problems of the arguments' own properties one refusal names at most."""
+
+
+def _arguments_problems(value: object, schema: Mapping[str, object]) -> str | None:
+    """The first problem; when it is one of the arguments' own properties, the others too.
+
+    A model told only the first mistake of several fixes them one call at a time.
+    """
+    problem = _validate(value, schema, _ROOT, schema)
+    if problem is None or not isinstance(value, _OBJECTS):
+        return problem
+    problems = list(itertools.islice(_object_problems(value, schema, _ROOT, schema), MAX_PROBLEMS))
+    return "; ".join(problems) if problem in problems else problem
