@@ -174,11 +174,26 @@ def _bound(keyword: str, limit: object) -> Check | None:
     holds, sign = _BOUNDS[keyword]
 
     def check(value: object) -> str | None:
-        if not is_number(value) or holds(value, limit):
+        if not is_number(value) or holds(value, limit) or _holds_as_written(holds, value, limit):
             return None
         return f"must be {sign} {limit!r}, got {value!r}"
 
     return check
+
+
+def _holds_as_written(holds: Callable[[Any, Any], Any], value: float, limit: float) -> bool:
+    """Whether the bound holds for the numbers as their JSON text reads them.
+
+    Past 2**53 a float is not the number written: ``1e25`` reads as
+    10000000000000000905969664, above a ``maximum`` of ``10**25``. Asked
+    only when the floats' own comparison fails, so the usual check costs nothing.
+    """
+    if type(value) is int and type(limit) is int:
+        return False
+    try:
+        return bool(holds(decimal(value), decimal(limit)))
+    except ValueError:  # infinite or NaN: read as the float it is
+        return False
 
 
 def _multiple_of(step: object) -> Check | None:

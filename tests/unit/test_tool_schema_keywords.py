@@ -254,6 +254,19 @@ def test_number_bounds_skip_other_types() -> None:
     assert check(bounded, {"x": "abc"}) == "x: must have at least 5 characters, got 3"
 
 
+def test_number_bounds_read_a_large_number_as_its_json_text_does() -> None:
+    """R9.3: past 2**53 a float is not the number its text wrote: ``1e25`` meets a
+    ``maximum`` of ``10**25`` exactly, as its text reads, and an exclusive one refuses it."""
+    assert check(holding("x", {"maximum": 10**25}), {"x": 1e25}) is None
+    assert check(holding("x", {"minimum": 10**25}), {"x": 1e25}) is None
+    assert check(holding("x", {"exclusiveMaximum": 10**25}), {"x": 1e25}) == (
+        "x: must be < 10000000000000000000000000, got 1e+25"
+    )
+    assert check(holding("x", {"maximum": 10**25}), {"x": 1.1e25}) == (
+        "x: must be <= 10000000000000000000000000, got 1.1e+25"
+    )
+
+
 @pytest.mark.parametrize(
     ("items", "unique"),
     [
