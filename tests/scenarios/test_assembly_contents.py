@@ -27,9 +27,10 @@ def _add(section: object) -> Rewrite:
         (_add(Section("rules", "Answer briefly.", order="10")), "order '10', not an int"),  # type: ignore[arg-type]
         (_add(Section("rules", "Answer briefly.", order=True)), "order True, not an int"),
         (_add(Section("rules", "Answer briefly.", order=1.5)), "order 1.5, not an int"),  # type: ignore[arg-type]
+        (_add(Section(7, "Answer briefly.")), "a section named 7, not a str"),  # type: ignore[arg-type]
         (lambda assembly: attrs.evolve(assembly, tools=("echo",)), "a tool that is str"),
     ],
-    ids=["str section", "str order", "bool order", "float order", "str tool"],
+    ids=["str section", "str order", "bool order", "float order", "int name", "str tool"],
 )
 async def test_an_assembly_holding_the_wrong_types_ends_the_turn_with_a_hook_error(
     autojump_clock: trio.testing.MockClock, rewrite: Rewrite, problem: str

@@ -79,6 +79,9 @@ def _check_contents(assembly: Assembly) -> None:
     for section in assembly.sections:
         if not isinstance(section, Section):
             raise _wrong(f"a section that is {type(section).__name__}, not Section")
+        name: object = section.name
+        if not isinstance(name, str):
+            raise _wrong(f"a section named {name!r}, not a str")
         order: object = section.order  # what a listener set, whatever the annotation says
         if not isinstance(order, int) or isinstance(order, bool):
             raise _wrong(f"section {section.name!r} with order {order!r}, not an int")
