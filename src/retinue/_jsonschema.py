@@ -259,6 +259,8 @@ def _size(keyword: str, limit: object) -> Check | None:
 def _pattern(pattern: object) -> Check | None:
     try:
         compiled = re.compile(str(pattern))
+        if not compiled.flags & re.MULTILINE:
+            compiled = re.compile(ending_at_text_end(str(pattern)))
     except re.error:
         return None
 
@@ -269,6 +271,33 @@ def _pattern(pattern: object) -> Check | None:
         return f'must match the pattern "{pattern}"'
 
     return check
+
+
+def ending_at_text_end(pattern: str) -> str:
+    """*pattern* with each ``$`` anchor matching only at the end, as JSON Schema's (ECMA-262).
+
+    Python's ``$`` also matches before a final newline: ``^[a-z]+$`` would
+    take ``"main\\n"``, a newline slipped into a command or a path. An escaped
+    ``\\$`` and a ``$`` inside a character class are left as they are.
+    """
+    out: list[str] = []
+    escaped = in_class = class_start = False
+    for char in pattern:
+        anchor = False
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            # A "]" first in a class (after any "^") is a literal, not its end.
+            in_class = not (char == "]" and not class_start)
+            class_start = class_start and char == "^"
+        elif char == "[":
+            in_class = class_start = True
+        else:
+            anchor = char == "$"
+        out.append("\\Z" if anchor else char)
+    return "".join(out)
 
 
 def _unique_items(unique: object) -> Check | None:

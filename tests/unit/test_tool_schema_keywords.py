@@ -268,6 +268,32 @@ def test_number_bounds_read_a_large_number_as_its_json_text_does() -> None:
 
 
 @pytest.mark.parametrize(
+    ("pattern", "good", "bad"),
+    [
+        ("^[a-z-]+$", "main", "main\n"),
+        ("v\\$$", "v$", "v$\n"),
+        ("^[$]+$", "$$", "$$\n"),
+        ("^[]$]+$", "]$", "]$\n"),
+    ],
+)
+def test_a_pattern_end_anchor_matches_only_at_the_end_of_the_text(
+    pattern: str, good: str, bad: str
+) -> None:
+    """R9.3: ``$`` ends the text, as in JSON Schema's regular expressions, not also before
+    a final newline as Python's does: a newline cannot slip into an argument so checked.
+    An escaped ``\\$`` and a ``$`` in a character class stay literal."""
+    assert check(holding("x", {"pattern": pattern}), {"x": good}) is None
+    assert check(holding("x", {"pattern": pattern}), {"x": bad}) == (
+        f'x: must match the pattern "{pattern}"'
+    )
+
+
+def test_a_multiline_pattern_keeps_its_line_anchors() -> None:
+    """A pattern with Python's inline ``(?m)`` flag keeps ``$`` as the end of any line."""
+    assert check(holding("x", {"pattern": "(?m)^a$"}), {"x": "a\nb"}) is None
+
+
+@pytest.mark.parametrize(
     ("items", "unique"),
     [
         ([1, 1.0], False),

@@ -148,7 +148,8 @@ class Tool:
     ``minItems``, ``maxItems``, ``uniqueItems`` (``1`` equals ``1.0``, not
     ``true``), ``minimum``, ``maximum``, ``exclusiveMinimum``,
     ``exclusiveMaximum``, ``multipleOf``, ``minLength`` and ``maxLength`` (in
-    code points), ``pattern`` (Python's ``re.search``), ``allOf``, ``anyOf``,
+    code points), ``pattern`` (Python's ``re.search``, its ``$`` matching only
+    at the end, as JSON Schema's does), ``allOf``, ``anyOf``,
     ``oneOf``, ``not`` and local ``$ref``s (``#/$defs/Name``,
     ``#/definitions/Name``, recursive ones too): what pydantic's
     ``model_json_schema()`` writes. Annotations pass through unchecked:
