@@ -6,13 +6,16 @@ import collections.abc
 import dataclasses
 import enum
 import functools
+import re
 import typing
 from collections.abc import Mapping
 from typing import Annotated, Literal, NotRequired, TypedDict
 
+import annotated_types
 import attr
 import attrs
 import pytest
+from pydantic import Field
 
 from retinue._lossless import freeze_json, thaw_json
 from retinue._request import ToolSchema
@@ -218,6 +221,59 @@ def test_tool_schema_of_a_dataclass_and_a_newtype() -> None:
         "required": ["frame", "owner"],
         "additionalProperties": False,
     }
+
+
+def test_annotated_constraints_of_pydantic_and_annotated_types_become_schema_keywords() -> None:
+    """R9.7: ``Field(ge=..., le=..., description=...)`` and annotated-types' constraints
+    inside ``Annotated`` become bounds, lengths (by the value's JSON type) and a pattern
+    (a compiled regex's too), and the arguments are checked against them."""
+
+    @tool
+    def forecast(
+        days: Annotated[int, Field(ge=1, le=7, description="Days ahead.")],
+        city: Annotated[str, annotated_types.MinLen(2), re.compile("^[A-Z]")],
+        tags: Annotated[list[str], annotated_types.MaxLen(3)] = [],  # noqa: B006
+        low: Annotated[float | None, annotated_types.Interval(gt=-100, lt=100)] = None,
+    ) -> str:
+        """Forecast."""
+        return city
+
+    properties = schema_of(forecast)["properties"]  # type: ignore[index]
+    assert properties["days"] == {
+        "type": "integer",
+        "description": "Days ahead.",
+        "minimum": 1,
+        "maximum": 7,
+    }
+    assert properties["city"] == {"type": "string", "minLength": 2, "pattern": "^[A-Z]"}
+    assert properties["tags"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "maxItems": 3,
+        "default": [],
+    }
+    assert properties["low"] == {
+        "type": ["number", "null"],
+        "exclusiveMinimum": -100,
+        "exclusiveMaximum": 100,
+        "default": None,
+    }
+    wrong = freeze_json({"days": 9, "city": "o", "tags": ["a", "b", "c", "d"], "low": 100})
+    assert forecast.check_arguments(wrong) == (
+        "days: must be <= 7, got 9; city: must have at least 2 characters, got 1; "
+        "tags: must have at most 3 items, got 4; low: must be < 100, got 100"
+    )
+
+
+def test_a_length_bound_on_a_type_without_a_length_is_refused_when_decorated() -> None:
+    """R9.7: ``min_length`` on an int says nothing the schema could check: refused at
+    decoration naming the parameter, rather than ignored."""
+    with pytest.raises(TypeError, match=r"count\): a length bound .* not integer"):
+
+        @tool
+        def tally(count: Annotated[int, Field(min_length=2)]) -> int:
+            """Tally."""
+            return count
 
 
 def test_tool_schema_omits_the_injected_context_parameter() -> None:

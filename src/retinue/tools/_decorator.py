@@ -36,7 +36,10 @@ def tool(
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
     ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict``, attrs classes and dataclasses, a ``NewType`` as its
-    supertype; ``Annotated[X, "text"]`` adds a description); parameters with
+    supertype; ``Annotated[X, "text"]`` adds a description, and pydantic's
+    ``Field(ge=..., max_length=..., pattern=..., description=...)`` or
+    annotated-types' ``Gt``, ``Le``, ``MinLen``, ... inside ``Annotated`` add
+    bounds, lengths and a pattern the arguments are checked against); parameters with
     defaults are optional, and one (or a record's field) defaulting to
     ``None`` also accepts null. Parameter names must be
     1 to 64 ASCII letters, digits, ``_``, ``.`` or ``-``, the property names

@@ -18,6 +18,7 @@ import attrs
 from retinue._errors import InvalidJsonError, RetinueError
 from retinue._lossless import freeze_json, thaw_json
 
+from ._annotations import annotated_metadata, metadata_keywords
 from ._execution import describe_failure
 from ._tool import ToolContext
 from ._validate import validate
@@ -82,10 +83,14 @@ def unwrap(hint: object) -> tuple[object, str | None]:
 
 
 def shape_of(hint: object, where: str) -> Shape:
+    metadata = annotated_metadata(hint)
     hint, description = unwrap(hint)
     shape = _bare_shape(hint, where)
+    keywords = metadata_keywords(metadata, shape.schema, where) if metadata else {}
     if description:
-        return Shape({**shape.schema, "description": description}, shape.coerce)
+        keywords["description"] = description
+    if keywords:
+        return Shape({**shape.schema, **keywords}, shape.coerce)
     return shape
 
 

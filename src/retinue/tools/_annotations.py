@@ -1,0 +1,96 @@
+"""Schema keywords from ``Annotated`` metadata: annotated-types constraints and pydantic's ``Field``.
+
+``Annotated[int, Field(ge=1, le=7, description="...")]`` and
+``Annotated[str, MinLen(2), re.compile("^[a-z]+$")]`` say what an argument
+may be; read by the attributes they carry (``gt``, ``ge``, ``lt``, ``le``,
+``multiple_of``, ``min_length``, ``max_length``, ``pattern``,
+``description``), not by their classes, so neither library is imported.
+A pydantic ``FieldInfo`` holds its constraints in its ``metadata`` list.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+from typing import Annotated, NotRequired, Required
+
+__all__ = ["annotated_metadata", "metadata_keywords"]
+
+_BOUNDS = {
+    "gt": "exclusiveMinimum",
+    "ge": "minimum",
+    "lt": "exclusiveMaximum",
+    "le": "maximum",
+    "multiple_of": "multipleOf",
+}
+# (least, most) size keyword per JSON type a length bounds.
+_SIZES = {
+    "string": ("minLength", "maxLength"),
+    "array": ("minItems", "maxItems"),
+    "object": ("minProperties", "maxProperties"),
+}
+
+
+def annotated_metadata(hint: object) -> list[object]:
+    """Every ``Annotated`` layer's metadata around *hint*, outermost first."""
+    metadata: list[object] = []
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is Annotated:
+            args = typing.get_args(hint)
+            metadata.extend(args[1:])
+            hint = args[0]
+        elif origin is Required or origin is NotRequired:
+            hint = typing.get_args(hint)[0]
+        else:
+            return metadata
+
+
+def metadata_keywords(
+    metadata: list[object], schema: dict[str, object], where: str
+) -> dict[str, object]:
+    """The schema keywords *metadata* asks of a value described by *schema*.
+
+    Raises:
+        TypeError: a length bound on a type that has no length.
+    """
+    keywords: dict[str, object] = {}
+    for item in _flattened(metadata):
+        if isinstance(item, str):
+            continue  # a description, read with the hint itself
+        for name, keyword in _BOUNDS.items():
+            value = getattr(item, name, None)
+            if value is not None:
+                keywords[keyword] = value
+        for index, name in enumerate(("min_length", "max_length")):
+            value = getattr(item, name, None)
+            if value is not None:
+                keywords[_size_keyword(schema, where)[index]] = value
+        pattern = getattr(item, "pattern", None)
+        if isinstance(pattern, str):
+            keywords["pattern"] = pattern
+        description = getattr(item, "description", None)
+        if isinstance(description, str) and description:
+            keywords["description"] = description
+    return keywords
+
+
+def _flattened(metadata: list[object]) -> Iterator[object]:
+    """*metadata*, a pydantic ``FieldInfo`` followed by the constraints it holds."""
+    for item in metadata:
+        yield item
+        inner = getattr(item, "metadata", None)
+        if isinstance(inner, list):
+            yield from _flattened(inner)
+
+
+def _size_keyword(schema: dict[str, object], where: str) -> tuple[str, str]:
+    kind = schema.get("type")
+    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+    sized = [name for name in kinds if name in _SIZES]
+    if len(sized) != 1:
+        raise TypeError(
+            f"{where}: a length bound (min_length, max_length) needs a str, list or dict "
+            f"type, not {kind or 'any'}"
+        )
+    return _SIZES[str(sized[0])]
