@@ -12,6 +12,7 @@ a tool is built, and a generator reading any schema must not fail on one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import operator
@@ -172,28 +173,39 @@ def _bound(keyword: str, limit: object) -> Check | None:
     if not isinstance(limit, int | float):
         return None
     holds, sign = _BOUNDS[keyword]
+    inexact_limit = _inexact(limit)
 
     def check(value: object) -> str | None:
-        if not is_number(value) or holds(value, limit) or _holds_as_written(holds, value, limit):
+        if not is_number(value):
+            return None
+        if inexact_limit or _inexact(value):
+            if _holds_as_written(holds, value, limit):
+                return None
+        elif holds(value, limit):
             return None
         return f"must be {sign} {limit!r}, got {value!r}"
 
     return check
 
 
+def _inexact(number: object) -> bool:
+    """Whether *number* is a float past 2**53, no longer the number its text wrote."""
+    return type(number) is float and not -_EXACT_BOUND < number < _EXACT_BOUND
+
+
+_EXACT_BOUND = 2.0**53
+
+
 def _holds_as_written(holds: Callable[[Any, Any], Any], value: float, limit: float) -> bool:
     """Whether the bound holds for the numbers as their JSON text reads them.
 
     Past 2**53 a float is not the number written: ``1e25`` reads as
-    10000000000000000905969664, above a ``maximum`` of ``10**25``. Asked
-    only when the floats' own comparison fails, so the usual check costs nothing.
+    10000000000000000905969664, above a ``maximum`` of ``10**25``.
     """
-    if type(value) is int and type(limit) is int:
-        return False
     try:
         return bool(holds(decimal(value), decimal(limit)))
     except ValueError:  # infinite or NaN: read as the float it is
-        return False
+        return bool(holds(value, limit))
 
 
 def _multiple_of(step: object) -> Check | None:
@@ -259,10 +271,11 @@ def _size(keyword: str, limit: object) -> Check | None:
 def _pattern(pattern: object) -> Check | None:
     try:
         compiled = re.compile(str(pattern))
-        if not compiled.flags & re.MULTILINE:
-            compiled = re.compile(ending_at_text_end(str(pattern)))
     except re.error:
         return None
+    with contextlib.suppress(re.error):
+        # If the reading cannot be compiled, Python's own is kept: never none at all.
+        compiled = re.compile(ending_at_text_end(str(pattern)))
 
     def check(value: object) -> str | None:
         # search, not match: a JSON Schema pattern is not anchored.
@@ -278,26 +291,34 @@ def ending_at_text_end(pattern: str) -> str:
 
     Python's ``$`` also matches before a final newline: ``^[a-z]+$`` would
     take ``"main\\n"``, a newline slipped into a command or a path. An escaped
-    ``\\$`` and a ``$`` inside a character class are left as they are.
+    ``\\$`` and a ``$`` inside a character class are left as they are. A
+    pattern with inline flags or comments (Python's own syntax, where
+    ``$`` may mean a line's end or sit in a comment) is left whole.
     """
+    if _INLINE_FLAGS.search(pattern):
+        return pattern
     out: list[str] = []
     escaped = in_class = class_start = False
     for char in pattern:
         anchor = False
         if escaped:
-            escaped = False
+            escaped = class_start = False
         elif char == "\\":
             escaped = True
         elif in_class:
-            # A "]" first in a class (after any "^") is a literal, not its end.
+            # A "]" first in a class (after its "^") is a literal, not its end.
             in_class = not (char == "]" and not class_start)
-            class_start = class_start and char == "^"
+            class_start = class_start and char == "^" and out[-1] == "["
         elif char == "[":
             in_class = class_start = True
         else:
             anchor = char == "$"
         out.append("\\Z" if anchor else char)
     return "".join(out)
+
+
+# ``(?i)``, ``(?m:...)``, ``(?x)``, ``(?#...)``: flags and comments no JSON Schema pattern has.
+_INLINE_FLAGS = re.compile(r"\(\?[aiLmsux#-]")
 
 
 def _unique_items(unique: object) -> Check | None:

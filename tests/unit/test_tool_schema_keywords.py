@@ -265,6 +265,10 @@ def test_number_bounds_read_a_large_number_as_its_json_text_does() -> None:
     assert check(holding("x", {"maximum": 10**25}), {"x": 1.1e25}) == (
         "x: must be <= 10000000000000000000000000, got 1.1e+25"
     )
+    assert check(holding("x", {"maximum": 1e25}), {"x": 10**25 + 1}) == (
+        "x: must be <= 1e+25, got 10000000000000000000000001"
+    )
+    assert check(holding("x", {"maximum": 1e25}), {"x": 10**25}) is None
 
 
 @pytest.mark.parametrize(
@@ -274,6 +278,8 @@ def test_number_bounds_read_a_large_number_as_its_json_text_does() -> None:
         ("v\\$$", "v$", "v$\n"),
         ("^[$]+$", "$$", "$$\n"),
         ("^[]$]+$", "]$", "]$\n"),
+        ("^[\\w-]+$", "main", "main\n"),
+        ("^[\\d]+$", "12", "12\n"),
     ],
 )
 def test_a_pattern_end_anchor_matches_only_at_the_end_of_the_text(
@@ -288,9 +294,16 @@ def test_a_pattern_end_anchor_matches_only_at_the_end_of_the_text(
     )
 
 
-def test_a_multiline_pattern_keeps_its_line_anchors() -> None:
-    """A pattern with Python's inline ``(?m)`` flag keeps ``$`` as the end of any line."""
-    assert check(holding("x", {"pattern": "(?m)^a$"}), {"x": "a\nb"}) is None
+@pytest.mark.parametrize(
+    ("pattern", "value"),
+    [("(?m)^a$", "a\nb"), ("(?m:^a$)", "a\nb"), ("(?x)^a # [b\n$", "a\n")],
+)
+def test_a_pattern_with_inline_flags_or_comments_keeps_pythons_anchors(
+    pattern: str, value: str
+) -> None:
+    """A pattern using Python's own syntax (inline flags, scoped or not, and comments),
+    which no JSON Schema pattern has, is read as Python reads it."""
+    assert check(holding("x", {"pattern": pattern}), {"x": value}) is None
 
 
 @pytest.mark.parametrize(
