@@ -265,6 +265,69 @@ def test_annotated_constraints_of_pydantic_and_annotated_types_become_schema_key
     )
 
 
+def test_repeated_constraints_all_hold_and_a_compiled_patterns_flags_are_kept() -> None:
+    """R9.7: repeated bounds keep the tightest (both then hold), a second step or pattern
+    joins ``allOf``; a compiled pattern, bare or in ``Field(pattern=...)``, keeps its
+    flags written inline."""
+
+    @tool
+    def pick(
+        count: Annotated[int, annotated_types.Ge(5), annotated_types.Ge(1), Field(le=9, gt=0)],
+        step: Annotated[int, annotated_types.MultipleOf(2), annotated_types.MultipleOf(3)],
+        name: Annotated[str, re.compile("^[a-z]+$", re.IGNORECASE)],
+        code: Annotated[str, Field(pattern=re.compile("^x"))],
+    ) -> str:
+        """Pick."""
+        return name
+
+    properties = schema_of(pick)["properties"]  # type: ignore[index]
+    assert properties["count"] == {
+        "type": "integer",
+        "minimum": 5,
+        "maximum": 9,
+        "exclusiveMinimum": 0,
+    }
+    assert properties["step"] == {"type": "integer", "multipleOf": 2, "allOf": [{"multipleOf": 3}]}
+    assert properties["name"] == {"type": "string", "pattern": "(?i)^[a-z]+$"}
+    assert properties["code"] == {"type": "string", "pattern": "^x"}
+    assert pick.check_arguments(
+        freeze_json({"count": 2, "step": 4, "name": "ABC", "code": "y"})
+    ) == (
+        'count: must be >= 5, got 2; step: must be a multiple of 3, got 4; code: must match the pattern "^x"'
+    )
+
+
+def test_a_pydantic_field_as_a_default_is_refused_pointing_to_annotated() -> None:
+    """R9.7: ``n: int = Field(default=3, ge=1)`` would hand the body the ``FieldInfo``
+    itself: refused at decoration, naming the parameter and the ``Annotated`` form."""
+    with pytest.raises(TypeError, match=r"days\(n\): a pydantic Field\(\.\.\.\) as the default"):
+
+        @tool
+        def days(n: int = Field(default=3, ge=1)) -> int:
+            """Days."""
+            return n
+
+
+@dataclasses.dataclass
+class Scaled:
+    value: int
+    factor: dataclasses.InitVar[int]
+
+    def __post_init__(self, factor: int) -> None:
+        self.value *= factor
+
+
+def test_a_dataclass_taking_an_init_var_is_refused_when_decorated() -> None:
+    """R9.7: an ``InitVar`` is a constructor argument but no field, so no schema would ask
+    for it and every call would fail: refused at decoration, naming it."""
+    with pytest.raises(TypeError, match=r"scale\(s\): Scaled takes factor .* InitVar"):
+
+        @tool
+        def scale(s: Scaled) -> int:
+            """Scale."""
+            return s.value
+
+
 def test_a_length_bound_on_a_type_without_a_length_is_refused_when_decorated() -> None:
     """R9.7: ``min_length`` on an int says nothing the schema could check: refused at
     decoration naming the parameter, rather than ignored."""

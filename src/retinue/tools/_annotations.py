@@ -10,9 +10,10 @@ A pydantic ``FieldInfo`` holds its constraints in its ``metadata`` list.
 
 from __future__ import annotations
 
+import re
 import typing
-from collections.abc import Iterator
-from typing import Annotated, NotRequired, Required
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, NotRequired, Required
 
 __all__ = ["annotated_metadata", "metadata_keywords"]
 
@@ -55,24 +56,69 @@ def metadata_keywords(
         TypeError: a length bound on a type that has no length.
     """
     keywords: dict[str, object] = {}
+    also: list[dict[str, object]] = []  # a second pattern or step: both must hold
     for item in _flattened(metadata):
         if isinstance(item, str):
             continue  # a description, read with the hint itself
-        for name, keyword in _BOUNDS.items():
-            value = getattr(item, name, None)
-            if value is not None:
-                keywords[keyword] = value
-        for index, name in enumerate(("min_length", "max_length")):
-            value = getattr(item, name, None)
-            if value is not None:
-                keywords[_size_keyword(schema, where)[index]] = value
-        pattern = getattr(item, "pattern", None)
-        if isinstance(pattern, str):
-            keywords["pattern"] = pattern
+        for keyword, value in _constraints(item, schema, where):
+            _merge(keywords, also, keyword, value)
         description = getattr(item, "description", None)
         if isinstance(description, str) and description:
             keywords["description"] = description
+    if also:
+        keywords["allOf"] = also
     return keywords
+
+
+def _constraints(
+    item: object, schema: dict[str, object], where: str
+) -> Iterator[tuple[str, object]]:
+    """The schema keywords one metadata item carries."""
+    for name, keyword in _BOUNDS.items():
+        value = getattr(item, name, None)
+        if value is not None:
+            yield keyword, value
+    for index, name in enumerate(("min_length", "max_length")):
+        value = getattr(item, name, None)
+        if value is not None:
+            yield _size_keyword(schema, where)[index], value
+    pattern = item if isinstance(item, re.Pattern) else getattr(item, "pattern", None)
+    if isinstance(pattern, re.Pattern):
+        yield "pattern", _with_flags(pattern)
+    elif isinstance(pattern, str):
+        yield "pattern", pattern
+
+
+def _with_flags(pattern: re.Pattern[str]) -> str:
+    """A compiled pattern's text, its flags written inline so the text means the same."""
+    letters = "".join(letter for flag, letter in _FLAG_LETTERS if pattern.flags & flag)
+    return f"(?{letters}){pattern.pattern}" if letters else pattern.pattern
+
+
+_FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
+# Repeated, the tighter bound wins: both hold exactly when it does.
+_TIGHTEST: dict[str, Callable[[Any, Any], object]] = {
+    "minimum": max, "exclusiveMinimum": max, "minLength": max, "minItems": max,
+    "minProperties": max, "maximum": min, "exclusiveMaximum": min, "maxLength": min,
+    "maxItems": min, "maxProperties": min,
+}  # fmt: skip
+
+
+def _merge(
+    keywords: dict[str, object], also: list[dict[str, object]], keyword: str, value: object
+) -> None:
+    """Add *keyword*; repeated, keep what makes every occurrence hold."""
+    known = keywords.get(keyword)
+    if keyword not in keywords or known == value:
+        keywords[keyword] = value
+    elif keyword in _TIGHTEST and _is_number(known) and _is_number(value):
+        keywords[keyword] = _TIGHTEST[keyword](known, value)
+    else:
+        also.append({keyword: value})
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _flattened(metadata: list[object]) -> Iterator[object]:

@@ -19,6 +19,7 @@ from ._shapes import (
     accepting_null,
     object_schema,
     raise_located,
+    refuse_field_default,
     resolve_hints,
     shape_of,
     type_schema,
@@ -175,6 +176,7 @@ def _defined_in_class_body(function: types.FunctionType) -> bool:
 
 
 def _parameter_shape(parameter: inspect.Parameter, hint: object, where: str) -> Shape:
+    refuse_field_default(parameter.default, f"{where}({parameter.name})")
     shape = shape_of(hint, f"{where}({parameter.name})")
     return accepting_null(shape) if parameter.default is None else shape
 

@@ -30,6 +30,7 @@ __all__ = [
     "accepting_null",
     "object_schema",
     "raise_located",
+    "refuse_field_default",
     "resolve_hints",
     "shape_of",
     "type_schema",
@@ -405,7 +406,7 @@ class _Field(NamedTuple):
     """``attrs.NOTHING`` when required; ``EMPTY`` when built by a factory (none shown)."""
 
 
-def _init_fields(cls: type[object], hints: dict[str, object]) -> list[_Field]:
+def _init_fields(cls: type[object], hints: dict[str, object], where: str) -> list[_Field]:
     """The fields an attrs class or a dataclass takes in its constructor."""
     if attrs.has(cls):
         return [
@@ -413,11 +414,19 @@ def _init_fields(cls: type[object], hints: dict[str, object]) -> list[_Field]:
             for field in attrs.fields(cls)
             if field.init
         ]
-    return [
+    fields = [
         _Field(field.name, hints.get(field.name, EMPTY), _dataclass_default(field))
         for field in dataclasses.fields(typing.cast("type[typing.Any]", cls))
         if field.init
     ]
+    unlisted = set(inspect.signature(cls).parameters) - {field.name for field in fields}
+    if unlisted:
+        # An InitVar is taken by the constructor but is no field: no schema would ask for it.
+        raise TypeError(
+            f"{where}: {cls.__qualname__} takes {', '.join(sorted(unlisted))} in its constructor "
+            "as no field (an InitVar): unsupported in a tool signature"
+        )
+    return fields
 
 
 def _dataclass_default(field: dataclasses.Field[object]) -> object:
@@ -430,7 +439,8 @@ def _record_fields(cls: type[object], where: str) -> Shape:
     shapes: dict[str, Shape] = {}
     properties: dict[str, object] = {}
     required: list[str] = []
-    for field in _init_fields(cls, resolve_hints(cls, where)):
+    for field in _init_fields(cls, resolve_hints(cls, where), where):
+        refuse_field_default(field.default, f"{where}.{field.name}")
         shape = shape_of(field.hint, f"{where}.{field.name}")
         if field.default is None:
             # As for a parameter: the schema would name null as the default yet refuse it.
@@ -457,6 +467,20 @@ def _field_hint(field: attrs.Attribute[object], hints: dict[str, object]) -> obj
     if field.name in hints:
         return hints[field.name]
     return EMPTY if field.type is None else field.type
+
+
+def refuse_field_default(default: object, where: str) -> None:
+    """Refuse a pydantic ``Field(...)`` given as a default: the body would receive it.
+
+    Raises:
+        TypeError: *default* is a pydantic ``FieldInfo``.
+    """
+    kind = type(default)
+    if kind.__name__ == "FieldInfo" and kind.__module__.startswith("pydantic"):
+        raise TypeError(
+            f"{where}: a pydantic Field(...) as the default is not read (the body would get "
+            "it as its value): write Annotated[T, Field(...)] and give a plain default"
+        )
 
 
 def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
