@@ -389,5 +389,9 @@ def _arguments_problems(value: object, schema: Mapping[str, object]) -> str | No
     problem = _validate(value, schema, _ROOT, schema)
     if problem is None or not isinstance(value, _OBJECTS):
         return problem
-    problems = list(itertools.islice(_object_problems(value, schema, _ROOT, schema), MAX_PROBLEMS))
-    return "; ".join(problems) if problem in problems else problem
+    found = _object_problems(value, schema, _ROOT, schema)
+    problems = list(itertools.islice(found, MAX_PROBLEMS + 1))
+    if problem not in problems:
+        return problem
+    more = "; and more" if len(problems) > MAX_PROBLEMS else ""
+    return "; ".join(problems[:MAX_PROBLEMS]) + more
