@@ -265,6 +265,36 @@ def test_annotated_constraints_of_pydantic_and_annotated_types_become_schema_key
     )
 
 
+def test_a_numeric_bound_on_a_type_without_numbers_is_refused_when_decorated() -> None:
+    """R9.7: ``Field(gt=1)`` on a ``str`` would constrain nothing: refused at decoration
+    naming the parameter, rather than ignored."""
+    with pytest.raises(TypeError, match=r"label\): a numeric bound \(gt\) .* not string"):
+
+        @tool
+        def tag(label: Annotated[str, Field(gt=1)]) -> str:
+            """Tag."""
+            return label
+
+
+def test_a_length_bound_on_a_union_bounds_each_sized_member() -> None:
+    """R9.7: ``max_length`` on ``list[int] | str`` bounds the list's items and the string's
+    characters, each keyword applying to its own JSON type."""
+
+    @tool
+    def take(x: Annotated[list[int] | str, Field(max_length=2)]) -> str:
+        """Take."""
+        return "ok"
+
+    assert (
+        take.check_arguments(freeze_json({"x": "abc"}))
+        == "x: must have at most 2 characters, got 3"
+    )
+    assert (
+        take.check_arguments(freeze_json({"x": [1, 2, 3]})) == "x: must have at most 2 items, got 3"
+    )
+    assert take.check_arguments(freeze_json({"x": 7})) is not None
+
+
 def test_repeated_constraints_all_hold_and_a_compiled_patterns_flags_are_kept() -> None:
     """R9.7: repeated bounds keep the tightest (both then hold), a second step or pattern
     joins ``allOf``; a compiled pattern, bare or in ``Field(pattern=...)``, keeps its

@@ -77,11 +77,13 @@ def _constraints(
     for name, keyword in _BOUNDS.items():
         value = getattr(item, name, None)
         if value is not None:
+            _check_numeric(schema, name, where)
             yield keyword, value
     for index, name in enumerate(("min_length", "max_length")):
         value = getattr(item, name, None)
         if value is not None:
-            yield _size_keyword(schema, where)[index], value
+            # Each size keyword bounds its own JSON type only: one per sized type allowed.
+            yield from ((keywords[index], value) for keywords in _size_keywords(schema, where))
     pattern = item if isinstance(item, re.Pattern) else getattr(item, "pattern", None)
     if isinstance(pattern, re.Pattern):
         yield "pattern", _with_flags(pattern)
@@ -130,13 +132,33 @@ def _flattened(metadata: list[object]) -> Iterator[object]:
             yield from _flattened(inner)
 
 
-def _size_keyword(schema: dict[str, object], where: str) -> tuple[str, str]:
+def _check_numeric(schema: dict[str, object], name: str, where: str) -> None:
+    """Refuse a numeric bound on a type with no number: it would constrain nothing."""
+    if not {"integer", "number"} & set(_kinds(schema)):
+        raise TypeError(
+            f"{where}: a numeric bound ({name}) needs an int or float type, "
+            f"not {schema.get('type') or 'this one'}"
+        )
+
+
+def _kinds(schema: object) -> list[object]:
+    """The JSON types *schema* allows, its ``anyOf`` members' included."""
+    if not isinstance(schema, dict):
+        return []
     kind = schema.get("type")
-    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
-    sized = [name for name in kinds if name in _SIZES]
-    if len(sized) != 1:
+    kinds = [kind] if isinstance(kind, str) else list(kind) if isinstance(kind, list) else []
+    members = schema.get("anyOf")
+    for member in members if isinstance(members, list) else ():
+        kinds.extend(_kinds(member))
+    return kinds
+
+
+def _size_keywords(schema: dict[str, object], where: str) -> list[tuple[str, str]]:
+    """The (least, most) size keywords of each sized JSON type *schema* allows."""
+    sized = [_SIZES[str(kind)] for kind in dict.fromkeys(_kinds(schema)) if kind in _SIZES]
+    if not sized:
         raise TypeError(
             f"{where}: a length bound (min_length, max_length) needs a str, list or dict "
-            f"type, not {kind or 'any'}"
+            f"type, not {schema.get('type') or 'this one'}"
         )
-    return _SIZES[str(sized[0])]
+    return sized
