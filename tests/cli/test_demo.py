@@ -78,6 +78,10 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
             ["--store", "memory", "--agents", "1", "--provider", "scripted", "--model", "m"],
             "argument --model: only --provider openai or anthropic uses it, not scripted",
         ),
+        (
+            ["--store", "memory", "--provider", "anthropic", "--latency", "1"],
+            "argument --latency: only --provider mock or scripted uses it, not anthropic",
+        ),
     ],
 )
 def test_demo_refuses_bad_arguments_before_it_starts(

@@ -47,7 +47,7 @@ def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -
         "--turns", type=_at_least_one, default=3, help="prompts per agent (default 3)"
     )
     parser.add_argument(
-        "--latency", type=_seconds, default=0.05, help="model latency in seconds (default 0.05)"
+        "--latency", type=_seconds, help="model latency in seconds (mock/scripted; default 0.05)"
     )
     parser.add_argument("--seed", type=int, default=7, help="random seed")
     parser.add_argument(
@@ -129,6 +129,8 @@ def _run(args: argparse.Namespace) -> int:
     unused = _unused_option(args)
     if unused is not None:
         args.usage_error(unused)
+    if args.latency is None:
+        args.latency = DEFAULT_LATENCY
     shortfall = _descriptor_shortfall(args)
     if shortfall is not None:
         print(f"retinue demo: {shortfall}", file=sys.stderr)
@@ -146,12 +148,20 @@ def _run(args: argparse.Namespace) -> int:
 def _unused_option(args: argparse.Namespace) -> str | None:
     """The complaint about an option the chosen provider would silently ignore, if any."""
     if args.provider in SERVICE_PROVIDERS:
+        if args.latency is not None:
+            return (
+                f"argument --latency: only --provider mock or scripted uses it, not {args.provider}"
+            )
         return None
     for option, value in (("--model", args.model), ("--base-url", args.base_url)):
         if value is not None:
             uses = "only --provider openai or anthropic uses it"
             return f"argument {option}: {uses}, not {args.provider}"
     return None
+
+
+DEFAULT_LATENCY = 0.05
+"""Seconds the mock and scripted models take before answering, unless --latency says."""
 
 
 def _descriptor_shortfall(args: argparse.Namespace) -> str | None:
