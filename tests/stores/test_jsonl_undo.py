@@ -13,7 +13,7 @@ import pytest
 
 from retinue._errors import StoreError
 from retinue.session import Session
-from retinue.stores import JSONLStore, _jsonl
+from retinue.stores import JSONLStore, _jsonl, _jsonlfiles
 from retinue.stores._ids import bucket_name
 from retinue.testing import check_session_invariants
 from tests.stores._kit import flush_together, lines, run_turn
@@ -36,7 +36,7 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> _Faults:
     faults = _Faults()
     real_sync = _jsonl.JSONLBackend._sync
     real_truncate = os.ftruncate
-    real_write_all = _jsonl._write_all
+    real_write_all = _jsonlfiles.write_all
 
     def sync(self: _jsonl.JSONLBackend, fds: list[int]) -> None:
         if faults.sync:
@@ -59,7 +59,7 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> _Faults:
 
     monkeypatch.setattr(_jsonl.JSONLBackend, "_sync", sync)
     monkeypatch.setattr(os, "ftruncate", ftruncate)
-    monkeypatch.setattr(_jsonl, "_write_all", write_all)
+    monkeypatch.setattr(_jsonl, "write_all", write_all)
     return faults
 
 

@@ -8,7 +8,7 @@ import ctypes.util
 import fcntl
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import final
 
@@ -23,6 +23,7 @@ from ._common import already_exists, cannot_open, parse_header, parse_headers
 from ._ids import bucket_name, file_stem
 from ._jsonlfiles import (
     SessionFile,
+    close_all,
     fsync_directory,
     make_directory,
     mark_creation,
@@ -31,6 +32,7 @@ from ._jsonlfiles import (
     remove_held,
     remove_leftovers,
     unmark_creation,
+    write_all,
 )
 from ._writebehind import BufferedStore
 
@@ -157,7 +159,7 @@ class JSONLBackend:
                 self._undo(group)
                 raise
             finally:
-                _close_all(group.directories.values())
+                close_all(group.directories.values())
             return results
 
     def _write_one(self, batch: AppendBatch, group: _Group) -> StoreError | None:
@@ -176,7 +178,7 @@ class JSONLBackend:
         if refusal is not None:
             return refusal
         group.rollbacks.append((handle, handle.size, handle.count))
-        _write_all(handle.fd, data)
+        write_all(handle.fd, data)
         handle.size += len(data)
         handle.count += len(batch.events)
         group.touched.append(handle.fd)
@@ -200,7 +202,7 @@ class JSONLBackend:
             return exc
         group.new.append(new)
         content = (encode_header(batch.header) + "\n").encode() + data
-        _write_all(new.fd, content)
+        write_all(new.fd, content)
         new.size = len(content)
         group.touched.append(new.fd)
         return None
@@ -244,7 +246,7 @@ class JSONLBackend:
                 code="STORAGE_ERROR",
             ) from exc
         del self._left[session_id]
-        _close_all([left.fd])
+        close_all([left.fd])
 
     def _make_bucket(self, bucket: Path) -> None:
         """Create *bucket* and sync it into the root, once per bucket and backend.
@@ -459,7 +461,7 @@ class JSONLBackend:
                 _, left = self._left.popitem()
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
-                _close_all([left.fd])
+                close_all([left.fd])
 
 
 @contextlib.contextmanager
@@ -481,19 +483,6 @@ def _discard(new: _New) -> None:
         with contextlib.suppress(OSError):
             os.close(new.fd)
         new.fd = -1
-
-
-def _close_all(fds: Iterable[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 @final

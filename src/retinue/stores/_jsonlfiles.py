@@ -14,6 +14,7 @@ import errno
 import fcntl
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
@@ -24,6 +25,7 @@ from ._common import seq_conflict
 
 __all__ = [
     "SessionFile",
+    "close_all",
     "fsync_directory",
     "make_directory",
     "mark_creation",
@@ -32,6 +34,7 @@ __all__ = [
     "remove_held",
     "remove_leftovers",
     "unmark_creation",
+    "write_all",
 ]
 
 TEMPORARY_SUFFIX = ".tmp"
@@ -268,3 +271,18 @@ def _after_last_lines(fd: int, end: int, lines: int) -> int:
         end = start
         size = min(size * 2, _CHUNK)
     return 0
+
+
+def close_all(fds: Iterable[int]) -> None:
+    """Close every descriptor of *fds*, going on past any that fails."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of *data* to *fd*: one ``os.write`` may write only part of it."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
