@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 
 from retinue._lossless import FrozenDict, freeze_json
-from retinue.tools import tool
+from retinue.tools import Tool, tool
 from retinue.tools._validate import MAX_PROBLEMS, compile_acceptor, validate
 from tests.strategies import json_values
 
@@ -103,6 +103,22 @@ def test_a_tool_names_every_mistake_of_its_arguments_up_to_a_bound() -> None:
     assert validate(freeze_json(wrong), SCHEMA) == problems[0]
     more = freeze_json({**wrong, "budget": "cheap", "flexible": 0})
     assert book.check_arguments(more) == "; ".join(problems[:MAX_PROBLEMS]) + "; and more"
+
+
+def test_a_key_with_a_refused_name_is_named_once_among_the_problems() -> None:
+    """R9.3: a key that ``propertyNames`` refuses is not listed again as unexpected: one
+    problem per key, the others still listed."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "propertyNames": {"pattern": "^[a-z]+$"},
+        "additionalProperties": False,
+    }
+    named = Tool("named", "Named.", schema, lambda **_: "")
+    assert named.check_arguments(freeze_json({"Z": 1, "a": "x", "b": 2})) == (
+        'Z: property name must match the pattern "^[a-z]+$"; '
+        "a: expected integer, got string; b: unexpected property"
+    )
 
 
 def test_validate_rejects_unexpected_properties(check: Check) -> None:

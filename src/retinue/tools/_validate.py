@@ -323,13 +323,17 @@ def _object_problems(
             if isinstance(name, str) and name not in value:
                 yield f"{_join(path, name)}: missing required property"
     names = schema.get("propertyNames")
+    misnamed: str | None = None  # one problem per key: its name's, not also its value's
     if names is not None:
         problem = _check_names(value, names, path, root)
         if problem is not None:
+            misnamed = problem.partition(": property name")[0]
             yield problem
     extra = schema.get("additionalProperties", True)
     for key, item in value.items():
         name = str(key)
+        if _join(path, name) == misnamed:
+            continue
         sub = known.get(name)
         if isinstance(sub, _OBJECTS) or type(sub) is bool:
             problem = _validate(item, sub, _join(path, name), root)
