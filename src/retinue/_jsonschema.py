@@ -173,12 +173,12 @@ def _bound(keyword: str, limit: object) -> Check | None:
     if not isinstance(limit, int | float):
         return None
     holds, sign = _BOUNDS[keyword]
-    inexact_limit = _inexact(limit)
+    inexact_limit = is_inexact_integer(limit)
 
     def check(value: object) -> str | None:
         if not is_number(value):
             return None
-        if inexact_limit or _inexact(value):
+        if inexact_limit or is_inexact_integer(value):
             if _holds_as_written(holds, value, limit):
                 return None
         elif holds(value, limit):
@@ -186,14 +186,6 @@ def _bound(keyword: str, limit: object) -> Check | None:
         return f"must be {sign} {limit!r}, got {value!r}"
 
     return check
-
-
-def _inexact(number: object) -> bool:
-    """Whether *number* is a float past 2**53, no longer the number its text wrote."""
-    return type(number) is float and not -_EXACT_BOUND < number < _EXACT_BOUND
-
-
-_EXACT_BOUND = 2.0**53
 
 
 def _holds_as_written(holds: Callable[[Any, Any], Any], value: float, limit: float) -> bool:
