@@ -11,11 +11,12 @@ A pydantic ``FieldInfo`` holds its constraints in its ``metadata`` list.
 from __future__ import annotations
 
 import re
-import typing
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, NotRequired, Required
+from typing import Any
 
-__all__ = ["annotated_metadata", "metadata_keywords"]
+from retinue._jsonschema import is_number
+
+__all__ = ["metadata_keywords"]
 
 _BOUNDS = {
     "gt": "exclusiveMinimum",
@@ -32,39 +33,31 @@ _SIZES = {
 }
 
 
-def annotated_metadata(hint: object) -> list[object]:
-    """Every ``Annotated`` layer's metadata around *hint*, outermost first."""
-    metadata: list[object] = []
-    while True:
-        origin = typing.get_origin(hint)
-        if origin is Annotated:
-            args = typing.get_args(hint)
-            metadata.extend(args[1:])
-            hint = args[0]
-        elif origin is Required or origin is NotRequired:
-            hint = typing.get_args(hint)[0]
-        else:
-            return metadata
-
-
 def metadata_keywords(
     metadata: list[object], schema: dict[str, object], where: str
 ) -> dict[str, object]:
     """The schema keywords *metadata* asks of a value described by *schema*.
 
+    A str in *metadata* is the description (the first one), before any a
+    ``Field(description=...)`` gives.
+
     Raises:
-        TypeError: a length bound on a type that has no length.
+        TypeError: a numeric bound on a type with no number, or a length bound
+            on a type with no length.
     """
     keywords: dict[str, object] = {}
     also: list[dict[str, object]] = []  # a second pattern or step: both must hold
     for item in _flattened(metadata):
         if isinstance(item, str):
-            continue  # a description, read with the hint itself
+            continue
         for keyword, value in _constraints(item, schema, where):
             _merge(keywords, also, keyword, value)
         description = getattr(item, "description", None)
         if isinstance(description, str) and description:
             keywords["description"] = description
+    text = next((item for item in metadata if isinstance(item, str) and item), None)
+    if text is not None:
+        keywords["description"] = text
     if also:
         keywords["allOf"] = also
     return keywords
@@ -113,14 +106,10 @@ def _merge(
     known = keywords.get(keyword)
     if keyword not in keywords or known == value:
         keywords[keyword] = value
-    elif keyword in _TIGHTEST and _is_number(known) and _is_number(value):
+    elif keyword in _TIGHTEST and is_number(known) and is_number(value):
         keywords[keyword] = _TIGHTEST[keyword](known, value)
     else:
         also.append({keyword: value})
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _flattened(metadata: list[object]) -> Iterator[object]:

@@ -18,7 +18,7 @@ import attrs
 from retinue._errors import InvalidJsonError, RetinueError
 from retinue._lossless import freeze_json, thaw_json
 
-from ._annotations import annotated_metadata, metadata_keywords
+from ._annotations import metadata_keywords
 from ._execution import describe_failure
 from ._tool import ToolContext
 from ._validate import validate
@@ -68,31 +68,30 @@ def type_schema(hint: object) -> dict[str, object]:
     return shape_of(hint, "type").schema
 
 
-def unwrap(hint: object) -> tuple[object, str | None]:
-    """Strip ``Annotated`` (keeping a str as the description) and ``(Not)Required``."""
-    description: str | None = None
+def unwrap(hint: object) -> tuple[object, list[object]]:
+    """Strip ``Annotated`` and ``(Not)Required``: the bare hint and the ``Annotated`` metadata.
+
+    The metadata of an inner ``Annotated`` comes first: the nearer the type, the
+    more it says of it (its first str is the description).
+    """
+    layers: list[tuple[object, ...]] = []
     while True:
         origin = typing.get_origin(hint)
         if origin is Annotated:
             args = typing.get_args(hint)
-            description = next((a for a in args[1:] if isinstance(a, str)), description)
+            layers.append(args[1:])
             hint = args[0]
         elif origin is Required or origin is NotRequired:
             hint = typing.get_args(hint)[0]
         else:
-            return hint, description
+            return hint, [item for layer in reversed(layers) for item in layer]
 
 
 def shape_of(hint: object, where: str) -> Shape:
-    metadata = annotated_metadata(hint)
-    hint, description = unwrap(hint)
+    hint, metadata = unwrap(hint)
     shape = _bare_shape(hint, where)
-    keywords = metadata_keywords(metadata, shape.schema, where) if metadata else {}
-    if description:
-        keywords["description"] = description
-    if keywords:
-        return Shape({**shape.schema, **keywords}, shape.coerce)
-    return shape
+    keywords = metadata_keywords(metadata, shape.schema, where) if metadata else None
+    return Shape({**shape.schema, **keywords}, shape.coerce) if keywords else shape
 
 
 def _bare_shape(hint: object, where: str) -> Shape:
