@@ -102,6 +102,19 @@ def validate(
 def _validate(value: object, schema: object, path: str, root: Mapping[str, object]) -> str | None:
     if not isinstance(schema, _OBJECTS):
         return f"{path}: not allowed" if schema is False else None
+    problem = _node_problem(value, schema, path, root)
+    if problem is None:
+        if isinstance(value, list | tuple):
+            return _check_items(value, schema, path, root)
+        if isinstance(value, _OBJECTS):
+            return _check_object(value, schema, path, root)
+    return problem
+
+
+def _node_problem(
+    value: object, schema: Mapping[str, object], path: str, root: Mapping[str, object]
+) -> str | None:
+    """The first problem of *value* itself: its type, choices, constraints and composition."""
     problem = _check_type(value, schema, path)
     if problem is None and ("enum" in schema or "const" in schema):
         problem = _check_choices(value, schema, path)
@@ -110,11 +123,6 @@ def _validate(value: object, schema: object, path: str, root: Mapping[str, objec
         problem = constraint_problem(value, schema, path) or _check_composition(
             value, schema, path, root
         )
-    if problem is None:
-        if isinstance(value, list | tuple):
-            return _check_items(value, schema, path, root)
-        if isinstance(value, _OBJECTS):
-            return _check_object(value, schema, path, root)
     return problem
 
 
@@ -323,17 +331,14 @@ def _object_problems(
             if isinstance(name, str) and name not in value:
                 yield f"{_join(path, name)}: missing required property"
     names = schema.get("propertyNames")
-    misnamed: str | None = None  # one problem per key: its name's, not also its value's
-    if names is not None:
-        problem = _check_names(value, names, path, root)
-        if problem is not None:
-            misnamed = problem.partition(": property name")[0]
-            yield problem
+    misnamed = None if names is None else _misnamed(value, names, path, root)
+    if misnamed is not None:
+        yield misnamed[1]
     extra = schema.get("additionalProperties", True)
     for key, item in value.items():
         name = str(key)
-        if _join(path, name) == misnamed:
-            continue
+        if misnamed is not None and name == misnamed[0]:
+            continue  # one problem per key: its name's, not also its value's
         sub = known.get(name)
         if isinstance(sub, _OBJECTS) or type(sub) is bool:
             problem = _validate(item, sub, _join(path, name), root)
@@ -349,17 +354,18 @@ def _object_problems(
             yield problem
 
 
-def _check_names(
+def _misnamed(
     value: Mapping[object, object], names: object, path: str, root: Mapping[str, object]
-) -> str | None:
-    """``propertyNames``: each name checked as a string, reported at its property."""
+) -> tuple[str, str] | None:
+    """``propertyNames``: the first name refused and its problem, reported at its property."""
     if not isinstance(names, Mapping | bool):
         return None
     for key in value:
-        where = _join(path, str(key))
-        problem = _validate(str(key), names, where, root)
+        name = str(key)
+        where = _join(path, name)
+        problem = _validate(name, names, where, root)
         if problem is not None:
-            return f"{where}: property name {problem[len(where) + 2 :]}"
+            return name, f"{where}: property name {problem[len(where) + 2 :]}"
     return None
 
 
@@ -386,16 +392,18 @@ MAX_PROBLEMS = 5
 
 
 def _arguments_problems(value: object, schema: Mapping[str, object]) -> str | None:
-    """The first problem; when it is one of the arguments' own properties, the others too.
+    """The arguments' problem; when it is among their own properties, the others too.
 
     A model told only the first mistake of several fixes them one call at a time.
     """
-    problem = _validate(value, schema, _ROOT, schema)
-    if problem is None or not isinstance(value, _OBJECTS):
+    if not isinstance(value, _OBJECTS):
+        return _validate(value, schema, _ROOT, schema)
+    problem = _node_problem(value, schema, _ROOT, schema)
+    if problem is not None:
         return problem
     found = _object_problems(value, schema, _ROOT, schema)
     problems = list(itertools.islice(found, MAX_PROBLEMS + 1))
-    if problem not in problems:
-        return problem
+    if not problems:
+        return None
     more = "; and more" if len(problems) > MAX_PROBLEMS else ""
     return "; ".join(problems[:MAX_PROBLEMS]) + more
