@@ -26,11 +26,13 @@ def test_demo_says_a_file_given_as_the_jsonl_directory_is_not_one(
 ) -> None:
     """A file given as the JSONL directory: the demo's one line names it and what is wrong."""
     occupied = tmp_path / "taken"
-    occupied.write_text("not a directory\n")
+    occupied.write_text("notes\n")
     argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
     assert main([*argv, "--store", f"jsonl:{occupied}"]) == 1
     err = capsys.readouterr().err
-    assert err == f"retinue demo: jsonl store '{occupied}': not a directory\n"
+    assert err.startswith(f"retinue demo: jsonl store '{occupied}': opening the store: ")
+    assert "not a directory" in err
+    assert err.count("\n") == 1
 
 
 def test_sessions_says_a_file_given_as_the_jsonl_directory_is_not_one(
@@ -38,10 +40,12 @@ def test_sessions_says_a_file_given_as_the_jsonl_directory_is_not_one(
 ) -> None:
     """The sessions commands report the same file the same way, not as "File exists"."""
     occupied = tmp_path / "taken"
-    occupied.write_text("not a directory\n")
+    occupied.write_text("notes\n")
     assert main(["sessions", "list", "--store", f"jsonl:{occupied}"]) == 1
     err = capsys.readouterr().err
-    assert err == f"retinue sessions list: jsonl store '{occupied}': not a directory\n"
+    assert err.startswith(f"retinue sessions list: jsonl store '{occupied}': opening the store: ")
+    assert "not a directory" in err
+    assert err.count("\n") == 1
 
 
 @pytest.mark.parametrize(

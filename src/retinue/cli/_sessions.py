@@ -96,23 +96,13 @@ def store_problem(spec: str, error: BaseException) -> str:
 
     A storage failure names what the store was doing, not where. A PostgreSQL
     error names its server itself, and its DSN may hold a password, so only
-    file stores are named. A JSONL store given an existing file is told so:
-    the store reports only the ``mkdir`` that failed on it.
+    file stores are named.
     """
     message = describe_error(error)
     kind, _, location = spec.partition(":")
-    if not (isinstance(error, StoreError) and error.code == "STORAGE_ERROR"):
-        return message
-    if kind == "jsonl" and _not_a_directory(location):
-        return f"jsonl store {location!r}: not a directory"
-    if kind in _FILE_STORES:
+    if isinstance(error, StoreError) and error.code == "STORAGE_ERROR" and kind in _FILE_STORES:
         return f"{kind} store {location!r}: {message}"
     return message
-
-
-def _not_a_directory(location: str) -> bool:
-    path = Path(location)
-    return path.exists() and not path.is_dir()
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
