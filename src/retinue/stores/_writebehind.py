@@ -231,9 +231,9 @@ class BufferedStore:
         checkpoint. On failure raises ``StoreError`` naming the session and
         keeps the events buffered for a later flush. If cancelled once the
         write is queued for the writer or under way, the write still happens,
-        unless the same cancel stops the writer before it reaches the queued
-        write; cancelled before that (or so), the events stay buffered for the
-        next flush.
+        unless the same cancel stops the writer before it takes the queued
+        write; then, as when cancelled before queueing, the events stay
+        buffered for the next flush.
         A session that is not attached has nothing to flush.
         """
         if self._commits_at_once():
