@@ -47,7 +47,9 @@ def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -
         "--turns", type=_at_least_one, default=3, help="prompts per agent (default 3)"
     )
     parser.add_argument(
-        "--latency", type=_seconds, help="model latency in seconds (mock/scripted; default 0.05)"
+        "--latency",
+        type=_seconds,
+        help=f"model latency in seconds (mock/scripted; default {DEFAULT_LATENCY})",
     )
     parser.add_argument("--seed", type=int, default=7, help="random seed")
     parser.add_argument(
@@ -112,6 +114,17 @@ def _store_spec(spec: str) -> str:
 SERVICE_PROVIDERS = ("openai", "anthropic")
 """The providers that take --model and --base-url: mock and scripted answer in this process."""
 
+DEFAULT_LATENCY = 0.05
+"""Seconds the mock and scripted models take before answering, unless --latency says."""
+
+
+_USED_BY = {
+    "model": SERVICE_PROVIDERS,
+    "base_url": SERVICE_PROVIDERS,
+    "latency": ("mock", "scripted"),
+}
+"""Options only some providers use, by their argparse destination."""
+
 SOCKETS_PER_AGENT = {"mock": 2, "openai": 1, "anthropic": 1, "scripted": 0}
 """Sockets an agent's request holds: the embedded mock server's end is in this process too."""
 
@@ -147,21 +160,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _unused_option(args: argparse.Namespace) -> str | None:
     """The complaint about an option the chosen provider would silently ignore, if any."""
-    if args.provider in SERVICE_PROVIDERS:
-        if args.latency is not None:
-            return (
-                f"argument --latency: only --provider mock or scripted uses it, not {args.provider}"
-            )
-        return None
-    for option, value in (("--model", args.model), ("--base-url", args.base_url)):
-        if value is not None:
-            uses = "only --provider openai or anthropic uses it"
+    for dest, providers in _USED_BY.items():
+        if getattr(args, dest) is not None and args.provider not in providers:
+            option = "--" + dest.replace("_", "-")
+            uses = f"only --provider {' or '.join(providers)} uses it"
             return f"argument {option}: {uses}, not {args.provider}"
     return None
-
-
-DEFAULT_LATENCY = 0.05
-"""Seconds the mock and scripted models take before answering, unless --latency says."""
 
 
 def _descriptor_shortfall(args: argparse.Namespace) -> str | None:
