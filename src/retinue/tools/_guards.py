@@ -44,7 +44,8 @@ class Guards:
     """The guards of one registry, global or scoped to one agent, in registration order."""
 
     _registrations: list[_Registration] = attrs.field(factory=list, init=False)
-    _scopes: set[str] = attrs.field(factory=set, init=False)
+    # The scopes with a guard (None: global), so a call without one costs a set lookup.
+    _scopes: set[str | None] = attrs.field(factory=set, init=False)
 
     def add(self, guard: Guard, scope: str | None) -> Callable[[], None]:
         """Register *guard* globally (*scope* ``None``) or for one agent; returns its remover."""
@@ -68,14 +69,12 @@ class Guards:
             self._index()
 
     def _index(self) -> None:
-        self._scopes = {r.scope for r in self._registrations if r.scope is not None}
+        self._scopes = {r.scope for r in self._registrations}
 
     def watch(self, agent_id: str | None) -> bool:
         """Whether any guard applies to a call of *agent_id*."""
-        registrations = self._registrations
-        if not registrations:
-            return False
-        return agent_id in self._scopes or any(r.scope is None for r in registrations)
+        scopes = self._scopes
+        return bool(scopes) and (None in scopes or agent_id in scopes)
 
     async def prepared(self, execution: ToolExecution) -> PreparedCall:
         """Ask the guards about a call the listeners allowed: a go, a denial or a failure.
