@@ -10,11 +10,20 @@ import attrs
 from ._errors import ConfigError
 from ._lossless import is_finite_number
 from ._request import stop_tuple
-from .prompt import PromptError, check_template
+from .prompt import PromptError, Section, check_template
 
-__all__ = ["AgentOptions", "check_prompt_option", "cwd_problem", "name_problem"]
+__all__ = [
+    "PERSONA",
+    "AgentOptions",
+    "check_prompt_option",
+    "cwd_problem",
+    "name_problem",
+    "persona_sections",
+]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+# The runtime's persona and an agent's share this name, so the agent's shadows it (R2.7).
+PERSONA = "persona"
 
 
 def _check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
@@ -75,7 +84,16 @@ def check_prompt_option(option: str, value: object, section: str) -> None:
 
 
 def _check_prompt(_instance: object, _attribute: object, value: str | None) -> None:
-    check_prompt_option("system_prompt", value, "persona")
+    check_prompt_option("system_prompt", value, PERSONA)
+
+
+def persona_sections(system_prompt: str | None) -> tuple[Section, ...]:
+    """The order-0 persona section a ``system_prompt`` option registers; none without text (R2.7).
+
+    Given to ``open_runtime`` it is deployment config; given to an agent it
+    shadows that one, the two being sections of the same name.
+    """
+    return (Section(PERSONA, system_prompt, 0),) if system_prompt else ()
 
 
 @final
@@ -83,8 +101,9 @@ def _check_prompt(_instance: object, _attribute: object, value: str | None) -> N
 class AgentOptions:
     """How an agent calls its model.
 
-    ``system_prompt`` registers an agent-scoped persona section (R2.7);
-    a missing ``model`` is not an error until the first step (R2.8).
+    ``system_prompt`` registers an agent-scoped persona section, which
+    replaces the runtime's (R2.7); a missing ``model`` is not an error until
+    the first step (R2.8).
     """
 
     model: str | None = attrs.field(default=None, validator=_check_name)

@@ -60,6 +60,14 @@ class _InvalidValueError(ConfigError):
         self.reason = reason
 
 
+class _InvalidValuesError(ConfigError):
+    """Several problems one check found, each an :class:`_InvalidValueError`."""
+
+    def __init__(self, problems: Iterable[_InvalidValueError]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(problem.message for problem in self.problems))
+
+
 def _check_cap(_instance: object, _attribute: object, value: int) -> None:
     if type(value) is not int or value < 1:
         raise _InvalidValueError(
@@ -138,6 +146,39 @@ def _empty_is_none(value: str | None) -> str | None:
     return None if value == "" else value
 
 
+def _identity_clash(session_id: object, resume_session_id: object) -> _InvalidValueError | None:
+    """The problem of an entry naming both identities (R13.2); an empty resume id is absent."""
+    if session_id is None or resume_session_id in (None, ""):
+        return None
+    return _InvalidValueError("resume_session_id", "cannot be combined with session_id")
+
+
+def _named_identity(session_id: object, resume_session_id: object) -> tuple[str, object]:
+    """The key an entry names its session by, and what it gives there (None or "" for none)."""
+    if session_id is not None:
+        return "session_id", session_id
+    return "resume_session_id", resume_session_id
+
+
+def _duplicates(named: Iterable[tuple[str, object]]) -> list[_InvalidValueError]:
+    """One problem per entry naming a session an earlier entry names (R13.2).
+
+    *named* holds each entry's :func:`_named_identity`, in order; an id that
+    is not a string is left to its own problem.
+    """
+    first: dict[str, int] = {}
+    found: list[_InvalidValueError] = []
+    for index, (key, identity) in enumerate(named):
+        if not isinstance(identity, str) or not identity:
+            continue
+        if identity in first:
+            reason = f"session {identity!r} is already named by agents[{first[identity]}]"
+            found.append(_InvalidValueError(f"agents[{index}].{key}", reason))
+        else:
+            first[identity] = index
+    return found
+
+
 def _as_tuple(agents: object) -> tuple[AgentEntry, ...]:
     if collection_error(agents) is not None:
         raise _InvalidValueError("agents", f"expected a sequence of AgentEntry, got {agents!r}")
@@ -151,18 +192,9 @@ def _as_tuple(agents: object) -> tuple[AgentEntry, ...]:
 def _unique_identities(
     _instance: object, _attribute: object, agents: tuple[AgentEntry, ...]
 ) -> None:
-    seen: dict[str, int] = {}
-    for index, entry in enumerate(agents):
-        identity = entry.identity
-        if identity is None:
-            continue
-        if identity in seen:
-            key = "session_id" if entry.session_id is not None else "resume_session_id"
-            raise _InvalidValueError(
-                f"agents[{index}].{key}",
-                f"session {identity!r} is already named by agents[{seen[identity]}]",
-            )
-        seen[identity] = index
+    named = (_named_identity(entry.session_id, entry.resume_session_id) for entry in agents)
+    if duplicates := _duplicates(named):
+        raise _InvalidValuesError(duplicates)
 
 
 @final
@@ -179,7 +211,8 @@ class AgentEntry:
     )
     """Resume this stored session; empty means absent."""
     cwd: str | None = attrs.field(default=None, kw_only=True, validator=_check_cwd)
-    """The agent's working directory (absolute)."""
+    """The agent's working directory (absolute); a stored session keeps its own, and an
+    entry naming another fails to start it."""
     provider: str | None = attrs.field(default=None, kw_only=True, validator=_check_name)
     """The provider half of the model route."""
     model: str | None = attrs.field(default=None, kw_only=True, validator=_check_name)
@@ -188,8 +221,8 @@ class AgentEntry:
     """The per-request output limit, 1..2**53-1."""
 
     def __attrs_post_init__(self) -> None:
-        if self.session_id is not None and self.resume_session_id is not None:
-            raise _InvalidValueError("resume_session_id", "cannot be combined with session_id")
+        if (clash := _identity_clash(self.session_id, self.resume_session_id)) is not None:
+            raise clash
 
     @property
     def identity(self) -> str | None:
@@ -276,7 +309,16 @@ def _strict(kind: type, expected: str) -> Callable[[object, object], object]:
     return structure
 
 
-def _table(cls: type) -> Callable[[object, object], object]:
+_CrossCheck = Callable[[Mapping[str, object]], list[Exception]]
+
+
+def _table(cls: type, across: _CrossCheck | None = None) -> Callable[[object, object], object]:
+    """Structure a table of *cls*; on failure, collect every problem of it.
+
+    *across* checks what spans several keys of the table as given: the
+    constructor checks it only when every key built, so a failure elsewhere
+    would hide it. A problem it finds again is listed once (:func:`parse_config`).
+    """
     generated: Callable[[Mapping[str, object], type], object] = make_dict_structure_fn(
         cls, _converter, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True
     )
@@ -286,8 +328,8 @@ def _table(cls: type) -> Callable[[object, object], object]:
             raise _InvalidValueError("", f"expected a table, got {value!r}")
         try:
             return generated(value, cls)
-        except (cattrs.ClassValidationError, _InvalidValueError) as exc:
-            more = _value_problems(cls, value, exc)
+        except (cattrs.ClassValidationError, _InvalidValueError, _InvalidValuesError) as exc:
+            more = _value_problems(cls, value, exc) + (across(value) if across else [])
             if not more:
                 raise
             raise cattrs.ClassValidationError(
@@ -301,6 +343,8 @@ def _failed_fields(exc: Exception) -> set[str]:
     """The fields of a table that *exc* already reports a problem for."""
     if isinstance(exc, _InvalidValueError):
         return {exc.key.split("[")[0].split(".")[0]}
+    if isinstance(exc, _InvalidValuesError):
+        return set().union(*(_failed_fields(problem) for problem in exc.problems))
     if not isinstance(exc, cattrs.ClassValidationError):
         return set()  # e.g. unknown keys: they name no field
     named, unplaced = exc.group_exceptions()  # unplaced: what the constructor raised
@@ -327,9 +371,28 @@ def _value_problems(cls: type, value: Mapping[str, object], exc: Exception) -> l
             checked = field.converter(checked)
         try:
             field.validator(None, field, checked)
-        except _InvalidValueError as problem:
+        except (_InvalidValueError, _InvalidValuesError) as problem:
             found.append(problem)
     return found
+
+
+def _both_identities(entry: Mapping[str, object]) -> list[Exception]:
+    clash = _identity_clash(entry.get("session_id"), entry.get("resume_session_id"))
+    return [] if clash is None else [clash]
+
+
+def _duplicate_identities(config: Mapping[str, object]) -> list[Exception]:
+    """The duplicates among the entries as given, those that do not build included."""
+    agents = config.get("agents")
+    if not isinstance(agents, list | tuple):
+        return []  # refused as a whole, already
+    named = (
+        _named_identity(entry.get("session_id"), entry.get("resume_session_id"))
+        if isinstance(entry, Mapping)
+        else ("", None)
+        for entry in agents
+    )
+    return list(_duplicates(named))
 
 
 def _array(value: object, type_: object) -> object:
@@ -343,8 +406,8 @@ _converter.register_structure_hook(int, _strict(int, "an integer"))
 _converter.register_structure_hook(str, _strict(str, "a string"))
 _entries = _converter.get_structure_hook(tuple[AgentEntry, ...])
 _converter.register_structure_hook_func(lambda type_: type_ == tuple[AgentEntry, ...], _array)
-_converter.register_structure_hook(AgentEntry, _table(AgentEntry))
-_converter.register_structure_hook(LoopConfig, _table(LoopConfig))
+_converter.register_structure_hook(AgentEntry, _table(AgentEntry, _both_identities))
+_converter.register_structure_hook(LoopConfig, _table(LoopConfig, _duplicate_identities))
 
 
 def _join(path: str, key: str) -> str:
@@ -364,6 +427,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         return [f"{_join(path, key)}: unknown key" for key in keys]
     elif isinstance(exc, _InvalidValueError):
         return [f"{_join(path, exc.key) or '<top level>'}: {exc.reason}"]
+    elif isinstance(exc, _InvalidValuesError):
+        return [p for problem in exc.problems for p in _problems(problem, path)]
     elif isinstance(exc, KeyError):
         return [f"{path}: required key missing"]
     else:
@@ -388,7 +453,9 @@ def parse_config(
     try:
         return _converter.structure(data, LoopConfig)
     except (cattrs.BaseValidationError, ConfigError) as exc:
-        problems = "; ".join(_problems(exc, ""))
+        # dict.fromkeys: a problem two checks found (a constructor's and a cross
+        # check's) is listed once, in the order found.
+        problems = "; ".join(dict.fromkeys(_problems(exc, "")))
         raise ConfigError(f"invalid configuration{_where(source)}: {problems}") from exc
 
 
@@ -397,8 +464,12 @@ def load_config(path: str | os.PathLike[str]) -> LoopConfig:
 
     Reads the file synchronously: call it before ``trio.run`` or through
     ``trio.to_thread.run_sync``. Raises :class:`~retinue.ConfigError` naming
-    the file for an unreadable file, invalid TOML or invalid values.
+    the file for an unreadable file, invalid TOML or invalid values, and
+    ``TypeError`` for a *path* that is neither a ``str`` nor an
+    ``os.PathLike`` (an int would be opened as a file descriptor, and closed).
     """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or an os.PathLike, got {type(path).__name__}")
     try:
         with open(path, "rb") as file:
             data = tomllib.load(file)

@@ -11,7 +11,6 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -72,7 +71,7 @@ async def stored_ids(path: Path) -> list[str]:
         return [header.id for header in await store.list()]
 
 
-# -- memory store (no persistence beyond the process) ----------------------------------------
+# -- memory store (virtual time) -------------------------------------------------------------
 
 
 async def test_open_runtime_starts_configured_agents_before_yielding(
@@ -120,10 +119,11 @@ async def test_entries_without_exact_id_get_a_new_session_per_run(
     assert all(FRESH_ID.match(agent_id) for agent_id in seen)
 
 
-async def test_session_id_without_persistence_creates_under_that_id(
+async def test_session_id_is_restored_when_the_runtime_starts_it_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R13.3, R13.4: with the memory store a session id is always created, never restored."""
+    """R13.3: a ``session_id`` the store holds is restored, not created again, even by a memory
+    store; turn numbers continue."""
     config = LoopConfig(agents=(AgentEntry("keeper", session_id="kept"),))
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=model(), config=config) as rt:
@@ -132,42 +132,29 @@ async def test_session_id_without_persistence_creates_under_that_id(
             assert agent is not None
             await agent.ask("hi")
             await agent.dispose()
-            assert await start_configured_agents(rt, config) == ()
-            assert [(f.session_id, f.label) for f in heard] == [("kept", "keeper")]
-            error = heard[0].error
-            assert isinstance(error, retinue.SessionError)
-            assert error.code == "SESSION_ALREADY_EXISTS"
+            (again,) = await start_configured_agents(rt, config)
+            await again.ask("again")
+            assert (again.id, turns(again), heard) == ("kept", [1, 2], [])
 
 
-class Wrapped:
-    """Delegates everything to a store, so only the store's ``durable`` can tell what it is."""
-
-    def __init__(self, store: retinue.SessionStore) -> None:
-        self.store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-
-async def test_a_wrapped_memory_store_is_not_taken_for_persistence(
+async def test_session_id_is_restored_from_a_memory_store_two_runtimes_share(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R13.3: persistence is what the store says (``durable``), not which class it is."""
+    """R13.3: "restored if stored, else created" holds for a memory store opened once and
+    shared by two runtimes in turn: the second restores what the first created."""
     config = LoopConfig(agents=(AgentEntry("keeper", session_id="kept"),))
-    store = Wrapped(retinue.MemoryStore())
+    store = retinue.MemoryStore()
     with trio.fail_after(DEADLINE):
-        async with retinue.open_runtime(models=model(), store=store, config=config) as rt:
-            assert not rt.store.durable
-            heard = failures(rt)
-            agent = rt.agents.get("kept")
-            assert agent is not None
-            await agent.ask("hi")
-            await agent.dispose()
-            assert await start_configured_agents(rt, config) == ()
-            assert [f.session_id for f in heard] == ["kept"]
-            error = heard[0].error
-            assert isinstance(error, retinue.SessionError)
-            assert error.code == "SESSION_ALREADY_EXISTS"
+        async with store:
+            async with retinue.open_runtime(models=model(), store=store, config=config) as rt:
+                first = rt.agents.get("kept")
+                assert first is not None
+                await first.ask("one")
+            async with retinue.open_runtime(models=model(), store=store, config=config) as rt:
+                again = rt.agents.get("kept")
+                assert again is not None
+                await again.ask("two")
+                assert turns(again) == [1, 2]
 
 
 async def test_resume_session_id_resumes_the_session(
@@ -292,6 +279,18 @@ async def test_runtime_cap_is_readable_and_refuses_invalid_writes(
             assert await timed_ask(agent) == pytest.approx(1.0)
 
 
+async def test_runtime_cap_is_the_configured_one_else_the_default(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R13.1: with no cap given to ``open_runtime``, the configuration's applies, else 10."""
+    config = LoopConfig(max_parallel_tool_calls=3)
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model(), config=config) as rt:
+            assert rt.max_parallel_tool_calls == 3
+        async with retinue.open_runtime(models=model(), max_parallel_tool_calls=None) as rt:
+            assert rt.max_parallel_tool_calls == 10
+
+
 async def test_editable_cap_applies_good_writes_and_keeps_the_last_good_value(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -347,6 +346,38 @@ async def test_session_id_with_persistence_reports_a_real_failure(tmp_path: Path
         assert isinstance(error, retinue.SessionError)
         assert error.code == "SESSION_ALREADY_EXISTS"
         assert rt.agents.list() == [live]
+
+
+MOVED = [
+    AgentEntry("reviewer", session_id="reviewer-main", cwd="/new/project"),
+    AgentEntry("reviewer", resume_session_id="reviewer-main", cwd="/new/project"),
+]
+
+
+@pytest.mark.parametrize("entry", MOVED, ids=["session_id", "resume_session_id"])
+async def test_a_configured_cwd_other_than_the_stored_one_is_reported(
+    tmp_path: Path, entry: AgentEntry
+) -> None:
+    """R11.15, R13.4: a stored session keeps its header's cwd, so an entry naming another one
+    is a start failure, reported; the session is let go, free for a start that agrees."""
+    path = tmp_path / "sessions.db"
+    async with sqlite_runtime(path) as rt:
+        first = await rt.create_agent("reviewer", session_id="reviewer-main", cwd="/old/project")
+        await first.ask("one")
+    async with sqlite_runtime(path) as rt:
+        heard = failures(rt)
+        assert await start_configured_agents(rt, LoopConfig(agents=(entry,))) == ()
+        assert [f.session_id for f in heard] == ["reviewer-main"]
+        error = heard[0].error
+        assert isinstance(error, retinue.SessionError)
+        assert error.code == "CWD_MISMATCH"
+        assert "'/old/project'" in error.message
+        assert "'/new/project'" in error.message
+        with trio.fail_after(REAL_DEADLINE):
+            async with SQLiteStore(str(path)) as other:  # would be locked out by a kept claim
+                await other.detach(await other.load("reviewer-main"))
+        again = await rt.resume_agent("reviewer-main")
+        assert again.session.header.cwd == "/old/project"
 
 
 async def test_resume_session_id_with_persistence(tmp_path: Path) -> None:

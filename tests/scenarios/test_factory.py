@@ -87,6 +87,53 @@ async def test_create_agent_rejects_a_stored_id(autojump_clock: trio.testing.Moc
         assert rt.agents.get("kept") is None
 
 
+@pytest.mark.parametrize("options", [{"model": "scripted"}, "scripted"], ids=["dict", "str"])
+async def test_create_and_resume_refuse_options_that_are_not_agent_options(
+    autojump_clock: trio.testing.MockClock, options: object
+) -> None:
+    """R2.5: ``options`` is an AgentOptions or None; anything else is a TypeError naming it."""
+    message = rf"^options must be an AgentOptions or None, got {type(options).__name__}$"
+    async with runtime(ScriptedModel([Reply("ok")])) as rt:
+        await (await rt.create_agent("a", OPTIONS, session_id="s")).dispose()
+        with pytest.raises(TypeError, match=message):
+            await rt.create_agent("b", options)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=message):
+            await rt.resume_agent("s", options)  # type: ignore[arg-type]
+        assert len(rt.agents) == 0
+
+
+async def test_create_agent_takes_its_cwd_from_the_keyword_or_the_options(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.23: the ``cwd`` keyword, else ``options.cwd``, is the session's cwd and the agent's."""
+    async with runtime(ScriptedModel([Reply("ok")])) as rt:
+        by_keyword = await rt.create_agent("a", OPTIONS, cwd="/srv")
+        by_options = await rt.create_agent("b", AgentOptions(model="scripted", cwd="/opt"))
+        by_both = await rt.create_agent("c", AgentOptions(cwd="/opt"), cwd="/opt")
+        cwds = [(a.session.header.cwd, a.options.cwd) for a in (by_keyword, by_options, by_both)]
+        assert cwds == [("/srv", "/srv"), ("/opt", "/opt"), ("/opt", "/opt")]
+
+
+@pytest.mark.parametrize(
+    ("cwd", "message"),
+    [
+        ("/srv", r"^cwd '/srv' conflicts with options\.cwd '/opt'"),
+        ("", r"^cwd must be an absolute path, got ''$"),
+        ("relative/dir", r"^cwd must be an absolute path, got 'relative/dir'$"),
+    ],
+    ids=["conflicting", "empty", "relative"],
+)
+async def test_create_agent_refuses_a_cwd_keyword_that_is_invalid_or_conflicts(
+    autojump_clock: trio.testing.MockClock, cwd: str, message: str
+) -> None:
+    """R4.23: an invalid ``cwd`` keyword is refused as ``AgentOptions(cwd=...)`` refuses it,
+    and one that differs from ``options.cwd`` is refused rather than one of them dropped."""
+    async with runtime(ScriptedModel([Reply("ok")])) as rt:
+        with pytest.raises(retinue.ConfigError, match=message):
+            await rt.create_agent("a", AgentOptions(model="scripted", cwd="/opt"), cwd=cwd)
+        assert len(rt.agents) == 0
+
+
 # -- T-F2 session-start source ------------------------------------------------
 
 
@@ -302,6 +349,26 @@ async def test_resume_of_unknown_or_live_ids_is_refused(
         with pytest.raises(retinue.RetinueError):
             await rt.resume_agent("live", OPTIONS)
         assert rt.agents.list() == [agent]
+
+
+@pytest.mark.parametrize("stored", ["/old/project", None])
+async def test_resume_refuses_options_naming_another_cwd(
+    autojump_clock: trio.testing.MockClock, stored: str | None
+) -> None:
+    """R11.15: a resumed session keeps the cwd of its stored header; options naming another
+    are refused (``CWD_MISMATCH``), and the same cwd, or none, resumes it."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS, session_id="s", cwd=stored)
+        await agent.ask("hi")
+        await agent.dispose()
+        with pytest.raises(retinue.SessionError) as raised:
+            await rt.resume_agent("s", AgentOptions(model="scripted", cwd="/new/project"))
+        assert raised.value.code == "CWD_MISMATCH"
+        for named in ("session 's'", repr(stored), "'/new/project'"):
+            assert named in raised.value.message
+        assert rt.agents.get("s") is None
+        resumed = await rt.resume_agent("s", AgentOptions(model="scripted", cwd=stored))
+        assert (resumed.session.header.cwd, (await resumed.ask("again")).turn) == (stored, 2)
 
 
 async def test_resumed_agent_can_be_disposed(autojump_clock: trio.testing.MockClock) -> None:

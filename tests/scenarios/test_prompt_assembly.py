@@ -49,7 +49,7 @@ async def test_assemble_listener_rewrites_sections_variables_and_tools(
         result = await agent.ask("hi")
     assert result.reason.kind == "completed"
     [base] = seen
-    assert [section.name for section in base.sections] == ["system"]
+    assert [section.name for section in base.sections] == ["persona"]
     assert [tool.name for tool in base.tools] == ["echo", "other"]
     assert base.variables["model"] == "scripted"
     [request] = model.requests

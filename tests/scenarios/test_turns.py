@@ -112,27 +112,39 @@ async def test_tool_meta_is_threaded_to_the_tool_result(
 # -- T-L3: system prompt assembly --------------------------------------------------
 
 
-async def test_system_prompt_renders_runtime_section_then_persona_with_variables(
+async def test_system_prompt_renders_the_runtime_persona_with_variables(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-L3 / R7.51, R7.52: runtime section, then the agent persona; variables, model and cwd interpolated."""
+    """T-L3 / R2.7, R7.51, R7.52: the runtime's persona, its variables, model and cwd interpolated."""
     model = ScriptedModel([Reply("ok")])
     async with runtime(
         model,
-        system_prompt="You are {{product}}, running {{model}}.",
+        system_prompt="You are {{product}}, running {{model}}.\nWork in {{ cwd }}.",
         variables={"product": "retinue"},
     ) as rt:
-        options = AgentOptions(
-            model="scripted", system_prompt="Persona: careful.\nWork in {{ cwd }}."
-        )
-        agent = await rt.create_agent("a", options, cwd="/abs/work")
+        agent = await rt.create_agent("a", OPTIONS, cwd="/abs/work")
         result = await agent.ask("hi")
         assert result.reason.kind == "completed"
-        expected = "You are retinue, running scripted.\n\nPersona: careful.\nWork in /abs/work."
+        expected = "You are retinue, running scripted.\nWork in /abs/work."
         assert model.requests[0].system == expected
         header = agent.session.current_header
         assert header is not None
         assert header.system == expected
+
+
+async def test_an_agent_system_prompt_replaces_the_runtime_persona(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.7: an agent's ``system_prompt`` shadows the runtime's persona; one without keeps it."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, system_prompt="You are a generic assistant.") as rt:
+        persona = AgentOptions(model="scripted", system_prompt="You are a poet in {{cwd}}.")
+        poet = await rt.create_agent("poet", persona, cwd="/srv")
+        plain = await rt.create_agent("plain", OPTIONS)
+        await poet.ask("hi")
+        await plain.ask("hi")
+    sent = {request.session_id: request.system for request in model.requests}
+    assert sent == {poet.id: "You are a poet in /srv.", plain.id: "You are a generic assistant."}
 
 
 async def test_system_prompt_strict_variable_failure_fails_the_turn_and_the_driver_continues(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -214,6 +215,84 @@ def test_parse_config_reports_value_problems_beside_other_problems(
         assert problem in raised.value.message
 
 
+def test_parse_config_lists_every_duplicate_identity() -> None:
+    """R13.2: every entry naming a session an earlier entry names is listed, also one that
+    does not build for another reason."""
+    data = {
+        "agents": [
+            {"id": "a", "session_id": "x"},
+            {"id": "b", "session_id": "x"},
+            {"id": "c", "session_id": "y"},
+            {"id": "d", "resume_session_id": "y"},
+            {"id": 7, "session_id": "x"},
+        ]
+    }
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config(data)
+    assert raised.value.message == (
+        "invalid configuration: agents[4].id: expected a string, got 7; "
+        "agents[1].session_id: session 'x' is already named by agents[0]; "
+        "agents[3].resume_session_id: session 'y' is already named by agents[2]; "
+        "agents[4].session_id: session 'x' is already named by agents[0]"
+    )
+
+
+def test_values_built_in_python_list_every_duplicate_identity() -> None:
+    """R13.2: a configuration built directly lists every duplicate too."""
+    entries = [AgentEntry(label, session_id=label[0]) for label in ("a1", "b1", "a2", "b2")]
+    with pytest.raises(retinue.ConfigError) as raised:
+        LoopConfig(agents=entries)
+    assert raised.value.message == (
+        "agents[2].session_id: session 'a' is already named by agents[0]; "
+        "agents[3].session_id: session 'b' is already named by agents[1]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (
+            {"id": 5, "session_id": "x", "resume_session_id": "y"},
+            (
+                "agents[0].id: expected a string, got 5; "
+                "agents[0].resume_session_id: cannot be combined with session_id"
+            ),
+        ),
+        (
+            {"id": "a", "session_id": "x", "resume_session_id": "a/b"},
+            (
+                "agents[0].resume_session_id: must be a valid session id: 'a/b' contains a path "
+                "separator; agents[0].resume_session_id: cannot be combined with session_id"
+            ),
+        ),
+        (
+            {"id": "a", "session_id": "x", "resume_session_id": "y", "max_tokens": 0},
+            (
+                "agents[0].max_tokens: must be an integer in 1..2**53-1, got 0; "
+                "agents[0].resume_session_id: cannot be combined with session_id"
+            ),
+        ),
+        (
+            {"id": "a", "session_id": "x", "resume_session_id": "y"},
+            "agents[0].resume_session_id: cannot be combined with session_id",
+        ),
+        (
+            {"id": 5, "session_id": "x", "resume_session_id": ""},
+            "agents[0].id: expected a string, got 5",
+        ),
+    ],
+    ids=["wrong type", "invalid id", "invalid value", "alone", "empty resume id"],
+)
+def test_parse_config_reports_both_identities_beside_the_entry_s_other_problems(
+    entry: dict[str, object], expected: str
+) -> None:
+    """R13.2: ``session_id`` with a non-empty ``resume_session_id`` is reported with the other
+    problems of its entry, once; an empty ``resume_session_id`` is absent."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config({"agents": [entry]})
+    assert raised.value.message == f"invalid configuration: {expected}"
+
+
 def test_parse_config_names_keys_that_are_not_strings() -> None:
     """R13.2: a mapping built in Python may have any keys; each is an unknown key."""
     with pytest.raises(retinue.ConfigError) as raised:
@@ -245,6 +324,28 @@ def test_load_config_reports_invalid_toml_and_missing_files(tmp_path: Path) -> N
     latin1.write_bytes('[[agents]]\nname = "caf\u00e9"\n'.encode("latin-1"))
     with pytest.raises(retinue.ConfigError, match=f"invalid TOML in {latin1}: not UTF-8"):
         load_config(latin1)
+
+
+@pytest.mark.parametrize(
+    "path", [2**20, None, b"retinue.toml", ["retinue.toml"]], ids=["int", "None", "bytes", "list"]
+)
+def test_load_config_refuses_a_path_that_is_not_a_str_or_path_like(path: object) -> None:
+    """R13.1: the file is named by a path; anything else, a file descriptor included, is a
+    ``TypeError`` naming the argument and the type it got, raised before anything is opened."""
+    message = rf"^path must be a str or an os\.PathLike, got {type(path).__name__}$"
+    with pytest.raises(TypeError, match=message):
+        load_config(path)  # type: ignore[arg-type]
+
+
+def test_load_config_neither_reads_nor_closes_a_file_descriptor(tmp_path: Path) -> None:
+    """R13.1: a file descriptor is refused, not read and closed behind its owner's back."""
+    descriptor = os.open(write(tmp_path, "max_parallel_tool_calls = 4"), os.O_RDONLY)
+    try:
+        with pytest.raises(TypeError, match=r"got int$"):
+            load_config(descriptor)  # type: ignore[arg-type]
+        assert os.read(descriptor, 100) == b"max_parallel_tool_calls = 4"
+    finally:
+        os.close(descriptor)
 
 
 def test_values_built_in_python_are_validated_too() -> None:

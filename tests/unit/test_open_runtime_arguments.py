@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import retinue
+from retinue.config import LoopConfig
 from retinue.testing import Reply, ScriptedModel
 
 
@@ -57,6 +58,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"variables": "cwd"}, r"^variables must be a mapping"),
     ({"variables": {"cwd": 3}}, r"^variables\['cwd'\] must be a string or None, got 3$"),
     ({"variables": {3: "x"}}, r"^variables: a name must be a string, got 3$"),
+    ({"variables": {"": "x"}}, r"^variables: '' is not a variable name a template can use"),
+    ({"variables": {"user name": "Ann"}}, r"^variables: 'user name' is not a variable name"),
+    ({"variables": {"n\u00e4me": "B"}}, r"^variables: 'n\u00e4me' is not a variable name"),
+    ({"variables": {"1st": "x"}}, r"^variables: '1st' is not a variable name"),
     ({"models": "gpt-4.1"}, r"^models must be a Model or a mapping"),
     ({"models": {"gpt": "gpt-4.1"}}, r"^models\['gpt'\] must be a Model, got 'gpt-4.1'$"),
     ({"models": {3: MODEL}}, r"^models: a key must be a model name"),
@@ -67,6 +72,14 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"retry": 3}, r"^retry must be None or of type RetryPolicy, got 3$"),
     ({"admission": {}}, r"^admission must be None or of type AdmissionController, got \{\}$"),
     ({"config": {"agents": []}}, r"^config must be None or of type LoopConfig"),
+    (
+        {"max_parallel_tool_calls": 4, "config": LoopConfig(max_parallel_tool_calls=4)},
+        r"^max_parallel_tool_calls \(4\) and config \(max_parallel_tool_calls 4\) both set",
+    ),
+    (
+        {"max_parallel_tool_calls": 0, "config": LoopConfig()},
+        r"^max_parallel_tool_calls must be a positive integer, got 0$",
+    ),
 ]
 
 
@@ -91,6 +104,9 @@ ACCEPTED: list[dict[str, Any]] = [
     {"flush_timeout": math.inf},
     {"flush_timeout": 2},
     {"variables": {"team": "core", "unset": None}},
+    {"variables": {"_team.name-2": "core"}},
+    {"max_parallel_tool_calls": None},
+    {"max_parallel_tool_calls": None, "config": LoopConfig(max_parallel_tool_calls=2)},
     {"models": {"scripted": MODEL}},
     {"models": {"scripted": MODEL, ("openai", "gpt-4.1"): MODEL}},
     {"tools": (tool for tool in [search])},

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
-from ._sections import Assembly, PromptError, Section, check_template, render
+from ._sections import (
+    Assembly,
+    PromptError,
+    Section,
+    check_template,
+    is_variable_name,
+    render,
+)
 
-__all__ = ["Assembly", "PromptError", "Section", "check_template", "render"]
+__all__ = ["Assembly", "PromptError", "Section", "check_template", "is_variable_name", "render"]

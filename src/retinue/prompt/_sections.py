@@ -18,7 +18,7 @@ import attrs
 from retinue._errors import RetinueError
 from retinue._request import ToolSchema
 
-__all__ = ["Assembly", "PromptError", "Section", "check_template", "render"]
+__all__ = ["Assembly", "PromptError", "Section", "check_template", "is_variable_name", "render"]
 
 # Leftmost match wins: an escape, else a whole group, else a lone brace pair.
 # A group's inside never starts with a brace: in "{{{" the first is a single
@@ -103,9 +103,15 @@ def _parse(text: str, where: str) -> list[str]:
     return pieces
 
 
+def is_variable_name(name: object) -> bool:
+    """Whether a template can refer to *name* as ``{{name}}``: a letter or ``_``, then
+    letters, digits, ``_``, ``.`` or ``-`` (ASCII only)."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
 def _name(inside: str, where: str) -> str:
     name = inside.strip()
-    if not _NAME.fullmatch(name):
+    if not is_variable_name(name):
         raise PromptError(f"malformed variable group {'{{' + inside + '}}'!r} in section {where!r}")
     return name
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from retinue._checks import collection_error, finite_number_error
 from retinue._errors import ConfigError
 from retinue.config import LoopConfig
+from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, check_parallel_cap
+from retinue.prompt import is_variable_name
 from retinue.providers import AdmissionController, Model, ModelRouter, RetryPolicy
 from retinue.tools import Tool
 
@@ -23,6 +25,7 @@ __all__ = [
     "check_store",
     "flush_timeout_of",
     "models_of",
+    "parallel_cap_of",
     "tool_order_of",
     "tools_of",
     "variables_of",
@@ -108,6 +111,12 @@ def variables_of(variables: Mapping[str, str | None] | None) -> dict[str, str | 
     for name, value in variables.items():
         if not isinstance(name, str):
             raise ConfigError(f"variables: a name must be a string, got {name!r}")
+        if not is_variable_name(name):
+            # No template could ever use it: {{user name}} is a syntax error.
+            raise ConfigError(
+                f"variables: {name!r} is not a variable name a template can use: a letter "
+                "or _, then letters, digits, _, . or -"
+            )
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"variables[{name!r}] must be a string or None, got {value!r}")
     return dict(variables)
@@ -132,6 +141,22 @@ def tool_order_of(order: Iterable[str] | None) -> tuple[str, ...] | None:
             raise ConfigError(f'tool_order lists "{name}" twice')
         seen.add(name)
     return names
+
+
+def parallel_cap_of(cap: int | None, config: LoopConfig | None) -> int:
+    """The tool-call cap: *cap*, else *config*'s, else the default (R9.11, R13.1).
+
+    A cap given beside a *config* is refused: one of the two would be dropped unseen.
+    """
+    if cap is None:
+        return DEFAULT_MAX_PARALLEL_TOOL_CALLS if config is None else config.max_parallel_tool_calls
+    check_parallel_cap(cap)
+    if config is not None:
+        raise ConfigError(
+            f"max_parallel_tool_calls ({cap!r}) and config (max_parallel_tool_calls "
+            f"{config.max_parallel_tool_calls}) both set the tool-call cap; set it in one of them"
+        )
+    return cap
 
 
 def flush_timeout_of(value: float) -> float:

@@ -47,11 +47,13 @@ async def start_configured_agents(rt: Runtime, config: LoopConfig) -> tuple[Agen
 
     Per entry: no exact id creates a fresh ``<id>-session-<uuid4>``;
     ``session_id`` restores the stored session or, if the store does not have
-    it (one ``exists`` lookup, never a listing), creates it; a store that is not
-    ``durable``, like :class:`~retinue.MemoryStore`, outlives no process, so
-    there it always creates. ``resume_session_id`` resumes. A failure is
-    contained (R13.4): logged and reported as ``agent-loop/config-start-failed``
-    with a :class:`ConfigStartFailure`, unless the runtime is shutting down.
+    it (one ``exists`` lookup, never a listing), creates it: on every store, a
+    :class:`~retinue.MemoryStore` too, which holds what an earlier runtime of
+    this process stored in it. ``resume_session_id`` resumes. A stored session
+    keeps its cwd, so an entry whose ``cwd`` differs fails
+    (``SessionError(CWD_MISMATCH)``). A failure is contained (R13.4): logged
+    and reported as ``agent-loop/config-start-failed`` with a
+    :class:`ConfigStartFailure`, unless the runtime is shutting down.
 
     Agents are published in entry order. Waits until every entry has started
     or failed; always a checkpoint. Cancellation leaves the agents already
@@ -93,7 +95,7 @@ async def _start_entry(rt: Runtime, entry: AgentEntry, session_id: str) -> Agent
     options = _options(entry)
     if entry.resume_session_id is not None:
         return await rt.resume_agent(session_id, options)
-    if entry.session_id is not None and getattr(rt.store, "durable", True):
+    if entry.session_id is not None:
         return await _restore_or_create(rt, entry.id, session_id, options)
     return await rt.create_agent(entry.id, options, session_id=session_id)
 

@@ -8,11 +8,10 @@ from typing import NoReturn
 
 import trio
 
-from retinue._options import check_prompt_option
+from retinue._options import PERSONA, check_prompt_option, persona_sections
 from retinue.config import LoopConfig
 from retinue.hooks import HookBus
-from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, LoopServices, check_parallel_cap
-from retinue.prompt import Section
+from retinue.loop import LoopServices
 from retinue.providers import AdmissionController, Model, RetryNotice, RetryPolicy, manage
 from retinue.stores import MemoryStore, SessionStore
 from retinue.tools import Tool, ToolRegistry
@@ -22,6 +21,7 @@ from ._arguments import (
     check_store,
     flush_timeout_of,
     models_of,
+    parallel_cap_of,
     tool_order_of,
     tools_of,
     variables_of,
@@ -58,7 +58,7 @@ async def open_runtime(
     models: Model | Mapping[str, Model],
     tools: Iterable[Tool] = (),
     store: SessionStore | None = None,
-    max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+    max_parallel_tool_calls: int | None = None,
     system_prompt: str | None = None,
     variables: Mapping[str, str | None] | None = None,
     tool_order: Iterable[str] | None = None,
@@ -77,22 +77,26 @@ async def open_runtime(
     closed. Raises :class:`ConfigError` for an invalid configuration, naming
     the argument, before anything is opened.
 
-    *config* (a :class:`~retinue.config.LoopConfig`) replaces
-    *max_parallel_tool_calls* with its own cap, and its agents are started
-    before the runtime is yielded (R13.3; failures are contained, R13.4).
+    *system_prompt* is the persona every agent gets unless its own
+    ``AgentOptions.system_prompt`` replaces it (R2.7); more sections come from
+    a ``system-prompt/assemble`` listener.
+
+    *max_parallel_tool_calls* is the tool-call cap; None (the default) takes
+    *config*'s cap, else 10. *config* (a :class:`~retinue.config.LoopConfig`)
+    sets the cap in its own place, so giving a cap beside it is refused; its
+    agents are started before the runtime is yielded (R13.3; failures are
+    contained, R13.4).
     """
     check_store(store)
     check_kinds(restart=restart, retry=retry, admission=admission, config=config)
-    if config is not None:
-        max_parallel_tool_calls = config.max_parallel_tool_calls
-    check_parallel_cap(max_parallel_tool_calls)
-    check_prompt_option("system_prompt", system_prompt, "system")
+    cap = parallel_cap_of(max_parallel_tool_calls, config)
+    check_prompt_option("system_prompt", system_prompt, PERSONA)
     model, global_tools = models_of(models), tools_of(tools)
     prompt_variables, order = variables_of(variables), tool_order_of(tool_order)
     flush_timeout = flush_timeout_of(flush_timeout)
     hooks = HookBus()
     registry = ToolRegistry(hooks, global_tools)
-    sections = (Section("system", system_prompt, 0),) if system_prompt else ()
+    sections = persona_sections(system_prompt)
     async with AsyncExitStack() as stack:
         the_store: SessionStore = store if store is not None else MemoryStore()
         if hasattr(type(the_store), "__aenter__"):  # where `async with` looks it up
@@ -108,7 +112,7 @@ async def open_runtime(
             sections=sections,
             variables=prompt_variables,
             tool_order=order,
-            max_parallel_tool_calls=max_parallel_tool_calls,
+            max_parallel_tool_calls=cap,
             flush_timeout=flush_timeout,
         )
         supervising = _supervising(

@@ -12,9 +12,9 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, SessionError, StoreError
+from retinue._errors import AgentDisposedError, ConfigError, SessionError, StoreError
 from retinue._lossless import shown
-from retinue._options import AgentOptions
+from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
 from retinue.hooks import HookBus, agent_scope
 from retinue.loop import (
@@ -23,7 +23,6 @@ from retinue.loop import (
     check_parallel_cap,
 )
 from retinue.loop._core import SETTING_UP
-from retinue.prompt import Section
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
@@ -123,12 +122,17 @@ class Runtime:
         """Create, publish and start an agent; returns its handle.
 
         Its id is *session_id*, else ``<name>-session-<uuid4>`` (R13.3). *name*
-        is a non-empty label, as a configured agent's is. Raises
-        ``SessionError(INVALID_SESSION_ID)`` for an empty name or an id no
-        store can hold, and ``SessionError(SESSION_ALREADY_EXISTS)`` for a live
-        or stored id. Cancellation before publication leaves nothing behind.
+        is a non-empty label, as a configured agent's is. *cwd* (an absolute
+        path) is the session's working directory, recorded in its header: a
+        shorthand for ``options.cwd``, which the agent's ``options`` then
+        report. Raises ``TypeError`` for *options* that are no
+        :class:`AgentOptions`, :class:`ConfigError` for an invalid *cwd* or one
+        that differs from ``options.cwd``, ``SessionError(INVALID_SESSION_ID)``
+        for an empty name or an id no store can hold, and
+        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id.
+        Cancellation before publication leaves nothing behind.
         """
-        options = options or AgentOptions()
+        options = _with_cwd(_options_of(options), cwd)
         agent_id = _new_agent_id(name, session_id)
         await self._released(agent_id)
         with self._creating(agent_id):
@@ -137,7 +141,7 @@ class Runtime:
                 raise SessionError(
                     f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
                 )
-            session = Session.create(agent_id, cwd=cwd or options.cwd)
+            session = Session.create(agent_id, cwd=options.cwd)
             agent = self._make_agent(session, options)
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
@@ -158,13 +162,20 @@ class Runtime:
         flush failed, its buffered events are committed first, so the loaded
         log lacks none of them; while the store still fails, this raises its
         ``StoreError`` and a later call tries again.
+
+        The session keeps the cwd of its stored header (R11.15): *options*
+        whose ``cwd`` is set to another raise ``SessionError(CWD_MISMATCH)``,
+        and the session is let go as loaded. *options* that are no
+        :class:`AgentOptions` raise ``TypeError``.
         """
+        options = _options_of(options)
         await self._released(agent_id)
         with self._creating(agent_id):
             await self._settle_stranded(agent_id)
             session = await self.store.load(agent_id)
             try:
-                agent = self._make_agent(session, options or AgentOptions())
+                _check_resumed_cwd(session, options)
+                agent = self._make_agent(session, options)
                 await self._setup(agent, setup)
                 self._publish(agent, source="resume", new=False)
             except BaseException:
@@ -190,6 +201,7 @@ class Runtime:
         self, session: Session, options: AgentOptions | None = None, *, setup: Setup | None = None
     ) -> Agent:
         """Start an agent on a forked session (a fresh ``startup``, R11.17)."""
+        options = _options_of(options)
         await self._released(session.id)
         with self._creating(session.id):
             await self._settle_stranded(session.id)
@@ -197,7 +209,7 @@ class Runtime:
                 raise SessionError(
                     f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS"
                 )
-            agent = self._make_agent(session, options or AgentOptions())
+            agent = self._make_agent(session, options)
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
         return agent
@@ -264,8 +276,7 @@ class Runtime:
 
     def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
         core = AgentCore(session.id, options, session, self._services)
-        if options.system_prompt:
-            core.sections = (Section("persona", options.system_prompt, 0),)
+        core.sections = persona_sections(options.system_prompt)
         agent = self._creations[session.id].agent = Agent(core, self._dispose_agent)
         return agent
 
@@ -438,6 +449,48 @@ class Runtime:
             self._start_teardown(agent)
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
+
+
+def _options_of(options: object) -> AgentOptions:
+    """*options*, or the defaults for None; refused when they are no :class:`AgentOptions`."""
+    if options is None:
+        return AgentOptions()
+    if not isinstance(options, AgentOptions):
+        raise TypeError(f"options must be an AgentOptions or None, got {type(options).__name__}")
+    return options
+
+
+def _with_cwd(options: AgentOptions, cwd: str | None) -> AgentOptions:
+    """*options* with ``create_agent``'s *cwd* keyword, checked as ``AgentOptions(cwd=...)`` is.
+
+    A *cwd* that differs from ``options.cwd`` is refused: taking either one
+    would drop the other unseen.
+    """
+    if cwd is None:
+        return options
+    given = attrs.evolve(options, cwd=cwd)  # refused in AgentOptions' own words if invalid
+    if options.cwd is not None and options.cwd != cwd:
+        raise ConfigError(
+            f"cwd {cwd!r} conflicts with options.cwd {options.cwd!r}: give the cwd once"
+        )
+    return given
+
+
+def _check_resumed_cwd(session: Session, options: AgentOptions) -> None:
+    """Refuse *options* naming a cwd other than the one *session* was stored with (R11.15).
+
+    The stored header's cwd is the one the session keeps (``{{cwd}}`` and the
+    log say so); accepting another would leave ``options.cwd`` reporting a
+    directory the agent does not work in.
+    """
+    stored = session.header.cwd
+    if options.cwd is None or options.cwd == stored:
+        return
+    raise SessionError(
+        f"session {session.id!r} was stored with cwd {stored!r}, but options.cwd is "
+        f"{options.cwd!r}: a resumed session keeps its stored cwd",
+        code="CWD_MISMATCH",
+    )
 
 
 def _new_agent_id(name: object, session_id: str | None) -> str:
