@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import traceback
+from typing import Any, Self
 
 import attrs
 import pytest
@@ -376,25 +378,213 @@ async def test_scripted_model_tool_loop_answers_after_tool_results() -> None:
     assert chunks[-2:] == [UsageChunk(Usage(2, 3)), Finish(STOP)]
 
 
-class _StatusError(Exception):
-    """An error its args alone cannot rebuild, like many SDK errors."""
+async def test_scripted_model_tool_loop_answers_when_context_follows_the_results() -> None:
+    """R9.18 puts hook context after the results; ``tool_loop`` still answers after them."""
+    model = ScriptedModel.tool_loop(["t"], answer="done")
+    history = (
+        Message("user", (Text("go"),)),
+        Message("assistant", (ToolCall("c", "t", "{}"),)),
+        Message("user", (ToolResultBlock("c", (Text("ok"),)),)),
+        Message("user", (Text("note: data may be stale"),)),
+    )
+    chunks = await play(model, request("m", *history))
+    assert assembled(chunks).message().content == (Text("done"),)
 
-    def __init__(self, message: str, status: int) -> None:
+
+async def test_scripted_model_tool_loop_calls_tools_again_after_a_new_prompt() -> None:
+    """Results before the last assistant message belong to an earlier round: a new prompt calls."""
+    model = ScriptedModel.tool_loop(["t"], calls_per_step=1)
+    history = (
+        Message("user", (Text("go"),)),
+        Message("assistant", (ToolCall("c", "t", "{}"),)),
+        Message("user", (ToolResultBlock("c", (Text("ok"),)),)),
+        Message("assistant", (Text("done"),)),
+        Message("user", (Text("again"),)),
+    )
+    chunks = await play(model, request("m", *history))
+    assert assembled(chunks).finish == TOOL_CALLS
+
+
+@retinue.tool(parallel_safe=True)
+async def lookup(city: str) -> str:
+    """Look up the weather.
+
+    Args:
+        city: The city.
+    """
+    await trio.lowlevel.checkpoint()
+    return f"{city}: sunny"
+
+
+async def test_scripted_model_tool_loop_turn_ends_when_a_hook_adds_context_after_results(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Through the runtime: one tool round, then the answer, though post-execute adds context."""
+    model = ScriptedModel.tool_loop(
+        ["lookup"], calls_per_step=1, arguments={"lookup": '{"city": "Oslo"}'}, delay=1.0
+    )
+    async with retinue.open_runtime(models=model, tools=[lookup]) as rt:
+
+        def add_context(_execution: object, _result: object, _proceed: object) -> retinue.Accept:
+            return retinue.Accept(additional_context=retinue.HookContext("note: may be stale"))
+
+        rt.hooks.on("tools/post-execute", add_context)
+        agent = await rt.create_agent("a", retinue.AgentOptions(model="m"))
+        with trio.fail_after(100):
+            result = await agent.ask("weather?")
+    assert result.reason.kind == "completed"
+    assert result.text == "All tools returned; here is the answer."
+    assert model.statistics().calls == 2
+
+
+class _StatusError(Exception):
+    """An error its args alone cannot rebuild, shaped like the SDK errors (keyword-only fields)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
         super().__init__(message)
         self.status = status
 
 
-async def test_scripted_model_replays_an_error_its_args_cannot_rebuild() -> None:
-    """R10.3: such an error is raised again as itself, with no traceback left from before."""
-    boom = _StatusError("unavailable", 503)
+async def test_scripted_model_replays_an_error_its_args_cannot_rebuild_as_fresh_copies() -> None:
+    """R10.3: each replay raises a fresh copy with the type, args, attributes and notes kept.
+
+    Such an error's ``__init__`` wants more than its args, so the copy is built
+    without it; agents sharing the step never share one error object.
+    """
+    boom = _StatusError("unavailable", status=503)
+    boom.add_note("scripted")
     model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
-    depths = []
+    raised: list[_StatusError] = []
     for _ in range(3):
         with pytest.raises(_StatusError) as caught:
             await play(model)
-        assert caught.value.status == 503
+        raised.append(caught.value)
+    assert raised[0] is boom
+    assert len({id(error) for error in raised}) == 3
+    for error in raised:
+        assert type(error) is _StatusError
+        assert (error.args, error.status, error.__notes__) == (("unavailable",), 503, ["scripted"])
+    depths = [len(traceback.extract_tb(error.__traceback__)) for error in raised]
+    assert depths == [depths[0]] * 3
+    raised[1].add_note("only on the copy")
+    assert boom.__notes__ == ["scripted"]
+
+
+class _ErrnoError(OSError):
+    """An ``OSError`` with its own ``__init__``: the built-in fields come from the args."""
+
+    def __init__(self, code: int, message: str, *, host: str) -> None:
+        super().__init__(code, message)
+        self.host = host
+
+
+async def test_scripted_model_replayed_copies_keep_the_fields_a_builtin_base_sets() -> None:
+    """A copy made without the error's ``__init__`` still has ``errno`` and ``strerror``."""
+    boom = _ErrnoError(104, "reset", host="api")
+    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
+    with pytest.raises(_ErrnoError):
+        await play(model)
+    with pytest.raises(_ErrnoError) as caught:
+        await play(model)
+    copy = caught.value
+    assert copy is not boom
+    assert (copy.errno, copy.strerror, copy.args) == (104, "reset", (104, "reset"))
+    assert copy.host == "api"
+
+
+class _UncreatableError(Exception):
+    """An error built in ``__new__``, which refuses its args alone (it wants ``status`` too)."""
+
+    status: int
+
+    def __new__(cls, message: str, *, status: int) -> Self:
+        error = super().__new__(cls, message)
+        error.status = status
+        return error
+
+    def __init__(self, message: str, **_fields: object) -> None:
+        super().__init__(message)
+
+
+async def test_scripted_model_replays_an_uncreatable_error_as_itself() -> None:
+    """Only an error that cannot be created again is raised again as itself, traceback cleared."""
+    boom = _UncreatableError("unavailable", status=503)
+    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
+    depths = []
+    for _ in range(3):
+        with pytest.raises(_UncreatableError) as caught:
+            await play(model)
+        assert caught.value is boom
         depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
     assert depths == [depths[0]] * 3
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "field", "value"),
+    [
+        (lambda: Reply("hello", delay=math.nan), ValueError, "delay", "nan"),
+        (lambda: Reply("hello", chunk_delay=math.nan), ValueError, "chunk_delay", "nan"),
+        (lambda: Hang(delay=math.nan), ValueError, "delay", "nan"),
+        (lambda: RawChunks([], delay=math.inf), ValueError, "delay", "inf"),
+        (lambda: FinishAborted(delay=True), TypeError, "delay", "True"),
+        (
+            lambda: FinishWithError("x", chunk_delay="1"),  # type: ignore[arg-type]
+            TypeError,
+            "chunk_delay",
+            "'1'",
+        ),
+        (
+            lambda: Reply("x", chunks=2.5),  # type: ignore[arg-type]
+            TypeError,
+            "chunks",
+            "2.5",
+        ),
+        (lambda: Reply("hello", chunks=True), TypeError, "chunks", "True"),
+        (
+            lambda: CallTools([ToolCallSpec("a")], text_chunks=2.0),  # type: ignore[arg-type]
+            TypeError,
+            "text_chunks",
+            "2.0",
+        ),
+        (
+            lambda: CutAtMaxTokens("x", chunks=None),  # type: ignore[arg-type]
+            TypeError,
+            "chunks",
+            "None",
+        ),
+        (
+            lambda: RaiseMidStream(ValueError(), after_chunks=True),
+            TypeError,
+            "after_chunks",
+            "True",
+        ),
+        (lambda: RaiseMidStream(ValueError(), after_chunks=-1), ValueError, "after_chunks", "-1"),
+    ],
+)
+def test_scripted_steps_reject_non_finite_delays_and_non_int_counts_naming_the_field(
+    build: Any, error: type[Exception], field: str, value: str
+) -> None:
+    """Delays are finite numbers >= 0 and counts ints (not bools); the error names field and value."""
+    with pytest.raises(error, match=rf"^{field} must .*, got {value}$"):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("calls_per_step", "error"),
+    [(0, ValueError), (-3, ValueError), (1.5, TypeError), (True, TypeError)],
+)
+def test_scripted_model_tool_loop_refuses_a_step_without_calls(
+    calls_per_step: Any, error: type[Exception]
+) -> None:
+    """``tool_loop`` needs at least one call per step, or the turn would neither call nor answer."""
+    with pytest.raises(error, match=rf"^calls_per_step must .*, got {calls_per_step!r}$"):
+        ScriptedModel.tool_loop(["t"], calls_per_step=calls_per_step)
+
+
+def test_scripted_call_tools_refuses_an_empty_list_pointing_to_raw_chunks() -> None:
+    """A ``CallTools`` step asks for at least one call; ``RawChunks`` covers the edge case."""
+    with pytest.raises(ValueError, match=r"calls must hold at least one call.*RawChunks"):
+        CallTools([])
 
 
 def test_scripted_model_repeat_last_refuses_an_empty_sequence() -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from types import FunctionType
 from typing import Any, TypeAlias, final
 
 import attrs
 import trio
 
-from retinue._content import ToolCall, ToolResultBlock
+from retinue._content import Message, ToolCall, ToolResultBlock
 from retinue._errors import ModelError
 from retinue._request import ModelRequest
 from retinue._stream import BlockEnd, StreamChunk, ToolCallDelta, Usage
@@ -22,6 +23,7 @@ from retinue.testing._steps import (
     ToolCallSpec,
     not_a_step,
     plan_of,
+    require_count,
 )
 
 __all__ = [
@@ -173,14 +175,22 @@ class ScriptedModel:
     ) -> ScriptedModel:
         """Build a model that calls tools after a prompt and answers after results.
 
-        If the last history message holds tool results, it answers ``answer``
-        in ``answer_chunks`` deltas (``len(answer)`` if that is fewer: a delta
-        holds at least one character); otherwise it asks for ``calls_per_step``
-        calls, cycling through *tool_names*, with ``arguments[name]`` (default
-        ``"{}"``) as each call's JSON arguments.
+        If a history message after the last assistant message holds tool
+        results (hook context may follow them), it answers ``answer`` in
+        ``answer_chunks`` deltas (``len(answer)`` if that is fewer: a delta
+        holds at least one character); otherwise it asks for
+        ``calls_per_step`` calls, cycling through *tool_names*, with
+        ``arguments[name]`` (default ``"{}"``) as each call's JSON arguments.
+
+        Raises:
+            ValueError: *tool_names* is empty, or a count is below 1.
+            TypeError: a count is not an ``int``.
         """
         if not tool_names:
             raise ValueError("tool_loop needs at least one tool name")
+        # Checked here, not only by the steps, so the error names these parameters.
+        require_count("calls_per_step", calls_per_step)
+        require_count("answer_chunks", answer_chunks)
         given = arguments or {}
         specs = [
             ToolCallSpec(name, given.get(name, "{}"))
@@ -264,21 +274,43 @@ class ScriptedModel:
 def _fresh(error: BaseException) -> BaseException:
     """*error* itself if it was never raised, else a fresh copy to raise.
 
-    A copy keeps the type, args, attributes, notes and cause, but not the
-    traceback, so replays never grow one traceback or share one error.
+    The copy (see :func:`_copy_of`) keeps the type, args, attributes, notes
+    and cause, but not the traceback, so replays never grow one traceback or
+    share one error. Only an error whose type cannot be created again from
+    its args (its ``__new__`` refuses them) is raised again as itself,
+    without its old traceback.
     """
     if error.__traceback__ is None:
         return error
     try:
-        fresh = copy.copy(error)
+        fresh = _copy_of(error)
     except Exception:
-        # An error that cannot be rebuilt from its args (an SDK error whose
-        # constructor wants more): raise it again without its old traceback.
         return error.with_traceback(None)
     if hasattr(error, "__notes__"):
         fresh.__notes__ = list(error.__notes__)
     fresh.__cause__ = error.__cause__
     fresh.__suppress_context__ = error.__suppress_context__
+    return fresh
+
+
+def _copy_of(error: BaseException) -> BaseException:
+    """Copy *error* (type, args and attributes) without running an ``__init__`` written in Python.
+
+    Such an ``__init__`` may want more than the args (SDK errors take a
+    response by keyword) or rewrite them, so the copy is built from parts:
+    ``__new__`` and the nearest built-in ``__init__`` with the args (this
+    stores fields such as ``errno``), then the instance attributes. An error
+    whose ``__init__`` is built in is copied as pickle would copy it, which
+    also keeps the fields its args lack (``OSError.filename``).
+    """
+    kind = type(error)
+    inits = [vars(base)["__init__"] for base in kind.__mro__ if "__init__" in vars(base)]
+    if not isinstance(inits[0], FunctionType):
+        return copy.copy(error)
+    builtin_init = next(init for init in inits if not isinstance(init, FunctionType))
+    fresh = kind.__new__(kind, *error.args)
+    builtin_init(fresh, *error.args)
+    fresh.__dict__.update(error.__dict__)
     return fresh
 
 
@@ -307,7 +339,25 @@ class _ToolLoop:
     reply: Reply
 
     def __call__(self, request: ModelRequest) -> Step:
-        messages = request.messages
-        if messages and any(isinstance(b, ToolResultBlock) for b in messages[-1].content):
+        if _results_since_last_reply(request.messages):
             return self.reply
         return self.call
+
+
+def _results_since_last_reply(messages: Sequence[Message]) -> bool:
+    """Whether a message after the last assistant message holds tool results.
+
+    Hooks may add context messages after the results (R9.18), so the last
+    message alone cannot tell. The walk stops at the assistant message: this
+    runs once per model call, and earlier rounds do not matter.
+    """
+    # Plain indexing and loops: on this path they cost half what reversed()
+    # and any() over a generator do.
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "assistant":
+            return False
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                return True
+    return False

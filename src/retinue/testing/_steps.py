@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Literal, TypeAlias, final, get_args
 
@@ -50,14 +51,46 @@ def split_text(text: str, parts: int) -> list[str]:
     return [text[bounds[i] : bounds[i + 1]] for i in range(count)]
 
 
-def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+def require_count(name: str, value: object, *, least: int = 1) -> None:
+    """Refuse *value* unless it is an ``int`` (not a ``bool``) of at least *least*.
+
+    Raises:
+        TypeError: *value* is not an ``int``; the message names *name*.
+        ValueError: *value* is below *least*; the message names *name*.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value!r}")
 
 
-def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be >= 1, got {value!r}")
+def _count(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    require_count(attribute.name, value)
+
+
+def _count_from_zero(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    require_count(attribute.name, value, least=0)
+
+
+def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    # NaN compares false with everything, so a plain ``< 0`` test lets it
+    # through and the stream then plays it as no delay at all.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{attribute.name} must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{attribute.name} must be finite and >= 0, got {value!r}")
+
+
+def _some_calls(
+    _instance: object,
+    attribute: attrs.Attribute[tuple[ToolCallSpec, ...]],
+    value: tuple[ToolCallSpec, ...],
+) -> None:
+    if not value:
+        raise ValueError(
+            f"{attribute.name} must hold at least one call; "
+            "stream a tool-calls finish without calls with RawChunks"
+        )
 
 
 @final
@@ -155,14 +188,16 @@ class Reply:
     streams in ``len(text)`` deltas. An empty text streams no block (an empty message that only carries usage).
     ``reasoning`` adds a reasoning block first. ``delay`` is virtual seconds
     before the first chunk; ``chunk_delay`` is slept before every chunk.
+    Here and in every step, delays are finite numbers >= 0 and chunk counts
+    are ints >= 1.
     """
 
     text: str
-    chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
     usage: Usage | None = attrs.field(default=None, kw_only=True)
     reasoning: str | None = attrs.field(default=None, kw_only=True)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -179,19 +214,20 @@ class Reply:
 class CallTools:
     """Ask for one or several tool calls, then finish ``tool-calls``.
 
-    Each call's arguments are split across ``chunks_per_call`` deltas; ``text``
+    ``calls`` must not be empty (:class:`RawChunks` streams a ``tool-calls``
+    finish without calls). Each call's arguments are split across ``chunks_per_call`` deltas; ``text``
     (if any) streams first, in ``text_chunks`` deltas. A delta holds at least
     one character, so shorter arguments or text stream in ``len(...)`` deltas
     (empty arguments in one).
     """
 
-    calls: tuple[ToolCallSpec, ...] = attrs.field(converter=_specs)
-    chunks_per_call: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    calls: tuple[ToolCallSpec, ...] = attrs.field(converter=_specs, validator=_some_calls)
+    chunks_per_call: int = attrs.field(default=1, kw_only=True, validator=_count)
     text: str | None = attrs.field(default=None, kw_only=True)
-    text_chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    text_chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
     usage: Usage | None = attrs.field(default=None, kw_only=True)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -214,10 +250,10 @@ class CutAtMaxTokens:
 
     text: str = ""
     tool_calls: tuple[ToolCallSpec, ...] = attrs.field(default=(), converter=_specs, kw_only=True)
-    chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
+    chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
     usage: Usage | None = attrs.field(default=None, kw_only=True)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -237,8 +273,8 @@ class FinishWithError:
     message: str
     code: str | None = None
     text: str = attrs.field(default="", kw_only=True)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -254,8 +290,8 @@ class FinishAborted:
     """Optionally stream text, then end with ``finish{aborted}`` (R10.3)."""
 
     text: str = attrs.field(default="", kw_only=True)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -273,15 +309,20 @@ class RaiseMidStream:
     The reply is ``text`` in ``chunks`` deltas (``len(text)`` if fewer): block
     start, deltas, block end.
     The first play raises ``error`` itself; once it has been raised, each play
-    raises a fresh copy (same type, args and attributes).
+    raises a fresh copy: same type, args, attributes, notes and cause, no
+    traceback. The copy is made without running an ``__init__`` written in
+    Python, so an SDK error whose constructor wants more than its args is
+    copied too. Only an error whose type cannot be created from its args
+    (its ``__new__`` refuses them) is raised again as itself, its traceback
+    cleared.
     """
 
     error: BaseException
-    after_chunks: int = attrs.field(default=0, kw_only=True)
+    after_chunks: int = attrs.field(default=0, kw_only=True, validator=_count_from_zero)
     text: str = attrs.field(default="partial answer", kw_only=True)
-    chunks: int = attrs.field(default=4, kw_only=True, validator=_positive)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunks: int = attrs.field(default=4, kw_only=True, validator=_count)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -302,9 +343,9 @@ class Hang:
     """Stream ``text`` (if any, left unclosed), then wait until cancelled."""
 
     text: str = ""
-    chunks: int = attrs.field(default=1, kw_only=True, validator=_positive)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -319,8 +360,8 @@ class RawChunks:
     """Stream exactly these chunks, for protocol edge cases; nothing is added."""
 
     chunks: tuple[StreamChunk, ...] = attrs.field(converter=_stream)
-    delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
-    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_non_negative)
+    delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
