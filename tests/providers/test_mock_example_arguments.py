@@ -348,6 +348,15 @@ def test_mock_example_strings_meet_their_lengths_and_pattern(
     assert _problem(_tool(_obj({"s": schema})), seed) is None
 
 
+@pytest.mark.parametrize("pattern", [r"^cost\$", r"^[$]x", r"^a[^$]", r"^(\$|€)[0-9]"])
+def test_mock_example_strings_meet_min_length_past_a_literal_dollar(pattern: str) -> None:
+    """R9.7: an escaped ``\\$`` or a ``$`` in a class is a character, not an end anchor:
+    a match of such a pattern is padded to its ``minLength`` like any other open-ended one.
+    """
+    tool = _tool(_obj({"s": {"type": "string", "pattern": pattern, "minLength": 12}}))
+    assert [problem for seed in SEEDS if (problem := _problem(tool, seed)) is not None] == []
+
+
 UNSATISFIABLE = {
     "empty window": _obj({"n": {"type": "integer", "minimum": 5, "maximum": 1}}),
     "endless recursion": {

@@ -97,6 +97,41 @@ async def test_mock_function_call_body_matches_the_recording(
     assert _shape(response.json()) == _shape(json.loads(FUNCTION_CALLS["response"]["body"]))
 
 
+TOOL_SETTINGS = ("tools", "tool_choice", "parallel_tool_calls")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+async def test_mock_response_echoes_the_tool_settings_as_recorded(
+    autojump_clock: trio.abc.Clock, stream: bool
+) -> None:
+    """The response object, and each one a stream's events carry, echoes the request's
+    tools with ``tool_choice`` and ``parallel_tool_calls`` defaulted as the recording shows.
+    """
+    recorded = json.loads(FUNCTION_CALLS["response"]["body"])
+    request = {**FUNCTION_CALLS["request"]["body"], "stream": stream}
+    response = await _post(MockReply(text="hi"), request)
+    events = _events(response.text)
+    objects = [e["response"] for e in events if "response" in e] if stream else [response.json()]
+    assert objects
+    for echoed in objects:
+        assert {key: echoed[key] for key in TOOL_SETTINGS} == {
+            key: recorded[key] for key in TOOL_SETTINGS
+        }
+
+
+async def test_mock_response_echoes_tool_settings_the_request_gives(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A ``tool_choice`` and ``parallel_tool_calls`` the request sets come back as set."""
+    request = {
+        **FUNCTION_CALLS["request"]["body"],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+    }
+    echoed = (await _post(MockReply(text="hi"), request)).json()
+    assert (echoed["tool_choice"], echoed["parallel_tool_calls"]) == ("required", False)
+
+
 async def test_adapter_reads_the_mock_incomplete_stream_as_max_tokens(
     autojump_clock: trio.abc.Clock,
 ) -> None:

@@ -6,6 +6,7 @@ helper reads, reproducible randomness under concurrency, and a bounded call log.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from collections.abc import Sequence
@@ -45,6 +46,8 @@ from .support import WEATHER, collect, load, make_request
 
 REAL_DEADLINE = 10.0
 CHAT = "/v1/chat/completions"
+MAX_NESTING = 128
+"""How deep a body may nest arrays and objects, as the mock server's documentation says."""
 
 
 def _body(**extra: Any) -> bytes:
@@ -113,10 +116,29 @@ _UNHASHABLE_REQUIRED = {
         "parameters": {"type": "object", "properties": {"a": {}}, "required": [["a"]]},
     },
 }
+
+
+def _nested_content(depth: int) -> bytes:
+    """A chat body whose message content is lists nested until the body is *depth* deep."""
+    lists = depth - 3  # under the body, its messages and a message
+    return (
+        b'{"model":"m","messages":[{"role":"user","content":'
+        + b"[" * lists
+        + b'"x"'
+        + b"]" * lists
+        + b"}]}"
+    )
+
+
 BAD_REQUESTS = {
     "head": (_request(method="HEAD"), 405),
     "non-utf8 header": (_request(_body(), extra=b"x-note: caf\xe9\r\n"), 200),
     "deep json": (_request(b"[" * 100_000 + b"]" * 100_000), 400),
+    # json.loads reads this one; walking it recursively would not
+    "deep json that parses": (_request(_nested_content(600)), 400),
+    "json as deep as allowed": (_request(_nested_content(MAX_NESTING)), 200),
+    "json one level deeper": (_request(_nested_content(MAX_NESTING + 1)), 400),
+    "empty body": (_request(b""), 400),
     "list in required": (_request(_body(tools=[_UNHASHABLE_REQUIRED])), 200),
 }
 
@@ -130,6 +152,32 @@ async def test_mock_bad_request_fails_alone(case: str) -> None:
     assert _status(response) == status
     if case == "head":
         assert _payload(response) == b""
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"", "not valid JSON"),
+        (b"{not json", "not valid JSON"),
+        (_nested_content(600), "nested too deeply"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ],
+    ids=["empty", "not json", "deep", "deeper than the parser goes"],
+)
+@pytest.mark.parametrize("path", [CHAT, "/v1/responses", "/v1/messages"])
+async def test_mock_invalid_body_gets_a_400_in_the_api_shape(
+    autojump_clock: trio.abc.Clock, path: str, body: bytes, message: str
+) -> None:
+    """A body that is empty, not JSON or nested too deeply gets a 400 shaped like the
+    API's errors, saying which.
+    """
+    server = MockServer(EchoPolicy())
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        response = await client.post(f"http://mock{path}", content=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert message in error["message"]
 
 
 def _failing_policy(_call: MockCall) -> MockResponse:
@@ -294,6 +342,44 @@ async def test_mock_responses_endless_stream_keeps_numbering(
     assert [p["sequence_number"] for p in payloads] == list(range(len(payloads)))
 
 
+_ENDLESS_PATHS = {"chat": CHAT, "responses": "/v1/responses", "messages": "/v1/messages"}
+
+
+@pytest.mark.parametrize("api", list(_ENDLESS_PATHS))
+async def test_mock_endless_tick_work_does_not_grow_with_the_request(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch, api: str
+) -> None:
+    """A never-ending stream estimates its request's input tokens (a walk of the whole
+    body) for its opening events only, never again per tick.
+    """
+    estimator = inspect.getattr_static(MockCall, "input_tokens")
+    assert isinstance(estimator, property)
+    assert estimator.fget is not None
+    estimate = estimator.fget
+    estimates = 0
+
+    def counted(call: MockCall) -> int:
+        nonlocal estimates
+        estimates += 1
+        return estimate(call)
+
+    monkeypatch.setattr(MockCall, "input_tokens", property(counted))
+    server = MockServer(ScriptedPolicy([Endless(0.5)]))
+    prompt = "x" * 200_000
+    body: dict[str, Any] = {"model": "m", "stream": True, "max_tokens": 10, "input": prompt}
+    body["messages"] = [{"role": "user", "content": prompt}]
+    body["stream_options"] = {"include_usage": True}
+    events: list[int] = []  # the estimates made by the time of each event
+    with trio.fail_after(60):
+        async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
+            with trio.move_on_after(20.2):
+                async with client.stream("POST", _ENDLESS_PATHS[api], json=body) as response:
+                    async for line in response.aiter_lines():
+                        events += [estimates] * len(_sse_payloads(line))
+    assert len(events) > 40
+    assert events[-1] == events[4] <= 1
+
+
 # -- 3. a seed reproduces a run however concurrent clients interleave -------------------
 
 
@@ -430,15 +516,28 @@ async def test_mock_truncated_stream_is_not_counted_completed() -> None:
         assert stats.streams_truncated == 1
 
 
-@pytest.mark.parametrize(("seconds", "header"), [(0.4, "1"), (1.6, "2"), (2.5, "3"), (2.0, "2")])
-async def test_mock_retry_after_rounds_up(seconds: float, header: str) -> None:
-    """``Retry-After`` is whole seconds, never earlier than the fault's ``retry_after``."""
+@pytest.mark.parametrize(
+    ("seconds", "header", "header_ms"),
+    [
+        (0.4, "1", "400"),
+        (1.6, "2", "1600"),
+        (2.5, "3", "2500"),
+        (2.0, "2", "2000"),
+        (1.005, "2", "1005"),  # 1.005 * 1000 is 1004.9999999999999
+        (2.007, "3", "2007"),  # 2.007 * 1000 is 2007.0000000000002
+        (0.0004, "1", "1"),
+    ],
+)
+async def test_mock_retry_after_rounds_up(seconds: float, header: str, header_ms: str) -> None:
+    """``Retry-After`` (whole seconds) and ``retry-after-ms`` are never earlier than the
+    fault's ``retry_after``, as written: milliseconds are rounded up too, not down.
+    """
     server = MockServer(ScriptedPolicy([Fault("rate_limit", retry_after=seconds)]))
     async with httpx2.AsyncClient(transport=server.transport(), base_url="http://m") as client:
         response = await client.post(CHAT, content=_body())
     assert response.status_code == 429
     assert response.headers["retry-after"] == header
-    assert response.headers["retry-after-ms"] == str(int(seconds * 1000))
+    assert response.headers["retry-after-ms"] == header_ms
 
 
 # -- 7. and 8. Responses reasoning; null content in tool-only chat streams --------------

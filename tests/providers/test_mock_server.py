@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
 from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
 import anthropic
+import attrs
+import httpx2
 import openai
 import pytest
 import trio
@@ -23,6 +27,7 @@ from retinue.providers import (
     RateLimitError,
 )
 from retinue.providers.mock import (
+    FAULT_KINDS,
     EchoPolicy,
     Endless,
     Fault,
@@ -70,6 +75,99 @@ async def test_mock_echo_policy_calls_tools_then_answers(api: str) -> None:
             assert "sunny" in text.text
             deltas = [c for c in second.chunks if isinstance(c, TextDelta)]
             assert len(deltas) == 6
+
+
+CONTEXT = '<context source="clock">it is noon</context>'
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_echo_policy_answers_tool_results_followed_by_a_context_message(
+    api: str,
+) -> None:
+    """Tool results followed by a ``<context>`` message (the adapters send it after the
+    results) still get a text answer quoting the results, on every API alike.
+    """
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(EchoPolicy()) as server, served_by(api, server) as model:
+            first = await collect(model, make_request("weather in Oslo?", tools=[WEATHER]))
+            calls = [b for b in first.message.content if isinstance(b, ToolCall)]
+            assert calls
+            history = [
+                Message("user", (Text("weather in Oslo?"),)),
+                first.message,
+                *(Message("user", (ToolResultBlock(c.id, (Text("sunny"),)),)) for c in calls),
+                Message("user", (Text(CONTEXT),)),
+            ]
+            second = await collect(model, make_request(*history, tools=[WEATHER]))
+    assert second.assembler.finish.kind == "stop"
+    assert not any(isinstance(block, ToolCall) for block in second.message.content)
+    text = second.message.content[0]
+    assert isinstance(text, Text)
+    assert text.text.startswith("Done. The tools said: sunny")
+
+
+LOOKUP_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+BUILT_IN_TOOLS: dict[str, list[dict[str, Any]]] = {
+    "chat": [{"type": "custom", "custom": {"name": "grammar_tool"}}],
+    "responses": [{"type": "web_search"}, {"type": "file_search", "vector_store_ids": ["v"]}],
+    "messages": [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+        {"type": "bash_20250124", "name": "bash"},
+    ],
+}
+FUNCTION_TOOLS: dict[str, list[dict[str, Any]]] = {
+    "chat": [{"type": "function", "function": {"name": "lookup", "parameters": LOOKUP_SCHEMA}}],
+    "responses": [{"type": "function", "name": "lookup", "parameters": LOOKUP_SCHEMA}],
+    "messages": [
+        {"name": "lookup", "input_schema": LOOKUP_SCHEMA},
+        {"type": "custom", "name": "find", "input_schema": LOOKUP_SCHEMA},
+    ],
+}
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+
+
+def _called_names(api: str, body: dict[str, Any]) -> list[str]:
+    """The names of the tools a reply body calls."""
+    if api == "chat":
+        calls = body["choices"][0]["message"].get("tool_calls") or []
+        return [call["function"]["name"] for call in calls]
+    items = body["output"] if api == "responses" else body["content"]
+    kind = "function_call" if api == "responses" else "tool_use"
+    return [item["name"] for item in items if item["type"] == kind]
+
+
+async def _tool_names_called(api: str, tools: list[dict[str, Any]]) -> list[list[str]]:
+    """The tools the echo model calls for twelve different prompts offering *tools*."""
+    server = MockServer(EchoPolicy(max_tool_calls=3))
+    called = []
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        for number in range(12):
+            body: dict[str, Any] = {"model": "m", "max_tokens": 100, "tools": tools}
+            prompt = f"search {number}"
+            if api == "responses":
+                body["input"] = prompt
+            else:
+                body["messages"] = [{"role": "user", "content": prompt}]
+            response = await client.post(f"http://mock{PATHS[api]}", json=body)
+            called.append(_called_names(api, response.json()))
+    return called
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_echo_policy_calls_only_client_function_tools(
+    autojump_clock: trio.abc.Clock, api: str
+) -> None:
+    """Built-in and server tools, which the provider runs, are never called as functions;
+    the function tools beside them are.
+    """
+    with trio.fail_after(60):
+        mixed = await _tool_names_called(api, BUILT_IN_TOOLS[api] + FUNCTION_TOOLS[api])
+        built_in_only = await _tool_names_called(api, BUILT_IN_TOOLS[api])
+    functions = {
+        str(t.get("name") or t.get("function", {}).get("name")) for t in FUNCTION_TOOLS[api]
+    }
+    assert all(names and set(names) <= functions for names in mixed)
+    assert built_in_only == [[]] * 12
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -133,6 +231,39 @@ async def test_mock_fault_policy_injects_at_its_rate() -> None:
     assert sum(policy.injected.values()) == len(faults)
 
 
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Fault("ratelimit"),  # type: ignore[arg-type]
+        lambda: FaultPolicy(EchoPolicy(), kinds=("rate_limit", "ratelimit")),  # type: ignore[arg-type]
+        lambda: attrs.evolve(Fault("rate_limit"), kind="ratelimit"),  # type: ignore[arg-type]
+    ],
+    ids=["fault", "fault policy", "evolved fault"],
+)
+def test_mock_unknown_fault_kind_is_refused(build: Callable[[], object]) -> None:
+    """A misspelt fault kind is a ``ValueError`` naming it and the kinds there are,
+    not some other fault injected without a word.
+    """
+    with pytest.raises(ValueError, match="'ratelimit'") as caught:
+        build()
+    assert all(kind in str(caught.value) for kind in FAULT_KINDS)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_reply_can_report_zero_input_tokens(
+    autojump_clock: trio.abc.Clock, api: str
+) -> None:
+    """``MockReply(input_tokens=0)`` reports no input tokens rather than the estimate."""
+    reply = MockReply(text="x", input_tokens=0, output_tokens=0)
+    server = MockServer(ScriptedPolicy([reply]))
+    body: dict[str, Any] = {"model": "m", "max_tokens": 10, "input": "hi" * 100}
+    body["messages"] = [{"role": "user", "content": body["input"]}]
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        response = await client.post(f"http://mock{PATHS[api]}", json=body)
+    usage = response.json()["usage"]
+    assert usage["prompt_tokens" if api == "chat" else "input_tokens"] == 0
+
+
 def _call(number: int) -> Any:
     from retinue.providers.mock import MockCall
 
@@ -190,6 +321,45 @@ async def _anthropic_sdk_round_trip(server: MockServer) -> None:
             final = await stream.get_final_message()
         assert final.content[1].input == {"city": "Oslo"}  # type: ignore[union-attr]
         assert final.stop_reason == "tool_use"
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("host", "url_host"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("0.0.0.0", "127.0.0.1"),  # every interface: reached on the loopback
+        pytest.param(
+            "::1",
+            "[::1]",
+            marks=pytest.mark.skipif(
+                not _has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)"
+            ),
+        ),
+    ],
+)
+async def test_mock_base_url_names_the_address_it_listens_on(host: str, url_host: str) -> None:
+    """``base_url`` is the address bound, an IPv6 one bracketed, the wildcard's loopback
+    for every interface; an SDK pointed at it is served.
+    """
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(host=host) as server:
+            assert re.fullmatch(rf"http://{re.escape(url_host)}:[0-9]+", server.base_url)
+            async with openai.AsyncOpenAI(
+                base_url=server.openai_base_url, api_key="k", max_retries=0
+            ) as client:
+                done = await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+    assert (done.choices[0].message.content or "").startswith("You said: hi")
 
 
 async def test_mock_latency_and_chunk_timing_apply() -> None:

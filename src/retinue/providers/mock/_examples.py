@@ -17,6 +17,7 @@ import attrs
 
 from retinue._jsonschema import (
     MAX_REF_HOPS,
+    ending_at_text_end,
     is_number,
     json_key,
     resolve_ref,
@@ -262,7 +263,7 @@ class _Draw:
             if isinstance(pattern, str):
                 # A match padded or cut is a near miss, which can make a nested quantifier
                 # backtrack for ages: only a match with an open end is padded, still a match.
-                open_end = "$" not in pattern and "\\Z" not in pattern
+                open_end = _ends_open(pattern)
                 for sample in sample_strings(pattern, self.rng, low):
                     yield _fit(sample, low, None) if open_end else sample
         words = self.rng.sample(WORDS, len(WORDS))
@@ -359,6 +360,15 @@ def _limits(nodes: list[Schema], keyword: str) -> list[int]:
         for node in nodes
         if is_number(v := node.get(keyword)) and math.isfinite(v)
     ]
+
+
+def _ends_open(pattern: str) -> bool:
+    """Whether a match of *pattern* is still one with text added at its end: no end anchor.
+
+    Read as the validator reads it: a ``$`` anchor becomes ``\\Z``, while an
+    escaped ``\\$`` or a ``$`` in a class is a character like any other.
+    """
+    return "\\Z" not in ending_at_text_end(pattern)
 
 
 def _fit(text: str, low: int, high: int | None) -> str:

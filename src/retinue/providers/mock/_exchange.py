@@ -13,6 +13,8 @@ from typing import Final, final
 import attrs
 import trio
 
+from retinue._jsonschema import decimal
+
 from ._policy import Policy
 from ._render import (
     endless_event,
@@ -25,6 +27,7 @@ from ._render import (
 from ._values import Api, Endless, Fault, MockCall, MockReply, MockResponse, RawReply, Timing
 
 __all__ = [
+    "MAX_NESTING",
     "STALL",
     "Outgoing",
     "Truncated",
@@ -42,6 +45,15 @@ STALL: Final = b""
 
 _SSE = (("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache"))
 _JSON = (("content-type", "application/json"),)
+MAX_NESTING: Final = 128
+"""The deepest a request body may nest arrays and objects.
+
+Policies and renderers walk a body recursively (a message's text, a tool's
+schema), a few frames per level; with bodies this far below the interpreter's
+recursion limit, no walk of an accepted one runs out of stack.
+"""
+_TOO_DEEP = "The request body is nested too deeply."
+
 _PATHS: dict[str, Api] = {
     "/v1/chat/completions": "chat",
     "/chat/completions": "chat",
@@ -79,16 +91,37 @@ def parse_call(
     if api is None:
         return Outgoing(404, _JSON, error_body("chat", 404))
     try:
-        parsed = json.loads(body or b"{}")
-        # a body nested deeper than the interpreter's recursion limit is not valid here
-    except (ValueError, RecursionError):
+        parsed = json.loads(body)  # an empty body is no JSON either
+    except ValueError:
         parsed = None
+    except RecursionError:
+        return Outgoing(400, _JSON, error_body(api, 400, _TOO_DEEP))
     if not isinstance(parsed, dict):
         return Outgoing(400, _JSON, error_body(api, 400))
+    if not _nests_within(parsed, MAX_NESTING):
+        return Outgoing(400, _JSON, error_body(api, 400, _TOO_DEEP))
     # The bytes as sent key the call: a client sends equal requests as equal bytes,
     # and hashing them costs less than re-encoding a long history canonically.
     key = hashlib.sha256(api.encode() + b"\n" + body).hexdigest()
     return MockCall(api, parsed, headers, number, key=key)
+
+
+def _nests_within(value: object, depth: int) -> bool:
+    """Whether *value* holds no more than *depth* levels of arrays and objects.
+
+    Level by level, not recursively: the point is to measure a body too deep to recurse into.
+    """
+    level = [value] if isinstance(value, dict | list) else []
+    for _ in range(depth):
+        if not level:
+            break
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+    return not level
 
 
 def failure(api: Api, message: str, status: int = 500) -> Outgoing:
@@ -145,10 +178,11 @@ def _sse_parts(body: bytes) -> list[bytes]:
 def _status_fault(call: MockCall, fault: Fault, status: int) -> Outgoing:
     headers = list(_JSON)
     if fault.retry_after is not None and status in (429, 529):
-        # Retry-After is whole seconds; rounding down would invite a retry that is too early
+        # Both round up: rounding down would invite a retry that is too early. The
+        # milliseconds are of the number as written: 2.007 * 1000 is 2007.0000000000002.
         headers += [
             ("retry-after", str(max(0, math.ceil(fault.retry_after)))),
-            ("retry-after-ms", str(max(0, int(fault.retry_after * 1000)))),
+            ("retry-after-ms", str(max(0, math.ceil(decimal(fault.retry_after) * 1000)))),
         ]
     return Outgoing(status, tuple(headers), error_body(call.api, status), fault.kind)
 

@@ -19,6 +19,7 @@ from ._values import (
     MockResponse,
     MockToolCall,
     RawReply,
+    check_fault_kind,
 )
 
 __all__ = [
@@ -49,9 +50,12 @@ def _padded(text: str, chunks: int) -> str:
 class EchoPolicy:
     """A model that does realistic work.
 
-    When tools are offered and the last message is a prompt, it calls one or
-    up to ``max_tool_calls`` of them with plausible arguments; after tool
-    results it answers with text; otherwise it echoes the prompt. Text streams
+    When function tools are offered and no tool results came since its last
+    turn, it calls one or up to ``max_tool_calls`` of them with plausible
+    arguments (built-in and server tools, run by the provider, are never
+    called); after tool results, even when a message such as a
+    ``<context>`` note follows them, it answers with text; otherwise it
+    echoes the prompt. Text streams
     in ``chunks`` pieces. Which tools and which arguments are drawn from
     :meth:`MockCall.rng`, so they depend on ``seed`` and the request, not on
     the order concurrent requests arrive in.
@@ -64,7 +68,7 @@ class EchoPolicy:
     def __call__(self, call: MockCall) -> MockResponse:
         """Answer *call*."""
         if call.after_tool_results:
-            answer = f"Done. The tools said: {call.last_text[:80]}"
+            answer = f"Done. The tools said: {' '.join(call.tool_results)[:80]}"
             return MockReply(text=_padded(answer, self.chunks), chunks=self.chunks)
         if call.tools and self.max_tool_calls > 0:
             rng = call.rng(self.seed, "echo")
@@ -85,6 +89,11 @@ def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ..
 
 def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:
     return tuple(kinds)
+
+
+def _valid_kinds(_policy: object, _attribute: object, kinds: tuple[FaultKind, ...]) -> None:
+    for kind in kinds:
+        check_fault_kind(kind)
 
 
 @final
@@ -148,7 +157,8 @@ class ReplayPolicy:
 class FaultPolicy:
     """Wraps a policy and replaces a fraction ``rate`` of its answers with faults.
 
-    The fault kind is drawn uniformly from ``kinds``; stream faults stream the
+    The fault kind is drawn uniformly from ``kinds`` (each one of
+    :data:`FAULT_KINDS`, or ``ValueError``); stream faults stream the
     wrapped policy's reply before failing. Whether and how a call is faulted
     is drawn from :meth:`MockCall.rng`: with the same ``seed``, the same
     requests get the same faults however concurrent clients interleave, and
@@ -157,7 +167,9 @@ class FaultPolicy:
 
     inner: Policy = attrs.field(factory=EchoPolicy)
     rate: float = 0.1
-    kinds: tuple[FaultKind, ...] = attrs.field(default=FAULT_KINDS, converter=_kind_tuple)
+    kinds: tuple[FaultKind, ...] = attrs.field(
+        default=FAULT_KINDS, converter=_kind_tuple, validator=_valid_kinds
+    )
     retry_after: float | None = 1.0
     seed: int = 0
     injected: dict[str, int] = attrs.field(factory=dict, init=False)

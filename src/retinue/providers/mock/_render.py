@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._render_chat import chat_json, chat_stream
-from ._render_messages import anthropic_message, anthropic_stream
-from ._render_responses import numbered, responses_object, responses_payloads, responses_stream
+from ._render_chat import chat_json, chat_stream, chat_text_delta
+from ._render_messages import anthropic_message, anthropic_stream, anthropic_text_delta
+from ._render_responses import (
+    message_item_id,
+    numbered,
+    responses_object,
+    responses_stream,
+    text_delta_payload,
+)
 from ._render_shared import JsonObject, dumps, sse_event
 from ._values import Api, MockCall, MockReply
 
@@ -29,7 +35,7 @@ _STREAMS: dict[Api, Callable[[MockCall, MockReply], list[bytes]]] = {
 _OBJECTS: dict[Api, Callable[[MockCall, MockReply], JsonObject]] = {
     "chat": chat_json,
     "responses": responses_object,
-    "messages": lambda call, reply: anthropic_message(call, reply, final=True),
+    "messages": anthropic_message,
 }
 
 
@@ -106,16 +112,25 @@ def _first_text_delta(call: MockCall) -> int:
 
 
 def endless_prologue(call: MockCall) -> list[bytes]:
-    """The events that open a stream that never ends (message and block starts)."""
+    """The events that open a stream that never ends (message and block starts).
+
+    Rendered once per stream: they carry what depends on the whole request,
+    such as its usage estimate.
+    """
     events = render_stream(call, MockReply(text="tick", chunks=1))
     return events[: _first_text_delta(call)]
 
 
 def endless_event(call: MockCall, number: int) -> bytes:
-    """One text delta of a stream that never ends."""
-    reply = MockReply(text=f"tick {number} ", chunks=1)
-    position = _first_text_delta(call)
-    if call.api == "responses":
-        payload = responses_payloads(call, reply)[position]
-        return numbered([payload], position + number)[0]
-    return render_stream(call, reply)[position]
+    """One text delta of a stream that never ends, after :func:`endless_prologue`.
+
+    Only the text (and a Responses sequence number) changes from tick to tick,
+    so a tick costs the same whatever the size of the request.
+    """
+    text = f"tick {number} "
+    if call.api == "chat":
+        return chat_text_delta(call, text)
+    if call.api == "messages":
+        return anthropic_text_delta(0, text)
+    payload = text_delta_payload(message_item_id(call), 0, text)
+    return numbered([payload], _first_text_delta(call) + number)[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._render_shared import JsonObject, call_id, dumps, reply_tag, split_text, usage_counts
 from ._values import MockCall, MockReply
 
-__all__ = ["chat_json", "chat_stream"]
+__all__ = ["chat_json", "chat_stream", "chat_text_delta"]
 
 
 def _chat_chunk(call: MockCall, delta: JsonObject, finish: str | None = None) -> bytes:
@@ -20,12 +20,17 @@ def _chat_chunk(call: MockCall, delta: JsonObject, finish: str | None = None) ->
     return f"data: {dumps(payload)}\n\n".encode()
 
 
+def chat_text_delta(call: MockCall, piece: str) -> bytes:
+    """The chunk carrying *piece* of a reply's text."""
+    return _chat_chunk(call, {"content": piece})
+
+
 def chat_stream(call: MockCall, reply: MockReply) -> list[bytes]:
     # OpenAI opens a reply that has only tool calls with null content, any other with ""
     content = None if reply.tool_calls and not reply.text else ""
     events = [_chat_chunk(call, {"role": "assistant", "content": content, "refusal": None})]
     events += [_chat_chunk(call, {"reasoning_content": p}) for p in split_text(reply.reasoning, 3)]
-    events += [_chat_chunk(call, {"content": p}) for p in split_text(reply.text, reply.chunks)]
+    events += [chat_text_delta(call, p) for p in split_text(reply.text, reply.chunks)]
     for index, tool in enumerate(reply.tool_calls):
         head = {
             "index": index,

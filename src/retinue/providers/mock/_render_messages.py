@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 from ._render_shared import (
@@ -15,7 +16,7 @@ from ._render_shared import (
 )
 from ._values import MockCall, MockReply
 
-__all__ = ["anthropic_message", "anthropic_stream"]
+__all__ = ["anthropic_message", "anthropic_stream", "anthropic_text_delta"]
 
 
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
@@ -63,31 +64,42 @@ def _anthropic_blocks(call: MockCall, reply: MockReply) -> list[JsonObject]:
     return blocks
 
 
-def anthropic_message(call: MockCall, reply: MockReply, *, final: bool) -> JsonObject:
+def anthropic_message(call: MockCall, reply: MockReply) -> JsonObject:
     prompt, completion = usage_counts(call, reply)
     return {
         "id": f"msg_mock{reply_tag(call)}",
         "type": "message",
         "role": "assistant",
         "model": call.model,
-        "content": _anthropic_blocks(call, reply) if final else [],
-        "stop_reason": _STOP_REASONS.get(reply.finish_name, reply.finish_name) if final else None,
+        "content": _anthropic_blocks(call, reply),
+        "stop_reason": _STOP_REASONS.get(reply.finish_name, reply.finish_name),
         "stop_sequence": None,
         "usage": {
             "input_tokens": prompt,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
-            "output_tokens": completion if final else 1,
+            "output_tokens": completion,
         },
     }
+
+
+def _block_event(index: int, kind: str, **fields: object) -> bytes:
+    return sse_event({"type": kind, "index": index, **fields}, kind)
+
+
+def anthropic_text_delta(index: int, piece: str) -> bytes:
+    """The event carrying *piece* of the text of content block *index*."""
+    return _block_event(index, "content_block_delta", delta=_text_delta(piece))
+
+
+def _text_delta(piece: str) -> JsonObject:
+    return {"type": "text_delta", "text": piece}
 
 
 def _anthropic_block_events(
     index: int, block: JsonObject, chunks: int, raw_arguments: str | None = None
 ) -> list[bytes]:
-    def event(kind: str, **fields: object) -> bytes:
-        return sse_event({"type": kind, "index": index, **fields}, kind)
-
+    event = functools.partial(_block_event, index)
     kind = block["type"]
     start: JsonObject
     deltas: list[JsonObject]
@@ -99,7 +111,7 @@ def _anthropic_block_events(
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
     elif kind == "text":
         start = {"type": "text", "text": ""}
-        deltas = [{"type": "text_delta", "text": p} for p in split_text(str(block["text"]), chunks)]
+        deltas = [_text_delta(p) for p in split_text(str(block["text"]), chunks)]
     else:
         start = {**block, "input": {}}
         arguments = dumps(block["input"]) if raw_arguments is None else raw_arguments
@@ -111,13 +123,17 @@ def _anthropic_block_events(
 
 
 def anthropic_stream(call: MockCall, reply: MockReply) -> list[bytes]:
-    final = anthropic_message(call, reply, final=True)
-    events = [
-        sse_event(
-            {"type": "message_start", "message": anthropic_message(call, reply, final=False)},
-            "message_start",
-        )
-    ]
+    final = anthropic_message(call, reply)
+    usage = final["usage"]
+    assert isinstance(usage, dict)
+    # The message as it starts, from the final one: the usage is estimated once per call.
+    started = {
+        **final,
+        "content": [],
+        "stop_reason": None,
+        "usage": {**usage, "output_tokens": 1},
+    }
+    events = [sse_event({"type": "message_start", "message": started}, "message_start")]
     blocks = final["content"]
     assert isinstance(blocks, list)
     raw = _raw_arguments(reply, len(blocks))

@@ -7,7 +7,13 @@ from collections.abc import Callable
 from ._render_shared import JsonObject, call_id, reply_tag, split_text, sse_event, usage_counts
 from ._values import MockCall, MockReply
 
-__all__ = ["numbered", "responses_object", "responses_payloads", "responses_stream"]
+__all__ = [
+    "message_item_id",
+    "numbered",
+    "responses_object",
+    "responses_stream",
+    "text_delta_payload",
+]
 
 # The event sequence follows the recorded real streams: created, in_progress,
 # then per output item added / part added / deltas / done events, each carrying
@@ -23,7 +29,7 @@ def _responses_output(call: MockCall, reply: MockReply) -> list[JsonObject]:
     if reply.text:
         output.append(
             {
-                "id": f"msg_mock{tag}",
+                "id": message_item_id(call),
                 "type": "message",
                 "status": "completed",
                 "content": [_output_text(reply.text)],
@@ -47,6 +53,23 @@ def _responses_output(call: MockCall, reply: MockReply) -> list[JsonObject]:
     return output
 
 
+def message_item_id(call: MockCall) -> str:
+    """The id of the message item of *call*'s reply."""
+    return f"msg_mock{reply_tag(call)}"
+
+
+def text_delta_payload(item_id: object, position: int, piece: str) -> JsonObject:
+    """The event carrying *piece* of the text of output item *position*, not yet numbered."""
+    return {
+        "type": "response.output_text.delta",
+        "item_id": item_id,
+        "output_index": position,
+        "content_index": 0,
+        "delta": piece,
+        "logprobs": [],
+    }
+
+
 def _output_text(text: str) -> JsonObject:
     return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
 
@@ -64,9 +87,10 @@ def responses_object(call: MockCall, reply: MockReply) -> JsonObject:
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "model": call.model,
         "output": _responses_output(call, reply),
+        **_tool_settings(call),
         "usage": {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": completion,
             "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": prompt + completion,
@@ -74,11 +98,24 @@ def responses_object(call: MockCall, reply: MockReply) -> JsonObject:
     }
 
 
+def _tool_settings(call: MockCall) -> JsonObject:
+    """The request's tool settings, echoed as the API does: defaulted when not given."""
+    body = call.body
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    parallel = body.get("parallel_tool_calls")
+    return {
+        "parallel_tool_calls": parallel if parallel is not None else True,
+        "tool_choice": choice if choice is not None else "auto",
+        "tools": tools if isinstance(tools, list) else [],
+    }
+
+
 def responses_stream(call: MockCall, reply: MockReply) -> list[bytes]:
-    return numbered(responses_payloads(call, reply))
+    return numbered(_responses_payloads(call, reply))
 
 
-def responses_payloads(call: MockCall, reply: MockReply) -> list[JsonObject]:
+def _responses_payloads(call: MockCall, reply: MockReply) -> list[JsonObject]:
     """The stream's events, not yet numbered."""
     final = responses_object(call, reply)
     # Until the end the API cannot know the output will be cut: no incomplete_details yet.
@@ -121,7 +158,7 @@ def _responses_item_events(reply: MockReply, position: int, item: JsonObject) ->
         part: JsonObject = {"content_index": 0}
         middle = [
             event("response.content_part.added", **part, part=_output_text("")),
-            *(event("response.output_text.delta", **part, delta=d, logprobs=[]) for d in deltas),
+            *(text_delta_payload(item["id"], position, d) for d in deltas),
             event("response.output_text.done", **part, text=reply.text, logprobs=[]),
             event("response.content_part.done", **part, part=_output_text(reply.text)),
         ]

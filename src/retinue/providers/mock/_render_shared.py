@@ -51,4 +51,5 @@ def usage_counts(call: MockCall, reply: MockReply) -> tuple[int, int]:
     if output is None:
         text = reply.text + reply.reasoning + "".join(c.arguments for c in reply.tool_calls)
         output = max(1, len(text) // 4)
-    return (reply.input_tokens or call.input_tokens), output
+    given = reply.input_tokens
+    return (given if given is not None else call.input_tokens), output

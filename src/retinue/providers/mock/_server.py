@@ -35,6 +35,9 @@ A retry usually follows its request within seconds; a key forgotten earlier
 starts counting again from 0.
 """
 
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 - names, not a bind
+"""The loopback address that reaches a server listening on every interface of a family."""
+
 logger = logging.getLogger("retinue.providers.mock")
 
 
@@ -95,7 +98,7 @@ class MockServer:
         self.seed = seed
         self._calls: deque[MockCall] = deque(maxlen=max_calls)
         self._occurrences: dict[str, int] = {}
-        self._port: int | None = None
+        self._address: tuple[str, int] | None = None
         self._counts = dict.fromkeys(
             ("started", "completed", "aborted", "truncated", "faults", "open", "total"), 0
         )
@@ -103,10 +106,20 @@ class MockServer:
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT``; raises ``RuntimeError`` before the server listens."""
-        if self._port is None:
+        """``http://HOST:PORT`` of the address it listens on; ``RuntimeError`` before it listens.
+
+        An IPv6 host is bracketed (``http://[::1]:PORT``). A server listening
+        on every interface (``0.0.0.0``, ``::``) is reached on the loopback
+        address of that family: the wildcard is no address to connect to.
+        """
+        if self._address is None:
             raise RuntimeError("the mock server is not listening")
-        return f"http://127.0.0.1:{self._port}"
+        host, port = self._address
+        host = _WILDCARDS.get(host, host)
+        if ":" not in host:
+            return f"http://{host}:{port}"
+        # a link-local address's zone (fe80::1%eth0) is written %25 in a URL (RFC 6874)
+        return f"http://[{host.replace('%', '%25')}]:{port}"
 
     @property
     def openai_base_url(self) -> str:
@@ -184,7 +197,9 @@ class MockServer:
     ) -> None:
         """Serve TCP until cancelled; reports started once listening."""
         listeners = await trio.open_tcp_listeners(port, host=host)
-        self._port = listeners[0].socket.getsockname()[1]
+        # getsockname() gives (host, port), and two more fields for IPv6
+        bound_host, bound_port = listeners[0].socket.getsockname()[:2]
+        self._address = (bound_host, bound_port)
         async with trio.open_nursery() as nursery:
             await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
             task_status.started()

@@ -103,35 +103,41 @@ class MockCall:
 
     @property
     def tools(self) -> tuple[tuple[str, JsonObject], ...]:
-        """The offered tools as ``(name, JSON schema)`` pairs, in every wire format."""
-        found = []
+        """The offered client function tools as ``(name, JSON schema)`` pairs, in every wire format.
+
+        Built-in and server tools (``web_search`` and the like) are left out:
+        the provider runs those, so a model never calls them as functions.
+        """
         tools = self.body.get("tools")
-        for tool in tools if isinstance(tools, list) else ():
-            if not isinstance(tool, dict):
-                continue
-            spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
-            assert isinstance(spec, dict)
-            schema = spec.get("parameters", spec.get("input_schema", {}))
-            found.append((str(spec.get("name", "")), schema if isinstance(schema, dict) else {}))
-        return tuple(found)
+        offered = tools if isinstance(tools, list) else ()
+        return tuple(
+            function
+            for tool in offered
+            if (function := _client_function(self.api, tool)) is not None
+        )
+
+    @property
+    def tool_results(self) -> tuple[str, ...]:
+        """The text of each tool result sent since the last assistant turn, in order.
+
+        Any later message (a ``<context>`` note after the results, say) is
+        not a tool result, but does not hide them either.
+        """
+        results: list[str] = []
+        for item in self._since_last_assistant_turn():
+            results += [_text_of(content) for content in _tool_result_contents(self.api, item)]
+        return tuple(results)
 
     @property
     def after_tool_results(self) -> bool:
-        """Whether the last message carries tool results."""
-        last = self._last_item()
-        if self.api == "chat":
-            return last.get("role") == "tool"
-        if self.api == "responses":
-            return last.get("type") == "function_call_output"
-        content = last.get("content")
-        return isinstance(content, list) and any(
-            isinstance(block, dict) and block.get("type") == "tool_result" for block in content
-        )
+        """Whether tool results were sent since the last assistant turn."""
+        return bool(self.tool_results)
 
     @property
     def last_text(self) -> str:
         """The text of the last message (tool results included as text)."""
-        last = self._last_item()
+        items = self._items()
+        last = items[-1] if items and isinstance(items[-1], dict) else {}
         return _text_of(last.get("content", last.get("output", "")))
 
     @property
@@ -139,13 +145,61 @@ class MockCall:
         """A rough input token count: a quarter of the body's JSON length."""
         return max(1, len(json.dumps(self.body)) // 4)
 
-    def _last_item(self) -> JsonObject:
+    def _items(self) -> list[object]:
+        """The conversation: messages, or Responses input items."""
         items = self.body.get("input" if self.api == "responses" else "messages")
         if isinstance(items, str):
-            return {"role": "user", "content": items}
-        if isinstance(items, list) and items and isinstance(items[-1], dict):
-            return items[-1]
-        return {}
+            return [{"role": "user", "content": items}]
+        return items if isinstance(items, list) else []
+
+    def _since_last_assistant_turn(self) -> list[JsonObject]:
+        items = [item for item in self._items() if isinstance(item, dict)]
+        start = len(items)
+        while start > 0 and not _is_assistant_turn(items[start - 1]):
+            start -= 1
+        return items[start:]
+
+
+_ASSISTANT_ITEMS = frozenset({"function_call", "reasoning"})
+"""Responses input items the model produced, besides messages with the assistant role."""
+
+
+def _is_assistant_turn(item: JsonObject) -> bool:
+    return item.get("role") == "assistant" or item.get("type") in _ASSISTANT_ITEMS
+
+
+def _tool_result_contents(api: Api, item: JsonObject) -> list[object]:
+    """The contents of the tool results *item* carries (a message may carry several)."""
+    if api == "chat":
+        return [item.get("content", "")] if item.get("role") == "tool" else []
+    if api == "responses":
+        return [item.get("output", "")] if item.get("type") == "function_call_output" else []
+    blocks = item.get("content")
+    return [
+        block.get("content", "")
+        for block in (blocks if isinstance(blocks, list) else ())
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+
+
+def _client_function(api: Api, tool: object) -> tuple[str, JsonObject] | None:
+    """*tool*'s name and parameter schema if the client runs it as a function, else ``None``."""
+    if not isinstance(tool, dict):
+        return None
+    if api == "messages":
+        # A tool the client defines has an input schema and no type, or the type "custom";
+        # a typed one (web_search_20250305, bash_20250124, ...) is Anthropic's own.
+        schema = tool.get("input_schema")
+        if tool.get("type", "custom") != "custom" or not isinstance(schema, dict):
+            return None
+        return str(tool.get("name", "")), schema
+    if tool.get("type") != "function":
+        return None
+    spec = tool.get("function") if api == "chat" else tool
+    if not isinstance(spec, dict):
+        return None
+    schema = spec.get("parameters")
+    return str(spec.get("name", "")), schema if isinstance(schema, dict) else {}
 
 
 def _text_of(content: object) -> str:
@@ -233,6 +287,19 @@ class RawReply:
         )
 
 
+def check_fault_kind(kind: object) -> None:
+    """Raise ``ValueError`` unless *kind* is one of :data:`FAULT_KINDS`.
+
+    A misspelt kind would otherwise inject some other fault without a word.
+    """
+    if kind not in FAULT_KINDS:
+        raise ValueError(f"unknown fault kind {kind!r}; the kinds are {', '.join(FAULT_KINDS)}")
+
+
+def _valid_kind(_instance: object, _attribute: object, kind: object) -> None:
+    check_fault_kind(kind)
+
+
 @final
 @attrs.frozen
 class Fault:
@@ -241,9 +308,10 @@ class Fault:
     ``retry_after`` (seconds) goes into ``Retry-After`` and ``retry-after-ms``
     of 429/529 responses. Stream faults (``stream_error``, ``truncated``,
     ``malformed``, ``stall``) start a normal 200 stream of ``reply`` first.
+    A kind not in :data:`FAULT_KINDS` is refused with ``ValueError``.
     """
 
-    kind: FaultKind
+    kind: FaultKind = attrs.field(validator=_valid_kind)
     retry_after: float | None = 1.0
     reply: MockReply = MockReply(text="partial answer that will not finish", chunks=4)
 
