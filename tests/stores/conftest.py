@@ -19,6 +19,10 @@ from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 
 STORE_KINDS = ["memory", "sqlite", "jsonl", "postgres"]
+TEARING_KINDS = ["jsonl"]
+"""Backends whose writes a crash can leave part-stored: a load repairs their torn tail (R11.8)."""
+TRANSACTIONAL_KINDS = ["sqlite", "postgres"]
+"""Backends of stored records that commit each write whole: they never hold a torn tail."""
 POSTGRES_ENV = "RETINUE_TEST_POSTGRES_DSN"
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +54,10 @@ def postgres_dsn() -> str:
     pytest.skip(reason)
 
 
+def _unsupported(*args: object) -> Any:
+    raise NotImplementedError("the memory backend stores event objects, not records")
+
+
 @attrs.define
 class StoreKit:
     """Opens stores of one kind over the same storage, and tampers with stored records."""
@@ -64,10 +72,8 @@ class StoreKit:
     """How many event records are physically stored."""
     tamper_header: Callable[[str, str], None] = attrs.field(default=None)
     """Replace the stored header text of a session."""
-
-
-def _unsupported(*args: object) -> Any:
-    raise NotImplementedError("the memory backend stores event objects, not records")
+    records: Callable[[str], list[str]] = attrs.field(default=_unsupported)
+    """The event records physically stored, in storage order."""
 
 
 def _memory_kit() -> StoreKit:
@@ -121,7 +127,12 @@ def _sqlite_kit(path: Path) -> StoreKit:
     def tamper_header(session_id: str, text: str) -> None:
         run("UPDATE sessions SET header = ? WHERE id = ?", text, session_id)
 
-    return StoreKit("sqlite", lambda: SQLiteStore(path), tamper, append_raw, count, tamper_header)
+    def records(session_id: str) -> list[str]:
+        return [line for _, lines in segments(session_id) for line in lines]
+
+    return StoreKit(
+        "sqlite", lambda: SQLiteStore(path), tamper, append_raw, count, tamper_header, records
+    )
 
 
 def jsonl_file(root: Path, session_id: str) -> Path:
@@ -152,7 +163,13 @@ def _jsonl_kit(root: Path) -> StoreKit:
         lines[0] = text.encode()
         path.write_bytes(b"\n".join(lines))
 
-    return StoreKit("jsonl", lambda: JSONLStore(root), tamper, append_raw, count, tamper_header)
+    def records(session_id: str) -> list[str]:
+        text = jsonl_file(root, session_id).read_text(errors="replace")
+        return text.removesuffix("\n").split("\n")[1:]
+
+    return StoreKit(
+        "jsonl", lambda: JSONLStore(root), tamper, append_raw, count, tamper_header, records
+    )
 
 
 def _postgres_kit(dsn: str, schema: str) -> StoreKit:
@@ -195,6 +212,9 @@ def _postgres_kit(dsn: str, schema: str) -> StoreKit:
     def tamper_header(session_id: str, text: str) -> None:
         run("UPDATE {s}.retinue_sessions SET header = %s WHERE id = %s", text, session_id)
 
+    def records(session_id: str) -> list[str]:
+        return [line for _, lines in segments(session_id) for line in lines]
+
     return StoreKit(
         "postgres",
         lambda: PostgresStore(dsn, schema=schema),
@@ -202,6 +222,7 @@ def _postgres_kit(dsn: str, schema: str) -> StoreKit:
         append_raw,
         count,
         tamper_header,
+        records,
     )
 
 
@@ -226,6 +247,18 @@ def kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
 @pytest.fixture(params=STORE_KINDS[1:])
 def record_kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
     """A store kit for each backend that stores events as records one can tamper with."""
+    return _kit(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=TEARING_KINDS)
+def tearing_kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
+    """A store kit for each backend whose writes can tear."""
+    return _kit(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=TRANSACTIONAL_KINDS)
+def transactional_kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
+    """A store kit for each backend of stored records that commits each write whole."""
     return _kit(request.param, request, tmp_path)
 
 

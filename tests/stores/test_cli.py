@@ -16,8 +16,10 @@ import trio
 from retinue.cli import _sessions
 from retinue.cli._sessions import add_parser, describe
 from retinue.session import Session, SessionHeader
-from retinue.stores import JSONLStore, SQLiteStore
+from retinue.session._codec import encode_header
+from retinue.stores import JSONLStore, Listing, SQLiteStore
 from tests.stores._kit import lines, open_tool_turn, run_turn
+from tests.stores.conftest import jsonl_file
 
 
 def _cli(*argv: str) -> int:
@@ -179,30 +181,36 @@ def test_cli_sessions_read_commands_leave_an_empty_file_empty(
     assert [path.name for path in tmp_path.iterdir()] == ["empty.db"]
 
 
-def _tear_last_records(path: Path, session_id: str, count: int) -> None:
-    """Overwrite the last *count* event records of a session with garbage, as a torn write."""
-    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
-        first, body = conn.execute(
-            "SELECT first_seq, body FROM segments JOIN sessions USING (sid) WHERE id = ? "
-            "ORDER BY first_seq DESC LIMIT 1",
-            (session_id,),
-        ).fetchone()
-        records = body.split("\n")
-        records[-count:] = ['{"seq": 99, "type": "tu'] * count
-        conn.execute(
-            "UPDATE segments SET body = ? WHERE first_seq = ?", ("\n".join(records), first)
-        )
+async def _fill_jsonl(root: Path) -> Session:
+    crashed = Session.create("crashed")
+    async with JSONLStore(root) as store:
+        store.attach_new(crashed)
+        run_turn(crashed, "what is the weather?")
+        open_tool_turn(crashed)
+        await store.flush(crashed)
+    return crashed
+
+
+def _tear_last_records(path: Path, count: int) -> None:
+    """Overwrite the last *count* event lines of a session file with garbage, as a torn write."""
+    records = path.read_text().splitlines()
+    records[-count:] = ['{"seq": 99, "type": "tu'] * count
+    path.write_text("\n".join(records) + "\n")
 
 
 @pytest.mark.parametrize("torn", [2, "all"])
-def test_cli_sessions_show_and_replay_report_a_torn_tail(
-    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str], torn: int | str
+def test_cli_sessions_show_replay_and_export_report_a_torn_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], torn: int | str
 ) -> None:
-    """Stored records left out as a torn tail are named by ``show``; ``replay`` warns and fails."""
-    spec, _, crashed = stored
+    """R11.8: stored records a load would discard as a torn tail are named by ``show``;
+    ``replay`` warns and fails; ``export`` writes the events before them, notes them on
+    stderr and fails, so a short export is not taken for the whole log."""
+    root = tmp_path / "sessions"
+    crashed = trio.run(_fill_jsonl, root)
+    spec = f"jsonl:{root}"
     total = len(crashed.events)
     count = total if torn == "all" else int(torn)
-    _tear_last_records(Path(spec.removeprefix("sqlite:")), "crashed", count)
+    _tear_last_records(jsonl_file(root, "crashed"), count)
     kept = total - count
     note = (
         f"{count} stored records after seq {kept - 1} are"
@@ -218,6 +226,42 @@ def test_cli_sessions_show_and_replay_report_a_torn_tail(
     assert f"crashed: warning: {note}\n" in out
     assert f"crashed: kept: {kept} events" in out
     assert "ok:" not in out
+    exported = tmp_path / "crashed.jsonl"
+    assert _cli("--store", spec, "export", "crashed", "-o", str(exported)) == 1
+    assert capsys.readouterr().err == f"retinue sessions export: crashed: warning: {note}\n"
+    assert exported.read_text().splitlines()[1:] == lines(crashed.events[:kept])
+
+
+def _tear_last_sqlite_record(path: Path, session_id: str) -> None:
+    """Cut the last event record of a session's last segment short."""
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        sid, first, body = conn.execute(
+            "SELECT sid, first_seq, body FROM segments JOIN sessions USING (sid) WHERE id = ? "
+            "ORDER BY first_seq DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        records = body.split("\n")
+        records[-1] = records[-1][:20]
+        conn.execute(
+            "UPDATE segments SET body = ? WHERE sid = ? AND first_seq = ?",
+            ("\n".join(records), sid, first),
+        )
+
+
+@pytest.mark.parametrize("command", ["show", "replay", "export"])
+def test_cli_sessions_name_a_damaged_record_of_a_sqlite_store_and_fail(
+    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """R11.8: SQLite commits each write whole, so a damaged last record is no torn tail: the
+    reading commands fail naming the session and the record, and print no log."""
+    spec, _, crashed = stored
+    _tear_last_sqlite_record(Path(spec.removeprefix("sqlite:")), "crashed")
+    assert _cli("--store", spec, command, "crashed") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(
+        f"retinue sessions {command}: session 'crashed': event {len(crashed.events) - 1} is corrupt"
+    )
 
 
 def test_cli_sessions_import_skips_blank_lines_and_names_a_bad_line(
@@ -287,9 +331,9 @@ class _Headers:
     async def __aexit__(self, *_exc: object) -> None:
         await trio.lowlevel.checkpoint()
 
-    async def list(self) -> list[SessionHeader]:
+    async def listing(self) -> Listing:
         await trio.lowlevel.checkpoint()
-        return self.headers
+        return Listing(tuple(self.headers))
 
 
 @pytest.mark.parametrize(
@@ -341,5 +385,97 @@ def test_cli_sessions_import_refuses_a_format_version_no_load_reads(
     assert capsys.readouterr().err == (
         f"retinue sessions import: {exported}, line 1: format version 9 is not the supported "
         "version 0\n"
+    )
+    assert not list(target.rglob("*.jsonl"))
+
+
+def _damage_sqlite_header(path: Path, session_id: str, header: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE sessions SET header = ? WHERE id = ?", (header, session_id))
+
+
+def test_cli_sessions_list_names_each_stored_session_it_skips_and_fails(
+    stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R11.14: ``list`` prints the sessions it can, names on stderr each stored session whose
+    header is damaged or names another id, and exits 1, so none goes missing unnoticed."""
+    spec, done, _ = stored
+    path = Path(spec.removeprefix("sqlite:"))
+    _damage_sqlite_header(path, "crashed", "{not json")
+    assert _cli("--store", spec, "list") == 1
+    captured = capsys.readouterr()
+    assert [line.split("\t")[0] for line in captured.out.splitlines()] == ["done"]
+    assert captured.err.startswith(
+        "retinue sessions list: skipped session 'crashed': the header is not valid UTF-8 JSON: "
+    )
+    assert captured.err.count("\n") == 1
+    _damage_sqlite_header(path, "crashed", encode_header(done.header))
+    assert _cli("--store", spec, "list") == 1
+    assert capsys.readouterr().err == (
+        "retinue sessions list: skipped session 'crashed': the stored header names session 'done'\n"
+    )
+
+
+def test_cli_sessions_list_of_jsonl_names_a_damaged_header_a_copy_and_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R11.14: in a JSONL store, a file whose header is damaged (an editor's BOM), a copy
+    under another name (its header names the original), and a directory named like a session
+    file are each named on stderr by path; the sessions around them are still listed, and
+    the status is 1."""
+    root = tmp_path / "sessions"
+    trio.run(_fill_jsonl, root)
+    original = jsonl_file(root, "crashed")
+    damaged = original.with_name("damaged.jsonl")
+    damaged.write_bytes(b"\xef\xbb\xbf" + original.read_bytes())
+    copy = original.with_name("crashed-backup.jsonl")
+    copy.write_bytes(original.read_bytes())
+    directory = original.with_name("odd.jsonl")
+    directory.mkdir()
+    assert _cli("--store", f"jsonl:{root}", "list") == 1
+    captured = capsys.readouterr()
+    assert [line.split("\t")[0] for line in captured.out.splitlines()] == ["crashed"]
+    skipped = "retinue sessions list: skipped"
+    assert captured.err.splitlines() == [
+        f"{skipped} {copy}: session 'crashed-backup': the stored header names session 'crashed'",
+        (
+            f"{skipped} {damaged}: session 'damaged': the header is not valid UTF-8 JSON: "
+            "Unexpected UTF-8 BOM (decode using utf-8-sig): line 1 column 1 (char 0)"
+        ),
+        f"{skipped} {directory}: cannot read its header: Is a directory",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "line", "problem"),
+    [
+        ("duplicate", 7, "seed event has seq 4, expected 5"),
+        ("delete", 6, "seed event has seq 5, expected 4"),
+    ],
+)
+def test_cli_sessions_import_names_the_line_of_an_event_out_of_seq_order(
+    stored: tuple[str, Session, Session],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: str,
+    line: int,
+    problem: str,
+) -> None:
+    """R11.13: an export with a line duplicated or deleted is refused naming the file and the
+    line of the first event out of seq order, as a line that does not parse is; nothing is
+    stored."""
+    spec, _, _ = stored
+    exported = tmp_path / "done.jsonl"
+    assert _cli("--store", spec, "export", "done", "-o", str(exported)) == 0
+    records = exported.read_text().splitlines()
+    if edit == "duplicate":
+        records.insert(5, records[5])
+    else:
+        del records[5]
+    exported.write_text("\n".join(records) + "\n")
+    target = tmp_path / "elsewhere"
+    assert _cli("--store", f"jsonl:{target}", "import", str(exported)) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions import: {exported}, line {line}: session 'done': {problem}\n"
     )
     assert not list(target.rglob("*.jsonl"))

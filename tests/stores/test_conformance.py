@@ -18,8 +18,9 @@ from retinue.session import (
     ToolResultEvent,
     TurnEnd,
 )
+from retinue.session._codec import encode_header
 from tests.stores._kit import flush_together, lines, open_tool_turn, run_turn
-from tests.stores.conftest import StoreKit
+from tests.stores.conftest import TEARING_KINDS, StoreKit
 
 
 async def _stored(kit: StoreKit, session: Session, turns: int = 2) -> None:
@@ -311,21 +312,21 @@ def _last_turn_end(session: Session) -> int:
 
 @pytest.mark.parametrize("damaged", ["last turn/end", "inside the open turn"])
 async def test_store_damaged_record_past_the_last_turn_end_is_dropped_with_what_follows(
-    record_kit: StoreKit, damaged: str, caplog: pytest.LogCaptureFixture
+    tearing_kit: StoreKit, damaged: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """R11.8: a damaged record past the last complete turn/end starts the torn tail, even
     with well-formed records after it (a power loss keeps an unsynced write's later pages):
     the load keeps the events before it, closes the open turn, drops and truncates the
     rest, and warns naming the session and how many records it dropped."""
-    session = await _crashed_after_two_turns(record_kit, "rotten")
+    session = await _crashed_after_two_turns(tearing_kit, "rotten")
     index = _last_turn_end(session) + (0 if damaged == "last turn/end" else 3)
-    record_kit.tamper("rotten", index, '{"seq": 0, "type": "turn/enD", "data": {"tu')
-    async with record_kit.open() as store:
+    tearing_kit.tamper("rotten", index, '{"seq": 0, "type": "turn/enD", "data": {"tu')
+    async with tearing_kit.open() as store:
         loaded = await store.load("rotten")
     assert lines(loaded.events[:index]) == lines(session.events[:index])
     assert isinstance(loaded.events[-1].data, TurnEnd)
     assert loaded.events[-1].data.reason.kind == "interrupted"
-    assert record_kit.record_count("rotten") == len(loaded.events)
+    assert tearing_kit.record_count("rotten") == len(loaded.events)
     dropped = len(session.events) - index
     assert any(
         "'rotten'" in record.getMessage()
@@ -351,43 +352,43 @@ async def test_store_damaged_record_before_a_well_formed_turn_end_is_refused(
 
 
 async def test_store_damaged_final_record_of_an_open_turn_is_dropped(
-    record_kit: StoreKit,
+    tearing_kit: StoreKit,
 ) -> None:
     """R11.8: an unparsable last record after the committed region is the torn write: it is
     discarded and truncated, and the well-formed events before it are kept and closed."""
-    session = await _crashed_after_two_turns(record_kit, "frayed")
+    session = await _crashed_after_two_turns(tearing_kit, "frayed")
     last = len(session.events) - 1
-    record_kit.tamper("frayed", last, '{"seq": 0, "type": "tool/ca')
-    async with record_kit.open() as store:
+    tearing_kit.tamper("frayed", last, '{"seq": 0, "type": "tool/ca')
+    async with tearing_kit.open() as store:
         loaded = await store.load("frayed")
     assert lines(loaded.events[:last]) == lines(session.events[:last])
     assert [event.type for event in loaded.events[last:]][-2:] == ["step/end", "turn/end"]
-    assert record_kit.record_count("frayed") == len(loaded.events)
+    assert tearing_kit.record_count("frayed") == len(loaded.events)
 
 
-async def test_store_torn_tail_is_dropped_and_truncated(record_kit: StoreKit) -> None:
+async def test_store_torn_tail_is_dropped_and_truncated(tearing_kit: StoreKit) -> None:
     """R11.8: a torn final fragment after the committed region is discarded, physically."""
     session = Session.create("torn")
-    await _stored(record_kit, session, turns=2)
-    record_kit.append_raw("torn", '{"seq": 999, "type": "turn/sta')
-    async with record_kit.open() as store:
+    await _stored(tearing_kit, session, turns=2)
+    tearing_kit.append_raw("torn", '{"seq": 999, "type": "turn/sta')
+    async with tearing_kit.open() as store:
         loaded = await store.load("torn")
     assert lines(loaded.events[:]) == lines(session.events[:])
-    assert record_kit.record_count("torn") == len(session.events)
+    assert tearing_kit.record_count("torn") == len(session.events)
 
 
 async def test_store_open_tail_before_a_torn_fragment_is_kept_and_closed(
-    record_kit: StoreKit,
+    tearing_kit: StoreKit,
 ) -> None:
     """R11.8: well-formed events after the last turn/end are preserved, then closed; garbage is dropped."""
     session = Session.create("half")
-    async with record_kit.open() as store:
+    async with tearing_kit.open() as store:
         store.attach_new(session)
         run_turn(session)
         open_tool_turn(session)
         await store.flush(session)
-    record_kit.append_raw("half", "\x01garbage")
-    async with record_kit.open() as store:
+    tearing_kit.append_raw("half", "\x01garbage")
+    async with tearing_kit.open() as store:
         loaded = await store.load("half")
     assert lines(loaded.events[: len(session.events)]) == lines(session.events[:])
     assert [event.type for event in loaded.events[len(session.events) :]] == [
@@ -395,7 +396,60 @@ async def test_store_open_tail_before_a_torn_fragment_is_kept_and_closed(
         "step/end",
         "turn/end",
     ]
-    assert record_kit.record_count("half") == len(loaded.events)
+    assert tearing_kit.record_count("half") == len(loaded.events)
+
+
+def _damage(kit: StoreKit, session: Session, damage: str) -> int:
+    """Damage the stored log of *session* as *damage* says; the index of the first bad record."""
+    last = len(session.events) - 1
+    if damage == "appended fragment":
+        kit.append_raw(session.id, '{"seq": 999, "type": "turn/sta')
+        return last + 1
+    index = {
+        "last turn/end": _last_turn_end(session),
+        "inside the open turn": _last_turn_end(session) + 3,
+        "final record": last,
+        "seq out of order": last,
+    }[damage]
+    text = lines(session.events[:])[index - 1] if damage == "seq out of order" else "\x01rot"
+    kit.tamper(session.id, index, text)
+    return index
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "last turn/end",
+        "inside the open turn",
+        "final record",
+        "appended fragment",
+        "seq out of order",
+    ],
+)
+async def test_store_that_commits_whole_writes_refuses_any_damaged_record(
+    transactional_kit: StoreKit, damage: str
+) -> None:
+    """R11.8: a store that commits each write in a transaction never holds a torn write, so
+    a damaged record or seq gap even past the last complete turn/end is damage to committed
+    events: load and inspect fail naming the session and the record, and nothing is
+    dropped or truncated (not even a second load repairs it)."""
+    kit = transactional_kit
+    session = await _crashed_after_two_turns(kit, "rotten")
+    index = _damage(kit, session, damage)
+    stored = kit.records("rotten")
+    async with kit.open() as store:
+        for read in (store.load, store.inspect, store.load):
+            with pytest.raises(CorruptSessionError, match=rf"'rotten'.*event {index}\b") as caught:
+                await read("rotten")
+            assert caught.value.code == "CORRUPT_SESSION"
+            assert "committed region" in caught.value.message
+    assert kit.records("rotten") == stored
+
+
+def test_store_writes_can_tear_only_in_files(kit: StoreKit) -> None:
+    """R11.8: only the JSONL files can hold part of a write for a load to repair as a torn tail."""
+    backend = kit.open()._backend
+    assert backend.writes_can_tear is (kit.kind in TEARING_KINDS)
 
 
 async def test_store_aclose_drains_every_buffer(kit: StoreKit) -> None:
@@ -569,6 +623,31 @@ async def test_store_corrupt_header_is_refused_and_skipped_by_list(
         assert caught.value.code == "CORRUPT_HEADER"
         assert [header.id for header in await store.list()] == ["fine"]
         assert len((await store.load("fine")).events) > 0
+
+
+async def test_store_listing_names_each_stored_session_it_skips(
+    record_kit: StoreKit, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R11.14: a stored session whose header is corrupt, or names an id other than the one it
+    is stored under (a load refuses both), is left out of the listing and named with its
+    problem; ``list`` logs a warning for each."""
+    for session_id in ("corrupt", "fine", "impostor"):
+        await _stored(record_kit, Session.create(session_id), turns=1)
+    record_kit.tamper_header("corrupt", "{not json")
+    record_kit.tamper_header("impostor", encode_header(SessionHeader(id="fine", created_at=1)))
+    async with record_kit.open() as store:
+        assert [header.id for header in await store.list()] == ["fine"]
+        listing = await store.listing()
+        assert [header.id for header in listing.headers] == ["fine"]
+        problems = [skipped.problem for skipped in listing.skipped]
+        assert len(problems) == 2
+        assert "session 'corrupt': the header is not valid UTF-8 JSON" in problems[0]
+        assert problems[1].endswith("session 'impostor': the stored header names session 'fine'")
+    warnings = [record.getMessage() for record in caplog.records]
+    assert [any(problem in warning for warning in warnings) for problem in problems] == [
+        True,
+        True,
+    ]
 
 
 async def test_store_exists_sees_a_stored_session_whose_header_is_corrupt(

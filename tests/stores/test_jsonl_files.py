@@ -268,6 +268,27 @@ async def test_jsonl_list_passes_over_a_file_gone_since_the_listing(tmp_path: Pa
         assert [header.id for header in await store.list()] == ["kept"]
 
 
+async def test_jsonl_list_names_an_entry_it_cannot_read_and_lists_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R11.14: an entry named like a session file that cannot be read (here a directory) is
+    one skipped entry, named by its path with the failure; it does not fail the listing of
+    every other session."""
+    session = _turns("kept", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.flush(session)
+        odd = session_path(tmp_path, session.header).with_name("odd.jsonl")
+        odd.mkdir()
+        assert [header.id for header in await store.list()] == ["kept"]
+        listing = await store.listing()
+        assert [header.id for header in listing.headers] == ["kept"]
+        assert [(skipped.stored_as, skipped.problem) for skipped in listing.skipped] == [
+            (str(odd), f"{odd}: cannot read its header: Is a directory")
+        ]
+    assert f"{odd}: cannot read its header" in caplog.text
+
+
 async def test_jsonl_a_file_where_the_directory_should_be_is_named_as_not_one(
     tmp_path: Path,
 ) -> None:

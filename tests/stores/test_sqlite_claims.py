@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from retinue._errors import CorruptSessionError, StoreError
-from retinue.session import Session, TurnEnd
+from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._ids import escape_id
 from tests.stores._kit import lines, run_turn
@@ -255,22 +255,31 @@ async def test_sqlite_committed_event_that_is_not_utf8_names_session_and_seq(
         assert (await store.load("good")).last_turn == 2
 
 
-async def test_sqlite_torn_tail_that_is_not_utf8_is_repaired(tmp_path: Path) -> None:
-    """R11.8-R11.9: a non-UTF-8 last event after the committed region is cut; the turn is closed."""
+def _rows(path: Path) -> list[tuple[Any, ...]]:
+    """Every stored row, bodies as bytes: what a load must leave as it found."""
+    return _sql(path, "SELECT id, next_seq FROM sessions ORDER BY id") + _sql(
+        path, "SELECT sid, first_seq, count, CAST(body AS BLOB) FROM segments ORDER BY 1, 2"
+    )
+
+
+async def test_sqlite_last_event_that_is_not_utf8_is_refused_and_kept(tmp_path: Path) -> None:
+    """R11.8: SQLite commits each write in a transaction and never holds a torn write, so a
+    non-UTF-8 last event, past the last complete turn/end, is damage to a committed event:
+    the load fails naming the session and the event, and no row is changed."""
     path = tmp_path / "sessions.db"
     await _stored(path, "torn", turns=2)
     [(first_seq, count)] = _sql(
         path, "SELECT first_seq, count FROM segments WHERE first_seq > 0 ORDER BY first_seq"
     )
     _corrupt_line(path, "torn", int(first_seq), int(count) - 1)
+    before = _rows(path)
+    last = int(first_seq) + int(count) - 1
     async with SQLiteStore(path) as store:
-        loaded = await store.load("torn")
-    kept = int(first_seq) + int(count) - 1
-    assert len(loaded.events) > kept
-    assert isinstance(loaded.events[-1].data, TurnEnd)  # closers replaced the torn turn/end
-    async with SQLiteStore(path) as store:
-        again = await store.load("torn")
-    assert lines(again.events[:]) == lines(loaded.events[:])
+        for read in (store.load, store.inspect, store.load):
+            with pytest.raises(CorruptSessionError, match=rf"'torn'.*event {last} ") as caught:
+                await read("torn")
+            assert caught.value.code == "CORRUPT_SESSION"
+    assert _rows(path) == before
 
 
 async def test_sqlite_segment_stored_as_a_blob_is_read(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""SQLiteStore reads: one snapshot per read, and a database file, never an in-memory one."""
+"""SQLiteStore reads: one snapshot per read, a database file, never an in-memory one, and
+integer columns that hold something else."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from retinue._errors import ConfigError
+from retinue._errors import ConfigError, CorruptSessionError, StoreError
 from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._backend import AppendBatch
@@ -79,3 +81,93 @@ def test_sqlite_in_memory_path_is_refused_at_construction(path: str, create: boo
         SQLiteStore(path, create=create)
     assert "MemoryStore" in caught.value.message
     assert caught.value.code == "INVALID_STORE_PATH"
+
+
+def _rows(path: Path) -> list[tuple[Any, ...]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        return (
+            conn.execute("SELECT * FROM sessions").fetchall()
+            + conn.execute("SELECT * FROM segments ORDER BY sid, first_seq").fetchall()
+        )
+
+
+async def _two_turns(path: Path, session_id: str) -> Session:
+    """Store two turns of *session_id*, one segment row each; return the session."""
+    session = Session.create(session_id)
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+        for _ in range(2):
+            run_turn(session)
+            await store.flush(session)
+        await store.detach(session)
+    return session
+
+
+@pytest.mark.parametrize(
+    ("assignment", "column", "value"),
+    [
+        ("sessions SET next_seq = 'abc'", "sessions.next_seq", "abc"),
+        ("sessions SET next_seq = 12.5", "sessions.next_seq", 12.5),
+        ("segments SET first_seq = 'x' WHERE first_seq > 0", "segments.first_seq", "x"),
+        ("segments SET first_seq = 44.5 WHERE first_seq > 0", "segments.first_seq", 44.5),
+        (
+            "segments SET count = 'abc' WHERE first_seq = 0",
+            "segments.count of the segment from seq 0",
+            "abc",
+        ),
+        (
+            "segments SET count = X'01' WHERE first_seq = 0",
+            "segments.count of the segment from seq 0",
+            b"\x01",
+        ),
+    ],
+    ids=[
+        "next_seq text",
+        "next_seq real",
+        "first_seq text",
+        "first_seq real",
+        "count text",
+        "count blob",
+    ],
+)
+async def test_sqlite_integer_column_holding_something_else_is_a_corrupt_session(
+    tmp_path: Path, assignment: str, column: str, value: object
+) -> None:
+    """R11.8: SQLite keeps any value in an INTEGER column; a seq or count that is not an
+    integer makes load, inspect and an append fail with a CorruptSessionError naming the
+    session, the column and the value (not a raw TypeError or a made-up seq gap), and no
+    row is changed."""
+    path = tmp_path / "sessions.db"
+    await _two_turns(path, "s1")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(f"UPDATE {assignment}")
+    before = _rows(path)
+    expected = f"session 's1': {column} holds {value!r}, not an integer"
+    async with SQLiteStore(path) as store:
+        for read in (store.load, store.inspect):
+            with pytest.raises(CorruptSessionError) as caught:
+                await read("s1")
+            assert (caught.value.message, caught.value.code) == (expected, "CORRUPT_SESSION")
+    assert _rows(path) == before
+
+
+async def test_sqlite_append_to_a_session_whose_next_seq_is_not_an_integer_names_it(
+    tmp_path: Path,
+) -> None:
+    """R11.5: an append checks the stored next seq; one that is not an integer fails the flush
+    naming the session, the column and the value, and nothing is written."""
+    path = tmp_path / "sessions.db"
+    session = await _two_turns(path, "s1")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE sessions SET next_seq = 'abc'")
+    before = _rows(path)
+    store = SQLiteStore(path)
+    store.attach(session)
+    run_turn(session)
+    with pytest.raises(StoreError) as caught:
+        await store.flush(session)
+    with pytest.raises(StoreError, match="could not be drained"):
+        await store.aclose()  # the events stay buffered: closing cannot write them either
+    assert "sessions.next_seq holds 'abc', not an integer" in caught.value.message
+    assert caught.value.code == "CORRUPT_SESSION"
+    assert _rows(path) == before

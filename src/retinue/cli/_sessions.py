@@ -13,7 +13,14 @@ from typing import Any
 import trio
 
 from retinue._content import Text, ToolCall, content_text
-from retinue._errors import CorruptSessionError, RetinueError, StoreError, describe_error
+from retinue._errors import (
+    CorruptSessionError,
+    InvalidJsonError,
+    RetinueError,
+    SessionError,
+    StoreError,
+    describe_error,
+)
 from retinue.session import (
     AssistantMessage,
     Event,
@@ -117,12 +124,26 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         "sessions", parents=[common], help="inspect and move stored sessions"
     )
     commands = parser.add_subparsers(dest="sessions_command", required=True)
-    commands.add_parser("list", parents=[common], help="list stored sessions (headers only)")
+    commands.add_parser(
+        "list",
+        parents=[common],
+        help="list stored sessions (headers only)",
+        description="List stored sessions (headers only). A stored session left out, its "
+        "header unreadable or naming another session, is named on stderr with the problem, "
+        "and the status is then 1.",
+    )
     show = commands.add_parser(
         "show", parents=[common], help="print a session's turns, steps and tools"
     )
     show.add_argument("id")
-    export = commands.add_parser("export", parents=[common], help="write a session as JSONL")
+    export = commands.add_parser(
+        "export",
+        parents=[common],
+        help="write a session as JSONL",
+        description="Write a session as JSONL. Stored records a load would discard as a "
+        "torn tail are left out: the events before them are written, the torn tail is "
+        "noted on stderr, and the status is then 1.",
+    )
     export.add_argument("id")
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
     imported = commands.add_parser(
@@ -162,13 +183,15 @@ def run(args: argparse.Namespace) -> int:
 
 async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
     async with store:
-        headers = await store.list()
-    for header in headers:
+        listing = await store.listing()
+    for header in listing.headers:
         extras = [f"cwd={header.cwd}"] if header.cwd else []
         if header.parent_session:
             extras.append(f"parent={header.parent_session} seed={header.seed_length}")
         print(f"{header.id}\t{_when(header.created_at)}\t{' '.join(extras)}".rstrip())
-    return 0
+    for skipped in listing.skipped:
+        print(f"retinue sessions list: skipped {skipped.problem}", file=sys.stderr)
+    return 1 if listing.skipped else 0
 
 
 async def _show(store: BufferedStore, args: argparse.Namespace) -> int:
@@ -181,12 +204,18 @@ async def _show(store: BufferedStore, args: argparse.Namespace) -> int:
 
 async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
     async with store:
-        session = await store.inspect(args.id)
+        recovered = await store.inspect_recovered(args.id)
+    session = recovered.session
     text = to_jsonl(session)
     if args.output:
         await trio.Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    if recovered.dropped:
+        # What was written is what a load keeps, not all the store holds.
+        note = _torn_tail(len(session.events), recovered.dropped)
+        print(f"retinue sessions export: {session.id}: warning: {note}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -265,8 +294,8 @@ def to_jsonl(session: Session) -> str:
 def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     """Parse an exported session; every event is validated as it is replayed.
 
-    Blank lines (an editor's trailing newline) are skipped; a bad line is
-    reported with its line number.
+    Blank lines (an editor's trailing newline) are skipped; a bad line, or an
+    event out of seq order or breaking an invariant, is reported with its line number.
     """
     numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
     if not numbered:
@@ -274,7 +303,9 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     header = parse_header(numbered[0][1], source)
     # Stored as it stands, it could never be loaded, and its id would stay taken.
     check_version(header, f"{source}, line {numbered[0][0]}")
-    events = [_decode_line(line, number, source, header.id) for number, line in numbered[1:]]
+    events = [
+        (number, _decode_line(line, number, source, header.id)) for number, line in numbered[1:]
+    ]
     if new_id is not None:
         header = SessionHeader(
             id=new_id,
@@ -284,7 +315,24 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
             parent_session=header.parent_session,
             seed_length=header.seed_length,
         )
-    return Session.from_events(header, events)
+    return _replayed(header, events, source)
+
+
+def _replayed(header: SessionHeader, events: list[tuple[int, Event]], source: str) -> Session:
+    """The session of *events*, each with its line number; a refusal names the line of its event."""
+    line = 0
+
+    def each() -> Iterator[Event]:
+        nonlocal line
+        # Each event is checked as it is taken, so the one refused is the last taken.
+        for number, event in events:
+            line = number
+            yield event
+
+    try:
+        return Session.from_events(header, each())
+    except (SessionError, InvalidJsonError) as exc:
+        raise CorruptSessionError(f"{source}, line {line}: {exc.message}", code=exc.code) from exc
 
 
 def _decode_line(line: str, number: int, source: str, session_id: str) -> Event:

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from ._backend import AppendBatch, StorageBackend, StoredLog
+from ._backend import AppendBatch, Listing, SkippedSession, StorageBackend, StoredLog
 from ._ids import check_session_id
 from ._jsonl import JSONLStore
 from ._memory import MemoryStore
@@ -20,10 +20,12 @@ from ._sqlite import SQLiteStore
 __all__ = [
     "AppendBatch",
     "JSONLStore",
+    "Listing",
     "MemoryStore",
     "PostgresStore",
     "SQLiteStore",
     "SessionStore",
+    "SkippedSession",
     "StorageBackend",
     "StoreStatistics",
     "StoredLog",

@@ -10,7 +10,7 @@ import attrs
 from retinue._errors import StoreError
 from retinue.session import Event, SessionHeader
 
-__all__ = ["AppendBatch", "StorageBackend", "StoredLog"]
+__all__ = ["AppendBatch", "Listing", "SkippedSession", "StorageBackend", "StoredLog"]
 
 
 @final
@@ -43,6 +43,28 @@ class StoredLog:
     """Whether an incomplete fragment follows the records (a torn final write)."""
 
 
+@final
+@attrs.frozen
+class SkippedSession:
+    """A stored session a listing leaves out: its header cannot be read, or names another id."""
+
+    stored_as: str
+    """Where it is stored: the id it is stored under, or its file (JSONL)."""
+    problem: str
+    """What is wrong with it, in one line that names it."""
+
+
+@final
+@attrs.frozen
+class Listing:
+    """The headers of the stored sessions, and the stored sessions left out of them."""
+
+    headers: tuple[SessionHeader, ...]
+    """One per listable session, in no particular order."""
+    skipped: tuple[SkippedSession, ...] = ()
+    """Stored sessions whose header could not be listed, each with why."""
+
+
 class StorageBackend(Protocol):
     """Synchronous storage under a :class:`BufferedStore`.
 
@@ -66,6 +88,16 @@ class StorageBackend(Protocol):
         """
         ...
 
+    @property
+    def writes_can_tear(self) -> bool:
+        """Whether a crash can leave a write partly stored: a torn tail for a load to repair.
+
+        True only where appends land in storage piece by piece (files). A store
+        that commits each write in a transaction never holds part of one, so a
+        record it cannot read is damage to committed events, refused on load (R11.8).
+        """
+        ...
+
     def open(self) -> None:
         """Create or check the storage (schema, directories); idempotent."""
         ...
@@ -78,8 +110,12 @@ class StorageBackend(Protocol):
         """Return the stored log of *session_id*, or ``None`` if it is not stored."""
         ...
 
-    def headers(self) -> list[SessionHeader]:
-        """Headers of every stored session, reading no events."""
+    def listing(self) -> Listing:
+        """Headers of every stored session, reading no events; unreadable ones are skipped.
+
+        A session is skipped, with its problem, when its header cannot be read
+        or parsed, or names an id other than the one it is stored under.
+        """
         ...
 
     def contains(self, session_id: str) -> bool:

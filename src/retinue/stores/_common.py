@@ -4,29 +4,30 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import os
 import sqlite3
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import AnyStr
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader, load_header
 from retinue.session._codec import LongIntError, loads_line
 
+from ._backend import Listing, SkippedSession
+
 __all__ = [
     "already_exists",
     "cannot_open",
+    "listed_header",
     "lock_file",
     "parse_header",
     "parse_headers",
     "segment_records",
     "seq_conflict",
     "storage_failed",
+    "stored_int",
 ]
-
-log = logging.getLogger("retinue.stores")
 
 
 def parse_header(text: str | bytes, session_id: str) -> SessionHeader:
@@ -60,15 +61,36 @@ def parse_header(text: str | bytes, session_id: str) -> SessionHeader:
         ) from exc
 
 
-def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> list[SessionHeader]:
-    """Parse ``(id, header)`` rows, logging and skipping corrupt ones so listing keeps working."""
+def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> Listing:
+    """Parse ``(id, header)`` rows; each corrupt one is skipped with its problem, so listing goes on."""
     headers: list[SessionHeader] = []
+    skipped: list[SkippedSession] = []
     for session_id, text in rows:
         try:
-            headers.append(parse_header(text, session_id))
+            headers.append(listed_header(text, session_id))
         except CorruptSessionError as exc:
-            log.warning("skipping a session in the listing: %s", exc)
-    return headers
+            skipped.append(SkippedSession(session_id, exc.message))
+    return Listing(tuple(headers), tuple(skipped))
+
+
+def listed_header(
+    text: str | bytes, key: str, key_of: Callable[[str], str] = lambda session_id: session_id
+) -> SessionHeader:
+    """Parse the header stored under *key*, which must be ``key_of(header.id)``.
+
+    A header naming another id could not be loaded by the id a listing
+    would show (a load refuses it), so it is corrupt here too.
+
+    Raises:
+        CorruptSessionError: the header is corrupt, or names another session; naming *key*.
+    """
+    header = parse_header(text, key)
+    if key_of(header.id) != key:
+        raise CorruptSessionError(
+            f"session {key!r}: the stored header names session {header.id!r}",
+            code="CORRUPT_HEADER",
+        )
+    return header
 
 
 def segment_records(
@@ -95,6 +117,23 @@ def segment_records(
     if len(records) != next_seq:
         raise _seq_gap(session_id, len(records), next_seq)
     return records
+
+
+def stored_int(value: object, session_id: str, column: str) -> int:
+    """*value*, read from *column* of *session_id*'s rows, if it is an integer.
+
+    SQLite keeps whatever a column is given (text, a real, a blob), so a
+    value its schema calls an integer may be anything; a bool is no count.
+
+    Raises:
+        CorruptSessionError: naming the session, the column and the value.
+    """
+    if type(value) is not int:
+        raise CorruptSessionError(
+            f"session {session_id!r}: {column} holds {value!r}, not an integer",
+            code="CORRUPT_SESSION",
+        )
+    return value
 
 
 def _seq_gap(session_id: str, expected: int, found: int) -> CorruptSessionError:

@@ -14,12 +14,12 @@ from typing import final
 
 import attrs
 
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
-from ._backend import AppendBatch, StoredLog
-from ._common import already_exists, cannot_open, parse_header, parse_headers
+from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
+from ._common import already_exists, cannot_open, listed_header, parse_header
 from ._ids import bucket_name, file_stem
 from ._jsonlfiles import (
     SessionFile,
@@ -128,6 +128,8 @@ class JSONLBackend:
 
     blocking = True
     durable = True
+    writes_can_tear = True
+    """An append reaches the file page by page: a crash can keep part of it (R11.8)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = Path(root)
@@ -434,19 +436,22 @@ class JSONLBackend:
             # Duplicated under the lock: a release meanwhile must not close what is read.
             return handle, os.dup(handle.fd)
 
-    def headers(self) -> list[SessionHeader]:
-        """Read only the first line of each session file (R11.14), but of no file left behind."""
-        rows: list[tuple[Path, bytes]] = []
-        for bucket in self._buckets():
-            for path in bucket.glob("*.jsonl"):
-                try:
-                    with path.open("rb") as file:
-                        rows.append((path, file.readline()))
-                except FileNotFoundError:
-                    continue  # gone since the listing: a failed creation taken out again
+    def listing(self) -> Listing:
+        """Read only the first line of each session file (R11.14), but of no file left behind.
+
+        A file whose first line cannot be read or parsed, or names a session
+        stored under another file name, is skipped with its problem.
+        """
+        listed = [
+            (path, _listed(path)) for bucket in self._buckets() for path in bucket.glob("*.jsonl")
+        ]
         # Copied in one step, after the listing: reads run beside the writer, without its lock.
         left = {held.path for held in self._left.copy().values()}
-        return parse_headers([(path.stem, line) for path, line in rows if path not in left])
+        kept = [entry for path, entry in listed if path not in left]
+        return Listing(
+            tuple(entry for entry in kept if isinstance(entry, SessionHeader)),
+            tuple(entry for entry in kept if isinstance(entry, SkippedSession)),
+        )
 
     def contains(self, session_id: str) -> bool:
         """Whether a file for the session exists in any bucket, other than one left behind."""
@@ -462,6 +467,21 @@ class JSONLBackend:
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
                 close_all([left.fd])
+
+
+def _listed(path: Path) -> SessionHeader | SkippedSession | None:
+    """The header of the session file at *path*, why it cannot be listed, or ``None`` if gone."""
+    try:
+        with path.open("rb") as file:
+            line = file.readline()
+    except FileNotFoundError:
+        return None  # gone since the listing: a failed creation taken out again
+    except OSError as exc:
+        return SkippedSession(str(path), f"{path}: cannot read its header: {exc.strerror or exc}")
+    try:
+        return listed_header(line, path.stem, file_stem)
+    except CorruptSessionError as exc:
+        return SkippedSession(str(path), f"{path}: {exc.message}")
 
 
 @contextlib.contextmanager

@@ -39,18 +39,25 @@ class Recovered:
         return self.dropped > 0 or bool(self.closers)
 
 
-def recover(log: StoredLog, session_id: str, *, repair: bool = True) -> Recovered:
+def recover(
+    log: StoredLog, session_id: str, *, repair: bool = True, writes_can_tear: bool
+) -> Recovered:
     """Check and repair a stored log; raise ``CorruptSessionError`` naming the session.
 
     The committed region (up to the last complete ``turn/end``) must parse with
-    contiguous seqs; after it the longest well-formed contiguous run is kept and
-    the rest is a torn tail to drop. An open final turn gets closers (R11.9)
-    when *repair* is set; a repair that drops well-formed records logs a warning.
+    contiguous seqs; after it, where *writes_can_tear*, the longest well-formed
+    contiguous run is kept and the rest is a torn tail to drop. A backend
+    whose writes cannot tear never holds a torn tail: any record it cannot
+    read, or seq gap, is refused wherever it lies. An open final turn gets
+    closers (R11.9) when *repair* is set; a repair that drops well-formed
+    records logs a warning.
     """
     _check_header(log, session_id)
     events, bad = _decode_run(log, session_id)
     dropped = len(log.records) - len(events) + (1 if log.torn_fragment else 0)
     if bad is not None:
+        if not writes_can_tear:
+            raise _damaged_commit(session_id, bad)
         following = _check_torn_tail(log, len(events), bad, session_id)
         if following and repair:
             _warn_dropped(session_id, len(events), dropped, following, bad)
@@ -103,6 +110,20 @@ def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | Non
             return events, f"a seq gap (event {index} has seq {event.seq})"
         events.append(event)
     return events, None
+
+
+def _damaged_commit(session_id: str, bad: str) -> CorruptSessionError:
+    """The refusal of a bad record in a store that commits each write whole (R11.8).
+
+    Such a store never holds part of a write: every stored record was committed,
+    so its committed region is the whole log, and dropping the bad record, with the
+    acknowledged records after it, as a torn tail would lose them.
+    """
+    return CorruptSessionError(
+        f"session {session_id!r}: {bad} inside the committed region (the store commits "
+        "each write whole, so every stored record is committed; nothing is dropped)",
+        code="CORRUPT_SESSION",
+    )
 
 
 def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> int:

@@ -8,7 +8,7 @@ from typing import final
 from retinue._errors import StoreError
 from retinue.session import Event, SessionHeader
 
-from ._backend import AppendBatch, StoredLog
+from ._backend import AppendBatch, Listing, StoredLog
 from ._common import already_exists, seq_conflict
 from ._writebehind import BufferedStore
 
@@ -21,6 +21,8 @@ class MemoryBackend:
 
     blocking = False
     durable = False
+    writes_can_tear = False
+    """Events are kept as objects, never as records a crash could cut short."""
 
     def __init__(self) -> None:
         self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}
@@ -56,9 +58,9 @@ class MemoryBackend:
         stored = self._logs.get(session_id)
         return None if stored is None else StoredLog(stored[0], tuple(stored[1]))
 
-    def headers(self) -> list[SessionHeader]:
-        """Every stored header."""
-        return [header for header, _ in self._logs.values()]
+    def listing(self) -> Listing:
+        """Every stored header: each was written by this process, none is corrupt."""
+        return Listing(tuple(header for header, _ in self._logs.values()))
 
     def contains(self, session_id: str) -> bool:
         """Whether the session is stored."""

@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 
 from retinue._errors import StoreError
-from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
-from ._backend import AppendBatch, StoredLog
+from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
     already_exists,
     parse_header,
@@ -58,6 +57,8 @@ class PostgresBackend:
 
     blocking = True
     durable = True
+    writes_can_tear = False
+    """Each write is one transaction: a crash keeps all of it or none (R11.8)."""
 
     def __init__(self, dsn: str, *, schema: str = "public", create: bool = True) -> None:
         if not _SCHEMA_NAME.match(schema):
@@ -391,8 +392,8 @@ class PostgresBackend:
         records = segment_records(session_id, segments, next_seq, "\n")
         return StoredLog(parse_header(header, session_id), records)
 
-    def headers(self) -> list[SessionHeader]:
-        """Every header of a session with events (corrupt ones are logged and skipped)."""
+    def listing(self) -> Listing:
+        """Every header of a session with events (corrupt ones are skipped, each with why)."""
         with self._reader() as conn:
             rows = conn.execute(
                 self._sql("SELECT id, header FROM {schema}.retinue_sessions WHERE next_seq > 0")

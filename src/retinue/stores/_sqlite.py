@@ -10,11 +10,10 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import final
 
-from retinue._errors import ConfigError, StoreError
-from retinue.session import SessionHeader
+from retinue._errors import ConfigError, CorruptSessionError, StoreError
 from retinue.session._codec import encode_event, encode_header
 
-from ._backend import AppendBatch, StoredLog
+from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
     already_exists,
     cannot_open,
@@ -23,6 +22,7 @@ from ._common import (
     parse_headers,
     segment_records,
     seq_conflict,
+    stored_int,
 )
 from ._ids import file_stem
 from ._writebehind import BufferedStore
@@ -77,6 +77,8 @@ class SQLiteBackend:
 
     blocking = True
     durable = True
+    writes_can_tear = False
+    """Each write is one transaction: a crash keeps all of it or none (R11.8)."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self._path = _file_path(path)
@@ -210,7 +212,7 @@ class SQLiteBackend:
             ).fetchone()
             if row is None:
                 raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-            sid, stored = row
+            sid, stored = row[0], _next_seq_to_append(row[1], session_id)
         if batch.truncate_to is not None:
             _truncate(conn, sid, batch.truncate_to, session_id)
             stored = batch.truncate_to
@@ -246,10 +248,12 @@ class SQLiteBackend:
             ).fetchall()
             conn.execute("COMMIT")
         parsed = parse_header(header, session_id)
-        return StoredLog(parsed, segment_records(session_id, segments, next_seq, b"\n"))
+        next_seq = stored_int(next_seq, session_id, "sessions.next_seq")
+        records = segment_records(session_id, _checked(session_id, segments), next_seq, b"\n")
+        return StoredLog(parsed, records)
 
-    def headers(self) -> list[SessionHeader]:
-        """Every header of a session with events (corrupt ones are logged and skipped)."""
+    def listing(self) -> Listing:
+        """Every header of a session with events (corrupt ones are skipped, each with why)."""
         with self._reader() as conn:
             rows = conn.execute(
                 "SELECT CAST(id AS BLOB), CAST(header AS BLOB) FROM sessions WHERE next_seq > 0"
@@ -344,6 +348,26 @@ def _file_path(path: str | os.PathLike[str]) -> str:
             code="INVALID_STORE_PATH",
         )
     return text
+
+
+def _next_seq_to_append(value: object, session_id: str) -> int:
+    """The stored next seq an append must start at; a ``StoreError`` refuses this batch alone."""
+    try:
+        return stored_int(value, session_id, "sessions.next_seq")
+    except CorruptSessionError as exc:
+        raise StoreError(exc.message, code=exc.code) from exc
+
+
+def _checked(
+    session_id: str, segments: Sequence[tuple[object, object, bytes]]
+) -> list[tuple[int, int, bytes]]:
+    """The ``(first_seq, count, body)`` rows of *session_id*, each number checked an integer."""
+    checked: list[tuple[int, int, bytes]] = []
+    for first, count, body in segments:
+        first_seq = stored_int(first, session_id, "segments.first_seq")
+        column = f"segments.count of the segment from seq {first_seq}"
+        checked.append((first_seq, stored_int(count, session_id, column), body))
+    return checked
 
 
 def _has_schema(conn: sqlite3.Connection, path: str) -> bool:

@@ -13,7 +13,7 @@ import trio
 from retinue._errors import StoreError
 from retinue.session import Event, Session, SessionHeader
 
-from ._backend import AppendBatch, StorageBackend, StoredLog
+from ._backend import AppendBatch, Listing, StorageBackend, StoredLog
 from ._groupcommit import GroupCommitter, call_backend
 from ._ids import check_session_id
 from ._loader import Recovered, recover
@@ -392,10 +392,14 @@ class BufferedStore:
         return await self._call(self._recover_plain, f"session {session_id!r}", session_id)
 
     def _recover(self, session_id: str) -> Recovered:
-        return recover(self._read(session_id), session_id, repair=True)
+        return self._recover_read(session_id, repair=True)
 
     def _recover_plain(self, session_id: str) -> Recovered:
-        return recover(self._read(session_id), session_id, repair=False)
+        return self._recover_read(session_id, repair=False)
+
+    def _recover_read(self, session_id: str, *, repair: bool) -> Recovered:
+        tears = self._backend.writes_can_tear
+        return recover(self._read(session_id), session_id, repair=repair, writes_can_tear=tears)
 
     def _read(self, session_id: str) -> StoredLog:
         log = self._backend.read(session_id)
@@ -424,10 +428,24 @@ class BufferedStore:
             raise StoreError(request.error.message, code=request.error.code) from request.error
 
     async def list(self) -> list[SessionHeader]:
-        """Headers of every stored session, oldest first; reads no events (R11.14)."""
+        """Headers of every stored session, oldest first; reads no events (R11.14).
+
+        A stored session whose header cannot be read or names another id is
+        left out, with a warning naming it; :meth:`listing` says which.
+        """
+        listing = await self.listing()
+        for skipped in listing.skipped:
+            log.warning("skipping a session in the listing: %s", skipped.problem)
+        return list(listing.headers)
+
+    async def listing(self) -> Listing:
+        """:meth:`list`, also naming each stored session it leaves out, and why."""
         await self._ensure_open()
-        headers = await self._call(self._backend.headers, "listing sessions")
-        return sorted(headers, key=lambda header: (header.created_at, header.id))
+        listing = await self._call(self._backend.listing, "listing sessions")
+        return Listing(
+            tuple(sorted(listing.headers, key=lambda header: (header.created_at, header.id))),
+            tuple(sorted(listing.skipped, key=lambda skipped: skipped.stored_as)),
+        )
 
     async def exists(self, session_id: str) -> bool:
         """Whether *session_id* is stored (an invalid id never is); reads no events.
