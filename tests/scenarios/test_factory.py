@@ -364,7 +364,8 @@ async def test_resume_refuses_options_naming_another_cwd(
         with pytest.raises(retinue.SessionError) as raised:
             await rt.resume_agent("s", AgentOptions(model="scripted", cwd="/new/project"))
         assert raised.value.code == "CWD_MISMATCH"
-        for named in ("session 's'", repr(stored), "'/new/project'"):
+        held = "no cwd" if stored is None else repr(stored)
+        for named in ("session 's'", held, "'/new/project'"):
             assert named in raised.value.message
         assert rt.agents.get("s") is None
         resumed = await rt.resume_agent("s", AgentOptions(model="scripted", cwd=stored))
@@ -591,6 +592,25 @@ async def test_forked_agent_continues_turn_numbers(autojump_clock: trio.testing.
         texts_seen = [texts(m.content) for m in model.requests[2].messages]
         assert texts_seen == ["first", "one", "second", "two", "third"]
         check_session_invariants(child.session.events)
+
+
+async def test_start_forked_refuses_options_naming_another_cwd(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.25, R11.17: a fork keeps its source's cwd; options naming another are refused
+    (``CWD_MISMATCH``) and nothing starts, and the same cwd starts it."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+        parent = await rt.create_agent("p", OPTIONS, session_id="parent", cwd="/old")
+        await parent.ask("first")
+        session = rt.fork_agent_session("parent", "child")
+        with pytest.raises(retinue.SessionError) as raised:
+            await rt.start_forked(session, AgentOptions(model="scripted", cwd="/elsewhere"))
+        assert raised.value.code == "CWD_MISMATCH"
+        assert "'/old'" in raised.value.message
+        assert "'/elsewhere'" in raised.value.message
+        assert rt.agents.get("child") is None
+        child = await rt.start_forked(session, AgentOptions(model="scripted", cwd="/old"))
+        assert (child.session.header.cwd, (await child.ask("again")).turn) == ("/old", 2)
 
 
 async def test_fork_at_an_earlier_boundary_continues_from_it(

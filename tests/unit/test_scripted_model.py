@@ -492,6 +492,28 @@ async def test_scripted_model_replayed_copies_keep_the_fields_a_builtin_base_set
     assert copy.host == "api"
 
 
+class _SlottedError(Exception):
+    """An error keeping a field in ``__slots__``, outside its instance ``__dict__``."""
+
+    __slots__ = ("status",)
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def test_scripted_model_replayed_copies_keep_slotted_fields() -> None:
+    """A copy made without the error's ``__init__`` keeps the fields its ``__slots__`` hold."""
+    boom = _SlottedError("unavailable", status=503)
+    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
+    with pytest.raises(_SlottedError):
+        await play(model)
+    with pytest.raises(_SlottedError) as caught:
+        await play(model)
+    assert caught.value is not boom
+    assert (caught.value.args, caught.value.status) == (("unavailable",), 503)
+
+
 class _UncreatableError(Exception):
     """An error built in ``__new__``, which refuses its args alone (it wants ``status`` too)."""
 

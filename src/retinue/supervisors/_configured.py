@@ -48,12 +48,13 @@ async def start_configured_agents(rt: Runtime, config: LoopConfig) -> tuple[Agen
     Per entry: no exact id creates a fresh ``<id>-session-<uuid4>``;
     ``session_id`` restores the stored session or, if the store does not have
     it (one ``exists`` lookup, never a listing), creates it: on every store, a
-    :class:`~retinue.MemoryStore` too, which holds what an earlier runtime of
-    this process stored in it. ``resume_session_id`` resumes. A stored session
-    keeps its cwd, so an entry whose ``cwd`` differs fails
-    (``SessionError(CWD_MISMATCH)``). A failure is contained (R13.4): logged
-    and reported as ``agent-loop/config-start-failed`` with a
-    :class:`ConfigStartFailure`, unless the runtime is shutting down.
+    :class:`~retinue.MemoryStore` too, which holds what an earlier runtime
+    stored in it if the caller held it open (a runtime closes its store).
+    ``resume_session_id`` resumes. A stored session keeps its cwd, so an
+    entry whose ``cwd`` differs fails (``SessionError(CWD_MISMATCH)``). A
+    failure is contained (R13.4): logged and reported as
+    ``agent-loop/config-start-failed`` with a :class:`ConfigStartFailure`,
+    unless the runtime is shutting down.
 
     Agents are published in entry order. Waits until every entry has started
     or failed; always a checkpoint. Cancellation leaves the agents already

@@ -12,7 +12,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, ConfigError, SessionError, StoreError
+from retinue._errors import AgentDisposedError, SessionError, StoreError
 from retinue._lossless import shown
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
@@ -28,6 +28,7 @@ from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
 from retinue.tools import ToolRegistry
 
+from ._agent_arguments import check_kept_cwd, options_of, with_cwd
 from ._creation import Creation, Setup, core_of, end_unpublished
 from ._detach import detach_within, release_claim
 from ._registry import AgentRegistry
@@ -132,7 +133,7 @@ class Runtime:
         ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id.
         Cancellation before publication leaves nothing behind.
         """
-        options = _with_cwd(_options_of(options), cwd)
+        options = with_cwd(options_of(options), cwd)
         agent_id = _new_agent_id(name, session_id)
         await self._released(agent_id)
         with self._creating(agent_id):
@@ -168,13 +169,13 @@ class Runtime:
         and the session is let go as loaded. *options* that are no
         :class:`AgentOptions` raise ``TypeError``.
         """
-        options = _options_of(options)
+        options = options_of(options)
         await self._released(agent_id)
         with self._creating(agent_id):
             await self._settle_stranded(agent_id)
             session = await self.store.load(agent_id)
             try:
-                _check_resumed_cwd(session, options)
+                check_kept_cwd(session, options, how="resumed")
                 agent = self._make_agent(session, options)
                 await self._setup(agent, setup)
                 self._publish(agent, source="resume", new=False)
@@ -200,8 +201,12 @@ class Runtime:
     async def start_forked(
         self, session: Session, options: AgentOptions | None = None, *, setup: Setup | None = None
     ) -> Agent:
-        """Start an agent on a forked session (a fresh ``startup``, R11.17)."""
-        options = _options_of(options)
+        """Start an agent on a forked session (a fresh ``startup``, R11.17).
+
+        The fork keeps its source's cwd: *options* whose ``cwd`` is set to
+        another raise ``SessionError(CWD_MISMATCH)``.
+        """
+        options = options_of(options)
         await self._released(session.id)
         with self._creating(session.id):
             await self._settle_stranded(session.id)
@@ -209,6 +214,7 @@ class Runtime:
                 raise SessionError(
                     f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS"
                 )
+            check_kept_cwd(session, options, how="forked")
             agent = self._make_agent(session, options)
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
@@ -449,48 +455,6 @@ class Runtime:
             self._start_teardown(agent)
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
-
-
-def _options_of(options: object) -> AgentOptions:
-    """*options*, or the defaults for None; refused when they are no :class:`AgentOptions`."""
-    if options is None:
-        return AgentOptions()
-    if not isinstance(options, AgentOptions):
-        raise TypeError(f"options must be an AgentOptions or None, got {type(options).__name__}")
-    return options
-
-
-def _with_cwd(options: AgentOptions, cwd: str | None) -> AgentOptions:
-    """*options* with ``create_agent``'s *cwd* keyword, checked as ``AgentOptions(cwd=...)`` is.
-
-    A *cwd* that differs from ``options.cwd`` is refused: taking either one
-    would drop the other unseen.
-    """
-    if cwd is None:
-        return options
-    given = attrs.evolve(options, cwd=cwd)  # refused in AgentOptions' own words if invalid
-    if options.cwd is not None and options.cwd != cwd:
-        raise ConfigError(
-            f"cwd {cwd!r} conflicts with options.cwd {options.cwd!r}: give the cwd once"
-        )
-    return given
-
-
-def _check_resumed_cwd(session: Session, options: AgentOptions) -> None:
-    """Refuse *options* naming a cwd other than the one *session* was stored with (R11.15).
-
-    The stored header's cwd is the one the session keeps (``{{cwd}}`` and the
-    log say so); accepting another would leave ``options.cwd`` reporting a
-    directory the agent does not work in.
-    """
-    stored = session.header.cwd
-    if options.cwd is None or options.cwd == stored:
-        return
-    raise SessionError(
-        f"session {session.id!r} was stored with cwd {stored!r}, but options.cwd is "
-        f"{options.cwd!r}: a resumed session keeps its stored cwd",
-        code="CWD_MISMATCH",
-    )
 
 
 def _new_agent_id(name: object, session_id: str | None) -> str:

@@ -299,7 +299,7 @@ def _copy_of(error: BaseException) -> BaseException:
     Such an ``__init__`` may want more than the args (SDK errors take a
     response by keyword) or rewrite them, so the copy is built from parts:
     ``__new__`` and the nearest built-in ``__init__`` with the args (this
-    stores fields such as ``errno``), then the instance attributes. An error
+    stores fields such as ``errno``), then the instance attributes, slots included. An error
     whose ``__init__`` is built in is copied as pickle would copy it, which
     also keeps the fields its args lack (``OSError.filename``).
     """
@@ -311,7 +311,19 @@ def _copy_of(error: BaseException) -> BaseException:
     fresh = kind.__new__(kind, *error.args)
     builtin_init(fresh, *error.args)
     fresh.__dict__.update(error.__dict__)
+    for name in _slot_names(kind):
+        if hasattr(error, name):
+            setattr(fresh, name, getattr(error, name))
     return fresh
+
+
+def _slot_names(kind: type) -> list[str]:
+    """The attributes *kind*'s classes keep in ``__slots__``, outside the instance ``__dict__``."""
+    names: list[str] = []
+    for base in kind.__mro__:
+        slots = vars(base).get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [n for n in slots if n != "__dict__"]
+    return names
 
 
 def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:

@@ -1,0 +1,55 @@
+"""The checks of the options an agent is created, resumed or forked with."""
+
+from __future__ import annotations
+
+import attrs
+
+from retinue._errors import ConfigError, SessionError
+from retinue._options import AgentOptions
+from retinue.session import Session
+
+__all__ = ["check_kept_cwd", "options_of", "with_cwd"]
+
+
+def options_of(options: object) -> AgentOptions:
+    """*options*, or the defaults for None; refused when they are no :class:`AgentOptions`."""
+    if options is None:
+        return AgentOptions()
+    if not isinstance(options, AgentOptions):
+        raise TypeError(f"options must be an AgentOptions or None, got {type(options).__name__}")
+    return options
+
+
+def with_cwd(options: AgentOptions, cwd: str | None) -> AgentOptions:
+    """*options* with ``create_agent``'s *cwd* keyword, checked as ``AgentOptions(cwd=...)`` is.
+
+    A *cwd* that differs from ``options.cwd`` is refused: taking either one
+    would drop the other unseen.
+    """
+    if cwd is None:
+        return options
+    given = attrs.evolve(options, cwd=cwd)  # refused in AgentOptions' own words if invalid
+    if options.cwd is not None and options.cwd != cwd:
+        raise ConfigError(
+            f"cwd {cwd!r} conflicts with options.cwd {options.cwd!r}: give the cwd once"
+        )
+    return given
+
+
+def check_kept_cwd(session: Session, options: AgentOptions, *, how: str) -> None:
+    """Refuse *options* naming a cwd other than the one *session*'s header holds (R11.15).
+
+    A resumed or forked session keeps its header's cwd (``{{cwd}}`` and the
+    log say so); accepting another would leave ``options.cwd`` reporting a
+    directory the agent does not work in. *how* says which session it is
+    ("resumed", "forked").
+    """
+    kept = session.header.cwd
+    if options.cwd is None or options.cwd == kept:
+        return
+    held = "no cwd" if kept is None else f"cwd {kept!r}"
+    raise SessionError(
+        f"session {session.id!r} has {held}, but options.cwd is {options.cwd!r}: "
+        f"a {how} session keeps the cwd of its header",
+        code="CWD_MISMATCH",
+    )
