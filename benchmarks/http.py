@@ -1,11 +1,22 @@
 """HTTP benchmark: N agents streaming through the provider adapters from the mock server.
 
 The mock server runs in a child process, so the CPU time measured here is the
-client's alone. Each run prints one JSON line: steps per second and client CPU
-microseconds per streamed chunk, for a raw httpx2 SSE client (the floor), the
-OpenAI adapter and the Anthropic adapter, in the same run.
+client's alone. Each agent count prints one JSON line: steps per second and
+client CPU microseconds per streamed chunk, for a raw httpx2 SSE client (the
+floor), the OpenAI adapter and the Anthropic adapter, in the same run.
 
-    python -m benchmarks.http --agents 100 1000 --steps 5 --chunks 20 --latency 0.05
+One run per figure is at the mercy of this noisy machine, so each client is
+measured R times (``--repeats R``, default 3), the three clients running in
+turn and the order reversed every other repeat (floor, OpenAI, Anthropic,
+then Anthropic, OpenAI, floor, ...). Every figure is the median over the
+repeats; ``vs_floor`` is the median of the per-repeat ratios to the floor's
+CPU per chunk, listed in ``vs_floor_repeats``. Each client is opened and
+warmed up afresh for every repeat.
+
+    python -m benchmarks.http --agents 100 1000 --steps 5 --chunks 20 --latency 0.05 --repeats 3
+
+(The defaults; about 4.5 minutes on this 2-core machine, the 1000-agent runs
+most of it: fewer repeats or agents shorten it.)
 
 (Run it as a module: as a script its name would shadow the standard ``http``.)
 """
@@ -14,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -125,32 +137,70 @@ async def measure(name: str, step: Step, agents: int, steps: int) -> dict[str, o
     }
 
 
-async def bench(base_url: str, agents: int, steps: int, chunks: int, latency: float) -> None:
-    """Measure the floor and both adapters at one agent count; print one JSON line."""
-    pool = max(1, -(-agents // 100))
-    results = []
-    async with httpx2.AsyncClient(transport=ShardedTransport(pool, 100), timeout=60) as raw:
-        results.append(await measure("raw-httpx2", raw_step(raw, base_url), agents, steps))
-    async with OpenAIModel(
-        base_url=base_url + "/v1", api_key="bench", max_connections=agents
-    ) as openai_model:
-        results.append(await measure("openai", adapter_step(openai_model), agents, steps))
+async def _client_once(name: str, base_url: str, agents: int, steps: int) -> dict[str, object]:
+    """Open one client (the raw floor or an adapter), warm it up and time one run."""
+    if name == "raw-httpx2":
+        pool = max(1, -(-agents // 100))
+        async with httpx2.AsyncClient(transport=ShardedTransport(pool, 100), timeout=60) as raw:
+            return await measure(name, raw_step(raw, base_url), agents, steps)
+    if name == "openai":
+        async with OpenAIModel(
+            base_url=base_url + "/v1", api_key="bench", max_connections=agents
+        ) as openai_model:
+            return await measure(name, adapter_step(openai_model), agents, steps)
     async with AnthropicModel(
         base_url=base_url, api_key="bench", max_connections=agents
     ) as anthropic_model:
-        results.append(await measure("anthropic", adapter_step(anthropic_model), agents, steps))
-    floor = results[0]["cpu_us_per_chunk"]
-    assert isinstance(floor, float)
-    for result in results:
-        value = result["cpu_us_per_chunk"]
-        assert isinstance(value, float)
-        result["vs_floor"] = round(value / floor, 2)
+        return await measure(name, adapter_step(anthropic_model), agents, steps)
+
+
+_CLIENTS = ("raw-httpx2", "openai", "anthropic")
+
+
+def _value(run: dict[str, object], key: str) -> float:
+    value = run[key]
+    assert isinstance(value, float | int), (key, value)
+    return float(value)
+
+
+def _median(runs: list[dict[str, object]], key: str) -> float:
+    return statistics.median(_value(run, key) for run in runs)
+
+
+async def bench(
+    base_url: str, agents: int, steps: int, chunks: int, latency: float, repeats: int
+) -> None:
+    """Measure the floor and both adapters at one agent count, *repeats* times; print one JSON line."""
+    runs: dict[str, list[dict[str, object]]] = {name: [] for name in _CLIENTS}
+    for repeat in range(repeats):
+        # Alternate the order so no client always runs first or last.
+        for name in _CLIENTS if repeat % 2 == 0 else reversed(_CLIENTS):
+            runs[name].append(await _client_once(name, base_url, agents, steps))
+    results = []
+    for name in _CLIENTS:
+        ratios = [
+            _value(run, "cpu_us_per_chunk") / _value(floor, "cpu_us_per_chunk")
+            for run, floor in zip(runs[name], runs["raw-httpx2"], strict=True)
+        ]
+        results.append(
+            {
+                "client": name,
+                "steps": runs[name][0]["steps"],
+                "chunks": runs[name][0]["chunks"],
+                "steps_per_s": round(_median(runs[name], "steps_per_s"), 1),
+                "cpu_us_per_chunk": round(_median(runs[name], "cpu_us_per_chunk"), 2),
+                "wall_s": round(_median(runs[name], "wall_s"), 3),
+                "vs_floor": round(statistics.median(ratios), 2),
+                "vs_floor_repeats": [round(ratio, 2) for ratio in ratios],
+            }
+        )
     line = {
         "benchmark": "http",
         "agents": agents,
         "steps_per_agent": steps,
         "chunks_per_response": chunks,
         "latency_s": latency,
+        "repeats": repeats,
         "results": results,
     }
     print(json.dumps(line), flush=True)
@@ -163,6 +213,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -184,7 +235,7 @@ def main() -> None:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
         for agents in args.agents:
-            trio.run(bench, base_url, agents, args.steps, args.chunks, args.latency)
+            trio.run(bench, base_url, agents, args.steps, args.chunks, args.latency, args.repeats)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -14,7 +14,15 @@ ratio should stay near 1 (a registry or listener table scanned per agent
 would make it grow with N). The GC's share does grow with the heap, for any
 Python program holding that many objects.
 
-Run: ``python -m benchmarks.lifecycle [N ...]`` (default 1000 10000).
+This machine is noisy, so one run per figure can show growth that is not
+there. Every N is measured R times (``--repeats R``, default 5), the sizes
+alternating (smallest first, then largest first, ...) so neither always runs
+first; each per-agent figure is the median over the repeats, and the last
+line gives each phase's median ratio with the per-repeat ratios (repeat i
+of the largest N over repeat i of the smallest) beside it.
+
+Run: ``python -m benchmarks.lifecycle [N ...] [--repeats R]`` (default
+1000 10000, 5 repeats: about 20 s a repeat, under two minutes in all).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import argparse
 import contextlib
 import functools
 import gc
+import statistics
 import sys
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -92,18 +101,36 @@ def _run(agents: int, *, newest_first: bool) -> dict[str, _Phase]:
     return trio.run(functools.partial(_lifecycle, agents, newest_first=newest_first))
 
 
-def measure(agents: int) -> dict[str, object]:
-    """CPU microseconds per agent of each phase for *agents* agents."""
+def _measure_once(agents: int) -> dict[str, _Phase]:
+    """Every phase for *agents* agents, once (two runtimes: one per dispose order)."""
     phases = _run(agents, newest_first=False)
     # Only the dispose phase differs between the two runs.
     phases["dispose_newest_first"] = _run(agents, newest_first=True)["dispose_newest_first"]
-    record: dict[str, object] = {"benchmark": "lifecycle", "agents": agents}
-    for name, phase in phases.items():
-        record[f"{name}_cpu_us_per_agent"] = round(phase.window.cpu_s / agents * 1e6, 1)
-        record[f"{name}_gc_us_per_agent"] = round(phase.gc.seconds / agents * 1e6, 1)
-        record[f"{name}_without_gc_us_per_agent"] = round(
-            (phase.window.cpu_s - phase.gc.seconds) / agents * 1e6, 1
-        )
+    return phases
+
+
+def _per_agent(phase: _Phase, agents: int) -> dict[str, float]:
+    """One phase's CPU, GC and CPU-without-GC microseconds per agent."""
+    cpu, collected = phase.window.cpu_s, phase.gc.seconds
+    return {
+        "cpu": cpu / agents * 1e6,
+        "gc": collected / agents * 1e6,
+        "without_gc": (cpu - collected) / agents * 1e6,
+    }
+
+
+def _record(agents: int, repeats: list[dict[str, _Phase]]) -> dict[str, object]:
+    """Median over *repeats* of each phase's microseconds per agent."""
+    record: dict[str, object] = {
+        "benchmark": "lifecycle",
+        "agents": agents,
+        "repeats": len(repeats),
+    }
+    for name in _PHASES:
+        figures = [_per_agent(phases[name], agents) for phases in repeats]
+        for kind in ("cpu", "gc", "without_gc"):
+            median = statistics.median(figure[kind] for figure in figures)
+            record[f"{name}_{kind}_us_per_agent"] = round(median, 1)
     return record
 
 
@@ -113,27 +140,34 @@ def main(argv: list[str]) -> None:
         description="Create, turn and dispose CPU per agent among N agents; growth smallest to largest N.",
     )
     parser.add_argument("sizes", nargs="*", type=int, default=[1000, 10000], metavar="N")
-    sizes = sorted(parser.parse_args(argv).sizes)
-    if not sizes or sizes[0] < 1:
-        parser.error("every N must be at least 1")
-    records = [measure(agents) for agents in sizes]
-    for record in records:
-        emit(record)
-    small, large = records[0], records[-1]
-    emit(
-        {
-            "benchmark": "lifecycle-growth",
-            "agents": [small["agents"], large["agents"]],
-            **{
-                f"{phase}_ratio_without_gc": round(
-                    float(large[f"{phase}_without_gc_us_per_agent"])  # type: ignore[arg-type]
-                    / float(small[f"{phase}_without_gc_us_per_agent"]),  # type: ignore[arg-type]
-                    2,
-                )
-                for phase in _PHASES
-            },
-        }
-    )
+    parser.add_argument("--repeats", type=int, default=5, metavar="R")
+    args = parser.parse_args(argv)
+    sizes = sorted(set(args.sizes))
+    if not sizes or sizes[0] < 1 or args.repeats < 1:
+        parser.error("every N and R must be at least 1")
+    runs: dict[int, list[dict[str, _Phase]]] = {agents: [] for agents in sizes}
+    for repeat in range(args.repeats):
+        # Alternate the order so neither end always runs first (on a warmer or a
+        # quieter machine).
+        for agents in sizes if repeat % 2 == 0 else reversed(sizes):
+            runs[agents].append(_measure_once(agents))
+    for agents in sizes:
+        emit(_record(agents, runs[agents]))
+    small, large = sizes[0], sizes[-1]
+    growth: dict[str, object] = {
+        "benchmark": "lifecycle-growth",
+        "agents": [small, large],
+        "repeats": args.repeats,
+    }
+    for phase in _PHASES:
+        ratios = [
+            _per_agent(big[phase], large)["without_gc"]
+            / _per_agent(little[phase], small)["without_gc"]
+            for little, big in zip(runs[small], runs[large], strict=True)
+        ]
+        growth[f"{phase}_ratio_without_gc"] = round(statistics.median(ratios), 2)
+        growth[f"{phase}_ratios_without_gc"] = [round(ratio, 2) for ratio in ratios]
+    emit(growth)
 
 
 if __name__ == "__main__":

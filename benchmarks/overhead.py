@@ -12,10 +12,20 @@ per-step cost at turn 500 of one session with turn 1. Each N's line gives:
   the ratio once that is taken out.
 * ``rss_per_agent_kb``: the RSS retinue has grown once every turn is done,
   before the checks and teardown, from before the runtime opened (runtime,
-  agents and their sessions), per agent, read in its first run;
-  ``floor_rss_per_agent_kb`` is the floor's, read the same way while its
-  logs are alive, in a fresh process of its own. ``peak_rss_mb`` is the
-  process's peak, which covers both sides, every repeat and the checks.
+  agents and their sessions), per agent, read in its first run. That run's
+  model yields a fresh copy of every chunk (``FreshChunks``), as a real
+  adapter parsing its stream does: the ScriptedModel yields the chunk
+  objects it built once, which all agents' logs would then share (26 of a
+  turn's 30 chunk events), reading about a sixth less memory per agent than
+  an agent would hold. The copying is the model's work and raises a run's
+  CPU about 1.6 times (100 agents), so the timed runs (and
+  benchmarks.instructions) keep the shared chunks: their CPU is the
+  runtime's alone.
+  ``floor_rss_per_agent_kb`` is a reference point, not a memory floor: the
+  floor's log of small dicts (benchmarks/floor.py, with no chunk content,
+  no message or tool-call objects), read the same way while its logs are
+  alive, in a fresh process of its own. ``peak_rss_mb`` is the process's
+  peak, which covers both sides, every repeat and the checks.
 
 Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
 Each N runs in a fresh subprocess; after one untimed warm-up pair, retinue
@@ -34,11 +44,14 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import NamedTuple
+from collections.abc import AsyncIterator
+from typing import Any, NamedTuple
 
+import attrs
 import trio
 
 import retinue
+from retinue.providers import Model, ModelRequest, StreamChunk
 from retinue.testing import ScriptedModel, check_session_invariants
 
 from ._common import (
@@ -72,10 +85,56 @@ def _model() -> ScriptedModel:
     )
 
 
+def _fresh(value: Any) -> Any:
+    """A copy of *value* built anew down to its strings, as a parser would build it.
+
+    Strings of one character stay CPython's shared singletons, as they do
+    when ``json.loads`` makes them.
+    """
+    if isinstance(value, str):
+        return "".join(list(value))
+    if isinstance(value, tuple):
+        return tuple(_fresh(item) for item in value)
+    if isinstance(value, list):
+        return [_fresh(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _fresh(item) for key, item in value.items()}
+    if attrs.has(type(value)):
+        fields = attrs.fields(type(value))
+        return type(value)(**{f.alias: _fresh(getattr(value, f.name)) for f in fields if f.init})
+    return value
+
+
+class FreshChunks:
+    """A ScriptedModel whose every chunk is a fresh object, as a real adapter's are.
+
+    ``ScriptedModel`` yields the chunk objects it built once for its plan, so
+    every agent's log would share them; an adapter parses each chunk anew.
+    The copying is the model's work, not the runtime's: only the run that
+    reads RSS uses this, never a timed one.
+    """
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """The ScriptedModel's stream, each chunk copied (it ends on its own: zero delays)."""
+        async for chunk in self.model.stream(request):
+            yield _fresh(chunk)
+
+
 async def run_agents(
-    agents: int, turns: int, check: bool, gc_timer: GcTimer | None = None
+    agents: int,
+    turns: int,
+    check: bool,
+    gc_timer: GcTimer | None = None,
+    fresh_chunks: bool = False,
 ) -> Turns:
     """Run the workload; returns events logged and what the turns alone cost.
+
+    With *fresh_chunks* the model yields a fresh copy of every chunk
+    (:class:`FreshChunks`), for the run that reads RSS; the timed runs, and
+    benchmarks.instructions, use the ScriptedModel as it is.
 
     CPU and wall time cover the turns only: opening the runtime, creating
     the agents, the invariant checks and teardown are left out, as the floor
@@ -84,7 +143,8 @@ async def run_agents(
     turns are done, before the checks and teardown.
     """
     rss = rss_mb()
-    async with retinue.open_runtime(models=_model(), tools=[fetch]) as rt:
+    model: Model = FreshChunks(_model()) if fresh_chunks else _model()
+    async with retinue.open_runtime(models=model, tools=[fetch]) as rt:
         handles = [
             await rt.create_agent(f"a{i}", retinue.AgentOptions(model="scripted"))
             for i in range(agents)
@@ -109,11 +169,11 @@ class _Pair(NamedTuple):
     floor_gc_s: float
 
 
-def _pair(agents: int) -> _Pair:
+def _pair(agents: int, fresh_chunks: bool = False) -> _Pair:
     """One retinue run then one floor run, each from a fresh collection."""
     floor_gc, runtime_gc = GcTimer(), GcTimer()
     gc.collect()
-    runtime = trio.run(run_agents, agents, TURNS, True, runtime_gc)
+    runtime = trio.run(run_agents, agents, TURNS, True, runtime_gc, fresh_chunks)
     gc.collect()
     floor = trio.run(run_floor, agents, TURNS, floor_gc)
     # Unequal logs would make the ratios compare different work.
@@ -135,7 +195,10 @@ def measure(agents: int, repeats: int = 1) -> dict[str, object]:
     # allocator's arenas) and gives retinue's RSS, read before anything else
     # ran here; the time figures come from the pairs after it, where neither
     # side runs cold.
-    warm_up, *runs = [_pair(agents) for _ in range(repeats + 1)]
+    # The warm-up's model yields fresh chunks (FreshChunks), so the RSS read
+    # in it holds a copy of every chunk per agent, as with a real adapter.
+    warm_up = _pair(agents, fresh_chunks=True)
+    runs = [_pair(agents) for _ in range(repeats)]
     steps = agents * TURNS * STEPS_PER_TURN
     ratios = [run.runtime.cpu_s / run.floor.cpu_s for run in runs]
     without_gc = [
