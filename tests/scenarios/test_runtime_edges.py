@@ -4,6 +4,7 @@ disposal during a setup, scoping to a torn-down agent, closed subscriptions
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,14 @@ from retinue.session import Event
 from retinue.stores import AppendBatch
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
-from retinue.testing import Hang, Reply, ScriptedModel, check_session_invariants
+from retinue.testing import (
+    CallTools,
+    Hang,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import OPTIONS, runtime, types
 
 
@@ -214,3 +222,66 @@ async def test_closing_a_subscription_ends_iteration_at_its_next_step(
             events.close()
             later.extend([event async for event in events])
         assert types(later) == []
+
+
+class _Interrupt(BaseException):
+    """A BaseException no emit contains, as a KeyboardInterrupt in a listener would be."""
+
+
+@pytest.mark.parametrize("seam", ["session/created", "agent/created", "agent/session-start"])
+async def test_a_base_exception_from_a_publication_listener_leaves_no_agent_behind(
+    autojump_clock: trio.testing.MockClock, seam: str
+) -> None:
+    """R12.5, R12.10: a BaseException from a listener of a publication announcement reaches
+    the creator; the agent, which no driver will run, is torn down (out of the registry
+    and the store, its id free again), and the runtime still closes."""
+    with trio.fail_after(60):
+        async with runtime(ScriptedModel([Reply("again")])) as rt:
+
+            def interrupt(*_args: object) -> None:
+                raise _Interrupt
+
+            unregister = rt.hooks.on(seam, interrupt)
+            with pytest.raises(_Interrupt):
+                await rt.create_agent("a", OPTIONS, session_id="s")
+            unregister()
+            await trio.sleep(1)
+            assert rt.agents.get("s") is None
+            assert not await rt.store.exists("s")
+            again = await rt.create_agent("a", OPTIONS, session_id="s")
+            assert (await again.ask("hi")).reason.kind == "completed"
+
+
+async def test_disposing_an_agent_from_a_tool_counts_as_waiting_on_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: a tool of B that disposes A waits for A's teardown, as ``wait_idle`` would;
+    a listener of A's final flush that waits on B would close a circle, and is refused
+    with ``WAIT_CYCLE`` instead of waiting for ever."""
+    handles: dict[str, retinue.Agent] = {}
+
+    @retinue.tool
+    async def dispose_a() -> str:
+        """Dispose agent A."""
+        await handles["A"].dispose()
+        return "disposed"
+
+    model = ScriptedModel(
+        {"a": [Reply("a")], "b": [CallTools([ToolCallSpec("dispose_a", "{}")]), Reply("done")]}
+    )
+    seen: list[str] = []
+    with trio.fail_after(60):
+        async with runtime(model, tools=[dispose_a], flush_timeout=math.inf) as rt:
+            handles["A"] = await rt.create_agent("A", retinue.AgentOptions(model="a"))
+            b = await rt.create_agent("B", retinue.AgentOptions(model="b"))
+
+            async def wait_for_b(_agent: retinue.Agent, _session: object) -> None:
+                try:
+                    await b.wait_idle()
+                    seen.append("waited")
+                except retinue.AgentError as error:
+                    seen.append(str(error.code))
+
+            rt.hooks.on("session/flush", wait_for_b, agent=handles["A"])
+            assert (await b.ask("dispose A")).reason.kind == "completed"
+    assert seen == ["WAIT_CYCLE"]

@@ -22,7 +22,7 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import SETTING_UP
+from retinue.loop._core import SETTING_UP, driving_agent
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
@@ -341,10 +341,20 @@ class Runtime:
         self.scoped(agent, hooks.watch("session/event", relay.toggle))
         self.scoped(agent, relay.detach)
         self.agents.add(agent)
-        hooks.emit("session/created", agent.session, scope=agent.id)
-        core.emit("agent/created")
-        core.published = True
-        core.emit("agent/session-start", source)
+        try:
+            hooks.emit("session/created", agent.session, scope=agent.id)
+            core.emit("agent/created")
+            core.published = True
+            core.emit("agent/session-start", source)
+        except BaseException:
+            # Emitting contains a listener's Exception, not a BaseException (a
+            # KeyboardInterrupt, say). No driver will run: the agent is torn
+            # down as a published one, whose teardown takes it out of the
+            # registry and the store again.
+            core.published = True
+            core.driver_exited.set()
+            self._start_teardown(agent)
+            raise
         self._nursery.start_soon(self._run_agent, agent, name=f"agent {agent.id}")
 
     async def _run_agent(self, agent: Agent) -> None:
@@ -377,7 +387,17 @@ class Runtime:
             return
         if creation is not None:
             creation.scope.cancel()  # its setup is aborted and rolled back (R12.4)
-        await core.torn_down.wait()
+        caller = driving_agent()
+        if caller is None:
+            await core.torn_down.wait()
+            return
+        # Recorded like a wait_idle, so a wait that would close a circle through
+        # this one (the teardown's own listeners waiting on the caller) is refused.
+        caller.start_waiting_on(core)
+        try:
+            await core.torn_down.wait()
+        finally:
+            caller.stop_waiting_on(core)
 
     def _creation_of(self, core: AgentCore) -> Creation | None:
         """The creation in flight that made *core*, if it has not ended yet."""
