@@ -12,7 +12,7 @@ from typing import final, get_args, overload
 import attrs
 
 from retinue._errors import InvalidJsonError, SessionError, call_each
-from retinue._lossless import JsonValue, shown
+from retinue._lossless import JsonValue, shown, writable_int
 from retinue._request import MessageHistory
 from retinue._stream import StreamChunk
 
@@ -216,17 +216,36 @@ class Session:
         by the rules a chunk is checked by here, so it is not checked twice.
 
         Raises:
-            SessionError: an event breaks an invariant; the message names its seq and type.
+            SessionError: an item is not an :class:`Event` (``INVALID_EVENT``); its
+                seq is not the int equal to its index (``SEQ_GAP``); its time is
+                not an int a store can write (``INVALID_TIME``); or it breaks
+                another invariant: the message names its seq and type.
             InvalidJsonError: an event holds a value no store can write and load
                 back (a chunk is checked here; every other event when built).
         """
         session = cls(header)
+        logged = session._events
         for event in events:
-            if event.seq != len(session._events):
+            index = len(logged)
+            # Exact types (R4.24, R1.6): ``True`` or ``1.0`` compares equal to an
+            # index but encodes as no JSON integer, and the stored line would not load.
+            if type(event) is not Event:
                 raise SessionError(
-                    f"session {header.id!r}: seed event has seq {event.seq}, "
-                    f"expected {len(session._events)}",
+                    f"session {header.id!r}: seed item {index} is not an Event: {shown(event)}",
+                    code="INVALID_EVENT",
+                )
+            seq = event.seq
+            if type(seq) is not int or seq != index:
+                raise SessionError(
+                    f"session {header.id!r}: seed event has seq {shown(seq)}, expected {index}",
                     code="SEQ_GAP",
+                )
+            time_ms = event.time
+            if type(time_ms) is not int or not writable_int(time_ms):
+                raise SessionError(
+                    f"session {header.id!r}: seed event seq {index} has time {shown(time_ms)}, "
+                    "not an integer a store can write",
+                    code="INVALID_TIME",
                 )
             try:
                 fold = session._validate(event, check_chunk=not chunks_checked)

@@ -1,0 +1,78 @@
+"""An observer that appends while an event is notified cannot make the store persist a seq gap.
+
+Session notifies observers in registration order, so an observer registered
+before the store's may append seq N+1 while seq N is being notified; the store
+hears N+1 first. Its buffer must still be written in seq order (R4.5, R11.3):
+the session loads back whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from retinue.session import Event, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
+from retinue.stores import JSONLStore, SQLiteStore
+from retinue.stores._writebehind import BufferedStore
+
+Opener = Callable[[Path], BufferedStore]
+OPENERS: list[Opener] = [
+    JSONLStore,
+    lambda root: SQLiteStore(root / "store.db"),
+]
+
+
+def _nesting_observer(session: Session, at: set[int]) -> Callable[[Event], None]:
+    """Append one custom event while each seq in *at* is notified."""
+
+    def observe(event: Event) -> None:
+        if event.seq in at:
+            at.discard(event.seq)
+            session.append_custom("x/nested", {"during": event.seq})
+
+    return observe
+
+
+@pytest.mark.parametrize("open_store", OPENERS, ids=["jsonl", "sqlite"])
+async def test_an_append_during_notification_is_stored_in_seq_order(
+    tmp_path: Path, open_store: Opener
+) -> None:
+    """R4.5, R11.3: events heard out of order are stored in seq order and load back."""
+    async with open_store(tmp_path) as store:
+        session = Session.create("o", created_at=1)
+        session.observe(_nesting_observer(session, {0, 2}))
+        store.attach_new(session)
+        session.append(TurnStart(1, TurnTrigger("message")))
+        session.append(TurnEnd(1, TurnEndReason.completed()))
+        expected = [(e.seq, e.type) for e in session.events]
+        await store.flush(session)
+        await store.detach(session)
+    assert expected == [(0, "turn/start"), (1, "x/nested"), (2, "turn/end"), (3, "x/nested")]
+    async with open_store(tmp_path) as store:
+        loaded = await store.load("o")
+    assert [(e.seq, e.type) for e in loaded.events] == expected
+
+
+@pytest.mark.parametrize("open_store", OPENERS, ids=["jsonl", "sqlite"])
+async def test_out_of_order_appends_after_a_flush_follow_the_stored_events(
+    tmp_path: Path, open_store: Opener
+) -> None:
+    """R11.3: after a flush empties the buffer, a nested append still lands after its cause."""
+    async with open_store(tmp_path) as store:
+        session = Session.create("o", created_at=1)
+        session.observe(_nesting_observer(session, {1}))
+        store.attach_new(session)
+        session.append(TurnStart(1, TurnTrigger("message")))
+        await store.flush(session)
+        session.append(TurnEnd(1, TurnEndReason.completed()))
+        await store.flush(session)
+        await store.detach(session)
+    async with open_store(tmp_path) as store:
+        loaded = await store.load("o")
+    assert [(e.seq, e.type) for e in loaded.events] == [
+        (0, "turn/start"),
+        (1, "turn/end"),
+        (2, "x/nested"),
+    ]
