@@ -97,6 +97,49 @@ async def test_a_store_s_own_flush_is_awaited_every_turn(
         assert store.statistics().buffered_events == 0
 
 
+class _NowaitCountingStore(BufferedStore):
+    """An in-memory store recording which sessions took the synchronous ``flush_nowait`` path."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend(), name="nowait-counting")
+        self.nowait: list[Session] = []
+
+    def flush_nowait(self, session: Session) -> bool:
+        self.nowait.append(session)
+        return super().flush_nowait(session)
+
+
+async def test_another_agent_s_scoped_flush_listener_leaves_this_agent_on_the_fast_path(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.49, R6.1: only a global listener or this agent's own ``session/flush`` listener
+    sends its end-of-turn flush through the shielded, awaited path; another agent's
+    scoped listener does not."""
+    store = _NowaitCountingStore()
+    async with runtime(_model(), store=store) as rt:
+        a = await rt.create_agent("a", OPTIONS)
+        b = await rt.create_agent("b", OPTIONS)
+        heard: list[Session] = []
+        rt.hooks.on("session/flush", lambda _agent, session: heard.append(session), agent=b)
+
+        store.nowait.clear()
+        await a.ask("one")
+        assert store.nowait == [a.session]
+        assert heard == []
+
+        store.nowait.clear()
+        await b.ask("two")
+        assert store.nowait == []
+        assert heard == [b.session]
+
+        heard.clear()
+        rt.hooks.on("session/flush", lambda _agent, session: heard.append(session))
+        await a.ask("three")
+        assert store.nowait == []
+        assert heard == [a.session]
+        assert store.statistics().buffered_events == 0
+
+
 class _SlowWrapper(DelegatingStore):
     """A wrapper whose flush waits for the test before committing."""
 

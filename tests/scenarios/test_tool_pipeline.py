@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from retinue._content import HookContext, Text, content_text
-from retinue._errors import ToolError
+from retinue._errors import HookError, ToolError
 from retinue._lossless import FrozenDict, JsonValue
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
 from retinue.session import ToolErrorInfo
@@ -906,6 +906,29 @@ async def test_post_execute_block_with_nothing_to_show_is_refused() -> None:
     assert "Block with neither feedback nor a reason" in text_of(result)
 
 
+@pytest.mark.parametrize("empty", [[], ()], ids=["list", "tuple"])
+async def test_post_execute_block_with_empty_feedback_and_no_reason_is_refused(
+    autojump_clock: trio.testing.MockClock, empty: list[object] | tuple[object, ...]
+) -> None:
+    """R6.9: empty feedback counts as none: with no reason either, the Block is refused
+    rather than shown to the model as an empty error."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Block(feedback=empty))  # type: ignore[arg-type]
+    result = await registry.execute(call())
+    assert result.is_error
+    assert "Block with neither feedback nor a reason" in text_of(result)
+
+
+@pytest.mark.parametrize("empty", [[], ()], ids=["list", "tuple"])
+async def test_post_execute_block_with_empty_feedback_shows_its_reason(
+    autojump_clock: trio.testing.MockClock, empty: list[object] | tuple[object, ...]
+) -> None:
+    """R6.9: empty feedback does not win over a reason: the model sees ``Error: <reason>``."""
+    hooks, registry = setup()
+    hooks.on("tools/post-execute", lambda *_: Block("contains secrets", feedback=empty))  # type: ignore[arg-type]
+    assert shape(await registry.execute(call())) == failed("contains secrets")
+
+
 def _marking_tool() -> tuple[Tool, list[str]]:
     """A ``mark(text)`` tool and the list of texts its body ran with."""
     ran: list[str] = []
@@ -952,6 +975,42 @@ async def test_a_wrapper_calling_next_twice_does_not_run_the_body_twice() -> Non
     assert ran == ["hi"]
     assert result.is_error
     assert "called next() more than once" in text_of(result)
+
+
+async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.3: ``next`` runs the rest of the chain only while the listener's call lasts;
+    a kept ``next`` (or a ``next()`` made in time but awaited late) is refused and the
+    tool body never runs outside its call."""
+    mark, ran = _marking_tool()
+    kept: list[Next] = []
+    made: list[typing.Any] = []
+
+    def short_circuit(execution: ToolExecution, call_next: Next) -> ToolExecutionResult:
+        kept.append(call_next)
+        return ToolExecutionResult(execution.call_id, "skipped")
+
+    hooks, registry = setup(mark)
+    hooks.on("tools/execute", short_circuit)
+    result = await registry.execute(call("mark"))
+    assert (text_of(result), result.is_error) == ("skipped", False)
+    with pytest.raises(
+        HookError, match=r"tools/execute listener called next\(\) after the listener returned"
+    ):
+        await kept[0]()
+    assert ran == []
+
+    def make_then_return(execution: ToolExecution, call_next: Next) -> ToolExecutionResult:
+        made.append(call_next())
+        return ToolExecutionResult(execution.call_id, "skipped")
+
+    hooks, registry = setup(mark)
+    hooks.on("tools/execute", make_then_return)
+    await registry.execute(call("mark"))
+    with pytest.raises(HookError, match=r"called next\(\) after the listener returned"):
+        await made[0]
+    assert ran == []
 
 
 @pytest.mark.parametrize(

@@ -307,6 +307,31 @@ async def test_waterfall_failure_propagates() -> None:
         await bus.waterfall("agent/step-result", default, "message")
 
 
+async def test_waterfall_next_after_the_listener_raised_is_refused() -> None:
+    """R6.3: ``next`` runs the rest of the chain only during the listener's call: kept past
+    a raise, calling it raises HookError naming the seam and the default never runs."""
+    bus = HookBus()
+    ran: list[str] = []
+    kept: list[Next] = []
+
+    async def default() -> str:
+        ran.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    def keep_and_fail(_arg: object, next_: Next) -> object:
+        kept.append(next_)
+        raise RuntimeError("listener failed")
+
+    bus.on("agent/step-result", keep_and_fail)
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.waterfall("agent/step-result", default, "message")
+    with pytest.raises(
+        HookError, match=r"agent/step-result listener called next\(\) after the listener returned"
+    ):
+        await kept[0]()
+    assert ran == []
+
+
 # -- parallel ------------------------------------------------------------------------------------
 
 

@@ -65,6 +65,23 @@ async def _call(name: str, fn: Listener, *args: object) -> object:
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
+class _Frame:
+    """One listener's call in a waterfall: whether it called ``next()``, whether it is over."""
+
+    __slots__ = ("called", "done")
+
+    def __init__(self) -> None:
+        self.called = False
+        self.done = False
+
+
+def _late_next(name: str) -> HookError:
+    return HookError(
+        f"a {name} listener called next() after the listener returned: "
+        "the dispatch is over, so the rest of the chain cannot run"
+    )
+
+
 def _stray_error(name: str, fn: Listener) -> HookError:
     """A listener's stray ``Cancelled`` as its failure, which each seam handles (docs/hooks.md)."""
     return HookError(
@@ -375,22 +392,32 @@ class HookBus:
         if not chain:
             return await default()
 
-        async def run(index: int) -> T:
+        async def run(index: int, caller: _Frame | None) -> T:
+            # A next() coroutine made in time but awaited after its listener's
+            # call ended would run the rest of the chain outside any dispatch.
+            if caller is not None and caller.done:
+                raise _late_next(name)
             if index == len(chain):
                 return await default()
-            called = False
+            frame = _Frame()
 
             def call_next() -> Awaitable[T]:
-                # Once: running the rest of the chain twice would run a tool twice.
-                nonlocal called
-                if called:
+                # Once, and only while the listener's call lasts: running the
+                # rest of the chain twice, or after the dispatch, would run a
+                # tool twice or outside its call.
+                if frame.done:
+                    raise _late_next(name)
+                if frame.called:
                     raise HookError(f"a {name} listener called next() more than once")
-                called = True
-                return run(index + 1)
+                frame.called = True
+                return run(index + 1, frame)
 
-            return await _call(name, chain[index], *args, call_next)  # type: ignore[return-value]
+            try:
+                return await _call(name, chain[index], *args, call_next)  # type: ignore[return-value]
+            finally:
+                frame.done = True
 
-        return await run(0)
+        return await run(0, None)
 
     async def waterfall_value(
         self, name: str, value: T, *args: object, scope: str | None = None

@@ -113,7 +113,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
     store = services.store
     # A store written before the protocol had ``durable`` takes the guarded path.
     durable = getattr(store, "durable", True)
-    if not durable and not services.hooks.has_listeners("session/flush"):
+    if not durable and not services.hooks.hears("session/flush", core.id):
         # An in-memory store flushes without blocking and no cancel interrupts
         # it, so the shield and the deadline would guard nothing; committing
         # synchronously also spares a task switch per turn.

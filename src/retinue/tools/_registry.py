@@ -454,13 +454,17 @@ def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionR
         if decision.content is not None:
             result = attrs.evolve(result, content=decision.content)
     elif isinstance(decision, Block):
+        # Empty feedback counts as none: the reason stands in for it.
         feedback = decision.feedback
-        if feedback is None and not decision.reason:
+        if feedback:
+            content = feedback
+        elif decision.reason:
+            content = (Text(f"Error: {decision.reason}"),)
+        else:
             raise HookError(
                 "tools/post-execute returned a Block with neither feedback nor a reason: "
                 "the model would see an empty error in place of the result"
             )
-        content = feedback if feedback is not None else (Text(f"Error: {decision.reason}"),)
         result = attrs.evolve(result, content=content, is_error=True)
     else:
         raise _invalid_decision("tools/post-execute", decision)
