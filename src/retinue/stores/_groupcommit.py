@@ -102,7 +102,7 @@ class GroupCommitter:
         self.counters["flush_requests"] += 1
         entry = Entry(
             AppendBatch(
-                tracked.session.id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
+                tracked.session.id, tracked.cursor, tracked.pending(), header=tracked.header
             ),
             tracked,
             [],
@@ -206,7 +206,7 @@ class GroupCommitter:
             if tracked is None or not tracked.buffer:
                 continue
             batch = AppendBatch(
-                request.session_id, tracked.cursor, tuple(tracked.buffer), header=tracked.header
+                request.session_id, tracked.cursor, tracked.pending(), header=tracked.header
             )
             entries[request.session_id] = Entry(batch, tracked, [request])
         return list(entries.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import final
 
 import attrs
@@ -46,6 +47,21 @@ class Tracked:
     buffer: list[Event]
     cursor: int
     unsubscribe: Callable[[], None]
+
+    def pending(self) -> tuple[Event, ...]:
+        """The buffered events in seq order, the run a flush writes from ``cursor``.
+
+        An observer notified before the store's may append while an event is
+        being notified, so the buffer can hold seq N+1 before N; written out
+        of order, the run would store a seq gap and the session would not load
+        again (R4.5, R11.3). Sorting here, once per flush, keeps the per-event
+        observer a bare ``list.append``; an ordered buffer sorts in one pass.
+        """
+        self.buffer.sort(key=_seq_of)
+        return tuple(self.buffer)
+
+
+_seq_of: Callable[[Event], int] = attrgetter("seq")
 
 
 @attrs.define(eq=False)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from bisect import insort
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from operator import attrgetter
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -223,7 +221,7 @@ class BufferedStore:
             raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
         buffer = list(seed)
         cursor = len(session.events) - len(buffer)
-        unsubscribe = session.observe(_buffering(buffer))
+        unsubscribe = session.observe(buffer.append)
         self._tracked[session_id] = Tracked(session, header, buffer, cursor, unsubscribe)
 
     async def flush(self, session: Session) -> None:
@@ -485,26 +483,3 @@ class BufferedStore:
             f"<{self._name} {state} tracked={stats.tracked_sessions} "
             f"buffered={stats.buffered_events} commits={stats.commits}>"
         )
-
-
-_seq_of: Callable[[Event], int] = attrgetter("seq")
-
-
-def _buffering(buffer: list[Event]) -> Callable[[Event], None]:
-    """The observer that buffers a session's appends, kept in seq order.
-
-    An observer notified before the store's may append while an event is
-    being notified, so the store can hear seq N+1 before N. The buffer is
-    written as one contiguous run from the stored position, so an event
-    below the last buffered one is put in its place; out of order, a flush
-    would store a seq gap and the session would not load again (R4.5, R11.3).
-    """
-    append = buffer.append
-
-    def buffered(event: Event) -> None:
-        if buffer and event.seq < buffer[-1].seq:
-            insort(buffer, event, key=_seq_of)
-        else:
-            append(event)
-
-    return buffered
