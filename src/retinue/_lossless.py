@@ -249,8 +249,14 @@ def _freeze(value: object, path: str, seen: set[int], depth: int) -> JsonValue:
         marker = _enter(value, path, seen, depth)
         items: dict[str, JsonValue] = {}
         for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidJsonError(f"{_where(path)} has a non-string key {key!r}")
+            if type(key) is not str:
+                if not isinstance(key, str):
+                    raise InvalidJsonError(f"{_where(path)} has a non-string key {key!r}")
+                # Written as the str it holds, as a str value is.
+                key = str.__str__(key)  # noqa: PLW2901
+            if key in items:
+                # Two keys a subclass's ``==`` told apart, the same str once written.
+                raise InvalidJsonError(f"{_where(path)} has the key {key!r} twice")
             items[key] = _freeze(item, f"{path}.{key}" if path else key, seen, depth + 1)
         seen.discard(marker)
         frozen_dict = FrozenDict()

@@ -9,8 +9,21 @@ from typing import Any
 
 import pytest
 
+from retinue import Text
 from retinue._errors import CorruptSessionError, InvalidJsonError
-from retinue.session import CustomEvent, Session, ToolResultEvent
+from retinue.session import (
+    AssistantMessage,
+    ContextMessage,
+    CustomEvent,
+    PromptBlocked,
+    Replace,
+    Session,
+    SteeringMessage,
+    SystemEdit,
+    ToolResultEvent,
+    ToolsDelta,
+    UserMessage,
+)
 from retinue.session._codec import decode_event
 
 BIG = 10**5000  # more digits than sys.get_int_max_str_digits() allows by default
@@ -54,6 +67,85 @@ def test_a_custom_events_data_is_named_once() -> None:
         Session.create("s").append_custom("plugin/probe", {"stats": [1, {"n": BIG}]})
     assert str(built.value) == f"data.stats[1].n is {DIGITS}"
     assert str(appended.value) == f"plugin/probe event: data.stats[1].n is {DIGITS}"
+
+
+# -- R4.5: every event field's refusal starts with the event type ----------------------------------------
+
+FIELD_REFUSALS: dict[str, tuple[Callable[[], object], type[Exception], str]] = {
+    "steering turn": (
+        lambda: SteeringMessage("1", (Text("a"),)),  # type: ignore[arg-type]
+        InvalidJsonError,
+        "steering/message: turn must be an integer, got '1'",
+    ),
+    "steering long turn": (
+        lambda: SteeringMessage(BIG, (Text("a"),)),
+        InvalidJsonError,
+        f"steering/message: turn is {DIGITS}",
+    ),
+    "blocked content": (
+        lambda: PromptBlocked([1]),  # type: ignore[arg-type]
+        TypeError,
+        "prompt/blocked: content[0] is not a content block: int",
+    ),
+    "context content": (
+        lambda: ContextMessage(5),  # type: ignore[arg-type]
+        TypeError,
+        (
+            "context/message: content must be a str, a content block or a sequence of content "
+            "blocks, got int"
+        ),
+    ),
+    "steering content": (
+        lambda: SteeringMessage(1, [Text("a"), b"x"]),  # type: ignore[arg-type]
+        TypeError,
+        "steering/message: content[1] is not a content block: bytes",
+    ),
+    "assistant content": (
+        lambda: AssistantMessage(1, 1, [Text("a"), 5]),  # type: ignore[arg-type]
+        TypeError,
+        "assistant/message: content[1] is not a content block: int",
+    ),
+    "tool result content": (
+        lambda: ToolResultEvent(1, 1, "c", [None]),  # type: ignore[arg-type]
+        TypeError,
+        "tool/result: content[0] is not a content block: NoneType",
+    ),
+    "user content": (
+        lambda: UserMessage(5),  # type: ignore[arg-type]
+        TypeError,
+        (
+            "user/message: content must be a str, a content block or a sequence of content "
+            "blocks, got int"
+        ),
+    ),
+    "replace start": (
+        lambda: Replace(True, 1),
+        InvalidJsonError,
+        "Replace.start must be an integer, got True",
+    ),
+    "system edit keep": (
+        lambda: SystemEdit(-1, 0),
+        InvalidJsonError,
+        "SystemEdit.keep_start must be a non-negative integer JSON can write, got -1",
+    ),
+    "delta removed": (
+        lambda: ToolsDelta(removed=[1]),  # type: ignore[list-item]
+        InvalidJsonError,
+        "ToolsDelta.removed must hold only strings, got (1,)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FIELD_REFUSALS.values()), ids=list(FIELD_REFUSALS))
+def test_a_field_refusal_names_the_event_type_then_the_field(
+    case: tuple[Callable[[], object], type[Exception], str],
+) -> None:
+    """R4.5: as ``tool/result: turn ...`` does, each refusal names its event type (or record) first."""
+    make, kind, message = case
+    with pytest.raises(kind) as caught:
+        make()
+    assert type(caught.value) is kind
+    assert str(caught.value) == message
 
 
 # -- R11.2: when loaded ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import BlockStart, Usage
 from retinue.session import (
     AssistantMessage,
+    CustomEvent,
     EpochHeader,
     PromptBlocked,
     Replace,
@@ -250,6 +251,48 @@ def test_many_sibling_objects_are_not_mistaken_for_nesting() -> None:
     """R1.6: the depth is how deeply objects nest, not how many there are."""
     text = json.dumps({f"k{i}": {"v": i} for i in range(MAX_JSON_DEPTH * 2)})
     assert loads_frozen(text) == json.loads(text)
+
+
+# -- R1.6: object keys are written as the str they hold ------------------------------------------------
+
+
+class _Key(str):
+    """A str subclass whose ``==`` and hash tell it apart from the str it holds."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+def test_a_str_subclass_key_is_frozen_as_the_exact_str_it_holds() -> None:
+    """R1.6: a key is stored as a plain str, as a str value is, and logs as it decodes."""
+    event = Session.create("s").append_custom("x/y", {"o": {_Key("a"): 1}})
+    frozen = freeze_json({"o": {_Key("a"): 1}})
+    assert isinstance(frozen, dict)
+    inner = frozen["o"]
+    assert isinstance(inner, dict)
+    assert [type(key) for key in inner] == [str]
+    assert inner == {"a": 1}
+    assert event.data == CustomEvent("x/y", frozen)
+    assert decode_event(encode_event(event)) == event
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{_Key("a"): 1, "a": 2}, {"a": 2, _Key("a"): 1}, {_Key("a"): 1, _Key("a"): 2}],
+    ids=["subclass-first", "exact-first", "two-subclasses"],
+)
+def test_two_keys_written_as_the_same_str_are_refused_naming_the_path(value: Any) -> None:
+    """R1.6: keys the JSON text would write twice (so load as one) are an InvalidJsonError."""
+    with pytest.raises(InvalidJsonError) as caught:
+        freeze_json({"outer": [value]})
+    assert str(caught.value) == "outer[0] has the key 'a' twice"
+    with pytest.raises(InvalidJsonError, match="x/y event: data has the key 'a' twice"):
+        Session.create("s").append_custom("x/y", value)
 
 
 # -- R11.2: a load refusal names the envelope field ----------------------------------------------------

@@ -18,9 +18,8 @@ from retinue._content import (
     wrong_type,
 )
 from retinue._errors import InvalidJsonError
-from retinue._lossless import NEG_SMALL_INT, SMALL_INT, check_digits, shown
+from retinue._lossless import NEG_SMALL_INT, SMALL_INT, check_digits, shown, writable_int
 from retinue._request import ToolSchema
-from retinue._stream import count_validator
 
 from ._nesting import check_blocks
 
@@ -52,7 +51,20 @@ def content_field(*, in_post_init: bool = False) -> tuple[ContentBlock, ...]:
     The events built every step test their blocks inline in their
     ``__attrs_post_init__``, sparing the validator's call.
     """
-    return attrs.field(converter=as_content, validator=None if in_post_init else _storable_blocks)
+    return attrs.field(
+        converter=_CONTENT_CONVERTER, validator=None if in_post_init else _storable_blocks
+    )
+
+
+def _event_content(value: Any, instance: object) -> Any:
+    """:func:`as_content`, its error naming the event type: ``prompt/blocked: content[0] ...``."""
+    try:
+        return as_content(value)
+    except TypeError as exc:
+        raise TypeError(f"{_owner(instance)}: {exc}") from None
+
+
+_CONTENT_CONVERTER = attrs.Converter(_event_content, takes_self=True)
 
 
 def source_field() -> MessageSource:
@@ -87,6 +99,12 @@ def _field_path(instance: object, attribute: attrs.Attribute[Any]) -> str:
     return f"{type(instance).__name__}.{attribute.name}"
 
 
+def _owner(instance: object) -> str:
+    """How an error names what holds a field: the event type (``prompt/blocked``), else the class."""
+    tag = getattr(type(instance), "type", None)
+    return tag if isinstance(tag, str) else type(instance).__name__
+
+
 # The checks below keep every logged value its JSON type: a bool or float
 # where an integer belongs would encode as ``true``/``1.0`` (or ``True``) and
 # then not reload, and an integer with more digits than
@@ -94,11 +112,13 @@ def _field_path(instance: object, attribute: attrs.Attribute[Any]) -> str:
 # because ``bool`` is an ``int``; the digit check runs only past SMALL_INT.
 
 
-def integer(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def integer(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not int:
-        raise InvalidJsonError(f"{attribute.name} must be an integer, got {value!r}")
+        raise InvalidJsonError(
+            f"{_field_path(instance, attribute)} must be an integer, got {shown(value)}"
+        )
     if not NEG_SMALL_INT <= value <= SMALL_INT:
-        check_digits(value, attribute.name)
+        check_digits(value, _field_path(instance, attribute))
 
 
 def optional_integer(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -106,7 +126,16 @@ def optional_integer(instance: object, attribute: attrs.Attribute[Any], value: o
         integer(instance, attribute, value)
 
 
-count = count_validator()
+def count(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """A non-negative exact int JSON can write (``None`` where that is the default)."""
+    if value is None and attribute.default is None:
+        return
+    # Comparisons before the call: writable_int runs only for a huge count.
+    if type(value) is not int or value < 0 or (value > SMALL_INT and not writable_int(value)):
+        raise InvalidJsonError(
+            f"{_field_path(instance, attribute)} must be a non-negative integer JSON can write, "
+            f"got {shown(value)}"
+        )
 
 
 # The events that carry a turn and a step are built several times a step. Each
@@ -159,9 +188,11 @@ def outside(name: str, value: object, allowed: tuple[str, ...]) -> ValueError:
     return ValueError(f"{name} must be one of {', '.join(allowed)}; got {shown(value)}")
 
 
-def lines(_instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
+def lines(instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
     if not all(type(line) is str for line in value):
-        raise InvalidJsonError(f"{attribute.name} must hold only strings, got {shown(value)}")
+        raise InvalidJsonError(
+            f"{_field_path(instance, attribute)} must hold only strings, got {shown(value)}"
+        )
 
 
 def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:

@@ -216,7 +216,10 @@ class UserMessage:
     ) -> None:
         if type(source) is not MessageSource:
             raise wrong_type(self, "source", "a MessageSource", source)
-        blocks = as_content(content)
+        try:
+            blocks = as_content(content)
+        except TypeError as exc:
+            raise TypeError(f"user/message: {exc}") from None
         for block in blocks:
             if type(block) is ToolResultBlock:  # the one block that nests others
                 check_blocks(blocks, "user/message: content")
