@@ -203,3 +203,82 @@ async def test_a_runtime_guard_denies_an_agents_call_and_the_model_sees_the_reas
     [logged] = [e.data for e in agent.session.events if e.type == "tool/result"]
     assert content_text(logged.content) == "Error: /etc is read-only"  # type: ignore[union-attr]
     assert ran == []
+
+
+class _CountedId(str):
+    """An agent id that counts every comparison and hash made with it: work done on it."""
+
+    __slots__ = ()
+    touches: list[str] = []  # one shared tally, reset per test
+
+    def __eq__(self, other: object) -> bool:
+        _CountedId.touches.append(str(self))
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _CountedId.touches.append(str(self))
+        return str.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _CountedId.touches.append(str(self))
+        return str.__hash__(self)
+
+
+def with_others_guards(registry: ToolRegistry, others: int) -> list[str]:
+    """Register one spying guard for each of *others* agents; the list they record into."""
+    asked: list[str] = []
+    for index in range(others):
+        agent = _CountedId(f"other-{index}")
+        registry.guard(lambda execution: asked.append(str(execution.agent_id)), agent=agent)
+    _CountedId.touches.clear()
+    return asked
+
+
+async def test_a_call_asks_only_its_own_and_global_guards_touching_no_other_agents() -> None:
+    """A call's guards cost what applies to it: with a thousand other agents' guards,
+    a call asks the global guards and its agent's own, in registration order, and
+    neither asks nor even compares a scope with any other agent's guard."""
+    _, registry = setup()
+    asked: list[str] = []
+
+    def spy(name: str) -> Callable[[ToolExecution], None]:
+        return lambda _execution: asked.append(name)
+
+    registry.guard(spy("global first"))
+    others_asked = with_others_guards(registry, 1000)
+    registry.guard(spy("mine"), agent="mine")
+    registry.guard(spy("global last"))
+    _CountedId.touches.clear()
+    assert text_of(await registry.execute(call("/tmp/x", agent_id="mine"))) == "written"
+    assert text_of(await registry.execute(call("/tmp/x", agent_id="bare"))) == "written"
+    assert asked == ["global first", "mine", "global last", "global first", "global last"]
+    assert others_asked == []
+    assert _CountedId.touches == []
+
+
+async def test_a_call_of_an_agent_without_guards_asks_none_among_many_scoped_ones() -> None:
+    """With only other agents' guards registered, an agent without any is asked nothing
+    and no other agent's guard is touched; one guard of its own is the only one asked."""
+    _, registry = setup()
+    others_asked = with_others_guards(registry, 1000)
+    assert text_of(await registry.execute(call(agent_id="bare"))) == "written"
+    registry.guard(no_etc, agent="guarded")
+    assert text_of(await registry.execute(call(agent_id="guarded"))) == "Error: /etc is read-only"
+    assert others_asked == []
+    assert _CountedId.touches == []
+
+
+async def test_registering_and_removing_a_guard_touches_no_other_agents_guards() -> None:
+    """Registering, unregistering and dropping an agent's guards cost the same however
+    many other agents have guards: no other agent's scope is hashed or compared."""
+    _, registry = setup()
+    others_asked = with_others_guards(registry, 1000)
+    for _ in range(3):
+        registry.guard(no_etc, agent="newcomer")()
+        registry.guard(no_etc)()
+        registry.guard(no_etc, agent="newcomer")
+        registry.drop_scope("newcomer")
+        registry.drop_scope("never-guarded")
+    assert _CountedId.touches == []
+    assert text_of(await registry.execute(call(agent_id="newcomer"))) == "written"
+    assert others_asked == []

@@ -10,6 +10,7 @@ policy registered as a guard cannot be waived by another listener's
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, final
@@ -19,6 +20,7 @@ import trio
 
 from retinue._errors import STRAY_CANCEL_RULE, HookError, cancel_is_stray
 from retinue.hooks import Deny
+from retinue.hooks._bus import _Entry, _Seam
 
 from ._execution import PreparedCall, ToolExecution, error_result, exception_result
 
@@ -30,51 +32,44 @@ Guard: TypeAlias = Callable[[ToolExecution], "Deny | Awaitable[Deny | None] | No
 """A guard: ``None`` lets the call through, a :class:`~retinue.hooks.Deny` refuses it."""
 
 
-@attrs.define(eq=False)
-class _Registration:
-    """One registration: removed by identity, so registering a guard twice keeps two."""
-
-    guard: Guard
-    scope: str | None
-
-
 @final
 @attrs.define(eq=False)
 class Guards:
-    """The guards of one registry, global or scoped to one agent, in registration order."""
+    """The guards of one registry, global or scoped to one agent, in registration order.
 
-    _registrations: list[_Registration] = attrs.field(factory=list, init=False)
-    # The scopes with a guard (None: global), so a call without one costs a set lookup.
-    _scopes: set[str | None] = attrs.field(factory=set, init=False)
+    Kept as the hook bus keeps a seam's listeners: the global guards in one
+    list and each agent's in its own, merged by registration order at call
+    time. A call, a registration, its removal and an agent's teardown touch
+    only the global guards and that agent's, however many agents have guards.
+    """
+
+    _entries: _Seam = attrs.field(factory=_Seam, init=False)
+    _orders: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     def add(self, guard: Guard, scope: str | None) -> Callable[[], None]:
-        """Register *guard* globally (*scope* ``None``) or for one agent; returns its remover."""
+        """Register *guard* globally (*scope* ``None``) or for one agent; returns its remover.
+
+        Each registration is its own entry, removed by identity: registering a
+        guard twice keeps two.
+        """
         if not callable(guard):
             raise TypeError(f"a guard must be callable, got {type(guard).__name__}")
-        registration = _Registration(guard, scope)
-        self._registrations.append(registration)
-        self._index()
+        entry = _Entry(guard, scope, next(self._orders))
+        entries = self._entries
+        entries.add(entry)
 
         def remove() -> None:
-            if registration in self._registrations:
-                self._registrations.remove(registration)
-                self._index()
+            entries.remove(entry)
 
         return remove
 
     def drop_scope(self, scope: str) -> None:
         """Forget every guard scoped to *scope* (its agent's teardown)."""
-        if scope in self._scopes:
-            self._registrations = [r for r in self._registrations if r.scope != scope]
-            self._index()
-
-    def _index(self) -> None:
-        self._scopes = {r.scope for r in self._registrations}
+        self._entries.scoped.pop(scope, None)
 
     def watch(self, agent_id: str | None) -> bool:
         """Whether any guard applies to a call of *agent_id*."""
-        scopes = self._scopes
-        return bool(scopes) and (None in scopes or agent_id in scopes)
+        return self._entries.heard_by(agent_id)
 
     async def prepared(self, execution: ToolExecution) -> PreparedCall:
         """Ask the guards about a call the listeners allowed: a go, a denial or a failure.
@@ -103,10 +98,9 @@ class Guards:
 
     async def _denial(self, execution: ToolExecution) -> Deny | None:
         """The first applicable guard's denial of *execution*, or ``None``."""
-        for registration in list(self._registrations):
-            if registration.scope is not None and registration.scope != execution.agent_id:
-                continue
-            verdict = registration.guard(execution)
+        # A new list: a guard may (un)register guards while it is asked.
+        for guard in self._entries.reached(execution.agent_id):
+            verdict = guard(execution)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             if isinstance(verdict, Deny):
