@@ -73,6 +73,27 @@ def test_restart_policy_accepts_an_infinite_window() -> None:
     assert retinue.RestartPolicy(window=math.inf, max_restarts=0).max_restarts == 0
 
 
+@pytest.mark.parametrize(
+    ("backoff", "max_backoff", "crashes"),
+    [(1e-300, 1e300, 10**9), (1e-300, 1e300, 2000), (1e-10, 1e10, 100), (0.5, 30.0, 10**9)],
+)
+def test_restart_policy_pause_reaches_max_backoff_however_far_apart(
+    backoff: float, max_backoff: float, crashes: int
+) -> None:
+    """DESIGN 4: the pause doubles up to ``max_backoff`` and stays there, even when
+    ``max_backoff / backoff`` exceeds any fixed cap on the doublings (or overflows a float).
+    """
+    policy = retinue.RestartPolicy(backoff=backoff, max_backoff=max_backoff)
+    assert policy.pause(crashes) == max_backoff
+
+
+def test_restart_policy_pause_doubles_from_backoff() -> None:
+    """DESIGN 4: no pause for the first crash, then ``backoff`` doubling, capped."""
+    policy = retinue.RestartPolicy(backoff=1e-300, max_backoff=1e300)
+    assert [policy.pause(n) for n in (1, 2, 3, 4)] == [0.0, 1e-300, 2e-300, 4e-300]
+    assert policy.pause(70) == 1e-300 * 2.0**68
+
+
 async def test_a_driver_that_crashes_as_it_starts_is_given_up_after_growing_pauses(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,7 +19,7 @@ import trio.testing
 import retinue
 from retinue import AgentOptions, StoreError
 from retinue.actors import Subscription
-from retinue.loop import _core, _driver, _state
+from retinue.loop import _core, _driver, _state, _turn
 from retinue.session import RequestHeader, Session, ToolResultEvent, TurnEnd
 from retinue.stores import MemoryStore
 from retinue.testing import (
@@ -243,6 +243,82 @@ async def test_supervisor_restarts_again_after_the_window_has_passed(
         assert crashes == [1]
         assert rt.agents.get(agent.id) is agent
         assert turn_ends(agent.session.events) == ["completed", "completed"]
+
+
+class FlusherBugError(RuntimeError):
+    """The simulated bug in an agent's flusher."""
+
+
+def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make the flusher's ``flush`` raise *times* times (a bug, not a store failure)."""
+    real = _turn.flush  # what _driver imported
+    crashes: list[int] = []
+
+    async def flush(core: _core.AgentCore, turn: int, step: int) -> None:
+        if len(crashes) < times:
+            crashes.append(1)
+            raise FlusherBugError(f"flusher bug #{len(crashes)}")
+        await real(core, turn, step)
+
+    monkeypatch.setattr(_driver, "flush", flush)
+    return crashes
+
+
+async def test_supervisor_restarts_a_crashed_flusher_and_the_runtime_runs_on(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R2.21: a bug in an agent's flusher is that agent's crash, never the runtime's.
+
+    An idle injection makes the flusher flush; its crash is reported on
+    ``agent/error``, the flusher restarted (``agent/restarted``), and both the
+    agent and a healthy neighbour keep working; the next idle flush runs.
+    """
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        other = await rt.create_agent("other", OPTIONS)
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        restarts = record(rt, agent, "agent/restarted")
+        crashes = crash_flusher(monkeypatch, times=1)
+        agent.inject("context")
+        await agent.wait_idle()
+        await trio.sleep(1)
+        assert crashes == [1]
+        assert [type(args[-1]) for args in errors] == [FlusherBugError]
+        assert [type(args[-1]) for args in restarts] == [FlusherBugError]
+        assert rt.agents.get(agent.id) is agent
+        assert (await other.ask("still there?")).reason.kind == "completed"
+        assert (await agent.ask("and you?")).reason.kind == "completed"
+        flushes = record(rt, agent, "session/flush")
+        agent.inject("more context")
+        await agent.wait_idle()
+        assert len(flushes) == 1, "the restarted flusher serves the next idle injection"
+        assert len(errors) == 1
+
+
+async def test_supervisor_disposes_an_agent_whose_flusher_crashes_past_its_policy(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: a flusher crash counts under the same policy as a driver crash; past
+    ``max_restarts`` the agent alone is disposed, with the crash reported, and the
+    runtime and its other agents run on.
+    """
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, restart=retinue.RestartPolicy(max_restarts=0)) as rt:
+        other = await rt.create_agent("other", OPTIONS)
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        restarts = record(rt, agent, "agent/restarted")
+        disposed = record(rt, agent, "agent/disposed")
+        crash_flusher(monkeypatch, times=1)
+        agent.inject("context")
+        await agent.wait_idle()
+        assert [type(args[-1]) for args in errors] == [FlusherBugError]
+        assert restarts == []
+        assert agent.status == "disposed"
+        assert rt.agents.get(agent.id) is None
+        assert len(disposed) == 1
+        assert (await other.ask("still there?")).reason.kind == "completed"
 
 
 async def test_runtime_shutdown_disposes_every_agent_and_flushes_its_turn(

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+import trio
 
 from retinue.hooks import HookBus
 
@@ -142,3 +143,70 @@ def test_on_scopes_to_a_handle_or_an_id() -> None:
     bus.on("agent/status", lambda *_: None, agent="a")
     assert len(bus.listeners("agent/status", "a")) == 2
     assert bus.listeners("agent/status", "b") == []
+
+
+def _stray_cancelled() -> trio.Cancelled:
+    """A ``trio.Cancelled`` caught outside its scope: what a misbehaving watcher might raise."""
+
+    async def catch() -> trio.Cancelled:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            try:
+                await trio.lowlevel.checkpoint()
+            except trio.Cancelled as exc:
+                return exc
+        raise AssertionError("the cancel was not delivered")
+
+    return trio.run(catch)
+
+
+def test_a_watcher_raising_a_stray_cancelled_is_contained(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """SPEC 6.1, R6.5: a watcher's stray ``trio.Cancelled`` is contained and logged, as a
+    listener's is in ``emit``: ``on`` returns its unregister and ``drop_scope`` removes
+    every seam's scoped listeners, so a re-created agent of the id hears none of them.
+    """
+    stray = _stray_cancelled()
+    armed = [False]
+
+    def watcher() -> None:
+        if armed[0]:
+            raise stray
+
+    bus = HookBus()
+    bus.watch("agent/pre-step", watcher)
+    armed[0] = True
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        unregister = bus.on("agent/pre-step", lambda *_: None)
+        bus.on("agent/pre-step", lambda *_: None, agent="A")
+        bus.on("session/event", lambda *_: None, agent="A")
+        bus.on("tools/result", lambda *_: None, agent="A")
+        unregister()
+        bus.drop_scope("A")
+    assert "watcher of agent/pre-step failed" in caplog.text
+    for seam in ("agent/pre-step", "session/event", "tools/result"):
+        assert not bus.has_listeners(seam), seam
+        assert not bus.hears(seam, "A"), seam
+
+
+def test_drop_scope_leaves_nothing_behind_when_a_watcher_raises_keyboard_interrupt() -> None:
+    """SPEC 6.1: drop_scope removes every seam's entries before telling watchers, so even
+    an uncontained ``KeyboardInterrupt`` from a watcher leaves no listener of the scope.
+    """
+    armed = [False]
+
+    def watcher() -> None:
+        if armed[0]:
+            raise KeyboardInterrupt
+
+    bus = HookBus()
+    bus.watch("agent/pre-step", watcher)
+    bus.on("agent/pre-step", lambda *_: None, agent="A")
+    bus.on("session/event", lambda *_: None, agent="A")
+    bus.on("tools/result", lambda *_: None, agent="A")
+    armed[0] = True
+    with pytest.raises(KeyboardInterrupt):
+        bus.drop_scope("A")
+    for seam in ("agent/pre-step", "session/event", "tools/result"):
+        assert not bus.has_listeners(seam), seam

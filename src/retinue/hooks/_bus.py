@@ -293,11 +293,18 @@ class HookBus:
         for fn in list(watchers.values()) if watchers else ():
             try:
                 fn()
-            except Exception:
+            except (Exception, trio.Cancelled):
+                # No cancel is delivered to synchronous code: a Cancelled is the watcher's own.
                 log.exception("watcher of %s failed (contained)", name)
 
     def drop_scope(self, scope: str) -> None:
-        """Unregister every listener scoped to *scope* (an agent id); never blocks."""
+        """Unregister every listener scoped to *scope* (an agent id); never blocks.
+
+        Every seam's entries are removed before any watcher hears of it, so even
+        an uncontained failure of a watcher (a ``KeyboardInterrupt``) leaves none
+        of *scope*'s listeners for a later agent of the same id.
+        """
+        emptied: list[str] = []
         for name in sorted(self._scopes.pop(scope, ())):
             seam = self._listeners.get(name)
             if seam is None:
@@ -305,7 +312,9 @@ class HookBus:
             seam.scoped.pop(scope, None)
             if not seam:
                 del self._listeners[name]
-                self._notify(name)
+                emptied.append(name)
+        for name in emptied:
+            self._notify(name)
 
     def has_listeners(self, name: str) -> bool:
         """Whether any listener is registered for *name* (scoped or not)."""

@@ -11,6 +11,7 @@ import trio
 
 from retinue._errors import ConfigError
 from retinue.loop import AgentCore, crash_reason, run_flusher, run_loop
+from retinue.loop._core import FlushRounds
 from retinue.session import ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
 
@@ -77,25 +78,33 @@ class RestartPolicy:
         """Seconds to wait before restarting after the *crashes*-th crash within the window."""
         if crashes <= 1:
             return 0.0
-        # The exponent is capped: past it the pause is max_backoff anyway, and
-        # 2.0 ** n overflows for a large max_restarts.
-        return min(self.max_backoff, self.backoff * 2.0 ** min(crashes - 2, 64))
+        doublings = crashes - 2
+        # Compared in logarithms: past the doubling that reaches max_backoff the pause
+        # is max_backoff, however far apart the two are (their ratio may overflow,
+        # and so may backoff * 2.0 ** n for a large max_restarts).
+        if doublings >= math.log2(self.max_backoff) - math.log2(self.backoff):
+            return self.max_backoff
+        return min(self.max_backoff, math.ldexp(self.backoff, doublings))
 
 
 async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
-    """Run the agent's driver and its flusher; restart the driver after a crash.
+    """Run the agent's driver and its flusher; restart either after a crash.
 
     A turn failure never reaches here (the driver contains it); an exception
     that does is a bug. The open turn is closed ``error`` with code
     ``DRIVER_CRASH``, the crash reported on ``agent/error``, and a fresh driver
-    instance resumes on the same log, after the pause *policy* sets.
+    instance resumes on the same log, after the pause *policy* sets. A crash
+    of the flusher is the agent's crash too (DESIGN 4): reported on
+    ``agent/error`` and counted in the same window, it restarts the flusher,
+    or disposes the agent, as *policy* says; it never reaches the runtime.
     """
     core.enter_driver()
+    crashes = _Crashes(policy)
     flusher_stop = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(run_flusher, core, flusher_stop)
-            await _drive(core, policy)
+            nursery.start_soon(_flush, core, crashes, flusher_stop)
+            await _drive(core, crashes)
             flusher_stop.set()
             core.flush_wanted.set()
     finally:
@@ -103,38 +112,116 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
         core.driver_exited.set()
 
 
-async def _drive(core: AgentCore, policy: RestartPolicy) -> None:
+@attrs.define(eq=False)
+class _Crashes:
+    """An agent's crashes within its policy's window, its driver's and its flusher's alike.
+
+    The window counts running time: the time since supervision began, less
+    the time in which a restart pause was under way.
+    """
+
+    policy: RestartPolicy
+    _times: list[float] = attrs.field(factory=list)  # running time at each remembered crash
+    _origin: float = attrs.field(factory=trio.current_time)
+    _paused: float = 0.0  # pause time ended so far
+    _pausing: int = 0  # pauses under way
+    _pause_began: float = 0.0
+
+    def _uptime(self) -> float:
+        now = trio.current_time()
+        paused = self._paused + (now - self._pause_began if self._pausing else 0.0)
+        return now - self._origin - paused
+
+    def record(self) -> int:
+        """Remember a crash now; the number of crashes within the window."""
+        uptime = self._uptime()
+        self._times[:] = [t for t in self._times if uptime - t < self.policy.window]
+        self._times.append(uptime)
+        return len(self._times)
+
+    async def pause(self, core: AgentCore, crashes: int, *, restart: bool) -> None:
+        """Wait the pause before a restart after *crashes*; none when there is none."""
+        if self._pausing == 0:
+            self._pause_began = trio.current_time()
+        self._pausing += 1
+        try:
+            await _pause(core, self.policy.pause(crashes) if restart else 0.0)
+        finally:
+            self._pausing -= 1
+            if self._pausing == 0:
+                self._paused += trio.current_time() - self._pause_began
+
+
+async def _drive(core: AgentCore, crashes: _Crashes) -> None:
     """Run driver instances until one returns or the policy gives the agent up."""
-    crashes: list[float] = []  # the driver's running time at each remembered crash
-    uptime = 0.0
     while True:
-        started = trio.current_time()
         try:
             await run_loop(core)
             return
         except Exception as exc:
-            uptime += trio.current_time() - started
-            crashes[:] = [t for t in crashes if uptime - t < policy.window]
-            crashes.append(uptime)
+            count = crashes.record()
             try:
-                restart = _restart_after(core, exc, len(crashes), policy)
+                restart = _restart_after(core, exc, count, crashes.policy)
             except Exception:
                 log.exception("recovering agent %s failed; disposing it", core.id)
-                core.mark_disposed()
-                core.discard_pending(TurnEndReason.disposed())
+                _dispose(core)
                 restart = False
         # A given-up agent is disposed, which ends the pause at once.
-        await _pause(core, policy.pause(len(crashes)) if restart else 0.0)
+        await crashes.pause(core, count, restart=restart)
         if not restart:
             return
+
+
+async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
+    """Run flusher instances until one returns or the policy gives the agent up (DESIGN 4)."""
+    while True:
+        try:
+            await run_flusher(core, stop)
+            return
+        except Exception as exc:
+            count = crashes.record()
+            try:
+                restart = _flusher_restart_after(core, exc, count, crashes.policy)
+            except Exception:
+                log.exception("recovering the flusher of agent %s failed; disposing it", core.id)
+                _dispose(core)
+                restart = False
+        await crashes.pause(core, count, restart=restart)
+        if not restart:
+            return
+        # The crashed flusher released its waiters and ended its rounds for good.
+        core.flush_rounds = FlushRounds()
 
 
 async def _pause(core: AgentCore, seconds: float) -> None:
     """Wait before a restart, so a crash loop cannot spin; disposal ends the wait."""
     if seconds > 0:
-        log.warning("restarting the driver of agent %s in %.3gs", core.id, seconds)
+        log.warning("restarting a task of agent %s in %.3gs", core.id, seconds)
     with trio.move_on_after(seconds):
         await core.disposed_event.wait()
+
+
+def _dispose(core: AgentCore) -> None:
+    core.mark_disposed()
+    core.discard_pending(TurnEndReason.disposed())
+
+
+def _flusher_restart_after(
+    core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy
+) -> bool:
+    """Report a flusher crash; whether to restart the flusher (else the agent is disposed).
+
+    The driver runs on untouched: the flusher only flushes, and the flush that
+    crashed is not retried (a failed flush is reported, never retried, R7.49).
+    """
+    log.error("flusher of agent %s crashed", core.id, exc_info=error)
+    core.emit("agent/error", core.session.last_turn, 0, error)
+    if crashes > policy.max_restarts or core.disposed:
+        # A disposed agent is not restarted: its driver is ending, or has ended.
+        _dispose(core)
+        return False
+    core.emit("agent/restarted", error)
+    return True
 
 
 def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy) -> bool:
@@ -143,8 +230,7 @@ def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: Rest
     core.step_signal = None
     core.emit("agent/error", core.session.last_turn, 0, error)
     if crashes > policy.max_restarts:
-        core.mark_disposed()
-        core.discard_pending(TurnEndReason.disposed())
+        _dispose(core)
         return False
     core.prefix = None
     core.header_anchored = False
