@@ -19,6 +19,7 @@ __all__ = [
     "check_digits",
     "check_json",
     "freeze_json",
+    "is_count",
     "is_finite_number",
     "loads_frozen",
     "same_json",
@@ -159,6 +160,12 @@ def writable_int(value: int) -> bool:
     except ValueError:
         return False
     return True
+
+
+def is_count(value: object) -> bool:
+    """Whether *value* is a non-negative exact int short enough for JSON to write."""
+    # Comparisons before the call: writable_int runs only for a huge count.
+    return type(value) is int and value >= 0 and (value <= SMALL_INT or writable_int(value))
 
 
 def shown(value: object) -> str:

@@ -9,7 +9,7 @@ import attrs
 
 from ._content import ContentBlock
 from ._errors import InvalidJsonError
-from ._lossless import SMALL_INT, shown, writable_int
+from ._lossless import is_count, shown
 
 __all__ = [
     "Aborted",
@@ -43,8 +43,7 @@ def count_validator(prefix: str = "") -> Callable[[object, attrs.Attribute[Any],
     def check(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if value is None and attribute.default is None:
             return
-        # Comparisons before the call: writable_int runs only for a huge count.
-        if type(value) is not int or value < 0 or (value > SMALL_INT and not writable_int(value)):
+        if not is_count(value):
             raise InvalidJsonError(
                 f"{prefix}{attribute.name} must be a non-negative integer JSON can write, "
                 f"got {shown(value)}"

@@ -18,7 +18,7 @@ from retinue._content import (
     wrong_type,
 )
 from retinue._errors import InvalidJsonError
-from retinue._lossless import NEG_SMALL_INT, SMALL_INT, check_digits, shown, writable_int
+from retinue._lossless import NEG_SMALL_INT, SMALL_INT, check_digits, is_count, shown
 from retinue._request import ToolSchema
 
 from ._nesting import check_blocks
@@ -130,8 +130,7 @@ def count(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
     """A non-negative exact int JSON can write (``None`` where that is the default)."""
     if value is None and attribute.default is None:
         return
-    # Comparisons before the call: writable_int runs only for a huge count.
-    if type(value) is not int or value < 0 or (value > SMALL_INT and not writable_int(value)):
+    if not is_count(value):
         raise InvalidJsonError(
             f"{_field_path(instance, attribute)} must be a non-negative integer JSON can write, "
             f"got {shown(value)}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import final
 
 import attrs
@@ -152,45 +153,51 @@ class _Crashes:
                 self._paused += trio.current_time() - self._pause_began
 
 
+_RestartAfter = Callable[[AgentCore, Exception, int, RestartPolicy], bool]
+
+
 async def _drive(core: AgentCore, crashes: _Crashes) -> None:
     """Run driver instances until one returns or the policy gives the agent up."""
+    await _keep_running(core, crashes, lambda: run_loop(core), _restart_after)
+
+
+async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
+    """Run flusher instances until one returns or the policy gives the agent up (DESIGN 4)."""
+
+    def fresh_rounds() -> None:
+        # The crashed flusher released its waiters and ended its rounds for good.
+        core.flush_rounds = FlushRounds()
+
+    await _keep_running(
+        core, crashes, lambda: run_flusher(core, stop), _flusher_restart_after, fresh_rounds
+    )
+
+
+async def _keep_running(
+    core: AgentCore,
+    crashes: _Crashes,
+    run: Callable[[], Awaitable[None]],
+    restart_after: _RestartAfter,
+    before_restart: Callable[[], None] = lambda: None,
+) -> None:
+    """Run *run* again after each crash until it returns or the policy gives the agent up."""
     while True:
         try:
-            await run_loop(core)
+            await run()
             return
         except Exception as exc:
             count = crashes.record()
             try:
-                restart = _restart_after(core, exc, count, crashes.policy)
+                restart = restart_after(core, exc, count, crashes.policy)
             except Exception:
-                log.exception("recovering agent %s failed; disposing it", core.id)
+                log.exception("recovering agent %s after a crash failed; disposing it", core.id)
                 _dispose(core)
                 restart = False
         # A given-up agent is disposed, which ends the pause at once.
         await crashes.pause(core, count, restart=restart)
         if not restart:
             return
-
-
-async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
-    """Run flusher instances until one returns or the policy gives the agent up (DESIGN 4)."""
-    while True:
-        try:
-            await run_flusher(core, stop)
-            return
-        except Exception as exc:
-            count = crashes.record()
-            try:
-                restart = _flusher_restart_after(core, exc, count, crashes.policy)
-            except Exception:
-                log.exception("recovering the flusher of agent %s failed; disposing it", core.id)
-                _dispose(core)
-                restart = False
-        await crashes.pause(core, count, restart=restart)
-        if not restart:
-            return
-        # The crashed flusher released its waiters and ended its rounds for good.
-        core.flush_rounds = FlushRounds()
+        before_restart()
 
 
 async def _pause(core: AgentCore, seconds: float) -> None:
