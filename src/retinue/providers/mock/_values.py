@@ -131,7 +131,10 @@ class MockCall:
     @property
     def after_tool_results(self) -> bool:
         """Whether tool results were sent since the last assistant turn."""
-        return bool(self.tool_results)
+        # Found without extracting their text, which only the reply quoting them needs.
+        return any(
+            _tool_result_contents(self.api, item) for item in self._since_last_assistant_turn()
+        )
 
     @property
     def last_text(self) -> str:
