@@ -48,6 +48,12 @@ _PLAIN_TYPES = frozenset({StepStart, StepEnd, ToolCallEvent, PromptBlocked})
 _BOUNDARY_TYPES = frozenset({TurnStart, TurnEnd})
 # Every event data class; all are final, so an exact type check suffices.
 _EVENT_TYPES = frozenset(get_args(EventData))
+# The classes of SURFACE_TYPES: one set lookup per append instead of reading the type tag.
+_SURFACE_DATA = frozenset(
+    kind for kind in _EVENT_TYPES if getattr(kind, "type", None) in SURFACE_TYPES
+)
+# Event types that change the header fold.
+_HEADER_TYPES = frozenset({RequestHeader, RequestHeaderDelta})
 
 log = logging.getLogger("retinue.session")
 Observer = Callable[[Event], None]
@@ -422,39 +428,46 @@ class Session:
         The fold is computed here, not when recording, so a delta that cannot
         fold is refused before it is logged or notified (R4.5).
         """
-        data_type = type(event.data)
-        if data_type not in _EVENT_TYPES:
-            raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
-        if data_type is AssistantChunk and check_chunk:
-            _check_chunk(event.data)  # type: ignore[arg-type]
-        kind = event.data.type
-        if kind in SURFACE_TYPES:
-            if event.surface_op is None:
-                raise SessionError(f"{kind} needs a surface op", code="MISSING_SURFACE_OP")
-            if not self._turn_open:
-                raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
-        elif event.surface_op is not None:
-            raise SessionError(f"{kind} cannot carry a surface op", code="INVALID_SURFACE_OP")
+        data = event.data
+        data_type = type(data)
         op = event.surface_op
-        if op is not None and op != "append" and type(op) is not Replace:
-            raise SessionError(
-                f"{kind}: surface op {op!r} is neither 'append' nor a Replace",
-                code="INVALID_SURFACE_OP",
-            )
+        if data_type in _SURFACE_DATA:
+            # One test for the common case; the refusal finds out what is wrong.
+            if op is None or not self._turn_open or (op != "append" and type(op) is not Replace):
+                self._refuse_surface_op(data.type, op)
+        elif data_type not in _EVENT_TYPES:
+            raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
+        else:
+            if data_type is AssistantChunk and check_chunk:
+                _check_chunk(data)  # type: ignore[arg-type]
+            if op is not None:
+                raise SessionError(
+                    f"{data.type} cannot carry a surface op", code="INVALID_SURFACE_OP"
+                )
         sources = event.source_event_seqs
         if sources is not None and not _valid_sources(sources, event.seq):
             raise SessionError(
-                f"{kind}: source_event_seqs must be non-empty, unique, earlier integer seqs",
+                f"{data.type}: source_event_seqs must be non-empty, unique, earlier integer seqs",
                 code="INVALID_SOURCES",
             )
         if data_type in _BOUNDARY_TYPES:
             self._validate_boundaries(event)
-        if isinstance(event.surface_op, Replace):
+        elif data_type in _HEADER_TYPES:
+            return _folded(self._header_fold, data)  # type: ignore[arg-type]
+        elif isinstance(op, Replace):
             self._surface.check(event)
-        data = event.data
-        if type(data) is RequestHeader or type(data) is RequestHeaderDelta:
-            return _folded(self._header_fold, data)
         return self._header_fold
+
+    def _refuse_surface_op(self, kind: str, op: object) -> None:
+        """Raise the refusal of a surface event's *op*, the first rule it breaks (R4.19)."""
+        if op is None:
+            raise SessionError(f"{kind} needs a surface op", code="MISSING_SURFACE_OP")
+        if not self._turn_open:
+            raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
+        raise SessionError(
+            f"{kind}: surface op {op!r} is neither 'append' nor a Replace",
+            code="INVALID_SURFACE_OP",
+        )
 
     def _validate_boundaries(self, event: Event) -> None:
         data = event.data
