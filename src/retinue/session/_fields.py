@@ -45,15 +45,16 @@ __all__ = [
 ]
 
 
-def content_field(*, in_post_init: bool = False) -> tuple[ContentBlock, ...]:
-    """A tuple of content blocks; *in_post_init*: the class checks their nesting itself.
+def content_field() -> tuple[ContentBlock, ...]:
+    """A tuple of content blocks, none nested too deeply to store.
 
-    The events built every step test their blocks inline in their
-    ``__attrs_post_init__``, sparing the validator's call.
+    The events built every step convert and test their blocks inline in a
+    hand-written ``__init__`` instead, sparing the converter's and validator's calls.
     """
-    return attrs.field(
-        converter=_CONTENT_CONVERTER, validator=None if in_post_init else _storable_blocks
+    field: tuple[ContentBlock, ...] = attrs.field(
+        converter=_CONTENT_CONVERTER, validator=_storable_blocks
     )
+    return field
 
 
 def _event_content(value: Any, instance: object) -> Any:

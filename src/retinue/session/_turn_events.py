@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Literal, NamedTuple, final
+from typing import Any, ClassVar, Literal, NamedTuple, final
 
 import attrs
 
@@ -127,6 +127,14 @@ _COMPLETED = TurnEndReason("completed")
 # field would add a call each).
 
 
+def _event_content(kind: str, content: object) -> tuple[ContentBlock, ...]:
+    """:func:`as_content`, its error naming the event type, as ``content_field``'s does."""
+    try:
+        return as_content(content)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise TypeError(f"{kind}: {exc}") from None
+
+
 @final
 @attrs.frozen(init=False)
 class TurnStart:
@@ -216,10 +224,7 @@ class UserMessage:
     ) -> None:
         if type(source) is not MessageSource:
             raise wrong_type(self, "source", "a MessageSource", source)
-        try:
-            blocks = as_content(content)
-        except TypeError as exc:
-            raise TypeError(f"user/message: {exc}") from None
+        blocks = _event_content(self.type, content)
         for block in blocks:
             if type(block) is ToolResultBlock:  # the one block that nests others
                 check_blocks(blocks, "user/message: content")
@@ -280,30 +285,37 @@ class AssistantChunk(_ChunkFields):
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class AssistantMessage:
     """The assembled assistant message of a step."""
 
     turn: int
     step: int
-    content: tuple[ContentBlock, ...] = content_field(in_post_init=True)
+    content: tuple[ContentBlock, ...]
     usage: Usage | None = None
     type: ClassVar[str] = "assistant/message"
 
-    def __attrs_post_init__(self) -> None:
-        turn, step, usage = self.turn, self.step, self.usage
+    # Built every step: its checks sit inline in a hand-written __init__, in the
+    # order attrs ran them (the content converted first).
+    def __init__(self, turn: int, step: int, content: Any, usage: Usage | None = None) -> None:
+        blocks = _event_content(self.type, content)
         if not (
             type(turn) is int
             and type(step) is int
             and NEG_SMALL_INT <= turn <= SMALL_INT >= step >= NEG_SMALL_INT
         ):
             check_turn_and_step(self.type, turn, step)
-        for block in self.content:
+        for block in blocks:
             if type(block) is ToolResultBlock:
-                check_blocks(self.content, "assistant/message: content")
+                check_blocks(blocks, "assistant/message: content")
                 break
         if type(usage) is not Usage and usage is not None:
             raise wrong_type(self, "usage", "a Usage or None", usage)
+        setattr_ = bound_set_attribute(self)
+        setattr_("turn", turn)
+        setattr_("step", step)
+        setattr_("content", blocks)
+        setattr_("usage", usage)
 
 
 @final
@@ -347,43 +359,56 @@ class ToolErrorInfo:
     code: str = attrs.field(validator=check_str)
 
 
-def _frozen_meta(value: object) -> JsonValue:
-    # Named by the path its errors start with, as the event's other fields are.
-    return freeze_json(value, "tool/result: meta")
-
-
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolResultEvent:
     """The result of one tool call, keyed by the model's call id."""
 
     turn: int
     step: int
     call_id: str
-    content: tuple[ContentBlock, ...] = content_field(in_post_init=True)
+    content: tuple[ContentBlock, ...]
     is_error: bool = False
     error: ToolErrorInfo | None = None
-    meta: JsonValue = attrs.field(default=None, converter=_frozen_meta)
+    meta: JsonValue = None
     type: ClassVar[str] = "tool/result"
 
-    def __attrs_post_init__(self) -> None:
-        # One check for all fields, cheaper than a validator per field.
-        turn, step, error = self.turn, self.step, self.error
+    # Built for every tool call: its checks sit inline in a hand-written
+    # __init__, in the order attrs ran them (content and meta converted first).
+    def __init__(
+        self,
+        turn: int,
+        step: int,
+        call_id: str,
+        content: Any,
+        is_error: bool = False,  # noqa: FBT001, FBT002 - a field, positional as attrs made it
+        error: ToolErrorInfo | None = None,
+        meta: object = None,
+    ) -> None:
+        blocks = _event_content(self.type, content)
+        # Named by the path its errors start with, as the event's other fields are.
+        frozen_meta = None if meta is None else freeze_json(meta, "tool/result: meta")
         if not (
             type(turn) is int
             and type(step) is int
             and NEG_SMALL_INT <= turn <= SMALL_INT >= step >= NEG_SMALL_INT
         ):
             check_turn_and_step(self.type, turn, step)
-        for block in self.content:
+        for block in blocks:
             if type(block) is ToolResultBlock:
-                check_blocks(self.content, "tool/result: content")
+                check_blocks(blocks, "tool/result: content")
                 break
-        if type(self.is_error) is not bool:
-            raise InvalidJsonError(
-                f"tool/result: is_error must be a bool, got {shown(self.is_error)}"
-            )
-        if type(self.call_id) is not str:
-            raise wrong_type(self, "call_id", "a str", self.call_id)
+        if type(is_error) is not bool:
+            raise InvalidJsonError(f"tool/result: is_error must be a bool, got {shown(is_error)}")
+        if type(call_id) is not str:
+            raise wrong_type(self, "call_id", "a str", call_id)
         if type(error) is not ToolErrorInfo and error is not None:
             raise wrong_type(self, "error", "a ToolErrorInfo or None", error)
+        setattr_ = bound_set_attribute(self)
+        setattr_("turn", turn)
+        setattr_("step", step)
+        setattr_("call_id", call_id)
+        setattr_("content", blocks)
+        setattr_("is_error", is_error)
+        setattr_("error", error)
+        setattr_("meta", frozen_meta)
