@@ -84,14 +84,28 @@ class RedactedReasoning:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolCall:
     """A tool call; ``arguments`` is the raw JSON text exactly as the model produced it."""
 
-    id: str = attrs.field(validator=check_str)
-    name: str = attrs.field(validator=check_str)
-    arguments: str = attrs.field(validator=check_str)
+    id: str
+    name: str
+    arguments: str
     type: ClassVar[str] = "tool-call"
+
+    # Written by hand, as attrs would, with check_str's test inline: built for
+    # every tool call a model makes, where a validator per field adds a call each.
+    def __init__(self, id: str, name: str, arguments: str) -> None:  # noqa: A002 - the field's name
+        if not isinstance(id, str):
+            raise wrong_type(self, "id", "a str", id)
+        if not isinstance(name, str):
+            raise wrong_type(self, "name", "a str", name)
+        if not isinstance(arguments, str):
+            raise wrong_type(self, "arguments", "a str", arguments)
+        setattr_ = bound_set_attribute(self)
+        setattr_("id", id)
+        setattr_("name", name)
+        setattr_("arguments", arguments)
 
 
 def new_tool_call_id() -> str:
@@ -104,25 +118,41 @@ def new_tool_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def _blocks(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is not tuple or not all(type(item) in _BLOCK_TYPE_SET for item in value):
-        raise wrong_type(block, attribute.name, "a tuple of content blocks", value)
-
-
-def _bool(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is not bool:
-        raise wrong_type(block, attribute.name, "a bool", value)
-
-
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolResultBlock:
     """The result of one tool call, as it appears in model-visible history."""
 
-    tool_call_id: str = attrs.field(validator=check_str)
-    content: tuple[ContentBlock, ...] = attrs.field(validator=_blocks)
-    is_error: bool = attrs.field(default=False, validator=_bool)
+    tool_call_id: str
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
     type: ClassVar[str] = "tool-result"
+
+    # Written by hand, as attrs would, with the field checks inline: one is
+    # built for every tool result a session logs, to project it into history.
+    def __init__(
+        self,
+        tool_call_id: str,
+        content: tuple[ContentBlock, ...],
+        is_error: bool = False,  # noqa: FBT001, FBT002 - a field, positional as attrs made it
+    ) -> None:
+        if not isinstance(tool_call_id, str):
+            raise wrong_type(self, "tool_call_id", "a str", tool_call_id)
+        if type(content) is not tuple:
+            raise _not_blocks(self, content)
+        for item in content:
+            if type(item) not in _BLOCK_TYPE_SET:
+                raise _not_blocks(self, content)
+        if type(is_error) is not bool:
+            raise wrong_type(self, "is_error", "a bool", is_error)
+        setattr_ = bound_set_attribute(self)
+        setattr_("tool_call_id", tool_call_id)
+        setattr_("content", content)
+        setattr_("is_error", is_error)
+
+
+def _not_blocks(block: ToolResultBlock, content: object) -> TypeError:
+    return wrong_type(block, "content", "a tuple of content blocks", content)
 
 
 _KNOWN_KINDS = frozenset(
