@@ -45,25 +45,19 @@ def project(event: Event) -> Message | None:
     return None
 
 
-@attrs.define(eq=False, slots=True)
-class _Node:
-    seq: int
-    message: Message | None
-    prev: _Node | None = None
-    next: _Node | None = None
-
-
 @attrs.define(eq=False)
 class Surface:
     """The ordered surface of a session, maintained incrementally (R4.19-R4.21).
 
-    Appends are O(1). A replace unlinks the replaced range and rebuilds the
-    projection list once; snapshots taken earlier keep their old list.
+    Appends are O(1). A replace swaps the replaced range for its one entry and
+    rebuilds the positions and the projection list once; snapshots taken
+    earlier keep their old list.
     """
 
-    _nodes: dict[int, _Node] = attrs.field(factory=dict)
-    _head: _Node | None = None
-    _tail: _Node | None = None
+    # (seq, projected message) of each surface event, in surface order.
+    _entries: list[tuple[int, Message | None]] = attrs.field(factory=list)
+    # Each surface event's index in _entries, by seq.
+    _positions: dict[int, int] = attrs.field(factory=dict)
     _messages: list[Message] = attrs.field(factory=list)
     generation: int = 0
 
@@ -76,73 +70,39 @@ class Surface:
     def apply(self, event: Event) -> None:
         """Apply *event*'s surface op; call :meth:`check` first."""
         op = event.surface_op
-        node = _Node(event.seq, project(event))
+        message = project(event)
         if isinstance(op, Replace):
             first, last = self._replaced_range(op, event.source_event_seqs or ())
-            self._splice(first, last, node)
+            self._splice(first, last, (event.seq, message))
             return
-        self._link_tail(node)
-        if node.message is not None:
-            self._messages.append(node.message)
+        entries = self._entries
+        self._positions[event.seq] = len(entries)
+        entries.append((event.seq, message))
+        if message is not None:
+            self._messages.append(message)
 
     def snapshot(self) -> MessageHistory:
         """Return the current history as an immutable view; O(1)."""
         return MessageHistory(self._messages, len(self._messages))
 
-    def _link_tail(self, node: _Node) -> None:
-        self._nodes[node.seq] = node
-        node.prev = self._tail
-        if self._tail is None:
-            self._head = node
-        else:
-            self._tail.next = node
-        self._tail = node
-
-    def _replaced_range(self, op: Replace, sources: tuple[int, ...]) -> tuple[_Node, _Node]:
-        first = self._nodes.get(op.start)
-        last = self._nodes.get(op.end)
+    def _replaced_range(self, op: Replace, sources: tuple[int, ...]) -> tuple[int, int]:
+        """The indices in ``_entries`` of the first and the last replaced event."""
+        first = self._positions.get(op.start)
+        last = self._positions.get(op.end)
         if first is None or last is None:
             raise SessionError("replace range is not on the surface", code="INVALID_SURFACE_OP")
-        covered: set[int] = set()
-        node: _Node | None = first
-        while node is not None:
-            covered.add(node.seq)
-            if node is last:
-                break
-            node = node.next
-        else:
+        if first > last:
             raise SessionError("replace start is after its end", code="INVALID_SURFACE_OP")
+        covered = {seq for seq, _message in self._entries[first : last + 1]}
         if not covered.issubset(sources):
             raise SessionError(
                 "source_event_seqs must include every replaced node", code="INVALID_SURFACE_OP"
             )
         return first, last
 
-    def _splice(self, first: _Node, last: _Node, node: _Node) -> None:
-        cursor: _Node | None = first
-        while cursor is not None:
-            del self._nodes[cursor.seq]
-            if cursor is last:
-                break
-            cursor = cursor.next
-        node.prev, node.next = first.prev, last.next
-        if node.prev is None:
-            self._head = node
-        else:
-            node.prev.next = node
-        if node.next is None:
-            self._tail = node
-        else:
-            node.next.prev = node
-        self._nodes[node.seq] = node
+    def _splice(self, first: int, last: int, entry: tuple[int, Message | None]) -> None:
+        entries = self._entries
+        entries[first : last + 1] = [entry]
+        self._positions = {seq: index for index, (seq, _message) in enumerate(entries)}
         self.generation += 1
-        self._messages = self._rebuild()
-
-    def _rebuild(self) -> list[Message]:
-        messages: list[Message] = []
-        node = self._head
-        while node is not None:
-            if node.message is not None:
-                messages.append(node.message)
-            node = node.next
-        return messages
+        self._messages = [message for _seq, message in entries if message is not None]
