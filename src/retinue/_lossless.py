@@ -44,9 +44,10 @@ class FrozenDict(dict[str, "JsonValue"]):
     __slots__ = ()
 
     def __init__(self) -> None:
-        # Only ``freeze_json`` fills a FrozenDict (with already-frozen values), so
-        # a FrozenDict can be trusted as frozen all the way down.
-        super().__init__()
+        # Takes no items: only ``freeze_json`` fills a FrozenDict (with already-frozen
+        # values), so a FrozenDict can be trusted as frozen all the way down. Nothing
+        # to do here: ``dict.__new__`` made it empty, and a decode builds one per object.
+        pass
 
     def __reduce__(self) -> tuple[object, ...]:
         return (freeze_json, (dict(self),))
