@@ -25,7 +25,7 @@ from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf
 from retinue._lossless import JsonValue, freeze_json
 from retinue.session import ToolErrorInfo
 
-from ._tool import ToolOutput
+from ._tool import Tool, ToolOutput
 
 __all__ = [
     "PreparedCall",
@@ -111,6 +111,8 @@ class PreparedCall:
     """The pre-produced result, if the call is not to be dispatched."""
     needs_post_execute: bool = True
     """Whether ``tools/post-execute`` still applies to this call's result."""
+    checked_by: Tool | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
+    """The tool that found the arguments valid when the call was classified, if any."""
 
     @property
     def needs_dispatch(self) -> bool:
