@@ -13,7 +13,7 @@ import trio
 
 from retinue._content import Text
 from retinue._errors import ConfigError, HookError, InvalidJsonError
-from retinue._lossless import freeze_json
+from retinue._lossless import FrozenDict, freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
 
@@ -234,8 +234,10 @@ class ToolRegistry:
         tool = self.get(execution.name, execution.agent_id)
         if tool is None or tool.parallel_safe is False:
             return None
+        arguments = execution.arguments
         try:
-            arguments = freeze_json(execution.arguments)
+            if type(arguments) is not FrozenDict:  # the loop's parsed arguments are frozen
+                arguments = freeze_json(arguments)
             if tool.check_arguments(arguments) is not None:
                 return None
             if tool.parallel_safe is True:
@@ -279,14 +281,16 @@ class ToolRegistry:
         """
         if checkpoint:
             await trio.lowlevel.checkpoint()
-        try:
-            frozen = freeze_json(execution.arguments)
-            if frozen is not execution.arguments:
+        arguments = execution.arguments
+        if type(arguments) is not FrozenDict:  # the loop's parsed arguments are frozen
+            try:
+                frozen = freeze_json(arguments)
+            except InvalidJsonError as exc:
+                return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
+                    execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
+                )
+            if frozen is not arguments:
                 execution = attrs.evolve(execution, arguments=frozen)
-        except InvalidJsonError as exc:
-            return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
-                execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
-            )
 
         if self.hooks.hears("tools/pre-execute", execution.agent_id):
             prepared = await self._pre_execute(execution)
