@@ -15,7 +15,7 @@ import trio
 from retinue._content import HookContext, ToolCall
 from retinue._lossless import JsonValue, freeze_json, loads_frozen
 from retinue.session import ToolCallEvent
-from retinue.tools import PreparedCall, ToolExecution, ToolExecutionResult
+from retinue.tools import PreparedCall, Tool, ToolExecution, ToolExecutionResult
 
 from ._core import AgentCore, StepSignal
 from ._state import TurnState
@@ -41,6 +41,9 @@ class _Group:
     executions: list[ToolExecution]
     prepared: list[PreparedCall | None]
     results: list[ToolExecutionResult | None]
+    # The tool that made the first call parallel, having checked its arguments (R9.8);
+    # None for an exclusive call.
+    lead: Tool | None
     wakeup: trio.Event = attrs.field(factory=trio.Event)
     in_flight: int = 0
 
@@ -83,11 +86,10 @@ def _next_group(
     every remaining call, and the pool classifies each further call as it
     is about to start it, ending the group at the first exclusive one.
     """
-    end = len(calls)
-    if core.services.tools.execution_mode(executions[start]) != "parallel":
-        end = start + 1
+    lead = core.services.tools.parallel_tool(executions[start])
+    end = start + 1 if lead is None else len(calls)
     size = end - start
-    return _Group(calls[start:end], executions[start:end], [None] * size, [None] * size)
+    return _Group(calls[start:end], executions[start:end], [None] * size, [None] * size, lead)
 
 
 async def _run_group(
@@ -104,7 +106,7 @@ async def _run_group(
     """
     size = len(group.calls)
     if size == 1:
-        await _start(core, state, group, 0, None, signal)
+        await _start(core, state, group, 0, None, signal, group.lead)
         if group.results[0] is not None:
             await _commit(core, state, group, 0, contexts)
         return 1
@@ -131,10 +133,13 @@ async def _pool(
                 await _commit(core, state, group, cursor, contexts)
                 cursor += 1
             elif started < end and group.in_flight < cap and not signal.cancel_called:
-                if started and registry.execution_mode(group.executions[started]) != "parallel":
+                checked_by = (
+                    registry.parallel_tool(group.executions[started]) if started else group.lead
+                )
+                if checked_by is None:
                     end = started
                     continue
-                await _start(core, state, group, started, nursery, signal)
+                await _start(core, state, group, started, nursery, signal, checked_by)
                 started += 1
             elif cursor < started:
                 await _next_settled(group)
@@ -164,13 +169,16 @@ async def _start(
     index: int,
     nursery: trio.Nursery | None,
     signal: StepSignal,
+    checked_by: Tool | None,
 ) -> None:
     """Log ``tool/call``, run pre-execute, then dispatch (inline or as a child task)."""
     call = group.calls[index]
     registry = core.services.tools
     _log_call(core, state, call)
     # The step checkpointed in the model stream; the tool body is the next one.
-    prepared = await registry.prepare(group.executions[index], checkpoint=False)
+    prepared = await registry.prepare(
+        group.executions[index], checkpoint=False, checked_by=checked_by
+    )
     group.prepared[index] = prepared
     if not prepared.needs_dispatch:
         assert prepared.result is not None

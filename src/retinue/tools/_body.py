@@ -92,14 +92,14 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
     )
 
 
-def _argument_problem(tool: Tool, execution: ToolExecution) -> str | None:
+def _argument_problem(tool: Tool, execution: ToolExecution, *, checked: bool) -> str | None:
     arguments = execution.arguments
     if isinstance(arguments, str):
         # R9.6 passed the model's text on raw: what it got wrong is the JSON, not the type.
         unparsed = _unparsed_problem(arguments, execution.raw_arguments)
         if unparsed is not None:
             return f"arguments: {unparsed}"
-    problem = tool.check_arguments(arguments)
+    problem = None if checked else tool.check_arguments(arguments)
     if problem is None and not isinstance(arguments, dict):
         problem = f"arguments: expected object, got {json_type_name(arguments)}"
     return problem
@@ -212,7 +212,9 @@ async def _settle(value: object) -> object:
     return value
 
 
-async def run_body(tool: Tool, execution: ToolExecution, pool: ToolThreads) -> ToolExecutionResult:
+async def run_body(
+    tool: Tool, execution: ToolExecution, pool: ToolThreads, *, arguments_checked: bool = False
+) -> ToolExecutionResult:
     """Validate *execution*'s arguments against *tool*, run its body, convert the return.
 
     Waits for the body (an async body is awaited in this task, a sync one runs
@@ -226,10 +228,11 @@ async def run_body(tool: Tool, execution: ToolExecution, pool: ToolThreads) -> T
     error results. ``Cancelled`` from an enclosing scope propagates; the tool's
     own timeout does not, nor a ``Cancelled`` the body raises while no scope
     around it is cancelled (one it caught inside and re-raised): that is an
-    error result naming the misuse.
+    error result naming the misuse. *arguments_checked* says ``tool.check_arguments``
+    already found these arguments valid.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
-    problem = _argument_problem(tool, execution)
+    problem = _argument_problem(tool, execution, checked=arguments_checked)
     if problem is not None:
         return invalid_arguments(execution, problem)
     try:

@@ -25,7 +25,7 @@ from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf
 from retinue._lossless import JsonValue, freeze_json
 from retinue.session import ToolErrorInfo
 
-from ._tool import ToolOutput
+from ._tool import Tool, ToolOutput
 
 __all__ = [
     "PreparedCall",
@@ -111,6 +111,8 @@ class PreparedCall:
     """The pre-produced result, if the call is not to be dispatched."""
     needs_post_execute: bool = True
     """Whether ``tools/post-execute`` still applies to this call's result."""
+    checked_by: Tool | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
+    """The tool that found the arguments valid when the call was classified, if any."""
 
     @property
     def needs_dispatch(self) -> bool:
@@ -220,8 +222,10 @@ def _content_of(value: object) -> tuple[ContentBlock, ...]:
 def check_result(result: ToolExecutionResult) -> None:
     """Check that a result is lossless JSON all the way down (stage 5 of R9.3).
 
+    Its ``meta`` needs no check: the result froze it when it was built.
+
     Raises:
-        InvalidJsonError: a field of a block, the error, or the meta is not JSON.
+        InvalidJsonError: a field of a block, or the error, is not JSON.
     """
     _check_blocks(result.content, "content")
     if not isinstance(result.is_error, bool):
@@ -230,7 +234,6 @@ def check_result(result: ToolExecutionResult) -> None:
         if not isinstance(result.error, ToolErrorInfo):
             raise InvalidJsonError("error is not a ToolErrorInfo")
         freeze_json(attrs.asdict(result.error), "error")
-    freeze_json(result.meta, "meta")
     if result.additional_context is not None:
         _check_blocks(result.additional_context.content, "additional_context")
 

@@ -13,7 +13,7 @@ import trio
 
 from retinue._content import Text
 from retinue._errors import ConfigError, HookError, InvalidJsonError
-from retinue._lossless import freeze_json
+from retinue._lossless import FrozenDict, freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
 
@@ -223,24 +223,34 @@ class ToolRegistry:
         invalid arguments, any other value and a raising classifier mean
         ``"exclusive"``.
         """
+        return "exclusive" if self.parallel_tool(execution) is None else "parallel"
+
+    def parallel_tool(self, execution: ToolExecution) -> Tool | None:
+        """:meth:`execution_mode` naming the tool: the one a parallel call resolves to, else ``None``.
+
+        That tool found the call's arguments valid: given to :meth:`prepare` as
+        ``checked_by``, it spares the body a second check while it still resolves.
+        """
         tool = self.get(execution.name, execution.agent_id)
         if tool is None or tool.parallel_safe is False:
-            return "exclusive"
+            return None
+        arguments = execution.arguments
         try:
-            arguments = freeze_json(execution.arguments)
+            if type(arguments) is not FrozenDict:  # the loop's parsed arguments are frozen
+                arguments = freeze_json(arguments)
             if tool.check_arguments(arguments) is not None:
-                return "exclusive"
+                return None
             if tool.parallel_safe is True:
-                return "parallel"
+                return tool
             verdict = tool.parallel_safe(arguments)
         except Exception:
             log.warning(
                 "parallel_safe classifier of %r failed; exclusive", tool.name, exc_info=True
             )
-            return "exclusive"
+            return None
         if inspect.iscoroutine(verdict):
             verdict.close()
-        return "parallel" if verdict is True else "exclusive"
+        return tool if verdict is True else None
 
     # -- the pipeline ----------------------------------------------------------
 
@@ -256,7 +266,9 @@ class ToolRegistry:
         assert result is not None
         return await self.finish(prepared, result)
 
-    async def prepare(self, execution: ToolExecution, *, checkpoint: bool = True) -> PreparedCall:
+    async def prepare(
+        self, execution: ToolExecution, *, checkpoint: bool = True, checked_by: Tool | None = None
+    ) -> PreparedCall:
         """Stages 1-2 (R9.3): freeze the arguments, run ``tools/pre-execute``, then the guards.
 
         Waits for the pre-execute listeners and the guards. A checkpoint unless *checkpoint* is
@@ -264,18 +276,21 @@ class ToolRegistry:
         never raises except ``Cancelled``. ``Deny`` and ``Ask`` (no approval
         service: R6.8) produce an error result that still goes through
         post-execute, as does a guard's ``Deny``; invalid arguments, a raising
-        listener or guard, or a non-decision produce a final one.
+        listener or guard, or a non-decision produce a final one. *checked_by* is
+        the call's :meth:`parallel_tool`, if the caller classified it.
         """
         if checkpoint:
             await trio.lowlevel.checkpoint()
-        try:
-            frozen = freeze_json(execution.arguments)
-            if frozen is not execution.arguments:
+        arguments = execution.arguments
+        if type(arguments) is not FrozenDict:  # the loop's parsed arguments are frozen
+            try:
+                frozen = freeze_json(arguments)
+            except InvalidJsonError as exc:
+                return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
+                    execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
+                )
+            if frozen is not arguments:
                 execution = attrs.evolve(execution, arguments=frozen)
-        except InvalidJsonError as exc:
-            return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
-                execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
-            )
 
         if self.hooks.hears("tools/pre-execute", execution.agent_id):
             prepared = await self._pre_execute(execution)
@@ -283,7 +298,7 @@ class ToolRegistry:
                 return prepared
         if self._guards.watch(execution.agent_id):
             return await self._guards.prepared(execution)
-        return PreparedCall(execution)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
+        return PreparedCall(execution, checked_by=checked_by)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
 
     async def _pre_execute(self, execution: ToolExecution) -> PreparedCall:
         """The ``tools/pre-execute`` waterfall's decision: a go, a denial or a failure."""
@@ -338,10 +353,10 @@ class ToolRegistry:
             return prepared.result
         execution = prepared.execution
         if not self.hooks.hears("tools/execute", execution.agent_id):
-            return await self._run_tool(execution)
+            return await self._run_tool(prepared)
 
         async def innermost() -> ToolExecutionResult:
-            return await self._run_tool(execution)
+            return await self._run_tool(prepared)
 
         try:
             result = await self.hooks.waterfall(
@@ -354,12 +369,15 @@ class ToolRegistry:
             return self._mark_final(exception_result(execution.call_id, exc))
         return result
 
-    def _run_tool(self, execution: ToolExecution) -> Awaitable[ToolExecutionResult]:
+    def _run_tool(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
         """The innermost ``tools/execute`` step: the tool's body, or an unknown-tool error."""
+        execution = prepared.execution
         tool = self.get(execution.name, execution.agent_id)
         if tool is None:
             return _unknown_tool(execution)
-        return run_body(tool, execution, self._threads)
+        # The arguments are frozen: the tool that found them valid would say so again.
+        checked = tool is prepared.checked_by
+        return run_body(tool, execution, self._threads, arguments_checked=checked)
 
     @staticmethod
     def _check_dispatched(execution: ToolExecution, result: object) -> None:
