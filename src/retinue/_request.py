@@ -114,14 +114,16 @@ class MessageHistory(Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
         if isinstance(index, slice):
             return tuple(self)[index]
-        size = len(self)
+        # Sized here, not through len(self): a model's walk back over the history indexes it.
+        prefix = self._prefix
+        size = len(prefix) + self._length
         if index < 0:
             index += size
         if not 0 <= index < size:
             raise IndexError("message index out of range")
-        if index < len(self._prefix):
-            return self._prefix[index]
-        return self._items[index - len(self._prefix)]
+        if index < len(prefix):
+            return prefix[index]
+        return self._items[index - len(prefix)]
 
     def __iter__(self) -> Iterator[Message]:
         yield from self._prefix
@@ -141,6 +143,9 @@ class MessageHistory(Sequence[Message]):
         return f"MessageHistory({list(self)!r})"
 
 
+_NO_METADATA = FrozenDict()
+
+
 @final
 @attrs.frozen
 class ModelRequest:
@@ -151,7 +156,8 @@ class ModelRequest:
     system: str | None = None
     tools: tuple[ToolSchema, ...] = ()
     session_id: str | None = None
-    metadata: FrozenDict = attrs.field(factory=FrozenDict)
+    # Shared, not built per request: a FrozenDict refuses mutation.
+    metadata: FrozenDict = attrs.field(default=_NO_METADATA)
 
     @property
     def model(self) -> str:
