@@ -131,6 +131,14 @@ class MessageHistory(Sequence[Message]):
         for index in range(self._length):
             yield items[index]
 
+    def __reversed__(self) -> Iterator[Message]:
+        # Not Sequence's, which indexes this view once per message: a model
+        # double walks back from the newest message on every call.
+        items = self._items
+        for index in range(self._length - 1, -1, -1):
+            yield items[index]
+        yield from reversed(self._prefix)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
             return NotImplemented
