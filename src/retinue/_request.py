@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import final, overload
 
@@ -133,11 +134,11 @@ class MessageHistory(Sequence[Message]):
 
     def __reversed__(self) -> Iterator[Message]:
         # Not Sequence's, which indexes this view once per message: a model
-        # double walks back from the newest message on every call.
-        items = self._items
-        for index in range(self._length - 1, -1, -1):
-            yield items[index]
-        yield from reversed(self._prefix)
+        # double walks back from the newest message on every call. Built of C
+        # iterators, not a generator, as such a walk stops early: a generator
+        # left unfinished is closed by raising GeneratorExit into it.
+        newest_first = map(self._items.__getitem__, range(self._length - 1, -1, -1))
+        return itertools.chain(newest_first, reversed(self._prefix))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
