@@ -103,8 +103,7 @@ def _close_and_settle(state: TurnState, items: list[MailboxItem], *, cancelled: 
 
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
-    if any(item.ticket is not None for item in items):
-        settle(items, TurnResult(state.turn, state.reason, state.text, state.usage))
+    settle(items, TurnResult(state.turn, state.reason, state.text, state.usage))
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
