@@ -115,7 +115,7 @@ class MessageHistory(Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
         if isinstance(index, slice):
             return tuple(self)[index]
-        # Sized here, not through len(self): a model's walk back over the history indexes it.
+        # Sized here: len(self) would be a second Python call for every index.
         prefix = self._prefix
         size = len(prefix) + self._length
         if index < 0:
