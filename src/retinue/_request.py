@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import final, overload
 
@@ -114,20 +115,30 @@ class MessageHistory(Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
         if isinstance(index, slice):
             return tuple(self)[index]
-        size = len(self)
+        # Sized here: len(self) would be a second Python call for every index.
+        prefix = self._prefix
+        size = len(prefix) + self._length
         if index < 0:
             index += size
         if not 0 <= index < size:
             raise IndexError("message index out of range")
-        if index < len(self._prefix):
-            return self._prefix[index]
-        return self._items[index - len(self._prefix)]
+        if index < len(prefix):
+            return prefix[index]
+        return self._items[index - len(prefix)]
 
     def __iter__(self) -> Iterator[Message]:
         yield from self._prefix
         items = self._items
         for index in range(self._length):
             yield items[index]
+
+    def __reversed__(self) -> Iterator[Message]:
+        # Not Sequence's, which indexes this view once per message: a model
+        # double walks back from the newest message on every call. Built of C
+        # iterators, not a generator, as such a walk stops early: a generator
+        # left unfinished is closed by raising GeneratorExit into it.
+        newest_first = map(self._items.__getitem__, range(self._length - 1, -1, -1))
+        return itertools.chain(newest_first, reversed(self._prefix))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
@@ -141,6 +152,9 @@ class MessageHistory(Sequence[Message]):
         return f"MessageHistory({list(self)!r})"
 
 
+_NO_METADATA = FrozenDict()
+
+
 @final
 @attrs.frozen
 class ModelRequest:
@@ -151,7 +165,8 @@ class ModelRequest:
     system: str | None = None
     tools: tuple[ToolSchema, ...] = ()
     session_id: str | None = None
-    metadata: FrozenDict = attrs.field(factory=FrozenDict)
+    # Shared, not built per request: a FrozenDict refuses mutation.
+    metadata: FrozenDict = attrs.field(default=_NO_METADATA)
 
     @property
     def model(self) -> str:

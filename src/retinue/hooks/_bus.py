@@ -326,8 +326,8 @@ class HookBus:
         The gate before a dispatch: another agent's scoped listener is no reason
         to dispatch, nor to treat this agent's call as heard.
         """
-        seam = self._listeners.get(name)
-        return seam is not None and seam.heard_by(scope)
+        # A membership test first: on the hot path most seams have no listener at all.
+        return name in self._listeners and self._listeners[name].heard_by(scope)
 
     def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
         """The listeners *scope*'s dispatch of *name* reaches, in registration order."""

@@ -187,7 +187,7 @@ class BlockAssembler:
         Raises:
             BlockAssemblyError: an unclosed block has a type that cannot be built.
         """
-        return Message("assistant", tuple(block.build() for block in self._blocks.values()))
+        return Message("assistant", tuple(map(_Partial.build, self._blocks.values())))
 
     def _open(self, index: int, kind: str, chunk: StreamChunk) -> _Partial | None:
         """The open partial at *index*, created on first sight; ``None`` once it is closed."""

@@ -330,7 +330,11 @@ class AgentCore:
 
     def emit(self, name: str, *args: object) -> None:
         """Emit an ``agent/*`` notification with this agent first; failures contained."""
-        self.services.hooks.emit(name, self.agent, *args, scope=self.id)
+        hooks = self.services.hooks
+        # Asked first: a status change or a send is rarely heard, and the call
+        # with its arguments packed would cost more than the question.
+        if hooks.has_listeners(name):
+            hooks.emit(name, self.agent, *args, scope=self.id)
 
     def set_status(self, status: AgentStatus) -> None:
         """Change status; idle waiters are released before listeners run (R2.3, R2.33)."""

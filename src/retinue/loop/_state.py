@@ -37,11 +37,14 @@ def error_code(error: BaseException) -> str | None:
 class StepCalls:
     """The tool calls of one step's logged assistant message and what became of them."""
 
-    calls: tuple[ToolCall, ...] = ()
-    call_seqs: dict[str, int] = attrs.field(factory=dict)
-    started: set[str] = attrs.field(factory=set)
-    answered: set[str] = attrs.field(factory=set)
-    settled: dict[str, tuple[PreparedCall, ToolExecutionResult]] = attrs.field(factory=dict)
+    # Not arguments: a step's record starts empty, and is built once a step.
+    calls: tuple[ToolCall, ...] = attrs.field(default=(), init=False)
+    call_seqs: dict[str, int] = attrs.field(factory=dict, init=False)
+    started: set[str] = attrs.field(factory=set, init=False)
+    answered: set[str] = attrs.field(factory=set, init=False)
+    settled: dict[str, tuple[PreparedCall, ToolExecutionResult]] = attrs.field(
+        factory=dict, init=False
+    )
     """Calls with their outcome (a body that finished, or a pre-execute denial), committed or not."""
 
 

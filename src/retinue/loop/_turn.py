@@ -24,7 +24,7 @@ from retinue.session import (
 
 from ._core import AgentCore, StepSignal, TurnResult, abort_reason, settle
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
-from ._state import TurnState
+from ._state import StepCalls, TurnState
 from ._step import StepOutcome, run_step
 
 __all__ = ["run_turn"]
@@ -103,8 +103,7 @@ def _close_and_settle(state: TurnState, items: list[MailboxItem], *, cancelled: 
 
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
-    if any(item.ticket is not None for item in items):
-        settle(items, TurnResult(state.turn, state.reason, state.text, state.usage))
+    settle(items, TurnResult(state.turn, state.reason, state.text, state.usage))
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
@@ -221,9 +220,10 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
 
 def _drain_steering(core: AgentCore, state: TurnState) -> bool:
     """Log every steering message; an observer's failure is raised once all are logged."""
-    items = core.mailbox.drain_steering()
-    if not items:
-        return False
+    mailbox = core.mailbox
+    if not mailbox.has_steering:
+        return False  # asked twice a step, and steering is rare: nothing to drain
+    items = mailbox.drain_steering()
     session, turn = core.session, state.turn
     call_each(
         lambda item: session.append(
@@ -314,11 +314,11 @@ async def _open_and_run_step(
             signal,
             scope=core.id,
         )
-    if _aborted(core, signal):
-        return None  # noqa: ASYNC910 - aborted by a pre-step listener: the turn closes as interrupted
+        if _aborted(core, signal):
+            return None  # noqa: ASYNC910 - aborted by a pre-step listener: the turn closes as interrupted
     boundary = core.session.derive_messages()
     state.step_open = True
-    state.calls = type(state.calls)()
+    state.calls = StepCalls()
     core.session.append(StepStart(state.turn, state.step))
     if _aborted(core, signal):
         return None  # noqa: ASYNC910 - aborted by a step/start observer: the turn closes as interrupted

@@ -274,7 +274,7 @@ class GroupCommitter:
             self.write_seconds += time.perf_counter() - start
 
     def _record(self, entries: list[Entry], results: Sequence[StoreError | None]) -> None:
-        if any(result is None for result in results):
+        if None in results:
             # A group counts as a commit when something of it was committed.
             self.counters["commits"] += 1
             self.counters["largest_group"] = max(self.counters["largest_group"], len(entries))

@@ -363,10 +363,9 @@ def _results_since_last_reply(messages: Sequence[Message]) -> bool:
     message alone cannot tell. The walk stops at the assistant message: this
     runs once per model call, and earlier rounds do not matter.
     """
-    # Plain indexing and loops: on this path they cost half what reversed()
-    # and any() over a generator do.
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
+    # Plain loops, not any() over a generator: this runs once per model call.
+    # A MessageHistory walks itself backwards without indexing the view.
+    for message in reversed(messages):
         if message.role == "assistant":
             return False
         for block in message.content:
