@@ -32,6 +32,7 @@ __all__ = [
     "content_field",
     "count",
     "empty_is_none",
+    "event_content",
     "exactly",
     "integer",
     "lines",
@@ -57,12 +58,16 @@ def content_field() -> tuple[ContentBlock, ...]:
     return field
 
 
-def _event_content(value: Any, instance: object) -> Any:
+def event_content(kind: str, value: object) -> tuple[ContentBlock, ...]:
     """:func:`as_content`, its error naming the event type: ``prompt/blocked: content[0] ...``."""
     try:
-        return as_content(value)
+        return as_content(value)  # type: ignore[arg-type]
     except TypeError as exc:
-        raise TypeError(f"{_owner(instance)}: {exc}") from None
+        raise TypeError(f"{kind}: {exc}") from None
+
+
+def _event_content(value: Any, instance: object) -> Any:
+    return event_content(_owner(instance), value)
 
 
 _CONTENT_CONVERTER = attrs.Converter(_event_content, takes_self=True)

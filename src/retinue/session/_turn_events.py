@@ -12,7 +12,6 @@ from retinue._content import (
     ContentBlock,
     MessageSource,
     ToolResultBlock,
-    as_content,
     check_optional_str,
     check_str,
 )
@@ -26,6 +25,7 @@ from ._fields import (
     check_turn,
     check_turn_and_step,
     content_field,
+    event_content,
     integer,
     optional_integer,
     outside,
@@ -127,14 +127,6 @@ _COMPLETED = TurnEndReason("completed")
 # field would add a call each).
 
 
-def _event_content(kind: str, content: object) -> tuple[ContentBlock, ...]:
-    """:func:`as_content`, its error naming the event type, as ``content_field``'s does."""
-    try:
-        return as_content(content)  # type: ignore[arg-type]
-    except TypeError as exc:
-        raise TypeError(f"{kind}: {exc}") from None
-
-
 @final
 @attrs.frozen(init=False)
 class TurnStart:
@@ -224,7 +216,7 @@ class UserMessage:
     ) -> None:
         if type(source) is not MessageSource:
             raise wrong_type(self, "source", "a MessageSource", source)
-        blocks = _event_content(self.type, content)
+        blocks = event_content(self.type, content)
         for block in blocks:
             if type(block) is ToolResultBlock:  # the one block that nests others
                 check_blocks(blocks, "user/message: content")
@@ -298,7 +290,7 @@ class AssistantMessage:
     # Built every step: its checks sit inline in a hand-written __init__, in the
     # order attrs ran them (the content converted first).
     def __init__(self, turn: int, step: int, content: Any, usage: Usage | None = None) -> None:
-        blocks = _event_content(self.type, content)
+        blocks = event_content(self.type, content)
         if not (
             type(turn) is int
             and type(step) is int
@@ -385,7 +377,7 @@ class ToolResultEvent:
         error: ToolErrorInfo | None = None,
         meta: object = None,
     ) -> None:
-        blocks = _event_content(self.type, content)
+        blocks = event_content(self.type, content)
         # Named by the path its errors start with, as the event's other fields are.
         frozen_meta = None if meta is None else freeze_json(meta, "tool/result: meta")
         if not (
