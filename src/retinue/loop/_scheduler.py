@@ -15,10 +15,16 @@ import trio
 from retinue._content import HookContext, ToolCall
 from retinue._lossless import JsonValue, freeze_json, loads_frozen
 from retinue.session import ToolCallEvent
-from retinue.tools import PreparedCall, Tool, ToolExecution, ToolExecutionResult
+from retinue.tools import (
+    PreparedCall,
+    Tool,
+    ToolExecution,
+    ToolExecutionResult,
+    ToolRegistry,
+)
 
 from ._core import AgentCore, StepSignal
-from ._state import TurnState
+from ._state import StepCalls, TurnState
 
 __all__ = ["parse_arguments", "run_tool_calls"]
 
@@ -34,36 +40,51 @@ def parse_arguments(raw: str) -> JsonValue:
 
 
 @attrs.define(eq=False, slots=True)
-class _Group:
-    """One scheduling group: its calls, their prepared stages and settled results."""
+class _StepTools:
+    """One step's tool calls, their prepared stages and settled results, by model order.
 
+    Built once a step and shared by every group of it: the stages find the
+    registry, the turn's record and the per-call slots here.
+    """
+
+    core: AgentCore
+    state: TurnState
+    record: StepCalls
+    signal: StepSignal
+    registry: ToolRegistry
     calls: list[ToolCall]
     executions: list[ToolExecution]
     prepared: list[PreparedCall | None]
     results: list[ToolExecutionResult | None]
-    # The tool that made the first call parallel, having checked its arguments (R9.8);
-    # None for an exclusive call.
-    lead: Tool | None
-    wakeup: trio.Event = attrs.field(factory=trio.Event)
+    contexts: list[HookContext] = attrs.field(factory=list)
     in_flight: int = 0
+    # The scheduler's task while it waits for a body to settle, else None.
+    waiter: trio.lowlevel.Task | None = None
 
 
 async def run_tool_calls(
     core: AgentCore, state: TurnState, signal: StepSignal
 ) -> list[HookContext] | None:
     """Run every tool call of the step; returns contexts to inject, or ``None`` if aborted."""
-    calls = list(state.calls.calls)
-    executions = [_execution(core, call) for call in calls]
-    contexts: list[HookContext] = []
+    step = _step_tools(core, state, signal)
     index = 0
-    while index < len(calls):
+    while index < len(step.calls):
         if signal.cancel_called:
             return None  # noqa: ASYNC910 - per step, no yield on abort: the step closes as aborted
-        group = _next_group(core, calls, executions, index)
-        index += await _run_group(core, state, group, contexts, signal)
+        index = await _run_group(step, index)
         if signal.cancel_called:
             return None
-    return contexts  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
+    return step.contexts  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
+
+
+def _step_tools(core: AgentCore, state: TurnState, signal: StepSignal) -> _StepTools:
+    calls = list(state.calls.calls)
+    executions = [_execution(core, call) for call in calls]
+    size = len(calls)
+    registry = core.services.tools
+    return _StepTools(
+        core, state, state.calls, signal, registry, calls, executions, [None] * size, [None] * size
+    )
 
 
 def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
@@ -77,72 +98,53 @@ def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
     )
 
 
-def _next_group(
-    core: AgentCore, calls: list[ToolCall], executions: list[ToolExecution], start: int
-) -> _Group:
-    """The group starting at *start*: one exclusive call, or the parallel run from it.
+async def _run_group(step: _StepTools, start: int) -> int:
+    """Run the group starting at *start*; returns the index just past it.
 
-    Only the first call is classified here (R9.13): a parallel group holds
-    every remaining call, and the pool classifies each further call as it
-    is about to start it, ending the group at the first exclusive one.
+    A group is one exclusive call, or the parallel run from *start*, run with a
+    rolling pool. Only the first call is classified here (R9.13): the pool
+    classifies each further call as it is about to start it, ending the group
+    at the first exclusive one.
     """
-    lead = core.services.tools.parallel_tool(executions[start])
-    end = start + 1 if lead is None else len(calls)
-    size = end - start
-    return _Group(calls[start:end], executions[start:end], [None] * size, [None] * size, lead)
-
-
-async def _run_group(
-    core: AgentCore,
-    state: TurnState,
-    group: _Group,
-    contexts: list[HookContext],
-    signal: StepSignal,
-) -> int:
-    """Run one group with a rolling pool; returns how many of its calls it consumed.
-
-    Before each further call of a parallel group starts, its mode is read
-    again; a call that became exclusive ends the group there (R9.13).
-    """
-    size = len(group.calls)
-    if size == 1:
-        await _start(core, state, group, 0, None, signal, group.lead)
-        if group.results[0] is not None:
-            await _commit(core, state, group, 0, contexts)
-        return 1
+    lead = step.registry.parallel_tool(step.executions[start])
+    if lead is None:
+        await _start(step, start, None, None)
+        if step.results[start] is not None:
+            await _commit(step, start)
+        return start + 1
     async with trio.open_nursery() as nursery:
-        return await _pool(core, state, group, contexts, signal, nursery)
+        return await _pool(step, start, lead, nursery)
 
 
-async def _pool(
-    core: AgentCore,
-    state: TurnState,
-    group: _Group,
-    contexts: list[HookContext],
-    signal: StepSignal,
-    nursery: trio.Nursery,
-) -> int:
-    cap = core.services.max_parallel_tool_calls
-    registry = core.services.tools
-    end = len(group.calls)
-    started = cursor = 0
+async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery) -> int:
+    """Start the group's calls as the pool has room, and commit them in order.
+
+    Before each further call starts, its mode is read again; a call that
+    became exclusive ends the group there (R9.13).
+    """
+    cap = step.core.services.max_parallel_tool_calls
+    results = step.results
+    end = len(results)
+    started = cursor = start
     try:
         while cursor < end:
             # What is ready is committed before the next call starts (R9.14).
-            if cursor < started and group.results[cursor] is not None:
-                await _commit(core, state, group, cursor, contexts)
+            if cursor < started and results[cursor] is not None:
+                await _commit(step, cursor)
                 cursor += 1
-            elif started < end and group.in_flight < cap and not signal.cancel_called:
+            elif started < end and step.in_flight < cap and not step.signal.cancel_called:
                 checked_by = (
-                    registry.parallel_tool(group.executions[started]) if started else group.lead
+                    step.registry.parallel_tool(step.executions[started])
+                    if started > start
+                    else lead
                 )
                 if checked_by is None:
                     end = started
                     continue
-                await _start(core, state, group, started, nursery, signal, checked_by)
+                await _start(step, started, nursery, checked_by)
                 started += 1
             elif cursor < started:
-                await _next_settled(group)
+                await _next_settled(step)
             else:
                 break  # aborted: the calls never started get synthetic results
     except Exception:
@@ -150,57 +152,61 @@ async def _pool(
         # append) starts nothing more, but lets the bodies already running finish:
         # a tool is not cut off halfway by another's bookkeeping. The turn's error
         # path then logs what they returned.
-        while group.in_flight:
-            await _next_settled(group)
+        while step.in_flight:
+            await _next_settled(step)
         raise
     return end  # noqa: ASYNC910 - runs inside the group's nursery, whose exit checkpoints
 
 
-async def _next_settled(group: _Group) -> None:
-    """Wait until a running body of *group* settles."""
-    group.wakeup = trio.Event()
-    await group.wakeup.wait()
+async def _next_settled(step: _StepTools) -> None:
+    """Wait until a running body of the step settles (:func:`_dispatch` wakes this task).
+
+    A bare park rather than an Event: it runs once a group or more, and the
+    bodies that settle while nobody waits have nothing to wake.
+    """
+    step.waiter = trio.lowlevel.current_task()
+
+    def abort(_: object) -> trio.lowlevel.Abort:
+        step.waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    await trio.lowlevel.wait_task_rescheduled(abort)
 
 
 async def _start(
-    core: AgentCore,
-    state: TurnState,
-    group: _Group,
-    index: int,
-    nursery: trio.Nursery | None,
-    signal: StepSignal,
-    checked_by: Tool | None,
+    step: _StepTools, index: int, nursery: trio.Nursery | None, checked_by: Tool | None
 ) -> None:
     """Log ``tool/call``, run pre-execute, then dispatch (inline or as a child task)."""
-    call = group.calls[index]
-    registry = core.services.tools
-    _log_call(core, state, call)
+    call = step.calls[index]
+    record = step.record
+    _log_call(step, call)
     # The step checkpointed in the model stream; the tool body is the next one.
-    prepared = await registry.prepare(
-        group.executions[index], checkpoint=False, checked_by=checked_by
+    prepared = await step.registry.prepare(
+        step.executions[index], checkpoint=False, checked_by=checked_by
     )
-    group.prepared[index] = prepared
+    step.prepared[index] = prepared
     if not prepared.needs_dispatch:
         assert prepared.result is not None
-        group.results[index] = prepared.result
+        step.results[index] = prepared.result
         # A denial is this call's outcome: an abort before its commit logs it, not a
         # synthetic "never started" (R9.20).
-        state.calls.settled[call.id] = (prepared, prepared.result)
+        record.settled[call.id] = (prepared, prepared.result)
         return
-    if signal.cancel_called:
+    if step.signal.cancel_called:
         return
-    state.calls.started.add(call.id)
+    record.started.add(call.id)
     if nursery is None:
-        group.results[index] = result = await registry.dispatch(prepared)
-        state.calls.settled[call.id] = (prepared, result)
+        step.results[index] = result = await step.registry.dispatch(prepared)
+        record.settled[call.id] = (prepared, result)
         return
-    group.in_flight += 1
-    nursery.start_soon(_dispatch, core, state, group, index, prepared)
+    step.in_flight += 1
+    nursery.start_soon(_dispatch, step, index, prepared)
 
 
-def _log_call(core: AgentCore, state: TurnState, call: ToolCall) -> None:
+def _log_call(step: _StepTools, call: ToolCall) -> None:
     """Append ``tool/call``; remember its seq even if an observer raised (R4.8)."""
-    session = core.session
+    session = step.core.session
+    state = step.state
     try:
         event = session.append(
             ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments)
@@ -208,33 +214,32 @@ def _log_call(core: AgentCore, state: TurnState, call: ToolCall) -> None:
     except Exception:
         last = session.events[-1]
         if isinstance(last.data, ToolCallEvent) and last.data.call_id == call.id:
-            state.calls.call_seqs[call.id] = last.seq
+            step.record.call_seqs[call.id] = last.seq
         raise
-    state.calls.call_seqs[call.id] = event.seq
+    step.record.call_seqs[call.id] = event.seq
 
 
-async def _dispatch(
-    core: AgentCore, state: TurnState, group: _Group, index: int, prepared: PreparedCall
-) -> None:
+async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> None:
     try:
-        group.results[index] = result = await core.services.tools.dispatch(prepared)
+        step.results[index] = result = await step.registry.dispatch(prepared)
         # Kept for an abort that lands before its turn in the commit order comes.
-        state.calls.settled[group.calls[index].id] = (prepared, result)
+        step.record.settled[step.calls[index].id] = (prepared, result)
     finally:
-        group.in_flight -= 1
-        group.wakeup.set()
+        step.in_flight -= 1
+        waiter = step.waiter
+        if waiter is not None:
+            step.waiter = None
+            trio.lowlevel.reschedule(waiter)
 
 
-async def _commit(
-    core: AgentCore, state: TurnState, group: _Group, index: int, contexts: list[HookContext]
-) -> None:
+async def _commit(step: _StepTools, index: int) -> None:
     """Run post-execute for one settled call and append its ``tool/result`` (R9.17)."""
-    call = group.calls[index]
-    prepared, result = group.prepared[index], group.results[index]
+    call_id = step.calls[index].id
+    prepared, result = step.prepared[index], step.results[index]
     assert prepared is not None
     assert result is not None
-    final = await core.services.tools.finish(prepared, result)
-    state.calls.answered.add(call.id)
-    state.log_result(call.id, final)
+    final = await step.registry.finish(prepared, result)
+    step.record.answered.add(call_id)
+    step.state.log_result(call_id, final)
     if final.additional_context is not None:
-        contexts.append(final.additional_context)
+        step.contexts.append(final.additional_context)
