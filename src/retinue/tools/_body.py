@@ -92,14 +92,14 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
     )
 
 
-def _argument_problem(tool: Tool, execution: ToolExecution, *, checked: bool) -> str | None:
+def _argument_problem(tool: Tool, execution: ToolExecution) -> str | None:
     arguments = execution.arguments
     if isinstance(arguments, str):
         # R9.6 passed the model's text on raw: what it got wrong is the JSON, not the type.
         unparsed = _unparsed_problem(arguments, execution.raw_arguments)
         if unparsed is not None:
             return f"arguments: {unparsed}"
-    problem = None if checked else tool.check_arguments(arguments)
+    problem = tool.check_arguments(arguments)
     if problem is None and not isinstance(arguments, dict):
         problem = f"arguments: expected object, got {json_type_name(arguments)}"
     return problem
@@ -232,9 +232,12 @@ async def run_body(
     already found these arguments valid.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
-    problem = _argument_problem(tool, execution, checked=arguments_checked)
-    if problem is not None:
-        return invalid_arguments(execution, problem)
+    # Checked arguments passed the root's "type": "object", which every tool's schema
+    # has: they are an object, so there is nothing left to find.
+    if not arguments_checked:
+        problem = _argument_problem(tool, execution)
+        if problem is not None:
+            return invalid_arguments(execution, problem)
     try:
         kwargs = _keyword_arguments(tool, execution)
     except Exception as exc:
