@@ -34,6 +34,9 @@ __all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
 log = logging.getLogger("retinue.tools")
 UNKNOWN_TOOL = "UNKNOWN_TOOL"
 _REST = "*"
+# The seams of a call's pipeline. While none of them has a listener, the usual case,
+# a call does not ask the bus about each one in turn.
+_PIPELINE_SEAMS = ("tools/pre-execute", "tools/execute", "tools/post-execute", "tools/result")
 
 
 def _invalid_decision(seam: str, value: object) -> HookError:
@@ -88,6 +91,17 @@ class ToolRegistry:
     # threads themselves, which abandoned bodies hold until they return.
     _threads: ToolThreads = attrs.field(factory=ToolThreads, init=False)
     _guards: Guards = attrs.field(factory=Guards, init=False)
+    # Whether any pipeline seam has a listener (of any scope); the bus keeps it current
+    # through a watch, which runs as a seam gains its first or loses its last listener.
+    _seams_heard: bool = attrs.field(default=True, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        for name in _PIPELINE_SEAMS:
+            self.hooks.watch(name, self._note_seams)
+
+    def _note_seams(self) -> None:
+        hooks = self.hooks
+        self._seams_heard = any(hooks.has_listeners(name) for name in _PIPELINE_SEAMS)
 
     def __repr__(self) -> str:
         scoped = sum(len(tools) for tools in self._scoped.values())
@@ -292,7 +306,7 @@ class ToolRegistry:
             if frozen is not arguments:
                 execution = attrs.evolve(execution, arguments=frozen)
 
-        if self.hooks.hears("tools/pre-execute", execution.agent_id):
+        if self._seams_heard and self.hooks.hears("tools/pre-execute", execution.agent_id):
             prepared = await self._pre_execute(execution)
             if prepared.result is not None:
                 return prepared
@@ -352,7 +366,7 @@ class ToolRegistry:
             await trio.lowlevel.checkpoint()
             return prepared.result
         execution = prepared.execution
-        if not self.hooks.hears("tools/execute", execution.agent_id):
+        if not (self._seams_heard and self.hooks.hears("tools/execute", execution.agent_id)):
             return await self._run_tool(prepared)
 
         async def innermost() -> ToolExecutionResult:
@@ -429,7 +443,8 @@ class ToolRegistry:
     def _needs_post_execute(self, prepared: PreparedCall, result: ToolExecutionResult) -> bool:
         return (
             # Scoped: another agent's listener must not hold this agent's results back.
-            self.hooks.hears("tools/post-execute", prepared.execution.agent_id)
+            self._seams_heard
+            and self.hooks.hears("tools/post-execute", prepared.execution.agent_id)
             and (prepared.result is None or prepared.needs_post_execute)
             and not self._is_final(result)
         )
@@ -441,7 +456,8 @@ class ToolRegistry:
         except Exception as exc:
             log.exception("tool %r produced a result that is not lossless JSON", execution.name)
             result = exception_result(execution.call_id, exc)
-        self.hooks.emit("tools/result", execution, result, scope=execution.agent_id)
+        if self._seams_heard:
+            self.hooks.emit("tools/result", execution, result, scope=execution.agent_id)
         return result
 
     async def _post_execute(
