@@ -69,7 +69,11 @@ class Guards:
 
     def watch(self, agent_id: str | None) -> bool:
         """Whether any guard applies to a call of *agent_id*."""
-        return self._entries.heard_by(agent_id)
+        entries = self._entries
+        # Asked for every call, and most registries have no guard at all.
+        if not entries.shared and not entries.scoped:
+            return False
+        return entries.heard_by(agent_id)
 
     async def prepared(self, execution: ToolExecution) -> PreparedCall:
         """Ask the guards about a call the listeners allowed: a go, a denial or a failure.
