@@ -13,7 +13,7 @@ import attrs
 import trio
 
 from retinue._errors import STRAY_CANCEL_RULE, InvalidJsonError, ToolError, cancel_is_stray
-from retinue._lossless import loads_frozen, thaw_json
+from retinue._lossless import FrozenDict, loads_frozen, thaw_json
 
 from ._execution import (
     ToolExecution,
@@ -23,6 +23,7 @@ from ._execution import (
     exception_result,
     output_result,
 )
+from ._schema import ShapeBinder
 from ._thread_agent import ThreadAgent
 from ._tool import Tool, ToolContext
 from ._validate import json_type_name
@@ -128,9 +129,14 @@ def _excerpt(text: str) -> str:
 
 
 def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object]:
-    plain = thaw_json(execution.arguments)
-    assert isinstance(plain, dict)
-    kwargs = tool.bind(plain) if tool.bind is not None else {str(k): v for k, v in plain.items()}
+    bind, arguments = tool.bind, execution.arguments
+    if type(bind) is ShapeBinder and type(arguments) is FrozenDict:
+        # The decorator's binder thaws each value itself: no plain copy of the whole first.
+        kwargs = bind(arguments)
+    else:
+        plain = thaw_json(arguments)
+        assert isinstance(plain, dict)
+        kwargs = bind(plain) if bind is not None else {str(k): v for k, v in plain.items()}
     if tool.context_parameter is not None:
         agent = execution.agent
         if not tool.is_async and agent is not None:

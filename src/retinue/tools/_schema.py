@@ -7,9 +7,11 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Union, final
+from typing import Any, Union, final
 
 import attrs
+
+from retinue._lossless import thaw_json
 
 from ._docstring import parse_docstring
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
@@ -28,7 +30,10 @@ from ._shapes import (
 )
 from ._tool import ToolContext, layers
 
-__all__ = ["FunctionSpec", "describe", "type_schema"]
+__all__ = ["FunctionSpec", "ShapeBinder", "describe", "type_schema"]
+
+# JSON values that thaw to themselves.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 _UNSUPPORTED_KINDS: dict[object, str] = {
     inspect.Parameter.POSITIONAL_ONLY: "positional-only",
@@ -101,7 +106,9 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
         properties[parameter.name] = _parameter_schema(shape, parameter, documented)
         if parameter.default is EMPTY:
             required.append(parameter.name)
-    return FunctionSpec(description, object_schema(properties, required), context, _binder(shapes))
+    return FunctionSpec(
+        description, object_schema(properties, required), context, ShapeBinder(shapes)
+    )
 
 
 def _docstring(target: object) -> str | None:
@@ -204,16 +211,28 @@ def _unwrap_partial(fn: Callable[..., object]) -> tuple[Callable[..., object], f
     return fn, frozenset(bound)
 
 
-def _binder(shapes: dict[str, Shape]) -> Callable[[Mapping[str, object]], dict[str, object]]:
-    def bind(arguments: Mapping[str, object]) -> dict[str, object]:
+@final
+@attrs.frozen(eq=False)
+class ShapeBinder:
+    """The decorator's binder: each parameter's value converted by its shape.
+
+    It takes the arguments plain or frozen, thawing each container value
+    itself, so a call's frozen arguments need no plain copy made first.
+    """
+
+    shapes: dict[str, Shape]
+
+    # Any: a call's values are JsonValue, a caller's own plain ones are not typed as such.
+    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, object]:
+        shapes = self.shapes
         try:
             return {
-                name: shapes[name].coerce(value)
+                name: shapes[name].coerce(value if type(value) in _LEAVES else thaw_json(value))
                 for name, value in arguments.items()
                 if name in shapes
             }
         except Exception as exc:
-            parts = ((n, shapes[n].coerce, v) for n, v in arguments.items() if n in shapes)
+            parts = (
+                (n, shapes[n].coerce, thaw_json(v)) for n, v in arguments.items() if n in shapes
+            )
             raise_located(parts, exc)
-
-    return bind
