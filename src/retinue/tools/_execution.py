@@ -203,6 +203,8 @@ def output_result(call_id: str, value: object) -> ToolExecutionResult:
     Raises:
         InvalidJsonError: the value is none of these.
     """
+    if type(value) is str:  # the usual return, taken before the general tests
+        return ToolExecutionResult(call_id, (Text(value),))
     if isinstance(value, ToolOutput):
         return ToolExecutionResult(call_id, value.content, meta=value.meta)
     return ToolExecutionResult(call_id, _content_of(value))
