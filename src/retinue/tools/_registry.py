@@ -165,10 +165,9 @@ class ToolRegistry:
 
     def get(self, name: str, agent_id: str | None = None) -> Tool | None:
         """The tool *name* resolves to in *agent_id*'s view (scoped first), or ``None``."""
-        if agent_id is not None:
-            scoped = self._scoped.get(agent_id)
-            if scoped is not None and name in scoped:
-                return scoped[name]
+        scoped = self._scoped
+        if agent_id in scoped and name in scoped[agent_id]:
+            return scoped[agent_id][name]
         return self._global.get(name)
 
     def _view(self, agent_id: str | None) -> dict[str, Tool]:
