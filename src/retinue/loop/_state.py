@@ -53,6 +53,11 @@ class StepCalls:
         self.settled = {}
 
 
+# Before the first step: no calls to answer, and never written to, since every
+# step opens with a new record; shared, so that a turn does not build one to drop.
+_NO_STEP = StepCalls()
+
+
 @attrs.define(eq=False, slots=True)
 class TurnState:
     """The open turn: its number, step, end reason and whether a step is open."""
@@ -64,7 +69,8 @@ class TurnState:
     error_recorded: bool = False
     step_open: bool = False
     terminal: bool = False
-    calls: StepCalls = attrs.field(factory=StepCalls)
+    calls: StepCalls = _NO_STEP
+    """The open (or last) step's calls; each step opens with a record of its own."""
     text: str = ""
     """The last non-empty assistant text logged in this turn (what ``ask`` returns)."""
     usage: Usage | None = None
