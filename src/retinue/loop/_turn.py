@@ -150,7 +150,6 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
     # and an abort always ends the turn, so per-step scopes would add nothing.
     scope = trio.CancelScope()
     signal = StepSignal(core, scope)
-    core.step_signal = signal
     if core.disposed:
         signal.abort()
     core.turn_scope = scope
@@ -263,7 +262,6 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
     state.step += 1
     _drain_steering(core, state)
     signal = StepSignal(core, scope)
-    core.step_signal = signal
     if core.cancel_marker or core.disposed:
         signal.abort()
     outcome: StepOutcome | None = None
