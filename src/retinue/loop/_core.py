@@ -113,19 +113,20 @@ class StepSignal:
     ``reason`` says why.
     """
 
-    __slots__ = ("_core", "_live", "cancel_called", "scope")
+    __slots__ = ("_core", "cancel_called", "scope")
 
     def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
+        """Open a window: the signal is *core*'s (what its verbs abort) until retired."""
         self._core = core
         self.scope = scope
         # A plain attribute, read per chunk: the scope is only ever cancelled
         # through abort(), and CancelScope.cancel_called is a property call.
         self.cancel_called = False
-        self._live = True
+        core.step_signal = self
 
     def abort(self) -> None:
         """Cancel the step's scope; never blocks. Once its window has ended, does nothing."""
-        if not self._live:
+        if self._core.step_signal is not self:
             return
         self.cancel_called = True
         self.scope.cancel()
@@ -135,7 +136,6 @@ class StepSignal:
 
         The turn's scope outlives the window, so a late abort is ignored.
         """
-        self._live = False
         if self._core.step_signal is self:
             self._core.step_signal = None
 

@@ -33,19 +33,29 @@ def error_code(error: BaseException) -> str | None:
     return code if isinstance(code, str) else None
 
 
-@attrs.define(eq=False, slots=True)
+@attrs.define(eq=False, slots=True, init=False)
 class StepCalls:
     """The tool calls of one step's logged assistant message and what became of them."""
 
-    # Not arguments: a step's record starts empty, and is built once a step.
-    calls: tuple[ToolCall, ...] = attrs.field(default=(), init=False)
-    call_seqs: dict[str, int] = attrs.field(factory=dict, init=False)
-    started: set[str] = attrs.field(factory=set, init=False)
-    answered: set[str] = attrs.field(factory=set, init=False)
-    settled: dict[str, tuple[PreparedCall, ToolExecutionResult]] = attrs.field(
-        factory=dict, init=False
-    )
+    calls: tuple[ToolCall, ...]
+    call_seqs: dict[str, int]
+    started: set[str]
+    answered: set[str]
+    settled: dict[str, tuple[PreparedCall, ToolExecutionResult]]
     """Calls with their outcome (a body that finished, or a pre-execute denial), committed or not."""
+
+    def __init__(self) -> None:
+        # Written out, not attrs' factories: a step's record starts empty, once a step.
+        self.calls = ()
+        self.call_seqs = {}
+        self.started = set()
+        self.answered = set()
+        self.settled = {}
+
+
+# Before the first step: no calls to answer, and never written to, since every
+# step opens with a new record; shared, so that a turn does not build one to drop.
+_NO_STEP = StepCalls()
 
 
 @attrs.define(eq=False, slots=True)
@@ -59,7 +69,8 @@ class TurnState:
     error_recorded: bool = False
     step_open: bool = False
     terminal: bool = False
-    calls: StepCalls = attrs.field(factory=StepCalls)
+    calls: StepCalls = _NO_STEP
+    """The open (or last) step's calls; each step opens with a record of its own."""
     text: str = ""
     """The last non-empty assistant text logged in this turn (what ``ask`` returns)."""
     usage: Usage | None = None

@@ -150,13 +150,16 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
     # and an abort always ends the turn, so per-step scopes would add nothing.
     scope = trio.CancelScope()
     signal = StepSignal(core, scope)
-    core.step_signal = signal
     if core.disposed:
         signal.abort()
     core.turn_scope = scope
     try:
         with scope:
-            await _prompts_then_steps(core, state, items, signal)
+            # The step loop runs here rather than in a helper: every coroutine
+            # between it and the step forwards each of the step's yields.
+            if await _prompts_accepted(core, state, items, signal):
+                while await _step_iteration(core, state, scope):
+                    pass
     except Exception:
         # A failure raised while an abort unwound (a tool's cleanup, say)
         # reaches here grouped with the Cancelled the scope caught: R7.22
@@ -170,20 +173,18 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
         state.close_aborted_step(abort_reason(core))
 
 
-async def _prompts_then_steps(
+async def _prompts_accepted(
     core: AgentCore, state: TurnState, items: list[MailboxItem], signal: StepSignal
-) -> None:
+) -> bool:
+    """Submit the prompts in their window (W3); whether the turn goes on to its steps."""
     try:
         allowed = await _submit_prompts(core, state, items)
     finally:
         signal.retire()
     if _aborted(core, signal):
         state.set_interrupted()
-        return
-    if not allowed:
-        return
-    while await _step_iteration(core, state, signal.scope):
-        pass
+        return False
+    return allowed
 
 
 async def _submit_prompts(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> bool:
@@ -261,7 +262,6 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
     state.step += 1
     _drain_steering(core, state)
     signal = StepSignal(core, scope)
-    core.step_signal = signal
     if core.cancel_marker or core.disposed:
         signal.abort()
     outcome: StepOutcome | None = None

@@ -57,13 +57,15 @@ class Mailbox:
 
     _queued: deque[MailboxItem] = attrs.field(factory=deque, init=False)
     _steering: deque[MailboxItem] = attrs.field(factory=deque, init=False)
-    _wakeup: trio.Event | None = attrs.field(default=None, init=False)
+    # The parked driver, rescheduled directly: an Event per wait would cost one
+    # object and its bookkeeping per turn, for a single waiter woken once.
+    _waiter: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
 
     def enqueue(self, item: MailboxItem) -> None:
         """Append to the queued FIFO and wake the waiting driver (R3.2); never blocks."""
         self._queued.append(item)
-        if self._wakeup is not None:
-            self._wakeup.set()
+        if self._waiter is not None:
+            self.wake()
 
     def steer(self, item: MailboxItem) -> None:
         """Append to the steering FIFO without waking anyone (R3.3); never blocks."""
@@ -104,8 +106,10 @@ class Mailbox:
 
     def wake(self) -> None:
         """Wake the waiting driver without queuing anything (used by dispose)."""
-        if self._wakeup is not None:
-            self._wakeup.set()
+        # Cleared as it is woken: a second wake before it runs must not reschedule it twice.
+        task, self._waiter = self._waiter, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
 
     async def wait_for_queued(self, stop: trio.Event) -> None:
         """Wait until something is enqueued or the wait is woken (R3.7).
@@ -122,13 +126,16 @@ class Mailbox:
         if self._queued or stop.is_set():
             await trio.lowlevel.checkpoint()
             return
-        wakeup = self._wakeup = trio.Event()
-        try:
-            await wakeup.wait()
-        finally:
-            if self._wakeup is wakeup:
-                self._wakeup = None
+        task = self._waiter = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            # A cancelled wait withdraws itself, not a newer waiter that replaced it.
+            if self._waiter is task:
+                self._waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
     def statistics(self) -> MailboxStatistics:
         """Return a snapshot of queue lengths."""
-        return MailboxStatistics(len(self._queued), len(self._steering), self._wakeup is not None)
+        return MailboxStatistics(len(self._queued), len(self._steering), self._waiter is not None)

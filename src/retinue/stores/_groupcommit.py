@@ -100,15 +100,14 @@ class GroupCommitter:
     def commit_at_once(self, tracked: Tracked) -> StoreError | None:
         """Commit one session's buffer to a backend that never blocks, synchronously."""
         self.counters["flush_requests"] += 1
-        entry = Entry(
-            AppendBatch(
-                tracked.session.id, tracked.cursor, tracked.pending(), header=tracked.header
-            ),
-            tracked,
-            [],
+        batch = AppendBatch(
+            tracked.session.id, tracked.cursor, tracked.pending(), header=tracked.header
         )
-        [result] = self._write_isolated([entry.batch])
-        self._record([entry], [result])
+        [result] = self._write_isolated([batch])
+        # A group of one with no request to answer: recorded without an Entry (once a turn).
+        if result is None:
+            self._count_commit(1)
+            self._committed(batch, tracked)
         return result
 
     def _write_now(self, requests: Sequence[Request]) -> None:
@@ -276,23 +275,26 @@ class GroupCommitter:
     def _record(self, entries: list[Entry], results: Sequence[StoreError | None]) -> None:
         if None in results:
             # A group counts as a commit when something of it was committed.
-            self.counters["commits"] += 1
-            self.counters["largest_group"] = max(self.counters["largest_group"], len(entries))
+            self._count_commit(len(entries))
         for entry, result in zip(entries, results, strict=True):
             if result is None:
-                self._committed(entry)
+                self._committed(entry.batch, entry.tracked)
             for request in entry.requests:
                 request.error = result
                 request.answered = True
 
-    def _committed(self, entry: Entry) -> None:
-        count = len(entry.batch.events)
+    def _count_commit(self, size: int) -> None:
+        counters = self.counters
+        counters["commits"] += 1
+        counters["largest_group"] = max(counters["largest_group"], size)
+
+    def _committed(self, batch: AppendBatch, tracked: Tracked | None) -> None:
+        count = len(batch.events)
         self.counters["committed_events"] += count
-        tracked = entry.tracked
-        if tracked is None or self._tracked.get(entry.batch.session_id) is not tracked or not count:
+        if tracked is None or self._tracked.get(batch.session_id) is not tracked or not count:
             return
         # Trim only what lies past the cursor: another commit may have stored part of the batch.
-        end = entry.batch.events[-1].seq + 1
+        end = batch.events[-1].seq + 1
         if end <= tracked.cursor:
             return
         del tracked.buffer[: end - tracked.cursor]

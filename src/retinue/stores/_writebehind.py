@@ -277,10 +277,14 @@ class BufferedStore:
         return not self._backend.blocking and not self._closed
 
     def _commit_at_once(self, session: Session) -> None:
+        """Commit *session*'s buffer to a backend that never blocks, synchronously."""
         tracked = self._pending(session)
         if tracked is None:
             return
-        error = self._commit_in_memory(tracked)
+        if not self._opened:
+            self._backend.open()
+            self._opened = True
+        error = self._committer.commit_at_once(tracked)
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
 
@@ -290,13 +294,6 @@ class BufferedStore:
         if tracked is None or tracked.session is not session or not tracked.buffer:
             return None
         return tracked
-
-    def _commit_in_memory(self, tracked: Tracked) -> StoreError | None:
-        """Commit one session's buffer to a backend that never blocks, synchronously."""
-        if not self._opened:
-            self._backend.open()
-            self._opened = True
-        return self._committer.commit_at_once(tracked)
 
     async def detach(self, session: Session) -> None:
         """Flush, then stop tracking *session* and give up its writer claim.

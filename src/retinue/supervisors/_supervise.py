@@ -105,7 +105,9 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_flush, core, crashes, flusher_stop)
-            await _drive(core, crashes)
+            # Awaited here, not through a helper: every coroutine above the
+            # driver forwards each of its yields, several a step.
+            await _keep_running(core, crashes, lambda: run_loop(core), _restart_after)
             flusher_stop.set()
             core.flush_wanted.set()
     finally:
@@ -154,11 +156,6 @@ class _Crashes:
 
 
 _RestartAfter = Callable[[AgentCore, Exception, int, RestartPolicy], bool]
-
-
-async def _drive(core: AgentCore, crashes: _Crashes) -> None:
-    """Run driver instances until one returns or the policy gives the agent up."""
-    await _keep_running(core, crashes, lambda: run_loop(core), _restart_after)
 
 
 async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
