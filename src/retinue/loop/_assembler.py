@@ -49,7 +49,8 @@ def _check(chunk: StreamChunk) -> None:
     """Raise ``MALFORMED_CHUNK`` naming the field unless *chunk* can be stored as it is.
 
     Called only when a chunk fails the exact-type test inline in its handler
-    (which a ``str`` subclass or a reasoning block also does, and passes here).
+    (which a ``str`` subclass or a reasoning block also does, and passes here),
+    or when the index of a new block fails the range test (see ``_new_partial``).
     """
     problem = chunk_problem(chunk)
     if problem is not None:
@@ -60,6 +61,9 @@ def _check(chunk: StreamChunk) -> None:
 
 # No block is open for text: an object no chunk's index can be (``None`` or ``-1`` could).
 _NO_TEXT_BLOCK = object()
+# The closing blocks most streams send: a content block checks its own fields
+# when it is built, so only its class is left to test.
+_PLAIN_BLOCKS = frozenset({Text, ToolCall})
 # The finish reasons that hold no fields to check.
 _PLAIN_FINISHES = frozenset(type(reason) for reason in (STOP, TOOL_CALLS, MAX_TOKENS, ABORTED))
 
@@ -152,10 +156,7 @@ class BlockAssembler:
         handler(self, chunk)
 
     def _text_delta(self, chunk: TextDelta) -> None:
-        if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
-            or type(chunk.text) is not str
-        ):
+        if type(chunk.index) is not int or type(chunk.text) is not str:
             _check(chunk)
         partial = self._open(chunk.index, TEXT, chunk)
         if partial is not None:
@@ -163,13 +164,10 @@ class BlockAssembler:
             self._text_index, self._text_parts = chunk.index, partial.parts
 
     def _block_start(self, chunk: BlockStart) -> None:
-        if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
-            or type(chunk.block_type) is not str
-        ):
+        if type(chunk.index) is not int or type(chunk.block_type) is not str:
             _check(chunk)
         if chunk.index not in self._blocks:
-            self._blocks[chunk.index] = _Partial(chunk.index, chunk.block_type)
+            self._new_partial(chunk.index, chunk.block_type, chunk)
 
     def _set_usage(self, chunk: UsageChunk) -> None:
         if type(chunk.usage) is not Usage:
@@ -193,8 +191,7 @@ class BlockAssembler:
         """The open partial at *index*, created on first sight; ``None`` once it is closed."""
         partial = self._blocks.get(index)
         if partial is None:
-            partial = self._blocks[index] = _Partial(index, kind)
-            return partial
+            return self._new_partial(index, kind, chunk)
         if partial.closed is not None:
             return None
         if partial.kind != kind:
@@ -203,9 +200,20 @@ class BlockAssembler:
             )
         return partial
 
+    def _new_partial(self, index: int, kind: str, chunk: StreamChunk) -> _Partial:
+        """Open the block at *index*, an exact int its handler checked the type of.
+
+        Its range is tested here, once per block: a later chunk that finds the
+        block holds an int equal to this one, so it tests only the type.
+        """
+        if not NEG_SMALL_INT <= index <= SMALL_INT:
+            _check(chunk)  # a longer int is refused only if JSON cannot write it
+        partial = self._blocks[index] = _Partial(index, kind)
+        return partial
+
     def _reasoning_delta(self, chunk: ReasoningDelta) -> None:
         if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
+            type(chunk.index) is not int
             or type(chunk.text) is not str
             or chunk.signature is not None
         ):
@@ -222,7 +230,7 @@ class BlockAssembler:
     def _tool_call_delta(self, chunk: ToolCallDelta) -> None:
         call_id, name = chunk.id, chunk.name
         if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
+            type(chunk.index) is not int
             or type(chunk.arguments_delta) is not str
             or (call_id is not None and type(call_id) is not str)
             or (name is not None and type(name) is not str)
@@ -239,19 +247,11 @@ class BlockAssembler:
 
     def _close(self, chunk: BlockEnd) -> None:
         block = chunk.block
-        if not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT) or not (
-            (type(block) is Text and type(block.text) is str)
-            or (
-                type(block) is ToolCall
-                and type(block.id) is str
-                and type(block.name) is str
-                and type(block.arguments) is str
-            )
-        ):
+        if type(chunk.index) is not int or type(block) not in _PLAIN_BLOCKS:
             _check(chunk)  # another kind of block, checked field by field
         partial = self._blocks.get(chunk.index)
         if partial is None:
-            partial = self._blocks[chunk.index] = _Partial(chunk.index, chunk.block.type)
+            partial = self._new_partial(chunk.index, block.type, chunk)
         if partial.closed is None:
             partial.closed = chunk.block
             partial.parts.clear()
