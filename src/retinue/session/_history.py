@@ -70,11 +70,15 @@ class Surface:
     def apply(self, event: Event) -> None:
         """Apply *event*'s surface op; call :meth:`check` first."""
         op = event.surface_op
-        message = project(event)
-        if isinstance(op, Replace):
-            first, last = self._replaced_range(op, event.source_event_seqs or ())
-            self._splice(first, last, (event.seq, message))
+        if not isinstance(op, Replace):
+            self.append(event)
             return
+        first, last = self._replaced_range(op, event.source_event_seqs or ())
+        self._splice(first, last, (event.seq, project(event)))
+
+    def append(self, event: Event) -> None:
+        """Append *event*, whose surface op is ``"append"``, at the end of the surface."""
+        message = project(event)
         entries = self._entries
         self._positions[event.seq] = len(entries)
         entries.append((event.seq, message))
