@@ -345,16 +345,11 @@ def _slot_names(kind: type) -> list[str]:
 def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
     """Copy *plan*'s chunks, giving its id-less tool calls ids unique to this stream."""
     chunks = list(plan.chunks)
-    for position, ordinal in plan.id_slots:
+    for ordinal, delta_at, delta, end_at, call in plan.id_slots:
         call_id = f"call_{stream_number}_{ordinal}"
-        chunk = chunks[position]
-        if isinstance(chunk, ToolCallDelta):
-            chunks[position] = ToolCallDelta(
-                chunk.index, call_id, chunk.arguments_delta, chunk.name
-            )
-        elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCall):
-            block = chunk.block
-            chunks[position] = BlockEnd(chunk.index, ToolCall(call_id, block.name, block.arguments))
+        chunks[delta_at] = ToolCallDelta(delta.index, call_id, delta.arguments_delta, delta.name)
+        if end_at is not None:
+            chunks[end_at] = BlockEnd(delta.index, ToolCall(call_id, call.name, call.arguments))
     return chunks
 
 
