@@ -185,7 +185,15 @@ class BlockAssembler:
         Raises:
             BlockAssemblyError: an unclosed block has a type that cannot be built.
         """
-        return Message("assistant", tuple(map(_Partial.build, self._blocks.values())))
+        return Message("assistant", self.blocks())
+
+    def blocks(self) -> tuple[ContentBlock, ...]:
+        """The content of :meth:`message`, without building the message.
+
+        Raises:
+            BlockAssemblyError: an unclosed block has a type that cannot be built.
+        """
+        return tuple(map(_Partial.build, self._blocks.values()))
 
     def _open(self, index: int, kind: str, chunk: StreamChunk) -> _Partial | None:
         """The open partial at *index*, created on first sight; ``None`` once it is closed."""
