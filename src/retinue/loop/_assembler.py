@@ -70,7 +70,10 @@ _PLAIN_FINISHES = frozenset(type(reason) for reason in (STOP, TOOL_CALLS, MAX_TO
 
 @attrs.define(eq=False, slots=True)
 class _Partial:
-    """The growing state of one block; text parts are joined only at ``message()``."""
+    """The growing state of one block; text parts are joined only at ``message()``.
+
+    A closed block keeps its parts: the assembler counts its text deltas by them.
+    """
 
     index: int
     kind: str
@@ -110,7 +113,10 @@ class BlockAssembler:
     _blocks: dict[int, _Partial] = attrs.field(factory=dict, init=False)
     _finish: FinishReason = attrs.field(default=STOP, init=False)
     _usage: Usage | None = attrs.field(default=None, init=False)
+    # Chunks fed but for the text deltas of feed's fast path, which are counted
+    # as the text parts that _text_delta did not append (see chunks).
     _chunks: int = attrs.field(default=0, init=False)
+    _texts_appended: int = attrs.field(default=0, init=False)
     # The open text block that the last text delta extended: most chunks of a
     # stream extend it, and are appended without any lookup.
     _text_index: object = attrs.field(default=_NO_TEXT_BLOCK, init=False)
@@ -128,8 +134,9 @@ class BlockAssembler:
 
     @property
     def chunks(self) -> int:
-        """How many chunks were fed."""
-        return self._chunks
+        """How many chunks were fed (a walk over the blocks: the fast path counts nothing)."""
+        text_parts = sum(len(p.parts) for p in self._blocks.values() if p.kind == TEXT)
+        return self._chunks + text_parts - self._texts_appended
 
     def feed(self, chunk: StreamChunk) -> None:
         """Apply one chunk.
@@ -140,7 +147,6 @@ class BlockAssembler:
                 (``MALFORMED_CHUNK``).
             TypeError: *chunk* is not a stream chunk.
         """
-        self._chunks += 1
         # ``is``, not ``==``: the open index is an int checked by _text_delta, and
         # True or 0.0 equal to it is not it; an int too long to write never opens a block there.
         if (
@@ -148,8 +154,9 @@ class BlockAssembler:
             and chunk.index is self._text_index
             and type(text := chunk.text) is str
         ):
-            self._text_parts.append(text)
+            self._text_parts.append(text)  # counted by the chunks property, not here
             return
+        self._chunks += 1
         handler = _HANDLERS.get(type(chunk))
         if handler is None:
             raise TypeError(f"not a stream chunk: {type(chunk).__name__}")
@@ -161,6 +168,7 @@ class BlockAssembler:
         partial = self._open(chunk.index, TEXT, chunk)
         if partial is not None:
             partial.parts.append(chunk.text)
+            self._texts_appended += 1
             self._text_index, self._text_parts = chunk.index, partial.parts
 
     def _block_start(self, chunk: BlockStart) -> None:
@@ -262,7 +270,6 @@ class BlockAssembler:
             partial = self._new_partial(chunk.index, block.type, chunk)
         if partial.closed is None:
             partial.closed = chunk.block
-            partial.parts.clear()
         if chunk.index == self._text_index:
             self._text_index = _NO_TEXT_BLOCK
 
