@@ -87,10 +87,14 @@ def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
     call_each(lambda observer: observer(event), observers)
 
 
-def _notifier(observers: tuple[Observer, ...]) -> Observer | None:
+def _no_observer(_event: Event) -> None:
+    """The notifier of a session nobody observes."""
+
+
+def _notifier(observers: tuple[Observer, ...]) -> Observer:
     """One callable that notifies *observers*: a lone observer is called directly."""
     if not observers:
-        return None
+        return _no_observer
     if len(observers) == 1:
         return observers[0]
     return partial(_notify_all, observers)
@@ -143,8 +147,10 @@ class Session:
     header: SessionHeader
     _events: list[Event] = attrs.field(factory=list, init=False)
     _observers: tuple[Observer, ...] = attrs.field(default=(), init=False)
-    # Every append calls this one callable (usually the store's buffer itself).
-    _notify: Observer | None = attrs.field(default=None, init=False)
+    # Every append calls this one callable (usually the store's buffer itself),
+    # a no-op without observers: a session is observed by its store, which a
+    # test for none on every append would only slow down.
+    _notify: Observer = attrs.field(default=_no_observer, init=False)
     _surface: Surface = attrs.field(factory=Surface, init=False)
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
@@ -323,9 +329,7 @@ class Session:
                 Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
             )
             self._record(event, self._validate(event))
-        notify = self._notify
-        if notify is not None:
-            notify(event)
+        self._notify(event)
         return event
 
     def _append_to_surface(
@@ -362,9 +366,7 @@ class Session:
         data = _new_tuple(AssistantChunk, (turn, step, chunk))
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
         events.append(event)
-        notify = self._notify
-        if notify is not None:
-            notify(event)
+        self._notify(event)
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
