@@ -49,7 +49,8 @@ def _check(chunk: StreamChunk) -> None:
     """Raise ``MALFORMED_CHUNK`` naming the field unless *chunk* can be stored as it is.
 
     Called only when a chunk fails the exact-type test inline in its handler
-    (which a ``str`` subclass or a reasoning block also does, and passes here).
+    (which a ``str`` subclass or a reasoning block also does, and passes here),
+    or when the index of a new block fails the range test (see ``_new_partial``).
     """
     problem = chunk_problem(chunk)
     if problem is not None:
@@ -60,13 +61,19 @@ def _check(chunk: StreamChunk) -> None:
 
 # No block is open for text: an object no chunk's index can be (``None`` or ``-1`` could).
 _NO_TEXT_BLOCK = object()
+# The closing blocks most streams send: a content block checks its own fields
+# when it is built, so only its class is left to test.
+_PLAIN_BLOCKS = frozenset({Text, ToolCall})
 # The finish reasons that hold no fields to check.
 _PLAIN_FINISHES = frozenset(type(reason) for reason in (STOP, TOOL_CALLS, MAX_TOKENS, ABORTED))
 
 
 @attrs.define(eq=False, slots=True)
 class _Partial:
-    """The growing state of one block; text parts are joined only at ``message()``."""
+    """The growing state of one block; text parts are joined only at ``message()``.
+
+    A closed block keeps its parts: the assembler counts its text deltas by them.
+    """
 
     index: int
     kind: str
@@ -106,7 +113,10 @@ class BlockAssembler:
     _blocks: dict[int, _Partial] = attrs.field(factory=dict, init=False)
     _finish: FinishReason = attrs.field(default=STOP, init=False)
     _usage: Usage | None = attrs.field(default=None, init=False)
+    # Chunks fed but for the text deltas of feed's fast path, which are counted
+    # as the text parts that _text_delta did not append (see chunks).
     _chunks: int = attrs.field(default=0, init=False)
+    _texts_appended: int = attrs.field(default=0, init=False)
     # The open text block that the last text delta extended: most chunks of a
     # stream extend it, and are appended without any lookup.
     _text_index: object = attrs.field(default=_NO_TEXT_BLOCK, init=False)
@@ -124,8 +134,9 @@ class BlockAssembler:
 
     @property
     def chunks(self) -> int:
-        """How many chunks were fed."""
-        return self._chunks
+        """How many chunks were fed (a walk over the blocks: the fast path counts nothing)."""
+        text_parts = sum(len(p.parts) for p in self._blocks.values() if p.kind == TEXT)
+        return self._chunks + text_parts - self._texts_appended
 
     def feed(self, chunk: StreamChunk) -> None:
         """Apply one chunk.
@@ -136,7 +147,6 @@ class BlockAssembler:
                 (``MALFORMED_CHUNK``).
             TypeError: *chunk* is not a stream chunk.
         """
-        self._chunks += 1
         # ``is``, not ``==``: the open index is an int checked by _text_delta, and
         # True or 0.0 equal to it is not it; an int too long to write never opens a block there.
         if (
@@ -144,32 +154,28 @@ class BlockAssembler:
             and chunk.index is self._text_index
             and type(text := chunk.text) is str
         ):
-            self._text_parts.append(text)
+            self._text_parts.append(text)  # counted by the chunks property, not here
             return
+        self._chunks += 1
         handler = _HANDLERS.get(type(chunk))
         if handler is None:
             raise TypeError(f"not a stream chunk: {type(chunk).__name__}")
         handler(self, chunk)
 
     def _text_delta(self, chunk: TextDelta) -> None:
-        if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
-            or type(chunk.text) is not str
-        ):
+        if type(chunk.index) is not int or type(chunk.text) is not str:
             _check(chunk)
         partial = self._open(chunk.index, TEXT, chunk)
         if partial is not None:
             partial.parts.append(chunk.text)
+            self._texts_appended += 1
             self._text_index, self._text_parts = chunk.index, partial.parts
 
     def _block_start(self, chunk: BlockStart) -> None:
-        if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
-            or type(chunk.block_type) is not str
-        ):
+        if type(chunk.index) is not int or type(chunk.block_type) is not str:
             _check(chunk)
         if chunk.index not in self._blocks:
-            self._blocks[chunk.index] = _Partial(chunk.index, chunk.block_type)
+            self._new_partial(chunk.index, chunk.block_type, chunk)
 
     def _set_usage(self, chunk: UsageChunk) -> None:
         if type(chunk.usage) is not Usage:
@@ -187,14 +193,21 @@ class BlockAssembler:
         Raises:
             BlockAssemblyError: an unclosed block has a type that cannot be built.
         """
-        return Message("assistant", tuple(map(_Partial.build, self._blocks.values())))
+        return Message("assistant", self.blocks())
+
+    def blocks(self) -> tuple[ContentBlock, ...]:
+        """The content of :meth:`message`, without building the message.
+
+        Raises:
+            BlockAssemblyError: an unclosed block has a type that cannot be built.
+        """
+        return tuple(map(_Partial.build, self._blocks.values()))
 
     def _open(self, index: int, kind: str, chunk: StreamChunk) -> _Partial | None:
         """The open partial at *index*, created on first sight; ``None`` once it is closed."""
         partial = self._blocks.get(index)
         if partial is None:
-            partial = self._blocks[index] = _Partial(index, kind)
-            return partial
+            return self._new_partial(index, kind, chunk)
         if partial.closed is not None:
             return None
         if partial.kind != kind:
@@ -203,9 +216,20 @@ class BlockAssembler:
             )
         return partial
 
+    def _new_partial(self, index: int, kind: str, chunk: StreamChunk) -> _Partial:
+        """Open the block at *index*, an exact int its handler checked the type of.
+
+        Its range is tested here, once per block: a later chunk that finds the
+        block holds an int equal to this one, so it tests only the type.
+        """
+        if not NEG_SMALL_INT <= index <= SMALL_INT:
+            _check(chunk)  # a longer int is refused only if JSON cannot write it
+        partial = self._blocks[index] = _Partial(index, kind)
+        return partial
+
     def _reasoning_delta(self, chunk: ReasoningDelta) -> None:
         if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
+            type(chunk.index) is not int
             or type(chunk.text) is not str
             or chunk.signature is not None
         ):
@@ -222,7 +246,7 @@ class BlockAssembler:
     def _tool_call_delta(self, chunk: ToolCallDelta) -> None:
         call_id, name = chunk.id, chunk.name
         if (
-            not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT)
+            type(chunk.index) is not int
             or type(chunk.arguments_delta) is not str
             or (call_id is not None and type(call_id) is not str)
             or (name is not None and type(name) is not str)
@@ -239,22 +263,13 @@ class BlockAssembler:
 
     def _close(self, chunk: BlockEnd) -> None:
         block = chunk.block
-        if not (type(chunk.index) is int and NEG_SMALL_INT <= chunk.index <= SMALL_INT) or not (
-            (type(block) is Text and type(block.text) is str)
-            or (
-                type(block) is ToolCall
-                and type(block.id) is str
-                and type(block.name) is str
-                and type(block.arguments) is str
-            )
-        ):
+        if type(chunk.index) is not int or type(block) not in _PLAIN_BLOCKS:
             _check(chunk)  # another kind of block, checked field by field
         partial = self._blocks.get(chunk.index)
         if partial is None:
-            partial = self._blocks[chunk.index] = _Partial(chunk.index, chunk.block.type)
+            partial = self._new_partial(chunk.index, block.type, chunk)
         if partial.closed is None:
             partial.closed = chunk.block
-            partial.parts.clear()
         if chunk.index == self._text_index:
             self._text_index = _NO_TEXT_BLOCK
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from retinue._content import Message, ToolCall, as_content
+from retinue._content import ContentBlock, Message, ToolCall, as_content
 from retinue._errors import HookError, ModelError
 from retinue._lossless import same_json
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
@@ -199,26 +199,28 @@ def _refuse_shared_ids(calls: tuple[ToolCall, ...]) -> None:
         seen.add(call.id)
 
 
-def _without_tool_calls(message: Message) -> Message:
-    if not any(isinstance(block, ToolCall) for block in message.content):
-        return message
-    kept = tuple(block for block in message.content if not isinstance(block, ToolCall))
-    return Message(message.role, kept)
+def _without_tool_calls(content: tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
+    if not any(isinstance(block, ToolCall) for block in content):
+        return content
+    return tuple(block for block in content if not isinstance(block, ToolCall))
 
 
-async def _step_result(core: AgentCore, state: TurnState, message: Message) -> Message:
+async def _step_result(
+    core: AgentCore, state: TurnState, content: tuple[ContentBlock, ...]
+) -> tuple[ContentBlock, ...]:
+    """The content of the message the agent/step-result listeners make of the assembled one."""
+    message = Message("assistant", content)
     result = await core.services.hooks.waterfall_value(
         "agent/step-result", message, core.agent, state.turn, state.step, message, scope=core.id
     )
     if not isinstance(result, Message):
         raise HookError(f"agent/step-result returned {type(result).__name__}, not Message")
     try:
-        content = as_content(result.content)
+        return as_content(result.content)
     except TypeError as exc:
         raise HookError(
             f"agent/step-result returned a message with invalid content: {exc}"
         ) from exc
-    return result if content is result.content else Message(result.role, content)
 
 
 async def _finish_step(
@@ -230,22 +232,23 @@ async def _finish_step(
 ) -> StepOutcome | None:
     finish = assembler.finish
     cut = isinstance(finish, MaxTokens)
-    message = assembler.message()
+    # Blocks, not a message: only a step-result listener is given the message.
+    content = assembler.blocks()
     if cut:
-        message = _without_tool_calls(message)
+        content = _without_tool_calls(content)
     if core.services.hooks.hears("agent/step-result", core.id):
-        message = await _step_result(core, state, message)
+        content = await _step_result(core, state, content)
     if cut:
-        message = _without_tool_calls(message)
-    calls = tuple(block for block in message.content if isinstance(block, ToolCall))
+        content = _without_tool_calls(content)
+    calls = tuple(block for block in content if isinstance(block, ToolCall))
     _refuse_shared_ids(calls)
     usage = assembler.usage
-    if message.content or usage is not None:
-        logged = AssistantMessage(state.turn, state.step, message.content, usage)
+    if content or usage is not None:
+        logged = AssistantMessage(state.turn, state.step, content, usage)
         # Registered before the append: a raising observer still leaves the message
         # logged, and its calls then need their synthetic results.
         state.calls.calls = calls
-        state.note_answer(message.content, usage)
+        state.note_answer(content, usage)
         core.session.append(logged, surface="append", source_event_seqs=seqs or None)
     if not calls:
         return StepOutcome(had_tool_calls=False, finish=finish)  # noqa: ASYNC910 - the step's model stream was its schedule point

@@ -49,20 +49,21 @@ def project(event: Event) -> Message | None:
 class Surface:
     """The ordered surface of a session, maintained incrementally (R4.19-R4.21).
 
-    Appends are O(1). A replace swaps the replaced range for its one entry and
-    rebuilds the positions and the projection list once; snapshots taken
-    earlier keep their old list.
+    Appends are O(1). A replace indexes the entries appended since the last
+    one, swaps the replaced range for its one entry and rebuilds the positions
+    and the projection list once; snapshots taken earlier keep their old list.
     """
 
     # (seq, projected message) of each surface event, in surface order.
     _entries: list[tuple[int, Message | None]] = attrs.field(factory=list)
-    # Each surface event's index in _entries, by seq.
+    # Each surface event's index in _entries, by seq, for the first
+    # len(_positions) entries: indexed when a replace needs it, not per append.
     _positions: dict[int, int] = attrs.field(factory=dict)
     _messages: list[Message] = attrs.field(factory=list)
     generation: int = 0
 
     def check(self, event: Event) -> None:
-        """Raise :class:`SessionError` if *event*'s surface op cannot apply; never mutates."""
+        """Raise :class:`SessionError` if *event*'s surface op cannot apply; never changes the surface."""
         op = event.surface_op
         if isinstance(op, Replace):
             self._replaced_range(op, event.source_event_seqs or ())
@@ -70,14 +71,16 @@ class Surface:
     def apply(self, event: Event) -> None:
         """Apply *event*'s surface op; call :meth:`check` first."""
         op = event.surface_op
-        message = project(event)
-        if isinstance(op, Replace):
-            first, last = self._replaced_range(op, event.source_event_seqs or ())
-            self._splice(first, last, (event.seq, message))
+        if not isinstance(op, Replace):
+            self.append(event)
             return
-        entries = self._entries
-        self._positions[event.seq] = len(entries)
-        entries.append((event.seq, message))
+        first, last = self._replaced_range(op, event.source_event_seqs or ())
+        self._splice(first, last, (event.seq, project(event)))
+
+    def append(self, event: Event) -> None:
+        """Append *event*, whose surface op is ``"append"``, at the end of the surface."""
+        message = project(event)
+        self._entries.append((event.seq, message))
         if message is not None:
             self._messages.append(message)
 
@@ -87,8 +90,9 @@ class Surface:
 
     def _replaced_range(self, op: Replace, sources: tuple[int, ...]) -> tuple[int, int]:
         """The indices in ``_entries`` of the first and the last replaced event."""
-        first = self._positions.get(op.start)
-        last = self._positions.get(op.end)
+        positions = self._indexed_positions()
+        first = positions.get(op.start)
+        last = positions.get(op.end)
         if first is None or last is None:
             raise SessionError("replace range is not on the surface", code="INVALID_SURFACE_OP")
         if first > last:
@@ -99,6 +103,13 @@ class Surface:
                 "source_event_seqs must include every replaced node", code="INVALID_SURFACE_OP"
             )
         return first, last
+
+    def _indexed_positions(self) -> dict[int, int]:
+        """``_positions`` with the entries appended since it was last indexed added."""
+        positions, entries = self._positions, self._entries
+        for index in range(len(positions), len(entries)):
+            positions[entries[index][0]] = index
+        return positions
 
     def _splice(self, first: int, last: int, entry: tuple[int, Message | None]) -> None:
         entries = self._entries

@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._header import fold_header
 from ._history import Surface
+from ._sources import as_sources, check_sources
 
 __all__ = ["EventLog", "Session", "now_ms"]
 
@@ -63,35 +64,6 @@ _time_ns = time.time_ns
 _new_tuple = tuple.__new__
 
 
-def _as_sources(value: Sequence[int]) -> tuple[int, ...]:
-    """*value* as a tuple; a non-iterable is refused like any invalid source (R4.22)."""
-    try:
-        return tuple(value)
-    except TypeError:
-        raise SessionError(
-            f"source_event_seqs must be a sequence of seqs, got {value!r}", code="INVALID_SOURCES"
-        ) from None
-
-
-_INT_ONLY = {int}
-
-
-def _valid_sources(sources: tuple[int, ...], seq: int) -> bool:
-    """Integers, non-empty, duplicate-free and earlier than *seq* (R4.22)."""
-    if len(sources) == 1:
-        # A tool result's one call: the common case, without building a set.
-        source = sources[0]
-        return type(source) is int and 0 <= source < seq
-    # Exact ints: a bool or float seq would be stored as ``true`` or ``1.0``.
-    return (
-        bool(sources)
-        and set(map(type, sources)) == _INT_ONLY
-        and len(set(sources)) == len(sources)
-        and max(sources) < seq
-        and min(sources) >= 0
-    )
-
-
 def _folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta) -> EpochHeader:
     """The header fold after *data*; a delta that cannot apply is a typed refusal."""
     try:
@@ -115,10 +87,14 @@ def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
     call_each(lambda observer: observer(event), observers)
 
 
-def _notifier(observers: tuple[Observer, ...]) -> Observer | None:
+def _no_observer(_event: Event) -> None:
+    """The notifier of a session nobody observes."""
+
+
+def _notifier(observers: tuple[Observer, ...]) -> Observer:
     """One callable that notifies *observers*: a lone observer is called directly."""
     if not observers:
-        return None
+        return _no_observer
     if len(observers) == 1:
         return observers[0]
     return partial(_notify_all, observers)
@@ -171,8 +147,10 @@ class Session:
     header: SessionHeader
     _events: list[Event] = attrs.field(factory=list, init=False)
     _observers: tuple[Observer, ...] = attrs.field(default=(), init=False)
-    # Every append calls this one callable (usually the store's buffer itself).
-    _notify: Observer | None = attrs.field(default=None, init=False)
+    # Every append calls this one callable (usually the store's buffer itself),
+    # a no-op without observers: a session is observed by its store, which a
+    # test for none on every append would only slow down.
+    _notify: Observer = attrs.field(default=_no_observer, init=False)
     _surface: Surface = attrs.field(factory=Surface, init=False)
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
@@ -336,15 +314,41 @@ class Session:
             # and the tuple is built without the named tuple's Python-level __new__.
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
+        elif (
+            # Each step's messages and results. An exact str: its ``==`` is the
+            # opposite of the ``!=`` _validate tests, as a subclass's need not be.
+            type(surface) is str
+            and surface == "append"
+            and type(data) in _SURFACE_DATA
+            and self._turn_open
+        ):
+            event = self._append_to_surface(data, surface, source_event_seqs)
         else:
-            sources = None if source_event_seqs is None else _as_sources(source_event_seqs)
+            sources = None if source_event_seqs is None else as_sources(source_event_seqs)
             event = _new_tuple(
                 Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
             )
             self._record(event, self._validate(event))
-        notify = self._notify
-        if notify is not None:
-            notify(event)
+        self._notify(event)
+        return event
+
+    def _append_to_surface(
+        self, data: EventData, surface: SurfaceOp, source_event_seqs: Sequence[int] | None
+    ) -> Event:
+        """Log a message appended to the open turn's surface, as ``_validate`` and ``_record`` would.
+
+        The per-step path of messages and tool results: of their checks only the
+        sources' is left, and of their recording the surface's append.
+        """
+        events = self._events
+        seq = len(events)
+        sources = None
+        if source_event_seqs is not None:
+            sources = as_sources(source_event_seqs)
+            check_sources(data.type, sources, seq)
+        event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, sources, surface))
+        events.append(event)
+        self._surface.append(event)
         return event
 
     def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> int:
@@ -362,9 +366,7 @@ class Session:
         data = _new_tuple(AssistantChunk, (turn, step, chunk))
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
         events.append(event)
-        notify = self._notify
-        if notify is not None:
-            notify(event)
+        self._notify(event)
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
@@ -445,11 +447,8 @@ class Session:
                     f"{data.type} cannot carry a surface op", code="INVALID_SURFACE_OP"
                 )
         sources = event.source_event_seqs
-        if sources is not None and not _valid_sources(sources, event.seq):
-            raise SessionError(
-                f"{data.type}: source_event_seqs must be non-empty, unique, earlier integer seqs",
-                code="INVALID_SOURCES",
-            )
+        if sources is not None:
+            check_sources(data.type, sources, event.seq)
         if data_type in _BOUNDARY_TYPES:
             self._validate_boundaries(event)
         elif data_type in _HEADER_TYPES:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from operator import length_hint
 from types import FunctionType
 from typing import Any, TypeAlias, final
 
@@ -159,7 +160,10 @@ class ScriptedModel:
     keep_requests: int | None = attrs.field(default=1000, kw_only=True, validator=_count_or_none)
     _requests: deque[ModelRequest] = attrs.field(init=False)
     _calls: int = attrs.field(default=0, init=False)
+    # Chunks yielded by the streams that have ended, and each stream still
+    # playing: its chunk iterator and how many chunks it holds.
     _chunks: int = attrs.field(default=0, init=False)
+    _playing: dict[Iterator[StreamChunk], int] = attrs.field(factory=dict, init=False)
 
     @classmethod
     def tool_loop(
@@ -213,7 +217,12 @@ class ScriptedModel:
         """Return a snapshot of calls, chunks and remaining steps."""
         remaining = [cursor.remaining for cursor in self._cursors.values()]
         total = None if None in remaining else sum(r for r in remaining if r is not None)
-        return ScriptedModelStatistics(self._calls, self._chunks, total)
+        return ScriptedModelStatistics(self._calls, self._yielded(), total)
+
+    def _yielded(self) -> int:
+        """Chunks yielded so far: a playing stream has yielded each chunk its iterator gave."""
+        playing = sum(total - length_hint(left) for left, total in self._playing.items())
+        return self._chunks + playing
 
     def assert_complete(self) -> None:
         """Raise ``AssertionError`` if a sequence script has unplayed steps."""
@@ -248,9 +257,16 @@ class ScriptedModel:
                 self._chunks += 1
                 yield chunk
         else:
-            for chunk in chunks:
-                self._chunks += 1
-                yield chunk  # noqa: ASYNC911 - zero-delay chunks: one checkpoint per stream, not per chunk
+            # Counted from the iterator's position, not per chunk: nothing
+            # awaits between taking a chunk and yielding it.
+            left = iter(chunks)
+            self._playing[left] = len(chunks)
+            try:
+                for chunk in left:
+                    yield chunk  # noqa: ASYNC911 - zero-delay chunks: one checkpoint per stream, not per chunk
+            finally:
+                del self._playing[left]
+                self._chunks += len(chunks) - length_hint(left)
         if plan.ending == "raise":
             assert plan.error is not None
             raise _fresh(plan.error)
@@ -268,7 +284,7 @@ class ScriptedModel:
         return cursor.next(request, repeat_last=self.repeat_last, name=name)
 
     def __repr__(self) -> str:
-        return f"<ScriptedModel calls={self._calls} chunks={self._chunks}>"
+        return f"<ScriptedModel calls={self._calls} chunks={self._yielded()}>"
 
 
 def _fresh(error: BaseException) -> BaseException:
@@ -329,16 +345,11 @@ def _slot_names(kind: type) -> list[str]:
 def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
     """Copy *plan*'s chunks, giving its id-less tool calls ids unique to this stream."""
     chunks = list(plan.chunks)
-    for position, ordinal in plan.id_slots:
+    for ordinal, delta_at, delta, end_at, call in plan.id_slots:
         call_id = f"call_{stream_number}_{ordinal}"
-        chunk = chunks[position]
-        if isinstance(chunk, ToolCallDelta):
-            chunks[position] = ToolCallDelta(
-                chunk.index, call_id, chunk.arguments_delta, chunk.name
-            )
-        elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCall):
-            block = chunk.block
-            chunks[position] = BlockEnd(chunk.index, ToolCall(call_id, block.name, block.arguments))
+        chunks[delta_at] = ToolCallDelta(delta.index, call_id, delta.arguments_delta, delta.name)
+        if end_at is not None:
+            chunks[end_at] = BlockEnd(delta.index, ToolCall(call_id, call.name, call.arguments))
     return chunks
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal, TypeAlias, final, get_args
+from typing import Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
@@ -106,18 +106,32 @@ class ToolCallSpec:
     id: str | None = None
 
 
+class IdSlot(NamedTuple):
+    """An id-less tool call of a plan, whose id is assigned per stream.
+
+    The call's first delta (at ``delta_at``) and its block end (at
+    ``end_at``, ``None`` when the call is left open) carry the id; they are
+    kept here, so a stream rebuilds them without looking them up.
+    """
+
+    ordinal: int
+    delta_at: int
+    first_delta: ToolCallDelta
+    end_at: int | None
+    call: ToolCall
+
+
 @final
 @attrs.frozen
 class Plan:
     """A step's pre-built chunks and how the stream ends after them.
 
-    ``id_slots`` lists ``(position, call ordinal)`` of chunks whose tool-call id
-    is assigned per stream.
+    ``id_slots`` are its tool calls without an id, which each stream gives one.
     """
 
     chunks: tuple[StreamChunk, ...]
     ending: Ending = "finish"
-    id_slots: tuple[tuple[int, int], ...] = ()
+    id_slots: tuple[IdSlot, ...] = ()
     error: BaseException | None = None
 
 
@@ -126,7 +140,7 @@ class _Builder:
     """Accumulates the chunks of one stream the way a provider adapter emits them."""
 
     chunks: list[StreamChunk] = attrs.field(factory=list)
-    id_slots: list[tuple[int, int]] = attrs.field(factory=list)
+    id_slots: list[IdSlot] = attrs.field(factory=list)
     index: int = 0
     calls: int = 0
 
@@ -146,16 +160,17 @@ class _Builder:
     def tool_call(self, spec: ToolCallSpec, parts: int, *, close: bool = True) -> None:
         index = self._start(ToolCall.type)
         ordinal, self.calls = self.calls, self.calls + 1
-        if spec.id is None:
-            self.id_slots.append((len(self.chunks), ordinal))
+        delta_at = len(self.chunks)
         pieces = split_text(spec.arguments, parts)
-        self.chunks.append(ToolCallDelta(index, spec.id, pieces[0], name=spec.name))
+        first_delta = ToolCallDelta(index, spec.id, pieces[0], name=spec.name)
+        self.chunks.append(first_delta)
         self.chunks.extend(ToolCallDelta(index, None, piece) for piece in pieces[1:])
+        call = ToolCall(spec.id or "", spec.name, spec.arguments)
+        end_at = len(self.chunks) if close else None
         if close:
-            if spec.id is None:
-                self.id_slots.append((len(self.chunks), ordinal))
-            call = ToolCall(spec.id or "", spec.name, spec.arguments)
             self.chunks.append(BlockEnd(index, call))
+        if spec.id is None:
+            self.id_slots.append(IdSlot(ordinal, delta_at, first_delta, end_at, call))
 
     def end(self, usage: Usage | None, reason: FinishReason) -> None:
         if usage is not None:

@@ -1,0 +1,46 @@
+"""The ``source_event_seqs`` of an event: what an append accepts (R4.22)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from retinue._errors import SessionError
+
+__all__ = ["as_sources", "check_sources"]
+
+_INT_ONLY = {int}
+
+
+def as_sources(value: Sequence[int]) -> tuple[int, ...]:
+    """*value* as a tuple; a non-iterable is refused like any invalid source (R4.22)."""
+    try:
+        return tuple(value)
+    except TypeError:
+        raise SessionError(
+            f"source_event_seqs must be a sequence of seqs, got {value!r}", code="INVALID_SOURCES"
+        ) from None
+
+
+def check_sources(kind: str, sources: tuple[int, ...], seq: int) -> None:
+    """Refuse *sources* of the *kind* event at *seq* unless they are valid (R4.22).
+
+    Valid: integers, non-empty, duplicate-free and earlier than *seq*.
+    """
+    if len(sources) == 1:
+        # A tool result's one call: the common case, without building a set.
+        source = sources[0]
+        if type(source) is int and 0 <= source < seq:
+            return
+    # Exact ints: a bool or float seq would be stored as ``true`` or ``1.0``.
+    elif (
+        sources
+        and set(map(type, sources)) == _INT_ONLY
+        and len(set(sources)) == len(sources)
+        and max(sources) < seq
+        and min(sources) >= 0
+    ):
+        return
+    raise SessionError(
+        f"{kind}: source_event_seqs must be non-empty, unique, earlier integer seqs",
+        code="INVALID_SOURCES",
+    )
