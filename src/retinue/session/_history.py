@@ -49,15 +49,17 @@ def project(event: Event) -> Message | None:
 class Surface:
     """The ordered surface of a session, maintained incrementally (R4.19-R4.21).
 
-    Appends are O(1). A replace indexes the entries appended since the last
-    one, swaps the replaced range for its one entry and rebuilds the positions
-    and the projection list once; snapshots taken earlier keep their old list.
+    Appends are O(1). A replace indexes the events appended since the last
+    one, swaps the replaced range for its one event and rebuilds the positions
+    and the message list once; snapshots taken earlier keep their old list.
     """
 
-    # (seq, projected message) of each surface event, in surface order.
-    _entries: list[tuple[int, Message | None]] = attrs.field(factory=list)
-    # Each surface event's index in _entries, by seq, for the first
-    # len(_positions) entries: indexed when a replace needs it, not per append.
+    # The seq and the projected message of each surface event, in surface
+    # order: two parallel lists, so an append retains no pair per event.
+    _seqs: list[int] = attrs.field(factory=list)
+    _projections: list[Message | None] = attrs.field(factory=list)
+    # Each surface event's index in _seqs, by seq, for the first
+    # len(_positions) events: indexed when a replace needs it, not per append.
     _positions: dict[int, int] = attrs.field(factory=dict)
     _messages: list[Message] = attrs.field(factory=list)
     generation: int = 0
@@ -75,12 +77,13 @@ class Surface:
             self.append(event)
             return
         first, last = self._replaced_range(op, event.source_event_seqs or ())
-        self._splice(first, last, (event.seq, project(event)))
+        self._splice(first, last, event.seq, project(event))
 
     def append(self, event: Event) -> None:
         """Append *event*, whose surface op is ``"append"``, at the end of the surface."""
         message = project(event)
-        self._entries.append((event.seq, message))
+        self._seqs.append(event.seq)
+        self._projections.append(message)
         if message is not None:
             self._messages.append(message)
 
@@ -89,7 +92,7 @@ class Surface:
         return MessageHistory(self._messages, len(self._messages))
 
     def _replaced_range(self, op: Replace, sources: tuple[int, ...]) -> tuple[int, int]:
-        """The indices in ``_entries`` of the first and the last replaced event."""
+        """The indices in ``_seqs`` of the first and the last replaced event."""
         positions = self._indexed_positions()
         first = positions.get(op.start)
         last = positions.get(op.end)
@@ -97,23 +100,24 @@ class Surface:
             raise SessionError("replace range is not on the surface", code="INVALID_SURFACE_OP")
         if first > last:
             raise SessionError("replace start is after its end", code="INVALID_SURFACE_OP")
-        covered = {seq for seq, _message in self._entries[first : last + 1]}
-        if not covered.issubset(sources):
+        if not set(self._seqs[first : last + 1]).issubset(sources):
             raise SessionError(
                 "source_event_seqs must include every replaced node", code="INVALID_SURFACE_OP"
             )
         return first, last
 
     def _indexed_positions(self) -> dict[int, int]:
-        """``_positions`` with the entries appended since it was last indexed added."""
-        positions, entries = self._positions, self._entries
-        for index in range(len(positions), len(entries)):
-            positions[entries[index][0]] = index
+        """``_positions`` with the events appended since it was last indexed added."""
+        positions, seqs = self._positions, self._seqs
+        for index in range(len(positions), len(seqs)):
+            positions[seqs[index]] = index
         return positions
 
-    def _splice(self, first: int, last: int, entry: tuple[int, Message | None]) -> None:
-        entries = self._entries
-        entries[first : last + 1] = [entry]
-        self._positions = {seq: index for index, (seq, _message) in enumerate(entries)}
+    def _splice(self, first: int, last: int, seq: int, projection: Message | None) -> None:
+        """Replace the events at indices *first* through *last* with the one at *seq*."""
+        seqs, projections = self._seqs, self._projections
+        seqs[first : last + 1] = [seq]
+        projections[first : last + 1] = [projection]
+        self._positions = {kept: index for index, kept in enumerate(seqs)}
         self.generation += 1
-        self._messages = [message for _seq, message in entries if message is not None]
+        self._messages = [message for message in projections if message is not None]
