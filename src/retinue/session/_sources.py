@@ -32,15 +32,19 @@ def check_sources(kind: str, sources: tuple[int, ...], seq: int) -> None:
         if type(source) is int and 0 <= source < seq:
             return
     # Exact ints: a bool or float seq would be stored as ``true`` or ``1.0``.
-    elif (
-        sources
-        and set(map(type, sources)) == _INT_ONLY
-        and len(set(sources)) == len(sources)
-        and max(sources) < seq
-        and min(sources) >= 0
-    ):
+    elif sources and set(map(type, sources)) == _INT_ONLY and _unique_and_earlier(sources, seq):
         return
     raise SessionError(
         f"{kind}: source_event_seqs must be non-empty, unique, earlier integer seqs",
         code="INVALID_SOURCES",
     )
+
+
+def _unique_and_earlier(sources: tuple[int, ...], seq: int) -> bool:
+    """Whether the ints *sources* are unique and each in ``0 <= source < seq``."""
+    first = sources[0]
+    if sources == tuple(range(first, first + len(sources))):
+        # A step's chunks, logged one after another (an assistant message's
+        # sources): unique and ordered, so only the ends are tested.
+        return first >= 0 and sources[-1] < seq
+    return len(set(sources)) == len(sources) and max(sources) < seq and min(sources) >= 0
