@@ -313,6 +313,23 @@ class ToolRegistry:
             return await self._guards.prepared(execution)
         return PreparedCall(execution, checked_by=checked_by)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
 
+    def prepare_at_once(
+        self, execution: ToolExecution, *, checked_by: Tool | None = None
+    ) -> PreparedCall | None:
+        """:meth:`prepare` with ``checkpoint=False`` for a call it would not wait on; never blocks.
+
+        ``None`` when it has something to do first: arguments to freeze, a
+        ``tools/pre-execute`` listener or a guard to run. A caller awaits
+        :meth:`prepare` then; otherwise it is spared a coroutine per call.
+        """
+        if type(execution.arguments) is not FrozenDict:
+            return None
+        if self._seams_heard and self.hooks.hears("tools/pre-execute", execution.agent_id):
+            return None
+        if self._guards.watch(execution.agent_id):
+            return None
+        return PreparedCall(execution, checked_by=checked_by)
+
     async def _pre_execute(self, execution: ToolExecution) -> PreparedCall:
         """The ``tools/pre-execute`` waterfall's decision: a go, a denial or a failure."""
 
@@ -382,6 +399,18 @@ class ToolRegistry:
             return self._mark_final(exception_result(execution.call_id, exc))
         return result
 
+    def dispatching(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
+        """What to await for :meth:`dispatch`: the body's own coroutine when no wrapper runs.
+
+        Awaiting it is awaiting :meth:`dispatch`, one coroutine fewer per call
+        when nothing listens to ``tools/execute`` (the usual case).
+        """
+        if prepared.result is None and not (
+            self._seams_heard and self.hooks.hears("tools/execute", prepared.execution.agent_id)
+        ):
+            return self._run_tool(prepared)
+        return self.dispatch(prepared)
+
     def _run_tool(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
         """The innermost ``tools/execute`` step: the tool's body, or an unknown-tool error."""
         execution = prepared.execution
@@ -430,10 +459,12 @@ class ToolRegistry:
     def finish_at_once(
         self, prepared: PreparedCall, result: ToolExecutionResult
     ) -> ToolExecutionResult | None:
-        """:meth:`finish` for a call whose step was aborted after its body settled.
+        """:meth:`finish` when it would not wait: no post-execute listener has to see *result*.
 
-        ``None`` when post-execute listeners would have to see the result first:
-        they cannot run once the step is over, and the result must not bypass them.
+        ``None`` otherwise. The scheduler commits through it without a coroutine
+        per call; a step aborted after a body settled uses it too, as
+        post-execute listeners cannot run once the step is over, and the result
+        must not bypass them.
         """
         if self._needs_post_execute(prepared, result):
             return None
