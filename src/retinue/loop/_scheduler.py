@@ -52,7 +52,7 @@ class _StepTools:
     record: StepCalls
     signal: StepSignal
     registry: ToolRegistry
-    calls: list[ToolCall]
+    calls: tuple[ToolCall, ...]
     executions: list[ToolExecution]
     prepared: list[PreparedCall | None]
     results: list[ToolExecutionResult | None]
@@ -78,7 +78,7 @@ async def run_tool_calls(
 
 
 def _step_tools(core: AgentCore, state: TurnState, signal: StepSignal) -> _StepTools:
-    calls = list(state.calls.calls)
+    calls = state.calls.calls
     executions = [_execution(core, call) for call in calls]
     size = len(calls)
     registry = core.services.tools

@@ -22,7 +22,7 @@ from ._assembler import BlockAssembler, BlockAssemblyError
 from ._core import AgentCore, StepSignal
 from ._prompt import request_tools
 from ._scheduler import run_tool_calls
-from ._state import TurnState
+from ._state import StepCalls, TurnState
 
 __all__ = ["StepOutcome", "header_event", "run_step"]
 
@@ -247,7 +247,8 @@ async def _finish_step(
         logged = AssistantMessage(state.turn, state.step, content, usage)
         # Registered before the append: a raising observer still leaves the message
         # logged, and its calls then need their synthetic results.
-        state.calls.calls = calls
+        if calls:
+            state.calls = StepCalls(calls)
         state.note_answer(content, usage)
         core.session.append(logged, surface="append", source_event_seqs=seqs or None)
     if not calls:

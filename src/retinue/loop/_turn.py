@@ -24,7 +24,7 @@ from retinue.session import (
 
 from ._core import AgentCore, StepSignal, TurnResult, abort_reason, settle
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
-from ._state import StepCalls, TurnState
+from ._state import NO_CALLS, TurnState
 from ._step import StepOutcome, run_step
 
 __all__ = ["run_turn"]
@@ -318,7 +318,7 @@ async def _open_and_run_step(
             return None  # noqa: ASYNC910 - aborted by a pre-step listener: the turn closes as interrupted
     boundary = core.session.derive_messages()
     state.step_open = True
-    state.calls = StepCalls()
+    state.calls = NO_CALLS
     core.session.append(StepStart(state.turn, state.step))
     if _aborted(core, signal):
         return None  # noqa: ASYNC910 - aborted by a step/start observer: the turn closes as interrupted
