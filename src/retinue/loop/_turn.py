@@ -194,9 +194,12 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
     last_block: str | None = None
     allowed = 0
     for item in items:
-        decision = await hooks.waterfall_value(
-            "agent/prompt-submit", _ALLOW, core.agent, item.content, item.source, scope=core.id
-        )
+        # An unheard seam is not awaited: the await costs a coroutine per prompt.
+        decision: object = _ALLOW
+        if hooks.hears("agent/prompt-submit", core.id):
+            decision = await hooks.waterfall_value(
+                "agent/prompt-submit", _ALLOW, core.agent, item.content, item.source, scope=core.id
+            )
         if isinstance(decision, Block):
             if decision.feedback is not None or decision.additional_context is not None:
                 # Dropped silently, they would look applied to whoever wrote them.
