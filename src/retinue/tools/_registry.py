@@ -316,11 +316,10 @@ class ToolRegistry:
     def prepare_at_once(
         self, execution: ToolExecution, *, checked_by: Tool | None = None
     ) -> PreparedCall | None:
-        """:meth:`prepare` with ``checkpoint=False`` for a call it would not wait on; never blocks.
+        """:meth:`prepare` with ``checkpoint=False``, spared its coroutine; never blocks.
 
-        ``None`` when it has something to do first: arguments to freeze, a
-        ``tools/pre-execute`` listener or a guard to run. A caller awaits
-        :meth:`prepare` then; otherwise it is spared a coroutine per call.
+        ``None`` when there are arguments to freeze, or a pre-execute listener or a
+        guard to run: then the caller awaits :meth:`prepare`.
         """
         if type(execution.arguments) is not FrozenDict:
             return None
@@ -400,11 +399,7 @@ class ToolRegistry:
         return result
 
     def dispatching(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
-        """What to await for :meth:`dispatch`: the body's own coroutine when no wrapper runs.
-
-        Awaiting it is awaiting :meth:`dispatch`, one coroutine fewer per call
-        when nothing listens to ``tools/execute`` (the usual case).
-        """
+        """:meth:`dispatch`, or without a ``tools/execute`` wrapper the body's own coroutine."""
         if prepared.result is None and not (
             self._seams_heard and self.hooks.hears("tools/execute", prepared.execution.agent_id)
         ):
@@ -459,12 +454,10 @@ class ToolRegistry:
     def finish_at_once(
         self, prepared: PreparedCall, result: ToolExecutionResult
     ) -> ToolExecutionResult | None:
-        """:meth:`finish` when it would not wait: no post-execute listener has to see *result*.
+        """:meth:`finish`, spared its coroutine, when no post-execute listener has to see *result*.
 
-        ``None`` otherwise. The scheduler commits through it without a coroutine
-        per call; a step aborted after a body settled uses it too, as
-        post-execute listeners cannot run once the step is over, and the result
-        must not bypass them.
+        ``None`` otherwise: a step aborted after the body settled cannot run them
+        any more, and the result must not bypass them.
         """
         if self._needs_post_execute(prepared, result):
             return None
