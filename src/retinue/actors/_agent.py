@@ -260,7 +260,10 @@ class Agent:
         caller = _caller_that_may_wait(core, "ask")
         ticket: Ticket[object] = Ticket()
         core.send(content, source, ticket=ticket)
-        await _wait_as(caller, core, ticket.done)
+        if caller is None:
+            await ticket.done.wait()  # the usual asker, not an agent: no helper to await
+        else:
+            await _wait_as(caller, core, ticket.done)
         result = ticket.result
         assert isinstance(result, TurnResult)
         return result

@@ -52,7 +52,7 @@ class _StepTools:
     record: StepCalls
     signal: StepSignal
     registry: ToolRegistry
-    calls: list[ToolCall]
+    calls: tuple[ToolCall, ...]
     executions: list[ToolExecution]
     prepared: list[PreparedCall | None]
     results: list[ToolExecutionResult | None]
@@ -78,7 +78,7 @@ async def run_tool_calls(
 
 
 def _step_tools(core: AgentCore, state: TurnState, signal: StepSignal) -> _StepTools:
-    calls = list(state.calls.calls)
+    calls = state.calls.calls
     executions = [_execution(core, call) for call in calls]
     size = len(calls)
     registry = core.services.tools
@@ -108,9 +108,7 @@ async def _run_group(step: _StepTools, start: int) -> int:
     """
     lead = step.registry.parallel_tool(step.executions[start])
     if lead is None:
-        await _start(step, start, None, None)
-        if step.results[start] is not None:
-            await _commit(step, start)
+        await _run_exclusive(step, start)
         return start + 1
     async with trio.open_nursery() as nursery:
         return await _pool(step, start, lead, nursery)
@@ -130,7 +128,8 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
         while cursor < end:
             # What is ready is committed before the next call starts (R9.14).
             if cursor < started and results[cursor] is not None:
-                await _commit(step, cursor)
+                if not _commit_at_once(step, cursor):
+                    await _commit(step, cursor)
                 cursor += 1
             elif started < end and step.in_flight < cap and not step.signal.cancel_called:
                 checked_by = (
@@ -141,7 +140,12 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
                 if checked_by is None:
                     end = started
                     continue
-                await _start(step, started, nursery, checked_by)
+                prepared = _prepare_at_once(step, started, checked_by)
+                if prepared is None:
+                    prepared = await _prepare(step, started, checked_by)
+                if _admit(step, started, prepared):
+                    step.in_flight += 1
+                    nursery.start_soon(_dispatch, step, started, prepared)
                 started += 1
             elif cursor < started:
                 await _next_settled(step)
@@ -173,34 +177,50 @@ async def _next_settled(step: _StepTools) -> None:
     await trio.lowlevel.wait_task_rescheduled(abort)
 
 
-async def _start(
-    step: _StepTools, index: int, nursery: trio.Nursery | None, checked_by: Tool | None
-) -> None:
-    """Log ``tool/call``, run pre-execute, then dispatch (inline or as a child task)."""
-    call = step.calls[index]
-    record = step.record
-    _log_call(step, call)
+async def _run_exclusive(step: _StepTools, index: int) -> None:  # noqa: ASYNC910 - a call denied at once commits without a yield, as before: the step checkpointed in its model stream
+    """Run one exclusive call to its commit, its body awaited in this task."""
+    prepared = _prepare_at_once(step, index, None)
+    if prepared is None:
+        prepared = await _prepare(step, index, None)
+    if _admit(step, index, prepared):
+        step.results[index] = result = await step.registry.dispatching(prepared)
+        step.record.settled[step.calls[index].id] = (prepared, result)
+    if step.results[index] is not None and not _commit_at_once(step, index):
+        await _commit(step, index)
+
+
+def _prepare_at_once(step: _StepTools, index: int, checked_by: Tool | None) -> PreparedCall | None:
+    """Log ``tool/call``, then run pre-execute if it has nothing to wait on, else ``None``.
+
+    Without a pre-execute listener or a guard, the usual case, the call needs
+    no coroutine to be prepared.
+    """
+    _log_call(step, step.calls[index])
+    return step.registry.prepare_at_once(step.executions[index], checked_by=checked_by)
+
+
+async def _prepare(step: _StepTools, index: int, checked_by: Tool | None) -> PreparedCall:
     # The step checkpointed in the model stream; the tool body is the next one.
-    prepared = await step.registry.prepare(
+    return await step.registry.prepare(
         step.executions[index], checkpoint=False, checked_by=checked_by
     )
+
+
+def _admit(step: _StepTools, index: int, prepared: PreparedCall) -> bool:
+    """Keep the call's prepared stage; whether its body is to run (not denied, not aborted)."""
     step.prepared[index] = prepared
+    call_id = step.calls[index].id
     if not prepared.needs_dispatch:
         assert prepared.result is not None
         step.results[index] = prepared.result
         # A denial is this call's outcome: an abort before its commit logs it, not a
         # synthetic "never started" (R9.20).
-        record.settled[call.id] = (prepared, prepared.result)
-        return
+        step.record.settled[call_id] = (prepared, prepared.result)
+        return False
     if step.signal.cancel_called:
-        return
-    record.started.add(call.id)
-    if nursery is None:
-        step.results[index] = result = await step.registry.dispatch(prepared)
-        record.settled[call.id] = (prepared, result)
-        return
-    step.in_flight += 1
-    nursery.start_soon(_dispatch, step, index, prepared)
+        return False
+    step.record.started.add(call_id)
+    return True
 
 
 def _log_call(step: _StepTools, call: ToolCall) -> None:
@@ -221,7 +241,7 @@ def _log_call(step: _StepTools, call: ToolCall) -> None:
 
 async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> None:
     try:
-        step.results[index] = result = await step.registry.dispatch(prepared)
+        step.results[index] = result = await step.registry.dispatching(prepared)
         # Kept for an abort that lands before its turn in the commit order comes.
         step.record.settled[step.calls[index].id] = (prepared, result)
     finally:
@@ -232,13 +252,28 @@ async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> Non
             trio.lowlevel.reschedule(waiter)
 
 
-async def _commit(step: _StepTools, index: int) -> None:
-    """Run post-execute for one settled call and append its ``tool/result`` (R9.17)."""
-    call_id = step.calls[index].id
+def _commit_at_once(step: _StepTools, index: int) -> bool:
+    """:func:`_commit` when no post-execute listener has to see the result; whether it did."""
     prepared, result = step.prepared[index], step.results[index]
     assert prepared is not None
     assert result is not None
-    final = await step.registry.finish(prepared, result)
+    final = step.registry.finish_at_once(prepared, result)
+    if final is None:
+        return False
+    _log_final(step, index, final)
+    return True
+
+
+async def _commit(step: _StepTools, index: int) -> None:
+    """Run post-execute for one settled call and append its ``tool/result`` (R9.17)."""
+    prepared, result = step.prepared[index], step.results[index]
+    assert prepared is not None
+    assert result is not None
+    _log_final(step, index, await step.registry.finish(prepared, result))
+
+
+def _log_final(step: _StepTools, index: int, final: ToolExecutionResult) -> None:
+    call_id = step.calls[index].id
     step.record.answered.add(call_id)
     step.state.log_result(call_id, final)
     if final.additional_context is not None:

@@ -22,7 +22,7 @@ from retinue.tools import PreparedCall, ToolExecutionResult
 from ._core import AgentCore
 from ._summary import add_usage
 
-__all__ = ["StepCalls", "TurnState", "error_code"]
+__all__ = ["NO_CALLS", "StepCalls", "TurnState", "error_code"]
 
 log = logging.getLogger("retinue.loop")
 
@@ -44,18 +44,19 @@ class StepCalls:
     settled: dict[str, tuple[PreparedCall, ToolExecutionResult]]
     """Calls with their outcome (a body that finished, or a pre-execute denial), committed or not."""
 
-    def __init__(self) -> None:
-        # Written out, not attrs' factories: a step's record starts empty, once a step.
-        self.calls = ()
+    def __init__(self, calls: tuple[ToolCall, ...]) -> None:
+        # Written out, not attrs' factories: one record per step with tool calls.
+        self.calls = calls
         self.call_seqs = {}
         self.started = set()
         self.answered = set()
         self.settled = {}
 
 
-# Before the first step: no calls to answer, and never written to, since every
-# step opens with a new record; shared, so that a turn does not build one to drop.
-_NO_STEP = StepCalls()
+# A step without tool calls (or before its message is logged): nothing to answer,
+# and never written to, since only a step's calls are; shared, so that such a
+# step does not build a record to drop.
+NO_CALLS = StepCalls(())
 
 
 @attrs.define(eq=False, slots=True)
@@ -69,8 +70,8 @@ class TurnState:
     error_recorded: bool = False
     step_open: bool = False
     terminal: bool = False
-    calls: StepCalls = _NO_STEP
-    """The open (or last) step's calls; each step opens with a record of its own."""
+    calls: StepCalls = NO_CALLS
+    """The open (or last) step's calls; a step with tool calls has a record of its own."""
     text: str = ""
     """The last non-empty assistant text logged in this turn (what ``ask`` returns)."""
     usage: Usage | None = None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import attrs
-
 from retinue._content import ContentBlock, Message, ToolCall, as_content
 from retinue._errors import HookError, ModelError
 from retinue._lossless import same_json
@@ -22,17 +20,9 @@ from ._assembler import BlockAssembler, BlockAssemblyError
 from ._core import AgentCore, StepSignal
 from ._prompt import request_tools
 from ._scheduler import run_tool_calls
-from ._state import TurnState
+from ._state import StepCalls, TurnState
 
-__all__ = ["StepOutcome", "header_event", "run_step"]
-
-
-@attrs.frozen
-class StepOutcome:
-    """What a finished step reports to the turn: tool calls ran, and the finish."""
-
-    had_tool_calls: bool
-    finish: FinishReason
+__all__ = ["header_event", "run_step"]
 
 
 def seed_config(core: AgentCore) -> LlmCallConfig:
@@ -113,8 +103,10 @@ async def run_step(
     system: str,
     tools: tuple[ToolSchema, ...] | None,
     signal: StepSignal,
-) -> StepOutcome | None:
-    """Run the model call and the tools of one open step; ``None`` means it was aborted.
+) -> FinishReason | None:
+    """Run the model call and the tools of one open step; its finish, or ``None`` if aborted.
+
+    Whether tool calls ran is in ``state.calls``: a step with calls has a record of them.
 
     *tools* is the request's tool list when an assembly listener chose it,
     else ``None`` for the agent's tool view.
@@ -229,7 +221,7 @@ async def _finish_step(
     assembler: BlockAssembler,
     seqs: list[int],
     signal: StepSignal,
-) -> StepOutcome | None:
+) -> FinishReason | None:
     finish = assembler.finish
     cut = isinstance(finish, MaxTokens)
     # Blocks, not a message: only a step-result listener is given the message.
@@ -247,14 +239,15 @@ async def _finish_step(
         logged = AssistantMessage(state.turn, state.step, content, usage)
         # Registered before the append: a raising observer still leaves the message
         # logged, and its calls then need their synthetic results.
-        state.calls.calls = calls
+        if calls:
+            state.calls = StepCalls(calls)
         state.note_answer(content, usage)
         core.session.append(logged, surface="append", source_event_seqs=seqs or None)
     if not calls:
-        return StepOutcome(had_tool_calls=False, finish=finish)  # noqa: ASYNC910 - the step's model stream was its schedule point
+        return finish  # noqa: ASYNC910 - the step's model stream was its schedule point
     contexts = await run_tool_calls(core, state, signal)
     if contexts is None:
         return None
     for context in contexts:
         core.inject(context.content, context.source)
-    return StepOutcome(had_tool_calls=True, finish=finish)
+    return finish

@@ -10,6 +10,7 @@ import trio
 
 from retinue._content import Message, snapshot_messages
 from retinue._errors import HookError, call_each
+from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
 from retinue.session import (
@@ -24,8 +25,8 @@ from retinue.session import (
 
 from ._core import AgentCore, StepSignal, TurnResult, abort_reason, settle
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
-from ._state import StepCalls, TurnState
-from ._step import StepOutcome, run_step
+from ._state import NO_CALLS, TurnState
+from ._step import run_step
 
 __all__ = ["run_turn"]
 
@@ -193,9 +194,12 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
     last_block: str | None = None
     allowed = 0
     for item in items:
-        decision = await hooks.waterfall_value(
-            "agent/prompt-submit", _ALLOW, core.agent, item.content, item.source, scope=core.id
-        )
+        # An unheard seam is not awaited: the await costs a coroutine per prompt.
+        decision: object = _ALLOW
+        if hooks.hears("agent/prompt-submit", core.id):
+            decision = await hooks.waterfall_value(
+                "agent/prompt-submit", _ALLOW, core.agent, item.content, item.source, scope=core.id
+            )
         if isinstance(decision, Block):
             if decision.feedback is not None or decision.additional_context is not None:
                 # Dropped silently, they would look applied to whoever wrote them.
@@ -264,9 +268,9 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
     signal = StepSignal(core, scope)
     if core.cancel_marker or core.disposed:
         signal.abort()
-    outcome: StepOutcome | None = None
+    finish: FinishReason | None = None
     try:
-        outcome = await _open_and_run_step(core, state, signal)
+        finish = await _open_and_run_step(core, state, signal)
     except Exception as exc:
         signal.retire()
         if not state.step_open:
@@ -283,15 +287,15 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
         return False  # noqa: ASYNC910 - per step; a failed step ends the turn, and the driver's mailbox wait follows
     finally:
         signal.retire()
-    if outcome is None or _aborted(core, signal):
+    if finish is None or _aborted(core, signal):
         state.close_aborted_step(signal.reason)
         return False
-    return await _after_step(core, state, outcome)
+    return await _after_step(core, state, finish)
 
 
 async def _open_and_run_step(
     core: AgentCore, state: TurnState, signal: StepSignal
-) -> StepOutcome | None:
+) -> FinishReason | None:
     # Seams nobody listens to are skipped here rather than awaited: each await
     # of a seam costs a coroutine even when it returns at once.
     hooks = core.services.hooks
@@ -318,22 +322,23 @@ async def _open_and_run_step(
             return None  # noqa: ASYNC910 - aborted by a pre-step listener: the turn closes as interrupted
     boundary = core.session.derive_messages()
     state.step_open = True
-    state.calls = StepCalls()
+    state.calls = NO_CALLS
     core.session.append(StepStart(state.turn, state.step))
     if _aborted(core, signal):
         return None  # noqa: ASYNC910 - aborted by a step/start observer: the turn closes as interrupted
     return await run_step(core, state, boundary, system, tools, signal)
 
 
-async def _after_step(core: AgentCore, state: TurnState, outcome: StepOutcome) -> bool:
+async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -> bool:
     """Fold max-tokens, steering, continuation and turn-stop (R7.23-R7.31, R7.37)."""
-    if outcome.finish.kind == "max-tokens":
+    if finish.kind == "max-tokens":
         state.note_max_tokens()
     steered = _drain_steering(core, state)
     state.close_step()
     if state.error_recorded:
         return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, and the driver's mailbox wait follows
-    decision: object = _CONTINUE if (outcome.had_tool_calls or steered) else _STOP
+    # Only a step whose message had tool calls keeps a record of them.
+    decision: object = _CONTINUE if (state.calls.calls or steered) else _STOP
     hooks = core.services.hooks
     if hooks.hears("agent/turn-continuation", core.id):
         decision = await hooks.waterfall_value(

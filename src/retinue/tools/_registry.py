@@ -313,6 +313,22 @@ class ToolRegistry:
             return await self._guards.prepared(execution)
         return PreparedCall(execution, checked_by=checked_by)  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
 
+    def prepare_at_once(
+        self, execution: ToolExecution, *, checked_by: Tool | None = None
+    ) -> PreparedCall | None:
+        """:meth:`prepare` with ``checkpoint=False``, spared its coroutine; never blocks.
+
+        ``None`` when there are arguments to freeze, or a pre-execute listener or a
+        guard to run: then the caller awaits :meth:`prepare`.
+        """
+        if type(execution.arguments) is not FrozenDict:
+            return None
+        if self._seams_heard and self.hooks.hears("tools/pre-execute", execution.agent_id):
+            return None
+        if self._guards.watch(execution.agent_id):
+            return None
+        return PreparedCall(execution, checked_by=checked_by)
+
     async def _pre_execute(self, execution: ToolExecution) -> PreparedCall:
         """The ``tools/pre-execute`` waterfall's decision: a go, a denial or a failure."""
 
@@ -382,6 +398,14 @@ class ToolRegistry:
             return self._mark_final(exception_result(execution.call_id, exc))
         return result
 
+    def dispatching(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
+        """:meth:`dispatch`, or without a ``tools/execute`` wrapper the body's own coroutine."""
+        if prepared.result is None and not (
+            self._seams_heard and self.hooks.hears("tools/execute", prepared.execution.agent_id)
+        ):
+            return self._run_tool(prepared)
+        return self.dispatch(prepared)
+
     def _run_tool(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
         """The innermost ``tools/execute`` step: the tool's body, or an unknown-tool error."""
         execution = prepared.execution
@@ -430,10 +454,10 @@ class ToolRegistry:
     def finish_at_once(
         self, prepared: PreparedCall, result: ToolExecutionResult
     ) -> ToolExecutionResult | None:
-        """:meth:`finish` for a call whose step was aborted after its body settled.
+        """:meth:`finish`, spared its coroutine, when no post-execute listener has to see *result*.
 
-        ``None`` when post-execute listeners would have to see the result first:
-        they cannot run once the step is over, and the result must not bypass them.
+        ``None`` otherwise: a step aborted after the body settled cannot run them
+        any more, and the result must not bypass them.
         """
         if self._needs_post_execute(prepared, result):
             return None
