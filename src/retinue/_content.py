@@ -321,4 +321,9 @@ class HookContext:
 
 def content_text(content: Sequence[ContentBlock]) -> str:
     """Concatenate the text blocks of *content*."""
-    return "".join(block.text for block in content if isinstance(block, Text))
+    # A loop, not a generator for join: this runs every step, on one or two blocks.
+    text = ""
+    for block in content:
+        if type(block) is Text:  # final: an exact type test is an isinstance test
+            text += block.text
+    return text
