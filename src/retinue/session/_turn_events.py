@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, final
 import attrs
 
 from retinue._content import (
+    BLOCK_TYPE_SET,
     USER_SOURCE,
     ContentBlock,
     MessageSource,
@@ -290,7 +291,16 @@ class AssistantMessage:
     # Built every step: its checks sit inline in a hand-written __init__, in the
     # order attrs ran them (the content converted first).
     def __init__(self, turn: int, step: int, content: Any, usage: Usage | None = None) -> None:
-        blocks = event_content(self.type, content)
+        # The usual content, a tuple of blocks retinue built, is tested inline:
+        # event_content would find the same in two calls.
+        blocks = content
+        if type(content) is tuple:
+            for block in content:
+                if type(block) not in BLOCK_TYPE_SET:
+                    blocks = event_content(self.type, content)
+                    break
+        else:
+            blocks = event_content(self.type, content)
         if not (
             type(turn) is int
             and type(step) is int
@@ -377,7 +387,16 @@ class ToolResultEvent:
         error: ToolErrorInfo | None = None,
         meta: object = None,
     ) -> None:
-        blocks = event_content(self.type, content)
+        # The usual content, a tuple of blocks retinue built, is tested inline:
+        # event_content would find the same in two calls.
+        blocks = content
+        if type(content) is tuple:
+            for block in content:
+                if type(block) not in BLOCK_TYPE_SET:
+                    blocks = event_content(self.type, content)
+                    break
+        else:
+            blocks = event_content(self.type, content)
         # Named by the path its errors start with, as the event's other fields are.
         frozen_meta = None if meta is None else freeze_json(meta, "tool/result: meta")
         if not (
