@@ -268,13 +268,16 @@ class Message:
         # first: an unhashable role is refused, not looked up.
         if type(role) is not str or role not in _ROLE_SET:
             raise _bad_role(role)
-        setattr_ = bound_set_attribute(self)  # as attrs does
-        setattr_("role", role)
-        setattr_("content", content)
+        set_attribute(self, "role", role)
+        set_attribute(self, "content", content)
 
 
 bound_set_attribute = object.__setattr__.__get__
 """``object.__setattr__`` bound to one instance: how a frozen class's own ``__init__`` sets its fields."""
+
+# Binding costs about what one more call of the unbound function does: a class
+# of two fields sets them unbound, one of three or more binds once.
+set_attribute = object.__setattr__
 
 
 def _bad_role(role: object) -> Exception:

@@ -142,9 +142,8 @@ class TurnStart:
             check_turn(self.type, turn)
         if type(trigger) is not TurnTrigger:
             raise wrong_type(self, "trigger", "a TurnTrigger", trigger)
-        setattr_ = bound_set_attribute(self)
-        setattr_("turn", turn)
-        setattr_("trigger", trigger)
+        set_attribute(self, "turn", turn)
+        set_attribute(self, "trigger", trigger)
 
 
 @final
@@ -161,9 +160,8 @@ class TurnEnd:
             check_turn(self.type, turn)
         if type(reason) is not TurnEndReason:
             raise wrong_type(self, "reason", "a TurnEndReason", reason)
-        setattr_ = bound_set_attribute(self)
-        setattr_("turn", turn)
-        setattr_("reason", reason)
+        set_attribute(self, "turn", turn)
+        set_attribute(self, "reason", reason)
 
 
 def _turn_and_step_init(self: StepStart | StepEnd, turn: int, step: int) -> None:
@@ -222,9 +220,8 @@ class UserMessage:
             if type(block) is ToolResultBlock:  # the one block that nests others
                 check_blocks(blocks, "user/message: content")
                 break
-        setattr_ = bound_set_attribute(self)
-        setattr_("content", blocks)
-        setattr_("source", source)
+        set_attribute(self, "content", blocks)
+        set_attribute(self, "source", source)
 
 
 @final
