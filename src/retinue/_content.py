@@ -11,6 +11,7 @@ import attrs
 from ._lossless import FrozenDict, freeze_json, shown
 
 __all__ = [
+    "BLOCK_TYPE_SET",
     "ContentBlock",
     "HookContext",
     "Message",
@@ -141,7 +142,7 @@ class ToolResultBlock:
         if type(content) is not tuple:
             raise _not_blocks(self, content)
         for item in content:
-            if type(item) not in _BLOCK_TYPE_SET:
+            if type(item) not in BLOCK_TYPE_SET:
                 raise _not_blocks(self, content)
         if type(is_error) is not bool:
             raise wrong_type(self, "is_error", "a bool", is_error)
@@ -198,7 +199,8 @@ ContentBlock: TypeAlias = (
     Text | Reasoning | RedactedReasoning | ToolCall | ToolResultBlock | OpaqueBlock
 )
 _BLOCK_TYPES = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
-_BLOCK_TYPE_SET = frozenset(_BLOCK_TYPES)
+BLOCK_TYPE_SET = frozenset(_BLOCK_TYPES)
+"""The block classes: all final, so an exact type in it is an isinstance test."""
 
 
 def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
@@ -212,7 +214,7 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         # The common case (a value built by retinue): every block class is final,
         # so an exact type check is an isinstance check.
         for block in content:
-            if type(block) not in _BLOCK_TYPE_SET:
+            if type(block) not in BLOCK_TYPE_SET:
                 break
         else:
             return content
@@ -266,13 +268,16 @@ class Message:
         # first: an unhashable role is refused, not looked up.
         if type(role) is not str or role not in _ROLE_SET:
             raise _bad_role(role)
-        setattr_ = bound_set_attribute(self)  # as attrs does
-        setattr_("role", role)
-        setattr_("content", content)
+        set_attribute(self, "role", role)
+        set_attribute(self, "content", content)
 
 
 bound_set_attribute = object.__setattr__.__get__
 """``object.__setattr__`` bound to one instance: how a frozen class's own ``__init__`` sets its fields."""
+
+# Binding costs about what one more call of the unbound function does: a class
+# of two fields sets them unbound, one of three or more binds once.
+set_attribute = object.__setattr__
 
 
 def _bad_role(role: object) -> Exception:
@@ -321,4 +326,9 @@ class HookContext:
 
 def content_text(content: Sequence[ContentBlock]) -> str:
     """Concatenate the text blocks of *content*."""
-    return "".join(block.text for block in content if isinstance(block, Text))
+    # A loop, not a generator for join: this runs every step, on one or two blocks.
+    text = ""
+    for block in content:
+        if type(block) is Text:  # final: an exact type test is an isinstance test
+            text += block.text
+    return text

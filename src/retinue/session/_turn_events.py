@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, final
 import attrs
 
 from retinue._content import (
+    BLOCK_TYPE_SET,
     USER_SOURCE,
     ContentBlock,
     MessageSource,
@@ -141,9 +142,8 @@ class TurnStart:
             check_turn(self.type, turn)
         if type(trigger) is not TurnTrigger:
             raise wrong_type(self, "trigger", "a TurnTrigger", trigger)
-        setattr_ = bound_set_attribute(self)
-        setattr_("turn", turn)
-        setattr_("trigger", trigger)
+        set_attribute(self, "turn", turn)
+        set_attribute(self, "trigger", trigger)
 
 
 @final
@@ -160,9 +160,8 @@ class TurnEnd:
             check_turn(self.type, turn)
         if type(reason) is not TurnEndReason:
             raise wrong_type(self, "reason", "a TurnEndReason", reason)
-        setattr_ = bound_set_attribute(self)
-        setattr_("turn", turn)
-        setattr_("reason", reason)
+        set_attribute(self, "turn", turn)
+        set_attribute(self, "reason", reason)
 
 
 def _turn_and_step_init(self: StepStart | StepEnd, turn: int, step: int) -> None:
@@ -221,9 +220,8 @@ class UserMessage:
             if type(block) is ToolResultBlock:  # the one block that nests others
                 check_blocks(blocks, "user/message: content")
                 break
-        setattr_ = bound_set_attribute(self)
-        setattr_("content", blocks)
-        setattr_("source", source)
+        set_attribute(self, "content", blocks)
+        set_attribute(self, "source", source)
 
 
 @final
@@ -290,7 +288,16 @@ class AssistantMessage:
     # Built every step: its checks sit inline in a hand-written __init__, in the
     # order attrs ran them (the content converted first).
     def __init__(self, turn: int, step: int, content: Any, usage: Usage | None = None) -> None:
-        blocks = event_content(self.type, content)
+        # The usual content, a tuple of blocks retinue built, is tested inline:
+        # event_content would find the same in two calls.
+        blocks = content
+        if type(content) is tuple:
+            for block in content:
+                if type(block) not in BLOCK_TYPE_SET:
+                    blocks = event_content(self.type, content)
+                    break
+        else:
+            blocks = event_content(self.type, content)
         if not (
             type(turn) is int
             and type(step) is int
@@ -377,7 +384,16 @@ class ToolResultEvent:
         error: ToolErrorInfo | None = None,
         meta: object = None,
     ) -> None:
-        blocks = event_content(self.type, content)
+        # The usual content, a tuple of blocks retinue built, is tested inline:
+        # event_content would find the same in two calls.
+        blocks = content
+        if type(content) is tuple:
+            for block in content:
+                if type(block) not in BLOCK_TYPE_SET:
+                    blocks = event_content(self.type, content)
+                    break
+        else:
+            blocks = event_content(self.type, content)
         # Named by the path its errors start with, as the event's other fields are.
         frozen_meta = None if meta is None else freeze_json(meta, "tool/result: meta")
         if not (

@@ -11,6 +11,7 @@ from typing import final
 import attrs
 
 from retinue._content import (
+    BLOCK_TYPE_SET,
     ContentBlock,
     HookContext,
     OpaqueBlock,
@@ -20,6 +21,7 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
     as_content,
+    bound_set_attribute,
 )
 from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf_error
 from retinue._lossless import JsonValue, freeze_json
@@ -77,22 +79,51 @@ class ToolExecution:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolExecutionResult:
     """The outcome of one call (R9.2): content for the model plus error and meta data."""
 
     call_id: str
     """The call this result answers; a wrapper may not change it."""
-    content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
+    content: tuple[ContentBlock, ...]
     """What the model sees."""
     is_error: bool = False
     """Whether the call failed (the model sees the content either way)."""
     error: ToolErrorInfo | None = None
     """A coded harness error (``UNKNOWN_TOOL``, ``INVALID_ARGUMENTS``, ...), else ``None``."""
-    meta: JsonValue = attrs.field(default=None, converter=freeze_json)
+    meta: JsonValue = None
     """Lossless JSON recorded with the result, not shown to the model."""
     additional_context: HookContext | None = None
     """Context from post-execute for the loop to inject after the results (R9.4)."""
+
+    # Written by hand, converting as attrs did (content, then meta): one is built
+    # for every call, mostly without meta, which needs no freezing then.
+    def __init__(
+        self,
+        call_id: str,
+        content: str | ContentBlock | Sequence[ContentBlock],
+        is_error: bool = False,  # noqa: FBT001, FBT002 - a field, positional as attrs made it
+        error: ToolErrorInfo | None = None,
+        meta: object = None,
+        additional_context: HookContext | None = None,
+    ) -> None:
+        # The usual content, a tuple of blocks, is tested inline: as_content
+        # would find the same in a call.
+        blocks = content
+        if type(content) is tuple:
+            for block in content:
+                if type(block) not in BLOCK_TYPE_SET:
+                    blocks = as_content(content)
+                    break
+        else:
+            blocks = as_content(content)
+        setattr_ = bound_set_attribute(self)
+        setattr_("call_id", call_id)
+        setattr_("content", blocks)
+        setattr_("is_error", is_error)
+        setattr_("error", error)
+        setattr_("meta", None if meta is None else freeze_json(meta))
+        setattr_("additional_context", additional_context)
 
 
 @final
@@ -243,9 +274,17 @@ def check_result(result: ToolExecutionResult) -> None:
 def _check_blocks(blocks: object, path: str) -> None:
     if not isinstance(blocks, tuple):
         raise InvalidJsonError(f"{path} is not a tuple of content blocks")
+    for block in blocks:
+        # The common block, and a str is lossless JSON: no index is counted for it.
+        if type(block) is not Text or type(block.text) is not str:
+            _check_each_block(blocks, path)
+            return
+
+
+def _check_each_block(blocks: tuple[object, ...], path: str) -> None:
     for index, block in enumerate(blocks):
         if type(block) is Text and type(block.text) is str:
-            continue  # the common block, and a str is lossless JSON
+            continue
         where = f"{path}[{index}]"
         if not isinstance(block, _BLOCKS):
             raise InvalidJsonError(f"{where} is not a content block: {type(block).__name__}")
