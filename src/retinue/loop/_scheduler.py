@@ -177,7 +177,7 @@ async def _next_settled(step: _StepTools) -> None:
     await trio.lowlevel.wait_task_rescheduled(abort)
 
 
-async def _run_exclusive(step: _StepTools, index: int) -> None:  # noqa: ASYNC910 - a call denied at once commits without a yield, as before: the step checkpointed in its model stream
+async def _run_exclusive(step: _StepTools, index: int) -> None:  # noqa: ASYNC910 - a call denied at once commits without a yield: the step checkpointed in its model stream
     """Run one exclusive call to its commit, its body awaited in this task."""
     prepared = _prepare_at_once(step, index, None)
     if prepared is None:
