@@ -11,7 +11,6 @@ import attrs
 from ._lossless import FrozenDict, freeze_json, shown
 
 __all__ = [
-    "BLOCK_TYPE_SET",
     "ContentBlock",
     "HookContext",
     "Message",
@@ -142,7 +141,7 @@ class ToolResultBlock:
         if type(content) is not tuple:
             raise _not_blocks(self, content)
         for item in content:
-            if type(item) not in BLOCK_TYPE_SET:
+            if type(item) not in _BLOCK_TYPE_SET:
                 raise _not_blocks(self, content)
         if type(is_error) is not bool:
             raise wrong_type(self, "is_error", "a bool", is_error)
@@ -199,8 +198,7 @@ ContentBlock: TypeAlias = (
     Text | Reasoning | RedactedReasoning | ToolCall | ToolResultBlock | OpaqueBlock
 )
 _BLOCK_TYPES = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
-BLOCK_TYPE_SET = frozenset(_BLOCK_TYPES)
-"""The block classes: all final, so an exact type in it is an isinstance test."""
+_BLOCK_TYPE_SET = frozenset(_BLOCK_TYPES)
 
 
 def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
@@ -214,7 +212,7 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         # The common case (a value built by retinue): every block class is final,
         # so an exact type check is an isinstance check.
         for block in content:
-            if type(block) not in BLOCK_TYPE_SET:
+            if type(block) not in _BLOCK_TYPE_SET:
                 break
         else:
             return content

@@ -8,7 +8,6 @@ from typing import Any, ClassVar, Literal, NamedTuple, final
 import attrs
 
 from retinue._content import (
-    BLOCK_TYPE_SET,
     USER_SOURCE,
     ContentBlock,
     MessageSource,
@@ -274,19 +273,6 @@ class AssistantChunk(_ChunkFields):
     type: ClassVar[str] = "assistant/chunk"
 
 
-def _blocks(kind: str, content: Any) -> tuple[ContentBlock, ...]:
-    """*content* as the event's blocks: the usual tuple of blocks retinue built as it is.
-
-    Tested here before :func:`event_content`, which would find the same in two calls.
-    """
-    if type(content) is tuple:
-        for block in content:
-            if type(block) not in BLOCK_TYPE_SET:
-                return event_content(kind, content)
-        return content
-    return event_content(kind, content)
-
-
 @final
 @attrs.frozen(init=False)
 class AssistantMessage:
@@ -301,7 +287,7 @@ class AssistantMessage:
     # Built every step: its checks sit inline in a hand-written __init__, in the
     # order attrs ran them (the content converted first).
     def __init__(self, turn: int, step: int, content: Any, usage: Usage | None = None) -> None:
-        blocks = _blocks(self.type, content)
+        blocks = event_content(self.type, content)
         if not (
             type(turn) is int
             and type(step) is int
@@ -388,7 +374,7 @@ class ToolResultEvent:
         error: ToolErrorInfo | None = None,
         meta: object = None,
     ) -> None:
-        blocks = _blocks(self.type, content)
+        blocks = event_content(self.type, content)
         # Named by the path its errors start with, as the event's other fields are.
         frozen_meta = None if meta is None else freeze_json(meta, "tool/result: meta")
         if not (

@@ -11,7 +11,6 @@ from typing import final
 import attrs
 
 from retinue._content import (
-    BLOCK_TYPE_SET,
     ContentBlock,
     HookContext,
     OpaqueBlock,
@@ -107,16 +106,7 @@ class ToolExecutionResult:
         meta: object = None,
         additional_context: HookContext | None = None,
     ) -> None:
-        # The usual content, a tuple of blocks, is tested inline: as_content
-        # would find the same in a call.
-        blocks = content
-        if type(content) is tuple:
-            for block in content:
-                if type(block) not in BLOCK_TYPE_SET:
-                    blocks = as_content(content)
-                    break
-        else:
-            blocks = as_content(content)
+        blocks = as_content(content)
         setattr_ = bound_set_attribute(self)
         setattr_("call_id", call_id)
         setattr_("content", blocks)

@@ -305,7 +305,7 @@ class ToolRegistry:
             if frozen is not arguments:
                 execution = attrs.evolve(execution, arguments=frozen)
 
-        if self._seams_heard and self.hooks.hears("tools/pre-execute", execution.agent_id):
+        if self._hears("tools/pre-execute", execution):
             prepared = await self._pre_execute(execution)
             if prepared.result is not None:
                 return prepared
@@ -321,13 +321,18 @@ class ToolRegistry:
         ``None`` when there are arguments to freeze, or a pre-execute listener or a
         guard to run: then the caller awaits :meth:`prepare`.
         """
-        if type(execution.arguments) is not FrozenDict:
-            return None
-        if self._seams_heard and self.hooks.hears("tools/pre-execute", execution.agent_id):
-            return None
-        if self._guards.watch(execution.agent_id):
+        if (
+            type(execution.arguments) is not FrozenDict
+            or self._hears("tools/pre-execute", execution)
+            or self._guards.watch(execution.agent_id)
+        ):
             return None
         return PreparedCall(execution, checked_by=checked_by)
+
+    def _hears(self, seam: str, execution: ToolExecution) -> bool:
+        """Whether a listener of the pipeline *seam* applies to *execution*'s agent."""
+        # _seams_heard first: while no pipeline seam has a listener, the bus is not asked.
+        return self._seams_heard and self.hooks.hears(seam, execution.agent_id)
 
     async def _pre_execute(self, execution: ToolExecution) -> PreparedCall:
         """The ``tools/pre-execute`` waterfall's decision: a go, a denial or a failure."""
@@ -381,7 +386,7 @@ class ToolRegistry:
             await trio.lowlevel.checkpoint()
             return prepared.result
         execution = prepared.execution
-        if not (self._seams_heard and self.hooks.hears("tools/execute", execution.agent_id)):
+        if not self._hears("tools/execute", execution):
             return await self._run_tool(prepared)
 
         async def innermost() -> ToolExecutionResult:
@@ -400,9 +405,7 @@ class ToolRegistry:
 
     def dispatching(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
         """:meth:`dispatch`, or without a ``tools/execute`` wrapper the body's own coroutine."""
-        if prepared.result is None and not (
-            self._seams_heard and self.hooks.hears("tools/execute", prepared.execution.agent_id)
-        ):
+        if prepared.result is None and not self._hears("tools/execute", prepared.execution):
             return self._run_tool(prepared)
         return self.dispatch(prepared)
 
@@ -466,8 +469,7 @@ class ToolRegistry:
     def _needs_post_execute(self, prepared: PreparedCall, result: ToolExecutionResult) -> bool:
         return (
             # Scoped: another agent's listener must not hold this agent's results back.
-            self._seams_heard
-            and self.hooks.hears("tools/post-execute", prepared.execution.agent_id)
+            self._hears("tools/post-execute", prepared.execution)
             and (prepared.result is None or prepared.needs_post_execute)
             and not self._is_final(result)
         )
