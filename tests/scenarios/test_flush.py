@@ -78,6 +78,32 @@ async def test_a_failing_in_memory_commit_is_reported_and_kept_for_the_next_turn
         check_session_invariants(agent.session.events)
 
 
+async def test_a_failing_store_still_runs_the_session_flush_listeners(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.23, R7.49: the store's write and the ``session/flush`` listeners are peers: a
+    store failure skips no listener, and each failure is reported on its own."""
+    backend = FlakyBackend()
+    store = BufferedStore(backend, name="failing-once")  # type: ignore[arg-type]
+    async with runtime(_model(), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        reported: list[BaseException] = []
+        rt.hooks.on("agent/error", lambda _a, _turn, _step, error: reported.append(error))
+        flushed: list[int] = []
+
+        async def listener(_agent: object, session: Session) -> None:
+            flushed.append(len(session.events))
+            raise RuntimeError("listener down")
+
+        rt.hooks.on("session/flush", listener, agent=agent)
+        backend.fail_next = True
+        assert (await agent.ask("one")).reason.kind == "completed"
+        assert flushed == [len(agent.session.events)]
+        assert [type(error) for error in reported] == [StoreError, RuntimeError]
+        assert store.statistics().buffered_events == len(agent.session.events)
+        check_session_invariants(agent.session.events)
+
+
 @pytest.mark.parametrize(
     "make_store",
     [lambda: _CountingWrapper(MemoryStore()), _CountingStore],

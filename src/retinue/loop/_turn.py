@@ -130,8 +130,13 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         scope.relative_deadline = (
             services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf
         )
+        # The store's write and the session/flush listeners are peers of one
+        # checkpoint (R4.23): a failing store does not skip the listeners.
         try:
             await services.store.flush(core.session)
+        except Exception as exc:
+            _flush_failed(core, turn, step, exc)
+        try:
             await services.hooks.parallel("session/flush", core.agent, core.session, scope=core.id)
         except Exception as exc:
             _flush_failed(core, turn, step, exc)
