@@ -175,6 +175,26 @@ async def test_request_header_fresh_driver_anchors_with_resume(
         check_session_invariants(again.session.events)
 
 
+async def test_request_resumed_driver_without_a_model_continues_with_the_stored_config(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.32, R11.16: a resumed driver's first request takes its model from its options; resumed
+    without one, it continues with the stored header's config rather than failing for want of one."""
+    model = ScriptedModel([Reply("first"), Reply("second"), Reply("third")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS, session_id="stored")
+        await agent.ask("one")
+        await agent.dispose()
+        bare = await rt.resume_agent("stored")
+        assert (await bare.ask("two")).reason.kind == "completed"
+        assert model.requests[-1].model == OPTIONS.model
+        await bare.dispose()
+        switched = await rt.resume_agent("stored", retinue.AgentOptions(model="other"))
+        assert (await switched.ask("three")).reason.kind == "completed"
+        assert [request.model for request in model.requests] == [OPTIONS.model] * 2 + ["other"]
+        check_session_invariants(switched.session.events)
+
+
 async def test_request_header_model_switch_is_a_round_tripping_delta(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
