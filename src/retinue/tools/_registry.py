@@ -11,19 +11,18 @@ from typing import final
 import attrs
 import trio
 
-from retinue._content import Text
-from retinue._errors import ConfigError, HookError, InvalidJsonError
+from retinue._errors import ConfigError, InvalidJsonError
 from retinue._lossless import FrozenDict, freeze_json
 from retinue._request import ToolSchema
-from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus, agent_scope
+from retinue.hooks import HookBus, agent_scope
 
 from ._body import ToolThreads, invalid_arguments, run_body
+from ._decisions import UNKNOWN_TOOL, check_dispatched, post_execute, pre_execute, unknown_tool
 from ._execution import (
     PreparedCall,
     ToolExecution,
     ToolExecutionResult,
     check_result,
-    error_result,
     exception_result,
 )
 from ._guards import Guard, Guards
@@ -32,19 +31,10 @@ from ._tool import ExecutionMode, Tool
 __all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
 
 log = logging.getLogger("retinue.tools")
-UNKNOWN_TOOL = "UNKNOWN_TOOL"
 _REST = "*"
 # The seams of a call's pipeline. While none of them has a listener, the usual case,
 # a call does not ask the bus about each one in turn.
 _PIPELINE_SEAMS = ("tools/pre-execute", "tools/execute", "tools/post-execute", "tools/result")
-
-
-def _invalid_decision(seam: str, value: object) -> HookError:
-    return HookError(f"{seam} returned an invalid decision: {type(value).__name__}")
-
-
-def _bare(decision: Allow) -> bool:
-    return decision.content is None and decision.additional_context is None
 
 
 def _index(tools: Iterable[Tool]) -> dict[str, Tool]:
@@ -306,7 +296,7 @@ class ToolRegistry:
                 execution = attrs.evolve(execution, arguments=frozen)
 
         if self._hears("tools/pre-execute", execution):
-            prepared = await self._pre_execute(execution)
+            prepared = await pre_execute(self.hooks, execution)
             if prepared.result is not None:
                 return prepared
         if self._guards.watch(execution.agent_id):
@@ -334,45 +324,6 @@ class ToolRegistry:
         # _seams_heard first: while no pipeline seam has a listener, the bus is not asked.
         return self._seams_heard and self.hooks.hears(seam, execution.agent_id)
 
-    async def _pre_execute(self, execution: ToolExecution) -> PreparedCall:
-        """The ``tools/pre-execute`` waterfall's decision: a go, a denial or a failure."""
-
-        async def allow() -> Allow:
-            return Allow()  # noqa: ASYNC910 - a default value; prepare checkpointed
-
-        try:
-            decision = await self.hooks.waterfall(
-                "tools/pre-execute", allow, execution, scope=execution.agent_id
-            )
-        except Exception as exc:
-            log.exception("tools/pre-execute failed for %r", execution.name)
-            return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
-                execution, exception_result(execution.call_id, exc), needs_post_execute=False
-            )
-        return self._decide(execution, decision)
-
-    def _decide(self, execution: ToolExecution, decision: object) -> PreparedCall:
-        if isinstance(decision, Allow) and _bare(decision):
-            return PreparedCall(execution)
-        if isinstance(decision, Ask):
-            reason = (
-                decision.reason or f'tool "{execution.name}" requires approval (not yet supported)'
-            )
-            decision = Deny(reason)
-        if isinstance(decision, Deny):
-            return PreparedCall(execution, error_result(execution.call_id, decision.reason))
-        exc = (
-            HookError(
-                "tools/pre-execute returned an Allow with content or additional_context: "
-                "a call cannot be rewritten before it runs, so they would be lost"
-            )
-            if isinstance(decision, Allow)
-            else _invalid_decision("tools/pre-execute", decision)
-        )
-        return PreparedCall(
-            execution, exception_result(execution.call_id, exc), needs_post_execute=False
-        )
-
     async def dispatch(self, prepared: PreparedCall) -> ToolExecutionResult:
         """Stage 3 (R9.3): the ``tools/execute`` around-waterfall over the tool body.
 
@@ -396,7 +347,7 @@ class ToolRegistry:
             result = await self.hooks.waterfall(
                 "tools/execute", innermost, execution, scope=execution.agent_id
             )
-            self._check_dispatched(execution, result)
+            check_dispatched(execution, result)
         except Exception as exc:
             log.exception("tools/execute failed for %r", execution.name)
             await trio.lowlevel.checkpoint()
@@ -414,20 +365,10 @@ class ToolRegistry:
         execution = prepared.execution
         tool = self.get(execution.name, execution.agent_id)
         if tool is None:
-            return _unknown_tool(execution)
+            return unknown_tool(execution)
         # The arguments are frozen: the tool that found them valid would say so again.
         checked = tool is prepared.checked_by
         return run_body(tool, execution, self._threads, arguments_checked=checked)
-
-    @staticmethod
-    def _check_dispatched(execution: ToolExecution, result: object) -> None:
-        if not isinstance(result, ToolExecutionResult):
-            raise _invalid_decision("tools/execute", result)
-        if result.call_id != execution.call_id:
-            raise HookError(
-                f'tools/execute returned a result for call "{result.call_id}", '
-                f'expected "{execution.call_id}"'
-            )
 
     def _mark_final(self, result: ToolExecutionResult) -> ToolExecutionResult:
         key = id(result)
@@ -451,7 +392,7 @@ class ToolRegistry:
         does not yield, so committing results adds no scheduling points.
         """
         if self._needs_post_execute(prepared, result):
-            result = await self._post_execute(prepared.execution, result)
+            result = await post_execute(self.hooks, prepared.execution, result)
         return self._settle(prepared.execution, result)  # noqa: ASYNC910 - yields only when a post-execute listener runs
 
     def finish_at_once(
@@ -484,49 +425,3 @@ class ToolRegistry:
         if self._seams_heard:
             self.hooks.emit("tools/result", execution, result, scope=execution.agent_id)
         return result
-
-    async def _post_execute(
-        self, execution: ToolExecution, result: ToolExecutionResult
-    ) -> ToolExecutionResult:
-        async def accept() -> Accept:
-            return Accept()  # noqa: ASYNC910 - a default value; _post_execute checkpoints first
-
-        await trio.lowlevel.checkpoint()
-        try:
-            decision = await self.hooks.waterfall(
-                "tools/post-execute", accept, execution, result, scope=execution.agent_id
-            )
-            return _apply_post(result, decision)
-        except Exception as exc:
-            log.exception("tools/post-execute failed for %r", execution.name)
-            return exception_result(execution.call_id, exc)
-
-
-async def _unknown_tool(execution: ToolExecution) -> ToolExecutionResult:
-    await trio.lowlevel.checkpoint()
-    return error_result(execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL)
-
-
-def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionResult:
-    """Apply a post-execute decision (R6.9); the call id never changes."""
-    if isinstance(decision, Accept):
-        if decision.content is not None:
-            result = attrs.evolve(result, content=decision.content)
-    elif isinstance(decision, Block):
-        # Empty feedback counts as none: the reason stands in for it.
-        feedback = decision.feedback
-        if feedback:
-            content = feedback
-        elif decision.reason:
-            content = (Text(f"Error: {decision.reason}"),)
-        else:
-            raise HookError(
-                "tools/post-execute returned a Block with neither feedback nor a reason: "
-                "the model would see an empty error in place of the result"
-            )
-        result = attrs.evolve(result, content=content, is_error=True)
-    else:
-        raise _invalid_decision("tools/post-execute", decision)
-    if decision.additional_context is not None:
-        result = attrs.evolve(result, additional_context=decision.additional_context)
-    return result

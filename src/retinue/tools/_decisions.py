@@ -1,0 +1,153 @@
+"""The tool pipeline's listener decisions: pre-execute, post-execute and execute wrappers (R9.3).
+
+What a ``tools/pre-execute`` waterfall decided becomes the call's prepared
+stage, a ``tools/execute`` wrapper's return must be this call's result, and a
+``tools/post-execute`` decision rewrites the result. None of it needs the
+registry's tables, only the hook bus, so it lives apart from them. Every
+failure becomes an error result, or a ``HookError`` the registry turns into
+one, so the pipeline stays never-raising (R9.2).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+import trio
+
+from retinue._content import Text
+from retinue._errors import HookError
+from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
+
+from ._execution import (
+    PreparedCall,
+    ToolExecution,
+    ToolExecutionResult,
+    error_result,
+    exception_result,
+)
+
+__all__ = ["UNKNOWN_TOOL", "check_dispatched", "post_execute", "pre_execute", "unknown_tool"]
+
+log = logging.getLogger("retinue.tools")
+UNKNOWN_TOOL = "UNKNOWN_TOOL"
+
+
+async def pre_execute(hooks: HookBus, execution: ToolExecution) -> PreparedCall:
+    """The ``tools/pre-execute`` waterfall's decision: a go, a denial or a failure.
+
+    Waits for the listeners; never raises except ``Cancelled``. The caller has
+    just checkpointed.
+    """
+
+    async def allow() -> Allow:
+        return Allow()  # noqa: ASYNC910 - a default value; prepare checkpointed
+
+    try:
+        decision = await hooks.waterfall(
+            "tools/pre-execute", allow, execution, scope=execution.agent_id
+        )
+    except Exception as exc:
+        log.exception("tools/pre-execute failed for %r", execution.name)
+        return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
+            execution, exception_result(execution.call_id, exc), needs_post_execute=False
+        )
+    return _decide(execution, decision)
+
+
+def _decide(execution: ToolExecution, decision: object) -> PreparedCall:
+    if isinstance(decision, Allow) and _bare(decision):
+        return PreparedCall(execution)
+    if isinstance(decision, Ask):
+        reason = decision.reason or f'tool "{execution.name}" requires approval (not yet supported)'
+        decision = Deny(reason)
+    if isinstance(decision, Deny):
+        return PreparedCall(execution, error_result(execution.call_id, decision.reason))
+    exc = (
+        HookError(
+            "tools/pre-execute returned an Allow with content or additional_context: "
+            "a call cannot be rewritten before it runs, so they would be lost"
+        )
+        if isinstance(decision, Allow)
+        else _invalid_decision("tools/pre-execute", decision)
+    )
+    return PreparedCall(
+        execution, exception_result(execution.call_id, exc), needs_post_execute=False
+    )
+
+
+def check_dispatched(execution: ToolExecution, result: object) -> None:
+    """Refuse what a ``tools/execute`` wrapper returned unless it is *execution*'s result.
+
+    Raises:
+        HookError: *result* is not a :class:`ToolExecutionResult`, or is another call's.
+    """
+    if not isinstance(result, ToolExecutionResult):
+        raise _invalid_decision("tools/execute", result)
+    if result.call_id != execution.call_id:
+        raise HookError(
+            f'tools/execute returned a result for call "{result.call_id}", '
+            f'expected "{execution.call_id}"'
+        )
+
+
+async def unknown_tool(execution: ToolExecution) -> ToolExecutionResult:
+    """The body of a call no tool in its agent's view answers to; always a checkpoint."""
+    await trio.lowlevel.checkpoint()
+    return error_result(execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL)
+
+
+async def post_execute(
+    hooks: HookBus, execution: ToolExecution, result: ToolExecutionResult
+) -> ToolExecutionResult:
+    """*result* as the ``tools/post-execute`` waterfall decided it.
+
+    Waits for the listeners. Always a checkpoint; never raises except
+    ``Cancelled``: a raising listener or a non-decision gives an error result.
+    """
+
+    async def accept() -> Accept:
+        return Accept()  # noqa: ASYNC910 - a default value; post_execute checkpoints first
+
+    await trio.lowlevel.checkpoint()
+    try:
+        decision = await hooks.waterfall(
+            "tools/post-execute", accept, execution, result, scope=execution.agent_id
+        )
+        return _apply_post(result, decision)
+    except Exception as exc:
+        log.exception("tools/post-execute failed for %r", execution.name)
+        return exception_result(execution.call_id, exc)
+
+
+def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionResult:
+    """Apply a post-execute decision (R6.9); the call id never changes."""
+    if isinstance(decision, Accept):
+        if decision.content is not None:
+            result = attrs.evolve(result, content=decision.content)
+    elif isinstance(decision, Block):
+        # Empty feedback counts as none: the reason stands in for it.
+        feedback = decision.feedback
+        if feedback:
+            content = feedback
+        elif decision.reason:
+            content = (Text(f"Error: {decision.reason}"),)
+        else:
+            raise HookError(
+                "tools/post-execute returned a Block with neither feedback nor a reason: "
+                "the model would see an empty error in place of the result"
+            )
+        result = attrs.evolve(result, content=content, is_error=True)
+    else:
+        raise _invalid_decision("tools/post-execute", decision)
+    if decision.additional_context is not None:
+        result = attrs.evolve(result, additional_context=decision.additional_context)
+    return result
+
+
+def _invalid_decision(seam: str, value: object) -> HookError:
+    return HookError(f"{seam} returned an invalid decision: {type(value).__name__}")
+
+
+def _bare(decision: Allow) -> bool:
+    return decision.content is None and decision.additional_context is None
