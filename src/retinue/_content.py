@@ -219,6 +219,7 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
     if isinstance(content, str):
         return (Text(content),)
     if isinstance(content, _BLOCK_TYPES):
+        _refuse_block_subclass(content, "content")
         return (content,)
     if type(content) is not list and not _is_block_sequence(content):
         # Refused before iterating: a dict would give its keys, bytes their ints.
@@ -230,7 +231,23 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
     for index, block in enumerate(blocks):
         if not isinstance(block, _BLOCK_TYPES):
             raise TypeError(f"content[{index}] is not a content block: {type(block).__name__}")
+        _refuse_block_subclass(block, f"content[{index}]")
     return blocks
+
+
+def _refuse_block_subclass(block: ContentBlock, where: str) -> None:
+    """Refuse an instance of a runtime subclass of a (final) block class.
+
+    Nothing stops a subclass at runtime, but the log stores a block by its
+    type name and reloads it as the base class, and every later check of the
+    block is exact: taken here, it would be logged and then fail the turn.
+    """
+    if type(block) not in _BLOCK_TYPE_SET:
+        base = next(cls for cls in _BLOCK_TYPES if isinstance(block, cls))
+        raise TypeError(
+            f"{where} is a {type(block).__name__}, a subclass of {base.__name__}: "
+            f"block classes are final, build a {base.__name__}"
+        )
 
 
 def _is_block_sequence(content: object) -> bool:

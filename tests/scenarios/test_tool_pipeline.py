@@ -595,6 +595,25 @@ async def test_a_returned_str_or_int_subclass_is_stored_as_plain_json() -> None:
     assert text_of(await registry.execute(call("level", {}))) == '{"level":3,"mood":"good"}'
 
 
+async def test_a_returned_block_subclass_is_an_error_result_naming_it() -> None:
+    """R9.2, R1.6: block classes are final; a tool's instance of a runtime subclass is an
+    error result that names it, never a result the log keeps and a later check refuses."""
+
+    class Shouting(Text):  # type: ignore[misc]  # the runtime subclass under test
+        pass
+
+    @tool
+    async def shout() -> list[Text]:
+        """Shout."""
+        return [Text("fine"), Shouting("LOUD")]
+
+    _, registry = setup(shout)
+    result = await registry.execute(call("shout", {}))
+    assert result.is_error
+    assert "content[1] is a Shouting, a subclass of Text" in text_of(result)
+    assert [type(block) for block in result.content] == [Text]
+
+
 async def test_dispatch_sync_tool_runs_in_a_worker_thread() -> None:
     """R9.7: a sync body runs in a worker thread so it never blocks the trio loop."""
     threads: list[int] = []
