@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import tomllib
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast, final
@@ -29,10 +28,28 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn
 
 from retinue._checks import collection_error
+from retinue._config_checks import (
+    MAX_LABEL_LENGTH as MAX_LABEL_LENGTH,  # importable from here, as before the checks moved
+    InvalidValueError,
+    InvalidValuesError,
+    both_identities,
+    check_cap,
+    check_cwd,
+    check_exact_id,
+    check_flag,
+    check_label,
+    check_max_tokens,
+    check_name,
+    check_session_id,
+    duplicate_identities,
+    duplicates,
+    empty_is_none,
+    identity_clash,
+    named_identity,
+    shown,
+)
 from retinue._errors import ConfigError
-from retinue._options import MAX_SAFE_INTEGER, cwd_problem, name_problem
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
-from retinue.stores._ids import MAX_ID_LENGTH, id_problem
 
 __all__ = [
     "AgentEntry",
@@ -45,156 +62,24 @@ __all__ = [
 ]
 
 log = logging.getLogger("retinue.config")
-# An entry without an exact id runs as ``<label>-session-<uuid4>`` (R13.3), an id
-# a store must accept: the label has to leave room for the suffix.
-_FRESH_SUFFIX = f"-session-{uuid.UUID(int=0)}"
-MAX_LABEL_LENGTH = MAX_ID_LENGTH - len(_FRESH_SUFFIX)
-
-
-class _InvalidValueError(ConfigError):
-    """A problem at *key* (relative to where it was found): ``"<key>: <reason>"``."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}" if key else reason)
-        self.key = key
-        self.reason = reason
-
-
-class _InvalidValuesError(ConfigError):
-    """Several problems one check found, each an :class:`_InvalidValueError`."""
-
-    def __init__(self, problems: Iterable[_InvalidValueError]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("; ".join(problem.message for problem in self.problems))
-
-
-def _check_cap(_instance: object, _attribute: object, value: int) -> None:
-    if type(value) is not int or value < 1:
-        raise _InvalidValueError(
-            "max_parallel_tool_calls", f"must be a positive integer, got {value!r}"
-        )
-
-
-def _check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
-    if value is not None and (type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER):
-        raise _InvalidValueError("max_tokens", f"must be an integer in 1..2**53-1, got {value!r}")
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    if isinstance(value, str) and len(text) > 60:
-        return f"{text[:40]}...' ({len(value)} characters)"
-    return text
-
-
-def _session_id_problem(value: object) -> str | None:
-    """Why *value* cannot be a session id (the stores' own rule, R11.12), or None."""
-    if not isinstance(value, str):
-        return f"must be a string, got {_shown(value)}"
-    problem = id_problem(value)
-    return None if problem is None else f"must be a valid session id: {_shown(value)} {problem}"
-
-
-def _label_problem(value: object) -> str | None:
-    if not isinstance(value, str):
-        return f"must be a string, got {_shown(value)}"
-    if not value:
-        return "must be a non-empty label, got ''"
-    if len(value) > MAX_LABEL_LENGTH:
-        return (
-            f"must be at most {MAX_LABEL_LENGTH} characters, got {len(value)}: a fresh session "
-            f"id '<label>-session-<uuid4>' must fit in {MAX_ID_LENGTH}"
-        )
-    problem = id_problem(value + _FRESH_SUFFIX)
-    return None if problem is None else f"must be a valid label: {_shown(value)} {problem}"
-
-
-def _check_label(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    # Typed as object: a value built in Python (not read from TOML) may be anything.
-    if (problem := _label_problem(value)) is not None:
-        raise _InvalidValueError(attribute.name, problem)
-
-
-def _check_session_id(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if value is not None and (problem := _session_id_problem(value)) is not None:
-        raise _InvalidValueError(attribute.name, problem)
-
-
-def _check_exact_id(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    # Unlike an entry's optional ids, an override's id is required: empty or
-    # missing would read as "no identity" and quietly clear the entry's.
-    if (problem := _session_id_problem(value)) is not None:
-        raise _InvalidValueError(attribute.name, problem)
-
-
-def _check_flag(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
-    if type(value) is not bool:
-        raise _InvalidValueError(attribute.name, f"must be a boolean, got {_shown(value)}")
-
-
-def _check_cwd(_instance: object, _attribute: object, value: str | None) -> None:
-    if value is not None and (problem := cwd_problem(value)) is not None:
-        raise _InvalidValueError("cwd", problem)
-
-
-def _check_name(_instance: object, attribute: attrs.Attribute[str], value: str | None) -> None:
-    if value is not None and (problem := name_problem(value)) is not None:
-        raise _InvalidValueError(attribute.name, problem)
-
-
-def _empty_is_none(value: str | None) -> str | None:
-    return None if value == "" else value
-
-
-def _identity_clash(session_id: object, resume_session_id: object) -> _InvalidValueError | None:
-    """The problem of an entry naming both identities (R13.2); an empty resume id is absent."""
-    if session_id is None or resume_session_id in (None, ""):
-        return None
-    return _InvalidValueError("resume_session_id", "cannot be combined with session_id")
-
-
-def _named_identity(session_id: object, resume_session_id: object) -> tuple[str, object]:
-    """The key an entry names its session by, and what it gives there (None or "" for none)."""
-    if session_id is not None:
-        return "session_id", session_id
-    return "resume_session_id", resume_session_id
-
-
-def _duplicates(named: Iterable[tuple[str, object]]) -> list[_InvalidValueError]:
-    """One problem per entry naming a session an earlier entry names (R13.2).
-
-    *named* holds each entry's :func:`_named_identity`, in order; an id that
-    is not a string is left to its own problem.
-    """
-    first: dict[str, int] = {}
-    found: list[_InvalidValueError] = []
-    for index, (key, identity) in enumerate(named):
-        if not isinstance(identity, str) or not identity:
-            continue
-        if identity in first:
-            reason = f"session {identity!r} is already named by agents[{first[identity]}]"
-            found.append(_InvalidValueError(f"agents[{index}].{key}", reason))
-        else:
-            first[identity] = index
-    return found
 
 
 def _as_tuple(agents: object) -> tuple[AgentEntry, ...]:
     if collection_error(agents) is not None:
-        raise _InvalidValueError("agents", f"expected a sequence of AgentEntry, got {agents!r}")
+        raise InvalidValueError("agents", f"expected a sequence of AgentEntry, got {agents!r}")
     entries = tuple(cast("Iterable[Any]", agents))
     for index, entry in enumerate(entries):
         if not isinstance(entry, AgentEntry):
-            raise _InvalidValueError(f"agents[{index}]", f"expected an AgentEntry, got {entry!r}")
+            raise InvalidValueError(f"agents[{index}]", f"expected an AgentEntry, got {entry!r}")
     return entries
 
 
 def _unique_identities(
     _instance: object, _attribute: object, agents: tuple[AgentEntry, ...]
 ) -> None:
-    named = (_named_identity(entry.session_id, entry.resume_session_id) for entry in agents)
-    if duplicates := _duplicates(named):
-        raise _InvalidValuesError(duplicates)
+    named = (named_identity(entry.session_id, entry.resume_session_id) for entry in agents)
+    if found := duplicates(named):
+        raise InvalidValuesError(found)
 
 
 @final
@@ -202,26 +87,26 @@ def _unique_identities(
 class AgentEntry:
     """One agent to start with the loop (R13.1, R13.3)."""
 
-    id: str = attrs.field(validator=_check_label)
+    id: str = attrs.field(validator=check_label)
     """The label: names the entry in overrides and prefixes fresh session ids."""
-    session_id: str | None = attrs.field(default=None, kw_only=True, validator=_check_session_id)
+    session_id: str | None = attrs.field(default=None, kw_only=True, validator=check_session_id)
     """Restore this session if stored, else create it (R13.3)."""
     resume_session_id: str | None = attrs.field(
-        default=None, kw_only=True, converter=_empty_is_none, validator=_check_session_id
+        default=None, kw_only=True, converter=empty_is_none, validator=check_session_id
     )
     """Resume this stored session; empty means absent."""
-    cwd: str | None = attrs.field(default=None, kw_only=True, validator=_check_cwd)
+    cwd: str | None = attrs.field(default=None, kw_only=True, validator=check_cwd)
     """The agent's working directory (absolute); a stored session keeps its own, and an
     entry naming another fails to start it."""
-    provider: str | None = attrs.field(default=None, kw_only=True, validator=_check_name)
+    provider: str | None = attrs.field(default=None, kw_only=True, validator=check_name)
     """The provider half of the model route."""
-    model: str | None = attrs.field(default=None, kw_only=True, validator=_check_name)
+    model: str | None = attrs.field(default=None, kw_only=True, validator=check_name)
     """The model name."""
-    max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=_check_max_tokens)
+    max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=check_max_tokens)
     """The per-request output limit, 1..2**53-1."""
 
     def __attrs_post_init__(self) -> None:
-        if (clash := _identity_clash(self.session_id, self.resume_session_id)) is not None:
+        if (clash := identity_clash(self.session_id, self.resume_session_id)) is not None:
             raise clash
 
     @property
@@ -236,7 +121,7 @@ class LoopConfig:
     """The loop's configuration: the tool-call cap and the agents to start (R13.1)."""
 
     max_parallel_tool_calls: int = attrs.field(
-        default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, validator=_check_cap
+        default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, validator=check_cap
     )
     """How many tool calls of one step may run at once (at least 1)."""
     agents: tuple[AgentEntry, ...] = attrs.field(
@@ -254,9 +139,9 @@ class Identity:
     naming the field, before any override uses it.
     """
 
-    id: str = attrs.field(validator=_check_exact_id)
+    id: str = attrs.field(validator=check_exact_id)
     """The exact session id, by the stores' rule (non-empty, no path separator, ...)."""
-    resume: bool = attrs.field(default=False, kw_only=True, validator=_check_flag)
+    resume: bool = attrs.field(default=False, kw_only=True, validator=check_flag)
     """Resume the stored session *id* instead of restoring or creating it."""
 
 
@@ -271,7 +156,7 @@ class ParallelCapSetting:
     """
 
     _value: int = attrs.field(
-        default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, alias="value", validator=_check_cap
+        default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, alias="value", validator=check_cap
     )
     _subscribers: list[Callable[[int], None]] = attrs.field(factory=list, init=False)
 
@@ -303,7 +188,7 @@ class ParallelCapSetting:
 def _strict(kind: type, expected: str) -> Callable[[object, object], object]:
     def structure(value: object, _type: object) -> object:
         if type(value) is not kind:
-            raise _InvalidValueError("", f"expected {expected}, got {value!r}")
+            raise InvalidValueError("", f"expected {expected}, got {value!r}")
         return value
 
     return structure
@@ -325,10 +210,10 @@ def _table(cls: type, across: _CrossCheck | None = None) -> Callable[[object, ob
 
     def structure(value: object, _type: object) -> object:
         if not isinstance(value, Mapping):
-            raise _InvalidValueError("", f"expected a table, got {value!r}")
+            raise InvalidValueError("", f"expected a table, got {value!r}")
         try:
             return generated(value, cls)
-        except (cattrs.ClassValidationError, _InvalidValueError, _InvalidValuesError) as exc:
+        except (cattrs.ClassValidationError, InvalidValueError, InvalidValuesError) as exc:
             more = _value_problems(cls, value, exc) + (across(value) if across else [])
             if not more:
                 raise
@@ -341,9 +226,9 @@ def _table(cls: type, across: _CrossCheck | None = None) -> Callable[[object, ob
 
 def _failed_fields(exc: Exception) -> set[str]:
     """The fields of a table that *exc* already reports a problem for."""
-    if isinstance(exc, _InvalidValueError):
+    if isinstance(exc, InvalidValueError):
         return {exc.key.split("[")[0].split(".")[0]}
-    if isinstance(exc, _InvalidValuesError):
+    if isinstance(exc, InvalidValuesError):
         return set().union(*(_failed_fields(problem) for problem in exc.problems))
     if not isinstance(exc, cattrs.ClassValidationError):
         return set()  # e.g. unknown keys: they name no field
@@ -371,33 +256,14 @@ def _value_problems(cls: type, value: Mapping[str, object], exc: Exception) -> l
             checked = field.converter(checked)
         try:
             field.validator(None, field, checked)
-        except (_InvalidValueError, _InvalidValuesError) as problem:
+        except (InvalidValueError, InvalidValuesError) as problem:
             found.append(problem)
     return found
 
 
-def _both_identities(entry: Mapping[str, object]) -> list[Exception]:
-    clash = _identity_clash(entry.get("session_id"), entry.get("resume_session_id"))
-    return [] if clash is None else [clash]
-
-
-def _duplicate_identities(config: Mapping[str, object]) -> list[Exception]:
-    """The duplicates among the entries as given, those that do not build included."""
-    agents = config.get("agents")
-    if not isinstance(agents, list | tuple):
-        return []  # refused as a whole, already
-    named = (
-        _named_identity(entry.get("session_id"), entry.get("resume_session_id"))
-        if isinstance(entry, Mapping)
-        else ("", None)
-        for entry in agents
-    )
-    return list(_duplicates(named))
-
-
 def _array(value: object, type_: object) -> object:
     if not isinstance(value, list | tuple):
-        raise _InvalidValueError("", f"expected an array of tables, got {value!r}")
+        raise InvalidValueError("", f"expected an array of tables, got {value!r}")
     return _entries(value, type_)
 
 
@@ -406,8 +272,8 @@ _converter.register_structure_hook(int, _strict(int, "an integer"))
 _converter.register_structure_hook(str, _strict(str, "a string"))
 _entries = _converter.get_structure_hook(tuple[AgentEntry, ...])
 _converter.register_structure_hook_func(lambda type_: type_ == tuple[AgentEntry, ...], _array)
-_converter.register_structure_hook(AgentEntry, _table(AgentEntry, _both_identities))
-_converter.register_structure_hook(LoopConfig, _table(LoopConfig, _duplicate_identities))
+_converter.register_structure_hook(AgentEntry, _table(AgentEntry, both_identities))
+_converter.register_structure_hook(LoopConfig, _table(LoopConfig, duplicate_identities))
 
 
 def _join(path: str, key: str) -> str:
@@ -425,9 +291,9 @@ def _problems(exc: BaseException, path: str) -> list[str]:
     elif isinstance(exc, cattrs.ForbiddenExtraKeysError):
         keys = sorted(map(str, exc.extra_fields))
         return [f"{_join(path, key)}: unknown key" for key in keys]
-    elif isinstance(exc, _InvalidValueError):
+    elif isinstance(exc, InvalidValueError):
         return [f"{_join(path, exc.key) or '<top level>'}: {exc.reason}"]
-    elif isinstance(exc, _InvalidValuesError):
+    elif isinstance(exc, InvalidValuesError):
         return [p for problem in exc.problems for p in _problems(problem, path)]
     elif isinstance(exc, KeyError):
         return [f"{path}: required key missing"]
@@ -502,7 +368,7 @@ def _overridden(index: int, entry: AgentEntry, overrides: Mapping[str, object]) 
     if not isinstance(identity, Identity):
         raise ConfigError(
             f"invalid identity overrides: agents[{index}] (label {entry.id!r}): "
-            f"expected an Identity, got {_shown(identity)}"
+            f"expected an Identity, got {shown(identity)}"
         )
     return _apply(entry, identity)
 
@@ -511,12 +377,12 @@ def _check_labels(config: LoopConfig, overrides: object) -> None:
     if not isinstance(overrides, Mapping):
         raise ConfigError(
             f"invalid identity overrides: expected a mapping of label to Identity, got "
-            f"{_shown(overrides)}"
+            f"{shown(overrides)}"
         )
     labels = Counter(entry.id for entry in config.agents)
     # Shown by repr: a key that is no string is unknown too, and must not be
     # mistaken for the label its text spells.
-    unknown = sorted(_shown(label) for label in overrides if label not in labels)
+    unknown = sorted(shown(label) for label in overrides if label not in labels)
     if unknown:
         raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
     for label in overrides:
