@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import fcntl
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import final
 
-import attrs
-
-from retinue._errors import CorruptSessionError, StoreError
+from retinue._errors import StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
-from ._common import already_exists, cannot_open, listed_header, parse_header
-from ._ids import bucket_name, file_stem
+from ._common import already_exists, parse_header
+from ._ids import file_stem
 from ._jsonlfiles import (
     SessionFile,
     close_all,
@@ -31,8 +28,17 @@ from ._jsonlfiles import (
     read_whole,
     remove_held,
     remove_leftovers,
-    unmark_creation,
     write_all,
+)
+from ._jsonlsteps import (
+    Group,
+    LeftFile,
+    NewFile,
+    discard,
+    listed,
+    opening,
+    session_path,
+    syncfs_function,
 )
 from ._writebehind import BufferedStore
 
@@ -41,68 +47,7 @@ __all__ = ["JSONLBackend", "JSONLStore", "session_path"]
 SYNCFS_THRESHOLD = 8
 
 
-def session_path(root: str | os.PathLike[str], header: SessionHeader) -> Path:
-    """Where a session lives: ``root/<bucket of cwd>/<escaped id>.jsonl`` (R11.12).
-
-    An id whose escaped form would not fit a file name is shortened with a hash
-    (:func:`file_stem`).
-    """
-    return Path(root) / bucket_name(header.cwd) / f"{file_stem(header.id)}.jsonl"
-
-
-@attrs.define(eq=False)
-class _New:
-    batch_index: int
-    session_id: str
-    temporary: Path
-    path: Path
-    fd: int
-    count: int
-    marker: Path | None
-    """The id's creation marker, removed once linked in or undone, before the file is closed."""
-    size: int = 0
-    linked: bool = False
-
-    def unmark(self) -> None:
-        if self.marker is not None:
-            unmark_creation(self.marker)
-            self.marker = None
-
-
-@attrs.frozen
-class _Left:
-    """A new session's file a failed group linked in and could not remove again.
-
-    Complete, maybe durable, but nobody was told it is stored. Held locked so
-    no other writer takes it up, until the id's next creation (the flush's
-    retry) or :meth:`JSONLBackend.close` removes it. Its holder's reads pass it
-    over; a restarted process, with no holder left, loads it as a crash's file.
-    """
-
-    path: Path
-    fd: int
-
-
-@attrs.define(eq=False)
-class _Group:
-    """What one group commit touched, to sync it and to undo it on failure."""
-
-    index: int = 0
-    touched: list[int] = attrs.Factory(list)
-    rollbacks: list[tuple[SessionFile, int, int]] = attrs.Factory(list)
-    new: list[_New] = attrs.Factory(list)
-    directories: dict[Path, int] = attrs.Factory(dict)
-
-
-def _syncfs_function() -> ctypes._NamedFuncPointer | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    libc = ctypes.CDLL(name, use_errno=True)
-    return getattr(libc, "syncfs", None)
-
-
-_syncfs = _syncfs_function()
+_syncfs = syncfs_function()
 
 
 @final
@@ -136,7 +81,7 @@ class JSONLBackend:
         self._open: dict[str, SessionFile] = {}
         self._paths: dict[str, Path] = {}
         self._durable_buckets: set[Path] = set()
-        self._left: dict[str, _Left] = {}
+        self._left: dict[str, LeftFile] = {}
         self._lock = threading.RLock()
 
     def open(self) -> None:
@@ -149,7 +94,7 @@ class JSONLBackend:
     def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
         """Write every batch, then make the group durable with one sync (two if files are new)."""
         with self._lock:
-            group = _Group()
+            group = Group()
             try:
                 results: list[StoreError | None] = []
                 for index, batch in enumerate(batches):
@@ -164,7 +109,7 @@ class JSONLBackend:
                 close_all(group.directories.values())
             return results
 
-    def _write_one(self, batch: AppendBatch, group: _Group) -> StoreError | None:
+    def _write_one(self, batch: AppendBatch, group: Group) -> StoreError | None:
         data = "".join(encode_event(event) + "\n" for event in batch.events).encode()
         if batch.header is not None:
             return self._write_new(batch, data, group)
@@ -195,7 +140,7 @@ class JSONLBackend:
             code="STORAGE_ERROR",
         )
 
-    def _write_new(self, batch: AppendBatch, data: bytes, group: _Group) -> StoreError | None:
+    def _write_new(self, batch: AppendBatch, data: bytes, group: Group) -> StoreError | None:
         """Write a new session under a temporary name; it is linked in after the sync."""
         assert batch.header is not None
         try:
@@ -209,29 +154,31 @@ class JSONLBackend:
         group.touched.append(new.fd)
         return None
 
-    def _create(self, batch: AppendBatch, header: SessionHeader, group: _Group) -> _New:
+    def _create(self, batch: AppendBatch, header: SessionHeader, group: Group) -> NewFile:
         """Open a new session's temporary file, marked as the id's one creation in progress.
 
         The marker is taken before the existence check and kept until after the
         link, so of two writers creating one id (at any cwds) the second is refused.
         """
         self._remove_left(batch.session_id)
-        with _opening(batch.session_id):
+        with opening(batch.session_id):
             path = session_path(self._root, header)
             self._make_bucket(path.parent)
             if path.parent not in group.directories:
                 # Opened now: once the files fill the descriptor table it could not be.
                 group.directories[path.parent] = os.open(path.parent, os.O_RDONLY)
             temporary, fd = open_temporary(path)
-            new = _New(group.index, batch.session_id, temporary, path, fd, len(batch.events), None)
+            new = NewFile(
+                group.index, batch.session_id, temporary, path, fd, len(batch.events), None
+            )
             try:
                 new.marker = mark_creation(temporary, self._root, path.stem)
                 if new.marker is not None and self._find(batch.session_id) is None:
                     return new
             except BaseException:
-                _discard(new)
+                discard(new)
                 raise
-        _discard(new)
+        discard(new)
         raise already_exists(batch.session_id)
 
     def _remove_left(self, session_id: str) -> None:
@@ -263,14 +210,14 @@ class JSONLBackend:
             make_directory(bucket)
         self._durable_buckets.add(bucket)
 
-    def _link_new(self, group: _Group, results: list[StoreError | None]) -> None:
+    def _link_new(self, group: Group, results: list[StoreError | None]) -> None:
         linked: set[Path] = set()
         for new in group.new:
             try:
                 os.link(new.temporary, new.path)
             except FileExistsError:
                 results[new.batch_index] = already_exists(new.session_id)
-                _discard(new)
+                discard(new)
                 continue
             # Linked before anything else can fail: a failed group must take it out again.
             new.linked = True
@@ -294,7 +241,7 @@ class JSONLBackend:
         for fd in fds:
             os.fdatasync(fd)
 
-    def _undo(self, group: _Group) -> None:
+    def _undo(self, group: Group) -> None:
         for handle, size, count in group.rollbacks:
             # The next write's rollback point: the file's length again, not the failed write's end.
             handle.size = size
@@ -305,16 +252,16 @@ class JSONLBackend:
                 self._open.pop(new.session_id, None)
                 self._paths.pop(new.session_id, None)
                 self._unlink_new(new)
-            _discard(new)
+            discard(new)
 
-    def _unlink_new(self, new: _New) -> None:
+    def _unlink_new(self, new: NewFile) -> None:
         """Take a failed group's new file out of place, or keep it locked as left behind."""
         try:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(new.path)
         except OSError:
             # Left unlocked, it would be a stored session to the next creation and load alike.
-            self._left[new.session_id] = _Left(new.path, new.fd)
+            self._left[new.session_id] = LeftFile(new.path, new.fd)
             new.fd = -1
 
     # -- open files and claims ------------------------------------------------
@@ -323,7 +270,7 @@ class JSONLBackend:
         """The session's open file, measured, to write to."""
         handle = self._claimed(session_id)
         if not handle.measured:
-            with _opening(session_id):
+            with opening(session_id):
                 handle.measure()
         return handle
 
@@ -332,7 +279,7 @@ class JSONLBackend:
         handle = self._open.get(session_id)
         if handle is not None:
             return handle
-        with _opening(session_id):
+        with opening(session_id):
             path = self._stored(session_id)
             if path is None:
                 raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
@@ -442,12 +389,12 @@ class JSONLBackend:
         A file whose first line cannot be read or parsed, or names a session
         stored under another file name, is skipped with its problem.
         """
-        listed = [
-            (path, _listed(path)) for bucket in self._buckets() for path in bucket.glob("*.jsonl")
+        found = [
+            (path, listed(path)) for bucket in self._buckets() for path in bucket.glob("*.jsonl")
         ]
         # Copied in one step, after the listing: reads run beside the writer, without its lock.
         left = {held.path for held in self._left.copy().values()}
-        kept = [entry for path, entry in listed if path not in left]
+        kept = [entry for path, entry in found if path not in left]
         return Listing(
             tuple(entry for entry in kept if isinstance(entry, SessionHeader)),
             tuple(entry for entry in kept if isinstance(entry, SkippedSession)),
@@ -467,42 +414,6 @@ class JSONLBackend:
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
                 close_all([left.fd])
-
-
-def _listed(path: Path) -> SessionHeader | SkippedSession | None:
-    """The header of the session file at *path*, why it cannot be listed, or ``None`` if gone."""
-    try:
-        with path.open("rb") as file:
-            line = file.readline()
-    except FileNotFoundError:
-        return None  # gone since the listing: a failed creation taken out again
-    except OSError as exc:
-        return SkippedSession(str(path), f"{path}: cannot read its header: {exc.strerror or exc}")
-    try:
-        return listed_header(line, path.stem, file_stem)
-    except CorruptSessionError as exc:
-        return SkippedSession(str(path), f"{path}: {exc.message}")
-
-
-@contextlib.contextmanager
-def _opening(session_id: str) -> Iterator[None]:
-    """Make a failure to open a session's file that session's error, not its group's."""
-    try:
-        yield
-    except OSError as exc:
-        raise cannot_open(session_id, "its file", exc, "JSONL") from exc
-
-
-def _discard(new: _New) -> None:
-    """Remove a new session's temporary file and marker, then close it (dropping their lock)."""
-    with contextlib.suppress(OSError):
-        os.unlink(new.temporary)
-    with contextlib.suppress(OSError):
-        new.unmark()
-    if new.fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(new.fd)
-        new.fd = -1
 
 
 @final

@@ -1,0 +1,139 @@
+"""The JSONL backend's records and single-file steps, which need none of its state.
+
+Where a session's file lives; what one group commit touched, to sync and undo
+it; a new session's file and a file a failed group could not remove; and the
+steps on one file: opening it, discarding a new one, reading its header for a
+listing. The backend's tables (open files, known paths, held leftovers) stay in
+:class:`~retinue.stores._jsonl.JSONLBackend`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from retinue._errors import CorruptSessionError
+from retinue.session import SessionHeader
+
+from ._backend import SkippedSession
+from ._common import cannot_open, listed_header
+from ._ids import bucket_name, file_stem
+from ._jsonlfiles import SessionFile, unmark_creation
+
+__all__ = [
+    "Group",
+    "LeftFile",
+    "NewFile",
+    "discard",
+    "listed",
+    "opening",
+    "session_path",
+    "syncfs_function",
+]
+
+
+def session_path(root: str | os.PathLike[str], header: SessionHeader) -> Path:
+    """Where a session lives: ``root/<bucket of cwd>/<escaped id>.jsonl`` (R11.12).
+
+    An id whose escaped form would not fit a file name is shortened with a hash
+    (:func:`file_stem`).
+    """
+    return Path(root) / bucket_name(header.cwd) / f"{file_stem(header.id)}.jsonl"
+
+
+@attrs.define(eq=False)
+class NewFile:
+    """A new session's file a group writes under its temporary name, linked in after the sync."""
+
+    batch_index: int
+    session_id: str
+    temporary: Path
+    path: Path
+    fd: int
+    count: int
+    marker: Path | None
+    """The id's creation marker, removed once linked in or undone, before the file is closed."""
+    size: int = 0
+    linked: bool = False
+
+    def unmark(self) -> None:
+        """Remove the id's creation marker, if it is still there."""
+        if self.marker is not None:
+            unmark_creation(self.marker)
+            self.marker = None
+
+
+@attrs.frozen
+class LeftFile:
+    """A new session's file a failed group linked in and could not remove again.
+
+    Complete, maybe durable, but nobody was told it is stored. Held locked so
+    no other writer takes it up, until the id's next creation (the flush's
+    retry) or the backend's ``close`` removes it. Its holder's reads pass it
+    over; a restarted process, with no holder left, loads it as a crash's file.
+    """
+
+    path: Path
+    fd: int
+
+
+@attrs.define(eq=False)
+class Group:
+    """What one group commit touched, to sync it and to undo it on failure."""
+
+    index: int = 0
+    touched: list[int] = attrs.Factory(list)
+    rollbacks: list[tuple[SessionFile, int, int]] = attrs.Factory(list)
+    new: list[NewFile] = attrs.Factory(list)
+    directories: dict[Path, int] = attrs.Factory(dict)
+
+
+def syncfs_function() -> ctypes._NamedFuncPointer | None:
+    """The C library's ``syncfs``, or None where there is none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    libc = ctypes.CDLL(name, use_errno=True)
+    return getattr(libc, "syncfs", None)
+
+
+def listed(path: Path) -> SessionHeader | SkippedSession | None:
+    """The header of the session file at *path*, why it cannot be listed, or ``None`` if gone."""
+    try:
+        with path.open("rb") as file:
+            line = file.readline()
+    except FileNotFoundError:
+        return None  # gone since the listing: a failed creation taken out again
+    except OSError as exc:
+        return SkippedSession(str(path), f"{path}: cannot read its header: {exc.strerror or exc}")
+    try:
+        return listed_header(line, path.stem, file_stem)
+    except CorruptSessionError as exc:
+        return SkippedSession(str(path), f"{path}: {exc.message}")
+
+
+@contextlib.contextmanager
+def opening(session_id: str) -> Iterator[None]:
+    """Make a failure to open a session's file that session's error, not its group's."""
+    try:
+        yield
+    except OSError as exc:
+        raise cannot_open(session_id, "its file", exc, "JSONL") from exc
+
+
+def discard(new: NewFile) -> None:
+    """Remove a new session's temporary file and marker, then close it (dropping their lock)."""
+    with contextlib.suppress(OSError):
+        os.unlink(new.temporary)
+    with contextlib.suppress(OSError):
+        new.unmark()
+    if new.fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(new.fd)
+        new.fd = -1
