@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from retinue import StoreError
+from retinue import Runtime, StoreError
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.stores._memory import MemoryBackend
@@ -57,16 +57,27 @@ async def test_every_turn_commits_its_events_to_an_in_memory_store(
             assert (stats.buffered_events, stats.committed_events) == (0, len(agent.session.events))
 
 
+def _failing_once() -> tuple[FlakyBackend, BufferedStore]:
+    """A memory store whose backend fails its next write (``backend.fail_next``)."""
+    backend = FlakyBackend()
+    return backend, BufferedStore(backend, name="failing-once")  # type: ignore[arg-type]
+
+
+def _reported_errors(rt: Runtime) -> list[BaseException]:
+    """The errors ``agent/error`` reports from now on."""
+    reported: list[BaseException] = []
+    rt.hooks.on("agent/error", lambda _a, _turn, _step, error: reported.append(error))
+    return reported
+
+
 async def test_a_failing_in_memory_commit_is_reported_and_kept_for_the_next_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R7.49, R11.5: the failure reaches ``agent/error`` only; the events stay buffered and commit next turn."""
-    backend = FlakyBackend()
-    store = BufferedStore(backend, name="failing-once")  # type: ignore[arg-type]
+    backend, store = _failing_once()
     async with runtime(_model(), store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        reported: list[BaseException] = []
-        rt.hooks.on("agent/error", lambda _a, _turn, _step, error: reported.append(error))
+        reported = _reported_errors(rt)
         backend.fail_next = True
         assert (await agent.ask("one")).reason.kind == "completed"
         assert [type(error) for error in reported] == [StoreError]
@@ -83,12 +94,10 @@ async def test_a_failing_store_still_runs_the_session_flush_listeners(
 ) -> None:
     """R4.23, R7.49: the store's write and the ``session/flush`` listeners are peers: a
     store failure skips no listener, and each failure is reported on its own."""
-    backend = FlakyBackend()
-    store = BufferedStore(backend, name="failing-once")  # type: ignore[arg-type]
+    backend, store = _failing_once()
     async with runtime(_model(), store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        reported: list[BaseException] = []
-        rt.hooks.on("agent/error", lambda _a, _turn, _step, error: reported.append(error))
+        reported = _reported_errors(rt)
         flushed: list[int] = []
 
         async def listener(_agent: object, session: Session) -> None:
