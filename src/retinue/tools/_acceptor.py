@@ -168,12 +168,7 @@ class _Compiler:
         known = properties if isinstance(properties, Mapping) else {}
         fields = {str(k): self.node(v) for k, v in known.items() if isinstance(v, Mapping | bool)}
         names = frozenset(str(k) for k in known)
-        required = schema.get("required")
-        needed = (
-            tuple(n for n in required if isinstance(n, str))
-            if isinstance(required, Sequence) and not isinstance(required, str)
-            else ()
-        )
+        needed = _required_names(schema.get("required"))
         if isinstance(extra, Mapping):
             extra_ok = self.node(extra)
             return _open_object(of_type, fields, needed, extra_ok)
@@ -193,20 +188,40 @@ class _Compiler:
                 )
 
             return accept_object
+        return _any_shape(of_type, item_ok, fields, names, needed, extra=extra)
 
-        def accept(value: object) -> bool:
-            if of_type is not None and not of_type(value):
-                return False
-            kind = type(value)
-            if kind in _SCALARS:
-                return True
-            if kind is tuple or kind is list:
-                return item_ok is None or all(item_ok(item) for item in value)  # type: ignore[attr-defined]
-            if isinstance(value, dict):
-                return _accept_object(value, fields, names, needed, extra=extra)
+
+def _required_names(required: object) -> tuple[str, ...]:
+    """The str names of a ``required`` list; anything else requires nothing."""
+    if isinstance(required, Sequence) and not isinstance(required, str):
+        return tuple(n for n in required if isinstance(n, str))
+    return ()
+
+
+def _any_shape(
+    of_type: Acceptor | None,
+    item_ok: Acceptor | None,
+    fields: dict[str, Acceptor],
+    names: frozenset[str],
+    needed: tuple[str, ...],
+    *,
+    extra: bool,
+) -> Acceptor:
+    """The structure test of a schema whose type may be several: items, or an object's keys."""
+
+    def accept(value: object) -> bool:
+        if of_type is not None and not of_type(value):
             return False
+        kind = type(value)
+        if kind in _SCALARS:
+            return True
+        if kind is tuple or kind is list:
+            return item_ok is None or all(item_ok(item) for item in value)  # type: ignore[attr-defined]
+        if isinstance(value, dict):
+            return _accept_object(value, fields, names, needed, extra=extra)
+        return False
 
-        return accept
+    return accept
 
 
 def _is_schema(value: object) -> bool:
