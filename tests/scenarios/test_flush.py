@@ -108,8 +108,54 @@ async def test_a_failing_store_still_runs_the_session_flush_listeners(
         backend.fail_next = True
         assert (await agent.ask("one")).reason.kind == "completed"
         assert flushed == [len(agent.session.events)]
-        assert [type(error) for error in reported] == [StoreError, RuntimeError]
+        assert sorted(type(error).__name__ for error in reported) == ["RuntimeError", "StoreError"]
         assert store.statistics().buffered_events == len(agent.session.events)
+        check_session_invariants(agent.session.events)
+
+
+class _DelayedWrapper(DelegatingStore):
+    """A wrapper whose flush takes *delay* seconds before committing."""
+
+    def __init__(self, store: BufferedStore, delay: float) -> None:
+        super().__init__(store)
+        self.delay = delay
+
+    async def flush(self, session: Session) -> None:
+        await trio.sleep(self.delay)
+        await self.store.flush(session)
+
+
+@pytest.mark.parametrize("slow", ["store", "listener"])
+async def test_a_flush_past_its_timeout_is_reported_naming_the_part_that_ran_late(
+    autojump_clock: trio.testing.MockClock, slow: str
+) -> None:
+    """R4.23, R7.49: the store's flush and the ``session/flush`` listeners run concurrently
+    under one ``flush_timeout``; the part that overran is named, the other one finished."""
+    memory = MemoryStore()
+    store = _DelayedWrapper(memory, 100 if slow == "store" else 0)
+    async with runtime(_model(), store=store, flush_timeout=5) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        reported = _reported_errors(rt)
+        heard: list[float] = []
+
+        async def listener(_agent: object, _session: Session) -> None:
+            await trio.sleep(100 if slow == "listener" else 1)
+            heard.append(trio.current_time())
+
+        rt.hooks.on("session/flush", listener, agent=agent)
+        started = trio.current_time()
+        assert (await agent.ask("one")).reason.kind == "completed"
+        assert trio.current_time() - started == pytest.approx(5)
+        [error] = reported
+        assert isinstance(error, TimeoutError)
+        late = "the store's flush" if slow == "store" else "the session/flush listeners"
+        assert str(error).endswith(f"timed out: {late} ran past 5s")
+        if slow == "store":
+            assert heard == [pytest.approx(started + 1)]
+            assert memory.statistics().buffered_events == len(agent.session.events)
+        else:
+            assert heard == []
+            assert memory.statistics().buffered_events == 0
         check_session_invariants(agent.session.events)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
 import trio
 
@@ -107,6 +108,11 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     settle(items, TurnResult(state.turn, state.reason, state.text, state.usage))
 
 
+# The two parts of the end-of-turn flush, as a timeout names them.
+_STORE = "the store's flush"
+_LISTENERS = "the session/flush listeners"
+
+
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
     services = core.services
@@ -126,22 +132,46 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         except Exception as exc:
             _flush_failed(core, turn, step, exc)
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
+    timeout = services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf
+    store_flush = partial(store.flush, core.session)
+    unfinished = [_STORE]
     with trio.CancelScope(shield=True) as scope:
-        scope.relative_deadline = (
-            services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf
-        )
-        # The store's write and the session/flush listeners are peers of one
-        # checkpoint (R4.23): a failing store does not skip the listeners.
-        try:
-            await services.store.flush(core.session)
-        except Exception as exc:
-            _flush_failed(core, turn, step, exc)
-        try:
-            await services.hooks.parallel("session/flush", core.agent, core.session, scope=core.id)
-        except Exception as exc:
-            _flush_failed(core, turn, step, exc)
+        scope.relative_deadline = timeout
+        if not services.hooks.hears("session/flush", core.id):
+            await _flush_part(core, turn, step, unfinished, _STORE, store_flush)
+        else:
+            # The store's write and the session/flush listeners are peers of one
+            # checkpoint (R4.23): concurrent under one deadline, and neither's
+            # failure or slowness keeps the other from running.
+            unfinished.append(_LISTENERS)
+            listeners = partial(
+                services.hooks.parallel, "session/flush", core.agent, core.session, scope=core.id
+            )
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_flush_part, core, turn, step, unfinished, _STORE, store_flush)
+                await _flush_part(core, turn, step, unfinished, _LISTENERS, listeners)
     if scope.cancelled_caught:
-        _flush_failed(core, turn, step, TimeoutError(f"flush of session {core.id!r} timed out"))
+        late = " and ".join(unfinished)
+        error = TimeoutError(
+            f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s"
+        )
+        _flush_failed(core, turn, step, error)
+
+
+async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints; the listeners' part runs only when one listens, in parallel's nursery
+    core: AgentCore,
+    turn: int,
+    step: int,
+    unfinished: list[str],
+    name: str,
+    run: Callable[[], Awaitable[None]],
+) -> None:
+    """Run one part of the flush, reporting its failure; *name* leaves *unfinished* unless cancelled."""
+    try:
+        await run()
+    except Exception as exc:
+        _flush_failed(core, turn, step, exc)
+    unfinished.remove(name)
 
 
 def _flush_failed(core: AgentCore, turn: int, step: int, error: Exception) -> None:
