@@ -206,7 +206,8 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
 
     Raises:
         TypeError: *content* is none of these (bytes are no sequence of blocks),
-            or an item is not a content block.
+            an item is not a content block, or a block is an instance of a
+            subclass of a block class (they are final).
     """
     if type(content) is tuple:
         # The common case (a value built by retinue): every block class is final,
@@ -245,8 +246,8 @@ def _refuse_block_subclass(block: ContentBlock, where: str) -> None:
     if type(block) not in _BLOCK_TYPE_SET:
         base = next(cls for cls in _BLOCK_TYPES if isinstance(block, cls))
         raise TypeError(
-            f"{where} is a {type(block).__name__}, a subclass of {base.__name__}: "
-            f"block classes are final, build a {base.__name__}"
+            f"{where} is an instance of {type(block).__qualname__}, a subclass of "
+            f"{base.__name__}: block classes are final, build a {base.__name__}"
         )
 
 

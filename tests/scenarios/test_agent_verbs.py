@@ -250,6 +250,29 @@ async def test_every_verb_refuses_content_of_another_kind_saying_what_is_expecte
         assert model.statistics().calls == 0
 
 
+async def test_every_verb_refuses_a_block_of_a_runtime_subclass(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.10, R2.14, R2.16, R1.6: a block of a subclass of a (final) block class is refused
+    by ask, send, steer and inject, naming it; nothing is sent or logged."""
+
+    class Quoted(retinue.Text):  # type: ignore[misc]  # the runtime subclass under test
+        pass
+
+    model = ScriptedModel([Reply("ok")])
+    expected = r"^content\[0\] is an instance of .*Quoted, a subclass of Text"
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for verb in (agent.send, agent.steer, agent.inject):
+            with pytest.raises(TypeError, match=expected):
+                verb([Quoted("hi")])
+        with pytest.raises(TypeError, match=expected):
+            await agent.ask([Quoted("hi")])
+        await agent.wait_idle()
+        assert list(agent.session.events) == []
+        assert model.statistics().calls == 0
+
+
 async def test_steer_while_idle_behaves_as_send(autojump_clock: trio.testing.MockClock) -> None:
     """T-A6 / R2.14: a steer on an idle agent is queued like send and starts a turn."""
     model = ScriptedModel([Reply("ok")])

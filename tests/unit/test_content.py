@@ -78,3 +78,27 @@ def test_content_of_another_kind_is_refused_saying_what_content_is(
 def test_a_str_a_block_or_any_sequence_of_blocks_is_content(content: Any) -> None:
     """R1.2: the documented kinds of content all normalise to a tuple of blocks."""
     assert as_content(content) == (Text("a"),)
+
+
+class _Loud(Text):  # type: ignore[misc]  # the runtime subclass under test
+    pass
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        (_Loud("a"), "content"),
+        ((Text("a"), _Loud("b")), "content[1]"),
+        ([_Loud("a")], "content[0]"),
+    ],
+    ids=["block", "tuple", "list"],
+)
+def test_a_block_of_a_runtime_subclass_is_refused_naming_it(content: Any, where: str) -> None:
+    """R1.1, R1.6: block classes are final; an instance of a subclass is refused where
+    content is taken, since the log would reload it as the base class."""
+    with pytest.raises(TypeError) as refused:
+        as_content(content)
+    assert str(refused.value) == (
+        f"{where} is an instance of _Loud, a subclass of Text: "
+        "block classes are final, build a Text"
+    )
