@@ -29,7 +29,7 @@ from cattrs.gen import make_dict_structure_fn
 
 from retinue._checks import collection_error
 from retinue._config_checks import (
-    MAX_LABEL_LENGTH as MAX_LABEL_LENGTH,  # importable from here, as before the checks moved
+    MAX_LABEL_LENGTH as MAX_LABEL_LENGTH,  # re-exported for callers of retinue.config
     InvalidValueError,
     InvalidValuesError,
     both_identities,

@@ -17,7 +17,6 @@ from retinue._request import ToolSchema
 from retinue.hooks import HookBus, agent_scope
 
 from ._body import ToolThreads, invalid_arguments, run_body
-from ._decisions import UNKNOWN_TOOL, check_dispatched, post_execute, pre_execute, unknown_tool
 from ._execution import (
     PreparedCall,
     ToolExecution,
@@ -26,6 +25,7 @@ from ._execution import (
     exception_result,
 )
 from ._guards import Guard, Guards
+from ._pipeline_hooks import UNKNOWN_TOOL, check_dispatched, post_execute, pre_execute, unknown_tool
 from ._tool import ExecutionMode, Tool
 
 __all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
