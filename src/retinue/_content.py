@@ -220,7 +220,8 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
     if isinstance(content, str):
         return (Text(content),)
     if isinstance(content, _BLOCK_TYPES):
-        _refuse_block_subclass(content, "content")
+        if type(content) not in _BLOCK_TYPE_SET:
+            raise _not_a_block(content, "content")
         return (content,)
     if type(content) is not list and not _is_block_sequence(content):
         # Refused before iterating: a dict would give its keys, bytes their ints.
@@ -230,25 +231,26 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         )
     blocks = tuple(content)
     for index, block in enumerate(blocks):
-        if not isinstance(block, _BLOCK_TYPES):
-            raise TypeError(f"content[{index}] is not a content block: {type(block).__name__}")
-        _refuse_block_subclass(block, f"content[{index}]")
+        if type(block) not in _BLOCK_TYPE_SET:
+            raise _not_a_block(block, f"content[{index}]")
     return blocks
 
 
-def _refuse_block_subclass(block: ContentBlock, where: str) -> None:
-    """Refuse an instance of a runtime subclass of a (final) block class.
+def _not_a_block(value: object, where: str) -> TypeError:
+    """The error for *value*, found at *where*, whose type is no block class.
 
-    Nothing stops a subclass at runtime, but the log stores a block by its
-    type name and reloads it as the base class, and every later check of the
-    block is exact: taken here, it would be logged and then fail the turn.
+    An instance of a runtime subclass of a (final) block class is refused too:
+    the log stores a block by its type name and reloads it as the base class,
+    and every later check of a block is exact, so taken here it would be
+    logged and then fail the turn.
     """
-    if type(block) not in _BLOCK_TYPE_SET:
-        base = next(cls for cls in _BLOCK_TYPES if isinstance(block, cls))
-        raise TypeError(
-            f"{where} is an instance of {type(block).__qualname__}, a subclass of "
-            f"{base.__name__}: block classes are final, build a {base.__name__}"
-        )
+    base = next((cls for cls in _BLOCK_TYPES if isinstance(value, cls)), None)
+    if base is None:
+        return TypeError(f"{where} is not a content block: {type(value).__name__}")
+    return TypeError(
+        f"{where} is an instance of {type(value).__qualname__}, a subclass of "
+        f"{base.__name__}: block classes are final, build a {base.__name__}"
+    )
 
 
 def _is_block_sequence(content: object) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
@@ -132,7 +131,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         except Exception as exc:
             _flush_failed(core, turn, step, exc)
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
-    timeout = services.flush_timeout if math.isfinite(services.flush_timeout) else math.inf
+    timeout = services.flush_timeout  # seconds above 0, or math.inf for no bound
     store_flush = partial(store.flush, core.session)
     unfinished = [_STORE]
     with trio.CancelScope(shield=True) as scope:
