@@ -37,7 +37,7 @@ __all__ = [
     "label_problem",
     "named_identity",
     "session_id_problem",
-    "shown",
+    "short_repr",
 ]
 
 # An entry without an exact id runs as ``<label>-session-<uuid4>`` (R13.3), an id
@@ -77,7 +77,7 @@ def check_max_tokens(_instance: object, _attribute: object, value: int | None) -
         raise InvalidValueError("max_tokens", f"must be an integer in 1..2**53-1, got {value!r}")
 
 
-def shown(value: object) -> str:
+def short_repr(value: object) -> str:
     """*value* as a message shows it: its repr, a long string's cut short."""
     text = repr(value)
     if isinstance(value, str) and len(text) > 60:
@@ -88,15 +88,15 @@ def shown(value: object) -> str:
 def session_id_problem(value: object) -> str | None:
     """Why *value* cannot be a session id (the stores' own rule, R11.12), or None."""
     if not isinstance(value, str):
-        return f"must be a string, got {shown(value)}"
+        return f"must be a string, got {short_repr(value)}"
     problem = id_problem(value)
-    return None if problem is None else f"must be a valid session id: {shown(value)} {problem}"
+    return None if problem is None else f"must be a valid session id: {short_repr(value)} {problem}"
 
 
 def label_problem(value: object) -> str | None:
     """Why *value* cannot be an entry's label, or None."""
     if not isinstance(value, str):
-        return f"must be a string, got {shown(value)}"
+        return f"must be a string, got {short_repr(value)}"
     if not value:
         return "must be a non-empty label, got ''"
     if len(value) > MAX_LABEL_LENGTH:
@@ -105,7 +105,7 @@ def label_problem(value: object) -> str | None:
             f"id '<label>-session-<uuid4>' must fit in {MAX_ID_LENGTH}"
         )
     problem = id_problem(value + _FRESH_SUFFIX)
-    return None if problem is None else f"must be a valid label: {shown(value)} {problem}"
+    return None if problem is None else f"must be a valid label: {short_repr(value)} {problem}"
 
 
 def check_label(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -132,7 +132,7 @@ def check_exact_id(_instance: object, attribute: attrs.Attribute[str], value: ob
 def check_flag(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
     """Refuse a flag that is not a ``bool``."""
     if type(value) is not bool:
-        raise InvalidValueError(attribute.name, f"must be a boolean, got {shown(value)}")
+        raise InvalidValueError(attribute.name, f"must be a boolean, got {short_repr(value)}")
 
 
 def check_cwd(_instance: object, _attribute: object, value: str | None) -> None:

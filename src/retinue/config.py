@@ -46,7 +46,7 @@ from retinue._config_checks import (
     empty_is_none,
     identity_clash,
     named_identity,
-    shown,
+    short_repr,
 )
 from retinue._errors import ConfigError
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
@@ -368,7 +368,7 @@ def _overridden(index: int, entry: AgentEntry, overrides: Mapping[str, object]) 
     if not isinstance(identity, Identity):
         raise ConfigError(
             f"invalid identity overrides: agents[{index}] (label {entry.id!r}): "
-            f"expected an Identity, got {shown(identity)}"
+            f"expected an Identity, got {short_repr(identity)}"
         )
     return _apply(entry, identity)
 
@@ -377,12 +377,12 @@ def _check_labels(config: LoopConfig, overrides: object) -> None:
     if not isinstance(overrides, Mapping):
         raise ConfigError(
             f"invalid identity overrides: expected a mapping of label to Identity, got "
-            f"{shown(overrides)}"
+            f"{short_repr(overrides)}"
         )
     labels = Counter(entry.id for entry in config.agents)
     # Shown by repr: a key that is no string is unknown too, and must not be
     # mistaken for the label its text spells.
-    unknown = sorted(shown(label) for label in overrides if label not in labels)
+    unknown = sorted(short_repr(label) for label in overrides if label not in labels)
     if unknown:
         raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
     for label in overrides:
