@@ -54,6 +54,10 @@ class InvalidValueError(ConfigError):
         self.key = key
         self.reason = reason
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuilt from its parts: the message alone does not give them back.
+        return type(self), (self.key, self.reason), self.__dict__
+
 
 class InvalidValuesError(ConfigError):
     """Several problems one check found, each an :class:`InvalidValueError`."""
@@ -61,6 +65,9 @@ class InvalidValuesError(ConfigError):
     def __init__(self, problems: Iterable[InvalidValueError]) -> None:
         self.problems = tuple(problems)
         super().__init__("; ".join(problem.message for problem in self.problems))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.problems,), self.__dict__
 
 
 def check_cap(_instance: object, _attribute: object, value: int) -> None:

@@ -1,0 +1,61 @@
+"""Errors cross process boundaries intact: each one pickles back to an equal error."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import pytest
+
+import retinue
+from retinue import providers
+from retinue.config import AgentEntry, Identity, LoopConfig
+
+
+def _raised(build: Callable[[], object]) -> BaseException:
+    with pytest.raises(retinue.RetinueError) as caught:
+        build()
+    return caught.value
+
+
+def _parts(value: object) -> object:
+    """An error as comparable data (errors compare by identity): class, message, attributes."""
+    if isinstance(value, BaseException):
+        return type(value), str(value), {key: _parts(item) for key, item in vars(value).items()}
+    if isinstance(value, tuple):
+        return tuple(_parts(item) for item in value)
+    return value
+
+
+def _twice_named() -> LoopConfig:
+    return LoopConfig(agents=(AgentEntry("a", session_id="s"), AgentEntry("b", session_id="s")))
+
+
+ERRORS = [
+    retinue.RetinueError("plain"),
+    retinue.SessionError("refused", code="SEQ_GAP"),
+    retinue.StoreError("gone", code="NOT_FOUND"),
+    retinue.ModelError("failed", code="BAD"),
+    retinue.ToolError("nope", code="DENIED"),
+    providers.RateLimitError(
+        "slow down", code="RATE_LIMITED", status=429, retry_after=2.5, headers={"a": "b"}
+    ),
+    _raised(lambda: AgentEntry(id="")),
+    _raised(lambda: Identity(id="a/b")),
+    _raised(_twice_named),
+]
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda error: type(error).__name__)
+def test_error_pickles_to_an_equal_error(error: BaseException) -> None:
+    """A pickled error keeps its class, message and every attribute (code, status, key ...)."""
+    copy = pickle.loads(pickle.dumps(error))
+    assert _parts(copy) == _parts(error)
+
+
+def test_config_errors_keep_their_parts_through_pickle() -> None:
+    """A config check's errors rebuild from their key and reason, each listed problem too."""
+    error = _raised(_twice_named)
+    copy = pickle.loads(pickle.dumps(error))
+    parts = [(problem.key, problem.reason) for problem in getattr(copy, "problems", ())]
+    assert parts == [("agents[1].session_id", "session 's' is already named by agents[0]")]
