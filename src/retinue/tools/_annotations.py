@@ -1,4 +1,4 @@
-"""Schema keywords from ``Annotated`` metadata: annotated-types constraints and pydantic's ``Field``.
+"""Schema keywords and checks from ``Annotated`` metadata: annotated-types and pydantic's ``Field``.
 
 ``Annotated[int, Field(ge=1, le=7, description="...")]`` and
 ``Annotated[str, MinLen(2), re.compile("^[a-z]+$")]`` say what an argument
@@ -6,6 +6,10 @@ may be; read by the attributes they carry (``gt``, ``ge``, ``lt``, ``le``,
 ``multiple_of``, ``min_length``, ``max_length``, ``pattern``,
 ``description``), not by their classes, so neither library is imported.
 A pydantic ``FieldInfo`` holds its constraints in its ``metadata`` list.
+annotated-types' ``Predicate`` and ``Not``, which no schema keyword can say,
+are checks run on the converted value. Any other item of either library is
+refused by name: a rule on the value is enforced on every call or refused
+when the tool is built, never ignored.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from retinue._jsonschema import is_number
 
-__all__ = ["metadata_keywords"]
+__all__ = ["checking", "metadata_keywords"]
 
 _BOUNDS = {
     "gt": "exclusiveMinimum",
@@ -50,6 +54,7 @@ def metadata_keywords(
     for item in _flattened(metadata):
         if isinstance(item, str):
             continue
+        _refuse_unread(item, where)
         for keyword, value in _constraints(item, schema, where):
             _merge(keywords, also, keyword, value)
         description = getattr(item, "description", None)
@@ -61,6 +66,82 @@ def metadata_keywords(
     if also:
         keywords["allOf"] = also
     return keywords
+
+
+# The items of annotated-types and pydantic read here, by class name, each with
+# the settings it may carry only unset: what those ask (a conversion, a stricter
+# parse, another name for the argument) is done by nothing here. JSON holds no
+# infinity or NaN (AllowInfNan), and a call reports one problem anyway (FailFast).
+_READ: dict[str, tuple[str, ...]] = {
+    "Gt": (), "Ge": (), "Lt": (), "Le": (), "Interval": (), "MultipleOf": (), "MinLen": (),
+    "MaxLen": (), "Len": (), "Predicate": (), "Not": (), "DocInfo": (), "AllowInfNan": (),
+    "FailFast": (), "Strict": ("strict",), "FieldInfo": ("alias", "validation_alias"),
+    "StringConstraints": ("strip_whitespace", "to_upper", "to_lower", "strict", "ascii_only"),
+}  # fmt: skip
+# Field(...) keeps the keywords it has no class for in one bag; of those only pattern is read.
+_BAG = "_PydanticGeneralMetadata"
+_LIBRARIES = frozenset({"annotated_types", "pydantic"})
+_ENFORCED = (
+    "is not enforced on tool arguments, which are checked only against bounds, multiple_of, "
+    "lengths, pattern and annotated-types' Predicate and Not: check it in the tool's body"
+)
+
+
+def _refuse_unread(item: object, where: str) -> None:
+    """Refuse an item of annotated-types or pydantic that asks what no check here does."""
+    cls = type(item)
+    if cls.__module__.partition(".")[0] not in _LIBRARIES:
+        return  # another library's marker says nothing of the value
+    name = cls.__name__
+    if name == _BAG:
+        unread = [key for key in vars(item) if key != "pattern"]
+    elif name in _READ:
+        unread = [key for key in _READ[name] if getattr(item, key, None) not in (None, False)]
+    else:
+        raise TypeError(f"{where}: {item!r} {_ENFORCED}")
+    if unread:
+        setting = f"{unread[0]}={getattr(item, unread[0])!r}"
+        raise TypeError(f"{where}: {setting} {_ENFORCED}")
+
+
+def checking(
+    coerce: Callable[[object], object], metadata: list[object]
+) -> Callable[[object], object]:
+    """*coerce*, then annotated-types' ``Predicate`` and ``Not`` of *metadata* on what it made.
+
+    The checks see the value the body gets, in *metadata*'s order; each raises
+    ``ValueError`` naming the function and the value when the value does not hold.
+    """
+    checks: list[Callable[[object], None]] = []
+    for item in _flattened(metadata):
+        cls = type(item)
+        func = getattr(item, "func", None)
+        if cls.__module__ == "annotated_types" and cls.__name__ in ("Predicate", "Not"):
+            assert callable(func)
+            checks.append(_predicate_check(func, holds=cls.__name__ == "Predicate"))
+    if not checks:
+        return coerce
+
+    def checked(value: object) -> object:
+        converted = coerce(value)
+        for check in checks:
+            check(converted)
+        return converted
+
+    return checked
+
+
+def _predicate_check(func: Callable[[Any], object], *, holds: bool) -> Callable[[object], None]:
+    name = getattr(func, "__qualname__", None) or repr(func)
+    wanted = "must satisfy" if holds else "must not satisfy"
+
+    def check(value: object) -> None:
+        if bool(func(value)) is not holds:
+            shown = repr(value)
+            shown = f"{shown[:60]}..." if len(shown) > 64 else shown
+            raise ValueError(f"{wanted} {name}, got {shown}")
+
+    return check
 
 
 def _constraints(

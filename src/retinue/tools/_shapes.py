@@ -18,7 +18,7 @@ import attrs
 from retinue._errors import InvalidJsonError, RetinueError
 from retinue._lossless import freeze_json, thaw_json
 
-from ._annotations import metadata_keywords
+from ._annotations import checking, metadata_keywords
 from ._execution import describe_failure
 from ._tool import ToolContext
 from ._validate import validate
@@ -90,8 +90,10 @@ def unwrap(hint: object) -> tuple[object, list[object]]:
 def shape_of(hint: object, where: str) -> Shape:
     hint, metadata = unwrap(hint)
     shape = _bare_shape(hint, where)
-    keywords = metadata_keywords(metadata, shape.schema, where) if metadata else None
-    return Shape({**shape.schema, **keywords}, shape.coerce) if keywords else shape
+    if not metadata:
+        return shape
+    keywords = metadata_keywords(metadata, shape.schema, where)
+    return Shape({**shape.schema, **keywords}, checking(shape.coerce, metadata))
 
 
 def _bare_shape(hint: object, where: str) -> Shape:
@@ -222,9 +224,16 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
     options = [s.schema for s in shapes] + ([{"type": "null"}] if nullable else [])
 
     def coerce(value: object) -> object:
+        # The first member that takes the value, its checks (a Predicate) included.
+        refused: Exception | None = None
         for shape in shapes:
             if validate(value, shape.schema) is None:
-                return shape.coerce(value)
+                try:
+                    return shape.coerce(value)
+                except Exception as exc:  # the next member may take it
+                    refused = refused or exc
+        if refused is not None:
+            raise refused
         return value
 
     return Shape({"anyOf": options}, coerce)

@@ -1,0 +1,144 @@
+"""``Annotated`` rules no schema keyword can say: enforced on every call or refused when the
+tool is decorated, never ignored (R9.3 stage 3, R9.7).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import annotated_types
+import pydantic
+import pytest
+from pydantic import Field
+
+from retinue import Text
+from retinue._lossless import freeze_json
+from retinue.hooks import HookBus
+from retinue.tools import Tool, ToolExecution, ToolExecutionResult, ToolRegistry, tool
+
+
+def _is_even(value: int) -> bool:
+    return value % 2 == 0
+
+
+def _is_large(value: int) -> bool:
+    return value > 100
+
+
+async def _call(target: Tool, arguments: dict[str, object]) -> ToolExecutionResult:
+    registry = ToolRegistry(HookBus(), [target])
+    return await registry.execute(ToolExecution("c1", target.name, freeze_json(arguments)))
+
+
+def _refusal(result: ToolExecutionResult) -> str:
+    assert result.is_error
+    assert result.error is not None
+    assert result.error.code == "INVALID_ARGUMENTS"
+    (text,) = result.content
+    assert isinstance(text, Text)
+    return text.text
+
+
+async def test_predicate_and_not_are_checked_on_every_call_before_the_body() -> None:
+    """R9.3: annotated-types' ``Predicate`` and ``Not`` refuse a value the schema lets by,
+    naming the argument (an item's index too) and the function; the body never runs."""
+    ran: list[object] = []
+
+    @tool
+    def label(
+        count: Annotated[int, annotated_types.Gt(0), annotated_types.Predicate(_is_even)],
+        names: list[annotated_types.LowerCase[str]],
+        code: Annotated[str, annotated_types.Not(str.isdigit)] = "x",
+    ) -> str:
+        """Label."""
+        ran.append((count, names, code))
+        return "ok"
+
+    odd = await _call(label, {"count": 3, "names": ["a"]})
+    assert "count: must satisfy _is_even, got 3" in _refusal(odd)
+    upper = await _call(label, {"count": 2, "names": ["a", "B"]})
+    assert "names[1]: must satisfy str.islower, got 'B'" in _refusal(upper)
+    digits = await _call(label, {"count": 2, "names": [], "code": "42"})
+    assert "code: must not satisfy str.isdigit, got '42'" in _refusal(digits)
+    assert ran == []
+    good = await _call(label, {"count": 4, "names": ["a", "b"], "code": "a1"})
+    assert not good.is_error
+    assert ran == [(4, ["a", "b"], "a1")]
+
+
+async def test_a_predicate_sees_the_value_the_body_gets() -> None:
+    """R9.7: the check runs on the converted value: JSON's ``2.0`` for an ``int`` is ``2``."""
+
+    @tool
+    def take(n: Annotated[int, annotated_types.Predicate(lambda v: type(v) is int)]) -> str:
+        """Take."""
+        return repr(n)
+
+    result = await _call(take, {"n": 2.0})
+    assert not result.is_error
+    assert result.content == (Text("2"),)
+
+
+async def test_a_union_member_whose_check_fails_gives_way_to_the_next() -> None:
+    """R9.7: of a union's members the first that takes the value, its checks included."""
+
+    @tool
+    def pick(
+        n: Annotated[int, annotated_types.Predicate(_is_even)]
+        | Annotated[int, annotated_types.Predicate(_is_large)],
+    ) -> str:
+        """Pick."""
+        return str(n)
+
+    assert not (await _call(pick, {"n": 4})).is_error
+    assert not (await _call(pick, {"n": 101})).is_error
+    assert "n: must satisfy _is_even, got 3" in _refusal(await _call(pick, {"n": 3}))
+
+
+@pytest.mark.parametrize(
+    ("marker", "named"),
+    [
+        (annotated_types.Timezone(None), r"Timezone\(tz=None\)"),
+        (annotated_types.Unit("m"), r"Unit\(unit='m'\)"),
+        (pydantic.AfterValidator(str.strip), "AfterValidator"),
+        (pydantic.WithJsonSchema({"type": "string"}), "WithJsonSchema"),
+        (pydantic.Strict(), "strict=True"),
+        (Field(strict=True), "strict=True"),
+        (pydantic.StringConstraints(strip_whitespace=True), "strip_whitespace=True"),
+        (pydantic.StringConstraints(ascii_only=True), "ascii_only=True"),
+        (Field(coerce_numbers_to_str=True), "coerce_numbers_to_str=True"),
+        (Field(alias="text"), "alias='text'"),
+    ],
+)
+def test_a_rule_no_check_enforces_is_refused_when_decorated(marker: object, named: str) -> None:
+    """R9.7: an annotated-types or pydantic item asking what no check does (a conversion, a
+    stricter parse, another argument name) is refused naming the parameter and the item."""
+
+    def echo(value: str) -> str:
+        """Echo."""
+        return value
+
+    echo.__annotations__["value"] = Annotated[str, marker]
+    with pytest.raises(TypeError, match=rf"echo\(value\): .*{named}.* is not enforced"):
+        tool(echo)
+
+
+class _Marker:
+    """Another library's metadata: says nothing of the value."""
+
+
+async def test_settings_that_hold_anyway_and_other_markers_pass() -> None:
+    """R9.7: a lax ``strict=False``, ``allow_inf_nan`` (JSON holds no infinity) and
+    metadata of other libraries leave the tool as it was."""
+
+    @tool
+    def echo(
+        value: Annotated[
+            float, Field(strict=False, allow_inf_nan=False), pydantic.FailFast(), _Marker()
+        ],
+    ) -> str:
+        """Echo."""
+        return repr(value)
+
+    assert echo.parameters["properties"] == {"value": {"type": "number"}}
+    assert (await _call(echo, {"value": 1})).content == (Text("1.0"),)
