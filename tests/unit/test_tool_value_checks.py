@@ -102,12 +102,15 @@ async def test_a_union_member_whose_check_fails_gives_way_to_the_next() -> None:
         (annotated_types.Unit("m"), r"Unit\(unit='m'\)"),
         (pydantic.AfterValidator(str.strip), "AfterValidator"),
         (pydantic.WithJsonSchema({"type": "string"}), "WithJsonSchema"),
-        (pydantic.Strict(), "strict=True"),
-        (Field(strict=True), "strict=True"),
-        (pydantic.StringConstraints(strip_whitespace=True), "strip_whitespace=True"),
-        (pydantic.StringConstraints(ascii_only=True), "ascii_only=True"),
-        (Field(coerce_numbers_to_str=True), "coerce_numbers_to_str=True"),
-        (Field(alias="text"), "alias='text'"),
+        (pydantic.Strict(), r"Strict\(strict=True\)"),
+        (Field(strict=True), r"Strict\(strict=True\)"),
+        (
+            pydantic.StringConstraints(strip_whitespace=True),
+            r"StringConstraints\(strip_whitespace=True\)",
+        ),
+        (pydantic.StringConstraints(ascii_only=True), r"StringConstraints\(ascii_only=True\)"),
+        (Field(coerce_numbers_to_str=True), r"Field\(coerce_numbers_to_str=True\)"),
+        (Field(alias="text"), r"Field\(alias='text'\)"),
     ],
 )
 def test_a_rule_no_check_enforces_is_refused_when_decorated(marker: object, named: str) -> None:

@@ -100,7 +100,9 @@ def _refuse_unread(item: object, where: str) -> None:
     else:
         raise TypeError(f"{where}: {item!r} {_ENFORCED}")
     if unread:
-        setting = f"{unread[0]}={getattr(item, unread[0])!r}"
+        # pydantic's Field(...) builds both a FieldInfo and the bag: the user wrote Field.
+        owner = "Field" if name in ("FieldInfo", _BAG) else name
+        setting = f"{owner}({unread[0]}={getattr(item, unread[0])!r})"
         raise TypeError(f"{where}: {setting} {_ENFORCED}")
 
 
