@@ -47,6 +47,7 @@ __all__ = [
     "cancel_is_stray",
     "describe_error",
     "leaf_error",
+    "stray_cancel_error",
 ]
 
 
@@ -194,3 +195,24 @@ def cancel_is_stray() -> bool:
     """
     # -inf exactly when a scope around this task is cancelled (trio's definition).
     return trio.current_effective_deadline() != -math.inf
+
+
+_E = TypeVar("_E", bound=RetinueError)
+
+
+def stray_cancel_error(
+    culprit: str, kind: Callable[..., _E], cause: BaseException | None = None
+) -> _E:
+    """A stray ``Cancelled`` from *culprit* as its failure, of *kind* (``STRAY_CANCELLED``).
+
+    Propagated, the Cancelled would end its owner as if that had been
+    cancelled; as an error it ends only what *culprit*'s failure ends.
+    *cause*, the Cancelled, is kept as the error's ``__cause__``.
+    """
+    error = kind(
+        f"{culprit} raised trio.Cancelled while nothing around it was cancelled "
+        f"({STRAY_CANCEL_RULE})",
+        code="STRAY_CANCELLED",
+    )
+    error.__cause__ = cause
+    return error

@@ -1,6 +1,9 @@
-"""A listener raising a ``trio.Cancelled`` of its own is its failure, not the agent's end (R7.48)."""
+"""User code raising a ``trio.Cancelled`` of its own (a listener, the model, the store, an
+observer, a cleanup) fails what it was part of, never the agent or the runtime (R7.48)."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -8,8 +11,17 @@ import trio.testing
 
 import retinue
 from retinue._content import content_text
-from retinue.session import ToolResultEvent
-from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from retinue.providers import ModelRequest, StreamChunk
+from retinue.session import Event, ToolResultEvent
+from retinue.stores import MemoryStore
+from retinue.testing import (
+    CallTools,
+    DelegatingStore,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import (
     OPTIONS,
     echo,
@@ -158,3 +170,187 @@ async def test_ctrl_c_in_a_body_ends_the_turn_as_a_disposal(
     assert last_end_reason(sessions[0].events).kind == "disposed"
     assert errors == []
     check_session_invariants(sessions[0].events)
+
+
+class _Kept:
+    """A ``Cancelled`` caught earlier, for synchronous code to raise again."""
+
+    cancelled: trio.Cancelled | None = None
+
+    @classmethod
+    async def keep(cls) -> None:
+        try:
+            await raise_stray_cancelled()
+        except trio.Cancelled as exc:
+            cls.cancelled = exc
+
+    @classmethod
+    def raise_it(cls) -> None:
+        assert cls.cancelled is not None
+        raise cls.cancelled
+
+
+class _StrayModel:
+    """Streams as *model* does, but the first stream raises a stray ``Cancelled``."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model, self.strays = model, 1
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        chunks = self.model.stream(request)
+        try:
+            async for chunk in chunks:
+                yield chunk
+                if self.strays:
+                    self.strays -= 1
+                    await raise_stray_cancelled()
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_model_stream_raising_stray_cancelled_fails_the_turn_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R7.48: the model's own Cancelled ends its turn as an error naming the misuse,
+    reported on ``agent/error``; the agent was logged disposed and torn down before."""
+    model = _StrayModel(ScriptedModel([Reply("partial answer")], repeat_last=True))
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors: list[BaseException] = []
+        rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
+        first = await agent.ask("go")
+        assert (first.reason.kind, first.reason.code) == ("error", "STRAY_CANCELLED")
+        assert "the model stream raised trio.Cancelled" in (first.reason.message or "")
+        assert [(type(error), getattr(error, "code", None)) for error in errors] == [
+            (retinue.ModelError, "STRAY_CANCELLED")
+        ]
+        assert agent.status == "idle"
+        assert (await agent.ask("again")).reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+class _StrayFlushStore(DelegatingStore):
+    """Its first flush raises a stray ``Cancelled``; durable or not as the test asks."""
+
+    strays = 1
+
+    async def flush(self, session: retinue.Session) -> None:
+        if self.strays:
+            self.strays -= 1
+            await raise_stray_cancelled()
+        await self.store.flush(session)
+
+
+@pytest.mark.parametrize("durable", [True, False])
+async def test_a_store_flush_raising_stray_cancelled_is_reported_not_a_disposal(
+    autojump_clock: trio.testing.MockClock, durable: bool
+) -> None:
+    """R7.49: a failed end-of-turn flush is reported on ``agent/error`` and the turn keeps
+    its end; the agent was silently disposed before, its ``ask`` answered ``disposed``
+    against a log that said ``completed``. Both flush paths: deadline-bound and not."""
+    store = _StrayFlushStore(MemoryStore())
+    store.durable = durable  # type: ignore[attr-defined]
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors: list[BaseException] = []
+        rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
+        first = await agent.ask("go")
+        assert first.reason.kind == "completed"
+        assert last_end_reason(agent.session.events).kind == "completed"
+        assert [(type(error), getattr(error, "code", None)) for error in errors] == [
+            (retinue.StoreError, "STRAY_CANCELLED")
+        ]
+        assert "the store's flush raised trio.Cancelled" in str(errors[0])
+        assert agent.status == "idle"
+        assert (await agent.ask("again")).reason.kind == "completed"
+
+
+@pytest.mark.parametrize("observers", [1, 2])
+async def test_a_session_observer_raising_cancelled_fails_the_turn_only(
+    autojump_clock: trio.testing.MockClock, observers: int
+) -> None:
+    """R4.8, R7.48: observers are synchronous, so a Cancelled is their own failure: the
+    event stays logged, every observer hears it, and the turn ends as an error."""
+    await _Kept.keep()
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        heard: list[str] = []
+        raised: list[str] = []
+
+        def stray_on_prompt(event: Event) -> None:
+            if event.type == "user/message" and not raised:
+                raised.append(event.type)
+                _Kept.raise_it()
+
+        agent.session.observe(stray_on_prompt)
+        for _ in range(observers - 1):
+            agent.session.observe(lambda event: heard.append(f"other {event.type}"))
+        first = await agent.ask("go")
+        assert (first.reason.kind, first.reason.code) == ("error", "STRAY_CANCELLED")
+        assert "session observer" in (first.reason.message or "")
+        assert of_type(agent.session.events, "user/message")
+        if observers == 2:
+            assert "other user/message" in heard
+        assert agent.status == "idle"
+        assert (await agent.ask("again")).reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+class _StrayDetachStore(DelegatingStore):
+    """Detaching the session named *victim* raises a stray ``Cancelled``."""
+
+    async def detach(self, session: retinue.Session) -> None:
+        if session.id == "victim":
+            await raise_stray_cancelled()
+        await self.store.detach(session)
+
+
+async def test_a_store_detach_raising_stray_cancelled_leaves_the_runtime_running(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: one agent's teardown never fails another; the runtime's nursery used to be
+    cancelled, ending every agent's turn and the runtime's body without an error."""
+    model = ScriptedModel({"scripted": [Reply("ok")]}, repeat_last=True)
+    async with runtime(model, store=_StrayDetachStore(MemoryStore())) as rt:
+        victim = await rt.create_agent("victim", OPTIONS)
+        bystander = await rt.create_agent("bystander", OPTIONS)
+        cleaned: list[str] = []
+        rt.scoped(victim, lambda: cleaned.append("second"))
+        rt.scoped(victim, _Kept.raise_it)  # unwound first: a cleanup's Cancelled is contained
+        await _Kept.keep()
+        await victim.dispose()
+        assert victim.status == "disposed"
+        assert cleaned == ["second"]
+        assert (await bystander.ask("go")).reason.kind == "completed"
+        late = await rt.create_agent("late", OPTIONS)
+        assert (await late.ask("go")).reason.kind == "completed"
+    check_session_invariants(bystander.session.events)
+
+
+class _UnreadableCodeError(Exception):
+    @property
+    def code(self) -> str:
+        raise RuntimeError("code unreadable")
+
+
+async def test_an_error_whose_code_cannot_be_read_fails_the_turn_not_the_driver(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.45, R7.48: the turn ends as an error without a code of its own; reading the
+    code crashed the driver before, and a second such turn left the agent disposed."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def pre_step(*_args: object) -> None:
+            raise _UnreadableCodeError("no step today")
+
+        rt.hooks.on("agent/pre-step", pre_step, agent=agent)
+        for _ in range(3):
+            result = await agent.ask("go")
+            assert result.reason.kind == "error"
+            assert "no step today" in (result.reason.message or "")
+        assert agent.status == "idle"
+        check_session_invariants(agent.session.events)

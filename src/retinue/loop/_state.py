@@ -28,8 +28,15 @@ log = logging.getLogger("retinue.loop")
 
 
 def error_code(error: BaseException) -> str | None:
-    """An error's ``code`` attribute when it is a string (R7.45)."""
-    code = getattr(error, "code", None)
+    """An error's ``code`` attribute when it is a string (R7.45).
+
+    A plugin's error whose ``code`` cannot be read has none: reading it must
+    not fail the handler that records the error.
+    """
+    try:
+        code = getattr(error, "code", None)
+    except Exception:
+        return None
     return code if isinstance(code, str) else None
 
 

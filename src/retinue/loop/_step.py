@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import trio
+
 from retinue._content import ContentBlock, Message, ToolCall, as_content
-from retinue._errors import HookError, ModelError
+from retinue._errors import HookError, ModelError, cancel_is_stray, stray_cancel_error
 from retinue._lossless import same_json
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
@@ -141,40 +143,51 @@ async def run_step(
 async def _stream(
     core: AgentCore, state: TurnState, request: ModelRequest, signal: StepSignal
 ) -> tuple[BlockAssembler, list[int]] | None:
+    """Feed and log every chunk of the model's stream; ``None`` if the step was aborted."""
     session, turn, step = core.session, state.turn, state.step
     assembler = BlockAssembler()
     seqs: list[int] = []
     # Bound once: these run for every chunk of the stream.
     logged, append_chunk, feed = seqs.append, session.append_chunk, assembler.feed
-    chunks = core.services.models.stream(request)
     try:
-        async for chunk in chunks:
-            if signal.cancel_called:
-                return None
-            # Fed first: the assembler refuses a malformed chunk before it is
-            # logged, as a logged one would make the stored session unloadable.
-            try:
-                feed(chunk)
-            except BlockAssemblyError as error:
-                if error.code != "MALFORMED_CHUNK":
-                    # Any other refusal is of a storable chunk: logged as it came (R7.36).
-                    logged(append_chunk(turn, step, chunk))
-                raise
-            logged(append_chunk(turn, step, chunk))
-    finally:
-        # Closing releases the call (an SDK stream's HTTP response) at once,
-        # even when the loop stopped early; a plain iterator has nothing to close.
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        chunks = core.services.models.stream(request)
+        try:
+            async for chunk in chunks:
+                if signal.cancel_called:
+                    return None
+                # Fed first: the assembler refuses a malformed chunk before it is
+                # logged, as a logged one would make the stored session unloadable.
+                try:
+                    feed(chunk)
+                except BlockAssemblyError as error:
+                    if error.code != "MALFORMED_CHUNK":
+                        # Any other refusal is of a storable chunk: logged as it came (R7.36).
+                        logged(append_chunk(turn, step, chunk))
+                    raise
+                logged(append_chunk(turn, step, chunk))
+        finally:
+            # Closing releases the call (an SDK stream's HTTP response) at once,
+            # even when the loop stopped early; a plain iterator has nothing to close.
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+    except trio.Cancelled as exc:
+        if not cancel_is_stray():
+            raise
+        # The model's own Cancelled would end the agent as if it had been disposed.
+        raise stray_cancel_error("the model stream", ModelError) from exc
     if signal.cancel_called:
         return None
-    finish = assembler.finish
+    _check_finish(assembler.finish)
+    return assembler, seqs
+
+
+def _check_finish(finish: FinishReason) -> None:
+    """Raise the model's failure when its stream ended with one (R7.36)."""
     if isinstance(finish, Errored):
         raise ModelError(finish.message, code=finish.code)
     if isinstance(finish, Aborted):
         raise ModelError("model stream aborted", code="ABORTED")
-    return assembler, seqs
 
 
 def _refuse_shared_ids(calls: tuple[ToolCall, ...]) -> None:

@@ -9,7 +9,7 @@ from functools import partial
 import trio
 
 from retinue._content import Message, snapshot_messages
-from retinue._errors import HookError, call_each
+from retinue._errors import HookError, StoreError, call_each, cancel_is_stray, stray_cancel_error
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
@@ -130,6 +130,10 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
                 await store.flush(core.session)
         except Exception as exc:
             _flush_failed(core, turn, step, exc)
+        except trio.Cancelled as exc:
+            if not cancel_is_stray():
+                raise
+            _flush_failed(core, turn, step, stray_cancel_error(_STORE, StoreError, exc))
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
     timeout = services.flush_timeout  # seconds above 0, or math.inf for no bound
     store_flush = partial(store.flush, core.session)
@@ -170,6 +174,11 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
         await run()
     except Exception as exc:
         _flush_failed(core, turn, step, exc)
+    except trio.Cancelled as exc:
+        if not cancel_is_stray():
+            raise  # the flush's deadline: the caller reports what ran late
+        # The listeners' own Cancelled is the bus's to turn into their failure.
+        _flush_failed(core, turn, step, stray_cancel_error(name, StoreError, exc))
     unfinished.remove(name)
 
 

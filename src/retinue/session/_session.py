@@ -6,12 +6,12 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
 from typing import final, get_args, overload
 
 import attrs
+import trio
 
-from retinue._errors import InvalidJsonError, SessionError, call_each
+from retinue._errors import InvalidJsonError, SessionError
 from retinue._lossless import JsonValue, shown, writable_int
 from retinue._request import MessageHistory
 from retinue._stream import StreamChunk
@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._header import fold_header
 from ._history import Surface
+from ._observers import Observer, cancelled_observer, no_observer, notifier
 from ._sources import as_sources, check_sources
 
 __all__ = ["EventLog", "Session", "now_ms"]
@@ -57,7 +58,6 @@ _SURFACE_DATA = frozenset(
 _HEADER_TYPES = frozenset({RequestHeader, RequestHeaderDelta})
 
 log = logging.getLogger("retinue.session")
-Observer = Callable[[Event], None]
 
 
 _time_ns = time.time_ns
@@ -80,24 +80,6 @@ def _check_chunk(data: AssistantChunk) -> None:
     problem = chunk_event_problem(*data)
     if problem is not None:
         raise InvalidJsonError(f"{data.type}: {problem}")
-
-
-def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
-    """Call every observer; the first failure is raised once all have run (R4.8, R4.10)."""
-    call_each(lambda observer: observer(event), observers)
-
-
-def _no_observer(_event: Event) -> None:
-    """The notifier of a session nobody observes."""
-
-
-def _notifier(observers: tuple[Observer, ...]) -> Observer:
-    """One callable that notifies *observers*: a lone observer is called directly."""
-    if not observers:
-        return _no_observer
-    if len(observers) == 1:
-        return observers[0]
-    return partial(_notify_all, observers)
 
 
 def now_ms() -> int:
@@ -150,7 +132,7 @@ class Session:
     # Every append calls this one callable (usually the store's buffer itself),
     # a no-op without observers: a session is observed by its store, which a
     # test for none on every append would only slow down.
-    _notify: Observer = attrs.field(default=_no_observer, init=False)
+    _notify: Observer = attrs.field(default=no_observer, init=False)
     _surface: Surface = attrs.field(factory=Surface, init=False)
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
@@ -286,14 +268,14 @@ class Session:
         """Call *observer* synchronously after every append; returns an unsubscriber."""
         # Copy on write: appends iterate the tuple without copying it.
         self._observers = (*self._observers, observer)
-        self._notify = _notifier(self._observers)
+        self._notify = notifier(self._observers)
 
         def unsubscribe() -> None:
             observers = list(self._observers)
             if observer in observers:
                 observers.remove(observer)
                 self._observers = tuple(observers)
-                self._notify = _notifier(self._observers)
+                self._notify = notifier(self._observers)
 
         return unsubscribe
 
@@ -329,7 +311,10 @@ class Session:
                 Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
             )
             self._record(event, self._validate(event))
-        self._notify(event)
+        try:
+            self._notify(event)
+        except trio.Cancelled as exc:
+            raise cancelled_observer(self._notify, exc) from exc
         return event
 
     def _append_to_surface(
@@ -366,7 +351,10 @@ class Session:
         data = _new_tuple(AssistantChunk, (turn, step, chunk))
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
         events.append(event)
-        self._notify(event)
+        try:
+            self._notify(event)
+        except trio.Cancelled as exc:
+            raise cancelled_observer(self._notify, exc) from exc
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:

@@ -6,6 +6,7 @@ import logging
 
 import trio
 
+from retinue._errors import StoreError, cancel_is_stray, stray_cancel_error
 from retinue.session import Session
 from retinue.stores import SessionStore
 
@@ -23,6 +24,11 @@ async def detach_within(store: SessionStore, session: Session, limit: float) -> 
             await store.detach(session)
         except Exception as exc:
             failure = exc
+        except trio.Cancelled as exc:
+            if not cancel_is_stray():
+                raise  # past the limit: move_on_after takes it
+            # Propagated, it would cancel the runtime's nursery and every agent in it.
+            failure = stray_cancel_error("the store's detach", StoreError, exc)
         else:
             return None
     await trio.lowlevel.checkpoint()  # a store may fail before its first checkpoint
@@ -36,4 +42,10 @@ async def release_claim(store: SessionStore, session: Session) -> None:
         await store.detach(session)
     except Exception:
         log.exception("releasing session %s after a failed resume failed", session.id)
+        await trio.lowlevel.checkpoint()
+    except trio.Cancelled as exc:
+        if not cancel_is_stray():
+            raise
+        error = stray_cancel_error("the store's detach", StoreError, exc)
+        log.error("releasing session %s after a failed resume failed: %s", session.id, error)
         await trio.lowlevel.checkpoint()

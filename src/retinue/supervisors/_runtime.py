@@ -317,7 +317,8 @@ class Runtime:
         for cleanup in reversed(self._cleanups.pop(agent_id, [])):
             try:
                 cleanup()
-            except Exception:
+            except (Exception, trio.Cancelled):
+                # No cancel is delivered to synchronous code: a Cancelled is the cleanup's own.
                 log.exception("cleanup of agent %s failed (contained)", agent_id)
 
     def _publish(self, agent: Agent, *, source: str, new: bool) -> None:

@@ -1,0 +1,47 @@
+"""A session's observers: one notifier for all of them, their failures raised once all ran."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import trio
+
+from retinue._errors import SessionError, call_each, stray_cancel_error
+
+from ._events import Event
+
+__all__ = ["Observer", "cancelled_observer", "no_observer", "notifier"]
+
+Observer = Callable[[Event], None]
+
+
+def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
+    """Call every observer; the first failure is raised once all have run (R4.8, R4.10)."""
+    call_each(lambda observer: _notify_one(observer, event), observers)
+
+
+def _notify_one(observer: Observer, event: Event) -> None:
+    try:
+        observer(event)
+    except trio.Cancelled as exc:
+        raise cancelled_observer(observer, exc) from exc
+
+
+def cancelled_observer(observer: object, cancelled: trio.Cancelled) -> SessionError:
+    """An observer's ``Cancelled`` as its failure: observers are synchronous, so no
+    cancel is ever delivered to one, and propagated it would end the appending task."""
+    return stray_cancel_error(f"session observer {observer!r}", SessionError, cancelled)
+
+
+def no_observer(_event: Event) -> None:
+    """The notifier of a session nobody observes."""
+
+
+def notifier(observers: tuple[Observer, ...]) -> Observer:
+    """One callable that notifies *observers*: a lone observer is called directly."""
+    if not observers:
+        return no_observer
+    if len(observers) == 1:
+        return observers[0]
+    return partial(_notify_all, observers)
