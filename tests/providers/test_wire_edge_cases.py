@@ -898,3 +898,36 @@ async def test_stream_error_with_a_numeric_code_is_retryable_as_that_status(
     assert (caught.value.code, caught.value.status) == (str(status), status)
     assert caught.value.retryable is retryable
     assert RetryPolicy().is_retryable(caught.value) is retryable
+
+
+@pytest.mark.parametrize("kind", [[], {}, 7])
+async def test_responses_part_type_that_is_not_a_string_is_malformed(kind: object) -> None:
+    """R10.3: a ``content_part.done`` whose ``part.type`` is no string is a malformed
+    response naming the field, not an untyped ``TypeError`` from a set lookup.
+    """
+    events = [
+        {"type": "response.output_item.added", "output_index": 0, "item": COMPLETE_MESSAGE},
+        {
+            "type": "response.content_part.done",
+            "output_index": 0,
+            "content_index": 0,
+            "part": {"type": kind, "text": "hi"},
+        },
+    ]
+    with pytest.raises(ProviderStreamError, match=r"part\.type is not a string") as caught:
+        await serve_once("responses", b"".join(map(_typed_event, events)))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+@pytest.mark.parametrize(
+    "error", [{"type": "", "message": "x"}, {"type": " ", "message": "x"}, {"type": ["x"]}]
+)
+async def test_stream_error_without_a_usable_code_is_a_stream_error(error: object) -> None:
+    """R10.3: an in-stream error whose type is empty or not text gets the generic
+    ``STREAM_ERROR`` code, as one without a type does, not an empty or made-up code.
+    """
+    body = _typed_event({"type": "error", "error": error})
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("messages", body)
+    assert caught.value.code == "STREAM_ERROR"
+    assert caught.value.retryable is False

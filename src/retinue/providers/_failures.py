@@ -351,7 +351,8 @@ def stream_error(error: object, *, where: str) -> ProviderStreamError:
     elif status is not None:
         code_text, retryable = str(status), status in RETRYABLE_STATUSES
     else:
-        code_text = "STREAM_ERROR" if code is None else str(code)
+        # An empty or non-text code names nothing a caller could act on.
+        code_text = code if isinstance(code, str) and code.strip() else "STREAM_ERROR"
         retryable = code_text in RETRYABLE_STREAM_CODES
     return ProviderStreamError(
         f"{where} stream error: {message}", code=code_text, status=status, retryable=retryable

@@ -317,7 +317,10 @@ class ResponsesStreamDecoder:
     def _content_part_done(self, output: object, payload: JsonObject) -> list[StreamChunk]:
         """A completed message part that streamed no delta: its text, before the next part's."""
         part, index = _dict(payload.get("part")), payload.get("content_index")
-        if type(index) is not int or part.get("type") not in _MESSAGE_PARTS:
+        kind = part.get("type")
+        if kind is not None and type(kind) is not str:
+            raise malformed(f"response.content_part.done: part.type is not a string: {kind!r}")
+        if type(index) is not int or kind not in _MESSAGE_PARTS:
             return []
         table, key = self._table, ("text", output, index)
         if table.has(key) or table.has(("text", output, None)):
