@@ -8,6 +8,7 @@ from typing import Annotated
 
 import annotated_types
 import pydantic
+import pydantic.json_schema
 import pytest
 from pydantic import Field
 
@@ -23,6 +24,14 @@ def _is_even(value: int) -> bool:
 
 def _is_large(value: int) -> bool:
     return value > 100
+
+
+_SEEN: list[object] = []
+
+
+def _is_two(value: object) -> bool:
+    _SEEN.append(value)
+    return value == 2
 
 
 async def _call(target: Tool, arguments: dict[str, object]) -> ToolExecutionResult:
@@ -68,15 +77,18 @@ async def test_predicate_and_not_are_checked_on_every_call_before_the_body() -> 
 
 async def test_a_predicate_sees_the_value_the_body_gets() -> None:
     """R9.7: the check runs on the converted value: JSON's ``2.0`` for an ``int`` is ``2``."""
+    _SEEN.clear()
 
     @tool
-    def take(n: Annotated[int, annotated_types.Predicate(lambda v: type(v) is int)]) -> str:
+    def take(n: Annotated[int, annotated_types.Predicate(_is_two)]) -> str:
         """Take."""
         return repr(n)
 
     result = await _call(take, {"n": 2.0})
-    assert not result.is_error
     assert result.content == (Text("2"),)
+    assert "n: must satisfy" in _refusal(await _call(take, {"n": 3}))
+    assert _SEEN[0] == 2
+    assert type(_SEEN[0]) is int
 
 
 async def test_a_union_member_whose_check_fails_gives_way_to_the_next() -> None:
@@ -99,11 +111,10 @@ async def test_a_union_member_whose_check_fails_gives_way_to_the_next() -> None:
     ("marker", "named"),
     [
         (annotated_types.Timezone(None), r"Timezone\(tz=None\)"),
-        (annotated_types.Unit("m"), r"Unit\(unit='m'\)"),
         (pydantic.AfterValidator(str.strip), "AfterValidator"),
+        (pydantic.BeforeValidator(str.strip), "BeforeValidator"),
         (pydantic.WithJsonSchema({"type": "string"}), "WithJsonSchema"),
-        (pydantic.Strict(), r"Strict\(strict=True\)"),
-        (Field(strict=True), r"Strict\(strict=True\)"),
+        (Field(validate_default=True), r"Field\(validate_default=True\)"),
         (
             pydantic.StringConstraints(strip_whitespace=True),
             r"StringConstraints\(strip_whitespace=True\)",
@@ -115,7 +126,7 @@ async def test_a_union_member_whose_check_fails_gives_way_to_the_next() -> None:
 )
 def test_a_rule_no_check_enforces_is_refused_when_decorated(marker: object, named: str) -> None:
     """R9.7: an annotated-types or pydantic item asking what no check does (a conversion, a
-    stricter parse, another argument name) is refused naming the parameter and the item."""
+    validator, another argument name) is refused naming the parameter and the item."""
 
     def echo(value: str) -> str:
         """Echo."""
@@ -126,18 +137,73 @@ def test_a_rule_no_check_enforces_is_refused_when_decorated(marker: object, name
         tool(echo)
 
 
+@pytest.mark.parametrize("default", [Field(default="x"), Field(default_factory=str)])
+def test_a_default_inside_annotated_is_refused_pointing_to_the_signature(default: object) -> None:
+    """R9.7: a ``Field`` default inside ``Annotated`` would leave the argument required
+    here: refused, naming the parameter and where a default goes."""
+
+    def echo(value: str) -> str:
+        """Echo."""
+        return value
+
+    echo.__annotations__["value"] = Annotated[str, default]
+    with pytest.raises(TypeError, match=r"echo\(value\): a default in Field.* the signature"):
+        tool(echo)
+
+
+def test_a_predicate_of_no_function_is_refused_when_decorated() -> None:
+    """R9.7: ``Predicate(5)`` could never run: a ``TypeError`` naming the parameter."""
+
+    def echo(value: str) -> str:
+        """Echo."""
+        return value
+
+    echo.__annotations__["value"] = Annotated[str, annotated_types.Predicate(5)]  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"echo\(value\): Predicate needs a function, got 5"):
+        tool(echo)
+
+
+async def test_a_strict_integer_refuses_a_float_and_other_strict_types_hold_already() -> None:
+    """R9.7: pydantic's ``StrictInt`` refuses JSON's ``2.0``, which an ``int`` reads as ``2``;
+    a string, a boolean and a number are taken strictly by their JSON types anyway."""
+
+    @tool
+    def take(
+        count: pydantic.StrictInt,
+        name: pydantic.StrictStr,
+        flag: pydantic.StrictBool,
+        ratio: pydantic.StrictFloat,
+    ) -> str:
+        """Take."""
+        return repr((count, name, flag, ratio))
+
+    good = await _call(take, {"count": 2, "name": "a", "flag": True, "ratio": 1})
+    assert good.content == (Text("(2, 'a', True, 1.0)"),)
+    refused = await _call(take, {"count": 2.0, "name": "a", "flag": True, "ratio": 1})
+    assert "count: must be an integer (strict), got 2.0" in _refusal(refused)
+
+
 class _Marker:
     """Another library's metadata: says nothing of the value."""
 
 
 async def test_settings_that_hold_anyway_and_other_markers_pass() -> None:
-    """R9.7: a lax ``strict=False``, ``allow_inf_nan`` (JSON holds no infinity) and
-    metadata of other libraries leave the tool as it was."""
+    """R9.7: what says nothing of an argument's value leaves the tool as it was: a lax
+    ``strict=False``, ``allow_inf_nan`` (JSON holds no infinity), settings at their
+    defaults, serializers, schema annotations, a unit, and other libraries' metadata."""
 
     @tool
     def echo(
         value: Annotated[
-            float, Field(strict=False, allow_inf_nan=False), pydantic.FailFast(), _Marker()
+            float,
+            Field(strict=False, allow_inf_nan=False, coerce_numbers_to_str=False),
+            Field(union_mode="smart"),
+            pydantic.FailFast(),
+            pydantic.PlainSerializer(str),
+            pydantic.Tag("number"),
+            pydantic.json_schema.Examples([1.5]),
+            annotated_types.Unit("m"),
+            _Marker(),
         ],
     ) -> str:
         """Echo."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from retinue._jsonschema import is_number
 
-__all__ = ["checking", "metadata_keywords"]
+__all__ = ["checking", "metadata_keywords", "refuse_field_default"]
 
 _BOUNDS = {
     "gt": "exclusiveMinimum",
@@ -69,21 +69,28 @@ def metadata_keywords(
 
 
 # The items of annotated-types and pydantic read here, by class name, each with
-# the settings it may carry only unset: what those ask (a conversion, a stricter
-# parse, another name for the argument) is done by nothing here. JSON holds no
-# infinity or NaN (AllowInfNan), and a call reports one problem anyway (FailFast).
+# the settings it may carry only unset: what those ask (a conversion, another
+# name for the argument, a default) is done by nothing here. The others say
+# nothing of an argument's value: JSON holds no infinity or NaN (AllowInfNan),
+# a call reports one problem anyway (FailFast), serializers shape output, and
+# the rest only annotate a schema or pick a union member the schema picks too.
 _READ: dict[str, tuple[str, ...]] = {
     "Gt": (), "Ge": (), "Lt": (), "Le": (), "Interval": (), "MultipleOf": (), "MinLen": (),
-    "MaxLen": (), "Len": (), "Predicate": (), "Not": (), "DocInfo": (), "AllowInfNan": (),
-    "FailFast": (), "Strict": ("strict",), "FieldInfo": ("alias", "validation_alias"),
-    "StringConstraints": ("strip_whitespace", "to_upper", "to_lower", "strict", "ascii_only"),
+    "MaxLen": (), "Len": (), "Predicate": (), "Not": (), "Strict": (), "DocInfo": (),
+    "Unit": (), "AllowInfNan": (), "FailFast": (), "PlainSerializer": (),
+    "WrapSerializer": (), "SkipJsonSchema": (), "Examples": (), "Tag": (),
+    "FieldInfo": ("alias", "validation_alias", "validate_default"),
+    "StringConstraints": ("strip_whitespace", "to_upper", "to_lower", "ascii_only"),
 }  # fmt: skip
-# Field(...) keeps the keywords it has no class for in one bag; of those only pattern is read.
+# Field(...) keeps the keywords it has no class for in one bag. Of those, pattern is read,
+# and union_mode picks a member, as the first member whose schema takes the value does here.
 _BAG = "_PydanticGeneralMetadata"
+_BAG_READ = frozenset({"pattern", "union_mode"})
 _LIBRARIES = frozenset({"annotated_types", "pydantic"})
 _ENFORCED = (
     "is not enforced on tool arguments, which are checked only against bounds, multiple_of, "
-    "lengths, pattern and annotated-types' Predicate and Not: check it in the tool's body"
+    "lengths, pattern, strict integers and annotated-types' Predicate and Not: "
+    "check it in the tool's body"
 )
 
 
@@ -94,11 +101,16 @@ def _refuse_unread(item: object, where: str) -> None:
         return  # another library's marker says nothing of the value
     name = cls.__name__
     if name == _BAG:
-        unread = [key for key in vars(item) if key != "pattern"]
+        unread = [key for key, value in vars(item).items() if key not in _BAG_READ and value]
     elif name in _READ:
         unread = [key for key in _READ[name] if getattr(item, key, None) not in (None, False)]
     else:
         raise TypeError(f"{where}: {item!r} {_ENFORCED}")
+    if name == "FieldInfo" and _has_default(item):
+        raise TypeError(
+            f"{where}: a default in Field(...) inside Annotated is not read: give it in "
+            "the signature, as in x: Annotated[int, Field(ge=1)] = 3"
+        )
     if unread:
         # pydantic's Field(...) builds both a FieldInfo and the bag: the user wrote Field.
         owner = "Field" if name in ("FieldInfo", _BAG) else name
@@ -106,25 +118,43 @@ def _refuse_unread(item: object, where: str) -> None:
         raise TypeError(f"{where}: {setting} {_ENFORCED}")
 
 
-def checking(
-    coerce: Callable[[object], object], metadata: list[object]
-) -> Callable[[object], object]:
-    """*coerce*, then annotated-types' ``Predicate`` and ``Not`` of *metadata* on what it made.
+def _has_default(field: object) -> bool:
+    """Whether a pydantic ``FieldInfo`` carries a default or a default factory."""
+    is_required = getattr(field, "is_required", None)
+    return callable(is_required) and not is_required()
 
-    The checks see the value the body gets, in *metadata*'s order; each raises
-    ``ValueError`` naming the function and the value when the value does not hold.
+
+def checking(
+    coerce: Callable[[object], object],
+    metadata: list[object],
+    schema: dict[str, object],
+    where: str,
+) -> Callable[[object], object]:
+    """*coerce* with the checks of *metadata* that no schema keyword can say.
+
+    A strict integer (pydantic's ``Strict``) refuses JSON's ``2.0`` before it
+    is read as ``2``; annotated-types' ``Predicate`` and ``Not`` then run on
+    the value the body gets, in *metadata*'s order. Each raises ``ValueError``
+    naming what the value failed and the value.
+
+    Raises:
+        TypeError: a ``Predicate`` or ``Not`` of something that is not callable.
     """
+    strict_int = _strict_integer(metadata, schema)
     checks: list[Callable[[object], None]] = []
     for item in _flattened(metadata):
         cls = type(item)
-        func = getattr(item, "func", None)
         if cls.__module__ == "annotated_types" and cls.__name__ in ("Predicate", "Not"):
-            assert callable(func)
+            func = getattr(item, "func", None)
+            if not callable(func):
+                raise TypeError(f"{where}: {cls.__name__} needs a function, got {func!r}")
             checks.append(_predicate_check(func, holds=cls.__name__ == "Predicate"))
-    if not checks:
+    if not checks and not strict_int:
         return coerce
 
     def checked(value: object) -> object:
+        if strict_int and type(value) is float:
+            raise ValueError(f"must be an integer (strict), got {_shown(value)}")
         converted = coerce(value)
         for check in checks:
             check(converted)
@@ -133,17 +163,32 @@ def checking(
     return checked
 
 
+def _strict_integer(metadata: list[object], schema: dict[str, object]) -> bool:
+    """Whether *metadata* asks for a strict integer: the one strict reading JSON's own
+    types do not already give (a string, a boolean and a number are taken as they are)."""
+    strict = any(
+        type(item).__name__ == "Strict" and getattr(item, "strict", False) is True
+        for item in _flattened(metadata)
+    )
+    kinds = _kinds(schema)
+    return strict and "integer" in kinds and "number" not in kinds
+
+
 def _predicate_check(func: Callable[[Any], object], *, holds: bool) -> Callable[[object], None]:
+    """A check that *func* of the value is true (*holds*) or false, else ``ValueError``."""
     name = getattr(func, "__qualname__", None) or repr(func)
     wanted = "must satisfy" if holds else "must not satisfy"
 
     def check(value: object) -> None:
         if bool(func(value)) is not holds:
-            shown = repr(value)
-            shown = f"{shown[:60]}..." if len(shown) > 64 else shown
-            raise ValueError(f"{wanted} {name}, got {shown}")
+            raise ValueError(f"{wanted} {name}, got {_shown(value)}")
 
     return check
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return f"{shown[:60]}..." if len(shown) > 64 else shown
 
 
 def _constraints(
@@ -234,3 +279,17 @@ def _size_keywords(schema: dict[str, object], where: str) -> list[tuple[str, str
             f"type, not {schema.get('type') or 'this one'}"
         )
     return sized
+
+
+def refuse_field_default(default: object, where: str) -> None:
+    """Refuse a pydantic ``Field(...)`` given as a default: the body would receive it.
+
+    Raises:
+        TypeError: *default* is a pydantic ``FieldInfo``.
+    """
+    kind = type(default)
+    if kind.__name__ == "FieldInfo" and kind.__module__.startswith("pydantic"):
+        raise TypeError(
+            f"{where}: a pydantic Field(...) as the default is not read (the body would get "
+            "it as its value): write Annotated[T, Field(...)] and give a plain default"
+        )

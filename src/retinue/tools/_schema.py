@@ -13,6 +13,7 @@ import attrs
 
 from retinue._lossless import thaw_json
 
+from ._annotations import refuse_field_default
 from ._docstring import parse_docstring
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._shapes import (
@@ -21,7 +22,6 @@ from ._shapes import (
     accepting_null,
     object_schema,
     raise_located,
-    refuse_field_default,
     resolve_hints,
     shape_of,
     type_schema,

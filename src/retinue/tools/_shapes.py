@@ -18,7 +18,7 @@ import attrs
 from retinue._errors import InvalidJsonError, RetinueError
 from retinue._lossless import freeze_json, thaw_json
 
-from ._annotations import checking, metadata_keywords
+from ._annotations import checking, metadata_keywords, refuse_field_default
 from ._execution import describe_failure
 from ._tool import ToolContext
 from ._validate import validate
@@ -30,7 +30,6 @@ __all__ = [
     "accepting_null",
     "object_schema",
     "raise_located",
-    "refuse_field_default",
     "resolve_hints",
     "shape_of",
     "type_schema",
@@ -93,7 +92,9 @@ def shape_of(hint: object, where: str) -> Shape:
     if not metadata:
         return shape
     keywords = metadata_keywords(metadata, shape.schema, where)
-    return Shape({**shape.schema, **keywords}, checking(shape.coerce, metadata))
+    return Shape(
+        {**shape.schema, **keywords}, checking(shape.coerce, metadata, shape.schema, where)
+    )
 
 
 def _bare_shape(hint: object, where: str) -> Shape:
@@ -475,20 +476,6 @@ def _field_hint(field: attrs.Attribute[object], hints: dict[str, object]) -> obj
     if field.name in hints:
         return hints[field.name]
     return EMPTY if field.type is None else field.type
-
-
-def refuse_field_default(default: object, where: str) -> None:
-    """Refuse a pydantic ``Field(...)`` given as a default: the body would receive it.
-
-    Raises:
-        TypeError: *default* is a pydantic ``FieldInfo``.
-    """
-    kind = type(default)
-    if kind.__name__ == "FieldInfo" and kind.__module__.startswith("pydantic"):
-        raise TypeError(
-            f"{where}: a pydantic Field(...) as the default is not read (the body would get "
-            "it as its value): write Annotated[T, Field(...)] and give a plain default"
-        )
 
 
 def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
