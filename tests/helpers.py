@@ -24,10 +24,17 @@ Next = Callable[[], Awaitable[Any]]
 
 @asynccontextmanager
 async def runtime(model: Any, **options: Any) -> AsyncIterator[retinue.Runtime]:
-    """Open a runtime under a virtual deadline so a deadlock fails in zero real time."""
+    """Open a runtime under a virtual deadline so a deadlock fails in zero real time.
+
+    A body that the runtime's own nursery cancelled would end early without an
+    error (the nursery takes its own Cancelled): that fails the test here.
+    """
+    ended: list[bool] = []
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=model, **options) as rt:
             yield rt
+            ended.append(True)
+    assert ended, "the runtime's nursery was cancelled: the test's body did not run to its end"
 
 
 async def idle_events(agent: retinue.Agent) -> EventLog:

@@ -46,6 +46,7 @@ __all__ = [
     "call_each",
     "cancel_is_stray",
     "describe_error",
+    "failure_of",
     "leaf_error",
     "stray_cancel_error",
 ]
@@ -216,3 +217,19 @@ def stray_cancel_error(
     )
     error.__cause__ = cause
     return error
+
+
+def failure_of(
+    exc: Exception | trio.Cancelled, culprit: str, kind: Callable[..., RetinueError]
+) -> Exception:
+    """What *culprit*'s raise of *exc* reports: an ``Exception`` as it is, a stray
+    ``Cancelled`` as a *kind* error (:func:`stray_cancel_error`).
+
+    Raises:
+        trio.Cancelled: *exc* itself when it is a real cancel: it must reach its scope.
+    """
+    if isinstance(exc, Exception):
+        return exc
+    if not cancel_is_stray():
+        raise exc
+    return stray_cancel_error(culprit, kind, exc)

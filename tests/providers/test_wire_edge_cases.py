@@ -931,3 +931,20 @@ async def test_stream_error_without_a_usable_code_is_a_stream_error(error: objec
         await serve_once("messages", body)
     assert caught.value.code == "STREAM_ERROR"
     assert caught.value.retryable is False
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"code": " ", "type": "overloaded_error"},
+        {"code": ["x"], "type": "overloaded_error"},
+        {"type": " overloaded_error "},
+    ],
+)
+async def test_stream_error_code_falls_back_to_a_usable_type(error: object) -> None:
+    """R10.3: an unusable ``code`` gives way to the error's ``type``, trimmed: an overloaded
+    server is still retried."""
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("messages", _typed_event({"type": "error", "error": error}))
+    assert caught.value.code == "overloaded_error"
+    assert caught.value.retryable is True

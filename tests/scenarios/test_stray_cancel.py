@@ -172,22 +172,13 @@ async def test_ctrl_c_in_a_body_ends_the_turn_as_a_disposal(
     check_session_invariants(sessions[0].events)
 
 
-class _Kept:
+async def _kept_cancelled() -> trio.Cancelled:
     """A ``Cancelled`` caught earlier, for synchronous code to raise again."""
-
-    cancelled: trio.Cancelled | None = None
-
-    @classmethod
-    async def keep(cls) -> None:
-        try:
-            await raise_stray_cancelled()
-        except trio.Cancelled as exc:
-            cls.cancelled = exc
-
-    @classmethod
-    def raise_it(cls) -> None:
-        assert cls.cancelled is not None
-        raise cls.cancelled
+    try:
+        await raise_stray_cancelled()
+    except trio.Cancelled as exc:
+        return exc
+    raise AssertionError("not reached")
 
 
 class _StrayModel:
@@ -272,7 +263,7 @@ async def test_a_session_observer_raising_cancelled_fails_the_turn_only(
 ) -> None:
     """R4.8, R7.48: observers are synchronous, so a Cancelled is their own failure: the
     event stays logged, every observer hears it, and the turn ends as an error."""
-    await _Kept.keep()
+    cancelled = await _kept_cancelled()
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -282,7 +273,7 @@ async def test_a_session_observer_raising_cancelled_fails_the_turn_only(
         def stray_on_prompt(event: Event) -> None:
             if event.type == "user/message" and not raised:
                 raised.append(event.type)
-                _Kept.raise_it()
+                raise cancelled
 
         agent.session.observe(stray_on_prompt)
         for _ in range(observers - 1):
@@ -302,7 +293,7 @@ class _StrayDetachStore(DelegatingStore):
     """Detaching the session named *victim* raises a stray ``Cancelled``."""
 
     async def detach(self, session: retinue.Session) -> None:
-        if session.id == "victim":
+        if session.id.startswith("victim-"):
             await raise_stray_cancelled()
         await self.store.detach(session)
 
@@ -313,19 +304,18 @@ async def test_a_store_detach_raising_stray_cancelled_leaves_the_runtime_running
     """R12.9: one agent's teardown never fails another; the runtime's nursery used to be
     cancelled, ending every agent's turn and the runtime's body without an error."""
     model = ScriptedModel({"scripted": [Reply("ok")]}, repeat_last=True)
+    reached: list[str] = []
     async with runtime(model, store=_StrayDetachStore(MemoryStore())) as rt:
         victim = await rt.create_agent("victim", OPTIONS)
         bystander = await rt.create_agent("bystander", OPTIONS)
-        cleaned: list[str] = []
-        rt.scoped(victim, lambda: cleaned.append("second"))
-        rt.scoped(victim, _Kept.raise_it)  # unwound first: a cleanup's Cancelled is contained
-        await _Kept.keep()
         await victim.dispose()
         assert victim.status == "disposed"
-        assert cleaned == ["second"]
         assert (await bystander.ask("go")).reason.kind == "completed"
         late = await rt.create_agent("late", OPTIONS)
         assert (await late.ask("go")).reason.kind == "completed"
+        # A cancelled runtime nursery would end this body silently before here.
+        reached.append("end of body")
+    assert reached == ["end of body"]
     check_session_invariants(bystander.session.events)
 
 
@@ -354,3 +344,45 @@ async def test_an_error_whose_code_cannot_be_read_fails_the_turn_not_the_driver(
             assert "no step today" in (result.reason.message or "")
         assert agent.status == "idle"
         check_session_invariants(agent.session.events)
+
+
+async def test_a_cleanup_raising_cancelled_is_contained_and_the_others_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: an agent's scoped cleanups are synchronous, so a Cancelled is the cleanup's
+    own: logged, and the cleanups after it still run; the runtime goes on."""
+    cancelled = await _kept_cancelled()
+
+    def stray_cleanup() -> None:
+        raise cancelled
+
+    model = ScriptedModel({"scripted": [Reply("ok")]}, repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        cleaned: list[str] = []
+        rt.scoped(agent, lambda: cleaned.append("registered first"))
+        rt.scoped(agent, stray_cleanup)  # unwound before the first: the last is undone first
+        await agent.dispose()
+        assert cleaned == ["registered first"]
+        other = await rt.create_agent("b", OPTIONS)
+        assert (await other.ask("go")).reason.kind == "completed"
+
+
+async def test_a_stray_store_flush_beside_flush_listeners_is_reported_and_they_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.23, R7.49: with ``session/flush`` listeners the store's flush runs beside them
+    under the deadline; its stray Cancelled is its own failure, and the listeners ran."""
+    store = _StrayFlushStore(MemoryStore())
+    store.durable = True  # type: ignore[attr-defined]
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors: list[BaseException] = []
+        flushed: list[str] = []
+        rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
+        rt.hooks.on("session/flush", lambda _a, session: flushed.append(session.id), agent=agent)
+        assert (await agent.ask("go")).reason.kind == "completed"
+        assert flushed == [agent.session.id]
+        assert [getattr(error, "code", None) for error in errors] == ["STRAY_CANCELLED"]
+        assert isinstance(errors[0], retinue.StoreError)

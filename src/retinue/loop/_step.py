@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from retinue._content import ContentBlock, Message, ToolCall, as_content
-from retinue._errors import HookError, ModelError, cancel_is_stray, stray_cancel_error
+from retinue._errors import HookError, ModelError, failure_of
 from retinue._lossless import same_json
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
@@ -172,10 +172,8 @@ async def _stream(
             if aclose is not None:
                 await aclose()
     except trio.Cancelled as exc:
-        if not cancel_is_stray():
-            raise
         # The model's own Cancelled would end the agent as if it had been disposed.
-        raise stray_cancel_error("the model stream", ModelError) from exc
+        raise failure_of(exc, "the model stream", ModelError) from exc
     if signal.cancel_called:
         return None
     _check_finish(assembler.finish)

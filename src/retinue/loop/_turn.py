@@ -9,7 +9,7 @@ from functools import partial
 import trio
 
 from retinue._content import Message, snapshot_messages
-from retinue._errors import HookError, StoreError, call_each, cancel_is_stray, stray_cancel_error
+from retinue._errors import HookError, StoreError, call_each, failure_of
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
@@ -128,12 +128,8 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         try:
             if flush_nowait is None or not flush_nowait(store, core.session):
                 await store.flush(core.session)
-        except Exception as exc:
-            _flush_failed(core, turn, step, exc)
-        except trio.Cancelled as exc:
-            if not cancel_is_stray():
-                raise
-            _flush_failed(core, turn, step, stray_cancel_error(_STORE, StoreError, exc))
+        except (Exception, trio.Cancelled) as exc:
+            _flush_failed(core, turn, step, failure_of(exc, _STORE, StoreError))
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
     timeout = services.flush_timeout  # seconds above 0, or math.inf for no bound
     store_flush = partial(store.flush, core.session)
@@ -172,13 +168,10 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
     """Run one part of the flush, reporting its failure; *name* leaves *unfinished* unless cancelled."""
     try:
         await run()
-    except Exception as exc:
-        _flush_failed(core, turn, step, exc)
-    except trio.Cancelled as exc:
-        if not cancel_is_stray():
-            raise  # the flush's deadline: the caller reports what ran late
-        # The listeners' own Cancelled is the bus's to turn into their failure.
-        _flush_failed(core, turn, step, stray_cancel_error(name, StoreError, exc))
+    except (Exception, trio.Cancelled) as exc:
+        # The flush's deadline is a real cancel: raised again, the caller reports it.
+        kind = StoreError if name == _STORE else HookError
+        _flush_failed(core, turn, step, failure_of(exc, name, kind))
     unfinished.remove(name)
 
 

@@ -335,6 +335,17 @@ def _wait_asked(code: str | None, headers: Mapping[str, str]) -> float | None:
     return _spent_budget_wait(headers)
 
 
+def _named_code(fields: Mapping[str, object]) -> object:
+    """The first of an error's ``code`` and ``type`` that names something: a number or
+    text (stripped). An empty or other value names nothing a caller could act on."""
+    for value in (fields.get("code"), fields.get("type")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+    return None
+
+
 def stream_error(error: object, *, where: str) -> ProviderStreamError:
     """The error for an ``error`` object that arrived inside a stream.
 
@@ -343,7 +354,7 @@ def stream_error(error: object, *, where: str) -> ProviderStreamError:
     spent quota is :data:`QUOTA_EXHAUSTED` and never retryable, whatever the status.
     """
     fields = error if isinstance(error, dict) else {}
-    code = fields.get("code") or fields.get("type")
+    code = _named_code(fields)
     message = fields.get("message") or (str(error) if error else "the server gave no detail")
     status = numeric_status(code)
     if names_exhausted_quota(fields) or code == QUOTA_EXHAUSTED:
@@ -351,8 +362,7 @@ def stream_error(error: object, *, where: str) -> ProviderStreamError:
     elif status is not None:
         code_text, retryable = str(status), status in RETRYABLE_STATUSES
     else:
-        # An empty or non-text code names nothing a caller could act on.
-        code_text = code if isinstance(code, str) and code.strip() else "STREAM_ERROR"
+        code_text = "STREAM_ERROR" if code is None else str(code)
         retryable = code_text in RETRYABLE_STREAM_CODES
     return ProviderStreamError(
         f"{where} stream error: {message}", code=code_text, status=status, retryable=retryable

@@ -7,7 +7,7 @@ from functools import partial
 
 import trio
 
-from retinue._errors import SessionError, call_each, stray_cancel_error
+from retinue._errors import SessionError, stray_cancel_error
 
 from ._events import Event
 
@@ -18,19 +18,25 @@ Observer = Callable[[Event], None]
 
 def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
     """Call every observer; the first failure is raised once all have run (R4.8, R4.10)."""
-    call_each(lambda observer: _notify_one(observer, event), observers)
-
-
-def _notify_one(observer: Observer, event: Event) -> None:
-    try:
-        observer(event)
-    except trio.Cancelled as exc:
-        raise cancelled_observer(observer, exc) from exc
+    # call_each's loop, written out: this runs for every event of an observed session.
+    failure: Exception | None = None
+    for observer in observers:
+        try:
+            observer(event)
+        except Exception as exc:
+            failure = failure or exc
+        except trio.Cancelled as exc:
+            failure = failure or cancelled_observer(observer, exc)
+    if failure is not None:
+        raise failure
 
 
 def cancelled_observer(observer: object, cancelled: trio.Cancelled) -> SessionError:
-    """An observer's ``Cancelled`` as its failure: observers are synchronous, so no
-    cancel is ever delivered to one, and propagated it would end the appending task."""
+    """An observer's ``Cancelled`` as its failure (observers are synchronous).
+
+    No cancel is ever delivered to synchronous code, so the Cancelled is the
+    observer's own; propagated, it would end the task that appended.
+    """
     return stray_cancel_error(f"session observer {observer!r}", SessionError, cancelled)
 
 

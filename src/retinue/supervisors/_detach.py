@@ -6,7 +6,7 @@ import logging
 
 import trio
 
-from retinue._errors import StoreError, cancel_is_stray, stray_cancel_error
+from retinue._errors import StoreError, failure_of
 from retinue.session import Session
 from retinue.stores import SessionStore
 
@@ -22,13 +22,10 @@ async def detach_within(store: SessionStore, session: Session, limit: float) -> 
     with trio.move_on_after(limit):
         try:
             await store.detach(session)
-        except Exception as exc:
-            failure = exc
-        except trio.Cancelled as exc:
-            if not cancel_is_stray():
-                raise  # past the limit: move_on_after takes it
-            # Propagated, it would cancel the runtime's nursery and every agent in it.
-            failure = stray_cancel_error("the store's detach", StoreError, exc)
+        except (Exception, trio.Cancelled) as exc:
+            # Past the limit the cancel is real, for move_on_after; a stray one
+            # propagated would cancel the runtime's nursery and every agent in it.
+            failure = failure_of(exc, "the store's detach", StoreError)
         else:
             return None
     await trio.lowlevel.checkpoint()  # a store may fail before its first checkpoint
@@ -40,12 +37,7 @@ async def release_claim(store: SessionStore, session: Session) -> None:
     try:
         store.attach(session)
         await store.detach(session)
-    except Exception:
-        log.exception("releasing session %s after a failed resume failed", session.id)
-        await trio.lowlevel.checkpoint()
-    except trio.Cancelled as exc:
-        if not cancel_is_stray():
-            raise
-        error = stray_cancel_error("the store's detach", StoreError, exc)
-        log.error("releasing session %s after a failed resume failed: %s", session.id, error)
+    except (Exception, trio.Cancelled) as exc:
+        failure = failure_of(exc, "the store's detach", StoreError)
+        log.exception("releasing session %s after a failed resume failed: %s", session.id, failure)
         await trio.lowlevel.checkpoint()
