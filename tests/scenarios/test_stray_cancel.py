@@ -232,20 +232,28 @@ class _StrayFlushStore(DelegatingStore):
         await self.store.flush(session)
 
 
-@pytest.mark.parametrize("durable", [True, False])
+@pytest.mark.parametrize(
+    ("durable", "listened"),
+    [(True, False), (False, False), (True, True)],
+    ids=["deadline-bound", "in-memory", "beside-flush-listeners"],
+)
 async def test_a_store_flush_raising_stray_cancelled_is_reported_not_a_disposal(
-    autojump_clock: trio.testing.MockClock, durable: bool
+    autojump_clock: trio.testing.MockClock, durable: bool, listened: bool
 ) -> None:
-    """R7.49: a failed end-of-turn flush is reported on ``agent/error`` and the turn keeps
-    its end; the agent was silently disposed before, its ``ask`` answered ``disposed``
-    against a log that said ``completed``. Both flush paths: deadline-bound and not."""
+    """R7.49, R4.23: a failed end-of-turn flush is reported on ``agent/error`` and the turn
+    keeps its end; the agent was silently disposed before, its ``ask`` answered
+    ``disposed`` against a log that said ``completed``. Every flush path: bound by the
+    deadline, in memory, and beside ``session/flush`` listeners, which still run."""
     store = _StrayFlushStore(MemoryStore())
     store.durable = durable  # type: ignore[attr-defined]
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model, store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         errors: list[BaseException] = []
+        flushed: list[str] = []
         rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
+        if listened:
+            rt.hooks.on("session/flush", lambda _a, s: flushed.append(s.id), agent=agent)
         first = await agent.ask("go")
         assert first.reason.kind == "completed"
         assert last_end_reason(agent.session.events).kind == "completed"
@@ -253,6 +261,7 @@ async def test_a_store_flush_raising_stray_cancelled_is_reported_not_a_disposal(
             (retinue.StoreError, "STRAY_CANCELLED")
         ]
         assert "the store's flush raised trio.Cancelled" in str(errors[0])
+        assert flushed == ([agent.session.id] if listened else [])
         assert agent.status == "idle"
         assert (await agent.ask("again")).reason.kind == "completed"
 
@@ -366,23 +375,3 @@ async def test_a_cleanup_raising_cancelled_is_contained_and_the_others_run(
         assert cleaned == ["registered first"]
         other = await rt.create_agent("b", OPTIONS)
         assert (await other.ask("go")).reason.kind == "completed"
-
-
-async def test_a_stray_store_flush_beside_flush_listeners_is_reported_and_they_run(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R4.23, R7.49: with ``session/flush`` listeners the store's flush runs beside them
-    under the deadline; its stray Cancelled is its own failure, and the listeners ran."""
-    store = _StrayFlushStore(MemoryStore())
-    store.durable = True  # type: ignore[attr-defined]
-    model = ScriptedModel([Reply("ok")], repeat_last=True)
-    async with runtime(model, store=store) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        errors: list[BaseException] = []
-        flushed: list[str] = []
-        rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
-        rt.hooks.on("session/flush", lambda _a, session: flushed.append(session.id), agent=agent)
-        assert (await agent.ask("go")).reason.kind == "completed"
-        assert flushed == [agent.session.id]
-        assert [getattr(error, "code", None) for error in errors] == ["STRAY_CANCELLED"]
-        assert isinstance(errors[0], retinue.StoreError)
