@@ -74,21 +74,28 @@ def check_cap(_instance: object, _attribute: object, value: int) -> None:
     """Refuse a ``max_parallel_tool_calls`` that is not a positive integer."""
     if type(value) is not int or value < 1:
         raise InvalidValueError(
-            "max_parallel_tool_calls", f"must be a positive integer, got {value!r}"
+            "max_parallel_tool_calls", f"must be a positive integer, got {short_repr(value)}"
         )
 
 
 def check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
     """Refuse a ``max_tokens`` outside 1..2**53-1; None passes."""
     if value is not None and (type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER):
-        raise InvalidValueError("max_tokens", f"must be an integer in 1..2**53-1, got {value!r}")
+        raise InvalidValueError(
+            "max_tokens", f"must be an integer in 1..2**53-1, got {short_repr(value)}"
+        )
 
 
 def short_repr(value: object) -> str:
-    """*value* as a message shows it: its repr, a long string's cut short."""
-    text = repr(value)
+    """*value* as a message shows it: its repr, a long one cut short."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
     if isinstance(value, str) and len(text) > 60:
         return f"{text[:40]}...' ({len(value)} characters)"
+    if len(text) > 200:
+        return f"{text[:160]}... ({len(text)} characters)"
     return text
 
 

@@ -66,11 +66,15 @@ log = logging.getLogger("retinue.config")
 
 def _as_tuple(agents: object) -> tuple[AgentEntry, ...]:
     if collection_error(agents) is not None:
-        raise InvalidValueError("agents", f"expected a sequence of AgentEntry, got {agents!r}")
+        raise InvalidValueError(
+            "agents", f"expected a sequence of AgentEntry, got {short_repr(agents)}"
+        )
     entries = tuple(cast("Iterable[Any]", agents))
     for index, entry in enumerate(entries):
         if not isinstance(entry, AgentEntry):
-            raise InvalidValueError(f"agents[{index}]", f"expected an AgentEntry, got {entry!r}")
+            raise InvalidValueError(
+                f"agents[{index}]", f"expected an AgentEntry, got {short_repr(entry)}"
+            )
     return entries
 
 
@@ -188,7 +192,7 @@ class ParallelCapSetting:
 def _strict(kind: type, expected: str) -> Callable[[object, object], object]:
     def structure(value: object, _type: object) -> object:
         if type(value) is not kind:
-            raise InvalidValueError("", f"expected {expected}, got {value!r}")
+            raise InvalidValueError("", f"expected {expected}, got {short_repr(value)}")
         return value
 
     return structure
@@ -210,7 +214,7 @@ def _table(cls: type, across: _CrossCheck | None = None) -> Callable[[object, ob
 
     def structure(value: object, _type: object) -> object:
         if not isinstance(value, Mapping):
-            raise InvalidValueError("", f"expected a table, got {value!r}")
+            raise InvalidValueError("", f"expected a table, got {short_repr(value)}")
         try:
             return generated(value, cls)
         except (cattrs.ClassValidationError, InvalidValueError, InvalidValuesError) as exc:
@@ -263,7 +267,7 @@ def _value_problems(cls: type, value: Mapping[str, object], exc: Exception) -> l
 
 def _array(value: object, type_: object) -> object:
     if not isinstance(value, list | tuple):
-        raise InvalidValueError("", f"expected an array of tables, got {value!r}")
+        raise InvalidValueError("", f"expected an array of tables, got {short_repr(value)}")
     return _entries(value, type_)
 
 

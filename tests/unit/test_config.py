@@ -595,3 +595,31 @@ def test_parallel_cap_setting_refuses_an_invalid_initial_value() -> None:
     """R13.6: the setting never holds an invalid value."""
     with pytest.raises(retinue.ConfigError):
         ParallelCapSetting(0)
+
+
+def _nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"agents": [_nested(100_000)]},
+            "agents[0]: expected a table, got a list nested too deeply to show",
+        ),
+        ({"agents": [list(range(2000))]}, "agents[0]: expected a table, got [0, 1, 2"),
+        ({"max_parallel_tool_calls": "x" * 500}, "(500 characters)"),
+    ],
+    ids=["nested", "long-list", "long-string"],
+)
+def test_a_bad_value_is_shown_short_in_its_message(data: dict[str, object], message: str) -> None:
+    """R13.2: the message names the key and shows the value cut short; a value nested
+    too deeply to show says so instead of leaking the RecursionError's text."""
+    with pytest.raises(retinue.ConfigError) as caught:
+        parse_config(data)
+    assert message in str(caught.value)
+    assert len(str(caught.value)) < 400
