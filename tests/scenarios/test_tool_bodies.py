@@ -201,7 +201,8 @@ async def test_a_stray_cancelled_from_a_body_is_an_error_result(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R9.2: a Cancelled the body caught from its own scope and re-raised, while nothing
-    around the call is cancelled, is the call's error; it used to end the agent's driver.
+    around the call is cancelled, is the call's error, coded as every stray Cancelled
+    is; it used to end the agent's driver.
     """
 
     @tool
@@ -224,7 +225,7 @@ async def test_a_stray_cancelled_from_a_body_is_an_error_result(
         assert result is not None, "the stray Cancelled escaped execute()"
         text, error = outcome(result)
         assert text.startswith(f'Error: tool "{body.name}" raised trio.Cancelled while')
-        assert error is None
+        assert error == ToolErrorInfo("ToolError", "STRAY_CANCELLED")
 
 
 async def test_a_stray_cancelled_leaves_the_agent_running(

@@ -13,11 +13,11 @@ import attrs
 import trio
 
 from retinue._errors import (
-    STRAY_CANCEL_RULE,
     AgentDisposedError,
     HookError,
     call_each,
-    cancel_is_stray,
+    failure_of,
+    stray_cancel_error,
 )
 
 __all__ = ["HookBus", "Listener", "agent_scope"]
@@ -59,9 +59,8 @@ async def _call(name: str, fn: Listener, *args: object) -> object:
         if inspect.isawaitable(result):
             return await result
     except trio.Cancelled as exc:
-        if not cancel_is_stray():
-            raise
-        raise _stray_error(name, fn) from exc
+        # A real cancel is raised again; a stray one is the listener's failure.
+        raise failure_of(exc, _listener(name, fn), HookError) from exc
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
@@ -82,13 +81,9 @@ def _late_next(name: str) -> HookError:
     )
 
 
-def _stray_error(name: str, fn: Listener) -> HookError:
-    """A listener's stray ``Cancelled`` as its failure, which each seam handles (docs/hooks.md)."""
-    return HookError(
-        f"a {name} listener raised trio.Cancelled while nothing around it was cancelled "
-        f"({STRAY_CANCEL_RULE}): {fn!r}",
-        code="STRAY_CANCELLED",
-    )
+def _listener(name: str, fn: Listener) -> str:
+    """A listener as a stray ``Cancelled``'s message names it; each seam handles the failure."""
+    return f"a {name} listener ({fn!r})"
 
 
 def _seam_mode(name: str) -> str:
@@ -357,7 +352,7 @@ class HookBus:
                 _synchronous(name, fn(*args))
             except trio.Cancelled as exc:
                 # No cancel is delivered to synchronous code: a Cancelled is the listener's own.
-                raise _stray_error(name, fn) from exc
+                raise stray_cancel_error(_listener(name, fn), HookError, exc) from exc
 
         call_each(call, self.listeners(name, scope))
 

@@ -12,7 +12,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import STRAY_CANCEL_RULE, InvalidJsonError, ToolError, cancel_is_stray
+from retinue._errors import InvalidJsonError, ToolError, failure_of
 from retinue._lossless import FrozenDict, loads_frozen, thaw_json
 
 from ._execution import (
@@ -253,21 +253,13 @@ async def run_body(
             return output_result(execution.call_id, await _call(tool, kwargs, pool))
         return await _run_within(tool.timeout, tool, execution.call_id, kwargs, pool)
     except trio.Cancelled as exc:
-        if not cancel_is_stray():
-            raise  # a real cancel: it must reach its scope
-        return _stray_cancel(tool, execution.call_id, exc)
+        # A real cancel is raised again, to reach its scope; propagated, a stray
+        # one would end the agent's driver as if it had been cancelled.
+        failure = failure_of(exc, f'tool "{tool.name}"', ToolError)
+        log.warning("tool %r raised a stray trio.Cancelled", tool.name, exc_info=exc)
+        return exception_result(execution.call_id, failure)
     except _TOOL_FAILURES as exc:
         return exception_result(execution.call_id, exc)
-
-
-def _stray_cancel(tool: Tool, call_id: str, exc: trio.Cancelled) -> ToolExecutionResult:
-    # Propagated, it would end the agent's driver as if it had been cancelled.
-    log.warning("tool %r raised a stray trio.Cancelled", tool.name, exc_info=exc)
-    return error_result(
-        call_id,
-        f'tool "{tool.name}" raised trio.Cancelled while nothing around it was cancelled: '
-        f"{STRAY_CANCEL_RULE}",
-    )
 
 
 async def _run_within(

@@ -18,7 +18,7 @@ from typing import TypeAlias, final
 import attrs
 import trio
 
-from retinue._errors import STRAY_CANCEL_RULE, HookError, cancel_is_stray
+from retinue._errors import HookError, failure_of
 from retinue.hooks import Deny
 from retinue.hooks._bus import _Entry, _Seam
 
@@ -86,10 +86,8 @@ class Guards:
         failure: Exception
         try:
             denial = await self._denial(execution)
-        except trio.Cancelled:
-            if not cancel_is_stray():
-                raise
-            failure = HookError(f"a tool guard raised trio.Cancelled: {STRAY_CANCEL_RULE}")
+        except trio.Cancelled as exc:
+            failure = failure_of(exc, "a tool guard", HookError)
         except Exception as exc:
             log.exception("a tool guard failed for %r", execution.name)
             failure = exc
