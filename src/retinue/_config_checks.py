@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from retinue._errors import ConfigError
+from retinue._lossless import shown_short
 from retinue._options import MAX_SAFE_INTEGER, cwd_problem, name_problem
 from retinue.stores._ids import MAX_ID_LENGTH, id_problem
 
@@ -37,7 +38,6 @@ __all__ = [
     "label_problem",
     "named_identity",
     "session_id_problem",
-    "short_repr",
 ]
 
 # An entry without an exact id runs as ``<label>-session-<uuid4>`` (R13.3), an id
@@ -74,7 +74,7 @@ def check_cap(_instance: object, _attribute: object, value: int) -> None:
     """Refuse a ``max_parallel_tool_calls`` that is not a positive integer."""
     if type(value) is not int or value < 1:
         raise InvalidValueError(
-            "max_parallel_tool_calls", f"must be a positive integer, got {short_repr(value)}"
+            "max_parallel_tool_calls", f"must be a positive integer, got {shown_short(value)}"
         )
 
 
@@ -82,35 +82,24 @@ def check_max_tokens(_instance: object, _attribute: object, value: int | None) -
     """Refuse a ``max_tokens`` outside 1..2**53-1; None passes."""
     if value is not None and (type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER):
         raise InvalidValueError(
-            "max_tokens", f"must be an integer in 1..2**53-1, got {short_repr(value)}"
+            "max_tokens", f"must be an integer in 1..2**53-1, got {shown_short(value)}"
         )
-
-
-def short_repr(value: object) -> str:
-    """*value* as a message shows it: its repr, a long one cut short."""
-    try:
-        text = repr(value)
-    except RecursionError:
-        return f"a {type(value).__name__} nested too deeply to show"
-    if isinstance(value, str) and len(text) > 60:
-        return f"{text[:40]}...' ({len(value)} characters)"
-    if len(text) > 200:
-        return f"{text[:160]}... ({len(text)} characters)"
-    return text
 
 
 def session_id_problem(value: object) -> str | None:
     """Why *value* cannot be a session id (the stores' own rule, R11.12), or None."""
     if not isinstance(value, str):
-        return f"must be a string, got {short_repr(value)}"
+        return f"must be a string, got {shown_short(value)}"
     problem = id_problem(value)
-    return None if problem is None else f"must be a valid session id: {short_repr(value)} {problem}"
+    return (
+        None if problem is None else f"must be a valid session id: {shown_short(value)} {problem}"
+    )
 
 
 def label_problem(value: object) -> str | None:
     """Why *value* cannot be an entry's label, or None."""
     if not isinstance(value, str):
-        return f"must be a string, got {short_repr(value)}"
+        return f"must be a string, got {shown_short(value)}"
     if not value:
         return "must be a non-empty label, got ''"
     if len(value) > MAX_LABEL_LENGTH:
@@ -119,7 +108,7 @@ def label_problem(value: object) -> str | None:
             f"id '<label>-session-<uuid4>' must fit in {MAX_ID_LENGTH}"
         )
     problem = id_problem(value + _FRESH_SUFFIX)
-    return None if problem is None else f"must be a valid label: {short_repr(value)} {problem}"
+    return None if problem is None else f"must be a valid label: {shown_short(value)} {problem}"
 
 
 def check_label(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -146,7 +135,7 @@ def check_exact_id(_instance: object, attribute: attrs.Attribute[str], value: ob
 def check_flag(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
     """Refuse a flag that is not a ``bool``."""
     if type(value) is not bool:
-        raise InvalidValueError(attribute.name, f"must be a boolean, got {short_repr(value)}")
+        raise InvalidValueError(attribute.name, f"must be a boolean, got {shown_short(value)}")
 
 
 def check_cwd(_instance: object, _attribute: object, value: str | None) -> None:

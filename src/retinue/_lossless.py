@@ -24,6 +24,7 @@ __all__ = [
     "loads_frozen",
     "same_json",
     "shown",
+    "shown_short",
     "thaw_json",
     "too_deep",
     "writable_int",
@@ -180,6 +181,19 @@ def shown(value: object) -> str:
         return repr(value)
     except ValueError:
         return f"a {type(value).__name__} holding an integer too long to show"
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
+
+
+def shown_short(value: object) -> str:
+    """:func:`shown`, cut short for a one-line message: a long string to its start
+    and length, any other long repr to its start and length."""
+    text = shown(value)
+    if isinstance(value, str) and len(text) > 60:
+        return f"{text[:40]}...' ({len(value)} characters)"
+    if len(text) > 200:
+        return f"{text[:160]}... ({len(text)} characters)"
+    return text
 
 
 def check_digits(value: int, path: str) -> None:

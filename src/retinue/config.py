@@ -46,9 +46,9 @@ from retinue._config_checks import (
     empty_is_none,
     identity_clash,
     named_identity,
-    short_repr,
 )
 from retinue._errors import ConfigError
+from retinue._lossless import shown_short
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
 
 __all__ = [
@@ -67,13 +67,13 @@ log = logging.getLogger("retinue.config")
 def _as_tuple(agents: object) -> tuple[AgentEntry, ...]:
     if collection_error(agents) is not None:
         raise InvalidValueError(
-            "agents", f"expected a sequence of AgentEntry, got {short_repr(agents)}"
+            "agents", f"expected a sequence of AgentEntry, got {shown_short(agents)}"
         )
     entries = tuple(cast("Iterable[Any]", agents))
     for index, entry in enumerate(entries):
         if not isinstance(entry, AgentEntry):
             raise InvalidValueError(
-                f"agents[{index}]", f"expected an AgentEntry, got {short_repr(entry)}"
+                f"agents[{index}]", f"expected an AgentEntry, got {shown_short(entry)}"
             )
     return entries
 
@@ -192,7 +192,7 @@ class ParallelCapSetting:
 def _strict(kind: type, expected: str) -> Callable[[object, object], object]:
     def structure(value: object, _type: object) -> object:
         if type(value) is not kind:
-            raise InvalidValueError("", f"expected {expected}, got {short_repr(value)}")
+            raise InvalidValueError("", f"expected {expected}, got {shown_short(value)}")
         return value
 
     return structure
@@ -214,7 +214,7 @@ def _table(cls: type, across: _CrossCheck | None = None) -> Callable[[object, ob
 
     def structure(value: object, _type: object) -> object:
         if not isinstance(value, Mapping):
-            raise InvalidValueError("", f"expected a table, got {short_repr(value)}")
+            raise InvalidValueError("", f"expected a table, got {shown_short(value)}")
         try:
             return generated(value, cls)
         except (cattrs.ClassValidationError, InvalidValueError, InvalidValuesError) as exc:
@@ -267,7 +267,7 @@ def _value_problems(cls: type, value: Mapping[str, object], exc: Exception) -> l
 
 def _array(value: object, type_: object) -> object:
     if not isinstance(value, list | tuple):
-        raise InvalidValueError("", f"expected an array of tables, got {short_repr(value)}")
+        raise InvalidValueError("", f"expected an array of tables, got {shown_short(value)}")
     return _entries(value, type_)
 
 
@@ -372,7 +372,7 @@ def _overridden(index: int, entry: AgentEntry, overrides: Mapping[str, object]) 
     if not isinstance(identity, Identity):
         raise ConfigError(
             f"invalid identity overrides: agents[{index}] (label {entry.id!r}): "
-            f"expected an Identity, got {short_repr(identity)}"
+            f"expected an Identity, got {shown_short(identity)}"
         )
     return _apply(entry, identity)
 
@@ -381,12 +381,12 @@ def _check_labels(config: LoopConfig, overrides: object) -> None:
     if not isinstance(overrides, Mapping):
         raise ConfigError(
             f"invalid identity overrides: expected a mapping of label to Identity, got "
-            f"{short_repr(overrides)}"
+            f"{shown_short(overrides)}"
         )
     labels = Counter(entry.id for entry in config.agents)
     # Shown by repr: a key that is no string is unknown too, and must not be
     # mistaken for the label its text spells.
-    unknown = sorted(short_repr(label) for label in overrides if label not in labels)
+    unknown = sorted(shown_short(label) for label in overrides if label not in labels)
     if unknown:
         raise ConfigError(f"identity overrides name unknown agent labels: {', '.join(unknown)}")
     for label in overrides:

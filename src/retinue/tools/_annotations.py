@@ -6,10 +6,10 @@ may be; read by the attributes they carry (``gt``, ``ge``, ``lt``, ``le``,
 ``multiple_of``, ``min_length``, ``max_length``, ``pattern``,
 ``description``), not by their classes, so neither library is imported.
 A pydantic ``FieldInfo`` holds its constraints in its ``metadata`` list.
-annotated-types' ``Predicate`` and ``Not``, which no schema keyword can say,
-are checks run on the converted value. Any other item of either library is
-refused by name: a rule on the value is enforced on every call or refused
-when the tool is built, never ignored.
+annotated-types' ``Predicate`` and ``Not`` and pydantic's strict integers,
+which no schema keyword can say, are checks of their own. Any other rule on
+the value from either library is refused by name when the tool is built, never
+ignored; what only annotates a schema or shapes output is left aside.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from retinue._jsonschema import is_number
+from retinue._lossless import shown_short
 
 __all__ = ["checking", "metadata_keywords", "refuse_field_default"]
 
@@ -140,38 +141,33 @@ def checking(
     Raises:
         TypeError: a ``Predicate`` or ``Not`` of something that is not callable.
     """
-    strict_int = _strict_integer(metadata, schema)
+    strict = False
     checks: list[Callable[[object], None]] = []
     for item in _flattened(metadata):
         cls = type(item)
-        if cls.__module__ == "annotated_types" and cls.__name__ in ("Predicate", "Not"):
+        if cls.__name__ == "Strict":
+            strict = strict or getattr(item, "strict", False) is True
+        elif cls.__module__ == "annotated_types" and cls.__name__ in ("Predicate", "Not"):
             func = getattr(item, "func", None)
             if not callable(func):
                 raise TypeError(f"{where}: {cls.__name__} needs a function, got {func!r}")
             checks.append(_predicate_check(func, holds=cls.__name__ == "Predicate"))
+    # The one strict reading JSON's own types do not give already: a string, a
+    # boolean and a number are taken as they are, an integer's 2.0 is read as 2.
+    kinds = _kinds(schema)
+    strict_int = strict and "integer" in kinds and "number" not in kinds
     if not checks and not strict_int:
         return coerce
 
     def checked(value: object) -> object:
         if strict_int and type(value) is float:
-            raise ValueError(f"must be an integer (strict), got {_shown(value)}")
+            raise ValueError(f"must be an integer (strict), got {shown_short(value)}")
         converted = coerce(value)
         for check in checks:
             check(converted)
         return converted
 
     return checked
-
-
-def _strict_integer(metadata: list[object], schema: dict[str, object]) -> bool:
-    """Whether *metadata* asks for a strict integer: the one strict reading JSON's own
-    types do not already give (a string, a boolean and a number are taken as they are)."""
-    strict = any(
-        type(item).__name__ == "Strict" and getattr(item, "strict", False) is True
-        for item in _flattened(metadata)
-    )
-    kinds = _kinds(schema)
-    return strict and "integer" in kinds and "number" not in kinds
 
 
 def _predicate_check(func: Callable[[Any], object], *, holds: bool) -> Callable[[object], None]:
@@ -181,14 +177,9 @@ def _predicate_check(func: Callable[[Any], object], *, holds: bool) -> Callable[
 
     def check(value: object) -> None:
         if bool(func(value)) is not holds:
-            raise ValueError(f"{wanted} {name}, got {_shown(value)}")
+            raise ValueError(f"{wanted} {name}, got {shown_short(value)}")
 
     return check
-
-
-def _shown(value: object) -> str:
-    shown = repr(value)
-    return f"{shown[:60]}..." if len(shown) > 64 else shown
 
 
 def _constraints(
