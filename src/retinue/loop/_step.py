@@ -176,16 +176,19 @@ async def _stream(
         raise failure_of(exc, "the model stream", ModelError) from exc
     if signal.cancel_called:
         return None
-    _check_finish(assembler.finish)
+    if isinstance(assembler.finish, _FAILED):
+        raise _failed(assembler.finish)
     return assembler, seqs
 
 
-def _check_finish(finish: FinishReason) -> None:
-    """Raise the model's failure when its stream ended with one (R7.36)."""
+_FAILED = (Errored, Aborted)
+
+
+def _failed(finish: FinishReason) -> ModelError:
+    """The model's failure its stream ended with (R7.36)."""
     if isinstance(finish, Errored):
-        raise ModelError(finish.message, code=finish.code)
-    if isinstance(finish, Aborted):
-        raise ModelError("model stream aborted", code="ABORTED")
+        return ModelError(finish.message, code=finish.code)
+    return ModelError("model stream aborted", code="ABORTED")
 
 
 def _refuse_shared_ids(calls: tuple[ToolCall, ...]) -> None:
