@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from retinue import AgentOptions
-from retinue._errors import ConfigError, SessionError
+from retinue._errors import ConfigError, CorruptSessionError, SessionError
 from retinue.session import (
     Session,
     SessionHeader,
@@ -71,6 +71,28 @@ def test_a_header_field_no_store_could_load_back_is_refused_naming_it(
     assert str(caught.value).startswith(f"session header {field} must be ")
     if value is BIG:
         assert "an integer of 16610 bits" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("cwd", "relative/dir", "cwd must be an absolute path, got 'relative/dir'"),
+        ("cwd", "", "cwd must be an absolute path, got ''"),
+        ("seed_length", -1, "seed_length must be a count of events, got -1"),
+    ],
+)
+def test_a_header_with_a_relative_cwd_or_negative_seed_is_refused_built_or_loaded(
+    field: str, value: Any, problem: str
+) -> None:
+    """R4.3, R4.25: a relative cwd names another directory from each process that reads
+    it, and a seed is a count of events; a stored line holding either is corrupt."""
+    with pytest.raises(SessionError) as caught:
+        SessionHeader(id="s", created_at=1, **{field: value})
+    assert caught.value.code == "INVALID_HEADER"
+    assert str(caught.value) == f"session header {problem}"
+    with pytest.raises(CorruptSessionError) as loaded:
+        load_header({"type": "session", "id": "s", "created_at": 1, field: value})
+    assert str(loaded.value) == f"session header is malformed: session header {problem} @ $"
 
 
 @pytest.mark.parametrize(

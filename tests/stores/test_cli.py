@@ -389,6 +389,25 @@ def test_cli_sessions_import_refuses_a_format_version_no_load_reads(
     assert not list(target.rglob("*.jsonl"))
 
 
+def test_cli_sessions_import_refuses_a_header_with_a_relative_cwd(
+    stored: tuple[str, Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R4.3: a file whose header names a relative cwd is refused, naming the file and
+    line, and nothing is stored; before, it was stored as it was."""
+    spec, _, _ = stored
+    exported = tmp_path / "done.jsonl"
+    assert _cli("--store", spec, "export", "done", "-o", str(exported)) == 0
+    text = exported.read_text()
+    exported.write_text(text.replace('"cwd":"/srv/app"', '"cwd":"srv/app"', 1))
+    target = tmp_path / "elsewhere"
+    assert _cli("--store", f"jsonl:{target}", "import", str(exported)) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions import: session {str(exported)!r}: session header is malformed: "
+        "session header cwd must be an absolute path, got 'srv/app' @ $\n"
+    )
+    assert not list(target.rglob("*.jsonl"))
+
+
 def _damage_sqlite_header(path: Path, session_id: str, header: str) -> None:
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE sessions SET header = ? WHERE id = ?", (header, session_id))

@@ -15,7 +15,7 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.v import format_exception
 
-from retinue._errors import CorruptSessionError, InvalidJsonError
+from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
 
 from ._chunkcheck import chunk_event_problem
 from ._converter import (
@@ -163,7 +163,7 @@ def _problem(exc: Exception, at: str) -> str:
 
 def _reason(exc: BaseException, type_: Any) -> str:
     """What cattrs found wrong at one path; a refusal of retinue's own says why (a depth, a number)."""
-    if isinstance(exc, InvalidJsonError):
+    if isinstance(exc, (InvalidJsonError, SessionError)):
         return str(exc)
     return format_exception(exc, type_)
 

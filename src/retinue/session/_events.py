@@ -7,6 +7,7 @@ envelope, plugin events, surface ops and the stored header line.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
@@ -185,6 +186,23 @@ def _stored_as(kind: type[Any], *, optional: bool = False) -> Any:
     return check
 
 
+def _absolute(_header: object, _attribute: object, cwd: str | None) -> None:
+    # R4.3: a relative cwd would name a different directory from each process reading it.
+    if cwd is not None and not os.path.isabs(cwd):
+        raise SessionError(
+            f"session header cwd must be an absolute path, got {shown(cwd)}",
+            code="INVALID_HEADER",
+        )
+
+
+def _a_count(_header: object, _attribute: object, seed_length: int | None) -> None:
+    if seed_length is not None and seed_length < 0:
+        raise SessionError(
+            f"session header seed_length must be a count of events, got {seed_length}",
+            code="INVALID_HEADER",
+        )
+
+
 @final
 @attrs.frozen
 class SessionHeader:
@@ -192,12 +210,17 @@ class SessionHeader:
 
     Raises:
         SessionError: ``INVALID_HEADER``, naming a field a store could not
-            write or load back as it was given.
+            write or load back as it was given, a relative ``cwd`` (R4.3) or a
+            negative ``seed_length``.
     """
 
     id: str = attrs.field(validator=_stored_as(str))
     created_at: int = attrs.field(validator=_stored_as(int))
     version: int = attrs.field(default=FORMAT_VERSION, validator=_stored_as(int))
-    cwd: str | None = attrs.field(default=None, validator=_stored_as(str, optional=True))
+    cwd: str | None = attrs.field(
+        default=None, validator=[_stored_as(str, optional=True), _absolute]
+    )
     parent_session: str | None = attrs.field(default=None, validator=_stored_as(str, optional=True))
-    seed_length: int | None = attrs.field(default=None, validator=_stored_as(int, optional=True))
+    seed_length: int | None = attrs.field(
+        default=None, validator=[_stored_as(int, optional=True), _a_count]
+    )
