@@ -328,6 +328,42 @@ async def test_a_store_detach_raising_stray_cancelled_leaves_the_runtime_running
     check_session_invariants(bystander.session.events)
 
 
+class _StrayReleaseStore(DelegatingStore):
+    """Once armed, the next detach raises a stray ``Cancelled``."""
+
+    armed = False
+
+    async def detach(self, session: retinue.Session) -> None:
+        if self.armed:
+            self.armed = False
+            await raise_stray_cancelled()
+        await self.store.detach(session)
+
+
+async def test_a_stray_cancelled_giving_back_a_refused_resume_is_logged_not_spread(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R11.15, R12.9: a resume refused after its load gives the claim back; a stray
+    ``Cancelled`` from that detach is logged as the store's failure, the refusal is what
+    the caller gets, and the runtime's other agents run on."""
+    store = _StrayReleaseStore(MemoryStore())
+    model = ScriptedModel({"scripted": [Reply("ok")]}, repeat_last=True)
+    async with runtime(model, store=store) as rt:
+        first = await rt.create_agent("a", OPTIONS, session_id="s", cwd="/old")
+        await first.ask("hi")
+        await first.dispose()
+        store.armed = True
+        with pytest.raises(retinue.SessionError) as raised:
+            await rt.resume_agent("s", retinue.AgentOptions(model="scripted", cwd="/new"))
+        assert raised.value.code == "CWD_MISMATCH"
+        assert not store.armed
+        assert "releasing session s after a failed resume failed" in caplog.text
+        assert "the store's detach raised trio.Cancelled while nothing around it" in caplog.text
+        bystander = await rt.create_agent("b", OPTIONS)
+        assert (await bystander.ask("go")).reason.kind == "completed"
+    check_session_invariants(bystander.session.events)
+
+
 class _UnreadableCodeError(Exception):
     @property
     def code(self) -> str:
