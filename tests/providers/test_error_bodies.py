@@ -65,3 +65,15 @@ def test_an_error_body_parsed_already_is_quoted_as_json() -> None:
     assert long == (None, '{"detail": "' + "x" * 488)
     empties: tuple[object, ...] = ({}, [], b"[]", b"", None)
     assert [error_from_body(empty) for empty in empties] == [(None, None)] * len(empties)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_an_error_body_nested_too_deeply_to_parse_still_gives_its_status(api: str) -> None:
+    """R10.3: a body nested past the parser's depth is quoted like one that is not JSON; it
+    raised a bare ``RecursionError`` before, losing the status."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    failure = await _refusal(api, b'{"error":' + deep + b"}")
+    assert (failure.status, failure.code, failure.retryable) == (400, "HTTP_400", False)
+    provider = "anthropic" if api == "messages" else "openai"
+    assert str(failure).startswith(f'{provider} returned HTTP 400: {{"error":[[[[')
+    assert len(str(failure)) < 1000  # an excerpt, not the body

@@ -933,6 +933,17 @@ async def test_stream_error_without_a_usable_code_is_a_stream_error(error: objec
     assert caught.value.retryable is False
 
 
+@pytest.mark.parametrize("code", [None, ""], ids=["null", "empty"])
+async def test_responses_error_event_without_a_code_is_a_stream_error(code: object) -> None:
+    """R10.3: a Responses ``error`` event carries its code beside its ``type`` tag; with no
+    code it is ``STREAM_ERROR``, as on the other APIs, not the tag ``error`` taken for one."""
+    event = {"type": "error", "code": code, "message": "processing failed", "param": None}
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("responses", _typed_event(event))
+    assert (caught.value.code, caught.value.retryable) == ("STREAM_ERROR", False)
+    assert str(caught.value) == "responses stream error: processing failed"
+
+
 @pytest.mark.parametrize(
     "error",
     [
@@ -948,3 +959,23 @@ async def test_stream_error_code_falls_back_to_a_usable_type(error: object) -> N
         await serve_once("messages", _typed_event({"type": "error", "error": error}))
     assert caught.value.code == "overloaded_error"
     assert caught.value.retryable is True
+
+
+DEEP = b'{"choices":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize(
+    ("body", "headers"), [(sse_body(DEEP), SSE), (DEEP, JSON)], ids=["stream", "json-body"]
+)
+async def test_json_nested_too_deeply_to_parse_is_a_malformed_response(
+    api: str, body: bytes, headers: Any
+) -> None:
+    """R10.3: an event or body nested past the parser's depth is ``MALFORMED_RESPONSE``
+    (retryable), naming the data; it escaped as a bare ``RecursionError`` before."""
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once(api, body, headers)
+    assert (caught.value.code, caught.value.retryable) == ("MALFORMED_RESPONSE", True)
+    assert str(caught.value).startswith(
+        'the stream carried JSON nested too deeply to parse: b\'{"choices":[[[['
+    )

@@ -180,7 +180,7 @@ def _loaded(body: object) -> object:
     if isinstance(body, bytes | str):
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return body
     return body
 
@@ -337,9 +337,10 @@ def _wait_asked(code: str | None, headers: Mapping[str, str]) -> float | None:
 
 def _named_code(fields: Mapping[str, object]) -> object:
     """The first of an error's ``code`` and ``type`` that names something: a number or
-    text (stripped). An empty or other value names nothing a caller could act on."""
+    text (stripped). An empty or other value names nothing a caller could act on, nor
+    does a ``type`` of ``error``: that is the tag of an ``error`` event itself."""
     for value in (fields.get("code"), fields.get("type")):
-        if isinstance(value, str) and value.strip():
+        if isinstance(value, str) and value.strip() and value.strip() != "error":
             return value.strip()
         if isinstance(value, int | float) and not isinstance(value, bool):
             return value
