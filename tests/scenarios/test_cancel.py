@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 import retinue
@@ -145,3 +146,26 @@ async def test_dispose_mid_stream_ends_turn_disposed(
         assert statuses[-1] == "disposed"
         assert rt.agents.get(agent.id) is None
         check_session_invariants(agent.session.events)
+
+
+async def test_cancel_with_a_reason_that_is_not_text_is_refused_and_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.23: a refused cancel leaves the turn running and the queued prompt kept; the
+    bad reason used to be armed first, so the turn later failed building its end reason."""
+    model = ScriptedModel([Hang(), Reply("after")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("first")
+        await trio.sleep(1)
+        agent.send("queued")
+        with pytest.raises(TypeError, match=r"^cancel reason must be a str or None, got 123$"):
+            agent.cancel(123)  # type: ignore[arg-type]
+        assert agent.status == "running"
+        agent.cancel("really")
+        agent.send("later")
+        await agent.wait_idle()
+        events = agent.session.events
+        assert turn_ends(events) == ["aborted", "completed"]
+        assert of_type(events, "turn/end")[0].data.reason.reason == "really"  # type: ignore[union-attr]
+        check_session_invariants(events)

@@ -127,6 +127,19 @@ async def test_a_subscriber_that_falls_behind_gets_what_came_before_the_gap(
             agent.subscribe(buffer=0)
 
 
+@pytest.mark.parametrize("buffer", [True, 1.5, "3", None], ids=repr)
+async def test_a_subscription_buffer_that_is_not_an_int_is_refused_naming_it(
+    autojump_clock: trio.testing.MockClock, buffer: object
+) -> None:
+    """A bool or a float was taken as a count, and a str or None failed on a bare
+    comparison that named no argument."""
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        with pytest.raises(TypeError) as caught:
+            agent.subscribe(buffer=buffer)  # type: ignore[arg-type]
+        assert str(caught.value) == f"a subscription buffer is an int, got {buffer!r}"
+
+
 async def test_subscribing_to_a_torn_down_agent_ends_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

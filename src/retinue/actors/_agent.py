@@ -12,6 +12,7 @@ import trio
 
 from retinue._content import ContentBlock, MessageSource
 from retinue._errors import AgentError, RetinueError
+from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
 from retinue.loop._core import SETTING_UP, driving_agent
@@ -47,6 +48,9 @@ class Subscription:
     def __init__(
         self, session: Session, buffer: int, forget: Callable[[Subscription], None]
     ) -> None:
+        if type(buffer) is not int:
+            # A bool is an int but no count; a float would compare fine and hold a fraction.
+            raise TypeError(f"a subscription buffer is an int, got {shown_short(buffer)}")
         if buffer < 1:
             raise ValueError(f"a subscription buffer holds at least 1 event, got {buffer}")
         # The feed reads the log itself: a listener that appends while an event is
@@ -272,6 +276,7 @@ class Agent:
         """Return a live feed of this agent's session events from now on (bounded buffer).
 
         Raises:
+            TypeError: *buffer* is not an int (a bool is not taken for one).
             ValueError: *buffer* is less than 1.
         """
         subscription = Subscription(self._core.session, buffer, self._forget)

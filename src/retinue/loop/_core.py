@@ -12,6 +12,7 @@ import trio
 
 from retinue._content import ContentBlock, Message, MessageSource, as_content
 from retinue._errors import AgentDisposedError, AgentNotReadyError, ConfigError
+from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue._stream import Usage
 from retinue.hooks import HookBus
@@ -307,6 +308,10 @@ class AgentCore:
         """Abort the running turn and discard pending input (R2.23-R2.28); never blocks."""
         if not self.published and not self.disposed:
             raise AgentNotReadyError(f"agent {self.id!r} is not published yet")
+        # Checked first: a refused call must change nothing.
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"cancel reason must be a str or None, got {shown_short(reason)}")
+        ended = TurnEndReason.aborted(reason if reason is not None else "cancelled")
         armed = (
             self.status == "running"
             or self.step_signal is not None
@@ -315,8 +320,8 @@ class AgentCore:
         )
         if armed:
             self.cancel_marker = True
-            self.cancel_reason = reason if reason is not None else "cancelled"
-        self.discard_pending(TurnEndReason.aborted(reason if reason is not None else "cancelled"))
+            self.cancel_reason = ended.reason
+        self.discard_pending(ended)
         if self.step_signal is not None:
             self.step_signal.abort()
 
