@@ -227,6 +227,28 @@ async def test_supervisor_disposes_an_agent_that_crashes_twice_within_the_window
         assert pending.reason.kind == "disposed"
 
 
+async def test_resuming_an_agent_its_supervisor_gave_up_waits_for_its_teardown(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R13.3, DESIGN 4: once the supervisor has given an agent up it reads ``disposed``;
+    resuming its id at once waits for its teardown, as after ``dispose``, and resumes the
+    log. Before, the id was refused as still live until the teardown had run."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, restart=retinue.RestartPolicy(window=60.0)) as rt:
+        agent = await rt.create_agent("a", OPTIONS, session_id="s")
+        await agent.ask("before")
+        given_up = trio.Event()
+        rt.hooks.on("agent/status", lambda _agent, status: status == "disposed" and given_up.set())
+        crashes = crash_on_running(monkeypatch, times=2)
+        agent.send("boom")
+        await given_up.wait()
+        assert (crashes, rt.agents.get("s")) == ([1, 1], agent)
+        resumed = await rt.resume_agent("s", OPTIONS)
+        assert (resumed is not agent, rt.agents.get("s")) == (True, resumed)
+        assert (await resumed.ask("after")).reason.kind == "completed"
+        check_session_invariants(resumed.session.events)
+
+
 async def test_supervisor_restarts_again_after_the_window_has_passed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

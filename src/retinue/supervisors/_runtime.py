@@ -221,8 +221,15 @@ class Runtime:
         return agent
 
     async def _released(self, agent_id: str) -> None:
-        """Wait until no teardown of *agent_id* is under way; always a checkpoint."""
+        """Wait until no teardown of *agent_id* is under way or due; always a checkpoint.
+
+        One is due for an agent its supervisor gave up: disposed, it is torn
+        down once its driver has exited.
+        """
         tearing_down = self._teardowns.get(agent_id)
+        live = self.agents.get(agent_id)
+        if tearing_down is None and live is not None and core_of(live).disposed:
+            tearing_down = core_of(live)
         if tearing_down is None:
             await trio.lowlevel.checkpoint()
             return
