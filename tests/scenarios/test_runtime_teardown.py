@@ -390,3 +390,72 @@ async def test_open_runtime_refuses_a_flush_timeout_that_is_not_a_positive_numbe
     with pytest.raises(retinue.ConfigError, match="flush_timeout must be a positive number"):
         async with retinue.open_runtime(models=ScriptedModel([]), flush_timeout=bound):
             pass  # pragma: no cover - refused before the body runs
+
+
+class _Interrupt(BaseException):
+    """Stands for ``KeyboardInterrupt``, which pytest would take for the user's own."""
+
+
+async def test_a_status_listener_interrupting_a_dispose_still_leaves_it_torn_down(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8, R12.9: the teardown is started before ``agent/status`` announces the
+    disposal; a listener's BaseException reaches the first ``dispose`` and the teardown
+    still runs. It used to be never started: a second ``dispose`` and ``wait_idle``
+    hung, and the agent stayed in the registry past the runtime's end."""
+    disposed: list[str] = []
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hello")
+
+        def interrupt(_agent: retinue.Agent, status: str) -> None:
+            if status == "disposed" and not disposed:
+                disposed.append("interrupted")
+                raise _Interrupt
+
+        rt.hooks.on("agent/status", interrupt, agent=agent)
+        rt.hooks.on("agent/disposed", lambda _agent: disposed.append("agent/disposed"))
+        with pytest.raises(_Interrupt):
+            await agent.dispose()
+        await agent.dispose()
+        await agent.wait_idle()
+        assert (agent.status, rt.agents.get("a"), disposed) == (
+            "disposed",
+            None,
+            ["interrupted", "agent/disposed"],
+        )
+
+
+async def test_a_disposed_listener_interrupting_a_teardown_still_unwinds_the_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: a BaseException from an ``agent/disposed`` listener ends the runtime, and
+    the teardown's later stages still run: scoped cleanups, the end of every
+    subscription and the detach. They were skipped: a subscriber waited for good."""
+    store = _SlowDetach()
+    cleaned: list[str] = []
+    ended: list[str] = []
+    with trio.fail_after(600):
+        async with trio.open_nursery() as outer:
+            with pytest.RaisesGroup(_Interrupt, flatten_subgroups=True):
+                async with retinue.open_runtime(
+                    models=ScriptedModel([Reply("hi")]), store=store
+                ) as rt:
+                    agent = await rt.create_agent("a", OPTIONS, session_id="s")
+                    await agent.ask("hello")
+                    rt.scoped(agent, lambda: cleaned.append("cleanup"))
+                    feed = agent.subscribe()
+
+                    async def read() -> None:
+                        async for _event in feed:
+                            pass
+                        ended.append("feed")
+
+                    outer.start_soon(read)
+
+                    def interrupt(_agent: retinue.Agent) -> None:
+                        raise _Interrupt
+
+                    rt.hooks.on("agent/disposed", interrupt)
+                    await agent.dispose()
+    assert (cleaned, ended, store.detached) == (["cleanup"], ["feed"], ["s"])

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
+
 import attrs
 
-from retinue._errors import ConfigError, SessionError
+from retinue._errors import ConfigError, SessionError, StoreError
+from retinue._lossless import shown
 from retinue._options import AgentOptions
 from retinue.session import Session
+from retinue.stores import check_session_id
 
-__all__ = ["check_kept_cwd", "options_of", "with_cwd"]
+__all__ = ["check_kept_cwd", "new_agent_id", "options_of", "with_cwd"]
 
 
 def options_of(options: object) -> AgentOptions:
@@ -53,3 +57,25 @@ def check_kept_cwd(session: Session, options: AgentOptions, *, how: str) -> None
         f"a {how} session keeps the cwd of its header",
         code="CWD_MISMATCH",
     )
+
+
+def new_agent_id(name: object, session_id: str | None) -> str:
+    """*session_id*, else a fresh id labelled *name*; a name that cannot label one is refused.
+
+    Checked even beside a *session_id*: the name is required, and an empty one
+    would begin a fresh id with its separator (``-session-<uuid4>``).
+    """
+    if not isinstance(name, str) or not name:
+        raise SessionError(
+            f"name must be a non-empty str labelling the agent, got {shown(name)}",
+            code="INVALID_SESSION_ID",
+        )
+    if session_id is not None:
+        return session_id
+    agent_id = f"{name}-session-{uuid.uuid4()}"
+    try:
+        return check_session_id(agent_id)
+    except StoreError as exc:
+        raise SessionError(
+            f"name {shown(name)} cannot label a session: {exc.message}", code="INVALID_SESSION_ID"
+        ) from exc

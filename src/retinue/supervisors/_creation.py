@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import final
 
@@ -11,7 +12,7 @@ import trio
 from retinue.actors import Agent
 from retinue.loop import AgentCore
 
-__all__ = ["Creation", "Setup", "core_of", "end_unpublished"]
+__all__ = ["Creation", "Setup", "core_of", "end_unpublished", "run_setup"]
 
 # What a setup returns is awaited when awaitable and otherwise ignored: a one-line
 # lambda hands back whatever its expression does (an unregister function, say).
@@ -52,3 +53,12 @@ def end_unpublished(agent: Agent) -> None:
 
 def core_of(agent: Agent) -> AgentCore:
     return agent._core
+
+
+async def run_setup(agent: Agent, setup: Setup | None) -> None:
+    """Call *setup*, awaiting what it returns when awaitable; always a checkpoint."""
+    result = None if setup is None else setup(agent)
+    if inspect.isawaitable(result):
+        await result
+    else:
+        await trio.lowlevel.checkpoint()

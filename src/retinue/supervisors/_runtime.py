@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import final
@@ -13,7 +11,6 @@ import attrs
 import trio
 
 from retinue._errors import AgentDisposedError, SessionError, StoreError
-from retinue._lossless import shown
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
 from retinue.hooks import HookBus, agent_scope
@@ -28,8 +25,8 @@ from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
 from retinue.tools import ToolRegistry
 
-from ._agent_arguments import check_kept_cwd, options_of, with_cwd
-from ._creation import Creation, Setup, core_of, end_unpublished
+from ._agent_arguments import check_kept_cwd, new_agent_id, options_of, with_cwd
+from ._creation import Creation, Setup, core_of, end_unpublished, run_setup
 from ._detach import detach_within, release_claim
 from ._registry import AgentRegistry
 from ._relay import EventRelay
@@ -134,7 +131,7 @@ class Runtime:
         Cancellation before publication leaves nothing behind.
         """
         options = with_cwd(options_of(options), cwd)
-        agent_id = _new_agent_id(name, session_id)
+        agent_id = new_agent_id(name, session_id)
         await self._released(agent_id)
         with self._creating(agent_id):
             await self._settle_stranded(agent_id)
@@ -298,7 +295,7 @@ class Runtime:
         self._cleanups[agent.id] = []
         token = SETTING_UP.set((*SETTING_UP.get(), core_of(agent)))
         try:
-            await _run_setup(agent, setup)
+            await run_setup(agent, setup)
         except BaseException:
             self._unwind(agent.id)
             raise
@@ -427,9 +424,11 @@ class Runtime:
                 core.mark_disposed(announce=False)
             return
         core.disposal_started = True
-        core.mark_disposed()
+        # Started before the agent is marked: a listener of its status raising a
+        # BaseException (Ctrl-C) must not leave it disposed with no teardown to come.
         self._teardowns[agent.id] = core
         self._nursery.start_soon(self._teardown, agent, name=f"teardown {agent.id}")
+        core.mark_disposed()
 
     async def _teardown(self, agent: Agent) -> None:
         """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
@@ -450,9 +449,17 @@ class Runtime:
         # A driver cancelled with the runtime never reached its own discard.
         core.discard_pending(TurnEndReason.disposed())
         self.agents.remove(agent.id)
-        core.emit("agent/disposed")
-        self._unwind(agent.id)
-        agent.end_subscriptions()
+        try:
+            core.emit("agent/disposed")
+        finally:
+            # Even past a listener's BaseException (Ctrl-C), nothing of the agent stays behind.
+            self._unwind(agent.id)
+            agent.end_subscriptions()
+            await self._detach(agent)
+
+    async def _detach(self, agent: Agent) -> None:
+        """Let the store go of a retired agent's session; one it fails to is kept stranded."""
+        core = core_of(agent)
         failure = await detach_within(self.store, core.session, self._services.flush_timeout)
         if failure is None:
             return
@@ -483,34 +490,3 @@ class Runtime:
             self._start_teardown(agent)
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
-
-
-def _new_agent_id(name: object, session_id: str | None) -> str:
-    """*session_id*, else a fresh id labelled *name*; a name that cannot label one is refused.
-
-    Checked even beside a *session_id*: the name is required, and an empty one
-    would begin a fresh id with its separator (``-session-<uuid4>``).
-    """
-    if not isinstance(name, str) or not name:
-        raise SessionError(
-            f"name must be a non-empty str labelling the agent, got {shown(name)}",
-            code="INVALID_SESSION_ID",
-        )
-    if session_id is not None:
-        return session_id
-    agent_id = f"{name}-session-{uuid.uuid4()}"
-    try:
-        return check_session_id(agent_id)
-    except StoreError as exc:
-        raise SessionError(
-            f"name {shown(name)} cannot label a session: {exc.message}", code="INVALID_SESSION_ID"
-        ) from exc
-
-
-async def _run_setup(agent: Agent, setup: Setup | None) -> None:
-    """Call *setup*, awaiting what it returns when awaitable; always a checkpoint."""
-    result = None if setup is None else setup(agent)
-    if inspect.isawaitable(result):
-        await result
-    else:
-        await trio.lowlevel.checkpoint()
