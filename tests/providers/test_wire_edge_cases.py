@@ -241,6 +241,64 @@ async def test_anthropic_block_started_twice_is_a_malformed_stream() -> None:
     assert caught.value.code == "MALFORMED_RESPONSE"
 
 
+_MESSAGE_START = {"type": "message_start", "message": {"usage": {"input_tokens": 1}}}
+_MESSAGE_END: list[dict[str, Any]] = [
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+    {"type": "message_stop"},
+]
+
+
+@pytest.mark.parametrize(
+    ("block", "late"),
+    [
+        ({"type": "text", "text": ""}, {"type": "text_delta", "text": " world"}),
+        ({"type": "thinking", "thinking": ""}, {"type": "signature_delta", "signature": "SIG"}),
+        (
+            {"type": "tool_use", "id": "t1", "name": "f"},
+            {"type": "input_json_delta", "partial_json": "{}"},
+        ),
+    ],
+    ids=["text", "signature", "tool-arguments"],
+)
+async def test_anthropic_delta_after_its_block_ended_is_a_malformed_stream(
+    block: dict[str, Any], late: dict[str, Any]
+) -> None:
+    """R10.3, R10.6: a block's end goes out with its content so far, so a delta after it
+    would be lost; the stream is refused as malformed, not cut short silently."""
+    early = {"text": "hello", "thinking": "hmm", "tool_use": '{"a":'}[block["type"]]
+    first = {
+        "text": {"type": "text_delta", "text": early},
+        "thinking": {"type": "thinking_delta", "thinking": early},
+        "tool_use": {"type": "input_json_delta", "partial_json": early},
+    }[block["type"]]
+    events: list[dict[str, Any]] = [
+        _MESSAGE_START,
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": first},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_delta", "index": 0, "delta": late},
+        *_MESSAGE_END,
+    ]
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("messages", b"".join(map(_typed_event, events)))
+    assert (caught.value.code, caught.value.retryable) == ("MALFORMED_RESPONSE", True)
+    assert str(caught.value) == "content for block 0 came after the block ended"
+
+
+async def test_anthropic_thinking_sent_whole_in_its_start_keeps_its_signature() -> None:
+    """R10.2: a thinking block whose start carries its text and signature is signed
+    reasoning, as the same block in a whole response is; the signature was dropped."""
+    thinking = {"type": "thinking", "thinking": "all at once", "signature": "SIG"}
+    events: list[dict[str, Any]] = [
+        _MESSAGE_START,
+        {"type": "content_block_start", "index": 0, "content_block": thinking},
+        {"type": "content_block_stop", "index": 0},
+        *_MESSAGE_END,
+    ]
+    collected = await serve_once("messages", b"".join(map(_typed_event, events)))
+    assert collected.message.content == (Reasoning("all at once", "SIG"),)
+
+
 def _unsigned_thinking_body(thinking: dict[str, Any]) -> bytes:
     message = {
         "type": "message",

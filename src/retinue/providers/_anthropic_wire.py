@@ -405,12 +405,12 @@ class AnthropicStreamDecoder:
         if kind == "redacted_thinking":
             table.finalize(index, RedactedReasoning(_str(block.get("data")) or ""))
             return []
-        text = _str(block.get("thinking" if kind == "thinking" else "text"))
-        if not text:
-            return []
+        text = _str(block.get("thinking" if kind == "thinking" else "text")) or ""
         if kind == "thinking":
-            return [table.reasoning(index, text)]
-        return [table.text(index, text)] if kind == "text" else []
+            # A block sent whole carries its signature here; an empty one is none.
+            signature = _str(block.get("signature")) or None
+            return [table.reasoning(index, text, signature)] if text or signature else []
+        return [table.text(index, text)] if text and kind == "text" else []
 
     def _delta(self, index: object, delta: JsonObject) -> list[StreamChunk]:
         kind, table = delta.get("type"), self._table
@@ -444,11 +444,8 @@ class AnthropicStreamDecoder:
         for index, entry in enumerate(content):
             block = _dict(entry)
             self._start(index, block)
-            kind = block.get("type")
-            if kind == "tool_use" and not self._table.has(index):
+            if block.get("type") == "tool_use" and not self._table.has(index):
                 self._table.tool_call(index, _str(block.get("id")), _str(block.get("name")), "")
-            if kind == "thinking" and (signature := _str(block.get("signature"))):
-                self._table.reasoning(index, "", signature)
         _merge_usage(self._usage, _dict(payload.get("usage")))
         self._stop_reason = _str(payload.get("stop_reason"))
         self.done = self._stopped = True

@@ -217,6 +217,9 @@ class BlockTable:
         block = self._blocks.get(key)
         if block is None:
             block = self._blocks[key] = _Block(len(self._blocks), kind)
+        elif block.ended:
+            # Its end has gone out with the content so far: what came after would be lost.
+            raise malformed(f"content for block {key!r} came after the block ended")
         return block
 
     def text(self, key: Hashable, text: str) -> TextDelta:
