@@ -64,6 +64,28 @@ async def test_resume_continues_seqs_turns_and_logs_a_resume_header(kit: StoreKi
     assert lines(stored.events[:]) == lines(session.events[:])
 
 
+async def test_events_a_resumed_agents_setup_appends_are_stored(kit: StoreKit) -> None:
+    """R11.6, R11.16: the setup runs between the load and publication; what it appends
+    is stored with the rest. Before, it counted as stored already: never written, and
+    every later flush of the agent failed as if another writer had appended."""
+
+    def setup(agent: retinue.Agent) -> None:
+        agent.session.append_custom("plugin/state", {"restored": True})
+
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=_model(), store=kit.open()) as rt:
+            agent = await rt.create_agent("writer", OPTIONS, session_id="resumable")
+            await agent.ask("first")
+        async with retinue.open_runtime(models=_model(), store=kit.open()) as rt:
+            again = await rt.resume_agent("resumable", OPTIONS, setup=setup)
+            assert (await again.ask("second")).reason.kind == "completed"
+            live = lines(again.session.events[:])
+    async with kit.open() as store:
+        stored = await store.load("resumable")
+    assert lines(stored.events[:]) == live
+    assert [event.type for event in stored.events].count("plugin/state") == 1
+
+
 async def test_resume_after_a_crash_closes_the_turn_and_goes_on(kit: StoreKit) -> None:
     """R11.9, R11.15: a crashed open turn is closed on load; the resumed agent runs the next turn."""
     crashed = Session.create("crashed-agent")

@@ -39,7 +39,11 @@ class SessionStore(Protocol):
         ...
 
     def attach(self, session: Session) -> None:
-        """Start buffering *session*'s appends; events already in it count as stored."""
+        """Start buffering *session*'s appends; events already in it count as stored.
+
+        Of a session this store loaded, only those it loaded: what was appended
+        since (an agent's setup runs before publication attaches it) is new.
+        """
         ...
 
     def attach_new(self, session: Session) -> None:

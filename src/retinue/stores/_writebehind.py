@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
@@ -51,6 +52,8 @@ class BufferedStore:
         self._closed = False
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
+        self._loaded: dict[str, tuple[weakref.ref[Session], int]] = {}
+        """Sessions loaded and not attached yet, each with how many of its events are stored."""
         self._stack: contextlib.AsyncExitStack | None = None
         self._depth = 0
 
@@ -194,11 +197,19 @@ class BufferedStore:
     def attach(self, session: Session) -> None:
         """Start buffering *session*'s appends; events already in it count as stored.
 
-        Synchronous and never blocks. Raises ``StoreError`` for an invalid id
+        Of a session this store loaded, only the events it loaded count as
+        stored: those appended since (by an agent's setup, before it is
+        published) are written by the next flush. Synchronous and never
+        blocks. Raises ``StoreError`` for an invalid id
         (``INVALID_SESSION_ID``), an id already attached or being loaded
         (``SESSION_TRACKED``) or a closed store.
         """
-        self._track(session, header=None, seed=())
+        stored = len(session.events)
+        loaded = self._loaded.get(session.id)
+        if loaded is not None and loaded[0]() is session:
+            stored = loaded[1]
+        self._track(session, header=None, seed=session.events[stored:])
+        self._loaded.pop(session.id, None)
 
     def attach_new(self, session: Session) -> None:
         """Start buffering a session that is not stored yet; its seed events are new.
@@ -347,7 +358,9 @@ class BufferedStore:
             # Its caller will attach what that load returns: a second copy could not be.
             raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
         with self._reserved(session_id):
-            return await self._load_reserved(session_id)
+            session = await self._load_reserved(session_id)
+        self._loaded[session_id] = (weakref.ref(session), len(session.events))
+        return session
 
     @contextlib.contextmanager
     def _reserved(self, session_id: str) -> Iterator[None]:
