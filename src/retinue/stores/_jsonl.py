@@ -77,7 +77,8 @@ class JSONLBackend:
     """An append reaches the file page by page: a crash can keep part of it (R11.8)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self._root = Path(root)
+        # Absolute once: a relative root would follow every change of working directory.
+        self._root = Path(os.path.abspath(root))
         self._open: dict[str, SessionFile] = {}
         self._paths: dict[str, Path] = {}
         self._durable_buckets: set[Path] = set()

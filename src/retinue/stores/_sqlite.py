@@ -335,10 +335,13 @@ class SQLiteBackend:
 
 
 def _file_path(path: str | os.PathLike[str]) -> str:
-    """*path* as a string; ``ConfigError`` for the names SQLite opens as an in-memory database.
+    """*path* as an absolute string; ``ConfigError`` for the names SQLite opens as an
+    in-memory database.
 
     Each of the store's connections would open its own, empty one, so reads would
-    never see a write; an in-memory store is ``MemoryStore``.
+    never see a write; an in-memory store is ``MemoryStore``. Made absolute once:
+    connections are opened later, and a relative path would then name a file in
+    whatever the working directory has become.
     """
     text = os.fspath(path)
     if text in ("", ":memory:"):
@@ -347,7 +350,7 @@ def _file_path(path: str | os.PathLike[str]) -> str:
             "database is private to one connection; use MemoryStore for a store in memory",
             code="INVALID_STORE_PATH",
         )
-    return text
+    return os.path.abspath(text)
 
 
 def _next_seq_to_append(value: object, session_id: str) -> int:
