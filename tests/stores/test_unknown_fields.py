@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -200,3 +201,38 @@ async def _refused_with_its_colour(kit: StoreKit, where: str, *, torn_before: bo
             await store.load("tail")
     assert caught.value.code == "UNKNOWN_FIELD"
     assert kit.record_count("tail") == len(session.events)
+
+
+async def test_store_load_never_discards_a_whole_record_holding_an_integer_too_long_to_read(
+    record_kit: StoreKit,
+) -> None:
+    """R11.8: a record that parses whole but holds an integer longer than this process
+    reads (its digit limit set lower than the writer's) was written whole: the load is
+    refused naming it, and nothing is dropped. It was dropped as a torn tail, with every
+    record after it, and the file truncated."""
+    session = Session.create("wide")
+    async with record_kit.open() as store:
+        store.attach_new(session)
+        run_turn(session, "one")
+        open_tool_turn(session)
+        session.append_custom("plugin/counter", {"value": 10**1000})
+        session.append_custom("plugin/note", {"text": "after"})
+        await store.detach(session)
+    seq = len(session.events) - 2
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        async with record_kit.open() as store:
+            with pytest.raises(CorruptSessionError) as caught:
+                await store.load("wide")
+    finally:
+        sys.set_int_max_str_digits(limit)
+    assert caught.value.code == "INTEGER_TOO_LONG"
+    assert str(caught.value) == (
+        f"session 'wide': event seq {seq} is malformed: "
+        "an integer of more than 640 digits @ $.data.value"
+    )
+    assert record_kit.record_count("wide") == len(session.events)
+    async with record_kit.open() as store:
+        loaded = await store.load("wide")
+    assert lines(loaded.events[: len(session.events)]) == lines(session.events[:])

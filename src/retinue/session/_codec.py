@@ -39,6 +39,7 @@ from ._events import (
 from ._fastline import fast_line
 
 __all__ = [
+    "INTEGER_TOO_LONG",
     "UNKNOWN_FIELD",
     "LongIntError",
     "converter",
@@ -76,6 +77,10 @@ def dump_event(event: Event) -> dict[str, Any]:
 _ENVELOPE_KEYS = frozenset({"seq", "type", "time", "data", "source_event_seqs", "surface_op"})
 UNKNOWN_FIELD = "UNKNOWN_FIELD"
 """The code of a stored event refused for a key no field holds: a whole record, never a torn one."""
+
+INTEGER_TOO_LONG = "INTEGER_TOO_LONG"
+"""The code of a stored line that is whole JSON but holds an integer of more digits than
+this process reads (``sys.set_int_max_str_digits``): a whole record, never a torn one."""
 
 
 def load_event(raw: Mapping[str, Any], *, session_id: str = "?") -> Event:
@@ -326,7 +331,8 @@ def decode_event(line: str | bytes, *, session_id: str = "?") -> Event:
         seq = found.parsed.get("seq") if isinstance(found.parsed, dict) else None
         raise CorruptSessionError(
             f"session {session_id!r}: event seq {seq if type(seq) is int else '?'} "
-            f"is malformed: {found}"
+            f"is malformed: {found}",
+            code=INTEGER_TOO_LONG,
         ) from found
     except ValueError as exc:  # not UTF-8, or not JSON
         raise _not_json(exc, session_id) from exc

@@ -9,7 +9,7 @@ import attrs
 
 from retinue._errors import CorruptSessionError, SessionError
 from retinue.session import FORMAT_VERSION, Event, Session, SessionHeader, TurnEnd
-from retinue.session._codec import UNKNOWN_FIELD, decode_event
+from retinue.session._codec import INTEGER_TOO_LONG, UNKNOWN_FIELD, decode_event
 
 from ._backend import StoredLog
 from ._repair import repair_tail
@@ -173,6 +173,8 @@ def _written_whole(error: CorruptSessionError) -> bool:
     """Whether a record refused with *error* cannot be a torn write, so must not be discarded.
 
     A crash cuts a record short and never adds a key: a record naming a key that
-    no field holds was written whole, and discarding it would lose it.
+    no field holds was written whole, and so was one that parses whole as JSON
+    but holds an integer longer than this process reads (a limit a process may
+    set lower than the writer's); discarding either would lose it.
     """
-    return error.code == UNKNOWN_FIELD
+    return error.code in (UNKNOWN_FIELD, INTEGER_TOO_LONG)
