@@ -79,15 +79,23 @@ def test_a_header_field_no_store_could_load_back_is_refused_naming_it(
         ("cwd", "relative/dir", "cwd must be an absolute path, got 'relative/dir'"),
         ("cwd", "", "cwd must be an absolute path, got ''"),
         ("seed_length", -1, "seed_length must be a count of events, got -1"),
+        ("created_at", 2**63, f"created_at must be a signed 64-bit integer, got {2**63}"),
+        (
+            "created_at",
+            -(2**63) - 1,
+            f"created_at must be a signed 64-bit integer, got {-(2**63) - 1}",
+        ),
     ],
 )
-def test_a_header_with_a_relative_cwd_or_negative_seed_is_refused_built_or_loaded(
+def test_a_header_field_out_of_its_range_is_refused_built_or_loaded(
     field: str, value: Any, problem: str
 ) -> None:
-    """R4.3, R4.25: a relative cwd names another directory from each process that reads
-    it, and a seed is a count of events; a stored line holding either is corrupt."""
+    """R4.3, R4.25, R11.14: a relative cwd names another directory from each process that
+    reads it, a seed is a count of events, and a creation time beyond 64 bits was stored
+    by JSONL but no SQLite or PostgreSQL column holds it; a stored line holding any is
+    corrupt."""
     with pytest.raises(SessionError) as caught:
-        SessionHeader(id="s", created_at=1, **{field: value})
+        SessionHeader(**{"id": "s", "created_at": 1, field: value})
     assert caught.value.code == "INVALID_HEADER"
     assert str(caught.value) == f"session header {problem}"
     with pytest.raises(CorruptSessionError) as loaded:
@@ -99,12 +107,13 @@ def test_a_header_with_a_relative_cwd_or_negative_seed_is_refused_built_or_loade
     "fields",
     [
         {"created_at": -(10**15)},
-        {"created_at": 10**400},
+        {"created_at": -(2**63)},
+        {"created_at": 2**63 - 1},
         {"version": 7},
         {"cwd": "/tmp", "parent_session": "p", "seed_length": 0},
         {"cwd": None, "parent_session": None, "seed_length": None},
     ],
-    ids=["negative", "long-int", "other-version", "every-field", "every-none"],
+    ids=["negative", "int64-min", "int64-max", "other-version", "every-field", "every-none"],
 )
 def test_a_header_of_exact_types_is_accepted_and_loads_back_equal(fields: dict[str, Any]) -> None:
     """R4.1, R4.3: whatever the loader reads is accepted (the version is judged on load)."""

@@ -195,6 +195,15 @@ def _absolute(_header: object, _attribute: object, cwd: str | None) -> None:
         )
 
 
+def _sixty_four_bits(_header: object, _attribute: object, created_at: int) -> None:
+    # SQLite's INTEGER and PostgreSQL's BIGINT columns hold it: one contract for every store.
+    if not -(2**63) <= created_at < 2**63:
+        raise SessionError(
+            f"session header created_at must be a signed 64-bit integer, got {shown(created_at)}",
+            code="INVALID_HEADER",
+        )
+
+
 def _a_count(_header: object, _attribute: object, seed_length: int | None) -> None:
     if seed_length is not None and seed_length < 0:
         raise SessionError(
@@ -210,12 +219,12 @@ class SessionHeader:
 
     Raises:
         SessionError: ``INVALID_HEADER``, naming a field a store could not
-            write or load back as it was given, a relative ``cwd`` (R4.3) or a
-            negative ``seed_length``.
+            write or load back as it was given, a ``created_at`` beyond 64 bits,
+            a relative ``cwd`` (R4.3) or a negative ``seed_length``.
     """
 
     id: str = attrs.field(validator=_stored_as(str))
-    created_at: int = attrs.field(validator=_stored_as(int))
+    created_at: int = attrs.field(validator=[_stored_as(int), _sixty_four_bits])
     version: int = attrs.field(default=FORMAT_VERSION, validator=_stored_as(int))
     cwd: str | None = attrs.field(
         default=None, validator=[_stored_as(str, optional=True), _absolute]
