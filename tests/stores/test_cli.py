@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -317,6 +318,38 @@ def test_cli_sessions_export_into_a_closed_pipe_exits_quietly(tmp_path: Path) ->
     _, errors = child.communicate(timeout=60)
     assert child.returncode == 1
     assert errors == b""
+
+
+async def _fill_unicode(path: Path) -> Session:
+    session = Session.create("snow")
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+        run_turn(session, "is it snowing \u2603 or sunny \U0001f31e?")
+        await store.flush(session)
+    return session
+
+
+def test_cli_sessions_export_and_show_work_on_an_ascii_console(tmp_path: Path) -> None:
+    """R11.13: ``export`` writes UTF-8 JSONL whatever the console's encoding, and ``show``
+    escapes what an ASCII console cannot print; both crashed with a traceback."""
+    path = tmp_path / "sessions.db"
+    session = trio.run(_fill_unicode, path)
+    command = [sys.executable, "-m", "retinue.cli", "sessions", "--store", f"sqlite:{path}"]
+    ascii_console = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    exported = subprocess.run(
+        [*command, "export", "snow"],
+        capture_output=True,
+        env=ascii_console,
+        timeout=60,
+        check=False,
+    )
+    assert (exported.returncode, exported.stderr) == (0, b"")
+    assert exported.stdout.decode("utf-8") == _sessions.to_jsonl(session)
+    shown = subprocess.run(
+        [*command, "show", "snow"], capture_output=True, env=ascii_console, timeout=60, check=False
+    )
+    assert (shown.returncode, shown.stderr) == (0, b"")
+    assert b"user: is it snowing \\u2603 or sunny \\U0001f31e?" in shown.stdout
 
 
 class _Headers:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import io
 import logging
 import sys
 from collections.abc import Sequence
@@ -59,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     reaches it inside the exception group of a nursery it cancelled.
     """
     args = _parser().parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # Text a console's encoding cannot show (an ASCII one, say) is escaped, not a crash.
+        sys.stdout.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
     handler = args.handler
     try:

@@ -210,13 +210,25 @@ async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
     if args.output:
         await trio.Path(args.output).write_text(text, encoding="utf-8")
     else:
-        sys.stdout.write(text)
+        _write_utf8(text)
     if recovered.dropped:
         # What was written is what a load keeps, not all the store holds.
         note = _torn_tail(len(session.events), recovered.dropped)
         print(f"retinue sessions export: {session.id}: warning: {note}", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_utf8(text: str) -> None:
+    """Write *text* to standard output as UTF-8, the JSONL format's encoding, whatever
+    the console's own (an ASCII or Latin-1 one could not write every event)."""
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:  # replaced by a text-only stream
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    binary.write(text.encode("utf-8"))
+    binary.flush()
 
 
 async def _import(store: BufferedStore, args: argparse.Namespace) -> int:
