@@ -167,6 +167,53 @@ async def test_chat_tool_calls_sharing_one_index_are_separate_calls() -> None:
     )
 
 
+def _fragment(name: str | None, arguments: str, **call: Any) -> bytes:
+    function = {"arguments": arguments} if name is None else {"name": name, "arguments": arguments}
+    delta = {"tool_calls": [{**call, "function": function}]}
+    return json.dumps({"choices": [{"index": 0, "delta": delta}]}).encode()
+
+
+_TOOL_CALLS_END = b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}'
+
+
+@pytest.mark.parametrize(
+    "where", [{"index": 0, "id": ""}, {"index": 0}, {}], ids=["index-0-empty-id", "index-0", "bare"]
+)
+async def test_chat_whole_calls_with_no_id_at_one_index_are_separate_calls(
+    where: dict[str, Any],
+) -> None:
+    """R10.2: Gemini's endpoint sends each parallel call whole, all at index 0 with an empty
+    id: each is its own call. They were merged into one call, its arguments run together
+    and the first call's name lost."""
+    body = sse_body(
+        _fragment("get_weather", '{"city":"London"}', **where),
+        _fragment("get_time", '{"tz":"UTC"}', **where),
+        _TOOL_CALLS_END,
+        b"[DONE]",
+    )
+    collected = await serve_once("chat", body)
+    calls = collected.message.content
+    assert [(call.name, call.arguments) for call in calls] == [  # type: ignore[union-attr]
+        ("get_weather", '{"city":"London"}'),
+        ("get_time", '{"tz":"UTC"}'),
+    ]
+    assert len({call.id for call in calls}) == 2  # type: ignore[union-attr]
+
+
+async def test_chat_a_tool_named_in_every_fragment_of_one_call_stays_one_call() -> None:
+    """R10.2: a server naming the tool in each fragment sends it before the arguments are
+    whole, and may end with a fragment of no arguments: one call, not several."""
+    body = sse_body(
+        _fragment("lookup", '{"city":', index=0, id="call_a"),
+        _fragment("lookup", '"Oslo"}', index=0),
+        _fragment("lookup", "", index=0),
+        _TOOL_CALLS_END,
+        b"[DONE]",
+    )
+    collected = await serve_once("chat", body)
+    assert collected.message.content == (ToolCall("call_a", "lookup", '{"city":"Oslo"}'),)
+
+
 async def test_chat_tool_calls_without_an_id_get_ids_unique_across_streams() -> None:
     """R10.2: a server that sends no tool-call id (some local servers) gets a fresh id per
     call, the same in the logged chunk and the message, and never one an earlier step used
@@ -864,6 +911,30 @@ async def test_responses_message_part_without_deltas_is_kept_beside_a_streamed_p
     assert collected.message.content == (Text("Checking Oslo."), Text(" It is sunny."))
     texts = "".join(chunk.text for chunk in collected.chunks if isinstance(chunk, TextDelta))
     assert texts == "Checking Oslo. It is sunny."
+
+
+def _call_by_item_id(item_id: str, call_id: str, name: str, arguments: str) -> list[dict[str, Any]]:
+    item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name}
+    return [
+        {"type": "response.output_item.added", "item": {**item, "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "item_id": item_id, "delta": arguments},
+        {"type": "response.output_item.done", "item": {**item, "arguments": arguments}},
+    ]
+
+
+async def test_responses_calls_without_output_index_are_told_apart_by_item_id() -> None:
+    """R10.2: a server that sends no ``output_index`` still names each event's item; two
+    calls are two blocks. They were one block: the first call was lost."""
+    events = [
+        *_call_by_item_id("fc_1", "call_a", "get_weather", '{"city":"London"}'),
+        *_call_by_item_id("fc_2", "call_b", "get_time", '{"tz":"UTC"}'),
+        _completed([]),
+    ]
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
+    assert collected.message.content == (
+        ToolCall("call_a", "get_weather", '{"city":"London"}'),
+        ToolCall("call_b", "get_time", '{"tz":"UTC"}'),
+    )
 
 
 async def test_responses_deltas_without_output_index_are_not_doubled_by_their_items() -> None:

@@ -271,6 +271,14 @@ class BlockTable:
             self._call_ids.add(call_id)
             block.call_id, block.given_id = call_id, None
 
+    def holds_whole_call(self, key: Hashable) -> bool:
+        """Whether the block at *key* is an open, named tool call whose arguments so far
+        are a whole JSON object (parsed: ask only off the per-fragment path)."""
+        block = self._blocks.get(key)
+        if block is None or block.kind != _TOOL or not block.name or block.ended:
+            return False
+        return arguments_object("".join(block.parts)) is not None
+
     def has(self, key: Hashable) -> bool:
         """Whether a block exists for *key*."""
         return key in self._blocks

@@ -316,6 +316,7 @@ class ChatStreamDecoder:
     _finish: str | None = attrs.field(default=None, init=False)
     _unindexed: dict[str, tuple[str, int]] = attrs.field(factory=dict, init=False)
     _current_call: tuple[str, int] | None = attrs.field(default=None, init=False)
+    _calls_without_id: int = attrs.field(default=0, init=False)
     # Per index: the id of the call it carries now, and that call's block key.
     _indexed: dict[int, tuple[str | None, tuple[str, int, int]]] = attrs.field(
         factory=dict, init=False
@@ -369,27 +370,36 @@ class ChatStreamDecoder:
             self._finish = finish
 
     def _call_key(
-        self, position: int, call_id: str | None, index: object
+        self, position: int, call_id: str | None, index: object, *, opens: bool
     ) -> tuple[str, int] | tuple[str, int, int]:
-        """The block of a tool-call fragment.
+        """The block of a tool-call fragment; *opens* if it names a tool and has arguments.
 
         Some compatible servers omit ``index``: a new ``id`` then starts a new
         call, and a fragment without one continues the latest call. Others
         give every call the same index: there too a new ``id`` starts a new
         call. A non-streamed message has neither an index nor fragments, so
         its position in the list identifies the call when ids are missing too.
+        Without an id, a fragment that *opens* after a whole call starts a new one.
         """
         if isinstance(index, int):
-            return self._indexed_key(index, call_id)
+            return self._indexed_key(index, call_id, opens=opens)
         if call_id is None:
-            return self._current_call or ("call", position)
+            key = self._current_call or ("call", position)
+            if opens and self._table.holds_whole_call(key):
+                self._calls_without_id += 1
+                key = self._current_call = ("call-without-id", self._calls_without_id)
+            return key
         key = self._unindexed.setdefault(call_id, ("unindexed-call", len(self._unindexed)))
         self._current_call = key
         return key
 
-    def _indexed_key(self, index: int, call_id: str | None) -> tuple[str, int, int]:
+    def _indexed_key(self, index: int, call_id: str | None, *, opens: bool) -> tuple[str, int, int]:
         known = self._indexed.get(index)
-        if known is None or (call_id is not None and known[0] not in (None, call_id)):
+        if (
+            known is None
+            or (call_id is not None and known[0] not in (None, call_id))
+            or (call_id is None and opens and self._table.holds_whole_call(known[1]))
+        ):
             generation = 0 if known is None else known[1][2] + 1
             known = (call_id, ("call", index, generation))
         elif call_id is not None:
@@ -401,11 +411,18 @@ class ChatStreamDecoder:
         function = _dict(call.get("function"))
         call_id, name = call.get("id"), function.get("name")
         call_id = call_id if isinstance(call_id, str) and call_id else None
+        name = name if isinstance(name, str) else None
+        arguments = _arguments(function.get("arguments"))
+        # Gemini sends each parallel call whole, every one at index 0 and with no id:
+        # a fragment naming a tool, with arguments, after a named call whose arguments
+        # are whole JSON is the next call. A server naming the tool in every fragment
+        # of one call does so before its arguments are whole.
+        opens = bool(name) and bool(arguments)
         return self._table.tool_call(
-            self._call_key(position, call_id, call.get("index")),
+            self._call_key(position, call_id, call.get("index"), opens=opens),
             call_id,
-            name if isinstance(name, str) else None,
-            _arguments(function.get("arguments")),
+            name,
+            arguments,
         )
 
     @property

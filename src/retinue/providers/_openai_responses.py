@@ -206,6 +206,8 @@ class ResponsesStreamDecoder:
     _parts: dict[tuple[str, object], tuple[object, object]] = attrs.field(factory=dict, init=False)
     _matched: set[Hashable] = attrs.field(factory=set, init=False)
     """Blocks a complete item was matched to: no other complete content matches them."""
+    _latest_item: tuple[str, str] | None = attrs.field(default=None, init=False)
+    """Without ``output_index``: the last item an event named, which later events name none."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -214,9 +216,11 @@ class ResponsesStreamDecoder:
         payload = loads_event(event.data)
         kind = payload.get("type")
         table = self._table
-        output = payload.get("output_index")
+        output: object = payload.get("output_index")
         if type(output) is not int:  # checked off the per-delta path
             output = block_index(payload, "output_index", "responses")
+            if output is None:
+                output = self._item_key(payload)
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             part = payload.get("content_index")
             if type(part) is not int:
@@ -241,6 +245,21 @@ class ResponsesStreamDecoder:
         if kind == "error":
             raise stream_error(payload.get("error") or payload, where="responses")
         return []
+
+    def _item_key(self, payload: JsonObject) -> tuple[str, str] | None:
+        """Without an ``output_index``, the id of the item an event is about keys its blocks.
+
+        Most events name their item (``item_id``, or the ``item`` itself); two
+        calls keyed by neither would be one block, the first call lost. Items
+        stream one after another, so an event naming none is about the last
+        one named.
+        """
+        item_id = payload.get("item_id")
+        if not isinstance(item_id, str):
+            item_id = _dict(payload.get("item")).get("id")
+        if isinstance(item_id, str) and item_id:
+            self._latest_item = ("item", item_id)
+        return self._latest_item
 
     def _reasoning_delta(self, output: object, payload: JsonObject) -> StreamChunk:
         """A reasoning delta; a new summary or content part starts a new paragraph."""
