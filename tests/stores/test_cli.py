@@ -403,41 +403,41 @@ def test_cli_sessions_import_refuses_a_file_without_events(
     assert captured.err == f"retinue sessions import: {header_only} has no events to import\n"
 
 
-def test_cli_sessions_import_refuses_a_format_version_no_load_reads(
-    stored: tuple[str, Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("written", "edited", "problem"),
+    [
+        ('"version":0', '"version":9', "format version 9 is not the supported version 0"),
+        (
+            '"cwd":"/srv/app"',
+            '"cwd":"srv/app"',
+            (
+                "session header is malformed: session header cwd must be an absolute path, "
+                "got 'srv/app' @ $"
+            ),
+        ),
+    ],
+    ids=["format-version", "relative-cwd"],
+)
+def test_cli_sessions_import_refuses_a_header_no_load_reads(
+    stored: tuple[str, Session, Session],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    written: str,
+    edited: str,
+    problem: str,
 ) -> None:
-    """R11.10: a log of another format version is refused at import, naming the file and
-    line; it used to be stored, then refused by every load, its id taken for good."""
+    """R11.10, R4.3: a log of another format version, or whose header names a relative
+    cwd, is refused at import naming the file and line, and nothing is stored; both used
+    to be stored, the first then refused by every load, its id taken for good."""
     spec, _, _ = stored
     exported = tmp_path / "done.jsonl"
     assert _cli("--store", spec, "export", "done", "-o", str(exported)) == 0
     text = exported.read_text()
-    exported.write_text(text.replace('"version":0', '"version":9', 1))
+    assert written in text
+    exported.write_text(text.replace(written, edited, 1))
     target = tmp_path / "elsewhere"
     assert _cli("--store", f"jsonl:{target}", "import", str(exported)) == 1
-    assert capsys.readouterr().err == (
-        f"retinue sessions import: {exported}, line 1: format version 9 is not the supported "
-        "version 0\n"
-    )
-    assert not list(target.rglob("*.jsonl"))
-
-
-def test_cli_sessions_import_refuses_a_header_with_a_relative_cwd(
-    stored: tuple[str, Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """R4.3: a file whose header names a relative cwd is refused, naming the file and
-    line, and nothing is stored; before, it was stored as it was."""
-    spec, _, _ = stored
-    exported = tmp_path / "done.jsonl"
-    assert _cli("--store", spec, "export", "done", "-o", str(exported)) == 0
-    text = exported.read_text()
-    exported.write_text(text.replace('"cwd":"/srv/app"', '"cwd":"srv/app"', 1))
-    target = tmp_path / "elsewhere"
-    assert _cli("--store", f"jsonl:{target}", "import", str(exported)) == 1
-    assert capsys.readouterr().err == (
-        f"retinue sessions import: session {str(exported)!r}: session header is malformed: "
-        "session header cwd must be an absolute path, got 'srv/app' @ $\n"
-    )
+    assert capsys.readouterr().err == f"retinue sessions import: {exported}, line 1: {problem}\n"
     assert not list(target.rglob("*.jsonl"))
 
 

@@ -312,7 +312,7 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
     if not numbered:
         raise RetinueError(f"{source} is empty", code="CORRUPT_SESSION")
-    header = parse_header(numbered[0][1], source)
+    header = parse_header(numbered[0][1], source, at=f"{source}, line {numbered[0][0]}")
     # Stored as it stands, it could never be loaded, and its id would stay taken.
     check_version(header, f"{source}, line {numbered[0][0]}")
     events = [

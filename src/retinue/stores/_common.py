@@ -30,35 +30,34 @@ __all__ = [
 ]
 
 
-def parse_header(text: str | bytes, session_id: str) -> SessionHeader:
-    """Parse a stored header line; raise ``CorruptSessionError`` naming the session."""
+def parse_header(text: str | bytes, session_id: str, *, at: str | None = None) -> SessionHeader:
+    """Parse a stored header line; raise ``CorruptSessionError`` naming the session.
+
+    *at* names where the line was read instead (a file and its line number).
+    """
+    where = f"session {session_id!r}" if at is None else at
     try:
         raw = loads_line(text)
     except LongIntError as exc:
         raise CorruptSessionError(
-            f"session {session_id!r}: session header is malformed: {exc}", code="CORRUPT_HEADER"
+            f"{where}: session header is malformed: {exc}", code="CORRUPT_HEADER"
         ) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptSessionError(
-            f"session {session_id!r}: the header is not valid UTF-8 JSON: {exc}",
-            code="CORRUPT_HEADER",
+            f"{where}: the header is not valid UTF-8 JSON: {exc}", code="CORRUPT_HEADER"
         ) from exc
     except RecursionError:
         raise CorruptSessionError(
-            f"session {session_id!r}: the header is nested too deeply to load",
-            code="CORRUPT_HEADER",
+            f"{where}: the header is nested too deeply to load", code="CORRUPT_HEADER"
         ) from None
     if not isinstance(raw, dict) or raw.get("type") != "session":
         raise CorruptSessionError(
-            f"session {session_id!r}: the header is not a session header line",
-            code="CORRUPT_HEADER",
+            f"{where}: the header is not a session header line", code="CORRUPT_HEADER"
         )
     try:
         return load_header(raw)
     except CorruptSessionError as exc:
-        raise CorruptSessionError(
-            f"session {session_id!r}: {exc.message}", code="CORRUPT_HEADER"
-        ) from exc
+        raise CorruptSessionError(f"{where}: {exc.message}", code="CORRUPT_HEADER") from exc
 
 
 def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> Listing:
