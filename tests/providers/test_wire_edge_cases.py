@@ -200,18 +200,19 @@ async def test_chat_whole_calls_with_no_id_at_one_index_are_separate_calls(
     assert len({call.id for call in calls}) == 2  # type: ignore[union-attr]
 
 
-async def test_chat_a_tool_named_in_every_fragment_of_one_call_stays_one_call() -> None:
+@pytest.mark.parametrize("last", ["", "\n", " "], ids=["empty", "newline", "space"])
+async def test_chat_a_tool_named_in_every_fragment_of_one_call_stays_one_call(last: str) -> None:
     """R10.2: a server naming the tool in each fragment sends it before the arguments are
-    whole, and may end with a fragment of no arguments: one call, not several."""
+    whole, and after them can only add whitespace: one call, not several."""
     body = sse_body(
         _fragment("lookup", '{"city":', index=0, id="call_a"),
         _fragment("lookup", '"Oslo"}', index=0),
-        _fragment("lookup", "", index=0),
+        _fragment("lookup", last, index=0),
         _TOOL_CALLS_END,
         b"[DONE]",
     )
     collected = await serve_once("chat", body)
-    assert collected.message.content == (ToolCall("call_a", "lookup", '{"city":"Oslo"}'),)
+    assert collected.message.content == (ToolCall("call_a", "lookup", '{"city":"Oslo"}' + last),)
 
 
 async def test_chat_tool_calls_without_an_id_get_ids_unique_across_streams() -> None:
@@ -934,6 +935,54 @@ async def test_responses_calls_without_output_index_are_told_apart_by_item_id() 
     assert collected.message.content == (
         ToolCall("call_a", "get_weather", '{"city":"London"}'),
         ToolCall("call_b", "get_time", '{"tz":"UTC"}'),
+    )
+
+
+@pytest.mark.parametrize(
+    ("item_id", "delta_item_id"),
+    [(None, "fc_1"), ("fc_1", "call_a")],
+    ids=["items-without-id", "deltas-naming-the-call-id"],
+)
+async def test_responses_deltas_naming_no_item_id_an_item_gave_stay_with_that_item(
+    item_id: str | None, delta_item_id: str
+) -> None:
+    """R10.2: without ``output_index``, a delta's ``item_id`` that no item event gave (items
+    sent without one, or a server naming the call id) belongs to the item streaming; one
+    call, not a nameless second one."""
+    item: dict[str, Any] = {"type": "function_call", "call_id": "call_a", "name": "get_weather"}
+    if item_id is not None:
+        item["id"] = item_id
+    arguments = '{"city":"Oslo"}'
+    events = [
+        {"type": "response.output_item.added", "item": {**item, "arguments": ""}},
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": delta_item_id,
+            "delta": arguments,
+        },
+        {"type": "response.output_item.done", "item": {**item, "arguments": arguments}},
+        _completed([]),
+    ]
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
+    assert collected.message.content == (ToolCall("call_a", "get_weather", arguments),)
+
+
+async def test_responses_an_item_added_without_an_id_is_a_block_of_its_own() -> None:
+    """R10.2: without ``output_index``, an item added without an id after one with an id is
+    the item streaming now; its deltas do not join the earlier call."""
+    events = [
+        *_call_by_item_id("fc_1", "call_a", "f", "{}"),
+        {
+            "type": "response.output_item.added",
+            "item": {"type": "function_call", "call_id": "call_b", "name": "g", "arguments": ""},
+        },
+        {"type": "response.function_call_arguments.delta", "delta": '{"x":1}'},
+        _completed([]),
+    ]
+    collected = await serve_once("responses", b"".join(map(_typed_event, events)))
+    assert collected.message.content == (
+        ToolCall("call_a", "f", "{}"),
+        ToolCall("call_b", "g", '{"x":1}'),
     )
 
 

@@ -414,10 +414,10 @@ class ChatStreamDecoder:
         name = name if isinstance(name, str) else None
         arguments = _arguments(function.get("arguments"))
         # Gemini sends each parallel call whole, every one at index 0 and with no id:
-        # a fragment naming a tool, with arguments, after a named call whose arguments
-        # are whole JSON is the next call. A server naming the tool in every fragment
-        # of one call does so before its arguments are whole.
-        opens = bool(name) and bool(arguments)
+        # a fragment naming a tool whose arguments open an object, after a named call
+        # whose arguments are whole JSON, is the next call. A server naming the tool
+        # in every fragment of one call can only add whitespace to whole arguments.
+        opens = bool(name) and arguments.lstrip().startswith("{")
         return self._table.tool_call(
             self._call_key(position, call_id, call.get("index"), opens=opens),
             call_id,

@@ -206,8 +206,10 @@ class ResponsesStreamDecoder:
     _parts: dict[tuple[str, object], tuple[object, object]] = attrs.field(factory=dict, init=False)
     _matched: set[Hashable] = attrs.field(factory=set, init=False)
     """Blocks a complete item was matched to: no other complete content matches them."""
-    _latest_item: tuple[str, str] | None = attrs.field(default=None, init=False)
-    """Without ``output_index``: the last item an event named, which later events name none."""
+    _latest_item: tuple[str, str | int] | None = attrs.field(default=None, init=False)
+    """Without ``output_index``: the key of the item now streaming."""
+    _item_ids: set[str] = attrs.field(factory=set, init=False)
+    _unnamed: int = attrs.field(default=0, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -220,7 +222,7 @@ class ResponsesStreamDecoder:
         if type(output) is not int:  # checked off the per-delta path
             output = block_index(payload, "output_index", "responses")
             if output is None:
-                output = self._item_key(payload)
+                output = self._item_key(payload, kind)
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             part = payload.get("content_index")
             if type(part) is not int:
@@ -246,18 +248,28 @@ class ResponsesStreamDecoder:
             raise stream_error(payload.get("error") or payload, where="responses")
         return []
 
-    def _item_key(self, payload: JsonObject) -> tuple[str, str] | None:
-        """Without an ``output_index``, the id of the item an event is about keys its blocks.
+    def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | None:
+        """Without an ``output_index``, the item an event is about keys its blocks.
 
-        Most events name their item (``item_id``, or the ``item`` itself); two
-        calls keyed by neither would be one block, the first call lost. Items
-        stream one after another, so an event naming none is about the last
-        one named.
+        Two calls keyed by nothing would be one block, the first call lost.
+        Items stream one after another: an item event (``item`` in it) names
+        the item now streaming by its id, or starts an unnamed one when it adds
+        an item without an id. Another event's ``item_id`` is followed only
+        when an item event named that id; else the event is about the item
+        now streaming.
         """
+        item = payload.get("item")
+        if isinstance(item, dict):
+            item_id = item.get("id")
+            if isinstance(item_id, str) and item_id:
+                self._item_ids.add(item_id)
+                self._latest_item = ("item", item_id)
+            elif kind == "response.output_item.added":
+                self._unnamed += 1
+                self._latest_item = ("unnamed-item", self._unnamed)
+            return self._latest_item
         item_id = payload.get("item_id")
-        if not isinstance(item_id, str):
-            item_id = _dict(payload.get("item")).get("id")
-        if isinstance(item_id, str) and item_id:
+        if isinstance(item_id, str) and item_id in self._item_ids:
             self._latest_item = ("item", item_id)
         return self._latest_item
 
