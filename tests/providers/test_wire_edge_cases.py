@@ -953,7 +953,7 @@ async def test_responses_deltas_naming_no_item_id_an_item_gave_stay_with_that_it
     if item_id is not None:
         item["id"] = item_id
     arguments = '{"city":"Oslo"}'
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "response.output_item.added", "item": {**item, "arguments": ""}},
         {
             "type": "response.function_call_arguments.delta",

@@ -111,12 +111,24 @@ def test_a_header_field_out_of_its_range_is_refused_built_or_loaded(
         {"created_at": 2**63 - 1},
         {"version": 7},
         {"cwd": "/tmp", "parent_session": "p", "seed_length": 0},
+        {"cwd": "C:\\work"},
+        {"cwd": "\\\\server\\share"},
         {"cwd": None, "parent_session": None, "seed_length": None},
     ],
-    ids=["negative", "int64-min", "int64-max", "other-version", "every-field", "every-none"],
+    ids=[
+        "negative",
+        "int64-min",
+        "int64-max",
+        "other-version",
+        "every-field",
+        "windows-cwd",
+        "unc-cwd",
+        "every-none",
+    ],
 )
 def test_a_header_of_exact_types_is_accepted_and_loads_back_equal(fields: dict[str, Any]) -> None:
-    """R4.1, R4.3: whatever the loader reads is accepted (the version is judged on load)."""
+    """R4.1, R4.3: whatever the loader reads is accepted (the version is judged on load),
+    a cwd absolute on another system too: a store or an export may cross systems."""
     header = SessionHeader(id="s", **{"created_at": 1, **fields})
     assert _loaded(header) == header
 

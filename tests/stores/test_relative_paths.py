@@ -43,3 +43,26 @@ async def test_a_relative_store_path_is_kept_across_a_change_of_directory(
         assert [event.type for event in loaded.events] == ["x/e"]
         await store.detach(loaded)
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "stored"), [("sqlite", "relative.db"), ("jsonl", "relative")], ids=["sqlite", "jsonl"]
+)
+async def test_a_relative_store_path_through_a_link_names_what_opening_it_names(
+    kind: str, stored: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``link/../x`` is the parent of the link's target, as the system resolves it; made
+    absolute as text, ``..`` would cancel the link and name another place."""
+    (tmp_path / "real" / "inner").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "inner")
+    monkeypatch.chdir(tmp_path)
+    store = (
+        SQLiteStore(f"link/../{stored}") if kind == "sqlite" else JSONLStore(f"link/../{stored}")
+    )
+    async with store:
+        session = Session.create("s1")
+        session.append_custom("x/e", {"n": 1})
+        store.attach_new(session)
+        await store.detach(session)
+    assert (tmp_path / "real" / stored).exists()
+    assert not (tmp_path / stored).exists()

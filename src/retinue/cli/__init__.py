@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import io
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 __all__ = ["main"]
 
@@ -60,13 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     reaches it inside the exception group of a nursery it cancelled.
     """
     args = _parser().parse_args(argv)
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        # Text a console's encoding cannot show (an ASCII one, say) is escaped, not a crash.
-        sys.stdout.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
     handler = args.handler
     try:
-        status = handler(args)
+        with _escaping_stdout():
+            status = handler(args)
     except KeyboardInterrupt:
         return _interrupted(args.command)
     except BaseExceptionGroup as group:
@@ -74,6 +73,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _interrupted(args.command)
     return int(status or 0)
+
+
+@contextlib.contextmanager
+def _escaping_stdout() -> Iterator[None]:
+    """Escape what the console's encoding cannot show (an ASCII one, say) instead of
+    failing on it; the stream is as it was afterwards (``main`` may run in-process)."""
+    stdout = sys.stdout
+    if not isinstance(stdout, io.TextIOWrapper):
+        yield
+        return
+    errors = stdout.errors
+    stdout.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        stdout.reconfigure(errors=errors)
 
 
 def _interrupted(command: str) -> int:

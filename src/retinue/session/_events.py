@@ -7,7 +7,8 @@ envelope, plugin events, surface ops and the stored header line.
 
 from __future__ import annotations
 
-import os
+import ntpath
+import posixpath
 from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
@@ -188,7 +189,8 @@ def _stored_as(kind: type[Any], *, optional: bool = False) -> Any:
 
 def _absolute(_header: object, _attribute: object, cwd: str | None) -> None:
     # R4.3: a relative cwd would name a different directory from each process reading it.
-    if cwd is not None and not os.path.isabs(cwd):
+    # Absolute by either system's rules: a store or an export may cross from one to the other.
+    if cwd is not None and not (posixpath.isabs(cwd) or ntpath.isabs(cwd)):
         raise SessionError(
             f"session header cwd must be an absolute path, got {shown(cwd)}",
             code="INVALID_HEADER",

@@ -78,7 +78,7 @@ class JSONLBackend:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         # Absolute once: a relative root would follow every change of working directory.
-        self._root = Path(os.path.abspath(root))
+        self._root = Path(root).absolute()
         self._open: dict[str, SessionFile] = {}
         self._paths: dict[str, Path] = {}
         self._durable_buckets: set[Path] = set()

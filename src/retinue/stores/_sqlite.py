@@ -350,7 +350,8 @@ def _file_path(path: str | os.PathLike[str]) -> str:
             "database is private to one connection; use MemoryStore for a store in memory",
             code="INVALID_STORE_PATH",
         )
-    return os.path.abspath(text)
+    # Joined, not normalized: ``link/../x`` names what opening it names, past the link.
+    return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
 
 
 def _next_seq_to_append(value: object, session_id: str) -> int:

@@ -312,6 +312,7 @@ class BufferedStore:
         If the flush fails the session stays attached (its events stay
         buffered) and the error propagates.
         """
+        self._loaded.pop(session.id, None)  # loaded and let go without being attached
         await self.flush(session)
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session:
