@@ -40,7 +40,9 @@ def _check_temperature(_instance: object, _attribute: object, value: float | Non
 
 def cwd_problem(value: object) -> str | None:
     """Why *value* cannot be a working directory (recorded in the session header), or None."""
-    if not isinstance(value, str) or not os.path.isabs(value):
+    if not isinstance(value, str):
+        return f"must be an absolute path as a str, got {value!r}"
+    if not os.path.isabs(value):
         return f"must be an absolute path, got {value!r}"
     if "\x00" in value:
         return f"must not contain a NUL character, got {value!r}"

@@ -56,13 +56,16 @@ def gaps(times: list[float]) -> list[float]:
         ({"backoff": 0.0}, "backoff"),
         ({"backoff": math.inf}, "backoff"),
         ({"max_backoff": math.inf}, "max_backoff"),
+        ({"backoff": 10**400}, "backoff"),
+        ({"max_backoff": 10**400}, "max_backoff"),
         ({"backoff": 2.0, "max_backoff": 1.0}, "max_backoff"),
     ],
 )
 def test_restart_policy_refuses_a_field_out_of_range(fields: dict[str, Any], named: str) -> None:
     """DESIGN 4, as R2.6 for agent options: a policy is validated when it is built, with a
     typed error naming the field. A zero window would forget every crash at once and
-    restart a crashing driver forever.
+    restart a crashing driver forever. An int too large for a float was a bare
+    ``OverflowError``.
     """
     with pytest.raises(retinue.ConfigError, match=f"RestartPolicy.{named} "):
         retinue.RestartPolicy(**fields)

@@ -171,7 +171,9 @@ async def test_create_agent_with_a_bytes_cwd_is_refused_and_leaves_nothing(
 ) -> None:
     """R4.23: a relative or non-str cwd is an error at creation; the runtime closes clean."""
     async with runtime(ScriptedModel([Reply("hi")])) as rt:
-        with pytest.raises(ConfigError, match=r"^cwd must be an absolute path, got b'/tmp'$"):
+        with pytest.raises(
+            ConfigError, match=r"^cwd must be an absolute path as a str, got b'/tmp'$"
+        ):
             await rt.create_agent("w", AgentOptions(model="scripted"), cwd=b"/tmp")  # type: ignore[arg-type]
         assert len(rt.agents) == 0
         agent = await rt.create_agent("w", AgentOptions(model="scripted"), cwd="/tmp")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
@@ -72,7 +73,11 @@ def test_stop_sequences_are_kept_in_order() -> None:
         ({"provider": ""}, "provider must be a non-empty string, got ''"),
         ({"provider": ["openai"]}, "provider must be a non-empty string"),
         ({"system_prompt": 5}, "system_prompt must be a string, got 5"),
-        ({"cwd": 5}, "cwd must be an absolute path, got 5"),
+        ({"cwd": 5}, "cwd must be an absolute path as a str, got 5"),
+        (
+            {"cwd": PurePosixPath("/srv")},
+            "cwd must be an absolute path as a str, got PurePosixPath",
+        ),
         ({"cwd": "/srv/a\x00b"}, "cwd must not contain a NUL character"),
     ],
 )

@@ -394,7 +394,7 @@ def test_parse_config_accepts_the_longest_ids_a_store_holds() -> None:
     [
         (lambda: AgentEntry(None), "id: must be a string, got None"),  # type: ignore[arg-type]
         (lambda: AgentEntry(""), "id: must be a non-empty label"),
-        (lambda: AgentEntry("a", cwd=5), "cwd: must be an absolute path, got 5"),  # type: ignore[arg-type]
+        (lambda: AgentEntry("a", cwd=5), "cwd: must be an absolute path as a str, got 5"),  # type: ignore[arg-type]
         (lambda: AgentEntry("a", cwd="/a\x00b"), "cwd: must not contain a NUL character"),
         (lambda: AgentEntry("a", model=5), "model: must be a non-empty string, got 5"),  # type: ignore[arg-type]
         (lambda: AgentEntry("a", model=""), "model: must be a non-empty string, got ''"),

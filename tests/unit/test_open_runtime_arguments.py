@@ -68,6 +68,14 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"tools": "search"}, r"^tools must be a collection of Tools, got 'search'$"),
     ({"tools": [search, print]}, r"^tools\[1\] must be a Tool, got <built-in function print>$"),
     ({"store": "sessions.db"}, r"^store must be None or a session store, got 'sessions.db'$"),
+    # A class has every method, unbound: the instance was meant.
+    ({"store": retinue.MemoryStore}, r"^store must be None or a session store, got <class "),
+    ({"models": ScriptedModel}, r"^models must be a Model or a mapping .*, got <class "),
+    ({"models": {"gpt": ScriptedModel}}, r"^models\['gpt'\] must be a Model, got <class "),
+    (
+        {"models": {"gpt": MODEL, (None, "gpt"): MODEL}},
+        r"^models: an adapter is already registered for \['gpt'\]$",
+    ),
     ({"restart": 3}, r"^restart must be None or of type RestartPolicy, got 3$"),
     ({"retry": 3}, r"^retry must be None or of type RetryPolicy, got 3$"),
     ({"admission": {}}, r"^admission must be None or of type AdmissionController, got \{\}$"),

@@ -47,25 +47,44 @@ class ModelRouter:
         *,
         default: Model | None = None,
     ) -> ModelRouter:
-        """Build a router from a mapping; a plain string key is a model name."""
+        """Build a router from a mapping; a plain string key is a model name.
+
+        Raises:
+            TypeError: a key is neither a model name nor a ``(provider, model
+                name)`` pair, or a value is no model adapter.
+            DuplicateAdapterError: two keys name one route.
+        """
         router = cls(default)
         for key, model in routes.items():
-            provider, name = (None, key) if isinstance(key, str) else key
+            name, provider = _route(key)
             router.add(model, name, provider=provider)
         return router
 
     def add(self, model: Model, *names: str, provider: str | None = None) -> None:
-        """Register *model* for each name; all-or-nothing on duplicates (R10.7)."""
+        """Register *model* for each name; all-or-nothing on duplicates (R10.7).
+
+        Raises:
+            TypeError: *model* is no model adapter (a class, say), no name is
+                given, or a name or the provider is not a non-empty str.
+            DuplicateAdapterError: a name is taken, or given twice.
+        """
+        _check_route(model, names, provider)
         keys = [(provider, name) for name in names]
         taken = [name for key, name in zip(keys, names, strict=True) if key in self._routes]
-        if taken or len(set(keys)) != len(keys):
-            raise DuplicateAdapterError(f"an adapter is already registered for {taken or names}")
+        if taken:
+            raise DuplicateAdapterError(f"an adapter is already registered for {taken}")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise DuplicateAdapterError(f"model names given twice: {twice}")
         for key in keys:
             self._routes[key] = model
 
     def resolve(self, provider: str | None, model: str) -> Model:
         """Return the adapter for ``(provider, model)``; raises :class:`NoAdapterError`."""
-        found = self._routes.get((provider, model)) or self._routes.get((None, model))
+        # ``is None``, not ``or``: an adapter may be falsy (a sized one, empty).
+        found = self._routes.get((provider, model))
+        if found is None:
+            found = self._routes.get((None, model))
         if found is None:
             found = self.default
         if found is None:
@@ -80,3 +99,23 @@ class ModelRouter:
     def routes(self) -> Iterable[tuple[str | None, str]]:
         """The registered ``(provider, model)`` keys."""
         return tuple(self._routes)
+
+
+def _route(key: object) -> tuple[str, str | None]:
+    """The model name and provider of a routing key: a name, or a (provider, name) pair."""
+    if isinstance(key, str):
+        return key, None
+    if isinstance(key, tuple) and len(key) == 2:
+        provider, name = key
+        return name, provider
+    raise TypeError(f"a route is a model name or a (provider, model name) pair, got {key!r}")
+
+
+def _check_route(model: object, names: tuple[object, ...], provider: object) -> None:
+    if isinstance(model, type) or not isinstance(model, Model):
+        raise TypeError(f"a route needs a model adapter (with stream()), got {model!r}")
+    if not names:
+        raise TypeError("a route needs at least one model name")
+    for value in (*names, *([] if provider is None else [provider])):
+        if not isinstance(value, str) or not value:
+            raise TypeError(f"a model name or provider is a non-empty str, got {value!r}")

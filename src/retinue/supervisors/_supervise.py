@@ -10,7 +10,9 @@ from typing import final
 import attrs
 import trio
 
+from retinue._checks import finite_number_error
 from retinue._errors import ConfigError
+from retinue._lossless import shown_short
 from retinue.loop import AgentCore, crash_reason, run_flusher, run_loop
 from retinue.loop._core import FlushRounds
 from retinue.session import ToolErrorInfo, TurnEndReason
@@ -25,10 +27,13 @@ def _check_positive(_instance: object, attribute: attrs.Attribute[float], value:
     # bool is an int: True seconds is a typo, not a duration.
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ConfigError(
-            f"RestartPolicy.{attribute.name} must be a positive number, got {value!r}"
+            f"RestartPolicy.{attribute.name} must be a positive number, got {shown_short(value)}"
         )
-    if attribute.name != "window" and not math.isfinite(value):
-        raise ConfigError(f"RestartPolicy.{attribute.name} must be finite, got {value!r}")
+    if attribute.name != "window" and finite_number_error(value) is not None:
+        # An int too large for a float is no pause a clock can wait either.
+        raise ConfigError(
+            f"RestartPolicy.{attribute.name} must be finite, got {shown_short(value)}"
+        )
 
 
 def _check_count(_instance: object, attribute: attrs.Attribute[int], value: object) -> None:

@@ -1,0 +1,76 @@
+"""The model router: routes by (provider, model) and refuses a route that could serve nothing (R10.7)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from retinue import ModelRouter
+from retinue._errors import DuplicateAdapterError, NoAdapterError
+from retinue.providers import ModelRequest, StreamChunk
+from retinue.testing import Reply, ScriptedModel
+
+MODEL = ScriptedModel([Reply("ok")])
+
+
+@pytest.mark.parametrize(
+    ("routes", "problem"),
+    [
+        ({("a", "b", "c"): MODEL}, "a route is a model name or a (provider, model name) pair"),
+        ({5: MODEL}, "a route is a model name or a (provider, model name) pair, got 5"),
+        ({"a": "not a model"}, "a route needs a model adapter (with stream()), got 'not a model'"),
+        ({"a": ScriptedModel}, "a route needs a model adapter (with stream()), got <class"),
+        ({"": MODEL}, "a model name or provider is a non-empty str, got ''"),
+        ({("", "a"): MODEL}, "a model name or provider is a non-empty str, got ''"),
+    ],
+    ids=["three-part-key", "int-key", "str-model", "model-class", "empty-name", "empty-provider"],
+)
+def test_a_route_that_could_serve_nothing_is_refused_naming_it(
+    routes: dict[Any, Any], problem: str
+) -> None:
+    """R10.7: these were a bare unpacking error or taken silently, failing every turn."""
+    with pytest.raises(TypeError) as caught:
+        ModelRouter.of(routes)
+    assert str(caught.value).startswith(problem)
+
+
+def test_add_needs_a_name_and_names_each_one_once() -> None:
+    """R10.7: a call naming nothing registered nothing, silently; one naming a model twice
+    said it was registered already, though nothing was."""
+    router = ModelRouter()
+    with pytest.raises(TypeError, match=r"^a route needs at least one model name$"):
+        router.add(MODEL)
+    with pytest.raises(DuplicateAdapterError, match=r"^model names given twice: \['a'\]$"):
+        router.add(MODEL, "a", "b", "a")
+    assert router.routes == ()
+    router.add(MODEL, "a")
+    with pytest.raises(
+        DuplicateAdapterError, match=r"^an adapter is already registered for \['a'\]$"
+    ):
+        router.add(MODEL, "a")
+
+
+class _Sized:
+    """A model adapter that is falsy: it defines ``__len__`` (say, its requests in flight)."""
+
+    def __len__(self) -> int:
+        return 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        async for chunk in MODEL.stream(request):  # pragma: no cover - only routed here
+            yield chunk
+
+
+def test_a_falsy_adapter_for_a_provider_is_still_the_one_resolved() -> None:
+    """R10.7: the provider's own route wins over the provider-free one, whatever the
+    adapter's truth value; an ``or`` passed over an empty sized adapter before."""
+    specific, generic = _Sized(), ScriptedModel([Reply("generic")])
+    router = ModelRouter()
+    router.add(specific, "claude", provider="anthropic")
+    router.add(generic, "claude")
+    assert router.resolve("anthropic", "claude") is specific
+    assert router.resolve("openai", "claude") is generic
+    with pytest.raises(NoAdapterError):
+        router.resolve("openai", "gpt")
