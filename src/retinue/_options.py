@@ -90,12 +90,13 @@ def _check_prompt(_instance: object, _attribute: object, value: str | None) -> N
 
 
 def persona_sections(system_prompt: str | None) -> tuple[Section, ...]:
-    """The order-0 persona section a ``system_prompt`` option registers; none without text (R2.7).
+    """The order-0 persona section a ``system_prompt`` option registers; none for ``None`` (R2.7).
 
     Given to ``open_runtime`` it is deployment config; given to an agent it
-    shadows that one, the two being sections of the same name.
+    shadows that one, the two being sections of the same name. An empty one
+    is a persona too: an agent's ``""`` leaves it none, as ``"   "`` does.
     """
-    return (Section(PERSONA, system_prompt, 0),) if system_prompt else ()
+    return () if system_prompt is None else (Section(PERSONA, system_prompt, 0),)
 
 
 @final

@@ -134,6 +134,23 @@ async def test_agent_variables_shadow_the_runtime_s_of_the_same_name(
 
 
 @pytest.mark.parametrize(
+    ("persona", "system"),
+    [(None, "You are the runtime."), ("Agent.", "Agent."), ("", None), ("   ", None)],
+    ids=["none", "text", "empty", "blank"],
+)
+async def test_an_agent_system_prompt_replaces_the_runtime_one_even_empty(
+    autojump_clock: trio.testing.MockClock, persona: str | None, system: str | None
+) -> None:
+    """R2.7: an agent's ``system_prompt`` replaces the runtime's, an empty one as a blank
+    one does; ``""`` used to keep the runtime's persona."""
+    model = ScriptedModel([Reply("one")])
+    async with runtime(model, system_prompt="You are the runtime.") as rt:
+        agent = await rt.create_agent("a", AgentOptions(model="scripted", system_prompt=persona))
+        await agent.ask("hi")
+    assert model.requests[0].system == system
+
+
+@pytest.mark.parametrize(
     "prompt",
     ['Answer with JSON like {"result": {"city": "..."}}', "Hello {{ name", "{{two words}}"],
 )
