@@ -12,7 +12,7 @@ import trio
 from retinue.cli import _demo, main
 from retinue.cli._demo import run_demo
 from retinue.providers.anthropic import AnthropicModel
-from retinue.testing import ScriptedModel
+from retinue.testing import FinishWithError, ScriptedModel
 from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 
 REAL_DEADLINE = 60.0
@@ -193,6 +193,35 @@ async def test_demo_fails_when_no_turn_completes(
     assert "end reasons: error" in captured.out
     assert captured.err.startswith("retinue demo: no turn completed; the first error: ")
     assert "has 0 step(s) and all were played" in captured.err
+
+
+async def test_demo_of_one_turn_fails_when_it_does_not_complete(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A single turn is not cancelled by the demo's operator: a model that fails it (a bad
+    key) is a failed demo. It was cancelled first, and the demo reported success."""
+    failing = ScriptedModel([FinishWithError("invalid api key", delay=0.2)])
+    monkeypatch.setattr(_demo, "_scripted", lambda _latency: failing)
+    with trio.fail_after(REAL_DEADLINE):
+        status = await run_demo(_args(provider="scripted", agents=1, turns=1, no_live=True))
+    captured = capsys.readouterr()
+    assert status == 1
+    assert "aborted" not in captured.out
+    assert "end reasons: error" in captured.out
+    assert "invalid api key" in captured.err
+
+
+def test_the_live_table_shows_as_many_agents_as_fit_and_sums_the_rest() -> None:
+    """Thousands of rows redrawn ten times a second cost more than the agents ran; the
+    table fits its terminal, its last row summing the agents it leaves out."""
+    board = _demo._Board()
+    for index in range(1000):
+        board.rows[f"agent-{index:04}-session-x"] = _demo._Row(status="idle", turns=2, steps=4)
+    table = board.table(0.0, height=30)
+    assert table.row_count == 22
+    rest = [cell for column in table.columns for cell in list(column.cells)[-1:]]
+    assert rest == ["… 979 more", "idle 979", "1958", "3916", "0", ""]
+    assert board.table(0.0, height=2000).row_count == 1000
 
 
 def test_demo_names_a_count_that_is_not_an_integer(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import math
 import random
@@ -221,11 +222,18 @@ class _Board:
 
         return on_event
 
-    def table(self, elapsed: float) -> Table:
+    def table(self, elapsed: float, height: int) -> Table:
+        """The agents' rows, as many as fit in *height* lines; one more row sums the rest.
+
+        Rendering every row of thousands of agents ten times a second would cost
+        more than running them.
+        """
         table = Table(title=f"retinue demo: {len(self.rows)} agents, {elapsed:5.1f}s")
         for column in ("agent", "status", "turns", "steps", "tool calls", "last end"):
             table.add_column(column)
-        for agent_id, row in self.rows.items():
+        room = max(height - 8, 1)  # title, header, rules and the summary row
+        shown = room if len(self.rows) <= room else room - 1
+        for agent_id, row in itertools.islice(self.rows.items(), shown):
             table.add_row(
                 agent_id.split("-session-")[0],
                 row.status,
@@ -234,7 +242,22 @@ class _Board:
                 str(row.tool_calls),
                 row.last_end,
             )
+        if len(self.rows) > shown:
+            table.add_row(*self._rest(shown))
         return table
+
+    def _rest(self, shown: int) -> tuple[str, ...]:
+        """The summary row of the agents after the first *shown*."""
+        rest = list(itertools.islice(self.rows.values(), shown, None))
+        statuses = Counter(row.status for row in rest)
+        return (
+            f"… {len(rest)} more",
+            ", ".join(f"{status} {count}" for status, count in sorted(statuses.items())),
+            str(sum(row.turns for row in rest)),
+            str(sum(row.steps for row in rest)),
+            str(sum(row.tool_calls for row in rest)),
+            "",
+        )
 
 
 @retinue.tool(parallel_safe=True)
@@ -366,7 +389,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             async with trio.open_nursery() as drivers:
                 for agent in agents:
                     drivers.start_soon(_drive, agent, args.turns, random.Random(rng.random()))
-                drivers.start_soon(_disturb, agents, rng)
+                drivers.start_soon(_disturb, agents, args.turns, rng)
             for agent in agents:
                 await agent.wait_idle()
             finished.set()
@@ -386,25 +409,32 @@ def _status(board: _Board) -> int:
     return 1
 
 
-async def _disturb(agents: list[retinue.Agent], rng: random.Random) -> None:
-    """Steer one agent and cancel another along the way."""
+async def _disturb(agents: list[retinue.Agent], turns: int, rng: random.Random) -> None:
+    """Steer one agent and cancel another along the way.
+
+    Not the only turn of the run: cancelled, it could not show that the model
+    does not answer (a bad key, a wrong model) and the exit status would say 0.
+    """
     await trio.sleep(0.02)
     target = rng.choice(agents)
     if target.status == "running":
         target.steer("Also mention whether to take an umbrella.")
     await trio.sleep(0.03)
-    victim = rng.choice(agents)
-    victim.cancel("demo: cancelled by the operator")
+    if len(agents) * turns > 1:
+        rng.choice(agents).cancel("demo: cancelled by the operator")
 
 
 async def _show(board: _Board, console: Console, started: float, finished: trio.Event) -> None:
     """Redraw the table until every agent has finished, then draw it once more."""
-    with Live(board.table(0.0), console=console, refresh_per_second=8, transient=False) as live:
+    height = console.height
+    with Live(
+        board.table(0.0, height), console=console, refresh_per_second=8, transient=False
+    ) as live:
         while not finished.is_set():
-            live.update(board.table(time.perf_counter() - started))
+            live.update(board.table(time.perf_counter() - started, height))
             with trio.move_on_after(0.1):
                 await finished.wait()
-        live.update(board.table(time.perf_counter() - started))
+        live.update(board.table(time.perf_counter() - started, height))
     await trio.lowlevel.checkpoint()
 
 
