@@ -263,9 +263,9 @@ def _size(keyword: str, limit: object) -> Check | None:
 def _pattern(pattern: object) -> Check | None:
     try:
         compiled = re.compile(str(pattern))
-    except re.error:
+    except (re.error, OverflowError):
         return None
-    with contextlib.suppress(re.error):
+    with contextlib.suppress(re.error, OverflowError):
         # If the reading cannot be compiled, Python's own is kept: never none at all.
         compiled = re.compile(ending_at_text_end(str(pattern)))
 

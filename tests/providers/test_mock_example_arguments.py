@@ -382,6 +382,8 @@ UNSATISFIABLE = {
     "vast length": _obj({"s": {"type": "string", "minLength": 1e308}}),
     "vast matched length": _obj({"s": {"type": "string", "minLength": 1e308, "pattern": "^a+$"}}),
     "vast item count": _obj({"a": {"type": "array", "minItems": 10**12}}),
+    # Drawn as asked, these stalled the whole server for seconds, or for good.
+    "vast repeat count": _obj({"s": {"type": "string", "pattern": "^[0-9]{10000000}$"}}),
 }
 
 

@@ -209,6 +209,19 @@ async def test_mock_raw_reply_framing_headers_are_replaced(framing: tuple[str, s
     assert _payload(response) == b'{"ok":true}'
 
 
+@pytest.mark.parametrize("name", ["content-type", "Content-Type", "CONTENT-TYPE"])
+async def test_mock_raw_reply_streams_whatever_the_case_of_its_header_names(name: str) -> None:
+    """A raw event stream is sent as a stream (chunked, paced by the timing) whatever the
+    case of ``Content-Type``; with capitals it went out in one piece, as a JSON body."""
+    body = b'data: {"choices":[]}\n\ndata: [DONE]\n\n'
+    raw = RawReply(200, ((name, "text/event-stream"),), body)
+    with trio.fail_after(REAL_DEADLINE):
+        response, _ = await _survives(ReplayPolicy([raw]), _request(_body()))
+    head = response.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"transfer-encoding: chunked" in head
+    assert b"content-length" not in head
+
+
 def _fails_on_third_draw() -> Timing:
     draws = iter(range(100))
 

@@ -440,3 +440,14 @@ async def test_adapter_abort_is_prompt_on_the_virtual_clock(autojump_clock: trio
             assert trio.current_time() == pytest.approx(10.0)
             assert server.statistics().streams_aborted == 1
     assert chunks >= 15
+
+
+async def test_open_mock_server_on_a_port_in_use_raises_the_os_error_itself() -> None:
+    """An address it cannot listen on is an ``OSError`` a caller can catch as one, not
+    one wrapped in an exception group."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(OSError, match="in use"):
+            async with open_mock_server(port=busy.getsockname()[1]):
+                pytest.fail("the server listened")  # pragma: no cover - refused before

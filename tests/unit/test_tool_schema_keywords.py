@@ -377,6 +377,12 @@ def test_a_recursive_definition_checks_every_level() -> None:
         (holding("a", {"maxItems": 1.5}), TypeError, "parameters.properties.a.maxItems"),
         (holding("a", {"multipleOf": 0}), ValueError, "parameters.properties.a.multipleOf"),
         (holding("a", {"pattern": "("}), ValueError, "parameters.properties.a.pattern"),
+        # A count past what ``re`` holds: a bare OverflowError before.
+        (
+            holding("a", {"pattern": "a{9" + "9" * 19 + "}"}),
+            ValueError,
+            "parameters.properties.a.pattern",
+        ),
         (holding("a", {"uniqueItems": 1}), TypeError, "parameters.properties.a.uniqueItems"),
         (holding("a", {"items": [{}]}), TypeError, "parameters.properties.a.items"),
         (holding("a", {"anyOf": []}), ValueError, "parameters.properties.a.anyOf"),

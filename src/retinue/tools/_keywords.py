@@ -309,7 +309,7 @@ def _check_pattern(_walk: _Walk, _node: Mapping[str, object], value: object, pat
         raise TypeError(f"{path}: must be a regular expression string, got {json_type_name(value)}")
     try:
         re.compile(value)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a count past 2**32 - 1
         raise ValueError(f"{path}: invalid regular expression {_json(value)}: {exc}") from None
 
 

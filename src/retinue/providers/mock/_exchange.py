@@ -235,8 +235,11 @@ def answer(call: MockCall, response: MockResponse, timing: Timing, rng: random.R
             return Outgoing(200, _JSON, _stalled())
         return Outgoing(200, _SSE, _endless(call, response.interval))
     if isinstance(response, RawReply):
-        content_type = dict(response.headers).get("content-type", "")
-        if response.status == 200 and content_type.startswith("text/event-stream"):
+        # Header names are case-insensitive: ``Content-Type`` is the same header.
+        content_type = next(
+            (value for name, value in response.headers if name.lower() == "content-type"), ""
+        )
+        if response.status == 200 and content_type.lower().startswith("text/event-stream"):
             return Outgoing(200, response.headers, _timed(_sse_parts(response.body), timing, rng))
         return Outgoing(response.status, response.headers, response.body)
     assert isinstance(response, MockReply)

@@ -136,6 +136,10 @@ _QUANTIFIER = re.compile(r"[*+?]|\{(\d*)(,?)(\d*)\}")
 _ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
 
 
+_MOST_REPEATS = 10_000
+"""The largest least count of a quantifier that is drawn."""
+
+
 class _UnsupportedError(Exception):
     """A construct :class:`_Sample` does not draw from."""
 
@@ -219,6 +223,10 @@ class _Sample:
         if token in fixed:
             return fixed[token]
         low = int(found[1] or 0)
+        if low > _MOST_REPEATS:
+            # Its least match is longer than any string drawn: drawing it would stall the
+            # server (and ``re`` refuses counts past 2**32 - 1 anyway).
+            raise _UnsupportedError(token)
         if not found[2]:
             return low, low
         return low, int(found[3]) if found[3] else None

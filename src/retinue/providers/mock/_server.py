@@ -434,18 +434,23 @@ async def open_mock_server(
 
     Opens its own nursery; yields once the server listens; leaving the block
     cancels the server and every connection it holds. An exception from the
-    block propagates as itself, not wrapped in an exception group. The
-    options are :class:`MockServer`'s.
+    block, or the ``OSError`` of an address it cannot listen on, propagates
+    as itself, not wrapped in an exception group. The options are
+    :class:`MockServer`'s.
     """
     server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
     failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
-        await nursery.start(server.run, host, port)
         try:
-            yield server
-        except BaseException as exc:  # re-raised below, outside the nursery, unwrapped
+            await nursery.start(server.run, host, port)
+        except OSError as exc:  # a port in use, say: raised below, as itself
             failure = exc
-        finally:
-            nursery.cancel_scope.cancel()
+        else:
+            try:
+                yield server
+            except BaseException as exc:  # re-raised below, outside the nursery, unwrapped
+                failure = exc
+            finally:
+                nursery.cancel_scope.cancel()
     if failure is not None:
         raise failure
