@@ -136,13 +136,15 @@ def _called_names(api: str, body: dict[str, Any]) -> list[str]:
     return [item["name"] for item in items if item["type"] == kind]
 
 
-async def _tool_names_called(api: str, tools: list[dict[str, Any]]) -> list[list[str]]:
+async def _tool_names_called(
+    api: str, tools: list[dict[str, Any]], **asks: object
+) -> list[list[str]]:
     """The tools the echo model calls for twelve different prompts offering *tools*."""
     server = MockServer(EchoPolicy(max_tool_calls=3))
     called = []
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         for number in range(12):
-            body: dict[str, Any] = {"model": "m", "max_tokens": 100, "tools": tools}
+            body: dict[str, Any] = {"model": "m", "max_tokens": 100, "tools": tools, **asks}
             prompt = f"search {number}"
             if api == "responses":
                 body["input"] = prompt
@@ -168,6 +170,72 @@ async def test_mock_echo_policy_calls_only_client_function_tools(
     }
     assert all(names and set(names) <= functions for names in mixed)
     assert built_in_only == [[]] * 12
+
+
+def _function_tools(api: str, *names: str) -> list[dict[str, Any]]:
+    if api == "chat":
+        return [
+            {"type": "function", "function": {"name": name, "parameters": LOOKUP_SCHEMA}}
+            for name in names
+        ]
+    if api == "responses":
+        return [{"type": "function", "name": name, "parameters": LOOKUP_SCHEMA} for name in names]
+    return [{"name": name, "input_schema": LOOKUP_SCHEMA} for name in names]
+
+
+TOOL_ASKS: dict[str, dict[str, dict[str, object]]] = {
+    "none": {
+        "chat": {"tool_choice": "none"},
+        "responses": {"tool_choice": "none"},
+        "messages": {"tool_choice": {"type": "none"}},
+    },
+    "only b": {
+        "chat": {"tool_choice": {"type": "function", "function": {"name": "b"}}},
+        "responses": {"tool_choice": {"type": "function", "name": "b"}},
+        "messages": {"tool_choice": {"type": "tool", "name": "b"}},
+    },
+    "one at a time": {
+        "chat": {"parallel_tool_calls": False},
+        "responses": {"parallel_tool_calls": False},
+        "messages": {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
+    },
+}
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("ask", list(TOOL_ASKS))
+async def test_mock_echo_policy_calls_the_tools_the_request_lets_it(
+    autojump_clock: trio.abc.Clock, api: str, ask: str
+) -> None:
+    """``tool_choice`` and the parallel calls flag are heeded in each wire format: no call
+    for ``none``, only the named tool when one is forced, one call at a time when parallel
+    calls are off. They were ignored: a forced tool came with others, two calls with
+    parallel calls off."""
+    with trio.fail_after(60):
+        called = await _tool_names_called(
+            api, _function_tools(api, "a", "b", "c"), **TOOL_ASKS[ask][api]
+        )
+    if ask == "none":
+        assert called == [[]] * 12
+    elif ask == "only b":
+        assert called == [["b"]] * 12
+    else:
+        assert all(len(names) == 1 for names in called)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_echo_policy_stops_at_the_output_limit_asked(api: str) -> None:
+    """A reply longer than the request's output limit is cut there, finishing as the API
+    does at its limit, with usage within it; it ended ``stop`` past the limit before."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server() as server, served_by(api, server) as model:
+            request = make_request("ping pong " * 20)
+            result = await collect(
+                model, attrs.evolve(request, config=attrs.evolve(request.config, max_tokens=16))
+            )
+    assert result.assembler.finish.kind == "max-tokens"
+    assert result.assembler.usage is not None
+    assert result.assembler.usage.output_tokens <= 16
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -66,21 +66,40 @@ class EchoPolicy:
     seed: int = 0
 
     def __call__(self, call: MockCall) -> MockResponse:
-        """Answer *call*."""
+        """Answer *call*, as its ``tool_choice``, parallel calls flag and output limit ask."""
         if call.after_tool_results:
             answer = f"Done. The tools said: {' '.join(call.tool_results)[:80]}"
-            return MockReply(text=_padded(answer, self.chunks), chunks=self.chunks)
-        if call.tools and self.max_tool_calls > 0:
+            return self._text(call, answer)
+        tools = self._callable(call)
+        if tools and self.max_tool_calls > 0:
             rng = call.rng(self.seed, "echo")
-            count = min(len(call.tools), 1 + rng.randrange(self.max_tool_calls))
-            chosen = rng.sample(call.tools, count)
+            most = self.max_tool_calls if call.parallel_tool_calls else 1
+            count = min(len(tools), 1 + rng.randrange(most))
+            chosen = rng.sample(tools, count)
             calls = tuple(
                 MockToolCall(name, json.dumps(example_arguments(schema, rng)))
                 for name, schema in chosen
             )
             return MockReply(tool_calls=calls, chunks=self.chunks)
-        echo = f"You said: {call.last_text[:200]}"
-        return MockReply(text=_padded(echo, self.chunks), chunks=self.chunks)
+        return self._text(call, f"You said: {call.last_text[:200]}")
+
+    @staticmethod
+    def _callable(call: MockCall) -> list[tuple[str, dict[str, object]]]:
+        """The offered tools the request lets the reply call: none for ``none``, the one
+        named when it names one."""
+        mode, name = call.tool_choice
+        if mode == "none":
+            return []
+        return [tool for tool in call.tools if name is None or tool[0] == name]
+
+    def _text(self, call: MockCall, text: str) -> MockReply:
+        """A text reply, cut at the request's output limit (finish ``length``) when it is over."""
+        text = _padded(text, self.chunks)
+        limit = call.max_output_tokens
+        if limit is not None and len(text) // 4 > limit:
+            # usage counts a token per four characters of output
+            return MockReply(text=text[: limit * 4], finish="length", chunks=self.chunks)
+        return MockReply(text=text, chunks=self.chunks)
 
 
 def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ...]:

@@ -10,6 +10,8 @@ from typing import Literal, TypeAlias, final
 
 import attrs
 
+from ._asks import ToolChoice, output_limit, parallel_calls, tool_choice
+
 __all__ = [
     "Delay",
     "Endless",
@@ -115,6 +117,22 @@ class MockCall:
             for tool in offered
             if (function := _client_function(self.api, tool)) is not None
         )
+
+    @property
+    def tool_choice(self) -> ToolChoice:
+        """How the request lets the reply call tools (``auto``, ``none``, ``required`` or
+        ``tool``), with the one tool's name for ``tool``, in every wire format."""
+        return tool_choice(self.api, self.body)
+
+    @property
+    def parallel_tool_calls(self) -> bool:
+        """Whether the request lets the reply call several tools at once."""
+        return parallel_calls(self.api, self.body)
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The most output tokens the request allows, if it says."""
+        return output_limit(self.api, self.body)
 
     @property
     def tool_results(self) -> tuple[str, ...]:
