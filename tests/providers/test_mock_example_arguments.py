@@ -357,6 +357,16 @@ def test_mock_example_strings_meet_min_length_past_a_literal_dollar(pattern: str
     assert [problem for seed in SEEDS if (problem := _problem(tool, seed)) is not None] == []
 
 
+@pytest.mark.parametrize(
+    ("pattern", "low"), [(r"\.(pdf|docx)$", 6), (r"@example\.com$", 13), (r"[0-9]{3}\Z", 8)]
+)
+def test_mock_example_strings_meet_min_length_before_an_end_anchor(pattern: str, low: int) -> None:
+    """R9.7: a pattern anchored only at its end is searched, so words put before a match
+    keep it one and reach ``minLength``; every draw was too short before."""
+    tool = _tool(_obj({"s": {"type": "string", "pattern": pattern, "minLength": low}}))
+    assert [problem for seed in SEEDS if (problem := _problem(tool, seed)) is not None] == []
+
+
 UNSATISFIABLE = {
     "empty window": _obj({"n": {"type": "integer", "minimum": 5, "maximum": 1}}),
     "endless recursion": {

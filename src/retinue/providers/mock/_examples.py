@@ -262,10 +262,11 @@ class _Draw:
             pattern = node.get("pattern")
             if isinstance(pattern, str):
                 # A match padded or cut is a near miss, which can make a nested quantifier
-                # backtrack for ages: only a match with an open end is padded, still a match.
-                open_end = _ends_open(pattern)
+                # backtrack for ages: only a match with an open end (or, failing that, an
+                # open start: a pattern is searched, not matched) is padded, still a match.
+                pad = _fit if _ends_open(pattern) else _fit_front if _starts_open(pattern) else None
                 for sample in sample_strings(pattern, self.rng, low):
-                    yield _fit(sample, low, None) if open_end else sample
+                    yield sample if pad is None else pad(sample, low, None)
         words = self.rng.sample(WORDS, len(WORDS))
         yield from (_fit(f"{name} {word}" if name else word, low, high) for word in words)
         for number in itertools.count(2):
@@ -369,6 +370,20 @@ def _ends_open(pattern: str) -> bool:
     escaped ``\\$`` or a ``$`` in a class is a character like any other.
     """
     return "\\Z" not in ending_at_text_end(pattern)
+
+
+def _starts_open(pattern: str) -> bool:
+    """Whether a match of *pattern* is still one with text added before it: no ``^`` or
+    ``\\A`` anywhere (read coarsely: a ``[^...]`` class counts too, which only pads less)."""
+    return "^" not in pattern and "\\A" not in pattern
+
+
+def _fit_front(text: str, low: int, _high: int | None) -> str:
+    """*text* with words put before it up to *low* characters."""
+    if len(text) >= low:
+        return text
+    filler = " ".join(WORDS)
+    return (filler * (low // len(filler) + 1))[: low - len(text) - 1] + " " + text
 
 
 def _fit(text: str, low: int, high: int | None) -> str:
