@@ -36,6 +36,7 @@ from retinue.providers.mock import (
     ReplayPolicy,
     ScriptedPolicy,
     Timing,
+    _server as mock_server,
     example_arguments,
     open_mock_server,
 )
@@ -220,6 +221,25 @@ async def test_mock_raw_reply_streams_whatever_the_case_of_its_header_names(name
     head = response.split(b"\r\n\r\n", 1)[0].lower()
     assert b"transfer-encoding: chunked" in head
     assert b"content-length" not in head
+
+
+async def test_mock_request_body_past_its_limit_is_answered_413_without_being_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A body past the limit (Anthropic's 32 MiB) is read and dropped and answered 413 in
+    the API's shape, as the real APIs answer; it was held whole and answered 200."""
+    monkeypatch.setattr(mock_server, "MAX_REQUEST_BYTES", 1024)
+    with trio.fail_after(REAL_DEADLINE):
+        response, server = await _survives(
+            EchoPolicy(), _request(_body(padding="x" * 2048), "/v1/messages")
+        )
+    assert _status(response) == 413
+    error = json.loads(_payload(response))["error"]
+    assert error == {
+        "type": "request_too_large",
+        "message": "the request body is larger than 1024 bytes",
+    }
+    assert server.statistics().requests == 1  # the bystander's: the large one reached no policy
 
 
 def _fails_on_third_draw() -> Timing:

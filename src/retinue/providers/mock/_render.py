@@ -53,6 +53,7 @@ _ERRORS: dict[int, tuple[str, str, str]] = {
     400: ("invalid_request_error", "invalid_request_error", "The request body is not valid JSON."),
     404: ("not_found_error", "not_found", "Not found."),
     405: ("invalid_request_error", "invalid_request_error", "Method not allowed; use POST."),
+    413: ("request_too_large", "invalid_request_error", "The request is too large."),
     429: ("rate_limit_error", "rate_limit_exceeded", "Rate limit reached; try again later."),
     500: ("api_error", "server_error", "The server had an error processing the request."),
     529: ("overloaded_error", "overloaded", "Overloaded"),

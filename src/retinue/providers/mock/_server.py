@@ -26,6 +26,10 @@ _SEND_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
 _JSON = (("content-type", "application/json"),)
 
 DEFAULT_MAX_CALLS = 1000
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+"""The largest request body served (Anthropic's limit); a larger one is answered 413."""
+
+
 """How many calls :attr:`MockServer.calls` keeps by default (the most recent)."""
 
 _KEYS_REMEMBERED = 65_536
@@ -281,13 +285,17 @@ class _Connection:
         self._api = api_for(target) or "chat"
         headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in head.headers}
         method = head.method.decode("latin-1")
+        if body is None:
+            message = f"the request body is larger than {MAX_REQUEST_BYTES} bytes"
+            return await self._write(failure(self._api, message, 413))
         outgoing = await self._server.handle(method, target, headers, body)
         return await self._write(outgoing)
 
-    async def _read_request(self) -> tuple[h11.Request, bytes] | None:
+    async def _read_request(self) -> tuple[h11.Request, bytes | None] | None:
         await trio.lowlevel.checkpoint()
         head: h11.Request | None = None
         body: list[bytes] = []
+        size = 0
         while True:
             event = self._h11.next_event()
             if event is h11.NEED_DATA:
@@ -297,10 +305,14 @@ class _Connection:
             elif isinstance(event, h11.Request):
                 head = event
             elif isinstance(event, h11.Data):
-                body.append(event.data)
+                size += len(event.data)
+                # Past the limit the rest is read and dropped, not held: answered 413, as
+                # the real APIs answer, once it has all come.
+                if size <= MAX_REQUEST_BYTES:
+                    body.append(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 assert head is not None
-                return head, b"".join(body)
+                return head, None if size > MAX_REQUEST_BYTES else b"".join(body)
             else:
                 return None
 
