@@ -367,6 +367,42 @@ def test_mock_example_strings_meet_min_length_before_an_end_anchor(pattern: str,
     assert [problem for seed in SEEDS if (problem := _problem(tool, seed)) is not None] == []
 
 
+UNIQUE_OBJECTS = {
+    "free-form items": _obj(
+        {
+            "tags": {
+                "type": "array",
+                "minItems": 2,
+                "uniqueItems": True,
+                "items": {"type": "object", "additionalProperties": {"type": "string"}},
+            }
+        }
+    ),
+    "items of optional properties, nested": _obj(
+        {
+            "filter": _obj(
+                {
+                    "rules": {
+                        "type": "array",
+                        "minItems": 2,
+                        "uniqueItems": True,
+                        "items": {"type": "object", "properties": {"field": {"type": "string"}}},
+                    }
+                }
+            )
+        }
+    ),
+}
+
+
+@pytest.mark.parametrize("schema", list(UNIQUE_OBJECTS.values()), ids=list(UNIQUE_OBJECTS))
+def test_mock_example_unique_items_that_are_objects_are_told_apart(schema: dict[str, Any]) -> None:
+    """R9.7: objects that need no property are drawn with more when a repeat must be
+    avoided; every draw repeated ``{}`` before, refused as items that must be unique."""
+    tool = _tool(schema)
+    assert [problem for seed in SEEDS if (problem := _problem(tool, seed)) is not None] == []
+
+
 UNSATISFIABLE = {
     "empty window": _obj({"n": {"type": "integer", "minimum": 5, "maximum": 1}}),
     "endless recursion": {

@@ -232,7 +232,9 @@ class _Draw:
         if kind == "array":
             return (self._array(nodes, name, depth) for _ in itertools.count())
         if kind == "object":
-            return (self._object(nodes, depth) for _ in itertools.count())
+            # Each try one property more: a repeat of an object to avoid (uniqueItems)
+            # is not drawn again as it was.
+            return (self._object(nodes, depth, more) for more in itertools.count())
         return self._strings(nodes, name)
 
     def _numbers(self, nodes: list[Schema], *, integer: bool) -> Iterator[int | float]:
@@ -288,7 +290,8 @@ class _Draw:
             values.append(self.value(schema, name, depth + 1, avoid))
         return values
 
-    def _object(self, nodes: list[Schema], depth: int) -> dict[str, object]:
+    def _object(self, nodes: list[Schema], depth: int, more: int = 0) -> dict[str, object]:
+        """An object with the required properties, and *more* beyond its least size."""
         properties: dict[str, list[object]] = {}
         for node in nodes:
             found = node.get("properties")
@@ -296,8 +299,9 @@ class _Draw:
                 properties.setdefault(str(key), []).append(schema)
         required = [n for node in nodes for n in schema_list(node.get("required"))]
         names = list(dict.fromkeys(n for n in required if isinstance(n, str)))
-        low = max(_limits(nodes, "minProperties"), default=0)
         high = min(_limits(nodes, "maxProperties"), default=None)
+        least = max(_limits(nodes, "minProperties"), default=0)
+        low = least + more if high is None else max(least, min(least + more, high))
         optional = [n for n in properties if n not in names]
         wanted = len(optional) if not names and depth < _DEEP else low - len(names)
         if high is not None:
