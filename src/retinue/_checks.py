@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterable, Mapping
 
-__all__ = ["collection_error", "finite_number_error", "positive_int_error"]
+__all__ = ["collection_error", "finite_number_error", "needs_an_instance", "positive_int_error"]
 
 
 def finite_number_error(
@@ -51,3 +52,12 @@ def collection_error(value: object) -> type[TypeError] | None:
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         return TypeError
     return None
+
+
+def needs_an_instance(value: object, *methods: str) -> bool:
+    """Whether *value* is a class whose *methods* need an instance: given where an
+    adapter or a store belongs, its instance was meant. A class whose methods are
+    static or class methods serves as it is."""
+    if not isinstance(value, type):
+        return False
+    return any(inspect.isfunction(inspect.getattr_static(value, name, None)) for name in methods)

@@ -222,6 +222,7 @@ def test_the_live_table_shows_as_many_agents_as_fit_and_sums_the_rest() -> None:
     rest = [cell for column in table.columns for cell in list(column.cells)[-1:]]
     assert rest == ["… 979 more", "idle 979", "1958", "3916", "0", ""]
     assert board.table(0.0, height=2000).row_count == 1000
+    assert board.table(0.0, height=None).row_count == 1000  # piped: every row
 
 
 def test_demo_names_a_count_that_is_not_an_integer(capsys: pytest.CaptureFixture[str]) -> None:

@@ -223,23 +223,27 @@ async def test_mock_raw_reply_streams_whatever_the_case_of_its_header_names(name
     assert b"content-length" not in head
 
 
-async def test_mock_request_body_past_its_limit_is_answered_413_without_being_kept(
+async def test_mock_request_body_past_its_limit_is_answered_413_in_the_api_shape(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A body past the limit (Anthropic's 32 MiB) is read and dropped and answered 413 in
-    the API's shape, as the real APIs answer; it was held whole and answered 200."""
+    """A body past the limit (Anthropic's 32 MiB) is answered 413 in the API's shape, as the
+    real APIs answer, over a socket (the connection still serving) and in process alike;
+    it was answered 200 and reached the policy."""
     monkeypatch.setattr(mock_server, "MAX_REQUEST_BYTES", 1024)
-    with trio.fail_after(REAL_DEADLINE):
-        response, server = await _survives(
-            EchoPolicy(), _request(_body(padding="x" * 2048), "/v1/messages")
-        )
-    assert _status(response) == 413
-    error = json.loads(_payload(response))["error"]
-    assert error == {
+    large = _body(padding="x" * 2048)
+    expected = {
         "type": "request_too_large",
         "message": "the request body is larger than 1024 bytes",
     }
-    assert server.statistics().requests == 1  # the bystander's: the large one reached no policy
+    with trio.fail_after(REAL_DEADLINE):
+        response, server = await _survives(EchoPolicy(), _request(large, "/v1/messages"))
+        assert _status(response) == 413
+        assert json.loads(_payload(response))["error"] == expected
+        in_process = MockServer(EchoPolicy())
+        async with httpx2.AsyncClient(transport=in_process.transport()) as client:
+            answer = await client.post("http://mock/v1/messages", content=large)
+    assert (answer.status_code, answer.json()["error"]) == (413, expected)
+    assert (len(server.calls), len(in_process.calls)) == (1, 0)  # only the bystander's
 
 
 def _fails_on_third_draw() -> Timing:

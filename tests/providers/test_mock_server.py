@@ -199,6 +199,25 @@ TOOL_ASKS: dict[str, dict[str, dict[str, object]]] = {
         "responses": {"parallel_tool_calls": False},
         "messages": {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
     },
+    "allowed b": {  # OpenAI's allowed tools; Anthropic's forced tool stands in for them
+        "chat": {
+            "tool_choice": {
+                "type": "allowed_tools",
+                "allowed_tools": {
+                    "mode": "auto",
+                    "tools": [{"type": "function", "function": {"name": "b"}}],
+                },
+            }
+        },
+        "responses": {
+            "tool_choice": {
+                "type": "allowed_tools",
+                "mode": "required",
+                "tools": [{"type": "function", "name": "b"}],
+            }
+        },
+        "messages": {"tool_choice": {"type": "tool", "name": "b"}},
+    },
 }
 
 
@@ -217,10 +236,72 @@ async def test_mock_echo_policy_calls_the_tools_the_request_lets_it(
         )
     if ask == "none":
         assert called == [[]] * 12
-    elif ask == "only b":
+    elif ask in ("only b", "allowed b"):
         assert called == [["b"]] * 12
     else:
         assert all(len(names) == 1 for names in called)
+
+
+AFTER_RESULTS: dict[str, dict[str, Any]] = {
+    "chat": {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "b", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        ]
+    },
+    "responses": {
+        "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "b", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        ]
+    },
+    "messages": {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "c1", "name": "b", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "sunny"}],
+            },
+        ]
+    },
+}
+
+
+async def _answer(api: str, **body: Any) -> httpx2.Response:
+    server = MockServer(EchoPolicy())
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        return await client.post(
+            f"http://mock{PATHS[api]}", json={"model": "m", "max_tokens": 100, **body}
+        )
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_echo_policy_calls_a_forced_tool_again_after_its_results(api: str) -> None:
+    """A tool the request forces is called after tool results too, as the real models do;
+    left to the model, the results get a text answer. A forced tool not offered is a 400
+    in the API's shape, as the real APIs answer; it got a text answer."""
+    tools = _function_tools(api, "a", "b")
+    forced, history = TOOL_ASKS["only b"][api], AFTER_RESULTS[api]
+    with trio.fail_after(REAL_DEADLINE):
+        again = await _answer(api, tools=tools, **forced, **history)
+        free = await _answer(api, tools=tools, **history)
+        missing = await _answer(api, tools=_function_tools(api, "a"), **forced, **history)
+    assert _called_names(api, again.json()) == ["b"]
+    assert _called_names(api, free.json()) == []
+    assert missing.status_code == 400
+    assert "tool_choice requires a call of b, but no such tool is offered" in missing.text
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -36,6 +36,19 @@ def test_a_route_that_could_serve_nothing_is_refused_naming_it(
     assert str(caught.value).startswith(problem)
 
 
+class _StaticAdapter:
+    @staticmethod
+    def stream(request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        return MODEL.stream(request)
+
+
+def test_a_class_whose_stream_needs_no_instance_is_an_adapter() -> None:
+    """R10.7: only a class whose ``stream`` needs an instance is refused (its instance was
+    meant); one with a static ``stream`` serves as it is."""
+    router = ModelRouter.of({"a": _StaticAdapter})
+    assert router.resolve(None, "a") is _StaticAdapter
+
+
 def test_add_needs_a_name_and_names_each_one_once() -> None:
     """R10.7: a call naming nothing registered nothing, silently; one naming a model twice
     said it was registered already, though nothing was."""

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import reprlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 import retinue
 from retinue.config import LoopConfig
+from retinue.providers import ModelRequest, StreamChunk
 from retinue.testing import Reply, ScriptedModel
 
 
@@ -41,6 +43,14 @@ class _StoreWithoutDurable:
         if name == "durable":
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+
+class _ClassAdapter:
+    """A model adapter written as a class with a static ``stream``."""
+
+    @staticmethod
+    def stream(request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        return MODEL.stream(request)
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
@@ -76,6 +86,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
         {"models": {"gpt": MODEL, (None, "gpt"): MODEL}},
         r"^models: an adapter is already registered for \['gpt'\]$",
     ),
+    ({"models": {"": MODEL}}, r"^models: a model name or provider is a non-empty str, got ''$"),
     ({"restart": 3}, r"^restart must be None or of type RestartPolicy, got 3$"),
     ({"retry": 3}, r"^retry must be None or of type RetryPolicy, got 3$"),
     ({"admission": {}}, r"^admission must be None or of type AdmissionController, got \{\}$"),
@@ -121,6 +132,9 @@ ACCEPTED: list[dict[str, Any]] = [
     {"retry": retinue.RetryPolicy(), "admission": retinue.AdmissionController()},
     {"restart": retinue.RestartPolicy()},
     {"store": _StoreWithoutDurable()},
+    # A class whose stream needs no instance is an adapter as it is.
+    {"models": _ClassAdapter},
+    {"models": {"scripted": _ClassAdapter}},
 ]
 
 

@@ -222,8 +222,9 @@ class _Board:
 
         return on_event
 
-    def table(self, elapsed: float, height: int) -> Table:
-        """The agents' rows, as many as fit in *height* lines; one more row sums the rest.
+    def table(self, elapsed: float, height: int | None) -> Table:
+        """The agents' rows, as many as fit in *height* lines (all: ``None``); one more
+        row sums the rest.
 
         Rendering every row of thousands of agents ten times a second would cost
         more than running them.
@@ -231,7 +232,8 @@ class _Board:
         table = Table(title=f"retinue demo: {len(self.rows)} agents, {elapsed:5.1f}s")
         for column in ("agent", "status", "turns", "steps", "tool calls", "last end"):
             table.add_column(column)
-        room = max(height - 8, 1)  # title, header, rules and the summary row
+        # title, header, rules and the summary row
+        room = len(self.rows) if height is None else max(height - 8, 1)
         shown = room if len(self.rows) <= room else room - 1
         for agent_id, row in itertools.islice(self.rows.items(), shown):
             table.add_row(
@@ -426,7 +428,8 @@ async def _disturb(agents: list[retinue.Agent], turns: int, rng: random.Random) 
 
 async def _show(board: _Board, console: Console, started: float, finished: trio.Event) -> None:
     """Redraw the table until every agent has finished, then draw it once more."""
-    height = console.height
+    # Piped, the last table is the run's record: every row. On a terminal, what fits.
+    height = console.height if console.is_terminal else None
     with Live(
         board.table(0.0, height), console=console, refresh_per_second=8, transient=False
     ) as live:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Protocol, final, runtime_checkable
 
 import attrs
 
+from retinue._checks import needs_an_instance
 from retinue._errors import DuplicateAdapterError, NoAdapterError
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
@@ -73,7 +75,7 @@ class ModelRouter:
         taken = [name for key, name in zip(keys, names, strict=True) if key in self._routes]
         if taken:
             raise DuplicateAdapterError(f"an adapter is already registered for {taken}")
-        twice = sorted({name for name in names if names.count(name) > 1})
+        twice = sorted(name for name, count in Counter(names).items() if count > 1)
         if twice:
             raise DuplicateAdapterError(f"model names given twice: {twice}")
         for key in keys:
@@ -112,7 +114,7 @@ def _route(key: object) -> tuple[str, str | None]:
 
 
 def _check_route(model: object, names: tuple[object, ...], provider: object) -> None:
-    if isinstance(model, type) or not isinstance(model, Model):
+    if needs_an_instance(model, "stream") or not isinstance(model, Model):
         raise TypeError(f"a route needs a model adapter (with stream()), got {model!r}")
     if not names:
         raise TypeError("a route needs at least one model name")

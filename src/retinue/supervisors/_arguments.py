@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from retinue._checks import collection_error, finite_number_error
+from retinue._checks import collection_error, finite_number_error, needs_an_instance
 from retinue._errors import ConfigError, ModelError
 from retinue.config import LoopConfig
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, check_parallel_cap
@@ -46,9 +46,9 @@ def check_store(store: object) -> None:
     Read by its shape, not as an instance of :class:`SessionStore`: a store
     written before the protocol had ``durable`` is still served.
     """
-    # A class has every method too, unbound: its instance is what was meant.
     if store is not None and (
-        isinstance(store, type) or not all(callable(getattr(store, op, None)) for op in _STORE_OPS)
+        needs_an_instance(store, *_STORE_OPS)
+        or not all(callable(getattr(store, op, None)) for op in _STORE_OPS)
     ):
         raise ConfigError(f"store must be None or a session store, got {store!r}")
 
@@ -67,7 +67,7 @@ def check_kinds(**arguments: object) -> None:
 def models_of(models: Model | Mapping[str, Model]) -> Model:
     """The model every agent calls: *models* itself, or a router over a mapping of them."""
     if not isinstance(models, Mapping):
-        if isinstance(models, type) or not isinstance(models, Model):
+        if needs_an_instance(models, "stream") or not isinstance(models, Model):
             raise ConfigError(
                 f"models must be a Model or a mapping of model names to Models, got {models!r}"
             )
@@ -77,12 +77,14 @@ def models_of(models: Model | Mapping[str, Model]) -> Model:
             raise ConfigError(
                 f"models: a key must be a model name or a (provider, model name) pair, got {key!r}"
             )
-        if isinstance(model, type) or not isinstance(model, Model):
+        if needs_an_instance(model, "stream") or not isinstance(model, Model):
             raise ConfigError(f"models[{key!r}] must be a Model, got {model!r}")
     try:
         return ModelRouter.of(models)
     except ModelError as exc:
         raise ConfigError(f"models: {exc.message}") from exc
+    except TypeError as exc:  # a route the router refuses (an empty name, say)
+        raise ConfigError(f"models: {exc}") from exc
 
 
 def _is_route(key: object) -> bool:

@@ -11,6 +11,7 @@ recordings, injected faults) and can add latency::
 
 from __future__ import annotations
 
+from ._asks import ToolChoice
 from ._policy import (
     EchoPolicy,
     FaultPolicy,
@@ -54,6 +55,7 @@ __all__ = [
     "ReplayPolicy",
     "ScriptedPolicy",
     "Timing",
+    "ToolChoice",
     "example_arguments",
     "load_exchange",
     "open_mock_server",

@@ -7,8 +7,9 @@ from typing import Literal, TypeAlias
 
 __all__ = ["ToolChoice", "output_limit", "parallel_calls", "tool_choice"]
 
-ToolChoice: TypeAlias = tuple[Literal["auto", "none", "required", "tool"], str | None]
-"""How the reply may call tools, and the one tool's name when it must call that one."""
+ToolChoice: TypeAlias = tuple[Literal["auto", "none", "required"], tuple[str, ...] | None]
+"""Whether the reply may, must not or must call a tool, and the names it may call from
+(``None``: any offered): a forced tool is ``("required", (name,))``."""
 
 _MODES: dict[object, Literal["auto", "none", "required"]] = {
     "auto": "auto",
@@ -19,8 +20,12 @@ _MODES: dict[object, Literal["auto", "none", "required"]] = {
 
 
 def tool_choice(api: str, body: Mapping[str, object]) -> ToolChoice:
-    """The request's ``tool_choice``: Chat's and Responses' strings or a named function,
-    Anthropic's ``{"type": ...}``; anything else leaves the choice to the model."""
+    """The request's ``tool_choice``, as the three wire formats send it.
+
+    A string mode (OpenAI), ``{"type": ...}`` (Anthropic, with ``tool`` and a
+    name), a named function (OpenAI), or ``allowed_tools`` (OpenAI: a mode and
+    the functions allowed). Anything else leaves the choice to the model.
+    """
     choice = body.get("tool_choice")
     if isinstance(choice, str):
         return _MODES.get(choice, "auto"), None
@@ -28,14 +33,29 @@ def tool_choice(api: str, body: Mapping[str, object]) -> ToolChoice:
         return "auto", None
     kind = choice.get("type")
     if api == "messages":
-        if kind == "tool" and isinstance(name := choice.get("name"), str):
-            return "tool", name
+        name = choice.get("name")
+        if kind == "tool" and isinstance(name, str):
+            return "required", (name,)
         return _MODES.get(kind, "auto"), None
-    function = choice.get("function")
-    name = function.get("name") if isinstance(function, dict) else choice.get("name")
-    if kind == "function" and isinstance(name, str):
-        return "tool", name
+    if kind == "function":
+        name = _function_name(choice)
+        return ("required", (name,)) if name is not None else ("auto", None)
+    if kind == "allowed_tools":
+        # Chat nests the mode and the tools one level down; Responses does not.
+        allowed = choice.get("allowed_tools", choice)
+        if isinstance(allowed, dict) and isinstance(tools := allowed.get("tools"), list):
+            names = tuple(n for tool in tools if (n := _function_name(tool)) is not None)
+            return _MODES.get(allowed.get("mode"), "auto"), names
     return "auto", None
+
+
+def _function_name(tool: object) -> str | None:
+    """The name of a function tool or choice: ``{"function": {"name"}}`` or ``{"name"}``."""
+    if not isinstance(tool, dict):
+        return None
+    function = tool.get("function")
+    name = function.get("name") if isinstance(function, dict) else tool.get("name")
+    return name if isinstance(name, str) else None
 
 
 def parallel_calls(api: str, body: Mapping[str, object]) -> bool:

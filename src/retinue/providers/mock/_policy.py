@@ -10,6 +10,7 @@ from typing import TypeAlias, final
 import attrs
 
 from ._examples import WORDS, example_arguments
+from ._render import error_body
 from ._values import (
     FAULT_KINDS,
     Fault,
@@ -31,6 +32,8 @@ __all__ = [
     "example_arguments",
     "load_exchange",
 ]
+
+_JSON = (("content-type", "application/json"),)
 
 Policy: TypeAlias = Callable[[MockCall], MockResponse]
 """Answers one call; may keep state (policies run in the server's trio thread)."""
@@ -67,10 +70,17 @@ class EchoPolicy:
 
     def __call__(self, call: MockCall) -> MockResponse:
         """Answer *call*, as its ``tool_choice``, parallel calls flag and output limit ask."""
-        if call.after_tool_results:
+        mode, names = call.tool_choice
+        # A tool it must call is called again after results, as the real models do.
+        if call.after_tool_results and mode != "required":
             answer = f"Done. The tools said: {' '.join(call.tool_results)[:80]}"
             return self._text(call, answer)
-        tools = self._callable(call)
+        tools = [t for t in call.tools if names is None or t[0] in names] if mode != "none" else []
+        if mode == "required" and not tools:
+            # As the real APIs answer a call they could not make.
+            wanted = "a tool call" if names is None else f"a call of {', '.join(names)}"
+            message = f"tool_choice requires {wanted}, but no such tool is offered"
+            return RawReply(400, _JSON, error_body(call.api, 400, message))
         if tools and self.max_tool_calls > 0:
             rng = call.rng(self.seed, "echo")
             most = self.max_tool_calls if call.parallel_tool_calls else 1
@@ -82,15 +92,6 @@ class EchoPolicy:
             )
             return MockReply(tool_calls=calls, chunks=self.chunks)
         return self._text(call, f"You said: {call.last_text[:200]}")
-
-    @staticmethod
-    def _callable(call: MockCall) -> list[tuple[str, dict[str, object]]]:
-        """The offered tools the request lets the reply call: none for ``none``, the one
-        named when it names one."""
-        mode, name = call.tool_choice
-        if mode == "none":
-            return []
-        return [tool for tool in call.tools if name is None or tool[0] == name]
 
     def _text(self, call: MockCall, text: str) -> MockReply:
         """A text reply, cut at the request's output limit (finish ``length``) when it is over."""

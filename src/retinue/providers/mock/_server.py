@@ -26,11 +26,10 @@ _SEND_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
 _JSON = (("content-type", "application/json"),)
 
 DEFAULT_MAX_CALLS = 1000
+"""How many calls :attr:`MockServer.calls` keeps by default (the most recent)."""
+
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """The largest request body served (Anthropic's limit); a larger one is answered 413."""
-
-
-"""How many calls :attr:`MockServer.calls` keeps by default (the most recent)."""
 
 _KEYS_REMEMBERED = 65_536
 """How many distinct request keys the occurrence counts cover (the most recent).
@@ -154,11 +153,13 @@ class MockServer:
         return _InProcessTransport(self)
 
     async def handle(
-        self, method: str, path: str, headers: dict[str, str], body: bytes
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None
     ) -> Outgoing:
         """Answer one request; waits for the policy's latency. Always a checkpoint.
 
-        Never raises ``Exception``: a failure becomes a logged 500 response.
+        *body* is ``None`` for one past :data:`MAX_REQUEST_BYTES`, read and
+        dropped: it is answered 413. Never raises ``Exception``: a failure
+        becomes a logged 500 response.
         """
         await trio.lowlevel.checkpoint()
         number = self._requests
@@ -166,6 +167,8 @@ class MockServer:
         api = api_for(path) or "chat"
         if method != "POST":
             return _not_allowed(api, method)
+        if body is None:
+            return failure(api, f"the request body is larger than {MAX_REQUEST_BYTES} bytes", 413)
         try:
             parsed = parse_call(path, headers, body, number)
             if isinstance(parsed, Outgoing):
@@ -285,9 +288,6 @@ class _Connection:
         self._api = api_for(target) or "chat"
         headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in head.headers}
         method = head.method.decode("latin-1")
-        if body is None:
-            message = f"the request body is larger than {MAX_REQUEST_BYTES} bytes"
-            return await self._write(failure(self._api, message, 413))
         outgoing = await self._server.handle(method, target, headers, body)
         return await self._write(outgoing)
 
@@ -381,8 +381,9 @@ class _InProcessTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
+        kept = body if len(body) <= MAX_REQUEST_BYTES else None  # None: answered 413
         headers = {name.lower(): value for name, value in request.headers.items()}
-        outgoing = await self._server.handle(request.method, request.url.path, headers, body)
+        outgoing = await self._server.handle(request.method, request.url.path, headers, kept)
         if isinstance(outgoing.body, bytes):
             return httpx2.Response(
                 outgoing.status, headers=list(outgoing.headers), content=outgoing.body
