@@ -18,12 +18,21 @@ MODEL = ScriptedModel([Reply("ok")])
 @pytest.mark.parametrize(
     ("routes", "problem"),
     [
-        ({("a", "b", "c"): MODEL}, "a route is a model name or a (provider, model name) pair"),
-        ({5: MODEL}, "a route is a model name or a (provider, model name) pair, got 5"),
-        ({"a": "not a model"}, "a route needs a model adapter (with stream()), got 'not a model'"),
-        ({"a": ScriptedModel}, "a route needs a model adapter (with stream()), got <class"),
-        ({"": MODEL}, "a model name or provider is a non-empty str, got ''"),
-        ({("", "a"): MODEL}, "a model name or provider is a non-empty str, got ''"),
+        ({("a", "b", "c"): MODEL}, "route ('a', 'b', 'c'): a route is a model name or a (provider"),
+        ({5: MODEL}, "route 5: a route is a model name or a (provider, model name) pair"),
+        (
+            {"a": "not a model"},
+            "route 'a': a route needs a model adapter (with stream()), got 'not",
+        ),
+        (
+            {"a": ScriptedModel},
+            "route 'a': a route needs a model adapter (with stream()), got <class",
+        ),
+        ({"": MODEL}, "route '': a model name or provider is a non-empty str, got ''"),
+        (
+            {("", "a"): MODEL},
+            "route ('', 'a'): a model name or provider is a non-empty str, got ''",
+        ),
     ],
     ids=["three-part-key", "int-key", "str-model", "model-class", "empty-name", "empty-provider"],
 )

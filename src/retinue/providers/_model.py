@@ -53,13 +53,17 @@ class ModelRouter:
 
         Raises:
             TypeError: a key is neither a model name nor a ``(provider, model
-                name)`` pair, or a value is no model adapter.
+                name)`` pair, or a value is no model adapter; the message
+                starts with the key.
             DuplicateAdapterError: two keys name one route.
         """
         router = cls(default)
         for key, model in routes.items():
-            name, provider = _route(key)
-            router.add(model, name, provider=provider)
+            try:
+                name, provider = _route(key)
+                router.add(model, name, provider=provider)
+            except TypeError as exc:
+                raise TypeError(f"route {key!r}: {exc}") from None
         return router
 
     def add(self, model: Model, *names: str, provider: str | None = None) -> None:
@@ -110,7 +114,7 @@ def _route(key: object) -> tuple[str, str | None]:
     if isinstance(key, tuple) and len(key) == 2:
         provider, name = key
         return name, provider
-    raise TypeError(f"a route is a model name or a (provider, model name) pair, got {key!r}")
+    raise TypeError("a route is a model name or a (provider, model name) pair")
 
 
 def _check_route(model: object, names: tuple[object, ...], provider: object) -> None:

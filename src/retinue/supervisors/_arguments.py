@@ -72,29 +72,12 @@ def models_of(models: Model | Mapping[str, Model]) -> Model:
                 f"models must be a Model or a mapping of model names to Models, got {models!r}"
             )
         return models
-    for key, model in models.items():
-        if not _is_route(key):
-            raise ConfigError(
-                f"models: a key must be a model name or a (provider, model name) pair, got {key!r}"
-            )
-        if needs_an_instance(model, "stream") or not isinstance(model, Model):
-            raise ConfigError(f"models[{key!r}] must be a Model, got {model!r}")
     try:
         return ModelRouter.of(models)
     except ModelError as exc:
         raise ConfigError(f"models: {exc.message}") from exc
-    except TypeError as exc:  # a route the router refuses (an empty name, say)
+    except TypeError as exc:  # a route the router refuses, named by its key
         raise ConfigError(f"models: {exc}") from exc
-
-
-def _is_route(key: object) -> bool:
-    """Whether *key* is one :meth:`ModelRouter.of` reads: a name, or a (provider, name) pair."""
-    if isinstance(key, str):
-        return True
-    if not isinstance(key, tuple) or len(key) != 2:
-        return False
-    provider, name = key
-    return (provider is None or isinstance(provider, str)) and isinstance(name, str)
 
 
 def tools_of(tools: Iterable[Tool]) -> tuple[Tool, ...]:
