@@ -372,7 +372,8 @@ class ChatStreamDecoder:
     def _call_key(
         self, position: int, call_id: str | None, index: object, *, opens: bool
     ) -> tuple[str, int] | tuple[str, int, int]:
-        """The block of a tool-call fragment; *opens* if it names a tool and has arguments.
+        """The block of a tool-call fragment; *opens* if it names a tool and its arguments
+        open an object.
 
         Some compatible servers omit ``index``: a new ``id`` then starts a new
         call, and a fragment without one continues the latest call. Others
@@ -385,7 +386,7 @@ class ChatStreamDecoder:
             return self._indexed_key(index, call_id, opens=opens)
         if call_id is None:
             key = self._current_call or ("call", position)
-            if opens and self._table.holds_whole_call(key):
+            if self._follows(key, opens=opens):
                 self._calls_without_id += 1
                 key = self._current_call = ("call-without-id", self._calls_without_id)
             return key
@@ -398,7 +399,7 @@ class ChatStreamDecoder:
         if (
             known is None
             or (call_id is not None and known[0] not in (None, call_id))
-            or (call_id is None and opens and self._table.holds_whole_call(known[1]))
+            or (call_id is None and self._follows(known[1], opens=opens))
         ):
             generation = 0 if known is None else known[1][2] + 1
             known = (call_id, ("call", index, generation))
@@ -406,6 +407,11 @@ class ChatStreamDecoder:
             known = (call_id, known[1])
         self._indexed[index] = known
         return known[1]
+
+    def _follows(self, key: tuple[str, int] | tuple[str, int, int], *, opens: bool) -> bool:
+        """Whether a fragment without an id that *opens* is the call after the one at *key*:
+        that one is named and its arguments are whole (asked only of such a fragment)."""
+        return opens and self._table.holds_whole_call(key)
 
     def _tool_call(self, position: int, call: JsonObject) -> StreamChunk:
         function = _dict(call.get("function"))

@@ -266,9 +266,15 @@ class _Draw:
                 # A match padded or cut is a near miss, which can make a nested quantifier
                 # backtrack for ages: only a match with an open end (or, failing that, an
                 # open start: a pattern is searched, not matched) is padded, still a match.
-                pad = _fit if _ends_open(pattern) else _fit_front if _starts_open(pattern) else None
+                end, start = _ends_open(pattern), _starts_open(pattern)
                 for sample in sample_strings(pattern, self.rng, low):
-                    yield sample if pad is None else pad(sample, low, None)
+                    yield (
+                        _fit(sample, low, None)
+                        if end
+                        else _fit_front(sample, low)
+                        if start
+                        else sample
+                    )
         words = self.rng.sample(WORDS, len(WORDS))
         yield from (_fit(f"{name} {word}" if name else word, low, high) for word in words)
         for number in itertools.count(2):
@@ -382,7 +388,7 @@ def _starts_open(pattern: str) -> bool:
     return "^" not in pattern and "\\A" not in pattern
 
 
-def _fit_front(text: str, low: int, _high: int | None) -> str:
+def _fit_front(text: str, low: int) -> str:
     """*text* with words put before it up to *low* characters."""
     if len(text) >= low:
         return text

@@ -17,6 +17,7 @@ from retinue._jsonschema import decimal
 
 from ._policy import Policy
 from ._render import (
+    JSON_HEADERS,
     endless_event,
     endless_prologue,
     error_body,
@@ -44,7 +45,6 @@ STALL: Final = b""
 """A body part meaning: stop sending and hold the connection open."""
 
 _SSE = (("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache"))
-_JSON = (("content-type", "application/json"),)
 MAX_NESTING: Final = 128
 """The deepest a request body may nest arrays and objects.
 
@@ -89,17 +89,17 @@ def parse_call(
     """Parse a request into a call, or the error response it deserves."""
     api = api_for(path)
     if api is None:
-        return Outgoing(404, _JSON, error_body("chat", 404))
+        return Outgoing(404, JSON_HEADERS, error_body("chat", 404))
     try:
         parsed = json.loads(body)  # an empty body is no JSON either
     except ValueError:
         parsed = None
     except RecursionError:
-        return Outgoing(400, _JSON, error_body(api, 400, _TOO_DEEP))
+        return Outgoing(400, JSON_HEADERS, error_body(api, 400, _TOO_DEEP))
     if not isinstance(parsed, dict):
-        return Outgoing(400, _JSON, error_body(api, 400))
+        return Outgoing(400, JSON_HEADERS, error_body(api, 400))
     if not _nests_within(parsed, MAX_NESTING):
-        return Outgoing(400, _JSON, error_body(api, 400, _TOO_DEEP))
+        return Outgoing(400, JSON_HEADERS, error_body(api, 400, _TOO_DEEP))
     # The bytes as sent key the call: a client sends equal requests as equal bytes,
     # and hashing them costs less than re-encoding a long history canonically.
     key = hashlib.sha256(api.encode() + b"\n" + body).hexdigest()
@@ -126,7 +126,7 @@ def _nests_within(value: object, depth: int) -> bool:
 
 def failure(api: Api, message: str, status: int = 500) -> Outgoing:
     """A provider-shaped JSON error response."""
-    return Outgoing(status, _JSON, error_body(api, status, message))
+    return Outgoing(status, JSON_HEADERS, error_body(api, status, message))
 
 
 async def _timed(
@@ -176,7 +176,7 @@ def _sse_parts(body: bytes) -> list[bytes]:
 
 
 def _status_fault(call: MockCall, fault: Fault, status: int) -> Outgoing:
-    headers = list(_JSON)
+    headers = list(JSON_HEADERS)
     if fault.retry_after is not None and status in (429, 529):
         # Both round up: rounding down would invite a retry that is too early. The
         # milliseconds are of the number as written: 2.007 * 1000 is 2007.0000000000002.
@@ -191,12 +191,12 @@ def _body_fault(call: MockCall, fault: Fault, timing: Timing, rng: random.Random
     """A stream fault on a call that did not ask for a stream: its JSON-body equivalent."""
     kind = fault.kind
     if kind == "stream_error":
-        return Outgoing(500, _JSON, error_body(call.api, 500), kind)
+        return Outgoing(500, JSON_HEADERS, error_body(call.api, 500), kind)
     body = render_json(call, fault.reply)
     if kind == "malformed":
-        return Outgoing(200, _JSON, body[: len(body) // 2], kind)
+        return Outgoing(200, JSON_HEADERS, body[: len(body) // 2], kind)
     tail = STALL if kind == "stall" else None
-    return Outgoing(200, _JSON, _faulted([body[: len(body) // 2]], tail, timing, rng), kind)
+    return Outgoing(200, JSON_HEADERS, _faulted([body[: len(body) // 2]], tail, timing, rng), kind)
 
 
 def _fault(call: MockCall, fault: Fault, timing: Timing, rng: random.Random) -> Outgoing:
@@ -232,7 +232,7 @@ def answer(call: MockCall, response: MockResponse, timing: Timing, rng: random.R
     if isinstance(response, Endless):
         # a JSON body cannot trickle forever; the nearest thing is one that never comes
         if not call.stream:
-            return Outgoing(200, _JSON, _stalled())
+            return Outgoing(200, JSON_HEADERS, _stalled())
         return Outgoing(200, _SSE, _endless(call, response.interval))
     if isinstance(response, RawReply):
         # Header names are case-insensitive: ``Content-Type`` is the same header.
@@ -245,7 +245,7 @@ def answer(call: MockCall, response: MockResponse, timing: Timing, rng: random.R
     assert isinstance(response, MockReply)
     if call.stream:
         return Outgoing(200, _SSE, _timed(render_stream(call, response), timing, rng))
-    return Outgoing(200, _JSON, render_json(call, response))
+    return Outgoing(200, JSON_HEADERS, render_json(call, response))
 
 
 async def respond(policy: Policy, call: MockCall, timing: Timing, rng: random.Random) -> Outgoing:

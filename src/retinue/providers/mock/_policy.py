@@ -10,7 +10,7 @@ from typing import TypeAlias, final
 import attrs
 
 from ._examples import WORDS, example_arguments
-from ._render import error_body
+from ._render import JSON_HEADERS, error_body
 from ._values import (
     FAULT_KINDS,
     Fault,
@@ -33,7 +33,6 @@ __all__ = [
     "load_exchange",
 ]
 
-_JSON = (("content-type", "application/json"),)
 
 Policy: TypeAlias = Callable[[MockCall], MockResponse]
 """Answers one call; may keep state (policies run in the server's trio thread)."""
@@ -80,7 +79,7 @@ class EchoPolicy:
             # As the real APIs answer a call they could not make.
             wanted = "a tool call" if names is None else f"a call of {', '.join(names)}"
             message = f"tool_choice requires {wanted}, but no such tool is offered"
-            return RawReply(400, _JSON, error_body(call.api, 400, message))
+            return RawReply(400, JSON_HEADERS, error_body(call.api, 400, message))
         if tools and self.max_tool_calls > 0:
             rng = call.rng(self.seed, "echo")
             most = self.max_tool_calls if call.parallel_tool_calls else 1

@@ -17,6 +17,7 @@ from ._render_shared import JsonObject, dumps, sse_event
 from ._values import Api, MockCall, MockReply
 
 __all__ = [
+    "JSON_HEADERS",
     "endless_event",
     "endless_prologue",
     "error_body",
@@ -24,6 +25,9 @@ __all__ = [
     "render_stream",
     "stream_error_event",
 ]
+
+JSON_HEADERS = (("content-type", "application/json"),)
+"""The headers of a JSON body: every reply that is not a stream, errors included."""
 
 # -- dispatch --------------------------------------------------------------------
 

@@ -17,13 +17,12 @@ import trio
 
 from ._exchange import Outgoing, Truncated, api_for, failure, parse_call, respond
 from ._policy import EchoPolicy, Policy
-from ._render import error_body
+from ._render import JSON_HEADERS, error_body
 from ._values import Api, MockCall, Timing
 
 __all__ = ["MockServer", "MockServerStatistics", "open_mock_server"]
 
 _SEND_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
-_JSON = (("content-type", "application/json"),)
 
 DEFAULT_MAX_CALLS = 1000
 """How many calls :attr:`MockServer.calls` keeps by default (the most recent)."""
@@ -222,7 +221,7 @@ class MockServer:
 
 
 def _not_allowed(api: Api, method: str) -> Outgoing:
-    headers = (*_JSON, ("allow", "POST"))
+    headers = (*JSON_HEADERS, ("allow", "POST"))
     # a HEAD response has no body, though it may say how long the body would be
     return Outgoing(405, headers, b"" if method == "HEAD" else error_body(api, 405))
 

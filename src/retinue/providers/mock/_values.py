@@ -120,8 +120,8 @@ class MockCall:
 
     @property
     def tool_choice(self) -> ToolChoice:
-        """How the request lets the reply call tools (``auto``, ``none``, ``required`` or
-        ``tool``), with the one tool's name for ``tool``, in every wire format."""
+        """How the request lets the reply call tools (``auto``, ``none`` or ``required``)
+        and the names it may call (``None``: any offered), in every wire format."""
         return tool_choice(self.api, self.body)
 
     @property
