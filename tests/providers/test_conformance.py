@@ -31,6 +31,7 @@ from .support import ALL_FIXTURES, FIXTURES, Collected, collect, make_request
 
 MELLON = ("secret_retrieval_tool", {"password": "mellon"})
 RADIANCE = ("secret_retrieval_tool", {"password": "radiance"})
+_MESSAGES_BODY = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
 
 # file -> (finish kind, usage, blocks); a block is ("text", prefix), ("reasoning", prefix,
 # signed), ("redacted", count of data chars > 0), or ("call", name, arguments as parsed JSON)
@@ -284,6 +285,6 @@ async def test_conformance_replay_is_byte_for_byte() -> None:
             open_mock_server(ReplayPolicy.of(exchange)) as server,
             httpx2.AsyncClient() as client,
         ):
-            response = await client.post(server.base_url + "/v1/messages", json={})
+            response = await client.post(server.base_url + "/v1/messages", json=_MESSAGES_BODY)
     assert response.content == exchange["response"]["body"].encode()
     assert response.headers["content-type"] == exchange["response"]["headers"]["content-type"]

@@ -53,7 +53,12 @@ MAX_NESTING = 128
 
 def _body(**extra: Any) -> bytes:
     return json.dumps(
-        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra}
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 64,
+            **extra,
+        }
     ).encode()
 
 
@@ -674,3 +679,30 @@ async def test_mock_call_log_is_bounded() -> None:
     assert default.calls[0].number == 5
     assert len(unbounded.calls) == 1005
     assert small.statistics().requests == 5
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        (CHAT, {"model": "m"}, "Missing required parameter: 'messages'."),
+        (CHAT, {"messages": []}, "Missing required parameter: 'model'."),
+        ("/v1/responses", {"input": "hi"}, "Missing required parameter: 'model'."),
+        (
+            "/v1/messages",
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            "max_tokens: Field required",
+        ),
+    ],
+    ids=["chat-messages", "chat-model", "responses-model", "messages-max-tokens"],
+)
+async def test_mock_request_without_a_required_field_is_answered_400_naming_it(
+    path: str, body: dict[str, Any], message: str
+) -> None:
+    """A request the real API refuses for a missing field is refused the same way, before
+    any policy answers it: the mock let a client that omits one pass its tests."""
+    server = MockServer(EchoPolicy())
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        response = await client.post("http://mock" + path, json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == message
+    assert not server.calls

@@ -100,10 +100,28 @@ def parse_call(
         return Outgoing(400, JSON_HEADERS, error_body(api, 400))
     if not _nests_within(parsed, MAX_NESTING):
         return Outgoing(400, JSON_HEADERS, error_body(api, 400, _TOO_DEEP))
+    missing = next((name for name in _REQUIRED[api] if name not in parsed), None)
+    if missing is not None:
+        return Outgoing(400, JSON_HEADERS, error_body(api, 400, _missing(api, missing)))
     # The bytes as sent key the call: a client sends equal requests as equal bytes,
     # and hashing them costs less than re-encoding a long history canonically.
     key = hashlib.sha256(api.encode() + b"\n" + body).hexdigest()
     return MockCall(api, parsed, headers, number, key=key)
+
+
+# The fields each API answers 400 without, as the real ones do.
+_REQUIRED: dict[Api, tuple[str, ...]] = {
+    "chat": ("model", "messages"),
+    "responses": ("model",),
+    "messages": ("model", "messages", "max_tokens"),
+}
+
+
+def _missing(api: Api, name: str) -> str:
+    """The message a provider's 400 gives for a request without the field *name*."""
+    if api == "messages":
+        return f"{name}: Field required"
+    return f"Missing required parameter: '{name}'."
 
 
 def _nests_within(value: object, depth: int) -> bool:
