@@ -82,6 +82,17 @@ def _check_chunk(data: AssistantChunk) -> None:
         raise InvalidJsonError(f"{data.type}: {problem}")
 
 
+def _own_sources(event: Event) -> Event:
+    """*event* with its source seqs a tuple of its own, as append copies them (R4.24).
+
+    A seed's list would stay the caller's to change, and an int or float is refused typed.
+    """
+    sources = event.source_event_seqs
+    if sources is None or type(sources) is tuple:
+        return event
+    return event._replace(source_event_seqs=as_sources(sources))
+
+
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
     return _time_ns() // 1_000_000
@@ -214,7 +225,8 @@ class Session:
                     code="INVALID_TIME",
                 )
             try:
-                fold = session._validate(event, check_chunk=not chunks_checked)
+                copied = _own_sources(event)
+                fold = session._validate(copied, check_chunk=not chunks_checked)
             except SessionError as exc:
                 kind = getattr(event.data, "type", type(event.data).__name__)
                 raise SessionError(
@@ -223,7 +235,7 @@ class Session:
             except InvalidJsonError as exc:
                 # Its message starts with the event's type already.
                 raise InvalidJsonError(f"event seq {event.seq}: {exc.message}") from exc
-            session._record(event, fold)
+            session._record(copied, fold)
         return session
 
     @property
@@ -392,7 +404,7 @@ class Session:
         if boundary is None:
             if not self._events:
                 # Only an omitted boundary forks an empty source: no seq can be named.
-                return Session.create(child_id, cwd=self.header.cwd, parent_session=self.id)
+                return self._child(child_id, [])
             boundary = len(self._events) - 1
         elif type(boundary) is not int:
             # A bool would index as 0 or 1, a float not at all.
@@ -405,12 +417,20 @@ class Session:
             )
         if not isinstance(self._events[boundary].data, TurnEnd):
             raise SessionError(f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN")
-        return Session.create(
-            child_id,
+        return self._child(child_id, self._events[: boundary + 1])
+
+    def _child(self, child_id: str, seed: list[Event]) -> Session:
+        """A new session seeded with *seed*, forked from this one (R4.25)."""
+        # Not through create, which judges a cwd by this system's rules: the
+        # inherited one is absolute by either's, as a loaded header may be.
+        header = SessionHeader(
+            id=child_id,
+            created_at=now_ms(),
             cwd=self.header.cwd,
-            seed=self._events[: boundary + 1],
             parent_session=self.id,
+            seed_length=len(seed),
         )
+        return Session.from_events(header, seed)
 
     def _validate(self, event: Event, *, check_chunk: bool = True) -> EpochHeader | None:
         """Refuse *event* unless it may be logged next; return the header fold after it.
@@ -452,7 +472,7 @@ class Session:
         if not self._turn_open:
             raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
         raise SessionError(
-            f"{kind}: surface op {op!r} is neither 'append' nor a Replace",
+            f"{kind}: surface op {shown(op)} is neither 'append' nor a Replace",
             code="INVALID_SURFACE_OP",
         )
 

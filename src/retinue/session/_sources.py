@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from retinue._errors import SessionError
+from retinue._lossless import shown
 
 __all__ = ["as_sources", "check_sources"]
 
@@ -17,7 +18,8 @@ def as_sources(value: Sequence[int]) -> tuple[int, ...]:
         return tuple(value)
     except TypeError:
         raise SessionError(
-            f"source_event_seqs must be a sequence of seqs, got {value!r}", code="INVALID_SOURCES"
+            f"source_event_seqs must be a sequence of seqs, got {shown(value)}",
+            code="INVALID_SOURCES",
         ) from None
 
 

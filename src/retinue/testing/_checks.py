@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from retinue._content import Message, ToolCall, ToolResultBlock
-from retinue._errors import SessionError
+from retinue._errors import InvalidJsonError, SessionError
 from retinue.session import (
     SURFACE_TYPES,
     AssistantChunk,
@@ -434,7 +434,7 @@ def check_history_replay(events: Sequence[Event], *, session_id: str = "replay")
     """
     try:
         session = Session.from_events(SessionHeader(session_id, 0), events)
-    except SessionError as error:
+    except (SessionError, InvalidJsonError) as error:
         raise InvariantError(f"R5.6: the log cannot be replayed: {error}") from error
     _check_call_results(events)
     derived = list(session.derive_messages())
