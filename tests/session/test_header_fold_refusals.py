@@ -56,3 +56,31 @@ def test_a_delta_whose_tool_names_cannot_key_the_fold_is_refused_typed(
     assert "request/header-delta cannot be folded: unhashable type" in str(caught.value)
     assert isinstance(caught.value.__cause__, TypeError)
     assert (len(session.events), seen, session.current_header) == (1, [], before)
+
+
+_TOOL = ToolSchema("t", "d", {})
+_OTHER = ToolSchema("u", "d", {})
+
+
+@pytest.mark.parametrize(
+    ("delta", "problem"),
+    [
+        (ToolsDelta(removed=("u",)), "tools delta names 'u', which the header lacks"),
+        (ToolsDelta(changed=(_OTHER,)), "tools delta names 'u', which the header lacks"),
+        (ToolsDelta(added=(_TOOL,)), "tools delta leaves two tools of one name"),
+        (ToolsDelta(added=(_OTHER, _OTHER)), "tools delta leaves two tools of one name"),
+    ],
+    ids=["removes-absent", "changes-absent", "adds-present", "adds-twice"],
+)
+def test_a_tools_delta_not_made_from_the_header_is_refused_typed(
+    delta: ToolsDelta, problem: str
+) -> None:
+    """R8.5: a delta naming tools as the header does not hold them would rebuild a request
+    no model was sent; it was folded silently (dropped, or a tool listed twice)."""
+    session = _headed("t")
+    before = session.current_header
+    with pytest.raises(SessionError) as caught:
+        session.append(RequestHeaderDelta(tools=delta))
+    assert caught.value.code == "CORRUPT_HEADER"
+    assert problem in str(caught.value)
+    assert (len(session.events), session.current_header) == (1, before)

@@ -53,10 +53,25 @@ def _tools_delta(old: EpochHeader, new: EpochHeader) -> ToolsDelta:
 
 
 def _apply_tools(old: EpochHeader, delta: ToolsDelta) -> tuple[ToolSchema, ...]:
+    """*old*'s tools amended by *delta*, which must name them as they are.
+
+    A delta that removes or changes a tool the header lacks, or adds one it
+    holds, was not made from this header: folded anyway, it would rebuild a
+    request no model was sent.
+    """
+    names = {tool.name for tool in old.tools}
+    for name in (*delta.removed, *(tool.name for tool in delta.changed)):
+        if name not in names:
+            raise SessionError(
+                f"tools delta names {name!r}, which the header lacks", code="CORRUPT_HEADER"
+            )
     removed = set(delta.removed)
     changed = {tool.name: tool for tool in delta.changed}
     kept = [changed.get(tool.name, tool) for tool in old.tools if tool.name not in removed]
-    return (*kept, *delta.added)
+    tools = (*kept, *delta.added)
+    if len({tool.name for tool in tools}) != len(tools):
+        raise SessionError("tools delta leaves two tools of one name", code="CORRUPT_HEADER")
+    return tools
 
 
 def make_delta(old: EpochHeader, new: EpochHeader) -> RequestHeaderDelta | None:
