@@ -21,7 +21,7 @@ from typing import Any
 from retinue._jsonschema import is_number
 from retinue._lossless import shown_short
 
-__all__ = ["checking", "metadata_keywords", "refuse_field_default"]
+__all__ = ["checking", "json_kinds", "metadata_keywords", "refuse_field_default"]
 
 _BOUNDS = {
     "gt": "exclusiveMinimum",
@@ -84,7 +84,8 @@ _READ: dict[str, tuple[str, ...]] = {
     "StringConstraints": ("strip_whitespace", "to_upper", "to_lower", "ascii_only"),
 }  # fmt: skip
 # Field(...) keeps the keywords it has no class for in one bag. Of those, pattern is read,
-# and union_mode picks a member, as the first member whose schema takes the value does here.
+# and union_mode picks a member, as pydantic's default (smart) does here: one of the value's
+# own JSON type first, else the first member whose schema takes the value.
 _BAG = "_PydanticGeneralMetadata"
 _BAG_READ = frozenset({"pattern", "union_mode"})
 _LIBRARIES = frozenset({"annotated_types", "pydantic"})
@@ -247,6 +248,11 @@ def _check_numeric(schema: dict[str, object], name: str, where: str) -> None:
             f"{where}: a numeric bound ({name}) needs an int or float type, "
             f"not {schema.get('type') or 'this one'}"
         )
+
+
+def json_kinds(schema: object) -> frozenset[str]:
+    """The JSON type names *schema* allows, its ``anyOf`` members' included."""
+    return frozenset(str(kind) for kind in _kinds(schema))
 
 
 def _kinds(schema: object) -> list[object]:

@@ -36,7 +36,8 @@ def tool(
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
     ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict``, attrs classes and dataclasses, a ``NewType`` as its
-    supertype; ``Annotated[X, "text"]`` adds a description, and pydantic's
+    supertype, a ``type X = ...`` alias as its value; ``Annotated[X, "text"]``
+    adds a description, and pydantic's
     ``Field(ge=..., max_length=..., pattern=..., description=...)`` or
     annotated-types' ``Gt``, ``Le``, ``MinLen``, ... inside ``Annotated`` add
     bounds, lengths and a pattern the arguments are checked against); parameters with

@@ -18,10 +18,10 @@ import attrs
 from retinue._errors import InvalidJsonError, RetinueError
 from retinue._lossless import freeze_json, thaw_json
 
-from ._annotations import checking, metadata_keywords, refuse_field_default
+from ._annotations import checking, json_kinds, metadata_keywords, refuse_field_default
 from ._execution import describe_failure
 from ._tool import ToolContext
-from ._validate import validate
+from ._validate import json_type_name, validate
 
 __all__ = [
     "EMPTY",
@@ -68,7 +68,7 @@ def type_schema(hint: object) -> dict[str, object]:
 
 
 def unwrap(hint: object) -> tuple[object, list[object]]:
-    """Strip ``Annotated`` and ``(Not)Required``: the bare hint and the ``Annotated`` metadata.
+    """Strip ``Annotated``, ``(Not)Required`` and ``ReadOnly``: the bare hint and the metadata.
 
     The metadata of an inner ``Annotated`` comes first: the nearer the type, the
     more it says of it (its first str is the description).
@@ -80,10 +80,35 @@ def unwrap(hint: object) -> tuple[object, list[object]]:
             args = typing.get_args(hint)
             layers.append(args[1:])
             hint = args[0]
-        elif origin is Required or origin is NotRequired:
+        elif origin is Required or origin is NotRequired or _is_read_only(origin):
             hint = typing.get_args(hint)[0]
         else:
             return hint, [item for layer in reversed(layers) for item in layer]
+
+
+_TYPING_MODULES = ("typing", "typing_extensions")
+
+
+def _is_read_only(origin: object) -> bool:
+    """Whether *origin* is ``ReadOnly`` (typing's from Python 3.13, or typing_extensions')."""
+    module = getattr(origin, "__module__", None)
+    return getattr(origin, "_name", None) == "ReadOnly" and module in _TYPING_MODULES
+
+
+def _is_typeddict(hint: object) -> bool:
+    """Whether *hint* is a TypedDict, typing_extensions' too (a class of its own before 3.13)."""
+    return typing.is_typeddict(hint) or (
+        isinstance(hint, type)
+        and issubclass(hint, dict)
+        and isinstance(getattr(hint, "__required_keys__", None), frozenset)
+        and isinstance(getattr(hint, "__optional_keys__", None), frozenset)
+    )
+
+
+def _is_type_alias(hint: object) -> bool:
+    """Whether *hint* is a ``TypeAliasType``: Python 3.12's ``type X = ...``, or the backport's."""
+    kind = type(hint)
+    return kind.__name__ == "TypeAliasType" and kind.__module__ in _TYPING_MODULES
 
 
 def shape_of(hint: object, where: str) -> Shape:
@@ -105,6 +130,10 @@ def _bare_shape(hint: object, where: str) -> Shape:
     if isinstance(hint, typing.NewType):
         # A NewType is its supertype at run time: described and built as that.
         return shape_of(hint.__supertype__, where)
+    if _is_type_alias(hint):
+        # Its value is read once here; an alias naming itself in it is refused as recursive.
+        with _describing(hint, where):
+            return shape_of(typing.cast("typing.Any", hint).__value__, where)
     if hint in _PRIMITIVES:
         return _primitive(hint)
     origin = typing.get_origin(hint)
@@ -118,7 +147,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
         return _array(hint, origin, where)
     if hint in _MAPPINGS or origin in _MAPPINGS:
         return _mapping(typing.get_args(hint), where)
-    if typing.is_typeddict(hint):
+    if _is_typeddict(hint):
         return _typed_dict(hint, where)
     if hint is ToolContext:
         # As a record the model could forge one: only a parameter of its own is injected.
@@ -223,11 +252,17 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
         return Shape(schema, lambda v: None if v is None else inner.coerce(v))
     shapes = [shape_of(member, where) for member in members]
     options = [s.schema for s in shapes] + ([{"type": "null"}] if nullable else [])
+    kinds = [json_kinds(s.schema) for s in shapes]
 
     def coerce(value: object) -> object:
-        # The first member that takes the value, its checks (a Predicate) included.
+        # The first member that takes the value, its checks (a Predicate) included; one
+        # of the value's own JSON type before the others: ``float | int`` keeps an int
+        # (a float would round it past 2**53), ``int | float`` the float 2.0.
+        own = json_type_name(value)
+        ordered = [s for s, k in zip(shapes, kinds, strict=True) if own in k]
+        ordered += [s for s, k in zip(shapes, kinds, strict=True) if own not in k]
         refused: Exception | None = None
-        for shape in shapes:
+        for shape in ordered:
             if validate(value, shape.schema) is None:
                 try:
                     return shape.coerce(value)
@@ -393,7 +428,7 @@ def _typed_dict_fields(cls: object, where: str) -> Shape:
 
 def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> bool:
     """Read ``(Not)Required`` from the hint too: stringified annotations hide it from the class."""
-    while typing.get_origin(hint) is Annotated:
+    while typing.get_origin(hint) is Annotated or _is_read_only(typing.get_origin(hint)):
         hint = typing.get_args(hint)[0]
     origin = typing.get_origin(hint)
     if origin is NotRequired:

@@ -1,0 +1,120 @@
+"""Tool schemas and argument conversion for real-world signatures (R9.7)."""
+
+from __future__ import annotations
+
+import typing
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
+import trio
+import typing_extensions
+
+from retinue._content import Text, content_text
+from retinue._lossless import JsonValue, thaw_json
+from retinue.hooks import HookBus
+from retinue.session import ToolErrorInfo
+from retinue.tools import Tool, ToolExecution, ToolRegistry, tool
+from tests.helpers import DEADLINE
+
+if TYPE_CHECKING:
+    from retinue._content import ContentBlock
+
+
+async def execute(target: Tool, arguments: JsonValue) -> tuple[str, ToolErrorInfo | None]:
+    registry = ToolRegistry(HookBus(), [target])
+    with trio.fail_after(DEADLINE):
+        result = await registry.execute(ToolExecution("c1", target.name, arguments))
+    return content_text(result.content), result.error
+
+
+def properties(definition: Tool) -> dict[str, Any]:
+    """The tool's advertised properties, as plain JSON."""
+    schema = thaw_json(definition.parameters)
+    assert isinstance(schema, dict)
+    return typing.cast("dict[str, Any]", schema["properties"])
+
+
+class Window(typing_extensions.TypedDict):
+    """A typing_extensions TypedDict: what pydantic asks for before Python 3.12."""
+
+    start: int
+    end: typing_extensions.NotRequired[int]
+    label: typing_extensions.ReadOnly[str]
+
+
+Units = typing_extensions.TypeAliasType("Units", Literal["c", "f"])
+
+
+def test_a_typing_extensions_typeddict_is_described_like_a_typing_one() -> None:
+    """R9.7: a ``typing_extensions.TypedDict`` (its ``ReadOnly`` keys too) is an object schema."""
+
+    def chart(window: Window) -> str:
+        return repr(window)
+
+    assert properties(tool(chart))["window"] == {
+        "type": "object",
+        "properties": {
+            "start": {"type": "integer"},
+            "end": {"type": "integer"},
+            "label": {"type": "string"},
+        },
+        "required": ["start", "label"],
+        "additionalProperties": False,
+    }
+
+
+def test_a_type_alias_is_described_as_its_value() -> None:
+    """R9.7: a ``TypeAliasType`` (Python 3.12's ``type`` statement) stands for its value."""
+
+    def convert(units: Units) -> str:
+        return units
+
+    assert properties(tool(convert))["units"] == {"type": "string", "enum": ["c", "f"]}
+
+
+def _recursive_alias() -> object:
+    """The alias of Python 3.12's ``type Nested = list[Nested] | int``, built by the backport."""
+    Nested = typing_extensions.TypeAliasType("Nested", int)  # noqa: N806 - an alias's own name
+    # Its value names the alias itself, which only exists once the alias does.
+    object.__setattr__(Nested, "__value__", list[Nested] | int)  # type: ignore[valid-type]
+    return Nested
+
+
+def test_a_recursive_type_alias_is_refused_clearly() -> None:
+    """R9.7: an alias that contains itself cannot be described without references."""
+
+    def walk(node: int) -> str:
+        return repr(node)
+
+    walk.__annotations__["node"] = _recursive_alias()
+    with pytest.raises(TypeError, match=r"recursive type Nested"):
+        tool(walk)
+
+
+def test_an_unresolvable_return_annotation_does_not_refuse_the_tool() -> None:
+    """R9.7: the schema is the parameters'; a return type imported only for type checkers is not read."""
+
+    def greet(name: str) -> tuple[ContentBlock, ...]:
+        return (Text(f"hello {name}"),)
+
+    assert properties(tool(greet)) == {"name": {"type": "string"}}
+
+
+async def test_a_union_keeps_an_integer_for_its_int_member_even_after_a_float_one() -> None:
+    """R9.7: ``float | int`` given an exact integer gives the body that int, not a rounded float."""
+
+    def store(value: float | int) -> str:  # noqa: PYI041 - the order is tested
+        return repr(value)
+
+    assert await execute(tool(store), {"value": 2**53 + 1}) == (repr(2**53 + 1), None)
+    assert await execute(tool(store), {"value": 2.5}) == ("2.5", None)
+
+
+async def test_a_union_keeps_a_float_for_its_float_member_even_after_an_int_one() -> None:
+    """R9.7: ``int | float`` given ``2.0`` gives the body the float the model wrote."""
+
+    def store(value: int | float) -> str:  # noqa: PYI041 - the order is tested
+        return repr(value)
+
+    assert await execute(tool(store), {"value": 2.0}) == ("2.0", None)
+    assert await execute(tool(store), {"value": 3}) == ("3", None)
