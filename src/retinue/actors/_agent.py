@@ -225,7 +225,7 @@ class Agent:
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
             await _wait_for_turn(core)
         if not core.disposed:
-            flushed = core.flush_rounds.waiter(requested=core.flush_wanted.is_set())
+            flushed = core.flush_rounds.waiter(requested=core.flush_owed)
             if flushed is not None:
                 # From the agent's own flusher (a session/flush listener) this is refused.
                 caller = _caller_that_may_wait(core, "wait_idle")

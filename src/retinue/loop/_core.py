@@ -239,6 +239,11 @@ class AgentCore:
     prefix: tuple[Message, ...] | None = None
     header_anchored: bool = False
     flush_wanted: trio.Event = attrs.field(factory=trio.Event)
+    """Wakes the flusher: for a flush owed, or to stop it."""
+    flush_owed: bool = False
+    """A background flush was requested and has not begun (R2.21, R12.9)."""
+    flushed_upto: int = 0
+    """How many events the last flush begun covers."""
     flush_rounds: FlushRounds = attrs.field(factory=FlushRounds)
     prompt_text: str | None = None
     waits_on: tuple[AgentCore, ...] = ()
@@ -300,7 +305,7 @@ class AgentCore:
             session.append(TurnEnd(turn, TurnEndReason.completed()))
         except Exception:
             log.exception("turn/end observer failed for agent %s (contained)", self.id)
-        self.flush_wanted.set()
+        self.want_flush()
         if failure is not None:
             raise failure
 
@@ -318,7 +323,9 @@ class AgentCore:
             or self.mailbox.has_queued
             or self.mailbox.has_steering
         )
-        if armed:
+        if armed and not self.cancel_marker:
+            # The first cause wins: a later cancel finds the turn cancelled already,
+            # and only the prompts it discards are settled with its reason.
             self.cancel_marker = True
             self.cancel_reason = ended.reason
         self.discard_pending(ended)
@@ -326,6 +333,16 @@ class AgentCore:
             self.step_signal.abort()
 
     # -- driver-facing helpers ------------------------------------------------
+
+    def _flushing_every_event(self) -> bool:
+        """Whether a background flush is in flight that began after the last event."""
+        in_flight = self.flush_rounds.in_flight is not None and not self.flush_owed
+        return in_flight and self.flushed_upto == len(self.session.events)
+
+    def want_flush(self) -> None:
+        """Ask the flusher for a background flush; it runs one even once told to stop."""
+        self.flush_owed = True
+        self.flush_wanted.set()
 
     def discard_pending(self, reason: TurnEndReason) -> None:
         """Clear both FIFOs, settling the tickets of discarded prompts (R2.25)."""
@@ -423,10 +440,11 @@ class AgentCore:
             # Between windows (continuation, turn-stop): only disposal interrupts.
             self.turn_scope.cancel()
         self.mailbox.wake()
-        if not running:
-            # An idle agent's final flush is its flusher's (R12.9). A running one's is
-            # the driver's post-turn flush (R2.36): a second one beside it would run
-            # the checkpoint twice and report its failure twice (R7.49).
-            self.flush_wanted.set()
+        if not running and not self._flushing_every_event():
+            # An idle agent's final flush is its flusher's (R12.9): the one in flight, if
+            # it began after the last event, else one more. A running one's is the
+            # driver's post-turn flush (R2.36): a second one beside it would run the
+            # checkpoint twice and report its failure twice (R7.49).
+            self.want_flush()
         if announce:
             self.emit("agent/status", "disposed")

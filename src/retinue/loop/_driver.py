@@ -127,7 +127,9 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
 async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
     """Flush after idle injections (R2.21) until *stop* is set; a child of the agent.
 
-    Set *stop*, then ``core.flush_wanted``, to end it once its flush in flight is done.
+    Set *stop*, then ``core.flush_wanted``, to end it once its flush in flight
+    and the one owed, if any, are done: an inject or a disposal just before the
+    driver exited is flushed before the agent is unregistered (R12.9).
     However it ends, every ``wait_idle`` waiting on one of its flushes is released.
     """
     rounds = core.flush_rounds
@@ -135,10 +137,13 @@ async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
         while True:
             await core.flush_wanted.wait()
             core.flush_wanted = trio.Event()
+            # One owed during a round is run next, even once the flusher is told to stop.
+            while core.flush_owed:
+                core.flush_owed = False
+                rounds.begin()
+                await flush(core, core.session.last_turn, 0)
+                rounds.end_round()
             if stop.is_set():
                 return
-            rounds.begin()
-            await flush(core, core.session.last_turn, 0)
-            rounds.end_round()
     finally:
         rounds.stop()

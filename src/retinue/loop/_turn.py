@@ -114,6 +114,7 @@ _LISTENERS = "the session/flush listeners"
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
+    core.flushed_upto = len(core.session.events)
     services = core.services
     store = services.store
     # A store written before the protocol had ``durable`` takes the guarded path.

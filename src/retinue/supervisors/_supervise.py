@@ -270,4 +270,4 @@ def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
             log.exception("closing event observer failed for agent %s (contained)", core.id)
     if closers:
         # Made durable now, as a turn's end would be, not at the next turn's end.
-        core.flush_wanted.set()
+        core.want_flush()
