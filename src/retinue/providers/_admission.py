@@ -17,6 +17,7 @@ capped by the ``max_pause`` a request was admitted with, held on its ticket
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import final
@@ -160,6 +161,8 @@ class AdmissionController:
         self._default = limits or AdmissionLimits()
         self._per_model = {_key(key): value for key, value in (per_model or {}).items()}
         self._lanes: dict[LaneKey, Lane] = {}
+        self._run: trio.lowlevel.TrioToken | None = None
+        self._seen = (0.0, 0.0)
 
     def __repr__(self) -> str:
         # Read from the lanes, not statistics(): that needs trio's clock, and a
@@ -174,7 +177,27 @@ class AdmissionController:
         found = self._per_model.get((provider, model)) or self._per_model.get((None, model))
         return found or self._default
 
+    def _follow_run(self) -> None:
+        """Carry the lanes' times over to this trio run's clock, when it is a new run.
+
+        Each run's clock counts from an origin of its own: a window or a pause
+        kept in an earlier run's times would otherwise hold the lane for days
+        (or end at once). The real time since the last one seen in the earlier
+        run counts as time passed.
+        """
+        run = trio.lowlevel.current_trio_token()
+        now, real = trio.current_time(), time.perf_counter()
+        if run is not self._run:
+            if self._run is not None:
+                then, real_then = self._seen
+                shift = now - then - (real - real_then)
+                for lane in self._lanes.values():
+                    lane.shift(shift)
+            self._run = run
+        self._seen = (now, real)
+
     def _lane(self, provider: str | None, model: str) -> Lane:
+        self._follow_run()
         key = (provider, model)
         lane = self._lanes.get(key)
         if lane is None:
@@ -213,6 +236,7 @@ class AdmissionController:
             yield ticket
             success = True
         finally:
+            self._follow_run()
             lane.release(trio.current_time(), success=success)
 
     async def _wait(self, lane: Lane, waiter: Waiter, max_pause: float) -> AdmissionTicket:
@@ -255,5 +279,6 @@ class AdmissionController:
 
     def statistics(self) -> AdmissionStatistics:
         """A snapshot of every lane; never blocks."""
+        self._follow_run()
         now = trio.current_time()
         return AdmissionStatistics(tuple(lane.statistics(now) for lane in self._lanes.values()))

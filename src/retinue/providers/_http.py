@@ -51,13 +51,26 @@ def _cause(exc: BaseException) -> str:
     return reason
 
 
-def connection_failed(exc: Exception, provider: str, *, timed_out: bool) -> ProviderConnectionError:
-    """The typed error for an SDK's connection failure: where it was going and why it failed."""
+def connection_failed(exc: Exception, provider: str, *, timed_out: bool) -> ProviderError:
+    """The typed error for an SDK's connection failure: where it was going and why it failed.
+
+    A request that is not valid HTTP (a header value with a line break: a key
+    pasted with its newline) was never sent. It is a client error, not retried,
+    and its header is not quoted: the value is most often the key.
+    """
     request = getattr(exc, "request", None)
     where = ""
     if isinstance(request, httpx2.Request):
-        # The query may carry a key (some gateways take one there); the path is enough.
-        where = f" to {request.url.copy_with(query=None, fragment=None)}"
+        # The query may carry a key (some gateways take one there), the userinfo a
+        # password (a gateway behind basic auth); the host and path are enough.
+        url = request.url.copy_with(query=None, fragment=None, userinfo=b"")
+        where = f" to {url}"
+    if isinstance(exc.__cause__, httpx2.LocalProtocolError):
+        return ProviderError(
+            f"{provider} request{where} is not valid HTTP, so it was not sent: a header"
+            " name or value holds a character HTTP forbids, such as a line break",
+            code="CLIENT_ERROR",
+        )
     return ProviderConnectionError(
         f"{provider} connection{where} {'timed out' if timed_out else 'failed'}: {_cause(exc)}",
         code="TIMEOUT" if timed_out else "CONNECTION_ERROR",

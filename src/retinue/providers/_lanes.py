@@ -276,6 +276,17 @@ class Lane:
             if remaining is not None and remaining <= 0 and reset:
                 self.paused_until = max(self.paused_until, now + min(reset, max_pause))
 
+    def shift(self, seconds: float) -> None:
+        """Move every time the lane keeps by *seconds* (onto another run's clock)."""
+        for window in (self.requests, self.tokens):
+            for charge in window.charges if window is not None else ():
+                charge.at += seconds
+        for queue in self.queues.values():
+            for waiter in queue:
+                waiter.since += seconds
+        self.paused_until += seconds
+        self._throttled_until += seconds
+
     def statistics(self, now: float) -> LaneStatistics:
         requests = tokens = 0
         if self.requests is not None:

@@ -11,6 +11,7 @@ from typing import final
 import attrs
 import trio
 
+from retinue._checks import finite_number_error
 from retinue._content import Text, ToolCall, ToolResultBlock
 from retinue._errors import NoAdapterError
 from retinue._request import ModelRequest
@@ -130,6 +131,10 @@ class ManagedModel:
                     raise
                 delay = self.retry.delay(attempt, error, self._rng)
                 self._notify(error, request, provider, attempt, delay)
+            except Exception:
+                # No provider's failure, so never retried: a failed stream all the same.
+                self._counts["failures"] += 1
+                raise
             self._counts["retries"] += 1
             await trio.sleep(delay)
 
@@ -240,13 +245,24 @@ class _Admitted:
     async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
         assert self._inner is not None
         assert self._ticket is not None
-        # A 429 may say only through these headers how long the budget stays
-        # spent. A spent quota is no budget to wait for: no pause mends it.
-        if isinstance(error, ProviderError) and error.code != QUOTA_EXHAUSTED:
-            self._ticket.observe_headers(error.headers)
-        if throttles(error):
-            self._ticket.rate_limited(error.retry_after)
-        return bool(await self._inner.__aexit__(type(error) if error else None, error, None))
+        try:
+            # A 429 may say only through these headers how long the budget stays
+            # spent. A spent quota is no budget to wait for: no pause mends it.
+            if isinstance(error, ProviderError) and error.code != QUOTA_EXHAUSTED:
+                self._ticket.observe_headers(error.headers)
+            if throttles(error):
+                self._ticket.rate_limited(_lane_pause(error))
+        finally:
+            # Whatever the report made of the error, the attempt leaves the lane.
+            exited = await self._inner.__aexit__(type(error) if error else None, error, None)
+        return bool(exited)
+
+
+def _lane_pause(error: ProviderError) -> float | None:
+    """The wait *error* asks of its lane; ``None`` (the default pause) for one no lane can
+    take: a custom model's NaN or negative wait must not replace its error."""
+    wait = error.retry_after
+    return wait if finite_number_error(wait, zero=True) is None else None
 
 
 def manage(

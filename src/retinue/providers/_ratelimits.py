@@ -50,7 +50,10 @@ def parse_duration(text: str) -> float | None:
     parts = _DURATION.findall(text)
     if not parts or "".join(a + b for a, b in parts) != text:
         return None
-    return sum(float(amount) * _UNITS[unit] for amount, unit in parts)
+    # Digits no float holds overflow to inf: unreadable, as "inf" itself is, not a
+    # wait for ever (a lane cannot be paused for it).
+    seconds = sum(float(amount) * _UNITS[unit] for amount, unit in parts)
+    return seconds if math.isfinite(seconds) else None
 
 
 def _reset(text: str | None, wall_now: float) -> float | None:

@@ -1,0 +1,177 @@
+"""The transport under the adapters: rate-limit headers, retries, admission and connections
+when a provider (or a custom model) sends what the usual paths do not expect."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import httpx2
+import pytest
+import trio
+import trio.testing
+
+from retinue._errors import ModelError
+from retinue.providers import (
+    AdmissionController,
+    AdmissionLimits,
+    ManagedStatistics,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    RetryNotice,
+    RetryPolicy,
+    manage,
+)
+from retinue.providers._failures import status_error
+from retinue.providers._ratelimits import parse_duration
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import (
+    EchoPolicy,
+    MockReply,
+    MockServer,
+    RawReply,
+    ScriptedPolicy,
+    open_mock_server,
+)
+from retinue.providers.openai import OpenAIModel
+
+from .support import JSON, FakeModel, collect, make_request, mock_adapter
+
+VIRTUAL_DEADLINE = 600.0
+REAL_DEADLINE = 20.0
+OVERFLOWING_RESET = "9" * 400 + "s"
+"""A reset duration whose digits are finite text but no finite float."""
+RATE_LIMITED = json.dumps(
+    {"error": {"message": "Rate limit reached for requests", "code": "rate_limit_exceeded"}}
+).encode()
+
+
+def test_a_reset_duration_too_large_for_a_float_is_no_duration() -> None:
+    """A reset no float can hold is unreadable, as ``inf`` is: not an infinite wait."""
+    assert parse_duration(OVERFLOWING_RESET) is None
+    assert parse_duration("1" + "0" * 305 + "h") is None
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "9" * 400}
+    assert status_error(429, RATE_LIMITED, headers, provider="p").retry_after is None
+
+
+async def test_a_429_with_an_overflowing_reset_raises_its_rate_limit_and_frees_the_lane(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A 429 whose spent budget resets after an overflowing duration is retried as a 429,
+    and its attempt leaves the lane, instead of a bare ``ValueError`` holding the lane's
+    only place for good."""
+    spent = (
+        ("x-ratelimit-remaining-requests", "0"),
+        ("x-ratelimit-reset-requests", OVERFLOWING_RESET),
+    )
+    reply = RawReply(429, JSON + spent, RATE_LIMITED)
+    server = MockServer(ScriptedPolicy([reply, MockReply(text="ok")]))
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with mock_adapter("chat", server) as adapter:
+            model = manage(adapter, retry=RetryPolicy(max_attempts=2), admission=admission)
+            collected = await collect(model, make_request("hi"))
+    assert collected.message.content[0].text == "ok"  # type: ignore[union-attr]
+    assert admission.statistics().in_flight == 0
+
+
+@pytest.mark.parametrize("wait", [math.nan, -1.0, math.inf])
+async def test_a_custom_models_unusable_wait_neither_hides_its_error_nor_holds_the_lane(
+    wait: float, autojump_clock: trio.abc.Clock
+) -> None:
+    """A rate limit a custom model raises with a wait no lane can pause for (NaN, negative,
+    infinite) still propagates, and its attempt still leaves the lane."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+    error = RateLimitError("slow down", status=429, retry_after=wait, retryable=True)
+    model = manage(FakeModel([error]), admission=admission)
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        with pytest.raises(RateLimitError):
+            await collect(model, make_request("hi"))
+    assert admission.statistics().in_flight == 0
+
+
+def _keyed(api: str, server: MockServer, key: str) -> OpenAIModel | AnthropicModel:
+    """The adapter for *api* at *server*'s socket, sending *key*."""
+    if api == "messages":
+        return AnthropicModel(base_url=server.base_url, api_key=key)
+    return OpenAIModel(base_url=server.openai_base_url, api_key=key)
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+async def test_a_key_with_a_line_break_is_a_client_error_that_does_not_quote_the_key(
+    api: str,
+) -> None:
+    """A key pasted with its line break makes a header HTTP forbids: nothing is sent, so
+    no retry can mend it (as a key with a non-ASCII letter), and the error, which reaches
+    logs and retry notices, does not quote the key."""
+    secret = "sk-secret-4f9a"
+    notices: list[RetryNotice] = []
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            open_mock_server(EchoPolicy()) as server,
+            _keyed(api, server, secret + "\n") as adapter,
+        ):
+            model = manage(adapter, retry=RetryPolicy(), on_retry=notices.append)
+            with pytest.raises(ProviderError) as caught:
+                await collect(model, make_request("hi"))
+    assert (caught.value.code, caught.value.retryable, notices) == ("CLIENT_ERROR", False, [])
+    assert secret not in str(caught.value)
+
+
+def test_admission_shared_by_two_trio_runs_keeps_its_window_in_the_later_runs_time() -> None:
+    """A controller kept from one ``trio.run`` to the next holds its requests to the
+    window's minute in the next run too: each run's clock has an origin of its own, and
+    the window, kept in the earlier run's times, must not hold the lane until that clock's
+    time comes round (here, 1000 s after it began)."""
+    admission = AdmissionController(AdmissionLimits(requests_per_minute=1))
+    waits: list[float] = []
+
+    async def admit_once(start: float) -> None:
+        with trio.fail_after(VIRTUAL_DEADLINE * 10):
+            await trio.sleep(start)
+            async with admission.admit(provider="p", model="m"):
+                waits.append(trio.current_time() - start)
+
+    trio.run(admit_once, 1000.0, clock=trio.testing.MockClock(autojump_threshold=0))
+    trio.run(admit_once, 0.0, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert waits[0] == 0.0
+    assert 59.0 < waits[1] <= 60.0
+
+
+async def test_a_stream_failing_with_a_plain_model_error_counts_as_a_failure(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A model error that is no provider's failure is never retried, but its stream still
+    ended with an error after its last attempt: ``failures`` counts it."""
+    model = manage(FakeModel([ModelError("no such route", code="NO_ADAPTER")]), retry=RetryPolicy())
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        with pytest.raises(ModelError):
+            await collect(model, make_request("hi"))
+    assert model.statistics() == ManagedStatistics(requests=1, attempts=1, retries=0, failures=1)
+
+
+class _Refusing(httpx2.AsyncBaseTransport):
+    """A transport that refuses every connection."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        await trio.lowlevel.checkpoint()
+        raise httpx2.ConnectError("[Errno 111] Connection refused", request=request)
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+async def test_a_connection_failure_names_the_url_without_its_password(api: str) -> None:
+    """A gateway behind basic auth is given as ``http://user:password@host``: the failure
+    names the URL the request went to, but not the password in it (nor its query)."""
+    root = "http://user:s3cret@gateway.internal:8080"
+    model: OpenAIModel | AnthropicModel = (
+        AnthropicModel(base_url=root, api_key="k", transport=_Refusing())
+        if api == "messages"
+        else OpenAIModel(base_url=root + "/v1", api_key="k", transport=_Refusing())
+    )
+    with trio.fail_after(REAL_DEADLINE):
+        async with model:
+            with pytest.raises(ProviderConnectionError) as caught:
+                await collect(model, make_request("hi"))
+    assert "connection to http://gateway.internal:8080/v1/" in caught.value.message
+    assert "s3cret" not in caught.value.message
