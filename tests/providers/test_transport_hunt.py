@@ -175,3 +175,24 @@ async def test_a_connection_failure_names_the_url_without_its_password(api: str)
                 await collect(model, make_request("hi"))
     assert "connection to http://gateway.internal:8080/v1/" in caught.value.message
     assert "s3cret" not in caught.value.message
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+async def test_an_adapter_shows_its_url_without_its_password(api: str) -> None:
+    """An adapter's repr, and the ``ADAPTER_CLOSED`` error that quotes it, name the host
+    and path of its base URL but not the password or query a gateway's URL may carry."""
+    root = "http://user:s3cret@gateway.internal:8080"
+    model: OpenAIModel | AnthropicModel = (
+        AnthropicModel(base_url=root + "?key=k3y", api_key="k", transport=_Refusing())
+        if api == "messages"
+        else OpenAIModel(base_url=root + "/v1?key=k3y", api_key="k", transport=_Refusing())
+    )
+    async with model:
+        pass
+    with trio.fail_after(REAL_DEADLINE), pytest.raises(ModelError) as caught:
+        await collect(model, make_request("hi"))
+    assert caught.value.code == "ADAPTER_CLOSED"
+    for shown in (repr(model), caught.value.message):
+        assert "gateway.internal:8080" in shown
+        assert "s3cret" not in shown
+        assert "k3y" not in shown

@@ -25,6 +25,7 @@ __all__ = [
     "note_answer",
     "post_encodable",
     "send_within",
+    "shown_url",
 ]
 
 DRAIN_SECONDS = 1.0
@@ -51,6 +52,18 @@ def _cause(exc: BaseException) -> str:
     return reason
 
 
+def shown_url(url: str | httpx2.URL) -> str:
+    """*url* as a message or repr may show it: without the password or query it may carry.
+
+    A gateway may take a key in the query, or basic auth in the userinfo.
+    """
+    try:
+        parsed = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError):
+        return "<a URL that cannot be parsed>"
+    return str(parsed.copy_with(query=None, fragment=None, userinfo=b""))
+
+
 def connection_failed(exc: Exception, provider: str, *, timed_out: bool) -> ProviderError:
     """The typed error for an SDK's connection failure: where it was going and why it failed.
 
@@ -61,10 +74,7 @@ def connection_failed(exc: Exception, provider: str, *, timed_out: bool) -> Prov
     request = getattr(exc, "request", None)
     where = ""
     if isinstance(request, httpx2.Request):
-        # The query may carry a key (some gateways take one there), the userinfo a
-        # password (a gateway behind basic auth); the host and path are enough.
-        url = request.url.copy_with(query=None, fragment=None, userinfo=b"")
-        where = f" to {url}"
+        where = f" to {shown_url(request.url)}"
     if isinstance(exc.__cause__, httpx2.LocalProtocolError):
         return ProviderError(
             f"{provider} request{where} is not valid HTTP, so it was not sent: a header"

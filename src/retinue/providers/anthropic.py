@@ -34,6 +34,7 @@ from ._http import (
     decode_response,
     post_encodable,
     send_within,
+    shown_url,
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client
 
@@ -169,7 +170,7 @@ class AnthropicModel(ClientOwner):
         )
 
     def __repr__(self) -> str:
-        return f"AnthropicModel(provider={self.provider!r}, base_url={self.base_url!r})"
+        return f"AnthropicModel(provider={self.provider!r}, base_url={shown_url(self.base_url)!r})"
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream one call; closing or cancelling the iterator closes the HTTP response."""

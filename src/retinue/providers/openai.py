@@ -28,6 +28,7 @@ from ._http import (
     decode_response,
     post_encodable,
     send_within,
+    shown_url,
 )
 from ._openai_chat import ChatStreamDecoder, chat_request_body
 from ._openai_responses import ResponsesStreamDecoder, responses_request_body
@@ -164,7 +165,7 @@ class OpenAIModel(ClientOwner):
         _prime_platform(self._client)
 
     def __repr__(self) -> str:
-        return f"OpenAIModel(provider={self.provider!r}, api={self.api!r}, base_url={str(self._client.base_url)!r})"
+        return f"OpenAIModel(provider={self.provider!r}, api={self.api!r}, base_url={shown_url(self._client.base_url)!r})"
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream one call; closing or cancelling the iterator closes the HTTP response."""

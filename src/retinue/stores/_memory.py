@@ -78,7 +78,10 @@ class MemoryBackend:
 
 @final
 class MemoryStore(BufferedStore):
-    """Keeps flushed events in process memory: survives agent disposal, not the process.
+    """Keeps flushed events in process memory: survives agent disposal, not its closing.
+
+    A runtime closes the store it is given when it exits; hold it open with
+    ``async with store:`` around the runtimes that share it.
 
     Use it as ``async with MemoryStore() as store:`` (group commit) or plainly.
     """
