@@ -619,7 +619,7 @@ async def test_turn_start_rejected_before_logging_reaches_the_backstop(
         before = len(agent.session.events)
         lost = await agent.ask("lost prompt")
         assert len(agent.session.events) == before
-        assert lost.reason.kind == "error"
+        assert (lost.turn, lost.reason.kind) == (0, "error")  # no turn was logged for it
         assert lost.reason.step == 0
         assert len(reported) == 1
         turn, step, error = reported[0]

@@ -68,6 +68,8 @@ class TurnResult:
     """How a turn ended, with the last assistant text and the turn's summed usage."""
 
     turn: int
+    """The turn's number; 0 when no turn was logged for the prompt (discarded, or refused
+    before its ``turn/start``)."""
     reason: TurnEndReason
     text: str = ""
     usage: Usage | None = None

@@ -120,7 +120,8 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         log.warning("turn %d of agent %s failed before it opened: %s", turn, core.id, exc)
         core.emit("agent/error", turn, 0, exc)
         reason = TurnEndReason.error(0, describe_error(exc), "TURN_NOT_OPENED")
-        settle(items, TurnResult(turn, reason))
+        # No turn was logged, so none is named: the next one takes this number.
+        settle(items, TurnResult(0, reason))
         return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice
 
 
