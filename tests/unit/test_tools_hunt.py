@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from typing import TYPE_CHECKING, Any, Literal
 
+import attrs
 import pytest
 import trio
 import typing_extensions
@@ -118,3 +120,45 @@ async def test_a_union_keeps_a_float_for_its_float_member_even_after_an_int_one(
 
     assert await execute(tool(store), {"value": 2.0}) == ("2.0", None)
     assert await execute(tool(store), {"value": 3}) == ("3", None)
+
+
+@dataclasses.dataclass
+class _Cached:
+    """A record whose class-level annotation names a type imported only for type checkers."""
+
+    key: str
+    last: typing.ClassVar[ContentBlock | None] = None
+
+
+@attrs.define
+class _Marked:
+    key: str
+    seen: typing.ClassVar[ContentBlock | None] = None
+
+
+@pytest.mark.parametrize("record", [_Cached, _Marked], ids=["dataclass", "attrs"])
+async def test_a_record_is_described_by_its_fields_whatever_else_it_annotates(
+    record: type[_Cached | _Marked],
+) -> None:
+    """R9.7: a ``ClassVar`` no constructor takes was resolved with the fields, and one naming
+    a type imported only for type checkers refused the whole tool."""
+
+    def look(item: _Cached) -> str:
+        return item.key
+
+    look.__annotations__["item"] = record
+    defined = tool(look)
+    assert properties(defined)["item"]["properties"] == {"key": {"type": "string"}}
+    assert await execute(defined, {"item": {"key": "k"}}) == ("k", None)
+
+
+@pytest.mark.parametrize("hint", [tuple[()], typing.Tuple[()]], ids=["tuple", "Tuple"])  # noqa: UP006 - typing's spelling is the other case
+def test_an_empty_tuple_type_is_refused_as_a_fixed_length_tuple(hint: object) -> None:
+    """R9.7: ``tuple[()]`` admits only the empty tuple, yet was described as an array of anything."""
+
+    def take(items: tuple[int, ...]) -> str:
+        return repr(items)
+
+    take.__annotations__["items"] = hint
+    with pytest.raises(TypeError, match=r"take\(items\): fixed-length tuples are not supported"):
+        tool(take)

@@ -15,6 +15,7 @@ from retinue._lossless import thaw_json
 
 from ._annotations import refuse_field_default
 from ._docstring import parse_docstring
+from ._hints import parameter_hints
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._shapes import (
     EMPTY,
@@ -22,7 +23,6 @@ from ._shapes import (
     accepting_null,
     object_schema,
     raise_located,
-    resolve_hints,
     shape_of,
     type_schema,
     unwrap,
@@ -81,7 +81,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     signature = inspect.signature(fn)
     target, bound = _unwrap_partial(fn)
     _check_not_unbound_method(fn, signature, bound)
-    hints = _parameter_hints(target if inspect.isroutine(target) else type(target).__call__, where)
+    hints = parameter_hints(target if inspect.isroutine(target) else type(target).__call__, where)
     description, documented = parse_docstring(_docstring(target))
     shapes: dict[str, Shape] = {}
     properties: dict[str, object] = {}
@@ -109,35 +109,6 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     return FunctionSpec(
         description, object_schema(properties, required), context, ShapeBinder(shapes)
     )
-
-
-def _parameter_hints(function: object, where: str) -> dict[str, object]:
-    """The resolved hints of *function*'s parameters; its return annotation is not read.
-
-    The schema has no use for it, and under ``from __future__ import annotations``
-    it may name a type imported only for type checkers, which no lookup finds.
-    """
-    try:
-        annotations = getattr(function, "__annotations__", None)
-    except Exception:  # evaluated on access from Python 3.14: resolving says what failed
-        annotations = None
-    if isinstance(annotations, dict) and "return" in annotations:
-        parameters = {name: hint for name, hint in annotations.items() if name != "return"}
-        return resolve_hints(_Parameters(function, parameters), where)
-    return resolve_hints(function, where)
-
-
-@final
-class _Parameters:
-    """*function* as ``typing.get_type_hints`` reads it, with only the given annotations.
-
-    It finds the function's globals through ``__wrapped__``, as it does for a wrapper.
-    """
-
-    def __init__(self, function: object, annotations: dict[str, object]) -> None:
-        self.__wrapped__ = function
-        self.__annotations__ = annotations
-        self.__type_params__ = getattr(function, "__type_params__", ())
 
 
 def _docstring(target: object) -> str | None:

@@ -20,6 +20,7 @@ from retinue._lossless import freeze_json, thaw_json
 
 from ._annotations import checking, json_kinds, metadata_keywords, refuse_field_default
 from ._execution import describe_failure
+from ._hints import record_hints, resolve_hints
 from ._tool import ToolContext
 from ._validate import json_type_name, validate
 
@@ -30,7 +31,6 @@ __all__ = [
     "accepting_null",
     "object_schema",
     "raise_located",
-    "resolve_hints",
     "shape_of",
     "type_schema",
     "unwrap",
@@ -278,7 +278,9 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
 def _array(hint: object, origin: object, where: str) -> Shape:
     args = typing.get_args(hint)
     if origin is tuple or hint is tuple:
-        if args and (len(args) != 2 or args[1] is not Ellipsis):
+        # ``tuple[()]`` holds its empty arguments (a bare ``Tuple`` holds none): fixed too.
+        fixed = not args and getattr(hint, "__args__", None) == ()
+        if fixed or (args and (len(args) != 2 or args[1] is not Ellipsis)):
             raise TypeError(f"{where}: fixed-length tuples are not supported; use tuple[X, ...]")
         args = args[:1]
     if not args:
@@ -378,13 +380,6 @@ def object_schema(properties: dict[str, object], required: list[str]) -> dict[st
     return schema
 
 
-def resolve_hints(owner: object, where: str) -> dict[str, object]:
-    try:
-        return typing.get_type_hints(owner, include_extras=True)
-    except Exception as exc:
-        raise TypeError(f"{where}: cannot resolve type hints: {exc}") from exc
-
-
 @contextlib.contextmanager
 def _describing(cls: object, where: str) -> Iterator[None]:
     """Mark *cls* as open while its fields are described.
@@ -473,6 +468,14 @@ def _init_fields(cls: type[object], hints: dict[str, object], where: str) -> lis
     return fields
 
 
+def _field_names(cls: type[object]) -> frozenset[str]:
+    """The names of the fields *cls*'s constructor takes (attributes, not aliases)."""
+    if attrs.has(cls):
+        return frozenset(field.name for field in attrs.fields(cls) if field.init)
+    fields = dataclasses.fields(typing.cast("type[typing.Any]", cls))
+    return frozenset(field.name for field in fields if field.init)
+
+
 def _dataclass_default(field: dataclasses.Field[object]) -> object:
     if field.default is not dataclasses.MISSING:
         return field.default
@@ -483,7 +486,8 @@ def _record_fields(cls: type[object], where: str) -> Shape:
     shapes: dict[str, Shape] = {}
     properties: dict[str, object] = {}
     required: list[str] = []
-    for field in _init_fields(cls, resolve_hints(cls, where), where):
+    hints = record_hints(cls, _field_names(cls), where)
+    for field in _init_fields(cls, hints, where):
         refuse_field_default(field.default, f"{where}.{field.name}")
         shape = shape_of(field.hint, f"{where}.{field.name}")
         if field.default is None:
