@@ -1,13 +1,21 @@
-"""Resolving the type hints a tool's schema is read from, and only those."""
+"""Reading the type hints a tool's schema is made of: resolving only those, and unwrapping them."""
 
 from __future__ import annotations
 
 import sys
 import typing
 from collections.abc import Collection
-from typing import final
+from typing import Annotated, NotRequired, Required, final
 
-__all__ = ["parameter_hints", "record_hints", "resolve_hints"]
+__all__ = [
+    "is_read_only",
+    "is_type_alias",
+    "is_typeddict",
+    "parameter_hints",
+    "record_hints",
+    "resolve_hints",
+    "unwrap",
+]
 
 
 def resolve_hints(
@@ -72,3 +80,47 @@ class _Annotations:
         if wrapped is not None:
             self.__wrapped__ = wrapped
             self.__type_params__ = getattr(wrapped, "__type_params__", ())
+
+
+def unwrap(hint: object) -> tuple[object, list[object]]:
+    """Strip ``Annotated``, ``(Not)Required`` and ``ReadOnly``: the bare hint and the metadata.
+
+    The metadata of an inner ``Annotated`` comes first: the nearer the type, the
+    more it says of it (its first str is the description).
+    """
+    layers: list[tuple[object, ...]] = []
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is Annotated:
+            args = typing.get_args(hint)
+            layers.append(args[1:])
+            hint = args[0]
+        elif origin is Required or origin is NotRequired or is_read_only(origin):
+            hint = typing.get_args(hint)[0]
+        else:
+            return hint, [item for layer in reversed(layers) for item in layer]
+
+
+_TYPING_MODULES = ("typing", "typing_extensions")
+
+
+def is_read_only(origin: object) -> bool:
+    """Whether *origin* is ``ReadOnly`` (typing's from Python 3.13, or typing_extensions')."""
+    module = getattr(origin, "__module__", None)
+    return getattr(origin, "_name", None) == "ReadOnly" and module in _TYPING_MODULES
+
+
+def is_typeddict(hint: object) -> bool:
+    """Whether *hint* is a TypedDict, typing_extensions' too (a class of its own before 3.13)."""
+    return typing.is_typeddict(hint) or (
+        isinstance(hint, type)
+        and issubclass(hint, dict)
+        and isinstance(getattr(hint, "__required_keys__", None), frozenset)
+        and isinstance(getattr(hint, "__optional_keys__", None), frozenset)
+    )
+
+
+def is_type_alias(hint: object) -> bool:
+    """Whether *hint* is a ``TypeAliasType``: Python 3.12's ``type X = ...``, or the backport's."""
+    kind = type(hint)
+    return kind.__name__ == "TypeAliasType" and kind.__module__ in _TYPING_MODULES

@@ -15,7 +15,7 @@ from retinue._lossless import thaw_json
 
 from ._annotations import refuse_field_default
 from ._docstring import parse_docstring
-from ._hints import parameter_hints
+from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._shapes import (
     EMPTY,
@@ -25,7 +25,6 @@ from ._shapes import (
     raise_located,
     shape_of,
     type_schema,
-    unwrap,
     with_default,
 )
 from ._tool import ToolContext, layers

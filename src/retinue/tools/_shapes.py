@@ -20,7 +20,14 @@ from retinue._lossless import freeze_json, thaw_json
 
 from ._annotations import checking, json_kinds, metadata_keywords, refuse_field_default
 from ._execution import describe_failure
-from ._hints import record_hints, resolve_hints
+from ._hints import (
+    is_read_only,
+    is_type_alias,
+    is_typeddict,
+    record_hints,
+    resolve_hints,
+    unwrap,
+)
 from ._tool import ToolContext
 from ._validate import json_type_name, validate
 
@@ -33,7 +40,6 @@ __all__ = [
     "raise_located",
     "shape_of",
     "type_schema",
-    "unwrap",
     "with_default",
 ]
 
@@ -67,50 +73,6 @@ def type_schema(hint: object) -> dict[str, object]:
     return shape_of(hint, "type").schema
 
 
-def unwrap(hint: object) -> tuple[object, list[object]]:
-    """Strip ``Annotated``, ``(Not)Required`` and ``ReadOnly``: the bare hint and the metadata.
-
-    The metadata of an inner ``Annotated`` comes first: the nearer the type, the
-    more it says of it (its first str is the description).
-    """
-    layers: list[tuple[object, ...]] = []
-    while True:
-        origin = typing.get_origin(hint)
-        if origin is Annotated:
-            args = typing.get_args(hint)
-            layers.append(args[1:])
-            hint = args[0]
-        elif origin is Required or origin is NotRequired or _is_read_only(origin):
-            hint = typing.get_args(hint)[0]
-        else:
-            return hint, [item for layer in reversed(layers) for item in layer]
-
-
-_TYPING_MODULES = ("typing", "typing_extensions")
-
-
-def _is_read_only(origin: object) -> bool:
-    """Whether *origin* is ``ReadOnly`` (typing's from Python 3.13, or typing_extensions')."""
-    module = getattr(origin, "__module__", None)
-    return getattr(origin, "_name", None) == "ReadOnly" and module in _TYPING_MODULES
-
-
-def _is_typeddict(hint: object) -> bool:
-    """Whether *hint* is a TypedDict, typing_extensions' too (a class of its own before 3.13)."""
-    return typing.is_typeddict(hint) or (
-        isinstance(hint, type)
-        and issubclass(hint, dict)
-        and isinstance(getattr(hint, "__required_keys__", None), frozenset)
-        and isinstance(getattr(hint, "__optional_keys__", None), frozenset)
-    )
-
-
-def _is_type_alias(hint: object) -> bool:
-    """Whether *hint* is a ``TypeAliasType``: Python 3.12's ``type X = ...``, or the backport's."""
-    kind = type(hint)
-    return kind.__name__ == "TypeAliasType" and kind.__module__ in _TYPING_MODULES
-
-
 def shape_of(hint: object, where: str) -> Shape:
     hint, metadata = unwrap(hint)
     shape = _bare_shape(hint, where)
@@ -130,7 +92,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
     if isinstance(hint, typing.NewType):
         # A NewType is its supertype at run time: described and built as that.
         return shape_of(hint.__supertype__, where)
-    if _is_type_alias(hint):
+    if is_type_alias(hint):
         # Its value is read once here; an alias naming itself in it is refused as recursive.
         with _describing(hint, where):
             return shape_of(typing.cast("typing.Any", hint).__value__, where)
@@ -147,7 +109,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
         return _array(hint, origin, where)
     if hint in _MAPPINGS or origin in _MAPPINGS:
         return _mapping(typing.get_args(hint), where)
-    if _is_typeddict(hint):
+    if is_typeddict(hint):
         return _typed_dict(hint, where)
     if hint is ToolContext:
         # As a record the model could forge one: only a parameter of its own is injected.
@@ -423,7 +385,7 @@ def _typed_dict_fields(cls: object, where: str) -> Shape:
 
 def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> bool:
     """Read ``(Not)Required`` from the hint too: stringified annotations hide it from the class."""
-    while typing.get_origin(hint) is Annotated or _is_read_only(typing.get_origin(hint)):
+    while typing.get_origin(hint) is Annotated or is_read_only(typing.get_origin(hint)):
         hint = typing.get_args(hint)[0]
     origin = typing.get_origin(hint)
     if origin is NotRequired:
