@@ -27,14 +27,27 @@ class Creation:
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     agent: Agent | None = None
     ended: trio.Event = attrs.field(factory=trio.Event)
+    # Whether the agent had been disposed (during its setup) when the creation retired it.
+    _disposed_before: bool | None = None
 
     @property
     def core(self) -> AgentCore | None:
         return None if self.agent is None else core_of(self.agent)
 
+    @property
+    def disposed(self) -> bool:
+        """Whether its agent was disposed by someone else than its creation."""
+        if self._disposed_before is not None:
+            return self._disposed_before
+        return self.agent is not None and core_of(self.agent).disposed
+
     def end_unpublished(self) -> None:
-        """Retire the agent this creation made, unless it was published."""
-        if self.agent is not None and not core_of(self.agent).published:
+        """Retire the agent this creation made, unless it was published (or is retired)."""
+        if self.agent is None or self._disposed_before is not None:
+            return
+        core = core_of(self.agent)
+        if not core.published:
+            self._disposed_before = core.disposed
             end_unpublished(self.agent)
 
 

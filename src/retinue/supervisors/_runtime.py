@@ -177,6 +177,9 @@ class Runtime:
                 await self._setup(agent, setup)
                 self._publish(agent, source="resume", new=False)
             except BaseException:
+                # Retired before the claim's release waits: a task its setup started
+                # must find it disposed, not scope to it what a later agent would get.
+                self._creations[agent_id].end_unpublished()
                 with trio.CancelScope(shield=True):
                     await release_claim(self.store, session)
                 raise
@@ -263,8 +266,8 @@ class Runtime:
                 yield
         finally:
             del self._creations[agent_id]
-            disposed = creation.core is not None and creation.core.disposed
             creation.end_unpublished()
+            disposed = creation.disposed
             creation.ended.set()
         if not creation.scope.cancelled_caught:
             return
