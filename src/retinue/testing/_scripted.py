@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from operator import length_hint
 from types import FunctionType
 from typing import Any, TypeAlias, final
@@ -14,6 +14,7 @@ import trio
 
 from retinue._content import Message, ToolCall, ToolResultBlock
 from retinue._errors import ModelError
+from retinue._lossless import shown_short
 from retinue._request import ModelRequest
 from retinue._stream import BlockEnd, StreamChunk, ToolCallDelta, Usage
 from retinue.testing._steps import (
@@ -71,6 +72,17 @@ class _Cursor:
     def of(cls, script: SingleScript, name: str | None) -> _Cursor:
         if callable(script):
             return cls(None, script)
+        # A lone step is the likely mistake; iterating it would say only "not iterable".
+        if isinstance(script, Step):
+            raise TypeError(
+                f"{_script_name(name)} is a single step; "
+                f"pass a list of steps, [{type(script).__name__}(...)]"
+            )
+        if not isinstance(script, Iterable):
+            raise TypeError(
+                f"{_script_name(name)} must be a sequence of steps or a function "
+                f"(request) -> step, got {shown_short(script)}"
+            )
         steps = tuple(script)
         for index, step in enumerate(steps):
             if not isinstance(step, Step):
@@ -187,15 +199,23 @@ class ScriptedModel:
         ``arguments[name]`` (default ``"{}"``) as each call's JSON arguments.
 
         Raises:
-            ValueError: *tool_names* is empty, or a count is below 1.
-            TypeError: a count is not an ``int``.
+            ValueError: *tool_names* is empty, a count is below 1, or *arguments*
+                names a tool not in *tool_names*.
+            TypeError: *tool_names* is a ``str``, or a count is not an ``int``.
         """
+        # A str is a sequence of names too: "lookup" would call tools "l" and "o".
+        if isinstance(tool_names, str):
+            raise TypeError(f"tool_names must be a list of names, got a str: [{tool_names!r}]")
         if not tool_names:
             raise ValueError("tool_loop needs at least one tool name")
         # Checked here, not only by the steps, so the error names these parameters.
         require_count("calls_per_step", calls_per_step)
         require_count("answer_chunks", answer_chunks)
         given = arguments or {}
+        # A misspelt name would leave its tool called with "{}", unnoticed.
+        unknown = sorted(set(given) - set(tool_names))
+        if unknown:
+            raise ValueError(f"arguments names tools not in tool_names: {unknown}")
         specs = [
             ToolCallSpec(name, given.get(name, "{}"))
             for name in (tool_names[k % len(tool_names)] for k in range(calls_per_step))

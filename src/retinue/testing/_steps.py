@@ -9,6 +9,7 @@ from typing import Literal, NamedTuple, TypeAlias, final, get_args
 import attrs
 
 from retinue._content import Reasoning, Text, ToolCall
+from retinue._lossless import shown_short
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,
@@ -81,6 +82,17 @@ def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float)
         raise ValueError(f"{attribute.name} must be finite and >= 0, got {value!r}")
 
 
+def _exception(_instance: object, attribute: attrs.Attribute[BaseException], value: object) -> None:
+    if isinstance(value, BaseException):
+        return
+    hint = ""
+    if isinstance(value, type) and issubclass(value, BaseException):
+        hint = f": create one, {value.__name__}(...)"
+    raise TypeError(
+        f"{attribute.name} must be an exception instance, got {shown_short(value)}{hint}"
+    )
+
+
 def _some_calls(
     _instance: object,
     attribute: attrs.Attribute[tuple[ToolCallSpec, ...]],
@@ -93,6 +105,25 @@ def _some_calls(
         )
 
 
+def _name(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{attribute.name} must be a str, got {shown_short(value)}")
+
+
+def _json_text(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    # A dict here would otherwise fail far away, in the splitting of the text.
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{attribute.name} must be the raw JSON text (a str, say json.dumps(...)), "
+            f"got a {type(value).__name__} ({shown_short(value)})"
+        )
+
+
+def _call_id(_instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{attribute.name} must be a str or None, got {shown_short(value)}")
+
+
 @final
 @attrs.frozen
 class ToolCallSpec:
@@ -101,9 +132,9 @@ class ToolCallSpec:
     With ``id=None`` the model assigns ``call_<stream>_<k>``, unique per stream.
     """
 
-    name: str
-    arguments: str = "{}"
-    id: str | None = None
+    name: str = attrs.field(validator=_name)
+    arguments: str = attrs.field(default="{}", validator=_json_text)
+    id: str | None = attrs.field(default=None, validator=_call_id)
 
 
 class IdSlot(NamedTuple):
@@ -187,7 +218,18 @@ class _Builder:
 
 
 def _specs(calls: Iterable[ToolCallSpec]) -> tuple[ToolCallSpec, ...]:
-    return tuple(calls)
+    if isinstance(calls, ToolCallSpec):
+        raise TypeError(
+            "tool calls are a list of ToolCallSpec, got a single ToolCallSpec: "
+            f"wrap it, [{shown_short(calls)}]"
+        )
+    specs = tuple(calls)
+    for index, spec in enumerate(specs):
+        if not isinstance(spec, ToolCallSpec):
+            raise TypeError(
+                f"call {index} must be a ToolCallSpec, got a {type(spec).__name__} ({shown_short(spec)})"
+            )
+    return specs
 
 
 def _stream(chunks: Iterable[StreamChunk]) -> tuple[StreamChunk, ...]:
@@ -332,7 +374,7 @@ class RaiseMidStream:
     cleared.
     """
 
-    error: BaseException
+    error: BaseException = attrs.field(validator=_exception)
     after_chunks: int = attrs.field(default=0, kw_only=True, validator=_count_from_zero)
     text: str = attrs.field(default="partial answer", kw_only=True)
     chunks: int = attrs.field(default=4, kw_only=True, validator=_count)
@@ -403,4 +445,4 @@ def plan_of(step: Step) -> Plan:
 def not_a_step(value: object) -> str:
     """Say that *value* is not a script step, naming its type and the types that are."""
     names = ", ".join(kind.__name__ for kind in get_args(Step))
-    return f"got a {type(value).__name__} ({value!r:.60}), not a script step ({names})"
+    return f"got a {type(value).__name__} ({shown_short(value)}), not a script step ({names})"

@@ -34,4 +34,10 @@ class DelegatingStore:
         await self.store.__aexit__(kind, value, tb)
 
     def __getattr__(self, name: str) -> Any:
+        # Reached for ``store`` itself only while it is unset (a subclass whose
+        # __init__ skips this one, a copy being built): reading it again would recurse.
+        if name == "store":
+            raise AttributeError(
+                f"{type(self).__name__} has no wrapped store: call DelegatingStore.__init__"
+            )
         return getattr(self.store, name)

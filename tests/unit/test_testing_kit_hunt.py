@@ -1,0 +1,140 @@
+"""The test kit refuses mistaken scripts, steps and wrappers at once, with errors that say why."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import trio
+
+import retinue
+from retinue import AgentOptions, tool
+from retinue.testing import (
+    CallTools,
+    CutAtMaxTokens,
+    DelegatingStore,
+    RaiseMidStream,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+)
+
+
+def test_raise_mid_stream_refuses_an_exception_class() -> None:
+    """R10.3: a class is not an error a stream can raise; playing it failed with an unrelated error."""
+    with pytest.raises(
+        TypeError, match=r"error must be an exception instance.*ValueError\(\.\.\.\)"
+    ):
+        RaiseMidStream(ValueError)  # type: ignore[arg-type]
+
+
+def test_raise_mid_stream_refuses_a_value_that_is_not_an_exception() -> None:
+    """R10.3: only an exception can be raised from the stream."""
+    with pytest.raises(TypeError, match=r"error must be an exception instance, got 'oops'"):
+        RaiseMidStream("oops")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"name": "lookup", "arguments": {"city": "Oslo"}}, r"arguments must be .*JSON text.*dict"),
+        ({"name": "lookup", "arguments": None}, r"arguments must be .*JSON text.*NoneType"),
+        ({"name": None}, r"name must be a str, got None"),
+        ({"name": "lookup", "id": 7}, r"id must be a str or None, got 7"),
+    ],
+)
+def test_tool_call_spec_refuses_fields_of_the_wrong_type_naming_them(
+    fields: dict[str, Any], match: str
+) -> None:
+    """R10.2: tool arguments are raw JSON text; a dict used to fail with "unhashable type: 'slice'"."""
+    with pytest.raises(TypeError, match=match):
+        ToolCallSpec(**fields)
+
+
+def test_call_tools_refuses_a_single_spec_not_in_a_list() -> None:
+    """A lone spec used to fail with "'ToolCallSpec' object is not iterable"."""
+    with pytest.raises(TypeError, match=r"a list of ToolCallSpec.*got a single ToolCallSpec"):
+        CallTools(ToolCallSpec("lookup"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("call", [("lookup", "{}"), "lookup"])
+def test_call_tools_refuses_calls_that_are_not_specs(call: object) -> None:
+    """A tuple or a bare name used to fail with an AttributeError on ``arguments``."""
+    with pytest.raises(TypeError, match=r"call 0 must be a ToolCallSpec, got a (tuple|str)"):
+        CallTools([call])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"call 0 must be a ToolCallSpec"):
+        CutAtMaxTokens("cut", tool_calls=[call])  # type: ignore[list-item]
+
+
+def test_scripted_model_refuses_a_single_step_as_its_script() -> None:
+    """A lone step used to fail with "'Reply' object is not iterable"."""
+    with pytest.raises(TypeError, match=r"the script is a single step.*\[Reply\(\.\.\.\)\]"):
+        ScriptedModel(Reply("hi"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"the script for model 'a' is a single step"):
+        ScriptedModel({"a": Reply("hi")})  # type: ignore[dict-item]
+
+
+def test_scripted_model_refuses_a_script_that_is_neither_steps_nor_a_function() -> None:
+    """``None`` used to fail with "'NoneType' object is not iterable"."""
+    with pytest.raises(TypeError, match=r"the script must be a sequence of steps.*got None"):
+        ScriptedModel(None)  # type: ignore[arg-type]
+
+
+def test_tool_loop_refuses_a_bare_string_of_tool_names() -> None:
+    """A str is a sequence of names: "lookup" called tools "l" and "o", and the turn still completed."""
+    with pytest.raises(TypeError, match=r"tool_names must be a list of names.*\['lookup'\]"):
+        ScriptedModel.tool_loop("lookup")
+
+
+def test_tool_loop_refuses_arguments_for_tools_it_never_calls() -> None:
+    """A misspelt key was ignored: the tool got ``{}`` and the turn still completed."""
+    with pytest.raises(ValueError, match=r"arguments names tools not in tool_names: \['lokup'\]"):
+        ScriptedModel.tool_loop(["lookup"], arguments={"lokup": '{"city": "Oslo"}'})
+
+
+async def test_tool_loop_with_arguments_for_its_tools_runs_them() -> None:
+    """R9.18: the loop still calls each named tool with its arguments, then answers."""
+    ran: list[str] = []
+
+    @tool(parallel_safe=True)
+    async def lookup(city: str) -> str:
+        """Weather for a city.
+
+        Args:
+            city: The city name.
+        """
+        ran.append(city)
+        return "sunny"
+
+    model = ScriptedModel.tool_loop(
+        ["lookup"], calls_per_step=1, arguments={"lookup": '{"city": "Oslo"}'}
+    )
+    with trio.fail_after(10):
+        async with retinue.open_runtime(models=model, tools=[lookup]) as rt:
+            agent = await rt.create_agent("writer", AgentOptions(model="scripted"))
+            result = await agent.ask("weather?")
+    assert result.reason.kind == "completed"
+    assert ran == ["Oslo"]
+
+
+class _OwnInit(DelegatingStore):
+    """A subclass whose ``__init__`` does not call DelegatingStore's."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+
+def test_delegating_store_without_its_store_raises_attribute_error() -> None:
+    """A missing ``store`` used to recurse until RecursionError, even under ``hasattr``."""
+    wrapper = _OwnInit(object())
+    assert not hasattr(wrapper, "durable")
+    with pytest.raises(AttributeError, match=r"_OwnInit has no wrapped store"):
+        _ = wrapper.flush
+
+
+def test_delegating_store_can_be_copied() -> None:
+    """``copy.copy`` builds the copy before its ``store`` is set; it used to recurse."""
+    inner = object()
+    copied = copy.copy(DelegatingStore(inner))  # type: ignore[arg-type]
+    assert copied.store is inner
