@@ -7,6 +7,7 @@ import trio
 from retinue._content import ContentBlock, Message, ToolCall, as_content
 from retinue._errors import HookError, ModelError, failure_of
 from retinue._lossless import same_json
+from retinue._options import AgentOptions
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
 from retinue.session import (
@@ -34,13 +35,25 @@ def seed_config(core: AgentCore) -> LlmCallConfig:
         return folded.config
     options = core.options
     if options.model is None and folded is not None:
-        return folded.config
+        # Resumed without a model: the stored one goes on, with what the options set.
+        return _overlaid(folded.config, options)
     return LlmCallConfig(
         model=options.model or "",
         provider=options.provider,
         temperature=options.temperature,
         max_tokens=options.max_tokens,
         stop=options.stop,
+    )
+
+
+def _overlaid(config: LlmCallConfig, options: AgentOptions) -> LlmCallConfig:
+    """*config* with each setting *options* gives (not ``None``) in place of its own."""
+    return LlmCallConfig(
+        model=config.model,
+        provider=config.provider if options.provider is None else options.provider,
+        temperature=config.temperature if options.temperature is None else options.temperature,
+        max_tokens=config.max_tokens if options.max_tokens is None else options.max_tokens,
+        stop=config.stop if options.stop is None else options.stop,
     )
 
 
@@ -86,6 +99,9 @@ async def _request_config(core: AgentCore, state: TurnState, seed: LlmCallConfig
     )
     if not isinstance(config, LlmCallConfig):
         raise HookError(f"agent/request returned {type(config).__name__}, not LlmCallConfig")
+    if config.max_tokens is not None and config.max_tokens < 1:
+        # No API takes it; logged, it would not say what an adapter sends in its place.
+        raise HookError(f"agent/request returned a config with max_tokens {config.max_tokens}")
     return config
 
 

@@ -83,23 +83,28 @@ def _parse(text: str, where: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise PromptError(f"section {where!r} is not text but {type(text).__name__}")
-    pieces = [""]
+    pieces: list[str] = []
+    # The literal text since the last group, joined once: appending to a str
+    # copies it, which made a long run of escapes quadratic.
+    literal: list[str] = []
     position = 0
     for match in _TOKEN.finditer(text):
-        pieces[-1] += text[position : match.start()]
+        literal.append(text[position : match.start()])
         position = match.end()
         escaped, brace, inside = match.group(1, 2, 3)
         if escaped is not None:
-            pieces[-1] += escaped
+            literal.append(escaped)
         elif inside is not None:
-            pieces[-1] += brace
-            pieces.extend((_name(inside, where), ""))
+            literal.append(brace)
+            pieces.extend(("".join(literal), _name(inside, where)))
+            literal.clear()
         else:
             raise PromptError(
                 f"unbalanced variable group: a lone {match.group()!r} at character "
                 f"{match.start()} in section {where!r} (write \\{{{{ or \\}}}} for literal braces)"
             )
-    pieces[-1] += text[position:]
+    literal.append(text[position:])
+    pieces.append("".join(literal))
     return pieces
 
 

@@ -236,7 +236,7 @@ def anthropic_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
 
 
 def _max_tokens(request: ModelRequest, default: int, thinking_budget: int | None) -> int:
-    limit = request.max_tokens or default
+    limit = default if request.max_tokens is None else request.max_tokens
     if thinking_budget is not None and limit <= thinking_budget:
         raise ProviderError(no_room_beside_thinking(limit, thinking_budget), code="INVALID_REQUEST")
     return limit

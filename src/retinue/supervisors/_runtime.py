@@ -161,7 +161,9 @@ class Runtime:
         log lacks none of them; while the store still fails, this raises its
         ``StoreError`` and a later call tries again.
 
-        The session keeps the cwd of its stored header (R11.15): *options*
+        *options* without a ``model`` keep the stored model and settings; each
+        setting they give (provider, temperature, max_tokens, stop) replaces
+        the stored one. The session keeps the cwd of its stored header (R11.15): *options*
         whose ``cwd`` is set to another raise ``SessionError(CWD_MISMATCH)``,
         and the session is let go as loaded. *options* that are no
         :class:`AgentOptions` raise ``TypeError``.

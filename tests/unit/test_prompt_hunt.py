@@ -1,0 +1,102 @@
+"""System-prompt templates and the settings a request carries (R2.6, R7.32, R7.52, R8.1)."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from retinue import AgentOptions, Message, Text
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
+from retinue.prompt import Section, check_template, render
+from retinue.providers._anthropic_wire import anthropic_request_body
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import Next, runtime
+
+ESCAPED_JSON = r'{"a": {"b": 1\}} '
+
+
+@pytest.mark.timeout(20)  # each escape once copied all the text before it: minutes, not a blink
+def test_a_template_with_many_escaped_braces_is_parsed_in_linear_time() -> None:
+    """R7.52: a long template of escaped braces (embedded JSON) is checked and rendered at once."""
+    text = ESCAPED_JSON * 150_000 + "{{name}}"
+    check_template(text, "persona")
+    rendered = render([Section("persona", text)], {"name": "Ada"})
+    assert rendered == ('{"a": {"b": 1}} ' * 150_000 + "Ada").strip()
+
+
+@pytest.mark.parametrize(
+    ("text", "rendered"),
+    [
+        (r"\{{{{name}}\}}", "{{Ada}}"),
+        (r"a\}}b{{name}}c\{{d{{name}}", "a}}bAdac{{dAda"),
+        ("{{{name}}}{{name}}", "{Ada}Ada"),
+        ("{{name}}", "Ada"),
+        (r"\}}", "}}"),
+    ],
+)
+def test_escapes_and_groups_render_in_place_next_to_each_other(text: str, rendered: str) -> None:
+    """R7.52: literal text, escapes and values keep their order however they alternate."""
+    assert render([Section("s", text)], {"name": "Ada"}) == rendered
+
+
+async def test_a_request_listener_cannot_set_a_max_tokens_no_api_accepts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.6, R8.1: a config from ``agent/request`` with ``max_tokens=0`` ends the turn with an
+    error, rather than a log saying 0 while the Anthropic adapter sends its default."""
+    model = ScriptedModel([Reply("a")])
+
+    async def request(agent: object, turn: int, step: int, config: object, next_: Next) -> object:
+        return attrs.evolve(await next_(), max_tokens=0)
+
+    async with runtime(model) as rt:
+        rt.hooks.on("agent/request", request)
+        agent = await rt.create_agent("a", AgentOptions(model="m", max_tokens=100))
+        result = await agent.ask("q")
+    if model.requests:
+        sent = anthropic_request_body(model.requests[0])["max_tokens"]
+        assert sent == model.requests[0].max_tokens, "the log's max_tokens is not what is sent"
+    assert result.reason.kind == "error"
+
+
+def test_the_anthropic_body_sends_the_max_tokens_the_request_holds() -> None:
+    """R8.1: what the log says the request's ``max_tokens`` is, for any value it can hold."""
+    for limit in (1, 4096, 100_000):
+        request = ModelRequest(
+            LlmCallConfig("m", max_tokens=limit),
+            MessageHistory((Message("user", (Text("hi"),)),)),
+        )
+        assert anthropic_request_body(request)["max_tokens"] == limit
+
+
+async def test_a_resumed_agent_without_a_model_keeps_the_settings_its_options_give(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.32, R2.5: resumed without a model, the agent continues with the stored model, but the
+    temperature, max_tokens and stop its options set are what its requests carry."""
+    model = ScriptedModel([Reply("a"), Reply("b")])
+    async with runtime(model) as rt:
+        first = await rt.create_agent("a", AgentOptions(model="m", temperature=1.0), session_id="s")
+        await first.ask("one")
+        await first.dispose()
+        options = AgentOptions(temperature=0.0, max_tokens=50, stop=["END"])
+        resumed = await rt.resume_agent("s", options)
+        assert (await resumed.ask("two")).reason.kind == "completed"
+    config = model.requests[-1].config
+    assert config.model == "m"
+    assert (config.temperature, config.max_tokens, config.stop) == (0.0, 50, ("END",))
+
+
+async def test_the_static_prompt_renders_each_variable_of_the_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.52: ``provider``, ``model`` and ``cwd`` come from the agent's options and session."""
+    model = ScriptedModel([Reply("a")])
+    template = "{{model}} at {{provider}} in {{cwd}}: {{{site}}}"
+    async with runtime(model, system_prompt=template, variables={"site": "x"}) as rt:
+        options = AgentOptions(model="m", provider="p", cwd="/srv")
+        agent = await rt.create_agent("a", options)
+        await agent.ask("q")
+    assert model.requests[0].system == "m at p in /srv: {x}"
