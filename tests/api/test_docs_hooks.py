@@ -18,6 +18,7 @@ import retinue
 from retinue import AgentOptions, Deny, Text, ToolResultBlock
 from retinue.hooks import SEAMS
 from retinue.prompt import Assembly, Section
+from retinue.session import ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import DEADLINE
 
@@ -146,16 +147,19 @@ async def test_pre_execute_example_denies_the_tool(
             rt.hooks.on("tools/pre-execute", no_deletes)
             agent = await rt.create_agent("clerk", AgentOptions(model="scripted"))
             await agent.ask("Delete notes.txt.")
-    [result] = [event.data for event in agent.session.events if event.type == "tool/result"]
-    print(result.is_error, result.content[0].text)
+    # Narrowed by isinstance, which a type checker follows (the type tag it cannot).
+    [result] = [e.data for e in agent.session.events if isinstance(e.data, ToolResultEvent)]
+    [block] = result.content
+    assert isinstance(block, Text)
+    print(result.is_error, block.text)
 
     assert capsys.readouterr().out == "True Error: deleting files is not allowed\n"
     assert result.is_error
     assert result.content == (Text("Error: deleting files is not allowed"),)
-    [block] = model.requests[1].messages[-1].content
-    assert isinstance(block, ToolResultBlock)
-    assert block.is_error
-    assert block.content == (Text("Error: deleting files is not allowed"),)
+    [sent] = model.requests[1].messages[-1].content
+    assert isinstance(sent, ToolResultBlock)
+    assert sent.is_error
+    assert sent.content == (Text("Error: deleting files is not allowed"),)
     [end] = [e.data for e in agent.session.events if e.type == "turn/end"]
     assert end.reason.kind == "completed"
 

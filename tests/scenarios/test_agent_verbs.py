@@ -420,7 +420,7 @@ async def test_an_agent_disposing_itself_from_its_own_turn_does_not_deadlock(
 
     async def stop_me(ctx: ToolContext) -> str:
         """Dispose the calling agent."""
-        await ctx.agent.dispose()  # type: ignore[attr-defined]
+        await ctx.agent.dispose()
         returned.append("tool")
         return "stopped"
 

@@ -158,7 +158,7 @@ async def test_abort_inside_a_tool_prevents_the_remaining_tools_and_the_next_ste
     async def stopper(ctx: ToolContext) -> str:
         """Cancel the calling agent, then keep working."""
         ran.append("stopper")
-        ctx.agent.cancel("tool pulled the plug")  # type: ignore[attr-defined]
+        ctx.agent.cancel("tool pulled the plug")
         await trio.sleep(10)
         ran.append("stopper finished")
         return "unreachable"

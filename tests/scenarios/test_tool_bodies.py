@@ -6,6 +6,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import attrs
 import pytest
@@ -15,6 +16,7 @@ import trio.testing
 import retinue
 from retinue._content import content_text
 from retinue._errors import ToolError
+from retinue._handle import AgentHandle
 from retinue._lossless import JsonValue
 from retinue.actors import Subscription
 from retinue.hooks import HookBus
@@ -28,7 +30,8 @@ async def execute(
     target: Tool, arguments: JsonValue, *, agent: object = None
 ) -> ToolExecutionResult:
     registry = ToolRegistry(HookBus(), [target])
-    return await registry.execute(ToolExecution("c1", target.name, arguments, agent=agent))
+    handle = cast("AgentHandle | None", agent)  # a stand-in with only the verbs a test needs
+    return await registry.execute(ToolExecution("c1", target.name, arguments, agent=handle))
 
 
 def outcome(result: ToolExecutionResult) -> tuple[str, ToolErrorInfo | None]:
@@ -50,8 +53,8 @@ async def test_a_sync_tool_calls_its_agent_on_the_trio_thread() -> None:
     @retinue.tool
     def note(ctx: ToolContext) -> str:
         """Note something for later."""
-        ctx.agent.inject("remember this")  # type: ignore[attr-defined]
-        return f"noted by {ctx.agent.id}"  # type: ignore[attr-defined]
+        ctx.agent.inject("remember this")
+        return f"noted by {ctx.agent.id}"
 
     async def follow(feed: Subscription) -> None:
         async for event in feed:
@@ -99,7 +102,7 @@ async def test_a_sync_tool_appends_to_its_session_on_the_trio_thread() -> None:
     @retinue.tool
     def record(ctx: ToolContext) -> str:
         """Record a note in the session."""
-        session = ctx.agent.session  # type: ignore[attr-defined]
+        session = ctx.agent.session
         event = session.append_custom("note/recorded", {"by": "record"})
         return f"recorded at {event.seq} of {session.id}"
 

@@ -8,7 +8,7 @@ import logging
 import threading
 import typing
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, cast
 
 import attrs
 import pytest
@@ -17,6 +17,7 @@ import trio.testing
 
 from retinue._content import HookContext, Text, content_text
 from retinue._errors import HookError, ToolError
+from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, JsonValue
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
 from retinue.session import ToolErrorInfo
@@ -75,7 +76,8 @@ def call(
     agent: object = None,
 ) -> ToolExecution:
     args: JsonValue = {"text": "hi"} if arguments is None else arguments
-    return ToolExecution(call_id, name, args, agent=agent, agent_id=agent_id)
+    handle = cast("AgentHandle | None", agent)  # an opaque stand-in: the registry only passes it on
+    return ToolExecution(call_id, name, args, agent=handle, agent_id=agent_id)
 
 
 def text_of(result: ToolExecutionResult) -> str:
@@ -652,7 +654,7 @@ async def test_dispatch_injects_the_tool_context() -> None:
     (an async body the handle itself; a sync body's stand-in is pinned in test_tool_threads).
     """
     contexts: list[ToolContext] = []
-    handle = object()
+    handle = cast("AgentHandle", object())
 
     @tool
     async def whoami(ctx: ToolContext) -> str:

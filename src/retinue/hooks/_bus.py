@@ -6,7 +6,8 @@ import difflib
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import TypeVar, final
 
 import attrs
@@ -25,32 +26,36 @@ __all__ = ["HookBus", "Listener", "agent_scope"]
 log = logging.getLogger("retinue.hooks")
 T = TypeVar("T")
 Listener = Callable[..., object]
-SEAMS: dict[str, str] = {
-    "agent/created": "emit",
-    "agent/disposed": "emit",
-    "agent/status": "emit",
-    "agent/queued": "emit",
-    "agent/error": "emit",
-    "agent/session-start": "emit",
-    "agent/retry": "emit",
-    "agent/restarted": "emit",
-    "agent/prompt-submit": "waterfall",
-    "agent/session-prefix": "waterfall",
-    "agent/pre-step": "serial",
-    "agent/request": "waterfall",
-    "agent/step-result": "waterfall",
-    "agent/turn-continuation": "waterfall",
-    "agent/turn-stop": "strict-serial",
-    "tools/pre-execute": "waterfall",
-    "tools/execute": "waterfall",
-    "tools/post-execute": "waterfall",
-    "tools/result": "emit",
-    "session/created": "emit",
-    "session/event": "emit",
-    "session/flush": "parallel",
-    "system-prompt/assemble": "waterfall",
-    "agent-loop/config-start-failed": "emit",
-}
+# Read-only: the bus checks names and modes against it, so an entry added or
+# changed from outside would let a listener past those checks.
+SEAMS: Mapping[str, str] = MappingProxyType(
+    {
+        "agent/created": "emit",
+        "agent/disposed": "emit",
+        "agent/status": "emit",
+        "agent/queued": "emit",
+        "agent/error": "emit",
+        "agent/session-start": "emit",
+        "agent/retry": "emit",
+        "agent/restarted": "emit",
+        "agent/prompt-submit": "waterfall",
+        "agent/session-prefix": "waterfall",
+        "agent/pre-step": "serial",
+        "agent/request": "waterfall",
+        "agent/step-result": "waterfall",
+        "agent/turn-continuation": "waterfall",
+        "agent/turn-stop": "strict-serial",
+        "tools/pre-execute": "waterfall",
+        "tools/execute": "waterfall",
+        "tools/post-execute": "waterfall",
+        "tools/result": "emit",
+        "session/created": "emit",
+        "session/event": "emit",
+        "session/flush": "parallel",
+        "system-prompt/assemble": "waterfall",
+        "agent-loop/config-start-failed": "emit",
+    }
+)
 
 
 async def _call(name: str, fn: Listener, *args: object) -> object:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Literal, TypeAlias, final
+from typing import TYPE_CHECKING, final
 
 import attrs
 import trio
 
-from retinue._content import ContentBlock, Message, MessageSource, as_content
+from retinue._content import Message, MessageSource, as_content
 from retinue._errors import AgentDisposedError, AgentNotReadyError, ConfigError
+from retinue._handle import AgentHandle, AgentStatus, Content, TurnResult
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
-from retinue._stream import Usage
 from retinue.hooks import HookBus
 from retinue.mailbox import Mailbox, MailboxItem, Ticket
 from retinue.prompt import Section
@@ -38,8 +38,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("retinue.loop")
-AgentStatus: TypeAlias = Literal["idle", "running", "disposed"]
-Content: TypeAlias = str | ContentBlock | Sequence[ContentBlock]
 USER = MessageSource()
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
 # Set by each driver in its own task: its tools and listeners inherit it, while
@@ -60,19 +58,6 @@ def resolve_source(source: MessageSource | str | None) -> MessageSource:
     if not isinstance(source, MessageSource):
         raise TypeError(f"source must be a MessageSource, got {type(source).__name__}")
     return source
-
-
-@final
-@attrs.frozen
-class TurnResult:
-    """How a turn ended, with the last assistant text and the turn's summed usage."""
-
-    turn: int
-    """The turn's number; 0 when no turn was logged for the prompt (discarded, or refused
-    before its ``turn/start``)."""
-    reason: TurnEndReason
-    text: str = ""
-    usage: Usage | None = None
 
 
 def settle(items: Sequence[MailboxItem], result: TurnResult) -> None:
@@ -220,7 +205,7 @@ class AgentCore:
     options: AgentOptions
     session: Session
     services: LoopServices
-    agent: object = None
+    agent: AgentHandle | None = None
     status: AgentStatus = "idle"
     published: bool = False
     mailbox: Mailbox = attrs.field(factory=Mailbox)

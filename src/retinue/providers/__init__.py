@@ -2,7 +2,8 @@
 
 The content blocks only some providers produce are here too: ``RedactedReasoning``
 (Anthropic's redacted thinking) and ``OpaqueBlock`` (a block retinue does not
-model, kept and replayed whole); the common blocks are at the top level.
+model, kept and replayed whole); the common blocks are at the top level, and
+``ContentBlock`` is the union of them all.
 
 The adapters live in ``retinue.providers.openai`` and ``retinue.providers.anthropic``,
 the only modules that import the SDKs; ``import retinue`` imports neither.
@@ -10,7 +11,7 @@ the only modules that import the SDKs; ``import retinue`` imports neither.
 
 from __future__ import annotations
 
-from retinue._content import OpaqueBlock, RedactedReasoning
+from retinue._content import ContentBlock, OpaqueBlock, RedactedReasoning
 from retinue._errors import DuplicateAdapterError, NoAdapterError
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import (
@@ -50,7 +51,7 @@ from ._failures import (
     RateLimitError,
 )
 from ._manage import ManagedModel, ManagedStatistics, estimate_tokens, manage
-from ._model import Model, ModelRouter
+from ._model import Model, ModelRouter, RouteKey
 from ._retry import RetryNotice, RetryPolicy
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "AuthenticationError",
     "BlockEnd",
     "BlockStart",
+    "ContentBlock",
     "DuplicateAdapterError",
     "Errored",
     "Finish",
@@ -89,6 +91,7 @@ __all__ = [
     "RedactedReasoning",
     "RetryNotice",
     "RetryPolicy",
+    "RouteKey",
     "Stop",
     "StreamChunk",
     "TextDelta",

@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import final
+from typing import Any, final, overload
 
 import attrs
 import trio
@@ -28,6 +28,7 @@ import trio
 from retinue._checks import finite_number_error
 
 from ._lanes import AdmissionLimits, Charge, Lane, LaneKey, LaneStatistics, Waiter
+from ._model import RouteKey
 
 __all__ = [
     "AdmissionController",
@@ -152,11 +153,34 @@ class AdmissionController:
         per_model: Limits by ``(provider, model)``, or by model name for any provider.
     """
 
+    # One overload per key shape, as for ModelRouter.of: a mapping's key type is invariant.
+    @overload
     def __init__(
         self,
         limits: AdmissionLimits | None = None,
         *,
-        per_model: Mapping[LaneKey | str, AdmissionLimits] | None = None,
+        per_model: Mapping[RouteKey, AdmissionLimits] | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self, limits: AdmissionLimits | None = None, *, per_model: Mapping[str, AdmissionLimits]
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        limits: AdmissionLimits | None = None,
+        *,
+        per_model: Mapping[tuple[str, str], AdmissionLimits],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self, limits: AdmissionLimits | None = None, *, per_model: Mapping[LaneKey, AdmissionLimits]
+    ) -> None: ...
+    def __init__(
+        self,
+        limits: AdmissionLimits | None = None,
+        *,
+        per_model: Mapping[Any, AdmissionLimits] | None = None,
     ) -> None:
         self._default = limits or AdmissionLimits()
         self._per_model = {_key(key): value for key, value in (per_model or {}).items()}

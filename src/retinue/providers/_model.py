@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Protocol, final, runtime_checkable
+from typing import Any, Protocol, TypeAlias, final, overload, runtime_checkable
 
 import attrs
 
@@ -13,7 +13,10 @@ from retinue._errors import DuplicateAdapterError, NoAdapterError
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
-__all__ = ["Model", "ModelRouter"]
+__all__ = ["Model", "ModelRouter", "RouteKey"]
+
+RouteKey: TypeAlias = str | tuple[str | None, str]
+"""A route: a model name (any provider), or a ``(provider, model name)`` pair."""
 
 
 @runtime_checkable
@@ -42,13 +45,28 @@ class ModelRouter:
     _routes: dict[tuple[str | None, str], Model] = attrs.field(factory=dict, init=False)
     default: Model | None = None
 
+    # One overload per key shape: a mapping's key type is invariant, so a dict
+    # keyed by (str, str) pairs alone is no Mapping of the wider key type.
+    @overload
     @classmethod
     def of(
-        cls,
-        routes: Mapping[str, Model] | Mapping[tuple[str | None, str], Model],
-        *,
-        default: Model | None = None,
-    ) -> ModelRouter:
+        cls, routes: Mapping[RouteKey, Model], *, default: Model | None = None
+    ) -> ModelRouter: ...
+    @overload
+    @classmethod
+    def of(cls, routes: Mapping[str, Model], *, default: Model | None = None) -> ModelRouter: ...
+    @overload
+    @classmethod
+    def of(
+        cls, routes: Mapping[tuple[str, str], Model], *, default: Model | None = None
+    ) -> ModelRouter: ...
+    @overload
+    @classmethod
+    def of(
+        cls, routes: Mapping[tuple[str | None, str], Model], *, default: Model | None = None
+    ) -> ModelRouter: ...
+    @classmethod
+    def of(cls, routes: Mapping[Any, Model], *, default: Model | None = None) -> ModelRouter:
         """Build a router from a mapping; a plain string key is a model name.
 
         Raises:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
+from retinue._lossless import JsonValue
 
 from ._codec import dump_event, dump_header, load_event, load_header
 from ._events import (
@@ -54,6 +55,7 @@ __all__ = [
     "EventLog",
     "HeaderReason",
     "InvalidJsonError",
+    "JsonValue",
     "PromptBlocked",
     "Replace",
     "RequestHeader",

@@ -2,7 +2,8 @@
 
 ``MemoryStore`` (default), ``SQLiteStore(path)`` (embedded, durable),
 ``JSONLStore(dir)`` (the SPEC 11.4 file layout) and ``PostgresStore(dsn)``
-(many processes) all pass one conformance suite.
+(many processes) all pass one conformance suite. Each is a ``BufferedStore``
+over a ``StorageBackend``; another backend plugs in the same way.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from ._protocol import SessionStore
 from ._records import StoreStatistics
 from ._repair import closing_events, repair_tail
 from ._sqlite import SQLiteStore
+from ._writebehind import BufferedStore
 
 __all__ = [
     "AppendBatch",
+    "BufferedStore",
     "JSONLStore",
     "Listing",
     "MemoryStore",

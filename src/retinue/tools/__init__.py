@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from retinue._handle import AgentHandle
+
 from ._decorator import tool
 from ._execution import PreparedCall, ToolExecution, ToolExecutionResult
 from ._registry import ToolRegistry
 from ._tool import ExecutionMode, Tool, ToolContext, ToolOutput
 
 __all__ = [
+    "AgentHandle",
     "ExecutionMode",
     "PreparedCall",
     "Tool",

@@ -7,12 +7,13 @@ import inspect
 import logging
 from collections.abc import Awaitable
 from types import CoroutineType
-from typing import final
+from typing import cast, final
 
 import attrs
 import trio
 
 from retinue._errors import InvalidJsonError, ToolError, failure_of
+from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, loads_frozen, thaw_json
 
 from ._execution import (
@@ -141,7 +142,8 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
         agent = execution.agent
         if not tool.is_async and agent is not None:
             # The worker thread must reach the agent through the trio thread.
-            agent = ThreadAgent(agent, trio.lowlevel.current_trio_token())
+            # Typed as the handle it stands in for: it forwards every verb to it.
+            agent = cast("AgentHandle", ThreadAgent(agent, trio.lowlevel.current_trio_token()))
         kwargs[tool.context_parameter] = ToolContext(execution.call_id, agent, execution.agent_id)
     return kwargs
 

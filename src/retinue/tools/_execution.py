@@ -23,6 +23,7 @@ from retinue._content import (
     bound_set_attribute,
 )
 from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf_error
+from retinue._handle import AgentHandle
 from retinue._lossless import JsonValue, freeze_json
 from retinue.session import ToolErrorInfo
 
@@ -67,7 +68,7 @@ class ToolExecution:
     """The tool name the model asked for."""
     arguments: JsonValue
     """The parsed arguments, or the raw text when the model's JSON was invalid (R9.6)."""
-    agent: object = None
+    agent: AgentHandle | None = None
     """The calling agent's handle (opaque to the registry), or ``None``."""
     agent_id: str | None = None
     """The calling agent's id: it scopes the tool view and every seam dispatch."""

@@ -12,6 +12,7 @@ import attrs
 
 from retinue._checks import finite_number_error
 from retinue._content import ContentBlock, as_content
+from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import ToolSchema
 
@@ -224,7 +225,7 @@ class ToolContext:
 
     call_id: str
     """The model's id of this call."""
-    agent: object = None
+    agent: AgentHandle | None = None
     """The calling agent's handle (a sync body's stand-in), or ``None`` outside an agent."""
     agent_id: str | None = None
     """The calling agent's id, or ``None`` outside an agent."""
