@@ -397,3 +397,26 @@ async def test_a_keyword_bound_by_a_partial_is_neither_shown_nor_overridable(
     text, error = outcome(await execute(bound, {"query": "q", "api_key": "forged"}))
     assert text == 'Error: invalid arguments for tool "search": api_key: unexpected property'
     assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
+
+
+@pytest.mark.parametrize("verb", ["send", "steer", "inject", "cancel"])
+async def test_a_verb_called_off_the_trio_thread_is_refused_before_it_changes_anything(
+    verb: str,
+) -> None:
+    """R2.10-R2.23: an agent's verbs wake trio tasks, which only the trio thread may do.
+
+    A sync tool holding another agent's handle (not its own ``ctx.agent``) called
+    ``send`` from its worker thread: the prompt was queued, the driver's wake-up
+    lost, and the agent never ran again (nor did the runtime close). It is refused
+    first, and the agent still answers from the trio thread.
+    """
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    with trio.fail_after(30):  # real time: a worker thread runs
+        async with retinue.open_runtime(models=model) as rt:
+            other = await rt.create_agent("other", retinue.AgentOptions(model="scripted"))
+            call = getattr(other, verb)
+            with pytest.raises(RuntimeError, match=r"must be called from the trio thread"):
+                await trio.to_thread.run_sync(call, "from a worker thread")
+            assert [event.type for event in other.session.events] == []
+            result = await other.ask("from the trio thread")
+    assert (result.reason.kind, result.text) == ("completed", "one")

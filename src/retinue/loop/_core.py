@@ -238,8 +238,21 @@ class AgentCore:
 
     # -- verbs (synchronous: they never wait) ---------------------------------
 
+    def check_thread(self) -> None:
+        """Refuse a verb called off the trio thread, before it changes anything.
+
+        Its mailbox and session wake trio tasks, which only the trio thread may
+        do: half done from a worker thread, a verb would strand the driver.
+        """
+        if not trio.lowlevel.in_trio_run():
+            raise RuntimeError(
+                f"agent {self.id!r}: its verbs must be called from the trio thread; from a "
+                "worker thread, call them through trio.from_thread.run_sync"
+            )
+
     def check_drivable(self) -> None:
         """Raise unless driving verbs are allowed now (R2.9, R2.37)."""
+        self.check_thread()
         if self.disposed:
             raise AgentDisposedError(f"agent {self.id!r} is disposed")
         if not self.published:
@@ -298,6 +311,7 @@ class AgentCore:
 
     def cancel(self, reason: str | None = None) -> None:
         """Abort the running turn and discard pending input (R2.23-R2.28); never blocks."""
+        self.check_thread()
         if not self.published and not self.disposed:
             raise AgentNotReadyError(f"agent {self.id!r} is not published yet")
         # Checked first: a refused call must change nothing.

@@ -106,10 +106,12 @@ class Mailbox:
 
     def wake(self) -> None:
         """Wake the waiting driver without queuing anything (used by dispose)."""
-        # Cleared as it is woken: a second wake before it runs must not reschedule it twice.
-        task, self._waiter = self._waiter, None
+        # Cleared once woken: a second wake before it runs must not reschedule it twice,
+        # and a wake that failed (off the trio thread) leaves it to a later one.
+        task = self._waiter
         if task is not None:
             trio.lowlevel.reschedule(task)
+            self._waiter = None
 
     async def wait_for_queued(self, stop: trio.Event) -> None:
         """Wait until something is enqueued or the wait is woken (R3.7).
