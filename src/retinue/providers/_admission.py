@@ -27,7 +27,7 @@ import trio
 
 from retinue._checks import finite_number_error
 
-from ._lanes import AdmissionLimits, Charge, Lane, LaneKey, LaneStatistics, Waiter
+from ._lanes import DEFAULT_PAUSE, AdmissionLimits, Charge, Lane, LaneKey, LaneStatistics, Waiter
 from ._model import RouteKey
 
 __all__ = [
@@ -101,17 +101,16 @@ class AdmissionTicket:
     def rate_limited(self, retry_after: float | None) -> None:
         """Report the request's 429/529 to its lane; never blocks.
 
-        As :meth:`AdmissionController.rate_limited`, with *retry_after* capped
-        at the ticket's ``max_pause``.
+        As :meth:`AdmissionController.rate_limited`, with the pause (its default
+        too) capped at the ticket's ``max_pause``.
 
         Raises:
             TypeError: *retry_after* is neither an int nor a float (a bool is not one).
             ValueError: *retry_after* is negative or not a number.
         """
         pause = _checked_pause(retry_after)
-        if pause is not None:
-            pause = min(pause, self._max_pause)
-        self._lane.rate_limited(trio.current_time(), pause)
+        pause = DEFAULT_PAUSE if pause is None else pause
+        self._lane.rate_limited(trio.current_time(), min(pause, self._max_pause))
 
     def refund(self) -> None:
         """Give back the request's charges (it never reached the provider)."""
@@ -299,6 +298,7 @@ class AdmissionController:
             ValueError: *retry_after* is negative or not finite.
         """
         pause = _checked_pause(retry_after)
+        pause = DEFAULT_PAUSE if pause is None else pause
         self._lane(provider, model).rate_limited(trio.current_time(), pause)
 
     def statistics(self) -> AdmissionStatistics:

@@ -16,6 +16,7 @@ from retinue._checks import finite_number_error, positive_int_error
 from ._ratelimits import parse_rate_limits
 
 __all__ = [
+    "DEFAULT_PAUSE",
     "AdmissionLimits",
     "Charge",
     "Lane",
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 LaneKey = tuple[str | None, str]
+DEFAULT_PAUSE = 1.0
+"""How long a lane pauses for a 429 or 529 that says no wait (before any cap)."""
 
 
 def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -250,12 +253,11 @@ class Lane:
         limit = self.limits.max_concurrent
         return math.inf if limit is None else float(limit)
 
-    def rate_limited(self, now: float, retry_after: float | None) -> None:
+    def rate_limited(self, now: float, pause: float) -> None:
         self.throttled += 1
         # Requests sent before the first 429 of a burst tend to get one too: the
         # burst is one congestion event, and the limit is halved once for it.
         same_event = self._throttled_until > now
-        pause = 1.0 if retry_after is None else retry_after
         self._throttled_until = max(self._throttled_until, now + pause)
         self.paused_until = max(self.paused_until, now + pause)
         if same_event:
