@@ -100,3 +100,24 @@ async def test_the_static_prompt_renders_each_variable_of_the_agent(
         agent = await rt.create_agent("a", options)
         await agent.ask("q")
     assert model.requests[0].system == "m at p in /srv: {x}"
+
+
+async def test_a_resumed_agent_renders_the_model_it_goes_on_with(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.32, R7.52: resumed without a model, the agent goes on with the stored one, and
+    ``{{model}}`` and ``{{provider}}`` render it; they were unset, so every resumed turn
+    failed with ``PROMPT_RENDER``."""
+    model = ScriptedModel([Reply("a"), Reply("b"), Reply("c")])
+    template = "You are {{model}} at {{provider}}."
+    async with runtime(model, system_prompt=template) as rt:
+        first = await rt.create_agent("a", AgentOptions(model="m", provider="p"), session_id="s")
+        await first.ask("one")
+        await first.dispose()
+        resumed = await rt.resume_agent("s")
+        assert (await resumed.ask("two")).reason.kind == "completed"
+        await resumed.dispose()
+        moved = await rt.resume_agent("s", AgentOptions(provider="q"))
+        assert (await moved.ask("three")).reason.kind == "completed"
+    systems = [request.system for request in model.requests]
+    assert systems == ["You are m at p.", "You are m at p.", "You are m at q."]

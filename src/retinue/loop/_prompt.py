@@ -21,12 +21,19 @@ def _sections(core: AgentCore) -> tuple[Section, ...]:
 
 
 def _variables(core: AgentCore) -> dict[str, str | None]:
-    """The runtime's variables, shadowed by the agent's own where it has a value (R7.51)."""
-    own = {
-        "provider": core.options.provider,
-        "model": core.options.model,
-        "cwd": core.session.header.cwd,
-    }
+    """The runtime's variables, shadowed by the agent's own where it has a value (R7.51).
+
+    Resumed without a model, the agent goes on with the stored one (see
+    ``seed_config``): its model and provider are the stored ones too, unless
+    the options give a provider.
+    """
+    options = core.options
+    model, provider = options.model, options.provider
+    stored = core.session.current_header if model is None else None
+    if stored is not None:
+        model = stored.config.model or None
+        provider = provider or stored.config.provider
+    own = {"provider": provider, "model": model, "cwd": core.session.header.cwd}
     merged = dict.fromkeys(own) | dict(core.services.variables)
     merged.update((name, value) for name, value in own.items() if value is not None)
     return merged
