@@ -156,10 +156,32 @@ async def _supervising(
         if (
             body_error is None
             or len(group.exceptions) != 1
-            or group.exceptions[0] is not body_error
+            or not _is_body_error(group.exceptions[0], body_error)
         ):
             raise
         _reraise(body_error)
+
+
+def _is_body_error(found: BaseException, body_error: BaseException) -> bool:
+    """Whether *found*, in the nursery's group, is the body's error.
+
+    A group the body raised comes back as a copy holding the same leaves: the
+    nursery splits the Cancelled out of every group it collects.
+    """
+    if found is body_error:
+        return True
+    if not isinstance(found, BaseExceptionGroup) or type(found) is not type(body_error):
+        return False
+    assert isinstance(body_error, BaseExceptionGroup)
+    return found.message == body_error.message and _leaves(found) == _leaves(body_error)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[int]:
+    """The identities of *group*'s leaf exceptions, in order."""
+    found: list[int] = []
+    for error in group.exceptions:
+        found += _leaves(error) if isinstance(error, BaseExceptionGroup) else [id(error)]
+    return found
 
 
 def _reraise(error: BaseException) -> NoReturn:
