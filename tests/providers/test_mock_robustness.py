@@ -706,3 +706,13 @@ async def test_mock_request_without_a_required_field_is_answered_400_naming_it(
     assert response.status_code == 400
     assert response.json()["error"]["message"] == message
     assert not server.calls
+
+
+def test_mock_reply_takes_its_tool_calls_as_any_sequence_and_stays_hashable() -> None:
+    """A reply given a list of calls keeps a tuple of them: the list was kept as given,
+    so the frozen reply could not be hashed and changed with the caller's list."""
+    calls = [MockToolCall("lookup", "{}")]
+    reply = MockReply(tool_calls=calls)
+    calls.append(MockToolCall("other", "{}"))
+    assert reply.tool_calls == (MockToolCall("lookup", "{}"),)
+    assert hash(reply) == hash(MockReply(tool_calls=(MockToolCall("lookup", "{}"),)))

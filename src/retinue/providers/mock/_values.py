@@ -245,6 +245,11 @@ class MockToolCall:
     id: str | None = None
 
 
+def _calls(calls: Iterable[MockToolCall]) -> tuple[MockToolCall, ...]:
+    """A reply's calls as a tuple, however given: the reply stays hashable and unchanged."""
+    return tuple(calls)
+
+
 @final
 @attrs.frozen
 class MockReply:
@@ -256,7 +261,7 @@ class MockReply:
     """
 
     text: str = ""
-    tool_calls: tuple[MockToolCall, ...] = ()
+    tool_calls: tuple[MockToolCall, ...] = attrs.field(default=(), converter=_calls)
     reasoning: str = ""
     finish: str | None = None
     input_tokens: int | None = None
