@@ -14,9 +14,21 @@ from typing import Any, Self
 import pytest
 import trio
 
+from retinue import MessageSource, Text
 from retinue.cli import _sessions
 from retinue.cli._sessions import add_parser, describe
-from retinue.session import Session, SessionHeader
+from retinue.session import (
+    ContextMessage,
+    PromptBlocked,
+    Session,
+    SessionHeader,
+    SteeringMessage,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+    UserMessage,
+)
 from retinue.session._codec import encode_header
 from retinue.stores import JSONLStore, Listing, SQLiteStore
 from tests.stores._kit import lines, open_tool_turn, run_turn
@@ -531,3 +543,22 @@ def test_cli_sessions_import_names_the_line_of_an_event_out_of_seq_order(
         f"retinue sessions import: {exported}, line {line}: session 'done': {problem}\n"
     )
     assert not list(target.rglob("*.jsonl"))
+
+
+def test_cli_sessions_show_prints_context_steering_and_blocked_prompts() -> None:
+    """``sessions show`` renders what was injected, steered in or blocked, and who gave it:
+    they were left out, so an injected note or a vetoed prompt was invisible there."""
+    session = Session.create("s")
+    plugin = MessageSource("plugin", "notes")
+    session.append(TurnStart(1, TurnTrigger("injection", plugin)))
+    session.append(ContextMessage((Text("remember the key"),), plugin), surface="append")
+    session.append(TurnEnd(1, TurnEndReason.completed()))
+    session.append(TurnStart(2, TurnTrigger("message")))
+    session.append(PromptBlocked((Text("rm -rf /"),), reason="unsafe"))
+    session.append(UserMessage("hello"), surface="append")
+    session.append(SteeringMessage(2, (Text("be brief"),)), surface="append")
+    session.append(TurnEnd(2, TurnEndReason.completed()))
+    shown = list(describe(session))
+    assert "  context (from notes): remember the key" in shown
+    assert "  blocked: rm -rf /  [unsafe]" in shown
+    assert "  steering: be brief" in shown

@@ -23,9 +23,12 @@ from retinue._errors import (
 )
 from retinue.session import (
     AssistantMessage,
+    ContextMessage,
     Event,
+    PromptBlocked,
     Session,
     SessionHeader,
+    SteeringMessage,
     StepStart,
     ToolCallEvent,
     ToolResultEvent,
@@ -400,6 +403,8 @@ def _describe_event(event: Event) -> str | None:
         return f"  end: {reason.kind}" + (f" ({detail})" if detail else "")
     if isinstance(data, UserMessage):
         return f"  user: {_short(content_text(data.content))}"
+    if isinstance(data, ContextMessage | SteeringMessage | PromptBlocked):
+        return _describe_input(data)
     if isinstance(data, StepStart):
         return f"  step {data.step}"
     if isinstance(data, AssistantMessage):
@@ -411,6 +416,17 @@ def _describe_event(event: Event) -> str | None:
         code = f" {data.error.code}" if data.error is not None else ""
         return f"    tool result [{data.call_id}] {status}{code}: {_short(content_text(data.content), 60)}"
     return None
+
+
+def _describe_input(data: ContextMessage | SteeringMessage | PromptBlocked) -> str:
+    """Context, steering or a blocked prompt, with who gave it when not the user."""
+    source = data.source.plugin or data.source.kind
+    given = "" if source == "user" else f" (from {source})"
+    text = _short(content_text(data.content))
+    if isinstance(data, PromptBlocked):
+        return f"  blocked{given}: {text}" + (f"  [{data.reason}]" if data.reason else "")
+    kind = "context" if isinstance(data, ContextMessage) else "steering"
+    return f"  {kind}{given}: {text}"
 
 
 def _describe_assistant(data: AssistantMessage) -> str:
