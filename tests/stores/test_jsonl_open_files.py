@@ -185,3 +185,37 @@ async def test_jsonl_claim_reports_running_out_of_files(
         monkeypatch.undo()
         loaded = await store.load("victim")
         assert digest(loaded) == digest(stored)
+
+
+async def test_jsonl_keeps_no_path_for_a_session_it_let_go(tmp_path: Path) -> None:
+    """A long-running store remembers the files of its live sessions only: it kept the path
+    of every session it had created, looked up or loaded, for as long as it ran."""
+    async with JSONLStore(tmp_path) as store:
+        for number in range(20):
+            session = Session.create(f"s{number}")
+            store.attach_new(session)
+            run_turn(session, "hi")
+            await store.detach(session)
+        assert all([await store.exists(f"s{number}") for number in range(20)])
+        loaded = await store.load("s3")
+        backend: Any = store._backend  # what the store holds per session
+        assert list(backend._paths) == ["s3"]
+        store.attach(loaded)
+        await store.detach(loaded)
+        assert (backend._paths, backend._open) == ({}, {})
+
+
+async def test_a_session_loaded_and_let_go_unattached_gives_up_its_claim(tmp_path: Path) -> None:
+    """``detach`` gives up the claim ``load`` took, attached or not: let go unattached,
+    the file stayed open and locked, so no other store could load it until this one closed."""
+    async with JSONLStore(tmp_path) as store:
+        session = Session.create("s")
+        store.attach_new(session)
+        run_turn(session, "hi")
+        await store.detach(session)
+        loaded = await store.load("s")
+        await store.detach(loaded)
+        async with JSONLStore(tmp_path) as other:
+            again = await other.load("s")
+            assert [event.type for event in again.events] == [e.type for e in session.events]
+            await other.detach(again)

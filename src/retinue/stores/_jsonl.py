@@ -295,6 +295,7 @@ class JSONLBackend:
             ) from None
         handle = SessionFile(fd, measured=False)
         self._open[session_id] = handle
+        self._paths[session_id] = path
         return handle
 
     def claim(self, session_id: str) -> None:
@@ -310,6 +311,7 @@ class JSONLBackend:
         """Close the session's file, dropping its lock."""
         with self._lock:
             handle = self._open.pop(session_id, None)
+            self._paths.pop(session_id, None)
             if handle is not None:
                 os.close(handle.fd)
 
@@ -323,7 +325,6 @@ class JSONLBackend:
         for bucket in self._buckets():
             candidate = bucket / name
             if candidate.exists():
-                self._paths[session_id] = candidate
                 return candidate
         return None
 

@@ -312,15 +312,22 @@ class BufferedStore:
         If the flush fails the session stays attached (its events stay
         buffered) and the error propagates.
         """
-        self._loaded.pop(session.id, None)  # loaded and let go without being attached
+        loaded = self._loaded.pop(session.id, None)
         await self.flush(session)
         tracked = self._tracked.get(session.id)
+        if tracked is None and loaded is not None and loaded[0]() is session:
+            # Loaded and let go without being attached: the claim its load took goes too.
+            await self._release(session)
+            return
         if tracked is None or tracked.session is not session:
             return
         while tracked.buffer:  # appended while that flush was being written
             await self.flush(session)
         tracked.unsubscribe()
         del self._tracked[session.id]
+        await self._release(session)
+
+    async def _release(self, session: Session) -> None:
         # Shielded: once untracked, a claim kept by a cancel would lock the session until close.
         with trio.CancelScope(shield=True):
             await self._call(self._backend.release, f"session {session.id!r}", session.id)
