@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 import trio.testing
@@ -225,3 +227,22 @@ async def test_closing_a_subscription_from_a_listener_leaves_the_turn_alone(
         result = await agent.ask("one")
     assert result.reason.kind == "completed"
     assert errors == []
+
+
+async def test_feeds_dropped_on_an_idle_agent_leave_its_session_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A feed nobody refers to any more stops observing the session when it is collected:
+    dropped on an idle agent, feeds piled up until its next append, and each new one copied
+    them all (a server subscribing per client made subscribing quadratic)."""
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        session: Any = agent.session  # the observers it holds
+        before = len(session._observers)
+        for _ in range(200):
+            agent.subscribe()
+        assert len(session._observers) == before
+        async with agent.subscribe() as feed:
+            await agent.ask("hi")
+            assert len(session._observers) == before + 1
+            assert (await feed.__anext__()).type == "turn/start"

@@ -131,12 +131,11 @@ def _observe_weakly(session: Session, feed: Subscription) -> Callable[[], None]:
     """Observe *session* for *feed* without keeping *feed* alive; returns the unsubscriber.
 
     A task iterating the feed keeps it alive through its frame. Once the feed is
-    collected, its observer leaves at the next append: the session notifies from
-    a snapshot of its observers, so the others still get that event, in order.
+    collected, its observer leaves: at once when that happens on the trio thread
+    (feeds dropped on an idle agent would otherwise pile up, each new one copying
+    them all), else at the next append. The session notifies from a snapshot of
+    its observers, so the others still get that event, in order.
     """
-    # A plain weak reference, not a WeakMethod: this runs per event for every live
-    # feed, and a WeakMethod builds a bound method on every call (4x the cost).
-    feed_ref = weakref.ref(feed)
 
     def push(event: Event) -> None:
         live = feed_ref()
@@ -145,6 +144,14 @@ def _observe_weakly(session: Session, feed: Subscription) -> Callable[[], None]:
         else:
             live._notice(event)
 
+    def dropped(_ref: object) -> None:
+        # The collector may run on any thread; only the trio thread changes the session.
+        if trio.lowlevel.in_trio_run():
+            unsubscribe()
+
+    # A plain weak reference, not a WeakMethod: this runs per event for every live
+    # feed, and a WeakMethod builds a bound method on every call (4x the cost).
+    feed_ref = weakref.ref(feed, dropped)
     unsubscribe = session.observe(push)
     return unsubscribe
 
