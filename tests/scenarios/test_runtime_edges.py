@@ -5,7 +5,7 @@ disposal during a setup, scoping to a torn-down agent, closed subscriptions
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -195,6 +195,33 @@ async def test_scoping_a_cleanup_to_a_torn_down_agent_is_refused(
         rt.scoped(again, lambda: called.append("live cleanup"))
         await again.dispose()
     assert called == ["live cleanup"]
+
+
+async def test_a_scoped_cleanup_run_early_is_run_once_and_let_go(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: ``scoped`` returns a function that runs the cleanup now; the runtime then holds
+    it no more. Per-turn listeners scoped to a long-lived agent were each kept, with what
+    they held, until its teardown, however often their callers removed them."""
+    called: list[int] = []
+    async with runtime(ScriptedModel([Reply("a")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for number in range(100):
+            listener = rt.hooks.on("agent/status", lambda *_: None, agent=agent)
+
+            def cleanup(number: int = number, listener: Callable[[], None] = listener) -> None:
+                listener()
+                called.append(number)
+
+            remove = rt.scoped(agent, cleanup)
+            remove()
+            remove()
+        held: Any = rt._cleanups  # what the runtime keeps for the agent
+        assert len(held[agent.id]) == 2  # its own session relay's
+        assert not rt.hooks.has_listeners("agent/status")
+        rt.scoped(agent, lambda: called.append(-1))
+        await agent.dispose()
+    assert called == [*range(100), -1]
 
 
 async def test_closing_a_subscription_ends_iteration_at_its_next_step(

@@ -52,7 +52,10 @@ class Runtime:
     admission: AdmissionController | None = None
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
-    _cleanups: dict[str, list[Callable[[], None]]] = attrs.field(factory=dict, init=False)
+    # Per agent, in registration order; keyed so one run early leaves at once.
+    _cleanups: dict[str, dict[object, Callable[[], None]]] = attrs.field(
+        factory=dict, init=False
+    )
     # Ids being created, each with the scope :meth:`aclose` or a dispose cancels to abort it.
     _creations: dict[str, Creation] = attrs.field(factory=dict, init=False)
     # Ids whose teardown is under way: reserved until their final flush has ended (R12.9).
@@ -297,7 +300,7 @@ class Runtime:
 
     async def _setup(self, agent: Agent, setup: Setup | None) -> None:
         """Run *setup*, or just its checkpoint; failed or cancelled, it leaves nothing behind."""
-        self._cleanups[agent.id] = []
+        self._cleanups[agent.id] = {}
         token = SETTING_UP.set((*SETTING_UP.get(), core_of(agent)))
         try:
             await run_setup(agent, setup)
@@ -307,10 +310,12 @@ class Runtime:
         finally:
             SETTING_UP.reset(token)
 
-    def scoped(self, agent: Agent, unregister: Callable[[], None]) -> None:
+    def scoped(self, agent: Agent, unregister: Callable[[], None]) -> Callable[[], None]:
         """Tie *unregister* to *agent*'s lifetime (scoped listeners and tools); never blocks.
 
         *unregister* runs once, when the agent is torn down or its creation fails.
+        Returns a function that runs it now instead (idempotent): the runtime then
+        forgets it, where a caller's own call would leave it held until teardown.
 
         Raises:
             AgentDisposedError: *agent* is disposed, as for a listener or tool
@@ -318,12 +323,20 @@ class Runtime:
                 unregister stays the caller's to remove.
         """
         agent_scope(agent)
-        self._cleanups.setdefault(agent.id, []).append(unregister)
+        cleanups = self._cleanups.setdefault(agent.id, {})
+        key = object()
+        cleanups[key] = unregister
+
+        def now() -> None:
+            if cleanups.pop(key, None) is not None:
+                unregister()
+
+        return now
 
     def _unwind(self, agent_id: str) -> None:
         self.hooks.drop_scope(agent_id)
         self._services.tools.drop_scope(agent_id)
-        for cleanup in reversed(self._cleanups.pop(agent_id, [])):
+        for cleanup in reversed(self._cleanups.pop(agent_id, {}).values()):
             try:
                 cleanup()
             except (Exception, trio.Cancelled):
