@@ -67,10 +67,9 @@ _OTHER = ToolSchema("u", "d", {})
     [
         (ToolsDelta(removed=("u",)), "tools delta names 'u', which the header lacks"),
         (ToolsDelta(changed=(_OTHER,)), "tools delta names 'u', which the header lacks"),
-        (ToolsDelta(added=(_TOOL,)), "tools delta leaves two tools of one name"),
-        (ToolsDelta(added=(_OTHER, _OTHER)), "tools delta leaves two tools of one name"),
+        (ToolsDelta(added=(_TOOL,)), "tools delta adds a tool the header keeps"),
     ],
-    ids=["removes-absent", "changes-absent", "adds-present", "adds-twice"],
+    ids=["removes-absent", "changes-absent", "adds-present"],
 )
 def test_a_tools_delta_not_made_from_the_header_is_refused_typed(
     delta: ToolsDelta, problem: str
@@ -84,3 +83,14 @@ def test_a_tools_delta_not_made_from_the_header_is_refused_typed(
     assert caught.value.code == "CORRUPT_HEADER"
     assert problem in str(caught.value)
     assert (len(session.events), session.current_header) == (1, before)
+
+
+def test_a_header_listing_a_tool_twice_still_folds_the_deltas_made_from_it() -> None:
+    """R8.5: an assembly listener may send a tool list naming one tool twice; the deltas
+    made from such a header (and stored) still fold as they did when they were written."""
+    session = Session.create("s")
+    twice = EpochHeader(LlmCallConfig("m"), tools=(_TOOL, _TOOL))
+    session.append(RequestHeader(twice, "initial"))
+    session.append(RequestHeaderDelta(tools=ToolsDelta(added=(_OTHER, _OTHER))))
+    assert session.current_header is not None
+    assert session.current_header.tools == (_TOOL, _TOOL, _OTHER, _OTHER)

@@ -219,3 +219,43 @@ async def test_a_session_loaded_and_let_go_unattached_gives_up_its_claim(tmp_pat
             again = await other.load("s")
             assert [event.type for event in again.events] == [e.type for e in session.events]
             await other.detach(again)
+
+
+async def test_a_detach_of_a_loaded_session_cancelled_in_its_flush_can_be_done_again(
+    tmp_path: Path,
+) -> None:
+    """The claim of a session loaded and let go unattached is given up by the detach that
+    completes: one cancelled before it forgot the session, and the file stayed locked."""
+    async with JSONLStore(tmp_path) as store:
+        session = Session.create("s")
+        store.attach_new(session)
+        run_turn(session, "hi")
+        await store.detach(session)
+        loaded = await store.load("s")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await store.detach(loaded)
+        assert scope.cancelled_caught
+        await store.detach(loaded)
+        async with JSONLStore(tmp_path) as other:
+            await other.detach(await other.load("s"))
+
+
+async def test_a_session_loaded_and_not_yet_let_go_is_not_loaded_again(tmp_path: Path) -> None:
+    """One writer per session, within a store too: a second copy shared the first's claim,
+    so detaching one released the other's, and events the other logged were never stored."""
+    async with JSONLStore(tmp_path) as store:
+        session = Session.create("s")
+        store.attach_new(session)
+        run_turn(session, "hi")
+        await store.detach(session)
+        first = await store.load("s")
+        with pytest.raises(StoreError) as refused:
+            await store.load("s")
+        assert refused.value.code == "SESSION_TRACKED"
+        await store.detach(first)
+        second = await store.load("s")
+        run_turn(second, "more")
+        store.attach(second)
+        await store.detach(second)
+        assert len((await store.inspect("s")).events) == len(second.events)

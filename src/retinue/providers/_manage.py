@@ -259,8 +259,11 @@ class _Admitted:
 
 
 def _lane_pause(error: ProviderError) -> float | None:
-    """The wait *error* asks of its lane; ``None`` (the default pause) for one no lane can
-    take: a custom model's NaN or negative wait must not replace its error."""
+    """The wait *error* asks of its lane, or ``None`` (the default pause).
+
+    ``None`` for a wait no lane can take: a custom model's NaN or negative wait
+    must not replace its error.
+    """
     wait = error.retry_after
     return wait if finite_number_error(wait, zero=True) is None else None
 

@@ -14,6 +14,7 @@ __all__ = ["RateLimitInfo", "finite_number", "parse_duration", "parse_rate_limit
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_LONGEST_DURATION = 64
 
 
 @final
@@ -44,6 +45,8 @@ def finite_number(text: str) -> float | None:
 def parse_duration(text: str) -> float | None:
     """Parse OpenAI's reset durations (``"12ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``)."""
     text = text.strip()
+    if len(text) > _LONGEST_DURATION:
+        return None  # no reset is written so long, and scanning one costs its length squared
     seconds = finite_number(text)
     if seconds is not None:
         return max(0.0, seconds)

@@ -30,9 +30,9 @@ from ._feedback import report_response
 from ._http import (
     ClientOwner,
     close_response,
-    connection_failed,
     decode_response,
     post_encodable,
+    raise_connection_failed,
     send_within,
     shown_url,
 )
@@ -193,7 +193,7 @@ class AnthropicModel(ClientOwner):
             ) from exc
         except anthropic.APIConnectionError as exc:
             timed_out = isinstance(exc, anthropic.APITimeoutError)
-            raise connection_failed(exc, self.provider, timed_out=timed_out) from exc
+            raise_connection_failed(exc, self.provider, timed_out=timed_out)
         except (anthropic.AnthropicError, TypeError) as exc:
             raise ProviderError(
                 f"{self.provider} client error: {exc}", code="CLIENT_ERROR"

@@ -24,9 +24,9 @@ from ._http import (
     ClientOwner,
     StreamDecoder,
     close_response,
-    connection_failed,
     decode_response,
     post_encodable,
+    raise_connection_failed,
     send_within,
     shown_url,
 )
@@ -210,7 +210,7 @@ class OpenAIModel(ClientOwner):
             ) from exc
         except openai.APIConnectionError as exc:
             timed_out = isinstance(exc, openai.APITimeoutError)
-            raise connection_failed(exc, self.provider, timed_out=timed_out) from exc
+            raise_connection_failed(exc, self.provider, timed_out=timed_out)
         except openai.OpenAIError as exc:
             raise ProviderError(
                 f"{self.provider} client error: {exc}", code="CLIENT_ERROR"

@@ -56,8 +56,9 @@ def _apply_tools(old: EpochHeader, delta: ToolsDelta) -> tuple[ToolSchema, ...]:
     """*old*'s tools amended by *delta*, which must name them as they are.
 
     A delta that removes or changes a tool the header lacks, or adds one it
-    holds, was not made from this header: folded anyway, it would rebuild a
-    request no model was sent.
+    keeps, was not made from this header: folded anyway, it would rebuild a
+    request no model was sent. A name listed twice (an assembly listener's
+    tools may be) is taken as the request had it.
     """
     names = {tool.name for tool in old.tools}
     for name in (*delta.removed, *(tool.name for tool in delta.changed)):
@@ -68,10 +69,9 @@ def _apply_tools(old: EpochHeader, delta: ToolsDelta) -> tuple[ToolSchema, ...]:
     removed = set(delta.removed)
     changed = {tool.name: tool for tool in delta.changed}
     kept = [changed.get(tool.name, tool) for tool in old.tools if tool.name not in removed]
-    tools = (*kept, *delta.added)
-    if len({tool.name for tool in tools}) != len(tools):
-        raise SessionError("tools delta leaves two tools of one name", code="CORRUPT_HEADER")
-    return tools
+    if not {tool.name for tool in kept}.isdisjoint(tool.name for tool in delta.added):
+        raise SessionError("tools delta adds a tool the header keeps", code="CORRUPT_HEADER")
+    return (*kept, *delta.added)
 
 
 def make_delta(old: EpochHeader, new: EpochHeader) -> RequestHeaderDelta | None:

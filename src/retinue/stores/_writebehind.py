@@ -312,13 +312,15 @@ class BufferedStore:
         If the flush fails the session stays attached (its events stay
         buffered) and the error propagates.
         """
-        loaded = self._loaded.pop(session.id, None)
+        loaded = self._loaded.get(session.id)
         await self.flush(session)
-        tracked = self._tracked.get(session.id)
-        if tracked is None and loaded is not None and loaded[0]() is session:
+        if loaded is not None and loaded[0]() is session and self._loaded.get(session.id) is loaded:
             # Loaded and let go without being attached: the claim its load took goes too.
+            # Forgotten only now, so a detach cancelled in its flush can be done again.
+            del self._loaded[session.id]
             await self._release(session)
             return
+        tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session:
             return
         while tracked.buffer:  # appended while that flush was being written
@@ -355,8 +357,9 @@ class BufferedStore:
         Claims the session for this store (a second writer elsewhere makes this
         raise ``SESSION_LOCKED``); the claim is given up by ``detach``. Raises
         ``StoreError(SESSION_NOT_FOUND)`` if unknown and ``CorruptSessionError``
-        naming the session and the problem if unloadable. While it runs,
-        attaching the same id or loading it again is refused (``SESSION_TRACKED``).
+        naming the session and the problem if unloadable. While it runs, and
+        until what it returned is attached or detached, loading the id again is
+        refused (``SESSION_TRACKED``); so is attaching it while it runs.
         """
         check_session_id(session_id)
         await self._ensure_open()
@@ -365,6 +368,13 @@ class BufferedStore:
         if session_id in self._loading:
             # Its caller will attach what that load returns: a second copy could not be.
             raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
+        loaded = self._loaded.get(session_id)
+        if loaded is not None and loaded[0]() is not None:
+            # One writer per session: two copies would share one claim and drop each other's events.
+            raise StoreError(
+                f"session {session_id!r} is loaded and not yet attached or detached",
+                code="SESSION_TRACKED",
+            )
         with self._reserved(session_id):
             session = await self._load_reserved(session_id)
         self._loaded[session_id] = (weakref.ref(session), len(session.events))

@@ -53,9 +53,7 @@ class Runtime:
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
     # Per agent, in registration order; keyed so one run early leaves at once.
-    _cleanups: dict[str, dict[object, Callable[[], None]]] = attrs.field(
-        factory=dict, init=False
-    )
+    _cleanups: dict[str, dict[object, Callable[[], None]]] = attrs.field(factory=dict, init=False)
     # Ids being created, each with the scope :meth:`aclose` or a dispose cancels to abort it.
     _creations: dict[str, Creation] = attrs.field(factory=dict, init=False)
     # Ids whose teardown is under way: reserved until their final flush has ended (R12.9).

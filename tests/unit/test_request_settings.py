@@ -62,8 +62,9 @@ async def test_a_request_listener_cannot_set_a_max_tokens_no_api_accepts(
 
 
 def test_the_anthropic_body_sends_the_max_tokens_the_request_holds() -> None:
-    """R8.1: what the log says the request's ``max_tokens`` is, for any value it can hold."""
-    for limit in (1, 4096, 100_000):
+    """R8.1: what the log says the request's ``max_tokens`` is, for any value it can hold:
+    a 0 was taken for no limit and sent as the adapter's default."""
+    for limit in (0, 1, 4096, 100_000):
         request = ModelRequest(
             LlmCallConfig("m", max_tokens=limit),
             MessageHistory((Message("user", (Text("hi"),)),)),
