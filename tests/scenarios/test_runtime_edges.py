@@ -224,6 +224,28 @@ async def test_a_scoped_cleanup_run_early_is_run_once_and_let_go(
     assert called == [*range(100), -1]
 
 
+async def test_scoped_cleanups_run_once_whoever_runs_them_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: a cleanup that runs another early during teardown, and one run early after
+    it, each run once: the teardown failed on the first, and ran the second twice."""
+    called: list[str] = []
+    async with runtime(ScriptedModel([Reply("a")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        remove_first = rt.scoped(agent, lambda: called.append("first"))
+
+        def second() -> None:
+            called.append("second")
+            remove_first()
+
+        rt.scoped(agent, second)
+        remove_last = rt.scoped(agent, lambda: called.append("last"))
+        await agent.dispose()
+        remove_last()
+        remove_first()
+    assert called == ["last", "second", "first"]
+
+
 async def test_closing_a_subscription_ends_iteration_at_its_next_step(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -420,3 +420,22 @@ async def test_a_verb_called_off_the_trio_thread_is_refused_before_it_changes_an
             assert [event.type for event in other.session.events] == []
             result = await other.ask("from the trio thread")
     assert (result.reason.kind, result.text) == ("completed", "one")
+
+
+def test_a_disposed_agent_refuses_its_verbs_as_disposed_after_its_run() -> None:
+    """R2.37: after ``trio.run`` returns, a disposed agent's ``send`` and ``inject`` raise
+    ``AgentDisposedError`` and ``cancel`` does nothing, as inside the run (not the
+    worker-thread refusal: no run is left to call them from)."""
+    agents: list[retinue.Agent] = []
+
+    async def main() -> None:
+        async with retinue.open_runtime(models=ScriptedModel([Reply("one")])) as rt:
+            agents.append(await rt.create_agent("a", retinue.AgentOptions(model="scripted")))
+
+    trio.run(main)
+    [agent] = agents
+    for verb in (agent.send, agent.inject):
+        with pytest.raises(retinue.AgentDisposedError):
+            verb("late")
+    agent.cancel("late")
+    assert agent.status == "disposed"

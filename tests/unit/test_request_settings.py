@@ -122,3 +122,27 @@ async def test_a_resumed_agent_renders_the_model_it_goes_on_with(
         assert (await moved.ask("three")).reason.kind == "completed"
     systems = [request.system for request in model.requests]
     assert systems == ["You are m at p.", "You are m at p.", "You are m at q."]
+
+
+async def test_a_fresh_agent_keeps_the_variables_its_options_give_after_its_first_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.52: only an agent made on a stored session renders the model it goes on with; a
+    fresh one whose model an ``agent/request`` listener picks keeps the runtime's variables
+    for every step (they changed after its first request)."""
+    model = ScriptedModel([Reply("a"), Reply("b")])
+
+    async def request(agent: object, turn: int, step: int, config: object, next_: Next) -> object:
+        return attrs.evolve(await next_(), model="scripted")
+
+    async def assemble(agent: object, base: object, next_: Next) -> object:
+        return await next_()
+
+    template = "You are {{model}}."
+    async with runtime(model, system_prompt=template, variables={"model": "house"}) as rt:
+        rt.hooks.on("agent/request", request)
+        rt.hooks.on("system-prompt/assemble", assemble)
+        agent = await rt.create_agent("a", AgentOptions())
+        await agent.ask("one")
+        await agent.ask("two")
+    assert [request.system for request in model.requests] == ["You are house."] * 2

@@ -15,6 +15,7 @@ from retinue._errors import AgentDisposedError, AgentNotReadyError, ConfigError
 from retinue._handle import AgentHandle, AgentStatus, Content, TurnResult
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
+from retinue._request import LlmCallConfig
 from retinue.hooks import HookBus
 from retinue.mailbox import Mailbox, MailboxItem, Ticket
 from retinue.prompt import Section
@@ -225,6 +226,8 @@ class AgentCore:
     sections: tuple[Section, ...] = ()
     prefix: tuple[Message, ...] | None = None
     header_anchored: bool = False
+    stored_config: LlmCallConfig | None = None
+    """The model config the session held when the agent was made on it (resumed or forked)."""
     flush_wanted: trio.Event = attrs.field(factory=trio.Event)
     """Wakes the flusher: for a flush owed, or to stop it."""
     flush_owed: bool = False
@@ -252,11 +255,11 @@ class AgentCore:
 
     def check_drivable(self) -> None:
         """Raise unless driving verbs are allowed now (R2.9, R2.37)."""
-        self.check_thread()
         if self.disposed:
             raise AgentDisposedError(f"agent {self.id!r} is disposed")
         if not self.published:
             raise AgentNotReadyError(f"agent {self.id!r} is not published yet")
+        self.check_thread()
 
     def send(
         self,
@@ -311,7 +314,8 @@ class AgentCore:
 
     def cancel(self, reason: str | None = None) -> None:
         """Abort the running turn and discard pending input (R2.23-R2.28); never blocks."""
-        self.check_thread()
+        if not self.disposed:  # which leaves nothing to cancel, on any thread
+            self.check_thread()
         if not self.published and not self.disposed:
             raise AgentNotReadyError(f"agent {self.id!r} is not published yet")
         # Checked first: a refused call must change nothing.

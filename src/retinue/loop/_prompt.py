@@ -29,10 +29,10 @@ def _variables(core: AgentCore) -> dict[str, str | None]:
     """
     options = core.options
     model, provider = options.model, options.provider
-    stored = core.session.current_header if model is None else None
+    stored = core.stored_config if model is None else None
     if stored is not None:
-        model = stored.config.model or None
-        provider = provider or stored.config.provider
+        model = stored.model or None
+        provider = provider or stored.provider
     own = {"provider": provider, "model": model, "cwd": core.session.header.cwd}
     merged = dict.fromkeys(own) | dict(core.services.variables)
     merged.update((name, value) for name, value in own.items() if value is not None)

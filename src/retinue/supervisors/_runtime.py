@@ -293,6 +293,8 @@ class Runtime:
     def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
         core = AgentCore(session.id, options, session, self._services)
         core.sections = persona_sections(options.system_prompt)
+        stored = session.current_header
+        core.stored_config = None if stored is None else stored.config
         agent = self._creations[session.id].agent = Agent(core, self._dispose_agent)
         return agent
 
@@ -334,7 +336,11 @@ class Runtime:
     def _unwind(self, agent_id: str) -> None:
         self.hooks.drop_scope(agent_id)
         self._services.tools.drop_scope(agent_id)
-        for cleanup in reversed(self._cleanups.pop(agent_id, {}).values()):
+        cleanups = self._cleanups.pop(agent_id, {})
+        # Emptied as it runs, newest first: a cleanup may run another's early (which then
+        # finds it gone), and one run early later finds itself gone too.
+        while cleanups:
+            _, cleanup = cleanups.popitem()
             try:
                 cleanup()
             except (Exception, trio.Cancelled):
