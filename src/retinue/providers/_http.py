@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from types import TracebackType
-from typing import NoReturn, Protocol, Self, final
+from typing import Protocol, Self, final
 
 import httpx2
 import trio
@@ -19,11 +19,11 @@ from ._sse import SseDecoder, SseEvent
 __all__ = [
     "StreamDecoder",
     "close_response",
+    "connection_failed",
     "current_answer",
     "decode_response",
     "note_answer",
     "post_encodable",
-    "raise_connection_failed",
     "send_within",
     "shown_url",
 ]
@@ -64,29 +64,33 @@ def shown_url(url: str | httpx2.URL) -> str:
     return str(parsed.copy_with(query=None, fragment=None, userinfo=b""))
 
 
-def raise_connection_failed(exc: Exception, provider: str, *, timed_out: bool) -> NoReturn:
-    """Raise the typed error for an SDK's connection failure *exc*, from it.
+def connection_failed(
+    exc: Exception, provider: str, *, timed_out: bool
+) -> tuple[ProviderError, Exception | None]:
+    """The typed error for an SDK's connection failure *exc*, and the cause to raise it from.
 
     Where the request was going and why it failed. A request that is not valid
     HTTP (a header value with a line break: a key pasted with its newline) was
-    never sent: a client error, not retried, raised from nothing, as the SDK's
-    error and its cause quote the header, and its value is most often the key.
+    never sent: a client error, not retried, with no cause, as the SDK's error
+    and its cause quote the header, and its value is most often the key.
     """
     request = getattr(exc, "request", None)
     where = ""
     if isinstance(request, httpx2.Request):
         where = f" to {shown_url(request.url)}"
     if isinstance(exc.__cause__, httpx2.LocalProtocolError):
-        raise ProviderError(
+        refused = ProviderError(
             f"{provider} request{where} is not valid HTTP, so it was not sent: a header"
             " name or value holds a character HTTP forbids, such as a line break",
             code="CLIENT_ERROR",
-        ) from None
-    raise ProviderConnectionError(
+        )
+        return refused, None
+    failed = ProviderConnectionError(
         f"{provider} connection{where} {'timed out' if timed_out else 'failed'}: {_cause(exc)}",
         code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
         retryable=True,
-    ) from exc
+    )
+    return failed, exc
 
 
 class StreamDecoder(Protocol):

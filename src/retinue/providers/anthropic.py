@@ -30,9 +30,9 @@ from ._feedback import report_response
 from ._http import (
     ClientOwner,
     close_response,
+    connection_failed,
     decode_response,
     post_encodable,
-    raise_connection_failed,
     send_within,
     shown_url,
 )
@@ -193,7 +193,8 @@ class AnthropicModel(ClientOwner):
             ) from exc
         except anthropic.APIConnectionError as exc:
             timed_out = isinstance(exc, anthropic.APITimeoutError)
-            raise_connection_failed(exc, self.provider, timed_out=timed_out)
+            error, cause = connection_failed(exc, self.provider, timed_out=timed_out)
+            raise error from cause
         except (anthropic.AnthropicError, TypeError) as exc:
             raise ProviderError(
                 f"{self.provider} client error: {exc}", code="CLIENT_ERROR"

@@ -24,9 +24,9 @@ from ._http import (
     ClientOwner,
     StreamDecoder,
     close_response,
+    connection_failed,
     decode_response,
     post_encodable,
-    raise_connection_failed,
     send_within,
     shown_url,
 )
@@ -210,7 +210,8 @@ class OpenAIModel(ClientOwner):
             ) from exc
         except openai.APIConnectionError as exc:
             timed_out = isinstance(exc, openai.APITimeoutError)
-            raise_connection_failed(exc, self.provider, timed_out=timed_out)
+            error, cause = connection_failed(exc, self.provider, timed_out=timed_out)
+            raise error from cause
         except openai.OpenAIError as exc:
             raise ProviderError(
                 f"{self.provider} client error: {exc}", code="CLIENT_ERROR"
