@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import final
 
 import trio
 
-from retinue._content import ContentBlock, MessageSource
+from retinue._content import MessageSource
 from retinue._errors import AgentError, RetinueError
+from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
@@ -20,8 +21,6 @@ from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
 __all__ = ["Agent", "Subscription", "SubscriptionOverflowError"]
-
-Content = str | ContentBlock | Sequence[ContentBlock]
 
 
 class SubscriptionOverflowError(RetinueError):
