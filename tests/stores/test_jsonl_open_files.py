@@ -187,15 +187,21 @@ async def test_jsonl_claim_reports_running_out_of_files(
         assert digest(loaded) == digest(stored)
 
 
+async def _stored(store: JSONLStore, session_id: str) -> Session:
+    """A session of one turn, stored and let go."""
+    session = Session.create(session_id)
+    store.attach_new(session)
+    run_turn(session, "hi")
+    await store.detach(session)
+    return session
+
+
 async def test_jsonl_keeps_no_path_for_a_session_it_let_go(tmp_path: Path) -> None:
     """A long-running store remembers the files of its live sessions only: it kept the path
     of every session it had created, looked up or loaded, for as long as it ran."""
     async with JSONLStore(tmp_path) as store:
         for number in range(20):
-            session = Session.create(f"s{number}")
-            store.attach_new(session)
-            run_turn(session, "hi")
-            await store.detach(session)
+            await _stored(store, f"s{number}")
         assert all([await store.exists(f"s{number}") for number in range(20)])
         loaded = await store.load("s3")
         backend: Any = store._backend  # what the store holds per session
@@ -209,10 +215,7 @@ async def test_a_session_loaded_and_let_go_unattached_gives_up_its_claim(tmp_pat
     """``detach`` gives up the claim ``load`` took, attached or not: let go unattached,
     the file stayed open and locked, so no other store could load it until this one closed."""
     async with JSONLStore(tmp_path) as store:
-        session = Session.create("s")
-        store.attach_new(session)
-        run_turn(session, "hi")
-        await store.detach(session)
+        session = await _stored(store, "s")
         loaded = await store.load("s")
         await store.detach(loaded)
         async with JSONLStore(tmp_path) as other:
@@ -227,10 +230,7 @@ async def test_a_detach_of_a_loaded_session_cancelled_in_its_flush_can_be_done_a
     """The claim of a session loaded and let go unattached is given up by the detach that
     completes: one cancelled before it forgot the session, and the file stayed locked."""
     async with JSONLStore(tmp_path) as store:
-        session = Session.create("s")
-        store.attach_new(session)
-        run_turn(session, "hi")
-        await store.detach(session)
+        await _stored(store, "s")
         loaded = await store.load("s")
         with trio.CancelScope() as scope:
             scope.cancel()
@@ -245,10 +245,7 @@ async def test_a_session_loaded_and_not_yet_let_go_is_not_loaded_again(tmp_path:
     """One writer per session, within a store too: a second copy shared the first's claim,
     so detaching one released the other's, and events the other logged were never stored."""
     async with JSONLStore(tmp_path) as store:
-        session = Session.create("s")
-        store.attach_new(session)
-        run_turn(session, "hi")
-        await store.detach(session)
+        await _stored(store, "s")
         first = await store.load("s")
         with pytest.raises(StoreError) as refused:
             await store.load("s")

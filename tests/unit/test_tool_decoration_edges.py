@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import functools
-import typing
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 import pytest
 import trio
 import trio.testing
 
-from retinue._content import content_text
-from retinue._lossless import JsonValue, freeze_json, thaw_json
-from retinue.hooks import HookBus
+from retinue._lossless import freeze_json, thaw_json
 from retinue.session import ToolErrorInfo
-from retinue.tools import Tool, ToolExecution, ToolRegistry, tool
-from tests.helpers import DEADLINE
-
-
-async def execute(target: Tool, arguments: JsonValue) -> tuple[str, ToolErrorInfo | None]:
-    registry = ToolRegistry(HookBus(), [target])
-    with trio.fail_after(DEADLINE):
-        result = await registry.execute(ToolExecution("c1", target.name, arguments))
-    return content_text(result.content), result.error
-
-
-def properties(definition: Tool) -> dict[str, Any]:
-    """The tool's advertised properties, as plain JSON."""
-    schema = thaw_json(definition.parameters)
-    assert isinstance(schema, dict)
-    return typing.cast("dict[str, Any]", schema["properties"])
+from retinue.tools import Tool, tool
+from tests.unit._tool_kit import execute, properties
 
 
 def _logged(fn: Callable[..., object]) -> Callable[..., object]:

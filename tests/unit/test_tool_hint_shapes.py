@@ -4,36 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 import pytest
-import trio
 import typing_extensions
 
-from retinue._content import Text, content_text
-from retinue._lossless import JsonValue, thaw_json
-from retinue.hooks import HookBus
-from retinue.session import ToolErrorInfo
-from retinue.tools import Tool, ToolExecution, ToolRegistry, tool
-from tests.helpers import DEADLINE
+from retinue._content import Text
+from retinue.tools import tool
+from tests.unit._tool_kit import execute, properties
 
 if TYPE_CHECKING:
     from retinue._content import ContentBlock
-
-
-async def execute(target: Tool, arguments: JsonValue) -> tuple[str, ToolErrorInfo | None]:
-    registry = ToolRegistry(HookBus(), [target])
-    with trio.fail_after(DEADLINE):
-        result = await registry.execute(ToolExecution("c1", target.name, arguments))
-    return content_text(result.content), result.error
-
-
-def properties(definition: Tool) -> dict[str, Any]:
-    """The tool's advertised properties, as plain JSON."""
-    schema = thaw_json(definition.parameters)
-    assert isinstance(schema, dict)
-    return typing.cast("dict[str, Any]", schema["properties"])
 
 
 class Window(typing_extensions.TypedDict):
