@@ -686,6 +686,7 @@ async def test_mock_call_log_is_bounded() -> None:
     [
         (CHAT, {"model": "m"}, "Missing required parameter: 'messages'."),
         (CHAT, {"messages": []}, "Missing required parameter: 'model'."),
+        (CHAT, {"model": None, "messages": []}, "Missing required parameter: 'model'."),
         ("/v1/responses", {"input": "hi"}, "Missing required parameter: 'model'."),
         (
             "/v1/messages",
@@ -693,7 +694,13 @@ async def test_mock_call_log_is_bounded() -> None:
             "max_tokens: Field required",
         ),
     ],
-    ids=["chat-messages", "chat-model", "responses-model", "messages-max-tokens"],
+    ids=[
+        "chat-messages",
+        "chat-model",
+        "chat-null-model",
+        "responses-model",
+        "messages-max-tokens",
+    ],
 )
 async def test_mock_request_without_a_required_field_is_answered_400_naming_it(
     path: str, body: dict[str, Any], message: str

@@ -1,4 +1,4 @@
-"""Event delivery: agent-scoped listeners end with the agent they were scoped to (SPEC 6.1)."""
+"""A failed resume leaves nothing behind: no listener scoped to it, no event its setup appended."""
 
 from __future__ import annotations
 
@@ -64,3 +64,27 @@ async def test_a_listener_scoped_to_a_failed_resume_is_not_heard_by_a_later_agen
         await later.ask("two")
         await later.dispose()
     assert heard == []
+
+
+async def test_what_a_failed_resumes_setup_appended_is_not_stored(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.6: a setup that fails publishes nothing, and stores nothing either: the claim
+    was given up by attaching the session and detaching it, which wrote the events the
+    setup had appended."""
+    model = ScriptedModel([Reply("hi")], repeat_last=True)
+    async with runtime(model, store=MemoryStore()) as rt:
+        first = await rt.create_agent("a", OPTIONS)
+        await first.ask("one")
+        await first.dispose()
+        stored = len(first.session.events)
+
+        def setup(agent: retinue.Agent) -> None:
+            agent.session.append_custom("x/note", {"from": "a failed setup"})
+            raise ValueError("setup failed")
+
+        with pytest.raises(ValueError, match=r"setup failed"):
+            await rt.resume_agent(first.id, OPTIONS, setup=setup)
+        again = await rt.resume_agent(first.id, OPTIONS)
+        assert [event.type for event in again.session.events][stored:] == []
+        await again.dispose()

@@ -140,26 +140,33 @@ async def test_an_error_from_the_runtime_body_comes_out_as_raised(
     assert agents[0].status == "disposed"
 
 
-@pytest.mark.parametrize("nested", [False, True], ids=["raised", "from-a-nursery"])
+class BodyGroup(ExceptionGroup[Exception]):
+    """A group subclass with no ``derive`` of its own: its copies are plain groups."""
+
+
+@pytest.mark.parametrize("raised", ["group", "subclass", "nursery"])
 async def test_a_group_from_the_runtime_body_comes_out_as_raised(
-    autojump_clock: trio.testing.MockClock, *, nested: bool
+    autojump_clock: trio.testing.MockClock, raised: str
 ) -> None:
-    """R12.10: an exception group the body raises (its own, or one of its nurseries')
-    comes out as that group, not wrapped in the runtime nursery's group: the nursery
-    hands back a copy of it, which was taken for another error."""
+    """R12.10: an exception group the body raises (its own, a subclass of it, or one of
+    its nurseries') comes out as that group, not wrapped in the runtime nursery's group:
+    the nursery hands back a copy of it, which was taken for another error."""
     leaf = BodyError("boom")
     caught: BaseException | None = None
     try:
         with trio.fail_after(600):
             async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])):
-                if not nested:
+                if raised == "group":
                     raise ExceptionGroup("mine", [leaf])
+                if raised == "subclass":
+                    raise BodyGroup("mine", [leaf])
                 async with trio.open_nursery():
                     raise leaf
     except BaseException as exc:  # reported by the assertions below
         caught = exc
     assert isinstance(caught, ExceptionGroup), f"got {type(caught).__name__}: {caught!r}"
     assert caught.exceptions == (leaf,), f"wrapped: {caught!r}"
+    assert isinstance(caught, BodyGroup) == (raised == "subclass")
 
 
 async def test_a_queued_ask_is_settled_disposed_when_the_runtime_is_cancelled(

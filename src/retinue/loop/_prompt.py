@@ -25,7 +25,8 @@ def _variables(core: AgentCore) -> dict[str, str | None]:
 
     Resumed without a model, the agent goes on with the stored one (see
     ``seed_config``): its model and provider are the stored ones too, unless
-    the options give a provider.
+    the options give a provider. Like an option's, they are those it was made
+    with, whatever model an ``agent/request`` listener picks later.
     """
     options = core.options
     model, provider = options.model, options.provider

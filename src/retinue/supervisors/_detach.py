@@ -35,7 +35,7 @@ async def detach_within(store: SessionStore, session: Session, limit: float) -> 
 async def release_claim(store: SessionStore, session: Session) -> None:
     """Give up the writer claim ``load`` took for a session that was not started."""
     try:
-        store.attach(session)
+        # Not attached first: what its setup appended would then be written.
         await store.detach(session)
     except (Exception, trio.Cancelled) as exc:
         failure = failure_of(exc, "the store's detach", StoreError)

@@ -166,13 +166,13 @@ def _is_body_error(found: BaseException, body_error: BaseException) -> bool:
     """Whether *found*, in the nursery's group, is the body's error.
 
     A group the body raised comes back as a copy holding the same leaves: the
-    nursery splits the Cancelled out of every group it collects.
+    nursery splits the Cancelled out of every group it collects, and the copy
+    of a subclass without a ``derive`` of its own is a plain group.
     """
     if found is body_error:
         return True
-    if not isinstance(found, BaseExceptionGroup) or type(found) is not type(body_error):
+    if not isinstance(found, BaseExceptionGroup) or not isinstance(body_error, BaseExceptionGroup):
         return False
-    assert isinstance(body_error, BaseExceptionGroup)
     return found.message == body_error.message and _leaves(found) == _leaves(body_error)
 
 

@@ -100,7 +100,7 @@ def parse_call(
         return Outgoing(400, JSON_HEADERS, error_body(api, 400))
     if not _nests_within(parsed, MAX_NESTING):
         return Outgoing(400, JSON_HEADERS, error_body(api, 400, _TOO_DEEP))
-    missing = next((name for name in _REQUIRED[api] if name not in parsed), None)
+    missing = next((name for name in _REQUIRED[api] if parsed.get(name) is None), None)
     if missing is not None:
         return Outgoing(400, JSON_HEADERS, error_body(api, 400, _missing(api, missing)))
     # The bytes as sent key the call: a client sends equal requests as equal bytes,
