@@ -197,18 +197,20 @@ async def _stored(store: JSONLStore, session_id: str) -> Session:
 
 
 async def test_jsonl_keeps_no_path_for_a_session_it_let_go(tmp_path: Path) -> None:
-    """A long-running store remembers the files of its live sessions only: it kept the path
-    of every session it had created, looked up or loaded, for as long as it ran."""
+    """A long-running store remembers the files of its live sessions only (each path with its
+    open file): it kept the path of every session it had created, looked up or loaded, for
+    as long as it ran."""
     async with JSONLStore(tmp_path) as store:
         for number in range(20):
             await _stored(store, f"s{number}")
         assert all([await store.exists(f"s{number}") for number in range(20)])
         loaded = await store.load("s3")
         backend: Any = store._backend  # what the store holds per session
-        assert list(backend._paths) == ["s3"]
+        assert [handle.path.name for handle in backend._open.values()] == ["s3.jsonl"]
         store.attach(loaded)
         await store.detach(loaded)
-        assert (backend._paths, backend._open) == ({}, {})
+        held = {name: value for name, value in vars(backend).items() if isinstance(value, dict)}
+        assert held == dict.fromkeys(held, {})  # nothing kept per session
 
 
 async def test_a_session_loaded_and_let_go_unattached_gives_up_its_claim(tmp_path: Path) -> None:

@@ -226,7 +226,7 @@ class AgentCore:
     sections: tuple[Section, ...] = ()
     prefix: tuple[Message, ...] | None = None
     header_anchored: bool = False
-    stored_config: LlmCallConfig | None = None
+    stored_config: LlmCallConfig | None = attrs.field(init=False)
     """The model config the session held when the agent was made on it (resumed or forked)."""
     flush_wanted: trio.Event = attrs.field(factory=trio.Event)
     """Wakes the flusher: for a flush owed, or to stop it."""
@@ -238,6 +238,11 @@ class AgentCore:
     prompt_text: str | None = None
     waits_on: tuple[AgentCore, ...] = ()
     """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""
+
+    @stored_config.default
+    def _stored_config(self) -> LlmCallConfig | None:
+        header = self.session.current_header
+        return None if header is None else header.config
 
     # -- verbs (synchronous: they never wait) ---------------------------------
 

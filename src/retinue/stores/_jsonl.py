@@ -80,7 +80,6 @@ class JSONLBackend:
         # Absolute once: a relative root would follow every change of working directory.
         self._root = Path(root).absolute()
         self._open: dict[str, SessionFile] = {}
-        self._paths: dict[str, Path] = {}
         self._durable_buckets: set[Path] = set()
         self._left: dict[str, LeftFile] = {}
         self._lock = threading.RLock()
@@ -133,7 +132,8 @@ class JSONLBackend:
         return None
 
     def _uncut_error(self, session_id: str, exc: OSError) -> StoreError:
-        where = self._paths.get(session_id, "its file")
+        handle = self._open.get(session_id)
+        where = "its file" if handle is None else handle.path
         return StoreError(
             f"session {session_id!r}: a failed write left events no flush acknowledged in "
             f"{where} and cutting them off failed ({exc}); nothing is appended to the file "
@@ -223,8 +223,7 @@ class JSONLBackend:
             # Linked before anything else can fail: a failed group must take it out again.
             new.linked = True
             linked.add(new.path.parent)
-            self._paths[new.session_id] = new.path
-            self._open[new.session_id] = SessionFile(new.fd, new.size, new.count)
+            self._open[new.session_id] = SessionFile(new.fd, new.path, new.size, new.count)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(new.temporary)
             new.unmark()
@@ -251,7 +250,6 @@ class JSONLBackend:
         for new in group.new:
             if new.linked:
                 self._open.pop(new.session_id, None)
-                self._paths.pop(new.session_id, None)
                 self._unlink_new(new)
             discard(new)
 
@@ -293,9 +291,8 @@ class JSONLBackend:
                 f"session {session_id!r} is being written by another process or store",
                 code="SESSION_LOCKED",
             ) from None
-        handle = SessionFile(fd, measured=False)
+        handle = SessionFile(fd, path, measured=False)
         self._open[session_id] = handle
-        self._paths[session_id] = path
         return handle
 
     def claim(self, session_id: str) -> None:
@@ -311,16 +308,16 @@ class JSONLBackend:
         """Close the session's file, dropping its lock."""
         with self._lock:
             handle = self._open.pop(session_id, None)
-            self._paths.pop(session_id, None)
             if handle is not None:
                 os.close(handle.fd)
 
     # -- reads ----------------------------------------------------------------
 
     def _find(self, session_id: str) -> Path | None:
-        known = self._paths.get(session_id)
-        if known is not None and known.exists():
-            return known
+        # The file of a live session is where it was opened, unless removed since.
+        handle = self._open.get(session_id)
+        if handle is not None and handle.path.exists():
+            return handle.path
         name = f"{file_stem(session_id)}.jsonl"
         for bucket in self._buckets():
             candidate = bucket / name

@@ -49,6 +49,7 @@ class SessionFile:
     """A session file held open and locked, and where its committed log ends."""
 
     fd: int
+    path: Path
     size: int = 0
     count: int = 0
     """Complete event lines in the file: the seq the next append must start at."""

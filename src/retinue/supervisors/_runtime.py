@@ -293,8 +293,6 @@ class Runtime:
     def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
         core = AgentCore(session.id, options, session, self._services)
         core.sections = persona_sections(options.system_prompt)
-        stored = session.current_header
-        core.stored_config = None if stored is None else stored.config
         agent = self._creations[session.id].agent = Agent(core, self._dispose_agent)
         return agent
 
