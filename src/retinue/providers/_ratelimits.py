@@ -46,17 +46,16 @@ def parse_duration(text: str) -> float | None:
     """Parse OpenAI's reset durations (``"12ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``)."""
     text = text.strip()
     if len(text) > _LONGEST_DURATION:
-        return None  # no reset is written so long, and scanning one costs its length squared
+        # No reset is written so long; scanning one costs its length squared, and its
+        # digits could overflow a float to an infinite wait no lane can take.
+        return None
     seconds = finite_number(text)
     if seconds is not None:
         return max(0.0, seconds)
     parts = _DURATION.findall(text)
     if not parts or "".join(a + b for a, b in parts) != text:
         return None
-    # Digits no float holds overflow to inf: unreadable, as "inf" itself is, not a
-    # wait for ever (a lane cannot be paused for it).
-    seconds = sum(float(amount) * _UNITS[unit] for amount, unit in parts)
-    return seconds if math.isfinite(seconds) else None
+    return sum(float(amount) * _UNITS[unit] for amount, unit in parts)
 
 
 def _reset(text: str | None, wall_now: float) -> float | None:
