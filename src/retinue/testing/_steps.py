@@ -8,7 +8,7 @@ from typing import Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
-from retinue._content import Reasoning, Text, ToolCall
+from retinue._content import Reasoning, Text, ToolCall, check_optional_str, check_str
 from retinue._lossless import shown_short
 from retinue._stream import (
     ABORTED,
@@ -105,11 +105,6 @@ def _some_calls(
         )
 
 
-def _name(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{attribute.name} must be a str, got {shown_short(value)}")
-
-
 def _json_text(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
     # A dict here would otherwise fail far away, in the splitting of the text.
     if not isinstance(value, str):
@@ -117,11 +112,6 @@ def _json_text(_instance: object, attribute: attrs.Attribute[str], value: object
             f"{attribute.name} must be the raw JSON text (a str, say json.dumps(...)), "
             f"got a {type(value).__name__} ({shown_short(value)})"
         )
-
-
-def _call_id(_instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{attribute.name} must be a str or None, got {shown_short(value)}")
 
 
 @final
@@ -132,9 +122,9 @@ class ToolCallSpec:
     With ``id=None`` the model assigns ``call_<stream>_<k>``, unique per stream.
     """
 
-    name: str = attrs.field(validator=_name)
+    name: str = attrs.field(validator=check_str)
     arguments: str = attrs.field(default="{}", validator=_json_text)
-    id: str | None = attrs.field(default=None, validator=_call_id)
+    id: str | None = attrs.field(default=None, validator=check_optional_str)
 
 
 class IdSlot(NamedTuple):
