@@ -407,35 +407,37 @@ class _Field(NamedTuple):
     """``attrs.NOTHING`` when required; ``EMPTY`` when built by a factory (none shown)."""
 
 
-def _init_fields(cls: type[object], hints: dict[str, object], where: str) -> list[_Field]:
-    """The fields an attrs class or a dataclass takes in its constructor."""
+def _init_fields(cls: type[object], where: str) -> list[_Field]:
+    """The fields an attrs class or a dataclass takes in its constructor, with their hints.
+
+    Each taken as (attribute, parameter, default, hint without an annotation): an
+    untyped attrs field (``x = attr.ib()``) takes any value, like a bare parameter.
+    """
     if attrs.has(cls):
-        return [
-            _Field(field.alias, _field_hint(field, hints), field.default)
+        taken = [
+            (field.name, field.alias, field.default, EMPTY if field.type is None else field.type)
             for field in attrs.fields(cls)
             if field.init
         ]
-    fields = [
-        _Field(field.name, hints.get(field.name, EMPTY), _dataclass_default(field))
-        for field in dataclasses.fields(typing.cast("type[typing.Any]", cls))
-        if field.init
+    else:
+        fields = dataclasses.fields(typing.cast("type[typing.Any]", cls))
+        taken = [(f.name, f.name, _dataclass_default(f), EMPTY) for f in fields if f.init]
+        _refuse_init_vars(cls, {name for name, *_ in taken}, where)
+    hints = record_hints(cls, {name for name, *_ in taken}, where)
+    return [
+        _Field(parameter, hints.get(name, untyped), default)
+        for name, parameter, default, untyped in taken
     ]
-    unlisted = set(inspect.signature(cls).parameters) - {field.name for field in fields}
+
+
+def _refuse_init_vars(cls: type[object], fields: set[str], where: str) -> None:
+    unlisted = set(inspect.signature(cls).parameters) - fields
     if unlisted:
         # An InitVar is taken by the constructor but is no field: no schema would ask for it.
         raise TypeError(
             f"{where}: {cls.__qualname__} takes {', '.join(sorted(unlisted))} in its constructor "
             "as no field (an InitVar): unsupported in a tool signature"
         )
-    return fields
-
-
-def _field_names(cls: type[object]) -> frozenset[str]:
-    """The names of the fields *cls*'s constructor takes (attributes, not aliases)."""
-    if attrs.has(cls):
-        return frozenset(field.name for field in attrs.fields(cls) if field.init)
-    fields = dataclasses.fields(typing.cast("type[typing.Any]", cls))
-    return frozenset(field.name for field in fields if field.init)
 
 
 def _dataclass_default(field: dataclasses.Field[object]) -> object:
@@ -448,8 +450,7 @@ def _record_fields(cls: type[object], where: str) -> Shape:
     shapes: dict[str, Shape] = {}
     properties: dict[str, object] = {}
     required: list[str] = []
-    hints = record_hints(cls, _field_names(cls), where)
-    for field in _init_fields(cls, hints, where):
+    for field in _init_fields(cls, where):
         refuse_field_default(field.default, f"{where}.{field.name}")
         shape = shape_of(field.hint, f"{where}.{field.name}")
         if field.default is None:
@@ -470,13 +471,6 @@ def _record_fields(cls: type[object], where: str) -> Shape:
         return cls(**fields)
 
     return Shape(object_schema(properties, required), coerce)
-
-
-def _field_hint(field: attrs.Attribute[object], hints: dict[str, object]) -> object:
-    """A field's hint; an untyped field (``x = attr.ib()``) takes any value, like a bare parameter."""
-    if field.name in hints:
-        return hints[field.name]
-    return EMPTY if field.type is None else field.type
 
 
 def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
