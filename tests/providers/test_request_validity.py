@@ -520,6 +520,25 @@ async def test_anthropic_tool_ids_that_map_alike_stay_distinct() -> None:
     assert await _sent_body("messages", *history) == body
 
 
+async def test_anthropic_tool_ids_repeated_across_turns_stay_distinct() -> None:
+    """A server that numbers each answer's calls from 0 gives calls of different turns one
+    id, which the API refuses in one request: a later call gets a numbered suffix, and each
+    result answers the call of the turn before it, the same each time the history is sent.
+    """
+    history: list[Message | str] = [
+        *_tool_turn(ToolResultBlock("call_0", (Text("one"),))),
+        *_tool_turn(ToolResultBlock("call_0", (Text("two"),))),
+    ]
+    body = await _sent_body("messages", *history)
+    turns = body["messages"]
+    uses = [[block["id"] for block in turns[index]["content"]] for index in (1, 3)]
+    answers = [[b for b in turns[index]["content"] if "tool_use_id" in b] for index in (2, 4)]
+    assert uses == [[b["tool_use_id"] for b in answer] for answer in answers]
+    assert uses == [["call_0"], ["call_0_2"]]
+    assert [answer[0]["content"][0]["text"] for answer in answers] == ["one", "two"]
+    assert await _sent_body("messages", *history) == body
+
+
 NAME_OF_FIRST_CALL = {
     "messages": lambda body: body["messages"][1]["content"][0]["name"],
     "chat": lambda body: body["messages"][1]["tool_calls"][0]["function"]["name"],

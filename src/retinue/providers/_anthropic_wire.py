@@ -70,28 +70,41 @@ _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @final
-class _ToolIds(dict[str, str]):
-    """Tool-call ids of one request in the characters the API allows in ids: ``ids[call_id]``.
+class _ToolIds:
+    """Tool-call ids of one request in the characters the API allows in ids.
 
     Another provider's ids may hold others (``functions.lookup:0``). The API
     refuses a request in which two ``tool_use`` blocks share an id, so an id
-    that maps onto one already taken gets a numbered suffix. Ids are taken in
-    order of first appearance: the same history always maps the same way, and
-    a call and its result alike. A dict, so that an id seen before costs one
-    lookup.
+    that maps onto one already taken gets a numbered suffix; so does a call
+    that repeats the id of an earlier call (a server that numbers each
+    answer's calls from 0). A result answers the latest call with its id,
+    the one in the turn before it. Ids are taken in order of first
+    appearance: the same history always maps the same way.
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        # Each id as given, to what its latest call (or an unanswered result) is sent as.
+        self._latest: dict[str, str] = {}
         self._taken: set[str] = set()
 
-    def __missing__(self, call_id: str) -> str:
+    def call(self, call_id: str) -> str:
+        """The id a call's ``tool_use`` is sent with: its own, unless another call took it."""
+        mapped = self._latest[call_id] = self._fresh(call_id)
+        return mapped
+
+    def result(self, call_id: str) -> str:
+        """The id a ``tool_result`` is sent with: that of the latest call with *call_id*."""
+        mapped = self._latest.get(call_id)
+        if mapped is None:
+            mapped = self._latest[call_id] = self._fresh(call_id)
+        return mapped
+
+    def _fresh(self, call_id: str) -> str:
         mapped = base = _NOT_IN_ID.sub("_", call_id) or "_"
         suffix = 1
         while mapped in self._taken:
             suffix += 1
             mapped = f"{base}_{suffix}"
-        self[call_id] = mapped
         self._taken.add(mapped)
         return mapped
 
@@ -118,7 +131,7 @@ def _tool_result(block: ToolResultBlock, tool_ids: _ToolIds) -> JsonObject:
         content = [{"type": "text", "text": EMPTY_ERROR_TEXT}]
     out: JsonObject = {
         "type": "tool_result",
-        "tool_use_id": tool_ids[block.tool_call_id],
+        "tool_use_id": tool_ids.result(block.tool_call_id),
         "content": content,
     }
     if block.is_error:
@@ -133,7 +146,7 @@ def _block(block: ContentBlock, tool_ids: _ToolIds) -> JsonObject | None:
     if isinstance(block, ToolCall):
         return {
             "type": "tool_use",
-            "id": tool_ids[block.id],
+            "id": tool_ids.call(block.id),
             "name": block.name or UNNAMED_TOOL,
             "input": replay_input(block.arguments),
         }
