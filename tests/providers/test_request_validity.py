@@ -539,6 +539,28 @@ async def test_anthropic_tool_ids_repeated_across_turns_stay_distinct() -> None:
     assert await _sent_body("messages", *history) == body
 
 
+async def test_responses_call_ids_repeated_across_turns_stay_distinct() -> None:
+    """The Responses API refuses a second ``function_call_output`` for one ``call_id``: a
+    call repeating the id of a call in an earlier turn is sent with a numbered suffix, and
+    its output with it, the same each time the history is sent.
+    """
+    history: list[Message | str] = [
+        *_tool_turn(ToolResultBlock("terminal:0", (Text("one"),))),
+        *_tool_turn(ToolResultBlock("terminal:0", (Text("two"),))),
+    ]
+    body = await _sent_body("responses", *history)
+    items = body["input"]
+    calls = [item["call_id"] for item in items if item.get("type") == "function_call"]
+    outputs = [
+        (item["call_id"], item["output"])
+        for item in items
+        if item.get("type") == "function_call_output"
+    ]
+    assert calls == ["terminal:0", "terminal:0_2"]
+    assert outputs == [("terminal:0", "one"), ("terminal:0_2", "two")]
+    assert await _sent_body("responses", *history) == body
+
+
 NAME_OF_FIRST_CALL = {
     "messages": lambda body: body["messages"][1]["content"][0]["name"],
     "chat": lambda body: body["messages"][1]["tool_calls"][0]["function"]["name"],

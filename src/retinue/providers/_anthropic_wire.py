@@ -38,6 +38,7 @@ from ._blocks import (
     EMPTY_TURN_TEXT,
     UNNAMED_TOOL,
     BlockTable,
+    ReplayIds,
     block_index,
     joined_text,
     loads_event,
@@ -69,44 +70,10 @@ EMPTY_ERROR_TEXT = "(the tool failed without a message)"
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
-@final
-class _ToolIds:
-    """Tool-call ids of one request in the characters the API allows in ids.
-
-    Another provider's ids may hold others (``functions.lookup:0``). The API
-    refuses a request in which two ``tool_use`` blocks share an id, so an id
-    that maps onto one already taken gets a numbered suffix; so does a call
-    that repeats the id of an earlier call (a server that numbers each
-    answer's calls from 0). A result answers the latest call with its id,
-    the one in the turn before it. Ids are taken in order of first
-    appearance: the same history always maps the same way.
-    """
-
-    def __init__(self) -> None:
-        # Each id as given, to what its latest call (or an unanswered result) is sent as.
-        self._latest: dict[str, str] = {}
-        self._taken: set[str] = set()
-
-    def call(self, call_id: str) -> str:
-        """The id a call's ``tool_use`` is sent with: its own, unless another call took it."""
-        mapped = self._latest[call_id] = self._fresh(call_id)
-        return mapped
-
-    def result(self, call_id: str) -> str:
-        """The id a ``tool_result`` is sent with: that of the latest call with *call_id*."""
-        mapped = self._latest.get(call_id)
-        if mapped is None:
-            mapped = self._latest[call_id] = self._fresh(call_id)
-        return mapped
-
-    def _fresh(self, call_id: str) -> str:
-        mapped = base = _NOT_IN_ID.sub("_", call_id) or "_"
-        suffix = 1
-        while mapped in self._taken:
-            suffix += 1
-            mapped = f"{base}_{suffix}"
-        self._taken.add(mapped)
-        return mapped
+def _in_id_alphabet(call_id: str) -> str:
+    """*call_id* in the characters the API allows in ids: another provider's ids may hold
+    others (``functions.lookup:0``)."""
+    return _NOT_IN_ID.sub("_", call_id) or "_"
 
 
 def _text(block: Text) -> JsonObject | None:
@@ -124,7 +91,7 @@ def _result_part(block: ContentBlock) -> JsonObject | None:
     return None
 
 
-def _tool_result(block: ToolResultBlock, tool_ids: _ToolIds) -> JsonObject:
+def _tool_result(block: ToolResultBlock, tool_ids: ReplayIds) -> JsonObject:
     content = [part for part in map(_result_part, block.content) if part is not None]
     if not content and block.is_error:
         # The API refuses an error result with no content.
@@ -139,7 +106,7 @@ def _tool_result(block: ToolResultBlock, tool_ids: _ToolIds) -> JsonObject:
     return out
 
 
-def _block(block: ContentBlock, tool_ids: _ToolIds) -> JsonObject | None:
+def _block(block: ContentBlock, tool_ids: ReplayIds) -> JsonObject | None:
     """One SPEC block as an Anthropic content block; ``None`` when it cannot be sent."""
     if isinstance(block, Text):
         return _text(block)
@@ -207,7 +174,7 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
     the assistant's side.
     """
     out: list[JsonObject] = []
-    tool_ids = _ToolIds()
+    tool_ids = ReplayIds(_in_id_alphabet)
     ends_on_thinking = False  # the assistant turn being built; noted per assistant message
     for message in messages:
         if message.role == "system":

@@ -29,6 +29,7 @@ __all__ = [
     "TEXT_BLOCK_SEPARATOR",
     "UNNAMED_TOOL",
     "BlockTable",
+    "ReplayIds",
     "arguments_object",
     "block_index",
     "joined_text",
@@ -81,6 +82,47 @@ def user_run_items(
         # An empty prompt: the API refuses a request with nothing to answer.
         items.append({"role": "user", "content": EMPTY_TURN_TEXT})
     return items
+
+
+@final
+class ReplayIds:
+    """The ids the tool calls and results of one request are sent with: no two calls share one.
+
+    A server that numbers each answer's calls from 0 gives calls of different
+    turns one id, and the Messages and Responses APIs refuse a request in
+    which two calls (or two results) share an id. *spelled* writes an id as
+    the API allows; a call whose id, so written, another call of the request
+    already took gets a numbered suffix. A result answers the latest call
+    with its id: the one in the turn before it. Ids are taken in order of
+    first appearance, so the same history always maps the same way.
+    """
+
+    def __init__(self, spelled: Callable[[str], str] = str) -> None:
+        self._spelled = spelled
+        # Each id as logged, to the id its latest call (or an unanswered result) is sent with.
+        self._latest: dict[str, str] = {}
+        self._taken: set[str] = set()
+
+    def call(self, call_id: str) -> str:
+        """The id a call is sent with: its own, unless another call took it."""
+        sent = self._latest[call_id] = self._fresh(call_id)
+        return sent
+
+    def result(self, call_id: str) -> str:
+        """The id a result is sent with: that of the latest call with *call_id*."""
+        sent = self._latest.get(call_id)
+        if sent is None:
+            sent = self._latest[call_id] = self._fresh(call_id)
+        return sent
+
+    def _fresh(self, call_id: str) -> str:
+        sent = base = self._spelled(call_id)
+        suffix = 1
+        while sent in self._taken:
+            suffix += 1
+            sent = f"{base}_{suffix}"
+        self._taken.add(sent)
+        return sent
 
 
 def joined_text(content: Sequence[ContentBlock]) -> str:

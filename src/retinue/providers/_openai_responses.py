@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from itertools import groupby
 from typing import final
@@ -32,6 +33,7 @@ from retinue._stream import (
 from ._blocks import (
     UNNAMED_TOOL,
     BlockTable,
+    ReplayIds,
     block_index,
     joined_text,
     loads_event,
@@ -74,10 +76,10 @@ def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
     return [part for part in map(_input_part, content) if part is not None]
 
 
-def _function_output(block: ToolResultBlock) -> JsonObject:
+def _function_output(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     return {
         "type": "function_call_output",
-        "call_id": block.tool_call_id,
+        "call_id": call_ids.result(block.tool_call_id),
         "output": _parts(block.content),
     }
 
@@ -87,7 +89,7 @@ def _user_message(message: Message) -> JsonObject | None:
     return {"role": "user", "content": _parts(user)} if user else None
 
 
-def _assistant_items(message: Message) -> list[JsonObject]:
+def _assistant_items(message: Message, call_ids: ReplayIds) -> list[JsonObject]:
     items: list[JsonObject] = []
     text = joined_text(message.content)
     if text:
@@ -95,7 +97,7 @@ def _assistant_items(message: Message) -> list[JsonObject]:
     items.extend(
         {
             "type": "function_call",
-            "call_id": b.id,
+            "call_id": call_ids.call(b.id),
             "name": b.name or UNNAMED_TOOL,
             "arguments": replay_arguments(b.arguments),
         }
@@ -106,15 +108,21 @@ def _assistant_items(message: Message) -> list[JsonObject]:
 
 
 def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
-    """Map SPEC messages to Responses ``input`` items (reasoning is not replayed)."""
+    """Map SPEC messages to Responses ``input`` items (reasoning is not replayed).
+
+    A call that repeats the id of an earlier call is sent with a suffixed id,
+    and its output with it: the API refuses a second output for one id.
+    """
     items: list[JsonObject] = []
+    call_ids = ReplayIds()
+    output = functools.partial(_function_output, call_ids=call_ids)
     for role, group in groupby(messages, key=lambda message: message.role):
         if role == "user":
-            items.extend(user_run_items(list(group), _function_output, _user_message))
+            items.extend(user_run_items(list(group), output, _user_message))
         elif role == "system":
             items.extend({"role": "developer", "content": joined_text(m.content)} for m in group)
         else:
-            items.extend(item for m in group for item in _assistant_items(m))
+            items.extend(item for m in group for item in _assistant_items(m, call_ids))
     return items
 
 
