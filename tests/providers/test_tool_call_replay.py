@@ -14,13 +14,15 @@ import sys
 from typing import Any
 
 import pytest
+import trio
 
 from retinue._content import Message, Text, ToolCall, ToolResultBlock
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._openai_chat import chat_request_body
 from retinue.providers._openai_responses import responses_request_body
+from retinue.providers.mock import EchoPolicy, MockServer
 
-from .support import make_request
+from .support import collect, make_request, mock_adapter
 
 VALID = '{"city": "Oslo"}'
 NOT_AN_OBJECT = [
@@ -32,8 +34,23 @@ NOT_AN_OBJECT = [
     "null",
     '{"n": ' + "9" * (sys.get_int_max_str_digits() + 1) + "}",
     "[" * 100_000,
+    '{"n": NaN}',
+    '{"n": -Infinity}',
+    '{"n": 1e400}',
 ]
-NAMES = ["cut", "empty", "blank", "array", "string", "null", "long-integer", "deep"]
+NAMES = [
+    "cut",
+    "empty",
+    "blank",
+    "array",
+    "string",
+    "null",
+    "long-integer",
+    "deep",
+    "nan",
+    "infinity",
+    "float-overflow",
+]
 
 
 def _history(arguments: str) -> list[Message]:
@@ -68,6 +85,18 @@ def test_arguments_that_are_not_a_json_object_go_back_as_an_empty_object(
     """
     sent = _sent(api, arguments)
     assert sent == ({} if api == "messages" else "{}")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_arguments_holding_a_number_json_cannot_write_are_sent(api: str) -> None:
+    """R9.6: a model's ``NaN`` is logged as it came, but no body can carry it: the request
+    goes out with ``{}`` for it instead of failing, on this step and every later one.
+    """
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with mock_adapter(api, server) as model:
+            await collect(model, make_request(*_history('{"n": NaN}')))
+    assert "NaN" not in json.dumps(server.calls[0].body)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable, Container, Hashable, Sequence
-from typing import final
+from typing import NoReturn, final
 
 import attrs
 
@@ -143,10 +144,30 @@ def opaque_part(block: OpaqueBlock) -> dict[str, object]:
     return {**(data if isinstance(data, dict) else {}), "type": block.kind}
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a float")
+    return value
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Python's own parser reads NaN and Infinity, and a number that overflows as
+# infinity: no request body can carry either, and the tools refuse them too.
+_decode_strict = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
+
+
 def arguments_object(arguments: str) -> dict[str, object] | None:
-    """The JSON object a call's *arguments* text holds, or ``None`` if it holds none."""
+    """The JSON object a call's *arguments* text holds, or ``None`` if it holds none.
+
+    Text that holds ``NaN``, ``Infinity`` or a number that overflows a float
+    holds none: JSON cannot write it back.
+    """
     try:
-        value = json.loads(arguments)
+        value = _decode_strict(arguments)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
