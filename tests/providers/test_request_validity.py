@@ -580,3 +580,39 @@ async def test_a_call_the_stream_never_named_is_sent_with_a_placeholder_name(api
     ]
     body = await _sent_body(api, *history)
     assert NAME_OF_FIRST_CALL[api](body) == "unnamed_tool"  # docs/providers.md
+
+
+async def test_chat_tool_call_ids_longer_than_the_api_accepts_are_shortened() -> None:
+    """OpenAI's Chat Completions API refuses a tool-call id over 40 characters, which another
+    server may have minted (vLLM's ``chatcmpl-tool-`` ids have 46): such an id goes out
+    shortened, in its call and its result alike, and ids that share a start stay distinct.
+    """
+    long_ids = [f"chatcmpl-tool-{'0' * 31}{n}" for n in (1, 2)]
+    history: list[Message | str] = [
+        *_tool_turn(ToolResultBlock(long_ids[0], (Text("one"),))),
+        *_tool_turn(ToolResultBlock(long_ids[1], (Text("two"),)), ToolResultBlock("c", ())),
+    ]
+    body = await _sent_body("chat", *history)
+    messages = body["messages"]
+    calls = [call["id"] for message in messages for call in message.get("tool_calls", [])]
+    results = [message["tool_call_id"] for message in messages if message["role"] == "tool"]
+    assert calls == results
+    assert all(len(call_id) <= 40 for call_id in calls)
+    assert len(set(calls)) == 3
+    assert calls[2] == "c"
+    assert await _sent_body("chat", *history) == body
+
+
+async def test_chat_tool_call_ids_repeated_across_turns_answer_their_own_calls() -> None:
+    """A call repeating the id of a call in an earlier turn goes out suffixed, and each
+    ``tool`` message answers the call of the turn before it.
+    """
+    history: list[Message | str] = [
+        *_tool_turn(ToolResultBlock("call_0", (Text("one"),))),
+        *_tool_turn(ToolResultBlock("call_0", (Text("two"),))),
+    ]
+    messages = (await _sent_body("chat", *history))["messages"]
+    calls = [call["id"] for message in messages for call in message.get("tool_calls", [])]
+    results = [(m["tool_call_id"], m["content"]) for m in messages if m["role"] == "tool"]
+    assert calls == ["call_0", "call_0_2"]
+    assert results == [("call_0", "one"), ("call_0_2", "two")]

@@ -93,13 +93,15 @@ class ReplayIds:
     turns one id, and the Messages and Responses APIs refuse a request in
     which two calls (or two results) share an id. *spelled* writes an id as
     the API allows; a call whose id, so written, another call of the request
-    already took gets a numbered suffix. A result answers the latest call
-    with its id: the one in the turn before it. Ids are taken in order of
-    first appearance, so the same history always maps the same way.
+    already took gets a numbered suffix, within *longest* characters. A
+    result answers the latest call with its id: the one in the turn before
+    it. Ids are taken in order of first appearance, so the same history
+    always maps the same way.
     """
 
-    def __init__(self, spelled: Callable[[str], str] = str) -> None:
+    def __init__(self, spelled: Callable[[str], str] = str, longest: int | None = None) -> None:
         self._spelled = spelled
+        self._longest = longest
         # Each id as logged, to the id its latest call (or an unanswered result) is sent with.
         self._latest: dict[str, str] = {}
         self._taken: set[str] = set()
@@ -121,7 +123,9 @@ class ReplayIds:
         suffix = 1
         while sent in self._taken:
             suffix += 1
-            sent = f"{base}_{suffix}"
+            tail = f"_{suffix}"
+            room = len(base) if self._longest is None else self._longest - len(tail)
+            sent = base[:room] + tail
         self._taken.add(sent)
         return sent
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from collections.abc import Sequence
 from itertools import groupby
@@ -37,6 +39,7 @@ from ._blocks import (
     TEXT_BLOCK_SEPARATOR,
     UNNAMED_TOOL,
     BlockTable,
+    ReplayIds,
     joined_text,
     loads_event,
     malformed,
@@ -82,11 +85,26 @@ NOT_TEXT_RESULT = "(the tool's result is not text and cannot be shown here)"
 """A ``tool`` message's content when the result has no text: the message carries text only."""
 
 
-def _tool_message(block: ToolResultBlock) -> JsonObject:
+MAX_CALL_ID_LENGTH = 40
+"""The longest tool-call id OpenAI's Chat Completions API accepts."""
+
+
+def _within_id_length(call_id: str) -> str:
+    """*call_id*, shortened to the API's limit when it is longer (another server minted it).
+
+    Its start is kept, and a digest of the whole tells apart ids that share one.
+    """
+    if len(call_id) <= MAX_CALL_ID_LENGTH:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{call_id[: MAX_CALL_ID_LENGTH - 9]}_{digest}"
+
+
+def _tool_message(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     text = joined_text(block.content)
     if not text and any(isinstance(b, OpaqueBlock) for b in block.content):
         text = NOT_TEXT_RESULT
-    return {"role": "tool", "tool_call_id": block.tool_call_id, "content": text}
+    return {"role": "tool", "tool_call_id": call_ids.result(block.tool_call_id), "content": text}
 
 
 def _user_message(message: Message) -> JsonObject | None:
@@ -94,11 +112,13 @@ def _user_message(message: Message) -> JsonObject | None:
     return {"role": "user", "content": _user_content(parts)} if parts else None
 
 
-def _assistant_message(message: Message, *, replay_reasoning: bool) -> JsonObject | None:
+def _assistant_message(
+    message: Message, call_ids: ReplayIds, *, replay_reasoning: bool
+) -> JsonObject | None:
     text = joined_text(message.content)
     calls = [
         {
-            "id": b.id,
+            "id": call_ids.call(b.id),
             "type": "function",
             "function": {
                 "name": b.name or UNNAMED_TOOL,
@@ -131,18 +151,24 @@ def chat_messages(
     In each run of consecutive user messages the tool results become
     ``role: "tool"`` messages placed before any other user content. Unsigned
     reasoning goes back as ``reasoning_content`` only with *replay_reasoning*
-    (DeepSeek's extension; OpenAI's API has no such field).
+    (DeepSeek's extension; OpenAI's API has no such field). A tool-call id
+    longer than the API accepts, or repeating the id of a call in an earlier
+    turn, is sent shortened or suffixed, in its call and its result alike.
     """
     out: list[JsonObject] = []
     if system:
         out.append({"role": "system", "content": system})
+    call_ids = ReplayIds(_within_id_length, MAX_CALL_ID_LENGTH)
+    tool_message = functools.partial(_tool_message, call_ids=call_ids)
     for role, group in groupby(messages, key=lambda message: message.role):
         if role == "user":
-            out.extend(user_run_items(list(group), _tool_message, _user_message))
+            out.extend(user_run_items(list(group), tool_message, _user_message))
         elif role == "system":
             out.extend({"role": "system", "content": joined_text(m.content)} for m in group)
         else:
-            mapped = (_assistant_message(m, replay_reasoning=replay_reasoning) for m in group)
+            mapped = (
+                _assistant_message(m, call_ids, replay_reasoning=replay_reasoning) for m in group
+            )
             out.extend(m for m in mapped if m is not None)
     return out
 
