@@ -582,25 +582,37 @@ async def test_a_call_the_stream_never_named_is_sent_with_a_placeholder_name(api
     assert NAME_OF_FIRST_CALL[api](body) == "unnamed_tool"  # docs/providers.md
 
 
-async def test_chat_tool_call_ids_longer_than_the_api_accepts_are_shortened() -> None:
-    """OpenAI's Chat Completions API refuses a tool-call id over 40 characters, which another
-    server may have minted (vLLM's ``chatcmpl-tool-`` ids have 46): such an id goes out
-    shortened, in its call and its result alike, and ids that share a start stay distinct.
+def _call_and_result_ids(api: str, body: Any) -> tuple[list[str], list[str]]:
+    """The ids of the calls and of the results a Chat or Responses body sends, in order."""
+    if api == "chat":
+        messages = body["messages"]
+        calls = [call["id"] for message in messages for call in message.get("tool_calls", [])]
+        return calls, [message["tool_call_id"] for message in messages if message["role"] == "tool"]
+    items = body["input"]
+    calls = [item["call_id"] for item in items if item.get("type") == "function_call"]
+    return calls, [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+
+
+@pytest.mark.parametrize(("api", "longest"), [("chat", 40), ("responses", 64)])
+async def test_tool_call_ids_longer_than_the_api_accepts_are_shortened(
+    api: str, longest: int
+) -> None:
+    """OpenAI refuses a tool-call id over 40 characters (Chat Completions) or 64 (a Responses
+    ``call_id``), which another server may have minted: such an id goes out shortened, in its
+    call and its result alike, and ids that share a start stay distinct.
     """
-    long_ids = [f"chatcmpl-tool-{'0' * 31}{n}" for n in (1, 2)]
+    long_ids = [f"chatcmpl-tool-{'0' * 60}{n}" for n in (1, 2)]
     history: list[Message | str] = [
         *_tool_turn(ToolResultBlock(long_ids[0], (Text("one"),))),
         *_tool_turn(ToolResultBlock(long_ids[1], (Text("two"),)), ToolResultBlock("c", ())),
     ]
-    body = await _sent_body("chat", *history)
-    messages = body["messages"]
-    calls = [call["id"] for message in messages for call in message.get("tool_calls", [])]
-    results = [message["tool_call_id"] for message in messages if message["role"] == "tool"]
+    body = await _sent_body(api, *history)
+    calls, results = _call_and_result_ids(api, body)
     assert calls == results
-    assert all(len(call_id) <= 40 for call_id in calls)
+    assert [len(call_id) for call_id in calls] == [longest, longest, 1]
     assert len(set(calls)) == 3
     assert calls[2] == "c"
-    assert await _sent_body("chat", *history) == body
+    assert await _sent_body(api, *history) == body
 
 
 async def test_chat_tool_call_ids_repeated_across_turns_answer_their_own_calls() -> None:

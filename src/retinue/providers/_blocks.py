@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 from collections.abc import Callable, Container, Hashable, Sequence
@@ -105,6 +106,20 @@ class ReplayIds:
         # Each id as logged, to the id its latest call (or an unanswered result) is sent with.
         self._latest: dict[str, str] = {}
         self._taken: set[str] = set()
+
+    @classmethod
+    def within(cls, longest: int) -> ReplayIds:
+        """Ids of at most *longest* characters: a longer one (another server's) is shortened
+        to its start, ``_`` and 8 hex digits of a digest of the whole, which tell apart ids
+        that start alike."""
+
+        def shortened(call_id: str) -> str:
+            if len(call_id) <= longest:
+                return call_id
+            digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+            return f"{call_id[: longest - 9]}_{digest}"
+
+        return cls(shortened, longest)
 
     def call(self, call_id: str) -> str:
         """The id a call is sent with: its own, unless another call took it."""

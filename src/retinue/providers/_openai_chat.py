@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Sequence
 from itertools import groupby
@@ -89,17 +88,6 @@ MAX_CALL_ID_LENGTH = 40
 """The longest tool-call id OpenAI's Chat Completions API accepts."""
 
 
-def _within_id_length(call_id: str) -> str:
-    """*call_id*, shortened to the API's limit when it is longer (another server minted it).
-
-    Its start is kept, and a digest of the whole tells apart ids that share one.
-    """
-    if len(call_id) <= MAX_CALL_ID_LENGTH:
-        return call_id
-    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"{call_id[: MAX_CALL_ID_LENGTH - 9]}_{digest}"
-
-
 def _tool_message(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     text = joined_text(block.content)
     if not text and any(isinstance(b, OpaqueBlock) for b in block.content):
@@ -158,7 +146,7 @@ def chat_messages(
     out: list[JsonObject] = []
     if system:
         out.append({"role": "system", "content": system})
-    call_ids = ReplayIds(_within_id_length, MAX_CALL_ID_LENGTH)
+    call_ids = ReplayIds.within(MAX_CALL_ID_LENGTH)
     tool_message = functools.partial(_tool_message, call_ids=call_ids)
     for role, group in groupby(messages, key=lambda message: message.role):
         if role == "user":

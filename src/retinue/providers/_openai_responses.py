@@ -51,6 +51,8 @@ __all__ = ["ResponsesStreamDecoder", "responses_request_body", "responses_usage"
 JsonObject = dict[str, object]
 MIN_OUTPUT_TOKENS = 16
 """The smallest ``max_output_tokens`` the Responses API accepts."""
+MAX_CALL_ID_LENGTH = 64
+"""The longest ``call_id`` the Responses API accepts."""
 
 
 def _input_part(block: ContentBlock) -> JsonObject | None:
@@ -111,10 +113,11 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
     """Map SPEC messages to Responses ``input`` items (reasoning is not replayed).
 
     A call that repeats the id of an earlier call is sent with a suffixed id,
-    and its output with it: the API refuses a second output for one id.
+    and its output with it: the API refuses a second output for one id. An
+    id longer than the API accepts is sent shortened.
     """
     items: list[JsonObject] = []
-    call_ids = ReplayIds()
+    call_ids = ReplayIds.within(MAX_CALL_ID_LENGTH)
     output = functools.partial(_function_output, call_ids=call_ids)
     for role, group in groupby(messages, key=lambda message: message.role):
         if role == "user":
