@@ -6,6 +6,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -17,6 +18,9 @@ from retinue.stores import PostgresStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import lines, run_turn
+
+if TYPE_CHECKING:
+    import psycopg
 
 pytestmark = pytest.mark.postgres
 
@@ -334,8 +338,12 @@ async def test_postgres_read_in_flight_on_close_closes_its_connection(
     dsn, schema = postgres_schema
     backend = PostgresBackend(dsn, schema=schema)
     backend.open()
-    with backend._reader() as conn:
+
+    def read_during_close(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
         backend.close()
+        return conn
+
+    conn = backend._reading(read_during_close)
     assert conn.closed
     assert backend._readers == []
     with pytest.raises(StoreError) as caught:
@@ -395,3 +403,43 @@ async def test_postgres_write_connection_dropped_while_idle_is_replaced_for_the_
         await store.flush(session)
         await store.detach(session)
     await _assert_stored(dsn, schema, session)
+
+
+def _drop_connections(dsn: str, store: PostgresStore) -> None:
+    """End every connection of *store* on the server, as a restart does; return once gone."""
+    import psycopg
+
+    backend = store._backend
+    assert isinstance(backend, PostgresBackend)
+    conns = [*backend._readers, backend._writer, backend._claims._locker]
+    pids = [conn.info.backend_pid for conn in conns if conn is not None and not conn.closed]
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))
+
+
+async def test_postgres_reads_after_a_restart_run_again_on_a_fresh_connection(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.5: a pooled reader connection the server closed (a restart, an idle timeout) fails
+    only its first statement; a read changes nothing, so it runs again on a fresh connection.
+    Listing, lookup, inspection and load each succeed after the server dropped every connection,
+    as a flush does."""
+    dsn, schema = postgres_schema
+    session = Session.create("restarted")
+    async with PostgresStore(dsn, schema=schema) as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.detach(session)
+        _drop_connections(dsn, store)
+        assert [header.id for header in await store.list()] == ["restarted"]
+        _drop_connections(dsn, store)
+        assert await store.exists("restarted")
+        _drop_connections(dsn, store)
+        assert len((await store.inspect("restarted")).events) == len(session.events)
+        _drop_connections(dsn, store)
+        loaded = await store.load("restarted")
+        store.attach(loaded)
+        run_turn(loaded)
+        await store.detach(loaded)
+    await _assert_stored(dsn, schema, loaded)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 
 from retinue._errors import StoreError
 
@@ -16,6 +15,7 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "Reading",
     "SessionClaims",
     "lock_table_full",
     "locked",
@@ -27,6 +27,14 @@ _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
 _HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
 _HANDOVER_TIMEOUT_MS = 10_000
 """How long a claim waits for the previous writer's last commit before giving up."""
+
+T = TypeVar("T")
+
+
+class Reading(Protocol):
+    """Runs a read on a reader connection, and again on a new one if the server dropped it."""
+
+    def __call__(self, read: Callable[[psycopg.Connection[Any]], T], /) -> T: ...
 
 
 def locked(session_id: str) -> StoreError:
@@ -73,12 +81,12 @@ class SessionClaims:
         self,
         schema: str,
         connect: Callable[[], psycopg.Connection[Any]],
-        reader: Callable[[], AbstractContextManager[psycopg.Connection[Any]]],
+        reading: Reading,
     ) -> None:
         self._schema = schema
         self._handover_sql = in_schema(schema, _HANDOVER)
         self._connect = connect
-        self._reader = reader
+        self._reading = reading
         self._locker: psycopg.Connection[Any] | None = None
         self._opened = False
         """Between open and close; the lock connection may not be made yet (first claim)."""
@@ -186,15 +194,18 @@ class SessionClaims:
         finished a commit already sent: the lock is free, the log not yet final.
         That commit holds the session's row lock until it is done.
         """
-        timed_out = False
-        with self._reader() as conn, conn.transaction():
+        if not self._reading(lambda conn: self._handed_over(conn, session_id)):
+            raise locked(session_id)
+
+    def _handed_over(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
+        """Whether the row lock of a commit in flight came free within the timeout; only waits."""
+        with conn.transaction():
             conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_TIMEOUT_MS}ms'")
             try:
                 conn.execute(self._handover_sql, (session_id,))
             except psycopg_module().errors.LockNotAvailable:
-                timed_out = True
-        if timed_out:
-            raise locked(session_id)
+                return False
+        return True
 
     def probe(self) -> None:
         """Notice a lock connection the server dropped (its locks are gone) before writing."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import attrs
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresStore"]
+
+T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _WRITE_LOCK_TIMEOUT_MS = 30_000
@@ -70,7 +72,7 @@ class PostgresBackend:
         self._readers: list[psycopg.Connection[Any]] = []
         self._write_lock = threading.Lock()
         self._readers_lock = threading.Lock()
-        self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._reader)
+        self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._reading)
         self._unsure: set[str] = set()
         self._closed = True
 
@@ -371,9 +373,20 @@ class PostgresBackend:
         """The header and event lines of one session, in seq order.
 
         Raises ``CorruptSessionError`` for a segment missing or cut short."""
+        rows = self._reading(lambda conn: self._read_rows(conn, session_id))
+        if rows is None:
+            return None
+        (header, next_seq), segments = rows
+        records = segment_records(session_id, segments, next_seq, "\n")
+        return StoredLog(parse_header(header, session_id), records)
+
+    def _read_rows(
+        self, conn: psycopg.Connection[Any], session_id: str
+    ) -> tuple[tuple[str, int], list[tuple[int, int, str]]] | None:
+        """The session's row and its segment rows, or ``None`` if it is not stored."""
         # One snapshot, so the rows and next_seq are one commit's: read apart, a
         # commit between them looks like a seq gap.
-        with self._reader() as conn, conn.transaction():
+        with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             row = conn.execute(
                 self._sql("SELECT header, next_seq FROM {schema}.retinue_sessions WHERE id = %s"),
@@ -388,24 +401,17 @@ class PostgresBackend:
                 ),
                 (session_id,),
             ).fetchall()
-        header, next_seq = row
-        records = segment_records(session_id, segments, next_seq, "\n")
-        return StoredLog(parse_header(header, session_id), records)
+        return row, segments
 
     def listing(self) -> Listing:
         """Every header of a session with events (corrupt ones are skipped, each with why)."""
-        with self._reader() as conn:
-            rows = conn.execute(
-                self._sql("SELECT id, header FROM {schema}.retinue_sessions WHERE next_seq > 0")
-            ).fetchall()
-        return parse_headers(rows)
+        sql = self._sql("SELECT id, header FROM {schema}.retinue_sessions WHERE next_seq > 0")
+        return parse_headers(self._reading(lambda conn: conn.execute(sql).fetchall()))
 
     def contains(self, session_id: str) -> bool:
         """Whether a row for the session exists."""
-        with self._reader() as conn:
-            row = conn.execute(
-                self._sql("SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s"), (session_id,)
-            ).fetchone()
+        sql = self._sql("SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s")
+        row = self._reading(lambda conn: conn.execute(sql, (session_id,)).fetchone())
         return row is not None
 
     def close(self) -> None:
@@ -432,24 +438,42 @@ class PostgresBackend:
         with contextlib.suppress(psycopg_module().Error):
             writer.cancel_safe(timeout=5)
 
-    @contextlib.contextmanager
-    def _reader(self) -> Iterator[psycopg.Connection[Any]]:
-        with self._readers_lock:
-            if self._closed:
-                raise not_open()
-            conn = self._readers.pop() if self._readers else None
-        if conn is None:
-            conn = self._connect(autocommit=True)
+    def _reading(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """*read* run on a pooled reader connection (made if none is idle), which it pools again.
+
+        A pooled connection the server closed meanwhile (a restart, an idle
+        timeout) is found broken only by its first statement. A read changes
+        nothing, so it runs again, once, on a new connection, as a write does.
+        """
+        conn, pooled = self._take_reader()
         try:
-            yield conn
+            try:
+                result = read(conn)
+            except psycopg_module().OperationalError:
+                if not pooled or not conn.broken:
+                    raise
+                conn.close()
+                conn, _ = self._take_reader(fresh=True)
+                result = read(conn)
         except BaseException:
             conn.close()
             raise
         with self._readers_lock:
             if not self._closed:
                 self._readers.append(conn)
-                return
+                return result
+        # A read still in flight on close closes its connection instead of pooling it.
         conn.close()
+        return result
+
+    def _take_reader(self, *, fresh: bool = False) -> tuple[psycopg.Connection[Any], bool]:
+        """An idle pooled reader connection (unless *fresh*) or a new one; whether it was pooled."""
+        with self._readers_lock:
+            if self._closed:
+                raise not_open()
+            if self._readers and not fresh:
+                return self._readers.pop(), True
+        return self._connect(autocommit=True), False
 
 
 @final
