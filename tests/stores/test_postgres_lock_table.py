@@ -143,3 +143,45 @@ def test_a_group_commit_out_of_lock_table_entries_is_a_typed_error(
         assert not backend._claims.holds("solo")
     finally:
         backend.close()
+
+
+async def test_a_lock_the_reconnected_lock_connection_could_not_retake_is_not_held(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: when the lock connection is remade and retaking a session's lock fails (the
+    lock table is full), the store no longer counts that session as claimed. Another store
+    may then take it over, and this store's next flush is refused instead of making a
+    second writer."""
+    import psycopg
+
+    dsn, schema = postgres_schema
+    store = PostgresStore(dsn, schema=schema)
+    backend = _backend(store)
+    session = Session.create("victim")
+    async with store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.flush(session)
+        pid = backend._claims._locker.info.backend_pid  # type: ignore[union-attr]
+        refusals = [True]  # the retake only: the server has room again afterwards
+        claims = backend._claims
+        connect = claims._connect
+        claims._connect = lambda: _Locker(  # type: ignore[assignment,return-value]
+            connect(),
+            lambda key: key.endswith(".victim") and bool(refusals) and refusals.pop(),
+            _out_of_shared_memory,
+        )
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))
+        run_turn(session)
+        with pytest.raises(StoreError) as full:
+            await store.flush(session)
+        assert full.value.code == "LOCK_TABLE_FULL"
+        async with PostgresStore(dsn, schema=schema) as other:
+            taken = await other.load("victim")
+            with pytest.raises(StoreError) as refused:
+                await store.flush(session)
+            assert refused.value.code == "SESSION_LOCKED"
+            assert len((await other.inspect("victim")).events) == len(taken.events)
+            await other.detach(taken)
+        store._tracked.pop("victim").unsubscribe()  # nothing left to drain on exit

@@ -219,7 +219,8 @@ class SessionClaims:
         """The lock connection, made if there is none yet or the server dropped it.
 
         A remade connection retakes the dropped locks; those taken meanwhile by
-        another connection are forgotten."""
+        another connection are forgotten, and so are those left when retaking
+        fails (a full lock table): their next write claims them again."""
         if not self._opened:
             raise not_open()
         conn = self._locker
@@ -228,9 +229,10 @@ class SessionClaims:
         if conn is not None:
             conn.close()
         self._locker = conn = self._connect_locker()
-        self._claimed = {
-            session_id for session_id in self._claimed if self._try_lock(conn, session_id)
-        }
+        dropped, self._claimed = self._claimed, set()
+        for session_id in dropped:
+            if self._try_lock(conn, session_id):
+                self._claimed.add(session_id)
         return conn
 
     def _try_lock(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
