@@ -36,6 +36,8 @@ _DDL = (
         PRIMARY KEY (session_id, first_seq))""",
 )
 _VERSION = "SELECT value FROM {schema}.retinue_meta WHERE key = 'schema_version'"
+_ENCODINGS = frozenset({"UTF8", "SQL_ASCII"})
+"""Server encodings that hold any Unicode text sent as UTF-8 (SQL_ASCII keeps the bytes as sent)."""
 
 
 def in_schema(schema: str, sql: str) -> str:
@@ -45,6 +47,7 @@ def in_schema(schema: str, sql: str) -> str:
 
 def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
     """Create the tables in *schema* (under a lock) unless they exist, then check their version."""
+    _check_encoding(conn)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
         conn.execute(in_schema(schema, "CREATE SCHEMA IF NOT EXISTS {schema}"))
@@ -72,6 +75,19 @@ def check_schema(conn: psycopg.Connection[Any], schema: str) -> None:
             code="UNSUPPORTED_SCHEMA",
         ) from None
     _check_version(schema, row)
+
+
+def _check_encoding(conn: psycopg.Connection[Any]) -> None:
+    """Refuse to create a store in a database whose encoding cannot hold every event's text.
+
+    Checked only when creating: an existing store is still read (converted to UTF-8)."""
+    encoding = conn.info.parameter_status("server_encoding")
+    if encoding not in _ENCODINGS:
+        raise StoreError(
+            f"database {conn.info.dbname!r} has encoding {encoding}, which cannot hold every "
+            "event's text: the PostgreSQL store needs a UTF8 database",
+            code="UNSUPPORTED_ENCODING",
+        )
 
 
 def _check_version(schema: str, row: tuple[str] | None) -> None:

@@ -80,7 +80,10 @@ class PostgresBackend:
         return in_schema(self._schema, text)
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
-        return psycopg_module().connect(self._dsn, autocommit=autocommit)  # type: ignore[no-any-return]
+        # UTF-8 whatever the DSN or PGCLIENTENCODING ask: events hold any Unicode text.
+        return psycopg_module().connect(  # type: ignore[no-any-return]
+            self._dsn, autocommit=autocommit, client_encoding="UTF8"
+        )
 
     def open(self) -> None:
         """Connect, then create the tables (under a lock) or, with ``create=False``, check them."""
@@ -486,7 +489,9 @@ class PostgresStore(BufferedStore):
     loading it while it is attached elsewhere, gets ``SESSION_LOCKED``.
     *schema* names the PostgreSQL schema that holds the tables; with
     ``create=False`` they must exist already and opening changes nothing in the
-    database (what a reader, or a role without CREATE, wants).
+    database (what a reader, or a role without CREATE, wants). Text is
+    exchanged as UTF-8 whatever client encoding the DSN asks for; tables are
+    created only in a UTF8 (or SQL_ASCII) database, one that holds any text.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x
