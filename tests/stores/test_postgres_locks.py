@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import trio
@@ -481,3 +482,51 @@ async def test_postgres_close_does_not_wait_for_a_handover(
             assert (await other.load("stuck")).last_turn == 1
     finally:
         backend.close()
+
+
+class _CutOff:
+    """A lock connection cut off on the client's side only (say, by a load balancer's idle
+    timeout): the store finds it broken, while its backend lives on holding its locks."""
+
+    broken = True
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True  # the server is not told: the backend stays
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+async def test_postgres_lock_connection_cut_off_with_its_backend_alive_keeps_its_sessions(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: when the lock connection is cut off but the server still runs its backend, the
+    remade connection ends that backend, which holds this store's own locks, and retakes
+    them: the store's sessions are not refused as written by another process for as long as
+    the server takes to notice (its TCP keepalive: hours by default)."""
+    dsn, schema = postgres_schema
+    session = Session.create("mine")
+    async with PostgresStore(dsn, schema=schema) as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.flush(session)
+        claims = _backend(store)._claims
+        backend = claims._locker
+        assert backend is not None
+        claims._locker = _CutOff(backend)  # type: ignore[assignment]
+        try:
+            run_turn(session)
+            await store.flush(session)
+            async with PostgresStore(dsn, schema=schema) as other:
+                with pytest.raises(StoreError) as caught:
+                    await other.load("mine")
+                assert caught.value.code == "SESSION_LOCKED"
+            await store.detach(session)
+        finally:
+            backend.close()
+    async with PostgresStore(dsn, schema=schema) as store:
+        assert len((await store.inspect("mine")).events) == len(session.events)

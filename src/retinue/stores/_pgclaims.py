@@ -27,6 +27,8 @@ _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
 _HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
 _HANDOVER_TIMEOUT_MS = 10_000
 """How long a claim waits for the previous writer's last commit before giving up."""
+_END_TIMEOUT_MS = 5_000
+"""How long a remade lock connection waits for the backend of the dropped one to end."""
 
 T = TypeVar("T")
 
@@ -90,7 +92,8 @@ class SessionClaims:
         self._locker: psycopg.Connection[Any] | None = None
         self._opened = False
         """Between open and close; the lock connection may not be made yet (first claim)."""
-        self._locker_start: object = None
+        self._locker_backend: tuple[int, object] | None = None
+        """The lock connection's backend: its pid and start (a pid alone can be reused)."""
         self._locker_lock = threading.Lock()
         self._settled = threading.Condition(self._locker_lock)
         """Notified when a claim's handover ends, with or without the lock."""
@@ -123,13 +126,30 @@ class SessionClaims:
         return f"{self._schema}.{session_id}"
 
     def _connect_locker(self) -> psycopg.Connection[Any]:
-        """The lock connection, and when its backend started (a pid alone can be reused)."""
+        """The lock connection, its backend recorded."""
         conn = self._connect()
         row = conn.execute(
-            "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+            "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
         ).fetchone()
-        self._locker_start = row[0] if row else None
+        self._locker_backend = (row[0], row[1]) if row else None
         return conn
+
+    def _end_backend(self, conn: psycopg.Connection[Any], backend: tuple[int, object]) -> None:
+        """End the dropped lock connection's *backend* if the server still runs it.
+
+        A connection cut between client and server (say, a load balancer's idle
+        timeout) can leave its backend running, holding this store's locks,
+        until the server's TCP keepalive notices: hours by default, all that
+        time this store's own sessions refused as locked. The backend is this
+        store's, so ending it takes no lock from another writer. Without the
+        privilege to end it (or before PostgreSQL 14) the locks wait for the server.
+        """
+        with contextlib.suppress(psycopg_module().Error):
+            conn.execute(
+                "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
+                "WHERE pid = %s AND backend_start = %s",
+                (_END_TIMEOUT_MS, *backend),
+            )
 
     def holds(self, session_id: str) -> bool:
         """Whether this store has claimed the session."""
@@ -218,17 +238,22 @@ class SessionClaims:
     def _live_locker(self) -> psycopg.Connection[Any]:
         """The lock connection, made if there is none yet or the server dropped it.
 
-        A remade connection retakes the dropped locks; those taken meanwhile by
-        another connection are forgotten, and so are those left when retaking
-        fails (a full lock table): their next write claims them again."""
+        A remade connection ends the dropped one's backend if it still runs,
+        then retakes the dropped locks; those taken meanwhile by another
+        connection are forgotten, and so are those left when retaking fails
+        (a full lock table): their next write claims them again."""
         if not self._opened:
             raise not_open()
         conn = self._locker
         if conn is not None and not (conn.broken or conn.closed):
             return conn
+        dropped_backend = None
         if conn is not None:
             conn.close()
+            dropped_backend = self._locker_backend
         self._locker = conn = self._connect_locker()
+        if dropped_backend is not None:
+            self._end_backend(conn, dropped_backend)
         dropped, self._claimed = self._claimed, set()
         for session_id in dropped:
             if self._try_lock(conn, session_id):
@@ -269,11 +294,11 @@ class SessionClaims:
         While that backend lives it holds every claimed session's lock.
         """
         locker = require_open(self._locker)
-        if not session_ids or locker.broken or locker.closed:
+        backend = self._locker_backend
+        if not session_ids or locker.broken or locker.closed or backend is None:
             return set(session_ids)
         alive = conn.execute(
-            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
-            (locker.info.backend_pid, self._locker_start),
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s", backend
         ).fetchone()
         if alive is None:
             return set(session_ids)
