@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -488,3 +489,40 @@ async def test_a_disposed_listener_interrupting_a_teardown_still_unwinds_the_age
                     rt.hooks.on("agent/disposed", interrupt)
                     await agent.dispose()
     assert (cleaned, ended, store.detached) == (["cleanup"], ["feed"], ["s"])
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+@pytest.mark.parametrize("how", ["after-a-turn", "at-shutdown"])
+async def test_flush_listeners_disposing_each_others_agents_do_not_wait_in_a_circle(
+    autojump_clock: trio.testing.MockClock, how: str
+) -> None:
+    """R2.35, R12.8, R12.9: a ``session/flush`` listener that disposes the other of two
+    agents. A's flush waits for B's teardown, whose final flush disposes A, whose
+    driver waits in that flush: with no flush bound the two never ended. The second
+    dispose stops A and returns, as from A's own turn; both teardowns complete.
+    """
+    peers: dict[str, retinue.Agent] = {}
+    errors: list[BaseException] = []
+    async with runtime(
+        ScriptedModel([Reply("ok")], repeat_last=True), flush_timeout=math.inf
+    ) as rt:
+        for name in ("a", "b"):
+            peers[name] = await rt.create_agent(name, OPTIONS)
+
+        async def dispose_the_other(flushed: retinue.Agent, _session: Session) -> None:
+            if how == "at-shutdown" and flushed.status != "disposed":
+                return
+            (other,) = [agent for agent in peers.values() if agent is not flushed]
+            await other.dispose()
+
+        rt.hooks.on("session/flush", dispose_the_other)
+        rt.hooks.on("agent/error", lambda _agent, _turn, _step, error: errors.append(error))
+        if how == "after-a-turn":
+            assert (await peers["a"].ask("hi")).reason.kind == "completed"
+            for agent in peers.values():
+                await agent.dispose()
+            assert len(rt.agents) == 0
+    assert errors == []
+    for agent in peers.values():
+        assert agent.status == "disposed"
+        check_session_invariants(agent.session.events)

@@ -301,6 +301,9 @@ class Agent:
         Called from the agent's own turn (its tool or a listener running under its
         driver) or its setup, it stops the agent and returns at once: waiting there
         would wait for itself. The teardown then completes when the driver has exited.
+        So does a call from a tool or listener of an agent that this one already
+        waits for, directly or through others (its final flush's listener
+        disposing that agent, say): waiting there would wait in a circle.
         """
         await self._dispose(self)
 

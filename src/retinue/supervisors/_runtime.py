@@ -416,6 +416,13 @@ class Runtime:
         if caller is None:
             await core.torn_down.wait()
             return
+        if caller.wait_cycle(core) is not None:
+            # The agent being disposed already waits for the caller, directly or
+            # through others (its final flush's listener disposing the caller, say):
+            # its teardown may need the caller to finish first, so this one stops
+            # it and returns, as from its own turn, rather than wait in a circle.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
         # Recorded like a wait_idle, so a wait that would close a circle through
         # this one (the teardown's own listeners waiting on the caller) is refused.
         caller.start_waiting_on(core)
