@@ -526,3 +526,42 @@ async def test_flush_listeners_disposing_each_others_agents_do_not_wait_in_a_cir
     for agent in peers.values():
         assert agent.status == "disposed"
         check_session_invariants(agent.session.events)
+
+
+class _DetachWaitingOnAgent(DelegatingStore):
+    """A memory store whose detach of a session first calls *verb* on its agent."""
+
+    def __init__(self, verb: str) -> None:
+        super().__init__(MemoryStore())
+        self.verb = verb
+        self.agents: dict[str, retinue.Agent] = {}
+        self.heard: list[str] = []
+
+    async def detach(self, session: Session) -> None:
+        agent = self.agents[session.id]
+        try:
+            await (agent.dispose() if self.verb == "dispose" else agent.wait_idle())
+            self.heard.append("returned")
+        except retinue.AgentError as exc:
+            self.heard.append(str(exc.code))
+        await self.store.detach(session)
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+@pytest.mark.parametrize(
+    ("verb", "heard"), [("dispose", "returned"), ("wait_idle", "WAITS_FOR_ITSELF")]
+)
+async def test_a_store_detach_waiting_on_its_agent_does_not_wait_for_its_own_teardown(
+    autojump_clock: trio.testing.MockClock, verb: str, heard: str
+) -> None:
+    """R2.35, R12.9: the final detach runs in the agent's teardown; a ``dispose`` there
+    returns, as from the agent's own turn, and a ``wait_idle`` raises ``WAITS_FOR_ITSELF``.
+    Both waited for the teardown they ran in: with no flush bound it never ended.
+    """
+    store = _DetachWaitingOnAgent(verb)
+    async with runtime(ScriptedModel([Reply("ok")]), store=store, flush_timeout=math.inf) as rt:
+        agent = store.agents["a"] = await rt.create_agent("a", OPTIONS, session_id="a")
+        await agent.ask("hi")
+        await agent.dispose()
+        assert store.heard == [heard]
+        assert store.store.statistics().committed_events == len(agent.session.events)

@@ -16,7 +16,7 @@ from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
-from retinue.loop._core import SETTING_UP, driving_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, driving_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -221,7 +221,8 @@ class Agent:
         Raises:
             AgentError: called from the agent's own turn or flush, or, once
                 disposed, from its own setup or a task the setup started,
-                which its end waits for (``WAITS_FOR_ITSELF``), or from a
+                which its end waits for, or from its own teardown (its
+                store's detach) (``WAITS_FOR_ITSELF``), or from a
                 tool or listener of an agent this one already waits for,
                 directly or through others (``WAIT_CYCLE``): either wait
                 would never end.
@@ -241,6 +242,8 @@ class Agent:
             # The teardown runs listeners of its own, which may wait on other agents.
             if not core.torn_down.is_set():
                 _refuse_waiting_on_own_setup(core, "wait_idle")
+                if TEARING_DOWN.get() is core:
+                    raise _waits_for_itself(core, "wait_idle", "teardown")
                 caller = _caller_that_may_wait(core, "wait_idle")
                 await _wait_as(caller, core, core.torn_down)
             await trio.lowlevel.checkpoint()
@@ -299,8 +302,8 @@ class Agent:
         runs in the runtime's nursery: cancelling a caller ends only its wait, the
         teardown still completes. Raises nothing but that cancellation.
         Called from the agent's own turn (its tool or a listener running under its
-        driver) or its setup, it stops the agent and returns at once: waiting there
-        would wait for itself. The teardown then completes when the driver has exited.
+        driver), its setup or its teardown (its store's detach), it stops the agent and
+        returns at once: waiting there would wait for itself. The teardown then completes when the driver has exited.
         So does a call from a tool or listener of an agent that this one already
         waits for, directly or through others (its final flush's listener
         disposing that agent, say): waiting there would wait in a circle.

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SETTING_UP",
+    "TEARING_DOWN",
     "AgentCore",
     "AgentStatus",
     "LoopServices",
@@ -48,6 +49,9 @@ _driving: ContextVar[AgentCore | None] = ContextVar("retinue_driving", default=N
 # first: each creation waits for its setup, and so for every setup nested in it,
 # so nothing there may wait for any of those creations to end.
 SETTING_UP: ContextVar[tuple[AgentCore, ...]] = ContextVar("retinue_setting_up", default=())
+# The agent whose teardown the current task runs (or was started from): its store's
+# detach runs there, and that teardown cannot wait for itself to end.
+TEARING_DOWN: ContextVar[AgentCore | None] = ContextVar("retinue_tearing_down", default=None)
 
 
 def resolve_source(source: MessageSource | str | None) -> MessageSource:

@@ -19,7 +19,7 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import SETTING_UP, driving_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, driving_agent
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
@@ -384,6 +384,7 @@ class Runtime:
 
     async def _run_agent(self, agent: Agent) -> None:
         SETTING_UP.set(())  # started from a setup, perhaps, but no part of it
+        TEARING_DOWN.set(None)  # nor of a teardown it was started from
         core = core_of(agent)
         core.driver_task = trio.lowlevel.current_task()
         try:
@@ -401,10 +402,12 @@ class Runtime:
         """
         core = core_of(agent)
         creation = self._creation_of(core)
-        # Its own tool, listener or setup cannot wait for the driver or creation it
-        # runs under: the agent stops, and its teardown ends once that has unwound.
-        waits_for_itself = core.in_own_driver() or (
-            creation is not None and core in SETTING_UP.get()
+        # Its own tool, listener, setup or teardown cannot wait for the driver, creation
+        # or teardown it runs under: the agent stops, and its teardown ends once that has unwound.
+        waits_for_itself = (
+            core.in_own_driver()
+            or (creation is not None and core in SETTING_UP.get())
+            or TEARING_DOWN.get() is core  # its store's detach, say
         )
         self._start_teardown(agent)
         if waits_for_itself:
@@ -461,6 +464,7 @@ class Runtime:
         """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
         SETTING_UP.set(())
         core = core_of(agent)
+        TEARING_DOWN.set(core)
         with trio.CancelScope(shield=True):
             try:
                 await self._retire(agent)
