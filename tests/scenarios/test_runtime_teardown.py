@@ -565,3 +565,27 @@ async def test_a_store_detach_waiting_on_its_agent_does_not_wait_for_its_own_tea
         await agent.dispose()
         assert store.heard == [heard]
         assert store.store.statistics().committed_events == len(agent.session.events)
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+async def test_shutdown_begun_from_a_flush_listener_does_not_wait_for_its_own_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.10: ``rt.aclose()`` from a ``session/flush`` listener begins the shutdown and
+    returns; it waited for every teardown, its own agent's too, which waits for that
+    flush: with no flush bound it never ended. The runtime's exit waits for them all.
+    """
+    closed: list[bool] = []
+    async with runtime(ScriptedModel([Reply("ok")]), flush_timeout=math.inf) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def close_the_runtime(_agent: retinue.Agent, _session: Session) -> None:
+            await rt.aclose()
+            closed.append(rt.closing)
+
+        rt.hooks.on("session/flush", close_the_runtime, agent=agent)
+        assert (await agent.ask("hi")).reason.kind == "completed"
+        assert closed == [True]
+        await agent.wait_idle()
+        assert len(rt.agents) == 0
+    assert turn_ends(agent.session.events) == ["completed"]

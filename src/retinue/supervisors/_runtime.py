@@ -509,7 +509,10 @@ class Runtime:
         """Stop accepting agents, abort creations in flight, dispose every live agent (R12.10).
 
         Waits until every aborted creation has unwound and every teardown (those
-        begun before too) has finished. Always a checkpoint.
+        begun before too) has finished. Always a checkpoint. Called from an
+        agent's own tool, listener or teardown, it returns once the teardowns
+        have begun: its agent's cannot end before the call does, and the
+        runtime's exit waits for them all.
         """
         self._closing = True
         for creation in self._creations.values():
@@ -519,5 +522,7 @@ class Runtime:
             await next(iter(self._creations.values())).ended.wait()
         for agent in self.agents.list():
             self._start_teardown(agent)
+        if driving_agent() is not None or TEARING_DOWN.get() is not None:
+            return
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
