@@ -589,3 +589,30 @@ async def test_shutdown_begun_from_a_flush_listener_does_not_wait_for_its_own_ag
         await agent.wait_idle()
         assert len(rt.agents) == 0
     assert turn_ends(agent.session.events) == ["completed"]
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+async def test_resuming_an_agent_from_its_own_flush_listener_raises_instead_of_waiting(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: a ``session/flush`` listener that disposes its agent and resumes it waited
+    for the id to be free, which happens once the teardown ends, which waits for that
+    flush: with no flush bound it never ended. It raises ``WAITS_FOR_ITSELF``.
+    """
+    codes: list[str | None] = []
+    async with runtime(ScriptedModel([Reply("ok")]), flush_timeout=math.inf) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def restart(flushed: retinue.Agent, _session: Session) -> None:
+            await flushed.dispose()
+            try:
+                await rt.resume_agent(flushed.id)
+            except retinue.AgentError as exc:
+                codes.append(exc.code)
+
+        rt.hooks.on("session/flush", restart, agent=agent)
+        assert (await agent.ask("hi")).reason.kind == "completed"
+        await agent.wait_idle()
+        assert codes == ["WAITS_FOR_ITSELF"]
+        again = await rt.resume_agent(agent.id)
+        assert again.session.last_turn == 1

@@ -10,7 +10,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, SessionError, StoreError
+from retinue._errors import AgentDisposedError, AgentError, SessionError, StoreError
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
 from retinue.hooks import HookBus, agent_scope
@@ -128,7 +128,9 @@ class Runtime:
         :class:`AgentOptions`, :class:`ConfigError` for an invalid *cwd* or one
         that differs from ``options.cwd``, ``SessionError(INVALID_SESSION_ID)``
         for an empty name or an id no store can hold, and
-        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id.
+        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id, and
+        ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown
+        of an agent of that id being torn down, which its teardown waits for.
         Cancellation before publication leaves nothing behind.
         """
         options = with_cwd(options_of(options), cwd)
@@ -160,7 +162,9 @@ class Runtime:
         for: its session is free once detached (R12.9). If that agent's final
         flush failed, its buffered events are committed first, so the loaded
         log lacks none of them; while the store still fails, this raises its
-        ``StoreError`` and a later call tries again.
+        ``StoreError`` and a later call tries again. Called from that agent's own
+        tool, listener or teardown, which its teardown waits for, it raises
+        ``AgentError(WAITS_FOR_ITSELF)``.
 
         *options* without a ``model`` keep the stored model and settings; each
         setting they give (provider, temperature, max_tokens, stop) replaces
@@ -236,6 +240,13 @@ class Runtime:
         if tearing_down is None:
             await trio.lowlevel.checkpoint()
             return
+        if tearing_down.in_own_driver() or TEARING_DOWN.get() is tearing_down:
+            # From that agent's own tool, listener or teardown: the teardown waits for it.
+            raise AgentError(
+                f"agent {agent_id!r} is being torn down, which waits for this call from its "
+                "own turn or teardown: its id would never be free",
+                code="WAITS_FOR_ITSELF",
+            )
         # Its teardown frees the id as it ends; a creation racing for it then
         # finds the id taken again, which is what it would have found anyway.
         await tearing_down.torn_down.wait()
