@@ -533,7 +533,10 @@ class Runtime:
             await next(iter(self._creations.values())).ended.wait()
         for agent in self.agents.list():
             self._start_teardown(agent)
-        if driving_agent() is not None or TEARING_DOWN.get() is not None:
+        # Only this runtime's agent is let off: one of another runtime (which opened
+        # this one in its tool, say) does not wait for itself here.
+        caller = driving_agent() or TEARING_DOWN.get()
+        if caller is not None and self._teardowns.get(caller.id) is caller:
             return
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
