@@ -204,6 +204,31 @@ async def _fill_jsonl(root: Path) -> Session:
     return crashed
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(root)): path.read_bytes() for path in root.rglob("*") if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("command", ["list", "show", "export", "replay"])
+def test_cli_sessions_read_commands_leave_a_jsonl_directory_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The reading commands change nothing: the temporary file and creation marker a
+    crashed writer left in a JSONL directory stay (the directory may be read-only, a
+    mounted backup, where removing them fails the command)."""
+    root = tmp_path / "sessions"
+    trio.run(_fill_jsonl, root)
+    bucket = jsonl_file(root, "crashed").parent
+    (bucket / ".lost.jsonl.0011223344556677.tmp").write_text('{"type":"session"')
+    (root / ".lost.creating").write_text('{"type":"session"')
+    before = _tree(root)
+    target = [] if command == "list" else ["crashed"]
+    output = ["-o", str(tmp_path / "out.jsonl")] if command == "export" else []
+    assert _cli("--store", f"jsonl:{root}", command, *target, *output) == 0, capsys.readouterr()
+    assert _tree(root) == before
+
+
 def _tear_last_records(path: Path, count: int) -> None:
     """Overwrite the last *count* event lines of a session file with garbage, as a torn write."""
     records = path.read_text().splitlines()

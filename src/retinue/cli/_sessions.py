@@ -83,14 +83,15 @@ def open_store(spec: str, *, create: bool = True) -> BufferedStore:
 
     With ``create=False`` a SQLite file opens only if it already is a retinue
     store, and is left as it is (no schema written, no journal mode changed);
-    a PostgreSQL schema must already hold the tables, and nothing is written.
+    a JSONL directory keeps the files crashed writers left in it; a
+    PostgreSQL schema must already hold the tables, and nothing is written.
     """
     kind, location = parse_store_spec(spec)
     if kind == "sqlite":
         return SQLiteStore(location, create=create)
     if kind == "postgres":
         return PostgresStore(location, create=create)
-    return _STORES[kind](location)
+    return JSONLStore(location, create=create)
 
 
 _FILE_STORES = frozenset({"sqlite", "jsonl"})

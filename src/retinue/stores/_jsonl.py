@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import os
 import threading
@@ -76,16 +77,28 @@ class JSONLBackend:
     writes_can_tear = True
     """An append reaches the file page by page: a crash can keep part of it (R11.8)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         # Absolute once: a relative root would follow every change of working directory.
         self._root = Path(root).absolute()
+        self._creates = create
         self._open: dict[str, SessionFile] = {}
         self._durable_buckets: set[Path] = set()
         self._left: dict[str, LeftFile] = {}
         self._lock = threading.RLock()
 
     def open(self) -> None:
-        """Create the root directory (durably) and remove the temporary files of crashed writers."""
+        """Create the root directory (durably) and remove the temporary files of crashed writers.
+
+        With ``create=False`` neither, only a check that the root is a directory:
+        a reader changes nothing, and a read-only root (a mounted backup) opens.
+        Leftovers are no stored sessions to it.
+        """
+        if not self._creates:
+            if not self._root.is_dir():
+                problem = "not a directory" if self._root.exists() else "no such directory"
+                code = errno.ENOTDIR if self._root.exists() else errno.ENOENT
+                raise OSError(code, problem, str(self._root))
+            return
         make_directory(self._root)
         remove_leftovers(self._root)
 
@@ -421,7 +434,10 @@ class JSONLStore(BufferedStore):
 
     Also the format of ``retinue sessions export``/``import``. Use as
     ``async with JSONLStore(path) as store:`` for group commit.
+    ``create=False`` opens only an existing directory, as it is: the temporary
+    files crashed writers left in it are not removed (what a reader of
+    someone's store wants, on a read-only file system too).
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        super().__init__(JSONLBackend(root), name=f"JSONLStore({os.fspath(root)!r})")
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        super().__init__(JSONLBackend(root, create=create), name=f"JSONLStore({os.fspath(root)!r})")
