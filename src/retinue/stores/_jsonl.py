@@ -85,6 +85,8 @@ class JSONLBackend:
         self._durable_buckets: set[Path] = set()
         self._left: dict[str, LeftFile] = {}
         self._lock = threading.RLock()
+        self._closed = False
+        """Set by :meth:`close`: a claim or write still on its way is refused, not taken up."""
 
     def open(self) -> None:
         """Create the root directory (durably) and remove the temporary files of crashed writers.
@@ -93,6 +95,8 @@ class JSONLBackend:
         a reader changes nothing, and a read-only root (a mounted backup) opens.
         Leftovers are no stored sessions to it.
         """
+        with self._lock:
+            self._closed = False
         if not self._creates:
             if not self._root.is_dir():
                 problem = "not a directory" if self._root.exists() else "no such directory"
@@ -107,6 +111,7 @@ class JSONLBackend:
     def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
         """Write every batch, then make the group durable with one sync (two if files are new)."""
         with self._lock:
+            self._check_open()
             group = Group()
             try:
                 results: list[StoreError | None] = []
@@ -315,7 +320,17 @@ class JSONLBackend:
         ``STORAGE_ERROR`` naming the session if the file cannot be opened.
         """
         with self._lock:
+            self._check_open()
             self._claimed(session_id)
+
+    def _check_open(self) -> None:
+        """Refuse a claim or write that reaches a closed backend.
+
+        One taken up would open and lock a session file that no close releases
+        any more: every other store would find the session locked until exit.
+        """
+        if self._closed:
+            raise StoreError(f"the JSONL store at {self._root} is closed", code="STORE_CLOSED")
 
     def release(self, session_id: str) -> None:
         """Close the session's file, dropping its lock."""
@@ -417,8 +432,9 @@ class JSONLBackend:
         return self._stored(session_id) is not None
 
     def close(self) -> None:
-        """Close every open file (dropping every lock)."""
+        """Close every open file (dropping every lock); refuse claims and writes until :meth:`open`."""
         with self._lock:
+            self._closed = True
             for session_id in list(self._open):
                 self.release(session_id)
             while self._left:
