@@ -466,6 +466,27 @@ async def test_store_aclose_drains_every_buffer(kit: StoreKit) -> None:
     assert lines(loaded.events[:]) == lines(session.events[:])
 
 
+async def test_store_flush_after_close_refuses_events_it_did_not_store(kit: StoreKit) -> None:
+    """R7.49, R11.4: closing stops buffering, so what a session appends after its store has
+    closed is never written; a flush then fails ``STORE_CLOSED`` (as a detach does), not
+    return as if it were durable. A flush with nothing appended since the drain succeeds."""
+    session = Session.create("outlived")
+    store = kit.open()
+    async with store:
+        store.attach_new(session)
+        run_turn(session)
+    stored = lines(session.events[:])
+    await store.flush(session)
+    run_turn(session, "after the close")
+    for let_go in (store.flush, store.detach):
+        with pytest.raises(StoreError) as caught:
+            await let_go(session)
+        assert caught.value.code == "STORE_CLOSED"
+        assert "'outlived'" in caught.value.message
+    async with kit.open() as reopened:
+        assert lines((await reopened.inspect("outlived")).events[:]) == stored
+
+
 async def test_store_group_commit_shares_transactions(kit: StoreKit) -> None:
     """R11.6: many sessions flushing together share a few commits (one transaction / fsync each)."""
     sessions = [Session.create(f"agent-{index}") for index in range(100)]

@@ -256,6 +256,7 @@ class BufferedStore:
             return
         tracked = self._pending(session)
         if tracked is None:
+            self._check_outlived(session)
             if self._backend.blocking:
                 await trio.lowlevel.checkpoint()
             else:
@@ -268,6 +269,23 @@ class BufferedStore:
             raise StoreError(f"session {session.id!r}: {exc.message}", code=exc.code) from exc
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
+
+    def _check_outlived(self, session: Session) -> None:
+        """Refuse the flush of an attached session that appended past its closed store.
+
+        Closing stops buffering: what the session appended since reaches no
+        buffer, and a flush that found nothing buffered would call it durable.
+        """
+        tracked = self._tracked.get(session.id)
+        if not self._closed or tracked is None or tracked.session is not session:
+            return
+        unstored = len(session.events) - tracked.cursor
+        if unstored > 0:
+            raise StoreError(
+                f"session {session.id!r}: {self._name} is closed; the {unstored} event(s) "
+                "appended since its last commit are not stored",
+                code="STORE_CLOSED",
+            )
 
     def flush_nowait(self, session: Session) -> bool:
         """Commit *session*'s buffer at once if the backend never blocks.
