@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import trio
 
@@ -223,3 +225,43 @@ async def test_a_runtime_sharing_a_store_leaves_another_runtimes_live_session_al
             await agent.dispose()
             loaded = await store.inspect("shared")
     assert lines(loaded.events[:]) == lines(agent.session.events[:])
+
+
+async def test_runtimes_in_sibling_tasks_share_a_store_whichever_exits_first(
+    kit: StoreKit,
+) -> None:
+    """R11.6, R12.7: two runtimes given one store, each opened in a task of its own at the same
+    moment, share it without an ``async with store:`` around them: the first to exit leaves
+    the store open for the other, whose turns are still stored, and the last exit closes it.
+    Before, each entry started a writer of its own, and the exit of the task that had not
+    started the remaining one closed that task's nursery from the wrong task (trio: "Cancel
+    scope stack corrupted")."""
+    store = kit.open()
+    first_done = trio.Event()
+    agents: list[retinue.Agent] = []
+
+    async def run(session_id: str, *, leave_first: bool) -> None:
+        async with retinue.open_runtime(models=_model(), store=store) as rt:
+            agent = await rt.create_agent("writer", OPTIONS, session_id=session_id)
+            agents.append(agent)
+            await agent.ask("hello")
+            if leave_first:
+                await agent.dispose()
+                return
+            await first_done.wait()
+            await agent.ask("still here")
+        assert " closed " in repr(store)
+
+    async def leave_first() -> None:
+        await run("leaves", leave_first=True)
+        first_done.set()
+        assert " closed " not in repr(store)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(leave_first)
+            nursery.start_soon(partial(run, "stays", leave_first=False))
+    async with kit.open() as reopened:
+        for agent in agents:
+            stored = await reopened.inspect(agent.id)
+            assert lines(stored.events[:]) == lines(agent.session.events[:])

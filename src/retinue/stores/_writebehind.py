@@ -48,6 +48,7 @@ class BufferedStore:
         self._tracked: dict[str, Tracked] = {}
         self._committer = GroupCommitter(backend, name, self._tracked)
         self._open_lock = trio.Lock()
+        self._enter_lock = trio.Lock()
         self._opened = False
         self._closed = False
         self._loading: set[str] = set()
@@ -55,6 +56,11 @@ class BufferedStore:
         self._loaded: dict[str, tuple[weakref.ref[Session], int]] = {}
         """Sessions loaded and not attached yet, each with how many of its events are stored."""
         self._stack: contextlib.AsyncExitStack | None = None
+        """The writer's nursery, open in the task that entered the store first."""
+        self._writer_scope: trio.CancelScope | None = None
+        self._owner: trio.lowlevel.Task | None = None
+        self._owner_depth = 0
+        """Entries of the owner task not exited yet: its first is the last of them to exit."""
         self._depth = 0
 
     @property
@@ -72,12 +78,22 @@ class BufferedStore:
         again and storage opened here is released, so the store can be
         entered again later. Entering a store that is already entered (say,
         ``open_runtime(store=store)`` inside ``async with store:``) shares the
-        running writer; only the outermost exit drains and closes the store.
+        running writer; only the last exit drains and closes the store. The
+        writer lives in the task that entered first: if that task exits while
+        another (a second runtime's) is still inside, the writer stops there and
+        flushes commit on their own from then on.
         """
-        if self._depth:
-            self._depth += 1
-            await trio.lowlevel.checkpoint()
-            return self
+        # Entries wait for one another: two tasks entering at once would each start a writer.
+        async with self._enter_lock:
+            if self._depth:
+                self._depth += 1
+                self._owner_depth += self._owner is trio.lowlevel.current_task()
+            else:
+                await self._enter_first()
+        return self
+
+    async def _enter_first(self) -> None:
+        """Open the storage and start the writer in this task's nursery; unwind on failure."""
         was_open = self._opened
         stack = contextlib.AsyncExitStack()
         nursery: trio.Nursery | None = None
@@ -98,8 +114,9 @@ class BufferedStore:
                         await self._release_storage()
             raise
         self._stack = stack
-        self._depth = 1
-        return self
+        self._writer_scope = nursery.cancel_scope
+        self._owner = trio.lowlevel.current_task()
+        self._depth = self._owner_depth = 1
 
     async def __aexit__(
         self,
@@ -110,12 +127,12 @@ class BufferedStore:
         """Drain every buffer, stop the writer and close the storage.
 
         If the body raised, a failure to drain is logged rather than raised, so
-        it does not hide the body's exception. An inner exit of a nested
-        ``async with`` does nothing.
+        it does not hide the body's exception. An exit other than the last
+        closes nothing (but the writer, if its task entered first).
         """
         if self._depth > 1:
             self._depth -= 1
-            await trio.lowlevel.checkpoint()
+            await self._leave_writer()
             return
         self._depth = 0
         try:
@@ -130,6 +147,24 @@ class BufferedStore:
                 await stack.aclose()
             else:
                 await trio.lowlevel.checkpoint()
+
+    async def _leave_writer(self) -> None:
+        """Stop the writer if this task runs it: its nursery cannot outlive the block that opened it.
+
+        Requests it still holds are handed back to their submitters, who commit them directly.
+        """
+        stack = self._stack
+        if stack is None or self._owner is not trio.lowlevel.current_task():
+            await trio.lowlevel.checkpoint()
+            return
+        self._owner_depth -= 1
+        if self._owner_depth:
+            await trio.lowlevel.checkpoint()  # an inner entry of the owner: its nursery stays
+            return
+        self._stack = None
+        assert self._writer_scope is not None
+        self._writer_scope.cancel()
+        await stack.aclose()
 
     async def aclose(self) -> None:
         """Drain every buffer (one group), then release storage; failures are aggregated.
