@@ -108,7 +108,7 @@ async def test_open_runtime_starts_configured_agents_before_yielding(
 async def test_entries_without_exact_id_get_a_new_session_per_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R13.3: no exact id means a fresh ``<id>-session-<uuid4>`` per entry and per run."""
+    """T-F7 / R13.3: no exact id means a fresh ``<id>-session-<uuid4>`` per entry and per run."""
     config = LoopConfig(agents=(AgentEntry("writer"), AgentEntry("writer")))
     seen: list[str] = []
     with trio.fail_after(DEADLINE):
@@ -160,7 +160,7 @@ async def test_session_id_is_restored_from_a_memory_store_two_runtimes_share(
 async def test_resume_session_id_resumes_the_session(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R13.3: ``resume_session_id`` resumes the stored session; turn numbers continue."""
+    """T-F7 / R13.3: ``resume_session_id`` resumes the stored session; turn numbers continue."""
     config = LoopConfig(agents=(AgentEntry("archivist", resume_session_id="archive"),))
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=model()) as rt:
@@ -381,7 +381,7 @@ async def test_a_configured_cwd_other_than_the_stored_one_is_reported(
 
 
 async def test_resume_session_id_with_persistence(tmp_path: Path) -> None:
-    """R13.3, R13.4: ``resume_session_id`` resumes a stored session; an unknown one is reported."""
+    """T-F7 / R13.3, R13.4: ``resume_session_id`` resumes a stored session; an unknown one is reported."""
     path = tmp_path / "sessions.db"
     async with sqlite_runtime(path) as rt:
         await (await rt.create_agent("archivist", session_id="archive")).ask("one")

@@ -635,3 +635,36 @@ async def test_fork_at_an_earlier_boundary_continues_from_it(
             rt.fork_agent_session("parent", "child")
         assert raised.value.code == "SESSION_ALREADY_EXISTS"
         check_session_invariants(child.session.events)
+
+
+async def test_resumed_fork_keeps_its_lineage_and_seed_boundary(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-F4 / R4.25, R11.16: a fork disposed and resumed keeps its parent, its seed
+    boundary and the seeded history, and goes on numbering its turns."""
+    model = ScriptedModel([Reply("one"), Reply("two"), Reply("forked"), Reply("resumed")])
+    with trio.fail_after(60):
+        async with runtime(model) as rt:
+            parent = await rt.create_agent("p", OPTIONS, session_id="parent")
+            await parent.ask("first")
+            boundary = of_type(parent.session.events, "turn/end")[0].seq
+            await parent.ask("second")
+            child = await rt.start_forked(
+                rt.fork_agent_session("parent", "child", boundary), OPTIONS
+            )
+            await child.ask("branch off")
+            before = child.session.dump()
+            await child.dispose()
+            resumed = await rt.resume_agent("child", OPTIONS)
+            header = resumed.session.header
+            assert (header.parent_session, header.seed_length) == ("parent", boundary + 1)
+            assert resumed.session.dump() == before
+            assert (await resumed.ask("and on")).turn == 3
+            assert [texts(m.content) for m in model.requests[3].messages] == [
+                "first",
+                "one",
+                "branch off",
+                "forked",
+                "and on",
+            ]
+            check_session_invariants(resumed.session.events)
