@@ -260,15 +260,21 @@ async def test_store_balanced_log_gets_no_closers(kit: StoreKit) -> None:
 
 
 async def test_store_wrong_format_version_is_refused(kit: StoreKit) -> None:
-    """R11.10: a header version other than the current one makes the session unloadable."""
+    """R11.10, R11.14: a header version other than the current one makes the session
+    unloadable, and the listing skips it with that problem, as it skips any it cannot load."""
     future = Session.from_events(SessionHeader(id="future", created_at=1, version=7), [])
+    await _stored(kit, Session.create("current"), turns=1)
     async with kit.open() as store:
         store.attach_new(future)
         run_turn(future)
         await store.detach(future)
         with pytest.raises(CorruptSessionError, match="future") as caught:
             await store.load("future")
+        listing = await store.listing()
     assert caught.value.code == "UNSUPPORTED_VERSION"
+    assert [header.id for header in listing.headers] == ["current"]
+    assert len(listing.skipped) == 1
+    assert "format version 7 is not the supported version" in listing.skipped[0].problem
 
 
 async def test_store_corrupt_record_in_committed_region_is_refused(record_kit: StoreKit) -> None:

@@ -46,7 +46,8 @@ class StoredLog:
 @final
 @attrs.frozen
 class SkippedSession:
-    """A stored session a listing leaves out: its header cannot be read, or names another id."""
+    """A stored session a listing leaves out: its header cannot be read, names another id
+    or holds a format version this build does not read."""
 
     stored_as: str
     """Where it is stored: the id it is stored under, or its file (JSONL)."""
@@ -114,7 +115,8 @@ class StorageBackend(Protocol):
         """Headers of every stored session, reading no events; unreadable ones are skipped.
 
         A session is skipped, with its problem, when its header cannot be read
-        or parsed, or names an id other than the one it is stored under.
+        or parsed, names an id other than the one it is stored under, or holds
+        a format version this build does not read.
         """
         ...
 

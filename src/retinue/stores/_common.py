@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import AnyStr
 
 from retinue._errors import CorruptSessionError, StoreError
-from retinue.session import SessionHeader, load_header
+from retinue.session import FORMAT_VERSION, SessionHeader, load_header
 from retinue.session._codec import LongIntError, loads_line
 
 from ._backend import Listing, SkippedSession
@@ -19,6 +19,7 @@ from ._backend import Listing, SkippedSession
 __all__ = [
     "already_exists",
     "cannot_open",
+    "check_version",
     "listed_header",
     "lock_file",
     "parse_header",
@@ -60,6 +61,20 @@ def parse_header(text: str | bytes, session_id: str, *, at: str | None = None) -
         raise CorruptSessionError(f"{where}: {exc.message}", code="CORRUPT_HEADER") from exc
 
 
+def check_version(header: SessionHeader, where: str) -> None:
+    """Refuse a log written in a format version this build does not read (R11.10).
+
+    Raises:
+        CorruptSessionError: ``UNSUPPORTED_VERSION``, naming *where*.
+    """
+    if header.version != FORMAT_VERSION:
+        raise CorruptSessionError(
+            f"{where}: format version {header.version} is not the supported "
+            f"version {FORMAT_VERSION}",
+            code="UNSUPPORTED_VERSION",
+        )
+
+
 def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> Listing:
     """Parse ``(id, header)`` rows; each corrupt one is skipped with its problem, so listing goes on."""
     headers: list[SessionHeader] = []
@@ -77,13 +92,16 @@ def listed_header(
 ) -> SessionHeader:
     """Parse the header stored under *key*, which must be ``key_of(header.id)``.
 
-    A header naming another id could not be loaded by the id a listing
-    would show (a load refuses it), so it is corrupt here too.
+    A header naming another id, or written in a format version this build
+    does not read, could not be loaded by the id a listing would show (a
+    load refuses it), so it is refused here too.
 
     Raises:
-        CorruptSessionError: the header is corrupt, or names another session; naming *key*.
+        CorruptSessionError: the header is corrupt, names another session or
+            holds another format version; naming *key*.
     """
     header = parse_header(text, key)
+    check_version(header, f"session {key!r}")
     if key_of(header.id) != key:
         raise CorruptSessionError(
             f"session {key!r}: the stored header names session {header.id!r}",

@@ -8,10 +8,11 @@ from typing import final
 import attrs
 
 from retinue._errors import CorruptSessionError, SessionError
-from retinue.session import FORMAT_VERSION, Event, Session, SessionHeader, TurnEnd
+from retinue.session import Event, Session, TurnEnd
 from retinue.session._codec import INTEGER_TOO_LONG, UNKNOWN_FIELD, decode_event
 
 from ._backend import StoredLog
+from ._common import check_version
 from ._repair import repair_tail
 
 __all__ = ["Recovered", "check_version", "recover"]
@@ -70,20 +71,6 @@ def recover(
             code="CORRUPT_SESSION",
         ) from exc
     return Recovered(session, len(events), dropped, closers)
-
-
-def check_version(header: SessionHeader, where: str) -> None:
-    """Refuse a log written in a format version this build does not read (R11.10).
-
-    Raises:
-        CorruptSessionError: ``UNSUPPORTED_VERSION``, naming *where*.
-    """
-    if header.version != FORMAT_VERSION:
-        raise CorruptSessionError(
-            f"{where}: format version {header.version} is not the supported "
-            f"version {FORMAT_VERSION}",
-            code="UNSUPPORTED_VERSION",
-        )
 
 
 def _check_header(log: StoredLog, session_id: str) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import final
 
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import Event, SessionHeader
 
-from ._backend import AppendBatch, Listing, StoredLog
-from ._common import already_exists, seq_conflict
+from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
+from ._common import already_exists, check_version, seq_conflict
 from ._writebehind import BufferedStore
 
 __all__ = ["MemoryBackend", "MemoryStore"]
@@ -59,8 +59,18 @@ class MemoryBackend:
         return None if stored is None else StoredLog(stored[0], tuple(stored[1]))
 
     def listing(self) -> Listing:
-        """Every stored header: each was written by this process, none is corrupt."""
-        return Listing(tuple(header for header, _ in self._logs.values()))
+        """Every stored header, written by this process; one in another format version
+        (a session built so) is skipped, as a load refuses it."""
+        headers: list[SessionHeader] = []
+        skipped: list[SkippedSession] = []
+        for session_id, (header, _) in self._logs.items():
+            try:
+                check_version(header, f"session {session_id!r}")
+            except CorruptSessionError as exc:
+                skipped.append(SkippedSession(session_id, exc.message))
+            else:
+                headers.append(header)
+        return Listing(tuple(headers), tuple(skipped))
 
     def contains(self, session_id: str) -> bool:
         """Whether the session is stored."""
