@@ -7,6 +7,7 @@ import itertools
 import logging
 import math
 import random
+import shlex
 import sys
 import time
 from collections import Counter
@@ -397,8 +398,14 @@ async def run_demo(args: argparse.Namespace) -> int:
             finished.set()
         _summarize(console, board, agents, time.perf_counter() - started)
     if args.store != "memory":
+        # The path is the user's, not markup; the command stays on one line to paste into a
+        # shell, even piped, quoted when the path has spaces or glob characters.
+        command = f"retinue sessions list --store {shlex.quote(args.store)}"
         console.print(
-            f"sessions stored in {args.store}: try `retinue sessions list --store {args.store}`"
+            f"sessions stored in {args.store}: try `{command}`",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
     return _status(board)
 
