@@ -192,9 +192,10 @@ async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
         extras = [f"cwd={header.cwd}"] if header.cwd else []
         if header.parent_session:
             extras.append(f"parent={header.parent_session} seed={header.seed_length}")
-        print(f"{header.id}\t{_when(header.created_at)}\t{' '.join(extras)}".rstrip())
+        fields = (header.id, _when(header.created_at), " ".join(extras))
+        print("\t".join(map(_printable, fields)).rstrip())
     for skipped in listing.skipped:
-        print(f"retinue sessions list: skipped {skipped.problem}", file=sys.stderr)
+        print(f"retinue sessions list: skipped {_printable(skipped.problem)}", file=sys.stderr)
     return 1 if listing.skipped else 0
 
 
@@ -202,7 +203,7 @@ async def _show(store: BufferedStore, args: argparse.Namespace) -> int:
     async with store:
         recovered = await store.inspect_recovered(args.id)
     for line in describe(recovered.session, dropped=recovered.dropped):
-        print(line)
+        print(_printable(line))
     return 0
 
 
@@ -441,6 +442,16 @@ def _describe_assistant(data: AssistantMessage) -> str:
     if data.usage is not None:
         parts.append(f"usage in {data.usage.input_tokens} out {data.usage.output_tokens}")
     return "    " + "; ".join(parts or ["assistant: (empty)"])
+
+
+# C0, DEL and C1: a terminal acts on them (an escape sequence may retitle, clear or
+# rewrite it), and stored text is a model's or a user's to choose.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def _printable(text: str) -> str:
+    """*text* with its control characters written as escapes (``\\x1b``), to show stored text."""
+    return text.translate(_CONTROLS)
 
 
 def _short(text: str, limit: int = 100) -> str:
