@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sqlite3
 import subprocess
@@ -611,3 +612,22 @@ def test_cli_sessions_show_and_list_escape_control_characters(
     assert "cwd=/srv/\\x1b]0;title\\x07app" in out
     assert "  user: hi \\x1b[2J\\x00 there\\x9b\n" in out
     assert not [char for char in out if unicodedata.category(char) == "Cc" and char not in "\t\n"]
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "done"], ["export", "done"]])
+def test_cli_sessions_report_a_closed_standard_output(
+    stored: tuple[str, Session, Session],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+) -> None:
+    """Started with standard output closed (``>&-``), a command whose result goes there
+    says so and exits 1: ``export`` failed with a traceback, ``list`` and ``show`` exited
+    0 having shown nothing."""
+    spec, _, _ = stored
+    monkeypatch.setattr(sys, "stdout", None)
+    assert _cli("--store", spec, *command) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions {command[0]}: [Errno {errno.EBADF}] cannot write the result: "
+        "standard output is closed\n"
+    )

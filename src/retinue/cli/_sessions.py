@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import errno
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -167,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
     command = _COMMANDS[args.sessions_command]
     spec = getattr(args, "store", DEFAULT_STORE)
     try:
+        if sys.stdout is None and _prints_result(args):
+            # Started with it closed (``>&-``): print would drop the result without a word.
+            raise OSError(errno.EBADF, "cannot write the result: standard output is closed")
         read_only = args.sessions_command in _READ_ONLY
         if read_only:
             _check_exists(spec)
@@ -281,6 +285,14 @@ async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
     if session.is_turn_open:
         print(f"{session.id}: ends inside turn {session.last_turn}; loading it closes the turn")
     return 1 if recovered.dropped else 0
+
+
+def _prints_result(args: argparse.Namespace) -> bool:
+    """Whether the command's result goes to standard output (an import only confirms it)."""
+    command: str = args.sessions_command
+    if command == "export":
+        return args.output is None
+    return command != "import"
 
 
 # Commands that only read: a mistyped path must not create (or convert) a store there.
