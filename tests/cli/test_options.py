@@ -37,3 +37,18 @@ def test_version_prints_the_installed_package_version(capsys: pytest.CaptureFixt
         main(["--version"])
     assert caught.value.code == 0
     assert capsys.readouterr().out == f"retinue {importlib.metadata.version('retinue')}\n"
+
+
+def test_a_missing_sessions_command_is_named_by_its_choices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``retinue sessions`` alone is a usage error listing the commands it takes, not the
+    name of the attribute the parser stores the command in."""
+    with pytest.raises(SystemExit) as caught:
+        main(["sessions"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(
+        "error: the following arguments are required: {list,show,export,import,replay}\n"
+    )
+    assert "sessions_command" not in err

@@ -128,7 +128,11 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     parser = subparsers.add_parser(
         "sessions", parents=[common], help="inspect and move stored sessions"
     )
-    commands = parser.add_subparsers(dest="sessions_command", required=True)
+    # The metavar argparse would show anyway, given so a missing command is named by its
+    # choices rather than by this attribute's name.
+    commands = parser.add_subparsers(
+        dest="sessions_command", required=True, metavar="{" + ",".join(_COMMANDS) + "}"
+    )
     commands.add_parser(
         "list",
         parents=[common],
