@@ -46,7 +46,13 @@ def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -
         "--agents", type=_at_least_one, default=20, help="how many agents (default 20)"
     )
     parser.add_argument(
-        "--turns", type=_at_least_one, default=3, help="prompts per agent (default 3)"
+        "--turns",
+        type=_at_least_one,
+        default=3,
+        help=(
+            "prompts per agent (default 3); the agent the demo steers may run one turn "
+            "more, when the steering arrives after its turn's last step"
+        ),
     )
     parser.add_argument(
         "--latency",
