@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import Session
 from retinue.session._codec import encode_event
 from retinue.stores import JSONLStore
@@ -300,3 +300,26 @@ async def test_jsonl_a_file_where_the_directory_should_be_is_named_as_not_one(
         async with JSONLStore(taken):
             pass
     assert taken.read_text() == "notes"
+
+
+@pytest.mark.parametrize("content", [b"", b"\n", b"  \n"], ids=["zero-bytes", "newline", "blank"])
+async def test_jsonl_session_file_without_a_header_is_named_empty(
+    tmp_path: Path, content: bytes
+) -> None:
+    """R11.14, R11.8: a session file holding no header line is listed as skipped and refused
+    by a load, each saying the header is empty rather than quoting a JSON parser."""
+    bucket = tmp_path / "_no-cwd"
+    bucket.mkdir()
+    (bucket / "hollow.jsonl").write_bytes(content)
+    async with JSONLStore(tmp_path) as store:
+        listing = await store.listing()
+        with pytest.raises(CorruptSessionError) as caught:
+            await store.load("hollow")
+    assert listing.headers == ()
+    assert [skipped.problem.endswith("the header is empty") for skipped in listing.skipped] == [
+        True
+    ]
+    assert (caught.value.code, caught.value.message) == (
+        "CORRUPT_HEADER",
+        "session 'hollow': the header is empty",
+    )

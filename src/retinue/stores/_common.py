@@ -37,6 +37,9 @@ def parse_header(text: str | bytes, session_id: str, *, at: str | None = None) -
     *at* names where the line was read instead (a file and its line number).
     """
     where = f"session {session_id!r}" if at is None else at
+    if not text.strip():
+        # A crash before the first write leaves an empty file: say so, not "Expecting value".
+        raise CorruptSessionError(f"{where}: the header is empty", code="CORRUPT_HEADER")
     try:
         raw = loads_line(text)
     except LongIntError as exc:
