@@ -333,6 +333,10 @@ def _index(payload: JsonObject) -> int | None:
     return block_index(payload, "index", "anthropic messages")
 
 
+_MODELLED_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+"""The content block types decoded; the others (a server tool's call or result) are left out."""
+
+
 @final
 @attrs.define(eq=False)
 class AnthropicStreamDecoder:
@@ -342,6 +346,9 @@ class AnthropicStreamDecoder:
     _usage: JsonObject = attrs.field(factory=dict, init=False)
     _stop_reason: str | None = attrs.field(default=None, init=False)
     _stopped: bool = attrs.field(default=False, init=False)
+    # Blocks of a type left out: a server tool's call streams input_json_delta too, and
+    # its deltas would otherwise open a client tool call, which the agent would run.
+    _left_out: set[int | None] = attrs.field(factory=set, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``message_stop`` was seen."""
 
@@ -353,6 +360,8 @@ class AnthropicStreamDecoder:
             index = payload.get("index")
             if type(index) is not int:  # checked off the per-delta path
                 index = _index(payload)
+            if self._left_out and index in self._left_out:
+                return []
             return self._delta(index, _dict(payload.get("delta")))
         if kind == "content_block_start":
             index = _index(payload)
@@ -375,8 +384,13 @@ class AnthropicStreamDecoder:
             raise stream_error(payload.get("error"), where="anthropic messages")
         return []
 
-    def _start(self, index: object, block: JsonObject) -> list[StreamChunk]:
+    def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:
         kind, table = block.get("type"), self._table
+        if isinstance(kind, str) and kind not in _MODELLED_BLOCKS:
+            # As the SDK does, a delta applies only to a block of its kind: this block's
+            # (server_tool_use, mcp_tool_use) are not the client's, whatever their type.
+            self._left_out.add(index)
+            return []
         if kind == "tool_use":
             call_id, name = _str(block.get("id")), _str(block.get("name"))
             initial = block.get("input")

@@ -1,0 +1,143 @@
+"""What the decoders take for the client's tool calls, streamed and not.
+
+A call the provider's server runs itself (Anthropic ``server_tool_use`` and
+``mcp_tool_use``, a Responses ``web_search_call`` or ``mcp_call``) or a call of
+a kind retinue does not declare (a Chat Completions ``custom`` call) is left
+out, as are the other blocks retinue does not model: the agent must not run
+it. Arguments sent as an object holding a number JSON cannot carry are a
+malformed response naming the call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from retinue._content import Text, ToolCall
+from retinue._stream import ToolCallDelta
+
+from .support import JSON, serve_once
+
+LOOKUP = ("toolu_1", "lookup", {"city": "Paris"})
+
+
+def _typed(payload: dict[str, Any]) -> bytes:
+    """One SSE event named by its payload's ``type`` (Anthropic and Responses streams)."""
+    return (
+        b"event: " + payload["type"].encode() + b"\ndata: " + json.dumps(payload).encode() + b"\n\n"
+    )
+
+
+def _typed_body(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(map(_typed, events))
+
+
+# --- Anthropic Messages: server tool blocks ----------------------------------------------
+
+_SERVER_CALLS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "server_tool_use": (
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "title": "t", "url": "https://a.example"}],
+        },
+    ),
+    "mcp_tool_use": (
+        {
+            "type": "mcp_tool_use",
+            "id": "mcptoolu_1",
+            "name": "echo",
+            "server_name": "example-mcp",
+            "input": {},
+        },
+        {
+            "type": "mcp_tool_result",
+            "tool_use_id": "mcptoolu_1",
+            "is_error": False,
+            "content": [{"type": "text", "text": "echoed"}],
+        },
+    ),
+}
+
+
+def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def _anthropic_stream(call: dict[str, Any], result: dict[str, Any]) -> bytes:
+    """A streamed answer in the shape the API sends: text, the server's call and its
+    result, text, then one of the client's calls."""
+    blank_text = {"type": "text", "text": ""}
+    client_call = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": blank_text},
+        _delta(0, {"type": "text_delta", "text": "Searching."}),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": call},
+        _delta(1, {"type": "input_json_delta", "partial_json": ""}),
+        _delta(1, {"type": "input_json_delta", "partial_json": '{"query":'}),
+        _delta(1, {"type": "input_json_delta", "partial_json": '"x"}'}),
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": result},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "content_block_start", "index": 3, "content_block": blank_text},
+        _delta(3, {"type": "text_delta", "text": "Found it."}),
+        {"type": "content_block_stop", "index": 3},
+        {"type": "content_block_start", "index": 4, "content_block": client_call},
+        _delta(4, {"type": "input_json_delta", "partial_json": '{"city":"Paris"}'}),
+        {"type": "content_block_stop", "index": 4},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 30, "server_tool_use": {"web_search_requests": 1}},
+        },
+        {"type": "message_stop"},
+    ]
+    return _typed_body(events)
+
+
+def _anthropic_whole(call: dict[str, Any], result: dict[str, Any]) -> bytes:
+    content = [
+        {"type": "text", "text": "Searching."},
+        {**call, "input": {"query": "x"}},
+        result,
+        {"type": "text", "text": "Found it."},
+        {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "Paris"}},
+    ]
+    message = {
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 9, "output_tokens": 30},
+    }
+    return json.dumps(message).encode()
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("kind", sorted(_SERVER_CALLS))
+async def test_anthropic_server_tool_call_is_not_a_client_tool_call(
+    kind: str, *, streamed: bool
+) -> None:
+    """R10.2: a block the server runs itself streams ``input_json_delta`` like a
+    ``tool_use`` but is not one of the client's calls: it is left out, as its result
+    block is, and the client's own call beside it keeps its id, name and arguments.
+    The stream made it a call named ``''`` with a minted id, which the agent ran.
+    """
+    call, result = _SERVER_CALLS[kind]
+    if streamed:
+        collected = await serve_once("messages", _anthropic_stream(call, result))
+    else:
+        collected = await serve_once("messages", _anthropic_whole(call, result), JSON)
+    *texts, lookup = collected.message.content
+    assert texts == [Text("Searching."), Text("Found it.")]
+    assert isinstance(lookup, ToolCall)
+    assert (lookup.id, lookup.name, json.loads(lookup.arguments)) == LOOKUP
+    calls = [c for c in collected.chunks if isinstance(c, ToolCallDelta)]
+    # Only the client's call streamed: one block, after the two texts.
+    assert {(c.index, c.id) for c in calls if c.id} == ({(2, "toolu_1")} if streamed else set())
+    assert {c.index for c in calls} == ({2} if streamed else set())
