@@ -18,7 +18,7 @@ import pytest
 from retinue._content import Text, ToolCall
 from retinue._stream import ToolCallDelta
 
-from .support import JSON, serve_once
+from .support import JSON, SSE, serve_once, sse_body
 
 LOOKUP = ("toolu_1", "lookup", {"city": "Paris"})
 
@@ -141,3 +141,137 @@ async def test_anthropic_server_tool_call_is_not_a_client_tool_call(
     # Only the client's call streamed: one block, after the two texts.
     assert {(c.index, c.id) for c in calls if c.id} == ({(2, "toolu_1")} if streamed else set())
     assert {c.index for c in calls} == ({2} if streamed else set())
+
+
+# --- Chat Completions: calls of another type than function -------------------------------
+
+_CUSTOM_OPEN = {
+    "index": 0,
+    "id": "call_custom",
+    "type": "custom",
+    "custom": {"name": "apply_patch", "input": "*** Begin"},
+}
+_FUNCTION_CALL = {
+    "index": 1,
+    "id": "call_f",
+    "type": "function",
+    "function": {"name": "lookup", "arguments": '{"city":"Paris"}'},
+}
+
+
+def _chat_chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode()
+
+
+def _chat_stream() -> bytes:
+    """A custom call, its later fragment without ``type`` (as every later fragment of a
+    call comes), then a function call."""
+    return sse_body(
+        _chat_chunk({"role": "assistant", "content": None, "tool_calls": [_CUSTOM_OPEN]}),
+        _chat_chunk({"tool_calls": [{"index": 0, "custom": {"input": " Patch"}}]}),
+        _chat_chunk({"tool_calls": [_FUNCTION_CALL]}),
+        _chat_chunk({}, "tool_calls"),
+        b"[DONE]",
+    )
+
+
+def _chat_whole() -> bytes:
+    calls = [
+        {k: v for k, v in call.items() if k != "index"} for call in (_CUSTOM_OPEN, _FUNCTION_CALL)
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    return json.dumps(
+        {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    ).encode()
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_chat_call_of_a_type_other_than_function_is_not_run(*, streamed: bool) -> None:
+    """R10.2: a ``custom`` call (free-form input for a tool retinue never declares) is
+    not a function call: it is left out, as the SDK's parser leaves it out, and the
+    function call beside it is kept. It was a call named ``''`` the agent ran.
+    """
+    body, headers = (_chat_stream(), SSE) if streamed else (_chat_whole(), JSON)
+    collected = await serve_once("chat", body, headers)
+    assert collected.message.content == (ToolCall("call_f", "lookup", '{"city":"Paris"}'),)
+
+
+# --- Responses: items the server runs itself ---------------------------------------------
+
+_SERVER_ITEMS: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
+    "web_search_call": (
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        [{"type": "response.web_search_call.searching", "item_id": "ws_1"}],
+    ),
+    "file_search_call": (
+        {"type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["x"]},
+        [{"type": "response.file_search_call.searching", "item_id": "fs_1"}],
+    ),
+    "code_interpreter_call": (
+        {"type": "code_interpreter_call", "id": "ci_1", "code": "print(1)", "outputs": []},
+        [
+            {
+                "type": "response.code_interpreter_call_code.delta",
+                "item_id": "ci_1",
+                "delta": "print(1)",
+            }
+        ],
+    ),
+    "mcp_call": (
+        {
+            "type": "mcp_call",
+            "id": "mcp_1",
+            "server_label": "docs",
+            "name": "search",
+            "arguments": '{"q":"x"}',
+        },
+        [{"type": "response.mcp_call_arguments.delta", "item_id": "mcp_1", "delta": '{"q":"x"}'}],
+    ),
+}
+
+_RESPONSES_CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_f",
+    "name": "lookup",
+    "arguments": '{"city":"Paris"}',
+}
+
+
+def _responses_stream(item: dict[str, Any], events: list[dict[str, Any]]) -> bytes:
+    """The server's item with its own events at output 0, then a function call at 1."""
+    opened = {**_RESPONSES_CALL, "arguments": ""}
+    streamed: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        *({**event, "output_index": 0} for event in events),
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.output_item.added", "output_index": 1, "item": opened},
+        {
+            "type": "response.function_call_arguments.delta",
+            "output_index": 1,
+            "item_id": "fc_1",
+            "delta": '{"city":"Paris"}',
+        },
+        {"type": "response.output_item.done", "output_index": 1, "item": _RESPONSES_CALL},
+        {
+            "type": "response.completed",
+            "response": {"status": "completed", "output": [item, _RESPONSES_CALL]},
+        },
+    ]
+    return _typed_body(streamed)
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("kind", sorted(_SERVER_ITEMS))
+async def test_responses_server_tool_item_is_not_a_client_tool_call(
+    kind: str, *, streamed: bool
+) -> None:
+    """R10.2: an output item the server runs itself is not a function call: it is left
+    out, streamed or not, and the function call after it is kept."""
+    item, events = _SERVER_ITEMS[kind]
+    if streamed:
+        collected = await serve_once("responses", _responses_stream(item, events))
+    else:
+        whole = {"status": "completed", "output": [item, _RESPONSES_CALL]}
+        collected = await serve_once("responses", json.dumps(whole).encode(), JSON)
+    assert collected.message.content == (ToolCall("call_f", "lookup", '{"city":"Paris"}'),)

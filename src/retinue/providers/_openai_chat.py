@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from itertools import groupby
 from typing import final
 
@@ -335,6 +335,8 @@ class ChatStreamDecoder:
     _indexed: dict[int, tuple[str | None, tuple[str, int, int]]] = attrs.field(
         factory=dict, init=False
     )
+    # The blocks of calls that are not a function's, left out with all their fragments.
+    _left_out: set[Hashable] = attrs.field(factory=set, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``[DONE]`` was seen; nothing more is expected."""
 
@@ -378,7 +380,9 @@ class ChatStreamDecoder:
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):
-                out.append(self._tool_call(position, _dict(call)))
+                chunk = self._tool_call(position, _dict(call))
+                if chunk is not None:
+                    out.append(chunk)
         finish = choice.get("finish_reason")
         if isinstance(finish, str):
             self._finish = finish
@@ -427,23 +431,29 @@ class ChatStreamDecoder:
         that one is named and its arguments are whole (asked only of such a fragment)."""
         return opens and self._table.holds_whole_call(key)
 
-    def _tool_call(self, position: int, call: JsonObject) -> StreamChunk:
+    def _tool_call(self, position: int, call: JsonObject) -> StreamChunk | None:
+        """A tool-call fragment's chunk; ``None`` for one of a call that is not a function's."""
         function = _dict(call.get("function"))
         call_id, name = call.get("id"), function.get("name")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         name = name if isinstance(name, str) else None
-        arguments = _arguments(function.get("arguments"))
+        foreign = call.get("type") not in (None, "function")
+        arguments = "" if foreign else _arguments(function.get("arguments"))
         # Gemini sends each parallel call whole, every one at index 0 and with no id:
         # a fragment naming a tool whose arguments open an object, after a named call
         # whose arguments are whole JSON, is the next call. A server naming the tool
         # in every fragment of one call can only add whitespace to whole arguments.
         opens = bool(name) and arguments.lstrip().startswith("{")
-        return self._table.tool_call(
-            self._call_key(position, call_id, call.get("index"), opens=opens),
-            call_id,
-            name,
-            arguments,
-        )
+        key = self._call_key(position, call_id, call.get("index"), opens=opens)
+        if foreign:
+            # A custom call (free-form input) is no function call: retinue declares
+            # none such, and the SDK's parser leaves them out. Only its first fragment
+            # has a type; its later ones are known by their block.
+            self._left_out.add(key)
+            return None
+        if self._left_out and key in self._left_out:
+            return None
+        return self._table.tool_call(key, call_id, name, arguments)
 
     @property
     def sent_usage(self) -> bool:
