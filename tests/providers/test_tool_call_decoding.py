@@ -17,6 +17,7 @@ import pytest
 
 from retinue._content import Text, ToolCall
 from retinue._stream import ToolCallDelta
+from retinue.providers import ProviderStreamError
 
 from .support import JSON, SSE, serve_once, sse_body
 
@@ -275,3 +276,110 @@ async def test_responses_server_tool_item_is_not_a_client_tool_call(
         whole = {"status": "completed", "output": [item, _RESPONSES_CALL]}
         collected = await serve_once("responses", json.dumps(whole).encode(), JSON)
     assert collected.message.content == (ToolCall("call_f", "lookup", '{"city":"Paris"}'),)
+
+
+# --- Arguments sent as an object -----------------------------------------------------------
+
+_OUT_OF_RANGE = [b'{"a":1e400}', b'{"a":NaN}', b'{"a":[-Infinity]}']
+
+
+def _anthropic_call_bodies(arguments: bytes) -> list[tuple[bytes, Any]]:
+    """A ``tool_use`` whose input is *arguments*, whole and sent in its stream's start."""
+    call = b'{"type":"tool_use","id":"toolu_1","name":"lookup","input":' + arguments + b"}"
+    whole = (
+        b'{"type":"message","role":"assistant","content":['
+        + call
+        + b'],"stop_reason":"tool_use","usage":{"input_tokens":9,"output_tokens":5}}'
+    )
+    start = _typed({"type": "message_start", "message": {"usage": {"input_tokens": 9}}})
+    end = _typed_body(
+        [
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+            {"type": "message_stop"},
+        ]
+    )
+    opened = (
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":' + call + b"}\n\n"
+    )
+    return [(whole, JSON), (start + opened + end, SSE)]
+
+
+def _chat_call_bodies(arguments: bytes) -> list[tuple[bytes, Any]]:
+    call = (
+        b'{"index":0,"id":"toolu_1","type":"function",'
+        b'"function":{"name":"lookup","arguments":' + arguments + b"}}"
+    )
+    streamed = sse_body(
+        b'{"choices":[{"index":0,"delta":{"tool_calls":[' + call + b']},"finish_reason":null}]}',
+        b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
+        b"[DONE]",
+    )
+    whole = (
+        b'{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant",'
+        b'"content":null,"tool_calls":[' + call + b"]}}]}"
+    )
+    return [(whole, JSON), (streamed, SSE)]
+
+
+def _responses_call_bodies(arguments: bytes) -> list[tuple[bytes, Any]]:
+    call = (
+        b'{"type":"function_call","id":"fc_1","call_id":"toolu_1","name":"lookup",'
+        b'"arguments":' + arguments + b"}"
+    )
+    whole = b'{"status":"completed","output":[' + call + b"]}"
+    done = (
+        b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+        b'"output_index":0,"item":' + call + b"}\n\n"
+    )
+    end = _typed({"type": "response.completed", "response": {"status": "completed"}})
+    return [(whole, JSON), (done + end, SSE)]
+
+
+_BODIES = {
+    "messages": _anthropic_call_bodies,
+    "chat": _chat_call_bodies,
+    "responses": _responses_call_bodies,
+}
+
+
+def _cases(arguments: list[bytes]) -> list[Any]:
+    return [
+        pytest.param(
+            api, body, headers, id=f"{api}-{'whole' if headers is JSON else 'streamed'}-{n}"
+        )
+        for api, bodies in _BODIES.items()
+        for n, case in enumerate(arguments)
+        for body, headers in bodies(case)
+    ]
+
+
+@pytest.mark.parametrize(("api", "body", "headers"), _cases(_OUT_OF_RANGE))
+async def test_arguments_object_holding_a_number_json_cannot_carry_is_malformed(
+    api: str, body: bytes, headers: Any
+) -> None:
+    """R10.3: a call's input sent as an object holding NaN, Infinity or a number beyond
+    a float (which Python's parser reads) cannot be written back as JSON: every adapter,
+    streamed or not, refuses the response as malformed, naming the call. Anthropic's
+    arguments read ``{"a": Infinity}``, text that is not JSON.
+    """
+    with pytest.raises(
+        ProviderStreamError, match=r"arguments of tool call 'toolu_1' hold NaN"
+    ) as caught:
+        await serve_once(api, body, headers)
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+@pytest.mark.parametrize(
+    ("api", "body", "headers"), _cases(['{"city":"Zürich","n":[1,2.5]}'.encode()])
+)
+async def test_arguments_sent_as_an_object_are_kept_as_compact_json_text(
+    api: str, body: bytes, headers: Any
+) -> None:
+    """R10.2: arguments sent as a JSON object are kept, as compact JSON text, by every
+    adapter; the Responses adapter lost them (the call's arguments were empty)."""
+    collected = await serve_once(api, body, headers)
+    assert collected.message.content == (
+        ToolCall("toolu_1", "lookup", '{"city":"Zürich","n":[1,2.5]}'),
+    )

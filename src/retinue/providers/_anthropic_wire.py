@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import final
@@ -39,6 +38,7 @@ from ._blocks import (
     UNNAMED_TOOL,
     BlockTable,
     ReplayIds,
+    arguments_text,
     block_index,
     joined_text,
     loads_event,
@@ -394,7 +394,11 @@ class AnthropicStreamDecoder:
         if kind == "tool_use":
             call_id, name = _str(block.get("id")), _str(block.get("name"))
             initial = block.get("input")
-            arguments = json.dumps(initial) if isinstance(initial, dict) and initial else ""
+            arguments = (
+                arguments_text(initial, "anthropic messages", call_id or name)
+                if isinstance(initial, dict) and initial
+                else ""
+            )
             return [table.tool_call(index, call_id, name, arguments)]
         if kind == "redacted_thinking":
             table.finalize(index, RedactedReasoning(_str(block.get("data")) or ""))

@@ -33,6 +33,7 @@ __all__ = [
     "BlockTable",
     "ReplayIds",
     "arguments_object",
+    "arguments_text",
     "block_index",
     "joined_text",
     "loads_event",
@@ -190,6 +191,37 @@ def arguments_object(arguments: str) -> dict[str, object] | None:
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def arguments_text(value: object, where: str, call: str | None) -> str:
+    """A call's arguments as JSON text, from the response of the API *where* names.
+
+    Text is kept as sent (R9.6: broken JSON is the tool's to report); an
+    object, as some servers and Anthropic's ``input`` send it, becomes compact
+    JSON text; ``None`` is no arguments yet. *call* (its id, or name) names
+    the call in an error.
+
+    Raises:
+        ProviderStreamError: ``MALFORMED_RESPONSE``: the value is of another
+            type, or an object holding ``NaN``, ``Infinity`` or a number
+            beyond a float, which Python's parser read but JSON cannot write.
+    """
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            raise malformed(
+                f"{where}: the arguments of tool call {call!r} hold NaN, Infinity or a "
+                "number beyond a float's range, which JSON cannot carry"
+            ) from None
+    raise malformed(
+        f"{where}: the arguments of tool call {call!r} are a {type(value).__name__}, "
+        "not JSON text or an object"
+    )
 
 
 # Every request replays every earlier call of the session: each one is parsed once,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Hashable, Sequence
 from itertools import groupby
 from typing import final
@@ -39,6 +38,7 @@ from ._blocks import (
     UNNAMED_TOOL,
     BlockTable,
     ReplayIds,
+    arguments_text,
     joined_text,
     loads_event,
     malformed,
@@ -263,30 +263,6 @@ def chat_finish(name: str | None) -> FinishReason:
     return finish_named(name)
 
 
-def _arguments(value: object) -> str:
-    """A tool call's arguments as JSON text; some compatible servers send the object itself.
-
-    Raises:
-        ProviderStreamError: the arguments are neither text nor an object.
-    """
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, dict):
-        try:
-            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        except ValueError:
-            # A number beyond a float parsed as infinity: written back it is not JSON.
-            raise malformed(
-                "chat completions: a tool call's function.arguments holds a number out of range"
-            ) from None
-    raise malformed(
-        f"chat completions: a tool call's function.arguments is a {type(value).__name__}, "
-        "not JSON text or an object"
-    )
-
-
 def _indexed_calls(message: JsonObject) -> JsonObject:
     """A whole message whose tool calls carry their place in it as their ``index``.
 
@@ -438,7 +414,11 @@ class ChatStreamDecoder:
         call_id = call_id if isinstance(call_id, str) and call_id else None
         name = name if isinstance(name, str) else None
         foreign = call.get("type") not in (None, "function")
-        arguments = "" if foreign else _arguments(function.get("arguments"))
+        arguments = (
+            ""
+            if foreign
+            else arguments_text(function.get("arguments"), "chat completions", call_id or name)
+        )
         # Gemini sends each parallel call whole, every one at index 0 and with no id:
         # a fragment naming a tool whose arguments open an object, after a named call
         # whose arguments are whole JSON, is the next call. A server naming the tool

@@ -34,6 +34,7 @@ from ._blocks import (
     UNNAMED_TOOL,
     BlockTable,
     ReplayIds,
+    arguments_text,
     block_index,
     joined_text,
     loads_event,
@@ -333,7 +334,9 @@ class ResponsesStreamDecoder:
     def _call_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed call's final arguments win; one first seen here opens with them all."""
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
-        arguments = _str(item.get("arguments"))
+        sent = item.get("arguments")
+        # None: the arguments are the deltas'. An object (some servers) is kept too.
+        arguments = None if sent is None else arguments_text(sent, "responses", call_id or name)
         out: list[StreamChunk] = []
         key = self._settle(("call", output), "tool-call", call_id)
         if key is None:
