@@ -144,6 +144,23 @@ async def test_anthropic_server_tool_call_is_not_a_client_tool_call(
     assert {c.index for c in calls} == ({2} if streamed else set())
 
 
+async def test_anthropic_block_started_at_a_server_tool_block_index_is_malformed() -> None:
+    """R10.3: a block started at the index of a server tool's block would have its
+    deltas left out with that block; the stream is refused as malformed, as a block
+    started twice at the index of a decoded block is."""
+    call, _ = _SERVER_CALLS["server_tool_use"]
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 9}}},
+        {"type": "content_block_start", "index": 0, "content_block": call},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        _delta(0, {"type": "text_delta", "text": "lost"}),
+    ]
+    with pytest.raises(ProviderStreamError, match="block 0 started twice") as caught:
+        await serve_once("messages", _typed_body(events))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
 # --- Chat Completions: calls of another type than function -------------------------------
 
 _CUSTOM_OPEN = {

@@ -365,8 +365,9 @@ class AnthropicStreamDecoder:
             return self._delta(index, _dict(payload.get("delta")))
         if kind == "content_block_start":
             index = _index(payload)
-            if self._table.has(index):
-                # Its deltas would land in the earlier block, whose end has gone out.
+            if self._table.has(index) or index in self._left_out:
+                # Its deltas would land in the earlier block, whose end has gone out,
+                # or be left out with a server tool's block.
                 raise malformed(f"anthropic messages: block {index!r} started twice")
             return self._start(index, _dict(payload.get("content_block")))
         if kind == "content_block_stop":
@@ -387,8 +388,9 @@ class AnthropicStreamDecoder:
     def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:
         kind, table = block.get("type"), self._table
         if isinstance(kind, str) and kind not in _MODELLED_BLOCKS:
-            # As the SDK does, a delta applies only to a block of its kind: this block's
-            # (server_tool_use, mcp_tool_use) are not the client's, whatever their type.
+            # As in the SDK, a delta goes only to a block of its kind: a server tool's
+            # call (server_tool_use, mcp_tool_use) streams input_json_delta, but it is
+            # not the client's to run.
             self._left_out.add(index)
             return []
         if kind == "tool_use":
