@@ -616,3 +616,88 @@ async def test_resuming_an_agent_from_its_own_flush_listener_raises_instead_of_w
         assert codes == ["WAITS_FOR_ITSELF"]
         again = await rt.resume_agent(agent.id)
         assert again.session.last_turn == 1
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+async def test_disposing_an_agent_that_asked_the_caller_waits_for_its_teardown(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8: A's tool asks B, and B's tool disposes A. The dispose cancels A's ask, so
+    nothing waits in a circle: it returns once A's teardown is over (its session
+    detached, the agent gone from the registry), as for every caller.
+    """
+    store = _SlowDetach()
+    peers: dict[str, retinue.Agent] = {}
+    seen: list[tuple[list[str], bool]] = []
+
+    @retinue.tool
+    async def ask_b() -> str:
+        """Ask B."""
+        await peers["b"].ask("please")
+        return "asked"
+
+    @retinue.tool
+    async def fire_a() -> str:
+        """Dispose A."""
+        await peers["a"].dispose()
+        seen.append((list(store.detached), rt.agents.get("a") is None))
+        return "fired"
+
+    model = ScriptedModel(
+        {
+            "a": [CallTools([ToolCallSpec("ask_b", "{}", id="ca")]), Reply("ok")],
+            "b": [CallTools([ToolCallSpec("fire_a", "{}", id="cb")]), Reply("ok")],
+        }
+    )
+    with trio.fail_after(60):
+        async with runtime(model, tools=[ask_b, fire_a], store=store) as rt:
+            for name in ("a", "b"):
+                options = retinue.AgentOptions(model=name)
+                peers[name] = await rt.create_agent(name, options, session_id=name)
+            peers["a"].send("go")
+            await peers["b"].wait_idle()
+            await trio.sleep(5)
+            assert seen == [(["a"], True)]
+            assert turn_ends(peers["a"].session.events) == ["disposed"]
+
+
+class _DetachDisposingTheOther(DelegatingStore):
+    """A memory store whose detach of one agent's session first disposes the other agent."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.agents: dict[str, retinue.Agent] = {}
+        self.detached: list[str] = []
+
+    async def detach(self, session: Session) -> None:
+        (other,) = [agent for name, agent in self.agents.items() if name != session.id]
+        await other.dispose()
+        await self.store.detach(session)
+        self.detached.append(session.id)
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+@pytest.mark.parametrize("how", ["aclose", "dispose-both", "dispose-one"])
+async def test_teardowns_disposing_each_other_do_not_wait_in_a_circle(
+    autojump_clock: trio.testing.MockClock, how: str
+) -> None:
+    """R12.8, R12.9: each agent's final detach disposes the other agent. A's teardown
+    waited for B's, whose detach waited for A's: with no flush bound neither ended. A
+    teardown's wait is recorded as its agent's, so the second dispose finds the circle,
+    stops its agent and returns; both teardowns complete and both sessions are detached.
+    """
+    store = _DetachDisposingTheOther()
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, store=store, flush_timeout=math.inf) as rt:
+        for name in ("a", "b"):
+            store.agents[name] = await rt.create_agent(name, OPTIONS, session_id=name)
+        if how == "aclose":
+            await rt.aclose()
+        elif how == "dispose-both":
+            async with trio.open_nursery() as nursery:
+                for agent in store.agents.values():
+                    nursery.start_soon(agent.dispose)
+        else:
+            await store.agents["a"].dispose()
+    assert sorted(store.detached) == ["a", "b"]
+    assert [agent.status for agent in store.agents.values()] == ["disposed", "disposed"]

@@ -16,7 +16,7 @@ from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, driving_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, waiting_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -302,11 +302,14 @@ class Agent:
         runs in the runtime's nursery: cancelling a caller ends only its wait, the
         teardown still completes. Raises nothing but that cancellation.
         Called from the agent's own turn (its tool or a listener running under its
-        driver), its setup or its teardown (its store's detach), it stops the agent and
-        returns at once: waiting there would wait for itself. The teardown then completes when the driver has exited.
-        So does a call from a tool or listener of an agent that this one already
-        waits for, directly or through others (its final flush's listener
-        disposing that agent, say): waiting there would wait in a circle.
+        driver), its setup or its teardown (its store's detach), it stops the agent
+        and returns at once: waiting there would wait for itself. The teardown then
+        completes when the driver has exited. So does a call from another agent's
+        tool, listener or teardown that this one waits for, directly or through
+        others, in a wait its disposal does not cancel (its final flush's listener
+        or its teardown disposing that agent, say): waiting there would wait in a
+        circle. A wait its disposal cancels (its tool's ``ask``) ends with it, and
+        the call waits for the teardown as any other.
         """
         await self._dispose(self)
 
@@ -352,7 +355,7 @@ def _waits_for_itself(core: AgentCore, verb: str, where: str) -> AgentError:
 def _caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
     """The agent whose tool or listener is calling (None outside any agent), once its
     wait on *core* is known not to close a circle of agents waiting on each other."""
-    caller = driving_agent()
+    caller = waiting_agent()
     if caller is None:
         return None
     if caller is core:
@@ -390,8 +393,8 @@ async def _wait_as(caller: AgentCore | None, core: AgentCore, done: trio.Event) 
     if caller is None:
         await done.wait()
         return
-    caller.start_waiting_on(core)
+    firm = caller.start_waiting_on(core)
     try:
         await done.wait()
     finally:
-        caller.stop_waiting_on(core)
+        caller.stop_waiting_on(core, firm=firm)

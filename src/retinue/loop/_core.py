@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from retinue.tools import ToolRegistry
 
 __all__ = [
+    "FLUSHING",
     "SETTING_UP",
     "TEARING_DOWN",
     "AgentCore",
@@ -37,6 +38,7 @@ __all__ = [
     "abort_reason",
     "driving_agent",
     "resolve_source",
+    "waiting_agent",
 ]
 
 log = logging.getLogger("retinue.loop")
@@ -52,6 +54,9 @@ SETTING_UP: ContextVar[tuple[AgentCore, ...]] = ContextVar("retinue_setting_up",
 # The agent whose teardown the current task runs (or was started from): its store's
 # detach runs there, and that teardown cannot wait for itself to end.
 TEARING_DOWN: ContextVar[AgentCore | None] = ContextVar("retinue_tearing_down", default=None)
+# Set while an agent's shielded flush runs (its store's write and session/flush
+# listeners): no disposal cancels a wait made there, so the agent's end waits for it.
+FLUSHING: ContextVar[bool] = ContextVar("retinue_flushing", default=False)
 
 
 def resolve_source(source: MessageSource | str | None) -> MessageSource:
@@ -138,6 +143,18 @@ class StepSignal:
         if not self.cancel_called:
             return None
         return abort_reason(self._core)
+
+
+def _without_one(cores: tuple[AgentCore, ...], target: AgentCore) -> tuple[AgentCore, ...]:
+    waits = list(cores)
+    waits.remove(target)
+    return tuple(waits)
+
+
+def waiting_agent() -> AgentCore | None:
+    """The agent a wait made by the current task holds up: the one whose driver runs
+    it (a tool or listener), else the one whose teardown runs it; or None."""
+    return driving_agent() or TEARING_DOWN.get()
 
 
 def driving_agent() -> AgentCore | None:
@@ -242,6 +259,9 @@ class AgentCore:
     prompt_text: str | None = None
     waits_on: tuple[AgentCore, ...] = ()
     """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""
+    firm_waits_on: tuple[AgentCore, ...] = ()
+    """Those of :attr:`waits_on` that disposing this agent does not cancel: made from
+    its shielded flush or its teardown."""
 
     @stored_config.default
     def _stored_config(self) -> LlmCallConfig | None:
@@ -404,11 +424,12 @@ class AgentCore:
         """Mark the current task, and the tasks it starts, as this agent's driver."""
         _driving.set(self)
 
-    def wait_cycle(self, target: AgentCore) -> list[AgentCore] | None:
+    def wait_cycle(self, target: AgentCore, *, disposing: bool = False) -> list[AgentCore] | None:
         """The agents from *target* back to this one, if *target* already waits on it.
 
         A depth-first walk of the waits of *target*, the agents those wait on,
-        and so on; every agent is visited once.
+        and so on; every agent is visited once. *disposing* (*target*) leaves
+        out the waits of *target* that its disposal cancels: those end with it.
         """
         parents: dict[AgentCore, AgentCore | None] = {target: None}
         pending = [target]
@@ -419,21 +440,27 @@ class AgentCore:
                 while (parent := parents[chain[-1]]) is not None:
                     chain.append(parent)
                 return chain[::-1]
-            for nxt in core.waits_on:
+            waits = core.firm_waits_on if disposing and core is target else core.waits_on
+            for nxt in waits:
                 if nxt not in parents:
                     parents[nxt] = core
                     pending.append(nxt)
         return None
 
-    def start_waiting_on(self, target: AgentCore) -> None:
-        """Record that one of this agent's tasks waits for *target*."""
+    def start_waiting_on(self, target: AgentCore) -> bool:
+        """Record that one of this agent's tasks waits for *target*; whether the wait is firm
+        (see :attr:`firm_waits_on`), to give back to :meth:`stop_waiting_on`."""
         self.waits_on = (*self.waits_on, target)
+        firm = FLUSHING.get() or TEARING_DOWN.get() is self
+        if firm:
+            self.firm_waits_on = (*self.firm_waits_on, target)
+        return firm
 
-    def stop_waiting_on(self, target: AgentCore) -> None:
+    def stop_waiting_on(self, target: AgentCore, *, firm: bool) -> None:
         """Drop one record made by :meth:`start_waiting_on`."""
-        waits = list(self.waits_on)
-        waits.remove(target)
-        self.waits_on = tuple(waits)
+        self.waits_on = _without_one(self.waits_on, target)
+        if firm:
+            self.firm_waits_on = _without_one(self.firm_waits_on, target)
 
     def mark_disposed(self, *, announce: bool = True) -> None:
         """Disposal effects in order (R2.35); never raises.

@@ -23,7 +23,7 @@ from retinue.session import (
     UserMessage,
 )
 
-from ._core import AgentCore, StepSignal, TurnResult, abort_reason, settle
+from ._core import FLUSHING, AgentCore, StepSignal, TurnResult, abort_reason, settle
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
 from ._state import NO_CALLS, TurnState
 from ._step import run_step
@@ -133,10 +133,26 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
             _flush_failed(core, turn, step, failure_of(exc, _STORE, StoreError))
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
     timeout = services.flush_timeout  # seconds above 0, or math.inf for no bound
-    store_flush = partial(store.flush, core.session)
     unfinished = [_STORE]
+    flushing = FLUSHING.set(True)
+    try:
+        caught = await _shielded_flush(core, turn, step, unfinished)
+    finally:
+        FLUSHING.reset(flushing)
+    if caught:
+        late = " and ".join(unfinished)
+        error = TimeoutError(
+            f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s"
+        )
+        _flush_failed(core, turn, step, error)
+
+
+async def _shielded_flush(core: AgentCore, turn: int, step: int, unfinished: list[str]) -> bool:
+    """Run the store's flush and the session/flush listeners; whether the deadline ended them."""
+    services = core.services
+    store_flush = partial(services.store.flush, core.session)
     with trio.CancelScope(shield=True) as scope:
-        scope.relative_deadline = timeout
+        scope.relative_deadline = services.flush_timeout
         if not services.hooks.hears("session/flush", core.id):
             await _flush_part(core, turn, step, unfinished, _STORE, store_flush)
         else:
@@ -150,12 +166,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_flush_part, core, turn, step, unfinished, _STORE, store_flush)
                 await _flush_part(core, turn, step, unfinished, _LISTENERS, listeners)
-    if scope.cancelled_caught:
-        late = " and ".join(unfinished)
-        error = TimeoutError(
-            f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s"
-        )
-        _flush_failed(core, turn, step, error)
+    return scope.cancelled_caught
 
 
 async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints; the listeners' part runs only when one listens, in parallel's nursery

@@ -19,7 +19,7 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, driving_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, waiting_agent
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
@@ -211,7 +211,9 @@ class Runtime:
         """Start an agent on a forked session (a fresh ``startup``, R11.17).
 
         The fork keeps its source's cwd: *options* whose ``cwd`` is set to
-        another raise ``SessionError(CWD_MISMATCH)``.
+        another raise ``SessionError(CWD_MISMATCH)``. Called from the own tool,
+        listener or teardown of an agent of the fork's id being torn down, which
+        its teardown waits for, it raises ``AgentError(WAITS_FOR_ITSELF)``.
         """
         options = options_of(options)
         await self._released(session.id)
@@ -426,24 +428,24 @@ class Runtime:
             return
         if creation is not None:
             creation.scope.cancel()  # its setup is aborted and rolled back (R12.4)
-        caller = driving_agent()
+        caller = waiting_agent()
         if caller is None:
             await core.torn_down.wait()
             return
-        if caller.wait_cycle(core) is not None:
-            # The agent being disposed already waits for the caller, directly or
-            # through others (its final flush's listener disposing the caller, say):
-            # its teardown may need the caller to finish first, so this one stops
-            # it and returns, as from its own turn, rather than wait in a circle.
+        if caller.wait_cycle(core, disposing=True) is not None:
+            # The agent being disposed waits for the caller, directly or through
+            # others, in a wait its disposal does not cancel (its final flush's
+            # listener disposing the caller, say): its teardown needs the caller to
+            # finish first, so this one stops it and returns, as from its own turn.
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         # Recorded like a wait_idle, so a wait that would close a circle through
         # this one (the teardown's own listeners waiting on the caller) is refused.
-        caller.start_waiting_on(core)
+        firm = caller.start_waiting_on(core)
         try:
             await core.torn_down.wait()
         finally:
-            caller.stop_waiting_on(core)
+            caller.stop_waiting_on(core, firm=firm)
 
     def _creation_of(self, core: AgentCore) -> Creation | None:
         """The creation in flight that made *core*, if it has not ended yet."""
@@ -535,7 +537,7 @@ class Runtime:
             self._start_teardown(agent)
         # Only this runtime's agent is let off: one of another runtime (which opened
         # this one in its tool, say) does not wait for itself here.
-        caller = driving_agent() or TEARING_DOWN.get()
+        caller = waiting_agent()
         if caller is not None and self._teardowns.get(caller.id) is caller:
             return
         while self._teardowns:
