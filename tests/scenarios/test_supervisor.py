@@ -32,7 +32,7 @@ from retinue.testing import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, nap, of_type, runtime, turn_ends
+from tests.helpers import OPTIONS, Next, nap, of_type, runtime, turn_ends, user_texts
 
 
 @retinue.tool
@@ -575,3 +575,73 @@ async def test_failed_publication_unwinds_the_setup(
             await rt.create_agent("d", OPTIONS, setup=setup)
         assert len(rt.agents) == 0
         assert not rt.hooks.has_listeners("agent/status")
+
+
+async def test_a_restarted_driver_composes_the_session_prefix_again(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.18, DESIGN 4: the session prefix is composed once per driver instance, a restarted one too.
+
+    Breaks ``AgentCore.set_status`` for one ``running`` transition after the
+    first turn. The restarted driver is a fresh instance: its first step runs
+    the ``agent/session-prefix`` listeners again rather than reusing the
+    crashed driver's prefix, as it anchors a fresh request header.
+    """
+    model = ScriptedModel([Reply("one"), Reply("two"), Reply("three")])
+    composed: list[int] = []
+    async with runtime(model) as rt:
+
+        async def prefix(_agent: object, _seed: object, _signal: object, call_next: Next) -> object:
+            composed.append(len(composed) + 1)
+            return await call_next()
+
+        rt.hooks.on("agent/session-prefix", prefix)
+        agent = await rt.create_agent("a", OPTIONS)
+        assert (await agent.ask("first")).reason.kind == "completed"
+        assert composed == [1]
+        crashes = crash_on_running(monkeypatch, times=1)
+        result = await agent.ask("second")
+        assert crashes == [1]
+        assert result.reason.kind == "completed"
+        assert composed == [1, 2]
+        assert (await agent.ask("third")).reason.kind == "completed"
+        assert composed == [1, 2]
+
+
+async def test_steering_left_by_a_crashed_turn_starts_the_next_turn(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R3.10, DESIGN 4: a steer still pending when the driver crashes is run, not stranded.
+
+    Breaks the post-turn flush once: it waits, then raises, so the bug escapes
+    a turn already closed. A steer sent while it waits (the agent still reads
+    ``running``) sits in the steering FIFO when the driver crashes; the
+    restarted driver must run it as the next turn's prompt.
+    """
+    real = _turn.flush
+    crashes: list[int] = []
+
+    async def broken(core: _core.AgentCore, turn: int, step: int) -> None:
+        if not crashes:
+            crashes.append(1)
+            await trio.sleep(5)
+            raise DriverBugError("flush bug")
+        await real(core, turn, step)
+
+    monkeypatch.setattr(_turn, "flush", broken)
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("first")
+        await trio.sleep(1)
+        flushing = agent.status
+        assert flushing == "running"
+        agent.steer("later")
+        await trio.sleep(10)
+        await agent.wait_idle()
+        events = agent.session.events
+        assert crashes == [1]
+        assert user_texts(events) == ["first", "later"]
+        assert turn_ends(events) == ["completed", "completed"]
+        assert agent.status == "idle"
+        check_session_invariants(events)
