@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 import retinue
+from retinue.loop import AgentCore
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
@@ -207,6 +208,63 @@ async def test_a_queued_ask_is_settled_disposed_when_the_runtime_is_cancelled(
             assert not waited.cancelled_caught, "the queued ask was never settled"
     assert [result.reason.kind for result in results] == ["disposed"]
     assert turn_ends(box["a"].session.events) == ["disposed"]
+
+
+async def test_an_ask_queued_in_a_restart_pause_is_settled_when_the_runtime_is_cancelled(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.36, R12.10, DESIGN 4: an ``ask`` kept queued across driver crashes gets ``disposed``
+    when the scope around the runtime is cancelled during the restart pause.
+
+    Breaks ``AgentCore.set_status("running")`` twice, so the second restart
+    waits out a back-off pause with the prompt still queued (a crash keeps
+    it for the next driver). No driver runs when the cancel lands: the
+    teardown itself must answer the asker.
+    """
+    real = AgentCore.set_status
+    crashes: list[int] = []
+
+    def set_status(self: AgentCore, status: Any) -> None:
+        if status == "running" and len(crashes) < 2:
+            crashes.append(1)
+            raise RuntimeError(f"set_status bug #{len(crashes)}")
+        real(self, status)
+
+    monkeypatch.setattr(AgentCore, "set_status", set_status)
+    ready = trio.Event()
+    box: dict[str, retinue.Agent] = {}
+    results: list[retinue.TurnResult] = []
+    settled = trio.Event()
+    service_scope = trio.CancelScope()
+    policy = retinue.RestartPolicy(max_restarts=5, backoff=20)
+
+    async def service() -> None:
+        with service_scope:
+            async with retinue.open_runtime(
+                models=ScriptedModel([Reply("late")]), restart=policy
+            ) as rt:
+                box["a"] = await rt.create_agent("a", OPTIONS)
+                ready.set()
+                await trio.sleep_forever()
+
+    async def ask() -> None:
+        results.append(await box["a"].ask("stuck"))
+        settled.set()
+
+    with trio.fail_after(600):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service)
+            await ready.wait()
+            nursery.start_soon(ask)
+            await trio.sleep(10)
+            assert len(crashes) == 2
+            assert not settled.is_set()
+            service_scope.cancel()
+            with trio.move_on_after(60) as waited:
+                await settled.wait()
+            assert not waited.cancelled_caught, "the queued ask was never settled"
+    assert [result.reason.kind for result in results] == ["disposed"]
+    assert list(box["a"].session.events) == []
 
 
 async def test_open_turns_end_disposed_when_the_scope_around_the_runtime_is_cancelled(
