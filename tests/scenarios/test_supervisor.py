@@ -645,3 +645,67 @@ async def test_steering_left_by_a_crashed_turn_starts_the_next_turn(
         assert turn_ends(events) == ["completed", "completed"]
         assert agent.status == "idle"
         check_session_invariants(events)
+
+
+async def test_a_flusher_crashing_once_its_agent_is_disposed_is_not_restarted(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R12.9: a flusher crash during the agent's disposal is reported, never restarted.
+
+    An idle injection owes a flush; the agent is disposed before the flusher
+    runs it, and that flush crashes. The agent is ending: the crash is
+    reported on ``agent/error``, no ``agent/restarted`` follows, and the
+    disposal completes.
+    """
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        restarts = record(rt, agent, "agent/restarted")
+        crashes = crash_flusher(monkeypatch, times=1)
+        agent.inject("context")
+        with trio.fail_after(60):
+            await agent.dispose()
+        assert crashes == [1]
+        assert [type(args[-1]) for args in errors] == [FlusherBugError]
+        assert restarts == []
+        assert agent.status == "disposed"
+        assert rt.agents.get(agent.id) is None
+
+
+async def test_an_agent_with_nothing_queued_is_idle_during_a_restart_pause(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R2.31: a crash that leaves nothing queued leaves the agent ``idle`` for the pause.
+
+    Breaks the post-turn flush twice, so the second crash (a closed turn,
+    nothing queued) waits out a back-off pause before its restart. The
+    agent has no work: it reads ``idle`` and ``wait_idle`` returns at once,
+    not when the pause ends.
+    """
+    real = _turn.flush
+    crashes: list[int] = []
+
+    async def broken(core: _core.AgentCore, turn: int, step: int) -> None:
+        if len(crashes) < 2:
+            crashes.append(1)
+            raise DriverBugError(f"flush bug #{len(crashes)}")
+        await real(core, turn, step)
+
+    monkeypatch.setattr(_turn, "flush", broken)
+    policy = retinue.RestartPolicy(max_restarts=5, backoff=20)
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, restart=policy) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        restarts = record(rt, agent, "agent/restarted")
+        await agent.ask("one")
+        await agent.ask("two")
+        await trio.sleep(1)
+        assert crashes == [1, 1]
+        assert len(restarts) == 2
+        assert agent.status == "idle"
+        start = trio.current_time()
+        await agent.wait_idle()
+        assert trio.current_time() - start < 1
+        assert (await agent.ask("three")).reason.kind == "completed"
+        assert turn_ends(agent.session.events) == ["completed", "completed", "completed"]
