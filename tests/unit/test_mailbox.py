@@ -88,11 +88,13 @@ async def test_mailbox_wait_returns_at_once_when_something_is_queued() -> None:
     assert mailbox.has_queued
 
 
-async def test_mailbox_wait_returns_at_once_when_stopped() -> None:
-    """R3.7: a stop event already set ends the wait immediately."""
+async def test_mailbox_wait_returns_at_once_when_stopped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.7: a stop event already set ends the wait immediately (a parked wait fails, not hangs)."""
     stop = trio.Event()
     stop.set()
-    with trio.testing.assert_checkpoints():
+    with trio.fail_after(1), trio.testing.assert_checkpoints():
         await Mailbox().wait_for_queued(stop)
 
 
