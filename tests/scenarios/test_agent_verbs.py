@@ -25,6 +25,7 @@ from tests.helpers import (
     OPTIONS,
     echo,
     idle_events,
+    nap,
     of_type,
     record_statuses,
     runtime,
@@ -280,6 +281,51 @@ async def test_steer_while_idle_behaves_as_send(autojump_clock: trio.testing.Moc
         assert of_type(events, "steering/message") == []
         assert texts(of_type(events, "user/message")[0].data.content) == "steered while idle"  # type: ignore[union-attr]
         assert turn_ends(events) == ["completed"]
+
+
+async def test_steer_while_running_is_announced_as_steering(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.15, R2.10: a steer on a running agent emits ``agent/queued`` with ``steering: True``;
+    a send beside it is announced with ``steering: False``.
+    """
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("nap", '{"seconds": 10}', id="c1")]), Reply("ok")],
+        repeat_last=True,
+    )
+    async with runtime(model, tools=[nap]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        queued: list[tuple[str, bool]] = []
+        rt.hooks.on(
+            "agent/queued",
+            lambda _agent, content, info: queued.append((texts(content), info["steering"])),
+            agent=agent,
+        )
+        agent.send("go")
+        await trio.sleep(1)
+        agent.steer("turn left")
+        agent.send("next")
+        events = await idle_events(agent)
+        assert queued == [("go", False), ("turn left", True), ("next", False)]
+        assert [texts(e.data.content) for e in of_type(events, "steering/message")] == [  # type: ignore[union-attr]
+            "turn left"
+        ]
+
+
+async def test_a_queued_listener_sees_the_prompt_already_queued(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.10: ``send`` queues the prompt before it emits ``agent/queued``, so a listener
+    that cancels on it discards that very prompt (R2.24, R2.25): no turn runs.
+    """
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("agent/queued", lambda queued, _content, _info: queued.cancel(), agent=agent)
+        agent.send("dropped at once")
+        await agent.wait_idle()
+        assert list(agent.session.events) == []
+        assert model.statistics().calls == 0
 
 
 async def test_steer_before_the_driver_runs_joins_the_queued_batch(
