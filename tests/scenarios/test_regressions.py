@@ -735,6 +735,47 @@ async def test_another_agents_post_execute_listener_does_not_cancel_a_settled_re
         assert (fast.content, fast.is_error) == ((Text("slept 1"),), False)
 
 
+@retinue.tool
+async def _count(n: int) -> str:
+    """Count, exclusively.
+
+    Args:
+        n: A number.
+    """
+    await trio.sleep(1)
+    return f"counted {n}"
+
+
+async def test_an_exclusive_calls_result_is_kept_when_its_post_execute_is_cut_short(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.20: an exclusive call whose body returned keeps its own result when the step is
+    aborted while post-execute runs, once no post-execute listener is left to see it.
+
+    The listener unregisters itself, then waits; the cancel lands in that wait.
+    Nothing is left to run post-execute, so the result the body returned is
+    committed, as it is for a settled call of a parallel group.
+    """
+    model = ScriptedModel([CallTools([ToolCallSpec("_count", '{"n": 1}', id="c1")])])
+    async with runtime(model, tools=[_count]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        unsubscribe: list[Any] = []
+
+        async def leaving(*args: Any) -> object:
+            unsubscribe[0]()
+            await trio.sleep(10)
+            return await args[-1]()
+
+        unsubscribe.append(rt.hooks.on("tools/post-execute", leaving, agent=agent))
+        agent.send("go")
+        await trio.sleep(5)
+        agent.cancel("stop")
+        await agent.wait_idle()
+        (result,) = _results(agent.session.events)
+        assert (result.content, result.is_error) == ((Text("counted 1"),), False)
+        assert last_end_reason(agent.session.events).kind == "aborted"
+
+
 class _CodedError(Exception):
     def __init__(self, message: str, code: object) -> None:
         super().__init__(message)
