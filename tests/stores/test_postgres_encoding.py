@@ -10,9 +10,18 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from retinue._content import MessageSource, Text
 from retinue._errors import StoreError
-from retinue.session import Session
+from retinue.session import (
+    Session,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+    UserMessage,
+)
 from retinue.stores import PostgresStore
+from retinue.stores._pgschema import _DDL, SCHEMA_VERSION, in_schema
 from tests.stores._kit import lines, run_turn
 from tests.stores.conftest import postgres_dsn
 
@@ -92,3 +101,33 @@ async def test_postgres_store_refuses_to_create_tables_in_a_database_that_cannot
     assert caught.value.code == "UNSUPPORTED_ENCODING"
     assert "LATIN1" in caught.value.message
     assert _sql(dsn, "SELECT 1 FROM pg_tables WHERE tablename LIKE 'retinue%'") == []
+
+
+async def test_postgres_store_already_in_a_latin1_database_still_opens(
+    database: Callable[[str], str],
+) -> None:
+    """R11.4, R11.10: the encoding is checked only before tables are created. A store whose
+    tables a LATIN1 database already holds (made before the check) opens with the default
+    ``create=True`` as with ``create=False``, and reads its sessions."""
+    dsn = database("LATIN1")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET client_encoding = 'UTF8'")
+        # The tables as a store made before the encoding check left them.
+        schema = "public"
+        conn.execute(in_schema(schema, "CREATE SCHEMA IF NOT EXISTS {schema}"))
+        for statement in _DDL:
+            conn.execute(in_schema(schema, statement))
+        conn.execute(
+            in_schema(schema, "INSERT INTO {schema}.retinue_meta VALUES ('schema_version', %s)"),
+            (str(SCHEMA_VERSION),),
+        )
+    session = Session.create("latin")
+    async with PostgresStore(dsn) as store:
+        store.attach_new(session)
+        session.append(TurnStart(1, TurnTrigger("message", MessageSource())))
+        session.append(UserMessage((Text("plain text"),)), surface="append")
+        session.append(TurnEnd(1, TurnEndReason.completed()))
+        await store.detach(session)
+    for create in (True, False):
+        async with PostgresStore(dsn, create=create) as store:
+            assert [header.id for header in await store.list()] == ["latin"]

@@ -47,9 +47,12 @@ def in_schema(schema: str, sql: str) -> str:
 
 def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
     """Create the tables in *schema* (under a lock) unless they exist, then check their version."""
-    _check_encoding(conn)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
+        # Read under the lock: tables another store is creating now count as existing.
+        found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".retinue_meta',)).fetchone()
+        if found is None or found[0] is None:
+            _check_encoding(conn)
         conn.execute(in_schema(schema, "CREATE SCHEMA IF NOT EXISTS {schema}"))
         for statement in _DDL:
             conn.execute(in_schema(schema, statement))
@@ -80,7 +83,8 @@ def check_schema(conn: psycopg.Connection[Any], schema: str) -> None:
 def _check_encoding(conn: psycopg.Connection[Any]) -> None:
     """Refuse to create a store in a database whose encoding cannot hold every event's text.
 
-    Checked only when creating: an existing store is still read (converted to UTF-8)."""
+    Checked only before the tables are created: an existing store is still read
+    (converted to UTF-8)."""
     encoding = conn.info.parameter_status("server_encoding")
     if encoding not in _ENCODINGS:
         raise StoreError(
