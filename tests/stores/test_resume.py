@@ -227,22 +227,29 @@ async def test_a_runtime_sharing_a_store_leaves_another_runtimes_live_session_al
     assert lines(loaded.events[:]) == lines(agent.session.events[:])
 
 
+@pytest.mark.parametrize("entered_first", ["together", "leaves", "stays"])
 async def test_runtimes_in_sibling_tasks_share_a_store_whichever_exits_first(
-    kit: StoreKit,
+    kit: StoreKit, entered_first: str
 ) -> None:
-    """R11.6, R12.7: two runtimes given one store, each opened in a task of its own at the same
-    moment, share it without an ``async with store:`` around them: the first to exit leaves
-    the store open for the other, whose turns are still stored, and the last exit closes it.
+    """R11.6, R12.7: two runtimes given one store, each opened in a task of its own, share
+    it without an ``async with store:`` around them: the first to exit leaves the store
+    open for the other, whose turns are still stored, and the last exit closes it. Each
+    order of entering is played: at the same moment, or one runtime inside before the
+    other opens, so that the task that started the store's writer exits first or last.
     Before, each entry started a writer of its own, and the exit of the task that had not
     started the remaining one closed that task's nursery from the wrong task (trio: "Cancel
     scope stack corrupted")."""
     store = kit.open()
     first_done = trio.Event()
+    first_inside = trio.Event()
     agents: list[retinue.Agent] = []
 
     async def run(session_id: str, *, leave_first: bool) -> None:
+        if entered_first not in ("together", session_id):
+            await first_inside.wait()
         async with retinue.open_runtime(models=_model(), store=store) as rt:
             agent = await rt.create_agent("writer", OPTIONS, session_id=session_id)
+            first_inside.set()
             agents.append(agent)
             await agent.ask("hello")
             if leave_first:
@@ -261,6 +268,7 @@ async def test_runtimes_in_sibling_tasks_share_a_store_whichever_exits_first(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(leave_first)
             nursery.start_soon(partial(run, "stays", leave_first=False))
+    assert sorted(agent.id for agent in agents) == ["leaves", "stays"]
     async with kit.open() as reopened:
         for agent in agents:
             stored = await reopened.inspect(agent.id)
