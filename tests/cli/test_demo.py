@@ -235,14 +235,19 @@ def test_demo_names_a_count_that_is_not_an_integer(capsys: pytest.CaptureFixture
     assert "_at_least_one" not in err
 
 
-def test_demo_names_its_store_as_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_names_its_store_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The closing hint names the store exactly, and gives the command on one line, quoted
     for a shell, even piped and with brackets in its path; they were read as console
-    markup, which dropped them or failed the run after it had stored its sessions."""
-    for directory in ("out[bold]x", "a[/x]" + "y" * 60):
-        spec = f"jsonl:{tmp_path / directory}"
+    markup, which dropped them or failed the run after it had stored its sessions, and
+    ``jsonl:notes`` showed as ``jsonl`` and a note emoji."""
+    monkeypatch.chdir(tmp_path)
+    for directory in ("out[bold]x", "a[/x]" + "y" * 60, "notes"):
+        spec = f"jsonl:{directory}" if directory == "notes" else f"jsonl:{tmp_path / directory}"
         argv = ["--provider", "scripted", "--latency", "0", "--agents", "1", "--turns", "1"]
         assert main(["demo", "--no-live", "--store", spec, *argv]) == 0
         captured = capsys.readouterr()
-        assert f"stored in {spec}: try `retinue sessions list --store '{spec}'`\n" in captured.out
+        quoted = spec if directory == "notes" else f"'{spec}'"
+        assert f"stored in {spec}: try `retinue sessions list --store {quoted}`\n" in captured.out
         assert captured.err == ""

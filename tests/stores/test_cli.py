@@ -614,7 +614,9 @@ def test_cli_sessions_show_and_list_escape_control_characters(
     assert not [char for char in out if unicodedata.category(char) == "Cc" and char not in "\t\n"]
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", "done"], ["export", "done"]])
+@pytest.mark.parametrize(
+    "command", [["list"], ["show", "done"], ["export", "done"], ["export", "done", "--output", ""]]
+)
 def test_cli_sessions_report_a_closed_standard_output(
     stored: tuple[str, Session, Session],
     monkeypatch: pytest.MonkeyPatch,
@@ -622,8 +624,8 @@ def test_cli_sessions_report_a_closed_standard_output(
     command: list[str],
 ) -> None:
     """Started with standard output closed (``>&-``), a command whose result goes there
-    says so and exits 1: ``export`` failed with a traceback, ``list`` and ``show`` exited
-    0 having shown nothing."""
+    says so and exits 1: ``export`` (to standard output, as with an empty ``--output``)
+    failed with a traceback, ``list`` and ``show`` exited 0 having shown nothing."""
     spec, _, _ = stored
     monkeypatch.setattr(sys, "stdout", None)
     assert _cli("--store", spec, *command) == 1

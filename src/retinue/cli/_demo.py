@@ -404,12 +404,13 @@ async def run_demo(args: argparse.Namespace) -> int:
             finished.set()
         _summarize(console, board, agents, time.perf_counter() - started)
     if args.store != "memory":
-        # The path is the user's, not markup; the command stays on one line to paste into a
+        # The path is the user's, not markup or emoji codes; the command stays on one line to paste into a
         # shell, even piped, quoted when the path has spaces or glob characters.
         command = f"retinue sessions list --store {shlex.quote(args.store)}"
         console.print(
             f"sessions stored in {args.store}: try `{command}`",
             markup=False,
+            emoji=False,  # ":notes" is a store name, not an emoji code
             highlight=False,
             soft_wrap=True,
         )

@@ -39,8 +39,7 @@ from retinue.session import (
 )
 from retinue.session._codec import decode_event, encode_event, encode_header
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
-from retinue.stores._common import parse_header
-from retinue.stores._loader import check_version
+from retinue.stores._common import check_version, parse_header
 from retinue.stores._writebehind import BufferedStore
 
 __all__ = [
@@ -96,11 +95,7 @@ def open_store(spec: str, *, create: bool = True) -> BufferedStore:
 
 
 _FILE_STORES = frozenset({"sqlite", "jsonl"})
-_STORES: dict[str, Callable[[str], BufferedStore]] = {
-    "sqlite": SQLiteStore,
-    "jsonl": JSONLStore,
-    "postgres": PostgresStore,
-}
+_STORES = ("sqlite", "jsonl", "postgres")
 
 
 def store_problem(spec: str, error: BaseException) -> str:
@@ -295,7 +290,7 @@ def _prints_result(args: argparse.Namespace) -> bool:
     """Whether the command's result goes to standard output (an import only confirms it)."""
     command: str = args.sessions_command
     if command == "export":
-        return args.output is None
+        return not args.output  # an empty --output writes to standard output too
     return command != "import"
 
 

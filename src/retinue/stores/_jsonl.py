@@ -413,8 +413,9 @@ class JSONLBackend:
     def listing(self) -> Listing:
         """Read only the first line of each session file (R11.14), but of no file left behind.
 
-        A file whose first line cannot be read or parsed, or names a session
-        stored under another file name, is skipped with its problem.
+        A file whose first line cannot be read or parsed, names a session
+        stored under another file name or holds a format version this build
+        does not read, is skipped with its problem.
         """
         found = [
             (path, listed(path)) for bucket in self._buckets() for path in bucket.glob("*.jsonl")

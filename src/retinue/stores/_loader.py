@@ -15,7 +15,7 @@ from ._backend import StoredLog
 from ._common import check_version
 from ._repair import repair_tail
 
-__all__ = ["Recovered", "check_version", "recover"]
+__all__ = ["Recovered", "recover"]
 
 logger = logging.getLogger("retinue.stores")
 

@@ -511,8 +511,9 @@ class BufferedStore:
     async def list(self) -> list[SessionHeader]:
         """Headers of every stored session, oldest first; reads no events (R11.14).
 
-        A stored session whose header cannot be read or names another id is
-        left out, with a warning naming it; :meth:`listing` says which.
+        A stored session whose header cannot be read, names another id or
+        holds a format version this build does not read is left out, with a
+        warning naming it; :meth:`listing` says which.
         """
         listing = await self.listing()
         for skipped in listing.skipped:
