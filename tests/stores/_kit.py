@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import trio
@@ -172,3 +173,22 @@ async def store_one_turn(store: BufferedStore, session_id: str) -> Session:
     async with store:
         store.attach_new(session)
     return session
+
+
+async def load_refusals_as_the_store_closes(
+    store: BufferedStore, session_id: str, reached: threading.Event
+) -> list[str]:
+    """Load *session_id* from *store*, closing the store once *reached* is set (the load's
+    claim under way in a worker thread); the codes the load was refused with."""
+    refusals: list[str] = []
+
+    async def load() -> None:
+        try:
+            await store.load(session_id)
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    async with trio.open_nursery() as nursery, store:
+        nursery.start_soon(load)
+        await trio.to_thread.run_sync(reached.wait)
+    return refusals

@@ -14,7 +14,12 @@ from retinue.session import Session
 from retinue.stores import JSONLStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._jsonl import JSONLBackend
-from tests.stores._kit import lines, run_turn, store_one_turn
+from tests.stores._kit import (
+    lines,
+    load_refusals_as_the_store_closes,
+    run_turn,
+    store_one_turn,
+)
 
 
 async def _assert_free(root: Path, session_id: str, stored: list[str]) -> None:
@@ -36,6 +41,23 @@ def _close_then_set(monkeypatch: pytest.MonkeyPatch, closed: threading.Event) ->
     monkeypatch.setattr(JSONLBackend, "close", close_and_set)
 
 
+def _write_after_close(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Make every JSONL backend's write wait for its close; set the event returned as it waits."""
+    writing, closed = threading.Event(), threading.Event()
+    write = JSONLBackend.write
+
+    def write_after_close(
+        self: JSONLBackend, batches: Sequence[AppendBatch]
+    ) -> list[StoreError | None]:
+        writing.set()
+        closed.wait()
+        return write(self, batches)
+
+    monkeypatch.setattr(JSONLBackend, "write", write_after_close)
+    _close_then_set(monkeypatch, closed)
+    return writing
+
+
 async def test_jsonl_load_racing_the_close_is_refused_and_claims_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,18 +76,8 @@ async def test_jsonl_load_racing_the_close_is_refused_and_claims_nothing(
 
     monkeypatch.setattr(JSONLBackend, "claim", claim_after_close)
     _close_then_set(monkeypatch, closed)
-    store = JSONLStore(root)
-    refusals: list[StoreError] = []
-
-    async def load() -> None:
-        with pytest.raises(StoreError) as caught:
-            await store.load("raced")
-        refusals.append(caught.value)
-
-    async with trio.open_nursery() as nursery, store:
-        nursery.start_soon(load)
-        await trio.to_thread.run_sync(claiming.wait)
-    assert [refusal.code for refusal in refusals] == ["STORE_CLOSED"]
+    refusals = await load_refusals_as_the_store_closes(JSONLStore(root), "raced", claiming)
+    assert refusals == ["STORE_CLOSED"]
     monkeypatch.undo()
     await _assert_free(root, "raced", lines(session.events[:]))
 
@@ -79,18 +91,7 @@ async def test_jsonl_append_racing_the_close_is_refused_and_claims_nothing(
     root = tmp_path / "sessions"
     session = await store_one_turn(JSONLStore(root), "raced")
     stored = lines(session.events[:])
-    writing, closed = threading.Event(), threading.Event()
-    write = JSONLBackend.write
-
-    def write_after_close(
-        self: JSONLBackend, batches: Sequence[AppendBatch]
-    ) -> list[StoreError | None]:
-        writing.set()
-        closed.wait()
-        return write(self, batches)
-
-    monkeypatch.setattr(JSONLBackend, "write", write_after_close)
-    _close_then_set(monkeypatch, closed)
+    writing = _write_after_close(monkeypatch)
     store = JSONLStore(root)
     refusals: list[StoreError] = []
 
@@ -120,18 +121,7 @@ async def test_jsonl_create_racing_the_close_is_refused_and_stores_nothing(
     """R11.3: a new session's first commit that reaches the backend only once its store has
     closed stores nothing: the id stays free, with no file left open or locked for it."""
     root = tmp_path / "sessions"
-    writing, closed = threading.Event(), threading.Event()
-    write = JSONLBackend.write
-
-    def write_after_close(
-        self: JSONLBackend, batches: Sequence[AppendBatch]
-    ) -> list[StoreError | None]:
-        writing.set()
-        closed.wait()
-        return write(self, batches)
-
-    monkeypatch.setattr(JSONLBackend, "write", write_after_close)
-    _close_then_set(monkeypatch, closed)
+    writing = _write_after_close(monkeypatch)
     store = JSONLStore(root)
     session = Session.create("late")
     run_turn(session)

@@ -16,7 +16,12 @@ from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._sqlite import SQLiteBackend
-from tests.stores._kit import lines, run_turn, store_one_turn
+from tests.stores._kit import (
+    lines,
+    load_refusals_as_the_store_closes,
+    run_turn,
+    store_one_turn,
+)
 
 
 class _WatchedLock:
@@ -119,18 +124,8 @@ async def test_sqlite_load_racing_the_close_is_refused_and_claims_nothing(
     checking, closed = threading.Event(), threading.Event()
     _contains_waits(monkeypatch, checking, closed)
     _close_then_set(monkeypatch, closed)
-    store = SQLiteStore(path)
-    refusals: list[StoreError] = []
-
-    async def load() -> None:
-        with pytest.raises(StoreError) as caught:
-            await store.load("raced")
-        refusals.append(caught.value)
-
-    async with trio.open_nursery() as nursery, store:
-        nursery.start_soon(load)
-        await trio.to_thread.run_sync(checking.wait)
-    assert [refusal.code for refusal in refusals] == ["STORE_CLOSED"]
+    refusals = await load_refusals_as_the_store_closes(SQLiteStore(path), "raced", checking)
+    assert refusals == ["STORE_CLOSED"]
     monkeypatch.undo()
     await _assert_free(path, "raced", lines(session.events[:]))
 
