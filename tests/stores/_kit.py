@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
@@ -191,4 +191,31 @@ async def load_refusals_as_the_store_closes(
     async with trio.open_nursery() as nursery, store:
         nursery.start_soon(load)
         await trio.to_thread.run_sync(reached.wait)
+    return refusals
+
+
+async def flush_refusals_as_the_exit_is_cancelled(
+    store: BufferedStore, session: Session, reached: threading.Event, *, attach: bool = True
+) -> list[str]:
+    """Inside *store*, attach *session* (or, with ``attach=False``, attach it as new) and
+    flush it; once *reached* is set (the commit under way in a worker thread) cancel the
+    store's exit. The codes the flush was refused with."""
+    refusals: list[str] = []
+
+    async def flush() -> None:
+        try:
+            await store.flush(session)
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    adopt: Callable[[Session], None] = store.attach if attach else store.attach_new
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as scope:
+            async with store:
+                adopt(session)
+                if attach:
+                    run_turn(session, "more")
+                nursery.start_soon(flush)
+                await trio.to_thread.run_sync(reached.wait)
+                scope.cancel()
     return refusals

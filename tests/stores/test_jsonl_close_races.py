@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-import trio
 
 from retinue._errors import StoreError
 from retinue.session import Session
@@ -15,6 +14,7 @@ from retinue.stores import JSONLStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._jsonl import JSONLBackend
 from tests.stores._kit import (
+    flush_refusals_as_the_exit_is_cancelled,
     lines,
     load_refusals_as_the_store_closes,
     run_turn,
@@ -92,23 +92,8 @@ async def test_jsonl_append_racing_the_close_is_refused_and_claims_nothing(
     session = await store_one_turn(JSONLStore(root), "raced")
     stored = lines(session.events[:])
     writing = _write_after_close(monkeypatch)
-    store = JSONLStore(root)
-    refusals: list[StoreError] = []
-
-    async def flush() -> None:
-        with pytest.raises(StoreError) as caught:
-            await store.flush(session)
-        refusals.append(caught.value)
-
-    async with trio.open_nursery() as nursery:
-        with trio.CancelScope() as scope:
-            async with store:
-                store.attach(session)
-                run_turn(session, "more")
-                nursery.start_soon(flush)
-                await trio.to_thread.run_sync(writing.wait)
-                scope.cancel()
-    assert [refusal.code for refusal in refusals] == ["STORE_CLOSED"]
+    refusals = await flush_refusals_as_the_exit_is_cancelled(JSONLStore(root), session, writing)
+    assert refusals == ["STORE_CLOSED"]
     monkeypatch.undo()
     await _assert_free(root, "raced", stored)
     async with JSONLStore(root) as other:
@@ -122,24 +107,12 @@ async def test_jsonl_create_racing_the_close_is_refused_and_stores_nothing(
     closed stores nothing: the id stays free, with no file left open or locked for it."""
     root = tmp_path / "sessions"
     writing = _write_after_close(monkeypatch)
-    store = JSONLStore(root)
     session = Session.create("late")
     run_turn(session)
-    refusals: list[StoreError] = []
-
-    async def flush() -> None:
-        with pytest.raises(StoreError) as caught:
-            await store.flush(session)
-        refusals.append(caught.value)
-
-    async with trio.open_nursery() as nursery:
-        with trio.CancelScope() as scope:
-            async with store:
-                store.attach_new(session)
-                nursery.start_soon(flush)
-                await trio.to_thread.run_sync(writing.wait)
-                scope.cancel()
-    assert [refusal.code for refusal in refusals] == ["STORE_CLOSED"]
+    refusals = await flush_refusals_as_the_exit_is_cancelled(
+        JSONLStore(root), session, writing, attach=False
+    )
+    assert refusals == ["STORE_CLOSED"]
     monkeypatch.undo()
     async with JSONLStore(root) as other:
         assert not await other.exists("late")

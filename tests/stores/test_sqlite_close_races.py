@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import trio
 
-from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._sqlite import SQLiteBackend
 from tests.stores._kit import (
+    flush_refusals_as_the_exit_is_cancelled,
     lines,
     load_refusals_as_the_store_closes,
     run_turn,
@@ -142,23 +142,8 @@ async def test_sqlite_append_racing_the_close_is_refused_and_claims_nothing(
     checking, closed = threading.Event(), threading.Event()
     _contains_waits(monkeypatch, checking, closed)
     _close_then_set(monkeypatch, closed)
-    store = SQLiteStore(path)
-    refusals: list[StoreError] = []
-
-    async def flush() -> None:
-        with pytest.raises(StoreError) as caught:
-            await store.flush(session)
-        refusals.append(caught.value)
-
-    async with trio.open_nursery() as nursery:
-        with trio.CancelScope() as scope:
-            async with store:
-                store.attach(session)
-                run_turn(session, "more")
-                nursery.start_soon(flush)
-                await trio.to_thread.run_sync(checking.wait)
-                scope.cancel()
-    assert [refusal.code for refusal in refusals] == ["STORE_CLOSED"]
+    refusals = await flush_refusals_as_the_exit_is_cancelled(SQLiteStore(path), session, checking)
+    assert refusals == ["STORE_CLOSED"]
     monkeypatch.undo()
     await _assert_free(path, "raced", stored)
 
