@@ -264,17 +264,23 @@ async def test_every_verb_refuses_content_of_another_kind_saying_what_is_expecte
         assert model.statistics().calls == 0
 
 
+def _queued_prompts(rt: retinue.Runtime, agent: retinue.Agent) -> list[tuple[str, bool]]:
+    """The prompts ``agent/queued`` announces for *agent*, each with its steering flag."""
+    queued: list[tuple[str, bool]] = []
+    rt.hooks.on(
+        "agent/queued",
+        lambda _agent, content, info: queued.append((texts(content), info["steering"])),
+        agent=agent,
+    )
+    return queued
+
+
 async def test_steer_while_idle_behaves_as_send(autojump_clock: trio.testing.MockClock) -> None:
     """T-A6 / R2.14: a steer on an idle agent is queued like send and starts a turn."""
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        queued: list[tuple[str, bool]] = []
-        rt.hooks.on(
-            "agent/queued",
-            lambda _agent, content, info: queued.append((texts(content), info["steering"])),
-            agent=agent,
-        )
+        queued = _queued_prompts(rt, agent)
         agent.steer("steered while idle")
         events = await idle_events(agent)
         assert queued == [("steered while idle", False)]
@@ -295,12 +301,7 @@ async def test_steer_while_running_is_announced_as_steering(
     )
     async with runtime(model, tools=[nap]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        queued: list[tuple[str, bool]] = []
-        rt.hooks.on(
-            "agent/queued",
-            lambda _agent, content, info: queued.append((texts(content), info["steering"])),
-            agent=agent,
-        )
+        queued = _queued_prompts(rt, agent)
         agent.send("go")
         await trio.sleep(1)
         agent.steer("turn left")
