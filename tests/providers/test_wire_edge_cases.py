@@ -200,6 +200,30 @@ async def test_chat_whole_calls_with_no_id_at_one_index_are_separate_calls(
     assert len({call.id for call in calls}) == 2  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    "number", ["1e400", "NaN", "-Infinity"], ids=["float-overflow", "nan", "infinity"]
+)
+async def test_chat_whole_calls_with_no_id_are_separate_when_one_holds_a_number_json_cannot_write(
+    number: str,
+) -> None:
+    """R10.2, R9.6: Gemini's parallel calls are told apart when the first one's arguments
+    hold a number JSON cannot write back: they are still a whole object, kept as they came.
+    The calls were merged into one, its arguments run together and the second name lost."""
+    first = '{"lat":' + number + "}"
+    body = sse_body(
+        _fragment("get_weather", first, index=0, id=""),
+        _fragment("get_time", '{"tz":"UTC"}', index=0, id=""),
+        _TOOL_CALLS_END,
+        b"[DONE]",
+    )
+    collected = await serve_once("chat", body)
+    calls = collected.message.content
+    assert [(call.name, call.arguments) for call in calls] == [  # type: ignore[union-attr]
+        ("get_weather", first),
+        ("get_time", '{"tz":"UTC"}'),
+    ]
+
+
 @pytest.mark.parametrize("last", ["", "\n", " "], ids=["empty", "newline", "space"])
 async def test_chat_a_tool_named_in_every_fragment_of_one_call_stays_one_call(last: str) -> None:
     """R10.2: a server naming the tool in each fragment sends it before the arguments are

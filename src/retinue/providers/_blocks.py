@@ -178,6 +178,9 @@ def _no_constant(name: str) -> NoReturn:
 # Python's own parser reads NaN and Infinity, and a number that overflows as
 # infinity: no request body can carry either, and the tools refuse them too.
 _decode_strict = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
+# Whether text is whole JSON, whatever its numbers: none is converted, so no
+# number (NaN, 1e400, a very long integer) makes whole text look cut.
+_decode_any_number = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str).decode
 
 
 def arguments_object(arguments: str) -> dict[str, object] | None:
@@ -391,7 +394,11 @@ class BlockTable:
         block = self._blocks.get(key)
         if block is None or block.kind != _TOOL or not block.name or block.ended:
             return False
-        return arguments_object("".join(block.parts)) is not None
+        try:
+            value = _decode_any_number("".join(block.parts))
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(value, dict)
 
     def has(self, key: Hashable) -> bool:
         """Whether a block exists for *key*."""
