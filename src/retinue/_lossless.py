@@ -21,6 +21,7 @@ __all__ = [
     "freeze_json",
     "is_count",
     "is_finite_number",
+    "loads_finite",
     "loads_frozen",
     "same_json",
     "shown",
@@ -324,6 +325,21 @@ _decode_frozen = _frozen_decoder.decode
 # The decoder's own C scanner (an instance attribute typeshed does not declare).
 _scan_frozen: Callable[[str, int], tuple[JsonValue, int]] = _frozen_decoder.scan_once  # type: ignore[attr-defined]
 _decode = json.JSONDecoder().decode
+# Python's own parser reads NaN and Infinity, and a number that overflows as
+# infinity: JSON cannot write either back.
+_decode_finite = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).decode
+
+
+def loads_finite(text: str) -> object:
+    """Parse JSON *text* as :func:`json.loads` does, refusing numbers JSON cannot write.
+
+    Raises:
+        ValueError: *text* is not JSON, or holds an integer of more than
+            ``sys.get_int_max_str_digits()`` digits.
+        InvalidJsonError: it holds NaN, Infinity or a number that overflows a float.
+        RecursionError: it is nested too deeply to parse.
+    """
+    return _decode_finite(text)
 
 
 def loads_frozen(text: str) -> JsonValue:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 from collections.abc import Callable, Container, Hashable, Sequence
-from typing import NoReturn, final
+from typing import final
 
 import attrs
 
@@ -21,7 +20,8 @@ from retinue._content import (
     ToolResultBlock,
     new_tool_call_id,
 )
-from retinue._lossless import thaw_json
+from retinue._errors import InvalidJsonError
+from retinue._lossless import loads_finite, thaw_json
 from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
 from ._failures import ProviderStreamError
@@ -164,20 +164,6 @@ def opaque_part(block: OpaqueBlock) -> dict[str, object]:
     return {**(data if isinstance(data, dict) else {}), "type": block.kind}
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} overflows a float")
-    return value
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
-
-
-# Python's own parser reads NaN and Infinity, and a number that overflows as
-# infinity: no request body can carry either, and the tools refuse them too.
-_decode_strict = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
 # Whether text is whole JSON, whatever its numbers: none is converted, so no
 # number (NaN, 1e400, a very long integer) makes whole text look cut.
 _decode_any_number = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str).decode
@@ -190,8 +176,8 @@ def arguments_object(arguments: str) -> dict[str, object] | None:
     holds none: JSON cannot write it back.
     """
     try:
-        value = _decode_strict(arguments)
-    except (ValueError, RecursionError):
+        value = loads_finite(arguments)
+    except (ValueError, InvalidJsonError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
