@@ -214,6 +214,54 @@ async def test_chat_call_of_a_type_other_than_function_is_not_run(*, streamed: b
     assert collected.message.content == (ToolCall("call_f", "lookup", '{"city":"Paris"}'),)
 
 
+@pytest.mark.parametrize("later_type", ["", "custom"], ids=["empty", "custom"])
+async def test_chat_a_later_fragment_type_does_not_leave_a_function_call_out(
+    later_type: str,
+) -> None:
+    """R10.2: only the fragment that opens a call tells its type: a later fragment of a
+    function call carrying another ``type`` (some servers send ``""``) still brings its
+    arguments. They were dropped and the call ran with ``{}``.
+    """
+    body = sse_body(
+        _chat_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "f1",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        _chat_chunk(
+            {"tool_calls": [{"index": 0, "type": later_type, "function": {"arguments": '{"a":1}'}}]}
+        ),
+        _chat_chunk({}, "tool_calls"),
+        b"[DONE]",
+    )
+    collected = await serve_once("chat", body)
+    assert collected.message.content == (ToolCall("f1", "lookup", '{"a":1}'),)
+
+
+async def test_chat_function_call_after_a_custom_call_without_an_id_at_one_index_is_kept() -> None:
+    """R10.2: a custom call without an id, then a function call with one at the same index
+    (servers giving every call index 0): the function call is its own call and is kept.
+    It was taken for the custom call's continuation and left out.
+    """
+    custom = {k: v for k, v in _CUSTOM_OPEN.items() if k != "id"}
+    function = {**_FUNCTION_CALL, "index": 0}
+    body = sse_body(
+        _chat_chunk({"tool_calls": [custom]}),
+        _chat_chunk({"tool_calls": [function]}),
+        _chat_chunk({}, "tool_calls"),
+        b"[DONE]",
+    )
+    collected = await serve_once("chat", body)
+    assert collected.message.content == (ToolCall("call_f", "lookup", '{"city":"Paris"}'),)
+
+
 # --- Responses: items the server runs itself ---------------------------------------------
 
 _SERVER_ITEMS: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {

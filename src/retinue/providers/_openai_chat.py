@@ -392,7 +392,7 @@ class ChatStreamDecoder:
         known = self._indexed.get(index)
         if (
             known is None
-            or (call_id is not None and known[0] not in (None, call_id))
+            or (call_id is not None and known[0] != call_id and self._keeps_its_id(known))
             or (call_id is None and self._follows(known[1], opens=opens))
         ):
             generation = 0 if known is None else known[1][2] + 1
@@ -401,6 +401,12 @@ class ChatStreamDecoder:
             known = (call_id, known[1])
         self._indexed[index] = known
         return known[1]
+
+    def _keeps_its_id(self, known: tuple[str | None, tuple[str, int, int]]) -> bool:
+        """Whether the call *known* at an index cannot take another id: it has one, or
+        it was left out. A function call may get its id in a later fragment; a call
+        left out never does, so a fragment with an id after it is the next call."""
+        return known[0] is not None or known[1] in self._left_out
 
     def _follows(self, key: tuple[str, int] | tuple[str, int, int], *, opens: bool) -> bool:
         """Whether a fragment without an id that *opens* is the call after the one at *key*:
@@ -413,7 +419,8 @@ class ChatStreamDecoder:
         call_id, name = call.get("id"), function.get("name")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         name = name if isinstance(name, str) else None
-        foreign = call.get("type") not in (None, "function")
+        kind = call.get("type")
+        foreign = isinstance(kind, str) and kind not in ("", "function")
         arguments = (
             ""
             if foreign
@@ -425,14 +432,18 @@ class ChatStreamDecoder:
         # in every fragment of one call can only add whitespace to whole arguments.
         opens = bool(name) and arguments.lstrip().startswith("{")
         key = self._call_key(position, call_id, call.get("index"), opens=opens)
-        if foreign:
-            # A custom call (free-form input) is no function call: retinue declares
-            # none such, and the SDK's parser leaves them out. Only its first fragment
-            # has a type; its later ones are known by their block.
-            self._left_out.add(key)
-            return None
         if self._left_out and key in self._left_out:
             return None
+        if foreign:
+            if not self._table.has(key):
+                # A custom call (free-form input) is no function call: retinue declares
+                # none such, and the SDK's parser leaves them out. Only the fragment
+                # opening a call tells its type; its later ones are known by their block.
+                self._left_out.add(key)
+                return None
+            arguments = arguments_text(
+                function.get("arguments"), "chat completions", call_id or name
+            )
         return self._table.tool_call(key, call_id, name, arguments)
 
     @property
