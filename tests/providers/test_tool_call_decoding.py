@@ -437,6 +437,26 @@ async def test_arguments_object_holding_a_number_json_cannot_carry_is_malformed(
 
 
 @pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        pytest.param(body, headers, id=f"{'whole' if headers is JSON else 'streamed'}-{name}")
+        for name, value in [("string", b'"Paris"'), ("array", b'["Paris"]'), ("number", b"5")]
+        for body, headers in _anthropic_call_bodies(value)
+    ],
+)
+async def test_anthropic_tool_input_that_is_not_an_object_is_malformed(
+    body: bytes, headers: Any
+) -> None:
+    """R10.3: a ``tool_use`` whose ``input`` is not an object is refused as malformed,
+    naming the call, as Chat Completions and Responses refuse arguments of another type.
+    It became ``{}`` and the call ran with no arguments.
+    """
+    with pytest.raises(ProviderStreamError, match=r"tool call 'toolu_1'") as caught:
+        await serve_once("messages", body, headers)
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+@pytest.mark.parametrize(
     ("api", "body", "headers"), _cases(['{"city":"Zürich","n":[1,2.5]}'.encode()])
 )
 async def test_arguments_sent_as_an_object_are_kept_as_compact_json_text(

@@ -396,6 +396,13 @@ class AnthropicStreamDecoder:
         if kind == "tool_use":
             call_id, name = _str(block.get("id")), _str(block.get("name"))
             initial = block.get("input")
+            if not isinstance(initial, dict | None):
+                # As Chat and Responses refuse arguments of another type: a call run
+                # with none would hide what the model sent.
+                raise malformed(
+                    f"anthropic messages: the input of tool call {call_id or name!r} is a "
+                    f"{type(initial).__name__}, not an object"
+                )
             arguments = (
                 arguments_text(initial, "anthropic messages", call_id or name)
                 if isinstance(initial, dict) and initial
