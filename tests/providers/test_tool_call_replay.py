@@ -88,7 +88,9 @@ def test_arguments_that_are_not_a_json_object_go_back_as_an_empty_object(
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
-async def test_arguments_holding_a_number_json_cannot_write_are_sent(api: str) -> None:
+async def test_arguments_holding_a_number_json_cannot_write_are_sent(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
     """R9.6: a model's ``NaN`` is logged as it came, but no body can carry it: the request
     goes out with ``{}`` for it instead of failing, on this step and every later one.
     """
