@@ -400,7 +400,7 @@ class AnthropicStreamDecoder:
                 # As Chat and Responses refuse arguments of another type: a call run
                 # with none would hide what the model sent.
                 raise malformed(
-                    f"anthropic messages: the input of tool call {call_id or name!r} is a "
+                    f"anthropic messages: the input of tool call {call_id or name!r} is of type "
                     f"{type(initial).__name__}, not an object"
                 )
             arguments = (

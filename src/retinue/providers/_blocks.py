@@ -208,7 +208,7 @@ def arguments_text(value: object, where: str, call: str | None) -> str:
                 "number beyond a float's range, which JSON cannot carry"
             ) from None
     raise malformed(
-        f"{where}: the arguments of tool call {call!r} are a {type(value).__name__}, "
+        f"{where}: the arguments of tool call {call!r} are of type {type(value).__name__}, "
         "not JSON text or an object"
     )
 
@@ -277,7 +277,9 @@ def block_index(payload: JsonObject, field: str, where: str) -> int | None:
     value = payload.get(field)
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    raise malformed(f"{where}: an event's {field} is a {type(value).__name__}, not an integer")
+    raise malformed(
+        f"{where}: an event's {field} is of type {type(value).__name__}, not an integer"
+    )
 
 
 @attrs.define(eq=False, slots=True)
