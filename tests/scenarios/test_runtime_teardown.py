@@ -759,3 +759,54 @@ async def test_teardowns_disposing_each_other_do_not_wait_in_a_circle(
             await store.agents["a"].dispose()
     assert sorted(store.detached) == ["a", "b"]
     assert [agent.status for agent in store.agents.values()] == ["disposed", "disposed"]
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+async def test_an_agent_created_from_a_flush_listener_is_disposed_like_any_other(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8: an agent created from another's ``session/flush`` listener is no part of that
+    flush: its tool's ``ask`` is a wait its disposal cancels, so a dispose from the asked
+    agent's tool waits for its teardown as for any other agent.
+    """
+    store = _SlowDetach()
+    peers: dict[str, retinue.Agent] = {}
+    seen: list[list[str]] = []
+
+    @retinue.tool
+    async def ask_b() -> str:
+        """Ask B."""
+        await peers["b"].ask("please")
+        return "asked"
+
+    @retinue.tool
+    async def fire_c() -> str:
+        """Dispose C."""
+        await peers["c"].dispose()
+        seen.append(list(store.detached))
+        return "fired"
+
+    model = ScriptedModel(
+        {
+            "a": [Reply("ok")],
+            "c": [CallTools([ToolCallSpec("ask_b", "{}", id="cc")]), Reply("ok")],
+            "b": [CallTools([ToolCallSpec("fire_c", "{}", id="cb")]), Reply("ok")],
+        }
+    )
+    with trio.fail_after(60):
+        async with runtime(model, tools=[ask_b, fire_c], store=store, flush_timeout=math.inf) as rt:
+
+            async def start_c(_agent: retinue.Agent, _session: Session) -> None:
+                if "c" not in peers:
+                    options = retinue.AgentOptions(model="c")
+                    peers["c"] = await rt.create_agent("c", options, session_id="c")
+                    peers["c"].send("go")
+
+            a = await rt.create_agent("a", retinue.AgentOptions(model="a"), session_id="a")
+            b = await rt.create_agent("b", retinue.AgentOptions(model="b"), session_id="b")
+            peers["b"] = b
+            rt.hooks.on("session/flush", start_c, agent=a)
+            await a.ask("hi")
+            await trio.sleep(5)
+            await b.wait_idle()
+            assert seen == [["c"]]
