@@ -810,3 +810,109 @@ async def test_an_agent_created_from_a_flush_listener_is_disposed_like_any_other
             await trio.sleep(5)
             await b.wait_idle()
             assert seen == [["c"]]
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+@pytest.mark.parametrize("run", range(8))
+async def test_a_dispose_sees_no_circle_through_an_agent_already_disposed(
+    autojump_clock: trio.testing.MockClock, run: int
+) -> None:
+    """R12.8: A's flush listener disposes C, whose tool was asking B, while B's tool
+    disposes A. C's ask ends with C's disposal, so nothing waits in a circle and B's
+    dispose waits for A's teardown. Whether C's ask had unwound when B's dispose looked
+    depends on trio's scheduling order, so the scenario runs several times (*run*).
+    """
+    store = _SlowDetach()
+    peers: dict[str, retinue.Agent] = {}
+    go = trio.Event()
+    seen: list[list[str]] = []
+
+    @retinue.tool
+    async def ask_b() -> str:
+        """C asks B."""
+        await peers["b"].ask("please")
+        return "asked"
+
+    @retinue.tool
+    async def fire_a() -> str:
+        """B disposes A once A's flush disposes C."""
+        await go.wait()
+        await peers["a"].dispose()
+        seen.append(list(store.detached))
+        return "fired"
+
+    model = ScriptedModel(
+        {
+            "a": [Reply("ok")],
+            "b": [CallTools([ToolCallSpec("fire_a", "{}", id="cb")]), Reply("ok")],
+            "c": [CallTools([ToolCallSpec("ask_b", "{}", id="cc")]), Reply("ok")],
+        }
+    )
+    async with runtime(model, tools=[ask_b, fire_a], store=store, flush_timeout=math.inf) as rt:
+        for name in ("a", "b", "c"):
+            options = retinue.AgentOptions(model=name)
+            peers[name] = await rt.create_agent(name, options, session_id=name)
+
+        async def dispose_c(_agent: retinue.Agent, _session: Session) -> None:
+            go.set()
+            await peers["c"].dispose()
+
+        rt.hooks.on("session/flush", dispose_c, agent=peers["a"])
+        peers["c"].send("go")
+        await trio.sleep(1)  # C's tool waits on B's turn, B's tool on go
+        peers["a"].send("hi")
+        await trio.sleep(10)
+    assert len(seen) == 1
+    assert "a" in seen[0]
+
+
+class _DetachOfBDisposingA(DelegatingStore):
+    """A memory store whose detach of session ``b`` first disposes agent ``a``."""
+
+    def __init__(self, pause: float) -> None:
+        super().__init__(MemoryStore())
+        self.pause = pause
+        self.agents: dict[str, retinue.Agent] = {}
+        self.detached: list[str] = []
+
+    async def detach(self, session: Session) -> None:
+        if session.id == "b":
+            await trio.sleep(self.pause)
+            await self.agents["a"].dispose()
+        await self.store.detach(session)
+        self.detached.append(session.id)
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+@pytest.mark.parametrize(("pause", "heard"), [(0, "WAIT_CYCLE"), (1, "SESSION_NOT_FOUND")])
+async def test_resuming_an_id_whose_teardown_disposes_the_caller_does_not_wait_in_a_circle(
+    autojump_clock: trio.testing.MockClock, pause: float, heard: str
+) -> None:
+    """R12.8, R12.9: B's teardown (its store's detach) disposes A, and A's flush listener
+    resumes ``b``, which waits for B's teardown to free the id. That wait was not
+    recorded, so with no flush bound the two never ended. Waiting in a circle now raises
+    ``WAIT_CYCLE`` in the listener; when the dispose comes second it is the one that
+    sees the circle and returns, and the resume goes on (and finds nothing stored).
+    """
+    store = _DetachOfBDisposingA(pause)
+    outcome: list[str] = []
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, store=store, flush_timeout=math.inf) as rt:
+        for name in ("a", "b"):
+            store.agents[name] = await rt.create_agent(name, OPTIONS, session_id=name)
+
+        async def resume_b(_agent: retinue.Agent, _session: Session) -> None:
+            if not outcome:
+                try:
+                    await rt.resume_agent("b")
+                except (retinue.AgentError, retinue.StoreError) as exc:
+                    outcome.append(str(exc.code))
+
+        rt.hooks.on("session/flush", resume_b, agent=store.agents["a"])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.agents["b"].dispose)
+            if pause:
+                await trio.sleep(0.1)
+                nursery.start_soon(store.agents["a"].ask, "hi")
+    assert outcome == [heard]
+    assert sorted(store.detached) == ["a", "b"]

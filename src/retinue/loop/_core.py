@@ -54,9 +54,11 @@ SETTING_UP: ContextVar[tuple[AgentCore, ...]] = ContextVar("retinue_setting_up",
 # The agent whose teardown the current task runs (or was started from): its store's
 # detach runs there, and that teardown cannot wait for itself to end.
 TEARING_DOWN: ContextVar[AgentCore | None] = ContextVar("retinue_tearing_down", default=None)
-# Set while an agent's shielded flush runs (its store's write and session/flush
-# listeners): no disposal cancels a wait made there, so the agent's end waits for it.
-FLUSHING: ContextVar[bool] = ContextVar("retinue_flushing", default=False)
+# The agent whose shielded flush the current task runs (its store's write and
+# session/flush listeners): no disposal cancels a wait made there, so the agent's end
+# waits for it. An agent, not a flag: a task the flush starts into a nursery that
+# outlives it (an agent a listener creates, say) inherits it.
+FLUSHING: ContextVar[AgentCore | None] = ContextVar("retinue_flushing", default=None)
 
 
 def resolve_source(source: MessageSource | str | None) -> MessageSource:
@@ -429,7 +431,8 @@ class AgentCore:
 
         A depth-first walk of the waits of *target*, the agents those wait on,
         and so on; every agent is visited once. *disposing* (*target*) leaves
-        out the waits of *target* that its disposal cancels: those end with it.
+        out the waits of *target* that its disposal cancels, as for every agent
+        already disposed: those end with it.
         """
         parents: dict[AgentCore, AgentCore | None] = {target: None}
         pending = [target]
@@ -440,7 +443,10 @@ class AgentCore:
                 while (parent := parents[chain[-1]]) is not None:
                     chain.append(parent)
                 return chain[::-1]
-            waits = core.firm_waits_on if disposing and core is target else core.waits_on
+            # A disposed agent's other waits are its tools' and listeners', which its
+            # disposal cancels: they end without anything else ending first.
+            ending = core.disposed or (disposing and core is target)
+            waits = core.firm_waits_on if ending else core.waits_on
             for nxt in waits:
                 if nxt not in parents:
                     parents[nxt] = core
@@ -451,7 +457,7 @@ class AgentCore:
         """Record that one of this agent's tasks waits for *target*; whether the wait is firm
         (see :attr:`firm_waits_on`), to give back to :meth:`stop_waiting_on`."""
         self.waits_on = (*self.waits_on, target)
-        firm = FLUSHING.get() or TEARING_DOWN.get() is self
+        firm = FLUSHING.get() is self or TEARING_DOWN.get() is self
         if firm:
             self.firm_waits_on = (*self.firm_waits_on, target)
         return firm

@@ -134,7 +134,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
     timeout = services.flush_timeout  # seconds above 0, or math.inf for no bound
     unfinished = [_STORE]
-    flushing = FLUSHING.set(True)
+    flushing = FLUSHING.set(core)
     try:
         caught = await _shielded_flush(core, turn, step, unfinished)
     finally:

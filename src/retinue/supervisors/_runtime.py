@@ -130,7 +130,8 @@ class Runtime:
         for an empty name or an id no store can hold, and
         ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id, and
         ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown
-        of an agent of that id being torn down, which its teardown waits for.
+        of an agent of that id being torn down, which its teardown waits for
+        (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         Cancellation before publication leaves nothing behind.
         """
         options = with_cwd(options_of(options), cwd)
@@ -164,7 +165,8 @@ class Runtime:
         log lacks none of them; while the store still fails, this raises its
         ``StoreError`` and a later call tries again. Called from that agent's own
         tool, listener or teardown, which its teardown waits for, it raises
-        ``AgentError(WAITS_FOR_ITSELF)``.
+        ``AgentError(WAITS_FOR_ITSELF)`` (``WAIT_CYCLE`` from an agent that
+        teardown waits for through others).
 
         *options* without a ``model`` keep the stored model and settings; each
         setting they give (provider, temperature, max_tokens, stop) replaces
@@ -213,7 +215,8 @@ class Runtime:
         The fork keeps its source's cwd: *options* whose ``cwd`` is set to
         another raise ``SessionError(CWD_MISMATCH)``. Called from the own tool,
         listener or teardown of an agent of the fork's id being torn down, which
-        its teardown waits for, it raises ``AgentError(WAITS_FOR_ITSELF)``.
+        its teardown waits for, it raises ``AgentError(WAITS_FOR_ITSELF)``
+        (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         """
         options = options_of(options)
         await self._released(session.id)
@@ -251,7 +254,7 @@ class Runtime:
             )
         # Its teardown frees the id as it ends; a creation racing for it then
         # finds the id taken again, which is what it would have found anyway.
-        await tearing_down.torn_down.wait()
+        await _wait_for_teardown(tearing_down, agent_id)
 
     async def _settle_stranded(self, agent_id: str) -> None:
         """Commit and detach what a failed final flush left of *agent_id*'s session (R12.9).
@@ -398,7 +401,7 @@ class Runtime:
     async def _run_agent(self, agent: Agent) -> None:
         SETTING_UP.set(())  # started from a setup, perhaps, but no part of it
         TEARING_DOWN.set(None)  # nor of a teardown it was started from
-        FLUSHING.set(False)  # nor of another agent's flush
+        FLUSHING.set(None)  # nor of a flush whose listener created it
         core = core_of(agent)
         core.driver_task = trio.lowlevel.current_task()
         try:
@@ -477,7 +480,7 @@ class Runtime:
     async def _teardown(self, agent: Agent) -> None:
         """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
         SETTING_UP.set(())
-        FLUSHING.set(False)  # a teardown begun from a flush listener is no part of that flush
+        FLUSHING.set(None)  # a teardown begun from a flush listener is no part of that flush
         core = core_of(agent)
         TEARING_DOWN.set(core)
         with trio.CancelScope(shield=True):
@@ -544,3 +547,27 @@ class Runtime:
             return
         while self._teardowns:
             await next(iter(self._teardowns.values())).torn_down.wait()
+
+
+async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
+    """Wait for *tearing_down*'s teardown to end, recorded as the calling agent's wait like
+    a ``wait_idle``: that teardown may wait on the caller (its store's detach disposing
+    the caller, say), and a flush listener of the caller waiting here would then wait in
+    a circle, which raises ``AgentError(WAIT_CYCLE)`` instead."""
+    caller = waiting_agent()
+    if caller is None:
+        await tearing_down.torn_down.wait()
+        return
+    cycle = caller.wait_cycle(tearing_down)
+    if cycle is not None:
+        circle = " -> ".join(repr(member.id) for member in [caller, *cycle])
+        raise AgentError(
+            f"agent {caller.id!r}: waiting for the teardown of {agent_id!r} would wait "
+            f"forever in a circle of agents waiting on each other ({circle})",
+            code="WAIT_CYCLE",
+        )
+    firm = caller.start_waiting_on(tearing_down)
+    try:
+        await tearing_down.torn_down.wait()
+    finally:
+        caller.stop_waiting_on(tearing_down, firm=firm)
