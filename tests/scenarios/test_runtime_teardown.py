@@ -676,6 +676,34 @@ async def test_resuming_an_agent_from_its_own_flush_listener_raises_instead_of_w
         assert again.session.last_turn == 1
 
 
+def _ask_b_and_fire(
+    peers: dict[str, retinue.Agent],
+    fired: str,
+    store: _SlowDetach,
+    seen: list[list[str]],
+    go: trio.Event | None = None,
+) -> list[retinue.Tool]:
+    """Tools ``ask_b`` (ask agent ``b``) and ``fire`` (once *go* is set, dispose agent
+    *fired* and note in *seen* which sessions *store* had detached by then)."""
+
+    @retinue.tool
+    async def ask_b() -> str:
+        """Ask B."""
+        await peers["b"].ask("please")
+        return "asked"
+
+    @retinue.tool
+    async def fire() -> str:
+        """Dispose the agent to fire."""
+        if go is not None:
+            await go.wait()
+        await peers[fired].dispose()
+        seen.append(list(store.detached))
+        return "fired"
+
+    return [ask_b, fire]
+
+
 @pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
 async def test_disposing_an_agent_that_asked_the_caller_waits_for_its_teardown(
     autojump_clock: trio.testing.MockClock,
@@ -686,36 +714,24 @@ async def test_disposing_an_agent_that_asked_the_caller_waits_for_its_teardown(
     """
     store = _SlowDetach()
     peers: dict[str, retinue.Agent] = {}
-    seen: list[tuple[list[str], bool]] = []
-
-    @retinue.tool
-    async def ask_b() -> str:
-        """Ask B."""
-        await peers["b"].ask("please")
-        return "asked"
-
-    @retinue.tool
-    async def fire_a() -> str:
-        """Dispose A."""
-        await peers["a"].dispose()
-        seen.append((list(store.detached), rt.agents.get("a") is None))
-        return "fired"
-
+    seen: list[list[str]] = []
     model = ScriptedModel(
         {
             "a": [CallTools([ToolCallSpec("ask_b", "{}", id="ca")]), Reply("ok")],
-            "b": [CallTools([ToolCallSpec("fire_a", "{}", id="cb")]), Reply("ok")],
+            "b": [CallTools([ToolCallSpec("fire", "{}", id="cb")]), Reply("ok")],
         }
     )
+    tools = _ask_b_and_fire(peers, "a", store, seen)
     with trio.fail_after(60):
-        async with runtime(model, tools=[ask_b, fire_a], store=store) as rt:
+        async with runtime(model, tools=tools, store=store) as rt:
             for name in ("a", "b"):
                 options = retinue.AgentOptions(model=name)
                 peers[name] = await rt.create_agent(name, options, session_id=name)
             peers["a"].send("go")
             await peers["b"].wait_idle()
             await trio.sleep(5)
-            assert seen == [(["a"], True)]
+            assert seen == [["a"]]
+            assert rt.agents.get("a") is None
             assert turn_ends(peers["a"].session.events) == ["disposed"]
 
 
@@ -772,29 +788,16 @@ async def test_an_agent_created_from_a_flush_listener_is_disposed_like_any_other
     store = _SlowDetach()
     peers: dict[str, retinue.Agent] = {}
     seen: list[list[str]] = []
-
-    @retinue.tool
-    async def ask_b() -> str:
-        """Ask B."""
-        await peers["b"].ask("please")
-        return "asked"
-
-    @retinue.tool
-    async def fire_c() -> str:
-        """Dispose C."""
-        await peers["c"].dispose()
-        seen.append(list(store.detached))
-        return "fired"
-
     model = ScriptedModel(
         {
             "a": [Reply("ok")],
             "c": [CallTools([ToolCallSpec("ask_b", "{}", id="cc")]), Reply("ok")],
-            "b": [CallTools([ToolCallSpec("fire_c", "{}", id="cb")]), Reply("ok")],
+            "b": [CallTools([ToolCallSpec("fire", "{}", id="cb")]), Reply("ok")],
         }
     )
+    tools = _ask_b_and_fire(peers, "c", store, seen)
     with trio.fail_after(60):
-        async with runtime(model, tools=[ask_b, fire_c], store=store, flush_timeout=math.inf) as rt:
+        async with runtime(model, tools=tools, store=store, flush_timeout=math.inf) as rt:
 
             async def start_c(_agent: retinue.Agent, _session: Session) -> None:
                 if "c" not in peers:
@@ -826,29 +829,15 @@ async def test_a_dispose_sees_no_circle_through_an_agent_already_disposed(
     peers: dict[str, retinue.Agent] = {}
     go = trio.Event()
     seen: list[list[str]] = []
-
-    @retinue.tool
-    async def ask_b() -> str:
-        """C asks B."""
-        await peers["b"].ask("please")
-        return "asked"
-
-    @retinue.tool
-    async def fire_a() -> str:
-        """B disposes A once A's flush disposes C."""
-        await go.wait()
-        await peers["a"].dispose()
-        seen.append(list(store.detached))
-        return "fired"
-
     model = ScriptedModel(
         {
             "a": [Reply("ok")],
-            "b": [CallTools([ToolCallSpec("fire_a", "{}", id="cb")]), Reply("ok")],
+            "b": [CallTools([ToolCallSpec("fire", "{}", id="cb")]), Reply("ok")],
             "c": [CallTools([ToolCallSpec("ask_b", "{}", id="cc")]), Reply("ok")],
         }
     )
-    async with runtime(model, tools=[ask_b, fire_a], store=store, flush_timeout=math.inf) as rt:
+    tools = _ask_b_and_fire(peers, "a", store, seen, go)
+    async with runtime(model, tools=tools, store=store, flush_timeout=math.inf) as rt:
         for name in ("a", "b", "c"):
             options = retinue.AgentOptions(model=name)
             peers[name] = await rt.create_agent(name, options, session_id=name)

@@ -16,7 +16,7 @@ from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, waiting_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -363,12 +363,7 @@ def _caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
         raise _waits_for_itself(core, verb, "turn")
     cycle = caller.wait_cycle(core)
     if cycle is not None:
-        circle = " -> ".join(repr(member.id) for member in [caller, *cycle])
-        raise AgentError(
-            f"agent {caller.id!r}: {verb} on agent {core.id!r} would wait forever "
-            f"in a circle of agents waiting on each other ({circle})",
-            code="WAIT_CYCLE",
-        )
+        raise circle_error(caller, cycle, f"{verb} on agent {core.id!r}")
     return caller
 
 

@@ -11,7 +11,7 @@ import attrs
 import trio
 
 from retinue._content import Message, MessageSource, as_content
-from retinue._errors import AgentDisposedError, AgentNotReadyError, ConfigError
+from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError, ConfigError
 from retinue._handle import AgentHandle, AgentStatus, Content, TurnResult
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
@@ -36,6 +36,7 @@ __all__ = [
     "StepSignal",
     "TurnResult",
     "abort_reason",
+    "circle_error",
     "driving_agent",
     "resolve_source",
     "waiting_agent",
@@ -151,6 +152,16 @@ def _without_one(cores: tuple[AgentCore, ...], target: AgentCore) -> tuple[Agent
     waits = list(cores)
     waits.remove(target)
     return tuple(waits)
+
+
+def circle_error(caller: AgentCore, cycle: list[AgentCore], waiting: str) -> AgentError:
+    """``WAIT_CYCLE``: *caller* *waiting* (what it waits for) would close *cycle*."""
+    circle = " -> ".join(repr(member.id) for member in [caller, *cycle])
+    return AgentError(
+        f"agent {caller.id!r}: {waiting} would wait forever in a circle of agents "
+        f"waiting on each other ({circle})",
+        code="WAIT_CYCLE",
+    )
 
 
 def waiting_agent() -> AgentCore | None:

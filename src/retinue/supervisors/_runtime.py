@@ -19,7 +19,7 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import FLUSHING, SETTING_UP, TEARING_DOWN, waiting_agent
+from retinue.loop._core import FLUSHING, SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
@@ -560,12 +560,7 @@ async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
         return
     cycle = caller.wait_cycle(tearing_down)
     if cycle is not None:
-        circle = " -> ".join(repr(member.id) for member in [caller, *cycle])
-        raise AgentError(
-            f"agent {caller.id!r}: waiting for the teardown of {agent_id!r} would wait "
-            f"forever in a circle of agents waiting on each other ({circle})",
-            code="WAIT_CYCLE",
-        )
+        raise circle_error(caller, cycle, f"waiting for the teardown of {agent_id!r}")
     firm = caller.start_waiting_on(tearing_down)
     try:
         await tearing_down.torn_down.wait()
