@@ -19,7 +19,7 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import FLUSHING, SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
@@ -401,7 +401,6 @@ class Runtime:
     async def _run_agent(self, agent: Agent) -> None:
         SETTING_UP.set(())  # started from a setup, perhaps, but no part of it
         TEARING_DOWN.set(None)  # nor of a teardown it was started from
-        FLUSHING.set(None)  # nor of a flush whose listener created it
         core = core_of(agent)
         core.driver_task = trio.lowlevel.current_task()
         try:
@@ -480,7 +479,6 @@ class Runtime:
     async def _teardown(self, agent: Agent) -> None:
         """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
         SETTING_UP.set(())
-        FLUSHING.set(None)  # a teardown begun from a flush listener is no part of that flush
         core = core_of(agent)
         TEARING_DOWN.set(core)
         with trio.CancelScope(shield=True):
