@@ -437,13 +437,13 @@ class AgentCore:
         """Mark the current task, and the tasks it starts, as this agent's driver."""
         _driving.set(self)
 
-    def wait_cycle(self, target: AgentCore, *, disposing: bool = False) -> list[AgentCore] | None:
+    def wait_cycle(self, target: AgentCore) -> list[AgentCore] | None:
         """The agents from *target* back to this one, if *target* already waits on it.
 
         A depth-first walk of the waits of *target*, the agents those wait on,
-        and so on; every agent is visited once. *disposing* (*target*) leaves
-        out the waits of *target* that its disposal cancels, as for every agent
-        already disposed: those end with it.
+        and so on; every agent is visited once. Of a disposed agent (one a
+        dispose has just marked, say) only the firm waits count: its disposal
+        cancels the others, which end with it.
         """
         parents: dict[AgentCore, AgentCore | None] = {target: None}
         pending = [target]
@@ -454,10 +454,7 @@ class AgentCore:
                 while (parent := parents[chain[-1]]) is not None:
                     chain.append(parent)
                 return chain[::-1]
-            # A disposed agent's other waits are its tools' and listeners', which its
-            # disposal cancels: they end without anything else ending first.
-            ending = core.disposed or (disposing and core is target)
-            waits = core.firm_waits_on if ending else core.waits_on
+            waits = core.firm_waits_on if core.disposed else core.waits_on
             for nxt in waits:
                 if nxt not in parents:
                     parents[nxt] = core

@@ -435,7 +435,7 @@ class Runtime:
         if caller is None:
             await core.torn_down.wait()
             return
-        if caller.wait_cycle(core, disposing=True) is not None:
+        if caller.wait_cycle(core) is not None:  # marked disposed above: firm waits only
             # The agent being disposed waits for the caller, directly or through
             # others, in a wait its disposal does not cancel (its final flush's
             # listener disposing the caller, say): its teardown needs the caller to
