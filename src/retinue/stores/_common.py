@@ -8,7 +8,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable
-from typing import AnyStr
+from typing import AnyStr, TypeVar
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import FORMAT_VERSION, SessionHeader, load_header
@@ -16,11 +16,14 @@ from retinue.session._codec import LongIntError, loads_line
 
 from ._backend import Listing, SkippedSession
 
+T = TypeVar("T")
+
 __all__ = [
     "already_exists",
     "cannot_open",
     "check_version",
     "listed_header",
+    "listing_of",
     "lock_file",
     "parse_header",
     "parse_headers",
@@ -78,16 +81,24 @@ def check_version(header: SessionHeader, where: str) -> None:
         )
 
 
-def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> Listing:
-    """Parse ``(id, header)`` rows; each corrupt one is skipped with its problem, so listing goes on."""
+def listing_of(
+    entries: Iterable[tuple[str, T]], header_of: Callable[[T, str], SessionHeader]
+) -> Listing:
+    """The headers *header_of* makes of ``(id, stored header)`` entries; each it refuses
+    (``CorruptSessionError``) is skipped with its problem, so listing goes on."""
     headers: list[SessionHeader] = []
     skipped: list[SkippedSession] = []
-    for session_id, text in rows:
+    for session_id, stored in entries:
         try:
-            headers.append(listed_header(text, session_id))
+            headers.append(header_of(stored, session_id))
         except CorruptSessionError as exc:
             skipped.append(SkippedSession(session_id, exc.message))
     return Listing(tuple(headers), tuple(skipped))
+
+
+def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> Listing:
+    """Parse ``(id, header)`` rows; each corrupt one is skipped with its problem, so listing goes on."""
+    return listing_of(rows, listed_header)
 
 
 def listed_header(

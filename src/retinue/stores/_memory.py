@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import final
 
-from retinue._errors import CorruptSessionError, StoreError
+from retinue._errors import StoreError
 from retinue.session import Event, SessionHeader
 
-from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
-from ._common import already_exists, check_version, seq_conflict
+from ._backend import AppendBatch, Listing, StoredLog
+from ._common import already_exists, check_version, listing_of, seq_conflict
 from ._writebehind import BufferedStore
 
 __all__ = ["MemoryBackend", "MemoryStore"]
@@ -61,16 +61,8 @@ class MemoryBackend:
     def listing(self) -> Listing:
         """Every stored header, written by this process; one in another format version
         (a session built so) is skipped, as a load refuses it."""
-        headers: list[SessionHeader] = []
-        skipped: list[SkippedSession] = []
-        for session_id, (header, _) in self._logs.items():
-            try:
-                check_version(header, f"session {session_id!r}")
-            except CorruptSessionError as exc:
-                skipped.append(SkippedSession(session_id, exc.message))
-            else:
-                headers.append(header)
-        return Listing(tuple(headers), tuple(skipped))
+        stored = ((session_id, header) for session_id, (header, _) in self._logs.items())
+        return listing_of(stored, _readable)
 
     def contains(self, session_id: str) -> bool:
         """Whether the session is stored."""
@@ -98,3 +90,9 @@ class MemoryStore(BufferedStore):
 
     def __init__(self) -> None:
         super().__init__(MemoryBackend(), name="MemoryStore")
+
+
+def _readable(header: SessionHeader, session_id: str) -> SessionHeader:
+    """*header*, unless it is in a format version a load refuses."""
+    check_version(header, f"session {session_id!r}")
+    return header
