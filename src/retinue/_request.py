@@ -22,8 +22,12 @@ def _freeze_schema(value: object) -> FrozenDict:
     return frozen
 
 
-def stop_tuple(value: Sequence[str] | None) -> tuple[str, ...] | None:
+def stop_tuple(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
     """Freeze stop sequences; a bare string is refused, not split into characters.
+
+    Typed as a list or tuple, not ``Sequence[str]``: a ``str`` is a
+    ``Sequence[str]``, so ``stop="END"`` would pass a type checker and fail
+    only at run time. Any other sequence of strings is still accepted.
 
     Raises:
         ConfigError: *value* is a string, not a sequence, or holds a non-string

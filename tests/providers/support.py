@@ -55,7 +55,7 @@ def make_request(
     session_id: str | None = "session-1",
     max_tokens: int | None = None,
     temperature: float | None = None,
-    stop: Sequence[str] | None = None,
+    stop: list[str] | tuple[str, ...] | None = None,
 ) -> ModelRequest:
     """A model request over *messages* (strings become user messages)."""
     history = [Message("user", (Text(m),)) if isinstance(m, str) else m for m in messages]

@@ -99,3 +99,11 @@ def stores() -> list[BufferedStore]:
 
 async def scripted() -> ScriptedModel:
     return ScriptedModel([Reply("hi")])
+
+
+def stop_options() -> list[retinue.AgentOptions]:
+    return [
+        retinue.AgentOptions(stop=["END"]),
+        retinue.AgentOptions(stop=("END", "STOP")),
+        retinue.AgentOptions(stop="END"),  # type: ignore[arg-type]
+    ]
