@@ -905,3 +905,108 @@ async def test_resuming_an_id_whose_teardown_disposes_the_caller_does_not_wait_i
                 nursery.start_soon(store.agents["a"].ask, "hi")
     assert outcome == [heard]
     assert sorted(store.detached) == ["a", "b"]
+
+
+class _DetachWaitingOnAnother(DelegatingStore):
+    """A memory store whose detach first calls *verb* on the agent *target* names (once set)."""
+
+    def __init__(self, verb: str) -> None:
+        super().__init__(MemoryStore())
+        self.verb = verb
+        self.target: retinue.Agent | None = None
+        self.heard: list[str] = []
+
+    async def detach(self, session: Session) -> None:
+        if self.target is not None:
+            try:
+                await (self.target.dispose() if self.verb == "dispose" else self.target.wait_idle())
+                self.heard.append("returned")
+            except retinue.AgentError as exc:
+                self.heard.append(str(exc.code))
+        await self.store.detach(session)
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+@pytest.mark.parametrize("flush_timeout", [30.0, math.inf])
+@pytest.mark.parametrize(("verb", "heard"), [("dispose", "returned"), ("wait_idle", "WAIT_CYCLE")])
+async def test_closing_a_runtime_from_a_flush_listener_is_a_wait_a_teardown_cannot_close(
+    autojump_clock: trio.testing.MockClock, flush_timeout: float, verb: str, heard: str
+) -> None:
+    """R12.8, R12.10: A's ``session/flush`` listener closes another runtime, whose agent
+    B's final detach then waits on A. The close waits for B's teardown but was not
+    recorded as A's wait, so B's wait on A closed a circle nobody saw: the flush stalled
+    for ``flush_timeout``, and with no bound never ended. It is recorded like a
+    ``wait_idle``: B's ``wait_idle`` raises ``WAIT_CYCLE`` and B's ``dispose`` stops A
+    and returns, at once; both runtimes close and every event is committed.
+    """
+    inner_store = _DetachWaitingOnAnother(verb)
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model, flush_timeout=flush_timeout) as outer:
+        async with runtime(model, store=inner_store, flush_timeout=flush_timeout) as inner:
+            a = await outer.create_agent("a", OPTIONS, session_id="a")
+            b = await inner.create_agent("b", OPTIONS, session_id="b")
+            inner_store.target = a
+
+            async def close_inner(_agent: retinue.Agent, _session: Session) -> None:
+                await inner.aclose()
+
+            outer.hooks.on("session/flush", close_inner, agent=a)
+            began = trio.current_time()
+            assert (await a.ask("hi")).reason.kind == "completed"
+            await a.wait_idle()
+            assert trio.current_time() - began < 1, "the flush waited out its bound"
+            assert inner_store.heard == [heard]
+            assert len(inner.agents) == 0
+        committed = inner_store.store.statistics().committed_events
+        assert committed == len(b.session.events)
+    assert a.status == "disposed"
+    check_session_invariants(a.session.events)
+    check_session_invariants(b.session.events)
+
+
+@pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
+async def test_closing_a_runtime_whose_teardown_waits_on_the_caller_raises_wait_cycle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.8, R12.10: B's final detach waits for A's turn, and A's tool then closes B's
+    runtime, which waits for B's teardown: a circle, which stalled the turn for
+    ``flush_timeout``. The close begins the shutdown and raises ``WAIT_CYCLE`` naming
+    the circle; A's turn goes on, B's teardown ends with it, and the runtime closes.
+    """
+    inner_store = _DetachWaitingOnAnother("wait_idle")
+    codes: list[str | None] = []
+    messages: list[str] = []
+    holder: dict[str, retinue.Runtime] = {}
+
+    @retinue.tool
+    async def close_inner() -> str:
+        """Close the inner runtime."""
+        await trio.sleep(1)
+        try:
+            await holder["inner"].aclose()
+        except retinue.AgentError as exc:
+            codes.append(exc.code)
+            messages.append(str(exc))
+        return "closed"
+
+    outer_model = ScriptedModel(
+        [CallTools([ToolCallSpec("close_inner", "{}", id="c1")]), Reply("ok")]
+    )
+    inner_model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(outer_model, tools=[close_inner]) as outer:
+        async with runtime(inner_model, store=inner_store) as inner:
+            holder["inner"] = inner
+            a = await outer.create_agent("a", OPTIONS, session_id="a")
+            b = await inner.create_agent("b", OPTIONS, session_id="b")
+            inner_store.target = a
+            a.send("go")
+            began = trio.current_time()
+            await b.dispose()  # its detach waits for A's turn, whose tool closes the runtime
+            assert trio.current_time() - began < 5, "the turn waited out the flush bound"
+            assert inner.closing
+            assert codes == ["WAIT_CYCLE"]
+            assert "('a' -> 'b' -> 'a')" in messages[0]
+            assert inner_store.heard == ["returned"]
+        committed = inner_store.store.statistics().committed_events
+        assert committed == len(b.session.events)
+        assert turn_ends(a.session.events) == ["completed"]

@@ -528,7 +528,11 @@ class Runtime:
         begun before too) has finished. Always a checkpoint. Called from an
         agent's own tool, listener or teardown, it returns once the teardowns
         have begun: its agent's cannot end before the call does, and the
-        runtime's exit waits for them all.
+        runtime's exit waits for them all. Called from an agent of another
+        runtime, its wait for the teardowns is recorded like a ``wait_idle``:
+        if one of them already waits on that agent, directly or through others,
+        it raises ``AgentError(WAIT_CYCLE)`` once the teardowns have begun,
+        rather than waiting in a circle.
         """
         self._closing = True
         for creation in self._creations.values():
@@ -538,13 +542,17 @@ class Runtime:
             await next(iter(self._creations.values())).ended.wait()
         for agent in self.agents.list():
             self._start_teardown(agent)
+        caller = waiting_agent()
+        if caller is None:
+            while self._teardowns:
+                await next(iter(self._teardowns.values())).torn_down.wait()
+            return
         # Only this runtime's agent is let off: one of another runtime (which opened
         # this one in its tool, say) does not wait for itself here.
-        caller = waiting_agent()
-        if caller is not None and self._teardowns.get(caller.id) is caller:
+        if self._teardowns.get(caller.id) is caller:
             return
         while self._teardowns:
-            await next(iter(self._teardowns.values())).torn_down.wait()
+            await _wait_for_teardowns(caller, tuple(self._teardowns.values()))
 
 
 async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
@@ -564,3 +572,25 @@ async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
         await tearing_down.torn_down.wait()
     finally:
         caller.stop_waiting_on(tearing_down, firm=firm)
+
+
+async def _wait_for_teardowns(caller: AgentCore, teardowns: tuple[AgentCore, ...]) -> None:  # noqa: ASYNC910 - called with at least one teardown, each awaited
+    """Wait for all of *teardowns* to end, recorded as the *caller* agent's waits on each.
+
+    Recorded all at once, as the wait is for all of them: a teardown that comes to wait
+    on the caller (its store's detach asking it, say) then finds the circle, whichever
+    teardown the caller is waiting for at that moment. One that already waits on the
+    caller raises ``AgentError(WAIT_CYCLE)`` before anything is recorded.
+    """
+    for tearing_down in teardowns:
+        cycle = caller.wait_cycle(tearing_down)
+        if cycle is not None:
+            waiting = f"closing the runtime (which waits for the teardown of {tearing_down.id!r})"
+            raise circle_error(caller, cycle, waiting)
+    firm = [caller.start_waiting_on(tearing_down) for tearing_down in teardowns]
+    try:
+        for tearing_down in teardowns:
+            await tearing_down.torn_down.wait()
+    finally:
+        for tearing_down, was_firm in zip(teardowns, firm, strict=True):
+            caller.stop_waiting_on(tearing_down, firm=was_firm)
