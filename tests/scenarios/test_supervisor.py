@@ -673,6 +673,43 @@ async def test_a_flusher_crashing_once_its_agent_is_disposed_is_not_restarted(
         assert rt.agents.get(agent.id) is None
 
 
+async def test_a_driver_crashing_once_its_agent_is_disposed_is_not_restarted(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R12.9: a driver crash during the agent's disposal is reported, never restarted.
+
+    Breaks the post-turn flush of a disposed agent's turn. The agent is ending: the
+    crash is reported on ``agent/error``, but no ``agent/restarted`` follows (nothing
+    is restarted on a disposed agent), and the disposal completes with every event
+    of the log committed.
+    """
+    real = _turn.flush
+    crashes: list[int] = []
+
+    async def broken(core: _core.AgentCore, turn: int, step: int) -> None:
+        if core.disposed and not crashes:
+            crashes.append(1)
+            raise DriverBugError("flush bug")
+        await real(core, turn, step)
+
+    monkeypatch.setattr(_turn, "flush", broken)
+    store = MemoryStore()
+    async with runtime(ScriptedModel([Hang()]), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        restarts = record(rt, agent, "agent/restarted")
+        agent.send("go")
+        await trio.sleep(1)
+        with trio.fail_after(60):
+            await agent.dispose()
+        assert crashes == [1]
+        assert [type(args[-1]) for args in errors] == [DriverBugError]
+        assert restarts == []
+        assert rt.agents.get(agent.id) is None
+        assert turn_ends(agent.session.events) == ["disposed"]
+        assert store.statistics().committed_events == len(agent.session.events)
+
+
 async def test_an_agent_with_nothing_queued_is_idle_during_a_restart_pause(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

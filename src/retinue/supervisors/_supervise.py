@@ -99,7 +99,8 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
     A turn failure never reaches here (the driver contains it); an exception
     that does is a bug. The open turn is closed ``error`` with code
     ``DRIVER_CRASH``, the crash reported on ``agent/error``, and a fresh driver
-    instance resumes on the same log, after the pause *policy* sets. A crash
+    instance resumes on the same log, after the pause *policy* sets, unless the
+    agent has been disposed (its driver then just ends). A crash
     of the flusher is the agent's crash too (DESIGN 4): reported on
     ``agent/error`` and counted in the same window, it restarts the flusher,
     or disposes the agent, as *policy* says; it never reaches the runtime.
@@ -238,7 +239,9 @@ def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: Rest
     _close_crashed_turn(core, error)
     core.step_signal = None
     core.emit("agent/error", core.session.last_turn, 0, error)
-    if crashes > policy.max_restarts:
+    if crashes > policy.max_restarts or core.disposed:
+        # A disposed agent is not restarted: a fresh driver would only find it
+        # disposed and exit, and its agent/restarted would announce a driver that never runs.
         _dispose(core)
         return False
     core.prefix = None
