@@ -535,6 +535,44 @@ async def test_create_agent_refuses_an_id_no_store_can_hold_before_its_setup(
         assert ran == []
 
 
+@pytest.mark.parametrize("how", ["create", "resume", "fork"])
+@pytest.mark.parametrize(
+    ("agent_id", "problem"),
+    [
+        (["s"], "is not a string"),
+        (7, "is not a string"),
+        ("", "is empty"),
+        ("a/b", "contains a path separator"),
+    ],
+    ids=["unhashable", "int", "empty", "path-separator"],
+)
+async def test_every_way_to_start_an_agent_refuses_an_id_no_store_can_hold_alike(
+    autojump_clock: trio.testing.MockClock, how: str, agent_id: object, problem: str
+) -> None:
+    """R12.1, R11.12: ``create_agent``, ``resume_agent`` and ``fork_agent_session`` refuse
+    an id the store would refuse with ``SessionError(INVALID_SESSION_ID)`` naming the
+    id, before anything runs. An unhashable one raised a bare ``TypeError`` (the id
+    was looked up first), and a fork made a session no agent could start on.
+    """
+    ran: list[retinue.Agent] = []
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        await rt.create_agent("source", OPTIONS, session_id="source")
+
+        async def start() -> object:
+            if how == "create":
+                return await rt.create_agent("c", OPTIONS, session_id=agent_id, setup=ran.append)  # type: ignore[arg-type]
+            if how == "resume":
+                return await rt.resume_agent(agent_id, OPTIONS, setup=ran.append)  # type: ignore[arg-type]
+            return rt.fork_agent_session("source", agent_id)  # type: ignore[arg-type]
+
+        with pytest.raises(retinue.SessionError) as refused:
+            await start()
+        assert refused.value.code == "INVALID_SESSION_ID"
+        assert refused.value.message == f"session id {agent_id!r} {problem}"
+        assert ran == []
+        assert [agent.id for agent in rt.agents] == ["source"]
+
+
 @pytest.mark.parametrize(
     ("name", "session_id", "problem"),
     [

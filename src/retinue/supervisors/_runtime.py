@@ -135,7 +135,7 @@ class Runtime:
         Cancellation before publication leaves nothing behind.
         """
         options = with_cwd(options_of(options), cwd)
-        agent_id = new_agent_id(name, session_id)
+        agent_id = _checked_id(new_agent_id(name, session_id))
         await self._released(agent_id)
         with self._creating(agent_id):
             await self._settle_stranded(agent_id)
@@ -173,9 +173,11 @@ class Runtime:
         the stored one. The session keeps the cwd of its stored header (R11.15): *options*
         whose ``cwd`` is set to another raise ``SessionError(CWD_MISMATCH)``,
         and the session is let go as loaded. *options* that are no
-        :class:`AgentOptions` raise ``TypeError``.
+        :class:`AgentOptions` raise ``TypeError``, and an id no store can hold
+        ``SessionError(INVALID_SESSION_ID)``.
         """
         options = options_of(options)
+        agent_id = _checked_id(agent_id)
         await self._released(agent_id)
         with self._creating(agent_id):
             await self._settle_stranded(agent_id)
@@ -197,7 +199,13 @@ class Runtime:
     def fork_agent_session(
         self, source_id: str, child_id: str, boundary: int | None = None
     ) -> Session:
-        """Fork a live agent's session (R4.25); the child can be started with ``start_forked``."""
+        """Fork a live agent's session (R4.25); the child can be started with ``start_forked``.
+
+        Raises ``SessionError``: ``INVALID_SESSION_ID`` for a *child_id* no store
+        can hold, ``SESSION_NOT_FOUND`` for a *source_id* no agent is live under,
+        ``SESSION_ALREADY_EXISTS`` for a *child_id* in use.
+        """
+        child_id = _checked_id(child_id)
         source = self.agents.get(source_id)
         if source is None:
             raise SessionError(f"session {source_id!r} is not live", code="SESSION_NOT_FOUND")
@@ -219,7 +227,7 @@ class Runtime:
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         """
         options = options_of(options)
-        await self._released(session.id)
+        await self._released(_checked_id(session.id))
         with self._creating(session.id):
             await self._settle_stranded(session.id)
             if await self.store.exists(session.id):
@@ -297,10 +305,6 @@ class Runtime:
     def _check_free(self, agent_id: str) -> None:
         if self._closing:
             raise RuntimeError("the runtime is shutting down")
-        try:
-            check_session_id(agent_id)
-        except StoreError as exc:
-            raise SessionError(exc.message, code="INVALID_SESSION_ID") from exc
         if agent_id in self.agents or agent_id in self._creations or agent_id in self._teardowns:
             raise SessionError(
                 f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS"
@@ -553,6 +557,18 @@ class Runtime:
             return
         while self._teardowns:
             await _wait_for_teardowns(caller, tuple(self._teardowns.values()))
+
+
+def _checked_id(agent_id: object) -> str:
+    """*agent_id* if a store can hold it, else ``SessionError(INVALID_SESSION_ID)``.
+
+    Checked before the id is looked up anywhere: an unhashable one would raise
+    a bare ``TypeError`` there.
+    """
+    try:
+        return check_session_id(agent_id)
+    except StoreError as exc:
+        raise SessionError(exc.message, code="INVALID_SESSION_ID") from exc
 
 
 async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
