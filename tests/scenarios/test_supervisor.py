@@ -25,6 +25,7 @@ from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
     DelegatingStore,
+    FinishWithError,
     Hang,
     Reply,
     ScriptedModel,
@@ -709,6 +710,60 @@ async def test_a_flusher_crashing_once_its_agent_is_disposed_is_not_restarted(
         assert restarts == []
         assert agent.status == "disposed"
         assert rt.agents.get(agent.id) is None
+
+
+class _SlowFlushStore(DelegatingStore):
+    """A memory store whose flush takes virtual seconds, as a real commit takes time."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+
+    async def flush(self, session: Session) -> None:
+        await trio.sleep(5)
+        await self.store.flush(session)
+
+
+@pytest.mark.parametrize("where", ["turn", "post-turn-flush"])
+async def test_an_ask_whose_turn_a_driver_crash_ended_returns_once_the_turn_is_flushed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """DESIGN 4, R7.49: ``ask`` returns once its turn has ended and been flushed, a turn
+    a driver crash ended too. The crash answered the prompt at once, and the ask
+    returned while the closing events (or, for a crash in the post-turn flush, the
+    whole turn) were not yet committed: a crash of the process then lost them.
+
+    Breaks ``TurnState.record_error`` (the turn's error handling), or the driver's
+    post-turn flush once.
+    """
+    store = _SlowFlushStore()
+    if where == "turn":
+        model = ScriptedModel([FinishWithError("boom"), Reply("fine")])
+
+        def broken(self: _state.TurnState, error: BaseException) -> None:
+            raise DriverBugError("record_error bug")
+
+        monkeypatch.setattr(_state.TurnState, "record_error", broken)
+    else:
+        model = ScriptedModel([Reply("ok"), Reply("fine")])
+        real = _turn.flush
+        crashes: list[int] = []
+
+        async def broken_flush(core: _core.AgentCore, turn: int, step: int) -> None:
+            if not crashes:
+                crashes.append(1)
+                raise DriverBugError("flush bug")
+            await real(core, turn, step)
+
+        monkeypatch.setattr(_turn, "flush", broken_flush)
+    async with runtime(model, store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        restarts = record(rt, agent, "agent/restarted")
+        result = await agent.ask("go")
+        assert len(restarts) == 1
+        assert result.turn == 1
+        assert store.store.statistics().committed_events == len(agent.session.events)
+        monkeypatch.undo()
+        assert (await agent.ask("again")).reason.kind == "completed"
 
 
 async def test_a_driver_crashing_once_its_agent_is_disposed_is_not_restarted(

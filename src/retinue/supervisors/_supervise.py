@@ -271,6 +271,6 @@ def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
             )
         except Exception:
             log.exception("closing event observer failed for agent %s (contained)", core.id)
-    if closers:
-        # Made durable now, as a turn's end would be, not at the next turn's end.
-        core.want_flush()
+    # Made durable now, as a turn's end would be, not at the next turn's end: the
+    # closing events, or a closed turn whose own flush the crash cut short.
+    core.want_flush()
