@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from retinue import Message, MessageSource, Reasoning, SessionError, Text, ToolCall, ToolResultBlock
@@ -245,6 +246,34 @@ def test_a_raising_observer_does_not_hide_the_event_from_later_observers(path: s
         append()
     assert heard == [("first", 1), ("second", 1), ("third", 1)]
     assert len(session.events) == 2
+
+
+def test_an_unsubscriber_removes_only_its_own_registration_once() -> None:
+    """R4.10: ``observe`` returns an unsubscriber for that one registration: called again it
+    does nothing, and it never removes another registration of the same or an equal observer."""
+
+    @attrs.frozen
+    class Recorder:
+        seen: list[int]
+
+        def __call__(self, event: Event) -> None:
+            self.seen.append(event.seq)
+
+    session = _open()
+    first: list[int] = []
+    second: list[int] = []
+    twice: list[int] = []
+    stop_first = session.observe(Recorder(first))
+    session.observe(Recorder(second))  # equal to the first while both lists are empty
+    again = Recorder(twice)
+    stop_once = session.observe(again)
+    session.observe(again)
+    stop_first()
+    stop_first()
+    stop_once()
+    stop_once()
+    session.append(UserMessage(_c("hi")), surface="append")
+    assert (first, second, twice) == ([], [1], [1])
 
 
 def test_seeded_events_do_not_notify() -> None:

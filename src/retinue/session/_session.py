@@ -139,7 +139,9 @@ class Session:
 
     header: SessionHeader
     _events: list[Event] = attrs.field(factory=list, init=False)
-    _observers: tuple[Observer, ...] = attrs.field(default=(), init=False)
+    # Keyed by a token per registration: an unsubscriber removes its own, never
+    # another registration of the same (or an equal) observer.
+    _observers: dict[object, Observer] = attrs.field(factory=dict, init=False)
     # Every append calls this one callable (usually the store's buffer itself),
     # a no-op without observers: a session is observed by its store, which a
     # test for none on every append would only slow down.
@@ -277,17 +279,19 @@ class Session:
         return self._surface.snapshot()
 
     def observe(self, observer: Observer) -> Callable[[], None]:
-        """Call *observer* synchronously after every append; returns an unsubscriber."""
-        # Copy on write: appends iterate the tuple without copying it.
-        self._observers = (*self._observers, observer)
-        self._notify = notifier(self._observers)
+        """Call *observer* synchronously after every append; returns an unsubscriber.
+
+        The unsubscriber removes this registration only, and is idempotent:
+        *observer* may be observing more than once.
+        """
+        token = object()
+        self._observers[token] = observer
+        # A new notifier over a tuple: appends iterate it without copying it.
+        self._notify = notifier(tuple(self._observers.values()))
 
         def unsubscribe() -> None:
-            observers = list(self._observers)
-            if observer in observers:
-                observers.remove(observer)
-                self._observers = tuple(observers)
-                self._notify = notifier(self._observers)
+            if self._observers.pop(token, None) is not None:
+                self._notify = notifier(tuple(self._observers.values()))
 
         return unsubscribe
 
