@@ -518,6 +518,24 @@ def test_fork_copies_a_closed_prefix_with_lineage() -> None:
     assert len(source.events) == 12
 
 
+def test_the_event_log_compares_by_its_events_like_the_tuple_it_stands_for() -> None:
+    """R4.1, R4.25: the log is a read-only sequence of events, equal to another holding the
+    same events (itself read twice, a fork of it, the tuple or list of them) and unhashable,
+    as it is live."""
+    source = Session.create("parent")
+    _closed_turn(source, 1, "one")
+    _closed_turn(source, 2, "two")
+    assert source.events == source.events
+    assert source.events == tuple(source.events)
+    assert source.events == list(source.events)
+    assert source.fork("whole").events == source.events
+    assert source.fork("child", 5).events == source.events[:6]
+    assert source.fork("child", 5).events != source.events
+    assert source.events != "turn/start"
+    with pytest.raises(TypeError):
+        hash(source.events)
+
+
 @pytest.mark.parametrize(
     ("boundary", "code"),
     [

@@ -125,6 +125,17 @@ class EventLog(Sequence[Event]):
             return tuple(self._events[index])
         return self._events[index]
 
+    def __eq__(self, other: object) -> bool:
+        # By value, as the tuple of events it stands for: a fresh view is made
+        # on every read of Session.events, so identity would make it unequal to itself.
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self._events) == len(other) and all(
+            mine == theirs for mine, theirs in zip(self._events, other, strict=True)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # a live view: its value changes with every append
+
     def __repr__(self) -> str:
         return f"<EventLog of {len(self._events)} events>"
 
