@@ -704,6 +704,40 @@ def test_opaque_blocks_that_would_not_reload_as_themselves_are_refused(
         OpaqueBlock(kind, data)
 
 
+def test_dump_is_plain_json_data_equal_to_its_stored_line_parsed() -> None:
+    """DESIGN 3 (``Session.dump``), R11.4: each dumped event is plain JSON data (dicts, lists and
+    scalars), equal to its JSON line parsed back and the caller's to change, however deeply the
+    event's JSON payloads (plugin data, tool result meta, tool schemas, opaque blocks) nest."""
+    session = _open()
+    session.append(
+        UserMessage((OpaqueBlock("image", {"source": {"sizes": [1, 2]}}),)), surface="append"
+    )
+    session.append_custom("todo/write", {"todos": [{"content": "x", "tags": ["a"]}]})
+    session.append(RequestHeader(EpochHeader(_CONFIG, "sys", (_SCHEMA,)), "initial"))
+    session.append(
+        ToolResultEvent(1, 1, "c1", _c("ok"), meta={"n": [1, {"m": []}]}),
+        surface="append",
+        source_event_seqs=(1,),
+    )
+    dumped = session.dump()
+    assert dumped == json.loads(json.dumps(dumped))
+
+    def plain(value: object) -> bool:
+        if type(value) is dict:
+            return all(type(key) is str and plain(item) for key, item in value.items())
+        if type(value) is list:
+            return all(plain(item) for item in value)
+        return value is None or type(value) in (str, int, float, bool)
+
+    assert all(plain(line) for line in dumped)
+    todos: list[object] = dumped[2]["data"]["todos"]  # type: ignore[index]
+    todos.append("mine")
+    assert session.events[2].data == CustomEvent(
+        "todo/write", {"todos": [{"content": "x", "tags": ["a"]}]}
+    )
+    assert [load_event(line) for line in session.dump()] == list(session.events)
+
+
 def test_codec_keeps_unknown_event_types_verbatim() -> None:
     """R4.11: an unknown type survives a load and dump unchanged and is ignored by history."""
     raw = {"seq": 0, "type": "compact/plan", "time": 5, "data": {"keep": [1, {"x": "y"}]}}

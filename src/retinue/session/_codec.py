@@ -16,6 +16,7 @@ from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.v import format_exception
 
 from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
+from retinue._lossless import thaw_json
 
 from ._chunkcheck import chunk_event_problem
 from ._converter import (
@@ -55,12 +56,21 @@ __all__ = [
 
 
 def dump_event(event: Event) -> dict[str, Any]:
-    """Return the JSON-ready envelope of one event.
+    """Return the JSON-ready envelope of one event: plain dicts, lists and scalars.
+
+    Equal to its stored line parsed back, and the caller's to change: the
+    event's frozen JSON payloads (plugin data, meta, schemas) are copied thawed.
 
     Raises:
         InvalidJsonError: the event is an ``assistant/chunk`` whose line the
             loader would refuse (every other event refuses such values when built).
     """
+    envelope: dict[str, Any] = thaw_json(_envelope(event))  # type: ignore[assignment]
+    return envelope
+
+
+def _envelope(event: Event) -> dict[str, Any]:
+    """The envelope of *event* for the encoder, which writes frozen values as they are."""
     if type(event.data) is AssistantChunk:
         _refuse_malformed_chunk(event)
     data = converter.unstructure(event.data)
@@ -294,12 +304,12 @@ def encode_event(event: Event) -> str:
     """
     line = fast_line(event)
     if line is None:
-        line = _compact(dump_event(event))
+        line = _compact(_envelope(event))
     if not line.isascii():
         try:
             line.encode("utf-8")
         except UnicodeEncodeError:
-            line = _compact_ascii(dump_event(event))
+            line = _compact_ascii(_envelope(event))
     return line
 
 
