@@ -133,6 +133,24 @@ def test_a_header_of_exact_types_is_accepted_and_loads_back_equal(fields: dict[s
     assert _loaded(header) == header
 
 
+@pytest.mark.parametrize("extra", [{"colour": "red"}, {"parent_sesion": "p"}], ids=repr)
+def test_a_header_line_with_a_key_no_field_holds_is_refused_not_dropped(
+    extra: dict[str, Any],
+) -> None:
+    """R4.3, R11.2: a header line of this format version naming a field it does not have
+    (a newer writer's, or a misspelled one) is refused like such an event record, never
+    loaded without it; a line of another version loads, for its version to be refused."""
+    line = {"type": "session", "id": "s", "created_at": 1, **extra}
+    with pytest.raises(CorruptSessionError) as caught:
+        load_header(line)
+    assert caught.value.code == "UNKNOWN_FIELD"
+    assert (
+        str(caught.value)
+        == f"session header is malformed: extra fields found ({next(iter(extra))}) @ $"
+    )
+    assert load_header({**line, "version": 7}).version == 7
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [("session_id", 7), ("created_at", True), ("created_at", 1.5)],

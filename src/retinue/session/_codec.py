@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.v import format_exception
@@ -31,6 +32,7 @@ from ._converter import (
     unknown_keys,
 )
 from ._events import (
+    FORMAT_VERSION,
     AssistantChunk,
     CustomEvent,
     Event,
@@ -190,15 +192,27 @@ def dump_header(header: SessionHeader) -> dict[str, Any]:
     return out
 
 
+_HEADER_KEYS = frozenset({"type", *(field.name for field in attrs.fields(SessionHeader))})
+
+
 def load_header(raw: Mapping[str, Any]) -> SessionHeader:
-    """Rebuild a session header; raises :class:`CorruptSessionError`."""
+    """Rebuild a session header; raises :class:`CorruptSessionError`.
+
+    A header of this format version with a key no field holds is refused (code
+    ``UNKNOWN_FIELD``), as an event record is; one of another version is read
+    leniently, so that its version can be refused as such (R4.3).
+    """
     if not isinstance(raw, Mapping):
         raise CorruptSessionError("session header is not a JSON object")
     try:
         fields = {key: value for key, value in raw.items() if key != "type"}
-        return converter.structure(fields, SessionHeader)
+        header = converter.structure(fields, SessionHeader)
     except MALFORMED as exc:
         raise CorruptSessionError(f"session header is malformed: {_problem(exc, '$')}") from exc
+    if header.version == FORMAT_VERSION and not _HEADER_KEYS.issuperset(raw):
+        problem = _problem(unknown_keys(raw, _HEADER_KEYS, SessionHeader), "$")
+        raise CorruptSessionError(f"session header is malformed: {problem}", code=UNKNOWN_FIELD)
+    return header
 
 
 class _LongInt:
