@@ -318,6 +318,21 @@ class MessageSource:
 USER_SOURCE = MessageSource()
 
 
+def resolve_source(source: MessageSource | str | None) -> MessageSource:
+    """An omitted source is the user (R1.3); a string names a plugin.
+
+    Raises:
+        TypeError: *source* is none of these.
+    """
+    if source is None:
+        return USER_SOURCE
+    if isinstance(source, str):
+        return MessageSource("plugin", source)
+    if not isinstance(source, MessageSource):
+        raise TypeError(f"source must be a MessageSource, got {type(source).__name__}")
+    return source
+
+
 def snapshot_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
     """*messages* as a tuple whose every content is a tuple of blocks (R4.7).
 
@@ -336,10 +351,14 @@ def snapshot_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
 @final
 @attrs.frozen
 class HookContext:
-    """Content a seam asks the runtime to also show the model (R1.4)."""
+    """Content a seam asks the runtime to also show the model (R1.4).
+
+    Its source is resolved as the agent verbs resolve theirs: ``None`` is the
+    user, a str names a plugin.
+    """
 
     content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
-    source: MessageSource = USER_SOURCE
+    source: MessageSource = attrs.field(default=USER_SOURCE, converter=resolve_source)
 
 
 def content_text(content: Sequence[ContentBlock]) -> str:

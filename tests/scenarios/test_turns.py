@@ -432,6 +432,36 @@ async def test_continuation_reason_becomes_steering_of_the_next_step(
         ]
 
 
+async def test_continuation_reason_with_a_str_source_names_a_plugin(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R1.3, R7.27: a ``HookContext`` source given as a str names a plugin, as on the agent verbs."""
+    model = ScriptedModel([Reply("draft"), Reply("final")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def nudge(_agent: object, turn: int, _default: object, _next: Next) -> object:
+            steps = len(of_type(agent.session.events, "step/start"))
+            return Continue(HookContext("check your work", "critic")) if steps == 1 else Stop()
+
+        rt.hooks.on("agent/turn-continuation", nudge, agent=agent)
+        with trio.fail_after(60):
+            result = await agent.ask("go")
+        assert result.reason.kind == "completed", result.reason
+        assert result.text == "final"
+        (steering,) = of_type(agent.session.events, "steering/message")
+        assert isinstance(steering.data, SteeringMessage)
+        assert steering.data.source == MessageSource("plugin", "critic")
+
+
+def test_hook_context_refuses_a_source_of_another_type() -> None:
+    """R1.3: a source that is no MessageSource, str or None is refused when the context is built."""
+    with pytest.raises(TypeError, match="source must be a MessageSource, got int"):
+        HookContext("text", 42)  # type: ignore[arg-type]
+    assert HookContext("text").source == MessageSource()
+    assert HookContext("text", None).source == MessageSource()
+
+
 # -- T-L9: pre-step -------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from retinue._content import Message, MessageSource, as_content
+from retinue._content import Message, MessageSource, as_content, resolve_source
 from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError, ConfigError
 from retinue._handle import AgentHandle, AgentStatus, Content, TurnResult
 from retinue._lossless import shown_short
@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("retinue.loop")
-USER = MessageSource()
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
 # Set by each driver in its own task: its tools and listeners inherit it, while
 # every task outside a driver reads the default, so that lookup is the whole cost.
@@ -60,17 +59,6 @@ TEARING_DOWN: ContextVar[AgentCore | None] = ContextVar("retinue_tearing_down", 
 # waits for it. An agent, not a flag: a task the flush starts into a nursery that
 # outlives it (an agent a listener creates, say) inherits it.
 FLUSHING: ContextVar[AgentCore | None] = ContextVar("retinue_flushing", default=None)
-
-
-def resolve_source(source: MessageSource | str | None) -> MessageSource:
-    """An omitted source is the user (R1.3); a string names a plugin."""
-    if source is None:
-        return USER
-    if isinstance(source, str):
-        return MessageSource("plugin", source)
-    if not isinstance(source, MessageSource):
-        raise TypeError(f"source must be a MessageSource, got {type(source).__name__}")
-    return source
 
 
 def settle(items: Sequence[MailboxItem], result: TurnResult) -> None:
