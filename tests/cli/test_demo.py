@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -124,6 +126,18 @@ def test_demo_reports_a_provider_it_cannot_use_in_one_line(
     assert "Traceback" not in err
 
 
+def test_demo_keeps_its_errors_off_standard_output_when_standard_error_is_closed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Started with standard error closed (``2>&-``), a demo that cannot start exits 1
+    and leaves standard output alone: its error line went there."""
+    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "stderr", None)
+    assert main(["demo", "--provider", "openai", "--store", "memory", "--no-live"]) == 1
+    assert capsys.readouterr().out == ""
+
+
 def _without_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     """Leave the SDK nothing to find: no variables, and a home without a profile on disk."""
     for name in ANTHROPIC_CREDENTIAL_VARIABLES:
@@ -209,6 +223,21 @@ async def test_demo_of_one_turn_fails_when_it_does_not_complete(
     assert "aborted" not in captured.out
     assert "end reasons: error" in captured.out
     assert "invalid api key" in captured.err
+
+
+async def test_demo_escapes_control_characters_in_the_first_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A provider's error text is shown with its control characters escaped, as stored
+    text is: written raw, an escape sequence from the provider drove the terminal."""
+    failing = ScriptedModel([FinishWithError("bad key \x1b]0;title\x07\x1b[2J\x9b", delay=0.2)])
+    monkeypatch.setattr(_demo, "_scripted", lambda _latency: failing)
+    with trio.fail_after(REAL_DEADLINE):
+        status = await run_demo(_args(provider="scripted", agents=1, turns=1, no_live=True))
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.endswith("the first error: bad key \\x1b]0;title\\x07\\x1b[2J\\x9b\n")
+    assert not [char for char in err if unicodedata.category(char) == "Cc" and char != "\n"]
 
 
 def test_the_live_table_shows_as_many_agents_as_fit_and_sums_the_rest() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -66,6 +67,17 @@ def test_ctrl_c_during_the_demo_prints_one_line_and_exits_130(
     err = capsys.readouterr().err
     assert status == 130
     assert err == "retinue demo: interrupted\n"
+
+
+def test_ctrl_c_with_standard_error_closed_leaves_standard_output_alone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Started with standard error closed (``2>&-``), an interrupted demo exits 130 and
+    says nothing: the line went to standard output instead."""
+    monkeypatch.setattr(_demo, "run_demo", _in_main_task)
+    monkeypatch.setattr(sys, "stderr", None)
+    assert main(ARGV) == 130
+    assert capsys.readouterr().out == ""
 
 
 def test_an_exception_group_without_ctrl_c_is_not_called_an_interrupt(

@@ -633,3 +633,22 @@ def test_cli_sessions_report_a_closed_standard_output(
         f"retinue sessions {command[0]}: [Errno {errno.EBADF}] cannot write the result: "
         "standard output is closed\n"
     )
+
+
+def test_cli_sessions_keep_standard_output_for_the_result_when_standard_error_is_closed(
+    stored: tuple[str, Session, Session],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Started with standard error closed (``2>&-``), a failing command says nothing and
+    exits 1, and standard output carries the result alone: the error lines went there,
+    where a parser reading the listing took them for sessions."""
+    spec, _, _ = stored
+    monkeypatch.setattr(sys, "stderr", None)
+    assert _cli("--store", f"sqlite:{tmp_path / 'missing.db'}", "list") == 1
+    assert _cli("--store", spec, "show", "missing") == 1
+    assert _cli("--store", spec, "import", str(tmp_path / "missing.jsonl")) == 1
+    _damage_sqlite_header(Path(spec.removeprefix("sqlite:")), "crashed", "{not json")
+    assert _cli("--store", spec, "list") == 1
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == ["done"]

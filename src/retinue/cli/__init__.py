@@ -10,6 +10,8 @@ import logging
 import sys
 from collections.abc import Iterator, Sequence
 
+from ._output import complain
+
 __all__ = ["main"]
 
 
@@ -92,7 +94,7 @@ def _escaping_stdout() -> Iterator[None]:
 
 
 def _interrupted(command: str) -> int:
-    print(f"retinue {command}: interrupted", file=sys.stderr)
+    complain(f"retinue {command}: interrupted")
     return INTERRUPTED
 
 

@@ -8,7 +8,6 @@ import logging
 import math
 import random
 import shlex
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -26,6 +25,7 @@ from retinue._errors import leaf_error
 from retinue.session import Event, TurnEnd
 
 from ._descriptors import make_room
+from ._output import complain, printable
 
 if TYPE_CHECKING:
     from retinue.providers.anthropic import AnthropicModel
@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
         args.latency = DEFAULT_LATENCY
     shortfall = _descriptor_shortfall(args)
     if shortfall is not None:
-        print(f"retinue demo: {shortfall}", file=sys.stderr)
+        complain(f"retinue demo: {shortfall}")
         return 1
     try:
         return int(trio.run(run_demo, args))
@@ -162,7 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         log.warning("retinue demo failed", exc_info=True)  # shown with -v
         from ._sessions import store_problem
 
-        print(f"retinue demo: {store_problem(args.store, leaf_error(exc))}", file=sys.stderr)
+        complain(f"retinue demo: {store_problem(args.store, leaf_error(exc))}")
         return 1
 
 
@@ -421,7 +421,8 @@ def _status(board: _Board) -> int:
     """1 when no turn completed and some failed (a bad key or model): the demo did not run."""
     if board.first_error is None or board.ends["completed"]:
         return 0
-    print(f"retinue demo: no turn completed; the first error: {board.first_error}", file=sys.stderr)
+    # A provider's text, its server's to choose: an escape sequence in it would drive the terminal.
+    complain(f"retinue demo: no turn completed; the first error: {printable(board.first_error)}")
     return 1
 
 

@@ -42,6 +42,8 @@ from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._common import check_version, parse_header
 from retinue.stores._writebehind import BufferedStore
 
+from ._output import complain, printable
+
 __all__ = [
     "STORE_FORMS",
     "add_parser",
@@ -181,10 +183,7 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (RetinueError, argparse.ArgumentTypeError, OSError) as exc:
-        print(
-            f"retinue sessions {args.sessions_command}: {store_problem(spec, exc)}",
-            file=sys.stderr,
-        )
+        complain(f"retinue sessions {args.sessions_command}: {store_problem(spec, exc)}")
         return 1
 
 
@@ -196,9 +195,9 @@ async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
         if header.parent_session:
             extras.append(f"parent={header.parent_session} seed={header.seed_length}")
         fields = (header.id, _when(header.created_at), " ".join(extras))
-        print("\t".join(map(_printable, fields)).rstrip())
+        print("\t".join(map(printable, fields)).rstrip())
     for skipped in listing.skipped:
-        print(f"retinue sessions list: skipped {_printable(skipped.problem)}", file=sys.stderr)
+        complain(f"retinue sessions list: skipped {printable(skipped.problem)}")
     return 1 if listing.skipped else 0
 
 
@@ -206,7 +205,7 @@ async def _show(store: BufferedStore, args: argparse.Namespace) -> int:
     async with store:
         recovered = await store.inspect_recovered(args.id)
     for line in describe(recovered.session, dropped=recovered.dropped):
-        print(_printable(line))
+        print(printable(line))
     return 0
 
 
@@ -222,7 +221,7 @@ async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
     if recovered.dropped:
         # What was written is what a load keeps, not all the store holds.
         note = _torn_tail(len(session.events), recovered.dropped)
-        print(f"retinue sessions export: {session.id}: warning: {note}", file=sys.stderr)
+        complain(f"retinue sessions export: {session.id}: warning: {note}")
         return 1
     return 0
 
@@ -247,13 +246,11 @@ async def _import(store: BufferedStore, args: argparse.Namespace) -> int:
     session = read_jsonl(text, source=args.file, new_id=args.new_id)
     if not session.events:
         # A store writes a session with its first event, so this would store nothing.
-        print(f"retinue sessions import: {args.file} has no events to import", file=sys.stderr)
+        complain(f"retinue sessions import: {args.file} has no events to import")
         return 1
     async with store:
         if await store.exists(session.id):
-            print(
-                f"retinue sessions import: session {session.id!r} already exists", file=sys.stderr
-            )
+            complain(f"retinue sessions import: session {session.id!r} already exists")
             return 1
         store.attach_new(session)
         await store.detach(session)
@@ -453,16 +450,6 @@ def _describe_assistant(data: AssistantMessage) -> str:
     if data.usage is not None:
         parts.append(f"usage in {data.usage.input_tokens} out {data.usage.output_tokens}")
     return "    " + "; ".join(parts or ["assistant: (empty)"])
-
-
-# C0, DEL and C1: a terminal acts on them (an escape sequence may retitle, clear or
-# rewrite it), and stored text is a model's or a user's to choose.
-_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def _printable(text: str) -> str:
-    """*text* with its control characters written as escapes (``\\x1b``), to show stored text."""
-    return text.translate(_CONTROLS)
 
 
 def _short(text: str, limit: int = 100) -> str:
