@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -280,3 +281,17 @@ def test_demo_names_its_store_as_given(
         quoted = spec if directory == "notes" else f"'{spec}'"
         assert f"stored in {spec}: try `retinue sessions list --store {quoted}`\n" in captured.out
         assert captured.err == ""
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live", "no-live"])
+def test_demo_into_a_closed_pipe_exits_quietly(*, live: bool) -> None:
+    """A reader that goes away (``| head``) ends the demo with status 1 and nothing on
+    stderr, as it ends the sessions commands; with the live table, whose task runs in a
+    nursery, it ended with a traceback of an exception group."""
+    argv = ["--store", "memory", "--provider", "scripted", "--agents", "2", "--turns", "1"]
+    command = [sys.executable, "-m", "retinue.cli", "demo", *argv, *([] if live else ["--no-live"])]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.close()  # gone before the child, still importing, writes a byte
+    _, errors = child.communicate(timeout=REAL_DEADLINE)
+    assert (child.returncode, errors) == (1, b"")

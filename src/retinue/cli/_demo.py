@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import itertools
 import logging
 import math
+import os
 import random
 import shlex
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -159,6 +162,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return int(trio.run(run_demo, args))
     except Exception as exc:
+        if isinstance(leaf_error(exc), _ReaderGoneError):
+            return 1  # quietly, as the sessions commands do
         log.warning("retinue demo failed", exc_info=True)  # shown with -v
         from ._sessions import store_problem
 
@@ -193,6 +198,23 @@ def _descriptor_shortfall(args: argparse.Namespace) -> str | None:
         f"--agents {args.agents} needs about {needed} open files, more than the {limit} "
         f"this process may open: use fewer agents or raise the limit (ulimit -n {needed})"
     )
+
+
+class _ReaderGoneError(BrokenPipeError):
+    """Standard output's reader went away (``| head``): the demo ends, as a failure."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """End the demo with :class:`_ReaderGoneError` when its reader goes away.
+
+        rich raises SystemExit, which the nursery of the live table's task
+        wraps in an exception group: a traceback instead of an exit.
+        """
+        self.quiet = True
+        # Nothing more reaches the reader, and the interpreter's final flush must not fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise _ReaderGoneError(errno.EPIPE, "standard output's reader went away")
 
 
 @attrs.define
@@ -370,7 +392,7 @@ async def run_demo(args: argparse.Namespace) -> int:
     """Run the demo and print a summary; returns the exit status."""
     rng = random.Random(args.seed)
     board = _Board()
-    console = Console()
+    console = _Console()
     started = time.perf_counter()
     async with (
         _open_model(args) as (model, model_name),
