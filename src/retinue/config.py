@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -284,6 +285,19 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path and key else path or key
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+"""A key TOML lets a file write unquoted."""
+
+
+def _shown_key(key: object) -> str:
+    """An unknown *key* as a message names it: quoted unless it is a bare key.
+
+    Written as it is, a key with a space, a dot or an invisible character
+    (``max_parallel_tool_calls\\u200b``) would read as a known key or a key path.
+    """
+    return key if isinstance(key, str) and _BARE_KEY.fullmatch(key) else repr(key)
+
+
 def _problems(exc: BaseException, path: str) -> list[str]:
     """Every problem under *exc*, each as ``"<key path>: <reason>"``."""
     if isinstance(exc, cattrs.IterableValidationError):
@@ -293,7 +307,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         named, unplaced = exc.group_exceptions()
         found = [p for sub, note in named for p in _problems(sub, _join(path, note.name))]
     elif isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        keys = sorted(map(str, exc.extra_fields))
+        keys = sorted(map(_shown_key, exc.extra_fields))
         return [f"{_join(path, key)}: unknown key" for key in keys]
     elif isinstance(exc, InvalidValueError):
         return [f"{_join(path, exc.key) or '<top level>'}: {exc.reason}"]

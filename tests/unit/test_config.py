@@ -300,6 +300,23 @@ def test_parse_config_names_keys_that_are_not_strings() -> None:
     assert "1: unknown key; a: unknown key" in raised.value.message
 
 
+def test_load_config_quotes_an_unknown_key_that_is_not_a_bare_key(tmp_path: Path) -> None:
+    """R13.2: an unknown key with an invisible character, a space or a dot is named quoted;
+    named as written, it read as the known key it looks like, or as a key path."""
+    path = write(
+        tmp_path,
+        '"max_parallel_tool_calls\\u200b" = 4\n"agents.0" = 1\n'
+        '[[agents]]\nid = "a"\n"model " = "m"\nfoo = 1',
+    )
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == (
+        f"invalid configuration in {path}: agents[0].'model ': unknown key; "
+        "agents[0].foo: unknown key; 'agents.0': unknown key; "
+        "'max_parallel_tool_calls\\u200b': unknown key"
+    )
+
+
 def test_parse_config_names_a_given_source() -> None:
     """R13.2: ``source`` is named like a file path."""
     with pytest.raises(retinue.ConfigError, match=r"in launcher\.toml: max_parallel_tool_calls"):
