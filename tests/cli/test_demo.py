@@ -82,6 +82,14 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
             "argument --model: only --provider openai or anthropic uses it, not scripted",
         ),
         (
+            ["--store", "memory", "--provider", "openai", "--model", ""],
+            "argument --model: must not be empty, got ''",
+        ),
+        (
+            ["--store", "memory", "--provider", "anthropic", "--base-url", " "],
+            "argument --base-url: must not be empty, got ' '",
+        ),
+        (
             ["--store", "memory", "--provider", "anthropic", "--latency", "1"],
             "argument --latency: only --provider mock or scripted uses it, not anthropic",
         ),

@@ -71,8 +71,10 @@ def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -
         "scripted: an in-process ScriptedModel; openai/anthropic: the real service "
         "(needs OPENAI_API_KEY / ANTHROPIC_API_KEY)",
     )
-    parser.add_argument("--model", help="model name (openai/anthropic only)")
-    parser.add_argument("--base-url", help="the service's base URL (openai/anthropic only)")
+    parser.add_argument("--model", type=_given, help="model name (openai/anthropic only)")
+    parser.add_argument(
+        "--base-url", type=_given, help="the service's base URL (openai/anthropic only)"
+    )
     parser.add_argument(
         "--store",
         type=_store_spec,
@@ -92,6 +94,14 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _given(text: str) -> str:
+    """Refuse an empty value (an unset ``"$VARIABLE"``): taken as not given, it would
+    send the run to the default model or the real service."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must not be empty, got {text!r}")
+    return text
 
 
 def _seconds(text: str) -> float:
