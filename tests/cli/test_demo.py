@@ -303,3 +303,15 @@ def test_demo_into_a_closed_pipe_exits_quietly(*, live: bool) -> None:
     child.stdout.close()  # gone before the child, still importing, writes a byte
     _, errors = child.communicate(timeout=REAL_DEADLINE)
     assert (child.returncode, errors) == (1, b"")
+
+
+async def test_the_summary_is_one_line_even_piped(capsys: pytest.CaptureFixture[str]) -> None:
+    """The summary, the run's record, is one line to grep: piped, it was wrapped at 80
+    columns, splitting an end reason from its count."""
+    with trio.fail_after(REAL_DEADLINE):
+        assert await run_demo(_args(provider="scripted", agents=2, turns=1, no_live=True)) == 0
+    summary = [line for line in capsys.readouterr().out.splitlines() if "summary" in line]
+    assert len(summary) == 1
+    assert re.fullmatch(
+        r"summary: 2 agents, \d+ turns, .* events; end reasons: .*; wall time [\d.]+s", summary[0]
+    )

@@ -495,7 +495,9 @@ def _summarize(console: Console, board: _Board, agents: list[retinue.Agent], wal
     ends = ", ".join(f"{kind} {count}" for kind, count in sorted(board.ends.items()))
     events = sum(len(agent.session.events) for agent in agents)
     console.print()
+    # One line, even piped (rich wraps at 80 columns then): the run's record, to grep.
     console.print(
         f"[bold]summary[/bold]: {len(agents)} agents, {turns} turns, {steps} steps, "
-        f"{calls} tool calls, {events} events; end reasons: {ends}; wall time {wall:.2f}s"
+        f"{calls} tool calls, {events} events; end reasons: {ends}; wall time {wall:.2f}s",
+        soft_wrap=True,
     )
