@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import re
 import subprocess
 import sys
@@ -314,4 +315,17 @@ async def test_the_summary_is_one_line_even_piped(capsys: pytest.CaptureFixture[
     assert len(summary) == 1
     assert re.fullmatch(
         r"summary: 2 agents, \d+ turns, .* events; end reasons: .*; wall time [\d.]+s", summary[0]
+    )
+
+
+def test_demo_reports_a_closed_standard_output(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Started with standard output closed (``>&-``), the demo says so and exits 1, as the
+    sessions commands do: it ran to the end showing nothing, and exited 0."""
+    monkeypatch.setattr(sys, "stdout", None)
+    argv = ["--store", "memory", "--provider", "scripted", "--agents", "1", "--turns", "1"]
+    assert main(["demo", "--no-live", *argv]) == 1
+    assert capsys.readouterr().err == (
+        f"retinue demo: [Errno {errno.EBADF}] cannot show the run: standard output is closed\n"
     )

@@ -165,6 +165,12 @@ def _run(args: argparse.Namespace) -> int:
         args.usage_error(unused)
     if args.latency is None:
         args.latency = DEFAULT_LATENCY
+    if sys.stdout is None:
+        # Started with it closed (``>&-``), as the sessions commands refuse to: rich would
+        # draw the table and the summary into nothing, and the status would say 0.
+        closed = OSError(errno.EBADF, "cannot show the run: standard output is closed")
+        complain(f"retinue demo: {closed}")
+        return 1
     shortfall = _descriptor_shortfall(args)
     if shortfall is not None:
         complain(f"retinue demo: {shortfall}")
