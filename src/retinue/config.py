@@ -354,17 +354,28 @@ def load_config(path: str | os.PathLike[str]) -> LoopConfig:
     """
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or an os.PathLike, got {type(path).__name__}")
+    data = _read_toml(path)
+    return parse_config(data, source=path)
+
+
+def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The TOML document of the file *path*; a ConfigError naming it when it cannot be read."""
+    where = os.fsdecode(path)  # a path-like may give bytes
+    if "\0" in where:  # open() would raise a bare ValueError: no file has such a name
+        raise ConfigError(f"cannot read configuration {where!r}: the path contains a NUL")
     try:
         with open(path, "rb") as file:
-            data = tomllib.load(file)
+            return tomllib.load(file)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise ConfigError(f"cannot read configuration {os.fspath(path)}: {reason}") from exc
+        raise ConfigError(f"cannot read configuration {where}: {reason}") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML in {os.fspath(path)}: {exc}") from exc
+        raise ConfigError(f"invalid TOML in {where}: {exc}") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"invalid TOML in {os.fspath(path)}: not UTF-8 text ({exc})") from exc
-    return parse_config(data, source=path)
+        raise ConfigError(f"invalid TOML in {where}: not UTF-8 text ({exc})") from exc
+    except RecursionError as exc:
+        # tomllib reads nested arrays and inline tables recursively, with no bound of its own.
+        raise ConfigError(f"invalid TOML in {where}: nested too deeply to read") from exc
 
 
 def _apply(entry: AgentEntry, identity: Identity) -> AgentEntry:

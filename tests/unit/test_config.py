@@ -344,6 +344,30 @@ def test_load_config_reports_invalid_toml_and_missing_files(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
+    "nested", ["[" * 5000 + "]" * 5000, "{a = " * 5000 + "1" + "}" * 5000], ids=["arrays", "tables"]
+)
+def test_load_config_reports_toml_nested_too_deeply_as_a_config_error(
+    tmp_path: Path, nested: str
+) -> None:
+    """R13.1: a file nesting arrays or inline tables deeper than the TOML reader recurses
+    is a ConfigError naming the file, not a bare RecursionError."""
+    path = write(tmp_path, f"agents = {nested}")
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == f"invalid TOML in {path}: nested too deeply to read"
+
+
+def test_load_config_reports_a_path_with_a_nul_as_a_config_error() -> None:
+    """R13.1: a path no file can have (it holds a NUL) is a ConfigError naming it, not the
+    bare ValueError of ``open``."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config("retinue\0.toml")
+    assert raised.value.message == (
+        "cannot read configuration 'retinue\\x00.toml': the path contains a NUL"
+    )
+
+
+@pytest.mark.parametrize(
     "path", [2**20, None, b"retinue.toml", ["retinue.toml"]], ids=["int", "None", "bytes", "list"]
 )
 def test_load_config_refuses_a_path_that_is_not_a_str_or_path_like(path: object) -> None:
