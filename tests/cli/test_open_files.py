@@ -1,7 +1,7 @@
 """``retinue demo`` under an open-file limit: raised when it can be, else refused in one line.
 
-Each case runs the command in a child process whose limit is lowered first,
-so the limit of the test run itself is left alone.
+Each case that lowers a limit runs the command in a child process whose limit is
+lowered first, so the limit of the test run itself is left alone.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from retinue.cli import main
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="no open-file limit to lower")
 
@@ -62,3 +64,19 @@ def test_demo_raises_a_soft_limit_that_is_too_low_and_runs(tmp_path: Path) -> No
     assert finished.returncode == 0, finished.stderr
     assert "summary: 60 agents, " in finished.stdout
     assert "completed" in finished.stdout
+
+
+def test_demo_refuses_a_count_too_large_to_ask_for_under_an_unlimited_hard_limit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under an unlimited hard limit (macOS's default), --agents past what a C long holds
+    is refused in the one line, not with the traceback of setrlimit's OverflowError."""
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (1024, resource.RLIM_INFINITY))
+    agents = str(10**22)
+    assert main(["demo", "--no-live", "--store", "memory", "--agents", agents]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"retinue demo: --agents {agents} needs about ")
+    assert "more than the 1024 this process may open" in err
+    assert err.count("\n") == 1

@@ -24,7 +24,8 @@ def make_room(needed: int) -> int | None:
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    except (ValueError, OSError):
-        # macOS refuses a soft limit above kern.maxfilesperproc, even below the hard limit.
+    except (ValueError, OSError, OverflowError):
+        # macOS refuses a soft limit above kern.maxfilesperproc, even below the hard limit;
+        # under an unlimited hard limit, a count past a C long cannot even be asked for.
         return soft
     return None if target >= needed else target
