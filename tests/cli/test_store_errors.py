@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from retinue import StoreError
 from retinue.cli import main
+from retinue.cli._demo import _without_password
 from retinue.cli._sessions import store_problem
+from tests.stores.conftest import postgres_dsn
 
 
 def test_sessions_names_a_sqlite_store_it_cannot_open(
@@ -62,3 +65,30 @@ def test_store_problem_names_only_a_file_store_whose_storage_failed(
 ) -> None:
     """A DSN (which may hold a password) is never echoed; other errors name their own subject."""
     assert store_problem(spec, error) == str(error)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        ("postgresql://u:secret-word@db:5432/x", "user=u password=*** dbname=x host=db port=5432"),
+        ("host=db user=u password=secret-word", "user=u password=*** host=db"),
+        ("postgresql://u@db/x", "postgresql://u@db/x"),
+    ],
+)
+def test_the_demo_hint_hides_a_postgres_password(dsn: str, shown: str) -> None:
+    """The closing hint names a PostgreSQL store without the password its DSN holds."""
+    assert _without_password(f"postgres:{dsn}") == f"postgres:{shown}"
+    assert _without_password("sqlite:secret-word.db") == "sqlite:secret-word.db"
+
+
+@pytest.mark.postgres
+def test_the_demo_never_prints_the_password_of_its_postgres_store(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A demo run on a DSN holding a password prints it nowhere, though it names the store."""
+    dsn = make_conninfo(postgres_dsn(), password="secret-word")
+    argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
+    assert main([*argv, "--store", f"postgres:{dsn}"]) == 0
+    out, err = capsys.readouterr()
+    assert "secret-word" not in out + err
+    assert "password=***" in out

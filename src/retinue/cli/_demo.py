@@ -444,15 +444,36 @@ async def run_demo(args: argparse.Namespace) -> int:
     if args.store != "memory":
         # The path is the user's, not markup or emoji codes; the command stays on one line to paste into a
         # shell, even piped, quoted when the path has spaces or glob characters.
-        command = f"retinue sessions list --store {shlex.quote(args.store)}"
+        store = _without_password(args.store)
+        command = f"retinue sessions list --store {shlex.quote(store)}"
         console.print(
-            f"sessions stored in {args.store}: try `{command}`",
+            f"sessions stored in {store}: try `{command}`",
             markup=False,
             emoji=False,  # ":notes" is a store name, not an emoji code
             highlight=False,
             soft_wrap=True,
         )
     return _status(board)
+
+
+def _without_password(spec: str) -> str:
+    """*spec* with a PostgreSQL DSN's password hidden: the hint is printed, perhaps logged.
+
+    A DSN that holds one is shown in ``key=value`` form with ``password=***``;
+    the command then needs the password from elsewhere (``PGPASSWORD``, say).
+    """
+    kind, _, dsn = spec.partition(":")
+    if kind != "postgres":
+        return spec
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgres:<DSN>"  # it connected, so this is not expected; never echo it
+    if "password" not in params:
+        return spec
+    return "postgres:" + make_conninfo("", **{**params, "password": "***"})
 
 
 def _status(board: _Board) -> int:
