@@ -25,14 +25,16 @@ from retinue.session import (
     Session,
     SessionHeader,
     SteeringMessage,
+    ToolResultEvent,
     TurnEnd,
     TurnEndReason,
     TurnStart,
     TurnTrigger,
     UserMessage,
 )
-from retinue.session._codec import encode_header
+from retinue.session._codec import encode_event, encode_header
 from retinue.stores import JSONLStore, Listing, SQLiteStore
+from retinue.stores._jsonl import JSONLBackend
 from tests.stores._kit import lines, open_tool_turn, run_turn
 from tests.stores.conftest import jsonl_file
 
@@ -652,3 +654,40 @@ def test_cli_sessions_keep_standard_output_for_the_result_when_standard_error_is
     _damage_sqlite_header(Path(spec.removeprefix("sqlite:")), "crashed", "{not json")
     assert _cli("--store", spec, "list") == 1
     assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == ["done"]
+
+
+@pytest.mark.parametrize("command", ["show", "export", "replay"])
+def test_cli_sessions_read_a_live_session_up_to_its_last_complete_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """R11.8: a session whose writer is live, its last write only partly in the file yet,
+    is read up to its last complete line: the unfinished line is not yet written, not a torn
+    tail, so nothing is reported and the status is 0. Once written, the line is read."""
+    root = tmp_path / "sessions"
+    crashed = trio.run(_fill_jsonl, root)
+    path = jsonl_file(root, "crashed")
+    writer = JSONLBackend(root)
+    writer.open()
+    writer.claim("crashed")  # the live writer's lock, held as a running agent's store holds it
+    try:
+        following = ToolResultEvent(2, 1, "call-2", (Text("rainy"),))
+        call = len(crashed.events) - 1
+        event = crashed.append(following, surface="append", source_event_seqs=[call])
+        line = encode_event(event).encode() + b"\n"
+        with path.open("ab") as file:
+            file.write(line[: len(line) // 2])
+        output = ["-o", str(tmp_path / "out.jsonl")] if command == "export" else []
+        assert _cli("--store", f"jsonl:{root}", command, "crashed", *output) == 0
+        captured = capsys.readouterr()
+        assert "torn" not in captured.out + captured.err
+        if command == "export":
+            exported = (tmp_path / "out.jsonl").read_text().splitlines()
+            assert exported[1:] == lines(crashed.events[:-1])
+        with path.open("ab") as file:
+            file.write(line[len(line) // 2 :])
+        assert _cli("--store", f"jsonl:{root}", command, "crashed", *output) == 0
+        if command == "export":
+            exported = (tmp_path / "out.jsonl").read_text().splitlines()
+            assert exported[1:] == lines(crashed.events[:])
+    finally:
+        writer.close()

@@ -323,3 +323,24 @@ async def test_jsonl_session_file_without_a_header_is_named_empty(
         "CORRUPT_HEADER",
         "session 'hollow': the header is empty",
     )
+
+
+def test_jsonl_a_fragment_is_torn_to_its_claimer_and_unwritten_to_other_readers(
+    backends: tuple[JSONLBackend, JSONLBackend],
+) -> None:
+    """R11.8: an unterminated last line is a torn fragment to the store that claimed the
+    file (however often it reads it: a read beside the load's may measure it first), and a
+    write still under way to a store reading beside it, which leaves it out unreported.
+    """
+    first, second = backends
+    session = _turns("s1", 1)
+    assert first.write([_new_batch(session)]) == [None]
+    first.release("s1")
+    with session_path(first._root, session.header).open("ab") as file:
+        file.write(b'{"seq":')
+    first.claim("s1")
+    for reader, torn in ((first, True), (first, True), (second, False)):
+        stored = reader.read("s1")
+        assert stored is not None
+        assert len(stored.records) == len(session.events)
+        assert stored.torn_fragment is torn

@@ -70,6 +70,8 @@ class JSONLBackend:
     cannot be is appended to no more (its flushes fail) until it can be. A new
     file it linked in and cannot remove stays locked, and the id's next
     creation removes it first: a failed creation never leaves its id refused.
+    A read of a file it does not hold leaves an unterminated last line out
+    unreported: it may be a live writer's append still under way.
     """
 
     blocking = True
@@ -366,26 +368,41 @@ class JSONLBackend:
         return [entry for entry in self._root.iterdir() if entry.is_dir()]
 
     def read(self, session_id: str) -> StoredLog | None:
-        """The header and complete event lines; an unterminated last line is a torn fragment.
+        """The header and complete event lines.
 
-        A file claimed but not yet measured is read through its descriptor, and
-        measured from what was read: a load reads its file once.
+        A file claimed but not yet measured (a load's) is read through its
+        descriptor, and measured from what was read: a load reads its file once.
         """
         read = self._read_bytes(session_id)
         if read is None:
             return None
         content, handle = read
         parts = content.split(b"\n")
-        torn = parts[-1] != b""
-        if handle is not None:
-            with self._lock:
-                # Unmeasured still, nothing wrote to the file since it was locked: what was read is it.
-                if self._open.get(session_id) is handle and not handle.measured:
-                    handle.take_measure(len(content), len(parts) - 1, torn=torn)
+        torn = self._torn_fragment(session_id, handle, content, parts)
         complete = parts[:-1]
         if not complete:
             return StoredLog(parse_header(parts[0], session_id), (), torn_fragment=False)
         return StoredLog(parse_header(complete[0], session_id), complete[1:], torn_fragment=torn)
+
+    def _torn_fragment(
+        self, session_id: str, handle: SessionFile | None, content: bytes, parts: list[bytes]
+    ) -> bool:
+        """Whether the unterminated last line of *content*, if any, is a torn fragment.
+
+        Only in a file claimed here that its measure says ends torn: no write
+        follows a fragment until a repair cuts it off. In any other file it may
+        be a write still under way, a live writer's in this process or another:
+        not yet written, so left out and not reported (R11.8).
+        """
+        unterminated = parts[-1] != b""
+        if handle is None and (not unterminated or session_id not in self._open):
+            return False  # reads run beside the writer, without its lock, when they can
+        with self._lock:
+            held = self._open.get(session_id)
+            # Unmeasured still, nothing wrote to the file since it was locked: what was read is it.
+            if handle is not None and held is handle and not handle.measured:
+                handle.take_measure(len(content), len(parts) - 1, torn=unterminated)
+            return unterminated and held is not None and held.measured and held.torn
 
     def _read_bytes(self, session_id: str) -> tuple[bytes, SessionFile | None] | None:
         """The session's bytes, with its handle if they are to measure it; ``None`` if not stored."""
