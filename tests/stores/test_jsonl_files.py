@@ -321,7 +321,7 @@ async def test_jsonl_session_file_without_a_header_is_named_empty(
     ]
     assert (caught.value.code, caught.value.message) == (
         "CORRUPT_HEADER",
-        "session 'hollow': the header is empty",
+        f"{bucket / 'hollow.jsonl'}, line 1: session 'hollow': the header is empty",
     )
 
 
@@ -344,3 +344,52 @@ def test_jsonl_a_fragment_is_torn_to_its_claimer_and_unwritten_to_other_readers(
         assert stored is not None
         assert len(stored.records) == len(session.events)
         assert stored.torn_fragment is torn
+
+
+def _stored_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")[:-1]
+
+
+@pytest.mark.parametrize(
+    ("damage", "code"),
+    [
+        ("not JSON", "CORRUPT_SESSION"),
+        ("unknown field", "UNKNOWN_FIELD"),
+        ("seq gap", "CORRUPT_SESSION"),
+        ("invariant", "CORRUPT_SESSION"),
+        ("header", "CORRUPT_HEADER"),
+        ("version", "UNSUPPORTED_VERSION"),
+    ],
+)
+async def test_jsonl_a_corrupt_line_is_named_by_its_file_and_line(
+    tmp_path: Path, damage: str, code: str
+) -> None:
+    """R11.8, R11.13: a load refusing a corrupt line of a JSONL file names the file and the
+    line's 1-based number, as a JSONL tool does, and still says what it said."""
+    session = _turns("s1", 2)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    stored = _stored_lines(path)
+    number = {"header": 1, "version": 1, "invariant": 3}.get(damage, 5)  # event number - 2
+    line = stored[number - 1]
+    stored[number - 1] = {
+        "not JSON": line[:-1],
+        "unknown field": line[:-1] + b',"extra":1}',
+        "seq gap": encode_event(session.events[4]).encode(),
+        "invariant": line.replace(b',"surface_op":"append"', b""),
+        "header": b'{"type":"session"',
+        "version": line.replace(b'"version":0', b'"version":7'),
+    }[damage]
+    assert stored[number - 1] != line
+    path.write_bytes(b"\n".join(stored) + b"\n")
+    async with JSONLStore(tmp_path) as store:
+        with pytest.raises(CorruptSessionError) as caught:
+            await store.load("s1")
+    assert caught.value.code == code
+    assert caught.value.message.startswith(f"{path}, line {number}: session 's1': ")
+    assert ("event 3" in caught.value.message) is (damage in ("not JSON", "seq gap"))
+    if damage == "invariant":
+        assert "breaks an invariant" in caught.value.message
+        assert "seq 1" in caught.value.message

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, final
 
 import attrs
@@ -41,6 +41,9 @@ class StoredLog:
     """One item per stored event: its canonical JSON line, or the event itself (memory)."""
     torn_fragment: bool = False
     """Whether an incomplete fragment follows the records (a torn final write)."""
+    locate: Callable[[int], str] | None = attrs.field(default=None, eq=False)
+    """Where record *index* (the header: -1) is stored, to name it in an error (a JSONL
+    file and line)."""
 
 
 @final

@@ -6,13 +6,14 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import functools
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import final
 
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
@@ -376,13 +377,12 @@ class JSONLBackend:
         read = self._read_bytes(session_id)
         if read is None:
             return None
-        content, handle = read
+        content, path, handle = read
         parts = content.split(b"\n")
         torn = self._torn_fragment(session_id, handle, content, parts)
-        complete = parts[:-1]
-        if not complete:
-            return StoredLog(parse_header(parts[0], session_id), (), torn_fragment=False)
-        return StoredLog(parse_header(complete[0], session_id), complete[1:], torn_fragment=torn)
+        header = _header_at(path, parts[0], session_id)
+        locate = functools.partial(_event_line, path)
+        return StoredLog(header, parts[1:-1], torn_fragment=torn, locate=locate)
 
     def _torn_fragment(
         self, session_id: str, handle: SessionFile | None, content: bytes, parts: list[bytes]
@@ -404,15 +404,16 @@ class JSONLBackend:
                 handle.take_measure(len(content), len(parts) - 1, torn=unterminated)
             return unterminated and held is not None and held.measured and held.torn
 
-    def _read_bytes(self, session_id: str) -> tuple[bytes, SessionFile | None] | None:
-        """The session's bytes, with its handle if they are to measure it; ``None`` if not stored."""
+    def _read_bytes(self, session_id: str) -> tuple[bytes, Path, SessionFile | None] | None:
+        """The session's bytes and file, with its handle if they are to measure it;
+        ``None`` if not stored."""
         unmeasured = self._unmeasured(session_id)
         if unmeasured is None:
             path = self._stored(session_id)
-            return None if path is None else (path.read_bytes(), None)
+            return None if path is None else (path.read_bytes(), path, None)
         handle, fd = unmeasured
         try:
-            return read_whole(fd), handle
+            return read_whole(fd), handle.path, handle
         finally:
             os.close(fd)
 
@@ -460,6 +461,20 @@ class JSONLBackend:
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
                 close_all([left.fd])
+
+
+def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:
+    """The header on the first line of the file at *path*; a refusal names the file and line."""
+    try:
+        return parse_header(line, session_id)
+    except CorruptSessionError as exc:
+        raise CorruptSessionError(f"{path}, line 1: {exc.message}", code=exc.code) from exc
+
+
+def _event_line(path: Path, index: int) -> str:
+    """Where event record *index* of the file at *path* lies: after the header line
+    (which is record -1)."""
+    return f"{path}, line {index + 2}"
 
 
 @final

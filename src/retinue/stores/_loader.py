@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import final
 
 import attrs
@@ -18,6 +19,9 @@ from ._repair import repair_tail
 __all__ = ["Recovered", "recover"]
 
 logger = logging.getLogger("retinue.stores")
+
+HEADER = -1
+"""The index :attr:`StoredLog.locate` names the header by."""
 
 
 @final
@@ -58,28 +62,52 @@ def recover(
     dropped = len(log.records) - len(events) + (1 if log.torn_fragment else 0)
     if bad is not None:
         if not writes_can_tear:
-            raise _damaged_commit(session_id, bad)
+            raise _located(log, len(events), _damaged_commit(session_id, bad))
         following = _check_torn_tail(log, len(events), bad, session_id)
         if following and repair:
             _warn_dropped(session_id, len(events), dropped, following, bad)
     closers = tuple(repair_tail(events)) if repair else ()
+    return Recovered(_replayed(log, events, closers, session_id), len(events), dropped, closers)
+
+
+def _replayed(
+    log: StoredLog, events: list[Event], closers: tuple[Event, ...], session_id: str
+) -> Session:
+    """The session of *events* and *closers*; a refusal names where its stored event lies."""
+    taken = -1
+
+    def each() -> Iterator[Event]:
+        nonlocal taken
+        # Each event is checked as it is taken, so the one refused is the last taken.
+        for index, event in enumerate([*events, *closers]):
+            taken = index
+            yield event
+
     try:
-        session = Session.from_events(log.header, [*events, *closers], chunks_checked=True)
+        return Session.from_events(log.header, each(), chunks_checked=True)
     except SessionError as exc:
-        raise CorruptSessionError(
+        error = CorruptSessionError(
             f"session {session_id!r}: the stored log breaks an invariant: {exc}",
             code="CORRUPT_SESSION",
-        ) from exc
-    return Recovered(session, len(events), dropped, closers)
+        )
+        # A closer is no stored record: it has no place to name.
+        raise (_located(log, taken, error) if 0 <= taken < len(events) else error) from exc
 
 
 def _check_header(log: StoredLog, session_id: str) -> None:
     header = log.header
-    check_version(header, f"session {session_id!r}")
+    try:
+        check_version(header, f"session {session_id!r}")
+    except CorruptSessionError as exc:
+        raise _located(log, HEADER, exc) from None
     if header.id != session_id:
-        raise CorruptSessionError(
-            f"session {session_id!r}: the stored header names session {header.id!r}",
-            code="CORRUPT_SESSION",
+        raise _located(
+            log,
+            HEADER,
+            CorruptSessionError(
+                f"session {session_id!r}: the stored header names session {header.id!r}",
+                code="CORRUPT_SESSION",
+            ),
         )
 
 
@@ -91,7 +119,7 @@ def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | Non
             event = _decode(record, session_id)
         except CorruptSessionError as exc:
             if _written_whole(exc):
-                raise
+                raise _located(log, index, exc) from exc.__cause__
             return events, f"event {index} is corrupt ({exc.message})"
         if event.seq != index:
             return events, f"a seq gap (event {index} has seq {event.seq})"
@@ -128,12 +156,16 @@ def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> i
             event = _decode(record, session_id)
         except CorruptSessionError as exc:
             if _written_whole(exc):
-                raise
+                raise _located(log, index, exc) from exc.__cause__
             continue
         if isinstance(event.data, TurnEnd):
-            raise CorruptSessionError(
-                f"session {session_id!r}: {bad} inside the committed region",
-                code="CORRUPT_SESSION",
+            raise _located(
+                log,
+                start,
+                CorruptSessionError(
+                    f"session {session_id!r}: {bad} inside the committed region",
+                    code="CORRUPT_SESSION",
+                ),
             )
         following += index > start
     return following
@@ -150,6 +182,13 @@ def _warn_dropped(session_id: str, start: int, dropped: int, following: int, bad
         start,
         following,
     )
+
+
+def _located(log: StoredLog, index: int, error: CorruptSessionError) -> CorruptSessionError:
+    """*error*, led by where record *index* is stored when the backend says (a file and line)."""
+    if log.locate is None:
+        return error
+    return CorruptSessionError(f"{log.locate(index)}: {error.message}", code=error.code)
 
 
 def _decode(record: str | bytes | Event, session_id: str) -> Event:
