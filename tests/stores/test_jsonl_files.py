@@ -15,7 +15,7 @@ import pytest
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import Session
-from retinue.session._codec import encode_event
+from retinue.session._codec import encode_event, encode_header
 from retinue.stores import JSONLStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._jsonl import JSONLBackend, session_path
@@ -393,3 +393,18 @@ async def test_jsonl_a_corrupt_line_is_named_by_its_file_and_line(
     if damage == "invariant":
         assert "breaks an invariant" in caught.value.message
         assert "seq 1" in caught.value.message
+
+
+async def test_jsonl_a_header_without_its_newline_is_kept_by_a_load(tmp_path: Path) -> None:
+    """R11.8: a file holding only its header line, its newline missing (say, an editor
+    stripped it), has no records and so no torn tail: a load keeps the header intact."""
+    session = Session.create("bare")
+    path = session_path(tmp_path, session.header)
+    path.parent.mkdir()
+    header = encode_header(session.header).encode()
+    path.write_bytes(header)
+    async with JSONLStore(tmp_path) as store:
+        loaded = await store.load("bare")
+        await store.detach(loaded)
+    assert len(loaded.events) == 0
+    assert path.read_bytes() == header

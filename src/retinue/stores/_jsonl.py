@@ -380,6 +380,8 @@ class JSONLBackend:
         content, path, handle = read
         parts = content.split(b"\n")
         torn = self._torn_fragment(session_id, handle, content, parts)
+        # A header with no newline yet is no fragment after the records: there are none.
+        torn = torn and len(parts) > 1
         header = _header_at(path, parts[0], session_id)
         locate = functools.partial(_event_line, path)
         return StoredLog(header, parts[1:-1], torn_fragment=torn, locate=locate)
