@@ -408,3 +408,28 @@ async def test_jsonl_a_header_without_its_newline_is_kept_by_a_load(tmp_path: Pa
         await store.detach(loaded)
     assert len(loaded.events) == 0
     assert path.read_bytes() == header
+
+
+async def test_jsonl_a_file_gone_between_its_lookup_and_its_read_is_not_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session file removed just after a read found it (a failed creation taken out
+    again, or the file deleted) is a session not stored, as it would be a moment later,
+    not a storage failure."""
+    session = _turns("s1", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    found = JSONLBackend._stored
+
+    def found_then_removed(backend: JSONLBackend, session_id: str) -> Path | None:
+        path = found(backend, session_id)
+        if path is not None:
+            path.unlink()
+        return path
+
+    monkeypatch.setattr(JSONLBackend, "_stored", found_then_removed)
+    async with JSONLStore(tmp_path, create=False) as reader:
+        with pytest.raises(StoreError) as caught:
+            await reader.inspect("s1")
+    assert caught.value.code == "SESSION_NOT_FOUND"

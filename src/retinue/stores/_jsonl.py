@@ -412,7 +412,10 @@ class JSONLBackend:
         unmeasured = self._unmeasured(session_id)
         if unmeasured is None:
             path = self._stored(session_id)
-            return None if path is None else (path.read_bytes(), path, None)
+            try:
+                return None if path is None else (path.read_bytes(), path, None)
+            except FileNotFoundError:
+                return None  # gone since it was found: a failed creation taken out again
         handle, fd = unmeasured
         try:
             return read_whole(fd), handle.path, handle
