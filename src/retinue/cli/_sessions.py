@@ -148,7 +148,8 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         help="write a session as JSONL",
         description="Write a session as JSONL. Stored records a load would discard as a "
         "torn tail are left out: the events before them are written, the torn tail is "
-        "noted on stderr, and the status is then 1.",
+        "noted on stderr, and the status is then 1. A JSONL file's last line not yet "
+        "ended is left out unnoted: a live writer may still be writing it.",
     )
     export.add_argument("id")
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
