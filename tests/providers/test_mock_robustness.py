@@ -593,7 +593,10 @@ async def test_mock_responses_reasoning_reaches_the_adapter() -> None:
             OpenAIModel(base_url=server.openai_base_url, api_key="k", api="responses") as model,
         ):
             collected = await collect(model, make_request("hi"))
-    assert collected.message.content == (Reasoning("step by step"), Text("hello world"))
+    (reasoning, text) = collected.message.content
+    assert isinstance(reasoning, Reasoning)
+    assert reasoning.text == "step by step"
+    assert text == Text("hello world")
 
 
 async def test_mock_tool_only_chat_stream_opens_with_null_content() -> None:

@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
+import retinue
+from retinue import AgentOptions
 from retinue._content import (
     Message,
     OpaqueBlock,
@@ -30,10 +33,19 @@ from retinue.providers._blocks import EMPTY_TURN_TEXT
 from retinue.providers._openai_chat import chat_request_body
 from retinue.providers._openai_responses import responses_request_body
 from retinue.providers.anthropic import AnthropicModel
-from retinue.providers.mock import EchoPolicy, MockServer
+from retinue.providers.mock import EchoPolicy, MockServer, RawReply, ScriptedPolicy
 from retinue.providers.openai import OpenAIModel
+from retinue.session import AssistantMessage
+from retinue.session._codec import decode_event, encode_event
 
-from .support import ANTHROPIC_IMAGE, RESPONSES_IMAGE, collect, make_request
+from .support import (
+    ANTHROPIC_IMAGE,
+    RESPONSES_IMAGE,
+    SSE,
+    collect,
+    make_request,
+    serve_once,
+)
 
 
 def _context(text: str) -> Message:
@@ -628,3 +640,195 @@ async def test_chat_tool_call_ids_repeated_across_turns_answer_their_own_calls()
     results = [(m["tool_call_id"], m["content"]) for m in messages if m["role"] == "tool"]
     assert calls == ["call_0", "call_0_2"]
     assert results == [("call_0", "one"), ("call_0_2", "two")]
+
+
+# Responses: reasoning items sent back within a turn's tool loop
+
+
+def _reasoning_item(item_id: str, *summary: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": text} for text in summary],
+        "encrypted_content": f"gAAAA-{item_id}",
+    }
+
+
+def _typed(payload: dict[str, Any]) -> bytes:
+    event = payload["type"].encode()
+    return b"event: " + event + b"\ndata: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _reasoned_call_stream(item_id: str, call_id: str, *summary: str) -> bytes:
+    """A reasoning item (its summary streamed, its encrypted content only when done), then a
+    function call, as the Responses API streams them to a reasoning model's tool loop."""
+    item = _reasoning_item(item_id, *summary)
+    call = {
+        "id": f"fc_{call_id}",
+        "type": "function_call",
+        "call_id": call_id,
+        "name": "lookup",
+        "arguments": '{"city":"Oslo"}',
+        "status": "completed",
+    }
+    deltas = [
+        {
+            "type": "response.reasoning_summary_text.delta",
+            "output_index": 0,
+            "item_id": item_id,
+            "summary_index": index,
+            "delta": text,
+        }
+        for index, text in enumerate(summary)
+    ]
+    events: list[dict[str, Any]] = [
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"id": item_id, "type": "reasoning", "summary": []},
+        },
+        *deltas,
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {
+            "type": "response.output_item.added",
+            "output_index": 1,
+            "item": {**call, "arguments": ""},
+        },
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '{"city":'},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '"Oslo"}'},
+        {"type": "response.output_item.done", "output_index": 1, "item": call},
+        {"type": "response.completed", "response": {"status": "completed", "output": [item, call]}},
+    ]
+    return b"".join(map(_typed, events))
+
+
+def _answer_stream(text: str) -> bytes:
+    events: list[dict[str, Any]] = [
+        {
+            "type": "response.output_text.delta",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": text,
+        },
+        {"type": "response.completed", "response": {"status": "completed"}},
+    ]
+    return b"".join(map(_typed, events))
+
+
+async def _reasoned_call(item_id: str, call_id: str, *summary: str) -> Message:
+    """The assistant message the Responses adapter decodes from a reasoned call."""
+    body = _reasoned_call_stream(item_id, call_id, *summary)
+    return (await serve_once("responses", body)).message
+
+
+@retinue.tool
+async def lookup(city: str) -> str:
+    """Weather for a city."""
+    await trio.sleep(0.1)
+    return f"sunny in {city}"
+
+
+async def test_responses_tool_loop_sends_back_the_reasoning_before_its_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R10.2: within a turn's tool loop, the reasoning item a reasoning model returned
+    before a function call goes back just before that call, as the API returned it
+    (``encrypted_content`` included), so the model keeps its chain of thought. The log
+    holds it as reasoning whose text is the summary, and reloads it unchanged.
+    """
+    summary = ("**Plan**\n\nLook it up.", "Then answer.")
+    replies = [
+        RawReply(200, SSE, _reasoned_call_stream("rs_1", "call_1", *summary)),
+        RawReply(200, SSE, _answer_stream("sunny")),
+    ]
+    server = MockServer(ScriptedPolicy(replies))
+    with trio.fail_after(60):
+        async with (
+            OpenAIModel(transport=server.transport(), api_key="k", api="responses") as model,
+            retinue.open_runtime(models=model, tools=[lookup]) as rt,
+        ):
+            agent = await rt.create_agent("a", AgentOptions(model="m"))
+            result = await agent.ask("weather in Oslo?")
+            events = agent.session.events
+    assert result.reason.kind == "completed"
+    sent: Any = server.calls[1].body["input"]
+    assert [item.get("type", item.get("role")) for item in sent] == [
+        "user",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert sent[1] == _reasoning_item("rs_1", *summary)
+    logged = next(e for e in events if isinstance(e.data, AssistantMessage))
+    assert isinstance(logged.data, AssistantMessage)
+    (thought, call) = logged.data.content
+    assert isinstance(thought, Reasoning)
+    assert thought.text == "**Plan**\n\nLook it up.\n\nThen answer."
+    assert call == ToolCall("call_1", "lookup", '{"city":"Oslo"}')
+    assert decode_event(encode_event(logged)) == logged
+
+
+async def test_responses_sends_back_only_the_reasoning_of_the_current_turn() -> None:
+    """R10.2: the API ignores reasoning items of earlier turns (before the latest prompt),
+    so they are not sent; a turn's items go back before the call each came with.
+    """
+    first = await _reasoned_call("rs_1", "call_1", "Look up Oslo.")
+    second = await _reasoned_call("rs_2", "call_2", "Look up Lima.")
+    history: list[Message | str] = [
+        "weather in Oslo?",
+        first,
+        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
+        Message("assistant", (Text("Sunny."),)),
+        "and in Lima?",
+        second,
+        Message("user", (ToolResultBlock("call_2", (Text("rain"),)),)),
+    ]
+    sent = (await _sent_body("responses", *history))["input"]
+    reasoning = [index for index, item in enumerate(sent) if item.get("type") == "reasoning"]
+    assert [sent[index]["id"] for index in reasoning] == ["rs_2"]
+    assert sent[reasoning[0] + 1]["call_id"] == "call_2"
+
+
+async def test_responses_does_not_send_reasoning_nothing_followed() -> None:
+    """R10.2: the API refuses a reasoning item without the item that followed it, and
+    reasoning it did not return (another provider's, or unsigned) is not its to read.
+    """
+    thought = await _reasoned_call("rs_1", "call_1", "Look it up.")
+    reasoning = thought.content[0]
+    history: list[Message | str] = [
+        "weather?",
+        Message("assistant", (Reasoning("Plan.", "sig-1"), Reasoning("Plan."), Text("Sunny."))),
+        "and tomorrow?",
+        Message("assistant", (reasoning,)),
+    ]
+    sent = (await _sent_body("responses", *history))["input"]
+    assert [item.get("type") for item in sent if item.get("type")] == []
+
+
+async def test_responses_reasoning_without_a_summary_is_sent_back() -> None:
+    """R10.2: a reasoning model returns reasoning items with no summary unless one is asked
+    for; such an item is still logged (as empty reasoning) and goes back with its call.
+    """
+    thought = await _reasoned_call("rs_1", "call_1")
+    assert thought.content[0] == Reasoning("", thought.content[0].signature)  # type: ignore[union-attr]
+    history: list[Message | str] = [
+        "weather?",
+        thought,
+        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
+    ]
+    sent = (await _sent_body("responses", *history))["input"]
+    assert sent[1] == {**_reasoning_item("rs_1"), "summary": []}
+
+
+async def test_anthropic_does_not_send_reasoning_the_responses_api_returned() -> None:
+    """Reasoning a Responses model returned carries that API's item, which Anthropic cannot
+    verify as a thinking signature: a session that changes provider leaves it out.
+    """
+    thought = await _reasoned_call("rs_1", "call_1", "Look it up.")
+    history: list[Message | str] = [
+        "weather?",
+        thought,
+        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
+    ]
+    body = await _sent_body("messages", *history)
+    assert [block["type"] for block in body["messages"][1]["content"]] == ["tool_use"]

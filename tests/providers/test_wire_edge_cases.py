@@ -759,7 +759,8 @@ COMPLETE_CALL: dict[str, Any] = {
 }
 COMPLETE_ITEMS: list[dict[str, Any]] = [COMPLETE_REASONING, COMPLETE_MESSAGE, COMPLETE_CALL]
 COMPLETE_CONTENT = (
-    Reasoning("Plan.\n\nGo."),
+    # Signed with the item as the API returned it, to be sent back with the call.
+    Reasoning("Plan.\n\nGo.", json.dumps(COMPLETE_REASONING, separators=(",", ":"))),
     Text("Checking Oslo."),
     ToolCall("call_1", "lookup", '{"city":"Oslo"}'),
 )

@@ -45,6 +45,7 @@ from ._blocks import (
     malformed,
     opaque_part,
     replay_input,
+    responses_reasoning_item,
 )
 from ._failures import ProviderConnectionError, ProviderError, stream_error
 from ._openai_chat import optional_count, token_count
@@ -118,8 +119,9 @@ def _block(block: ContentBlock, tool_ids: ReplayIds) -> JsonObject | None:
             "input": replay_input(block.arguments),
         }
     if isinstance(block, Reasoning):
-        # Unsigned (or signed empty, as some servers send it): the API cannot verify it.
-        if not block.signature:
+        # Unsigned (or signed empty, as some servers send it), or signed by the Responses
+        # API with its reasoning item: the API cannot verify it.
+        if not block.signature or responses_reasoning_item(block.signature) is not None:
             return None
         return {"type": "thinking", "thinking": block.text, "signature": block.signature}
     if isinstance(block, RedactedReasoning):
@@ -165,8 +167,8 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
     Consecutive messages of one role merge into one turn (roles must
     alternate); in each user turn the ``tool_result`` blocks come first, as
     Anthropic requires; thinking blocks are replayed with their signature,
-    redacted thinking verbatim; reasoning without a signature and
-    whitespace-only text are dropped, and so is thinking that would end an
+    redacted thinking verbatim; reasoning without a signature (or signed
+    with a Responses API item) and whitespace-only text are dropped, and so is thinking that would end an
     assistant turn. An assistant turn left empty is left out; a user turn
     left empty holds :data:`EMPTY_TURN_TEXT`, and one holding only that
     stands before an assistant turn that would start the transcript and

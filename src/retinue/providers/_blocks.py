@@ -41,6 +41,7 @@ __all__ = [
     "opaque_part",
     "replay_arguments",
     "replay_input",
+    "responses_reasoning_item",
     "user_run_items",
 ]
 
@@ -246,6 +247,25 @@ def replay_input(arguments: str) -> dict[str, object]:
     if len(arguments) <= _HELD_INPUT_LENGTH:
         return _held_input(arguments)
     return arguments_object(arguments) or {}
+
+
+def responses_reasoning_item(signature: str | None) -> dict[str, object] | None:
+    """The Responses API reasoning item a reasoning block's *signature* holds, or ``None``.
+
+    The Responses adapter signs the reasoning it decodes with the item the API
+    returned (its id, summary and ``encrypted_content``), as JSON text, to send
+    it back as is. No Anthropic signature (base64) starts with ``{``: only
+    such a signature is parsed.
+    """
+    if not signature or not signature.startswith("{"):
+        return None
+    try:
+        item = json.loads(signature)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return None
+    return item if isinstance(item.get("id"), str) and item["id"] else None
 
 
 def loads_event(data: bytes) -> dict[str, object]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Hashable, Sequence
 from itertools import groupby
 from typing import final
@@ -13,6 +14,7 @@ from retinue._content import (
     ContentBlock,
     Message,
     OpaqueBlock,
+    Reasoning,
     Text,
     ToolCall,
     ToolResultBlock,
@@ -41,6 +43,7 @@ from ._blocks import (
     malformed,
     opaque_part,
     replay_arguments,
+    responses_reasoning_item,
     user_run_items,
 )
 from ._failures import ProviderConnectionError, stream_error
@@ -92,26 +95,64 @@ def _user_message(message: Message) -> JsonObject | None:
     return {"role": "user", "content": _parts(user)} if user else None
 
 
-def _assistant_items(message: Message, call_ids: ReplayIds) -> list[JsonObject]:
-    items: list[JsonObject] = []
+def _function_call(block: ToolCall, call_ids: ReplayIds) -> JsonObject:
+    return {
+        "type": "function_call",
+        "call_id": call_ids.call(block.id),
+        "name": block.name or UNNAMED_TOOL,
+        "arguments": replay_arguments(block.arguments),
+    }
+
+
+def _assistant_items(
+    message: Message, call_ids: ReplayIds, *, with_reasoning: bool
+) -> list[JsonObject]:
+    """The message's text as one message item, then its calls.
+
+    With *with_reasoning*, each reasoning item the API returned goes just
+    before the item of the block that followed it: the API refuses a
+    reasoning item without its following item, so one that nothing followed
+    is not sent.
+    """
     text = joined_text(message.content)
-    if text:
-        items.append({"role": "assistant", "content": text})
-    items.extend(
-        {
-            "type": "function_call",
-            "call_id": call_ids.call(b.id),
-            "name": b.name or UNNAMED_TOOL,
-            "arguments": replay_arguments(b.arguments),
-        }
-        for b in message.content
-        if isinstance(b, ToolCall)
-    )
-    return items
+    leading: list[JsonObject] = []  # the reasoning before the text
+    calls: list[JsonObject] = []
+    waiting: list[JsonObject] = []
+    for block in message.content:
+        if isinstance(block, Reasoning):
+            item = responses_reasoning_item(block.signature) if with_reasoning else None
+            if item is not None:
+                waiting.append(item)
+        elif isinstance(block, ToolCall):
+            calls += [*waiting, _function_call(block, call_ids)]
+            waiting = []
+        elif isinstance(block, Text) and block.text:
+            leading += waiting
+            waiting = []
+    if not text:
+        return calls
+    return [*leading, {"role": "assistant", "content": text}, *calls]
+
+
+def _turn_start(messages: Sequence[Message]) -> int:
+    """Where the current turn's messages start: after the latest prompt (a user message
+    that is not only tool results)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and not (
+            message.content and all(isinstance(b, ToolResultBlock) for b in message.content)
+        ):
+            return index + 1
+    return 0
 
 
 def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
-    """Map SPEC messages to Responses ``input`` items (reasoning is not replayed).
+    """Map SPEC messages to Responses ``input`` items.
+
+    Reasoning the API returned in the current turn (since the latest prompt)
+    goes back with the call or text that followed it, so that a reasoning
+    model keeps its chain of thought through its tool loop; the API ignores
+    the reasoning of earlier turns, which is not sent.
 
     A call that repeats the id of an earlier call is sent with a suffixed id,
     and its output with it: the API refuses a second output for one id. An
@@ -120,13 +161,19 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
     items: list[JsonObject] = []
     call_ids = ReplayIds.within(MAX_CALL_ID_LENGTH)
     output = functools.partial(_function_output, call_ids=call_ids)
+    turn_start = _turn_start(messages)
+    position = 0
     for role, group in groupby(messages, key=lambda message: message.role):
+        run = list(group)
         if role == "user":
-            items.extend(user_run_items(list(group), output, _user_message))
+            items.extend(user_run_items(run, output, _user_message))
         elif role == "system":
-            items.extend({"role": "developer", "content": joined_text(m.content)} for m in group)
+            items.extend({"role": "developer", "content": joined_text(m.content)} for m in run)
         else:
-            items.extend(item for m in group for item in _assistant_items(m, call_ids))
+            for offset, m in enumerate(run):
+                current = position + offset >= turn_start
+                items.extend(_assistant_items(m, call_ids, with_reasoning=current))
+        position += len(run)
     return items
 
 
@@ -222,6 +269,8 @@ class ResponsesStreamDecoder:
     """Without ``output_index``: the key of the item now streaming."""
     _item_ids: set[str] = attrs.field(factory=set, init=False)
     _unnamed: int = attrs.field(default=0, init=False)
+    _signed: set[Hashable] = attrs.field(factory=set, init=False)
+    """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -313,8 +362,7 @@ class ResponsesStreamDecoder:
         if kind == "message":
             return self._message_done(output, _list(item.get("content")))
         if kind == "reasoning":
-            parts = _list(item.get("summary")) or _list(item.get("content"))
-            return self._reasoning_done(output, parts)
+            return self._reasoning_done(output, item)
         return []
 
     def _settle(self, key: Hashable, block_type: str, content: str | None) -> Hashable | None:
@@ -378,15 +426,36 @@ class ResponsesStreamDecoder:
         self._matched.add(key)
         return [table.text(key, texts[0][1])]
 
-    def _reasoning_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
+    def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        """A completed reasoning item: its text, unless deltas streamed it, and the item.
+
+        The item itself, as JSON text, signs the block (see
+        :func:`responses_reasoning_item`): the next request of the turn sends
+        it back. Its ``encrypted_content`` is complete only here. An item
+        without a summary (none was asked for) is still a block, empty.
+        """
         key = ("reasoning", output)
-        texts = [text for _, text in _part_texts(parts)]
-        if not texts:
+        parts = _list(item.get("summary")) or _list(item.get("content"))
+        text = _PARAGRAPH.join(text for _, text in _part_texts(parts))
+        found = self._settle(key, "reasoning", text or None)
+        signature = self._signature(key if found is None else found, item)
+        if found is not None:
+            return [self._table.reasoning(found, "", signature)] if signature else []
+        if not text and signature is None:
             return []
-        text = _PARAGRAPH.join(texts)
-        if self._settle(key, "reasoning", text) is not None:
-            return []
-        return [self._table.reasoning(key, text)]
+        return [self._table.reasoning(key, text, signature)]
+
+    def _signature(self, key: Hashable, item: JsonObject) -> str | None:
+        """The item as the signature of the block at *key*; ``None`` for an item without an
+        id (the API needs it back), or when that block is signed already."""
+        if not _str(item.get("id")) or key in self._signed:
+            return None
+        try:
+            signature = json.dumps(item, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN from a compatible server: JSON cannot write it back
+            return None
+        self._signed.add(key)
+        return signature
 
     def _terminal(self, response: JsonObject) -> list[StreamChunk]:
         """The response's end: its ``output`` when nothing streamed, usage, the finish."""
