@@ -11,6 +11,7 @@ malformed response naming the call.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -260,6 +261,59 @@ async def test_chat_function_call_after_a_custom_call_without_an_id_at_one_index
     )
     collected = await serve_once("chat", body)
     assert collected.message.content == (ToolCall("call_f", "lookup", '{"city":"Paris"}'),)
+
+
+# --- Chat Completions: the deprecated ``function_call`` form ------------------------------
+
+FRESH_ID = re.compile(r"call_[0-9a-f]{24}")
+
+
+def _legacy_stream() -> bytes:
+    """A call in the deprecated form some compatible servers still send: one
+    ``function_call`` per message, without an id, its arguments in fragments."""
+    opening = {"name": "lookup", "arguments": ""}
+    return sse_body(
+        _chat_chunk({"role": "assistant", "content": None, "function_call": opening}),
+        _chat_chunk({"function_call": {"arguments": '{"ci'}}),
+        _chat_chunk({"function_call": {"arguments": 'ty":"Paris"}'}}),
+        _chat_chunk({}, "function_call"),
+        b"[DONE]",
+    )
+
+
+def _legacy_whole() -> bytes:
+    call = {"name": "lookup", "arguments": '{"city":"Paris"}'}
+    message = {"role": "assistant", "content": None, "function_call": call}
+    return json.dumps(
+        {"choices": [{"index": 0, "message": message, "finish_reason": "function_call"}]}
+    ).encode()
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_chat_call_in_the_deprecated_function_call_form_is_a_tool_call(
+    *, streamed: bool
+) -> None:
+    """R10.2: a call sent as ``function_call`` (the deprecated form the SDK still parses)
+    is the model's tool call, under a fresh id that the opening chunk and the message
+    share. It was dropped, and the step ended on ``tool-calls`` with no call to run.
+    """
+    body, headers = (_legacy_stream(), SSE) if streamed else (_legacy_whole(), JSON)
+    collected = await serve_once("chat", body, headers)
+    (call,) = collected.message.content
+    assert isinstance(call, ToolCall)
+    assert (call.name, call.arguments) == ("lookup", '{"city":"Paris"}')
+    assert FRESH_ID.fullmatch(call.id)
+    fragments = [c for c in collected.chunks if isinstance(c, ToolCallDelta)]
+    assert [fragment.id for fragment in fragments[:1]] == ([call.id] if streamed else [])
+
+
+async def test_chat_function_call_that_is_not_an_object_is_malformed() -> None:
+    """R10.2: a ``function_call`` of another type than an object (or null) is a malformed
+    response naming the field, not a call silently dropped."""
+    body = sse_body(_chat_chunk({"function_call": "lookup"}, "function_call"), b"[DONE]")
+    with pytest.raises(ProviderStreamError, match="function_call") as caught:
+        await serve_once("chat", body)
+    assert caught.value.code == "MALFORMED_RESPONSE"
 
 
 # --- Responses: items the server runs itself ---------------------------------------------

@@ -359,6 +359,9 @@ class ChatStreamDecoder:
                 chunk = self._tool_call(position, _dict(call))
                 if chunk is not None:
                     out.append(chunk)
+        legacy = delta.get("function_call")
+        if legacy is not None:
+            out.append(self._legacy_call(legacy))
         finish = choice.get("finish_reason")
         if isinstance(finish, str):
             self._finish = finish
@@ -445,6 +448,24 @@ class ChatStreamDecoder:
                 function.get("arguments"), "chat completions", call_id or name
             )
         return self._table.tool_call(key, call_id, name, arguments)
+
+    def _legacy_call(self, call: object) -> StreamChunk:
+        """A fragment of a call in the deprecated ``function_call`` form, which some
+        compatible servers still send: one call per message, with no id, so the block
+        mints it one (the SDK parses this form too: it is the model's call to run).
+
+        Raises:
+            ProviderStreamError: ``MALFORMED_RESPONSE``: the field is not an object.
+        """
+        if not isinstance(call, dict):
+            raise malformed(
+                "chat completions: a message's function_call is of type "
+                f"{type(call).__name__}, not an object"
+            )
+        name = call.get("name")
+        name = name if isinstance(name, str) else None
+        arguments = arguments_text(call.get("arguments"), "chat completions", name)
+        return self._table.tool_call("function_call", None, name, arguments)
 
     @property
     def sent_usage(self) -> bool:
