@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from retinue._content import Reasoning, Text, ToolCall
-from retinue._stream import TextDelta, ToolCallDelta, Usage
+from retinue._stream import STOP, TextDelta, ToolCallDelta, Usage
 from retinue.providers import (
     ProviderConnectionError,
     ProviderError,
@@ -635,6 +635,26 @@ async def test_chat_stream_ending_at_its_finish_is_complete_from_a_server_withou
     for outcome in outcomes:
         assert isinstance(outcome, Collected)
         assert outcome.message.content == (Text("hi"),)
+
+
+def _chat_piece(text: str, finish: str | None) -> bytes:
+    choice = {"index": 0, "delta": {"content": text}, "finish_reason": finish}
+    return json.dumps({"choices": [choice]}).encode()
+
+
+async def test_chat_empty_finish_reason_is_no_finish() -> None:
+    """R10.2, R10.3: Ollama and SGLang send ``finish_reason: ""`` on every chunk before the
+    last. That is no finish: a stream of them cut before its real finish is truncated
+    (retryable), not a complete answer with a finish named ``''``.
+    """
+    cut = sse_body(_chat_piece("The answer", ""), _chat_piece(" is", ""))
+    with pytest.raises(ProviderConnectionError) as caught:
+        await serve_once("chat", cut)
+    assert caught.value.code == "STREAM_TRUNCATED"
+    whole = sse_body(_chat_piece("The answer", ""), _chat_piece(" is 4.", "stop"), b"[DONE]")
+    collected = await serve_once("chat", whole)
+    assert collected.message.content == (Text("The answer is 4."),)
+    assert collected.assembler.finish == STOP
 
 
 @pytest.mark.parametrize(

@@ -363,7 +363,8 @@ class ChatStreamDecoder:
         if legacy is not None:
             out.append(self._legacy_call(legacy))
         finish = choice.get("finish_reason")
-        if isinstance(finish, str):
+        # Ollama and SGLang send "" on every chunk before the last: that is no finish yet.
+        if isinstance(finish, str) and finish:
             self._finish = finish
 
     def _call_key(
