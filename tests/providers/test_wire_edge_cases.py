@@ -517,6 +517,59 @@ async def test_chat_refusal_is_answer_text(body: bytes, headers: Any) -> None:
     assert collected.assembler.finish.kind == "stop"
 
 
+def _thinking(text: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": [{"type": "text", "text": text}]}
+
+
+def _parts_chunk(*parts: dict[str, Any]) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "delta": {"content": list(parts)}}]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        (
+            sse_body(
+                _parts_chunk(_thinking("The user ")),
+                _parts_chunk(_thinking("greets me.")),
+                _parts_chunk({"type": "text", "text": "Hello"}),
+                b'{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}',
+                b"[DONE]",
+            ),
+            SSE,
+        ),
+        (
+            json.dumps(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {
+                                "role": "assistant",
+                                "content": [
+                                    _thinking("The user greets me."),
+                                    {"type": "text", "text": "Hello!"},
+                                ],
+                            },
+                            "finish_reason": "stop",
+                        }
+                    ]
+                }
+            ).encode(),
+            JSON,
+        ),
+    ],
+    ids=["stream", "body"],
+)
+async def test_chat_content_sent_as_parts_is_text_and_reasoning(body: bytes, headers: Any) -> None:
+    """R10.2: Mistral's endpoint sends ``content`` as a list of parts, a reasoning model's
+    thinking among them: text parts are the answer's text and thinking parts its
+    reasoning. Both were dropped (a whole answer came back empty).
+    """
+    collected = await serve_once("chat", body, headers)
+    assert collected.message.content == (Reasoning("The user greets me."), Text("Hello!"))
+
+
 FUNCTION_CALL_WITHOUT_CALL_ID = {"type": "function_call", "name": "lookup", "arguments": "{}"}
 
 

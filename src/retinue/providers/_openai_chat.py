@@ -353,6 +353,8 @@ class ChatStreamDecoder:
             text = delta.get(field)
             if isinstance(text, str) and text:
                 out.append(table.text("text", text))
+            elif type(text) is list:
+                self._content_parts(text, out)
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):
@@ -366,6 +368,25 @@ class ChatStreamDecoder:
         # Ollama and SGLang send "" on every chunk before the last: that is no finish yet.
         if isinstance(finish, str) and finish:
             self._finish = finish
+
+    def _content_parts(self, parts: list[object], out: list[StreamChunk]) -> None:
+        """Content sent as a list of parts, as Mistral's endpoint sends it: text parts are
+        text, and thinking parts (its reasoning models') reasoning. A part of another
+        kind (a reference) carries nothing retinue models."""
+        table = self._table
+        for part in map(_dict, parts):
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if isinstance(text, str) and text:
+                    out.append(table.text("text", text))
+            elif kind == "thinking":
+                thinking = part.get("thinking")
+                inner = [thinking] if isinstance(thinking, str) else _list(thinking)
+                for piece in inner:
+                    text = piece if isinstance(piece, str) else _dict(piece).get("text")
+                    if isinstance(text, str) and text:
+                        out.append(table.reasoning("reasoning", text))
 
     def _call_key(
         self, position: int, call_id: str | None, index: object, *, opens: bool
