@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from retinue._content import Reasoning, Text, ToolCall
-from retinue._stream import STOP, TextDelta, ToolCallDelta, Usage
+from retinue._stream import STOP, Errored, TextDelta, ToolCallDelta, Usage
 from retinue.providers import (
     ProviderConnectionError,
     ProviderError,
@@ -515,6 +515,20 @@ async def test_chat_refusal_is_answer_text(body: bytes, headers: Any) -> None:
     collected = await serve_once("chat", body, headers)
     assert collected.message.content == (Text(REFUSAL),)
     assert collected.assembler.finish.kind == "stop"
+
+
+async def test_chat_answer_cut_for_want_of_server_resources_is_no_success() -> None:
+    """R10.3, R10.4: DeepSeek's ``insufficient_system_resource`` finish says its server
+    cut the answer short. It is an error finish naming it, not an open finish (a success)
+    under which the cut answer stood as complete.
+    """
+    body = sse_body(
+        _chat_piece("The answer", None), _chat_piece("", "insufficient_system_resource")
+    )
+    collected = await serve_once("chat", body)
+    finish = collected.assembler.finish
+    assert isinstance(finish, Errored)
+    assert finish.code == "insufficient_system_resource"
 
 
 def _thinking(text: str) -> dict[str, Any]:

@@ -260,6 +260,12 @@ def chat_finish(name: str | None) -> FinishReason:
         return MAX_TOKENS
     if name == "content_filter":
         return Errored("the provider's content filter stopped the output", code="content_filter")
+    if name == "insufficient_system_resource":
+        # DeepSeek's: its server cut the answer short, which an open finish would pass as whole.
+        return Errored(
+            "the provider ran out of resources and cut the output short",
+            code="insufficient_system_resource",
+        )
     return finish_named(name)
 
 
