@@ -733,8 +733,9 @@ async def test_responses_tool_loop_sends_back_the_reasoning_before_its_call(
 ) -> None:
     """R10.2: within a turn's tool loop, the reasoning item a reasoning model returned
     before a function call goes back just before that call, as the API returned it
-    (``encrypted_content`` included), so the model keeps its chain of thought. The log
-    holds it as reasoning whose text is the summary, and reloads it unchanged.
+    (``encrypted_content`` included), and the call with the item id the API pairs
+    them by, so the model keeps its chain of thought. The log holds it as reasoning
+    whose text is the summary, and reloads it unchanged.
     """
     summary = ("**Plan**\n\nLook it up.", "Then answer.")
     replies = [
@@ -759,6 +760,13 @@ async def test_responses_tool_loop_sends_back_the_reasoning_before_its_call(
         "function_call_output",
     ]
     assert sent[1] == _reasoning_item("rs_1", *summary)
+    assert sent[2] == {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "lookup",
+        "arguments": '{"city":"Oslo"}',
+        "id": "fc_call_1",
+    }
     logged = next(e for e in events if isinstance(e.data, AssistantMessage))
     assert isinstance(logged.data, AssistantMessage)
     (thought, call) = logged.data.content
@@ -789,20 +797,31 @@ async def test_responses_sends_back_only_the_reasoning_of_the_current_turn() -> 
     assert sent[reasoning[0] + 1]["call_id"] == "call_2"
 
 
-async def test_responses_does_not_send_reasoning_nothing_followed() -> None:
+async def test_responses_does_not_send_reasoning_without_its_call() -> None:
     """R10.2: the API refuses a reasoning item without the item that followed it, and
     reasoning it did not return (another provider's, or unsigned) is not its to read.
+    Reasoning before an answer's text is not sent either: that message goes back
+    without the item id the API would pair it by. A call logged without the reasoning
+    before it goes without its item id, which the API would pair with that reasoning.
     """
     thought = await _reasoned_call("rs_1", "call_1", "Look it up.")
-    reasoning = thought.content[0]
+    reasoning, call = thought.content
+    answer = Message("assistant", (reasoning, Text("Sunny.")))
     history: list[Message | str] = [
         "weather?",
         Message("assistant", (Reasoning("Plan.", "sig-1"), Reasoning("Plan."), Text("Sunny."))),
         "and tomorrow?",
         Message("assistant", (reasoning,)),
+        answer,
+        Message("assistant", (call,)),
+        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
     ]
     sent = (await _sent_body("responses", *history))["input"]
-    assert [item.get("type") for item in sent if item.get("type")] == []
+    assert [item.get("type") for item in sent if item.get("type")] == [
+        "function_call",
+        "function_call_output",
+    ]
+    assert "id" not in sent[-2]
 
 
 async def test_responses_reasoning_without_a_summary_is_sent_back() -> None:

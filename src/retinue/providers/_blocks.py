@@ -249,23 +249,36 @@ def replay_input(arguments: str) -> dict[str, object]:
     return arguments_object(arguments) or {}
 
 
-def responses_reasoning_item(signature: str | None) -> dict[str, object] | None:
-    """The Responses API reasoning item a reasoning block's *signature* holds, or ``None``.
+def responses_reasoning_item(
+    signature: str | None,
+) -> tuple[dict[str, object], dict[str, str]] | None:
+    """The Responses API reasoning item a reasoning block's *signature* holds, with the
+    item ids of the function calls that followed it (by call id); ``None`` for another.
 
     The Responses adapter signs the reasoning it decodes with the item the API
-    returned (its id, summary and ``encrypted_content``), as JSON text, to send
-    it back as is. No Anthropic signature (base64) starts with ``{``: only
-    such a signature is parsed.
+    returned (its id, summary and ``encrypted_content``) as a line of JSON, and
+    adds a line ``{"call_id": ..., "id": ...}`` for each call that followed it,
+    to send them back together. No Anthropic signature (base64) starts with
+    ``{``: only such a signature is parsed.
     """
     if not signature or not signature.startswith("{"):
         return None
     try:
-        item = json.loads(signature)
+        item, *links = map(json.loads, signature.split("\n"))
     except (ValueError, RecursionError):
         return None
     if not isinstance(item, dict) or item.get("type") != "reasoning":
         return None
-    return item if isinstance(item.get("id"), str) and item["id"] else None
+    if not isinstance(item.get("id"), str) or not item["id"]:
+        return None
+    calls = {
+        link["call_id"]: link["id"]
+        for link in links
+        if isinstance(link, dict)
+        and isinstance(link.get("call_id"), str)
+        and isinstance(link.get("id"), str)
+    }
+    return item, calls
 
 
 def loads_event(data: bytes) -> dict[str, object]:

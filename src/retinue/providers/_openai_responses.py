@@ -110,28 +110,30 @@ def _assistant_items(
     """The message's text as one message item, then its calls.
 
     With *with_reasoning*, each reasoning item the API returned goes just
-    before the item of the block that followed it: the API refuses a
-    reasoning item without its following item, so one that nothing followed
-    is not sent.
+    before the first call that followed it, and those calls with the item ids
+    the API gave them: the API pairs them by those ids, and refuses a
+    reasoning item without its following item. Reasoning that no call
+    followed (an answer's text did) is not sent.
     """
     text = joined_text(message.content)
-    leading: list[JsonObject] = []  # the reasoning before the text
-    calls: list[JsonObject] = []
-    waiting: list[JsonObject] = []
+    items: list[JsonObject] = [{"role": "assistant", "content": text}] if text else []
+    waiting: list[tuple[JsonObject, dict[str, str]]] = []
+    linked: dict[str, str] = {}  # call id -> item id, of the calls of the items sent
     for block in message.content:
         if isinstance(block, Reasoning):
-            item = responses_reasoning_item(block.signature) if with_reasoning else None
-            if item is not None:
-                waiting.append(item)
+            found = responses_reasoning_item(block.signature) if with_reasoning else None
+            if found is not None and found[1]:
+                waiting.append(found)
         elif isinstance(block, ToolCall):
-            calls += [*waiting, _function_call(block, call_ids)]
-            waiting = []
-        elif isinstance(block, Text) and block.text:
-            leading += waiting
-            waiting = []
-    if not text:
-        return calls
-    return [*leading, {"role": "assistant", "content": text}, *calls]
+            for reasoning, calls in [w for w in waiting if block.id in w[1]]:
+                items.append(reasoning)
+                linked.update(calls)
+                waiting.remove((reasoning, calls))
+            call = _function_call(block, call_ids)
+            if block.id in linked:
+                call["id"] = linked[block.id]
+            items.append(call)
+    return items
 
 
 def _turn_start(messages: Sequence[Message]) -> int:
@@ -150,9 +152,9 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
     """Map SPEC messages to Responses ``input`` items.
 
     Reasoning the API returned in the current turn (since the latest prompt)
-    goes back with the call or text that followed it, so that a reasoning
-    model keeps its chain of thought through its tool loop; the API ignores
-    the reasoning of earlier turns, which is not sent.
+    goes back with the calls that followed it, so that a reasoning model
+    keeps its chain of thought through its tool loop; the API ignores the
+    reasoning of earlier turns, which is not sent.
 
     A call that repeats the id of an earlier call is sent with a suffixed id,
     and its output with it: the API refuses a second output for one id. An
@@ -270,6 +272,8 @@ class ResponsesStreamDecoder:
     _item_ids: set[str] = attrs.field(factory=set, init=False)
     _unnamed: int = attrs.field(default=0, init=False)
     _signed: set[Hashable] = attrs.field(factory=set, init=False)
+    _reasoning: Hashable | None = attrs.field(default=None, init=False)
+    """The signed reasoning block the calls completed next followed."""
     """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
@@ -358,8 +362,10 @@ class ResponsesStreamDecoder:
         """
         kind = item.get("type")
         if kind == "function_call":
-            return self._call_done(output, item)
+            return self._call_done(output, item) + self._link_call(item)
         if kind == "message":
+            # Calls after an answer's text follow it, not the reasoning: they are not linked.
+            self._reasoning = None
             return self._message_done(output, _list(item.get("content")))
         if kind == "reasoning":
             return self._reasoning_done(output, item)
@@ -429,16 +435,19 @@ class ResponsesStreamDecoder:
     def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed reasoning item: its text, unless deltas streamed it, and the item.
 
-        The item itself, as JSON text, signs the block (see
-        :func:`responses_reasoning_item`): the next request of the turn sends
-        it back. Its ``encrypted_content`` is complete only here. An item
+        The item itself, as a line of JSON, signs the block (see
+        :func:`responses_reasoning_item`), and each function call completed
+        after it adds its ids: the next request of the turn sends them back
+        together. Its ``encrypted_content`` is complete only here. An item
         without a summary (none was asked for) is still a block, empty.
         """
         key = ("reasoning", output)
         parts = _list(item.get("summary")) or _list(item.get("content"))
         text = _PARAGRAPH.join(text for _, text in _part_texts(parts))
         found = self._settle(key, "reasoning", text or None)
-        signature = self._signature(key if found is None else found, item)
+        block = key if found is None else found
+        signature = self._signature(block, item)
+        self._reasoning = block if block in self._signed else None
         if found is not None:
             return [self._table.reasoning(found, "", signature)] if signature else []
         if not text and signature is None:
@@ -456,6 +465,14 @@ class ResponsesStreamDecoder:
             return None
         self._signed.add(key)
         return signature
+
+    def _link_call(self, item: JsonObject) -> list[StreamChunk]:
+        """The ids of a completed call, added to the signature of the reasoning before it."""
+        call_id, item_id = _str(item.get("call_id")), _str(item.get("id"))
+        if self._reasoning is None or not call_id or not item_id:
+            return []
+        link = json.dumps({"call_id": call_id, "id": item_id}, separators=(",", ":"))
+        return [self._table.reasoning(self._reasoning, "", "\n" + link)]
 
     def _terminal(self, response: JsonObject) -> list[StreamChunk]:
         """The response's end: its ``output`` when nothing streamed, usage, the finish."""
