@@ -753,6 +753,16 @@ async def test_responses_failed_without_error_says_there_was_no_detail(
     assert "no detail" in str(caught.value)
 
 
+async def test_responses_whole_failed_response_without_error_is_no_success() -> None:
+    """R10.3: a whole (non-streamed) response whose status is ``failed`` failed, error
+    object or not: it was an empty answer finished with ``stop``.
+    """
+    body = json.dumps({"status": "failed", "error": None, "output": []}).encode()
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("responses", body, JSON)
+    assert "no detail" in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("api", "body"),
     [

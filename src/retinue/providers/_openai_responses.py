@@ -506,10 +506,12 @@ class ResponsesStreamDecoder:
 
         Raises:
             ProviderStreamError: the body is an error object (a failed response,
-                or a proxy's error sent with status 200) or has no ``output``.
+                with or without its error, or a proxy's error sent with status
+                200) or has no ``output``.
         """
-        if payload.get("error"):
-            raise stream_error(payload["error"], where="responses")
+        if payload.get("error") or payload.get("status") == "failed":
+            # A failed response may carry no error object: it is still no answer.
+            raise stream_error(payload.get("error"), where="responses")
         if not isinstance(payload.get("output"), list):
             raise malformed("the responses response has no output list")
         self._terminal(payload)
