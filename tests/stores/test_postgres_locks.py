@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -530,3 +531,86 @@ async def test_postgres_lock_connection_cut_off_with_its_backend_alive_keeps_its
             backend.close()
     async with PostgresStore(dsn, schema=schema) as store:
         assert len((await store.inspect("mine")).events) == len(session.events)
+
+
+async def test_postgres_create_meeting_a_create_in_flight_is_refused_as_existing(
+    postgres_schema: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R11.3: a create that meets another writer's create of the same id still committing
+    (its process killed, so its lock is gone) waits for it and is refused with
+    ``SESSION_ALREADY_EXISTS``, not a storage error; the first create's events are stored."""
+    dsn, schema = postgres_schema
+    first, twin = Session.create("race"), Session.create("race")
+    codes: list[str | None] = []
+    async with (
+        PostgresStore(dsn, schema=schema) as previous,
+        PostgresStore(dsn, schema=schema) as successor,
+    ):
+        previous.attach_new(first)
+        run_turn(first)
+        backend = _backend(previous)
+        append, reached, finish = backend._append, threading.Event(), threading.Event()
+
+        def append_then_hold(conn: object, batches: list[AppendBatch]) -> None:
+            append(conn, batches)  # type: ignore[arg-type]
+            reached.set()
+            finish.wait(30)
+
+        monkeypatch.setattr(backend, "_append", append_then_hold)
+
+        async def create() -> None:
+            with pytest.raises(StoreError) as caught:
+                await successor.flush(twin)
+            codes.append(caught.value.code)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(previous.flush, first)
+                await trio.to_thread.run_sync(reached.wait, 30)
+                _drop_lock_connection(dsn, previous)
+                successor.attach_new(twin)
+                run_turn(twin)
+                nursery.start_soon(create)
+                await trio.to_thread.run_sync(_wait_for_a_blocked_statement, dsn)
+                finish.set()
+        finally:
+            finish.set()
+        assert codes == ["SESSION_ALREADY_EXISTS"]
+        with pytest.raises(StoreError):
+            await successor.aclose()
+    async with PostgresStore(dsn, schema=schema) as reader:
+        stored = await reader.inspect("race")
+    assert len(stored.events) == len(first.events)
+
+
+async def test_postgres_concurrent_creates_of_one_id_refuse_the_later_as_existing(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.3: of two stores creating the same id at once one commits; the other is refused
+    with ``SESSION_ALREADY_EXISTS``, as in the other stores, whichever claimed it first."""
+    dsn, schema = postgres_schema
+    outcomes: list[str] = []
+
+    async def create(store: PostgresStore) -> None:
+        session = Session.create("twice")
+        store.attach_new(session)
+        run_turn(session)
+        try:
+            await store.flush(session)
+        except StoreError as exc:
+            outcomes.append(str(exc.code))
+        else:
+            outcomes.append("stored")
+
+    async with (
+        PostgresStore(dsn, schema=schema) as one,
+        PostgresStore(dsn, schema=schema) as two,
+    ):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(create, one)
+            nursery.start_soon(create, two)
+        assert sorted(outcomes) == ["SESSION_ALREADY_EXISTS", "stored"]
+        for store in (one, two):
+            with contextlib.suppress(StoreError):
+                await store.aclose()

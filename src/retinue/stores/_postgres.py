@@ -177,7 +177,7 @@ class PostgresBackend:
                     if self._claims.take(batch.session_id):
                         taken.add(batch.session_id)
                 except StoreError as exc:
-                    results[index] = exc
+                    results[index] = _refusal(batch, exc)
         except BaseException:
             # Nothing of the group is written: the locks taken for it would hold sessions for nobody.
             self._release_all(taken)
@@ -231,7 +231,7 @@ class PostgresBackend:
         ).fetchall()
         stored = {session_id: (next_seq, header) for session_id, next_seq, header in rows}
         unlocked = self._claims.unlocked(conn, [batches[index].session_id for index in live])
-        todo: list[AppendBatch] = []
+        todo: dict[int, AppendBatch] = {}
         for index in live:
             batch = batches[index]
             if batch.session_id in unlocked:
@@ -241,8 +241,64 @@ class PostgresBackend:
             if isinstance(outcome, StoreError):
                 results[index] = outcome
             elif outcome is not None:
-                todo.append(outcome)
-        self._append(conn, todo)
+                todo[index] = outcome
+        self._insert_created(conn, todo, results)
+        self._append(conn, list(todo.values()))
+
+    def _insert_created(
+        self,
+        conn: psycopg.Connection[Any],
+        todo: dict[int, AppendBatch],
+        results: list[StoreError | None],
+    ) -> None:
+        """Insert the rows of the sessions *todo* creates; check again those found stored.
+
+        A create of another writer still committing (its process killed, so its
+        lock is gone) was not seen by the row query: the insert waits for it
+        and, once it commits, inserts nothing, so the create is refused as a
+        duplicate (or, if it was ours with its reply lost, continued) rather
+        than failing the whole group on the unique key.
+        """
+        creates = {index: batch for index, batch in todo.items() if batch.header is not None}
+        if not creates:
+            return
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                self._sql(
+                    "INSERT INTO {schema}.retinue_sessions (id, header, created_at, next_seq) "
+                    "VALUES (%s, %s, %s, 0) ON CONFLICT (id) DO NOTHING RETURNING id"
+                ),
+                [
+                    (b.session_id, encode_header(b.header), b.header.created_at)
+                    for b in creates.values()
+                    if b.header
+                ],
+                returning=True,
+            )
+            inserted: set[str] = set()
+            while True:
+                inserted.update(row[0] for row in cursor.fetchall())
+                if not cursor.nextset():
+                    break
+        for index, batch in creates.items():
+            if batch.session_id not in inserted:
+                outcome = self._check(conn, batch, self._locked_row(conn, batch.session_id))
+                del todo[index]
+                if isinstance(outcome, StoreError):
+                    results[index] = outcome
+                elif outcome is not None:
+                    todo[index] = outcome
+
+    def _locked_row(self, conn: psycopg.Connection[Any], session_id: str) -> tuple[int, str]:
+        """The next seq and header of a session another transaction has just stored."""
+        row = conn.execute(
+            self._sql(
+                "SELECT next_seq, header FROM {schema}.retinue_sessions WHERE id = %s FOR UPDATE"
+            ),
+            (session_id,),
+        ).fetchone()
+        assert row is not None, "a row that made an insert conflict is never deleted"
+        return row[0], row[1]
 
     def _check(
         self, conn: psycopg.Connection[Any], batch: AppendBatch, row: tuple[int, str] | None
@@ -296,18 +352,8 @@ class PostgresBackend:
         return lines[start - rows[0][0] : end - rows[0][0]] if rows else []
 
     def _append(self, conn: psycopg.Connection[Any], batches: list[AppendBatch]) -> None:
+        """Write *batches*, whose created sessions' rows are inserted already."""
         with conn.cursor() as cursor:
-            cursor.executemany(
-                self._sql(
-                    "INSERT INTO {schema}.retinue_sessions (id, header, created_at, next_seq) "
-                    "VALUES (%s, %s, %s, 0)"
-                ),
-                [
-                    (b.session_id, encode_header(b.header), b.header.created_at)
-                    for b in batches
-                    if b.header
-                ],
-            )
             for batch in batches:
                 if batch.truncate_to is not None:
                     self._truncate(cursor, batch.session_id, batch.truncate_to)
@@ -477,6 +523,16 @@ class PostgresBackend:
             if self._readers and not fresh:
                 return self._readers.pop(), True
         return self._connect(autocommit=True), False
+
+
+def _refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
+    """Why *batch* is refused when claiming its session raised *exc*.
+
+    The lock of an id held elsewhere means it is stored or being created: a
+    create of it is a duplicate, as the other stores call it, whichever commits first."""
+    if batch.header is not None and exc.code == "SESSION_LOCKED":
+        return already_exists(batch.session_id)
+    return exc
 
 
 @final
