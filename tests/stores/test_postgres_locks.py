@@ -614,3 +614,43 @@ async def test_postgres_concurrent_creates_of_one_id_refuse_the_later_as_existin
         for store in (one, two):
             with contextlib.suppress(StoreError):
                 await store.aclose()
+
+
+def _client_connections(dsn: str) -> int:
+    """How many client connections the server has, this query's own left out."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_postgres_load_waiting_for_a_handover_honours_its_deadline(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: a load waiting for the previous writer's last commit stops at its deadline,
+    not when the wait times out; it leaves no claim and no extra connection behind, so the
+    session loads once the commit is over."""
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "stuck")
+    async with PostgresStore(dsn, schema=schema) as store:
+        await store.list()  # its reader connection is made
+        with _row_held(dsn, schema, "stuck") as release:
+            connections = await trio.to_thread.run_sync(_client_connections, dsn)
+            started = trio.current_time()
+            with trio.move_on_after(0.5) as scope:
+                await store.load("stuck")
+            assert scope.cancelled_caught
+            assert trio.current_time() - started < 2
+            assert await trio.to_thread.run_sync(_client_connections, dsn) == connections
+            release()
+        assert not _backend(store)._claims.holds("stuck")
+        async with PostgresStore(dsn, schema=schema) as other:
+            loaded = await other.load("stuck")
+            assert loaded.last_turn == 1
+            await other.detach(loaded)
+        assert (await store.load("stuck")).last_turn == 1

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
+
+import trio
 
 from retinue._errors import StoreError
 
@@ -27,6 +30,8 @@ _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
 _HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
 _HANDOVER_TIMEOUT_MS = 10_000
 """How long a claim waits for the previous writer's last commit before giving up."""
+_HANDOVER_SLICE_MS = 100
+"""How long each statement of that wait lasts: between two, a cancelled load gives up."""
 _END_TIMEOUT_MS = 5_000
 """How long a remade lock connection waits for the backend of the dropped one to end."""
 
@@ -156,18 +161,25 @@ class SessionClaims:
         return session_id in self._claimed
 
     def claim(self, session_id: str) -> None:
-        """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it."""
-        self.probe()
-        self.take(session_id)
+        """Take the session's advisory lock; ``SESSION_LOCKED`` if another connection holds it.
 
-    def take(self, session_id: str) -> bool:
-        """Claim the session; whether this call took the lock (false: it was held already)."""
+        Run by a trio worker thread (a load), it raises ``trio.Cancelled`` soon
+        after its task is cancelled, giving the lock up, rather than wait on."""
+        self.probe()
+        self.take(session_id, cancellable=True)
+
+    def take(self, session_id: str, *, cancellable: bool = False) -> bool:
+        """Claim the session; whether this call took the lock (false: it was held already).
+
+        If *cancellable*, a wait gives up when the trio task that runs this
+        worker thread is cancelled (a write's claim never does: once under
+        way, a commit is done whole)."""
         while True:
-            conn = self._lock_for_handover(session_id)
+            conn = self._lock_for_handover(session_id, cancellable=cancellable)
             if conn is None:
                 return False
             try:
-                self._await_handover(session_id)
+                self._await_handover(session_id, cancellable=cancellable)
             except BaseException:
                 self._settle(session_id, conn, keep=False)
                 raise
@@ -175,12 +187,16 @@ class SessionClaims:
                 return True
             # The lock went with its connection during the wait: take it again.
 
-    def _lock_for_handover(self, session_id: str) -> psycopg.Connection[Any] | None:
+    def _lock_for_handover(
+        self, session_id: str, *, cancellable: bool
+    ) -> psycopg.Connection[Any] | None:
         """Take the lock, marking the session pending; ``None`` if it is claimed already."""
         with self._locker_lock:
             # Advisory locks stack: a second claim of a session waits for the first.
             while session_id in self._pending:
-                self._settled.wait()
+                self._settled.wait(_HANDOVER_SLICE_MS / 1000)
+                if cancellable:
+                    _check_cancelled()
             # A session claimed (or retaken on reconnect) is not locked again.
             conn = self._live_locker()
             if session_id in self._claimed:
@@ -207,20 +223,26 @@ class SessionClaims:
                     conn.execute(_UNLOCK, (self._lock_key(session_id),))
             return True
 
-    def _await_handover(self, session_id: str) -> None:
+    def _await_handover(self, session_id: str, *, cancellable: bool) -> None:
         """Wait until the session's previous writer has no commit in flight.
 
         A killed process's lock connection can end before its write connection has
         finished a commit already sent: the lock is free, the log not yet final.
-        That commit holds the session's row lock until it is done.
+        That commit holds the session's row lock until it is done. Waited for in
+        short statements, each on a pooled reader it leaves idle, so that a
+        cancelled load can stop between two.
         """
-        if not self._reading(lambda conn: self._handed_over(conn, session_id)):
-            raise locked(session_id)
+        give_up = time.monotonic() + _HANDOVER_TIMEOUT_MS / 1000
+        while not self._reading(lambda conn: self._handed_over(conn, session_id)):
+            if time.monotonic() >= give_up:
+                raise locked(session_id)
+            if cancellable:
+                _check_cancelled()
 
     def _handed_over(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
-        """Whether the row lock of a commit in flight came free within the timeout; only waits."""
+        """Whether the row lock of a commit in flight came free within a slice; only waits."""
         with conn.transaction():
-            conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_TIMEOUT_MS}ms'")
+            conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_SLICE_MS}ms'")
             try:
                 conn.execute(self._handover_sql, (session_id,))
             except psycopg_module().errors.LockNotAvailable:
@@ -303,3 +325,13 @@ class SessionClaims:
         if alive is None:
             return set(session_ids)
         return {session_id for session_id in session_ids if session_id not in self._claimed}
+
+
+def _check_cancelled() -> None:
+    """Raise ``trio.Cancelled`` if the trio task waiting for this worker thread was cancelled.
+
+    A thread trio did not start (a backend used directly) is never cancelled."""
+    try:
+        trio.from_thread.check_cancelled()
+    except RuntimeError:
+        return

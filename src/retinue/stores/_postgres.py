@@ -406,7 +406,9 @@ class PostgresBackend:
 
         An unstored session raises ``SESSION_NOT_FOUND`` without locking: its
         creator claims it as its first commit inserts the row, and a probe for
-        the id must not make that commit fail.
+        the id must not make that commit fail. In a trio worker thread whose
+        task is cancelled, the wait for the previous writer's last commit ends
+        soon, with ``trio.Cancelled`` and no lock kept.
         """
         if not self._claims.holds(session_id) and not self.contains(session_id):
             raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
