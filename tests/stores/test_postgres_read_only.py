@@ -165,3 +165,57 @@ async def test_postgres_store_without_create_writes_and_claims_on_first_use(
         await store.detach(loaded)
         reloaded = await other.load("shared")
     assert lines(reloaded.events[:]) == lines(loaded.events[:])
+
+
+async def test_postgres_writes_on_a_read_only_server_fail_once_as_read_only(
+    postgres_schema: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R11.5: on a server in read-only mode (default_transaction_read_only, a hot standby)
+    a group commit fails once, each of its flushes with ``READ_ONLY`` naming that mode,
+    instead of being written again session by session; loading and creating the tables are
+    refused alike. The stored log is untouched and the flushed events stay buffered."""
+    dsn, schema = postgres_schema
+    stored = await store_one_turn(PostgresStore(dsn, schema=schema), "stored")
+    read_only = make_conninfo(dsn, options="-c default_transaction_read_only=on")
+    with pytest.raises(StoreError) as refused:
+        async with PostgresStore(read_only, schema=schema):
+            pass
+    assert refused.value.code == "READ_ONLY"
+    sessions = [Session.create(f"new-{index}") for index in range(3)]
+    errors: list[StoreError] = []
+    async with PostgresStore(read_only, schema=schema, create=False) as store:
+        backend = store._backend
+        write = backend.write
+        written: list[str] = []
+
+        def counted(batches: Any) -> Any:
+            written.extend(batch.session_id for batch in batches)
+            return write(batches)
+
+        monkeypatch.setattr(backend, "write", counted)
+
+        async def flush(session: Session) -> None:
+            with pytest.raises(StoreError) as caught:
+                await store.flush(session)
+            errors.append(caught.value)
+
+        for session in sessions:
+            store.attach_new(session)
+            run_turn(session)
+        async with trio.open_nursery() as nursery:
+            for session in sessions:
+                nursery.start_soon(flush, session)
+        assert sorted(written) == [session.id for session in sessions]
+        assert [error.code for error in errors] == ["READ_ONLY"] * 3
+        assert all("read-only mode" in error.message for error in errors)
+        buffered = sum(len(session.events) for session in sessions)
+        assert store.statistics().buffered_events == buffered
+        with pytest.raises(StoreError) as refused:
+            await store.load("stored")
+        assert refused.value.code == "READ_ONLY"
+        with pytest.raises(StoreError):
+            await store.aclose()
+    async with PostgresStore(dsn, schema=schema) as store:
+        assert lines((await store.inspect("stored")).events[:]) == lines(stored.events[:])
+        assert not await store.exists("new-0")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from retinue._errors import StoreError
@@ -16,6 +18,7 @@ __all__ = [
     "migrate",
     "not_open",
     "psycopg_module",
+    "read_only_refused",
     "require_open",
 ]
 
@@ -125,3 +128,20 @@ def require_open(conn: psycopg.Connection[Any] | None) -> psycopg.Connection[Any
     if conn is None:
         raise not_open()
     return conn
+
+
+@contextlib.contextmanager
+def read_only_refused(what: str, advice: str = "write through the primary") -> Iterator[None]:
+    """Raise ``READ_ONLY`` naming *what* for a statement a read-only server refused.
+
+    Every write then fails alike (a hot standby, or default_transaction_read_only
+    set): one typed error for the whole store, not one storage error per session."""
+    try:
+        yield
+    except psycopg_module().errors.ReadOnlySqlTransaction as exc:
+        raise StoreError(
+            f"{what}: the PostgreSQL server is in read-only mode (a hot standby, or "
+            f"default_transaction_read_only is on) and refused: {exc.diag.message_primary}; "
+            f"{advice}",
+            code="READ_ONLY",
+        ) from exc

@@ -22,7 +22,15 @@ from ._common import (
     seq_conflict,
 )
 from ._pgclaims import SessionClaims, lock_table_full, locked, out_of_locks
-from ._pgschema import SCHEMA_VERSION, check_schema, in_schema, migrate, not_open, psycopg_module
+from ._pgschema import (
+    SCHEMA_VERSION,
+    check_schema,
+    in_schema,
+    migrate,
+    not_open,
+    psycopg_module,
+    read_only_refused,
+)
 from ._writebehind import BufferedStore
 
 if TYPE_CHECKING:
@@ -95,7 +103,11 @@ class PostgresBackend:
                 return
             writer = self._connect_writer()
             try:
-                migrate(writer, self._schema)
+                with read_only_refused(
+                    f"creating the tables of schema {self._schema!r}",
+                    "a store that only reads opens with create=False",
+                ):
+                    migrate(writer, self._schema)
                 self._claims.open()
             except BaseException:
                 writer.close()
@@ -122,7 +134,12 @@ class PostgresBackend:
     def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
         """Claim unclaimed sessions, then commit every accepted batch in one transaction.
 
-        A lock taken here is given up if its batch is refused or the group fails (R12.7)."""
+        A lock taken here is given up if its batch is refused or the group fails (R12.7).
+        A read-only server fails the group with ``READ_ONLY``, which fails every group."""
+        with read_only_refused("a group commit"):
+            return self._write(batches)
+
+    def _write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
         results: list[StoreError | None] = [None] * len(batches)
         taken = self._claim_all(batches, results)
         try:
@@ -412,7 +429,8 @@ class PostgresBackend:
         """
         if not self._claims.holds(session_id) and not self.contains(session_id):
             raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-        self._claims.claim(session_id)
+        with read_only_refused(f"claiming session {session_id!r}"):
+            self._claims.claim(session_id)
 
     def release(self, session_id: str) -> None:
         """Drop the session's advisory lock (a dropped connection already dropped it)."""
@@ -550,6 +568,9 @@ class PostgresStore(BufferedStore):
     database (what a reader, or a role without CREATE, wants). Text is
     exchanged as UTF-8 whatever client encoding the DSN asks for; tables are
     created only in a UTF8 (or SQL_ASCII) database, one that holds any text.
+    On a server in read-only mode (a hot standby, or default_transaction_read_only
+    on) a store opened with ``create=False`` reads; a flush, a load (it claims
+    the session) or creating the tables fails with ``READ_ONLY``.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x
