@@ -167,17 +167,35 @@ async def test_postgres_load_cancelled_during_its_repair_leaves_no_lock(
             assert (await other.load("crashed")).last_turn == 2
 
 
+def _with_isolation(dsn: str, isolation: str) -> str:
+    """*dsn*, its sessions' default transaction isolation set to *isolation* unless "default"."""
+    from psycopg.conninfo import make_conninfo
+
+    if isolation == "default":
+        return dsn
+    return make_conninfo(dsn, options=f"-c default_transaction_isolation={isolation}")
+
+
+ISOLATIONS = pytest.mark.parametrize("isolation", ["default", "serializable"])
+"""The database's default isolation: the store's transactions keep their own whatever it is."""
+
+
+@ISOLATIONS
 async def test_postgres_load_waits_for_the_previous_writers_last_commit(
     postgres_schema: tuple[str, str],
     monkeypatch: pytest.MonkeyPatch,
+    isolation: str,
 ) -> None:
     """R11.8, R12.7: a load that takes over a session reads its previous writer's last commit.
 
     A killed process's lock connection can end while its write connection is
     still committing. The lock is free then, but the log is not final: a load
     reading it at once would miss that commit, and its repair would be refused.
+    With a database whose default isolation is serializable the wait ends as
+    well, not with a serialization failure.
     """
     dsn, schema = postgres_schema
+    dsn = _with_isolation(dsn, isolation)
     await _store(dsn, schema, "handover")
     async with (
         PostgresStore(dsn, schema=schema) as previous,
@@ -533,14 +551,18 @@ async def test_postgres_lock_connection_cut_off_with_its_backend_alive_keeps_its
         assert len((await store.inspect("mine")).events) == len(session.events)
 
 
+@ISOLATIONS
 async def test_postgres_create_meeting_a_create_in_flight_is_refused_as_existing(
     postgres_schema: tuple[str, str],
     monkeypatch: pytest.MonkeyPatch,
+    isolation: str,
 ) -> None:
     """R11.3: a create that meets another writer's create of the same id still committing
     (its process killed, so its lock is gone) waits for it and is refused with
-    ``SESSION_ALREADY_EXISTS``, not a storage error; the first create's events are stored."""
+    ``SESSION_ALREADY_EXISTS``, not a storage error, whatever the database's default
+    isolation; the first create's events are stored."""
     dsn, schema = postgres_schema
+    dsn = _with_isolation(dsn, isolation)
     first, twin = Session.create("race"), Session.create("race")
     codes: list[str | None] = []
     async with (

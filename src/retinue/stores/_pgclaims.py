@@ -242,6 +242,9 @@ class SessionClaims:
     def _handed_over(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
         """Whether the row lock of a commit in flight came free within a slice; only waits."""
         with conn.transaction():
+            # Whatever the database's default: under a snapshot, the row of a commit that
+            # ended while this waited would be refused as a serialization failure.
+            conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_SLICE_MS}ms'")
             try:
                 conn.execute(self._handover_sql, (session_id,))

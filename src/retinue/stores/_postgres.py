@@ -222,8 +222,11 @@ class PostgresBackend:
         """A write connection whose statements give up on a lock held elsewhere.
 
         Without the timeout a commit blocked by another transaction holds the
-        write lock for as long as that transaction lasts, and close with it."""
+        write lock for as long as that transaction lasts, and close with it.
+        Its transactions read committed whatever the database's default: a
+        commit checks, under its row locks, what other writers have committed."""
         conn = self._connect(autocommit=False)
+        conn.isolation_level = psycopg_module().IsolationLevel.READ_COMMITTED
         try:
             conn.execute(f"SET lock_timeout = '{_WRITE_LOCK_TIMEOUT_MS}ms'")
             conn.commit()
