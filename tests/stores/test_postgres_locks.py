@@ -676,3 +676,27 @@ async def test_postgres_load_waiting_for_a_handover_honours_its_deadline(
             assert loaded.last_turn == 1
             await other.detach(loaded)
         assert (await store.load("stuck")).last_turn == 1
+
+
+async def test_postgres_store_closed_under_a_deadline_does_not_wait_for_a_writes_handover(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """A store left under a deadline while its writer waits for a session's previous writer
+    (a commit still in flight elsewhere) closes at once: the wait ends with the store and
+    the write fails, rather than holding the exit until the wait times out. The stored log
+    is the previous writer's, and loads once that commit is over."""
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "stuck")
+    with _row_held(dsn, schema, "stuck") as release:
+        started = trio.current_time()
+        with trio.move_on_after(0.5) as scope:
+            async with PostgresStore(dsn, schema=schema) as store:
+                copy = await store.inspect("stuck")
+                store.attach(copy)
+                run_turn(copy)
+                await store.flush(copy)
+        assert scope.cancelled_caught
+        assert trio.current_time() - started < 2
+        release()
+    async with PostgresStore(dsn, schema=schema) as other:
+        assert (await other.load("stuck")).last_turn == 1

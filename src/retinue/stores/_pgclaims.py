@@ -230,7 +230,8 @@ class SessionClaims:
         finished a commit already sent: the lock is free, the log not yet final.
         That commit holds the session's row lock until it is done. Waited for in
         short statements, each on a pooled reader it leaves idle, so that a
-        cancelled load can stop between two.
+        cancelled load can stop between two, and closing the store ends the wait
+        (a write's too, which is never cancelled) with ``STORE_CLOSED``.
         """
         give_up = time.monotonic() + _HANDOVER_TIMEOUT_MS / 1000
         while not self._reading(lambda conn: self._handed_over(conn, session_id)):
