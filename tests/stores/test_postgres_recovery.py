@@ -443,3 +443,32 @@ async def test_postgres_reads_after_a_restart_run_again_on_a_fresh_connection(
         run_turn(loaded)
         await store.detach(loaded)
     await _assert_stored(dsn, schema, loaded)
+
+
+async def test_postgres_store_entered_under_a_deadline_gives_up_on_a_silent_server() -> None:
+    """Entering a store whose server accepts the connection but never answers honours the
+    deadline around it, instead of waiting for the connection timeout (130 s by default,
+    10 s here); the connection is given up, and the store is not open."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    accepted: list[trio.SocketStream] = []
+
+    async def accept() -> None:
+        while True:
+            accepted.append(await listeners[0].accept())
+
+    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=10")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(accept)
+        started = trio.current_time()
+        with trio.move_on_after(0.5) as scope:
+            async with store:
+                pass
+        assert scope.cancelled_caught
+        assert trio.current_time() - started < 2
+        assert accepted
+        nursery.cancel_scope.cancel()
+    for stream in accepted:
+        await stream.aclose()
+    await listeners[0].aclose()
+    assert "unopened" in repr(store)

@@ -8,11 +8,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 
-import trio
-
 from retinue._errors import StoreError
 
-from ._pgschema import in_schema, not_open, psycopg_module, require_open
+from ._pgschema import check_cancelled, in_schema, not_open, psycopg_module, require_open
 
 if TYPE_CHECKING:
     import psycopg
@@ -196,7 +194,7 @@ class SessionClaims:
             while session_id in self._pending:
                 self._settled.wait(_HANDOVER_SLICE_MS / 1000)
                 if cancellable:
-                    _check_cancelled()
+                    check_cancelled()
             # A session claimed (or retaken on reconnect) is not locked again.
             conn = self._live_locker()
             if session_id in self._claimed:
@@ -238,7 +236,7 @@ class SessionClaims:
             if time.monotonic() >= give_up:
                 raise locked(session_id)
             if cancellable:
-                _check_cancelled()
+                check_cancelled()
 
     def _handed_over(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
         """Whether the row lock of a commit in flight came free within a slice; only waits."""
@@ -329,13 +327,3 @@ class SessionClaims:
         if alive is None:
             return set(session_ids)
         return {session_id for session_id in session_ids if session_id not in self._claimed}
-
-
-def _check_cancelled() -> None:
-    """Raise ``trio.Cancelled`` if the trio task waiting for this worker thread was cancelled.
-
-    A thread trio did not start (a backend used directly) is never cancelled."""
-    try:
-        trio.from_thread.check_cancelled()
-    except RuntimeError:
-        return

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from retinue._errors import StoreError
 
@@ -13,7 +16,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "check_cancelled",
     "check_schema",
+    "connect_cancellably",
     "in_schema",
     "migrate",
     "not_open",
@@ -145,3 +150,61 @@ def read_only_refused(what: str, advice: str = "write through the primary") -> I
             f"{advice}",
             code="READ_ONLY",
         ) from exc
+
+
+_CANCEL_POLL_SECONDS = 0.1
+"""How often a worker thread waiting for a connection checks whether its task was cancelled."""
+
+
+def check_cancelled() -> None:
+    """Raise ``trio.Cancelled`` if the trio task waiting for this worker thread was cancelled.
+
+    A thread trio did not start (a backend used directly) is never cancelled."""
+    try:
+        trio.from_thread.check_cancelled()
+    except RuntimeError:
+        return
+
+
+def connect_cancellably(
+    connect: Callable[[], psycopg.Connection[Any]],
+) -> psycopg.Connection[Any]:
+    """``connect()``, given up with ``trio.Cancelled`` once the trio task of this worker
+    thread is cancelled.
+
+    A server that accepts the connection but never answers holds a connect for
+    the whole connect timeout (130 s by default), past any deadline of the task
+    waiting for it. The connect runs in a thread of its own: given up, it is
+    left to end there, and the connection it makes then is closed.
+    """
+    lock = threading.Lock()
+    made: list[psycopg.Connection[Any] | BaseException] = []
+    wanted = [True]
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result: psycopg.Connection[Any] | BaseException = connect()
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            result = exc
+        with lock:
+            if not wanted[0]:
+                if not isinstance(result, BaseException):
+                    result.close()
+                return
+            made.append(result)
+        done.set()
+
+    threading.Thread(target=run, name="retinue-postgres-connect", daemon=True).start()
+    while not done.wait(_CANCEL_POLL_SECONDS):
+        try:
+            check_cancelled()
+        except BaseException:
+            with lock:
+                wanted[0] = False
+                if made and not isinstance(made[0], BaseException):
+                    made[0].close()
+            raise
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    return made[0]

@@ -25,6 +25,7 @@ from ._pgclaims import SessionClaims, lock_table_full, locked, out_of_locks
 from ._pgschema import (
     SCHEMA_VERSION,
     check_schema,
+    connect_cancellably,
     in_schema,
     migrate,
     not_open,
@@ -82,16 +83,27 @@ class PostgresBackend:
         self._readers_lock = threading.Lock()
         self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._reading)
         self._unsure: set[str] = set()
+        self._committing = threading.local()
+        """Whether this thread runs :meth:`write`, whose connections are never given up."""
         self._closed = True
 
     def _sql(self, text: str) -> str:
         return in_schema(self._schema, text)
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
-        # UTF-8 whatever the DSN or PGCLIENTENCODING ask: events hold any Unicode text.
-        return psycopg_module().connect(  # type: ignore[no-any-return]
-            self._dsn, autocommit=autocommit, client_encoding="UTF8"
-        )
+        """A new connection; outside a commit, given up if the waiting trio task is cancelled.
+
+        A commit's connection is never given up: once under way, a write is done whole."""
+
+        def connect() -> psycopg.Connection[Any]:
+            # UTF-8 whatever the DSN or PGCLIENTENCODING ask: events hold any Unicode text.
+            return psycopg_module().connect(  # type: ignore[no-any-return]
+                self._dsn, autocommit=autocommit, client_encoding="UTF8"
+            )
+
+        if getattr(self._committing, "active", False):
+            return connect()
+        return connect_cancellably(connect)
 
     def open(self) -> None:
         """Connect, then create the tables (under a lock) or, with ``create=False``, check them."""
@@ -136,8 +148,12 @@ class PostgresBackend:
 
         A lock taken here is given up if its batch is refused or the group fails (R12.7).
         A read-only server fails the group with ``READ_ONLY``, which fails every group."""
-        with read_only_refused("a group commit"):
-            return self._write(batches)
+        self._committing.active = True
+        try:
+            with read_only_refused("a group commit"):
+                return self._write(batches)
+        finally:
+            self._committing.active = False
 
     def _write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
         results: list[StoreError | None] = [None] * len(batches)
@@ -573,7 +589,9 @@ class PostgresStore(BufferedStore):
     created only in a UTF8 (or SQL_ASCII) database, one that holds any text.
     On a server in read-only mode (a hot standby, or default_transaction_read_only
     on) a store opened with ``create=False`` reads; a flush, a load (it claims
-    the session) or creating the tables fails with ``READ_ONLY``.
+    the session) or creating the tables fails with ``READ_ONLY``. A trio deadline
+    around entering the store, a load or a read is honoured while a connection
+    is being made (a server that never answers is waited for no longer).
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x
