@@ -495,3 +495,26 @@ def test_nested_property_names_are_left_free() -> None:
     nested object build and are checked as written."""
     parameters = holding("place", {"type": "object", "properties": {"città": {"type": "string"}}})
     assert check(parameters, {"place": {"città": "Roma"}}) is None
+
+
+@pytest.mark.parametrize("keyword", ["anyOf", "oneOf", "allOf", "not", "enum", "const"])
+def test_a_keyword_providers_refuse_at_the_root_is_refused_when_built(keyword: str) -> None:
+    """R9.7: OpenAI refuses ``oneOf``, ``anyOf``, ``allOf``, ``enum``, ``const`` and ``not`` at
+    the top level of a function's parameters, Anthropic the first three in an
+    ``input_schema``: a root holding one would fail every request carrying the tool.
+    """
+    values: dict[str, object] = {
+        "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+        "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+        "allOf": [{"required": ["a"]}],
+        "not": {"required": ["a", "b"]},
+        "enum": [{"a": "x"}],
+        "const": {"a": "x"},
+    }
+    parameters = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+        keyword: values[keyword],
+    }
+    with pytest.raises(ValueError, match=f"^{re.escape(f'parameters.{keyword}')}: .*top level"):
+        built(parameters)

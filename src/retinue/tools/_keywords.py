@@ -1,8 +1,8 @@
 """The JSON-schema keywords a tool's parameters may use, checked when the tool is built.
 
 :func:`check_parameters` refuses a schema the argument validator could not
-enforce as written: a root that is not ``"type": "object"``, an unknown type
-name, a malformed keyword value, a ``$ref`` that leads nowhere, or any keyword
+enforce as written, or providers would refuse: a root that is not
+``"type": "object"`` or holds a combinator, an unknown type name, a malformed keyword value, a ``$ref`` that leads nowhere, or any keyword
 that is neither enforced (:data:`ENFORCED`) nor a pure annotation
 (:data:`ANNOTATIONS`). A constraint is thus enforced on every call or refused
 once, never ignored.
@@ -61,7 +61,9 @@ def check_parameters(schema: Mapping[str, object], where: str = "parameters") ->
     Raises:
         TypeError: a keyword's value is of the wrong JSON type (a schema that
             is not an object, ``"minimum": "1"``, ``"required": "a"``).
-        ValueError: the root is not ``"type": "object"``; an unknown type name
+        ValueError: the root is not ``"type": "object"``, or holds ``oneOf``,
+            ``anyOf``, ``allOf``, ``enum``, ``const`` or ``not`` (which
+            providers refuse there); an unknown type name
             or keyword; an invalid pattern; a negative count; a ``$ref`` that
             is not local, leads nowhere, or leads back to its own schema
             without descending into a property or an item. The message names
@@ -76,12 +78,28 @@ def check_parameters(schema: Mapping[str, object], where: str = "parameters") ->
     walk.schema(schema, where)
     walk.follow_refs()
     walk.refuse_cycles()
+    _refuse_root_keywords(schema, where)
     properties = schema.get("properties")
     for name in properties if isinstance(properties, Mapping) else ():
         if not is_property_name(name):
             raise ValueError(
                 f"{where}.properties: invalid property name {_json(name)} for a tool argument: "
                 f"{PROPERTY_NAME_RULE}"
+            )
+
+
+# What OpenAI refuses at the top level of a function's parameters (Anthropic: the first
+# three, in an ``input_schema``): either fails every request that carries the tool.
+_ROOT_REFUSED = ("oneOf", "anyOf", "allOf", "enum", "const", "not")
+
+
+def _refuse_root_keywords(schema: Mapping[str, object], where: str) -> None:
+    for keyword in _ROOT_REFUSED:
+        if keyword in schema:
+            raise ValueError(
+                f"{where}.{keyword}: providers refuse {_json(keyword)} at the top level of a "
+                "tool's parameters; use it inside a property, or check the rule in the "
+                "tool's body"
             )
 
 
