@@ -197,6 +197,31 @@ async def test_a_sync_body_returning_a_coroutine_is_closed_and_reported() -> Non
     assert started == []
 
 
+@pytest.mark.timeout(20)
+async def test_a_sync_body_raising_stop_iteration_is_reported_as_its_own_error() -> None:
+    """R9.2: a sync body whose ``next()`` finds nothing (a ``StopIteration``) gets that error
+    back, not Python's "coroutine raised StopIteration": the body has no coroutine.
+    """
+
+    @tool
+    def first_match(word: str) -> str:
+        """The first known word starting with *word*."""
+        return next(known for known in ("trio", "anyio") if known.startswith(word))
+
+    @tool
+    def first_named(word: str) -> str:
+        """The first known word starting with *word*, or a refusal naming it."""
+        raise StopIteration(f"no known word starts with {word!r}")
+
+    with trio.fail_after(10):
+        assert outcome(await execute(first_match, {"word": "tr"})) == ("trio", None)
+        assert outcome(await execute(first_match, {"word": "x"})) == ("Error: StopIteration", None)
+        assert outcome(await execute(first_named, {"word": "x"})) == (
+            "Error: no known word starts with 'x'",
+            None,
+        )
+
+
 # -- a stray Cancelled ---------------------------------------------------------------------
 
 

@@ -199,7 +199,12 @@ def _threads_exhausted(tool: Tool) -> ToolError:
 
 def _run_sync_body(tool: Tool, kwargs: dict[str, object]) -> object:
     """Call a sync body in its worker thread; a coroutine it returns is closed, not leaked."""
-    value = tool.fn(**kwargs)
+    try:
+        value = tool.fn(**kwargs)
+    except StopIteration as exc:
+        # Raised on into the awaiting coroutine it would read "coroutine raised
+        # StopIteration" (PEP 479), naming a coroutine this body does not have.
+        raise RuntimeError(describe_failure(exc)) from exc
     if inspect.iscoroutine(value):
         # Nothing in this thread can await it: an async function behind a sync wrapper
         # that does not name it in ``__wrapped__``.
