@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import cast
 
 import attrs
@@ -195,6 +196,35 @@ async def test_a_sync_body_returning_a_coroutine_is_closed_and_reported() -> Non
     assert text.startswith('Error: tool "search" runs as a sync function in a worker thread')
     assert "returned a coroutine, which was closed unawaited: make the body async" in text
     assert started == []
+
+
+async def test_an_async_body_returning_a_coroutine_is_closed_and_reported(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.2: an async body that returns a coroutine (an ``await`` left out) gets an error
+    saying so, not "the return value is not JSON"; the coroutine is closed, never leaked.
+    """
+    returned: list[Coroutine[object, object, str]] = []
+
+    async def _lookup(city: str) -> str:
+        await trio.lowlevel.checkpoint()
+        return f"sunny in {city}"
+
+    @tool
+    async def weather(city: str) -> object:
+        """The weather in *city*."""
+        await trio.lowlevel.checkpoint()
+        returned.append(_lookup(city))
+        return returned[-1]
+
+    with trio.fail_after(10):
+        text, error = outcome(await execute(weather, {"city": "Oslo"}))
+    assert text == (
+        "Error: the return value is a coroutine, closed unawaited: an await is missing in "
+        "the tool's body"
+    )
+    assert error is None
+    assert inspect.getcoroutinestate(returned[0]) == inspect.CORO_CLOSED
 
 
 @pytest.mark.timeout(20)

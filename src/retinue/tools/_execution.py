@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import final
 
 import attrs
@@ -224,6 +224,7 @@ def output_result(call_id: str, value: object) -> ToolExecutionResult:
 
     Raises:
         InvalidJsonError: the value is none of these.
+        TypeError: the value is a coroutine (closed here): the body left out an ``await``.
     """
     if type(value) is str:  # the usual return, taken before the general tests
         return ToolExecutionResult(call_id, (Text(value),))
@@ -239,6 +240,13 @@ def _content_of(value: object) -> tuple[ContentBlock, ...]:
         return (value,)
     if isinstance(value, Sequence) and value and any(isinstance(v, _BLOCKS) for v in value):
         return as_content(value)
+    if isinstance(value, Coroutine):
+        # Left to the garbage collector it would warn "never awaited" long after the call.
+        value.close()
+        raise TypeError(
+            "the return value is a coroutine, closed unawaited: an await is missing in "
+            "the tool's body"
+        )
     frozen = freeze_json(value, "the return value")
     return (Text(json.dumps(frozen, ensure_ascii=False, separators=(",", ":"))),)
 
