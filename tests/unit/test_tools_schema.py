@@ -327,6 +327,28 @@ def test_repeated_constraints_all_hold_and_a_compiled_patterns_flags_are_kept() 
     )
 
 
+def test_a_compiled_patterns_ascii_flag_is_kept() -> None:
+    """R9.7: ``re.ASCII`` narrows ``\\w`` and ``\\d`` to ASCII; dropped, the check would take
+    what the compiled pattern refuses (``café`` as a ``\\w+`` word)."""
+
+    @tool
+    def tag(
+        name: Annotated[str, re.compile(r"^\w+$", re.ASCII)],
+        code: Annotated[str, Field(pattern=re.compile(r"^\d+$", re.ASCII | re.IGNORECASE))],
+    ) -> str:
+        """Tag."""
+        return name
+
+    properties = schema_of(tag)["properties"]  # type: ignore[index]
+    assert properties["name"] == {"type": "string", "pattern": r"(?a)^\w+$"}
+    assert properties["code"] == {"type": "string", "pattern": r"(?ia)^\d+$"}
+    assert re.search(r"^\w+$", "café", re.ASCII) is None
+    assert tag.check_arguments(freeze_json({"name": "café", "code": "٣"})) == (
+        r'name: must match the pattern "(?a)^\w+$"; code: must match the pattern "(?ia)^\d+$"'
+    )
+    assert tag.check_arguments(freeze_json({"name": "cafe", "code": "3"})) is None
+
+
 def test_a_pydantic_field_as_a_default_is_refused_pointing_to_annotated() -> None:
     """R9.7: ``n: int = Field(default=3, ge=1)`` would hand the body the ``FieldInfo``
     itself: refused at decoration, naming the parameter and the ``Annotated`` form."""

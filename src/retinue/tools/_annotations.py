@@ -210,7 +210,14 @@ def _with_flags(pattern: re.Pattern[str]) -> str:
     return f"(?{letters}){pattern.pattern}" if letters else pattern.pattern
 
 
-_FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
+# ASCII too: without it ``\w`` and ``\d`` would take the non-ASCII letters and digits it refuses.
+_FLAG_LETTERS = (
+    (re.IGNORECASE, "i"),
+    (re.MULTILINE, "m"),
+    (re.DOTALL, "s"),
+    (re.VERBOSE, "x"),
+    (re.ASCII, "a"),
+)
 # Repeated, the tighter bound wins: both hold exactly when it does.
 _TIGHTEST: dict[str, Callable[[Any, Any], object]] = {
     "minimum": max, "exclusiveMinimum": max, "minLength": max, "minItems": max,
