@@ -144,3 +144,40 @@ def test_an_empty_tuple_type_is_refused_as_a_fixed_length_tuple(hint: object) ->
     take.__annotations__["items"] = hint
     with pytest.raises(TypeError, match=r"take\(items\): fixed-length tuples are not supported"):
         tool(take)
+
+
+def _tag_set(tags: list[str]) -> frozenset[str]:
+    return frozenset(tag.lower() for tag in tags)
+
+
+@attrs.frozen
+class Labels:
+    """An attrs record whose fields convert what the constructor takes."""
+
+    tags: frozenset[str] = attrs.field(converter=_tag_set)
+    extra: frozenset[str] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_tag_set)
+    )
+    size: int = attrs.field(default=1, converter=int)
+
+
+async def test_an_attrs_field_with_a_typed_converter_is_described_by_what_it_takes() -> None:
+    """R9.7: an attrs record is described by its constructor's arguments; a field with a
+    converter takes the converter's argument (a ``list[str]`` here), not the field's type
+    (a ``frozenset``, which JSON cannot give). An unannotated converter keeps the field's.
+    """
+
+    async def label(labels: Labels) -> str:
+        return repr(labels)
+
+    labelled = tool(label)
+    assert properties(labelled)["labels"]["properties"] == {
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "extra": {"type": ["array", "null"], "items": {"type": "string"}, "default": None},
+        "size": {"type": "integer", "default": 1},
+    }
+    text, error = await execute(labelled, {"labels": {"tags": ["A", "b"], "extra": ["C"]}})
+    assert (text, error) == (
+        repr(Labels(tags=["A", "b"], extra=["C"])),  # type: ignore[arg-type]
+        None,
+    )

@@ -424,10 +424,39 @@ def _init_fields(cls: type[object], where: str) -> list[_Field]:
         taken = [(f.name, f.name, _dataclass_default(f), EMPTY) for f in fields if f.init]
         _refuse_init_vars(cls, {name for name, *_ in taken}, where)
     hints = record_hints(cls, {name for name, *_ in taken}, where)
+    if attrs.has(cls):
+        hints.update(_converted_hints(cls))
     return [
         _Field(parameter, hints.get(name, untyped), default)
         for name, parameter, default, untyped in taken
     ]
+
+
+def _converted_hints(cls: type[attrs.AttrsInstance]) -> dict[str, object]:
+    """What the constructor takes for each attrs field whose converter says so.
+
+    A converter's annotated argument is what the caller gives (a ``list[str]``
+    for a ``frozenset[str]`` field); an unannotated one leaves the field's type.
+    """
+    hints: dict[str, object] = {}
+    for field in attrs.fields(cls):
+        converter = field.converter
+        if field.init and converter is not None:
+            hint = _argument_hint(getattr(converter, "converter", converter))
+            if hint is not EMPTY:
+                hints[field.name] = hint
+    return hints
+
+
+def _argument_hint(function: object) -> object:
+    """The resolved hint of *function*'s first parameter, or ``EMPTY``."""
+    try:
+        first = next(
+            iter(inspect.signature(typing.cast("Callable[..., object]", function)).parameters)
+        )
+        return typing.get_type_hints(function, include_extras=True).get(first, EMPTY)
+    except Exception:  # a builtin without a signature, a hint that does not resolve, no argument
+        return EMPTY
 
 
 def _refuse_init_vars(cls: type[object], fields: set[str], where: str) -> None:
