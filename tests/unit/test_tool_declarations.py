@@ -167,3 +167,21 @@ def test_a_keyword_bound_by_a_partial_is_left_out_of_the_schema() -> None:
     }
     nested = tool(name="short")(functools.partial(bound.fn, limit=2))
     assert list(thaw_json(nested.parameters)["properties"]) == ["query"]  # type: ignore[call-overload,index]
+
+
+def test_a_hand_written_context_parameter_the_schema_also_offers_is_refused() -> None:
+    """R9.7: the model's value for a property named like the context parameter would be
+    replaced by the ``ToolContext`` without a word: refused when the tool is built.
+    """
+
+    def whoami(ctx: ToolContext, name: str) -> str:
+        return f"{name} in {ctx.call_id}"
+
+    offered = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "ctx": {"type": "string"}},
+    }
+    with pytest.raises(ValueError, match=r"^context_parameter 'ctx' is also a property"):
+        Tool("whoami", "Who am I.", offered, whoami, context_parameter="ctx")
+    hidden = {"type": "object", "properties": {"name": {"type": "string"}}}
+    assert Tool("whoami", "", hidden, whoami, context_parameter="ctx").context_parameter == "ctx"

@@ -123,6 +123,19 @@ def _check_timeout(
         raise ValueError(f"timeout must be a positive finite number of seconds, got {value!r}")
 
 
+def _check_context_parameter(instance: Tool, _attribute: object, value: str | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"context_parameter must be a str or None, got {type(value).__name__}")
+    properties = instance.parameters.get("properties")
+    if isinstance(properties, dict) and value in properties:
+        raise ValueError(
+            f"context_parameter {value!r} is also a property of parameters: the model's "
+            "value for it would be replaced by the ToolContext; remove it from the schema"
+        )
+
+
 @final
 @attrs.frozen
 class Tool:
@@ -182,8 +195,14 @@ class Tool:
     A sync body past it is abandoned, not stopped: its thread runs on until it
     returns, within the registry's bound (``ABANDONED_THREADS``).
     """
-    context_parameter: str | None = attrs.field(default=None, kw_only=True)
-    """The keyword that receives the :class:`ToolContext`, if the body asks for one."""
+    context_parameter: str | None = attrs.field(
+        default=None, kw_only=True, validator=_check_context_parameter
+    )
+    """The keyword that receives the :class:`ToolContext`, if the body asks for one.
+
+    It may not also be a property of ``parameters`` (``ValueError``): the
+    model's value for it would be replaced without a word.
+    """
     bind: ArgumentBinder | None = attrs.field(default=None, kw_only=True, repr=False)
     """Converts validated arguments to ``fn``'s keyword arguments (enums, records)."""
 
