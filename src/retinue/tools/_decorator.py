@@ -35,7 +35,8 @@ def tool(
     The parameters' type hints become the JSON schema (``str``, ``int``,
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
     ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
-    ``TypedDict``, attrs classes and dataclasses, a ``NewType`` as its
+    ``TypedDict``, attrs classes (a field with an annotated converter as what
+    the converter takes) and dataclasses, a ``NewType`` as its
     supertype, a ``type X = ...`` alias as its value; ``Annotated[X, "text"]``
     adds a description, and pydantic's
     ``Field(ge=..., max_length=..., pattern=..., description=...)`` or
