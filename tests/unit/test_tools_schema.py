@@ -349,6 +349,25 @@ def test_a_compiled_patterns_ascii_flag_is_kept() -> None:
     assert tag.check_arguments(freeze_json({"name": "cafe", "code": "3"})) is None
 
 
+def test_enum_members_inside_a_default_are_shown_by_value() -> None:
+    """R9.7: a default holding enum members (a list, a dict of them) is shown by their
+    values, as a default that is one member is, rather than left out of the schema."""
+
+    @tool
+    def paint(
+        colors: list[Color] = [Color.RED],  # noqa: B006 - a default read, never changed
+        by_room: dict[str, Color] | None = {"hall": Color.GREEN},  # noqa: B006
+        first: Color = Color.GREEN,
+    ) -> str:
+        """Paint."""
+        return repr((colors, by_room, first))
+
+    properties = schema_of(paint)["properties"]  # type: ignore[index]
+    assert properties["colors"]["default"] == ["red"]
+    assert properties["by_room"]["default"] == {"hall": "green"}
+    assert properties["first"]["default"] == "green"
+
+
 def test_a_pydantic_field_as_a_default_is_refused_pointing_to_annotated() -> None:
     """R9.7: ``n: int = Field(default=3, ge=1)`` would hand the body the ``FieldInfo``
     itself: refused at decoration, naming the parameter and the ``Annotated`` form."""

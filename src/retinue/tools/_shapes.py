@@ -502,14 +502,23 @@ def _record_fields(cls: type[object], where: str) -> Shape:
     return Shape(object_schema(properties, required), coerce)
 
 
+def _by_value(value: object) -> object:
+    """*value* with each enum member, in a list, tuple or dict too, replaced by its value."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [_by_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _by_value(item) for key, item in value.items()}
+    return value
+
+
 def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
-    """Add a JSON-able ``default`` (enum members by value); skip anything else."""
+    """Add a JSON-able ``default`` (enum members by value, in containers too); skip anything else."""
     if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return schema
-    if isinstance(default, enum.Enum):
-        default = default.value
     try:
-        frozen = freeze_json(default)
-    except InvalidJsonError:
+        frozen = freeze_json(_by_value(default))
+    except (InvalidJsonError, RecursionError):
         return schema
     return {**schema, "default": thaw_json(frozen)}
