@@ -28,6 +28,22 @@ def _backend(store: PostgresStore) -> PostgresBackend:
     return backend
 
 
+def _hold_commits(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Event, threading.Event]:
+    """Make *store*'s commits hold once their rows are written: (reached, finish) events."""
+    backend = _backend(store)
+    append, reached, finish = backend._append, threading.Event(), threading.Event()
+
+    def append_then_hold(conn: object, batches: list[AppendBatch]) -> None:
+        append(conn, batches)  # type: ignore[arg-type]
+        reached.set()
+        finish.wait(30)
+
+    monkeypatch.setattr(backend, "_append", append_then_hold)
+    return reached, finish
+
+
 async def _store(dsn: str, schema: str, session_id: str, *, open_turn: bool = False) -> None:
     session = Session.create(session_id)
     async with PostgresStore(dsn, schema=schema) as store:
@@ -204,15 +220,7 @@ async def test_postgres_load_waits_for_the_previous_writers_last_commit(
         session = await previous.load("handover")
         previous.attach(session)
         run_turn(session)
-        backend = _backend(previous)
-        append, reached, finish = backend._append, threading.Event(), threading.Event()
-
-        def append_then_hold(conn: object, batches: list[AppendBatch]) -> None:
-            append(conn, batches)  # type: ignore[arg-type]
-            reached.set()
-            finish.wait(30)
-
-        monkeypatch.setattr(backend, "_append", append_then_hold)
+        reached, finish = _hold_commits(previous, monkeypatch)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(previous.flush, session)
@@ -571,15 +579,7 @@ async def test_postgres_create_meeting_a_create_in_flight_is_refused_as_existing
     ):
         previous.attach_new(first)
         run_turn(first)
-        backend = _backend(previous)
-        append, reached, finish = backend._append, threading.Event(), threading.Event()
-
-        def append_then_hold(conn: object, batches: list[AppendBatch]) -> None:
-            append(conn, batches)  # type: ignore[arg-type]
-            reached.set()
-            finish.wait(30)
-
-        monkeypatch.setattr(backend, "_append", append_then_hold)
+        reached, finish = _hold_commits(previous, monkeypatch)
 
         async def create() -> None:
             with pytest.raises(StoreError) as caught:
