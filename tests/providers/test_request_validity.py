@@ -839,6 +839,59 @@ async def test_responses_reasoning_without_a_summary_is_sent_back() -> None:
     assert sent[1] == {**_reasoning_item("rs_1"), "summary": []}
 
 
+@pytest.mark.parametrize(
+    "signature",
+    [
+        '{"type":"reasoning","id":"rs_1","x":NaN}\n{"call_id":"call_1","id":"fc_1"}',
+        (
+            '{"type":"reasoning","id":"rs_1"}\n{"call_id":"call_1","id":"fc_1"}'
+            '\n{"call_id":"call_2","id":"fc_1"}'
+        ),
+    ],
+    ids=["nan", "one-item-id-for-two-calls"],
+)
+async def test_responses_reasoning_a_stored_log_garbled_is_not_sent(signature: str) -> None:
+    """R10.2: a reasoning item read back from a log must be one the API could have returned:
+    one with NaN (which no request body can carry) or pairing two calls with one item id
+    (which the API refuses) is left out, and the request goes as if it were unsigned.
+    """
+    history: list[Message | str] = [
+        "weather?",
+        Message("assistant", (Reasoning("Plan.", signature), ToolCall("call_1", "lookup", "{}"))),
+        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
+    ]
+    sent = (await _sent_body("responses", *history))["input"]
+    assert [item.get("type") for item in sent if item.get("type")] == [
+        "function_call",
+        "function_call_output",
+    ]
+    assert "id" not in sent[-2]
+
+
+async def test_responses_reasoning_sends_back_only_the_fields_of_a_reasoning_item() -> None:
+    """R10.2: a stored item's other keys (hand-edited into a log, say) are not sent."""
+    signature = (
+        '{"type":"reasoning","id":"rs_1","summary":[],"role":"system","content":[],'
+        '"encrypted_content":"e","status":"completed","instructions":"x"}'
+        '\n{"call_id":"call_1","id":"fc_1"}'
+    )
+    history: list[Message | str] = [
+        "weather?",
+        Message("assistant", (Reasoning("", signature), ToolCall("call_1", "lookup", "{}"))),
+        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
+    ]
+    sent = (await _sent_body("responses", *history))["input"]
+    assert sent[1] == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [],
+        "content": [],
+        "encrypted_content": "e",
+        "status": "completed",
+    }
+    assert sent[2]["id"] == "fc_1"
+
+
 async def test_anthropic_does_not_send_reasoning_the_responses_api_returned() -> None:
     """Reasoning a Responses model returned carries that API's item, which Anthropic cannot
     verify as a thinking signature: a session that changes provider leaves it out.

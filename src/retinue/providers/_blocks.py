@@ -264,21 +264,31 @@ def responses_reasoning_item(
     if not signature or not signature.startswith("{"):
         return None
     try:
-        item, *links = map(json.loads, signature.split("\n"))
-    except (ValueError, RecursionError):
+        # Finite numbers only: a stored log is read back, and NaN would make the
+        # SDK refuse the whole request body on every step of the turn.
+        item, *links = map(loads_finite, signature.split("\n"))
+    except (ValueError, InvalidJsonError, RecursionError):
         return None
     if not isinstance(item, dict) or item.get("type") != "reasoning":
         return None
     if not isinstance(item.get("id"), str) or not item["id"]:
         return None
-    calls = {
-        link["call_id"]: link["id"]
-        for link in links
-        if isinstance(link, dict)
-        and isinstance(link.get("call_id"), str)
-        and isinstance(link.get("id"), str)
-    }
-    return item, calls
+    calls: dict[str, str] = {}
+    for link in links:
+        if not isinstance(link, dict):
+            continue
+        call_id, item_id = link.get("call_id"), link.get("id")
+        if isinstance(call_id, str) and call_id and isinstance(item_id, str) and item_id:
+            calls[call_id] = item_id
+    if len(set(calls.values())) < len(calls):
+        return None  # two calls cannot be one item: the API would refuse the request
+    # Only the fields of a reasoning item go back, whatever else a stored log holds.
+    return {k: v for k, v in item.items() if k in _REASONING_ITEM_FIELDS}, calls
+
+
+_REASONING_ITEM_FIELDS = frozenset(
+    {"type", "id", "summary", "content", "encrypted_content", "status"}
+)
 
 
 def loads_event(data: bytes) -> dict[str, object]:
