@@ -125,10 +125,12 @@ def _assistant_items(
             if found is not None and found[1]:
                 waiting.append(found)
         elif isinstance(block, ToolCall):
-            for reasoning, calls in [w for w in waiting if block.id in w[1]]:
-                items.append(reasoning)
-                linked.update(calls)
-                waiting.remove((reasoning, calls))
+            # The items this call followed go just before it, each once.
+            for reasoning, calls in waiting:
+                if block.id in calls:
+                    items.append(reasoning)
+                    linked.update(calls)
+            waiting = [found for found in waiting if block.id not in found[1]]
             call = _function_call(block, call_ids)
             if block.id in linked:
                 call["id"] = linked[block.id]
@@ -272,9 +274,9 @@ class ResponsesStreamDecoder:
     _item_ids: set[str] = attrs.field(factory=set, init=False)
     _unnamed: int = attrs.field(default=0, init=False)
     _signed: set[Hashable] = attrs.field(factory=set, init=False)
+    """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
     _reasoning: Hashable | None = attrs.field(default=None, init=False)
     """The signed reasoning block the calls completed next followed."""
-    """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
