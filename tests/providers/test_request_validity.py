@@ -839,6 +839,16 @@ async def test_responses_reasoning_without_a_summary_is_sent_back() -> None:
     assert sent[1] == {**_reasoning_item("rs_1"), "summary": []}
 
 
+async def _sent_with_signed_reasoning(signature: str) -> Any:
+    """The Responses input sent for a turn whose one call followed reasoning signed *signature*."""
+    history: list[Message | str] = [
+        "weather?",
+        Message("assistant", (Reasoning("", signature), ToolCall("call_1", "lookup", "{}"))),
+        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
+    ]
+    return (await _sent_body("responses", *history))["input"]
+
+
 @pytest.mark.parametrize(
     "signature",
     [
@@ -855,12 +865,7 @@ async def test_responses_reasoning_a_stored_log_garbled_is_not_sent(signature: s
     one with NaN (which no request body can carry) or pairing two calls with one item id
     (which the API refuses) is left out, and the request goes as if it were unsigned.
     """
-    history: list[Message | str] = [
-        "weather?",
-        Message("assistant", (Reasoning("Plan.", signature), ToolCall("call_1", "lookup", "{}"))),
-        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
-    ]
-    sent = (await _sent_body("responses", *history))["input"]
+    sent = await _sent_with_signed_reasoning(signature)
     assert [item.get("type") for item in sent if item.get("type")] == [
         "function_call",
         "function_call_output",
@@ -875,12 +880,7 @@ async def test_responses_reasoning_sends_back_only_the_fields_of_a_reasoning_ite
         '"encrypted_content":"e","status":"completed","instructions":"x"}'
         '\n{"call_id":"call_1","id":"fc_1"}'
     )
-    history: list[Message | str] = [
-        "weather?",
-        Message("assistant", (Reasoning("", signature), ToolCall("call_1", "lookup", "{}"))),
-        Message("user", (ToolResultBlock("call_1", (Text("sunny"),)),)),
-    ]
-    sent = (await _sent_body("responses", *history))["input"]
+    sent = await _sent_with_signed_reasoning(signature)
     assert sent[1] == {
         "type": "reasoning",
         "id": "rs_1",
