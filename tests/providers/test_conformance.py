@@ -159,11 +159,7 @@ ERRORS: dict[str, tuple[type[ProviderStatusError], int, str]] = {
         400,
         "unsupported_parameter",
     ),
-    "responses_stream_error_400_model_not_found.json": (
-        ProviderStatusError,
-        400,
-        "model_not_found",
-    ),
+    "responses_stream_error_400_model_not_found.json": (ModelNotFoundError, 400, "model_not_found"),
     "messages_stream_error_401_authentication.json": (
         AuthenticationError,
         401,

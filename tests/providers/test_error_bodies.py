@@ -7,7 +7,7 @@ import json
 import pytest
 import trio
 
-from retinue.providers import ProviderStatusError
+from retinue.providers import ModelNotFoundError, ProviderStatusError
 from retinue.providers._failures import error_from_body
 from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
 
@@ -18,9 +18,9 @@ GEMINI_MESSAGE = 'Invalid JSON payload received. Unknown name "stop": Cannot fin
 GEMINI_ERROR = [{"error": {"code": 400, "message": GEMINI_MESSAGE, "status": "INVALID_ARGUMENT"}}]
 
 
-async def _refusal(api: str, body: bytes) -> ProviderStatusError:
-    """The error *api*'s adapter raises when the server answers 400 with *body*."""
-    server = MockServer(ScriptedPolicy([RawReply(400, JSON, body)]))
+async def _refusal(api: str, body: bytes, status: int = 400) -> ProviderStatusError:
+    """The error *api*'s adapter raises when the server answers *status* with *body*."""
+    server = MockServer(ScriptedPolicy([RawReply(status, JSON, body)]))
     with trio.fail_after(5):
         async with mock_adapter(api, server) as model:
             with pytest.raises(ProviderStatusError) as caught:
@@ -77,3 +77,40 @@ async def test_an_error_body_nested_too_deeply_to_parse_still_gives_its_status(a
     provider = "anthropic" if api == "messages" else "openai"
     assert str(failure).startswith(f'{provider} returned HTTP 400: {{"error":[[[[')
     assert len(str(failure)) < 1000  # an excerpt, not the body
+
+
+def _model_not_found(message: str) -> bytes:
+    """An OpenAI error body coded ``model_not_found``."""
+    error = {"message": message, "type": "invalid_request_error", "code": "model_not_found"}
+    return json.dumps({"error": {**error, "param": "model"}}).encode()
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (404, "The model `gpt-x` does not exist or you do not have access to it."),
+        (400, "The requested model 'gpt-x' does not exist."),
+        # Synthetic: OpenAI's answer to a model the project may not use (no recording is public).
+        (403, "Project `proj_1` does not have access to model `gpt-x`"),
+    ],
+    ids=["chat-404", "responses-400", "no-access-403"],
+)
+async def test_a_model_not_found_code_raises_model_not_found_whatever_the_status(
+    api: str, status: int, message: str
+) -> None:
+    """OpenAI codes an unknown model ``model_not_found`` with 404 (Chat Completions), 400
+    (Responses) or 403 (a model the project may not use): each raises ModelNotFoundError,
+    with the status and code as sent, not retryable."""
+    failure = await _refusal(api, _model_not_found(message), status)
+    assert type(failure) is ModelNotFoundError
+    assert (failure.status, failure.code, failure.retryable) == (status, "model_not_found", False)
+    assert message in str(failure)
+
+
+async def test_an_anthropic_model_not_found_raises_model_not_found() -> None:
+    """Anthropic answers an unknown model 404 ``not_found_error``: ModelNotFoundError."""
+    body = {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-x"}}
+    failure = await _refusal("messages", json.dumps(body).encode(), 404)
+    assert type(failure) is ModelNotFoundError
+    assert (failure.status, failure.code, failure.retryable) == (404, "not_found_error", False)

@@ -8,7 +8,7 @@ error events to them, and what a failure asks of a caller: a retry, a pause of i
         ├── ProviderStatusError     the provider answered with an HTTP error status
         │   │                       (a spent quota too: QUOTA_EXHAUSTED, even on a 429)
         │   ├── AuthenticationError 401 / 403
-        │   ├── ModelNotFoundError  404
+        │   ├── ModelNotFoundError  404, or any status coded model_not_found
         │   ├── RateLimitError      429
         │   └── OverloadedError     529 (and 503)
         ├── ProviderConnectionError the connection failed, timed out, or the stream was cut
@@ -53,6 +53,7 @@ Only a billing change mends it: it is not retried and is not a rate limit,
 though OpenAI sends it as a 429.
 """
 _QUOTA_NAME = "insufficient_quota"
+_MODEL_NOT_FOUND = "model_not_found"
 RETRYABLE_STREAM_CODES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
 )
@@ -98,7 +99,12 @@ class AuthenticationError(ProviderStatusError):
 
 
 class ModelNotFoundError(ProviderStatusError):
-    """The model or endpoint does not exist (404)."""
+    """The model or endpoint does not exist (404), or the key may not use the model.
+
+    OpenAI codes an unknown model ``model_not_found`` whatever the status it
+    sends: 404 from Chat Completions, 400 from the Responses API, 403 for a
+    model the project may not use.
+    """
 
 
 class RateLimitError(ProviderStatusError):
@@ -312,7 +318,10 @@ def status_error(
     """
     code, message = error_from_body(body)
     message = message or detail
+    # The code names a missing model better than the status: see ModelNotFoundError.
     cls = _STATUS_CLASSES.get(status, ProviderStatusError)
+    if code == _MODEL_NOT_FOUND:
+        cls = ModelNotFoundError
     if names_exhausted_quota(body):
         # Not a RateLimitError: code that backs off and retries on those would wait for ever.
         code, cls = QUOTA_EXHAUSTED, ProviderStatusError
