@@ -763,6 +763,53 @@ async def test_responses_whole_failed_response_without_error_is_no_success() -> 
     assert "no detail" in str(caught.value)
 
 
+_PARTIAL_OUTPUT = [
+    {
+        "type": "message",
+        "id": "msg_1",
+        "status": "incomplete",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Once upon", "annotations": []}],
+    }
+]
+_SOME_USAGE = {"input_tokens": 9, "output_tokens": 2, "total_tokens": 11}
+
+
+def _ended_response(status: str, *, streamed: bool) -> tuple[bytes, Any]:
+    """A Responses answer whose final response has *status*: whole, or as the stream's
+    ``response.completed`` event (the only terminal event a server may send)."""
+    response = {
+        "object": "response",
+        "status": status,
+        "output": _PARTIAL_OUTPUT,
+        "usage": _SOME_USAGE,
+    }
+    if streamed:
+        return _typed_event({"type": "response.completed", "response": response}), SSE
+    return json.dumps(response).encode(), JSON
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_responses_cancelled_response_finishes_aborted(*, streamed: bool) -> None:
+    """R10.4, R7.36: a response whose status is ``cancelled`` (the provider cancelled it) is
+    no ordinary stop: it finishes ``aborted``, with the output and usage it had."""
+    body, headers = _ended_response("cancelled", streamed=streamed)
+    collected = await serve_once("responses", body, headers)
+    assert collected.assembler.finish.kind == "aborted"
+    assert collected.message.content == (Text("Once upon"),)
+    assert collected.assembler.usage == Usage(9, 2)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_responses_final_response_that_failed_raises(*, streamed: bool) -> None:
+    """R10.3: a final response whose status is ``failed`` raises, whether it comes whole
+    or as the stream's last event, instead of finishing ``stop``."""
+    body, headers = _ended_response("failed", streamed=streamed)
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("responses", body, headers)
+    assert "no detail" in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("api", "body"),
     [

@@ -22,11 +22,13 @@ from retinue._content import (
 from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema
 from retinue._stream import (
+    ABORTED,
     MAX_TOKENS,
     STOP,
     TOOL_CALLS,
     Errored,
     Finish,
+    FinishReason,
     StreamChunk,
     Usage,
     UsageChunk,
@@ -477,7 +479,14 @@ class ResponsesStreamDecoder:
         return [self._table.reasoning(self._reasoning, "", "\n" + link)]
 
     def _terminal(self, response: JsonObject) -> list[StreamChunk]:
-        """The response's end: its ``output`` when nothing streamed, usage, the finish."""
+        """The response's end: its ``output`` when nothing streamed, usage, the finish.
+
+        Raises:
+            ProviderStreamError: the response's status is ``failed``.
+        """
+        if response.get("status") == "failed":
+            # A failed response is no answer, whichever event (or whole body) brought it.
+            raise stream_error(response.get("error"), where="responses")
         self.done = True
         out: list[StreamChunk] = []
         if not self._table:
@@ -489,19 +498,23 @@ class ResponsesStreamDecoder:
         usage = response.get("usage")
         if isinstance(usage, dict):
             self._table.usage = responses_usage(usage)
-        reason = _dict(response.get("incomplete_details")).get("reason")
-        if response.get("status") == "incomplete" or reason is not None:
-            if reason == "content_filter":
-                self._finish = Finish(
-                    Errored(
-                        "the provider's content filter stopped the output", code="content_filter"
-                    )
-                )
-            else:
-                self._finish = Finish(MAX_TOKENS)
-        else:
-            self._finish = Finish(TOOL_CALLS if self._table.has_tool_calls else STOP)
+        self._finish = Finish(self._end_reason(response))
         return out
+
+    def _end_reason(self, response: JsonObject) -> FinishReason:
+        """The finish a final response's ``status`` and ``incomplete_details`` give."""
+        status = response.get("status")
+        if status == "cancelled":
+            # Cancelled at the provider, not by the loop: the output is partial, no stop.
+            return ABORTED
+        reason = _dict(response.get("incomplete_details")).get("reason")
+        if status == "incomplete" or reason is not None:
+            if reason == "content_filter":
+                return Errored(
+                    "the provider's content filter stopped the output", code="content_filter"
+                )
+            return MAX_TOKENS
+        return TOOL_CALLS if self._table.has_tool_calls else STOP
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
         """Decode a whole non-streaming response object.
