@@ -452,29 +452,27 @@ class ChatStreamDecoder:
         name = name if isinstance(name, str) else None
         kind = call.get("type")
         foreign = isinstance(kind, str) and kind not in ("", "function")
-        arguments = (
-            ""
-            if foreign
-            else arguments_text(function.get("arguments"), "chat completions", call_id or name)
-        )
+        raw = function.get("arguments")
         # Gemini sends each parallel call whole, every one at index 0 and with no id:
         # a fragment naming a tool whose arguments open an object, after a named call
         # whose arguments are whole JSON, is the next call. A server naming the tool
         # in every fragment of one call can only add whitespace to whole arguments.
-        opens = bool(name) and arguments.lstrip().startswith("{")
+        # (An object sent as the arguments is JSON text opening one.)
+        opens = (
+            not foreign
+            and bool(name)
+            and (isinstance(raw, dict) or (isinstance(raw, str) and raw.lstrip().startswith("{")))
+        )
         key = self._call_key(position, call_id, call.get("index"), opens=opens)
         if self._left_out and key in self._left_out:
             return None
-        if foreign:
-            if not self._table.has(key):
-                # A custom call (free-form input) is no function call: retinue declares
-                # none such, and the SDK's parser leaves them out. Only the fragment
-                # opening a call tells its type; its later ones are known by their block.
-                self._left_out.add(key)
-                return None
-            arguments = arguments_text(
-                function.get("arguments"), "chat completions", call_id or name
-            )
+        if foreign and not self._table.has(key):
+            # A custom call (free-form input) is no function call: retinue declares
+            # none such, and the SDK's parser leaves them out. Only the fragment
+            # opening a call tells its type; its later ones are known by their block.
+            self._left_out.add(key)
+            return None
+        arguments = arguments_text(raw, "chat completions", call_id or name)
         return self._table.tool_call(key, call_id, name, arguments)
 
     def _legacy_call(self, call: object) -> StreamChunk:
