@@ -355,3 +355,45 @@ async def test_anthropic_model_says_whether_its_client_found_credentials(
         monkeypatch.setenv(name, value)
     async with AnthropicModel(**options) as model:
         assert model.has_credentials is found
+
+
+class _StallingBody(httpx2.AsyncByteStream):
+    """A 200 body whose first bytes come, then nothing more."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'{"choices":[{"ind'
+        await trio.sleep_forever()
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_a_whole_body_that_stalls_times_out_as_a_stream_does(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.3: a whole JSON answer (a server that ignored ``stream``) whose body stops
+    arriving fails once the timeout passes, coded ``TIMEOUT`` and retryable, as a stalled
+    event stream does; it waited for ever.
+    """
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        await trio.lowlevel.checkpoint()
+        return httpx2.Response(200, headers=JSON, stream=_StallingBody())
+
+    transport = httpx2.MockTransport(handler)
+    if api == "messages":
+        model: OpenAIModel | AnthropicModel = AnthropicModel(
+            transport=transport, base_url="http://mock", api_key="k", timeout=3.0
+        )
+    else:
+        model = OpenAIModel(
+            transport=transport,
+            base_url="http://mock/v1",
+            api_key="k",
+            api=api,  # type: ignore[arg-type]
+            timeout=3.0,
+        )
+    with trio.fail_after(60):
+        async with model:
+            with pytest.raises(ProviderConnectionError) as caught:
+                await collect(model, make_request("hi"))
+    assert (caught.value.code, caught.value.retryable) == ("TIMEOUT", True)
+    assert trio.current_time() == pytest.approx(3.0)

@@ -177,6 +177,25 @@ async def _next_part(body: AsyncIterator[bytes], read_timeout: float, provider: 
     )
 
 
+async def _whole_body(response: httpx2.Response, read_timeout: float, provider: str) -> bytes:
+    """The whole body of *response*, read part by part as a stream is.
+
+    So a body that stops arriving times out after *read_timeout* seconds of
+    silence (on trio's clock), as a stalled stream does, and its failures are
+    typed alike.
+    """
+    body = response.aiter_bytes()
+    parts: list[bytes] = []
+    try:
+        while True:
+            try:
+                parts.append(await _next_part(body, read_timeout, provider))
+            except StopAsyncIteration:
+                return b"".join(parts)  # noqa: ASYNC910 - reads the body, as aread() did
+    finally:
+        await body.aclose()
+
+
 def _feed_tail(decoder: StreamDecoder, sse: SseDecoder, provider: str) -> list[StreamChunk]:
     """Decode the event the body ended with, if it ended without a blank line.
 
@@ -232,14 +251,7 @@ async def decode_response(
     ``DRAIN_SECONDS``. The caller owns (and closes) *response*.
     """
     if response.headers.get("content-type", "").startswith("application/json"):
-        try:
-            payload = loads_event(await response.aread())
-        except httpx2.TransportError as exc:
-            raise ProviderConnectionError(
-                f"{provider} response failed: {exc!r}", code="STREAM_TRUNCATED", retryable=True
-            ) from exc
-        except httpx2.DecodingError as exc:
-            raise _undecodable(exc, provider) from exc
+        payload = loads_event(await _whole_body(response, read_timeout, provider))
         for chunk in (*decoder.feed_body(payload), *decoder.close()):
             yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back
         return  # noqa: ASYNC911 - the body read was the checkpoint
