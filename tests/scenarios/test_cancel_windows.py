@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import Continue, HookContext, Message, Text
+from retinue import Block, Continue, HookContext, Message, Text
 from retinue.session import Event
 from retinue.testing import (
     CallTools,
@@ -216,6 +216,40 @@ async def test_w3_cancel_from_turn_start_observer_opens_no_step(
         assert model.statistics().calls == 0
         assert (await agent.ask("again")).reason.kind == "completed"
         check_session_invariants(agent.session.events)
+
+
+async def test_w3_cancel_from_turn_start_observer_interrupts_prompt_submit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.28, R7.40 W3, R7.41: a cancel from a ``turn/start`` observer already holds in
+    prompt-submit: a listener waiting there is interrupted, and a batch it would have
+    blocked ends ``aborted`` with the caller's reason, not ``rejected``.
+    """
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        finished: list[bool] = []
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "turn/start":
+                agent.cancel("observer said no")
+
+        async def submit(
+            _agent: retinue.Agent, _content: object, _source: object, _proceed: Next
+        ) -> object:
+            await trio.sleep(10)
+            finished.append(True)
+            return Block("not this one")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        rt.hooks.on("agent/prompt-submit", submit, agent=agent)
+        result = await agent.ask("doomed")
+        events = agent.session.events
+        assert (result.reason.kind, result.reason.reason) == ("aborted", "observer said no")
+        assert finished == []
+        assert types(events) == ["turn/start", "turn/end"]
+        assert model.statistics().calls == 0
+        check_session_invariants(events)
 
 
 @pytest.mark.parametrize("action", ["cancel", "dispose"])

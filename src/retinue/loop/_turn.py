@@ -199,7 +199,9 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
     # and an abort always ends the turn, so per-step scopes would add nothing.
     scope = trio.CancelScope()
     signal = StepSignal(core, scope)
-    if core.disposed:
+    if core.disposed or core.cancel_marker:
+        # A turn/start observer cancelled before this window's signal existed:
+        # prompt-submit must see the abort too, or a batch it blocks ends rejected.
         signal.abort()
     core.turn_scope = scope
     try:
