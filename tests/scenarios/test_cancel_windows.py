@@ -425,6 +425,42 @@ async def test_w6_dispose_from_step_start_observer_ends_disposed(
         check_session_invariants(events)
 
 
+@pytest.mark.parametrize("seam", ["agent/request", "request/header"])
+async def test_w6_cancel_before_the_request_starts_no_model_call(
+    autojump_clock: trio.testing.MockClock, seam: str
+) -> None:
+    """R7.36, R7.40, R7.43: a cancel from an ``agent/request`` listener, or from an observer of
+    the step's ``request/header``, lands before the model is called: no stream is started,
+    the step closes and the turn ends ``aborted`` with the caller's reason.
+    """
+    model = ScriptedModel([Reply("never"), Reply("later")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_request(
+            agent: retinue.Agent, turn: int, _step: int, config: object, _proceed: Next
+        ) -> object:
+            if turn == 1:
+                agent.cancel("not this request")
+            return config
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "request/header":
+                agent.cancel("not this request")
+
+        if seam == "agent/request":
+            rt.hooks.on("agent/request", on_request, agent=agent)
+        else:
+            rt.hooks.on("session/event", on_event, agent=agent)
+        result = await agent.ask("doomed")
+        events = agent.session.events
+        assert (result.reason.kind, result.reason.reason) == ("aborted", "not this request")
+        assert model.statistics().calls == 0
+        assert of_type(events, "assistant/chunk") == []
+        assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
+        check_session_invariants(events)
+
+
 async def test_w7_cancel_mid_stream_keeps_chunks_and_the_reason(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -132,6 +132,8 @@ async def run_step(
     config = seed_config(core)
     if core.services.hooks.hears("agent/request", core.id):
         config = await _request_config(core, state, config)
+        if signal.cancel_called:  # a listener cancelled: no model call for an aborted step
+            return None
     _require_model(core, config)
     prefix = core.prefix or ()
     if tools is None:
@@ -143,6 +145,9 @@ async def run_step(
         core.header_anchored = True
         if owed is not None:
             core.session.append(owed)
+            # An observer of the header cancelled: no model call for an aborted step.
+            if signal.cancel_called:
+                return None  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
     request = ModelRequest(
         config=config,
         messages=boundary.with_prefix(prefix) if prefix else boundary,
