@@ -8,13 +8,14 @@ import pytest
 import trio
 import trio.testing
 
-from retinue import Runtime, StoreError
+import retinue
+from retinue import Runtime, StoreError, TurnResult
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel, check_session_invariants
-from tests.helpers import OPTIONS, runtime
+from tests.helpers import DEADLINE, OPTIONS, last_end_reason, runtime
 from tests.stores._kit import FlakyBackend
 
 
@@ -260,6 +261,35 @@ async def test_dispose_during_a_wrapper_flush_still_commits_the_turn(
     assert restarts == []
     assert inner.statistics().committed_events == len(agent.session.events)
     check_session_invariants(agent.session.events)
+
+
+async def test_a_runtime_cancelled_during_the_flush_answers_the_ask_as_the_log_ends_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.44, R7.49: once ``turn/end`` is logged, a cancel from outside the runtime that lands in
+    the end-of-turn flush does not change the turn's answer: ``ask`` gets the logged reason and
+    the turn's text, not ``disposed`` with no text.
+    """
+    store = _SlowWrapper(MemoryStore())
+    results: list[TurnResult] = []
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as scope:
+                async with retinue.open_runtime(models=_model(), store=store) as rt:
+                    agent = await rt.create_agent("a", OPTIONS)
+
+                    async def ask() -> None:
+                        results.append(await agent.ask("go"))
+
+                    nursery.start_soon(ask)
+                    await store.entered.wait()
+                    scope.cancel()
+                    await trio.sleep_forever()
+    (result,) = results
+    events = agent.session.events
+    assert last_end_reason(events).kind == "completed"
+    assert (result.turn, result.reason, result.text) == (1, last_end_reason(events), "answer")
+    check_session_invariants(events)
 
 
 async def test_dispose_waits_for_an_idle_injection_flush_in_flight(

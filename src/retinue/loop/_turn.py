@@ -72,8 +72,12 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
             _close_and_settle(state, items, cancelled=cancelled)
         raise
     state.close_turn()
-    await flush(core, state.turn, state.step)
-    _settle(state, items)
+    try:
+        await flush(core, state.turn, state.step)
+    finally:
+        # A cancel from outside that cuts the flush short leaves the logged turn/end
+        # as it is: the prompts get that answer, not the driver's "disposed".
+        _settle(state, items)
     return state.terminal
 
 
