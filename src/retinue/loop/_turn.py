@@ -74,10 +74,14 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
     state.close_turn()
     try:
         await flush(core, state.turn, state.step)
-    finally:
-        # A cancel from outside that cuts the flush short leaves the logged turn/end
-        # as it is: the prompts get that answer, not the driver's "disposed".
-        _settle(state, items)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            # A cancel from outside that cuts the flush short leaves the logged turn/end
+            # as it is: the prompts get that answer, not the driver's "disposed". (A bug
+            # is the supervisor's: it answers them once it has flushed the turn.)
+            _settle(state, items)
+        raise
+    _settle(state, items)
     return state.terminal
 
 
