@@ -160,7 +160,7 @@ def _call(
     """
     if not tool.is_async:
         return _call_in_thread(tool, kwargs, pool, started)
-    value = tool.fn(**kwargs)
+    value = tool.call(**kwargs)
     if type(value) is CoroutineType:
         return value
     return _settle(value)
@@ -200,7 +200,7 @@ def _threads_exhausted(tool: Tool) -> ToolError:
 def _run_sync_body(tool: Tool, kwargs: dict[str, object]) -> object:
     """Call a sync body in its worker thread; a coroutine it returns is closed, not leaked."""
     try:
-        value = tool.fn(**kwargs)
+        value = tool.call(**kwargs)
     except StopIteration as exc:
         # Raised on into the awaiting coroutine it would read "coroutine raised
         # StopIteration" (PEP 479), naming a coroutine this body does not have.

@@ -34,7 +34,8 @@ def tool(
 
     The parameters' type hints become the JSON schema (``str``, ``int``,
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
-    ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
+    ``set[X]`` and ``frozenset[X]`` (an array with ``uniqueItems``; ``X``
+    hashable), ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict``, attrs classes (a field with an annotated converter as what
     the converter takes) and dataclasses, a ``NewType`` as its
     supertype, a ``type X = ...`` alias as its value; ``Annotated[X, "text"]``
@@ -55,6 +56,10 @@ def tool(
     ``:param name:`` fields) describes the parameters; a line that opens
     with a role, such as ``:class:`Forecast` caches``, is text. A parameter
     annotated :class:`ToolContext` is injected, not shown to the model.
+    Every parameter is filled by name from the arguments object: a
+    positional-only one is passed by position, ``**kwargs: X`` takes the
+    properties that name no other parameter (``additionalProperties`` of
+    ``X``'s schema), and ``*args`` is refused.
     Keywords a ``functools.partial`` binds are neither shown nor accepted. A
     method becomes a tool bound to its instance (``tool(instance.method)``);
     decorated in its class body, its ``self`` would be an argument the model
@@ -76,8 +81,8 @@ def tool(
             ``TOOL_THREADS_EXHAUSTED`` until some return.
 
     Raises:
-        TypeError: a parameter kind or type hint the schema cannot express
-            (``ToolContext`` inside another type among them), a method not
+        TypeError: ``*args``, or a type hint the schema cannot express
+            (``ToolContext`` inside another type, a set of unhashable items), a method not
             bound to its instance, or a generator function.
         ValueError: a parameter name providers refuse as a property name, or
             a tool name they refuse.

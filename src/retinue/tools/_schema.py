@@ -19,6 +19,7 @@ from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._shapes import (
     EMPTY,
+    Coerce,
     Shape,
     accepting_null,
     object_schema,
@@ -29,16 +30,13 @@ from ._shapes import (
 )
 from ._tool import ToolContext, layers
 
-__all__ = ["FunctionSpec", "ShapeBinder", "describe", "type_schema"]
+__all__ = ["FunctionSpec", "RestBinder", "ShapeBinder", "describe", "type_schema"]
 
 # JSON values that thaw to themselves.
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
-_UNSUPPORTED_KINDS: dict[object, str] = {
-    inspect.Parameter.POSITIONAL_ONLY: "positional-only",
-    inspect.Parameter.VAR_POSITIONAL: "*args",
-    inspect.Parameter.VAR_KEYWORD: "**kwargs",
-}
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+_VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
 
 
 @final
@@ -86,15 +84,19 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     properties: dict[str, object] = {}
     required: list[str] = []
     context: str | None = None
+    rest: tuple[str, Shape] | None = None
     for parameter in signature.parameters.values():
         if parameter.name in bound:
             continue  # the partial's value: not the model's to see (a key?) nor to override
-        kind = _UNSUPPORTED_KINDS.get(parameter.kind)
-        if kind is not None:
+        if parameter.kind is _VAR_POSITIONAL:
+            # A JSON object has only names: nothing could fill it.
             raise TypeError(
-                f"{where}: {kind} parameter {parameter.name!r} cannot be a tool argument"
+                f"{where}: *args parameter {parameter.name!r} cannot be a tool argument"
             )
         hint = hints.get(parameter.name, parameter.annotation)
+        if parameter.kind is _VAR_KEYWORD:
+            rest = parameter.name, _parameter_shape(parameter, hint, where)
+            continue
         if _is_context(unwrap(hint)[0], f"{where}({parameter.name})"):
             if context is not None:
                 raise TypeError(f"{where}: more than one ToolContext parameter")
@@ -105,9 +107,43 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
         properties[parameter.name] = _parameter_schema(shape, parameter, documented)
         if parameter.default is EMPTY:
             required.append(parameter.name)
-    return FunctionSpec(
-        description, object_schema(properties, required), context, ShapeBinder(shapes)
-    )
+    schema = object_schema(properties, required)
+    if rest is None:
+        return FunctionSpec(description, schema, context, ShapeBinder(shapes))
+    name, shape = rest
+    reserved = _reserved_names(target, bound, context, properties)
+    extra = _parameter_schema(shape, signature.parameters[name], documented)
+    schema = _open_to(schema, extra)
+    return FunctionSpec(description, schema, context, RestBinder(shapes, shape, reserved))
+
+
+def _open_to(schema: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
+    """*schema* taking other properties of schema *extra*; an empty one takes any value."""
+    schema = {k: v for k, v in schema.items() if k != "additionalProperties"}
+    if extra:
+        schema["additionalProperties"] = extra
+    return schema
+
+
+def _reserved_names(
+    target: object, bound: frozenset[str], context: str | None, properties: Mapping[str, object]
+) -> frozenset[str]:
+    """The keys ``**kwargs`` must not take: they would fill or override another parameter.
+
+    A partial's keywords, the ``ToolContext`` parameter, and a parameter a
+    partial filled by position: named again, it would be passed twice.
+    """
+    try:
+        parameters = inspect.signature(typing.cast("Callable[..., object]", target)).parameters
+    except (TypeError, ValueError):  # no signature: what it takes is unknown
+        parameters = {}  # type: ignore[assignment]
+    named = {
+        p.name
+        for p in parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    taken = named | bound | ({context} if context is not None else set())
+    return frozenset(taken - properties.keys())
 
 
 def _docstring(target: object) -> str | None:
@@ -235,3 +271,34 @@ class ShapeBinder:
                 (n, shapes[n].coerce, thaw_json(v)) for n, v in arguments.items() if n in shapes
             )
             raise_located(parts, exc)
+
+
+@final
+@attrs.frozen(eq=False)
+class RestBinder:
+    """The binder of a function taking ``**kwargs``: a key that is no parameter goes there.
+
+    Converted by the ``**kwargs`` annotation's shape; a key that would fill a
+    parameter the model does not supply (*reserved*) is refused.
+    """
+
+    shapes: dict[str, Shape]
+    rest: Shape
+    reserved: frozenset[str]
+
+    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, object]:
+        for name in arguments:
+            if name in self.reserved:
+                raise ValueError(f"{name}: unexpected property")
+        try:
+            return {name: self._coerce(name, value) for name, value in arguments.items()}
+        except Exception as exc:
+            parts = ((str(n), self._convert(n), thaw_json(v)) for n, v in arguments.items())
+            raise_located(parts, exc)
+
+    def _convert(self, name: str) -> Coerce:
+        shape = self.shapes.get(name)
+        return (self.rest if shape is None else shape).coerce
+
+    def _coerce(self, name: str, value: object) -> object:
+        return self._convert(name)(value if type(value) in _LEAVES else thaw_json(value))  # type: ignore[arg-type]

@@ -48,6 +48,13 @@ EMPTY = inspect.Parameter.empty
 _PRIMITIVES: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _SEQUENCES = (list, tuple, collections.abc.Sequence)
 _MAPPINGS = (dict, collections.abc.Mapping)
+# Each set type and the type a body gets for it.
+_SETS: dict[object, type[set[object] | frozenset[object]]] = {
+    set: set,
+    frozenset: frozenset,
+    collections.abc.Set: frozenset,
+    collections.abc.MutableSet: set,
+}
 
 
 # The records (TypedDicts, attrs classes, dataclasses) being described, outermost first.
@@ -109,6 +116,8 @@ def _bare_shape(hint: object, where: str) -> Shape:
         return _array(hint, origin, where)
     if hint in _MAPPINGS or origin in _MAPPINGS:
         return _mapping(typing.get_args(hint), where)
+    if hint in _SETS or origin in _SETS:
+        return _set(_SETS[origin if origin in _SETS else hint], typing.get_args(hint), where)
     if is_typeddict(hint):
         return _typed_dict(hint, where)
     if hint is ToolContext:
@@ -263,6 +272,60 @@ def _array(hint: object, origin: object, where: str) -> Shape:
     if tuple in (hint, origin):
         return Shape(schema, lambda v: tuple(coerce_items(v)))
     return Shape(schema, coerce_items)
+
+
+def _set(
+    kind: type[set[object] | frozenset[object]], args: tuple[object, ...], where: str
+) -> Shape:
+    """A JSON array of distinct items, given to the body as *kind* (a set or a frozenset)."""
+    if not args:
+        raise TypeError(f"{where}: a set needs its item type (set[str]): JSON arrays hold lists")
+    problem = _unhashable(args[0])
+    if problem is not None:
+        raise TypeError(f"{where}: set items must be hashable, but {problem}")
+    item = shape_of(args[0], f"{where}[]")
+
+    def coerce(value: object) -> object:
+        items = _items(value)
+        try:
+            converted = [item.coerce(x) for x in items]
+        except Exception as exc:
+            raise_located(((f"[{i}]", item.coerce, x) for i, x in enumerate(items)), exc)
+        distinct = kind(converted)
+        if len(distinct) < len(converted):
+            # Distinct in JSON, equal once converted (``1`` and ``true`` both in a set[int | bool]).
+            raise ValueError("array items must be unique, as items of a set")
+        return distinct
+
+    return Shape({"type": "array", "items": item.schema, "uniqueItems": True}, coerce)
+
+
+def _unhashable(hint: object) -> str | None:
+    """Why a value of *hint* may be unhashable (a list, a mutable record), or ``None``."""
+    hint = unwrap(hint)[0]
+    if isinstance(hint, typing.NewType):
+        return _unhashable(hint.__supertype__)
+    if is_type_alias(hint):
+        return _unhashable(typing.cast("typing.Any", hint).__value__)
+    origin = typing.get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        return next(filter(None, map(_unhashable, typing.get_args(hint))), None)
+    if origin is tuple:
+        return next(filter(None, map(_unhashable, typing.get_args(hint)[:1])), None)
+    if origin is Literal or hint is None or hint in _PRIMITIVES or hint is type(None):
+        return None
+    if isinstance(hint, type) and issubclass(hint, enum.Enum | frozenset):
+        return None
+    if origin is frozenset or origin is collections.abc.Set:
+        return None
+    if (
+        isinstance(hint, type)
+        and not is_typeddict(hint)
+        and (attrs.has(hint) or dataclasses.is_dataclass(hint))
+    ):
+        hashable = getattr(hint, "__hash__", None) is not None
+        return None if hashable else f"{hint.__qualname__} is not hashable"
+    return f"{hint!r} may hold lists or objects"
 
 
 def _to_tuple(value: object) -> object:

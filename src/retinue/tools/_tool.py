@@ -84,6 +84,45 @@ def _is_async(fn: Callable[..., object]) -> bool:
     return any(inspect.iscoroutinefunction(_code(layer)) for layer in layers(fn))
 
 
+def _by_position(fn: Callable[..., object]) -> Callable[..., object]:
+    """*fn*, or an adapter taking its positional-only parameters by keyword.
+
+    Arguments arrive as a JSON object: such a parameter can only be named there.
+    """
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: called as given
+        return fn
+    leading = tuple(
+        (p.name, p.default) for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY
+    )
+    return _ByPosition(fn, leading) if leading else fn
+
+
+@final
+@attrs.frozen
+class _ByPosition:
+    """Calls ``fn`` with its positional-only parameters, given by keyword, by position."""
+
+    fn: Callable[..., object]
+    leading: tuple[tuple[str, object], ...]
+    """Each positional-only parameter's name and default (``Parameter.empty``: none)."""
+
+    def __call__(self, **kwargs: object) -> object:
+        args: list[object] = []
+        waiting: list[object] = []  # defaults of omitted ones, passed only if a later one is given
+        for name, default in self.leading:
+            if name in kwargs:
+                args += waiting
+                args.append(kwargs.pop(name))
+                waiting.clear()
+            elif default is inspect.Parameter.empty:
+                break  # missing: fn refuses the call, naming it
+            else:
+                waiting.append(default)
+        return self.fn(*args, **kwargs)
+
+
 def _check_not_generator(fn: Callable[..., object]) -> None:
     """Refuse a (async) generator function: each call would give an iterator, not a result."""
     code = _code(_callee(fn))
@@ -182,7 +221,9 @@ class Tool:
     fn: Callable[..., object] = attrs.field(validator=attrs.validators.is_callable())
     """The body: a sync function (run in a worker thread) or an async function.
 
-    It is called with the arguments as keyword arguments. A sync wrapper of an
+    It is called with the arguments as keyword arguments, but for its
+    positional-only parameters: those are filled by name from the arguments
+    and passed by position. A sync wrapper of an
     async function (one that keeps ``__wrapped__``, as ``functools.wraps``
     does) counts as async, through ``functools.partial`` too. Generator
     functions are refused (``TypeError``).
@@ -215,8 +256,13 @@ class Tool:
     is_async: bool = attrs.field(init=False, repr=False, eq=False)
     """Whether ``fn`` is awaited in the calling task (else it runs in a worker thread)."""
 
+    call: Callable[..., object] = attrs.field(init=False, repr=False, eq=False)
+    """What a call runs with the arguments as keywords: ``fn``, or an adapter that
+    passes ``fn``'s positional-only parameters by position."""
+
     def __attrs_post_init__(self) -> None:
         _check_not_generator(self.fn)
+        object.__setattr__(self, "call", _by_position(self.fn))
         object.__setattr__(self, "schema", ToolSchema(self.name, self.description, self.parameters))
         object.__setattr__(self, "check_arguments", make_validator(self.parameters))
         object.__setattr__(self, "is_async", _is_async(self.fn))

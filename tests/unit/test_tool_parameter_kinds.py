@@ -1,0 +1,185 @@
+"""``@tool`` parameters a JSON object fills by name: positional-only, ``**kwargs``, sets (R9.7)."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from retinue._lossless import thaw_json
+from retinue.tools import Tool, ToolContext, tool
+from tests.unit._tool_kit import execute, properties
+
+
+def schema_of(definition: Tool) -> dict[str, Any]:
+    schema = thaw_json(definition.parameters)
+    assert isinstance(schema, dict)
+    return schema
+
+
+# -- positional-only parameters ---------------------------------------------------------
+
+
+def _span(start: int, stop: int = 10, step: int = 1, /, *, label: str = "") -> str:
+    """A range, labelled.
+
+    Args:
+        start: First value.
+        stop: End value.
+    """
+    return f"{label}{list(range(start, stop, step))}"
+
+
+async def test_positional_only_parameters_are_filled_by_name_and_passed_by_position() -> None:
+    """R9.7: the model names a positional-only parameter; the body gets it by position,
+    an omitted one before a given one its default."""
+    span = tool(_span)
+
+    assert schema_of(span)["required"] == ["start"]
+    assert properties(span)["stop"] == {
+        "type": "integer",
+        "description": "End value.",
+        "default": 10,
+    }
+    assert await execute(span, {"start": 1, "step": 3}) == ("[1, 4, 7]", None)
+    assert await execute(span, {"start": 8, "label": "x"}) == ("x[8, 9]", None)
+    assert span.fn is _span
+
+
+async def test_an_async_positional_only_body_and_a_partial_filling_one_by_position() -> None:
+    """R9.7: a partial's positional value stays first; the rest are filled by name."""
+
+    async def scale(factor: int, value: int, /, ctx: ToolContext) -> str:
+        return f"{ctx.call_id}:{factor * value}"
+
+    assert await execute(tool(scale), {"factor": 2, "value": 5}) == ("c1:10", None)
+    assert await execute(tool(name="scale")(functools.partial(scale, 3)), {"value": 5}) == (
+        "c1:15",
+        None,
+    )
+
+
+# -- **kwargs ---------------------------------------------------------------------------
+
+
+def _reading(station: str, **values: float) -> str:
+    """Readings of a station.
+
+    Args:
+        station: Its name.
+        values: Each reading by its name.
+    """
+    return f"{station} {sorted(values.items())}"
+
+
+async def test_var_keyword_parameter_takes_every_other_property_checked_by_its_type() -> None:
+    """R9.7: ``**values: float`` is ``additionalProperties`` of a number; those keys reach it."""
+    reading = tool(_reading)
+
+    assert schema_of(reading)["additionalProperties"] == {
+        "type": "number",
+        "description": "Each reading by its name.",
+    }
+    assert await execute(reading, {"station": "Oslo", "wind": 3, "temp": 1.5}) == (
+        "Oslo [('temp', 1.5), ('wind', 3.0)]",
+        None,
+    )
+    text, error = await execute(reading, {"station": "Oslo", "wind": "high"})
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    assert "wind: expected number, got string" in text
+
+
+async def test_an_untyped_var_keyword_parameter_takes_any_property() -> None:
+    """R9.7: a bare ``**extra`` leaves ``additionalProperties`` out: any value is taken."""
+
+    def note(text: str, **extra: object) -> str:
+        return f"{text} {extra}"
+
+    noted = tool(note)
+    assert "additionalProperties" not in schema_of(noted)
+    assert await execute(noted, {"text": "t", "tags": ["a"]}) == ("t {'tags': ['a']}", None)
+
+
+@pytest.mark.parametrize("key", ["ctx", "secret"])
+async def test_var_keywords_never_fill_the_context_or_a_partials_keyword(key: str) -> None:
+    """R9.7: a key naming the injected context or a partial's keyword is refused, not passed."""
+
+    def lookup(city: str, secret: str, ctx: ToolContext, **options: str) -> str:
+        return f"{city} {secret} {ctx.call_id} {options}"
+
+    looked_up = tool(name="lookup")(functools.partial(lookup, secret="s3"))
+    assert await execute(looked_up, {"city": "Oslo", "unit": "C"}) == (
+        "Oslo s3 c1 {'unit': 'C'}",
+        None,
+    )
+    text, error = await execute(looked_up, {"city": "Oslo", key: "forged"})
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    assert f"{key}: unexpected property" in text
+
+
+# -- sets -------------------------------------------------------------------------------
+
+
+async def test_set_parameters_are_arrays_of_unique_items_given_as_sets() -> None:
+    """R9.7: ``set[T]`` and ``frozenset[T]`` are arrays with ``uniqueItems``, converted."""
+
+    def tagged(tags: set[str], ids: frozenset[int], seen: collections.abc.Set[int]) -> str:
+        assert isinstance(tags, set)
+        assert isinstance(ids, frozenset)
+        assert isinstance(seen, frozenset)
+        return f"{sorted(tags)} {sorted(ids)} {sorted(seen)}"
+
+    tagging = tool(tagged)
+    assert properties(tagging)["tags"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "uniqueItems": True,
+    }
+    assert await execute(tagging, {"tags": ["b", "a"], "ids": [2.0, 1], "seen": []}) == (
+        "['a', 'b'] [1, 2] []",
+        None,
+    )
+    text, error = await execute(tagging, {"tags": ["a", "a"], "ids": [], "seen": []})
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    assert "tags" in text
+
+
+async def test_set_items_equal_only_once_converted_are_refused_naming_the_parameter() -> None:
+    """R9.7: ``1`` and ``true`` differ in JSON but not in a Python set: refused, not merged."""
+
+    def flags(values: set[bool | int]) -> str:
+        return str(sorted(values))
+
+    text, error = await execute(tool(flags), {"values": [1, True]})
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    assert "values: array items must be unique" in text
+
+
+@dataclasses.dataclass
+class _Mutable:
+    x: int
+
+
+def test_sets_of_items_that_may_be_unhashable_are_refused_when_decorated() -> None:
+    """R9.7: a set of lists, of mutable records or of unknown items could never be built."""
+
+    def of_lists(items: set[tuple[list[int], ...]]) -> None: ...
+    def of_records(items: frozenset[_Mutable]) -> None: ...
+    def bare(items: set) -> None: ...  # type: ignore[type-arg]
+
+    cases: list[tuple[Callable[..., None], str]] = [
+        (of_lists, "must be hashable"),
+        (of_records, "_Mutable is not hashable"),
+        (bare, "needs its item type"),
+    ]
+    for fn, fragment in cases:
+        with pytest.raises(TypeError, match=fragment):
+            tool(fn)
