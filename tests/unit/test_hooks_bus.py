@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -72,6 +74,32 @@ def test_an_async_listener_of_an_emit_seam_is_refused_when_registered(seam: str)
     with pytest.raises(TypeError, match="synchronously"):
         bus.on(seam, listener)
     assert not bus.has_listeners(seam)
+
+
+class AsyncObserver:
+    """A listener object whose ``__call__`` is ``async def``."""
+
+    async def __call__(self, *_args: object) -> None:
+        pass  # pragma: no cover - never registered
+
+
+@pytest.mark.parametrize(
+    "listener",
+    [AsyncObserver(), functools.partial(AsyncObserver())],
+    ids=["async-call-method", "partial-of-it"],
+)
+def test_an_object_with_an_async_call_method_is_refused_by_an_emit_seam(
+    listener: Callable[..., object],
+) -> None:
+    """R6.1: an object whose ``__call__`` is ``async def`` gives a coroutine that an emit seam
+    would close unrun at every dispatch: refused when registered, like an ``async def``
+    function (and as a watcher)."""
+    bus = HookBus()
+    with pytest.raises(TypeError, match="synchronously"):
+        bus.on("agent/created", listener)
+    assert not bus.has_listeners("agent/created")
+    with pytest.raises(TypeError, match="synchronously"):
+        bus.watch("agent/created", typing.cast("Callable[[], None]", listener))
 
 
 def test_session_event_refuses_a_coroutine_returned_by_a_listener() -> None:

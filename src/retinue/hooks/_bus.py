@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import itertools
 import logging
@@ -104,8 +105,19 @@ def _seam_mode(name: str) -> str:
 def _check_callable(fn: object, what: str, *, synchronous: bool) -> None:
     if not callable(fn):
         raise TypeError(f"{what} must be callable, got {fn!r}")
-    if synchronous and inspect.iscoroutinefunction(fn):
+    if synchronous and _is_async(fn):
         raise TypeError(f"{what} are called synchronously: {fn!r} is async")
+
+
+def _is_async(fn: object) -> bool:
+    """Whether *fn* is an ``async def`` function or method, or an object whose ``__call__`` is.
+
+    Through partials. A sync function wrapping an async one is not: it may well
+    start it in a nursery and return.
+    """
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn if inspect.isroutine(fn) else type(fn).__call__)
 
 
 def _check_listener(name: str, fn: Listener) -> None:
@@ -219,8 +231,9 @@ class HookBus:
 
         Raises:
             ValueError: *name* is not a seam (a listener for it would never run).
-            TypeError: *fn* is not callable, or an ``async def`` function and *name*
-                an emit seam, whose listeners are called synchronously; or *agent*
+            TypeError: *fn* is not callable, or an ``async def`` function (or an
+                object whose ``__call__`` is one) and *name* an emit seam, whose
+                listeners are called synchronously; or *agent*
                 is not an agent handle, an agent id or ``None``.
             AgentDisposedError: *agent* is a disposed handle.
         """
