@@ -183,3 +183,18 @@ def test_sets_of_items_that_may_be_unhashable_are_refused_when_decorated() -> No
     for fn, fragment in cases:
         with pytest.raises(TypeError, match=fragment):
             tool(fn)
+
+
+def test_a_set_default_is_shown_as_a_sorted_array() -> None:
+    """R9.7: a set's default is JSON once sorted, the same in every process (enum members by value)."""
+
+    def pick(
+        tags: frozenset[str] = frozenset({"b", "c", "a"}),
+        ids: set[int] | None = None,
+        flags: frozenset[int | str] = frozenset({2, "x", 1}),
+    ) -> None: ...
+
+    advertised = properties(tool(pick))
+    assert advertised["tags"]["default"] == ["a", "b", "c"]
+    assert advertised["ids"]["default"] is None
+    assert advertised["flags"]["default"] == [1, 2, "x"]

@@ -566,11 +566,20 @@ def _record_fields(cls: type[object], where: str) -> Shape:
 
 
 def _by_value(value: object) -> object:
-    """*value* with each enum member, in a list, tuple or dict too, replaced by its value."""
+    """*value* with each enum member, in a list, tuple, set or dict too, replaced by its value.
+
+    A set becomes a sorted list: the order is the same in every process, so is the schema.
+    """
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, list | tuple):
         return [_by_value(item) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [_by_value(item) for item in value]
+        try:
+            return sorted(items)  # type: ignore[type-var]
+        except TypeError:  # items of more than one type
+            return sorted(items, key=lambda item: (type(item).__name__, repr(item)))
     if isinstance(value, dict):
         return {key: _by_value(item) for key, item in value.items()}
     return value
