@@ -210,7 +210,7 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
         ) as rt:
             checked.follow(rt)
             agent = await rt.create_agent("p", OPTIONS)
-            removers = [rt.hooks.on(seam, _raiser(seam), agent=agent) for seam in raising]
+            removers = [rt.hooks.on(seam, _raiser(seam), agent=agent) for seam in raising]  # type: ignore[call-overload]
             asks: dict[int, retinue.TurnResult | None] = {}
             texts_of: dict[int, str] = {}
             # Message turns opened when each ask was queued: while no further one has

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import pytest
@@ -264,7 +265,7 @@ async def test_w3_prompt_submit_abort_opens_no_step(
 
         async def submit(
             _agent: retinue.Agent, _content: object, _source: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             if action == "cancel":
                 agent.cancel("changed my mind")
             else:
@@ -302,7 +303,7 @@ async def test_w4_abort_during_prefix_composition_discards_it(
 
         async def prefix(
             _agent: retinue.Agent, _seed: object, signal: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             attempt = len(compositions) + 1
             if attempt == 1:
                 if action == "cancel":
@@ -541,7 +542,7 @@ async def test_w8_cancel_in_continuation_window_runs_no_further_step(
 
         async def continuation(
             _agent: retinue.Agent, _turn: int, _default: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             if where == "continuation listener":
                 agent.cancel("window 8")
                 return Continue()
@@ -578,13 +579,13 @@ async def test_w8_dispose_interrupts_a_slow_listener_between_steps(
         agent = await rt.create_agent("a", OPTIONS)
         entered = trio.Event()
 
-        async def slow(*args: object) -> object:
+        async def slow(*args: object) -> Any:
             entered.set()
             await trio.sleep(1000)
             proceed = args[-1]
             return await proceed() if seam == "agent/turn-continuation" else None  # type: ignore[operator]
 
-        rt.hooks.on(seam, slow, agent=agent)
+        rt.hooks.on(seam, slow, agent=agent)  # type: ignore[call-overload]
         agent.send("go")
         await entered.wait()
         started = trio.current_time()
@@ -613,7 +614,7 @@ async def test_w8_continuation_reason_after_cancel_is_discarded(
 
         async def continuation(
             _agent: retinue.Agent, turn: int, _default: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             if turn > 1:
                 return await proceed()
             agent.cancel("stop now")
@@ -644,7 +645,7 @@ async def test_w8_dispose_in_continuation_window_ends_disposed(
 
         async def continuation(
             _agent: retinue.Agent, _turn: int, _default: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             nursery.start_soon(agent.dispose)
             await disposed.wait()
             return await proceed()
@@ -764,7 +765,7 @@ async def test_a_signal_aborted_after_its_step_ended_changes_nothing(
             saved.append(args[-1])
             await trio.lowlevel.checkpoint()
 
-        async def continuation(*args: object) -> object:
+        async def continuation(*args: object) -> Any:
             if len(saved) == 1:
                 saved[0].abort()  # type: ignore[attr-defined]
             await trio.lowlevel.checkpoint()

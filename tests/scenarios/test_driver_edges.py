@@ -55,7 +55,7 @@ class BeforeFirstRun(trio.abc.Instrument):
 
 def record(rt: retinue.Runtime, agent: retinue.Agent, name: str) -> list[tuple[Any, ...]]:
     seen: list[tuple[Any, ...]] = []
-    rt.hooks.on(name, lambda _agent, *args: seen.append(args), agent=agent)
+    rt.hooks.on(name, lambda _agent, *args: seen.append(args), agent=agent)  # type: ignore[call-overload]
     return seen
 
 

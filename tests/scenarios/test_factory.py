@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import trio
@@ -23,7 +24,7 @@ def turn_numbers(events: Sequence[Event]) -> list[int]:
 def record(rt: retinue.Runtime, log: list[str], *names: str) -> None:
     """Append ``"<name> <agent id>"`` to *log* whenever one of the notifications fires."""
     for name in names:
-        rt.hooks.on(name, lambda target, *_args, name=name: log.append(f"{name} {target.id}"))
+        rt.hooks.on(name, lambda target, *_args, name=name: log.append(f"{name} {target.id}"))  # type: ignore[call-overload]
 
 
 # -- T-F1 identity ------------------------------------------------------------
@@ -321,7 +322,7 @@ async def test_resume_recomposes_the_session_prefix(autojump_clock: trio.testing
 
         async def prefix(
             agent: retinue.Agent, _seed: object, _signal: object, proceed: object
-        ) -> object:
+        ) -> Any:
             compositions.append(agent.id)
             return [Message("user", (Text(f"prefix {len(compositions)}"),)), *await proceed()]  # type: ignore[operator, misc]
 
@@ -404,7 +405,7 @@ async def test_scoped_listeners_hear_only_their_agent(
 
         async def submit(
             agent: retinue.Agent, _content: object, _source: object, proceed: object
-        ) -> object:
+        ) -> Any:
             heard.append(f"prompt-submit {agent.id}")
             return await proceed()  # type: ignore[operator]
 
@@ -523,7 +524,7 @@ async def test_agent_request_listener_can_supply_the_model(
 
         async def choose(
             _agent: retinue.Agent, _turn: int, _step: int, config: object, proceed: object
-        ) -> object:
+        ) -> Any:
             seed = await proceed()  # type: ignore[operator]
             return attrs.evolve(seed, model="picked")
 

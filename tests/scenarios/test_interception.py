@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import attrs
 import pytest
@@ -71,7 +72,7 @@ async def test_prompt_submit_delegating_listener_allows_unchanged(
 
         async def submit(
             _agent: retinue.Agent, content: object, source: MessageSource, proceed: Next
-        ) -> object:
+        ) -> Any:
             seen.append((texts(content), source))  # type: ignore[arg-type]
             return await proceed()
 
@@ -177,9 +178,7 @@ async def test_prompt_submit_mixed_batch_runs_the_allowed_prompts(
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
-        def submit(
-            _agent: retinue.Agent, content: object, _source: object, _proceed: Next
-        ) -> object:
+        def submit(_agent: retinue.Agent, content: object, _source: object, _proceed: Next) -> Any:
             return Block("secret") if "password" in texts(content) else Allow()  # type: ignore[arg-type]
 
         rt.hooks.on("agent/prompt-submit", submit, agent=agent)
@@ -204,7 +203,7 @@ async def test_prompt_submit_raising_listener_ends_the_turn_error(
 
         async def submit(
             _agent: retinue.Agent, _content: object, _source: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             if failures:
                 raise failures.pop()
             return await proceed()
@@ -235,7 +234,7 @@ async def test_prompt_submit_non_decision_ends_the_turn_error(
     model = ScriptedModel([Reply("never")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("agent/prompt-submit", lambda *_args: None, agent=agent)
+        rt.hooks.on("agent/prompt-submit", lambda *_args: None, agent=agent)  # type: ignore[call-overload]
         result = await agent.ask("hi")
         assert result.reason.kind == "error"
         assert of_type(agent.session.events, "user/message") == []
@@ -273,7 +272,7 @@ async def test_session_prefix_listener_returning_none_ends_the_turn_invalid(
         ) -> None:
             await call_next()
 
-        rt.hooks.on("agent/session-prefix", forgot_to_return, agent=agent)
+        rt.hooks.on("agent/session-prefix", forgot_to_return, agent=agent)  # type: ignore[call-overload]
         result = await agent.ask("hi")
         assert result.reason.kind == "error"
         assert result.reason.code == "INVALID_HOOK_RESULT"
@@ -288,7 +287,7 @@ async def test_session_prefix_listener_may_return_another_sessions_history(
     model = ScriptedModel([Reply("hi")])
     async with runtime(model) as rt:
 
-        async def prefix(_agent: object, _seed: object, _signal: object, call_next: Next) -> object:
+        async def prefix(_agent: object, _seed: object, _signal: object, call_next: Next) -> Any:
             await call_next()
             return history
 
@@ -366,7 +365,7 @@ async def test_session_prefix_composed_once_fronts_every_request(
 
         async def prefix(
             _agent: retinue.Agent, seed: object, _signal: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             calls.append("prefix")
             assert seed == ()
             with pytest.raises(AttributeError):
@@ -420,7 +419,7 @@ async def test_session_prefix_prepend_idiom_keeps_registration_order(
             return prefix
 
         for text in ("first plugin", "second plugin", "third plugin"):
-            rt.hooks.on("agent/session-prefix", contributor(text), agent=agent)
+            rt.hooks.on("agent/session-prefix", contributor(text), agent=agent)  # type: ignore[call-overload]
         await agent.ask("hi")
         assert request_texts(model.requests[0].messages) == [
             "first plugin",
@@ -484,7 +483,7 @@ async def test_continuation_reason_becomes_steering_of_the_next_step(
 
         async def continuation(
             _agent: retinue.Agent, turn: int, default: object, proceed: Next
-        ) -> object:
+        ) -> Any:
             decisions.append(default)
             if len(decisions) == 1:
                 return Continue(HookContext("check your work", MessageSource("plugin", "critic")))
@@ -636,7 +635,7 @@ class Guardrails:
             "tools/post-execute": self.post_execute,
             "session/event": self.session_event,
         }
-        removers = [rt.hooks.on(name, fn) for name, fn in seams.items()]
+        removers = [rt.hooks.on(name, fn) for name, fn in seams.items()]  # type: ignore[call-overload]
 
         def uninstall() -> None:
             for remove in removers:

@@ -761,7 +761,7 @@ async def test_an_exclusive_calls_result_is_kept_when_its_post_execute_is_cut_sh
         agent = await rt.create_agent("a", OPTIONS)
         unsubscribe: list[Any] = []
 
-        async def leaving(*args: Any) -> object:
+        async def leaving(*args: Any) -> Any:
             unsubscribe[0]()
             await trio.sleep(10)
             return await args[-1]()

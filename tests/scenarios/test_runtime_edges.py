@@ -290,7 +290,7 @@ async def test_a_base_exception_from_a_publication_listener_leaves_no_agent_behi
             def interrupt(*_args: object) -> None:
                 raise _Interrupt
 
-            unregister = rt.hooks.on(seam, interrupt)
+            unregister = rt.hooks.on(seam, interrupt)  # type: ignore[call-overload]
             with pytest.raises(_Interrupt):
                 await rt.create_agent("a", OPTIONS, session_id="s")
             unregister()

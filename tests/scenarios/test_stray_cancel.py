@@ -4,6 +4,7 @@ observer, a cleanup) fails what it was part of, never the agent or the runtime (
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import trio
@@ -45,7 +46,7 @@ async def test_agent_request_listener_raising_stray_cancelled_fails_the_turn_onl
         errors: list[BaseException] = []
         rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
 
-        async def on_request(*args: object) -> object:
+        async def on_request(*args: object) -> Any:
             await raise_stray_cancelled()
             raise AssertionError("not reached")
 
@@ -69,7 +70,7 @@ async def test_pre_execute_listener_raising_stray_cancelled_fails_the_call_only(
     async with runtime(model, tools=[echo]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
-        async def on_pre_execute(*args: object) -> object:
+        async def on_pre_execute(*args: object) -> Any:
             await raise_stray_cancelled()
             raise AssertionError("not reached")
 
@@ -94,7 +95,7 @@ async def test_a_real_cancel_still_reaches_a_listener_and_ends_the_turn(
         agent = await rt.create_agent("a", OPTIONS)
         entered = trio.Event()
 
-        async def on_request(*args: object) -> object:
+        async def on_request(*args: object) -> Any:
             entered.set()
             await trio.sleep_forever()
 

@@ -76,7 +76,7 @@ def headers(events: Any) -> list[str]:
 
 def record(rt: retinue.Runtime, agent: retinue.Agent, name: str) -> list[tuple[Any, ...]]:
     seen: list[tuple[Any, ...]] = []
-    rt.hooks.on(name, lambda _agent, *args: seen.append(args), agent=agent)
+    rt.hooks.on(name, lambda _agent, *args: seen.append(args), agent=agent)  # type: ignore[call-overload]
     return seen
 
 
@@ -630,7 +630,7 @@ async def test_a_restarted_driver_composes_the_session_prefix_again(
     composed: list[int] = []
     async with runtime(model) as rt:
 
-        async def prefix(_agent: object, _seed: object, _signal: object, call_next: Next) -> object:
+        async def prefix(_agent: object, _seed: object, _signal: object, call_next: Next) -> Any:
             composed.append(len(composed) + 1)
             return await call_next()
 

@@ -122,7 +122,7 @@ async def test_turn_stop_scoped_listener_hears_only_its_agent(
         rt.hooks.on("agent/turn-stop", turn_stop, agent=stopped)
         continued: dict[str, int] = {}
 
-        def continue_twice(handle: Any, _turn: int, _default: object, _next: Next) -> object:
+        def continue_twice(handle: Any, _turn: int, _default: object, _next: Next) -> Any:
             continued[handle.id] = continued.get(handle.id, 0) + 1
             return Continue() if continued[handle.id] <= 2 else Stop()
 
@@ -165,7 +165,7 @@ async def test_turn_stop_raising_or_malformed_result_fails_the_turn_closed(
         agent = await rt.create_agent("a", OPTIONS)
         armed = True
 
-        def turn_stop(_agent: object, _turn: int) -> object:
+        def turn_stop(_agent: object, _turn: int) -> Any:
             if not armed:
                 return None
             if isinstance(verdict, BaseException):

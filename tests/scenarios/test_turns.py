@@ -366,7 +366,7 @@ async def test_continuation_listener_forces_another_step(
         agent = await rt.create_agent("a", OPTIONS)
         defaults: list[object] = []
 
-        async def once(_agent: object, _turn: int, default: object, next_: Next) -> object:
+        async def once(_agent: object, _turn: int, default: object, next_: Next) -> Any:
             defaults.append(default)
             decision = await next_()
             return Continue() if len(defaults) == 1 else decision
@@ -413,7 +413,7 @@ async def test_continuation_reason_becomes_steering_of_the_next_step(
         agent = await rt.create_agent("a", OPTIONS)
         calls = 0
 
-        def nudge(_agent: object, _turn: int, _default: object, _next: Next) -> object:
+        def nudge(_agent: object, _turn: int, _default: object, _next: Next) -> Any:
             nonlocal calls
             calls += 1
             if calls == 1:
@@ -440,7 +440,7 @@ async def test_continuation_reason_with_a_str_source_names_a_plugin(
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
-        def nudge(_agent: object, turn: int, _default: object, _next: Next) -> object:
+        def nudge(_agent: object, turn: int, _default: object, _next: Next) -> Any:
             steps = len(of_type(agent.session.events, "step/start"))
             return Continue(HookContext("check your work", "critic")) if steps == 1 else Stop()
 
@@ -540,7 +540,7 @@ async def test_max_tokens_earlier_cut_step_wins_after_a_completed_step_and_does_
         agent = await rt.create_agent("a", OPTIONS)
         steps = 0
 
-        def continue_once(_agent: object, _turn: int, _default: object, _next: Next) -> object:
+        def continue_once(_agent: object, _turn: int, _default: object, _next: Next) -> Any:
             nonlocal steps
             steps += 1
             return Continue() if steps == 1 else Stop()

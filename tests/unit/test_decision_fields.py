@@ -123,7 +123,7 @@ async def _denied_with(reason: object) -> str:
     """What the model is shown for a call a pre-execute listener denies with *reason*."""
     model = ScriptedModel([CallTools([ToolCallSpec("remove", '{"path": "x"}')]), Reply("ok")])
     async with runtime(model, tools=[remove]) as rt:
-        rt.hooks.on("tools/pre-execute", lambda _execution, _next: Deny(reason))  # type: ignore[arg-type]
+        rt.hooks.on("tools/pre-execute", lambda _execution, _next: Deny(reason))  # type: ignore[arg-type,call-overload]
         agent = await rt.create_agent("a", OPTIONS)
         result = await agent.ask("go")
     assert result.reason.kind == "completed"
@@ -155,7 +155,7 @@ async def test_a_prompt_blocked_with_a_reason_of_another_type_ends_the_turn_nami
     error naming the field, and no prompt is logged as blocked."""
     async with runtime(ScriptedModel([Reply("ok")])) as rt:
         policies: dict[str, str] = {}
-        rt.hooks.on("agent/prompt-submit", lambda *_: Block(policies.get("prompt")))  # type: ignore[arg-type]
+        rt.hooks.on("agent/prompt-submit", lambda *_: Block(policies.get("prompt")))  # type: ignore[arg-type,call-overload]
         agent = await rt.create_agent("a", OPTIONS)
         result = await agent.ask("go")
     assert result.reason.kind == "error"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,7 +14,8 @@ import trio
 import trio.testing
 
 from retinue._errors import HookError
-from retinue.hooks import HookBus
+from retinue.hooks import SEAMS, HookBus, SeamName
+from retinue.supervisors import RuntimeHooks
 from tests.helpers import DEADLINE
 
 Next = Callable[[], Awaitable[Any]]
@@ -115,6 +117,18 @@ def test_session_event_refuses_a_coroutine_returned_by_a_listener() -> None:
     bus.on("session/event", starts)
     with pytest.raises(TypeError, match="synchronous"):
         bus.emit_raising("session/event", "session", "event")
+
+
+def test_seam_name_and_the_typed_listeners_of_rt_hooks_cover_every_seam() -> None:
+    """R6.5: ``SeamName`` lists the seams of ``SEAMS`` in order, and ``rt.hooks.on`` types a
+    listener for each of them, once: a seam added to one and not the others fails here."""
+    assert typing.get_args(SeamName) == tuple(SEAMS)
+    typed = [
+        name
+        for overload in typing.get_overloads(RuntimeHooks.on)
+        for name in re.findall(r"['\"]([^'\"]+)['\"]", overload.__annotations__["name"])
+    ]
+    assert sorted(typed) == sorted(SEAMS)
 
 
 def test_an_unknown_seam_name_is_refused_with_the_closest_seam() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 import trio
@@ -48,7 +50,7 @@ async def test_a_request_listener_cannot_set_a_max_tokens_no_api_accepts(
     error, rather than a log saying 0 while the Anthropic adapter sends its default."""
     model = ScriptedModel([Reply("a")])
 
-    async def request(agent: object, turn: int, step: int, config: object, next_: Next) -> object:
+    async def request(agent: object, turn: int, step: int, config: object, next_: Next) -> Any:
         return attrs.evolve(await next_(), max_tokens=0)
 
     async with runtime(model) as rt:
@@ -132,10 +134,10 @@ async def test_a_fresh_agent_keeps_the_variables_its_options_give_after_its_firs
     for every step (they changed after its first request)."""
     model = ScriptedModel([Reply("a"), Reply("b")])
 
-    async def request(agent: object, turn: int, step: int, config: object, next_: Next) -> object:
+    async def request(agent: object, turn: int, step: int, config: object, next_: Next) -> Any:
         return attrs.evolve(await next_(), model="scripted")
 
-    async def assemble(agent: object, base: object, next_: Next) -> object:
+    async def assemble(agent: object, base: object, next_: Next) -> Any:
         return await next_()
 
     template = "You are {{model}}."

@@ -8,8 +8,12 @@ this section reports.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import retinue
-from retinue import Text, ToolResultBlock
+from retinue import Accept, Allow, Deny, Text, ToolResultBlock
+from retinue.hooks import PreToolDecision, SeamName
 from retinue.providers import (
     AdmissionController,
     AdmissionLimits,
@@ -21,7 +25,7 @@ from retinue.providers import (
 from retinue.session import JsonValue, ToolResultEvent
 from retinue.stores import BufferedStore, MemoryStore
 from retinue.testing import Reply, ScriptedModel
-from retinue.tools import AgentHandle, ToolContext
+from retinue.tools import AgentHandle, ToolContext, ToolExecution, ToolExecutionResult
 
 
 @retinue.tool
@@ -107,3 +111,41 @@ def stop_options() -> list[retinue.AgentOptions]:
         retinue.AgentOptions(stop=("END", "STOP")),
         retinue.AgentOptions(stop="END"),  # type: ignore[arg-type]
     ]
+
+
+async def pre_execute(
+    execution: ToolExecution, call_next: Callable[[], Awaitable[PreToolDecision]]
+) -> PreToolDecision:
+    return Deny("no") if execution.name == "rm" else await call_next()
+
+
+def post_execute(
+    execution: ToolExecution, result: ToolExecutionResult, call_next: object
+) -> Accept:
+    return Accept()
+
+
+def on_status(agent: retinue.Agent, status: str) -> None:
+    print(agent.id, status)
+
+
+def listeners(rt: retinue.Runtime, rows: dict[str, str], names: list[SeamName]) -> None:
+    rt.hooks.on("tools/pre-execute", pre_execute)
+    rt.hooks.on("tools/post-execute", post_execute, agent="writer")
+    rt.hooks.on("agent/status", on_status)
+    rt.hooks.on("agent/created", lambda agent: print(agent.session.id))
+    for row in rows:
+        # A lambda keeping a loop variable as a default is checked too.
+        rt.hooks.on("agent/status", lambda _a, status, row=row: rows.update({row: status}))
+    for name in names:
+        rt.hooks.on(name, lambda *_args: Allow())  # type: ignore[call-overload]
+        rt.hooks.on(name, on_any)
+    rt.hooks.on("tools/pre-execute", post_execute)  # type: ignore[call-overload]
+    rt.hooks.on("tools/post-execute", pre_execute)  # type: ignore[call-overload]
+    rt.hooks.on("agent/status", lambda _agent: None)  # type: ignore[call-overload]
+    rt.hooks.on("agent/turn-stop", lambda _agent, _turn: Allow())  # type: ignore[call-overload]
+    rt.hooks.on("agent/creatd", on_status)  # type: ignore[call-overload]
+
+
+def on_any(*args: object) -> Any:
+    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from retinue._errors import HookError
 
-from ._bus import SEAMS, HookBus, Listener, agent_scope
+from ._bus import SEAMS, HookBus, Listener, SeamName, agent_scope
 from ._decisions import (
     Accept,
     Allow,
@@ -34,6 +34,7 @@ __all__ = [
     "PostToolDecision",
     "PreToolDecision",
     "PromptDecision",
+    "SeamName",
     "Stop",
     "agent_scope",
 ]

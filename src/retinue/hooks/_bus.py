@@ -9,7 +9,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import TypeVar, final
+from typing import Literal, TypeAlias, TypeVar, final
 
 import attrs
 import trio
@@ -22,11 +22,38 @@ from retinue._errors import (
     stray_cancel_error,
 )
 
-__all__ = ["HookBus", "Listener", "agent_scope"]
+__all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
 
 log = logging.getLogger("retinue.hooks")
 T = TypeVar("T")
 Listener = Callable[..., object]
+SeamName: TypeAlias = Literal[
+    "agent/created",
+    "agent/disposed",
+    "agent/status",
+    "agent/queued",
+    "agent/error",
+    "agent/session-start",
+    "agent/retry",
+    "agent/restarted",
+    "agent/prompt-submit",
+    "agent/session-prefix",
+    "agent/pre-step",
+    "agent/request",
+    "agent/step-result",
+    "agent/turn-continuation",
+    "agent/turn-stop",
+    "tools/pre-execute",
+    "tools/execute",
+    "tools/post-execute",
+    "tools/result",
+    "session/created",
+    "session/event",
+    "session/flush",
+    "system-prompt/assemble",
+    "agent-loop/config-start-failed",
+]
+"""A seam name as a type: the keys of ``SEAMS``, for a name that is not written out."""
 # Read-only: the bus checks names and modes against it, so an entry added or
 # changed from outside would let a listener past those checks.
 SEAMS: Mapping[str, str] = MappingProxyType(

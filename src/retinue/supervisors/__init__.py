@@ -8,6 +8,7 @@ from ._configured import (
     bind_parallel_cap,
     start_configured_agents,
 )
+from ._hooks import RuntimeHooks
 from ._open import open_runtime
 from ._registry import AgentRegistry
 from ._runtime import Runtime
@@ -19,6 +20,7 @@ __all__ = [
     "ConfigStartFailure",
     "RestartPolicy",
     "Runtime",
+    "RuntimeHooks",
     "bind_parallel_cap",
     "open_runtime",
     "start_configured_agents",

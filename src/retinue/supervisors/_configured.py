@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 import attrs
 import trio
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("retinue.supervisors")
-CONFIG_START_FAILED = "agent-loop/config-start-failed"
+CONFIG_START_FAILED: Final = "agent-loop/config-start-failed"
 
 
 @final

@@ -13,7 +13,7 @@ import trio
 from retinue._errors import AgentDisposedError, AgentError, SessionError, StoreError
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
-from retinue.hooks import HookBus, agent_scope
+from retinue.hooks import agent_scope
 from retinue.loop import (
     AgentCore,
     LoopServices,
@@ -28,6 +28,7 @@ from retinue.tools import ToolRegistry
 from ._agent_arguments import check_kept_cwd, new_agent_id, options_of, with_cwd
 from ._creation import Creation, Setup, core_of, end_unpublished, run_setup
 from ._detach import detach_within, release_claim
+from ._hooks import RuntimeHooks
 from ._registry import AgentRegistry
 from ._relay import EventRelay
 from ._supervise import RestartPolicy, supervise
@@ -65,8 +66,8 @@ class Runtime:
     _stranded: dict[str, Session] = attrs.field(factory=dict, init=False)
 
     @property
-    def hooks(self) -> HookBus:
-        """The event bus every agent dispatches through."""
+    def hooks(self) -> RuntimeHooks:
+        """The event bus every agent dispatches through, each seam's listener typed."""
         return self._services.hooks
 
     @property
@@ -352,7 +353,7 @@ class Runtime:
         return now
 
     def _unwind(self, agent_id: str) -> None:
-        self.hooks.drop_scope(agent_id)
+        self._services.hooks.drop_scope(agent_id)
         self._services.tools.drop_scope(agent_id)
         cleanups = self._cleanups.pop(agent_id, {})
         # Emptied as it runs, newest first: a cleanup may run another's early (which then
@@ -381,7 +382,7 @@ class Runtime:
         except BaseException:
             self._unwind(agent.id)
             raise
-        hooks = self.hooks
+        hooks = self._services.hooks
         relay = EventRelay(hooks, core.session, agent.id)
         self.scoped(agent, hooks.watch("session/event", relay.toggle))
         self.scoped(agent, relay.detach)
