@@ -160,6 +160,23 @@ def test_emit_raising_runs_all_listeners_then_raises_the_first_failure() -> None
     assert ran == ["first", "second", "third"]
 
 
+def test_emit_raising_logs_the_failures_it_does_not_raise(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R4.8: one failure propagates; a later listener's is logged, naming the seam, not lost
+    (as a parallel dispatch logs the failures it does not raise)."""
+    bus = HookBus()
+    bus.on("session/event", boom)
+    table: dict[str, int] = {}
+    bus.on("session/event", lambda *_: table["missing key"])
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"), pytest.raises(RuntimeError):
+        bus.emit_raising("session/event", "session", "event")
+    (record,) = caplog.records
+    assert "session/event" in record.getMessage()
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], KeyError)
+
+
 def test_emit_without_listeners_is_a_no_op() -> None:
     """R6.1: nothing registered, nothing happens."""
     bus = HookBus()

@@ -17,7 +17,6 @@ import trio
 from retinue._errors import (
     AgentDisposedError,
     HookError,
-    call_each,
     failure_of,
     stray_cancel_error,
 )
@@ -388,18 +387,24 @@ class HookBus:
                 log.exception("listener failed in %s (contained)", name)
 
     def emit_raising(self, name: str, *args: object, scope: str | None = None) -> None:
-        """Call every listener synchronously; the first failure propagates after all ran."""
+        """Call every listener synchronously; the first failure propagates after all ran.
+
+        The other listeners' failures are logged: one exception propagates.
+        """
         if name not in self._listeners:
             return
-
-        def call(fn: Listener) -> None:
+        failures: list[Exception] = []
+        for fn in self.listeners(name, scope):
             try:
                 _synchronous(name, fn(*args))
             except trio.Cancelled as exc:
                 # No cancel is delivered to synchronous code: a Cancelled is the listener's own.
-                raise stray_cancel_error(_listener(name, fn), HookError, exc) from exc
-
-        call_each(call, self.listeners(name, scope))
+                failures.append(stray_cancel_error(_listener(name, fn), HookError, exc))
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            _log_unraised(name, failures[1:], "another listener's failure was")
+            raise failures[0]
 
     async def serial(self, name: str, *args: object, scope: str | None = None) -> None:  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         """Await listeners one after another; a failure propagates (R6.2).
