@@ -6,9 +6,10 @@ import collections.abc
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import pytest
+import typing_extensions
 
 from retinue._lossless import thaw_json
 from retinue.tools import Tool, ToolContext, tool
@@ -121,6 +122,64 @@ async def test_var_keywords_never_fill_the_context_or_a_partials_keyword(key: st
     assert error is not None
     assert error.code == "INVALID_ARGUMENTS"
     assert f"{key}: unexpected property" in text
+
+
+class _Units(TypedDict):
+    unit: str
+    digits: NotRequired[int]
+
+
+class _OldUnits(typing_extensions.TypedDict):
+    unit: str
+
+
+async def test_var_keywords_unpacking_a_typeddict_are_its_keys_as_properties() -> None:
+    """R9.7: ``**options: Unpack[TD]`` (PEP 692) advertises the TypedDict's keys, checked and
+    required as the TypedDict says, and passes them as keywords; any other key is refused."""
+
+    def convert(value: float, **options: Unpack[_Units]) -> str:
+        """Convert a value.
+
+        Args:
+            value: The value.
+            unit: The unit to convert to.
+        """
+        return f"{value} {sorted(options.items())}"
+
+    converting = tool(convert)
+    assert schema_of(converting) == {
+        "type": "object",
+        "properties": {
+            "value": {"type": "number", "description": "The value."},
+            "unit": {"type": "string", "description": "The unit to convert to."},
+            "digits": {"type": "integer"},
+        },
+        "required": ["value", "unit"],
+        "additionalProperties": False,
+    }
+    assert await execute(converting, {"value": 1, "unit": "C", "digits": 2}) == (
+        "1.0 [('digits', 2), ('unit', 'C')]",
+        None,
+    )
+    text, error = await execute(converting, {"value": 1, "digits": 2, "scale": 3})
+    assert error is not None
+    assert "unit: missing required property" in text
+
+    def old(**options: typing_extensions.Unpack[_OldUnits]) -> None: ...
+
+    assert schema_of(tool(old))["required"] == ["unit"]
+
+
+def test_var_keywords_unpacking_anything_but_a_typeddicts_own_keys_are_refused() -> None:
+    """R9.7: ``Unpack`` of another type, or of a key that is also a parameter, is refused."""
+
+    def bad(**options: Unpack[dict[str, int]]) -> None: ...  # type: ignore[misc]
+    def twice(unit: str, **options: Unpack[_Units]) -> None: ...  # type: ignore[misc]
+
+    with pytest.raises(TypeError, match="may unpack only a TypedDict"):
+        tool(bad)
+    with pytest.raises(TypeError, match="key 'unit', which is also a parameter"):
+        tool(twice)
 
 
 # -- sets -------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ def tool(
     Every parameter is filled by name from the arguments object: a
     positional-only one is passed by position, ``**kwargs: X`` takes the
     properties that name no other parameter (``additionalProperties`` of
-    ``X``'s schema), and ``*args`` is refused.
+    ``X``'s schema), ``**kwargs: Unpack[TD]`` takes the TypedDict's keys as
+    properties of their own, and ``*args`` is refused.
     Keywords a ``functools.partial`` binds are neither shown nor accepted. A
     method becomes a tool bound to its instance (``tool(instance.method)``);
     decorated in its class body, its ``self`` would be an argument the model

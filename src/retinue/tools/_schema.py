@@ -26,6 +26,7 @@ from ._shapes import (
     raise_located,
     shape_of,
     type_schema,
+    unpacked_fields,
     with_default,
 )
 from ._tool import ToolContext, layers
@@ -80,9 +81,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     _check_not_unbound_method(fn, signature, bound)
     hints = parameter_hints(target if inspect.isroutine(target) else type(target).__call__, where)
     description, documented = parse_docstring(_docstring(target))
-    shapes: dict[str, Shape] = {}
-    properties: dict[str, object] = {}
-    required: list[str] = []
+    found = _Properties(documented)
     context: str | None = None
     rest: tuple[str, Shape] | None = None
     for parameter in signature.parameters.values():
@@ -95,26 +94,56 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
             )
         hint = hints.get(parameter.name, parameter.annotation)
         if parameter.kind is _VAR_KEYWORD:
-            rest = parameter.name, _parameter_shape(parameter, hint, where)
-            continue
-        if _is_context(unwrap(hint)[0], f"{where}({parameter.name})"):
+            if not found.unpack(hint, parameter.name, signature, where):
+                rest = parameter.name, _parameter_shape(parameter, hint, where)
+        elif _is_context(unwrap(hint)[0], f"{where}({parameter.name})"):
             if context is not None:
                 raise TypeError(f"{where}: more than one ToolContext parameter")
             context = parameter.name
-            continue
-        _check_property_name(parameter.name, where)
-        shape = shapes[parameter.name] = _parameter_shape(parameter, hint, where)
-        properties[parameter.name] = _parameter_schema(shape, parameter, documented)
-        if parameter.default is EMPTY:
-            required.append(parameter.name)
-    schema = object_schema(properties, required)
+        else:
+            _check_property_name(parameter.name, where)
+            shape = _parameter_shape(parameter, hint, where)
+            schema = _parameter_schema(shape, parameter, documented)
+            found.add(parameter.name, shape, schema, needed=parameter.default is EMPTY)
+    schema = object_schema(found.properties, found.required)
     if rest is None:
-        return FunctionSpec(description, schema, context, ShapeBinder(shapes))
+        return FunctionSpec(description, schema, context, ShapeBinder(found.shapes))
     name, shape = rest
-    reserved = _reserved_names(target, bound, context, properties)
-    extra = _parameter_schema(shape, signature.parameters[name], documented)
-    schema = _open_to(schema, extra)
-    return FunctionSpec(description, schema, context, RestBinder(shapes, shape, reserved))
+    reserved = _reserved_names(target, bound, context, found.properties)
+    schema = _open_to(schema, _parameter_schema(shape, signature.parameters[name], documented))
+    return FunctionSpec(description, schema, context, RestBinder(found.shapes, shape, reserved))
+
+
+@final
+@attrs.define
+class _Properties:
+    """The properties a function's parameters make, in order: shapes, schemas, required names."""
+
+    documented: Mapping[str, str]
+    shapes: dict[str, Shape] = attrs.field(factory=dict)
+    properties: dict[str, object] = attrs.field(factory=dict)
+    required: list[str] = attrs.field(factory=list)
+
+    def add(self, name: str, shape: Shape, schema: dict[str, object], *, needed: bool) -> None:
+        self.shapes[name] = shape
+        self.properties[name] = schema
+        if needed:
+            self.required.append(name)
+
+    def unpack(
+        self, hint: object, parameter: str, signature: inspect.Signature, where: str
+    ) -> bool:
+        """Add the keys of ``**parameter: Unpack[TD]``; whether *hint* is such an ``Unpack``."""
+        fields = unpacked_fields(hint, f"{where}({parameter})")
+        for name, shape, needed in fields or ():
+            _check_property_name(name, where)
+            if name in signature.parameters:
+                # Python binds the key to that parameter: **kwargs would never get it.
+                raise TypeError(
+                    f"{where}: **{parameter} unpacks key {name!r}, which is also a parameter"
+                )
+            self.add(name, shape, _described(shape.schema, name, self.documented), needed=needed)
+        return fields is not None
 
 
 def _open_to(schema: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
@@ -226,10 +255,15 @@ def _parameter_shape(parameter: inspect.Parameter, hint: object, where: str) -> 
 def _parameter_schema(
     shape: Shape, parameter: inspect.Parameter, documented: Mapping[str, str]
 ) -> dict[str, object]:
-    schema = shape.schema
-    if parameter.name in documented and "description" not in schema:
-        schema = {**schema, "description": documented[parameter.name]}
-    return with_default(schema, parameter.default)
+    return with_default(_described(shape.schema, parameter.name, documented), parameter.default)
+
+
+def _described(
+    schema: dict[str, object], name: str, documented: Mapping[str, str]
+) -> dict[str, object]:
+    if name in documented and "description" not in schema:
+        return {**schema, "description": documented[name]}
+    return schema
 
 
 def _unwrap_partial(fn: Callable[..., object]) -> tuple[Callable[..., object], frozenset[str]]:

@@ -40,6 +40,7 @@ __all__ = [
     "raise_located",
     "shape_of",
     "type_schema",
+    "unpacked_fields",
     "with_default",
 ]
 
@@ -47,6 +48,7 @@ Coerce = Callable[[object], object]
 EMPTY = inspect.Parameter.empty
 _PRIMITIVES: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _SEQUENCES = (list, tuple, collections.abc.Sequence)
+_TYPING = ("typing", "typing_extensions")
 _MAPPINGS = (dict, collections.abc.Mapping)
 # Each set type and the type a body gets for it.
 _SETS: dict[object, type[set[object] | frozenset[object]]] = {
@@ -444,6 +446,33 @@ def _typed_dict_fields(cls: object, where: str) -> Shape:
             raise_located(_fields(shapes, pairs), exc)
 
     return Shape(object_schema(properties, required), coerce)
+
+
+def unpacked_fields(hint: object, where: str) -> list[tuple[str, Shape, bool]] | None:
+    """The keywords ``**kwargs: Unpack[TD]`` takes: each key's name, shape and whether it is
+    required; ``None`` for any other ``**kwargs`` hint.
+
+    Raises:
+        TypeError: ``Unpack`` of something that is not a ``TypedDict``.
+    """
+    origin = typing.get_origin(hint)
+    # typing_extensions has an Unpack of its own before Python 3.12.
+    if getattr(origin, "_name", None) != "Unpack" or origin.__module__ not in _TYPING:
+        return None
+    (cls,) = typing.get_args(hint)
+    if not is_typeddict(cls):
+        raise TypeError(f"{where}: **kwargs may unpack only a TypedDict, not {cls!r}")
+    with _describing(cls, where):
+        hints = resolve_hints(cls, where)
+        required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+        return [
+            (
+                name,
+                shape_of(key_hint, f"{where}.{name}"),
+                _is_required_key(name, key_hint, required_keys),
+            )
+            for name, key_hint in hints.items()
+        ]
 
 
 def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> bool:
