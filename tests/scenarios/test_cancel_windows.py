@@ -12,6 +12,7 @@ import trio.testing
 
 import retinue
 from retinue import Block, Continue, HookContext, Message, Text
+from retinue.providers import LlmCallConfig
 from retinue.session import Event
 from retinue.testing import (
     CallTools,
@@ -237,7 +238,7 @@ async def test_w3_cancel_from_turn_start_observer_interrupts_prompt_submit(
 
         async def submit(
             _agent: retinue.Agent, _content: object, _source: object, _proceed: Next
-        ) -> object:
+        ) -> Block:
             await trio.sleep(10)
             finished.append(True)
             return Block("not this one")
@@ -439,8 +440,8 @@ async def test_w6_cancel_before_the_request_starts_no_model_call(
         agent = await rt.create_agent("a", OPTIONS)
 
         def on_request(
-            agent: retinue.Agent, turn: int, _step: int, config: object, _proceed: Next
-        ) -> object:
+            agent: retinue.Agent, turn: int, _step: int, config: LlmCallConfig, _proceed: Next
+        ) -> LlmCallConfig:
             if turn == 1:
                 agent.cancel("not this request")
             return config
