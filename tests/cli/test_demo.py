@@ -329,3 +329,23 @@ def test_demo_reports_a_closed_standard_output(
     assert capsys.readouterr().err == (
         f"retinue demo: [Errno {errno.EBADF}] cannot show the run: standard output is closed\n"
     )
+
+
+def test_no_live_help_names_every_line_the_demo_still_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--no-live leaves out the live table only: the summary and, for a stored run, the
+    closing ``retinue sessions list`` hint are still printed, and its help says so (it
+    said "print only the summary")."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["--provider", "scripted", "--latency", "0", "--agents", "1", "--turns", "1"]
+    assert main(["demo", "--no-live", "--store", "jsonl:notes", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["", "summary", "sessions stored in jsonl"]
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    no_live = usage[usage.rindex("--no-live") :]
+    assert "live table" in no_live
+    assert "summary" in no_live
+    assert "retinue sessions list" in no_live

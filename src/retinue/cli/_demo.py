@@ -81,7 +81,14 @@ def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -
         default="sqlite:retinue.db",
         help="sqlite:PATH | jsonl:DIR | postgres:DSN | memory (default sqlite:retinue.db)",
     )
-    parser.add_argument("--no-live", action="store_true", help="print only the summary")
+    parser.add_argument(
+        "--no-live",
+        action="store_true",
+        help=(
+            "draw no live table; the summary is still printed, and after it, when the "
+            "sessions are stored, the closing `retinue sessions list` hint"
+        ),
+    )
     # Options that only make sense together are checked after parsing, with a usage error still.
     parser.set_defaults(handler=_run, usage_error=parser.error)
 
