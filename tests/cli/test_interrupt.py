@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
 import sys
+import tomllib
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 import trio
@@ -12,6 +17,30 @@ import trio
 from retinue.cli import _demo, main
 
 ARGV = ["demo", "--store", "memory", "--no-live", "--agents", "1", "--turns", "1"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Loaded by the child at startup: the import of the module named by SLOW_IMPORT says so
+# on stderr, then waits for the interrupt. SIGINT raises KeyboardInterrupt, as in a
+# terminal, even when the test runs where it is ignored (a background job).
+SLOW_IMPORT = """
+import os, signal, sys, time
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class SlowImport:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == os.environ["SLOW_IMPORT"]:
+            sys.stderr.write("importing\\n")
+            sys.stderr.flush()
+            time.sleep(60)
+        return None
+
+
+sys.meta_path.insert(0, SlowImport)
+"""
 
 
 async def _in_main_task(_args: argparse.Namespace) -> int:
@@ -98,3 +127,34 @@ def test_an_exception_group_without_ctrl_c_is_not_called_an_interrupt(
     with pytest.raises(BaseExceptionGroup) as caught:
         main(ARGV)
     assert caught.value.subgroup(SystemExit) is not None
+
+
+def _console_script() -> str:
+    """The script pip writes for the ``retinue`` entry point the project declares."""
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        entry = tomllib.load(file)["project"]["scripts"]["retinue"]
+    module, _, name = entry.partition(":")
+    return f"import re\nimport sys\nfrom {module} import {name}\nsys.exit({name}())\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal")
+@pytest.mark.parametrize("slow_module", ["retinue", "retinue.cli._demo"])
+def test_ctrl_c_while_the_command_imports_exits_130_without_a_traceback(
+    slow_module: str, tmp_path: Path
+) -> None:
+    """Ctrl-C before the command runs, while the package or the demo's modules are
+    still importing, ends it as it does later: one line, status 130. It printed a
+    traceback of the import."""
+    (tmp_path / "sitecustomize.py").write_text(SLOW_IMPORT)
+    path = os.pathsep.join([str(tmp_path), str(ROOT / "src")])
+    env = {**os.environ, "PYTHONPATH": path, "SLOW_IMPORT": slow_module}
+    command = [sys.executable, "-c", _console_script(), "demo", "--store", "memory"]
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stderr is not None
+    try:
+        assert child.stderr.readline() == b"importing\n"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert (child.returncode, out, err) == (130, b"", b"retinue: interrupted\n")

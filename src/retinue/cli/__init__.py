@@ -62,18 +62,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     Ctrl-C ends it with one line and status 130, also when the interrupt
     reaches it inside the exception group of a nursery it cancelled.
     """
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
-    handler = args.handler
+    # Named by its sub-command once parsed; parsing imports the sub-commands' modules.
+    command = "retinue"
     try:
+        args = _parser().parse_args(argv)
+        command = f"retinue {args.command}"
+        logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
         with _escaping_stdout():
-            status = handler(args)
+            status = args.handler(args)
     except KeyboardInterrupt:
-        return _interrupted(args.command)
+        return _interrupted(command)
     except BaseExceptionGroup as group:
         if group.subgroup(KeyboardInterrupt) is None:
             raise
-        return _interrupted(args.command)
+        return _interrupted(command)
     return int(status or 0)
 
 
@@ -94,7 +96,7 @@ def _escaping_stdout() -> Iterator[None]:
 
 
 def _interrupted(command: str) -> int:
-    complain(f"retinue {command}: interrupted")
+    complain(f"{command}: interrupted")
     return INTERRUPTED
 
 
