@@ -4,6 +4,7 @@ observer, a cleanup) fails what it was part of, never the agent or the runtime (
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import trio
 import trio.testing
 
 import retinue
+from retinue import AgentOptions
 from retinue._content import content_text
 from retinue.providers import ModelRequest, StreamChunk
 from retinue.session import Event, ToolResultEvent
@@ -25,6 +27,7 @@ from retinue.testing import (
 )
 from tests.helpers import (
     OPTIONS,
+    Next,
     echo,
     idle_events,
     last_end_reason,
@@ -118,18 +121,25 @@ async def fatal() -> str:
     raise _Fatal("fatal")
 
 
-async def test_a_body_raising_a_base_exception_logs_the_turn_as_its_error(
+async def _fatal_wrapper(_execution: object, _next: Next) -> object:
+    """A ``tools/execute`` listener raising a BaseException that is no cancellation."""
+    await trio.lowlevel.checkpoint()
+    raise _Fatal("fatal")
+
+
+async def test_a_wrapper_raising_a_base_exception_logs_the_turn_as_its_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R7.40, R4.16: the BaseException ends the runtime, as trio has it, but the log
     says what ended the turn (it used to log a disposal nobody asked for), and so
     does the ``ask`` answered before the runtime's teardown disposed the agent; the
     call it ended is answered as interrupted by a failure, not as cancelled."""
-    model = ScriptedModel([CallTools([ToolCallSpec("fatal", "{}")]), Reply("never")])
+    model = ScriptedModel([CallTools([ToolCallSpec("echo", '{"text": "hi"}')]), Reply("never")])
     sessions: list[retinue.Session] = []
     answers: list[retinue.TurnResult] = []
     with pytest.RaisesGroup(_Fatal, flatten_subgroups=True):
-        async with runtime(model, tools=[fatal]) as rt:
+        async with runtime(model, tools=[echo]) as rt:
+            rt.hooks.on("tools/execute", _fatal_wrapper)
             agent = await rt.create_agent("a", OPTIONS)
             sessions.append(agent.session)
             answers.append(await agent.ask("go"))
@@ -145,6 +155,20 @@ async def test_a_body_raising_a_base_exception_logs_the_turn_as_its_error(
         "Error: the tool call was interrupted by a failure",
     )
     check_session_invariants(events)
+
+
+async def test_a_body_raising_its_own_base_exception_fails_only_its_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.2, R7.48: a tool body's BaseException that is neither Ctrl-C nor a cancel is
+    the call's error result, and the turn goes on to its answer; it ended the runtime."""
+    model = ScriptedModel([CallTools([ToolCallSpec("fatal", "{}")]), Reply("recovered")])
+    async with runtime(model, tools=[fatal]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        answer = await agent.ask("go")
+        assert (answer.reason.kind, answer.text) == ("completed", "recovered")
+        [result] = [e.data for e in agent.session.events if isinstance(e.data, ToolResultEvent)]
+        assert (result.is_error, content_text(result.content)) == (True, "Error: fatal")
 
 
 @retinue.tool
@@ -171,6 +195,48 @@ async def test_ctrl_c_in_a_body_ends_the_turn_as_a_disposal(
     assert last_end_reason(sessions[0].events).kind == "disposed"
     assert errors == []
     check_session_invariants(sessions[0].events)
+
+
+async def test_ctrl_c_in_one_agents_tool_closes_and_stores_every_agents_turn(
+    tmp_path: Path,
+) -> None:
+    """R12.9, R12.10: Ctrl-C in one agent's tool body ends the runtime, which disposes
+    every agent first: each stored log ends with its turn's ``turn/end``, the other
+    agent's turn (waiting in its own tool) included."""
+    waiting = trio.Event()
+
+    @retinue.tool
+    async def wait() -> str:
+        """Wait until disposed."""
+        waiting.set()
+        await trio.sleep_forever()
+        raise AssertionError("not reached")
+
+    @retinue.tool
+    async def stopped() -> str:
+        """Ctrl-C once the other agent waits."""
+        await waiting.wait()
+        raise KeyboardInterrupt
+
+    model = ScriptedModel(
+        {
+            name: [CallTools([ToolCallSpec(name, "{}")]), Reply("never")]
+            for name in ("wait", "stopped")
+        }
+    )
+    with trio.fail_after(60), pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+        async with retinue.open_runtime(
+            models=model, tools=[wait, stopped], store=retinue.JSONLStore(tmp_path)
+        ) as rt:
+            for name in ("wait", "stopped"):
+                agent = await rt.create_agent(name, AgentOptions(model=name), session_id=name)
+                agent.send("go")
+            await trio.sleep_forever()
+    async with retinue.JSONLStore(tmp_path) as store:
+        for name in ("wait", "stopped"):
+            events = (await store.inspect(name)).events
+            assert last_end_reason(events).kind == "disposed"
+            check_session_invariants(events)
 
 
 async def _kept_cancelled() -> trio.Cancelled:

@@ -416,6 +416,68 @@ async def test_dispatch_sync_tool_exiting_becomes_an_error_result() -> None:
     assert shape(await registry.execute(call("strict", {"count": 3}))) == failed("bad count 3")
 
 
+class _Abandoned(BaseException):
+    """A user's own BaseException subclass, raised by a body to give up."""
+
+
+async def _abandon_in_a_nursery() -> str:
+    async def give_up() -> None:
+        await trio.lowlevel.checkpoint()
+        raise _Abandoned("given up in a child")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(give_up)
+    return "never"
+
+
+@pytest.mark.parametrize("kind", ["async", "sync", "nursery"])
+async def test_dispatch_tool_raising_its_own_base_exception_becomes_an_error_result(
+    kind: str,
+) -> None:
+    """R9.2, R7.45: a BaseException subclass of the tool's own (not Ctrl-C, not a cancel),
+    bare or from the body's nursery, is the call's error result; it escaped ``execute``
+    and ended the runtime with every agent in it."""
+
+    async def async_body() -> str:
+        await trio.lowlevel.checkpoint()
+        raise _Abandoned("given up")
+
+    def sync_body() -> str:
+        raise _Abandoned("given up")
+
+    bodies: dict[str, Callable[[], object]] = {
+        "async": async_body,
+        "sync": sync_body,
+        "nursery": _abandon_in_a_nursery,
+    }
+    quitter = Tool("quitter", "Give up.", {"type": "object"}, bodies[kind])
+    _, registry = setup(quitter)
+    result = await registry.execute(call("quitter", {}))
+    message = "given up in a child" if kind == "nursery" else "given up"
+    assert shape(result) == failed(message)
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["bare", "in-a-group"])
+async def test_dispatch_lets_ctrl_c_from_a_tool_body_through(*, nested: bool) -> None:
+    """Ctrl-C landing in a body, bare or in its nursery's group, is no failure of the
+    call: it goes on out of ``execute``, as trio has it."""
+
+    async def interrupted() -> str:
+        await trio.lowlevel.checkpoint()
+        raise KeyboardInterrupt
+
+    async def body() -> str:
+        if not nested:
+            return await interrupted()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(interrupted)
+        return "never"
+
+    _, registry = setup(Tool("stopped", "Be stopped.", {"type": "object"}, body))
+    with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True, allow_unwrapped=True):
+        await registry.execute(call("stopped", {}))
+
+
 async def test_dispatch_tool_error_keeps_its_code() -> None:
     """R9.2: a ToolError with a code becomes a coded error named after the exception type."""
 

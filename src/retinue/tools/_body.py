@@ -55,9 +55,11 @@ call that finds them all taken fails at once with ``TOOL_THREADS_EXHAUSTED``,
 and sync calls run again as abandoned bodies return.
 """
 
-# What a tool body may raise that is its own failure (R9.2): a SystemExit (argparse in a
-# sync tool, say) must not take the runtime down. Cancelled and KeyboardInterrupt pass.
-_TOOL_FAILURES = (Exception, SystemExit, GeneratorExit)
+# What a tool body may raise that is not its own failure: Ctrl-C and a cancel pass on, as
+# trio has them. Anything else is the call's error result (R9.2): a SystemExit (argparse
+# in a sync tool, say) or a BaseException subclass of the user's must not take the runtime
+# down.
+_PASSING = (KeyboardInterrupt, trio.Cancelled)
 
 # How much of arguments that are not JSON the model is shown back.
 _EXCERPT_CHARS = 80
@@ -238,7 +240,9 @@ async def run_body(
     body itself is the schedule point (a body that returns without awaiting
     anything gets one after it). Never raises for a tool failure: invalid
     arguments, a raise, a timeout and an unconvertible return value all become
-    error results. ``Cancelled`` from an enclosing scope propagates; the tool's
+    error results, as does a BaseException of the body's own (``SystemExit``, a
+    subclass of the user's). Ctrl-C propagates, bare or in the group of the body's
+    nursery, and so does ``Cancelled`` from an enclosing scope; the tool's
     own timeout does not, nor a ``Cancelled`` the body raises while no scope
     around it is cancelled (one it caught inside and re-raised): that is an
     error result naming the misuse. *arguments_checked* says ``tool.check_arguments``
@@ -265,8 +269,18 @@ async def run_body(
         failure = failure_of(exc, f'tool "{tool.name}"', ToolError)
         log.warning("tool %r raised a stray trio.Cancelled", tool.name, exc_info=exc)
         return exception_result(execution.call_id, failure)
-    except _TOOL_FAILURES as exc:
+    except BaseException as exc:
+        if not _own_failure(exc):
+            raise
         return exception_result(execution.call_id, exc)
+
+
+def _own_failure(exc: BaseException) -> bool:
+    """Whether a body's raise of *exc* is the call's failure: anything but Ctrl-C and a
+    cancel, also in the exception group of a nursery the body opened."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(_PASSING) is None
+    return not isinstance(exc, _PASSING)
 
 
 async def _run_within(
