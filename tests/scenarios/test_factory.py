@@ -103,6 +103,32 @@ async def test_create_and_resume_refuse_options_that_are_not_agent_options(
         assert len(rt.agents) == 0
 
 
+@pytest.mark.parametrize("setup", [5, "configure"], ids=["int", "str"])
+async def test_every_way_to_start_an_agent_refuses_a_setup_that_is_not_callable(
+    autojump_clock: trio.testing.MockClock, setup: object
+) -> None:
+    """R12.6: ``setup`` is a callable taking the agent, or None; anything else is a
+    TypeError naming it, before the session is made or loaded. It failed as the call of
+    an int ("'int' object is not callable"), naming no argument."""
+    message = rf"^setup must be a callable taking the agent, or None, got {setup!r}$"
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+        source = await rt.create_agent("a", OPTIONS, session_id="s")
+        await source.ask("hi")
+        fork = rt.fork_agent_session("s", "fork")
+        await source.dispose()
+        with pytest.raises(TypeError, match=message):
+            await rt.create_agent("b", OPTIONS, session_id="b", setup=setup)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=message):
+            await rt.resume_agent("s", OPTIONS, setup=setup)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=message):
+            await rt.start_forked(fork, OPTIONS, setup=setup)  # type: ignore[arg-type]
+        assert len(rt.agents) == 0
+        assert not await rt.store.exists("b")
+        assert (await (await rt.resume_agent("s", OPTIONS)).ask("again")).reason.kind == (
+            "completed"
+        )
+
+
 async def test_create_agent_takes_its_cwd_from_the_keyword_or_the_options(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -12,7 +12,7 @@ from retinue._options import AgentOptions
 from retinue.session import Session
 from retinue.stores import check_session_id
 
-__all__ = ["check_kept_cwd", "new_agent_id", "options_of", "with_cwd"]
+__all__ = ["check_kept_cwd", "check_setup", "new_agent_id", "options_of", "with_cwd"]
 
 
 def options_of(options: object) -> AgentOptions:
@@ -22,6 +22,13 @@ def options_of(options: object) -> AgentOptions:
     if not isinstance(options, AgentOptions):
         raise TypeError(f"options must be an AgentOptions or None, got {type(options).__name__}")
     return options
+
+
+def check_setup(setup: object) -> None:
+    """Refuse a *setup* that is neither None nor callable, before any session is made or
+    loaded: called only then, it would fail as the call of its value, naming no argument."""
+    if setup is not None and not callable(setup):
+        raise TypeError(f"setup must be a callable taking the agent, or None, got {shown(setup)}")
 
 
 def with_cwd(options: AgentOptions, cwd: str | None) -> AgentOptions:

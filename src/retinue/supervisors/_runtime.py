@@ -25,7 +25,7 @@ from retinue.session import Session, TurnEndReason
 from retinue.stores import SessionStore, check_session_id
 from retinue.tools import ToolRegistry
 
-from ._agent_arguments import check_kept_cwd, new_agent_id, options_of, with_cwd
+from ._agent_arguments import check_kept_cwd, check_setup, new_agent_id, options_of, with_cwd
 from ._creation import Creation, Setup, core_of, end_unpublished, run_setup
 from ._detach import detach_within, release_claim
 from ._hooks import RuntimeHooks
@@ -126,7 +126,7 @@ class Runtime:
         path) is the session's working directory, recorded in its header: a
         shorthand for ``options.cwd``, which the agent's ``options`` then
         report. Raises ``TypeError`` for *options* that are no
-        :class:`AgentOptions`, :class:`ConfigError` for an invalid *cwd* or one
+        :class:`AgentOptions` or a *setup* that is not callable, :class:`ConfigError` for an invalid *cwd* or one
         that differs from ``options.cwd``, ``SessionError(INVALID_SESSION_ID)``
         for an empty name or an id no store can hold, and
         ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id, and
@@ -136,6 +136,7 @@ class Runtime:
         Cancellation before publication leaves nothing behind.
         """
         options = with_cwd(options_of(options), cwd)
+        check_setup(setup)
         agent_id = _checked_id(new_agent_id(name, session_id))
         await self._released(agent_id)
         with self._creating(agent_id):
@@ -174,10 +175,11 @@ class Runtime:
         the stored one. The session keeps the cwd of its stored header (R11.15): *options*
         whose ``cwd`` is set to another raise ``SessionError(CWD_MISMATCH)``,
         and the session is let go as loaded. *options* that are no
-        :class:`AgentOptions` raise ``TypeError``, and an id no store can hold
+        :class:`AgentOptions`, or a *setup* that is not callable, raise ``TypeError``, and an id no store can hold
         ``SessionError(INVALID_SESSION_ID)``.
         """
         options = options_of(options)
+        check_setup(setup)
         agent_id = _checked_id(agent_id)
         await self._released(agent_id)
         with self._creating(agent_id):
@@ -222,12 +224,14 @@ class Runtime:
         """Start an agent on a forked session (a fresh ``startup``, R11.17).
 
         The fork keeps its source's cwd: *options* whose ``cwd`` is set to
-        another raise ``SessionError(CWD_MISMATCH)``. Called from the own tool,
+        another raise ``SessionError(CWD_MISMATCH)``, and a *setup* that is not
+        callable ``TypeError``. Called from the own tool,
         listener or teardown of an agent of the fork's id being torn down, which
         its teardown waits for, it raises ``AgentError(WAITS_FOR_ITSELF)``
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         """
         options = options_of(options)
+        check_setup(setup)
         await self._released(_checked_id(session.id))
         with self._creating(session.id):
             await self._settle_stranded(session.id)
