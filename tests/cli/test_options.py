@@ -52,3 +52,18 @@ def test_a_missing_sessions_command_is_named_by_its_choices(
         "error: the following arguments are required: {list,show,export,import,replay}\n"
     )
     assert "sessions_command" not in err
+
+
+def test_a_missing_command_is_named_by_its_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    """``retinue`` alone is a usage error listing the commands it takes, as ``retinue
+    sessions`` alone is, not the name of the attribute the parser stores the command in;
+    so is a command it does not have."""
+    with pytest.raises(SystemExit) as caught:
+        main([])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "error: the following arguments are required: {demo,sessions}\n"
+    )
+    with pytest.raises(SystemExit):
+        main(["bogus"])
+    assert "error: argument {demo,sessions}: invalid choice: 'bogus'" in capsys.readouterr().err

@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         pass
     else:
         add_sessions(commands, after_command)
+    # The metavar argparse shows anyway, given so a missing or unknown command is named by
+    # its choices rather than by this attribute's name.
+    commands.metavar = "{" + ",".join(commands.choices) + "}"
     return parser
 
 
