@@ -329,7 +329,10 @@ def resolve_source(source: MessageSource | str | None) -> MessageSource:
     if isinstance(source, str):
         return MessageSource("plugin", source)
     if not isinstance(source, MessageSource):
-        raise TypeError(f"source must be a MessageSource, got {type(source).__name__}")
+        raise TypeError(
+            "source must be a MessageSource, a str naming a plugin, or None, "
+            f"got {type(source).__name__}"
+        )
     return source
 
 

@@ -264,6 +264,25 @@ async def test_every_verb_refuses_content_of_another_kind_saying_what_is_expecte
         assert model.statistics().calls == 0
 
 
+async def test_every_verb_refuses_a_source_of_another_kind_naming_every_kind_it_takes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R1.3: a source is a MessageSource, a str naming a plugin, or None for the user; any
+    other is a TypeError saying so, and nothing is sent. It said "must be a
+    MessageSource" alone, as if the str and None every verb takes were refused too."""
+    expected = "^source must be a MessageSource, a str naming a plugin, or None, got int$"
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for verb in (agent.send, agent.steer, agent.inject):
+            with pytest.raises(TypeError, match=expected):
+                verb("hi", 5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=expected):
+            await agent.ask("hi", 5)  # type: ignore[arg-type]
+        await agent.wait_idle()
+        assert list(agent.session.events) == []
+
+
 def _queued_prompts(rt: retinue.Runtime, agent: retinue.Agent) -> list[tuple[str, bool]]:
     """The prompts ``agent/queued`` announces for *agent*, each with its steering flag."""
     queued: list[tuple[str, bool]] = []

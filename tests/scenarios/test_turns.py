@@ -456,7 +456,7 @@ async def test_continuation_reason_with_a_str_source_names_a_plugin(
 
 def test_hook_context_refuses_a_source_of_another_type() -> None:
     """R1.3: a source that is no MessageSource, str or None is refused when the context is built."""
-    with pytest.raises(TypeError, match="source must be a MessageSource, got int"):
+    with pytest.raises(TypeError, match="source must be a MessageSource, a str naming a plugin"):
         HookContext("text", 42)  # type: ignore[arg-type]
     assert HookContext("text").source == MessageSource()
     assert HookContext("text", None).source == MessageSource()
