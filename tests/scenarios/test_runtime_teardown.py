@@ -443,6 +443,20 @@ async def test_the_handle_of_a_failed_setup_reads_disposed_and_takes_no_listener
     assert "a disposed" not in statuses[: statuses.index("a running")]
 
 
+async def test_scoped_refuses_a_cleanup_that_is_not_callable(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.9: ``rt.scoped`` takes a function the teardown calls; anything else is a
+    TypeError naming it, when scoped. It was taken, and failed only at the teardown, as
+    a logged "cleanup failed" naming no call."""
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        with pytest.raises(TypeError, match=r"^unregister must be a callable, got 'close'$"):
+            rt.scoped(agent, "close")  # type: ignore[arg-type]
+        await agent.dispose()
+    assert "cleanup of agent" not in caplog.text
+
+
 class _HangingDetach(DelegatingStore):
     """A memory store whose final detach never returns (a store that hangs)."""
 

@@ -11,6 +11,7 @@ import attrs
 import trio
 
 from retinue._errors import AgentDisposedError, AgentError, SessionError, StoreError
+from retinue._lossless import shown
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
 from retinue.hooks import agent_scope
@@ -344,7 +345,11 @@ class Runtime:
             AgentDisposedError: *agent* is disposed, as for a listener or tool
                 scoped to it; *unregister* is not called, and what it would
                 unregister stays the caller's to remove.
+            TypeError: *unregister* is not callable: the teardown could only
+                log its call's failure.
         """
+        if not callable(unregister):
+            raise TypeError(f"unregister must be a callable, got {shown(unregister)}")
         agent_scope(agent)
         cleanups = self._cleanups.setdefault(agent.id, {})
         key = object()
