@@ -640,6 +640,20 @@ async def test_start_forked_refuses_options_naming_another_cwd(
         assert (child.session.header.cwd, (await child.ask("again")).turn) == ("/old", 2)
 
 
+@pytest.mark.parametrize("session", ["child", None], ids=["id", "none"])
+async def test_start_forked_refuses_what_is_no_session_naming_it(
+    autojump_clock: trio.testing.MockClock, session: object
+) -> None:
+    """R11.17: ``start_forked`` takes the Session ``fork_agent_session`` returned; anything
+    else (its id, say) is a TypeError naming the argument. It failed reading ``.id`` of
+    it, an AttributeError naming no argument."""
+    message = rf"^session must be a Session \(from fork_agent_session\), got {session!r}$"
+    async with runtime(ScriptedModel([Reply("ok")])) as rt:
+        with pytest.raises(TypeError, match=message):
+            await rt.start_forked(session)  # type: ignore[arg-type]
+        assert len(rt.agents) == 0
+
+
 async def test_fork_at_an_earlier_boundary_continues_from_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -225,14 +225,18 @@ class Runtime:
         """Start an agent on a forked session (a fresh ``startup``, R11.17).
 
         The fork keeps its source's cwd: *options* whose ``cwd`` is set to
-        another raise ``SessionError(CWD_MISMATCH)``, and a *setup* that is not
-        callable ``TypeError``. Called from the own tool,
+        another raise ``SessionError(CWD_MISMATCH)``, and a *session* that is no
+        :class:`Session` or a *setup* that is not callable ``TypeError``. Called from the own tool,
         listener or teardown of an agent of the fork's id being torn down, which
         its teardown waits for, it raises ``AgentError(WAITS_FOR_ITSELF)``
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         """
         options = options_of(options)
         check_setup(setup)
+        if not isinstance(session, Session):
+            raise TypeError(
+                f"session must be a Session (from fork_agent_session), got {shown(session)}"
+            )
         await self._released(_checked_id(session.id))
         with self._creating(session.id):
             await self._settle_stranded(session.id)
