@@ -319,6 +319,54 @@ async def test_supervisor_restarts_a_crashed_flusher_and_the_runtime_runs_on(
         assert len(errors) == 1
 
 
+async def test_wait_idle_in_a_flusher_restart_pause_waits_for_the_owed_flush(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.21, R7.2: ``wait_idle`` after an idle injection returns once that injection is
+    flushed, also while the flusher waits out a restart pause: the restarted flusher
+    flushes it. It returned at once, before the flush, finding the crashed flusher's
+    rounds ended."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    policy = retinue.RestartPolicy(max_restarts=5, backoff=10, max_backoff=10)
+    async with runtime(model, restart=policy) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        crashes = crash_flusher(monkeypatch, times=2)
+        flushes = record(rt, agent, "session/flush")
+        agent.inject("first")
+        await agent.wait_idle()  # its flush crashed: reported, and counted as done
+        agent.inject("second")
+        await trio.sleep(1)  # its flush crashed too: the restart waits 10s
+        assert crashes == [1, 1]
+        agent.inject("third")
+        await agent.wait_idle()
+        assert len(flushes) == 1
+        assert trio.current_time() == pytest.approx(10.0)
+
+
+async def test_wait_idle_in_a_flusher_restart_pause_returns_when_the_agent_is_given_up(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.21, R12.9: disposed during the flusher's restart pause, the agent is not flushed
+    by that flusher again: a ``wait_idle`` waiting for its owed flush returns with the
+    teardown, which makes it durable."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    policy = retinue.RestartPolicy(max_restarts=5, backoff=10, max_backoff=10)
+    async with runtime(model, restart=policy) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        crash_flusher(monkeypatch, times=2)
+        agent.inject("first")
+        await agent.wait_idle()
+        agent.inject("second")
+        await trio.sleep(1)
+        agent.inject("third")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.wait_idle)
+            await trio.sleep(1)
+            await agent.dispose()
+        assert trio.current_time() < 10
+        assert agent.status == "disposed"
+
+
 async def test_supervisor_disposes_an_agent_whose_flusher_crashes_past_its_policy(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -168,12 +168,19 @@ async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
     """Run flusher instances until one returns or the policy gives the agent up (DESIGN 4)."""
 
     def fresh_rounds() -> None:
-        # The crashed flusher released its waiters and ended its rounds for good.
+        # The crashed flusher released its waiters and ended its rounds for good. Made
+        # before the restart pause: a wait_idle in the pause waits for the flush the
+        # restarted flusher owes, rather than finding the rounds ended and returning.
         core.flush_rounds = FlushRounds()
 
-    await _keep_running(
-        core, crashes, lambda: run_flusher(core, stop), _flusher_restart_after, fresh_rounds
-    )
+    try:
+        await _keep_running(
+            core, crashes, lambda: run_flusher(core, stop), _flusher_restart_after, fresh_rounds
+        )
+    finally:
+        # No flusher runs any more (given up, or cancelled in a pause): release whoever
+        # waits on rounds none will serve. A flusher that returned has done so already.
+        core.flush_rounds.stop()
 
 
 async def _keep_running(
@@ -183,7 +190,10 @@ async def _keep_running(
     restart_after: _RestartAfter,
     before_restart: Callable[[], None] = lambda: None,
 ) -> None:
-    """Run *run* again after each crash until it returns or the policy gives the agent up."""
+    """Run *run* again after each crash until it returns or the policy gives the agent up.
+
+    *before_restart* runs as soon as a restart is decided, before its pause.
+    """
     while True:
         try:
             await run()
@@ -196,11 +206,12 @@ async def _keep_running(
                 log.exception("recovering agent %s after a crash failed; disposing it", core.id)
                 _dispose(core)
                 restart = False
+        if restart:
+            before_restart()
         # A given-up agent is disposed, which ends the pause at once.
         await crashes.pause(core, count, restart=restart)
         if not restart:
             return
-        before_restart()
 
 
 async def _pause(core: AgentCore, seconds: float) -> None:
