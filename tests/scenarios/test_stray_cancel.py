@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import trio
@@ -121,7 +121,7 @@ async def fatal() -> str:
     raise _Fatal("fatal")
 
 
-async def _fatal_wrapper(_execution: object, _next: Next) -> object:
+async def _fatal_wrapper(_execution: object, _next: Next) -> NoReturn:
     """A ``tools/execute`` listener raising a BaseException that is no cancellation."""
     await trio.lowlevel.checkpoint()
     raise _Fatal("fatal")
