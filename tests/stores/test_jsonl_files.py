@@ -410,6 +410,54 @@ async def test_jsonl_a_header_without_its_newline_is_kept_by_a_load(tmp_path: Pa
     assert path.read_bytes() == header
 
 
+async def test_jsonl_a_header_without_its_newline_takes_appends(tmp_path: Path) -> None:
+    """R11.4, R11.8: a loaded file holding only its header line, its newline missing,
+    takes the session's appends: the writer ends the header line first, so the flush is
+    no SEQ_CONFLICT and every committed event loads again after the header."""
+    session = Session.create("bare")
+    path = session_path(tmp_path, session.header)
+    path.parent.mkdir()
+    header = encode_header(session.header).encode()
+    path.write_bytes(header)
+    async with JSONLStore(tmp_path) as store:
+        loaded = await store.load("bare")
+        store.attach(loaded)
+        run_turn(loaded, "after the hand edit")
+        await store.detach(loaded)
+    assert path.read_bytes().startswith(header + b"\n")
+    assert await _load_lines(tmp_path, "bare") == lines(loaded.events)
+
+
+async def test_jsonl_a_failed_append_to_a_header_without_its_newline_is_retried_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.5: a group that fails after ending a bare header line is cut back to the header
+    as it was, and the retried flush ends the line again: one newline, no events twice."""
+    session = Session.create("bare")
+    path = session_path(tmp_path, session.header)
+    path.parent.mkdir()
+    header = encode_header(session.header).encode()
+    path.write_bytes(header)
+    async with JSONLStore(tmp_path) as store:
+        loaded = await store.load("bare")
+        store.attach(loaded)
+        run_turn(loaded)
+        real_sync = os.fdatasync
+        failures = [OSError(5, "Input/output error")]
+
+        def failing_sync(fd: int) -> None:
+            if failures:
+                raise failures.pop()
+            real_sync(fd)
+
+        monkeypatch.setattr(os, "fdatasync", failing_sync)
+        with pytest.raises(StoreError):
+            await store.flush(loaded)
+        assert path.read_bytes() == header
+        await store.detach(loaded)
+    assert await _load_lines(tmp_path, "bare") == lines(loaded.events)
+
+
 async def test_jsonl_a_file_gone_between_its_lookup_and_its_read_is_not_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

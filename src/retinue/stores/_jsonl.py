@@ -145,10 +145,12 @@ class JSONLBackend:
         refusal = handle.check_next(batch.session_id, batch.first_seq)
         if refusal is not None:
             return refusal
-        group.rollbacks.append((handle, handle.size, handle.count))
+        group.rollbacks.append((handle, handle.size, handle.count, handle.open_header))
+        data = handle.line_start() + data
         write_all(handle.fd, data)
         handle.size += len(data)
         handle.count += len(batch.events)
+        handle.open_header = False
         group.touched.append(handle.fd)
         return None
 
@@ -263,10 +265,11 @@ class JSONLBackend:
             os.fdatasync(fd)
 
     def _undo(self, group: Group) -> None:
-        for handle, size, count in group.rollbacks:
+        for handle, size, count, open_header in group.rollbacks:
             # The next write's rollback point: the file's length again, not the failed write's end.
             handle.size = size
             handle.count = count
+            handle.open_header = open_header
             handle.cut_back()
         for new in group.new:
             if new.linked:

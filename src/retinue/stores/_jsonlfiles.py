@@ -55,6 +55,9 @@ class SessionFile:
     """Complete event lines in the file: the seq the next append must start at."""
     torn: bool = False
     """Whether an unterminated fragment ends the file (only a repair may append after it)."""
+    open_header: bool = False
+    """Whether the file is its header line alone, the newline missing (a hand edit): the next
+    append ends the line first."""
     uncut: OSError | None = None
     """Why a failed write's bytes could not be cut off past ``size``: until they are, no append."""
     measured: bool = True
@@ -74,8 +77,10 @@ class SessionFile:
 
     def take_measure(self, size: int, newlines: int, *, torn: bool) -> None:
         """Take the measure of the file from its size and newlines, read by the caller."""
-        # Line 1 is the header; a file holding only part of it is a fragment too.
-        self.size, self.count, self.torn = size, max(newlines - 1, 0), torn
+        # Line 1 is the header: an unterminated line after it is a fragment, but an unterminated
+        # header is no record (a load parses it whole before anything is appended).
+        self.size, self.count = size, max(newlines - 1, 0)
+        self.torn, self.open_header = torn and newlines > 0, torn and newlines == 0
         self.measured = True
 
     def cut_back(self) -> bool:
@@ -91,6 +96,10 @@ class SessionFile:
             return False
         self.uncut = None
         return True
+
+    def line_start(self) -> bytes:
+        """What an append writes before its events: the newline an open header line lacks."""
+        return b"\n" if self.open_header else b""
 
     def check_next(self, session_id: str, first_seq: int) -> StoreError | None:
         """Refuse an append that does not continue the stored log, as the other stores do."""
