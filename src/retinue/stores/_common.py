@@ -223,7 +223,7 @@ def lock_file(path: str) -> int | None:
         os.close(fd)  # unlinked and replaced by its releaser meanwhile
 
 
-_STORE_WIDE_CODES = frozenset({"STORE_CLOSED", "LOCK_TABLE_FULL", "READ_ONLY"})
+_STORE_WIDE_CODES = frozenset({"STORE_CLOSED", "LOCK_TABLE_FULL", "READ_ONLY", "TABLE_LOCKED"})
 """Codes of a StoreError a backend raises (rather than returns) for the whole store."""
 _STORE_WIDE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 """The file system itself failed: full, over quota, broken or read-only.

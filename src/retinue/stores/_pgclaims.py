@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 
 from retinue._errors import StoreError
 
-from ._pgschema import check_cancelled, in_schema, not_open, psycopg_module, require_open
+from ._pgschema import (
+    check_cancelled,
+    in_schema,
+    locked_tables,
+    not_open,
+    psycopg_module,
+    require_open,
+    table_locked,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -234,9 +242,17 @@ class SessionClaims:
         give_up = time.monotonic() + _HANDOVER_TIMEOUT_MS / 1000
         while not self._reading(lambda conn: self._handed_over(conn, session_id)):
             if time.monotonic() >= give_up:
-                raise locked(session_id)
+                raise self._not_handed_over(session_id)
             if cancellable:
                 check_cancelled()
+
+    def _not_handed_over(self, session_id: str) -> StoreError:
+        """Why the handover of *session_id* was not seen: a table lock, else its row's."""
+        # ROW SHARE: the mode the handover's FOR SHARE takes.
+        tables = self._reading(lambda conn: locked_tables(conn, self._schema, "ROW SHARE"))
+        if tables:
+            return table_locked(f"claiming session {session_id!r}", tables, _HANDOVER_TIMEOUT_MS)
+        return locked(session_id)
 
     def _handed_over(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
         """Whether the row lock of a commit in flight came free within a slice; only waits."""

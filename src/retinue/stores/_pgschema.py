@@ -20,11 +20,13 @@ __all__ = [
     "check_schema",
     "connect_cancellably",
     "in_schema",
+    "locked_tables",
     "migrate",
     "not_open",
     "psycopg_module",
     "read_only_refused",
     "require_open",
+    "table_locked",
 ]
 
 SCHEMA_VERSION = 1
@@ -109,6 +111,38 @@ def _check_version(schema: str, row: tuple[str] | None) -> None:
             f"this retinue reads {SCHEMA_VERSION}",
             code="UNSUPPORTED_SCHEMA",
         )
+
+
+_TABLES = ("retinue_sessions", "retinue_segments")
+"""The tables every commit writes (retinue_meta is read only when the store opens)."""
+
+
+def locked_tables(conn: psycopg.Connection[Any], schema: str, mode: str) -> list[str]:
+    """The store's tables that another transaction locks, or waits to lock, against *mode*.
+
+    Asked after a statement gave up on a lock: a table lock (a ``LOCK TABLE``,
+    a migration's ``ALTER TABLE``) stops every session alike, a row lock one
+    session. Each table is tried in a transaction of its own, without waiting.
+    """
+    found: list[str] = []
+    for table in _TABLES:
+        name = f'"{schema}".{table}'
+        try:
+            with conn.transaction():
+                conn.execute(f"LOCK TABLE {name} IN {mode} MODE NOWAIT")
+        except psycopg_module().errors.LockNotAvailable:
+            found.append(name)
+    return found
+
+
+def table_locked(what: str, tables: list[str], waited_ms: int) -> StoreError:
+    """The refusal of a write or claim that a lock on the store's *tables* held up."""
+    return StoreError(
+        f"{what}: another transaction holds a lock on table {' and '.join(tables)} (a LOCK "
+        f"TABLE, or a schema change under way); waited {waited_ms / 1000:g} s for it. No "
+        "session of the store can be written until that transaction ends",
+        code="TABLE_LOCKED",
+    )
 
 
 def psycopg_module() -> Any:

@@ -27,10 +27,12 @@ from ._pgschema import (
     check_schema,
     connect_cancellably,
     in_schema,
+    locked_tables,
     migrate,
     not_open,
     psycopg_module,
     read_only_refused,
+    table_locked,
 )
 from ._writebehind import BufferedStore
 
@@ -160,7 +162,7 @@ class PostgresBackend:
         taken = self._claim_all(batches, results)
         try:
             with self._write_lock:
-                self._commit_group(batches, results)
+                self._commit_group_or_find_table_lock(batches, results)
         except BaseException as exc:
             # The commit may have happened with its reply lost: let a retry recognise its create.
             self._unsure.update(batch.session_id for batch in batches if batch.header)
@@ -172,6 +174,23 @@ class PostgresBackend:
         self._unsure.difference_update(batch.session_id for batch, error in outcomes if not error)
         self._release_all(taken & {batch.session_id for batch, error in outcomes if error})
         return results
+
+    def _commit_group_or_find_table_lock(
+        self, batches: Sequence[AppendBatch], results: list[StoreError | None]
+    ) -> None:
+        """Commit the group; a lock timeout caused by a lock on a table is ``TABLE_LOCKED``.
+
+        That fails the whole group once: split into sessions, each would wait out
+        the timeout again. A row lock (one session's) stays a failure to split.
+        """
+        try:
+            self._commit_group(batches, results)
+        except psycopg_module().errors.LockNotAvailable as exc:
+            # ROW EXCLUSIVE: the mode a commit's UPDATE, INSERT and COPY take.
+            tables = locked_tables(self._live_writer(), self._schema, "ROW EXCLUSIVE")
+            if tables:
+                raise table_locked("a group commit", tables, _WRITE_LOCK_TIMEOUT_MS) from exc
+            raise
 
     def _commit_group(
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
@@ -210,6 +229,8 @@ class PostgresBackend:
                     if self._claims.take(batch.session_id):
                         taken.add(batch.session_id)
                 except StoreError as exc:
+                    if exc.code == "TABLE_LOCKED":
+                        raise  # every other session's claim would wait for it again
                     results[index] = _refusal(batch, exc)
         except BaseException:
             # Nothing of the group is written: the locks taken for it would hold sessions for nobody.
@@ -591,7 +612,10 @@ class PostgresStore(BufferedStore):
     on) a store opened with ``create=False`` reads; a flush, a load (it claims
     the session) or creating the tables fails with ``READ_ONLY``. A trio deadline
     around entering the store, a load or a read is honoured while a connection
-    is being made (a server that never answers is waited for no longer).
+    is being made (a server that never answers is waited for no longer). A lock on
+    the store's tables held by another transaction (a ``LOCK TABLE``, a schema
+    change) fails a flush with ``TABLE_LOCKED`` once its wait for the lock
+    (30 s) is over: the group fails whole, once, and its events stay buffered.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x
