@@ -20,7 +20,7 @@ from retinue.stores import JSONLStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._jsonl import JSONLBackend, session_path
 from retinue.testing import check_session_invariants
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import lines, open_tool_turn, run_turn
 
 
 def _new_batch(session: Session) -> AppendBatch:
@@ -456,6 +456,51 @@ async def test_jsonl_a_failed_append_to_a_header_without_its_newline_is_retried_
         assert path.read_bytes() == header
         await store.detach(loaded)
     assert await _load_lines(tmp_path, "bare") == lines(loaded.events)
+
+
+async def test_jsonl_a_last_event_without_its_newline_is_kept_and_appended_after(
+    tmp_path: Path,
+) -> None:
+    """R11.8: a last event line whose newline is missing (an editor stripped it, or a crash
+    cut only the newline) but which is the whole next event is no torn fragment: a load
+    keeps it (the finished turn is not closed again as interrupted), and the writer ends
+    the line before the next append, so every event loads again."""
+    session = _turns("s1", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    async with JSONLStore(tmp_path) as store:
+        loaded = await store.load("s1")
+        assert lines(loaded.events) == lines(session.events)
+        store.attach(loaded)
+        run_turn(loaded, "after the hand edit")
+        await store.detach(loaded)
+    assert await _load_lines(tmp_path, "s1") == lines(loaded.events)
+
+
+async def test_jsonl_a_whole_last_line_after_a_torn_record_goes_with_the_torn_tail(
+    tmp_path: Path,
+) -> None:
+    """R11.8: past the committed region, a record torn by a power loss is dropped with
+    every record after it, the last one too when it is whole but lacks its newline; the
+    file is cut back to the kept events, which the closers follow on lines of their own."""
+    session = _turns("s1", 1)
+    committed = len(session.events)
+    open_tool_turn(session)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    stored = path.read_bytes().split(b"\n")[:-1]
+    stored[committed + 3] = stored[committed + 3][:20]
+    path.write_bytes(b"\n".join(stored))
+    async with JSONLStore(tmp_path) as store:
+        loaded = await store.load("s1")
+        await store.detach(loaded)
+    assert lines(loaded.events[: committed + 2]) == lines(session.events[: committed + 2])
+    assert await _load_lines(tmp_path, "s1") == lines(loaded.events)
 
 
 async def test_jsonl_a_file_gone_between_its_lookup_and_its_read_is_not_stored(

@@ -15,7 +15,7 @@ from typing import final
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
-from retinue.session._codec import encode_event, encode_header
+from retinue.session._codec import decode_event, encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
 from ._common import already_exists, parse_header
@@ -72,7 +72,10 @@ class JSONLBackend:
     file it linked in and cannot remove stays locked, and the id's next
     creation removes it first: a failed creation never leaves its id refused.
     A read of a file it does not hold leaves an unterminated last line out
-    unreported: it may be a live writer's append still under way.
+    unreported: it may be a live writer's append still under way. In a file it
+    holds, an unterminated last line that is the whole header or the whole
+    next event lacks only its newline (a hand edit): it is kept, and the next
+    append ends it first.
     """
 
     blocking = True
@@ -145,12 +148,12 @@ class JSONLBackend:
         refusal = handle.check_next(batch.session_id, batch.first_seq)
         if refusal is not None:
             return refusal
-        group.rollbacks.append((handle, handle.size, handle.count, handle.open_header))
+        group.rollbacks.append((handle, handle.size, handle.count, handle.open_line))
         data = handle.line_start() + data
         write_all(handle.fd, data)
         handle.size += len(data)
         handle.count += len(batch.events)
-        handle.open_header = False
+        handle.open_line = False
         group.touched.append(handle.fd)
         return None
 
@@ -265,11 +268,11 @@ class JSONLBackend:
             os.fdatasync(fd)
 
     def _undo(self, group: Group) -> None:
-        for handle, size, count, open_header in group.rollbacks:
+        for handle, size, count, open_line in group.rollbacks:
             # The next write's rollback point: the file's length again, not the failed write's end.
             handle.size = size
             handle.count = count
-            handle.open_header = open_header
+            handle.open_line = open_line
             handle.cut_back()
         for new in group.new:
             if new.linked:
@@ -386,8 +389,29 @@ class JSONLBackend:
         # A header with no newline yet is no fragment after the records: there are none.
         torn = torn and len(parts) > 1
         header = _header_at(path, parts[0], session_id)
+        records = parts[1:-1]
+        if torn and self._kept_whole(session_id, parts[-1], len(records)):
+            records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
-        return StoredLog(header, parts[1:-1], torn_fragment=torn, locate=locate)
+        return StoredLog(header, records, torn_fragment=torn, locate=locate)
+
+    def _kept_whole(self, session_id: str, fragment: bytes, seq: int) -> bool:
+        """Whether the unterminated last line of a file claimed here is the whole event *seq*.
+
+        Then only its newline is missing (a hand edit, or a crash that cut just
+        that): it is a record, which the next append ends first, not a torn one.
+        """
+        try:
+            if decode_event(fragment, session_id=session_id).seq != seq:
+                return False
+        except CorruptSessionError:
+            return False
+        with self._lock:
+            held = self._open.get(session_id)
+            if held is None or not held.measured:
+                return False
+            held.keep_fragment()
+            return True
 
     def _torn_fragment(
         self, session_id: str, handle: SessionFile | None, content: bytes, parts: list[bytes]
@@ -407,7 +431,9 @@ class JSONLBackend:
             # Unmeasured still, nothing wrote to the file since it was locked: what was read is it.
             if handle is not None and held is handle and not handle.measured:
                 handle.take_measure(len(content), len(parts) - 1, torn=unterminated)
-            return unterminated and held is not None and held.measured and held.torn
+            if held is None or not held.measured:
+                return False
+            return unterminated and (held.torn or held.open_line)
 
     def _read_bytes(self, session_id: str) -> tuple[bytes, Path, SessionFile | None] | None:
         """The session's bytes and file, with its handle if they are to measure it;

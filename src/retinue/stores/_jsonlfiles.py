@@ -55,9 +55,9 @@ class SessionFile:
     """Complete event lines in the file: the seq the next append must start at."""
     torn: bool = False
     """Whether an unterminated fragment ends the file (only a repair may append after it)."""
-    open_header: bool = False
-    """Whether the file is its header line alone, the newline missing (a hand edit): the next
-    append ends the line first."""
+    open_line: bool = False
+    """Whether the last line, a whole header or event, lacks its newline (a hand edit, or a
+    crash that cut only the newline): counted, and ended by the next append first."""
     uncut: OSError | None = None
     """Why a failed write's bytes could not be cut off past ``size``: until they are, no append."""
     measured: bool = True
@@ -80,7 +80,7 @@ class SessionFile:
         # Line 1 is the header: an unterminated line after it is a fragment, but an unterminated
         # header is no record (a load parses it whole before anything is appended).
         self.size, self.count = size, max(newlines - 1, 0)
-        self.torn, self.open_header = torn and newlines > 0, torn and newlines == 0
+        self.torn, self.open_line = torn and newlines > 0, torn and newlines == 0
         self.measured = True
 
     def cut_back(self) -> bool:
@@ -98,8 +98,14 @@ class SessionFile:
         return True
 
     def line_start(self) -> bytes:
-        """What an append writes before its events: the newline an open header line lacks."""
-        return b"\n" if self.open_header else b""
+        """What an append writes before its events: the newline an open last line lacks."""
+        return b"\n" if self.open_line else b""
+
+    def keep_fragment(self) -> None:
+        """Count the unterminated last line as a record: a read found it the whole next event."""
+        if self.torn:
+            self.count += 1
+            self.torn, self.open_line = False, True
 
     def check_next(self, session_id: str, first_seq: int) -> StoreError | None:
         """Refuse an append that does not continue the stored log, as the other stores do."""
@@ -111,7 +117,12 @@ class SessionFile:
     def truncate(self, events: int) -> None:
         """Cut the file after the header and *events* events (a repair drops a torn tail)."""
         dropped = max(self.count - events, 0)
-        keep = _after_last_lines(self.fd, self.size, dropped)
+        if self.open_line and not dropped:
+            keep = self.size
+        else:
+            # An open last line is no line to _after_last_lines: it goes with the lines before it.
+            keep = _after_last_lines(self.fd, self.size, dropped - self.open_line)
+            self.open_line = False
         os.ftruncate(self.fd, keep)
         self.size = keep
         self.count -= dropped
