@@ -503,6 +503,33 @@ async def test_jsonl_a_whole_last_line_after_a_torn_record_goes_with_the_torn_ta
     assert await _load_lines(tmp_path, "s1") == lines(loaded.events)
 
 
+async def test_jsonl_a_file_taken_out_as_a_load_locks_it_is_not_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.7: a load that opens a session file just before its holder takes it out (a
+    failed creation undone in another store) does not lock and load the removed file:
+    writes to it would be acknowledged and lost with it. The session is not stored."""
+    session = _turns("s1", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    stored = path.stat()
+    real_flock = fcntl.flock
+
+    def flock_after_removal(fd: int, operation: int) -> None:
+        held = os.fstat(fd)
+        if operation & fcntl.LOCK_EX and path.exists() and os.path.samestat(held, stored):
+            path.unlink()  # by the file's holder, between the load's open and its lock
+        real_flock(fd, operation)
+
+    async with JSONLStore(tmp_path) as store:
+        monkeypatch.setattr(fcntl, "flock", flock_after_removal)
+        with pytest.raises(StoreError) as caught:
+            await store.load("s1")
+    assert caught.value.code == "SESSION_NOT_FOUND"
+
+
 async def test_jsonl_a_file_gone_between_its_lookup_and_its_read_is_not_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import functools
 import os
 import threading
@@ -18,12 +17,14 @@ from retinue.session import SessionHeader
 from retinue.session._codec import decode_event, encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
-from ._common import already_exists, parse_header
+from ._common import already_exists, cannot_open, parse_header
 from ._ids import file_stem
 from ._jsonlfiles import (
+    ATTEMPTS,
     SessionFile,
     close_all,
     fsync_directory,
+    lock_stored,
     make_directory,
     mark_creation,
     open_temporary,
@@ -305,22 +306,41 @@ class JSONLBackend:
         handle = self._open.get(session_id)
         if handle is not None:
             return handle
-        with opening(session_id):
-            path = self._stored(session_id)
-            if path is None:
-                raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        for _ in range(ATTEMPTS):
+            with opening(session_id):
+                path = self._stored(session_id)
+                if path is None:
+                    raise StoreError(
+                        f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND"
+                    )
+                fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            if self._locked(session_id, path, fd):
+                handle = SessionFile(fd, path, measured=False)
+                self._open[session_id] = handle
+                return handle
+            os.close(fd)  # taken out or replaced by its holder meanwhile: look it up again
+        raise StoreError(
+            f"session {session_id!r}: its file was replaced each time it was opened",
+            code="STORAGE_ERROR",
+        )
+
+    @staticmethod
+    def _locked(session_id: str, path: Path, fd: int) -> bool:
+        """Lock the session's file open as *fd*; whether it is still the file at *path*."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock_stored(fd, path)
         except BlockingIOError:
             os.close(fd)
             raise StoreError(
                 f"session {session_id!r} is being written by another process or store",
                 code="SESSION_LOCKED",
             ) from None
-        handle = SessionFile(fd, path, measured=False)
-        self._open[session_id] = handle
-        return handle
+        except OSError as exc:
+            os.close(fd)
+            raise cannot_open(session_id, "its file", exc, "JSONL") from exc
+        except BaseException:
+            os.close(fd)
+            raise
 
     def claim(self, session_id: str) -> None:
         """Open the session's file and lock it exclusively until :meth:`release`.

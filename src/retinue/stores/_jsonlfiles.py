@@ -24,9 +24,11 @@ from retinue._errors import StoreError
 from ._common import seq_conflict
 
 __all__ = [
+    "ATTEMPTS",
     "SessionFile",
     "close_all",
     "fsync_directory",
+    "lock_stored",
     "make_directory",
     "mark_creation",
     "open_temporary",
@@ -39,7 +41,7 @@ __all__ = [
 
 TEMPORARY_SUFFIX = ".tmp"
 MARKER_SUFFIX = ".creating"
-_ATTEMPTS = 8
+ATTEMPTS = 8
 """Retries of a name another writer removed or took in between (a race, not a polling loop)."""
 _CHUNK = 1 << 20
 
@@ -135,7 +137,7 @@ def open_temporary(path: Path) -> tuple[Path, int]:
     ``O_EXCL`` and a random name: a writer never opens, let alone truncates, a
     file it did not create.
     """
-    for _ in range(_ATTEMPTS):
+    for _ in range(ATTEMPTS):
         temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}{TEMPORARY_SUFFIX}")
         fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         if _lock_in_place(fd, temporary):
@@ -162,6 +164,18 @@ def _lock_in_place(fd: int, path: Path) -> bool:
     return False
 
 
+def lock_stored(fd: int, path: Path) -> bool:
+    """Lock the session file open as *fd* for writing; whether *path* still names it.
+
+    A file is removed only by its lock's holder, so one taken out (or replaced)
+    between its opening and this lock is no longer the session's file: what is
+    written to it would be lost with it. Raises ``BlockingIOError`` if another
+    open file holds the lock.
+    """
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return _names(path, fd)
+
+
 def mark_creation(temporary: Path, root: Path, stem: str) -> Path | None:
     """Link the locked *temporary* as the creation marker of the id stored as *stem*.
 
@@ -172,7 +186,7 @@ def mark_creation(temporary: Path, root: Path, stem: str) -> Path | None:
     lock being free, and replaced.
     """
     marker = root / f".{stem}{MARKER_SUFFIX}"
-    for _ in range(_ATTEMPTS):
+    for _ in range(ATTEMPTS):
         try:
             os.link(temporary, marker)
         except FileExistsError:
