@@ -806,3 +806,32 @@ async def test_postgres_creates_meeting_a_table_lock_are_not_refused_as_existing
         for session in sessions:
             await store.detach(session)
             assert len((await store.inspect(session.id)).events) == len(session.events)
+
+
+async def test_postgres_reads_meeting_a_table_lock_fail_naming_it_rather_than_wait_on(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.5: a listing, a lookup or a read that meets an exclusive lock on the store's
+    tables held by another transaction fails with TABLE_LOCKED naming the table once the
+    store's lock timeout is over, as a commit does, instead of waiting in its worker
+    thread, past any deadline, for as long as that transaction lasts."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_READ_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    await _store(dsn, schema, "stored")
+    async with PostgresStore(dsn, schema=schema, create=False) as store:
+        reads: list[Callable[[], Any]] = [
+            store.list,
+            lambda: store.exists("stored"),
+            lambda: store.inspect("stored"),
+        ]
+        with _table_locked(dsn, schema, "retinue_sessions"):
+            for read in reads:
+                started = trio.current_time()
+                with pytest.raises(StoreError) as caught:
+                    await read()
+                assert caught.value.code == "TABLE_LOCKED"
+                assert f'"{schema}".retinue_sessions' in caught.value.message
+                assert trio.current_time() - started < 5
+        assert [header.id for header in await store.list()] == ["stored"]

@@ -46,6 +46,9 @@ T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _WRITE_LOCK_TIMEOUT_MS = 30_000
 """How long a commit waits for a lock held elsewhere: the group fails, its events stay buffered."""
+_READ_LOCK_TIMEOUT_MS = 30_000
+"""How long a read waits for a lock on a table held elsewhere: its worker thread, which no
+trio deadline stops, would otherwise wait for as long as the other transaction lasts."""
 
 
 @final
@@ -132,7 +135,7 @@ class PostgresBackend:
 
     def _open_existing(self) -> None:
         """Read the schema version on what becomes the first pooled reader; write nothing."""
-        conn = self._connect(autocommit=True)
+        conn = self._connect_reader()
         try:
             check_schema(conn, self._schema)
             self._claims.open(connect=False)
@@ -558,6 +561,12 @@ class PostgresBackend:
         try:
             try:
                 result = read(conn)
+            except psycopg_module().errors.LockNotAvailable as exc:
+                # ACCESS SHARE: the mode a read takes, which only an exclusive lock stops.
+                tables = locked_tables(conn, self._schema, "ACCESS SHARE")
+                if tables:
+                    raise table_locked("a read", tables, _READ_LOCK_TIMEOUT_MS) from exc
+                raise
             except psycopg_module().OperationalError:
                 if not pooled or not conn.broken:
                     raise
@@ -582,7 +591,17 @@ class PostgresBackend:
                 raise not_open()
             if self._readers and not fresh:
                 return self._readers.pop(), True
-        return self._connect(autocommit=True), False
+        return self._connect_reader(), False
+
+    def _connect_reader(self) -> psycopg.Connection[Any]:
+        """A reader connection whose statements give up on a table lock held elsewhere."""
+        conn = self._connect(autocommit=True)
+        try:
+            conn.execute(f"SET lock_timeout = '{_READ_LOCK_TIMEOUT_MS}ms'")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
 
 def _refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
@@ -616,6 +635,7 @@ class PostgresStore(BufferedStore):
     the store's tables held by another transaction (a ``LOCK TABLE``, a schema
     change) fails a flush with ``TABLE_LOCKED`` once its wait for the lock
     (30 s) is over: the group fails whole, once, and its events stay buffered.
+    A read meeting an exclusive lock on them fails so too, after as long.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x
