@@ -204,3 +204,37 @@ async def test_sqlite_read_in_flight_at_close_closes_its_connection(
     for conn in made:
         with pytest.raises(sqlite3.ProgrammingError, match="closed"):
             conn.execute("SELECT 1")
+
+
+async def test_sqlite_close_does_not_wait_for_a_commit_blocked_by_another_writer(
+    tmp_path: Path,
+) -> None:
+    """A store left under a deadline while its commit waits for another connection's write
+    transaction closes at once: the commit gives up (its events stay unwritten, as a drain
+    cut short leaves them) rather than holding the exit until the busy timeout. The
+    session's claim goes with the store, and what was committed before loads."""
+    path = tmp_path / "sessions.db"
+    session = Session.create("blocked")
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    # Let go in the end, so that a close that waits for the write fails rather than hangs.
+    release = threading.Timer(10, blocker.rollback)
+    try:
+        with trio.CancelScope() as outer:
+            async with SQLiteStore(path) as store:
+                store.attach_new(session)
+                run_turn(session)
+                await store.flush(session)
+                stored = lines(session.events)
+                blocker.execute("BEGIN IMMEDIATE")
+                run_turn(session)
+                with trio.move_on_after(0.3):
+                    await store.flush(session)
+                release.start()
+                outer.deadline = trio.current_time() + 0.5
+                started = trio.current_time()
+        assert trio.current_time() - started < 5
+    finally:
+        release.cancel()
+        blocker.rollback()
+        blocker.close()
+    await _assert_free(path, "blocked", stored)

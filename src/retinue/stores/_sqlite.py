@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import final
@@ -30,6 +31,11 @@ from ._writebehind import BufferedStore
 __all__ = ["SCHEMA_VERSION", "SQLiteBackend", "SQLiteStore"]
 
 SCHEMA_VERSION = 1
+_BUSY_TIMEOUT_MS = 30_000
+"""How long a statement waits for another connection's lock (a commit: for its write lock)."""
+_BEGIN_SLICE_MS = 100
+"""How long each attempt of a commit to take the write lock waits: between two, a close
+ends the wait (SQLite's busy wait does not heed an interrupt)."""
 _SCHEMA = (
     """CREATE TABLE sessions (
         sid INTEGER PRIMARY KEY,
@@ -88,6 +94,9 @@ class SQLiteBackend:
         self._readers_lock = threading.Lock()
         self._closed = False
         """Set by :meth:`close`: a read still in flight then closes its connection."""
+        self._closing = threading.Event()
+        """Set by :meth:`close` before it waits for a commit: one waiting for the write lock
+        gives up."""
         self._create = create
         # By the file's real path: reached through a link, it must not get claims of its own.
         self._claims = _SessionLocks(os.path.realpath(self._path) + ".locks")
@@ -98,9 +107,13 @@ class SQLiteBackend:
             # mode=rw: a plain connect would leave an empty file at a path that has none.
             target, uri = f"file:{urllib.parse.quote(self._path)}?mode=rw", True
         conn = sqlite3.connect(
-            target, uri=uri, isolation_level=None, check_same_thread=False, timeout=30
+            target,
+            uri=uri,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=_BUSY_TIMEOUT_MS / 1000,
         )
-        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA synchronous = FULL")
         return conn
 
@@ -121,6 +134,7 @@ class SQLiteBackend:
                 raise
             self._writer = conn
             self._claims.open()
+            self._closing.clear()
             with self._readers_lock:
                 self._closed = False
 
@@ -157,7 +171,7 @@ class SQLiteBackend:
         with self._write_lock:
             conn = self._require_writer()
             claimed: list[str] = []
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 for index, batch in enumerate(batches):
                     if results[index] is None:
@@ -170,6 +184,30 @@ class SQLiteBackend:
                     self._claims.release(session_id)
                 raise
             return results
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """Begin a commit, waiting for another connection's write lock in short attempts.
+
+        One attempt waiting the whole busy timeout would hold :meth:`close` (and
+        a store's exit under a deadline) for as long: a close ends the wait with
+        ``STORE_CLOSED``, its events left buffered. Raises ``SQLITE_BUSY`` once
+        the busy timeout is over.
+        """
+        give_up = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+        conn.execute(f"PRAGMA busy_timeout = {_BEGIN_SLICE_MS}")
+        try:
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+                    if not busy or time.monotonic() >= give_up:
+                        raise
+                if self._closing.is_set():
+                    raise StoreError(f"{self._path} is closing", code="STORE_CLOSED")
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
 
     def _claim_for(self, batch: AppendBatch) -> StoreError | None:
         """Claim a stored session appended to without a load (as JSONL opens its file)."""
@@ -288,8 +326,10 @@ class SQLiteBackend:
 
         Claims are dropped once a commit in flight is over: a create it commits
         claims its session, and a claim taken after this close would hold the
-        session for no one until the process exits.
+        session for no one until the process exits. A commit still waiting for
+        another connection's write lock gives up first.
         """
+        self._closing.set()
         with self._write_lock:
             self._claims.release_all()
             with self._readers_lock:
