@@ -139,8 +139,8 @@ def table_locked(what: str, tables: list[str], waited_ms: int) -> StoreError:
     """The refusal of a write or claim that a lock on the store's *tables* held up."""
     return StoreError(
         f"{what}: another transaction holds a lock on table {' and '.join(tables)} (a LOCK "
-        f"TABLE, or a schema change under way); waited {waited_ms / 1000:g} s for it. No "
-        "session of the store can be written until that transaction ends",
+        f"TABLE, or a schema change under way), waited for {waited_ms / 1000:g} s; every "
+        "session of the store meets it: retry once that transaction ends",
         code="TABLE_LOCKED",
     )
 
