@@ -480,6 +480,29 @@ async def test_jsonl_a_last_event_without_its_newline_is_kept_and_appended_after
     assert await _load_lines(tmp_path, "s1") == lines(loaded.events)
 
 
+async def test_jsonl_a_whole_last_record_without_its_newline_is_never_dropped_as_torn(
+    tmp_path: Path,
+) -> None:
+    """R11.8: a last line missing only its newline was written whole, so a record there that
+    this version cannot read (a key no field holds) fails the load naming its file and line,
+    as it would with its newline; it is not discarded as a torn fragment."""
+    session = _turns("s1", 1)
+    open_tool_turn(session)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    stored = path.read_bytes().split(b"\n")[:-1]
+    stored[-1] = stored[-1][:-1] + b',"colour":"red"}'
+    path.write_bytes(b"\n".join(stored))
+    async with JSONLStore(tmp_path) as store:
+        with pytest.raises(CorruptSessionError) as caught:
+            await store.load("s1")
+    assert caught.value.code == "UNKNOWN_FIELD"
+    assert caught.value.message.startswith(f"{path}, line {len(stored)}: ")
+    assert path.read_bytes() == b"\n".join(stored)
+
+
 async def test_jsonl_a_whole_last_line_after_a_torn_record_goes_with_the_torn_tail(
     tmp_path: Path,
 ) -> None:

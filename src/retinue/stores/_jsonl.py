@@ -14,7 +14,7 @@ from typing import final
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
-from retinue.session._codec import decode_event, encode_event, encode_header
+from retinue.session._codec import LongIntError, encode_event, encode_header, loads_line
 
 from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
 from ._common import already_exists, cannot_open, parse_header
@@ -410,21 +410,27 @@ class JSONLBackend:
         torn = torn and len(parts) > 1
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
-        if torn and self._kept_whole(session_id, parts[-1], len(records)):
+        if torn and self._kept_whole(session_id, parts[-1]):
             records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
         return StoredLog(header, records, torn_fragment=torn, locate=locate)
 
-    def _kept_whole(self, session_id: str, fragment: bytes, seq: int) -> bool:
-        """Whether the unterminated last line of a file claimed here is the whole event *seq*.
+    def _kept_whole(self, session_id: str, fragment: bytes) -> bool:
+        """Whether the unterminated last line of a file claimed here was written whole.
 
-        Then only its newline is missing (a hand edit, or a crash that cut just
-        that): it is a record, which the next append ends first, not a torn one.
+        A crash cuts a line short, and no part of a JSON object short of its end
+        is one: a line that parses whole lacks only its newline (a hand edit, or
+        a crash that cut just that). It is a record for the loader to judge as
+        any other (kept, refused, or dropped in a torn tail), which the next
+        append ends first.
         """
         try:
-            if decode_event(fragment, session_id=session_id).seq != seq:
-                return False
-        except CorruptSessionError:
+            whole = isinstance(loads_line(fragment), dict)
+        except LongIntError:
+            whole = True  # whole JSON, with an integer longer than this process reads
+        except (ValueError, RecursionError):
+            whole = False
+        if not whole:
             return False
         with self._lock:
             held = self._open.get(session_id)
