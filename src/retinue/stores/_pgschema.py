@@ -131,8 +131,22 @@ def locked_tables(conn: psycopg.Connection[Any], schema: str, mode: str) -> list
             with conn.transaction():
                 conn.execute(f"LOCK TABLE {name} IN {mode} MODE NOWAIT")
         except psycopg_module().errors.LockNotAvailable:
-            found.append(name)
+            found.append(name + _holders(conn, name))
     return found
+
+
+def _holders(conn: psycopg.Connection[Any], table: str) -> str:
+    """The table locks other backends hold on *table*, as `` (Mode by pid N, ...)``."""
+    # In a transaction of its own: on a write connection a bare statement would leave one
+    # open, and the next commit's transaction would be only a savepoint inside it.
+    with conn.transaction():
+        rows = conn.execute(
+            "SELECT mode, pid FROM pg_locks WHERE locktype = 'relation' AND granted "
+            "AND relation = to_regclass(%s) AND pid <> pg_backend_pid() ORDER BY pid, mode",
+            (table,),
+        ).fetchall()
+    held = [f"{mode} by pid {pid}" for mode, pid in rows if mode != "AccessShareLock"]
+    return f" ({', '.join(held)})" if held else ""
 
 
 def table_locked(what: str, tables: list[str], waited_ms: int) -> StoreError:
