@@ -472,3 +472,68 @@ async def test_postgres_store_entered_under_a_deadline_gives_up_on_a_silent_serv
         await stream.aclose()
     await listeners[0].aclose()
     assert "unopened" in repr(store)
+
+
+@attrs.define
+class _SilencingProxy:
+    """A TCP relay to the server that, once silenced, accepts new connections and never
+    answers them (a server host that hangs), while those relayed already go on."""
+
+    relay: LostReplyProxy
+    silent: bool = False
+
+    async def handle(self, client: trio.SocketStream) -> None:
+        if not self.silent:
+            await self.relay.handle(client)
+            return
+        async with client:
+            await trio.sleep_forever()
+
+
+async def test_postgres_close_does_not_wait_for_a_commit_connecting_to_a_silent_server(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """A store left under a deadline while its commit is remaking the write connection the
+    server dropped, to a server that accepts it and never answers, closes at once: the
+    connect is given up (nothing of the group was sent) rather than holding the exit for
+    the connection timeout (130 s by default, 10 s here)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    dsn, schema = postgres_schema
+    params = conninfo_to_dict(dsn)
+    host = str(params.get("host") or "")
+    if not host or host.startswith("/"):
+        pytest.skip("the proxy relays TCP only; the test server is on a Unix socket")
+    proxy = _SilencingProxy(LostReplyProxy(host, int(params.get("port") or 5432)))
+    session = Session.create("silenced")
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, proxy.handle, 0, host="127.0.0.1")
+        )
+        port = listeners[0].socket.getsockname()[1]
+        relayed = make_conninfo(
+            dsn, host="127.0.0.1", port=port, sslmode="disable", connect_timeout=10
+        )
+        with trio.CancelScope() as outer:
+            async with PostgresStore(relayed, schema=schema) as store:
+                store.attach_new(session)
+                run_turn(session)
+                await store.flush(session)
+                stored = len(session.events)
+                proxy.silent = True
+                writer = store._backend._writer  # type: ignore[attr-defined]
+                with psycopg.connect(dsn, autocommit=True) as admin:
+                    admin.execute(
+                        "SELECT pg_terminate_backend(%s, 30000)", (writer.info.backend_pid,)
+                    )
+                run_turn(session)
+                with trio.move_on_after(0.3):
+                    await store.flush(session)
+                outer.deadline = trio.current_time() + 0.5
+                started = trio.current_time()
+        assert trio.current_time() - started < 5
+        nursery.cancel_scope.cancel()
+    async with PostgresStore(dsn, schema=schema) as other:
+        loaded = await other.inspect("silenced")
+    assert lines(loaded.events[:]) == lines(session.events[:stored])

@@ -216,9 +216,10 @@ def check_cancelled() -> None:
 
 def connect_cancellably(
     connect: Callable[[], psycopg.Connection[Any]],
+    give_up: Callable[[], None] = check_cancelled,
 ) -> psycopg.Connection[Any]:
-    """``connect()``, given up with ``trio.Cancelled`` once the trio task of this worker
-    thread is cancelled.
+    """``connect()``, given up once *give_up* raises: by default with ``trio.Cancelled``
+    once the trio task of this worker thread is cancelled.
 
     A server that accepts the connection but never answers holds a connect for
     the whole connect timeout (130 s by default), past any deadline of the task
@@ -246,7 +247,7 @@ def connect_cancellably(
     threading.Thread(target=run, name="retinue-postgres-connect", daemon=True).start()
     while not done.wait(_CANCEL_POLL_SECONDS):
         try:
-            check_cancelled()
+            give_up()
         except BaseException:
             with lock:
                 wanted[0] = False

@@ -89,7 +89,9 @@ class PostgresBackend:
         self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._reading)
         self._unsure: set[str] = set()
         self._committing = threading.local()
-        """Whether this thread runs :meth:`write`, whose connections are never given up."""
+        """Whether this thread runs :meth:`write`, whose connections only a close gives up."""
+        self._closing = threading.Event()
+        """Set by :meth:`close` before it waits for a commit: a connect of it gives up."""
         self._closed = True
 
     def _sql(self, text: str) -> str:
@@ -98,7 +100,8 @@ class PostgresBackend:
     def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
         """A new connection; outside a commit, given up if the waiting trio task is cancelled.
 
-        A commit's connection is never given up: once under way, a write is done whole."""
+        A commit's connection is given up only by :meth:`close`: nothing of the
+        group is sent before it is made, and once sent, a write is done whole."""
 
         def connect() -> psycopg.Connection[Any]:
             # UTF-8 whatever the DSN or PGCLIENTENCODING ask: events hold any Unicode text.
@@ -107,14 +110,20 @@ class PostgresBackend:
             )
 
         if getattr(self._committing, "active", False):
-            return connect()
+            return connect_cancellably(connect, self._check_not_closing)
         return connect_cancellably(connect)
+
+    def _check_not_closing(self) -> None:
+        """Refuse to wait on for a connection once :meth:`close` has begun."""
+        if self._closing.is_set():
+            raise not_open()
 
     def open(self) -> None:
         """Connect, then create the tables (under a lock) or, with ``create=False``, check them."""
         with self._write_lock:
             if not self._closed:
                 return
+            self._closing.clear()
             if not self._create:
                 self._open_existing()
                 return
@@ -530,7 +539,9 @@ class PostgresBackend:
         """Close every connection (the server drops the advisory locks).
 
         A commit still running is cancelled first: it fails, keeping its events
-        buffered, rather than holding up the close until the server answers."""
+        buffered, rather than holding up the close until the server answers; so
+        is one still connecting."""
+        self._closing.set()
         self._cancel_write()
         with self._write_lock:
             self._claims.close()
