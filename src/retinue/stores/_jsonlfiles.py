@@ -104,7 +104,7 @@ class SessionFile:
         return b"\n" if self.open_line else b""
 
     def keep_fragment(self) -> None:
-        """Count the unterminated last line as a record: a read found it the whole next event."""
+        """Count the unterminated last line as a record: a read found it written whole."""
         if self.torn:
             self.count += 1
             self.torn, self.open_line = False, True

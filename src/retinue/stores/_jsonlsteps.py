@@ -90,7 +90,7 @@ class Group:
     index: int = 0
     touched: list[int] = attrs.Factory(list)
     rollbacks: list[tuple[SessionFile, int, int, bool]] = attrs.Factory(list)
-    """Each file appended to, with its size, event count and open header before the group."""
+    """Each file appended to, with its size, event count and open last line before the group."""
     new: list[NewFile] = attrs.Factory(list)
     directories: dict[Path, int] = attrs.Factory(dict)
 
