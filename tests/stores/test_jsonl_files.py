@@ -462,15 +462,18 @@ async def test_jsonl_a_last_event_without_its_newline_is_kept_and_appended_after
     tmp_path: Path,
 ) -> None:
     """R11.8: a last event line whose newline is missing (an editor stripped it, or a crash
-    cut only the newline) but which is the whole next event is no torn fragment: a load
-    keeps it (the finished turn is not closed again as interrupted), and the writer ends
-    the line before the next append, so every event loads again."""
+    cut only the newline) but which is the whole next event is no torn fragment: a reader
+    shows it, a load keeps it (the finished turn is not closed again as interrupted), and
+    the writer ends the line before the next append, so every event loads again."""
     session = _turns("s1", 1)
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)
         await store.detach(session)
     path = session_path(tmp_path, session.header)
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    async with JSONLStore(tmp_path, create=False) as reader:
+        seen = await reader.inspect_recovered("s1")
+    assert (seen.kept, seen.dropped) == (len(session.events), 0)
     async with JSONLStore(tmp_path) as store:
         loaded = await store.load("s1")
         assert lines(loaded.events) == lines(session.events)

@@ -73,10 +73,10 @@ class JSONLBackend:
     file it linked in and cannot remove stays locked, and the id's next
     creation removes it first: a failed creation never leaves its id refused.
     A read of a file it does not hold leaves an unterminated last line out
-    unreported: it may be a live writer's append still under way. In a file it
-    holds, an unterminated last line that is the whole header or the whole
-    next event lacks only its newline (a hand edit): it is kept, and the next
-    append ends it first.
+    unreported: it may be a live writer's append still under way. An
+    unterminated last line that parses whole (the header, or a record) lacks
+    only its newline (a hand edit): it is read as any other line, and the
+    next append ends it first.
     """
 
     blocking = True
@@ -410,34 +410,18 @@ class JSONLBackend:
         torn = torn and len(parts) > 1
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
-        if torn and self._kept_whole(session_id, parts[-1]):
+        if len(parts) > 1 and parts[-1] and _written_whole(parts[-1]):
+            self._keep_fragment(session_id)
             records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
         return StoredLog(header, records, torn_fragment=torn, locate=locate)
 
-    def _kept_whole(self, session_id: str, fragment: bytes) -> bool:
-        """Whether the unterminated last line of a file claimed here was written whole.
-
-        A crash cuts a line short, and no part of a JSON object short of its end
-        is one: a line that parses whole lacks only its newline (a hand edit, or
-        a crash that cut just that). It is a record for the loader to judge as
-        any other (kept, refused, or dropped in a torn tail), which the next
-        append ends first.
-        """
-        try:
-            whole = isinstance(loads_line(fragment), dict)
-        except LongIntError:
-            whole = True  # whole JSON, with an integer longer than this process reads
-        except (ValueError, RecursionError):
-            whole = False
-        if not whole:
-            return False
+    def _keep_fragment(self, session_id: str) -> None:
+        """Count a last line written whole as a record of the file held here, if it is."""
         with self._lock:
             held = self._open.get(session_id)
-            if held is None or not held.measured:
-                return False
-            held.keep_fragment()
-            return True
+            if held is not None and held.measured:
+                held.keep_fragment()
 
     def _torn_fragment(
         self, session_id: str, handle: SessionFile | None, content: bytes, parts: list[bytes]
@@ -521,6 +505,23 @@ class JSONLBackend:
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
                 close_all([left.fd])
+
+
+def _written_whole(line: bytes) -> bool:
+    """Whether an unterminated last *line* was written whole, lacking only its newline.
+
+    A crash or a write under way cuts a line short, and no part of a JSON
+    object short of its end is one: a line that parses whole was written whole
+    (a hand edit dropped its newline, or a crash cut just that). It is a record
+    to every reader, for the loader to judge as any other (kept, refused, or
+    dropped in a torn tail); the writer ends it before its next append.
+    """
+    try:
+        return isinstance(loads_line(line), dict)
+    except LongIntError:
+        return True  # whole JSON, with an integer longer than this process reads
+    except (ValueError, RecursionError):
+        return False
 
 
 def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:
