@@ -201,7 +201,8 @@ class SQLiteBackend:
                     conn.execute("BEGIN IMMEDIATE")
                     return
                 except sqlite3.OperationalError as exc:
-                    busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+                    code = getattr(exc, "sqlite_errorcode", None)
+                    busy = code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
                     if not busy or time.monotonic() >= give_up:
                         raise
                 if self._closing.is_set():
