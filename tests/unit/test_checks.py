@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import cast
 
@@ -118,6 +119,15 @@ def test_check_session_invariants_r4_2_seq_must_equal_index() -> None:
     events = good_log()
     events[3] = events[3]._replace(seq=4)
     with pytest.raises(InvariantError, match=r"seq 4 .*R4\.2"):
+        check_session_invariants(events)
+
+
+@pytest.mark.parametrize("seq", [True, 1.0, "1"])
+def test_check_session_invariants_r4_2_seq_is_an_int(seq: object) -> None:
+    """R4.2: a seq equal to its index but no int (a store writes ``true``, ``1.0``) is flagged."""
+    events = good_log()
+    events[1] = events[1]._replace(seq=cast("int", seq))
+    with pytest.raises(InvariantError, match=rf"R4\.2: seq {re.escape(repr(seq))} at index 1"):
         check_session_invariants(events)
 
 
@@ -258,7 +268,9 @@ def test_check_session_invariants_r4_18_no_header_delta_before_a_header() -> Non
         check_session_invariants(events)
 
 
-@pytest.mark.parametrize("sources", [(), (6, 6), (7,), (9,), (-1,)])
+@pytest.mark.parametrize(
+    "sources", [(), (6, 6), (7,), (9,), (-1,), (True,), (5.0,), ("5",), (5, "6")]
+)
 def test_check_session_invariants_r4_22_source_seqs_nonempty_unique_earlier(sources) -> None:
     """R4.22: source_event_seqs are non-empty, duplicate-free and reference earlier events."""
     events = good_log()

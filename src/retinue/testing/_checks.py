@@ -230,8 +230,10 @@ class _Walk:
 
 
 def _check_event_shape(index: int, event: Event) -> None:
-    if event.seq != index:
-        raise _fail(event, "R4.2", f"seq {event.seq} at index {index}")
+    # Exact ints, as a session takes them: ``True`` or ``1.0`` equals an index
+    # but is stored as ``true`` or ``1.0``, which no store loads back as a seq.
+    if type(event.seq) is not int or event.seq != index:
+        raise _fail(event, "R4.2", f"seq {event.seq!r} at index {index}")
     surface = event.type in SURFACE_TYPES
     if surface != (event.surface_op is not None):
         wanted = "needs" if surface else "must not carry"
@@ -239,6 +241,7 @@ def _check_event_shape(index: int, event: Event) -> None:
     sources = event.source_event_seqs
     if sources is not None and (
         not sources
+        or any(type(source) is not int for source in sources)
         or len(set(sources)) != len(sources)
         or min(sources) < 0
         or max(sources) >= event.seq
