@@ -74,7 +74,9 @@ class _CallLedger:
 
     def feed(self, event: Event) -> None:
         data = event.data
-        if isinstance(data, StepStart | StepEnd | TurnStart | TurnEnd):
+        if isinstance(event.surface_op, Replace):
+            self._rewrite(event)
+        elif isinstance(data, StepStart | StepEnd | TurnStart | TurnEnd):
             self._settle(event)
         elif isinstance(data, AssistantMessage):
             self._list_calls(data)
@@ -82,6 +84,15 @@ class _CallLedger:
             self._call(event, data)
         elif isinstance(data, ToolResultEvent):
             self._answer(event, data)
+
+    def _rewrite(self, event: Event) -> None:
+        """A surface replace rewriting history (R4.20) is no call nor result of the open step.
+
+        A tool result rewritten (pruned) still names a call made earlier (R4.15).
+        """
+        data = event.data
+        if isinstance(data, ToolResultEvent) and data.call_id not in self.called:
+            raise _fail(event, "R4.15", f"tool/result {data.call_id!r} has no earlier tool/call")
 
     def _list_calls(self, data: AssistantMessage) -> None:
         calls = (block.id for block in data.content if isinstance(block, ToolCall))
@@ -214,6 +225,10 @@ class _Walk:
         self.step = None
 
     def _in_turn(self, event: Event) -> None:
+        if isinstance(event.surface_op, Replace):
+            # A rewrite of history (compaction, pruning: R4.20) keeps the stamps of
+            # what it rewrites, and is logged outside any step (R7.19) as well.
+            return
         data = event.data
         if isinstance(data, AssistantChunk | AssistantMessage | ToolCallEvent | ToolResultEvent):
             if self.step is None or (data.turn, data.step) != (self.turn, self.step):
@@ -260,6 +275,11 @@ def check_session_invariants(events: Sequence[Event]) -> None:
     numbers +1, steps from 1), R4.18 (no header delta before a header),
     R4.22 (source seqs), and :func:`check_no_dangling_tool_calls`. A log may
     end inside a turn.
+
+    An event logged with a surface replace rewrites history (compaction,
+    pruning: R4.20), wherever the turn is (R7.19: before a step): it is no
+    message, call or result of the open step, so the step rules above pass it
+    by; a ``tool/result`` rewritten so still names a call made earlier (R4.15).
 
     Not checked: where a ``context/message`` falls among a step's results.
     R9.18 puts the contexts the scheduler collects after every result, but
@@ -310,7 +330,8 @@ def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
     one ``tool/result`` with its call id after it and before the step's
     ``step/end`` (or the next ``step/start`` or ``turn/end`` if the step never
     closed). A call id appears once per step. A step still open at the end of
-    the log is not checked. The order and sources of the results are
+    the log is not checked, nor is an event logged with a surface replace (a
+    rewrite of history, R4.20). The order and sources of the results are
     :func:`check_session_invariants`' concern (R9.17).
 
     Raises:
@@ -323,7 +344,8 @@ def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
             if step is not None:
                 step.settle(event)
             step = _StepCalls() if isinstance(data, StepStart) else None
-        elif step is None:
+        elif step is None or isinstance(event.surface_op, Replace):
+            # A rewrite of history (R4.20) neither makes calls nor answers them.
             continue
         elif isinstance(data, AssistantMessage):
             for block in data.content:
