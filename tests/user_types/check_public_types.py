@@ -145,6 +145,7 @@ def listeners(rt: retinue.Runtime, rows: dict[str, str], names: list[SeamName]) 
     rt.hooks.on("agent/status", lambda _agent: None)  # type: ignore[call-overload]
     rt.hooks.on("agent/turn-stop", lambda _agent, _turn: Allow())  # type: ignore[call-overload]
     rt.hooks.on("agent/creatd", on_status)  # type: ignore[call-overload]
+    rt.hooks.on("agent/status", on_status, agent=7)  # type: ignore[call-overload]
 
 
 def on_any(*args: object) -> Any:

@@ -250,19 +250,27 @@ class RuntimeHooks(Protocol):
         name: Literal["agent/created", "agent/disposed"],
         fn: _AgentListener,
         *,
-        agent: object = None,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/status"], fn: _StatusListener, *, agent: object = None
+        self,
+        name: Literal["agent/status"],
+        fn: _StatusListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/queued"], fn: _QueuedListener, *, agent: object = None
+        self,
+        name: Literal["agent/queued"],
+        fn: _QueuedListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/error"], fn: _ErrorListener, *, agent: object = None
+        self, name: Literal["agent/error"], fn: _ErrorListener, *, agent: Agent | str | None = None
     ) -> _Unregister: ...
     @overload
     def on(
@@ -270,35 +278,59 @@ class RuntimeHooks(Protocol):
         name: Literal["agent/session-start"],
         fn: _SessionStartListener,
         *,
-        agent: object = None,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/retry"], fn: _RetryListener, *, agent: object = None
+        self, name: Literal["agent/retry"], fn: _RetryListener, *, agent: Agent | str | None = None
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/restarted"], fn: _RestartedListener, *, agent: object = None
+        self,
+        name: Literal["agent/restarted"],
+        fn: _RestartedListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/prompt-submit"], fn: _PromptListener, *, agent: object = None
+        self,
+        name: Literal["agent/prompt-submit"],
+        fn: _PromptListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/session-prefix"], fn: _PrefixListener, *, agent: object = None
+        self,
+        name: Literal["agent/session-prefix"],
+        fn: _PrefixListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/pre-step"], fn: _PreStepListener, *, agent: object = None
+        self,
+        name: Literal["agent/pre-step"],
+        fn: _PreStepListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/request"], fn: _RequestListener, *, agent: object = None
+        self,
+        name: Literal["agent/request"],
+        fn: _RequestListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/step-result"], fn: _StepResultListener, *, agent: object = None
+        self,
+        name: Literal["agent/step-result"],
+        fn: _StepResultListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
@@ -306,39 +338,71 @@ class RuntimeHooks(Protocol):
         name: Literal["agent/turn-continuation"],
         fn: _ContinuationListener,
         *,
-        agent: object = None,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["agent/turn-stop"], fn: _TurnStopListener, *, agent: object = None
+        self,
+        name: Literal["agent/turn-stop"],
+        fn: _TurnStopListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["tools/pre-execute"], fn: _PreExecuteListener, *, agent: object = None
+        self,
+        name: Literal["tools/pre-execute"],
+        fn: _PreExecuteListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["tools/execute"], fn: _ExecuteListener, *, agent: object = None
+        self,
+        name: Literal["tools/execute"],
+        fn: _ExecuteListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["tools/post-execute"], fn: _PostExecuteListener, *, agent: object = None
+        self,
+        name: Literal["tools/post-execute"],
+        fn: _PostExecuteListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["tools/result"], fn: _ResultListener, *, agent: object = None
+        self,
+        name: Literal["tools/result"],
+        fn: _ResultListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["session/created"], fn: _SessionListener, *, agent: object = None
+        self,
+        name: Literal["session/created"],
+        fn: _SessionListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["session/event"], fn: _EventListener, *, agent: object = None
+        self,
+        name: Literal["session/event"],
+        fn: _EventListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
-        self, name: Literal["session/flush"], fn: _FlushListener, *, agent: object = None
+        self,
+        name: Literal["session/flush"],
+        fn: _FlushListener,
+        *,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
@@ -346,7 +410,7 @@ class RuntimeHooks(Protocol):
         name: Literal["system-prompt/assemble"],
         fn: _AssembleListener,
         *,
-        agent: object = None,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
     @overload
     def on(
@@ -354,9 +418,9 @@ class RuntimeHooks(Protocol):
         name: Literal["agent-loop/config-start-failed"],
         fn: _ConfigFailureListener,
         *,
-        agent: object = None,
+        agent: Agent | str | None = None,
     ) -> _Unregister: ...
-    def on(self, name: str, fn: Listener, *, agent: object = None) -> _Unregister:
+    def on(self, name: str, fn: Listener, *, agent: Agent | str | None = None) -> _Unregister:
         """Register *fn* for seam *name*: :meth:`retinue.hooks.HookBus.on`."""
         ...
 
