@@ -72,6 +72,12 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
             _close_and_settle(state, items, cancelled=cancelled)
         raise
     state.close_turn()
+    await _flush_and_settle(core, state, items)
+    return state.terminal
+
+
+async def _flush_and_settle(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:
+    """Flush the closed turn (R7.49), then answer its prompts with the logged end."""
     try:
         await flush(core, state.turn, state.step)
     except BaseException as exc:
@@ -82,7 +88,6 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
             _settle(state, items)
         raise
     _settle(state, items)
-    return state.terminal
 
 
 _INTERRUPTIONS = (trio.Cancelled, KeyboardInterrupt)
