@@ -8,6 +8,7 @@ import re
 import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
+from unittest.mock import AsyncMock
 
 import pytest
 import trio
@@ -96,6 +97,23 @@ def test_an_object_with_an_async_call_method_is_refused_by_an_emit_seam(
     """R6.1: an object whose ``__call__`` is ``async def`` gives a coroutine that an emit seam
     would close unrun at every dispatch: refused when registered, like an ``async def``
     function (and as a watcher)."""
+    bus = HookBus()
+    with pytest.raises(TypeError, match="synchronously"):
+        bus.on("agent/created", listener)
+    assert not bus.has_listeners("agent/created")
+    with pytest.raises(TypeError, match="synchronously"):
+        bus.watch("agent/created", typing.cast("Callable[[], None]", listener))
+
+
+@pytest.mark.parametrize(
+    "listener",
+    [AsyncMock(), functools.partial(AsyncMock())],
+    ids=["async-mock", "partial-of-it"],
+)
+def test_an_async_mock_is_refused_by_an_emit_seam(listener: Callable[..., object]) -> None:
+    """R6.1: ``unittest.mock.AsyncMock`` is a coroutine function by its own mark, not by its
+    class's ``__call__``; each dispatch would close its coroutine unrun, so an emit seam
+    refuses it when registered (and as a watcher)."""
     bus = HookBus()
     with pytest.raises(TypeError, match="synchronously"):
         bus.on("agent/created", listener)

@@ -138,12 +138,16 @@ def _check_callable(fn: object, what: str, *, synchronous: bool) -> None:
 def _is_async(fn: object) -> bool:
     """Whether *fn* is an ``async def`` function or method, or an object whose ``__call__`` is.
 
-    Through partials. A sync function wrapping an async one is not: it may well
-    start it in a nursery and return.
+    Through partials. An object that marks itself a coroutine function (as
+    ``unittest.mock.AsyncMock`` does) is async too, though its class's
+    ``__call__`` is not. A sync function wrapping an async one is not: it may
+    well start it in a nursery and return.
     """
     while isinstance(fn, functools.partial):
         fn = fn.func
-    return inspect.iscoroutinefunction(fn if inspect.isroutine(fn) else type(fn).__call__)
+    if inspect.iscoroutinefunction(fn):
+        return True
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _check_listener(name: str, fn: Listener) -> None:
