@@ -170,6 +170,33 @@ async def test_var_keywords_unpacking_a_typeddict_are_its_keys_as_properties() -
     assert schema_of(tool(old))["required"] == ["unit"]
 
 
+async def test_a_typeddict_key_a_partial_binds_is_neither_shown_nor_accepted() -> None:
+    """R9.7: like a bound parameter, a key of ``**options: Unpack[TD]`` that a partial binds
+    is left out of the schema (a required one is filled by the partial) and refused if sent:
+    the partial's value is not the model's to override."""
+
+    def convert(value: float, **options: Unpack[_Units]) -> str:
+        return f"{value} {sorted(options.items())}"
+
+    fixed = tool(name="convert")(functools.partial(convert, unit="K"))
+    assert schema_of(fixed) == {
+        "type": "object",
+        "properties": {"value": {"type": "number"}, "digits": {"type": "integer"}},
+        "required": ["value"],
+        "additionalProperties": False,
+    }
+    assert await execute(fixed, {"value": 1, "digits": 2}) == (
+        "1.0 [('digits', 2), ('unit', 'K')]",
+        None,
+    )
+    text, error = await execute(fixed, {"value": 1, "unit": "C"})
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    assert "unit: unexpected property" in text
+    nested = tool(name="convert")(functools.partial(functools.partial(convert, digits=3), unit="K"))
+    assert schema_of(nested)["properties"] == {"value": {"type": "number"}}
+
+
 def test_var_keywords_unpacking_anything_but_a_typeddicts_own_keys_are_refused() -> None:
     """R9.7: ``Unpack`` of another type, or of a key that is also a parameter, is refused."""
 

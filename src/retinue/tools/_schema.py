@@ -94,7 +94,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
             )
         hint = hints.get(parameter.name, parameter.annotation)
         if parameter.kind is _VAR_KEYWORD:
-            if not found.unpack(hint, parameter.name, signature, where):
+            if not found.unpack(hint, parameter.name, signature, bound, where):
                 rest = parameter.name, _parameter_shape(parameter, hint, where)
         elif _is_context(unwrap(hint)[0], f"{where}({parameter.name})"):
             if context is not None:
@@ -131,11 +131,23 @@ class _Properties:
             self.required.append(name)
 
     def unpack(
-        self, hint: object, parameter: str, signature: inspect.Signature, where: str
+        self,
+        hint: object,
+        parameter: str,
+        signature: inspect.Signature,
+        bound: frozenset[str],
+        where: str,
     ) -> bool:
-        """Add the keys of ``**parameter: Unpack[TD]``; whether *hint* is such an ``Unpack``."""
+        """Add the keys of ``**parameter: Unpack[TD]``; whether *hint* is such an ``Unpack``.
+
+        A key a partial binds is left out, as a bound parameter is: its value
+        is the partial's (a required key is filled by it), so the model
+        neither sees it nor may send it.
+        """
         fields = unpacked_fields(hint, f"{where}({parameter})")
         for name, shape, needed in fields or ():
+            if name in bound:
+                continue
             _check_property_name(name, where)
             if name in signature.parameters:
                 # Python binds the key to that parameter: **kwargs would never get it.
