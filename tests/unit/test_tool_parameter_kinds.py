@@ -5,9 +5,11 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
+import re
 from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict, Unpack
 
+import attrs
 import pytest
 import typing_extensions
 
@@ -269,6 +271,77 @@ def test_sets_of_items_that_may_be_unhashable_are_refused_when_decorated() -> No
     for fn, fragment in cases:
         with pytest.raises(TypeError, match=fragment):
             tool(fn)
+
+
+@attrs.frozen
+class _TaggedAttrs:
+    name: str
+    tags: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class _TaggedData:
+    name: str
+    tags: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Holder:
+    inner: _TaggedData
+
+
+@attrs.frozen
+class _TaggedByName:
+    name: str
+    tags: list[str]
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Labelled:
+    name: str
+    tags: list[str] = dataclasses.field(compare=False)
+    ids: tuple[int, ...] = ()
+
+
+def test_sets_of_frozen_records_with_a_list_field_are_refused_when_decorated() -> None:
+    """R9.7: the hash attrs or dataclasses generate for a frozen record hashes its fields, so a
+    list field makes every item unhashable: refused naming the field, not left to fail each
+    call as the model's invalid arguments."""
+
+    def of_attrs(items: set[_TaggedAttrs]) -> None: ...
+    def of_dataclasses(items: frozenset[_TaggedData]) -> None: ...
+    def nested(items: set[_Holder | None]) -> None: ...
+
+    cases: list[tuple[Callable[..., None], str]] = [
+        (of_attrs, "_TaggedAttrs.tags: list[str] may hold lists"),
+        (of_dataclasses, "_TaggedData.tags: list[str] may hold lists"),
+        (nested, "_Holder.inner: _TaggedData.tags: list[str] may hold lists"),
+    ]
+    for fn, fragment in cases:
+        with pytest.raises(
+            TypeError, match=re.escape(f"set items must be hashable, but {fragment}")
+        ):
+            tool(fn)
+
+
+async def test_sets_of_records_hashing_no_list_are_given_as_sets() -> None:
+    """R9.7: a hand-written ``__hash__`` is trusted, and a field left out of the generated hash
+    may hold a list: such records are set items."""
+
+    def pick(named: set[_TaggedByName], labelled: frozenset[_Labelled]) -> str:
+        return f"{sorted(n.name for n in named)} {sorted(item.name for item in labelled)}"
+
+    text, error = await execute(
+        tool(pick),
+        {
+            "named": [{"name": "a", "tags": ["x"]}],
+            "labelled": [{"name": "b", "tags": ["y"], "ids": [1]}],
+        },
+    )
+    assert (text, error) == ("['a'] ['b']", None)
 
 
 def test_a_set_default_is_shown_as_a_sorted_array() -> None:
