@@ -8,6 +8,7 @@ from retinue._content import Text, ToolCall
 from retinue.session import (
     AssistantMessage,
     Event,
+    Replace,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -34,7 +35,9 @@ def closing_events(
 
     Every tool call of the open step without a result gets an error result; a
     call whose ``tool/call`` record is missing (it never started) gets that
-    record first, so every result follows its call (R4.15, R9.21).
+    record first, so every result follows its call (R4.15, R9.21). An event
+    logged with a surface replace rewrites history (R4.20): it makes no call
+    and answers none.
     """
     state = _OpenTurn.scan(events)
     if state is None:
@@ -104,6 +107,10 @@ class _OpenTurn:
 
     def fold(self, event: Event) -> None:
         data = event.data
+        if isinstance(event.surface_op, Replace):
+            # A rewrite of history (pruning, compaction: R4.20) keeps the calls it
+            # rewrites, or the results: it makes no call of the open step, nor answers one.
+            return
         if isinstance(data, StepStart):
             self.step, self.step_open = data.step, True
             self.pending, self.call_seqs = {}, {}
