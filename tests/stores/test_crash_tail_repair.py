@@ -18,6 +18,7 @@ from retinue.session import (
     StepStart,
     ToolResultEvent,
     TurnEnd,
+    TurnStart,
 )
 from retinue.testing import (
     CallTools,
@@ -63,9 +64,9 @@ def pruned(message: Event) -> AssistantMessage:
 
 
 async def crash_after_pruning(when: Callable[[Event], bool]) -> list[Event]:
-    """Run a turn whose session observer, on the first event *when* picks, rewrites the
-    turn's first ``assistant/message`` by a surface replace; the log as it stood right
-    after that rewrite (a crash there)."""
+    """Run two turns, the first a tool step, whose session observer, on the first event
+    *when* picks, rewrites the first ``assistant/message`` by a surface replace; the log as
+    it stood right after that rewrite (a crash there)."""
     image: list[Event] = []
 
     def observer(event: Event) -> None:
@@ -84,6 +85,7 @@ async def crash_after_pruning(when: Callable[[Event], bool]) -> list[Event]:
         session = agent.session
         session.observe(observer)
         await agent.ask("go")
+        await agent.ask("again")
     assert image, "the rewrite never happened"
     return image
 
@@ -109,6 +111,10 @@ PRUNED_AT = {
         lambda event: isinstance(event.data, StepEnd) and event.data.step == 1,
         ["turn/end"],
     ),
+    "in-the-next-turn-before-a-step": (
+        lambda event: isinstance(event.data, TurnStart) and event.data.turn == 2,
+        ["turn/end"],
+    ),
 }
 
 
@@ -117,7 +123,8 @@ async def test_repair_answers_no_call_of_an_assistant_message_rewritten_by_a_rep
     kit: StoreKit, where: str
 ) -> None:
     """R11.9, R4.20, DESIGN 5: a plugin rewrites a step's ``assistant/message`` by a surface
-    replace after some of its calls were answered, and the process crashes before the turn
+    replace after some of its calls were answered (in that step, a later step, or a later
+    turn before its step, as pruning does: R7.19), and the process crashes before the turn
     ends. The rewrite makes no call: repair answers only the call still without a result,
     once, in its own step, and the resumed agent runs on. Before, every call of the
     rewritten message was pending again: repair logged a second result of an answered
