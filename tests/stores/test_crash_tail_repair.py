@@ -16,6 +16,7 @@ from retinue.session import (
     Session,
     StepEnd,
     StepStart,
+    ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
     TurnStart,
@@ -146,3 +147,44 @@ async def test_repair_answers_no_call_of_an_assistant_message_rewritten_by_a_rep
     end = closers[-1].data
     assert isinstance(end, TurnEnd)
     assert end.reason.kind == "interrupted"
+
+
+async def test_repair_answers_a_call_whose_id_names_a_result_rewritten_by_a_replace(
+    kit: StoreKit,
+) -> None:
+    """R11.9, R4.20, DESIGN 5: a model may reuse a call id in a later step (an id names one
+    call of its step). A plugin prunes the earlier step's result of that id by a surface
+    replace while the later call runs, and the process crashes. The rewrite answers no
+    call: repair still answers the running one. Before, the rewrite counted as its result,
+    and the repaired step ended with the call unanswered."""
+    steps = [CallTools([ToolCallSpec("lookup", "{}", id="c1")]) for _ in range(2)]
+    image: list[Event] = []
+
+    def observer(event: Event) -> None:
+        data = event.data
+        if image or not (isinstance(data, ToolCallEvent) and data.step == 2):
+            return
+        result = next(e for e in session.events if isinstance(e.data, ToolResultEvent))
+        rewrite = ToolResultEvent(1, 1, "c1", (Text("[pruned]"),))
+        session.append(
+            rewrite, surface=Replace(result.seq, result.seq), source_event_seqs=(result.seq,)
+        )
+        image.extend(session.events)
+
+    with trio.fail_after(60):
+        model = ScriptedModel([*steps, Reply("done")], repeat_last=True)
+        async with retinue.open_runtime(models=model, tools=[lookup]) as rt:
+            agent = await rt.create_agent("writer", OPTIONS, session_id=CRASHED)
+            session = agent.session
+            session.observe(observer)
+            await agent.ask("go")
+        assert image, "the rewrite never happened"
+        await store_image(kit, image)
+        async with retinue.open_runtime(models=model, store=kit.open()) as rt:
+            agent = await rt.resume_agent(CRASHED, OPTIONS)
+            loaded = agent.session.events[:]
+            closers = loaded[len(image) :]
+            assert [event.type for event in closers] == ["tool/result", "step/end", "turn/end"]
+            check_log(loaded)
+            assert (await agent.ask("again")).reason.kind == "completed"
+            check_log(agent.session.events)
