@@ -122,18 +122,23 @@ def test_the_demo_lists_memory_among_the_stores_it_takes(
     )
 
 
+@pytest.mark.parametrize("variables", [{}, {"OPENAI_ADMIN_KEY": "admin"}], ids=["none", "admin"])
 def test_demo_reports_a_provider_it_cannot_use_in_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variables: dict[str, str]
 ) -> None:
-    """A missing API key ends the demo with status 1 and one line naming the problem."""
+    """A missing API key ends the demo with status 1 and one line naming the problem; an
+    admin key, which authenticates no model request, is no API key."""
     for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
         monkeypatch.delenv(name, raising=False)
-    status = main(["demo", "--provider", "openai", "--store", "memory", "--no-live"])
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    argv = ["demo", "--provider", "openai", "--store", "memory", "--no-live", "--agents", "1"]
+    status = main([*argv, "--turns", "1"])
     err = capsys.readouterr().err
     assert status == 1
-    assert err.startswith("retinue demo: ")
+    assert err.startswith("retinue demo: Missing credentials: ")
     assert "OPENAI_API_KEY" in err
-    assert "Traceback" not in err
+    assert err.count("\n") == 1
 
 
 def test_demo_keeps_its_errors_off_standard_output_when_standard_error_is_closed(

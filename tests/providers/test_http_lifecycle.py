@@ -10,7 +10,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import pytest
@@ -355,6 +355,69 @@ async def test_anthropic_model_says_whether_its_client_found_credentials(
         monkeypatch.setenv(name, value)
     async with AnthropicModel(**options) as model:
         assert model.has_credentials is found
+
+
+OPENAI_CREDENTIAL_VARIABLES = ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_BASE_URL")
+
+
+@pytest.mark.parametrize(
+    ("variables", "options", "found"),
+    [
+        ({}, {}, False),
+        ({}, {"api_key": "k"}, True),
+        ({"OPENAI_API_KEY": "k"}, {}, True),
+        ({"OPENAI_ADMIN_KEY": "admin"}, {}, False),
+        ({}, {"base_url": "http://127.0.0.1:9/v1"}, True),
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, {}, True),
+    ],
+    ids=["nothing", "key", "key-variable", "admin-key-only", "local-server", "url-variable"],
+)
+async def test_openai_model_builds_without_credentials_and_says_whether_it_has_them(
+    monkeypatch: pytest.MonkeyPatch,
+    variables: dict[str, str],
+    options: dict[str, Any],
+    found: bool,
+) -> None:
+    """As with Anthropic, a missing key does not stop the adapter being built: it reports
+    it, so a caller can refuse to start. An admin key authenticates no model request.
+    """
+    for name in OPENAI_CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    async with OpenAIModel(**options) as model:
+        assert model.has_credentials is found
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("variables", [{}, {"OPENAI_ADMIN_KEY": "admin"}], ids=["none", "admin"])
+async def test_openai_request_without_a_key_fails_typed_and_names_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+    api: Literal["chat", "responses"],
+    variables: dict[str, str],
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A request from an adapter without a key fails before anything is sent, with a
+    non-retryable ``ProviderError`` coded ``MISSING_CREDENTIALS`` that names
+    ``OPENAI_API_KEY``, not an exception of the SDK's own.
+    """
+    for name in OPENAI_CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    sent: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(500)
+
+    with trio.fail_after(5):
+        async with OpenAIModel(api=api, transport=httpx2.MockTransport(handler)) as model:
+            with pytest.raises(ProviderError) as caught:
+                await collect(model, make_request("hi"))
+    assert (caught.value.code, caught.value.retryable) == ("MISSING_CREDENTIALS", False)
+    assert "OPENAI_API_KEY" in str(caught.value)
+    assert sent == []
 
 
 class _StallingBody(httpx2.AsyncByteStream):

@@ -32,6 +32,7 @@ from ._output import complain, printable
 
 if TYPE_CHECKING:
     from retinue.providers.anthropic import AnthropicModel
+    from retinue.providers.openai import OpenAIModel
 
 __all__ = ["add_parser", "run_demo"]
 
@@ -361,13 +362,14 @@ async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.M
         from retinue.providers.anthropic import AnthropicModel
 
         async with AnthropicModel(base_url=args.base_url) as anthropic_model:
-            _require_credentials(anthropic_model)
+            _require_credentials(anthropic_model, ANTHROPIC_KEY_HINT)
             yield anthropic_model, args.model or "claude-haiku-4-5"
         return
     from retinue.providers.openai import OpenAIModel
 
     if args.provider == "openai":
         async with OpenAIModel(base_url=args.base_url) as openai_model:
+            _require_credentials(openai_model, OPENAI_KEY_HINT)
             yield openai_model, args.model or "gpt-4.1-mini"
         return
     from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
@@ -380,20 +382,26 @@ async def _open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.M
         yield mock_model, "mock-model"
 
 
-def _require_credentials(model: AnthropicModel) -> None:
-    """Refuse to start without credentials, as the OpenAI client does.
+ANTHROPIC_KEY_HINT = (
+    "set the ANTHROPIC_API_KEY environment variable "
+    "(or ANTHROPIC_AUTH_TOKEN, or choose a profile with ANTHROPIC_PROFILE)"
+)
+OPENAI_KEY_HINT = (
+    "set the OPENAI_API_KEY environment variable (or --base-url for a server without keys)"
+)
 
-    Anthropic's client settles its credentials when built (a key or token,
-    given or from the environment, a profile, workload identity federation)
-    but refuses only per request, which would end every turn in the same
-    error. The adapter reports what its client found, so the SDK's rules are
-    the only ones.
+
+def _require_credentials(model: AnthropicModel | OpenAIModel, hint: str) -> None:
+    """Refuse to start without credentials.
+
+    Both adapters settle their credentials when built (Anthropic's client: a
+    key or token, given or from the environment, a profile, workload identity
+    federation) but refuse only per request, which would end every turn in the
+    same error. The adapter reports what it found, so the SDK's rules are the
+    only ones.
     """
     if not model.has_credentials:
-        raise retinue.ConfigError(
-            "Missing credentials: set the ANTHROPIC_API_KEY environment variable "
-            "(or ANTHROPIC_AUTH_TOKEN, or choose a profile with ANTHROPIC_PROFILE)"
-        )
+        raise retinue.ConfigError(f"Missing credentials: {hint}")
 
 
 def _store(spec: str) -> retinue.SessionStore:

@@ -93,6 +93,10 @@ class OpenAIModel(ClientOwner):
         transport: An ``httpx2`` transport to use instead of the sharded pools and any
             proxy (tests).
 
+    Without a key (and no ``base_url``) the adapter builds, :attr:`has_credentials`
+    is false, and each request fails with a :class:`~retinue.providers.ProviderError`
+    coded ``MISSING_CREDENTIALS``.
+
     Raises:
         ValueError: *api* is unknown; a connection count below 1, a timeout that is
             not a positive finite number, or a *proxy* that is not a proxy URL or
@@ -133,6 +137,7 @@ class OpenAIModel(ClientOwner):
         if api_key is None and base_url is not None:
             api_key = "not-needed"
         self.provider = provider
+        self._has_key = api_key is not None
         self._read_timeout = timeout
         self.api: Api = api
         self._max_tokens_param = max_tokens_param or (
@@ -153,7 +158,9 @@ class OpenAIModel(ClientOwner):
             proxy=proxy,
         )
         self._client = openai.AsyncOpenAI(
-            api_key=api_key,
+            # Without a key the SDK refuses to build; a key source that refuses
+            # each request instead lets the adapter build and report it.
+            api_key=api_key if api_key is not None else self._missing_key,
             base_url=base_url,
             organization=organization,
             project=project,
@@ -163,6 +170,24 @@ class OpenAIModel(ClientOwner):
             http_client=http_client,
         )
         _prime_platform(self._client)
+
+    @property
+    def has_credentials(self) -> bool:
+        """Whether the adapter has an API key: given, from ``OPENAI_API_KEY``, or the
+        placeholder a ``base_url`` without one gets.
+
+        Without one the adapter still builds, and each request fails with
+        ``MISSING_CREDENTIALS`` before anything is sent; this lets a caller
+        refuse to start instead.
+        """
+        return self._has_key
+
+    async def _missing_key(self) -> str:
+        raise ProviderError(
+            f"{self.provider}: missing credentials: pass api_key= or set the "
+            "OPENAI_API_KEY environment variable",
+            code="MISSING_CREDENTIALS",
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIModel(provider={self.provider!r}, api={self.api!r}, base_url={shown_url(self._client.base_url)!r})"
