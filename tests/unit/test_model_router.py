@@ -96,3 +96,33 @@ def test_a_falsy_adapter_for_a_provider_is_still_the_one_resolved() -> None:
     assert router.resolve("openai", "claude") is generic
     with pytest.raises(NoAdapterError):
         router.resolve("openai", "gpt")
+
+
+def test_an_unknown_model_is_refused_naming_the_model_and_the_routes() -> None:
+    """R10.7: ``NO_ADAPTER`` names the model and the routes the router has, so a model
+    routed only for a provider, asked for without one, shows what was registered."""
+    router = ModelRouter.of({("openai", "gpt-4.1-mini"): MODEL, "deepseek-chat": MODEL})
+    with pytest.raises(NoAdapterError) as caught:
+        router.resolve(None, "gpt-4.1-mini")
+    message = str(caught.value)
+    assert caught.value.code == "NO_ADAPTER"
+    assert "'gpt-4.1-mini' (provider None)" in message
+    assert "('openai', 'gpt-4.1-mini')" in message
+    assert "'deepseek-chat'" in message
+
+
+def test_a_router_without_routes_says_it_has_none() -> None:
+    """R10.7: an empty router's ``NO_ADAPTER`` says it has no routes and no default."""
+    with pytest.raises(NoAdapterError, match=r"the router has no routes and no default$"):
+        ModelRouter().resolve("openai", "gpt")
+
+
+def test_a_long_list_of_routes_is_cut_short_in_the_message() -> None:
+    """R10.7: the message names a few routes and counts the rest, whatever the router holds."""
+    router = ModelRouter.of({f"model-{index:03d}": MODEL for index in range(500)})
+    with pytest.raises(NoAdapterError) as caught:
+        router.resolve(None, "other")
+    message = str(caught.value)
+    assert "'model-000'" in message
+    assert "and 490 more" in message
+    assert len(message) < 400

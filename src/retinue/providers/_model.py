@@ -15,6 +15,9 @@ from retinue._stream import StreamChunk
 
 __all__ = ["Model", "ModelRouter", "RouteKey"]
 
+_ROUTES_SHOWN = 10
+"""How many routes an error message names (a router may hold thousands)."""
+
 RouteKey: TypeAlias = str | tuple[str | None, str]
 """A route: a model name (any provider), or a ``(provider, model name)`` pair."""
 
@@ -112,8 +115,19 @@ class ModelRouter:
         if found is None:
             found = self.default
         if found is None:
-            raise NoAdapterError(f"no adapter serves model {model!r} (provider {provider!r})")
+            raise NoAdapterError(
+                f"no adapter serves model {model!r} (provider {provider!r}); {self._listed()}"
+            )
         return found
+
+    def _listed(self) -> str:
+        """The routes, for an error message: a few of them, and how many more there are."""
+        if not self._routes:
+            return "the router has no routes and no default"
+        shown = [name if provider is None else (provider, name) for provider, name in self._routes]
+        more = len(shown) - _ROUTES_SHOWN
+        listed = ", ".join(repr(route) for route in shown[:_ROUTES_SHOWN])
+        return f"the routes are {listed}" + (f" and {more} more" if more > 0 else "")
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Route *request* and start its stream."""
