@@ -600,3 +600,33 @@ async def test_open_mock_server_on_a_port_in_use_raises_the_os_error_itself() ->
         with pytest.raises(OSError, match="in use"):
             async with open_mock_server(port=busy.getsockname()[1]):
                 pytest.fail("the server listened")  # pragma: no cover - refused before
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_streams_a_closing_server_cuts_short_are_counted_truncated(api: str) -> None:
+    """Leaving ``open_mock_server`` while streams are in flight ends each one for its client
+    with a retryable connection error, and the statistics count each stream begun once,
+    as truncated: the server cut it, the client did not abandon it.
+    """
+    count = 4
+    failures: list[ProviderConnectionError] = []
+
+    async def one(model: Any, number: int) -> None:
+        try:
+            await collect(model, make_request(f"hi {number}"))
+        except ProviderConnectionError as error:
+            failures.append(error)
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            async with open_mock_server(ScriptedPolicy([Endless(0.01)], cycle=True)) as server:
+                model = served_by(api, server)
+                for number in range(count):
+                    nursery.start_soon(one, model, number)
+                await _until(lambda: server.statistics().streams_started == count)
+            await _until(lambda: len(failures) == count)
+            await model.aclose()
+    assert all(error.retryable for error in failures)
+    stats = server.statistics()
+    assert (stats.streams_started, stats.streams_truncated) == (count, count)
+    assert (stats.streams_completed, stats.streams_aborted, stats.connections_open) == (0, 0, 0)

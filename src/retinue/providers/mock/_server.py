@@ -63,7 +63,8 @@ class MockServerStatistics:
     connections_total: int
     """TCP connections accepted so far."""
     streams_truncated: int = 0
-    """Streaming responses the server cut short: a ``truncated`` fault, or a failure mid-stream."""
+    """Streaming responses the server cut short: a ``truncated`` fault, a failure
+    mid-stream, or the server closing while they were sent."""
 
 
 @final
@@ -333,28 +334,28 @@ class _Connection:
         return self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE
 
     async def _write_stream(self, parts: AsyncGenerator[bytes, None]) -> bool:
-        count = self._server._count
-        count("started")
         await trio.lowlevel.checkpoint()
+        self._server._count("started")
+        # Cut short unless it ends otherwise: a truncated fault, a failure, the server's
+        # shutdown (a cancellation) all leave the client an incomplete body.
+        outcome = "truncated"
         try:
             async with aclosing(parts):
                 async for part in parts:
                     if not part:  # STALL
                         await _hold(self._stream)
-                        count("aborted")
+                        outcome = "aborted"
                         return False
                     await self._send(h11.Data(data=part))
             await self._send(h11.EndOfMessage())
+            outcome = "completed"
         except Truncated:
-            count("truncated")
             return False
         except _SEND_ERRORS:
-            count("aborted")
+            outcome = "aborted"
             return False
-        except Exception:
-            count("truncated")
-            raise
-        count("completed")
+        finally:
+            self._server._count(outcome)
         return self._h11.their_state is h11.DONE
 
 
