@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 from collections.abc import Callable
@@ -378,6 +379,46 @@ async def test_mock_fault_policy_injects_at_its_rate() -> None:
     assert 240 < len(faults) < 360
     assert {fault.kind for fault in faults} == {"rate_limit", "truncated"}
     assert sum(policy.injected.values()) == len(faults)
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "named"),
+    [
+        (lambda: Endless(-1.0), ValueError, "Endless.interval"),
+        (lambda: Endless(math.nan), ValueError, "Endless.interval"),
+        (lambda: Timing(latency=-5), ValueError, "Timing.latency"),
+        (lambda: Timing(first_token=math.nan), ValueError, "Timing.first_token"),
+        (lambda: Timing(inter_chunk="0.1"), TypeError, "Timing.inter_chunk"),  # type: ignore[arg-type]
+        (lambda: FaultPolicy(rate=1.5), ValueError, "FaultPolicy.rate"),
+        (lambda: FaultPolicy(rate=math.nan), ValueError, "FaultPolicy.rate"),
+    ],
+    ids=[
+        "negative-interval",
+        "nan-interval",
+        "negative-latency",
+        "nan-first-token",
+        "str-delay",
+        "rate-above-1",
+        "nan-rate",
+    ],
+)
+def test_mock_settings_no_request_could_use_are_refused_when_built(
+    build: Callable[[], object], error: type[Exception], named: str
+) -> None:
+    """A delay that is no number of seconds, or a fault rate that is no probability, is
+    refused naming the setting; it failed each request mid-stream (a truncation the
+    client could not tell from an injected one), or was read as 0 without a word.
+    """
+    with pytest.raises(error, match=re.escape(named)):
+        build()
+
+
+def test_mock_delays_may_be_functions_or_never() -> None:
+    """A delay drawn per request, or an infinite one (a server that never answers), is taken."""
+    Timing(latency=lambda rng: rng.uniform(0, 1), inter_chunk=math.inf)
+    Endless(0)
+    FaultPolicy(rate=0)
+    FaultPolicy(rate=1)
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,14 @@ def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:
     return tuple(kinds)
 
 
+def _valid_rate(_policy: object, _attribute: object, rate: object) -> None:
+    # NaN would never fault and 1.5 always would, both without a word.
+    if isinstance(rate, bool) or not isinstance(rate, int | float):
+        raise TypeError(f"FaultPolicy.rate must be a number from 0 to 1, not {rate!r}")
+    if not 0 <= rate <= 1:
+        raise ValueError(f"FaultPolicy.rate must be a number from 0 to 1, not {rate!r}")
+
+
 def _valid_kinds(_policy: object, _attribute: object, kinds: tuple[FaultKind, ...]) -> None:
     for kind in kinds:
         check_fault_kind(kind)
@@ -181,11 +189,12 @@ class FaultPolicy:
     wrapped policy's reply before failing. Whether and how a call is faulted
     is drawn from :meth:`MockCall.rng`: with the same ``seed``, the same
     requests get the same faults however concurrent clients interleave, and
-    a retry (the same body again) draws afresh.
+    a retry (the same body again) draws afresh. A ``rate`` outside 0 to 1
+    is refused (``ValueError``).
     """
 
     inner: Policy = attrs.field(factory=EchoPolicy)
-    rate: float = 0.1
+    rate: float = attrs.field(default=0.1, validator=_valid_rate)
     kinds: tuple[FaultKind, ...] = attrs.field(
         default=FAULT_KINDS, converter=_kind_tuple, validator=_valid_kinds
     )

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Literal, TypeAlias, final
+from typing import Any, Literal, TypeAlias, final
 
 import attrs
+
+from retinue._checks import finite_number_error
 
 from ._asks import ToolChoice, output_limit, parallel_calls, tool_choice
 
@@ -342,12 +345,33 @@ class Fault:
     reply: MockReply = MockReply(text="partial answer that will not finish", chunks=4)
 
 
+def _valid_delay(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a fixed delay that is no number of seconds >= 0; ``inf`` is never.
+
+    Checked when built: drawn per request, a bad one failed each request
+    mid-stream, a truncation no client could tell from an injected one.
+    """
+    if callable(value) or value == math.inf:
+        return
+    error = finite_number_error(value, zero=True)
+    if error is not None:
+        expected = "a number of seconds" if error is TypeError else "at least 0"
+        name = f"{type(instance).__name__}.{attribute.name}"
+        raise error(
+            f"{name} must be {expected} (or a function of the request's RNG), not {value!r}"
+        )
+
+
 @final
 @attrs.frozen
 class Endless:
-    """A 200 stream that never ends: a text delta every ``interval`` seconds."""
+    """A 200 stream that never ends: a text delta every ``interval`` seconds.
 
-    interval: float = 0.05
+    Raises:
+        TypeError, ValueError: *interval* is not a number of seconds >= 0.
+    """
+
+    interval: float = attrs.field(default=0.05, validator=_valid_delay)
 
 
 MockResponse: TypeAlias = MockReply | RawReply | Fault | Endless
@@ -356,11 +380,17 @@ MockResponse: TypeAlias = MockReply | RawReply | Fault | Endless
 @final
 @attrs.frozen
 class Timing:
-    """Delays the server adds: before the headers, before the first event, between events."""
+    """Delays the server adds: before the headers, before the first event, between events.
 
-    latency: Delay = 0.0
-    first_token: Delay = 0.0
-    inter_chunk: Delay = 0.0
+    Each is seconds (``inf``: never) or a function of the request's RNG, drawn per request.
+
+    Raises:
+        TypeError, ValueError: a fixed delay is not a number of seconds >= 0.
+    """
+
+    latency: Delay = attrs.field(default=0.0, validator=_valid_delay)
+    first_token: Delay = attrs.field(default=0.0, validator=_valid_delay)
+    inter_chunk: Delay = attrs.field(default=0.0, validator=_valid_delay)
 
     @staticmethod
     def draw(delay: Delay, rng: random.Random) -> float:
