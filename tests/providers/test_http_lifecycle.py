@@ -420,6 +420,30 @@ async def test_openai_request_without_a_key_fails_typed_and_names_the_key(
     assert sent == []
 
 
+async def test_anthropic_request_without_credentials_fails_as_openai_one_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    """Like OpenAI's, an Anthropic request without credentials fails before anything is
+    sent, coded ``MISSING_CREDENTIALS`` and naming ``ANTHROPIC_API_KEY``."""
+    for name in ANTHROPIC_CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no profile on disk
+    sent: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(500)
+
+    with trio.fail_after(5):
+        async with AnthropicModel(transport=httpx2.MockTransport(handler)) as model:
+            assert not model.has_credentials
+            with pytest.raises(ProviderError) as caught:
+                await collect(model, make_request("hi"))
+    assert (caught.value.code, caught.value.retryable) == ("MISSING_CREDENTIALS", False)
+    assert "ANTHROPIC_API_KEY" in str(caught.value)
+    assert sent == []
+
+
 class _StallingBody(httpx2.AsyncByteStream):
     """A 200 body whose first bytes come, then nothing more."""
 

@@ -66,6 +66,15 @@ def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> Non
         )
 
 
+def _missing_credentials(provider: str) -> ProviderError:
+    return ProviderError(
+        f"{provider}: missing credentials: pass api_key= or set the ANTHROPIC_API_KEY "
+        "environment variable (or ANTHROPIC_AUTH_TOKEN, or choose a profile with "
+        "ANTHROPIC_PROFILE)",
+        code="MISSING_CREDENTIALS",
+    )
+
+
 @final
 class AnthropicModel(ClientOwner):
     """A :class:`~retinue.providers.Model` over Anthropic's Messages API.
@@ -160,7 +169,7 @@ class AnthropicModel(ClientOwner):
 
         The client settles them when built (given, from the environment, or
         from a profile) but refuses a request without them only when it is
-        sent; this lets a caller refuse to start instead.
+        sent (``MISSING_CREDENTIALS``); this lets a caller refuse to start instead.
         """
         client = self._client
         return (
@@ -195,7 +204,14 @@ class AnthropicModel(ClientOwner):
             timed_out = isinstance(exc, anthropic.APITimeoutError)
             error, cause = connection_failed(exc, self.provider, timed_out=timed_out)
             raise error from cause
-        except (anthropic.AnthropicError, TypeError) as exc:
+        except TypeError as exc:
+            # The SDK's refusal of a request it has no credentials for.
+            if not self.has_credentials:
+                raise _missing_credentials(self.provider) from exc
+            raise ProviderError(
+                f"{self.provider} client error: {exc}", code="CLIENT_ERROR"
+            ) from exc
+        except anthropic.AnthropicError as exc:
             raise ProviderError(
                 f"{self.provider} client error: {exc}", code="CLIENT_ERROR"
             ) from exc
