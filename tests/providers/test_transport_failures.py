@@ -33,6 +33,7 @@ from retinue.providers.mock import (
     MockServer,
     RawReply,
     ScriptedPolicy,
+    Timing,
     open_mock_server,
 )
 from retinue.providers.openai import OpenAIModel
@@ -159,6 +160,26 @@ async def test_a_stream_failing_with_a_plain_model_error_counts_as_a_failure(
         with pytest.raises(ModelError):
             await collect(model, make_request("hi"))
     assert model.statistics() == ManagedStatistics(requests=1, attempts=1, retries=0, failures=1)
+
+
+async def test_a_request_cancelled_while_waiting_for_admission_made_no_provider_call(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """``attempts`` counts provider calls made: a request cancelled while it waited for
+    admission is a request, and its wait leaves the lane, but it called no provider."""
+    server = MockServer(EchoPolicy(), timing=Timing(latency=10.0))
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with mock_adapter("chat", server) as adapter:
+            model = manage(adapter, admission=admission)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(collect, model, make_request("first"))
+                await trio.sleep(1.0)
+                with trio.move_on_after(1.0):
+                    await collect(model, make_request("second", session_id="other"))
+    assert len(server.calls) == 1
+    assert model.statistics() == ManagedStatistics(requests=2, attempts=1, retries=0, failures=0)
+    assert (admission.statistics().waiting, admission.statistics().in_flight) == (0, 0)
 
 
 class _Refusing(httpx2.AsyncBaseTransport):

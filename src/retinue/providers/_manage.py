@@ -54,7 +54,7 @@ class ManagedStatistics:
     requests: int
     """Streams started."""
     attempts: int
-    """Provider calls made (requests plus retries)."""
+    """Provider calls made (requests plus retries), each counted once admitted."""
     retries: int
     """Retries made."""
     failures: int
@@ -110,7 +110,6 @@ class ManagedModel:
         attempt = 0
         while True:
             attempt += 1
-            self._counts["attempts"] += 1
             yielded = False
             try:
                 async with (
@@ -159,6 +158,8 @@ class ManagedModel:
     async def _attempt(
         self, request: ModelRequest, ticket: AdmissionTicket | None
     ) -> AsyncGenerator[StreamChunk, None]:
+        # Counted here, once admitted: a wait cancelled in admission called no provider.
+        self._counts["attempts"] += 1
         observe = None if ticket is None else ticket.observe_headers
         async with _closing(self.model.stream(request)) as chunks:
             with listening(observe):
