@@ -20,7 +20,7 @@ import retinue
 from retinue import AgentOptions, StoreError
 from retinue.actors import Subscription
 from retinue.loop import _core, _driver, _state, _turn
-from retinue.session import RequestHeader, Session, ToolResultEvent, TurnEnd
+from retinue.session import Event, RequestHeader, Session, ToolResultEvent, TurnEnd
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
@@ -159,6 +159,48 @@ async def test_supervisor_closes_the_open_turn_of_a_crashed_driver(
         assert result.turn == 2
         assert headers(agent.session.events) == ["initial", "resume"]
         check_session_invariants(agent.session.events)
+
+
+async def test_closing_a_crashed_turn_sources_each_result_at_its_logged_call(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R9.17, R4.22: the closing events of a crashed turn are appended one by one;
+    an observer logging an event of its own after each result moves the later ones, and
+    each synthetic ``tool/result`` still names the ``tool/call`` it answers as its source.
+
+    Breaks ``TurnState.answer_dangling_calls``, as above, while the first of two
+    exclusive calls runs: the second is logged and answered by the supervisor.
+    """
+    calls = [ToolCallSpec("nap", '{"seconds": 100}', id="c1"), ToolCallSpec("nap", "{}", id="c2")]
+    model = ScriptedModel([CallTools(calls), Reply("after")])
+    async with runtime(model, tools=[nap]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def audit(event: Event) -> None:
+            if isinstance(event.data, ToolResultEvent):
+                agent.session.append_custom("x/audit", {"call": event.data.call_id})
+
+        agent.session.observe(audit)
+
+        def broken(self: _state.TurnState, code: str, text: str) -> None:
+            raise DriverBugError("answer_dangling_calls bug")
+
+        monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+        agent.send("go")
+        await trio.sleep(10)
+        agent.cancel("stop")
+        await agent.wait_idle()
+        monkeypatch.undo()
+        events = agent.session.events
+        check_session_invariants(events)
+        call_seqs = {e.data.call_id: e.seq for e in of_type(events, "tool/call")}
+        sources = {
+            e.data.call_id: e.source_event_seqs
+            for e in of_type(events, "tool/result")
+            if isinstance(e.data, ToolResultEvent)
+        }
+        assert sources == {"c1": (call_seqs["c1"],), "c2": (call_seqs["c2"],)}
+        assert len(of_type(events, "x/audit")) == 2
 
 
 async def test_supervisor_settles_the_prompt_of_a_crashed_batch(

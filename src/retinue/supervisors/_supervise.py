@@ -15,7 +15,7 @@ from retinue._errors import ConfigError
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, crash_reason, run_flusher, run_loop
 from retinue.loop._core import FlushRounds
-from retinue.session import ToolErrorInfo, TurnEndReason
+from retinue.session import Event, Session, ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
 
 __all__ = ["RestartPolicy", "supervise"]
@@ -266,6 +266,14 @@ def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: Rest
     return True
 
 
+def _seq_of(session: Session, event: Event) -> int:
+    """Where a closer whose append raised landed: an observer's failure leaves it logged (R4.8)."""
+    for logged in reversed(session.events):
+        if logged.data is event.data:
+            return logged.seq
+    return event.seq
+
+
 def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
     session = core.session
     reason = crash_reason(error)
@@ -275,12 +283,18 @@ def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
         error=ToolErrorInfo("InternalError", "INTERNAL"),
         text="Error: the agent's driver crashed before this tool call returned",
     )
+    # The closers' seqs were reckoned ahead; an observer appending in between moves
+    # them, so a source naming a closer is taken from where that closer landed.
+    landed: dict[int, int] = {}
     for event in closers:
+        ahead = event.source_event_seqs
+        sources = None if ahead is None else [landed.get(seq, seq) for seq in ahead]
         try:
-            session.append(
-                event.data, surface=event.surface_op, source_event_seqs=event.source_event_seqs
-            )
+            landed[event.seq] = session.append(
+                event.data, surface=event.surface_op, source_event_seqs=sources
+            ).seq
         except Exception:
+            landed[event.seq] = _seq_of(session, event)
             log.exception("closing event observer failed for agent %s (contained)", core.id)
     # Made durable now, as a turn's end would be, not at the next turn's end: the
     # closing events, or a closed turn whose own flush the crash cut short.
