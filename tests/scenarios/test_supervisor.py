@@ -66,6 +66,21 @@ def crash_on_running(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
     return crashes
 
 
+async def crash_while_a_tool_runs(agent: retinue.Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send a prompt whose first tool runs 100s, and cancel it 10s in with
+    ``TurnState.answer_dangling_calls`` broken: the bug escapes the open turn."""
+
+    def broken(self: _state.TurnState, code: str, text: str) -> None:
+        raise DriverBugError("answer_dangling_calls bug")
+
+    monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+    agent.send("go")
+    await trio.sleep(10)
+    agent.cancel("stop")
+    await agent.wait_idle()
+    monkeypatch.undo()
+
+
 def headers(events: Any) -> list[str]:
     return [
         e.data.reason
@@ -130,16 +145,7 @@ async def test_supervisor_closes_the_open_turn_of_a_crashed_driver(
     async with runtime(model, tools=[nap], store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         errors = record(rt, agent, "agent/error")
-
-        def broken(self: _state.TurnState, code: str, text: str) -> None:
-            raise DriverBugError("answer_dangling_calls bug")
-
-        monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
-        agent.send("go")
-        await trio.sleep(10)
-        agent.cancel("stop")
-        await agent.wait_idle()
-        monkeypatch.undo()
+        await crash_while_a_tool_runs(agent, monkeypatch)
         events = agent.session.events
         check_session_invariants(events)
         assert not agent.session.is_turn_open, "the crashed turn was left open"
@@ -181,16 +187,7 @@ async def test_closing_a_crashed_turn_sources_each_result_at_its_logged_call(
                 agent.session.append_custom("x/audit", {"call": event.data.call_id})
 
         agent.session.observe(audit)
-
-        def broken(self: _state.TurnState, code: str, text: str) -> None:
-            raise DriverBugError("answer_dangling_calls bug")
-
-        monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
-        agent.send("go")
-        await trio.sleep(10)
-        agent.cancel("stop")
-        await agent.wait_idle()
-        monkeypatch.undo()
+        await crash_while_a_tool_runs(agent, monkeypatch)
         events = agent.session.events
         check_session_invariants(events)
         call_seqs = {e.data.call_id: e.seq for e in of_type(events, "tool/call")}
