@@ -1,0 +1,111 @@
+"""Whether the values of a type hint are hashable: what a set parameter's items must be."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Iterable
+from typing import Literal, Union
+
+import attrs
+
+from ._hints import is_type_alias, is_typeddict, record_hints, unwrap
+
+__all__ = ["unhashable"]
+
+_PRIMITIVES = (str, int, float, bool)
+
+
+def unhashable(hint: object, open_records: frozenset[type] = frozenset()) -> str | None:
+    """Why a value of *hint* may be unhashable (a list, a mutable record), or ``None``.
+
+    *open_records* are the records whose fields are being checked: one met
+    again inside its own fields is no new reason.
+    """
+
+    def first(hints: Iterable[object]) -> str | None:
+        return next((p for h in hints if (p := unhashable(h, open_records)) is not None), None)
+
+    hint = unwrap(hint)[0]
+    if isinstance(hint, typing.NewType):
+        return first([hint.__supertype__])
+    if is_type_alias(hint):
+        return first([typing.cast("typing.Any", hint).__value__])
+    origin = typing.get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        return first(typing.get_args(hint))
+    if origin is tuple:
+        return first(typing.get_args(hint)[:1])
+    if origin is Literal or hint is None or hint in _PRIMITIVES or hint is type(None):
+        return None
+    if isinstance(hint, type) and issubclass(hint, enum.Enum | frozenset):
+        return None
+    if origin is frozenset or origin is collections.abc.Set:
+        return None
+    if (
+        isinstance(hint, type)
+        and not is_typeddict(hint)
+        and (attrs.has(hint) or dataclasses.is_dataclass(hint))
+    ):
+        if getattr(hint, "__hash__", None) is None:
+            return f"{hint.__qualname__} is not hashable"
+        return None if hint in open_records else _unhashable_field(hint, open_records)
+    return f"{hint!r} may hold lists or objects"
+
+
+def _unhashable_field(cls: type[object], open_records: frozenset[type]) -> str | None:
+    """Why a field of record *cls* may make its generated hash fail, or ``None``.
+
+    A hash attrs or dataclasses generated hashes the fields' values, so they
+    must be hashable too (a frozen record with a list field hashes by
+    raising); a hand-written ``__hash__`` is trusted.
+    """
+    hashed = _hashed_fields(cls)
+    if hashed is None:
+        return None
+    owner, names = hashed
+    hints = record_hints(owner, names, owner.__qualname__)
+    for name in names:
+        if name not in hints:
+            return f"{owner.__qualname__}.{name} is untyped and is hashed"
+        problem = unhashable(hints[name], open_records | {cls})
+        if problem is not None:
+            return f"{owner.__qualname__}.{name}: {problem}"
+    return None
+
+
+def _hashed_fields(cls: type[object]) -> tuple[type[object], list[str]] | None:
+    """The record whose ``__hash__`` *cls* uses and the fields it hashes, if attrs or
+    dataclasses generated it from them; ``None`` for any other ``__hash__``.
+
+    attrs names the file of the code it generates ``<attrs generated ...>``;
+    dataclasses generates a hash only for ``unsafe_hash`` or ``frozen`` with
+    ``eq``, and keeps a hand-written one, told apart by where its code was
+    compiled.
+    """
+    owner = next(base for base in cls.__mro__ if "__hash__" in vars(base))
+    code = getattr(vars(owner)["__hash__"], "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return None  # object's identity hash, or a builtin's
+    if attrs.has(owner) and code.co_filename.startswith("<attrs generated "):
+        return owner, [a.name for a in attrs.fields(owner) if (a.eq if a.hash is None else a.hash)]
+    params = vars(owner).get("__dataclass_params__")
+    if (
+        params is not None
+        and (params.unsafe_hash or (params.eq and params.frozen))
+        and code.co_filename == _DATACLASS_HASH_FILE
+    ):
+        fields = dataclasses.fields(typing.cast("type[typing.Any]", owner))
+        return owner, [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Generated:
+    """A dataclass whose ``__hash__`` dataclasses generated: where such code is compiled."""
+
+
+_DATACLASS_HASH_FILE = _Generated.__hash__.__code__.co_filename
