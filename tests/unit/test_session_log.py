@@ -427,11 +427,20 @@ def test_surface_replace_swaps_a_range_for_one_event() -> None:
     ("op", "sources"),
     [
         (Replace(1, 7), (1, 7)),
+        (Replace(1, 7), (1, 3)),
         (Replace(7, 1), (1, 3, 7)),
+        (Replace(3, 1), (1, 3)),
         (Replace(2, 3), (2, 3)),
         (Replace(1, 99), (1,)),
     ],
-    ids=["sources-miss-a-node", "start-after-end", "start-not-on-surface", "end-not-in-log"],
+    ids=[
+        "sources-miss-a-node",
+        "sources-miss-the-last-node",
+        "start-after-end",
+        "start-next-after-end",
+        "start-not-on-surface",
+        "end-not-in-log",
+    ],
 )
 def test_surface_replace_refuses_an_invalid_range(op: Replace, sources: tuple[int, ...]) -> None:
     """R4.19: both ends on the surface, start not after end, and every removed node in the sources."""
