@@ -621,6 +621,47 @@ async def test_scheduler_already_aborted_step_starts_nothing(
         check_pairing(events)
 
 
+async def test_scheduler_abort_on_a_tool_call_record_prepares_no_later_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-S5 / R9.20, R9.21: a cancel from an observer of c1's ``tool/call`` prepares nothing after c1.
+
+    The cancel lands with no checkpoint between it and the pool: c2 and c3
+    are not run through pre-execute (no listener sees them) and no body
+    starts, yet each call still gets one ``tool/call`` record and an
+    ``ABORTED_BEFORE_DISPATCH`` result.
+    """
+    probe = Probe()
+    read = timed_tool("read", probe)
+    prepared: list[str] = []
+
+    async def record_pre(execution: ToolExecution, next_: Next) -> Any:
+        prepared.append(execution.call_id)
+        return await next_()
+
+    model = ScriptedModel(
+        [CallTools([spec("read", "c1"), spec("read", "c2"), spec("read", "c3")]), Reply("next")]
+    )
+    async with runtime(model, tools=[read]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def cancel_on_first_call(_session: object, event: Event) -> None:
+            if isinstance(event.data, ToolCallEvent) and event.data.call_id == "c1":
+                agent.cancel("changed my mind")
+
+        rt.hooks.on("session/event", cancel_on_first_call, agent=agent)
+        rt.hooks.on("tools/pre-execute", record_pre, agent=agent)
+        result = await agent.ask("go")
+        assert result.reason.kind == "aborted"
+        assert prepared == ["c1"]
+        assert probe.starts == {}
+        events = agent.session.events
+        assert [e.data.call_id for e in of_type(events, "tool/call")] == ["c1", "c2", "c3"]  # type: ignore[union-attr]
+        assert codes(events) == dict.fromkeys(["c1", "c2", "c3"], "ABORTED_BEFORE_DISPATCH")
+        assert model.statistics().calls == 1
+        check_pairing(events)
+
+
 async def test_scheduler_abort_during_pre_execute_stops_the_siblings(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
