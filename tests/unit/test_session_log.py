@@ -372,6 +372,26 @@ def test_source_event_seqs_must_be_non_empty_unique_and_earlier(sources: tuple[i
     )
 
 
+@pytest.mark.parametrize(
+    ("data", "surface", "sources"),
+    [
+        (ContextMessage(_c("summary")), Replace(1, 3), (1, 3, 99)),
+        (ContextMessage(_c("summary")), Replace(1, 3), (-1, 1, 3)),
+        (StepStart(3, 1), None, (13,)),
+        (StepStart(3, 1), None, (1, 1)),
+    ],
+    ids=["replace-later", "replace-negative", "plain-self", "plain-duplicate"],
+)
+def test_source_event_seqs_are_checked_on_every_kind_of_append(
+    data: EventData, surface: Replace | None, sources: tuple[int, ...]
+) -> None:
+    """R4.22: a surface replace and a plain event check their sources as a surface append does
+    (the event would be seq 13)."""
+    _refused(
+        _history_session(), "INVALID_SOURCES", data, surface=surface, source_event_seqs=sources
+    )
+
+
 def test_turn_boundaries_cannot_overlap_or_mismatch() -> None:
     """R4.14, R4.16, R4.17: one open turn at a time; ``turn/end`` closes exactly it; numbers come from the log."""
     session = Session.create("s")
