@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from retinue import Message, MessageSource, Reasoning, SessionError, Text, ToolCall, ToolResultBlock
 from retinue._content import OpaqueBlock
 from retinue._errors import InvalidJsonError
+from retinue._lossless import thaw_json
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import (
     ABORTED,
@@ -150,6 +152,28 @@ def test_append_refuses_a_cyclic_payload() -> None:
     with pytest.raises(InvalidJsonError):
         session.append_custom("plugin/probe", cyclic)  # type: ignore[arg-type]
     assert len(session.events) == 1
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+
+
+@pytest.mark.parametrize(
+    "leaf", [1, 10**4300 - 1, _Colour.RED], ids=["plain", "long-int", "str-enum"]
+)
+def test_append_takes_a_payload_that_shares_one_list_or_object_twice(leaf: object) -> None:
+    """R1.6: a value held twice is written twice, not a cycle; a long int or a str enum
+    member takes the checked path, which must tell the two apart as well."""
+    shared_list: list[object] = [leaf]
+    shared_object = {"x": leaf}
+    payload = {"a": shared_list, "b": shared_list, "c": [shared_object, shared_object]}
+    session = _open()
+    event = session.append_custom("plugin/probe", payload)  # type: ignore[arg-type]
+    assert thaw_json(event.data.data) == {  # type: ignore[attr-defined]
+        "a": [leaf],
+        "b": [leaf],
+        "c": [{"x": leaf}, {"x": leaf}],
+    }
 
 
 def _append_usage(session: Session, usage_input: float) -> None:
