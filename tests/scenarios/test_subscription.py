@@ -246,3 +246,40 @@ async def test_feeds_dropped_on_an_idle_agent_leave_its_session_at_once(
             await agent.ask("hi")
             assert len(session._observers) == before + 1
             assert (await feed.__anext__()).type == "turn/start"
+
+
+async def test_closing_a_feed_that_fell_behind_ends_it_without_an_overflow(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``close()`` drops what was not read, the gap included: iteration ends cleanly."""
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        subscription = agent.subscribe(buffer=2)
+        await agent.ask("one")
+        subscription.close()
+        assert [event async for event in subscription] == []
+
+
+async def test_closing_a_feed_of_a_torn_down_agent_drops_the_unread_events(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Teardown ends the feed after the last event; a later ``close()`` still drops the unread ones."""
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        subscription = agent.subscribe()
+        await agent.ask("one")
+        await agent.dispose()
+        subscription.close()
+        assert [event async for event in subscription] == []
+
+
+async def test_leaving_the_async_with_block_closes_the_feed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``async with agent.subscribe()``: events logged after the block are not delivered."""
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        async with agent.subscribe() as subscription:
+            pass
+        await agent.ask("one")
+        assert [event async for event in subscription] == []
