@@ -984,3 +984,48 @@ async def test_scheduler_abort_keeps_a_denial_waiting_behind_an_earlier_call(
     denial = results(events)[1]
     assert (denial.is_error, denial.content) == (True, (Text("Error: not now"),))
     check_pairing(events)
+
+
+async def test_scheduler_checks_the_arguments_again_for_a_tool_replaced_after_classification(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.3, R9.13: a call runs the tool its name resolves to when it starts; arguments found
+    valid by the tool that classified it are checked again by a replacement.
+
+    w2's pre-execute listener replaces ``work`` for the agent, once w1's body
+    has started, with a tool that takes other parameters: w2 gets an ``INVALID_ARGUMENTS`` result and the
+    replacement's body never runs.
+    """
+    probe = Probe()
+    ran: list[str] = []
+
+    @retinue.tool(name="work", parallel_safe=True)
+    async def other_work(path: str) -> str:
+        """Work on a path.
+
+        Args:
+            path: Where to work.
+        """
+        ran.append(path)
+        await trio.lowlevel.checkpoint()
+        return path
+
+    holder: dict[str, retinue.Agent] = {}
+
+    async def replace_before_w2(execution: ToolExecution, next_: Next) -> Any:
+        if execution.call_id == "w2":
+            await trio.sleep(1)  # w1's body has started with the tool it was classified by
+            rt.tools.add(other_work, agent=holder["agent"])
+        return await next_()
+
+    model = ScriptedModel(
+        [CallTools([spec("work", "w1", 2), spec("work", "w2", 1)]), Reply("done")]
+    )
+    async with runtime(model, tools=[timed_tool("work", probe)]) as rt:
+        agent = holder["agent"] = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("tools/pre-execute", replace_before_w2, agent=agent)
+        assert (await agent.ask("go")).reason.kind == "completed"
+        assert list(probe.starts) == ["w1"]
+        assert ran == []
+        assert codes(agent.session.events) == {"w1": None, "w2": "INVALID_ARGUMENTS"}
+        check_pairing(agent.session.events)
