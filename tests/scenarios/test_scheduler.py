@@ -20,7 +20,7 @@ import trio.testing
 
 import retinue
 from retinue import Accept, AgentOptions, Deny, HookContext, MessageSource, Text, ToolResultBlock
-from retinue.session import Event, ToolCallEvent, ToolResultEvent
+from retinue.session import Event, Session, ToolCallEvent, ToolResultEvent
 from retinue.testing import (
     CallTools,
     Reply,
@@ -891,21 +891,25 @@ async def test_scheduler_internal_failure_answers_every_call_and_the_driver_surv
         assert "observer exploded" in str(errors[0])
 
 
+@pytest.mark.parametrize("appends_first", [False, True], ids=["raises", "appends-then-raises"])
 @pytest.mark.parametrize("safe", [False, True], ids=["exclusive", "parallel"])
 async def test_scheduler_failure_on_a_tool_call_append_logs_one_record_per_call(
-    autojump_clock: trio.testing.MockClock, safe: bool
+    autojump_clock: trio.testing.MockClock, safe: bool, appends_first: bool
 ) -> None:
     """T-S6 / R4.8, R4.15, R9.21: a raise from c1's ``tool/call`` observer keeps one record per call.
 
-    The ``tool/call`` event is in the log when its observer raises (R4.8); the
+    The ``tool/call`` event is in the log when its observer raises (R4.8), even
+    when the observer appended an event of its own after it first; the
     synthetic answers must reuse it rather than log a second ``tool/call`` for
     the same id, and every call still gets exactly one result.
     """
     probe = Probe()
     tool = timed_tool("work", probe, safe=safe)
 
-    def explode(_session: object, event: Event) -> None:
+    def explode(session: Session, event: Event) -> None:
         if isinstance(event.data, ToolCallEvent) and event.data.call_id == "c1":
+            if appends_first:
+                session.append_custom("plugin/note", {"saw": "c1"})
             raise RuntimeError("call observer exploded")
 
     model = ScriptedModel(
@@ -923,6 +927,35 @@ async def test_scheduler_failure_on_a_tool_call_append_logs_one_record_per_call(
         check_pairing(events)
         remove()
         assert (await agent.ask("again")).reason.kind == "completed"
+
+
+async def test_scheduler_abort_answers_calls_whose_record_observer_appended_and_raised(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-S5 / R4.8, R4.15, R9.21, DESIGN 5: aborted before dispatch, each call's ``tool/call``
+    record is logged once and answered, though its observer appended a note and raised.
+    """
+    probe = Probe()
+    read = timed_tool("read", probe)
+    model = ScriptedModel([CallTools([spec("read", "c1"), spec("read", "c2")]), Reply("next")])
+    async with runtime(model, tools=[read]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def observer(session: Session, event: Event) -> None:
+            if event.type == "assistant/message":
+                agent.cancel("changed my mind")
+            if isinstance(event.data, ToolCallEvent):
+                session.append_custom("plugin/note", {"saw": event.data.call_id})
+                raise RuntimeError("call observer exploded")
+
+        rt.hooks.on("session/event", observer, agent=agent)
+        assert (await agent.ask("go")).reason.kind == "aborted"
+        events = agent.session.events
+        assert [e.data.call_id for e in of_type(events, "tool/call")] == ["c1", "c2"]  # type: ignore[union-attr]
+        assert codes(events) == dict.fromkeys(["c1", "c2"], "ABORTED_BEFORE_DISPATCH")
+        assert probe.starts == {}
+        check_pairing(events)
+        check_session_invariants(events)
 
 
 @pytest.mark.parametrize("post_execute", [False, True])

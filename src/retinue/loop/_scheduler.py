@@ -24,7 +24,7 @@ from retinue.tools import (
 )
 
 from ._core import AgentCore, StepSignal
-from ._state import StepCalls, TurnState
+from ._state import StepCalls, TurnState, call_logged_at
 
 __all__ = ["parse_arguments", "run_tool_calls"]
 
@@ -227,16 +227,14 @@ def _log_call(step: _StepTools, call: ToolCall) -> None:
     """Append ``tool/call``; remember its seq even if an observer raised (R4.8)."""
     session = step.core.session
     state = step.state
+    seq = len(session.events)
     try:
-        event = session.append(
-            ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments)
-        )
+        session.append(ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments))
     except Exception:
-        last = session.events[-1]
-        if isinstance(last.data, ToolCallEvent) and last.data.call_id == call.id:
-            step.record.call_seqs[call.id] = last.seq
+        if call_logged_at(session, seq, call.id):
+            step.record.call_seqs[call.id] = seq
         raise
-    step.record.call_seqs[call.id] = event.seq
+    step.record.call_seqs[call.id] = seq
 
 
 async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> None:

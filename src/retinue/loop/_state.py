@@ -10,6 +10,7 @@ from retinue._content import ContentBlock, Text, ToolCall, content_text
 from retinue._errors import describe_error, leaf_error
 from retinue._stream import Usage
 from retinue.session import (
+    Session,
     StepEnd,
     ToolCallEvent,
     ToolErrorInfo,
@@ -22,7 +23,7 @@ from retinue.tools import PreparedCall, ToolExecutionResult
 from ._core import AgentCore
 from ._summary import add_usage
 
-__all__ = ["NO_CALLS", "StepCalls", "TurnState", "error_code"]
+__all__ = ["NO_CALLS", "StepCalls", "TurnState", "call_logged_at", "error_code"]
 
 log = logging.getLogger("retinue.loop")
 
@@ -229,20 +230,28 @@ class TurnState:
         An observer failure leaves it logged (R4.8), and then it needs its result too.
         """
         session = self.core.session
+        seq = len(session.events)
         try:
-            event = session.append(
-                ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments)
-            )
+            session.append(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
         except Exception:
             log.exception("tool/call observer failed for agent %s (contained)", self.core.id)
-            last = session.events[-1] if len(session.events) else None
-            if last is None or not (
-                isinstance(last.data, ToolCallEvent) and last.data.call_id == call.id
-            ):
+            if not call_logged_at(session, seq, call.id):
                 return False
-            event = last
-        self.calls.call_seqs[call.id] = event.seq
+        self.calls.call_seqs[call.id] = seq
         return True
+
+
+def call_logged_at(session: Session, seq: int, call_id: str) -> bool:
+    """Whether the ``tool/call`` of *call_id* is at *seq*, where an append that raised put it.
+
+    An observer that raised had the event logged first (R4.8), but it may have
+    appended events of its own after it: the last event need not be the call.
+    """
+    events = session.events
+    if len(events) <= seq:
+        return False
+    data = events[seq].data
+    return isinstance(data, ToolCallEvent) and data.call_id == call_id
 
 
 def _error_name(code: str) -> str:
