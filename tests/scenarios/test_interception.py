@@ -121,17 +121,23 @@ async def test_prompt_submit_rewrite_and_context_reach_history_and_pre_step(
         check_session_invariants(events)
 
 
-async def test_prompt_submit_block_with_feedback_is_refused_not_dropped(
-    autojump_clock: trio.testing.MockClock,
+@pytest.mark.parametrize(
+    "block",
+    [Block(feedback="tell the user why"), Block(additional_context=HookContext("see the log"))],
+    ids=["feedback", "additional-context"],
+)
+async def test_prompt_submit_block_with_post_execute_fields_is_refused_not_dropped(
+    autojump_clock: trio.testing.MockClock, block: Block
 ) -> None:
-    """R6.6: a prompt's block carries only a reason; feedback on it (a post-execute field)
-    ends the turn with an error naming the seam instead of being silently ignored."""
+    """R6.6: a prompt's block carries only a reason; feedback or additional context on it
+    (post-execute fields) ends the turn with an error naming the seam instead of being
+    silently ignored."""
     model = ScriptedModel([Reply("never")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
         def submit(*_args: object) -> Block:
-            return Block(feedback="tell the user why")
+            return block
 
         rt.hooks.on("agent/prompt-submit", submit, agent=agent)
         result = await agent.ask("HELLO")
