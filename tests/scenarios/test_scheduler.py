@@ -1062,3 +1062,46 @@ async def test_scheduler_checks_the_arguments_again_for_a_tool_replaced_after_cl
         assert ran == []
         assert codes(agent.session.events) == {"w1": None, "w2": "INVALID_ARGUMENTS"}
         check_pairing(agent.session.events)
+
+
+async def test_scheduler_a_call_whose_step_aborted_before_its_task_ran_never_enters_its_body(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.20, R7.40: the body is a cancel point on entry: c1 was started, but the cancel from
+    c2's ``tool/call`` observer came before its task ran, so a body with no await of its
+    own does not run to completion behind the abort."""
+    ran: list[str] = []
+
+    @retinue.tool(parallel_safe=True)
+    async def mark(label: str) -> str:
+        """Note that the body ran, without awaiting anything.
+
+        Args:
+            label: Which call this is.
+        """
+        ran.append(label)
+        return label
+
+    model = ScriptedModel(
+        [
+            CallTools(
+                [
+                    ToolCallSpec("mark", '{"label": "c1"}', id="c1"),
+                    ToolCallSpec("mark", '{"label": "c2"}', id="c2"),
+                ]
+            ),
+            Reply("next"),
+        ]
+    )
+    async with runtime(model, tools=[mark]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def cancel_on_second_call(_session: object, event: Event) -> None:
+            if isinstance(event.data, ToolCallEvent) and event.data.call_id == "c2":
+                agent.cancel("changed my mind")
+
+        rt.hooks.on("session/event", cancel_on_second_call, agent=agent)
+        assert (await agent.ask("go")).reason.kind == "aborted"
+        assert ran == []
+        assert codes(agent.session.events) == {"c1": "ABORTED", "c2": "ABORTED_BEFORE_DISPATCH"}
+        check_pairing(agent.session.events)
