@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from retinue._content import Reasoning, Text, ToolCall
-from retinue._stream import STOP, Errored, TextDelta, ToolCallDelta, Usage
+from retinue._stream import STOP, Errored, OtherFinish, TextDelta, ToolCallDelta, Usage
 from retinue.providers import (
     ProviderConnectionError,
     ProviderError,
@@ -798,6 +798,67 @@ async def test_responses_cancelled_response_finishes_aborted(*, streamed: bool) 
     assert collected.assembler.finish.kind == "aborted"
     assert collected.message.content == (Text("Once upon"),)
     assert collected.assembler.usage == Usage(9, 2)
+
+
+def _incomplete_response(details: object, *, streamed: bool) -> tuple[bytes, Any]:
+    """A Responses answer cut short with *details* as its ``incomplete_details``."""
+    response = {
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": details,
+        "output": _PARTIAL_OUTPUT,
+        "usage": _SOME_USAGE,
+    }
+    if streamed:
+        return _typed_event({"type": "response.incomplete", "response": response}), SSE
+    return json.dumps(response).encode(), JSON
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_responses_incomplete_for_max_output_tokens_finishes_max_tokens(
+    *, streamed: bool
+) -> None:
+    """R10.4: only ``incomplete_details.reason`` ``max_output_tokens`` is a max-tokens cut."""
+    body, headers = _incomplete_response({"reason": "max_output_tokens"}, streamed=streamed)
+    collected = await serve_once("responses", body, headers)
+    assert collected.assembler.finish.kind == "max-tokens"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_responses_incomplete_for_content_filter_is_an_error_finish(
+    *, streamed: bool
+) -> None:
+    """R10.4: a response the content filter cut short ends as a Chat Completions
+    ``content_filter`` finish does: an error finish coded ``content_filter``."""
+    body, headers = _incomplete_response({"reason": "content_filter"}, streamed=streamed)
+    collected = await serve_once("responses", body, headers)
+    assert collected.assembler.finish == Errored(
+        "the provider's content filter stopped the output", code="content_filter"
+    )
+
+
+@pytest.mark.parametrize(
+    ("details", "kind"),
+    [
+        ({"reason": "max_messages"}, "max_messages"),
+        ({"reason": "steered"}, "steered"),
+        ({"reason": None}, "incomplete"),
+        (None, "incomplete"),
+    ],
+    ids=["max-messages", "steered", "null-reason", "no-details"],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_responses_incomplete_for_another_reason_finishes_with_that_reason(
+    details: object, kind: str, *, streamed: bool
+) -> None:
+    """R10.4: an incomplete response for a reason other than the token limit is no
+    max-tokens cut (whose tool calls the loop drops): it finishes with an open kind
+    naming the reason, or ``incomplete`` when the API gave none, as an unknown Chat
+    Completions ``finish_reason`` does."""
+    body, headers = _incomplete_response(details, streamed=streamed)
+    collected = await serve_once("responses", body, headers)
+    assert collected.assembler.finish == OtherFinish(kind)
+    assert collected.message.content == (Text("Once upon"),)
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])

@@ -32,6 +32,7 @@ from retinue._stream import (
     StreamChunk,
     Usage,
     UsageChunk,
+    finish_named,
 )
 
 from ._blocks import (
@@ -259,6 +260,20 @@ def _part_texts(parts: list[object]) -> list[tuple[int, str]]:
         for index, part in enumerate(parts)
     )
     return [(index, text) for index, text in texts if isinstance(text, str) and text]
+
+
+def _incomplete_reason(reason: str) -> FinishReason:
+    """The finish of a response cut short for *reason* (``incomplete`` when none was given).
+
+    Only the token limit is a max-tokens cut: the loop drops that answer's
+    calls. Another reason (a message limit, a steer) finishes with its name,
+    as an unknown Chat Completions ``finish_reason`` does.
+    """
+    if reason == "max_output_tokens":
+        return MAX_TOKENS
+    if reason == "content_filter":
+        return Errored("the provider's content filter stopped the output", code="content_filter")
+    return finish_named(reason)
 
 
 @final
@@ -509,11 +524,7 @@ class ResponsesStreamDecoder:
             return ABORTED
         reason = _dict(response.get("incomplete_details")).get("reason")
         if status == "incomplete" or reason is not None:
-            if reason == "content_filter":
-                return Errored(
-                    "the provider's content filter stopped the output", code="content_filter"
-                )
-            return MAX_TOKENS
+            return _incomplete_reason(_str(reason) or "incomplete")
         return TOOL_CALLS if self._table.has_tool_calls else STOP
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
