@@ -27,6 +27,7 @@ from retinue._content import (
     ToolResultBlock,
 )
 from retinue._lossless import freeze_json
+from retinue._request import ToolSchema
 from retinue.providers import ProviderError
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._blocks import EMPTY_TURN_TEXT
@@ -42,6 +43,7 @@ from .support import (
     ANTHROPIC_IMAGE,
     RESPONSES_IMAGE,
     SSE,
+    WEATHER,
     collect,
     make_request,
     serve_once,
@@ -904,3 +906,35 @@ async def test_anthropic_does_not_send_reasoning_the_responses_api_returned() ->
     ]
     body = await _sent_body("messages", *history)
     assert [block["type"] for block in body["messages"][1]["content"]] == ["tool_use"]
+
+
+@pytest.mark.parametrize("name", ["look up", "a.b", "", "x" * 65, "wetter_für"])
+@pytest.mark.parametrize("api", APIS)
+async def test_a_tool_name_the_apis_refuse_fails_before_the_request_is_sent(
+    api: str, name: str
+) -> None:
+    """A tool name outside 1 to 64 ASCII letters, digits, ``_`` or ``-`` (what OpenAI and
+    Anthropic accept, and what ``Tool`` enforces) fails as ``INVALID_REQUEST`` naming the
+    tool, before anything is sent, instead of as a 400 naming only its place in the list.
+    """
+    bad = ToolSchema(name, "Looks things up.", {"type": "object"})
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with _adapter(api, server) as model:
+            with pytest.raises(ProviderError) as caught:
+                await collect(model, make_request("hi", tools=[WEATHER, bad]))
+    assert (caught.value.code, caught.value.retryable) == ("INVALID_REQUEST", False)
+    assert f"tool name {name!r}" in str(caught.value)
+    assert not server.calls
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_long_tool_description_is_sent_whole(api: str) -> None:
+    """A description over OpenAI's 1024 characters goes out whole: only some servers and
+    models refuse it (with a 400 coded ``string_above_max_length``), others use it all."""
+    described = ToolSchema("lookup", "Looks things up. " * 100, {"type": "object"})
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with _adapter(api, server) as model:
+            await collect(model, make_request("hi", tools=[described]))
+    assert described.description in json.dumps(server.calls[0].body)

@@ -40,6 +40,7 @@ from ._blocks import (
     ReplayIds,
     arguments_text,
     block_index,
+    checked_tool_names,
     joined_text,
     loads_event,
     malformed,
@@ -213,7 +214,7 @@ def anthropic_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
     """Map tool schemas to Anthropic ``tools``."""
     return [
         {"name": t.name, "description": t.description, "input_schema": thaw_json(t.parameters)}
-        for t in tools
+        for t in checked_tool_names(tools, "Anthropic Messages")
     ]
 
 
@@ -266,8 +267,8 @@ def anthropic_request_body(
 
     Raises:
         ProviderError: ``INVALID_REQUEST``: thinking is on and ``max_tokens``
-            is not above *thinking_budget*, or a stop sequence is empty or
-            only whitespace.
+            is not above *thinking_budget*, a stop sequence is empty or only
+            whitespace, or a tool's name is one the API refuses.
     """
     body: JsonObject = {
         "model": request.model,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Callable, Container, Hashable, Sequence
 from typing import final
 
@@ -22,9 +23,10 @@ from retinue._content import (
 )
 from retinue._errors import InvalidJsonError
 from retinue._lossless import loads_finite, thaw_json
+from retinue._request import ToolSchema
 from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
-from ._failures import ProviderStreamError
+from ._failures import ProviderError, ProviderStreamError
 
 __all__ = [
     "EMPTY_TURN_TEXT",
@@ -35,6 +37,7 @@ __all__ = [
     "arguments_object",
     "arguments_text",
     "block_index",
+    "checked_tool_names",
     "joined_text",
     "loads_event",
     "malformed",
@@ -54,6 +57,29 @@ UNNAMED_TOOL = "unnamed_tool"
 The APIs refuse a call with an empty name in the history, which would fail
 every later request of the session.
 """
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The tool names OpenAI and Anthropic accept (``Tool`` refuses any other)."""
+
+
+def checked_tool_names(tools: Sequence[ToolSchema], api: str) -> Sequence[ToolSchema]:
+    """*tools*, once each name is one the APIs accept.
+
+    A request carrying another fails with a 400 that names the tool only by
+    its place in the list; here it fails before it is sent, naming the tool.
+
+    Raises:
+        ProviderError: ``INVALID_REQUEST``, naming the first such tool.
+    """
+    for tool in tools:
+        if _TOOL_NAME.fullmatch(tool.name) is None:
+            raise ProviderError(
+                f"tool name {tool.name!r} is refused by the {api} API, which accepts 1 to 64 "
+                "ASCII letters, digits, '_' or '-'; the request was not sent",
+                code="INVALID_REQUEST",
+            )
+    return tools
+
 
 TEXT_BLOCK_SEPARATOR = "\n"
 """What separates a message's text blocks when the OpenAI APIs get them as one string.

@@ -39,6 +39,7 @@ from ._blocks import (
     BlockTable,
     ReplayIds,
     arguments_text,
+    checked_tool_names,
     joined_text,
     loads_event,
     malformed,
@@ -172,7 +173,7 @@ def chat_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
                 "parameters": thaw_json(tool.parameters),
             },
         }
-        for tool in tools
+        for tool in checked_tool_names(tools, "Chat Completions")
     ]
 
 
@@ -183,7 +184,11 @@ def chat_request_body(
     max_tokens_param: str = "max_completion_tokens",
     replay_reasoning: bool = False,
 ) -> JsonObject:
-    """Build the Chat Completions request body for *request*; pure."""
+    """Build the Chat Completions request body for *request*; pure.
+
+    Raises:
+        ProviderError: ``INVALID_REQUEST``: a tool's name is one the API refuses.
+    """
     messages = chat_messages(request.system, request.messages, replay_reasoning=replay_reasoning)
     body: JsonObject = {"model": request.model, "messages": messages}
     if request.tools:

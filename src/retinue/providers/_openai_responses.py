@@ -41,6 +41,7 @@ from ._blocks import (
     ReplayIds,
     arguments_text,
     block_index,
+    checked_tool_names,
     joined_text,
     loads_event,
     malformed,
@@ -194,7 +195,7 @@ def responses_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
             "parameters": thaw_json(tool.parameters),
             "strict": False,
         }
-        for tool in tools
+        for tool in checked_tool_names(tools, "Responses")
     ]
 
 
@@ -203,6 +204,9 @@ def responses_request_body(request: ModelRequest, *, stream: bool = True) -> Jso
 
     ``stop`` has no Responses equivalent and is not sent; ``max_output_tokens``
     is at least :data:`MIN_OUTPUT_TOKENS`.
+
+    Raises:
+        ProviderError: ``INVALID_REQUEST``: a tool's name is one the API refuses.
     """
     body: JsonObject = {"model": request.model, "input": responses_input(request.messages)}
     if request.system:
