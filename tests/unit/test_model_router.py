@@ -9,7 +9,7 @@ import pytest
 
 from retinue import ModelRouter
 from retinue._errors import DuplicateAdapterError, NoAdapterError
-from retinue.providers import ModelRequest, StreamChunk
+from retinue.providers import LlmCallConfig, MessageHistory, ModelRequest, StreamChunk
 from retinue.testing import Reply, ScriptedModel
 
 MODEL = ScriptedModel([Reply("ok")])
@@ -126,3 +126,13 @@ def test_a_long_list_of_routes_is_cut_short_in_the_message() -> None:
     assert "'model-000'" in message
     assert "and 490 more" in message
     assert len(message) < 400
+
+
+async def test_an_unknown_route_fails_from_the_stream_not_when_it_is_asked_for() -> None:
+    """R10.3, R10.7: ``stream()`` returns an iterator whatever the route, as the ``Model``
+    protocol promises; ``NO_ADAPTER`` is raised from it, where a caller handles a failed
+    call, not by the call that builds it."""
+    request = ModelRequest(LlmCallConfig("gpt", "openai"), MessageHistory([]))
+    chunks = ModelRouter.of({"claude": MODEL}).stream(request)
+    with pytest.raises(NoAdapterError, match=r"no adapter serves model 'gpt'"):
+        await anext(chunks)

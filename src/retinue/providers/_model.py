@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from typing import Any, Protocol, TypeAlias, final, overload, runtime_checkable
 
 import attrs
+import trio
 
 from retinue._checks import needs_an_instance
 from retinue._errors import DuplicateAdapterError, NoAdapterError
@@ -130,13 +131,29 @@ class ModelRouter:
         return f"the routes are {listed}" + (f" and {more} more" if more > 0 else "")
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Route *request* and start its stream."""
-        return self.resolve(request.provider, request.model).stream(request)
+        """Route *request* and start its stream.
+
+        A request no adapter serves gets an iterator all the same, which
+        raises :class:`NoAdapterError` when iterated: a :class:`Model`'s
+        failures come from its iterator.
+        """
+        try:
+            model = self.resolve(request.provider, request.model)
+        except NoAdapterError as error:
+            return _raising(error)
+        return model.stream(request)
 
     @property
     def routes(self) -> Iterable[tuple[str | None, str]]:
         """The registered ``(provider, model)`` keys."""
         return tuple(self._routes)
+
+
+async def _raising(error: NoAdapterError) -> AsyncGenerator[StreamChunk, None]:  # noqa: ASYNC911 - it only raises
+    """A stream that fails with *error* when iterated, at a checkpoint as a call would."""
+    await trio.lowlevel.checkpoint()
+    raise error
+    yield  # never reached: it makes this an async generator
 
 
 def _route(key: object) -> tuple[str, str | None]:
