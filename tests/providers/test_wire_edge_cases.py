@@ -517,6 +517,48 @@ async def test_chat_refusal_is_answer_text(body: bytes, headers: Any) -> None:
     assert collected.assembler.finish.kind == "stop"
 
 
+_TWO_CHOICES = json.dumps(
+    {
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "first"},
+                "finish_reason": "stop",
+            },
+            {
+                "index": 1,
+                "message": {"role": "assistant", "content": "second"},
+                "finish_reason": "length",
+            },
+        ],
+    }
+).encode()
+_TWO_STREAMED_CHOICES = sse_body(
+    b'{"choices":[{"index":0,"delta":{"content":"first"},"finish_reason":null},'
+    b'{"index":1,"delta":{"content":"second"},"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"},'
+    b'{"index":1,"delta":{},"finish_reason":"length"}]}',
+    b"[DONE]",
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [(_TWO_STREAMED_CHOICES, SSE), (_TWO_CHOICES, JSON)],
+    ids=["stream", "whole"],
+)
+async def test_chat_answer_with_several_choices_is_the_first_choice(
+    body: bytes, headers: Any
+) -> None:
+    """R10.1: of several choices (a server that defaults ``n`` above 1) the answer is the
+    first, streamed or whole: a whole body joined every choice's text and took the last
+    choice's finish."""
+    collected = await serve_once("chat", body, headers)
+    assert collected.message.content == (Text("first"),)
+    assert collected.assembler.finish == STOP
+
+
 async def test_chat_answer_cut_for_want_of_server_resources_is_no_success() -> None:
     """R10.3, R10.4: DeepSeek's ``insufficient_system_resource`` finish says its server
     cut the answer short. It is an error finish naming it, not an open finish (a success)

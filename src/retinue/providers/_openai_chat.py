@@ -508,14 +508,19 @@ class ChatStreamDecoder:
 
         Raises:
             ProviderStreamError: the body is an error object (some proxies send
-                one with status 200) or carries no choice with a message.
+                one with status 200) or carries no first choice (``index`` 0) with a message.
         """
         if payload.get("error"):
             raise stream_error(payload["error"], where="chat completions")
         choices = payload.get("choices")
-        answers = [c for c in _list(choices) if isinstance(c, dict) and "message" in c]
+        # The first choice is the answer, as in a stream: others are alternatives to it.
+        answers = [
+            c
+            for c in _list(choices)
+            if isinstance(c, dict) and "message" in c and c.get("index", 0) == 0
+        ]
         if not answers:
-            raise malformed("the chat completions response has no choice with a message")
+            raise malformed("the chat completions response has no first choice with a message")
         for choice in answers:
             self._choice({**choice, "delta": _indexed_calls(_dict(choice["message"]))}, [])
         usage = payload.get("usage")
