@@ -136,3 +136,14 @@ async def test_an_unknown_route_fails_from_the_stream_not_when_it_is_asked_for()
     chunks = ModelRouter.of({"claude": MODEL}).stream(request)
     with pytest.raises(NoAdapterError, match=r"no adapter serves model 'gpt'"):
         await anext(chunks)
+
+
+@pytest.mark.parametrize("default", ["not a model", ScriptedModel], ids=["str", "model-class"])
+def test_a_default_that_could_serve_nothing_is_refused(default: Any) -> None:
+    """R10.7: a default that is no model adapter is refused when the router is built, as a
+    route's is; it was taken, and every request it served then failed with an
+    ``AttributeError`` or a missing-argument ``TypeError``."""
+    with pytest.raises(TypeError, match=r"^the default needs a model adapter \(with stream\(\)\)"):
+        ModelRouter.of({"a": MODEL}, default=default)
+    with pytest.raises(TypeError, match=r"^the default needs a model adapter"):
+        ModelRouter(default=default)

@@ -37,6 +37,17 @@ class Model(Protocol):
         ...
 
 
+def _is_adapter(model: object) -> bool:
+    return not needs_an_instance(model, "stream") and isinstance(model, Model)
+
+
+def _check_default(
+    _router: object, _attribute: attrs.Attribute[Model | None], model: Model | None
+) -> None:
+    if model is not None and not _is_adapter(model):
+        raise TypeError(f"the default needs a model adapter (with stream()), got {model!r}")
+
+
 @final
 @attrs.define(eq=False)
 class ModelRouter:
@@ -47,7 +58,7 @@ class ModelRouter:
     """
 
     _routes: dict[tuple[str | None, str], Model] = attrs.field(factory=dict, init=False)
-    default: Model | None = None
+    default: Model | None = attrs.field(default=None, validator=_check_default)
 
     # One overload per key shape: a mapping's key type is invariant, so a dict
     # keyed by (str, str) pairs alone is no Mapping of the wider key type.
@@ -76,7 +87,7 @@ class ModelRouter:
         Raises:
             TypeError: a key is neither a model name nor a ``(provider, model
                 name)`` pair, or a value is no model adapter; the message
-                starts with the key.
+                starts with the key. Or *default* is no model adapter.
             DuplicateAdapterError: two keys name one route.
         """
         router = cls(default)
@@ -167,7 +178,7 @@ def _route(key: object) -> tuple[str, str | None]:
 
 
 def _check_route(model: object, names: tuple[object, ...], provider: object) -> None:
-    if needs_an_instance(model, "stream") or not isinstance(model, Model):
+    if not _is_adapter(model):
         raise TypeError(f"a route needs a model adapter (with stream()), got {model!r}")
     if not names:
         raise TypeError("a route needs at least one model name")
