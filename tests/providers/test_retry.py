@@ -323,3 +323,12 @@ async def test_manage_pauses_the_lane_for_an_exhausted_budget_no_longer_than_the
         assert admission.statistics().lanes[0].paused_for == pytest.approx(120.0)
         await collect(model, make_request("again"))
         assert inner.started[1] == pytest.approx(120.0)
+
+
+@pytest.mark.parametrize("model", ["not a model", FakeModel], ids=["str", "model-class"])
+def test_manage_refuses_what_is_no_model_adapter(model: object) -> None:
+    """R10.7: ``manage`` refuses, when it wraps it, what is no model adapter, as a router
+    refuses such a route; it was taken, and each request then failed with an
+    ``AttributeError`` or a missing-argument ``TypeError``."""
+    with pytest.raises(TypeError, match=r"^manage needs a model adapter \(with stream\(\)\)"):
+        manage(model)  # type: ignore[arg-type]

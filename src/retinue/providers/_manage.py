@@ -20,7 +20,7 @@ from retinue._stream import StreamChunk, UsageChunk
 from ._admission import AdmissionController, AdmissionTicket
 from ._failures import QUOTA_EXHAUSTED, ProviderError, throttles
 from ._feedback import listening
-from ._model import Model, ModelRouter
+from ._model import Model, ModelRouter, is_adapter
 from ._retry import RetryNotice, RetryPolicy
 
 __all__ = ["ManagedModel", "ManagedStatistics", "estimate_tokens", "manage"]
@@ -74,6 +74,8 @@ class ManagedModel:
         on_retry: Callable[[RetryNotice], None] | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        if not is_adapter(model):
+            raise TypeError(f"manage needs a model adapter (with stream()), got {model!r}")
         self.model = model
         self.retry = retry or _NO_RETRY
         self.admission = admission
@@ -281,5 +283,8 @@ def manage(
     Admission is taken per attempt and held until the attempt's stream ends;
     retries happen only before the first chunk was yielded; *on_retry* is called
     (synchronously, failures logged) before each retry's wait.
+
+    Raises:
+        TypeError: *model* is no model adapter (a class, say).
     """
     return ManagedModel(model, retry=retry, admission=admission, on_retry=on_retry)

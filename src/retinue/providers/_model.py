@@ -37,14 +37,15 @@ class Model(Protocol):
         ...
 
 
-def _is_adapter(model: object) -> bool:
+def is_adapter(model: object) -> bool:
+    """Whether *model* is a model adapter: an object with ``stream()``, not a class needing one."""
     return not needs_an_instance(model, "stream") and isinstance(model, Model)
 
 
 def _check_default(
     _router: object, _attribute: attrs.Attribute[Model | None], model: Model | None
 ) -> None:
-    if model is not None and not _is_adapter(model):
+    if model is not None and not is_adapter(model):
         raise TypeError(f"the default needs a model adapter (with stream()), got {model!r}")
 
 
@@ -178,7 +179,7 @@ def _route(key: object) -> tuple[str, str | None]:
 
 
 def _check_route(model: object, names: tuple[object, ...], provider: object) -> None:
-    if not _is_adapter(model):
+    if not is_adapter(model):
         raise TypeError(f"a route needs a model adapter (with stream()), got {model!r}")
     if not names:
         raise TypeError("a route needs at least one model name")
