@@ -475,6 +475,15 @@ async def test_openai_token_limit_field_follows_the_host(base_url: str, field: s
     assert limits == {field}
 
 
+@pytest.mark.parametrize("field", ["max_token", "max_output_tokens", ""])
+def test_openai_token_limit_field_other_than_the_two_is_refused(field: str) -> None:
+    """A ``max_tokens_param`` other than the two documented fields is refused when the
+    adapter is built: a misspelt one was sent as given, and the server left the
+    agent's output limit unapplied."""
+    with pytest.raises(ValueError, match=r"max_tokens_param must be 'max_completion_tokens'"):
+        OpenAIModel(api_key="k", max_tokens_param=field)
+
+
 REFUSAL = "I can't help with that."
 
 

@@ -98,9 +98,9 @@ class OpenAIModel(ClientOwner):
     coded ``MISSING_CREDENTIALS``.
 
     Raises:
-        ValueError: *api* is unknown; a connection count below 1, a timeout that is
-            not a positive finite number, or a *proxy* that is not a proxy URL or
-            comes with a *transport*.
+        ValueError: *api* or *max_tokens_param* is unknown; a connection count
+            below 1, a timeout that is not a positive finite number, or a *proxy*
+            that is not a proxy URL or comes with a *transport*.
     """
 
     _client: openai.AsyncOpenAI
@@ -132,6 +132,11 @@ class OpenAIModel(ClientOwner):
         )
         if api not in ("chat", "responses"):
             raise ValueError(f"api must be 'chat' or 'responses', not {api!r}")
+        if max_tokens_param not in (None, "max_completion_tokens", "max_tokens"):
+            raise ValueError(
+                "max_tokens_param must be 'max_completion_tokens' or 'max_tokens', "
+                f"not {max_tokens_param!r}"
+            )
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if api_key is None and base_url is not None:
