@@ -661,6 +661,30 @@ async def test_responses_streamed_function_call_without_call_id_keeps_its_minted
     assert (call.name, call.arguments) == ("lookup", "{}")
 
 
+_NO_ARGUMENTS_CALL = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "now"}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_responses_function_call_with_empty_arguments_has_an_empty_object(
+    *, streamed: bool
+) -> None:
+    """R10.2: a completed call whose ``arguments`` are ``""`` (a tool without parameters,
+    from some servers) has the JSON text ``{}`` as its arguments, as a Chat Completions or
+    Anthropic call with none has; it was logged with ``""``, which is no JSON."""
+    item = {**_NO_ARGUMENTS_CALL, "arguments": ""}
+    response = {"object": "response", "status": "completed", "output": [item]}
+    if streamed:
+        events: list[dict[str, Any]] = [
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": response},
+        ]
+        collected = await serve_once("responses", b"".join(map(_typed_event, events)))
+    else:
+        collected = await serve_once("responses", json.dumps(response).encode(), JSON)
+    assert collected.message.content == (ToolCall("c1", "now", "{}"),)
+
+
 async def test_responses_whole_body_function_call_without_call_id_gets_an_id() -> None:
     """R10.2: a non-streamed function call without ``call_id`` gets a fresh id too."""
     body = {"status": "completed", "output": [FUNCTION_CALL_WITHOUT_CALL_ID]}

@@ -493,7 +493,8 @@ class BlockTable:
         block = self._blocks[key]
         assert block.call_id is not None  # given, or minted by tool_call
         text = "".join(block.parts) if arguments is None else arguments
-        block.final = ToolCall(block.call_id, block.name or "", text)
+        # No arguments at all are an empty object, as an unfinished call's are (build).
+        block.final = ToolCall(block.call_id, block.name or "", text or "{}")
 
     def end(self, key: Hashable) -> BlockEnd | None:
         """Close the block at *key*; ``None`` if it does not exist or was already closed."""
