@@ -91,6 +91,14 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
             "argument --base-url: must not be empty, got ' '",
         ),
         (
+            ["--store", "memory", "--provider", "openai", "--base-url", "localhost:8000/v1"],
+            "argument --base-url: must be an http:// or https:// URL, got 'localhost:8000/v1'",
+        ),
+        (
+            ["--store", "memory", "--provider", "anthropic", "--base-url", "https:///v1"],
+            "argument --base-url: must be an http:// or https:// URL, got 'https:///v1'",
+        ),
+        (
             ["--store", "memory", "--provider", "anthropic", "--latency", "1"],
             "argument --latency: only --provider mock or scripted uses it, not anthropic",
         ),

@@ -12,6 +12,7 @@ import random
 import shlex
 import sys
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -74,7 +75,7 @@ def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -
     )
     parser.add_argument("--model", type=_given, help="model name (openai/anthropic only)")
     parser.add_argument(
-        "--base-url", type=_given, help="the service's base URL (openai/anthropic only)"
+        "--base-url", type=_base_url, help="the service's base URL (openai/anthropic only)"
     )
     parser.add_argument(
         "--store",
@@ -109,6 +110,18 @@ def _given(text: str) -> str:
     send the run to the default model or the real service."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must not be empty, got {text!r}")
+    return text
+
+
+def _base_url(text: str) -> str:
+    """Refuse a base URL no request could be sent to (``localhost:8000/v1``): the SDKs
+    take it, and every turn of the run would fail on it."""
+    try:
+        url = urllib.parse.urlsplit(_given(text))
+    except ValueError:  # an unclosed IPv6 bracket, say
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.hostname:
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
     return text
 
 
