@@ -16,6 +16,7 @@ loaded from one) and the key path, e.g. ``agents[2].max_tokens``.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import re
@@ -361,14 +362,24 @@ def load_config(path: str | os.PathLike[str]) -> LoopConfig:
 def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The TOML document of the file *path*; a ConfigError naming it when it cannot be read."""
     where = os.fsdecode(path)  # a path-like may give bytes
+    if not where:  # an unset variable, say: the message would name no file at all
+        raise ConfigError("cannot read configuration: the path is empty")
     if "\0" in where:  # open() would raise a bare ValueError: no file has such a name
         raise ConfigError(f"cannot read configuration {where!r}: the path contains a NUL")
     try:
         with open(path, "rb") as file:
-            return tomllib.load(file)
+            data = file.read()
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigError(f"cannot read configuration {where}: {reason}") from exc
+    if data.startswith(codecs.BOM_UTF8):
+        # Some editors save one; the TOML reader would report an invalid statement at 1:1.
+        raise ConfigError(
+            f"invalid TOML in {where}: the file starts with a byte order mark (U+FEFF), "
+            "which TOML does not allow: save it as UTF-8 without one"
+        )
+    try:
+        return tomllib.loads(data.decode())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML in {where}: {exc}") from exc
     except UnicodeDecodeError as exc:

@@ -367,6 +367,27 @@ def test_load_config_reports_a_path_with_a_nul_as_a_config_error() -> None:
     )
 
 
+def test_load_config_says_an_empty_path_is_empty() -> None:
+    """R13.1: an empty path (an unset variable) is named as empty, not left blank in the
+    message as if a file had no name."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config("")
+    assert raised.value.message == "cannot read configuration: the path is empty"
+
+
+def test_load_config_names_a_byte_order_mark_as_the_problem(tmp_path: Path) -> None:
+    """R13.1: a file saved with a UTF-8 byte order mark, which TOML does not allow, is
+    refused naming the mark, not as an invalid statement at line 1, column 1."""
+    path = tmp_path / "retinue.toml"
+    path.write_bytes(b"\xef\xbb\xbfmax_parallel_tool_calls = 4\n")
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == (
+        f"invalid TOML in {path}: the file starts with a byte order mark (U+FEFF), which "
+        "TOML does not allow: save it as UTF-8 without one"
+    )
+
+
 @pytest.mark.parametrize(
     "path", [2**20, None, b"retinue.toml", ["retinue.toml"]], ids=["int", "None", "bytes", "list"]
 )
