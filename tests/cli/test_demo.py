@@ -183,6 +183,33 @@ def test_demo_reports_missing_anthropic_credentials_in_one_line(
 
 
 @pytest.mark.parametrize(
+    ("provider", "variable", "url"),
+    [
+        ("openai", "OPENAI_BASE_URL", "::8000/v1"),
+        ("anthropic", "ANTHROPIC_BASE_URL", "localhost:8000"),
+    ],
+)
+def test_demo_names_a_base_url_variable_that_is_not_a_url(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    provider: str,
+    variable: str,
+    url: str,
+) -> None:
+    """The base URL the environment gives, in place of --base-url, is checked as that
+    option is, before the run, and named by its variable: not a URL parser's bare
+    complaint, nor every turn failing on it."""
+    monkeypatch.setenv(variable, url)
+    monkeypatch.setenv(f"{provider.upper()}_API_KEY", "key")
+    argv = ["demo", "--provider", provider, "--store", "memory", "--no-live", "--agents", "1"]
+    status = main([*argv, "--turns", "1"])
+    assert status == 1
+    assert capsys.readouterr().err == (
+        f"retinue demo: {variable} must be an http:// or https:// URL, got {url!r}\n"
+    )
+
+
+@pytest.mark.parametrize(
     "variables",
     [
         {"ANTHROPIC_PROFILE": "dev"},

@@ -116,13 +116,20 @@ def _given(text: str) -> str:
 def _base_url(text: str) -> str:
     """Refuse a base URL no request could be sent to (``localhost:8000/v1``): the SDKs
     take it, and every turn of the run would fail on it."""
-    try:
-        url = urllib.parse.urlsplit(_given(text))
-    except ValueError:  # an unclosed IPv6 bracket, say
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.hostname:
-        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
+    if not _is_http_url(_given(text)):
+        raise argparse.ArgumentTypeError(f"must be {HTTP_URL}, got {text!r}")
     return text
+
+
+HTTP_URL = "an http:// or https:// URL"
+
+
+def _is_http_url(text: str) -> bool:
+    try:
+        url = urllib.parse.urlsplit(text)
+    except ValueError:  # an unclosed IPv6 bracket, say
+        return False
+    return url.scheme in ("http", "https") and bool(url.hostname)
 
 
 def _seconds(text: str) -> float:
@@ -186,6 +193,10 @@ def _run(args: argparse.Namespace) -> int:
         args.usage_error(unused)
     if args.latency is None:
         args.latency = DEFAULT_LATENCY
+    problem = _base_url_variable_problem(args)
+    if problem is not None:
+        complain(f"retinue demo: {problem}")
+        return 1
     if sys.stdout is None:
         # Started with it closed (``>&-``), as the sessions commands refuse to: rich would
         # draw the table and the summary into nothing, and the status would say 0.
@@ -216,6 +227,26 @@ def _unused_option(args: argparse.Namespace) -> str | None:
             uses = f"only --provider {' or '.join(providers)} uses it"
             return f"argument {option}: {uses}, not {args.provider}"
     return None
+
+
+BASE_URL_VARIABLES = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+"""Where a service's adapter takes its base URL from when --base-url is not given."""
+
+
+def _base_url_variable_problem(args: argparse.Namespace) -> str | None:
+    """The complaint about the base URL the environment gives the run, when it is no URL.
+
+    Checked as --base-url is: the adapters take it as it is, and then every
+    turn fails on it, or building the client fails with no word of where
+    the URL came from. Empty, the adapters ignore it.
+    """
+    variable = BASE_URL_VARIABLES.get(args.provider)
+    if variable is None or args.base_url is not None:
+        return None
+    url = os.environ.get(variable)
+    if not url or _is_http_url(url):
+        return None
+    return f"{variable} must be {HTTP_URL}, got {url!r}"
 
 
 def _descriptor_shortfall(args: argparse.Namespace) -> str | None:
