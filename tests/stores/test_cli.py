@@ -66,6 +66,19 @@ def stored(tmp_path: Path) -> tuple[str, Session, Session]:
     return f"sqlite:{path}", done, crashed
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="a Linux file name may hold any bytes")
+def test_cli_sessions_read_a_sqlite_store_whose_path_is_not_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store at a path that is no UTF-8 (the demo writes one there) is read there too:
+    the reading commands open it by a URI, which takes the path's own bytes."""
+    path = tmp_path / os.fsdecode(b"sessions-\xff.db")
+    trio.run(_fill, path)
+    assert _cli("--store", f"sqlite:{path}", "list") == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert sorted(line.split("\t")[0] for line in listed) == ["crashed", "done"]
+
+
 def test_cli_sessions_list_prints_every_header(
     stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
 ) -> None:

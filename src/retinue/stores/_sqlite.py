@@ -105,7 +105,10 @@ class SQLiteBackend:
         target, uri = self._path, False
         if not self._create:
             # mode=rw: a plain connect would leave an empty file at a path that has none.
-            target, uri = f"file:{urllib.parse.quote(self._path)}?mode=rw", True
+            # The path's own bytes, as a plain connect opens it: a name that is no UTF-8
+            # holds surrogates, which quote() would fail to encode.
+            name = urllib.parse.quote(os.fsencode(self._path))
+            target, uri = f"file:{name}?mode=rw", True
         conn = sqlite3.connect(
             target,
             uri=uri,
