@@ -17,10 +17,24 @@ from tests.stores.conftest import postgres_dsn
 def test_sessions_names_a_sqlite_store_it_cannot_open(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A directory given as the database: the failure says which path, not only what failed."""
+    """A directory given as the database: the failure says which path, and that it is a
+    directory, not only that SQLite could not open a database file."""
     assert main(["sessions", "list", "--store", f"sqlite:{tmp_path}"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"retinue sessions list: sqlite store '{tmp_path}': opening the store: ")
+    assert "is a directory, not a database file" in err
+    assert err.count("\n") == 1
+
+
+def test_demo_says_a_directory_given_as_the_sqlite_file_is_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo, which creates the database, reports the same directory the same way."""
+    argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
+    assert main([*argv, "--store", f"sqlite:{tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"retinue demo: sqlite store '{tmp_path}': opening the store: ")
+    assert "is a directory, not a database file" in err
     assert err.count("\n") == 1
 
 

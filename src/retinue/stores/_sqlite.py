@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -102,6 +103,9 @@ class SQLiteBackend:
         self._claims = _SessionLocks(os.path.realpath(self._path) + ".locks")
 
     def _connect(self) -> sqlite3.Connection:
+        if os.path.isdir(self._path):
+            # SQLite would say only that it is "unable to open database file".
+            raise IsADirectoryError(errno.EISDIR, "is a directory, not a database file", self._path)
         target, uri = self._path, False
         if not self._create:
             # mode=rw: a plain connect would leave an empty file at a path that has none.
