@@ -38,6 +38,20 @@ def test_demo_says_a_directory_given_as_the_sqlite_file_is_one(
     assert err.count("\n") == 1
 
 
+def test_the_demo_names_the_missing_directory_of_its_sqlite_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database file in a directory that does not exist: the line names that directory,
+    not only that SQLite could not open a database file."""
+    missing = tmp_path / "absent"
+    argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
+    assert main([*argv, "--store", f"sqlite:{missing / 'sessions.db'}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"retinue demo: sqlite store '{missing / 'sessions.db'}': ")
+    assert f"no such directory for the database file: '{missing}'" in err
+    assert err.count("\n") == 1
+
+
 def test_demo_says_a_file_given_as_the_jsonl_directory_is_not_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

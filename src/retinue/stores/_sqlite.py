@@ -103,9 +103,14 @@ class SQLiteBackend:
         self._claims = _SessionLocks(os.path.realpath(self._path) + ".locks")
 
     def _connect(self) -> sqlite3.Connection:
+        # For either, SQLite would say only that it is "unable to open database file".
         if os.path.isdir(self._path):
-            # SQLite would say only that it is "unable to open database file".
             raise IsADirectoryError(errno.EISDIR, "is a directory, not a database file", self._path)
+        directory = os.path.dirname(self._path)
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(
+                errno.ENOENT, "no such directory for the database file", directory
+            )
         target, uri = self._path, False
         if not self._create:
             # mode=rw: a plain connect would leave an empty file at a path that has none.
