@@ -33,7 +33,7 @@ from retinue.testing import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, Next, nap, of_type, runtime, turn_ends, user_texts
+from tests.helpers import OPTIONS, Next, nap, of_type, runtime, texts, turn_ends, user_texts
 
 
 @retinue.tool
@@ -404,6 +404,54 @@ async def test_wait_idle_in_a_flusher_restart_pause_returns_when_the_agent_is_gi
             await agent.dispose()
         assert trio.current_time() < 10
         assert agent.status == "disposed"
+
+
+async def test_wait_idle_in_a_flusher_restart_pause_returns_when_the_runtime_is_cancelled(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R2.21, R12.9, R12.10: cancelled with its runtime while its flusher waits out a
+    restart pause, the agent's flusher never runs again: a ``wait_idle`` (in a task
+    outside the runtime) waiting for the flush it owed returns with the teardown,
+    whose final flush stores the injection. It waited forever, on a round no
+    flusher would serve."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    policy = retinue.RestartPolicy(max_restarts=5, backoff=100, max_backoff=100)
+    store = MemoryStore()
+    returned: list[float] = []
+    with trio.fail_after(60):
+        async with store, trio.open_nursery() as outside:
+            with trio.CancelScope() as scope:
+                async with retinue.open_runtime(models=model, store=store, restart=policy) as rt:
+                    agent = await rt.create_agent("a", OPTIONS)
+                    crashes = crash_flusher(monkeypatch, times=2)
+                    agent.inject("first")
+                    await agent.wait_idle()
+                    agent.inject("second")
+                    await trio.sleep(1)  # its flush crashed too: the restart waits 100s
+                    assert crashes == [1, 1]
+                    agent.inject("third")
+
+                    async def wait_idle() -> None:
+                        await agent.wait_idle()
+                        returned.append(trio.current_time())
+
+                    outside.start_soon(wait_idle)
+                    await trio.sleep(1)
+                    assert returned == []
+                    scope.cancel()
+                    await trio.sleep_forever()
+            assert scope.cancelled_caught
+            assert returned == [pytest.approx(2.0)]
+            assert agent.status == "disposed"
+            stored = await store.inspect(agent.id)
+            injected = of_type(stored.events, "context/message")
+            assert [texts(e.data.content) for e in injected] == ["first", "second", "third"]  # type: ignore[union-attr]
+    assert f"restarting a task of agent {agent.id} in 100s" in caplog.messages
+    assert [r.message for r in caplog.records if r.levelname == "ERROR"] == [
+        f"flusher of agent {agent.id} crashed"
+    ] * 2
 
 
 async def test_supervisor_disposes_an_agent_whose_flusher_crashes_past_its_policy(
