@@ -835,3 +835,38 @@ async def test_postgres_reads_meeting_a_table_lock_fail_naming_it_rather_than_wa
                 assert f'"{schema}".retinue_sessions' in caught.value.message
                 assert trio.current_time() - started < 5
         assert [header.id for header in await store.list()] == ["stored"]
+
+
+async def test_postgres_group_whose_every_batch_is_refused_opens_no_transaction(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.3, R11.5: a flush refused when claiming its session (an id another store holds)
+    writes nothing, so it starts no transaction: it is refused at once with
+    SESSION_ALREADY_EXISTS even while another transaction holds a lock on the sessions
+    table. It waited out the lock timeout in an empty transaction and failed with
+    TABLE_LOCKED instead, naming a lock that had nothing to do with it."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    held, second = Session.create("taken"), Session.create("taken")
+    async with (
+        PostgresStore(dsn, schema=schema) as holder,
+        PostgresStore(dsn, schema=schema) as store,
+    ):
+        holder.attach_new(held)
+        run_turn(held)
+        await holder.flush(held)
+        store.attach_new(second)
+        run_turn(second)
+        commits = _count_commits(store, monkeypatch)
+        with (
+            _table_locked(dsn, schema, "retinue_sessions"),
+            pytest.raises(StoreError) as caught,
+        ):
+            await store.flush(second)
+        assert caught.value.code == "SESSION_ALREADY_EXISTS"
+        assert "'taken'" in caught.value.message
+        assert commits == [0]
+        store._tracked.pop("taken").unsubscribe()  # refused: nothing left to drain on exit
+        await holder.detach(held)

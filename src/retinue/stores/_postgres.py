@@ -172,6 +172,10 @@ class PostgresBackend:
     def _write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
         results: list[StoreError | None] = [None] * len(batches)
         taken = self._claim_all(batches, results)
+        if all(error is not None for error in results):
+            # Every batch was refused and no lock taken: a transaction would write nothing,
+            # yet wait out any lock on the tables and fail the refusals with it.
+            return results
         try:
             with self._write_lock:
                 self._commit_group_or_find_table_lock(batches, results)
