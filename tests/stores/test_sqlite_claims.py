@@ -149,6 +149,38 @@ async def test_sqlite_append_without_a_load_is_refused_while_claimed(tmp_path: P
         assert lines((await store.load("held")).events[:]) == lines(mine.events[:])
 
 
+async def test_sqlite_append_refused_as_claimed_does_not_wait_for_the_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.7, R11.5: a flush refused when claiming its session writes nothing, so it takes
+    no write lock: it is refused at once with SESSION_LOCKED while another connection
+    holds the database's write transaction. It waited out the busy timeout for a lock
+    it had no use for, then failed with a storage error naming that lock instead."""
+    import retinue.stores._sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_BUSY_TIMEOUT_MS", 300)
+    path = tmp_path / "sessions.db"
+    await _stored(path, "held")
+    async with SQLiteStore(path) as first, SQLiteStore(path) as second:
+        mine = await first.load("held")
+        first.attach(mine)
+        theirs = await second.inspect("held")
+        second.attach(theirs)
+        run_turn(theirs)
+        blocker = sqlite3.connect(path, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StoreError) as caught:
+                await second.flush(theirs)
+        finally:
+            blocker.rollback()
+            blocker.close()
+        assert caught.value.code == "SESSION_LOCKED"
+        assert "'held'" in caught.value.message
+        second._tracked.pop("held").unsubscribe()  # refused: nothing left to drain on exit
+        await first.detach(mine)
+
+
 @pytest.mark.parametrize("session_id", LONG_IDS, ids=["plain", "ascii", "cjk", "astral"])
 async def test_sqlite_claims_ids_of_any_valid_length(tmp_path: Path, session_id: str) -> None:
     """R11.12, R12.7: an id of up to 512 characters gets a lock file whose name fits."""

@@ -180,6 +180,10 @@ class SQLiteBackend:
         results = [
             None if batch.header is not None else self._claim_for(batch) for batch in batches
         ]
+        if all(error is not None for error in results):
+            # Every batch was refused: a transaction would write nothing, yet wait out
+            # another connection's write lock and fail the refusals with it.
+            return results
         with self._write_lock:
             conn = self._require_writer()
             claimed: list[str] = []
