@@ -357,3 +357,39 @@ async def test_a_group_the_writer_took_is_written_though_its_scope_is_then_cance
         assert scope.cancelled_caught
         async with SQLiteStore(path) as other:
             assert (await other.load("late")).dump() == session.dump()
+
+
+async def test_two_detaches_of_one_session_at_once_both_return_and_store_every_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: two ``detach`` calls of one session running at once, with events appended
+    while the first flush is written, both return once the session is let go, and every
+    event is stored. The second to end found the session untracked by the first and
+    failed with a bare ``KeyError``."""
+    path = tmp_path / "sessions.db"
+    real_write = SQLiteBackend.write
+    writing, release = threading.Event(), threading.Event()
+
+    def held_write(backend: SQLiteBackend, batches: Sequence[AppendBatch]) -> Any:
+        if not release.is_set():
+            writing.set()
+            release.wait(REAL_DEADLINE)
+        return real_write(backend, batches)
+
+    monkeypatch.setattr(SQLiteBackend, "write", held_write)
+    session = Session.create("s")
+    with trio.fail_after(REAL_DEADLINE):
+        async with SQLiteStore(path) as store:
+            store.attach_new(session)
+            run_turn(session)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(store.detach, session)
+                nursery.start_soon(store.detach, session)
+                await trio.to_thread.run_sync(writing.wait)
+                await trio.testing.wait_all_tasks_blocked()
+                run_turn(session)  # appended while the first flush is written
+                release.set()
+            assert store.statistics().tracked_sessions == 0
+        async with SQLiteStore(path) as store:
+            stored = await store.load("s")
+    assert len(stored.events) == len(session.events)

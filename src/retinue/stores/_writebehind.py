@@ -378,6 +378,8 @@ class BufferedStore:
             return
         while tracked.buffer:  # appended while that flush was being written
             await self.flush(session)
+        if self._tracked.get(session.id) is not tracked:
+            return  # a detach of the session running alongside has let it go
         tracked.unsubscribe()
         del self._tracked[session.id]
         await self._release(session)
