@@ -79,6 +79,24 @@ def test_check_session_id_refuses_overlong_ids() -> None:
     assert caught.value.code == "INVALID_SESSION_ID"
 
 
+@pytest.mark.parametrize(
+    ("bad_id", "problem"),
+    [
+        ("tab\there", "the control character U+0009"),
+        ("half\ud800", "the surrogate character U+D800"),
+        ("new\u0378", "the unassigned character U+0378"),
+    ],
+)
+def test_check_session_id_names_the_kind_of_character_it_refuses(bad_id: str, problem: str) -> None:
+    """An id holding a control, surrogate or unassigned character is refused with a message
+    saying which of the three it holds: a surrogate or an unassigned character was called a
+    control character."""
+    with pytest.raises(StoreError) as caught:
+        check_session_id(bad_id)
+    assert caught.value.code == "INVALID_SESSION_ID"
+    assert caught.value.message == f"session id {bad_id!r} contains {problem}"
+
+
 def _event(data: object, **envelope: object) -> Event:
     return Event(seq=7, time=1_700_000_000_123, data=data, **envelope)  # type: ignore[arg-type]
 

@@ -12,6 +12,8 @@ __all__ = ["bucket_name", "check_session_id", "escape_id", "file_stem", "id_prob
 MAX_ID_LENGTH = 512
 # File names are limited to 255 bytes; a stem leaves room for a suffix and a temporary prefix.
 MAX_STEM_LENGTH = 200
+_REFUSED_KINDS = {"Cc": "control", "Cs": "surrogate", "Cn": "unassigned"}
+"""The Unicode categories no id may hold, by what a refusal calls them."""
 _KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
@@ -40,8 +42,9 @@ def id_problem(session_id: str) -> str | None:
     for char in session_id:
         if char in "/\\":
             return "contains a path separator"
-        if unicodedata.category(char) in {"Cc", "Cs", "Cn"}:
-            return f"contains the control character U+{ord(char):04X}"
+        kind = _REFUSED_KINDS.get(unicodedata.category(char))
+        if kind is not None:
+            return f"contains the {kind} character U+{ord(char):04X}"
     return None
 
 
