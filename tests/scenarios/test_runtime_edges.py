@@ -78,6 +78,64 @@ async def test_resume_after_a_failed_final_flush_commits_what_the_old_agent_left
         check_session_invariants(again.session.events)
 
 
+async def test_a_failed_final_flush_is_tried_again_as_the_runtime_closes(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.9, R11.15: a session whose final flush failed is flushed and let go once more
+    when its runtime closes, as no resume of it can come in that runtime any more. In a
+    store shared by runtimes it stayed attached: the next runtime's resume was refused as
+    live (``SESSION_TRACKED``), and its buffered events waited for the store's close."""
+    backend = _Outage()
+    store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
+    model = ScriptedModel([Reply("one")], repeat_last=True)
+    async with store:
+        async with runtime(model, store=store) as rt:
+            agent = await rt.create_agent("w", OPTIONS)
+            await agent.ask("hello")
+            agent.inject("note")
+            backend.down = True
+            await agent.dispose()
+            old_events = list(agent.session.events)
+            assert store.statistics().buffered_events > 0, "the outage lost nothing yet"
+            backend.down = False
+        assert store.statistics().tracked_sessions == 0
+        async with runtime(model, store=store) as rt:
+            again = await rt.resume_agent(agent.id, OPTIONS)
+            assert list(again.session.events)[: len(old_events)] == old_events
+            assert (await again.ask("again")).turn == 3
+    assert sum("final flush of session" in message for message in caplog.messages) == 1
+
+
+async def test_a_final_flush_failing_again_as_the_runtime_closes_is_logged(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.9, R11.6: a final flush that fails again as its runtime closes is logged, naming
+    the session; its events stay buffered for the store's close, which reports them."""
+    backend = _Outage()
+    store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
+    model = ScriptedModel([Reply("one")], repeat_last=True)
+    agents: list[retinue.Agent] = []
+
+    async def run() -> None:
+        async with runtime(model, store=store) as rt:
+            agents.append(await rt.create_agent("w", OPTIONS))
+            await agents[0].ask("hello")
+            agents[0].inject("note")
+            backend.down = True
+            await agents[0].dispose()
+
+    with pytest.raises(StoreError) as caught:
+        await run()
+    assert caught.value.code == "CLOSE_FAILED"
+    agent_id = agents[0].id
+    expected = (
+        f"final flush of session {agent_id} failed again as the runtime closed: session "
+        f"{agent_id!r}: the write failed: the store's write failed: OSError: [Errno 28] No "
+        "space left on device; its unflushed events stay buffered until the store is closed"
+    )
+    assert [r.message for r in caplog.records if "as the runtime closed" in r.message] == [expected]
+
+
 class _HangingDetach(BufferedStore):
     """A memory store whose final flush (``detach``) hangs while ``hang`` is set."""
 

@@ -65,6 +65,9 @@ class Runtime:
     # Kept here rather than asked of the store: a store may be shared (with another
     # runtime, or its owner) and knows what is attached, not what this runtime left.
     _stranded: dict[str, Session] = attrs.field(factory=dict, init=False)
+    # Of those, the ids whose store did not answer within flush_timeout: the runtime's
+    # close does not wait for it once more, so that a hanging store cannot hold it open.
+    _hung: set[str] = attrs.field(factory=set, init=False)
 
     @property
     def hooks(self) -> RuntimeHooks:
@@ -291,6 +294,30 @@ class Runtime:
             code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
             raise StoreError(message, code=code) from failure
         del self._stranded[agent_id]
+        self._hung.discard(agent_id)
+
+    async def _settle_all_stranded(self) -> None:
+        """Try every failed final flush once more, together, as the runtime closes (R12.9).
+
+        No creation or resume of their ids comes in this runtime any more: left
+        attached, a store that outlives the runtime would keep their events buffered
+        and refuse to load them as live. One that fails again, or whose store hung,
+        stays for the store's close.
+        """
+        async with trio.open_nursery() as nursery:
+            for agent_id in self._stranded.keys() - self._hung:
+                nursery.start_soon(self._settle_at_close, agent_id)
+
+    async def _settle_at_close(self, agent_id: str) -> None:  # noqa: ASYNC910 - called for a stranded id, whose detach is awaited
+        try:
+            await self._settle_stranded(agent_id)
+        except StoreError as exc:
+            log.warning(
+                "final flush of session %s failed again as the runtime closed: %s; its "
+                "unflushed events stay buffered until the store is closed",
+                agent_id,
+                exc.__cause__ or exc,
+            )
 
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
@@ -532,6 +559,8 @@ class Runtime:
         # the next creation or resume of the id commits them first, and closing
         # the store drains them.
         self._stranded[agent.id] = core.session
+        if isinstance(failure, TimeoutError):
+            self._hung.add(agent.id)
         log.warning(
             "final flush of session %s failed: %s; its unflushed events stay buffered until "
             "the id is created or resumed again, or the store is closed",
@@ -543,7 +572,8 @@ class Runtime:
         """Stop accepting agents, abort creations in flight, dispose every live agent (R12.10).
 
         Waits until every aborted creation has unwound and every teardown (those
-        begun before too) has finished. Always a checkpoint. Called from an
+        begun before too) has finished, then tries once more each final flush that
+        failed, unless it hung. Always a checkpoint. Called from an
         agent's own tool, listener or teardown, it returns once the teardowns
         have begun: its agent's cannot end before the call does, and the
         runtime's exit waits for them all. Called from an agent of another
@@ -564,6 +594,7 @@ class Runtime:
         if caller is None:
             while self._teardowns:
                 await next(iter(self._teardowns.values())).torn_down.wait()
+            await self._settle_all_stranded()
             return
         # Only this runtime's agent is let off: one of another runtime (which opened
         # this one in its tool, say) does not wait for itself here.
