@@ -46,9 +46,12 @@ __all__ = [
     "call_each",
     "cancel_is_stray",
     "describe_error",
+    "error_code",
     "failure_of",
     "leaf_error",
+    "passes_on",
     "stray_cancel_error",
+    "unknown_failure_error",
 ]
 
 
@@ -219,17 +222,74 @@ def stray_cancel_error(
     return error
 
 
-def failure_of(
-    exc: Exception | trio.Cancelled, culprit: str, kind: Callable[..., RetinueError]
-) -> Exception:
+def failure_of(exc: BaseException, culprit: str, kind: Callable[..., RetinueError]) -> Exception:
     """What *culprit*'s raise of *exc* reports: an ``Exception`` as it is, a stray
-    ``Cancelled`` as a *kind* error (:func:`stray_cancel_error`).
+    ``Cancelled`` as a *kind* error (:func:`stray_cancel_error`), any other
+    ``BaseException`` that does not pass on as a *kind* error too
+    (:func:`unknown_failure_error`).
 
     Raises:
-        trio.Cancelled: *exc* itself when it is a real cancel: it must reach its scope.
+        BaseException: *exc* itself when it passes on (:func:`passes_on`): a real
+            cancel must reach its scope, and Ctrl-C the runtime.
     """
     if isinstance(exc, Exception):
         return exc
-    if not cancel_is_stray():
+    if isinstance(exc, trio.Cancelled):
+        if not cancel_is_stray():
+            raise exc
+        return stray_cancel_error(culprit, kind, exc)
+    if passes_on(exc):
         raise exc
-    return stray_cancel_error(culprit, kind, exc)
+    return unknown_failure_error(culprit, kind, exc)
+
+
+# What user code (a listener, a tool body) may raise that is not its own failure: Ctrl-C
+# and a cancel pass on, as trio has them.
+_PASSING_ON = (KeyboardInterrupt, trio.Cancelled)
+
+
+def passes_on(exc: BaseException) -> bool:
+    """Whether user code's raise of *exc* passes on rather than being its own failure.
+
+    Ctrl-C and a cancel do, bare or in the group of a nursery the code opened,
+    whatever else the group holds. Anything else is the code's failure, reported
+    where it ran: a ``SystemExit`` (argparse in a plugin, say), a
+    ``GeneratorExit`` or a ``BaseException`` subclass of the user's must not end
+    the runtime with every agent in it (R7.45, R7.48).
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(_PASSING_ON) is not None
+    return isinstance(exc, _PASSING_ON)
+
+
+def error_code(error: BaseException) -> str | None:
+    """An error's ``code`` attribute when it is a string (R7.45).
+
+    A plugin's error whose ``code`` cannot be read has none: reading it must
+    not fail the handler that records the error. A ``SystemExit``'s ``code``
+    is the exit status it asks for, no error code.
+    """
+    if isinstance(error, SystemExit):
+        return None
+    try:
+        code = getattr(error, "code", None)
+    except Exception:
+        return None
+    return code if isinstance(code, str) else None
+
+
+def unknown_failure_error(culprit: str, kind: Callable[..., _E], cause: BaseException) -> _E:
+    """*culprit*'s raise of a ``BaseException`` that is no ``Exception`` and does not
+    pass on, as a *kind* error: code ``UNKNOWN`` unless it carries one (R7.45).
+
+    *cause* is kept as the error's ``__cause__``.
+    """
+    leaf = leaf_error(cause)
+    text = describe_error(leaf)
+    what = type(leaf).__name__
+    error = kind(
+        f"{culprit} raised {what}" if text == what else f"{culprit} raised {what}: {text}",
+        code=error_code(leaf) or "UNKNOWN",
+    )
+    error.__cause__ = cause
+    return error

@@ -494,15 +494,11 @@ async def test_open_runtime_refuses_a_flush_timeout_that_is_not_a_positive_numbe
             pass  # pragma: no cover - refused before the body runs
 
 
-class _Interrupt(BaseException):
-    """Stands for ``KeyboardInterrupt``, which pytest would take for the user's own."""
-
-
 async def test_a_status_listener_interrupting_a_dispose_still_leaves_it_torn_down(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R12.8, R12.9: the teardown is started before ``agent/status`` announces the
-    disposal; a listener's BaseException reaches the first ``dispose`` and the teardown
+    disposal; Ctrl-C in a listener reaches the first ``dispose`` and the teardown
     still runs. It used to be never started: a second ``dispose`` and ``wait_idle``
     hung, and the agent stayed in the registry past the runtime's end."""
     disposed: list[str] = []
@@ -513,11 +509,11 @@ async def test_a_status_listener_interrupting_a_dispose_still_leaves_it_torn_dow
         def interrupt(_agent: retinue.Agent, status: str) -> None:
             if status == "disposed" and not disposed:
                 disposed.append("interrupted")
-                raise _Interrupt
+                raise KeyboardInterrupt
 
         rt.hooks.on("agent/status", interrupt, agent=agent)
         rt.hooks.on("agent/disposed", lambda _agent: disposed.append("agent/disposed"))
-        with pytest.raises(_Interrupt):
+        with pytest.raises(KeyboardInterrupt):
             await agent.dispose()
         await agent.dispose()
         await agent.wait_idle()
@@ -531,7 +527,7 @@ async def test_a_status_listener_interrupting_a_dispose_still_leaves_it_torn_dow
 async def test_a_disposed_listener_interrupting_a_teardown_still_unwinds_the_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: a BaseException from an ``agent/disposed`` listener ends the runtime, and
+    """R12.9: Ctrl-C in an ``agent/disposed`` listener ends the runtime, and
     the teardown's later stages still run: scoped cleanups, the end of every
     subscription and the detach. They were skipped: a subscriber waited for good."""
     store = _SlowDetach()
@@ -539,7 +535,7 @@ async def test_a_disposed_listener_interrupting_a_teardown_still_unwinds_the_age
     ended: list[str] = []
     with trio.fail_after(600):
         async with trio.open_nursery() as outer:
-            with pytest.RaisesGroup(_Interrupt, flatten_subgroups=True):
+            with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
                 async with retinue.open_runtime(
                     models=ScriptedModel([Reply("hi")]), store=store
                 ) as rt:
@@ -556,7 +552,7 @@ async def test_a_disposed_listener_interrupting_a_teardown_still_unwinds_the_age
                     outer.start_soon(read)
 
                     def interrupt(_agent: retinue.Agent) -> None:
-                        raise _Interrupt
+                        raise KeyboardInterrupt
 
                     rt.hooks.on("agent/disposed", interrupt)
                     await agent.dispose()

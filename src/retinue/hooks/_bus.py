@@ -18,6 +18,7 @@ from retinue._errors import (
     AgentDisposedError,
     HookError,
     failure_of,
+    passes_on,
     stray_cancel_error,
 )
 
@@ -90,8 +91,11 @@ async def _call(name: str, fn: Listener, *args: object) -> object:
         result = fn(*args)
         if inspect.isawaitable(result):
             return await result
-    except trio.Cancelled as exc:
-        # A real cancel is raised again; a stray one is the listener's failure.
+    except Exception:
+        raise
+    except BaseException as exc:
+        # Ctrl-C and a real cancel are raised again; anything else (a stray cancel, a
+        # SystemExit) is the listener's failure, which the seam's caller contains.
         raise failure_of(exc, _listener(name, fn), HookError) from exc
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
@@ -114,8 +118,17 @@ def _late_next(name: str) -> HookError:
 
 
 def _listener(name: str, fn: Listener) -> str:
-    """A listener as a stray ``Cancelled``'s message names it; each seam handles the failure."""
+    """A listener as the error made of its raise names it; each seam handles the failure."""
     return f"a {name} listener ({fn!r})"
+
+
+def _contained(exc: BaseException) -> bool:
+    """Whether a synchronous callback's raise of *exc* is its own failure: all but Ctrl-C.
+
+    No cancel is delivered to synchronous code, so a ``Cancelled`` is the
+    callback's own too.
+    """
+    return isinstance(exc, Exception | trio.Cancelled) or not passes_on(exc)
 
 
 def _seam_mode(name: str) -> str:
@@ -336,8 +349,9 @@ class HookBus:
         for fn in list(watchers.values()) if watchers else ():
             try:
                 fn()
-            except (Exception, trio.Cancelled):
-                # No cancel is delivered to synchronous code: a Cancelled is the watcher's own.
+            except BaseException as exc:
+                if not _contained(exc):
+                    raise
                 log.exception("watcher of %s failed (contained)", name)
 
     def drop_scope(self, scope: str) -> None:
@@ -380,20 +394,27 @@ class HookBus:
         return seam.reached(scope)
 
     def emit(self, name: str, *args: object, scope: str | None = None) -> None:
-        """Call every listener synchronously; each failure is logged and contained."""
+        """Call every listener synchronously; each failure is logged and contained (R6.1).
+
+        A ``SystemExit`` too: only Ctrl-C passes on.
+        """
         if name not in self._listeners:
             return
         for fn in self.listeners(name, scope):
             try:
                 _synchronous(name, fn(*args))
-            except (Exception, trio.Cancelled):
-                # No cancel is delivered to synchronous code: a Cancelled is the listener's own.
+            except BaseException as exc:
+                # A SystemExit too (R6.1): a notification's listener never ends the runtime.
+                if not _contained(exc):
+                    raise
                 log.exception("listener failed in %s (contained)", name)
 
     def emit_raising(self, name: str, *args: object, scope: str | None = None) -> None:
         """Call every listener synchronously; the first failure propagates after all ran.
 
-        The other listeners' failures are logged: one exception propagates.
+        The other listeners' failures are logged: one exception propagates. A
+        listener's ``BaseException`` that is no Ctrl-C is its failure, as a
+        ``HookError`` (:func:`retinue._errors.failure_of`); Ctrl-C propagates at once.
         """
         if name not in self._listeners:
             return
@@ -401,17 +422,25 @@ class HookBus:
         for fn in self.listeners(name, scope):
             try:
                 _synchronous(name, fn(*args))
+            except Exception as exc:
+                failures.append(exc)
             except trio.Cancelled as exc:
                 # No cancel is delivered to synchronous code: a Cancelled is the listener's own.
                 failures.append(stray_cancel_error(_listener(name, fn), HookError, exc))
-            except Exception as exc:
-                failures.append(exc)
+            except BaseException as exc:
+                # Ctrl-C is raised at once; a SystemExit is the listener's failure.
+                failures.append(failure_of(exc, _listener(name, fn), HookError))
         if failures:
             _log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
 
     async def serial(self, name: str, *args: object, scope: str | None = None) -> None:  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         """Await listeners one after another; a failure propagates (R6.2).
+
+        In every awaited mode a listener's ``BaseException`` that passes on
+        (Ctrl-C, a real cancel) propagates as it is; any other that is no
+        ``Exception`` (a ``SystemExit``, a stray cancel) propagates as a
+        ``HookError`` naming the listener, caused by it.
 
         With no listener for *name* it returns without yielding: seams nobody
         listens to cost no scheduling point on the agent's hot path.

@@ -7,7 +7,7 @@ import logging
 import attrs
 
 from retinue._content import ContentBlock, Text, ToolCall, content_text
-from retinue._errors import describe_error, leaf_error
+from retinue._errors import describe_error, error_code, leaf_error
 from retinue._stream import Usage
 from retinue.session import (
     Session,
@@ -23,22 +23,9 @@ from retinue.tools import PreparedCall, ToolExecutionResult
 from ._core import AgentCore
 from ._summary import add_usage
 
-__all__ = ["NO_CALLS", "StepCalls", "TurnState", "call_logged_at", "error_code"]
+__all__ = ["NO_CALLS", "StepCalls", "TurnState", "call_logged_at"]
 
 log = logging.getLogger("retinue.loop")
-
-
-def error_code(error: BaseException) -> str | None:
-    """An error's ``code`` attribute when it is a string (R7.45).
-
-    A plugin's error whose ``code`` cannot be read has none: reading it must
-    not fail the handler that records the error.
-    """
-    try:
-        code = getattr(error, "code", None)
-    except Exception:
-        return None
-    return code if isinstance(code, str) else None
 
 
 @attrs.define(eq=False, slots=True, init=False)

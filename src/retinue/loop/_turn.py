@@ -62,8 +62,9 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
         # (the runtime's teardown, Ctrl-C) ends the turn here; so does another
-        # BaseException a body raised, which goes on to end the runtime, as trio
-        # has it, but is logged as what ended the turn, not as a disposal.
+        # BaseException (a model's or an observer's: listeners' and tool bodies'
+        # are their failures), which goes on to end the runtime, as trio has it,
+        # but is logged as what ended the turn, not as a disposal.
         if _turn_logged(state) and not isinstance(exc, Exception):
             cancelled = _cancellation(exc)
             if not cancelled:

@@ -12,7 +12,7 @@ from typing import cast, final
 import attrs
 import trio
 
-from retinue._errors import InvalidJsonError, ToolError, failure_of
+from retinue._errors import InvalidJsonError, ToolError, failure_of, passes_on
 from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, loads_frozen, thaw_json
 
@@ -54,12 +54,6 @@ until it returns. A registry's sync bodies never hold more than
 call that finds them all taken fails at once with ``TOOL_THREADS_EXHAUSTED``,
 and sync calls run again as abandoned bodies return.
 """
-
-# What a tool body may raise that is not its own failure: Ctrl-C and a cancel pass on, as
-# trio has them. Anything else is the call's error result (R9.2): a SystemExit (argparse
-# in a sync tool, say) or a BaseException subclass of the user's must not take the runtime
-# down.
-_PASSING = (KeyboardInterrupt, trio.Cancelled)
 
 # How much of arguments that are not JSON the model is shown back.
 _EXCERPT_CHARS = 80
@@ -270,17 +264,11 @@ async def run_body(
         log.warning("tool %r raised a stray trio.Cancelled", tool.name, exc_info=exc)
         return exception_result(execution.call_id, failure)
     except BaseException as exc:
-        if not _own_failure(exc):
+        # Anything but Ctrl-C and a cancel is the call's error result (R9.2): a SystemExit
+        # (argparse in a sync tool, say) must not take the runtime down.
+        if passes_on(exc):
             raise
         return exception_result(execution.call_id, exc)
-
-
-def _own_failure(exc: BaseException) -> bool:
-    """Whether a body's raise of *exc* is the call's failure: anything but Ctrl-C and a
-    cancel, also in the exception group of a nursery the body opened."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.subgroup(_PASSING) is None
-    return not isinstance(exc, _PASSING)
 
 
 async def _run_within(

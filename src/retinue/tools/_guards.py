@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeAlias, final
 
 import attrs
-import trio
 
 from retinue._errors import HookError, failure_of
 from retinue.hooks import Deny
@@ -86,11 +85,13 @@ class Guards:
         failure: Exception
         try:
             denial = await self._denial(execution)
-        except trio.Cancelled as exc:
-            failure = failure_of(exc, "a tool guard", HookError)
         except Exception as exc:
             log.exception("a tool guard failed for %r", execution.name)
             failure = exc
+        except BaseException as exc:
+            # Ctrl-C and a real cancel are raised again; a stray cancel or a SystemExit
+            # is the guard's failure.
+            failure = failure_of(exc, "a tool guard", HookError)
         else:
             if denial is None:
                 return PreparedCall(execution)  # noqa: ASYNC910 - the caller's schedule point
