@@ -230,7 +230,9 @@ def _log_call(step: _StepTools, call: ToolCall) -> None:
     seq = len(session.events)
     try:
         session.append(ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments))
-    except Exception:
+    except BaseException:
+        # Whatever the observer raised, the call is logged: unrecorded, it would be
+        # logged again, as never started, when the turn is closed.
         if call_logged_at(session, seq, call.id):
             step.record.call_seqs[call.id] = seq
         raise
