@@ -51,6 +51,7 @@ __all__ = [
     "leaf_error",
     "passes_on",
     "stray_cancel_error",
+    "synchronous_failure",
     "unknown_failure_error",
 ]
 
@@ -260,6 +261,15 @@ def passes_on(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.subgroup(_PASSING_ON) is not None
     return isinstance(exc, _PASSING_ON)
+
+
+def synchronous_failure(exc: BaseException) -> bool:
+    """Whether a synchronous callback's raise of *exc* is its own failure: all but Ctrl-C.
+
+    No cancel is delivered to synchronous code, so a ``Cancelled`` is the
+    callback's own too (:func:`passes_on` otherwise).
+    """
+    return isinstance(exc, Exception | trio.Cancelled) or not passes_on(exc)
 
 
 def error_code(error: BaseException) -> str | None:

@@ -296,3 +296,24 @@ async def test_a_tool_guard_base_exception_fails_its_call(
                 "UNKNOWN",
                 "Error: a tool guard raised SystemExit: 3",
             )
+
+
+async def test_a_scoped_cleanup_base_exception_is_contained_and_the_teardown_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: a scoped cleanup (the unregister of a scoped listener, say) that exits is
+    logged like any cleanup failure: the cleanups after it still run, the agent's
+    subscriptions end and the runtime goes on. It ended the runtime and skipped them."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    with trio.fail_after(60):
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            cleaned: list[str] = []
+            rt.scoped(agent, lambda: cleaned.append("registered first"))
+            rt.scoped(agent, _exit)  # unwound before the first: the last is undone first
+            async with agent.subscribe() as events:
+                await agent.dispose()
+                assert [event async for event in events] == []
+            assert cleaned == ["registered first"]
+            other = await rt.create_agent("b", OPTIONS)
+            assert (await other.ask("go")).reason.kind == "completed"

@@ -18,8 +18,8 @@ from retinue._errors import (
     AgentDisposedError,
     HookError,
     failure_of,
-    passes_on,
     stray_cancel_error,
+    synchronous_failure,
 )
 
 __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
@@ -120,15 +120,6 @@ def _late_next(name: str) -> HookError:
 def _listener(name: str, fn: Listener) -> str:
     """A listener as the error made of its raise names it; each seam handles the failure."""
     return f"a {name} listener ({fn!r})"
-
-
-def _contained(exc: BaseException) -> bool:
-    """Whether a synchronous callback's raise of *exc* is its own failure: all but Ctrl-C.
-
-    No cancel is delivered to synchronous code, so a ``Cancelled`` is the
-    callback's own too.
-    """
-    return isinstance(exc, Exception | trio.Cancelled) or not passes_on(exc)
 
 
 def _seam_mode(name: str) -> str:
@@ -350,7 +341,7 @@ class HookBus:
             try:
                 fn()
             except BaseException as exc:
-                if not _contained(exc):
+                if not synchronous_failure(exc):
                     raise
                 log.exception("watcher of %s failed (contained)", name)
 
@@ -405,7 +396,7 @@ class HookBus:
                 _synchronous(name, fn(*args))
             except BaseException as exc:
                 # A SystemExit too (R6.1): a notification's listener never ends the runtime.
-                if not _contained(exc):
+                if not synchronous_failure(exc):
                     raise
                 log.exception("listener failed in %s (contained)", name)
 

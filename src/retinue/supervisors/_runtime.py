@@ -10,7 +10,13 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, AgentError, SessionError, StoreError
+from retinue._errors import (
+    AgentDisposedError,
+    AgentError,
+    SessionError,
+    StoreError,
+    synchronous_failure,
+)
 from retinue._lossless import shown
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
@@ -402,8 +408,10 @@ class Runtime:
             _, cleanup = cleanups.popitem()
             try:
                 cleanup()
-            except (Exception, trio.Cancelled):
-                # No cancel is delivered to synchronous code: a Cancelled is the cleanup's own.
+            except BaseException as exc:
+                # A SystemExit too: the rest of the teardown must still run. Ctrl-C goes on.
+                if not synchronous_failure(exc):
+                    raise
                 log.exception("cleanup of agent %s failed (contained)", agent_id)
 
     def _publish(self, agent: Agent, *, source: str, new: bool) -> None:
@@ -433,10 +441,9 @@ class Runtime:
             core.published = True
             core.emit("agent/session-start", source)
         except BaseException:
-            # Emitting contains a listener's Exception, not a BaseException (a
-            # KeyboardInterrupt, say). No driver will run: the agent is torn
-            # down as a published one, whose teardown takes it out of the
-            # registry and the store again.
+            # Emitting contains a listener's failures, not Ctrl-C. No driver
+            # will run: the agent is torn down as a published one, whose
+            # teardown takes it out of the registry and the store again.
             core.published = True
             core.driver_exited.set()
             self._start_teardown(agent)
