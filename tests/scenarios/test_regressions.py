@@ -100,6 +100,29 @@ async def test_step_result_with_invalid_content_ends_the_turn_without_orphan_res
         check_session_invariants(events)
 
 
+@pytest.mark.parametrize("role", ["user", "system"])
+async def test_step_result_rewrite_with_another_role_is_an_invalid_hook_result(
+    autojump_clock: trio.testing.MockClock, role: str
+) -> None:
+    """R7.36, R6.3: the step's message is the assistant's: a rewrite given another role
+    is refused, not logged as the assistant's with its role silently dropped."""
+    model = ScriptedModel([Reply("hello")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def rewrite(*_args: object) -> Message:
+            return Message(role, (Text("spoken for the user"),))  # type: ignore[arg-type]
+
+        unregister = rt.hooks.on("agent/step-result", rewrite, agent=agent)
+        result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
+        assert f"{role} message" in (result.reason.message or "")
+        assert of_type(agent.session.events, "assistant/message") == []
+        unregister()
+        assert (await agent.ask("again")).text == "hello"
+        check_session_invariants(agent.session.events)
+
+
 async def test_step_result_rewrite_is_what_log_history_and_tools_see(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -242,6 +242,12 @@ async def _step_result(
     )
     if not isinstance(result, Message):
         raise HookError(f"agent/step-result returned {type(result).__name__}, not Message")
+    if result.role != "assistant":
+        # Only its content is logged, as the assistant's: the role would look applied.
+        raise HookError(
+            f"agent/step-result returned a {result.role} message: the step's message is "
+            "the assistant's"
+        )
     try:
         return as_content(result.content)
     except TypeError as exc:
