@@ -50,6 +50,7 @@ __all__ = [
     "failure_of",
     "leaf_error",
     "passes_on",
+    "raised_message",
     "stray_cancel_error",
     "synchronous_failure",
     "unknown_failure_error",
@@ -295,11 +296,13 @@ def unknown_failure_error(culprit: str, kind: Callable[..., _E], cause: BaseExce
     *cause* is kept as the error's ``__cause__``.
     """
     leaf = leaf_error(cause)
-    text = describe_error(leaf)
-    what = type(leaf).__name__
-    error = kind(
-        f"{culprit} raised {what}" if text == what else f"{culprit} raised {what}: {text}",
-        code=error_code(leaf) or "UNKNOWN",
-    )
+    error = kind(raised_message(culprit, leaf), code=error_code(leaf) or "UNKNOWN")
     error.__cause__ = cause
     return error
+
+
+def raised_message(culprit: str, error: BaseException) -> str:
+    """``"<culprit> raised <type>: <message>"``, the message left out when it is the type."""
+    text = describe_error(error)
+    what = type(error).__name__
+    return f"{culprit} raised {what}" if text == what else f"{culprit} raised {what}: {text}"

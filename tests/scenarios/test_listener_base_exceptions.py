@@ -1,7 +1,8 @@
 """A listener raising a ``BaseException`` that is neither Ctrl-C nor a cancel (a
 ``SystemExit``, a ``GeneratorExit``, a subclass of the user's, a group of them) fails
 what its seam fails for any raise, never the driver or the runtime (R6.1-R6.4, R7.45,
-R7.48); Ctrl-C and a cancel still pass through listeners."""
+R7.48); Ctrl-C and a cancel still pass through listeners. A ``StopIteration``, which
+Python turns into a ``RuntimeError`` as it leaves a coroutine, names the listener."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import trio.testing
 import retinue
 from retinue._content import content_text
 from retinue.hooks import HookError
-from retinue.session import ToolResultEvent
+from retinue.session import Event, ToolResultEvent
 from retinue.testing import (
     CallTools,
     Reply,
@@ -317,3 +318,29 @@ async def test_a_scoped_cleanup_base_exception_is_contained_and_the_teardown_goe
             assert cleaned == ["registered first"]
             other = await rt.create_agent("b", OPTIONS)
             assert (await other.ask("go")).reason.kind == "completed"
+
+
+def _exhausted(*args: Any) -> None:
+    """Raise StopIteration; as a ``session/event`` listener, on ``step/start`` only."""
+    if not isinstance(args[-1], Event) or args[-1].type == "step/start":
+        next(iter(()))
+
+
+@pytest.mark.parametrize("seam", ["agent/pre-step", "session/event", "agent/turn-stop"])
+async def test_a_synchronous_listener_stop_iteration_names_the_listener(
+    autojump_clock: trio.testing.MockClock, seam: str
+) -> None:
+    """R7.45: the turn's error names the listener that raised StopIteration; it read
+    "coroutine raised StopIteration", naming a coroutine the listener does not have."""
+    model = ScriptedModel([Reply("one")], repeat_last=True)
+    with trio.fail_after(60):
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            unregister = rt.hooks.on(seam, _exhausted, agent=agent)  # type: ignore[call-overload]
+            first = await agent.ask("go")
+            assert first.reason.kind == "error"
+            message = first.reason.message or ""
+            assert f"a {seam} listener" in message
+            assert message.endswith("raised StopIteration")
+            unregister()
+            assert (await agent.ask("again")).reason.kind == "completed"

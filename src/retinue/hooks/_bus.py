@@ -18,6 +18,7 @@ from retinue._errors import (
     AgentDisposedError,
     HookError,
     failure_of,
+    raised_message,
     stray_cancel_error,
     synchronous_failure,
 )
@@ -91,6 +92,8 @@ async def _call(name: str, fn: Listener, *args: object) -> object:
         result = fn(*args)
         if inspect.isawaitable(result):
             return await result
+    except StopIteration as exc:
+        raise _stopped(name, fn, exc) from exc
     except Exception:
         raise
     except BaseException as exc:
@@ -108,6 +111,15 @@ class _Frame:
     def __init__(self) -> None:
         self.called = False
         self.done = False
+
+
+def _stopped(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
+    """A synchronous listener's ``StopIteration`` as its failure.
+
+    Raised on through a coroutine it would read "coroutine raised StopIteration"
+    (PEP 479), naming a coroutine the listener does not have.
+    """
+    return RuntimeError(raised_message(_listener(name, fn), exc))
 
 
 def _late_next(name: str) -> HookError:
@@ -413,6 +425,9 @@ class HookBus:
         for fn in self.listeners(name, scope):
             try:
                 _synchronous(name, fn(*args))
+            except StopIteration as exc:
+                # Raised from the append, it would reach the loop's coroutines (PEP 479).
+                failures.append(_stopped(name, fn, exc))
             except Exception as exc:
                 failures.append(exc)
             except trio.Cancelled as exc:
