@@ -409,6 +409,40 @@ async def test_waterfall_next_after_the_listener_raised_is_refused() -> None:
     assert ran == []
 
 
+async def test_waterfall_next_returned_unawaited_is_refused_naming_the_mistake() -> None:
+    """R6.3: an async listener that returns ``call_next()`` without awaiting it fails
+    with a HookError saying so, and the rest of the chain, never run, is closed: it was
+    taken for the listener's result, and Python warned of a coroutine of the bus's own
+    never awaited (an error under ``-W error``)."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    async def default() -> str:
+        ran.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    async def forgets_await(_arg: object, next_: Next) -> object:
+        await trio.lowlevel.checkpoint()
+        return next_()
+
+    bus.on("agent/step-result", forgets_await)
+    with pytest.raises(HookError, match=r"returned what next\(\) returned without awaiting it"):
+        await bus.waterfall("agent/step-result", default, "message")
+    assert ran == []
+
+
+async def test_waterfall_sync_listener_may_return_next_for_the_bus_to_await() -> None:
+    """R6.3: a plain-function listener delegates by returning ``call_next()``."""
+    bus = HookBus()
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    bus.on("agent/step-result", lambda _arg, next_: next_())
+    assert await bus.waterfall("agent/step-result", default, "message") == "default"
+
+
 # -- parallel ------------------------------------------------------------------------------------
 
 

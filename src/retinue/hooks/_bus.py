@@ -7,7 +7,7 @@ import functools
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import MappingProxyType
 from typing import Literal, TypeAlias, TypeVar, final
 
@@ -104,12 +104,12 @@ async def _call(name: str, fn: Listener, *args: object) -> object:
 
 
 class _Frame:
-    """One listener's call in a waterfall: whether it called ``next()``, whether it is over."""
+    """One listener's call in a waterfall: what its ``next()`` returned, whether it is over."""
 
-    __slots__ = ("called", "done")
+    __slots__ = ("done", "next_call")
 
     def __init__(self) -> None:
-        self.called = False
+        self.next_call: Coroutine[object, object, object] | None = None
         self.done = False
 
 
@@ -120,6 +120,16 @@ def _stopped(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
     (PEP 479), naming a coroutine the listener does not have.
     """
     return RuntimeError(raised_message(_listener(name, fn), exc))
+
+
+def _unawaited_next(name: str, next_call: Coroutine[object, object, object]) -> HookError:
+    """An async listener returned its ``next()`` unawaited (``return call_next()``)."""
+    # Closed, so Python does not warn of it, naming the bus's own coroutine.
+    next_call.close()
+    return HookError(
+        f"a {name} listener returned what next() returned without awaiting it: "
+        "write return await call_next()"
+    )
 
 
 def _late_next(name: str) -> HookError:
@@ -500,15 +510,19 @@ class HookBus:
                 # tool twice or outside its call.
                 if frame.done:
                     raise _late_next(name)
-                if frame.called:
+                if frame.next_call is not None:
                     raise HookError(f"a {name} listener called next() more than once")
-                frame.called = True
-                return run(index + 1, frame)
+                frame.next_call = rest = run(index + 1, frame)
+                return rest
 
             try:
-                return await _call(name, chain[index], *args, call_next)  # type: ignore[return-value]
+                result = await _call(name, chain[index], *args, call_next)
             finally:
                 frame.done = True
+            next_call = frame.next_call
+            if next_call is not None and result is next_call:
+                raise _unawaited_next(name, next_call)
+            return result  # type: ignore[return-value]
 
         return await run(0, None)
 
