@@ -1065,8 +1065,8 @@ async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R6.3: ``next`` runs the rest of the chain only while the listener's call lasts;
-    a kept ``next`` (or a ``next()`` made in time but awaited late) is refused and the
-    tool body never runs outside its call."""
+    a kept ``next`` is refused, a ``next()`` made in time but left unawaited fails the
+    call and is closed, and the tool body never runs outside its call."""
     mark, ran = _marking_tool()
     kept: list[Next] = []
     made: list[typing.Any] = []
@@ -1091,8 +1091,10 @@ async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call(
 
     hooks, registry = setup(mark)
     hooks.on("tools/execute", make_then_return)
-    await registry.execute(call("mark"))
-    with pytest.raises(HookError, match=r"called next\(\) after the listener returned"):
+    result = await registry.execute(call("mark"))
+    assert result.is_error
+    assert "called next() but never awaited what it returned" in text_of(result)
+    with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
         await made[0]
     assert ran == []
 

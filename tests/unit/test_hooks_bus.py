@@ -426,7 +426,29 @@ async def test_waterfall_next_returned_unawaited_is_refused_naming_the_mistake()
         return next_()
 
     bus.on("agent/step-result", forgets_await)
-    with pytest.raises(HookError, match=r"returned what next\(\) returned without awaiting it"):
+    with pytest.raises(HookError, match=r"called next\(\) but never awaited what it returned"):
+        await bus.waterfall("agent/step-result", default, "message")
+    assert ran == []
+
+
+async def test_waterfall_next_called_and_dropped_is_refused() -> None:
+    """R6.3: a listener that calls ``call_next()``, never awaits it and returns a value of
+    its own fails with a HookError: the rest of the chain (a tool's body, say) was asked
+    for and silently never ran, and Python warned of the bus's coroutine instead."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    async def default() -> str:
+        ran.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    async def drops(_arg: object, next_: Next) -> object:
+        next_()  # type: ignore[unused-awaitable]
+        await trio.lowlevel.checkpoint()
+        return "mine"
+
+    bus.on("agent/step-result", drops)
+    with pytest.raises(HookError, match=r"called next\(\) but never awaited what it returned"):
         await bus.waterfall("agent/step-result", default, "message")
     assert ran == []
 

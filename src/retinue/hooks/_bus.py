@@ -122,14 +122,15 @@ def _stopped(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
     return RuntimeError(raised_message(_listener(name, fn), exc))
 
 
-def _unawaited_next(name: str, next_call: Coroutine[object, object, object]) -> HookError:
-    """An async listener returned its ``next()`` unawaited (``return call_next()``)."""
-    # Closed, so Python does not warn of it, naming the bus's own coroutine.
+def _close_unawaited(next_call: Coroutine[object, object, object] | None) -> bool:
+    """Close what a listener's ``next()`` returned if it was never awaited; whether it was.
+
+    Closed, Python does not warn of a coroutine of the bus's own never awaited.
+    """
+    if next_call is None or inspect.getcoroutinestate(next_call) != inspect.CORO_CREATED:
+        return False
     next_call.close()
-    return HookError(
-        f"a {name} listener returned what next() returned without awaiting it: "
-        "write return await call_next()"
-    )
+    return True
 
 
 def _late_next(name: str) -> HookError:
@@ -519,9 +520,14 @@ class HookBus:
                 result = await _call(name, chain[index], *args, call_next)
             finally:
                 frame.done = True
-            next_call = frame.next_call
-            if next_call is not None and result is next_call:
-                raise _unawaited_next(name, next_call)
+                unawaited = _close_unawaited(frame.next_call)
+            if unawaited:
+                # Returned (``return call_next()``) or dropped: either way the rest of
+                # the chain was asked for and never ran.
+                raise HookError(
+                    f"a {name} listener called next() but never awaited what it returned: "
+                    "write return await call_next()"
+                )
             return result  # type: ignore[return-value]
 
         return await run(0, None)
