@@ -116,6 +116,20 @@ async def test_a_guard_that_fails_fails_the_call_without_running_it(
     assert post == []
 
 
+async def test_a_sync_guard_raising_stop_iteration_names_the_guard() -> None:
+    """R9.3: the call's error names the guard that raised StopIteration; it read
+    "coroutine raised StopIteration", naming a coroutine the guard does not have."""
+    _, registry = setup()
+
+    def guard(_execution: ToolExecution) -> Deny | None:
+        return next(iter(()))
+
+    registry.guard(guard)
+    result = await registry.execute(call("/tmp/x"))
+    assert (text_of(result), result.is_error) == ("Error: a tool guard raised StopIteration", True)
+    assert ran == []
+
+
 async def test_a_guard_raising_a_stray_cancel_fails_only_its_call() -> None:
     """R9.3: a guard raising ``trio.Cancelled`` while nothing is cancelled fails the call
     as an error result; the caller goes on."""

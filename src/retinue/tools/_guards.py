@@ -17,7 +17,7 @@ from typing import TypeAlias, final
 
 import attrs
 
-from retinue._errors import HookError, failure_of
+from retinue._errors import HookError, failure_of, raised_message
 from retinue.hooks import Deny
 from retinue.hooks._bus import _Entry, _Seam
 
@@ -103,7 +103,12 @@ class Guards:
         """The first applicable guard's denial of *execution*, or ``None``."""
         # A new list: a guard may (un)register guards while it is asked.
         for guard in self._entries.reached(execution.agent_id):
-            verdict = guard(execution)
+            try:
+                verdict = guard(execution)
+            except StopIteration as exc:
+                # Raised on out of this coroutine it would read "coroutine raised
+                # StopIteration" (PEP 479), naming a coroutine a sync guard does not have.
+                raise RuntimeError(raised_message("a tool guard", exc)) from exc
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             if isinstance(verdict, Deny):
