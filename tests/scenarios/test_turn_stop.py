@@ -184,3 +184,36 @@ async def test_turn_stop_raising_or_malformed_result_fails_the_turn_closed(
         second = await agent.ask("again")
         assert second.reason == TurnEndReason.completed()
         check_session_invariants(agent.session.events)
+
+
+class _Unshowable:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr exploded")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "shown"),
+    [("x" * 10_000, "'xxxxxxxx"), (_Unshowable(), "a _Unshowable that cannot be shown")],
+    ids=["long", "unshowable"],
+)
+async def test_turn_stop_invalid_result_is_shown_short_in_the_turn_error(
+    autojump_clock: trio.testing.MockClock, verdict: object, shown: str
+) -> None:
+    """R7.37: the invalid result is shown cut short in the turn's logged error (a long
+    one was logged whole), and one whose repr raises is named by its type (the repr's
+    own error took the place of the invalid-result error)."""
+    model = ScriptedModel([Reply("one")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def turn_stop(_agent: object, _turn: int) -> Any:
+            return verdict
+
+        rt.hooks.on("agent/turn-stop", turn_stop, agent=agent)
+        result = await agent.ask("go")
+        message = result.reason.message or ""
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
+        assert message.startswith("agent/turn-stop returned an invalid result: ")
+        assert shown in message
+        assert len(message) < 300
+        check_session_invariants(agent.session.events)

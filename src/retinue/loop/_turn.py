@@ -10,6 +10,7 @@ import trio
 
 from retinue._content import Message, snapshot_messages
 from retinue._errors import HookError, StoreError, call_each, failure_of
+from retinue._lossless import shown_short
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
@@ -423,7 +424,7 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
         )
     if verdict is not None:
         if not isinstance(verdict, Stop):
-            raise HookError(f"agent/turn-stop returned an invalid result: {verdict!r}")
+            raise HookError(f"agent/turn-stop returned an invalid result: {_shown(verdict)}")
         core.mailbox.drain_steering()
         state.terminal = True
         should_continue = False
@@ -431,3 +432,12 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
         state.set_interrupted()
         return False  # noqa: ASYNC910 - per step; the turn ends, and the driver's mailbox wait follows
     return should_continue  # noqa: ASYNC910 - per step; seams nobody listens to add no schedule point, and the next step's stream is one
+
+
+def _shown(value: object) -> str:
+    """A listener's value as its error shows it: cut short, logged with the turn's end."""
+    try:
+        return shown_short(value)
+    except Exception:
+        # A repr that fails must not take the place of the error that reports the value.
+        return f"a {type(value).__name__} that cannot be shown"
