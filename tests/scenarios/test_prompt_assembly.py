@@ -133,6 +133,20 @@ async def test_agent_variables_shadow_the_runtime_s_of_the_same_name(
     assert model.requests[0].system == "scripted via runtime-provider"
 
 
+async def test_a_built_in_variable_the_agent_leaves_unset_has_no_value_rather_than_unknown(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.51, R7.52: ``provider`` is a variable every agent has; with no provider set
+    anywhere the turn's error says it has no value, not that no such variable exists."""
+    model = ScriptedModel([Reply("never")], repeat_last=True)
+    async with runtime(model, system_prompt="via {{provider}}") as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+    assert (result.reason.kind, result.reason.code) == ("error", "PROMPT_RENDER")
+    assert "variable 'provider' has no value" in (result.reason.message or "")
+    assert model.requests == []
+
+
 @pytest.mark.parametrize(
     ("persona", "system"),
     [(None, "You are the runtime."), ("Agent.", "Agent."), ("", None), ("   ", None)],
