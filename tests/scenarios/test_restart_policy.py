@@ -155,3 +155,48 @@ async def test_dispose_ends_a_restart_pause_at_once(
             assert len(crashes) == 2
             assert agent.status == "disposed"
             assert rt.agents.get(agent.id) is None
+
+
+def crash_when_armed(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], list[bool]]:
+    """Make the next ``running`` transition raise once each time the returned flag is armed."""
+    real = _core.AgentCore.set_status
+    crashes: list[float] = []
+    armed = [False]
+
+    def set_status(self: _core.AgentCore, status: Any) -> None:
+        if status == "running" and armed[0]:
+            armed[0] = False
+            crashes.append(trio.current_time())
+            raise DriverBugError(f"set_status bug #{len(crashes)}")
+        real(self, status)
+
+    monkeypatch.setattr(_core.AgentCore, "set_status", set_status)
+    return crashes, armed
+
+
+@pytest.mark.parametrize(("apart", "given_up"), [(9.5, True), (10.0, False)])
+async def test_a_crash_is_remembered_for_less_than_the_window(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    apart: float,
+    given_up: bool,
+) -> None:
+    """DESIGN 4: a crash counts against ``max_restarts`` while it is less than ``window``
+    seconds of running time old: one exactly ``window`` old is forgotten."""
+    policy = retinue.RestartPolicy(window=10.0, max_restarts=1, backoff=7.0, max_backoff=7.0)
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True), restart=policy) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        crashes, armed = crash_when_armed(monkeypatch)
+        armed[0] = True
+        # The crash comes before the turn is logged: the restarted driver serves the prompt.
+        assert (await agent.ask("one")).reason.kind == "completed"
+        await trio.sleep_until(crashes[0] + apart)
+        armed[0] = True
+        second = await agent.ask("two")
+        assert crashes == [crashes[0], crashes[0] + apart]
+        if given_up:
+            assert second.reason.kind == "disposed"
+            assert agent.status == "disposed"
+        else:
+            assert second.reason.kind == "completed"
+            assert trio.current_time() == crashes[1], "the restart did not pause"
