@@ -19,6 +19,7 @@ import retinue
 from retinue.loop import _core
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
+from tests.scenarios.test_supervisor import crash_flusher
 
 
 class DriverBugError(RuntimeError):
@@ -200,3 +201,26 @@ async def test_a_crash_is_remembered_for_less_than_the_window(
         else:
             assert second.reason.kind == "completed"
             assert trio.current_time() == crashes[1], "the restart did not pause"
+
+
+async def test_a_flusher_crash_during_the_driver_restart_pause_counts_running_time_only(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: the window counts running time, a pause under way excluded: a flusher crash
+    15 s into the driver's 20 s restart pause is as close to the driver's two crashes as if
+    no time had passed, and the third crash within the window gives the agent up."""
+    policy = retinue.RestartPolicy(window=10.0, max_restarts=2, backoff=20.0, max_backoff=20.0)
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True), restart=policy) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        crashes, armed = crash_when_armed(monkeypatch)
+        armed[0] = True
+        assert (await agent.ask("one")).reason.kind == "completed"
+        armed[0] = True
+        agent.send("two")
+        await trio.sleep(15)
+        assert len(crashes) == 2, "the driver should be pausing before its second restart"
+        flusher_crashes = crash_flusher(monkeypatch, times=1)
+        agent.inject("while the driver pauses")
+        await trio.sleep(1)
+        assert flusher_crashes == [1]
+        assert agent.status == "disposed"
