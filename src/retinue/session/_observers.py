@@ -7,37 +7,67 @@ from functools import partial
 
 import trio
 
-from retinue._errors import SessionError, stray_cancel_error
+from retinue._errors import (
+    SessionError,
+    passes_on,
+    stray_cancel_error,
+    synchronous_failure,
+    unknown_failure_error,
+)
 
 from ._events import Event
 
-__all__ = ["Observer", "cancelled_observer", "no_observer", "notifier"]
+__all__ = ["Observer", "no_observer", "notifier", "observer_failure"]
 
 Observer = Callable[[Event], None]
 
 
 def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
-    """Call every observer; the first failure is raised once all have run (R4.8, R4.10)."""
+    """Call every observer; the first failure is raised once all have run (R4.8, R4.10).
+
+    Ctrl-C is raised too once every observer heard the event, before any failure:
+    an observer after the interrupted one may be the store that persists the log.
+    """
     # call_each's loop, written out: this runs for every event of an observed session.
     failure: Exception | None = None
+    interrupt: BaseException | None = None
     for observer in observers:
         try:
             observer(event)
-        except Exception as exc:
-            failure = failure or exc
-        except trio.Cancelled as exc:
-            failure = failure or cancelled_observer(observer, exc)
+        except BaseException as exc:
+            if not synchronous_failure(exc):
+                interrupt = interrupt or exc
+            elif failure is None:
+                failure = observer_failure(observer, exc)
+    if interrupt is not None:
+        raise interrupt
     if failure is not None:
         raise failure
 
 
-def cancelled_observer(observer: object, cancelled: trio.Cancelled) -> SessionError:
-    """An observer's ``Cancelled`` as its failure (observers are synchronous).
+def observer_failure(observer: object, exc: BaseException) -> Exception:
+    """What *observer*'s raise of *exc* fails the append with (R4.8, R7.45).
 
-    No cancel is ever delivered to synchronous code, so the Cancelled is the
-    observer's own; propagated, it would end the task that appended.
+    An ``Exception`` is raised as it is. A ``Cancelled`` is the observer's own
+    (no cancel is delivered to synchronous code; propagated, it would end the
+    task that appended): a ``SessionError`` coded ``STRAY_CANCELLED``. A
+    ``StopIteration`` (raised on, it would reach the appending coroutine and read
+    "coroutine raised StopIteration") and any other ``BaseException`` that does
+    not pass on (a ``SystemExit``, a subclass of the user's) are a
+    ``SessionError`` coded ``UNKNOWN`` unless they carry a code. Each names the
+    observer and keeps *exc* as its ``__cause__``.
+
+    Raises:
+        BaseException: *exc* itself when it is Ctrl-C (:func:`passes_on`).
     """
-    return stray_cancel_error(f"session observer {observer!r}", SessionError, cancelled)
+    culprit = f"session observer {observer!r}"
+    if isinstance(exc, trio.Cancelled):
+        return stray_cancel_error(culprit, SessionError, exc)
+    if isinstance(exc, Exception) and not isinstance(exc, StopIteration):
+        return exc
+    if passes_on(exc):
+        raise exc
+    return unknown_failure_error(culprit, SessionError, exc)
 
 
 def no_observer(_event: Event) -> None:

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import final, get_args, overload
 
 import attrs
-import trio
 
 from retinue._errors import InvalidJsonError, SessionError
 from retinue._lossless import JsonValue, shown, writable_int
@@ -38,7 +37,7 @@ from ._events import (
 )
 from ._header import fold_header
 from ._history import Surface
-from ._observers import Observer, cancelled_observer, no_observer, notifier
+from ._observers import Observer, no_observer, notifier, observer_failure
 from ._sources import as_sources, check_sources
 
 __all__ = ["EventLog", "Session", "now_ms"]
@@ -315,7 +314,10 @@ class Session:
     ) -> Event:
         """Validate, log, then notify observers (append-before-notify, R4.8).
 
-        If an observer raises, the exception propagates but the event is logged.
+        If an observer raises, the exception propagates but the event is logged;
+        one that cannot propagate as it is (a ``SystemExit``, a ``StopIteration``, a
+        ``Cancelled``) is raised as a ``SessionError`` naming the observer
+        (:func:`~retinue.session._observers.observer_failure`).
         """
         events = self._events
         if surface is None and source_event_seqs is None and type(data) in _PLAIN_TYPES:
@@ -340,8 +342,11 @@ class Session:
             self._record(event, self._validate(event))
         try:
             self._notify(event)
-        except trio.Cancelled as exc:
-            raise cancelled_observer(self._notify, exc) from exc
+        except BaseException as exc:
+            failure = observer_failure(self._notify, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         return event
 
     def _append_to_surface(
@@ -380,8 +385,11 @@ class Session:
         events.append(event)
         try:
             self._notify(event)
-        except trio.Cancelled as exc:
-            raise cancelled_observer(self._notify, exc) from exc
+        except BaseException as exc:
+            failure = observer_failure(self._notify, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
