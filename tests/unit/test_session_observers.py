@@ -1,0 +1,139 @@
+"""A session observer's raise that cannot propagate as it is: a ``SessionError`` naming the
+observer, raised once every observer heard the logged event (R4.8, R4.10, R7.45)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import trio
+
+from retinue import SessionError, Text
+from retinue._stream import TextDelta
+from retinue.session import Event, Session, TurnStart, TurnTrigger, UserMessage
+from retinue.session._observers import observer_failure
+from tests.helpers import raise_stray_cancelled
+
+
+class _GaveUp(BaseException):
+    """A user's own BaseException subclass, carrying a code as a ``ToolError`` would."""
+
+    code = "GAVE_UP"
+
+
+def _open() -> Session:
+    session = Session.create("s")
+    session.append(TurnStart(1, TurnTrigger("message")))
+    return session
+
+
+def _append(session: Session, path: str) -> None:
+    if path == "append":
+        session.append(UserMessage((Text("hi"),)), surface="append")
+    else:
+        session.append_chunk(1, 1, TextDelta(0, "a"))
+
+
+async def _kept_cancelled() -> trio.Cancelled:
+    """A ``Cancelled`` caught earlier, for synchronous code to raise again."""
+    try:
+        await raise_stray_cancelled()
+    except trio.Cancelled as exc:
+        return exc
+    raise AssertionError("not reached")
+
+
+def _raising(raised: BaseException) -> Callable[[Event], None]:
+    def raising_observer(_event: Event) -> None:
+        raise raised
+
+    return raising_observer
+
+
+@pytest.mark.parametrize("path", ["append", "append_chunk"])
+@pytest.mark.parametrize("observers", [1, 3])
+@pytest.mark.parametrize(
+    ("raised", "code"),
+    [
+        (SystemExit(3), "UNKNOWN"),
+        (GeneratorExit(), "UNKNOWN"),
+        (_GaveUp("given up"), "GAVE_UP"),
+        (StopIteration("done"), "UNKNOWN"),
+        (BaseExceptionGroup("many", [SystemExit("child")]), "UNKNOWN"),
+    ],
+    ids=["SystemExit", "GeneratorExit", "own-subclass", "StopIteration", "group"],
+)
+def test_an_observer_raise_that_cannot_propagate_is_a_session_error_naming_it(
+    path: str, observers: int, raised: BaseException, code: str
+) -> None:
+    """R4.8, R7.45: the event stays logged, every observer hears it, and the append raises
+    a ``SessionError`` naming the observer and what it raised, caused by it; a
+    ``SystemExit`` or a ``StopIteration`` escaping the append would end the runtime, or
+    reach the appending coroutine as 'coroutine raised StopIteration'."""
+    session = _open()
+    heard: list[int] = []
+    session.observe(_raising(raised))
+    for _ in range(observers - 1):
+        session.observe(lambda event: heard.append(event.seq))
+    with pytest.raises(SessionError) as caught:
+        _append(session, path)
+    assert caught.value.code == code
+    assert "session observer" in caught.value.message
+    assert "raising_observer" in caught.value.message
+    assert caught.value.__cause__ is raised
+    assert len(session.events) == 2
+    assert heard == [1] * (observers - 1)
+
+
+@pytest.mark.parametrize("observers", [1, 2])
+async def test_an_observer_cancelled_is_a_session_error_naming_it(observers: int) -> None:
+    """R4.8, R7.48: observers are synchronous, so a ``Cancelled`` is their own, even while
+    a scope around the append is cancelled: ``STRAY_CANCELLED``, naming the observer."""
+    session = _open()
+    session.observe(_raising(await _kept_cancelled()))
+    for _ in range(observers - 1):
+        session.observe(lambda _event: None)
+    with trio.CancelScope() as outer:  # noqa: ASYNC100 - cancelled, and no checkpoint inside on purpose
+        outer.cancel()
+        with pytest.raises(SessionError) as caught:
+            _append(session, "append")
+    assert caught.value.code == "STRAY_CANCELLED"
+    assert "raising_observer" in caught.value.message
+    assert len(session.events) == 2
+
+
+def test_ctrl_c_from_an_observer_passes_on_once_every_observer_heard_the_event() -> None:
+    """R4.8: Ctrl-C is no observer's failure and propagates as it is, after the later
+    observers (the store's buffer, say) heard the logged event, and before an earlier
+    observer's failure."""
+    session = _open()
+    heard: list[int] = []
+    interrupt = KeyboardInterrupt()
+    session.observe(_raising(RuntimeError("first")))
+    session.observe(_raising(interrupt))
+    session.observe(lambda event: heard.append(event.seq))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _append(session, "append")
+    assert caught.value is interrupt
+    assert heard == [1]
+    assert len(session.events) == 2
+
+
+def test_a_lone_observer_ctrl_c_propagates_as_it_is() -> None:
+    """R4.8: a lone observer is called directly; its Ctrl-C is raised unchanged."""
+    session = _open()
+    interrupt = KeyboardInterrupt()
+    session.observe(_raising(interrupt))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _append(session, "append_chunk")
+    assert caught.value is interrupt
+    assert len(session.events) == 2
+
+
+def test_an_observer_exception_is_its_failure_as_it_is() -> None:
+    """R4.8: an ``Exception`` (but a ``StopIteration``) is raised from the append unchanged."""
+    error = ValueError("bad")
+    assert observer_failure("an observer", error) is error
+    stop = observer_failure("an observer", StopIteration())
+    assert isinstance(stop, SessionError)
+    assert stop.message == "session observer 'an observer' raised StopIteration"
