@@ -16,6 +16,7 @@ import trio
 from retinue.cli import _demo, main
 from retinue.cli._demo import run_demo
 from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.openai import OpenAIModel
 from retinue.testing import FinishWithError, ScriptedModel
 from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 
@@ -97,6 +98,21 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
         (
             ["--store", "memory", "--provider", "anthropic", "--base-url", "https:///v1"],
             "argument --base-url: must be an http:// or https:// URL, got 'https:///v1'",
+        ),
+        (
+            ["--store", "memory", "--provider", "openai", "--base-url", "ftp://example.com/v1"],
+            "argument --base-url: must be an http:// or https:// URL, got 'ftp://example.com/v1'",
+        ),
+        (
+            ["--store", "memory", "--provider", "openai", "--base-url", "http://h:99999/v1"],
+            "argument --base-url: must be an http:// or https:// URL, got 'http://h:99999/v1'",
+        ),
+        (
+            ["--store", "memory", "--provider", "anthropic", "--base-url", "http://exa mple.com"],
+            (
+                "argument --base-url: must be an http:// or https:// URL without whitespace "
+                "or control characters, got 'http://exa mple.com'"
+            ),
         ),
         (
             ["--store", "memory", "--provider", "anthropic", "--latency", "1"],
@@ -187,6 +203,8 @@ def test_demo_reports_missing_anthropic_credentials_in_one_line(
     [
         ("openai", "OPENAI_BASE_URL", "::8000/v1"),
         ("anthropic", "ANTHROPIC_BASE_URL", "localhost:8000"),
+        ("openai", "OPENAI_BASE_URL", "https://api.example.com /v1"),
+        ("anthropic", "ANTHROPIC_BASE_URL", "http://256.1.1.1"),
     ],
 )
 def test_demo_names_a_base_url_variable_that_is_not_a_url(
@@ -204,9 +222,27 @@ def test_demo_names_a_base_url_variable_that_is_not_a_url(
     argv = ["demo", "--provider", provider, "--store", "memory", "--no-live", "--agents", "1"]
     status = main([*argv, "--turns", "1"])
     assert status == 1
-    assert capsys.readouterr().err == (
-        f"retinue demo: {variable} must be an http:// or https:// URL, got {url!r}\n"
-    )
+    err = capsys.readouterr().err
+    assert err.startswith(f"retinue demo: {variable} must be an http:// or https:// URL")
+    assert err.endswith(f", got {url!r}\n")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("provider", "variable"),
+    [("openai", "OPENAI_BASE_URL"), ("anthropic", "ANTHROPIC_BASE_URL")],
+)
+async def test_demo_takes_an_empty_base_url_variable_as_unset(
+    monkeypatch: pytest.MonkeyPatch, provider: str, variable: str
+) -> None:
+    """``VARIABLE=`` clears the base URL rather than naming a bad one: the service's own is used."""
+    monkeypatch.setenv(variable, "")
+    monkeypatch.setenv(f"{provider.upper()}_API_KEY", "key")
+    args = _args(provider=provider)
+    assert _demo._base_url_variable_problem(args) is None
+    async with _demo._open_model(args) as (model, _model_name):
+        assert isinstance(model, OpenAIModel | AnthropicModel)
+        assert model.base_url.startswith(f"https://api.{provider}.com")
 
 
 @pytest.mark.parametrize(

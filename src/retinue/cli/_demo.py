@@ -12,7 +12,6 @@ import random
 import shlex
 import sys
 import time
-import urllib.parse
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -26,6 +25,7 @@ from rich.table import Table
 
 import retinue
 from retinue._errors import leaf_error
+from retinue.providers._urls import base_url_from, url_problem
 from retinue.session import Event, TurnEnd
 
 from ._descriptors import make_room
@@ -114,22 +114,12 @@ def _given(text: str) -> str:
 
 
 def _base_url(text: str) -> str:
-    """Refuse a base URL no request could be sent to (``localhost:8000/v1``): the SDKs
-    take it, and every turn of the run would fail on it."""
-    if not _is_http_url(_given(text)):
-        raise argparse.ArgumentTypeError(f"must be {HTTP_URL}, got {text!r}")
+    """Refuse a base URL no request could be sent to (``localhost:8000/v1``) as the
+    adapters do: the option is named by argparse, so the complaint is the problem alone."""
+    problem = url_problem(_given(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")
     return text
-
-
-HTTP_URL = "an http:// or https:// URL"
-
-
-def _is_http_url(text: str) -> bool:
-    try:
-        url = urllib.parse.urlsplit(text)
-    except ValueError:  # an unclosed IPv6 bracket, say
-        return False
-    return url.scheme in ("http", "https") and bool(url.hostname)
 
 
 def _seconds(text: str) -> float:
@@ -236,17 +226,17 @@ BASE_URL_VARIABLES = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_
 def _base_url_variable_problem(args: argparse.Namespace) -> str | None:
     """The complaint about the base URL the environment gives the run, when it is no URL.
 
-    Checked as --base-url is: the adapters take it as it is, and then every
-    turn fails on it, or building the client fails with no word of where
-    the URL came from. Empty, the adapters ignore it.
+    The adapter would refuse it too, but only once the run has started, as
+    a store's failure would be reported. Empty, it counts as unset.
     """
     variable = BASE_URL_VARIABLES.get(args.provider)
     if variable is None or args.base_url is not None:
         return None
-    url = os.environ.get(variable)
-    if not url or _is_http_url(url):
-        return None
-    return f"{variable} must be {HTTP_URL}, got {url!r}"
+    try:
+        base_url_from(None, variable=variable)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _descriptor_shortfall(args: argparse.Namespace) -> str | None:

@@ -37,8 +37,12 @@ from ._http import (
     shown_url,
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client
+from ._urls import base_url_from, client_base_url
 
 __all__ = ["AnthropicModel"]
+
+ANTHROPIC_URL = "https://api.anthropic.com"
+"""The base URL of Anthropic's own API."""
 
 
 def _prime_platform(client: object) -> None:
@@ -85,7 +89,8 @@ class AnthropicModel(ClientOwner):
     model with :func:`~retinue.providers.manage` for retries and admission.
 
     Args:
-        base_url: The API root (default: Anthropic's, or ``ANTHROPIC_BASE_URL``).
+        base_url: The API root, an ``http(s)://`` URL (default: ``ANTHROPIC_BASE_URL``
+            when set and not empty, else Anthropic's).
         api_key: The key (a local ``base_url`` without one gets a placeholder).
         provider: The provider name this adapter reports.
         default_max_tokens: ``max_tokens`` when a request sets none (the API requires one).
@@ -106,7 +111,9 @@ class AnthropicModel(ClientOwner):
             proxy (tests).
 
     Raises:
-        ValueError: *thinking_budget* is below 1024 or not below *default_max_tokens*;
+        ValueError: *base_url*, or ``ANTHROPIC_BASE_URL`` in its place, is no
+            ``http(s)://`` URL with a host (named, with the value);
+            *thinking_budget* is below 1024 or not below *default_max_tokens*;
             a connection count below 1, a timeout that is not a positive finite number,
             or a *proxy* that is not a proxy URL or comes with a *transport*.
     """
@@ -137,7 +144,7 @@ class AnthropicModel(ClientOwner):
         )
         if thinking_budget is not None:
             _check_thinking_budget(thinking_budget, default_max_tokens)
-        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         if api_key is None and base_url is not None and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
             api_key = "not-needed"
@@ -155,7 +162,9 @@ class AnthropicModel(ClientOwner):
         )
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
-            base_url=base_url,
+            base_url=client_base_url(
+                base_url, variable="ANTHROPIC_BASE_URL", default=ANTHROPIC_URL
+            ),
             default_headers=default_headers,
             max_retries=0,
             timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),

@@ -33,10 +33,14 @@ from ._http import (
 from ._openai_chat import ChatStreamDecoder, chat_request_body
 from ._openai_responses import ResponsesStreamDecoder, responses_request_body
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client
+from ._urls import base_url_from, client_base_url
 
 __all__ = ["OpenAIModel"]
 
 Api = Literal["chat", "responses"]
+
+OPENAI_URL = "https://api.openai.com/v1"
+"""The base URL of OpenAI's own API."""
 
 
 def _is_openai(base_url: str | None) -> bool:
@@ -73,7 +77,8 @@ class OpenAIModel(ClientOwner):
     :func:`~retinue.providers.manage` for retries and admission control.
 
     Args:
-        base_url: The API root including ``/v1`` (default: OpenAI's, or ``OPENAI_BASE_URL``).
+        base_url: The API root including ``/v1``, an ``http(s)://`` URL (default:
+            ``OPENAI_BASE_URL`` when set and not empty, else OpenAI's).
         api_key: The key; a local server without auth gets a placeholder.
         api: ``"chat"`` (Chat Completions) or ``"responses"`` (Responses API).
         provider: The provider name this adapter reports (for routing and admission).
@@ -98,7 +103,9 @@ class OpenAIModel(ClientOwner):
     coded ``MISSING_CREDENTIALS``.
 
     Raises:
-        ValueError: *api* or *max_tokens_param* is unknown; a connection count
+        ValueError: *base_url*, or ``OPENAI_BASE_URL`` in its place, is no
+            ``http(s)://`` URL with a host (named, with the value); *api* or
+            *max_tokens_param* is unknown; a connection count
             below 1, a timeout that is not a positive finite number, or a *proxy*
             that is not a proxy URL or comes with a *transport*.
     """
@@ -137,7 +144,7 @@ class OpenAIModel(ClientOwner):
                 "max_tokens_param must be 'max_completion_tokens' or 'max_tokens', "
                 f"not {max_tokens_param!r}"
             )
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        base_url = base_url_from(base_url, variable="OPENAI_BASE_URL")
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if api_key is None and base_url is not None:
             api_key = "not-needed"
@@ -166,7 +173,7 @@ class OpenAIModel(ClientOwner):
             # Without a key the SDK refuses to build; a key source that refuses
             # each request instead lets the adapter build and report it.
             api_key=api_key if api_key is not None else self._missing_key,
-            base_url=base_url,
+            base_url=client_base_url(base_url, variable="OPENAI_BASE_URL", default=OPENAI_URL),
             organization=organization,
             project=project,
             default_headers=default_headers,

@@ -1,0 +1,93 @@
+"""The base URL check the adapters and the CLI share.
+
+The SDKs take any string as a base URL; one no request can be sent to
+(``localhost:8000/v1``, ``https:///v1``) then fails every request, or building
+the client, with no word of where the URL came from. Checked here, it fails
+when given, naming the parameter or environment variable that gave it.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+import urllib.parse
+
+__all__ = ["HTTP_URL", "base_url_from", "check_base_url", "client_base_url", "url_problem"]
+
+HTTP_URL = "an http:// or https:// URL"
+"""What a base URL must be, as the refusals say."""
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with *url* as a base URL (``"must be ..."``), or ``None`` when nothing is.
+
+    It must be an ``http`` or ``https`` URL with a host and, if it has one, a
+    port from 0 to 65535, holding no whitespace or control character (which
+    URL parsers drop or keep, as they each see fit).
+    """
+    if any(char.isspace() or unicodedata.category(char) == "Cc" for char in url):
+        return f"must be {HTTP_URL} without whitespace or control characters"
+    if not _is_http_url(url):
+        return f"must be {HTTP_URL}"
+    return None
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # a port that is no number, or out of range, raises
+    except ValueError:  # an unclosed IPv6 bracket, say
+        return False
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    import httpx2  # the SDKs' URL parser, which refuses some hosts (``256.1.1.1``) too
+
+    try:
+        httpx2.URL(url)
+    except httpx2.InvalidURL:
+        return False
+    return True
+
+
+def check_base_url(url: str, *, source: str) -> str:
+    """*url*, once it is a base URL a request can be sent to.
+
+    Does not block: it parses the text only, resolving no host.
+
+    Raises:
+        ValueError: naming *source* (a parameter or environment variable) and *url*.
+    """
+    problem = url_problem(url)
+    if problem is not None:
+        raise ValueError(f"{source} {problem}, got {url!r}")
+    return url
+
+
+def base_url_from(given: str | None, *, variable: str, parameter: str = "base_url") -> str | None:
+    """The base URL an adapter sends to: *given*, else the environment *variable*'s.
+
+    ``None`` means the service's own URL: neither is set, or the variable is
+    empty, which counts as unset (a ``VARIABLE=`` meant to clear it).
+
+    Raises:
+        ValueError: the URL chosen is none a request can be sent to, naming
+            *parameter* or *variable* and the URL.
+    """
+    if given is not None:
+        return check_base_url(given, source=parameter)
+    url = os.environ.get(variable)
+    if not url:
+        return None
+    return check_base_url(url, source=variable)
+
+
+def client_base_url(chosen: str | None, *, variable: str, default: str) -> str | None:
+    """The base URL to build the SDK client with, for what :func:`base_url_from` *chosen*.
+
+    Given ``None`` the SDK reads *variable* itself, and would take an empty
+    value as the URL every request is sent to: the service's *default* then
+    goes to it instead. Unset, ``None`` lets the SDK choose (a profile's URL, say).
+    """
+    if chosen is None and os.environ.get(variable) == "":
+        return default
+    return chosen
