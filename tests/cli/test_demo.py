@@ -65,6 +65,14 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
         (["--store", "jsonl:"], "argument --store: invalid store 'jsonl:'"),
         (["--store", "redis:localhost"], "argument --store: unknown store kind 'redis'"),
         (
+            ["--store", "sqlite:runs/a\0b.db"],
+            "argument --store: sqlite store path 'runs/a\\x00b.db' contains a NUL character",
+        ),
+        (
+            ["--store", "jsonl:\0"],
+            "argument --store: jsonl store path '\\x00' contains a NUL character",
+        ),
+        (
             ["--store", "memory:x"],
             "argument --store: invalid store 'memory:x': memory takes no location",
         ),

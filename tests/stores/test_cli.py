@@ -153,6 +153,25 @@ def test_cli_sessions_errors_exit_nonzero(
     assert "unknown store kind" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["list", "show", "import"])
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_cli_sessions_name_a_store_path_holding_nul(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, kind: str
+) -> None:
+    """A ``--store`` path no file can have is named in one line, not reported as a missing
+    store (read commands) or as a bare "embedded null byte" (import)."""
+    source = tmp_path / "in.jsonl"
+    source.write_text("")
+    location = f"{tmp_path}/a\0b"
+    arguments = {"list": (), "show": ("s1",), "import": (str(source),)}[command]
+    assert _cli("--store", f"{kind}:{location}", command, *arguments) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions {command}: {kind} store path {location!r} contains a NUL "
+        "character, which no file name can hold\n"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
+
+
 @pytest.mark.parametrize("command", ["list", "show", "export", "replay"])
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
 def test_cli_sessions_read_commands_never_create_a_store(

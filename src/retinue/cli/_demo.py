@@ -146,7 +146,10 @@ def _store_spec(spec: str) -> str:
     if spec != "memory":
         from ._sessions import parse_store_spec
 
-        parse_store_spec(spec, forms=STORE_FORMS)
+        try:
+            parse_store_spec(spec, forms=STORE_FORMS)
+        except retinue.ConfigError as exc:  # a path no file can have
+            raise argparse.ArgumentTypeError(exc.message) from None
     return spec
 
 

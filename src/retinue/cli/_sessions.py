@@ -39,7 +39,7 @@ from retinue.session import (
 )
 from retinue.session._codec import decode_event, encode_event, encode_header
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
-from retinue.stores._common import check_version, parse_header
+from retinue.stores._common import check_version, parse_header, refuse_nul
 from retinue.stores._writebehind import BufferedStore
 
 from ._output import complain, printable
@@ -71,12 +71,16 @@ def parse_store_spec(spec: str, *, forms: str = STORE_FORMS) -> tuple[str, str]:
 
     Raises:
         argparse.ArgumentTypeError: the spec has no location or an unknown kind.
+        ConfigError: ``INVALID_STORE_PATH``: a file store's path holds a NUL
+            character, which the store would refuse.
     """
     kind, separator, location = spec.partition(":")
     if not separator or not location:
         raise argparse.ArgumentTypeError(f"invalid store {spec!r}: use {forms}")
     if kind not in _STORES:
         raise argparse.ArgumentTypeError(f"unknown store kind {kind!r}: use {forms}")
+    if kind in _FILE_STORES:
+        refuse_nul(location, what=f"{kind} store path")
     return kind, location
 
 

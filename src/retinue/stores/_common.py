@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import AnyStr, TypeVar
 
-from retinue._errors import CorruptSessionError, StoreError
+from retinue._errors import ConfigError, CorruptSessionError, StoreError
 from retinue.session import FORMAT_VERSION, SessionHeader, load_header
 from retinue.session._codec import LongIntError, loads_line
 
@@ -27,11 +27,29 @@ __all__ = [
     "lock_file",
     "parse_header",
     "parse_headers",
+    "refuse_nul",
     "segment_records",
     "seq_conflict",
     "storage_failed",
     "stored_int",
 ]
+
+
+def refuse_nul(path: str | os.PathLike[str], *, what: str) -> None:
+    """Refuse a store's *path* holding a NUL character; *what* names it (``"SQLiteStore path"``).
+
+    No file name can hold one, and the OS layer refuses it with a bare
+    ``ValueError`` ("embedded null byte") that names no path.
+
+    Raises:
+        ConfigError: ``INVALID_STORE_PATH``, naming *what* and the path.
+    """
+    text = os.fsdecode(path)
+    if "\0" in text:
+        raise ConfigError(
+            f"{what} {text!r} contains a NUL character, which no file name can hold",
+            code="INVALID_STORE_PATH",
+        )
 
 
 def parse_header(text: str | bytes, session_id: str, *, at: str | None = None) -> SessionHeader:

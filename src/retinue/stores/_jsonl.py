@@ -17,7 +17,7 @@ from retinue.session import SessionHeader
 from retinue.session._codec import LongIntError, encode_event, encode_header, loads_line
 
 from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
-from ._common import already_exists, cannot_open, parse_header
+from ._common import already_exists, cannot_open, parse_header, refuse_nul
 from ._ids import file_stem
 from ._jsonlfiles import (
     ATTEMPTS,
@@ -85,6 +85,7 @@ class JSONLBackend:
     """An append reaches the file page by page: a crash can keep part of it (R11.8)."""
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        refuse_nul(root, what="JSONLStore root")
         # Absolute once: a relative root would follow every change of working directory.
         self._root = Path(root).absolute()
         self._creates = create
@@ -547,6 +548,9 @@ class JSONLStore(BufferedStore):
     ``create=False`` opens only an existing directory, as it is: the temporary
     files crashed writers left in it are not removed (what a reader of
     someone's store wants, on a read-only file system too).
+
+    Raises:
+        ConfigError: ``INVALID_STORE_PATH``: *root* holds a NUL character.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:

@@ -22,6 +22,7 @@ from ._common import (
     lock_file,
     parse_header,
     parse_headers,
+    refuse_nul,
     segment_records,
     seq_conflict,
     stored_int,
@@ -393,13 +394,14 @@ class SQLiteBackend:
 
 def _file_path(path: str | os.PathLike[str]) -> str:
     """*path* as an absolute string; ``ConfigError`` for the names SQLite opens as an
-    in-memory database.
+    in-memory database, and for a path no file can have (one holding a NUL).
 
     Each of the store's connections would open its own, empty one, so reads would
     never see a write; an in-memory store is ``MemoryStore``. Made absolute once:
     connections are opened later, and a relative path would then name a file in
     whatever the working directory has become.
     """
+    refuse_nul(path, what="SQLiteStore path")
     text = os.fspath(path)
     if text in ("", ":memory:"):
         raise ConfigError(
@@ -561,6 +563,10 @@ class SQLiteStore(BufferedStore):
     that group-commits concurrent flushes; all I/O happens in worker threads.
     ``create=False`` opens only an existing store and changes nothing about the
     file (no schema, no journal mode): what a reader of someone's store wants.
+
+    Raises:
+        ConfigError: ``INVALID_STORE_PATH``: *path* is empty, ``":memory:"``
+            (an in-memory store is ``MemoryStore``) or holds a NUL character.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
