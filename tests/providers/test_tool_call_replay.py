@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 import trio
 
+import retinue
+from retinue import AgentOptions, MemoryStore
 from retinue._content import Message, Text, ToolCall, ToolResultBlock
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._openai_chat import chat_request_body
 from retinue.providers._openai_responses import responses_request_body
 from retinue.providers.mock import EchoPolicy, MockServer
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 
-from .support import collect, make_request, mock_adapter
+from .support import WEATHER, collect, make_request, mock_adapter
 
 VALID = '{"city": "Oslo"}'
 NOT_AN_OBJECT = [
@@ -108,3 +112,69 @@ def test_arguments_holding_a_json_object_go_back_as_they_came(api: str) -> None:
     """
     sent = _sent(api, VALID)
     assert sent == (json.loads(VALID) if api == "messages" else VALID)
+
+
+ODD_NAMES = ["weather.lookup", "look up", "ns:tool/v1", "wetter_prüfen", "t" * 65]
+"""Tool-call names the APIs would refuse in a tool definition, as a model may still send them."""
+
+
+def _names_sent(api: str, body: Mapping[str, Any]) -> list[str]:
+    """The names of the tool calls in the history *body* sends, in order."""
+    if api == "chat":
+        return [
+            call["function"]["name"]
+            for message in body["messages"]
+            for call in message.get("tool_calls", ())
+        ]
+    if api == "responses":
+        return [item["name"] for item in body["input"] if item.get("type") == "function_call"]
+    return [
+        block["name"]
+        for turn in body["messages"]
+        if isinstance(turn["content"], list)
+        for block in turn["content"]
+        if block["type"] == "tool_use"
+    ]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_replayed_tool_calls_keep_names_a_tool_definition_could_not_have(api: str) -> None:
+    """R10.2, R11.15: calls a model made under names the pre-send check refuses for a tool
+    definition (``INVALID_REQUEST``) go back unchanged after a resume: the provider took
+    them then, and the history is not rewritten."""
+    first = ScriptedModel(
+        [
+            CallTools([ToolCallSpec(name, id=f"c{i}") for i, name in enumerate(ODD_NAMES)]),
+            Reply("ok"),
+        ]
+    )
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(10):
+        async with MemoryStore() as store:
+            async with retinue.open_runtime(models=first, store=store) as rt:
+                agent = await rt.create_agent("a", AgentOptions(model="m"), session_id="s")
+                assert (await agent.ask("one")).reason.kind == "completed"
+            async with (
+                mock_adapter(api, server) as model,
+                retinue.open_runtime(models=model, store=store) as rt,
+            ):
+                resumed = await rt.resume_agent("s")
+                assert (await resumed.ask("two")).reason.kind == "completed"
+    assert _names_sent(api, server.calls[0].body) == ODD_NAMES
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_history_tool_call_names_are_sent_as_they_are_logged(api: str) -> None:
+    """R10.2: the wire body of each API carries a logged call's name as it is; only the
+    tool definitions are checked, so a request holding both is built."""
+    calls = tuple(ToolCall(f"c{i}", name, "{}") for i, name in enumerate(ODD_NAMES))
+    results = tuple(ToolResultBlock(call.id, (Text("x"),), False) for call in calls)
+    request = make_request(
+        "go", Message("assistant", calls), Message("user", results), tools=[WEATHER]
+    )
+    build = {
+        "chat": chat_request_body,
+        "responses": responses_request_body,
+        "messages": anthropic_request_body,
+    }[api]
+    assert _names_sent(api, build(request)) == ODD_NAMES
