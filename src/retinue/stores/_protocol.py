@@ -55,7 +55,12 @@ class SessionStore(Protocol):
         ...
 
     async def detach(self, session: Session) -> None:
-        """Flush, then stop tracking *session*."""
+        """Flush, then stop tracking *session*.
+
+        If the flush fails or is cancelled, *session* is released all the same,
+        its unflushed events kept buffered: the next ``load`` of its id takes
+        them over.
+        """
         ...
 
     async def load(self, session_id: str) -> Session:

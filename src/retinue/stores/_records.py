@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import final
@@ -13,8 +14,9 @@ from retinue._errors import StoreError
 from retinue.session import Event, Session, SessionHeader
 
 from ._backend import AppendBatch
+from ._repair import repair_tail
 
-__all__ = ["Entry", "Request", "StoreStatistics", "Tracked", "failed"]
+__all__ = ["Entry", "Loaded", "Request", "StoreStatistics", "Tracked", "failed"]
 
 
 @final
@@ -23,9 +25,9 @@ class StoreStatistics:
     """A snapshot of a store's write-behind state and commit counters."""
 
     tracked_sessions: int
-    """Sessions currently attached."""
+    """Sessions currently attached (not those a failed detach released)."""
     buffered_events: int
-    """Events appended but not yet committed, over all attached sessions."""
+    """Events appended but not yet committed, over all attached and released sessions."""
     flush_requests: int
     """Flushes that had something to write (including repairs on load)."""
     commits: int
@@ -47,6 +49,9 @@ class Tracked:
     buffer: list[Event]
     cursor: int
     unsubscribe: Callable[[], None]
+    released: bool = False
+    """Let go by a detach that failed or was cancelled: no longer observed, its buffer
+    kept for the next load of the id to take over."""
 
     def pending(self) -> tuple[Event, ...]:
         """The buffered events in seq order, the run a flush writes from ``cursor``.
@@ -60,8 +65,30 @@ class Tracked:
         self.buffer.sort(key=_seq_of)
         return tuple(self.buffer)
 
+    def handed_over(self) -> Session:
+        """A copy of the session as stored and buffered, an open final turn closed (R11.9).
+
+        What a load of a released session returns: its buffered events are
+        not stored yet, and the attach of the copy buffers them again.
+        """
+        events = [*self.session.events[: self.cursor], *self.pending()]
+        return Session.from_events(
+            self.session.header, [*events, *repair_tail(events)], chunks_checked=True
+        )
+
 
 _seq_of: Callable[[Event], int] = attrgetter("seq")
+
+
+@attrs.define(eq=False)
+class Loaded:
+    """A session a load returned, until it is attached or detached."""
+
+    session: weakref.ref[Session]
+    stored: int
+    """How many of its events are stored (of a takeover, as it was loaded)."""
+    released: Tracked | None = None
+    """The released session it took over: its buffer and cursor carry over on attach."""
 
 
 @attrs.define(eq=False)

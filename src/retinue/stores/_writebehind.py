@@ -18,7 +18,7 @@ from ._backend import AppendBatch, Listing, StorageBackend, StoredLog
 from ._groupcommit import GroupCommitter, call_backend
 from ._ids import check_session_id
 from ._loader import Recovered, recover
-from ._records import Request, StoreStatistics, Tracked
+from ._records import Loaded, Request, StoreStatistics, Tracked
 
 __all__ = ["BufferedStore"]
 
@@ -53,7 +53,7 @@ class BufferedStore:
         self._closed = False
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
-        self._loaded: dict[str, tuple[weakref.ref[Session], int]] = {}
+        self._loaded: dict[str, Loaded] = {}
         """Sessions loaded and not attached yet, each with how many of its events are stored."""
         self._stack: contextlib.AsyncExitStack | None = None
         """The writer's nursery, open in the task that entered the store first."""
@@ -241,10 +241,27 @@ class BufferedStore:
         """
         stored = len(session.events)
         loaded = self._loaded.get(session.id)
-        if loaded is not None and loaded[0]() is session:
-            stored = loaded[1]
+        if loaded is not None and loaded.session() is session:
+            if loaded.released is not None:
+                self._take_over(session, loaded.released)
+                self._loaded.pop(session.id, None)
+                return
+            stored = loaded.stored
         self._track(session, header=None, seed=session.events[stored:])
         self._loaded.pop(session.id, None)
+
+    def _take_over(self, session: Session, released: Tracked) -> None:
+        """Attach the copy a load made of *released*: its buffer and cursor carry over.
+
+        The tracking entry itself carries over while it is tracked, so a
+        write of it still under way trims the copy's buffer as it commits.
+        """
+        seed = session.events[released.cursor :]
+        if self._tracked.get(session.id) is not released:
+            # Flushed and let go since the load: what it buffered is stored.
+            self._track(session, header=released.header, seed=seed)
+            return
+        self._track(session, header=released.header, seed=seed, replacing=released)
 
     def attach_new(self, session: Session) -> None:
         """Start buffering a session that is not stored yet; its seed events are new.
@@ -256,19 +273,38 @@ class BufferedStore:
         self._track(session, header=session.header, seed=session.events)
 
     def _track(
-        self, session: Session, *, header: SessionHeader | None, seed: Sequence[Event]
+        self,
+        session: Session,
+        *,
+        header: SessionHeader | None,
+        seed: Sequence[Event],
+        replacing: Tracked | None = None,
     ) -> None:
+        """Start buffering *session*; *replacing*, a released entry of its id, is reused."""
         session_id = check_session_id(session.id)
         if self._closed:
             raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
-        if session_id in self._tracked:
+        current = self._tracked.get(session_id)
+        if current is not None and current is not replacing:
+            if current.released:
+                raise StoreError(
+                    f"session {session_id!r} was released with its events buffered: "
+                    "load it to take it over",
+                    code="SESSION_TRACKED",
+                )
             raise StoreError(f"session {session_id!r} is already attached", code="SESSION_TRACKED")
         if session_id in self._loading:
             raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
-        buffer = list(seed)
-        cursor = len(session.events) - len(buffer)
-        unsubscribe = session.observe(buffer.append)
-        self._tracked[session_id] = Tracked(session, header, buffer, cursor, unsubscribe)
+        if replacing is None:
+            buffer = list(seed)
+            cursor = len(session.events) - len(buffer)
+            unsubscribe = session.observe(buffer.append)
+            self._tracked[session_id] = Tracked(session, header, buffer, cursor, unsubscribe)
+            return
+        replacing.buffer[:] = seed
+        replacing.session = session
+        replacing.unsubscribe = session.observe(replacing.buffer.append)
+        replacing.released = False
 
     async def flush(self, session: Session) -> None:
         """Make every buffered event of *session* durable (R7.49, R11.4).
@@ -362,12 +398,18 @@ class BufferedStore:
     async def detach(self, session: Session) -> None:
         """Flush, then stop tracking *session* and give up its writer claim.
 
-        If the flush fails the session stays attached (its events stay
-        buffered) and the error propagates.
+        If the flush fails or is cancelled, the session is released all the
+        same: no longer attached, its unflushed events stay buffered (and its
+        claim held) until the next :meth:`load` of its id takes them over, or
+        a detach of it succeeds, or the store is closed. The error propagates.
         """
         loaded = self._loaded.get(session.id)
-        await self.flush(session)
-        if loaded is not None and loaded[0]() is session and self._loaded.get(session.id) is loaded:
+        await self._final_flush(session)
+        if (
+            loaded is not None
+            and loaded.session() is session
+            and self._loaded.get(session.id) is loaded
+        ):
             # Loaded and let go without being attached: the claim its load took goes too.
             # Forgotten only now, so a detach cancelled in its flush can be done again.
             del self._loaded[session.id]
@@ -377,14 +419,31 @@ class BufferedStore:
         if tracked is None or tracked.session is not session:
             return
         while tracked.buffer:  # appended while that flush was being written
-            await self.flush(session)
+            await self._final_flush(session)
         if self._tracked.get(session.id) is not tracked:
             return  # a detach of the session running alongside has let it go
         tracked.unsubscribe()
         del self._tracked[session.id]
         await self._release(session)
 
+    async def _final_flush(self, session: Session) -> None:
+        """Flush *session* for its detach; failing or cancelled, release it with its buffer."""
+        try:
+            await self.flush(session)
+        except BaseException:
+            tracked = self._tracked.get(session.id)
+            if tracked is not None and tracked.session is session:
+                tracked.unsubscribe()
+                tracked.released = True
+            raise
+
     async def _release(self, session: Session) -> None:
+        """Give up *session*'s claim, unless its id is still tracked or loaded here."""
+        loaded = self._loaded.get(session.id)
+        if session.id in self._tracked or (loaded is not None and loaded.session() is not None):
+            # A released buffer, or the copy a load took over, still writes the id.
+            await trio.lowlevel.checkpoint()
+            return
         # Shielded: once untracked, a claim kept by a cancel would lock the session until close.
         with trio.CancelScope(shield=True):
             await self._call(self._backend.release, f"session {session.id!r}", session.id)
@@ -410,7 +469,10 @@ class BufferedStore:
         """Load a stored session, repairing a crashed tail durably (R11.8-R11.10).
 
         Claims the session for this store (a second writer elsewhere makes this
-        raise ``SESSION_LOCKED``); the claim is given up by ``detach``. Raises
+        raise ``SESSION_LOCKED``); the claim is given up by ``detach``. A
+        session a failed or cancelled detach released is taken over: the
+        session returned holds its stored events and its buffered ones, which
+        stay buffered (written by the first flush once it is attached). Raises
         ``StoreError(SESSION_NOT_FOUND)`` if unknown and ``CorruptSessionError``
         naming the session and the problem if unloadable. While it runs, and
         until what it returned is attached or detached, loading the id again is
@@ -418,21 +480,26 @@ class BufferedStore:
         """
         check_session_id(session_id)
         await self._ensure_open()
-        if session_id in self._tracked:
+        released = self._tracked.get(session_id)
+        if released is not None and not released.released:
             raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
         if session_id in self._loading:
             # Its caller will attach what that load returns: a second copy could not be.
             raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
         loaded = self._loaded.get(session_id)
-        if loaded is not None and loaded[0]() is not None:
+        if loaded is not None and loaded.session() is not None:
             # One writer per session: two copies would share one claim and drop each other's events.
             raise StoreError(
                 f"session {session_id!r} is loaded and not yet attached or detached",
                 code="SESSION_TRACKED",
             )
         with self._reserved(session_id):
-            session = await self._load_reserved(session_id)
-        self._loaded[session_id] = (weakref.ref(session), len(session.events))
+            if released is None:
+                session = await self._load_reserved(session_id)
+            else:
+                session = await self._load_released(released)
+        stored = len(session.events) if released is None else released.cursor
+        self._loaded[session_id] = Loaded(weakref.ref(session), stored, released)
         return session
 
     @contextlib.contextmanager
@@ -456,6 +523,16 @@ class BufferedStore:
                 await self._call(self._backend.release, what, session_id)
             raise
         return recovered.session
+
+    async def _load_released(self, released: Tracked) -> Session:
+        """A copy of a released session with its buffered events, its claim made sure of."""
+        session_id = released.session.id
+        if released.header is None:
+            # Still held unless the storage lost it (a dropped PostgreSQL connection).
+            await self._call(self._backend.claim, f"session {session_id!r}", session_id)
+        else:
+            await trio.lowlevel.checkpoint()  # not stored yet: its first commit claims it
+        return released.handed_over()
 
     async def inspect(self, session_id: str) -> Session:
         """Read a stored session without repairing or claiming it (its torn tail left out).
@@ -549,7 +626,7 @@ class BufferedStore:
     def statistics(self) -> StoreStatistics:
         """Return a snapshot of buffers and commit counters; never blocks."""
         return StoreStatistics(
-            tracked_sessions=len(self._tracked),
+            tracked_sessions=sum(not item.released for item in self._tracked.values()),
             buffered_events=sum(len(item.buffer) for item in self._tracked.values()),
             write_seconds=self._committer.write_seconds,
             **self._committer.counters,
