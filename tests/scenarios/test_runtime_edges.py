@@ -82,9 +82,9 @@ async def test_a_failed_final_flush_is_tried_again_as_the_runtime_closes(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """R12.9, R11.15: a session whose final flush failed is flushed and let go once more
-    when its runtime closes, as no resume of it can come in that runtime any more. In a
-    store shared by runtimes it stayed attached: the next runtime's resume was refused as
-    live (``SESSION_TRACKED``), and its buffered events waited for the store's close."""
+    when its runtime closes, as no resume of it can come in that runtime any more: in a
+    store shared by runtimes its buffered events are committed then, not left for the next
+    runtime's resume to take over."""
     backend = _Outage()
     store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
     model = ScriptedModel([Reply("one")], repeat_last=True)
@@ -131,7 +131,8 @@ async def test_a_final_flush_failing_again_as_the_runtime_closes_is_logged(
     expected = (
         f"final flush of session {agent_id} failed again as the runtime closed: session "
         f"{agent_id!r}: the write failed: the store's write failed: OSError: [Errno 28] No "
-        "space left on device; its unflushed events stay buffered until the store is closed"
+        "space left on device; the session stays released with its unflushed events buffered "
+        "in the store, for the next load of the id to take over or the store's close"
     )
     assert [r.message for r in caplog.records if "as the runtime closed" in r.message] == [expected]
 

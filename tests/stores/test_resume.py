@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Sequence
 from functools import partial
 
 import pytest
 import trio
 
 import retinue
-from retinue._errors import CorruptSessionError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.config import AgentEntry
 from retinue.session import RequestHeader, Session, SessionHeader, TurnEnd, TurnStart
+from retinue.stores._backend import AppendBatch
+from retinue.stores._writebehind import BufferedStore
 from retinue.supervisors import CONFIG_START_FAILED, ConfigStartFailure, start_configured_agents
 from retinue.testing import (
     DelegatingStore,
@@ -109,6 +113,46 @@ async def test_resume_after_a_crash_closes_the_turn_and_goes_on(kit: StoreKit) -
     assert _turn_starts(session) == [1, 2, 3]
     check_session_invariants(session.events)
     check_history_replay(session.events)
+
+
+def _fail_writes(store: BufferedStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def write(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store._backend, "write", write)
+
+
+async def test_another_runtime_takes_over_a_session_whose_final_flush_failed(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.9, R11.15: an agent whose final flush fails leaves its session released in the
+    store with the unflushed events, not owned by its runtime: a second runtime on the
+    store resumes it while the first is still open, taking those events over, and its
+    next checkpoint stores them with its own."""
+    store = kit.open()
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=_model(), store=store) as first:
+            agent = await first.create_agent("writer", OPTIONS, session_id="handed")
+            await agent.ask("first")
+            agent.inject("note")  # an idle injection turn, flushed on its own (R11.18)
+            _fail_writes(store, monkeypatch)
+            await agent.dispose()
+            old = lines(agent.session.events[:])
+            assert store.statistics().buffered_events > 0
+            async with retinue.open_runtime(models=_model(), store=store) as second:
+                again = await second.resume_agent("handed", OPTIONS)
+                assert lines(again.session.events[: len(old)]) == old
+                monkeypatch.undo()
+                assert (await again.ask("second")).turn == 3
+                live = lines(again.session.events[:])
+    async with kit.open() as reopened:
+        stored = await reopened.load("handed")
+    assert lines(stored.events[:]) == live
+    [warning] = [
+        r.getMessage() for r in caplog.records if "final flush of session" in r.getMessage()
+    ]
+    assert "the session was released" in warning
+    assert "the next load of the id takes it over" in warning
 
 
 # -- configured restore-or-create (R13.3) on every store ---------------------------------------

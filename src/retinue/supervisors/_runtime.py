@@ -66,8 +66,8 @@ class Runtime:
     _creations: dict[str, Creation] = attrs.field(factory=dict, init=False)
     # Ids whose teardown is under way: reserved until their final flush has ended (R12.9).
     _teardowns: dict[str, AgentCore] = attrs.field(factory=dict, init=False)
-    # Sessions whose final flush failed or timed out: still attached to the store with
-    # their unflushed events buffered, committed before their id is taken again.
+    # Sessions whose final flush failed or timed out: released by the store with their
+    # unflushed events buffered, committed before their id is taken again here.
     # Kept here rather than asked of the store: a store may be shared (with another
     # runtime, or its owner) and knows what is attached, not what this runtime left.
     _stranded: dict[str, Session] = attrs.field(factory=dict, init=False)
@@ -305,10 +305,10 @@ class Runtime:
     async def _settle_all_stranded(self) -> None:
         """Try every failed final flush once more, together, as the runtime closes (R12.9).
 
-        No creation or resume of their ids comes in this runtime any more: left
-        attached, a store that outlives the runtime would keep their events buffered
-        and refuse to load them as live. One that fails again, or whose store hung,
-        stays for the store's close.
+        No creation or resume of their ids comes in this runtime any more: in a store
+        that outlives the runtime their events would stay buffered until a load takes
+        them over. One that fails again, or whose store hung, stays released in the
+        store, for the next load of its id or the store's close.
         """
         async with trio.open_nursery() as nursery:
             for agent_id in self._stranded.keys() - self._hung:
@@ -319,8 +319,9 @@ class Runtime:
             await self._settle_stranded(agent_id)
         except StoreError as exc:
             log.warning(
-                "final flush of session %s failed again as the runtime closed: %s; its "
-                "unflushed events stay buffered until the store is closed",
+                "final flush of session %s failed again as the runtime closed: %s; the session "
+                "stays released with its unflushed events buffered in the store, for the next "
+                "load of the id to take over or the store's close",
                 agent_id,
                 exc.__cause__ or exc,
             )
@@ -562,15 +563,16 @@ class Runtime:
         failure = await detach_within(self.store, core.session, self._services.flush_timeout)
         if failure is None:
             return
-        # The session stays attached, its unflushed events buffered in the store:
-        # the next creation or resume of the id commits them first, and closing
-        # the store drains them.
+        # The store released the session, its unflushed events still buffered: the
+        # next creation or resume of the id here commits them first, the next load
+        # of it elsewhere takes them over, and closing the store drains them.
         self._stranded[agent.id] = core.session
         if isinstance(failure, TimeoutError):
             self._hung.add(agent.id)
         log.warning(
-            "final flush of session %s failed: %s; its unflushed events stay buffered until "
-            "the id is created or resumed again, or the store is closed",
+            "final flush of session %s failed: %s; the session was released with its "
+            "unflushed events buffered in the store, and the next load of the id takes it "
+            "over with them",
             agent.id,
             failure,
         )
