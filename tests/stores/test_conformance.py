@@ -789,6 +789,24 @@ async def test_store_released_events_wait_for_a_load_that_attaches_or_the_close(
     assert lines(loaded.events[:]) == lines(session.events[:])
 
 
+async def test_store_takeover_attached_after_its_buffer_was_written_stores_it_once(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A released session detached again, successfully, after a load took it over: its
+    buffer is written then, and the copy's attach buffers only what is not stored yet."""
+    async with kit.open() as store:
+        session = await _released(store, monkeypatch, "twice", stored=True)
+        taken = await store.load("twice")
+        await store.detach(session)
+        assert store.statistics().buffered_events == 0
+        store.attach(taken)
+        run_turn(taken, "more")
+        await store.detach(taken)
+    async with kit.open() as store:
+        loaded = await store.load("twice")
+    assert lines(loaded.events[:]) == lines(taken.events[:])
+
+
 async def test_store_released_session_ending_inside_a_turn_is_taken_over_closed(
     kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
