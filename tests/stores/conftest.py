@@ -250,6 +250,12 @@ def record_kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
     return _kit(request.param, request, tmp_path)
 
 
+@pytest.fixture(params=STORE_KINDS[1:])
+def blocking_kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
+    """A store kit for each backend whose writes block, run in a worker thread."""
+    return _kit(request.param, request, tmp_path)
+
+
 @pytest.fixture(params=TEARING_KINDS)
 def tearing_kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
     """A store kit for each backend whose writes can tear."""
