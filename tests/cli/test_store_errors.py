@@ -120,3 +120,49 @@ def test_the_demo_never_prints_the_password_of_its_postgres_store(
     out, err = capsys.readouterr()
     assert "secret-word" not in out + err
     assert "password=***" in out
+
+
+BLANK_LOCATIONS = ["jsonl:", "jsonl: ", "sqlite: ", "sqlite:\t", "sqlite: \n", "postgres:  "]
+"""Store values whose location is empty or only whitespace: a shell's quoting gone wrong."""
+
+
+@pytest.mark.parametrize("spec", BLANK_LOCATIONS)
+def test_the_demo_refuses_a_store_location_of_only_whitespace(
+    spec: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A location of only whitespace is a usage error, as an empty one is: it was taken as
+    a file or directory named by blanks, created in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
+    with pytest.raises(SystemExit) as caught:
+        main([*argv, "--store", spec])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"argument --store: invalid store {spec!r}: "
+        "use sqlite:PATH, jsonl:DIR, postgres:DSN or memory\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "s1"], ["import", "in.jsonl"]])
+@pytest.mark.parametrize("spec", BLANK_LOCATIONS)
+def test_the_sessions_commands_refuse_a_store_location_of_only_whitespace(
+    spec: str,
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The sessions commands refuse it in the same words, the reading ones instead of
+    reporting no store there, ``import`` instead of creating one there."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.jsonl").write_text("")
+    assert main(["sessions", *command, "--store", spec]) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions {command[0]}: invalid store {spec!r}: "
+        "use sqlite:PATH, jsonl:DIR or postgres:DSN\n"
+    )
+    assert [path.name for path in tmp_path.iterdir()] == ["in.jsonl"]

@@ -70,12 +70,13 @@ def parse_store_spec(spec: str, *, forms: str = STORE_FORMS) -> tuple[str, str]:
     takes more than the stores this opens.
 
     Raises:
-        argparse.ArgumentTypeError: the spec has no location or an unknown kind.
+        argparse.ArgumentTypeError: the spec has no location (or only whitespace, a
+            shell's quoting gone wrong) or an unknown kind.
         ConfigError: ``INVALID_STORE_PATH``: a file store's path holds a NUL
             character, which the store would refuse.
     """
     kind, separator, location = spec.partition(":")
-    if not separator or not location:
+    if not separator or not location.strip():
         raise argparse.ArgumentTypeError(f"invalid store {spec!r}: use {forms}")
     if kind not in _STORES:
         raise argparse.ArgumentTypeError(f"unknown store kind {kind!r}: use {forms}")
