@@ -9,14 +9,32 @@ import io
 import logging
 import sys
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from ._output import complain
+from ._output import complain, discard_stdout
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose ``--help`` and ``--version`` raise the error of a write
+    to standard output: argparse drops it, and exits 0 having shown nothing.
+
+    Its sub-commands' parsers are of its class too.
+    """
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message and file is not None and file is sys.stdout:
+            file.write(message)
+            return
+        super()._print_message(message, file)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="retinue",
         description="An actor-model runtime for LLM agents.",
         parents=[_verbose_option(default=False)],
@@ -68,18 +86,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Named by its sub-command once parsed; parsing imports the sub-commands' modules.
     command = "retinue"
     try:
-        args = _parser().parse_args(argv)
-        command = f"retinue {args.command}"
+        try:
+            args = _parser().parse_args(argv)
+        except OSError as exc:  # --help or --version, written at once (unbuffered)
+            return _unwritable(command, exc, report=True)
+        except SystemExit:
+            # --help and --version exit once written: buffered, their write is yet to fail.
+            unwritten = _flush_stdout(command, report=True)
+            if unwritten is not None:
+                return unwritten
+            raise
+        # As its own lines name it: ``retinue sessions list``, not ``retinue sessions``.
+        command = " ".join(["retinue", args.command, *_sub_command(args)])
         logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
         with _escaping_stdout():
-            status = args.handler(args)
+            status = int(args.handler(args) or 0)
+            # A command that failed has said why, an output it could not write among them.
+            unwritten = _flush_stdout(command, report=status == 0)
     except KeyboardInterrupt:
         return _interrupted(command)
     except BaseExceptionGroup as group:
         if group.subgroup(KeyboardInterrupt) is None:
             raise
         return _interrupted(command)
-    return int(status or 0)
+    return status if unwritten is None else unwritten
+
+
+def _sub_command(args: argparse.Namespace) -> list[str]:
+    name = getattr(args, "sessions_command", None)
+    return [name] if name else []
+
+
+def _flush_stdout(command: str, *, report: bool) -> int | None:
+    """Write out what standard output holds; the exit status when it cannot be written.
+
+    Not a terminal, standard output is buffered: a write it cannot take (a full
+    disk, ``> /dev/full``) fails when flushed, here rather than as the interpreter
+    exits, which would report it with a traceback and exit 120.
+    """
+    stdout = sys.stdout
+    if stdout is None:
+        return None
+    try:
+        stdout.flush()
+    except OSError as exc:
+        return _unwritable(command, exc, report=report)
+    return None
+
+
+def _unwritable(command: str, error: OSError, *, report: bool) -> int:
+    """End a command whose output *error* kept from standard output: status 1, and one
+    line, when *report*, unless the reader went away (``| head``), which ends it quietly."""
+    discard_stdout()
+    if report and not isinstance(error, BrokenPipeError):
+        # As the commands report a write that fails before they end.
+        complain(f"{command}: {error}")
+    return 1
 
 
 @contextlib.contextmanager
@@ -95,7 +157,11 @@ def _escaping_stdout() -> Iterator[None]:
     try:
         yield
     finally:
-        stdout.reconfigure(errors=errors)
+        try:
+            stdout.reconfigure(errors=errors)
+        except OSError:  # its flush: the command ends otherwise, and has said why
+            discard_stdout()
+            stdout.reconfigure(errors=errors)
 
 
 def _interrupted(command: str) -> int:

@@ -7,7 +7,6 @@ import errno
 import itertools
 import logging
 import math
-import os
 import random
 import shlex
 import sys
@@ -29,7 +28,7 @@ from retinue.providers._urls import base_url_from, url_problem
 from retinue.session import Event, TurnEnd
 
 from ._descriptors import make_room
-from ._output import complain, printable
+from ._output import complain, discard_stdout, printable
 
 if TYPE_CHECKING:
     from retinue.providers.anthropic import AnthropicModel
@@ -274,7 +273,7 @@ class _Console(Console):
         """
         self.quiet = True
         # Nothing more reaches the reader, and the interpreter's final flush must not fail.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard_stdout()
         raise _ReaderGoneError(errno.EPIPE, "standard output's reader went away")
 
 

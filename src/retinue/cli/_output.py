@@ -3,9 +3,10 @@ its error lines."""
 
 from __future__ import annotations
 
+import os
 import sys
 
-__all__ = ["complain", "printable"]
+__all__ = ["complain", "discard_stdout", "printable"]
 
 # C0, DEL and C1: a terminal acts on them (an escape sequence may retitle, clear or
 # rewrite it), and stored text is a model's or a user's to choose, a provider's error
@@ -28,3 +29,20 @@ def complain(line: str) -> None:
     stderr = sys.stderr
     if stderr is not None:
         print(line, file=stderr)
+
+
+def discard_stdout() -> None:
+    """Send what standard output holds, and whatever is written to it from now on,
+    nowhere: it cannot be written, and the interpreter's final flush must not fail.
+
+    A stream that is no file's (replaced in-process) is left as it is.
+    """
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # None, or io.UnsupportedOperation
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, descriptor)
+    finally:
+        os.close(devnull)

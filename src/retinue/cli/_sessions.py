@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import errno
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,7 +41,7 @@ from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._common import check_version, parse_header, refuse_nul
 from retinue.stores._writebehind import BufferedStore
 
-from ._output import complain, printable
+from ._output import complain, discard_stdout, printable
 
 __all__ = [
     "STORE_FORMS",
@@ -186,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         # The reader went away (``| head``): stay quiet, and keep the interpreter's
         # final flush of standard output from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard_stdout()
         return 1
     except (RetinueError, argparse.ArgumentTypeError, OSError) as exc:
         complain(f"retinue sessions {args.sessions_command}: {store_problem(spec, exc)}")
