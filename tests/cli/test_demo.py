@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import re
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -374,6 +376,32 @@ def test_demo_names_its_store_as_given(
         quoted = spec if directory == "notes" else f"'{spec}'"
         assert f"stored in {spec}: try `retinue sessions list --store {quoted}`\n" in captured.out
         assert captured.err == ""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a Linux file name may hold any bytes")
+def test_demo_hint_gives_a_store_path_that_is_not_utf8_as_a_shell_can_take_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path holding bytes no UTF-8 text has, or a control character, is given in ANSI-C
+    quoting, as the bytes it is: it was quoted as the text ``os.fsdecode`` made of it,
+    ``\\udcff``, which names another file, and a control character went to the terminal.
+    The name shown before it is escaped as the sessions commands escape it."""
+    monkeypatch.chdir(tmp_path)
+    name = os.fsdecode(b"it's-\xffa\x1b")
+    argv = ["--provider", "scripted", "--latency", "0", "--agents", "1", "--turns", "1"]
+    assert main(["demo", "--no-live", "--store", f"jsonl:{name}", *argv]) == 0
+    captured = capsys.readouterr()
+    hint = captured.out.splitlines()[-1]
+    word = "$'jsonl:it\\'s-\\xff'$'a\\x1b'"
+    shown = "jsonl:it's-\\udcffa\\x1b"
+    assert hint == f"sessions stored in {shown}: try `retinue sessions list --store {word}`"
+    assert captured.err == ""
+    if shutil.which("bash") is not None:  # ANSI-C quoting: bash, zsh, ksh; POSIX since 2024
+        pasted = subprocess.run(
+            ["bash", "-c", f"printf %s {word}"], capture_output=True, timeout=10, check=True
+        )
+        assert pasted.stdout == b"jsonl:it's-\xffa\x1b"
+    assert _demo._shell_word("jsonl:plain dir") == "'jsonl:plain dir'"
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["live", "no-live"])

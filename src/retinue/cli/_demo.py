@@ -9,8 +9,10 @@ import logging
 import math
 import random
 import shlex
+import string
 import sys
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -494,17 +496,54 @@ async def run_demo(args: argparse.Namespace) -> int:
         _summarize(console, board, agents, time.perf_counter() - started)
     if args.store != "memory":
         # The path is the user's, not markup or emoji codes; the command stays on one line to paste into a
-        # shell, even piped, quoted when the path has spaces or glob characters.
+        # shell, even piped, quoted when the path has spaces or glob characters, and given as
+        # its bytes when it holds a control character or is no UTF-8.
         store = _without_password(args.store)
-        command = f"retinue sessions list --store {shlex.quote(store)}"
+        command = f"retinue sessions list --store {_shell_word(store)}"
         console.print(
-            f"sessions stored in {store}: try `{command}`",
+            f"sessions stored in {printable(store)}: try `{command}`",
             markup=False,
             emoji=False,  # ":notes" is a store name, not an emoji code
             highlight=False,
             soft_wrap=True,
         )
     return _status(board)
+
+
+def _shell_word(text: str) -> str:
+    """*text* quoted as one word for a POSIX shell, to paste on one line.
+
+    Quoted as ``shlex.quote`` does, unless it holds a control character or
+    a byte no text has (a file name's that is not UTF-8, which ``os.fsdecode``
+    turned into a lone surrogate): neither can be pasted, so those are written
+    in ANSI-C quoting as the bytes they are (``$'sessions-\\xff.db'``).
+    """
+    if not any(unicodedata.category(char) in _UNPASTABLE for char in text):
+        return shlex.quote(text)
+    parts = ["$'"]
+    escaped = False  # a hex digit right after an escape would be read as part of it
+    for char in text:
+        if unicodedata.category(char) in _UNPASTABLE:
+            parts.extend(f"\\x{byte:02x}" for byte in _bytes_of(char))
+            escaped = True
+            continue
+        if escaped and char in string.hexdigits:
+            parts.append("'$'")
+        parts.append({"\\": "\\\\", "'": "\\'"}.get(char, char))
+        escaped = False
+    parts.append("'")
+    return "".join(parts)
+
+
+_UNPASTABLE = frozenset({"Cc", "Cs"})
+"""Control characters, and surrogates: a terminal acts on the one, and cannot show the other."""
+
+
+def _bytes_of(char: str) -> bytes:
+    """The bytes *char* stands for in a file name (``os.fsencode``'s), else its UTF-8 bytes."""
+    if 0xDC80 <= ord(char) <= 0xDCFF:  # a byte os.fsdecode could not decode
+        return bytes([ord(char) - 0xDC00])
+    return char.encode("utf-8", "surrogatepass")
 
 
 def _without_password(spec: str) -> str:
