@@ -146,3 +146,12 @@ async def raise_stray_cancelled() -> None:
             caught = exc
     assert caught is not None
     raise caught
+
+
+async def kept_stray_cancelled() -> trio.Cancelled:
+    """A stray ``Cancelled`` caught earlier, for synchronous code to raise again."""
+    try:
+        await raise_stray_cancelled()
+    except trio.Cancelled as exc:
+        return exc
+    raise AssertionError("not reached")

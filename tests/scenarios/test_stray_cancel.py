@@ -30,6 +30,7 @@ from tests.helpers import (
     OPTIONS,
     echo,
     idle_events,
+    kept_stray_cancelled,
     last_end_reason,
     of_type,
     raise_stray_cancelled,
@@ -255,15 +256,6 @@ async def test_ctrl_c_in_one_agents_tool_closes_and_stores_every_agents_turn(
             check_session_invariants(events)
 
 
-async def _kept_cancelled() -> trio.Cancelled:
-    """A ``Cancelled`` caught earlier, for synchronous code to raise again."""
-    try:
-        await raise_stray_cancelled()
-    except trio.Cancelled as exc:
-        return exc
-    raise AssertionError("not reached")
-
-
 class _StrayModel:
     """Streams as *model* does, but the first stream raises a stray ``Cancelled``."""
 
@@ -355,7 +347,7 @@ async def test_a_session_observer_raising_cancelled_fails_the_turn_only(
 ) -> None:
     """R4.8, R7.48: observers are synchronous, so a Cancelled is their own failure: the
     event stays logged, every observer hears it, and the turn ends as an error."""
-    cancelled = await _kept_cancelled()
+    cancelled = await kept_stray_cancelled()
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -479,7 +471,7 @@ async def test_a_cleanup_raising_cancelled_is_contained_and_the_others_run(
 ) -> None:
     """R12.9: an agent's scoped cleanups are synchronous, so a Cancelled is the cleanup's
     own: logged, and the cleanups after it still run; the runtime goes on."""
-    cancelled = await _kept_cancelled()
+    cancelled = await kept_stray_cancelled()
 
     def stray_cleanup() -> None:
         raise cancelled

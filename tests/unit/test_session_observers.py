@@ -12,7 +12,7 @@ from retinue import SessionError, Text
 from retinue._stream import TextDelta
 from retinue.session import Event, Session, TurnStart, TurnTrigger, UserMessage
 from retinue.session._observers import observer_failure
-from tests.helpers import raise_stray_cancelled
+from tests.helpers import kept_stray_cancelled
 
 
 class _GaveUp(BaseException):
@@ -32,15 +32,6 @@ def _append(session: Session, path: str) -> None:
         session.append(UserMessage((Text("hi"),)), surface="append")
     else:
         session.append_chunk(1, 1, TextDelta(0, "a"))
-
-
-async def _kept_cancelled() -> trio.Cancelled:
-    """A ``Cancelled`` caught earlier, for synchronous code to raise again."""
-    try:
-        await raise_stray_cancelled()
-    except trio.Cancelled as exc:
-        return exc
-    raise AssertionError("not reached")
 
 
 def _raising(raised: BaseException) -> Callable[[Event], None]:
@@ -90,7 +81,7 @@ async def test_an_observer_cancelled_is_a_session_error_naming_it(observers: int
     """R4.8, R7.48: observers are synchronous, so a ``Cancelled`` is their own, even while
     a scope around the append is cancelled: ``STRAY_CANCELLED``, naming the observer."""
     session = _open()
-    session.observe(_raising(await _kept_cancelled()))
+    session.observe(_raising(await kept_stray_cancelled()))
     for _ in range(observers - 1):
         session.observe(lambda _event: None)
     with trio.CancelScope() as outer:  # noqa: ASYNC100 - cancelled, and no checkpoint inside on purpose
