@@ -39,6 +39,21 @@ def test_each_watch_of_one_function_is_its_own() -> None:
     assert calls == ["fn", "fn"], "the second watch hears both changes"
 
 
+def test_an_old_unwatch_leaves_a_later_watch_of_the_seam_alone() -> None:
+    """An unwatch is idempotent: called again after its seam's last watch ended and a new
+    watch began, it removes nothing of the new one."""
+    bus = HookBus()
+    calls: list[str] = []
+    unwatch = bus.watch(SEAM, _counter(calls, "old"))
+    unwatch()
+    unwatch()
+    bus.watch(SEAM, _counter(calls, "new"))
+    unwatch()
+    calls.clear()
+    _toggle(bus)
+    assert calls == ["new", "new"]
+
+
 def test_unwatching_in_any_order_keeps_the_others_in_watch_order() -> None:
     """Watchers are called in the order they started watching, whichever stopped meanwhile."""
     bus = HookBus()
