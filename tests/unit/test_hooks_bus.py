@@ -122,6 +122,28 @@ def test_an_async_mock_is_refused_by_an_emit_seam(listener: Callable[..., object
         bus.watch("agent/created", typing.cast("Callable[[], None]", listener))
 
 
+class SyncObserver:
+    """A listener object whose ``__call__`` is a plain method."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[object, ...]] = []
+
+    def __call__(self, *args: object) -> None:
+        self.heard.append(args)
+
+
+def test_an_object_with_a_sync_call_method_listens_to_an_emit_seam() -> None:
+    """R6.1: only an async ``__call__`` is refused; an object called synchronously is a
+    listener (and a watcher) like a plain function, with or without a partial around it."""
+    bus = HookBus()
+    observer = SyncObserver()
+    bus.on("agent/created", observer)
+    bus.on("agent/created", functools.partial(observer, "bound"))
+    bus.watch("agent/created", observer)
+    bus.emit("agent/created", "agent")
+    assert observer.heard == [(), ("agent",), ("bound", "agent")]
+
+
 def test_session_event_refuses_a_coroutine_returned_by_a_listener() -> None:
     """R4.8: the session/event feed raises, and closes, a coroutine nobody would run."""
     bus = HookBus()
