@@ -785,6 +785,21 @@ def test_dropping_a_scope_leaves_the_others_and_a_later_agent_of_that_id_starts_
     assert heard == ["new a", "b"]
 
 
+def test_dropping_a_scope_removes_a_listener_whose_sibling_was_unregistered() -> None:
+    """R6.5 / R12.9: unregistering one of an agent's listeners on a seam leaves the seam among
+    those its teardown visits, so the other one is removed there too."""
+    bus = HookBus()
+    heard: list[str] = []
+    first = bus.on("agent/status", lambda *_: heard.append("first"), agent="a")
+    bus.on("agent/status", lambda *_: heard.append("second"), agent="a")
+    bus.on("agent/status", lambda *_: heard.append("shared"))
+    first()
+    bus.drop_scope("a")
+    bus.emit("agent/status", "x", scope="a")
+    assert heard == ["shared"]
+    assert bus.listeners("agent/status", "a") == bus.listeners("agent/status")
+
+
 async def test_a_cancel_reaching_a_listener_stays_a_cancel(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
