@@ -562,6 +562,7 @@ async def test_parallel_logs_the_failures_it_does_not_raise(
     assert any("session/flush listener" in note for note in raised.value.__notes__)
     logged = [r.exc_info[1] for r in caplog.records if r.exc_info]
     assert [type(exc) for exc in logged] == [KeyError]
+    assert "not raised: another listener's failure was" in caplog.records[0].getMessage()
 
 
 async def test_a_parallel_dispatch_cut_by_a_deadline_logs_the_failures_it_collected(
