@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import final
@@ -10,39 +9,33 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import (
-    AgentDisposedError,
-    AgentError,
-    SessionError,
-    StoreError,
-    synchronous_failure,
-)
+from retinue._errors import AgentDisposedError, SessionError, StoreError
 from retinue._lossless import shown
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
-from retinue.hooks import agent_scope
 from retinue.loop import (
     AgentCore,
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, waiting_agent
 from retinue.providers import AdmissionController, Model
-from retinue.session import Session, TurnEndReason
+from retinue.session import Session
 from retinue.stores import SessionStore, check_session_id
 from retinue.tools import ToolRegistry
 
 from ._agent_arguments import check_kept_cwd, check_setup, new_agent_id, options_of, with_cwd
-from ._creation import Creation, Setup, core_of, end_unpublished, run_setup
-from ._detach import detach_within, release_claim
+from ._cleanups import Cleanups, scoped_cleanup, unwind
+from ._creation import Creation, Setup, core_of, run_setup
+from ._detach import release_claim
 from ._hooks import RuntimeHooks
 from ._registry import AgentRegistry
 from ._relay import EventRelay
+from ._stranded import StrandedSessions
 from ._supervise import RestartPolicy, supervise
+from ._teardown import Teardowns
 
 __all__ = ["Runtime"]
-
-log = logging.getLogger("retinue.supervisors")
 
 
 @final
@@ -60,20 +53,27 @@ class Runtime:
     admission: AdmissionController | None = None
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
-    # Per agent, in registration order; keyed so one run early leaves at once.
-    _cleanups: dict[str, dict[object, Callable[[], None]]] = attrs.field(factory=dict, init=False)
+    _cleanups: Cleanups = attrs.field(factory=dict, init=False)
     # Ids being created, each with the scope :meth:`aclose` or a dispose cancels to abort it.
     _creations: dict[str, Creation] = attrs.field(factory=dict, init=False)
-    # Ids whose teardown is under way: reserved until their final flush has ended (R12.9).
-    _teardowns: dict[str, AgentCore] = attrs.field(factory=dict, init=False)
-    # Sessions whose final flush failed or timed out: released by the store with their
-    # unflushed events buffered, committed before their id is taken again here.
-    # Kept here rather than asked of the store: a store may be shared (with another
-    # runtime, or its owner) and knows what is attached, not what this runtime left.
-    _stranded: dict[str, Session] = attrs.field(factory=dict, init=False)
-    # Of those, the ids whose store did not answer within flush_timeout: the runtime's
-    # close does not wait for it once more, so that a hanging store cannot hold it open.
-    _hung: set[str] = attrs.field(factory=set, init=False)
+    _stranded: StrandedSessions = attrs.field(
+        default=attrs.Factory(lambda self: StrandedSessions(self._services), takes_self=True),
+        init=False,
+    )
+    _teardowns: Teardowns = attrs.field(
+        default=attrs.Factory(
+            lambda self: Teardowns(
+                self._nursery,
+                self._services,
+                self.agents,
+                self._cleanups,
+                self._creations,
+                self._stranded,
+            ),
+            takes_self=True,
+        ),
+        init=False,
+    )
 
     @property
     def hooks(self) -> RuntimeHooks:
@@ -148,9 +148,9 @@ class Runtime:
         options = with_cwd(options_of(options), cwd)
         check_setup(setup)
         agent_id = _checked_id(new_agent_id(name, session_id))
-        await self._released(agent_id)
+        await self._teardowns.released(agent_id)
         with self._creating(agent_id):
-            await self._settle_stranded(agent_id)
+            await self._stranded.settle(agent_id)
             if await self.store.exists(agent_id):
                 raise SessionError(
                     f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
@@ -191,9 +191,9 @@ class Runtime:
         options = options_of(options)
         check_setup(setup)
         agent_id = _checked_id(agent_id)
-        await self._released(agent_id)
+        await self._teardowns.released(agent_id)
         with self._creating(agent_id):
-            await self._settle_stranded(agent_id)
+            await self._stranded.settle(agent_id)
             session = await self.store.load(agent_id)
             try:
                 check_kept_cwd(session, options, how="resumed")
@@ -246,9 +246,9 @@ class Runtime:
             raise TypeError(
                 f"session must be a Session (from fork_agent_session), got {shown(session)}"
             )
-        await self._released(_checked_id(session.id))
+        await self._teardowns.released(_checked_id(session.id))
         with self._creating(session.id):
-            await self._settle_stranded(session.id)
+            await self._stranded.settle(session.id)
             if await self.store.exists(session.id):
                 raise SessionError(
                     f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS"
@@ -258,73 +258,6 @@ class Runtime:
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
         return agent
-
-    async def _released(self, agent_id: str) -> None:
-        """Wait until no teardown of *agent_id* is under way or due; always a checkpoint.
-
-        One is due for an agent its supervisor gave up: disposed, it is torn
-        down once its driver has exited.
-        """
-        tearing_down = self._teardowns.get(agent_id)
-        live = self.agents.get(agent_id)
-        if tearing_down is None and live is not None and core_of(live).disposed:
-            tearing_down = core_of(live)
-        if tearing_down is None:
-            await trio.lowlevel.checkpoint()
-            return
-        if tearing_down.in_own_driver() or TEARING_DOWN.get() is tearing_down:
-            # From that agent's own tool, listener or teardown: the teardown waits for it.
-            raise AgentError(
-                f"agent {agent_id!r} is being torn down, which waits for this call from its "
-                "own turn or teardown: its id would never be free",
-                code="WAITS_FOR_ITSELF",
-            )
-        # Its teardown frees the id as it ends; a creation racing for it then
-        # finds the id taken again, which is what it would have found anyway.
-        await _wait_for_teardown(tearing_down, agent_id)
-
-    async def _settle_stranded(self, agent_id: str) -> None:
-        """Commit and detach what a failed final flush left of *agent_id*'s session (R12.9).
-
-        Called with the id reserved for a creation; a checkpoint only when there is
-        something to settle. Bounded by ``flush_timeout`` like the teardown's own
-        try. While the store still fails (or hangs), raises a ``StoreError`` and
-        leaves the session for a later try.
-        """
-        session = self._stranded.get(agent_id)
-        if session is None:
-            return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
-        failure = await detach_within(self.store, session, self._services.flush_timeout)
-        if failure is not None:
-            message = f"the final flush of a disposed agent is still pending: {failure}"
-            code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
-            raise StoreError(message, code=code) from failure
-        del self._stranded[agent_id]
-        self._hung.discard(agent_id)
-
-    async def _settle_all_stranded(self) -> None:
-        """Try every failed final flush once more, together, as the runtime closes (R12.9).
-
-        No creation or resume of their ids comes in this runtime any more: in a store
-        that outlives the runtime their events would stay buffered until a load takes
-        them over. One that fails again, or whose store hung, stays released in the
-        store, for the next load of its id or the store's close.
-        """
-        async with trio.open_nursery() as nursery:
-            for agent_id in self._stranded.keys() - self._hung:
-                nursery.start_soon(self._settle_at_close, agent_id)
-
-    async def _settle_at_close(self, agent_id: str) -> None:  # noqa: ASYNC910 - called for a stranded id, whose detach is awaited
-        try:
-            await self._settle_stranded(agent_id)
-        except StoreError as exc:
-            log.warning(
-                "final flush of session %s failed again as the runtime closed: %s; the session "
-                "stays released with its unflushed events buffered in the store, for the next "
-                "load of the id to take over or the store's close",
-                agent_id,
-                exc.__cause__ or exc,
-            )
 
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
@@ -357,7 +290,7 @@ class Runtime:
     def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
         core = AgentCore(session.id, options, session, self._services)
         core.sections = persona_sections(options.system_prompt)
-        agent = self._creations[session.id].agent = Agent(core, self._dispose_agent)
+        agent = self._creations[session.id].agent = Agent(core, self._teardowns.dispose)
         return agent
 
     async def _setup(self, agent: Agent, setup: Setup | None) -> None:
@@ -367,7 +300,7 @@ class Runtime:
         try:
             await run_setup(agent, setup)
         except BaseException:
-            self._unwind(agent.id)
+            unwind(self._services, self._cleanups, agent.id)
             raise
         finally:
             SETTING_UP.reset(token)
@@ -386,39 +319,12 @@ class Runtime:
             TypeError: *unregister* is not callable: the teardown could only
                 log its call's failure.
         """
-        if not callable(unregister):
-            raise TypeError(f"unregister must be a callable, got {shown(unregister)}")
-        agent_scope(agent)
-        cleanups = self._cleanups.setdefault(agent.id, {})
-        key = object()
-        cleanups[key] = unregister
-
-        def now() -> None:
-            if cleanups.pop(key, None) is not None:
-                unregister()
-
-        return now
-
-    def _unwind(self, agent_id: str) -> None:
-        self._services.hooks.drop_scope(agent_id)
-        self._services.tools.drop_scope(agent_id)
-        cleanups = self._cleanups.pop(agent_id, {})
-        # Emptied as it runs, newest first: a cleanup may run another's early (which then
-        # finds it gone), and one run early later finds itself gone too.
-        while cleanups:
-            _, cleanup = cleanups.popitem()
-            try:
-                cleanup()
-            except BaseException as exc:
-                # A SystemExit too: the rest of the teardown must still run. Ctrl-C goes on.
-                if not synchronous_failure(exc):
-                    raise
-                log.exception("cleanup of agent %s failed (contained)", agent_id)
+        return scoped_cleanup(self._cleanups, agent, unregister)
 
     def _publish(self, agent: Agent, *, source: str, new: bool) -> None:
         """Publication order (R12.5); synchronous. Refused once shutdown has begun (R12.10)."""
         if self._closing:
-            self._unwind(agent.id)
+            unwind(self._services, self._cleanups, agent.id)
             raise RuntimeError(f"agent loop is not active: {agent.id!r} was not started")
         core = core_of(agent)
         try:
@@ -429,7 +335,7 @@ class Runtime:
             else:
                 self.store.attach(core.session)
         except BaseException:
-            self._unwind(agent.id)
+            unwind(self._services, self._cleanups, agent.id)
             raise
         hooks = self._services.hooks
         relay = EventRelay(hooks, core.session, agent.id)
@@ -447,7 +353,7 @@ class Runtime:
             # teardown takes it out of the registry and the store again.
             core.published = True
             core.driver_exited.set()
-            self._start_teardown(agent)
+            self._teardowns.start(agent)
             raise
         self._nursery.start_soon(self._run_agent, agent, name=f"agent {agent.id}")
 
@@ -461,121 +367,7 @@ class Runtime:
         finally:
             # However the driver ended (disposed, given up after crashes, or cancelled
             # with the runtime), nothing will run the agent again: tear it down.
-            self._start_teardown(agent)
-
-    async def _dispose_agent(self, agent: Agent) -> None:
-        """Start the agent's teardown (R12.9) and wait for it; memoized (R12.8).
-
-        The teardown runs in the runtime's nursery, shielded: a cancelled caller
-        stops waiting, the teardown still completes, and :meth:`aclose` waits for it.
-        """
-        core = core_of(agent)
-        creation = self._creation_of(core)
-        # Its own tool, listener, setup or teardown cannot wait for the driver, creation
-        # or teardown it runs under: the agent stops, and its teardown ends once that has unwound.
-        waits_for_itself = (
-            core.in_own_driver()
-            or (creation is not None and core in SETTING_UP.get())
-            or TEARING_DOWN.get() is core  # its store's detach, say
-        )
-        self._start_teardown(agent)
-        if waits_for_itself:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        if creation is not None:
-            creation.scope.cancel()  # its setup is aborted and rolled back (R12.4)
-        caller = waiting_agent()
-        if caller is None:
-            await core.torn_down.wait()
-            return
-        if caller.wait_cycle(core) is not None:  # marked disposed above: firm waits only
-            # The agent being disposed waits for the caller, directly or through
-            # others, in a wait its disposal does not cancel (its final flush's
-            # listener disposing the caller, say): its teardown needs the caller to
-            # finish first, so this one stops it and returns, as from its own turn.
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        # Recorded like a wait_idle, so a wait that would close a circle through
-        # this one (the teardown's own listeners waiting on the caller) is refused.
-        firm = caller.start_waiting_on(core)
-        try:
-            await core.torn_down.wait()
-        finally:
-            caller.stop_waiting_on(core, firm=firm)
-
-    def _creation_of(self, core: AgentCore) -> Creation | None:
-        """The creation in flight that made *core*, if it has not ended yet."""
-        creation = self._creations.get(core.id)
-        return creation if creation is not None and creation.core is core else None
-
-    def _start_teardown(self, agent: Agent) -> None:
-        """Stop *agent* and start its teardown once; never blocks."""
-        core = core_of(agent)
-        if core.disposal_started:
-            return
-        if not core.published:
-            if self._creation_of(core) is None:
-                end_unpublished(agent)  # its creation is over: nothing to stop or flush
-            else:
-                # Aborts its setup; the creation refuses to publish it, unwinds the
-                # setup and then ends it, unannounced like every unpublished agent.
-                core.disposal_started = True
-                core.mark_disposed(announce=False)
-            return
-        core.disposal_started = True
-        # Started before the agent is marked: a listener of its status raising a
-        # BaseException (Ctrl-C) must not leave it disposed with no teardown to come.
-        self._teardowns[agent.id] = core
-        self._nursery.start_soon(self._teardown, agent, name=f"teardown {agent.id}")
-        core.mark_disposed()
-
-    async def _teardown(self, agent: Agent) -> None:
-        """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
-        SETTING_UP.set(())
-        core = core_of(agent)
-        TEARING_DOWN.set(core)
-        with trio.CancelScope(shield=True):
-            try:
-                await self._retire(agent)
-            finally:
-                core.torn_down.set()
-                if self._teardowns.get(agent.id) is core:
-                    del self._teardowns[agent.id]
-
-    async def _retire(self, agent: Agent) -> None:
-        """Teardown order of a published agent once stopped (R12.9)."""
-        core = core_of(agent)
-        await core.driver_exited.wait()
-        # A driver cancelled with the runtime never reached its own discard.
-        core.discard_pending(TurnEndReason.disposed())
-        self.agents.remove(agent.id)
-        try:
-            core.emit("agent/disposed")
-        finally:
-            # Even past a listener's BaseException (Ctrl-C), nothing of the agent stays behind.
-            self._unwind(agent.id)
-            agent.end_subscriptions()
-            await self._detach(agent)
-
-    async def _detach(self, agent: Agent) -> None:
-        """Let the store go of a retired agent's session; one it fails to is kept stranded."""
-        core = core_of(agent)
-        failure = await detach_within(self.store, core.session, self._services.flush_timeout)
-        if failure is None:
-            return
-        # The store released the session, its unflushed events still buffered: the
-        # next creation or resume of the id here commits them first, the next load
-        # of it elsewhere takes them over, and closing the store drains them.
-        self._stranded[agent.id] = core.session
-        if isinstance(failure, TimeoutError):
-            self._hung.add(agent.id)
-        log.warning(
-            "final flush of session %s failed: %s; the session was released with its "
-            "unflushed events buffered in the store, and the next load of the id takes it "
-            "over with them",
-            agent.id,
-            failure,
-        )
+            self._teardowns.start(agent)
 
     async def aclose(self) -> None:
         """Stop accepting agents, abort creations in flight, dispose every live agent (R12.10).
@@ -598,19 +390,17 @@ class Runtime:
         while self._creations:
             await next(iter(self._creations.values())).ended.wait()
         for agent in self.agents.list():
-            self._start_teardown(agent)
+            self._teardowns.start(agent)
         caller = waiting_agent()
         if caller is None:
-            while self._teardowns:
-                await next(iter(self._teardowns.values())).torn_down.wait()
-            await self._settle_all_stranded()
+            await self._teardowns.wait_all()
+            await self._stranded.settle_all()
             return
         # Only this runtime's agent is let off: one of another runtime (which opened
         # this one in its tool, say) does not wait for itself here.
-        if self._teardowns.get(caller.id) is caller:
+        if self._teardowns.of(caller.id) is caller:
             return
-        while self._teardowns:
-            await _wait_for_teardowns(caller, tuple(self._teardowns.values()))
+        await self._teardowns.wait_all_as(caller)
 
 
 def _checked_id(agent_id: object) -> str:
@@ -623,44 +413,3 @@ def _checked_id(agent_id: object) -> str:
         return check_session_id(agent_id)
     except StoreError as exc:
         raise SessionError(exc.message, code="INVALID_SESSION_ID") from exc
-
-
-async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
-    """Wait for *tearing_down*'s teardown to end, recorded as the calling agent's wait like
-    a ``wait_idle``: that teardown may wait on the caller (its store's detach disposing
-    the caller, say), and a flush listener of the caller waiting here would then wait in
-    a circle, which raises ``AgentError(WAIT_CYCLE)`` instead."""
-    caller = waiting_agent()
-    if caller is None:
-        await tearing_down.torn_down.wait()
-        return
-    cycle = caller.wait_cycle(tearing_down)
-    if cycle is not None:
-        raise circle_error(caller, cycle, f"waiting for the teardown of {agent_id!r}")
-    firm = caller.start_waiting_on(tearing_down)
-    try:
-        await tearing_down.torn_down.wait()
-    finally:
-        caller.stop_waiting_on(tearing_down, firm=firm)
-
-
-async def _wait_for_teardowns(caller: AgentCore, teardowns: tuple[AgentCore, ...]) -> None:  # noqa: ASYNC910 - called with at least one teardown, each awaited
-    """Wait for all of *teardowns* to end, recorded as the *caller* agent's waits on each.
-
-    Recorded all at once, as the wait is for all of them: a teardown that comes to wait
-    on the caller (its store's detach asking it, say) then finds the circle, whichever
-    teardown the caller is waiting for at that moment. One that already waits on the
-    caller raises ``AgentError(WAIT_CYCLE)`` before anything is recorded.
-    """
-    for tearing_down in teardowns:
-        cycle = caller.wait_cycle(tearing_down)
-        if cycle is not None:
-            waiting = f"closing the runtime (which waits for the teardown of {tearing_down.id!r})"
-            raise circle_error(caller, cycle, waiting)
-    firm = [caller.start_waiting_on(tearing_down) for tearing_down in teardowns]
-    try:
-        for tearing_down in teardowns:
-            await tearing_down.torn_down.wait()
-    finally:
-        for tearing_down, was_firm in zip(teardowns, firm, strict=True):
-            caller.stop_waiting_on(tearing_down, firm=was_firm)

@@ -1,0 +1,59 @@
+"""What a runtime runs as an agent goes: its scoped listeners, tools and cleanups."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from retinue._errors import synchronous_failure
+from retinue._lossless import shown
+from retinue.actors import Agent
+from retinue.hooks import agent_scope
+from retinue.loop import LoopServices
+
+__all__ = ["Cleanups", "scoped_cleanup", "unwind"]
+
+log = logging.getLogger("retinue.supervisors")
+
+Cleanups = dict[str, dict[object, Callable[[], None]]]
+"""Per agent, in registration order; keyed so one run early leaves at once."""
+
+
+def scoped_cleanup(
+    cleanups: Cleanups, agent: Agent, unregister: Callable[[], None]
+) -> Callable[[], None]:
+    """Hold *unregister* among *agent*'s *cleanups*; returns what runs it early (idempotent).
+
+    Raises ``AgentDisposedError`` for a disposed *agent* and ``TypeError`` for
+    an *unregister* that is not callable, as :meth:`Runtime.scoped` says.
+    """
+    if not callable(unregister):
+        raise TypeError(f"unregister must be a callable, got {shown(unregister)}")
+    agent_scope(agent)
+    held = cleanups.setdefault(agent.id, {})
+    key = object()
+    held[key] = unregister
+
+    def now() -> None:
+        if held.pop(key, None) is not None:
+            unregister()
+
+    return now
+
+
+def unwind(services: LoopServices, cleanups: Cleanups, agent_id: str) -> None:
+    """Drop *agent_id*'s scoped listeners and tools, then run its cleanups, newest first."""
+    services.hooks.drop_scope(agent_id)
+    services.tools.drop_scope(agent_id)
+    held = cleanups.pop(agent_id, {})
+    # Emptied as it runs, newest first: a cleanup may run another's early (which then
+    # finds it gone), and one run early later finds itself gone too.
+    while held:
+        _, cleanup = held.popitem()
+        try:
+            cleanup()
+        except BaseException as exc:
+            # A SystemExit too: the rest of the teardown must still run. Ctrl-C goes on.
+            if not synchronous_failure(exc):
+                raise
+            log.exception("cleanup of agent %s failed (contained)", agent_id)

@@ -1,0 +1,100 @@
+"""Sessions whose final flush failed: released by the store, committed before their id is taken again."""
+
+from __future__ import annotations
+
+import logging
+from typing import final
+
+import attrs
+import trio
+
+from retinue._errors import StoreError
+from retinue.loop import LoopServices
+from retinue.session import Session
+
+from ._detach import detach_within
+
+__all__ = ["StrandedSessions"]
+
+log = logging.getLogger("retinue.supervisors")
+
+
+@final
+@attrs.define(eq=False)
+class StrandedSessions:
+    """The sessions of a runtime's retired agents that its store failed to detach (R12.9).
+
+    The store released each with its unflushed events buffered. Kept here
+    rather than asked of the store: a store may be shared (with another
+    runtime, or its owner) and knows what is attached, not what this runtime left.
+    """
+
+    _services: LoopServices = attrs.field(repr=False)  # the runtime's, shown in its repr
+    _sessions: dict[str, Session] = attrs.field(factory=dict, init=False)
+    # Of those, the ids whose store did not answer within flush_timeout: the runtime's
+    # close does not wait for it once more, so that a hanging store cannot hold it open.
+    _hung: set[str] = attrs.field(factory=set, init=False)
+
+    async def detach(self, session: Session) -> None:
+        """Let the store go of a retired agent's session; one it fails to is kept stranded."""
+        services = self._services
+        failure = await detach_within(services.store, session, services.flush_timeout)
+        if failure is None:
+            return
+        # The store released the session, its unflushed events still buffered: the
+        # next creation or resume of the id here commits them first, the next load
+        # of it elsewhere takes them over, and closing the store drains them.
+        self._sessions[session.id] = session
+        if isinstance(failure, TimeoutError):
+            self._hung.add(session.id)
+        log.warning(
+            "final flush of session %s failed: %s; the session was released with its "
+            "unflushed events buffered in the store, and the next load of the id takes it "
+            "over with them",
+            session.id,
+            failure,
+        )
+
+    async def settle(self, agent_id: str) -> None:
+        """Commit and detach what a failed final flush left of *agent_id*'s session (R12.9).
+
+        Called with the id reserved for a creation; a checkpoint only when there is
+        something to settle. Bounded by ``flush_timeout`` like the teardown's own
+        try. While the store still fails (or hangs), raises a ``StoreError`` and
+        leaves the session for a later try.
+        """
+        session = self._sessions.get(agent_id)
+        if session is None:
+            return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
+        services = self._services
+        failure = await detach_within(services.store, session, services.flush_timeout)
+        if failure is not None:
+            message = f"the final flush of a disposed agent is still pending: {failure}"
+            code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
+            raise StoreError(message, code=code) from failure
+        del self._sessions[agent_id]
+        self._hung.discard(agent_id)
+
+    async def settle_all(self) -> None:
+        """Try every failed final flush once more, together, as the runtime closes (R12.9).
+
+        No creation or resume of their ids comes in this runtime any more: in a store
+        that outlives the runtime their events would stay buffered until a load takes
+        them over. One that fails again, or whose store hung, stays released in the
+        store, for the next load of its id or the store's close.
+        """
+        async with trio.open_nursery() as nursery:
+            for agent_id in self._sessions.keys() - self._hung:
+                nursery.start_soon(self._settle_at_close, agent_id)
+
+    async def _settle_at_close(self, agent_id: str) -> None:  # noqa: ASYNC910 - called for a stranded id, whose detach is awaited
+        try:
+            await self.settle(agent_id)
+        except StoreError as exc:
+            log.warning(
+                "final flush of session %s failed again as the runtime closed: %s; the session "
+                "stays released with its unflushed events buffered in the store, for the next "
+                "load of the id to take over or the store's close",
+                agent_id,
+                exc.__cause__ or exc,
+            )
