@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from retinue.cli import _demo, main
+from retinue.cli import _demo_board, _demo_hint, _demo_models, main
 from retinue.cli._demo import run_demo
+from retinue.cli._demo_options import base_url_variable_problem
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.openai import OpenAIModel
 from retinue.testing import FinishWithError, ScriptedModel
@@ -249,8 +250,8 @@ async def test_demo_takes_an_empty_base_url_variable_as_unset(
     monkeypatch.setenv(variable, "")
     monkeypatch.setenv(f"{provider.upper()}_API_KEY", "key")
     args = _args(provider=provider)
-    assert _demo._base_url_variable_problem(args) is None
-    async with _demo._open_model(args) as (model, _model_name):
+    assert base_url_variable_problem(args) is None
+    async with _demo_models.open_model(args) as (model, _model_name):
         assert isinstance(model, OpenAIModel | AnthropicModel)
         assert model.base_url.startswith(f"https://api.{provider}.com")
 
@@ -275,7 +276,7 @@ async def test_demo_starts_with_any_credentials_the_anthropic_client_finds(
     profile.chmod(0o600)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    async with _demo._open_model(_args(provider="anthropic")) as (model, model_name):
+    async with _demo_models.open_model(_args(provider="anthropic")) as (model, model_name):
         assert model_name == "claude-haiku-4-5"
         assert type(model).__name__ == "AnthropicModel"
 
@@ -286,7 +287,7 @@ async def test_demo_points_anthropic_at_the_base_url_given(
     """--base-url reaches the Anthropic client too, which then needs no key for a local server."""
     _without_anthropic_credentials(monkeypatch, tmp_path)
     args = _args(provider="anthropic", base_url="http://127.0.0.1:9")
-    async with _demo._open_model(args) as (model, _model_name):
+    async with _demo_models.open_model(args) as (model, _model_name):
         assert isinstance(model, AnthropicModel)
         assert str(model.base_url).startswith("http://127.0.0.1:9")
 
@@ -295,7 +296,7 @@ async def test_demo_fails_when_no_turn_completes(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A model that fails every call (a bad key or model name) is a failed demo, named once."""
-    monkeypatch.setattr(_demo, "_scripted", lambda _latency: ScriptedModel([]))
+    monkeypatch.setattr(_demo_models, "scripted_model", lambda _latency: ScriptedModel([]))
     with trio.fail_after(REAL_DEADLINE):
         status = await run_demo(_args(provider="scripted", no_live=True))
     captured = capsys.readouterr()
@@ -311,7 +312,7 @@ async def test_demo_of_one_turn_fails_when_it_does_not_complete(
     """A single turn is not cancelled by the demo's operator: a model that fails it (a bad
     key) is a failed demo. It was cancelled first, and the demo reported success."""
     failing = ScriptedModel([FinishWithError("invalid api key", delay=0.2)])
-    monkeypatch.setattr(_demo, "_scripted", lambda _latency: failing)
+    monkeypatch.setattr(_demo_models, "scripted_model", lambda _latency: failing)
     with trio.fail_after(REAL_DEADLINE):
         status = await run_demo(_args(provider="scripted", agents=1, turns=1, no_live=True))
     captured = capsys.readouterr()
@@ -327,7 +328,7 @@ async def test_demo_escapes_control_characters_in_the_first_error(
     """A provider's error text is shown with its control characters escaped, as stored
     text is: written raw, an escape sequence from the provider drove the terminal."""
     failing = ScriptedModel([FinishWithError("bad key \x1b]0;title\x07\x1b[2J\x9b", delay=0.2)])
-    monkeypatch.setattr(_demo, "_scripted", lambda _latency: failing)
+    monkeypatch.setattr(_demo_models, "scripted_model", lambda _latency: failing)
     with trio.fail_after(REAL_DEADLINE):
         status = await run_demo(_args(provider="scripted", agents=1, turns=1, no_live=True))
     err = capsys.readouterr().err
@@ -339,9 +340,9 @@ async def test_demo_escapes_control_characters_in_the_first_error(
 def test_the_live_table_shows_as_many_agents_as_fit_and_sums_the_rest() -> None:
     """Thousands of rows redrawn ten times a second cost more than the agents ran; the
     table fits its terminal, its last row summing the agents it leaves out."""
-    board = _demo._Board()
+    board = _demo_board.Board()
     for index in range(1000):
-        board.rows[f"agent-{index:04}-session-x"] = _demo._Row(status="idle", turns=2, steps=4)
+        board.rows[f"agent-{index:04}-session-x"] = _demo_board.Row(status="idle", turns=2, steps=4)
     table = board.table(0.0, height=30)
     assert table.row_count == 22
     rest = [cell for column in table.columns for cell in list(column.cells)[-1:]]
@@ -401,7 +402,7 @@ def test_demo_hint_gives_a_store_path_that_is_not_utf8_as_a_shell_can_take_it(
             ["bash", "-c", f"printf %s {word}"], capture_output=True, timeout=10, check=True
         )
         assert pasted.stdout == b"jsonl:it's-\xffa\x1b"
-    assert _demo._shell_word("jsonl:plain dir") == "'jsonl:plain dir'"
+    assert _demo_hint.shell_word("jsonl:plain dir") == "'jsonl:plain dir'"
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["live", "no-live"])

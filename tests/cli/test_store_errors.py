@@ -9,7 +9,7 @@ from psycopg.conninfo import make_conninfo
 
 from retinue import StoreError
 from retinue.cli import main
-from retinue.cli._demo import _without_password
+from retinue.cli._demo_hint import without_password
 from retinue.cli._sessions import store_problem
 from tests.stores.conftest import postgres_dsn
 
@@ -105,8 +105,8 @@ def test_store_problem_names_only_a_file_store_whose_storage_failed(
 )
 def test_the_demo_hint_hides_a_postgres_password(dsn: str, shown: str) -> None:
     """The closing hint names a PostgreSQL store without the password its DSN holds."""
-    assert _without_password(f"postgres:{dsn}") == f"postgres:{shown}"
-    assert _without_password("sqlite:secret-word.db") == "sqlite:secret-word.db"
+    assert without_password(f"postgres:{dsn}") == f"postgres:{shown}"
+    assert without_password("sqlite:secret-word.db") == "sqlite:secret-word.db"
 
 
 @pytest.mark.postgres
