@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,37 @@ def test_a_short_output_into_a_closed_pipe_exits_quietly(
     child.stdout.close()  # gone before the child, still importing, writes a byte
     _, errors = child.communicate(timeout=DEADLINE)
     assert (child.returncode, errors) == (1, b"")
+
+
+CLOSED = {
+    "version": "cannot write the version",
+    "help": "cannot write the help",
+    "sessions-help": "cannot write the help",
+    "list": "cannot write the result",
+    "show": "cannot write the result",
+    "export": "cannot write the result",
+    "replay": "cannot write the result",
+    "demo": "cannot show the run",
+}
+"""Commands that write to standard output, and what each says it cannot do when it is closed."""
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="closes standard output with a shell")
+@pytest.mark.parametrize("name", list(CLOSED))
+def test_a_command_started_with_standard_output_closed_says_so_and_fails(
+    store: str, tmp_path: Path, name: str
+) -> None:
+    """Started with standard output closed (``>&-``): one line naming it, and status 1.
+    ``--version`` and ``--help`` wrote their text to stderr instead and exited 0."""
+    argv = _argv(name, store)
+    script = 'exec "$@" >&-'
+    done = subprocess.run(
+        ["sh", "-c", script, "sh", sys.executable, "-m", "retinue.cli", *argv],
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=_environment(buffered=True),
+        timeout=DEADLINE,
+        check=False,
+    )
+    problem = f"[Errno {errno.EBADF}] {CLOSED[name]}: standard output is closed"
+    assert (done.returncode, done.stderr.decode()) == (1, f"{_named(argv)}: {problem}\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib.metadata
 import io
 import logging
@@ -32,6 +33,36 @@ class _Parser(argparse.ArgumentParser):
             return
         super()._print_message(message, file)
 
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
+        """Write the help to *file*, standard output unless given; closed (``>&-``), it
+        raises the error a write would: argparse would write the help to stderr and exit 0."""
+        if file is None and sys.stdout is None:
+            raise _closed("the help")
+        super().print_help(file)
+
+
+class _ShowVersion(argparse.Action):
+    """``--version``: write the version to standard output and exit, as argparse's action
+    does; closed (``>&-``), it raises the error a write would, where argparse's would
+    write the version to stderr and exit 0."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        _namespace: argparse.Namespace,
+        _values: object,
+        _option_string: str | None = None,
+    ) -> None:
+        if sys.stdout is None:
+            raise _closed("the version")
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
+
+
+def _closed(what: str) -> OSError:
+    """The error of a write of *what* to a standard output that was closed at the start."""
+    return OSError(errno.EBADF, f"cannot write {what}: standard output is closed")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
@@ -39,7 +70,13 @@ def _parser() -> argparse.ArgumentParser:
         description="An actor-model runtime for LLM agents.",
         parents=[_verbose_option(default=False)],
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(
+        "--version",
+        action=_ShowVersion,
+        nargs=0,
+        default=argparse.SUPPRESS,
+        help="show program's version number and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     # Suppressed below the sub-command, so its default does not undo a -v given before it.
     after_command = [_verbose_option(default=argparse.SUPPRESS)]
@@ -88,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             args = _parser().parse_args(argv)
-        except OSError as exc:  # --help or --version, written at once (unbuffered)
+        except OSError as exc:  # --help or --version, written at once (unbuffered) or closed
             return _unwritable(command, exc, report=True)
         except SystemExit:
             # --help and --version exit once written: buffered, their write is yet to fail.
