@@ -457,6 +457,23 @@ async def test_scoped_refuses_a_cleanup_that_is_not_callable(
     assert "cleanup of agent" not in caplog.text
 
 
+@pytest.mark.parametrize("agent", ["a", None], ids=["id", "None"])
+async def test_scoped_refuses_what_is_no_agent_handle(
+    autojump_clock: trio.testing.MockClock, agent: object
+) -> None:
+    """R12.9: ``rt.scoped`` ties a cleanup to the teardown of an agent handle; an agent's
+    id, or anything else, is a TypeError naming it, and the cleanup is not held. It was
+    a bare AttributeError."""
+    called: list[str] = []
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        live = await rt.create_agent("a", OPTIONS, session_id="a")
+        refused = rf"^agent must be an Agent \(from create_agent\), got {agent!r}$"
+        with pytest.raises(TypeError, match=refused):
+            rt.scoped(agent, lambda: called.append("cleanup"))  # type: ignore[arg-type]
+        await live.dispose()
+    assert called == []
+
+
 class _HangingDetach(DelegatingStore):
     """A memory store whose final detach never returns (a store that hangs)."""
 

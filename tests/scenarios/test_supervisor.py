@@ -671,7 +671,7 @@ async def test_create_agent_refuses_an_id_no_store_can_hold_before_its_setup(
         assert ran == []
 
 
-@pytest.mark.parametrize("how", ["create", "resume", "fork"])
+@pytest.mark.parametrize("how", ["create", "resume", "fork", "fork-source"])
 @pytest.mark.parametrize(
     ("agent_id", "problem"),
     [
@@ -685,10 +685,11 @@ async def test_create_agent_refuses_an_id_no_store_can_hold_before_its_setup(
 async def test_every_way_to_start_an_agent_refuses_an_id_no_store_can_hold_alike(
     autojump_clock: trio.testing.MockClock, how: str, agent_id: object, problem: str
 ) -> None:
-    """R12.1, R11.12: ``create_agent``, ``resume_agent`` and ``fork_agent_session`` refuse
-    an id the store would refuse with ``SessionError(INVALID_SESSION_ID)`` naming the
-    id, before anything runs. An unhashable one raised a bare ``TypeError`` (the id
-    was looked up first), and a fork made a session no agent could start on.
+    """R12.1, R11.12: ``create_agent``, ``resume_agent`` and ``fork_agent_session`` (the
+    fork's id and its source's) refuse an id the store would refuse with
+    ``SessionError(INVALID_SESSION_ID)`` naming the id, before anything runs. An
+    unhashable one raised a bare ``TypeError`` (the id was looked up first), and a fork
+    made a session no agent could start on.
     """
     ran: list[retinue.Agent] = []
     async with runtime(ScriptedModel([Reply("hi")])) as rt:
@@ -699,6 +700,8 @@ async def test_every_way_to_start_an_agent_refuses_an_id_no_store_can_hold_alike
                 return await rt.create_agent("c", OPTIONS, session_id=agent_id, setup=ran.append)  # type: ignore[arg-type]
             if how == "resume":
                 return await rt.resume_agent(agent_id, OPTIONS, setup=ran.append)  # type: ignore[arg-type]
+            if how == "fork-source":
+                return rt.fork_agent_session(agent_id, "child")  # type: ignore[arg-type]
             return rt.fork_agent_session("source", agent_id)  # type: ignore[arg-type]
 
         with pytest.raises(retinue.SessionError) as refused:

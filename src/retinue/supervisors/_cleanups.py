@@ -25,8 +25,11 @@ def scoped_cleanup(
     """Hold *unregister* among *agent*'s *cleanups*; returns what runs it early (idempotent).
 
     Raises ``AgentDisposedError`` for a disposed *agent* and ``TypeError`` for
-    an *unregister* that is not callable, as :meth:`Runtime.scoped` says.
+    an *agent* that is no handle or an *unregister* that is not callable, as
+    :meth:`Runtime.scoped` says.
     """
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent must be an Agent (from create_agent), got {shown(agent)}")
     if not callable(unregister):
         raise TypeError(f"unregister must be a callable, got {shown(unregister)}")
     agent_scope(agent)

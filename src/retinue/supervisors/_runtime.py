@@ -214,12 +214,12 @@ class Runtime:
     ) -> Session:
         """Fork a live agent's session (R4.25); the child can be started with ``start_forked``.
 
-        Raises ``SessionError``: ``INVALID_SESSION_ID`` for a *child_id* no store
-        can hold, ``SESSION_NOT_FOUND`` for a *source_id* no agent is live under,
-        ``SESSION_ALREADY_EXISTS`` for a *child_id* in use.
+        Raises ``SessionError``: ``INVALID_SESSION_ID`` for a *source_id* or
+        *child_id* no store can hold, ``SESSION_NOT_FOUND`` for a *source_id* no
+        agent is live under, ``SESSION_ALREADY_EXISTS`` for a *child_id* in use.
         """
         child_id = _checked_id(child_id)
-        source = self.agents.get(source_id)
+        source = self.agents.get(_checked_id(source_id))
         if source is None:
             raise SessionError(f"session {source_id!r} is not live", code="SESSION_NOT_FOUND")
         if child_id in self.agents or child_id in self._creations or child_id in self._teardowns:
@@ -313,6 +313,8 @@ class Runtime:
         forgets it, where a caller's own call would leave it held until teardown.
 
         Raises:
+            TypeError: *agent* is no agent handle (an id, say): nothing would
+                tie *unregister* to a teardown.
             AgentDisposedError: *agent* is disposed, as for a listener or tool
                 scoped to it; *unregister* is not called, and what it would
                 unregister stays the caller's to remove.
