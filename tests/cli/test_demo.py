@@ -462,3 +462,19 @@ def test_no_live_help_names_every_line_the_demo_still_prints(
     assert "live table" in no_live
     assert "summary" in no_live
     assert "retinue sessions list" in no_live
+
+
+@pytest.mark.parametrize("columns", ["0", "00"])
+def test_demo_prints_its_summary_when_columns_is_zero(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], columns: str
+) -> None:
+    """``COLUMNS=0`` (as some containers set it for a process with no terminal) counts as
+    unset: the table and the summary are drawn as wide as the terminal, 80 columns
+    without one. The demo printed nothing at all, and exited 0."""
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.delenv("LINES", raising=False)
+    argv = ["--store", "memory", "--provider", "scripted", "--latency", "0"]
+    assert main(["demo", *argv, "--agents", "1", "--turns", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^summary: 1 agents, ", out, re.MULTILINE)
+    assert re.search(r"^│ agent-00 +│ idle +│ 1 ", out, re.MULTILINE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +28,15 @@ class ReaderGoneError(BrokenPipeError):
 
 
 class DemoConsole(Console):
+    """rich's console on standard output, which ends the demo when its reader goes away."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        if self.width < 1:
+            # COLUMNS=0, as some containers set it for a process with no terminal: rich
+            # takes it for a width of nothing and prints nothing, the summary included.
+            self.width = shutil.get_terminal_size().columns
+
     def on_broken_pipe(self) -> None:
         """End the demo with :class:`ReaderGoneError` when its reader goes away.
 
