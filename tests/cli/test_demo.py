@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import os
 import re
 import shutil
@@ -478,3 +479,28 @@ def test_demo_prints_its_summary_when_columns_is_zero(
     out = capsys.readouterr().out
     assert re.search(r"^summary: 1 agents, ", out, re.MULTILINE)
     assert re.search(r"^│ agent-00 +│ idle +│ 1 ", out, re.MULTILINE)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a Linux file name may hold any bytes")
+def test_demo_hint_gives_a_store_path_its_console_cannot_show_as_a_shell_can_take_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a console whose encoding lacks a character of the store's path (ASCII, say), the
+    hint gives that character in ANSI-C quoting as its bytes: it showed ``\\xe9`` inside
+    plain quotes, which a shell takes as four characters, naming another store."""
+    monkeypatch.chdir(tmp_path)
+    written = io.BytesIO()
+    console = io.TextIOWrapper(written, encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", console)
+    argv = ["--provider", "scripted", "--latency", "0", "--agents", "1", "--turns", "1"]
+    assert main(["demo", "--no-live", "--store", "jsonl:café", *argv]) == 0
+    console.flush()
+    hint = written.getvalue().decode("ascii").splitlines()[-1]
+    word = "$'jsonl:caf\\xc3\\xa9'"
+    assert hint == f"sessions stored in jsonl:caf\\xe9: try `retinue sessions list --store {word}`"
+    if shutil.which("bash") is not None:
+        pasted = subprocess.run(
+            ["bash", "-c", f"printf %s {word}"], capture_output=True, timeout=10, check=True
+        )
+        assert pasted.stdout == "jsonl:café".encode()
+    assert (tmp_path / "café").is_dir()

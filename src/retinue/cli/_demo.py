@@ -159,7 +159,7 @@ async def run_demo(args: argparse.Namespace) -> int:
     if args.store != "memory":
         # The path is the user's, not markup or emoji codes.
         console.print(
-            closing_hint(args.store),
+            closing_hint(args.store, encoding=console.encoding),
             markup=False,
             emoji=False,  # ":notes" is a store name, not an emoji code
             highlight=False,

@@ -11,30 +11,35 @@ from ._output import printable
 __all__ = ["closing_hint", "shell_word", "without_password"]
 
 
-def closing_hint(spec: str) -> str:
-    """The line naming the store *spec* and the command that lists its sessions."""
+def closing_hint(spec: str, *, encoding: str = "utf-8") -> str:
+    """The line naming the store *spec* and the command that lists its sessions, for an
+    output of *encoding*."""
     # The command stays on one line to paste into a shell, even piped, quoted when the
     # path has spaces or glob characters, and given as its bytes when it holds a
-    # control character or is no UTF-8.
+    # control character, is no UTF-8, or has a character the output cannot show.
     store = without_password(spec)
-    command = f"retinue sessions list --store {shell_word(store)}"
+    command = f"retinue sessions list --store {shell_word(store, encoding=encoding)}"
     return f"sessions stored in {printable(store)}: try `{command}`"
 
 
-def shell_word(text: str) -> str:
-    """*text* quoted as one word for a POSIX shell, to paste on one line.
+def shell_word(text: str, *, encoding: str = "utf-8") -> str:
+    """*text* quoted as one word for a POSIX shell, to paste on one line from an output of
+    *encoding*.
 
-    Quoted as ``shlex.quote`` does, unless it holds a control character or
-    a byte no text has (a file name's that is not UTF-8, which ``os.fsdecode``
-    turned into a lone surrogate): neither can be pasted, so those are written
-    in ANSI-C quoting as the bytes they are (``$'sessions-\\xff.db'``).
+    Quoted as ``shlex.quote`` does, unless it holds a control character, a
+    byte no text has (a file name's that is not UTF-8, which ``os.fsdecode``
+    turned into a lone surrogate) or a character *encoding* has not (the
+    output would show ``\\xe9`` for it, which names another file): none can be
+    pasted, so those are written in ANSI-C quoting as the bytes they are
+    (``$'sessions-\\xff.db'``).
     """
-    if not any(unicodedata.category(char) in _UNPASTABLE for char in text):
+    unpastable = [_unpastable(char, encoding) for char in text]
+    if not any(unpastable):
         return shlex.quote(text)
     parts = ["$'"]
     escaped = False  # a hex digit right after an escape would be read as part of it
-    for char in text:
-        if unicodedata.category(char) in _UNPASTABLE:
+    for char, as_bytes in zip(text, unpastable, strict=True):
+        if as_bytes:
             parts.extend(f"\\x{byte:02x}" for byte in _bytes_of(char))
             escaped = True
             continue
@@ -44,6 +49,17 @@ def shell_word(text: str) -> str:
         escaped = False
     parts.append("'")
     return "".join(parts)
+
+
+def _unpastable(char: str, encoding: str) -> bool:
+    """Whether *char* must be given as its bytes in a word pasted from an output of *encoding*."""
+    if unicodedata.category(char) in _UNPASTABLE:
+        return True
+    try:
+        char.encode(encoding)
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 _UNPASTABLE = frozenset({"Cc", "Cs"})
