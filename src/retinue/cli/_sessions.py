@@ -109,9 +109,10 @@ def store_problem(spec: str, error: BaseException) -> str:
 
     A storage failure names what the store was doing, not where. A PostgreSQL
     error names its server itself, and its DSN may hold a password, so only
-    file stores are named.
+    file stores are named. Given on one line: a server's message may take
+    several (libpq adds a hint on its own line).
     """
-    message = describe_error(error)
+    message = " ".join(line.strip() for line in describe_error(error).splitlines() if line.strip())
     kind, _, location = spec.partition(":")
     if isinstance(error, StoreError) and error.code == "STORAGE_ERROR" and kind in _FILE_STORES:
         return f"{kind} store {location!r}: {message}"
