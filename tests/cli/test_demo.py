@@ -504,3 +504,18 @@ def test_demo_hint_gives_a_store_path_its_console_cannot_show_as_a_shell_can_tak
         )
         assert pasted.stdout == "jsonl:café".encode()
     assert (tmp_path / "café").is_dir()
+
+
+def test_demo_live_table_shows_its_agents_when_lines_is_zero(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``LINES=0`` counts as unset too: on a terminal the live table fits the terminal's
+    height, 24 lines without one. It showed no agent's row, only the one summing them."""
+    monkeypatch.setenv("LINES", "0")
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich then takes the output for a terminal
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    argv = ["--store", "memory", "--provider", "scripted", "--latency", "0"]
+    assert main(["demo", *argv, "--agents", "3", "--turns", "1"]) == 0
+    out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", capsys.readouterr().out)
+    assert re.search(r"│ agent-02 +│ idle +│ 1 ", out)
+    assert "3 more" not in out

@@ -32,10 +32,13 @@ class DemoConsole(Console):
 
     def __init__(self) -> None:
         super().__init__()
+        # COLUMNS=0 or LINES=0, as some containers set them for a process with no
+        # terminal: rich takes them for no room at all, and would print nothing (the
+        # summary included) or a live table of no rows. The terminal's size, else 80x24.
         if self.width < 1:
-            # COLUMNS=0, as some containers set it for a process with no terminal: rich
-            # takes it for a width of nothing and prints nothing, the summary included.
             self.width = shutil.get_terminal_size().columns
+        if self.height < 1:
+            self.height = shutil.get_terminal_size().lines
 
     def on_broken_pipe(self) -> None:
         """End the demo with :class:`ReaderGoneError` when its reader goes away.
