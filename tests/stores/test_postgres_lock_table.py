@@ -133,7 +133,7 @@ def test_a_group_commit_out_of_lock_table_entries_is_a_typed_error(
     def full(*args: object) -> None:
         raise _out_of_shared_memory()
 
-    monkeypatch.setattr(backend, "_write_group", full)
+    monkeypatch.setattr(backend._tables, "write_group", full)
     backend.open()
     try:
         with pytest.raises(StoreError) as caught:

@@ -32,15 +32,15 @@ def _hold_commits(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[threading.Event, threading.Event]:
     """Make *store*'s commits hold once their rows are written: (reached, finish) events."""
-    backend = _backend(store)
-    append, reached, finish = backend._append, threading.Event(), threading.Event()
+    tables = _backend(store)._tables
+    append, reached, finish = tables._append, threading.Event(), threading.Event()
 
     def append_then_hold(conn: object, batches: list[AppendBatch]) -> None:
         append(conn, batches)  # type: ignore[arg-type]
         reached.set()
         finish.wait(30)
 
-    monkeypatch.setattr(backend, "_append", append_then_hold)
+    monkeypatch.setattr(tables, "_append", append_then_hold)
     return reached, finish
 
 

@@ -269,7 +269,9 @@ async def test_postgres_failed_group_gives_up_the_locks_it_took(
         def broken(*args: object) -> None:
             raise OSError("the network went away")
 
-        monkeypatch.setattr(other._backend, "_write_group", broken)
+        backend = other._backend
+        assert isinstance(backend, PostgresBackend)
+        monkeypatch.setattr(backend._tables, "write_group", broken)
         with pytest.raises(StoreError) as caught:
             await other.flush(copy)
         assert caught.value.code == "STORAGE_ERROR"
