@@ -1,0 +1,257 @@
+"""A store's lifetime: its storage opened and closed, the group-commit writer's nursery."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Self, TypeVar
+
+import trio
+
+from retinue._errors import StoreError
+
+from ._backend import StorageBackend
+from ._groupcommit import GroupCommitter, call_backend
+from ._records import Loaded, Request, StoreStatistics, Tracked
+
+__all__ = ["StoreLifetime"]
+
+log = logging.getLogger("retinue.stores")
+
+T = TypeVar("T")
+
+
+class StoreLifetime:
+    """The state of a :class:`~retinue.stores.BufferedStore` and its lifetime.
+
+    Entering opens the storage and starts the group-commit writer; the last
+    exit (or :meth:`aclose`) drains every buffer and releases the storage.
+    Flush requests go through :meth:`_submit`, to the writer or directly.
+    """
+
+    def __init__(self, backend: StorageBackend, *, name: str) -> None:
+        if not backend.durable and backend.blocking:
+            # The loop flushes a store that is not durable without a shield or deadline.
+            raise TypeError(f"{name}: a backend that is not durable must not be blocking")
+        self._backend = backend
+        self._name = name
+        self._tracked: dict[str, Tracked] = {}
+        self._committer = GroupCommitter(backend, name, self._tracked)
+        self._open_lock = trio.Lock()
+        self._enter_lock = trio.Lock()
+        self._opened = False
+        self._closed = False
+        self._loading: set[str] = set()
+        """Ids being loaded: a second load or an attach of one meanwhile is refused."""
+        self._loaded: dict[str, Loaded] = {}
+        """Sessions loaded and not attached yet, each with how many of its events are stored."""
+        self._stack: contextlib.AsyncExitStack | None = None
+        """The writer's nursery, open in the task that entered the store first."""
+        self._writer_scope: trio.CancelScope | None = None
+        self._owner: trio.lowlevel.Task | None = None
+        self._owner_depth = 0
+        """Entries of the owner task not exited yet: its first is the last of them to exit."""
+        self._depth = 0
+
+    @property
+    def durable(self) -> bool:
+        """Whether stored sessions outlive this process (false only for the memory backend)."""
+        return self._backend.durable
+
+    # -- lifetime -------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        """Open the storage and start the group-commit writer task.
+
+        If cancelled or failing part-way (say, a deadline that fires while the
+        storage opens in its worker thread), the writer's nursery is closed
+        again and storage opened here is released, so the store can be
+        entered again later. Entering a store that is already entered (say,
+        ``open_runtime(store=store)`` inside ``async with store:``) shares the
+        running writer; only the last exit drains and closes the store. The
+        writer lives in the task that entered first: if that task exits while
+        another (a second runtime's) is still inside, the writer stops there and
+        flushes commit on their own from then on.
+        """
+        # Entries wait for one another: two tasks entering at once would each start a writer.
+        async with self._enter_lock:
+            if self._depth:
+                self._depth += 1
+                self._owner_depth += self._owner is trio.lowlevel.current_task()
+            else:
+                await self._enter_first()
+        return self
+
+    async def _enter_first(self) -> None:
+        """Open the storage and start the writer in this task's nursery; unwind on failure."""
+        was_open = self._opened
+        stack = contextlib.AsyncExitStack()
+        nursery: trio.Nursery | None = None
+        try:
+            await self._ensure_open()
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            await nursery.start(self._committer.run_writer)
+        except BaseException:
+            # Nobody calls __aexit__ after a failed __aenter__: unwind here, or the
+            # nursery stays on this task's stack (trio: "Nursery stack corrupted").
+            if nursery is not None:
+                nursery.cancel_scope.cancel()
+            try:
+                await stack.aclose()  # outside any new scope: it must exit in order
+            finally:
+                if not was_open:
+                    with trio.CancelScope(shield=True):
+                        await self._release_storage()
+            raise
+        self._stack = stack
+        self._writer_scope = nursery.cancel_scope
+        self._owner = trio.lowlevel.current_task()
+        self._depth = self._owner_depth = 1
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Drain every buffer, stop the writer and close the storage.
+
+        If the body raised, a failure to drain is logged rather than raised, so
+        it does not hide the body's exception. An exit other than the last
+        closes nothing (but the writer, if its task entered first).
+        """
+        if self._depth > 1:
+            self._depth -= 1
+            await self._leave_writer()
+            return
+        self._depth = 0
+        try:
+            await self.aclose()
+        except StoreError:
+            if exc_value is None:
+                raise
+            log.exception("%s: draining on exit failed while an error was propagating", self._name)
+        finally:
+            stack, self._stack = self._stack, None
+            if stack is not None:
+                await stack.aclose()
+            else:
+                await trio.lowlevel.checkpoint()
+
+    async def _leave_writer(self) -> None:
+        """Stop the writer if this task runs it: its nursery cannot outlive the block that opened it.
+
+        Requests it still holds are handed back to their submitters, who commit them directly.
+        """
+        stack = self._stack
+        if stack is None or self._owner is not trio.lowlevel.current_task():
+            await trio.lowlevel.checkpoint()
+            return
+        self._owner_depth -= 1
+        if self._owner_depth:
+            await trio.lowlevel.checkpoint()  # an inner entry of the owner: its nursery stays
+            return
+        self._stack = None
+        assert self._writer_scope is not None
+        self._writer_scope.cancel()
+        await stack.aclose()
+
+    async def aclose(self) -> None:
+        """Drain every buffer (one group), then release storage; failures are aggregated.
+
+        Waits for the final commit; always a checkpoint. Idempotent. If
+        cancelled, the drain is cut short (events not yet committed are not
+        written; flush sessions first, as agent teardown does), but the store
+        is still closed and its storage released (connections, file locks).
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        tracked = list(self._tracked.values())
+        try:
+            results = await self._flush_many(tracked)
+        except BaseException:
+            self._stop_tracking(tracked)
+            with trio.CancelScope(shield=True):
+                await self._release_storage()
+            raise
+        self._stop_tracking(tracked)
+        if self._opened:
+            self._opened = False
+            # Shielded: a store marked closed must not keep its locks or connections.
+            with trio.CancelScope(shield=True):
+                await self._call(self._backend.close, "closing the store")
+        errors = [error for error in results if error is not None]
+        if errors:
+            summary = "; ".join(error.message for error in errors)
+            raise StoreError(
+                f"{len(errors)} session(s) could not be drained on close: {summary}",
+                code="CLOSE_FAILED",
+            ) from errors[0]
+
+    def _stop_tracking(self, tracked: Sequence[Tracked]) -> None:
+        """Mark the store closed: no more attachments, appends or flush requests."""
+        self._closed = True
+        for item in tracked:
+            item.unsubscribe()
+        self._committer.close()
+
+    async def _release_storage(self) -> None:  # noqa: ASYNC910 - _call checkpoints before the backend can fail
+        """Close the backend while an exception propagates; a failure to close is only logged."""
+        if not self._opened:
+            await trio.lowlevel.checkpoint()
+            return
+        self._opened = False
+        try:
+            await self._call(self._backend.close, "closing the store")
+        except StoreError:
+            log.exception("%s: closing the storage failed while unwinding", self._name)
+
+    async def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
+        if self._opened:
+            return  # noqa: ASYNC910 - already open: taken on every flush, whose caller checkpoints next
+        async with self._open_lock:
+            if not self._opened:
+                await self._call(self._backend.open, "opening the store")
+                self._opened = True
+
+    async def _flush_many(self, tracked: Sequence[Tracked]) -> list[StoreError | None]:
+        requests = [Request(item.session.id) for item in tracked]
+        await self._submit(
+            [request for item, request in zip(tracked, requests, strict=True) if item.buffer]
+        )
+        return [request.error for request in requests]
+
+    async def _submit(self, requests: Sequence[Request]) -> None:
+        """Commit *requests*: through the writer's next group, or directly."""
+        if not requests:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._ensure_open()
+        await self._committer.submit(requests)
+
+    def statistics(self) -> StoreStatistics:
+        """Return a snapshot of buffers and commit counters; never blocks."""
+        return StoreStatistics(
+            tracked_sessions=sum(not item.released for item in self._tracked.values()),
+            buffered_events=sum(len(item.buffer) for item in self._tracked.values()),
+            write_seconds=self._committer.write_seconds,
+            **self._committer.counters,
+        )
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _call(self, fn: Callable[..., T], what: str, *args: object) -> Awaitable[T]:
+        return call_backend(self._backend, fn, what, *args)
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        state = "closed" if self._closed else "open" if self._opened else "unopened"
+        return (
+            f"<{self._name} {state} tracked={stats.tracked_sessions} "
+            f"buffered={stats.buffered_events} commits={stats.commits}>"
+        )

@@ -1,0 +1,189 @@
+"""Loading stored sessions: claims, crash-tail repair, takeovers, and reads that claim nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from collections.abc import Iterator
+
+import trio
+
+from retinue._errors import StoreError
+from retinue.session import Session, SessionHeader
+
+from ._backend import AppendBatch, Listing, StoredLog
+from ._ids import check_session_id
+from ._loader import Recovered, recover
+from ._records import Loaded, Request, Tracked
+from ._storelife import StoreLifetime
+
+__all__ = ["StoreLoads"]
+
+log = logging.getLogger("retinue.stores")
+
+
+class StoreLoads(StoreLifetime):
+    """Loads and reads of a :class:`~retinue.stores.BufferedStore`.
+
+    A load claims its session and repairs a crashed tail durably; a session
+    that a failed or cancelled detach released is taken over with its buffer.
+    """
+
+    async def load(self, session_id: str) -> Session:
+        """Load a stored session, repairing a crashed tail durably (R11.8-R11.10).
+
+        Claims the session for this store (a second writer elsewhere makes this
+        raise ``SESSION_LOCKED``); the claim is given up by ``detach``. A
+        session a failed or cancelled detach released is taken over: the
+        session returned holds its stored events and its buffered ones, which
+        stay buffered (written by the first flush once it is attached). Raises
+        ``StoreError(SESSION_NOT_FOUND)`` if unknown and ``CorruptSessionError``
+        naming the session and the problem if unloadable. While it runs, and
+        until what it returned is attached or detached, loading the id again is
+        refused (``SESSION_TRACKED``); so is attaching it while it runs.
+        """
+        check_session_id(session_id)
+        await self._ensure_open()
+        released = self._tracked.get(session_id)
+        if released is not None and not released.released:
+            raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
+        if session_id in self._loading:
+            # Its caller will attach what that load returns: a second copy could not be.
+            raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
+        loaded = self._loaded.get(session_id)
+        if loaded is not None and loaded.session() is not None:
+            # One writer per session: two copies would share one claim and drop each other's events.
+            raise StoreError(
+                f"session {session_id!r} is loaded and not yet attached or detached",
+                code="SESSION_TRACKED",
+            )
+        with self._reserved(session_id):
+            if released is None:
+                session = await self._load_reserved(session_id)
+            else:
+                session = await self._load_released(released)
+        stored = len(session.events) if released is None else released.cursor
+        self._loaded[session_id] = Loaded(weakref.ref(session), stored, released)
+        return session
+
+    @contextlib.contextmanager
+    def _reserved(self, session_id: str) -> Iterator[None]:
+        """Refuse to attach *session_id* until this load is over: its repair writes that id."""
+        self._loading.add(session_id)
+        try:
+            yield
+        finally:
+            self._loading.discard(session_id)
+
+    async def _load_reserved(self, session_id: str) -> Session:
+        what = f"session {session_id!r}"
+        await self._call(self._backend.claim, what, session_id)
+        try:
+            recovered = await self._call(self._recover, what, session_id)
+            if recovered.needs_write:
+                await self._write_repair(session_id, recovered)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._call(self._backend.release, what, session_id)
+            raise
+        return recovered.session
+
+    async def _load_released(self, released: Tracked) -> Session:
+        """A copy of a released session with its buffered events, its claim made sure of."""
+        session_id = released.session.id
+        if released.header is None:
+            # Still held unless the storage lost it (a dropped PostgreSQL connection).
+            await self._call(self._backend.claim, f"session {session_id!r}", session_id)
+        else:
+            await trio.lowlevel.checkpoint()  # not stored yet: its first commit claims it
+        return released.handed_over()
+
+    async def inspect(self, session_id: str) -> Session:
+        """Read a stored session without repairing or claiming it (its torn tail left out).
+
+        The returned log may end inside a turn. Raises like :meth:`load`.
+        """
+        return (await self.inspect_recovered(session_id)).session
+
+    async def inspect_recovered(self, session_id: str) -> Recovered:
+        """:meth:`inspect`, also saying how many stored records its torn tail held.
+
+        ``dropped`` counts the records a load would discard; the session holds
+        the ``kept`` events before them and no closers.
+        """
+        check_session_id(session_id)
+        await self._ensure_open()
+        return await self._call(self._recover_plain, f"session {session_id!r}", session_id)
+
+    def _recover(self, session_id: str) -> Recovered:
+        return self._recover_read(session_id, repair=True)
+
+    def _recover_plain(self, session_id: str) -> Recovered:
+        return self._recover_read(session_id, repair=False)
+
+    def _recover_read(self, session_id: str, *, repair: bool) -> Recovered:
+        tears = self._backend.writes_can_tear
+        return recover(self._read(session_id), session_id, repair=repair, writes_can_tear=tears)
+
+    def _read(self, session_id: str) -> StoredLog:
+        log = self._backend.read(session_id)
+        if log is None:
+            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+        return log
+
+    async def _write_repair(self, session_id: str, recovered: Recovered) -> None:
+        batch = AppendBatch(
+            session_id,
+            recovered.kept,
+            recovered.closers,
+            truncate_to=recovered.kept if recovered.dropped else None,
+        )
+        request = Request(session_id, prebuilt=batch)
+        try:
+            await self._submit([request])
+        except BaseException:
+            if request.queued:
+                # The writer still runs the repair, and its write claims the session:
+                # the caller releases the claim only once that write is over.
+                with trio.CancelScope(shield=True):
+                    await request.done.wait()
+            raise
+        if request.error is not None:
+            raise StoreError(request.error.message, code=request.error.code) from request.error
+
+    async def list(self) -> list[SessionHeader]:
+        """Headers of every stored session, oldest first; reads no events (R11.14).
+
+        A stored session whose header cannot be read, names another id or
+        holds a format version this build does not read is left out, with a
+        warning naming it; :meth:`listing` says which.
+        """
+        listing = await self.listing()
+        for skipped in listing.skipped:
+            log.warning("skipping a session in the listing: %s", skipped.problem)
+        return list(listing.headers)
+
+    async def listing(self) -> Listing:
+        """:meth:`list`, also naming each stored session it leaves out, and why."""
+        await self._ensure_open()
+        listing = await self._call(self._backend.listing, "listing sessions")
+        return Listing(
+            tuple(sorted(listing.headers, key=lambda header: (header.created_at, header.id))),
+            tuple(sorted(listing.skipped, key=lambda skipped: skipped.stored_as)),
+        )
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether *session_id* is stored (an invalid id never is); reads no events.
+
+        One lookup of the id in the backend (a key lookup, or one path per
+        JSONL bucket), never a listing. Also true for a stored session whose
+        header is corrupt, which :meth:`list` skips. Always a checkpoint.
+        """
+        await self._ensure_open()
+        try:
+            check_session_id(session_id)
+        except StoreError:
+            await trio.lowlevel.checkpoint()
+            return False
+        return await self._call(self._backend.contains, f"session {session_id!r}", session_id)
