@@ -12,49 +12,37 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import final
 
-from retinue._errors import ConfigError, CorruptSessionError, StoreError
+from retinue._errors import StoreError
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
     already_exists,
-    cannot_open,
-    lock_file,
     parse_header,
     parse_headers,
-    refuse_nul,
     segment_records,
     seq_conflict,
     stored_int,
 )
-from ._ids import file_stem
+from ._sqliteclaims import SessionLocks
+from ._sqlitetables import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    checked_segments,
+    file_path,
+    has_schema,
+    next_seq_to_append,
+    truncate_segments,
+)
 from ._writebehind import BufferedStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteBackend", "SQLiteStore"]
 
-SCHEMA_VERSION = 1
 _BUSY_TIMEOUT_MS = 30_000
 """How long a statement waits for another connection's lock (a commit: for its write lock)."""
 _BEGIN_SLICE_MS = 100
 """How long each attempt of a commit to take the write lock waits: between two, a close
 ends the wait (SQLite's busy wait does not heed an interrupt)."""
-_SCHEMA = (
-    """CREATE TABLE sessions (
-        sid INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        header TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        next_seq INTEGER NOT NULL
-    )""",
-    """CREATE TABLE segments (
-        sid INTEGER NOT NULL REFERENCES sessions (sid),
-        first_seq INTEGER NOT NULL,
-        count INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (sid, first_seq)
-    )""",
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
-)
 
 
 @final
@@ -89,7 +77,7 @@ class SQLiteBackend:
     """Each write is one transaction: a crash keeps all of it or none (R11.8)."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
-        self._path = _file_path(path)
+        self._path = file_path(path)
         self._write_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
         self._readers: list[sqlite3.Connection] = []
@@ -101,7 +89,7 @@ class SQLiteBackend:
         gives up."""
         self._create = create
         # By the file's real path: reached through a link, it must not get claims of its own.
-        self._claims = _SessionLocks(os.path.realpath(self._path) + ".locks")
+        self._claims = SessionLocks(os.path.realpath(self._path) + ".locks")
 
     def _connect(self) -> sqlite3.Connection:
         # For either, SQLite would say only that it is "unable to open database file".
@@ -152,24 +140,24 @@ class SQLiteBackend:
                 self._closed = False
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        has_schema = _has_schema(conn, self._path)
+        schema_found = has_schema(conn, self._path)
         if not self._create:
-            if not has_schema:
+            if not schema_found:
                 raise StoreError(
                     f"{self._path} is not a retinue store (an empty database)",
                     code="UNSUPPORTED_SCHEMA",
                 )
             return
         conn.execute("PRAGMA journal_mode = WAL")
-        if not has_schema:
+        if not schema_found:
             self._migrate(conn)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Checked again under the write lock: another process may have created it.
-            if not _has_schema(conn, self._path):
-                for statement in _SCHEMA:
+            if not has_schema(conn, self._path):
+                for statement in SCHEMA:
                     conn.execute(statement)
             conn.execute("COMMIT")
         except BaseException:
@@ -268,9 +256,9 @@ class SQLiteBackend:
             ).fetchone()
             if row is None:
                 raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-            sid, stored = row[0], _next_seq_to_append(row[1], session_id)
+            sid, stored = row[0], next_seq_to_append(row[1], session_id)
         if batch.truncate_to is not None:
-            _truncate(conn, sid, batch.truncate_to, session_id)
+            truncate_segments(conn, sid, batch.truncate_to, session_id)
             stored = batch.truncate_to
         if stored != batch.first_seq:
             raise seq_conflict(session_id, stored, batch.first_seq)
@@ -305,7 +293,9 @@ class SQLiteBackend:
             conn.execute("COMMIT")
         parsed = parse_header(header, session_id)
         next_seq = stored_int(next_seq, session_id, "sessions.next_seq")
-        records = segment_records(session_id, _checked(session_id, segments), next_seq, b"\n")
+        records = segment_records(
+            session_id, checked_segments(session_id, segments), next_seq, b"\n"
+        )
         return StoredLog(parsed, records)
 
     def listing(self) -> Listing:
@@ -390,169 +380,6 @@ class SQLiteBackend:
                 self._readers.append(conn)
                 return
         conn.close()
-
-
-def _file_path(path: str | os.PathLike[str]) -> str:
-    """*path* as an absolute string; ``ConfigError`` for the names SQLite opens as an
-    in-memory database, and for a path no file can have (one holding a NUL).
-
-    Each of the store's connections would open its own, empty one, so reads would
-    never see a write; an in-memory store is ``MemoryStore``. Made absolute once:
-    connections are opened later, and a relative path would then name a file in
-    whatever the working directory has become.
-    """
-    refuse_nul(path, what="SQLiteStore path")
-    text = os.fspath(path)
-    if text in ("", ":memory:"):
-        raise ConfigError(
-            f"SQLiteStore needs a database file, not {text!r}: an in-memory SQLite "
-            "database is private to one connection; use MemoryStore for a store in memory",
-            code="INVALID_STORE_PATH",
-        )
-    # Joined, not normalized: ``link/../x`` names what opening it names, past the link.
-    return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
-
-
-def _next_seq_to_append(value: object, session_id: str) -> int:
-    """The stored next seq an append must start at; a ``StoreError`` refuses this batch alone."""
-    try:
-        return stored_int(value, session_id, "sessions.next_seq")
-    except CorruptSessionError as exc:
-        raise StoreError(exc.message, code=exc.code) from exc
-
-
-def _checked(
-    session_id: str, segments: Sequence[tuple[object, object, bytes]]
-) -> list[tuple[int, int, bytes]]:
-    """The ``(first_seq, count, body)`` rows of *session_id*, each number checked an integer."""
-    checked: list[tuple[int, int, bytes]] = []
-    for first, count, body in segments:
-        first_seq = stored_int(first, session_id, "segments.first_seq")
-        column = f"segments.count of the segment from seq {first_seq}"
-        checked.append((first_seq, stored_int(count, session_id, column), body))
-    return checked
-
-
-def _has_schema(conn: sqlite3.Connection, path: str) -> bool:
-    """Whether the database holds this retinue's schema (false if it is empty); reads only.
-
-    Raises ``UNSUPPORTED_SCHEMA`` for another application's database or another schema version.
-    """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version == SCHEMA_VERSION:
-        return True
-    if version != 0:
-        raise StoreError(
-            f"{path} has schema version {version}; this retinue reads {SCHEMA_VERSION}",
-            code="UNSUPPORTED_SCHEMA",
-        )
-    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-        raise StoreError(
-            f"{path} is an SQLite database without a retinue schema", code="UNSUPPORTED_SCHEMA"
-        )
-    return False
-
-
-def _truncate(conn: sqlite3.Connection, sid: int, keep: int, session_id: str) -> None:
-    """Drop stored events with ``seq >= keep``, cutting a segment that straddles it.
-
-    The body is read as bytes: the torn tail may not be UTF-8; the kept lines were decoded.
-    """
-    conn.execute("DELETE FROM segments WHERE sid = ? AND first_seq >= ?", (sid, keep))
-    row = conn.execute(
-        "SELECT first_seq, CAST(body AS BLOB) FROM segments WHERE sid = ? "
-        "ORDER BY first_seq DESC LIMIT 1",
-        (sid,),
-    ).fetchone()
-    if row is None:
-        return
-    first, body = row
-    lines = body.split(b"\n")
-    if first + len(lines) > keep:
-        kept = lines[: keep - first]
-        try:
-            body = b"\n".join(kept).decode()
-        except UnicodeDecodeError as exc:
-            # Changed since the load decoded it: refuse the repair rather than store garbage.
-            raise StoreError(
-                f"session {session_id!r}: an event record before seq {keep} is not UTF-8 ({exc})",
-                code="CORRUPT_SESSION",
-            ) from None
-        conn.execute(
-            "UPDATE segments SET count = ?, body = ? WHERE sid = ? AND first_seq = ?",
-            (len(kept), body, sid, first),
-        )
-
-
-@final
-class _SessionLocks:
-    """The claimed sessions of one backend: an open, ``flock``-ed lock file each.
-
-    ``flock`` conflicts between open file descriptions, so two stores in one
-    process exclude each other as two processes do; a killed process drops
-    its locks. A released lock file is unlinked while still locked, so the
-    directory holds only live claims (a lock won on an unlinked file is retried).
-    """
-
-    def __init__(self, directory: str) -> None:
-        self._directory = directory
-        self._held: dict[str, tuple[str, int]] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def open(self) -> None:
-        """Take claims again after :meth:`release_all` (the backend reopened)."""
-        with self._lock:
-            self._closed = False
-
-    def holds(self, session_id: str) -> bool:
-        """Whether *session_id* is claimed here."""
-        with self._lock:
-            return session_id in self._held
-
-    def acquire(self, session_id: str) -> bool:
-        """Lock *session_id*; false if it was already held here. Raises ``SESSION_LOCKED``."""
-        with self._lock:
-            if self._closed:
-                raise StoreError(
-                    f"session {session_id!r}: the SQLite store is closed", code="STORE_CLOSED"
-                )
-            if session_id in self._held:
-                return False
-            path = os.path.join(self._directory, _lock_name(session_id))
-            try:
-                os.makedirs(self._directory, exist_ok=True)
-                fd = lock_file(path)
-            except OSError as exc:
-                raise cannot_open(session_id, "its lock file", exc, "SQLite") from exc
-            if fd is None:
-                raise StoreError(
-                    f"session {session_id!r} is being written by another process or store",
-                    code="SESSION_LOCKED",
-                )
-            self._held[session_id] = (path, fd)
-            return True
-
-    def release(self, session_id: str) -> None:
-        with self._lock:
-            held = self._held.pop(session_id, None)
-        if held is not None:
-            path, fd = held
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            os.close(fd)
-
-    def release_all(self) -> None:
-        """Drop every claim and refuse new ones until :meth:`open`."""
-        with self._lock:
-            self._closed = True
-            held = list(self._held)
-        for session_id in held:
-            self.release(session_id)
-
-
-def _lock_name(session_id: str) -> str:
-    return f"{file_stem(session_id)}.lock"
 
 
 @final

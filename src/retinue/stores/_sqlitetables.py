@@ -1,0 +1,132 @@
+"""The SQLite store's file and tables: its path, the schema and its version, segment rows."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+
+from retinue._errors import ConfigError, CorruptSessionError, StoreError
+
+from ._common import refuse_nul, stored_int
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "checked_segments",
+    "file_path",
+    "has_schema",
+    "next_seq_to_append",
+    "truncate_segments",
+]
+
+SCHEMA_VERSION = 1
+SCHEMA = (
+    """CREATE TABLE sessions (
+        sid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        header TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        next_seq INTEGER NOT NULL
+    )""",
+    """CREATE TABLE segments (
+        sid INTEGER NOT NULL REFERENCES sessions (sid),
+        first_seq INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (sid, first_seq)
+    )""",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+
+def file_path(path: str | os.PathLike[str]) -> str:
+    """*path* as an absolute string; ``ConfigError`` for the names SQLite opens as an
+    in-memory database, and for a path no file can have (one holding a NUL).
+
+    Each of the store's connections would open its own, empty one, so reads would
+    never see a write; an in-memory store is ``MemoryStore``. Made absolute once:
+    connections are opened later, and a relative path would then name a file in
+    whatever the working directory has become.
+    """
+    refuse_nul(path, what="SQLiteStore path")
+    text = os.fspath(path)
+    if text in ("", ":memory:"):
+        raise ConfigError(
+            f"SQLiteStore needs a database file, not {text!r}: an in-memory SQLite "
+            "database is private to one connection; use MemoryStore for a store in memory",
+            code="INVALID_STORE_PATH",
+        )
+    # Joined, not normalized: ``link/../x`` names what opening it names, past the link.
+    return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
+
+
+def next_seq_to_append(value: object, session_id: str) -> int:
+    """The stored next seq an append must start at; a ``StoreError`` refuses this batch alone."""
+    try:
+        return stored_int(value, session_id, "sessions.next_seq")
+    except CorruptSessionError as exc:
+        raise StoreError(exc.message, code=exc.code) from exc
+
+
+def checked_segments(
+    session_id: str, segments: Sequence[tuple[object, object, bytes]]
+) -> list[tuple[int, int, bytes]]:
+    """The ``(first_seq, count, body)`` rows of *session_id*, each number checked an integer."""
+    checked: list[tuple[int, int, bytes]] = []
+    for first, count, body in segments:
+        first_seq = stored_int(first, session_id, "segments.first_seq")
+        column = f"segments.count of the segment from seq {first_seq}"
+        checked.append((first_seq, stored_int(count, session_id, column), body))
+    return checked
+
+
+def has_schema(conn: sqlite3.Connection, path: str) -> bool:
+    """Whether the database holds this retinue's schema (false if it is empty); reads only.
+
+    Raises ``UNSUPPORTED_SCHEMA`` for another application's database or another schema version.
+    """
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return True
+    if version != 0:
+        raise StoreError(
+            f"{path} has schema version {version}; this retinue reads {SCHEMA_VERSION}",
+            code="UNSUPPORTED_SCHEMA",
+        )
+    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        raise StoreError(
+            f"{path} is an SQLite database without a retinue schema", code="UNSUPPORTED_SCHEMA"
+        )
+    return False
+
+
+def truncate_segments(conn: sqlite3.Connection, sid: int, keep: int, session_id: str) -> None:
+    """Drop stored events with ``seq >= keep``, cutting a segment that straddles it.
+
+    The body is read as bytes: the torn tail may not be UTF-8; the kept lines were decoded.
+    """
+    conn.execute("DELETE FROM segments WHERE sid = ? AND first_seq >= ?", (sid, keep))
+    row = conn.execute(
+        "SELECT first_seq, CAST(body AS BLOB) FROM segments WHERE sid = ? "
+        "ORDER BY first_seq DESC LIMIT 1",
+        (sid,),
+    ).fetchone()
+    if row is None:
+        return
+    first, body = row
+    lines = body.split(b"\n")
+    if first + len(lines) > keep:
+        kept = lines[: keep - first]
+        try:
+            body = b"\n".join(kept).decode()
+        except UnicodeDecodeError as exc:
+            # Changed since the load decoded it: refuse the repair rather than store garbage.
+            raise StoreError(
+                f"session {session_id!r}: an event record before seq {keep} is not UTF-8 ({exc})",
+                code="CORRUPT_SESSION",
+            ) from None
+        conn.execute(
+            "UPDATE segments SET count = ?, body = ? WHERE sid = ? AND first_seq = ?",
+            (len(kept), body, sid, first),
+        )
