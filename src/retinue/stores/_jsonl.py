@@ -5,20 +5,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import final
 
-from retinue._errors import CorruptSessionError, StoreError
+from retinue._errors import StoreError
 from retinue.session import SessionHeader
-from retinue.session._codec import LongIntError, encode_event, encode_header, loads_line
+from retinue.session._codec import encode_event, encode_header
 
-from ._backend import AppendBatch, Listing, SkippedSession, StoredLog
-from ._common import already_exists, cannot_open, parse_header, refuse_nul
-from ._ids import file_stem
+from ._backend import AppendBatch
+from ._common import already_exists, cannot_open, refuse_nul
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
@@ -28,17 +26,16 @@ from ._jsonlfiles import (
     make_directory,
     mark_creation,
     open_temporary,
-    read_whole,
     remove_held,
     remove_leftovers,
     write_all,
 )
+from ._jsonlreads import SessionFileReads
 from ._jsonlsteps import (
     Group,
     LeftFile,
     NewFile,
     discard,
-    listed,
     opening,
     session_path,
     syncfs_function,
@@ -54,7 +51,7 @@ _syncfs = syncfs_function()
 
 
 @final
-class JSONLBackend:
+class JSONLBackend(SessionFileReads):
     """Session files under a root directory; every method blocks.
 
     A new session's file is written under a temporary name of its own, synced,
@@ -369,132 +366,6 @@ class JSONLBackend:
             if handle is not None:
                 os.close(handle.fd)
 
-    # -- reads ----------------------------------------------------------------
-
-    def _find(self, session_id: str) -> Path | None:
-        # The file of a live session is where it was opened, unless removed since.
-        handle = self._open.get(session_id)
-        if handle is not None and handle.path.exists():
-            return handle.path
-        name = f"{file_stem(session_id)}.jsonl"
-        for bucket in self._buckets():
-            candidate = bucket / name
-            if candidate.exists():
-                return candidate
-        return None
-
-    def _stored(self, session_id: str) -> Path | None:
-        """The session's file, unless it is one a failed creation left (no flush acknowledged it)."""
-        path = self._find(session_id)
-        # Looked up after the file was found: a write in another thread may leave it meanwhile.
-        left = self._left.get(session_id)
-        return None if left is not None and left.path == path else path
-
-    def _buckets(self) -> list[Path]:
-        if not self._root.is_dir():
-            return []
-        return [entry for entry in self._root.iterdir() if entry.is_dir()]
-
-    def read(self, session_id: str) -> StoredLog | None:
-        """The header and complete event lines.
-
-        A file claimed but not yet measured (a load's) is read through its
-        descriptor, and measured from what was read: a load reads its file once.
-        """
-        read = self._read_bytes(session_id)
-        if read is None:
-            return None
-        content, path, handle = read
-        parts = content.split(b"\n")
-        torn = self._torn_fragment(session_id, handle, content, parts)
-        # A header with no newline yet is no fragment after the records: there are none.
-        torn = torn and len(parts) > 1
-        header = _header_at(path, parts[0], session_id)
-        records = parts[1:-1]
-        if len(parts) > 1 and parts[-1] and _written_whole(parts[-1]):
-            self._keep_fragment(session_id)
-            records, torn = parts[1:], False
-        locate = functools.partial(_event_line, path)
-        return StoredLog(header, records, torn_fragment=torn, locate=locate)
-
-    def _keep_fragment(self, session_id: str) -> None:
-        """Count a last line written whole as a record of the file held here, if it is."""
-        with self._lock:
-            held = self._open.get(session_id)
-            if held is not None and held.measured:
-                held.keep_fragment()
-
-    def _torn_fragment(
-        self, session_id: str, handle: SessionFile | None, content: bytes, parts: list[bytes]
-    ) -> bool:
-        """Whether the unterminated last line of *content*, if any, is a torn fragment.
-
-        Only in a file claimed here that its measure says ends torn: no write
-        follows a fragment until a repair cuts it off. In any other file it may
-        be a write still under way, a live writer's in this process or another:
-        not yet written, so left out and not reported (R11.8).
-        """
-        unterminated = parts[-1] != b""
-        if handle is None and (not unterminated or session_id not in self._open):
-            return False  # reads run beside the writer, without its lock, when they can
-        with self._lock:
-            held = self._open.get(session_id)
-            # Unmeasured still, nothing wrote to the file since it was locked: what was read is it.
-            if handle is not None and held is handle and not handle.measured:
-                handle.take_measure(len(content), len(parts) - 1, torn=unterminated)
-            if held is None or not held.measured:
-                return False
-            return unterminated and (held.torn or held.open_line)
-
-    def _read_bytes(self, session_id: str) -> tuple[bytes, Path, SessionFile | None] | None:
-        """The session's bytes and file, with its handle if they are to measure it;
-        ``None`` if not stored."""
-        unmeasured = self._unmeasured(session_id)
-        if unmeasured is None:
-            path = self._stored(session_id)
-            try:
-                return None if path is None else (path.read_bytes(), path, None)
-            except FileNotFoundError:
-                return None  # gone since it was found: a failed creation taken out again
-        handle, fd = unmeasured
-        try:
-            return read_whole(fd), handle.path, handle
-        finally:
-            os.close(fd)
-
-    def _unmeasured(self, session_id: str) -> tuple[SessionFile, int] | None:
-        """A claimed file not yet measured, and a descriptor of it of the caller's own."""
-        if session_id not in self._open:
-            return None  # a session not claimed here takes no lock
-        with self._lock:
-            handle = self._open.get(session_id)
-            if handle is None or handle.measured:
-                return None
-            # Duplicated under the lock: a release meanwhile must not close what is read.
-            return handle, os.dup(handle.fd)
-
-    def listing(self) -> Listing:
-        """Read only the first line of each session file (R11.14), but of no file left behind.
-
-        A file whose first line cannot be read or parsed, names a session
-        stored under another file name or holds a format version this build
-        does not read, is skipped with its problem.
-        """
-        found = [
-            (path, listed(path)) for bucket in self._buckets() for path in bucket.glob("*.jsonl")
-        ]
-        # Copied in one step, after the listing: reads run beside the writer, without its lock.
-        left = {held.path for held in self._left.copy().values()}
-        kept = [entry for path, entry in found if path not in left]
-        return Listing(
-            tuple(entry for entry in kept if isinstance(entry, SessionHeader)),
-            tuple(entry for entry in kept if isinstance(entry, SkippedSession)),
-        )
-
-    def contains(self, session_id: str) -> bool:
-        """Whether a file for the session exists in any bucket, other than one left behind."""
-        return self._stored(session_id) is not None
-
     def close(self) -> None:
         """Close every open file (dropping every lock); refuse claims and writes until :meth:`open`."""
         with self._lock:
@@ -506,37 +377,6 @@ class JSONLBackend:
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
                 close_all([left.fd])
-
-
-def _written_whole(line: bytes) -> bool:
-    """Whether an unterminated last *line* was written whole, lacking only its newline.
-
-    A crash or a write under way cuts a line short, and no part of a JSON
-    object short of its end is one: a line that parses whole was written whole
-    (a hand edit dropped its newline, or a crash cut just that). It is a record
-    to every reader, for the loader to judge as any other (kept, refused, or
-    dropped in a torn tail); the writer ends it before its next append.
-    """
-    try:
-        return isinstance(loads_line(line), dict)
-    except LongIntError:
-        return True  # whole JSON, with an integer longer than this process reads
-    except (ValueError, RecursionError):
-        return False
-
-
-def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:
-    """The header on the first line of the file at *path*; a refusal names the file and line."""
-    try:
-        return parse_header(line, session_id)
-    except CorruptSessionError as exc:
-        raise CorruptSessionError(f"{path}, line 1: {exc.message}", code=exc.code) from exc
-
-
-def _event_line(path: Path, index: int) -> str:
-    """Where event record *index* of the file at *path* lies: after the header line
-    (which is record -1)."""
-    return f"{path}, line {index + 2}"
 
 
 @final
