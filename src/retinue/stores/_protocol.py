@@ -59,7 +59,11 @@ class SessionStore(Protocol):
 
         If the flush fails or is cancelled, *session* is released all the same,
         its unflushed events kept buffered: the next ``load`` of its id takes
-        them over.
+        them over. A flush or detach of the released session then raises
+        ``StoreError`` rather than return while events it holds are not stored:
+        ``SESSION_RELEASED`` for events it appended since (they reach no
+        buffer), ``SESSION_TAKEN_OVER`` once the copy a load took is attached
+        and until that copy's flush has stored what was buffered.
         """
         ...
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
@@ -11,6 +12,7 @@ from typing import Self, TypeVar
 import trio
 
 from retinue._errors import StoreError
+from retinue.session import Session
 
 from ._backend import StorageBackend
 from ._groupcommit import GroupCommitter, call_backend
@@ -47,6 +49,8 @@ class StoreLifetime:
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._loaded: dict[str, Loaded] = {}
         """Sessions loaded and not attached yet, each with how many of its events are stored."""
+        self._let_go: weakref.WeakKeyDictionary[Session, int] = weakref.WeakKeyDictionary()
+        """Sessions a failed or cancelled detach released, each with its event count then."""
         self._stack: contextlib.AsyncExitStack | None = None
         """The writer's nursery, open in the task that entered the store first."""
         self._writer_scope: trio.CancelScope | None = None

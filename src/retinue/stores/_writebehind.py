@@ -96,6 +96,7 @@ class BufferedStore(StoreLoads):
             raise StoreError(f"session {session_id!r} is already attached", code="SESSION_TRACKED")
         if session_id in self._loading:
             raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
+        self._let_go.pop(session, None)  # attached again: observed from here on
         if replacing is None:
             buffer = list(seed)
             cursor = len(session.events) - len(buffer)
@@ -117,7 +118,10 @@ class BufferedStore(StoreLoads):
         unless the same cancel stops the writer before it takes the queued
         write; then, as when cancelled before queueing, the events stay
         buffered for the next flush.
-        A session that is not attached has nothing to flush.
+        A session that is not attached has nothing to flush, unless a failed or
+        cancelled detach released it: events it appended since, or buffered
+        events a load's attached copy has not stored yet, fail the flush
+        (``SESSION_RELEASED``, ``SESSION_TAKEN_OVER``).
         """
         if self._commits_at_once():
             try:
@@ -193,8 +197,40 @@ class BufferedStore(StoreLoads):
         """*session*'s tracking entry if it is attached and has buffered events."""
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session or not tracked.buffer:
+            self._check_let_go(session)
             return None
+        if tracked.released:
+            self._check_let_go(session)
         return tracked
+
+    def _check_let_go(self, session: Session) -> None:
+        """Refuse the flush of a released session whose events this store cannot make durable.
+
+        Released, it is observed no more: what it appended since reaches no
+        buffer. Taken over by a load whose copy is attached, its buffered events
+        are the copy's to write: until they are stored, a flush returning would
+        call them durable.
+        """
+        at_release = self._let_go.get(session)
+        if at_release is None:
+            return
+        appended = len(session.events) - at_release
+        if appended > 0:
+            raise StoreError(
+                f"session {session.id!r} was released by a detach that failed or was "
+                f"cancelled: the {appended} event(s) appended since are not stored (a load "
+                "of the id takes over only what was buffered before)",
+                code="SESSION_RELEASED",
+            )
+        tracked = self._tracked.get(session.id)
+        if tracked is None or tracked.session is session or tracked.cursor >= at_release:
+            return
+        raise StoreError(
+            f"session {session.id!r} was taken over by a later load after a detach that "
+            f"failed or was cancelled released it: {at_release - tracked.cursor} of its "
+            "events are not stored yet, and the flushes of that load's copy store them",
+            code="SESSION_TAKEN_OVER",
+        )
 
     async def detach(self, session: Session) -> None:
         """Flush, then stop tracking *session* and give up its writer claim.
@@ -203,6 +239,9 @@ class BufferedStore(StoreLoads):
         same: no longer attached, its unflushed events stay buffered (and its
         claim held) until the next :meth:`load` of its id takes them over, or
         a detach of it succeeds, or the store is closed. The error propagates.
+        Flushed or detached again, the released session is refused
+        (``SESSION_RELEASED``, ``SESSION_TAKEN_OVER``) while events it holds
+        are not stored and no longer its to write.
         """
         loaded = self._loaded.get(session.id)
         await self._final_flush(session)
@@ -233,9 +272,10 @@ class BufferedStore(StoreLoads):
             await self.flush(session)
         except BaseException:
             tracked = self._tracked.get(session.id)
-            if tracked is not None and tracked.session is session:
+            if tracked is not None and tracked.session is session and not tracked.released:
                 tracked.unsubscribe()
                 tracked.released = True
+                self._let_go[session] = len(session.events)
             raise
 
     async def _release(self, session: Session) -> None:

@@ -1,0 +1,112 @@
+"""A session a failed detach released, flushed again by its old owner, on every store."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Sequence
+
+import pytest
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores._backend import AppendBatch
+from retinue.stores._writebehind import BufferedStore
+from tests.stores._kit import lines, run_turn
+from tests.stores.conftest import StoreKit
+
+
+async def _released(
+    store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
+) -> Session:
+    """A session with one turn stored and one buffered, whose detach failed (a full disk)."""
+
+    def write(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    session = Session.create(session_id)
+    store.attach_new(session)
+    run_turn(session, "stored")
+    await store.flush(session)
+    run_turn(session, "buffered")
+    monkeypatch.setattr(store._backend, "write", write)
+    with pytest.raises(StoreError, match="No space left"):
+        await store.detach(session)
+    monkeypatch.undo()
+    return session
+
+
+async def _refused(store: BufferedStore, session: Session, code: str) -> list[str]:
+    """Assert that a flush and a detach of *session* fail with *code*; their messages."""
+    messages = []
+    for let_go in (store.flush, store.detach):
+        with pytest.raises(StoreError) as caught:
+            await let_go(session)
+        assert caught.value.code == code
+        messages.append(caught.value.message)
+    return messages
+
+
+async def test_store_refuses_the_flush_of_events_appended_after_a_release(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.4, R11.6: a released session is observed no more, so what it appends after the
+    failed detach reaches no buffer; its flush and detach fail ``SESSION_RELEASED`` naming
+    the session and those events rather than return as if they were durable. What it had
+    buffered is still taken over by the next load, and stored once attached."""
+    async with kit.open() as store:
+        session = await _released(store, monkeypatch, "appended")
+        buffered = lines(session.events[:])
+        run_turn(session, "after the release")
+        unstored = len(session.events) - len(buffered)
+        for message in await _refused(store, session, "SESSION_RELEASED"):
+            assert "'appended'" in message
+            assert f"{unstored} event(s) appended since" in message
+        taken = await store.load("appended")
+        assert lines(taken.events[:]) == buffered
+        store.attach(taken)
+        await _refused(store, session, "SESSION_RELEASED")
+        await store.detach(taken)
+    async with kit.open() as store:
+        assert lines((await store.inspect("appended")).events[:]) == buffered
+
+
+async def test_store_refuses_the_flush_of_a_session_taken_over_until_its_events_are_stored(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.4: once a later load took a released session over and attached its copy, the
+    old session's buffered events are that copy's to write: a flush or detach of the old
+    one fails ``SESSION_TAKEN_OVER`` while they are not stored, instead of returning as if
+    they were durable. Once the copy's flush stored them, both succeed and write nothing."""
+    async with kit.open() as store:
+        session = await _released(store, monkeypatch, "taken")
+        taken = await store.load("taken")
+        store.attach(taken)
+        for message in await _refused(store, session, "SESSION_TAKEN_OVER"):
+            assert "'taken'" in message
+            assert "taken over by a later load" in message
+        run_turn(taken, "the copy's own")
+        await store.flush(taken)
+        await store.flush(session)
+        await store.detach(session)
+        assert store.statistics().tracked_sessions == 1
+        run_turn(taken, "after the old owner let go")
+        await store.detach(taken)
+    async with kit.open() as store:
+        assert lines((await store.inspect("taken")).events[:]) == lines(taken.events[:])
+
+
+async def test_store_flush_of_a_released_session_before_its_takeover_is_attached_writes_it(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: until the copy a load took is attached, the released buffer is still the old
+    session's to write: its flush stores it, and the copy's attach buffers nothing twice."""
+    async with kit.open() as store:
+        session = await _released(store, monkeypatch, "early")
+        taken = await store.load("early")
+        await store.flush(session)
+        assert store.statistics().buffered_events == 0
+        store.attach(taken)
+        await store.flush(session)
+        await store.detach(taken)
+    async with kit.open() as store:
+        assert lines((await store.inspect("early")).events[:]) == lines(session.events[:])
