@@ -110,3 +110,30 @@ async def test_store_flush_of_a_released_session_before_its_takeover_is_attached
         await store.detach(taken)
     async with kit.open() as store:
         assert lines((await store.inspect("early")).events[:]) == lines(session.events[:])
+
+
+async def test_store_flush_of_a_released_session_ignores_a_later_session_under_its_id(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.4: once the copy that took a released session over has stored its events and
+    been let go, what is attached under the id next (here a new session, which its flush
+    refuses as stored) holds none of the old session's events: the old one's flush and
+    detach succeed, as everything it holds is stored."""
+    store = kit.open()
+    session = await _released(store, monkeypatch, "reused")
+    taken = await store.load("reused")
+    store.attach(taken)
+    await store.detach(taken)
+    stranger = Session.create("reused")
+    store.attach_new(stranger)
+    run_turn(stranger)
+    await store.flush(session)
+    await store.detach(session)
+    with pytest.raises(StoreError) as caught:
+        await store.flush(stranger)
+    assert caught.value.code == "SESSION_ALREADY_EXISTS"
+    with pytest.raises(StoreError) as caught:
+        await store.aclose()
+    assert caught.value.code == "CLOSE_FAILED"
+    async with kit.open() as store:
+        assert lines((await store.inspect("reused")).events[:]) == lines(session.events[:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import trio
@@ -211,9 +212,10 @@ class BufferedStore(StoreLoads):
         are the copy's to write: until they are stored, a flush returning would
         call them durable.
         """
-        at_release = self._let_go.get(session)
-        if at_release is None:
+        let_go = self._let_go.get(session)
+        if let_go is None:
             return
+        at_release, entry = let_go
         appended = len(session.events) - at_release
         if appended > 0:
             raise StoreError(
@@ -222,8 +224,12 @@ class BufferedStore(StoreLoads):
                 "of the id takes over only what was buffered before)",
                 code="SESSION_RELEASED",
             )
-        tracked = self._tracked.get(session.id)
-        if tracked is None or tracked.session is session or tracked.cursor >= at_release:
+        # Only the entry it was released with carries its events: one tracked under the
+        # id since then holds what was stored by the time it was attached.
+        tracked = entry()
+        if tracked is None or self._tracked.get(session.id) is not tracked:
+            return
+        if tracked.session is session or tracked.cursor >= at_release:
             return
         raise StoreError(
             f"session {session.id!r} was taken over by a later load after a detach that "
@@ -275,7 +281,7 @@ class BufferedStore(StoreLoads):
             if tracked is not None and tracked.session is session and not tracked.released:
                 tracked.unsubscribe()
                 tracked.released = True
-                self._let_go[session] = len(session.events)
+                self._let_go[session] = (len(session.events), weakref.ref(tracked))
             raise
 
     async def _release(self, session: Session) -> None:
