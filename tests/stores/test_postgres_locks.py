@@ -815,9 +815,9 @@ async def test_postgres_reads_meeting_a_table_lock_fail_naming_it_rather_than_wa
     tables held by another transaction fails with TABLE_LOCKED naming the table once the
     store's lock timeout is over, as a commit does, instead of waiting in its worker
     thread, past any deadline, for as long as that transaction lasts."""
-    import retinue.stores._postgres as postgres
+    import retinue.stores._pgreaders as readers
 
-    monkeypatch.setattr(postgres, "_READ_LOCK_TIMEOUT_MS", 300)
+    monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 300)
     dsn, schema = postgres_schema
     await _store(dsn, schema, "stored")
     async with PostgresStore(dsn, schema=schema, create=False) as store:

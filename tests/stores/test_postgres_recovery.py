@@ -345,9 +345,9 @@ async def test_postgres_read_in_flight_on_close_closes_its_connection(
         backend.close()
         return conn
 
-    conn = backend._reading(read_during_close)
+    conn = backend._pool.run(read_during_close)
     assert conn.closed
-    assert backend._readers == []
+    assert backend._pool.readers == []
     with pytest.raises(StoreError) as caught:
         backend.contains("late")
     assert caught.value.code == "STORE_CLOSED"
@@ -413,7 +413,7 @@ def _drop_connections(dsn: str, store: PostgresStore) -> None:
 
     backend = store._backend
     assert isinstance(backend, PostgresBackend)
-    conns = [*backend._readers, backend._writer, backend._claims._locker]
+    conns = [*backend._pool.readers, backend._writer, backend._claims._locker]
     pids = [conn.info.backend_pid for conn in conns if conn is not None and not conn.closed]
     with psycopg.connect(dsn, autocommit=True) as admin:
         for pid in pids:

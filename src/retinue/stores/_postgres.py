@@ -5,14 +5,15 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, final
 
 from retinue._errors import StoreError
 
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import already_exists, parse_header, parse_headers, segment_records
 from ._pgclaims import SessionClaims, lock_table_full, out_of_locks
+from ._pgreaders import ReaderPool
 from ._pgschema import (
     SCHEMA_VERSION,
     check_schema,
@@ -33,14 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresStore"]
 
-T = TypeVar("T")
-
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _WRITE_LOCK_TIMEOUT_MS = 30_000
 """How long a commit waits for a lock held elsewhere: the group fails, its events stay buffered."""
-_READ_LOCK_TIMEOUT_MS = 30_000
-"""How long a read waits for a lock on a table held elsewhere: its worker thread, which no
-trio deadline stops, would otherwise wait for as long as the other transaction lasts."""
 
 
 @final
@@ -75,10 +71,9 @@ class PostgresBackend:
         self._schema = schema
         self._create = create
         self._writer: psycopg.Connection[Any] | None = None
-        self._readers: list[psycopg.Connection[Any]] = []
         self._write_lock = threading.Lock()
-        self._readers_lock = threading.Lock()
-        self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._reading)
+        self._pool = ReaderPool(schema, lambda: self._connect(autocommit=True))
+        self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._pool.run)
         self._unsure: set[str] = set()
         self._tables = SessionTables(schema, self._claims, self._unsure)
         self._committing = threading.local()
@@ -132,21 +127,20 @@ class PostgresBackend:
                 writer.close()
                 raise
             self._writer = writer
-            with self._readers_lock:
-                self._closed = False
+            self._closed = False
+            self._pool.open()
 
     def _open_existing(self) -> None:
         """Read the schema version on what becomes the first pooled reader; write nothing."""
-        conn = self._connect_reader()
+        conn = self._pool.connect()
         try:
             check_schema(conn, self._schema)
             self._claims.open(connect=False)
         except BaseException:
             conn.close()
             raise
-        with self._readers_lock:
-            self._readers.append(conn)
-            self._closed = False
+        self._closed = False
+        self._pool.open(conn)
 
     # -- writes ---------------------------------------------------------------
 
@@ -307,7 +301,7 @@ class PostgresBackend:
         """The header and event lines of one session, in seq order.
 
         Raises ``CorruptSessionError`` for a segment missing or cut short."""
-        rows = self._reading(lambda conn: self._tables.read_rows(conn, session_id))
+        rows = self._pool.run(lambda conn: self._tables.read_rows(conn, session_id))
         if rows is None:
             return None
         (header, next_seq), segments = rows
@@ -317,12 +311,12 @@ class PostgresBackend:
     def listing(self) -> Listing:
         """Every header of a session with events (corrupt ones are skipped, each with why)."""
         sql = self._sql("SELECT id, header FROM {schema}.retinue_sessions WHERE next_seq > 0")
-        return parse_headers(self._reading(lambda conn: conn.execute(sql).fetchall()))
+        return parse_headers(self._pool.run(lambda conn: conn.execute(sql).fetchall()))
 
     def contains(self, session_id: str) -> bool:
         """Whether a row for the session exists."""
         sql = self._sql("SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s")
-        row = self._reading(lambda conn: conn.execute(sql, (session_id,)).fetchone())
+        row = self._pool.run(lambda conn: conn.execute(sql, (session_id,)).fetchone())
         return row is not None
 
     def close(self) -> None:
@@ -335,13 +329,10 @@ class PostgresBackend:
         self._cancel_write()
         with self._write_lock:
             self._claims.close()
-            with self._readers_lock:
-                # A read still in flight closes its connection instead of pooling it.
-                self._closed = True
-                for conn in [*self._readers, self._writer]:
-                    if conn is not None:
-                        conn.close()
-                self._readers.clear()
+            self._closed = True
+            self._pool.close()
+            if self._writer is not None:
+                self._writer.close()
                 self._writer = None
 
     def _cancel_write(self) -> None:
@@ -350,59 +341,6 @@ class PostgresBackend:
             return
         with contextlib.suppress(psycopg_module().Error):
             writer.cancel_safe(timeout=5)
-
-    def _reading(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """*read* run on a pooled reader connection (made if none is idle), which it pools again.
-
-        A pooled connection the server closed meanwhile (a restart, an idle
-        timeout) is found broken only by its first statement. A read changes
-        nothing, so it runs again, once, on a new connection, as a write does.
-        """
-        conn, pooled = self._take_reader()
-        try:
-            try:
-                result = read(conn)
-            except psycopg_module().errors.LockNotAvailable as exc:
-                # ACCESS SHARE: the mode a read takes, which only an exclusive lock stops.
-                tables = locked_tables(conn, self._schema, "ACCESS SHARE")
-                if tables:
-                    raise table_locked("a read", tables, _READ_LOCK_TIMEOUT_MS) from exc
-                raise
-            except psycopg_module().OperationalError:
-                if not pooled or not conn.broken:
-                    raise
-                conn.close()
-                conn, _ = self._take_reader(fresh=True)
-                result = read(conn)
-        except BaseException:
-            conn.close()
-            raise
-        with self._readers_lock:
-            if not self._closed:
-                self._readers.append(conn)
-                return result
-        # A read still in flight on close closes its connection instead of pooling it.
-        conn.close()
-        return result
-
-    def _take_reader(self, *, fresh: bool = False) -> tuple[psycopg.Connection[Any], bool]:
-        """An idle pooled reader connection (unless *fresh*) or a new one; whether it was pooled."""
-        with self._readers_lock:
-            if self._closed:
-                raise not_open()
-            if self._readers and not fresh:
-                return self._readers.pop(), True
-        return self._connect_reader(), False
-
-    def _connect_reader(self) -> psycopg.Connection[Any]:
-        """A reader connection whose statements give up on a table lock held elsewhere."""
-        conn = self._connect(autocommit=True)
-        try:
-            conn.execute(f"SET lock_timeout = '{_READ_LOCK_TIMEOUT_MS}ms'")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
 
 
 def _refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
