@@ -137,3 +137,34 @@ async def test_store_flush_of_a_released_session_ignores_a_later_session_under_i
     assert caught.value.code == "CLOSE_FAILED"
     async with kit.open() as store:
         assert lines((await store.inspect("reused")).events[:]) == lines(session.events[:])
+
+
+async def test_store_create_refused_as_a_duplicate_is_not_kept_for_a_load_to_take_over(
+    kit: StoreKit,
+) -> None:
+    """R11.3, R11.8: a new session whose create is refused because its id is stored
+    (``SESSION_ALREADY_EXISTS``) can never be written under that id: the detach that
+    fails on it keeps none of its events for the next load, which loads the stored
+    session, and a later flush or detach of it is refused the same way again. Kept, the
+    load returned the refused events as the session, and closing the store failed."""
+    store = kit.open()
+    async with store:
+        stored = Session.create("duplicate")
+        store.attach_new(stored)
+        run_turn(stored, "the stored one")
+        await store.detach(stored)
+        refused = Session.create("duplicate")
+        store.attach_new(refused)
+        run_turn(refused, "refused")
+        with pytest.raises(StoreError) as caught:
+            await store.detach(refused)
+        assert caught.value.code == "SESSION_ALREADY_EXISTS"
+        assert store.statistics().buffered_events == 0
+        await _refused(store, refused, "SESSION_ALREADY_EXISTS")
+        loaded = await store.load("duplicate")
+        assert lines(loaded.events[:]) == lines(stored.events[:])
+        store.attach(loaded)
+        run_turn(loaded, "more")
+        await store.detach(loaded)
+    async with kit.open() as store:
+        assert lines((await store.inspect("duplicate")).events[:]) == lines(loaded.events[:])

@@ -63,7 +63,8 @@ class SessionStore(Protocol):
         ``StoreError`` rather than return while events it holds are not stored:
         ``SESSION_RELEASED`` for events it appended since (they reach no
         buffer), ``SESSION_TAKEN_OVER`` once the copy a load took is attached
-        and until that copy's flush has stored what was buffered.
+        and until that copy's flush has stored what was buffered. A create
+        refused because the id is stored keeps nothing for a load to take over.
         """
         ...
 

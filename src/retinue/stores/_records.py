@@ -16,7 +16,7 @@ from retinue.session import Event, Session, SessionHeader
 from ._backend import AppendBatch
 from ._repair import repair_tail
 
-__all__ = ["Entry", "Loaded", "Request", "StoreStatistics", "Tracked", "failed"]
+__all__ = ["Entry", "LetGo", "Loaded", "Request", "StoreStatistics", "Tracked", "failed"]
 
 
 @final
@@ -89,6 +89,18 @@ class Loaded:
     """How many of its events are stored (of a takeover, as it was loaded)."""
     released: Tracked | None = None
     """The released session it took over: its buffer and cursor carry over on attach."""
+
+
+@attrs.frozen
+class LetGo:
+    """A session a failed or cancelled detach released."""
+
+    events: int
+    """How many events it held then, every one of them stored or buffered."""
+    entry: weakref.ref[Tracked]
+    """The tracking entry it left with its buffer, which a load's copy takes over."""
+    refusal: StoreError | None = None
+    """Why its create can never be written, if so (its id is stored): its buffer was dropped."""
 
 
 @attrs.define(eq=False)

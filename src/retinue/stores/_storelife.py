@@ -16,7 +16,7 @@ from retinue.session import Session
 
 from ._backend import StorageBackend
 from ._groupcommit import GroupCommitter, call_backend
-from ._records import Loaded, Request, StoreStatistics, Tracked
+from ._records import LetGo, Loaded, Request, StoreStatistics, Tracked
 
 __all__ = ["StoreLifetime"]
 
@@ -49,11 +49,8 @@ class StoreLifetime:
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._loaded: dict[str, Loaded] = {}
         """Sessions loaded and not attached yet, each with how many of its events are stored."""
-        self._let_go: weakref.WeakKeyDictionary[Session, tuple[int, weakref.ref[Tracked]]] = (
-            weakref.WeakKeyDictionary()
-        )
-        """Sessions a failed or cancelled detach released, each with its event count then
-        and the tracking entry it left (which a load's copy takes over)."""
+        self._let_go: weakref.WeakKeyDictionary[Session, LetGo] = weakref.WeakKeyDictionary()
+        """Sessions a failed or cancelled detach released, and what they left."""
         self._stack: contextlib.AsyncExitStack | None = None
         """The writer's nursery, open in the task that entered the store first."""
         self._writer_scope: trio.CancelScope | None = None

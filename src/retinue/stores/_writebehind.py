@@ -11,7 +11,7 @@ from retinue._errors import StoreError
 from retinue.session import Event, Session, SessionHeader
 
 from ._ids import check_session_id
-from ._records import Tracked
+from ._records import LetGo, Tracked
 from ._storeloads import StoreLoads
 
 __all__ = ["BufferedStore"]
@@ -215,7 +215,9 @@ class BufferedStore(StoreLoads):
         let_go = self._let_go.get(session)
         if let_go is None:
             return
-        at_release, entry = let_go
+        if let_go.refusal is not None:
+            raise StoreError(let_go.refusal.message, code=let_go.refusal.code)
+        at_release, entry = let_go.events, let_go.entry
         appended = len(session.events) - at_release
         if appended > 0:
             raise StoreError(
@@ -247,7 +249,10 @@ class BufferedStore(StoreLoads):
         a detach of it succeeds, or the store is closed. The error propagates.
         Flushed or detached again, the released session is refused
         (``SESSION_RELEASED``, ``SESSION_TAKEN_OVER``) while events it holds
-        are not stored and no longer its to write.
+        are not stored and no longer its to write. A new session whose create
+        was refused because its id is stored (``SESSION_ALREADY_EXISTS``) keeps
+        nothing buffered: no write could store it, and the next load loads the
+        stored session; its flush and detach fail so again.
         """
         loaded = self._loaded.get(session.id)
         await self._final_flush(session)
@@ -276,12 +281,19 @@ class BufferedStore(StoreLoads):
         """Flush *session* for its detach; failing or cancelled, release it with its buffer."""
         try:
             await self.flush(session)
-        except BaseException:
+        except BaseException as exc:
             tracked = self._tracked.get(session.id)
             if tracked is not None and tracked.session is session and not tracked.released:
                 tracked.unsubscribe()
-                tracked.released = True
-                self._let_go[session] = (len(session.events), weakref.ref(tracked))
+                refusal = _refused_create(exc) if tracked.header is not None else None
+                let_go = LetGo(len(session.events), weakref.ref(tracked), refusal)
+                self._let_go[session] = let_go
+                if let_go.refusal is None:
+                    tracked.released = True
+                else:
+                    # No write can store it under its id: kept, a load would return it, not the
+                    # stored session, and every close would fail to drain it.
+                    del self._tracked[session.id]
             raise
 
     async def _release(self, session: Session) -> None:
@@ -294,3 +306,10 @@ class BufferedStore(StoreLoads):
         # Shielded: once untracked, a claim kept by a cancel would lock the session until close.
         with trio.CancelScope(shield=True):
             await self._call(self._backend.release, f"session {session.id!r}", session.id)
+
+
+def _refused_create(exc: BaseException) -> StoreError | None:
+    """*exc* if it refused a new session's create because its id is stored, else ``None``."""
+    if isinstance(exc, StoreError) and exc.code == "SESSION_ALREADY_EXISTS":
+        return exc
+    return None
