@@ -15,20 +15,21 @@ from tests.stores._kit import lines, run_turn
 from tests.stores.conftest import StoreKit
 
 
+def _full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+    """A backend write on a full disk."""
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
 async def _released(
     store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
 ) -> Session:
     """A session with one turn stored and one buffered, whose detach failed (a full disk)."""
-
-    def write(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
     session = Session.create(session_id)
     store.attach_new(session)
     run_turn(session, "stored")
     await store.flush(session)
     run_turn(session, "buffered")
-    monkeypatch.setattr(store._backend, "write", write)
+    monkeypatch.setattr(store._backend, "write", _full_disk)
     with pytest.raises(StoreError, match="No space left"):
         await store.detach(session)
     monkeypatch.undo()
@@ -168,3 +169,37 @@ async def test_store_create_refused_as_a_duplicate_is_not_kept_for_a_load_to_tak
         await store.detach(loaded)
     async with kit.open() as store:
         assert lines((await store.inspect("duplicate")).events[:]) == lines(loaded.events[:])
+
+
+async def test_store_load_of_a_released_create_whose_id_another_writer_stored_loads_that(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R11.3, R11.8: a new session released by a failed detach before its create was
+    written can never be written once another writer stores its id: the next load loads
+    the stored session, not the released events, and drops them with a warning naming
+    the session; a flush or detach of the released session then fails
+    ``SESSION_ALREADY_EXISTS``."""
+    async with kit.open() as store, kit.open() as other:
+        released = Session.create("raced")
+        store.attach_new(released)
+        run_turn(released, "never stored")
+        monkeypatch.setattr(store._backend, "write", _full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(released)
+        monkeypatch.undo()
+        assert store.statistics().buffered_events == len(released.events)
+        winner = Session.create("raced")
+        other.attach_new(winner)
+        run_turn(winner, "stored first")
+        await other.detach(winner)
+        loaded = await store.load("raced")
+        assert lines(loaded.events[:]) == lines(winner.events[:])
+        assert store.statistics().buffered_events == 0
+        [warning] = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+        assert warning.startswith(f"session 'raced': dropping the {len(released.events)} ")
+        await _refused(store, released, "SESSION_ALREADY_EXISTS")
+        store.attach(loaded)
+        run_turn(loaded, "more")
+        await store.detach(loaded)
+    async with kit.open() as store:
+        assert lines((await store.inspect("raced")).events[:]) == lines(loaded.events[:])

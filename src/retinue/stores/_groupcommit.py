@@ -66,6 +66,11 @@ class GroupCommitter:
         }
         self.write_seconds = 0.0
 
+    @property
+    def commit_lock(self) -> trio.Lock:
+        """Held for each commit until its results are recorded: holding it, no write is under way."""
+        return self._commit_lock
+
     def close(self) -> None:
         """Accept no more requests; the writer answers those still queued and stops.
 

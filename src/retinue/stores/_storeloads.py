@@ -7,12 +7,14 @@ import logging
 import weakref
 from collections.abc import Iterator
 
+import attrs
 import trio
 
 from retinue._errors import StoreError
 from retinue.session import Session, SessionHeader
 
 from ._backend import AppendBatch, Listing, StoredLog
+from ._common import already_exists
 from ._ids import check_session_id
 from ._loader import Recovered, recover
 from ._records import Loaded, Request, Tracked
@@ -37,7 +39,9 @@ class StoreLoads(StoreLifetime):
         raise ``SESSION_LOCKED``); the claim is given up by ``detach``. A
         session a failed or cancelled detach released is taken over: the
         session returned holds its stored events and its buffered ones, which
-        stay buffered (written by the first flush once it is attached). Raises
+        stay buffered (written by the first flush once it is attached), unless
+        it was never stored and another writer has stored the id since: then
+        its buffer is dropped and the stored session loaded. Raises
         ``StoreError(SESSION_NOT_FOUND)`` if unknown and ``CorruptSessionError``
         naming the session and the problem if unloadable. While it runs, and
         until what it returned is attached or detached, loading the id again is
@@ -59,6 +63,8 @@ class StoreLoads(StoreLifetime):
                 code="SESSION_TRACKED",
             )
         with self._reserved(session_id):
+            if released is not None and released.header is not None:
+                released = await self._unless_stored_since(released)
             if released is None:
                 session = await self._load_reserved(session_id)
             else:
@@ -66,6 +72,34 @@ class StoreLoads(StoreLifetime):
         stored = len(session.events) if released is None else released.cursor
         self._loaded[session_id] = Loaded(weakref.ref(session), stored, released)
         return session
+
+    async def _unless_stored_since(self, released: Tracked) -> Tracked | None:
+        """*released*, a session never stored, unless another writer has stored its id since.
+
+        Its create could then never be written: its buffer is dropped (a flush of
+        it fails ``SESSION_ALREADY_EXISTS``), and the load loads the stored
+        session. Looked up between commits: a commit of its own create under way
+        must not be taken for another writer's.
+        """
+        session_id = released.session.id
+        async with self._committer.commit_lock:
+            if released.header is None or self._tracked.get(session_id) is not released:
+                return released  # its create was committed, or it was let go, meanwhile
+            what = f"session {session_id!r}"
+            if not await self._call(self._backend.contains, what, session_id):
+                return released
+            del self._tracked[session_id]
+        let_go = self._let_go.get(released.session)
+        if let_go is not None:
+            refusal = already_exists(session_id)
+            self._let_go[released.session] = attrs.evolve(let_go, refusal=refusal)
+        log.warning(
+            "%s: dropping the %d buffered event(s) of a detach that failed before its create "
+            "was written: another writer has stored the id since",
+            what,
+            len(released.buffer),
+        )
+        return None
 
     @contextlib.contextmanager
     def _reserved(self, session_id: str) -> Iterator[None]:
