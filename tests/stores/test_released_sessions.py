@@ -203,3 +203,27 @@ async def test_store_load_of_a_released_create_whose_id_another_writer_stored_lo
         await store.detach(loaded)
     async with kit.open() as store:
         assert lines((await store.inspect("raced")).events[:]) == lines(loaded.events[:])
+
+
+async def test_store_released_create_refused_on_a_later_detach_is_dropped(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.3: a released new session detached again once another writer stored its id is
+    refused ``SESSION_ALREADY_EXISTS``, and keeps nothing buffered for a load or a close."""
+    async with kit.open() as store, kit.open() as other:
+        released = Session.create("retried")
+        store.attach_new(released)
+        run_turn(released, "never stored")
+        monkeypatch.setattr(store._backend, "write", _full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(released)
+        monkeypatch.undo()
+        winner = Session.create("retried")
+        other.attach_new(winner)
+        run_turn(winner, "stored first")
+        await other.detach(winner)
+        await _refused(store, released, "SESSION_ALREADY_EXISTS")
+        assert store.statistics().buffered_events == 0
+        loaded = await store.load("retried")
+        assert lines(loaded.events[:]) == lines(winner.events[:])
+        await store.detach(loaded)

@@ -88,11 +88,7 @@ class StoreLoads(StoreLifetime):
             what = f"session {session_id!r}"
             if not await self._call(self._backend.contains, what, session_id):
                 return released
-            del self._tracked[session_id]
-        let_go = self._let_go.get(released.session)
-        if let_go is not None:
-            refusal = already_exists(session_id)
-            self._let_go[released.session] = attrs.evolve(let_go, refusal=refusal)
+            self._drop_refused(released, already_exists(session_id))
         log.warning(
             "%s: dropping the %d buffered event(s) of a detach that failed before its create "
             "was written: another writer has stored the id since",
@@ -100,6 +96,13 @@ class StoreLoads(StoreLifetime):
             len(released.buffer),
         )
         return None
+
+    def _drop_refused(self, released: Tracked, refusal: StoreError) -> None:
+        """Stop tracking *released*, whose create *refusal* refused: a flush of it fails so."""
+        del self._tracked[released.session.id]
+        let_go = self._let_go.get(released.session)
+        if let_go is not None:
+            self._let_go[released.session] = attrs.evolve(let_go, refusal=refusal)
 
     @contextlib.contextmanager
     def _reserved(self, session_id: str) -> Iterator[None]:

@@ -282,19 +282,29 @@ class BufferedStore(StoreLoads):
         try:
             await self.flush(session)
         except BaseException as exc:
-            tracked = self._tracked.get(session.id)
-            if tracked is not None and tracked.session is session and not tracked.released:
-                tracked.unsubscribe()
-                refusal = _refused_create(exc) if tracked.header is not None else None
-                let_go = LetGo(len(session.events), weakref.ref(tracked), refusal)
-                self._let_go[session] = let_go
-                if let_go.refusal is None:
-                    tracked.released = True
-                else:
-                    # No write can store it under its id: kept, a load would return it, not the
-                    # stored session, and every close would fail to drain it.
-                    del self._tracked[session.id]
+            self._let_go_of(session, exc)
             raise
+
+    def _let_go_of(self, session: Session, exc: BaseException) -> None:
+        """Release *session*, attached, whose final flush failed with *exc*: its buffer stays.
+
+        Unless its create was refused because the id is stored: no write could
+        store it under that id, so it is dropped rather than kept for a load to
+        return in place of the stored session (and for every close to fail on).
+        """
+        tracked = self._tracked.get(session.id)
+        if tracked is None or tracked.session is not session:
+            return
+        if not tracked.released:
+            tracked.unsubscribe()
+            tracked.released = True
+            self._let_go[session] = LetGo(len(session.events), weakref.ref(tracked))
+        if (
+            isinstance(exc, StoreError)
+            and exc.code == "SESSION_ALREADY_EXISTS"
+            and tracked.header is not None
+        ):
+            self._drop_refused(tracked, exc)
 
     async def _release(self, session: Session) -> None:
         """Give up *session*'s claim, unless its id is still tracked or loaded here."""
@@ -306,10 +316,3 @@ class BufferedStore(StoreLoads):
         # Shielded: once untracked, a claim kept by a cancel would lock the session until close.
         with trio.CancelScope(shield=True):
             await self._call(self._backend.release, f"session {session.id!r}", session.id)
-
-
-def _refused_create(exc: BaseException) -> StoreError | None:
-    """*exc* if it refused a new session's create because its id is stored, else ``None``."""
-    if isinstance(exc, StoreError) and exc.code == "SESSION_ALREADY_EXISTS":
-        return exc
-    return None
