@@ -1,4 +1,4 @@
-"""A session a failed detach released, flushed again by its old owner, on every store."""
+"""Released sessions on every store: their old owner's flushes, and creates refused as duplicates."""
 
 from __future__ import annotations
 
