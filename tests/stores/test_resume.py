@@ -317,3 +317,62 @@ async def test_runtimes_in_sibling_tasks_share_a_store_whichever_exits_first(
         for agent in agents:
             stored = await reopened.inspect(agent.id)
             assert lines(stored.events[:]) == lines(agent.session.events[:])
+
+
+async def test_a_runtime_resumes_the_stored_session_once_its_stranded_create_lost_the_id(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.9, R11.3: an agent whose final flush failed before its new session was ever
+    written leaves that session stranded in its runtime. Once another writer stores the
+    id, the create can never be written: the runtime's resume of the id drops what was
+    stranded, with a warning naming the session, and resumes the stored one. It failed
+    ``SESSION_ALREADY_EXISTS``, and did on every later try until the runtime closed."""
+    store = kit.open()
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=_model(), store=store) as first:
+            _fail_writes(store, monkeypatch)
+            agent = await first.create_agent("writer", OPTIONS, session_id="raced")
+            agent.inject("never stored")
+            await agent.dispose()
+            assert store.statistics().buffered_events > 0
+            monkeypatch.undo()
+            async with kit.open() as other:
+                winner = Session.create("raced")
+                other.attach_new(winner)
+                run_turn(winner, "stored first")
+                await other.detach(winner)
+            again = await first.resume_agent("raced", OPTIONS)
+            assert lines(again.session.events[: len(winner.events)]) == lines(winner.events[:])
+            assert (await again.ask("second")).reason.kind == "completed"
+            live = lines(again.session.events[:])
+    async with kit.open() as reopened:
+        assert lines((await reopened.load("raced")).events[:]) == live
+    dropped = [r.getMessage() for r in caplog.records if "was dropped" in r.getMessage()]
+    assert dropped, [r.getMessage() for r in caplog.records]
+    assert "'raced'" in dropped[0]
+
+
+async def test_an_agent_whose_create_lost_the_id_to_another_writer_leaves_nothing_stranded(
+    kit: StoreKit, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.9, R11.3: another writer stores an agent's id before the agent's first flush,
+    so its create is refused as a duplicate. Its disposal drops the session with a
+    warning naming it (the store keeps none of its events), rather than warning that they
+    stay buffered for the next load, and the runtime resumes the stored session."""
+    store = kit.open()
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=_model(), store=store) as first:
+            agent = await first.create_agent("writer", OPTIONS, session_id="taken")
+            async with kit.open() as other:
+                winner = Session.create("taken")
+                other.attach_new(winner)
+                run_turn(winner, "stored first")
+                await other.detach(winner)
+            agent.inject("refused")
+            await agent.dispose()
+            assert store.statistics().buffered_events == 0
+            again = await first.resume_agent("taken", OPTIONS)
+            assert lines(again.session.events[:]) == lines(winner.events[:])
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "takes it over with them" in m], messages
+    assert [m for m in messages if "'taken'" in m and "was dropped" in m], messages

@@ -17,6 +17,10 @@ from ._detach import detach_within
 __all__ = ["StrandedSessions"]
 
 log = logging.getLogger("retinue.supervisors")
+# What a store answers for a released session that is no longer this runtime's to
+# store: its create lost the id to another writer, another load took it over, or
+# it appended after its release. No later try can succeed.
+_NOT_OURS = frozenset({"SESSION_ALREADY_EXISTS", "SESSION_TAKEN_OVER", "SESSION_RELEASED"})
 
 
 @final
@@ -39,7 +43,7 @@ class StrandedSessions:
         """Let the store go of a retired agent's session; one it fails to is kept stranded."""
         services = self._services
         failure = await detach_within(services.store, session, services.flush_timeout)
-        if failure is None:
+        if failure is None or _dropped(session.id, failure):
             return
         # The store released the session, its unflushed events still buffered: the
         # next creation or resume of the id here commits them first, the next load
@@ -61,14 +65,15 @@ class StrandedSessions:
         Called with the id reserved for a creation; a checkpoint only when there is
         something to settle. Bounded by ``flush_timeout`` like the teardown's own
         try. While the store still fails (or hangs), raises a ``StoreError`` and
-        leaves the session for a later try.
+        leaves the session for a later try; one the store says is no longer this
+        runtime's to store is let go with a warning.
         """
         session = self._sessions.get(agent_id)
         if session is None:
             return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
         services = self._services
         failure = await detach_within(services.store, session, services.flush_timeout)
-        if failure is not None:
+        if failure is not None and not _dropped(agent_id, failure):
             message = f"the final flush of a disposed agent is still pending: {failure}"
             code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
             raise StoreError(message, code=code) from failure
@@ -98,3 +103,15 @@ class StrandedSessions:
                 agent_id,
                 exc.__cause__ or exc,
             )
+
+
+def _dropped(session_id: str, failure: BaseException) -> bool:
+    """Whether *failure* says the session is no longer this runtime's to store; warns if so."""
+    if not (isinstance(failure, StoreError) and failure.code in _NOT_OURS):
+        return False
+    log.warning(
+        "session %s, whose final flush failed, was dropped from this runtime: %s",
+        session_id,
+        failure,
+    )
+    return True
