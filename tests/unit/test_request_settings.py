@@ -148,3 +148,40 @@ async def test_a_fresh_agent_keeps_the_variables_its_options_give_after_its_firs
         await agent.ask("one")
         await agent.ask("two")
     assert [request.system for request in model.requests] == ["You are house."] * 2
+
+
+async def test_a_resumed_agent_without_a_provider_keeps_the_stored_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.32, R2.5: resumed with options that name no provider (nor model), the agent's
+    requests carry the stored provider; options that name one carry that one."""
+    model = ScriptedModel([Reply("a"), Reply("b"), Reply("c")])
+    async with runtime(model) as rt:
+        first = await rt.create_agent("a", AgentOptions(model="m", provider="p"), session_id="s")
+        await first.ask("one")
+        await first.dispose()
+        resumed = await rt.resume_agent("s", AgentOptions(temperature=0.5))
+        assert (await resumed.ask("two")).reason.kind == "completed"
+        await resumed.dispose()
+        moved = await rt.resume_agent("s", AgentOptions(provider="q"))
+        assert (await moved.ask("three")).reason.kind == "completed"
+    providers = [(r.config.model, r.config.provider) for r in model.requests]
+    assert providers == [("m", "p"), ("m", "p"), ("m", "q")]
+
+
+async def test_a_request_listener_may_set_the_smallest_max_tokens(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.6, R8.1: ``max_tokens=1`` from ``agent/request`` is a limit every API takes: the
+    request carries it and the turn completes (only values below 1 are refused)."""
+    model = ScriptedModel([Reply("a")])
+
+    async def request(agent: object, turn: int, step: int, config: object, next_: Next) -> Any:
+        return attrs.evolve(await next_(), max_tokens=1)
+
+    async with runtime(model) as rt:
+        rt.hooks.on("agent/request", request)
+        agent = await rt.create_agent("a", AgentOptions(model="m", max_tokens=100))
+        result = await agent.ask("q")
+    assert result.reason.kind == "completed"
+    assert model.requests[0].config.max_tokens == 1
