@@ -7,28 +7,18 @@ import contextlib
 import contextvars
 import dataclasses
 import enum
-import inspect
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Annotated, Literal, NamedTuple, NoReturn, NotRequired, Required, Union
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Literal, NotRequired, Required, Union
 
 import attrs
 
-from retinue._errors import InvalidJsonError, RetinueError
-from retinue._lossless import freeze_json, thaw_json
-
 from ._annotations import checking, json_kinds, metadata_keywords, refuse_field_default
-from ._execution import describe_failure
 from ._hashable import unhashable
-from ._hints import (
-    is_read_only,
-    is_type_alias,
-    is_typeddict,
-    record_hints,
-    resolve_hints,
-    unwrap,
-)
+from ._hints import is_read_only, is_type_alias, is_typeddict, resolve_hints, unwrap
+from ._located import Coerce, raise_located
+from ._record_init import EMPTY, init_fields, with_default
 from ._tool import ToolContext
 from ._validate import json_type_name, validate
 
@@ -45,8 +35,6 @@ __all__ = [
     "with_default",
 ]
 
-Coerce = Callable[[object], object]
-EMPTY = inspect.Parameter.empty
 _PRIMITIVES: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _SEQUENCES = (list, tuple, collections.abc.Sequence)
 _TYPING = ("typing", "typing_extensions")
@@ -335,37 +323,6 @@ def _pairs(value: object) -> list[tuple[str, object]]:
     return [(str(k), x) for k, x in value.items()] if isinstance(value, Mapping) else []
 
 
-class _ArgumentError(RetinueError, ValueError):
-    """A valid argument its parameter's type still refused: where (``points[2].x``) and why.
-
-    Its message is what the model sees, after the tool's name.
-    """
-
-    def __init__(self, path: str, cause: Exception) -> None:
-        super().__init__(path)
-        self.path = path
-        self.cause = cause
-
-    def __str__(self) -> str:
-        return f"{self.path}: {describe_failure(self.cause)}"
-
-
-def raise_located(parts: Iterable[tuple[str, Coerce, object]], exc: Exception) -> NoReturn:
-    """Raise where a container's conversion failed: its parts are converted again one at a time.
-
-    Only a failure pays for this; *parts* are (path segment, conversion, value).
-    *exc* itself is raised again when no part fails again.
-    """
-    for segment, coerce, value in parts:
-        try:
-            coerce(value)
-        except _ArgumentError as inner:
-            raise _ArgumentError(segment + inner.path, inner.cause) from inner.cause
-        except Exception as inner:
-            raise _ArgumentError(segment, inner) from inner
-    raise exc
-
-
 def _fields(
     shapes: Mapping[str, Shape], pairs: list[tuple[str, object]]
 ) -> Iterator[tuple[str, Coerce, object]]:
@@ -463,88 +420,11 @@ def _record(cls: type[object], where: str) -> Shape:
         return _record_fields(cls, where)
 
 
-class _Field(NamedTuple):
-    """One argument of a record's constructor, as its schema needs it."""
-
-    name: str
-    hint: object
-    default: object
-    """``attrs.NOTHING`` when required; ``EMPTY`` when built by a factory (none shown)."""
-
-
-def _init_fields(cls: type[object], where: str) -> list[_Field]:
-    """The fields an attrs class or a dataclass takes in its constructor, with their hints.
-
-    Each taken as (attribute, parameter, default, hint without an annotation): an
-    untyped attrs field (``x = attr.ib()``) takes any value, like a bare parameter.
-    """
-    if attrs.has(cls):
-        taken = [
-            (field.name, field.alias, field.default, EMPTY if field.type is None else field.type)
-            for field in attrs.fields(cls)
-            if field.init
-        ]
-    else:
-        fields = dataclasses.fields(typing.cast("type[typing.Any]", cls))
-        taken = [(f.name, f.name, _dataclass_default(f), EMPTY) for f in fields if f.init]
-        _refuse_init_vars(cls, {name for name, *_ in taken}, where)
-    hints = record_hints(cls, {name for name, *_ in taken}, where)
-    if attrs.has(cls):
-        hints.update(_converted_hints(cls))
-    return [
-        _Field(parameter, hints.get(name, untyped), default)
-        for name, parameter, default, untyped in taken
-    ]
-
-
-def _converted_hints(cls: type[attrs.AttrsInstance]) -> dict[str, object]:
-    """What the constructor takes for each attrs field whose converter says so.
-
-    A converter's annotated argument is what the caller gives (a ``list[str]``
-    for a ``frozenset[str]`` field); an unannotated one leaves the field's type.
-    """
-    hints: dict[str, object] = {}
-    for field in attrs.fields(cls):
-        converter = field.converter
-        if field.init and converter is not None:
-            hint = _argument_hint(getattr(converter, "converter", converter))
-            if hint is not EMPTY:
-                hints[field.name] = hint
-    return hints
-
-
-def _argument_hint(function: object) -> object:
-    """The resolved hint of *function*'s first parameter, or ``EMPTY``."""
-    try:
-        first = next(
-            iter(inspect.signature(typing.cast("Callable[..., object]", function)).parameters)
-        )
-        return typing.get_type_hints(function, include_extras=True).get(first, EMPTY)
-    except Exception:  # a builtin without a signature, a hint that does not resolve, no argument
-        return EMPTY
-
-
-def _refuse_init_vars(cls: type[object], fields: set[str], where: str) -> None:
-    unlisted = set(inspect.signature(cls).parameters) - fields
-    if unlisted:
-        # An InitVar is taken by the constructor but is no field: no schema would ask for it.
-        raise TypeError(
-            f"{where}: {cls.__qualname__} takes {', '.join(sorted(unlisted))} in its constructor "
-            "as no field (an InitVar): unsupported in a tool signature"
-        )
-
-
-def _dataclass_default(field: dataclasses.Field[object]) -> object:
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    return attrs.NOTHING if field.default_factory is dataclasses.MISSING else EMPTY
-
-
 def _record_fields(cls: type[object], where: str) -> Shape:
     shapes: dict[str, Shape] = {}
     properties: dict[str, object] = {}
     required: list[str] = []
-    for field in _init_fields(cls, where):
+    for field in init_fields(cls, where):
         refuse_field_default(field.default, f"{where}.{field.name}")
         shape = shape_of(field.hint, f"{where}.{field.name}")
         if field.default is None:
@@ -565,34 +445,3 @@ def _record_fields(cls: type[object], where: str) -> Shape:
         return cls(**fields)
 
     return Shape(object_schema(properties, required), coerce)
-
-
-def _by_value(value: object) -> object:
-    """*value* with each enum member, in a list, tuple, set or dict too, replaced by its value.
-
-    A set becomes a sorted list: the order is the same in every process, so is the schema.
-    """
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, list | tuple):
-        return [_by_value(item) for item in value]
-    if isinstance(value, set | frozenset):
-        items = [_by_value(item) for item in value]
-        try:
-            return sorted(items)  # type: ignore[type-var]
-        except TypeError:  # items of more than one type
-            return sorted(items, key=lambda item: (type(item).__name__, repr(item)))
-    if isinstance(value, dict):
-        return {key: _by_value(item) for key, item in value.items()}
-    return value
-
-
-def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
-    """Add a JSON-able ``default`` (enum members by value, in containers too); skip anything else."""
-    if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        return schema
-    try:
-        frozen = freeze_json(_by_value(default))
-    except (InvalidJsonError, RecursionError):
-        return schema
-    return {**schema, "default": thaw_json(frozen)}

@@ -1,0 +1,129 @@
+"""What a record's constructor takes, field by field, and the JSON default a schema shows."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import typing
+from collections.abc import Callable
+from typing import NamedTuple
+
+import attrs
+
+from retinue._errors import InvalidJsonError
+from retinue._lossless import freeze_json, thaw_json
+
+from ._hints import record_hints
+
+__all__ = ["EMPTY", "InitField", "init_fields", "with_default"]
+
+EMPTY = inspect.Parameter.empty
+
+
+class InitField(NamedTuple):
+    """One argument of a record's constructor, as its schema needs it."""
+
+    name: str
+    hint: object
+    default: object
+    """``attrs.NOTHING`` when required; ``EMPTY`` when built by a factory (none shown)."""
+
+
+def init_fields(cls: type[object], where: str) -> list[InitField]:
+    """The fields an attrs class or a dataclass takes in its constructor, with their hints.
+
+    Each taken as (attribute, parameter, default, hint without an annotation): an
+    untyped attrs field (``x = attr.ib()``) takes any value, like a bare parameter.
+    """
+    if attrs.has(cls):
+        taken = [
+            (field.name, field.alias, field.default, EMPTY if field.type is None else field.type)
+            for field in attrs.fields(cls)
+            if field.init
+        ]
+    else:
+        fields = dataclasses.fields(typing.cast("type[typing.Any]", cls))
+        taken = [(f.name, f.name, _dataclass_default(f), EMPTY) for f in fields if f.init]
+        _refuse_init_vars(cls, {name for name, *_ in taken}, where)
+    hints = record_hints(cls, {name for name, *_ in taken}, where)
+    if attrs.has(cls):
+        hints.update(_converted_hints(cls))
+    return [
+        InitField(parameter, hints.get(name, untyped), default)
+        for name, parameter, default, untyped in taken
+    ]
+
+
+def _converted_hints(cls: type[attrs.AttrsInstance]) -> dict[str, object]:
+    """What the constructor takes for each attrs field whose converter says so.
+
+    A converter's annotated argument is what the caller gives (a ``list[str]``
+    for a ``frozenset[str]`` field); an unannotated one leaves the field's type.
+    """
+    hints: dict[str, object] = {}
+    for field in attrs.fields(cls):
+        converter = field.converter
+        if field.init and converter is not None:
+            hint = _argument_hint(getattr(converter, "converter", converter))
+            if hint is not EMPTY:
+                hints[field.name] = hint
+    return hints
+
+
+def _argument_hint(function: object) -> object:
+    """The resolved hint of *function*'s first parameter, or ``EMPTY``."""
+    try:
+        first = next(
+            iter(inspect.signature(typing.cast("Callable[..., object]", function)).parameters)
+        )
+        return typing.get_type_hints(function, include_extras=True).get(first, EMPTY)
+    except Exception:  # a builtin without a signature, a hint that does not resolve, no argument
+        return EMPTY
+
+
+def _refuse_init_vars(cls: type[object], fields: set[str], where: str) -> None:
+    unlisted = set(inspect.signature(cls).parameters) - fields
+    if unlisted:
+        # An InitVar is taken by the constructor but is no field: no schema would ask for it.
+        raise TypeError(
+            f"{where}: {cls.__qualname__} takes {', '.join(sorted(unlisted))} in its constructor "
+            "as no field (an InitVar): unsupported in a tool signature"
+        )
+
+
+def _dataclass_default(field: dataclasses.Field[object]) -> object:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return attrs.NOTHING if field.default_factory is dataclasses.MISSING else EMPTY
+
+
+def _by_value(value: object) -> object:
+    """*value* with each enum member, in a list, tuple, set or dict too, replaced by its value.
+
+    A set becomes a sorted list: the order is the same in every process, so is the schema.
+    """
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [_by_value(item) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [_by_value(item) for item in value]
+        try:
+            return sorted(items)  # type: ignore[type-var]
+        except TypeError:  # items of more than one type
+            return sorted(items, key=lambda item: (type(item).__name__, repr(item)))
+    if isinstance(value, dict):
+        return {key: _by_value(item) for key, item in value.items()}
+    return value
+
+
+def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
+    """Add a JSON-able ``default`` (enum members by value, in containers too); skip anything else."""
+    if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return schema
+    try:
+        frozen = freeze_json(_by_value(default))
+    except (InvalidJsonError, RecursionError):
+        return schema
+    return {**schema, "default": thaw_json(frozen)}
