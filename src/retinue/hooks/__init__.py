@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from retinue._errors import HookError
 
-from ._bus import SEAMS, HookBus, Listener, SeamName, agent_scope
+from ._bus import HookBus
 from ._decisions import (
     Accept,
     Allow,
@@ -18,6 +18,8 @@ from ._decisions import (
     PromptDecision,
     Stop,
 )
+from ._listeners import agent_scope
+from ._seams import SEAMS, Listener, SeamName
 
 __all__ = [
     "SEAMS",

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import difflib
-import functools
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from types import MappingProxyType
-from typing import Literal, TypeAlias, TypeVar, final
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TypeVar, final
 
 import attrs
 import trio
 
 from retinue._errors import (
-    AgentDisposedError,
     HookError,
     failure_of,
     raised_message,
@@ -23,68 +19,13 @@ from retinue._errors import (
     synchronous_failure,
 )
 
+from ._listeners import Entry, Seam, agent_scope
+from ._seams import SEAMS, Listener, SeamName, check_callable, check_listener, seam_mode
+
 __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
 
 log = logging.getLogger("retinue.hooks")
 T = TypeVar("T")
-Listener = Callable[..., object]
-SeamName: TypeAlias = Literal[
-    "agent/created",
-    "agent/disposed",
-    "agent/status",
-    "agent/queued",
-    "agent/error",
-    "agent/session-start",
-    "agent/retry",
-    "agent/restarted",
-    "agent/prompt-submit",
-    "agent/session-prefix",
-    "agent/pre-step",
-    "agent/request",
-    "agent/step-result",
-    "agent/turn-continuation",
-    "agent/turn-stop",
-    "tools/pre-execute",
-    "tools/execute",
-    "tools/post-execute",
-    "tools/result",
-    "session/created",
-    "session/event",
-    "session/flush",
-    "system-prompt/assemble",
-    "agent-loop/config-start-failed",
-]
-"""A seam name as a type: the keys of ``SEAMS``, for a name that is not written out."""
-# Read-only: the bus checks names and modes against it, so an entry added or
-# changed from outside would let a listener past those checks.
-SEAMS: Mapping[str, str] = MappingProxyType(
-    {
-        "agent/created": "emit",
-        "agent/disposed": "emit",
-        "agent/status": "emit",
-        "agent/queued": "emit",
-        "agent/error": "emit",
-        "agent/session-start": "emit",
-        "agent/retry": "emit",
-        "agent/restarted": "emit",
-        "agent/prompt-submit": "waterfall",
-        "agent/session-prefix": "waterfall",
-        "agent/pre-step": "serial",
-        "agent/request": "waterfall",
-        "agent/step-result": "waterfall",
-        "agent/turn-continuation": "waterfall",
-        "agent/turn-stop": "strict-serial",
-        "tools/pre-execute": "waterfall",
-        "tools/execute": "waterfall",
-        "tools/post-execute": "waterfall",
-        "tools/result": "emit",
-        "session/created": "emit",
-        "session/event": "emit",
-        "session/flush": "parallel",
-        "system-prompt/assemble": "waterfall",
-        "agent-loop/config-start-failed": "emit",
-    }
-)
 
 
 async def _call(name: str, fn: Listener, *args: object) -> object:
@@ -145,122 +86,11 @@ def _listener(name: str, fn: Listener) -> str:
     return f"a {name} listener ({fn!r})"
 
 
-def _seam_mode(name: str) -> str:
-    """The dispatch mode of seam *name*; a misspelled name is refused, naming the closest seam."""
-    mode = SEAMS.get(name)
-    if mode is None:
-        close = difflib.get_close_matches(name, SEAMS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"{name!r} is not a seam{hint} (retinue.hooks.SEAMS lists them)")
-    return mode
-
-
-def _check_callable(fn: object, what: str, *, synchronous: bool) -> None:
-    if not callable(fn):
-        raise TypeError(f"{what} must be callable, got {fn!r}")
-    if synchronous and _is_async(fn):
-        raise TypeError(f"{what} are called synchronously: {fn!r} is async")
-
-
-def _is_async(fn: object) -> bool:
-    """Whether *fn* is an ``async def`` function or method, or an object whose ``__call__`` is.
-
-    Through partials. An object that marks itself a coroutine function (as
-    ``unittest.mock.AsyncMock`` does) is async too, though its class's
-    ``__call__`` is not. A sync function wrapping an async one is not: it may
-    well start it in a nursery and return.
-    """
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if inspect.iscoroutinefunction(fn):
-        return True
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
-
-
-def _check_listener(name: str, fn: Listener) -> None:
-    mode = _seam_mode(name)
-    _check_callable(fn, f"{name} listeners", synchronous=mode == "emit")
-
-
 def _synchronous(name: str, result: object) -> None:
     """Refuse what an emit listener returned if it is a coroutine it never ran."""
     if inspect.iscoroutine(result):
         result.close()
         raise TypeError(f"{name} listeners must be synchronous")
-
-
-@attrs.define(eq=False, slots=True)
-class _Entry:
-    fn: Listener
-    scope: str | None
-    order: int
-    """Registration order across the whole bus: scoped and shared listeners interleave by it."""
-
-
-def _order(entry: _Entry) -> int:
-    return entry.order
-
-
-@attrs.define(eq=False, slots=True)
-class _Seam:
-    """One seam's listeners: shared ones, and each scope's own.
-
-    Split by scope so that a dispatch, a ``hears`` and an agent's teardown
-    touch only the shared listeners and that agent's, however many agents
-    have listeners of their own.
-    """
-
-    shared: list[_Entry] = attrs.field(factory=list)
-    scoped: dict[str, list[_Entry]] = attrs.field(factory=dict)
-
-    def add(self, entry: _Entry) -> None:
-        if entry.scope is None:
-            self.shared.append(entry)
-        else:
-            self.scoped.setdefault(entry.scope, []).append(entry)
-
-    def remove(self, entry: _Entry) -> bool:
-        """Remove *entry* if present; whether it was."""
-        entries = self.shared if entry.scope is None else self.scoped.get(entry.scope)
-        if entries is None or entry not in entries:
-            return False
-        entries.remove(entry)
-        if not entries and entry.scope is not None:
-            del self.scoped[entry.scope]
-        return True
-
-    def heard_by(self, scope: str | None) -> bool:
-        return bool(self.shared) or (scope is not None and scope in self.scoped)
-
-    def reached(self, scope: str | None) -> list[Listener]:
-        """The listeners *scope*'s dispatch reaches, in registration order (a new list)."""
-        own = self.scoped.get(scope) if scope is not None else None
-        if not own:
-            return [entry.fn for entry in self.shared]
-        if not self.shared:
-            return [entry.fn for entry in own]
-        return [entry.fn for entry in sorted((*self.shared, *own), key=_order)]
-
-    def __bool__(self) -> bool:
-        return bool(self.shared or self.scoped)
-
-
-def agent_scope(agent: object) -> str | None:
-    """The scope an ``agent=`` argument names: ``None``, an agent id, or a handle's id.
-
-    Raises:
-        TypeError: *agent* is none of those.
-        AgentDisposedError: *agent* is a disposed handle; whatever is scoped to it
-            would outlive its teardown and be heard by a later agent of that id.
-    """
-    if agent is None or isinstance(agent, str):
-        return agent
-    agent_id = getattr(agent, "id", None)
-    if not isinstance(agent_id, str):
-        raise TypeError(f"agent= takes an agent handle, an agent id (a str) or None, got {agent!r}")
-    if getattr(agent, "status", None) == "disposed":
-        raise AgentDisposedError(f"agent {agent_id!r} is disposed: nothing can be scoped to it")
-    return agent_id
 
 
 @final
@@ -273,7 +103,7 @@ class HookBus:
     dispatch is safe.
     """
 
-    _listeners: dict[str, _Seam] = attrs.field(factory=dict, init=False)
+    _listeners: dict[str, Seam] = attrs.field(factory=dict, init=False)
     # The seams each scope has listeners on: an agent's teardown visits only those.
     _scopes: dict[str, set[str]] = attrs.field(factory=dict, init=False)
     # Keyed by a token per watch, so an unwatch finds its own entry at once
@@ -294,12 +124,12 @@ class HookBus:
                 is not an agent handle, an agent id or ``None``.
             AgentDisposedError: *agent* is a disposed handle.
         """
-        _check_listener(name, fn)
-        entry = _Entry(fn, agent_scope(agent), next(self._orders))
+        check_listener(name, fn)
+        entry = Entry(fn, agent_scope(agent), next(self._orders))
         seam = self._listeners.get(name)
         first = seam is None
         if seam is None:
-            seam = self._listeners[name] = _Seam()
+            seam = self._listeners[name] = Seam()
         seam.add(entry)
         if entry.scope is not None:
             self._scopes.setdefault(entry.scope, set()).add(name)
@@ -337,8 +167,8 @@ class HookBus:
             ValueError: *name* is not a seam (*fn* would never be called again).
             TypeError: *fn* is not callable, or is an ``async def`` function.
         """
-        _seam_mode(name)
-        _check_callable(fn, "watchers", synchronous=True)
+        seam_mode(name)
+        check_callable(fn, "watchers", synchronous=True)
         token = object()
         watchers = self._watchers.setdefault(name, {})
         watchers[token] = fn

@@ -19,7 +19,7 @@ import attrs
 
 from retinue._errors import HookError, failure_of, raised_message
 from retinue.hooks import Deny
-from retinue.hooks._bus import _Entry, _Seam
+from retinue.hooks._listeners import Entry, Seam
 
 from ._execution import PreparedCall, ToolExecution, error_result, exception_result
 
@@ -42,7 +42,7 @@ class Guards:
     only the global guards and that agent's, however many agents have guards.
     """
 
-    _entries: _Seam = attrs.field(factory=_Seam, init=False)
+    _entries: Seam = attrs.field(factory=Seam, init=False)
     _orders: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     def add(self, guard: Guard, scope: str | None) -> Callable[[], None]:
@@ -53,7 +53,7 @@ class Guards:
         """
         if not callable(guard):
             raise TypeError(f"a guard must be callable, got {type(guard).__name__}")
-        entry = _Entry(guard, scope, next(self._orders))
+        entry = Entry(guard, scope, next(self._orders))
         entries = self._entries
         entries.add(entry)
 

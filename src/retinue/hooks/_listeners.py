@@ -1,0 +1,87 @@
+"""Each seam's listeners, shared and scoped to one agent, and the scope an ``agent=`` names."""
+
+from __future__ import annotations
+
+import attrs
+
+from retinue._errors import AgentDisposedError
+
+from ._seams import Listener
+
+__all__ = ["Entry", "Seam", "agent_scope"]
+
+
+@attrs.define(eq=False, slots=True)
+class Entry:
+    """One registration on a seam (a listener, or a tool guard): what, for whom, and when."""
+
+    fn: Listener
+    scope: str | None
+    order: int
+    """Registration order across the whole bus: scoped and shared listeners interleave by it."""
+
+
+def _order(entry: Entry) -> int:
+    return entry.order
+
+
+@attrs.define(eq=False, slots=True)
+class Seam:
+    """One seam's listeners: shared ones, and each scope's own.
+
+    Split by scope so that a dispatch, a ``hears`` and an agent's teardown
+    touch only the shared listeners and that agent's, however many agents
+    have listeners of their own.
+    """
+
+    shared: list[Entry] = attrs.field(factory=list)
+    scoped: dict[str, list[Entry]] = attrs.field(factory=dict)
+
+    def add(self, entry: Entry) -> None:
+        if entry.scope is None:
+            self.shared.append(entry)
+        else:
+            self.scoped.setdefault(entry.scope, []).append(entry)
+
+    def remove(self, entry: Entry) -> bool:
+        """Remove *entry* if present; whether it was."""
+        entries = self.shared if entry.scope is None else self.scoped.get(entry.scope)
+        if entries is None or entry not in entries:
+            return False
+        entries.remove(entry)
+        if not entries and entry.scope is not None:
+            del self.scoped[entry.scope]
+        return True
+
+    def heard_by(self, scope: str | None) -> bool:
+        return bool(self.shared) or (scope is not None and scope in self.scoped)
+
+    def reached(self, scope: str | None) -> list[Listener]:
+        """The listeners *scope*'s dispatch reaches, in registration order (a new list)."""
+        own = self.scoped.get(scope) if scope is not None else None
+        if not own:
+            return [entry.fn for entry in self.shared]
+        if not self.shared:
+            return [entry.fn for entry in own]
+        return [entry.fn for entry in sorted((*self.shared, *own), key=_order)]
+
+    def __bool__(self) -> bool:
+        return bool(self.shared or self.scoped)
+
+
+def agent_scope(agent: object) -> str | None:
+    """The scope an ``agent=`` argument names: ``None``, an agent id, or a handle's id.
+
+    Raises:
+        TypeError: *agent* is none of those.
+        AgentDisposedError: *agent* is a disposed handle; whatever is scoped to it
+            would outlive its teardown and be heard by a later agent of that id.
+    """
+    if agent is None or isinstance(agent, str):
+        return agent
+    agent_id = getattr(agent, "id", None)
+    if not isinstance(agent_id, str):
+        raise TypeError(f"agent= takes an agent handle, an agent id (a str) or None, got {agent!r}")
+    if getattr(agent, "status", None) == "disposed":
+        raise AgentDisposedError(f"agent {agent_id!r} is disposed: nothing can be scoped to it")
+    return agent_id
