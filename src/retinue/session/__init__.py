@@ -6,6 +6,7 @@ from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
 from retinue._lossless import JsonValue
 
 from ._codec import dump_event, dump_header, load_event, load_header
+from ._eventlog import EventLog
 from ._events import (
     FORMAT_VERSION,
     SURFACE_TYPES,
@@ -39,7 +40,7 @@ from ._events import (
 )
 from ._header import apply_delta, fold_header, make_delta
 from ._history import project
-from ._session import EventLog, Session, now_ms
+from ._session import Session, now_ms
 
 __all__ = [
     "FORMAT_VERSION",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import final, get_args, overload
+from collections.abc import Callable, Iterable, Sequence
+from typing import final, get_args
 
 import attrs
 
@@ -15,7 +15,8 @@ from retinue._lossless import JsonValue, shown, writable_int
 from retinue._request import MessageHistory
 from retinue._stream import StreamChunk
 
-from ._chunkcheck import chunk_event_problem
+from ._checks import check_chunk_event, folded, fork_seed, own_sources, refuse_seed_event
+from ._eventlog import EventLog
 from ._events import (
     SURFACE_TYPES,
     AssistantChunk,
@@ -35,12 +36,11 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._header import fold_header
 from ._history import Surface
 from ._observers import Observer, no_observer, notifier, observer_failure
 from ._sources import as_sources, check_sources
 
-__all__ = ["EventLog", "Session", "now_ms"]
+__all__ = ["Session", "now_ms"]
 
 # Event types whose append changes no fold and needs no validation beyond their
 # own constructor's. Not AssistantChunk: a named tuple, built unchecked.
@@ -63,80 +63,9 @@ _time_ns = time.time_ns
 _new_tuple = tuple.__new__
 
 
-def _folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta) -> EpochHeader:
-    """The header fold after *data*; a delta that cannot apply is a typed refusal."""
-    try:
-        return fold_header(current, data)
-    except TypeError as exc:
-        # Every field is type-checked when built, but a tool's name need only be
-        # a str: a subclass that defines __eq__ without __hash__ cannot key the
-        # fold's tables. The one failure left; refuse it like a corrupt delta.
-        raise SessionError(f"{data.type} cannot be folded: {exc}", code="CORRUPT_HEADER") from exc
-
-
-def _check_chunk(data: AssistantChunk) -> None:
-    """Refuse a chunk event whose stored line would not load again (R4.5): the decoder's rules."""
-    problem = chunk_event_problem(*data)
-    if problem is not None:
-        raise InvalidJsonError(f"{data.type}: {problem}")
-
-
-def _own_sources(event: Event) -> Event:
-    """*event* with its source seqs a tuple of its own, as append copies them (R4.24).
-
-    A seed's list would stay the caller's to change, and an int or float is refused typed.
-    """
-    sources = event.source_event_seqs
-    if sources is None or type(sources) is tuple:
-        return event
-    return event._replace(source_event_seqs=as_sources(sources))
-
-
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
     return _time_ns() // 1_000_000
-
-
-@final
-class EventLog(Sequence[Event]):
-    """A read-only, live view of a session's events (``events[i].seq == i``)."""
-
-    __slots__ = ("_events",)
-
-    def __init__(self, events: list[Event]) -> None:
-        self._events = events
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def __reversed__(self) -> Iterator[Event]:
-        return reversed(self._events)
-
-    @overload
-    def __getitem__(self, index: int) -> Event: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Event]: ...
-    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
-        if isinstance(index, slice):
-            return tuple(self._events[index])
-        return self._events[index]
-
-    def __eq__(self, other: object) -> bool:
-        # By value, as the tuple of events it stands for: a fresh view is made
-        # on every read of Session.events, so identity would make it unequal to itself.
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self._events) == len(other) and all(
-            mine == theirs for mine, theirs in zip(self._events, other, strict=True)
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # a live view: its value changes with every append
-
-    def __repr__(self) -> str:
-        return f"<EventLog of {len(self._events)} events>"
 
 
 @final
@@ -223,21 +152,17 @@ class Session:
                     f"session {header.id!r}: seed item {index} is not an Event: {shown(event)}",
                     code="INVALID_EVENT",
                 )
-            seq = event.seq
-            if type(seq) is not int or seq != index:
-                raise SessionError(
-                    f"session {header.id!r}: seed event has seq {shown(seq)}, expected {index}",
-                    code="SEQ_GAP",
-                )
             time_ms = event.time
-            if type(time_ms) is not int or not writable_int(time_ms):
-                raise SessionError(
-                    f"session {header.id!r}: seed event seq {index} has time {shown(time_ms)}, "
-                    "not an integer a store can write",
-                    code="INVALID_TIME",
-                )
+            # Exact types for the same reason; the refusal finds out what is wrong.
+            if (
+                type(event.seq) is not int
+                or event.seq != index
+                or type(time_ms) is not int
+                or not writable_int(time_ms)
+            ):
+                refuse_seed_event(header.id, index, event)
             try:
-                copied = _own_sources(event)
+                copied = own_sources(event)
                 fold = session._validate(copied, check_chunk=not chunks_checked)
             except SessionError as exc:
                 kind = getattr(event.data, "type", type(event.data).__name__)
@@ -424,23 +349,10 @@ class Session:
             InvalidJsonError: the copied events hold a chunk no store can write
                 (one ``append_chunk`` was given unchecked).
         """
-        if boundary is None:
-            if not self._events:
-                # Only an omitted boundary forks an empty source: no seq can be named.
-                return self._child(child_id, [])
-            boundary = len(self._events) - 1
-        elif type(boundary) is not int:
-            # A bool would index as 0 or 1, a float not at all.
-            raise SessionError(
-                f"fork boundary {shown(boundary)} is not a seq (an int)", code="INVALID_BOUNDARY"
-            )
-        if not 0 <= boundary < len(self._events):
-            raise SessionError(
-                f"fork boundary {shown(boundary)} is not a seq", code="INVALID_BOUNDARY"
-            )
-        if not isinstance(self._events[boundary].data, TurnEnd):
-            raise SessionError(f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN")
-        return self._child(child_id, self._events[: boundary + 1])
+        if boundary is None and not self._events:
+            # Only an omitted boundary forks an empty source: no seq can be named.
+            return self._child(child_id, [])
+        return self._child(child_id, fork_seed(self._events, boundary))
 
     def _child(self, child_id: str, seed: list[Event]) -> Session:
         """A new session seeded with *seed*, forked from this one (R4.25)."""
@@ -472,7 +384,7 @@ class Session:
             raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
         else:
             if data_type is AssistantChunk and check_chunk:
-                _check_chunk(data)  # type: ignore[arg-type]
+                check_chunk_event(data)  # type: ignore[arg-type]
             if op is not None:
                 raise SessionError(
                     f"{data.type} cannot carry a surface op", code="INVALID_SURFACE_OP"
@@ -483,7 +395,7 @@ class Session:
         if data_type in _BOUNDARY_TYPES:
             self._validate_boundaries(event)
         elif data_type in _HEADER_TYPES:
-            return _folded(self._header_fold, data)  # type: ignore[arg-type]
+            return folded(self._header_fold, data)  # type: ignore[arg-type]
         elif isinstance(op, Replace):
             self._surface.check(event)
         return self._header_fold

@@ -1,0 +1,80 @@
+"""A session's checks of events beyond their own constructors': seeds, folds, chunks, forks."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from retinue._errors import InvalidJsonError, SessionError
+from retinue._lossless import shown
+
+from ._chunkcheck import chunk_event_problem
+from ._events import AssistantChunk, EpochHeader, Event, RequestHeader, RequestHeaderDelta, TurnEnd
+from ._header import fold_header
+from ._sources import as_sources
+
+__all__ = ["check_chunk_event", "folded", "fork_seed", "own_sources", "refuse_seed_event"]
+
+
+def folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta) -> EpochHeader:
+    """The header fold after *data*; a delta that cannot apply is a typed refusal."""
+    try:
+        return fold_header(current, data)
+    except TypeError as exc:
+        # Every field is type-checked when built, but a tool's name need only be
+        # a str: a subclass that defines __eq__ without __hash__ cannot key the
+        # fold's tables. The one failure left; refuse it like a corrupt delta.
+        raise SessionError(f"{data.type} cannot be folded: {exc}", code="CORRUPT_HEADER") from exc
+
+
+def check_chunk_event(data: AssistantChunk) -> None:
+    """Refuse a chunk event whose stored line would not load again (R4.5): the decoder's rules."""
+    problem = chunk_event_problem(*data)
+    if problem is not None:
+        raise InvalidJsonError(f"{data.type}: {problem}")
+
+
+def own_sources(event: Event) -> Event:
+    """*event* with its source seqs a tuple of its own, as append copies them (R4.24).
+
+    A seed's list would stay the caller's to change, and an int or float is refused typed.
+    """
+    sources = event.source_event_seqs
+    if sources is None or type(sources) is tuple:
+        return event
+    return event._replace(source_event_seqs=as_sources(sources))
+
+
+def refuse_seed_event(session_id: str, index: int, event: Event) -> NoReturn:
+    """Raise the refusal of seed *event* at *index*: its seq or time is not what a store writes."""
+    seq = event.seq
+    if type(seq) is not int or seq != index:
+        raise SessionError(
+            f"session {session_id!r}: seed event has seq {shown(seq)}, expected {index}",
+            code="SEQ_GAP",
+        )
+    raise SessionError(
+        f"session {session_id!r}: seed event seq {index} has time {shown(event.time)}, "
+        "not an integer a store can write",
+        code="INVALID_TIME",
+    )
+
+
+def fork_seed(events: list[Event], boundary: int | None) -> list[Event]:
+    """The events a fork at *boundary* copies: ``0..boundary`` (R4.25); the last by default.
+
+    Raises:
+        SessionError: *boundary* is not an existing seq (``INVALID_BOUNDARY``) or
+            not a ``turn/end`` (``OPEN_TURN``).
+    """
+    if boundary is None:
+        boundary = len(events) - 1
+    elif type(boundary) is not int:
+        # A bool would index as 0 or 1, a float not at all.
+        raise SessionError(
+            f"fork boundary {shown(boundary)} is not a seq (an int)", code="INVALID_BOUNDARY"
+        )
+    if not 0 <= boundary < len(events):
+        raise SessionError(f"fork boundary {shown(boundary)} is not a seq", code="INVALID_BOUNDARY")
+    if not isinstance(events[boundary].data, TurnEnd):
+        raise SessionError(f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN")
+    return events[: boundary + 1]
