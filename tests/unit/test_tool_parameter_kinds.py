@@ -344,6 +344,30 @@ async def test_sets_of_records_hashing_no_list_are_given_as_sets() -> None:
     assert (text, error) == ("['a'] ['b']", None)
 
 
+# A hand-written __hash__ compiled by exec, as dataclasses compiles the ones it generates.
+_BY_NAME_SOURCE = "def __hash__(self):\n    return hash(self.name)\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class _ExecHashed:
+    name: str
+    tags: list[str]
+
+    exec(_BY_NAME_SOURCE)  # defines __hash__ in the class namespace
+
+
+async def test_a_hand_written_hash_compiled_by_exec_is_trusted() -> None:
+    """R9.7: a frozen dataclass's own ``__hash__`` compiled from a string, as dataclasses
+    compiles the hash it generates, is still trusted: its list field is hashed by nothing,
+    so its values are set items."""
+
+    def pick(named: set[_ExecHashed]) -> str:
+        return str(sorted(item.name for item in named))
+
+    text, error = await execute(tool(pick), {"named": [{"name": "a", "tags": ["x"]}]})
+    assert (text, error) == ("['a']", None)
+
+
 def test_a_set_default_is_shown_as_a_sorted_array() -> None:
     """R9.7: a set's default is JSON once sorted, the same in every process (enum members by value)."""
 

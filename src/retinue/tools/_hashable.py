@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from collections.abc import Iterable
@@ -83,8 +84,9 @@ def _hashed_fields(cls: type[object]) -> tuple[type[object], list[str]] | None:
 
     attrs names the file of the code it generates ``<attrs generated ...>``;
     dataclasses generates a hash only for ``unsafe_hash`` or ``frozen`` with
-    ``eq``, and keeps a hand-written one, told apart by where its code was
-    compiled.
+    ``eq``, and keeps a hand-written one, told apart by its code: compiled from
+    a string (``exec``) it is named as generated code is, so its instructions
+    are compared with those dataclasses generates for the same fields.
     """
     owner = next(base for base in cls.__mro__ if "__hash__" in vars(base))
     code = getattr(vars(owner)["__hash__"], "__code__", None)
@@ -93,19 +95,25 @@ def _hashed_fields(cls: type[object]) -> tuple[type[object], list[str]] | None:
     if attrs.has(owner) and code.co_filename.startswith("<attrs generated "):
         return owner, [a.name for a in attrs.fields(owner) if (a.eq if a.hash is None else a.hash)]
     params = vars(owner).get("__dataclass_params__")
-    if (
-        params is not None
-        and (params.unsafe_hash or (params.eq and params.frozen))
-        and code.co_filename == _DATACLASS_HASH_FILE
-    ):
-        fields = dataclasses.fields(typing.cast("type[typing.Any]", owner))
-        return owner, [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-    return None
+    if params is None or not (params.unsafe_hash or (params.eq and params.frozen)):
+        return None
+    fields = dataclasses.fields(typing.cast("type[typing.Any]", owner))
+    names = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
+    return (owner, names) if _same_code(code, _generated_hash(tuple(names))) else None
 
 
-@dataclasses.dataclass(frozen=True)
-class _Generated:
-    """A dataclass whose ``__hash__`` dataclasses generated: where such code is compiled."""
+def _same_code(code: types.CodeType, other: types.CodeType) -> bool:
+    """Whether *code* does what *other* does: compiled in the same file, same instructions."""
+    return (code.co_filename, code.co_code, code.co_names, code.co_consts) == (
+        other.co_filename,
+        other.co_code,
+        other.co_names,
+        other.co_consts,
+    )
 
 
-_DATACLASS_HASH_FILE = _Generated.__hash__.__code__.co_filename
+@functools.cache
+def _generated_hash(names: tuple[str, ...]) -> types.CodeType:
+    """The code of the ``__hash__`` dataclasses generates for a record hashing *names*."""
+    generated = dataclasses.make_dataclass("Generated", names, frozen=True)
+    return typing.cast("types.FunctionType", generated.__hash__).__code__
