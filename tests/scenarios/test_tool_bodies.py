@@ -116,6 +116,55 @@ async def test_a_sync_tool_appends_to_its_session_on_the_trio_thread() -> None:
 
 
 @pytest.mark.timeout(20)
+async def test_a_session_appended_off_the_trio_thread_is_refused_before_it_is_logged() -> None:
+    """R4.8: a sync body holding its agent's session itself (not ``ctx.agent.session``)
+    appended from its worker thread while a feed was parked on it: the event was logged,
+    the feed's wake-up was lost with a bare ``RuntimeError`` and the feed never woke again.
+    The append is refused first, as a ``SessionError`` coded ``WRONG_THREAD``; the log and
+    the feed go on from the trio thread.
+    """
+    sessions: list[retinue.session.Session] = []
+
+    @retinue.tool
+    def record() -> str:
+        """Record a note in the session."""
+        try:
+            sessions[0].append_custom("note/recorded", {"by": "record"})
+        except retinue.SessionError as exc:
+            return f"{exc.code}: {exc}"
+        return "recorded"
+
+    seen: list[str] = []
+    turn_read = trio.Event()
+    model = ScriptedModel([CallTools([ToolCallSpec("record", "{}", id="c1")]), Reply("ok")])
+    with trio.fail_after(10):
+        async with retinue.open_runtime(models=model, tools=[record]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            sessions.append(agent.session)
+            feed = agent.subscribe()
+
+            async def read() -> None:
+                async for event in feed:
+                    seen.append(event.type)
+                    if event.type == "turn/end":
+                        turn_read.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read)
+                result = await agent.ask("go")
+                await turn_read.wait()
+                feed.close()
+    events = agent.session.events
+    (tool_result,) = of_type(events, "tool/result")
+    text = content_text(tool_result.data.content)  # type: ignore[union-attr]
+    assert text.startswith("WRONG_THREAD: session 'a-session-")
+    assert "from a thread other than the one its observers run on" in text
+    assert of_type(events, "note/recorded") == []
+    assert result.reason.kind == "completed"
+    assert seen == [event.type for event in events]
+
+
+@pytest.mark.timeout(20)
 @pytest.mark.parametrize("verb", ["ask", "wait_idle", "dispose"])
 async def test_a_sync_tool_cannot_call_its_agents_async_verbs(verb: str) -> None:
     """R9.7: an async verb of the agent from a sync body raises TypeError saying to make the

@@ -3,6 +3,7 @@ observer, raised once every observer heard the logged event (R4.8, R4.10, R7.45)
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -128,3 +129,36 @@ def test_an_observer_exception_is_its_failure_as_it_is() -> None:
     stop = observer_failure("an observer", StopIteration())
     assert isinstance(stop, SessionError)
     assert stop.message == "session observer 'an observer' raised StopIteration"
+
+
+def _append_in_thread(session: Session) -> BaseException | None:
+    """Append a message from a new thread; what the append raised there, if anything."""
+    raised: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            session.append(UserMessage((Text("from a thread"),)), surface="append")
+        except BaseException as exc:  # handed back to the test's thread
+            raised.append(exc)
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    thread.join()
+    return raised[0] if raised else None
+
+
+def test_an_observed_session_refuses_an_append_from_another_thread() -> None:
+    """R4.8: observers run where the append runs; from a thread other than the one they
+    were attached on (a sync tool's worker, say) the append is refused before it is logged,
+    coded ``WRONG_THREAD``. Once no observer is left any thread may append again."""
+    session = _open()
+    heard: list[int] = []
+    unsubscribe = session.observe(lambda event: heard.append(event.seq))
+    refused = _append_in_thread(session)
+    assert isinstance(refused, SessionError)
+    assert refused.code == "WRONG_THREAD"
+    assert "appended from a thread other than the one its observers run on" in str(refused)
+    assert (len(session.events), heard) == (1, [])
+    unsubscribe()
+    assert _append_in_thread(session) is None
+    assert [event.type for event in session.events] == ["turn/start", "user/message"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import final, get_args
@@ -60,6 +61,7 @@ log = logging.getLogger("retinue.session")
 
 
 _time_ns = time.time_ns
+_get_ident = threading.get_ident
 _new_tuple = tuple.__new__
 
 
@@ -85,6 +87,10 @@ class Session:
     # a no-op without observers: a session is observed by its store, which a
     # test for none on every append would only slow down.
     _notify: Observer = attrs.field(default=no_observer, init=False)
+    # The thread the observers were attached on (the trio thread, in a runtime) while
+    # any observe. Appended from another thread, the observers would run there, where
+    # waking a trio task corrupts the run, and the append would race the owner's for a seq.
+    _thread: int | None = attrs.field(default=None, init=False)
     _surface: Surface = attrs.field(factory=Surface, init=False)
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
@@ -220,6 +226,8 @@ class Session:
         *observer* may be observing more than once.
         """
         token = object()
+        if not self._observers:
+            self._thread = _get_ident()
         self._observers[token] = observer
         # A new notifier over a tuple: appends iterate it without copying it.
         self._notify = notifier(tuple(self._observers.values()))
@@ -227,6 +235,8 @@ class Session:
         def unsubscribe() -> None:
             if self._observers.pop(token, None) is not None:
                 self._notify = notifier(tuple(self._observers.values()))
+                if not self._observers:
+                    self._thread = None
 
         return unsubscribe
 
@@ -243,7 +253,14 @@ class Session:
         one that cannot propagate as it is (a ``SystemExit``, a ``StopIteration``, a
         ``Cancelled``) is raised as a ``SessionError`` naming the observer
         (:func:`~retinue.session._observers.observer_failure`).
+
+        Raises:
+            SessionError: the session is observed and this is not the thread its
+                observers were attached on (``WRONG_THREAD``): nothing is logged.
         """
+        thread = self._thread
+        if thread is not None and thread != _get_ident():
+            self._refuse_thread()
         events = self._events
         if surface is None and source_event_seqs is None and type(data) in _PLAIN_TYPES:
             # The per-chunk hot path: these types need no checks beyond their own,
@@ -274,6 +291,13 @@ class Session:
             raise failure from exc
         return event
 
+    def _refuse_thread(self) -> None:
+        raise SessionError(
+            f"session {self.id!r}: appended from a thread other than the one its observers "
+            "run on; from a worker thread, append through trio.from_thread.run_sync",
+            code="WRONG_THREAD",
+        )
+
     def _append_to_surface(
         self, data: EventData, surface: SurfaceOp, source_event_seqs: Sequence[int] | None
     ) -> Event:
@@ -301,7 +325,8 @@ class Session:
         logging (its assembler refuses a malformed chunk). The caller vouches
         that *turn* and *step* are ints and *chunk* a storable stream chunk;
         one that is not is logged, and refused when a store encodes it or the
-        log is forked or rebuilt from its events.
+        log is forked or rebuilt from its events. It vouches too that it appends
+        on the thread the observers were attached on, as the loop does.
         """
         events = self._events
         seq = len(events)
