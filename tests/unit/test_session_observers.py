@@ -3,6 +3,7 @@ observer, raised once every observer heard the logged event (R4.8, R4.10, R7.45)
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 
@@ -161,4 +162,31 @@ def test_an_observed_session_refuses_an_append_from_another_thread() -> None:
     assert (len(session.events), heard) == (1, [])
     unsubscribe()
     assert _append_in_thread(session) is None
+    assert [event.type for event in session.events] == ["turn/start", "user/message"]
+
+
+async def _async_observer(_event: Event) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+class _AsyncCall:
+    async def __call__(self, _event: Event) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+def test_an_observer_that_cannot_be_called_synchronously_is_refused_when_it_registers() -> None:
+    """R4.8: observers are called synchronously on every append. One that is not callable
+    made every later append log its event and then raise a bare TypeError; an async one's
+    coroutine was dropped unawaited. Each is refused by ``observe``, naming it, and the
+    session appends as before."""
+    session = _open()
+    cases: list[tuple[object, str]] = [
+        (5, "session observers must be callable, got 5"),
+        (_async_observer, "session observers are called synchronously: <function _async_observer"),
+        (_AsyncCall(), "session observers are called synchronously: <tests.unit"),
+    ]
+    for observer, message in cases:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            session.observe(observer)  # type: ignore[arg-type]
+    _append(session, "append")
     assert [event.type for event in session.events] == ["turn/start", "user/message"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from functools import partial
 
@@ -17,7 +18,7 @@ from retinue._errors import (
 
 from ._events import Event
 
-__all__ = ["Observer", "no_observer", "notifier", "observer_failure"]
+__all__ = ["Observer", "check_observer", "no_observer", "notifier", "observer_failure"]
 
 Observer = Callable[[Event], None]
 
@@ -68,6 +69,30 @@ def observer_failure(observer: object, exc: BaseException) -> Exception:
     if passes_on(exc):
         raise exc
     return unknown_failure_error(culprit, SessionError, exc)
+
+
+def check_observer(observer: object) -> None:
+    """Refuse an observer an append cannot call synchronously, before it registers.
+
+    Registered, one that is not callable would fail every later append after
+    logging its event, and an async one would leave its coroutine unawaited.
+
+    Raises:
+        TypeError: *observer* is not callable, or is an ``async def`` function
+            (through partials) or an object whose ``__call__`` is one.
+    """
+    if not callable(observer):
+        raise TypeError(f"session observers must be callable, got {observer!r}")
+    function: object = observer
+    while isinstance(function, partial):
+        function = function.func
+    if inspect.iscoroutinefunction(function) or _async_call(function):
+        raise TypeError(f"session observers are called synchronously: {observer!r} is async")
+
+
+def _async_call(function: object) -> bool:
+    """Whether *function* is an object (no function or method) whose ``__call__`` is async."""
+    return not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
 
 
 def no_observer(_event: Event) -> None:

@@ -38,7 +38,7 @@ from ._events import (
     TurnStart,
 )
 from ._history import Surface
-from ._observers import Observer, no_observer, notifier, observer_failure
+from ._observers import Observer, check_observer, no_observer, notifier, observer_failure
 from ._sources import as_sources, check_sources
 
 __all__ = ["Session", "now_ms"]
@@ -224,7 +224,12 @@ class Session:
 
         The unsubscriber removes this registration only, and is idempotent:
         *observer* may be observing more than once.
+
+        Raises:
+            TypeError: *observer* is not callable, or is async: appends call it
+                synchronously.
         """
+        check_observer(observer)
         token = object()
         if not self._observers:
             self._thread = _get_ident()
