@@ -49,6 +49,25 @@ def test_a_seed_item_that_is_not_an_event_is_refused_typed(item: object) -> None
     assert "seed item 1" in str(caught.value)
 
 
+@pytest.mark.parametrize("seed", [5, None], ids=["int", "none"])
+def test_a_seed_that_is_not_an_iterable_of_events_is_refused_typed(seed: object) -> None:
+    """R4.24: a seed that is no iterable is a SessionError naming the session, not a bare
+    TypeError from deep inside."""
+    with pytest.raises(SessionError) as caught:
+        Session.create("s", seed=seed, created_at=1)  # type: ignore[arg-type]
+    assert caught.value.code == "INVALID_EVENT"
+    assert str(caught.value).startswith("session 's': ")
+
+
+@pytest.mark.parametrize("header", ["s", None], ids=["id", "none"])
+def test_from_events_refuses_a_header_that_is_not_a_session_header(header: object) -> None:
+    """R4.1: ``from_events`` is given the header a store loaded; anything else is a SessionError
+    coded ``INVALID_HEADER`` naming it, not an AttributeError of the first seq check."""
+    with pytest.raises(SessionError, match="header must be a SessionHeader, got ") as caught:
+        Session.from_events(header, [Event(0, 1, START)])  # type: ignore[arg-type]
+    assert caught.value.code == "INVALID_HEADER"
+
+
 def test_from_events_refuses_a_bool_seq_before_anything_is_logged() -> None:
     """R4.24: from_events (every load and resume) holds the same rule as create."""
     header = Session.create("s", created_at=1).header

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import NoReturn
 
 from retinue._errors import InvalidJsonError, SessionError
@@ -12,7 +13,14 @@ from ._events import AssistantChunk, EpochHeader, Event, RequestHeader, RequestH
 from ._header import fold_header
 from ._sources import as_sources
 
-__all__ = ["check_chunk_event", "folded", "fork_seed", "own_sources", "refuse_seed_event"]
+__all__ = [
+    "as_events",
+    "check_chunk_event",
+    "folded",
+    "fork_seed",
+    "own_sources",
+    "refuse_seed_event",
+]
 
 
 def folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta) -> EpochHeader:
@@ -42,6 +50,17 @@ def own_sources(event: Event) -> Event:
     if sources is None or type(sources) is tuple:
         return event
     return event._replace(source_event_seqs=as_sources(sources))
+
+
+def as_events(session_id: object, events: Iterable[Event]) -> Iterator[Event]:
+    """An iterator over the *events* given to a session; a non-iterable is refused typed."""
+    try:
+        return iter(events)
+    except TypeError:
+        raise SessionError(
+            f"session {shown(session_id)}: events must be an iterable of Events, got {shown(events)}",
+            code="INVALID_EVENT",
+        ) from None
 
 
 def refuse_seed_event(session_id: str, index: int, event: Event) -> NoReturn:

@@ -16,7 +16,14 @@ from retinue._lossless import JsonValue, shown, writable_int
 from retinue._request import MessageHistory
 from retinue._stream import StreamChunk
 
-from ._checks import check_chunk_event, folded, fork_seed, own_sources, refuse_seed_event
+from ._checks import (
+    as_events,
+    check_chunk_event,
+    folded,
+    fork_seed,
+    own_sources,
+    refuse_seed_event,
+)
 from ._eventlog import EventLog
 from ._events import (
     SURFACE_TYPES,
@@ -120,7 +127,7 @@ class Session:
             raise SessionError(
                 f"cwd must be an absolute path (a str): {shown(cwd)}", code="INVALID_CWD"
             )
-        seed_events = list(seed)
+        seed_events = list(as_events(session_id, seed))
         header = SessionHeader(
             id=session_id,
             created_at=now_ms() if created_at is None else created_at,
@@ -147,9 +154,14 @@ class Session:
             InvalidJsonError: an event holds a value no store can write and load
                 back (a chunk is checked here; every other event when built).
         """
+        if type(header) is not SessionHeader:
+            raise SessionError(
+                f"a session's header must be a SessionHeader, got {shown(header)}",
+                code="INVALID_HEADER",
+            )
         session = cls(header)
         logged = session._events
-        for event in events:
+        for event in as_events(header.id, events):
             index = len(logged)
             # Exact types (R4.24, R1.6): ``True`` or ``1.0`` compares equal to an
             # index but encodes as no JSON integer, and the stored line would not load.
