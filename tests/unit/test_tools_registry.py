@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import attrs
@@ -127,6 +128,24 @@ def test_registry_refuses_a_duplicate_name_in_one_scope() -> None:
         registry.add(make("t"), agent="a")
     with pytest.raises(ConfigError, match='"u"'):
         ToolRegistry(HookBus(), [make("u"), make("u")])
+
+
+@pytest.mark.parametrize(
+    ("hooks", "tools", "message"),
+    [
+        (None, (), "ToolRegistry's hooks must be a retinue.hooks.HookBus, got None"),
+        (HookBus(), 5, "ToolRegistry's tools must be an iterable of Tools, got 5"),
+    ],
+    ids=["hooks", "tools"],
+)
+def test_registry_refuses_hooks_or_tools_of_the_wrong_type_naming_them(
+    hooks: object, tools: object, message: str
+) -> None:
+    """R9.1: a registry's bus and tools are checked when it is built: a TypeError naming
+    the argument, not an AttributeError when it first watches its seams or a bare
+    "not iterable"."""
+    with pytest.raises(TypeError, match=re.escape(message)):
+        ToolRegistry(hooks, tools)  # type: ignore[arg-type]
 
 
 def test_registry_unregister_leaves_a_replacement_alone() -> None:

@@ -40,13 +40,26 @@ _PIPELINE_SEAMS = ("tools/pre-execute", "tools/execute", "tools/post-execute", "
 def _index(tools: Iterable[Tool]) -> dict[str, Tool]:
     """Index the initial global tools by name, refusing duplicates and non-tools."""
     table: dict[str, Tool] = {}
-    for item in tools:
+    try:
+        items = iter(tools)
+    except TypeError:
+        raise TypeError(
+            f"ToolRegistry's tools must be an iterable of Tools, got {tools!r}"
+        ) from None
+    for item in items:
         if not isinstance(item, Tool):
             raise TypeError(f"expected a Tool, got {type(item).__name__}")
         if item.name in table:
             raise ConfigError(f'tool "{item.name}" is already registered globally')
         table[item.name] = item
     return table
+
+
+def _check_hooks(_registry: object, _attribute: attrs.Attribute[HookBus], hooks: object) -> None:
+    # Checked when built: the registry watches its seams at once, where a stand-in
+    # would fail as an AttributeError naming neither the registry nor the argument.
+    if not isinstance(hooks, HookBus):
+        raise TypeError(f"ToolRegistry's hooks must be a retinue.hooks.HookBus, got {hooks!r}")
 
 
 @final
@@ -61,7 +74,7 @@ class ToolRegistry:
     Every seam is dispatched with ``scope=execution.agent_id`` (R6.5).
     """
 
-    hooks: HookBus
+    hooks: HookBus = attrs.field(validator=_check_hooks)
     """The bus the ``tools/*`` seams are dispatched on."""
     _global: dict[str, Tool] = attrs.field(default=(), alias="tools", converter=_index)
     _scoped: dict[str, dict[str, Tool]] = attrs.field(factory=dict, init=False)
