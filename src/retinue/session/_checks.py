@@ -9,17 +9,29 @@ from retinue._errors import InvalidJsonError, SessionError
 from retinue._lossless import shown
 
 from ._chunkcheck import chunk_event_problem
-from ._events import AssistantChunk, EpochHeader, Event, RequestHeader, RequestHeaderDelta, TurnEnd
+from ._events import (
+    AssistantChunk,
+    EpochHeader,
+    Event,
+    EventData,
+    RequestHeader,
+    RequestHeaderDelta,
+    TurnEnd,
+    TurnStart,
+)
 from ._header import fold_header
 from ._sources import as_sources
 
 __all__ = [
     "as_events",
+    "check_boundary",
     "check_chunk_event",
     "folded",
     "fork_seed",
     "own_sources",
     "refuse_seed_event",
+    "refuse_surface_op",
+    "refuse_thread",
 ]
 
 
@@ -97,3 +109,34 @@ def fork_seed(events: list[Event], boundary: int | None) -> list[Event]:
     if not isinstance(events[boundary].data, TurnEnd):
         raise SessionError(f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN")
     return events[: boundary + 1]
+
+
+def refuse_thread(session_id: str) -> NoReturn:
+    """Raise the refusal of an append from a thread other than the observers' (R4.8)."""
+    raise SessionError(
+        f"session {session_id!r}: appended from a thread other than the one its observers "
+        "run on; from a worker thread, append through trio.from_thread.run_sync",
+        code="WRONG_THREAD",
+    )
+
+
+def refuse_surface_op(kind: str, op: object, *, turn_open: bool) -> NoReturn:
+    """Raise the refusal of a surface event's *op*, the first rule it breaks (R4.19)."""
+    if op is None:
+        raise SessionError(f"{kind} needs a surface op", code="MISSING_SURFACE_OP")
+    if not turn_open:
+        raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
+    raise SessionError(
+        f"{kind}: surface op {shown(op)} is neither 'append' nor a Replace",
+        code="INVALID_SURFACE_OP",
+    )
+
+
+def check_boundary(data: EventData, *, turn_open: bool, last_turn: int) -> None:
+    """Refuse a ``turn/start`` while a turn is open, a ``turn/end`` of another turn (R4.14)."""
+    if isinstance(data, TurnStart) and turn_open:
+        raise SessionError("turn/start while a turn is open", code="TURN_OVERLAP")
+    if isinstance(data, TurnEnd) and (not turn_open or data.turn != last_turn):
+        raise SessionError(
+            f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH"
+        )

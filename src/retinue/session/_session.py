@@ -18,11 +18,14 @@ from retinue._stream import StreamChunk
 
 from ._checks import (
     as_events,
+    check_boundary,
     check_chunk_event,
     folded,
     fork_seed,
     own_sources,
     refuse_seed_event,
+    refuse_surface_op,
+    refuse_thread,
 )
 from ._eventlog import EventLog
 from ._events import (
@@ -277,7 +280,7 @@ class Session:
         """
         thread = self._thread
         if thread is not None and thread != _get_ident():
-            self._refuse_thread()
+            refuse_thread(self.id)
         events = self._events
         if surface is None and source_event_seqs is None and type(data) in _PLAIN_TYPES:
             # The per-chunk hot path: these types need no checks beyond their own,
@@ -307,13 +310,6 @@ class Session:
                 raise
             raise failure from exc
         return event
-
-    def _refuse_thread(self) -> None:
-        raise SessionError(
-            f"session {self.id!r}: appended from a thread other than the one its observers "
-            "run on; from a worker thread, append through trio.from_thread.run_sync",
-            code="WRONG_THREAD",
-        )
 
     def _append_to_surface(
         self, data: EventData, surface: SurfaceOp, source_event_seqs: Sequence[int] | None
@@ -421,7 +417,7 @@ class Session:
         if data_type in _SURFACE_DATA:
             # One test for the common case; the refusal finds out what is wrong.
             if op is None or not self._turn_open or (op != "append" and type(op) is not Replace):
-                self._refuse_surface_op(data.type, op)
+                refuse_surface_op(data.type, op, turn_open=self._turn_open)
         elif data_type not in _EVENT_TYPES:
             raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
         else:
@@ -435,32 +431,12 @@ class Session:
         if sources is not None:
             check_sources(data.type, sources, event.seq)
         if data_type in _BOUNDARY_TYPES:
-            self._validate_boundaries(event)
+            check_boundary(data, turn_open=self._turn_open, last_turn=self._last_turn)
         elif data_type in _HEADER_TYPES:
             return folded(self._header_fold, data)  # type: ignore[arg-type]
         elif isinstance(op, Replace):
             self._surface.check(event)
         return self._header_fold
-
-    def _refuse_surface_op(self, kind: str, op: object) -> None:
-        """Raise the refusal of a surface event's *op*, the first rule it breaks (R4.19)."""
-        if op is None:
-            raise SessionError(f"{kind} needs a surface op", code="MISSING_SURFACE_OP")
-        if not self._turn_open:
-            raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
-        raise SessionError(
-            f"{kind}: surface op {shown(op)} is neither 'append' nor a Replace",
-            code="INVALID_SURFACE_OP",
-        )
-
-    def _validate_boundaries(self, event: Event) -> None:
-        data = event.data
-        if isinstance(data, TurnStart) and self._turn_open:
-            raise SessionError("turn/start while a turn is open", code="TURN_OVERLAP")
-        if isinstance(data, TurnEnd) and (not self._turn_open or data.turn != self._last_turn):
-            raise SessionError(
-                f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH"
-            )
 
     def _record(self, event: Event, header_fold: EpochHeader | None) -> None:
         """Log a validated *event*; *header_fold* is what :meth:`_validate` returned."""
