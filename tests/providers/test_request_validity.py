@@ -30,9 +30,9 @@ from retinue._lossless import freeze_json
 from retinue._request import ToolSchema
 from retinue.providers import ProviderError
 from retinue.providers._anthropic_wire import anthropic_request_body
-from retinue.providers._blocks import EMPTY_TURN_TEXT
 from retinue.providers._openai_chat import chat_request_body
 from retinue.providers._openai_responses import responses_request_body
+from retinue.providers._replay import EMPTY_TURN_TEXT
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, MockServer, RawReply, ScriptedPolicy
 from retinue.providers.openai import OpenAIModel

@@ -34,22 +34,24 @@ from retinue._stream import (
 )
 
 from ._blocks import (
-    EMPTY_TURN_TEXT,
-    UNNAMED_TOOL,
     BlockTable,
-    ReplayIds,
     arguments_text,
     block_index,
-    checked_tool_names,
-    joined_text,
     loads_event,
     malformed,
+)
+from ._failures import ProviderConnectionError, ProviderError, stream_error
+from ._openai_chat import optional_count, token_count
+from ._replay import (
+    EMPTY_TURN_TEXT,
+    UNNAMED_TOOL,
+    ReplayIds,
+    checked_tool_names,
+    joined_text,
     opaque_part,
     replay_input,
     responses_reasoning_item,
 )
-from ._failures import ProviderConnectionError, ProviderError, stream_error
-from ._openai_chat import optional_count, token_count
 from ._sse import SseEvent
 
 __all__ = [

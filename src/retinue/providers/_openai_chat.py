@@ -34,23 +34,25 @@ from retinue._stream import (
 )
 
 from ._blocks import (
-    TEXT_BLOCK_SEPARATOR,
-    UNNAMED_TOOL,
     BlockTable,
-    ReplayIds,
     arguments_text,
-    checked_tool_names,
-    joined_text,
     loads_event,
     malformed,
-    opaque_part,
-    replay_arguments,
-    user_run_items,
 )
 from ._failures import (
     ProviderConnectionError,
     ProviderStreamError,
     stream_error,
+)
+from ._replay import (
+    TEXT_BLOCK_SEPARATOR,
+    UNNAMED_TOOL,
+    ReplayIds,
+    checked_tool_names,
+    joined_text,
+    opaque_part,
+    replay_arguments,
+    user_run_items,
 )
 from ._sse import SseEvent
 

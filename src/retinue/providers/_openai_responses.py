@@ -36,22 +36,24 @@ from retinue._stream import (
 )
 
 from ._blocks import (
-    UNNAMED_TOOL,
     BlockTable,
-    ReplayIds,
     arguments_text,
     block_index,
-    checked_tool_names,
-    joined_text,
     loads_event,
     malformed,
+)
+from ._failures import ProviderConnectionError, stream_error
+from ._openai_chat import optional_count, token_count, uncached_input
+from ._replay import (
+    UNNAMED_TOOL,
+    ReplayIds,
+    checked_tool_names,
+    joined_text,
     opaque_part,
     replay_arguments,
     responses_reasoning_item,
     user_run_items,
 )
-from ._failures import ProviderConnectionError, stream_error
-from ._openai_chat import optional_count, token_count, uncached_input
 from ._sse import SseEvent
 
 __all__ = ["ResponsesStreamDecoder", "responses_request_body", "responses_usage"]
