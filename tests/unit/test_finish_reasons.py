@@ -16,7 +16,7 @@ from retinue._stream import (
     finish_named,
 )
 from retinue.providers._anthropic_wire import anthropic_finish
-from retinue.providers._openai_chat import chat_finish
+from retinue.providers._openai_chat_stream import chat_finish
 from retinue.session import AssistantChunk, Event
 from retinue.session._codec import decode_event, encode_event
 

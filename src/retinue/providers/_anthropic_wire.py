@@ -40,8 +40,8 @@ from ._blocks import (
     loads_event,
     malformed,
 )
+from ._counts import optional_count, token_count
 from ._failures import ProviderConnectionError, ProviderError, stream_error
-from ._openai_chat import optional_count, token_count
 from ._replay import (
     EMPTY_TURN_TEXT,
     UNNAMED_TOOL,

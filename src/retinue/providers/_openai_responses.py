@@ -42,8 +42,8 @@ from ._blocks import (
     loads_event,
     malformed,
 )
+from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, stream_error
-from ._openai_chat import optional_count, token_count, uncached_input
 from ._replay import (
     UNNAMED_TOOL,
     ReplayIds,

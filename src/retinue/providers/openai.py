@@ -30,7 +30,8 @@ from ._http import (
     send_within,
     shown_url,
 )
-from ._openai_chat import ChatStreamDecoder, chat_request_body
+from ._openai_chat import chat_request_body
+from ._openai_chat_stream import ChatStreamDecoder
 from ._openai_responses import ResponsesStreamDecoder, responses_request_body
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client
 from ._urls import base_url_from, client_base_url
