@@ -32,7 +32,8 @@ from ._http import (
 )
 from ._openai_chat import chat_request_body
 from ._openai_chat_stream import ChatStreamDecoder
-from ._openai_responses import ResponsesStreamDecoder, responses_request_body
+from ._openai_responses import responses_request_body
+from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client
 from ._urls import base_url_from, client_base_url
 

@@ -1,0 +1,374 @@
+"""OpenAI Responses API streaming decoder and usage (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from typing import final
+
+import attrs
+
+from retinue._stream import (
+    ABORTED,
+    MAX_TOKENS,
+    STOP,
+    TOOL_CALLS,
+    Errored,
+    Finish,
+    FinishReason,
+    StreamChunk,
+    Usage,
+    UsageChunk,
+    finish_named,
+)
+
+from ._blocks import BlockTable, arguments_text, block_index, loads_event, malformed
+from ._counts import optional_count, token_count, uncached_input
+from ._failures import ProviderConnectionError, stream_error
+from ._sse import SseEvent
+
+__all__ = ["ResponsesStreamDecoder", "responses_usage"]
+
+JsonObject = dict[str, object]
+
+
+def _dict(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def responses_usage(usage: JsonObject) -> Usage:
+    """Map a Responses ``usage`` object to disjoint :class:`Usage` counts."""
+    input_details = _dict(usage.get("input_tokens_details"))
+    output_details = _dict(usage.get("output_tokens_details"))
+    cached = optional_count(input_details.get("cached_tokens"))
+    written = optional_count(input_details.get("cache_write_tokens"))
+    return Usage(
+        input_tokens=uncached_input(usage.get("input_tokens"), cached, written),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+        reasoning_tokens=optional_count(output_details.get("reasoning_tokens")),
+    )
+
+
+_PARAGRAPH = "\n\n"
+"""What separates two parts of a reasoning item's summary (each part is a paragraph)."""
+_MESSAGE_PARTS = frozenset({"output_text", "refusal"})
+"""The content parts of a message item (a reasoning item's parts are not its text)."""
+
+
+def _part_texts(parts: list[object]) -> list[tuple[int, str]]:
+    """Each content or summary part's text (or refusal), with its index, when it has some."""
+    texts = (
+        (index, _dict(part).get("text") or _dict(part).get("refusal"))
+        for index, part in enumerate(parts)
+    )
+    return [(index, text) for index, text in texts if isinstance(text, str) and text]
+
+
+def _incomplete_reason(reason: str) -> FinishReason:
+    """The finish of a response cut short for *reason* (``incomplete`` when none was given).
+
+    Only the token limit is a max-tokens cut: the loop drops that answer's
+    calls. Another reason (a message limit, a steer) finishes with its name,
+    as an unknown Chat Completions ``finish_reason`` does.
+    """
+    if reason == "max_output_tokens":
+        return MAX_TOKENS
+    if reason == "content_filter":
+        return Errored("the provider's content filter stopped the output", code="content_filter")
+    return finish_named(reason)
+
+
+@final
+@attrs.define(eq=False)
+class ResponsesStreamDecoder:
+    """Turn Responses API SSE events into stream chunks."""
+
+    _table: BlockTable = attrs.field(factory=BlockTable, init=False)
+    _finish: Finish | None = attrs.field(default=None, init=False)
+    _parts: dict[tuple[str, object], tuple[object, object]] = attrs.field(factory=dict, init=False)
+    _matched: set[Hashable] = attrs.field(factory=set, init=False)
+    """Blocks a complete item was matched to: no other complete content matches them."""
+    _latest_item: tuple[str, str | int] | None = attrs.field(default=None, init=False)
+    """Without ``output_index``: the key of the item now streaming."""
+    _item_ids: set[str] = attrs.field(factory=set, init=False)
+    _unnamed: int = attrs.field(default=0, init=False)
+    _signed: set[Hashable] = attrs.field(factory=set, init=False)
+    """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
+    _reasoning: Hashable | None = attrs.field(default=None, init=False)
+    """The signed reasoning block the calls completed next followed."""
+    done: bool = attrs.field(default=False, init=False)
+    """Whether a terminal event (completed, incomplete) was seen."""
+
+    def feed(self, event: SseEvent) -> list[StreamChunk]:
+        """Decode one event; raises :class:`ProviderStreamError` on ``error`` / ``response.failed``."""
+        payload = loads_event(event.data)
+        kind = payload.get("type")
+        table = self._table
+        output: object = payload.get("output_index")
+        if type(output) is not int:  # checked off the per-delta path
+            output = block_index(payload, "output_index", "responses")
+            if output is None:
+                output = self._item_key(payload, kind)
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            part = payload.get("content_index")
+            if type(part) is not int:
+                part = block_index(payload, "content_index", "responses")
+            key = ("text", output, part)
+            return [table.text(key, _str(payload.get("delta")) or "")]
+        if kind == "response.function_call_arguments.delta":
+            return [table.tool_call(("call", output), None, None, _str(payload.get("delta")) or "")]
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            return [self._reasoning_delta(output, payload)]
+        if kind == "response.output_item.added":
+            return self._item_added(output, _dict(payload.get("item")))
+        if kind == "response.output_item.done":
+            return self._item_done(output, _dict(payload.get("item")))
+        if kind == "response.content_part.done":
+            return self._content_part_done(output, payload)
+        if kind in ("response.completed", "response.incomplete"):
+            return self._terminal(_dict(payload.get("response")))
+        if kind == "response.failed":
+            failure = _dict(payload.get("response")).get("error")
+            raise stream_error(failure, where="responses")
+        if kind == "error":
+            raise stream_error(payload.get("error") or payload, where="responses")
+        return []
+
+    def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | None:
+        """Without an ``output_index``, the item an event is about keys its blocks.
+
+        Two calls keyed by nothing would be one block, the first call lost.
+        Items stream one after another: an item event (``item`` in it) names
+        the item now streaming by its id, or starts an unnamed one when it adds
+        an item without an id. Another event's ``item_id`` is followed only
+        when an item event named that id; else the event is about the item
+        now streaming.
+        """
+        item = payload.get("item")
+        if isinstance(item, dict):
+            item_id = item.get("id")
+            if isinstance(item_id, str) and item_id:
+                self._item_ids.add(item_id)
+                self._latest_item = ("item", item_id)
+            elif kind == "response.output_item.added":
+                self._unnamed += 1
+                self._latest_item = ("unnamed-item", self._unnamed)
+            return self._latest_item
+        item_id = payload.get("item_id")
+        if isinstance(item_id, str) and item_id in self._item_ids:
+            self._latest_item = ("item", item_id)
+        return self._latest_item
+
+    def _reasoning_delta(self, output: object, payload: JsonObject) -> StreamChunk:
+        """A reasoning delta; a new summary or content part starts a new paragraph."""
+        key = ("reasoning", output)
+        part = (payload.get("summary_index"), payload.get("content_index"))
+        delta = _str(payload.get("delta")) or ""
+        if self._table.has(key) and self._parts.get(key) != part:
+            delta = _PARAGRAPH + delta
+        self._parts[key] = part
+        return self._table.reasoning(key, delta)
+
+    def _item_added(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        if item.get("type") != "function_call":
+            return []
+        call_id, name = _str(item.get("call_id")), _str(item.get("name"))
+        return [self._table.tool_call(("call", output), call_id, name, "")]
+
+    def _item_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        """A completed output item: its content, unless deltas already streamed it.
+
+        Some compatible servers send no deltas: each item only complete (an
+        ``output_item.done``), or only in the completed response's ``output``.
+        """
+        kind = item.get("type")
+        if kind == "function_call":
+            return self._call_done(output, item) + self._link_call(item)
+        if kind == "message":
+            # Calls after an answer's text follow it, not the reasoning: they are not linked.
+            self._reasoning = None
+            return self._message_done(output, _list(item.get("content")))
+        if kind == "reasoning":
+            return self._reasoning_done(output, item)
+        return []
+
+    def _settle(self, key: Hashable, block_type: str, content: str | None) -> Hashable | None:
+        """The key of the block deltas streamed a complete item or part into, or ``None``.
+
+        Deltas may be keyed otherwise than the complete item (a server leaving
+        out ``output_index``, or counting ``content_index`` from 1): a block
+        holding the same *content* (a call's id), not matched to a complete
+        item yet, is the same block. The block found, or *key*, is matched now.
+        """
+        found = key if self._table.has(key) else None
+        if found is None and content is not None:
+            found = self._table.find(block_type, content, self._matched)
+        self._matched.add(key if found is None else found)
+        return found
+
+    def _call_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        """A completed call's final arguments win; one first seen here opens with them all."""
+        call_id, name = _str(item.get("call_id")), _str(item.get("name"))
+        sent = item.get("arguments")
+        # None: the arguments are the deltas'. An object (some servers) is kept too.
+        arguments = None if sent is None else arguments_text(sent, "responses", call_id or name)
+        out: list[StreamChunk] = []
+        key = self._settle(("call", output), "tool-call", call_id)
+        if key is None:
+            key = ("call", output)
+            out.append(self._table.tool_call(key, call_id, name, arguments or ""))
+        self._table.finish_tool_call(key, call_id, name, arguments)
+        return out
+
+    def _message_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
+        """A completed message: each part's text that no delta streamed, in part order."""
+        whole = ("text", output, None)
+        if self._table.has(whole):
+            # Deltas without a content_index streamed the whole item into one block.
+            self._matched.add(whole)
+            return []
+        out: list[StreamChunk] = []
+        for index, text in _part_texts(parts):
+            key = ("text", output, index)
+            if self._settle(key, "text", text) is None:
+                out.append(self._table.text(key, text))
+        return out
+
+    def _content_part_done(self, output: object, payload: JsonObject) -> list[StreamChunk]:
+        """A completed message part that streamed no delta: its text, before the next part's."""
+        part, index = _dict(payload.get("part")), payload.get("content_index")
+        kind = part.get("type")
+        if kind is not None and type(kind) is not str:
+            raise malformed(f"response.content_part.done: part.type is not a string: {kind!r}")
+        if type(index) is not int or kind not in _MESSAGE_PARTS:
+            return []
+        table, key = self._table, ("text", output, index)
+        if table.has(key) or table.has(("text", output, None)):
+            return []
+        texts = _part_texts([part])
+        # A block of deltas keyed otherwise may hold this part: it is left for the item's
+        # output_item.done to match, which counts the parts by their place in its content.
+        if not texts or table.find("text", texts[0][1], self._matched) is not None:
+            return []
+        self._matched.add(key)
+        return [table.text(key, texts[0][1])]
+
+    def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        """A completed reasoning item: its text, unless deltas streamed it, and the item.
+
+        The item itself, as a line of JSON, signs the block (see
+        :func:`responses_reasoning_item`), and each function call completed
+        after it adds its ids: the next request of the turn sends them back
+        together. Its ``encrypted_content`` is complete only here. An item
+        without a summary (none was asked for) is still a block, empty.
+        """
+        key = ("reasoning", output)
+        parts = _list(item.get("summary")) or _list(item.get("content"))
+        text = _PARAGRAPH.join(text for _, text in _part_texts(parts))
+        found = self._settle(key, "reasoning", text or None)
+        block = key if found is None else found
+        signature = self._signature(block, item)
+        self._reasoning = block if block in self._signed else None
+        if found is not None:
+            return [self._table.reasoning(found, "", signature)] if signature else []
+        if not text and signature is None:
+            return []
+        return [self._table.reasoning(key, text, signature)]
+
+    def _signature(self, key: Hashable, item: JsonObject) -> str | None:
+        """The item as the signature of the block at *key*; ``None`` for an item without an
+        id (the API needs it back), or when that block is signed already."""
+        if not _str(item.get("id")) or key in self._signed:
+            return None
+        try:
+            signature = json.dumps(item, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN from a compatible server: JSON cannot write it back
+            return None
+        self._signed.add(key)
+        return signature
+
+    def _link_call(self, item: JsonObject) -> list[StreamChunk]:
+        """The ids of a completed call, added to the signature of the reasoning before it."""
+        call_id, item_id = _str(item.get("call_id")), _str(item.get("id"))
+        if self._reasoning is None or not call_id or not item_id:
+            return []
+        link = json.dumps({"call_id": call_id, "id": item_id}, separators=(",", ":"))
+        return [self._table.reasoning(self._reasoning, "", "\n" + link)]
+
+    def _terminal(self, response: JsonObject) -> list[StreamChunk]:
+        """The response's end: its ``output`` when nothing streamed, usage, the finish.
+
+        Raises:
+            ProviderStreamError: the response's status is ``failed``.
+        """
+        if response.get("status") == "failed":
+            # A failed response is no answer, whichever event (or whole body) brought it.
+            raise stream_error(response.get("error"), where="responses")
+        self.done = True
+        out: list[StreamChunk] = []
+        if not self._table:
+            # Only a server that streamed no item sends its answer here alone. After a
+            # streamed one, positions in this list need not match the stream's
+            # output_index (a server may leave it out): replaying would double.
+            for position, item in enumerate(_list(response.get("output"))):
+                out.extend(self._item_done(position, _dict(item)))
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            self._table.usage = responses_usage(usage)
+        self._finish = Finish(self._end_reason(response))
+        return out
+
+    def _end_reason(self, response: JsonObject) -> FinishReason:
+        """The finish a final response's ``status`` and ``incomplete_details`` give."""
+        status = response.get("status")
+        if status == "cancelled":
+            # Cancelled at the provider, not by the loop: the output is partial, no stop.
+            return ABORTED
+        reason = _dict(response.get("incomplete_details")).get("reason")
+        if status == "incomplete" or reason is not None:
+            return _incomplete_reason(_str(reason) or "incomplete")
+        return TOOL_CALLS if self._table.has_tool_calls else STOP
+
+    def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
+        """Decode a whole non-streaming response object.
+
+        Raises:
+            ProviderStreamError: the body is an error object (a failed response,
+                with or without its error, or a proxy's error sent with status
+                200) or has no ``output``.
+        """
+        if payload.get("error") or payload.get("status") == "failed":
+            # A failed response may carry no error object: it is still no answer.
+            raise stream_error(payload.get("error"), where="responses")
+        if not isinstance(payload.get("output"), list):
+            raise malformed("the responses response has no output list")
+        self._terminal(payload)
+        return []
+
+    def close(self) -> list[StreamChunk]:
+        """End the stream: block ends, usage, finish.
+
+        Raises:
+            ProviderConnectionError: the stream ended before a terminal event.
+        """
+        if self._finish is None:
+            raise ProviderConnectionError(
+                "the responses stream ended before it was complete",
+                code="STREAM_TRUNCATED",
+                retryable=True,
+            )
+        out: list[StreamChunk] = list(self._table.end_all())
+        if self._table.usage is not None:
+            out.append(UsageChunk(self._table.usage))
+        out.append(self._finish)
+        return out
