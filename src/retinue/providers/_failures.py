@@ -45,7 +45,13 @@ __all__ = [
     "throttles",
 ]
 
-RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+RETRYABLE_STATUSES = frozenset({408, 409, 429, *range(500, 600)} - {501, 505})
+"""The statuses retried by default: those the official SDKs retry (408, 409, 429 and every
+5xx, the 520 to 524 of the proxies in front of the APIs included), but 501 and 505.
+
+Those two say the server cannot serve the request at all (its method or its
+HTTP version): every retry would get the same answer, after the backoff.
+"""
 QUOTA_EXHAUSTED = "QUOTA_EXHAUSTED"
 """The code of a failure that says the account's quota or credit is spent.
 

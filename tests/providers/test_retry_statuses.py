@@ -1,0 +1,79 @@
+"""The default retry policy retries the statuses the official SDKs retry, over real HTTP.
+
+The openai and anthropic SDKs retry 408, 409, 429 and every status from 500;
+the proxies in front of their APIs send Cloudflare's 520 to 524 for a
+transient failure of the origin. Only 501 and 505, which no retry can mend,
+are final.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from retinue.providers import ProviderStatusError, RetryNotice, RetryPolicy, manage
+from retinue.providers.mock import MockReply, RawReply, ScriptedPolicy, open_mock_server
+
+from .support import collect, make_request, served_by
+
+# A real deadline: the adapter talks to the server over a socket, which a virtual
+# clock would jump past. No retry waits, so none comes near it.
+DEADLINE = 10.0
+APIS = ["chat", "responses", "messages"]
+PLAIN = (("content-type", "text/plain; charset=UTF-8"),)
+
+
+def _cloudflare(status: int) -> RawReply:
+    """The plain-text page Cloudflare answers with when the origin fails."""
+    return RawReply(status, PLAIN, f"error code: {status}".encode())
+
+
+async def _attempts(api: str, status: int) -> tuple[list[RetryNotice], int, str]:
+    """Stream one request through ``manage`` with the default statuses; the notices,
+    the calls the server saw and the answer's text."""
+    notices: list[RetryNotice] = []
+    # The default policy's statuses; no backoff, so a retry goes out at once.
+    policy = RetryPolicy(base_delay=0.0)
+    script = ScriptedPolicy([_cloudflare(status), MockReply(text="recovered")])
+    with trio.fail_after(DEADLINE):
+        async with open_mock_server(script) as server, served_by(api, server) as raw:
+            model = manage(raw, retry=policy, on_retry=notices.append)
+            collected = await collect(model, make_request("hi"))
+            calls = len(server.calls)
+    text = "".join(getattr(block, "text", "") for block in collected.message.content)
+    return notices, calls, text
+
+
+@pytest.mark.parametrize("status", [520, 521, 522, 523, 524, 507])
+@pytest.mark.parametrize("api", APIS)
+async def test_the_default_policy_retries_a_transient_5xx_the_sdks_retry(
+    api: str, status: int
+) -> None:
+    """A Cloudflare 52x (or another 5xx the SDKs retry) is retried, and the retry's
+    answer is the stream's."""
+    notices, calls, text = await _attempts(api, status)
+    assert [(n.status, n.code) for n in notices] == [(status, f"HTTP_{status}")]
+    assert (calls, text) == (2, "recovered")
+
+
+@pytest.mark.parametrize("status", [501, 505])
+@pytest.mark.parametrize("api", APIS)
+async def test_the_default_policy_leaves_a_5xx_no_retry_mends_final(api: str, status: int) -> None:
+    """501 (not implemented) and 505 (HTTP version refused) say the server cannot serve
+    this request at all: the error is final, after one call."""
+    notices: list[RetryNotice] = []
+    script = ScriptedPolicy([_cloudflare(status), MockReply(text="never")])
+    with trio.fail_after(DEADLINE):
+        async with open_mock_server(script) as server, served_by(api, server) as raw:
+            model = manage(raw, retry=RetryPolicy(base_delay=0.0), on_retry=notices.append)
+            with pytest.raises(ProviderStatusError) as caught:
+                await collect(model, make_request("hi"))
+            calls = len(server.calls)
+    assert (caught.value.status, caught.value.retryable) == (status, False)
+    assert (notices, calls) == ([], 1)
+
+
+def test_the_default_statuses_are_those_the_sdks_retry_but_501_and_505() -> None:
+    """``RetryPolicy().retryable_statuses`` is 408, 409, 429 and 500 to 599 but 501 and 505."""
+    expected = {408, 409, 429} | set(range(500, 600))
+    assert RetryPolicy().retryable_statuses == expected - {501, 505}
