@@ -60,8 +60,16 @@ though OpenAI sends it as a 429.
 """
 _QUOTA_NAME = "insufficient_quota"
 _MODEL_NOT_FOUND = "model_not_found"
+# Anthropic's timeout_error is its 504, which the default statuses retry.
 RETRYABLE_STREAM_CODES = frozenset(
-    {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
+    {
+        "overloaded_error",
+        "api_error",
+        "rate_limit_error",
+        "timeout_error",
+        "server_error",
+        "rate_limit_exceeded",
+    }
 )
 _THROTTLING_STATUSES = frozenset({429, 529})
 # The same signals sent as an error event inside a 200 stream (Anthropic's
