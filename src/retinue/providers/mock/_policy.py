@@ -144,11 +144,23 @@ class ScriptedPolicy:
 
 
 def load_exchange(path: str | Path) -> dict[str, object]:
-    """Load one recorded exchange (the fixtures' JSON format)."""
-    with Path(path).open(encoding="utf-8") as handle:
-        exchange = json.load(handle)
-    if not isinstance(exchange, dict) or "response" not in exchange:
-        raise ValueError(f"{path} is not a recorded exchange")
+    """Load one recorded exchange (the fixtures' JSON format).
+
+    Raises:
+        ValueError: the file holds no JSON object, or one the mock server cannot
+            replay as recorded (see :meth:`RawReply.from_fixture`), naming the file.
+    """
+    try:
+        with Path(path).open(encoding="utf-8") as handle:
+            exchange = json.load(handle)
+    except ValueError as exc:  # JSON, or UTF-8, that does not decode
+        raise ValueError(f"{path} is not a recorded exchange: {exc}") from exc
+    if not isinstance(exchange, dict):
+        raise ValueError(f"{path} is not a recorded exchange: it holds no JSON object")
+    try:
+        RawReply.from_fixture(exchange)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
     return exchange
 
 

@@ -304,16 +304,37 @@ class RawReply:
 
     @classmethod
     def from_fixture(cls, exchange: Mapping[str, object]) -> RawReply:
-        """Build from a recorded-exchange JSON object (``response.status/headers/body``)."""
-        response = exchange["response"]
-        assert isinstance(response, dict)
+        """Build from a recorded-exchange JSON object (``response.status/headers/body``).
+
+        Raises:
+            ValueError: the exchange has no ``response`` object, or its ``status``
+                is no HTTP status, its ``headers`` no object of strings or its
+                ``body`` no string (the text as recorded: a body stored parsed
+                would be served as other bytes); the message names the field.
+        """
+        response = exchange.get("response")
+        if not isinstance(response, Mapping):
+            raise _not_replayable("response", "an object", response)
+        status = response.get("status")
+        if type(status) is not int or not 100 <= status <= 599:
+            raise _not_replayable("response.status", "an HTTP status from 100 to 599", status)
         headers = response.get("headers") or {}
-        assert isinstance(headers, dict)
-        return cls(
-            int(response["status"]),
-            tuple((str(k), str(v)) for k, v in headers.items()),
-            str(response["body"]).encode("utf-8"),
-        )
+        if not isinstance(headers, Mapping):
+            raise _not_replayable("response.headers", "an object of strings", headers)
+        for name, value in headers.items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise _not_replayable(f"response.headers[{name!r}]", "a string", value)
+        body = response.get("body")
+        if not isinstance(body, str):
+            raise _not_replayable("response.body", "the response text, a string", body)
+        return cls(status, tuple(headers.items()), body.encode("utf-8"))
+
+
+def _not_replayable(field: str, expected: str, value: object) -> ValueError:
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return ValueError(f"the recorded exchange's {field} must be {expected}, not {shown}")
 
 
 def check_fault_kind(kind: object) -> None:
