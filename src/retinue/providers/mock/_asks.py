@@ -11,7 +11,7 @@ ToolChoice: TypeAlias = tuple[Literal["auto", "none", "required"], tuple[str, ..
 """Whether the reply may, must not or must call a tool, and the names it may call from
 (``None``: any offered): a forced tool is ``("required", (name,))``."""
 
-_MODES: dict[object, Literal["auto", "none", "required"]] = {
+_MODES: dict[str, Literal["auto", "none", "required"]] = {
     "auto": "auto",
     "none": "none",
     "required": "required",
@@ -28,7 +28,7 @@ def tool_choice(api: str, body: Mapping[str, object]) -> ToolChoice:
     """
     choice = body.get("tool_choice")
     if isinstance(choice, str):
-        return _MODES.get(choice, "auto"), None
+        return _mode(choice), None
     if not isinstance(choice, dict):
         return "auto", None
     kind = choice.get("type")
@@ -36,7 +36,7 @@ def tool_choice(api: str, body: Mapping[str, object]) -> ToolChoice:
         name = choice.get("name")
         if kind == "tool" and isinstance(name, str):
             return "required", (name,)
-        return _MODES.get(kind, "auto"), None
+        return _mode(kind), None
     if kind == "function":
         name = _function_name(choice)
         return ("required", (name,)) if name is not None else ("auto", None)
@@ -45,8 +45,14 @@ def tool_choice(api: str, body: Mapping[str, object]) -> ToolChoice:
         allowed = choice.get("allowed_tools", choice)
         if isinstance(allowed, dict) and isinstance(tools := allowed.get("tools"), list):
             names = tuple(n for tool in tools if (n := _function_name(tool)) is not None)
-            return _MODES.get(allowed.get("mode"), "auto"), names
+            return _mode(allowed.get("mode")), names
     return "auto", None
+
+
+def _mode(value: object) -> Literal["auto", "none", "required"]:
+    """The mode *value* names; ``auto`` for any other value (an object or a list too,
+    which a lookup would refuse as unhashable)."""
+    return _MODES.get(value, "auto") if isinstance(value, str) else "auto"
 
 
 def _function_name(tool: object) -> str | None:

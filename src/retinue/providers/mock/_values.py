@@ -184,8 +184,12 @@ class MockCall:
         return items[start:]
 
 
-_ASSISTANT_ITEMS = frozenset({"function_call", "reasoning"})
-"""Responses input items the model produced, besides messages with the assistant role."""
+_ASSISTANT_ITEMS = ("function_call", "reasoning")
+"""Responses input items the model produced, besides messages with the assistant role.
+
+A tuple: its ``in`` compares, where a set would hash, and an item's ``type``
+may be an object or a list.
+"""
 
 
 def _is_assistant_turn(item: JsonObject) -> bool:
