@@ -250,7 +250,8 @@ async def decode_response(
     terminal event arrives; the rest of the body is then read for at most
     ``DRAIN_SECONDS``. The caller owns (and closes) *response*.
     """
-    if response.headers.get("content-type", "").startswith("application/json"):
+    # Media types are case-insensitive: a server may write Application/JSON.
+    if response.headers.get("content-type", "").lower().startswith("application/json"):
         payload = loads_event(await _whole_body(response, read_timeout, provider))
         for chunk in (*decoder.feed_body(payload), *decoder.close()):
             yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back

@@ -1,0 +1,33 @@
+"""A response's media type is read without regard to case, as HTTP has it."""
+
+from __future__ import annotations
+
+import pytest
+
+from retinue._stream import Finish
+
+from .support import load, serve_once
+
+WHOLE = {
+    "chat": "chat_nonstream_finish_length.json",
+    "responses": "responses_nonstream_function_calls.json",
+    "messages": "messages_nonstream_max_tokens.json",
+}
+
+
+@pytest.mark.parametrize("media_type", ["Application/JSON", "APPLICATION/JSON; charset=UTF-8"])
+@pytest.mark.parametrize("api", sorted(WHOLE))
+async def test_a_whole_json_answer_is_read_whatever_the_case_of_its_media_type(
+    api: str, media_type: str
+) -> None:
+    """R10.3: a recorded non-streamed answer whose ``content-type`` spells
+    ``application/json`` in capitals is decoded as the lower-case one is, not taken for an
+    event stream that carried no event."""
+    body = load(WHOLE[api])["response"]["body"].encode()
+    expected = await serve_once(api, body, (("content-type", "application/json"),))
+    got = await serve_once(api, body, (("content-type", media_type),))
+    assert isinstance(got.chunks[-1], Finish)
+    assert expected.message.content
+    assert got.message.content == expected.message.content
+    assert got.assembler.finish == expected.assembler.finish
+    assert got.assembler.usage == expected.assembler.usage
