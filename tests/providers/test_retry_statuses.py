@@ -8,6 +8,8 @@ are final.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 
@@ -77,3 +79,45 @@ def test_the_default_statuses_are_those_the_sdks_retry_but_501_and_505() -> None
     """``RetryPolicy().retryable_statuses`` is 408, 409, 429 and 500 to 599 but 501 and 505."""
     expected = {408, 409, 429} | set(range(500, 600))
     assert RetryPolicy().retryable_statuses == expected - {501, 505}
+
+
+@pytest.mark.parametrize(
+    ("statuses", "error", "named"),
+    [
+        ("503", TypeError, "'503'"),
+        (503, TypeError, "503"),
+        (None, TypeError, "None"),
+        ({429: True}, TypeError, "{429: True}"),
+        ([429, "503"], TypeError, "'503'"),
+        ([429, True], TypeError, "True"),
+        ([429.0], TypeError, "429.0"),
+        ([429, 42], ValueError, "42"),
+        ([600], ValueError, "600"),
+    ],
+    ids=[
+        "text",
+        "one-int",
+        "none",
+        "mapping",
+        "text-item",
+        "bool",
+        "float",
+        "below-100",
+        "above-599",
+    ],
+)
+def test_retry_policy_refuses_statuses_that_are_no_http_statuses(
+    statuses: Any, error: type[Exception], named: str
+) -> None:
+    """``retryable_statuses`` holds HTTP statuses: a string (a set of its characters
+    before) or an item that is no int from 100 to 599, which no response's status would
+    ever equal, is refused naming the field and the value."""
+    with pytest.raises(error, match=r"RetryPolicy\.retryable_statuses") as caught:
+        RetryPolicy(retryable_statuses=statuses)
+    assert named in str(caught.value)
+
+
+def test_retry_policy_takes_statuses_from_any_collection() -> None:
+    """A set, a list, a tuple, a range or a generator of statuses is taken as a set."""
+    for statuses in ({429, 503}, [429, 503], (429, 503), range(429, 430), (s for s in [429])):
+        assert 429 in RetryPolicy(retryable_statuses=statuses).retryable_statuses

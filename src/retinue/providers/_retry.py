@@ -8,7 +8,7 @@ from typing import final
 
 import attrs
 
-from retinue._checks import finite_number_error, positive_int_error
+from retinue._checks import collection_error, finite_number_error, positive_int_error
 from retinue._errors import ModelError
 
 from ._failures import RETRYABLE_STATUSES, ProviderError, retry_verdict
@@ -35,7 +35,23 @@ def _finite_seconds(_instance: object, attribute: attrs.Attribute[float], value:
 
 def _statuses(values: Iterable[int]) -> frozenset[int]:
     # A typed converter: with a bare ``frozenset`` type checkers cannot type the argument.
-    return frozenset(values)
+    # A status no response has ("503", a string of them) would never be retried, unsaid.
+    if collection_error(values) is not None:
+        raise TypeError(
+            f"RetryPolicy.retryable_statuses must be a collection of HTTP statuses, not {values!r}"
+        )
+    statuses = tuple(values)
+    for status in statuses:
+        if type(status) is not int:
+            raise TypeError(
+                f"RetryPolicy.retryable_statuses must hold int HTTP statuses, not {status!r}"
+            )
+        if not 100 <= status <= 599:
+            raise ValueError(
+                "RetryPolicy.retryable_statuses must hold HTTP statuses from 100 to 599, "
+                f"not {status!r}"
+            )
+    return frozenset(statuses)
 
 
 @final
