@@ -581,7 +581,10 @@ async def test_mock_streams_scripted_non_json_arguments_verbatim(api: str) -> No
 
 async def test_mock_render_failure_answers_500_and_keeps_serving() -> None:
     """A reply the mock cannot render fails its own request with HTTP 500; the server lives on."""
-    broken = MockReply(tool_calls=(MockToolCall("lookup", None),))  # type: ignore[arg-type]
+    call = MockToolCall("lookup", "{}")
+    # A value no reply can be built with, set past the checks: the render fails.
+    object.__setattr__(call, "arguments", None)
+    broken = MockReply(tool_calls=(call,))
     policy = ScriptedPolicy([broken, MockReply(text="still here")])
     with trio.fail_after(REAL_DEADLINE):
         async with open_mock_server(policy) as server, served_by("messages", server) as model:

@@ -9,10 +9,14 @@ from typing import TypeAlias, final
 
 import attrs
 
+from retinue._checks import collection_error
+
 from ._examples import WORDS, example_arguments
+from ._fields import check_chunks, check_tool_call_count
 from ._render import JSON_HEADERS, error_body
 from ._values import (
     FAULT_KINDS,
+    Endless,
     Fault,
     FaultKind,
     MockCall,
@@ -63,8 +67,8 @@ class EchoPolicy:
     the order concurrent requests arrive in.
     """
 
-    chunks: int = 4
-    max_tool_calls: int = 2
+    chunks: int = attrs.field(default=4, validator=check_chunks)
+    max_tool_calls: int = attrs.field(default=2, validator=check_tool_call_count)
     seed: int = 0
 
     def __call__(self, call: MockCall) -> MockResponse:
@@ -103,7 +107,17 @@ class EchoPolicy:
 
 
 def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ...]:
-    return tuple(responses)
+    # Checked when built: served, another object failed its request with a 500.
+    if collection_error(responses) is not None:
+        raise TypeError(f"ScriptedPolicy.responses must be mock responses, not {responses!r}")
+    found = tuple(responses)
+    for response in found:
+        if not isinstance(response, MockReply | RawReply | Fault | Endless):
+            raise TypeError(
+                "ScriptedPolicy.responses must be MockReply, RawReply, Fault or Endless "
+                f"values, not {response!r}"
+            )
+    return found
 
 
 def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:

@@ -11,9 +11,18 @@ from typing import Any, Literal, TypeAlias, final
 
 import attrs
 
-from retinue._checks import finite_number_error
+from retinue._checks import collection_error, finite_number_error
 
 from ._asks import ToolChoice, output_limit, parallel_calls, tool_choice
+from ._fields import (
+    check_chunks,
+    check_optional_str,
+    check_pause,
+    check_status,
+    check_str,
+    check_token_count,
+    header_pairs,
+)
 
 __all__ = [
     "Delay",
@@ -245,16 +254,26 @@ def _text_of(content: object) -> str:
 @final
 @attrs.frozen
 class MockToolCall:
-    """A tool call the mock model makes; ``arguments`` is raw JSON text."""
+    """A tool call the mock model makes; ``arguments`` is raw JSON text.
 
-    name: str
-    arguments: str
-    id: str | None = None
+    Raises:
+        TypeError: *name* or *arguments* is no ``str``, or *id* neither ``None`` nor one.
+    """
+
+    name: str = attrs.field(validator=check_str)
+    arguments: str = attrs.field(validator=check_str)
+    id: str | None = attrs.field(default=None, validator=check_optional_str)
 
 
 def _calls(calls: Iterable[MockToolCall]) -> tuple[MockToolCall, ...]:
     """A reply's calls as a tuple, however given: the reply stays hashable and unchanged."""
-    return tuple(calls)
+    if collection_error(calls) is not None:
+        raise TypeError(f"MockReply.tool_calls must be MockToolCalls, not {calls!r}")
+    found = tuple(calls)
+    for call in found:
+        if not isinstance(call, MockToolCall):
+            raise TypeError(f"MockReply.tool_calls must be MockToolCalls, not {call!r}")
+    return found
 
 
 @final
@@ -265,15 +284,19 @@ class MockReply:
     ``chunks`` is how many pieces the text is streamed in (arguments and
     reasoning get a few pieces each). ``finish`` is ``stop``, ``tool_calls`` or
     ``length``; by default it is ``tool_calls`` when there are calls.
+
+    Raises:
+        TypeError, ValueError: a field is of another type, a token count is
+            negative or ``chunks`` is below 1; the message names the field.
     """
 
-    text: str = ""
+    text: str = attrs.field(default="", validator=check_str)
     tool_calls: tuple[MockToolCall, ...] = attrs.field(default=(), converter=_calls)
-    reasoning: str = ""
-    finish: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    chunks: int = 4
+    reasoning: str = attrs.field(default="", validator=check_str)
+    finish: str | None = attrs.field(default=None, validator=check_optional_str)
+    input_tokens: int | None = attrs.field(default=None, validator=check_token_count)
+    output_tokens: int | None = attrs.field(default=None, validator=check_token_count)
+    chunks: int = attrs.field(default=4, validator=check_chunks)
 
     @property
     def finish_name(self) -> str:
@@ -288,7 +311,13 @@ _FRAMING = frozenset({"content-length", "transfer-encoding"})
 
 
 def _unframed(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    return tuple((name, value) for name, value in headers if name.lower() not in _FRAMING)
+    pairs = header_pairs(headers, "RawReply.headers")
+    return tuple((name, value) for name, value in pairs if name.lower() not in _FRAMING)
+
+
+def _bytes(_instance: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bytes):
+        raise TypeError(f"RawReply.body must be bytes, not {type(value).__name__} {value!r:.60}")
 
 
 @final
@@ -300,11 +329,15 @@ class RawReply:
     the server frames the body itself. ``content-encoding`` is kept, as it
     describes the body bytes (a body that claims an encoding it does not have
     tests a client's handling of a broken proxy).
+
+    Raises:
+        TypeError, ValueError: *status* is no HTTP status (an int from 100 to
+            599), *headers* no ``(name, value)`` pairs of str, or *body* no bytes.
     """
 
-    status: int
+    status: int = attrs.field(validator=check_status)
     headers: tuple[tuple[str, str], ...] = attrs.field(converter=_unframed)
-    body: bytes
+    body: bytes = attrs.field(validator=_bytes)
 
     @classmethod
     def from_fixture(cls, exchange: Mapping[str, object]) -> RawReply:
@@ -362,12 +395,16 @@ class Fault:
     ``retry_after`` (seconds) goes into ``Retry-After`` and ``retry-after-ms``
     of 429/529 responses. Stream faults (``stream_error``, ``truncated``,
     ``malformed``, ``stall``) start a normal 200 stream of ``reply`` first.
-    A kind not in :data:`FAULT_KINDS` is refused with ``ValueError``.
+    A kind not in :data:`FAULT_KINDS` is refused with ``ValueError``, and so is
+    a ``retry_after`` that is no finite number of seconds >= 0 (or ``None``).
     """
 
     kind: FaultKind = attrs.field(validator=_valid_kind)
-    retry_after: float | None = 1.0
-    reply: MockReply = MockReply(text="partial answer that will not finish", chunks=4)
+    retry_after: float | None = attrs.field(default=1.0, validator=check_pause)
+    reply: MockReply = attrs.field(
+        default=MockReply(text="partial answer that will not finish", chunks=4),
+        validator=attrs.validators.instance_of(MockReply),
+    )
 
 
 def _valid_delay(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

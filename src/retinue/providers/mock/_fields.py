@@ -1,0 +1,107 @@
+"""Checks of the mock's reply fields: each refuses a bad value when the reply is built.
+
+Rendered per request, a bad value failed only that request, with a 500 the
+test under way took for the server's; or it was served as something else (a
+name of ``5`` as an unnamed call, a status of 99 as no HTTP status).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from retinue._checks import collection_error, finite_number_error
+
+__all__ = [
+    "check_chunks",
+    "check_optional_str",
+    "check_pause",
+    "check_status",
+    "check_str",
+    "check_token_count",
+    "check_tool_call_count",
+    "header_pairs",
+]
+
+
+def _name(instance: object, attribute: attrs.Attribute[Any]) -> str:
+    return f"{type(instance).__name__}.{attribute.name}"
+
+
+def check_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a value that is no ``str``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{_name(instance, attribute)} must be a str, not {value!r}")
+
+
+def check_optional_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a value that is neither ``None`` nor a ``str``."""
+    if value is not None:
+        check_str(instance, attribute, value)
+
+
+def check_token_count(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a value that is neither ``None`` nor an ``int`` of at least 0."""
+    if value is None:
+        return
+    if type(value) is not int:
+        raise TypeError(f"{_name(instance, attribute)} must be an int or None, not {value!r}")
+    if value < 0:
+        raise ValueError(f"{_name(instance, attribute)} must be at least 0, not {value!r}")
+
+
+def check_chunks(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a piece count that is no ``int`` of at least 1."""
+    if type(value) is not int:
+        raise TypeError(f"{_name(instance, attribute)} must be an int, not {value!r}")
+    if value < 1:
+        raise ValueError(f"{_name(instance, attribute)} must be at least 1, not {value!r}")
+
+
+def check_tool_call_count(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a count of calls that is no ``int`` of at least 0."""
+    if type(value) is not int:
+        raise TypeError(f"{_name(instance, attribute)} must be an int, not {value!r}")
+    if value < 0:
+        raise ValueError(f"{_name(instance, attribute)} must be at least 0, not {value!r}")
+
+
+def check_pause(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a wait that is neither ``None`` nor a finite number of seconds >= 0."""
+    if value is None:
+        return
+    error = finite_number_error(value, zero=True)
+    if error is not None:
+        expected = "a number of seconds or None" if error is TypeError else "finite and >= 0"
+        raise error(f"{_name(instance, attribute)} must be {expected}, not {value!r}")
+
+
+def check_status(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse a value that is no HTTP status: an ``int`` from 100 to 599."""
+    if type(value) is not int:
+        raise TypeError(f"{_name(instance, attribute)} must be an int, not {value!r}")
+    if not 100 <= value <= 599:
+        raise ValueError(f"{_name(instance, attribute)} must be from 100 to 599, not {value!r}")
+
+
+def header_pairs(headers: Iterable[object], where: str) -> tuple[tuple[str, str], ...]:
+    """*headers* as a tuple of ``(name, value)`` string pairs.
+
+    Raises:
+        TypeError: *headers* is no collection of such pairs (a mapping, say), naming *where*.
+    """
+    if collection_error(headers) is not None:
+        raise TypeError(f"{where} must be (name, value) pairs, not {headers!r}")
+    pairs: list[tuple[str, str]] = []
+    for pair in headers:
+        if not (
+            isinstance(pair, tuple | list)
+            and len(pair) == 2
+            and isinstance(pair[0], str)
+            and isinstance(pair[1], str)
+        ):
+            raise TypeError(f"{where} must be (name, value) pairs of str, not {pair!r}")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
