@@ -938,3 +938,25 @@ async def test_a_long_tool_description_is_sent_whole(api: str) -> None:
         async with _adapter(api, server) as model:
             await collect(model, make_request("hi", tools=[described]))
     assert described.description in json.dumps(server.calls[0].body)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [
+        ({"default_max_tokens": 0}, ValueError, "default_max_tokens"),
+        ({"default_max_tokens": -1}, ValueError, "default_max_tokens"),
+        ({"default_max_tokens": "4096"}, TypeError, "default_max_tokens"),
+        ({"default_max_tokens": 4096.0}, TypeError, "default_max_tokens"),
+        ({"thinking_budget": "2048"}, TypeError, "thinking_budget"),
+        ({"thinking_budget": True}, TypeError, "thinking_budget"),
+    ],
+    ids=["zero", "negative", "text", "float", "budget-text", "budget-bool"],
+)
+def test_anthropic_model_refuses_token_settings_that_are_no_counts(
+    options: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    """A ``default_max_tokens`` or ``thinking_budget`` that is no int of at least 1 is
+    refused when the adapter is built, naming it, not sent on every request for the
+    API to refuse (or compared, failing with an unnamed ``TypeError``)."""
+    with pytest.raises(error, match=named):
+        AnthropicModel(base_url="http://mock", api_key="k", **options)

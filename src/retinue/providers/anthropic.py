@@ -15,6 +15,7 @@ from typing import final
 import anthropic
 import httpx2
 
+from retinue._checks import positive_int_error
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
@@ -57,7 +58,17 @@ def _prime_platform(client: object) -> None:
         client._platform = get_platform()  # type: ignore[attr-defined]
 
 
+def _check_count(value: object, name: str) -> None:
+    # Sent as it is, a bad count fails every request the adapter makes.
+    error = positive_int_error(value)
+    if error is not None:
+        expected = "an int" if error is TypeError else "at least 1"
+        raise error(f"{name} must be {expected}, not {value!r}")
+
+
 def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> None:
+    if type(thinking_budget) is not int:
+        raise TypeError(f"thinking_budget must be an int, not {thinking_budget!r}")
     if thinking_budget < MIN_THINKING_BUDGET:
         raise ValueError(
             f"thinking_budget must be at least {MIN_THINKING_BUDGET} tokens (the API's "
@@ -111,9 +122,11 @@ class AnthropicModel(ClientOwner):
             proxy (tests).
 
     Raises:
+        TypeError: *default_max_tokens* or *thinking_budget* is no int.
         ValueError: *base_url*, or ``ANTHROPIC_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value);
-            *thinking_budget* is below 1024 or not below *default_max_tokens*;
+            *default_max_tokens* is below 1, *thinking_budget* below 1024 or not
+            below *default_max_tokens*;
             a connection count below 1, a timeout that is not a positive finite number,
             or a *proxy* that is not a proxy URL or comes with a *transport*.
     """
@@ -142,6 +155,7 @@ class AnthropicModel(ClientOwner):
             timeout=timeout,
             connect_timeout=connect_timeout,
         )
+        _check_count(default_max_tokens, "default_max_tokens")
         if thinking_budget is not None:
             _check_thinking_budget(thinking_budget, default_max_tokens)
         base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
