@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,11 @@ from retinue.providers.mock import (
     EchoPolicy,
     Fault,
     MockReply,
+    MockServer,
     MockToolCall,
     RawReply,
     ScriptedPolicy,
+    open_mock_server,
 )
 
 JSON = (("content-type", "application/json"),)
@@ -84,3 +87,37 @@ def test_mock_values_take_what_they_took_before() -> None:
     assert Fault("overloaded", None).retry_after is None
     assert ScriptedPolicy([reply, raw, Fault("stall")]).responses[1] is raw
     assert EchoPolicy(chunks=1, max_tool_calls=0).max_tool_calls == 0
+
+
+SERVER_OPTIONS = pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [
+        ({"policy": "echo"}, TypeError, "policy"),
+        ({"policy": EchoPolicy}, TypeError, "policy"),
+        ({"timing": 0.5}, TypeError, "timing"),
+        ({"max_calls": -1}, ValueError, "max_calls"),
+        ({"max_calls": 10.0}, TypeError, "max_calls"),
+    ],
+    ids=["policy-text", "policy-class", "timing-number", "max-calls-negative", "max-calls-float"],
+)
+
+
+@SERVER_OPTIONS
+def test_mock_server_refuses_bad_options_when_built(
+    options: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    """A policy that cannot answer a call (a policy class itself), a timing that is no
+    ``Timing`` or a negative ``max_calls`` is refused naming the option; a policy failed
+    every request with a 500 before, and ``max_calls`` with deque's own words."""
+    with pytest.raises(error, match=f"MockServer {named}"):
+        MockServer(**options)
+
+
+@SERVER_OPTIONS
+async def test_open_mock_server_refuses_bad_options_before_it_listens(
+    options: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    """``open_mock_server`` refuses the same options, as itself, not in an exception group."""
+    with pytest.raises(error, match=f"MockServer {named}"):
+        async with open_mock_server(**options):
+            pass

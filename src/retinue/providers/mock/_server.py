@@ -18,7 +18,7 @@ import trio
 from ._exchange import Outgoing, Truncated, api_for, failure, parse_call, respond
 from ._policy import EchoPolicy, Policy
 from ._render import JSON_HEADERS, error_body
-from ._values import Api, MockCall, Timing
+from ._values import Api, MockCall, Timing, check_server_options
 
 __all__ = ["MockServer", "MockServerStatistics", "open_mock_server"]
 
@@ -96,6 +96,7 @@ class MockServer:
         seed: int = 0,
         max_calls: int | None = DEFAULT_MAX_CALLS,
     ) -> None:
+        check_server_options(policy, timing, max_calls)
         self.policy: Policy = policy if policy is not None else EchoPolicy()
         self.timing = timing or Timing()
         self.seed = seed

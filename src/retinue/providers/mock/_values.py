@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeAlias, final
 
 import attrs
 
-from retinue._checks import collection_error, finite_number_error
+from retinue._checks import collection_error, finite_number_error, needs_an_instance
 
 from ._asks import ToolChoice, output_limit, parallel_calls, tool_choice
 from ._fields import (
@@ -35,6 +35,7 @@ __all__ = [
     "MockToolCall",
     "RawReply",
     "Timing",
+    "check_server_options",
 ]
 
 Api: TypeAlias = Literal["chat", "responses", "messages"]
@@ -458,3 +459,24 @@ class Timing:
     def draw(delay: Delay, rng: random.Random) -> float:
         """The seconds *delay* stands for, drawn now."""
         return max(0.0, delay(rng) if callable(delay) else float(delay))
+
+
+def check_server_options(policy: object, timing: object, max_calls: object) -> None:
+    """Refuse a :class:`MockServer`'s options when built, naming the one at fault.
+
+    A policy that cannot be called failed every request with a 500.
+
+    Raises:
+        TypeError: *policy* is not callable (or is a policy class, not one built),
+            *timing* no ``Timing``, *max_calls*
+            neither ``None`` nor an int.
+        ValueError: *max_calls* is negative.
+    """
+    if policy is not None and (not callable(policy) or needs_an_instance(policy, "__call__")):
+        raise TypeError(f"MockServer policy must be callable with a MockCall, not {policy!r}")
+    if timing is not None and not isinstance(timing, Timing):
+        raise TypeError(f"MockServer timing must be a Timing, not {timing!r}")
+    if max_calls is not None and type(max_calls) is not int:
+        raise TypeError(f"MockServer max_calls must be an int or None, not {max_calls!r}")
+    if max_calls is not None and max_calls < 0:
+        raise ValueError(f"MockServer max_calls must be at least 0, not {max_calls!r}")
