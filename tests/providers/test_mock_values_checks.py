@@ -15,6 +15,7 @@ import pytest
 from retinue.providers.mock import (
     EchoPolicy,
     Fault,
+    FaultPolicy,
     MockReply,
     MockServer,
     MockToolCall,
@@ -60,6 +61,12 @@ BAD: dict[str, tuple[Callable[[], object], type[Exception], str]] = {
         TypeError,
         "RawReply.headers",
     ),
+    "fault-policy-nan": (
+        lambda: FaultPolicy(retry_after=math.nan),
+        ValueError,
+        "FaultPolicy.retry_after",
+    ),
+    "fault-policy-inner": (lambda: FaultPolicy(EchoPolicy), TypeError, "FaultPolicy.inner"),  # type: ignore[arg-type]
     "echo-chunks": (lambda: EchoPolicy(chunks=0), ValueError, "EchoPolicy.chunks"),
     "echo-calls": (lambda: EchoPolicy(max_tool_calls=-1), ValueError, "EchoPolicy.max_tool_calls"),
     "scripted-item": (

@@ -9,10 +9,10 @@ from typing import TypeAlias, final
 
 import attrs
 
-from retinue._checks import collection_error
+from retinue._checks import collection_error, needs_an_instance
 
 from ._examples import WORDS, example_arguments
-from ._fields import check_chunks, check_tool_call_count
+from ._fields import check_chunks, check_pause, check_tool_call_count
 from ._render import JSON_HEADERS, error_body
 from ._values import (
     FAULT_KINDS,
@@ -132,6 +132,14 @@ def _valid_rate(_policy: object, _attribute: object, rate: object) -> None:
         raise ValueError(f"FaultPolicy.rate must be a number from 0 to 1, not {rate!r}")
 
 
+def _callable_policy(_policy: object, _attribute: object, inner: object) -> None:
+    # Not callable with a call (a policy class, say), it failed every request with a 500.
+    if not callable(inner) or needs_an_instance(inner, "__call__"):
+        raise TypeError(
+            f"FaultPolicy.inner must be a policy callable with a MockCall, not {inner!r}"
+        )
+
+
 def _valid_kinds(_policy: object, _attribute: object, kinds: tuple[FaultKind, ...]) -> None:
     for kind in kinds:
         check_fault_kind(kind)
@@ -215,16 +223,18 @@ class FaultPolicy:
     wrapped policy's reply before failing. Whether and how a call is faulted
     is drawn from :meth:`MockCall.rng`: with the same ``seed``, the same
     requests get the same faults however concurrent clients interleave, and
-    a retry (the same body again) draws afresh. A ``rate`` outside 0 to 1
-    is refused (``ValueError``).
+    a retry (the same body again) draws afresh. A ``rate`` outside 0 to 1,
+    or a ``retry_after`` that is no finite number of seconds >= 0 (or
+    ``None``), is refused (``ValueError``), and so is an ``inner`` policy that
+    cannot be called (``TypeError``).
     """
 
-    inner: Policy = attrs.field(factory=EchoPolicy)
+    inner: Policy = attrs.field(factory=EchoPolicy, validator=_callable_policy)
     rate: float = attrs.field(default=0.1, validator=_valid_rate)
     kinds: tuple[FaultKind, ...] = attrs.field(
         default=FAULT_KINDS, converter=_kind_tuple, validator=_valid_kinds
     )
-    retry_after: float | None = 1.0
+    retry_after: float | None = attrs.field(default=1.0, validator=check_pause)
     seed: int = 0
     injected: dict[str, int] = attrs.field(factory=dict, init=False)
     """How many faults of each kind were injected."""
