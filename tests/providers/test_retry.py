@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import Any
 
 import pytest
 import trio
@@ -332,3 +333,22 @@ def test_manage_refuses_what_is_no_model_adapter(model: object) -> None:
     ``AttributeError`` or a missing-argument ``TypeError``."""
     with pytest.raises(TypeError, match=r"^manage needs a model adapter \(with stream\(\)\)"):
         manage(model)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"retry": 3}, "retry"),
+        ({"retry": RetryPolicy}, "retry"),
+        ({"admission": {"max_concurrent": 4}}, "admission"),
+        ({"on_retry": "print"}, "on_retry"),
+    ],
+    ids=["retry-int", "retry-class", "admission-dict", "on-retry-text"],
+)
+def test_manage_refuses_options_of_another_kind(options: dict[str, Any], named: str) -> None:
+    """``manage`` refuses a retry policy, admission controller or callback of another kind
+    when it wraps the model, naming it: a request failed with an ``AttributeError``
+    before, and a callback that cannot be called was only logged, retry after retry."""
+    model = FakeModel([])
+    with pytest.raises(TypeError, match=rf"^manage's {named} must be None or"):
+        manage(model, **options)

@@ -76,6 +76,7 @@ class ManagedModel:
     ) -> None:
         if not is_adapter(model):
             raise TypeError(f"manage needs a model adapter (with stream()), got {model!r}")
+        _check_options(retry, admission, on_retry)
         self.model = model
         self.retry = retry or _NO_RETRY
         self.admission = admission
@@ -201,6 +202,19 @@ class ManagedModel:
             logger.exception("an on_retry callback failed")
 
 
+def _check_options(retry: object, admission: object, on_retry: object) -> None:
+    """Refuse options of another kind: used first at a request, they failed that
+    request with an AttributeError, and a callback that cannot be called was only logged."""
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise TypeError(f"manage's retry must be None or a RetryPolicy, got {retry!r}")
+    if admission is not None and not isinstance(admission, AdmissionController):
+        raise TypeError(
+            f"manage's admission must be None or an AdmissionController, got {admission!r}"
+        )
+    if on_retry is not None and not callable(on_retry):
+        raise TypeError(f"manage's on_retry must be None or callable, got {on_retry!r}")
+
+
 @asynccontextmanager
 async def _closing(stream: AsyncIterator[StreamChunk]) -> AsyncIterator[AsyncIterator[StreamChunk]]:
     """Close *stream* on exit if it can be closed (async generators can)."""
@@ -285,6 +299,8 @@ def manage(
     (synchronously, failures logged) before each retry's wait.
 
     Raises:
-        TypeError: *model* is no model adapter (a class, say).
+        TypeError: *model* is no model adapter (a class, say), *retry* no
+            :class:`RetryPolicy`, *admission* no :class:`AdmissionController`,
+            or *on_retry* not callable (each may be ``None``).
     """
     return ManagedModel(model, retry=retry, admission=admission, on_retry=on_retry)
