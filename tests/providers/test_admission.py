@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 
 import pytest
 import trio
@@ -408,3 +409,26 @@ def test_rate_limit_reset_that_is_not_a_usable_time_is_ignored(reset: str) -> No
 def test_admission_repr_needs_no_trio_run() -> None:
     """A repr is asked for anywhere: outside trio it used to raise RuntimeError."""
     assert repr(AdmissionController()) == "<AdmissionController lanes=0 waiting=0 in_flight=0>"
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [
+        ({"limits": 5}, TypeError, "limits"),
+        ({"limits": {"max_concurrent": 4}}, TypeError, "limits"),
+        ({"per_model": [("m", AdmissionLimits())]}, TypeError, "per_model"),
+        ({"per_model": {"m": 5}}, TypeError, "per_model['m']"),
+        ({"per_model": {5: AdmissionLimits()}}, TypeError, "per_model"),
+        ({"per_model": {("openai",): AdmissionLimits()}}, TypeError, "per_model"),
+        ({"per_model": {"": AdmissionLimits()}}, TypeError, "per_model"),
+    ],
+    ids=["limits-int", "limits-dict", "list", "value", "key-int", "key-short", "key-empty"],
+)
+def test_admission_controller_refuses_limits_of_another_kind(
+    options: dict[str, object], error: type[Exception], named: str
+) -> None:
+    """Limits that are no ``AdmissionLimits``, or keyed by neither a model name nor a
+    ``(provider, model)`` pair, are refused when built, naming them: they were kept and
+    failed the first admission with an ``AttributeError``, or never matched a lane."""
+    with pytest.raises(error, match=rf"^AdmissionController {re.escape(named)}"):
+        AdmissionController(**options)  # type: ignore[call-overload]

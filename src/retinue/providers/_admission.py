@@ -143,6 +143,31 @@ def _key(key: LaneKey | str) -> LaneKey:
     return (None, key) if isinstance(key, str) else key
 
 
+def _checked(limits: object, per_model: object) -> None:
+    """Refuse limits of another kind when built: kept, they failed the first admission
+    with an AttributeError, or, under a key no request has, never applied."""
+    if limits is not None and not isinstance(limits, AdmissionLimits):
+        raise TypeError(f"AdmissionController limits must be AdmissionLimits, not {limits!r}")
+    if per_model is None:
+        return
+    if not isinstance(per_model, Mapping):
+        raise TypeError(
+            f"AdmissionController per_model must be a mapping to AdmissionLimits, not {per_model!r}"
+        )
+    for key, value in per_model.items():
+        provider, model = key if isinstance(key, tuple) and len(key) == 2 else (None, key)
+        named = isinstance(model, str) and bool(model)
+        if not named or not (provider is None or (isinstance(provider, str) and provider)):
+            raise TypeError(
+                "AdmissionController per_model keys must be a model name or a "
+                f"(provider, model name) pair, not {key!r}"
+            )
+        if not isinstance(value, AdmissionLimits):
+            raise TypeError(
+                f"AdmissionController per_model[{key!r}] must be AdmissionLimits, not {value!r}"
+            )
+
+
 @final
 class AdmissionController:
     """Shared admission for all agents of a runtime, one lane per ``(provider, model)``.
@@ -150,6 +175,11 @@ class AdmissionController:
     Args:
         limits: Limits for every lane without its own entry (default: unlimited).
         per_model: Limits by ``(provider, model)``, or by model name for any provider.
+
+    Raises:
+        TypeError: *limits*, or a value of *per_model*, is no :class:`AdmissionLimits`,
+            or a key of *per_model* neither a model name nor a ``(provider, model)``
+            pair of non-empty names.
     """
 
     # One overload per key shape, as for ModelRouter.of: a mapping's key type is invariant.
@@ -181,6 +211,7 @@ class AdmissionController:
         *,
         per_model: Mapping[Any, AdmissionLimits] | None = None,
     ) -> None:
+        _checked(limits, per_model)
         self._default = limits or AdmissionLimits()
         self._per_model = {_key(key): value for key, value in (per_model or {}).items()}
         self._lanes: dict[LaneKey, Lane] = {}
