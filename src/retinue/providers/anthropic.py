@@ -38,6 +38,7 @@ from ._http import (
     shown_url,
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client
+from ._settings import check_identity
 from ._urls import base_url_from, client_base_url
 
 __all__ = ["AnthropicModel"]
@@ -122,7 +123,9 @@ class AnthropicModel(ClientOwner):
             proxy (tests).
 
     Raises:
-        TypeError: *default_max_tokens* or *thinking_budget* is no int.
+        TypeError: *default_max_tokens* or *thinking_budget* is no int, *provider* no
+            non-empty str, *default_headers* no mapping of str to str, or *api_key*
+            neither None nor a str.
         ValueError: *base_url*, or ``ANTHROPIC_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value);
             *default_max_tokens* is below 1, *thinking_budget* below 1024 or not
@@ -149,6 +152,7 @@ class AnthropicModel(ClientOwner):
         proxy: str | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        check_identity(provider=provider, headers=default_headers, api_key=api_key)
         check_http_settings(
             max_connections=max_connections,
             pool_size=pool_size,

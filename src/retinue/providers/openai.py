@@ -35,6 +35,7 @@ from ._openai_chat_stream import ChatStreamDecoder
 from ._openai_responses import responses_request_body
 from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client
+from ._settings import check_identity
 from ._urls import base_url_from, client_base_url
 
 __all__ = ["OpenAIModel"]
@@ -105,6 +106,8 @@ class OpenAIModel(ClientOwner):
     coded ``MISSING_CREDENTIALS``.
 
     Raises:
+        TypeError: *provider* is no non-empty str, *default_headers* no mapping of
+            str to str, or *api_key*, *organization* or *project* neither None nor a str.
         ValueError: *base_url*, or ``OPENAI_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value); *api* or
             *max_tokens_param* is unknown; a connection count
@@ -133,6 +136,13 @@ class OpenAIModel(ClientOwner):
         proxy: str | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        check_identity(
+            provider=provider,
+            headers=default_headers,
+            api_key=api_key,
+            organization=organization,
+            project=project,
+        )
         check_http_settings(
             max_connections=max_connections,
             pool_size=pool_size,

@@ -1,0 +1,37 @@
+"""An adapter refuses identity settings no request could be sent with, when it is built."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.openai import OpenAIModel
+
+BAD: dict[str, tuple[dict[str, Any], str]] = {
+    "provider-empty": ({"provider": ""}, "provider"),
+    "provider-int": ({"provider": 5}, "provider"),
+    "headers-int": ({"default_headers": 5}, "default_headers"),
+    "header-value-int": ({"default_headers": {"x-team": 5}}, "default_headers"),
+    "key-int": ({"api_key": 5}, "api_key"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+@pytest.mark.parametrize("adapter", [OpenAIModel, AnthropicModel], ids=["openai", "anthropic"])
+def test_adapters_refuse_identity_settings_of_another_type(adapter: Any, case: str) -> None:
+    """A provider name that is no non-empty str, headers that are no str to str mapping,
+    or a key that is no str is a ``TypeError`` naming the setting, not a failure of every
+    request (an untyped error from the HTTP client) or a lane no route names."""
+    options, named = BAD[case]
+    with pytest.raises(TypeError, match=f"^{named} must"):
+        adapter(**{"base_url": "http://mock", "api_key": "k", **options})
+
+
+@pytest.mark.parametrize("field", ["organization", "project"])
+def test_openai_model_refuses_an_organization_or_project_that_is_no_str(field: str) -> None:
+    """``organization`` and ``project`` go out as header values: text or nothing."""
+    options: dict[str, Any] = {field: 42}
+    with pytest.raises(TypeError, match=f"^{field} must be None or a str"):
+        OpenAIModel(base_url="http://mock/v1", api_key="k", **options)
