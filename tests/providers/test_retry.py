@@ -352,3 +352,11 @@ def test_manage_refuses_options_of_another_kind(options: dict[str, Any], named: 
     model = FakeModel([])
     with pytest.raises(TypeError, match=rf"^manage's {named} must be None or"):
         manage(model, **options)
+
+
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_retry_policy_refuses_a_connection_switch_that_is_no_bool(value: object) -> None:
+    """``retry_connection_errors`` is a switch: ``"no"`` (true as a string) was taken as
+    yes, and ``0`` or ``None`` as no, without a word."""
+    with pytest.raises(TypeError, match=r"^RetryPolicy\.retry_connection_errors must be a bool"):
+        RetryPolicy(retry_connection_errors=value)  # type: ignore[arg-type]

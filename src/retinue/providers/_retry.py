@@ -33,6 +33,12 @@ def _finite_seconds(_instance: object, attribute: attrs.Attribute[float], value:
         )
 
 
+def _switch(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    # A string is always true: "no" would be taken as yes.
+    if not isinstance(value, bool):
+        raise TypeError(f"RetryPolicy.{attribute.name} must be a bool, not {value!r}")
+
+
 def _statuses(values: Iterable[int]) -> frozenset[int]:
     # A typed converter: with a bare ``frozenset`` type checkers cannot type the argument.
     # A status no response has ("503", a string of them) would never be retried, unsaid.
@@ -75,7 +81,7 @@ class RetryPolicy:
         default=RETRYABLE_STATUSES, converter=_statuses
     )
     """HTTP statuses that are retried."""
-    retry_connection_errors: bool = True
+    retry_connection_errors: bool = attrs.field(default=True, validator=_switch)
     """Whether connection failures (and streams cut before their first chunk) are retried."""
 
     def is_retryable(self, error: BaseException) -> bool:
