@@ -429,6 +429,18 @@ def test_turn_boundaries_cannot_overlap_or_mismatch() -> None:
     assert (session.is_turn_open, session.next_turn_number()) == (False, 5)
 
 
+@pytest.mark.parametrize("turn", [4, 2, 0, -1])
+def test_a_turn_start_numbered_at_or_below_the_last_turn_is_refused(turn: int) -> None:
+    """R4.16: turn numbers increase along the log; a ``turn/start`` repeating or going below
+    the last turn's number (or below 1) is refused ``TURN_NUMBER`` and nothing is logged. It
+    was taken, leaving two turns of one number, which the log checker refuses."""
+    session = Session.create("s")
+    session.append(TurnStart(4, TurnTrigger("injection", PLUGIN)))
+    session.append(TurnEnd(4, TurnEndReason.completed()))
+    _refused(session, "TURN_NUMBER", TurnStart(turn, TurnTrigger("message")))
+    assert (session.last_turn, session.next_turn_number()) == (4, 5)
+
+
 def test_header_delta_before_any_header_is_refused() -> None:
     """R4.18: a delta cannot precede the first full header."""
     _refused(_open(), "CORRUPT_HEADER", RequestHeaderDelta(config=LlmCallConfig("m")))

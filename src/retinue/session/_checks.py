@@ -133,9 +133,20 @@ def refuse_surface_op(kind: str, op: object, *, turn_open: bool) -> NoReturn:
 
 
 def check_boundary(data: EventData, *, turn_open: bool, last_turn: int) -> None:
-    """Refuse a ``turn/start`` while a turn is open, a ``turn/end`` of another turn (R4.14)."""
-    if isinstance(data, TurnStart) and turn_open:
-        raise SessionError("turn/start while a turn is open", code="TURN_OVERLAP")
+    """Refuse a ``turn/start`` while a turn is open or numbered at or below the last turn
+    (R4.14, R4.16), and a ``turn/end`` of another turn (R4.14).
+
+    A number above the next one is taken: a log may continue another's numbering.
+    """
+    if isinstance(data, TurnStart):
+        if turn_open:
+            raise SessionError("turn/start while a turn is open", code="TURN_OVERLAP")
+        if data.turn <= last_turn:
+            raise SessionError(
+                f"turn/start {data.turn} does not follow turn {last_turn}: turn numbers "
+                f"increase (the next is {last_turn + 1})",
+                code="TURN_NUMBER",
+            )
     if isinstance(data, TurnEnd) and (not turn_open or data.turn != last_turn):
         raise SessionError(
             f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH"
