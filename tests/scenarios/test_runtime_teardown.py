@@ -474,6 +474,24 @@ async def test_scoped_refuses_what_is_no_agent_handle(
     assert called == []
 
 
+async def test_scoped_refuses_another_runtimes_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: a cleanup is tied to the teardown of one of the runtime's own agents; another
+    runtime's agent is a ValueError naming it, and the cleanup is not held. It was held
+    and never run: that agent's teardown unwinds its own runtime's cleanups, and a later
+    agent of the same id in this runtime dropped it unrun."""
+    called: list[str] = []
+    async with runtime(ScriptedModel([Reply("hi")])) as rt, runtime(ScriptedModel([])) as other:
+        theirs = await other.create_agent("a", OPTIONS, session_id="a")
+        with pytest.raises(ValueError, match=r"^agent 'a' belongs to another runtime$"):
+            rt.scoped(theirs, lambda: called.append("cleanup"))
+        await theirs.dispose()
+        ours = await rt.create_agent("a", OPTIONS, session_id="a")
+        await ours.dispose()
+    assert called == []
+
+
 class _HangingDetach(DelegatingStore):
     """A memory store whose final detach never returns (a store that hangs)."""
 

@@ -11,6 +11,8 @@ from retinue.actors import Agent
 from retinue.hooks import agent_scope
 from retinue.loop import LoopServices
 
+from ._creation import core_of
+
 __all__ = ["Cleanups", "scoped_cleanup", "unwind"]
 
 log = logging.getLogger("retinue.supervisors")
@@ -20,16 +22,20 @@ Cleanups = dict[str, dict[object, Callable[[], None]]]
 
 
 def scoped_cleanup(
-    cleanups: Cleanups, agent: Agent, unregister: Callable[[], None]
+    services: LoopServices, cleanups: Cleanups, agent: Agent, unregister: Callable[[], None]
 ) -> Callable[[], None]:
     """Hold *unregister* among *agent*'s *cleanups*; returns what runs it early (idempotent).
 
-    Raises ``AgentDisposedError`` for a disposed *agent* and ``TypeError`` for
-    an *agent* that is no handle or an *unregister* that is not callable, as
-    :meth:`Runtime.scoped` says.
+    Raises ``AgentDisposedError`` for a disposed *agent*, ``TypeError`` for
+    an *agent* that is no handle or an *unregister* that is not callable, and
+    ``ValueError`` for another runtime's *agent* (the runtime of *services*
+    holds the cleanups), as :meth:`Runtime.scoped` says.
     """
     if not isinstance(agent, Agent):
         raise TypeError(f"agent must be an Agent (from create_agent), got {shown(agent)}")
+    if core_of(agent).services is not services:
+        # Held here, it would never run: that agent's teardown unwinds its own runtime's.
+        raise ValueError(f"agent {agent.id!r} belongs to another runtime")
     if not callable(unregister):
         raise TypeError(f"unregister must be a callable, got {shown(unregister)}")
     agent_scope(agent)

@@ -320,8 +320,10 @@ class Runtime:
                 unregister stays the caller's to remove.
             TypeError: *unregister* is not callable: the teardown could only
                 log its call's failure.
+            ValueError: *agent* is another runtime's: its teardown would never
+                run *unregister*.
         """
-        return scoped_cleanup(self._cleanups, agent, unregister)
+        return scoped_cleanup(self._services, self._cleanups, agent, unregister)
 
     def _publish(self, agent: Agent, *, source: str, new: bool) -> None:
         """Publication order (R12.5); synchronous. Refused once shutdown has begun (R12.10)."""
