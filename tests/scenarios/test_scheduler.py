@@ -797,6 +797,39 @@ async def test_scheduler_abort_runs_no_later_barrier_group(
         check_pairing(events)
 
 
+async def test_scheduler_abort_answers_the_calls_after_one_already_answered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-S5 / R9.20, R9.21, R9.25: an abort while the second of three exclusive calls runs
+    keeps the first call's own result and answers the running call ``ABORTED`` and the
+    one never started ``ABORTED_BEFORE_DISPATCH``, both named ``AbortedError``."""
+    probe = Probe()
+    write = timed_tool("write", probe, safe=False)
+    model = ScriptedModel(
+        [
+            CallTools([spec("write", "w1"), spec("write", "w2", 100), spec("write", "w3")]),
+            Reply("next"),
+        ]
+    )
+    async with runtime(model, tools=[write]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await probe.wait_until(lambda p: "w2" in p.starts)
+        agent.cancel()
+        events = await idle_events(agent)
+    assert turn_ends(events) == ["aborted"]
+    answers = {data.call_id: data for data in results(events)}
+    assert list(answers) == ["w1", "w2", "w3"]
+    assert not answers["w1"].is_error
+    assert answers["w1"].content == (Text("write:w1"),)
+    errors = {call_id: answers[call_id].error for call_id in ("w2", "w3")}
+    assert {k: (e.name, e.code) if e else None for k, e in errors.items()} == {
+        "w2": ("AbortedError", "ABORTED"),
+        "w3": ("AbortedError", "ABORTED_BEFORE_DISPATCH"),
+    }
+    check_pairing(events)
+
+
 async def test_scheduler_dispose_mid_pool_answers_every_call(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
