@@ -237,12 +237,15 @@ def test_provider_error_is_a_model_error_with_code() -> None:
 async def test_manage_pauses_the_lane_no_longer_than_the_policy_honours(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """A 429 asking for an hour pauses the lane for ``max_retry_after``, not the hour."""
+    """A 429 asking for an hour fails its request at once and pauses the lane for
+    ``max_retry_after``, not the hour."""
     with trio.fail_after(1000):
         admission = AdmissionController()
         inner = FakeModel([_rate_limited(3600.0), OK])
         model = manage(inner, retry=RetryPolicy(max_retry_after=120.0), admission=admission)
-        await collect(model, make_request("hi"))
+        with pytest.raises(RateLimitError):
+            await collect(model, make_request("hi"))
+        await collect(model, make_request("again"))
         assert inner.started[1] - inner.started[0] == pytest.approx(120.0)
 
 

@@ -67,6 +67,8 @@ class RetryPolicy:
 
     The SDKs' own retries are turned off by the adapters, so this is the only
     retry policy. A call is retried only before its first chunk was yielded.
+    A provider asking for a longer wait than ``max_retry_after`` ends the
+    retries at once, as the official ``openai`` SDK does past its two minutes.
     """
 
     max_attempts: int = attrs.field(default=4, validator=_attempts)
@@ -76,7 +78,12 @@ class RetryPolicy:
     max_delay: float = attrs.field(default=30.0, validator=_finite_seconds)
     """The largest backoff cap."""
     max_retry_after: float = attrs.field(default=120.0, validator=_finite_seconds)
-    """The longest ``Retry-After`` honoured; a provider asking for more is capped here."""
+    """The longest wait a provider may ask for and still be retried after it.
+
+    A failure whose ``retry_after`` (its ``Retry-After``, or the reset of a budget
+    the rate-limit headers report spent) is longer is not retried: a retry before
+    then would only be refused again.
+    """
     retryable_statuses: frozenset[int] = attrs.field(
         default=RETRYABLE_STATUSES, converter=_statuses
     )
@@ -91,8 +98,11 @@ class RetryPolicy:
         (``x-should-retry``, which wins either way) or its status is in
         ``retryable_statuses``, unless it says the quota is spent (a 429 that
         only a billing change mends); any other provider error when it is retryable.
+        An error asking for a wait longer than ``max_retry_after`` is never retried,
+        ``x-should-retry`` notwithstanding: it fails with its ``retry_after`` set,
+        for the caller to send the request again then.
         """
-        if not isinstance(error, ProviderError):
+        if not isinstance(error, ProviderError) or self._waits_too_long(error):
             return False
         if error.status is not None:
             # Not error.retryable: that judged the status by the default statuses,
@@ -102,12 +112,22 @@ class RetryPolicy:
             return error.status in self.retryable_statuses if verdict is None else verdict
         return error.retryable and self.retry_connection_errors
 
+    def _waits_too_long(self, error: ProviderError) -> bool:
+        # No bool: True is an int, and no provider asks for a wait of True seconds.
+        wait = error.retry_after
+        return (
+            isinstance(wait, int | float)
+            and not isinstance(wait, bool)
+            and wait > self.max_retry_after
+        )
+
     def delay(
         self, attempt: int, error: BaseException | None = None, rng: random.Random | None = None
     ) -> float:
         """Seconds to wait after failed attempt number *attempt* (1-based).
 
-        A positive ``Retry-After`` from *error* wins (capped by ``max_retry_after``);
+        A positive ``Retry-After`` from *error* wins (capped by ``max_retry_after``,
+        though :meth:`is_retryable` refuses an error asking for more);
         otherwise full jitter: uniform in ``[0, min(max_delay, base_delay * 2**(attempt-1))]``.
         A ``Retry-After`` of 0 (or a date already past) gets the backoff, as in
         the official SDKs: obeyed, it would retry with no wait at all.
