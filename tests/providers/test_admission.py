@@ -195,23 +195,33 @@ async def test_admission_pauses_when_headers_report_exhausted_budget(
             assert trio.current_time() == pytest.approx(2.5)
 
 
-async def test_admission_ticket_caps_every_pause_at_its_max_pause(
+async def test_admission_ticket_pauses_for_no_wait_longer_than_its_max_pause(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """The cap given at admission bounds both a 429's Retry-After and an exhausted budget's reset."""
+    """A 429's Retry-After and an exhausted budget's reset up to the ``max_pause`` given
+    at admission pause the lane; a longer one, which its caller does not wait for
+    either, pauses it as a 429 naming no wait does (1 s), and a budget's not at all."""
     admission = AdmissionController()
     with trio.fail_after(200):
         async with admission.admit(provider="p", model="m", max_pause=3.0) as ticket:
-            ticket.rate_limited(3600.0)
+            ticket.rate_limited(3.0)
             assert admission.statistics().lanes[0].paused_for == pytest.approx(3.0)
-        async with admission.admit(provider="p", model="m", max_pause=5.0) as ticket:
+        async with admission.admit(provider="p", model="m", max_pause=3.0) as ticket:
             assert trio.current_time() == pytest.approx(3.0)
+            ticket.rate_limited(3600.0)
+            assert admission.statistics().lanes[0].paused_for == pytest.approx(1.0)
+        async with admission.admit(provider="p", model="m", max_pause=5.0) as ticket:
+            assert trio.current_time() == pytest.approx(4.0)
             ticket.observe_headers(
                 {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1h"}
             )
+            assert admission.statistics().lanes[0].paused_for == 0.0
+            ticket.observe_headers(
+                {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "5s"}
+            )
         async with admission.admit(provider="p", model="m"):
-            assert trio.current_time() == pytest.approx(8.0)
-    assert admission.statistics().lanes[0].throttled == 1
+            assert trio.current_time() == pytest.approx(9.0)
+    assert admission.statistics().lanes[0].throttled == 2
 
 
 @pytest.mark.parametrize(

@@ -3,16 +3,27 @@
 A retry before the wait it asks for would only be refused again: with a daily
 quota's ``Retry-After: 3600`` the policy would spend its attempts on waits of
 ``max_retry_after`` each, every one bound to fail. The request fails at once
-with the provider's error, its ``retry_after`` kept for the caller.
+with the provider's error, its ``retry_after`` kept for the caller, and its
+admission lane holds the requests behind it back no longer than for a 429
+that names no wait.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import trio
 
 import retinue
-from retinue.providers import ProviderError, RateLimitError, RetryNotice, RetryPolicy, manage
+from retinue.providers import (
+    AdmissionController,
+    ProviderError,
+    RateLimitError,
+    RetryNotice,
+    RetryPolicy,
+    manage,
+)
 from retinue.providers.mock import (
     EchoPolicy,
     FaultPolicy,
@@ -22,11 +33,25 @@ from retinue.providers.mock import (
     ScriptedPolicy,
 )
 
-from .support import JSON, collect, make_request, mock_adapter
+from .support import JSON, SSE, collect, make_request, mock_adapter, sse_body
 
 VIRTUAL_DEADLINE = 10_000.0
 HOUR = 3600.0
 BODY = b'{"error": {"message": "Rate limit reached", "type": "requests"}}'
+SPENT_FOR_SIX_HOURS = (
+    ("x-ratelimit-remaining-requests", "0"),
+    ("x-ratelimit-reset-requests", "6h"),
+)
+CHAT_STREAM = sse_body(
+    json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}],
+        }
+    ).encode(),
+    b"[DONE]",
+)
 
 
 def _throttled(retry_after: float) -> FaultPolicy:
@@ -81,12 +106,7 @@ async def test_a_spent_budget_resetting_past_max_retry_after_fails_the_request_a
 ) -> None:
     """A 429 with no ``Retry-After`` whose headers report the request budget spent for
     six hours fails at once, its ``retry_after`` that reset; ``x-should-retry`` too."""
-    headers = (
-        *JSON,
-        ("x-ratelimit-remaining-requests", "0"),
-        ("x-ratelimit-reset-requests", "6h"),
-        ("x-should-retry", "true"),
-    )
+    headers = (*JSON, *SPENT_FOR_SIX_HOURS, ("x-should-retry", "true"))
     server = MockServer(ScriptedPolicy([RawReply(429, headers, BODY), MockReply(text="fine")]))
     notices: list[RetryNotice] = []
     error, spent, attempts = await _fails("chat", server, RetryPolicy(), notices)
@@ -115,3 +135,58 @@ async def test_a_turn_refused_for_an_hour_ends_at_once_with_the_providers_error(
     assert result.reason.code == "rate_limit_exceeded"
     assert len(server.calls) == 1
     assert spent < 1.0
+
+
+async def _times_of_two_requests(server: MockServer) -> tuple[list[float], list[str]]:
+    """Send two requests of two sessions one after the other through one lane; the
+    virtual time each one ended at, and how (``ok`` or the error's code)."""
+    ended: list[float] = []
+    outcomes: list[str] = []
+    admission = AdmissionController()
+    async with mock_adapter("chat", server) as adapter:
+        model = manage(adapter, retry=RetryPolicy(), admission=admission)
+        with trio.fail_after(VIRTUAL_DEADLINE):
+            for session in ("first", "second"):
+                try:
+                    await collect(model, make_request("hi", session_id=session))
+                    outcomes.append("ok")
+                except ProviderError as error:
+                    outcomes.append(str(error.code))
+                ended.append(trio.current_time())
+    return ended, outcomes
+
+
+async def test_a_lane_refused_for_an_hour_holds_the_next_request_no_longer_than_a_bare_429(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The next request of the lane goes out after the pause of a 429 that names no wait
+    (1 s) and gets its own refusal at once; before, it waited ``max_retry_after`` (120 s)
+    in admission, silently, to be refused all the same."""
+    ended, outcomes = await _times_of_two_requests(MockServer(_throttled(HOUR)))
+    assert outcomes == ["rate_limit_exceeded", "rate_limit_exceeded"]
+    assert ended == pytest.approx([0.0, 1.0], abs=0.01)
+
+
+async def test_a_429_reporting_a_budget_spent_for_hours_pauses_the_lane_as_a_bare_429(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Its headers' reset six hours off is not paused for either: the next request is
+    served after 1 s, where before it waited 120 s."""
+    refused = RawReply(429, (*JSON, *SPENT_FOR_SIX_HOURS), BODY)
+    server = MockServer(ScriptedPolicy([refused, MockReply(text="fine")]))
+    ended, outcomes = await _times_of_two_requests(server)
+    assert outcomes == ["requests", "ok"]
+    assert ended == pytest.approx([0.0, 1.0], abs=0.01)
+
+
+async def test_a_success_reporting_a_budget_spent_for_hours_does_not_pause_the_lane(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A budget reset further off than ``max_retry_after`` holds no request back: the
+    next one is sent at once (were the budget still spent, its refusal would fail it
+    at once); before, it waited 120 s first."""
+    spent = RawReply(200, (*SSE, *SPENT_FOR_SIX_HOURS), CHAT_STREAM)
+    server = MockServer(ScriptedPolicy([spent, MockReply(text="fine")]))
+    ended, outcomes = await _times_of_two_requests(server)
+    assert outcomes == ["ok", "ok"]
+    assert ended == pytest.approx([0.0, 0.0], abs=0.01)

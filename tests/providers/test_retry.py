@@ -234,11 +234,11 @@ def test_provider_error_is_a_model_error_with_code() -> None:
     )
 
 
-async def test_manage_pauses_the_lane_no_longer_than_the_policy_honours(
+async def test_manage_pauses_the_lane_for_no_wait_the_policy_does_not_honour(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """A 429 asking for an hour fails its request at once and pauses the lane for
-    ``max_retry_after``, not the hour."""
+    """A 429 asking for an hour fails its request at once and pauses the lane as a 429
+    naming no wait does (1 s), not for ``max_retry_after`` nor the hour."""
     with trio.fail_after(1000):
         admission = AdmissionController()
         inner = FakeModel([_rate_limited(3600.0), OK])
@@ -246,7 +246,7 @@ async def test_manage_pauses_the_lane_no_longer_than_the_policy_honours(
         with pytest.raises(RateLimitError):
             await collect(model, make_request("hi"))
         await collect(model, make_request("again"))
-        assert inner.started[1] - inner.started[0] == pytest.approx(120.0)
+        assert inner.started[1] - inner.started[0] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "1e400", "-inf"])
@@ -313,20 +313,21 @@ def _exhausted_budget() -> list[object]:
     return OK
 
 
-async def test_manage_pauses_the_lane_for_an_exhausted_budget_no_longer_than_the_policy_honours(
+async def test_manage_does_not_pause_the_lane_for_a_budget_spent_past_the_policys_wait(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """Headers reporting a budget spent for hours pause the lane for ``max_retry_after`` at
-    most, as a 429's Retry-After does: one response would otherwise stall every agent.
+    """Headers reporting a budget spent for hours, longer than ``max_retry_after``, do not
+    pause the lane: one response would otherwise hold every agent back, only for the
+    provider to refuse each, which fails it at once.
     """
     with trio.fail_after(100_000):
         admission = AdmissionController()
         inner = FakeModel([_exhausted_budget, OK])
         model = manage(inner, retry=RetryPolicy(max_retry_after=120.0), admission=admission)
         await collect(model, make_request("hi"))
-        assert admission.statistics().lanes[0].paused_for == pytest.approx(120.0)
+        assert admission.statistics().lanes[0].paused_for == 0.0
         await collect(model, make_request("again"))
-        assert inner.started[1] == pytest.approx(120.0)
+        assert inner.started[1] == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("model", ["not a model", FakeModel], ids=["str", "model-class"])

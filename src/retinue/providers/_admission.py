@@ -9,9 +9,11 @@ are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
 pauses the lane for its ``Retry-After`` and halves the concurrency limit (once
 per burst of 429s), which then grows back by one per limit-many successes; rate-limit headers that
-report an exhausted budget pause the lane until the reset. Both pauses are
-capped by the ``max_pause`` a request was admitted with, held on its ticket
-(``manage`` passes its retry policy's ``max_retry_after``).
+report an exhausted budget pause the lane until the reset. A request admitted
+with a ``max_pause`` (``manage`` passes its retry policy's ``max_retry_after``)
+causes no pause longer: a 429 asking for more pauses the lane as one that asks
+for nothing, and a reset further off pauses nothing. The retries end then,
+so waiting would only hold every request of the lane back before its refusal.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class AdmissionTicket:
     """One admitted request: report its usage and the provider's rate-limit signals.
 
     Every pause this ticket causes lasts at most the ``max_pause`` it was
-    admitted with.
+    admitted with; a wait asked for beyond it is not paused for.
     """
 
     _lane: Lane
@@ -93,8 +95,9 @@ class AdmissionTicket:
     def observe_headers(self, headers: Mapping[str, str], *, max_pause: float = math.inf) -> None:
         """Adapt the lane to a response's rate-limit headers; never blocks.
 
-        A budget reported exhausted pauses the lane until its reset, for at most
-        the ticket's ``max_pause`` (or *max_pause*, if smaller).
+        A budget reported exhausted pauses the lane until its reset, unless that
+        is further off than the ticket's ``max_pause`` (or *max_pause*, if
+        smaller): then it pauses nothing.
         """
         self._lane.observe_headers(headers, min(max_pause, self._max_pause))
 
@@ -102,14 +105,16 @@ class AdmissionTicket:
         """Report the request's 429/529 to its lane; never blocks.
 
         As :meth:`AdmissionController.rate_limited`, with the pause (its default
-        too) capped at the ticket's ``max_pause``.
+        too) capped at the ticket's ``max_pause``; a *retry_after* longer than
+        that pauses as ``None`` does.
 
         Raises:
             TypeError: *retry_after* is neither an int nor a float (a bool is not one).
             ValueError: *retry_after* is negative or not a number.
         """
         pause = _checked_pause(retry_after)
-        pause = DEFAULT_PAUSE if pause is None else pause
+        if pause is None or pause > self._max_pause:
+            pause = DEFAULT_PAUSE
         self._lane.rate_limited(trio.current_time(), min(pause, self._max_pause))
 
     def refund(self) -> None:
@@ -272,9 +277,11 @@ class AdmissionController:
 
         Always a checkpoint. Waits while the lane is at its concurrency limit,
         out of budget, or paused. Cancellation while waiting leaves no trace in
-        the lane. *tokens* is the up-front token estimate. *max_pause* caps
+        the lane. *tokens* is the up-front token estimate. *max_pause* bounds
         every pause the ticket's reports cause (a ``Retry-After``, a budget
         reset): one response asking for an hour would otherwise stall the lane.
+        A wait asked for beyond it is not paused for (a 429's pause is then the
+        default one): the caller does not wait for it either.
 
         Raises:
             TypeError: *max_pause* is neither an int nor a float (a bool is not one).

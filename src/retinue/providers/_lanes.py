@@ -275,8 +275,9 @@ class Lane:
             (info.requests_remaining, info.requests_reset),
             (info.tokens_remaining, info.tokens_reset),
         ):
-            if remaining is not None and remaining <= 0 and reset:
-                self.paused_until = max(self.paused_until, now + min(reset, max_pause))
+            # A reset further off than max_pause is not waited for: see admit().
+            if remaining is not None and remaining <= 0 and reset and reset <= max_pause:
+                self.paused_until = max(self.paused_until, now + reset)
 
     def shift(self, seconds: float) -> None:
         """Move every time the lane keeps by *seconds* (onto another run's clock)."""

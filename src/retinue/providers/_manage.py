@@ -230,8 +230,8 @@ class _Admitted:
     """Hold admission for one attempt; a 429/529 is reported to the lane through the ticket.
 
     So are a failed response's rate-limit headers, as a successful one's are.
-    The ticket caps every pause at *max_pause*: the lane pauses no longer than
-    the retry policy honours a ``Retry-After``.
+    The ticket bounds every pause by *max_pause*: the lane pauses for no wait
+    longer than the retry policy waits for, which fails its request at once.
     """
 
     def __init__(
