@@ -22,8 +22,8 @@ def _anthropic_error(kind: str, message: str) -> RawReply:
 
 
 async def test_an_anthropic_timeout_error_event_is_retried(autojump_clock: trio.abc.Clock) -> None:
-    """R10.3: Anthropic's ``timeout_error`` (its 504, which the default policy retries)
-    sent as the stream's first event is retried, and the retry's answer is the stream's."""
+    """R10.3: Anthropic's ``timeout_error`` (its 504), sent with no status as the stream's
+    first event, is retried as a stream error code, and the retry's answer is the stream's."""
     server = MockServer(
         ScriptedPolicy([_anthropic_error("timeout_error", "Request timed out"), MockReply("ok")])
     )

@@ -60,7 +60,8 @@ though OpenAI sends it as a 429.
 """
 _QUOTA_NAME = "insufficient_quota"
 _MODEL_NOT_FOUND = "model_not_found"
-# Anthropic's timeout_error is its 504, which the default statuses retry.
+# Anthropic's timeout_error (its 504) comes without a status inside a stream: retried,
+# as every code here is, when the policy retries connection errors.
 RETRYABLE_STREAM_CODES = frozenset(
     {
         "overloaded_error",
