@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 
 from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.mock import EchoPolicy, MockServer
 from retinue.providers.openai import OpenAIModel
+from tests.providers.support import collect, make_request
 
 BAD: dict[str, tuple[dict[str, Any], str]] = {
     "provider-empty": ({"provider": ""}, "provider"),
@@ -35,3 +39,34 @@ def test_openai_model_refuses_an_organization_or_project_that_is_no_str(field: s
     options: dict[str, Any] = {field: 42}
     with pytest.raises(TypeError, match=f"^{field} must be None or a str"):
         OpenAIModel(base_url="http://mock/v1", api_key="k", **options)
+
+
+@pytest.mark.parametrize("api", ["messages", "chat", "responses"])
+async def test_a_default_header_given_as_the_sdks_omit_marker_is_left_out(api: str) -> None:
+    """Both SDKs take their ``Omit()`` as a header value that drops one of their default
+    headers: it is not refused when the adapter is built, and the request goes out
+    without that header and with the others."""
+    omit = anthropic.Omit() if api == "messages" else openai.Omit()
+    headers: Any = {"x-stainless-os": omit, "x-extra": "1"}
+    server = MockServer(EchoPolicy())
+    model: Any
+    if api == "messages":
+        model = AnthropicModel(
+            base_url="http://mock",
+            api_key="k",
+            transport=server.transport(),
+            default_headers=headers,
+        )
+    else:
+        model = OpenAIModel(
+            base_url="http://mock/v1",
+            api_key="k",
+            api="chat" if api == "chat" else "responses",
+            transport=server.transport(),
+            default_headers=headers,
+        )
+    async with model:
+        await collect(model, make_request("hi"))
+    sent = server.calls[0].headers
+    assert "x-stainless-os" not in sent
+    assert sent.get("x-extra") == "1"

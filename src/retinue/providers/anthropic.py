@@ -152,7 +152,9 @@ class AnthropicModel(ClientOwner):
         proxy: str | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
-        check_identity(provider=provider, headers=default_headers, api_key=api_key)
+        check_identity(
+            provider=provider, headers=default_headers, omit=anthropic.Omit, api_key=api_key
+        )
         check_http_settings(
             max_connections=max_connections,
             pool_size=pool_size,

@@ -139,6 +139,7 @@ class OpenAIModel(ClientOwner):
         check_identity(
             provider=provider,
             headers=default_headers,
+            omit=openai.Omit,
             api_key=api_key,
             organization=organization,
             project=project,
