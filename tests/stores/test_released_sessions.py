@@ -227,3 +227,27 @@ async def test_store_released_create_refused_on_a_later_detach_is_dropped(
         loaded = await store.load("retried")
         assert lines(loaded.events[:]) == lines(winner.events[:])
         await store.detach(loaded)
+
+
+async def test_store_released_session_detached_again_is_let_go_as_any_other(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.4: once a second detach of a released session stored its buffer and returned,
+    the session is detached like one whose first detach succeeded: what it appends later
+    reaches no buffer, and its flush and detach return as they do for any detached
+    session, rather than fail ``SESSION_RELEASED`` blaming a detach that failed."""
+    async with kit.open() as store:
+        plain = Session.create("plain")
+        store.attach_new(plain)
+        run_turn(plain)
+        await store.detach(plain)
+        session = await _released(store, monkeypatch, "again")
+        await store.detach(session)
+        detached_with = lines(session.events[:])
+        assert store.statistics().buffered_events == 0
+        for detached in (plain, session):
+            run_turn(detached, "after the detach")
+            await store.flush(detached)
+            await store.detach(detached)
+    async with kit.open() as store:
+        assert lines((await store.inspect("again")).events[:]) == detached_with

@@ -268,6 +268,7 @@ class BufferedStore(StoreLoads):
             return
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session:
+            self._let_go.pop(session, None)  # all it holds is stored: detached as any other
             return
         while tracked.buffer:  # appended while that flush was being written
             await self._final_flush(session)
@@ -275,6 +276,7 @@ class BufferedStore(StoreLoads):
             return  # a detach of the session running alongside has let it go
         tracked.unsubscribe()
         del self._tracked[session.id]
+        self._let_go.pop(session, None)  # released before, detached now: as any other
         await self._release(session)
 
     async def _final_flush(self, session: Session) -> None:
