@@ -251,3 +251,36 @@ async def test_store_released_session_detached_again_is_let_go_as_any_other(
             await store.detach(detached)
     async with kit.open() as store:
         assert lines((await store.inspect("again")).events[:]) == detached_with
+
+
+async def test_store_released_create_taken_over_and_released_again_refuses_both_sessions(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.3, R11.4: a new session released before its create was written, taken over by a
+    load whose copy's detach fails too, holds events only that copy's buffer could write.
+    Once another writer stores the id and a load drops that buffer, a flush or detach of
+    either session fails ``SESSION_ALREADY_EXISTS``, not only the copy's: the first one's
+    returned as if its events were stored, none of them being."""
+    async with kit.open() as store, kit.open() as other:
+        first = Session.create("chained")
+        store.attach_new(first)
+        run_turn(first, "never stored")
+        monkeypatch.setattr(store._backend, "write", _full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(first)
+        copy = await store.load("chained")
+        store.attach(copy)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(copy)
+        monkeypatch.undo()
+        winner = Session.create("chained")
+        other.attach_new(winner)
+        run_turn(winner, "stored first")
+        await other.detach(winner)
+        loaded = await store.load("chained")
+        assert lines(loaded.events[:]) == lines(winner.events[:])
+        await _refused(store, copy, "SESSION_ALREADY_EXISTS")
+        await _refused(store, first, "SESSION_ALREADY_EXISTS")
+        await store.detach(loaded)
+    async with kit.open() as store:
+        assert lines((await store.inspect("chained")).events[:]) == lines(winner.events[:])

@@ -98,11 +98,15 @@ class StoreLoads(StoreLifetime):
         return None
 
     def _drop_refused(self, released: Tracked, refusal: StoreError) -> None:
-        """Stop tracking *released*, whose create *refusal* refused: a flush of it fails so."""
+        """Stop tracking *released*, whose create *refusal* refused: a flush of it fails so.
+
+        So does a flush of every session released with that entry: one a load's copy
+        took over held events that only the entry could have written.
+        """
         del self._tracked[released.session.id]
-        let_go = self._let_go.get(released.session)
-        if let_go is not None:
-            self._let_go[released.session] = attrs.evolve(let_go, refusal=refusal)
+        for session, let_go in list(self._let_go.items()):
+            if let_go.entry() is released:
+                self._let_go[session] = attrs.evolve(let_go, refusal=refusal)
 
     @contextlib.contextmanager
     def _reserved(self, session_id: str) -> Iterator[None]:
