@@ -6,6 +6,8 @@ import errno
 from collections.abc import Sequence
 
 import pytest
+import trio
+import trio.testing
 
 from retinue._errors import StoreError
 from retinue.session import Session
@@ -284,3 +286,48 @@ async def test_store_released_create_taken_over_and_released_again_refuses_both_
         await store.detach(loaded)
     async with kit.open() as store:
         assert lines((await store.inspect("chained")).events[:]) == lines(winner.events[:])
+
+
+async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.3, R11.4: a flush of a new session released before its create was written,
+    waiting for the writer while a load finds the id stored by another writer since and
+    drops the buffer, fails ``SESSION_ALREADY_EXISTS`` as a later flush does: it found
+    nothing left to write and returned as if the events were stored."""
+    async with kit.open() as store, kit.open() as other:
+        released = Session.create("overtaken")
+        store.attach_new(released)
+        run_turn(released, "never stored")
+        monkeypatch.setattr(store._backend, "write", _full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(released)
+        monkeypatch.undo()
+        winner = Session.create("overtaken")
+        other.attach_new(winner)
+        run_turn(winner, "stored first")
+        await other.detach(winner)
+        loaded: list[Session] = []
+        refused: list[str | None] = []
+
+        async def load() -> None:
+            loaded.append(await store.load("overtaken"))
+
+        async def flush() -> None:
+            with pytest.raises(StoreError) as caught:
+                await store.flush(released)
+            refused.append(caught.value.code)
+
+        # Holding the commit lock, the load looks the id up first, then the flush commits.
+        async with trio.open_nursery() as nursery, store._committer.commit_lock:
+            nursery.start_soon(load)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(flush)
+            await trio.testing.wait_all_tasks_blocked()
+        assert refused == ["SESSION_ALREADY_EXISTS"]
+        [session] = loaded
+        assert lines(session.events[:]) == lines(winner.events[:])
+        await _refused(store, released, "SESSION_ALREADY_EXISTS")
+        await store.detach(session)
+    async with kit.open() as store:
+        assert lines((await store.inspect("overtaken")).events[:]) == lines(winner.events[:])

@@ -144,6 +144,11 @@ class BufferedStore(StoreLoads):
         except StoreError as exc:
             # Opening the storage or a closed store: the error says nothing of the session.
             raise StoreError(f"session {session.id!r}: {exc.message}", code=exc.code) from exc
+        let_go = self._let_go.get(session)
+        if error is None and let_go is not None:
+            # Its create refused while this flush waited (a load found the id stored since):
+            # its buffer was dropped unwritten.
+            error = let_go.refusal
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
 
