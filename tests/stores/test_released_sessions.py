@@ -331,3 +331,39 @@ async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so
         await store.detach(session)
     async with kit.open() as store:
         assert lines((await store.inspect("overtaken")).events[:]) == lines(winner.events[:])
+
+
+async def test_store_load_of_a_released_create_committed_with_its_reply_lost_takes_it_over(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R11.3, R11.8: a new session whose create was committed but whose flush failed (its
+    reply lost), then released by a failed detach, is stored by no other writer: the next
+    load takes it over with every buffered event, and the copy's flush writes those its
+    create did not store. The load took the stored create for another writer's and
+    dropped the buffer, losing what was appended after it."""
+    async with kit.open() as store:
+        write = store._backend.write
+
+        def reply_lost(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+            write(batches)
+            raise OSError(errno.ECONNRESET, "Connection reset by peer")
+
+        session = Session.create("unanswered")
+        store.attach_new(session)
+        run_turn(session, "committed")
+        monkeypatch.setattr(store._backend, "write", reply_lost)
+        with pytest.raises(StoreError, match="Connection reset"):
+            await store.flush(session)
+        run_turn(session, "buffered")
+        monkeypatch.setattr(store._backend, "write", _full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(session)
+        monkeypatch.undo()
+        taken = await store.load("unanswered")
+        assert lines(taken.events[:]) == lines(session.events[:])
+        assert not [r for r in caplog.records if "dropping" in r.getMessage()]
+        store.attach(taken)
+        await store.detach(taken)
+        await store.flush(session)
+    async with kit.open() as store:
+        assert lines((await store.inspect("unanswered")).events[:]) == lines(session.events[:])

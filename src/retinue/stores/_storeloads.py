@@ -11,7 +11,8 @@ import attrs
 import trio
 
 from retinue._errors import StoreError
-from retinue.session import Session, SessionHeader
+from retinue.session import Event, Session, SessionHeader
+from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import already_exists
@@ -79,7 +80,9 @@ class StoreLoads(StoreLifetime):
         Its create could then never be written: its buffer is dropped (a flush of
         it fails ``SESSION_ALREADY_EXISTS``), and the load loads the stored
         session. Looked up between commits: a commit of its own create under way
-        must not be taken for another writer's.
+        must not be taken for another writer's. Nor must its own create committed
+        with its reply lost (a dropped connection): stored under its header with
+        its first events, it is taken over as stored, and the rest stays buffered.
         """
         session_id = released.session.id
         async with self._committer.commit_lock:
@@ -87,6 +90,14 @@ class StoreLoads(StoreLifetime):
                 return released  # its create was committed, or it was let go, meanwhile
             what = f"session {session_id!r}"
             if not await self._call(self._backend.contains, what, session_id):
+                return released
+            header = released.header
+            events = (*released.session.events[: released.cursor], *released.pending())
+            stored = await self._call(self._own_create, what, session_id, header, events)
+            if stored is not None:
+                del released.buffer[: max(0, stored - released.cursor)]
+                released.cursor = max(stored, released.cursor)
+                released.header = None
                 return released
             self._drop_refused(released, already_exists(session_id))
         log.warning(
@@ -96,6 +107,25 @@ class StoreLoads(StoreLifetime):
             len(released.buffer),
         )
         return None
+
+    def _own_create(
+        self, session_id: str, header: SessionHeader, events: tuple[Event, ...]
+    ) -> int | None:
+        """How many of *events* are stored, if the stored session is their own create.
+
+        It is when its header is *header* and its events begin *events*: what
+        another writer created holds another header or other events, or else
+        only what is already ours, so appending the rest to it loses nothing.
+        """
+        stored = self._recover_plain(session_id).session
+        count = len(stored.events)
+        if count > len(events) or encode_header(stored.header) != encode_header(header):
+            return None
+        if [encode_event(event) for event in stored.events] != [
+            encode_event(event) for event in events[:count]
+        ]:
+            return None
+        return count
 
     def _drop_refused(self, released: Tracked, refusal: StoreError) -> None:
         """Stop tracking *released*, whose create *refusal* refused: a flush of it fails so.
