@@ -38,6 +38,30 @@ async def _released(
     return session
 
 
+async def _released_create(
+    store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
+) -> Session:
+    """A new session with one turn, released by a detach that failed (a full disk) before
+    its create was written."""
+    session = Session.create(session_id)
+    store.attach_new(session)
+    run_turn(session, "never stored")
+    monkeypatch.setattr(store._backend, "write", _full_disk)
+    with pytest.raises(StoreError, match="No space left"):
+        await store.detach(session)
+    monkeypatch.undo()
+    return session
+
+
+async def _stored_by(other: BufferedStore, session_id: str) -> Session:
+    """A session of *session_id* with one turn that another store has written."""
+    winner = Session.create(session_id)
+    other.attach_new(winner)
+    run_turn(winner, "stored first")
+    await other.detach(winner)
+    return winner
+
+
 async def _refused(store: BufferedStore, session: Session, code: str) -> list[str]:
     """Assert that a flush and a detach of *session* fail with *code*; their messages."""
     messages = []
@@ -182,18 +206,9 @@ async def test_store_load_of_a_released_create_whose_id_another_writer_stored_lo
     the session; a flush or detach of the released session then fails
     ``SESSION_ALREADY_EXISTS``."""
     async with kit.open() as store, kit.open() as other:
-        released = Session.create("raced")
-        store.attach_new(released)
-        run_turn(released, "never stored")
-        monkeypatch.setattr(store._backend, "write", _full_disk)
-        with pytest.raises(StoreError, match="No space left"):
-            await store.detach(released)
-        monkeypatch.undo()
+        released = await _released_create(store, monkeypatch, "raced")
         assert store.statistics().buffered_events == len(released.events)
-        winner = Session.create("raced")
-        other.attach_new(winner)
-        run_turn(winner, "stored first")
-        await other.detach(winner)
+        winner = await _stored_by(other, "raced")
         loaded = await store.load("raced")
         assert lines(loaded.events[:]) == lines(winner.events[:])
         assert store.statistics().buffered_events == 0
@@ -213,17 +228,8 @@ async def test_store_released_create_refused_on_a_later_detach_is_dropped(
     """R11.3: a released new session detached again once another writer stored its id is
     refused ``SESSION_ALREADY_EXISTS``, and keeps nothing buffered for a load or a close."""
     async with kit.open() as store, kit.open() as other:
-        released = Session.create("retried")
-        store.attach_new(released)
-        run_turn(released, "never stored")
-        monkeypatch.setattr(store._backend, "write", _full_disk)
-        with pytest.raises(StoreError, match="No space left"):
-            await store.detach(released)
-        monkeypatch.undo()
-        winner = Session.create("retried")
-        other.attach_new(winner)
-        run_turn(winner, "stored first")
-        await other.detach(winner)
+        released = await _released_create(store, monkeypatch, "retried")
+        winner = await _stored_by(other, "retried")
         await _refused(store, released, "SESSION_ALREADY_EXISTS")
         assert store.statistics().buffered_events == 0
         loaded = await store.load("retried")
@@ -275,10 +281,7 @@ async def test_store_released_create_taken_over_and_released_again_refuses_both_
         with pytest.raises(StoreError, match="No space left"):
             await store.detach(copy)
         monkeypatch.undo()
-        winner = Session.create("chained")
-        other.attach_new(winner)
-        run_turn(winner, "stored first")
-        await other.detach(winner)
+        winner = await _stored_by(other, "chained")
         loaded = await store.load("chained")
         assert lines(loaded.events[:]) == lines(winner.events[:])
         await _refused(store, copy, "SESSION_ALREADY_EXISTS")
@@ -296,17 +299,8 @@ async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so
     drops the buffer, fails ``SESSION_ALREADY_EXISTS`` as a later flush does: it found
     nothing left to write and returned as if the events were stored."""
     async with kit.open() as store, kit.open() as other:
-        released = Session.create("overtaken")
-        store.attach_new(released)
-        run_turn(released, "never stored")
-        monkeypatch.setattr(store._backend, "write", _full_disk)
-        with pytest.raises(StoreError, match="No space left"):
-            await store.detach(released)
-        monkeypatch.undo()
-        winner = Session.create("overtaken")
-        other.attach_new(winner)
-        run_turn(winner, "stored first")
-        await other.detach(winner)
+        released = await _released_create(store, monkeypatch, "overtaken")
+        winner = await _stored_by(other, "overtaken")
         loaded: list[Session] = []
         refused: list[str | None] = []
 
