@@ -323,16 +323,27 @@ def resolve_source(source: MessageSource | str | None) -> MessageSource:
 
     Raises:
         TypeError: *source* is none of these.
+        ValueError: *source* names no plugin (``""``, or a plugin source without
+            a name) or has an empty kind: plugin content must label itself
+            (R1.3), and a log could not tell whose it was.
     """
     if source is None:
         return USER_SOURCE
     if isinstance(source, str):
+        if not source:
+            raise ValueError(
+                "source '' names no plugin: pass the plugin's name, or None for the user"
+            )
         return MessageSource("plugin", source)
     if not isinstance(source, MessageSource):
         raise TypeError(
             "source must be a MessageSource, a str naming a plugin, or None, "
             f"got {type(source).__name__}"
         )
+    if source.kind == "plugin" and not source.plugin:
+        raise ValueError(f"a plugin source must name its plugin, got {source!r}")
+    if not source.kind:
+        raise ValueError(f"a source's kind must not be empty, got {source!r}")
     return source
 
 

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions, MessageSource
+from retinue import AgentOptions, HookContext, MessageSource
 from retinue.session import Event
 from retinue.stores import MemoryStore
 from retinue.testing import (
@@ -281,6 +281,39 @@ async def test_every_verb_refuses_a_source_of_another_kind_naming_every_kind_it_
             await agent.ask("hi", 5)  # type: ignore[arg-type]
         await agent.wait_idle()
         assert list(agent.session.events) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("", "^source '' names no plugin"),
+        (MessageSource("plugin"), "^a plugin source must name its plugin"),
+        (MessageSource("plugin", ""), "^a plugin source must name its plugin"),
+        (MessageSource(""), "^a source's kind must not be empty"),
+    ],
+)
+async def test_every_verb_refuses_a_source_that_names_no_one(
+    source: MessageSource | str,
+    expected: str,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R1.3: plugin content must label itself, so a source naming no plugin (or of no
+    kind) is a ValueError, and nothing is sent or logged. It was logged as the
+    content of a plugin named "" (or None), which no reader of the log could tell
+    apart from any other unnamed one."""
+    model = ScriptedModel([Reply("ok")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        for verb in (agent.send, agent.steer, agent.inject):
+            with pytest.raises(ValueError, match=expected):
+                verb("hi", source)
+        with pytest.raises(ValueError, match=expected):
+            await agent.ask("hi", source)
+        with pytest.raises(ValueError, match=expected):
+            HookContext("hi", source)
+        await agent.wait_idle()
+        assert list(agent.session.events) == []
+        assert model.statistics().calls == 0
 
 
 def _queued_prompts(rt: retinue.Runtime, agent: retinue.Agent) -> list[tuple[str, bool]]:
