@@ -28,6 +28,10 @@ class TurnResult:
     reason: TurnEndReason
     text: str = ""
     usage: Usage | None = None
+    error: BaseException | None = attrs.field(default=None, eq=False)
+    """The exception behind an ``error`` end, whose message and code the log keeps
+    (R4.12): a provider's ``retry_after``, say, is read here. ``None`` for any
+    other end, and for a turn whose answer came from the log, not its run."""
 
 
 class AgentHandle(Protocol):

@@ -193,6 +193,7 @@ async def test_a_bug_in_a_turns_error_handling_closes_it_as_a_driver_crash(
         # The ask gets the answer the log gives: the same turn and reason.
         assert (result.turn, result.reason) == (1, reason)
         assert [type(error) for (error,) in restarts] == [DriverBugError]
+        assert result.error is restarts[0][0]
         again = await agent.ask("again")
         assert again.reason.kind == "completed"
         assert again.turn == 2

@@ -27,7 +27,7 @@ from retinue import (
     ToolCall,
 )
 from retinue.loop import summarize_turn
-from retinue.providers import Usage
+from retinue.providers import ProviderError, Usage
 from retinue.session import (
     AssistantChunk,
     AssistantMessage,
@@ -733,11 +733,35 @@ async def test_model_error_reports_agent_error_and_ends_the_turn_error(
             1, "provider exploded", "UPSTREAM_500"
         )
         assert reported == [(1, 1, boom)]
+        assert result.error is boom
         assert len(of_type(agent.session.events, "assistant/chunk")) == 2
         assert of_type(agent.session.events, "assistant/message") == []
         again = await agent.ask("again")
         assert again.reason.kind == "completed"
+        assert again.error is None
         check_session_invariants(agent.session.events)
+
+
+async def test_an_ask_gets_the_provider_error_that_ended_its_turn_with_its_retry_after(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.12, R7.45: the log keeps an error end's message and code; the ask's result also
+    carries the exception, so a caller can read a provider's ``retry_after`` (which the
+    log does not keep) and know when to send again."""
+    refused = ProviderError(
+        "rate limited", code="rate_limit_exceeded", status=429, retry_after=600.0
+    )
+    model = ScriptedModel([RaiseMidStream(refused), Reply("later")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "rate_limit_exceeded")
+        assert isinstance(result.error, ProviderError)
+        assert result.error is refused
+        assert result.error.retry_after == 600.0
+        # Equality is the logged end's: the exception is what the log could not keep.
+        assert result == retinue.TurnResult(result.turn, result.reason, result.text, result.usage)
+        assert (await agent.ask("again")).error is None
 
 
 async def test_runtime_exit_mid_turn_stops_the_loop(autojump_clock: trio.testing.MockClock) -> None:

@@ -69,7 +69,8 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
             # takes over, but the prompts of this batch get an answer first, the one
             # the log will give (the supervisor closes a logged turn with it).
             logged = core.session.last_turn >= turn
-            settle(items, TurnResult(turn if logged else 0, _escaped(exc)))
+            crash = exc if isinstance(exc, Exception) else None
+            settle(items, TurnResult(turn if logged else 0, _escaped(exc), error=crash))
             raise
         core.cancel_marker = False
         core.cancel_reason = None

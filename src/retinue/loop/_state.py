@@ -71,6 +71,8 @@ class TurnState:
     """The last non-empty assistant text logged in this turn (what ``ask`` returns)."""
     usage: Usage | None = None
     """The summed usage of this turn's assistant messages."""
+    error: BaseException | None = None
+    """The first error recorded, which the turn's result carries (its end logs less)."""
 
     def note_answer(self, content: tuple[ContentBlock, ...], usage: Usage | None) -> None:
         """Fold a logged assistant message into the turn's result text and usage."""
@@ -89,7 +91,7 @@ class TurnState:
         if code is None and not isinstance(error, Exception):
             code = "UNKNOWN"
         self.reason = TurnEndReason.error(self.step, describe_error(error), code)
-        self.error_recorded = True
+        self.error, self.error_recorded = error, True
         self.core.emit("agent/error", self.turn, self.step, error)
 
     def set_interrupted(self) -> None:

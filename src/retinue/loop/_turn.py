@@ -119,7 +119,7 @@ def _close_and_settle(state: TurnState, items: list[MailboxItem], *, cancelled: 
 
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
-    settle(items, TurnResult(state.turn, state.reason, state.text, state.usage))
+    settle(items, TurnResult(state.turn, state.reason, state.text, state.usage, state.error))
 
 
 # The two parts of the end-of-turn flush, as a timeout names them.
