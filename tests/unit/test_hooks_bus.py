@@ -613,6 +613,22 @@ async def test_scoped_listeners_hear_only_their_agent() -> None:
     assert bus.listeners("agent/status", "a") != bus.listeners("agent/status", "b")
 
 
+def test_a_bus_given_bus_of_refuses_a_handle_whose_agent_dispatches_elsewhere() -> None:
+    """R6.5: a handle whose agent dispatches on another bus is refused before anything is
+    registered: scoped by its id, the listener would never hear that agent. A handle of
+    its own bus, one it does not know, or an id (whatever it names) is taken."""
+    elsewhere = HookBus()
+    buses: dict[str, HookBus] = {"theirs": elsewhere}
+    bus = HookBus(bus_of=lambda handle: buses.get(getattr(handle, "id", "")))
+    buses["ours"] = bus
+    with pytest.raises(ValueError, match=r"^agent 'theirs' belongs to another runtime$"):
+        bus.on("agent/status", lambda *_: None, agent=Handle("theirs"))
+    assert not bus.has_listeners("agent/status")
+    for agent in (Handle("ours"), Handle("unknown"), "theirs"):
+        bus.on("agent/status", lambda *_: None, agent=agent)
+    assert all(bus.hears("agent/status", scope) for scope in ("ours", "unknown", "theirs"))
+
+
 def test_unregister_during_dispatch_affects_only_later_dispatches() -> None:
     """R6.5 / DESIGN 17: lists are copied before dispatch; (un)registering mid-dispatch is safe."""
     bus = HookBus()

@@ -101,6 +101,12 @@ class HookBus:
     A listener registered with ``agent=`` hears only that agent's dispatches
     (R6.5); lists are copied before dispatch so (un)registering during a
     dispatch is safe.
+
+    *bus_of*, given by the runtime that owns the bus, finds the bus an agent
+    handle's agent dispatches on (``None`` for an object it does not know as
+    a handle): scoping to a handle of an agent that dispatches on another bus
+    is refused (:meth:`scope_of`). A bus of no runtime, without it, takes any
+    handle by its id.
     """
 
     _listeners: dict[str, Seam] = attrs.field(factory=dict, init=False)
@@ -110,6 +116,11 @@ class HookBus:
     # (every agent watches session/event, and agents are disposed in any order).
     _watchers: dict[str, dict[object, Callable[[], None]]] = attrs.field(factory=dict, init=False)
     _orders: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
+    # A lookup, not a yes-or-no about ownership: a runtime builds its bus before what
+    # tells its agents apart, so the bus compares the answer with itself.
+    _bus_of: Callable[[object], HookBus | None] | None = attrs.field(
+        default=None, kw_only=True, alias="bus_of"
+    )
 
     def on(self, name: str, fn: Listener, *, agent: object = None) -> Callable[[], None]:
         """Register *fn* for seam *name*; returns an idempotent unregister function.
@@ -117,7 +128,9 @@ class HookBus:
         *agent* is an agent (or its id) to scope the listener to.
 
         Raises:
-            ValueError: *name* is not a seam (a listener for it would never run).
+            ValueError: *name* is not a seam (a listener for it would never run);
+                or *agent* is a handle of another runtime's agent
+                (:meth:`scope_of`).
             TypeError: *fn* is not callable, or an ``async def`` function (or an
                 object whose ``__call__`` is one) and *name* an emit seam, whose
                 listeners are called synchronously; or *agent*
@@ -125,7 +138,7 @@ class HookBus:
             AgentDisposedError: *agent* is a disposed handle.
         """
         check_listener(name, fn)
-        entry = Entry(fn, agent_scope(agent), next(self._orders))
+        entry = Entry(fn, self.scope_of(agent), next(self._orders))
         seam = self._listeners.get(name)
         first = seam is None
         if seam is None:
@@ -147,6 +160,30 @@ class HookBus:
                 self._notify(name)
 
         return unregister
+
+    def scope_of(self, agent: object) -> str | None:
+        """The scope an ``agent=`` argument names on this bus: ``None`` or an agent id.
+
+        What scopes a registration to an agent on this bus (a tool of its
+        registry too) takes *agent* through here.
+
+        Raises:
+            TypeError: *agent* is not an agent handle, an agent id or ``None``.
+            ValueError: *agent* is a handle of an agent that dispatches on
+                another bus (another runtime's, disposed or not): scoped by its
+                id here, what is registered would never hear it, would hear this
+                runtime's agent of that id, and would outlive its teardown.
+            AgentDisposedError: *agent* is a disposed handle.
+        """
+        bus_of = self._bus_of
+        if bus_of is None:
+            return agent_scope(agent)
+
+        def elsewhere(handle: object) -> bool:
+            bus = bus_of(handle)
+            return bus is not None and bus is not self
+
+        return agent_scope(agent, elsewhere)
 
     def _forget_scope(self, scope: str, name: str) -> None:
         names = self._scopes.get(scope)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from retinue._errors import AgentDisposedError
@@ -69,11 +71,17 @@ class Seam:
         return bool(self.shared or self.scoped)
 
 
-def agent_scope(agent: object) -> str | None:
+def agent_scope(agent: object, foreign: Callable[[object], bool] | None = None) -> str | None:
     """The scope an ``agent=`` argument names: ``None``, an agent id, or a handle's id.
+
+    *foreign* tells a handle of an agent dispatched elsewhere (another runtime's),
+    which is refused: scoped by its id here, what is registered would never hear
+    it, would hear an agent of the same id here instead, and would outlive its
+    teardown. An id is taken as it is: it names an agent wherever it is used.
 
     Raises:
         TypeError: *agent* is none of those.
+        ValueError: *agent* is a handle *foreign* tells apart, disposed or not.
         AgentDisposedError: *agent* is a disposed handle; whatever is scoped to it
             would outlive its teardown and be heard by a later agent of that id.
     """
@@ -82,6 +90,8 @@ def agent_scope(agent: object) -> str | None:
     agent_id = getattr(agent, "id", None)
     if not isinstance(agent_id, str):
         raise TypeError(f"agent= takes an agent handle, an agent id (a str) or None, got {agent!r}")
+    if foreign is not None and foreign(agent):
+        raise ValueError(f"agent {agent_id!r} belongs to another runtime")
     if getattr(agent, "status", None) == "disposed":
         raise AgentDisposedError(f"agent {agent_id!r} is disposed: nothing can be scoped to it")
     return agent_id
