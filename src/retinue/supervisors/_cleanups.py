@@ -8,17 +8,26 @@ from collections.abc import Callable
 from retinue._errors import synchronous_failure
 from retinue._lossless import shown
 from retinue.actors import Agent
-from retinue.hooks import agent_scope
+from retinue.hooks import HookBus, agent_scope
 from retinue.loop import LoopServices
 
 from ._creation import core_of
 
-__all__ = ["Cleanups", "scoped_cleanup", "unwind"]
+__all__ = ["Cleanups", "bus_of", "scoped_cleanup", "unwind"]
 
 log = logging.getLogger("retinue.supervisors")
 
 Cleanups = dict[str, dict[object, Callable[[], None]]]
 """Per agent, in registration order; keyed so one run early leaves at once."""
+
+
+def bus_of(agent: object) -> HookBus | None:
+    """The bus *agent*'s dispatches are made on, if it is an agent handle.
+
+    Given to a runtime's bus, so that a listener, tool or guard scoped to
+    another runtime's agent is refused as a cleanup tied to one is.
+    """
+    return core_of(agent).services.hooks if isinstance(agent, Agent) else None
 
 
 def scoped_cleanup(

@@ -424,6 +424,10 @@ class RuntimeHooks(Protocol):
         """Register *fn* for seam *name*: :meth:`retinue.hooks.HookBus.on`."""
         ...
 
+    def scope_of(self, agent: Agent | str | None) -> str | None:
+        """:meth:`retinue.hooks.HookBus.scope_of`."""
+        ...
+
     def watch(self, name: str, fn: Callable[[], None]) -> _Unregister:
         """:meth:`retinue.hooks.HookBus.watch`."""
         ...

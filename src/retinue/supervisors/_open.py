@@ -26,6 +26,7 @@ from ._arguments import (
     tools_of,
     variables_of,
 )
+from ._cleanups import bus_of
 from ._configured import start_configured_agents
 from ._runtime import Runtime
 from ._supervise import RestartPolicy
@@ -94,7 +95,7 @@ async def open_runtime(
     model, global_tools = models_of(models), tools_of(tools)
     prompt_variables, order = variables_of(variables), tool_order_of(tool_order)
     flush_timeout = flush_timeout_of(flush_timeout)
-    hooks = HookBus()
+    hooks = HookBus(bus_of=bus_of)
     registry = ToolRegistry(hooks, global_tools)
     sections = persona_sections(system_prompt)
     async with AsyncExitStack() as stack:

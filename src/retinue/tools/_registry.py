@@ -14,7 +14,7 @@ import trio
 from retinue._errors import ConfigError, InvalidJsonError
 from retinue._lossless import FrozenDict, freeze_json
 from retinue._request import ToolSchema
-from retinue.hooks import HookBus, agent_scope
+from retinue.hooks import HookBus
 
 from ._body import ToolThreads, invalid_arguments, run_body
 from ._execution import (
@@ -71,7 +71,9 @@ class ToolRegistry:
     of the same name for that agent only (R9.3). :meth:`execute` (or its
     stages :meth:`prepare`, :meth:`dispatch`, :meth:`finish`) never raises for
     a tool or policy failure (R9.2): every failure becomes an error result.
-    Every seam is dispatched with ``scope=execution.agent_id`` (R6.5).
+    Every seam is dispatched with ``scope=execution.agent_id`` (R6.5), and a
+    tool or guard is scoped to an agent as :attr:`hooks` scopes a listener
+    (:meth:`HookBus.scope_of <retinue.hooks.HookBus.scope_of>`).
     """
 
     hooks: HookBus = attrs.field(validator=_check_hooks)
@@ -121,11 +123,13 @@ class ToolRegistry:
             ConfigError: the name is already registered in that scope.
             TypeError: *tool* is not a :class:`Tool`, or *agent* is not an
                 agent handle, an agent id or ``None``.
+            ValueError: *agent* is a handle of another runtime's agent
+                (:meth:`HookBus.scope_of <retinue.hooks.HookBus.scope_of>`).
             AgentDisposedError: *agent* is a disposed handle.
         """
         if not isinstance(tool, Tool):
             raise TypeError(f"expected a Tool, got {type(tool).__name__}")
-        scope = agent_scope(agent)
+        scope = self.hooks.scope_of(agent)
         table = self._global if scope is None else self._scoped.setdefault(scope, {})
         if tool.name in table:
             where = "globally" if scope is None else f"for agent {scope!r}"
@@ -162,9 +166,11 @@ class ToolRegistry:
         Raises:
             TypeError: *check* is not callable, or *agent* is not an agent
                 handle, an agent id or ``None``.
+            ValueError: *agent* is a handle of another runtime's agent
+                (:meth:`HookBus.scope_of <retinue.hooks.HookBus.scope_of>`).
             AgentDisposedError: *agent* is a disposed handle.
         """
-        return self._guards.add(check, agent_scope(agent))
+        return self._guards.add(check, self.hooks.scope_of(agent))
 
     def get(self, name: str, agent_id: str | None = None) -> Tool | None:
         """The tool *name* resolves to in *agent_id*'s view (scoped first), or ``None``."""
