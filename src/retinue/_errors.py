@@ -48,7 +48,10 @@ __all__ = [
     "describe_error",
     "error_code",
     "failure_of",
+    "holds_cancel",
+    "is_interrupt",
     "leaf_error",
+    "pass_on",
     "passes_on",
     "raised_message",
     "stray_cancel_error",
@@ -226,23 +229,67 @@ def stray_cancel_error(
 
 def failure_of(exc: BaseException, culprit: str, kind: Callable[..., RetinueError]) -> Exception:
     """What *culprit*'s raise of *exc* reports: an ``Exception`` as it is, a stray
-    ``Cancelled`` as a *kind* error (:func:`stray_cancel_error`), any other
-    ``BaseException`` that does not pass on as a *kind* error too
+    ``Cancelled`` (bare or in a group) as a *kind* error (:func:`stray_cancel_error`),
+    any other ``BaseException`` that does not pass on as a *kind* error too
     (:func:`unknown_failure_error`).
 
     Raises:
-        BaseException: *exc* itself when it passes on (:func:`passes_on`): a real
-            cancel must reach its scope, and Ctrl-C the runtime.
+        BaseException: what of *exc* passes on (:func:`pass_on`): a real cancel
+            must reach its scope, and Ctrl-C the runtime.
     """
     if isinstance(exc, Exception):
         return exc
-    if isinstance(exc, trio.Cancelled):
-        if not cancel_is_stray():
-            raise exc
+    pass_on(exc)
+    if holds_cancel(exc):
         return stray_cancel_error(culprit, kind, exc)
-    if passes_on(exc):
-        raise exc
     return unknown_failure_error(culprit, kind, exc)
+
+
+def holds_cancel(exc: BaseException) -> bool:
+    """Whether *exc* is a ``trio.Cancelled`` or a group holding one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(trio.Cancelled) is not None
+    return isinstance(exc, trio.Cancelled)
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether *exc* is Ctrl-C, bare or in a group, whatever else the group holds."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(KeyboardInterrupt) is not None
+    return isinstance(exc, KeyboardInterrupt)
+
+
+def passes_on(exc: BaseException) -> bool:
+    """Whether user code's raise of *exc*, in a trio task, passes on rather than being its failure.
+
+    Ctrl-C does, and a real cancel, bare or in the group of a nursery the code
+    opened. A stray cancel (:func:`cancel_is_stray`), bare or grouped, is the
+    code's failure: passed on, it would end the task's owner as if that had
+    been cancelled. So is anything else: a ``SystemExit`` (argparse in a
+    plugin, say), a ``GeneratorExit`` or a ``BaseException`` subclass of the
+    user's must not end the runtime with every agent in it (R7.45, R7.48).
+    """
+    return is_interrupt(exc) or (holds_cancel(exc) and not cancel_is_stray())
+
+
+def pass_on(exc: BaseException) -> None:
+    """Raise what of *exc* passes on (:func:`passes_on`); return if nothing does.
+
+    Of a group, only the part that passes on is raised (its Ctrl-C, and its
+    cancels when they are real), with *exc* as its context: the rest is the
+    code's failure, which raised on would reach the runtime, or escape the
+    scope the cancel is for and end its owner.
+    """
+    if not isinstance(exc, BaseExceptionGroup):
+        if passes_on(exc):
+            raise exc
+        return
+    passing: type[BaseException] | tuple[type[BaseException], ...] = KeyboardInterrupt
+    if holds_cancel(exc) and not cancel_is_stray():
+        passing = _PASSING_ON
+    part = exc.subgroup(passing)
+    if part is not None:
+        raise part from exc
 
 
 # What user code (a listener, a tool body) may raise that is not its own failure: Ctrl-C
@@ -250,27 +297,13 @@ def failure_of(exc: BaseException, culprit: str, kind: Callable[..., RetinueErro
 _PASSING_ON = (KeyboardInterrupt, trio.Cancelled)
 
 
-def passes_on(exc: BaseException) -> bool:
-    """Whether user code's raise of *exc* passes on rather than being its own failure.
-
-    Ctrl-C and a cancel do, bare or in the group of a nursery the code opened,
-    whatever else the group holds. Anything else is the code's failure, reported
-    where it ran: a ``SystemExit`` (argparse in a plugin, say), a
-    ``GeneratorExit`` or a ``BaseException`` subclass of the user's must not end
-    the runtime with every agent in it (R7.45, R7.48).
-    """
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.subgroup(_PASSING_ON) is not None
-    return isinstance(exc, _PASSING_ON)
-
-
 def synchronous_failure(exc: BaseException) -> bool:
     """Whether a synchronous callback's raise of *exc* is its own failure: all but Ctrl-C.
 
-    No cancel is delivered to synchronous code, so a ``Cancelled`` is the
-    callback's own too (:func:`passes_on` otherwise).
+    No cancel is delivered to synchronous code, so a ``Cancelled``, bare or in
+    a group, is the callback's own too.
     """
-    return isinstance(exc, Exception | trio.Cancelled) or not passes_on(exc)
+    return not is_interrupt(exc)
 
 
 def error_code(error: BaseException) -> str | None:

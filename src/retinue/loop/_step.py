@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import trio
-
 from retinue._content import ContentBlock, Message, ToolCall, as_content
-from retinue._errors import HookError, ModelError, failure_of
+from retinue._errors import HookError, ModelError, failure_of, holds_cancel
 from retinue._lossless import same_json
 from retinue._options import AgentOptions
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
@@ -192,9 +190,12 @@ async def _stream(
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()
-    except trio.Cancelled as exc:
-        # The model's own Cancelled would end the agent as if it had been disposed.
-        raise failure_of(exc, "the model stream", ModelError) from exc
+    except BaseException as exc:
+        # The model's own Cancelled, bare or grouped, would end the agent as if it
+        # had been disposed; any other BaseException of its own ends the runtime.
+        if not isinstance(exc, Exception) and holds_cancel(exc):
+            raise failure_of(exc, "the model stream", ModelError) from exc
+        raise
     if signal.cancel_called:
         return None
     if isinstance(assembler.finish, _FAILED):

@@ -6,11 +6,10 @@ import inspect
 from collections.abc import Callable
 from functools import partial
 
-import trio
-
 from retinue._errors import (
     SessionError,
-    passes_on,
+    holds_cancel,
+    is_interrupt,
     stray_cancel_error,
     synchronous_failure,
     unknown_failure_error,
@@ -59,15 +58,15 @@ def observer_failure(observer: object, exc: BaseException) -> Exception:
     observer and keeps *exc* as its ``__cause__``.
 
     Raises:
-        BaseException: *exc* itself when it is Ctrl-C (:func:`passes_on`).
+        BaseException: *exc* itself when it is Ctrl-C, bare or grouped.
     """
     culprit = f"session observer {observer!r}"
-    if isinstance(exc, trio.Cancelled):
-        return stray_cancel_error(culprit, SessionError, exc)
     if isinstance(exc, Exception) and not isinstance(exc, StopIteration):
         return exc
-    if passes_on(exc):
+    if is_interrupt(exc):
         raise exc
+    if holds_cancel(exc):
+        return stray_cancel_error(culprit, SessionError, exc)
     return unknown_failure_error(culprit, SessionError, exc)
 
 

@@ -12,7 +12,7 @@ from typing import cast, final
 import attrs
 import trio
 
-from retinue._errors import InvalidJsonError, ToolError, failure_of, passes_on
+from retinue._errors import InvalidJsonError, ToolError, failure_of, holds_cancel, pass_on
 from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, loads_frozen, thaw_json
 
@@ -257,17 +257,18 @@ async def run_body(
         if tool.timeout is None:
             return output_result(execution.call_id, await _call(tool, kwargs, pool))
         return await _run_within(tool.timeout, tool, execution.call_id, kwargs, pool)
-    except trio.Cancelled as exc:
-        # A real cancel is raised again, to reach its scope; propagated, a stray
-        # one would end the agent's driver as if it had been cancelled.
-        failure = failure_of(exc, f'tool "{tool.name}"', ToolError)
-        log.warning("tool %r raised a stray trio.Cancelled", tool.name, exc_info=exc)
-        return exception_result(execution.call_id, failure)
     except BaseException as exc:
-        # Anything but Ctrl-C and a cancel is the call's error result (R9.2): a SystemExit
-        # (argparse in a sync tool, say) must not take the runtime down.
-        if passes_on(exc):
-            raise
+        # Ctrl-C and a real cancel are raised again, to reach the runtime and their
+        # scope (of a group, only they are). Anything else is the call's error result
+        # (R9.2): a SystemExit (argparse in a sync tool, say) must not take the runtime
+        # down, and a stray cancel, bare or grouped, would end the agent's driver as
+        # if it had been cancelled.
+        pass_on(exc)
+        if holds_cancel(exc):
+            log.warning("tool %r raised a stray trio.Cancelled", tool.name, exc_info=exc)
+            return exception_result(
+                execution.call_id, failure_of(exc, f'tool "{tool.name}"', ToolError)
+            )
         return exception_result(execution.call_id, exc)
 
 
