@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 from typing import Any
 
@@ -249,11 +250,20 @@ async def test_manage_pauses_the_lane_for_no_wait_the_policy_does_not_honour(
         assert inner.started[1] - inner.started[0] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "1e400", "-inf"])
-def test_retry_after_that_is_not_a_finite_number_is_ignored(value: str) -> None:
-    """``Retry-After: inf`` would pause a lane forever: it counts as no header."""
+@pytest.mark.parametrize("value", ["nan", "-inf", "-1", "-0.5"])
+def test_retry_after_that_is_no_wait_is_ignored(value: str) -> None:
+    """A ``Retry-After`` that is NaN or negative asks for no wait: it counts as no header."""
     assert retry_after_seconds({"retry-after": value}) is None
     assert retry_after_seconds({"retry-after-ms": value}) is None
+    assert retry_after_seconds({"retry-after-ms": value, "retry-after": "3"}) == 3.0
+
+
+@pytest.mark.parametrize("value", ["inf", "Infinity", "1e400", "9" * 400])
+def test_retry_after_too_large_for_a_float_is_an_infinite_wait(value: str) -> None:
+    """``Retry-After: 1e400`` asks for a wait longer than ``1e9`` does, not for none: it is
+    ``math.inf``, which the policy refuses to wait for and no lane pauses for."""
+    assert retry_after_seconds({"retry-after": value}) == math.inf
+    assert retry_after_seconds({"retry-after-ms": value}) == math.inf
 
 
 def test_retry_policy_delay_stays_capped_after_many_attempts() -> None:

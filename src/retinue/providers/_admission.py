@@ -106,13 +106,16 @@ class AdmissionTicket:
 
         As :meth:`AdmissionController.rate_limited`, with the pause (its default
         too) capped at the ticket's ``max_pause``; a *retry_after* longer than
-        that pauses as ``None`` does.
+        that pauses as ``None`` does, and so does ``math.inf`` (the ``retry_after``
+        of a ``Retry-After`` too large for a float), whatever the cap.
 
         Raises:
             TypeError: *retry_after* is neither an int nor a float (a bool is not one).
             ValueError: *retry_after* is negative or not a number.
         """
-        pause = _checked_pause(retry_after)
+        # An error's own retry_after is taken as it is: infinity is a wait longer than
+        # any this ticket would pause for, not a broken value.
+        pause = None if retry_after == math.inf else _checked_pause(retry_after)
         if pause is None or pause > self._max_pause:
             pause = DEFAULT_PAUSE
         self._lane.rate_limited(trio.current_time(), min(pause, self._max_pause))

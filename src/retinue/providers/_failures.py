@@ -18,13 +18,15 @@ error events to them, and what a failure asks of a caller: a retry, a pause of i
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
+from datetime import MAXYEAR
 from typing import TypeGuard
 
 from retinue._errors import ModelError
 
-from ._ratelimits import finite_number, parse_rate_limits
+from ._ratelimits import parse_rate_limits, wait_number
 
 __all__ = [
     "QUOTA_EXHAUSTED",
@@ -152,29 +154,32 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The wait a response asks for: ``retry-after-ms`` first, then ``retry-after``.
 
     ``retry-after`` may be seconds or an HTTP date; a date in the past gives 0.
-    Returns ``None`` when neither header is present or parseable.
+    A wait too long for a float (``1e400``, ``inf``, a date past the year 9999)
+    is ``math.inf``: longer than any ``max_retry_after``, as it was asked to be.
+    Returns ``None`` when neither header gives a wait: absent, NaN, negative or
+    unreadable.
     """
     value = headers.get("retry-after-ms")
     if value is not None:
-        milliseconds = finite_number(value)
+        milliseconds = wait_number(value)
         if milliseconds is not None:
-            return max(0.0, milliseconds / 1000.0)
+            return milliseconds / 1000.0
     value = headers.get("retry-after")
     if value is None:
         return None
-    seconds = finite_number(value)
-    if seconds is not None:
-        return max(0.0, seconds)
-    return _http_date_delay(value)
+    seconds = wait_number(value)
+    return _http_date_delay(value) if seconds is None else seconds
 
 
 def _http_date_delay(value: str) -> float | None:
-    from email.utils import parsedate_to_datetime
+    from email.utils import parsedate_to_datetime, parsedate_tz
 
     try:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError):
-        return None
+        # A date no datetime holds is a wait as long as any other too large to hold.
+        fields = parsedate_tz(value)
+        return math.inf if fields is not None and fields[0] > MAXYEAR else None
     return max(0.0, moment.timestamp() - time.time())
 
 

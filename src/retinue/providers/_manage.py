@@ -279,7 +279,8 @@ def _lane_pause(error: ProviderError) -> float | None:
     """The wait *error* asks of its lane, or ``None`` (the default pause).
 
     ``None`` for a wait no lane can take: a custom model's NaN or negative wait
-    must not replace its error.
+    must not replace its error, and an infinite one (a ``Retry-After`` too large
+    for a float) gets the default pause, as any wait past ``max_retry_after`` does.
     """
     wait = error.retry_after
     return wait if finite_number_error(wait, zero=True) is None else None

@@ -10,7 +10,7 @@ from typing import final
 
 import attrs
 
-__all__ = ["RateLimitInfo", "finite_number", "parse_duration", "parse_rate_limits"]
+__all__ = ["RateLimitInfo", "finite_number", "parse_duration", "parse_rate_limits", "wait_number"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -40,6 +40,21 @@ def finite_number(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def wait_number(text: str) -> float | None:
+    """*text* as a number of seconds (or milliseconds) to wait, if it is one >= 0.
+
+    A number too large for a float (``1e400``, ``inf``) is ``math.inf``: a wait
+    longer than any other, as ``1e9`` is a long one. ``None`` for NaN, a negative
+    number and anything else: no wait was given.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    # NaN fails the comparison too.
+    return value if value >= 0 else None
 
 
 def parse_duration(text: str) -> float | None:
