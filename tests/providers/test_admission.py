@@ -387,8 +387,9 @@ def test_admission_refuses_a_pause_that_is_not_a_duration(retry_after: float) ->
         admission.rate_limited("p", "m", retry_after)
 
 
-def test_rate_limit_headers_that_are_not_finite_numbers_are_ignored() -> None:
-    """A count or reset of ``inf`` (a broken proxy) is no information, not a crash or a pause."""
+def test_rate_limit_headers_that_are_not_finite_numbers_are_read_without_a_crash() -> None:
+    """A count of ``inf`` (a broken proxy) is no information, and so is a reset of ``nan``;
+    a reset of ``inf`` or ``1e400`` is one further off than any wait, as ``1e9`` is."""
     headers = {
         "x-ratelimit-remaining-requests": "inf",
         "x-ratelimit-reset-requests": "inf",
@@ -396,9 +397,25 @@ def test_rate_limit_headers_that_are_not_finite_numbers_are_ignored() -> None:
         "x-ratelimit-reset-tokens": "nan",
     }
     info = parse_rate_limits(headers, 0.0)
-    assert (info.requests_remaining, info.requests_reset) == (None, None)
+    assert (info.requests_remaining, info.requests_reset) == (None, math.inf)
     assert (info.tokens_remaining, info.tokens_reset) == (None, None)
-    assert parse_duration("inf") is None
+    assert parse_duration("inf") == parse_duration("1e400") == math.inf
+
+
+async def test_a_budget_reset_too_large_for_a_float_pauses_no_lane(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A spent budget whose reset is infinite does not close the lane for good, even for a
+    ticket with no ``max_pause``: the next request is admitted at once."""
+    admission = AdmissionController()
+    with trio.fail_after(200):
+        async with admission.admit(provider="p", model="m") as ticket:
+            ticket.observe_headers(
+                {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1e400"}
+            )
+        assert admission.statistics().lanes[0].paused_for == 0.0
+        async with admission.admit(provider="p", model="m"):
+            assert trio.current_time() == 0.0
 
 
 @pytest.mark.parametrize("reset", ["0001-01-01", "0001-01-01T00:00:00+14:00", "9999-12-31"])

@@ -49,40 +49,47 @@ RATE_LIMITED = json.dumps(
 ).encode()
 
 
-def test_a_reset_duration_too_large_for_a_float_is_no_duration() -> None:
-    """A reset no float can hold is unreadable, as ``inf`` is: not an infinite wait."""
-    assert parse_duration(OVERFLOWING_RESET) is None
-    assert parse_duration("1" + "0" * 305 + "h") is None
+def test_a_reset_duration_too_large_for_a_float_is_an_infinite_one() -> None:
+    """A reset no float can hold is further off than any wait, as ``inf`` is: the 429's
+    ``retry_after`` is ``math.inf``, not a crash nor no wait at all."""
+    assert parse_duration(OVERFLOWING_RESET) == math.inf
+    assert parse_duration("1" + "0" * 305 + "h") == math.inf
     headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "9" * 400}
-    assert status_error(429, RATE_LIMITED, headers, provider="p").retry_after is None
+    assert status_error(429, RATE_LIMITED, headers, provider="p").retry_after == math.inf
 
 
 @pytest.mark.timeout(10)  # scanning one took its length squared: hours for this one
 def test_a_reset_header_too_long_to_be_a_duration_is_read_at_once() -> None:
-    """A reset header of a megabyte of digits is no duration, read without stalling every
-    agent on the trio thread while the scan backtracks over it."""
-    assert parse_duration("1" * 1_000_000) is None
+    """A reset header of a megabyte of digits is read as the one huge number it is, and
+    a megabyte of anything else as no duration, without stalling every agent on the trio
+    thread while a scan backtracks over it."""
+    assert parse_duration("1" * 1_000_000) == math.inf
+    assert parse_duration("1" * 1_000_000 + "x") is None
+    assert parse_duration("1h" * 500_000) is None
     assert parse_duration(" 1h2m3.5s ") == 3723.5
 
 
-async def test_a_429_with_an_overflowing_reset_raises_its_rate_limit_and_frees_the_lane(
-    autojump_clock: trio.abc.Clock,
+@pytest.mark.parametrize(
+    "reset", [OVERFLOWING_RESET, "1e400", "inf"], ids=["digits", "1e400", "inf"]
+)
+async def test_a_429_with_an_overflowing_reset_fails_at_once_and_frees_the_lane(
+    reset: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """A 429 whose spent budget resets after an overflowing duration is retried as a 429,
-    and its attempt leaves the lane, instead of a bare ``ValueError`` holding the lane's
-    only place for good."""
-    spent = (
-        ("x-ratelimit-remaining-requests", "0"),
-        ("x-ratelimit-reset-requests", OVERFLOWING_RESET),
-    )
+    """A 429 whose spent budget resets after an overflowing duration fails at once as
+    that 429, as one resetting in six hours does, and its attempt leaves the lane,
+    instead of a bare ``ValueError`` holding the lane's only place for good; before,
+    such a reset read as none and the 429 was retried on the backoff."""
+    spent = (("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", reset))
     reply = RawReply(429, JSON + spent, RATE_LIMITED)
     server = MockServer(ScriptedPolicy([reply, MockReply(text="ok")]))
     admission = AdmissionController(AdmissionLimits(max_concurrent=1))
     with trio.fail_after(VIRTUAL_DEADLINE):
         async with mock_adapter("chat", server) as adapter:
             model = manage(adapter, retry=RetryPolicy(max_attempts=2), admission=admission)
-            collected = await collect(model, make_request("hi"))
-    assert collected.message.content[0].text == "ok"  # type: ignore[union-attr]
+            with pytest.raises(RateLimitError) as caught:
+                await collect(model, make_request("hi"))
+    assert caught.value.retry_after == math.inf
+    assert len(server.calls) == 1
     assert admission.statistics().in_flight == 0
 
 

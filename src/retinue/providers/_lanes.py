@@ -275,8 +275,10 @@ class Lane:
             (info.requests_remaining, info.requests_reset),
             (info.tokens_remaining, info.tokens_reset),
         ):
-            # A reset further off than max_pause is not waited for: see admit().
-            if remaining is not None and remaining <= 0 and reset and reset <= max_pause:
+            # A reset further off than max_pause is not waited for: see admit(). Nor is
+            # an infinite one under no cap: it would close the lane for good.
+            spent = remaining is not None and remaining <= 0
+            if spent and reset and math.isfinite(reset) and reset <= max_pause:
                 self.paused_until = max(self.paused_until, now + reset)
 
     def shift(self, seconds: float) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -10,10 +9,11 @@ from typing import final
 
 import attrs
 
-__all__ = ["RateLimitInfo", "finite_number", "parse_duration", "parse_rate_limits", "wait_number"]
+__all__ = ["RateLimitInfo", "parse_duration", "parse_rate_limits", "wait_number"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_ONE_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 _LONGEST_DURATION = 64
 
 
@@ -33,15 +33,6 @@ class RateLimitInfo:
         return self.requests_remaining is None and self.tokens_remaining is None
 
 
-def finite_number(text: str) -> float | None:
-    """*text* as a finite number; ``None`` for anything else (``inf`` and ``nan`` too)."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def wait_number(text: str) -> float | None:
     """*text* as a number of seconds (or milliseconds) to wait, if it is one >= 0.
 
@@ -58,19 +49,33 @@ def wait_number(text: str) -> float | None:
 
 
 def parse_duration(text: str) -> float | None:
-    """Parse OpenAI's reset durations (``"12ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``)."""
+    """Parse OpenAI's reset durations (``"12ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``).
+
+    A duration too large for a float is ``math.inf``, as :func:`wait_number` has it.
+    """
     text = text.strip()
     if len(text) > _LONGEST_DURATION:
-        # No reset is written so long; scanning one costs its length squared, and its
-        # digits could overflow a float to an infinite wait no lane can take.
-        return None
-    seconds = finite_number(text)
+        return _long_duration(text)
+    seconds = wait_number(text)
     if seconds is not None:
-        return max(0.0, seconds)
+        return seconds
     parts = _DURATION.findall(text)
     if not parts or "".join(a + b for a, b in parts) != text:
         return None
     return sum(float(amount) * _UNITS[unit] for amount, unit in parts)
+
+
+def _long_duration(text: str) -> float | None:
+    """A reset too long to be scanned for parts: read only as one number and unit.
+
+    No reset is written so long, and scanning one for parts costs its length
+    squared. A plain number that long is a huge one, not garbage: its wait is
+    read as such (``math.inf`` past a float's range), as a ``Retry-After`` is.
+    """
+    match = _ONE_DURATION.fullmatch(text)
+    if match is None:
+        return None
+    return float(match[1]) * _UNITS[match[2] or "s"]
 
 
 def _reset(text: str | None, wall_now: float) -> float | None:
