@@ -7,9 +7,10 @@ minute's refill), so the budgets are sliding windows instead: what was
 admitted in the last 60 s, never more than the limit. Estimated input tokens
 are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
-pauses the lane for its ``Retry-After`` and halves the concurrency limit (once
-per burst of 429s), which then grows back by one per limit-many successes; rate-limit headers that
-report an exhausted budget pause the lane until the reset. A request admitted
+(or a 503 or 529: an overload) pauses the lane for its ``Retry-After`` and
+halves the concurrency limit (once per burst of 429s), which then grows back by
+one per limit-many successes; rate-limit headers that report an exhausted
+budget pause the lane until the reset. A request admitted
 with a ``max_pause`` (``manage`` passes its retry policy's ``max_retry_after``)
 causes no pause longer: a 429 asking for more pauses the lane as one that asks
 for nothing, and a reset further off pauses nothing. The retries end then,
@@ -102,7 +103,7 @@ class AdmissionTicket:
         self._lane.observe_headers(headers, min(max_pause, self._max_pause))
 
     def rate_limited(self, retry_after: float | None) -> None:
-        """Report the request's 429/529 to its lane; never blocks.
+        """Report the request's 429, 503 or 529 to its lane; never blocks.
 
         As :meth:`AdmissionController.rate_limited`, with the pause (its default
         too) capped at the ticket's ``max_pause``; a *retry_after* longer than
@@ -328,7 +329,7 @@ class AdmissionController:
         )
 
     def rate_limited(self, provider: str | None, model: str, retry_after: float | None) -> None:
-        """Record a 429/529 for the lane: pause it and halve its concurrency; never blocks.
+        """Record a 429, 503 or 529 for the lane: pause it, halve its concurrency; never blocks.
 
         The lane pauses for *retry_after* seconds (1 when ``None``). The 429s of
         one burst, those arriving while the pause of the first is still on,

@@ -74,7 +74,10 @@ RETRYABLE_STREAM_CODES = frozenset(
         "rate_limit_exceeded",
     }
 )
-_THROTTLING_STATUSES = frozenset({429, 529})
+# A 503 is the overload an OverloadedError names as a 529 is (OpenAI's "engine is
+# overloaded", "slow down"; RFC 9110's temporary overload): a congestion signal the lane
+# backs off from, not a failure of the one request as a 500 or a 502 is.
+_THROTTLING_STATUSES = frozenset({429, 503, 529})
 # The same signals sent as an error event inside a 200 stream (Anthropic's
 # overloaded_error is the common one).
 _THROTTLING_STREAM_CODES = frozenset(
@@ -307,7 +310,7 @@ def retry_verdict(code: str | None, headers: Mapping[str, str]) -> bool | None:
 
 
 def throttles(error: BaseException | None) -> TypeGuard[ProviderError]:
-    """Whether *error* is a 429/529 or the same signal in a stream, not a spent quota.
+    """Whether *error* is a 429, 503 or 529, or the same signal in a stream, not a spent quota.
 
     A spent quota is a billing matter: pausing the lane would hold up every
     session on it, to no end.

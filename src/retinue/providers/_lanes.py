@@ -28,7 +28,7 @@ __all__ = [
 
 LaneKey = tuple[str | None, str]
 DEFAULT_PAUSE = 1.0
-"""How long a lane pauses for a 429 or 529 that says no wait (before any cap)."""
+"""How long a lane pauses for a 429, 503 or 529 that says no wait (before any cap)."""
 
 
 def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -79,7 +79,7 @@ class LaneStatistics:
     in_flight: int
     """Requests admitted and not yet finished."""
     throttled: int
-    """Rate-limit responses (429/529) observed so far."""
+    """Rate-limit and overload responses (429, 503, 529) observed so far."""
     admitted: int
     """Requests admitted so far."""
     concurrency_limit: float

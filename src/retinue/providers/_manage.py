@@ -227,7 +227,7 @@ async def _closing(stream: AsyncIterator[StreamChunk]) -> AsyncIterator[AsyncIte
 
 
 class _Admitted:
-    """Hold admission for one attempt; a 429/529 is reported to the lane through the ticket.
+    """Hold admission for one attempt; a 429, 503 or 529 is reported to the lane by the ticket.
 
     So are a failed response's rate-limit headers, as a successful one's are.
     The ticket bounds every pause by *max_pause*: the lane pauses for no wait
