@@ -21,7 +21,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from datetime import MAXYEAR
+from datetime import MAXYEAR, UTC
 from typing import TypeGuard
 
 from retinue._errors import ModelError
@@ -183,6 +183,10 @@ def _http_date_delay(value: str) -> float | None:
         # A date no datetime holds is a wait as long as any other too large to hold.
         fields = parsedate_tz(value)
         return math.inf if fields is not None and fields[0] > MAXYEAR else None
+    if moment.tzinfo is None:
+        # An HTTP date is UTC whatever its form (RFC 9110), asctime's that names no
+        # zone and a -0000 too: read in the host's zone, it would be hours off.
+        moment = moment.replace(tzinfo=UTC)
     return max(0.0, moment.timestamp() - time.time())
 
 

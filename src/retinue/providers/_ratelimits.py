@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import final
 
 import attrs
@@ -85,11 +85,15 @@ def _reset(text: str | None, wall_now: float) -> float | None:
     if seconds is not None:
         return seconds
     try:
-        # timestamp() refuses some dates fromisoformat accepts (a naive 0001-01-01).
-        moment = datetime.fromisoformat(text).timestamp()
-    except (ValueError, OverflowError, OSError):
+        moment = datetime.fromisoformat(text)
+    except ValueError:
         return None
-    return max(0.0, moment - wall_now)
+    if moment.tzinfo is None:
+        # A reset is an RFC 3339 time, which names its offset: one that does not is taken
+        # as UTC. Read in the host's zone it would be hours off, and timestamp() could
+        # refuse it (a naive 0001-01-01 east of UTC).
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, moment.timestamp() - wall_now)
 
 
 def _int(text: str | None) -> int | None:
