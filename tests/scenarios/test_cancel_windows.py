@@ -12,6 +12,8 @@ import trio.testing
 
 import retinue
 from retinue import Block, Continue, HookContext, Message, Text
+from retinue.loop import StepSignal
+from retinue.loop._core import abort_step
 from retinue.providers import LlmCallConfig
 from retinue.session import Event
 from retinue.testing import (
@@ -768,7 +770,8 @@ async def test_a_signal_aborted_after_its_step_ended_changes_nothing(
 
         async def continuation(*args: object) -> Any:
             if len(saved) == 1:
-                saved[0].abort()  # type: ignore[attr-defined]
+                assert isinstance(saved[0], StepSignal)
+                abort_step(saved[0])
             await trio.lowlevel.checkpoint()
             return await args[-1]()  # type: ignore[operator]
 

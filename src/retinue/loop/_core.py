@@ -36,6 +36,7 @@ __all__ = [
     "StepSignal",
     "TurnResult",
     "abort_reason",
+    "abort_step",
     "circle_error",
     "driving_agent",
     "resolve_source",
@@ -102,23 +103,16 @@ class StepSignal:
     ``reason`` says why.
     """
 
-    __slots__ = ("_core", "cancel_called", "scope")
+    __slots__ = ("_core", "_scope", "cancel_called")
 
     def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
         """Open a window: the signal is *core*'s (what its verbs abort) until retired."""
         self._core = core
-        self.scope = scope
+        self._scope = scope
         # A plain attribute, read per chunk: the scope is only ever cancelled
-        # through abort(), and CancelScope.cancel_called is a property call.
+        # through abort_step(), and CancelScope.cancel_called is a property call.
         self.cancel_called = False
         core.step_signal = self
-
-    def abort(self) -> None:
-        """Cancel the step's scope; never blocks. Once its window has ended, does nothing."""
-        if self._core.step_signal is not self:
-            return
-        self.cancel_called = True
-        self.scope.cancel()
 
     def retire(self) -> None:
         """End this signal's window and unregister it from the agent.
@@ -134,6 +128,18 @@ class StepSignal:
         if not self.cancel_called:
             return None
         return abort_reason(self._core)
+
+
+def abort_step(signal: StepSignal) -> None:
+    """Cancel *signal*'s step scope; never blocks. Once its window has ended, does nothing.
+
+    Not a method: listeners read the signal, and an abort of theirs (no cancel's
+    reason) would end the turn as a disposal; ``agent.cancel`` is theirs to call.
+    """
+    if signal._core.step_signal is not signal:
+        return
+    signal.cancel_called = True
+    signal._scope.cancel()
 
 
 def _without_one(cores: tuple[AgentCore, ...], target: AgentCore) -> tuple[AgentCore, ...]:
@@ -365,7 +371,7 @@ class AgentCore:
             self.cancel_reason = ended.reason
         self.discard_pending(ended)
         if self.step_signal is not None:
-            self.step_signal.abort()
+            abort_step(self.step_signal)
 
     # -- driver-facing helpers ------------------------------------------------
 
@@ -478,7 +484,7 @@ class AgentCore:
         self.disposed_event.set()
         self.release_idle_waiters()
         if self.step_signal is not None:
-            self.step_signal.abort()
+            abort_step(self.step_signal)
         elif self.turn_scope is not None:
             # Between windows (continuation, turn-stop): only disposal interrupts.
             self.turn_scope.cancel()

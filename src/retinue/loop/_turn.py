@@ -24,7 +24,15 @@ from retinue.session import (
     UserMessage,
 )
 
-from ._core import FLUSHING, AgentCore, StepSignal, TurnResult, abort_reason, settle
+from ._core import (
+    FLUSHING,
+    AgentCore,
+    StepSignal,
+    TurnResult,
+    abort_reason,
+    abort_step,
+    settle,
+)
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
 from ._state import NO_CALLS, TurnState
 from ._step import run_step
@@ -217,7 +225,7 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
     if core.disposed or core.cancel_marker:
         # A turn/start observer cancelled before this window's signal existed:
         # prompt-submit must see the abort too, or a batch it blocks ends rejected.
-        signal.abort()
+        abort_step(signal)
     core.turn_scope = scope
     try:
         with scope:
@@ -332,7 +340,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
     _drain_steering(core, state)
     signal = StepSignal(core, scope)
     if core.cancel_marker or core.disposed:
-        signal.abort()
+        abort_step(signal)
     finish: FinishReason | None = None
     try:
         finish = await _open_and_run_step(core, state, signal)
