@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator
 
 import pytest
@@ -76,3 +77,42 @@ async def test_a_well_formed_chunk_the_assembler_refuses_is_still_logged(
         logged = [event.data.chunk for event in of_type(events, "assistant/chunk")]  # type: ignore[union-attr]
         assert logged == [TextDelta(0, "a"), ReasoningDelta(0, "b")]
         check_session_invariants(events)
+
+
+class NotAStreamModel:
+    """Its ``stream`` returns *returned* (the misuse) the first time, then streams a reply."""
+
+    def __init__(self, returned: object) -> None:
+        self.returned: object = returned
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        returned, self.returned = self.returned, None
+        if returned is not None:
+            return returned  # type: ignore[return-value]
+        return BadIndexModel(0).stream(request)
+
+
+async def _forgot_to_yield() -> list[StreamChunk]:
+    return [Finish(STOP)]
+
+
+@pytest.mark.parametrize("returned", [_forgot_to_yield, list], ids=["coroutine", "list"])
+async def test_a_model_stream_that_is_no_async_iterator_ends_the_turn_naming_it(
+    autojump_clock: trio.testing.MockClock, returned: object
+) -> None:
+    """R7.36, R7.45: a ``stream`` that returns no async iterator (an ``async def`` without a
+    yield, most likely) ends the turn ``error``/NOT_A_STREAM naming what it returned; the
+    coroutine is closed, not left to warn that it was never awaited. The error was
+    Python's "'async for' requires an object with __aiter__ method", with no code."""
+    value = returned() if callable(returned) else returned
+    async with runtime(NotAStreamModel(value)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "NOT_A_STREAM")
+        assert f"returned a {type(value).__name__}, not an async iterator" in str(
+            result.reason.message
+        )
+        assert (await agent.ask("again")).text == "hi"
+        check_session_invariants(agent.session.events)

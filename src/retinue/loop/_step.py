@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from retinue._content import ContentBlock, Message, ToolCall, as_content
 from retinue._errors import HookError, ModelError, failure_of, holds_cancel
 from retinue._lossless import same_json
@@ -170,6 +172,8 @@ async def _stream(
     logged, append_chunk, feed = seqs.append, session.append_chunk, assembler.feed
     try:
         chunks = core.services.models.stream(request)
+        if not hasattr(chunks, "__aiter__"):
+            raise _not_a_stream(chunks)
         try:
             async for chunk in chunks:
                 if signal.cancel_called:
@@ -204,6 +208,18 @@ async def _stream(
 
 
 _FAILED = (Errored, Aborted)
+
+
+def _not_a_stream(returned: object) -> ModelError:
+    """The model's ``stream`` returned no async iterator: a coroutine, most likely."""
+    message = (
+        f"the model's stream(request) returned a {type(returned).__name__}, "
+        "not an async iterator of chunks"
+    )
+    if inspect.iscoroutine(returned):
+        returned.close()  # never to be awaited: closed, Python does not warn of it
+        message += ": an async def stream needs a yield, to be an async generator"
+    return ModelError(message, code="NOT_A_STREAM")
 
 
 def _failed(finish: FinishReason) -> ModelError:
