@@ -25,7 +25,7 @@ from ._execution import (
     output_result,
 )
 from ._schema import ShapeBinder
-from ._thread_agent import ThreadAgent
+from ._thread_agent import ThreadAgent, ThreadCall, end_thread_call
 from ._tool import Tool, ToolContext
 from ._validate import json_type_name
 
@@ -137,9 +137,12 @@ def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object
     if tool.context_parameter is not None:
         agent = execution.agent
         if not tool.is_async and agent is not None:
-            # The worker thread must reach the agent through the trio thread.
-            # Typed as the handle it stands in for: it forwards every verb to it.
-            agent = cast("AgentHandle", ThreadAgent(agent, trio.lowlevel.current_trio_token()))
+            # The worker thread must reach the agent through the trio thread, and only
+            # while the call lasts: _call_in_thread ends it. Typed as the handle it
+            # stands in for: it forwards every verb to it.
+            call = ThreadCall(tool.name, execution.call_id)
+            token = trio.lowlevel.current_trio_token()
+            agent = cast("AgentHandle", ThreadAgent(agent, token, call))
         kwargs[tool.context_parameter] = ToolContext(execution.call_id, agent, execution.agent_id)
     return kwargs
 
@@ -165,22 +168,30 @@ def _call(
 async def _call_in_thread(
     tool: Tool, kwargs: dict[str, object], pool: ToolThreads, started: trio.Event | None
 ) -> object:
-    async with pool.slots:
-        if not pool.threads.available_tokens:
-            # Holding a slot, this call finds every thread taken: abandoned bodies
-            # hold more than ABANDONED_THREADS of them. Waiting could take forever.
-            raise _threads_exhausted(tool)
-        if started is not None:
-            started.set()
-        # Abandoned on cancel: the worker thread runs on and its result is discarded,
-        # while the slot goes back with this task (its thread token stays held).
-        value = await trio.to_thread.run_sync(
-            functools.partial(_run_sync_body, tool, kwargs),
-            thread_name=f"retinue tool {tool.name}",
-            abandon_on_cancel=True,
-            limiter=pool.threads,
-        )
-    return await _settle(value)
+    try:
+        async with pool.slots:
+            if not pool.threads.available_tokens:
+                # Holding a slot, this call finds every thread taken: abandoned bodies
+                # hold more than ABANDONED_THREADS of them. Waiting could take forever.
+                raise _threads_exhausted(tool)
+            if started is not None:
+                started.set()
+            # Abandoned on cancel: the worker thread runs on and its result is discarded,
+            # while the slot goes back with this task (its thread token stays held).
+            value = await trio.to_thread.run_sync(
+                functools.partial(_run_sync_body, tool, kwargs),
+                thread_name=f"retinue tool {tool.name}",
+                abandon_on_cancel=True,
+                limiter=pool.threads,
+            )
+        return await _settle(value)
+    finally:
+        # Answered, cancelled or timed out: a thread running on must not reach the
+        # agent in a later turn through the handle it was given (R2.25, R9.20).
+        if tool.context_parameter is not None:
+            context = kwargs[tool.context_parameter]
+            assert isinstance(context, ToolContext)
+            end_thread_call(context.agent)
 
 
 def _threads_exhausted(tool: Tool) -> ToolError:

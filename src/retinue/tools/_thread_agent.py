@@ -7,11 +7,45 @@ import inspect
 from collections.abc import Callable
 from typing import final
 
+import attrs
 import trio
 
+from retinue._errors import AgentError
 from retinue.session import Session
 
-__all__ = ["ThreadAgent"]
+__all__ = ["CALL_ENDED", "ThreadAgent", "ThreadCall", "end_thread_call"]
+
+CALL_ENDED = "CALL_ENDED"
+
+
+@final
+@attrs.define(eq=False)
+class ThreadCall:
+    """The call a sync body runs for, live until its awaiting task leaves the thread.
+
+    A body abandoned at its timeout or a cancel runs on in its thread after its
+    call was answered; what it then did to the agent landed in a later turn,
+    unrelated to the call (R2.25, R9.20). Once ``ended``, every method of its
+    stand-in handle is refused. The check runs on the trio thread, where the
+    call also ends, so a verb either runs whole before the end or not at all.
+    """
+
+    tool: str
+    call_id: str
+    ended: bool = attrs.field(default=False, init=False)
+
+    def run(
+        self, verb: str, fn: Callable[..., object], /, *args: object, **kwargs: object
+    ) -> object:
+        """*fn*'s call on the trio thread, or ``AgentError`` coded ``CALL_ENDED`` once ended."""
+        if self.ended:
+            raise AgentError(
+                f'{verb} refused: call "{self.call_id}" of tool "{self.tool}" has ended '
+                "(answered, cancelled or timed out), and the handle its sync body was given "
+                "acts on the agent only while the call lasts",
+                code=CALL_ENDED,
+            )
+        return fn(*args, **kwargs)
 
 
 @final
@@ -24,20 +58,28 @@ class ThreadAgent:
     worker blocks until it returns; a session read from the handle is wrapped
     the same way, as its appends notify the same observers. Async methods are
     refused: a sync body cannot await them.
+
+    It serves one call (*call*): once that has ended, its methods, and those of
+    the sessions it handed out, raise ``AgentError`` coded ``CALL_ENDED``
+    without reaching the agent, as an async body cannot act once its call was
+    cancelled; on the trio thread too (a context kept past its body). Attribute
+    reads (``id``, ``status``, ``session``) still answer: they change nothing.
     """
 
-    __slots__ = ("_target", "_token")
+    __slots__ = ("_call", "_target", "_token")
 
-    def __init__(self, target: object, token: trio.lowlevel.TrioToken) -> None:
+    def __init__(self, target: object, token: trio.lowlevel.TrioToken, call: ThreadCall) -> None:
         self._target = target
         self._token = token
+        self._call = call
 
     def __getattr__(self, name: str) -> object:
         value = self._on_trio(getattr, self._target, name)
         if inspect.iscoroutinefunction(value):
             return functools.partial(_refuse_async, name)
         if inspect.isroutine(value):
-            return functools.partial(self._on_trio, value)
+            verb = f"{'session' if isinstance(self._target, Session) else 'agent'}.{name}"
+            return functools.partial(self._on_trio, self._call.run, verb, value)
         return value
 
     def _on_trio(self, fn: Callable[..., object], /, *args: object, **kwargs: object) -> object:
@@ -48,10 +90,16 @@ class ThreadAgent:
         value = trio.from_thread.run_sync(
             functools.partial(fn, *args, **kwargs), trio_token=self._token
         )
-        return ThreadAgent(value, self._token) if isinstance(value, Session) else value
+        return ThreadAgent(value, self._token, self._call) if isinstance(value, Session) else value
 
     def __repr__(self) -> str:
         return f"<ThreadAgent for {self._target!r}>"
+
+
+def end_thread_call(handle: object) -> None:
+    """End the call of *handle*, a sync body's stand-in (anything else is left alone)."""
+    if isinstance(handle, ThreadAgent):
+        handle._call.ended = True
 
 
 def _refuse_async(name: str, *_args: object, **_kwargs: object) -> object:

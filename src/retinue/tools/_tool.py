@@ -282,10 +282,15 @@ class ToolContext:
     ``agent`` is a stand-in that runs every attribute read and method call of
     the handle on the trio thread (``trio.from_thread.run_sync``), blocking the
     worker until it returns: ``ctx.agent.inject(...)``, ``send``, ``steer`` and
-    ``cancel`` work as from an async body. Its async methods (``ask``,
-    ``wait_idle``, ``dispose``) raise ``TypeError``: a sync body cannot await
-    them; make the tool async to call them. Its ``session`` is wrapped the same
-    way (an append through it runs on the trio thread), so it is not a
+    ``cancel`` work as from an async body, while the call lasts. A body abandoned
+    at its timeout or a cancel runs on in its thread, but as an async body cannot
+    act once cancelled, its method calls after the call has ended (answered,
+    cancelled or timed out) raise ``AgentError`` coded ``CALL_ENDED`` in the
+    thread and reach nothing (R2.25, R9.20); reads (``id``, ``status``,
+    ``session``) still answer. Its async methods (``ask``, ``wait_idle``,
+    ``dispose``) raise ``TypeError``: a sync body cannot await them; make the
+    tool async to call them. Its ``session`` is wrapped the same way (an append
+    through it runs on the trio thread), so it is not a
     ``Session`` instance; other objects it returns are the real ones.
     """
 
