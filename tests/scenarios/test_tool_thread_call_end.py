@@ -160,3 +160,44 @@ def _assert_refused_and_untouched(
 
 def _results(events: Sequence[Event]) -> dict[str, ToolErrorInfo | None]:
     return {e.data.call_id: e.data.error for e in of_type(events, "tool/result")}
+
+
+# Where each verb's effect is logged: its event type and the turn it lands in.
+LANDS = {
+    "agent.inject": ("context/message", 1),
+    "agent.steer": ("steering/message", 1),
+    "agent.send": ("user/message", 2),  # queued behind the running turn
+    "session.append_custom": ("late/note", 1),
+}
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+async def test_a_sync_calls_handle_acts_while_its_call_lasts(
+    verb: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R9.7: a verb from a sync body whose call is still awaited reaches the agent, in
+    that call's turn (a prompt in the next), even one that ends the call itself
+    (``cancel``), and raises nothing.
+    """
+    body = Blocked(verb)
+    body.release.set()
+    script = ScriptedModel(
+        [CallTools([ToolCallSpec("late", "{}", id="c1")]), Reply("one")], repeat_last=True
+    )
+    async with retinue.open_runtime(models=script, tools=_tools(body, None)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        first = await agent.ask("first")
+        await agent.wait_idle()
+    events = agent.session.events
+    check_session_invariants(events)
+    assert body.refusal is None
+    if verb == "agent.cancel":
+        assert (first.reason.kind, first.reason.reason) == ("aborted", "late cancel")
+        return
+    kind, turn = LANDS[verb]
+    (logged,) = [e for e in events if e.type == kind and e.seq > 1]
+    assert _turn_of(events, logged) == turn
+
+
+def _turn_of(events: Sequence[Event], event: Event) -> int:
+    return len([e for e in events[: event.seq] if e.type == "turn/start"])
