@@ -16,6 +16,13 @@ from retinue._lossless import freeze_json
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
 from retinue._stream import StreamChunk
 from retinue.loop._assembler import BlockAssembler
+from retinue.providers import (
+    AdmissionController,
+    LaneStatistics,
+    ProviderError,
+    RetryPolicy,
+    manage,
+)
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
 from retinue.providers.openai import OpenAIModel
@@ -154,3 +161,42 @@ async def serve_once(api: str, body: bytes, headers: Any = SSE) -> Collected:
 def sse_body(*payloads: bytes) -> bytes:
     """An SSE body of one ``data:`` event per payload."""
     return b"".join(b"data: " + payload + b"\n\n" for payload in payloads)
+
+
+@attrs.frozen
+class Sent:
+    """One request of :func:`one_after_another`: when it ended, its error, its lane then."""
+
+    ended: float
+    error: ProviderError | None
+    lanes: tuple[LaneStatistics, ...]
+
+
+async def one_after_another(
+    server: MockServer,
+    *,
+    api: str = "chat",
+    retry: RetryPolicy | None = None,
+    admission: AdmissionController | None = None,
+    deadline: float = 10_000.0,
+) -> list[Sent]:
+    """Two requests of two sessions, one after the other, through one managed lane.
+
+    The second shows what the first's answer left of the lane: a pause, or none.
+    Each is reported with the virtual time it ended at, its ``ProviderError``
+    (``None`` when it streamed) and the lanes' statistics right after it.
+    """
+    admission = admission or AdmissionController()
+    sent: list[Sent] = []
+    async with mock_adapter(api, server) as adapter:
+        model = manage(adapter, retry=retry or RetryPolicy(), admission=admission)
+        with trio.fail_after(deadline):
+            for session in ("first", "second"):
+                error: ProviderError | None = None
+                try:
+                    await collect(model, make_request("hi", session_id=session))
+                except ProviderError as exc:
+                    error = exc
+                lanes = tuple(admission.statistics().lanes)
+                sent.append(Sent(trio.current_time(), error, lanes))
+    return sent

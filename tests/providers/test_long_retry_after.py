@@ -17,7 +17,6 @@ import trio
 
 import retinue
 from retinue.providers import (
-    AdmissionController,
     ProviderError,
     RateLimitError,
     RetryNotice,
@@ -33,7 +32,7 @@ from retinue.providers.mock import (
     ScriptedPolicy,
 )
 
-from .support import JSON, SSE, collect, make_request, mock_adapter, sse_body
+from .support import JSON, SSE, collect, make_request, mock_adapter, one_after_another, sse_body
 
 VIRTUAL_DEADLINE = 10_000.0
 HOUR = 3600.0
@@ -138,22 +137,12 @@ async def test_a_turn_refused_for_an_hour_ends_at_once_with_the_providers_error(
 
 
 async def _times_of_two_requests(server: MockServer) -> tuple[list[float], list[str]]:
-    """Send two requests of two sessions one after the other through one lane; the
-    virtual time each one ended at, and how (``ok`` or the error's code)."""
-    ended: list[float] = []
-    outcomes: list[str] = []
-    admission = AdmissionController()
-    async with mock_adapter("chat", server) as adapter:
-        model = manage(adapter, retry=RetryPolicy(), admission=admission)
-        with trio.fail_after(VIRTUAL_DEADLINE):
-            for session in ("first", "second"):
-                try:
-                    await collect(model, make_request("hi", session_id=session))
-                    outcomes.append("ok")
-                except ProviderError as error:
-                    outcomes.append(str(error.code))
-                ended.append(trio.current_time())
-    return ended, outcomes
+    """Two requests of two sessions through one lane: when each ended, and how (``ok``
+    or the error's code)."""
+    sent = await one_after_another(server, deadline=VIRTUAL_DEADLINE)
+    return [one.ended for one in sent], [
+        "ok" if one.error is None else str(one.error.code) for one in sent
+    ]
 
 
 async def test_a_lane_refused_for_an_hour_holds_the_next_request_no_longer_than_a_bare_429(

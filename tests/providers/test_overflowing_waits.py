@@ -26,7 +26,7 @@ from retinue.providers import (
 )
 from retinue.providers.mock import MockReply, MockServer, RawReply, ScriptedPolicy
 
-from .support import JSON, collect, make_request, mock_adapter
+from .support import JSON, collect, make_request, mock_adapter, one_after_another
 
 VIRTUAL_DEADLINE = 10_000.0
 RATE_LIMITED = json.dumps(
@@ -81,26 +81,13 @@ async def test_a_wait_too_large_for_a_float_fails_the_request_at_once(
 
 
 async def _times_of_two_requests(refusal: RawReply) -> tuple[list[float], list[str], float]:
-    """Two requests of two sessions, one after the other, through one lane whose first
-    answer is *refusal*: the virtual time each ended at, how (``ok`` or the error's
-    code), and the lane's pause right after the first."""
+    """Two requests of two sessions through one lane whose first answer is *refusal*:
+    when each ended, how (``ok`` or the error's code), and the lane's pause right
+    after the first."""
     server = MockServer(ScriptedPolicy([refusal, MockReply(text="fine")]))
-    ended: list[float] = []
-    outcomes: list[str] = []
-    pauses: list[float] = []
-    admission = AdmissionController()
-    async with mock_adapter("chat", server) as adapter:
-        model = manage(adapter, retry=RetryPolicy(), admission=admission)
-        with trio.fail_after(VIRTUAL_DEADLINE):
-            for session in ("first", "second"):
-                try:
-                    await collect(model, make_request("hi", session_id=session))
-                    outcomes.append("ok")
-                except ProviderError as error:
-                    outcomes.append(str(error.code))
-                ended.append(trio.current_time())
-                pauses.extend(lane.paused_for for lane in admission.statistics().lanes)
-    return ended, outcomes, pauses[0]
+    sent = await one_after_another(server, deadline=VIRTUAL_DEADLINE)
+    outcomes = ["ok" if one.error is None else str(one.error.code) for one in sent]
+    return [one.ended for one in sent], outcomes, sent[0].lanes[0].paused_for
 
 
 @pytest.mark.parametrize("value", ["1e9", "1e400", "inf"])

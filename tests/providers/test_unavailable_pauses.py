@@ -17,13 +17,11 @@ from retinue.providers import (
     AdmissionLimits,
     LaneStatistics,
     OverloadedError,
-    ProviderError,
     RetryPolicy,
-    manage,
 )
 from retinue.providers.mock import MockReply, MockServer, RawReply, ScriptedPolicy
 
-from .support import JSON, SSE, collect, make_request, mock_adapter, sse_body
+from .support import JSON, SSE, one_after_another, sse_body
 
 VIRTUAL_DEADLINE = 600.0
 OVERLOADED = json.dumps(
@@ -34,26 +32,19 @@ OVERLOADED = json.dumps(
 async def _after_a_refusal(
     api: str, refusal: RawReply
 ) -> tuple[list[float], list[str], LaneStatistics]:
-    """Two requests of two sessions, one after the other, through one lane whose first
-    answer is *refusal* and which is not retried: the virtual time each ended at, how
-    (``ok`` or the error's class) and the lane right after the first."""
+    """Two requests of two sessions through one lane whose first answer is *refusal*,
+    not retried: when each ended, how (``ok`` or the error's class) and the lane
+    right after the first."""
     server = MockServer(ScriptedPolicy([refusal, MockReply(text="fine")]))
-    admission = AdmissionController(AdmissionLimits(max_concurrent=8))
-    ended: list[float] = []
-    outcomes: list[str] = []
-    lanes: list[LaneStatistics] = []
-    async with mock_adapter(api, server) as adapter:
-        model = manage(adapter, retry=RetryPolicy(max_attempts=1), admission=admission)
-        with trio.fail_after(VIRTUAL_DEADLINE):
-            for session in ("first", "second"):
-                try:
-                    await collect(model, make_request("hi", session_id=session))
-                    outcomes.append("ok")
-                except ProviderError as error:
-                    outcomes.append(type(error).__name__)
-                ended.append(trio.current_time())
-                lanes.extend(admission.statistics().lanes)
-    return ended, outcomes, lanes[0]
+    sent = await one_after_another(
+        server,
+        api=api,
+        retry=RetryPolicy(max_attempts=1),
+        admission=AdmissionController(AdmissionLimits(max_concurrent=8)),
+        deadline=VIRTUAL_DEADLINE,
+    )
+    outcomes = ["ok" if one.error is None else type(one.error).__name__ for one in sent]
+    return [one.ended for one in sent], outcomes, sent[0].lanes[0]
 
 
 @pytest.mark.parametrize(("status", "retry_after"), [(503, 3.0), (503, None), (529, 3.0)])
