@@ -79,17 +79,29 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
             if not cancelled:
                 state.record_error(exc)
             state.set_interrupted()
-            _close_and_settle(state, items, cancelled=cancelled)
+            _close_interrupted(state, cancelled=cancelled)
+            # The checkpoint still runs, as after a dispose (R2.36, R7.42), and before
+            # the driver exits, so before the teardown's agent/disposed and detach
+            # (R12.9). Ctrl-C too: the runtime's exit is as shielded on its way out,
+            # and flush_timeout bounds the wait. A failed flush is reported (R7.49),
+            # never raised in place of what interrupted the turn.
+            await _flush_and_settle(core, state, items, interrupted=True)
         raise
     state.close_turn()
     await _flush_and_settle(core, state, items)
     return state.terminal
 
 
-async def _flush_and_settle(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:
-    """Flush the closed turn (R7.49), then answer its prompts with the logged end."""
+async def _flush_and_settle(
+    core: AgentCore, state: TurnState, items: list[MailboxItem], *, interrupted: bool = False
+) -> None:
+    """Flush the closed turn (R7.49), then answer its prompts with the logged end.
+
+    *interrupted*: a cancel from outside (or Ctrl-C) ended the turn and unwinds the driver.
+    """
+    run = flush_shielded if interrupted else flush
     try:
-        await flush(core, state.turn, state.step)
+        await run(core, state.turn, state.step)
     except BaseException as exc:
         if not isinstance(exc, Exception):
             # A cancel from outside that cuts the flush short leaves the logged turn/end
@@ -116,14 +128,13 @@ def _turn_logged(state: TurnState) -> bool:
     return state.core.session.last_turn == state.turn
 
 
-def _close_and_settle(state: TurnState, items: list[MailboxItem], *, cancelled: bool) -> None:
+def _close_interrupted(state: TurnState, *, cancelled: bool) -> None:
     if cancelled:
         state.answer_dangling_calls("ABORTED", "Error: the tool call was cancelled")
     else:
         state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
     state.close_step()
     state.close_turn()
-    _settle(state, items)
 
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
@@ -137,12 +148,12 @@ _LISTENERS = "the session/flush listeners"
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
     """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
-    core.flushed_upto = len(core.session.events)
     services = core.services
     store = services.store
     # A store written before the protocol had ``durable`` takes the guarded path.
     durable = getattr(store, "durable", True)
     if not durable and not services.hooks.hears("session/flush", core.id):
+        core.flushed_upto = len(core.session.events)
         # An in-memory store flushes without blocking and no cancel interrupts
         # it, so the shield and the deadline would guard nothing; committing
         # synchronously also spares a task switch per turn.
@@ -155,7 +166,17 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         except (Exception, trio.Cancelled) as exc:
             _flush_failed(core, turn, step, failure_of(exc, _STORE, StoreError))
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
-    timeout = services.flush_timeout  # seconds above 0, or math.inf for no bound
+    await flush_shielded(core, turn, step)
+
+
+async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
+    """:func:`flush`, shielded and bounded whatever the store.
+
+    For a caller a cancel from outside (or Ctrl-C) is unwinding: there, any
+    await outside the shield raises again, an in-memory store's too.
+    """
+    core.flushed_upto = len(core.session.events)
+    timeout = core.services.flush_timeout  # seconds above 0, or math.inf for no bound
     unfinished = [_STORE]
     flushing = FLUSHING.set(core)
     try:
