@@ -159,6 +159,40 @@ async def test_a_turn_ended_by_cancelling_the_runtime_resumes_from_sqlite_as_flu
     check_session_invariants(agent.session.events)
 
 
+async def test_an_idle_inject_landing_with_the_runtime_s_cancellation_is_flushed_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.21, R4.23, R12.9: an inject made as the cancel around the runtime lands still has
+    its flush run, ``session/flush`` listeners included, before ``agent/disposed`` and the
+    store's detach, as a dispose right after it would."""
+    order: list[str] = []
+    box: dict[str, retinue.Agent] = {}
+    ready = trio.Event()
+    service_scope = trio.CancelScope()
+
+    async def service() -> None:
+        with service_scope:
+            store = _OrderStore(order)
+            async with retinue.open_runtime(models=ScriptedModel([Reply("ok")]), store=store) as rt:
+                agent = box["a"] = await rt.create_agent("a", OPTIONS)
+                _record(rt, agent, order)
+                await agent.ask("hi")
+                ready.set()
+                await trio.sleep_forever()
+
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service)
+            await ready.wait()
+            order.clear()
+            service_scope.cancel()
+            box["a"].inject("noted as the service stops")
+    events = box["a"].session.events
+    assert order == _final_flush(events)
+    assert turn_ends(events) == ["completed", "completed"]
+    check_session_invariants(events)
+
+
 async def _raise(_agent: retinue.Agent, _session: Session) -> None:
     await trio.lowlevel.checkpoint()
     raise RuntimeError("listener down")

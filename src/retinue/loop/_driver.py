@@ -10,8 +10,8 @@ from retinue._errors import describe_error
 from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
-from ._core import AgentCore, TurnResult, settle
-from ._turn import flush, run_turn
+from ._core import AgentCore, FlushRounds, TurnResult, settle
+from ._turn import flush, flush_shielded, run_turn
 
 __all__ = ["run_flusher", "run_loop"]
 
@@ -139,13 +139,28 @@ async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
         while True:
             await core.flush_wanted.wait()
             core.flush_wanted = trio.Event()
-            # One owed during a round is run next, even once the flusher is told to stop.
-            while core.flush_owed:
-                core.flush_owed = False
-                rounds.begin()
-                await flush(core, core.session.last_turn, 0)
-                rounds.end_round()
+            await _flush_owed(core, rounds)
             if stop.is_set():
                 return
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            # Cancelled from outside (the runtime's teardown, Ctrl-C): a flush owed is
+            # run first, shielded and bounded, as a dispose's would be (R2.21, R12.9).
+            # (A crash leaves it owed to the restarted flusher.)
+            await _flush_owed(core, rounds, interrupted=True)
+        raise
     finally:
         rounds.stop()
+
+
+async def _flush_owed(core: AgentCore, rounds: FlushRounds, *, interrupted: bool = False) -> None:  # noqa: ASYNC910 - with nothing owed there is nothing to wait for: the flusher waits for a request next, or its cancel goes on
+    """Run the flush owed; one owed during a round is run next, even once told to stop.
+
+    *interrupted*: a cancel from outside (or Ctrl-C) unwinds the flusher.
+    """
+    run = flush_shielded if interrupted else flush
+    while core.flush_owed:
+        core.flush_owed = False
+        rounds.begin()
+        await run(core, core.session.last_turn, 0)
+        rounds.end_round()
