@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, final, get_args
 
 import attrs
 
-from ._lossless import FrozenDict, freeze_json, shown
+from ._lossless import FrozenDict, freeze_json, joined_surrogates, shown
 
 __all__ = [
     "ContentBlock",
@@ -218,7 +218,7 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         else:
             return content
     if isinstance(content, str):
-        return (Text(content),)
+        return (Text(joined_surrogates(content)),)
     if isinstance(content, _BLOCK_TYPES):
         if type(content) not in _BLOCK_TYPE_SET:
             raise _not_a_block(content, "content")

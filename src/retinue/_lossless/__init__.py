@@ -23,6 +23,7 @@ from ._ints import (
 )
 from ._loads import loads_finite, loads_frozen
 from ._same import same_json
+from ._surrogates import joined_surrogates
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -35,6 +36,7 @@ __all__ = [
     "freeze_json",
     "is_count",
     "is_finite_number",
+    "joined_surrogates",
     "loads_finite",
     "loads_frozen",
     "same_json",

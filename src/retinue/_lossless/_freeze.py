@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeAlias, final
 from retinue._errors import InvalidJsonError
 
 from ._ints import SHORT_INT_BITS, check_digits, short_int, where
+from ._surrogates import joined_surrogates
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -102,6 +103,8 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     arbitrary objects). Never blocks.
     """
     kind = type(value)
+    if kind is str:
+        return joined_surrogates(value)  # type: ignore[arg-type]
     if value is None or (kind in _FROZEN_LEAVES and (kind is not int or short_int(value))):
         return value  # type: ignore[return-value]
     try:
@@ -132,6 +135,8 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     if value is None or kind in _FAST_LEAVES:
         if kind is int and not short_int(value):
             raise _NotFastError
+        if kind is str and joined_surrogates(value) is not value:  # type: ignore[arg-type]
+            raise _NotFastError
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]
         return value  # type: ignore[return-value]
@@ -142,7 +147,7 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     if kind is dict:
         items: dict[str, JsonValue] = {}
         for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str:
+            if type(key) is not str or joined_surrogates(key) is not key:
                 raise _NotFastError
             items[key] = _freeze_fast(item, depth + 1)
         frozen = FrozenDict()
@@ -163,7 +168,7 @@ def _freeze(value: object, path: str, seen: set[int], depth: int) -> JsonValue:
         return value
     # Subclasses (a StrEnum or IntEnum member, say) become the plain JSON value they stand for.
     if isinstance(value, str):
-        return str.__str__(value)
+        return joined_surrogates(str.__str__(value))
     if isinstance(value, int):
         number = int.__int__(value)
         if number.bit_length() > SHORT_INT_BITS:
@@ -190,6 +195,7 @@ def _freeze(value: object, path: str, seen: set[int], depth: int) -> JsonValue:
                     raise InvalidJsonError(f"{where(path)} has a non-string key {key!r}")
                 # Written as the str it holds, as a str value is.
                 key = str.__str__(key)  # noqa: PLW2901
+            key = joined_surrogates(key)  # noqa: PLW2901
             if key in items:
                 # Two keys a subclass's ``==`` told apart, the same str once written.
                 raise InvalidJsonError(f"{where(path)} has the key {key!r} twice")

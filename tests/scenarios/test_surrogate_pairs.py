@@ -1,0 +1,88 @@
+"""A UTF-16 surrogate pair held as two code points is joined into its character before it is
+logged: written to JSON it would read back as that character, and the stored log would not
+be the logged one (R1.6, R4.5, R11.16)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+import retinue
+from retinue import Text
+from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
+from retinue.session import InvalidJsonError, Session, TurnStart, TurnTrigger
+from retinue.testing import RawChunks, Reply, ScriptedModel, check_session_invariants
+from tests.helpers import OPTIONS, runtime
+
+# What a JSON decoder gives for each of two deltas split inside the emoji (one \u escape each).
+HIGH, LOW = json.loads('"\\ud83d"'), json.loads('"\\ude00"')
+EMOJI = "\U0001f600"
+
+
+def _split_emoji(*, closed: bool) -> list[StreamChunk]:
+    """A text block streamed as ``smile `` + the emoji's high half, then its low half."""
+    chunks: list[StreamChunk] = [
+        BlockStart(0, "text"),
+        TextDelta(0, "smile " + HIGH),
+        TextDelta(0, LOW),
+    ]
+    if closed:
+        # An adapter's closing block, built from the deltas it joined itself.
+        chunks.append(BlockEnd(0, Text("smile " + HIGH + LOW)))
+    return [*chunks, Finish(STOP)]
+
+
+@pytest.mark.parametrize("closed", [True, False], ids=["closed-by-the-adapter", "left-open"])
+async def test_an_emoji_split_across_two_deltas_is_logged_and_stored_whole(
+    tmp_path: Path, *, closed: bool
+) -> None:
+    """R1.6, R11.16: the assistant's message holds the emoji, and the history resumed from
+    an SQLite file equals the live one; it held the two halves, which the file gave back
+    as the emoji, so the resumed history differed."""
+    model = ScriptedModel([RawChunks(_split_emoji(closed=closed)), Reply("x")])
+    # Real time: the SQLite store works in threads.
+    with trio.fail_after(30):
+        async with retinue.open_runtime(
+            models=model, store=retinue.SQLiteStore(tmp_path / "s.db")
+        ) as rt:
+            agent = await rt.create_agent("a", OPTIONS, session_id="s")
+            result = await agent.ask("hi")
+            live = list(agent.session.derive_messages())
+            await agent.dispose()
+            resumed = await rt.resume_agent("s")
+            stored = list(resumed.session.derive_messages())
+    assert result.text == "smile " + EMOJI
+    assert stored == live
+    check_session_invariants(agent.session.events)
+
+
+async def test_a_prompt_holding_a_pair_is_logged_whole_and_a_lone_half_as_it_is(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R1.6: a prompt's pair is its character; a lone surrogate reads back as itself, so
+    it is kept."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hi " + HIGH + LOW)
+        await agent.ask("half " + HIGH)
+        prompts = [
+            message.content[0]
+            for message in agent.session.derive_messages()
+            if message.role == "user"
+        ]
+    assert prompts == [Text("hi " + EMOJI), Text("half " + HIGH)]
+
+
+def test_custom_data_holding_a_pair_is_stored_whole_and_refused_beside_its_character() -> None:
+    """R4.5: a pair in a value is its character; as a key beside that character's own it
+    is the same key twice, refused, where before the stored line kept one of the two
+    entries and lost the other."""
+    session = Session.create("s")
+    session.append(TurnStart(1, TurnTrigger("message")))
+    event = session.append_custom("plugin/note", {"text": HIGH + LOW})
+    assert event.data.data == {"text": EMOJI}
+    with pytest.raises(InvalidJsonError, match="twice"):
+        session.append_custom("plugin/index", {HIGH + LOW: 1, EMOJI: 2})
