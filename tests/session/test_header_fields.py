@@ -26,6 +26,7 @@ from retinue.session import (
     dump_header,
     load_header,
 )
+from retinue.stores._common import parse_header
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import runtime
 
@@ -99,7 +100,7 @@ def test_a_header_field_out_of_its_range_is_refused_built_or_loaded(
     assert caught.value.code == "INVALID_HEADER"
     assert str(caught.value) == f"session header {problem}"
     with pytest.raises(CorruptSessionError) as loaded:
-        load_header({"type": "session", "id": "s", "created_at": 1, field: value})
+        load_header({"type": "session", "id": "s", "created_at": 1, "version": 0, field: value})
     assert str(loaded.value) == f"session header is malformed: session header {problem} @ $"
 
 
@@ -140,7 +141,7 @@ def test_a_header_line_with_a_key_no_field_holds_is_refused_not_dropped(
     """R4.3, R11.2: a header line of this format version naming a field it does not have
     (a newer writer's, or a misspelled one) is refused like such an event record, never
     loaded without it; a line of another version loads, for its version to be refused."""
-    line = {"type": "session", "id": "s", "created_at": 1, **extra}
+    line = {"type": "session", "id": "s", "created_at": 1, "version": 0, **extra}
     with pytest.raises(CorruptSessionError) as caught:
         load_header(line)
     assert caught.value.code == "UNKNOWN_FIELD"
@@ -196,3 +197,15 @@ async def test_create_agent_with_a_bytes_cwd_is_refused_and_leaves_nothing(
         assert len(rt.agents) == 0
         agent = await rt.create_agent("w", AgentOptions(model="scripted"), cwd="/tmp")
         assert (await agent.ask("hello")).reason.kind == "completed"
+
+
+def test_a_header_line_without_its_version_is_refused() -> None:
+    """R11.13, R11.10: every header is written with its format version; one without it
+    is corrupt, where before it was read as this version (the field's default)."""
+    with pytest.raises(CorruptSessionError) as caught:
+        load_header({"type": "session", "id": "s", "created_at": 1})
+    assert str(caught.value) == "session header is malformed: $.version is missing"
+    with pytest.raises(CorruptSessionError) as parsed:
+        parse_header(b'{"type":"session","id":"s","created_at":1}', "s")
+    assert parsed.value.code == "CORRUPT_HEADER"
+    assert "s" in str(parsed.value)

@@ -209,6 +209,10 @@ def load_header(raw: Mapping[str, Any]) -> SessionHeader:
         header = converter.structure(fields, SessionHeader)
     except MALFORMED as exc:
         raise CorruptSessionError(f"session header is malformed: {_problem(exc, '$')}") from exc
+    if "version" not in raw:
+        # Every header is written with its format version (R11.13); the field's
+        # default would read one without it as this version, whatever wrote it.
+        raise CorruptSessionError("session header is malformed: $.version is missing")
     if header.version == FORMAT_VERSION and not _HEADER_KEYS.issuperset(raw):
         problem = _problem(unknown_keys(raw, _HEADER_KEYS, SessionHeader), "$")
         raise CorruptSessionError(f"session header is malformed: {problem}", code=UNKNOWN_FIELD)
