@@ -29,15 +29,20 @@ def _add(section: object) -> Rewrite:
         (_add(Section("rules", "Answer briefly.", order=1.5)), "order 1.5, not an int"),  # type: ignore[arg-type]
         (_add(Section(7, "Answer briefly.")), "a section named 7, not a str"),  # type: ignore[arg-type]
         (lambda assembly: attrs.evolve(assembly, tools=("echo",)), "a tool that is str"),
+        (
+            lambda assembly: attrs.evolve(assembly, tools=(*assembly.tools, *assembly.tools)),
+            "two tools named 'echo'",
+        ),
     ],
-    ids=["str section", "str order", "bool order", "float order", "int name", "str tool"],
+    ids=["str section", "str order", "bool order", "float order", "int name", "str tool", "dup"],
 )
 async def test_an_assembly_holding_the_wrong_types_ends_the_turn_with_a_hook_error(
     autojump_clock: trio.testing.MockClock, rewrite: Rewrite, problem: str
 ) -> None:
     """R7.51 / docs/hooks.md: a listener result of the wrong type counts as a raise with a
     ``HookError`` (``INVALID_HOOK_RESULT``) naming the mistake, for an ``Assembly``'s
-    contents as for the ``Assembly`` itself; no request is sent, and the agent serves on."""
+    contents as for the ``Assembly`` itself; no request is sent, and the agent serves on.
+    Two tools of one name, which providers refuse naming neither, were sent."""
     model = ScriptedModel([Reply("ok")])
     rewrites = [rewrite]
 

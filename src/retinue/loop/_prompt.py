@@ -67,7 +67,8 @@ async def request_prompt(core: AgentCore) -> tuple[str, tuple[ToolSchema, ...] |
     Raises:
         PromptError: a section does not render (the turn ends with an error).
         HookError: a listener returned something other than an ``Assembly``, or
-            one holding something other than sections and tool schemas.
+            one holding something other than sections and tool schemas, or two
+            tools of one name.
     """
     hooks = core.services.hooks
     base = Assembly(_sections(core), request_tools(core), _variables(core))
@@ -93,9 +94,15 @@ def _check_contents(assembly: Assembly) -> None:
         order: object = section.order  # what a listener set, whatever the annotation says
         if not isinstance(order, int) or isinstance(order, bool):
             raise _wrong(f"section {section.name!r} with order {order!r}, not an int")
+    names: set[str] = set()
     for tool in assembly.tools:
         if not isinstance(tool, ToolSchema):
             raise _wrong(f"a tool that is {type(tool).__name__}, not ToolSchema")
+        if tool.name in names:
+            # Providers refuse the request (400, tool names must be unique), naming no
+            # tool; and a model's call by that name could not tell which was meant.
+            raise _wrong(f"two tools named {tool.name!r}")
+        names.add(tool.name)
 
 
 def _wrong(what: str) -> HookError:
