@@ -28,21 +28,14 @@ from retinue.session import (
     project,
 )
 
+from ._invariant import InvariantError, fail as _fail
+
 __all__ = [
     "InvariantError",
     "check_history_replay",
     "check_no_dangling_tool_calls",
     "check_session_invariants",
 ]
-
-
-class InvariantError(AssertionError):
-    """A session log breaks a rule; the message names the seq and the rule id."""
-
-
-def _fail(event: Event | None, rule: str, message: str) -> InvariantError:
-    where = "end of log" if event is None else f"seq {event.seq} ({event.type})"
-    return InvariantError(f"{where}: {rule}: {message}")
 
 
 @attrs.define(eq=False)

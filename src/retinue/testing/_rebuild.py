@@ -15,7 +15,7 @@ from retinue.providers import Model
 from retinue.session import Event, Session, StepStart
 from retinue.supervisors import Runtime
 
-from ._checks import InvariantError
+from ._invariant import InvariantError
 
 __all__ = ["RebuildCheckedModel", "check_request_rebuild"]
 
