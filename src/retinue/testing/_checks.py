@@ -29,6 +29,7 @@ from retinue.session import (
 )
 
 from ._invariant import InvariantError, fail as _fail
+from ._surface import SurfaceWalk
 
 __all__ = [
     "InvariantError",
@@ -167,6 +168,7 @@ class _Walk:
     step: int | None = None
     last_step: int = 0
     calls: _CallLedger = attrs.field(factory=_CallLedger)
+    surface: SurfaceWalk = attrs.field(factory=SurfaceWalk)
     header_seen: bool = False
 
     def check(self, event: Event) -> None:
@@ -183,6 +185,8 @@ class _Walk:
             self._step_end(event, data)
         else:
             self._in_turn(event)
+        if event.surface_op is not None:
+            self.surface.feed(event)
         self.calls.feed(event)
 
     def _turn_start(self, event: Event, data: TurnStart) -> None:
@@ -242,10 +246,13 @@ def _check_event_shape(index: int, event: Event) -> None:
     # but is stored as ``true`` or ``1.0``, which no store loads back as a seq.
     if type(event.seq) is not int or event.seq != index:
         raise _fail(event, "R4.2", f"seq {event.seq!r} at index {index}")
-    surface = event.type in SURFACE_TYPES
-    if surface != (event.surface_op is not None):
+    surface, op = event.type in SURFACE_TYPES, event.surface_op
+    if surface != (op is not None):
         wanted = "needs" if surface else "must not carry"
         raise _fail(event, "R4.6", f"{event.type} {wanted} a surface op")
+    # As a session tests it (INVALID_SURFACE_OP), so the two refuse the same logs.
+    if surface and op != "append" and type(op) is not Replace:
+        raise _fail(event, "R4.6", f"surface op {op!r} is neither 'append' nor a Replace")
     sources = event.source_event_seqs
     if sources is not None and (
         not sources
@@ -260,12 +267,15 @@ def _check_event_shape(index: int, event: Event) -> None:
 def check_session_invariants(events: Sequence[Event]) -> None:
     """Check every log invariant of SPEC 4.4 plus the no-dangling-call guarantee.
 
-    Rules: R4.2 (seq == index), R4.6 (surface ops), R4.13 (turn enclosure),
+    Rules: R4.2 (seq == index), R4.6 (surface types, and only they, carry a
+    surface op: ``"append"`` or a :class:`Replace`), R4.13 (turn enclosure),
     R4.14 (turn and step nesting, chunks inside their step), R4.15 (each
     ``tool/call`` gets exactly one ``tool/result``, after it, before its
     step ends), R9.17 (a step's results in the model's call order, each
     sourced from its own ``tool/call`` when it names a source), R4.16 (turn
     numbers +1, steps from 1), R4.18 (no header delta before a header),
+    R4.19 (a replace names a range of the current surface, its start not
+    after its end, every replaced seq among its ``source_event_seqs``),
     R4.22 (source seqs), and :func:`check_no_dangling_tool_calls`. A log may
     end inside a turn.
 
