@@ -363,19 +363,13 @@ def _fold_messages(events: Sequence[Event]) -> list[tuple[int, Message]]:
 
     Each message comes with the seq of the event it projects.
     """
-    surface: list[tuple[int, Message | None]] = []
+    surface = SurfaceWalk()
+    projections: dict[int, Message | None] = {}
     for event in events:
-        op = event.surface_op
-        if op is None:
-            continue
-        node = (event.seq, project(event))
-        if isinstance(op, Replace):
-            seqs = [seq for seq, _ in surface]
-            start, end = seqs.index(op.start), seqs.index(op.end)
-            surface[start : end + 1] = [node]
-        else:
-            surface.append(node)
-    return [(seq, message) for seq, message in surface if message is not None]
+        if event.surface_op is not None:
+            surface.feed(event)
+            projections[event.seq] = project(event)
+    return [(seq, message) for seq in surface if (message := projections[seq]) is not None]
 
 
 def _open_step_start(events: Sequence[Event]) -> int | None:
