@@ -22,6 +22,8 @@ from fractions import Fraction
 from typing import Any, TypeGuard, cast
 from urllib.parse import unquote
 
+from retinue._patterns import ending_at_text_end
+
 __all__ = [
     "CONSTRAINTS",
     "MAX_REF_HOPS",
@@ -276,41 +278,6 @@ def _pattern(pattern: object) -> Check | None:
         return f'must match the pattern "{pattern}"'
 
     return check
-
-
-def ending_at_text_end(pattern: str) -> str:
-    """*pattern* with each ``$`` anchor matching only at the end, as JSON Schema's (ECMA-262).
-
-    Python's ``$`` also matches before a final newline: ``^[a-z]+$`` would
-    take ``"main\\n"``, a newline slipped into a command or a path. An escaped
-    ``\\$`` and a ``$`` inside a character class are left as they are. A
-    pattern with inline flags or comments (Python's own syntax, where
-    ``$`` may mean a line's end or sit in a comment) is left whole.
-    """
-    if _INLINE_FLAGS.search(pattern):
-        return pattern
-    out: list[str] = []
-    escaped = in_class = class_start = False
-    for char in pattern:
-        anchor = False
-        if escaped:
-            escaped = class_start = False
-        elif char == "\\":
-            escaped = True
-        elif in_class:
-            # A "]" first in a class (after its "^") is a literal, not its end.
-            in_class = not (char == "]" and not class_start)
-            class_start = class_start and char == "^" and out[-1] == "["
-        elif char == "[":
-            in_class = class_start = True
-        else:
-            anchor = char == "$"
-        out.append("\\Z" if anchor else char)
-    return "".join(out)
-
-
-# ``(?i)``, ``(?m:...)``, ``(?x)``, ``(?#...)``: flags and comments no JSON Schema pattern has.
-_INLINE_FLAGS = re.compile(r"\(\?[aiLmsux#-]")
 
 
 def _unique_items(unique: object) -> Check | None:

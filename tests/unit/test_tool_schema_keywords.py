@@ -280,6 +280,17 @@ def test_number_bounds_read_a_large_number_as_its_json_text_does() -> None:
         ("^[]$]+$", "]$", "]$\n"),
         ("^[\\w-]+$", "main", "main\n"),
         ("^[\\d]+$", "12", "12\n"),
+        # Python's own syntax around it: inline flags, global or scoped, and comments.
+        ("(?i)^[a-z]+$", "Main", "Main\n"),
+        ("(?s)^a.b$", "a\nb", "a\nb\n"),
+        ("(?a)^\\w+$", "main", "main\n"),
+        ("^[a-z]+$(?#end)", "main", "main\n"),
+        ("(?#$)^a$", "a", "a\n"),
+        ("(?i:^[a-z]+$)", "Main", "Main\n"),
+        ("(?m)^a(?-m:$)", "b\na", "b\na\n"),
+        ("(?x)^a # [b\n$", "a", "a\n"),
+        ("(?x)^a[ #$]$", "a#", "a#\n"),
+        ("(?x: ^a $ )", "a", "a\n"),
     ],
 )
 def test_a_pattern_end_anchor_matches_only_at_the_end_of_the_text(
@@ -287,7 +298,8 @@ def test_a_pattern_end_anchor_matches_only_at_the_end_of_the_text(
 ) -> None:
     """R9.3: ``$`` ends the text, as in JSON Schema's regular expressions, not also before
     a final newline as Python's does: a newline cannot slip into an argument so checked.
-    An escaped ``\\$`` and a ``$`` in a character class stay literal."""
+    An escaped ``\\$`` and a ``$`` in a character class or a comment stay as written; so
+    does an anchor under the multiline flag only."""
     assert check(holding("x", {"pattern": pattern}), {"x": good}) is None
     assert check(holding("x", {"pattern": pattern}), {"x": bad}) == (
         f'x: must match the pattern "{pattern}"'
@@ -296,13 +308,17 @@ def test_a_pattern_end_anchor_matches_only_at_the_end_of_the_text(
 
 @pytest.mark.parametrize(
     ("pattern", "value"),
-    [("(?m)^a$", "a\nb"), ("(?m:^a$)", "a\nb"), ("(?x)^a # [b\n$", "a\n")],
+    [
+        ("(?m)^a$", "a\nb"),
+        ("(?m:^a$)", "a\nb"),
+        ("(?im)^a$", "A\nb"),
+        ("(?x)(?m: ^a $ )", "a\nb"),
+        ("(?m)(?-m:^b)(?#$)a$", "ba\nc"),
+    ],
 )
-def test_a_pattern_with_inline_flags_or_comments_keeps_pythons_anchors(
-    pattern: str, value: str
-) -> None:
-    """A pattern using Python's own syntax (inline flags, scoped or not, and comments),
-    which no JSON Schema pattern has, is read as Python reads it."""
+def test_a_multiline_pattern_keeps_its_end_of_line_anchors(pattern: str, value: str) -> None:
+    """R9.3: under Python's multiline flag, global or scoped, a ``$`` ends each line, as the
+    pattern asks: it is left as written."""
     assert check(holding("x", {"pattern": pattern}), {"x": value}) is None
 
 

@@ -349,6 +349,25 @@ def test_a_compiled_patterns_ascii_flag_is_kept() -> None:
     assert tag.check_arguments(freeze_json({"name": "cafe", "code": "3"})) is None
 
 
+def test_a_flagged_patterns_end_anchor_still_ends_the_text() -> None:
+    """R9.3, R9.7: the flags a pattern carries inline, its author's (pydantic's
+    ``Field(pattern=...)``) or a compiled pattern's written there, keep its ``$`` at the
+    end of the text: a newline does not slip in at the end."""
+
+    @tool
+    def branch(
+        name: Annotated[str, Field(pattern=r"(?i)^[a-z]+$")],
+        code: Annotated[str, re.compile(r"^[a-z]+$", re.ASCII | re.IGNORECASE)],
+    ) -> str:
+        """Branch."""
+        return name
+
+    assert branch.check_arguments(freeze_json({"name": "Main", "code": "Dev"})) is None
+    assert branch.check_arguments(freeze_json({"name": "main\n", "code": "dev\n"})) == (
+        'name: must match the pattern "(?i)^[a-z]+$"; code: must match the pattern "(?ia)^[a-z]+$"'
+    )
+
+
 def test_enum_members_inside_a_default_are_shown_by_value() -> None:
     """R9.7: a default holding enum members (a list, a dict of them) is shown by their
     values, as a default that is one member is, rather than left out of the schema."""

@@ -202,7 +202,8 @@ class Tool:
     ``true``), ``minimum``, ``maximum``, ``exclusiveMinimum``,
     ``exclusiveMaximum``, ``multipleOf``, ``minLength`` and ``maxLength`` (in
     code points), ``pattern`` (Python's ``re.search``, its ``$`` matching only
-    at the end, as JSON Schema's does), ``allOf``, ``anyOf``,
+    at the end, as JSON Schema's does, inline flags or not, but under the
+    multiline flag ``(?m)``, where it ends each line), ``allOf``, ``anyOf``,
     ``oneOf``, ``not`` and local ``$ref``s (``#/$defs/Name``,
     ``#/definitions/Name``, recursive ones too): what pydantic's
     ``model_json_schema()`` writes. Annotations pass through unchecked:

@@ -17,13 +17,13 @@ import attrs
 
 from retinue._jsonschema import (
     MAX_REF_HOPS,
-    ending_at_text_end,
     is_number,
     json_key,
     resolve_ref,
     schema_list,
     type_names,
 )
+from retinue._patterns import ending_at_text_end
 
 from ._scalars import grid_window, holds, sample_strings, step_grid
 
