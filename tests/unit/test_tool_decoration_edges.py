@@ -149,6 +149,48 @@ def test_static_methods_stay_tools() -> None:
         assert thaw_json(definition.parameters) == schema
 
 
+def test_a_class_method_under_tool_is_refused_naming_the_tool_bound_to_its_class() -> None:
+    """R9.7: ``@tool`` above ``@classmethod`` gets a class method object, whose class does
+    not exist yet: refused with a TypeError that names it and says how to make the tool.
+    """
+    with pytest.raises(TypeError) as refused:
+
+        class Forecasts:
+            @tool
+            @classmethod
+            def forecast(cls, city: str) -> str:
+                """Forecast for a city."""
+                return city
+
+    assert str(refused.value) == (
+        "test_a_class_method_under_tool_is_refused_naming_the_tool_bound_to_its_class."
+        "<locals>.Forecasts.forecast is a class method: in its class body there is no class "
+        "yet to bind its first parameter to; make it a tool after the class body, bound to "
+        "its class (tool(Forecasts.forecast))"
+    )
+
+
+async def test_a_class_method_bound_to_its_class_is_a_tool(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.7: the remedy the refusal names works: ``tool(TheClass.method)`` after the class
+    body runs the class method on its class, which the model neither sees nor supplies.
+    """
+
+    class Forecasts:
+        region = "north"
+
+        @classmethod
+        async def forecast(cls, city: str) -> str:
+            """Forecast for a city."""
+            await trio.lowlevel.checkpoint()
+            return f"{city} in the {cls.region}"
+
+    forecast = tool(Forecasts.forecast)
+    assert list(properties(forecast)) == ["city"]
+    assert await execute(forecast, {"city": "Oslo"}) == ("Oslo in the north", None)
+
+
 @pytest.mark.parametrize(
     "make",
     [

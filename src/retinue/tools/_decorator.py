@@ -64,7 +64,9 @@ def tool(
     Keywords a ``functools.partial`` binds are neither shown nor accepted. A
     method becomes a tool bound to its instance (``tool(instance.method)``);
     decorated in its class body, its ``self`` would be an argument the model
-    supplies, so that is refused (static methods are plain functions). Sync
+    supplies, so that is refused (static methods are plain functions), as is
+    ``@tool`` above ``@classmethod``: a class method is a tool bound to its
+    class, ``tool(TheClass.method)`` after the class body. Sync
     functions run in a worker thread; a sync ``functools.wraps`` wrapper of
     an async function counts as async.
 
@@ -84,7 +86,8 @@ def tool(
     Raises:
         TypeError: ``*args``, or a type hint the schema cannot express
             (``ToolContext`` inside another type, a set of unhashable items), a method not
-            bound to its instance, or a generator function.
+            bound to its instance or a class method not bound to its class, or a
+            generator function.
         ValueError: a parameter name providers refuse as a property name, or
             a tool name they refuse.
     """

@@ -75,6 +75,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
             a method whose instance the model would supply.
         ValueError: a parameter name providers refuse as a property name.
     """
+    _check_not_class_method(fn)
     where = getattr(fn, "__qualname__", None) or repr(fn)
     signature = inspect.signature(fn)
     target, bound = _unwrap_partial(fn)
@@ -234,6 +235,29 @@ def _check_not_unbound_method(
         f"{function.__qualname__} is a method: its {slot.name!r} would be an argument the "
         f"model supplies; decorate the bound method instead (tool(instance."
         f"{function.__name__})), or, for a static method, apply @tool above @staticmethod"
+    )
+
+
+def _check_not_class_method(fn: object) -> None:
+    """Refuse a class method object: ``@tool`` above ``@classmethod`` in a class body.
+
+    While the class body runs there is no class to bind its first parameter
+    to; the class method bound to its class, taken after the body, is a tool.
+
+    Raises:
+        TypeError: *fn* is a ``classmethod`` object.
+    """
+    if not isinstance(fn, classmethod):
+        return
+    function = fn.__func__
+    qualname = getattr(function, "__qualname__", None) or repr(function)
+    parts = qualname.split(".")
+    owner = parts[-2] if len(parts) > 1 and parts[-2] != "<locals>" else "TheClass"
+    name = getattr(function, "__name__", parts[-1])
+    raise TypeError(
+        f"{qualname} is a class method: in its class body there is no class yet to bind "
+        f"its first parameter to; make it a tool after the class body, bound to its class "
+        f"(tool({owner}.{name}))"
     )
 
 
