@@ -16,6 +16,7 @@ from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import ToolSchema
 
+from ._sent import as_sent
 from ._validate import make_validator
 
 __all__ = [
@@ -249,7 +250,13 @@ class Tool:
     """Converts validated arguments to ``fn``'s keyword arguments (enums, records)."""
 
     schema: ToolSchema = attrs.field(init=False, repr=False, eq=False)
-    """The part of this tool the model sees (built once)."""
+    """The part of this tool the model sees (built once).
+
+    Its parameters are ``parameters`` with ``"items": {}`` added to each array
+    schema without ``items`` and ``"properties": {}`` to a root without
+    ``properties``: JSON Schema reads them alike, and OpenAI refuses every
+    request carrying a tool that lacks either.
+    """
 
     check_arguments: Callable[[object], str | None] = attrs.field(init=False, repr=False, eq=False)
     """Validate arguments against ``parameters``: the first problem, or ``None``."""
@@ -264,8 +271,10 @@ class Tool:
     def __attrs_post_init__(self) -> None:
         _check_not_generator(self.fn)
         object.__setattr__(self, "call", _by_position(self.fn))
-        object.__setattr__(self, "schema", ToolSchema(self.name, self.description, self.parameters))
+        # Checked first: the schema sent is read only once the parameters are known sound.
         object.__setattr__(self, "check_arguments", make_validator(self.parameters))
+        sent = as_sent(self.parameters)
+        object.__setattr__(self, "schema", ToolSchema(self.name, self.description, sent))
         object.__setattr__(self, "is_async", _is_async(self.fn))
 
 
