@@ -310,15 +310,16 @@ CONSTRAINTS = frozenset(_RULES)
 
 
 def constraint_checks(schema: Mapping[str, object]) -> list[Check]:
-    """The compiled constraints of *schema*'s own node, in the schema's order."""
-    checks = (_RULES[key](limit) for key, limit in schema.items() if key in _RULES)
+    """The compiled constraints of *schema*'s own node, in the schema's order, ``pattern`` last."""
+    checks = (_RULES[key](schema[key]) for key in _in_order(schema))
     return [check for check in checks if check is not None]
 
 
 def constraint_problem(value: object, schema: Mapping[str, object], path: str) -> str | None:
-    """The first constraint of *schema*'s node that *value* breaks, as ``"<path>: <what>"``."""
+    """The first constraint of *schema*'s node that *value* breaks, as ``"<path>: <what>"``,
+    ``pattern`` tried last (see :func:`_in_order`)."""
     for key, limit in schema.items():
-        if key not in _RULES:
+        if key not in _RULES or key == "pattern":
             continue
         try:
             check = _built(key, type(limit).__name__, limit)
@@ -327,7 +328,32 @@ def constraint_problem(value: object, schema: Mapping[str, object], path: str) -
         problem = None if check is None else check(value)
         if problem is not None:
             return f"{path}: {problem}"
+    if "pattern" in schema:
+        problem = _problem("pattern", schema["pattern"], value)
+        if problem is not None:
+            return f"{path}: {problem}"
     return None
+
+
+def _problem(key: str, limit: object, value: object) -> str | None:
+    try:
+        check = _built(key, type(limit).__name__, limit)
+    except TypeError:  # an unhashable limit, in a schema no tool checked
+        check = _RULES[key](limit)
+    return None if check is None else check(value)
+
+
+def _in_order(schema: Mapping[str, object]) -> list[str]:
+    """The node's constraint keywords, ``pattern`` moved last.
+
+    Python's ``re`` backtracks: a pattern such as ``^(a+)+$`` takes time
+    exponential in the text's length. Tried after ``maxLength``, it never
+    runs on a text longer than the schema allows, whatever the keys' order.
+    """
+    keys = [key for key in schema if key in _RULES and key != "pattern"]
+    if "pattern" in schema:
+        keys.append("pattern")
+    return keys
 
 
 # The full validator runs on every call of a tool whose schema leaves the fast path

@@ -322,6 +322,22 @@ def test_a_multiline_pattern_keeps_its_end_of_line_anchors(pattern: str, value: 
     assert check(holding("x", {"pattern": pattern}), {"x": value}) is None
 
 
+def test_a_pattern_is_tried_after_the_length_that_bounds_its_text() -> None:
+    """R9.3: whatever the keys' order, ``maxLength`` is checked before ``pattern``. Python's
+    ``re`` backtracks: ``^(a+)+$`` takes time exponential in the length of a text it
+    refuses, so a text longer than the schema allows must never reach it."""
+    schema = holding("code", {"pattern": "^(a+)+$", "maxLength": 8, "type": "string"})
+    assert check(schema, {"code": "a" * 8}) is None
+    assert check(schema, {"code": "b" * 9}) == "code: must have at most 8 characters, got 9"
+    assert check(schema, {"code": "a" * 64 + "!"}) == (
+        "code: must have at most 8 characters, got 65"
+    )
+    names = {"type": "object", "propertyNames": {"pattern": "^(a+)+$", "maxLength": 8}}
+    assert check(names, {"b" * 9: 1}) == (
+        f"{'b' * 9}: property name must have at most 8 characters, got 9"
+    )
+
+
 @pytest.mark.parametrize(
     ("items", "unique"),
     [

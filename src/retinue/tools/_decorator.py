@@ -42,7 +42,9 @@ def tool(
     adds a description, and pydantic's
     ``Field(ge=..., max_length=..., pattern=..., description=...)`` or
     annotated-types' ``Gt``, ``Le``, ``MinLen``, ... inside ``Annotated`` add
-    bounds, lengths and a pattern the arguments are checked against); parameters with
+    bounds, lengths and a pattern the arguments are checked against, the
+    pattern with Python's backtracking ``re``, not pydantic's linear-time
+    engine: see :attr:`Tool.parameters` before writing one); parameters with
     defaults are optional, and one (or a record's field) defaulting to
     ``None`` also accepts null. Parameter names must be
     1 to 64 ASCII letters, digits, ``_``, ``.`` or ``-``, the property names

@@ -219,6 +219,15 @@ class Tool:
     JSON type) naming its path, e.g. ``parameters.properties.days.minimum``.
     A constraint in the schema is enforced on every call or refused once,
     never ignored.
+
+    A pattern runs on the runtime's thread, with Python's backtracking ``re``
+    (pydantic's own validation uses a linear-time engine): one that can match
+    a text in many ways, such as ``^(a+)+$`` or ``^(\\w+\\s?)*$``, takes time
+    exponential in the length of a text it refuses, and a model's argument
+    of a few dozen characters then stalls every agent of the runtime. Write
+    patterns that match each text one way only (an atomic group ``(?>...)``
+    or a possessive ``a++`` keeps one), and give the string a ``maxLength``:
+    it is checked before the pattern, which never runs on a longer text.
     """
     fn: Callable[..., object] = attrs.field(validator=attrs.validators.is_callable())
     """The body: a sync function (run in a worker thread) or an async function.
