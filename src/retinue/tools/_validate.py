@@ -19,7 +19,6 @@ written (``1e25`` reads as 10000000000000000905969664), so it is refused.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from retinue._jsonschema import (
@@ -37,6 +36,7 @@ from retinue._jsonschema import (
 
 from ._acceptor import compile_acceptor
 from ._keywords import ANNOTATIONS, check_parameters
+from ._refusals import brief, choices, inexact, same, show, tags_matched, wants_integer
 
 __all__ = ["compile_acceptor", "json_type_name", "make_validator", "validate"]
 
@@ -48,35 +48,6 @@ _CONSTRAINTS = CONSTRAINTS | {"$ref", "allOf", "anyOf", "oneOf", "not"}
 # ``dict`` first: a frozen JSON object is one, told apart without the slower ABC check.
 # A tuple, built once: ``dict | Mapping`` would build a union at every check.
 _OBJECTS = (dict, Mapping)
-
-
-def _inexact(value: float, path: str) -> str:
-    """Why an integer written with a fraction or an exponent past 2**53 is refused."""
-    return (
-        f"{path}: not exactly representable as an integer (read as the float {value!r}): "
-        "a number written with a fraction or an exponent is read as a float, exact only "
-        "below 2**53 (9007199254740992); write the integer's digits, with no fraction or exponent"
-    )
-
-
-def _same(left: object, right: object) -> bool:
-    """JSON equality: ``True`` is not ``1``, ``1`` is ``1.0``; arrays and objects compare deeply."""
-    return json_key(left) == json_key(right)
-
-
-def _show(value: object) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
-
-
-def _brief(schema: object) -> str:
-    text = json.dumps(schema, ensure_ascii=False)
-    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _join(path: str, key: str) -> str:
@@ -131,7 +102,7 @@ def _check_type(value: object, schema: Mapping[str, object], path: str) -> str |
     if names is None or any(is_type(value, name) for name in names):
         return None
     if "integer" in names and is_inexact_integer(value):
-        return _inexact(value, path)
+        return inexact(value, path)
     return f"{path}: expected {' or '.join(names)}, got {json_type_name(value)}"
 
 
@@ -140,9 +111,9 @@ def _check_choices(value: object, schema: Mapping[str, object], path: str) -> st
         options = schema["enum"]
         key = json_key(value)
         if isinstance(options, Sequence) and not any(json_key(o) == key for o in options):
-            return f"{path}: must be one of {', '.join(_show(o) for o in options)}"
-    if "const" in schema and not _same(value, schema["const"]):
-        return f"{path}: must be {_show(schema['const'])}"
+            return f"{path}: must be one of {', '.join(show(o) for o in options)}"
+    if "const" in schema and not same(value, schema["const"]):
+        return f"{path}: must be {show(schema['const'])}"
     return None
 
 
@@ -152,7 +123,7 @@ def _check_composition(
     if "$ref" in schema:
         target = resolve_ref(root, schema["$ref"])
         if target is None:
-            return f"{path}: the schema's $ref {_show(schema['$ref'])} leads nowhere"
+            return f"{path}: the schema's $ref {show(schema['$ref'])} leads nowhere"
         problem = _validate(value, target, path, root)
         if problem is not None:
             return problem
@@ -169,7 +140,7 @@ def _check_composition(
         if problem is not None:
             return problem
     if "not" in schema and _validate(value, schema["not"], path, root) is None:
-        return f"{path}: must not match {_brief(schema['not'])}"
+        return f"{path}: must not match {brief(schema['not'])}"
     return None
 
 
@@ -203,9 +174,9 @@ def _check_any_of(
         problems.append(problem)
     if not problems:
         return None
-    choices = _missed_choices(value, members, path, root)
-    if choices is not None:
-        return f"{path}: must be one of {', '.join(_show(o) for o in choices)}"
+    missed = _missed_choices(value, members, path, root)
+    if missed is not None:
+        return f"{path}: must be one of {', '.join(show(o) for o in missed)}"
     # Prefer a member whose type matched: its complaint is the more specific one; among
     # those, one whose tag properties (a const each, as a discriminated union has) match.
     tried = [m for m in members if isinstance(m, Mapping | bool)]
@@ -215,19 +186,15 @@ def _check_any_of(
         if isinstance(member, Mapping) and _check_type(value, member, path) is None
     ]
     if typed:
-        return max(typed, key=lambda pair: _tags_matched(value, pair[0]))[1]
-    if is_inexact_integer(value) and any(_wants_integer(member) for member in tried):
-        return _inexact(value, path)
+        return max(typed, key=lambda pair: tags_matched(value, pair[0]))[1]
+    if is_inexact_integer(value) and any(wants_integer(member) for member in tried):
+        return inexact(value, path)
     types = list(
         dict.fromkeys(str(m.get("type")) for m in members if isinstance(m, Mapping) and "type" in m)
     )
     return (
         f"{path}: expected {' or '.join(types) or 'a matching value'}, got {json_type_name(value)}"
     )
-
-
-def _wants_integer(member: object) -> bool:
-    return isinstance(member, Mapping) and "integer" in (type_names(member) or ())
 
 
 def _followed(member: object, root: Mapping[str, object]) -> object:
@@ -244,21 +211,6 @@ def _followed(member: object, root: Mapping[str, object]) -> object:
     return member
 
 
-def _tags_matched(value: object, member: Mapping[str, object]) -> int:
-    """How many of *member*'s ``const`` properties *value* has, equal."""
-    properties = member.get("properties")
-    if not isinstance(value, Mapping) or not isinstance(properties, Mapping):
-        return 0
-    return sum(
-        1
-        for name, sub in properties.items()
-        if isinstance(sub, Mapping)
-        and "const" in sub
-        and name in value
-        and _same(value[name], sub["const"])
-    )
-
-
 def _missed_choices(
     value: object, members: Sequence[object], path: str, root: Mapping[str, object]
 ) -> list[object] | None:
@@ -271,22 +223,15 @@ def _missed_choices(
     for member in members:
         if not isinstance(member, Mapping):
             continue
-        options = _choices(member)
+        options = choices(member)
         rest = {k: v for k, v in member.items() if k not in ("enum", "const")}
         if options is None or _validate(value, rest, path, root) is not None:
             continue
         sets += 1
         for option in options:
-            if not any(_same(option, seen) for seen in merged):
+            if not any(same(option, seen) for seen in merged):
                 merged.append(option)
     return merged if sets > 1 else None
-
-
-def _choices(member: Mapping[str, object]) -> Sequence[object] | None:
-    if "const" in member:
-        return [member["const"]]
-    options = member.get("enum")
-    return options if isinstance(options, Sequence) and not isinstance(options, str) else None
 
 
 def _check_items(

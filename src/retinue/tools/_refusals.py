@@ -1,0 +1,65 @@
+"""How the argument validator's refusals read: values shown as JSON, choices, tags."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from retinue._jsonschema import json_key, type_names
+
+__all__ = ["brief", "choices", "inexact", "same", "show", "tags_matched", "wants_integer"]
+
+
+def inexact(value: float, path: str) -> str:
+    """Why an integer written with a fraction or an exponent past 2**53 is refused."""
+    return (
+        f"{path}: not exactly representable as an integer (read as the float {value!r}): "
+        "a number written with a fraction or an exponent is read as a float, exact only "
+        "below 2**53 (9007199254740992); write the integer's digits, with no fraction or exponent"
+    )
+
+
+def same(left: object, right: object) -> bool:
+    """JSON equality: ``True`` is not ``1``, ``1`` is ``1.0``; arrays and objects compare deeply."""
+    return json_key(left) == json_key(right)
+
+
+def show(value: object) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def brief(schema: object) -> str:
+    text = json.dumps(schema, ensure_ascii=False)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def wants_integer(member: object) -> bool:
+    return isinstance(member, Mapping) and "integer" in (type_names(member) or ())
+
+
+def tags_matched(value: object, member: Mapping[str, object]) -> int:
+    """How many of *member*'s ``const`` properties *value* has, equal."""
+    properties = member.get("properties")
+    if not isinstance(value, Mapping) or not isinstance(properties, Mapping):
+        return 0
+    return sum(
+        1
+        for name, sub in properties.items()
+        if isinstance(sub, Mapping)
+        and "const" in sub
+        and name in value
+        and same(value[name], sub["const"])
+    )
+
+
+def choices(member: Mapping[str, object]) -> Sequence[object] | None:
+    if "const" in member:
+        return [member["const"]]
+    options = member.get("enum")
+    return options if isinstance(options, Sequence) and not isinstance(options, str) else None
