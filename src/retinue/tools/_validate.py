@@ -14,12 +14,23 @@ An ``integer`` may be written ``3.0``, as JSON Schema allows, but only below
 2**53 in magnitude: a number written with a fraction or an exponent arrives as
 a float, and past that bound the float no longer says which integer was
 written (``1e25`` reads as 10000000000000000905969664), so it is refused.
+
+A check's work grows with the size of the arguments times that of the schema,
+not exponentially with their depth: a value is judged against a ``$ref``'s
+target once, however many members of an ``anyOf`` or a ``oneOf`` lead it
+there, and a refusal is written from the problems found in its members, not by
+judging them again. Nor does a check near Python's recursion limit, however
+deeply the arguments nest (:data:`retinue._lossless.MAX_JSON_DEPTH` allows
+200 levels, and a level costs several frames): a container met
+``ATTEMPT_DEPTH`` levels below the start of an attempt is checked first, by
+an attempt of its own on a shallow stack.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from retinue._jsonschema import (
     CONSTRAINTS,
@@ -35,6 +46,7 @@ from retinue._jsonschema import (
 )
 
 from ._acceptor import compile_acceptor
+from ._judgements import ATTEMPT_DEPTH, Run, TooDeep, set_aside
 from ._keywords import ANNOTATIONS, check_parameters
 from ._refusals import brief, choices, inexact, same, show, tags_matched, wants_integer
 
@@ -67,24 +79,80 @@ def validate(
     ``options.units``. A ``$ref`` is resolved in *root* (default: *schema*).
     Never raises for any value, nor for a schema :func:`make_validator` accepts.
     """
-    return _validate(value, schema, path, schema if root is None else root)
+    run = Run(schema if root is None else root)
+    return _settled(run, lambda: _validate(value, schema, path, run))
 
 
-def _validate(value: object, schema: object, path: str, root: Mapping[str, object]) -> str | None:
+_T = TypeVar("_T")
+
+
+def _settled(run: Run, attempt: Callable[[], _T]) -> _T:
+    """*attempt*'s result, each container nested past :data:`ATTEMPT_DEPTH` settled first.
+
+    A container met that deep is checked by an attempt of its own, started here, on a
+    shallow stack; its judgement is kept in ``run.known``, and the attempt that met it
+    runs again and reads it there. Judgements made before are read, not made again.
+    """
+    while True:
+        run.depth = 0
+        try:
+            return attempt()
+        except TooDeep as deep:
+            _settle(run, deep)
+
+
+def _settle(run: Run, deep: TooDeep) -> None:
+    waiting = [deep]
+    while waiting:
+        top = waiting[-1]
+        run.depth = 0
+        try:
+            problem = _validate(top.value, top.schema, top.path, run)
+        except TooDeep as deeper:
+            waiting.append(deeper)
+            continue
+        run.known[id(top.value), id(top.schema), top.path] = (problem, top.value, top.schema)
+        waiting.pop()
+
+
+def _validate(value: object, schema: object, path: str, run: Run) -> str | None:
     if not isinstance(schema, _OBJECTS):
         return f"{path}: not allowed" if schema is False else None
-    problem = _node_problem(value, schema, path, root)
-    if problem is None:
-        if isinstance(value, list | tuple):
-            return _check_items(value, schema, path, root)
-        if isinstance(value, _OBJECTS):
-            return _check_object(value, schema, path, root)
+    if "$ref" not in schema:
+        # _judge's work, written out: this is the path of most nodes, a call fewer.
+        problem = _node_problem(value, schema, path, run)
+        if problem is None:
+            if isinstance(value, list | tuple):
+                return _check_items(value, schema, path, run)
+            if isinstance(value, _OBJECTS):
+                return _check_object(value, schema, path, run)
+        return problem
+    # A recursive schema reaches one target by many paths (each member of an anyOf or a
+    # oneOf refers on to it): judged once per value, the check stays linear in its size.
+    schema = _followed(schema, run.root)
+    key = (id(value), id(schema), path)
+    seen = run.known.get(key)
+    if seen is not None:
+        return seen[0]
+    if isinstance(schema, _OBJECTS):
+        problem = _judge(value, schema, path, run)
+    else:
+        problem = f"{path}: not allowed" if schema is False else None
+    run.known[key] = (problem, value, schema)
     return problem
 
 
-def _node_problem(
-    value: object, schema: Mapping[str, object], path: str, root: Mapping[str, object]
-) -> str | None:
+def _judge(value: object, schema: Mapping[str, object], path: str, run: Run) -> str | None:
+    problem = _node_problem(value, schema, path, run)
+    if problem is None:
+        if isinstance(value, list | tuple):
+            return _check_items(value, schema, path, run)
+        if isinstance(value, _OBJECTS):
+            return _check_object(value, schema, path, run)
+    return problem
+
+
+def _node_problem(value: object, schema: Mapping[str, object], path: str, run: Run) -> str | None:
     """The first problem of *value* itself: its type, choices, constraints and composition."""
     problem = _check_type(value, schema, path)
     if problem is None and ("enum" in schema or "const" in schema):
@@ -92,7 +160,7 @@ def _node_problem(
     # Most nodes hold none of these: one look at the keys spares each its own.
     if problem is None and not _CONSTRAINTS.isdisjoint(schema):
         problem = constraint_problem(value, schema, path) or _check_composition(
-            value, schema, path, root
+            value, schema, path, run
         )
     return problem
 
@@ -118,63 +186,72 @@ def _check_choices(value: object, schema: Mapping[str, object], path: str) -> st
 
 
 def _check_composition(
-    value: object, schema: Mapping[str, object], path: str, root: Mapping[str, object]
+    value: object, schema: Mapping[str, object], path: str, run: Run
 ) -> str | None:
     if "$ref" in schema:
-        target = resolve_ref(root, schema["$ref"])
+        target = resolve_ref(run.root, schema["$ref"])
         if target is None:
             return f"{path}: the schema's $ref {show(schema['$ref'])} leads nowhere"
-        problem = _validate(value, target, path, root)
+        problem = _validate(value, target, path, run)
         if problem is not None:
             return problem
     for member in schema_list(schema.get("allOf")):
-        problem = _validate(value, member, path, root)
+        problem = _validate(value, member, path, run)
         if problem is not None:
             return problem
     if "anyOf" in schema:
-        problem = _check_any_of(value, schema_list(schema["anyOf"]), path, root)
+        problem = _check_choice(value, schema_list(schema["anyOf"]), path, run, one=False)
         if problem is not None:
             return problem
     if "oneOf" in schema:
-        problem = _check_one_of(value, schema_list(schema["oneOf"]), path, root)
+        problem = _check_choice(value, schema_list(schema["oneOf"]), path, run, one=True)
         if problem is not None:
             return problem
-    if "not" in schema and _validate(value, schema["not"], path, root) is None:
+    if "not" in schema and _validate(value, schema["not"], path, run) is None:
         return f"{path}: must not match {brief(schema['not'])}"
     return None
 
 
-def _check_one_of(
-    value: object, members: Sequence[object], path: str, root: Mapping[str, object]
+def _check_choice(
+    value: object, members: Sequence[object], path: str, run: Run, *, one: bool
 ) -> str | None:
-    matched = [i for i, m in enumerate(members) if _validate(value, m, path, root) is None]
-    if len(matched) == 1:
-        return None
-    if not matched:
-        return _check_any_of(value, members, path, root)
-    return (
-        f"{path}: must match exactly one choice of its oneOf, "
-        f"but matches [{matched[0]}] and [{matched[1]}]"
-    )
+    """``anyOf``, or ``oneOf`` when *one*: each member judged once, its problem kept.
 
-
-def _check_any_of(
-    value: object, members: Sequence[object], path: str, root: Mapping[str, object]
-) -> str | None:
+    The problems of the members found are what the refusal is written from: judging
+    them again to write it would double the work at each level of a recursive schema.
+    """
     # A member that only refers to another schema is read as that schema: its type and
     # choices then shape the message.
-    members = [_followed(member, root) for member in members]
+    members = [_followed(member, run.root) for member in members]
+    matched: list[int] = []
     problems: list[str] = []
-    for member in members:
-        if not isinstance(member, Mapping | bool):
+    for index, member in enumerate(members):
+        if not isinstance(member, _OBJECTS) and type(member) is not bool:
+            if one:  # judged as validate judges it: a malformed member holds anything
+                matched.append(index)
             continue
-        problem = _validate(value, member, path, root)
+        problem = _validate(value, member, path, run)
         if problem is None:
-            return None
-        problems.append(problem)
-    if not problems:
+            matched.append(index)
+        else:
+            problems.append(problem)
+        if len(matched) == 2 or (matched and not one):
+            break
+    if len(matched) == 2:
+        return (
+            f"{path}: must match exactly one choice of its oneOf, "
+            f"but matches [{matched[0]}] and [{matched[1]}]"
+        )
+    if matched or not problems:
         return None
-    missed = _missed_choices(value, members, path, root)
+    return _refusal(value, members, problems, path, run)
+
+
+def _refusal(
+    value: object, members: Sequence[object], problems: Sequence[str], path: str, run: Run
+) -> str:
+    """Why *value* matches none of *members*, given each one's *problems*."""
+    missed = _missed_choices(value, members, path, run)
     if missed is not None:
         return f"{path}: must be one of {', '.join(show(o) for o in missed)}"
     # Prefer a member whose type matched: its complaint is the more specific one; among
@@ -199,8 +276,10 @@ def _check_any_of(
 
 def _followed(member: object, root: Mapping[str, object]) -> object:
     """*member*, or the schema it refers to when a ``$ref`` and annotations are all it holds."""
+    if not isinstance(member, _OBJECTS) or "$ref" not in member:
+        return member  # most members: spared the loop's setup
     for _ in range(MAX_REF_HOPS):
-        if not isinstance(member, Mapping) or "$ref" not in member:
+        if not isinstance(member, _OBJECTS) or "$ref" not in member:
             return member
         if any(key != "$ref" and key not in ANNOTATIONS for key in member):
             return member
@@ -212,7 +291,7 @@ def _followed(member: object, root: Mapping[str, object]) -> object:
 
 
 def _missed_choices(
-    value: object, members: Sequence[object], path: str, root: Mapping[str, object]
+    value: object, members: Sequence[object], path: str, run: Run
 ) -> list[object] | None:
     """Every choice of the members *value* fails only by its value (enum, const), when several.
 
@@ -224,8 +303,8 @@ def _missed_choices(
         if not isinstance(member, Mapping):
             continue
         options = choices(member)
-        rest = {k: v for k, v in member.items() if k not in ("enum", "const")}
-        if options is None or _validate(value, rest, path, root) is not None:
+        rest = run.without_choices(member)
+        if options is None or _validate(value, rest, path, run) is not None:
             continue
         sets += 1
         for option in options:
@@ -235,18 +314,29 @@ def _missed_choices(
 
 
 def _check_items(
-    value: Sequence[object], schema: Mapping[str, object], path: str, root: Mapping[str, object]
+    value: Sequence[object], schema: Mapping[str, object], path: str, run: Run
+) -> str | None:
+    if run.depth >= ATTEMPT_DEPTH:
+        return set_aside(value, schema, path, run)
+    run.depth += 1  # left as it is by a raise: each attempt starts it again at 0
+    problem = _item_problem(value, schema, path, run)
+    run.depth -= 1
+    return problem
+
+
+def _item_problem(
+    value: Sequence[object], schema: Mapping[str, object], path: str, run: Run
 ) -> str | None:
     prefix = schema_list(schema.get("prefixItems"))
     for index, (item, member) in enumerate(zip(value, prefix, strict=False)):
-        problem = _validate(item, member, f"{path}[{index}]", root)
+        problem = _validate(item, member, f"{path}[{index}]", run)
         if problem is not None:
             return problem
     items = schema.get("items")
     if not isinstance(items, Mapping | bool):
         return None
     for index in range(len(prefix), len(value)):
-        problem = _validate(value[index], items, f"{path}[{index}]", root)
+        problem = _validate(value[index], items, f"{path}[{index}]", run)
         if problem is not None:
             return problem
     return None
@@ -256,16 +346,21 @@ def _check_object(
     value: Mapping[object, object],
     schema: Mapping[str, object],
     path: str,
-    root: Mapping[str, object],
+    run: Run,
 ) -> str | None:
-    return next(_object_problems(value, schema, path, root), None)
+    if run.depth >= ATTEMPT_DEPTH:
+        return set_aside(value, schema, path, run)
+    run.depth += 1  # left as it is by a raise: each attempt starts it again at 0
+    problem = next(_object_problems(value, schema, path, run), None)
+    run.depth -= 1
+    return problem
 
 
 def _object_problems(
     value: Mapping[object, object],
     schema: Mapping[str, object],
     path: str,
-    root: Mapping[str, object],
+    run: Run,
 ) -> Iterator[str]:
     """The problems of an object's own keys, in order: missing, misnamed, then each property."""
     properties = schema.get("properties")
@@ -276,7 +371,7 @@ def _object_problems(
             if isinstance(name, str) and name not in value:
                 yield f"{_join(path, name)}: missing required property"
     names = schema.get("propertyNames")
-    misnamed = None if names is None else _misnamed(value, names, path, root)
+    misnamed = None if names is None else _misnamed(value, names, path, run)
     if misnamed is not None:
         yield misnamed[1]
     extra = schema.get("additionalProperties", True)
@@ -286,13 +381,13 @@ def _object_problems(
             continue  # one problem per key: its name's, not also its value's
         sub = known.get(name)
         if isinstance(sub, _OBJECTS) or type(sub) is bool:
-            problem = _validate(item, sub, _join(path, name), root)
+            problem = _validate(item, sub, _join(path, name), run)
         elif name in known or extra is True:
             problem = None
         elif extra is False:
             problem = f"{_join(path, name)}: unexpected property"
         elif isinstance(extra, _OBJECTS):
-            problem = _validate(item, extra, _join(path, name), root)
+            problem = _validate(item, extra, _join(path, name), run)
         else:
             problem = None
         if problem is not None:
@@ -300,7 +395,7 @@ def _object_problems(
 
 
 def _misnamed(
-    value: Mapping[object, object], names: object, path: str, root: Mapping[str, object]
+    value: Mapping[object, object], names: object, path: str, run: Run
 ) -> tuple[str, str] | None:
     """``propertyNames``: the first name refused and its problem, reported at its property."""
     if not isinstance(names, Mapping | bool):
@@ -308,7 +403,7 @@ def _misnamed(
     for key in value:
         name = str(key)
         where = _join(path, name)
-        problem = _validate(name, names, where, root)
+        problem = _validate(name, names, where, run)
         if problem is not None:
             return name, f"{where}: property name {problem[len(where) + 2 :]}"
     return None
@@ -325,9 +420,17 @@ def make_validator(schema: Mapping[str, object]) -> Callable[[object], str | Non
     accept = compile_acceptor(schema)
 
     def check(value: object) -> str | None:
-        if accept(value):
-            return None
-        return _arguments_problems(value, schema)
+        try:
+            if accept(value):
+                return None
+        except RecursionError:
+            pass  # the acceptor recurses per level of the value: the validator need not
+        try:
+            return _arguments_problems(value, schema)
+        except RecursionError:
+            # Only a caller already near the recursion limit gets here: the validator's
+            # own stack stays shallow whatever the depth of the value.
+            return f"{_ROOT}: nested too deeply to check"
 
     return check
 
@@ -341,12 +444,21 @@ def _arguments_problems(value: object, schema: Mapping[str, object]) -> str | No
 
     A model told only the first mistake of several fixes them one call at a time.
     """
+    run = Run(schema)
+    try:  # the first attempt called here, not through _settled: most end in it
+        return _first_problems(value, schema, run)
+    except TooDeep as deep:
+        _settle(run, deep)
+    return _settled(run, lambda: _first_problems(value, schema, run))
+
+
+def _first_problems(value: object, schema: Mapping[str, object], run: Run) -> str | None:
     if not isinstance(value, _OBJECTS):
-        return _validate(value, schema, _ROOT, schema)
-    problem = _node_problem(value, schema, _ROOT, schema)
+        return _validate(value, schema, _ROOT, run)
+    problem = _node_problem(value, schema, _ROOT, run)
     if problem is not None:
         return problem
-    found = _object_problems(value, schema, _ROOT, schema)
+    found = _object_problems(value, schema, _ROOT, run)
     problems = list(itertools.islice(found, MAX_PROBLEMS + 1))
     if not problems:
         return None
