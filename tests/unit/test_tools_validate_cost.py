@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from types import FrameType
 
 import pytest
 
 from retinue._lossless import MAX_JSON_DEPTH, FrozenDict, freeze_json
 from retinue.tools import Tool, _validate as validator
+from retinue.tools._acceptor import _accept_object, compile_acceptor
 from retinue.tools._judgements import ATTEMPT_DEPTH
 
 # Whole attempts deep (_judgements.ATTEMPT_DEPTH containers each): each adds the same work.
@@ -138,6 +140,44 @@ def test_a_target_reached_by_every_member_of_a_choice_is_judged_once_per_value(
     )
     check = validator.make_validator(schema)
     costs = [work(judgements, check, chain(depth, "bad")) for depth in (4, 8, 16)]
+    assert costs[2] - costs[1] == 2 * (costs[1] - costs[0])
+
+
+def test_accepting_a_value_both_members_of_a_recursive_choice_lead_into_is_linear_work() -> None:
+    """R9.3: the fast path that accepts valid arguments tests each container once per
+    ``$ref`` back into a recursive schema: a value whose first member fails after its
+    ``c`` was tested, and whose second member tests ``c`` again, is not tested twice
+    per level (exponential in the depth)."""
+    node = {"$ref": "#/$defs/n"}
+    members = [{"type": "object", "properties": {"c": node, "t": {"const": t}}} for t in (1, 2)]
+    schema = frozen(
+        {
+            "type": "object",
+            "properties": {"c": node},
+            "$defs": {"n": {"anyOf": [{"type": "null"}, *members]}},
+        }
+    )
+    accept = compile_acceptor(schema)
+
+    def tested(depth: int) -> int:
+        value: object = None
+        for _ in range(depth):
+            value = {"c": value, "t": 2}  # c before t: the first member tests c, then fails
+        objects = [0]
+
+        def count(frame: FrameType, event: str, _arg: object) -> None:
+            if event == "call" and frame.f_code is _accept_object.__code__:
+                objects[0] += 1
+
+        frozen_value = freeze_json({"c": value})
+        sys.setprofile(count)
+        try:
+            assert accept(frozen_value)
+        finally:
+            sys.setprofile(None)
+        return objects[0]
+
+    costs = [tested(depth) for depth in (4, 8, 16)]
     assert costs[2] - costs[1] == 2 * (costs[1] - costs[0])
 
 

@@ -27,6 +27,7 @@ _SLOW_KEYWORDS = frozenset({"oneOf", "not"})
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_CONTAINERS = (dict, list, tuple)  # a FrozenDict is a dict
 
 
 def _never(_value: object) -> bool:
@@ -75,7 +76,19 @@ def compile_acceptor(
 
     ``False`` means "not shown valid": the caller runs :func:`validate`.
     """
-    return _Compiler(schema if root is None else root).node(schema)
+    compiler = _Compiler(schema if root is None else root)
+    accept = compiler.node(schema)
+    if not compiler.recursive:
+        return accept
+    seen = compiler.seen
+
+    def accept_once(value: object) -> bool:
+        try:
+            return accept(value)
+        finally:
+            seen.clear()  # its verdicts name containers by id: valid only while they live
+
+    return accept_once
 
 
 class _Compiler:
@@ -84,6 +97,9 @@ class _Compiler:
     def __init__(self, root: Mapping[str, object]) -> None:
         self.root = root
         self.refs: dict[str, list[Acceptor]] = {}
+        self.recursive: set[str] = set()  # the $refs met again while their target compiles
+        # (id(container), id(target's acceptor)) -> (verdict, container), within one call.
+        self.seen: dict[tuple[int, int], tuple[bool, object]] = {}
 
     def node(self, schema: object) -> Acceptor:
         if not isinstance(schema, Mapping):
@@ -136,7 +152,12 @@ class _Compiler:
             # The cell exists before its target compiles: a reference back to it ends there.
             cell = self.refs[str(ref)] = [_never]
             target = resolve_ref(self.root, ref)
-            cell[0] = _never if target is None else self.node(target)
+            compiled = _never if target is None else self.node(target)
+            if str(ref) in self.recursive:
+                compiled = _remembered(compiled, self.seen)
+            cell[0] = compiled
+        elif cell[0] is _never:
+            self.recursive.add(str(ref))  # met while its own target compiles
 
         def accept(value: object) -> bool:
             return cell[0](value)  # read at each call: the cell is filled after this returns
@@ -189,6 +210,28 @@ class _Compiler:
 
             return accept_object
         return _any_shape(of_type, item_ok, fields, names, needed, extra=extra)
+
+
+def _remembered(accept: Acceptor, seen: dict[tuple[int, int], tuple[bool, object]]) -> Acceptor:
+    """*accept*, testing each container once per call of the acceptor.
+
+    A recursive schema reaches its target by many paths (members of an ``anyOf``, of an
+    ``allOf``, each leading back to it): testing a container again on each path would
+    double the work at each level of the value. The entry holds the container, so that
+    its id is not reused while the call runs.
+    """
+    where = id(accept)
+
+    def remembered(value: object) -> bool:
+        if not isinstance(value, _CONTAINERS):
+            return accept(value)
+        key = (id(value), where)
+        verdict = seen.get(key)
+        if verdict is None:
+            verdict = seen[key] = (accept(value), value)
+        return verdict[0]
+
+    return remembered
 
 
 def _required_names(required: object) -> tuple[str, ...]:
