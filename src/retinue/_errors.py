@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -28,6 +29,7 @@ from typing import TypeVar
 import trio
 
 __all__ = [
+    "FAILURE_OF_TAKES",
     "STRAY_CANCEL_RULE",
     "AgentDisposedError",
     "AgentError",
@@ -58,6 +60,8 @@ __all__ = [
     "synchronous_failure",
     "unknown_failure_error",
 ]
+
+log = logging.getLogger("retinue")
 
 
 class RetinueError(Exception):
@@ -287,14 +291,22 @@ def pass_on(exc: BaseException) -> None:
     passing: type[BaseException] | tuple[type[BaseException], ...] = KeyboardInterrupt
     if holds_cancel(exc) and not cancel_is_stray():
         passing = _PASSING_ON
-    part = exc.subgroup(passing)
+    part, rest = exc.split(passing)
     if part is not None:
+        if rest is not None:
+            # Kept only as the cause of what a cancel scope swallows: said here, or never.
+            log.warning("a failure raised beside a cancel or Ctrl-C ends with it", exc_info=rest)
         raise part from exc
 
 
-# What user code (a listener, a tool body) may raise that is not its own failure: Ctrl-C
-# and a cancel pass on, as trio has them.
+# Of what user code (a listener, a tool body) raises, Ctrl-C and a real cancel pass on,
+# as trio has them; a stray cancel is the code's own failure (passes_on).
 _PASSING_ON = (KeyboardInterrupt, trio.Cancelled)
+
+FAILURE_OF_TAKES = (Exception, trio.Cancelled, BaseExceptionGroup)
+"""What :func:`failure_of` judges, for an ``except`` around code it reports the failure
+of: a failure, a cancel, and a group of them (a nursery the code opened), of which it
+raises again what passes on."""
 
 
 def synchronous_failure(exc: BaseException) -> bool:

@@ -295,32 +295,43 @@ async def test_a_model_stream_raising_stray_cancelled_fails_the_turn_only(
         check_session_invariants(agent.session.events)
 
 
+async def _raise_stray(*, grouped: bool) -> None:
+    """Raise a stray ``Cancelled``, bare or in the group of a nursery the store opened."""
+    if grouped:
+        raise BaseExceptionGroup("nursery", [await kept_stray_cancelled()])
+    await raise_stray_cancelled()
+
+
 class _StrayFlushStore(DelegatingStore):
     """Its first flush raises a stray ``Cancelled``; durable or not as the test asks."""
 
     strays = 1
+    grouped = False
 
     async def flush(self, session: retinue.Session) -> None:
         if self.strays:
             self.strays -= 1
-            await raise_stray_cancelled()
+            await _raise_stray(grouped=self.grouped)
         await self.store.flush(session)
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["bare", "grouped"])
 @pytest.mark.parametrize(
     ("durable", "listened"),
     [(True, False), (False, False), (True, True)],
     ids=["deadline-bound", "in-memory", "beside-flush-listeners"],
 )
 async def test_a_store_flush_raising_stray_cancelled_is_reported_not_a_disposal(
-    autojump_clock: trio.testing.MockClock, durable: bool, listened: bool
+    autojump_clock: trio.testing.MockClock, durable: bool, listened: bool, grouped: bool
 ) -> None:
     """R7.49, R4.23: a failed end-of-turn flush is reported on ``agent/error`` and the turn
     keeps its end; the agent was silently disposed before, its ``ask`` answered
     ``disposed`` against a log that said ``completed``. Every flush path: bound by the
-    deadline, in memory, and beside ``session/flush`` listeners, which still run."""
+    deadline, in memory, and beside ``session/flush`` listeners, which still run. A stray
+    Cancelled in a group (a nursery of the store's) is the same failure."""
     store = _StrayFlushStore(MemoryStore())
     store.durable = durable  # type: ignore[attr-defined]
+    store.grouped = grouped
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model, store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -376,20 +387,26 @@ async def test_a_session_observer_raising_cancelled_fails_the_turn_only(
 class _StrayDetachStore(DelegatingStore):
     """Detaching the session named *victim* raises a stray ``Cancelled``."""
 
+    grouped = False
+
     async def detach(self, session: retinue.Session) -> None:
         if session.id.startswith("victim-"):
-            await raise_stray_cancelled()
+            await _raise_stray(grouped=self.grouped)
         await self.store.detach(session)
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["bare", "grouped"])
 async def test_a_store_detach_raising_stray_cancelled_leaves_the_runtime_running(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, grouped: bool
 ) -> None:
     """R12.9: one agent's teardown never fails another; the runtime's nursery used to be
-    cancelled, ending every agent's turn and the runtime's body without an error."""
+    cancelled, ending every agent's turn and the runtime's body without an error (and
+    with a stray Cancelled in a group of the store's, the victim's dispose never ended)."""
     model = ScriptedModel({"scripted": [Reply("ok")]}, repeat_last=True)
     reached: list[str] = []
-    async with runtime(model, store=_StrayDetachStore(MemoryStore())) as rt:
+    store = _StrayDetachStore(MemoryStore())
+    store.grouped = grouped
+    async with runtime(model, store=store) as rt:
         victim = await rt.create_agent("victim", OPTIONS)
         bystander = await rt.create_agent("bystander", OPTIONS)
         await victim.dispose()

@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from retinue._errors import failure_of, pass_on, synchronous_failure
-from retinue.hooks import HookError
+from retinue.hooks import HookBus, HookError
 from tests.helpers import kept_stray_cancelled
 
 
@@ -68,3 +68,24 @@ async def test_a_synchronous_callbacks_group_is_its_failure_unless_it_holds_ctrl
     assert synchronous_failure(BaseExceptionGroup("g", [stray, SystemExit(1)]))
     assert not synchronous_failure(BaseExceptionGroup("g", [stray, KeyboardInterrupt()]))
     assert not synchronous_failure(KeyboardInterrupt())
+
+
+async def test_a_synchronous_listeners_grouped_cancel_is_its_failure_under_a_cancelled_scope() -> (
+    None
+):
+    """R7.48: emit_raising judges a group holding a Cancelled as it judges a bare one, its
+    listener's own failure, even while a scope around is cancelled; the group was taken
+    for that scope's cancel and passed on."""
+    bus = HookBus()
+    cancel = await kept_stray_cancelled()
+
+    def listener(*_args: object) -> None:
+        raise BaseExceptionGroup("nursery", [cancel])
+
+    bus.on("session/event", listener)
+    with trio.CancelScope() as scope:  # noqa: ASYNC100 - cancelled, not waited in: what the judgement reads
+        scope.cancel()
+        with pytest.raises(HookError) as raised:
+            bus.emit_raising("session/event", object(), object())
+    assert raised.value.code == "STRAY_CANCELLED"
+    assert "a session/event listener" in str(raised.value)

@@ -14,9 +14,11 @@ import trio
 from retinue._errors import (
     HookError,
     failure_of,
+    holds_cancel,
     raised_message,
     stray_cancel_error,
     synchronous_failure,
+    unknown_failure_error,
 )
 
 from ._listeners import Entry, Seam, agent_scope
@@ -308,12 +310,16 @@ class HookBus:
                 failures.append(_stopped(name, fn, exc))
             except Exception as exc:
                 failures.append(exc)
-            except trio.Cancelled as exc:
-                # No cancel is delivered to synchronous code: a Cancelled is the listener's own.
-                failures.append(stray_cancel_error(_listener(name, fn), HookError, exc))
             except BaseException as exc:
-                # Ctrl-C is raised at once; a SystemExit is the listener's failure.
-                failures.append(failure_of(exc, _listener(name, fn), HookError))
+                # Ctrl-C is raised at once. No cancel is delivered to synchronous code: a
+                # Cancelled, bare or grouped, is the listener's own, as a SystemExit is.
+                if not synchronous_failure(exc):
+                    raise
+                culprit = _listener(name, fn)
+                if holds_cancel(exc):
+                    failures.append(stray_cancel_error(culprit, HookError, exc))
+                else:
+                    failures.append(unknown_failure_error(culprit, HookError, exc))
         if failures:
             _log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]

@@ -9,7 +9,7 @@ from functools import partial
 import trio
 
 from retinue._content import Message, snapshot_messages
-from retinue._errors import HookError, StoreError, call_each, failure_of
+from retinue._errors import FAILURE_OF_TAKES, HookError, StoreError, call_each, failure_of
 from retinue._lossless import shown_short
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
@@ -163,7 +163,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
         try:
             if flush_nowait is None or not flush_nowait(store, core.session):
                 await store.flush(core.session)
-        except (Exception, trio.Cancelled) as exc:
+        except FAILURE_OF_TAKES as exc:
             _flush_failed(core, turn, step, failure_of(exc, _STORE, StoreError))
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
     await flush_shielded(core, turn, step)
@@ -224,7 +224,7 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
     """Run one part of the flush, reporting its failure; *name* leaves *unfinished* unless cancelled."""
     try:
         await run()
-    except (Exception, trio.Cancelled) as exc:
+    except FAILURE_OF_TAKES as exc:
         # The flush's deadline is a real cancel: raised again, the caller reports it.
         kind = StoreError if name == _STORE else HookError
         _flush_failed(core, turn, step, failure_of(exc, name, kind))

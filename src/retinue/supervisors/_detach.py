@@ -6,7 +6,7 @@ import logging
 
 import trio
 
-from retinue._errors import StoreError, failure_of
+from retinue._errors import FAILURE_OF_TAKES, StoreError, failure_of
 from retinue.session import Session
 from retinue.stores import SessionStore
 
@@ -22,7 +22,7 @@ async def detach_within(store: SessionStore, session: Session, limit: float) -> 
     with trio.move_on_after(limit):
         try:
             await store.detach(session)
-        except (Exception, trio.Cancelled) as exc:
+        except FAILURE_OF_TAKES as exc:
             # Past the limit the cancel is real, for move_on_after; a stray one
             # propagated would cancel the runtime's nursery and every agent in it.
             failure = failure_of(exc, "the store's detach", StoreError)
@@ -37,7 +37,7 @@ async def release_claim(store: SessionStore, session: Session) -> None:
     try:
         # Not attached first: what its setup appended would then be written.
         await store.detach(session)
-    except (Exception, trio.Cancelled) as exc:
+    except FAILURE_OF_TAKES as exc:
         failure = failure_of(exc, "the store's detach", StoreError)
         log.exception("releasing session %s after a failed resume failed: %s", session.id, failure)
         await trio.lowlevel.checkpoint()
