@@ -783,3 +783,33 @@ async def test_a_signal_aborted_after_its_step_ended_changes_nothing(
         assert result.text == "second"
         assert not saved[0].cancel_called  # type: ignore[attr-defined]
         check_session_invariants(agent.session.events)
+
+
+async def test_a_listener_cannot_abort_its_step_through_the_signal(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.41: the signal is the listener's to read; aborting is ``agent.cancel``'s, which
+    gives the turn its reason. A listener's ``signal.abort()`` or ``cancel_called = True``
+    ended a live agent's turn as ``disposed``; both are refused now, as the listener's
+    failure, and the agent serves on."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    tried: list[str] = []
+    async with runtime(model) as rt:
+
+        async def pre_step(*args: object) -> None:
+            signal = args[-1]
+            for attempt in ("abort", "cancel_called"):
+                try:
+                    if attempt == "abort":
+                        signal.abort()  # type: ignore[attr-defined]
+                    else:
+                        signal.cancel_called = True  # type: ignore[attr-defined]
+                except AttributeError:
+                    tried.append(attempt)
+            await trio.lowlevel.checkpoint()
+
+        rt.hooks.on("agent/pre-step", pre_step)
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+    assert tried == ["abort", "cancel_called"]
+    assert (result.reason.kind, result.text) == ("completed", "ok")

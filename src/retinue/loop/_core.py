@@ -21,6 +21,8 @@ from retinue.mailbox import Mailbox, MailboxItem, Ticket
 from retinue.prompt import Section
 from retinue.session import ContextMessage, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 
+from ._signal import StepSignal, abort_reason, abort_step, retire_step
+
 if TYPE_CHECKING:
     from retinue.providers import Model
     from retinue.stores import SessionStore
@@ -40,6 +42,7 @@ __all__ = [
     "circle_error",
     "driving_agent",
     "resolve_source",
+    "retire_step",
     "waiting_agent",
 ]
 
@@ -95,53 +98,6 @@ def check_parallel_cap(value: object) -> int:
     return value
 
 
-@final
-class StepSignal:
-    """What abort-aware listeners see of the step's cancellation (R7.41).
-
-    ``cancel_called`` tells whether the step was aborted (cancel or dispose);
-    ``reason`` says why.
-    """
-
-    __slots__ = ("_core", "_scope", "cancel_called")
-
-    def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
-        """Open a window: the signal is *core*'s (what its verbs abort) until retired."""
-        self._core = core
-        self._scope = scope
-        # A plain attribute, read per chunk: the scope is only ever cancelled
-        # through abort_step(), and CancelScope.cancel_called is a property call.
-        self.cancel_called = False
-        core.step_signal = self
-
-    def retire(self) -> None:
-        """End this signal's window and unregister it from the agent.
-
-        The turn's scope outlives the window, so a late abort is ignored.
-        """
-        if self._core.step_signal is self:
-            self._core.step_signal = None
-
-    @property
-    def reason(self) -> str | None:
-        """The abort reason, once aborted."""
-        if not self.cancel_called:
-            return None
-        return abort_reason(self._core)
-
-
-def abort_step(signal: StepSignal) -> None:
-    """Cancel *signal*'s step scope; never blocks. Once its window has ended, does nothing.
-
-    Not a method: listeners read the signal, and an abort of theirs (no cancel's
-    reason) would end the turn as a disposal; ``agent.cancel`` is theirs to call.
-    """
-    if signal._core.step_signal is not signal:
-        return
-    signal.cancel_called = True
-    signal._scope.cancel()
-
-
 def _without_one(cores: tuple[AgentCore, ...], target: AgentCore) -> tuple[AgentCore, ...]:
     waits = list(cores)
     waits.remove(target)
@@ -172,11 +128,6 @@ def driving_agent() -> AgentCore | None:
     if core is None or not core.in_own_driver():
         return None
     return core
-
-
-def abort_reason(core: AgentCore) -> str | None:
-    """Why *core*'s running step was aborted: ``"disposed"`` or the cancel reason."""
-    return "disposed" if core.disposed else core.cancel_reason
 
 
 @final

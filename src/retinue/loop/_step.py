@@ -176,7 +176,7 @@ async def _stream(
             raise _not_a_stream(chunks)
         try:
             async for chunk in chunks:
-                if signal.cancel_called:
+                if signal._aborted:  # the property's attribute: this runs per chunk
                     return None
                 # Fed first: the assembler refuses a malformed chunk before it is
                 # logged, as a logged one would make the stored session unloadable.

@@ -31,6 +31,7 @@ from ._core import (
     TurnResult,
     abort_reason,
     abort_step,
+    retire_step,
     settle,
 )
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
@@ -275,7 +276,7 @@ async def _prompts_accepted(
     try:
         allowed = await _submit_prompts(core, state, items)
     finally:
-        signal.retire()
+        retire_step(signal)
     if _aborted(core, signal):
         state.set_interrupted()
         return False
@@ -366,7 +367,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
     try:
         finish = await _open_and_run_step(core, state, signal)
     except Exception as exc:
-        signal.retire()
+        retire_step(signal)
         if not state.step_open:
             raise
         aborted = _aborted(core, signal)
@@ -380,7 +381,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
             state.set_interrupted()
         return False  # noqa: ASYNC910 - per step; a failed step ends the turn, and the driver's mailbox wait follows
     finally:
-        signal.retire()
+        retire_step(signal)
     if finish is None or _aborted(core, signal):
         state.close_aborted_step(signal.reason)
         return False
