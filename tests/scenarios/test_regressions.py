@@ -648,6 +648,8 @@ async def test_turn_start_rejected_before_logging_reaches_the_backstop(
         turn, step, error = reported[0]
         assert (turn, step) == (2, 0)
         assert getattr(error, "code", None) == "TURN_OVERLAP"
+        assert lost.reason.code == "TURN_NOT_OPENED"
+        assert lost.error is error  # the exception the log could not keep (none was logged)
         assert agent.status == "idle"
         assert model.requests == []
         agent.session.append(TurnEnd(1, TurnEndReason.completed()))

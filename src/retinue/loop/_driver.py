@@ -122,7 +122,7 @@ async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         core.emit("agent/error", turn, 0, exc)
         reason = TurnEndReason.error(0, describe_error(exc), "TURN_NOT_OPENED")
         # No turn was logged, so none is named: the next one takes this number.
-        settle(items, TurnResult(0, reason))
+        settle(items, TurnResult(0, reason, error=exc))
         return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice
 
 
