@@ -44,6 +44,16 @@ def check_str(block: object, attribute: attrs.Attribute[Any], value: object) -> 
         raise wrong_type(block, attribute.name, "a str", value)
 
 
+def whole(value: object) -> object:
+    """An attrs converter: a str with its surrogate pairs joined (R1.6), else *value* as it
+    is, for the field's validator to refuse.
+
+    Held as two code points, a pair is stored as two ``\\u`` escapes, which read back
+    as its one character: the stored block would not be the logged one.
+    """
+    return joined_surrogates(value) if isinstance(value, str) else value
+
+
 def check_optional_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """An attrs validator: *value* must be a str or None (stored absent)."""
     if value is not None and not isinstance(value, str):
@@ -60,7 +70,7 @@ def wrong_type(instance: object, name: str, expected: str, value: object) -> Typ
 class Text:
     """A text block."""
 
-    text: str = attrs.field(validator=check_str)
+    text: str = attrs.field(converter=whole, validator=check_str)
     type: ClassVar[str] = "text"
 
 
@@ -69,7 +79,7 @@ class Text:
 class Reasoning:
     """Model reasoning ("thinking"); ``signature`` is the provider's integrity token."""
 
-    text: str = attrs.field(validator=check_str)
+    text: str = attrs.field(converter=whole, validator=check_str)
     signature: str | None = attrs.field(default=None, validator=check_optional_str)
     type: ClassVar[str] = "reasoning"
 
@@ -105,7 +115,7 @@ class ToolCall:
         setattr_ = bound_set_attribute(self)
         setattr_("id", id)
         setattr_("name", name)
-        setattr_("arguments", arguments)
+        setattr_("arguments", joined_surrogates(arguments))
 
 
 def new_tool_call_id() -> str:
@@ -218,7 +228,7 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
         else:
             return content
     if isinstance(content, str):
-        return (Text(joined_surrogates(content)),)
+        return (Text(content),)
     if isinstance(content, _BLOCK_TYPES):
         if type(content) not in _BLOCK_TYPE_SET:
             raise _not_a_block(content, "content")

@@ -14,8 +14,16 @@ import retinue
 from retinue import Text
 from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
 from retinue.session import InvalidJsonError, Session, TurnStart, TurnTrigger
-from retinue.testing import RawChunks, Reply, ScriptedModel, check_session_invariants
-from tests.helpers import OPTIONS, runtime
+from retinue.session._codec import decode_event, encode_event
+from retinue.testing import (
+    CallTools,
+    RawChunks,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
+from tests.helpers import OPTIONS, of_type, runtime
 
 # What a JSON decoder gives for each of two deltas split inside the emoji (one \u escape each).
 HIGH, LOW = json.loads('"\\ud83d"'), json.loads('"\\ude00"')
@@ -86,3 +94,36 @@ def test_custom_data_holding_a_pair_is_stored_whole_and_refused_beside_its_chara
     assert event.data.data == {"text": EMOJI}
     with pytest.raises(InvalidJsonError, match="twice"):
         session.append_custom("plugin/index", {HIGH + LOW: 1, EMOJI: 2})
+
+
+@retinue.tool
+async def grin() -> str:
+    """Answer with an emoji held as two code points."""
+    return "out " + HIGH + LOW
+
+
+@retinue.tool
+async def wince() -> str:
+    """Fail with one."""
+    raise ValueError("bad " + HIGH + LOW)
+
+
+async def test_every_block_holding_a_pair_is_logged_as_it_is_stored(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R1.6, R4.5: a block built with a pair (an injected Text, a tool's result or its
+    error's message) holds the character, so each event reads back from its stored line
+    as it was logged; before, only a prompt given as a str was joined."""
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("grin", "{}"), ToolCallSpec("wince", "{}")]), Reply("ok")],
+        repeat_last=True,
+    )
+    async with runtime(model, tools=[grin, wince]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.inject(Text("note " + HIGH + LOW))
+        agent.inject([Text("list " + HIGH + LOW)])
+        await agent.ask("go")
+        events = list(agent.session.events)
+    assert [decode_event(encode_event(event)) for event in events] == events
+    assert EMOJI in repr([event.data for event in of_type(events, "tool/result")])
+    check_session_invariants(events)

@@ -9,7 +9,7 @@ import attrs
 
 from retinue._content import ContentBlock, Message, Reasoning, Text, ToolCall
 from retinue._errors import ModelError
-from retinue._lossless import NEG_SMALL_INT, SMALL_INT, joined_surrogates
+from retinue._lossless import NEG_SMALL_INT, SMALL_INT
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,
@@ -87,8 +87,9 @@ class _Partial:
         """The block: the authoritative close if any, else one built from the partial."""
         if self.closed is not None:
             return self.closed
-        # Deltas split inside a character (an emoji's UTF-16 pair) are joined whole.
-        text = joined_surrogates("".join(self.parts))
+        # Deltas split inside a character (an emoji's UTF-16 pair) are joined whole by
+        # the block built of them (R1.6).
+        text = "".join(self.parts)
         if self.kind == TEXT:
             return Text(text)
         if self.kind == REASONING:
@@ -270,28 +271,9 @@ class BlockAssembler:
         if partial is None:
             partial = self._new_partial(chunk.index, block.type, chunk)
         if partial.closed is None:
-            partial.closed = _whole(block)
+            partial.closed = block
         if chunk.index == self._text_index:
             self._text_index = _NO_TEXT_BLOCK
-
-
-def _whole(block: ContentBlock) -> ContentBlock:
-    """*block* with a UTF-16 pair its text holds as two code points joined (R1.6).
-
-    Written to JSON, such a pair reads back as one character: the stored message
-    would not be the logged one. A closing block is an adapter's, built from the
-    deltas it joined itself.
-    """
-    if type(block) is Text:
-        text = joined_surrogates(block.text)
-        return block if text is block.text else Text(text)
-    if type(block) is Reasoning:
-        text = joined_surrogates(block.text)
-        return block if text is block.text else attrs.evolve(block, text=text)
-    if type(block) is ToolCall:
-        arguments = joined_surrogates(block.arguments)
-        return block if arguments is block.arguments else attrs.evolve(block, arguments=arguments)
-    return block
 
 
 # One dispatch per chunk type: a dict lookup is cheaper than a chain of class patterns.
