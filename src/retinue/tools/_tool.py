@@ -226,8 +226,9 @@ class Tool:
     exponential in the length of a text it refuses, and a model's argument
     of a few dozen characters then stalls every agent of the runtime. Write
     patterns that match each text one way only (an atomic group ``(?>...)``
-    or a possessive ``a++`` keeps one), and give the string a ``maxLength``:
-    it is checked before the pattern, which never runs on a longer text.
+    or a possessive ``a++`` keeps one), and give the string a ``maxLength``
+    beside its ``pattern``, in the same schema: it is checked first, and the
+    pattern never runs on a longer text.
     """
     fn: Callable[..., object] = attrs.field(validator=attrs.validators.is_callable())
     """The body: a sync function (run in a worker thread) or an async function.
