@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import AsyncIterator
 
 from retinue._content import ContentBlock, Message, ToolCall, as_content
 from retinue._errors import HookError, ModelError, failure_of, holds_cancel
 from retinue._lossless import same_json
 from retinue._options import AgentOptions
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
-from retinue._stream import Aborted, Errored, FinishReason, MaxTokens
+from retinue._stream import Aborted, Errored, FinishReason, MaxTokens, StreamChunk
 from retinue.session import (
     AssistantMessage,
     EpochHeader,
@@ -171,9 +172,7 @@ async def _stream(
     # Bound once: these run for every chunk of the stream.
     logged, append_chunk, feed = seqs.append, session.append_chunk, assembler.feed
     try:
-        chunks = core.services.models.stream(request)
-        if not hasattr(chunks, "__aiter__"):
-            raise _not_a_stream(chunks)
+        chunks = _opened(core, request)
         try:
             async for chunk in chunks:
                 if signal._aborted:  # the property's attribute: this runs per chunk
@@ -189,11 +188,7 @@ async def _stream(
                     raise
                 logged(append_chunk(turn, step, chunk))
         finally:
-            # Closing releases the call (an SDK stream's HTTP response) at once,
-            # even when the loop stopped early; a plain iterator has nothing to close.
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await _closed(chunks)
     except BaseException as exc:
         # The model's own Cancelled, bare or grouped, would end the agent as if it
         # had been disposed; any other BaseException of its own ends the runtime.
@@ -205,6 +200,22 @@ async def _stream(
     if isinstance(assembler.finish, _FAILED):
         raise _failed(assembler.finish)
     return assembler, seqs
+
+
+def _opened(core: AgentCore, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    """The model's stream for *request*, refused at once if it is no async iterator."""
+    chunks = core.services.models.stream(request)
+    if not hasattr(chunks, "__aiter__"):
+        raise _not_a_stream(chunks)
+    return chunks
+
+
+async def _closed(chunks: AsyncIterator[StreamChunk]) -> None:  # noqa: ASYNC910 - a plain iterator has nothing to close, and the stream checkpointed
+    """Close *chunks*: it releases the call (an SDK stream's HTTP response) at once, even
+    when the loop stopped early; a plain iterator has nothing to close."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 _FAILED = (Errored, Aborted)

@@ -62,12 +62,7 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         except Exception as exc:
             if not _turn_logged(state):
                 raise
-            if not core.disposed:
-                state.record_error(exc)  # before the closing events' failures (R7.45)
-            state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
-            state.close_step()
-            if core.disposed and not state.error_recorded:
-                state.reason = TurnEndReason.disposed()
+            _close_failed(state, exc)
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
@@ -76,11 +71,7 @@ async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
         # are their failures), which goes on to end the runtime, as trio has it,
         # but is logged as what ended the turn, not as a disposal.
         if _turn_logged(state) and not isinstance(exc, Exception):
-            cancelled = _cancellation(exc)
-            if not cancelled:
-                state.record_error(exc)
-            state.set_interrupted()
-            _close_interrupted(state, cancelled=cancelled)
+            _close_interrupted(state, exc)
             # The checkpoint still runs, as after a dispose (R2.36, R7.42), and before
             # the driver exits, so before the teardown's agent/disposed and detach
             # (R12.9). Ctrl-C too: the runtime's exit is as shielded on its way out,
@@ -129,7 +120,23 @@ def _turn_logged(state: TurnState) -> bool:
     return state.core.session.last_turn == state.turn
 
 
-def _close_interrupted(state: TurnState, *, cancelled: bool) -> None:
+def _close_failed(state: TurnState, error: Exception) -> None:
+    """Close the step a failure ended; the turn ends ``error`` unless the agent was disposed."""
+    core = state.core
+    if not core.disposed:
+        state.record_error(error)  # before the closing events' failures (R7.45)
+    state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
+    state.close_step()
+    if core.disposed and not state.error_recorded:
+        state.reason = TurnEndReason.disposed()
+
+
+def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
+    """Close the turn a cancel from outside, Ctrl-C or another BaseException ended."""
+    cancelled = _cancellation(interruption)
+    if not cancelled:
+        state.record_error(interruption)
+    state.set_interrupted()
     if cancelled:
         state.answer_dangling_calls("ABORTED", "Error: the tool call was cancelled")
     else:
