@@ -51,6 +51,8 @@ def whole(value: object) -> object:
     Held as two code points, a pair is stored as two ``\\u`` escapes, which read back
     as its one character: the stored block would not be the logged one.
     """
+    if type(value) is str and value.isascii():
+        return value  # the common case, without a call: a block is built per message
     return joined_surrogates(value) if isinstance(value, str) else value
 
 

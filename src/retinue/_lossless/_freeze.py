@@ -104,7 +104,7 @@ def freeze_json(value: object, path: str = "") -> JsonValue:
     """
     kind = type(value)
     if kind is str:
-        return joined_surrogates(value)  # type: ignore[arg-type]
+        return value if value.isascii() else joined_surrogates(value)  # type: ignore[attr-defined,arg-type,return-value]
     if value is None or (kind in _FROZEN_LEAVES and (kind is not int or short_int(value))):
         return value  # type: ignore[return-value]
     try:
@@ -135,7 +135,7 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     if value is None or kind in _FAST_LEAVES:
         if kind is int and not short_int(value):
             raise _NotFastError
-        if kind is str and joined_surrogates(value) is not value:  # type: ignore[arg-type]
+        if kind is str and not value.isascii() and joined_surrogates(value) is not value:  # type: ignore[attr-defined,arg-type]
             raise _NotFastError
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]
@@ -147,7 +147,7 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
     if kind is dict:
         items: dict[str, JsonValue] = {}
         for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str or joined_surrogates(key) is not key:
+            if type(key) is not str or (not key.isascii() and joined_surrogates(key) is not key):
                 raise _NotFastError
             items[key] = _freeze_fast(item, depth + 1)
         frozen = FrozenDict()
