@@ -17,6 +17,9 @@ def abort_reason(core: AgentCore) -> str | None:
     return "disposed" if core.disposed else core.cancel_reason
 
 
+_set = object.__setattr__
+
+
 @final
 class StepSignal:
     """What abort-aware listeners see of the step's cancellation (R7.41): read-only.
@@ -26,26 +29,33 @@ class StepSignal:
     :func:`retire_step`); a listener that would abort calls ``agent.cancel``.
     """
 
-    __slots__ = ("_aborted", "_core", "_scope")
+    __slots__ = ("_core", "_scope", "cancel_called")
+
+    # Written through object.__setattr__, which the loop alone calls: a slot read stays
+    # a plain read where the loop checks it per chunk, and a listener's write is refused.
+    _core: AgentCore
+    _scope: trio.CancelScope
+    cancel_called: bool
+    """Whether the step was aborted (by a cancel or the agent's disposal)."""
 
     def __init__(self, core: AgentCore, scope: trio.CancelScope) -> None:
         """Open a window: the signal is *core*'s (what its verbs abort) until retired."""
-        self._core = core
-        self._scope = scope
-        # A plain attribute, which the loop reads per chunk: the scope is only ever
-        # cancelled through abort_step(), and CancelScope.cancel_called is a property.
-        self._aborted = False
+        _set(self, "_core", core)
+        _set(self, "_scope", scope)
+        # Not CancelScope.cancel_called, a property: the scope is only ever
+        # cancelled through abort_step(), which sets this.
+        _set(self, "cancel_called", False)  # noqa: FBT003 - the value object.__setattr__ sets
         core.step_signal = self
 
-    @property
-    def cancel_called(self) -> bool:
-        """Whether the step was aborted (by a cancel or the agent's disposal)."""
-        return self._aborted
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(
+            f"a step signal is read-only ({name} cannot be set): agent.cancel aborts the step"
+        )
 
     @property
     def reason(self) -> str | None:
         """The abort reason, once aborted."""
-        if not self._aborted:
+        if not self.cancel_called:
             return None
         return abort_reason(self._core)
 
@@ -58,7 +68,7 @@ def abort_step(signal: StepSignal) -> None:
     """
     if signal._core.step_signal is not signal:
         return
-    signal._aborted = True
+    _set(signal, "cancel_called", True)  # noqa: FBT003 - the value object.__setattr__ sets
     signal._scope.cancel()
 
 

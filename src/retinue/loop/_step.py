@@ -175,7 +175,7 @@ async def _stream(
         chunks = _opened(core, request)
         try:
             async for chunk in chunks:
-                if signal._aborted:  # the property's attribute: this runs per chunk
+                if signal.cancel_called:
                     return None
                 # Fed first: the assembler refuses a malformed chunk before it is
                 # logged, as a logged one would make the stored session unloadable.
