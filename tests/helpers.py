@@ -155,3 +155,7 @@ async def kept_stray_cancelled() -> trio.Cancelled:
     except trio.Cancelled as exc:
         return exc
     raise AssertionError("not reached")
+
+
+def boom(*_args: object) -> None:
+    raise RuntimeError("listener failed")

@@ -1,0 +1,373 @@
+"""The event bus's serial, strict serial, waterfall and parallel dispatch (SPEC 6.1, R6.2-R6.5)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+import trio.testing
+
+from retinue._errors import HookError
+from retinue.hooks import HookBus
+from tests.helpers import DEADLINE, Next, boom
+
+# -- serial and strict serial --------------------------------------------------------------------
+
+
+async def test_serial_awaits_listeners_one_after_another(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.2: serial runs listeners in registration order, each awaited before the next starts."""
+    bus = HookBus()
+    trace: list[str] = []
+
+    async def slow(*args: object) -> None:
+        trace.append(f"slow start {args}")
+        await trio.sleep(5)
+        trace.append("slow end")
+
+    def quick(*args: object) -> str:
+        trace.append(f"quick {args}")
+        return "ignored"
+
+    bus.on("agent/pre-step", slow)
+    bus.on("agent/pre-step", quick)
+    with trio.fail_after(DEADLINE):
+        await bus.serial("agent/pre-step", "agent", 1)
+    assert trace == ["slow start ('agent', 1)", "slow end", "quick ('agent', 1)"]
+
+
+async def test_serial_failure_propagates_and_stops_the_chain() -> None:
+    """R6.2: a raising serial listener makes the dispatch raise; later listeners do not run."""
+    bus = HookBus()
+    ran: list[str] = []
+    bus.on("agent/pre-step", boom)
+    bus.on("agent/pre-step", lambda *_: ran.append("later"))
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.serial("agent/pre-step", "agent")
+    assert ran == []
+
+
+async def test_dispatch_without_listeners_returns_nothing() -> None:
+    """R6.2, R6.4: serial, strict serial and parallel with nobody listening return ``None``."""
+    bus = HookBus()
+    bus.on("agent/pre-step", boom, agent="someone-else")
+    await bus.serial("agent/pre-step", "agent", scope="me")
+    assert await bus.strict_serial("agent/turn-stop", "agent") is None
+    await bus.parallel("session/flush", "agent", "session")
+
+
+@pytest.mark.parametrize("falsy", [False, 0, "", []])
+async def test_strict_serial_first_non_none_result_ends_the_chain(falsy: object) -> None:
+    """R6.2, R7.37: ``None`` abstains; the first other value (even a falsy one) wins and stops the chain."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    def abstain(*_args: object) -> None:
+        ran.append("abstain")
+
+    async def decide(*_args: object) -> object:
+        await trio.lowlevel.checkpoint()
+        ran.append("decide")
+        return falsy
+
+    bus.on("agent/turn-stop", abstain)
+    bus.on("agent/turn-stop", decide)
+    bus.on("agent/turn-stop", lambda *_: ran.append("never"))
+    assert await bus.strict_serial("agent/turn-stop", "agent", 1) == falsy
+    assert ran == ["abstain", "decide"]
+
+
+async def test_strict_serial_all_abstaining_returns_none_and_failures_propagate() -> None:
+    """R6.2: every listener abstaining yields ``None``; a raise propagates."""
+    bus = HookBus()
+    bus.on("agent/turn-stop", lambda *_: None)
+    assert await bus.strict_serial("agent/turn-stop", "agent") is None
+    bus.on("agent/turn-stop", boom)
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.strict_serial("agent/turn-stop", "agent")
+
+
+# -- waterfall -----------------------------------------------------------------------------------
+
+
+async def test_waterfall_without_listeners_returns_the_default() -> None:
+    """R6.3: the innermost ``next`` is the default implementation."""
+    bus = HookBus()
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    assert await bus.waterfall("agent/request", default, "agent") == "default"
+
+
+async def test_waterfall_first_registered_listener_is_outermost() -> None:
+    """R6.3: listeners wrap each other in registration order around the default."""
+    bus = HookBus()
+    trace: list[str] = []
+
+    async def default() -> list[str]:
+        await trio.lowlevel.checkpoint()
+        trace.append("default")
+        return ["default"]
+
+    def layer(name: str) -> Callable[..., Awaitable[list[str]]]:
+        async def listener(arg: str, next_: Next) -> list[str]:
+            trace.append(f"{name} before {arg}")
+            inner = await next_()
+            trace.append(f"{name} after")
+            return [name, *inner]
+
+        return listener
+
+    bus.on("tools/pre-execute", layer("outer"))
+    bus.on("tools/pre-execute", layer("inner"))
+    result = await bus.waterfall("tools/pre-execute", default, "exec")
+    assert result == ["outer", "inner", "default"]
+    assert trace == [
+        "outer before exec",
+        "inner before exec",
+        "default",
+        "inner after",
+        "outer after",
+    ]
+
+
+async def test_waterfall_listener_may_short_circuit() -> None:
+    """R6.3: a listener returning without calling ``next`` skips the rest and the default."""
+    bus = HookBus()
+    reached: list[str] = []
+
+    async def default() -> str:
+        reached.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    def short(_arg: object, _next: Next) -> str:
+        return "short"
+
+    async def later(_arg: object, next_: Next) -> object:
+        reached.append("later")  # pragma: no cover - must never run
+        return await next_()
+
+    bus.on("agent/prompt-submit", short)
+    bus.on("agent/prompt-submit", later)
+    assert await bus.waterfall("agent/prompt-submit", default, "prompt") == "short"
+    assert reached == []
+
+
+async def test_waterfall_listener_may_wrap_the_result() -> None:
+    """R6.3: a listener may delegate and transform what the rest of the chain returned."""
+    bus = HookBus()
+
+    async def default() -> int:
+        await trio.lowlevel.checkpoint()
+        return 20
+
+    async def double(_arg: object, next_: Next) -> int:
+        return 2 * await next_()
+
+    async def add_one(_arg: object, next_: Next) -> int:
+        return 1 + await next_()
+
+    bus.on("agent/request", double)
+    bus.on("agent/request", add_one)
+    assert await bus.waterfall("agent/request", default, "config") == 42
+
+
+async def test_waterfall_failure_propagates() -> None:
+    """R6.3: a raising listener (outer or inner) makes the waterfall raise to the caller."""
+    bus = HookBus()
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    async def passthrough(_arg: object, next_: Next) -> object:
+        return await next_()
+
+    bus.on("agent/step-result", passthrough)
+    bus.on("agent/step-result", boom)
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.waterfall("agent/step-result", default, "message")
+
+
+async def test_waterfall_next_after_the_listener_raised_is_refused() -> None:
+    """R6.3: ``next`` runs the rest of the chain only during the listener's call: kept past
+    a raise, calling it raises HookError naming the seam and the default never runs."""
+    bus = HookBus()
+    ran: list[str] = []
+    kept: list[Next] = []
+
+    async def default() -> str:
+        ran.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    def keep_and_fail(_arg: object, next_: Next) -> object:
+        kept.append(next_)
+        raise RuntimeError("listener failed")
+
+    bus.on("agent/step-result", keep_and_fail)
+    with pytest.raises(RuntimeError, match="listener failed"):
+        await bus.waterfall("agent/step-result", default, "message")
+    with pytest.raises(
+        HookError, match=r"agent/step-result listener called next\(\) after the listener returned"
+    ):
+        await kept[0]()
+    assert ran == []
+
+
+async def test_waterfall_next_returned_unawaited_is_refused_naming_the_mistake() -> None:
+    """R6.3: an async listener that returns ``call_next()`` without awaiting it fails
+    with a HookError saying so, and the rest of the chain, never run, is closed: it was
+    taken for the listener's result, and Python warned of a coroutine of the bus's own
+    never awaited (an error under ``-W error``)."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    async def default() -> str:
+        ran.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    async def forgets_await(_arg: object, next_: Next) -> object:
+        await trio.lowlevel.checkpoint()
+        return next_()
+
+    bus.on("agent/step-result", forgets_await)
+    with pytest.raises(HookError, match=r"called next\(\) but never awaited what it returned"):
+        await bus.waterfall("agent/step-result", default, "message")
+    assert ran == []
+
+
+async def test_waterfall_next_called_and_dropped_is_refused() -> None:
+    """R6.3: a listener that calls ``call_next()``, never awaits it and returns a value of
+    its own fails with a HookError: the rest of the chain (a tool's body, say) was asked
+    for and silently never ran, and Python warned of the bus's coroutine instead."""
+    bus = HookBus()
+    ran: list[str] = []
+
+    async def default() -> str:
+        ran.append("default")  # pragma: no cover - must never run
+        return "default"
+
+    async def drops(_arg: object, next_: Next) -> object:
+        next_()  # type: ignore[unused-awaitable]
+        await trio.lowlevel.checkpoint()
+        return "mine"
+
+    bus.on("agent/step-result", drops)
+    with pytest.raises(HookError, match=r"called next\(\) but never awaited what it returned"):
+        await bus.waterfall("agent/step-result", default, "message")
+    assert ran == []
+
+
+async def test_waterfall_sync_listener_may_return_next_for_the_bus_to_await() -> None:
+    """R6.3: a plain-function listener delegates by returning ``call_next()``."""
+    bus = HookBus()
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    bus.on("agent/step-result", lambda _arg, next_: next_())
+    assert await bus.waterfall("agent/step-result", default, "message") == "default"
+
+
+# -- parallel ------------------------------------------------------------------------------------
+
+
+async def test_parallel_runs_listeners_concurrently_and_waits_for_all(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4: every listener starts before any finishes; the dispatch returns when all are done."""
+    bus = HookBus()
+    started: list[str] = []
+    finished: list[str] = []
+
+    def listener(name: str, seconds: float) -> Callable[..., Awaitable[None]]:
+        async def run(*_args: object) -> None:
+            started.append(name)
+            await trio.sleep(seconds)
+            finished.append(name)
+
+        return run
+
+    bus.on("session/flush", listener("a", 3))
+    bus.on("session/flush", listener("b", 1))
+    before = trio.current_time()
+    with trio.fail_after(DEADLINE):
+        await bus.parallel("session/flush", "agent", "session")
+    assert trio.current_time() - before == 3
+    assert sorted(started) == ["a", "b"]
+    assert finished == ["b", "a"]
+
+
+async def test_parallel_failure_rejects_the_dispatch_after_the_others_finish(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4: a failing listener rejects the dispatch; the other listeners are not cancelled."""
+    bus = HookBus()
+    finished: list[str] = []
+
+    async def slow(*_args: object) -> None:
+        await trio.sleep(2)
+        finished.append("slow")
+
+    async def failing(*_args: object) -> None:
+        await trio.sleep(1)
+        raise OSError("disk full")
+
+    bus.on("session/flush", slow)
+    bus.on("session/flush", failing)
+    with trio.fail_after(DEADLINE), pytest.raises(OSError, match="disk full"):
+        await bus.parallel("session/flush", "agent", "session")
+    assert finished == ["slow"]
+
+
+async def test_parallel_logs_the_failures_it_does_not_raise(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R6.4: one failure is raised, naming its seam; every other one is logged, not lost."""
+    bus = HookBus()
+
+    async def first(*_args: object) -> None:
+        raise ValueError("first broke")
+
+    async def second(*_args: object) -> None:
+        await trio.sleep(1)
+        raise KeyError("second broke")
+
+    bus.on("session/flush", first)
+    bus.on("session/flush", second)
+    with (
+        trio.fail_after(DEADLINE),
+        caplog.at_level(logging.ERROR, logger="retinue.hooks"),
+        pytest.raises(ValueError, match="first broke") as raised,
+    ):
+        await bus.parallel("session/flush", "agent", "session")
+    assert any("session/flush listener" in note for note in raised.value.__notes__)
+    logged = [r.exc_info[1] for r in caplog.records if r.exc_info]
+    assert [type(exc) for exc in logged] == [KeyError]
+    assert "not raised: another listener's failure was" in caplog.records[0].getMessage()
+
+
+async def test_a_parallel_dispatch_cut_by_a_deadline_logs_the_failures_it_collected(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R6.4: a listener that failed before a deadline cancelled the dispatch is logged."""
+    bus = HookBus()
+
+    async def broken(*_args: object) -> None:
+        raise ValueError("broke early")
+
+    async def hangs(*_args: object) -> None:
+        await trio.sleep_forever()
+
+    bus.on("session/flush", broken)
+    bus.on("session/flush", hangs)
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        with trio.move_on_after(5):
+            await bus.parallel("session/flush", "agent", "session")
+    assert [type(r.exc_info[1]) for r in caplog.records if r.exc_info] == [ValueError]
