@@ -1,10 +1,11 @@
-"""Running a tool through a registry of its own, and reading the schema it advertises."""
+"""Running a tool through a registry of its own, reading its schema, and records to hint with."""
 
 from __future__ import annotations
 
 import typing
 from typing import Any
 
+import attrs
 import trio
 
 from retinue._content import content_text
@@ -28,3 +29,19 @@ def properties(definition: Tool) -> dict[str, Any]:
     schema = thaw_json(definition.parameters)
     assert isinstance(schema, dict)
     return typing.cast("dict[str, Any]", schema["properties"])
+
+
+@attrs.frozen
+class Window:
+    width: int
+    title: str = "untitled"
+
+
+@attrs.frozen
+class Branch:
+    leaves: list[str]
+    parent: Branch | None = None
+
+
+def schema_of(fn: Tool) -> object:
+    return thaw_json(fn.parameters)
