@@ -58,6 +58,7 @@ __all__ = [
     "raised_message",
     "stray_cancel_error",
     "synchronous_failure",
+    "synchronous_failure_of",
     "unknown_failure_error",
 ]
 
@@ -307,6 +308,26 @@ FAILURE_OF_TAKES = (Exception, trio.Cancelled, BaseExceptionGroup)
 """What :func:`failure_of` judges, for an ``except`` around code it reports the failure
 of: a failure, a cancel, and a group of them (a nursery the code opened), of which it
 raises again what passes on."""
+
+
+def synchronous_failure_of(
+    exc: BaseException, culprit: str, kind: Callable[..., RetinueError]
+) -> Exception:
+    """What a synchronous callback's raise of *exc* reports: an ``Exception`` as it is,
+    a ``Cancelled`` (bare or grouped: none is delivered to synchronous code) as a
+    *kind* error coded ``STRAY_CANCELLED``, any other ``BaseException`` as a *kind*
+    error (:func:`unknown_failure_error`).
+
+    Raises:
+        BaseException: *exc* itself when it is Ctrl-C, bare or grouped.
+    """
+    if isinstance(exc, Exception):
+        return exc
+    if is_interrupt(exc):
+        raise exc
+    if holds_cancel(exc):
+        return stray_cancel_error(culprit, kind, exc)
+    return unknown_failure_error(culprit, kind, exc)
 
 
 def synchronous_failure(exc: BaseException) -> bool:

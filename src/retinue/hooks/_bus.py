@@ -14,11 +14,9 @@ import trio
 from retinue._errors import (
     HookError,
     failure_of,
-    holds_cancel,
     raised_message,
-    stray_cancel_error,
     synchronous_failure,
-    unknown_failure_error,
+    synchronous_failure_of,
 )
 
 from ._listeners import Entry, Seam, agent_scope
@@ -297,7 +295,7 @@ class HookBus:
 
         The other listeners' failures are logged: one exception propagates. A
         listener's ``BaseException`` that is no Ctrl-C is its failure, as a
-        ``HookError`` (:func:`retinue._errors.failure_of`); Ctrl-C propagates at once.
+        ``HookError`` (:func:`retinue._errors.synchronous_failure_of`); Ctrl-C propagates at once.
         """
         if name not in self._listeners:
             return
@@ -311,15 +309,8 @@ class HookBus:
             except Exception as exc:
                 failures.append(exc)
             except BaseException as exc:
-                # Ctrl-C is raised at once. No cancel is delivered to synchronous code: a
-                # Cancelled, bare or grouped, is the listener's own, as a SystemExit is.
-                if not synchronous_failure(exc):
-                    raise
-                culprit = _listener(name, fn)
-                if holds_cancel(exc):
-                    failures.append(stray_cancel_error(culprit, HookError, exc))
-                else:
-                    failures.append(unknown_failure_error(culprit, HookError, exc))
+                # Ctrl-C is raised at once; a Cancelled or a SystemExit is the listener's own.
+                failures.append(synchronous_failure_of(exc, _listener(name, fn), HookError))
         if failures:
             _log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]

@@ -8,10 +8,8 @@ from functools import partial
 
 from retinue._errors import (
     SessionError,
-    holds_cancel,
-    is_interrupt,
-    stray_cancel_error,
     synchronous_failure,
+    synchronous_failure_of,
     unknown_failure_error,
 )
 
@@ -61,13 +59,9 @@ def observer_failure(observer: object, exc: BaseException) -> Exception:
         BaseException: *exc* itself when it is Ctrl-C, bare or grouped.
     """
     culprit = f"session observer {observer!r}"
-    if isinstance(exc, Exception) and not isinstance(exc, StopIteration):
-        return exc
-    if is_interrupt(exc):
-        raise exc
-    if holds_cancel(exc):
-        return stray_cancel_error(culprit, SessionError, exc)
-    return unknown_failure_error(culprit, SessionError, exc)
+    if isinstance(exc, StopIteration):
+        return unknown_failure_error(culprit, SessionError, exc)
+    return synchronous_failure_of(exc, culprit, SessionError)
 
 
 def check_observer(observer: object) -> None:
