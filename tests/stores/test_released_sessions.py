@@ -73,6 +73,12 @@ async def _refused(store: BufferedStore, session: Session, code: str) -> list[st
     return messages
 
 
+async def _stored(kit: StoreKit, session_id: str) -> list[str]:
+    """The lines a freshly opened store holds for *session_id*: what was really written."""
+    async with kit.open() as store:
+        return lines((await store.inspect(session_id)).events[:])
+
+
 async def test_store_refuses_the_flush_of_events_appended_after_a_release(
     kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,8 +99,7 @@ async def test_store_refuses_the_flush_of_events_appended_after_a_release(
         store.attach(taken)
         await _refused(store, session, "SESSION_RELEASED")
         await store.detach(taken)
-    async with kit.open() as store:
-        assert lines((await store.inspect("appended")).events[:]) == buffered
+    assert await _stored(kit, "appended") == buffered
 
 
 async def test_store_refuses_the_flush_of_a_session_taken_over_until_its_events_are_stored(
@@ -118,8 +123,7 @@ async def test_store_refuses_the_flush_of_a_session_taken_over_until_its_events_
         assert store.statistics().tracked_sessions == 1
         run_turn(taken, "after the old owner let go")
         await store.detach(taken)
-    async with kit.open() as store:
-        assert lines((await store.inspect("taken")).events[:]) == lines(taken.events[:])
+    assert await _stored(kit, "taken") == lines(taken.events[:])
 
 
 async def test_store_flush_of_a_released_session_before_its_takeover_is_attached_writes_it(
@@ -135,8 +139,7 @@ async def test_store_flush_of_a_released_session_before_its_takeover_is_attached
         store.attach(taken)
         await store.flush(session)
         await store.detach(taken)
-    async with kit.open() as store:
-        assert lines((await store.inspect("early")).events[:]) == lines(session.events[:])
+    assert await _stored(kit, "early") == lines(session.events[:])
 
 
 async def test_store_flush_of_a_released_session_ignores_a_later_session_under_its_id(
@@ -162,8 +165,7 @@ async def test_store_flush_of_a_released_session_ignores_a_later_session_under_i
     with pytest.raises(StoreError) as caught:
         await store.aclose()
     assert caught.value.code == "CLOSE_FAILED"
-    async with kit.open() as store:
-        assert lines((await store.inspect("reused")).events[:]) == lines(session.events[:])
+    assert await _stored(kit, "reused") == lines(session.events[:])
 
 
 async def test_store_create_refused_as_a_duplicate_is_not_kept_for_a_load_to_take_over(
@@ -193,8 +195,7 @@ async def test_store_create_refused_as_a_duplicate_is_not_kept_for_a_load_to_tak
         store.attach(loaded)
         run_turn(loaded, "more")
         await store.detach(loaded)
-    async with kit.open() as store:
-        assert lines((await store.inspect("duplicate")).events[:]) == lines(loaded.events[:])
+    assert await _stored(kit, "duplicate") == lines(loaded.events[:])
 
 
 async def test_store_load_of_a_released_create_whose_id_another_writer_stored_loads_that(
@@ -218,8 +219,7 @@ async def test_store_load_of_a_released_create_whose_id_another_writer_stored_lo
         store.attach(loaded)
         run_turn(loaded, "more")
         await store.detach(loaded)
-    async with kit.open() as store:
-        assert lines((await store.inspect("raced")).events[:]) == lines(loaded.events[:])
+    assert await _stored(kit, "raced") == lines(loaded.events[:])
 
 
 async def test_store_released_create_refused_on_a_later_detach_is_dropped(
@@ -257,8 +257,7 @@ async def test_store_released_session_detached_again_is_let_go_as_any_other(
             run_turn(detached, "after the detach")
             await store.flush(detached)
             await store.detach(detached)
-    async with kit.open() as store:
-        assert lines((await store.inspect("again")).events[:]) == detached_with
+    assert await _stored(kit, "again") == detached_with
 
 
 async def test_store_released_create_taken_over_and_released_again_refuses_both_sessions(
@@ -287,8 +286,7 @@ async def test_store_released_create_taken_over_and_released_again_refuses_both_
         await _refused(store, copy, "SESSION_ALREADY_EXISTS")
         await _refused(store, first, "SESSION_ALREADY_EXISTS")
         await store.detach(loaded)
-    async with kit.open() as store:
-        assert lines((await store.inspect("chained")).events[:]) == lines(winner.events[:])
+    assert await _stored(kit, "chained") == lines(winner.events[:])
 
 
 async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so(
@@ -323,8 +321,7 @@ async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so
         assert lines(session.events[:]) == lines(winner.events[:])
         await _refused(store, released, "SESSION_ALREADY_EXISTS")
         await store.detach(session)
-    async with kit.open() as store:
-        assert lines((await store.inspect("overtaken")).events[:]) == lines(winner.events[:])
+    assert await _stored(kit, "overtaken") == lines(winner.events[:])
 
 
 async def test_store_load_of_a_released_create_committed_with_its_reply_lost_takes_it_over(
@@ -359,5 +356,4 @@ async def test_store_load_of_a_released_create_committed_with_its_reply_lost_tak
         store.attach(taken)
         await store.detach(taken)
         await store.flush(session)
-    async with kit.open() as store:
-        assert lines((await store.inspect("unanswered")).events[:]) == lines(session.events[:])
+    assert await _stored(kit, "unanswered") == lines(session.events[:])
