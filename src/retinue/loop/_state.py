@@ -62,7 +62,6 @@ class TurnState:
     turn: int
     step: int = 0
     reason: TurnEndReason = TurnEndReason.completed()
-    error_recorded: bool = False
     step_open: bool = False
     terminal: bool = False
     calls: StepCalls = NO_CALLS
@@ -82,6 +81,11 @@ class TurnState:
         if usage is not None:
             self.usage = add_usage(self.usage, usage)
 
+    @property
+    def error_recorded(self) -> bool:
+        """Whether an error ended the turn (the first one wins, R7.45)."""
+        return self.error is not None
+
     def record_error(self, error: BaseException) -> None:
         """First error wins (R7.45); reports ``agent/error`` with failures contained."""
         if self.error_recorded:
@@ -91,7 +95,7 @@ class TurnState:
         if code is None and not isinstance(error, Exception):
             code = "UNKNOWN"
         self.reason = TurnEndReason.error(self.step, describe_error(error), code)
-        self.error, self.error_recorded = error, True
+        self.error = error
         self.core.emit("agent/error", self.turn, self.step, error)
 
     def set_interrupted(self) -> None:
