@@ -1,43 +1,26 @@
-"""Tool bodies as the registry runs them: threads, stray cancels, nurseries, binding (R9.2, R9.7)."""
+"""Tool bodies as the registry runs them: sync bodies in worker threads and what they may call
+on the trio thread, coroutines a body returns, and agent verbs called off the trio thread or
+after the run (R9.2, R9.7, R2.10-R2.23, R2.37).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import cast
 
-import attrs
 import pytest
 import trio
 import trio.testing
 
 import retinue
 from retinue._content import content_text
-from retinue._errors import ToolError
-from retinue._handle import AgentHandle
-from retinue._lossless import JsonValue
 from retinue.actors import Subscription
-from retinue.hooks import HookBus
-from retinue.session import ToolErrorInfo
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
-from retinue.tools import Tool, ToolContext, ToolExecution, ToolExecutionResult, ToolRegistry, tool
-from tests.helpers import OPTIONS, of_type, raise_stray_cancelled, runtime
-
-
-async def execute(
-    target: Tool, arguments: JsonValue, *, agent: object = None
-) -> ToolExecutionResult:
-    registry = ToolRegistry(HookBus(), [target])
-    handle = cast("AgentHandle | None", agent)  # a stand-in with only the verbs a test needs
-    return await registry.execute(ToolExecution("c1", target.name, arguments, agent=handle))
-
-
-def outcome(result: ToolExecutionResult) -> tuple[str, ToolErrorInfo | None]:
-    return content_text(result.content), result.error
-
+from retinue.tools import Tool, ToolContext, tool
+from tests.helpers import OPTIONS, of_type
+from tests.scenarios._tool_bodies_kit import execute, outcome
 
 # -- a sync body reaches its agent through the trio thread --------------------------------
 # Sync bodies run in worker threads, where the virtual clock would jump past every deadline
@@ -301,206 +284,7 @@ async def test_a_sync_body_raising_stop_iteration_is_reported_as_its_own_error()
         )
 
 
-# -- a stray Cancelled ---------------------------------------------------------------------
-
-
-async def test_a_stray_cancelled_from_a_body_is_an_error_result(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.2: a Cancelled the body caught from its own scope and re-raised, while nothing
-    around the call is cancelled, is the call's error, coded as every stray Cancelled
-    is; it used to end the agent's driver.
-    """
-
-    @tool
-    async def stray() -> str:
-        """Misuse a cancel."""
-        await raise_stray_cancelled()
-        return "unreachable"
-
-    @tool(timeout=30)
-    async def stray_timed() -> str:
-        """The same, under a timeout that does not fire."""
-        await raise_stray_cancelled()
-        return "unreachable"
-
-    for body in (stray, stray_timed):
-        result: ToolExecutionResult | None = None
-        # Escaping this test, the Cancelled would end it as if it had passed.
-        with trio.fail_after(60), contextlib.suppress(trio.Cancelled):
-            result = await execute(body, {})
-        assert result is not None, "the stray Cancelled escaped execute()"
-        text, error = outcome(result)
-        assert text.startswith(f'Error: tool "{body.name}" raised trio.Cancelled while')
-        assert error == ToolErrorInfo("ToolError", "STRAY_CANCELLED")
-
-
-async def test_a_stray_cancelled_leaves_the_agent_running(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.2: after a tool's stray Cancelled the turn goes on and the agent takes more turns."""
-
-    @retinue.tool
-    async def stray() -> str:
-        """Misuse a cancel."""
-        await raise_stray_cancelled()
-        return "unreachable"
-
-    model = ScriptedModel(
-        [CallTools([ToolCallSpec("stray", "{}", id="s")]), Reply("ok"), Reply("again")]
-    )
-    async with runtime(model, tools=[stray]) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        first = await agent.ask("go")
-        second = await agent.ask("again")
-    assert (first.reason.kind, second.reason.kind) == ("completed", "completed")
-
-
-async def test_a_real_cancel_through_a_body_that_reraises_still_propagates(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.2: a body that catches the enclosing scope's Cancelled and re-raises it is cancelled."""
-
-    @tool
-    async def tidy() -> str:
-        """Clean up on cancel."""
-        try:
-            await trio.sleep_forever()
-        except trio.Cancelled:
-            raise
-
-    with trio.move_on_after(5) as scope:
-        await execute(tidy, {})
-    assert scope.cancelled_caught
-
-
-# -- failures inside a tool's own nursery ------------------------------------------------
-
-
-async def test_a_failure_in_a_tools_nursery_is_reported_by_its_error(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.2: the model sees the child's error, not trio's "Exceptions from Trio nursery", and
-    a coded ToolError keeps its code through the nursery.
-    """
-
-    def fanning_out(error: Exception) -> Tool:
-        async def child() -> None:
-            await trio.lowlevel.checkpoint()
-            raise error
-
-        @tool
-        async def fan_out() -> str:
-            """Fan out."""
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(child)
-            return "unreachable"
-
-        return fan_out
-
-    with trio.fail_after(60):
-        plain = await execute(fanning_out(ValueError("disk is full")), {})
-        coded = await execute(fanning_out(ToolError("quota exceeded", code="QUOTA")), {})
-    assert outcome(plain) == ("Error: disk is full", None)
-    assert outcome(coded) == ("Error: quota exceeded", ToolErrorInfo("ToolError", "QUOTA"))
-
-
-@pytest.mark.parametrize(
-    ("errors", "code"),
-    [
-        ([ValueError("disk is full"), ToolError("quota exceeded", code="QUOTA")], None),
-        (
-            [ToolError("disk is full", code="QUOTA"), ToolError("quota exceeded", code="QUOTA")],
-            "QUOTA",
-        ),
-    ],
-)
-async def test_several_failures_are_joined_with_the_code_they_share(
-    autojump_clock: trio.testing.MockClock, errors: list[Exception], code: str | None
-) -> None:
-    """R9.2: a group of several errors (nested ones too) reads as their messages joined; a
-    code is kept only when every error carries it.
-    """
-
-    @tool
-    async def batch() -> str:
-        """Fail twice."""
-        await trio.lowlevel.checkpoint()
-        raise ExceptionGroup("batch", [errors[0], ExceptionGroup("inner", [errors[1]])])
-
-    expected = None if code is None else ToolErrorInfo("ToolError", code)
-    assert outcome(await execute(batch, {})) == ("Error: disk is full; quota exceeded", expected)
-
-
-# -- arguments the body's types refuse name their parameter ------------------------------
-
-
-@attrs.frozen
-class Reading:
-    value: float
-
-
-@attrs.frozen
-class Window:
-    low: int = attrs.field(validator=attrs.validators.ge(0))
-
-
-@pytest.mark.parametrize(
-    ("arguments", "problem"),
-    [
-        ({"factor": 10**400}, "factor: int too large to convert to float"),
-        (
-            {"factor": 1, "readings": [{"value": 1}, {"value": 10**400}]},
-            "readings[1].value: int too large to convert to float",
-        ),
-        ({"factor": 1, "named": {"x": {"value": 10**400}}}, "named.x.value: int too large"),
-        ({"factor": 1, "window": {"low": -1}}, "window: 'low' must be >= 0: -1"),
-    ],
-)
-async def test_a_binding_failure_names_the_parameter_path(
-    autojump_clock: trio.testing.MockClock, arguments: JsonValue, problem: str
-) -> None:
-    """R9.3: a valid argument its parameter's type still refuses (a float past range, a
-    record's validator) is INVALID_ARGUMENTS naming where, as validation does.
-    """
-
-    @tool
-    async def scale(
-        factor: float,
-        readings: list[Reading] | None = None,
-        named: dict[str, Reading] | None = None,
-        window: Window | None = None,
-    ) -> str:
-        """Scale."""
-        await trio.lowlevel.checkpoint()
-        return "scaled"
-
-    text, error = outcome(await execute(scale, arguments))
-    assert text.startswith(f'Error: invalid arguments for tool "scale": {problem}')
-    assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
-
-
-# -- partial's bound keywords stay bound ---------------------------------------------------
-
-
-async def test_a_keyword_bound_by_a_partial_is_neither_shown_nor_overridable(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.7: a keyword a ``functools.partial`` binds (a key, say) is not in the schema, so the
-    model neither sees its value nor may pass its own; the body gets the bound one.
-    """
-
-    async def search(query: str, api_key: str) -> str:
-        """Search."""
-        await trio.lowlevel.checkpoint()
-        return f"{query} with {api_key}"
-
-    bound = tool(name="search")(functools.partial(search, api_key="sk-SECRET"))
-    assert "sk-SECRET" not in repr(bound.parameters)
-    assert outcome(await execute(bound, {"query": "q"})) == ("q with sk-SECRET", None)
-    text, error = outcome(await execute(bound, {"query": "q", "api_key": "forged"}))
-    assert text == 'Error: invalid arguments for tool "search": api_key: unexpected property'
-    assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
+# -- an agent's verbs off the trio thread or after the run --------------------------------
 
 
 @pytest.mark.parametrize("verb", ["send", "steer", "inject", "cancel"])
