@@ -1,0 +1,184 @@
+"""Loop configuration after loading: identity overrides and the editable parallel cap
+(SPEC R13.5, R13.6)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import retinue
+from retinue.config import (
+    AgentEntry,
+    Identity,
+    LoopConfig,
+    ParallelCapSetting,
+    parse_config,
+    with_overrides,
+)
+
+# -- R13.5 identity overrides ---------------------------------------------------------------
+
+
+BASE = LoopConfig(
+    agents=(
+        AgentEntry("writer", resume_session_id="old-writer", model="m"),
+        AgentEntry("reviewer", session_id="old-reviewer"),
+        AgentEntry("helper"),
+    )
+)
+
+
+def test_with_overrides_replaces_both_identity_keys() -> None:
+    """R13.5: an override sets one identity key and clears the other; the rest is kept."""
+    config = with_overrides(
+        BASE, {"writer": Identity("new-writer"), "reviewer": Identity("r-7", resume=True)}
+    )
+    assert config.agents == (
+        AgentEntry("writer", session_id="new-writer", model="m"),
+        AgentEntry("reviewer", resume_session_id="r-7"),
+        AgentEntry("helper"),
+    )
+    assert BASE.agents[0].resume_session_id == "old-writer"
+
+
+def test_with_overrides_can_give_an_entry_without_identity_one() -> None:
+    """R13.5: an entry with no exact id gets the override's identity."""
+    config = with_overrides(BASE, {"helper": Identity("helper-1", resume=True)})
+    assert config.agents[2] == AgentEntry("helper", resume_session_id="helper-1")
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda: Identity(""), "id: must be a valid session id: '' is empty"),
+        (lambda: Identity(None), "id: must be a string, got None"),  # type: ignore[arg-type]
+        (lambda: Identity(5), "id: must be a string, got 5"),  # type: ignore[arg-type]
+        (lambda: Identity(".."), "id: must be a valid session id: '..' is a relative path"),
+        (lambda: Identity("a/b"), "id: must be a valid session id: 'a/b' contains a path"),
+        (lambda: Identity("s" * 513), "id: must be a valid session id: 'sss"),
+        (lambda: Identity("x", resume=1), "resume: must be a boolean, got 1"),  # type: ignore[arg-type]
+        (lambda: Identity("x", resume="yes"), "resume: must be a boolean, got 'yes'"),  # type: ignore[arg-type]
+        (lambda: Identity("x", resume=None), "resume: must be a boolean, got None"),  # type: ignore[arg-type]
+    ],
+)
+def test_identity_refuses_a_malformed_field_when_built(
+    build: Callable[[], object], expected: str
+) -> None:
+    """R13.2, R13.5: an override's id obeys the stores' session-id rule and ``resume`` is a
+    bool, checked at construction with a ConfigError naming the field, not when applied."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        build()
+    assert raised.value.message.startswith(expected)
+
+
+def test_identity_accepts_the_ids_an_entry_accepts() -> None:
+    """R13.5: every id a store holds, up to 512 characters, is a valid override."""
+    assert Identity("s" * 512, resume=True).id == "s" * 512
+    assert Identity("reviewer-main").resume is False
+
+
+@pytest.mark.parametrize(
+    ("identity", "expected"),
+    [
+        ("new-id", "agents[0] (label 'h'): expected an Identity, got 'new-id'"),
+        (None, "agents[0] (label 'h'): expected an Identity, got None"),
+        ({"id": "x"}, "agents[0] (label 'h'): expected an Identity, got {'id': 'x'}"),
+    ],
+)
+def test_with_overrides_never_silently_drops_or_keeps_an_identity(
+    identity: object, expected: str
+) -> None:
+    """R13.5: an override replaces the identity with an Identity or raises naming the entry;
+    a value that is none, None included, neither clears nor keeps the old identity."""
+    base = LoopConfig(agents=(AgentEntry("h", session_id="keep-me"),))
+    with pytest.raises(retinue.ConfigError) as raised:
+        with_overrides(base, {"h": identity})  # type: ignore[dict-item]
+    assert raised.value.message.startswith("invalid identity overrides: ")
+    assert expected in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"nobody": Identity("x")}, "unknown agent labels: 'nobody'"),
+        ({1: Identity("x"), "z": Identity("y")}, "unknown agent labels: 'z', 1"),
+        ({"helper": Identity("old-reviewer")}, "agents[2].session_id: session 'old-reviewer'"),
+        (
+            {"helper": Identity("old-writer", resume=True)},
+            "agents[2].resume_session_id: session 'old-writer' is already named by agents[0]",
+        ),
+        ([("helper", Identity("x"))], "expected a mapping of label to Identity, got [("),
+        (None, "expected a mapping of label to Identity, got None"),
+    ],
+)
+def test_with_overrides_rejects_unknown_labels_and_clashing_identities(
+    overrides: object, expected: str
+) -> None:
+    """R13.2, R13.5: overrides obey the load-time rules; the error names the key at fault."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        with_overrides(BASE, overrides)  # type: ignore[arg-type]
+    assert expected in raised.value.message
+
+
+def test_an_override_for_a_label_several_entries_share_is_refused_as_ambiguous() -> None:
+    """R13.5: every entry of a label would get the one identity; the error says why it cannot."""
+    shared = parse_config({"agents": [{"id": "a"}, {"id": "b"}, {"id": "a"}]})
+    with pytest.raises(retinue.ConfigError) as raised:
+        with_overrides(shared, {"a": Identity("same")})
+    assert (
+        "label 'a' is ambiguous: agents[0] and agents[2] share that label" in raised.value.message
+    )
+    assert with_overrides(shared, {"b": Identity("own")}).agents[1].session_id == "own"
+
+
+# -- R13.6 the editable cap -----------------------------------------------------------------
+
+
+def test_parallel_cap_setting_accepts_valid_writes_and_notifies() -> None:
+    """R13.6: a valid write replaces the value and reaches every subscriber."""
+    setting = ParallelCapSetting()
+    heard: list[int] = []
+    unsubscribe = setting.subscribe(heard.append)
+    assert setting.value == 10
+    setting.value = 3
+    unsubscribe()
+    unsubscribe()
+    setting.value = 5
+    assert (setting.value, heard) == (5, [3])
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "4", None])
+def test_parallel_cap_setting_refuses_invalid_writes_and_keeps_the_last_good_value(
+    bad: object,
+) -> None:
+    """R13.6: an invalid write raises ConfigError; the value and subscribers are untouched."""
+    setting = ParallelCapSetting(4)
+    heard: list[int] = []
+    setting.subscribe(heard.append)
+    with pytest.raises(retinue.ConfigError, match="max_parallel_tool_calls: must be a positive"):
+        setting.value = bad  # type: ignore[assignment]
+    assert (setting.value, heard) == (4, [])
+
+
+def test_parallel_cap_setting_contains_a_failing_subscriber(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R13.6: a subscriber failure is logged; the write and later subscribers still happen."""
+    setting = ParallelCapSetting(2)
+    heard: list[int] = []
+
+    def broken(_value: int) -> None:
+        raise RuntimeError("listener bug")
+
+    setting.subscribe(broken)
+    setting.subscribe(heard.append)
+    setting.value = 6
+    assert (setting.value, heard) == (6, [6])
+    assert "listener bug" in caplog.text
+
+
+def test_parallel_cap_setting_refuses_an_invalid_initial_value() -> None:
+    """R13.6: the setting never holds an invalid value."""
+    with pytest.raises(retinue.ConfigError):
+        ParallelCapSetting(0)
