@@ -4,7 +4,6 @@ observer, a cleanup) fails what it was part of, never the agent or the runtime (
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,15 +11,12 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions
-from retinue._content import content_text
 from retinue.providers import ModelRequest, StreamChunk
 from retinue.session import Event, ToolResultEvent
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
     DelegatingStore,
-    RaiseMidStream,
     Reply,
     ScriptedModel,
     ToolCallSpec,
@@ -109,151 +105,6 @@ async def test_a_real_cancel_still_reaches_a_listener_and_ends_the_turn(
         agent.cancel("stop")
         events = await idle_events(agent)
         assert last_end_reason(events).kind == "aborted"
-
-
-class _Fatal(BaseException):
-    """Not an Exception: trio lets it end the runtime."""
-
-
-@retinue.tool
-async def fatal() -> str:
-    """Raise a BaseException that is no cancellation."""
-    await trio.lowlevel.checkpoint()
-    raise _Fatal("fatal")
-
-
-async def test_a_model_raising_a_base_exception_logs_the_turn_as_its_error(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.40, R4.16: a model's BaseException that is no cancellation ends the runtime, as
-    trio has it, but the log says what ended the turn (it used to log a disposal nobody
-    asked for), and so does the ``ask`` answered before the runtime's teardown disposed
-    the agent."""
-    model = ScriptedModel([RaiseMidStream(_Fatal("fatal"), after_chunks=2), Reply("never")])
-    sessions: list[retinue.Session] = []
-    answers: list[retinue.TurnResult] = []
-    with pytest.RaisesGroup(_Fatal, flatten_subgroups=True):
-        async with runtime(model) as rt:
-            agent = await rt.create_agent("a", OPTIONS)
-            sessions.append(agent.session)
-            answers.append(await agent.ask("go"))
-    events = sessions[0].events
-    reason = last_end_reason(events)
-    assert (reason.kind, reason.code) == ("error", "UNKNOWN")
-    assert "fatal" in (reason.message or "")
-    assert [answer.reason for answer in answers] == [reason]
-    check_session_invariants(events)
-
-
-async def test_an_observer_raising_a_base_exception_on_a_call_logs_it_once(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R4.8, R7.44, R7.48, R9.21: a session observer's BaseException on a ``tool/call`` is
-    its failure, not the runtime's end: the call is logged once and answered as never
-    started, and the turn is closed with that error, which names the observer."""
-    model = ScriptedModel([CallTools([ToolCallSpec("echo", '{"text": "hi"}')]), Reply("ok")])
-
-    def fatal_on_call(event: Event) -> None:
-        if event.type == "tool/call":
-            raise _Fatal("fatal")
-
-    async with runtime(model, tools=[echo]) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        unsubscribe = agent.session.observe(fatal_on_call)
-        answer = await agent.ask("go")
-        events = agent.session.events
-        assert len(of_type(events, "tool/call")) == 1
-        assert (answer.reason.kind, answer.reason.code) == ("error", "UNKNOWN")
-        assert "fatal_on_call" in (answer.reason.message or "")
-        assert last_end_reason(events) == answer.reason
-        [result] = [event.data for event in events if isinstance(event.data, ToolResultEvent)]
-        assert result.error is not None
-        assert result.error.code == "ABORTED_BEFORE_DISPATCH"
-        unsubscribe()
-        assert (await agent.ask("again")).reason.kind == "completed"
-        check_session_invariants(events)
-
-
-async def test_a_body_raising_its_own_base_exception_fails_only_its_call(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.2, R7.48: a tool body's BaseException that is neither Ctrl-C nor a cancel is
-    the call's error result, and the turn goes on to its answer; it ended the runtime."""
-    model = ScriptedModel([CallTools([ToolCallSpec("fatal", "{}")]), Reply("recovered")])
-    async with runtime(model, tools=[fatal]) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        answer = await agent.ask("go")
-        assert (answer.reason.kind, answer.text) == ("completed", "recovered")
-        [result] = [e.data for e in agent.session.events if isinstance(e.data, ToolResultEvent)]
-        assert (result.is_error, content_text(result.content)) == (True, "Error: fatal")
-
-
-@retinue.tool
-async def interrupted() -> str:
-    """Ctrl-C landing in a tool body."""
-    await trio.lowlevel.checkpoint()
-    raise KeyboardInterrupt
-
-
-async def test_ctrl_c_in_a_body_ends_the_turn_as_a_disposal(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.40, R12.10: Ctrl-C interrupts from outside, like the runtime's teardown: the
-    turn is logged disposed, no agent/error is reported, and the interrupt goes on."""
-    model = ScriptedModel([CallTools([ToolCallSpec("interrupted", "{}")]), Reply("never")])
-    sessions: list[retinue.Session] = []
-    errors: list[BaseException] = []
-    with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
-        async with runtime(model, tools=[interrupted]) as rt:
-            agent = await rt.create_agent("a", OPTIONS)
-            rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
-            sessions.append(agent.session)
-            await agent.ask("go")
-    assert last_end_reason(sessions[0].events).kind == "disposed"
-    assert errors == []
-    check_session_invariants(sessions[0].events)
-
-
-async def test_ctrl_c_in_one_agents_tool_closes_and_stores_every_agents_turn(
-    tmp_path: Path,
-) -> None:
-    """R12.9, R12.10: Ctrl-C in one agent's tool body ends the runtime, which disposes
-    every agent first: each stored log ends with its turn's ``turn/end``, the other
-    agent's turn (waiting in its own tool) included."""
-    waiting = trio.Event()
-
-    @retinue.tool
-    async def wait() -> str:
-        """Wait until disposed."""
-        waiting.set()
-        await trio.sleep_forever()
-        raise AssertionError("not reached")
-
-    @retinue.tool
-    async def stopped() -> str:
-        """Ctrl-C once the other agent waits."""
-        await waiting.wait()
-        raise KeyboardInterrupt
-
-    model = ScriptedModel(
-        {
-            name: [CallTools([ToolCallSpec(name, "{}")]), Reply("never")]
-            for name in ("wait", "stopped")
-        }
-    )
-    with trio.fail_after(60), pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
-        async with retinue.open_runtime(
-            models=model, tools=[wait, stopped], store=retinue.JSONLStore(tmp_path)
-        ) as rt:
-            for name in ("wait", "stopped"):
-                agent = await rt.create_agent(name, AgentOptions(model=name), session_id=name)
-                agent.send("go")
-            await trio.sleep_forever()
-    async with retinue.JSONLStore(tmp_path) as store:
-        for name in ("wait", "stopped"):
-            events = (await store.inspect(name)).events
-            assert last_end_reason(events).kind == "disposed"
-            check_session_invariants(events)
 
 
 class _StrayModel:
@@ -454,33 +305,6 @@ async def test_a_stray_cancelled_giving_back_a_refused_resume_is_logged_not_spre
         bystander = await rt.create_agent("b", OPTIONS)
         assert (await bystander.ask("go")).reason.kind == "completed"
     check_session_invariants(bystander.session.events)
-
-
-class _UnreadableCodeError(Exception):
-    @property
-    def code(self) -> str:
-        raise RuntimeError("code unreadable")
-
-
-async def test_an_error_whose_code_cannot_be_read_fails_the_turn_not_the_driver(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.45, R7.48: the turn ends as an error without a code of its own; reading the
-    code crashed the driver before, and a second such turn left the agent disposed."""
-    model = ScriptedModel([Reply("ok")], repeat_last=True)
-    async with runtime(model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-
-        def pre_step(*_args: object) -> None:
-            raise _UnreadableCodeError("no step today")
-
-        rt.hooks.on("agent/pre-step", pre_step, agent=agent)
-        for _ in range(3):
-            result = await agent.ask("go")
-            assert result.reason.kind == "error"
-            assert "no step today" in (result.reason.message or "")
-        assert agent.status == "idle"
-        check_session_invariants(agent.session.events)
 
 
 async def test_a_cleanup_raising_cancelled_is_contained_and_the_others_run(
