@@ -1,13 +1,35 @@
-"""Recording an agent's hook calls, for the supervision tests."""
+"""Recording an agent's hook calls and crashing its flusher, for the supervision tests."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import retinue
+from retinue.loop import _core, _driver, _turn
 
 
 def record(rt: retinue.Runtime, agent: retinue.Agent, name: str) -> list[tuple[Any, ...]]:
     seen: list[tuple[Any, ...]] = []
     rt.hooks.on(name, lambda _agent, *args: seen.append(args), agent=agent)  # type: ignore[call-overload]
     return seen
+
+
+class FlusherBugError(RuntimeError):
+    """The simulated bug in an agent's flusher."""
+
+
+def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make the flusher's ``flush`` raise *times* times (a bug, not a store failure)."""
+    real = _turn.flush  # what _driver imported
+    crashes: list[int] = []
+
+    async def flush(core: _core.AgentCore, turn: int, step: int) -> None:
+        if len(crashes) < times:
+            crashes.append(1)
+            raise FlusherBugError(f"flusher bug #{len(crashes)}")
+        await real(core, turn, step)
+
+    monkeypatch.setattr(_driver, "flush", flush)
+    return crashes

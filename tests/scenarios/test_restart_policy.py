@@ -19,7 +19,7 @@ import retinue
 from retinue.loop import _core
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
-from tests.scenarios.test_supervisor import crash_flusher
+from tests.scenarios._supervisor_kit import crash_flusher
 
 
 class DriverBugError(RuntimeError):

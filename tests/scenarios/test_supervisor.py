@@ -15,30 +15,10 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.loop import _core, _driver, _turn
 from retinue.stores import MemoryStore
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import OPTIONS, of_type, runtime, texts
-from tests.scenarios._supervisor_kit import record
-
-
-class FlusherBugError(RuntimeError):
-    """The simulated bug in an agent's flusher."""
-
-
-def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
-    """Make the flusher's ``flush`` raise *times* times (a bug, not a store failure)."""
-    real = _turn.flush  # what _driver imported
-    crashes: list[int] = []
-
-    async def flush(core: _core.AgentCore, turn: int, step: int) -> None:
-        if len(crashes) < times:
-            crashes.append(1)
-            raise FlusherBugError(f"flusher bug #{len(crashes)}")
-        await real(core, turn, step)
-
-    monkeypatch.setattr(_driver, "flush", flush)
-    return crashes
+from tests.scenarios._supervisor_kit import FlusherBugError, crash_flusher, record
 
 
 async def test_supervisor_restarts_a_crashed_flusher_and_the_runtime_runs_on(
