@@ -66,7 +66,7 @@ def surface_seqs(events: Sequence[Event]) -> list[int]:
     return seqs
 
 
-def message(kind: str, turn: int, text: str) -> EventData:
+def message(kind: str, turn: int, text: str, step: int = 1) -> EventData:
     content = (Text(text),)
     if kind == "user":
         return UserMessage(content)
@@ -74,7 +74,7 @@ def message(kind: str, turn: int, text: str) -> EventData:
         return ContextMessage(content)
     if kind == "steering":
         return SteeringMessage(turn, content)
-    return AssistantMessage(turn, 1, () if kind == "empty" else content)
+    return AssistantMessage(turn, step, () if kind == "empty" else content)
 
 
 def replace(session: Session, turn: int, number: int, a: int, b: int) -> None:
@@ -96,19 +96,26 @@ def replace(session: Session, turn: int, number: int, a: int, b: int) -> None:
 def test_incremental_history_equals_every_rebuild(ops: list[tuple[str, int, int]]) -> None:
     """R4.19-R4.21, R5.5, R5.6: the incremental surface never drifts from a fold of the log."""
     session = Session.create("s")
-    turn = 1
+    turn, step = 1, 0
     session.append(TurnStart(turn, TurnTrigger("message")))
     snapshots: list[tuple[Sequence[Message], list[Message]]] = []
     for number, (kind, a, b) in enumerate(ops):
         if kind == "replace":
             replace(session, turn, number, a, b)
         elif kind == "step":
-            session.append(StepStart(turn, 1))
-            session.append(StepEnd(turn, 1))
+            step += 1
+            session.append(StepStart(turn, step))
+            session.append(StepEnd(turn, step))
         elif kind == "turn":
             session.append(TurnEnd(turn, TurnEndReason.completed()))
-            turn += 1
+            turn, step = turn + 1, 0
             session.append(TurnStart(turn, TurnTrigger("message")))
+        elif kind in {"assistant", "empty"}:
+            # An assistant message lies inside its step (R4.14).
+            step += 1
+            session.append(StepStart(turn, step))
+            session.append(message(kind, turn, f"m{number}", step), surface="append")
+            session.append(StepEnd(turn, step))
         else:
             session.append(message(kind, turn, f"m{number}"), surface="append")
         history = session.derive_messages()

@@ -18,6 +18,7 @@ from retinue.session import (
     Event,
     Session,
     SessionHeader,
+    StepEnd,
     StepStart,
     TurnEnd,
     TurnEndReason,
@@ -90,6 +91,7 @@ def _closed(data: AssistantChunk) -> Session:
     """A closed turn whose one chunk is *data*, logged through the unchecked path."""
     session, _seen = _in_step()
     session.append_chunk(data.turn, data.step, data.chunk)
+    session.append(StepEnd(1, 1))
     session.append(TurnEnd(1, TurnEndReason.completed()))
     return session
 

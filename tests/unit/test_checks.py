@@ -518,6 +518,7 @@ def test_check_history_replay_r4_15_call_unanswered_when_the_next_step_starts() 
         StepStart(1, 1),
         AssistantMessage(1, 1, (ToolCall("c1", "t", "{}"),)),
         ToolCallEvent(1, 1, "c1", "t", "{}"),
+        StepEnd(1, 1),
         StepStart(1, 2),
         AssistantMessage(1, 2, text("done")),
         StepEnd(1, 2),

@@ -171,15 +171,16 @@ def test_append_logs_before_notifying_and_a_raising_observer_propagates() -> Non
 def test_append_chunk_logs_what_append_logs_and_notifies_after_the_push() -> None:
     """R4.8: the loop's chunk path logs an ``assistant/chunk`` event like ``append`` does."""
     session = _open()
+    session.append(StepStart(1, 1))
     heard: list[tuple[Event, int]] = []
     session.observe(lambda event: heard.append((event, len(session.events))))
     chunk = TextDelta(0, "a")
-    seq = session.append_chunk(1, 2, chunk)
+    seq = session.append_chunk(1, 1, chunk)
     event = session.events[seq]
-    assert (seq, event.data, event.type) == (1, AssistantChunk(1, 2, chunk), "assistant/chunk")
+    assert (seq, event.data, event.type) == (2, AssistantChunk(1, 1, chunk), "assistant/chunk")
     assert (event.source_event_seqs, event.surface_op) == (None, None)
-    assert heard == [(event, 2)]
-    by_append = dump_event(session.append(AssistantChunk(1, 2, chunk)))
+    assert heard == [(event, 3)]
+    by_append = dump_event(session.append(AssistantChunk(1, 1, chunk)))
     by_chunk = dump_event(event)
     assert {**by_chunk, "seq": 0, "time": 0} == {**by_append, "seq": 0, "time": 0}
 

@@ -211,6 +211,7 @@ def test_dump_is_plain_json_data_equal_to_its_stored_line_parsed() -> None:
     )
     session.append_custom("todo/write", {"todos": [{"content": "x", "tags": ["a"]}]})
     session.append(RequestHeader(EpochHeader(_CONFIG, "sys", (_SCHEMA,)), "initial"))
+    session.append(StepStart(1, 1))
     session.append(
         ToolResultEvent(1, 1, "c1", _c("ok"), meta={"n": [1, {"m": []}]}),
         surface="append",

@@ -22,6 +22,7 @@ from retinue.session import (
     RequestHeader,
     RequestHeaderDelta,
     Session,
+    StepEnd,
     StepStart,
     SystemEdit,
     ToolCallEvent,
@@ -142,6 +143,7 @@ def test_events_holding_every_record_field_store_and_load_as_themselves() -> Non
     """R4.5, R11.2: the validated fields still accept every value the stored format holds."""
     session = Session.create("s")
     session.append(TurnStart(1, TurnTrigger("message")))
+    session.append(StepStart(1, 1))
     call = session.append(ToolCallEvent(1, 1, "c", "t", "{}"))
     tool = ToolSchema("t", "d", {"type": "object"})
     header = EpochHeader(LlmCallConfig("m", provider="p", max_tokens=5), "sys", (tool,))
@@ -154,6 +156,7 @@ def test_events_holding_every_record_field_store_and_load_as_themselves() -> Non
             source_event_seqs=(call.seq,),
         ),
         session.append(AssistantMessage(1, 1, (Text("x"),), Usage(1, 2, 3)), surface="append"),
+        session.append(StepEnd(1, 1)),
         session.append(PromptBlocked((Text("x"),), reason="no")),
         session.append(TurnEnd(1, TurnEndReason.error(1, "m", "CODE"))),
     ]

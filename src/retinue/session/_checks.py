@@ -132,9 +132,11 @@ def refuse_surface_op(kind: str, op: object, *, turn_open: bool) -> NoReturn:
     )
 
 
-def check_boundary(data: EventData, *, turn_open: bool, last_turn: int) -> None:
+def check_boundary(
+    data: EventData, *, turn_open: bool, last_turn: int, open_step: int | None
+) -> None:
     """Refuse a ``turn/start`` while a turn is open or numbered at or below the last turn
-    (R4.14, R4.16), and a ``turn/end`` of another turn (R4.14).
+    (R4.14, R4.16), and a ``turn/end`` of another turn or with a step open (R4.14).
 
     A number above the next one is taken: a log may continue another's numbering.
     """
@@ -150,4 +152,9 @@ def check_boundary(data: EventData, *, turn_open: bool, last_turn: int) -> None:
     if isinstance(data, TurnEnd) and (not turn_open or data.turn != last_turn):
         raise SessionError(
             f"turn/end {data.turn} does not close the open turn", code="TURN_MISMATCH"
+        )
+    if isinstance(data, TurnEnd) and open_step is not None:
+        raise SessionError(
+            f"turn/end {data.turn} while step {open_step} is open: step/end comes first",
+            code="STEP_OPEN",
         )

@@ -50,6 +50,7 @@ from ._events import (
 from ._history import Surface
 from ._observers import Observer, check_observer, no_observer, notifier, observer_failure
 from ._sources import as_sources, check_sources
+from ._stepcheck import STEP_TYPES, check_step
 
 __all__ = ["Session", "now_ms"]
 
@@ -104,6 +105,9 @@ class Session:
     _surface: Surface = attrs.field(factory=Surface, init=False)
     _last_turn: int = attrs.field(default=0, init=False)
     _turn_open: bool = attrs.field(default=False, init=False)
+    # The step open in the open turn (None between steps) and the last one it opened.
+    _open_step: int | None = attrs.field(default=None, init=False)
+    _last_step: int = attrs.field(default=0, init=False)
     _header_fold: EpochHeader | None = attrs.field(default=None, init=False)
 
     @classmethod
@@ -282,17 +286,25 @@ class Session:
         if thread is not None and thread != _get_ident():
             refuse_thread(self.id)
         events = self._events
-        if surface is None and source_event_seqs is None and type(data) in _PLAIN_TYPES:
-            # The per-chunk hot path: these types need no checks beyond their own,
-            # and the tuple is built without the named tuple's Python-level __new__.
+        data_type = type(data)
+        if surface is None and source_event_seqs is None and data_type in _PLAIN_TYPES:
+            # The per-step hot path: these types need no checks beyond their own and
+            # the step rules, and the tuple is built without the named tuple's __new__.
+            if data_type is not PromptBlocked:
+                turn = self._last_turn if self._turn_open else None
+                check_step(data, turn, self._open_step, self._last_step)
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
+            if data_type is StepStart:
+                self._open_step = self._last_step = data.step  # type: ignore[union-attr]
+            elif data_type is StepEnd:
+                self._open_step = None
         elif (
             # Each step's messages and results. An exact str: its ``==`` is the
             # opposite of the ``!=`` _validate tests, as a subclass's need not be.
             type(surface) is str
             and surface == "append"
-            and type(data) in _SURFACE_DATA
+            and data_type in _SURFACE_DATA
             and self._turn_open
         ):
             event = self._append_to_surface(data, surface, source_event_seqs)
@@ -325,6 +337,8 @@ class Session:
         if source_event_seqs is not None:
             sources = as_sources(source_event_seqs)
             check_sources(data.type, sources, seq)
+        if type(data) in STEP_TYPES:
+            check_step(data, self._last_turn, self._open_step, self._last_step)
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, sources, surface))
         events.append(event)
         self._surface.append(event)
@@ -431,12 +445,22 @@ class Session:
         if sources is not None:
             check_sources(data.type, sources, event.seq)
         if data_type in _BOUNDARY_TYPES:
-            check_boundary(data, turn_open=self._turn_open, last_turn=self._last_turn)
+            check_boundary(
+                data,
+                turn_open=self._turn_open,
+                last_turn=self._last_turn,
+                open_step=self._open_step,
+            )
+        elif data_type in STEP_TYPES and type(op) is not Replace:
+            check_step(data, self._open_turn(), self._open_step, self._last_step)
         elif data_type in _HEADER_TYPES:
             return folded(self._header_fold, data)  # type: ignore[arg-type]
         elif isinstance(op, Replace):
             self._surface.check(event)
         return self._header_fold
+
+    def _open_turn(self) -> int | None:
+        return self._last_turn if self._turn_open else None
 
     def _record(self, event: Event, header_fold: EpochHeader | None) -> None:
         """Log a validated *event*; *header_fold* is what :meth:`_validate` returned."""
@@ -448,8 +472,13 @@ class Session:
         elif isinstance(data, TurnStart):
             self._last_turn = data.turn
             self._turn_open = True
+            self._last_step = 0
         elif isinstance(data, TurnEnd):
             self._turn_open = False
+        elif isinstance(data, StepStart):
+            self._open_step = self._last_step = data.step
+        elif isinstance(data, StepEnd):
+            self._open_step = None
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} events={len(self._events)} turn_open={self._turn_open}>"
