@@ -45,6 +45,9 @@ class StoreLifetime:
         self._enter_lock = trio.Lock()
         self._opened = False
         self._closed = False
+        self._closing = False
+        """Set as :meth:`aclose` begins: what it drains is what is attached then, so no
+        session may be attached from there on."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._loaded: dict[str, Loaded] = {}
@@ -169,10 +172,12 @@ class StoreLifetime:
         cancelled, the drain is cut short (events not yet committed are not
         written; flush sessions first, as agent teardown does), but the store
         is still closed and its storage released (connections, file locks).
+        An attach while it drains is refused (``STORE_CLOSED``).
         """
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
+        self._closing = True
         tracked = list(self._tracked.values())
         try:
             results = await self._flush_many(tracked)

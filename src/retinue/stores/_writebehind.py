@@ -39,7 +39,7 @@ class BufferedStore(StoreLoads):
         published) are written by the next flush. Synchronous and never
         blocks. Raises ``StoreError`` for an invalid id
         (``INVALID_SESSION_ID``), an id already attached or being loaded
-        (``SESSION_TRACKED``) or a closed store.
+        (``SESSION_TRACKED``) or a store closed or closing (``STORE_CLOSED``).
         """
         stored = len(session.events)
         loaded = self._loaded.get(session.id)
@@ -84,8 +84,11 @@ class BufferedStore(StoreLoads):
     ) -> None:
         """Start buffering *session*; *replacing*, a released entry of its id, is reused."""
         session_id = check_session_id(session.id)
-        if self._closed:
-            raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
+        if self._closed or self._closing:
+            # Attached while closing drains, it would be neither drained nor let go:
+            # buffering every later append for a store that can no longer write it.
+            state = "closed" if self._closed else "closing"
+            raise StoreError(f"{self._name} is {state}", code="STORE_CLOSED")
         current = self._tracked.get(session_id)
         if current is not None and current is not replacing:
             if current.released:
