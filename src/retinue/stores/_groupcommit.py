@@ -21,16 +21,22 @@ T = TypeVar("T")
 
 
 async def call_backend(
-    backend: StorageBackend, fn: Callable[..., T], what: str, *args: object
+    backend: StorageBackend,
+    fn: Callable[..., T],
+    what: str,
+    *args: object,
+    abandon_on_cancel: bool = False,
 ) -> T:
     """Run a backend call in a worker thread (inline if it never blocks); wrap I/O errors.
 
     Always a checkpoint. Raises ``StoreError(STORAGE_ERROR)`` naming *what*
-    for any failure that is not already a retinue error.
+    for any failure that is not already a retinue error. With
+    *abandon_on_cancel*, a cancel returns at once and the thread's call is
+    left to end on its own: for a read that changes nothing.
     """
     try:
         if backend.blocking:
-            return await trio.to_thread.run_sync(fn, *args)
+            return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=abandon_on_cancel)
         await trio.lowlevel.checkpoint()
         return fn(*args)
     except RetinueError:

@@ -369,8 +369,10 @@ class PostgresStore(BufferedStore):
     On a server in read-only mode (a hot standby, or default_transaction_read_only
     on) a store opened with ``create=False`` reads; a flush, a load (it claims
     the session) or creating the tables fails with ``READ_ONLY``. A trio deadline
-    around entering the store, a load or a read is honoured while a connection
-    is being made (a server that never answers is waited for no longer). A lock on
+    around entering the store or a load is honoured while a connection is being
+    made (a server that never answers is waited for no longer), and around a read
+    that claims nothing (``list``, ``exists``, ``inspect``) at any point, its worker
+    thread left to end once the server answers or the connection drops. A lock on
     the store's tables held by another transaction (a ``LOCK TABLE``, a schema
     change) fails a flush with ``TABLE_LOCKED`` once its wait for the lock
     (30 s) is over: the group fails whole, once, and its events stay buffered.

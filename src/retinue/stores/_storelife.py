@@ -257,6 +257,15 @@ class StoreLifetime:
     def _call(self, fn: Callable[..., T], what: str, *args: object) -> Awaitable[T]:
         return call_backend(self._backend, fn, what, *args)
 
+    def _read_call(self, fn: Callable[..., T], what: str, *args: object) -> Awaitable[T]:
+        """:meth:`_call` for a read that claims and changes nothing, which a cancel abandons.
+
+        Its worker thread may wait on a server that stopped answering for as long as
+        the connection lives; a deadline around the read must still end it. Each
+        backend's reads finish on their own beside a close (a connection then closed).
+        """
+        return call_backend(self._backend, fn, what, *args, abandon_on_cancel=True)
+
     def __repr__(self) -> str:
         stats = self.statistics()
         state = "closed" if self._closed else "open" if self._opened else "unopened"

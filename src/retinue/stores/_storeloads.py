@@ -173,7 +173,9 @@ class StoreLoads(StoreLifetime):
     async def inspect(self, session_id: str) -> Session:
         """Read a stored session without repairing or claiming it (its torn tail left out).
 
-        The returned log may end inside a turn. Raises like :meth:`load`.
+        The returned log may end inside a turn. Raises like :meth:`load`. A
+        cancel ends it at once, as it ends :meth:`list` and :meth:`exists`, even
+        while its worker thread waits on storage (a server that stopped answering).
         """
         return (await self.inspect_recovered(session_id)).session
 
@@ -185,7 +187,7 @@ class StoreLoads(StoreLifetime):
         """
         check_session_id(session_id)
         await self._ensure_open()
-        return await self._call(self._recover_plain, f"session {session_id!r}", session_id)
+        return await self._read_call(self._recover_plain, f"session {session_id!r}", session_id)
 
     def _recover(self, session_id: str) -> Recovered:
         return self._recover_read(session_id, repair=True)
@@ -238,7 +240,7 @@ class StoreLoads(StoreLifetime):
     async def listing(self) -> Listing:
         """:meth:`list`, also naming each stored session it leaves out, and why."""
         await self._ensure_open()
-        listing = await self._call(self._backend.listing, "listing sessions")
+        listing = await self._read_call(self._backend.listing, "listing sessions")
         return Listing(
             tuple(sorted(listing.headers, key=lambda header: (header.created_at, header.id))),
             tuple(sorted(listing.skipped, key=lambda skipped: skipped.stored_as)),
@@ -257,4 +259,4 @@ class StoreLoads(StoreLifetime):
         except StoreError:
             await trio.lowlevel.checkpoint()
             return False
-        return await self._call(self._backend.contains, f"session {session_id!r}", session_id)
+        return await self._read_call(self._backend.contains, f"session {session_id!r}", session_id)
