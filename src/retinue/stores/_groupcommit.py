@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import trio
@@ -54,8 +54,17 @@ class GroupCommitter:
     backend that never blocks is written synchronously.
     """
 
-    def __init__(self, backend: StorageBackend, name: str, tracked: dict[str, Tracked]) -> None:
+    def __init__(
+        self,
+        backend: StorageBackend,
+        name: str,
+        tracked: dict[str, Tracked],
+        *,
+        let_go: Callable[[list[Tracked]], Awaitable[None]] | None = None,
+    ) -> None:
         self._backend = backend
+        self._let_go = let_go
+        """Called with the released sessions a commit has just stored all the buffer of."""
         self._name = name
         self._tracked = tracked
         self._send, self._receive = trio.open_memory_channel[Request](math.inf)
@@ -180,6 +189,7 @@ class GroupCommitter:
 
     async def _commit(self, group: Sequence[Request]) -> None:
         """Write one group in one backend call, after any commit in flight; every request is answered."""
+        drained: list[Tracked] = []
         try:
             async with self._commit_lock:
                 if self._closed:
@@ -189,6 +199,7 @@ class GroupCommitter:
                 entries = self._group_entries(group)
                 if entries:
                     await self._write_entries(entries)
+                    drained = _released_and_drained(entries)
         except BaseException as exc:
             for request in group:
                 if not request.answered:
@@ -200,6 +211,8 @@ class GroupCommitter:
         finally:
             for request in group:
                 request.done.set()
+        if drained and self._let_go is not None:
+            await self._let_go(drained)
 
     def _group_entries(self, group: Sequence[Request]) -> list[Entry]:
         """One entry per session; flushes of one tracked session share it, nothing else does."""
@@ -311,6 +324,15 @@ class GroupCommitter:
         del tracked.buffer[: end - tracked.cursor]
         tracked.cursor = end
         tracked.header = None
+
+
+def _released_and_drained(entries: Sequence[Entry]) -> list[Tracked]:
+    """The sessions of *entries* a failed or cancelled detach released whose buffer is now stored."""
+    return [
+        entry.tracked
+        for entry in entries
+        if entry.tracked is not None and entry.tracked.released and not entry.tracked.buffer
+    ]
 
 
 def _group_error(exc: Exception) -> StoreError:

@@ -40,7 +40,7 @@ class StoreLifetime:
         self._backend = backend
         self._name = name
         self._tracked: dict[str, Tracked] = {}
-        self._committer = GroupCommitter(backend, name, self._tracked)
+        self._committer = GroupCommitter(backend, name, self._tracked, let_go=self._let_go_stored)
         self._open_lock = trio.Lock()
         self._enter_lock = trio.Lock()
         self._opened = False
@@ -199,6 +199,49 @@ class StoreLifetime:
                 f"{len(errors)} session(s) could not be drained on close: {summary}",
                 code="CLOSE_FAILED",
             ) from errors[0]
+
+    async def _let_go_stored(self, drained: list[Tracked]) -> None:
+        """Let go of released sessions whose buffer a commit has just stored, and of their claims.
+
+        A detach that failed or was cancelled once its write was queued leaves its
+        session released, kept with its buffer for a load to take over; once that
+        write has stored all of it, nothing is left to take over, and the claim
+        would keep every other writer (another process) out of the session until
+        this store closes. The id is reserved meanwhile, as a load reserves it, so
+        no load of it counts on the claim being given up. Shielded: the write it
+        follows is answered already, and a claim kept by a cancel would stay kept.
+        """
+        with trio.CancelScope(shield=True):
+            for tracked in drained:
+                if self._only_released(tracked):
+                    await self._give_up_claim(tracked)
+            await trio.lowlevel.checkpoint()
+
+    async def _give_up_claim(self, tracked: Tracked) -> None:
+        """Release the claim of *tracked*, released and stored, then stop tracking it."""
+        session_id = tracked.session.id
+        self._loading.add(session_id)
+        try:
+            await self._call(self._backend.release, f"session {session_id!r}", session_id)
+        except StoreError:
+            log.exception("%s: releasing a detached session's claim failed", self._name)
+            return  # noqa: ASYNC910 - _call checkpoints before the backend can fail
+        finally:
+            self._loading.discard(session_id)
+        if self._tracked.get(session_id) is tracked:
+            del self._tracked[session_id]
+
+    def _only_released(self, tracked: Tracked) -> bool:
+        """Whether *tracked* is a released session holding nothing that a load took or will take."""
+        session_id = tracked.session.id
+        loaded = self._loaded.get(session_id)
+        return (
+            tracked.released
+            and not tracked.buffer
+            and self._tracked.get(session_id) is tracked
+            and session_id not in self._loading
+            and (loaded is None or loaded.session() is None)
+        )
 
     def _stop_tracking(self, tracked: Sequence[Tracked]) -> None:
         """Mark the store closed: no more attachments, appends or flush requests."""

@@ -254,7 +254,9 @@ class BufferedStore(StoreLoads):
         If the flush fails or is cancelled, the session is released all the
         same: no longer attached, its unflushed events stay buffered (and its
         claim held) until the next :meth:`load` of its id takes them over, or
-        a detach of it succeeds, or the store is closed. The error propagates.
+        a detach of it succeeds, or the store is closed, or a write the cancel
+        did not stop stores them all: its claim is then given up, as nothing
+        is left for a load to take over. The error propagates.
         Flushed or detached again, the released session is refused
         (``SESSION_RELEASED``, ``SESSION_TAKEN_OVER``) while events it holds
         are not stored and no longer its to write. A new session whose create
@@ -293,6 +295,10 @@ class BufferedStore(StoreLoads):
             await self.flush(session)
         except BaseException as exc:
             self._let_go_of(session, exc)
+            tracked = self._tracked.get(session.id)
+            if tracked is not None and tracked.session is session:
+                # Cancelled as its write stored everything: nothing is left for a load.
+                await self._let_go_stored([tracked])
             raise
 
     def _let_go_of(self, session: Session, exc: BaseException) -> None:
