@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,9 @@ from retinue.testing import (
     CallTools,
     CutAtMaxTokens,
     DelegatingStore,
+    FinishAborted,
+    FinishWithError,
+    Hang,
     RaiseMidStream,
     Reply,
     ScriptedModel,
@@ -138,3 +142,34 @@ def test_delegating_store_can_be_copied() -> None:
     inner = object()
     copied = copy.copy(DelegatingStore(inner))  # type: ignore[arg-type]
     assert copied.store is inner
+
+
+CALL = [ToolCallSpec("lookup")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "match"),
+    [
+        (Reply, {"text": None}, r"Reply\.text must be a str, got None"),
+        (Reply, {"text": 42}, r"Reply\.text must be a str, got 42"),
+        (Reply, {"text": "hi", "usage": {"input_tokens": 3}}, r"Reply\.usage must be a .*Usage"),
+        (CallTools, {"calls": CALL, "text": 5}, r"CallTools\.text must be a str or None"),
+        (CallTools, {"calls": CALL, "usage": 3}, r"CallTools\.usage must be a .*Usage"),
+        (CutAtMaxTokens, {"text": 7}, r"CutAtMaxTokens\.text must be a str"),
+        (FinishWithError, {"message": 500}, r"FinishWithError\.message must be a str, got 500"),
+        (FinishWithError, {"message": "down", "code": 503}, r"FinishWithError\.code must be a str"),
+        (FinishAborted, {"text": 1}, r"FinishAborted\.text must be a str"),
+        (RaiseMidStream, {"error": ValueError(), "text": 1}, r"RaiseMidStream\.text must be a str"),
+        (Hang, {"text": ["par", "tial"]}, r"Hang\.text must be a str"),
+    ],
+)
+def test_steps_refuse_texts_and_usage_of_the_wrong_type_when_built(
+    kind: Callable[..., object], fields: dict[str, Any], match: str
+) -> None:
+    """R10.2: a step's text, error message and usage are refused where the script is written.
+
+    Before, some raised "object of type 'int' has no len()", and the others were
+    accepted and ended the turn blaming the model for a malformed chunk.
+    """
+    with pytest.raises(TypeError, match=match):
+        kind(**fields)

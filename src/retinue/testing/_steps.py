@@ -8,7 +8,14 @@ from typing import Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
-from retinue._content import Reasoning, Text, ToolCall, check_optional_str, check_str
+from retinue._content import (
+    Reasoning,
+    Text,
+    ToolCall,
+    check_optional_str,
+    check_str,
+    wrong_type,
+)
 from retinue._lossless import shown_short
 from retinue._stream import (
     ABORTED,
@@ -91,6 +98,13 @@ def _exception(_instance: object, attribute: attrs.Attribute[BaseException], val
     raise TypeError(
         f"{attribute.name} must be an exception instance, got {shown_short(value)}{hint}"
     )
+
+
+def _usage(instance: object, attribute: attrs.Attribute[Usage | None], value: object) -> None:
+    # Streamed as it is, a wrong value would end the turn blaming the model for a
+    # malformed chunk, far from the step that holds it.
+    if value is not None and not isinstance(value, Usage):
+        raise wrong_type(instance, attribute.name, "a retinue.providers.Usage or None", value)
 
 
 def _some_calls(
@@ -235,14 +249,15 @@ class Reply:
     streams in ``len(text)`` deltas. An empty text streams no block (an empty message that only carries usage).
     ``reasoning`` adds a reasoning block first. ``delay`` is virtual seconds
     before the first chunk; ``chunk_delay`` is slept before every chunk.
-    Here and in every step, delays are finite numbers >= 0 and chunk counts
-    are ints >= 1.
+    Here and in every step, delays are finite numbers >= 0, chunk counts
+    are ints >= 1, texts are ``str`` and ``usage`` is a ``Usage`` or ``None``:
+    anything else is refused with ``TypeError`` when the step is built.
     """
 
-    text: str
+    text: str = attrs.field(validator=check_str)
     chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
-    usage: Usage | None = attrs.field(default=None, kw_only=True)
-    reasoning: str | None = attrs.field(default=None, kw_only=True)
+    usage: Usage | None = attrs.field(default=None, kw_only=True, validator=_usage)
+    reasoning: str | None = attrs.field(default=None, kw_only=True, validator=check_optional_str)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
@@ -270,9 +285,9 @@ class CallTools:
 
     calls: tuple[ToolCallSpec, ...] = attrs.field(converter=_specs, validator=_some_calls)
     chunks_per_call: int = attrs.field(default=1, kw_only=True, validator=_count)
-    text: str | None = attrs.field(default=None, kw_only=True)
+    text: str | None = attrs.field(default=None, kw_only=True, validator=check_optional_str)
     text_chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
-    usage: Usage | None = attrs.field(default=None, kw_only=True)
+    usage: Usage | None = attrs.field(default=None, kw_only=True, validator=_usage)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
@@ -295,10 +310,10 @@ class CutAtMaxTokens:
     give them truncated argument text to model a real truncation.
     """
 
-    text: str = ""
+    text: str = attrs.field(default="", validator=check_str)
     tool_calls: tuple[ToolCallSpec, ...] = attrs.field(default=(), converter=_specs, kw_only=True)
     chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
-    usage: Usage | None = attrs.field(default=None, kw_only=True)
+    usage: Usage | None = attrs.field(default=None, kw_only=True, validator=_usage)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
@@ -317,9 +332,9 @@ class CutAtMaxTokens:
 class FinishWithError:
     """Optionally stream text, then end with ``finish{error}`` (R10.3)."""
 
-    message: str
-    code: str | None = None
-    text: str = attrs.field(default="", kw_only=True)
+    message: str = attrs.field(validator=check_str)
+    code: str | None = attrs.field(default=None, validator=check_optional_str)
+    text: str = attrs.field(default="", kw_only=True, validator=check_str)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
@@ -336,7 +351,7 @@ class FinishWithError:
 class FinishAborted:
     """Optionally stream text, then end with ``finish{aborted}`` (R10.3)."""
 
-    text: str = attrs.field(default="", kw_only=True)
+    text: str = attrs.field(default="", kw_only=True, validator=check_str)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
@@ -366,7 +381,7 @@ class RaiseMidStream:
 
     error: BaseException = attrs.field(validator=_exception)
     after_chunks: int = attrs.field(default=0, kw_only=True, validator=_count_from_zero)
-    text: str = attrs.field(default="partial answer", kw_only=True)
+    text: str = attrs.field(default="partial answer", kw_only=True, validator=check_str)
     chunks: int = attrs.field(default=4, kw_only=True, validator=_count)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
@@ -389,7 +404,7 @@ class RaiseMidStream:
 class Hang:
     """Stream ``text`` (if any, left unclosed), then wait until cancelled."""
 
-    text: str = ""
+    text: str = attrs.field(default="", validator=check_str)
     chunks: int = attrs.field(default=1, kw_only=True, validator=_count)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
