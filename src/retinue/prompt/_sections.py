@@ -44,8 +44,36 @@ class Section:
     order: int = 0
 
 
+class _Variables(dict[str, str | None]):
+    """An assembly's variables: a ``dict`` that refuses changes, and copies and pickles as one.
+
+    Every assemble listener receives the same assembly, so a plain dict would
+    let one change what the others and the render see.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_Variables, (dict(self),))
+
+    def _refuse(self, *_args: object, **_kwargs: object) -> None:
+        raise TypeError(
+            "an Assembly's variables are read-only: return a changed copy, "
+            "attrs.evolve(assembly, variables={**assembly.variables, ...})"
+        )
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse  # type: ignore[assignment]
+    setdefault = _refuse
+    update = _refuse
+    __ior__ = _refuse  # type: ignore[assignment]
+
+
 def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
-    return dict(value)
+    return _Variables(value)
 
 
 def _sections(value: Iterable[Section]) -> tuple[Section, ...]:
@@ -64,6 +92,8 @@ class Assembly:
     A ``system-prompt/assemble`` listener receives one and returns one (often
     ``attrs.evolve(assembly, ...)``): sections are rendered in ascending
     ``order`` with ``variables``, and ``tools`` is the request's tool list.
+    ``variables`` is a read-only copy of the mapping given: change it by
+    returning a copy, ``attrs.evolve(assembly, variables={...})``.
     """
 
     sections: tuple[Section, ...] = attrs.field(converter=_sections)
