@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 
@@ -28,7 +28,7 @@ from retinue.session import (
     project,
 )
 
-from ._invariant import InvariantError, fail as _fail
+from ._invariant import InvariantError, fail as _fail, log_of
 from ._surface import SurfaceWalk
 
 __all__ = [
@@ -264,7 +264,7 @@ def _check_event_shape(index: int, event: Event) -> None:
         raise _fail(event, "R4.22", f"source_event_seqs {sources} not non-empty, unique, earlier")
 
 
-def check_session_invariants(events: Sequence[Event]) -> None:
+def check_session_invariants(events: Iterable[Event]) -> None:
     """Check every log invariant of SPEC 4.4 plus the no-dangling-call guarantee.
 
     Rules: R4.2 (seq == index), R4.6 (surface types, and only they, carry a
@@ -291,12 +291,14 @@ def check_session_invariants(events: Sequence[Event]) -> None:
 
     Raises:
         InvariantError: naming the first offending seq and the rule.
+        TypeError: *events* is no log of events (:func:`log_of`).
     """
+    log = log_of(events, "check_session_invariants")
     walk = _Walk()
-    for index, event in enumerate(events):
+    for index, event in enumerate(log):
         _check_event_shape(index, event)
         walk.check(event)
-    check_no_dangling_tool_calls(events)
+    _check_results_of_calls(log)
 
 
 @attrs.define(eq=False)
@@ -326,7 +328,7 @@ class _StepCalls:
                 raise _fail(event, "R9.25", f"tool call {call_id!r} (seq {seq}) has no result")
 
 
-def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
+def check_no_dangling_tool_calls(events: Iterable[Event]) -> None:
     """Check that each tool call of a closed step has exactly one result in that step (R9.25).
 
     Every tool-call block of a logged ``assistant/message`` must get exactly
@@ -339,7 +341,13 @@ def check_no_dangling_tool_calls(events: Sequence[Event]) -> None:
 
     Raises:
         InvariantError: naming the closing seq of the step and the call id.
+        TypeError: *events* is no log of events (:func:`log_of`).
     """
+    _check_results_of_calls(log_of(events, "check_no_dangling_tool_calls"))
+
+
+def _check_results_of_calls(events: Sequence[Event]) -> None:
+    """:func:`check_no_dangling_tool_calls` on a log already taken."""
     step: _StepCalls | None = None
     for event in events:
         data = event.data
@@ -437,7 +445,7 @@ def _check_history_calls(history: Sequence[tuple[int, Message]], events: Sequenc
     calls.settle(_open_step_start(events))
 
 
-def check_history_replay(events: Sequence[Event], *, session_id: str = "replay") -> None:
+def check_history_replay(events: Iterable[Event], *, session_id: str = "replay") -> None:
     """Check that a session rebuilt from *events* derives the history a fresh fold gives.
 
     Rebuilds with ``Session.from_events`` (which re-validates every event) and
@@ -453,7 +461,9 @@ def check_history_replay(events: Sequence[Event], *, session_id: str = "replay")
     Raises:
         InvariantError: the log cannot be rebuilt, a call is not answered
             exactly once or in model order, or the histories differ.
+        TypeError: *events* is no log of events (:func:`log_of`).
     """
+    events = log_of(events, "check_history_replay")
     try:
         session = Session.from_events(SessionHeader(session_id, 0), events)
     except (SessionError, InvalidJsonError) as error:
