@@ -303,6 +303,21 @@ async def test_scripted_model_keeps_only_the_latest_requests() -> None:
     assert everything.requests == sent
 
 
+async def test_scripted_model_keep_requests_is_the_bound_it_was_built_with() -> None:
+    """``keep_requests`` reads the record's bound, and refuses a change that would not apply.
+
+    Before, ``model.keep_requests = 2`` was taken and read back while every
+    request was still kept, and a negative count was taken as well.
+    """
+    model = ScriptedModel([Reply("x")], repeat_last=True, keep_requests=3)
+    with pytest.raises(AttributeError):
+        model.keep_requests = 2  # type: ignore[misc]
+    for _ in range(5):
+        await play(model)
+    assert (model.keep_requests, len(model.requests)) == (3, 3)
+    assert ScriptedModel([Reply("x")], keep_requests=None).keep_requests is None
+
+
 async def test_scripted_model_statistics_remaining_is_none_for_function_scripts() -> None:
     """A function script has no finite remainder."""
     model = ScriptedModel(lambda _request: Reply("x"))

@@ -169,7 +169,10 @@ class ScriptedModel:
 
     _cursors: dict[str | None, _Cursor] = attrs.field(alias="script", converter=_cursors)
     repeat_last: bool = attrs.field(default=False, kw_only=True, validator=_something_to_repeat)
-    keep_requests: int | None = attrs.field(default=1000, kw_only=True, validator=_count_or_none)
+    # Read through the keep_requests property: the bound is the deque's, fixed when built.
+    _keep_requests: int | None = attrs.field(
+        default=1000, kw_only=True, alias="keep_requests", validator=_count_or_none
+    )
     _requests: deque[ModelRequest] = attrs.field(init=False)
     _calls: int = attrs.field(default=0, init=False)
     # Chunks yielded by the streams that have ended, and each stream still
@@ -226,7 +229,15 @@ class ScriptedModel:
 
     @_requests.default
     def _request_log(self) -> deque[ModelRequest]:
-        return deque(maxlen=self.keep_requests)
+        return deque(maxlen=self._keep_requests)
+
+    @property
+    def keep_requests(self) -> int | None:
+        """How many of the latest requests :attr:`requests` keeps (``None``: all); read-only.
+
+        Set when the model is built: a later assignment would not resize the record.
+        """
+        return self._requests.maxlen
 
     @property
     def requests(self) -> list[ModelRequest]:
