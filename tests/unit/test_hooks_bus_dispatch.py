@@ -371,3 +371,54 @@ async def test_a_parallel_dispatch_cut_by_a_deadline_logs_the_failures_it_collec
         with trio.move_on_after(5):
             await bus.parallel("session/flush", "agent", "session")
     assert [type(r.exc_info[1]) for r in caplog.records if r.exc_info] == [ValueError]
+
+
+async def test_a_parallel_dispatch_cancelled_from_outside_raises_a_bare_cancel(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4: a cancel propagates out of parallel as it does out of serial, not grouped.
+
+    Before, the listeners' nursery wrapped every child's Cancelled in a
+    BaseExceptionGroup, which an ``except trio.Cancelled`` around the dispatch missed.
+    """
+    bus = HookBus()
+
+    async def slow(*args: object) -> None:
+        await trio.sleep(10)
+
+    bus.on("session/flush", slow)
+    bus.on("session/flush", slow)
+    cancels: list[BaseException] = []
+    with trio.fail_after(DEADLINE), trio.move_on_after(1) as scope:
+        try:
+            await bus.parallel("session/flush", "agent", "session")
+        except trio.Cancelled as cancel:
+            cancels.append(cancel)
+            raise
+    assert scope.cancelled_caught
+    assert len(cancels) == 1
+
+
+async def test_ctrl_c_in_a_parallel_listener_passes_on_bare(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4: Ctrl-C in one listener reaches the dispatch's caller as a KeyboardInterrupt.
+
+    The other listeners are cancelled; before, the Ctrl-C came wrapped in the
+    nursery's BaseExceptionGroup.
+    """
+    bus = HookBus()
+
+    async def slow(*args: object) -> None:
+        await trio.sleep(10)
+
+    async def interrupted(*args: object) -> None:
+        await trio.sleep(1)
+        raise KeyboardInterrupt
+
+    bus.on("session/flush", slow)
+    bus.on("session/flush", interrupted)
+    # Caught as any BaseException: a grouped Ctrl-C escaping the test would end the test run.
+    with trio.fail_after(DEADLINE), pytest.raises(BaseException) as raised:
+        await bus.parallel("session/flush", "agent", "session")
+    assert type(raised.value) is KeyboardInterrupt

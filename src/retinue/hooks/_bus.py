@@ -414,7 +414,9 @@ class HookBus:
     async def parallel(self, name: str, *args: object, scope: str | None = None) -> None:
         """Run every listener concurrently and wait for all; a failure propagates (R6.4).
 
-        Does not yield when nobody listens.
+        Does not yield when nobody listens. A cancel or Ctrl-C propagates as
+        in :meth:`serial`, bare: not in the group of the nursery the
+        listeners run in.
         """
         if name not in self._listeners:
             return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
@@ -434,13 +436,26 @@ class HookBus:
             async with trio.open_nursery() as nursery:
                 for fn in chain:
                     nursery.start_soon(run, fn)
-        except BaseException:
-            # Cancelled (a deadline, say): none of the failures is raised.
+        except BaseExceptionGroup as group:
+            # Cancelled (a deadline, say) or Ctrl-C: none of the failures is raised.
             _log_unraised(name, failures, "the dispatch was cancelled")
-            raise
+            # run() keeps every failure, so the nursery's group holds only what passes
+            # on: one of it passes on as serial dispatch passes it, not in a group.
+            raise _passing_on(group) from None
         if failures:
             _log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
+
+
+def _passing_on(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception of *group* a dispatch raises: its Ctrl-C, else its first cancel."""
+    interrupt = group.subgroup(KeyboardInterrupt)
+    return _first_leaf(interrupt if interrupt is not None else group)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _log_unraised(name: str, failures: list[Exception], why: str) -> None:
