@@ -7,6 +7,7 @@ each ``main()`` inside its test); a test checks the copies still match the page.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
@@ -15,6 +16,7 @@ import trio
 import trio.testing
 
 import retinue
+import retinue.hooks
 from retinue import AgentOptions, Deny, Text, ToolResultBlock
 from retinue.hooks import SEAMS
 from retinue.prompt import Assembly, Section
@@ -219,3 +221,34 @@ async def test_setup_snippet_hears_session_start(autojump_clock: trio.testing.Mo
             assert heard == ["startup"]
     assert agent.status == "disposed"
     _assert_tested(snippet)
+
+
+# -- claims of the prose ----------------------------------------------------------------------
+
+
+async def test_what_the_page_says_of_a_next_left_unawaited_holds() -> None:
+    """R6.3: a listener leaving next() unawaited fails with HookError; awaited later, RuntimeError.
+
+    The page said such a late ``await`` raised ``HookError`` itself.
+    """
+    prose = " ".join(_section("Dispatch modes").split())
+    assert "what it returned is closed: awaiting it later raises `RuntimeError`" in prose
+    bus = retinue.hooks.HookBus()
+    kept: list[Awaitable[object]] = []
+    ran: list[str] = []
+
+    async def keeps_next(config: object, call_next: Callable[[], Awaitable[object]]) -> str:
+        kept.append(call_next())
+        return "mine"
+
+    async def inner(config: object, call_next: Callable[[], Awaitable[object]]) -> object:
+        ran.append("inner")
+        return await call_next()
+
+    bus.on("agent/request", keeps_next)
+    bus.on("agent/request", inner)
+    with pytest.raises(retinue.hooks.HookError, match=r"never awaited what it returned"):
+        await bus.waterfall_value("agent/request", "config", "config")
+    with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+        await kept[0]
+    assert ran == []
