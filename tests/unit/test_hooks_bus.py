@@ -199,6 +199,32 @@ def test_emit_raising_logs_the_failures_it_does_not_raise(
     assert isinstance(record.exc_info[1], KeyError)
 
 
+def test_emit_raising_logs_the_failures_before_a_ctrl_c(caplog: pytest.LogCaptureFixture) -> None:
+    """R4.8: Ctrl-C in a later listener passes on at once, and an earlier failure is logged.
+
+    Before, the earlier listener's failure was neither raised nor logged.
+    """
+    bus = HookBus()
+    table: dict[str, int] = {}
+    bus.on("session/event", lambda *_: table["missing key"])
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    bus.on("session/event", interrupted)
+    # Caught as any BaseException: a Ctrl-C escaping the test would end the test run.
+    with (
+        caplog.at_level(logging.ERROR, logger="retinue.hooks"),
+        pytest.raises(BaseException) as raised,
+    ):
+        bus.emit_raising("session/event", "session", "event")
+    assert type(raised.value) is KeyboardInterrupt
+    (record,) = caplog.records
+    assert "session/event" in record.getMessage()
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], KeyError)
+
+
 def test_emit_without_listeners_is_a_no_op() -> None:
     """R6.1: nothing registered, nothing happens."""
     bus = HookBus()

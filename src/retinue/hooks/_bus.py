@@ -309,7 +309,11 @@ class HookBus:
             except Exception as exc:
                 failures.append(exc)
             except BaseException as exc:
-                # Ctrl-C is raised at once; a Cancelled or a SystemExit is the listener's own.
+                if not synchronous_failure(exc):
+                    # Ctrl-C passes on at once: the failures before it would go unsaid.
+                    _log_unraised(name, failures, "Ctrl-C passed on")
+                    raise
+                # A Cancelled or a SystemExit is the listener's own.
                 failures.append(synchronous_failure_of(exc, _listener(name, fn), HookError))
         if failures:
             _log_unraised(name, failures[1:], "another listener's failure was")
@@ -459,6 +463,6 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _log_unraised(name: str, failures: list[Exception], why: str) -> None:
-    """Log the listener failures a parallel dispatch does not raise: one exception propagates."""
+    """Log the listener failures a dispatch does not raise: one exception propagates."""
     for exc in failures:
         log.error("listener failed in %s (not raised: %s)", name, why, exc_info=exc)
