@@ -8,6 +8,7 @@ import pytest
 import trio
 import trio.testing
 
+from retinue import SessionError
 from retinue._content import ToolCall
 from retinue.session import AssistantMessage, Event, StepEnd, StepStart, TurnEnd, TurnStart
 from retinue.testing import (
@@ -79,3 +80,12 @@ def test_items_that_are_not_events_are_refused_by_index(check: Callable[[object]
     """Events read back as JSON objects are refused as such, not with an AttributeError."""
     with pytest.raises(TypeError, match=r"item 0 is a dict"):
         check([{"type": "turn/start", "seq": 0}])
+
+
+def test_a_session_id_that_is_no_id_is_not_reported_as_the_logs_fault() -> None:
+    """R5.6 names a log that cannot be replayed; a wrong ``session_id`` is the caller's mistake.
+
+    Before, ``session_id=None`` failed a well-formed log with "the log cannot be replayed".
+    """
+    with pytest.raises(SessionError, match=r"id must be a str, got None"):
+        check_history_replay(good_log(), session_id=None)  # type: ignore[arg-type]

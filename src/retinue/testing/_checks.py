@@ -462,10 +462,13 @@ def check_history_replay(events: Iterable[Event], *, session_id: str = "replay")
         InvariantError: the log cannot be rebuilt, a call is not answered
             exactly once or in model order, or the histories differ.
         TypeError: *events* is no log of events (:func:`log_of`).
+        SessionError: *session_id* is no session id.
     """
     events = log_of(events, "check_history_replay")
+    # Built before the replay: a header refused is the caller's mistake, not the log's.
+    header = SessionHeader(session_id, 0)
     try:
-        session = Session.from_events(SessionHeader(session_id, 0), events)
+        session = Session.from_events(header, events)
     except (SessionError, InvalidJsonError) as error:
         raise InvariantError(f"R5.6: the log cannot be replayed: {error}") from error
     _check_call_results(events)
