@@ -39,6 +39,16 @@ def test_raise_mid_stream_refuses_a_value_that_is_not_an_exception() -> None:
         RaiseMidStream("oops")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("error", [StopAsyncIteration("end"), StopIteration("end")])
+def test_raise_mid_stream_refuses_an_error_a_stream_cannot_raise(error: BaseException) -> None:
+    """R10.3: raised in a stream, these reach the loop as RuntimeError (PEP 479, PEP 525).
+
+    Before, the step was taken and each play raised "async generator raised ...".
+    """
+    with pytest.raises(TypeError, match=r"cannot be a Stop(Async)?Iteration.*RawChunks"):
+        RaiseMidStream(error)
+
+
 @pytest.mark.parametrize(
     ("fields", "match"),
     [

@@ -90,6 +90,13 @@ def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float)
 
 
 def _exception(_instance: object, attribute: attrs.Attribute[BaseException], value: object) -> None:
+    if isinstance(value, StopIteration | StopAsyncIteration):
+        # PEP 479 and PEP 525: raised inside the stream, either reaches its reader as
+        # a RuntimeError, not as the error the script names.
+        raise TypeError(
+            f"{attribute.name} cannot be a {type(value).__name__}: a stream raising one "
+            "raises RuntimeError instead; end a stream early with RawChunks and no Finish"
+        )
     if isinstance(value, BaseException):
         return
     hint = ""
@@ -376,7 +383,8 @@ class RaiseMidStream:
     Python, so an SDK error whose constructor wants more than its args is
     copied too. Only an error whose type cannot be created from its args
     (its ``__new__`` refuses them) is raised again as itself, its traceback
-    cleared.
+    cleared. A ``StopIteration`` or ``StopAsyncIteration`` is refused: raised
+    in a stream, it reaches the reader as a ``RuntimeError``.
     """
 
     error: BaseException = attrs.field(validator=_exception)
