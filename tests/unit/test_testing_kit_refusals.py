@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import trio
 
 import retinue
 from retinue import AgentOptions, tool
+from retinue.providers import ModelRequest
 from retinue.testing import (
     CallTools,
     CutAtMaxTokens,
@@ -21,6 +23,7 @@ from retinue.testing import (
     RaiseMidStream,
     Reply,
     ScriptedModel,
+    Step,
     ToolCallSpec,
 )
 
@@ -93,6 +96,29 @@ def test_scripted_model_refuses_a_script_that_is_neither_steps_nor_a_function() 
     """``None`` used to fail with "'NoneType' object is not iterable"."""
     with pytest.raises(TypeError, match=r"the script must be a sequence of steps.*got None"):
         ScriptedModel(None)  # type: ignore[arg-type]
+
+
+async def _async_step(request: ModelRequest) -> Step:
+    await trio.lowlevel.checkpoint()
+    return Reply("never played")
+
+
+class _AsyncCall:
+    async def __call__(self, request: ModelRequest) -> Step:
+        return await _async_step(request)
+
+
+@pytest.mark.parametrize("script", [_async_step, functools.partial(_async_step), _AsyncCall()])
+def test_scripted_model_refuses_an_async_step_function(script: object) -> None:
+    """A step function is called per stream, synchronously: an async one is refused when built.
+
+    Before, it was taken, and every stream failed with "got a coroutine" and a
+    "coroutine was never awaited" warning.
+    """
+    with pytest.raises(TypeError, match=r"the script is an async function"):
+        ScriptedModel(script)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"the script for model 'm' is an async function"):
+        ScriptedModel({"m": script})  # type: ignore[dict-item]
 
 
 def test_tool_loop_refuses_a_bare_string_of_tool_names() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from operator import length_hint
@@ -71,6 +72,13 @@ class _Cursor:
     @classmethod
     def of(cls, script: SingleScript, name: str | None) -> _Cursor:
         if callable(script):
+            if _is_async(script):
+                # Called synchronously per stream: each call would make a coroutine
+                # that never runs, and fail the stream naming none of this.
+                raise TypeError(
+                    f"{_script_name(name)} is an async function; a step function is "
+                    "called synchronously: def step(request) -> Step"
+                )
             return cls(None, script)
         # A lone step is the likely mistake; iterating it would say only "not iterable".
         if isinstance(script, Step):
@@ -107,6 +115,8 @@ class _Cursor:
     def _call(self, request: ModelRequest, name: str | None) -> Step:
         assert self.function is not None
         step = self.function(request)
+        if inspect.iscoroutine(step):
+            step.close()  # never to run: closed, it raises no "never awaited" warning
         if not isinstance(step, Step):
             function = getattr(self.function, "__qualname__", repr(self.function))
             raise TypeError(
@@ -119,6 +129,14 @@ class _Cursor:
         if self.steps is None:
             return None
         return len(self.steps) - self.position
+
+
+def _is_async(function: object) -> bool:
+    """Whether *function* is an ``async def`` function (through partials) or an object whose
+    ``__call__`` is one."""
+    if inspect.iscoroutinefunction(function):
+        return True
+    return not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _count_or_none(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
