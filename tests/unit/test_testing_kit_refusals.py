@@ -12,7 +12,7 @@ import trio
 
 import retinue
 from retinue import AgentOptions, tool
-from retinue.providers import ModelRequest
+from retinue.providers import Finish, ModelRequest, Stop, TextDelta
 from retinue.testing import (
     CallTools,
     CutAtMaxTokens,
@@ -21,6 +21,7 @@ from retinue.testing import (
     FinishWithError,
     Hang,
     RaiseMidStream,
+    RawChunks,
     Reply,
     ScriptedModel,
     Step,
@@ -82,6 +83,29 @@ def test_call_tools_refuses_calls_that_are_not_specs(call: object) -> None:
         CallTools([call])  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"call 0 must be a ToolCallSpec"):
         CutAtMaxTokens("cut", tool_calls=[call])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "match"),
+    [
+        (Finish(Stop()), r"got a single Finish: wrap it, \[Finish\("),
+        ("finish", r"chunks are a list of stream chunks, got 'finish'"),
+    ],
+)
+def test_raw_chunks_refuses_a_lone_chunk_or_a_str(chunks: object, match: str) -> None:
+    """R10.2: a lone chunk is refused naming the fix; a str is not a list of chunks.
+
+    Before, a lone chunk failed with "'Finish' object is not iterable", and a
+    str was taken as its characters, each a chunk the loop refused mid-turn.
+    """
+    with pytest.raises(TypeError, match=match):
+        RawChunks(chunks)  # type: ignore[arg-type]
+
+
+def test_raw_chunks_still_streams_items_that_are_not_chunks() -> None:
+    """Protocol edge cases: the items themselves are taken as given."""
+    items: list[object] = [TextDelta(0, "x"), "not a chunk"]
+    assert list(RawChunks(items).chunks) == items  # type: ignore[arg-type]
 
 
 def test_scripted_model_refuses_a_single_step_as_its_script() -> None:

@@ -244,6 +244,15 @@ def _specs(calls: Iterable[ToolCallSpec]) -> tuple[ToolCallSpec, ...]:
 
 
 def _stream(chunks: Iterable[StreamChunk]) -> tuple[StreamChunk, ...]:
+    # Items are taken as they are (a test may stream a malformed one on purpose);
+    # a lone chunk or a str as the whole argument is only ever a mistake.
+    if isinstance(chunks, get_args(StreamChunk)):
+        raise TypeError(
+            "chunks are a list of stream chunks, got a single "
+            f"{type(chunks).__name__}: wrap it, [{shown_short(chunks)}]"
+        )
+    if isinstance(chunks, str | bytes):
+        raise TypeError(f"chunks are a list of stream chunks, got {shown_short(chunks)}")
     return tuple(chunks)
 
 
