@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 
 import pytest
 import trio
@@ -134,6 +134,42 @@ def test_watch_refuses_an_async_watcher() -> None:
 
     with pytest.raises(TypeError, match="called synchronously"):
         HookBus().watch(SEAM, watcher)  # type: ignore[arg-type]
+
+
+def test_a_watcher_returning_a_coroutine_is_refused_then_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R6.1: as for an emit listener, a coroutine a watcher returns is closed and reported.
+
+    Before, a watcher written as ``lambda: relay()`` over an async ``relay`` was
+    kept and never ran, each change warning only that a coroutine was never awaited.
+    """
+    ran: list[str] = []
+
+    async def relay() -> None:
+        ran.append("relay")
+
+    def starts_relay() -> Coroutine[object, object, None]:
+        return relay()
+
+    bus = HookBus()
+    with pytest.raises(TypeError, match=r"session/event watchers must be synchronous"):
+        bus.watch(SEAM, starts_relay)
+    _toggle(bus)  # refused at once: not kept
+    calls: list[None] = []
+
+    def relays_after_its_first_call() -> Coroutine[object, object, None] | None:
+        calls.append(None)
+        return None if len(calls) == 1 else relay()
+
+    bus.watch(SEAM, relays_after_its_first_call)
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        _toggle(bus)
+    assert ran == []
+    failures = [record.exc_info[1] for record in caplog.records if record.exc_info]
+    assert [str(failure) for failure in failures] == [
+        "session/event watchers must be synchronous"
+    ] * 2
 
 
 class _Handle:

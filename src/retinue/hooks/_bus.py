@@ -86,11 +86,11 @@ def _listener(name: str, fn: Listener) -> str:
     return f"a {name} listener ({fn!r})"
 
 
-def _synchronous(name: str, result: object) -> None:
-    """Refuse what an emit listener returned if it is a coroutine it never ran."""
+def _synchronous(name: str, result: object, role: str = "listeners") -> None:
+    """Refuse what an emit listener (or a watcher) returned if it is a coroutine it never ran."""
     if inspect.iscoroutine(result):
         result.close()
-        raise TypeError(f"{name} listeners must be synchronous")
+        raise TypeError(f"{name} {role} must be synchronous")
 
 
 @final
@@ -114,7 +114,7 @@ class HookBus:
     _scopes: dict[str, set[str]] = attrs.field(factory=dict, init=False)
     # Keyed by a token per watch, so an unwatch finds its own entry at once
     # (every agent watches session/event, and agents are disposed in any order).
-    _watchers: dict[str, dict[object, Callable[[], None]]] = attrs.field(factory=dict, init=False)
+    _watchers: dict[str, dict[object, Callable[[], object]]] = attrs.field(factory=dict, init=False)
     _orders: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
     # A lookup, not a yes-or-no about ownership: a runtime builds its bus before what
     # tells its agents apart, so the bus compares the answer with itself.
@@ -192,7 +192,7 @@ class HookBus:
             if not names:
                 del self._scopes[scope]
 
-    def watch(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
+    def watch(self, name: str, fn: Callable[[], object]) -> Callable[[], None]:
         """Call *fn* now and whenever *name* gains its first or loses its last listener.
 
         *fn* reads :meth:`has_listeners`. This lets a relay that would run on
@@ -202,7 +202,9 @@ class HookBus:
 
         Raises:
             ValueError: *name* is not a seam (*fn* would never be called again).
-            TypeError: *fn* is not callable, or is an ``async def`` function.
+            TypeError: *fn* is not callable, or is an ``async def`` function, or
+                returns a coroutine (closed unrun); a later call that returns one
+                is logged as a watcher's failure.
         """
         seam_mode(name)
         check_callable(fn, "watchers", synchronous=True)
@@ -216,7 +218,9 @@ class HookBus:
                 del self._watchers[name]
 
         try:
-            fn()
+            # A lambda over an async function passes the registration check; what it
+            # returns would never run, each call warning only of a coroutine never awaited.
+            _synchronous(name, fn(), "watchers")
         except BaseException:
             # The caller gets no unwatch: a registration left behind could never be removed.
             unwatch()
@@ -229,7 +233,7 @@ class HookBus:
         watchers = self._watchers.get(name)
         for fn in list(watchers.values()) if watchers else ():
             try:
-                fn()
+                _synchronous(name, fn(), "watchers")
             except BaseException as exc:
                 if not synchronous_failure(exc):
                     raise
