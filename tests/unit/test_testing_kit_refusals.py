@@ -22,6 +22,7 @@ from retinue.testing import (
     Hang,
     RaiseMidStream,
     RawChunks,
+    RebuildCheckedModel,
     Reply,
     ScriptedModel,
     Step,
@@ -143,6 +144,31 @@ def test_scripted_model_refuses_an_async_step_function(script: object) -> None:
         ScriptedModel(script)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"the script for model 'm' is an async function"):
         ScriptedModel({"m": script})  # type: ignore[dict-item]
+
+
+async def _async_sessions(session_id: str) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize(
+    ("model", "sessions", "match"),
+    [
+        (ScriptedModel, None, r"needs a model adapter \(with stream\(\)\), got <class"),
+        (ScriptedModel([Reply("x")]), _async_sessions, r"sessions are called synchronously"),
+        (ScriptedModel([Reply("x")]), {"a": None}, r"sessions must be callable"),
+    ],
+)
+def test_rebuild_checked_model_refuses_what_would_fail_every_request(
+    model: object, sessions: object, match: str
+) -> None:
+    """R8.9: a class for the model, or an async or uncallable session lookup, is refused when built.
+
+    Before, each was taken, and every request then ended its turn with an error
+    naming neither ("missing 1 required positional argument", "'coroutine' object
+    has no attribute 'events'").
+    """
+    with pytest.raises(TypeError, match=match):
+        RebuildCheckedModel(model, sessions)  # type: ignore[arg-type]
 
 
 def test_tool_loop_refuses_a_bare_string_of_tool_names() -> None:

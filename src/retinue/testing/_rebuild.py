@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator, Callable
 from retinue._lossless import same_json
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
+from retinue.hooks._seams import check_callable
 from retinue.providers import Model
+from retinue.providers._model import is_adapter
 from retinue.session import Event, Session, StepStart
 from retinue.supervisors import Runtime
 
@@ -92,6 +94,19 @@ class RebuildCheckedModel:
     def __init__(
         self, model: Model, sessions: Callable[[str], Session | None] | None = None
     ) -> None:
+        """Wrap *model*, checking the requests of the sessions *sessions* finds.
+
+        Raises:
+            TypeError: *model* is no model adapter (a class, say), or *sessions*
+                is neither ``None`` nor a synchronous function: either would fail
+                every request later, as the turn's error, naming neither.
+        """
+        if not is_adapter(model):
+            raise TypeError(
+                f"RebuildCheckedModel needs a model adapter (with stream()), got {model!r}"
+            )
+        if sessions is not None:
+            check_callable(sessions, "sessions", synchronous=True)
         self._model = model
         self._sessions = sessions
         self.checked = 0
