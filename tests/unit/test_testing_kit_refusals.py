@@ -13,6 +13,7 @@ import trio
 import retinue
 from retinue import AgentOptions, tool
 from retinue.providers import Finish, ModelRequest, Stop, TextDelta
+from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
     CutAtMaxTokens,
@@ -221,6 +222,18 @@ def test_delegating_store_without_its_store_raises_attribute_error() -> None:
     assert not hasattr(wrapper, "durable")
     with pytest.raises(AttributeError, match=r"_OwnInit has no wrapped store"):
         _ = wrapper.flush
+
+
+def test_delegating_store_refuses_a_store_class() -> None:
+    """A class where its instance was meant is refused when wrapped, as open_runtime refuses one.
+
+    Before, it was taken, and the runtime failed on entering it with
+    "__aenter__() missing 1 required positional argument: 'self'".
+    """
+    with pytest.raises(
+        TypeError, match=r"not a store class: DelegatingStore\(MemoryStore\(\.\.\.\)\)"
+    ):
+        DelegatingStore(MemoryStore)  # type: ignore[arg-type]
 
 
 def test_delegating_store_can_be_copied() -> None:

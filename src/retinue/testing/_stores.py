@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Self
 
+from retinue._checks import needs_an_instance
 from retinue.stores._writebehind import BufferedStore
 
 __all__ = ["DelegatingStore"]
@@ -19,6 +20,18 @@ class DelegatingStore:
     """
 
     def __init__(self, store: BufferedStore) -> None:
+        """Wrap *store*.
+
+        Raises:
+            TypeError: *store* is a store class rather than a store: wrapped, it
+                would pass the runtime's check of its store and fail at its first
+                use, naming a missing ``self``.
+        """
+        if isinstance(store, type) and needs_an_instance(store, "flush", "load"):
+            raise TypeError(
+                f"DelegatingStore wraps a store, not a store class: "
+                f"DelegatingStore({store.__name__}(...))"
+            )
         self.store = store
 
     async def __aenter__(self) -> Self:
