@@ -133,9 +133,10 @@ async def _supervising(
 ) -> AsyncIterator[Runtime]:
     """Run the body inside the runtime's nursery; dispose every agent on the way out.
 
-    The nursery is an implementation detail: an exception from the body alone
-    comes out as raised, not wrapped in a group. A group stays a group when
-    the runtime's own tasks failed too.
+    The nursery is an implementation detail: an exception raised in this task
+    alone (by the body, or Ctrl-C landing while the configured agents start or
+    the agents are disposed on the way out) comes out as raised, not wrapped in
+    a group. A group stays a group when the runtime's own tasks failed too.
     """
     body_error: BaseException | None = None
     try:
@@ -143,16 +144,16 @@ async def _supervising(
             runtime = Runtime(services, nursery, restart, admission=admission)
             registry_of["runtime"] = runtime
             try:
-                if config is not None:
-                    await start_configured_agents(runtime, config)
                 try:
+                    if config is not None:
+                        await start_configured_agents(runtime, config)
                     yield runtime
-                except BaseException as exc:
-                    body_error = exc
-                    raise
-            finally:
-                with trio.CancelScope(shield=True):
-                    await runtime.aclose()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await runtime.aclose()
+            except BaseException as exc:
+                body_error = exc
+                raise
     except BaseExceptionGroup as group:
         if (
             body_error is None
