@@ -1,5 +1,5 @@
-"""Ctrl-C in the runtime's own task: while its configured agents start, and while its agents
-are disposed on the way out (R12.10, R13.3)."""
+"""Ctrl-C in the runtime's own task (while its configured agents start, and while its agents
+are disposed on the way out) and in a teardown's scoped cleanup (R12.9, R12.10, R13.3)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import trio.testing
 
 import retinue
 from retinue.config import AgentEntry, LoopConfig
+from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel
 from tests.helpers import OPTIONS
@@ -75,3 +76,48 @@ async def test_ctrl_c_while_configured_agents_start_comes_out_as_raised(
     except BaseException as exc:  # a group would end the test run: judged below
         caught = exc
     assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
+
+
+class _Detaches(DelegatingStore):
+    """A memory store that records the sessions it detaches."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.detached: list[str] = []
+
+    async def detach(self, session: Session) -> None:
+        await self.store.detach(session)
+        self.detached.append(session.id)
+
+
+async def test_ctrl_c_in_a_scoped_cleanup_still_unwinds_the_rest_of_the_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: Ctrl-C raised by one of an agent's scoped cleanups as its teardown runs
+    them ends the runtime, and the teardown's other stages still run: the cleanups
+    registered before it, the end of every subscription and the detach. They were
+    skipped: the other cleanup never ran, a subscriber waited for good and the
+    session stayed attached."""
+    store = _Detaches()
+    cleaned: list[str] = []
+    ended: list[str] = []
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as outer:
+            with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+                async with retinue.open_runtime(
+                    models=ScriptedModel([Reply("hi")]), store=store
+                ) as rt:
+                    agent = await rt.create_agent("a", OPTIONS, session_id="s")
+                    await agent.ask("hello")
+                    rt.scoped(agent, lambda: cleaned.append("cleanup"))
+                    rt.scoped(agent, _interrupt)  # run first: newest first
+                    feed = agent.subscribe()
+
+                    async def read() -> None:
+                        async for _event in feed:
+                            pass
+                        ended.append("feed")
+
+                    outer.start_soon(read)
+                    await agent.dispose()
+    assert (cleaned, ended, store.detached) == (["cleanup"], ["feed"], ["s"])

@@ -60,10 +60,14 @@ def scoped_cleanup(
 
 
 def unwind(services: LoopServices, cleanups: Cleanups, agent_id: str) -> None:
-    """Drop *agent_id*'s scoped listeners and tools, then run its cleanups, newest first."""
+    """Drop *agent_id*'s scoped listeners and tools, then run its cleanups, newest first.
+
+    Ctrl-C raised by a cleanup is raised again once every other cleanup has run.
+    """
     services.hooks.drop_scope(agent_id)
     services.tools.drop_scope(agent_id)
     held = cleanups.pop(agent_id, {})
+    interrupt: BaseException | None = None
     # Emptied as it runs, newest first: a cleanup may run another's early (which then
     # finds it gone), and one run early later finds itself gone too.
     while held:
@@ -71,7 +75,11 @@ def unwind(services: LoopServices, cleanups: Cleanups, agent_id: str) -> None:
         try:
             cleanup()
         except BaseException as exc:
-            # A SystemExit too: the rest of the teardown must still run. Ctrl-C goes on.
+            # A SystemExit too: the rest of the teardown must still run. Ctrl-C goes
+            # on once the other cleanups have run: left held, none would run again.
             if not synchronous_failure(exc):
-                raise
+                interrupt = interrupt or exc
+                continue
             log.exception("cleanup of agent %s failed (contained)", agent_id)
+    if interrupt is not None:
+        raise interrupt

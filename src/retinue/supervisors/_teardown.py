@@ -157,10 +157,14 @@ class Teardowns:
         try:
             core.emit("agent/disposed")
         finally:
-            # Even past a listener's BaseException (Ctrl-C), nothing of the agent stays behind.
-            unwind(self._services, self._cleanups, agent.id)
-            agent.end_subscriptions()
-            await self._stranded.detach(core.session)
+            # Even past a listener's or a cleanup's BaseException (Ctrl-C), nothing of
+            # the agent stays behind: a subscriber would wait for good, and the store
+            # would hold the session attached.
+            try:
+                unwind(self._services, self._cleanups, agent.id)
+            finally:
+                agent.end_subscriptions()
+                await self._stranded.detach(core.session)
 
     async def wait_all(self) -> None:  # noqa: ASYNC910 - the runtime's close checkpoints before
         """Wait until no teardown is under way, those begun meanwhile too."""
