@@ -48,9 +48,15 @@ class Runtime:
 
     _services: LoopServices
     _nursery: trio.Nursery
-    restart: RestartPolicy
-    agents: AgentRegistry = attrs.field(factory=AgentRegistry)
-    admission: AdmissionController | None = None
+    # Read-only, as the services are: the teardowns hold this registry, the running
+    # agents this policy, and the models this controller.
+    restart: RestartPolicy = attrs.field(on_setattr=attrs.setters.frozen)
+    """How a crashed driver is restarted."""
+    agents: AgentRegistry = attrs.field(factory=AgentRegistry, on_setattr=attrs.setters.frozen)
+    """The live agents."""
+    admission: AdmissionController | None = attrs.field(
+        default=None, on_setattr=attrs.setters.frozen
+    )
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
     _cleanups: Cleanups = attrs.field(factory=dict, init=False)

@@ -1,0 +1,44 @@
+"""The runtime's attributes are read-only, as its services are (R12.1)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.supervisors import AgentRegistry
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import OPTIONS
+
+DEADLINE = 600.0
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("agents", None),
+        ("agents", AgentRegistry()),
+        ("restart", None),
+        ("restart", retinue.RestartPolicy(max_restarts=3)),
+        ("admission", None),
+    ],
+)
+async def test_the_runtime_refuses_an_assignment_to_its_registry_or_policies(
+    autojump_clock: trio.testing.MockClock, name: str, value: object
+) -> None:
+    """R12.1: ``rt.agents``, ``rt.restart`` and ``rt.admission`` are read-only, as
+    ``rt.hooks``, ``rt.tools`` and ``rt.store`` are: assigning one raises
+    AttributeError and the runtime goes on as it was. They were writable: another
+    registry hid the live agents from the runtime's close (None failed it with an
+    AttributeError), and another policy or controller reached no agent already
+    running, or no model at all."""
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])) as rt:
+            before = getattr(rt, name)
+            agent = await rt.create_agent("a", OPTIONS)
+            with pytest.raises(AttributeError):
+                setattr(rt, name, value)
+            assert getattr(rt, name) is before
+            assert (await agent.ask("hello")).reason.kind == "completed"
+        assert agent.status == "disposed"
