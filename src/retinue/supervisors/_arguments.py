@@ -41,7 +41,7 @@ _KINDS: dict[str, type] = {
 
 
 def check_store(store: object) -> None:
-    """Refuse a *store* that is no session store.
+    """Refuse a *store* that is no session store, or one the runtime could not close.
 
     Read by its shape, not as an instance of :class:`SessionStore`: a store
     written before the protocol had ``durable`` is still served.
@@ -49,11 +49,24 @@ def check_store(store: object) -> None:
     if store is not None and (
         needs_an_instance(store, *_STORE_OPS)
         or not all(callable(getattr(store, op, None)) for op in _STORE_OPS)
+        or not _closable(store)
     ):
         raise ConfigError(f"store must be None or a session store, got {store!r}")
 
 
 _STORE_OPS = ("attach", "attach_new", "flush", "detach", "load", "exists")
+
+
+def _closable(store: object) -> bool:
+    """Whether the runtime can close *store* as it does: with ``async with`` when its
+    class is an async context manager (where ``async with`` looks), else by ``aclose()``.
+
+    Checked up front: the close comes after every agent has run.
+    """
+    kind = type(store)
+    if hasattr(kind, "__aenter__"):
+        return hasattr(kind, "__aexit__")
+    return callable(getattr(store, "aclose", None))
 
 
 def check_kinds(**arguments: object) -> None:

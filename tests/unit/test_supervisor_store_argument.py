@@ -1,0 +1,89 @@
+"""``open_runtime`` refuses a store it could not close as a ConfigError naming it (R13.1).
+
+The runtime closes its store on the way out: with ``async with`` when the
+store's class is an async context manager, else with ``aclose()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import pytest
+import trio
+
+import retinue
+from retinue.session import Session
+from retinue.testing import Reply, ScriptedModel
+
+MODEL = ScriptedModel([Reply("ok")], repeat_last=True)
+
+
+class _StoreWithoutClose:
+    """Every operation an agent needs, but no way to be closed."""
+
+    def __init__(self) -> None:
+        self._inner = retinue.MemoryStore()
+
+    def attach(self, session: Session) -> None:
+        self._inner.attach(session)
+
+    def attach_new(self, session: Session) -> None:
+        self._inner.attach_new(session)
+
+    async def flush(self, session: Session) -> None:
+        await self._inner.flush(session)
+
+    async def detach(self, session: Session) -> None:
+        await self._inner.detach(session)
+
+    async def load(self, session_id: str) -> Session:
+        return await self._inner.load(session_id)
+
+    async def exists(self, session_id: str) -> bool:
+        return await self._inner.exists(session_id)
+
+
+class _StoreWithCloseAttribute(_StoreWithoutClose):
+    """``aclose`` is there, but nothing to call."""
+
+    aclose = None
+
+
+class _StoreEnteredOnly(_StoreWithoutClose):
+    """An ``__aenter__`` without the ``__aexit__`` that ``async with`` needs too."""
+
+    async def __aenter__(self) -> Self:
+        await trio.lowlevel.checkpoint()
+        return self
+
+
+class _StoreWithClose(_StoreWithoutClose):
+    """Closed with ``aclose()``."""
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@pytest.mark.parametrize(
+    "store",
+    [_StoreWithoutClose(), _StoreWithCloseAttribute(), _StoreEnteredOnly()],
+    ids=["no-aclose", "aclose-not-callable", "aenter-without-aexit"],
+)
+async def test_open_runtime_refuses_a_store_it_cannot_close(store: Any) -> None:
+    """R13.1: a store the runtime could not close is refused before anything opens, as
+    a ConfigError naming the argument. It opened: an AttributeError or TypeError naming
+    no argument came out of ``open_runtime``, or out of its close once the agents had
+    run."""
+    with pytest.raises(retinue.ConfigError, match=r"^store must be None or a session store"):
+        async with retinue.open_runtime(models=MODEL, store=store):
+            pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
+
+
+async def test_open_runtime_closes_a_store_by_its_aclose() -> None:
+    """R13.1: a store closed with ``aclose()`` alone is served, and closed on the way out."""
+    store: Any = _StoreWithClose()  # no durable or list: a store's shape is what is read
+    async with retinue.open_runtime(models=MODEL, store=store) as rt:
+        agent = await rt.create_agent("a", retinue.AgentOptions(model="scripted"))
+        assert (await agent.ask("hi")).reason.kind == "completed"
+    with pytest.raises(retinue.StoreError):
+        await store.exists("a")
