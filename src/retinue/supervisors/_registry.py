@@ -13,11 +13,15 @@ __all__ = ["AgentRegistry"]
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, repr=False)
 class AgentRegistry:
     """Live agents by id; lookups return the bare agent (R12.1)."""
 
     _agents: dict[str, Agent] = attrs.field(factory=dict, init=False)
+
+    def __repr__(self) -> str:
+        # A count, not every agent: a registry may hold thousands.
+        return f"<AgentRegistry live={len(self._agents)}>"
 
     def get(self, agent_id: str) -> Agent | None:
         """The live agent with *agent_id*, or ``None``."""

@@ -39,7 +39,7 @@ __all__ = ["Runtime"]
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, repr=False)
 class Runtime:
     """Owns agents, the shared services and the nursery every driver runs in.
 
@@ -80,6 +80,15 @@ class Runtime:
         ),
         init=False,
     )
+
+    def __repr__(self) -> str:
+        # Counts, not contents: a runtime holds thousands of agents, each with its
+        # listeners and cleanups, which a log line or a traceback would print whole.
+        state = " closing" if self._closing else ""
+        return (
+            f"<Runtime{state} agents={len(self.agents)} creating={len(self._creations)} "
+            f"tearing_down={len(self._teardowns)} store={self.store!r}>"
+        )
 
     @property
     def hooks(self) -> RuntimeHooks:

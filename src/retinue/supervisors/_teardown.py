@@ -40,6 +40,9 @@ class Teardowns:
     def __contains__(self, agent_id: object) -> bool:
         return agent_id in self._running
 
+    def __len__(self) -> int:
+        return len(self._running)
+
     def of(self, agent_id: str) -> AgentCore | None:
         """The core of the agent *agent_id* whose teardown is under way, if any."""
         return self._running.get(agent_id)
