@@ -42,6 +42,7 @@ from retinue.stores._common import check_version, parse_header, refuse_nul
 from retinue.stores._writebehind import BufferedStore
 
 from ._output import complain, discard_stdout, printable
+from ._passwords import without_passwords
 
 __all__ = [
     "STORE_FORMS",
@@ -109,11 +110,14 @@ def store_problem(spec: str, error: BaseException) -> str:
 
     A storage failure names what the store was doing, not where. A PostgreSQL
     error names its server itself, and its DSN may hold a password, so only
-    file stores are named. Given on one line: a server's message may take
-    several (libpq adds a hint on its own line).
+    file stores are named, and a DSN's password is hidden wherever the message
+    quotes it (libpq quotes a URI it refuses whole). Given on one line: a
+    server's message may take several (libpq adds a hint on its own line).
     """
     message = " ".join(line.strip() for line in describe_error(error).splitlines() if line.strip())
     kind, _, location = spec.partition(":")
+    if kind == "postgres":
+        message = without_passwords(message, location)
     if isinstance(error, StoreError) and error.code == "STORAGE_ERROR" and kind in _FILE_STORES:
         return f"{kind} store {location!r}: {message}"
     return message
