@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from retinue.cli import main
@@ -33,3 +35,16 @@ def test_a_malformed_postgres_dsn_is_reported_without_its_password(
     assert err.startswith(f"retinue {argv[0]}")
     assert "***" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("dsn", MALFORMED)
+def test_the_verbose_demo_logs_a_refused_dsn_without_its_password(
+    dsn: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``retinue -v demo`` logs the failure's traceback with the password hidden: the
+    messages of libpq's error and of the store's, each quoting the DSN, printed it."""
+    caplog.set_level(logging.WARNING, logger="retinue.cli")
+    assert main(["-v", *ARGVS[1], "--store", f"postgres:{dsn}"]) == 1
+    assert "retinue demo failed" in caplog.text
+    assert "Traceback" in caplog.text
+    assert "s3cret" not in caplog.text + "".join(capsys.readouterr())

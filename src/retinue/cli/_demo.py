@@ -8,6 +8,7 @@ import logging
 import random
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from ._demo_models import lookup_weather, open_model, write_note
 from ._demo_options import DEFAULT_LATENCY, add_options, base_url_variable_problem, unused_option
 from ._descriptors import make_room
 from ._output import complain, printable
+from ._passwords import without_passwords
 
 __all__ = ["add_parser", "run_demo"]
 
@@ -78,11 +80,23 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:
         if isinstance(leaf_error(exc), ReaderGoneError):
             return 1  # quietly, as the sessions commands do
-        log.warning("retinue demo failed", exc_info=True)  # shown with -v
+        _log_failure(args.store, exc)  # shown with -v
         from ._sessions import store_problem
 
         complain(f"retinue demo: {store_problem(args.store, leaf_error(exc))}")
         return 1
+
+
+def _log_failure(spec: str, error: Exception) -> None:
+    """Log the traceback of the failure that ended the run, with the password of the
+    PostgreSQL DSN *spec* may give hidden: libpq's message quotes a DSN it refuses."""
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    text = "".join(traceback.format_exception(error)).rstrip()
+    kind, _, location = spec.partition(":")
+    if kind == "postgres":
+        text = without_passwords(text, location)
+    log.warning("retinue demo failed\n%s", text)
 
 
 def _descriptor_shortfall(args: argparse.Namespace) -> str | None:
