@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import errno
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -330,7 +331,8 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     """Parse an exported session; every event is validated as it is replayed.
 
     Blank lines (an editor's trailing newline) are skipped; a bad line, or an
-    event out of seq order or breaking an invariant, is reported with its line number.
+    event out of seq order or breaking an invariant (SPEC 4.4; a log may end
+    inside a turn, as a crash leaves it), is reported with its line number.
     """
     numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
     if not numbered:
@@ -350,7 +352,24 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
             parent_session=header.parent_session,
             seed_length=header.seed_length,
         )
-    return _replayed(header, events, source)
+    session = _replayed(header, events, source)
+    _check_invariants(session, [number for number, _ in events], source)
+    return session
+
+
+def _check_invariants(session: Session, lines: list[int], source: str) -> None:
+    """Refuse a log breaking an invariant replaying it does not check (a result of no
+    call, a step in another turn), naming the line of the event that breaks it: stored,
+    its history would be no valid transcript. *lines* holds each event's line."""
+    from retinue.testing import InvariantError, check_session_invariants
+
+    try:
+        check_session_invariants(session.events)
+    except InvariantError as exc:
+        # The checker names the event by its seq, which is its index among the events.
+        named = re.match(r"seq (\d+) ", str(exc))
+        where = f"{source}, line {lines[int(named[1])]}" if named else source
+        raise CorruptSessionError(f"{where}: {exc}") from exc
 
 
 def _replayed(header: SessionHeader, events: list[tuple[int, Event]], source: str) -> Session:

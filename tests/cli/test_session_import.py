@@ -1,0 +1,91 @@
+"""``retinue sessions import`` stores only a log that keeps the invariants of SPEC 4.4."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from retinue.cli import main
+from retinue.cli._sessions import to_jsonl
+from retinue.session import Session
+from retinue.stores import JSONLStore
+from tests.stores._kit import open_tool_turn, run_turn
+
+
+def _exported(tmp_path: Path) -> list[dict[str, object]]:
+    """The JSONL records of a session with a finished turn, then one cut short mid-step."""
+    session = Session.create("s1")
+    run_turn(session, "what is the weather?")
+    open_tool_turn(session)
+    return [json.loads(line) for line in to_jsonl(session).splitlines()]
+
+
+def _write(path: Path, records: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+def _stored(store: Path) -> list[str]:
+    async def listed() -> list[str]:
+        async with JSONLStore(store) as opened:
+            return [header.id for header in await opened.list()]
+
+    return trio.run(listed) if store.exists() else []
+
+
+def _first(records: list[dict[str, object]], kind: str) -> int:
+    return next(index for index, record in enumerate(records) if record.get("type") == kind)
+
+
+def _answer_another_call(records: list[dict[str, object]]) -> int:
+    line = _first(records, "tool/result")
+    data = records[line]["data"]
+    assert isinstance(data, dict)
+    data["call_id"] = "no-such-call"
+    return line
+
+
+def _move_a_step_to_another_turn(records: list[dict[str, object]]) -> int:
+    line = _first(records, "step/start")
+    data = records[line]["data"]
+    assert isinstance(data, dict)
+    data["turn"] = 7
+    return line
+
+
+@pytest.mark.parametrize(
+    ("break_it", "rule"),
+    [(_answer_another_call, "R4.15"), (_move_a_step_to_another_turn, "R4.14")],
+    ids=["result-of-no-call", "step-of-another-turn"],
+)
+def test_import_refuses_a_log_that_breaks_an_invariant_naming_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], break_it: object, rule: str
+) -> None:
+    """R4.14, R4.15: a log whose event breaks an invariant is refused, the line of that
+    event named, and nothing is stored. It was stored, and only ``replay`` then said the
+    log was broken; resumed, its history was no valid transcript."""
+    records = _exported(tmp_path)
+    assert callable(break_it)
+    line = break_it(records) + 1  # records[0] is the header, on line 1
+    source = _write(tmp_path / "broken.jsonl", records)
+    store = tmp_path / "store"
+    assert main(["sessions", "--store", f"jsonl:{store}", "import", str(source)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"retinue sessions import: {source}, line {line}: seq {line - 2} (")
+    assert rule in err
+    assert _stored(store) == []
+
+
+def test_import_takes_a_log_cut_short_mid_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R4.13: a log that ends inside a turn, a tool call unanswered (a crash), is no broken
+    one: it is imported, and loading it closes the turn."""
+    source = _write(tmp_path / "crashed.jsonl", _exported(tmp_path))
+    store = tmp_path / "store"
+    assert main(["sessions", "--store", f"jsonl:{store}", "import", str(source)]) == 0
+    assert capsys.readouterr().out.startswith("imported s1 (")
+    assert _stored(store) == ["s1"]
