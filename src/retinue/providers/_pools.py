@@ -22,12 +22,28 @@ from retinue._checks import finite_number_error, positive_int_error
 
 from ._http import current_answer, note_answer
 
-__all__ = ["SHARD_HEADER", "ShardedTransport", "check_http_settings", "make_http_client"]
+__all__ = [
+    "SHARD_HEADER",
+    "ShardedTransport",
+    "check_http_settings",
+    "make_http_client",
+    "shard_key",
+]
 
 log = logging.getLogger("retinue.providers")
 
 SHARD_HEADER = "x-retinue-shard"
-"""Request header naming the pool shard (the session id); removed before sending."""
+"""Request header naming the pool shard (see :func:`shard_key`); removed before sending."""
+
+
+def shard_key(session_id: str) -> str:
+    """The shard header's value for *session_id*: a checksum of it, in hex digits.
+
+    An SDK builds its request headers as ASCII before the transport removes this
+    one: a session id holding any other character (``café``) would fail every
+    request of its session. Equal ids give equal keys, so a session keeps its pool.
+    """
+    return format(zlib.crc32(session_id.encode("utf-8", "surrogatepass")), "08x")
 
 
 @functools.cache

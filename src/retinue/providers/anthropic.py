@@ -37,7 +37,7 @@ from ._http import (
     send_within,
     shown_url,
 )
-from ._pools import SHARD_HEADER, check_http_settings, make_http_client
+from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._settings import check_identity
 from ._urls import base_url_from, client_base_url
 
@@ -217,7 +217,7 @@ class AnthropicModel(ClientOwner):
     async def _send(self, body: dict[str, object], session_id: str | None) -> httpx2.Response:
         headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
         if session_id is not None:
-            headers[SHARD_HEADER] = session_id
+            headers[SHARD_HEADER] = shard_key(session_id)
         return await post_encodable(lambda sent: self._post(sent, headers), body, self.provider)
 
     async def _post(self, body: dict[str, object], headers: dict[str, str]) -> httpx2.Response:

@@ -34,7 +34,7 @@ from ._openai_chat import chat_request_body
 from ._openai_chat_stream import ChatStreamDecoder
 from ._openai_responses import responses_request_body
 from ._openai_responses_stream import ResponsesStreamDecoder
-from ._pools import SHARD_HEADER, check_http_settings, make_http_client
+from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._settings import check_identity
 from ._urls import base_url_from, client_base_url
 
@@ -239,7 +239,7 @@ class OpenAIModel(ClientOwner):
     ) -> httpx2.Response:
         headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
         if session_id is not None:
-            headers[SHARD_HEADER] = session_id
+            headers[SHARD_HEADER] = shard_key(session_id)
         return await post_encodable(
             lambda sent: self._post(path, sent, headers), body, self.provider
         )
