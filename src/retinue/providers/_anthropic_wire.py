@@ -37,6 +37,7 @@ from ._blocks import (
     BlockTable,
     arguments_text,
     block_index,
+    error_event,
     loads_event,
     malformed,
 )
@@ -359,6 +360,8 @@ class AnthropicStreamDecoder:
 
     def feed(self, event: SseEvent) -> list[StreamChunk]:
         """Decode one event; an ``error`` event raises :class:`ProviderStreamError`."""
+        if event.event == "error":
+            raise error_event(event.data, "anthropic messages")
         payload = loads_event(event.data)
         kind = payload.get("type")
         if kind == "content_block_delta":
@@ -386,7 +389,7 @@ class AnthropicStreamDecoder:
             self._stopped = True
         elif kind == "message_stop":
             self.done = True
-        elif kind == "error":
+        elif kind == "error" or (kind is None and payload.get("error")):
             raise stream_error(payload.get("error"), where="anthropic messages")
         return []
 

@@ -11,12 +11,13 @@ import attrs
 from retinue._content import ContentBlock, Reasoning, Text, ToolCall, new_tool_call_id
 from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
-from ._failures import ProviderStreamError
+from ._failures import ProviderStreamError, stream_error
 
 __all__ = [
     "BlockTable",
     "arguments_text",
     "block_index",
+    "error_event",
     "loads_event",
     "malformed",
 ]
@@ -75,6 +76,25 @@ def loads_event(data: bytes) -> dict[str, object]:
     if not isinstance(payload, dict):
         raise malformed(f"the stream carried data that is not a JSON object: {data[:80]!r}")
     return payload
+
+
+def error_event(data: bytes, where: str) -> ProviderStreamError:
+    """The failure an event named ``error`` reports, whatever its data holds.
+
+    The SDKs raise on the event's name alone: a proxy's error event may carry
+    no ``type`` of ``error``, hold its error object bare, or be plain text.
+    """
+    try:
+        payload: object = json.loads(data)
+    except (ValueError, RecursionError):
+        payload = data.decode("utf-8", "replace").strip()[:_ERROR_TEXT_SHOWN] or None
+    if isinstance(payload, dict) and payload.get("error"):
+        payload = payload["error"]
+    return stream_error(payload, where=where)
+
+
+_ERROR_TEXT_SHOWN = 500
+"""How much of an error event's text (when it is no JSON) its failure quotes."""
 
 
 def malformed(message: str) -> ProviderStreamError:

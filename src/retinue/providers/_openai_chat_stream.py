@@ -20,7 +20,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, arguments_text, loads_event, malformed
+from ._blocks import BlockTable, arguments_text, error_event, loads_event, malformed
 from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, ProviderStreamError, stream_error
 from ._sse import SseEvent
@@ -134,6 +134,8 @@ class ChatStreamDecoder:
         if event.data == b"[DONE]":
             self.done = True
             return []
+        if event.event == "error":
+            raise error_event(event.data, "chat completions")
         try:
             payload = loads_event(event.data)
         except ProviderStreamError:

@@ -22,7 +22,14 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, arguments_text, block_index, loads_event, malformed
+from ._blocks import (
+    BlockTable,
+    arguments_text,
+    block_index,
+    error_event,
+    loads_event,
+    malformed,
+)
 from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, stream_error
 from ._sse import SseEvent
@@ -110,7 +117,14 @@ class ResponsesStreamDecoder:
     """Whether a terminal event (completed, incomplete) was seen."""
 
     def feed(self, event: SseEvent) -> list[StreamChunk]:
-        """Decode one event; raises :class:`ProviderStreamError` on ``error`` / ``response.failed``."""
+        """Decode one event; raises :class:`ProviderStreamError` on ``error`` / ``response.failed``.
+
+        An event of no type that holds an ``error`` is one too (a proxy's), as the
+        SDK has it; an event of a type (``response.steer.failed``) may name an error
+        that does not end the response.
+        """
+        if event.event == "error":
+            raise error_event(event.data, "responses")
         payload = loads_event(event.data)
         kind = payload.get("type")
         table = self._table
@@ -140,7 +154,7 @@ class ResponsesStreamDecoder:
         if kind == "response.failed":
             failure = _dict(payload.get("response")).get("error")
             raise stream_error(failure, where="responses")
-        if kind == "error":
+        if kind == "error" or (kind is None and payload.get("error")):
             raise stream_error(payload.get("error") or payload, where="responses")
         return []
 
