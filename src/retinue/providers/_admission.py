@@ -88,7 +88,12 @@ class AdmissionTicket:
         """Correct the up-front token estimate with the real count; never blocks.
 
         Budget freed by an over-estimate admits waiting requests at once.
+
+        Raises:
+            TypeError: *tokens* is neither an int nor a float (a bool is not one).
+            ValueError: *tokens* is negative, NaN or infinite.
         """
+        _check_tokens(tokens)
         if self._token_charge is not None and self._lane.tokens is not None:
             self._lane.tokens.correct(self._token_charge, float(tokens))
             self._lane.pump(trio.current_time())
@@ -136,6 +141,15 @@ def _check_max_pause(max_pause: float) -> None:
     error = finite_number_error(max_pause, zero=True)
     if error is not None:
         raise error(f"max_pause must be a number of seconds >= 0 or math.inf, not {max_pause!r}")
+
+
+def _check_tokens(tokens: float) -> None:
+    # A count the window's sum cannot hold: a str fails whichever request next pumps the
+    # lane, a negative one frees budget never spent, and NaN or infinity leaves the sum
+    # NaN, so the lane admits one request per window from then on.
+    error = finite_number_error(tokens, zero=True)
+    if error is not None:
+        raise error(f"tokens must be a finite number of tokens >= 0, not {tokens!r}")
 
 
 def _checked_pause(retry_after: float | None) -> float | None:
@@ -288,10 +302,13 @@ class AdmissionController:
         default one): the caller does not wait for it either.
 
         Raises:
-            TypeError: *max_pause* is neither an int nor a float (a bool is not one).
-            ValueError: *max_pause* is negative or NaN (infinity means no cap).
+            TypeError: *max_pause* or *tokens* is neither an int nor a float (a bool
+                is not one).
+            ValueError: *max_pause* is negative or NaN (infinity means no cap), or
+                *tokens* negative, NaN or infinite.
         """
         _check_max_pause(max_pause)
+        _check_tokens(tokens)
         await trio.lowlevel.checkpoint()
         lane = self._lane(provider, model)
         waiter = Waiter(session_id, tokens, trio.current_time())
