@@ -70,11 +70,9 @@ def loads_event(data: bytes) -> dict[str, object]:
     except ValueError:
         payload = None
     except RecursionError:
-        raise malformed(
-            f"the stream carried JSON nested too deeply to parse: {data[:80]!r}"
-        ) from None
+        raise malformed(f"JSON nested too deeply to parse: {data[:80]!r}") from None
     if not isinstance(payload, dict):
-        raise malformed(f"the stream carried data that is not a JSON object: {data[:80]!r}")
+        raise malformed(f"data that is not a JSON object: {data[:80]!r}")
     return payload
 
 

@@ -196,8 +196,32 @@ async def _whole_body(response: httpx2.Response, read_timeout: float, provider: 
         await body.aclose()
 
 
-def _feed_tail(decoder: StreamDecoder, sse: SseDecoder, provider: str) -> list[StreamChunk]:
-    """Decode the event the body ended with, if it ended without a blank line.
+_MALFORMED = "MALFORMED_RESPONSE"
+
+
+def _placed(exc: ProviderStreamError, where: str) -> ProviderStreamError:
+    """The malformed-data error *exc*, saying *where* the data was.
+
+    A decoder knows what it could not read, not which adapter read it nor how
+    far into the response: a runtime with several providers could not tell.
+    """
+    return ProviderStreamError(f"{where}: {exc.message}", code=_MALFORMED, retryable=exc.retryable)
+
+
+def _feed(decoder: StreamDecoder, event: SseEvent, provider: str, number: int) -> list[StreamChunk]:
+    """Decode *event*, the stream's *number*-th; malformed data raises its error naming both."""
+    try:
+        return decoder.feed(event)
+    except ProviderStreamError as exc:
+        if exc.code != _MALFORMED:
+            raise
+        raise _placed(exc, f"{provider} stream, event {number}") from exc
+
+
+def _feed_tail(
+    decoder: StreamDecoder, sse: SseDecoder, provider: str, number: int
+) -> list[StreamChunk]:
+    """Decode the event the body ended with (event *number*), if it ended without a blank line.
 
     An event that does not parse because the body ended inside its last line
     was cut there: that is a (retryable) truncation, not a malformed response.
@@ -207,10 +231,12 @@ def _feed_tail(decoder: StreamDecoder, sse: SseDecoder, provider: str) -> list[S
         try:
             out.extend(decoder.feed(event))
         except ProviderStreamError as exc:
-            if not sse.torn or exc.code != "MALFORMED_RESPONSE":
+            if exc.code != _MALFORMED:
                 raise
+            if not sse.torn:
+                raise _placed(exc, f"{provider} stream, event {number}") from exc
             raise ProviderConnectionError(
-                f"{provider} stream ended inside an event: {exc.message}",
+                f"{provider} stream ended inside event {number}: {exc.message}",
                 code="STREAM_TRUNCATED",
                 retryable=True,
             ) from exc
@@ -235,6 +261,16 @@ def _close(decoder: StreamDecoder, sse: SseDecoder) -> list[StreamChunk]:
         ) from exc
 
 
+def _whole_body_chunks(decoder: StreamDecoder, body: bytes, provider: str) -> list[StreamChunk]:
+    """The chunks of a whole JSON *body*; malformed data raises its error naming the body."""
+    try:
+        return [*decoder.feed_body(loads_event(body)), *decoder.close()]
+    except ProviderStreamError as exc:
+        if exc.code != _MALFORMED:
+            raise
+        raise _placed(exc, f"{provider} response body") from exc
+
+
 async def decode_response(
     response: httpx2.Response,
     decoder: StreamDecoder,
@@ -252,23 +288,25 @@ async def decode_response(
     """
     # Media types are case-insensitive: a server may write Application/JSON.
     if response.headers.get("content-type", "").lower().startswith("application/json"):
-        payload = loads_event(await _whole_body(response, read_timeout, provider))
-        for chunk in (*decoder.feed_body(payload), *decoder.close()):
+        body_read = await _whole_body(response, read_timeout, provider)
+        for chunk in _whole_body_chunks(decoder, body_read, provider):
             yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back
         return  # noqa: ASYNC911 - the body read was the checkpoint
     sse = SseDecoder()
     body = response.aiter_bytes()
     complete = False
+    events = 0
     try:
         while not decoder.done:
             try:
                 data = await _next_part(body, read_timeout, provider)
             except StopAsyncIteration:
-                for chunk in _feed_tail(decoder, sse, provider):
+                for chunk in _feed_tail(decoder, sse, provider, events + 1):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 break
             for event in sse.feed(data):
-                for chunk in decoder.feed(event):
+                events += 1
+                for chunk in _feed(decoder, event, provider, events):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 if _finished(decoder):
                     break
