@@ -26,14 +26,13 @@ from ._anthropic_wire import (
     anthropic_request_body,
     no_room_beside_thinking,
 )
+from ._client import ClientOwner, post_encodable
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
-    ClientOwner,
     close_response,
     connection_failed,
     decode_response,
-    post_encodable,
     send_within,
     shown_url,
 )

@@ -18,15 +18,14 @@ import openai
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
+from ._client import ClientOwner, post_encodable
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
-    ClientOwner,
     StreamDecoder,
     close_response,
     connection_failed,
     decode_response,
-    post_encodable,
     send_within,
     shown_url,
 )
