@@ -11,7 +11,7 @@ import trio
 
 from retinue._stream import StreamChunk
 
-from ._blocks import loads_event
+from ._blocks import loads_event, malformed
 from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError, status_error
 from ._sse import SseDecoder, SseEvent
 
@@ -28,6 +28,13 @@ __all__ = [
 
 DRAIN_SECONDS = 1.0
 """How long to wait for the end of a body after its terminal event."""
+
+MAX_EVENT_BYTES = 32 * 1024 * 1024
+"""The longest event, or whole JSON body, read: the largest request the APIs take.
+
+An answer is far shorter. A server sending a longer one (a line that never
+ends) would otherwise be held in memory until it ended, or the memory did.
+"""
 
 
 def _cause(exc: BaseException) -> str:
@@ -181,14 +188,24 @@ async def _whole_body(response: httpx2.Response, read_timeout: float, provider: 
     """
     body = response.aiter_bytes()
     parts: list[bytes] = []
+    size = 0
     try:
         while True:
             try:
                 parts.append(await _next_part(body, read_timeout, provider))
             except StopAsyncIteration:
                 return b"".join(parts)  # noqa: ASYNC910 - reads the body, as aread() did
+            size += len(parts[-1])
+            if size > MAX_EVENT_BYTES:
+                raise _overlong(f"{provider} response body")
     finally:
         await body.aclose()
+
+
+def _overlong(where: str) -> ProviderStreamError:
+    return malformed(
+        f"{where}: longer than {MAX_EVENT_BYTES} bytes, which no answer is: it was not read further"
+    )
 
 
 _MALFORMED = "MALFORMED_RESPONSE"
@@ -299,7 +316,10 @@ async def decode_response(
                 for chunk in _feed_tail(decoder, sse, provider, events + 1):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 break
-            for event in sse.feed(data):
+            dispatched = sse.feed(data)
+            if sse.pending_bytes > MAX_EVENT_BYTES:
+                raise _overlong(f"{provider} stream, event {events + len(dispatched) + 1}")
+            for event in dispatched:
                 events += 1
                 for chunk in _feed(decoder, event, provider, events):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back

@@ -56,6 +56,7 @@ class SseDecoder:
     # The undispatched bytes, one part per feed: joined once, when their event
     # completes, so an event arriving in many parts costs time linear in its size.
     _parts: list[bytes] = attrs.field(factory=list)
+    _pending_bytes: int = attrs.field(default=0, init=False)
     _after_cr: bool = False
     _head: bytes | None = None
     _dispatched: bool = False
@@ -74,11 +75,13 @@ class SseDecoder:
         if b"\n\n" not in data and not (parts and data[:1] == b"\n" and parts[-1].endswith(b"\n")):
             if data:
                 parts.append(data)
+                self._pending_bytes += len(data)
             return []
         buffer = b"".join((*parts, data)) if parts else data
         parts.clear()
         blocks = buffer.split(b"\n\n")
         rest = blocks.pop()
+        self._pending_bytes = len(rest)
         if rest:
             parts.append(rest)
         events = []
@@ -99,6 +102,7 @@ class SseDecoder:
         """
         rest = b"".join(self._parts)
         self._parts.clear()
+        self._pending_bytes = 0
         self.torn = bool(rest) and not rest.endswith(b"\n")
         rest = rest.strip(b"\n")
         event = _parse_block(rest) if rest else None
@@ -111,6 +115,11 @@ class SseDecoder:
     def pending(self) -> bool:
         """Whether undispatched bytes are buffered."""
         return any(part.strip() for part in self._parts)
+
+    @property
+    def pending_bytes(self) -> int:
+        """How many undispatched bytes are buffered: the event being received, so far."""
+        return self._pending_bytes
 
     @property
     def eventless_head(self) -> bytes | None:
