@@ -419,13 +419,13 @@ async def test_anthropic_tool_input_keys_lose_their_lone_surrogates_too() -> Non
     assert body["messages"][1]["content"][0]["input"] == {"caf\ufffd": "caf\ufffd"}
 
 
-@pytest.mark.parametrize("api", APIS)
-async def test_a_header_with_no_encoding_is_a_typed_client_error(api: str) -> None:
+async def test_a_header_with_no_encoding_is_a_typed_client_error() -> None:
     """Only the body loses its lone surrogates: a header that cannot be encoded still fails,
-    as a :class:`ProviderError` rather than a bare ``UnicodeEncodeError``.
+    as a :class:`ProviderError` rather than a bare ``UnicodeEncodeError``. (The OpenAI
+    adapter refuses such a header when built: its SDK sends no header beyond ASCII.)
     """
     with pytest.raises(ProviderError) as caught:
-        await _sent_body(api, "hi", default_headers={"x-note": FILE_NAME})
+        await _sent_body("messages", "hi", default_headers={"x-note": FILE_NAME})
     assert (caught.value.code, caught.value.retryable) == ("CLIENT_ERROR", False)
 
 

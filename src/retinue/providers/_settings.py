@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 
-__all__ = ["check_identity"]
+__all__ = ["check_header_names", "check_header_values", "check_identity"]
+
+_HEADERS_CARRY = "which an HTTP header cannot carry as the SDK sends it: only ASCII"
 
 
 def check_identity(*, provider: object, headers: object, omit: type, **texts: object) -> None:
@@ -31,3 +34,46 @@ def check_identity(*, provider: object, headers: object, omit: type, **texts: ob
     for name, value in texts.items():
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{name} must be None or a str, not {value!r}")
+
+
+def _beyond_ascii(text: str) -> str | None:
+    """Where *text* holds its first character beyond ASCII, and which it is; ``None`` if none."""
+    if text.isascii():
+        return None
+    position, char = next((i, c) for i, c in enumerate(text) if not c.isascii())
+    return (
+        f"holds {unicodedata.name(char, 'a character')} (U+{ord(char):04X}) at position {position}"
+    )
+
+
+def check_header_names(headers: Mapping[str, object] | None) -> None:
+    """Refuse a default header whose name holds a character beyond ASCII.
+
+    Both SDKs encode a header's name as ASCII when they build each request:
+    such a name failed every request, with an error that named no setting.
+
+    Raises:
+        ValueError: naming the header and the character.
+    """
+    for name in headers or {}:
+        problem = _beyond_ascii(name)
+        if problem is not None:
+            raise ValueError(f"the default header name {name!r} {problem}, {_HEADERS_CARRY}")
+
+
+def check_header_values(headers: Mapping[str, object] | None, **texts: str | None) -> None:
+    """Refuse a default header's value, or one of *texts* (by name) that the SDK sends as a
+    header (a key, an organization), holding a character beyond ASCII.
+
+    The OpenAI SDK encodes its header values as ASCII: a key pasted with a
+    no-break space failed every request, with an error that named no setting.
+    The value is not shown, as it may be a key.
+
+    Raises:
+        ValueError: naming the setting and the character.
+    """
+    named = {f"default_headers[{name!r}]": value for name, value in (headers or {}).items()}
+    for name, text in (named | texts).items():
+        problem = _beyond_ascii(text) if isinstance(text, str) else None
+        if problem is not None:
+            raise ValueError(f"{name} {problem}, {_HEADERS_CARRY}")

@@ -37,7 +37,7 @@ from ._http import (
     shown_url,
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
-from ._settings import check_identity
+from ._settings import check_header_names, check_identity
 from ._urls import base_url_from, client_base_url
 
 __all__ = ["AnthropicModel"]
@@ -126,7 +126,8 @@ class AnthropicModel(ClientOwner):
             non-empty str, *default_headers* no mapping of str to str, or *api_key*
             neither None nor a str.
         ValueError: *base_url*, or ``ANTHROPIC_BASE_URL`` in its place, is no
-            ``http(s)://`` URL with a host (named, with the value);
+            ``http(s)://`` URL with a host (named, with the value); a default
+            header's name holds a character beyond ASCII;
             *default_max_tokens* is below 1, *thinking_budget* below 1024 or not
             below *default_max_tokens*;
             a connection count below 1, a timeout that is not a positive finite number,
@@ -154,6 +155,7 @@ class AnthropicModel(ClientOwner):
         check_identity(
             provider=provider, headers=default_headers, omit=anthropic.Omit, api_key=api_key
         )
+        check_header_names(default_headers)
         check_http_settings(
             max_connections=max_connections,
             pool_size=pool_size,

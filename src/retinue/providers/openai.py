@@ -34,7 +34,7 @@ from ._openai_chat_stream import ChatStreamDecoder
 from ._openai_responses import responses_request_body
 from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
-from ._settings import check_identity
+from ._settings import check_header_names, check_header_values, check_identity
 from ._urls import base_url_from, client_base_url
 
 __all__ = ["OpenAIModel"]
@@ -54,6 +54,21 @@ def _is_deepseek(provider: str, base_url: str | None) -> bool:
     """Whether requests go to DeepSeek, by the provider's name or the URL's host."""
     host = httpx2.URL(base_url).host if base_url else ""
     return provider == "deepseek" or host == "deepseek.com" or host.endswith(".deepseek.com")
+
+
+def _identity(organization: str | None, project: str | None) -> dict[str, str | None]:
+    """The organization and project the SDK sends, by the setting or variable they come from.
+
+    Given ``None``, the SDK reads each from its environment variable.
+    """
+    return {
+        "organization" if organization is not None else "OPENAI_ORG_ID": (
+            organization if organization is not None else os.environ.get("OPENAI_ORG_ID")
+        ),
+        "project" if project is not None else "OPENAI_PROJECT_ID": (
+            project if project is not None else os.environ.get("OPENAI_PROJECT_ID")
+        ),
+    }
 
 
 def _prime_platform(client: object) -> None:
@@ -108,7 +123,10 @@ class OpenAIModel(ClientOwner):
         TypeError: *provider* is no non-empty str, *default_headers* no mapping of
             str to str, or *api_key*, *organization* or *project* neither None nor a str.
         ValueError: *base_url*, or ``OPENAI_BASE_URL`` in its place, is no
-            ``http(s)://`` URL with a host (named, with the value); *api* or
+            ``http(s)://`` URL with a host (named, with the value); the key,
+            *organization* or *project* (or the variable each defaults to) or a
+            default header holds a character beyond ASCII (named, without the
+            value); *api* or
             *max_tokens_param* is unknown; a connection count
             below 1, a timeout that is not a positive finite number, or a *proxy*
             that is not a proxy URL or comes with a *transport*.
@@ -157,7 +175,12 @@ class OpenAIModel(ClientOwner):
                 f"not {max_tokens_param!r}"
             )
         base_url = base_url_from(base_url, variable="OPENAI_BASE_URL")
+        key_source = "api_key" if api_key else "OPENAI_API_KEY"
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        check_header_names(default_headers)
+        check_header_values(
+            default_headers, **{key_source: api_key}, **_identity(organization, project)
+        )
         if api_key is None and base_url is not None:
             api_key = "not-needed"
         self.provider = provider
