@@ -474,7 +474,7 @@ class AnthropicStreamDecoder:
         """
         if not self.done and not self._stopped:
             raise ProviderConnectionError(
-                "the anthropic stream ended before it was complete",
+                "the anthropic messages stream ended before it was complete",
                 code="STREAM_TRUNCATED",
                 retryable=True,
             )

@@ -255,22 +255,34 @@ def _feed_tail(
     return out
 
 
-def _close(decoder: StreamDecoder, sse: SseDecoder) -> list[StreamChunk]:
-    """The decoder's closing chunks; an incomplete stream that carried no event names what
-    it carried instead (a proxy's error page, a JSON error body labelled an event stream).
+def _events(count: int) -> str:
+    return "1 event" if count == 1 else f"{count} events"
+
+
+def _cut(exc: ProviderConnectionError, provider: str, sse: SseDecoder) -> ProviderConnectionError:
+    """*exc*, a stream cut short, saying whose stream it was and how far it had come.
+
+    Raised from what *exc* was raised from (the transport's error, if any). One
+    that carried no event says what it carried instead (a proxy's error
+    page, a JSON error body labelled an event stream).
     """
+    message = (
+        exc.message if exc.message.startswith(f"{provider} ") else f"{provider}: {exc.message}"
+    )
+    head = sse.eventless_head
+    if head:
+        message += f": it carried no event, only {head.decode('utf-8', 'replace')!r}"
+    else:
+        message += f", after {_events(sse.dispatched)}"
+    return ProviderConnectionError(message, code=exc.code, retryable=exc.retryable)
+
+
+def _close(decoder: StreamDecoder, sse: SseDecoder, provider: str) -> list[StreamChunk]:
+    """The decoder's closing chunks; a stream cut short says whose it was and how far it came."""
     try:
         return decoder.close()
     except ProviderConnectionError as exc:
-        head = sse.eventless_head
-        if not head:
-            raise
-        excerpt = head.decode("utf-8", "replace")
-        raise ProviderConnectionError(
-            f"{exc.message}: it carried no event, only {excerpt!r}",
-            code=exc.code,
-            retryable=exc.retryable,
-        ) from exc
+        raise _cut(exc, provider, sse) from exc.__cause__
 
 
 def _whole_body_chunks(decoder: StreamDecoder, body: bytes, provider: str) -> list[StreamChunk]:
@@ -312,6 +324,8 @@ async def decode_response(
         while not decoder.done:
             try:
                 data = await _next_part(body, read_timeout, provider)
+            except ProviderConnectionError as exc:
+                raise _cut(exc, provider, sse) from exc.__cause__
             except StopAsyncIteration:
                 for chunk in _feed_tail(decoder, sse, provider, events + 1):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
@@ -325,7 +339,7 @@ async def decode_response(
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 if _finished(decoder):
                     break
-        closing = _close(decoder, sse)
+        closing = _close(decoder, sse, provider)
         complete = True
         for chunk in closing:
             yield chunk  # noqa: ASYNC911 - the closing chunks go out back to back

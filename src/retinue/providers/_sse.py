@@ -59,7 +59,8 @@ class SseDecoder:
     _pending_bytes: int = attrs.field(default=0, init=False)
     _after_cr: bool = False
     _head: bytes | None = None
-    _dispatched: bool = False
+    dispatched: int = attrs.field(default=0, init=False)
+    """How many events were dispatched so far."""
     torn: bool = attrs.field(default=False, init=False)
     """Whether the stream ended inside a line (set by :meth:`close`)."""
 
@@ -90,8 +91,7 @@ class SseDecoder:
                 event = _parse_block(block.strip(b"\n") if block[:1] == b"\n" else block)
                 if event is not None:
                     events.append(event)
-        if events:
-            self._dispatched = True
+        self.dispatched += len(events)
         return events
 
     def close(self) -> list[SseEvent]:
@@ -108,7 +108,7 @@ class SseDecoder:
         event = _parse_block(rest) if rest else None
         if event is None:
             return []
-        self._dispatched = True
+        self.dispatched += 1
         return [event]
 
     @property
@@ -124,7 +124,7 @@ class SseDecoder:
     @property
     def eventless_head(self) -> bytes | None:
         """The stream's first bytes when it dispatched no event at all (else ``None``)."""
-        return None if self._dispatched else self._head
+        return None if self.dispatched else self._head
 
     def _begin(self, data: bytes) -> bytes:
         if not data:
