@@ -57,12 +57,20 @@ def _move_a_step_to_another_turn(records: list[dict[str, object]]) -> int:
 
 
 @pytest.mark.parametrize(
-    ("break_it", "rule"),
-    [(_answer_another_call, "R4.15"), (_move_a_step_to_another_turn, "R4.14")],
+    ("break_it", "problem"),
+    [
+        # Found by the invariant checker, which names the rule.
+        (_answer_another_call, "seq {seq} (tool/result): R4.15"),
+        # Refused by the session itself as the log is rebuilt (R4.14).
+        (
+            _move_a_step_to_another_turn,
+            "event seq {seq} (step/start): step/start of turn 7 inside turn 1",
+        ),
+    ],
     ids=["result-of-no-call", "step-of-another-turn"],
 )
 def test_import_refuses_a_log_that_breaks_an_invariant_naming_its_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], break_it: object, rule: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], break_it: object, problem: str
 ) -> None:
     """R4.14, R4.15: a log whose event breaks an invariant is refused, the line of that
     event named, and nothing is stored. It was stored, and only ``replay`` then said the
@@ -74,8 +82,8 @@ def test_import_refuses_a_log_that_breaks_an_invariant_naming_its_line(
     store = tmp_path / "store"
     assert main(["sessions", "--store", f"jsonl:{store}", "import", str(source)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"retinue sessions import: {source}, line {line}: seq {line - 2} (")
-    assert rule in err
+    expected = problem.format(seq=line - 2)
+    assert err.startswith(f"retinue sessions import: {source}, line {line}: {expected}")
     assert _stored(store) == []
 
 
