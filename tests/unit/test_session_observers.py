@@ -112,6 +112,30 @@ def test_ctrl_c_from_an_observer_passes_on_once_every_observer_heard_the_event()
     assert len(session.events) == 2
 
 
+def test_failures_an_append_does_not_raise_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """R4.8, R4.10: of several observers' failures the first is raised and the others are
+    logged, and a failure before a Ctrl-C is logged as the Ctrl-C passes on: none goes unsaid."""
+    session = _open()
+    first, second, third = RuntimeError("first"), RuntimeError("second"), RuntimeError("third")
+    session.observe(_raising(first))
+    session.observe(_raising(second))
+    with pytest.raises(RuntimeError) as caught:
+        _append(session, "append")
+    assert caught.value is first
+    logged = [record.exc_info[1] for record in caplog.records if record.exc_info]
+    assert logged == [second]
+    assert "seq 1 (user/message); another observer's failure is raised instead" in caplog.text
+
+    caplog.clear()
+    session = _open()
+    session.observe(_raising(third))
+    session.observe(_raising(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        _append(session, "append_chunk")
+    assert [record.exc_info[1] for record in caplog.records if record.exc_info] == [third]
+    assert "seq 1 (assistant/chunk); Ctrl-C is raised instead" in caplog.text
+
+
 def test_a_lone_observer_ctrl_c_propagates_as_it_is() -> None:
     """R4.8: a lone observer is called directly; its Ctrl-C is raised unchanged."""
     session = _open()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
 from functools import partial
 
@@ -18,6 +19,8 @@ from ._events import Event
 __all__ = ["Observer", "check_observer", "no_observer", "notifier", "observer_failure"]
 
 Observer = Callable[[Event], None]
+
+log = logging.getLogger("retinue.session")
 
 
 def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
@@ -37,10 +40,25 @@ def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
                 interrupt = interrupt or exc
             elif failure is None:
                 failure = observer_failure(observer, exc)
+            else:
+                _log_unraised(event, observer_failure(observer, exc), "another observer's failure")
     if interrupt is not None:
+        if failure is not None:
+            _log_unraised(event, failure, "Ctrl-C")
         raise interrupt
     if failure is not None:
         raise failure
+
+
+def _log_unraised(event: Event, failure: Exception, raised: str) -> None:
+    """Log an observer's *failure* that the append does not raise: *raised* is raised instead."""
+    log.error(
+        "session observer failed on seq %s (%s); %s is raised instead",
+        event.seq,
+        event.type,
+        raised,
+        exc_info=failure,
+    )
 
 
 def observer_failure(observer: object, exc: BaseException) -> Exception:
