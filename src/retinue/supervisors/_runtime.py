@@ -154,7 +154,9 @@ class Runtime:
         :class:`AgentOptions` or a *setup* that is not callable, :class:`ConfigError` for an invalid *cwd* or one
         that differs from ``options.cwd``, ``SessionError(INVALID_SESSION_ID)``
         for an empty name or an id no store can hold, and
-        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id, and
+        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id
+        (``StoreError(SESSION_TRACKED)``, after its setup ran, for an id new to
+        the store but live in another runtime sharing it), and
         ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown
         of an agent of that id being torn down, which its teardown waits for
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
