@@ -16,6 +16,7 @@ import trio.testing
 import retinue
 from retinue._content import content_text
 from retinue.hooks import HookError
+from retinue.hooks._bus import a_listener_of
 from retinue.session import Event, ToolResultEvent
 from retinue.testing import (
     CallTools,
@@ -111,7 +112,7 @@ async def test_a_listener_base_exception_ends_the_turn_as_its_error(
             unregister = rt.hooks.on(seam, listener, agent=agent)  # type: ignore[call-overload]
             first = await agent.ask("go")
             assert (first.reason.kind, first.reason.code) == ("error", code)
-            assert f"a {seam} listener" in (first.reason.message or "")
+            assert a_listener_of(seam) in (first.reason.message or "")
             assert said in (first.reason.message or "")
             [error] = errors
             assert isinstance(error, HookError)
@@ -340,7 +341,7 @@ async def test_a_synchronous_listener_stop_iteration_names_the_listener(
             first = await agent.ask("go")
             assert first.reason.kind == "error"
             message = first.reason.message or ""
-            assert f"a {seam} listener" in message
+            assert a_listener_of(seam) in message
             assert message.endswith("raised StopIteration")
             unregister()
             assert (await agent.ask("again")).reason.kind == "completed"

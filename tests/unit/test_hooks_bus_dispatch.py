@@ -213,10 +213,26 @@ async def test_waterfall_next_after_the_listener_raised_is_refused() -> None:
     with pytest.raises(RuntimeError, match="listener failed"):
         await bus.waterfall("agent/step-result", default, "message")
     with pytest.raises(
-        HookError, match=r"agent/step-result listener called next\(\) after the listener returned"
+        HookError,
+        match=r"^an agent/step-result listener called next\(\) after the listener returned",
     ):
         await kept[0]()
     assert ran == []
+
+
+async def test_a_listener_is_named_with_the_article_its_seam_takes() -> None:
+    """Errors name a listener as "an agent/... listener" or "a tools/... listener"."""
+    bus = HookBus()
+
+    def stop(*_args: object) -> object:
+        raise SystemExit(1)
+
+    bus.on("tools/result", stop)
+    with pytest.raises(HookError, match=r"^a tools/result listener \("):
+        await bus.waterfall_value("tools/result", "value", "value")
+    bus.on("agent/request", stop)
+    with pytest.raises(HookError, match=r"^an agent/request listener \("):
+        await bus.waterfall_value("agent/request", "value", "value")
 
 
 async def test_waterfall_next_returned_unawaited_is_refused_naming_the_mistake() -> None:

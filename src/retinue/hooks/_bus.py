@@ -74,16 +74,21 @@ def _close_unawaited(next_call: Coroutine[object, object, object] | None) -> boo
     return True
 
 
+def a_listener_of(name: str) -> str:
+    """How errors name a listener of *name*: "an agent/request listener", "a tools/result listener"."""
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name} listener"
+
+
 def _late_next(name: str) -> HookError:
     return HookError(
-        f"a {name} listener called next() after the listener returned: "
+        f"{a_listener_of(name)} called next() after the listener returned: "
         "the dispatch is over, so the rest of the chain cannot run"
     )
 
 
 def _listener(name: str, fn: Listener) -> str:
     """A listener as the error made of its raise names it; each seam handles the failure."""
-    return f"a {name} listener ({fn!r})"
+    return f"{a_listener_of(name)} ({fn!r})"
 
 
 def _synchronous(name: str, result: object, role: str = "listeners") -> None:
@@ -384,7 +389,7 @@ class HookBus:
                 if frame.done:
                     raise _late_next(name)
                 if frame.next_call is not None:
-                    raise HookError(f"a {name} listener called next() more than once")
+                    raise HookError(f"{a_listener_of(name)} called next() more than once")
                 frame.next_call = rest = run(index + 1, frame)
                 return rest
 
@@ -397,7 +402,7 @@ class HookBus:
                 # Returned (``return call_next()``) or dropped: either way the rest of
                 # the chain was asked for and never ran.
                 raise HookError(
-                    f"a {name} listener called next() but never awaited what it returned: "
+                    f"{a_listener_of(name)} called next() but never awaited what it returned: "
                     "write return await call_next()"
                 )
             return result  # type: ignore[return-value]
@@ -437,7 +442,7 @@ class HookBus:
             try:
                 await _call(name, fn, *args)
             except Exception as exc:
-                exc.add_note(f"raised by a {name} listener: {fn!r}")
+                exc.add_note(f"raised by {a_listener_of(name)}: {fn!r}")
                 failures.append(exc)
 
         try:
