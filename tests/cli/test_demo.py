@@ -1,8 +1,11 @@
-"""``retinue demo``: the README's main command draws a table that follows the agents."""
+"""``retinue demo``: the README's main command draws a table that follows the agents.
+
+The table, the summary and the closing hint as a terminal, a pipe or a console shows
+them, a run that fails, and standard streams that are closed.
+"""
 
 from __future__ import annotations
 
-import argparse
 import errno
 import io
 import os
@@ -18,35 +21,16 @@ import trio
 
 from retinue.cli import _demo_board, _demo_hint, _demo_models, main
 from retinue.cli._demo import run_demo
-from retinue.cli._demo_options import base_url_variable_problem
-from retinue.providers.anthropic import AnthropicModel
-from retinue.providers.openai import OpenAIModel
 from retinue.testing import FinishWithError, ScriptedModel
-from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
+from tests.cli._demo_kit import demo_args
 
 REAL_DEADLINE = 60.0
-
-
-def _args(**overrides: object) -> argparse.Namespace:
-    defaults: dict[str, object] = {
-        "agents": 3,
-        "turns": 2,
-        "latency": 0.05,
-        "seed": 7,
-        "provider": "mock",
-        "model": None,
-        "base_url": None,
-        "store": "memory",
-        "no_live": False,
-    }
-    defaults.update(overrides)
-    return argparse.Namespace(**defaults)
 
 
 async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFixture[str]) -> None:
     """Against the embedded mock server, the table is drawn until every agent has finished."""
     with trio.fail_after(REAL_DEADLINE):
-        assert await run_demo(_args()) == 0
+        assert await run_demo(demo_args()) == 0
     out = capsys.readouterr().out
     last_table = out[out.rindex("retinue demo:") :]
     rows = re.findall(r"agent-(\d\d)\s*│\s*(\w+)\s*│\s*(\d+)\s*│\s*(\d+)", last_table)
@@ -60,246 +44,13 @@ async def test_the_last_table_shows_every_agents_turns(capsys: pytest.CaptureFix
     assert f"3 agents, {turns} turns" in out
 
 
-@pytest.mark.parametrize(
-    ("argv", "complaint"),
-    [
-        (["--store", "memory", "--agents", "0"], "argument --agents: must be at least 1, got 0"),
-        (["--store", "memory", "--turns", "-1"], "argument --turns: must be at least 1, got -1"),
-        (["--store", "bogus"], "argument --store: invalid store 'bogus'"),
-        (["--store", "jsonl:"], "argument --store: invalid store 'jsonl:'"),
-        (["--store", "redis:localhost"], "argument --store: unknown store kind 'redis'"),
-        (
-            ["--store", "sqlite:runs/a\0b.db"],
-            "argument --store: sqlite store path 'runs/a\\x00b.db' contains a NUL character",
-        ),
-        (
-            ["--store", "jsonl:\0"],
-            "argument --store: jsonl store path '\\x00' contains a NUL character",
-        ),
-        (
-            ["--store", "memory:x"],
-            "argument --store: invalid store 'memory:x': memory takes no location",
-        ),
-        (["--store", "memory", "--latency", "inf"], "argument --latency: must be finite, got inf"),
-        (["--store", "memory", "--latency", "nan"], "argument --latency: must be finite, got nan"),
-        (["--store", "memory", "--latency", "-1"], "argument --latency: must be >= 0, got -1"),
-        (
-            ["--store", "memory", "--latency", "soon"],
-            "argument --latency: must be a number of seconds, got 'soon'",
-        ),
-        (
-            ["--store", "memory", "--agents", "1", "--base-url", "http://127.0.0.1:1/v1"],
-            "argument --base-url: only --provider openai or anthropic uses it, not mock",
-        ),
-        (
-            ["--store", "memory", "--agents", "1", "--provider", "scripted", "--model", "m"],
-            "argument --model: only --provider openai or anthropic uses it, not scripted",
-        ),
-        (
-            ["--store", "memory", "--provider", "openai", "--model", ""],
-            "argument --model: must not be empty, got ''",
-        ),
-        (
-            ["--store", "memory", "--provider", "anthropic", "--base-url", " "],
-            "argument --base-url: must not be empty, got ' '",
-        ),
-        (
-            ["--store", "memory", "--provider", "openai", "--base-url", "localhost:8000/v1"],
-            "argument --base-url: must be an http:// or https:// URL, got 'localhost:8000/v1'",
-        ),
-        (
-            ["--store", "memory", "--provider", "anthropic", "--base-url", "https:///v1"],
-            "argument --base-url: must be an http:// or https:// URL, got 'https:///v1'",
-        ),
-        (
-            ["--store", "memory", "--provider", "openai", "--base-url", "ftp://example.com/v1"],
-            "argument --base-url: must be an http:// or https:// URL, got 'ftp://example.com/v1'",
-        ),
-        (
-            ["--store", "memory", "--provider", "openai", "--base-url", "http://h:99999/v1"],
-            "argument --base-url: must be an http:// or https:// URL, got 'http://h:99999/v1'",
-        ),
-        (
-            ["--store", "memory", "--provider", "anthropic", "--base-url", "http://exa mple.com"],
-            (
-                "argument --base-url: must be an http:// or https:// URL without whitespace "
-                "or control characters, got 'http://exa mple.com'"
-            ),
-        ),
-        (
-            ["--store", "memory", "--provider", "anthropic", "--latency", "1"],
-            "argument --latency: only --provider mock or scripted uses it, not anthropic",
-        ),
-    ],
-)
-def test_demo_refuses_bad_arguments_before_it_starts(
-    argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Bad input gets a usage error naming the argument, not a traceback from inside the run."""
-    with pytest.raises(SystemExit) as caught:
-        main(["demo", "--no-live", *argv])
-    assert caught.value.code == 2
-    assert complaint in capsys.readouterr().err
-
-
-def test_the_demo_lists_memory_among_the_stores_it_takes(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """A bad --store names every value the demo takes; the sessions commands, which cannot
-    read a memory store, do not offer it."""
-    with pytest.raises(SystemExit):
-        main(["demo", "--no-live", "--store", "foo"])
-    demo_err = capsys.readouterr().err
-    assert "invalid store 'foo': use sqlite:PATH, jsonl:DIR, postgres:DSN or memory\n" in demo_err
-    assert main(["sessions", "list", "--store", "foo"]) == 1
-    sessions_err = capsys.readouterr().err
-    assert sessions_err.endswith(
-        "invalid store 'foo': use sqlite:PATH, jsonl:DIR or postgres:DSN\n"
-    )
-
-
-@pytest.mark.parametrize("variables", [{}, {"OPENAI_ADMIN_KEY": "admin"}], ids=["none", "admin"])
-def test_demo_reports_a_provider_it_cannot_use_in_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variables: dict[str, str]
-) -> None:
-    """A missing API key ends the demo with status 1 and one line naming the problem; an
-    admin key, which authenticates no model request, is no API key."""
-    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    argv = ["demo", "--provider", "openai", "--store", "memory", "--no-live", "--agents", "1"]
-    status = main([*argv, "--turns", "1"])
-    err = capsys.readouterr().err
-    assert status == 1
-    assert err.startswith("retinue demo: Missing credentials: ")
-    assert "OPENAI_API_KEY" in err
-    assert err.count("\n") == 1
-
-
-def test_demo_keeps_its_errors_off_standard_output_when_standard_error_is_closed(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Started with standard error closed (``2>&-``), a demo that cannot start exits 1
-    and leaves standard output alone: its error line went there."""
-    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sys, "stderr", None)
-    assert main(["demo", "--provider", "openai", "--store", "memory", "--no-live"]) == 1
-    assert capsys.readouterr().out == ""
-
-
-def _without_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
-    """Leave the SDK nothing to find: no variables, and a home without a profile on disk."""
-    for name in ANTHROPIC_CREDENTIAL_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(home))
-
-
-def test_demo_reports_missing_anthropic_credentials_in_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    """Like OpenAI, a missing Anthropic key stops the demo before it starts: status 1, one line."""
-    _without_anthropic_credentials(monkeypatch, tmp_path)
-    argv = ["demo", "--provider", "anthropic", "--store", "memory", "--no-live", "--agents", "1"]
-    status = main([*argv, "--turns", "1"])
-    err = capsys.readouterr().err
-    assert status == 1
-    assert err.startswith("retinue demo: ")
-    assert "ANTHROPIC_API_KEY" in err
-    assert err.count("\n") == 1
-
-
-@pytest.mark.parametrize(
-    ("provider", "variable", "url"),
-    [
-        ("openai", "OPENAI_BASE_URL", "::8000/v1"),
-        ("anthropic", "ANTHROPIC_BASE_URL", "localhost:8000"),
-        ("openai", "OPENAI_BASE_URL", "https://api.example.com /v1"),
-        ("anthropic", "ANTHROPIC_BASE_URL", "http://256.1.1.1"),
-    ],
-)
-def test_demo_names_a_base_url_variable_that_is_not_a_url(
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    provider: str,
-    variable: str,
-    url: str,
-) -> None:
-    """The base URL the environment gives, in place of --base-url, is checked as that
-    option is, before the run, and named by its variable: not a URL parser's bare
-    complaint, nor every turn failing on it."""
-    monkeypatch.setenv(variable, url)
-    monkeypatch.setenv(f"{provider.upper()}_API_KEY", "key")
-    argv = ["demo", "--provider", provider, "--store", "memory", "--no-live", "--agents", "1"]
-    status = main([*argv, "--turns", "1"])
-    assert status == 1
-    err = capsys.readouterr().err
-    assert err.startswith(f"retinue demo: {variable} must be an http:// or https:// URL")
-    assert err.endswith(f", got {url!r}\n")
-    assert err.count("\n") == 1
-
-
-@pytest.mark.parametrize(
-    ("provider", "variable"),
-    [("openai", "OPENAI_BASE_URL"), ("anthropic", "ANTHROPIC_BASE_URL")],
-)
-async def test_demo_takes_an_empty_base_url_variable_as_unset(
-    monkeypatch: pytest.MonkeyPatch, provider: str, variable: str
-) -> None:
-    """``VARIABLE=`` clears the base URL rather than naming a bad one: the service's own is used."""
-    monkeypatch.setenv(variable, "")
-    monkeypatch.setenv(f"{provider.upper()}_API_KEY", "key")
-    args = _args(provider=provider)
-    assert base_url_variable_problem(args) is None
-    async with _demo_models.open_model(args) as (model, _model_name):
-        assert isinstance(model, OpenAIModel | AnthropicModel)
-        assert model.base_url.startswith(f"https://api.{provider}.com")
-
-
-@pytest.mark.parametrize(
-    "variables",
-    [
-        {"ANTHROPIC_PROFILE": "dev"},
-        {"ANTHROPIC_AUTH_TOKEN": "token"},
-        {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
-    ],
-)
-async def test_demo_starts_with_any_credentials_the_anthropic_client_finds(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variables: dict[str, str]
-) -> None:
-    """The SDK's own rules decide: a profile, a bearer token, or a local server (which the
-    adapter gives a placeholder key) is enough, not only ANTHROPIC_API_KEY."""
-    _without_anthropic_credentials(monkeypatch, tmp_path)
-    profile = tmp_path / ".config" / "anthropic" / "configs" / "dev.json"
-    profile.parent.mkdir(parents=True)
-    profile.write_text('{"authentication": {"type": "user_oauth"}}')
-    profile.chmod(0o600)
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    async with _demo_models.open_model(_args(provider="anthropic")) as (model, model_name):
-        assert model_name == "claude-haiku-4-5"
-        assert type(model).__name__ == "AnthropicModel"
-
-
-async def test_demo_points_anthropic_at_the_base_url_given(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """--base-url reaches the Anthropic client too, which then needs no key for a local server."""
-    _without_anthropic_credentials(monkeypatch, tmp_path)
-    args = _args(provider="anthropic", base_url="http://127.0.0.1:9")
-    async with _demo_models.open_model(args) as (model, _model_name):
-        assert isinstance(model, AnthropicModel)
-        assert str(model.base_url).startswith("http://127.0.0.1:9")
-
-
 async def test_demo_fails_when_no_turn_completes(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A model that fails every call (a bad key or model name) is a failed demo, named once."""
     monkeypatch.setattr(_demo_models, "scripted_model", lambda _latency: ScriptedModel([]))
     with trio.fail_after(REAL_DEADLINE):
-        status = await run_demo(_args(provider="scripted", no_live=True))
+        status = await run_demo(demo_args(provider="scripted", no_live=True))
     captured = capsys.readouterr()
     assert status == 1
     assert "end reasons: error" in captured.out
@@ -315,7 +66,7 @@ async def test_demo_of_one_turn_fails_when_it_does_not_complete(
     failing = ScriptedModel([FinishWithError("invalid api key", delay=0.2)])
     monkeypatch.setattr(_demo_models, "scripted_model", lambda _latency: failing)
     with trio.fail_after(REAL_DEADLINE):
-        status = await run_demo(_args(provider="scripted", agents=1, turns=1, no_live=True))
+        status = await run_demo(demo_args(provider="scripted", agents=1, turns=1, no_live=True))
     captured = capsys.readouterr()
     assert status == 1
     assert "aborted" not in captured.out
@@ -331,7 +82,7 @@ async def test_demo_escapes_control_characters_in_the_first_error(
     failing = ScriptedModel([FinishWithError("bad key \x1b]0;title\x07\x1b[2J\x9b", delay=0.2)])
     monkeypatch.setattr(_demo_models, "scripted_model", lambda _latency: failing)
     with trio.fail_after(REAL_DEADLINE):
-        status = await run_demo(_args(provider="scripted", agents=1, turns=1, no_live=True))
+        status = await run_demo(demo_args(provider="scripted", agents=1, turns=1, no_live=True))
     err = capsys.readouterr().err
     assert status == 1
     assert err.endswith("the first error: bad key \\x1b]0;title\\x07\\x1b[2J\\x9b\n")
@@ -350,16 +101,6 @@ def test_the_live_table_shows_as_many_agents_as_fit_and_sums_the_rest() -> None:
     assert rest == ["… 979 more", "idle 979", "1958", "3916", "0", ""]
     assert board.table(0.0, height=2000).row_count == 1000
     assert board.table(0.0, height=None).row_count == 1000  # piped: every row
-
-
-def test_demo_names_a_count_that_is_not_an_integer(capsys: pytest.CaptureFixture[str]) -> None:
-    """A non-numeric count is a usage error saying what is expected, not a helper's name."""
-    with pytest.raises(SystemExit) as caught:
-        main(["demo", "--no-live", "--store", "memory", "--agents", "abc"])
-    assert caught.value.code == 2
-    err = capsys.readouterr().err
-    assert "argument --agents: must be an integer >= 1, got 'abc'" in err
-    assert "_at_least_one" not in err
 
 
 def test_demo_names_its_store_as_given(
@@ -424,7 +165,7 @@ async def test_the_summary_is_one_line_even_piped(capsys: pytest.CaptureFixture[
     """The summary, the run's record, is one line to grep: piped, it was wrapped at 80
     columns, splitting an end reason from its count."""
     with trio.fail_after(REAL_DEADLINE):
-        assert await run_demo(_args(provider="scripted", agents=2, turns=1, no_live=True)) == 0
+        assert await run_demo(demo_args(provider="scripted", agents=2, turns=1, no_live=True)) == 0
     summary = [line for line in capsys.readouterr().out.splitlines() if "summary" in line]
     assert len(summary) == 1
     assert re.fullmatch(
