@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
-import traceback
-from typing import Any, Self
 
-import attrs
 import pytest
 import trio
 import trio.testing
 
 import retinue
 from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
-from retinue._errors import ModelError
-from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
+from retinue._request import ModelRequest
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,
@@ -40,7 +35,6 @@ from retinue.testing import (
     FinishAborted,
     FinishWithError,
     Hang,
-    RaiseMidStream,
     RawChunks,
     Reply,
     ScriptedModel,
@@ -48,14 +42,7 @@ from retinue.testing import (
     Step,
     ToolCallSpec,
 )
-
-
-def request(model: str = "m", *messages: Message) -> ModelRequest:
-    return ModelRequest(LlmCallConfig(model), MessageHistory(list(messages)))
-
-
-async def play(model: ScriptedModel, req: ModelRequest | None = None) -> list[StreamChunk]:
-    return [chunk async for chunk in model.stream(req or request())]
+from tests.unit._scripted_model_kit import play, request
 
 
 def assembled(chunks: list[StreamChunk]) -> BlockAssembler:
@@ -152,53 +139,6 @@ async def test_scripted_model_finish_with_error_and_aborted() -> None:
     assert errored[-1] == Finish(Errored("overloaded", "E529"))
     assert assembled(errored).message().content == (Text("so"),)
     assert await play(model) == [Finish(ABORTED)]
-
-
-async def test_scripted_model_raise_mid_stream_yields_then_raises_the_error() -> None:
-    """R10.3: a stream may raise after some chunks; the exact error propagates."""
-    boom = ConnectionError("reset")
-    model = ScriptedModel([RaiseMidStream(boom, after_chunks=3, text="abcd", chunks=4)])
-    seen: list[StreamChunk] = []
-
-    async def consume() -> None:
-        async for chunk in model.stream(request()):
-            seen.append(chunk)
-
-    with pytest.raises(ConnectionError) as caught:
-        await consume()
-    assert caught.value is boom
-    assert seen == [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b")]
-
-
-async def test_scripted_model_raise_mid_stream_raises_a_fresh_copy_on_each_replay() -> None:
-    """R10.3: a replayed raising step raises a fresh copy (same type, args, attributes, notes).
-
-    The first play raises the given instance; later plays never share one
-    error between streams or agents, so its traceback does not grow per play.
-    """
-    boom = ModelError("reset", code="RESET")
-    boom.add_note("scripted")
-    model = ScriptedModel([RaiseMidStream(boom, after_chunks=1)], repeat_last=True)
-    raised: list[BaseException] = []
-    for _ in range(3):
-        with pytest.raises(ModelError) as caught:
-            await play(model)
-        raised.append(caught.value)
-    assert raised[0] is boom
-    assert len({id(error) for error in raised}) == 3
-    for error in raised:
-        assert type(error) is ModelError
-        assert (error.args, error.code, error.__notes__) == (("reset",), "RESET", ["scripted"])
-    depths = [len(traceback.extract_tb(error.__traceback__)) for error in raised]
-    assert depths == [depths[0]] * 3
-    raised[1].add_note("only on the copy")
-    assert boom.__notes__ == ["scripted"]
-
-
-def test_scripted_model_raise_mid_stream_rejects_more_chunks_than_the_text_has() -> None:
-    """``after_chunks`` beyond the reply's chunk count is refused at construction."""
-    with pytest.raises(ValueError, match="after_chunks"):
-        RaiseMidStream(RuntimeError("x"), after_chunks=4, text="ab", chunks=1)
 
 
 async def test_scripted_model_hang_streams_then_waits_until_cancelled(autojump_clock) -> None:
@@ -340,29 +280,6 @@ def test_scripted_model_implements_the_model_protocol() -> None:
     assert isinstance(ScriptedModel([]), Model)
 
 
-def test_scripted_steps_are_frozen_comparable_values() -> None:
-    """Steps compare by their fields, not by their pre-built chunks, and cannot be mutated."""
-    assert Reply("x", chunks=2) == Reply("x", chunks=2)
-    assert CallTools([ToolCallSpec("a")]) == CallTools((ToolCallSpec("a"),))
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        Reply("x").text = "y"  # type: ignore[misc]
-
-
-@pytest.mark.parametrize(
-    "build",
-    [
-        lambda: Reply("x", delay=-1),
-        lambda: Reply("x", chunks=0),
-        lambda: CallTools([ToolCallSpec("a")], chunks_per_call=0),
-        lambda: Hang(chunk_delay=-0.1),
-    ],
-)
-def test_scripted_steps_reject_negative_delays_and_zero_chunks(build) -> None:
-    """Delays must be non-negative and chunk counts positive."""
-    with pytest.raises(ValueError):
-        build()
-
-
 async def test_scripted_model_tool_loop_calls_tools_after_a_prompt() -> None:
     """``tool_loop`` answers a prompt with ``calls_per_step`` calls cycling through the tools."""
     model = ScriptedModel.tool_loop(
@@ -450,218 +367,3 @@ async def test_scripted_model_tool_loop_turn_ends_when_a_hook_adds_context_after
     assert result.reason.kind == "completed"
     assert result.text == "All tools returned; here is the answer."
     assert model.statistics().calls == 2
-
-
-class _StatusError(Exception):
-    """An error its args alone cannot rebuild, shaped like the SDK errors (keyword-only fields)."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-async def test_scripted_model_replays_an_error_its_args_cannot_rebuild_as_fresh_copies() -> None:
-    """R10.3: each replay raises a fresh copy with the type, args, attributes and notes kept.
-
-    Such an error's ``__init__`` wants more than its args, so the copy is built
-    without it; agents sharing the step never share one error object.
-    """
-    boom = _StatusError("unavailable", status=503)
-    boom.add_note("scripted")
-    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
-    raised: list[_StatusError] = []
-    for _ in range(3):
-        with pytest.raises(_StatusError) as caught:
-            await play(model)
-        raised.append(caught.value)
-    assert raised[0] is boom
-    assert len({id(error) for error in raised}) == 3
-    for error in raised:
-        assert type(error) is _StatusError
-        assert (error.args, error.status, error.__notes__) == (("unavailable",), 503, ["scripted"])
-    depths = [len(traceback.extract_tb(error.__traceback__)) for error in raised]
-    assert depths == [depths[0]] * 3
-    raised[1].add_note("only on the copy")
-    assert boom.__notes__ == ["scripted"]
-
-
-class _ErrnoError(OSError):
-    """An ``OSError`` with its own ``__init__``: the built-in fields come from the args."""
-
-    def __init__(self, code: int, message: str, *, host: str) -> None:
-        super().__init__(code, message)
-        self.host = host
-
-
-async def test_scripted_model_replayed_copies_keep_the_fields_a_builtin_base_sets() -> None:
-    """A copy made without the error's ``__init__`` still has ``errno`` and ``strerror``."""
-    boom = _ErrnoError(104, "reset", host="api")
-    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
-    with pytest.raises(_ErrnoError):
-        await play(model)
-    with pytest.raises(_ErrnoError) as caught:
-        await play(model)
-    copy = caught.value
-    assert copy is not boom
-    assert (copy.errno, copy.strerror, copy.args) == (104, "reset", (104, "reset"))
-    assert copy.host == "api"
-
-
-class _SlottedError(Exception):
-    """An error keeping a field in ``__slots__``, outside its instance ``__dict__``."""
-
-    __slots__ = ("status",)
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-async def test_scripted_model_replayed_copies_keep_slotted_fields() -> None:
-    """A copy made without the error's ``__init__`` keeps the fields its ``__slots__`` hold."""
-    boom = _SlottedError("unavailable", status=503)
-    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
-    with pytest.raises(_SlottedError):
-        await play(model)
-    with pytest.raises(_SlottedError) as caught:
-        await play(model)
-    assert caught.value is not boom
-    assert (caught.value.args, caught.value.status) == (("unavailable",), 503)
-
-
-class _UncreatableError(Exception):
-    """An error built in ``__new__``, which refuses its args alone (it wants ``status`` too)."""
-
-    status: int
-
-    def __new__(cls, message: str, *, status: int) -> Self:
-        error = super().__new__(cls, message)
-        error.status = status
-        return error
-
-    def __init__(self, message: str, **_fields: object) -> None:
-        super().__init__(message)
-
-
-async def test_scripted_model_replays_an_uncreatable_error_as_itself() -> None:
-    """Only an error that cannot be created again is raised again as itself, traceback cleared."""
-    boom = _UncreatableError("unavailable", status=503)
-    model = ScriptedModel([RaiseMidStream(boom)], repeat_last=True)
-    depths = []
-    for _ in range(3):
-        with pytest.raises(_UncreatableError) as caught:
-            await play(model)
-        assert caught.value is boom
-        depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
-    assert depths == [depths[0]] * 3
-
-
-@pytest.mark.parametrize(
-    ("build", "error", "field", "value"),
-    [
-        (lambda: Reply("hello", delay=math.nan), ValueError, "delay", "nan"),
-        (lambda: Reply("hello", chunk_delay=math.nan), ValueError, "chunk_delay", "nan"),
-        (lambda: Hang(delay=math.nan), ValueError, "delay", "nan"),
-        (lambda: RawChunks([], delay=math.inf), ValueError, "delay", "inf"),
-        (lambda: FinishAborted(delay=True), TypeError, "delay", "True"),
-        (
-            lambda: FinishWithError("x", chunk_delay="1"),  # type: ignore[arg-type]
-            TypeError,
-            "chunk_delay",
-            "'1'",
-        ),
-        (
-            lambda: Reply("x", chunks=2.5),  # type: ignore[arg-type]
-            TypeError,
-            "chunks",
-            "2.5",
-        ),
-        (lambda: Reply("hello", chunks=True), TypeError, "chunks", "True"),
-        (
-            lambda: CallTools([ToolCallSpec("a")], text_chunks=2.0),  # type: ignore[arg-type]
-            TypeError,
-            "text_chunks",
-            "2.0",
-        ),
-        (
-            lambda: CutAtMaxTokens("x", chunks=None),  # type: ignore[arg-type]
-            TypeError,
-            "chunks",
-            "None",
-        ),
-        (
-            lambda: RaiseMidStream(ValueError(), after_chunks=True),
-            TypeError,
-            "after_chunks",
-            "True",
-        ),
-        (lambda: RaiseMidStream(ValueError(), after_chunks=-1), ValueError, "after_chunks", "-1"),
-    ],
-)
-def test_scripted_steps_reject_non_finite_delays_and_non_int_counts_naming_the_field(
-    build: Any, error: type[Exception], field: str, value: str
-) -> None:
-    """Delays are finite numbers >= 0 and counts ints (not bools); the error names field and value."""
-    with pytest.raises(error, match=rf"^{field} must .*, got {value}$"):
-        build()
-
-
-@pytest.mark.parametrize(
-    ("calls_per_step", "error"),
-    [(0, ValueError), (-3, ValueError), (1.5, TypeError), (True, TypeError)],
-)
-def test_scripted_model_tool_loop_refuses_a_step_without_calls(
-    calls_per_step: Any, error: type[Exception]
-) -> None:
-    """``tool_loop`` needs at least one call per step, or the turn would neither call nor answer."""
-    with pytest.raises(error, match=rf"^calls_per_step must .*, got {calls_per_step!r}$"):
-        ScriptedModel.tool_loop(["t"], calls_per_step=calls_per_step)
-
-
-def test_scripted_call_tools_refuses_an_empty_list_pointing_to_raw_chunks() -> None:
-    """A ``CallTools`` step asks for at least one call; ``RawChunks`` covers the edge case."""
-    with pytest.raises(ValueError, match=r"calls must hold at least one call.*RawChunks"):
-        CallTools([])
-
-
-def test_scripted_model_repeat_last_refuses_an_empty_sequence() -> None:
-    """``repeat_last=True`` with no step to repeat is refused at construction, naming the script."""
-    with pytest.raises(
-        ValueError, match=r"repeat_last=True needs a last step.*the script is empty"
-    ):
-        ScriptedModel([], repeat_last=True)
-    with pytest.raises(ValueError, match=r"the script for model 'b' is empty"):
-        ScriptedModel({"a": [Reply("a")], "b": []}, repeat_last=True)
-    assert ScriptedModel([], repeat_last=False).statistics().remaining == 0
-
-
-def test_scripted_model_refuses_a_sequence_holding_a_non_step() -> None:
-    """A sequence script is checked when built: the error names the step, script and type."""
-    with pytest.raises(TypeError, match=r"step 1 of the script for model 'm': got a str"):
-        ScriptedModel({"m": [Reply("ok"), "not a step"]})  # type: ignore[list-item]
-
-
-async def test_scripted_model_function_returning_a_non_step_raises_type_error() -> None:
-    """A step function's result must be a step: the error names the function and the type."""
-
-    def junk(_request: ModelRequest) -> Step:
-        return "not a step"  # type: ignore[return-value]
-
-    model = ScriptedModel(junk)
-    with pytest.raises(TypeError, match=r"step function .*junk of the script: got a str"):
-        await play(model)
-
-
-async def test_scripted_model_non_step_ends_the_turn_with_an_error_naming_it(
-    autojump_clock,
-) -> None:
-    """Through the runtime, the turn ends ``error`` with a message naming the function and type."""
-    model = ScriptedModel(lambda _request: "not a step")  # type: ignore[arg-type,return-value]
-    async with retinue.open_runtime(models=model) as rt:
-        agent = await rt.create_agent("a", retinue.AgentOptions(model="m"))
-        with trio.fail_after(10):
-            result = await agent.ask("hi")
-    assert result.reason.kind == "error"
-    assert result.reason.message is not None
-    assert "step function" in result.reason.message
-    assert "got a str ('not a step'), not a script step" in result.reason.message
