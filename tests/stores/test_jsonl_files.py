@@ -1,4 +1,5 @@
-"""The JSONL store's files: unique temporaries, one creation per id, seq checks, durable folders.
+"""The JSONL store's files: unique temporaries, one creation per id, seq checks, durable folders,
+files gone or unreadable when listed or loaded.
 
 Races between two writers are played out by hand: the second writer runs
 inside the first one's sync, the moment its new file is written but not linked.
@@ -13,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from retinue._errors import CorruptSessionError, StoreError
+from retinue._errors import StoreError
 from retinue.session import Session
-from retinue.session._codec import encode_event, encode_header
+from retinue.session._codec import encode_event
 from retinue.stores import JSONLStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._jsonl import JSONLBackend, session_path
-from retinue.testing import check_session_invariants
-from tests.stores._kit import lines, open_tool_turn, run_turn
+from tests.stores._jsonl_files_kit import load_lines, session_of
+from tests.stores._kit import lines, run_turn
 
 
 def _new_batch(session: Session) -> AppendBatch:
@@ -29,13 +30,6 @@ def _new_batch(session: Session) -> AppendBatch:
 
 def _append_batch(session: Session, first: int) -> AppendBatch:
     return AppendBatch(session.id, first, tuple(session.events[first:]))
-
-
-def _turns(session_id: str, turns: int, cwd: str | None = None) -> Session:
-    session = Session.create(session_id, cwd=cwd)
-    for index in range(turns):
-        run_turn(session, f"turn {index}")
-    return session
 
 
 def _during_sync(
@@ -69,13 +63,6 @@ def backends(tmp_path: Path) -> Iterator[tuple[JSONLBackend, JSONLBackend]]:
     second.close()
 
 
-async def _load_lines(root: Path, session_id: str) -> list[str]:
-    async with JSONLStore(root) as store:
-        loaded = await store.load(session_id)
-    check_session_invariants(loaded.events)
-    return lines(loaded.events)
-
-
 async def test_jsonl_two_stores_creating_one_id_never_share_a_temporary_file(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -86,14 +73,14 @@ async def test_jsonl_two_stores_creating_one_id_never_share_a_temporary_file(
     acknowledged session loads whole.
     """
     first, second = backends
-    winner, loser = _turns("s1", 2), _turns("s1", 1)
+    winner, loser = session_of("s1", 2), session_of("s1", 1)
     seen: list[str | None] = []
     _during_sync(monkeypatch, first, lambda: seen.append(_refusal(second, _new_batch(loser))))
 
     assert first.write([_new_batch(winner)]) == [None]
     assert seen == ["SESSION_ALREADY_EXISTS"]
     first.close()
-    assert await _load_lines(tmp_path, "s1") == lines(winner.events)
+    assert await load_lines(tmp_path, "s1") == lines(winner.events)
 
 
 def test_jsonl_one_id_cannot_be_created_under_two_cwds_at_once(
@@ -105,7 +92,7 @@ def test_jsonl_one_id_cannot_be_created_under_two_cwds_at_once(
     being created: the second creation is refused and only one file holds the id.
     """
     first, second = backends
-    at_a, at_b = _turns("dup", 1, cwd="/project/a"), _turns("dup", 2, cwd="/project/b")
+    at_a, at_b = session_of("dup", 1, cwd="/project/a"), session_of("dup", 2, cwd="/project/b")
     seen: list[str | None] = []
     _during_sync(monkeypatch, first, lambda: seen.append(_refusal(second, _new_batch(at_b))))
 
@@ -123,7 +110,7 @@ def test_jsonl_a_creation_marker_left_by_a_crash_does_not_block_the_id(
     """R11.3: the marker a crashed creator left (its lock died with it) is replaced."""
     first, _ = backends
     (tmp_path / ".dup.creating").write_bytes(b"")
-    assert _refusal(first, _new_batch(_turns("dup", 1))) is None
+    assert _refusal(first, _new_batch(session_of("dup", 1))) is None
     assert not (tmp_path / ".dup.creating").exists()
 
 
@@ -134,7 +121,7 @@ def test_jsonl_an_append_that_does_not_continue_the_stored_log_is_refused(
     stores, and leaves the stored log as it was.
     """
     first, second = backends
-    session = _turns("s1", 1)
+    session = session_of("s1", 1)
     stored = len(session.events)
     assert first.write([_new_batch(session)]) == [None]
     first.release("s1")
@@ -154,7 +141,7 @@ def test_jsonl_the_stored_count_follows_a_repair_and_a_failed_group(
     next append must start exactly where the file now ends.
     """
     first, _ = backends
-    session = _turns("s1", 2)
+    session = session_of("s1", 2)
     path = session_path(first._root, session.header)
     kept = len(session.events) - 3
     assert first.write([_new_batch(session)]) == [None]
@@ -184,7 +171,7 @@ def test_jsonl_a_torn_fragment_is_never_appended_to(
     first event to the fragment.
     """
     first, _ = backends
-    session = _turns("s1", 1)
+    session = session_of("s1", 1)
     stored = len(session.events)
     assert first.write([_new_batch(session)]) == [None]
     first.release("s1")
@@ -223,7 +210,7 @@ def test_jsonl_every_created_folder_is_synced_into_its_parent(
     backend.open()
     assert synced == [tmp_path, tmp_path / "made"]
     synced.clear()
-    session = _turns("s1", 1, cwd="/srv")
+    session = session_of("s1", 1, cwd="/srv")
 
     assert backend.write([_new_batch(session)]) == [None]
     backend.close()
@@ -259,7 +246,7 @@ def test_jsonl_open_removes_only_temporary_files_no_writer_holds(tmp_path: Path)
 async def test_jsonl_list_passes_over_a_file_gone_since_the_listing(tmp_path: Path) -> None:
     """R11.14: a file listed and then gone (a failed creation taken out, say) is no session;
     list() used to fail with STORAGE_ERROR. A dangling link stands for it here."""
-    session = _turns("kept", 1)
+    session = session_of("kept", 1)
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)
         await store.flush(session)
@@ -274,7 +261,7 @@ async def test_jsonl_list_names_an_entry_it_cannot_read_and_lists_the_rest(
     """R11.14: an entry named like a session file that cannot be read (here a directory) is
     one skipped entry, named by its path with the failure; it does not fail the listing of
     every other session."""
-    session = _turns("kept", 1)
+    session = session_of("kept", 1)
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)
         await store.flush(session)
@@ -302,29 +289,6 @@ async def test_jsonl_a_file_where_the_directory_should_be_is_named_as_not_one(
     assert taken.read_text() == "notes"
 
 
-@pytest.mark.parametrize("content", [b"", b"\n", b"  \n"], ids=["zero-bytes", "newline", "blank"])
-async def test_jsonl_session_file_without_a_header_is_named_empty(
-    tmp_path: Path, content: bytes
-) -> None:
-    """R11.14, R11.8: a session file holding no header line is listed as skipped and refused
-    by a load, each saying the header is empty rather than quoting a JSON parser."""
-    bucket = tmp_path / "_no-cwd"
-    bucket.mkdir()
-    (bucket / "hollow.jsonl").write_bytes(content)
-    async with JSONLStore(tmp_path) as store:
-        listing = await store.listing()
-        with pytest.raises(CorruptSessionError) as caught:
-            await store.load("hollow")
-    assert listing.headers == ()
-    assert [skipped.problem.endswith("the header is empty") for skipped in listing.skipped] == [
-        True
-    ]
-    assert (caught.value.code, caught.value.message) == (
-        "CORRUPT_HEADER",
-        f"{bucket / 'hollow.jsonl'}, line 1: session 'hollow': the header is empty",
-    )
-
-
 def test_jsonl_a_fragment_is_torn_to_its_claimer_and_unwritten_to_other_readers(
     backends: tuple[JSONLBackend, JSONLBackend],
 ) -> None:
@@ -333,7 +297,7 @@ def test_jsonl_a_fragment_is_torn_to_its_claimer_and_unwritten_to_other_readers(
     write still under way to a store reading beside it, which leaves it out unreported.
     """
     first, second = backends
-    session = _turns("s1", 1)
+    session = session_of("s1", 1)
     assert first.write([_new_batch(session)]) == [None]
     first.release("s1")
     with session_path(first._root, session.header).open("ab") as file:
@@ -346,196 +310,13 @@ def test_jsonl_a_fragment_is_torn_to_its_claimer_and_unwritten_to_other_readers(
         assert stored.torn_fragment is torn
 
 
-def _stored_lines(path: Path) -> list[bytes]:
-    return path.read_bytes().split(b"\n")[:-1]
-
-
-@pytest.mark.parametrize(
-    ("damage", "code"),
-    [
-        ("not JSON", "CORRUPT_SESSION"),
-        ("unknown field", "UNKNOWN_FIELD"),
-        ("seq gap", "CORRUPT_SESSION"),
-        ("invariant", "CORRUPT_SESSION"),
-        ("header", "CORRUPT_HEADER"),
-        ("version", "UNSUPPORTED_VERSION"),
-    ],
-)
-async def test_jsonl_a_corrupt_line_is_named_by_its_file_and_line(
-    tmp_path: Path, damage: str, code: str
-) -> None:
-    """R11.8, R11.13: a load refusing a corrupt line of a JSONL file names the file and the
-    line's 1-based number, as a JSONL tool does, and still says what it said."""
-    session = _turns("s1", 2)
-    async with JSONLStore(tmp_path) as store:
-        store.attach_new(session)
-        await store.detach(session)
-    path = session_path(tmp_path, session.header)
-    stored = _stored_lines(path)
-    number = {"header": 1, "version": 1, "invariant": 3}.get(damage, 5)  # event number - 2
-    line = stored[number - 1]
-    stored[number - 1] = {
-        "not JSON": line[:-1],
-        "unknown field": line[:-1] + b',"extra":1}',
-        "seq gap": encode_event(session.events[4]).encode(),
-        "invariant": line.replace(b',"surface_op":"append"', b""),
-        "header": b'{"type":"session"',
-        "version": line.replace(b'"version":0', b'"version":7'),
-    }[damage]
-    assert stored[number - 1] != line
-    path.write_bytes(b"\n".join(stored) + b"\n")
-    async with JSONLStore(tmp_path) as store:
-        with pytest.raises(CorruptSessionError) as caught:
-            await store.load("s1")
-    assert caught.value.code == code
-    assert caught.value.message.startswith(f"{path}, line {number}: session 's1': ")
-    assert ("event 3" in caught.value.message) is (damage in ("not JSON", "seq gap"))
-    if damage == "invariant":
-        assert "breaks an invariant" in caught.value.message
-        assert "seq 1" in caught.value.message
-
-
-async def test_jsonl_a_header_without_its_newline_is_kept_by_a_load(tmp_path: Path) -> None:
-    """R11.8: a file holding only its header line, its newline missing (say, an editor
-    stripped it), has no records and so no torn tail: a load keeps the header intact."""
-    session = Session.create("bare")
-    path = session_path(tmp_path, session.header)
-    path.parent.mkdir()
-    header = encode_header(session.header).encode()
-    path.write_bytes(header)
-    async with JSONLStore(tmp_path) as store:
-        loaded = await store.load("bare")
-        await store.detach(loaded)
-    assert len(loaded.events) == 0
-    assert path.read_bytes() == header
-
-
-async def test_jsonl_a_header_without_its_newline_takes_appends(tmp_path: Path) -> None:
-    """R11.4, R11.8: a loaded file holding only its header line, its newline missing,
-    takes the session's appends: the writer ends the header line first, so the flush is
-    no SEQ_CONFLICT and every committed event loads again after the header."""
-    session = Session.create("bare")
-    path = session_path(tmp_path, session.header)
-    path.parent.mkdir()
-    header = encode_header(session.header).encode()
-    path.write_bytes(header)
-    async with JSONLStore(tmp_path) as store:
-        loaded = await store.load("bare")
-        store.attach(loaded)
-        run_turn(loaded, "after the hand edit")
-        await store.detach(loaded)
-    assert path.read_bytes().startswith(header + b"\n")
-    assert await _load_lines(tmp_path, "bare") == lines(loaded.events)
-
-
-async def test_jsonl_a_failed_append_to_a_header_without_its_newline_is_retried_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """R11.5: a group that fails after ending a bare header line is cut back to the header
-    as it was, and the retried flush ends the line again: one newline, no events twice."""
-    session = Session.create("bare")
-    path = session_path(tmp_path, session.header)
-    path.parent.mkdir()
-    header = encode_header(session.header).encode()
-    path.write_bytes(header)
-    async with JSONLStore(tmp_path) as store:
-        loaded = await store.load("bare")
-        store.attach(loaded)
-        run_turn(loaded)
-        real_sync = os.fdatasync
-        failures = [OSError(5, "Input/output error")]
-
-        def failing_sync(fd: int) -> None:
-            if failures:
-                raise failures.pop()
-            real_sync(fd)
-
-        monkeypatch.setattr(os, "fdatasync", failing_sync)
-        with pytest.raises(StoreError):
-            await store.flush(loaded)
-        assert path.read_bytes() == header
-        await store.detach(loaded)
-    assert await _load_lines(tmp_path, "bare") == lines(loaded.events)
-
-
-async def test_jsonl_a_last_event_without_its_newline_is_kept_and_appended_after(
-    tmp_path: Path,
-) -> None:
-    """R11.8: a last event line whose newline is missing (an editor stripped it, or a crash
-    cut only the newline) but which is the whole next event is no torn fragment: a reader
-    shows it, a load keeps it (the finished turn is not closed again as interrupted), and
-    the writer ends the line before the next append, so every event loads again."""
-    session = _turns("s1", 1)
-    async with JSONLStore(tmp_path) as store:
-        store.attach_new(session)
-        await store.detach(session)
-    path = session_path(tmp_path, session.header)
-    path.write_bytes(path.read_bytes().rstrip(b"\n"))
-    async with JSONLStore(tmp_path, create=False) as reader:
-        seen = await reader.inspect_recovered("s1")
-    assert (seen.kept, seen.dropped) == (len(session.events), 0)
-    async with JSONLStore(tmp_path) as store:
-        loaded = await store.load("s1")
-        assert lines(loaded.events) == lines(session.events)
-        store.attach(loaded)
-        run_turn(loaded, "after the hand edit")
-        await store.detach(loaded)
-    assert await _load_lines(tmp_path, "s1") == lines(loaded.events)
-
-
-async def test_jsonl_a_whole_last_record_without_its_newline_is_never_dropped_as_torn(
-    tmp_path: Path,
-) -> None:
-    """R11.8: a last line missing only its newline was written whole, so a record there that
-    this version cannot read (a key no field holds) fails the load naming its file and line,
-    as it would with its newline; it is not discarded as a torn fragment."""
-    session = _turns("s1", 1)
-    open_tool_turn(session)
-    async with JSONLStore(tmp_path) as store:
-        store.attach_new(session)
-        await store.detach(session)
-    path = session_path(tmp_path, session.header)
-    stored = path.read_bytes().split(b"\n")[:-1]
-    stored[-1] = stored[-1][:-1] + b',"colour":"red"}'
-    path.write_bytes(b"\n".join(stored))
-    async with JSONLStore(tmp_path) as store:
-        with pytest.raises(CorruptSessionError) as caught:
-            await store.load("s1")
-    assert caught.value.code == "UNKNOWN_FIELD"
-    assert caught.value.message.startswith(f"{path}, line {len(stored)}: ")
-    assert path.read_bytes() == b"\n".join(stored)
-
-
-async def test_jsonl_a_whole_last_line_after_a_torn_record_goes_with_the_torn_tail(
-    tmp_path: Path,
-) -> None:
-    """R11.8: past the committed region, a record torn by a power loss is dropped with
-    every record after it, the last one too when it is whole but lacks its newline; the
-    file is cut back to the kept events, which the closers follow on lines of their own."""
-    session = _turns("s1", 1)
-    committed = len(session.events)
-    open_tool_turn(session)
-    async with JSONLStore(tmp_path) as store:
-        store.attach_new(session)
-        await store.detach(session)
-    path = session_path(tmp_path, session.header)
-    stored = path.read_bytes().split(b"\n")[:-1]
-    stored[committed + 3] = stored[committed + 3][:20]
-    path.write_bytes(b"\n".join(stored))
-    async with JSONLStore(tmp_path) as store:
-        loaded = await store.load("s1")
-        await store.detach(loaded)
-    assert lines(loaded.events[: committed + 2]) == lines(session.events[: committed + 2])
-    assert await _load_lines(tmp_path, "s1") == lines(loaded.events)
-
-
 async def test_jsonl_a_file_taken_out_as_a_load_locks_it_is_not_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R12.7: a load that opens a session file just before its holder takes it out (a
     failed creation undone in another store) does not lock and load the removed file:
     writes to it would be acknowledged and lost with it. The session is not stored."""
-    session = _turns("s1", 1)
+    session = session_of("s1", 1)
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)
         await store.detach(session)
@@ -562,7 +343,7 @@ async def test_jsonl_a_file_gone_between_its_lookup_and_its_read_is_not_stored(
     """A session file removed just after a read found it (a failed creation taken out
     again, or the file deleted) is a session not stored, as it would be a moment later,
     not a storage failure."""
-    session = _turns("s1", 1)
+    session = session_of("s1", 1)
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)
         await store.detach(session)
