@@ -1,4 +1,5 @@
-"""PostgresStore recovery: a commit whose reply is lost, and locks a refused write leaves behind."""
+"""PostgresStore recovery: a commit whose reply is lost, locks a refused write leaves behind, a
+direct commit in flight when the writer starts."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
 
-import attrs
 import pytest
 import trio
 
@@ -18,69 +17,9 @@ from retinue.stores import PostgresStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import lines, run_turn
-
-if TYPE_CHECKING:
-    import psycopg
+from tests.stores._postgres_recovery_kit import LostReplyProxy, assert_stored, stored_next_seq
 
 pytestmark = pytest.mark.postgres
-
-# What a relay sees when either side hangs up.
-_HANGUPS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
-
-
-@attrs.define
-class LostReplyProxy:
-    """A TCP relay to the server that, once armed, forwards one COMMIT and hangs up before its reply.
-
-    The server commits; the client only sees the connection drop, as when a
-    network link or the server's host fails at the worst moment.
-    """
-
-    host: str
-    port: int
-    armed: bool = False
-    drops: int = 0
-
-    async def handle(self, client: trio.SocketStream) -> None:
-        async with client:
-            try:
-                server = await trio.open_tcp_stream(self.host, self.port)
-            except OSError:
-                return
-            async with server, trio.open_nursery() as nursery:
-                dropping: list[bool] = []
-                nursery.start_soon(self._up, client, server, dropping, nursery.cancel_scope)
-                nursery.start_soon(self._down, server, client, dropping, nursery.cancel_scope)
-
-    async def _up(
-        self,
-        client: trio.SocketStream,
-        server: trio.SocketStream,
-        dropping: list[bool],
-        scope: trio.CancelScope,
-    ) -> None:
-        with contextlib.suppress(*_HANGUPS):
-            async for data in client:
-                if self.armed and b"COMMIT\x00" in data:
-                    self.armed = False
-                    dropping.append(True)
-                await server.send_all(data)
-        scope.cancel()
-
-    async def _down(
-        self,
-        server: trio.SocketStream,
-        client: trio.SocketStream,
-        dropping: list[bool],
-        scope: trio.CancelScope,
-    ) -> None:
-        with contextlib.suppress(*_HANGUPS):
-            async for data in server:
-                if dropping:
-                    self.drops += 1  # the server's answer to COMMIT never reaches the client
-                    break
-                await client.send_all(data)
-        scope.cancel()
 
 
 @contextlib.asynccontextmanager
@@ -108,25 +47,6 @@ async def lost_reply_proxy(dsn: str) -> AsyncIterator[tuple[LostReplyProxy, str]
         nursery.cancel_scope.cancel()
 
 
-def _stored_next_seq(dsn: str, schema: str, session_id: str) -> int:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            f'SELECT next_seq FROM "{schema}".retinue_sessions WHERE id = %s', (session_id,)
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-async def _assert_stored(dsn: str, schema: str, session: Session) -> None:
-    """The stored log is exactly *session*'s log: nothing lost, nothing twice."""
-    async with PostgresStore(dsn, schema=schema) as store:
-        loaded = await store.inspect(session.id)
-    assert lines(loaded.events[:]) == lines(session.events[:])
-    assert _stored_next_seq(dsn, schema, session.id) == len(session.events)
-
-
 async def test_postgres_append_whose_commit_reply_is_lost_is_not_written_twice(
     postgres_schema: tuple[str, str],
 ) -> None:
@@ -146,14 +66,14 @@ async def test_postgres_append_whose_commit_reply_is_lost_is_not_written_twice(
             await store.flush(session)
         assert caught.value.code == "STORAGE_ERROR"
         assert proxy.drops == 1
-        assert _stored_next_seq(dsn, schema, "lost-reply") == len(session.events)
+        assert stored_next_seq(dsn, schema, "lost-reply") == len(session.events)
         await store.flush(session)
         assert store.statistics().buffered_events == 0
         run_turn(session)
         await store.flush(session)
         run_turn(session)
         await store.detach(session)
-    await _assert_stored(dsn, schema, session)
+    await assert_stored(dsn, schema, session)
     await _assert_real_conflict_is_refused(dsn, schema, "lost-reply")
 
 
@@ -175,7 +95,7 @@ async def _assert_real_conflict_is_refused(dsn: str, schema: str, session_id: st
         assert caught.value.code == "SEQ_CONFLICT"
         with pytest.raises(StoreError):
             await late.aclose()
-    await _assert_stored(dsn, schema, fresh)
+    await assert_stored(dsn, schema, fresh)
 
 
 async def test_postgres_create_whose_commit_reply_is_lost_is_not_refused(
@@ -198,7 +118,7 @@ async def test_postgres_create_whose_commit_reply_is_lost_is_not_refused(
         await store.flush(session)
         run_turn(session)
         await store.detach(session)
-    await _assert_stored(dsn, schema, session)
+    await assert_stored(dsn, schema, session)
     # Another store creating the same id, even with the same header and events, is refused.
     twin = Session.create("lost-create", created_at=1_700_000_000_000)
     async with PostgresStore(dsn, schema=schema) as other:
@@ -331,211 +251,3 @@ async def test_postgres_direct_commit_in_flight_when_the_writer_starts_loses_no_
                 await store.detach(session)
     finally:
         gate.set()
-
-
-async def test_postgres_read_in_flight_on_close_closes_its_connection(
-    postgres_schema: tuple[str, str],
-) -> None:
-    """A read that ends after close does not pool its connection, and no read starts after it."""
-    dsn, schema = postgres_schema
-    backend = PostgresBackend(dsn, schema=schema)
-    backend.open()
-
-    def read_during_close(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-        backend.close()
-        return conn
-
-    conn = backend._pool.run(read_during_close)
-    assert conn.closed
-    assert backend._pool.readers == []
-    with pytest.raises(StoreError) as caught:
-        backend.contains("late")
-    assert caught.value.code == "STORE_CLOSED"
-
-
-async def test_postgres_close_cancels_a_commit_blocked_in_the_server(
-    postgres_schema: tuple[str, str],
-) -> None:
-    """Closing under a deadline does not wait for a commit blocked by a lock held elsewhere."""
-    import psycopg
-
-    dsn, schema = postgres_schema
-    session = Session.create("blocked")
-    blocker = psycopg.connect(dsn)
-    # Let go in the end, so that a close that waits for the write fails rather than hangs.
-    release = threading.Timer(10, blocker.rollback)
-    try:
-        with trio.CancelScope() as outer:
-            async with PostgresStore(dsn, schema=schema) as store:
-                store.attach_new(session)
-                run_turn(session)
-                await store.flush(session)
-                blocker.execute(f'LOCK TABLE "{schema}".retinue_segments IN ACCESS EXCLUSIVE MODE')
-                run_turn(session)
-                with trio.move_on_after(0.3):
-                    await store.flush(session)
-                release.start()
-                outer.deadline = trio.current_time() + 0.5
-                started = trio.current_time()
-        assert trio.current_time() - started < 5
-    finally:
-        release.cancel()
-        blocker.close()
-
-
-async def test_postgres_write_connection_dropped_while_idle_is_replaced_for_the_next_flush(
-    postgres_schema: tuple[str, str],
-) -> None:
-    """R11.5: a write connection the server closed while idle (a restart, an idle timeout)
-    fails only its first statement; nothing was committed, so the group is written again on
-    a fresh connection and the flush succeeds, nothing lost and nothing twice.
-    """
-    import psycopg
-
-    dsn, schema = postgres_schema
-    session = Session.create("idle")
-    async with PostgresStore(dsn, schema=schema) as store:
-        store.attach_new(session)
-        run_turn(session)
-        await store.flush(session)
-        writer = store._backend._writer  # type: ignore[attr-defined]
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s, 30000)", (writer.info.backend_pid,))
-        run_turn(session)
-        await store.flush(session)
-        await store.detach(session)
-    await _assert_stored(dsn, schema, session)
-
-
-def _drop_connections(dsn: str, store: PostgresStore) -> None:
-    """End every connection of *store* on the server, as a restart does; return once gone."""
-    import psycopg
-
-    backend = store._backend
-    assert isinstance(backend, PostgresBackend)
-    conns = [*backend._pool.readers, backend._writer, backend._claims._locker]
-    pids = [conn.info.backend_pid for conn in conns if conn is not None and not conn.closed]
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        for pid in pids:
-            admin.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))
-
-
-async def test_postgres_reads_after_a_restart_run_again_on_a_fresh_connection(
-    postgres_schema: tuple[str, str],
-) -> None:
-    """R11.5: a pooled reader connection the server closed (a restart, an idle timeout) fails
-    only its first statement; a read changes nothing, so it runs again on a fresh connection.
-    Listing, lookup, inspection and load each succeed after the server dropped every connection,
-    as a flush does."""
-    dsn, schema = postgres_schema
-    session = Session.create("restarted")
-    async with PostgresStore(dsn, schema=schema) as store:
-        store.attach_new(session)
-        run_turn(session)
-        await store.detach(session)
-        _drop_connections(dsn, store)
-        assert [header.id for header in await store.list()] == ["restarted"]
-        _drop_connections(dsn, store)
-        assert await store.exists("restarted")
-        _drop_connections(dsn, store)
-        assert len((await store.inspect("restarted")).events) == len(session.events)
-        _drop_connections(dsn, store)
-        loaded = await store.load("restarted")
-        store.attach(loaded)
-        run_turn(loaded)
-        await store.detach(loaded)
-    await _assert_stored(dsn, schema, loaded)
-
-
-async def test_postgres_store_entered_under_a_deadline_gives_up_on_a_silent_server() -> None:
-    """Entering a store whose server accepts the connection but never answers honours the
-    deadline around it, instead of waiting for the connection timeout (130 s by default,
-    10 s here); the connection is given up, and the store is not open."""
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    port = listeners[0].socket.getsockname()[1]
-    accepted: list[trio.SocketStream] = []
-
-    async def accept() -> None:
-        while True:
-            accepted.append(await listeners[0].accept())
-
-    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=10")
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(accept)
-        started = trio.current_time()
-        with trio.move_on_after(0.5) as scope:
-            async with store:
-                pass
-        assert scope.cancelled_caught
-        assert trio.current_time() - started < 2
-        assert accepted
-        nursery.cancel_scope.cancel()
-    for stream in accepted:
-        await stream.aclose()
-    await listeners[0].aclose()
-    assert "unopened" in repr(store)
-
-
-@attrs.define
-class _SilencingProxy:
-    """A TCP relay to the server that, once silenced, accepts new connections and never
-    answers them (a server host that hangs), while those relayed already go on."""
-
-    relay: LostReplyProxy
-    silent: bool = False
-
-    async def handle(self, client: trio.SocketStream) -> None:
-        if not self.silent:
-            await self.relay.handle(client)
-            return
-        async with client:
-            await trio.sleep_forever()
-
-
-async def test_postgres_close_does_not_wait_for_a_commit_connecting_to_a_silent_server(
-    postgres_schema: tuple[str, str],
-) -> None:
-    """A store left under a deadline while its commit is remaking the write connection the
-    server dropped, to a server that accepts it and never answers, closes at once: the
-    connect is given up (nothing of the group was sent) rather than holding the exit for
-    the connection timeout (130 s by default, 10 s here)."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    dsn, schema = postgres_schema
-    params = conninfo_to_dict(dsn)
-    host = str(params.get("host") or "")
-    if not host or host.startswith("/"):
-        pytest.skip("the proxy relays TCP only; the test server is on a Unix socket")
-    proxy = _SilencingProxy(LostReplyProxy(host, int(params.get("port") or 5432)))
-    session = Session.create("silenced")
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, proxy.handle, 0, host="127.0.0.1")
-        )
-        port = listeners[0].socket.getsockname()[1]
-        relayed = make_conninfo(
-            dsn, host="127.0.0.1", port=port, sslmode="disable", connect_timeout=10
-        )
-        with trio.CancelScope() as outer:
-            async with PostgresStore(relayed, schema=schema) as store:
-                store.attach_new(session)
-                run_turn(session)
-                await store.flush(session)
-                stored = len(session.events)
-                proxy.silent = True
-                writer = store._backend._writer  # type: ignore[attr-defined]
-                with psycopg.connect(dsn, autocommit=True) as admin:
-                    admin.execute(
-                        "SELECT pg_terminate_backend(%s, 30000)", (writer.info.backend_pid,)
-                    )
-                run_turn(session)
-                with trio.move_on_after(0.3):
-                    await store.flush(session)
-                outer.deadline = trio.current_time() + 0.5
-                started = trio.current_time()
-        assert trio.current_time() - started < 5
-        nursery.cancel_scope.cancel()
-    async with PostgresStore(dsn, schema=schema) as other:
-        loaded = await other.inspect("silenced")
-    assert lines(loaded.events[:]) == lines(session.events[:stored])
