@@ -40,6 +40,7 @@ from ._events import (
     RequestHeader,
     RequestHeaderDelta,
     SessionHeader,
+    SteeringMessage,
     StepEnd,
     StepStart,
     SurfaceOp,
@@ -290,14 +291,25 @@ class Session:
         if surface is None and source_event_seqs is None and data_type in _PLAIN_TYPES:
             # The per-step hot path: these types need no checks beyond their own and
             # the step rules, and the tuple is built without the named tuple's __new__.
-            if data_type is not PromptBlocked:
-                turn = self._last_turn if self._turn_open else None
-                check_step(data, turn, self._open_step, self._last_step)
+            if data_type is StepStart:
+                # The valid case tested inline; check_step says what is wrong.
+                if not (
+                    self._open_step is None
+                    and self._turn_open
+                    and data.turn == self._last_turn  # type: ignore[union-attr]
+                    and data.step == self._last_step + 1  # type: ignore[union-attr]
+                ):
+                    check_step(data, self._open_turn(), self._open_step, self._last_step)
+                self._open_step = self._last_step = data.step  # type: ignore[union-attr]
+            elif data_type is not PromptBlocked and not (
+                data.step == self._open_step  # type: ignore[union-attr]
+                and data.turn == self._last_turn  # type: ignore[union-attr]
+                and self._turn_open
+            ):
+                check_step(data, self._open_turn(), self._open_step, self._last_step)
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
-            if data_type is StepStart:
-                self._open_step = self._last_step = data.step  # type: ignore[union-attr]
-            elif data_type is StepEnd:
+            if data_type is StepEnd:
                 self._open_step = None
         elif (
             # Each step's messages and results. An exact str: its ``==`` is the
@@ -337,7 +349,14 @@ class Session:
         if source_event_seqs is not None:
             sources = as_sources(source_event_seqs)
             check_sources(data.type, sources, seq)
-        if type(data) in STEP_TYPES:
+        # The valid cases tested inline; check_step says what is wrong.
+        data_type = type(data)
+        if data_type is SteeringMessage:
+            if data.turn != self._last_turn:  # type: ignore[union-attr]
+                check_step(data, self._last_turn, self._open_step, self._last_step)
+        elif data_type in STEP_TYPES and (
+            data.step != self._open_step or data.turn != self._last_turn  # type: ignore[union-attr]
+        ):
             check_step(data, self._last_turn, self._open_step, self._last_step)
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, sources, surface))
         events.append(event)
