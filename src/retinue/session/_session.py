@@ -302,9 +302,9 @@ class Session:
                     check_step(data, self._open_turn(), self._open_step, self._last_step)
                 self._open_step = self._last_step = data.step  # type: ignore[union-attr]
             elif data_type is not PromptBlocked and not (
+                # A step is open only inside the open turn: no test of _turn_open.
                 data.step == self._open_step  # type: ignore[union-attr]
                 and data.turn == self._last_turn  # type: ignore[union-attr]
-                and self._turn_open
             ):
                 check_step(data, self._open_turn(), self._open_step, self._last_step)
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
