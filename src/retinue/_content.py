@@ -28,6 +28,7 @@ __all__ = [
     "content_text",
     "new_tool_call_id",
     "snapshot_messages",
+    "whole",
     "wrong_type",
 ]
 
@@ -49,7 +50,8 @@ def whole(value: object) -> object:
     is, for the field's validator to refuse.
 
     Held as two code points, a pair is stored as two ``\\u`` escapes, which read back
-    as its one character: the stored block would not be the logged one.
+    as its one character: the stored value would not be the logged one. Every str
+    field that is logged takes it (or its test, inline, in a hand-written ``__init__``).
     """
     if type(value) is str and value.isascii():
         return value  # the common case, without a call: a block is built per message
@@ -82,7 +84,7 @@ class Reasoning:
     """Model reasoning ("thinking"); ``signature`` is the provider's integrity token."""
 
     text: str = attrs.field(converter=whole, validator=check_str)
-    signature: str | None = attrs.field(default=None, validator=check_optional_str)
+    signature: str | None = attrs.field(default=None, converter=whole, validator=check_optional_str)
     type: ClassVar[str] = "reasoning"
 
 
@@ -91,7 +93,7 @@ class Reasoning:
 class RedactedReasoning:
     """Reasoning the provider returned encrypted; replayed verbatim."""
 
-    data: str = attrs.field(validator=check_str)
+    data: str = attrs.field(converter=whole, validator=check_str)
     type: ClassVar[str] = "redacted-reasoning"
 
 
@@ -105,8 +107,9 @@ class ToolCall:
     arguments: str
     type: ClassVar[str] = "tool-call"
 
-    # Written by hand, as attrs would, with check_str's test inline: built for
-    # every tool call a model makes, where a validator per field adds a call each.
+    # Written by hand, as attrs would, with check_str's test and whole's inline:
+    # built for every tool call a model makes, where a validator or converter per
+    # field adds a call each.
     def __init__(self, id: str, name: str, arguments: str) -> None:  # noqa: A002 - the field's name
         if not isinstance(id, str):
             raise wrong_type(self, "id", "a str", id)
@@ -115,9 +118,11 @@ class ToolCall:
         if not isinstance(arguments, str):
             raise wrong_type(self, "arguments", "a str", arguments)
         setattr_ = bound_set_attribute(self)
-        setattr_("id", id)
-        setattr_("name", name)
-        setattr_("arguments", joined_surrogates(arguments))
+        # Joined as every logged str is (R1.6): an id held as a pair would reload as
+        # its character, and a call of that character's id would then share it.
+        setattr_("id", id if id.isascii() else joined_surrogates(id))
+        setattr_("name", name if name.isascii() else joined_surrogates(name))
+        setattr_("arguments", arguments if arguments.isascii() else joined_surrogates(arguments))
 
 
 def new_tool_call_id() -> str:
@@ -157,6 +162,8 @@ class ToolResultBlock:
                 raise _not_blocks(self, content)
         if type(is_error) is not bool:
             raise wrong_type(self, "is_error", "a bool", is_error)
+        if not tool_call_id.isascii():
+            tool_call_id = joined_surrogates(tool_call_id)  # as its call's id is
         setattr_ = bound_set_attribute(self)
         setattr_("tool_call_id", tool_call_id)
         setattr_("content", content)
@@ -201,7 +208,7 @@ class OpaqueBlock:
     without a ``type`` key, so that the stored block reloads as itself.
     """
 
-    kind: str = attrs.field(validator=_check_kind)
+    kind: str = attrs.field(converter=whole, validator=_check_kind)
     data: FrozenDict = attrs.field(converter=_frozen_data, validator=_check_data)
     type: ClassVar[str] = "opaque"
 

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 import retinue
-from retinue import Text
+from retinue import Text, ToolCall
 from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
 from retinue.session import InvalidJsonError, Session, TurnStart, TurnTrigger
 from retinue.session._codec import decode_event, encode_event
@@ -127,3 +127,47 @@ async def test_every_block_holding_a_pair_is_logged_as_it_is_stored(
     assert [decode_event(encode_event(event)) for event in events] == events
     assert EMOJI in repr([event.data for event in of_type(events, "tool/result")])
     check_session_invariants(events)
+
+
+async def test_a_tool_call_whose_id_holds_a_pair_resumes_with_the_history_it_ran_with(
+    tmp_path: Path,
+) -> None:
+    """R1.6, R11.16: the call's id holds the emoji in the live history, and the history
+    resumed from a JSONL store equals it; the live one held the two halves, which the
+    store gave back as the emoji, so the resumed agent's history differed."""
+    call = ToolCallSpec("grin", "{}", id="call-" + HIGH + LOW)
+    model = ScriptedModel([CallTools([call]), Reply("done")], repeat_last=True)
+    # Real time: the JSONL store writes in threads.
+    with trio.fail_after(30):
+        async with retinue.open_runtime(
+            models=model, tools=[grin], store=retinue.JSONLStore(tmp_path)
+        ) as rt:
+            agent = await rt.create_agent("a", OPTIONS, session_id="s")
+            result = await agent.ask("go")
+            live = list(agent.session.derive_messages())
+            await agent.dispose()
+            resumed = await rt.resume_agent("s")
+            stored = list(resumed.session.derive_messages())
+            await resumed.ask("again")
+    assert result.reason.kind == "completed"
+    assert stored == live
+    assert live[1].content == (ToolCall("call-" + EMOJI, "grin", "{}"),)
+    check_session_invariants(resumed.session.events)
+
+
+async def test_two_calls_whose_ids_are_a_pair_and_its_character_share_one_id(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.15: a stored log would hold the two as one id, so the step ends the turn as any
+    two calls of one id do; before, the two ran as distinct calls and the stored log
+    then broke R4.15."""
+    calls = [
+        ToolCallSpec("grin", "{}", id=HIGH + LOW),
+        ToolCallSpec("grin", "{}", id=EMOJI),
+    ]
+    model = ScriptedModel([CallTools(calls), Reply("done")], repeat_last=True)
+    async with runtime(model, tools=[grin]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+    assert (result.reason.kind, result.reason.code) == ("error", "DUPLICATE_TOOL_CALL_ID")
+    assert of_type(agent.session.events, "tool/call") == []
