@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from retinue import JSONLStore
 from retinue._content import (
     OpaqueBlock,
@@ -19,12 +21,15 @@ from retinue._content import (
 from retinue.session import (
     AssistantMessage,
     ContextMessage,
+    CustomEvent,
     Event,
     EventData,
+    PromptBlocked,
     Session,
     StepEnd,
     StepStart,
     ToolCallEvent,
+    ToolErrorInfo,
     ToolResultEvent,
     TurnEnd,
     TurnEndReason,
@@ -114,3 +119,48 @@ async def test_a_tool_step_whose_call_id_holds_a_pair_reloads_from_the_store_as_
     assert list(stored.events) == list(session.events)
     assert list(stored.derive_messages()) == list(session.derive_messages())
     check_session_invariants(stored.events)
+
+
+EVENTS_HOLDING_PAIRS: dict[str, EventData] = {
+    "turn-end-error": TurnEnd(1, TurnEndReason.error(1, "failed " + PAIR, code="C" + PAIR)),
+    "turn-end-aborted": TurnEnd(1, TurnEndReason.aborted("stop " + PAIR)),
+    "turn-end-kind": TurnEnd(1, TurnEndReason("vendor" + PAIR)),
+    "prompt-blocked": PromptBlocked((Text("x"),), reason="no " + PAIR),
+    "tool-call": ToolCallEvent(1, 1, "call-" + PAIR, "look" + PAIR, '"' + PAIR + '"'),
+    "tool-result": ToolResultEvent(
+        1, 1, "call-" + PAIR, (Text("x"),), True, ToolErrorInfo("look" + PAIR, "C" + PAIR)
+    ),
+    "custom": CustomEvent("plugin/" + PAIR, {"x": 1}),
+}
+
+
+@pytest.mark.parametrize("data", EVENTS_HOLDING_PAIRS.values(), ids=EVENTS_HOLDING_PAIRS.keys())
+def test_an_event_whose_strings_hold_pairs_reads_back_from_its_line_as_it_was_logged(
+    data: EventData,
+) -> None:
+    """R11.2: a turn's end reason, a blocked prompt's reason, a call's audit record, a
+    result's call id and error, and a custom event's type reload equal to the logged
+    event; before, each came back holding the character where the event held the pair."""
+    assert _reloaded(data) == data
+    assert EMOJI in repr(data)  # a pair's repr shows its two escapes
+
+
+def test_an_event_field_holding_a_lone_half_keeps_it() -> None:
+    """R1.6: a lone surrogate is no pair; its escape reads back as itself."""
+    reason = TurnEndReason.aborted("half " + HIGH)
+    assert reason.reason == "half " + HIGH
+    assert _reloaded(TurnEnd(1, reason)) == TurnEnd(1, reason)
+
+
+async def test_a_cancelled_turn_and_a_custom_event_holding_pairs_reload_from_the_store(
+    tmp_path: Path,
+) -> None:
+    """R11.2: the stored log equals the live one; before, the cancel's reason and the
+    custom event's type came back from the store holding the character."""
+    session = Session.create("s")
+    session.append(TurnStart(1, TurnTrigger("message")))
+    session.append_custom("plugin/" + PAIR, {"note": PAIR})
+    session.append(TurnEnd(1, TurnEndReason.aborted("stop " + PAIR)))
+    stored = await _stored(session, tmp_path)
+    assert list(stored.events) == list(session.events)
+    assert stored.events[1].type == "plugin/" + EMOJI

@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 
 import attrs
 
+from retinue._content import whole
 from retinue._errors import SessionError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json, shown, writable_int
 
@@ -93,7 +94,9 @@ class CustomEvent:
     as that type, not as this event.
     """
 
-    type: str = attrs.field(validator=lambda _event, _field, value: _check_custom_type(value))
+    type: str = attrs.field(
+        converter=whole, validator=lambda _event, _field, value: _check_custom_type(value)
+    )
     data: JsonValue = attrs.field(factory=FrozenDict, converter=_frozen_data)
 
 

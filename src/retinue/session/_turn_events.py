@@ -14,9 +14,10 @@ from retinue._content import (
     ToolResultBlock,
     check_optional_str,
     check_str,
+    whole,
 )
 from retinue._errors import InvalidJsonError
-from retinue._lossless import SMALL_INT, JsonValue, freeze_json, shown
+from retinue._lossless import SMALL_INT, JsonValue, freeze_json, joined_surrogates, shown
 from retinue._stream import StreamChunk, Usage
 
 from ._fields import (
@@ -77,11 +78,13 @@ _TRIGGER_KINDS = ("message", "injection")
 class TurnEndReason:
     """How a turn ended (R4.12); ``kind`` is open for extension."""
 
-    kind: str = attrs.field(validator=check_str)
-    reason: str | None = attrs.field(default=None, validator=check_optional_str)
+    # Its strings (a cancel's reason, an error's message) come from the caller and
+    # the model: each is joined as a block's text is (R1.6).
+    kind: str = attrs.field(converter=whole, validator=check_str)
+    reason: str | None = attrs.field(default=None, converter=whole, validator=check_optional_str)
     step: int | None = attrs.field(default=None, validator=optional_integer)
-    message: str | None = attrs.field(default=None, validator=check_optional_str)
-    code: str | None = attrs.field(default=None, validator=check_optional_str)
+    message: str | None = attrs.field(default=None, converter=whole, validator=check_optional_str)
+    code: str | None = attrs.field(default=None, converter=whole, validator=check_optional_str)
 
     @classmethod
     def completed(cls) -> TurnEndReason:
@@ -230,7 +233,7 @@ class PromptBlocked:
 
     content: tuple[ContentBlock, ...] = content_field()
     source: MessageSource = source_field()
-    reason: str = attrs.field(default="", validator=check_str)
+    reason: str = attrs.field(default="", converter=whole, validator=check_str)
     type: ClassVar[str] = "prompt/blocked"
 
 
@@ -334,9 +337,10 @@ class ToolCallEvent:
         setattr_ = bound_set_attribute(self)  # bound once for five fields, as attrs does
         setattr_("turn", turn)
         setattr_("step", step)
-        setattr_("call_id", call_id)
-        setattr_("name", name)
-        setattr_("arguments", arguments)
+        # Joined as the call's block joins them (R1.6), whoever built this record.
+        setattr_("call_id", call_id if call_id.isascii() else joined_surrogates(call_id))
+        setattr_("name", name if name.isascii() else joined_surrogates(name))
+        setattr_("arguments", arguments if arguments.isascii() else joined_surrogates(arguments))
 
 
 @final
@@ -344,8 +348,8 @@ class ToolCallEvent:
 class ToolErrorInfo:
     """A coded harness error attached to a tool result."""
 
-    name: str = attrs.field(validator=check_str)
-    code: str = attrs.field(validator=check_str)
+    name: str = attrs.field(converter=whole, validator=check_str)
+    code: str = attrs.field(converter=whole, validator=check_str)
 
 
 @final
@@ -396,7 +400,7 @@ class ToolResultEvent:
         setattr_ = bound_set_attribute(self)
         setattr_("turn", turn)
         setattr_("step", step)
-        setattr_("call_id", call_id)
+        setattr_("call_id", call_id if call_id.isascii() else joined_surrogates(call_id))
         setattr_("content", blocks)
         setattr_("is_error", is_error)
         setattr_("error", error)
