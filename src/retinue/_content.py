@@ -328,9 +328,13 @@ def _bad_role(role: object) -> Exception:
 class MessageSource:
     """Where content came from (R1.3): ``kind="user"`` or ``kind="plugin"`` with a name."""
 
-    kind: str = attrs.field(default="user", validator=attrs.validators.instance_of(str))
+    kind: str = attrs.field(
+        default="user", converter=whole, validator=attrs.validators.instance_of(str)
+    )
     plugin: str | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+        default=None,
+        converter=whole,
+        validator=attrs.validators.optional(attrs.validators.instance_of(str)),
     )
 
 

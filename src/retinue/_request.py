@@ -8,9 +8,16 @@ from typing import final, overload
 
 import attrs
 
-from ._content import Message, check_optional_str, check_str
+from ._content import Message, check_optional_str, check_str, whole
 from ._errors import ConfigError, InvalidJsonError
-from ._lossless import FrozenDict, freeze_json, is_finite_number, shown, writable_int
+from ._lossless import (
+    FrozenDict,
+    freeze_json,
+    is_finite_number,
+    joined_surrogates,
+    shown,
+    writable_int,
+)
 
 __all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema", "stop_tuple"]
 
@@ -45,7 +52,8 @@ def stop_tuple(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | N
                 f"stop must be a sequence of strings, got {value!r}: "
                 f"item {index} is {item!r}, not a non-empty string"
             )
-    return items
+    # Logged in every request header: each pair joined as a block's text is (R1.6).
+    return tuple([joined_surrogates(item) for item in items])
 
 
 # A config is logged in every request header, so its numbers must be JSON
@@ -68,8 +76,8 @@ def _check_max_tokens(_instance: object, _attribute: object, value: int | None) 
 class LlmCallConfig:
     """What model to call and how (R8.2); equality is field-wise."""
 
-    model: str = attrs.field(validator=check_str)
-    provider: str | None = attrs.field(default=None, validator=check_optional_str)
+    model: str = attrs.field(converter=whole, validator=check_str)
+    provider: str | None = attrs.field(default=None, converter=whole, validator=check_optional_str)
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=stop_tuple)
@@ -80,8 +88,8 @@ class LlmCallConfig:
 class ToolSchema:
     """The part of a tool the model sees."""
 
-    name: str = attrs.field(validator=check_str)
-    description: str = attrs.field(validator=check_str)
+    name: str = attrs.field(converter=whole, validator=check_str)
+    description: str = attrs.field(converter=whole, validator=check_str)
     parameters: FrozenDict = attrs.field(converter=_freeze_schema)
 
 

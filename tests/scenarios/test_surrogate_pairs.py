@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -171,3 +172,32 @@ async def test_two_calls_whose_ids_are_a_pair_and_its_character_share_one_id(
         result = await agent.ask("go")
     assert (result.reason.kind, result.reason.code) == ("error", "DUPLICATE_TOOL_CALL_ID")
     assert of_type(agent.session.events, "tool/call") == []
+
+
+async def test_a_system_prompt_tool_and_cwd_holding_pairs_resume_with_the_header_they_ran_with(
+    tmp_path: Path,
+) -> None:
+    """R8.8, R11.16: the resumed session's header and request header equal the live ones,
+    and its next request is sent with the same system prompt; before, the stored ones held
+    the emoji where the live ones held the two halves."""
+    described = attrs.evolve(grin, description="Grin " + HIGH + LOW)
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    with trio.fail_after(30):
+        async with retinue.open_runtime(
+            models=model,
+            tools=[described],
+            store=retinue.JSONLStore(tmp_path),
+            system_prompt="Be brief " + HIGH + LOW,
+        ) as rt:
+            agent = await rt.create_agent("a", OPTIONS, session_id="s", cwd="/work/" + HIGH + LOW)
+            await agent.ask("hi")
+            live = agent.session
+            await agent.dispose()
+            resumed = await rt.resume_agent("s")
+            await resumed.ask("again")
+    assert (resumed.session.header, resumed.session.current_header) == (
+        live.header,
+        live.current_header,
+    )
+    assert model.requests[0].system == model.requests[1].system
+    assert model.requests[0].tools == model.requests[1].tools

@@ -11,6 +11,7 @@ import pytest
 
 from retinue import JSONLStore
 from retinue._content import (
+    MessageSource,
     OpaqueBlock,
     Reasoning,
     RedactedReasoning,
@@ -18,19 +19,25 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
 )
+from retinue._request import LlmCallConfig, ToolSchema
 from retinue.session import (
     AssistantMessage,
     ContextMessage,
     CustomEvent,
+    EpochHeader,
     Event,
     EventData,
     PromptBlocked,
+    RequestHeader,
+    RequestHeaderDelta,
     Session,
     StepEnd,
     StepStart,
+    SystemEdit,
     ToolCallEvent,
     ToolErrorInfo,
     ToolResultEvent,
+    ToolsDelta,
     TurnEnd,
     TurnEndReason,
     TurnStart,
@@ -164,3 +171,60 @@ async def test_a_cancelled_turn_and_a_custom_event_holding_pairs_reload_from_the
     stored = await _stored(session, tmp_path)
     assert list(stored.events) == list(session.events)
     assert stored.events[1].type == "plugin/" + EMOJI
+
+
+SOURCE = MessageSource("plugin", "plug" + PAIR)
+HEADER = EpochHeader(
+    LlmCallConfig("model" + PAIR, provider="vendor" + PAIR, stop=["end" + PAIR]),
+    system="be brief " + PAIR,
+    tools=(ToolSchema("look" + PAIR, "Look it up " + PAIR, {"type": "object"}),),
+)
+HEADERS_AND_SOURCES_HOLDING_PAIRS: dict[str, EventData] = {
+    "header": RequestHeader(HEADER, "initial"),
+    "header-delta": RequestHeaderDelta(
+        system=SystemEdit(0, 0, ("line " + PAIR,)),
+        tools=ToolsDelta(removed=("look" + PAIR,)),
+        config=LlmCallConfig("model" + PAIR),
+    ),
+    "turn-start": TurnStart(1, TurnTrigger("message", SOURCE)),
+    "user-message": UserMessage("hi", SOURCE),
+}
+
+
+@pytest.mark.parametrize(
+    "data",
+    HEADERS_AND_SOURCES_HOLDING_PAIRS.values(),
+    ids=HEADERS_AND_SOURCES_HOLDING_PAIRS.keys(),
+)
+def test_a_header_or_a_source_holding_pairs_reads_back_from_its_line_as_it_was_logged(
+    data: EventData,
+) -> None:
+    """R11.2: a request header's model, provider, stop sequences, system prompt and tool
+    schemas, a delta's lines and tool names, and a message's source reload equal to the
+    logged event; before, each came back holding the character."""
+    assert _reloaded(data) == data
+    assert EMOJI in repr(data)
+
+
+def test_a_system_prompt_holding_a_lone_half_keeps_it_and_an_empty_one_is_absent() -> None:
+    """R1.6, R8.2: joining composes with the canonical header's empty system, stored absent."""
+    config = LlmCallConfig("m")
+    assert EpochHeader(config, system="half " + HIGH).system == "half " + HIGH
+    assert EpochHeader(config, system="").system is None
+
+
+async def test_a_session_header_whose_cwd_holds_a_pair_reloads_from_the_store_as_created(
+    tmp_path: Path,
+) -> None:
+    """R4.1, R11.13: the stored header and the one listed equal the live one; before, they
+    held the character where the live header held the pair."""
+    session = Session.create("s", cwd="/work/" + PAIR)
+    session.append(TurnStart(1, TurnTrigger("message")))
+    session.append(RequestHeader(HEADER, "initial"))
+    stored = await _stored(session, tmp_path)
+    async with JSONLStore(tmp_path) as store:
+        listed = await store.list()
+    assert session.header.cwd == "/work/" + EMOJI
+    assert listed == [stored.header]
+    assert stored.header == session.header
+    assert stored.current_header == session.current_header

@@ -232,7 +232,7 @@ class SessionHeader:
     created_at: int = attrs.field(validator=[_stored_as(int), _sixty_four_bits])
     version: int = attrs.field(default=FORMAT_VERSION, validator=_stored_as(int))
     cwd: str | None = attrs.field(
-        default=None, validator=[_stored_as(str, optional=True), _absolute]
+        default=None, converter=whole, validator=[_stored_as(str, optional=True), _absolute]
     )
     parent_session: str | None = attrs.field(default=None, validator=_stored_as(str, optional=True))
     seed_length: int | None = attrs.field(

@@ -15,10 +15,18 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
     bound_set_attribute,
+    whole,
     wrong_type,
 )
 from retinue._errors import InvalidJsonError
-from retinue._lossless import NEG_SMALL_INT, SMALL_INT, check_digits, is_count, shown
+from retinue._lossless import (
+    NEG_SMALL_INT,
+    SMALL_INT,
+    check_digits,
+    is_count,
+    joined_surrogates,
+    shown,
+)
 from retinue._request import ToolSchema
 
 from ._nesting import check_blocks
@@ -35,6 +43,7 @@ __all__ = [
     "event_content",
     "exactly",
     "integer",
+    "joined_lines",
     "lines",
     "optional_integer",
     "outside",
@@ -204,6 +213,17 @@ def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(value)
 
 
+def joined_lines(value: Iterable[Any]) -> tuple[Any, ...]:
+    """*value* as a tuple, each str's surrogate pairs joined (R1.6).
+
+    Anything else is kept for ``lines`` to refuse.
+    """
+    return tuple([whole(line) for line in value])
+
+
 def empty_is_none(value: str | None) -> str | None:
-    # The canonical header has no empty system (R8.2): it is stored absent.
+    # The canonical header has no empty system (R8.2): it is stored absent. A pair
+    # is joined as a block's text is (R1.6); anything but a str is left to refuse.
+    if type(value) is str and not value.isascii():
+        return joined_surrogates(value)
     return value or None

@@ -14,6 +14,7 @@ from ._fields import (
     count,
     empty_is_none,
     exactly,
+    joined_lines,
     lines,
     outside,
     schemas,
@@ -77,7 +78,7 @@ class SystemEdit:
 
     keep_start: int = attrs.field(validator=count)
     keep_end: int = attrs.field(validator=count)
-    insert: tuple[str, ...] = attrs.field(default=(), converter=as_tuple, validator=lines)
+    insert: tuple[str, ...] = attrs.field(default=(), converter=joined_lines, validator=lines)
 
 
 @final
@@ -86,7 +87,7 @@ class ToolsDelta:
     """Tool changes keyed by name: removed dropped, changed in place, added appended."""
 
     added: tuple[ToolSchema, ...] = attrs.field(default=(), converter=as_tuple, validator=schemas)
-    removed: tuple[str, ...] = attrs.field(default=(), converter=as_tuple, validator=lines)
+    removed: tuple[str, ...] = attrs.field(default=(), converter=joined_lines, validator=lines)
     changed: tuple[ToolSchema, ...] = attrs.field(default=(), converter=as_tuple, validator=schemas)
 
 
