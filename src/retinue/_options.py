@@ -7,6 +7,7 @@ from typing import final
 
 import attrs
 
+from ._content import whole
 from ._errors import ConfigError
 from ._lossless import is_finite_number
 from ._request import stop_tuple
@@ -115,4 +116,4 @@ class AgentOptions:
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=stop_tuple)
     system_prompt: str | None = attrs.field(default=None, validator=_check_prompt)
-    cwd: str | None = attrs.field(default=None, validator=_check_cwd)
+    cwd: str | None = attrs.field(default=None, converter=whole, validator=_check_cwd)

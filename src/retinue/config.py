@@ -49,6 +49,7 @@ from retinue._config_checks import (
     identity_clash,
     named_identity,
 )
+from retinue._content import whole
 from retinue._errors import ConfigError
 from retinue._lossless import shown_short
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
@@ -101,7 +102,7 @@ class AgentEntry:
         default=None, kw_only=True, converter=empty_is_none, validator=check_session_id
     )
     """Resume this stored session; empty means absent."""
-    cwd: str | None = attrs.field(default=None, kw_only=True, validator=check_cwd)
+    cwd: str | None = attrs.field(default=None, kw_only=True, converter=whole, validator=check_cwd)
     """The agent's working directory (absolute); a stored session keeps its own, and an
     entry naming another fails to start it."""
     provider: str | None = attrs.field(default=None, kw_only=True, validator=check_name)

@@ -14,6 +14,7 @@ import trio
 import retinue
 from retinue import Text, ToolCall
 from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
+from retinue.config import AgentEntry
 from retinue.session import InvalidJsonError, Session, TurnStart, TurnTrigger
 from retinue.session._codec import decode_event, encode_event
 from retinue.testing import (
@@ -201,3 +202,28 @@ async def test_a_system_prompt_tool_and_cwd_holding_pairs_resume_with_the_header
     )
     assert model.requests[0].system == model.requests[1].system
     assert model.requests[0].tools == model.requests[1].tools
+
+
+@pytest.mark.parametrize("store", ["memory", "jsonl"])
+async def test_options_whose_cwd_holds_a_pair_resume_the_session_created_with_them(
+    tmp_path: Path, store: str
+) -> None:
+    """R11.16, R13.1: an agent's options and a configured agent's entry hold their cwd as the
+    session header does, the pair joined, so resuming with the options the session was created
+    with finds the cwd it stored; before, the header held the character and the options the
+    two halves, and the resume failed with CWD_MISMATCH."""
+    options = attrs.evolve(OPTIONS, cwd="/work/" + HIGH + LOW)
+    assert options.cwd == "/work/" + EMOJI
+    entry = AgentEntry("a", model="scripted", cwd="/work/" + HIGH + LOW)
+    assert entry.cwd == "/work/" + EMOJI
+    opened = retinue.MemoryStore() if store == "memory" else retinue.JSONLStore(tmp_path)
+    with trio.fail_after(30):
+        async with retinue.open_runtime(
+            models=ScriptedModel([Reply("ok")], repeat_last=True), store=opened
+        ) as rt:
+            agent = await rt.create_agent("a", options, session_id="s")
+            await agent.ask("hi")
+            await agent.dispose()
+            resumed = await rt.resume_agent("s", options)
+            assert resumed.session.header.cwd == "/work/" + EMOJI
+            assert (await resumed.ask("again")).reason.kind == "completed"
