@@ -115,9 +115,9 @@ class _Cursor:
     def _call(self, request: ModelRequest, name: str | None) -> Step:
         assert self.function is not None
         step = self.function(request)
-        if inspect.iscoroutine(step):
-            step.close()  # never to run: closed, it raises no "never awaited" warning
         if not isinstance(step, Step):
+            if inspect.iscoroutine(step):
+                step.close()  # never to run: closed, it raises no "never awaited" warning
             function = getattr(self.function, "__qualname__", repr(self.function))
             raise TypeError(
                 f"the step function {function} of {_script_name(name)}: {not_a_step(step)}"
