@@ -10,6 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+import trio.testing
 
 import retinue
 from retinue import Text, ToolCall
@@ -227,3 +228,16 @@ async def test_options_whose_cwd_holds_a_pair_resume_the_session_created_with_th
             resumed = await rt.resume_agent("s", options)
             assert resumed.session.header.cwd == "/work/" + EMOJI
             assert (await resumed.ask("again")).reason.kind == "completed"
+
+
+async def test_a_cwd_given_both_ways_with_a_pair_is_one_cwd(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """create_agent's cwd keyword and options.cwd naming one path, a pair in it, are one cwd:
+    the options hold it joined, so comparing it with the keyword as given read a conflict."""
+    pair_path = "/work/" + HIGH + LOW
+    options = attrs.evolve(OPTIONS, cwd=pair_path)
+    with trio.fail_after(30):
+        async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+            agent = await rt.create_agent("a", options, cwd=pair_path)
+            assert agent.session.header.cwd == "/work/" + EMOJI

@@ -40,7 +40,8 @@ def with_cwd(options: AgentOptions, cwd: str | None) -> AgentOptions:
     if cwd is None:
         return options
     given = attrs.evolve(options, cwd=cwd)  # refused in AgentOptions' own words if invalid
-    if options.cwd is not None and options.cwd != cwd:
+    # Compared as held: the options hold a surrogate pair joined, as given.cwd does.
+    if options.cwd is not None and options.cwd != given.cwd:
         raise ConfigError(
             f"cwd {cwd!r} conflicts with options.cwd {options.cwd!r}: give the cwd once"
         )
