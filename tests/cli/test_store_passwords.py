@@ -13,6 +13,8 @@ MALFORMED = [
     "postgresql://user:s3cret-word@[::1",
     "postgresql://user:s3cret-word%zz@localhost/db",
     "postgresql://user@localhost/db?password=s3cret-word%zz",
+    # --store postgres://user:...: the URI's scheme taken as the store's, libpq gets //user:...
+    "//user:s3cret-word@localhost:1/db",
 ]
 
 ARGVS = [

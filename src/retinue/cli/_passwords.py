@@ -9,8 +9,9 @@ __all__ = ["passwords_in", "without_passwords"]
 
 # Read leniently, not by libpq's parser: a DSN it refuses still holds the password,
 # and its refusal quotes what it refused (the whole URI, or a badly encoded token).
-_URI_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^@]*)@")
-_URI_USERINFO_TO_LAST_AT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(.*)@")
+# The scheme is optional: ``--store postgres://...`` reaches libpq as ``//...``.
+_URI_USERINFO = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//([^@]*)@")
+_URI_USERINFO_TO_LAST_AT = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//(.*)@")
 _URI_QUERY_PASSWORD = re.compile(r"[?&]password=([^&#]*)")
 _KEYWORD_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:\\.|[^'\\])*'?|\S*)")
 
