@@ -100,3 +100,30 @@ async def test_a_deadline_ends_a_read_whose_storage_stopped_answering(read: str)
             assert deadline.cancelled_caught
             assert await store.exists("stalled")
             await store.detach(session)
+
+
+async def test_abandoned_reads_leave_the_shared_worker_threads_to_others() -> None:
+    """Reads a deadline abandoned keep their worker threads until the storage answers:
+    they run on the store's own few threads, so a health check retried against silent
+    storage leaves trio's shared threads to flushes and sync tool bodies. On the shared
+    limiter (40 threads), 41 abandoned reads left no thread for anything else."""
+    backend = _StalledReads()
+    store = BufferedStore(backend, name="StalledStore")
+    session = Session.create("stalled")
+    run_turn(session)
+    shared = trio.to_thread.current_default_thread_limiter().total_tokens
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            store.attach_new(session)
+            backend.answer.clear()
+            try:
+                for _ in range(int(shared) + 1):
+                    with trio.move_on_after(0.01):
+                        await store.exists("stalled")
+                with trio.fail_after(2):
+                    await trio.to_thread.run_sync(lambda: None)
+                    run_turn(session)
+                    await store.flush(session)
+            finally:
+                backend.answer.set()
+            await store.detach(session)

@@ -25,18 +25,24 @@ async def call_backend(
     fn: Callable[..., T],
     what: str,
     *args: object,
-    abandon_on_cancel: bool = False,
+    abandon_on: trio.CapacityLimiter | None = None,
 ) -> T:
     """Run a backend call in a worker thread (inline if it never blocks); wrap I/O errors.
 
     Always a checkpoint. Raises ``StoreError(STORAGE_ERROR)`` naming *what*
-    for any failure that is not already a retinue error. With
-    *abandon_on_cancel*, a cancel returns at once and the thread's call is
-    left to end on its own: for a read that changes nothing.
+    for any failure that is not already a retinue error. Given *abandon_on*, a
+    cancel returns at once and the thread's call is left to end on its own (for
+    a read that changes nothing), its thread counted by that limiter: an
+    abandoned call holds its token until the storage answers, which on trio's
+    shared limiter would leave no thread for flushes or sync tool bodies.
     """
     try:
         if backend.blocking:
-            return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=abandon_on_cancel)
+            if abandon_on is not None:
+                return await trio.to_thread.run_sync(
+                    fn, *args, abandon_on_cancel=True, limiter=abandon_on
+                )
+            return await trio.to_thread.run_sync(fn, *args)
         await trio.lowlevel.checkpoint()
         return fn(*args)
     except RetinueError:

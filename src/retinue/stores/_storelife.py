@@ -22,6 +22,9 @@ __all__ = ["StoreLifetime"]
 
 log = logging.getLogger("retinue.stores")
 
+# Worker threads a store's cancellable reads (list, listing, exists, inspect) run in at once.
+READ_THREADS = 4
+
 T = TypeVar("T")
 
 
@@ -41,6 +44,9 @@ class StoreLifetime:
         self._name = name
         self._tracked: dict[str, Tracked] = {}
         self._committer = GroupCommitter(backend, name, self._tracked, let_go=self._let_go_stored)
+        # The threads of the reads a cancel may abandon: their own, few, so reads that
+        # storage never answers cannot take the threads every flush and tool body share.
+        self._reads = trio.CapacityLimiter(READ_THREADS)
         self._open_lock = trio.Lock()
         self._enter_lock = trio.Lock()
         self._opened = False
@@ -307,7 +313,7 @@ class StoreLifetime:
         the connection lives; a deadline around the read must still end it. Each
         backend's reads finish on their own beside a close (a connection then closed).
         """
-        return call_backend(self._backend, fn, what, *args, abandon_on_cancel=True)
+        return call_backend(self._backend, fn, what, *args, abandon_on=self._reads)
 
     def __repr__(self) -> str:
         stats = self.statistics()
