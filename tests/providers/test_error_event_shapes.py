@@ -7,7 +7,13 @@ import pytest
 import trio
 
 from retinue._content import Text
-from retinue.providers import AdmissionController, ProviderStreamError, RetryPolicy, manage
+from retinue.providers import (
+    AdmissionController,
+    ProviderError,
+    ProviderStreamError,
+    RetryPolicy,
+    manage,
+)
 from retinue.providers.mock import MockReply, MockServer, RawReply, ScriptedPolicy
 
 from .support import SSE, collect, make_request, mock_adapter, serve_once, sse_body
@@ -69,6 +75,33 @@ async def test_an_error_event_raises_the_error_it_carries(
         await serve_once(api, body, SSE)
     assert caught.value.code == code
     assert message in caught.value.message
+    # Plain text has no code to judge it by: retried, as a garbled answer is.
+    if code == "STREAM_ERROR":
+        assert caught.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        pytest.param(
+            "messages",
+            ANTHROPIC_START + b'event: error\ndata: {"type":"error","error":{"type":"overlo',
+            id="messages",
+        ),
+        pytest.param(
+            "responses", b'event: error\ndata: {"type":"error","code":"server_e', id="responses"
+        ),
+        pytest.param("chat", b'event: error\ndata: {"error":{"message":"bo', id="chat"),
+    ],
+)
+async def test_an_error_event_cut_at_the_end_of_the_body_is_a_truncated_stream(
+    api: str, body: bytes, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.3: an error event whose JSON the body's end cut is the stream cut short,
+    retryable as any torn body is, where it was a final STREAM_ERROR quoting the torn text."""
+    with pytest.raises(ProviderError) as caught:
+        await serve_once(api, body, SSE)
+    assert (caught.value.code, caught.value.retryable) == ("STREAM_TRUNCATED", True)
 
 
 async def test_an_overload_sent_as_a_bare_error_event_pauses_its_lane(
