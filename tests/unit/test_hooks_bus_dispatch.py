@@ -438,3 +438,33 @@ async def test_ctrl_c_in_a_parallel_listener_passes_on_bare(
     with trio.fail_after(DEADLINE), pytest.raises(BaseException) as raised:
         await bus.parallel("session/flush", "agent", "session")
     assert type(raised.value) is KeyboardInterrupt
+
+
+@pytest.mark.filterwarnings("ignore::trio.TrioDeprecationWarning")
+def test_a_parallel_dispatch_cancelled_under_loose_groups_logs_the_failures(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A listener's failure a cancelled parallel dispatch does not raise is logged under
+    trio's loose exception groups too, where the nursery raises the cancel bare; it
+    went unsaid there."""
+
+    async def main() -> None:
+        bus = HookBus()
+
+        async def failing(*_args: object) -> None:
+            raise ValueError("listener failed")
+
+        async def slow(*_args: object) -> None:
+            await trio.sleep(10)
+
+        bus.on("session/flush", failing)
+        bus.on("session/flush", slow)
+        with trio.move_on_after(1) as scope:
+            await bus.parallel("session/flush", None, None)
+        assert scope.cancelled_caught
+
+    trio.run(
+        main, clock=trio.testing.MockClock(autojump_threshold=0), strict_exception_groups=False
+    )
+    assert "listener failed" in caplog.text
+    assert "the dispatch was cancelled" in caplog.text

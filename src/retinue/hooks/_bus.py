@@ -449,12 +449,15 @@ class HookBus:
             async with trio.open_nursery() as nursery:
                 for fn in chain:
                     nursery.start_soon(run, fn)
-        except BaseExceptionGroup as group:
-            # Cancelled (a deadline, say) or Ctrl-C: none of the failures is raised.
+        except BaseException as exc:
+            # Cancelled (a deadline, say) or Ctrl-C: none of the failures is raised. Bare
+            # under trio's loose exception groups, grouped under the strict default.
             _log_unraised(name, failures, "the dispatch was cancelled")
+            if not isinstance(exc, BaseExceptionGroup):
+                raise
             # run() keeps every failure, so the nursery's group holds only what passes
             # on: one of it passes on as serial dispatch passes it, not in a group.
-            raise _passing_on(group) from None
+            raise _passing_on(exc) from None
         if failures:
             _log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
