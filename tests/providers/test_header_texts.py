@@ -19,26 +19,34 @@ PASTED_KEY = "sk-proj-abc\N{NO-BREAK SPACE}"
 
 
 @pytest.mark.parametrize(
-    ("options", "named"),
+    ("options", "named", "value"),
     [
-        ({"api_key": PASTED_KEY}, "api_key"),
-        ({"api_key": "k", "organization": "org-\N{ZERO WIDTH SPACE}1"}, "organization"),
-        ({"api_key": "k", "project": "proj-é"}, "project"),
-        ({"api_key": "k", "default_headers": {"X-Team": "café"}}, "default_headers['X-Team']"),
-        ({"api_key": "k", "default_headers": {"X-Tëam": "cafe"}}, "header name 'X-Tëam'"),
+        ({"api_key": PASTED_KEY}, "api_key", PASTED_KEY),
+        (
+            {"api_key": "k", "organization": "org-\N{ZERO WIDTH SPACE}1"},
+            "organization",
+            "org-\N{ZERO WIDTH SPACE}1",
+        ),
+        ({"api_key": "k", "project": "proj-é"}, "project", "proj-é"),
+        (
+            {"api_key": "k", "default_headers": {"X-Team": "café"}},
+            "default_headers['X-Team']",
+            "café",
+        ),
+        ({"api_key": "k", "default_headers": {"X-Tëam": "cafe"}}, "header name 'X-Tëam'", "cafe"),
     ],
     ids=["api-key", "organization", "project", "header-value", "header-name"],
 )
 def test_openai_model_refuses_a_header_text_beyond_ascii_when_built(
-    options: dict[str, Any], named: str
+    options: dict[str, Any], named: str, value: str
 ) -> None:
     """A key pasted with a no-break space is refused when the adapter is built; before,
     the adapter built and every request failed with ``CLIENT_ERROR``, its message an
-    encoding error that named no setting."""
+    encoding error that named no setting. The value itself is never shown."""
     with pytest.raises(ValueError, match="only ASCII") as caught:
         OpenAIModel(base_url="http://mock/v1", **options)
     assert named in str(caught.value)
-    assert PASTED_KEY not in str(caught.value)
+    assert value not in str(caught.value)
 
 
 def test_openai_model_names_the_variable_a_key_beyond_ascii_came_from(
