@@ -56,6 +56,8 @@ class StoreLifetime:
         session may be attached from there on."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
+        self._releasing: dict[str, trio.Event] = {}
+        """Ids whose claim a released session is giving up: a load of one waits for it."""
         self._loaded: dict[str, Loaded] = {}
         """Sessions loaded and not attached yet, each with how many of its events are stored."""
         self._let_go: weakref.WeakKeyDictionary[Session, LetGo] = weakref.WeakKeyDictionary()
@@ -213,8 +215,9 @@ class StoreLifetime:
         session released, kept with its buffer for a load to take over; once that
         write has stored all of it, nothing is left to take over, and the claim
         would keep every other writer (another process) out of the session until
-        this store closes. The id is reserved meanwhile, as a load reserves it, so
-        no load of it counts on the claim being given up. Shielded: the write it
+        this store closes. A load of the id meanwhile waits until the claim is
+        given up, then loads the stored session anew: it must not take over a
+        session whose claim is going. Shielded: the write it
         follows is answered already, and a claim kept by a cancel would stay kept.
         """
         with trio.CancelScope(shield=True):
@@ -226,16 +229,18 @@ class StoreLifetime:
     async def _give_up_claim(self, tracked: Tracked) -> None:
         """Release the claim of *tracked*, released and stored, then stop tracking it."""
         session_id = tracked.session.id
-        self._loading.add(session_id)
+        given_up = self._releasing[session_id] = trio.Event()
         try:
             await self._call(self._backend.release, f"session {session_id!r}", session_id)
         except StoreError:
             log.exception("%s: releasing a detached session's claim failed", self._name)
             return  # noqa: ASYNC910 - _call checkpoints before the backend can fail
+        else:
+            if self._tracked.get(session_id) is tracked:
+                del self._tracked[session_id]
         finally:
-            self._loading.discard(session_id)
-        if self._tracked.get(session_id) is tracked:
-            del self._tracked[session_id]
+            del self._releasing[session_id]
+            given_up.set()
 
     def _only_released(self, tracked: Tracked) -> bool:
         """Whether *tracked* is a released session holding nothing that a load took or will take."""
@@ -246,6 +251,7 @@ class StoreLifetime:
             and not tracked.buffer
             and self._tracked.get(session_id) is tracked
             and session_id not in self._loading
+            and session_id not in self._releasing
             and (loaded is None or loaded.session() is None)
         )
 

@@ -50,6 +50,8 @@ class StoreLoads(StoreLifetime):
         """
         check_session_id(session_id)
         await self._ensure_open()
+        while (releasing := self._releasing.get(session_id)) is not None:
+            await releasing.wait()  # its claim is going: the stored session is loaded anew
         released = self._tracked.get(session_id)
         if released is not None and not released.released:
             raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
