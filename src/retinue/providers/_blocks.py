@@ -90,11 +90,7 @@ def error_event(data: bytes, where: str) -> ProviderStreamError:
             # JSON cut short (a body torn inside its last line) or garbled: malformed,
             # as any other event's, so a torn body is reported truncated and retried.
             return malformed(f"an error event whose data is no JSON: {data[:80]!r}")
-        # Plain text (a proxy's): no code to judge it by, so retried as a garbled answer is.
-        shown_text = text[:_ERROR_TEXT_SHOWN] or "the server gave no detail"
-        return ProviderStreamError(
-            f"{where} stream error: {shown_text}", code="STREAM_ERROR", retryable=True
-        )
+        payload = text[:_ERROR_TEXT_SHOWN] or None  # a proxy's plain text
     if isinstance(payload, dict) and payload.get("error"):
         payload = payload["error"]
     return stream_error(payload, where=where)

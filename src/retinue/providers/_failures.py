@@ -400,7 +400,9 @@ def stream_error(error: object, *, where: str) -> ProviderStreamError:
         code_text, retryable = str(status), status in RETRYABLE_STATUSES
     else:
         code_text = "STREAM_ERROR" if code is None else str(code)
-        retryable = code_text in RETRYABLE_STREAM_CODES
+        # An error given as plain text (a proxy's) has no code to judge it by: it is
+        # retried as a garbled answer is.
+        retryable = code_text in RETRYABLE_STREAM_CODES or isinstance(error, str)
     return ProviderStreamError(
         f"{where} stream error: {message}", code=code_text, status=status, retryable=retryable
     )
