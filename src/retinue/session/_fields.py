@@ -24,7 +24,6 @@ from retinue._lossless import (
     SMALL_INT,
     check_digits,
     is_count,
-    joined_surrogates,
     shown,
 )
 from retinue._request import ToolSchema
@@ -224,6 +223,4 @@ def joined_lines(value: Iterable[Any]) -> tuple[Any, ...]:
 def empty_is_none(value: str | None) -> str | None:
     # The canonical header has no empty system (R8.2): it is stored absent. A pair
     # is joined as a block's text is (R1.6); anything but a str is left to refuse.
-    if type(value) is str and not value.isascii():
-        return joined_surrogates(value)
-    return value or None
+    return whole(value) or None  # type: ignore[return-value]

@@ -319,7 +319,7 @@ class Session:
             and data_type in _SURFACE_DATA
             and self._turn_open
         ):
-            event = self._append_to_surface(data, surface, source_event_seqs)
+            event = self._append_to_surface(data, data_type, surface, source_event_seqs)
         else:
             sources = None if source_event_seqs is None else as_sources(source_event_seqs)
             event = _new_tuple(
@@ -336,7 +336,11 @@ class Session:
         return event
 
     def _append_to_surface(
-        self, data: EventData, surface: SurfaceOp, source_event_seqs: Sequence[int] | None
+        self,
+        data: EventData,
+        data_type: type[EventData],
+        surface: SurfaceOp,
+        source_event_seqs: Sequence[int] | None,
     ) -> Event:
         """Log a message appended to the open turn's surface, as ``_validate`` and ``_record`` would.
 
@@ -350,7 +354,6 @@ class Session:
             sources = as_sources(source_event_seqs)
             check_sources(data.type, sources, seq)
         # The valid cases tested inline; check_step says what is wrong.
-        data_type = type(data)
         if data_type is SteeringMessage:
             if data.turn != self._last_turn:  # type: ignore[union-attr]
                 check_step(data, self._last_turn, self._open_step, self._last_step)
