@@ -4,14 +4,13 @@ write has stored everything (R11.6, R12.7)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable
 
 import pytest
 import trio
 
-from retinue._errors import StoreError
 from retinue.session import Session
-from retinue.stores._backend import AppendBatch
+from retinue.stores import BufferedStore
 from tests.stores._kit import lines, run_turn
 from tests.stores.conftest import StoreKit
 
@@ -19,25 +18,41 @@ REAL_DEADLINE = 60.0
 """Real seconds: the write waits in a worker thread, which would race a virtual clock ahead."""
 
 
-class _HeldWrite:
-    """Holds the next write of a backend until :attr:`proceed` is set, saying when it began."""
+class _Held:
+    """Holds the next call of a backend method until :attr:`proceed` is set, saying when it began."""
 
-    def __init__(self, write: object) -> None:
-        assert callable(write)
-        self._write = write
+    def __init__(self, call: Callable[..., object]) -> None:
+        self._call = call
         self.reached = threading.Event()
         self.proceed = threading.Event()
 
-    def __call__(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+    def __call__(self, *args: object) -> object:
         self.reached.set()
         self.proceed.wait(REAL_DEADLINE)
-        results: list[StoreError | None] = self._write(batches)
-        return results
+        return self._call(*args)
 
 
-async def _cancel_once_reached(held: _HeldWrite, scope: trio.CancelScope) -> None:
-    await trio.to_thread.run_sync(held.reached.wait, REAL_DEADLINE)
-    scope.cancel()
+async def _detach_cancelled_mid_write(
+    store: BufferedStore, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> _Held:
+    """Store *session*'s turn, log another, and detach it, cancelled once the writer has
+    taken that write; returns the write, still held."""
+    store.attach_new(session)
+    await store.flush(session)
+    run_turn(session, "written while its detach is cancelled")
+    held = _Held(store._backend.write)
+    monkeypatch.setattr(store._backend, "write", held)
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+
+            async def cancel_once_reached() -> None:
+                await trio.to_thread.run_sync(held.reached.wait, REAL_DEADLINE)
+                scope.cancel()
+
+            nursery.start_soon(cancel_once_reached)
+            await store.detach(session)
+    assert scope.cancelled_caught
+    return held
 
 
 async def test_store_gives_up_the_claim_of_a_cancelled_detach_once_its_write_stored_all(
@@ -52,16 +67,7 @@ async def test_store_gives_up_the_claim_of_a_cancelled_detach_once_its_write_sto
     store = blocking_kit.open()
     with trio.fail_after(REAL_DEADLINE):
         async with store:
-            store.attach_new(session)
-            await store.flush(session)
-            run_turn(session, "written while its detach is cancelled")
-            held = _HeldWrite(store._backend.write)
-            monkeypatch.setattr(store._backend, "write", held)
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_cancel_once_reached, held, scope)
-                    await store.detach(session)
-            assert scope.cancelled_caught
+            held = await _detach_cancelled_mid_write(store, session, monkeypatch)
             held.proceed.set()
             await store.flush(session)  # answered once the held write's group is done
             assert store.statistics().buffered_events == 0
@@ -69,21 +75,6 @@ async def test_store_gives_up_the_claim_of_a_cancelled_detach_once_its_write_sto
                 loaded = await other.load("held")
                 await other.detach(loaded)
     assert lines(loaded.events[:]) == lines(session.events[:])
-
-
-class _HeldRelease:
-    """Holds a backend's next release until :attr:`proceed` is set, as a far server would."""
-
-    def __init__(self, release: object) -> None:
-        assert callable(release)
-        self._release = release
-        self.reached = threading.Event()
-        self.proceed = threading.Event()
-
-    def __call__(self, session_id: str) -> None:
-        self.reached.set()
-        self.proceed.wait(REAL_DEADLINE)
-        self._release(session_id)
 
 
 async def test_a_load_while_the_claim_is_given_up_waits_and_loads_the_stored_session(
@@ -97,18 +88,9 @@ async def test_a_load_while_the_claim_is_given_up_waits_and_loads_the_stored_ses
     store = blocking_kit.open()
     with trio.fail_after(REAL_DEADLINE):
         async with store:
-            store.attach_new(session)
-            await store.flush(session)
-            run_turn(session, "written while its detach is cancelled")
-            held = _HeldWrite(store._backend.write)
-            monkeypatch.setattr(store._backend, "write", held)
-            release = _HeldRelease(store._backend.release)
+            release = _Held(store._backend.release)
             monkeypatch.setattr(store._backend, "release", release)
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_cancel_once_reached, held, scope)
-                    await store.detach(session)
-            assert scope.cancelled_caught
+            held = await _detach_cancelled_mid_write(store, session, monkeypatch)
             held.proceed.set()
             await trio.to_thread.run_sync(release.reached.wait, REAL_DEADLINE)
             loaded: list[Session] = []
