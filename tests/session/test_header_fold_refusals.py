@@ -12,6 +12,8 @@ from retinue.session import (
     RequestHeaderDelta,
     Session,
     ToolsDelta,
+    TurnStart,
+    TurnTrigger,
 )
 
 
@@ -26,8 +28,14 @@ class _Name(str):
     __hash__ = None  # type: ignore[assignment]
 
 
-def _headed(name: str) -> Session:
+def _in_a_turn() -> Session:
     session = Session.create("s")
+    session.append(TurnStart(1, TurnTrigger("message")))
+    return session
+
+
+def _headed(name: str) -> Session:
+    session = _in_a_turn()
     header = EpochHeader(LlmCallConfig("m"), tools=(ToolSchema(name, "d", {}),))
     session.append(RequestHeader(header, "initial"))
     return session
@@ -55,7 +63,7 @@ def test_a_delta_whose_tool_names_cannot_key_the_fold_is_refused_typed(
     assert caught.value.code == "CORRUPT_HEADER"
     assert "request/header-delta cannot be folded: unhashable type" in str(caught.value)
     assert isinstance(caught.value.__cause__, TypeError)
-    assert (len(session.events), seen, session.current_header) == (1, [], before)
+    assert (len(session.events), seen, session.current_header) == (2, [], before)
 
 
 _TOOL = ToolSchema("t", "d", {})
@@ -82,13 +90,13 @@ def test_a_tools_delta_not_made_from_the_header_is_refused_typed(
         session.append(RequestHeaderDelta(tools=delta))
     assert caught.value.code == "CORRUPT_HEADER"
     assert problem in str(caught.value)
-    assert (len(session.events), session.current_header) == (1, before)
+    assert (len(session.events), session.current_header) == (2, before)
 
 
 def test_a_header_listing_a_tool_twice_still_folds_the_deltas_made_from_it() -> None:
     """R8.5: an assembly listener may send a tool list naming one tool twice; the deltas
     made from such a header (and stored) still fold as they did when they were written."""
-    session = Session.create("s")
+    session = _in_a_turn()
     twice = EpochHeader(LlmCallConfig("m"), tools=(_TOOL, _TOOL))
     session.append(RequestHeader(twice, "initial"))
     session.append(RequestHeaderDelta(tools=ToolsDelta(added=(_OTHER, _OTHER))))

@@ -61,9 +61,9 @@ def _deeper(frames: int, call: Callable[[], Any]) -> Any:
 def test_a_prefix_message_of_every_role_stores_and_loads(role: Any) -> None:
     """R4.5, R8.2: a header's message prefix reloads as itself, whatever its role."""
     prefix = (Message(role, (Text("be brief"),)),)
-    event = Session.create("s").append(
-        RequestHeader(EpochHeader(CONFIG, None, (), prefix), "initial")
-    )
+    session = Session.create("s")
+    session.append(TurnStart(1, TurnTrigger("message")))
+    event = session.append(RequestHeader(EpochHeader(CONFIG, None, (), prefix), "initial"))
     assert decode_event(encode_event(event)) == event
 
 

@@ -11,6 +11,7 @@ from retinue._lossless import shown
 from ._chunkcheck import chunk_event_problem
 from ._events import (
     AssistantChunk,
+    CustomEvent,
     EpochHeader,
     Event,
     EventData,
@@ -29,6 +30,7 @@ __all__ = [
     "folded",
     "fork_seed",
     "own_sources",
+    "refuse_outside_turn",
     "refuse_seed_event",
     "refuse_surface_op",
     "refuse_thread",
@@ -95,7 +97,8 @@ def fork_seed(events: list[Event], boundary: int | None) -> list[Event]:
 
     Raises:
         SessionError: *boundary* is not an existing seq (``INVALID_BOUNDARY``) or
-            not a ``turn/end`` (``OPEN_TURN``).
+            inside a turn: neither a ``turn/end`` nor a plugin event between
+            turns (``OPEN_TURN``).
     """
     if boundary is None:
         boundary = len(events) - 1
@@ -106,9 +109,27 @@ def fork_seed(events: list[Event], boundary: int | None) -> list[Event]:
         )
     if not 0 <= boundary < len(events):
         raise SessionError(f"fork boundary {shown(boundary)} is not a seq", code="INVALID_BOUNDARY")
-    if not isinstance(events[boundary].data, TurnEnd):
-        raise SessionError(f"fork boundary {boundary} is not a turn/end", code="OPEN_TURN")
+    data = events[boundary].data
+    if not isinstance(data, TurnEnd) and not _between_turns(events, boundary):
+        raise SessionError(
+            f"fork boundary {boundary} ({data.type}) lies inside a turn: fork at a turn/end",
+            code="OPEN_TURN",
+        )
     return events[: boundary + 1]
+
+
+def _between_turns(events: list[Event], boundary: int) -> bool:
+    """Whether the event at *boundary* is a plugin's, logged while no turn was open.
+
+    Only plugin events may sit between turns (R4.11, R4.13); a fork there copies
+    no part of a turn, as one at the ``turn/end`` before them would not.
+    """
+    if type(events[boundary].data) is not CustomEvent:
+        return False
+    for event in reversed(events[:boundary]):
+        if isinstance(event.data, TurnStart | TurnEnd):
+            return isinstance(event.data, TurnEnd)
+    return True
 
 
 def refuse_thread(session_id: str) -> NoReturn:
@@ -120,12 +141,17 @@ def refuse_thread(session_id: str) -> NoReturn:
     )
 
 
+def refuse_outside_turn(kind: str) -> NoReturn:
+    """Raise the refusal of a built-in event appended between turns (R4.13)."""
+    raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
+
+
 def refuse_surface_op(kind: str, op: object, *, turn_open: bool) -> NoReturn:
     """Raise the refusal of a surface event's *op*, the first rule it breaks (R4.19)."""
     if op is None:
         raise SessionError(f"{kind} needs a surface op", code="MISSING_SURFACE_OP")
     if not turn_open:
-        raise SessionError(f"{kind} appended outside a turn", code="NO_OPEN_TURN")
+        refuse_outside_turn(kind)
     raise SessionError(
         f"{kind}: surface op {shown(op)} is neither 'append' nor a Replace",
         code="INVALID_SURFACE_OP",

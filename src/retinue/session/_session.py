@@ -23,6 +23,7 @@ from ._checks import (
     folded,
     fork_seed,
     own_sources,
+    refuse_outside_turn,
     refuse_seed_event,
     refuse_surface_op,
     refuse_thread,
@@ -301,7 +302,10 @@ class Session:
                 ):
                     check_step(data, self._open_turn(), self._open_step, self._last_step)
                 self._open_step = self._last_step = data.step  # type: ignore[union-attr]
-            elif data_type is not PromptBlocked and not (
+            elif data_type is PromptBlocked:
+                if not self._turn_open:
+                    refuse_outside_turn(PromptBlocked.type)
+            elif not (
                 # A step is open only inside the open turn: no test of _turn_open.
                 data.step == self._open_step  # type: ignore[union-attr]
                 and data.turn == self._last_turn  # type: ignore[union-attr]
@@ -394,6 +398,9 @@ class Session:
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
         """Append a plugin event type; *data* must be lossless JSON (R4.5, R4.11).
 
+        Unlike a built-in event, it may be logged between turns (a setup
+        restoring a plugin's state, say); it belongs to no turn.
+
         Raises:
             InvalidJsonError: *data* is not lossless JSON; the message names the type.
             SessionError: *event_type* is empty or a built-in type's name
@@ -418,8 +425,9 @@ class Session:
 
         Raises:
             SessionError: *boundary* is not an existing seq (``INVALID_BOUNDARY``;
-                only an omitted one forks an empty source) or not a ``turn/end``
-                (``OPEN_TURN``); *child_id* is not a str (``INVALID_HEADER``).
+                only an omitted one forks an empty source) or inside a turn: not a
+                ``turn/end`` or a plugin event between turns (``OPEN_TURN``);
+                *child_id* is not a str (``INVALID_HEADER``).
             InvalidJsonError: the copied events hold a chunk no store can write
                 (one ``append_chunk`` was given unchecked).
         """
@@ -476,7 +484,11 @@ class Session:
         elif data_type in STEP_TYPES and type(op) is not Replace:
             check_step(data, self._open_turn(), self._open_step, self._last_step)
         elif data_type in _HEADER_TYPES:
+            if not self._turn_open:
+                refuse_outside_turn(data.type)
             return folded(self._header_fold, data)  # type: ignore[arg-type]
+        elif data_type is PromptBlocked and not self._turn_open:
+            refuse_outside_turn(data.type)
         elif isinstance(op, Replace):
             self._surface.check(event)
         return self._header_fold

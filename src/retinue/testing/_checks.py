@@ -12,6 +12,7 @@ from retinue.session import (
     SURFACE_TYPES,
     AssistantChunk,
     AssistantMessage,
+    CustomEvent,
     Event,
     Replace,
     RequestHeader,
@@ -178,7 +179,10 @@ class _Walk:
         elif isinstance(data, TurnEnd):
             self._turn_end(event, data)
         elif self.turn is None:
-            raise _fail(event, "R4.13", "event outside any turn")
+            # A plugin's events may sit between turns (a setup restoring its state);
+            # derivation ignores them, and they belong to no turn (R4.11).
+            if type(data) is not CustomEvent:
+                raise _fail(event, "R4.13", "event outside any turn")
         elif isinstance(data, StepStart):
             self._step_start(event, data)
         elif isinstance(data, StepEnd):
