@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import pytest
@@ -392,3 +393,44 @@ async def test_steer_before_the_driver_runs_joins_the_queued_batch(
         ]
         assert of_type(events, "steering/message") == []
         assert len(of_type(events, "turn/start")) == 1
+
+
+async def test_a_queued_listener_cannot_change_the_info_the_next_one_sees(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.10, R2.15: every ``agent/queued`` listener of one send or steer sees its source
+    and steering flag as they are: the info is read-only, so a listener that writes to it
+    fails alone (contained), where it once changed the one dict every listener shared.
+    """
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("nap", '{"seconds": 10}', id="c1")]), Reply("ok")],
+        repeat_last=True,
+    )
+    writes: list[str] = []
+
+    def forge(_agent: retinue.Agent, _content: object, info: dict[str, object]) -> None:
+        for write in (
+            functools.partial(info.__setitem__, "steering", not info["steering"]),
+            functools.partial(info.update, source="forged"),
+            functools.partial(info.pop, "source"),
+        ):
+            try:
+                write()
+            except TypeError:
+                writes.append("refused")
+
+    seen: list[tuple[object, object]] = []
+    async with runtime(model, tools=[nap]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("agent/queued", forge, agent=agent)
+        rt.hooks.on(
+            "agent/queued",
+            lambda _agent, _content, info: seen.append((info["source"], info["steering"])),
+            agent=agent,
+        )
+        agent.send("go", source="planner")
+        await trio.sleep(1)
+        agent.steer("turn left")
+        await agent.wait_idle()
+    assert seen == [(MessageSource("plugin", "planner"), False), (MessageSource("user"), True)]
+    assert writes == ["refused"] * 6

@@ -104,6 +104,31 @@ def _without_one(cores: tuple[AgentCore, ...], target: AgentCore) -> tuple[Agent
     return tuple(waits)
 
 
+class _QueuedInfo(dict[str, object]):
+    """The ``info`` of an ``agent/queued`` notification: a ``dict`` that refuses changes.
+
+    Every listener of one send receives the same info, so a plain dict would let
+    one change the source or steering flag the listeners after it see.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_QueuedInfo, (dict(self),))
+
+    def _refuse(self, *_args: object, **_kwargs: object) -> None:
+        raise TypeError("agent/queued's info is read-only: copy it to change it, dict(info)")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse  # type: ignore[assignment]
+    setdefault = _refuse
+    update = _refuse
+    __ior__ = _refuse  # type: ignore[assignment]
+
+
 def circle_error(caller: AgentCore, cycle: list[AgentCore], waiting: str) -> AgentError:
     """``WAIT_CYCLE``: *caller* *waiting* (what it waits for) would close *cycle*."""
     circle = " -> ".join(repr(member.id) for member in [caller, *cycle])
@@ -259,7 +284,7 @@ class AgentCore:
         self.check_drivable()
         item = MailboxItem(as_content(content), resolve_source(source), ticket)
         self.mailbox.enqueue(item)
-        self.emit("agent/queued", item.content, {"source": item.source, "steering": False})
+        self._emit_queued(item, steering=False)
 
     def steer(self, content: Content, source: MessageSource | str | None = None) -> None:
         """Steer the running turn, or queue like ``send`` when not running (R2.13-R2.15)."""
@@ -269,7 +294,14 @@ class AgentCore:
             return
         item = MailboxItem(as_content(content), resolve_source(source))
         self.mailbox.steer(item)
-        self.emit("agent/queued", item.content, {"source": item.source, "steering": True})
+        self._emit_queued(item, steering=True)
+
+    def _emit_queued(self, item: MailboxItem, *, steering: bool) -> None:
+        """Emit ``agent/queued`` for *item*; its info is built only when a listener hears it."""
+        hooks = self.services.hooks
+        if hooks.has_listeners("agent/queued"):
+            info = _QueuedInfo(source=item.source, steering=steering)
+            hooks.emit("agent/queued", self.agent, item.content, info, scope=self.id)
 
     def inject(self, content: Content, source: MessageSource | str | None = None) -> None:
         """Record context without running the model (R2.16-R2.21)."""
