@@ -221,3 +221,23 @@ async def test_jsonl_a_whole_last_line_after_a_torn_record_goes_with_the_torn_ta
         await store.detach(loaded)
     assert lines(loaded.events[: committed + 2]) == lines(session.events[: committed + 2])
     assert await load_lines(tmp_path, "s1") == lines(loaded.events)
+
+
+async def test_jsonl_a_last_event_without_its_newline_takes_appends_of_a_session_not_loaded(
+    tmp_path: Path,
+) -> None:
+    """R11.4, R11.8: a session attached as it is, without a load, appends after a last event
+    line missing only its newline as a load's session does: the writer counts the line, ends
+    it first and stores the new turn, where it refused the flush SEQ_CONFLICT saying that the
+    stored log had as many events as the append's first seq."""
+    session = session_of("s1", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    async with JSONLStore(tmp_path) as store:
+        store.attach(session)
+        run_turn(session, "after the hand edit")
+        await store.detach(session)
+    assert await load_lines(tmp_path, "s1") == lines(session.events)

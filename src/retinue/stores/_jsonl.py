@@ -20,6 +20,7 @@ from ._common import already_exists, cannot_open, refuse_nul
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
+    _after_last_lines as after_last_lines,
     close_all,
     fsync_directory,
     lock_stored,
@@ -30,7 +31,7 @@ from ._jsonlfiles import (
     remove_leftovers,
     write_all,
 )
-from ._jsonlreads import SessionFileReads
+from ._jsonlreads import SessionFileReads, _written_whole
 from ._jsonlsteps import (
     Group,
     LeftFile,
@@ -73,7 +74,7 @@ class JSONLBackend(SessionFileReads):
     unreported: it may be a live writer's append still under way. An
     unterminated last line that parses whole (the header, or a record) lacks
     only its newline (a hand edit): it is read as any other line, and the
-    next append ends it first.
+    next append ends it first, whether or not a load read the file.
     """
 
     blocking = True
@@ -297,6 +298,9 @@ class JSONLBackend(SessionFileReads):
         if not handle.measured:
             with opening(session_id):
                 handle.measure()
+                if handle.torn and _written_whole(_unterminated_line(handle)):
+                    # Lacking only its newline, as a load finds it: a record to append after.
+                    handle.keep_fragment()
         return handle
 
     def _claimed(self, session_id: str) -> SessionFile:
@@ -377,6 +381,12 @@ class JSONLBackend(SessionFileReads):
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
                 close_all([left.fd])
+
+
+def _unterminated_line(handle: SessionFile) -> bytes:
+    """The line after the last newline of *handle*'s file, read back from its end."""
+    start = after_last_lines(handle.fd, handle.size, 0)
+    return os.pread(handle.fd, handle.size - start, start)
 
 
 @final
