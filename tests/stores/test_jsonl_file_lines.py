@@ -241,3 +241,36 @@ async def test_jsonl_a_last_event_without_its_newline_takes_appends_of_a_session
         run_turn(session, "after the hand edit")
         await store.detach(session)
     assert await load_lines(tmp_path, "s1") == lines(session.events)
+
+
+async def test_jsonl_an_append_after_a_torn_line_names_the_file_and_line_until_a_load(
+    tmp_path: Path,
+) -> None:
+    """R11.8: a session attached without a load is not appended after a line a crash cut
+    short: the refusal names the file and line, where it counted the line as an event and
+    blamed another writer; a load then cuts the line off and keeps every event."""
+    session = session_of("s1", 1)
+    stored = lines(session.events)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    with path.open("ab") as file:
+        file.write(b'{"seq":')
+    refusals: list[StoreError] = []
+    with pytest.raises(StoreError, match="could not be drained"):
+        await _append_after_the_crash(tmp_path, session, refusals)
+    [refusal] = refusals
+    assert refusal.code == "SEQ_CONFLICT"
+    assert f"{path}, line {len(stored) + 2} is a write a crash cut short" in refusal.message
+    assert await load_lines(tmp_path, "s1") == stored
+
+
+async def _append_after_the_crash(root: Path, session: Session, refusals: list[StoreError]) -> None:
+    """Attach *session* to a JSONL store at *root* as it is and flush a turn, noting refusals."""
+    async with JSONLStore(root) as store:
+        store.attach(session)
+        run_turn(session, "after the crash")
+        with pytest.raises(StoreError) as caught:
+            await store.flush(session)
+        refusals.append(caught.value)

@@ -66,7 +66,7 @@ class JSONLBackend(SessionFileReads):
     group's appends are made durable by one ``syncfs`` per file system (or one
     ``fdatasync`` per file for small groups). An append must start at the seq
     after the file's last complete line, else it is refused ``SEQ_CONFLICT``
-    (R11.4). A failed group is cut back to what was committed; a file that
+    (R11.4), as it is after a line a crash cut short, naming the file and line. A failed group is cut back to what was committed; a file that
     cannot be is appended to no more (its flushes fail) until it can be. A new
     file it linked in and cannot remove stays locked, and the id's next
     creation removes it first: a failed creation never leaves its id refused.
@@ -145,7 +145,11 @@ class JSONLBackend(SessionFileReads):
             return self._uncut_error(batch.session_id, handle.uncut)
         if batch.truncate_to is not None:
             handle.truncate(batch.truncate_to)
-        refusal = handle.check_next(batch.session_id, batch.first_seq)
+        refusal = (
+            _after_torn_line(batch.session_id, handle)
+            if handle.torn
+            else handle.check_next(batch.session_id, batch.first_seq)
+        )
         if refusal is not None:
             return refusal
         group.rollbacks.append((handle, handle.size, handle.count, handle.open_line))
@@ -387,6 +391,16 @@ def _unterminated_line(handle: SessionFile) -> bytes:
     """The line after the last newline of *handle*'s file, read back from its end."""
     start = after_last_lines(handle.fd, handle.size, 0)
     return os.pread(handle.fd, handle.size - start, start)
+
+
+def _after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
+    """The refusal of an append after a line a crash cut short, naming the file and line."""
+    return StoreError(
+        f"session {session_id!r}: {handle.path}, line {handle.count + 2} is a write a crash "
+        "cut short (no committed event): nothing is appended after it until a load of the "
+        "session cuts it off (R11.8)",
+        code="SEQ_CONFLICT",
+    )
 
 
 @final
