@@ -11,7 +11,7 @@ import trio.testing
 
 from retinue import AgentOptions, Message, Text
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
-from retinue.prompt import Section, check_template, render
+from retinue.prompt import PromptError, Section, check_template, render
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import Next, runtime
@@ -41,6 +41,35 @@ def test_a_template_with_many_escaped_braces_is_parsed_in_linear_time() -> None:
 def test_escapes_and_groups_render_in_place_next_to_each_other(text: str, rendered: str) -> None:
     """R7.52: literal text, escapes and values keep their order however they alternate."""
     assert render([Section("s", text)], {"name": "Ada"}) == rendered
+
+
+@pytest.mark.parametrize(
+    ("text", "rendered"),
+    [
+        (r"C:\\{{dir}}", "C:\\Ada"),
+        (r"C:\Users\\{{dir}}\notes", r"C:\Users\Ada\notes"),
+        (r"\\\\{{dir}}", r"\\Ada"),
+        (r"\\\{{dir\}}", r"\{{dir}}"),
+        (r"{{dir}}\\\}}", r"Ada\}}"),
+        (r"\\{{{dir}}}", r"\{Ada}"),
+    ],
+)
+def test_a_backslash_written_twice_before_a_group_is_one_backslash(
+    text: str, rendered: str
+) -> None:
+    """R7.52: before ``{{`` or ``}}`` each pair of backslashes is one backslash and an odd one
+    left escapes the braces, so a path can end in a variable (``C:\\\\{{dir}}``); a
+    backslash could not precede a group at all, as its braces were taken for an escape."""
+    check_template(text, "persona")
+    assert render([Section("persona", text)], {"dir": "Ada"}) == rendered
+
+
+@pytest.mark.parametrize("text", [r"C:\{{dir}}", r"\\\{{dir}}", r"a\\}}"])
+def test_a_backslash_before_a_group_once_says_how_to_write_it(text: str) -> None:
+    """R7.52: an odd backslash before ``{{`` escapes it, leaving the group's ``}}`` alone; the
+    error says how to write a backslash before a variable."""
+    with pytest.raises(PromptError, match=r"lone '}}'.*\\\\\{\{ for a backslash before a variable"):
+        check_template(text, "persona")
 
 
 async def test_a_request_listener_cannot_set_a_max_tokens_no_api_accepts(

@@ -3,8 +3,11 @@
 Template rule: ``{{name}}`` (whitespace around the name allowed) is replaced
 by the variable's text, which is not parsed again. A ``{{`` or ``}}`` outside
 such a group is an error, so a typo never reaches the model silently; write
-``\\{{`` and ``\\}}`` for literal double braces. A single brace is literal,
-next to a group too: ``{{{name}}}`` is the text between braces.
+``\\{{`` and ``\\}}`` for literal double braces. Before ``{{`` or ``}}``, a
+backslash is written twice to be one: ``C:\\\\{{dir}}`` is ``C:\\`` and the
+variable's text (each pair one backslash, an odd one left escaping the braces).
+A backslash elsewhere is literal. A single brace is literal, next to a group
+too: ``{{{name}}}`` is the text between braces.
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ from retinue._request import ToolSchema
 
 __all__ = ["Assembly", "PromptError", "Section", "check_template", "is_variable_name", "render"]
 
-# Leftmost match wins: an escape, else a whole group, else a lone brace pair.
-# A group's inside never starts with a brace: in "{{{" the first is a single
-# literal brace (kept by group 2), so a leftmost "{{" cannot swallow it; a
+# Leftmost match wins: backslash pairs (one literal backslash each) before an
+# escape, else a whole group, else a lone brace pair. A run of backslashes is
+# matched from its first one only, so a long run before no braces is passed
+# over in one step per backslash, not one scan of the run per backslash. A
+# group's inside never starts with a brace: in "{{{" the first is a single
+# literal brace (kept by group 3), so a leftmost "{{" cannot swallow it; a
 # fourth brace leaves a lone "{{", an error like any other.
-_TOKEN = re.compile(r"\\(\{\{|\}\})|(\{?)\{\{(?!\{)(.*?)\}\}|\{\{|\}\}", re.DOTALL)
+_TOKEN = re.compile(
+    r"(?<!\\)((?:\\\\)*)(?:\\(\{\{|\}\})|(\{?)\{\{(?!\{)(.*?)\}\}|\{\{|\}\})", re.DOTALL
+)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
@@ -121,7 +129,8 @@ def _parse(text: str, where: str) -> list[str]:
     for match in _TOKEN.finditer(text):
         literal.append(text[position : match.start()])
         position = match.end()
-        escaped, brace, inside = match.group(1, 2, 3)
+        pairs, escaped, brace, inside = match.group(1, 2, 3, 4)
+        literal.append(pairs[: len(pairs) // 2])
         if escaped is not None:
             literal.append(escaped)
         elif inside is not None:
@@ -130,8 +139,9 @@ def _parse(text: str, where: str) -> list[str]:
             literal.clear()
         else:
             raise PromptError(
-                f"unbalanced variable group: a lone {match.group()!r} at character "
-                f"{match.start()} in section {where!r} (write \\{{{{ or \\}}}} for literal braces)"
+                f"unbalanced variable group: a lone {match.group()[len(pairs) :]!r} at character "
+                f"{match.start() + len(pairs)} in section {where!r} (write \\{{{{ or \\}}}} for "
+                "literal braces, \\\\{{ for a backslash before a variable)"
             )
     literal.append(text[position:])
     pieces.append("".join(literal))
@@ -184,7 +194,8 @@ def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> 
 
     Raises:
         PromptError: an unknown, valueless or malformed ``{{variable}}``, or
-            a lone ``{{`` or ``}}`` (``\\{{`` and ``\\}}`` are literal braces).
+            a lone ``{{`` or ``}}`` (``\\{{`` and ``\\}}`` are literal braces,
+            ``\\\\{{name}}`` a backslash and the variable's text).
     """
     parts = []
     for section in sorted(sections, key=lambda item: item.order):
