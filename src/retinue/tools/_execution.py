@@ -21,6 +21,7 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
     bound_set_attribute,
+    wrong_type,
 )
 from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf_error
 from retinue._handle import AgentHandle
@@ -54,12 +55,17 @@ def _fresh_token() -> str:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolExecution:
     """One tool call as the pipeline sees it (R9.1); every field is immutable.
 
     The registry freezes ``arguments`` before any seam sees them; ``token`` is
     a fresh opaque id per execution, so two calls never share an identity.
+
+    Raises:
+        TypeError: ``call_id``, ``name`` or ``token`` is no str, or ``agent_id``
+            or ``raw_arguments`` neither a str nor None (the message names the
+            field). Arguments that are no JSON are the call's error result instead.
     """
 
     call_id: str
@@ -76,6 +82,50 @@ class ToolExecution:
     """A fresh opaque id for this execution."""
     raw_arguments: str | None = attrs.field(default=None, kw_only=True, repr=False)
     """The model's text of the arguments, when the loop parsed them; else ``None``."""
+
+    # Written by hand, checking the types attrs would not: one is built for every
+    # call, and a wrong one otherwise failed far away, as the call's result was logged.
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        arguments: JsonValue,
+        agent: AgentHandle | None = None,
+        agent_id: str | None = None,
+        *,
+        token: str | None = None,
+        raw_arguments: str | None = None,
+    ) -> None:
+        if token is None:
+            token = _fresh_token()
+        # One test of the common case: the loop's call id, name, token and text.
+        if not (
+            type(call_id) is type(name) is type(token) is str
+            and (agent_id is None or type(agent_id) is str)
+            and (raw_arguments is None or type(raw_arguments) is str)
+        ):
+            _refuse_types(self, call_id, name, token, agent_id, raw_arguments)
+        setattr_ = bound_set_attribute(self)
+        setattr_("call_id", call_id)
+        setattr_("name", name)
+        setattr_("arguments", arguments)
+        setattr_("agent", agent)
+        setattr_("agent_id", agent_id)
+        setattr_("token", token)
+        setattr_("raw_arguments", raw_arguments)
+
+
+def _refuse_types(execution: ToolExecution, *values: object) -> None:
+    """Raise for the first of *values* (``call_id`` to ``raw_arguments``) that is no str.
+
+    A str subclass passes, as ``isinstance`` would have it.
+    """
+    names = ("call_id", "name", "token", "agent_id", "raw_arguments")
+    for index, (field, value) in enumerate(zip(names, values, strict=True)):
+        optional = index >= 3
+        if isinstance(value, str) or (optional and value is None):
+            continue
+        raise wrong_type(execution, field, "a str or None" if optional else "a str", value)
 
 
 @final
