@@ -20,7 +20,7 @@ from ._common import already_exists, cannot_open, refuse_nul
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
-    _after_last_lines as after_last_lines,
+    after_last_lines,
     close_all,
     fsync_directory,
     lock_stored,
@@ -31,7 +31,7 @@ from ._jsonlfiles import (
     remove_leftovers,
     write_all,
 )
-from ._jsonlreads import SessionFileReads, _written_whole
+from ._jsonlreads import SessionFileReads, written_whole
 from ._jsonlsteps import (
     Group,
     LeftFile,
@@ -66,7 +66,8 @@ class JSONLBackend(SessionFileReads):
     group's appends are made durable by one ``syncfs`` per file system (or one
     ``fdatasync`` per file for small groups). An append must start at the seq
     after the file's last complete line, else it is refused ``SEQ_CONFLICT``
-    (R11.4), as it is after a line a crash cut short, naming the file and line. A failed group is cut back to what was committed; a file that
+    (R11.4), as it is after a line a crash cut short, naming the file and
+    line. A failed group is cut back to what was committed; a file that
     cannot be is appended to no more (its flushes fail) until it can be. A new
     file it linked in and cannot remove stays locked, and the id's next
     creation removes it first: a failed creation never leaves its id refused.
@@ -302,7 +303,7 @@ class JSONLBackend(SessionFileReads):
         if not handle.measured:
             with opening(session_id):
                 handle.measure()
-                if handle.torn and _written_whole(_unterminated_line(handle)):
+                if handle.torn and written_whole(_unterminated_line(handle)):
                     # Lacking only its newline, as a load finds it: a record to append after.
                     handle.keep_fragment()
         return handle

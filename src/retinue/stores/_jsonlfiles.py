@@ -26,6 +26,7 @@ from ._common import seq_conflict
 __all__ = [
     "ATTEMPTS",
     "SessionFile",
+    "after_last_lines",
     "close_all",
     "fsync_directory",
     "lock_stored",
@@ -122,8 +123,8 @@ class SessionFile:
         if self.open_line and not dropped:
             keep = self.size
         else:
-            # An open last line is no line to _after_last_lines: it goes with the lines before it.
-            keep = _after_last_lines(self.fd, self.size, dropped - self.open_line)
+            # An open last line is no line to after_last_lines: it goes with the lines before it.
+            keep = after_last_lines(self.fd, self.size, dropped - self.open_line)
             self.open_line = False
         os.ftruncate(self.fd, keep)
         self.size = keep
@@ -286,7 +287,7 @@ def read_whole(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _after_last_lines(fd: int, end: int, lines: int) -> int:
+def after_last_lines(fd: int, end: int, lines: int) -> int:
     """The offset where the last *lines* whole lines before *end* begin, 0 if it has fewer.
 
     Read backwards from *end*, so cutting off a log's tail reads only that tail
