@@ -67,3 +67,19 @@ def test_a_missing_command_is_named_by_its_choices(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         main(["bogus"])
     assert "error: argument {demo,sessions}: invalid choice: 'bogus'" in capsys.readouterr().err
+
+
+def test_the_list_help_names_each_reason_a_session_is_left_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``retinue sessions list --help`` names each stored session ``list`` leaves out: a
+    header it cannot read, one naming another session, and one of a format version this
+    build does not read, which it used to leave unsaid."""
+    with pytest.raises(SystemExit) as caught:
+        main(["sessions", "list", "--help"])
+    assert caught.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "A stored session left out, its header unreadable, naming another session or of a "
+        "format version this build does not read, is named on stderr with the problem"
+    ) in help_text

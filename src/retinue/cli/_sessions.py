@@ -145,8 +145,8 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         parents=[common],
         help="list stored sessions (headers only)",
         description="List stored sessions (headers only). A stored session left out, its "
-        "header unreadable or naming another session, is named on stderr with the problem, "
-        "and the status is then 1.",
+        "header unreadable, naming another session or of a format version this build does "
+        "not read, is named on stderr with the problem, and the status is then 1.",
     )
     show = commands.add_parser(
         "show", parents=[common], help="print a session's turns, steps and tools"
