@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import errno
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -70,6 +71,10 @@ def parse_store_spec(spec: str, *, forms: str = STORE_FORMS) -> tuple[str, str]:
     *forms* lists the values the error offers instead, for a command that
     takes more than the stores this opens.
 
+    A file store's path starting with ``~`` is taken from the home directory: the
+    shell expands ``~`` only at the start of a word, so ``sqlite:~/s.db`` reaches
+    the command as it was typed, and would name a directory ``~`` here.
+
     Raises:
         argparse.ArgumentTypeError: the spec has no location (or only whitespace, a
             shell's quoting gone wrong) or an unknown kind.
@@ -83,6 +88,7 @@ def parse_store_spec(spec: str, *, forms: str = STORE_FORMS) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"unknown store kind {kind!r}: use {forms}")
     if kind in _FILE_STORES:
         refuse_nul(location, what=f"{kind} store path")
+        location = os.path.expanduser(location)
     return kind, location
 
 
