@@ -68,6 +68,26 @@ def test_cli_sessions_list_prints_every_header(
     assert "cwd=/srv/app" in rows["done"]
 
 
+def test_cli_sessions_list_prints_a_cwd_ending_in_a_space_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R11.14: ``sessions list`` prints a stored cwd as stored, a trailing space included,
+    where it stripped the line's end: the cwd shown, or read by a script, was another."""
+
+    async def fill(path: Path) -> None:
+        session = Session.create("spaced", cwd="/srv/app ")
+        async with SQLiteStore(path) as store:
+            store.attach_new(session)
+            run_turn(session)
+            await store.flush(session)
+
+    path = tmp_path / "sessions.db"
+    trio.run(fill, path)
+    assert cli("--store", f"sqlite:{path}", "list") == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.split("\t")[2] == "cwd=/srv/app "
+
+
 def test_cli_sessions_show_prints_turns_tools_usage_and_ends(
     stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
 ) -> None:

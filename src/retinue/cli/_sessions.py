@@ -211,8 +211,11 @@ async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
         extras = [f"cwd={header.cwd}"] if header.cwd else []
         if header.parent_session:
             extras.append(f"parent={header.parent_session} seed={header.seed_length}")
-        fields = (header.id, _when(header.created_at), " ".join(extras))
-        print("\t".join(map(printable, fields)).rstrip())
+        fields = [header.id, _when(header.created_at)]
+        # Left out when empty, not stripped: a cwd may end in whitespace of its own.
+        if extras:
+            fields.append(" ".join(extras))
+        print("\t".join(map(printable, fields)))
     for skipped in listing.skipped:
         complain(f"retinue sessions list: skipped {printable(skipped.problem)}")
     return 1 if listing.skipped else 0
