@@ -69,11 +69,8 @@ def parse_store_spec(spec: str, *, forms: str = STORE_FORMS) -> tuple[str, str]:
     """Split ``sqlite:PATH``, ``jsonl:DIR`` or ``postgres:DSN`` into kind and location.
 
     *forms* lists the values the error offers instead, for a command that
-    takes more than the stores this opens.
-
-    A file store's path starting with ``~`` is taken from the home directory: the
-    shell expands ``~`` only at the start of a word, so ``sqlite:~/s.db`` reaches
-    the command as it was typed, and would name a directory ``~`` here.
+    takes more than the stores this opens. A file store's ``~`` is the home
+    directory: the shell leaves ``sqlite:~/s.db`` as typed (``~`` opens no word).
 
     Raises:
         argparse.ArgumentTypeError: the spec has no location (or only whitespace, a
@@ -211,10 +208,8 @@ async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
         extras = [f"cwd={header.cwd}"] if header.cwd else []
         if header.parent_session:
             extras.append(f"parent={header.parent_session} seed={header.seed_length}")
-        fields = [header.id, _when(header.created_at)]
-        # Left out when empty, not stripped: a cwd may end in whitespace of its own.
-        if extras:
-            fields.append(" ".join(extras))
+        # Extras left out when none, not stripped: a cwd may end in whitespace of its own.
+        fields = [header.id, _when(header.created_at), *([" ".join(extras)] if extras else [])]
         print("\t".join(map(printable, fields)))
     for skipped in listing.skipped:
         complain(f"retinue sessions list: skipped {printable(skipped.problem)}")
