@@ -331,8 +331,17 @@ async def test_error_status_whose_body_stalls_names_its_status(
         ({"ANTHROPIC_AUTH_TOKEN": "token"}, {}, True),
         ({"ANTHROPIC_PROFILE": "dev"}, {}, True),
         ({}, {"base_url": "http://127.0.0.1:9"}, True),
+        ({}, {"base_url": "https://api.anthropic.com"}, False),
     ],
-    ids=["nothing", "key", "key-variable", "token-variable", "profile", "local-server"],
+    ids=[
+        "nothing",
+        "key",
+        "key-variable",
+        "token-variable",
+        "profile",
+        "local-server",
+        "anthropic-by-url",
+    ],
 )
 async def test_anthropic_model_says_whether_its_client_found_credentials(
     monkeypatch: pytest.MonkeyPatch,
@@ -342,7 +351,8 @@ async def test_anthropic_model_says_whether_its_client_found_credentials(
     found: bool,
 ) -> None:
     """The SDK settles its credentials when built but refuses only per request; the adapter
-    reports what its client found (a local server gets a placeholder key).
+    reports what its client found (a local server gets a placeholder key, Anthropic's own
+    API named by its URL none).
     """
     for name in ANTHROPIC_CREDENTIAL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -369,8 +379,19 @@ OPENAI_CREDENTIAL_VARIABLES = ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_BAS
         ({"OPENAI_ADMIN_KEY": "admin"}, {}, False),
         ({}, {"base_url": "http://127.0.0.1:9/v1"}, True),
         ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, {}, True),
+        ({}, {"base_url": "https://api.openai.com/v1"}, False),
+        ({"OPENAI_BASE_URL": "https://api.openai.com/v1"}, {}, False),
     ],
-    ids=["nothing", "key", "key-variable", "admin-key-only", "local-server", "url-variable"],
+    ids=[
+        "nothing",
+        "key",
+        "key-variable",
+        "admin-key-only",
+        "local-server",
+        "url-variable",
+        "openai-by-url",
+        "openai-by-url-variable",
+    ],
 )
 async def test_openai_model_builds_without_credentials_and_says_whether_it_has_them(
     monkeypatch: pytest.MonkeyPatch,
@@ -379,7 +400,8 @@ async def test_openai_model_builds_without_credentials_and_says_whether_it_has_t
     found: bool,
 ) -> None:
     """As with Anthropic, a missing key does not stop the adapter being built: it reports
-    it, so a caller can refuse to start. An admin key authenticates no model request.
+    it, so a caller can refuse to start. An admin key authenticates no model request, and
+    OpenAI's own API named by its URL gets no placeholder key.
     """
     for name in OPENAI_CREDENTIAL_VARIABLES:
         monkeypatch.delenv(name, raising=False)

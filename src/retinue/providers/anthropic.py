@@ -167,7 +167,13 @@ class AnthropicModel(ClientOwner):
             _check_thinking_budget(thinking_budget, default_max_tokens)
         base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-        if api_key is None and base_url is not None and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        if (
+            api_key is None
+            and base_url is not None
+            and httpx2.URL(base_url).host != "api.anthropic.com"
+            and not os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        ):
+            # A compatible server may need no key; Anthropic's own API always does.
             api_key = "not-needed"
         self.provider = provider
         self._read_timeout = timeout

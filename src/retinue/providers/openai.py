@@ -181,7 +181,8 @@ class OpenAIModel(ClientOwner):
         check_header_values(
             default_headers, **{key_source: api_key}, **_identity(organization, project)
         )
-        if api_key is None and base_url is not None:
+        if api_key is None and not _is_openai(base_url):
+            # A compatible server may need no key; OpenAI's own API always does.
             api_key = "not-needed"
         self.provider = provider
         self._has_key = api_key is not None
