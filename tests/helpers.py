@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import attrs
@@ -35,6 +35,21 @@ async def runtime(model: Any, **options: Any) -> AsyncIterator[retinue.Runtime]:
             yield rt
             ended.append(True)
     assert ended, "the runtime's nursery was cancelled: the test's body did not run to its end"
+
+
+@contextmanager
+def raises_ctrl_c() -> Iterator[None]:
+    """Expect the block to raise Ctrl-C as the KeyboardInterrupt it is, not in a group.
+
+    A group holding it fails the test as an assertion: raised on, it would end the run.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        return
+    except BaseExceptionGroup as group:
+        raise AssertionError(f"Ctrl-C came out in a group: {group!r}") from group
+    raise AssertionError("the block raised no KeyboardInterrupt")
 
 
 async def idle_events(agent: retinue.Agent) -> EventLog:

@@ -25,7 +25,7 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import DEADLINE, OPTIONS, nap, turn_ends
+from tests.helpers import DEADLINE, OPTIONS, nap, raises_ctrl_c, turn_ends
 
 REAL_DEADLINE = 60.0
 
@@ -252,7 +252,7 @@ async def test_ctrl_c_ending_a_turn_runs_its_flush_before_it_goes_on(
     included, bounded like any flush; then Ctrl-C goes on out of the runtime."""
     order: list[str] = []
     box: dict[str, retinue.Agent] = {}
-    with trio.fail_after(DEADLINE), pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+    with trio.fail_after(DEADLINE), raises_ctrl_c():
         model = ScriptedModel([Reply("never")])
         async with retinue.open_runtime(models=model, store=_OrderStore(order)) as rt:
             agent = box["a"] = await rt.create_agent("a", OPTIONS)

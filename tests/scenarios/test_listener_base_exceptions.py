@@ -25,7 +25,7 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, Next, echo, last_end_reason, runtime
+from tests.helpers import OPTIONS, Next, echo, last_end_reason, raises_ctrl_c, runtime
 
 
 class _GaveUp(BaseException):
@@ -250,7 +250,7 @@ async def test_ctrl_c_in_a_listener_still_ends_the_runtime(
     and the turn it interrupted is logged disposed."""
     model = ScriptedModel([CallTools([ToolCallSpec("echo", '{"text": "hi"}')]), Reply("never")])
     sessions: list[retinue.Session] = []
-    with trio.fail_after(60), pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+    with trio.fail_after(60), raises_ctrl_c():
         async with retinue.open_runtime(models=model, tools=[echo]) as rt:
             agent = await rt.create_agent("a", OPTIONS)
             sessions.append(agent.session)
@@ -272,7 +272,7 @@ async def test_ctrl_c_in_a_notification_listener_still_passes_on(
                 raise KeyboardInterrupt
 
             rt.hooks.on("agent/queued", interrupt, agent=agent)
-            with pytest.raises(KeyboardInterrupt):
+            with raises_ctrl_c():
                 agent.send("go")
 
 

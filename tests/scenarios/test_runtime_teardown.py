@@ -15,7 +15,7 @@ import retinue
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import CallTools, DelegatingStore, Reply, ScriptedModel, ToolCallSpec
-from tests.helpers import OPTIONS, runtime, turn_ends
+from tests.helpers import OPTIONS, raises_ctrl_c, runtime, turn_ends
 from tests.scenarios._runtime_teardown_kit import SlowDetach
 
 
@@ -261,7 +261,7 @@ async def test_a_status_listener_interrupting_a_dispose_still_leaves_it_torn_dow
 
         rt.hooks.on("agent/status", interrupt, agent=agent)
         rt.hooks.on("agent/disposed", lambda _agent: disposed.append("agent/disposed"))
-        with pytest.raises(KeyboardInterrupt):
+        with raises_ctrl_c():
             await agent.dispose()
         await agent.dispose()
         await agent.wait_idle()
@@ -283,7 +283,7 @@ async def test_a_disposed_listener_interrupting_a_teardown_still_unwinds_the_age
     ended: list[str] = []
     with trio.fail_after(600):
         async with trio.open_nursery() as outer:
-            with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+            with raises_ctrl_c():
                 async with retinue.open_runtime(
                     models=ScriptedModel([Reply("hi")]), store=store
                 ) as rt:

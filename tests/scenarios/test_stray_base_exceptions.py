@@ -22,7 +22,7 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, echo, last_end_reason, of_type, runtime
+from tests.helpers import OPTIONS, echo, last_end_reason, of_type, raises_ctrl_c, runtime
 
 
 class _Fatal(BaseException):
@@ -117,7 +117,7 @@ async def test_ctrl_c_in_a_body_ends_the_turn_as_a_disposal(
     model = ScriptedModel([CallTools([ToolCallSpec("interrupted", "{}")]), Reply("never")])
     sessions: list[retinue.Session] = []
     errors: list[BaseException] = []
-    with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+    with raises_ctrl_c():
         async with runtime(model, tools=[interrupted]) as rt:
             agent = await rt.create_agent("a", OPTIONS)
             rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
@@ -155,7 +155,7 @@ async def test_ctrl_c_in_one_agents_tool_closes_and_stores_every_agents_turn(
             for name in ("wait", "stopped")
         }
     )
-    with trio.fail_after(60), pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+    with trio.fail_after(60), raises_ctrl_c():
         async with retinue.open_runtime(
             models=model, tools=[wait, stopped], store=retinue.JSONLStore(tmp_path)
         ) as rt:

@@ -13,7 +13,7 @@ import retinue
 from retinue.config import AgentEntry, LoopConfig
 from retinue.session import Session
 from retinue.stores import MemoryStore
-from retinue.testing import DelegatingStore, Reply, ScriptedModel
+from retinue.testing import CallTools, DelegatingStore, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS
 
 DEADLINE = 600.0
@@ -101,9 +101,10 @@ async def test_ctrl_c_in_a_scoped_cleanup_still_unwinds_the_rest_of_the_agent(
     store = _Detaches()
     cleaned: list[str] = []
     ended: list[str] = []
+    caught: BaseException | None = None
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as outer:
-            with pytest.RaisesGroup(KeyboardInterrupt, flatten_subgroups=True):
+            try:
                 async with retinue.open_runtime(
                     models=ScriptedModel([Reply("hi")]), store=store
                 ) as rt:
@@ -120,4 +121,38 @@ async def test_ctrl_c_in_a_scoped_cleanup_still_unwinds_the_rest_of_the_agent(
 
                     outer.start_soon(read)
                     await agent.dispose()
+            except BaseException as exc:  # a group would end the test run: judged below
+                caught = exc
+    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
     assert (cleaned, ended, store.detached) == (["cleanup"], ["feed"], ["s"])
+
+
+@retinue.tool(name="interrupted")
+async def _interrupted_tool() -> str:
+    """Ctrl-C lands while this tool runs."""
+    await trio.sleep(1)
+    raise KeyboardInterrupt
+
+
+async def test_ctrl_c_in_agents_tools_comes_out_of_the_runtime_as_raised(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.10: Ctrl-C that trio delivers in an agent's task (here, in the tools of two
+    agents mid-turn) comes out of ``open_runtime`` as a KeyboardInterrupt, as one
+    landing in the body does, and every agent is torn down. It came as a group of
+    the runtime's nursery holding each agent's group, which an ``except
+    KeyboardInterrupt`` does not catch."""
+    model = ScriptedModel([CallTools([ToolCallSpec("interrupted", "{}")])], repeat_last=True)
+    agents: list[retinue.Agent] = []
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=model, tools=[_interrupted_tool]) as rt:
+                agents += [await rt.create_agent("a", OPTIONS) for _ in range(2)]
+                for agent in agents:
+                    agent.send("work")
+                await agents[0].wait_idle()
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
+    assert [agent.status for agent in agents] == ["disposed", "disposed"]

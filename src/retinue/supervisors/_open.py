@@ -136,7 +136,8 @@ async def _supervising(
     The nursery is an implementation detail: an exception raised in this task
     alone (by the body, or Ctrl-C landing while the configured agents start or
     the agents are disposed on the way out) comes out as raised, not wrapped in
-    a group. A group stays a group when the runtime's own tasks failed too.
+    a group. So does Ctrl-C landing in an agent's task when nothing else failed.
+    A group stays a group when the runtime's own tasks failed too.
     """
     body_error: BaseException | None = None
     try:
@@ -155,6 +156,9 @@ async def _supervising(
                 body_error = exc
                 raise
     except BaseExceptionGroup as group:
+        interrupt = _lone_interrupt(group, body_error)
+        if interrupt is not None:
+            _reraise(interrupt)
         if (
             body_error is None
             or len(group.exceptions) != 1
@@ -162,6 +166,27 @@ async def _supervising(
         ):
             raise
         _reraise(body_error)
+
+
+def _lone_interrupt(
+    group: BaseExceptionGroup[BaseException], body_error: BaseException | None
+) -> KeyboardInterrupt | None:
+    """The Ctrl-C to raise when *group* holds nothing else, wherever it landed.
+
+    Trio raises Ctrl-C in whatever task runs when it comes: an agent's tool or
+    listener as much as the body. Landing in an agent's task, it reached the
+    runtime's nursery through the agent's own, one group inside another, which
+    an ``except KeyboardInterrupt`` around the runtime does not catch.
+    """
+    if group.split(KeyboardInterrupt)[1] is not None:
+        return None
+    if isinstance(body_error, KeyboardInterrupt):
+        return body_error
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, KeyboardInterrupt)
+    return leaf
 
 
 def _is_body_error(found: BaseException, body_error: BaseException) -> bool:
