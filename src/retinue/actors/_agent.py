@@ -320,8 +320,12 @@ class Agent:
         """
         await self._dispose(self)
 
-    def end_subscriptions(self) -> None:
-        """End every live subscription after the agent's last event (called at teardown)."""
+    def _end_subscriptions(self) -> None:
+        """End every live subscription after the agent's last event (its runtime's, at teardown).
+
+        Not a verb of the handle: called on a live agent, it would end every feed
+        of it, and every later one at once, while the agent goes on.
+        """
         subscriptions, self._subscriptions = self._subscriptions, None
         if subscriptions is not None:
             for subscription in list(subscriptions):

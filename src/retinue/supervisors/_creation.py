@@ -12,7 +12,7 @@ import trio
 from retinue.actors import Agent
 from retinue.loop import AgentCore
 
-__all__ = ["Creation", "Setup", "core_of", "end_unpublished", "run_setup"]
+__all__ = ["Creation", "Setup", "core_of", "end_subscriptions", "end_unpublished", "run_setup"]
 
 # What a setup returns is awaited when awaitable and otherwise ignored: a one-line
 # lambda hands back whatever its expression does (an unregister function, say).
@@ -60,12 +60,17 @@ def end_unpublished(agent: Agent) -> None:
     core = core_of(agent)
     core.disposal_started = True  # a later dispose returns at once
     core.mark_disposed(announce=False)
-    agent.end_subscriptions()
+    end_subscriptions(agent)
     core.torn_down.set()
 
 
 def core_of(agent: Agent) -> AgentCore:
     return agent._core
+
+
+def end_subscriptions(agent: Agent) -> None:
+    """End *agent*'s live subscriptions, and any it gives later, after its last event."""
+    agent._end_subscriptions()
 
 
 async def run_setup(agent: Agent, setup: Setup | None) -> None:

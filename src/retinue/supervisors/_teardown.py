@@ -14,7 +14,7 @@ from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_a
 from retinue.session import TurnEndReason
 
 from ._cleanups import Cleanups, unwind
-from ._creation import Creation, core_of, end_unpublished
+from ._creation import Creation, core_of, end_subscriptions, end_unpublished
 from ._registry import AgentRegistry
 from ._stranded import StrandedSessions
 
@@ -166,7 +166,7 @@ class Teardowns:
             try:
                 unwind(self._services, self._cleanups, agent.id)
             finally:
-                agent.end_subscriptions()
+                end_subscriptions(agent)
                 await self._stranded.detach(core.session)
 
     async def wait_all(self) -> None:  # noqa: ASYNC910 - the runtime's close checkpoints before
