@@ -132,3 +132,27 @@ async def test_the_handle_offers_its_verbs_and_no_way_to_end_its_feeds(
             "subscribe",
             "wait_idle",
         }
+
+
+async def test_per_agent_state_kept_weakly_goes_with_a_disposed_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.35, R12.9: an orchestrator may keep per-agent state beside the handles, weakly
+    (a WeakKeyDictionary, as for trio's tasks), and it goes once a disposed agent is
+    dropped. The handle could not be weakly referenced: TypeError."""
+    notes: weakref.WeakKeyDictionary[retinue.Agent, str] = weakref.WeakKeyDictionary()
+
+    async def work_once(rt: retinue.Runtime, index: int) -> None:
+        agent = await rt.create_agent("worker", OPTIONS)
+        notes[agent] = f"worker {index}"
+        await agent.ask("hi")
+        await agent.dispose()
+
+    async with runtime(_model()) as rt:
+        for index in range(3):
+            await work_once(rt, index)
+        gc.collect()
+        assert dict(notes) == {}
+        kept = await rt.create_agent("kept", OPTIONS)
+        notes[kept] = "kept"
+        assert list(notes.values()) == ["kept"]

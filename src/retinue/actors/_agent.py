@@ -162,7 +162,9 @@ class Agent:
     ``send``, ``steer``, ``inject`` and ``cancel`` are synchronous: they never wait.
     """
 
-    __slots__ = ("_core", "_dispose", "_subscriptions")
+    # Weakly referable, as trio's tasks and nurseries are: per-agent state kept beside
+    # the handle (a WeakKeyDictionary, a weakref.finalize) goes with the agent.
+    __slots__ = ("__weakref__", "_core", "_dispose", "_subscriptions")
 
     def __init__(self, core: AgentCore, dispose: Callable[[Agent], Awaitable[None]]) -> None:
         self._core = core
