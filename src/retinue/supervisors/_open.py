@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import NoReturn
 
 import trio
@@ -32,6 +33,8 @@ from ._runtime import Runtime
 from ._supervise import RestartPolicy
 
 __all__ = ["open_runtime"]
+
+log = logging.getLogger("retinue.supervisors")
 
 
 def _managed(
@@ -98,12 +101,8 @@ async def open_runtime(
     hooks = HookBus(bus_of=bus_of)
     registry = ToolRegistry(hooks, global_tools)
     sections = persona_sections(system_prompt)
-    async with AsyncExitStack() as stack:
-        the_store: SessionStore = store if store is not None else MemoryStore()
-        if hasattr(type(the_store), "__aenter__"):  # where `async with` looks it up
-            await stack.enter_async_context(the_store)  # type: ignore[arg-type]
-        else:
-            stack.push_async_callback(the_store.aclose)
+    the_store: SessionStore = store if store is not None else MemoryStore()
+    async with _store_open(the_store):
         registry_of: dict[str, Runtime] = {}
         services = LoopServices(
             hooks=hooks,
@@ -121,6 +120,54 @@ async def open_runtime(
         )
         async with supervising as runtime:
             yield runtime
+
+
+@asynccontextmanager
+async def _store_open(store: SessionStore) -> AsyncIterator[None]:
+    """Hold *store* open while the runtime runs, and close it on the way out.
+
+    The store's exit runs in this task, under whatever cancel the body's error
+    came with (a deadline around the runtime): cut short, it raises Cancelled,
+    which must not take the place of that error, or the cancel's scope swallows
+    it and nothing comes out (an error, Ctrl-C). A failure to close while the
+    body's error propagates is logged, not raised in its place.
+    """
+    managed = hasattr(type(store), "__aenter__")  # where `async with` looks it up
+    if managed:
+        await store.__aenter__()  # type: ignore[attr-defined]
+    try:
+        yield
+    except BaseException as exc:
+        try:
+            await _close_store(store, managed=managed, error=exc)
+        except BaseException as closing:
+            if isinstance(exc, trio.Cancelled) or not _only_cancels(closing):
+                raise
+        raise
+    await _close_store(store, managed=managed, error=None)
+
+
+def _only_cancels(error: BaseException) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return error.split(trio.Cancelled)[1] is None
+    return isinstance(error, trio.Cancelled)
+
+
+async def _close_store(  # noqa: ASYNC910 - the close is awaited; one that failed before its first checkpoint is logged, and the body's error goes on
+    store: SessionStore, *, managed: bool, error: BaseException | None
+) -> None:
+    """Close *store*: its exit, else its ``aclose``, told of the body's *error*, if any."""
+    if managed:
+        traceback = None if error is None else error.__traceback__
+        # The store's exit logs its own failure to drain while the body's error propagates.
+        await store.__aexit__(type(error) if error else None, error, traceback)  # type: ignore[attr-defined]
+        return
+    try:
+        await store.aclose()
+    except Exception:
+        if error is None:
+            raise
+        log.exception("closing the store failed while an error was propagating")
 
 
 @asynccontextmanager
