@@ -269,3 +269,56 @@ async def test_what_the_body_raises_as_a_cancel_comes_is_not_lost(
     assert caught is not None, "what the body raised was lost"
     leaves = caught.exceptions if isinstance(caught, BaseExceptionGroup) else (caught,)
     assert [type(leaf) for leaf in leaves] == [expected], f"got {caught!r}"
+
+
+@pytest.mark.parametrize("raised", ["error", "ctrl-c"])
+async def test_what_the_body_raises_under_a_cancel_comes_out_as_raised(
+    autojump_clock: trio.testing.MockClock, raised: str
+) -> None:
+    """R12.10: an error, or Ctrl-C, the body raises as a cancel around the runtime comes
+    out as itself, as one raised without a cancel does: it came in the runtime nursery's
+    group, beside the Cancelled each agent's task ended with, which the cancel's scope
+    took out, leaving a group that ``except BodyError`` (or ``KeyboardInterrupt``) misses."""
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(600), trio.CancelScope() as scope:
+            async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])) as rt:
+                await (await rt.create_agent("a", OPTIONS)).ask("hello")
+                scope.cancel()
+                if raised == "error":
+                    raise BodyError("boom")
+                raise KeyboardInterrupt
+    except BaseException as exc:  # reported by the assertion below
+        caught = exc
+    expected = BodyError if raised == "error" else KeyboardInterrupt
+    assert type(caught) is expected, f"got {caught!r}"
+
+
+async def test_ctrl_c_in_an_agent_under_a_cancel_comes_out_as_raised(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.10: Ctrl-C landing in an agent's tool just as a cancel around the runtime
+    comes out as the KeyboardInterrupt it is: beside the Cancelled of the body and of
+    the other agent, it came in nested groups."""
+    scope = trio.CancelScope()
+
+    @retinue.tool(name="interrupted")
+    async def interrupted() -> str:
+        """Ctrl-C lands while this tool runs, as a cancel around the runtime comes."""
+        await trio.sleep(1)
+        scope.cancel()
+        raise KeyboardInterrupt
+
+    model = ScriptedModel({"work": [CallTools([ToolCallSpec("interrupted", "{}")])]})
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(600), scope:
+            async with retinue.open_runtime(models=model, tools=[interrupted]) as rt:
+                idle = await rt.create_agent("idle", OPTIONS)
+                worker = await rt.create_agent("worker", retinue.AgentOptions(model="work"))
+                worker.send("go")
+                await idle.wait_idle()
+                await trio.sleep_forever()
+    except BaseException as exc:  # reported by the assertion below
+        caught = exc
+    assert type(caught) is KeyboardInterrupt, f"got {caught!r}"

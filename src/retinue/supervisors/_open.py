@@ -183,7 +183,8 @@ async def _supervising(
     The nursery is an implementation detail: an exception raised in this task
     alone (by the body, or Ctrl-C landing while the configured agents start or
     the agents are disposed on the way out) comes out as raised, not wrapped in
-    a group. So does Ctrl-C landing in an agent's task when nothing else failed.
+    a group. So does Ctrl-C landing in an agent's task when nothing else failed,
+    and either under a cancel of an enclosing scope, which every task ended with.
     A group stays a group when the runtime's own tasks failed too.
     """
     body_error: BaseException | None = None
@@ -203,13 +204,18 @@ async def _supervising(
                 body_error = exc
                 raise
     except BaseExceptionGroup as group:
-        interrupt = _lone_interrupt(group, body_error)
+        # A cancel of an enclosing scope comes along from every task it reached:
+        # what is raised beside it decides, and that scope has nothing to catch then.
+        failures = group.split(trio.Cancelled)[1]
+        if failures is None:
+            raise
+        interrupt = _lone_interrupt(failures, body_error)
         if interrupt is not None:
             _reraise(interrupt)
         if (
             body_error is None
-            or len(group.exceptions) != 1
-            or not _is_body_error(group.exceptions[0], body_error)
+            or len(failures.exceptions) != 1
+            or not _is_body_error(failures.exceptions[0], body_error)
         ):
             raise
         _reraise(body_error)
