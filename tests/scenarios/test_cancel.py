@@ -50,7 +50,7 @@ async def test_idle_cancel_is_a_no_op(autojump_clock: trio.testing.MockClock) ->
 async def test_cancel_mid_stream_aborts_with_default_reason(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-C3 / R2.23: a mid-step cancel aborts the model call; the reason defaults to 'cancelled'."""
+    """T-C3 / R2.23, R2.26, R2.27: a mid-step cancel aborts the model call; the reason defaults to 'cancelled'."""
     model = ScriptedModel([Hang("partial", chunks=2), Reply("next")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -69,7 +69,7 @@ async def test_cancel_mid_stream_aborts_with_default_reason(
 
 
 async def test_cancel_before_start_leaves_no_trace(autojump_clock: trio.testing.MockClock) -> None:
-    """T-C2 / R7.4: a cancel between send and the driver waking drops the turn; waiters resolve."""
+    """T-C2 / R7.4, R7.6: a cancel between send and the driver waking drops the turn; waiters resolve."""
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -133,7 +133,7 @@ async def test_cancel_clears_pending_prompts(autojump_clock: trio.testing.MockCl
 async def test_dispose_mid_stream_ends_turn_disposed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.36 / T-X5: disposal mid-stream ends the turn 'disposed' and emits status disposed."""
+    """R2.36, R2.38 / T-X5: disposal mid-stream ends the turn 'disposed' and emits status disposed."""
     model = ScriptedModel([Hang("x")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -107,7 +107,7 @@ async def test_w1_waiter_does_not_resolve_before_the_replacement_turn(
 async def test_w2_cancel_from_running_listener_drops_the_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-C8 / R7.5: a ``running`` listener's cancel drops the turn; status flips back to idle; nothing logged."""
+    """T-C8 / R7.5, R7.6: a ``running`` listener's cancel drops the turn; status flips back to idle; nothing logged."""
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -363,7 +363,7 @@ async def test_w5_abort_in_pre_step_opens_no_step(
 async def test_send_during_a_cancelled_turns_flush_runs_normally(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-C4 / R7.8, R7.42: the marker is reset per iteration; a send landing in the cancelled turn's flush runs."""
+    """T-C4 / R7.8, R7.42, R2.27: the marker is reset per iteration; a send landing in the cancelled turn's flush runs."""
     model = ScriptedModel([Hang("x"), Reply("follow-up answer")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -48,7 +48,7 @@ class _CountingStore(BufferedStore):
 async def test_every_turn_commits_its_events_to_an_in_memory_store(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.49: when ``ask`` returns, every event of the turn is committed, none left buffered."""
+    """R7.49, R11.7: when ``ask`` returns, every event of the turn is committed, none left buffered."""
     store = MemoryStore()
     async with runtime(_model(), store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -190,7 +190,7 @@ async def test_session_prefix_cache_is_immune_to_listener_held_mutation(
 async def test_continuation_reason_becomes_steering_of_the_next_step(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-I4 / R7.27: ``Continue(reason)`` runs another step in the same turn with the reason as steering."""
+    """T-I4 / R6.7, R7.27: ``Continue(reason)`` runs another step in the same turn with the reason as steering."""
     model = ScriptedModel([Reply("draft"), Reply("final")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -227,7 +227,7 @@ async def test_continuation_reason_becomes_steering_of_the_next_step(
 async def test_continuation_stop_wins_over_tool_calls(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-I4 / R7.26: ``Stop`` ends the turn even though the step had tool calls (their results stay)."""
+    """T-I4 / R6.7, R7.26: ``Stop`` ends the turn even though the step had tool calls (their results stay)."""
     model = ScriptedModel([CallTools([ToolCallSpec("note", '{"text": "x"}')]), Reply("unused")])
     async with runtime(model, tools=[note]) as rt:
         agent = await rt.create_agent("a", OPTIONS)

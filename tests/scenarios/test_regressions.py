@@ -261,7 +261,7 @@ async def test_steering_from_step_end_observer_runs_a_next_step_in_the_same_turn
 async def test_steering_from_turn_end_observer_becomes_the_next_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """T-X3 / R3.10: a steer arriving from a ``turn/end`` observer starts the next turn as a prompt."""
+    """T-X3 / R3.10, R7.50: a steer arriving from a ``turn/end`` observer starts the next turn as a prompt."""
     model = ScriptedModel([Reply("one"), Reply("two")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -56,7 +56,7 @@ async def test_turn_stop_runs_after_continuation_and_discards_terminal_steering(
 async def test_turn_stop_discards_steering_arriving_from_the_flush(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """Turn stop / R3.11: steering that arrives during the post-turn flush of a stopped turn is discarded."""
+    """Turn stop / R3.11, R7.13: steering that arrives during the post-turn flush of a stopped turn is discarded."""
     model = ScriptedModel([Reply("one"), Reply("two")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -159,7 +159,7 @@ async def test_turn_stop_listener_unregisters_with_its_owner(
 async def test_turn_stop_raising_or_malformed_result_fails_the_turn_closed(
     autojump_clock: trio.testing.MockClock, verdict: object
 ) -> None:
-    """Turn stop / R7.37, R6.2: a raise or any non-``None``, non-``Stop`` result ends the turn ``error``; the driver survives."""
+    """Turn stop / R7.37, R6.2, R6.7: a raise or any non-``None``, non-``Stop`` result ends the turn ``error``; the driver survives."""
     model = ScriptedModel([Reply("one"), Reply("two")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

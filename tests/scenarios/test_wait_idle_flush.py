@@ -39,7 +39,7 @@ class _SlowStore(DelegatingStore):
 async def test_wait_idle_after_an_idle_inject_returns_once_its_turn_is_flushed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.2, R2.21: the inject's flush runs in the background, but ``wait_idle`` after it
+    """R7.2, R2.21, R11.7: the inject's flush runs in the background, but ``wait_idle`` after it
     means the injection turn is durably checkpointed, as after any other turn.
     """
     store = _SlowStore(MemoryStore())

@@ -229,7 +229,7 @@ def test_context_and_steering_envelope_golden() -> None:
 
 
 def test_projection_of_each_surface_type() -> None:
-    """R5.2, R5.3: user, assistant, tool result projections; empty assistant hidden; nothing merged."""
+    """R5.1, R5.2, R5.3: user, assistant, tool result projections; empty assistant hidden; nothing merged."""
     session = _open()
     session.append(UserMessage(_c("q")), surface="append")
     session.append(StepStart(1, 1))
