@@ -20,7 +20,12 @@ Content: TypeAlias = str | ContentBlock | Sequence[ContentBlock]
 @final
 @attrs.frozen
 class TurnResult:
-    """How a turn ended, with the last assistant text and the turn's summed usage."""
+    """How a turn ended, with the last assistant text and the turn's summed usage.
+
+    For a prompt an ``agent/prompt-submit`` listener blocked, the prompt's own end:
+    ``rejected`` with its reason and no text, though the turn ran on with the rest
+    of its batch (R7.11).
+    """
 
     turn: int
     """The turn's number; 0 when no turn was logged for the prompt (discarded, or refused

@@ -167,6 +167,42 @@ async def test_prompt_submit_mixed_batch_runs_the_allowed_prompts(
         check_session_invariants(events)
 
 
+async def test_prompt_submit_a_blocked_prompts_asker_gets_its_own_rejection(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-I1 / R7.11, R7.12: in a mixed batch each blocked prompt's ``ask`` ends ``rejected``
+    with its own reason and no answer; the allowed prompt's ``ask`` gets the turn's answer."""
+    model = ScriptedModel([Reply("it is noon")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def submit(_agent: retinue.Agent, content: object, _source: object, _proceed: Next) -> Any:
+            text = texts(content)  # type: ignore[arg-type]
+            return Block(f"secret: {text[:5]}") if "password" in text else Allow()
+
+        rt.hooks.on("agent/prompt-submit", submit, agent=agent)
+        results: dict[str, retinue.TurnResult] = {}
+
+        async def ask(prompt: str) -> None:
+            results[prompt] = await agent.ask(prompt)
+
+        prompts = ["first password", "what time is it?", "other password"]
+        async with trio.open_nursery() as nursery:
+            for prompt in prompts:  # all queued before the driver runs: one batch
+                nursery.start_soon(ask, prompt)
+        first, allowed, other = (results[prompt] for prompt in prompts)
+        assert (first.turn, first.reason.kind, first.reason.reason, first.text) == (
+            1,
+            "rejected",
+            "secret: first",
+            "",
+        )
+        assert (other.turn, other.reason.reason, other.text) == (1, "secret: other", "")
+        assert (allowed.turn, allowed.reason.kind, allowed.text) == (1, "completed", "it is noon")
+        assert turn_ends(agent.session.events) == ["completed"]
+        check_session_invariants(agent.session.events)
+
+
 async def test_prompt_submit_raising_listener_ends_the_turn_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -72,6 +72,14 @@ class TurnState:
     """The summed usage of this turn's assistant messages."""
     error: BaseException | None = None
     """The first error recorded, which the turn's result carries (its end logs less)."""
+    blocked: dict[int, str] | None = None
+    """The reason each prompt a prompt-submit listener blocked was, by its place in the batch."""
+
+    def note_blocked(self, index: int, reason: str) -> None:
+        """Record that the batch's prompt at *index* was blocked for *reason* (R7.11)."""
+        if self.blocked is None:
+            self.blocked = {}
+        self.blocked[index] = reason
 
     def note_answer(self, content: tuple[ContentBlock, ...], usage: Usage | None) -> None:
         """Fold a logged assistant message into the turn's result text and usage."""

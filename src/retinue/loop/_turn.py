@@ -146,7 +146,19 @@ def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
 
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
-    settle(items, TurnResult(state.turn, state.reason, state.text, state.usage, state.error))
+    """Answer the batch's prompts: each blocked one ``rejected`` with its own reason, the
+    rest with how the turn ended (a blocked prompt's asker gets no answer to another's)."""
+    result = TurnResult(state.turn, state.reason, state.text, state.usage, state.error)
+    blocked = state.blocked
+    if blocked is None:
+        settle(items, result)
+        return
+    for index, item in enumerate(items):
+        reason = blocked.get(index)
+        if reason is None:
+            settle((item,), result)
+        else:
+            settle((item,), TurnResult(state.turn, TurnEndReason.rejected(reason)))
 
 
 # The two parts of the end-of-turn flush, as a timeout names them.
@@ -295,7 +307,7 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
     hooks, session = core.services.hooks, core.session
     last_block: str | None = None
     allowed = 0
-    for item in items:
+    for index, item in enumerate(items):
         # An unheard seam is not awaited: the await costs a coroutine per prompt.
         decision: object = _ALLOW
         if hooks.hears("agent/prompt-submit", core.id):
@@ -310,6 +322,7 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
                     "a blocked prompt takes only a reason"
                 )
             session.append(PromptBlocked(item.content, item.source, decision.reason))
+            state.note_blocked(index, decision.reason)
             last_block = decision.reason
             continue
         if not isinstance(decision, Allow):
