@@ -243,6 +243,32 @@ async def test_jsonl_a_last_event_without_its_newline_takes_appends_of_a_session
     assert await load_lines(tmp_path, "s1") == lines(session.events)
 
 
+async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
+    tmp_path: Path,
+) -> None:
+    """R11.4, R11.8: a whole last line without its newline is appended after only when it is
+    the next event's record: a copy of the line before it is refused SEQ_CONFLICT, and the
+    file still loads, where the append was written after it and the file no longer loaded."""
+    session = session_of("s1", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    body = path.read_bytes().rstrip(b"\n").split(b"\n")
+    body[-1] = body[-2]
+    path.write_bytes(b"\n".join(body))
+    refusals: list[StoreError] = []
+    with pytest.raises(StoreError, match="could not be drained"):
+        await _append_after_the_crash(tmp_path, session, refusals)
+    assert [refusal.code for refusal in refusals] == ["SEQ_CONFLICT"]
+    # The copy is dropped as a torn tail, and the turn it cut off is closed on load.
+    committed = len(body) - 2
+    loaded = await load_lines(tmp_path, "s1")
+    assert loaded[:committed] == lines(session.events[:committed])
+    assert len(loaded) == committed + 1
+    assert '"interrupted"' in loaded[-1]
+
+
 async def test_jsonl_an_append_after_a_torn_line_names_the_file_and_line_until_a_load(
     tmp_path: Path,
 ) -> None:

@@ -17,7 +17,7 @@ from ._ids import file_stem
 from ._jsonlfiles import SessionFile, read_whole
 from ._jsonlsteps import LeftFile, listed
 
-__all__ = ["SessionFileReads", "written_whole"]
+__all__ = ["SessionFileReads"]
 
 
 class SessionFileReads:
@@ -75,7 +75,7 @@ class SessionFileReads:
         torn = torn and len(parts) > 1
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
-        if len(parts) > 1 and parts[-1] and written_whole(parts[-1]):
+        if len(parts) > 1 and parts[-1] and _written_whole(parts[-1]):
             self._keep_fragment(session_id)
             records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
@@ -160,7 +160,7 @@ class SessionFileReads:
         return self._stored(session_id) is not None
 
 
-def written_whole(line: bytes) -> bool:
+def _written_whole(line: bytes) -> bool:
     """Whether an unterminated last *line* was written whole, lacking only its newline.
 
     A crash or a write under way cuts a line short, and no part of a JSON
