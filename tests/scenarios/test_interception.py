@@ -178,7 +178,9 @@ async def test_prompt_submit_a_blocked_prompts_asker_gets_its_own_rejection(
 
         def submit(_agent: retinue.Agent, content: object, _source: object, _proceed: Next) -> Any:
             text = texts(content)  # type: ignore[arg-type]
-            return Block(f"secret: {text[:5]}") if "password" in text else Allow()
+            if "password" in text:
+                return Block(f"secret: {text[:5]}") if "first" in text else Block()
+            return Allow()
 
         rt.hooks.on("agent/prompt-submit", submit, agent=agent)
         results: dict[str, retinue.TurnResult] = {}
@@ -197,7 +199,8 @@ async def test_prompt_submit_a_blocked_prompts_asker_gets_its_own_rejection(
             "secret: first",
             "",
         )
-        assert (other.turn, other.reason.reason, other.text) == (1, "secret: other", "")
+        # A block without a reason ends the prompt with the fallback the log uses (R7.12).
+        assert (other.turn, other.reason.reason, other.text) == (1, "prompt blocked by hook", "")
         assert (allowed.turn, allowed.reason.kind, allowed.text) == (1, "completed", "it is noon")
         assert turn_ends(agent.session.events) == ["completed"]
         check_session_invariants(agent.session.events)

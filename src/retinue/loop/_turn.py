@@ -158,7 +158,12 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
         if reason is None:
             settle((item,), result)
         else:
-            settle((item,), TurnResult(state.turn, TurnEndReason.rejected(reason)))
+            settle((item,), TurnResult(state.turn, _rejected(reason)))
+
+
+def _rejected(reason: str | None) -> TurnEndReason:
+    """A blocked prompt's end: its block's reason, or the fallback of one given none (R7.12)."""
+    return TurnEndReason.rejected(reason or "prompt blocked by hook")
 
 
 # The two parts of the end-of-turn flush, as a timeout names them.
@@ -334,7 +339,7 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
             context = decision.additional_context
             core.inject(context.content, context.source)
     if not allowed:
-        state.reason = TurnEndReason.rejected(last_block or "prompt blocked by hook")
+        state.reason = _rejected(last_block)
     return allowed > 0  # noqa: ASYNC910 - per turn, inside the step scope; a checkpoint would let a cancel drop the prompts
 
 
