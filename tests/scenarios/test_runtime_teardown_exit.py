@@ -85,6 +85,23 @@ async def test_a_group_from_the_runtime_body_comes_out_as_raised(
     assert isinstance(caught, BodyGroup) == (raised == "subclass")
 
 
+async def test_a_group_of_ctrl_c_from_the_runtime_body_comes_out_as_raised(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.10: a group the body raises holding only Ctrl-C is the body's own error and
+    comes out as that group; only Ctrl-C landing in an agent's task comes out bare."""
+    interrupt = KeyboardInterrupt()
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(600):
+            async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])):
+                raise BaseExceptionGroup("mine", [interrupt])
+    except BaseException as exc:  # reported by the assertions below
+        caught = exc
+    assert isinstance(caught, BaseExceptionGroup), f"got {type(caught).__name__}: {caught!r}"
+    assert (caught.message, caught.exceptions) == ("mine", (interrupt,))
+
+
 async def test_a_queued_ask_is_settled_disposed_when_the_runtime_is_cancelled(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -209,16 +209,16 @@ async def _supervising(
         failures = group.split(trio.Cancelled)[1]
         if failures is None:
             raise
-        interrupt = _lone_interrupt(failures, body_error)
-        if interrupt is not None:
-            _reraise(interrupt)
         if (
-            body_error is None
-            or len(failures.exceptions) != 1
-            or not _is_body_error(failures.exceptions[0], body_error)
+            body_error is not None
+            and len(failures.exceptions) == 1
+            and _is_body_error(failures.exceptions[0], body_error)
         ):
+            _reraise(body_error)  # as raised, a group of the body's own too
+        interrupt = _lone_interrupt(failures, body_error)
+        if interrupt is None:
             raise
-        _reraise(body_error)
+        _reraise(interrupt)
 
 
 def _lone_interrupt(
