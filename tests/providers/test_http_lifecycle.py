@@ -332,6 +332,7 @@ async def test_error_status_whose_body_stalls_names_its_status(
         ({"ANTHROPIC_PROFILE": "dev"}, {}, True),
         ({}, {"base_url": "http://127.0.0.1:9"}, True),
         ({}, {"base_url": "https://api.anthropic.com"}, False),
+        ({}, {"base_url": "https://eu.api.anthropic.com/"}, False),
     ],
     ids=[
         "nothing",
@@ -341,6 +342,7 @@ async def test_error_status_whose_body_stalls_names_its_status(
         "profile",
         "local-server",
         "anthropic-by-url",
+        "anthropic-region-by-url",
     ],
 )
 async def test_anthropic_model_says_whether_its_client_found_credentials(
@@ -381,6 +383,7 @@ OPENAI_CREDENTIAL_VARIABLES = ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_BAS
         ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, {}, True),
         ({}, {"base_url": "https://api.openai.com/v1"}, False),
         ({"OPENAI_BASE_URL": "https://api.openai.com/v1"}, {}, False),
+        ({}, {"base_url": "https://eu.api.openai.com/v1"}, False),
     ],
     ids=[
         "nothing",
@@ -391,6 +394,7 @@ OPENAI_CREDENTIAL_VARIABLES = ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_BAS
         "url-variable",
         "openai-by-url",
         "openai-by-url-variable",
+        "openai-region-by-url",
     ],
 )
 async def test_openai_model_builds_without_credentials_and_says_whether_it_has_them(

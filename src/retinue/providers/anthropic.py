@@ -81,6 +81,12 @@ def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> Non
         )
 
 
+def _is_anthropic(base_url: str) -> bool:
+    """Whether *base_url* is Anthropic's own API, which always needs credentials."""
+    host = httpx2.URL(base_url).host
+    return host == "anthropic.com" or host.endswith(".anthropic.com")
+
+
 def _missing_credentials(provider: str) -> ProviderError:
     return ProviderError(
         f"{provider}: missing credentials: pass api_key= or set the ANTHROPIC_API_KEY "
@@ -170,7 +176,7 @@ class AnthropicModel(ClientOwner):
         if (
             api_key is None
             and base_url is not None
-            and httpx2.URL(base_url).host != "api.anthropic.com"
+            and not _is_anthropic(base_url)
             and not os.environ.get("ANTHROPIC_AUTH_TOKEN")
         ):
             # A compatible server may need no key; Anthropic's own API always does.

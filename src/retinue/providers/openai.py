@@ -46,8 +46,11 @@ OPENAI_URL = "https://api.openai.com/v1"
 
 
 def _is_openai(base_url: str | None) -> bool:
-    """Whether requests go to OpenAI's own API (no base URL means it, too)."""
-    return base_url is None or httpx2.URL(base_url).host == "api.openai.com"
+    """Whether requests go to OpenAI's own API (no base URL means it, too), in any region."""
+    if base_url is None:
+        return True
+    host = httpx2.URL(base_url).host
+    return host == "openai.com" or host.endswith(".openai.com")
 
 
 def _is_deepseek(provider: str, base_url: str | None) -> bool:
