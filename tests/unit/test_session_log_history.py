@@ -228,6 +228,21 @@ def test_context_and_steering_envelope_golden() -> None:
     assert all(m.role == "user" for m in session.derive_messages())
 
 
+def test_envelope_keeps_a_non_ascii_source_kind_as_written() -> None:
+    """R5.2: KIND is quoted as JSON.stringify quotes it: an accented or CJK kind reaches the
+    model as written, a lone surrogate escaped. Before, it read ``m\\u00e9moire``."""
+    session = _open()
+    session.append(ContextMessage(_c("fact"), MessageSource("mémoire")), surface="append")
+    session.append(SteeringMessage(1, _c("go"), MessageSource("日本")), surface="append")
+    session.append(ContextMessage(_c("odd"), MessageSource("a\ud800")), surface="append")
+    openings = [m.content[0].text for m in session.derive_messages()]  # type: ignore[union-attr]
+    assert openings == [
+        '<context source="mémoire">',
+        '<steering source="日本">',
+        '<context source="a\\ud800">',
+    ]
+
+
 def test_projection_of_each_surface_type() -> None:
     """R5.1, R5.2, R5.3: user, assistant, tool result projections; empty assistant hidden; nothing merged."""
     session = _open()

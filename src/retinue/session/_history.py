@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import attrs
 
@@ -23,8 +24,25 @@ from ._events import (
 __all__ = ["Surface", "project"]
 
 
+# A surrogate left alone in a str: its pairs are joined when the source is built (R1.6).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _quoted(kind: str) -> str:
+    """*kind* JSON-quoted as JavaScript's ``JSON.stringify`` quotes it (R5.2).
+
+    Other characters are kept as they are, where ``json.dumps`` would show the
+    model ``\\u00e9`` for an ``é``; a lone surrogate is escaped, as no
+    character can show it.
+    """
+    quoted = json.dumps(kind, ensure_ascii=False)
+    if quoted.isascii():
+        return quoted
+    return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", quoted)
+
+
 def _envelope(tag: str, kind: str, content: tuple[ContentBlock, ...]) -> Message:
-    opening = Text(f"<{tag} source={json.dumps(kind)}>")
+    opening = Text(f"<{tag} source={_quoted(kind)}>")
     return Message("user", (opening, *content, Text(f"</{tag}>")))
 
 
