@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import assume, given, strategies as st
@@ -182,6 +183,33 @@ def _anchored(header: EpochHeader) -> Session:
     session.append(TurnStart(1, TurnTrigger("message")))
     session.append(RequestHeader(header, "initial"))
     return session
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: SystemEdit(1, 0, insert="be brief"),
+        lambda: SystemEdit(0, 0, insert=None),  # type: ignore[arg-type]
+        lambda: ToolsDelta(removed="search"),
+        lambda: ToolsDelta(removed={"search"}),
+        lambda: ToolsDelta(added={}),  # type: ignore[arg-type]
+        lambda: EpochHeader(LlmCallConfig("m"), tools=ToolSchema("f", "d", {})),  # type: ignore[arg-type]
+    ],
+    ids=["insert-str", "insert-none", "removed-str", "removed-set", "added-dict", "tools-one"],
+)
+def test_lines_and_tools_given_as_one_value_are_refused_naming_the_field(build: Any) -> None:
+    """R8.5: a system edit's lines and a tools delta's names and schemas are lists; one str is
+    refused, naming the field. Before, ``insert="be brief"`` was split into eight one-character
+    lines that folded into the system prompt, and ``removed="search"`` removed tools s, e, a..."""
+    with pytest.raises(TypeError, match=r"(SystemEdit|ToolsDelta|EpochHeader)\.\w+ must be"):
+        build()
+
+
+def test_lines_and_tools_in_any_ordered_iterable_are_taken() -> None:
+    """R8.5: a list, a tuple or a generator of lines or schemas is taken in its order."""
+    tool = ToolSchema("f", "d", {})
+    assert SystemEdit(0, 0, insert=(line for line in ["a", "b"])).insert == ("a", "b")
+    assert ToolsDelta(added=[tool], removed=["g"]) == ToolsDelta(added=(tool,), removed=("g",))
 
 
 def test_header_event_chooses_initial_resume_silence_delta_or_fallback() -> None:

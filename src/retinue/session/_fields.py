@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set as AbstractSet
 from typing import Any
 
 import attrs
@@ -186,7 +186,7 @@ def exactly(kind: type[Any], *, optional: bool = False) -> Any:
 
 
 def schemas(instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
-    if not all(type(item) is ToolSchema for item in value):
+    if type(value) is not tuple or not all(type(item) is ToolSchema for item in value):
         raise wrong_type(instance, attribute.name, "a tuple of ToolSchema", value)
 
 
@@ -202,21 +202,35 @@ def outside(name: str, value: object, allowed: tuple[str, ...]) -> ValueError:
 
 
 def lines(instance: object, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
+    if type(value) is not tuple:
+        # Left by joined_lines: a str would be split into one-character lines or names.
+        raise wrong_type(instance, attribute.name, "a list or tuple of strings", value)
     if not all(type(line) is str for line in value):
         raise InvalidJsonError(
             f"{_field_path(instance, attribute)} must hold only strings, got {shown(value)}"
         )
 
 
+# Iterable, but no items in an order: one str is one line or name, not its characters.
+_NOT_IN_ORDER = (str, bytes, bytearray, memoryview, Mapping, AbstractSet)
+
+
+def _in_order(value: object) -> bool:
+    return isinstance(value, Iterable) and not isinstance(value, _NOT_IN_ORDER)
+
+
 def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
-    return tuple(value)
+    """*value* as a tuple; anything but items in an order is kept for the validator to refuse."""
+    return tuple(value) if _in_order(value) else value  # type: ignore[return-value]
 
 
 def joined_lines(value: Iterable[Any]) -> tuple[Any, ...]:
     """*value* as a tuple, each str's surrogate pairs joined (R1.6).
 
-    Anything else is kept for ``lines`` to refuse.
+    Anything else, a str among them, is kept for ``lines`` to refuse.
     """
+    if not _in_order(value):
+        return value  # type: ignore[return-value]
     return tuple([whole(line) for line in value])
 
 
