@@ -10,7 +10,17 @@ import trio
 import trio.testing
 
 from retinue._errors import StoreError
-from retinue.session import Session
+from retinue._stream import TextDelta
+from retinue.session import (
+    AssistantChunk,
+    Session,
+    StepEnd,
+    StepStart,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+)
 from retinue.stores._backend import AppendBatch
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._kit import lines, run_turn
@@ -357,3 +367,43 @@ async def test_store_load_of_a_released_create_committed_with_its_reply_lost_tak
         await store.detach(taken)
         await store.flush(session)
     assert await _stored(kit, "unanswered") == lines(session.events[:])
+
+
+async def test_store_load_takes_over_a_committed_create_whose_chunk_holds_a_split_pair(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R11.3, R11.8: a create committed with its reply lost is the session's own even when a
+    chunk's text holds a surrogate pair as two code points, which reads back as one
+    character: the load takes it over with its buffered turn. It took the stored create for
+    another writer's, as its lines differed from the live ones, and dropped that turn."""
+    async with kit.open() as store:
+        write = store._backend.write
+
+        def reply_lost(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+            write(batches)
+            raise OSError(errno.ECONNRESET, "Connection reset by peer")
+
+        session = Session.create("split-pair")
+        store.attach_new(session)
+        session.append(TurnStart(1, TurnTrigger("message")))
+        session.append(StepStart(1, 1))
+        session.append(AssistantChunk(1, 1, TextDelta(0, "smile \ud83d\ude00")))
+        session.append(StepEnd(1, 1))
+        session.append(TurnEnd(1, TurnEndReason.completed()))
+        monkeypatch.setattr(store._backend, "write", reply_lost)
+        with pytest.raises(StoreError, match="Connection reset"):
+            await store.flush(session)
+        run_turn(session, "buffered")
+        monkeypatch.setattr(store._backend, "write", _full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(session)
+        monkeypatch.undo()
+        taken = await store.load("split-pair")
+        assert len(taken.events) == len(session.events)
+        assert not [r for r in caplog.records if "dropping" in r.getMessage()]
+        store.attach(taken)
+        await store.detach(taken)
+    async with kit.open() as store:
+        stored = await store.inspect("split-pair")
+    assert len(stored.events) == len(session.events)
+    assert lines(stored.events[5:]) == lines(session.events[5:])
