@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -228,3 +229,51 @@ def test_header_event_chooses_initial_resume_silence_delta_or_fallback() -> None
     )
     reordered = EpochHeader(LlmCallConfig("m"), "sys", (beta, alpha))
     assert header_event(session, reordered, anchored=True) == RequestHeader(reordered, "fallback")
+
+
+# Values of the wrong type, as a caller without a type checker passes them.
+_NONE: Any = None
+_FIVE: Any = 5
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: make_delta(_NONE, _NONE), "make_delta: old must be an EpochHeader, got None"),
+        (
+            lambda: apply_delta(_NONE, RequestHeaderDelta()),
+            "apply_delta: old must be an EpochHeader",
+        ),
+        (
+            lambda: apply_delta(EpochHeader(LlmCallConfig("m")), _FIVE),
+            "apply_delta: delta must be a RequestHeaderDelta, got 5",
+        ),
+        (
+            lambda: fold_header(None, _FIVE),
+            "fold_header: data must be a RequestHeader or a Request",
+        ),
+        (
+            lambda: fold_header(_FIVE, RequestHeaderDelta()),
+            "fold_header: current must be None or an",
+        ),
+        (lambda: dump_event(_FIVE), "dump_event takes an Event of event data, got 5"),
+        (lambda: dump_event(Event(0, 0, _NONE)), "dump_event takes an Event of event data"),
+    ],
+    ids=[
+        "make-none",
+        "apply-none",
+        "apply-int",
+        "fold-int",
+        "fold-current",
+        "dump-int",
+        "dump-none",
+    ],
+)
+def test_public_folds_and_dump_refuse_a_misplaced_argument_naming_it(
+    call: Any, message: str
+) -> None:
+    """R8.3, R8.5: the folds and dump_event refuse a value of the wrong type with a TypeError
+    naming the function and argument. Before, apply_delta(None, delta) returned None, and the
+    rest raised an AttributeError or a SessionError saying a delta preceded the first header."""
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call()

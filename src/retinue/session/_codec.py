@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, get_args
 
 import attrs
 import cattrs
@@ -17,7 +17,7 @@ from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.v import format_exception
 
 from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
-from retinue._lossless import thaw_json
+from retinue._lossless import shown, thaw_json
 
 from ._chunkcheck import chunk_event_problem
 from ._converter import (
@@ -64,11 +64,18 @@ def dump_event(event: Event) -> dict[str, Any]:
     event's frozen JSON payloads (plugin data, meta, schemas) are copied thawed.
 
     Raises:
+        TypeError: *event* is not an :class:`Event` holding event data.
         InvalidJsonError: the event is an ``assistant/chunk`` whose line the
             loader would refuse (every other event refuses such values when built).
     """
+    given: object = event  # a caller without a type checker may pass anything
+    if type(given) is not Event or type(event.data) not in _EVENT_DATA:
+        raise TypeError(f"dump_event takes an Event of event data, got {shown(given)}")
     envelope: dict[str, Any] = thaw_json(_envelope(event))  # type: ignore[assignment]
     return envelope
+
+
+_EVENT_DATA = frozenset(get_args(EventData))
 
 
 def _envelope(event: Event) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from retinue._errors import SessionError
-from retinue._lossless import same_json
+from retinue._lossless import same_json, shown
 from retinue._request import ToolSchema
 
 from ._events import EpochHeader, RequestHeader, RequestHeaderDelta, SystemEdit, ToolsDelta
@@ -80,7 +80,12 @@ def make_delta(old: EpochHeader, new: EpochHeader) -> RequestHeaderDelta | None:
     Parts are compared as JSON, not by ``==``: a schema's ``false`` that became
     ``0``, or a temperature ``1`` that became ``1.0``, is sent differently, so
     it is a change the log must record.
+
+    Raises:
+        TypeError: *old* or *new* is not an :class:`EpochHeader`.
     """
+    _check_type("make_delta", "old", old, EpochHeader)
+    _check_type("make_delta", "new", new, EpochHeader)
     delta = RequestHeaderDelta(
         system=_edit_system(old.system, new.system) if old.system != new.system else None,
         tools=None if same_json(old.tools, new.tools) else _tools_delta(old, new),
@@ -102,7 +107,15 @@ def make_delta(old: EpochHeader, new: EpochHeader) -> RequestHeaderDelta | None:
 
 
 def apply_delta(old: EpochHeader, delta: RequestHeaderDelta) -> EpochHeader:
-    """Amend *old* with *delta* (R8.5)."""
+    """Amend *old* with *delta* (R8.5).
+
+    Raises:
+        TypeError: *old* is not an :class:`EpochHeader` or *delta* not a
+            :class:`RequestHeaderDelta`.
+        SessionError: *delta* was not made from *old* (``CORRUPT_HEADER``).
+    """
+    _check_type("apply_delta", "old", old, EpochHeader)
+    _check_type("apply_delta", "delta", delta, RequestHeaderDelta)
     header = old
     if delta.system is not None:
         header = attrs.evolve(header, system=_apply_system(header.system, delta.system))
@@ -118,11 +131,30 @@ def apply_delta(old: EpochHeader, delta: RequestHeaderDelta) -> EpochHeader:
 def fold_header(
     current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta
 ) -> EpochHeader:
-    """Fold one header event into the current header (R8.3, R4.18)."""
-    if isinstance(data, RequestHeader):
+    """Fold one header event into the current header (R8.3, R4.18).
+
+    Raises:
+        TypeError: *data* is no header event, or *current* neither ``None`` nor an
+            :class:`EpochHeader`.
+        SessionError: a delta with no header before it, or one not made from
+            *current* (``CORRUPT_HEADER``).
+    """
+    if type(data) is RequestHeader:
         return data.header
+    _check_type("fold_header", "data", data, RequestHeaderDelta, "a RequestHeader or")
+    if current is not None:
+        _check_type("fold_header", "current", current, EpochHeader, "None or")
     if current is None:
         raise SessionError(
             "request/header-delta precedes the first request/header", code="CORRUPT_HEADER"
         )
     return apply_delta(current, data)
+
+
+def _check_type(function: str, name: str, value: object, kind: type, alternative: str = "") -> None:
+    """Refuse *value* unless it is a *kind* (a final class): what a misplaced argument
+    reaches first is an attribute it lacks, an ``AttributeError`` naming no argument."""
+    if type(value) is not kind:
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        expected = f"{alternative} {article} {kind.__name__}".strip()
+        raise TypeError(f"{function}: {name} must be {expected}, got {shown(value)}")
