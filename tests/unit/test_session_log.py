@@ -150,6 +150,16 @@ def test_append_snapshots_the_callers_data() -> None:
         logged.meta["files"] = ()  # type: ignore[index]
 
 
+def test_a_sessions_header_cannot_be_replaced() -> None:
+    """R4.1: the header is immutable; its id is what a store tracks the session by. Before,
+    a new header was taken: the id changed under an attached store, whose flush of the
+    session then found nothing to write and returned as if its events were durable."""
+    session = Session.create("a", created_at=1)
+    with pytest.raises(attrs.exceptions.FrozenAttributeError):
+        session.header = SessionHeader("b", 1)  # type: ignore[misc]
+    assert session.id == "a"
+
+
 def test_append_logs_before_notifying_and_a_raising_observer_propagates() -> None:
     """R4.8, R4.10: observers run once per append after the push; a raise propagates but the event is logged."""
     session = _open()

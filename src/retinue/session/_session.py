@@ -91,7 +91,8 @@ class Session:
     All methods are synchronous and never block: persistence only buffers.
     """
 
-    header: SessionHeader
+    # Immutable (R4.1): a store tracks the session by its id, which a new header would change.
+    header: SessionHeader = attrs.field(on_setattr=attrs.setters.frozen)
     _events: list[Event] = attrs.field(factory=list, init=False)
     # Keyed by a token per registration: an unsubscriber removes its own, never
     # another registration of the same (or an equal) observer.
