@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from retinue.session import Event, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
-from retinue.stores import JSONLStore, SQLiteStore
+from retinue.stores import JSONLStore, MemoryStore, SQLiteStore
 from retinue.stores._writebehind import BufferedStore
 
 Opener = Callable[[Path], BufferedStore]
@@ -76,3 +76,32 @@ async def test_out_of_order_appends_after_a_flush_follow_the_stored_events(
         (1, "turn/end"),
         (2, "x/nested"),
     ]
+
+
+async def test_a_commit_at_once_during_notification_stores_only_what_precedes_the_notified_event() -> (
+    None
+):
+    """R11.3, R11.4: an observer ahead of the store's appends while seq 1 is notified and
+    commits the store at once: the store has heard seq 2 but not seq 1 yet, so it commits
+    seq 0 alone and the rest with the next flush, and the log loads whole. Before, it
+    wrote seq 2 in seq 1's place, and every later flush failed SEQ_CONFLICT."""
+    async with MemoryStore() as store:
+        session = Session.create("o", created_at=1)
+        nest = _nesting_observer(session, {1})
+
+        def nest_and_commit(event: Event) -> None:
+            nest(event)
+            if event.seq == 1:
+                assert store.flush_nowait(session)
+
+        session.observe(nest_and_commit)
+        store.attach_new(session)
+        session.append(TurnStart(1, TurnTrigger("message")))
+        session.append(TurnEnd(1, TurnEndReason.completed()))
+        session.append_custom("x/after", {})
+        expected = [(e.seq, e.type) for e in session.events]
+        await store.flush(session)
+        await store.detach(session)
+        loaded = await store.load("o")
+    assert expected == [(0, "turn/start"), (1, "turn/end"), (2, "x/nested"), (3, "x/after")]
+    assert [(e.seq, e.type) for e in loaded.events] == expected

@@ -126,9 +126,10 @@ class GroupCommitter:
     def commit_at_once(self, tracked: Tracked) -> StoreError | None:
         """Commit one session's buffer to a backend that never blocks, synchronously."""
         self.counters["flush_requests"] += 1
-        batch = AppendBatch(
-            tracked.session.id, tracked.cursor, tracked.pending(), header=tracked.header
-        )
+        events = tracked.pending()
+        if not events:
+            return None  # the next event is still being notified: the next flush has it
+        batch = AppendBatch(tracked.session.id, tracked.cursor, events, header=tracked.header)
         [result] = self._write_isolated([batch])
         # A group of one with no request to answer: recorded without an Entry (once a turn).
         if result is None:
@@ -232,11 +233,10 @@ class GroupCommitter:
                 entries[request.session_id] = Entry(request.prebuilt, None, [request])
                 continue
             tracked = self._tracked.get(request.session_id)
-            if tracked is None or not tracked.buffer:
+            events = () if tracked is None else tracked.pending()
+            if tracked is None or not events:
                 continue
-            batch = AppendBatch(
-                request.session_id, tracked.cursor, tracked.pending(), header=tracked.header
-            )
+            batch = AppendBatch(request.session_id, tracked.cursor, events, header=tracked.header)
             entries[request.session_id] = Entry(batch, tracked, [request])
         return list(entries.values())
 

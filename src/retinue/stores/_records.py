@@ -54,16 +54,26 @@ class Tracked:
     kept for the next load of the id to take over."""
 
     def pending(self) -> tuple[Event, ...]:
-        """The buffered events in seq order, the run a flush writes from ``cursor``.
+        """The buffered events in seq order from ``cursor`` on, up to the first one not heard yet.
 
         An observer notified before the store's may append while an event is
         being notified, so the buffer can hold seq N+1 before N; written out
         of order, the run would store a seq gap and the session would not load
         again (R4.5, R11.3). Sorting here, once per flush, keeps the per-event
         observer a bare ``list.append``; an ordered buffer sorts in one pass.
+        Committed at once while N is still being notified (that observer
+        flushing a store that never blocks), N+1 is heard and N not yet: the
+        run stops before N, and what follows stays buffered for the next flush.
         """
         self.buffer.sort(key=_seq_of)
-        return tuple(self.buffer)
+        run = tuple(self.buffer)
+        cursor = self.cursor
+        if not run or (run[0].seq == cursor and run[-1].seq == cursor + len(run) - 1):
+            return run  # seqs are unique: sorted, these ends leave none missing between
+        for index, event in enumerate(run):
+            if event.seq != cursor + index:
+                return run[:index]
+        return run
 
     def handed_over(self) -> Session:
         """A copy of the session as stored and buffered, an open final turn closed (R11.9).
