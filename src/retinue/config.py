@@ -385,6 +385,10 @@ def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"invalid TOML in {where}: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"invalid TOML in {where}: not UTF-8 text ({exc})") from exc
+    except ValueError as exc:
+        # Raised past the reader's own checks: an integer of more digits than int()
+        # converts (sys.get_int_max_str_digits(), 4300 by default).
+        raise ConfigError(f"invalid TOML in {where}: a value cannot be read: {exc}") from exc
     except RecursionError as exc:
         # tomllib reads nested arrays and inline tables recursively, with no bound of its own.
         raise ConfigError(f"invalid TOML in {where}: nested too deeply to read") from exc

@@ -187,3 +187,23 @@ def test_parse_config_accepts_the_longest_ids_a_store_holds() -> None:
     check_session_id(config.agents[0].identity)
     check_session_id(f"{config.agents[1].id}-session-{uuid.uuid4()}")
     assert parse_config({"agents": [{"id": ".."}]}).agents[0].id == ".."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "max_parallel_tool_calls = " + "9" * 5000,
+        '[[agents]]\nid = "writer"\nmax_tokens = ' + "9" * 5000,
+    ],
+    ids=["cap", "max_tokens"],
+)
+def test_load_config_reports_an_integer_too_long_to_read_as_a_config_error(
+    tmp_path: Path, text: str
+) -> None:
+    """R13.1: an integer of more digits than Python converts (4300) is a ConfigError naming
+    the file, not the bare ValueError the TOML reader raised."""
+    path = write(tmp_path, text + "\n")
+    with pytest.raises(
+        retinue.ConfigError, match=f"invalid TOML in {path}: a value cannot be read"
+    ):
+        load_config(path)
