@@ -126,6 +126,38 @@ async def test_var_keywords_never_fill_the_context_or_a_partials_keyword(key: st
     assert f"{key}: unexpected property" in text
 
 
+class _Filters:
+    """Tools taking ``**kwargs`` whose instance or class Python fills in."""
+
+    def by_method(self, **filters: int) -> str:
+        return f"method {filters}"
+
+    @classmethod
+    def by_class(cls, **filters: int) -> str:
+        return f"class {filters}"
+
+    def __call__(self, **filters: int) -> str:
+        return f"object {filters}"
+
+
+@pytest.mark.parametrize(
+    ("target", "slot"),
+    [(_Filters().by_method, "self"), (_Filters.by_class, "cls"), (_Filters(), "self")],
+    ids=["bound method", "class method", "callable object"],
+)
+async def test_var_keywords_never_fill_the_instance_or_class_python_passes(
+    target: Callable[..., str], slot: str
+) -> None:
+    """R9.2, R9.7: a key naming the ``self`` or ``cls`` Python fills is refused as an
+    invalid argument, not passed on to fail as 'got multiple values for argument'."""
+    filtering = tool(name="filtering")(target)
+    assert (await execute(filtering, {"size": 3}))[0].endswith("{'size': 3}")
+    text, error = await execute(filtering, {slot: 3})
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    assert f"{slot}: unexpected property" in text
+
+
 class _Units(TypedDict):
     unit: str
     digits: NotRequired[int]

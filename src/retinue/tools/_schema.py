@@ -172,20 +172,32 @@ def _reserved_names(
 ) -> frozenset[str]:
     """The keys ``**kwargs`` must not take: they would fill or override another parameter.
 
-    A partial's keywords, the ``ToolContext`` parameter, and a parameter a
-    partial filled by position: named again, it would be passed twice.
+    A partial's keywords, the ``ToolContext`` parameter, a parameter a partial
+    filled by position, and the ``self`` or ``cls`` a bound method or a callable
+    object fills: named again, it would be passed twice.
     """
-    try:
-        parameters = inspect.signature(typing.cast("Callable[..., object]", target)).parameters
-    except (TypeError, ValueError):  # no signature: what it takes is unknown
-        parameters = {}  # type: ignore[assignment]
-    named = {
-        p.name
-        for p in parameters.values()
-        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    }
+    named: set[str] = set()
+    for function in _called_functions(target):
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):  # no signature: what it takes is unknown
+            continue
+        named.update(p.name for p in parameters if p.kind in _BY_NAME)
     taken = named | bound | ({context} if context is not None else set())
     return frozenset(taken - properties.keys())
+
+
+_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _called_functions(target: object) -> list[Callable[..., object]]:
+    """*target*, and the function it calls with its instance or class filled in, if any."""
+    functions = [typing.cast("Callable[..., object]", target)]
+    if inspect.ismethod(target):
+        functions.append(target.__func__)
+    elif not inspect.isroutine(target) and callable(target):
+        functions.append(type(target).__call__)
+    return functions
 
 
 def _docstring(target: object) -> str | None:
