@@ -188,3 +188,23 @@ def test_validate_never_raises_for_any_json_value(value: object) -> None:
     """R9.2: validation turns any argument value into a verdict, never an exception."""
     verdict = validate(freeze_json(value), SCHEMA)
     assert verdict is None or verdict.count(": ") >= 1
+
+
+def test_validate_shows_the_choices_it_names_as_json(validator: Validator) -> None:
+    """R9.3: a refused value is told the allowed ones as the JSON it writes arguments in:
+    an array in brackets and null as null, not as a Python tuple holding None, and a string
+    with its quotes escaped."""
+    schema = freeze_json(
+        {
+            "type": "object",
+            "properties": {
+                "shape": {"const": {"sides": [3, None]}},
+                "mode": {"enum": [[1, 2], {"on": True}, None, 'say "hi"']},
+            },
+        }
+    )
+    assert isinstance(schema, FrozenDict)
+    assert validator({"shape": {}}, schema) == 'shape: must be {"sides": [3, null]}'
+    assert validator({"mode": 3}, schema) == (
+        'mode: must be one of [1, 2], {"on": true}, null, "say \\"hi\\""'
+    )

@@ -25,13 +25,12 @@ def same(left: object, right: object) -> bool:
 
 
 def show(value: object) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
+    """A schema's value as JSON, the notation the model writes arguments in.
+
+    Python's would read an array as ``(1, 2)`` (a frozen one is a tuple) and
+    null inside one as ``None``.
+    """
+    return json.dumps(value, ensure_ascii=False)
 
 
 def brief(schema: object) -> str:
