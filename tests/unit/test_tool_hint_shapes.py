@@ -11,6 +11,7 @@ import pytest
 import typing_extensions
 
 from retinue._content import Text
+from retinue._lossless import JsonValue
 from retinue.tools import tool
 from tests.unit._tool_kit import execute, properties
 
@@ -181,3 +182,46 @@ async def test_an_attrs_field_with_a_typed_converter_is_described_by_what_it_tak
         repr(Labels(tags=["A", "b"], extra=["C"])),  # type: ignore[arg-type]
         None,
     )
+
+
+async def test_a_tool_made_in_a_function_may_name_the_types_defined_there() -> None:
+    """R9.7: under ``from __future__ import annotations`` a hint is a string; a record, an
+    alias or a record's field naming a type local to the function the tool is made in is
+    found there, bare or with options, as it is by pydantic; a name defined nowhere is
+    still refused."""
+
+    @dataclasses.dataclass
+    class Reading:
+        value: float
+
+    @attrs.frozen
+    class Batch:
+        readings: list[Reading]
+
+    Mode = Literal["fast", "slow"]  # noqa: N806 - a type alias, named as one
+
+    @tool
+    def record(batch: Batch, mode: Mode = "fast") -> str:
+        return f"{batch} {mode}"
+
+    @tool(name="first")
+    def first_reading(batch: Batch) -> str:
+        return repr(batch.readings[0])
+
+    arguments: JsonValue = {"batch": {"readings": [{"value": 1.5}]}}
+    assert properties(record)["mode"] == {
+        "type": "string",
+        "enum": ["fast", "slow"],
+        "default": "fast",
+    }
+    text, error = await execute(record, arguments)
+    assert (text, error) == (f"{Batch([Reading(1.5)])} fast", None)
+    assert await execute(first_reading, arguments) == (repr(Reading(1.5)), None)
+
+    def unknown(batch: Missing) -> str:  # type: ignore[name-defined]  # noqa: F821
+        return repr(batch)
+
+    with pytest.raises(
+        TypeError, match=r"cannot resolve type hints: name 'Missing' is not defined"
+    ):
+        tool(unknown)

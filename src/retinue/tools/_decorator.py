@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import overload
 
+from ._hints import resolving_in
 from ._schema import describe
 from ._tool import ParallelSafe, Tool
 
@@ -38,7 +40,9 @@ def tool(
     hashable, a frozen record's fields too unless it writes its ``__hash__``), ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict``, attrs classes (a field with an annotated converter as what
     the converter takes) and dataclasses, a ``NewType`` as its
-    supertype, a ``type X = ...`` alias as its value; ``Annotated[X, "text"]``
+    supertype, a ``type X = ...`` alias as its value (a hint may name a type
+    defined in the function the tool is made in, under ``from __future__ import
+    annotations`` too); ``Annotated[X, "text"]``
     adds a description, and pydantic's
     ``Field(ge=..., max_length=..., pattern=..., description=...)`` or
     annotated-types' ``Gt``, ``Le``, ``MinLen``, ... inside ``Annotated`` add
@@ -94,8 +98,12 @@ def tool(
             a tool name they refuse.
     """
 
+    # The scope the decorator is used in: a hint may name a type defined there.
+    scope = sys._getframe(1).f_locals
+
     def build(target: Callable[..., object]) -> Tool:
-        spec = describe(target)
+        with resolving_in(scope):
+            spec = describe(target)
         tool_name = name if name is not None else getattr(target, "__name__", None)
         if not isinstance(tool_name, str):
             raise TypeError(f"{target!r} has no __name__; pass name=")

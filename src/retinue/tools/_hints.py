@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 import typing
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping
 from typing import Annotated, NotRequired, Required, final
 
 __all__ = [
@@ -14,18 +16,52 @@ __all__ = [
     "parameter_hints",
     "record_hints",
     "resolve_hints",
+    "resolving_in",
     "unwrap",
 ]
+
+# The local names of the scope a tool is made in, while its schema is read.
+_SCOPE: contextvars.ContextVar[Mapping[str, object] | None] = contextvars.ContextVar(
+    "_SCOPE", default=None
+)
+
+
+@contextlib.contextmanager
+def resolving_in(scope: Mapping[str, object]) -> Iterator[None]:
+    """Let hints that name a type local to *scope* resolve, while the block runs.
+
+    Under ``from __future__ import annotations`` a hint is a string, looked up
+    in its module's globals only: a tool made inside a function could not name
+    a type defined there, as its hint evaluated at once would.
+    """
+    token = _SCOPE.set(scope)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 
 def resolve_hints(
     owner: object, where: str, globalns: dict[str, object] | None = None
 ) -> dict[str, object]:
-    """Every resolved hint of *owner*, ``Annotated`` kept; a ``TypeError`` naming *where*."""
+    """Every resolved hint of *owner*, ``Annotated`` kept; a ``TypeError`` naming *where*.
+
+    A hint its own namespaces do not resolve is looked up again among the local
+    names of the scope the tool is made in (:func:`resolving_in`), then among
+    the class's own names (for a class): a type defined beside the tool.
+    """
     try:
         return typing.get_type_hints(owner, globalns=globalns, include_extras=True)
     except Exception as exc:
-        raise TypeError(f"{where}: cannot resolve type hints: {exc}") from exc
+        failure = exc
+    scope = _SCOPE.get()
+    if scope:
+        own = vars(owner) if isinstance(owner, type) else {}
+        with contextlib.suppress(Exception):  # the first failure names what is missing
+            return typing.get_type_hints(
+                owner, globalns=globalns, localns={**scope, **own}, include_extras=True
+            )
+    raise TypeError(f"{where}: cannot resolve type hints: {failure}") from failure
 
 
 def parameter_hints(function: object, where: str) -> dict[str, object]:
