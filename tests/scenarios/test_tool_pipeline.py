@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from retinue._content import HookContext, Text
-from retinue._lossless import FrozenDict
+from retinue._lossless import FrozenDict, JsonValue
 from retinue.hooks import Accept, Allow, Ask, Block, Deny
 from retinue.session import ToolErrorInfo
 from retinue.tools import PreparedCall, ToolExecution, ToolExecutionResult, tool
@@ -471,3 +471,26 @@ async def test_pipeline_prepare_and_dispatch_are_checkpoints() -> None:
     hooks.on("tools/post-execute", lambda _execution, _result, proceed: proceed())
     with trio.testing.assert_checkpoints():
         await registry.finish(prepared, result)
+
+
+@tool
+async def at_once(text: str) -> str:
+    """Answers without awaiting anything."""
+    return text.upper()
+
+
+@pytest.mark.parametrize("arguments", [{"text": "hi"}, {"text": 3}], ids=["answered", "refused"])
+async def test_dispatch_checkpoints_when_the_body_gives_no_schedule_point(
+    arguments: JsonValue,
+) -> None:
+    """R9.1: an async body that never awaits, or arguments refused before the body runs,
+    still make dispatch a checkpoint, wrapped or not, and its result is the body's."""
+    hooks, registry = setup(at_once)
+    prepared = await registry.prepare(call("at_once", arguments))
+    with trio.testing.assert_checkpoints():
+        bare = await registry.dispatch(prepared)
+    hooks.on("tools/execute", lambda _execution, proceed: proceed())
+    with trio.testing.assert_checkpoints():
+        wrapped = await registry.dispatch(prepared)
+    assert shape(bare) == shape(wrapped)
+    assert (text_of(bare) == "HI") is (arguments == {"text": "hi"})

@@ -242,8 +242,9 @@ async def run_body(
     sync body's thread is abandoned and gives its slot back, and once abandoned
     threads leave the pool none, the call fails with ``TOOL_THREADS_EXHAUSTED``
     without running the body). A cancel point on entry; the
-    body itself is the schedule point (a body that returns without awaiting
-    anything gets one after it). Never raises for a tool failure: invalid
+    body itself is the schedule point (a sync body's thread, a returned awaitable
+    or value gets one after it; an async body that never awaits gives none,
+    which :meth:`ToolRegistry.dispatch` adds). Never raises for a tool failure: invalid
     arguments, a raise, a timeout and an unconvertible return value all become
     error results, as does a BaseException of the body's own (``SystemExit``, a
     subclass of the user's). Ctrl-C propagates, bare or in the group of the body's

@@ -357,20 +357,24 @@ class ToolRegistry:
             return prepared.result
         execution = prepared.execution
         if not self._hears("tools/execute", execution):
-            return await self._run_tool(prepared)
+            result = await self._run_tool(prepared)
+        else:
 
-        async def innermost() -> ToolExecutionResult:
-            return await self._run_tool(prepared)
+            async def innermost() -> ToolExecutionResult:
+                return await self._run_tool(prepared)
 
-        try:
-            result = await self.hooks.waterfall(
-                "tools/execute", innermost, execution, scope=execution.agent_id
-            )
-            check_dispatched(execution, result)
-        except Exception as exc:
-            log.exception("tools/execute failed for %r", execution.name)
-            await trio.lowlevel.checkpoint()
-            return self._mark_final(exception_result(execution.call_id, exc))
+            try:
+                result = await self.hooks.waterfall(
+                    "tools/execute", innermost, execution, scope=execution.agent_id
+                )
+                check_dispatched(execution, result)
+            except Exception as exc:
+                log.exception("tools/execute failed for %r", execution.name)
+                await trio.lowlevel.checkpoint()
+                return self._mark_final(exception_result(execution.call_id, exc))
+        # An async body that never awaited, or arguments refused before the body ran,
+        # left the call without a schedule point; shielded, so the result is kept.
+        await trio.lowlevel.cancel_shielded_checkpoint()
         return result
 
     def dispatching(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
@@ -403,12 +407,12 @@ class ToolRegistry:
     ) -> ToolExecutionResult:
         """Stages 4-5 (R9.3): ``tools/post-execute``, validation, ``tools/result``.
 
-        Waits for the post-execute listeners. Always a checkpoint; never raises
-        except ``Cancelled``. Post-execute is skipped for final results; a
-        raising listener or a non-decision turns the result into an error
-        result. ``tools/result`` observers are called synchronously and their
-        failures are logged and ignored. Without post-execute listeners it
-        does not yield, so committing results adds no scheduling points.
+        Waits for the post-execute listeners: a checkpoint when one runs, while
+        without one it does not yield, so committing results adds no
+        scheduling points. Never raises except ``Cancelled``. Post-execute is
+        skipped for final results; a raising listener or a non-decision turns
+        the result into an error result. ``tools/result`` observers are called
+        synchronously and their failures are logged and ignored.
         """
         if self._needs_post_execute(prepared, result):
             result = await post_execute(self.hooks, prepared.execution, result)
