@@ -201,3 +201,45 @@ async def test_a_sync_calls_handle_acts_while_its_call_lasts(
 
 def _turn_of(events: Sequence[Event], event: Event) -> int:
     return len([e for e in events[: event.seq] if e.type == "turn/start"])
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_a_sync_calls_handle_refuses_its_thread_once_the_runtime_has_ended(verb: str) -> None:
+    """R2.25, R9.20: a body abandoned at a cancel runs on past the end of the runtime's
+    ``trio.run``; its ``ctx.agent`` calls then raise ``AgentError`` coded ``CALL_ENDED``, as
+    they do while the runtime lasts, not trio's ``RunFinishedError``."""
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    refusals: list[Exception] = []
+
+    @retinue.tool
+    def late(ctx: ToolContext) -> str:
+        """Work for a while, then act on the agent."""
+        assert ctx.agent is not None
+        entered.set()
+        release.wait(REAL_WAIT)
+        try:
+            VERBS[verb](ctx.agent)
+        except Exception as exc:
+            refusals.append(exc)
+        finally:
+            done.set()
+        return "late"
+
+    model = ScriptedModel([CallTools([ToolCallSpec("late", "{}", id="c1")]), Reply("done")])
+
+    async def cancelled_while_the_body_runs() -> None:
+        async with retinue.open_runtime(models=model, tools=[late]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(agent.ask, "first")
+                await trio.to_thread.run_sync(entered.wait, REAL_WAIT)
+                agent.cancel("user")
+
+    trio.run(cancelled_while_the_body_runs)
+    release.set()
+    assert done.wait(REAL_WAIT)
+    [refusal] = refusals
+    assert isinstance(refusal, retinue.AgentError)
+    assert refusal.code == "CALL_ENDED"
+    # The session is read first, through the handle: that read is what is refused then.
+    assert str(refusal).startswith(f"{verb if verb.startswith('agent') else 'agent.session'} ")

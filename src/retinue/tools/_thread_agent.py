@@ -39,13 +39,17 @@ class ThreadCall:
     ) -> object:
         """*fn*'s call on the trio thread, or ``AgentError`` coded ``CALL_ENDED`` once ended."""
         if self.ended:
-            raise AgentError(
-                f'{verb} refused: call "{self.call_id}" of tool "{self.tool}" has ended '
-                "(answered, cancelled or timed out), and the handle its sync body was given "
-                "acts on the agent only while the call lasts",
-                code=CALL_ENDED,
-            )
+            raise self.refusal(verb)
         return fn(*args, **kwargs)
+
+    def refusal(self, verb: str) -> AgentError:
+        """The error of *verb* used once the call has ended."""
+        return AgentError(
+            f'{verb} refused: call "{self.call_id}" of tool "{self.tool}" has ended '
+            "(answered, cancelled or timed out), and the handle its sync body was given "
+            "acts on the agent only while the call lasts",
+            code=CALL_ENDED,
+        )
 
 
 @final
@@ -62,8 +66,9 @@ class ThreadAgent:
     It serves one call (*call*): once that has ended, its methods, and those of
     the sessions it handed out, raise ``AgentError`` coded ``CALL_ENDED``
     without reaching the agent, as an async body cannot act once its call was
-    cancelled; on the trio thread too (a context kept past its body). Attribute
-    reads (``id``, ``status``, ``session``) still answer: they change nothing.
+    cancelled; on the trio thread too (a context kept past its body), and once
+    the trio run is over. Attribute reads (``id``, ``status``, ``session``)
+    still answer while the run lasts: they change nothing.
     """
 
     __slots__ = ("_call", "_target", "_token")
@@ -74,22 +79,30 @@ class ThreadAgent:
         self._call = call
 
     def __getattr__(self, name: str) -> object:
-        value = self._on_trio(getattr, self._target, name)
+        verb = f"{'session' if isinstance(self._target, Session) else 'agent'}.{name}"
+        value = self._on_trio(verb, getattr, self._target, name)
         if inspect.iscoroutinefunction(value):
             return functools.partial(_refuse_async, name)
         if inspect.isroutine(value):
-            verb = f"{'session' if isinstance(self._target, Session) else 'agent'}.{name}"
-            return functools.partial(self._on_trio, self._call.run, verb, value)
+            return functools.partial(self._on_trio, verb, self._call.run, verb, value)
         return value
 
-    def _on_trio(self, fn: Callable[..., object], /, *args: object, **kwargs: object) -> object:
+    def _on_trio(
+        self, verb: str, fn: Callable[..., object], /, *args: object, **kwargs: object
+    ) -> object:
         if trio.lowlevel.in_trio_run():
             # Already on the trio thread (the context was kept past the body).
             return fn(*args, **kwargs)
-        # With the token given, it also works from a thread the body started itself.
-        value = trio.from_thread.run_sync(
-            functools.partial(fn, *args, **kwargs), trio_token=self._token
-        )
+        try:
+            # With the token given, it also works from a thread the body started itself.
+            value = trio.from_thread.run_sync(
+                functools.partial(fn, *args, **kwargs), trio_token=self._token
+            )
+        except trio.RunFinishedError as exc:
+            # The runtime's run is over, and with it every call: refused as after its end.
+            if self._call.ended:
+                raise self._call.refusal(verb) from exc
+            raise
         return ThreadAgent(value, self._token, self._call) if isinstance(value, Session) else value
 
     def __repr__(self) -> str:

@@ -306,8 +306,9 @@ class ToolContext:
     at its timeout or a cancel runs on in its thread, but as an async body cannot
     act once cancelled, its method calls after the call has ended (answered,
     cancelled or timed out) raise ``AgentError`` coded ``CALL_ENDED`` in the
-    thread and reach nothing (R2.25, R9.20); reads (``id``, ``status``,
-    ``session``) still answer. Its async methods (``ask``, ``wait_idle``,
+    thread and reach nothing (R2.25, R9.20), after the runtime's ``trio.run``
+    too; reads (``id``, ``status``, ``session``) still answer while that run
+    lasts, and are refused alike once it is over. Its async methods (``ask``, ``wait_idle``,
     ``dispose``) raise ``TypeError``: a sync body cannot await them; make the
     tool async to call them. Its ``session`` is wrapped the same way (an append
     through it runs on the trio thread), so it is not a
