@@ -75,6 +75,35 @@ def test_execution_mode_is_exclusive_when_the_classifier_raises() -> None:
     assert mode(registry, "t") == "exclusive"
 
 
+class _ClassifierAbort(BaseException):
+    """A BaseException of the user's own, as a classifier might raise."""
+
+
+@pytest.mark.parametrize("raised", [SystemExit(2), _ClassifierAbort()], ids=repr)
+def test_execution_mode_is_exclusive_when_the_classifier_raises_a_base_exception(
+    raised: BaseException,
+) -> None:
+    """R9.8: a classifier's ``SystemExit`` or own ``BaseException`` is its failure, the call
+    exclusive, not a raise out of a classification that never raises (the step's end)."""
+
+    def classify(_arguments: JsonValue) -> bool:
+        raise raised
+
+    registry = ToolRegistry(HookBus(), [make("t", parallel_safe=classify)])
+    assert mode(registry, "t") == "exclusive"
+
+
+def test_execution_mode_lets_ctrl_c_in_a_classifier_pass_on() -> None:
+    """R9.8: Ctrl-C is no classifier's failure: it reaches the runtime."""
+
+    def classify(_arguments: JsonValue) -> bool:
+        raise KeyboardInterrupt
+
+    registry = ToolRegistry(HookBus(), [make("t", parallel_safe=classify)])
+    with pytest.raises(KeyboardInterrupt):
+        mode(registry, "t")
+
+
 def test_execution_mode_is_exclusive_for_an_async_classifier() -> None:
     """R9.8: the classifier is synchronous; a coroutine is not True (and is closed, not leaked)."""
 

@@ -11,7 +11,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import ConfigError, InvalidJsonError
+from retinue._errors import ConfigError, InvalidJsonError, pass_on
 from retinue._lossless import FrozenDict, freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import HookBus
@@ -242,8 +242,8 @@ class ToolRegistry:
 
         Only a tool declared ``parallel_safe=True``, or whose classifier returns
         exactly ``True`` for valid arguments, runs in parallel. An unknown tool,
-        invalid arguments, any other value and a raising classifier mean
-        ``"exclusive"``.
+        invalid arguments, any other value and a raising classifier (a
+        ``SystemExit`` too; only Ctrl-C passes on) mean ``"exclusive"``.
         """
         return "exclusive" if self.parallel_tool(execution) is None else "parallel"
 
@@ -265,10 +265,11 @@ class ToolRegistry:
             if tool.parallel_safe is True:
                 return tool
             verdict = tool.parallel_safe(arguments)
-        except Exception:
-            log.warning(
-                "parallel_safe classifier of %r failed; exclusive", tool.name, exc_info=True
-            )
+        except BaseException as exc:
+            # A SystemExit or a BaseException of the user's is the classifier's failure, as
+            # a listener's is: raised on, it would end the step and the agent's driver.
+            pass_on(exc)
+            log.warning("parallel_safe classifier of %r failed; exclusive", tool.name, exc_info=exc)
             return None
         if inspect.iscoroutine(verdict):
             verdict.close()
