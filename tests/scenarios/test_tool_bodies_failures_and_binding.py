@@ -200,6 +200,51 @@ async def test_a_binding_failure_names_the_parameter_path(
     assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
 
 
+class _Abort(BaseException):
+    """A BaseException of the user's own."""
+
+
+@attrs.frozen
+class Command:
+    path: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.path == "-":
+            raise SystemExit("usage: a path is required")
+        if self.path == "!":
+            raise _Abort("no such command")
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("-", "converting them raised SystemExit: usage: a path is required"),
+        ("!", "converting them raised _Abort: no such command"),
+    ],
+)
+async def test_a_base_exception_while_binding_refuses_the_arguments(
+    autojump_clock: trio.testing.MockClock, path: str, problem: str
+) -> None:
+    """R9.2: a record's constructor run while binding that raises SystemExit, or a
+    BaseException of the user's own, is INVALID_ARGUMENTS, not a raise out of execute
+    that ends the runtime."""
+
+    @tool
+    async def run(command: Command) -> str:
+        """Run a command."""
+        await trio.lowlevel.checkpoint()
+        return command.path
+
+    with trio.fail_after(5):
+        assert outcome(await execute(run, {"command": {"path": "/bin/true"}})) == (
+            "/bin/true",
+            None,
+        )
+        text, error = outcome(await execute(run, {"command": {"path": path}}))
+    assert text == f'Error: invalid arguments for tool "run": {problem}'
+    assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
+
+
 # -- partial's bound keywords stay bound ---------------------------------------------------
 
 

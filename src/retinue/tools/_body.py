@@ -263,8 +263,11 @@ async def run_body(
             return invalid_arguments(execution, problem)
     try:
         kwargs = _keyword_arguments(tool, execution)
-    except Exception as exc:
-        return invalid_arguments(execution, describe_failure(exc))
+    except BaseException as exc:
+        # Converting runs user code (a record's constructor, a predicate): its SystemExit
+        # or own BaseException refuses these arguments, it must not end the runtime (R9.2).
+        failure = failure_of(exc, "converting them", ToolError)
+        return invalid_arguments(execution, describe_failure(failure))
     try:
         if tool.timeout is None:
             return output_result(execution.call_id, await _call(tool, kwargs, pool))
