@@ -179,6 +179,49 @@ async def test_a_sync_tool_cannot_call_its_agents_async_verbs(verb: str) -> None
     assert error is None
 
 
+@pytest.mark.timeout(20)
+async def test_a_sync_tool_using_its_agent_inside_a_trio_run_of_its_own_is_refused() -> None:
+    """R9.7: a sync body that runs a trio.run of its own in its worker thread (a trio-based
+    client library, say) and calls ``ctx.agent`` inside it is refused with an error saying
+    so; the verb ran in the worker thread, off the runtime's trio thread."""
+    main_thread = threading.get_ident()
+    injected: list[int] = []
+
+    class Handle:
+        def inject(self, _content: str) -> None:
+            injected.append(threading.get_ident())
+
+    @tool
+    def fetch(ctx: ToolContext) -> str:
+        """Fetch with a trio-based client."""
+        assert ctx.agent is not None
+        agent = ctx.agent
+
+        async def inside() -> None:
+            await trio.lowlevel.checkpoint()
+            agent.inject("fetched")
+
+        trio.run(inside)
+        return "fetched"
+
+    with trio.fail_after(10):
+        text, error = outcome(await execute(fetch, {}, agent=Handle()))
+    assert text.startswith("Error: agent.inject was used inside a trio.run of the tool body's own")
+    assert error is None
+    assert injected == []
+
+    @tool
+    def direct(ctx: ToolContext) -> str:
+        """Inject from the worker thread itself."""
+        assert ctx.agent is not None
+        ctx.agent.inject("direct")
+        return "direct"
+
+    with trio.fail_after(10):
+        assert outcome(await execute(direct, {}, agent=Handle())) == ("direct", None)
+    assert injected == [main_thread]
+
+
 def _logged(fn: Callable[..., object]) -> Callable[..., object]:
     """A plain sync decorator, as logging or metrics wrappers are written."""
 

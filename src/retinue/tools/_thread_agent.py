@@ -91,8 +91,16 @@ class ThreadAgent:
         self, verb: str, fn: Callable[..., object], /, *args: object, **kwargs: object
     ) -> object:
         if trio.lowlevel.in_trio_run():
-            # Already on the trio thread (the context was kept past the body).
-            return fn(*args, **kwargs)
+            if trio.lowlevel.current_trio_token() is self._token:
+                # Already on the trio thread (the context was kept past the body).
+                return fn(*args, **kwargs)
+            # A trio.run the body started in its own thread: run here, the verb would touch
+            # the agent off the runtime's thread, and trio cannot hop to it from a run.
+            raise RuntimeError(
+                f"{verb} was used inside a trio.run of the tool body's own, which cannot "
+                "reach the runtime's trio thread: use it outside that run, or make the tool "
+                "async and call it there"
+            )
         try:
             # With the token given, it also works from a thread the body started itself.
             value = trio.from_thread.run_sync(

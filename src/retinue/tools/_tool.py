@@ -302,7 +302,8 @@ class ToolContext:
     ``agent`` is a stand-in that runs every attribute read and method call of
     the handle on the trio thread (``trio.from_thread.run_sync``), blocking the
     worker until it returns: ``ctx.agent.inject(...)``, ``send``, ``steer`` and
-    ``cancel`` work as from an async body, while the call lasts. A body abandoned
+    ``cancel`` work as from an async body, while the call lasts (not inside a
+    ``trio.run`` the body starts in its thread: ``RuntimeError``). A body abandoned
     at its timeout or a cancel runs on in its thread, but as an async body cannot
     act once cancelled, its method calls after the call has ended (answered,
     cancelled or timed out) raise ``AgentError`` coded ``CALL_ENDED`` in the
