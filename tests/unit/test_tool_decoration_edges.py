@@ -149,6 +149,27 @@ def test_static_methods_stay_tools() -> None:
         assert thaw_json(definition.parameters) == schema
 
 
+def test_a_tool_decorated_again_is_refused_saying_it_already_is_one() -> None:
+    """R9.7: ``@tool`` stacked on a Tool says so, not that a Tool is no callable object."""
+
+    def forecast(city: str) -> str:
+        return city
+
+    made = tool(timeout=5)(forecast)
+    with pytest.raises(TypeError) as raised:
+        tool(made)  # type: ignore[call-overload]  # the misuse a checker catches, at run time
+    assert str(raised.value) == (
+        "tool 'forecast' is already a Tool: apply @tool once, with all its options"
+    )
+
+
+def test_a_callable_without_a_signature_is_refused_as_a_type_error() -> None:
+    """R9.7: a builtin that does not say what it takes (``dict``) is a TypeError naming it,
+    not inspect's bare ValueError."""
+    with pytest.raises(TypeError, match=r"^dict: no signature to read its parameters from"):
+        tool(dict)
+
+
 def test_a_class_method_under_tool_is_refused_naming_the_tool_bound_to_its_class() -> None:
     """R9.7: ``@tool`` above ``@classmethod`` gets a class method object, whose class does
     not exist yet: refused with a TypeError that names it and says how to make the tool.

@@ -92,8 +92,9 @@ def tool(
     Raises:
         TypeError: ``*args``, or a type hint the schema cannot express
             (``ToolContext`` inside another type, a set of unhashable items), a method not
-            bound to its instance or a class method not bound to its class, or a
-            generator function.
+            bound to its instance or a class method not bound to its class, a
+            generator function, a callable without a signature to read (``dict``),
+            or what is already a :class:`Tool`.
         ValueError: a parameter name providers refuse as a property name, or
             a tool name they refuse.
     """

@@ -29,7 +29,7 @@ from ._shapes import (
     unpacked_fields,
     with_default,
 )
-from ._tool import ToolContext, layers
+from ._tool import Tool, ToolContext, layers
 
 __all__ = ["FunctionSpec", "RestBinder", "ShapeBinder", "describe", "type_schema"]
 
@@ -77,7 +77,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     """
     _check_not_class_method(fn)
     where = getattr(fn, "__qualname__", None) or repr(fn)
-    signature = inspect.signature(fn)
+    signature = _signature(fn, where)
     target, bound = _unwrap_partial(fn)
     _check_not_unbound_method(fn, signature, bound)
     hints = parameter_hints(target if inspect.isroutine(target) else type(target).__call__, where)
@@ -157,6 +157,22 @@ class _Properties:
                 )
             self.add(name, shape, _described(shape.schema, name, self.documented), needed=needed)
         return fields is not None
+
+
+def _signature(fn: Callable[..., object], where: str) -> inspect.Signature:
+    """*fn*'s signature, which the schema is read from.
+
+    Raises:
+        TypeError: *fn* is already a :class:`Tool`, or has no signature to read.
+    """
+    if isinstance(fn, Tool):
+        raise TypeError(
+            f"tool {fn.name!r} is already a Tool: apply @tool once, with all its options"
+        )
+    try:
+        return inspect.signature(fn)
+    except ValueError as exc:  # a builtin that does not say what it takes
+        raise TypeError(f"{where}: no signature to read its parameters from ({exc})") from exc
 
 
 def _open_to(schema: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
