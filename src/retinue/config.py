@@ -158,7 +158,8 @@ class ParallelCapSetting:
     """``max_parallel_tool_calls`` as a user-editable setting (R13.6).
 
     Writing an invalid value to :attr:`value` raises :class:`~retinue.ConfigError`
-    and keeps the last good value; subscribers hear every accepted write.
+    and keeps the last good value; subscribers hear every accepted write, in
+    order: one a subscriber makes (a clamp) is the last each of them hears.
     Nothing here blocks.
     """
 
@@ -166,6 +167,9 @@ class ParallelCapSetting:
         default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, alias="value", validator=check_cap
     )
     _subscribers: list[Callable[[int], None]] = attrs.field(factory=list, init=False)
+    # Accepted writes so far: a subscriber may write again (a clamp), and every subscriber
+    # has then heard that newer value, which the rest must not be told after it.
+    _writes: int = attrs.field(default=0, init=False)
 
     @property
     def value(self) -> int:
@@ -175,7 +179,11 @@ class ParallelCapSetting:
     @value.setter
     def value(self, value: int) -> None:
         self._value = value  # validated on set: an invalid value raises and is not stored
+        self._writes += 1
+        write = self._writes
         for fn in list(self._subscribers):
+            if self._writes != write:
+                return
             try:
                 fn(value)
             except Exception:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import trio
 
 import retinue
 from retinue.config import (
@@ -16,6 +17,9 @@ from retinue.config import (
     parse_config,
     with_overrides,
 )
+from retinue.supervisors import bind_parallel_cap
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import DEADLINE
 
 # -- R13.5 identity overrides ---------------------------------------------------------------
 
@@ -182,3 +186,24 @@ def test_parallel_cap_setting_refuses_an_invalid_initial_value() -> None:
     """R13.6: the setting never holds an invalid value."""
     with pytest.raises(retinue.ConfigError):
         ParallelCapSetting(0)
+
+
+async def test_a_subscriber_that_clamps_the_cap_leaves_every_subscriber_on_its_value(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R13.6: a subscriber writing the setting again (a clamp) is the last write every
+    subscriber hears, the runtime's live cap included, not the value it replaced."""
+    setting = ParallelCapSetting(4)
+
+    def clamp(value: int) -> None:
+        if value > 8:
+            setting.value = 8
+
+    setting.subscribe(clamp)
+    heard: list[int] = []
+    setting.subscribe(heard.append)
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=ScriptedModel([Reply("ok")])) as rt:
+            bind_parallel_cap(rt, setting)
+            setting.value = 20
+            assert (setting.value, rt.max_parallel_tool_calls, heard) == (8, 8, [8])
