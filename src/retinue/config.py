@@ -166,7 +166,9 @@ class ParallelCapSetting:
     _value: int = attrs.field(
         default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, alias="value", validator=check_cap
     )
-    _subscribers: list[Callable[[int], None]] = attrs.field(factory=list, init=False)
+    # Each registration with a token of its own: the same function may be subscribed twice,
+    # and one unsubscribe must remove its own registration only.
+    _subscribers: list[tuple[object, Callable[[int], None]]] = attrs.field(factory=list, init=False)
     # Accepted writes so far: a subscriber may write again (a clamp), and every subscriber
     # has then heard that newer value, which the rest must not be told after it.
     _writes: int = attrs.field(default=0, init=False)
@@ -181,7 +183,7 @@ class ParallelCapSetting:
         self._value = value  # validated on set: an invalid value raises and is not stored
         self._writes += 1
         write = self._writes
-        for fn in list(self._subscribers):
+        for _token, fn in list(self._subscribers):
             if self._writes != write:
                 return
             try:
@@ -191,11 +193,14 @@ class ParallelCapSetting:
 
     def subscribe(self, fn: Callable[[int], None]) -> Callable[[], None]:
         """Call *fn* with every accepted value; returns an idempotent unsubscribe."""
-        self._subscribers.append(fn)
+        registration = (object(), fn)
+        self._subscribers.append(registration)
 
         def unsubscribe() -> None:
-            if fn in self._subscribers:
-                self._subscribers.remove(fn)
+            for index, held in enumerate(self._subscribers):
+                if held is registration:
+                    del self._subscribers[index]
+                    return
 
         return unsubscribe
 

@@ -207,3 +207,16 @@ async def test_a_subscriber_that_clamps_the_cap_leaves_every_subscriber_on_its_v
             bind_parallel_cap(rt, setting)
             setting.value = 20
             assert (setting.value, rt.max_parallel_tool_calls, heard) == (8, 8, [8])
+
+
+def test_parallel_cap_unsubscribe_removes_its_own_registration_only() -> None:
+    """R13.6: a function subscribed twice is two registrations; one's unsubscribe, called
+    again as idempotent, leaves the other in place."""
+    setting = ParallelCapSetting()
+    heard: list[int] = []
+    first = setting.subscribe(heard.append)
+    setting.subscribe(heard.append)
+    first()
+    first()
+    setting.value = 3
+    assert heard == [3]
