@@ -145,6 +145,30 @@ async def test_dispatch_unconvertible_return_value_is_an_error_result(value: obj
     assert text_of(result).startswith("Error: ")
 
 
+@pytest.mark.parametrize(
+    ("meta", "problem"),
+    [
+        ({"rows": float("nan")}, "meta.rows is a non-finite number (nan)"),
+        ({1: "row"}, "meta has a non-string key 1"),
+    ],
+)
+async def test_a_returned_meta_that_is_not_json_is_named_in_the_error(
+    meta: object, problem: str
+) -> None:
+    """R9.3: a ToolOutput whose meta is no lossless JSON fails the call naming meta, not a
+    bare path (``rows is ...``) that could be any value of the return."""
+
+    @tool
+    def report() -> ToolOutput:
+        """Report with meta."""
+        return ToolOutput("report", meta)
+
+    _, registry = setup(report)
+    with trio.fail_after(5):
+        result = await registry.execute(call("report", {}))
+    assert shape(result) == failed(problem, "INVALID_JSON", "InvalidJsonError")
+
+
 async def test_dispatch_coerces_arguments_to_the_annotated_types() -> None:
     """R9.7: enums, attrs records, tuples and integral floats arrive as the annotated types."""
     received: list[object] = []

@@ -163,7 +163,7 @@ class ToolExecutionResult:
         setattr_("content", blocks)
         setattr_("is_error", is_error)
         setattr_("error", error)
-        setattr_("meta", None if meta is None else freeze_json(meta))
+        setattr_("meta", None if meta is None else freeze_json(meta, "meta"))
         setattr_("additional_context", additional_context)
 
 

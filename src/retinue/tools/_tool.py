@@ -324,6 +324,11 @@ class ToolContext:
     """The calling agent's id, or ``None`` outside an agent."""
 
 
+def _freeze_meta(value: object) -> JsonValue:
+    # Named, so a refusal says which value of the tool's return it is about.
+    return freeze_json(value, "meta")
+
+
 @final
 @attrs.frozen
 class ToolOutput:
@@ -334,5 +339,5 @@ class ToolOutput:
 
     content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
     """The result content: a str, a block or a sequence of blocks."""
-    meta: JsonValue = attrs.field(default=None, converter=freeze_json)
+    meta: JsonValue = attrs.field(default=None, converter=_freeze_meta)
     """Lossless JSON kept with the result; ``None`` when absent."""
