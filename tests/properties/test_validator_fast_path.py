@@ -36,7 +36,8 @@ def _schemas() -> st.SearchStrategy[dict[str, Any]]:
     leaf = st.fixed_dictionaries(
         {},
         optional={
-            "type": st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), max_size=2),
+            "type": st.sampled_from(TYPES)
+            | st.lists(st.sampled_from(TYPES), max_size=2, unique=True),
             "enum": st.lists(json_values, max_size=2),
             "description": st.just("ignored"),
         },
@@ -49,7 +50,7 @@ def _schemas() -> st.SearchStrategy[dict[str, Any]]:
                 "type": st.sampled_from(TYPES),
                 "items": inner,
                 "properties": st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
-                "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2),
+                "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
                 "additionalProperties": st.booleans() | inner,
                 "anyOf": st.lists(inner, min_size=1, max_size=2),
             },

@@ -36,7 +36,7 @@ def _leaves() -> st.SearchStrategy[dict[str, Any]]:
         {},
         optional={
             "type": st.sampled_from(TYPES)
-            | st.lists(st.sampled_from(TYPES), min_size=1, max_size=2),
+            | st.lists(st.sampled_from(TYPES), min_size=1, max_size=2, unique=True),
             "enum": st.lists(json_values, max_size=2),
             "const": json_values,
             "minimum": st.integers(-2, 2),
@@ -68,7 +68,7 @@ def _nest(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
             "items": inner,
             "prefixItems": members,
             "properties": st.dictionaries(names, inner, max_size=3),
-            "required": st.lists(names, max_size=2),
+            "required": st.lists(names, max_size=2, unique=True),
             "additionalProperties": inner,
             "propertyNames": st.sampled_from([{"maxLength": 1}, {"enum": ["a", "b"]}, False]),
             "allOf": members,

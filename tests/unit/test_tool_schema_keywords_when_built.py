@@ -88,6 +88,29 @@ def test_a_schema_the_validator_would_not_enforce_is_refused_when_built(
         built(parameters)
 
 
+@pytest.mark.parametrize(
+    ("parameters", "where", "repeated"),
+    [
+        ({**holding("a", {}), "required": ["a", "a"]}, "parameters.required[1]", 'property "a"'),
+        (
+            holding("a", {"type": ["string", "null", "string"]}),
+            "parameters.properties.a.type[2]",
+            'type "string"',
+        ),
+    ],
+    ids=["required", "type"],
+)
+def test_a_name_listed_twice_in_required_or_type_is_refused_when_built(
+    parameters: dict[str, object], where: str, repeated: str
+) -> None:
+    """R9.7: JSON Schema's meta-schema wants the names of ``required`` and of a ``type``
+    array unique; a schema repeating one is no valid schema, which a provider checking
+    tools against the meta-schema refuses on every request, so it is refused when built."""
+    with pytest.raises(ValueError) as raised:
+        built(parameters)
+    assert str(raised.value) == f"{where}: {repeated} is listed twice"
+
+
 def test_a_reference_loop_through_unions_is_refused_when_built() -> None:
     """R9.7: references that lead back without descending into a value would never end."""
     parameters = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from retinue._jsonschema import (
     is_array,
@@ -247,6 +247,17 @@ def _check_type(_walk: _Walk, _node: Mapping[str, object], value: object, path: 
             raise ValueError(
                 f"{where}: unknown type {_json(name)} (the JSON types are {', '.join(sorted(TYPE_NAMES))})"
             )
+    _refuse_repeats(names, path, "type")
+
+
+def _refuse_repeats(names: Sequence[object], path: str, what: str) -> None:
+    """Refuse a name listed twice: JSON Schema's meta-schema wants these arrays' items
+    unique, and a provider checking a tool's schema against it refuses every request."""
+    seen: set[object] = set()
+    for index, name in enumerate(names):
+        if name in seen:
+            raise ValueError(f"{path}[{index}]: {what} {_json(name)} is listed twice")
+        seen.add(name)
 
 
 def _check_any(_walk: _Walk, _node: Mapping[str, object], _value: object, _path: str) -> None:
@@ -263,6 +274,7 @@ def _check_enum(_walk: _Walk, _node: Mapping[str, object], value: object, path: 
 def _check_required(_walk: _Walk, _node: Mapping[str, object], value: object, path: str) -> None:
     if not is_array(value) or not all(isinstance(n, str) for n in value):
         raise TypeError(f"{path}: must be an array of property names")
+    _refuse_repeats(value, path, "property")
 
 
 def _check_schema_map(walk: _Walk, _node: Mapping[str, object], value: object, path: str) -> None:
