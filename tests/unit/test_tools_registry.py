@@ -228,6 +228,21 @@ def test_schemas_refuse_an_invalid_configured_order(order: list[str], message: s
         registry.schemas(order=order)
 
 
+@pytest.mark.parametrize(
+    ("order", "message"),
+    [("ab", "be a sequence of tool names, got 'ab'"), (["a", 1], "hold tool names, got 1")],
+    ids=["str", "int"],
+)
+def test_schemas_refuse_an_order_that_is_no_sequence_of_names(
+    order: list[str], message: str
+) -> None:
+    """R7.51: a str given as the order is refused as such, not read as one-letter tool
+    names ("unknown tool 'a'"), and so is an item that is no name."""
+    registry = ToolRegistry(HookBus(), [make("a"), make("b")])
+    with pytest.raises(ConfigError, match=f"^tool order must {re.escape(message)}$"):
+        registry.schemas(None, order)
+
+
 @pytest.mark.parametrize("removal", ["unregister", "drop_scope"])
 def test_schemas_skip_an_ordered_tool_once_it_is_gone(removal: str) -> None:
     """R7.51: a listed tool unregistered (or dropped with its agent's scope) after a request

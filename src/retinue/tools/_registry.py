@@ -201,7 +201,8 @@ class ToolRegistry:
 
         Raises:
             ConfigError: *order* names a tool no call has seen registered in any
-                view (a typo), repeats a name, or has more than one ``"*"``.
+                view (a typo), repeats a name, has more than one ``"*"``, is a
+                str, or holds something that is no str.
         """
         scope = agent_id if agent_id in self._scoped else None
         key = (scope, None if order is None else tuple(order))
@@ -213,8 +214,13 @@ class ToolRegistry:
         return cached
 
     def _ordered(self, view: dict[str, Tool], order: Sequence[str]) -> list[str]:
+        if isinstance(order, str):
+            # A str is a sequence too: of one-letter names, none of them a tool.
+            raise ConfigError(f"tool order must be a sequence of tool names, got {order!r}")
         seen: set[str] = set()
         for name in order:
+            if not isinstance(name, str):
+                raise ConfigError(f"tool order must hold tool names, got {name!r}")
             if name in seen:
                 raise ConfigError(f'tool order lists "{name}" twice')
             seen.add(name)
