@@ -91,8 +91,10 @@ class Session:
     All methods are synchronous and never block: persistence only buffers.
     """
 
-    # Immutable (R4.1): a store tracks the session by its id, which a new header would change.
-    header: SessionHeader = attrs.field(on_setattr=attrs.setters.frozen)
+    # Read through ``header``, which has no setter: immutable (R4.1), as a store tracks
+    # the session by its id. (A frozen field would give every attribute set of an
+    # append a Python-level __setattr__.)
+    _header: SessionHeader
     _events: list[Event] = attrs.field(factory=list, init=False)
     # Keyed by a token per registration: an unsubscriber removes its own, never
     # another registration of the same (or an equal) observer.
@@ -204,9 +206,14 @@ class Session:
         return session
 
     @property
+    def header(self) -> SessionHeader:
+        """The session's header: id, creation time, cwd, parent (R4.1; never replaced)."""
+        return self._header
+
+    @property
     def id(self) -> str:
         """The session id (equal to its agent's id)."""
-        return self.header.id
+        return self._header.id
 
     @property
     def events(self) -> EventLog:
@@ -444,7 +451,7 @@ class Session:
         header = SessionHeader(
             id=child_id,
             created_at=now_ms(),
-            cwd=self.header.cwd,
+            cwd=self._header.cwd,
             parent_session=self.id,
             seed_length=len(seed),
         )
