@@ -78,13 +78,12 @@ async def test_out_of_order_appends_after_a_flush_follow_the_stored_events(
     ]
 
 
-async def test_a_commit_at_once_during_notification_stores_only_what_precedes_the_notified_event() -> (
-    None
-):
+async def test_a_commit_at_once_during_notification_stores_every_event_logged_so_far() -> None:
     """R11.3, R11.4: an observer ahead of the store's appends while seq 1 is notified and
-    commits the store at once: the store has heard seq 2 but not seq 1 yet, so it commits
-    seq 0 alone and the rest with the next flush, and the log loads whole. Before, it
-    wrote seq 2 in seq 1's place, and every later flush failed SEQ_CONFLICT."""
+    commits the store at once: the store has heard seq 2 but not seq 1 yet, so it takes
+    seq 1 from the log and stores all three, and the log loads whole. Before, it wrote
+    seq 2 in seq 1's place, and every later flush failed SEQ_CONFLICT."""
+    stored_then: list[int] = []
     async with MemoryStore() as store:
         session = Session.create("o", created_at=1)
         nest = _nesting_observer(session, {1})
@@ -93,6 +92,7 @@ async def test_a_commit_at_once_during_notification_stores_only_what_precedes_th
             nest(event)
             if event.seq == 1:
                 assert store.flush_nowait(session)
+                stored_then.append(store.statistics().committed_events)
 
         session.observe(nest_and_commit)
         store.attach_new(session)
@@ -104,4 +104,5 @@ async def test_a_commit_at_once_during_notification_stores_only_what_precedes_th
         await store.detach(session)
         loaded = await store.load("o")
     assert expected == [(0, "turn/start"), (1, "turn/end"), (2, "x/nested"), (3, "x/after")]
+    assert stored_then == [3]
     assert [(e.seq, e.type) for e in loaded.events] == expected

@@ -128,7 +128,7 @@ class GroupCommitter:
         self.counters["flush_requests"] += 1
         events = tracked.pending()
         if not events:
-            return None  # the next event is still being notified: the next flush has it
+            return None  # nothing heard is left to write
         batch = AppendBatch(tracked.session.id, tracked.cursor, events, header=tracked.header)
         [result] = self._write_isolated([batch])
         # A group of one with no request to answer: recorded without an Entry (once a turn).
@@ -327,8 +327,7 @@ class GroupCommitter:
         end = batch.events[-1].seq + 1
         if end <= tracked.cursor:
             return
-        del tracked.buffer[: end - tracked.cursor]
-        tracked.cursor = end
+        tracked.stored_to(end)
         tracked.header = None
 
 

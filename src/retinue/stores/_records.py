@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import weakref
 from collections.abc import Callable, Sequence
 from operator import attrgetter
@@ -54,26 +55,38 @@ class Tracked:
     kept for the next load of the id to take over."""
 
     def pending(self) -> tuple[Event, ...]:
-        """The buffered events in seq order from ``cursor`` on, up to the first one not heard yet.
+        """The events to write from ``cursor`` on, in seq order, up to the last one heard.
 
         An observer notified before the store's may append while an event is
         being notified, so the buffer can hold seq N+1 before N; written out
         of order, the run would store a seq gap and the session would not load
         again (R4.5, R11.3). Sorting here, once per flush, keeps the per-event
         observer a bare ``list.append``; an ordered buffer sorts in one pass.
-        Committed at once while N is still being notified (that observer
-        flushing a store that never blocks), N+1 is heard and N not yet: the
-        run stops before N, and what follows stays buffered for the next flush.
+        Committed while N is still being notified (that observer flushing a
+        store that never blocks), N is not heard yet: it is taken from the
+        log, where every event is before any observer hears it, and dropped
+        from the buffer once heard, as stored already.
         """
-        self.buffer.sort(key=_seq_of)
-        run = tuple(self.buffer)
+        buffer = self.buffer
+        buffer.sort(key=_seq_of)
         cursor = self.cursor
-        if not run or (run[0].seq == cursor and run[-1].seq == cursor + len(run) - 1):
-            return run  # seqs are unique: sorted, these ends leave none missing between
-        for index, event in enumerate(run):
-            if event.seq != cursor + index:
-                return run[:index]
-        return run
+        if buffer and buffer[0].seq < cursor:
+            del buffer[: bisect.bisect_left(buffer, cursor, key=_seq_of)]
+        if not buffer or buffer[-1].seq == cursor + len(buffer) - 1:
+            return tuple(buffer)  # seqs are unique: sorted, these ends leave none missing
+        return tuple(self.session.events[cursor : buffer[-1].seq + 1])
+
+    def stored_to(self, end: int) -> None:
+        """Note that every event before seq *end* is stored: the cursor moves past them."""
+        if end <= self.cursor:
+            return
+        buffer = self.buffer
+        count = end - self.cursor
+        if len(buffer) >= count and buffer[count - 1].seq == end - 1:
+            del buffer[:count]  # the usual run: the buffer's head is exactly what was stored
+        else:
+            buffer[:] = [event for event in buffer if event.seq >= end]
+        self.cursor = end
 
     def handed_over(self) -> Session:
         """A copy of the session as stored and buffered, an open final turn closed (R11.9).

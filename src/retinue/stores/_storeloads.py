@@ -97,8 +97,7 @@ class StoreLoads(StoreLifetime):
             events = (*released.session.events[: released.cursor], *released.pending())
             stored = await self._call(self._own_create, what, session_id, header, events)
             if stored is not None:
-                del released.buffer[: max(0, stored - released.cursor)]
-                released.cursor = max(stored, released.cursor)
+                released.stored_to(stored)
                 released.header = None
                 return released
             self._drop_refused(released, already_exists(session_id))
