@@ -269,6 +269,29 @@ async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
     assert '"interrupted"' in loaded[-1]
 
 
+async def test_jsonl_an_inspect_does_not_let_an_append_follow_a_line_not_the_next_event(
+    tmp_path: Path,
+) -> None:
+    """R11.4, R11.8: a read of the file (``inspect``) judges its whole last line as the
+    writer does: a copy of the line before it is no record to append after, where the read
+    counted it and the next flush wrote after it a file that no longer loaded."""
+    session = session_of("s1", 1)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    body = path.read_bytes().rstrip(b"\n").split(b"\n")
+    body[-1] = body[-2]
+    path.write_bytes(b"\n".join(body))
+    codes: list[str] = []
+    with pytest.raises(StoreError, match="could not be drained"):
+        await _flush_and_inspect_twice(tmp_path, session, codes)
+    assert codes == ["SEQ_CONFLICT", "SEQ_CONFLICT"]
+    committed = len(body) - 2
+    loaded = await load_lines(tmp_path, "s1")
+    assert loaded[:committed] == lines(session.events[:committed])
+
+
 async def test_jsonl_an_append_after_a_torn_line_names_the_file_and_line_until_a_load(
     tmp_path: Path,
 ) -> None:
@@ -300,3 +323,15 @@ async def _append_after_the_crash(root: Path, session: Session, refusals: list[S
         with pytest.raises(StoreError) as caught:
             await store.flush(session)
         refusals.append(caught.value)
+
+
+async def _flush_and_inspect_twice(root: Path, session: Session, codes: list[str]) -> None:
+    """Attach *session* as it is, log a turn, then twice flush it and inspect the file."""
+    async with JSONLStore(root) as store:
+        store.attach(session)
+        run_turn(session, "after the hand edit")
+        for _ in range(2):
+            with pytest.raises(StoreError) as caught:
+                await store.flush(session)
+            codes.append(str(caught.value.code))
+            await store.inspect("s1")

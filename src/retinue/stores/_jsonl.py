@@ -13,7 +13,7 @@ from typing import final
 
 from retinue._errors import StoreError
 from retinue.session import SessionHeader
-from retinue.session._codec import LongIntError, encode_event, encode_header, loads_line
+from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
 from ._common import already_exists, cannot_open, refuse_nul
@@ -31,7 +31,7 @@ from ._jsonlfiles import (
     remove_leftovers,
     write_all,
 )
-from ._jsonlreads import SessionFileReads
+from ._jsonlreads import SessionFileReads, record_of
 from ._jsonlsteps import (
     Group,
     LeftFile,
@@ -303,7 +303,7 @@ class JSONLBackend(SessionFileReads):
         if not handle.measured:
             with opening(session_id):
                 handle.measure()
-                if handle.torn and _record_of(_unterminated_line(handle), handle.count):
+                if handle.torn and record_of(_unterminated_line(handle), handle.count):
                     # Lacking only its newline, as a load finds it: a record to append after.
                     handle.keep_fragment()
         return handle
@@ -392,19 +392,6 @@ def _unterminated_line(handle: SessionFile) -> bytes:
     """The line after the last newline of *handle*'s file, read back from its end."""
     start = after_last_lines(handle.fd, handle.size, 0)
     return os.pread(handle.fd, handle.size - start, start)
-
-
-def _record_of(line: bytes, seq: int) -> bool:
-    """Whether *line*, unterminated, is event *seq*'s record written whole.
-
-    Only such a line lacks nothing but its newline: a load keeps it, and drops
-    any other as a torn tail, which an append after it would leave among events.
-    """
-    try:
-        record = loads_line(line)
-    except (LongIntError, ValueError, RecursionError):
-        return False
-    return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
 
 
 def _after_torn_line(session_id: str, handle: SessionFile) -> StoreError:

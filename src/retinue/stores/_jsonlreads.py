@@ -17,7 +17,7 @@ from ._ids import file_stem
 from ._jsonlfiles import SessionFile, read_whole
 from ._jsonlsteps import LeftFile, listed
 
-__all__ = ["SessionFileReads"]
+__all__ = ["SessionFileReads", "record_of"]
 
 
 class SessionFileReads:
@@ -76,16 +76,17 @@ class SessionFileReads:
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
         if len(parts) > 1 and parts[-1] and _written_whole(parts[-1]):
-            self._keep_fragment(session_id)
+            self._keep_fragment(session_id, parts[-1])
             records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
         return StoredLog(header, records, torn_fragment=torn, locate=locate)
 
-    def _keep_fragment(self, session_id: str) -> None:
-        """Count a last line written whole as a record of the file held here, if it is."""
+    def _keep_fragment(self, session_id: str, line: bytes) -> None:
+        """Count a last *line* written whole as a record of the file held here, if it is
+        the next event's: the loader drops any other as a torn tail."""
         with self._lock:
             held = self._open.get(session_id)
-            if held is not None and held.measured:
+            if held is not None and held.measured and record_of(line, held.count):
                 held.keep_fragment()
 
     def _torn_fragment(
@@ -158,6 +159,19 @@ class SessionFileReads:
     def contains(self, session_id: str) -> bool:
         """Whether a file for the session exists in any bucket, other than one left behind."""
         return self._stored(session_id) is not None
+
+
+def record_of(line: bytes, seq: int) -> bool:
+    """Whether *line*, unterminated, is event *seq*'s record written whole.
+
+    Only such a line lacks nothing but its newline: a load keeps it, and drops
+    any other as a torn tail, which an append after it would leave among events.
+    """
+    try:
+        record = loads_line(line)
+    except (LongIntError, ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
 
 
 def _written_whole(line: bytes) -> bool:
