@@ -370,13 +370,14 @@ async def test_store_load_of_a_released_create_committed_with_its_reply_lost_tak
 
 
 async def test_store_load_takes_over_a_committed_create_whose_chunk_holds_a_split_pair(
-    kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    record_kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """R11.3, R11.8: a create committed with its reply lost is the session's own even when a
     chunk's text holds a surrogate pair as two code points, which reads back as one
     character: the load takes it over with its buffered turn. It took the stored create for
-    another writer's, as its lines differed from the live ones, and dropped that turn."""
-    async with kit.open() as store:
+    another writer's, as its lines differed from the live ones, and dropped that turn. (The
+    backends that store encoded records: the memory store keeps the events themselves.)"""
+    async with record_kit.open() as store:
         write = store._backend.write
 
         def reply_lost(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
@@ -403,7 +404,7 @@ async def test_store_load_takes_over_a_committed_create_whose_chunk_holds_a_spli
         assert not [r for r in caplog.records if "dropping" in r.getMessage()]
         store.attach(taken)
         await store.detach(taken)
-    async with kit.open() as store:
+    async with record_kit.open() as store:
         stored = await store.inspect("split-pair")
     assert len(stored.events) == len(session.events)
     assert lines(stored.events[5:]) == lines(session.events[5:])
