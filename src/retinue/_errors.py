@@ -73,6 +73,10 @@ class RetinueError(Exception):
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
+            given: object = code  # a caller without a type checker may pass anything
+            if not isinstance(given, str) or not code:
+                # Dropped later (a tool's result keeps only a str code): refused here instead.
+                raise TypeError(f"{type(self).__name__} code must be a non-empty str, got {code!r}")
             self.code = code
 
     @property

@@ -59,3 +59,11 @@ def test_config_errors_keep_their_parts_through_pickle() -> None:
     copy = pickle.loads(pickle.dumps(error))
     parts = [(problem.key, problem.reason) for problem in getattr(copy, "problems", ())]
     assert parts == [("agents[1].session_id", "session 's' is already named by agents[0]")]
+
+
+@pytest.mark.parametrize("code", [5, "", b"CODE", ("A",)])
+def test_an_error_code_that_is_no_non_empty_str_is_refused_when_raised(code: object) -> None:
+    """R9.2: a tool's ``ToolError`` code is kept on its result only as a str; any other
+    was taken, then dropped from the result without a word. It is refused at once."""
+    with pytest.raises(TypeError, match=r"ToolError code must be a non-empty str, got "):
+        retinue.ToolError("quota exceeded", code=code)  # type: ignore[arg-type]
