@@ -74,10 +74,11 @@ class RetinueError(Exception):
         super().__init__(message)
         if code is not None:
             given: object = code  # a caller without a type checker may pass anything
-            if not isinstance(given, str) or not code:
+            if not isinstance(given, str):
                 # Dropped later (a tool's result keeps only a str code): refused here instead.
-                raise TypeError(f"{type(self).__name__} code must be a non-empty str, got {code!r}")
-            self.code = code
+                raise TypeError(f"{type(self).__name__} code must be a str, got {code!r}")
+            if code:  # an empty one names nothing: the error has no code of its own
+                self.code = code
 
     @property
     def message(self) -> str:

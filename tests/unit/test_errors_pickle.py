@@ -61,9 +61,16 @@ def test_config_errors_keep_their_parts_through_pickle() -> None:
     assert parts == [("agents[1].session_id", "session 's' is already named by agents[0]")]
 
 
-@pytest.mark.parametrize("code", [5, "", b"CODE", ("A",)])
-def test_an_error_code_that_is_no_non_empty_str_is_refused_when_raised(code: object) -> None:
+@pytest.mark.parametrize("code", [5, b"CODE", ("A",)])
+def test_an_error_code_that_is_no_str_is_refused_when_raised(code: object) -> None:
     """R9.2: a tool's ``ToolError`` code is kept on its result only as a str; any other
     was taken, then dropped from the result without a word. It is refused at once."""
-    with pytest.raises(TypeError, match=r"ToolError code must be a non-empty str, got "):
+    with pytest.raises(TypeError, match=r"ToolError code must be a str, got "):
         retinue.ToolError("quota exceeded", code=code)  # type: ignore[arg-type]
+
+
+def test_an_empty_error_code_is_no_code() -> None:
+    """R4.12: an empty code names nothing, so the error carries none (a model's finish
+    with an empty code still ends its turn with the model's error and message)."""
+    assert retinue.ToolError("quota exceeded", code="").code is None
+    assert retinue.ModelError("overloaded", code="").message == "overloaded"
