@@ -225,3 +225,41 @@ async def test_a_tool_made_in_a_function_may_name_the_types_defined_there() -> N
         TypeError, match=r"cannot resolve type hints: name 'Missing' is not defined"
     ):
         tool(unknown)
+
+
+Speed = Literal["slow"]
+
+
+def _through_a_helper(fn: typing.Callable[..., str]) -> object:
+    """A helper that makes tools: its own names are not the tool function's."""
+    Gear = Literal["helper's own"]  # noqa: N806, F841 - a name the helper happens to hold
+    return tool(timeout=5)(fn)
+
+
+def test_a_tool_hint_resolves_in_its_own_scope_only() -> None:
+    """R9.7: a local type shadows the module's, for every hint of the tool alike, as it
+    would evaluated there; a tool made through a helper never reads the helper's names.
+    Before, a helper's name was taken for the tool's, and a local type shadowed the
+    module's only when another hint of the tool had failed the module's lookup."""
+    Speed = Literal["fast"]  # noqa: N806, F841 - shadows the module's (read as a hint)
+
+    @dataclasses.dataclass
+    class Place:
+        city: str
+
+    @tool
+    def alone(speed: Speed) -> str:
+        return speed
+
+    @tool
+    def beside(speed: Speed, place: Place) -> str:
+        return f"{speed} {place}"
+
+    assert properties(alone)["speed"]["enum"] == ["fast"]
+    assert properties(beside)["speed"]["enum"] == ["fast"]
+
+    def made_elsewhere(gear: Gear) -> str:  # type: ignore[name-defined]  # noqa: F821
+        return str(gear)
+
+    with pytest.raises(TypeError, match=r"cannot resolve type hints: name 'Gear' is not defined"):
+        _through_a_helper(made_elsewhere)

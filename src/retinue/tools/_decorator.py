@@ -99,11 +99,17 @@ def tool(
             a tool name they refuse.
     """
 
-    # The scope the decorator is used in: a hint may name a type defined there.
-    scope = sys._getframe(1).f_locals
+    # The scope the decorator is used in: a hint of a function defined there may
+    # name a type defined there too.
+    caller = sys._getframe(1)
+    scope, made_in = caller.f_locals, f"{caller.f_code.co_qualname}.<locals>."
+    del caller
 
     def build(target: Callable[..., object]) -> Tool:
-        with resolving_in(scope):
+        # Only for a function made in that scope: through a helper that calls tool(),
+        # the helper's own names are not the function's.
+        own = str(getattr(target, "__qualname__", "")).startswith(made_in)
+        with resolving_in(scope if own else None):
             spec = describe(target)
         tool_name = name if name is not None else getattr(target, "__name__", None)
         if not isinstance(tool_name, str):

@@ -27,12 +27,13 @@ _SCOPE: contextvars.ContextVar[Mapping[str, object] | None] = contextvars.Contex
 
 
 @contextlib.contextmanager
-def resolving_in(scope: Mapping[str, object]) -> Iterator[None]:
-    """Let hints that name a type local to *scope* resolve, while the block runs.
+def resolving_in(scope: Mapping[str, object] | None) -> Iterator[None]:
+    """Resolve hints among the local names of *scope* too, while the block runs.
 
     Under ``from __future__ import annotations`` a hint is a string, looked up
     in its module's globals only: a tool made inside a function could not name
-    a type defined there, as its hint evaluated at once would.
+    a type defined there, as its hint evaluated at once would. ``None``: only
+    the module's names, as for a tool made at module level or through a helper.
     """
     token = _SCOPE.set(scope)
     try:
@@ -46,22 +47,18 @@ def resolve_hints(
 ) -> dict[str, object]:
     """Every resolved hint of *owner*, ``Annotated`` kept; a ``TypeError`` naming *where*.
 
-    A hint its own namespaces do not resolve is looked up again among the local
-    names of the scope the tool is made in (:func:`resolving_in`), then among
-    the class's own names (for a class): a type defined beside the tool.
+    Inside :func:`resolving_in`, the local names of the scope the tool is made
+    in come before the module's, as they would for a hint evaluated there (a
+    class's own names before both).
     """
-    try:
-        return typing.get_type_hints(owner, globalns=globalns, include_extras=True)
-    except Exception as exc:
-        failure = exc
     scope = _SCOPE.get()
+    localns = None
     if scope:
-        own = vars(owner) if isinstance(owner, type) else {}
-        with contextlib.suppress(Exception):  # the first failure names what is missing
-            return typing.get_type_hints(
-                owner, globalns=globalns, localns={**scope, **own}, include_extras=True
-            )
-    raise TypeError(f"{where}: cannot resolve type hints: {failure}") from failure
+        localns = {**scope, **vars(owner)} if isinstance(owner, type) else dict(scope)
+    try:
+        return typing.get_type_hints(owner, globalns=globalns, localns=localns, include_extras=True)
+    except Exception as exc:
+        raise TypeError(f"{where}: cannot resolve type hints: {exc}") from exc
 
 
 def parameter_hints(function: object, where: str) -> dict[str, object]:
