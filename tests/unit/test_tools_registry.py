@@ -230,8 +230,12 @@ def test_schemas_refuse_an_invalid_configured_order(order: list[str], message: s
 
 @pytest.mark.parametrize(
     ("order", "message"),
-    [("ab", "be a sequence of tool names, got 'ab'"), (["a", 1], "hold tool names, got 1")],
-    ids=["str", "int"],
+    [
+        ("ab", "be a sequence of tool names, got 'ab'"),
+        (["a", 1], "hold tool names, got 1"),
+        (["a", ["b"]], "hold tool names, got ['b']"),
+    ],
+    ids=["str", "int", "unhashable"],
 )
 def test_schemas_refuse_an_order_that_is_no_sequence_of_names(
     order: list[str], message: str
@@ -239,6 +243,7 @@ def test_schemas_refuse_an_order_that_is_no_sequence_of_names(
     """R7.51: a str given as the order is refused as such, not read as one-letter tool
     names ("unknown tool 'a'"), and so is an item that is no name."""
     registry = ToolRegistry(HookBus(), [make("a"), make("b")])
+    assert names(registry.schemas(None, ["a", "b"])) == ["a", "b"]  # cached: "ab" is no hit
     with pytest.raises(ConfigError, match=f"^tool order must {re.escape(message)}$"):
         registry.schemas(None, order)
 

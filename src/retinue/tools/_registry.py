@@ -205,8 +205,14 @@ class ToolRegistry:
                 str, or holds something that is no str.
         """
         scope = agent_id if agent_id in self._scoped else None
+        if isinstance(order, str):
+            # Before the cache: as a tuple, "ab" is the key of the order ["a", "b"].
+            raise ConfigError(f"tool order must be a sequence of tool names, got {order!r}")
         key = (scope, None if order is None else tuple(order))
-        cached = self._schemas.get(key)
+        try:
+            cached = self._schemas.get(key)
+        except TypeError:  # an unhashable item: no name, which _ordered refuses
+            cached = None
         if cached is None:
             view = self._view(scope)
             names = sorted(view) if order is None else self._ordered(view, order)
@@ -214,9 +220,6 @@ class ToolRegistry:
         return cached
 
     def _ordered(self, view: dict[str, Tool], order: Sequence[str]) -> list[str]:
-        if isinstance(order, str):
-            # A str is a sequence too: of one-letter names, none of them a tool.
-            raise ConfigError(f"tool order must be a sequence of tool names, got {order!r}")
         seen: set[str] = set()
         for name in order:
             if not isinstance(name, str):
