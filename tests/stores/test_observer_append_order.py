@@ -98,6 +98,8 @@ async def test_a_commit_at_once_during_notification_stores_every_event_logged_so
         store.attach_new(session)
         session.append(TurnStart(1, TurnTrigger("message")))
         session.append(TurnEnd(1, TurnEndReason.completed()))
+        # Seq 1, heard once stored, is no buffered event, and no flush request follows it.
+        heard_after = store.statistics()
         session.append_custom("x/after", {})
         expected = [(e.seq, e.type) for e in session.events]
         await store.flush(session)
@@ -105,4 +107,5 @@ async def test_a_commit_at_once_during_notification_stores_every_event_logged_so
         loaded = await store.load("o")
     assert expected == [(0, "turn/start"), (1, "turn/end"), (2, "x/nested"), (3, "x/after")]
     assert stored_then == [3]
+    assert (heard_after.buffered_events, heard_after.committed_events) == (0, 3)
     assert [(e.seq, e.type) for e in loaded.events] == expected

@@ -125,10 +125,10 @@ class GroupCommitter:
 
     def commit_at_once(self, tracked: Tracked) -> StoreError | None:
         """Commit one session's buffer to a backend that never blocks, synchronously."""
-        self.counters["flush_requests"] += 1
         events = tracked.pending()
         if not events:
             return None  # nothing heard is left to write
+        self.counters["flush_requests"] += 1
         batch = AppendBatch(tracked.session.id, tracked.cursor, events, header=tracked.header)
         [result] = self._write_isolated([batch])
         # A group of one with no request to answer: recorded without an Entry (once a turn).
@@ -336,7 +336,7 @@ def _released_and_drained(entries: Sequence[Entry]) -> list[Tracked]:
     return [
         entry.tracked
         for entry in entries
-        if entry.tracked is not None and entry.tracked.released and not entry.tracked.buffer
+        if entry.tracked is not None and entry.tracked.released and not entry.tracked.unstored()
     ]
 
 

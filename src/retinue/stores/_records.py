@@ -76,6 +76,12 @@ class Tracked:
             return tuple(buffer)  # seqs are unique: sorted, these ends leave none missing
         return tuple(self.session.events[cursor : buffer[-1].seq + 1])
 
+    def unstored(self) -> int:
+        """How many buffered events are not stored yet: one heard after a commit took it
+        from the log (see :meth:`pending`) is stored, and left until the next flush."""
+        cursor = self.cursor
+        return sum(event.seq >= cursor for event in self.buffer)
+
     def stored_to(self, end: int) -> None:
         """Note that every event before seq *end* is stored: the cursor moves past them."""
         if end <= self.cursor:

@@ -248,7 +248,7 @@ class StoreLifetime:
         loaded = self._loaded.get(session_id)
         return (
             tracked.released
-            and not tracked.buffer
+            and not tracked.unstored()
             and self._tracked.get(session_id) is tracked
             and session_id not in self._loading
             and session_id not in self._releasing
@@ -302,7 +302,7 @@ class StoreLifetime:
         """Return a snapshot of buffers and commit counters; never blocks."""
         return StoreStatistics(
             tracked_sessions=sum(not item.released for item in self._tracked.values()),
-            buffered_events=sum(len(item.buffer) for item in self._tracked.values()),
+            buffered_events=sum(item.unstored() for item in self._tracked.values()),
             write_seconds=self._committer.write_seconds,
             **self._committer.counters,
         )
