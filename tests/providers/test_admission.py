@@ -379,6 +379,47 @@ async def test_admission_burst_of_429s_halves_the_limit_once(
     assert (lane.throttled, lane.concurrency_limit) == (64, 32.0)
 
 
+async def test_admission_late_429s_of_requests_sent_before_a_cut_do_not_cut_it_again(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The 429s of requests admitted before a cut, arriving after its pause, are the same
+    congestion event: the limit is cut once, and again only after limit-many requests
+    were admitted since. Before, each such 429 halved it again (64 to 4 in four 429s)."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=64))
+    answers = [trio.Event() for _ in range(64)]
+
+    async def held(answer: trio.Event) -> None:
+        with contextlib.suppress(RuntimeError):
+            async with admission.admit(provider="p", model="m"):
+                await answer.wait()
+                admission.rate_limited("p", "m", 0.1)
+                raise RuntimeError("429")
+
+    limits: list[float] = []
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            for answer in answers:
+                nursery.start_soon(held, answer)
+            await trio.sleep(1)
+            for answer in answers[:4]:
+                answer.set()
+                await trio.sleep(1)  # each 429 lands after the last one's pause
+                limits.append(admission.statistics().lanes[0].concurrency_limit)
+            for answer in answers[4:]:
+                answer.set()
+        for _ in range(32):  # a window of admissions after the cut
+            async with admission.admit(provider="p", model="m"):
+                pass
+        limit = admission.statistics().lanes[0].concurrency_limit
+        with contextlib.suppress(RuntimeError):
+            async with admission.admit(provider="p", model="m"):
+                admission.rate_limited("p", "m", 0.1)
+                raise RuntimeError("429")
+    assert limits == [32.0, 32.0, 32.0, 32.0]
+    assert limit > 32.0
+    assert admission.statistics().lanes[0].concurrency_limit == 1.0  # one in flight, halved
+
+
 @pytest.mark.parametrize("retry_after", [-1.0, math.inf, math.nan])
 def test_admission_refuses_a_pause_that_is_not_a_duration(retry_after: float) -> None:
     """An infinite pause would close the lane for good: it is refused, not obeyed."""

@@ -166,6 +166,7 @@ class Lane:
     max_wait: float = 0.0
     _successes: int = 0
     _throttled_until: float = -math.inf
+    _admitted_at_cut: float = -math.inf
 
     def __attrs_post_init__(self) -> None:
         limits = self.limits
@@ -255,16 +256,22 @@ class Lane:
 
     def rate_limited(self, now: float, pause: float) -> None:
         self.throttled += 1
-        # Requests sent before the first 429 of a burst tend to get one too: the
-        # burst is one congestion event, and the limit is halved once for it.
-        same_event = self._throttled_until > now
+        # Requests sent before the first 429 of a burst tend to get one too, some
+        # after its pause: one congestion event, for which the limit is halved once.
+        # As TCP cuts its window once a round trip, it is cut again only once
+        # limit-many requests were admitted after the cut; else each late 429 of
+        # a steady 5% halved it again, holding it near 6.
+        same_event = (
+            self._throttled_until > now or self.admitted - self._admitted_at_cut < self.concurrency
+        )
         self._throttled_until = max(self._throttled_until, now + pause)
         self.paused_until = max(self.paused_until, now + pause)
         if same_event:
             return
         current = min(self.concurrency, max(1.0, float(self.in_flight)))
-        self.concurrency = max(1.0, math.floor(current / 2))
+        self.concurrency = max(1.0, float(math.floor(current / 2)))
         self._successes = 0
+        self._admitted_at_cut = self.admitted
 
     def observe_headers(self, headers: Mapping[str, str], max_pause: float) -> None:
         info = parse_rate_limits(headers, time.time())
