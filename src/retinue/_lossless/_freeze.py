@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeAlias, final
 
 from retinue._errors import InvalidJsonError
+from retinue._readonly import ReadOnlyDict
 
 from ._ints import SHORT_INT_BITS, check_digits, short_int, where
 from ._surrogates import joined_surrogates
@@ -30,7 +31,7 @@ else:
 
 
 @final
-class FrozenDict(dict[str, "JsonValue"]):
+class FrozenDict(ReadOnlyDict[str, "JsonValue"]):
     """A ``dict`` that refuses mutation; ``json.dumps`` still writes it as an object."""
 
     __slots__ = ()
@@ -41,20 +42,10 @@ class FrozenDict(dict[str, "JsonValue"]):
         # to do here: ``dict.__new__`` made it empty, and a decode builds one per object.
         pass
 
+    refusal = "this JSON object is an immutable snapshot"
+
     def __reduce__(self) -> tuple[object, ...]:
         return (freeze_json, (dict(self),))
-
-    def _refuse(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("this JSON object is an immutable snapshot")
-
-    __setitem__ = _refuse
-    __delitem__ = _refuse
-    clear = _refuse
-    pop = _refuse
-    popitem = _refuse  # type: ignore[assignment]
-    setdefault = _refuse
-    update = _refuse
-    __ior__ = _refuse  # type: ignore[assignment]
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(sorted(self.items(), key=lambda item: item[0])))

@@ -15,6 +15,7 @@ from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError, 
 from retinue._handle import AgentHandle, AgentStatus, Content, TurnResult
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
+from retinue._readonly import ReadOnlyDict
 from retinue._request import LlmCallConfig
 from retinue.hooks import HookBus
 from retinue.mailbox import Mailbox, MailboxItem, Ticket
@@ -104,7 +105,7 @@ def _without_one(cores: tuple[AgentCore, ...], target: AgentCore) -> tuple[Agent
     return tuple(waits)
 
 
-class _QueuedInfo(dict[str, object]):
+class _QueuedInfo(ReadOnlyDict[str, object]):
     """The ``info`` of an ``agent/queued`` notification: a ``dict`` that refuses changes.
 
     Every listener of one send receives the same info, so a plain dict would let
@@ -112,21 +113,7 @@ class _QueuedInfo(dict[str, object]):
     """
 
     __slots__ = ()
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_QueuedInfo, (dict(self),))
-
-    def _refuse(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError("agent/queued's info is read-only: copy it to change it, dict(info)")
-
-    __setitem__ = _refuse
-    __delitem__ = _refuse
-    clear = _refuse
-    pop = _refuse
-    popitem = _refuse  # type: ignore[assignment]
-    setdefault = _refuse
-    update = _refuse
-    __ior__ = _refuse  # type: ignore[assignment]
+    refusal = "agent/queued's info is read-only: copy it to change it, dict(info)"
 
 
 def circle_error(caller: AgentCore, cycle: list[AgentCore], waiting: str) -> AgentError:

@@ -19,6 +19,7 @@ from typing import final
 import attrs
 
 from retinue._errors import RetinueError
+from retinue._readonly import ReadOnlyDict
 from retinue._request import ToolSchema
 
 __all__ = ["Assembly", "PromptError", "Section", "check_template", "is_variable_name", "render"]
@@ -52,7 +53,7 @@ class Section:
     order: int = 0
 
 
-class _Variables(dict[str, str | None]):
+class _Variables(ReadOnlyDict[str, str | None]):
     """An assembly's variables: a ``dict`` that refuses changes, and copies and pickles as one.
 
     Every assemble listener receives the same assembly, so a plain dict would
@@ -60,24 +61,10 @@ class _Variables(dict[str, str | None]):
     """
 
     __slots__ = ()
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_Variables, (dict(self),))
-
-    def _refuse(self, *_args: object, **_kwargs: object) -> None:
-        raise TypeError(
-            "an Assembly's variables are read-only: return a changed copy, "
-            "attrs.evolve(assembly, variables={**assembly.variables, ...})"
-        )
-
-    __setitem__ = _refuse
-    __delitem__ = _refuse
-    clear = _refuse
-    pop = _refuse
-    popitem = _refuse  # type: ignore[assignment]
-    setdefault = _refuse
-    update = _refuse
-    __ior__ = _refuse  # type: ignore[assignment]
+    refusal = (
+        "an Assembly's variables are read-only: return a changed copy, "
+        "attrs.evolve(assembly, variables={**assembly.variables, ...})"
+    )
 
 
 def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
