@@ -249,20 +249,12 @@ async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
     """R11.4, R11.8: a whole last line without its newline is appended after only when it is
     the next event's record: a copy of the line before it is refused SEQ_CONFLICT, and the
     file still loads, where the append was written after it and the file no longer loaded."""
-    session = session_of("s1", 1)
-    async with JSONLStore(tmp_path) as store:
-        store.attach_new(session)
-        await store.detach(session)
-    path = session_path(tmp_path, session.header)
-    body = path.read_bytes().rstrip(b"\n").split(b"\n")
-    body[-1] = body[-2]
-    path.write_bytes(b"\n".join(body))
+    session, committed = await _stored_ending_in_a_copy(tmp_path)
     refusals: list[StoreError] = []
     with pytest.raises(StoreError, match="could not be drained"):
         await _append_after_the_crash(tmp_path, session, refusals)
     assert [refusal.code for refusal in refusals] == ["SEQ_CONFLICT"]
     # The copy is dropped as a torn tail, and the turn it cut off is closed on load.
-    committed = len(body) - 2
     loaded = await load_lines(tmp_path, "s1")
     assert loaded[:committed] == lines(session.events[:committed])
     assert len(loaded) == committed + 1
@@ -275,19 +267,11 @@ async def test_jsonl_an_inspect_does_not_let_an_append_follow_a_line_not_the_nex
     """R11.4, R11.8: a read of the file (``inspect``) judges its whole last line as the
     writer does: a copy of the line before it is no record to append after, where the read
     counted it and the next flush wrote after it a file that no longer loaded."""
-    session = session_of("s1", 1)
-    async with JSONLStore(tmp_path) as store:
-        store.attach_new(session)
-        await store.detach(session)
-    path = session_path(tmp_path, session.header)
-    body = path.read_bytes().rstrip(b"\n").split(b"\n")
-    body[-1] = body[-2]
-    path.write_bytes(b"\n".join(body))
+    session, committed = await _stored_ending_in_a_copy(tmp_path)
     codes: list[str] = []
     with pytest.raises(StoreError, match="could not be drained"):
         await _flush_and_inspect_twice(tmp_path, session, codes)
     assert codes == ["SEQ_CONFLICT", "SEQ_CONFLICT"]
-    committed = len(body) - 2
     loaded = await load_lines(tmp_path, "s1")
     assert loaded[:committed] == lines(session.events[:committed])
 
@@ -335,3 +319,17 @@ async def _flush_and_inspect_twice(root: Path, session: Session, codes: list[str
                 await store.flush(session)
             codes.append(str(caught.value.code))
             await store.inspect("s1")
+
+
+async def _stored_ending_in_a_copy(root: Path) -> tuple[Session, int]:
+    """Store a one-turn session at *root*, then make its last line, without its newline, a
+    copy of the line before it; returns the session and how many events stay committed."""
+    session = session_of("s1", 1)
+    async with JSONLStore(root) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(root, session.header)
+    body = path.read_bytes().rstrip(b"\n").split(b"\n")
+    body[-1] = body[-2]
+    path.write_bytes(b"\n".join(body))
+    return session, len(body) - 2
