@@ -343,23 +343,10 @@ async def test_store_load_of_a_released_create_committed_with_its_reply_lost_tak
     create did not store. The load took the stored create for another writer's and
     dropped the buffer, losing what was appended after it."""
     async with kit.open() as store:
-        write = store._backend.write
-
-        def reply_lost(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-            write(batches)
-            raise OSError(errno.ECONNRESET, "Connection reset by peer")
-
         session = Session.create("unanswered")
         store.attach_new(session)
         run_turn(session, "committed")
-        monkeypatch.setattr(store._backend, "write", reply_lost)
-        with pytest.raises(StoreError, match="Connection reset"):
-            await store.flush(session)
-        run_turn(session, "buffered")
-        monkeypatch.setattr(store._backend, "write", _full_disk)
-        with pytest.raises(StoreError, match="No space left"):
-            await store.detach(session)
-        monkeypatch.undo()
+        await _release_with_the_create_answer_lost(store, session, monkeypatch)
         taken = await store.load("unanswered")
         assert lines(taken.events[:]) == lines(session.events[:])
         assert not [r for r in caplog.records if "dropping" in r.getMessage()]
@@ -378,12 +365,6 @@ async def test_store_load_takes_over_a_committed_create_whose_chunk_holds_a_spli
     another writer's, as its lines differed from the live ones, and dropped that turn. (The
     backends that store encoded records: the memory store keeps the events themselves.)"""
     async with record_kit.open() as store:
-        write = store._backend.write
-
-        def reply_lost(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-            write(batches)
-            raise OSError(errno.ECONNRESET, "Connection reset by peer")
-
         session = Session.create("split-pair")
         store.attach_new(session)
         session.append(TurnStart(1, TurnTrigger("message")))
@@ -391,14 +372,7 @@ async def test_store_load_takes_over_a_committed_create_whose_chunk_holds_a_spli
         session.append(AssistantChunk(1, 1, TextDelta(0, "smile \ud83d\ude00")))
         session.append(StepEnd(1, 1))
         session.append(TurnEnd(1, TurnEndReason.completed()))
-        monkeypatch.setattr(store._backend, "write", reply_lost)
-        with pytest.raises(StoreError, match="Connection reset"):
-            await store.flush(session)
-        run_turn(session, "buffered")
-        monkeypatch.setattr(store._backend, "write", _full_disk)
-        with pytest.raises(StoreError, match="No space left"):
-            await store.detach(session)
-        monkeypatch.undo()
+        await _release_with_the_create_answer_lost(store, session, monkeypatch)
         taken = await store.load("split-pair")
         assert len(taken.events) == len(session.events)
         assert not [r for r in caplog.records if "dropping" in r.getMessage()]
@@ -408,3 +382,24 @@ async def test_store_load_takes_over_a_committed_create_whose_chunk_holds_a_spli
         stored = await store.inspect("split-pair")
     assert len(stored.events) == len(session.events)
     assert lines(stored.events[5:]) == lines(session.events[5:])
+
+
+async def _release_with_the_create_answer_lost(
+    store: BufferedStore, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flush *session*'s create, stored but its answer lost; log a turn; then fail the
+    detach, which releases the session with that turn buffered."""
+    write = store._backend.write
+
+    def reply_lost(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        write(batches)
+        raise OSError(errno.ECONNRESET, "Connection reset by peer")
+
+    monkeypatch.setattr(store._backend, "write", reply_lost)
+    with pytest.raises(StoreError, match="Connection reset"):
+        await store.flush(session)
+    run_turn(session, "buffered")
+    monkeypatch.setattr(store._backend, "write", _full_disk)
+    with pytest.raises(StoreError, match="No space left"):
+        await store.detach(session)
+    monkeypatch.undo()
