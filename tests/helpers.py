@@ -11,7 +11,9 @@ import trio
 
 import retinue
 from retinue import AgentOptions, Text
-from retinue.session import Event, EventLog, TurnEnd, TurnEndReason
+from retinue.session import Event, EventLog, Session, TurnEnd, TurnEndReason
+from retinue.stores._writebehind import BufferedStore
+from retinue.testing import DelegatingStore
 
 DEADLINE = 600.0
 
@@ -174,3 +176,17 @@ async def kept_stray_cancelled() -> trio.Cancelled:
 
 def boom(*_args: object) -> None:
     raise RuntimeError("listener failed")
+
+
+class HeldFlush(DelegatingStore):
+    """A store whose flush waits for the test (``release``) before committing."""
+
+    def __init__(self, store: BufferedStore) -> None:
+        super().__init__(store)
+        self.entered = trio.Event()
+        self.release = trio.Event()
+
+    async def flush(self, session: Session) -> None:
+        self.entered.set()
+        await self.release.wait()
+        await self.store.flush(session)

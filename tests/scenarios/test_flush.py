@@ -15,7 +15,7 @@ from retinue.stores import MemoryStore
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel, check_session_invariants
-from tests.helpers import DEADLINE, OPTIONS, last_end_reason, runtime
+from tests.helpers import DEADLINE, OPTIONS, HeldFlush, last_end_reason, runtime
 from tests.stores._kit import FlakyBackend
 
 
@@ -222,26 +222,12 @@ async def test_another_agent_s_scoped_flush_listener_leaves_this_agent_on_the_fa
         assert store.statistics().buffered_events == 0
 
 
-class _SlowWrapper(DelegatingStore):
-    """A wrapper whose flush waits for the test before committing."""
-
-    def __init__(self, store: BufferedStore) -> None:
-        super().__init__(store)
-        self.entered = trio.Event()
-        self.release = trio.Event()
-
-    async def flush(self, session: Session) -> None:
-        self.entered.set()
-        await self.release.wait()
-        await self.store.flush(session)
-
-
 async def test_dispose_during_a_wrapper_flush_still_commits_the_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R7.49, R12.9: a dispose landing in the end-of-turn flush waits for it; nothing is lost or crashed."""
     inner = MemoryStore()
-    store = _SlowWrapper(inner)
+    store = HeldFlush(inner)
     restarts: list[object] = []
     async with runtime(_model(), store=store) as rt, trio.open_nursery() as nursery:
         agent = await rt.create_agent("a", OPTIONS)
@@ -270,7 +256,7 @@ async def test_a_runtime_cancelled_during_the_flush_answers_the_ask_as_the_log_e
     the end-of-turn flush does not change the turn's answer: ``ask`` gets the logged reason and
     the turn's text, not ``disposed`` with no text.
     """
-    store = _SlowWrapper(MemoryStore())
+    store = HeldFlush(MemoryStore())
     results: list[TurnResult] = []
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:

@@ -20,14 +20,23 @@ from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
-    DelegatingStore,
     Reply,
     ScriptedModel,
     ToolCallSpec,
     check_session_invariants,
 )
 from retinue.tools import ToolExecution
-from tests.helpers import OPTIONS, Next, echo, idle_events, of_type, runtime, texts, user_texts
+from tests.helpers import (
+    OPTIONS,
+    HeldFlush,
+    Next,
+    echo,
+    idle_events,
+    of_type,
+    runtime,
+    texts,
+    user_texts,
+)
 
 
 def _tool_step_then_answer() -> ScriptedModel:
@@ -59,27 +68,13 @@ async def test_header_metadata_is_neither_logged_nor_in_history(
         }
 
 
-class _HeldFlush(DelegatingStore):
-    """A store whose flush waits for the test before committing."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        super().__init__(store)
-        self.entered = trio.Event()
-        self.release = trio.Event()
-
-    async def flush(self, session: Session) -> None:
-        self.entered.set()
-        await self.release.wait()
-        await self.store.flush(session)
-
-
 async def test_appends_return_at_once_and_reach_the_store_only_when_it_flushes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R4.9: while the store's write hangs, an inject is logged and returns without
     waiting: its events are buffered, not committed, until the flush goes through."""
     inner = MemoryStore()
-    store = _HeldFlush(inner)
+    store = HeldFlush(inner)
     async with runtime(ScriptedModel([Reply("ok")]), store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         agent.send("hi")
