@@ -19,7 +19,15 @@ from ._lossless import (
     writable_int,
 )
 
-__all__ = ["LlmCallConfig", "MessageHistory", "ModelRequest", "ToolSchema", "stop_tuple"]
+__all__ = [
+    "LlmCallConfig",
+    "MessageHistory",
+    "ModelRequest",
+    "ToolSchema",
+    "derived_of",
+    "messages_since",
+    "stop_tuple",
+]
 
 
 def _freeze_schema(value: object) -> FrozenDict:
@@ -101,21 +109,28 @@ class MessageHistory(Sequence[Message]):
     remembers its length, so later appends are invisible to it.
     """
 
-    __slots__ = ("_items", "_length", "_prefix")
+    __slots__ = ("_derived", "_items", "_length", "_prefix")
 
     def __init__(
         self,
         items: Sequence[Message] = (),
         length: int | None = None,
         prefix: tuple[Message, ...] = (),
+        *,
+        derived: dict[object, object] | None = None,
     ) -> None:
         self._items = items
         self._length = len(items) if length is None else length
         self._prefix = prefix
+        # What adapters derived from a prefix of the list, shared by every
+        # view of it (see derived_of); a list that is not append-only has none.
+        self._derived = derived
 
     def with_prefix(self, prefix: tuple[Message, ...]) -> MessageHistory:
         """Return this history with *prefix* in front (the session prefix, R8.6)."""
-        return MessageHistory(self._items, self._length, prefix + self._prefix)
+        return MessageHistory(
+            self._items, self._length, prefix + self._prefix, derived=self._derived
+        )
 
     def __len__(self) -> int:
         return len(self._prefix) + self._length
@@ -152,6 +167,12 @@ class MessageHistory(Sequence[Message]):
         newest_first = map(self._items.__getitem__, range(self._length - 1, -1, -1))
         return itertools.chain(newest_first, reversed(self._prefix))
 
+    def since(self, start: int) -> Iterator[Message]:
+        """The messages from index *start* on (0 <= *start*), without walking those before it."""
+        prefix = self._prefix
+        later = map(self._items.__getitem__, range(max(start - len(prefix), 0), self._length))
+        return itertools.chain(prefix[start:], later)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
             return NotImplemented
@@ -162,6 +183,29 @@ class MessageHistory(Sequence[Message]):
 
     def __repr__(self) -> str:
         return f"MessageHistory({list(self)!r})"
+
+
+def derived_of(
+    messages: Sequence[Message],
+) -> tuple[tuple[Message, ...], dict[object, object]] | None:
+    """The prefix of *messages* and the store of what was derived from its list, if it has one.
+
+    A session's snapshots share their append-only list and one dict beside it:
+    an adapter that maps a history may keep there, under a key of its own, what
+    the list's first messages mapped to, and build the next request on it. A
+    replace starts a new list and a new dict. Only a snapshot of a session has
+    one; any other sequence of messages is mapped whole every time.
+    """
+    if type(messages) is MessageHistory and messages._derived is not None:
+        return messages._prefix, messages._derived
+    return None
+
+
+def messages_since(messages: Sequence[Message], start: int) -> Iterator[Message]:
+    """The messages of *messages* from index *start* on."""
+    if type(messages) is MessageHistory:
+        return messages.since(start)
+    return itertools.islice(messages, start, None)
 
 
 _NO_METADATA = FrozenDict()

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import final
 
 import attrs
 
 from retinue._content import (
-    ContentBlock,
-    Message,
-    OpaqueBlock,
-    Reasoning,
     RedactedReasoning,
-    Text,
-    ToolCall,
-    ToolResultBlock,
 )
 from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema
@@ -33,6 +25,7 @@ from retinue._stream import (
     finish_named,
 )
 
+from ._anthropic_history import anthropic_messages, anthropic_transcript
 from ._blocks import (
     BlockTable,
     arguments_text,
@@ -44,14 +37,7 @@ from ._blocks import (
 from ._counts import optional_count, token_count
 from ._failures import ProviderConnectionError, ProviderError, stream_error
 from ._replay import (
-    EMPTY_TURN_TEXT,
-    UNNAMED_TOOL,
-    ReplayIds,
     checked_tool_names,
-    joined_text,
-    opaque_part,
-    replay_input,
-    responses_reasoning_item,
 )
 from ._sse import SseEvent
 
@@ -68,149 +54,6 @@ JsonObject = dict[str, object]
 DEFAULT_MAX_TOKENS = 4096
 MIN_THINKING_BUDGET = 1024
 """The smallest ``budget_tokens`` the API accepts for extended thinking."""
-EMPTY_ERROR_TEXT = "(the tool failed without a message)"
-"""Stands in for the content of an error result with nothing the API accepts."""
-
-
-_NOT_IN_ID = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def _in_id_alphabet(call_id: str) -> str:
-    """*call_id* in the characters the API allows in ids: another provider's ids may hold
-    others (``functions.lookup:0``)."""
-    return _NOT_IN_ID.sub("_", call_id) or "_"
-
-
-def _text(block: Text) -> JsonObject | None:
-    # The API refuses a text block with no visible text; a whitespace-only answer
-    # in the history would fail every later request of the session.
-    return {"type": "text", "text": block.text} if block.text.strip() else None
-
-
-def _result_part(block: ContentBlock) -> JsonObject | None:
-    """A block inside a ``tool_result``: text, or a block retinue does not model (an image)."""
-    if isinstance(block, Text):
-        return _text(block)
-    if isinstance(block, OpaqueBlock):
-        return opaque_part(block)
-    return None
-
-
-def _tool_result(block: ToolResultBlock, tool_ids: ReplayIds) -> JsonObject:
-    content = [part for part in map(_result_part, block.content) if part is not None]
-    if not content and block.is_error:
-        # The API refuses an error result with no content.
-        content = [{"type": "text", "text": EMPTY_ERROR_TEXT}]
-    out: JsonObject = {
-        "type": "tool_result",
-        "tool_use_id": tool_ids.result(block.tool_call_id),
-        "content": content,
-    }
-    if block.is_error:
-        out["is_error"] = True
-    return out
-
-
-def _block(block: ContentBlock, tool_ids: ReplayIds) -> JsonObject | None:
-    """One SPEC block as an Anthropic content block; ``None`` when it cannot be sent."""
-    if isinstance(block, Text):
-        return _text(block)
-    if isinstance(block, ToolCall):
-        return {
-            "type": "tool_use",
-            "id": tool_ids.call(block.id),
-            "name": block.name or UNNAMED_TOOL,
-            "input": replay_input(block.arguments),
-        }
-    if isinstance(block, Reasoning):
-        # Unsigned (or signed empty, as some servers send it), or signed by the Responses
-        # API with its reasoning item: the API cannot verify it.
-        if not block.signature or responses_reasoning_item(block.signature) is not None:
-            return None
-        return {"type": "thinking", "thinking": block.text, "signature": block.signature}
-    if isinstance(block, RedactedReasoning):
-        return {"type": "redacted_thinking", "data": block.data}
-    if isinstance(block, ToolResultBlock):
-        return _tool_result(block, tool_ids)
-    return opaque_part(block)
-
-
-_THINKING = ("thinking", "redacted_thinking")
-
-
-def _end_assistant_turn(out: list[JsonObject]) -> None:
-    """Drop the thinking that ends the last turn, the assistant's; the turn goes if emptied.
-
-    The API refuses an assistant turn whose final block is thinking, which a
-    history holds when the answer after it was blank or a truncated tool call.
-    """
-    content = out[-1]["content"]
-    assert isinstance(content, list)
-    while content and content[-1]["type"] in _THINKING:
-        content.pop()
-    if not content:
-        out.pop()
-
-
-def _merge(out: list[JsonObject], role: str, blocks: list[JsonObject]) -> None:
-    if out and out[-1]["role"] == role:
-        previous = out[-1]["content"]
-        assert isinstance(previous, list)
-        previous.extend(blocks)
-    else:
-        out.append({"role": role, "content": blocks})
-
-
-def _empty_turn() -> JsonObject:
-    return {"role": "user", "content": [{"type": "text", "text": EMPTY_TURN_TEXT}]}
-
-
-def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
-    """Map SPEC messages to Anthropic ``messages``.
-
-    Consecutive messages of one role merge into one turn (roles must
-    alternate); in each user turn the ``tool_result`` blocks come first, as
-    Anthropic requires; thinking blocks are replayed with their signature,
-    redacted thinking verbatim; reasoning without a signature (or signed
-    with a Responses API item) and whitespace-only text are dropped, and so is thinking that would end an
-    assistant turn. An assistant turn left empty is left out; a user turn
-    left empty holds :data:`EMPTY_TURN_TEXT`, and one holding only that
-    stands before an assistant turn that would start the transcript and
-    after one that would end it: the transcript neither starts nor ends on
-    the assistant's side.
-    """
-    out: list[JsonObject] = []
-    tool_ids = ReplayIds(_in_id_alphabet)
-    ends_on_thinking = False  # the assistant turn being built; noted per assistant message
-    for message in messages:
-        if message.role == "system":
-            continue  # sent once, in the body's ``system`` (anthropic_request_body)
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks = [out_block for b in message.content if (out_block := _block(b, tool_ids))]
-        if role == "user":
-            if ends_on_thinking:
-                _end_assistant_turn(out)
-                ends_on_thinking = False
-            _merge(out, role, blocks)
-        elif blocks:
-            _merge(out, role, blocks)
-            ends_on_thinking = blocks[-1]["type"] in _THINKING
-    if ends_on_thinking:
-        _end_assistant_turn(out)
-    for turn in out:
-        if turn["role"] == "user":
-            content = turn["content"]
-            assert isinstance(content, list)
-            content.sort(key=lambda block: block.get("type") != "tool_result")
-            if not content:
-                content.append({"type": "text", "text": EMPTY_TURN_TEXT})
-    # A transcript that ends on the assistant's side is a prefill, which thinking
-    # and recent models refuse; the API has long wanted the user's turn first.
-    if not out or out[-1]["role"] == "assistant":
-        out.append(_empty_turn())
-    if out[0]["role"] == "assistant":
-        out.insert(0, _empty_turn())
-    return out
 
 
 def anthropic_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
@@ -273,13 +116,13 @@ def anthropic_request_body(
             is not above *thinking_budget*, a stop sequence is empty or only
             whitespace, or a tool's name is one the API refuses.
     """
+    messages, extra_system = anthropic_transcript(request.messages)
     body: JsonObject = {
         "model": request.model,
         "max_tokens": _max_tokens(request, default_max_tokens, thinking_budget),
-        "messages": anthropic_messages(request.messages),
+        "messages": messages,
     }
     system = request.system
-    extra_system = [joined_text(m.content) for m in request.messages if m.role == "system"]
     if extra_system:
         system = "\n\n".join(([system] if system else []) + extra_system)
     if system:

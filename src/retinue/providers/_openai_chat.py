@@ -16,7 +16,7 @@ from retinue._content import (
     ToolResultBlock,
 )
 from retinue._lossless import thaw_json
-from retinue._request import ModelRequest, ToolSchema
+from retinue._request import ModelRequest, ToolSchema, messages_since
 
 from ._replay import (
     TEXT_BLOCK_SEPARATOR,
@@ -28,6 +28,7 @@ from ._replay import (
     replay_arguments,
     user_run_items,
 )
+from ._settled import keep_settled, take_settled
 
 __all__ = ["chat_request_body"]
 
@@ -110,22 +111,35 @@ def chat_messages(
     (DeepSeek's extension; OpenAI's API has no such field). A tool-call id
     longer than the API accepts, or repeating the id of a call in an earlier
     turn, is sent shortened or suffixed, in its call and its result alike.
+
+    Of a session's history only the messages since the last run of the
+    previous request are mapped: each run maps alone, and only the last run
+    of a history may still go on.
     """
-    out: list[JsonObject] = []
-    if system:
-        out.append({"role": "system", "content": system})
-    call_ids = ReplayIds.within(MAX_CALL_ID_LENGTH)
+    key = ("chat", replay_reasoning)
+    settled = take_settled(messages, key, lambda: ReplayIds.within(MAX_CALL_ID_LENGTH))
+    call_ids, items = settled.ids, settled.items
     tool_message = functools.partial(_tool_message, call_ids=call_ids)
-    for role, group in groupby(messages, key=lambda message: message.role):
+    position = run_start = settled.count
+    settled_items = len(items)
+    for role, group in groupby(messages_since(messages, position), key=lambda m: m.role):
+        call_ids.mark()
+        run_start, settled_items = position, len(items)
+        run = list(group)
+        position += len(run)
         if role == "user":
-            out.extend(user_run_items(list(group), tool_message, _user_message))
+            items.extend(user_run_items(run, tool_message, _user_message))
         elif role == "system":
-            out.extend({"role": "system", "content": joined_text(m.content)} for m in group)
+            items.extend({"role": "system", "content": joined_text(m.content)} for m in run)
         else:
             mapped = (
-                _assistant_message(m, call_ids, replay_reasoning=replay_reasoning) for m in group
+                _assistant_message(m, call_ids, replay_reasoning=replay_reasoning) for m in run
             )
-            out.extend(m for m in mapped if m is not None)
+            items.extend(m for m in mapped if m is not None)
+    out: list[JsonObject] = [{"role": "system", "content": system}] if system else []
+    out.extend(items)
+    settled.cut_back(run_start, settled_items, 0)
+    keep_settled(messages, key, settled)
     return out
 
 

@@ -16,7 +16,7 @@ from retinue._content import (
     ToolResultBlock,
 )
 from retinue._lossless import thaw_json
-from retinue._request import ModelRequest, ToolSchema
+from retinue._request import ModelRequest, ToolSchema, messages_since
 
 from ._replay import (
     UNNAMED_TOOL,
@@ -28,6 +28,7 @@ from ._replay import (
     responses_reasoning_item,
     user_run_items,
 )
+from ._settled import keep_settled, take_settled
 
 __all__ = ["responses_request_body"]
 
@@ -141,13 +142,24 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
     A call that repeats the id of an earlier call is sent with a suffixed id,
     and its output with it: the API refuses a second output for one id. An
     id longer than the API accepts is sent shortened.
+
+    Of a session's history only the messages since the last run that began
+    before the current turn's messages are mapped again: the messages of
+    earlier turns map as they did for the previous request.
     """
-    items: list[JsonObject] = []
-    call_ids = ReplayIds.within(MAX_CALL_ID_LENGTH)
-    output = functools.partial(_function_output, call_ids=call_ids)
     turn_start = _turn_start(messages)
-    position = 0
-    for role, group in groupby(messages, key=lambda message: message.role):
+    settled = take_settled(
+        messages, "responses", lambda: ReplayIds.within(MAX_CALL_ID_LENGTH), upto=turn_start
+    )
+    call_ids, items = settled.ids, settled.items
+    output = functools.partial(_function_output, call_ids=call_ids)
+    position = kept = settled.count
+    kept_items = len(items)
+    for role, group in groupby(messages_since(messages, position), key=lambda m: m.role):
+        # A later prompt only moves the turn's start on: what maps before it is settled.
+        if position <= turn_start:
+            call_ids.mark()
+            kept, kept_items = position, len(items)
         run = list(group)
         if role == "user":
             items.extend(user_run_items(run, output, _user_message))
@@ -158,7 +170,10 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
                 current = position + offset >= turn_start
                 items.extend(_assistant_items(m, call_ids, with_reasoning=current))
         position += len(run)
-    return items
+    out = items.copy()
+    settled.cut_back(kept, kept_items, 0)
+    keep_settled(messages, "responses", settled)
+    return out
 
 
 def responses_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:

@@ -112,6 +112,10 @@ class ReplayIds:
     result answers the latest call with its id: the one in the turn before
     it. Ids are taken in order of first appearance, so the same history
     always maps the same way.
+
+    :meth:`rewind` undoes what was taken since the last :meth:`mark`: a
+    request's last messages, which the next request may map differently,
+    are mapped after the mark.
     """
 
     def __init__(self, spelled: Callable[[str], str] = str, longest: int | None = None) -> None:
@@ -120,6 +124,8 @@ class ReplayIds:
         # Each id as logged, to the id its latest call (or an unanswered result) is sent with.
         self._latest: dict[str, str] = {}
         self._taken: set[str] = set()
+        # Since the mark: each id as logged, what _latest held for it, and the id taken.
+        self._since_mark: list[tuple[str, str | None, str]] = []
 
     @classmethod
     def within(cls, longest: int) -> ReplayIds:
@@ -137,14 +143,30 @@ class ReplayIds:
 
     def call(self, call_id: str) -> str:
         """The id a call is sent with: its own, unless another call took it."""
-        sent = self._latest[call_id] = self._fresh(call_id)
-        return sent
+        return self._take(call_id, self._latest.get(call_id))
 
     def result(self, call_id: str) -> str:
         """The id a result is sent with: that of the latest call with *call_id*."""
         sent = self._latest.get(call_id)
-        if sent is None:
-            sent = self._latest[call_id] = self._fresh(call_id)
+        return self._take(call_id, None) if sent is None else sent
+
+    def mark(self) -> None:
+        """Keep every id taken so far: :meth:`rewind` goes back to here."""
+        self._since_mark.clear()
+
+    def rewind(self) -> None:
+        """Give back every id taken since the last :meth:`mark`, latest first."""
+        for call_id, previous, taken in reversed(self._since_mark):
+            if previous is None:
+                del self._latest[call_id]
+            else:
+                self._latest[call_id] = previous
+            self._taken.discard(taken)
+        self._since_mark.clear()
+
+    def _take(self, call_id: str, previous: str | None) -> str:
+        sent = self._latest[call_id] = self._fresh(call_id)
+        self._since_mark.append((call_id, previous, sent))
         return sent
 
     def _fresh(self, call_id: str) -> str:

@@ -80,6 +80,9 @@ class Surface:
     # len(_positions) events: indexed when a replace needs it, not per append.
     _positions: dict[int, int] = attrs.field(factory=dict)
     _messages: list[Message] = attrs.field(factory=list)
+    # What adapters derived from _messages (MessageHistory's derived_of): one
+    # per list, as a replace starts a new list.
+    _derived: dict[object, object] = attrs.field(factory=dict)
     generation: int = 0
 
     def check(self, event: Event) -> None:
@@ -107,7 +110,7 @@ class Surface:
 
     def snapshot(self) -> MessageHistory:
         """Return the current history as an immutable view; O(1)."""
-        return MessageHistory(self._messages, len(self._messages))
+        return MessageHistory(self._messages, len(self._messages), derived=self._derived)
 
     def _replaced_range(self, op: Replace, sources: tuple[int, ...]) -> tuple[int, int]:
         """The indices in ``_seqs`` of the first and the last replaced event."""
@@ -139,3 +142,4 @@ class Surface:
         self._positions = {kept: index for index, kept in enumerate(seqs)}
         self.generation += 1
         self._messages = [message for message in projections if message is not None]
+        self._derived = {}
