@@ -1,16 +1,19 @@
 """Request bodies: what mapping a session's history costs each step, early and late in it.
 
-Each adapter builds the body of every step's request of one session of T
-turns (a prompt, a step asking for two tool calls, their results, a step
-answering), as the live loop does: each request's history is the session's
-snapshot, one step longer than the last. Prints one JSON line per adapter:
-the CPU per body over the first and the last 25 turns (medians of their
-steps), and, as the floor measured in the same run, what ``json.dumps`` of
-the same bodies costs (the SDK encodes every body whole: that part grows
-with the session by nature). ``late_over_early`` is the mapping's growth;
-``late_vs_encode`` its cost late in the session against the encoding's.
-``scratch_*`` maps each history from a plain copy, as a request whose
-history is not a session's snapshot is mapped.
+Each adapter builds the body of every step's request of one session, as the
+live loop does: each request's history is the session's snapshot, one step
+longer than the last. Two sessions: ``turns``, T turns of a prompt, a step
+asking for two tool calls, their results and a step answering; and
+``one-turn``, one prompt and T tool steps of a reasoning model (its
+reasoning signed as the Responses API returns it, sent back within the
+turn). Prints one JSON line per adapter and session: the CPU per body over
+the first and the last 50 requests (medians), and, as the floor measured
+in the same run, what ``json.dumps`` of the same bodies costs (the SDK
+encodes every body whole: that part grows with the session by nature).
+``late_over_early`` is the mapping's growth; ``late_vs_encode`` its cost
+late in the session against the encoding's. ``scratch_*`` maps each
+history from a plain copy, as a request whose history is not a session's
+snapshot is mapped.
 
 Run: ``python -m benchmarks.requests [T]`` (default T=500; about a minute).
 """
@@ -21,7 +24,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
@@ -38,7 +41,7 @@ BUILDERS: dict[str, Callable[[ModelRequest], Body]] = {
     "anthropic": anthropic_request_body,
 }
 CONFIG = LlmCallConfig("bench-model")
-WINDOW = 25
+WINDOW = 50
 
 
 def _turn(turn: int) -> list[list[Message]]:
@@ -54,52 +57,84 @@ def _turn(turn: int) -> list[list[Message]]:
     return [[prompt], [asking, *results], [answer]]
 
 
-def _step_costs(build: Callable[[ModelRequest], Body], turns: int, *, live: bool) -> list[float]:
-    """Per step: the body's CPU seconds, and those of json.dumps of it, alternately."""
+def _turns(turns: int) -> Iterator[list[Message]]:
+    """The ``turns`` session: what each request adds to the history before it."""
+    for turn in range(1, turns + 1):
+        prompt, asking, answer = _turn(turn)
+        yield prompt
+        yield asking
+        yield answer  # the next turn's prompt follows it
+
+
+def _one_turn(steps: int) -> Iterator[list[Message]]:
+    """The ``one-turn`` session: a prompt, then a reasoning model's tool steps."""
+    yield [Message("user", (Text("Look up everything."),))]
+    for step in range(steps):
+        call = ToolCall(f"call_{step}", "lookup", f'{{"key": "k{step}"}}')
+        item = {"type": "reasoning", "id": f"rs_{step}", "summary": []}
+        signature = "\n".join(
+            json.dumps(line) for line in (item, {"call_id": call.id, "id": f"fc_{step}"})
+        )
+        result = ToolResultBlock(call.id, (Text(f"value of k{step}"),), False)
+        yield [
+            Message("assistant", (Reasoning("Next key.", signature), call)),
+            Message("user", (result,)),
+        ]
+
+
+SESSIONS: dict[str, Callable[[int], Iterator[list[Message]]]] = {
+    "turns": _turns,
+    "one-turn": _one_turn,
+}
+
+
+def _step_costs(
+    build: Callable[[ModelRequest], Body], additions: Iterator[list[Message]], *, live: bool
+) -> tuple[list[float], list[float]]:
+    """Per request: the body's CPU seconds, and those of json.dumps of it."""
     history: list[Message] = []
     derived: dict[object, object] = {}
-    costs: list[float] = []
-    for turn in range(1, turns + 1):
-        before_steps, *more = _turn(turn)
-        history += before_steps
-        for step in range(2):
-            if live:
-                messages = MessageHistory(history, len(history), derived=derived)
-            else:
-                messages = MessageHistory(history[:])
-            request = ModelRequest(CONFIG, messages, "Be brief.")
-            started = time.process_time()
-            body = build(request)
-            built = time.process_time()
-            json.dumps(body)
-            costs += [built - started, time.process_time() - built]
-            history += more[step]
-    return costs
+    built_s: list[float] = []
+    encoded_s: list[float] = []
+    for added in additions:
+        history += added
+        if live:
+            messages = MessageHistory(history, len(history), derived=derived)
+        else:
+            messages = MessageHistory(history[:])
+        request = ModelRequest(CONFIG, messages, "Be brief.")
+        started = time.process_time()
+        body = build(request)
+        built = time.process_time()
+        json.dumps(body)
+        built_s.append(built - started)
+        encoded_s.append(time.process_time() - built)
+    return built_s, encoded_s
 
 
-def _window_us(costs: list[float], first: int, last: int) -> float:
-    return round(statistics.median(costs[first:last]) * 1e6, 1)
+def _window_us(costs: list[float], *, late: bool) -> float:
+    window = costs[-WINDOW:] if late else costs[:WINDOW]
+    return round(statistics.median(window) * 1e6, 1)
 
 
-def measure(api: str, turns: int) -> dict[str, object]:
-    """One adapter's figures over a session of *turns* turns."""
-    live = _step_costs(BUILDERS[api], turns, live=True)
-    scratch = _step_costs(BUILDERS[api], turns, live=False)
-    steps = 2 * WINDOW  # a window's requests
-    early, late = (0, 2 * steps), (len(live) - 2 * steps, len(live))
+def measure(api: str, session: str, size: int) -> dict[str, object]:
+    """One adapter's figures over a *session* of *size* turns or steps."""
+    build, additions = BUILDERS[api], SESSIONS[session]
+    live, encoded = _step_costs(build, additions(size), live=True)
+    scratch, _ = _step_costs(build, additions(size), live=False)
     figures = {
-        "early_us": _window_us(live[0::2], early[0] // 2, early[1] // 2),
-        "late_us": _window_us(live[0::2], late[0] // 2, late[1] // 2),
-        "encode_early_us": _window_us(live[1::2], early[0] // 2, early[1] // 2),
-        "encode_late_us": _window_us(live[1::2], late[0] // 2, late[1] // 2),
-        "scratch_early_us": _window_us(scratch[0::2], early[0] // 2, early[1] // 2),
-        "scratch_late_us": _window_us(scratch[0::2], late[0] // 2, late[1] // 2),
+        "early_us": _window_us(live, late=False),
+        "late_us": _window_us(live, late=True),
+        "encode_early_us": _window_us(encoded, late=False),
+        "encode_late_us": _window_us(encoded, late=True),
+        "scratch_early_us": _window_us(scratch, late=False),
+        "scratch_late_us": _window_us(scratch, late=True),
     }
     return {
         "benchmark": "requests",
         "api": api,
-        "turns": turns,
-        "messages": 5 * turns,
+        "session": session,
+        "requests": len(live),
         **figures,
         "late_over_early": round(figures["late_us"] / figures["early_us"], 2),
         "late_vs_encode": round(figures["late_us"] / figures["encode_late_us"], 2),
@@ -108,9 +143,10 @@ def measure(api: str, turns: int) -> dict[str, object]:
 
 
 def main(argv: list[str]) -> None:
-    turns = int(argv[0]) if argv else 500
-    for api in BUILDERS:
-        emit(measure(api, turns))
+    size = int(argv[0]) if argv else 500
+    for session in SESSIONS:
+        for api in BUILDERS:
+            emit(measure(api, session, size))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ request's mapping could not settle (``providers/_settled.py``). Whatever the
 history and wherever requests are cut from it (growing, an older snapshot
 again, a session prefix that changes), each body must equal the body mapped
 from a plain copy of the same messages, which keeps nothing between requests.
+That copy is mapped by the same code, so these tests find what keeping
+breaks; what the mapping itself must give is checked against each API's
+rules in ``test_request_properties.py`` and ``test_request_mapping.py``.
 """
 
 from __future__ import annotations
@@ -96,13 +99,25 @@ def sessions(draw: st.DrawFn) -> tuple[list[Message], list[tuple[int, int]]]:
     history = [_renumbered(m, ids) for m in history]
     if draw(st.booleans()):
         history = [_signed_as_responses(m) for m in history]
+    # A system message mid-history (a plugin's surface event may project one).
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(history)))
+        history.insert(at, Message("system", (Text(f"system at {at}"),)))
     lengths = draw(st.lists(st.integers(0, len(history)), min_size=1, max_size=8))
     prefixes = draw(st.lists(st.integers(0, 2), min_size=len(lengths), max_size=len(lengths)))
     return history, list(zip(lengths, prefixes, strict=True))
 
 
+_PREFIX = (
+    Message("user", (Text("Earlier, you said:"),)),
+    Message("assistant", (Text("an answer kept in the prefix"),)),
+    Message("system", (Text("prefix system text"),)),
+)
+
+
 def _prefix(number: int) -> tuple[Message, ...]:
-    return tuple(Message("system", (Text(f"prefix {n}"),)) for n in range(number))
+    """Session prefix number *number* (R8.6): none, system text, or a whole exchange."""
+    return ((), _PREFIX[2:], _PREFIX)[number]
 
 
 @settings(max_examples=150)
@@ -149,6 +164,28 @@ def test_reasoning_sent_in_its_turn_is_not_sent_once_a_prompt_ends_the_turn() ->
         [None, "reasoning", "function_call", "function_call_output"],
         [None, "function_call", "function_call_output", None, None],
     ]
+
+
+def _tool_step(step: int) -> list[Message]:
+    """A step of a reasoning model's tool loop, its reasoning signed as the Responses adapter signs it."""
+    call = ToolCall(f"call_{step % 3}", "lookup", "{}")  # ids repeat, as some servers send them
+    asking = _signed_as_responses(Message("assistant", (Reasoning("hm", f"sig{step}"), call)))
+    return [asking, Message("user", (ToolResultBlock(call.id, (Text(f"r{step}"),), False),))]
+
+
+def test_each_step_of_a_long_turn_and_the_prompt_after_it_map_as_from_scratch() -> None:
+    """Requests at every step of a 30-step turn, then of the next turn, whose prompt stops
+    the reasoning of the turn before from being sent (R7.35)."""
+    history = [Message("user", (Text("go"),))]
+    for step in range(30):
+        history += _tool_step(step)
+    history += [Message("assistant", (Text("done"),)), Message("user", (Text("again"),))]
+    history += _tool_step(30)
+    derived: dict[object, object] = {}
+    for length in range(1, len(history) + 1):
+        for build in BUILDERS.values():
+            kept = build(ModelRequest(CONFIG, MessageHistory(history, length, derived=derived)))
+            assert kept == build(ModelRequest(CONFIG, MessageHistory(history[:length])))
 
 
 def _pruned_session() -> Session:

@@ -26,7 +26,7 @@ from ._replay import (
     replay_input,
     responses_reasoning_item,
 )
-from ._settled import Settled, keep_settled, take_settled
+from ._settled import Point, Settled, keep_settled, take_settled
 
 __all__ = ["EMPTY_ERROR_TEXT", "anthropic_messages", "anthropic_transcript"]
 
@@ -165,7 +165,7 @@ def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject],
     """
     settled = take_settled(messages, "anthropic", lambda: ReplayIds(_in_id_alphabet))
     turns, systems = settled.items, settled.texts
-    kept = (settled.count, len(turns), len(systems))
+    kept = settled.point(settled.count)
     ends_on_thinking = False  # the assistant turn being built; noted per assistant message
     for position, message in enumerate(messages_since(messages, settled.count), settled.count):
         if message.role == "system":
@@ -175,7 +175,7 @@ def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject],
                 _end_assistant_turn(turns)
                 ends_on_thinking = False
             if turns and turns[-1]["role"] == "assistant":
-                kept = _settle(settled, position, kept[1])
+                kept = _settle(settled, position, kept)
             _merge(turns, "user", _blocks(message, settled.ids))
         elif blocks := _blocks(message, settled.ids):
             _merge(turns, "assistant", blocks)
@@ -183,8 +183,8 @@ def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject],
     if ends_on_thinking:
         _end_assistant_turn(turns)
     out, texts = turns.copy(), systems.copy()
-    _seal_user_turns(out[kept[1] :])
-    settled.cut_back(*kept)
+    _seal_user_turns(out[kept.items :])
+    settled.cut_back(kept)
     keep_settled(messages, "anthropic", settled)
     # A transcript that ends on the assistant's side is a prefill, which thinking
     # and recent models refuse; the API has long wanted the user's turn first.
@@ -199,12 +199,12 @@ def _blocks(message: Message, tool_ids: ReplayIds) -> list[JsonObject]:
     return [out_block for b in message.content if (out_block := _block(b, tool_ids))]
 
 
-def _settle(settled: Settled, position: int, sealed: int) -> tuple[int, int, int]:
+def _settle(settled: Settled, position: int, last: Point) -> Point:
     """Settle every turn so far: a user message starts a turn after a kept assistant turn.
 
     No later message changes a turn before the last one, so these are as
-    the request sends them; returns what :meth:`Settled.cut_back` keeps.
+    the request sends them (those since the *last* point sealed now).
     """
-    _seal_user_turns(settled.items[sealed:])
-    settled.ids.mark()
-    return position, len(settled.items), len(settled.texts)
+    _seal_user_turns(settled.items[last.items :])
+    settled.ids.settle()
+    return settled.point(position)

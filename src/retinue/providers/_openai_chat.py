@@ -120,11 +120,11 @@ def chat_messages(
     settled = take_settled(messages, key, lambda: ReplayIds.within(MAX_CALL_ID_LENGTH))
     call_ids, items = settled.ids, settled.items
     tool_message = functools.partial(_tool_message, call_ids=call_ids)
-    position = run_start = settled.count
-    settled_items = len(items)
+    position = settled.count
+    last_run = settled.point(position)
     for role, group in groupby(messages_since(messages, position), key=lambda m: m.role):
-        call_ids.mark()
-        run_start, settled_items = position, len(items)
+        call_ids.settle()
+        last_run = settled.point(position)
         run = list(group)
         position += len(run)
         if role == "user":
@@ -138,7 +138,7 @@ def chat_messages(
             items.extend(m for m in mapped if m is not None)
     out: list[JsonObject] = [{"role": "system", "content": system}] if system else []
     out.extend(items)
-    settled.cut_back(run_start, settled_items, 0)
+    settled.cut_back(last_run)
     keep_settled(messages, key, settled)
     return out
 

@@ -28,7 +28,7 @@ from ._replay import (
     responses_reasoning_item,
     user_run_items,
 )
-from ._settled import keep_settled, take_settled
+from ._settled import Settled, keep_settled, set_aside, take_settled
 
 __all__ = ["responses_request_body"]
 
@@ -119,16 +119,25 @@ def _assistant_items(
     return items
 
 
-def _turn_start(messages: Sequence[Message]) -> int:
+def _turn_start(messages: Sequence[Message], settled: Settled) -> int:
     """Where the current turn's messages start: after the latest prompt (a user message
-    that is not only tool results)."""
-    for index in range(len(messages) - 1, -1, -1):
+    that is not only tool results).
+
+    When the prompt *settled* found is among its settled messages, only the
+    messages after them are searched: no prompt there leaves it the latest.
+    """
+    known = settled.turn <= settled.count
+    for index in range(len(messages) - 1, settled.count - 1 if known else -1, -1):
         message = messages[index]
         if message.role == "user" and not (
             message.content and all(isinstance(b, ToolResultBlock) for b in message.content)
         ):
             return index + 1
-    return 0
+    return settled.turn if known else 0
+
+
+def _new_ids() -> ReplayIds:
+    return ReplayIds.within(MAX_CALL_ID_LENGTH)
 
 
 def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
@@ -143,23 +152,35 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
     and its output with it: the API refuses a second output for one id. An
     id longer than the API accepts is sent shortened.
 
-    Of a session's history only the messages since the last run that began
-    before the current turn's messages are mapped again: the messages of
-    earlier turns map as they did for the previous request.
+    Of a session's history only the messages since the last run of the
+    previous request are mapped; once a prompt has ended a turn, that turn's
+    messages are mapped once more, without their reasoning.
     """
-    turn_start = _turn_start(messages)
-    settled = take_settled(
-        messages, "responses", lambda: ReplayIds.within(MAX_CALL_ID_LENGTH), upto=turn_start
-    )
-    call_ids, items = settled.ids, settled.items
+    settled = take_settled(messages, "responses", _new_ids)
+    turn_start = _turn_start(messages, settled)
+    if turn_start < settled.turn:  # an older snapshot, of an earlier turn
+        settled = set_aside(messages, "responses", settled, _new_ids)
+        turn_start = _turn_start(messages, settled)
+    elif turn_start > settled.turn:
+        settled.cut_back(settled.turn_point)
+    settled.turn = turn_start
+    items = _mapped_since(messages, settled)
+    keep_settled(messages, "responses", settled)
+    return items
+
+
+def _mapped_since(messages: Sequence[Message], settled: Settled) -> list[JsonObject]:
+    """The items of *messages*, mapping those *settled* has not; then cut back to its last run."""
+    call_ids, items, turn_start = settled.ids, settled.items, settled.turn
     output = functools.partial(_function_output, call_ids=call_ids)
-    position = kept = settled.count
-    kept_items = len(items)
+    position = settled.count
+    last_run = settled.point(position)
     for role, group in groupby(messages_since(messages, position), key=lambda m: m.role):
-        # A later prompt only moves the turn's start on: what maps before it is settled.
+        # What maps before the turn's start stays as it is: a later prompt only moves it on.
         if position <= turn_start:
-            call_ids.mark()
-            kept, kept_items = position, len(items)
+            call_ids.settle()
+            settled.turn_point = settled.point(position)
+        last_run = settled.point(position)
         run = list(group)
         if role == "user":
             items.extend(user_run_items(run, output, _user_message))
@@ -171,8 +192,7 @@ def responses_input(messages: Sequence[Message]) -> list[JsonObject]:
                 items.extend(_assistant_items(m, call_ids, with_reasoning=current))
         position += len(run)
     out = items.copy()
-    settled.cut_back(kept, kept_items, 0)
-    keep_settled(messages, "responses", settled)
+    settled.cut_back(last_run)
     return out
 
 

@@ -113,9 +113,9 @@ class ReplayIds:
     it. Ids are taken in order of first appearance, so the same history
     always maps the same way.
 
-    :meth:`rewind` undoes what was taken since the last :meth:`mark`: a
-    request's last messages, which the next request may map differently,
-    are mapped after the mark.
+    :meth:`rewind` gives back what was taken since a :meth:`checkpoint`, to
+    map again the messages after it, which a later request may map
+    differently; :meth:`settle` drops what could be given back.
     """
 
     def __init__(self, spelled: Callable[[str], str] = str, longest: int | None = None) -> None:
@@ -124,8 +124,8 @@ class ReplayIds:
         # Each id as logged, to the id its latest call (or an unanswered result) is sent with.
         self._latest: dict[str, str] = {}
         self._taken: set[str] = set()
-        # Since the mark: each id as logged, what _latest held for it, and the id taken.
-        self._since_mark: list[tuple[str, str | None, str]] = []
+        # Since the last settle: each id as logged, what _latest held for it, and the id taken.
+        self._unsettled: list[tuple[str, str | None, str]] = []
 
     @classmethod
     def within(cls, longest: int) -> ReplayIds:
@@ -150,23 +150,28 @@ class ReplayIds:
         sent = self._latest.get(call_id)
         return self._take(call_id, None) if sent is None else sent
 
-    def mark(self) -> None:
-        """Keep every id taken so far: :meth:`rewind` goes back to here."""
-        self._since_mark.clear()
+    def checkpoint(self) -> int:
+        """A point :meth:`rewind` can go back to, until the next :meth:`settle`."""
+        return len(self._unsettled)
 
-    def rewind(self) -> None:
-        """Give back every id taken since the last :meth:`mark`, latest first."""
-        for call_id, previous, taken in reversed(self._since_mark):
+    def rewind(self, checkpoint: int = 0) -> None:
+        """Give back every id taken since *checkpoint* (since the last settle: 0), latest first."""
+        unsettled = self._unsettled
+        for call_id, previous, taken in reversed(unsettled[checkpoint:]):
             if previous is None:
                 del self._latest[call_id]
             else:
                 self._latest[call_id] = previous
             self._taken.discard(taken)
-        self._since_mark.clear()
+        del unsettled[checkpoint:]
+
+    def settle(self) -> None:
+        """Keep every id taken so far: no rewind goes back before here."""
+        self._unsettled.clear()
 
     def _take(self, call_id: str, previous: str | None) -> str:
         sent = self._latest[call_id] = self._fresh(call_id)
-        self._since_mark.append((call_id, previous, sent))
+        self._unsettled.append((call_id, previous, sent))
         return sent
 
     def _fresh(self, call_id: str) -> str:

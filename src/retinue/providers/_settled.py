@@ -13,7 +13,7 @@ the length of the session, save the copy of the list of items.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import final
+from typing import NamedTuple, final
 
 import attrs
 
@@ -22,9 +22,18 @@ from retinue._request import derived_of
 
 from ._replay import ReplayIds
 
-__all__ = ["Settled", "keep_settled", "take_settled"]
+__all__ = ["Point", "Settled", "keep_settled", "set_aside", "take_settled"]
 
 JsonObject = dict[str, object]
+
+
+class Point(NamedTuple):
+    """Where a mapping stood: messages mapped, items and texts it gave, and its ids' checkpoint."""
+
+    messages: int
+    items: int
+    texts: int
+    ids: int
 
 
 @final
@@ -35,8 +44,10 @@ class Settled:
     :attr:`items` are the mapped items, :attr:`texts` whatever else an
     adapter collects on the way (Anthropic's system texts), :attr:`ids` the
     replay ids those messages took. The mapper owns it while it maps: it
-    extends the lists and moves :attr:`count` on, then cuts back to the
-    messages that are settled.
+    extends the lists and, when done, cuts back to the last :class:`Point`
+    no later message can change. :attr:`turn` and :attr:`turn_point` are
+    where the current turn's messages start and a point at or before it, for
+    a mapping that sends a turn's messages otherwise once the turn has ended.
     """
 
     prefix: tuple[Message, ...]
@@ -44,27 +55,23 @@ class Settled:
     count: int = 0
     items: list[JsonObject] = attrs.field(factory=list)
     texts: list[str] = attrs.field(factory=list)
+    turn: int = 0
+    turn_point: Point = Point(0, 0, 0, 0)
 
-    def cut_back(self, count: int, items: int, texts: int) -> None:
-        """Drop what was mapped after the first *count* messages; give back the ids since the mark."""
-        self.count = count
-        del self.items[items:]
-        del self.texts[texts:]
-        self.ids.rewind()
+    def point(self, count: int) -> Point:
+        """Where the mapping of the first *count* messages stands now."""
+        return Point(count, len(self.items), len(self.texts), self.ids.checkpoint())
+
+    def cut_back(self, point: Point) -> None:
+        """Drop what was mapped after *point*, ids taken included."""
+        self.count = point.messages
+        del self.items[point.items :]
+        del self.texts[point.texts :]
+        self.ids.rewind(point.ids)
 
 
-def take_settled(
-    messages: Sequence[Message],
-    key: object,
-    ids: Callable[[], ReplayIds],
-    *,
-    upto: int | None = None,
-) -> Settled:
+def take_settled(messages: Sequence[Message], key: object, ids: Callable[[], ReplayIds]) -> Settled:
     """What *key*'s mapper settled of *messages*'s list, taken out of its store; or a fresh start.
-
-    It is built on only if it settled no further than *upto* messages (all
-    of them when ``None``): a mapper whose settled messages depend on where
-    the history ends (the current turn's start) says where that is.
 
     Taken, not shared: a second mapper of the same history (another thread)
     starts afresh instead of building on a half-updated one. One settled
@@ -76,10 +83,18 @@ def take_settled(
     prefix, store = found
     settled = store.pop(key, None)
     if isinstance(settled, Settled) and settled.prefix == prefix:
-        if settled.count <= (len(messages) if upto is None else upto):
+        if settled.count <= len(messages):
             return settled
         store[key] = settled
     return Settled(prefix, ids())
+
+
+def set_aside(
+    messages: Sequence[Message], key: object, settled: Settled, ids: Callable[[], ReplayIds]
+) -> Settled:
+    """Keep *settled*, which maps a later history than *messages*, and start afresh."""
+    keep_settled(messages, key, settled)
+    return Settled(settled.prefix, ids())
 
 
 def keep_settled(messages: Sequence[Message], key: object, settled: Settled) -> None:
