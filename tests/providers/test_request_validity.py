@@ -9,6 +9,7 @@ documented rules.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -17,7 +18,7 @@ import trio
 
 from retinue._content import Message, OpaqueBlock, Text, ToolCall, ToolResultBlock
 from retinue._lossless import freeze_json
-from retinue._request import ToolSchema
+from retinue._request import ModelRequest, ToolSchema
 from retinue.providers import ProviderError
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._openai_chat import chat_request_body
@@ -441,3 +442,23 @@ async def test_a_long_tool_description_is_sent_whole(api: str) -> None:
         async with adapter(api, server) as model:
             await collect(model, make_request("hi", tools=[described]))
     assert described.description in json.dumps(server.calls[0].body)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_the_body_goes_as_the_json_the_request_maps_to(api: str) -> None:
+    """The adapters encode the body themselves, as the SDKs would (compact UTF-8 JSON):
+    the server reads it as JSON, the body the request maps to."""
+    server = MockServer(EchoPolicy())
+    request = make_request("café?", system="Be brief.")
+    with trio.fail_after(5):
+        async with adapter(api, server) as model:
+            await collect(model, request)
+    call = server.calls[0]
+    builders: dict[str, Callable[[ModelRequest], dict[str, object]]] = {
+        "messages": anthropic_request_body,
+        "chat": chat_request_body,
+        "responses": responses_request_body,
+    }
+    build = builders[api]
+    assert call.headers["content-type"] == "application/json"
+    assert call.body == json.loads(json.dumps(build(request)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Protocol, Self
@@ -11,7 +12,7 @@ import trio
 
 from ._failures import ProviderError
 
-__all__ = ["CLOSE_SECONDS", "ClientOwner", "post_encodable"]
+__all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_encodable"]
 
 CLOSE_SECONDS = 1.0
 """How long closing an adapter may hold off a cancellation."""
@@ -35,26 +36,38 @@ def _without_lone_surrogates(value: object) -> object:
     return value
 
 
+def json_body(body: dict[str, object]) -> bytes:
+    """*body* as the SDKs encode a JSON body: compact UTF-8 JSON, no NaN.
+
+    Encoded here and sent as the request's content: given the body as data,
+    the Anthropic SDK first copies it whole, walking it in Python (about ten
+    times what encoding it costs), on every request of a session whose
+    history grows with each.
+    """
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 async def post_encodable(
-    post: Callable[[dict[str, object]], Awaitable[httpx2.Response]],
+    post: Callable[[bytes], Awaitable[httpx2.Response]],
     body: dict[str, object],
     provider: str,
 ) -> httpx2.Response:
-    """``post(body)``; a body with no UTF-8 form goes out with U+FFFD for each lone surrogate.
+    """``post(content)`` of *body* encoded; one with no UTF-8 form goes out with U+FFFD
+    for each lone surrogate.
 
     A lone surrogate is lossless JSON, so the log keeps it (a file name that
-    ``os.fsdecode`` gave), but the SDKs' UTF-8 encoding of the body refuses it
-    before anything is sent. Replacing it only after that refusal leaves the
-    usual request without an extra pass over the history.
+    ``os.fsdecode`` gave), but UTF-8 has no form for it. Replacing it only
+    after encoding failed leaves the usual request without an extra pass over
+    the history.
     """
     try:
-        return await post(body)
+        content = json_body(body)
     except UnicodeEncodeError:
-        pass
-    cleaned = _without_lone_surrogates(body)
-    assert isinstance(cleaned, dict)
+        cleaned = _without_lone_surrogates(body)
+        assert isinstance(cleaned, dict)
+        content = json_body(cleaned)
     try:
-        return await post(cleaned)
+        return await post(content)
     except UnicodeEncodeError as exc:  # not the body: a header, say
         raise ProviderError(f"{provider} client error: {exc}", code="CLIENT_ERROR") from exc
 

@@ -233,10 +233,13 @@ class AnthropicModel(ClientOwner):
             headers[SHARD_HEADER] = shard_key(session_id)
         return await post_encodable(lambda sent: self._post(sent, headers), body, self.provider)
 
-    async def _post(self, body: dict[str, object], headers: dict[str, str]) -> httpx2.Response:
+    async def _post(self, content: bytes, headers: dict[str, str]) -> httpx2.Response:
         try:
             return await self._client.post(
-                "/v1/messages", cast_to=httpx2.Response, body=body, options={"headers": headers}
+                "/v1/messages",
+                cast_to=httpx2.Response,
+                content=content,
+                options={"headers": headers},
             )
         except anthropic.APIStatusError as exc:
             raise status_error(

@@ -270,14 +270,12 @@ class OpenAIModel(ClientOwner):
             lambda sent: self._post(path, sent, headers), body, self.provider
         )
 
-    async def _post(
-        self, path: str, body: dict[str, object], headers: dict[str, str]
-    ) -> httpx2.Response:
+    async def _post(self, path: str, content: bytes, headers: dict[str, str]) -> httpx2.Response:
         try:
             return await self._client.post(
                 path,
                 cast_to=httpx2.Response,
-                body=body,
+                content=content,
                 options={"headers": headers, "security": {"bearer_auth": True}},
             )
         except openai.APIStatusError as exc:
