@@ -8,8 +8,9 @@ admitted in the last 60 s, never more than the limit. Estimated input tokens
 are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
 (or a 503 or 529: an overload) pauses the lane for its ``Retry-After`` and
-halves the concurrency limit (once per burst of 429s), which then grows back by
-one per limit-many successes; rate-limit headers that report an exhausted
+halves the concurrency limit at most once per window of limit-many admissions
+(as TCP cuts its window once a round trip), which then grows back by one per
+limit-many successes; rate-limit headers that report an exhausted
 budget pause the lane until the reset. A request admitted
 with a ``max_pause`` (``manage`` passes its retry policy's ``max_retry_after``)
 causes no pause longer: a 429 asking for more pauses the lane as one that asks
@@ -349,8 +350,9 @@ class AdmissionController:
         """Record a 429, 503 or 529 for the lane: pause it, halve its concurrency; never blocks.
 
         The lane pauses for *retry_after* seconds (1 when ``None``). The 429s of
-        one burst, those arriving while the pause of the first is still on,
-        halve the concurrency once.
+        one burst, those arriving while the pause of the first is still on, and
+        those arriving before limit-many requests were admitted after the last
+        cut, halve the concurrency once.
 
         Raises:
             TypeError: *retry_after* is neither an int nor a float (a bool is not one).
