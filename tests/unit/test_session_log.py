@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -321,7 +322,20 @@ def test_surface_events_outside_a_turn_are_refused() -> None:
 
 @pytest.mark.parametrize(
     "sources",
-    [(), (1, 1), (5,), (4,), (-1,), (0, 4), (0, 9), (-1, 0)],
+    [
+        (),
+        (1, 1),
+        (5,),
+        (4,),
+        (-1,),
+        (0, 4),
+        (0, 9),
+        (-1, 0),
+        range(0),
+        range(2, 5),
+        range(-1, 2),
+        range(5, 1, -1),
+    ],
     ids=[
         "empty",
         "duplicate",
@@ -331,9 +345,15 @@ def test_surface_events_outside_a_turn_are_refused() -> None:
         "many-self",
         "many-later",
         "many-negative",
+        "range-empty",
+        "range-self",
+        "range-negative",
+        "range-descending-later",
     ],
 )
-def test_source_event_seqs_must_be_non_empty_unique_and_earlier(sources: tuple[int, ...]) -> None:
+def test_source_event_seqs_must_be_non_empty_unique_and_earlier(
+    sources: Sequence[int],
+) -> None:
     """R4.22: ``source_event_seqs`` must be non-empty, duplicate-free and reference earlier events
     (the message would be seq 4); one source or many, each is checked."""
     session = _open()
@@ -347,6 +367,20 @@ def test_source_event_seqs_must_be_non_empty_unique_and_earlier(sources: tuple[i
         surface="append",
         source_event_seqs=sources,
     )
+
+
+@pytest.mark.parametrize("sources", [range(2, 4), range(3, 1, -1)], ids=["run", "descending"])
+def test_a_range_of_source_event_seqs_is_logged_as_its_tuple(sources: range) -> None:
+    """R4.22: a range of earlier seqs is valid sources, logged as the tuple of its items."""
+    session = _open()
+    session.append(StepStart(1, 1))
+    session.append(AssistantChunk(1, 1, TextDelta(0, "a")))
+    session.append(AssistantChunk(1, 1, TextDelta(0, "b")))
+    event = session.append(
+        AssistantMessage(1, 1, _c("ab")), surface="append", source_event_seqs=sources
+    )
+    assert event.source_event_seqs == tuple(sources)
+    assert type(event.source_event_seqs) is tuple
 
 
 @pytest.mark.parametrize(

@@ -240,6 +240,19 @@ def _failed(finish: FinishReason) -> ModelError:
     return ModelError("model stream aborted", code="ABORTED")
 
 
+def _chunk_run(seqs: list[int]) -> range | list[int] | None:
+    """The step's chunk seqs as its message's sources: a range when they are one run.
+
+    They are unless an observer logged an event between two chunks; the session
+    checks a range by its ends, another sequence item by item.
+    """
+    if not seqs:
+        return None
+    first, last = seqs[0], seqs[-1]
+    # Ascending, as each append returned the log's length: a run if none is missing.
+    return range(first, last + 1) if last - first == len(seqs) - 1 else seqs
+
+
 def _refuse_shared_ids(calls: tuple[ToolCall, ...]) -> None:
     """Results are matched to calls by id: two calls sharing one cannot both be answered."""
     if len(calls) < 2:
@@ -311,7 +324,7 @@ async def _finish_step(
         if calls:
             state.calls = StepCalls(calls)
         state.note_answer(content, usage)
-        core.session.append(logged, surface="append", source_event_seqs=seqs or None)
+        core.session.append(logged, surface="append", source_event_seqs=_chunk_run(seqs))
     if not calls:
         return finish  # noqa: ASYNC910 - the step's model stream was its schedule point
     contexts = await run_tool_calls(core, state, signal)

@@ -51,7 +51,7 @@ from ._events import (
 )
 from ._history import Surface
 from ._observers import Observer, check_observer, no_observer, notifier, observer_failure
-from ._sources import as_sources, check_sources
+from ._sources import as_sources, check_sources, checked_sources
 from ._stepcheck import STEP_TYPES, check_step
 
 __all__ = ["Session", "now_ms"]
@@ -363,8 +363,7 @@ class Session:
         seq = len(events)
         sources = None
         if source_event_seqs is not None:
-            sources = as_sources(source_event_seqs)
-            check_sources(data.type, sources, seq)
+            sources = checked_sources(data.type, source_event_seqs, seq)
         # The valid cases tested inline; check_step says what is wrong.
         if data_type is SteeringMessage:
             if data.turn != self._last_turn:  # type: ignore[union-attr]

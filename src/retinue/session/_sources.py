@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from retinue._errors import SessionError
 from retinue._lossless import shown
 
-__all__ = ["as_sources", "check_sources"]
+__all__ = ["as_sources", "check_sources", "checked_sources"]
 
 _INT_ONLY = {int}
 
@@ -50,3 +50,17 @@ def _unique_and_earlier(sources: tuple[int, ...], seq: int) -> bool:
         # sources): unique and ordered, so only the ends are tested.
         return first >= 0 and sources[-1] < seq
     return len(set(sources)) == len(sources) and max(sources) < seq and min(sources) >= 0
+
+
+def checked_sources(kind: str, value: Sequence[int], seq: int) -> tuple[int, ...]:
+    """:func:`as_sources` of *value*, refused by :func:`check_sources` unless valid.
+
+    A range with a positive step holds exact ints, unique and ascending: only
+    its ends are tested, where each item of another sequence is (the loop
+    gives a step's chunk seqs, one run, as a range).
+    """
+    if type(value) is range and value and value.step > 0 and value.start >= 0 and value[-1] < seq:
+        return tuple(value)
+    sources = as_sources(value)
+    check_sources(kind, sources, seq)
+    return sources
