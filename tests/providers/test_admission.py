@@ -500,3 +500,41 @@ def test_admission_controller_refuses_limits_of_another_kind(
     failed the first admission with an ``AttributeError``, or never matched a lane."""
     with pytest.raises(error, match=rf"^AdmissionController {re.escape(named)}"):
         AdmissionController(**options)  # type: ignore[call-overload]
+
+
+async def _round_of_successes(admission: AdmissionController) -> float:
+    """As many successful calls as the lane's limit, one after another; the limit after."""
+    for _ in range(int(admission.statistics().lanes[0].concurrency_limit)):
+        async with admission.admit(provider="p", model="m"):
+            await trio.sleep(0.1)
+    return admission.statistics().lanes[0].concurrency_limit
+
+
+async def test_a_cut_limit_grows_back_within_a_few_rounds_then_faster_past_it(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """After a cut from 64 to 32, rounds of limit-many successes take the limit back to 64
+    in six rounds, then by one a round near it, then faster and faster past it (CUBIC,
+    RFC 9438). Before, it grew by one a round: 32 rounds back to 64, which at the seconds an
+    LLM call takes kept a lane throttled for minutes after the provider's throttling ended."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1000))
+    release = trio.Event()
+
+    async def held() -> None:
+        # Leaving with an error, as a managed attempt that got its 429 does.
+        with contextlib.suppress(RuntimeError):
+            async with admission.admit(provider="p", model="m"):
+                await release.wait()
+                admission.rate_limited("p", "m", 0.1)
+                raise RuntimeError("429")
+
+    with trio.fail_after(10_000):
+        async with trio.open_nursery() as nursery:
+            for _ in range(64):
+                nursery.start_soon(held)
+            await trio.sleep(1)
+            release.set()
+        assert admission.statistics().lanes[0].concurrency_limit == 32.0
+        limits = [await _round_of_successes(admission) for _ in range(16)]
+    assert limits[:10] == [44.0, 52.0, 58.0, 61.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0]
+    assert limits[15] > 128.0

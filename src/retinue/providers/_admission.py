@@ -9,8 +9,8 @@ are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
 (or a 503 or 529: an overload) pauses the lane for its ``Retry-After`` and
 halves the concurrency limit at most once per window of limit-many admissions
-(as TCP cuts its window once a round trip), which then grows back by one per
-limit-many successes; rate-limit headers that report an exhausted
+(as TCP cuts its window once a round trip), which then grows back with each
+round of limit-many successes as TCP CUBIC's window does; rate-limit headers that report an exhausted
 budget pause the lane until the reset. A request admitted
 with a ``max_pause`` (``manage`` passes its retry policy's ``max_retry_after``)
 causes no pause longer: a 429 asking for more pauses the lane as one that asks

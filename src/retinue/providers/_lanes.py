@@ -29,6 +29,8 @@ __all__ = [
 LaneKey = tuple[str | None, str]
 DEFAULT_PAUSE = 1.0
 """How long a lane pauses for a 429, 503 or 529 that says no wait (before any cap)."""
+GROWTH = 0.1
+"""How fast a cut limit grows back (CUBIC's ``C``, per round of limit-many successes cubed)."""
 
 
 def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -150,6 +152,11 @@ class Waiter:
     token_charge: Charge | None = None
 
 
+def _halved(limit: float) -> float:
+    """What a cut leaves of *limit*: half, at least one."""
+    return max(1.0, float(math.floor(limit / 2)))
+
+
 @attrs.define(eq=False)
 class Lane:
     key: LaneKey
@@ -167,6 +174,9 @@ class Lane:
     _successes: int = 0
     _throttled_until: float = -math.inf
     _admitted_at_cut: float = -math.inf
+    # The limit the last cut came from, and the rounds of limit-many successes since.
+    _limit_at_cut: float = 0.0
+    _rounds: int = 0
 
     def __attrs_post_init__(self) -> None:
         limits = self.limits
@@ -246,8 +256,22 @@ class Lane:
             self._successes += 1
             if self._successes >= self.concurrency:
                 self._successes = 0
-                self.concurrency += 1
+                self._rounds += 1
+                self.concurrency = min(self._ceiling, self._grown())
         self.pump(now)
+
+    def _grown(self) -> float:
+        """The limit after one more round without a 429: CUBIC's window (RFC 9438).
+
+        It grows back fast towards the limit of the last cut, slowly near it,
+        then faster and faster past it: a provider whose throttling has ended
+        gets its requests back within a few rounds, where one more a round
+        took minutes at the latencies of LLM calls. Never less than one more.
+        """
+        before = self._limit_at_cut
+        plateau = (before / (2 * GROWTH)) ** (1 / 3)  # the rounds back to it from half
+        cubic = GROWTH * (self._rounds - plateau) ** 3 + before
+        return max(self.concurrency + 1, float(math.floor(cubic)))
 
     @property
     def _ceiling(self) -> float:
@@ -261,16 +285,17 @@ class Lane:
         # As TCP cuts its window once a round trip, it is cut again only once
         # limit-many requests were admitted after the cut; else each late 429 of
         # a steady 5% halved it again, holding it near 6.
-        same_event = (
-            self._throttled_until > now or self.admitted - self._admitted_at_cut < self.concurrency
+        same_event = self._throttled_until > now or self.admitted - self._admitted_at_cut < _halved(
+            self._limit_at_cut
         )
         self._throttled_until = max(self._throttled_until, now + pause)
         self.paused_until = max(self.paused_until, now + pause)
         if same_event:
             return
         current = min(self.concurrency, max(1.0, float(self.in_flight)))
-        self.concurrency = max(1.0, float(math.floor(current / 2)))
-        self._successes = 0
+        self.concurrency = _halved(current)
+        self._successes = self._rounds = 0
+        self._limit_at_cut = current
         self._admitted_at_cut = self.admitted
 
     def observe_headers(self, headers: Mapping[str, str], max_pause: float) -> None:
