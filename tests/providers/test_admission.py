@@ -510,14 +510,8 @@ async def _round_of_successes(admission: AdmissionController) -> float:
     return admission.statistics().lanes[0].concurrency_limit
 
 
-async def test_a_cut_limit_grows_back_within_a_few_rounds_then_faster_past_it(
-    autojump_clock: trio.abc.Clock,
-) -> None:
-    """After a cut from 64 to 32, rounds of limit-many successes take the limit back to 64
-    in six rounds, then by one a round near it, then faster and faster past it (CUBIC,
-    RFC 9438). Before, it grew by one a round: 32 rounds back to 64, which at the seconds an
-    LLM call takes kept a lane throttled for minutes after the provider's throttling ended."""
-    admission = AdmissionController(AdmissionLimits(max_concurrent=1000))
+async def _cut_from(admission: AdmissionController, in_flight: int) -> None:
+    """*in_flight* calls at once, each answered by a 429: one cut, from *in_flight*."""
     release = trio.Event()
 
     async def held() -> None:
@@ -528,13 +522,47 @@ async def test_a_cut_limit_grows_back_within_a_few_rounds_then_faster_past_it(
                 admission.rate_limited("p", "m", 0.1)
                 raise RuntimeError("429")
 
+    async with trio.open_nursery() as nursery:
+        for _ in range(in_flight):
+            nursery.start_soon(held)
+        await trio.sleep(1)
+        release.set()
+    await trio.sleep(1)  # past the pause
+
+
+async def test_a_cut_limit_grows_back_within_a_few_rounds_then_faster_past_it(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """After a cut from 64 to 32, rounds of limit-many successes take the limit back to 64
+    in six rounds, then by one a round near it, then faster and faster past it (CUBIC,
+    RFC 9438); a second cut starts the rounds again. Before, it grew by one a round: 32
+    rounds back to 64, which at the seconds an LLM call takes kept a lane throttled for
+    minutes after the provider's throttling ended."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1000))
     with trio.fail_after(10_000):
-        async with trio.open_nursery() as nursery:
-            for _ in range(64):
-                nursery.start_soon(held)
-            await trio.sleep(1)
-            release.set()
+        await _cut_from(admission, 64)
         assert admission.statistics().lanes[0].concurrency_limit == 32.0
         limits = [await _round_of_successes(admission) for _ in range(16)]
+        await _cut_from(admission, 64)
+        again = [await _round_of_successes(admission) for _ in range(3)]
     assert limits[:10] == [44.0, 52.0, 58.0, 61.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0]
     assert limits[15] > 128.0
+    assert again == [44.0, 52.0, 58.0]
+
+
+async def test_a_429_before_the_cut_s_window_of_admissions_does_not_cut_again(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A cut to 32 is not cut again by a 429 of one of the next 31 requests: it is the
+    same congestion event, answered once (as TCP cuts its window once a round trip)."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1000))
+    with trio.fail_after(10_000):
+        await _cut_from(admission, 64)
+        for _ in range(30):
+            async with admission.admit(provider="p", model="m"):
+                pass
+        with contextlib.suppress(RuntimeError):
+            async with admission.admit(provider="p", model="m"):
+                admission.rate_limited("p", "m", 0.1)
+                raise RuntimeError("429")
+    assert admission.statistics().lanes[0].concurrency_limit == 32.0

@@ -8,10 +8,11 @@ admitted in the last 60 s, never more than the limit. Estimated input tokens
 are charged up front and corrected with the real usage. Waiters are served
 round-robin by session (FIFO within a session), so no agent starves. A 429
 (or a 503 or 529: an overload) pauses the lane for its ``Retry-After`` and
-halves the concurrency limit at most once per window of limit-many admissions
-(as TCP cuts its window once a round trip), which then grows back with each
-round of limit-many successes as TCP CUBIC's window does; rate-limit headers that report an exhausted
-budget pause the lane until the reset. A request admitted
+halves the concurrency limit, at most once until as many requests as the last
+cut left were admitted after it (as TCP cuts its window once a round trip);
+the limit then grows back with each round of limit-many successes as TCP
+CUBIC's window does. Rate-limit headers that report an exhausted budget pause
+the lane until the reset. A request admitted
 with a ``max_pause`` (``manage`` passes its retry policy's ``max_retry_after``)
 causes no pause longer: a 429 asking for more pauses the lane as one that asks
 for nothing, and a reset further off pauses nothing. The retries end then,
@@ -351,8 +352,8 @@ class AdmissionController:
 
         The lane pauses for *retry_after* seconds (1 when ``None``). The 429s of
         one burst, those arriving while the pause of the first is still on, and
-        those arriving before limit-many requests were admitted after the last
-        cut, halve the concurrency once.
+        those arriving before as many requests as the last cut left were
+        admitted after it, halve the concurrency once.
 
         Raises:
             TypeError: *retry_after* is neither an int nor a float (a bool is not one).

@@ -282,12 +282,11 @@ class Lane:
         self.throttled += 1
         # Requests sent before the first 429 of a burst tend to get one too, some
         # after its pause: one congestion event, for which the limit is halved once.
-        # As TCP cuts its window once a round trip, it is cut again only once
-        # limit-many requests were admitted after the cut; else each late 429 of
-        # a steady 5% halved it again, holding it near 6.
-        same_event = self._throttled_until > now or self.admitted - self._admitted_at_cut < _halved(
-            self._limit_at_cut
-        )
+        # As TCP cuts its window once a round trip, it is cut again only once as
+        # many requests as the cut left were admitted after it; else each late
+        # 429 of a steady 5% halved it again, holding it near 6.
+        since_cut = self.admitted - self._admitted_at_cut
+        same_event = self._throttled_until > now or since_cut < _halved(self._limit_at_cut)
         self._throttled_until = max(self._throttled_until, now + pause)
         self.paused_until = max(self.paused_until, now + pause)
         if same_event:
