@@ -8,8 +8,8 @@ asking for two tool calls, their results and a step answering; and
 reasoning signed as the Responses API returns it, sent back within the
 turn). Prints one JSON line per adapter and session: the CPU per body over
 the first and the last 50 requests (medians), and, as the floor measured
-in the same run, what ``json.dumps`` of the same bodies costs (the SDK
-encodes every body whole: that part grows with the session by nature).
+in the same run, what ``json.dumps`` of the same bodies costs (every body
+is encoded whole: that part grows with the session by nature).
 ``late_over_early`` is the mapping's growth; ``late_vs_encode`` its cost
 late in the session against the encoding's. ``scratch_*`` maps each
 history from a plain copy, as a request whose history is not a session's

@@ -23,6 +23,7 @@ from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, derive
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers._openai_chat import chat_request_body
 from retinue.providers._openai_responses import responses_request_body
+from retinue.providers._settled import Settled
 from retinue.session import (
     AssistantMessage,
     Replace,
@@ -186,6 +187,10 @@ def test_each_step_of_a_long_turn_and_the_prompt_after_it_map_as_from_scratch() 
         for build in BUILDERS.values():
             kept = build(ModelRequest(CONFIG, MessageHistory(history, length, derived=derived)))
             assert kept == build(ModelRequest(CONFIG, MessageHistory(history[:length])))
+    # Each adapter kept the mapping of all but the last message, for the next request
+    # to map only what is new.
+    counts = [settled.count for settled in derived.values() if isinstance(settled, Settled)]
+    assert counts == [len(history) - 1] * len(BUILDERS)
 
 
 def _pruned_session() -> Session:
