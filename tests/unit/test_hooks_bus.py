@@ -6,7 +6,7 @@ import functools
 import logging
 import re
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from unittest.mock import AsyncMock
 
 import pytest
@@ -102,6 +102,46 @@ def test_an_async_mock_is_refused_by_an_emit_seam(listener: Callable[..., object
     assert not bus.has_listeners("agent/created")
     with pytest.raises(TypeError, match="synchronously"):
         bus.watch("agent/created", typing.cast("Callable[[], None]", listener))
+
+
+class GeneratorObserver:
+    """A listener object whose ``__call__`` is a generator function."""
+
+    def __call__(self, *_args: object) -> Iterator[None]:
+        yield  # pragma: no cover - never registered
+
+
+async def _async_generator_listener(*_args: object) -> AsyncIterator[None]:
+    yield  # pragma: no cover - never registered
+
+
+def _generator_listener(*_args: object) -> Iterator[None]:
+    yield  # pragma: no cover - never registered
+
+
+@pytest.mark.parametrize("seam", ["agent/status", "agent/pre-step", "session/flush"])
+@pytest.mark.parametrize(
+    "listener",
+    [
+        _async_generator_listener,
+        _generator_listener,
+        GeneratorObserver(),
+        functools.partial(_async_generator_listener, "bound"),
+    ],
+    ids=["async-generator", "generator", "generator-call-method", "partial-of-one"],
+)
+def test_a_generator_function_is_refused_as_a_listener_of_any_seam(
+    seam: str, listener: Callable[..., object]
+) -> None:
+    """R6.1, R6.2, R6.4: a generator function called by a dispatch only makes a generator,
+    which the bus drops: its body would never run, on any seam, and nothing would say so.
+    Refused when registered (and as a watcher), as trio refuses one to ``start_soon``."""
+    bus = HookBus()
+    with pytest.raises(TypeError, match="called, not iterated"):
+        bus.on(seam, listener)
+    assert not bus.has_listeners(seam)
+    with pytest.raises(TypeError, match="called, not iterated"):
+        bus.watch(seam, typing.cast("Callable[[], None]", listener))
 
 
 class SyncObserver:

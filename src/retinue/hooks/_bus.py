@@ -136,10 +136,12 @@ class HookBus:
             ValueError: *name* is not a seam (a listener for it would never run);
                 or *agent* is a handle of another runtime's agent
                 (:meth:`scope_of`).
-            TypeError: *fn* is not callable, or an ``async def`` function (or an
-                object whose ``__call__`` is one) and *name* an emit seam, whose
-                listeners are called synchronously; or *agent*
-                is not an agent handle, an agent id or ``None``.
+            TypeError: *fn* is not callable; or a generator function (sync or
+                async, or an object whose ``__call__`` is one), whose body a call
+                would never run; or an ``async def`` function (or an object whose
+                ``__call__`` is one) and *name* an emit seam, whose listeners are
+                called synchronously; or *agent* is not an agent handle, an agent
+                id or ``None``.
             AgentDisposedError: *agent* is a disposed handle.
         """
         check_listener(name, fn)
@@ -207,8 +209,8 @@ class HookBus:
 
         Raises:
             ValueError: *name* is not a seam (*fn* would never be called again).
-            TypeError: *fn* is not callable, or is an ``async def`` function, or
-                returns a coroutine (closed unrun); a later call that returns one
+            TypeError: *fn* is not callable, or is a generator or an ``async def``
+                function, or returns a coroutine (closed unrun); a later call that returns one
                 is logged as a watcher's failure.
         """
         seam_mode(name)

@@ -84,6 +84,10 @@ def seam_mode(name: str) -> str:
 def check_callable(fn: object, what: str, *, synchronous: bool) -> None:
     if not callable(fn):
         raise TypeError(f"{what} must be callable, got {fn!r}")
+    if _is_generator(fn):
+        # Called, it only makes a generator, which the bus drops: the body would
+        # never run, and nothing would say so (trio refuses one to start_soon too).
+        raise TypeError(f"{what} are called, not iterated: {fn!r} is a generator function")
     if synchronous and _is_async(fn):
         raise TypeError(f"{what} are called synchronously: {fn!r} is async")
 
@@ -96,11 +100,24 @@ def _is_async(fn: object) -> bool:
     ``__call__`` is not. A sync function wrapping an async one is not: it may
     well start it in a nursery and return.
     """
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn = _unwrapped(fn)
     if inspect.iscoroutinefunction(fn):
         return True
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _is_generator(fn: object) -> bool:
+    """Whether *fn* is a generator function (``yield`` in a ``def`` or an ``async def``),
+    or an object whose ``__call__`` is one; through partials."""
+    fn = _unwrapped(fn)
+    called = fn if inspect.isroutine(fn) else type(fn).__call__
+    return inspect.isgeneratorfunction(called) or inspect.isasyncgenfunction(called)
+
+
+def _unwrapped(fn: object) -> object:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
 
 
 def check_listener(name: str, fn: Listener) -> None:
