@@ -197,6 +197,17 @@ def test_a_listener_that_is_not_callable_is_refused_when_registered() -> None:
         HookBus().on("agent/pre-step", "not callable")  # type: ignore[arg-type]
 
 
+def test_an_empty_agent_id_is_refused_as_a_scope() -> None:
+    """R6.5, R11.12: no agent's id is empty, so a listener scoped to ``agent=""`` would
+    never be heard; refused when registered, and nothing is left registered."""
+    bus = HookBus()
+    with pytest.raises(ValueError, match="names no agent"):
+        bus.on("agent/status", lambda *_: None, agent="")
+    with pytest.raises(ValueError, match="names no agent"):
+        bus.scope_of("")
+    assert not bus.has_listeners("agent/status")
+
+
 def test_hears_answers_for_one_scope_what_its_dispatch_would_reach() -> None:
     """R6.5: another agent's scoped listener is not heard by this agent; an unscoped one is."""
     bus = HookBus()

@@ -134,8 +134,8 @@ class HookBus:
 
         Raises:
             ValueError: *name* is not a seam (a listener for it would never run);
-                or *agent* is a handle of another runtime's agent
-                (:meth:`scope_of`).
+                or *agent* is a handle of another runtime's agent, or the
+                empty string (:meth:`scope_of`).
             TypeError: *fn* is not callable; or a generator function (sync or
                 async, or an object whose ``__call__`` is one), whose body a call
                 would never run; or an ``async def`` function (or an object whose
@@ -179,7 +179,8 @@ class HookBus:
             ValueError: *agent* is a handle of an agent that dispatches on
                 another bus (another runtime's, disposed or not): scoped by its
                 id here, what is registered would never hear it, would hear this
-                runtime's agent of that id, and would outlive its teardown.
+                runtime's agent of that id, and would outlive its teardown;
+                or *agent* is the empty string, which no agent's id is.
             AgentDisposedError: *agent* is a disposed handle.
         """
         bus_of = self._bus_of

@@ -78,14 +78,21 @@ def agent_scope(agent: object, foreign: Callable[[object], bool] | None = None) 
     which is refused: scoped by its id here, what is registered would never hear
     it, would hear an agent of the same id here instead, and would outlive its
     teardown. An id is taken as it is: it names an agent wherever it is used.
+    The empty string is refused: no agent has it (R11.12), so nothing scoped to
+    it would ever be heard.
 
     Raises:
         TypeError: *agent* is none of those.
-        ValueError: *agent* is a handle *foreign* tells apart, disposed or not.
+        ValueError: *agent* is a handle *foreign* tells apart, disposed or not;
+            or the empty string.
         AgentDisposedError: *agent* is a disposed handle; whatever is scoped to it
             would outlive its teardown and be heard by a later agent of that id.
     """
-    if agent is None or isinstance(agent, str):
+    if agent is None:
+        return None
+    if isinstance(agent, str):
+        if not agent:
+            raise ValueError("agent= '' names no agent: an agent id is never empty")
         return agent
     agent_id = getattr(agent, "id", None)
     if not isinstance(agent_id, str):
