@@ -69,7 +69,7 @@ def test_mailbox_clear_discards_both_fifos() -> None:
 
 
 def test_mailbox_requeue_moves_steering_behind_queued_prompts() -> None:
-    """R3.10: leftover steering joins the queued FIFO after what is already queued, in order."""
+    """R3.10: leftover steering joins the queued FIFO after the prompts queued before it, in order."""
     mailbox = Mailbox()
     mailbox.enqueue(item("q"))
     mailbox.steer(item("s1"))
@@ -77,6 +77,18 @@ def test_mailbox_requeue_moves_steering_behind_queued_prompts() -> None:
     mailbox.requeue_steering()
     assert not mailbox.has_steering
     assert texts(mailbox.drain_queued()) == ["q", "s1", "s2"]
+
+
+def test_mailbox_requeue_keeps_a_steer_before_a_prompt_sent_after_it() -> None:
+    """R3.4, R3.10: leftover steering rejoins the queued FIFO in arrival order across both
+    FIFOs: a steer made before a send stays before it, behind what was queued earlier."""
+    mailbox = Mailbox()
+    mailbox.enqueue(item("q1"))
+    mailbox.steer(item("s1"))
+    mailbox.enqueue(item("q2"))
+    mailbox.steer(item("s2"))
+    mailbox.requeue_steering()
+    assert texts(mailbox.drain_queued()) == ["q1", "s1", "q2", "s2"]
 
 
 async def test_mailbox_wait_returns_at_once_when_something_is_queued() -> None:

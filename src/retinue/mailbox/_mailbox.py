@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import deque
-from typing import Generic, TypeVar, final
+from operator import itemgetter
+from typing import Generic, TypeAlias, TypeVar, final
 
 import attrs
 import trio
@@ -13,6 +16,10 @@ from retinue._content import ContentBlock, MessageSource
 __all__ = ["Mailbox", "MailboxItem", "MailboxStatistics", "Ticket"]
 
 T = TypeVar("T")
+
+_Arrival: TypeAlias = tuple[int, "MailboxItem"]
+"""An item with its place in the order items reached the mailbox, across both FIFOs."""
+_arrival_number = itemgetter(0)
 
 
 @final
@@ -55,31 +62,34 @@ class MailboxStatistics:
 class Mailbox:
     """Two FIFOs; only one task (the agent's driver) ever waits on it."""
 
-    _queued: deque[MailboxItem] = attrs.field(factory=deque, init=False)
-    _steering: deque[MailboxItem] = attrs.field(factory=deque, init=False)
+    _queued: deque[_Arrival] = attrs.field(factory=deque, init=False)
+    _steering: deque[_Arrival] = attrs.field(factory=deque, init=False)
+    # Numbered as they arrive, so leftover steering rejoins the queued items in the
+    # order both were sent, not behind a prompt sent after it.
+    _arrivals: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
     # The parked driver, rescheduled directly: an Event per wait would cost one
     # object and its bookkeeping per turn, for a single waiter woken once.
     _waiter: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
 
     def enqueue(self, item: MailboxItem) -> None:
         """Append to the queued FIFO and wake the waiting driver (R3.2); never blocks."""
-        self._queued.append(item)
+        self._queued.append((next(self._arrivals), item))
         if self._waiter is not None:
             self.wake()
 
     def steer(self, item: MailboxItem) -> None:
         """Append to the steering FIFO without waking anyone (R3.3); never blocks."""
-        self._steering.append(item)
+        self._steering.append((next(self._arrivals), item))
 
     def drain_queued(self) -> list[MailboxItem]:
         """Return and remove every queued item, in arrival order (R3.4)."""
-        items = list(self._queued)
+        items = [item for _, item in self._queued]
         self._queued.clear()
         return items
 
     def drain_steering(self) -> list[MailboxItem]:
         """Return and remove every steering item, in arrival order (R3.4)."""
-        items = list(self._steering)
+        items = [item for _, item in self._steering]
         self._steering.clear()
         return items
 
@@ -94,10 +104,19 @@ class Mailbox:
         return bool(self._steering)
 
     def requeue_steering(self) -> None:
-        """Move leftover steering to the queued FIFO so it starts the next turn (R3.10)."""
-        if self._steering:
-            self._queued.extend(self._steering)
-            self._steering.clear()
+        """Move leftover steering to the queued FIFO so it starts the next turn (R3.10).
+
+        Merged in arrival order: a steer made before a send stays before it.
+        """
+        steering = self._steering
+        if not steering:
+            return
+        queued = self._queued
+        if not queued or queued[-1][0] < steering[0][0]:
+            queued.extend(steering)  # the usual case: every queued item came first
+        else:
+            self._queued = deque(heapq.merge(queued, steering, key=_arrival_number))
+        steering.clear()
 
     def clear(self) -> None:
         """Discard both FIFOs without delivering (R3.6)."""
