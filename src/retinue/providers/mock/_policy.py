@@ -121,6 +121,9 @@ def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ..
 
 
 def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:
+    # One kind given as a str was taken for its letters, refused as the kind "s".
+    if collection_error(kinds) is not None:
+        raise TypeError(f"FaultPolicy.kinds must be a collection of fault kinds, not {kinds!r}")
     return tuple(kinds)
 
 
