@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from retinue.providers.mock import FaultPolicy
+from retinue.providers.mock import FaultPolicy, MockReply, RawReply, ReplayPolicy
 
 
 @pytest.mark.parametrize("kinds", ["stall", None, 5])
@@ -22,3 +22,20 @@ def test_fault_policy_kinds_not_a_collection_is_type_error(kinds: object) -> Non
 def test_fault_policy_one_kind_in_a_tuple_is_taken() -> None:
     """The kind in a collection is taken as itself."""
     assert FaultPolicy(kinds=("stall",)).kinds == ("stall",)
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [[1], [MockReply("hi")], "recorded", None],
+    ids=["number", "mock-reply", "str", "none"],
+)
+def test_replay_policy_replies_not_raw_replies_is_type_error(replies: object) -> None:
+    """Replies that are not RawReply values (or no collection) are refused when built."""
+    with pytest.raises(TypeError, match=r"ReplayPolicy\.replies must be RawReply values"):
+        ReplayPolicy(replies)  # type: ignore[arg-type]
+
+
+def test_replay_policy_recorded_reply_is_taken() -> None:
+    """A recorded reply is taken as itself."""
+    raw = RawReply(200, (("content-type", "application/json"),), b"{}")
+    assert ReplayPolicy([raw]).replies == (raw,)

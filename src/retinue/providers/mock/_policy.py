@@ -190,7 +190,14 @@ def load_exchange(path: str | Path) -> dict[str, object]:
 
 
 def _raw_tuple(replies: Iterable[RawReply]) -> tuple[RawReply, ...]:
-    return tuple(replies)
+    # Checked when built: served, another object failed its request with a 500.
+    if collection_error(replies) is not None:
+        raise TypeError(f"ReplayPolicy.replies must be RawReply values, not {replies!r}")
+    found = tuple(replies)
+    for reply in found:
+        if not isinstance(reply, RawReply):
+            raise TypeError(f"ReplayPolicy.replies must be RawReply values, not {reply!r}")
+    return found
 
 
 @final
