@@ -124,7 +124,7 @@ def _check_event(api: str, payload: dict[str, Any]) -> None:
         _check_error(api, payload)
     elif api == "chat":
         ChatCompletionChunk.model_validate(payload, strict=True)
-    else:
+    elif payload["type"] != "ping":  # the SDK skips a ping before reading it as an event
         MESSAGES_EVENTS[payload["type"]].model_validate(payload, strict=True)
 
 

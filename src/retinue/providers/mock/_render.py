@@ -113,7 +113,7 @@ def stream_error_event(api: Api, sent: int) -> bytes:
 
 def _first_text_delta(call: MockCall) -> int:
     """Where the first text delta sits in a one-chunk text stream of *call*'s API."""
-    return {"chat": 1, "responses": 4, "messages": 2}[call.api]
+    return {"chat": 1, "responses": 4, "messages": 3}[call.api]
 
 
 def endless_prologue(call: MockCall) -> list[bytes]:

@@ -19,6 +19,8 @@ from ._values import MockCall, MockReply
 __all__ = ["anthropic_message", "anthropic_stream", "anthropic_text_delta"]
 
 
+_PING = sse_event({"type": "ping"}, "ping")
+
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
 
@@ -139,6 +141,9 @@ def anthropic_stream(call: MockCall, reply: MockReply) -> list[bytes]:
     raw = _raw_arguments(reply, len(blocks))
     for index, block in enumerate(blocks):
         events += _anthropic_block_events(index, block, reply.chunks, raw[index])
+    # The API pings once a stream has begun, after its first block starts (or the
+    # message, with no block), as every recorded stream shows: a client must skip it.
+    events.insert(2 if blocks else 1, _PING)
     delta = {"stop_reason": final["stop_reason"], "stop_sequence": None}
     events.append(
         sse_event(
