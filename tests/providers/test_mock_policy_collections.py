@@ -1,4 +1,4 @@
-"""A policy given a collection of the wrong shape refuses it when built, naming the field.
+"""A policy given a collection (or a flag) of the wrong shape refuses it when built, naming the field.
 
 A fault kind given alone was taken for its letters and refused as the kind
 ``s``; a replay of values that are no recorded replies failed each request
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from retinue.providers.mock import FaultPolicy, MockReply, RawReply, ReplayPolicy
+from retinue.providers.mock import FaultPolicy, MockReply, RawReply, ReplayPolicy, ScriptedPolicy
 
 
 @pytest.mark.parametrize("kinds", ["stall", None, 5])
@@ -39,3 +39,10 @@ def test_replay_policy_recorded_reply_is_taken() -> None:
     """A recorded reply is taken as itself."""
     raw = RawReply(200, (("content-type", "application/json"),), b"{}")
     assert ReplayPolicy([raw]).replies == (raw,)
+
+
+@pytest.mark.parametrize("cycle", ["no", 1, None])
+def test_scripted_policy_cycle_not_a_bool_is_type_error(cycle: object) -> None:
+    """A cycle flag that is no bool is refused, where a truthy one cycled the script."""
+    with pytest.raises(TypeError, match=r"ScriptedPolicy\.cycle must be a bool"):
+        ScriptedPolicy([MockReply("hi")], cycle=cycle)  # type: ignore[arg-type]

@@ -148,13 +148,19 @@ def _valid_kinds(_policy: object, _attribute: object, kinds: tuple[FaultKind, ..
         check_fault_kind(kind)
 
 
+def _flag(policy: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    # A truthy non-bool (cycle="no") silently cycled the script.
+    if not isinstance(value, bool):
+        raise TypeError(f"{type(policy).__name__}.{attribute.name} must be a bool, not {value!r}")
+
+
 @final
 @attrs.define(eq=False)
 class ScriptedPolicy:
     """Answers calls with the given responses in order; cycles when ``cycle`` is set."""
 
     responses: tuple[MockResponse, ...] = attrs.field(converter=_response_tuple)
-    cycle: bool = False
+    cycle: bool = attrs.field(default=False, validator=_flag)
     _position: int = attrs.field(default=0, init=False)
 
     def __call__(self, _call: MockCall) -> MockResponse:
