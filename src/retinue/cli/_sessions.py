@@ -44,6 +44,7 @@ from retinue.stores._common import check_version, parse_header, refuse_nul
 from retinue.stores._writebehind import BufferedStore
 
 from ._output import complain, discard_stdout, printable
+from ._overwrite import refuse_store_overwrite
 from ._passwords import without_passwords
 
 __all__ = [
@@ -162,7 +163,8 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         description="Write a session as JSONL. Stored records a load would discard as a "
         "torn tail are left out: the events before them are written, the torn tail is "
         "noted on stderr, and the status is then 1. A JSONL file's last line not yet "
-        "ended is left out unnoted: a live writer may still be writing it.",
+        "ended is left out unnoted: a live writer may still be writing it. An --output "
+        "that is the store's own file, or lies in its directory, is refused.",
     )
     export.add_argument("id")
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
@@ -189,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
         read_only = args.sessions_command in _READ_ONLY
         if read_only:
             _check_exists(spec)
+        if args.sessions_command == "export" and args.output:
+            refuse_store_overwrite(*parse_store_spec(spec), args.output)
         store = open_store(spec, create=not read_only)
         return int(trio.run(command, store, args))
     except BrokenPipeError:

@@ -1,0 +1,44 @@
+"""Keep ``sessions export --output`` from writing over the store it reads."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+__all__ = ["refuse_store_overwrite"]
+
+_SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+"""The files of a SQLite database: itself and those its journal modes keep beside it."""
+
+
+def refuse_store_overwrite(kind: str, location: str, output: str) -> None:
+    """Refuse an *output* file that is the file store's own, or lies in its directory.
+
+    Written, the export replaced a SQLite database with JSONL, or a JSONL log with
+    another session's, so a command that only reads destroyed what it read.
+
+    Raises:
+        argparse.ArgumentTypeError: *output* names the store's database (or a file of
+            its journal) or a file inside its JSONL directory.
+    """
+    target = Path(os.path.realpath(output))
+    if kind == "sqlite":
+        if any(_same_file(target, Path(location + suffix)) for suffix in _SQLITE_COMPANIONS):
+            raise argparse.ArgumentTypeError(
+                f"--output {output!r} is the sqlite store {location!r} itself"
+            )
+    elif kind == "jsonl" and target.is_relative_to(os.path.realpath(location)):
+        raise argparse.ArgumentTypeError(
+            f"--output {output!r} lies inside the jsonl store {location!r}"
+        )
+
+
+def _same_file(target: Path, store_file: Path) -> bool:
+    """Whether *target* is *store_file*: by path, or a hard link to it."""
+    if target == Path(os.path.realpath(store_file)):
+        return True
+    try:
+        return target.samefile(store_file)
+    except OSError:  # either one does not exist
+        return False
