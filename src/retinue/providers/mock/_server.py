@@ -289,8 +289,36 @@ class _Connection:
         self._api = api_for(target) or "chat"
         headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in head.headers}
         method = head.method.decode("latin-1")
-        outgoing = await self._server.handle(method, target, headers, body)
-        return await self._write(outgoing)
+        outgoing = await self._answer(method, target, headers, body)
+        return outgoing is not None and await self._write(outgoing)
+
+    async def _answer(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | None
+    ) -> Outgoing | None:
+        """The server's answer; ``None`` once the client closed the connection waiting for it.
+
+        Nothing else reads the socket while the policy's latency runs: a client that
+        gave up would hold its connection, and this task, until the latency ended
+        (``math.inf``: until the server closed).
+        """
+        latency = self._server.timing.latency
+        if not callable(latency) and latency == 0:  # answered at once: no wait to watch
+            return await self._server.handle(method, target, headers, body)
+        answer: Outgoing | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._cancel_on_close, nursery.cancel_scope)
+            answer = await self._server.handle(method, target, headers, body)
+            nursery.cancel_scope.cancel()
+        return answer
+
+    async def _cancel_on_close(self, waiting: trio.CancelScope) -> None:
+        """Cancel *waiting* when the client closes; what it sends instead (its next
+        request, pipelined) is kept for the next exchange."""
+        data = await _receive(self._stream)
+        if data:
+            self._h11.receive_data(data)
+        else:
+            waiting.cancel()
 
     async def _read_request(self) -> tuple[h11.Request, bytes | None] | None:
         await trio.lowlevel.checkpoint()

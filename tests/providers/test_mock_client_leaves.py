@@ -1,0 +1,62 @@
+"""A client that closes its connection while the mock waits out a latency ends that wait.
+
+Nothing read the socket then, so the server held the connection, and its
+task, until the latency ended: ``math.inf`` held them until it closed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+import trio
+
+from retinue.providers.mock import MockServer, Timing, open_mock_server
+
+from ._mock_server_kit import REAL_DEADLINE
+
+BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nhost: mock\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\n\r\n" % len(BODY) + BODY
+)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Poll the server's statistics (a snapshot, on the real clock) until *condition* holds."""
+    while not condition():  # noqa: ASYNC110 - statistics() is a snapshot, not an event
+        await trio.sleep(0.01)
+
+
+async def _send_and_leave(server: MockServer) -> None:
+    host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
+    stream = await trio.open_tcp_stream(host, int(port))
+    await stream.send_all(REQUEST)
+    await _until(lambda: server.statistics().requests > 0)
+    await stream.aclose()
+
+
+async def test_client_leaving_during_an_endless_latency_closes_its_connection() -> None:
+    """The connection closes once its client has gone, though the latency never ends."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(timing=Timing(latency=math.inf)) as server:
+            await _send_and_leave(server)
+            await _until(lambda: server.statistics().connections_open == 0)
+            assert server.statistics().connections_total == 1
+
+
+async def test_pipelined_requests_during_a_latency_are_both_answered() -> None:
+    """A second request sent while the first waits is kept and answered after it."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(timing=Timing(latency=0.05)) as server:
+            host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(REQUEST)
+            await _until(lambda: server.statistics().requests > 0)
+            await stream.send_all(REQUEST)
+            received = b""
+            while received.count(b"HTTP/1.1 200") < 2 or not received.endswith(b"}"):
+                received += await stream.receive_some(65536)
+            await stream.aclose()
+    assert received.count(b"HTTP/1.1 200") == 2
