@@ -80,3 +80,20 @@ def test_export_beside_the_store_is_written(
         encoding="utf-8"
     )
     capsys.readouterr()
+
+
+def test_export_onto_a_link_to_a_jsonl_session_file_is_refused(
+    tmp_path: Path, exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hard link to one of the JSONL store's session files is that file: refused, and
+    the stored session is left as it was."""
+    store = tmp_path / "sessions"
+    _stored(f"jsonl:{store}", exported)
+    (stored,) = store.rglob("*.jsonl")
+    before = stored.read_bytes()
+    link = tmp_path / "link.jsonl"
+    os.link(stored, link)
+    capsys.readouterr()
+    assert _export(f"jsonl:{store}", link) == 1
+    assert "jsonl store" in capsys.readouterr().err
+    assert stored.read_bytes() == before

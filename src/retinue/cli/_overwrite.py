@@ -28,10 +28,19 @@ def refuse_store_overwrite(kind: str, location: str, output: str) -> None:
             raise argparse.ArgumentTypeError(
                 f"--output {output!r} is the sqlite store {location!r} itself"
             )
-    elif kind == "jsonl" and target.is_relative_to(os.path.realpath(location)):
+    elif kind == "jsonl" and (
+        target.is_relative_to(os.path.realpath(location))
+        or any(_same_file(target, log) for log in _session_files(target, location))
+    ):
         raise argparse.ArgumentTypeError(
-            f"--output {output!r} lies inside the jsonl store {location!r}"
+            f"--output {output!r} lies inside the jsonl store {location!r} (or is a link to "
+            "one of its files)"
         )
+
+
+def _session_files(target: Path, location: str) -> list[Path]:
+    """The JSONL store's session files, when *target* exists to be a hard link to one."""
+    return list(Path(location).rglob("*.jsonl")) if target.exists() else []
 
 
 def _same_file(target: Path, store_file: Path) -> bool:
