@@ -60,3 +60,18 @@ async def test_pipelined_requests_during_a_latency_are_both_answered() -> None:
                 received += await stream.receive_some(65536)
             await stream.aclose()
     assert received.count(b"HTTP/1.1 200") == 2
+
+
+async def test_client_leaving_after_sending_more_during_a_latency_closes_its_connection() -> None:
+    """What the client sends while it waits (its next request, or a byte of one) is kept,
+    and its leaving after that is still noticed."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(timing=Timing(latency=math.inf)) as server:
+            host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(REQUEST)
+            await _until(lambda: server.statistics().requests > 0)
+            await stream.send_all(REQUEST[:1])
+            await trio.sleep(0.05)
+            await stream.aclose()
+            await _until(lambda: server.statistics().connections_open == 0)

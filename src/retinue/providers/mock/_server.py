@@ -312,13 +312,12 @@ class _Connection:
         return answer
 
     async def _cancel_on_close(self, waiting: trio.CancelScope) -> None:
-        """Cancel *waiting* when the client closes; what it sends instead (its next
-        request, pipelined) is kept for the next exchange."""
-        data = await _receive(self._stream)
-        if data:
+        """Cancel *waiting* when the client closes; what it sends meanwhile (its next
+        request, pipelined) is kept for the next exchange. A client that shuts only
+        its sending side is taken as gone: TCP tells the two apart no other way."""
+        while data := await _receive(self._stream):
             self._h11.receive_data(data)
-        else:
-            waiting.cancel()
+        waiting.cancel()
 
     async def _read_request(self) -> tuple[h11.Request, bytes | None] | None:
         await trio.lowlevel.checkpoint()
