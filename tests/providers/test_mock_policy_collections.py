@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from retinue.providers.mock import FaultPolicy, MockReply, RawReply, ReplayPolicy, ScriptedPolicy
+from retinue.providers.mock import (
+    FAULT_KINDS,
+    FaultKind,
+    FaultPolicy,
+    MockReply,
+    RawReply,
+    ReplayPolicy,
+    ScriptedPolicy,
+)
 
 
 @pytest.mark.parametrize("kinds", ["stall", None, 5])
@@ -22,6 +30,13 @@ def test_fault_policy_kinds_not_a_collection_is_type_error(kinds: object) -> Non
 def test_fault_policy_one_kind_in_a_tuple_is_taken() -> None:
     """The kind in a collection is taken as itself."""
     assert FaultPolicy(kinds=("stall",)).kinds == ("stall",)
+
+
+def test_fault_policy_kinds_given_as_a_set_keep_one_order_whatever_the_hashes() -> None:
+    """A set's kinds are taken in the order of FAULT_KINDS, so a seed draws the same kinds
+    in every process (a set's own order follows the process's str hashes)."""
+    kinds: set[FaultKind] = {"stall", "rate_limit", "overloaded"}
+    assert FaultPolicy(kinds=kinds).kinds == tuple(k for k in FAULT_KINDS if k in kinds)
 
 
 @pytest.mark.parametrize(

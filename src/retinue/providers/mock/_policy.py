@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from pathlib import Path
 from typing import TypeAlias, final
 
@@ -124,6 +124,10 @@ def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:
     # One kind given as a str was taken for its letters, refused as the kind "s".
     if collection_error(kinds) is not None:
         raise TypeError(f"FaultPolicy.kinds must be a collection of fault kinds, not {kinds!r}")
+    if isinstance(kinds, AbstractSet):
+        # A set's order follows the str hashes of the process: the seeded draws would not.
+        known = tuple(kind for kind in FAULT_KINDS if kind in kinds)
+        return known + tuple(kind for kind in kinds if kind not in FAULT_KINDS)  # refused next
     return tuple(kinds)
 
 
