@@ -23,6 +23,7 @@ __all__ = [
     "check_token_count",
     "check_tool_call_count",
     "header_pairs",
+    "instances",
 ]
 
 
@@ -105,3 +106,21 @@ def header_pairs(headers: Iterable[object], where: str) -> tuple[tuple[str, str]
             raise TypeError(f"{where} must be (name, value) pairs of str, not {pair!r}")
         pairs.append((pair[0], pair[1]))
     return tuple(pairs)
+
+
+def instances(
+    values: Iterable[Any], kinds: type | tuple[type, ...], where: str, what: str
+) -> tuple[Any, ...]:
+    """*values*, a collection of *kinds* instances, as a tuple, however given.
+
+    Raises:
+        TypeError: *values* is no collection (a str is none), or holds another
+            value: "*where* must be *what*", naming the value.
+    """
+    if collection_error(values) is not None:
+        raise TypeError(f"{where} must be {what}, not {values!r}")
+    found = tuple(values)
+    for value in found:
+        if not isinstance(value, kinds):
+            raise TypeError(f"{where} must be {what}, not {value!r}")
+    return found

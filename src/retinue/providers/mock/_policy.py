@@ -12,7 +12,7 @@ import attrs
 from retinue._checks import collection_error, needs_an_instance
 
 from ._examples import WORDS, example_arguments
-from ._fields import check_chunks, check_pause, check_tool_call_count
+from ._fields import check_chunks, check_pause, check_tool_call_count, instances
 from ._render import JSON_HEADERS, error_body
 from ._values import (
     FAULT_KINDS,
@@ -108,16 +108,12 @@ class EchoPolicy:
 
 def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ...]:
     # Checked when built: served, another object failed its request with a 500.
-    if collection_error(responses) is not None:
-        raise TypeError(f"ScriptedPolicy.responses must be mock responses, not {responses!r}")
-    found = tuple(responses)
-    for response in found:
-        if not isinstance(response, MockReply | RawReply | Fault | Endless):
-            raise TypeError(
-                "ScriptedPolicy.responses must be MockReply, RawReply, Fault or Endless "
-                f"values, not {response!r}"
-            )
-    return found
+    return instances(
+        responses,
+        (MockReply, RawReply, Fault, Endless),
+        "ScriptedPolicy.responses",
+        "MockReply, RawReply, Fault or Endless values",
+    )
 
 
 def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:
@@ -201,13 +197,7 @@ def load_exchange(path: str | Path) -> dict[str, object]:
 
 def _raw_tuple(replies: Iterable[RawReply]) -> tuple[RawReply, ...]:
     # Checked when built: served, another object failed its request with a 500.
-    if collection_error(replies) is not None:
-        raise TypeError(f"ReplayPolicy.replies must be RawReply values, not {replies!r}")
-    found = tuple(replies)
-    for reply in found:
-        if not isinstance(reply, RawReply):
-            raise TypeError(f"ReplayPolicy.replies must be RawReply values, not {reply!r}")
-    return found
+    return instances(replies, RawReply, "ReplayPolicy.replies", "RawReply values")
 
 
 @final

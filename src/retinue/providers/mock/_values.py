@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeAlias, final
 
 import attrs
 
-from retinue._checks import collection_error, finite_number_error, needs_an_instance
+from retinue._checks import finite_number_error, needs_an_instance
 
 from ._asks import ToolChoice, output_limit, parallel_calls, tool_choice
 from ._fields import (
@@ -22,6 +22,7 @@ from ._fields import (
     check_str,
     check_token_count,
     header_pairs,
+    instances,
 )
 
 __all__ = [
@@ -268,13 +269,7 @@ class MockToolCall:
 
 def _calls(calls: Iterable[MockToolCall]) -> tuple[MockToolCall, ...]:
     """A reply's calls as a tuple, however given: the reply stays hashable and unchanged."""
-    if collection_error(calls) is not None:
-        raise TypeError(f"MockReply.tool_calls must be MockToolCalls, not {calls!r}")
-    found = tuple(calls)
-    for call in found:
-        if not isinstance(call, MockToolCall):
-            raise TypeError(f"MockReply.tool_calls must be MockToolCalls, not {call!r}")
-    return found
+    return instances(calls, MockToolCall, "MockReply.tool_calls", "MockToolCalls")
 
 
 @final
