@@ -353,28 +353,34 @@ def test_admission_limits_take_only_an_int_as_a_concurrency_limit(count: object)
         AdmissionLimits(max_concurrent=count)  # type: ignore[arg-type]
 
 
+async def _cut_from(admission: AdmissionController, in_flight: int) -> None:
+    """*in_flight* calls at once, each answered by a 429: one cut, from *in_flight*."""
+    release = trio.Event()
+
+    async def held() -> None:
+        # Leaving with an error, as a managed attempt that got its 429 does.
+        with contextlib.suppress(RuntimeError):
+            async with admission.admit(provider="p", model="m"):
+                await release.wait()
+                admission.rate_limited("p", "m", 0.1)
+                raise RuntimeError("429")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(in_flight):
+            nursery.start_soon(held)
+        await trio.sleep(1)
+        assert admission.statistics().in_flight == in_flight
+        release.set()
+    await trio.sleep(1)  # past the pause
+
+
 async def test_admission_burst_of_429s_halves_the_limit_once(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     """Every in-flight request of a burst gets its 429: one congestion event, one halving."""
     admission = AdmissionController(AdmissionLimits(max_concurrent=64))
-    throttled = trio.Event()
-
-    async def rate_limited() -> None:
-        # Leaving with an error, as a managed attempt that got its 429 does.
-        with contextlib.suppress(RuntimeError):
-            async with admission.admit(provider="p", model="m"):
-                await throttled.wait()
-                admission.rate_limited("p", "m", 1.0)
-                raise RuntimeError("429")
-
     with trio.fail_after(100):
-        async with trio.open_nursery() as nursery:
-            for _ in range(64):
-                nursery.start_soon(rate_limited)
-            await trio.sleep(1)
-            assert admission.statistics().in_flight == 64
-            throttled.set()
+        await _cut_from(admission, 64)
     lane = admission.statistics().lanes[0]
     assert (lane.throttled, lane.concurrency_limit) == (64, 32.0)
 
@@ -508,26 +514,6 @@ async def _round_of_successes(admission: AdmissionController) -> float:
         async with admission.admit(provider="p", model="m"):
             await trio.sleep(0.1)
     return admission.statistics().lanes[0].concurrency_limit
-
-
-async def _cut_from(admission: AdmissionController, in_flight: int) -> None:
-    """*in_flight* calls at once, each answered by a 429: one cut, from *in_flight*."""
-    release = trio.Event()
-
-    async def held() -> None:
-        # Leaving with an error, as a managed attempt that got its 429 does.
-        with contextlib.suppress(RuntimeError):
-            async with admission.admit(provider="p", model="m"):
-                await release.wait()
-                admission.rate_limited("p", "m", 0.1)
-                raise RuntimeError("429")
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(in_flight):
-            nursery.start_soon(held)
-        await trio.sleep(1)
-        release.set()
-    await trio.sleep(1)  # past the pause
 
 
 async def test_a_cut_limit_grows_back_within_a_few_rounds_then_faster_past_it(

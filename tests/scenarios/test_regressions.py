@@ -281,10 +281,12 @@ async def test_steering_from_turn_end_observer_becomes_the_next_turn(
         assert of_type(events, "steering/message") == []
 
 
+@pytest.mark.parametrize("sent_after", [(), ("then do this",)], ids=["alone", "then-a-send"])
 async def test_steering_queued_during_a_failed_step_is_redelivered_as_the_next_turn(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, sent_after: tuple[str, ...]
 ) -> None:
-    """T-X3 / R3.12, R3.10: steering that arrived in a step which then failed becomes the next turn's prompt."""
+    """T-X3 / R3.12, R3.10, R3.8: steering that arrived in a step which then failed becomes
+    the next turn's prompt, before a prompt sent after it (not behind it)."""
     model = ScriptedModel(
         [FinishWithError("overloaded", "OVERLOADED", delay=5), Reply("recovered")]
     )
@@ -293,30 +295,13 @@ async def test_steering_queued_during_a_failed_step_is_redelivered_as_the_next_t
         agent.send("go")
         await trio.sleep(1)
         agent.steer("are you there?")
+        await trio.sleep(1)
+        for text in sent_after:
+            agent.send(text)
         events = await idle_events(agent)
         assert turn_ends(events) == ["error", "completed"]
-        assert user_texts(events) == ["go", "are you there?"]
+        assert user_texts(events) == ["go", "are you there?", *sent_after]
         assert of_type(events, "steering/message") == []
-
-
-async def test_a_steer_stranded_by_a_failed_step_stays_before_a_prompt_sent_after_it(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R3.10, R3.12, R3.8: the next turn takes a steer the failed step left and a prompt sent
-    after it in the order they were sent, not the prompt first."""
-    model = ScriptedModel(
-        [FinishWithError("overloaded", "OVERLOADED", delay=5), Reply("recovered")]
-    )
-    async with runtime(model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        agent.send("go")
-        await trio.sleep(1)
-        agent.steer("are you there?")
-        await trio.sleep(1)
-        agent.send("then do this")
-        events = await idle_events(agent)
-        assert turn_ends(events) == ["error", "completed"]
-        assert user_texts(events) == ["go", "are you there?", "then do this"]
 
 
 # -- T-X4 --------------------------------------------------------------------------------
