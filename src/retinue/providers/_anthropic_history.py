@@ -28,7 +28,7 @@ from ._replay import (
 )
 from ._settled import Point, Settled, keep_settled, take_settled
 
-__all__ = ["EMPTY_ERROR_TEXT", "anthropic_messages", "anthropic_transcript"]
+__all__ = ["EMPTY_ERROR_TEXT", "anthropic_transcript"]
 
 JsonObject = dict[str, object]
 EMPTY_ERROR_TEXT = "(the tool failed without a message)"
@@ -139,8 +139,9 @@ def _seal_user_turns(turns: list[JsonObject]) -> None:
                 content.append({"type": "text", "text": EMPTY_TURN_TEXT})
 
 
-def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
-    """Map SPEC messages to Anthropic ``messages``.
+def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject], list[str]]:
+    """Map SPEC messages to Anthropic ``messages``, and the text of each system message
+    (sent in the body's ``system``).
 
     Consecutive messages of one role merge into one turn (roles must
     alternate); in each user turn the ``tool_result`` blocks come first, as
@@ -152,12 +153,6 @@ def anthropic_messages(messages: Sequence[Message]) -> list[JsonObject]:
     stands before an assistant turn that would start the transcript and
     after one that would end it: the transcript neither starts nor ends on
     the assistant's side.
-    """
-    return anthropic_transcript(messages)[0]
-
-
-def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject], list[str]]:
-    """The turns :func:`anthropic_messages` describes, and the text of each system message.
 
     Of a session's history only the messages since the last user message
     that began a turn after a kept assistant turn are mapped: later messages

@@ -25,7 +25,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._anthropic_history import anthropic_messages, anthropic_transcript
+from ._anthropic_history import anthropic_transcript
 from ._blocks import (
     BlockTable,
     arguments_text,
@@ -44,7 +44,6 @@ from ._sse import SseEvent
 __all__ = [
     "AnthropicStreamDecoder",
     "anthropic_finish",
-    "anthropic_messages",
     "anthropic_request_body",
     "anthropic_usage",
     "no_room_beside_thinking",

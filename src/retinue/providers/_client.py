@@ -12,7 +12,7 @@ import trio
 
 from ._failures import ProviderError
 
-__all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_encodable"]
+__all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_json"]
 
 CLOSE_SECONDS = 1.0
 """How long closing an adapter may hold off a cancellation."""
@@ -47,7 +47,7 @@ def json_body(body: dict[str, object]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-async def post_encodable(
+async def post_json(
     post: Callable[[bytes], Awaitable[httpx2.Response]],
     body: dict[str, object],
     provider: str,

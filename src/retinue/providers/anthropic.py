@@ -26,7 +26,7 @@ from ._anthropic_wire import (
     anthropic_request_body,
     no_room_beside_thinking,
 )
-from ._client import ClientOwner, post_encodable
+from ._client import ClientOwner, post_json
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
@@ -231,7 +231,7 @@ class AnthropicModel(ClientOwner):
         headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
         if session_id is not None:
             headers[SHARD_HEADER] = shard_key(session_id)
-        return await post_encodable(lambda sent: self._post(sent, headers), body, self.provider)
+        return await post_json(lambda sent: self._post(sent, headers), body, self.provider)
 
     async def _post(self, content: bytes, headers: dict[str, str]) -> httpx2.Response:
         try:

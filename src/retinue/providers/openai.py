@@ -18,7 +18,7 @@ import openai
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
-from ._client import ClientOwner, post_encodable
+from ._client import ClientOwner, post_json
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
 from ._http import (
@@ -266,9 +266,7 @@ class OpenAIModel(ClientOwner):
         headers = {"X-Stainless-Raw-Response": "stream", "Accept": "text/event-stream"}
         if session_id is not None:
             headers[SHARD_HEADER] = shard_key(session_id)
-        return await post_encodable(
-            lambda sent: self._post(path, sent, headers), body, self.provider
-        )
+        return await post_json(lambda sent: self._post(path, sent, headers), body, self.provider)
 
     async def _post(self, path: str, content: bytes, headers: dict[str, str]) -> httpx2.Response:
         try:
