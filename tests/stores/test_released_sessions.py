@@ -32,6 +32,17 @@ def _full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+async def _detach_on_a_full_disk(
+    store: BufferedStore, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Detach *session* while every write fails for a full disk: the detach fails, and
+    releases the session with what it buffered."""
+    monkeypatch.setattr(store._backend, "write", _full_disk)
+    with pytest.raises(StoreError, match="No space left"):
+        await store.detach(session)
+    monkeypatch.undo()
+
+
 async def _released(
     store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
 ) -> Session:
@@ -41,10 +52,7 @@ async def _released(
     run_turn(session, "stored")
     await store.flush(session)
     run_turn(session, "buffered")
-    monkeypatch.setattr(store._backend, "write", _full_disk)
-    with pytest.raises(StoreError, match="No space left"):
-        await store.detach(session)
-    monkeypatch.undo()
+    await _detach_on_a_full_disk(store, session, monkeypatch)
     return session
 
 
@@ -56,10 +64,7 @@ async def _released_create(
     session = Session.create(session_id)
     store.attach_new(session)
     run_turn(session, "never stored")
-    monkeypatch.setattr(store._backend, "write", _full_disk)
-    with pytest.raises(StoreError, match="No space left"):
-        await store.detach(session)
-    monkeypatch.undo()
+    await _detach_on_a_full_disk(store, session, monkeypatch)
     return session
 
 
@@ -399,7 +404,4 @@ async def _release_with_the_create_answer_lost(
     with pytest.raises(StoreError, match="Connection reset"):
         await store.flush(session)
     run_turn(session, "buffered")
-    monkeypatch.setattr(store._backend, "write", _full_disk)
-    with pytest.raises(StoreError, match="No space left"):
-        await store.detach(session)
-    monkeypatch.undo()
+    await _detach_on_a_full_disk(store, session, monkeypatch)
