@@ -69,15 +69,16 @@ def test_a_built_in_event_between_turns_is_refused(kind: str, make: Callable[[],
     assert (len(session.events), heard) == (logged, [])
 
 
-def test_a_seed_with_a_header_between_turns_does_not_load() -> None:
+@pytest.mark.parametrize("kind", list(OUTSIDE))
+def test_a_seed_with_a_built_in_event_between_turns_does_not_load(kind: str) -> None:
     """R4.13, R4.24: a seed is validated like appends; the refusal names the seq."""
     events = list(_after_one_turn().events)
-    events.append(Event(len(events), 0, HEADER))
+    events.append(Event(len(events), 0, OUTSIDE[kind]))
     with pytest.raises(SessionError) as caught:
         Session.from_events(SessionHeader("r", 0), events)
     assert (caught.value.code, str(caught.value)) == (
         "NO_OPEN_TURN",
-        f"event seq {len(events) - 1} (request/header): request/header appended outside a turn",
+        f"event seq {len(events) - 1} ({kind}): {kind} appended outside a turn",
     )
 
 
