@@ -13,6 +13,7 @@ from retinue._stream import StreamChunk
 
 from ._blocks import loads_event, malformed
 from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError, status_error
+from ._pairs import PairedDeltas
 from ._sse import SseDecoder, SseEvent
 
 __all__ = [
@@ -317,6 +318,7 @@ async def decode_response(
             yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back
         return  # noqa: ASYNC911 - the body read was the checkpoint
     sse = SseDecoder()
+    pairs = PairedDeltas()
     body = response.aiter_bytes()
     complete = False
     events = 0
@@ -327,7 +329,7 @@ async def decode_response(
             except ProviderConnectionError as exc:
                 raise _cut(exc, provider, sse) from exc.__cause__
             except StopAsyncIteration:
-                for chunk in _feed_tail(decoder, sse, provider, events + 1):
+                for chunk in pairs.whole(_feed_tail(decoder, sse, provider, events + 1)):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 break
             dispatched = sse.feed(data)
@@ -335,11 +337,11 @@ async def decode_response(
                 raise _overlong(f"{provider} stream, event {events + len(dispatched) + 1}")
             for event in dispatched:
                 events += 1
-                for chunk in _feed(decoder, event, provider, events):
+                for chunk in pairs.whole(_feed(decoder, event, provider, events)):
                     yield chunk  # noqa: ASYNC911 - chunks of one read go out back to back
                 if _finished(decoder):
                     break
-        closing = _close(decoder, sse, provider)
+        closing = [*pairs.whole(_close(decoder, sse, provider)), *pairs.rest()]
         complete = True
         for chunk in closing:
             yield chunk  # noqa: ASYNC911 - the closing chunks go out back to back
