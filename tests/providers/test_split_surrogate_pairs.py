@@ -123,3 +123,58 @@ async def test_a_half_whose_pair_never_came_still_reaches_the_deltas(api: str) -
         collected = await serve_once(api, bodies[api])
     assert "".join(_texts(collected.chunks)) == "a" + HIGH
     assert collected.message.content == (Text("a" + HIGH),)
+
+
+def _responses_counted_from_one(complete: dict[str, Any]) -> bytes:
+    """Deltas whose ``content_index`` counts from 1, an emoji split between them, then
+    *complete*: the part or item as the API sends it whole, counted from 0."""
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "output_index": 0, "item": message},
+        *(
+            {
+                "type": "response.output_text.delta",
+                "output_index": 0,
+                "content_index": 1,
+                "delta": d,
+            }
+            for d in ("smile " + HIGH, LOW + "!")
+        ),
+        complete,
+        {"type": "response.completed", "response": {"status": "completed"}},
+    ]
+    return b"".join(map(typed_event, events))
+
+
+WHOLE_PART = {"type": "output_text", "text": "smile " + EMOJI + "!", "annotations": []}
+
+
+@pytest.mark.parametrize(
+    "complete",
+    [
+        {
+            "type": "response.content_part.done",
+            "output_index": 0,
+            "content_index": 0,
+            "part": WHOLE_PART,
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "content": [WHOLE_PART],
+            },
+        },
+    ],
+    ids=["content_part.done", "output_item.done"],
+)
+async def test_a_complete_part_matches_the_deltas_that_split_its_emoji(
+    complete: dict[str, Any],
+) -> None:
+    """R10.6: the part the deltas streamed, keyed otherwise, is found by its text, its emoji
+    whole in both; the deltas held it split, matched nothing, and the text came twice."""
+    collected = await serve_once("responses", _responses_counted_from_one(complete))
+    assert collected.message.content == (Text("smile " + EMOJI + "!"),)

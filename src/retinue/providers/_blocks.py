@@ -9,6 +9,7 @@ from typing import final
 import attrs
 
 from retinue._content import ContentBlock, Reasoning, Text, ToolCall, new_tool_call_id
+from retinue._lossless import joined_surrogates
 from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
 from ._failures import ProviderStreamError, stream_error
@@ -232,13 +233,16 @@ class BlockTable:
     def find(self, block_type: str, content: str, skip: Container[Hashable]) -> Hashable | None:
         """The key of a *block_type* block outside *skip* that holds *content*, if any.
 
-        A tool call holds its id; a text or reasoning block, its text so far.
+        A tool call holds its id; a text or reasoning block, its text so far, with the
+        surrogate pairs its deltas split joined, as *content*'s JSON string joins them.
         """
         for key, block in self._blocks.items():
             if block.kind != block_type or key in skip:
                 continue
             held = (
-                (block.given_id or block.call_id) if block.kind == _TOOL else "".join(block.parts)
+                (block.given_id or block.call_id)
+                if block.kind == _TOOL
+                else joined_surrogates("".join(block.parts))
             )
             if held == content:
                 return key
