@@ -108,6 +108,8 @@ class ResponsesStreamDecoder:
     _latest_item: tuple[str, str | int] | None = attrs.field(default=None, init=False)
     """Without ``output_index``: the key of the item now streaming."""
     _item_ids: set[str] = attrs.field(factory=set, init=False)
+    _latest_done: bool = attrs.field(default=False, init=False)
+    """Without ``output_index``: whether the item now streaming was completed."""
     _unnamed: int = attrs.field(default=0, init=False)
     _signed: set[Hashable] = attrs.field(factory=set, init=False)
     """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
@@ -164,9 +166,12 @@ class ResponsesStreamDecoder:
         Two calls keyed by nothing would be one block, the first call lost.
         Items stream one after another: an item event (``item`` in it) names
         the item now streaming by its id, or starts an unnamed one when it adds
-        an item without an id. Another event's ``item_id`` is followed only
-        when an item event named that id; else the event is about the item
-        now streaming.
+        an item without an id. Another event's ``item_id`` is followed when an
+        item event named that id, or when no item is streaming (none came yet,
+        or the latest was completed): a server that adds no items names them
+        only so, and their ``output_item.done`` must find what they streamed.
+        Else the event is about the item now streaming (a server may name the
+        call id there).
         """
         item = payload.get("item")
         if isinstance(item, dict):
@@ -177,10 +182,16 @@ class ResponsesStreamDecoder:
             elif kind == "response.output_item.added":
                 self._unnamed += 1
                 self._latest_item = ("unnamed-item", self._unnamed)
+            self._latest_done = kind == "response.output_item.done"
             return self._latest_item
         item_id = payload.get("item_id")
-        if isinstance(item_id, str) and item_id in self._item_ids:
+        if isinstance(item_id, str) and (
+            item_id in self._item_ids
+            or (item_id and (self._latest_item is None or self._latest_done))
+        ):
+            self._item_ids.add(item_id)
             self._latest_item = ("item", item_id)
+            self._latest_done = False
         return self._latest_item
 
     def _reasoning_delta(self, output: object, payload: JsonObject) -> StreamChunk:
