@@ -31,3 +31,29 @@ async def test_a_whole_json_answer_is_read_whatever_the_case_of_its_media_type(
     assert got.message.content == expected.message.content
     assert got.assembler.finish == expected.assembler.finish
     assert got.assembler.usage == expected.assembler.usage
+
+
+STREAMED = {
+    "chat": "chat_stream_text_usage.json",
+    "responses": "responses_stream_parallel_function_calls.json",
+    "messages": "messages_stream_text.json",
+}
+
+
+@pytest.mark.parametrize(
+    "start", [b"", b": keep-alive\n\n", b"\n\n"], ids=["event", "comment", "blank"]
+)
+@pytest.mark.parametrize("api", sorted(STREAMED))
+async def test_an_event_stream_labelled_json_is_read_as_the_event_stream_it_is(
+    api: str, start: bytes
+) -> None:
+    """R10.3: a recorded stream that a server or proxy labels ``application/json`` gives the
+    answer it gives as ``text/event-stream``, as the SDKs read any streamed answer; it was
+    read as one JSON document and failed as ``MALFORMED_RESPONSE``, on every retry alike."""
+    body = start + load(STREAMED[api])["response"]["body"].encode()
+    expected = await serve_once(api, body, (("content-type", "text/event-stream"),))
+    got = await serve_once(api, body, (("content-type", "application/json"),))
+    assert expected.message.content
+    assert got.message.content == expected.message.content
+    assert got.assembler.finish == expected.assembler.finish
+    assert got.assembler.usage == expected.assembler.usage

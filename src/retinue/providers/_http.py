@@ -180,16 +180,17 @@ async def _next_part(body: AsyncIterator[bytes], read_timeout: float, provider: 
     )
 
 
-async def _whole_body(response: httpx2.Response, read_timeout: float, provider: str) -> bytes:
-    """The whole body of *response*, read part by part as a stream is.
+async def _whole_body(
+    body: AsyncGenerator[bytes, None], head: list[bytes], read_timeout: float, provider: str
+) -> bytes:
+    """The whole *body*, its *head* read already, read part by part as a stream is.
 
     So a body that stops arriving times out after *read_timeout* seconds of
     silence (on trio's clock), as a stalled stream does, and its failures are
     typed alike.
     """
-    body = response.aiter_bytes()
-    parts: list[bytes] = []
-    size = 0
+    parts = head
+    size = sum(map(len, parts))
     try:
         while True:
             try:
@@ -201,6 +202,40 @@ async def _whole_body(response: httpx2.Response, read_timeout: float, provider: 
                 raise _overlong(f"{provider} response body")
     finally:
         await body.aclose()
+
+
+_EVENT_STREAM_STARTS = (b"data:", b"event:", b"id:", b"retry:", b":")
+"""How an event stream starts: with a field, or a comment (a keep-alive)."""
+_SNIFFED_BYTES = len(b"retry:")
+_BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark, which an event stream may start with."""
+
+
+async def _head(body: AsyncIterator[bytes], read_timeout: float, provider: str) -> list[bytes]:
+    """The first parts of a body labelled JSON: enough to tell it from an event stream.
+
+    The SDKs read a streamed answer as an event stream whatever its media
+    type, so a server or proxy that labels one ``application/json`` works
+    with them: its answer is no JSON document to read whole.
+    """
+    parts: list[bytes] = []
+    seen = b""  # the body so far, without the blank start no JSON or event tells anything by
+    size = 0
+    while len(seen) < _SNIFFED_BYTES:
+        try:
+            part = await _next_part(body, read_timeout, provider)
+        except StopAsyncIteration:
+            break
+        parts.append(part)
+        size += len(part)
+        if size > MAX_EVENT_BYTES:
+            raise _overlong(f"{provider} response body")
+        seen = (seen + part if parts[1:] else part.removeprefix(_BOM)).lstrip()
+    return parts  # noqa: ASYNC910 - the loop reads at least once
+
+
+def _is_event_stream(head: list[bytes]) -> bool:
+    return b"".join(head).removeprefix(_BOM).lstrip().startswith(_EVENT_STREAM_STARTS)
 
 
 def _overlong(where: str) -> ProviderStreamError:
@@ -311,21 +346,29 @@ async def decode_response(
     terminal event arrives; the rest of the body is then read for at most
     ``DRAIN_SECONDS``. The caller owns (and closes) *response*.
     """
+    body = response.aiter_bytes()
+    head: list[bytes] = []
     # Media types are case-insensitive: a server may write Application/JSON.
     if response.headers.get("content-type", "").lower().startswith("application/json"):
-        body_read = await _whole_body(response, read_timeout, provider)
-        for chunk in _whole_body_chunks(decoder, body_read, provider):
-            yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back
-        return  # noqa: ASYNC911 - the body read was the checkpoint
+        try:
+            head = await _head(body, read_timeout, provider)
+        except BaseException:
+            await body.aclose()
+            raise
+        if not _is_event_stream(head):
+            body_read = await _whole_body(body, head, read_timeout, provider)
+            for chunk in _whole_body_chunks(decoder, body_read, provider):
+                yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back
+            return  # noqa: ASYNC911 - the body read was the checkpoint
     sse = SseDecoder()
     pairs = PairedDeltas()
-    body = response.aiter_bytes()
     complete = False
     events = 0
     try:
         while not decoder.done:
             try:
-                data = await _next_part(body, read_timeout, provider)
+                # The parts read to tell a stream labelled JSON from JSON go first.
+                data = head.pop(0) if head else await _next_part(body, read_timeout, provider)
             except ProviderConnectionError as exc:
                 raise _cut(exc, provider, sse) from exc.__cause__
             except StopAsyncIteration:
