@@ -12,7 +12,14 @@ import os
 import unicodedata
 import urllib.parse
 
-__all__ = ["HTTP_URL", "base_url_from", "check_base_url", "client_base_url", "url_problem"]
+__all__ = [
+    "HTTP_URL",
+    "base_url_from",
+    "check_base_url",
+    "client_base_url",
+    "on_domain",
+    "url_problem",
+]
 
 HTTP_URL = "an http:// or https:// URL"
 """What a base URL must be, as the refusals say."""
@@ -91,3 +98,16 @@ def client_base_url(chosen: str | None, *, variable: str, default: str) -> str |
     if chosen is None and os.environ.get(variable) == "":
         return default
     return chosen
+
+
+def on_domain(url: str, domain: str) -> bool:
+    """Whether *url*'s host is *domain* or a host under it (``api.openai.com`` under
+    ``openai.com``).
+
+    A host written with its final dot (``api.openai.com.``, the absolute form,
+    which DNS resolves to the same host) is the host without it.
+    """
+    import httpx2
+
+    host = httpx2.URL(url).host.removesuffix(".")
+    return host == domain or host.endswith("." + domain)

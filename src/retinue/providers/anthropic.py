@@ -38,7 +38,7 @@ from ._http import (
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._settings import check_header_names, check_identity
-from ._urls import base_url_from, client_base_url
+from ._urls import base_url_from, client_base_url, on_domain
 
 __all__ = ["AnthropicModel"]
 
@@ -83,8 +83,7 @@ def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> Non
 
 def _is_anthropic(base_url: str) -> bool:
     """Whether *base_url* is Anthropic's own API, which always needs credentials."""
-    host = httpx2.URL(base_url).host
-    return host == "anthropic.com" or host.endswith(".anthropic.com")
+    return on_domain(base_url, "anthropic.com")
 
 
 def _missing_credentials(provider: str) -> ProviderError:

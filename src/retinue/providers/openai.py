@@ -35,7 +35,7 @@ from ._openai_responses import responses_request_body
 from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._settings import check_header_names, check_header_values, check_identity
-from ._urls import base_url_from, client_base_url
+from ._urls import base_url_from, client_base_url, on_domain
 
 __all__ = ["OpenAIModel"]
 
@@ -47,16 +47,12 @@ OPENAI_URL = "https://api.openai.com/v1"
 
 def _is_openai(base_url: str | None) -> bool:
     """Whether requests go to OpenAI's own API (no base URL means it, too), in any region."""
-    if base_url is None:
-        return True
-    host = httpx2.URL(base_url).host
-    return host == "openai.com" or host.endswith(".openai.com")
+    return base_url is None or on_domain(base_url, "openai.com")
 
 
 def _is_deepseek(provider: str, base_url: str | None) -> bool:
     """Whether requests go to DeepSeek, by the provider's name or the URL's host."""
-    host = httpx2.URL(base_url).host if base_url else ""
-    return provider == "deepseek" or host == "deepseek.com" or host.endswith(".deepseek.com")
+    return provider == "deepseek" or (base_url is not None and on_domain(base_url, "deepseek.com"))
 
 
 def _identity(organization: str | None, project: str | None) -> dict[str, str | None]:
