@@ -23,6 +23,7 @@ from retinue.prompt import Section
 from retinue.session import ContextMessage, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 
 from ._signal import StepSignal, abort_reason, abort_step, retire_step
+from ._toolcall import serves_tool_thread_of
 
 if TYPE_CHECKING:
     from retinue.providers import Model
@@ -386,7 +387,8 @@ class AgentCore:
 
     def in_own_driver(self) -> bool:
         """Whether the current task is this agent's running driver or a task below it
-        (its tools and listeners): such a caller cannot wait for the agent."""
+        (its tools and listeners), or runs for a sync tool body's thread of it through
+        ``trio.from_thread``: such a caller cannot wait for the agent."""
         if self.driver_task is None or self.driver_exited.is_set():
             return False
         task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
@@ -395,7 +397,7 @@ class AgentCore:
                 return True
             nursery = task.parent_nursery
             task = None if nursery is None else nursery.parent_task
-        return False
+        return serves_tool_thread_of(self)
 
     def enter_driver(self) -> None:
         """Mark the current task, and the tasks it starts, as this agent's driver."""

@@ -25,6 +25,7 @@ from retinue.tools import (
 
 from ._core import AgentCore, StepSignal
 from ._state import StepCalls, TurnState, call_logged_at
+from ._toolcall import enter_tool_call, leave_tool_call
 
 __all__ = ["parse_arguments", "run_tool_calls"]
 
@@ -183,7 +184,7 @@ async def _run_exclusive(step: _StepTools, index: int) -> None:  # noqa: ASYNC91
     if prepared is None:
         prepared = await _prepare(step, index, None)
     if _admit(step, index, prepared):
-        step.results[index] = result = await step.registry.dispatching(prepared)
+        step.results[index] = result = await _body(step, prepared)
         step.record.settled[step.calls[index].id] = (prepared, result)
     if step.results[index] is not None and not _commit_at_once(step, index):
         await _commit(step, index)
@@ -239,9 +240,19 @@ def _log_call(step: _StepTools, call: ToolCall) -> None:
     step.record.call_seqs[call.id] = seq
 
 
+async def _body(step: _StepTools, prepared: PreparedCall) -> ToolExecutionResult:
+    """Dispatch the call, marked as the agent's own for what its worker thread runs on trio:
+    an ``ask`` of the agent from there waits for this very call, as from an async body."""
+    mark, token = enter_tool_call(step.core)
+    try:
+        return await step.registry.dispatching(prepared)
+    finally:
+        leave_tool_call(mark, token)
+
+
 async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> None:
     try:
-        step.results[index] = result = await step.registry.dispatching(prepared)
+        step.results[index] = result = await _body(step, prepared)
         # Kept for an abort that lands before its turn in the commit order comes.
         step.record.settled[step.calls[index].id] = (prepared, result)
     finally:

@@ -1,0 +1,54 @@
+"""The tool call a task serves, read by the ``trio.from_thread`` tasks of a sync body's thread."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar, Token
+from typing import final
+
+import trio
+
+__all__ = ["ToolCallMark", "enter_tool_call", "leave_tool_call", "serves_tool_thread_of"]
+
+
+@final
+class ToolCallMark:
+    """One running tool call of *owner* (an agent's core); ``live`` until its body is left."""
+
+    __slots__ = ("live", "owner")
+
+    def __init__(self, owner: object) -> None:
+        self.owner = owner
+        self.live = True
+
+
+# Set by the task that awaits a tool's body: a sync body's worker thread copies it, and
+# so does every task trio.from_thread starts for that thread.
+_calling: ContextVar[ToolCallMark | None] = ContextVar("retinue_tool_call", default=None)
+
+
+def enter_tool_call(owner: object) -> tuple[ToolCallMark, Token[ToolCallMark | None]]:
+    """Mark the current task as running a tool call of *owner*; give both to :func:`leave_tool_call`."""
+    mark = ToolCallMark(owner)
+    return mark, _calling.set(mark)
+
+
+def leave_tool_call(mark: ToolCallMark, token: Token[ToolCallMark | None]) -> None:
+    """The call's body is left (answered, failed or abandoned): its thread no longer holds it."""
+    mark.live = False
+    _calling.reset(token)
+
+
+def serves_tool_thread_of(owner: object) -> bool:
+    """Whether the current task is one ``trio.from_thread`` runs for the worker thread of a
+    live tool call of *owner*.
+
+    trio runs such a call in a system task, outside the task tree of the call
+    (for a body its cancel may abandon), with the thread's context: the body
+    blocks until the task returns, and the call with it.
+    """
+    mark = _calling.get()
+    if mark is None or not mark.live or mark.owner is not owner:
+        return False
+    # A system task's nursery is the one the root task opened for them.
+    nursery = trio.lowlevel.current_task().parent_nursery
+    return nursery is not None and nursery.parent_task is trio.lowlevel.current_root_task()

@@ -1,0 +1,120 @@
+"""Sync tool bodies waiting on agents through ``trio.from_thread``, as async bodies do.
+
+A sync body runs in a worker thread, and reaches an agent's ``ask`` or
+``wait_idle`` with ``trio.from_thread.run``, which runs it in a system task
+outside the tool call's task tree. The body blocks until that task returns, so
+its call (and its agent's turn) waits as an async body's would: a wait on its
+own agent, or one that closes a circle of agents, is refused as it is for an
+async body, rather than left to wait forever.
+
+Bodies run in real threads: the virtual clock jumps only after a real second
+idle, so a thread at work is never taken for a deadlock, and a real one fails
+at the runtime's virtual deadline.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentOptions
+from retinue.session import ToolResultEvent
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from tests.helpers import of_type, runtime, texts
+
+pytestmark = pytest.mark.timeout(30)
+
+Peers = dict[str, retinue.Agent]
+
+
+def consult_in_thread(me: str, peer: str, peers: Peers, verb: str = "ask") -> retinue.Tool:
+    """A sync tool of agent *me* that waits on agent *peer* with *verb*, from its thread."""
+
+    @retinue.tool(name=f"consult_{me}")
+    def consult_peer() -> str:
+        """Consult the peer."""
+        target = peers[peer]
+        if verb == "wait_idle":
+            trio.from_thread.run(target.wait_idle)
+            return f"{peer} is idle"
+        return trio.from_thread.run(target.ask, f"{me} asks").text
+
+    return consult_peer
+
+
+def script(name: str) -> list[CallTools | Reply]:
+    return [
+        CallTools([ToolCallSpec(f"consult_{name}", "{}", id=f"c{name}")]),
+        Reply(f"{name} done"),
+    ]
+
+
+def tool_results(agent: retinue.Agent) -> list[ToolResultEvent]:
+    results = [event.data for event in of_type(agent.session.events, "tool/result")]
+    assert all(isinstance(result, ToolResultEvent) for result in results)
+    return results  # type: ignore[return-value]
+
+
+def result_texts(agent: retinue.Agent) -> list[str]:
+    return [texts(result.content) for result in tool_results(agent)]
+
+
+def refusal_code(agent: retinue.Agent) -> str | None:
+    (result,) = tool_results(agent)
+    return result.error.code if result.error else None
+
+
+@pytest.mark.parametrize("verb", ["ask", "wait_idle"])
+async def test_a_sync_tool_waiting_on_its_own_agent_gets_a_typed_error(
+    verb: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A sync body's ``ask`` or ``wait_idle`` of its own agent raises ``WAITS_FOR_ITSELF``
+    in its thread, as an async body's does, and the turn goes on to its answer."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    model = ScriptedModel(script("a"), repeat_last=True)
+    async with runtime(model, tools=[consult_in_thread("a", "a", peers, verb)]) as rt:
+        peers["a"] = agent = await rt.create_agent("a", AgentOptions(model="a"))
+        result = await agent.ask("go")
+        assert result.text == "a done"
+        assert refusal_code(agent) == "WAITS_FOR_ITSELF"
+        check_session_invariants(agent.session.events)
+
+
+async def test_two_agents_whose_sync_tools_ask_each_other_do_not_wait_forever(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """a's sync tool asks b while b's sync tool asks a: the ask closing the circle raises
+    ``WAIT_CYCLE`` in b's thread, naming both agents, and both turns end."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    model = ScriptedModel({"a": script("a"), "b": script("b")}, repeat_last=True)
+    tools = [consult_in_thread("a", "b", peers), consult_in_thread("b", "a", peers)]
+    async with runtime(model, tools=tools) as rt:
+        for name in "ab":
+            peers[name] = await rt.create_agent(name, AgentOptions(model=name))
+        result = await peers["a"].ask("go")
+        assert result.text == "a done"
+        assert result_texts(peers["a"]) == ["b done"]
+        assert refusal_code(peers["b"]) == "WAIT_CYCLE"
+        (refusal,) = result_texts(peers["b"])
+        assert f"{peers['b'].id!r} -> {peers['a'].id!r} -> {peers['b'].id!r}" in refusal
+        for agent in peers.values():
+            check_session_invariants(agent.session.events)
+
+
+async def test_a_sync_tool_asking_another_agent_outside_any_circle_is_served(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.32: a sync body's wait that closes no circle is served: a's tool asks b, b answers."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    model = ScriptedModel({"a": script("a"), "b": [Reply("b done")]}, repeat_last=True)
+    async with runtime(model, tools=[consult_in_thread("a", "b", peers)]) as rt:
+        for name in "ab":
+            peers[name] = await rt.create_agent(name, AgentOptions(model=name))
+        result = await peers["a"].ask("go")
+        assert result.text == "a done"
+        assert result_texts(peers["a"]) == ["b done"]
