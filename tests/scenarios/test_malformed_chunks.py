@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from retinue import Text
+from retinue import ModelError, Text
 from retinue._request import ModelRequest
 from retinue._stream import (
     STOP,
@@ -115,4 +115,39 @@ async def test_a_model_stream_that_is_no_async_iterator_ends_the_turn_naming_it(
             result.reason.message
         )
         assert (await agent.ask("again")).text == "hi"
+        check_session_invariants(agent.session.events)
+
+
+class NotAChunkModel:
+    """Streams one text delta, then *value*, which is no stream chunk."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[object]:
+        yield TextDelta(0, "hi")
+        yield self.value
+        yield Finish(STOP)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["hi", {"type": "text-delta", "index": 0, "text": "hi"}, None],
+    ids=["str", "dict", "none"],
+)
+async def test_a_value_that_is_no_chunk_ends_the_turn_malformed_naming_its_type(
+    autojump_clock: trio.testing.MockClock, value: object
+) -> None:
+    """R7.36, R7.45: the turn ends error MALFORMED_CHUNK, a ModelError naming what the model
+    streamed, which is not logged; not a bare TypeError without a code."""
+    async with runtime(NotAChunkModel(value)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hello")
+        assert result.reason.kind == "error"
+        assert result.reason.code == "MALFORMED_CHUNK"
+        assert f"of type {type(value).__name__}, which is no stream chunk" in (
+            result.reason.message or ""
+        )
+        assert isinstance(result.error, ModelError)
+        assert len(of_type(agent.session.events, "assistant/chunk")) == 1
         check_session_invariants(agent.session.events)

@@ -45,6 +45,18 @@ class BlockAssemblyError(ModelError, ValueError):
     code: str | None = "INVALID_STREAM"
 
 
+class _NotAChunkError(BlockAssemblyError, TypeError):
+    """Something that is no stream chunk was fed: the turn's ``MALFORMED_CHUNK``, and the
+    ``TypeError`` a wrong argument is to whoever feeds an assembler directly."""
+
+
+def _not_a_chunk(value: object) -> _NotAChunkError:
+    return _NotAChunkError(
+        f"the model streamed a value of type {type(value).__name__}, which is no stream chunk",
+        code="MALFORMED_CHUNK",
+    )
+
+
 def _check(chunk: StreamChunk) -> None:
     """Raise ``MALFORMED_CHUNK`` naming the field unless *chunk* can be stored as it is.
 
@@ -147,7 +159,8 @@ class BlockAssembler:
             BlockAssemblyError: a delta's kind does not match its open block, or a
                 field of *chunk* has a type its stored line could not hold
                 (``MALFORMED_CHUNK``).
-            TypeError: *chunk* is not a stream chunk.
+            TypeError: *chunk* is not a stream chunk (a ``BlockAssemblyError`` too,
+                coded ``MALFORMED_CHUNK``).
         """
         # ``is``, not ``==``: the open index is an int checked by _text_delta, and
         # True or 0.0 equal to it is not it; an int too long to write never opens a block there.
@@ -161,7 +174,7 @@ class BlockAssembler:
         self._chunks += 1
         handler = _HANDLERS.get(type(chunk))
         if handler is None:
-            raise TypeError(f"not a stream chunk: {type(chunk).__name__}")
+            raise _not_a_chunk(chunk)
         handler(self, chunk)
 
     def _text_delta(self, chunk: TextDelta) -> None:
