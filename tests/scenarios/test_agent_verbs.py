@@ -434,3 +434,31 @@ async def test_a_queued_listener_cannot_change_the_info_the_next_one_sees(
         await agent.wait_idle()
     assert seen == [(MessageSource("plugin", "planner"), False), (MessageSource("user"), True)]
     assert writes == ["refused"] * 6
+
+
+@pytest.mark.parametrize("verb", ["send", "steer", "inject", "cancel"])
+async def test_a_verb_called_from_another_trio_run_is_refused_before_it_changes_anything(
+    verb: str,
+) -> None:
+    """R2.10-R2.23: a verb called inside a ``trio.run`` of another thread (one a sync tool
+    body starts in its worker thread, say) is refused, as from a bare worker thread.
+
+    That thread is in a trio run, but not the agent's: a ``send`` queued the prompt, then
+    failed to wake the driver with trio's bare ``AssertionError``, and the prompt sat queued
+    with nothing to run it and ``wait_idle`` waiting forever.
+    """
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    with trio.fail_after(30):  # real time: a worker thread runs
+        async with retinue.open_runtime(models=model) as rt:
+            other = await rt.create_agent("other", OPTIONS)
+            call = getattr(other, verb)
+
+            async def in_its_own_run() -> None:
+                call("from another trio run")
+
+            with pytest.raises(RuntimeError, match=r"not from another trio\.run"):
+                await trio.to_thread.run_sync(trio.run, in_its_own_run)
+            assert [event.type for event in other.session.events] == []
+            await other.wait_idle()
+            result = await other.ask("from the trio thread")
+    assert (result.reason.kind, result.text) == ("completed", "one")

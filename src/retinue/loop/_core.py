@@ -67,6 +67,11 @@ TEARING_DOWN: ContextVar[AgentCore | None] = ContextVar("retinue_tearing_down", 
 FLUSHING: ContextVar[AgentCore | None] = ContextVar("retinue_flushing", default=None)
 
 
+def _run_token() -> trio.lowlevel.TrioToken | None:
+    """The current trio run's token; ``None`` outside a run (a core built by a unit test)."""
+    return trio.lowlevel.current_trio_token() if trio.lowlevel.in_trio_run() else None
+
+
 def settle(items: Sequence[MailboxItem], result: TurnResult) -> None:
     """Answer the ``ask`` behind each item with *result*; never blocks."""
     for item in items:
@@ -233,6 +238,8 @@ class AgentCore:
     firm_waits_on: tuple[AgentCore, ...] = ()
     """Those of :attr:`waits_on` that disposing this agent does not cancel: made from
     its shielded flush or its teardown."""
+    trio_token: trio.lowlevel.TrioToken | None = attrs.field(factory=_run_token)
+    """The trio run the agent lives in, whose thread alone may call its verbs."""
 
     @stored_config.default
     def _stored_config(self) -> LlmCallConfig | None:
@@ -251,6 +258,17 @@ class AgentCore:
             raise RuntimeError(
                 f"agent {self.id!r}: its verbs must be called from the trio thread; from a "
                 "worker thread, call them through trio.from_thread.run_sync"
+            )
+        if (
+            self.trio_token is not None
+            and trio.lowlevel.current_trio_token() is not self.trio_token
+        ):
+            # Another run's thread (a trio.run a sync tool body started): its tasks are
+            # not this run's, and waking the driver from there fails halfway.
+            raise RuntimeError(
+                f"agent {self.id!r}: its verbs must be called from its runtime's trio run, "
+                "not from another trio.run (one a tool body started in its thread, say): "
+                "call them outside that run"
             )
 
     def check_drivable(self) -> None:
