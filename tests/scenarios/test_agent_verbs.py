@@ -14,6 +14,7 @@ from retinue import HookContext, MessageSource
 from retinue.session import Event
 from retinue.testing import (
     CallTools,
+    Hang,
     Reply,
     ScriptedModel,
     ToolCallSpec,
@@ -462,3 +463,35 @@ async def test_a_verb_called_from_another_trio_run_is_refused_before_it_changes_
             await other.wait_idle()
             result = await other.ask("from the trio thread")
     assert (result.reason.kind, result.text) == ("completed", "one")
+
+
+async def _wait_on(agent: retinue.Agent, verb: str) -> None:
+    if verb == "subscribe":
+        async with agent.subscribe() as feed:
+            async for _event in feed:
+                return
+    await getattr(agent, verb)()
+
+
+@pytest.mark.parametrize("verb", ["wait_idle", "dispose", "subscribe"])
+async def test_a_wait_from_another_trio_run_is_refused_and_the_agent_goes_on(verb: str) -> None:
+    """R2.30-R2.35: ``wait_idle``, ``dispose`` and ``subscribe`` called inside a ``trio.run``
+    of another thread are refused before they wait, and the running agent goes on.
+
+    Their waiter was woken from the agent's run, which failed there: the driver crashed
+    on releasing an idle waiter of the other run (with trio's bare ``AssertionError``),
+    a dispose ended in ``TrioInternalError`` and a feed's wait in a foreign ``Cancelled``.
+    """
+    model = ScriptedModel([Hang(), Reply("two")])
+    async with retinue.open_runtime(models=model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("first")
+        await trio.sleep(0.05)
+        with trio.fail_after(10):  # real time: a worker thread runs its own trio.run
+            with pytest.raises(RuntimeError, match=r"not from another trio\.run"):
+                await trio.to_thread.run_sync(
+                    trio.run, functools.partial(_wait_on, agent, verb), abandon_on_cancel=True
+                )
+            agent.cancel("done waiting")
+            result = await agent.ask("after")
+    assert (result.reason.kind, result.text) == ("completed", "two")

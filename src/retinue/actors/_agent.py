@@ -228,8 +228,11 @@ class Agent:
                 tool or listener of an agent this one already waits for,
                 directly or through others (``WAIT_CYCLE``): either wait
                 would never end.
+            RuntimeError: called off the runtime's trio run (inside another
+                thread's ``trio.run``), before the agent is torn down.
         """
         core = self._core
+        _refuse_another_run(core)
         _refuse_waiting_on_itself(core, "wait_idle")
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
             await _wait_for_turn(core)
@@ -296,7 +299,10 @@ class Agent:
         Raises:
             TypeError: *buffer* is not an int (a bool is not taken for one).
             ValueError: *buffer* is less than 1.
+            RuntimeError: called off the runtime's trio run, before the agent is torn down.
         """
+        if self._subscriptions is not None:
+            _refuse_another_run(self._core)
         subscription = Subscription(self._core.session, buffer, self._forget)
         if self._subscriptions is None:
             subscription.end()
@@ -319,7 +325,12 @@ class Agent:
         or its teardown disposing that agent, say): waiting there would wait in a
         circle. A wait its disposal cancels (its tool's ``ask``) ends with it, and
         the call waits for the teardown as any other.
+
+        Raises:
+            RuntimeError: called off the runtime's trio run (inside another thread's
+                ``trio.run``), before the agent is torn down.
         """
+        _refuse_another_run(self._core)
         await self._dispose(self)
 
     def _end_subscriptions(self) -> None:
@@ -340,6 +351,17 @@ class Agent:
     def __repr__(self) -> str:
         core = self._core
         return f"<Agent {core.id!r} status={core.status} events={len(core.session.events)}>"
+
+
+def _refuse_another_run(core: AgentCore) -> None:
+    """Refuse a wait made off the agent's trio run (inside another thread's ``trio.run``).
+
+    Its waiter would be woken from the agent's run, which fails there: in the
+    driver, crashing it, or inside trio. Once the agent is torn down nothing
+    wakes a waiter any more, so any run may wait for that.
+    """
+    if not core.torn_down.is_set():
+        core.check_thread()
 
 
 def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
