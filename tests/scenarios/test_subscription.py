@@ -283,3 +283,29 @@ async def test_leaving_the_async_with_block_closes_the_feed(
             pass
         await agent.ask("one")
         assert [event async for event in subscription] == []
+
+
+async def test_a_feed_read_inside_another_trio_run_is_refused_and_the_agent_goes_on() -> None:
+    """R4.10: a feed made in the runtime's run and read inside another thread's ``trio.run``
+    is refused when its reader would wait, and the agent's turns go on.
+
+    The reader parked in the other run was woken by the agent's next append, from this
+    run: trio's bare ``AssertionError`` failed that append and the agent's turn with it.
+    """
+    model = ScriptedModel([Reply("one")])
+    async with retinue.open_runtime(models=model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        feed = agent.subscribe()
+
+        async def read_one() -> object:
+            async for event in feed:
+                return event
+            return None
+
+        with trio.fail_after(10):  # real time: a worker thread runs its own trio.run
+            with pytest.raises(RuntimeError, match=r"not inside another thread's trio\.run"):
+                await trio.to_thread.run_sync(trio.run, read_one, abandon_on_cancel=True)
+            result = await agent.ask("hi")
+        feed.close()
+    assert (result.reason.kind, result.text) == ("completed", "one")
+    check_session_invariants(agent.session.events)

@@ -60,6 +60,9 @@ class Subscription:
         self._overflow = False
         self._buffer = buffer
         self._waiting = trio.lowlevel.ParkingLot()
+        # The run whose appends wake a parked reader: a reader parked in another
+        # run's task would be woken from this one, failing the append that woke it.
+        self._run = trio.lowlevel.current_trio_token() if trio.lowlevel.in_trio_run() else None
         self._forget = forget
         self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self)
 
@@ -92,6 +95,11 @@ class Subscription:
                 if self._overflow:
                     raise SubscriptionOverflowError("subscriber fell behind the live log")
                 raise StopAsyncIteration
+            if self._run is not None and trio.lowlevel.current_trio_token() is not self._run:
+                raise RuntimeError(
+                    "a subscription must be read in the trio run of its agent's runtime, not inside "
+                    "another thread's trio.run"
+                )
             await self._waiting.park()
 
     def close(self) -> None:
