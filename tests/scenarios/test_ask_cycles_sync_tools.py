@@ -118,3 +118,44 @@ async def test_a_sync_tool_asking_another_agent_outside_any_circle_is_served(
         result = await peers["a"].ask("go")
         assert result.text == "a done"
         assert result_texts(peers["a"]) == ["b done"]
+
+
+async def test_a_sync_tool_wait_stops_counting_once_its_call_is_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A sync body abandoned by its agent's cancel still waits in its thread, but its agent
+    no longer does: a's body asks b, a is cancelled, and b's tool then asks a, now idle,
+    which answers; the stale wait closing a circle a -> b -> a would refuse it."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    gate = trio.Event()
+
+    @retinue.tool(name="consult_b")
+    async def hold_then_ask_a() -> str:
+        """Wait for the gate, then ask a."""
+        await gate.wait()
+        return (await peers["a"].ask("b asks")).text
+
+    model = ScriptedModel(
+        {
+            "a": [CallTools([ToolCallSpec("consult_a", "{}")]), Reply("a answers b")],
+            "b": [CallTools([ToolCallSpec("consult_b", "{}")]), Reply("b done"), Reply("b")],
+        }
+    )
+    tools = [consult_in_thread("a", "b", peers), hold_then_ask_a]
+    async with runtime(model, tools=tools) as rt:
+        for name in "ab":
+            peers[name] = await rt.create_agent(name, AgentOptions(model=name))
+        peers["b"].send("hold")
+        asked = trio.Event()
+        rt.hooks.on("agent/queued", lambda *_: asked.set(), agent=peers["b"])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peers["a"].ask, "go")
+            await asked.wait()  # a's body waits on b in its thread
+            peers["a"].cancel("enough")
+            await peers["a"].wait_idle()
+            gate.set()
+            await peers["b"].wait_idle()
+        assert result_texts(peers["b"]) == ["a answers b"]
+        for agent in peers.values():
+            check_session_invariants(agent.session.events)

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import final
 
 import trio
 
-__all__ = ["ToolCallMark", "enter_tool_call", "leave_tool_call", "serves_tool_thread_of"]
+__all__ = [
+    "ToolCallMark",
+    "enter_tool_call",
+    "leave_tool_call",
+    "serves_tool_thread_of",
+    "tool_thread_mark",
+]
 
 
 @final
 class ToolCallMark:
     """One running tool call of *owner* (an agent's core); ``live`` until its body is left."""
 
-    __slots__ = ("live", "owner")
+    __slots__ = ("live", "owner", "releases")
 
     def __init__(self, owner: object) -> None:
         self.owner = owner
         self.live = True
+        self.releases: list[Callable[[], None]] = []
+        """Run when the body is left: the waits its thread made stop counting as the agent's."""
 
 
 # Set by the task that awaits a tool's body: a sync body's worker thread copies it, and
@@ -36,6 +45,11 @@ def leave_tool_call(mark: ToolCallMark, token: Token[ToolCallMark | None]) -> No
     """The call's body is left (answered, failed or abandoned): its thread no longer holds it."""
     mark.live = False
     _calling.reset(token)
+    # A body abandoned at a timeout or cancel runs on, still waiting, but its agent no
+    # longer does: its waits must not close circles of agents waiting on each other.
+    releases, mark.releases = mark.releases, []
+    for release in releases:
+        release()
 
 
 def serves_tool_thread_of(owner: object) -> bool:
@@ -46,9 +60,17 @@ def serves_tool_thread_of(owner: object) -> bool:
     (for a body its cancel may abandon), with the thread's context: the body
     blocks until the task returns, and the call with it.
     """
+    return tool_thread_mark(owner) is not None
+
+
+def tool_thread_mark(owner: object) -> ToolCallMark | None:
+    """The live call of *owner* the current task serves, as :func:`serves_tool_thread_of`
+    tells, or ``None``."""
     mark = _calling.get()
     if mark is None or not mark.live or mark.owner is not owner:
-        return False
+        return None
     # A system task's nursery is the one the root task opened for them.
     nursery = trio.lowlevel.current_task().parent_nursery
-    return nursery is not None and nursery.parent_task is trio.lowlevel.current_root_task()
+    if nursery is None or nursery.parent_task is not trio.lowlevel.current_root_task():
+        return None
+    return mark
