@@ -178,3 +178,41 @@ async def test_a_complete_part_matches_the_deltas_that_split_its_emoji(
     whole in both; the deltas held it split, matched nothing, and the text came twice."""
     collected = await serve_once("responses", _responses_counted_from_one(complete))
     assert collected.message.content == (Text("smile " + EMOJI + "!"),)
+
+
+async def test_a_held_half_repeats_no_signature() -> None:
+    """R10.1: a thinking text ending in a lone half, then its signature: the deltas carry
+    the signature once; the held half carried it too, and the deltas said it twice."""
+    body = _anthropic(
+        {"type": "thinking", "thinking": ""},
+        {"type": "thinking_delta", "thinking": "hm" + HIGH},
+        {"type": "signature_delta", "signature": "sig"},
+    )
+    collected = await serve_once("messages", body)
+    deltas = [chunk for chunk in collected.chunks if isinstance(chunk, ReasoningDelta)]
+    assert [delta.signature for delta in deltas if delta.signature] == ["sig"]
+    assert "".join(delta.text for delta in deltas) == "hm" + HIGH
+
+
+async def test_a_held_half_repeats_no_call_id_or_name() -> None:
+    """R10.2: a call's first argument delta ending in a lone half: its id and name go out
+    once, with the rest of that delta; the held half repeated them."""
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "say"}}
+    first = {**call, "function": {"name": "say", "arguments": '{"text": "' + HIGH}}
+    body = _chat({"tool_calls": [first]}, finish="tool_calls")
+    collected = await serve_once("chat", body)
+    deltas = [chunk for chunk in collected.chunks if isinstance(chunk, ToolCallDelta)]
+    assert [(delta.id, delta.name) for delta in deltas if delta.id or delta.name] == [
+        ("call_1", "say")
+    ]
+    assert "".join(delta.arguments_delta for delta in deltas) == '{"text": "' + HIGH
+
+
+async def test_a_block_whose_first_delta_is_only_a_half_opens_in_its_place() -> None:
+    """R10.6: reasoning whose first delta is only the high half of an emoji, and text in
+    the same event: the reasoning block still opens first, its delta empty."""
+    body = _chat({"reasoning_content": HIGH, "content": "x"}, {"reasoning_content": LOW})
+    collected = await serve_once("chat", body)
+    first = next(c for c in collected.chunks if isinstance(c, TextDelta | ReasoningDelta))
+    assert isinstance(first, ReasoningDelta)
+    assert [type(block).__name__ for block in collected.message.content] == ["Reasoning", "Text"]

@@ -42,6 +42,16 @@ def _with_text(delta: _Delta, text: str) -> _Delta:
     return attrs.evolve(delta, text=text)
 
 
+def _half(delta: _Delta, half: str) -> _Delta:
+    """A delta of *delta*'s kind and block holding only *half*: the id, name or signature
+    went out with the rest of *delta*, and a delta that repeated them would add them twice."""
+    if type(delta) is ToolCallDelta:
+        return ToolCallDelta(delta.index, None, half)
+    if type(delta) is ReasoningDelta:
+        return ReasoningDelta(delta.index, half)
+    return TextDelta(delta.index, half)
+
+
 @final
 @attrs.define(eq=False)
 class PairedDeltas:
@@ -97,7 +107,7 @@ class PairedDeltas:
             else:
                 out.append(held)  # another kind of delta at that index: the half stays alone
         if text and _is_high_surrogate(text[-1]):
-            self._held[delta.index] = _with_text(delta, text[-1])
+            self._held[delta.index] = _half(delta, text[-1])
             text = text[:-1]
         first = delta.index not in self._seen
         self._seen.add(delta.index)
