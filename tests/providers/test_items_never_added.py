@@ -74,3 +74,38 @@ async def test_a_message_part_completed_before_its_item_event_comes_once() -> No
     ]
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
     assert collected.message.content == (Text("One."), Text("Two."))
+
+
+async def test_a_second_message_after_the_first_is_completed_is_a_block_of_its_own() -> None:
+    """R10.2: the deltas after the first item's done name another item: they start its
+    block, where they would have gone on in the completed one's."""
+
+    def message(item_id: str, text: str) -> list[dict[str, Any]]:
+        item = {"type": "message", "id": item_id, "role": "assistant"}
+        done = {**item, "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        delta = {"item_id": item_id, "content_index": 0, "delta": text}
+        return [
+            {"type": "response.output_text.delta", **delta},
+            {"type": "response.output_item.done", "item": done},
+        ]
+
+    events = [*message("msg_1", "Hello."), *message("msg_2", "Bye."), _COMPLETED]
+    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    assert collected.message.content == (Text("Hello."), Text("Bye."))
+
+
+async def test_a_call_whose_deltas_name_its_call_id_is_one_call() -> None:
+    """R10.2: a server may name a call's deltas by its call id, not its item id; the
+    completed item found no block of that id and made a second, nameless call."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "lookup"}
+    arguments = '{"city":"Oslo"}'
+    events: list[dict[str, Any]] = [
+        *(
+            {"type": "response.function_call_arguments.delta", "item_id": "call_a", "delta": d}
+            for d in (arguments[:5], arguments[5:])
+        ),
+        {"type": "response.output_item.done", "item": {**item, "arguments": arguments}},
+        _COMPLETED,
+    ]
+    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    assert collected.message.content == (ToolCall("call_a", "lookup", arguments),)

@@ -241,6 +241,14 @@ class ResponsesStreamDecoder:
         self._matched.add(key if found is None else found)
         return found
 
+    def _streamed_as(self, key: Hashable) -> Hashable | None:
+        """*key*, matched now, if deltas streamed a block under it that no complete item
+        matched yet: a server that adds no items may name a call's deltas by its call id."""
+        if not self._table.has(key) or key in self._matched:
+            return None
+        self._matched.add(key)
+        return key
+
     def _call_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed call's final arguments win; one first seen here opens with them all."""
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
@@ -249,6 +257,8 @@ class ResponsesStreamDecoder:
         arguments = None if sent is None else arguments_text(sent, "responses", call_id or name)
         out: list[StreamChunk] = []
         key = self._settle(("call", output), "tool-call", call_id)
+        if key is None and call_id is not None:
+            key = self._streamed_as(("call", ("item", call_id)))
         if key is None:
             key = ("call", output)
             out.append(self._table.tool_call(key, call_id, name, arguments or ""))
