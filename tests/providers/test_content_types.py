@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import httpx2
 import pytest
+import trio
 
 from retinue._stream import Finish
 
-from .support import load, serve_once
+from .support import _adapter, collect, load, make_request, serve_once
 
 WHOLE = {
     "chat": "chat_nonstream_finish_length.json",
@@ -57,3 +61,36 @@ async def test_an_event_stream_labelled_json_is_read_as_the_event_stream_it_is(
     assert got.message.content == expected.message.content
     assert got.assembler.finish == expected.assembler.finish
     assert got.assembler.usage == expected.assembler.usage
+
+
+class _BytewiseBody(httpx2.AsyncByteStream):
+    """A body that arrives a byte at a time, as a slow proxy may pass it on."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for index in range(len(self.body)):
+            yield self.body[index : index + 1]
+
+
+@pytest.mark.parametrize("kind", ["streamed", "whole"])
+async def test_a_body_labelled_json_is_told_apart_a_byte_at_a_time_after_a_bom(kind: str) -> None:
+    """R10.3: with a byte order mark and blank lines before it, an event stream labelled
+    ``application/json`` is still read as one, and a JSON answer as JSON, when neither
+    comes in one piece."""
+    names = {"streamed": STREAMED["chat"], "whole": WHOLE["chat"]}
+    media_types = {"streamed": "text/event-stream", "whole": "application/json"}
+    recorded = load(names[kind])["response"]["body"].encode()
+    expected = await serve_once("chat", recorded, (("content-type", media_types[kind]),))
+
+    def answer(_request: httpx2.Request) -> httpx2.Response:
+        body = _BytewiseBody(b"\xef\xbb\xbf\n\n" + recorded)
+        return httpx2.Response(200, headers={"content-type": "application/json"}, stream=body)
+
+    with trio.fail_after(30):
+        async with _adapter("chat", "http://mock", transport=httpx2.MockTransport(answer)) as model:
+            got = await collect(model, make_request("hi"))
+    assert expected.message.content
+    assert got.message.content == expected.message.content
+    assert got.assembler.finish == expected.assembler.finish

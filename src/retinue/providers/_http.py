@@ -212,14 +212,17 @@ _BOM = b"\xef\xbb\xbf"
 
 
 async def _head(body: AsyncIterator[bytes], read_timeout: float, provider: str) -> list[bytes]:
-    """The first parts of a body labelled JSON: enough to tell it from an event stream.
+    """The first bytes of a body labelled JSON, as one part: enough to tell it from an event
+    stream.
 
     The SDKs read a streamed answer as an event stream whatever its media
     type, so a server or proxy that labels one ``application/json`` works
-    with them: its answer is no JSON document to read whole.
+    with them: its answer is no JSON document to read whole. One part, so
+    that a byte order mark the network split reaches the event decoder whole.
     """
     parts: list[bytes] = []
-    seen = b""  # the body so far, without the blank start no JSON or event tells anything by
+    start = b""  # the body's first bytes, until they tell whether a byte order mark opens it
+    seen = b""  # the body so far, without the mark and the blank start that tell nothing
     size = 0
     while len(seen) < _SNIFFED_BYTES:
         try:
@@ -230,8 +233,13 @@ async def _head(body: AsyncIterator[bytes], read_timeout: float, provider: str) 
         size += len(part)
         if size > MAX_EVENT_BYTES:
             raise _overlong(f"{provider} response body")
-        seen = (seen + part if parts[1:] else part.removeprefix(_BOM)).lstrip()
-    return parts  # noqa: ASYNC910 - the loop reads at least once
+        if len(start) < len(_BOM):
+            start += part
+            maybe_mark = len(start) < len(_BOM) and _BOM.startswith(start)
+            seen = b"" if maybe_mark else start.removeprefix(_BOM).lstrip()
+        else:
+            seen = (seen + part).lstrip()
+    return [b"".join(parts)]  # noqa: ASYNC910 - the loop reads at least once
 
 
 def _is_event_stream(head: list[bytes]) -> bool:
