@@ -552,3 +552,51 @@ async def test_a_429_before_the_cut_s_window_of_admissions_does_not_cut_again(
                 admission.rate_limited("p", "m", 0.1)
                 raise RuntimeError("429")
     assert admission.statistics().lanes[0].concurrency_limit == 32.0
+
+
+async def test_a_cut_stops_at_min_concurrent(autojump_clock: trio.abc.Clock) -> None:
+    """A burst of 429s from 64 in flight cuts the limit to the floor the lane was given,
+    not below it; a second burst after a window of admissions leaves it there."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=64, min_concurrent=40))
+    with trio.fail_after(100):
+        await _cut_from(admission, 64)
+        assert admission.statistics().lanes[0].concurrency_limit == 40.0
+        for _ in range(40):
+            async with admission.admit(provider="p", model="m"):
+                pass
+        await _cut_from(admission, 40)
+    assert admission.statistics().lanes[0].concurrency_limit == 40.0
+
+
+async def test_min_concurrent_equal_to_max_concurrent_fixes_the_limit(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """With the floor at the cap, 429s still pause the lane but never move its limit: a
+    fixed cap against a provider that throttles at random."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=16, min_concurrent=16))
+    with trio.fail_after(100):
+        await _cut_from(admission, 16)
+        lane = admission.statistics().lanes[0]
+        await _round_of_successes(admission)
+    assert (lane.throttled, lane.concurrency_limit) == (16, 16.0)
+    assert admission.statistics().lanes[0].concurrency_limit == 16.0
+
+
+@pytest.mark.parametrize(
+    ("limits", "error", "message"),
+    [
+        ({"min_concurrent": 0}, ValueError, "min_concurrent must be positive"),
+        ({"min_concurrent": True}, TypeError, "min_concurrent must be an int"),
+        (
+            {"max_concurrent": 4, "min_concurrent": 5},
+            ValueError,
+            r"min_concurrent \(5\) must not exceed max_concurrent \(4\)",
+        ),
+    ],
+)
+def test_admission_limits_refuse_a_floor_that_is_no_count_or_above_the_cap(
+    limits: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """The floor is a positive int no greater than the cap, refused where it is built."""
+    with pytest.raises(error, match=message):
+        AdmissionLimits(**limits)  # type: ignore[arg-type]

@@ -67,6 +67,17 @@ class AdmissionLimits:
     """Tokens (estimated, then corrected by usage) admitted in any ``window`` seconds."""
     window: float = attrs.field(default=60.0, validator=_positive_finite)
     """The length of the sliding window, in seconds."""
+    min_concurrent: int | None = attrs.field(default=None, kw_only=True, validator=_positive_count)
+    """The least a 429, 503 or 529 cuts the concurrency limit to (``None``: 1). Equal to
+    ``max_concurrent``, the limit never moves: against a provider that throttles at
+    random, a fixed cap keeps its throughput where halving would not."""
+
+    def __attrs_post_init__(self) -> None:
+        low, high = self.min_concurrent, self.max_concurrent
+        if low is not None and high is not None and low > high:
+            raise ValueError(
+                f"AdmissionLimits.min_concurrent ({low}) must not exceed max_concurrent ({high})"
+            )
 
 
 @final
@@ -274,6 +285,12 @@ class Lane:
         return max(self.concurrency + 1, float(math.floor(cubic)))
 
     @property
+    def _floor(self) -> float:
+        """The least a cut leaves of the limit."""
+        low = self.limits.min_concurrent
+        return 1.0 if low is None else float(low)
+
+    @property
     def _ceiling(self) -> float:
         limit = self.limits.max_concurrent
         return math.inf if limit is None else float(limit)
@@ -286,13 +303,14 @@ class Lane:
         # many requests as the cut left were admitted after it; else each late
         # 429 of a steady 5% halved it again, holding it near 6.
         since_cut = self.admitted - self._admitted_at_cut
-        same_event = self._throttled_until > now or since_cut < _halved(self._limit_at_cut)
+        window_of_cut = max(self._floor, _halved(self._limit_at_cut))
+        same_event = self._throttled_until > now or since_cut < window_of_cut
         self._throttled_until = max(self._throttled_until, now + pause)
         self.paused_until = max(self.paused_until, now + pause)
         if same_event:
             return
         current = min(self.concurrency, max(1.0, float(self.in_flight)))
-        self.concurrency = _halved(current)
+        self.concurrency = max(self._floor, _halved(current))
         self._successes = self._rounds = 0
         self._limit_at_cut = current
         self._admitted_at_cut = self.admitted
