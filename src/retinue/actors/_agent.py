@@ -204,7 +204,15 @@ class Agent:
         return self._core.status
 
     def send(self, content: Content, source: MessageSource | str | None = None) -> None:
-        """Queue a prompt for the next turn (R2.10). Never blocks."""
+        """Queue a prompt for the next turn (R2.10). Never blocks.
+
+        ``steer``, ``inject`` and ``cancel`` raise as it does.
+
+        Raises:
+            AgentDisposedError: the agent is disposed (``AGENT_DISPOSED``, R2.37).
+            AgentNotReadyError: its setup has not ended yet (``AGENT_NOT_READY``, R2.9).
+            RuntimeError: called off the runtime's trio thread or run.
+        """
         self._core.send(content, source)
 
     def steer(self, content: Content, source: MessageSource | str | None = None) -> None:
@@ -282,6 +290,9 @@ class Agent:
                 or from a tool or listener of an agent this one already waits
                 for, directly or through others (``WAIT_CYCLE``; the message
                 names the agents in the circle). Nothing is sent.
+            AgentDisposedError, AgentNotReadyError, RuntimeError: as ``send``;
+                a prompt that was sent and then discarded by a disposal is
+                answered ``disposed`` instead.
         """
         core = self._core
         _refuse_waiting_on_itself(core, "ask")
