@@ -14,8 +14,11 @@ at the runtime's virtual deadline.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 import retinue
@@ -159,3 +162,96 @@ async def test_a_sync_tool_wait_stops_counting_once_its_call_is_cancelled(
         assert result_texts(peers["b"]) == ["a answers b"]
         for agent in peers.values():
             check_session_invariants(agent.session.events)
+
+
+async def test_a_sync_tool_asking_its_own_agent_from_a_child_task_gets_a_typed_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The function a sync body runs through ``trio.from_thread.run`` may ask from a task of
+    a nursery it opens: that ask is the agent's own wait too, and is refused; it was not
+    counted for anybody and waited forever."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    answers: list[str] = []
+
+    async def ask_from_a_child() -> None:
+        async def child() -> None:
+            try:
+                await peers["a"].ask("a asks itself")
+            except retinue.AgentError as error:
+                answers.append(str(error.code))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(child)
+
+    @retinue.tool(name="consult_a")
+    def consult() -> str:
+        """Ask from a child task."""
+        trio.from_thread.run(ask_from_a_child)
+        return "asked"
+
+    model = ScriptedModel(script("a"), repeat_last=True)
+    async with runtime(model, tools=[consult]) as rt:
+        peers["a"] = agent = await rt.create_agent("a", AgentOptions(model="a"))
+        result = await agent.ask("go")
+    assert (result.text, answers) == ("a done", ["WAITS_FOR_ITSELF"])
+
+
+async def test_a_sync_body_abandoned_at_its_timeout_may_ask_its_agent_later(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A sync body that outlived its timeout no longer holds its agent's turn: its later
+    ``ask`` of that agent is served by the next turn, not refused as ``WAITS_FOR_ITSELF``."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    release, answered = threading.Event(), trio.Event()
+    answers: list[str] = []
+
+    @retinue.tool(name="slow", timeout=5)
+    def slow() -> str:
+        """Outlive the timeout, then ask a."""
+        release.wait(30)
+        answers.append(trio.from_thread.run(peers["a"].ask, "late").reason.kind)
+        trio.from_thread.run_sync(answered.set)
+        return "too late"
+
+    model = ScriptedModel(
+        {"a": [CallTools([ToolCallSpec("slow", "{}")]), Reply("timed out"), Reply("late")]}
+    )
+    async with runtime(model, tools=[slow]) as rt:
+        peers["a"] = agent = await rt.create_agent("a", AgentOptions(model="a"))
+        result = await agent.ask("go")
+        assert (result.text, refusal_code(agent)) == ("timed out", "TOOL_TIMEOUT")
+        release.set()
+        await answered.wait()
+    assert answers == ["completed"]
+
+
+async def test_a_task_an_async_tool_starts_outside_its_call_asks_as_nobody_s_wait(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A task an async body starts in a nursery of the test's (outside its call) is no part
+    of the call: its ``ask`` of the agent waits for the next turn and is answered."""
+    peers: Peers = {}
+    answers: list[str] = []
+
+    async def ask_later() -> None:
+        answers.append((await peers["a"].ask("from outside")).text)
+
+    async with trio.open_nursery() as outside:
+
+        @retinue.tool(name="spawn")
+        async def spawn() -> str:
+            """Start a task outside the call."""
+            outside.start_soon(ask_later)
+            await trio.sleep(1)  # the task asks while the call lasts
+            return "spawned"
+
+        model = ScriptedModel(
+            {"a": [CallTools([ToolCallSpec("spawn", "{}")]), Reply("t1"), Reply("t2")]}
+        )
+        async with runtime(model, tools=[spawn]) as rt:
+            peers["a"] = agent = await rt.create_agent("a", AgentOptions(model="a"))
+            assert (await agent.ask("go")).text == "t1"
+            await agent.wait_idle()
+    assert answers == ["t2"]

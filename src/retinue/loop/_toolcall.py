@@ -69,8 +69,23 @@ def tool_thread_mark(owner: object) -> ToolCallMark | None:
     mark = _calling.get()
     if mark is None or not mark.live or mark.owner is not owner:
         return None
-    # A system task's nursery is the one the root task opened for them.
-    nursery = trio.lowlevel.current_task().parent_nursery
-    if nursery is None or nursery.parent_task is not trio.lowlevel.current_root_task():
+    # The system task trio.from_thread started for the thread, or a task below it: the
+    # call's own tasks, and the run's main task, are not under the root task's nursery
+    # with the mark in their own context.
+    top = _top_level_task()
+    if top is None or top.context.get(_calling) is not mark:
         return None
     return mark
+
+
+def _top_level_task() -> trio.lowlevel.Task | None:
+    """The ancestor of the current task (or itself) that the root task started, if any."""
+    root = trio.lowlevel.current_root_task()
+    task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    while task is not None:
+        nursery = task.parent_nursery
+        parent = None if nursery is None else nursery.parent_task
+        if parent is root:
+            return task
+        task = parent
+    return None
