@@ -197,6 +197,58 @@ async def test_a_sync_tool_asking_its_own_agent_from_a_child_task_gets_a_typed_e
     assert (result.text, answers) == ("a done", ["WAITS_FOR_ITSELF"])
 
 
+async def test_a_sync_tool_dispose_stops_counting_once_its_call_is_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A sync body that disposes b waits for b's teardown in its thread; once its agent a
+    is cancelled, a no longer waits on b: b's shielded tool then asks the idle a, which
+    answers. The stale wait made that ask a circle b -> a -> b, refused as WAIT_CYCLE."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    gate, disposing = trio.Event(), trio.Event()
+    answers: list[str] = []
+
+    async def dispose_b() -> None:
+        disposing.set()
+        await peers["b"].dispose()
+
+    @retinue.tool(name="consult_a")
+    def dispose_in_thread() -> str:
+        """Dispose b."""
+        trio.from_thread.run(dispose_b)
+        return "disposed b"
+
+    @retinue.tool(name="consult_b")
+    async def hold_then_ask_a() -> str:
+        """Wait for the gate, shielded, then ask a."""
+        with trio.CancelScope(shield=True):
+            await gate.wait()
+            answers.append((await peers["a"].ask("b asks")).text)
+        return "asked"
+
+    model = ScriptedModel(
+        {
+            "a": [CallTools([ToolCallSpec("consult_a", "{}")]), Reply("a answers b")],
+            "b": [CallTools([ToolCallSpec("consult_b", "{}")]), Reply("b done")],
+        }
+    )
+    async with runtime(model, tools=[dispose_in_thread, hold_then_ask_a]) as rt:
+        for name in "ab":
+            peers[name] = await rt.create_agent(name, AgentOptions(model=name))
+        peers["b"].send("hold")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peers["a"].ask, "go")
+            await disposing.wait()  # a's body now waits for b's teardown in its thread
+            await trio.lowlevel.checkpoint()
+            peers["a"].cancel("enough")
+            await peers["a"].wait_idle()
+            gate.set()
+            await peers["b"].dispose()
+        assert answers == ["a answers b"]
+        for agent in peers.values():
+            check_session_invariants(agent.session.events)
+
+
 async def test_a_sync_body_abandoned_at_its_timeout_may_ask_its_agent_later(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

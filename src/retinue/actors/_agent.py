@@ -17,7 +17,6 @@ from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
 from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
-from retinue.loop._toolcall import tool_thread_mark
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -443,22 +442,5 @@ async def _wait_as(caller: AgentCore | None, core: AgentCore, done: trio.Event) 
     if caller is None:
         await done.wait()
         return
-    firm = caller.start_waiting_on(core)
-    waiting = True
-
-    def stop_waiting() -> None:
-        nonlocal waiting
-        if waiting:
-            waiting = False
-            caller.stop_waiting_on(core, firm=firm)
-
-    # From a sync tool body's thread, the wait is the caller's only while the call lasts.
-    mark = tool_thread_mark(caller)
-    if mark is not None:
-        mark.releases.append(stop_waiting)
-    try:
+    with caller.waiting_on(core):
         await done.wait()
-    finally:
-        stop_waiting()
-        if mark is not None and stop_waiting in mark.releases:
-            mark.releases.remove(stop_waiting)

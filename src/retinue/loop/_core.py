@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, final
 
@@ -23,7 +24,7 @@ from retinue.prompt import Section
 from retinue.session import ContextMessage, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 
 from ._signal import StepSignal, abort_reason, abort_step, retire_step
-from ._toolcall import serves_tool_thread_of
+from ._toolcall import serves_tool_thread_of, tool_thread_mark
 
 if TYPE_CHECKING:
     from retinue.providers import Model
@@ -459,6 +460,33 @@ class AgentCore:
         self.waits_on = _without_one(self.waits_on, target)
         if firm:
             self.firm_waits_on = _without_one(self.firm_waits_on, target)
+
+    @contextlib.contextmanager
+    def waiting_on(self, target: AgentCore) -> Iterator[None]:
+        """Record this agent as waiting for *target* inside the ``with``.
+
+        From a sync tool body's thread (through ``trio.from_thread``), only while its
+        call lasts: a body abandoned at its timeout or a cancel waits on, but its
+        agent no longer does, and must not close circles of agents waiting on each other.
+        """
+        firm = self.start_waiting_on(target)
+        waiting = True
+
+        def stop_waiting() -> None:
+            nonlocal waiting
+            if waiting:
+                waiting = False
+                self.stop_waiting_on(target, firm=firm)
+
+        mark = tool_thread_mark(self)
+        if mark is not None:
+            mark.releases.append(stop_waiting)
+        try:
+            yield
+        finally:
+            stop_waiting()
+            if mark is not None and stop_waiting in mark.releases:
+                mark.releases.remove(stop_waiting)
 
     def mark_disposed(self, *, announce: bool = True) -> None:
         """Disposal effects in order (R2.35); never raises.

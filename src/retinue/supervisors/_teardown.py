@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import final
 
 import attrs
@@ -105,11 +106,8 @@ class Teardowns:
             return
         # Recorded like a wait_idle, so a wait that would close a circle through
         # this one (the teardown's own listeners waiting on the caller) is refused.
-        firm = caller.start_waiting_on(core)
-        try:
+        with caller.waiting_on(core):
             await core.torn_down.wait()
-        finally:
-            caller.stop_waiting_on(core, firm=firm)
 
     def _creation_of(self, core: AgentCore) -> Creation | None:
         """The creation in flight that made *core*, if it has not ended yet."""
@@ -195,11 +193,8 @@ async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
     cycle = caller.wait_cycle(tearing_down)
     if cycle is not None:
         raise circle_error(caller, cycle, f"waiting for the teardown of {agent_id!r}")
-    firm = caller.start_waiting_on(tearing_down)
-    try:
+    with caller.waiting_on(tearing_down):
         await tearing_down.torn_down.wait()
-    finally:
-        caller.stop_waiting_on(tearing_down, firm=firm)
 
 
 async def _wait_for_teardowns(caller: AgentCore, teardowns: tuple[AgentCore, ...]) -> None:  # noqa: ASYNC910 - called with at least one teardown, each awaited
@@ -215,10 +210,8 @@ async def _wait_for_teardowns(caller: AgentCore, teardowns: tuple[AgentCore, ...
         if cycle is not None:
             waiting = f"closing the runtime (which waits for the teardown of {tearing_down.id!r})"
             raise circle_error(caller, cycle, waiting)
-    firm = [caller.start_waiting_on(tearing_down) for tearing_down in teardowns]
-    try:
+    with contextlib.ExitStack() as waits:
+        for tearing_down in teardowns:
+            waits.enter_context(caller.waiting_on(tearing_down))
         for tearing_down in teardowns:
             await tearing_down.torn_down.wait()
-    finally:
-        for tearing_down, was_firm in zip(teardowns, firm, strict=True):
-            caller.stop_waiting_on(tearing_down, firm=was_firm)
