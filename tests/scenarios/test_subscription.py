@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -309,3 +310,35 @@ async def test_a_feed_read_inside_another_trio_run_is_refused_and_the_agent_goes
         feed.close()
     assert (result.reason.kind, result.text) == ("completed", "one")
     check_session_invariants(agent.session.events)
+
+
+async def test_a_feed_closed_off_its_runtime_s_run_is_refused_and_still_read() -> None:
+    """R4.10: a feed closed from a worker thread or inside another thread's ``trio.run``
+    is refused before anything changes, and its reader, parked in the runtime's run, goes
+    on reading. The close unsubscribed the feed, then failed to wake its reader (trio's
+    ``RuntimeError``, or a bare ``AssertionError``), which waited for nothing ever after."""
+    model = ScriptedModel([Reply("one")])
+    with trio.fail_after(10):  # real time: worker threads run
+        async with retinue.open_runtime(models=model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            feed = agent.subscribe()
+            read: list[str] = []
+
+            async def reader() -> None:
+                async for event in feed:
+                    read.append(event.type)
+                    if event.type == "turn/end":
+                        return
+
+            async def close_in_its_own_run() -> None:
+                feed.close()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader)
+                await trio.sleep(0.05)
+                for call in (feed.close, functools.partial(trio.run, close_in_its_own_run)):
+                    with pytest.raises(RuntimeError, match="closed in the trio run"):
+                        await trio.to_thread.run_sync(call)
+                result = await agent.ask("hi")
+            feed.close()
+    assert (result.text, read[0], read[-1]) == ("one", "turn/start", "turn/end")

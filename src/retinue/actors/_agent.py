@@ -95,7 +95,7 @@ class Subscription:
                 if self._overflow:
                     raise SubscriptionOverflowError("subscriber fell behind the live log")
                 raise StopAsyncIteration
-            if self._run is not None and trio.lowlevel.current_trio_token() is not self._run:
+            if self._run is not None and not _in_run(self._run):
                 raise RuntimeError(
                     "a subscription must be read in the trio run of its agent's runtime, not inside "
                     "another thread's trio.run"
@@ -107,7 +107,18 @@ class Subscription:
 
         Iteration ends at its next step, a task parked in it included: events
         logged before the close but not yet read are dropped.
+
+        Raises:
+            RuntimeError: called off the trio run of its agent's runtime (from a
+                worker thread, or inside another ``trio.run``) while the feed is
+                open, before anything changes: its reader, parked in that run,
+                could not be woken from here.
         """
+        if self._end is None and self._run is not None and not _in_run(self._run):
+            raise RuntimeError(
+                "a subscription must be closed in the trio run of its agent's runtime: from a "
+                "worker thread, go through trio.from_thread.run_sync"
+            )
         self._overflow = False
         self._stop_at(self._cursor)
         self._forget(self)
@@ -370,6 +381,11 @@ class Agent:
     def __repr__(self) -> str:
         core = self._core
         return f"<Agent {core.id!r} status={core.status} events={len(core.session.events)}>"
+
+
+def _in_run(token: trio.lowlevel.TrioToken) -> bool:
+    """Whether the caller runs in the trio run of *token*."""
+    return trio.lowlevel.in_trio_run() and trio.lowlevel.current_trio_token() is token
 
 
 def _refuse_another_run(core: AgentCore) -> None:
