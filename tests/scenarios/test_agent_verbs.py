@@ -466,6 +466,9 @@ async def test_a_verb_called_from_another_trio_run_is_refused_before_it_changes_
 
 
 async def _wait_on(agent: retinue.Agent, verb: str) -> None:
+    if verb == "ask":
+        await agent.ask("from another trio run")
+        return
     if verb == "subscribe":
         async with agent.subscribe() as feed:
             async for _event in feed:
@@ -473,21 +476,23 @@ async def _wait_on(agent: retinue.Agent, verb: str) -> None:
     await getattr(agent, verb)()
 
 
-@pytest.mark.parametrize("verb", ["wait_idle", "dispose", "subscribe"])
+@pytest.mark.parametrize("verb", ["wait_idle", "dispose", "subscribe", "ask"])
 async def test_a_wait_from_another_trio_run_is_refused_and_the_agent_goes_on(verb: str) -> None:
-    """R2.30-R2.35: ``wait_idle``, ``dispose`` and ``subscribe`` called inside a ``trio.run``
-    of another thread are refused before they wait, and the running agent goes on.
+    """R2.30-R2.35: ``wait_idle``, ``dispose``, ``subscribe`` and ``ask`` called inside a
+    ``trio.run`` of another thread are refused before they wait, and the running agent goes on.
 
     Their waiter was woken from the agent's run, which failed there: the driver crashed
     on releasing an idle waiter of the other run (with trio's bare ``AssertionError``),
     a dispose ended in ``TrioInternalError`` and a feed's wait in a foreign ``Cancelled``.
     """
     model = ScriptedModel([Hang(), Reply("two")])
-    async with retinue.open_runtime(models=model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        agent.send("first")
-        await trio.sleep(0.05)
-        with trio.fail_after(10):  # real time: a worker thread runs its own trio.run
+    # Real time: a worker thread runs its own trio.run. The bound covers the runtime's
+    # exit too, which waits for the agent a failure here could leave hanging.
+    with trio.fail_after(10):
+        async with retinue.open_runtime(models=model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            agent.send("first")
+            await trio.sleep(0.05)
             with pytest.raises(RuntimeError, match=r"not from another trio\.run"):
                 await trio.to_thread.run_sync(
                     trio.run, functools.partial(_wait_on, agent, verb), abandon_on_cancel=True

@@ -305,6 +305,7 @@ class Agent:
                 answered ``disposed`` instead.
         """
         core = self._core
+        _refuse_another_run(core)
         _refuse_waiting_on_itself(core, "ask")
         caller = _caller_that_may_wait(core, "ask")
         ticket: Ticket[object] = Ticket()
