@@ -364,3 +364,49 @@ def test_a_recursive_definition_checks_every_level() -> None:
     assert check(holding("me", {"$ref": "#"}), {"me": {"me": {"me": 3}}}) == (
         "me.me.me: expected object, got integer"
     )
+
+
+# What pydantic's ``model_json_schema()`` writes for a recursive model: a root that only
+# refers to the model's definition.
+RECURSIVE_MODEL: dict[str, object] = {
+    "$defs": {
+        "Node": {
+            "properties": {
+                "name": {"title": "Name", "type": "string"},
+                "children": {
+                    "default": [],
+                    "items": {"$ref": "#/$defs/Node"},
+                    "title": "Children",
+                    "type": "array",
+                },
+            },
+            "required": ["name"],
+            "title": "Node",
+            "type": "object",
+        }
+    },
+    "$ref": "#/$defs/Node",
+}
+
+
+async def test_a_recursive_pydantic_model_is_its_definition_at_the_root() -> None:
+    """R9.7: a root ``$ref`` to an object definition is sent and checked as that definition."""
+    ran: list[object] = []
+
+    def body(**arguments: object) -> str:
+        ran.append(arguments)
+        return "ran"
+
+    tree = Tool("tree", "Walk a tree.", RECURSIVE_MODEL, body)
+    sent = tree.schema.parameters
+    assert sent["type"] == "object"
+    assert "$ref" not in sent
+    assert sent["required"] == ("name",)
+    assert tree.check_arguments(freeze_json({"name": "r", "children": [{}]})) == (
+        "children[0].name: missing required property"
+    )
+    registry = ToolRegistry(HookBus(), [tree])
+    arguments = {"name": "r", "children": [{"name": "leaf"}]}
+    result = await registry.execute(ToolExecution("c1", "tree", freeze_json(arguments)))
+    assert not result.is_error
+    assert ran == [arguments]

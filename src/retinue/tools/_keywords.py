@@ -29,6 +29,7 @@ __all__ = [
     "TYPE_NAMES",
     "check_parameters",
     "is_property_name",
+    "root_definition",
 ]
 
 TYPE_NAMES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
@@ -53,6 +54,30 @@ ANNOTATIONS = frozenset(
         "writeOnly",
     }
 )
+
+
+# What may stand beside a root ``$ref`` that is read as the definition it names.
+_BESIDE_ROOT_REF = ANNOTATIONS | {"$defs", "definitions"}
+
+
+def root_definition(schema: Mapping[str, object]) -> Mapping[str, object]:
+    """*schema*, or the definition its root only refers to, with the root's other keys.
+
+    pydantic writes a recursive model's schema as ``{"$defs": {...}, "$ref":
+    "#/$defs/Node"}``: a root without ``"type": "object"``, which providers
+    refuse, that says what the definition it names says. Merged into the root,
+    beside the ``$defs`` its own references still point into, it is the same
+    schema with its type spelled out.
+    """
+    ref = schema.get("$ref")
+    if "type" in schema or not isinstance(ref, str):
+        return schema
+    if any(key not in _BESIDE_ROOT_REF for key in schema if key != "$ref"):
+        return schema  # a $ref with constraints beside it: left for the check to name
+    target = resolve_ref(schema, ref)
+    if not isinstance(target, Mapping) or target.get("type") != "object":
+        return schema
+    return {**target, **{key: value for key, value in schema.items() if key != "$ref"}}
 
 
 def check_parameters(schema: Mapping[str, object], where: str = "parameters") -> None:

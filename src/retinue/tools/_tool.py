@@ -6,7 +6,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Literal, TypeAlias, final
+from typing import Literal, TypeAlias, cast, final
 
 import attrs
 
@@ -16,6 +16,7 @@ from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import ToolSchema
 
+from ._keywords import root_definition
 from ._sent import as_sent
 from ._validate import make_validator
 
@@ -42,7 +43,8 @@ def _freeze_parameters(value: object) -> FrozenDict:
     frozen = freeze_json(value, "parameters")
     if not isinstance(frozen, FrozenDict):
         raise TypeError("a tool's parameters must be a JSON schema object")
-    return frozen
+    defined = root_definition(frozen)
+    return frozen if defined is frozen else cast("FrozenDict", freeze_json(defined, "parameters"))
 
 
 # How deep a chain of partials and ``__wrapped__`` links is followed (a mock has no end).
@@ -195,7 +197,9 @@ class Tool:
     parameters: FrozenDict = attrs.field(converter=_freeze_parameters)
     """The JSON schema of the arguments object; arguments are checked against it before the body runs.
 
-    Its root must be ``"type": "object"``. The check enforces ``type`` (a JSON
+    Its root must be ``"type": "object"``, or only a ``$ref`` to one of its
+    ``$defs`` that is (pydantic's schema of a recursive model): that
+    definition is then the root, its ``$defs`` kept beside it. The check enforces ``type`` (a JSON
     type name or a list of them), ``enum``, ``const``, ``properties``,
     ``required``, ``additionalProperties``, ``propertyNames``,
     ``minProperties``, ``maxProperties``, ``items``, ``prefixItems``,
