@@ -203,3 +203,22 @@ def test_a_keyword_providers_refuse_at_the_root_is_refused_when_built(keyword: s
     }
     with pytest.raises(ValueError, match=f"^{re.escape(f'parameters.{keyword}')}: .*top level"):
         built(parameters)
+
+
+def test_a_json_string_field_builds_with_its_content_schema_unchecked() -> None:
+    """R9.7: ``contentSchema`` (pydantic's ``Json[int]``) is an annotation, as the content
+    vocabulary's keywords all are: the tool builds, and the string is not parsed."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "payload": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"type": "integer"},
+            }
+        },
+    }
+    definition = built(schema)
+    assert definition.schema.parameters == freeze_json(schema)
+    assert check(schema, {"payload": "not json"}) is None
+    assert check(schema, {"payload": 3}) == "payload: expected string, got integer"

@@ -43,6 +43,9 @@ ANNOTATIONS = frozenset(
         "$schema",
         "contentEncoding",
         "contentMediaType",
+        # An annotation too (JSON Schema's content vocabulary asserts nothing): pydantic
+        # writes it for a ``Json[T]`` field, a string holding JSON of schema T.
+        "contentSchema",
         "default",
         "deprecated",
         "description",
