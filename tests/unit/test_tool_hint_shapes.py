@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import typing
 from typing import TYPE_CHECKING, Literal
 
@@ -263,3 +264,24 @@ def test_a_tool_hint_resolves_in_its_own_scope_only() -> None:
 
     with pytest.raises(TypeError, match=r"cannot resolve type hints: name 'Gear' is not defined"):
         _through_a_helper(made_elsewhere)
+
+
+class _NoChoice(enum.Enum):
+    """An enum without members: a base to subclass, used as a hint by mistake."""
+
+
+@pytest.mark.parametrize(
+    ("hint", "named"),
+    [(_NoChoice, "enum _NoChoice"), (Literal[()], r"Literal\[\(\)\]")],
+    ids=["enum", "Literal"],
+)
+def test_a_hint_with_no_values_is_refused_naming_it(hint: object, named: str) -> None:
+    """R9.7: an enum without members admits no argument; it was refused as a malformed
+    schema (``parameters.properties.choice.type``) that named neither the hint nor the cause."""
+
+    def pick(choice: str) -> str:
+        return choice
+
+    pick.__annotations__["choice"] = hint
+    with pytest.raises(TypeError, match=rf"pick\(choice\): {named} has no values"):
+        tool(pick)

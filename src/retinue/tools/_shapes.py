@@ -145,7 +145,10 @@ def _json_types(values: typing.Sequence[object]) -> str | list[str]:
     return names[0] if len(names) == 1 else names
 
 
-def _check_literals(values: typing.Sequence[object], where: str) -> None:
+def _check_literals(values: typing.Sequence[object], where: str, hint: str) -> None:
+    if not values:
+        # Its schema would be an enum no value is in, of no type, which providers refuse.
+        raise TypeError(f"{where}: {hint} has no values, so no argument could be one")
     for value in values:
         if value is not None and type(value) not in _PRIMITIVES:
             raise TypeError(f"{where}: enum value {value!r} is not a JSON scalar")
@@ -153,7 +156,7 @@ def _check_literals(values: typing.Sequence[object], where: str) -> None:
 
 def _literal(args: tuple[object, ...], where: str) -> Shape:
     values = [a.value if isinstance(a, enum.Enum) else a for a in args]
-    _check_literals(values, where)
+    _check_literals(values, where, "Literal[()]")
     choices = {_choice_key(value): arg for value, arg in zip(values, args, strict=True)}
 
     def coerce(value: object) -> object:
@@ -171,7 +174,7 @@ def _choice_key(value: object) -> tuple[bool, object]:
 
 def _enum(cls: type[enum.Enum], where: str) -> Shape:
     values = [member.value for member in cls]
-    _check_literals(values, where)
+    _check_literals(values, where, f"enum {cls.__qualname__}")
     return Shape({"type": _json_types(values), "enum": values}, cls)
 
 
