@@ -381,3 +381,21 @@ def test_a_length_bound_on_a_type_without_a_length_is_refused_when_decorated() -
         def tally(count: Annotated[int, Field(min_length=2)]) -> int:
             """Tally."""
             return count
+
+
+@pytest.mark.parametrize(
+    "constraint", [Field(pattern="^[0-9]+$"), re.compile("^[0-9]+$")], ids=["Field", "compiled"]
+)
+def test_a_pattern_on_a_type_without_strings_is_refused_when_decorated(
+    constraint: object,
+) -> None:
+    """R9.7: a pattern on an int is checked against no value (JSON Schema applies it to
+    strings only), so it was sent and never enforced: refused at decoration, as a length
+    or numeric bound on the wrong type is."""
+
+    def tally(count: int) -> int:
+        return count
+
+    tally.__annotations__["count"] = Annotated[int, constraint]
+    with pytest.raises(TypeError, match=r"count\): a pattern needs a str type, not integer"):
+        tool(tally)

@@ -47,8 +47,8 @@ def metadata_keywords(
     ``Field(description=...)`` gives.
 
     Raises:
-        TypeError: a numeric bound on a type with no number, or a length bound
-            on a type with no length.
+        TypeError: a numeric bound on a type with no number, a length bound
+            on a type with no length, or a pattern on a type with no string.
     """
     keywords: dict[str, object] = {}
     also: list[dict[str, object]] = []  # a second pattern or step: both must hold
@@ -198,10 +198,9 @@ def _constraints(
             # Each size keyword bounds its own JSON type only: one per sized type allowed.
             yield from ((keywords[index], value) for keywords in _size_keywords(schema, where))
     pattern = item if isinstance(item, re.Pattern) else getattr(item, "pattern", None)
-    if isinstance(pattern, re.Pattern):
-        yield "pattern", _with_flags(pattern)
-    elif isinstance(pattern, str):
-        yield "pattern", pattern
+    if isinstance(pattern, re.Pattern | str):
+        _check_text(schema, where)
+        yield "pattern", _with_flags(pattern) if isinstance(pattern, re.Pattern) else pattern
 
 
 def _with_flags(pattern: re.Pattern[str]) -> str:
@@ -254,6 +253,14 @@ def _check_numeric(schema: dict[str, object], name: str, where: str) -> None:
         raise TypeError(
             f"{where}: a numeric bound ({name}) needs an int or float type, "
             f"not {schema.get('type') or 'this one'}"
+        )
+
+
+def _check_text(schema: dict[str, object], where: str) -> None:
+    """Refuse a pattern on a type with no string: JSON Schema applies it to strings only."""
+    if "string" not in _kinds(schema):
+        raise TypeError(
+            f"{where}: a pattern needs a str type, not {schema.get('type') or 'this one'}"
         )
 
 
