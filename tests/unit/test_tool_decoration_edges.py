@@ -377,3 +377,23 @@ async def test_a_record_field_defaulting_to_none_accepts_null(
     assert search.check_arguments(freeze_json({"f": {"limit": None}})) is None
     assert await execute(search, {"f": {"limit": None}}) == ("Filter(limit=None, tag=None)", None)
     assert await execute(search, {"f": {"limit": 3.0}}) == ("Filter(limit=3, tag=None)", None)
+
+
+class Reading(dict[str, object]):
+    """Read a meter: a class whose instances are the result."""
+
+    def __init__(self, meter: str, digits: int = 4) -> None:
+        super().__init__(meter=meter, digits=digits)
+
+
+async def test_a_class_is_a_tool_described_by_its_constructor_hints() -> None:
+    """R9.7: a class's parameters are its ``__init__``'s, resolved under ``from __future__
+    import annotations`` as a function's are, where their text was refused as the
+    unsupported type ``'str'``."""
+    read = tool(Reading)
+    assert properties(read) == {
+        "meter": {"type": "string"},
+        "digits": {"type": "integer", "default": 4},
+    }
+    assert read.description == "Read a meter: a class whose instances are the result."
+    assert await execute(read, {"meter": "m1"}) == ('{"meter":"m1","digits":4}', None)

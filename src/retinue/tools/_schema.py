@@ -80,7 +80,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     signature = _signature(fn, where)
     target, bound = _unwrap_partial(fn)
     _check_not_unbound_method(fn, signature, bound)
-    hints = parameter_hints(target if inspect.isroutine(target) else type(target).__call__, where)
+    hints = parameter_hints(_hinted(target), where)
     description, documented = parse_docstring(_docstring(target))
     found = _Properties(documented)
     context: str | None = None
@@ -214,6 +214,24 @@ def _called_functions(target: object) -> list[Callable[..., object]]:
     elif not inspect.isroutine(target) and callable(target):
         functions.append(type(target).__call__)
     return functions
+
+
+def _hinted(target: object) -> object:
+    """What holds the hints of calling *target*: itself, a class's constructor, or an object's
+    ``__call__``.
+
+    A class's own hints are its attributes'; its parameters' are its ``__init__``'s (or its
+    ``__new__``'s), which ``inspect.signature`` reads them from: under ``from __future__
+    import annotations`` the signature holds only their unresolved text.
+    """
+    if inspect.isroutine(target):
+        return target
+    if isinstance(target, type):
+        cls: Any = target  # its constructor, as the class's own: no instance's
+        if cls.__init__ is not object.__init__:
+            return cls.__init__
+        return cls.__new__ if cls.__new__ is not object.__new__ else target
+    return type(target).__call__
 
 
 def _docstring(target: object) -> str | None:
