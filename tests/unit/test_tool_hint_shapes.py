@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import pytest
 import typing_extensions
+from pydantic import Field
 
 from retinue._content import Text
 from retinue._lossless import JsonValue
@@ -285,3 +286,48 @@ def test_a_hint_with_no_values_is_refused_naming_it(hint: object, named: str) ->
     pick.__annotations__["choice"] = hint
     with pytest.raises(TypeError, match=rf"pick\(choice\): {named} has no values"):
         tool(pick)
+
+
+class _Level(enum.StrEnum):
+    LOW = "low"
+    HIGH = "high"
+
+
+async def test_a_mapping_key_hint_is_checked_and_converted_not_dropped() -> None:
+    """R9.7: ``dict[K, V]``'s key hint is the ``propertyNames`` of the object: a pattern on
+    ``str`` keys was dropped and any key reached the body, and a ``Literal`` or a str enum
+    was refused."""
+    got: list[object] = []
+
+    def weigh(
+        limits: dict[typing.Annotated[str, Field(pattern="^[a-z]+$")], int],
+        levels: dict[_Level, int],
+    ) -> str:
+        got.append((limits, levels))
+        return "ok"
+
+    defined = tool(weigh)
+    assert properties(defined)["limits"] == {
+        "type": "object",
+        "propertyNames": {"pattern": "^[a-z]+$"},
+        "additionalProperties": {"type": "integer"},
+    }
+    assert properties(defined)["levels"]["propertyNames"] == {"enum": ["low", "high"]}
+    text, error = await execute(defined, {"limits": {"Cpu": 1}, "levels": {}})
+    assert text.endswith('limits.Cpu: property name must match the pattern "^[a-z]+$"')
+    assert error is not None
+    assert await execute(defined, {"limits": {"cpu": 1}, "levels": {"low": 2}}) == ("ok", None)
+    assert got == [({"cpu": 1}, {_Level.LOW: 2})]
+    assert type(next(iter(got[0][1]))) is _Level  # type: ignore[index]
+
+
+def test_a_mapping_key_hint_allowing_no_string_is_refused() -> None:
+    """R9.7: a JSON object's keys are strings: an int or optional key hint is refused."""
+
+    def count(by: dict[str, int]) -> str:
+        return repr(by)
+
+    for hint in (dict[int, int], dict[str | None, int]):
+        count.__annotations__["by"] = hint
+        with pytest.raises(TypeError, match=r"count\(by\): object keys must be str"):
+            tool(count)

@@ -37,7 +37,9 @@ def tool(
     The parameters' type hints become the JSON schema (``str``, ``int``,
     ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
     ``set[X]`` and ``frozenset[X]`` (an array with ``uniqueItems``; ``X``
-    hashable, a frozen record's fields too unless it writes its ``__hash__``), ``dict[str, X]``, ``Literal[...]``, enums, ``X | None``, unions,
+    hashable, a frozen record's fields too unless it writes its ``__hash__``), ``dict[K, X]``
+    (``K`` a hint of strings alone: ``str``, a ``Literal`` or an enum of them, ``str``
+    with a pattern or a length, each key checked and converted), ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict``, attrs classes (a field with an annotated converter as what
     the converter takes) and dataclasses, a ``NewType`` as its
     supertype, a ``type X = ...`` alias as its value (a hint may name a type

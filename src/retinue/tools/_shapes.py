@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import dataclasses
 import enum
+import itertools
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -305,21 +306,41 @@ def _items(value: object) -> list[object]:
 def _mapping(args: tuple[object, ...], where: str) -> Shape:
     if not args:
         return Shape({"type": "object"})
-    if unwrap(args[0])[0] is not str:
-        raise TypeError(f"{where}: object keys must be str, got {args[0]!r}")
+    key = _key_shape(args[0], where)
     value = shape_of(args[1], f"{where}{{}}")
     schema: dict[str, object] = {"type": "object"}
+    if key.schema:
+        schema["propertyNames"] = key.schema
     if value.schema:
         schema["additionalProperties"] = value.schema
 
     def coerce(v: object) -> object:
         pairs = _pairs(v)
         try:
-            return {k: value.coerce(x) for k, x in pairs}
+            return {key.coerce(k): value.coerce(x) for k, x in pairs}
         except Exception as exc:
-            raise_located(((f".{k}", value.coerce, x) for k, x in pairs), exc)
+            keys = ((f".{k}", key.coerce, k) for k, _ in pairs)
+            values = ((f".{k}", value.coerce, x) for k, x in pairs)
+            raise_located(itertools.chain(keys, values), exc)
 
     return Shape(schema, coerce)
+
+
+def _key_shape(hint: object, where: str) -> Shape:
+    """The shape of a mapping's keys: a ``propertyNames`` schema (``{}``: any name).
+
+    Any hint of strings alone (a ``Literal`` of them, an enum of str values, a
+    ``NewType`` of ``str``, an ``Annotated`` pattern or length) describes them, and
+    its bounds are checked, not dropped; its ``"type": "string"`` goes without saying.
+
+    Raises:
+        TypeError: *hint* allows a value that is no string, which no key of a JSON object is.
+    """
+    shape = shape_of(hint, f"{where}{{key}}")
+    if json_kinds(shape.schema) != {"string"}:
+        raise TypeError(f"{where}: object keys must be str, got {hint!r}")
+    names = {keyword: v for keyword, v in shape.schema.items() if keyword != "type"}
+    return Shape(names, shape.coerce)
 
 
 def _pairs(value: object) -> list[tuple[str, object]]:
