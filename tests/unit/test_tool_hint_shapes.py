@@ -331,3 +331,65 @@ def test_a_mapping_key_hint_allowing_no_string_is_refused() -> None:
         count.__annotations__["by"] = hint
         with pytest.raises(TypeError, match=r"count\(by\): object keys must be str"):
             tool(count)
+
+
+_T = typing.TypeVar("_T")
+_U = typing.TypeVar("_U")
+
+
+@dataclasses.dataclass
+class _Box(typing.Generic[_T]):
+    item: _T
+    more: list[_T] = dataclasses.field(default_factory=list)
+
+
+class _Page(typing.TypedDict, typing.Generic[_T]):
+    items: list[_T]
+    after: _T | None
+
+
+@attrs.frozen
+class _Pair(typing.Generic[_T, _U]):
+    left: _T
+    right: _Box[_U]
+
+
+async def test_a_generic_record_is_described_by_its_type_arguments() -> None:
+    """R9.7: ``Box[int]`` is Box's fields with its type variable read as ``int``, nested
+    generics too, and the body gets the record; it was refused as an unsupported type."""
+    got: list[object] = []
+
+    def fill(box: _Box[int], page: _Page[str], pair: _Pair[str, float]) -> str:
+        got.append((box, page, pair))
+        return "ok"
+
+    defined = tool(fill)
+    described = properties(defined)
+    assert described["box"]["properties"]["more"] == {"type": "array", "items": {"type": "integer"}}
+    assert described["page"]["properties"]["after"] == {"type": ["string", "null"]}
+    assert described["pair"]["properties"]["right"]["properties"]["item"] == {"type": "number"}
+    arguments: dict[str, JsonValue] = {
+        "box": {"item": 1},
+        "page": {"items": ["a"], "after": None},
+        "pair": {"left": "l", "right": {"item": 2}},
+    }
+    assert await execute(defined, arguments) == ("ok", None)
+    assert got == [(_Box(1), {"items": ["a"], "after": None}, _Pair("l", _Box(2.0)))]
+    text, _ = await execute(defined, {**arguments, "box": {"item": "one"}})
+    assert text.endswith("box.item: expected integer, got string")
+
+
+@dataclasses.dataclass
+class _Tree(typing.Generic[_T]):
+    value: _T
+    children: list[_Tree[_T]]
+
+
+def test_a_generic_record_holding_itself_is_refused_as_recursive() -> None:
+    """R9.7: ``Tree[int]`` inside ``Tree[int]`` has no schema without references."""
+
+    def walk(tree: _Tree[int]) -> str:
+        return repr(tree)
+
+    with pytest.raises(TypeError, match=r"walk\(tree\)\.children\[\]: recursive type _Tree"):
+        tool(walk)

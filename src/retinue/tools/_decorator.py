@@ -41,7 +41,8 @@ def tool(
     (``K`` a hint of strings alone: ``str``, a ``Literal`` or an enum of them, ``str``
     with a pattern or a length, each key checked and converted), ``Literal[...]``, enums, ``X | None``, unions,
     ``TypedDict``, attrs classes (a field with an annotated converter as what
-    the converter takes) and dataclasses, a ``NewType`` as its
+    the converter takes) and dataclasses, generic ones given their type
+    arguments (``Page[str]``), a ``NewType`` as its
     supertype, a ``type X = ...`` alias as its value (a hint may name a type
     defined in the function the tool is made in, under ``from __future__ import
     annotations`` too); ``Annotated[X, "text"]``

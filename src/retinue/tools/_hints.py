@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import sys
 import typing
 from collections.abc import Collection, Iterator, Mapping
-from typing import Annotated, NotRequired, Required, final
+from typing import Annotated, NotRequired, Required, TypeVar, final
+
+import attrs
 
 __all__ = [
+    "arguments_of",
+    "generic_record",
     "is_read_only",
     "is_type_alias",
     "is_typeddict",
@@ -17,6 +22,7 @@ __all__ = [
     "record_hints",
     "resolve_hints",
     "resolving_in",
+    "substituted",
     "unwrap",
 ]
 
@@ -157,3 +163,50 @@ def is_type_alias(hint: object) -> bool:
     """Whether *hint* is a ``TypeAliasType``: Python 3.12's ``type X = ...``, or the backport's."""
     kind = type(hint)
     return kind.__name__ == "TypeAliasType" and kind.__module__ in _TYPING_MODULES
+
+
+# The type arguments of the generic record being described: each of its type variables'.
+_ARGUMENTS: contextvars.ContextVar[Mapping[object, object] | None] = contextvars.ContextVar(
+    "_ARGUMENTS", default=None
+)
+
+
+def generic_record(hint: object) -> type[object] | None:
+    """The record class *hint* gives type arguments to (``Box`` of ``Box[int]``), else ``None``."""
+    origin = typing.get_origin(hint)
+    if not isinstance(origin, type) or not typing.get_args(hint):
+        return None
+    if attrs.has(origin) or dataclasses.is_dataclass(origin) or is_typeddict(origin):
+        return origin
+    return None
+
+
+@contextlib.contextmanager
+def arguments_of(hint: object, record: type[object]) -> Iterator[None]:
+    """Read *record*'s type variables as *hint*'s arguments while its fields are described.
+
+    Only its own: an argument naming a type variable of the record around it was
+    replaced when *hint* itself was read (:func:`substituted`).
+    """
+    parameters = getattr(record, "__parameters__", ())
+    token = _ARGUMENTS.set(dict(zip(parameters, typing.get_args(hint), strict=False)))
+    try:
+        yield
+    finally:
+        _ARGUMENTS.reset(token)
+
+
+def substituted(hint: object) -> object:
+    """*hint* with the type variables of the generic record being described replaced."""
+    known = _ARGUMENTS.get()
+    if not known:
+        return hint
+    if isinstance(hint, TypeVar):
+        return known.get(hint, hint)
+    parameters = getattr(hint, "__parameters__", None)
+    if typing.get_origin(hint) is None or not parameters:
+        return hint
+    try:  # list[T] -> list[int], Box[T] | None -> Box[int] | None
+        return hint[tuple(known.get(p, p) for p in parameters)]  # type: ignore[index]
+    except TypeError:
+        return hint

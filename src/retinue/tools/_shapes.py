@@ -17,7 +17,16 @@ import attrs
 
 from ._annotations import checking, json_kinds, metadata_keywords, refuse_field_default
 from ._hashable import unhashable
-from ._hints import is_read_only, is_type_alias, is_typeddict, resolve_hints, unwrap
+from ._hints import (
+    arguments_of,
+    generic_record,
+    is_read_only,
+    is_type_alias,
+    is_typeddict,
+    resolve_hints,
+    substituted,
+    unwrap,
+)
 from ._located import Coerce, raise_located
 from ._record_init import EMPTY, init_fields, with_default
 from ._tool import ToolContext
@@ -73,7 +82,7 @@ def type_schema(hint: object) -> dict[str, object]:
 
 
 def shape_of(hint: object, where: str) -> Shape:
-    hint, metadata = unwrap(hint)
+    hint, metadata = unwrap(substituted(hint))
     shape = _bare_shape(hint, where)
     if not metadata:
         return shape
@@ -120,6 +129,12 @@ def _bare_shape(hint: object, where: str) -> Shape:
         )
     if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
         return _record(hint, where)
+    record = generic_record(hint)
+    if record is not None:
+        # Box[int]: Box's fields, its type variable read as int; Node[int] in itself recursive.
+        with _describing(hint, where), arguments_of(hint, record):
+            fields = _typed_dict_fields if is_typeddict(record) else _record_fields
+            return fields(record, where)
     raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
 
 
