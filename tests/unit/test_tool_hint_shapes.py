@@ -393,3 +393,30 @@ def test_a_generic_record_holding_itself_is_refused_as_recursive() -> None:
 
     with pytest.raises(TypeError, match=r"walk\(tree\)\.children\[\]: recursive type _Tree"):
         tool(walk)
+
+
+class _Access(enum.IntFlag):
+    READ = 1
+    WRITE = 2
+    RUN = 8
+
+
+async def test_a_flag_takes_any_combination_of_its_members() -> None:
+    """R9.7: a ``Flag`` is the integer of its members' bits: ``READ | WRITE`` (3) and none (0)
+    reach the body as the flag, where its members alone were the schema's enum and every
+    combination was refused; a bit of no member is refused."""
+    got: list[object] = []
+
+    def grant(access: _Access) -> str:
+        got.append(access)
+        return "ok"
+
+    defined = tool(grant)
+    assert properties(defined)["access"] == {"type": "integer", "minimum": 0, "maximum": 11}
+    assert await execute(defined, {"access": 3}) == ("ok", None)
+    assert await execute(defined, {"access": 0}) == ("ok", None)
+    assert got == [_Access.READ | _Access.WRITE, _Access(0)]
+    assert type(got[0]) is _Access
+    text, error = await execute(defined, {"access": 4})
+    assert text.endswith("access: must combine only the bits of _Access (11), got 4")
+    assert error is not None

@@ -39,7 +39,9 @@ def tool(
     ``set[X]`` and ``frozenset[X]`` (an array with ``uniqueItems``; ``X``
     hashable, a frozen record's fields too unless it writes its ``__hash__``), ``dict[K, X]``
     (``K`` a hint of strings alone: ``str``, a ``Literal`` or an enum of them, ``str``
-    with a pattern or a length, each key checked and converted), ``Literal[...]``, enums, ``X | None``, unions,
+    with a pattern or a length, each key checked and converted), ``Literal[...]``,
+    enums (a ``Flag`` as the integer of any combination of its members),
+    ``X | None``, unions,
     ``TypedDict``, attrs classes (a field with an annotated converter as what
     the converter takes) and dataclasses, generic ones given their type
     arguments (``Page[str]``), a ``NewType`` as its

@@ -189,9 +189,31 @@ def _choice_key(value: object) -> tuple[bool, object]:
 
 
 def _enum(cls: type[enum.Enum], where: str) -> Shape:
+    if issubclass(cls, enum.Flag) and all(type(member.value) is int for member in cls):
+        return _flag(cls)
     values = [member.value for member in cls]
     _check_literals(values, where, f"enum {cls.__qualname__}")
     return Shape({"type": _json_types(values), "enum": values}, cls)
+
+
+def _flag(cls: type[enum.Flag]) -> Shape:
+    """A ``Flag``: any combination of its members, the integer of their bits (``0``: none).
+
+    Its members alone as an ``enum`` would refuse ``READ | WRITE``, the value a flag is for.
+    """
+    mask = 0
+    for member in cls:
+        mask |= int(member.value)
+
+    def coerce(value: object) -> object:
+        bits = int(value) if isinstance(value, int | float) else -1
+        if bits < 0 or bits & ~mask:
+            raise ValueError(
+                f"must combine only the bits of {cls.__qualname__} ({mask}), got {bits}"
+            )
+        return cls(bits)
+
+    return Shape({"type": "integer", "minimum": 0, "maximum": mask}, coerce)
 
 
 def _nullable(schema: dict[str, object]) -> dict[str, object]:
