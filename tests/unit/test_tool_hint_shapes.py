@@ -420,3 +420,44 @@ async def test_a_flag_takes_any_combination_of_its_members() -> None:
     text, error = await execute(defined, {"access": 4})
     assert text.endswith("access: must combine only the bits of _Access (11), got 4")
     assert error is not None
+
+
+@dataclasses.dataclass
+class _IntBox(_Box[int]):
+    label: str = ""
+
+
+class _StrPage(_Page[str]):
+    total: int
+
+
+@dataclasses.dataclass
+class _Loose(typing.Generic[_T]):
+    value: _T
+
+
+@dataclasses.dataclass
+class _Holder(typing.Generic[_T]):
+    held: _T
+    loose: _Loose  # type: ignore[type-arg]  # bare: its _T is none of _Holder's
+
+
+def test_a_record_subclassing_a_generic_one_reads_its_base_arguments() -> None:
+    """R9.7: ``class IntBox(Box[int])`` is Box's fields with ``int`` for its type variable,
+    a TypedDict's too; a record inside another gets only its own type arguments."""
+
+    def keep(box: _IntBox, page: _StrPage) -> str:
+        return repr((box, page))
+
+    described = properties(tool(keep))
+    assert described["box"]["properties"]["item"] == {"type": "integer"}
+    assert described["page"]["properties"]["items"] == {
+        "type": "array",
+        "items": {"type": "string"},
+    }
+
+    def hold(holder: _Holder[int]) -> str:
+        return repr(holder)
+
+    with pytest.raises(TypeError, match=r"hold\(holder\)\.loose\.value: unsupported type ~_T"):
+        tool(hold)

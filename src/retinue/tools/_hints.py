@@ -182,18 +182,42 @@ def generic_record(hint: object) -> type[object] | None:
 
 
 @contextlib.contextmanager
-def arguments_of(hint: object, record: type[object]) -> Iterator[None]:
-    """Read *record*'s type variables as *hint*'s arguments while its fields are described.
+def arguments_of(hint: object) -> Iterator[None]:
+    """Read the type variables of record *hint* while its fields are described.
 
-    Only its own: an argument naming a type variable of the record around it was
-    replaced when *hint* itself was read (:func:`substituted`).
+    Its own (``Box[int]``: ``int`` for Box's), and those its bases are given
+    (``class IntBox(Box[int])``), in place of those of the record around it: an
+    argument naming one of those was replaced when *hint* itself was read
+    (:func:`substituted`).
     """
-    parameters = getattr(record, "__parameters__", ())
-    token = _ARGUMENTS.set(dict(zip(parameters, typing.get_args(hint), strict=False)))
+    token = _ARGUMENTS.set(_type_arguments(hint))
     try:
         yield
     finally:
         _ARGUMENTS.reset(token)
+
+
+def _type_arguments(hint: object) -> dict[object, object]:
+    record = typing.get_origin(hint) or hint
+    known: dict[object, object] = {}
+    if record is not hint:
+        parameters = getattr(record, "__parameters__", ())
+        known.update(zip(parameters, typing.get_args(hint), strict=False))
+    pending, seen = [record], set()
+    while pending:  # each base once, through the generic ones a TypedDict keeps out of its MRO
+        klass = pending.pop()
+        if not isinstance(klass, type) or klass in seen:
+            continue
+        seen.add(klass)
+        for base in vars(klass).get("__orig_bases__", klass.__bases__):
+            origin = typing.get_origin(base) or base
+            parameters = getattr(origin, "__parameters__", ())
+            for parameter, argument in zip(parameters, typing.get_args(base), strict=False):
+                # A type variable of the subclass's own, given on to its base: its value.
+                given = known.get(argument, argument) if isinstance(argument, TypeVar) else argument
+                known.setdefault(parameter, given)
+            pending.append(origin)
+    return known
 
 
 def substituted(hint: object) -> object:

@@ -132,7 +132,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
     record = generic_record(hint)
     if record is not None:
         # Box[int]: Box's fields, its type variable read as int; Node[int] in itself recursive.
-        with _describing(hint, where), arguments_of(hint, record):
+        with _describing(hint, where), arguments_of(hint):
             fields = _typed_dict_fields if is_typeddict(record) else _record_fields
             return fields(record, where)
     raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
@@ -418,7 +418,7 @@ def _describing(cls: object, where: str) -> Iterator[None]:
 
 
 def _typed_dict(cls: object, where: str) -> Shape:
-    with _describing(cls, where):
+    with _describing(cls, where), arguments_of(cls):
         return _typed_dict_fields(cls, where)
 
 
@@ -453,7 +453,7 @@ def unpacked_fields(hint: object, where: str) -> list[tuple[str, Shape, bool]] |
     (cls,) = typing.get_args(hint)
     if not is_typeddict(cls):
         raise TypeError(f"{where}: **kwargs may unpack only a TypedDict, not {cls!r}")
-    with _describing(cls, where):
+    with _describing(cls, where), arguments_of(cls):
         hints = resolve_hints(cls, where)
         required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         return [
@@ -477,7 +477,7 @@ def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> 
 
 
 def _record(cls: type[object], where: str) -> Shape:
-    with _describing(cls, where):
+    with _describing(cls, where), arguments_of(cls):
         return _record_fields(cls, where)
 
 
