@@ -222,3 +222,19 @@ def test_a_json_string_field_builds_with_its_content_schema_unchecked() -> None:
     assert definition.schema.parameters == freeze_json(schema)
     assert check(schema, {"payload": "not json"}) is None
     assert check(schema, {"payload": 3}) == "payload: expected string, got integer"
+
+
+def test_an_extension_keyword_passes_through_as_an_annotation() -> None:
+    """R9.7: an ``x-`` keyword (pydantic's ``json_schema_extra``, OpenAPI's extensions) is no
+    constraint by convention: the tool builds and the schema is sent as written, where it was
+    refused as a keyword the validator does not enforce."""
+    schema = {
+        "type": "object",
+        "x-origin": "billing",
+        "properties": {"days": {"type": "integer", "maximum": 7, "x-unit": {"name": "day"}}},
+        "$defs": {"Day": {"type": "integer", "x-unit": "day"}},
+    }
+    definition = built(schema)
+    assert definition.schema.parameters == freeze_json(schema)
+    assert check(schema, {"days": 3}) is None
+    assert check(schema, {"days": 8}) == "days: must be <= 7, got 8"

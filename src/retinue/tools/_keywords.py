@@ -28,6 +28,7 @@ __all__ = [
     "PROPERTY_NAME_RULE",
     "TYPE_NAMES",
     "check_parameters",
+    "is_annotation",
     "is_property_name",
     "root_definition",
 ]
@@ -59,8 +60,15 @@ ANNOTATIONS = frozenset(
 )
 
 
+def is_annotation(keyword: str) -> bool:
+    """Whether *keyword* only annotates a schema: one of :data:`ANNOTATIONS`, or an ``x-``
+    extension (OpenAPI's convention, pydantic's ``json_schema_extra``), which no
+    validator reads as a constraint."""
+    return keyword in ANNOTATIONS or keyword.startswith("x-")
+
+
 # What may stand beside a root ``$ref`` that is read as the definition it names.
-_BESIDE_ROOT_REF = ANNOTATIONS | {"$defs", "definitions"}
+_BESIDE_ROOT_REF = frozenset({"$defs", "definitions"})
 
 
 def root_definition(schema: Mapping[str, object]) -> Mapping[str, object]:
@@ -75,7 +83,9 @@ def root_definition(schema: Mapping[str, object]) -> Mapping[str, object]:
     ref = schema.get("$ref")
     if "type" in schema or not isinstance(ref, str):
         return schema
-    if any(key not in _BESIDE_ROOT_REF for key in schema if key != "$ref"):
+    if any(
+        key not in _BESIDE_ROOT_REF and not is_annotation(key) for key in schema if key != "$ref"
+    ):
         return schema  # a $ref with constraints beside it: left for the check to name
     target = resolve_ref(schema, ref)
     if not isinstance(target, Mapping) or target.get("type") != "object":
@@ -175,7 +185,7 @@ class _Walk:
             return
         self.checked.add(id(node))
         for key, value in node.items():
-            if key in ANNOTATIONS:
+            if is_annotation(key):
                 continue
             check = _KEYWORD_CHECKS.get(key)
             if check is None:

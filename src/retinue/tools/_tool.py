@@ -214,8 +214,8 @@ class Tool:
     ``model_json_schema()`` writes. Annotations pass through unchecked:
     ``title``, ``description``, ``default`` (not checked against the schema),
     ``examples``, ``deprecated``, ``readOnly``, ``writeOnly``, ``$comment``,
-    ``$schema``, ``format``, ``contentEncoding``, ``contentMediaType``, ``contentSchema`` and
-    OpenAPI's ``discriminator``. Any other keyword is refused when the tool is
+    ``$schema``, ``format``, ``contentEncoding``, ``contentMediaType``, ``contentSchema``,
+    OpenAPI's ``discriminator`` and any ``x-`` extension. Any other keyword is refused when the tool is
     built, as are ``oneOf``, ``anyOf``, ``allOf``, ``enum``, ``const`` and
     ``not`` at the root (providers refuse a tool carrying them there), an
     unknown type name, a malformed keyword value, an invalid pattern and a

@@ -47,7 +47,7 @@ from retinue._jsonschema import (
 
 from ._acceptor import compile_acceptor
 from ._judgements import ATTEMPT_DEPTH, Run, TooDeep, set_aside
-from ._keywords import ANNOTATIONS, check_parameters
+from ._keywords import check_parameters, is_annotation
 from ._refusals import brief, choices, inexact, same, show, tags_matched, wants_integer
 
 __all__ = ["compile_acceptor", "json_type_name", "make_validator", "validate"]
@@ -281,7 +281,7 @@ def _followed(member: object, root: Mapping[str, object]) -> object:
     for _ in range(MAX_REF_HOPS):
         if not isinstance(member, _OBJECTS) or "$ref" not in member:
             return member
-        if any(key != "$ref" and key not in ANNOTATIONS for key in member):
+        if any(key != "$ref" and not is_annotation(key) for key in member):
             return member
         target = resolve_ref(root, member["$ref"])
         if target is None:
