@@ -413,3 +413,27 @@ def test_a_set_default_is_shown_as_a_sorted_array() -> None:
     assert advertised["tags"]["default"] == ["a", "b", "c"]
     assert advertised["ids"]["default"] is None
     assert advertised["flags"]["default"] == [1, 2, "x"]
+
+
+_T = typing_extensions.TypeVar("_T")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tagged(typing_extensions.Generic[_T]):
+    tag: _T
+
+
+async def test_a_generic_frozen_record_is_a_set_item_when_its_arguments_hash() -> None:
+    """R9.7: ``frozenset[Tagged[int]]`` hashes (its field is an int), and the body gets the
+    records; ``Tagged[list[int]]`` would hash by raising and is refused."""
+    got: list[object] = []
+
+    def label(tags: frozenset[_Tagged[int]]) -> str:
+        got.append(tags)
+        return "ok"
+
+    assert await execute(tool(label), {"tags": [{"tag": 1}, {"tag": 2}]}) == ("ok", None)
+    assert got == [frozenset({_Tagged(1), _Tagged(2)})]
+    label.__annotations__["tags"] = frozenset[_Tagged[list[int]]]
+    with pytest.raises(TypeError, match=r"must be hashable, but _Tagged\.tag: list\[int\]"):
+        tool(label)

@@ -13,7 +13,15 @@ from typing import Literal, Union
 
 import attrs
 
-from ._hints import is_type_alias, is_typeddict, record_hints, unwrap
+from ._hints import (
+    arguments_of,
+    generic_record,
+    is_type_alias,
+    is_typeddict,
+    record_hints,
+    substituted,
+    unwrap,
+)
 
 __all__ = ["unhashable"]
 
@@ -30,7 +38,7 @@ def unhashable(hint: object, open_records: frozenset[type] = frozenset()) -> str
     def first(hints: Iterable[object]) -> str | None:
         return next((p for h in hints if (p := unhashable(h, open_records)) is not None), None)
 
-    hint = unwrap(hint)[0]
+    hint = unwrap(substituted(hint))[0]
     if isinstance(hint, typing.NewType):
         return first([hint.__supertype__])
     if is_type_alias(hint):
@@ -46,14 +54,18 @@ def unhashable(hint: object, open_records: frozenset[type] = frozenset()) -> str
         return None
     if origin is frozenset or origin is collections.abc.Set:
         return None
+    record = hint if isinstance(hint, type) else generic_record(hint)
     if (
-        isinstance(hint, type)
-        and not is_typeddict(hint)
-        and (attrs.has(hint) or dataclasses.is_dataclass(hint))
+        isinstance(record, type)
+        and not is_typeddict(record)
+        and (attrs.has(record) or dataclasses.is_dataclass(record))
     ):
-        if getattr(hint, "__hash__", None) is None:
-            return f"{hint.__qualname__} is not hashable"
-        return None if hint in open_records else _unhashable_field(hint, open_records)
+        if getattr(record, "__hash__", None) is None:
+            return f"{record.__qualname__} is not hashable"
+        if record in open_records:
+            return None
+        with arguments_of(hint):  # Box[int]'s fields: its type variable read as int
+            return _unhashable_field(record, open_records)
     return f"{hint!r} may hold lists or objects"
 
 
