@@ -461,3 +461,37 @@ def test_a_record_subclassing_a_generic_one_reads_its_base_arguments() -> None:
 
     with pytest.raises(TypeError, match=r"hold\(holder\)\.loose\.value: unsupported type ~_T"):
         tool(hold)
+
+
+@dataclasses.dataclass
+class _Relabelled(_Box[int], typing.Generic[_T]):
+    label: _T | None = None
+
+
+def test_a_type_variable_read_as_two_types_is_refused_naming_both() -> None:
+    """R9.7: ``class Relabelled(Box[int], Generic[T])`` reads ``T`` as ``int`` in its base
+    and as its own argument in itself; its fields were all described with the one reading,
+    and ``Relabelled[str]``'s ``item`` asked for a string the body never meant to take."""
+
+    def keep(box: _Relabelled[str]) -> str:
+        return repr(box)
+
+    with pytest.raises(TypeError, match=r"keep\(box\): _Relabelled reads the type variable ~_T"):
+        tool(keep)
+
+
+@dataclasses.dataclass
+class _Grow(typing.Generic[_T]):
+    value: _T
+    deeper: _Grow[list[_T]] | None = None
+
+
+def test_a_generic_record_growing_inside_itself_is_refused_as_recursive() -> None:
+    """R9.7: ``Grow[T]`` holding ``Grow[list[T]]`` never ends; it ended in a RecursionError."""
+
+    def grow(seed: _Grow[int]) -> str:
+        return repr(seed)
+
+    with pytest.raises(TypeError, match=r"grow\(seed\)(\.deeper){8}: recursive type _Grow"):
+        tool(grow)
+

@@ -182,22 +182,26 @@ def generic_record(hint: object) -> type[object] | None:
 
 
 @contextlib.contextmanager
-def arguments_of(hint: object) -> Iterator[None]:
+def arguments_of(hint: object, where: str = "") -> Iterator[None]:
     """Read the type variables of record *hint* while its fields are described.
 
     Its own (``Box[int]``: ``int`` for Box's), and those its bases are given
     (``class IntBox(Box[int])``), in place of those of the record around it: an
     argument naming one of those was replaced when *hint* itself was read
     (:func:`substituted`).
+
+    Raises:
+        TypeError: a type variable reads as one type in *hint* and as another in
+            a base; the message starts with *where*, when given.
     """
-    token = _ARGUMENTS.set(_type_arguments(hint))
+    token = _ARGUMENTS.set(_type_arguments(hint, where))
     try:
         yield
     finally:
         _ARGUMENTS.reset(token)
 
 
-def _type_arguments(hint: object) -> dict[object, object]:
+def _type_arguments(hint: object, where: str) -> dict[object, object]:
     record = typing.get_origin(hint) or hint
     known: dict[object, object] = {}
     if record is not hint:
@@ -215,9 +219,27 @@ def _type_arguments(hint: object) -> dict[object, object]:
             for parameter, argument in zip(parameters, typing.get_args(base), strict=False):
                 # A type variable of the subclass's own, given on to its base: its value.
                 given = known.get(argument, argument) if isinstance(argument, TypeVar) else argument
-                known.setdefault(parameter, given)
+                if known.setdefault(parameter, given) != given:
+                    raise _ambiguous(where, record, parameter, (known[parameter], given))
             pending.append(origin)
     return known
+
+
+def _ambiguous(
+    where: str, record: object, parameter: object, readings: tuple[object, object]
+) -> TypeError:
+    """One type variable read as two types, in the class and in one of its bases.
+
+    Fields are described with one reading of each variable, whichever class
+    declares them: the base's fields would be described, and built, as the other.
+    """
+    name = getattr(record, "__qualname__", repr(record))
+    one, other = readings
+    return TypeError(
+        f"{where + ': ' if where else ''}{name} reads the type variable {parameter} as both "
+        f"{one!r} and {other!r} (in itself and in a base): give the base a type variable "
+        "of its own"
+    )
 
 
 def substituted(hint: object) -> object:

@@ -132,7 +132,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
     record = generic_record(hint)
     if record is not None:
         # Box[int]: Box's fields, its type variable read as int; Node[int] in itself recursive.
-        with _describing(hint, where), arguments_of(hint):
+        with _describing(hint, where), arguments_of(hint, where):
             fields = _typed_dict_fields if is_typeddict(record) else _record_fields
             return fields(record, where)
     raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
@@ -407,7 +407,7 @@ def _describing(cls: object, where: str) -> Iterator[None]:
             without references cannot express it.
     """
     open_records = _OPEN_RECORDS.get()
-    if cls in open_records:
+    if cls in open_records or _grows_inside_itself(cls, open_records):
         name = getattr(cls, "__qualname__", repr(cls))
         raise TypeError(f"{where}: recursive type {name} is not supported in a tool signature")
     token = _OPEN_RECORDS.set((*open_records, cls))
@@ -417,8 +417,22 @@ def _describing(cls: object, where: str) -> Iterator[None]:
         _OPEN_RECORDS.reset(token)
 
 
+# How many times one generic record may be open inside itself (Box[Box[int]] twice)
+# before it is taken for one whose fields hold it with ever larger arguments.
+_NESTED_GENERICS = 8
+
+
+def _grows_inside_itself(hint: object, open_records: tuple[object, ...]) -> bool:
+    """Whether generic record *hint* is open inside itself too often to be anything but
+    a field holding it with larger arguments each time (``Grow[list[T]]`` in ``Grow[T]``)."""
+    origin = typing.get_origin(hint)
+    if origin is None:
+        return False
+    return sum(typing.get_origin(other) is origin for other in open_records) >= _NESTED_GENERICS
+
+
 def _typed_dict(cls: object, where: str) -> Shape:
-    with _describing(cls, where), arguments_of(cls):
+    with _describing(cls, where), arguments_of(cls, where):
         return _typed_dict_fields(cls, where)
 
 
@@ -453,7 +467,7 @@ def unpacked_fields(hint: object, where: str) -> list[tuple[str, Shape, bool]] |
     (cls,) = typing.get_args(hint)
     if not is_typeddict(cls):
         raise TypeError(f"{where}: **kwargs may unpack only a TypedDict, not {cls!r}")
-    with _describing(cls, where), arguments_of(cls):
+    with _describing(cls, where), arguments_of(cls, where):
         hints = resolve_hints(cls, where)
         required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         return [
@@ -477,7 +491,7 @@ def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> 
 
 
 def _record(cls: type[object], where: str) -> Shape:
-    with _describing(cls, where), arguments_of(cls):
+    with _describing(cls, where), arguments_of(cls, where):
         return _record_fields(cls, where)
 
 
