@@ -495,3 +495,31 @@ def test_a_generic_record_growing_inside_itself_is_refused_as_recursive() -> Non
     with pytest.raises(TypeError, match=r"grow\(seed\)(\.deeper){8}: recursive type _Grow"):
         tool(grow)
 
+
+class _Layers(enum.Flag):
+    BOTH = 3  # a member of two bits, which iterating the class leaves out
+    TOP = 4
+
+
+class _NoLayers(enum.Flag):
+    pass
+
+
+async def test_a_flag_counts_every_declared_member_and_one_with_none_is_refused() -> None:
+    """R9.7: a member of several bits is part of the flag (its schema allowed up to 4 and
+    refused BOTH, 3); a flag with no members is refused when decorated, as an empty enum
+    is, where every call then failed."""
+
+    def paint(layers: _Layers) -> str:
+        return repr(layers)
+
+    defined = tool(paint)
+    assert properties(defined)["layers"] == {"type": "integer", "minimum": 0, "maximum": 7}
+    assert await execute(defined, {"layers": 3}) == (repr(_Layers.BOTH), None)
+
+    def none(layers: _NoLayers) -> str:
+        return repr(layers)
+
+    with pytest.raises(TypeError, match=r"none\(layers\): enum _NoLayers has no values"):
+        tool(none)
+

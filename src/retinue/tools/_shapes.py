@@ -189,20 +189,27 @@ def _choice_key(value: object) -> tuple[bool, object]:
 
 
 def _enum(cls: type[enum.Enum], where: str) -> Shape:
-    if issubclass(cls, enum.Flag) and all(type(member.value) is int for member in cls):
-        return _flag(cls)
+    if issubclass(cls, enum.Flag) and all(
+        type(member.value) is int for member in cls.__members__.values()
+    ):
+        return _flag(cls, where)
     values = [member.value for member in cls]
     _check_literals(values, where, f"enum {cls.__qualname__}")
     return Shape({"type": _json_types(values), "enum": values}, cls)
 
 
-def _flag(cls: type[enum.Flag]) -> Shape:
+def _flag(cls: type[enum.Flag], where: str) -> Shape:
     """A ``Flag``: any combination of its members, the integer of their bits (``0``: none).
 
     Its members alone as an ``enum`` would refuse ``READ | WRITE``, the value a flag is for.
+    Every declared member counts, an alias or one of several bits too, which iterating
+    the class leaves out.
     """
+    members = list(cls.__members__.values())
+    if not members:
+        _check_literals([], where, f"enum {cls.__qualname__}")
     mask = 0
-    for member in cls:
+    for member in members:
         mask |= int(member.value)
 
     def coerce(value: object) -> object:
