@@ -523,3 +523,23 @@ async def test_a_flag_counts_every_declared_member_and_one_with_none_is_refused(
     with pytest.raises(TypeError, match=r"none\(layers\): enum _NoLayers has no values"):
         tool(none)
 
+
+class _Sized(type):
+    def __call__(cls, size: int) -> object:
+        return super().__call__(size)
+
+
+class _Made(metaclass=_Sized):
+    """Made to a size."""
+
+    def __init__(self, *args: object) -> None:
+        self.args = args
+
+    def __repr__(self) -> str:
+        return f"_Made{self.args}"
+
+
+def test_a_class_made_a_tool_is_described_by_its_metaclass_call_first() -> None:
+    """R9.7: as ``inspect.signature`` reads it, a metaclass's ``__call__`` says what calling
+    the class takes; its ``__init__``'s ``*args`` was read instead and refused."""
+    assert properties(tool(_Made)) == {"size": {"type": "integer"}}

@@ -220,14 +220,18 @@ def _hinted(target: object) -> object:
     """What holds the hints of calling *target*: itself, a class's constructor, or an object's
     ``__call__``.
 
-    A class's own hints are its attributes'; its parameters' are its ``__init__``'s (or its
-    ``__new__``'s), which ``inspect.signature`` reads them from: under ``from __future__
+    A class's own hints are its attributes'; its parameters' are its metaclass's
+    ``__call__``'s, its ``__init__``'s or its ``__new__``'s, where ``inspect.signature``
+    reads them from: under ``from __future__
     import annotations`` the signature holds only their unresolved text.
     """
     if inspect.isroutine(target):
         return target
     if isinstance(target, type):
         cls: Any = target  # its constructor, as the class's own: no instance's
+        call = type(cls).__call__
+        if call is not type.__call__:  # a metaclass's __call__ comes first, as for inspect
+            return call
         if cls.__init__ is not object.__init__:
             return cls.__init__
         return cls.__new__ if cls.__new__ is not object.__new__ else target
