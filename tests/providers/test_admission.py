@@ -600,3 +600,25 @@ def test_admission_limits_refuse_a_floor_that_is_no_count_or_above_the_cap(
     """The floor is a positive int no greater than the cap, refused where it is built."""
     with pytest.raises(error, match=message):
         AdmissionLimits(**limits)  # type: ignore[arg-type]
+
+
+async def test_a_cut_to_the_floor_counts_its_window_from_the_floor(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A cut from 64 that the floor holds at 40 lasts 40 admissions, not the 32 half of
+    64 would: a 429 after 35 is the same congestion event, and the limit still grows back
+    towards 64. Counted from 32, it cut again, from the few then in flight, and the limit
+    crawled back by one a round."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=64, min_concurrent=40))
+    with trio.fail_after(10_000):
+        await _cut_from(admission, 64)
+        for _ in range(34):
+            async with admission.admit(provider="p", model="m"):
+                pass
+        with contextlib.suppress(RuntimeError):
+            async with admission.admit(provider="p", model="m"):
+                admission.rate_limited("p", "m", 0.1)
+                raise RuntimeError("429")
+        await trio.sleep(1)  # past the pause
+        limits = [await _round_of_successes(admission) for _ in range(3)]
+    assert limits == [44.0, 52.0, 58.0]
