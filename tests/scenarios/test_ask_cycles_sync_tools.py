@@ -307,3 +307,36 @@ async def test_a_task_an_async_tool_starts_outside_its_call_asks_as_nobody_s_wai
             assert (await agent.ask("go")).text == "t1"
             await agent.wait_idle()
     assert answers == ["t2"]
+
+
+async def test_a_sync_tool_s_own_trio_run_asking_its_agent_is_refused_as_another_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A sync body that starts a ``trio.run`` of its own and asks its agent there is
+    refused as a caller from another run (``RuntimeError``), before any wait is judged:
+    its thread's call mark reached that run too, and the ask was refused as the agent
+    waiting for itself, which it was not."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    refusals: list[str] = []
+
+    async def ask_own_agent() -> None:
+        await peers["a"].ask("from the body's own run")
+
+    @retinue.tool(name="consult_a")
+    def consult() -> str:
+        """Ask in a trio run of its own."""
+        try:
+            trio.run(ask_own_agent)
+        except RuntimeError as error:
+            refusals.append(type(error).__name__ + ": " + str(error))
+        return "asked"
+
+    model = ScriptedModel(script("a"), repeat_last=True)
+    async with runtime(model, tools=[consult]) as rt:
+        peers["a"] = agent = await rt.create_agent("a", AgentOptions(model="a"))
+        result = await agent.ask("go")
+    assert result.text == "a done"
+    (refusal,) = refusals
+    assert refusal.startswith("RuntimeError: ")
+    assert "not from another trio.run" in refusal
