@@ -437,3 +437,19 @@ async def test_a_generic_frozen_record_is_a_set_item_when_its_arguments_hash() -
     label.__annotations__["tags"] = frozenset[_Tagged[list[int]]]
     with pytest.raises(TypeError, match=r"must be hashable, but _Tagged\.tag: list\[int\]"):
         tool(label)
+
+
+class _Options(TypedDict, typing_extensions.Generic[_T]):
+    unit: _T
+
+
+async def test_var_keywords_unpacking_a_generic_typeddict_read_its_arguments() -> None:
+    """R9.7: ``**options: Unpack[Options[int]]`` advertises Options' keys with its type
+    variable read as ``int``; it was refused as no TypedDict."""
+
+    def convert(**options: Unpack[_Options[int]]) -> str:
+        return repr(options)
+
+    converting = tool(convert)
+    assert properties(converting) == {"unit": {"type": "integer"}}
+    assert await execute(converting, {"unit": 2}) == ("{'unit': 2}", None)

@@ -471,10 +471,11 @@ def unpacked_fields(hint: object, where: str) -> list[tuple[str, Shape, bool]] |
     # typing_extensions has an Unpack of its own before Python 3.12.
     if getattr(origin, "_name", None) != "Unpack" or origin.__module__ not in _TYPING:
         return None
-    (cls,) = typing.get_args(hint)
+    (unpacked,) = typing.get_args(hint)
+    cls = generic_record(unpacked) or unpacked  # Page of Page[int]: its keys, T read as int
     if not is_typeddict(cls):
-        raise TypeError(f"{where}: **kwargs may unpack only a TypedDict, not {cls!r}")
-    with _describing(cls, where), arguments_of(cls, where):
+        raise TypeError(f"{where}: **kwargs may unpack only a TypedDict, not {unpacked!r}")
+    with _describing(unpacked, where), arguments_of(unpacked, where):
         hints = resolve_hints(cls, where)
         required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         return [
