@@ -508,6 +508,17 @@ def test_admission_controller_refuses_limits_of_another_kind(
         AdmissionController(**options)  # type: ignore[call-overload]
 
 
+async def _429_after(admission: AdmissionController, successes: int) -> None:
+    """*successes* calls, one after another, then one answered by a 429."""
+    for _ in range(successes):
+        async with admission.admit(provider="p", model="m"):
+            pass
+    with contextlib.suppress(RuntimeError):
+        async with admission.admit(provider="p", model="m"):
+            admission.rate_limited("p", "m", 0.1)
+            raise RuntimeError("429")
+
+
 async def _round_of_successes(admission: AdmissionController) -> float:
     """As many successful calls as the lane's limit, one after another; the limit after."""
     for _ in range(int(admission.statistics().lanes[0].concurrency_limit)):
@@ -544,13 +555,7 @@ async def test_a_429_before_the_cut_s_window_of_admissions_does_not_cut_again(
     admission = AdmissionController(AdmissionLimits(max_concurrent=1000))
     with trio.fail_after(10_000):
         await _cut_from(admission, 64)
-        for _ in range(30):
-            async with admission.admit(provider="p", model="m"):
-                pass
-        with contextlib.suppress(RuntimeError):
-            async with admission.admit(provider="p", model="m"):
-                admission.rate_limited("p", "m", 0.1)
-                raise RuntimeError("429")
+        await _429_after(admission, 30)
     assert admission.statistics().lanes[0].concurrency_limit == 32.0
 
 
@@ -612,13 +617,7 @@ async def test_a_cut_to_the_floor_counts_its_window_from_the_floor(
     admission = AdmissionController(AdmissionLimits(max_concurrent=64, min_concurrent=40))
     with trio.fail_after(10_000):
         await _cut_from(admission, 64)
-        for _ in range(34):
-            async with admission.admit(provider="p", model="m"):
-                pass
-        with contextlib.suppress(RuntimeError):
-            async with admission.admit(provider="p", model="m"):
-                admission.rate_limited("p", "m", 0.1)
-                raise RuntimeError("429")
+        await _429_after(admission, 34)
         await trio.sleep(1)  # past the pause
         limits = [await _round_of_successes(admission) for _ in range(3)]
     assert limits == [44.0, 52.0, 58.0]

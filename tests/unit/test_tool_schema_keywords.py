@@ -369,22 +369,7 @@ def test_a_recursive_definition_checks_every_level() -> None:
 # What pydantic's ``model_json_schema()`` writes for a recursive model: a root that only
 # refers to the model's definition.
 RECURSIVE_MODEL: dict[str, object] = {
-    "$defs": {
-        "Node": {
-            "properties": {
-                "name": {"title": "Name", "type": "string"},
-                "children": {
-                    "default": [],
-                    "items": {"$ref": "#/$defs/Node"},
-                    "title": "Children",
-                    "type": "array",
-                },
-            },
-            "required": ["name"],
-            "title": "Node",
-            "type": "object",
-        }
-    },
+    "$defs": {"Node": PYDANTIC_LIKE["$defs"]["Node"]},  # type: ignore[index]
     "$ref": "#/$defs/Node",
 }
 
