@@ -30,6 +30,7 @@ from retinue.session import (
 )
 
 from ._invariant import InvariantError, fail as _fail, log_of
+from ._step_output import StepOutput
 from ._surface import SurfaceWalk
 
 __all__ = [
@@ -169,6 +170,7 @@ class _Walk:
     step: int | None = None
     last_step: int = 0
     calls: _CallLedger = attrs.field(factory=_CallLedger)
+    output: StepOutput = attrs.field(factory=StepOutput)
     surface: SurfaceWalk = attrs.field(factory=SurfaceWalk)
     header_seen: bool = False
 
@@ -218,6 +220,7 @@ class _Walk:
         if data.step != self.last_step + 1:
             raise _fail(event, "R4.16", f"step {data.step} follows step {self.last_step}")
         self.step = self.last_step = data.step
+        self.output = StepOutput()
 
     def _step_end(self, event: Event, data: StepEnd) -> None:
         if self.step is None or (data.turn, data.step) != (self.turn, self.step):
@@ -237,6 +240,7 @@ class _Walk:
                 raise _fail(
                     event, "R4.14", f"stamped step {(data.turn, data.step)}, open step {open_step}"
                 )
+            self.output.feed(event)
         elif isinstance(data, SteeringMessage) and data.turn != self.turn:
             raise _fail(event, "R4.13", f"steering for turn {data.turn} inside turn {self.turn}")
         if isinstance(data, RequestHeader):
@@ -273,7 +277,9 @@ def check_session_invariants(events: Iterable[Event]) -> None:
 
     Rules: R4.2 (seq == index), R4.6 (surface types, and only they, carry a
     surface op: ``"append"`` or a :class:`Replace`), R4.13 (turn enclosure),
-    R4.14 (turn and step nesting, chunks inside their step), R4.15 (each
+    R4.14 (turn and step nesting, chunks inside their step), R7.36 (a
+    step's chunks, then at most one ``assistant/message`` sourced from
+    exactly those chunks, or from none when none streamed), R4.15 (each
     ``tool/call`` gets exactly one ``tool/result``, after it, before its
     step ends), R9.17 (a step's results in the model's call order, each
     sourced from its own ``tool/call`` when it names a source), R4.16 (turn

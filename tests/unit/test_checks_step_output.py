@@ -1,0 +1,119 @@
+"""check_session_invariants on a step's model output: its chunks, then one message sourced from
+exactly them (R7.36)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+import retinue
+from retinue._content import Text
+from retinue._stream import TextDelta
+from retinue.session import (
+    AssistantChunk,
+    AssistantMessage,
+    Event,
+    StepEnd,
+    StepStart,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
+from retinue.testing import (
+    CallTools,
+    InvariantError,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
+from tests.unit.test_checks import DONE, HEADER, TRIGGER, log, text
+
+CHUNK = AssistantChunk(1, 1, TextDelta(0, "x"))
+MESSAGE = AssistantMessage(1, 1, text("x"))
+OPENING = (TurnStart(1, TRIGGER), UserMessage(text("hi")), StepStart(1, 1), HEADER, CHUNK)
+CLOSING = (StepEnd(1, 1), TurnEnd(1, DONE))
+
+
+def step_log(*output: object) -> list[Event]:
+    """Turn 1, step 1 with one chunk at seq 4, then *output*, then the step and turn close."""
+    return log(*OPENING, *output, *CLOSING)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("events", "seq", "message"),
+    [
+        (step_log((MESSAGE, [1])), 5, r"source_event_seqs \[1\] are not the step's chunk"),
+        (step_log(MESSAGE), 5, r"source_event_seqs None are not the step's chunk seqs \[4\]"),
+        (
+            step_log((MESSAGE, [4]), AssistantChunk(1, 1, TextDelta(0, "y"))),
+            6,
+            r"assistant/chunk after the step's assistant/message \(seq 5\)",
+        ),
+        (
+            step_log((MESSAGE, [4]), (MESSAGE, [4])),
+            6,
+            r"a second assistant/message in the step \(the first at seq 5\)",
+        ),
+        (
+            log(
+                *OPENING,
+                (MESSAGE, [4]),
+                StepEnd(1, 1),
+                StepStart(1, 2),
+                AssistantChunk(1, 2, TextDelta(0, "z")),
+                (AssistantMessage(1, 2, text("z")), [4]),
+            ),
+            9,
+            r"source_event_seqs \[4\] are not the step's chunk seqs \[8\]",
+        ),
+    ],
+    ids=["sourced-elsewhere", "unsourced", "chunk-after", "second-message", "earlier-step"],
+)
+def test_check_session_invariants_r7_36_a_message_is_sourced_from_its_steps_chunks(
+    events: list[Event], seq: int, message: str
+) -> None:
+    """R7.36: a step logs its chunks, then at most one ``assistant/message`` whose
+    ``source_event_seqs`` are exactly those chunk seqs. Before, a message sourced from
+    another event or none, a chunk after it and a second message all passed."""
+    with pytest.raises(InvariantError, match=rf"seq {seq} .*R7\.36: {message}"):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_r7_36_takes_a_message_of_a_step_without_chunks() -> None:
+    """R7.36: a step that streamed no chunk logs its message without sources."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        HEADER,
+        AssistantMessage(1, 1, (Text("x"),)),
+        *CLOSING,
+    )
+    check_session_invariants(events)
+
+
+async def test_check_session_invariants_passes_a_runtime_log_of_streamed_steps(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36: the messages of steps streamed in several chunks, tool calls included, pass."""
+
+    @retinue.tool
+    async def lookup(key: str) -> str:
+        """Look up a key.
+
+        Args:
+            key: what to look up.
+        """
+        return key
+
+    calls = CallTools(
+        [ToolCallSpec("lookup", '{"key": "a"}')] * 2, chunks_per_call=3, text="let me see"
+    )
+    model = ScriptedModel([calls, Reply("found it", chunks=4)])
+    with trio.fail_after(10):
+        async with retinue.open_runtime(models=model, tools=[lookup]) as rt:
+            agent = await rt.create_agent("a", retinue.AgentOptions(model="m"))
+            await agent.ask("go")
+            events = agent.session.events
+    assert sum(isinstance(event.data, AssistantMessage) for event in events) == 2
+    check_session_invariants(events)
