@@ -1,5 +1,5 @@
 """check_session_invariants on a step's model output: its chunks, then one message sourced from
-exactly them (R7.36)."""
+exactly them (R7.36), then the tool calls it lists (R9.10)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import trio
 
 import retinue
-from retinue._content import Text
+from retinue._content import Text, ToolCall
 from retinue._stream import TextDelta
 from retinue.session import (
     AssistantChunk,
@@ -15,6 +15,8 @@ from retinue.session import (
     Event,
     StepEnd,
     StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
     TurnEnd,
     TurnStart,
     UserMessage,
@@ -77,6 +79,41 @@ def test_check_session_invariants_r7_36_a_message_is_sourced_from_its_steps_chun
     ``source_event_seqs`` are exactly those chunk seqs. Before, a message sourced from
     another event or none, a chunk after it and a second message all passed."""
     with pytest.raises(InvariantError, match=rf"seq {seq} .*R7\.36: {message}"):
+        check_session_invariants(events)
+
+
+CALLING = AssistantMessage(1, 1, (Text("x"), ToolCall("c1", "t", "{}")))
+
+
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        (
+            step_log(
+                (MESSAGE, [4]),
+                ToolCallEvent(1, 1, "c1", "t", "{}"),
+                (ToolResultEvent(1, 1, "c1", text("ok")), [6]),
+            ),
+            r"seq 6 .*R9\.10: tool/call 'c1' not among the tool calls",
+        ),
+        (
+            step_log(
+                ToolCallEvent(1, 1, "c1", "t", "{}"),
+                (CALLING, [4]),
+                (ToolResultEvent(1, 1, "c1", text("ok")), [5]),
+            ),
+            r"seq 5 .*R9\.10: tool/call 'c1' before the step's assistant/message",
+        ),
+    ],
+    ids=["not-listed", "before-the-message"],
+)
+def test_check_session_invariants_r9_10_a_tool_call_starts_a_call_of_the_message(
+    events: list[Event], message: str
+) -> None:
+    """R9.10, R9.15: the calls a step starts are the tool-call blocks of its logged assistant
+    message, each ``tool/call`` after it. Before, a call the message does not list, or logged
+    ahead of the message, passed."""
+    with pytest.raises(InvariantError, match=message):
         check_session_invariants(events)
 
 

@@ -167,7 +167,7 @@ def test_check_session_invariants_r4_15_tool_call_record_without_result() -> Non
     events = log(
         TurnStart(1, TRIGGER),
         StepStart(1, 1),
-        AssistantMessage(1, 1, text("no tool-call block")),
+        AssistantMessage(1, 1, (ToolCall("c9", "t", "{}"),)),
         ToolCallEvent(1, 1, "c9", "t", "{}"),
         StepEnd(1, 1),
         TurnEnd(1, DONE),

@@ -279,7 +279,8 @@ def check_session_invariants(events: Iterable[Event]) -> None:
     surface op: ``"append"`` or a :class:`Replace`), R4.13 (turn enclosure),
     R4.14 (turn and step nesting, chunks inside their step), R7.36 (a
     step's chunks, then at most one ``assistant/message`` sourced from
-    exactly those chunks, or from none when none streamed), R4.15 (each
+    exactly those chunks, or from none when none streamed), R9.10 (a
+    ``tool/call`` starts a tool call that message lists), R4.15 (each
     ``tool/call`` gets exactly one ``tool/result``, after it, before its
     step ends), R9.17 (a step's results in the model's call order, each
     sourced from its own ``tool/call`` when it names a source), R4.16 (turn

@@ -1,10 +1,12 @@
-"""What the open step of a walked log has logged: its chunks and its assistant message (R7.36)."""
+"""What the open step of a walked log has logged: its chunks, its assistant message (R7.36) and
+the tool calls it starts (R9.10)."""
 
 from __future__ import annotations
 
 import attrs
 
-from retinue.session import AssistantChunk, AssistantMessage, Event
+from retinue._content import ToolCall
+from retinue.session import AssistantChunk, AssistantMessage, Event, ToolCallEvent
 
 from ._invariant import fail
 
@@ -17,11 +19,14 @@ class StepOutput:
 
     The loop logs every chunk of the step's one model call, then at most one
     ``assistant/message`` whose ``source_event_seqs`` are exactly those chunk
-    seqs, omitted when no chunk streamed (R7.36).
+    seqs, omitted when no chunk streamed (R7.36). Each ``tool/call`` starts a
+    tool-call block of that message, so it follows the message (R9.10).
     """
 
     chunk_seqs: list[int] = attrs.field(factory=list)
     message_seq: int | None = None
+    listed_calls: frozenset[str] = frozenset()
+    """The ids of the tool-call blocks of the step's assistant message."""
 
     def feed(self, event: Event) -> None:
         """Take an event of the step; a rewrite of history (R4.20) is no output of it."""
@@ -29,7 +34,9 @@ class StepOutput:
         if isinstance(data, AssistantChunk):
             self._chunk(event)
         elif isinstance(data, AssistantMessage):
-            self._message(event)
+            self._message(event, data)
+        elif isinstance(data, ToolCallEvent):
+            self._call(event, data)
 
     def _chunk(self, event: Event) -> None:
         if self.message_seq is not None:
@@ -40,7 +47,7 @@ class StepOutput:
             )
         self.chunk_seqs.append(event.seq)
 
-    def _message(self, event: Event) -> None:
+    def _message(self, event: Event, data: AssistantMessage) -> None:
         if self.message_seq is not None:
             raise fail(
                 event,
@@ -48,6 +55,7 @@ class StepOutput:
                 f"a second assistant/message in the step (the first at seq {self.message_seq})",
             )
         self.message_seq = event.seq
+        self.listed_calls = frozenset(b.id for b in data.content if isinstance(b, ToolCall))
         sources = event.source_event_seqs
         logged = None if sources is None else list(sources)
         expected = self.chunk_seqs or None
@@ -57,3 +65,13 @@ class StepOutput:
                 "R7.36",
                 f"source_event_seqs {logged} are not the step's chunk seqs {expected}",
             )
+
+    def _call(self, event: Event, data: ToolCallEvent) -> None:
+        if data.call_id in self.listed_calls:
+            return
+        where = (
+            "before the step's assistant/message"
+            if self.message_seq is None
+            else f"not among the tool calls of the step's assistant/message (seq {self.message_seq})"
+        )
+        raise fail(event, "R9.10", f"tool/call {data.call_id!r} {where}")
