@@ -1,5 +1,5 @@
-"""check_session_invariants on a step's model output: its chunks, then one message sourced from
-exactly them (R7.36), then the tool calls it lists (R9.10)."""
+"""check_session_invariants on a step's model output: its header first (R7.34), its chunks, then
+one message sourced from exactly them (R7.36), then the tool calls it lists (R9.10)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import trio
 
 import retinue
 from retinue._content import Text, ToolCall
+from retinue._request import LlmCallConfig
 from retinue._stream import TextDelta
 from retinue.session import (
     AssistantChunk,
     AssistantMessage,
     Event,
+    RequestHeaderDelta,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -113,6 +115,29 @@ def test_check_session_invariants_r9_10_a_tool_call_starts_a_call_of_the_message
     """R9.10, R9.15: the calls a step starts are the tool-call blocks of its logged assistant
     message, each ``tool/call`` after it. Before, a call the message does not list, or logged
     ahead of the message, passed."""
+    with pytest.raises(InvariantError, match=message):
+        check_session_invariants(events)
+
+
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        (
+            log(*OPENING, RequestHeaderDelta(config=LlmCallConfig("m2")), (MESSAGE, [4])),
+            r"seq 5 \(request/header-delta\): R7\.34: .* after the step's model output \(seq 4\)",
+        ),
+        (
+            log(*OPENING[:3], HEADER, AssistantMessage(1, 1, text("x")), HEADER),
+            r"seq 5 \(request/header\): R7\.34: .* after the step's model output \(seq 4\)",
+        ),
+    ],
+    ids=["delta-after-a-chunk", "header-after-the-message"],
+)
+def test_check_session_invariants_r7_34_a_steps_header_precedes_its_output(
+    events: list[Event], message: str
+) -> None:
+    """R7.34: the header event a step owes is logged before its model call, so before the
+    step's chunks and message. Before, a header logged after them passed."""
     with pytest.raises(InvariantError, match=message):
         check_session_invariants(events)
 

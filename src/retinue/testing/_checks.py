@@ -243,9 +243,15 @@ class _Walk:
             self.output.feed(event)
         elif isinstance(data, SteeringMessage) and data.turn != self.turn:
             raise _fail(event, "R4.13", f"steering for turn {data.turn} inside turn {self.turn}")
+        elif isinstance(data, RequestHeader | RequestHeaderDelta):
+            self._header(event, data)
+
+    def _header(self, event: Event, data: RequestHeader | RequestHeaderDelta) -> None:
+        if self.step is not None:
+            self.output.header(event)
         if isinstance(data, RequestHeader):
             self.header_seen = True
-        elif isinstance(data, RequestHeaderDelta) and not self.header_seen:
+        elif not self.header_seen:
             raise _fail(event, "R4.18", "request/header-delta before the first request/header")
 
 
@@ -280,7 +286,8 @@ def check_session_invariants(events: Iterable[Event]) -> None:
     R4.14 (turn and step nesting, chunks inside their step), R7.36 (a
     step's chunks, then at most one ``assistant/message`` sourced from
     exactly those chunks, or from none when none streamed), R9.10 (a
-    ``tool/call`` starts a tool call that message lists), R4.15 (each
+    ``tool/call`` starts a tool call that message lists), R7.34 (a header
+    event in a step comes before its chunks), R4.15 (each
     ``tool/call`` gets exactly one ``tool/result``, after it, before its
     step ends), R9.17 (a step's results in the model's call order, each
     sourced from its own ``tool/call`` when it names a source), R4.16 (turn

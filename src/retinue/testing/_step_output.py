@@ -1,5 +1,5 @@
-"""What the open step of a walked log has logged: its chunks, its assistant message (R7.36) and
-the tool calls it starts (R9.10)."""
+"""What the open step of a walked log has logged: its request header (R7.34), its chunks, its
+assistant message (R7.36) and the tool calls it starts (R9.10)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ __all__ = ["StepOutput"]
 class StepOutput:
     """The model output of one step: its ``assistant/chunk`` seqs, then its message.
 
+    A header event the step owes is logged before the model call (R7.34), so
+    before any of its output.
     The loop logs every chunk of the step's one model call, then at most one
     ``assistant/message`` whose ``source_event_seqs`` are exactly those chunk
     seqs, omitted when no chunk streamed (R7.36). Each ``tool/call`` starts a
@@ -37,6 +39,12 @@ class StepOutput:
             self._message(event, data)
         elif isinstance(data, ToolCallEvent):
             self._call(event, data)
+
+    def header(self, event: Event) -> None:
+        """Take a ``request/header`` or ``request/header-delta`` of the step."""
+        output = self.message_seq if not self.chunk_seqs else self.chunk_seqs[0]
+        if output is not None:
+            raise fail(event, "R7.34", f"{event.type} after the step's model output (seq {output})")
 
     def _chunk(self, event: Event) -> None:
         if self.message_seq is not None:
