@@ -5,6 +5,7 @@ an error."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import attrs
@@ -129,6 +130,25 @@ def test_scripted_model_repeat_last_refuses_an_empty_sequence() -> None:
     with pytest.raises(ValueError, match=r"the script for model 'b' is empty"):
         ScriptedModel({"a": [Reply("a")], "b": []}, repeat_last=True)
     assert ScriptedModel([], repeat_last=False).statistics().remaining == 0
+
+
+@pytest.mark.parametrize(
+    ("bound", "error", "message"),
+    [
+        ("10", TypeError, "keep_requests must be an int, got '10'"),
+        (2.5, TypeError, "keep_requests must be an int, got 2.5"),
+        (True, TypeError, "keep_requests must be an int, got True"),
+        (-1, ValueError, "keep_requests must be >= 0, got -1"),
+    ],
+)
+def test_scripted_model_refuses_a_request_bound_that_is_no_count_naming_it(
+    bound: object, error: type[Exception], message: str
+) -> None:
+    """``keep_requests`` is ``None`` or an int >= 0; anything else is refused naming it. Before,
+    the record was built from it first and failed with ``an integer is required`` or
+    ``maxlen must be non-negative``, naming neither the parameter nor what it takes."""
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        ScriptedModel([Reply("x")], keep_requests=bound)  # type: ignore[arg-type]
 
 
 def test_scripted_model_refuses_a_sequence_holding_a_non_step() -> None:

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from operator import length_hint
 from types import FunctionType
-from typing import Any, TypeAlias, final
+from typing import TypeAlias, final
 
 import attrs
 import trio
@@ -139,9 +139,21 @@ def _is_async(function: object) -> bool:
     return not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
 
 
-def _count_or_none(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ValueError(f"{attribute.name} must be a count or None, not {value!r}")
+def _request_bound(value: object) -> int | None:
+    """*value* as the bound of the request record, checked before the record is built.
+
+    A validator would run only after the record's ``deque(maxlen=...)`` had
+    failed on it with a message naming neither the parameter nor the fix.
+
+    Raises:
+        TypeError: *value* is neither ``None`` nor an ``int``.
+        ValueError: *value* is negative.
+    """
+    if value is None:
+        return None
+    require_count("keep_requests", value, least=0)
+    assert isinstance(value, int)
+    return value
 
 
 def _script_name(name: str | None) -> str:
@@ -189,7 +201,7 @@ class ScriptedModel:
     repeat_last: bool = attrs.field(default=False, kw_only=True, validator=_something_to_repeat)
     # Read through the keep_requests property: the bound is the deque's, fixed when built.
     _keep_requests: int | None = attrs.field(
-        default=1000, kw_only=True, alias="keep_requests", validator=_count_or_none
+        default=1000, kw_only=True, alias="keep_requests", converter=_request_bound
     )
     _requests: deque[ModelRequest] = attrs.field(init=False)
     _calls: int = attrs.field(default=0, init=False)
