@@ -151,6 +151,14 @@ def test_scripted_model_refuses_a_request_bound_that_is_no_count_naming_it(
         ScriptedModel([Reply("x")], keep_requests=bound)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("flag", ["no", 0, None])
+def test_scripted_model_refuses_a_repeat_last_that_is_no_bool(flag: object) -> None:
+    """``repeat_last`` is True or False. Before, ``repeat_last="no"`` was taken as true and
+    the script replayed its last step where the test expected ScriptExhaustedError."""
+    with pytest.raises(TypeError, match=r"^repeat_last must be True or False, got "):
+        ScriptedModel([Reply("x")], repeat_last=flag)  # type: ignore[arg-type]
+
+
 def test_scripted_model_refuses_a_sequence_holding_a_non_step() -> None:
     """A sequence script is checked when built: the error names the step, script and type."""
     with pytest.raises(TypeError, match=r"step 1 of the script for model 'm': got a str"):

@@ -169,6 +169,9 @@ def _cursors(script: Script) -> dict[str | None, _Cursor]:
 def _something_to_repeat(
     instance: ScriptedModel, _attribute: attrs.Attribute[bool], value: object
 ) -> None:
+    # A str such as "no" is truthy: taken as it is, it would repeat the last step.
+    if not isinstance(value, bool):
+        raise TypeError(f"repeat_last must be True or False, got {shown_short(value)}")
     if not value:
         return
     for name, cursor in instance._cursors.items():
