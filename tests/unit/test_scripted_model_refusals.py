@@ -115,6 +115,38 @@ def test_scripted_model_tool_loop_refuses_a_step_without_calls(
         ScriptedModel.tool_loop(["t"], calls_per_step=calls_per_step)
 
 
+@retinue.tool
+async def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: what to look up.
+    """
+    return key
+
+
+@pytest.mark.parametrize(
+    ("tool_names", "message"),
+    [
+        (
+            [lookup],
+            r"^tool_names\[0\] must .*, got a Tool: pass its name, 'lookup'$",
+        ),
+        (["a", 3], r"^tool_names\[1\] must be a tool's name \(a str\), got a int$"),
+        ({"a", "b"}, r"^tool_names must be a list of names, got \{"),
+    ],
+    ids=["a-tool", "an-int", "a-set"],
+)
+def test_scripted_model_tool_loop_refuses_tool_names_that_are_no_list_of_names(
+    tool_names: object, message: str
+) -> None:
+    """``tool_loop`` takes the tools' names, in an order to cycle through. Before, a tool
+    object failed as ``ToolCallSpec.name must be a str`` and a set as ``'set' object is not
+    subscriptable``, naming neither the parameter nor the fix."""
+    with pytest.raises(TypeError, match=message):
+        ScriptedModel.tool_loop(tool_names)  # type: ignore[arg-type]
+
+
 def test_scripted_call_tools_refuses_an_empty_list_pointing_to_raw_chunks() -> None:
     """A ``CallTools`` step asks for at least one call; ``RawChunks`` covers the edge case."""
     with pytest.raises(ValueError, match=r"calls must hold at least one call.*RawChunks"):

@@ -166,6 +166,31 @@ def _cursors(script: Script) -> dict[str | None, _Cursor]:
     return {None: _Cursor.of(script, None)}
 
 
+def _tool_names(tool_names: object) -> tuple[str, ...]:
+    """*tool_names* as the names :meth:`ScriptedModel.tool_loop` cycles through, in order.
+
+    Raises:
+        TypeError: *tool_names* is a ``str`` or no sequence, or holds a name
+            that is no ``str``; the message names the fix.
+    """
+    # A str is a sequence of names too: "lookup" would call tools "l" and "o".
+    if isinstance(tool_names, str):
+        raise TypeError(f"tool_names must be a list of names, got a str: [{tool_names!r}]")
+    # A set's order changes from run to run, and the calls with it.
+    if not isinstance(tool_names, Sequence):
+        raise TypeError(f"tool_names must be a list of names, got {shown_short(tool_names)}")
+    for index, name in enumerate(tool_names):
+        if not isinstance(name, str):
+            # A tool object is the likely mistake: its name is what a call names.
+            own = getattr(name, "name", None)
+            hint = f": pass its name, {own!r}" if isinstance(own, str) else ""
+            raise TypeError(
+                f"tool_names[{index}] must be a tool's name (a str), "
+                f"got a {type(name).__name__}{hint}"
+            )
+    return tuple(tool_names)
+
+
 def _something_to_repeat(
     instance: ScriptedModel, _attribute: attrs.Attribute[bool], value: object
 ) -> None:
@@ -237,11 +262,11 @@ class ScriptedModel:
         Raises:
             ValueError: *tool_names* is empty, a count is below 1, or *arguments*
                 names a tool not in *tool_names*.
-            TypeError: *tool_names* is a ``str``, or a count is not an ``int``.
+            TypeError: *tool_names* is a ``str`` or no sequence (a set has no
+                order to cycle through), a name is no ``str`` (a tool itself,
+                say), or a count is not an ``int``.
         """
-        # A str is a sequence of names too: "lookup" would call tools "l" and "o".
-        if isinstance(tool_names, str):
-            raise TypeError(f"tool_names must be a list of names, got a str: [{tool_names!r}]")
+        tool_names = _tool_names(tool_names)
         if not tool_names:
             raise ValueError("tool_loop needs at least one tool name")
         # Checked here, not only by the steps, so the error names these parameters.
