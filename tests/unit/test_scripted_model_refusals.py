@@ -24,10 +24,11 @@ from retinue.testing import (
     RawChunks,
     Reply,
     ScriptedModel,
+    ScriptExhaustedError,
     Step,
     ToolCallSpec,
 )
-from tests.unit._scripted_model_kit import play
+from tests.unit._scripted_model_kit import play, request
 
 
 def test_scripted_steps_are_frozen_comparable_values() -> None:
@@ -189,6 +190,24 @@ def test_scripted_model_refuses_a_repeat_last_that_is_no_bool(flag: object) -> N
     the script replayed its last step where the test expected ScriptExhaustedError."""
     with pytest.raises(TypeError, match=r"^repeat_last must be True or False, got "):
         ScriptedModel([Reply("x")], repeat_last=flag)  # type: ignore[arg-type]
+
+
+def test_scripted_model_refuses_a_script_mapping_keyed_by_no_model_name() -> None:
+    """A script mapping is keyed by model name. Before, a key of another type was taken and its
+    script never played: every request failed as having no script."""
+    with pytest.raises(TypeError, match=r"keyed by model name \(a str\), got the key 5$"):
+        ScriptedModel({"a": [Reply("a")], 5: [Reply("five")]})  # type: ignore[dict-item]
+
+
+async def test_scripted_model_without_a_script_for_the_model_names_those_it_has() -> None:
+    """A request for a model with no script names the models scripted (a misspelt one, say).
+    Before, the error named only the model asked for."""
+    model = ScriptedModel({"alpha": [Reply("a")], "beta": [Reply("b")]})
+    with pytest.raises(
+        ScriptExhaustedError,
+        match=r"^no script for model 'alhpa'; the scripts are for 'alpha', 'beta'$",
+    ):
+        await play(model, request("alhpa"))
 
 
 def test_scripted_model_refuses_a_sequence_holding_a_non_step() -> None:

@@ -161,9 +161,17 @@ def _script_name(name: str | None) -> str:
 
 
 def _cursors(script: Script) -> dict[str | None, _Cursor]:
-    if isinstance(script, Mapping):
-        return {name: _Cursor.of(one, name) for name, one in script.items()}
-    return {None: _Cursor.of(script, None)}
+    if not isinstance(script, Mapping):
+        return {None: _Cursor.of(script, None)}
+    # Typed as str, but a caller's mapping may hold anything.
+    names: Iterable[object] = script.keys()
+    for name in names:
+        # A request names its model by a str: any other key would never be played.
+        if name is not None and not isinstance(name, str):
+            raise TypeError(
+                f"a script mapping is keyed by model name (a str), got the key {shown_short(name)}"
+            )
+    return {name: _Cursor.of(one, name) for name, one in script.items()}
 
 
 def _tool_names(tool_names: object) -> tuple[str, ...]:
@@ -213,7 +221,9 @@ class ScriptedModel:
     """A deterministic model for tests, demos and benchmarks; implements ``Model``.
 
     ``script`` is a sequence of steps played in order (one per ``stream()``), a
-    function ``(request) -> step``, or a mapping from model name to either.
+    function ``(request) -> step``, or a mapping from model name to either (the
+    key ``None`` scripts every model not named); a request for a model with no
+    script raises :class:`ScriptExhaustedError` naming the models scripted.
     Past the end of a sequence, the stream raises :class:`ScriptExhaustedError`
     unless ``repeat_last=True`` (which refuses an empty sequence: there is no
     last step). A sequence holding, or a function returning, anything but a
@@ -369,7 +379,10 @@ class ScriptedModel:
             cursor = self._cursors.get(None)
             name = None
         if cursor is None:
-            raise ScriptExhaustedError(f"no script for model {request.model!r}")
+            scripted = ", ".join(repr(known) for known in self._cursors) or "no model"
+            raise ScriptExhaustedError(
+                f"no script for model {request.model!r}; the scripts are for {scripted}"
+            )
         return cursor.next(request, repeat_last=self.repeat_last, name=name)
 
     def __repr__(self) -> str:
