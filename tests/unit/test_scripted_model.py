@@ -214,6 +214,23 @@ async def test_scripted_model_per_model_scripts_have_independent_cursors() -> No
         await play(model, request("b"))
 
 
+async def test_scripted_model_assert_complete_names_each_script_with_steps_left() -> None:
+    """``assert_complete`` names each script with steps left, how many and the next one.
+    Before, the message was ``unplayed script steps: {None: 2}``."""
+    model = ScriptedModel({"x": [Reply("a")], "y": [Reply("b"), Reply("c")]})
+    await play(model, request("x"))
+    await play(model, request("y"))
+    with pytest.raises(AssertionError) as raised:
+        model.assert_complete()
+    assert str(raised.value) == (
+        "unplayed script steps: the script for model 'y' has 1 left, the next "
+        "Reply(text='c', chunks=1, usage=None, reasoning=None, delay=0.0, chunk_delay=0.0)"
+    )
+    single = ScriptedModel([Reply("a"), Reply("b")])
+    with pytest.raises(AssertionError, match=r"^unplayed script steps: the script has 2 left, "):
+        single.assert_complete()
+
+
 async def test_scripted_model_records_requests_and_statistics() -> None:
     """Every request is recorded in order; statistics count calls, chunks and steps left."""
     model = ScriptedModel([Reply("ab", chunks=2), RawChunks([Finish(STOP)]), Reply("x")])

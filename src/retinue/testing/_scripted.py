@@ -125,6 +125,13 @@ class _Cursor:
         return step
 
     @property
+    def upcoming(self) -> Step | None:
+        """The step the next stream plays, if the script is a sequence with one left."""
+        if self.steps is None or self.position >= len(self.steps):
+            return None
+        return self.steps[self.position]
+
+    @property
     def remaining(self) -> int | None:
         if self.steps is None:
             return None
@@ -324,10 +331,19 @@ class ScriptedModel:
         return self._chunks + playing
 
     def assert_complete(self) -> None:
-        """Raise ``AssertionError`` if a sequence script has unplayed steps."""
-        left = {name: c.remaining for name, c in self._cursors.items() if c.remaining}
-        if left:
-            raise AssertionError(f"unplayed script steps: {left}")
+        """Raise ``AssertionError`` if a sequence script has unplayed steps.
+
+        The message names each such script, how many steps it has left and the
+        next one, as the test that missed them would want to read it.
+        """
+        unplayed = [
+            f"{_script_name(name)} has {cursor.remaining} left, the next "
+            f"{shown_short(cursor.upcoming)}"
+            for name, cursor in self._cursors.items()
+            if cursor.remaining
+        ]
+        if unplayed:
+            raise AssertionError(f"unplayed script steps: {'; '.join(unplayed)}")
 
     # One checkpoint per stream, not per chunk (flake8-async ASYNC911 flags this on purpose):
     # benchmarks measure the runtime, not this double.
