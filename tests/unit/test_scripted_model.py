@@ -214,6 +214,16 @@ async def test_scripted_model_per_model_scripts_have_independent_cursors() -> No
         await play(model, request("b"))
 
 
+async def test_scripted_model_splits_text_between_code_points() -> None:
+    """A delta holds at least one code point: a letter and its combining mark, or the parts of
+    an emoji sequence, may land in different deltas, and the deltas join back to the text."""
+    text = "e\u0301\U0001f469\u200d\U0001f467"  # e + combining acute, woman ZWJ girl
+    chunks = await play(ScriptedModel([Reply(text, chunks=9)]))
+    deltas = [c.text for c in chunks if isinstance(c, TextDelta)]
+    assert deltas == ["e", "\u0301", "\U0001f469", "\u200d", "\U0001f467"]
+    assert "".join(deltas) == text
+
+
 async def test_scripted_model_assert_complete_names_each_script_with_steps_left() -> None:
     """``assert_complete`` names each script with steps left, how many and the next one.
     Before, the message was ``unplayed script steps: {None: 2}``."""

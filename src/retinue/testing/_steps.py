@@ -53,7 +53,12 @@ Ending: TypeAlias = Literal["finish", "raise", "hang"]
 
 
 def split_text(text: str, parts: int) -> list[str]:
-    """Split *text* into ``min(parts, len(text))`` non-empty pieces (one piece if empty)."""
+    """Split *text* into ``min(parts, len(text))`` non-empty pieces (one piece if empty).
+
+    Pieces are cut between code points, not grapheme clusters: an emoji sequence
+    or a letter and its combining mark may span two pieces, as a provider's
+    token stream may split them.
+    """
     count = max(1, min(parts, len(text)))
     bounds = [round(i * len(text) / count) for i in range(count + 1)]
     return [text[bounds[i] : bounds[i + 1]] for i in range(count)]
@@ -261,8 +266,9 @@ def _stream(chunks: Iterable[StreamChunk]) -> tuple[StreamChunk, ...]:
 class Reply:
     """Answer with text streamed in ``chunks`` deltas, then finish ``stop``.
 
-    A delta holds at least one character, so a text shorter than ``chunks``
-    streams in ``len(text)`` deltas. An empty text streams no block (an empty message that only carries usage).
+    A delta holds at least one character (a code point: an emoji sequence or a
+    letter and its combining mark may span deltas, as in a provider's stream),
+    so a text shorter than ``chunks`` streams in ``len(text)`` deltas. An empty text streams no block (an empty message that only carries usage).
     ``reasoning`` adds a reasoning block first. ``delay`` is virtual seconds
     before the first chunk; ``chunk_delay`` is slept before every chunk.
     Here and in every step, delays are finite numbers >= 0, chunk counts
