@@ -17,12 +17,12 @@ __all__ = ["StepOutput"]
 class StepOutput:
     """The model output of one step: its ``assistant/chunk`` seqs, then its message.
 
-    A header event the step owes is logged before the model call (R7.34), so
-    before any of its output.
     The loop logs every chunk of the step's one model call, then at most one
     ``assistant/message`` whose ``source_event_seqs`` are exactly those chunk
     seqs, omitted when no chunk streamed (R7.36). Each ``tool/call`` starts a
-    tool-call block of that message, so it follows the message (R9.10).
+    tool-call block of that message, so it follows the message (R9.10). A
+    header event the step owes is logged before the model call (R7.34), so
+    before any of its output.
     """
 
     chunk_seqs: list[int] = attrs.field(factory=list)
@@ -31,7 +31,8 @@ class StepOutput:
     """The ids of the tool-call blocks of the step's assistant message."""
 
     def feed(self, event: Event) -> None:
-        """Take an event of the step; a rewrite of history (R4.20) is no output of it."""
+        """Take an event of the step; the walk passes no rewrite of history (R4.20), which is
+        no output of the step."""
         data = event.data
         if isinstance(data, AssistantChunk):
             self._chunk(event)
