@@ -148,6 +148,13 @@ def test_scripted_model_tool_loop_refuses_tool_names_that_are_no_list_of_names(
         ScriptedModel.tool_loop(tool_names)  # type: ignore[arg-type]
 
 
+def test_scripted_model_tool_loop_refuses_arguments_that_are_no_mapping() -> None:
+    """``arguments`` maps tool names to JSON text. Before, a list of pairs was refused as
+    naming tools not in ``tool_names``, though every name in it was one."""
+    with pytest.raises(TypeError, match=r"^arguments must map tool names to JSON text, got \["):
+        ScriptedModel.tool_loop(["a"], arguments=[("a", "{}")])  # type: ignore[arg-type]
+
+
 def test_scripted_call_tools_refuses_an_empty_list_pointing_to_raw_chunks() -> None:
     """A ``CallTools`` step asks for at least one call; ``RawChunks`` covers the edge case."""
     with pytest.raises(ValueError, match=r"calls must hold at least one call.*RawChunks"):

@@ -281,7 +281,7 @@ class ScriptedModel:
                 names a tool not in *tool_names*.
             TypeError: *tool_names* is a ``str`` or no sequence (a set has no
                 order to cycle through), a name is no ``str`` (a tool itself,
-                say), or a count is not an ``int``.
+                say), *arguments* is no mapping, or a count is not an ``int``.
         """
         tool_names = _tool_names(tool_names)
         if not tool_names:
@@ -290,6 +290,9 @@ class ScriptedModel:
         require_count("calls_per_step", calls_per_step)
         require_count("answer_chunks", answer_chunks)
         given = arguments or {}
+        # Pairs in a list would be read as unknown names below, naming the wrong fault.
+        if not isinstance(given, Mapping):
+            raise TypeError(f"arguments must map tool names to JSON text, got {shown_short(given)}")
         # A misspelt name would leave its tool called with "{}", unnoticed.
         unknown = sorted(set(given) - set(tool_names))
         if unknown:
