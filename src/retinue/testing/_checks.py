@@ -287,7 +287,7 @@ def check_session_invariants(events: Iterable[Event]) -> None:
     step's chunks, then at most one ``assistant/message`` sourced from
     exactly those chunks, or from none when none streamed), R9.10 (a
     ``tool/call`` starts a tool call that message lists), R7.34 (a header
-    event in a step comes before its chunks), R4.15 (each
+    event in a step comes before its chunks and message), R4.15 (each
     ``tool/call`` gets exactly one ``tool/result``, after it, before its
     step ends), R9.17 (a step's results in the model's call order, each
     sourced from its own ``tool/call`` when it names a source), R4.16 (turn
@@ -305,7 +305,9 @@ def check_session_invariants(events: Iterable[Event]) -> None:
     Not checked: where a ``context/message`` falls among a step's results.
     R9.18 puts the contexts the scheduler collects after every result, but
     ``inject`` during a turn logs one wherever the turn is (R2.17), and the
-    log does not say which is which.
+    log does not say which is which. Nor is a header event logged in a turn
+    but outside any step: the loop logs one only in its step (R7.34), but a
+    session takes one there, and hand-built logs hold them.
 
     Raises:
         InvariantError: naming the first offending seq and the rule.
