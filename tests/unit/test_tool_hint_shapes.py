@@ -499,6 +499,7 @@ def test_a_generic_record_growing_inside_itself_is_refused_as_recursive() -> Non
 class _Layers(enum.Flag):
     BOTH = 3  # a member of two bits, which iterating the class leaves out
     TOP = 4
+    EVERY = -1  # Python's old alias of all bits: no bits of its own
 
 
 class _NoLayers(enum.Flag):
@@ -507,8 +508,9 @@ class _NoLayers(enum.Flag):
 
 async def test_a_flag_counts_every_declared_member_and_one_with_none_is_refused() -> None:
     """R9.7: a member of several bits is part of the flag (its schema allowed up to 4 and
-    refused BOTH, 3); a flag with no members is refused when decorated, as an empty enum
-    is, where every call then failed."""
+    refused BOTH, 3), and a negative alias of all bits adds none (its -1 made the maximum
+    -1); a flag with no members is refused when decorated, as an empty enum is, where every
+    call then failed."""
 
     def paint(layers: _Layers) -> str:
         return repr(layers)

@@ -210,7 +210,9 @@ def _flag(cls: type[enum.Flag], where: str) -> Shape:
         _check_literals([], where, f"enum {cls.__qualname__}")
     mask = 0
     for member in members:
-        mask |= int(member.value)
+        # A negative value (Python's old ``ALL = -1`` alias) is no bits of its own.
+        if (bits := int(member.value)) >= 0:
+            mask |= bits
 
     def coerce(value: object) -> object:
         bits = int(value) if isinstance(value, int | float) else -1
