@@ -237,8 +237,8 @@ def _ambiguous(
     one, other = readings
     return TypeError(
         f"{where + ': ' if where else ''}{name} reads the type variable {parameter} as both "
-        f"{one!r} and {other!r} (in itself and in a base): give the base a type variable "
-        "of its own"
+        f"{one!r} and {other!r}, in itself and in a base: give {name} type variables of its "
+        "own, not those its bases declare"
     )
 
 
