@@ -71,8 +71,26 @@ def step_log(*output: object) -> list[Event]:
             9,
             r"source_event_seqs \[4\] are not the step's chunk seqs \[8\]",
         ),
+        (
+            step_log(AssistantChunk(1, 1, TextDelta(0, "y")), (MESSAGE, [4])),
+            6,
+            r"source_event_seqs \[4\] are not the step's chunk seqs \[4, 5\]",
+        ),
+        (
+            step_log(AssistantChunk(1, 1, TextDelta(0, "y")), (MESSAGE, [5, 4])),
+            6,
+            r"source_event_seqs \[5, 4\] are not the step's chunk seqs \[4, 5\]",
+        ),
     ],
-    ids=["sourced-elsewhere", "unsourced", "chunk-after", "second-message", "earlier-step"],
+    ids=[
+        "sourced-elsewhere",
+        "unsourced",
+        "chunk-after",
+        "second-message",
+        "earlier-step",
+        "some-chunks",
+        "out-of-order",
+    ],
 )
 def test_check_session_invariants_r7_36_a_message_is_sourced_from_its_steps_chunks(
     events: list[Event], seq: int, message: str
