@@ -164,12 +164,19 @@ def _is_closed_record(cls: Any) -> bool:
 
 
 def _closed_record(cls: type[Any], conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """cattrs' own generated hook for *cls*, refusing a record with a key it has no field for."""
+    """cattrs' own generated hook for *cls*, refusing a record with a key it has no field for.
+
+    A value that is no object is refused too: the generated hook tests each field's
+    key with ``in``, which a str or a list answers, so a record whose fields all have
+    defaults (a message source, a usage) loaded from ``"x"`` or ``[]`` as its defaults.
+    """
     structure_fields = conv.gen_structure_attrs_fromdict(cls)
     keys = _record_keys(cls)
 
     def structure(value: Any, type_: Any) -> Any:
-        if isinstance(value, dict) and not keys.issuperset(value):
+        if type(value) is not dict and not isinstance(value, Mapping):
+            raise TypeError(f"expected an object, got {value!r:.80}")
+        if not keys.issuperset(value):
             raise unknown_keys(value, keys, cls)
         return structure_fields(value, type_)
 

@@ -1,0 +1,59 @@
+"""A stored record that is no JSON object is refused naming its seq and path, never loaded as defaults."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from retinue import Text
+from retinue._errors import CorruptSessionError
+from retinue._stream import Usage
+from retinue.session import (
+    AssistantMessage,
+    Session,
+    StepStart,
+    TurnStart,
+    TurnTrigger,
+    UserMessage,
+    load_event,
+)
+
+NOT_OBJECTS = ["plugin", "", [], ["kind", "plugin"], 0, True]
+
+
+def _stored_turn() -> list[dict[str, Any]]:
+    """The records of a turn whose user message and assistant usage are stored as objects."""
+    session = Session.create("s")
+    session.append(TurnStart(1, TurnTrigger("message")))
+    session.append(UserMessage((Text("hi"),)), surface="append")
+    session.append(StepStart(1, 1))
+    usage = Usage(input_tokens=3, output_tokens=4)
+    session.append(AssistantMessage(1, 1, (Text("yo"),), usage), surface="append")
+    records: list[dict[str, Any]] = json.loads(json.dumps(session.dump()))
+    return records
+
+
+@pytest.mark.parametrize("value", NOT_OBJECTS)
+@pytest.mark.parametrize(
+    ("seq", "path"),
+    [(0, ("trigger", "source")), (1, ("source",)), (3, ("usage",))],
+)
+def test_a_record_stored_as_no_object_is_refused_naming_its_seq_and_path(
+    seq: int, path: tuple[str, ...], value: Any
+) -> None:
+    """R11.2, R4.5: a source, trigger source or usage of another JSON shape is corrupt.
+
+    Every field of these records has a default, so reading such a value as an
+    absent record would load the user's source or a zero usage in its place.
+    """
+    record = _stored_turn()[seq]
+    holder = record["data"]
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    with pytest.raises(CorruptSessionError) as caught:
+        load_event(record)
+    assert f"seq {seq}" in caught.value.message
+    assert "$.data." + ".".join(path) in caught.value.message
