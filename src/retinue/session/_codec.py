@@ -124,7 +124,9 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
         at = "$.data"
         data: EventData
         if cls is None:
-            data = CustomEvent(kind, raw.get("data", {}))
+            # Every event is stored with its data, a plugin's ``null`` included:
+            # one without is refused, not loaded as data it never held.
+            data = CustomEvent(kind, raw["data"])
         else:
             fields = raw["data"]
             if type(fields) is not dict:

@@ -1,0 +1,33 @@
+"""A stored plugin event loads with the data it was stored with, or is refused (R4.11)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retinue._errors import CorruptSessionError
+from retinue._lossless import JsonValue
+from retinue.session import Session, load_event
+
+
+@pytest.mark.parametrize("data", [None, {}, 0, "", [], {"k": [1, None]}])
+def test_a_plugin_event_loads_back_with_exactly_its_data(data: JsonValue) -> None:
+    """R4.11, R1.6: ``null`` and an empty object are stored and load back apart."""
+    session = Session.create("s")
+    event = session.append_custom("plugin/note", data)
+    (record,) = json.loads(json.dumps(session.dump()))
+    assert load_event(record) == event
+
+
+def test_a_plugin_event_stored_without_its_data_is_refused_naming_its_seq() -> None:
+    """R4.11, R11.2: a line missing ``data`` held none of it: not loaded as an empty object."""
+    session = Session.create("s")
+    session.append_custom("plugin/note", None)
+    session.append_custom("plugin/note", {"k": 1})
+    record = json.loads(json.dumps(session.dump()))[1]
+    del record["data"]
+    with pytest.raises(CorruptSessionError) as caught:
+        load_event(record)
+    assert "seq 1" in caught.value.message
+    assert "'data'" in caught.value.message
