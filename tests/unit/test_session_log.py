@@ -315,6 +315,16 @@ def test_custom_events_cannot_take_a_built_in_type_name(name: str) -> None:
     assert session.append_custom("plugin/note", {"turn": 1}).type == "plugin/note"
 
 
+@pytest.mark.parametrize("name", [5, None, b"x/t"])
+def test_a_custom_event_type_that_is_no_str_is_refused_saying_so(name: Any) -> None:
+    """R4.11: a plugin's event type is a str; the refusal said "empty or reserved" of 5."""
+    with pytest.raises(
+        SessionError, match=r"cannot be a custom event type: it is no str$"
+    ) as caught:
+        _open().append_custom(name, {})
+    assert caught.value.code == "INVALID_EVENT_TYPE"
+
+
 def test_surface_events_outside_a_turn_are_refused() -> None:
     """R4.13: a model-visible event with no open turn would be crash debris; it is refused."""
     _refused(Session.create("s"), "NO_OPEN_TURN", UserMessage(_c("loose")), surface="append")

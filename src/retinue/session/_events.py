@@ -101,7 +101,9 @@ class CustomEvent:
 
 
 def _check_custom_type(value: object) -> None:
-    if not isinstance(value, str) or not value or value in RESERVED_TYPES:
+    if not isinstance(value, str):
+        raise ValueError(f"{shown(value)} cannot be a custom event type: it is no str")
+    if not value or value in RESERVED_TYPES:
         raise ValueError(f"{shown(value)} cannot be a custom event type (empty or reserved)")
 
 
