@@ -45,7 +45,11 @@ class Subscription:
     """
 
     def __init__(
-        self, session: Session, buffer: int, forget: Callable[[Subscription], None]
+        self,
+        session: Session,
+        buffer: int,
+        forget: Callable[[Subscription], None],
+        run: trio.lowlevel.TrioToken | None = None,
     ) -> None:
         if type(buffer) is not int:
             # A bool is an int but no count; a float would compare fine and hold a fraction.
@@ -60,9 +64,9 @@ class Subscription:
         self._overflow = False
         self._buffer = buffer
         self._waiting = trio.lowlevel.ParkingLot()
-        # The run whose appends wake a parked reader: a reader parked in another
-        # run's task would be woken from this one, failing the append that woke it.
-        self._run = trio.lowlevel.current_trio_token() if trio.lowlevel.in_trio_run() else None
+        # The agent's run, whose appends wake a parked reader: a reader parked in
+        # another run's task would be woken from it, failing the append that woke it.
+        self._run = run
         self._forget = forget
         self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self)
 
@@ -332,9 +336,10 @@ class Agent:
             ValueError: *buffer* is less than 1.
             RuntimeError: called off the runtime's trio run, before the agent is torn down.
         """
+        core = self._core
         if self._subscriptions is not None:
-            _refuse_another_run(self._core)
-        subscription = Subscription(self._core.session, buffer, self._forget)
+            _refuse_another_run(core)
+        subscription = Subscription(core.session, buffer, self._forget, core.trio_token)
         if self._subscriptions is None:
             subscription.end()
         else:
