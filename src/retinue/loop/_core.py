@@ -24,7 +24,7 @@ from retinue.prompt import Section
 from retinue.session import ContextMessage, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 
 from ._signal import StepSignal, abort_reason, abort_step, retire_step
-from ._toolcall import serves_tool_thread_of, tool_thread_mark
+from ._toolcall import tool_thread_mark
 
 if TYPE_CHECKING:
     from retinue.providers import Model
@@ -416,7 +416,7 @@ class AgentCore:
                 return True
             nursery = task.parent_nursery
             task = None if nursery is None else nursery.parent_task
-        return serves_tool_thread_of(self)
+        return tool_thread_mark(self) is not None
 
     def enter_driver(self) -> None:
         """Mark the current task, and the tasks it starts, as this agent's driver."""

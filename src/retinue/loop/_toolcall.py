@@ -12,7 +12,6 @@ __all__ = [
     "ToolCallMark",
     "enter_tool_call",
     "leave_tool_call",
-    "serves_tool_thread_of",
     "tool_thread_mark",
 ]
 
@@ -52,20 +51,13 @@ def leave_tool_call(mark: ToolCallMark, token: Token[ToolCallMark | None]) -> No
         release()
 
 
-def serves_tool_thread_of(owner: object) -> bool:
-    """Whether the current task is one ``trio.from_thread`` runs for the worker thread of a
-    live tool call of *owner*.
-
-    trio runs such a call in a system task, outside the task tree of the call
-    (for a body its cancel may abandon), with the thread's context: the body
-    blocks until the task returns, and the call with it.
-    """
-    return tool_thread_mark(owner) is not None
-
-
 def tool_thread_mark(owner: object) -> ToolCallMark | None:
-    """The live call of *owner* the current task serves, as :func:`serves_tool_thread_of`
-    tells, or ``None``."""
+    """The live tool call of *owner* whose worker thread the current task serves, or ``None``.
+
+    trio runs a ``trio.from_thread`` call in a system task, outside the task tree of
+    the tool call (for a body its cancel may abandon), with the thread's context:
+    the body blocks until the task returns, and the call with it.
+    """
     mark = _calling.get()
     if mark is None or not mark.live or mark.owner is not owner:
         return None
