@@ -1,9 +1,9 @@
-"""An observer that appends while an event is notified cannot make the store persist a seq gap.
+"""An observer that appends while an event is announced cannot make the store persist a seq gap.
 
-Session notifies observers in registration order, so an observer registered
-before the store's may append seq N+1 while seq N is being notified; the store
-hears N+1 first. Its buffer must still be written in seq order (R4.5, R11.3):
-the session loads back whole.
+A session announces appends in seq order: an observer registered before the
+store's may append seq N+1 while seq N is announced, and the store hears N
+before N+1. Its buffer is written in seq order (R4.5, R11.3), and a commit
+the observer asks for at once stores what the log holds, heard or not.
 """
 
 from __future__ import annotations
@@ -79,10 +79,9 @@ async def test_out_of_order_appends_after_a_flush_follow_the_stored_events(
 
 
 async def test_a_commit_at_once_during_notification_stores_every_event_logged_so_far() -> None:
-    """R11.3, R11.4: an observer ahead of the store's appends while seq 1 is notified and
-    commits the store at once: the store has heard seq 2 but not seq 1 yet, so it takes
-    seq 1 from the log and stores all three, and the log loads whole. Before, it wrote
-    seq 2 in seq 1's place, and every later flush failed SEQ_CONFLICT."""
+    """R11.3, R11.4: an observer ahead of the store's appends while seq 1 is announced and
+    commits the store at once: the store has heard neither seq 1 nor seq 2 yet, so it takes
+    both from the log and stores all three, and the log loads whole; it hears them after."""
     stored_then: list[int] = []
     async with MemoryStore() as store:
         session = Session.create("o", created_at=1)
@@ -109,3 +108,33 @@ async def test_a_commit_at_once_during_notification_stores_every_event_logged_so
     assert stored_then == [3]
     assert (heard_after.buffered_events, heard_after.committed_events) == (0, 3)
     assert [(e.seq, e.type) for e in loaded.events] == expected
+
+
+async def test_a_commit_at_once_before_the_store_heard_anything_stores_the_log() -> None:
+    """R11.4: a flush asked for while the first event is announced, the store's buffer still
+    empty, stores the events logged before it was asked for rather than nothing."""
+    async with MemoryStore() as store:
+        session = Session.create("o", created_at=1)
+        nest = _nesting_observer(session, {0})
+        stored_then: list[int] = []
+
+        def nest_and_commit(event: Event) -> None:
+            nest(event)
+            if event.seq == 0:
+                store.flush_nowait(session)
+                stored_then.append(store.statistics().committed_events)
+
+        session.observe(nest_and_commit)
+        store.attach_new(session)
+        session.append(TurnStart(1, TurnTrigger("message")))
+        assert stored_then == [2]
+        assert store.statistics().buffered_events == 0
+        session.append(TurnEnd(1, TurnEndReason.completed()))
+        await store.flush(session)
+        await store.detach(session)
+        loaded = await store.load("o")
+    assert [(e.seq, e.type) for e in loaded.events] == [
+        (0, "turn/start"),
+        (1, "x/nested"),
+        (2, "turn/end"),
+    ]

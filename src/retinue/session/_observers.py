@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import deque
 from collections.abc import Callable
 from functools import partial
+from typing import final
 
 from retinue._errors import (
     SessionError,
@@ -16,7 +18,14 @@ from retinue._errors import (
 
 from ._events import Event
 
-__all__ = ["Observer", "check_observer", "no_observer", "notifier", "observer_failure"]
+__all__ = [
+    "Announcer",
+    "Observer",
+    "check_observer",
+    "no_observer",
+    "notifier",
+    "observer_failure",
+]
 
 Observer = Callable[[Event], None]
 
@@ -117,3 +126,79 @@ def notifier(observers: tuple[Observer, ...]) -> Observer:
     if len(observers) == 1:
         return observers[0]
     return partial(_notify_all, observers)
+
+
+@final
+class Announcer:
+    """Notifies a session's observers of each appended event, in seq order (R4.8, R4.10).
+
+    An observer that appends is told of its event after the one it is hearing,
+    as is every observer after it: called at once, they would hear the newer
+    event first, and a live transcript fed by them (R4.10) would run out of seq
+    order. The deferred event is announced by the append being announced.
+    """
+
+    __slots__ = ("_announcing", "_deferred", "notify")
+
+    def __init__(self) -> None:
+        self.notify: Observer = no_observer
+        # Each deferred event with the observers registered when it was appended:
+        # they hear it, as they would have at once, not those registered since.
+        self._deferred: deque[tuple[Event, Observer]] = deque()
+        self._announcing = False
+
+    def announce(self, event: Event) -> None:
+        """Notify the observers of *event*, or of it later if an append is being announced.
+
+        Raises:
+            BaseException: once every observer heard every event appended while
+                *event* was announced, Ctrl-C if one was raised, else the first
+                failure (:func:`observer_failure`) with the observer's raise as cause.
+        """
+        notify = self.notify
+        if self._announcing:
+            self._deferred.append((event, notify))
+            return
+        self._announcing = True
+        try:
+            notify(event)
+        except BaseException as exc:
+            self._announce_deferred(event, (notify, exc))
+        else:
+            if self._deferred:
+                self._announce_deferred(event, None)
+        finally:
+            self._announcing = False
+
+    def _announce_deferred(
+        self, event: Event, failed: tuple[Observer, BaseException] | None
+    ) -> None:
+        """Announce the deferred events, then raise what the announcement of *event* failed with."""
+        failure: Exception | None = None
+        raised: BaseException | None = None
+        interrupt: BaseException | None = None
+        while True:
+            if failed is not None:
+                notify, exc = failed
+                failed = None
+                if not synchronous_failure(exc):
+                    interrupt = interrupt or exc
+                elif failure is None:
+                    failure, raised = observer_failure(notify, exc), exc
+                else:
+                    _log_unraised(event, observer_failure(notify, exc), "an earlier failure")
+            if not self._deferred:
+                break
+            event, notify = self._deferred.popleft()
+            try:
+                notify(event)
+            except BaseException as exc:
+                failed = (notify, exc)
+        if interrupt is not None:
+            if failure is not None:
+                _log_unraised(event, failure, "Ctrl-C")
+            raise interrupt
+        if failure is not None and failure is not raised:
+            raise failure from raised
+        if failure is not None:
+            raise failure

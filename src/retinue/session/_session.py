@@ -50,7 +50,7 @@ from ._events import (
     TurnStart,
 )
 from ._history import Surface
-from ._observers import Observer, check_observer, no_observer, notifier, observer_failure
+from ._observers import Announcer, Observer, check_observer, notifier
 from ._sources import as_sources, check_sources, checked_sources
 from ._stepcheck import STEP_TYPES, check_step
 
@@ -99,10 +99,10 @@ class Session:
     # Keyed by a token per registration: an unsubscriber removes its own, never
     # another registration of the same (or an equal) observer.
     _observers: dict[object, Observer] = attrs.field(factory=dict, init=False)
-    # Every append calls this one callable (usually the store's buffer itself),
-    # a no-op without observers: a session is observed by its store, which a
-    # test for none on every append would only slow down.
-    _notify: Observer = attrs.field(default=no_observer, init=False)
+    # Every append announces through it; its notify is one callable (usually the
+    # store's buffer itself), a no-op without observers: a session is observed by
+    # its store, which a test for none on every append would only slow down.
+    _announcer: Announcer = attrs.field(factory=Announcer, init=False)
     # The thread the observers were attached on (the trio thread, in a runtime) while
     # any observe. Appended from another thread, the observers would run there, where
     # waking a trio task corrupts the run, and the append would race the owner's for a seq.
@@ -264,11 +264,11 @@ class Session:
             self._thread = _get_ident()
         self._observers[token] = observer
         # A new notifier over a tuple: appends iterate it without copying it.
-        self._notify = notifier(tuple(self._observers.values()))
+        self._announcer.notify = notifier(tuple(self._observers.values()))
 
         def unsubscribe() -> None:
             if self._observers.pop(token, None) is not None:
-                self._notify = notifier(tuple(self._observers.values()))
+                self._announcer.notify = notifier(tuple(self._observers.values()))
                 if not self._observers:
                     self._thread = None
 
@@ -286,7 +286,10 @@ class Session:
         If an observer raises, the exception propagates but the event is logged;
         one that cannot propagate as it is (a ``SystemExit``, a ``StopIteration``, a
         ``Cancelled``) is raised as a ``SessionError`` naming the observer
-        (:func:`~retinue.session._observers.observer_failure`).
+        (:func:`~retinue.session._observers.observer_failure`). Appended by an
+        observer, the event is logged at once and announced once every observer
+        heard the one being announced, so each hears the log in seq order; an
+        observer's failure on it is raised by the append being announced.
 
         Raises:
             SessionError: the session is observed and this is not the thread its
@@ -338,13 +341,7 @@ class Session:
                 Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
             )
             self._record(event, self._validate(event))
-        try:
-            self._notify(event)
-        except BaseException as exc:
-            failure = observer_failure(self._notify, exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+        self._announcer.announce(event)
         return event
 
     def _append_to_surface(
@@ -393,13 +390,7 @@ class Session:
         data = _new_tuple(AssistantChunk, (turn, step, chunk))
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
         events.append(event)
-        try:
-            self._notify(event)
-        except BaseException as exc:
-            failure = observer_failure(self._notify, exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+        self._announcer.announce(event)
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:

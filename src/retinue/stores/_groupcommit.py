@@ -124,10 +124,10 @@ class GroupCommitter:
         await self._commit(requests)
 
     def commit_at_once(self, tracked: Tracked) -> StoreError | None:
-        """Commit one session's buffer to a backend that never blocks, synchronously."""
-        events = tracked.pending()
+        """Commit one session's log since its last commit to a backend that never blocks, synchronously."""
+        events = tracked.logged()
         if not events:
-            return None  # nothing heard is left to write
+            return None  # nothing is left to write
         self.counters["flush_requests"] += 1
         batch = AppendBatch(tracked.session.id, tracked.cursor, events, header=tracked.header)
         [result] = self._write_isolated([batch])

@@ -57,15 +57,11 @@ class Tracked:
     def pending(self) -> tuple[Event, ...]:
         """The events to write from ``cursor`` on, in seq order, up to the last one heard.
 
-        An observer notified before the store's may append while an event is
-        being notified, so the buffer can hold seq N+1 before N; written out
-        of order, the run would store a seq gap and the session would not load
-        again (R4.5, R11.3). Sorting here, once per flush, keeps the per-event
-        observer a bare ``list.append``; an ordered buffer sorts in one pass.
-        Committed while N is still being notified (that observer flushing a
-        store that never blocks), N is not heard yet: it is taken from the
-        log, where every event is before any observer hears it, and dropped
-        from the buffer once heard, as stored already.
+        A session announces its events in seq order, so the buffer is in order
+        and the sort, once per flush, takes one pass; it stays because a buffer
+        written out of order would store a seq gap and the session would not
+        load again (R4.5, R11.3). Events a commit took from the log before they
+        were heard (see :meth:`logged`) are dropped here as stored already.
         """
         buffer = self.buffer
         buffer.sort(key=_seq_of)
@@ -76,9 +72,22 @@ class Tracked:
             return tuple(buffer)  # seqs are unique: sorted, these ends leave none missing
         return tuple(self.session.events[cursor : buffer[-1].seq + 1])
 
+    def logged(self) -> tuple[Event, ...]:
+        """The events to write from ``cursor`` on, up to the log's end, heard or not.
+
+        An observer notified ahead of the store's may append and then flush a
+        store that never blocks while the store has not heard the event being
+        announced, nor the one just appended: both are in the log, appended
+        before the flush was asked for, so the flush stores them. A released
+        session is observed no more, and only what it buffered is its store's.
+        """
+        if self.released:
+            return self.pending()
+        return tuple(self.session.events[self.cursor :])
+
     def unstored(self) -> int:
         """How many buffered events are not stored yet: one heard after a commit took it
-        from the log (see :meth:`pending`) is stored, and left until the next flush."""
+        from the log (see :meth:`logged`) is stored, and left until the next flush."""
         cursor = self.cursor
         return sum(event.seq >= cursor for event in self.buffer)
 

@@ -191,8 +191,8 @@ class BufferedStore(StoreLoads):
         return not self._backend.blocking and not self._closed
 
     def _commit_at_once(self, session: Session) -> None:
-        """Commit *session*'s buffer to a backend that never blocks, synchronously."""
-        tracked = self._pending(session)
+        """Commit *session*'s log since its last commit to a backend that never blocks."""
+        tracked = self._pending(session, unheard=True)
         if tracked is None:
             return
         if not self._opened:
@@ -202,10 +202,19 @@ class BufferedStore(StoreLoads):
         if error is not None:
             raise StoreError(error.message, code=error.code) from error
 
-    def _pending(self, session: Session) -> Tracked | None:
-        """*session*'s tracking entry if it is attached and has buffered events."""
+    def _pending(self, session: Session, *, unheard: bool = False) -> Tracked | None:
+        """*session*'s tracking entry if it is attached and has events to write.
+
+        With *unheard*, events in its log count though its buffer is empty: a
+        commit at once asked for during an announcement the store has not heard
+        yet stores them (see ``Tracked.logged``).
+        """
         tracked = self._tracked.get(session.id)
-        if tracked is None or tracked.session is not session or not tracked.buffer:
+        if (
+            tracked is None
+            or tracked.session is not session
+            or not (tracked.buffer or (unheard and len(session.events) > tracked.cursor))
+        ):
             self._check_let_go(session)
             return None
         if tracked.released:

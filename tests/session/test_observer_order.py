@@ -1,0 +1,80 @@
+"""Observers hear a session's events in seq order, even those appended while notified."""
+
+from __future__ import annotations
+
+import pytest
+
+from retinue import SessionError
+from retinue.session import Event, Session
+
+
+def test_an_event_appended_by_an_observer_reaches_every_observer_after_the_one_it_hears() -> None:
+    """R4.8, R4.10: every observer hears each append once, in seq order."""
+    session = Session.create("agent")
+    first_heard: list[int] = []
+    later_heard: list[int] = []
+
+    def replying(event: Event) -> None:
+        first_heard.append(event.seq)
+        if event.type == "plugin/ask":
+            session.append_custom("plugin/answer", {"to": event.seq})
+
+    session.observe(replying)
+    session.observe(lambda event: later_heard.append(event.seq))
+
+    session.append_custom("plugin/ask", 1)
+
+    assert [event.seq for event in session.events] == [0, 1]
+    assert first_heard == [0, 1]
+    assert later_heard == [0, 1]
+
+
+def test_an_observer_failure_on_an_event_appended_while_notified_fails_the_outer_append() -> None:
+    """R4.8: the failure propagates once every observer heard both events, both logged."""
+    session = Session.create("agent")
+    heard: list[int] = []
+
+    def replying(event: Event) -> None:
+        if event.type == "plugin/ask":
+            session.append_custom("plugin/answer", 2)
+
+    def refusing(event: Event) -> None:
+        heard.append(event.seq)
+        if event.type == "plugin/answer":
+            raise SessionError("refused", code="REFUSED")
+
+    session.observe(replying)
+    session.observe(refusing)
+
+    with pytest.raises(SessionError, match="refused"):
+        session.append_custom("plugin/ask", 1)
+
+    assert heard == [0, 1]
+    assert len(session.events) == 2
+    session.append_custom("plugin/later", 3)
+    assert heard == [0, 1, 2]
+
+
+def test_an_event_appended_while_notified_reaches_the_observers_registered_when_it_was() -> None:
+    """R4.10: an observer registered after an append does not hear it; one removed after does."""
+    session = Session.create("agent")
+    late_heard: list[int] = []
+    leaving_heard: list[int] = []
+
+    def late(event: Event) -> None:
+        late_heard.append(event.seq)
+
+    def reshuffling(event: Event) -> None:
+        if event.type == "plugin/ask":
+            session.append_custom("plugin/answer", 2)
+            session.observe(late)
+            unsubscribe_leaving()
+
+    session.observe(reshuffling)
+    unsubscribe_leaving = session.observe(lambda event: leaving_heard.append(event.seq))
+
+    session.append_custom("plugin/ask", 1)
+    session.append_custom("plugin/later", 3)
+
+    assert late_heard == [2]
+    assert leaving_heard == [0, 1]
