@@ -326,6 +326,8 @@ class Session:
             events.append(event)
             if data_type is StepEnd:
                 self._open_step = None
+        elif surface is None and source_event_seqs is None and data_type in _BOUNDARY_TYPES:
+            event = self._append_boundary(data)  # type: ignore[arg-type]
         elif (
             # Each step's messages and results. An exact str: its ``==`` is the
             # opposite of the ``!=`` _validate tests, as a subclass's need not be.
@@ -342,6 +344,36 @@ class Session:
             )
             self._record(event, self._validate(event))
         self._announcer.announce(event)
+        return event
+
+    def _append_boundary(self, data: TurnStart | TurnEnd) -> Event:
+        """Log a ``turn/start`` or ``turn/end``, as ``_validate`` and ``_record`` would.
+
+        Two of every turn's appends: of their checks only the boundary's is
+        left (a turn boundary folds no header and touches no surface), its
+        valid case tested inline; check_boundary says what is wrong.
+        """
+        starts = type(data) is TurnStart
+        if (
+            (self._turn_open or data.turn <= self._last_turn)
+            if starts
+            else (
+                not self._turn_open or data.turn != self._last_turn or self._open_step is not None
+            )
+        ):
+            check_boundary(
+                data,
+                turn_open=self._turn_open,
+                last_turn=self._last_turn,
+                open_step=self._open_step,
+            )
+        events = self._events
+        event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
+        events.append(event)
+        if starts:
+            self._last_turn = data.turn
+            self._last_step = 0
+        self._turn_open = starts
         return event
 
     def _append_to_surface(
