@@ -89,13 +89,11 @@ def _step_tools(core: AgentCore, state: TurnState, signal: StepSignal) -> _StepT
 
 
 def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
+    # Positional but for the keyword-only raw_arguments: a class called with keywords
+    # is given them as a dict, built per call.
+    arguments = parse_arguments(call.arguments)
     return ToolExecution(
-        call_id=call.id,
-        name=call.name,
-        arguments=parse_arguments(call.arguments),
-        agent=core.agent,
-        agent_id=core.id,
-        raw_arguments=call.arguments,
+        call.id, call.name, arguments, core.agent, core.id, raw_arguments=call.arguments
     )
 
 

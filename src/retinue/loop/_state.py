@@ -198,14 +198,16 @@ class TurnState:
     def log_result(self, call_id: str, final: ToolExecutionResult) -> None:
         """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17)."""
         self.core.session.append(
+            # Positional (is_error, error, meta): a class called with keywords is
+            # given them as a dict, built per call.
             ToolResultEvent(
                 self.turn,
                 self.step,
                 call_id,
                 final.content,
-                is_error=final.is_error,
-                error=final.error,
-                meta=final.meta,
+                final.is_error,
+                final.error,
+                final.meta,
             ),
             surface="append",
             source_event_seqs=(self.calls.call_seqs[call_id],),

@@ -149,13 +149,9 @@ async def run_step(
             # An observer of the header cancelled: no model call for an aborted step.
             if signal.cancel_called:
                 return None  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
-    request = ModelRequest(
-        config=config,
-        messages=boundary.with_prefix(prefix) if prefix else boundary,
-        system=system_text,
-        tools=tools,
-        session_id=core.id,
-    )
+    messages = boundary.with_prefix(prefix) if prefix else boundary
+    # Positional: a class called with keywords is given them as a dict, built per call.
+    request = ModelRequest(config, messages, system_text, tools, core.id)
     streamed = await _stream(core, state, request, signal)
     if streamed is None:
         return None
