@@ -13,7 +13,7 @@ import typing_extensions
 from pydantic import Field
 
 from retinue._content import Text
-from retinue._lossless import JsonValue
+from retinue._lossless import JsonValue, thaw_json
 from retinue.tools import tool
 from tests.unit._tool_kit import execute, properties
 
@@ -385,14 +385,25 @@ class _Tree(typing.Generic[_T]):
     children: list[_Tree[_T]]
 
 
-def test_a_generic_record_holding_itself_is_refused_as_recursive() -> None:
-    """R9.7: ``Tree[int]`` inside ``Tree[int]`` has no schema without references."""
+async def test_a_generic_record_holding_itself_is_described_once_under_defs() -> None:
+    """R9.7: ``Tree[int]`` inside ``Tree[int]`` is one definition, ``_Tree_int_``, that refers
+    to itself; its arguments reach the body as trees."""
+    got: list[object] = []
 
     def walk(tree: _Tree[int]) -> str:
-        return repr(tree)
+        got.append(tree)
+        return "ok"
 
-    with pytest.raises(TypeError, match=r"walk\(tree\)\.children\[\]: recursive type _Tree"):
-        tool(walk)
+    defined = tool(walk)
+    assert properties(defined)["tree"] == {"$ref": "#/$defs/_Tree_int_"}
+    items = {"type": "array", "items": {"$ref": "#/$defs/_Tree_int_"}}
+    definitions = typing.cast("dict[str, typing.Any]", thaw_json(defined.parameters))["$defs"]
+    assert definitions["_Tree_int_"]["properties"]["children"] == items
+    arguments: dict[str, JsonValue] = {
+        "tree": {"value": 1, "children": [{"value": 2.0, "children": []}]}
+    }
+    assert await execute(defined, arguments) == ("ok", None)
+    assert got == [_Tree(1, [_Tree(2, [])])]
 
 
 class _Access(enum.IntFlag):

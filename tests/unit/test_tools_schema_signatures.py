@@ -241,25 +241,23 @@ def test_tool_names_at_the_providers_limit_are_accepted() -> None:
 
 
 @pytest.mark.parametrize("record", [Node, Branch])
-def test_tool_decorator_refuses_a_recursive_type_clearly(record: type) -> None:
-    """R9.7: a type that contains itself (a tree) is refused with a short TypeError naming it,
-    not after recursing until the interpreter's limit.
+def test_a_recursive_record_is_described_once_under_defs(record: type) -> None:
+    """R9.7: a type that contains itself (a tree) is described once under ``$defs`` and
+    referred to there, at the parameter and inside itself, without recursing to the limit.
     """
 
     def walk(tree: record) -> str:  # type: ignore[valid-type]
         return "x"
 
     walk.__annotations__["tree"] = record
-    with pytest.raises(TypeError) as refused:
-        tool(walk)
-    message = str(refused.value)
-    assert f"recursive type {record.__name__} is not supported in a tool signature" in message
-    assert len(message) < 200
-    assert not isinstance(refused.value.__cause__, RecursionError)
+    schema = schema_of(tool(walk))
+    reference = {"$ref": f"#/$defs/{record.__name__}"}
+    assert schema["properties"]["tree"] == reference  # type: ignore[index]
+    assert f"'$ref': '#/$defs/{record.__name__}'" in str(schema["$defs"])  # type: ignore[index]
 
 
 def test_a_type_used_twice_side_by_side_is_not_recursive() -> None:
-    """R9.7: the same record in two places is described twice; only nesting in itself is refused."""
+    """R9.7: the same record in two places is described once, each place referring to it."""
 
     @tool
     def join(left: Window, right: list[Window]) -> str:

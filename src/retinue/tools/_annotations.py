@@ -274,6 +274,8 @@ def _kinds(schema: object) -> list[object]:
     if not isinstance(schema, dict):
         return []
     kind = schema.get("type")
+    if kind is None and "$ref" in schema:
+        kind = "object"  # the reference to a record described once under $defs
     kinds = [kind] if isinstance(kind, str) else list(kind) if isinstance(kind, list) else []
     members = schema.get("anyOf")
     for member in members if isinstance(members, list) else ():

@@ -1,17 +1,32 @@
-"""Where a conversion of validated JSON failed: the path to the part that refused it."""
+"""A type's shape (its schema and conversion), and where a conversion of validated JSON
+failed: the path to the part that refused it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
+import attrs
+
 from retinue._errors import RetinueError
 
 from ._execution import describe_failure
 
-__all__ = ["Coerce", "raise_located"]
+__all__ = ["Coerce", "Shape", "raise_located"]
 
 Coerce = Callable[[object], object]
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+@attrs.frozen
+class Shape:
+    """A type's JSON schema and the function turning validated JSON into that type."""
+
+    schema: dict[str, object]
+    coerce: Coerce = _identity
 
 
 class _ArgumentError(RetinueError, ValueError):

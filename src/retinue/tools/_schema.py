@@ -14,6 +14,7 @@ import attrs
 from retinue._lossless import thaw_json
 
 from ._annotations import refuse_field_default
+from ._defs import with_definitions
 from ._docstring import parse_docstring
 from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
@@ -70,11 +71,21 @@ def _is_context(hint: object, where: str) -> bool:
 def describe(fn: Callable[..., object]) -> FunctionSpec:
     """Derive a tool's description, parameter schema and argument binder from *fn*.
 
+    A record its parameters use more than once, or inside itself, is described once
+    under the schema's ``"$defs"``.
+
     Raises:
         TypeError: a parameter kind or type hint the schema cannot express, or
             a method whose instance the model would supply.
         ValueError: a parameter name providers refuse as a property name.
     """
+    spec, definitions = with_definitions(lambda: _function_spec(fn))
+    if not definitions:
+        return spec
+    return attrs.evolve(spec, parameters={**spec.parameters, "$defs": definitions})
+
+
+def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
     _check_not_class_method(fn)
     where = getattr(fn, "__qualname__", None) or repr(fn)
     signature = _signature(fn, where)

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, NotRequired, Required, Union
 import attrs
 
 from ._annotations import checking, json_kinds, metadata_keywords, refuse_field_default
+from ._defs import defs_root, shared_record, with_definitions
 from ._hashable import unhashable
 from ._hints import (
     arguments_of,
@@ -27,7 +28,7 @@ from ._hints import (
     substituted,
     unwrap,
 )
-from ._located import Coerce, raise_located
+from ._located import Coerce, Shape, raise_located
 from ._record_init import EMPTY, init_fields, with_default
 from ._tool import ToolContext
 from ._validate import json_type_name, validate
@@ -68,17 +69,14 @@ def _identity(value: object) -> object:
     return value
 
 
-@attrs.frozen
-class Shape:
-    """A type's JSON schema and the function turning validated JSON into that type."""
-
-    schema: dict[str, object]
-    coerce: Coerce = _identity
-
-
 def type_schema(hint: object) -> dict[str, object]:
-    """Return the JSON schema of one type hint (raises ``TypeError`` if unsupported)."""
-    return shape_of(hint, "type").schema
+    """Return the JSON schema of one type hint (raises ``TypeError`` if unsupported).
+
+    A record it holds more than once, or inside itself, is described once under its
+    ``"$defs"``.
+    """
+    schema, definitions = with_definitions(lambda: shape_of(hint, "type").schema)
+    return {**schema, "$defs": definitions} if definitions else schema
 
 
 def shape_of(hint: object, where: str) -> Shape:
@@ -120,7 +118,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
     if hint in _SETS or origin in _SETS:
         return _set(_SETS[origin if origin in _SETS else hint], typing.get_args(hint), where)
     if is_typeddict(hint):
-        return _typed_dict(hint, where)
+        return shared_record(hint, lambda: _typed_dict(hint, where))
     if hint is ToolContext:
         # As a record the model could forge one: only a parameter of its own is injected.
         raise TypeError(
@@ -128,14 +126,18 @@ def _bare_shape(hint: object, where: str) -> Shape:
             "(ToolContext or ToolContext | None), never inside another type"
         )
     if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
-        return _record(hint, where)
+        return shared_record(hint, lambda: _record(hint, where))
     record = generic_record(hint)
     if record is not None:
-        # Box[int]: Box's fields, its type variable read as int; Node[int] in itself recursive.
-        with _describing(hint, where), arguments_of(hint, where):
-            fields = _typed_dict_fields if is_typeddict(record) else _record_fields
-            return fields(record, where)
+        return shared_record(hint, lambda: _generic_record(hint, record, where))
     raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
+
+
+def _generic_record(hint: object, record: type[object], where: str) -> Shape:
+    """``Box[int]``: Box's fields, its type variable read as int."""
+    with _describing(hint, where), arguments_of(hint, where):
+        fields = _typed_dict_fields if is_typeddict(record) else _record_fields
+        return fields(record, where)
 
 
 def _primitive(hint: object) -> Shape:
@@ -244,7 +246,7 @@ def _nullable(schema: dict[str, object]) -> dict[str, object]:
 
 def accepting_null(shape: Shape) -> Shape:
     """*shape*, nullable: ``x: int = None`` is the implicit ``int | None`` of older Pythons."""
-    if validate(None, shape.schema) is None:
+    if validate(None, shape.schema, root=defs_root()) is None:
         return shape
     # The description stays beside the schema rather than inside one branch of an anyOf.
     schema = dict(shape.schema)
@@ -265,6 +267,7 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
     shapes = [shape_of(member, where) for member in members]
     options = [s.schema for s in shapes] + ([{"type": "null"}] if nullable else [])
     kinds = [json_kinds(s.schema) for s in shapes]
+    root = defs_root()  # where a member's $ref leads: filled in before any call
 
     def coerce(value: object) -> object:
         # The first member that takes the value, its checks (a Predicate) included; one
@@ -275,7 +278,7 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
         ordered += [s for s, k in zip(shapes, kinds, strict=True) if own not in k]
         refused: Exception | None = None
         for shape in ordered:
-            if validate(value, shape.schema) is None:
+            if validate(value, shape.schema, root=root) is None:
                 try:
                     return shape.coerce(value)
                 except Exception as exc:  # the next member may take it

@@ -1,0 +1,139 @@
+"""Records a tool's parameters use more than once, described once under ``$defs`` (R9.7)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from typing import Annotated
+
+import attrs
+
+from retinue._lossless import JsonValue
+from retinue.tools import tool
+from tests.unit import _tool_kit
+from tests.unit._tool_kit import execute, properties, schema_of
+
+_T = typing.TypeVar("_T")
+
+
+def _doubling(levels: int) -> type[object]:
+    """A record of *levels* levels, each holding the next one twice; the last holds an int."""
+    inner: type[object] = dataclasses.make_dataclass(f"Level{levels - 1}", [("leaf", int)])
+    for level in reversed(range(levels - 1)):
+        inner = dataclasses.make_dataclass(f"Level{level}", [("left", inner), ("right", inner)])
+    return inner
+
+
+async def test_a_record_held_twice_at_each_level_is_described_once_per_level() -> None:
+    """R9.7: 15 levels of a record holding the next one twice made a schema of megabytes,
+    each record written out at each use; each is now described once and referred to."""
+    got: list[object] = []
+
+    def walk(tree: int) -> str:
+        got.append(tree)
+        return "ok"
+
+    walk.__annotations__["tree"] = _doubling(15)
+    defined = tool(walk)
+    schema = typing.cast("dict[str, typing.Any]", schema_of(defined))
+    assert len(json.dumps(schema)) < 5_000
+    assert sorted(schema["$defs"]) == sorted(f"Level{level}" for level in range(1, 15))
+    assert schema["properties"]["tree"]["properties"]["left"] == {"$ref": "#/$defs/Level1"}
+    assert schema["$defs"]["Level13"]["properties"]["right"] == {"$ref": "#/$defs/Level14"}
+    leaf: JsonValue = {"leaf": 7}
+    for _ in range(14):
+        leaf = {"left": leaf, "right": leaf}
+    assert await execute(defined, {"tree": leaf}) == ("ok", None)
+    assert typing.cast("typing.Any", got[0]).right.left.right.left.right.left.left.right
+
+
+@attrs.frozen
+class Window:
+    """A record named as ``_tool_kit.Window`` is."""
+
+    height: int
+
+
+@attrs.frozen
+class _Box(typing.Generic[_T]):
+    item: _T
+
+
+def test_records_of_one_name_get_definitions_of_their_own() -> None:
+    """R9.7: two classes of one name from two modules, and one generic record given two
+    arguments, are told apart by their definitions' names, the module's when needed."""
+
+    @tool
+    def lay(
+        a: Window,
+        b: Window,
+        c: _tool_kit.Window,
+        d: _tool_kit.Window,
+        e: _Box[int],
+        f: _Box[int],
+        g: _Box[str],
+        h: _Box[str],
+    ) -> str:
+        """Lay."""
+        return "x"
+
+    schema = typing.cast("dict[str, typing.Any]", schema_of(lay))
+    ours, kits = "tests_unit_test_tool_shared_records_Window", "tests_unit__tool_kit_Window"
+    assert sorted(schema["$defs"]) == sorted([ours, kits, "_Box_int_", "_Box_str_"])
+    refs = {name: p["$ref"] for name, p in schema["properties"].items()}
+    assert refs["b"] == f"#/$defs/{ours}"
+    assert refs["d"] == f"#/$defs/{kits}"
+    assert refs["f"] == "#/$defs/_Box_int_"
+    assert refs["h"] == "#/$defs/_Box_str_"
+    assert schema["$defs"]["_Box_str_"]["properties"]["item"] == {"type": "string"}
+    assert "title" in schema["$defs"][kits]["properties"]  # its own fields, not ours
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+    y: int = 0
+
+
+@dataclasses.dataclass
+class _Tag:
+    label: str
+
+
+async def test_references_convert_and_refuse_as_records_written_out_do() -> None:
+    """R9.7: arguments of a record referred to reach the body as the record, a union's
+    member and an optional one too, and a wrong one is refused at its field's path."""
+    got: list[object] = []
+
+    @tool
+    def route(
+        home: _Point,
+        stops: list[_Point | _Tag],
+        work: Annotated[_Point | None, "Where the day ends."] = None,
+    ) -> str:
+        """Route.
+
+        Args:
+            home: Where the day starts.
+        """
+        got.append((home, stops, work))
+        return "ok"
+
+    described = properties(route)
+    assert described["home"] == {"$ref": "#/$defs/_Point", "description": "Where the day starts."}
+    assert described["work"] == {
+        "anyOf": [{"$ref": "#/$defs/_Point"}, {"type": "null"}],
+        "description": "Where the day ends.",
+        "default": None,
+    }
+    arguments: dict[str, JsonValue] = {
+        "home": {"x": 1},
+        "stops": [{"x": 2.0, "y": 3}, {"label": "shop"}],
+        "work": {"x": 4},
+    }
+    assert await execute(route, arguments) == ("ok", None)
+    assert got == [(_Point(1), [_Point(2, 3), _Tag("shop")], _Point(4))]
+    text, error = await execute(route, {**arguments, "stops": [{"x": 1}, {"x": "two"}]})
+    assert error is not None
+    assert text.endswith("stops[1].x: expected integer, got string")
