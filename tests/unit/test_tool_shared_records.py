@@ -7,6 +7,7 @@ import json
 import typing
 from typing import Annotated
 
+import annotated_types
 import attrs
 
 from retinue._lossless import JsonValue
@@ -137,3 +138,28 @@ async def test_references_convert_and_refuse_as_records_written_out_do() -> None
     text, error = await execute(route, {**arguments, "stops": [{"x": 1}, {"x": "two"}]})
     assert error is not None
     assert text.endswith("stops[1].x: expected integer, got string")
+
+
+async def test_a_refusal_deep_in_the_arguments_converts_each_part_once() -> None:
+    """R9.7: a value refused ten levels down was converted again at each level to find
+    where, 2**11 checks for one refusal; it is converted once and placed as it passes up."""
+    checked: list[object] = []
+
+    def positive(value: int) -> bool:
+        checked.append(value)
+        return value > 0
+
+    hint: object = Annotated[int, annotated_types.Predicate(positive)]
+    value: JsonValue = -1
+    for _ in range(10):
+        hint = list[hint]  # type: ignore[valid-type]
+        value = [value]
+
+    def nest(deep: int) -> str:
+        return "ok"
+
+    nest.__annotations__["deep"] = hint
+    text, error = await execute(tool(nest), {"deep": value})
+    assert error is not None
+    assert text.endswith(f"deep{'[0]' * 10}: must satisfy {positive.__qualname__}, got -1")
+    assert checked == [-1]

@@ -3,7 +3,7 @@ failed: the path to the part that refused it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NoReturn
 
 import attrs
@@ -12,7 +12,7 @@ from retinue._errors import RetinueError
 
 from ._execution import describe_failure
 
-__all__ = ["Coerce", "Shape", "raise_located"]
+__all__ = ["Coerce", "Shape", "raise_at"]
 
 Coerce = Callable[[object], object]
 
@@ -44,17 +44,13 @@ class _ArgumentError(RetinueError, ValueError):
         return f"{self.path}: {describe_failure(self.cause)}"
 
 
-def raise_located(parts: Iterable[tuple[str, Coerce, object]], exc: Exception) -> NoReturn:
-    """Raise where a container's conversion failed: its parts are converted again one at a time.
+def raise_at(segment: str, exc: Exception) -> NoReturn:
+    """Raise *exc*, a part's refusal, placed at *segment* before the path it already has.
 
-    Only a failure pays for this; *parts* are (path segment, conversion, value).
-    *exc* itself is raised again when no part fails again.
+    A container converts each part once and places its refusal as it passes up:
+    converting the parts again to find the one that refused would double the work
+    at each level of the value.
     """
-    for segment, coerce, value in parts:
-        try:
-            coerce(value)
-        except _ArgumentError as inner:
-            raise _ArgumentError(segment + inner.path, inner.cause) from inner.cause
-        except Exception as inner:
-            raise _ArgumentError(segment, inner) from inner
-    raise exc
+    if isinstance(exc, _ArgumentError):
+        raise _ArgumentError(segment + exc.path, exc.cause) from exc.cause
+    raise _ArgumentError(segment, exc) from exc

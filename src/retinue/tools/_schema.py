@@ -18,13 +18,13 @@ from ._defs import with_definitions
 from ._docstring import parse_docstring
 from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
+from ._located import raise_at
 from ._shapes import (
     EMPTY,
     Coerce,
     Shape,
     accepting_null,
     object_schema,
-    raise_located,
     shape_of,
     type_schema,
     unpacked_fields,
@@ -391,17 +391,12 @@ class ShapeBinder:
     # Any: a call's values are JsonValue, a caller's own plain ones are not typed as such.
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, object]:
         shapes = self.shapes
-        try:
-            return {
-                name: shapes[name].coerce(value if type(value) in _LEAVES else thaw_json(value))
-                for name, value in arguments.items()
-                if name in shapes
-            }
-        except Exception as exc:
-            parts = (
-                (n, shapes[n].coerce, thaw_json(v)) for n, v in arguments.items() if n in shapes
-            )
-            raise_located(parts, exc)
+        bound: dict[str, object] = {}
+        for name, value in arguments.items():
+            shape = shapes.get(name)
+            if shape is not None:
+                bound[name] = _converted(shape.coerce, name, value)
+        return bound
 
 
 @final
@@ -421,15 +416,16 @@ class RestBinder:
         for name in arguments:
             if name in self.reserved:
                 raise ValueError(f"{name}: unexpected property")
-        try:
-            return {name: self._coerce(name, value) for name, value in arguments.items()}
-        except Exception as exc:
-            parts = ((str(n), self._convert(n), thaw_json(v)) for n, v in arguments.items())
-            raise_located(parts, exc)
+        bound: dict[str, object] = {}
+        for name, value in arguments.items():
+            shape = self.shapes.get(name, self.rest)
+            bound[name] = _converted(shape.coerce, str(name), value)
+        return bound
 
-    def _convert(self, name: str) -> Coerce:
-        shape = self.shapes.get(name)
-        return (self.rest if shape is None else shape).coerce
 
-    def _coerce(self, name: str, value: object) -> object:
-        return self._convert(name)(value if type(value) in _LEAVES else thaw_json(value))  # type: ignore[arg-type]
+def _converted(convert: Coerce, name: str, value: Any) -> object:
+    """*value*, thawed and converted; a refusal placed at the parameter *name*."""
+    try:
+        return convert(value if type(value) in _LEAVES else thaw_json(value))
+    except Exception as exc:
+        raise_at(name, exc)

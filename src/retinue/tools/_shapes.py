@@ -7,7 +7,6 @@ import contextlib
 import contextvars
 import dataclasses
 import enum
-import itertools
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -28,7 +27,7 @@ from ._hints import (
     substituted,
     unwrap,
 )
-from ._located import Coerce, Shape, raise_located
+from ._located import Coerce, Shape, raise_at
 from ._record_init import EMPTY, init_fields, with_default
 from ._tool import ToolContext
 from ._validate import json_type_name, validate
@@ -39,7 +38,6 @@ __all__ = [
     "Shape",
     "accepting_null",
     "object_schema",
-    "raise_located",
     "shape_of",
     "type_schema",
     "unpacked_fields",
@@ -307,11 +305,7 @@ def _array(hint: object, origin: object, where: str) -> Shape:
     schema: dict[str, object] = {"type": "array", "items": item.schema}
 
     def coerce_items(value: object) -> list[object]:
-        items = _items(value)
-        try:
-            return [item.coerce(x) for x in items]
-        except Exception as exc:
-            raise_located(((f"[{i}]", item.coerce, x) for i, x in enumerate(items)), exc)
+        return _converted_items(item.coerce, _items(value))
 
     if tuple in (hint, origin):
         return Shape(schema, lambda v: tuple(coerce_items(v)))
@@ -330,11 +324,7 @@ def _set(
     item = shape_of(args[0], f"{where}[]")
 
     def coerce(value: object) -> object:
-        items = _items(value)
-        try:
-            converted = [item.coerce(x) for x in items]
-        except Exception as exc:
-            raise_located(((f"[{i}]", item.coerce, x) for i, x in enumerate(items)), exc)
+        converted = _converted_items(item.coerce, _items(value))
         distinct = kind(converted)
         if len(distinct) < len(converted):
             # Distinct in JSON, equal once converted (``1`` and ``true`` both in a set[int | bool]).
@@ -342,6 +332,17 @@ def _set(
         return distinct
 
     return Shape({"type": "array", "items": item.schema, "uniqueItems": True}, coerce)
+
+
+def _converted_items(convert: Coerce, items: list[object]) -> list[object]:
+    """Each item converted, a refusal placed at its index (``[2]``)."""
+    converted: list[object] = []
+    for index, item in enumerate(items):  # a loop, not a comprehension: a frame fewer a level
+        try:
+            converted.append(convert(item))
+        except Exception as exc:
+            raise_at(f"[{index}]", exc)
+    return converted
 
 
 def _to_tuple(value: object) -> object:
@@ -365,12 +366,14 @@ def _mapping(args: tuple[object, ...], where: str) -> Shape:
 
     def coerce(v: object) -> object:
         pairs = _pairs(v)
-        try:
-            return {key.coerce(k): value.coerce(x) for k, x in pairs}
-        except Exception as exc:
-            keys = ((f".{k}", key.coerce, k) for k, _ in pairs)
-            values = ((f".{k}", value.coerce, x) for k, x in pairs)
-            raise_located(itertools.chain(keys, values), exc)
+        keys = _converted_keys(key.coerce, pairs)  # all keys first: a refused name comes first
+        converted: dict[object, object] = {}
+        for (name, item), converted_key in zip(pairs, keys, strict=True):
+            try:
+                converted[converted_key] = value.coerce(item)
+            except Exception as exc:
+                raise_at(f".{name}", exc)
+        return converted
 
     return Shape(schema, coerce)
 
@@ -392,14 +395,37 @@ def _key_shape(hint: object, where: str) -> Shape:
     return Shape(names, shape.coerce)
 
 
+def _converted_keys(convert: Coerce, pairs: list[tuple[str, object]]) -> list[object]:
+    converted: list[object] = []
+    for name, _ in pairs:
+        try:
+            converted.append(convert(name))
+        except Exception as exc:
+            raise_at(f".{name}", exc)
+    return converted
+
+
 def _pairs(value: object) -> list[tuple[str, object]]:
     return [(str(k), x) for k, x in value.items()] if isinstance(value, Mapping) else []
 
 
-def _fields(
-    shapes: Mapping[str, Shape], pairs: list[tuple[str, object]]
-) -> Iterator[tuple[str, Coerce, object]]:
-    return ((f".{k}", shapes[k].coerce, x) for k, x in pairs if k in shapes)
+def _converted_fields(
+    shapes: Mapping[str, Shape], pairs: list[tuple[str, object]], *, keep_others: bool
+) -> dict[str, object]:
+    """Each field converted by its shape, a refusal placed at its name (``.x``); another
+    key kept as it is when *keep_others*, else left out."""
+    converted: dict[str, object] = {}
+    for name, item in pairs:
+        shape = shapes.get(name)
+        if shape is None:
+            if keep_others:
+                converted[name] = item
+            continue
+        try:
+            converted[name] = shape.coerce(item)
+        except Exception as exc:
+            raise_at(f".{name}", exc)
+    return converted
 
 
 def object_schema(properties: dict[str, object], required: list[str]) -> dict[str, object]:
@@ -456,11 +482,7 @@ def _typed_dict_fields(cls: object, where: str) -> Shape:
     required = [name for name, hint in hints.items() if _is_required_key(name, hint, required_keys)]
 
     def coerce(value: object) -> object:
-        pairs = _pairs(value)
-        try:
-            return {k: shapes[k].coerce(x) if k in shapes else x for k, x in pairs}
-        except Exception as exc:
-            raise_located(_fields(shapes, pairs), exc)
+        return _converted_fields(shapes, _pairs(value), keep_others=True)
 
     return Shape(object_schema(properties, required), coerce)
 
@@ -524,11 +546,7 @@ def _record_fields(cls: type[object], where: str) -> Shape:
             required.append(field.name)
 
     def coerce(value: object) -> object:
-        pairs = _pairs(value)
-        try:
-            fields = {k: shapes[k].coerce(x) for k, x in pairs if k in shapes}
-        except Exception as exc:
-            raise_located(_fields(shapes, pairs), exc)
+        fields = _converted_fields(shapes, _pairs(value), keep_others=False)
         # A refusal of the class itself (a validator) is placed by the caller: at the record.
         return cls(**fields)
 
