@@ -163,3 +163,41 @@ async def test_a_refusal_deep_in_the_arguments_converts_each_part_once() -> None
     assert error is not None
     assert text.endswith(f"deep{'[0]' * 10}: must satisfy {positive.__qualname__}, got -1")
     assert checked == [-1]
+
+
+_SIZES_CHECKED: list[int] = []
+
+
+def _positive_size(size: int) -> bool:
+    _SIZES_CHECKED.append(size)
+    return size > 0
+
+
+@dataclasses.dataclass
+class _Twig:
+    size: Annotated[int, annotated_types.Predicate(_positive_size)]
+    shoots: list[_Twig | _Stem]
+
+
+@dataclasses.dataclass
+class _Stem:
+    size: Annotated[int, annotated_types.Predicate(_positive_size)]
+    shoots: list[_Twig | _Stem]
+
+
+async def test_a_union_tries_each_member_on_a_part_once() -> None:
+    """R9.7: two members of a union taking a tree each level, and both refusing a part ten
+    levels down, tried that part 2**11 times; each member refuses each part once."""
+
+    def grow(root: _Twig) -> str:
+        return "ok"
+
+    defined = tool(grow)
+    tree: JsonValue = {"size": -1, "shoots": []}
+    for _ in range(10):
+        tree = {"size": 1, "shoots": [tree]}
+    _SIZES_CHECKED.clear()
+    text, error = await execute(defined, {"root": tree})
+    assert error is not None
+    assert text.endswith(f"root{'.shoots[0]' * 10}.size: must satisfy _positive_size, got -1")
+    assert _SIZES_CHECKED.count(-1) <= 2

@@ -3,7 +3,9 @@ failed: the path to the part that refused it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import attrs
@@ -12,7 +14,7 @@ from retinue._errors import RetinueError
 
 from ._execution import describe_failure
 
-__all__ = ["Coerce", "Shape", "raise_at"]
+__all__ = ["Coerce", "Shape", "converting", "note_refused", "raise_at", "refused_before"]
 
 Coerce = Callable[[object], object]
 
@@ -54,3 +56,35 @@ def raise_at(segment: str, exc: Exception) -> NoReturn:
     if isinstance(exc, _ArgumentError):
         raise _ArgumentError(segment + exc.path, exc.cause) from exc.cause
     raise _ArgumentError(segment, exc) from exc
+
+
+# The refusals of one call's conversion: (id(value), id(shape)) -> (refusal, value).
+_REFUSED: contextvars.ContextVar[dict[tuple[int, int], tuple[Exception, object]] | None] = (
+    contextvars.ContextVar("_REFUSED", default=None)
+)
+
+
+@contextlib.contextmanager
+def converting() -> Iterator[None]:
+    """Keep, while one call's arguments convert, which shape refused which part of them."""
+    token = _REFUSED.set({})
+    try:
+        yield
+    finally:
+        _REFUSED.reset(token)
+
+
+def refused_before(value: object, shape: Shape) -> Exception | None:
+    """The refusal *shape* already gave *value* in this conversion, if it did."""
+    refused = _REFUSED.get()
+    known = None if refused is None else refused.get((id(value), id(shape)))
+    return None if known is None else known[0]
+
+
+def note_refused(value: object, shape: Shape, exc: Exception) -> None:
+    """Keep *shape*'s refusal of *value*: a union around it tries it once, not once per
+    member of each union around that (two members taking one tree each level doubled it).
+    The entry holds *value*, so that its id is not reused while the conversion runs."""
+    refused = _REFUSED.get()
+    if refused is not None:
+        refused[id(value), id(shape)] = (exc, value)

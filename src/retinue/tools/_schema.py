@@ -18,7 +18,7 @@ from ._defs import with_definitions
 from ._docstring import parse_docstring
 from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
-from ._located import raise_at
+from ._located import converting, raise_at
 from ._shapes import (
     EMPTY,
     Coerce,
@@ -392,10 +392,11 @@ class ShapeBinder:
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, object]:
         shapes = self.shapes
         bound: dict[str, object] = {}
-        for name, value in arguments.items():
-            shape = shapes.get(name)
-            if shape is not None:
-                bound[name] = _converted(shape.coerce, name, value)
+        with converting():
+            for name, value in arguments.items():
+                shape = shapes.get(name)
+                if shape is not None:
+                    bound[name] = _converted(shape.coerce, name, value)
         return bound
 
 
@@ -417,9 +418,10 @@ class RestBinder:
             if name in self.reserved:
                 raise ValueError(f"{name}: unexpected property")
         bound: dict[str, object] = {}
-        for name, value in arguments.items():
-            shape = self.shapes.get(name, self.rest)
-            bound[name] = _converted(shape.coerce, str(name), value)
+        with converting():
+            for name, value in arguments.items():
+                shape = self.shapes.get(name, self.rest)
+                bound[name] = _converted(shape.coerce, str(name), value)
         return bound
 
 

@@ -27,7 +27,7 @@ from ._hints import (
     substituted,
     unwrap,
 )
-from ._located import Coerce, Shape, raise_at
+from ._located import Coerce, Shape, note_refused, raise_at, refused_before
 from ._record_init import EMPTY, init_fields, with_default
 from ._tool import ToolContext
 from ._validate import json_type_name, validate
@@ -277,9 +277,14 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
         refused: Exception | None = None
         for shape in ordered:
             if validate(value, shape.schema, root=root) is None:
+                known = refused_before(value, shape)
+                if known is not None:
+                    refused = refused or known
+                    continue
                 try:
                     return shape.coerce(value)
                 except Exception as exc:  # the next member may take it
+                    note_refused(value, shape, exc)
                     refused = refused or exc
         if refused is not None:
             raise refused
