@@ -28,15 +28,24 @@ __all__ = ["unhashable"]
 _PRIMITIVES = (str, int, float, bool)
 
 
-def unhashable(hint: object, open_records: frozenset[type] = frozenset()) -> str | None:
+def unhashable(
+    hint: object,
+    open_records: frozenset[type] = frozenset(),
+    known: dict[object, str | None] | None = None,
+) -> str | None:
     """Why a value of *hint* may be unhashable (a list, a mutable record), or ``None``.
 
     *open_records* are the records whose fields are being checked: one met
-    again inside its own fields is no new reason.
+    again inside its own fields is no new reason. *known* holds the answer for each
+    record already checked: one held by several fields is checked once, where a
+    record holding the next one twice at each level was checked twice as often.
     """
+    known = {} if known is None else known
 
     def first(hints: Iterable[object]) -> str | None:
-        return next((p for h in hints if (p := unhashable(h, open_records)) is not None), None)
+        return next(
+            (p for h in hints if (p := unhashable(h, open_records, known)) is not None), None
+        )
 
     hint = unwrap(substituted(hint))[0]
     if isinstance(hint, typing.NewType):
@@ -64,12 +73,17 @@ def unhashable(hint: object, open_records: frozenset[type] = frozenset()) -> str
             return f"{record.__qualname__} is not hashable"
         if record in open_records:
             return None
+        if hint in known:
+            return known[hint]
         with arguments_of(hint):  # Box[int]'s fields: its type variable read as int
-            return _unhashable_field(record, open_records)
+            problem = known[hint] = _unhashable_field(record, open_records, known)
+        return problem
     return f"{hint!r} may hold lists or objects"
 
 
-def _unhashable_field(cls: type[object], open_records: frozenset[type]) -> str | None:
+def _unhashable_field(
+    cls: type[object], open_records: frozenset[type], known: dict[object, str | None]
+) -> str | None:
     """Why a field of record *cls* may make its generated hash fail, or ``None``.
 
     A hash attrs or dataclasses generated hashes the fields' values, so they
@@ -84,7 +98,7 @@ def _unhashable_field(cls: type[object], open_records: frozenset[type]) -> str |
     for name in names:
         if name not in hints:
             return f"{owner.__qualname__}.{name} is untyped and is hashed"
-        problem = unhashable(hints[name], open_records | {cls})
+        problem = unhashable(hints[name], open_records | {cls}, known)
         if problem is not None:
             return f"{owner.__qualname__}.{name}: {problem}"
     return None
