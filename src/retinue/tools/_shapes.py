@@ -9,7 +9,7 @@ import dataclasses
 import enum
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Annotated, Literal, NotRequired, Required, Union
 
 import attrs
@@ -27,7 +27,18 @@ from ._hints import (
     substituted,
     unwrap,
 )
-from ._located import Coerce, Shape, note_refused, raise_at, refused_before
+from ._located import (
+    Coerce,
+    Shape,
+    converted_fields,
+    converted_items,
+    converted_keys,
+    items_of,
+    note_refused,
+    pairs_of,
+    raise_at,
+    refused_before,
+)
 from ._record_init import EMPTY, init_fields, with_default
 from ._tool import ToolContext
 from ._validate import json_type_name, validate
@@ -310,7 +321,7 @@ def _array(hint: object, origin: object, where: str) -> Shape:
     schema: dict[str, object] = {"type": "array", "items": item.schema}
 
     def coerce_items(value: object) -> list[object]:
-        return _converted_items(item.coerce, _items(value))
+        return converted_items(item.coerce, items_of(value))
 
     if tuple in (hint, origin):
         return Shape(schema, lambda v: tuple(coerce_items(v)))
@@ -329,7 +340,7 @@ def _set(
     item = shape_of(args[0], f"{where}[]")
 
     def coerce(value: object) -> object:
-        converted = _converted_items(item.coerce, _items(value))
+        converted = converted_items(item.coerce, items_of(value))
         distinct = kind(converted)
         if len(distinct) < len(converted):
             # Distinct in JSON, equal once converted (``1`` and ``true`` both in a set[int | bool]).
@@ -339,23 +350,8 @@ def _set(
     return Shape({"type": "array", "items": item.schema, "uniqueItems": True}, coerce)
 
 
-def _converted_items(convert: Coerce, items: list[object]) -> list[object]:
-    """Each item converted, a refusal placed at its index (``[2]``)."""
-    converted: list[object] = []
-    for index, item in enumerate(items):  # a loop, not a comprehension: a frame fewer a level
-        try:
-            converted.append(convert(item))
-        except Exception as exc:
-            raise_at(f"[{index}]", exc)
-    return converted
-
-
 def _to_tuple(value: object) -> object:
-    return tuple(_items(value))
-
-
-def _items(value: object) -> list[object]:
-    return list(value) if isinstance(value, list | tuple) else [value]
+    return tuple(items_of(value))
 
 
 def _mapping(args: tuple[object, ...], where: str) -> Shape:
@@ -370,8 +366,8 @@ def _mapping(args: tuple[object, ...], where: str) -> Shape:
         schema["additionalProperties"] = value.schema
 
     def coerce(v: object) -> object:
-        pairs = _pairs(v)
-        keys = _converted_keys(key.coerce, pairs)  # all keys first: a refused name comes first
+        pairs = pairs_of(v)
+        keys = converted_keys(key.coerce, pairs)  # all keys first: a refused name comes first
         converted: dict[object, object] = {}
         for (name, item), converted_key in zip(pairs, keys, strict=True):
             try:
@@ -398,39 +394,6 @@ def _key_shape(hint: object, where: str) -> Shape:
         raise TypeError(f"{where}: object keys must be str, got {hint!r}")
     names = {keyword: v for keyword, v in shape.schema.items() if keyword != "type"}
     return Shape(names, shape.coerce)
-
-
-def _converted_keys(convert: Coerce, pairs: list[tuple[str, object]]) -> list[object]:
-    converted: list[object] = []
-    for name, _ in pairs:
-        try:
-            converted.append(convert(name))
-        except Exception as exc:
-            raise_at(f".{name}", exc)
-    return converted
-
-
-def _pairs(value: object) -> list[tuple[str, object]]:
-    return [(str(k), x) for k, x in value.items()] if isinstance(value, Mapping) else []
-
-
-def _converted_fields(
-    shapes: Mapping[str, Shape], pairs: list[tuple[str, object]], *, keep_others: bool
-) -> dict[str, object]:
-    """Each field converted by its shape, a refusal placed at its name (``.x``); another
-    key kept as it is when *keep_others*, else left out."""
-    converted: dict[str, object] = {}
-    for name, item in pairs:
-        shape = shapes.get(name)
-        if shape is None:
-            if keep_others:
-                converted[name] = item
-            continue
-        try:
-            converted[name] = shape.coerce(item)
-        except Exception as exc:
-            raise_at(f".{name}", exc)
-    return converted
 
 
 def object_schema(properties: dict[str, object], required: list[str]) -> dict[str, object]:
@@ -487,7 +450,7 @@ def _typed_dict_fields(cls: object, where: str) -> Shape:
     required = [name for name, hint in hints.items() if _is_required_key(name, hint, required_keys)]
 
     def coerce(value: object) -> object:
-        return _converted_fields(shapes, _pairs(value), keep_others=True)
+        return converted_fields(shapes, pairs_of(value), keep_others=True)
 
     return Shape(object_schema(properties, required), coerce)
 
@@ -551,7 +514,7 @@ def _record_fields(cls: type[object], where: str) -> Shape:
             required.append(field.name)
 
     def coerce(value: object) -> object:
-        fields = _converted_fields(shapes, _pairs(value), keep_others=False)
+        fields = converted_fields(shapes, pairs_of(value), keep_others=False)
         # A refusal of the class itself (a validator) is placed by the caller: at the record.
         return cls(**fields)
 
