@@ -3,9 +3,8 @@ where a conversion of validated JSON failed: the path to the part that refused i
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import NoReturn
 
 import attrs
@@ -20,8 +19,8 @@ __all__ = [
     "converted_fields",
     "converted_items",
     "converted_keys",
-    "converting",
     "items_of",
+    "keeping_refusals",
     "note_refused",
     "pairs_of",
     "raise_at",
@@ -76,12 +75,17 @@ _REFUSED: contextvars.ContextVar[dict[tuple[int, int], tuple[Exception, object]]
 )
 
 
-@contextlib.contextmanager
-def converting() -> Iterator[None]:
-    """Keep, while one call's arguments convert, which shape refused which part of them."""
+def keeping_refusals(convert: Coerce, value: object) -> object:
+    """*convert* of *value*, the refusals of the unions inside kept while it runs.
+
+    Opened by the outermost union of a conversion: a tool with no union pays
+    nothing for it, where each call setting the context would.
+    """
+    if _REFUSED.get() is not None:
+        return convert(value)
     token = _REFUSED.set({})
     try:
-        yield
+        return convert(value)
     finally:
         _REFUSED.reset(token)
 

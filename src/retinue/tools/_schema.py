@@ -18,10 +18,9 @@ from ._defs import with_definitions
 from ._docstring import parse_docstring
 from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
-from ._located import converting, raise_at
+from ._located import raise_at
 from ._shapes import (
     EMPTY,
-    Coerce,
     Shape,
     accepting_null,
     object_schema,
@@ -392,11 +391,15 @@ class ShapeBinder:
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, object]:
         shapes = self.shapes
         bound: dict[str, object] = {}
-        with converting():
-            for name, value in arguments.items():
-                shape = shapes.get(name)
-                if shape is not None:
-                    bound[name] = _converted(shape.coerce, name, value)
+        for name, value in arguments.items():
+            shape = shapes.get(name)
+            if shape is not None:
+                try:
+                    bound[name] = shape.coerce(
+                        value if type(value) in _LEAVES else thaw_json(value)
+                    )
+                except Exception as exc:
+                    raise_at(name, exc)
         return bound
 
 
@@ -418,16 +421,10 @@ class RestBinder:
             if name in self.reserved:
                 raise ValueError(f"{name}: unexpected property")
         bound: dict[str, object] = {}
-        with converting():
-            for name, value in arguments.items():
-                shape = self.shapes.get(name, self.rest)
-                bound[name] = _converted(shape.coerce, str(name), value)
+        for name, value in arguments.items():
+            shape = self.shapes.get(name, self.rest)
+            try:
+                bound[name] = shape.coerce(value if type(value) in _LEAVES else thaw_json(value))
+            except Exception as exc:
+                raise_at(str(name), exc)
         return bound
-
-
-def _converted(convert: Coerce, name: str, value: Any) -> object:
-    """*value*, thawed and converted; a refusal placed at the parameter *name*."""
-    try:
-        return convert(value if type(value) in _LEAVES else thaw_json(value))
-    except Exception as exc:
-        raise_at(name, exc)

@@ -10,6 +10,7 @@ import enum
 import types
 import typing
 from collections.abc import Iterator
+from functools import partial
 from typing import Annotated, Literal, NotRequired, Required, Union
 
 import attrs
@@ -34,6 +35,7 @@ from ._located import (
     converted_items,
     converted_keys,
     items_of,
+    keeping_refusals,
     note_refused,
     pairs_of,
     raise_at,
@@ -278,7 +280,7 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
     kinds = [json_kinds(s.schema) for s in shapes]
     root = defs_root()  # where a member's $ref leads: filled in before any call
 
-    def coerce(value: object) -> object:
+    def first_taking(value: object) -> object:
         # The first member that takes the value, its checks (a Predicate) included; one
         # of the value's own JSON type before the others: ``float | int`` keeps an int
         # (a float would round it past 2**53), ``int | float`` the float 2.0.
@@ -301,7 +303,7 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
             raise refused
         return value
 
-    return Shape({"anyOf": options}, coerce)
+    return Shape({"anyOf": options}, partial(keeping_refusals, first_taking))
 
 
 def _array(hint: object, origin: object, where: str) -> Shape:
