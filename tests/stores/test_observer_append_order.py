@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from retinue.session import Event, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 from retinue.stores import JSONLStore, MemoryStore, SQLiteStore
@@ -138,3 +140,26 @@ async def test_a_commit_at_once_before_the_store_heard_anything_stores_the_log()
         (1, "x/nested"),
         (2, "turn/end"),
     ]
+
+
+async def test_a_detach_after_a_commit_at_once_during_notification_returns(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R11.6: the events a commit at once took from the log before the store heard them are
+    stored, so once heard they are let go: the detach that follows returns, where it waited
+    for ever on a buffer no commit would empty."""
+    async with MemoryStore() as store:
+        session = Session.create("o", created_at=1)
+
+        def commit_at_turn_end(event: Event) -> None:
+            if event.seq == 1:
+                assert store.flush_nowait(session)
+
+        session.observe(commit_at_turn_end)
+        store.attach_new(session)
+        session.append(TurnStart(1, TurnTrigger("message")))
+        session.append(TurnEnd(1, TurnEndReason.completed()))
+        with trio.fail_after(5):
+            await store.detach(session)
+        loaded = await store.load("o")
+    assert [e.type for e in loaded.events] == ["turn/start", "turn/end"]

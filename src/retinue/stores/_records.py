@@ -83,7 +83,13 @@ class Tracked:
         """
         if self.released:
             return self.pending()
-        return tuple(self.session.events[self.cursor :])
+        cursor = self.cursor
+        buffer = self.buffer
+        if buffer and buffer[0].seq < cursor:
+            # Heard after an earlier commit took them from the log: stored, so let go,
+            # or a detach waiting for an empty buffer would wait for ever.
+            buffer[:] = [event for event in buffer if event.seq >= cursor]
+        return tuple(self.session.events[cursor:])
 
     def unstored(self) -> int:
         """How many buffered events are not stored yet: one heard after a commit took it
