@@ -239,7 +239,9 @@ class StoreLifetime:
             if self._tracked.get(session_id) is tracked:
                 del self._tracked[session_id]
         finally:
-            del self._releasing[session_id]
+            # A detach of it running alongside may have queued its own release after this one.
+            if self._releasing.get(session_id) is given_up:
+                del self._releasing[session_id]
             given_up.set()
 
     def _only_released(self, tracked: Tracked) -> bool:

@@ -338,6 +338,17 @@ class BufferedStore(StoreLoads):
             # A released buffer, or the copy a load took over, still writes the id.
             await trio.lowlevel.checkpoint()
             return
-        # Shielded: once untracked, a claim kept by a cancel would lock the session until close.
-        with trio.CancelScope(shield=True):
-            await self._call(self._backend.release, f"session {session.id!r}", session.id)
+        # A load of the id meanwhile waits for the claim to go, then takes it again: finding
+        # it still held, it would take it as its own and be left holding nothing once it went.
+        previous = self._releasing.get(session.id)
+        given_up = self._releasing[session.id] = trio.Event()
+        try:
+            # Shielded: once untracked, a claim kept by a cancel would lock the session until close.
+            with trio.CancelScope(shield=True):
+                if previous is not None:
+                    await previous.wait()  # the writer letting go of it as released: after that
+                await self._call(self._backend.release, f"session {session.id!r}", session.id)
+        finally:
+            if self._releasing.get(session.id) is given_up:
+                del self._releasing[session.id]
+            given_up.set()
