@@ -238,3 +238,39 @@ async def test_sqlite_close_does_not_wait_for_a_commit_blocked_by_another_writer
         blocker.rollback()
         blocker.close()
     await _assert_free(path, "blocked", stored)
+
+
+async def test_a_deadline_ends_a_flush_waiting_for_another_writers_transaction(
+    tmp_path: Path,
+) -> None:
+    """R11.5: a flush committing on its own (no writer task) while another connection holds
+    the write transaction ends at its deadline, its events kept buffered for the next flush;
+    it waited out the 30 s busy timeout and failed 'database is locked' instead."""
+    path = tmp_path / "sessions.db"
+    session = Session.create("blocked")
+    store = SQLiteStore(path)
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    # Let go in the end, so that a flush that waits the busy timeout fails rather than hangs.
+    release = threading.Timer(10, blocker.rollback)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        run_turn(session)
+        release.start()
+        started = trio.current_time()
+        with trio.move_on_after(0.3) as deadline:
+            await store.flush(session)
+        waited = trio.current_time() - started
+    finally:
+        release.cancel()
+        blocker.rollback()
+        blocker.close()
+    assert deadline.cancelled_caught
+    assert waited < 5
+    assert store.statistics().buffered_events == 22
+    await store.flush(session)
+    await store.detach(session)
+    await store.aclose()
+    await _assert_free(path, "blocked", lines(session.events))

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import AnyStr, TypeVar
 
+import trio
+
 from retinue._errors import ConfigError, CorruptSessionError, StoreError
 from retinue.session import FORMAT_VERSION, SessionHeader, load_header
 from retinue.session._codec import LongIntError, loads_line
@@ -21,6 +23,7 @@ T = TypeVar("T")
 __all__ = [
     "already_exists",
     "cannot_open",
+    "check_cancelled",
     "check_version",
     "listed_header",
     "listing_of",
@@ -50,6 +53,16 @@ def refuse_nul(path: str | os.PathLike[str], *, what: str) -> None:
             f"{what} {text!r} contains a NUL character, which no file name can hold",
             code="INVALID_STORE_PATH",
         )
+
+
+def check_cancelled() -> None:
+    """Raise ``trio.Cancelled`` if the trio task waiting for this worker thread was cancelled.
+
+    A thread trio did not start (a backend used directly) is never cancelled."""
+    try:
+        trio.from_thread.check_cancelled()
+    except RuntimeError:
+        return
 
 
 def parse_header(text: str | bytes, session_id: str, *, at: str | None = None) -> SessionHeader:

@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from retinue._errors import StoreError
+
+from ._common import check_cancelled
 
 if TYPE_CHECKING:
     import psycopg
@@ -202,16 +202,6 @@ def read_only_refused(what: str, advice: str = "write through the primary") -> I
 
 _CANCEL_POLL_SECONDS = 0.1
 """How often a worker thread waiting for a connection checks whether its task was cancelled."""
-
-
-def check_cancelled() -> None:
-    """Raise ``trio.Cancelled`` if the trio task waiting for this worker thread was cancelled.
-
-    A thread trio did not start (a backend used directly) is never cancelled."""
-    try:
-        trio.from_thread.check_cancelled()
-    except RuntimeError:
-        return
 
 
 def connect_cancellably(

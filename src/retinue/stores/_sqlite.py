@@ -18,6 +18,7 @@ from retinue.session._codec import encode_event, encode_header
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
     already_exists,
+    check_cancelled,
     parse_header,
     parse_headers,
     segment_records,
@@ -195,8 +196,10 @@ class SQLiteBackend:
 
         One attempt waiting the whole busy timeout would hold :meth:`close` (and
         a store's exit under a deadline) for as long: a close ends the wait with
-        ``STORE_CLOSED``, its events left buffered. Raises ``SQLITE_BUSY`` once
-        the busy timeout is over.
+        ``STORE_CLOSED``, its events left buffered; so does a cancel of the trio
+        task waiting for this thread, with ``trio.Cancelled`` (nothing is written
+        yet; the writer task's shielded commits are never cancelled). Raises
+        ``SQLITE_BUSY`` once the busy timeout is over.
         """
         give_up = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
         conn.execute(f"PRAGMA busy_timeout = {_BEGIN_SLICE_MS}")
@@ -212,6 +215,7 @@ class SQLiteBackend:
                         raise
                 if self._closing.is_set():
                     raise StoreError(f"{self._path} is closing", code="STORE_CLOSED")
+                check_cancelled()
         finally:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
 

@@ -121,7 +121,9 @@ class BufferedStore(StoreLoads):
         write is queued for the writer or under way, the write still happens,
         unless the same cancel stops the writer before it takes the queued
         write; then, as when cancelled before queueing, the events stay
-        buffered for the next flush.
+        buffered for the next flush. So they do when a flush committing on
+        its own (no writer task) is cancelled while it waits for SQLite's write
+        lock, which another connection holds: nothing of it is written yet.
         A session that is not attached has nothing to flush, unless a failed or
         cancelled detach released it: events it appended since, or buffered
         events a load's attached copy has not stored yet, fail the flush
