@@ -144,6 +144,10 @@ class JSONLBackend(SessionFileReads):
             return exc
         if handle.uncut is not None and not handle.cut_back():
             return self._uncut_error(batch.session_id, handle.uncut)
+        try:
+            handle = self._measured_again_if_changed(batch.session_id, handle)
+        except StoreError as exc:
+            return exc
         if batch.truncate_to is not None:
             handle.truncate(batch.truncate_to)
         refusal = (
@@ -161,6 +165,21 @@ class JSONLBackend(SessionFileReads):
         handle.open_line = False
         group.touched.append(handle.fd)
         return None
+
+    def _measured_again_if_changed(self, session_id: str, handle: SessionFile) -> SessionFile:
+        """*handle*, measured again if its file's size is not what this store wrote.
+
+        Something that ignores the lock (an editor, a script) wrote to or cut the
+        file: appended after its bytes, acknowledged events would follow a line
+        that is no event, and the session would not load again. Measured again,
+        the append is refused as after any line that does not end the stored log.
+        One ``fstat`` per session and group.
+        """
+        with opening(session_id):
+            if os.fstat(handle.fd).st_size == handle.size:
+                return handle
+        handle.measured = False
+        return self._handle(session_id)
 
     def _uncut_error(self, session_id: str, exc: OSError) -> StoreError:
         handle = self._open.get(session_id)

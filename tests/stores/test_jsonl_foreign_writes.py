@@ -1,0 +1,53 @@
+"""A live JSONL session file written or cut by something that ignores its lock (R11.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores import JSONLStore
+from retinue.stores._jsonl import session_path
+from tests.stores._kit import run_turn
+
+
+def _line_added(content: bytes) -> bytes:
+    return content + b'{"note": "added by hand"}\n'
+
+
+def _fragment_added(content: bytes) -> bytes:
+    return content + b'{"seq": 22, "ti'
+
+
+def _last_line_cut(content: bytes) -> bytes:
+    return content[: content.rindex(b"\n", 0, -1) + 1]
+
+
+@pytest.mark.parametrize("change", [_line_added, _fragment_added, _last_line_cut])
+async def test_jsonl_append_after_the_file_changed_under_the_store_is_refused(
+    tmp_path: Path, change: Callable[[bytes], bytes]
+) -> None:
+    """R11.4: once something that ignores the lock wrote to or cut a live session's file,
+    the next flush is refused SEQ_CONFLICT and appends nothing, its events kept buffered,
+    as the SQL stores refuse an append after another writer's; it was appended after the
+    foreign bytes and acknowledged, and the session no longer loaded."""
+    session = Session.create("edited", created_at=1)
+    store = JSONLStore(tmp_path)
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    path = session_path(tmp_path, session.header)
+    changed = change(path.read_bytes())
+    path.write_bytes(changed)
+    run_turn(session, "after the change")
+    with pytest.raises(StoreError) as refused:
+        await store.flush(session)
+    buffered = store.statistics().buffered_events
+    with pytest.raises(StoreError):
+        await store.aclose()  # the drain is refused alike
+    assert refused.value.code == "SEQ_CONFLICT"
+    assert buffered == 22
+    assert path.read_bytes() == changed
