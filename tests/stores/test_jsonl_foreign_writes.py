@@ -51,3 +51,41 @@ async def test_jsonl_append_after_the_file_changed_under_the_store_is_refused(
     assert refused.value.code == "SEQ_CONFLICT"
     assert buffered == 22
     assert path.read_bytes() == changed
+
+
+def _removed(path: Path) -> None:
+    path.unlink()
+
+
+def _replaced_by_a_copy(path: Path) -> None:
+    copy = path.with_name("copy.tmp")
+    copy.write_bytes(path.read_bytes())
+    copy.replace(path)
+
+
+@pytest.mark.parametrize("take_out", [_removed, _replaced_by_a_copy])
+async def test_jsonl_append_to_a_live_file_taken_out_of_place_is_refused(
+    tmp_path: Path, take_out: Callable[[Path], None]
+) -> None:
+    """R11.4: a live session's file removed, or replaced by a rename, under the store is
+    appended to no more: the flush is refused SESSION_NOT_FOUND naming the file, its events
+    kept buffered; it was appended to the file out of place and acknowledged, its events
+    lost with it."""
+    session = Session.create("moved", created_at=1)
+    store = JSONLStore(tmp_path)
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    path = session_path(tmp_path, session.header)
+    take_out(path)
+    in_place = path.read_bytes() if path.exists() else None
+    run_turn(session, "after the file was taken out")
+    with pytest.raises(StoreError) as refused:
+        await store.flush(session)
+    buffered = store.statistics().buffered_events
+    with pytest.raises(StoreError):
+        await store.aclose()
+    assert refused.value.code == "SESSION_NOT_FOUND"
+    assert str(path) in refused.value.message
+    assert buffered == 22
+    assert (path.read_bytes() if path.exists() else None) == in_place

@@ -167,7 +167,8 @@ class JSONLBackend(SessionFileReads):
         return None
 
     def _measured_again_if_changed(self, session_id: str, handle: SessionFile) -> SessionFile:
-        """*handle*, measured again if its file's size is not what this store wrote.
+        """*handle*, measured again if its file's size is not what this store wrote; refused
+        (``SESSION_NOT_FOUND``) if its file is no longer linked in.
 
         Something that ignores the lock (an editor, a script) wrote to or cut the
         file: appended after its bytes, acknowledged events would follow a line
@@ -176,8 +177,16 @@ class JSONLBackend(SessionFileReads):
         One ``fstat`` per session and group.
         """
         with opening(session_id):
-            if os.fstat(handle.fd).st_size == handle.size:
-                return handle
+            status = os.fstat(handle.fd)
+        if status.st_nlink == 0:
+            # Removed, or replaced by a rename: what is appended to it is lost with it.
+            raise StoreError(
+                f"session {session_id!r}: its file {handle.path} was removed or replaced while "
+                "the session was attached; nothing is appended to it",
+                code="SESSION_NOT_FOUND",
+            )
+        if status.st_size == handle.size:
+            return handle
         handle.measured = False
         return self._handle(session_id)
 
