@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import trio
 
+from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._backend import AppendBatch
@@ -274,3 +275,34 @@ async def test_a_deadline_ends_a_flush_waiting_for_another_writers_transaction(
     await store.detach(session)
     await store.aclose()
     await _assert_free(path, "blocked", lines(session.events))
+
+
+@pytest.mark.parametrize("take_out", ["removed", "replaced"])
+async def test_sqlite_commit_to_a_database_file_taken_out_of_place_is_refused(
+    tmp_path: Path, take_out: str
+) -> None:
+    """R11.4: a database file removed, or replaced by a rename, under an open store is
+    committed to no more: the flush fails STORAGE_ERROR naming the file, its events kept
+    buffered; SQLite wrote to the file out of place without an error, and the flush was
+    acknowledged, its events lost with it."""
+    path = tmp_path / "sessions.db"
+    session = Session.create("moved")
+    store = SQLiteStore(path)
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    if take_out == "removed":
+        for name in (path, tmp_path / "sessions.db-wal", tmp_path / "sessions.db-shm"):
+            name.unlink(missing_ok=True)
+    else:
+        os.replace(tmp_path / "sessions.db", tmp_path / "old.db")
+        (tmp_path / "sessions.db").write_bytes(b"")
+    run_turn(session, "after the file was taken out")
+    with pytest.raises(StoreError) as refused:
+        await store.flush(session)
+    buffered = store.statistics().buffered_events
+    with pytest.raises(StoreError):
+        await store.aclose()
+    assert refused.value.code == "STORAGE_ERROR"
+    assert str(path) in refused.value.message
+    assert buffered == 22

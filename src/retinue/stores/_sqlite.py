@@ -89,6 +89,8 @@ class SQLiteBackend:
         """Set by :meth:`close` before it waits for a commit: one waiting for the write lock
         gives up."""
         self._create = create
+        self._opened_file: tuple[int, int] | None = None
+        """The device and inode of the file :meth:`open` opened: a commit checks it is still there."""
         # By the file's real path: reached through a link, it must not get claims of its own.
         self._claims = SessionLocks(os.path.realpath(self._path) + ".locks")
 
@@ -135,6 +137,7 @@ class SQLiteBackend:
                 conn.close()
                 raise
             self._writer = conn
+            self._opened_file = _file_identity(self._path)
             self._claims.open()
             self._closing.clear()
             with self._readers_lock:
@@ -176,6 +179,9 @@ class SQLiteBackend:
             return results
         with self._write_lock:
             conn = self._require_writer()
+            moved = self._moved_refusals(batches)
+            if moved is not None:
+                return moved
             claimed: list[str] = []
             self._begin(conn)
             try:
@@ -190,6 +196,24 @@ class SQLiteBackend:
                     self._claims.release(session_id)
                 raise
             return results
+
+    def _moved_refusals(self, batches: Sequence[AppendBatch]) -> list[StoreError | None] | None:
+        """A refusal of each batch if the database file was removed or replaced since it was
+        opened, else ``None``.
+
+        The open connections still write to the file out of place, and SQLite reports
+        no error: each commit would be acknowledged and lost with it. One ``stat`` per group.
+        """
+        if _file_identity(self._path) == self._opened_file:
+            return None
+        return [
+            StoreError(
+                f"session {batch.session_id!r}: {self._path} was removed or replaced while "
+                "the store was open; nothing is committed to the file out of place",
+                code="STORAGE_ERROR",
+            )
+            for batch in batches
+        ]
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         """Begin a commit, waiting for another connection's write lock in short attempts.
@@ -384,6 +408,15 @@ class SQLiteBackend:
                 self._readers.append(conn)
                 return
         conn.close()
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """The device and inode of the file at *path*, ``None`` if there is none."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 @final
