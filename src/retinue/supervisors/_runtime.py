@@ -395,7 +395,9 @@ class Runtime:
 
         Waits until every aborted creation has unwound and every teardown (those
         begun before too) has finished, then tries once more each final flush that
-        failed, unless it hung. Always a checkpoint. Called from an
+        failed, unless it hung. Always a checkpoint. Cancelled, even at once, it
+        has begun every teardown all the same, which the runtime's exit waits for
+        (as from an agent's setup, which the close aborts). Called from an
         agent's own tool, listener or teardown, it returns once the teardowns
         have begun: its agent's cannot end before the call does, and the
         runtime's exit waits for them all. Called from an agent of another
@@ -407,11 +409,14 @@ class Runtime:
         self._closing = True
         for creation in self._creations.values():
             creation.scope.cancel()
+        # Begun before the first checkpoint, as no agent is published once closing: a
+        # caller cancelled there (by a deadline, or as the setup the loop above aborts)
+        # still leaves every agent on its way out, as a cancelled aclose in trio closes.
+        for agent in self.agents.list():
+            self._teardowns.start(agent)
         await trio.lowlevel.checkpoint()
         while self._creations:
             await next(iter(self._creations.values())).ended.wait()
-        for agent in self.agents.list():
-            self._teardowns.start(agent)
         caller = waiting_agent()
         if caller is None:
             await self._teardowns.wait_all()
