@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 import trio
 
+from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.config import AgentEntry, LoopConfig, ParallelCapSetting
 
+from ._runtime import Runtime
+
 if TYPE_CHECKING:
     from retinue.actors import Agent
-
-    from ._runtime import Runtime
 
 __all__ = [
     "CONFIG_START_FAILED",
@@ -58,8 +59,16 @@ async def start_configured_agents(rt: Runtime, config: LoopConfig) -> tuple[Agen
 
     Agents are published in entry order. Waits until every entry has started
     or failed; always a checkpoint. Cancellation leaves the agents already
-    published running and starts no more.
+    published running and starts no more. Raises ``TypeError`` for an *rt*
+    that is no :class:`Runtime` or a *config* that is no :class:`LoopConfig`,
+    before any entry is tried.
     """
+    _check_runtime("start_configured_agents", rt)
+    if not isinstance(config, LoopConfig):
+        raise TypeError(
+            "start_configured_agents: config must be a LoopConfig (from parse_config or "
+            f"load_config), got {shown_short(config)}"
+        )
     await trio.lowlevel.checkpoint()
     started: list[Agent] = []
     for entry in config.agents:
@@ -76,14 +85,30 @@ def bind_parallel_cap(rt: Runtime, setting: ParallelCapSetting) -> Callable[[], 
 
     The current value applies at once and every accepted write applies to the
     next batch of tool calls; a refused write leaves the scheduler on the last
-    good value. Returns a function that unbinds.
+    good value. Returns a function that unbinds. Raises ``TypeError`` for an
+    *rt* that is no :class:`Runtime` or a *setting* that is no
+    :class:`~retinue.config.ParallelCapSetting`.
     """
+    _check_runtime("bind_parallel_cap", rt)
+    if not isinstance(setting, ParallelCapSetting):
+        raise TypeError(
+            f"bind_parallel_cap: setting must be a ParallelCapSetting, got {shown_short(setting)}"
+        )
 
     def apply(value: int) -> None:
         rt.max_parallel_tool_calls = value
 
     apply(setting.value)
     return setting.subscribe(apply)
+
+
+def _check_runtime(function: str, rt: object) -> None:
+    # Checked up front: another value fails every entry alike, and then the report
+    # of the failure, which reads the runtime too.
+    if not isinstance(rt, Runtime):
+        raise TypeError(
+            f"{function}: rt must be a Runtime (from open_runtime), got {shown_short(rt)}"
+        )
 
 
 def _options(entry: AgentEntry) -> AgentOptions:
