@@ -43,7 +43,9 @@ __all__ = ["Runtime"]
 class Runtime:
     """Owns agents, the shared services and the nursery every driver runs in.
 
-    Made by :func:`open_runtime`; not constructed by users.
+    Made by :func:`open_runtime`; not constructed by users. Its methods that start
+    or close agents raise ``RuntimeError`` when called off its trio run (from another
+    ``trio.run``, one a sync tool body started in its thread, say), as its agents' verbs do.
     """
 
     _services: LoopServices
@@ -59,6 +61,10 @@ class Runtime:
     )
     """The admission controller shared by every agent, if configured."""
     _closing: bool = attrs.field(default=False, init=False)
+    # The run the runtime's nursery belongs to: only its tasks may start agents there.
+    _trio_token: trio.lowlevel.TrioToken = attrs.field(
+        factory=trio.lowlevel.current_trio_token, init=False
+    )
     _cleanups: Cleanups = attrs.field(factory=dict, init=False)
     # Ids being created, each with the scope :meth:`aclose` or a dispose cancels to abort it.
     _creations: dict[str, Creation] = attrs.field(factory=dict, init=False)
@@ -162,6 +168,7 @@ class Runtime:
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         Cancellation before publication leaves nothing behind.
         """
+        self._check_run()
         options = with_cwd(options_of(options), cwd)
         check_setup(setup)
         agent_id = _checked_id(new_agent_id(name, session_id))
@@ -205,6 +212,7 @@ class Runtime:
         :class:`AgentOptions`, or a *setup* that is not callable, raise ``TypeError``, and an id no store can hold
         ``SessionError(INVALID_SESSION_ID)``.
         """
+        self._check_run()
         options = options_of(options)
         check_setup(setup)
         agent_id = _checked_id(agent_id)
@@ -257,6 +265,7 @@ class Runtime:
         its teardown waits for, it raises ``AgentError(WAITS_FOR_ITSELF)``
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         """
+        self._check_run()
         options = options_of(options)
         check_setup(setup)
         if not isinstance(session, Session):
@@ -275,6 +284,18 @@ class Runtime:
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
         return agent
+
+    def _check_run(self) -> None:
+        """Refuse a call made off the runtime's trio run: its agents' tasks would be
+        started, and its waits woken, from a run they are not part of, which fails inside trio."""
+        if not trio.lowlevel.in_trio_run() or (
+            trio.lowlevel.current_trio_token() is not self._trio_token
+        ):
+            raise RuntimeError(
+                "the runtime's methods must be called from its own trio run, not from a "
+                "worker thread or another trio.run (one a tool body started in its thread, "
+                "say): call them outside that run, or through trio.from_thread.run"
+            )
 
     @contextmanager
     def _creating(self, agent_id: str) -> Iterator[None]:
@@ -406,6 +427,7 @@ class Runtime:
         it raises ``AgentError(WAIT_CYCLE)`` once the teardowns have begun,
         rather than waiting in a circle.
         """
+        self._check_run()
         self._closing = True
         for creation in self._creations.values():
             creation.scope.cancel()
