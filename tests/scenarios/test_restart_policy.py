@@ -72,6 +72,16 @@ def test_restart_policy_refuses_a_field_out_of_range(fields: dict[str, Any], nam
         retinue.RestartPolicy(**fields)
 
 
+@pytest.mark.parametrize("window", [1e-9, 0.001, 0.999])
+def test_restart_policy_refuses_a_window_shorter_than_a_second(window: float) -> None:
+    """DESIGN 4: a window shorter than a crashed driver takes to restart and crash again
+    forgets every crash, as a zero one would: accepted, ``window=1e-9`` restarted a driver
+    crashing as it starts at once, thousands of times a second, never giving it up."""
+    with pytest.raises(retinue.ConfigError, match=r"^RestartPolicy.window must be at least 1 "):
+        retinue.RestartPolicy(window=window)
+    assert retinue.RestartPolicy(window=1).window == 1
+
+
 def test_restart_policy_accepts_an_infinite_window() -> None:
     """DESIGN 4: an infinite window remembers every crash: ``max_restarts`` over the agent's life."""
     assert retinue.RestartPolicy(window=math.inf, max_restarts=0).max_restarts == 0
@@ -105,14 +115,14 @@ async def test_a_driver_that_crashes_as_it_starts_is_given_up_after_growing_paus
     up to ``max_backoff``; pauses do not count toward the window, so even a window far
     shorter than the pauses gives up a driver that crashes every time it starts.
     """
-    policy = retinue.RestartPolicy(window=0.001, max_restarts=5, backoff=1.0, max_backoff=4.0)
+    policy = retinue.RestartPolicy(window=1.0, max_restarts=5, backoff=2.0, max_backoff=8.0)
     with trio.fail_after(100):
         async with runtime(ScriptedModel([Reply("never")]), restart=policy) as rt:
             agent = await rt.create_agent("a", OPTIONS)
             crashes = crash_every_start(monkeypatch)
             result = await agent.ask("go")
             await agent.wait_idle()
-            assert gaps(crashes) == [0.0, 1.0, 2.0, 4.0, 4.0]
+            assert gaps(crashes) == [0.0, 2.0, 4.0, 8.0, 8.0]
             assert result.reason.kind == "disposed"
             assert agent.status == "disposed"
             assert rt.agents.get(agent.id) is None

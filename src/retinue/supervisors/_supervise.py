@@ -36,6 +36,24 @@ def _check_positive(_instance: object, attribute: attrs.Attribute[float], value:
         )
 
 
+# Seconds, as the shortest period an Erlang supervisor takes. A window shorter than a
+# crashed driver takes to restart and crash again (microseconds for one that crashes as
+# it starts, more in a busy runtime) forgets each crash before the next: each restart
+# then comes at once, never given up, and the driver crashes in a loop that spins the CPU.
+_SHORTEST_WINDOW = 1.0
+
+
+def _check_window(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    _check_positive(instance, attribute, value)
+    assert isinstance(value, int | float)
+    if value < _SHORTEST_WINDOW:
+        raise ConfigError(
+            f"RestartPolicy.window must be at least {_SHORTEST_WINDOW:g} second, got "
+            f"{shown_short(value)}: a shorter one forgets a crash before the restarted "
+            "driver can crash again, and restarts a driver that crashes as it starts for good"
+        )
+
+
 def _check_count(_instance: object, attribute: attrs.Attribute[int], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
@@ -58,7 +76,7 @@ class RestartPolicy:
     pause at once.
 
     Attributes:
-        window: Seconds of running time a crash is remembered; positive
+        window: Seconds of running time a crash is remembered; at least 1
             (``math.inf``: every crash counts).
         max_restarts: Restarts allowed within ``window``; ``0`` never restarts.
         backoff: Pause before the second restart within the window; positive.
@@ -68,7 +86,7 @@ class RestartPolicy:
         ConfigError: a field is out of range; the message names it.
     """
 
-    window: float = attrs.field(default=60.0, validator=_check_positive)
+    window: float = attrs.field(default=60.0, validator=_check_window)
     max_restarts: int = attrs.field(default=1, validator=_check_count)
     backoff: float = attrs.field(default=0.5, validator=_check_positive)
     max_backoff: float = attrs.field(default=30.0, validator=_check_positive)
