@@ -9,7 +9,7 @@ import trio.testing
 import retinue
 from retinue.supervisors import AgentRegistry
 from retinue.testing import Reply, ScriptedModel
-from tests.helpers import OPTIONS
+from tests.helpers import OPTIONS, runtime
 
 DEADLINE = 600.0
 
@@ -42,3 +42,18 @@ async def test_the_runtime_refuses_an_assignment_to_its_registry_or_policies(
             assert getattr(rt, name) is before
             assert (await agent.ask("hello")).reason.kind == "completed"
         assert agent.status == "disposed"
+
+
+async def test_the_registry_cannot_be_changed_by_hand(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.1: the registry offers lookups only, where its public ``remove`` took a live agent
+    out, which the runtime's close then never disposed: its exit waited for the driver for good."""
+    async with runtime(ScriptedModel([Reply("ok")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        with pytest.raises(AttributeError):
+            rt.agents.remove(agent.id)  # type: ignore[attr-defined]
+        with pytest.raises(AttributeError):
+            rt.agents.add(agent)  # type: ignore[attr-defined]
+        assert rt.agents.list() == [agent]
+    assert agent.status == "disposed"

@@ -15,7 +15,7 @@ __all__ = ["AgentRegistry"]
 @final
 @attrs.define(eq=False, repr=False)
 class AgentRegistry:
-    """Live agents by id; lookups return the bare agent (R12.1)."""
+    """Live agents by id; lookups return the bare agent (R12.1). Read-only to its users."""
 
     _agents: dict[str, Agent] = attrs.field(factory=dict, init=False)
 
@@ -40,10 +40,12 @@ class AgentRegistry:
     def __iter__(self) -> Iterator[Agent]:
         return iter(list(self._agents.values()))
 
-    def add(self, agent: Agent) -> None:
-        """Register *agent* (runtime use)."""
+    # Private, as the runtime alone keeps the registry: an agent taken out by hand is
+    # never disposed by the runtime's close, whose exit then waits for its driver for good.
+    def _add(self, agent: Agent) -> None:
+        """Register *agent*, as its runtime publishes it."""
         self._agents[agent.id] = agent
 
-    def remove(self, agent_id: str) -> None:
-        """Forget *agent_id* (runtime use)."""
+    def _remove(self, agent_id: str) -> None:
+        """Forget *agent_id*, as its runtime tears it down."""
         self._agents.pop(agent_id, None)

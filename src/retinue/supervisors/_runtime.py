@@ -383,7 +383,7 @@ class Runtime:
         relay = EventRelay(hooks, core.session, agent.id)
         self.scoped(agent, hooks.watch("session/event", relay.toggle))
         self.scoped(agent, relay.detach)
-        self.agents.add(agent)
+        self.agents._add(agent)
         try:
             hooks.emit("session/created", agent.session, scope=agent.id)
             core.emit("agent/created")

@@ -161,7 +161,7 @@ class Teardowns:
             agent.id,
             # A driver cancelled with the runtime never reached its own discard.
             partial(core.discard_pending, TurnEndReason.disposed()),
-            partial(self._agents.remove, agent.id),
+            partial(self._agents._remove, agent.id),
             partial(core.emit, "agent/disposed"),
             partial(unwind, self._services, self._cleanups, agent.id),
             partial(end_subscriptions, agent),
