@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
-from typing import NoReturn
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
+from typing import NoReturn, ParamSpec, TypeVar, final
 
 import trio
 
@@ -56,6 +58,53 @@ def _managed(
     return manage(model, retry=retry, admission=admission, on_retry=on_retry)
 
 
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+
+@final
+class _EnteredOnce(AbstractAsyncContextManager[_T]):
+    """A context manager of one runtime, which refuses to be entered twice.
+
+    Entered again (nested, or once more after its exit), a generator-made one
+    fails as ``'_AsyncGeneratorContextManager' object has no attribute 'args'``.
+    """
+
+    __slots__ = ("_entered", "_opened")
+
+    def __init__(self, opened: AbstractAsyncContextManager[_T]) -> None:
+        self._opened = opened
+        self._entered = False
+
+    async def __aenter__(self) -> _T:
+        if self._entered:
+            raise RuntimeError(
+                "this open_runtime(...) was entered already: each call opens one runtime, "
+                "once; call open_runtime again for another"
+            )
+        self._entered = True
+        return await self._opened.__aenter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        return await self._opened.__aexit__(kind, error, traceback)
+
+
+def _entered_once(
+    opens: Callable[_P, AbstractAsyncContextManager[_T]],
+) -> Callable[_P, AbstractAsyncContextManager[_T]]:
+    @functools.wraps(opens)
+    def open_once(*args: _P.args, **kwargs: _P.kwargs) -> AbstractAsyncContextManager[_T]:
+        return _EnteredOnce(opens(*args, **kwargs))
+
+    return open_once
+
+
+@_entered_once
 @asynccontextmanager
 async def open_runtime(
     *,

@@ -1,0 +1,31 @@
+"""One ``open_runtime(...)`` opens one runtime, once (SPEC R12.1, R12.10)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import OPTIONS
+
+ENTERED = r"^this open_runtime\(\.\.\.\) was entered already: each call opens one runtime, once"
+
+
+async def test_entering_an_open_runtime_twice_is_refused_saying_so(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.1: entered again inside itself or after its exit, it raises a RuntimeError
+    saying to call open_runtime again, where it failed as ``'_AsyncGeneratorContextManager'
+    object has no attribute 'args'``; the runtime it opened runs on undisturbed."""
+    with trio.fail_after(600):
+        opening = retinue.open_runtime(models=ScriptedModel([Reply("ok")], repeat_last=True))
+        async with opening as rt:
+            with pytest.raises(RuntimeError, match=ENTERED):
+                await opening.__aenter__()
+            agent = await rt.create_agent("a", OPTIONS)
+            assert (await agent.ask("still open?")).reason.kind == "completed"
+        assert agent.status == "disposed"
+        with pytest.raises(RuntimeError, match=ENTERED):
+            await opening.__aenter__()
