@@ -32,12 +32,16 @@ async def detach_within(store: SessionStore, session: Session, limit: float) -> 
     return failure
 
 
-async def release_claim(store: SessionStore, session: Session) -> None:
-    """Give up the writer claim ``load`` took for a session that was not started."""
-    try:
-        # Not attached first: what its setup appended would then be written.
-        await store.detach(session)
-    except FAILURE_OF_TAKES as exc:
-        failure = failure_of(exc, "the store's detach", StoreError)
-        log.exception("releasing session %s after a failed resume failed: %s", session.id, failure)
-        await trio.lowlevel.checkpoint()
+async def release_claim(store: SessionStore, session: Session, limit: float) -> None:
+    """Give up the writer claim ``load`` took for a session that was not started, bounded
+    by *limit* seconds (``flush_timeout``): the release runs shielded, and a store that hangs
+    would otherwise keep the failed resume, and the runtime's close waiting on it, for good."""
+    # Not attached first: what its setup appended would then be written.
+    failure = await detach_within(store, session, limit)
+    if failure is not None:
+        log.error(
+            "releasing session %s after a failed resume failed: %s",
+            session.id,
+            failure,
+            exc_info=failure,
+        )

@@ -230,7 +230,7 @@ class Runtime:
                 # must find it disposed, not scope to it what a later agent would get.
                 self._creations[agent_id].end_unpublished()
                 with trio.CancelScope(shield=True):
-                    await release_claim(self.store, session)
+                    await release_claim(self.store, session, self._services.flush_timeout)
                 raise
         return agent
 

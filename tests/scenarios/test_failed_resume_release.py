@@ -1,0 +1,57 @@
+"""A failed resume gives its claim on the session back within ``flush_timeout``, however
+long the store takes (SPEC R12.4, R12.6, R12.10)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.session import Session
+from retinue.stores import MemoryStore
+from retinue.testing import DelegatingStore, Reply, ScriptedModel
+from tests.helpers import OPTIONS, runtime
+
+STORE_ANSWERS_AFTER = 10_000.0
+
+
+class _HangingRelease(DelegatingStore):
+    """A store whose detach answers only after a long while once ``hanging`` is set."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.hanging = False
+
+    async def detach(self, session: Session) -> None:
+        if self.hanging:
+            await trio.sleep(STORE_ANSWERS_AFTER)
+        await self.store.detach(session)
+
+
+def failing_setup(_agent: retinue.Agent) -> None:
+    raise ValueError("the setup failed")
+
+
+async def test_a_failed_resume_behind_a_hanging_store_ends_within_flush_timeout(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.6, R12.10: the setup's failure is raised once ``flush_timeout`` has passed and the
+    release is logged, where the release, shielded, waited for the store however long it
+    took, and held the runtime's close with it (for good, for a store that never answers)."""
+    store = _HangingRelease(MemoryStore())
+    async with runtime(ScriptedModel([Reply("hi")]), store=store, flush_timeout=5.0) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("stored")
+        await agent.dispose()
+        store.hanging = True
+        began = trio.current_time()
+        with (
+            caplog.at_level(logging.ERROR, logger="retinue.supervisors"),
+            pytest.raises(ValueError, match="the setup failed"),
+        ):
+            await rt.resume_agent(agent.id, OPTIONS, setup=failing_setup)
+        assert trio.current_time() - began == 5.0
+        assert f"releasing session {agent.id} after a failed resume failed" in caplog.text
