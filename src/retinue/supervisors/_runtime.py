@@ -449,6 +449,8 @@ class Runtime:
         if self._teardowns.of(caller.id) is caller:
             return
         await self._teardowns.wait_all_as(caller)
+        # As from no agent: a runtime opened in another's tool closes here on its exit.
+        await self._stranded.settle_all()
 
 
 def _checked_id(agent_id: object) -> str:
