@@ -3,36 +3,14 @@ R12.10): the final flushes that failed are tried once more as it closes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import trio
 import trio.testing
 
 import retinue
-from retinue import StoreError
-from retinue.stores import AppendBatch
-from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS, runtime
-
-
-class _Outage:
-    """A memory backend whose writes fail with an I/O error while ``down`` is set."""
-
-    blocking = False
-
-    def __init__(self) -> None:
-        self.inner = MemoryBackend()
-        self.down = False
-
-    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-        if self.down:
-            raise OSError(28, "No space left on device")
-        return self.inner.write(batches)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
+from tests.stores._kit import OutageBackend
 
 
 async def test_a_runtime_closed_in_a_tool_tries_failed_final_flushes_once_more(
@@ -41,7 +19,7 @@ async def test_a_runtime_closed_in_a_tool_tries_failed_final_flushes_once_more(
     """R12.9, R12.10: a runtime a tool opened commits, as it closes, what a failed final
     flush left buffered once the store is back, where its close, made from the tool's
     agent, skipped that try and left the events buffered in the store."""
-    backend = _Outage()
+    backend = OutageBackend()
     store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
     buffered: dict[str, int] = {}
 

@@ -5,7 +5,7 @@ disposal during a setup, scoping to a torn-down agent, closed subscriptions
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +15,6 @@ import trio.testing
 import retinue
 from retinue import AgentDisposedError, StoreError
 from retinue.session import Event
-from retinue.stores import AppendBatch
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import (
@@ -27,24 +26,7 @@ from retinue.testing import (
     check_session_invariants,
 )
 from tests.helpers import OPTIONS, runtime, types
-
-
-class _Outage:
-    """A memory backend whose writes fail with an I/O error while ``down`` is set."""
-
-    blocking = False
-
-    def __init__(self) -> None:
-        self.inner = MemoryBackend()
-        self.down = False
-
-    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-        if self.down:
-            raise OSError(28, "No space left on device")
-        return self.inner.write(batches)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
+from tests.stores._kit import OutageBackend
 
 
 async def test_resume_after_a_failed_final_flush_commits_what_the_old_agent_left_buffered(
@@ -54,7 +36,7 @@ async def test_resume_after_a_failed_final_flush_commits_what_the_old_agent_left
     stuck: a resume while the store still fails raises its error, and once the store works
     again the resume first commits those events, then loads a log that lost none of them.
     """
-    backend = _Outage()
+    backend = OutageBackend()
     store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
     model = ScriptedModel([Reply("one")], repeat_last=True)
     async with runtime(model, store=store) as rt:
@@ -85,7 +67,7 @@ async def test_a_failed_final_flush_is_tried_again_as_the_runtime_closes(
     when its runtime closes, as no resume of it can come in that runtime any more: in a
     store shared by runtimes its buffered events are committed then, not left for the next
     runtime's resume to take over."""
-    backend = _Outage()
+    backend = OutageBackend()
     store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
     model = ScriptedModel([Reply("one")], repeat_last=True)
     async with store:
@@ -111,7 +93,7 @@ async def test_a_final_flush_failing_again_as_the_runtime_closes_is_logged(
 ) -> None:
     """R12.9, R11.6: a final flush that fails again as its runtime closes is logged, naming
     the session; its events stay buffered for the store's close, which reports them."""
-    backend = _Outage()
+    backend = OutageBackend()
     store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
     model = ScriptedModel([Reply("one")], repeat_last=True)
     agents: list[retinue.Agent] = []

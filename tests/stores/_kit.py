@@ -129,6 +129,42 @@ def lines(events: Sequence[Event]) -> list[str]:
     return [encode_event(event) for event in events]
 
 
+class OutageBackend:
+    """A memory backend whose writes fail with an I/O error while ``down`` is set."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self.inner = MemoryBackend()
+        self.down = False
+
+    def write(self, batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+        if self.down:
+            raise OSError(28, "No space left on device")
+        return self.inner.write(batches)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+REAL_DEADLINE = 60.0
+"""Real seconds: a held call waits in a worker thread, which would race a virtual clock ahead."""
+
+
+class HeldCall:
+    """Holds the calls of a backend method until :attr:`proceed` is set, saying when one began."""
+
+    def __init__(self, call: Callable[..., object]) -> None:
+        self._call = call
+        self.reached = threading.Event()
+        self.proceed = threading.Event()
+
+    def __call__(self, *args: object) -> object:
+        self.reached.set()
+        self.proceed.wait(REAL_DEADLINE)
+        return self._call(*args)
+
+
 class FlakyBackend:
     """A memory backend whose next write fails with an I/O error."""
 

@@ -3,44 +3,24 @@ write has stored everything (R11.6, R12.7)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import pytest
 import trio
 
 from retinue.session import Session
 from retinue.stores import BufferedStore
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import REAL_DEADLINE, HeldCall, lines, run_turn
 from tests.stores.conftest import StoreKit
-
-REAL_DEADLINE = 60.0
-"""Real seconds: the write waits in a worker thread, which would race a virtual clock ahead."""
-
-
-class _Held:
-    """Holds the next call of a backend method until :attr:`proceed` is set, saying when it began."""
-
-    def __init__(self, call: Callable[..., object]) -> None:
-        self._call = call
-        self.reached = threading.Event()
-        self.proceed = threading.Event()
-
-    def __call__(self, *args: object) -> object:
-        self.reached.set()
-        self.proceed.wait(REAL_DEADLINE)
-        return self._call(*args)
 
 
 async def _detach_cancelled_mid_write(
     store: BufferedStore, session: Session, monkeypatch: pytest.MonkeyPatch
-) -> _Held:
+) -> HeldCall:
     """Store *session*'s turn, log another, and detach it, cancelled once the writer has
     taken that write; returns the write, still held."""
     store.attach_new(session)
     await store.flush(session)
     run_turn(session, "written while its detach is cancelled")
-    held = _Held(store._backend.write)
+    held = HeldCall(store._backend.write)
     monkeypatch.setattr(store._backend, "write", held)
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
@@ -88,7 +68,7 @@ async def test_a_load_while_the_claim_is_given_up_waits_and_loads_the_stored_ses
     store = blocking_kit.open()
     with trio.fail_after(REAL_DEADLINE):
         async with store:
-            release = _Held(store._backend.release)
+            release = HeldCall(store._backend.release)
             monkeypatch.setattr(store._backend, "release", release)
             held = await _detach_cancelled_mid_write(store, session, monkeypatch)
             held.proceed.set()

@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import pytest
 import trio
 
 from retinue._errors import StoreError
 from retinue.session import Session
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import REAL_DEADLINE, HeldCall, lines, run_turn
 from tests.stores.conftest import StoreKit
-
-REAL_DEADLINE = 60.0
-"""Real seconds: the release waits in a worker thread, which would race a virtual clock ahead."""
-
-
-class _Held:
-    """Holds the calls of a backend method until :attr:`proceed` is set, saying when one began."""
-
-    def __init__(self, call: Callable[..., object]) -> None:
-        self._call = call
-        self.reached = threading.Event()
-        self.proceed = threading.Event()
-
-    def __call__(self, *args: object) -> object:
-        self.reached.set()
-        self.proceed.wait(REAL_DEADLINE)
-        return self._call(*args)
 
 
 async def test_a_load_during_a_detachs_release_claims_the_session_anew(
@@ -45,7 +25,7 @@ async def test_a_load_during_a_detachs_release_claims_the_session_anew(
         async with store:
             store.attach_new(session)
             await store.flush(session)
-            release = _Held(store._backend.release)
+            release = HeldCall(store._backend.release)
             monkeypatch.setattr(store._backend, "release", release)
             loaded: list[Session] = []
 
