@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,7 +64,18 @@ def _replaced_by_a_copy(path: Path) -> None:
     copy.replace(path)
 
 
-@pytest.mark.parametrize("take_out", [_removed, _replaced_by_a_copy])
+def _moved_away(path: Path) -> None:
+    path.replace(path.with_name("moved.tmp"))
+
+
+def _removed_beside_a_hard_link(path: Path) -> None:
+    os.link(path, path.with_name("snapshot.tmp"))
+    path.unlink()
+
+
+@pytest.mark.parametrize(
+    "take_out", [_removed, _replaced_by_a_copy, _moved_away, _removed_beside_a_hard_link]
+)
 async def test_jsonl_append_to_a_live_file_taken_out_of_place_is_refused(
     tmp_path: Path, take_out: Callable[[Path], None]
 ) -> None:

@@ -23,6 +23,7 @@ from ._jsonlfiles import (
     after_last_lines,
     close_all,
     fsync_directory,
+    held_in_place,
     lock_stored,
     make_directory,
     mark_creation,
@@ -168,20 +169,21 @@ class JSONLBackend(SessionFileReads):
 
     def _measured_again_if_changed(self, session_id: str, handle: SessionFile) -> SessionFile:
         """*handle*, measured again if its file's size is not what this store wrote; refused
-        (``SESSION_NOT_FOUND``) if its file is no longer linked in.
+        (``SESSION_NOT_FOUND``) if its path no longer names its file.
 
         Something that ignores the lock (an editor, a script) wrote to or cut the
         file: appended after its bytes, acknowledged events would follow a line
         that is no event, and the session would not load again. Measured again,
         the append is refused as after any line that does not end the stored log.
-        One ``fstat`` per session and group.
+        One ``stat`` and one ``fstat`` per session and group.
         """
         with opening(session_id):
-            status = os.fstat(handle.fd)
-        if status.st_nlink == 0:
-            # Removed, or replaced by a rename: what is appended to it is lost with it.
+            status = held_in_place(handle.path, handle.fd)
+        if status is None:
+            # Removed, moved, or replaced by a rename (a hard link elsewhere keeps it alive):
+            # what is appended to it is lost with it.
             raise StoreError(
-                f"session {session_id!r}: its file {handle.path} was removed or replaced while "
+                f"session {session_id!r}: its file {handle.path} was moved, removed or replaced while "
                 "the session was attached; nothing is appended to it",
                 code="SESSION_NOT_FOUND",
             )

@@ -29,6 +29,7 @@ __all__ = [
     "after_last_lines",
     "close_all",
     "fsync_directory",
+    "held_in_place",
     "lock_stored",
     "make_directory",
     "mark_creation",
@@ -245,12 +246,17 @@ def _held_else_removed(path: Path) -> bool:
 
 
 def _names(path: Path, fd: int) -> bool:
+    return held_in_place(path, fd) is not None
+
+
+def held_in_place(path: Path, fd: int) -> os.stat_result | None:
+    """The status of the file *fd* holds if *path* names it, else ``None`` (moved, removed)."""
     try:
         named = os.stat(path)
     except FileNotFoundError:
-        return False
+        return None
     held = os.fstat(fd)
-    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+    return held if (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino) else None
 
 
 def make_directory(path: Path) -> None:
