@@ -78,3 +78,54 @@ def test_an_event_appended_while_notified_reaches_the_observers_registered_when_
 
     assert late_heard == [2]
     assert leaving_heard == [0, 1]
+
+
+def test_an_observer_whose_repr_fails_still_lets_every_observer_hear_the_deferred_events() -> None:
+    """R4.8: an observer that appends and raises, its repr failing too, does not leave the
+    event it appended unheard: the other observers hear both, then its error is raised."""
+    session = Session.create("agent")
+    heard: list[int] = []
+
+    class Unshowable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+        def __call__(self, event: Event) -> None:
+            if event.seq == 0:
+                session.append_custom("plugin/answer", 2)
+                raise SystemExit(3)
+
+    session.observe(Unshowable())
+    session.observe(lambda event: heard.append(event.seq))
+
+    with pytest.raises(SessionError, match="whose repr failed"):
+        session.append_custom("plugin/ask", 1)
+
+    assert heard == [0, 1]
+
+
+def test_a_failure_hidden_by_ctrl_c_is_logged_with_the_seq_it_failed_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R4.8: Ctrl-C on a deferred event is raised; an earlier observer's failure on the outer
+    event is logged under that event's seq, not the last one announced."""
+    session = Session.create("agent")
+
+    def failing(event: Event) -> None:
+        if event.seq == 0:
+            session.append_custom("plugin/answer", 2)
+            raise ValueError("failed on the ask")
+
+    def interrupted(event: Event) -> None:
+        if event.seq == 1:
+            raise KeyboardInterrupt
+
+    session.observe(failing)
+    session.observe(interrupted)
+
+    with pytest.raises(KeyboardInterrupt):
+        session.append_custom("plugin/ask", 1)
+
+    [record] = [r for r in caplog.records if "Ctrl-C is raised instead" in r.getMessage()]
+    assert "seq 0 (plugin/ask)" in record.getMessage()
+    assert len(session.events) == 2

@@ -85,10 +85,18 @@ def observer_failure(observer: object, exc: BaseException) -> Exception:
     Raises:
         BaseException: *exc* itself when it is Ctrl-C, bare or grouped.
     """
-    culprit = f"session observer {observer!r}"
+    culprit = f"session observer {_shown(observer)}"
     if isinstance(exc, StopIteration):
         return unknown_failure_error(culprit, SessionError, exc)
     return synchronous_failure_of(exc, culprit, SessionError)
+
+
+def _shown(observer: object) -> str:
+    # Its repr is user code: failing here, it would hide the failure being reported.
+    try:
+        return repr(observer)
+    except Exception:
+        return f"<{type(observer).__qualname__} whose repr failed>"
 
 
 def check_observer(observer: object) -> None:
@@ -163,28 +171,29 @@ class Announcer:
         try:
             notify(event)
         except BaseException as exc:
-            self._announce_deferred(event, (notify, exc))
+            self._announce_deferred((event, notify, exc))
         else:
             if self._deferred:
-                self._announce_deferred(event, None)
+                self._announce_deferred(None)
         finally:
+            if self._deferred:
+                # Left by what escaped the loop (a Ctrl-C between two observers): heard
+                # now, as the store among them must hear each before a flush or detach.
+                self._announce_left()
             self._announcing = False
 
-    def _announce_deferred(
-        self, event: Event, failed: tuple[Observer, BaseException] | None
-    ) -> None:
-        """Announce the deferred events, then raise what the announcement of *event* failed with."""
-        failure: Exception | None = None
-        raised: BaseException | None = None
+    def _announce_deferred(self, failed: tuple[Event, Observer, BaseException] | None) -> None:
+        """Announce the deferred events, then raise what the announcements failed with."""
+        failure: tuple[Event, Exception, BaseException] | None = None
         interrupt: BaseException | None = None
         while True:
             if failed is not None:
-                notify, exc = failed
+                event, notify, exc = failed
                 failed = None
                 if not synchronous_failure(exc):
                     interrupt = interrupt or exc
                 elif failure is None:
-                    failure, raised = observer_failure(notify, exc), exc
+                    failure = (event, observer_failure(notify, exc), exc)
                 else:
                     _log_unraised(event, observer_failure(notify, exc), "an earlier failure")
             if not self._deferred:
@@ -193,12 +202,24 @@ class Announcer:
             try:
                 notify(event)
             except BaseException as exc:
-                failed = (notify, exc)
+                failed = (event, notify, exc)
+        if failure is None:
+            if interrupt is not None:
+                raise interrupt
+            return
+        failed_on, error, raised = failure
         if interrupt is not None:
-            if failure is not None:
-                _log_unraised(event, failure, "Ctrl-C")
+            _log_unraised(failed_on, error, "Ctrl-C")
             raise interrupt
-        if failure is not None and failure is not raised:
-            raise failure from raised
-        if failure is not None:
-            raise failure
+        if error is not raised:
+            raise error from raised
+        raise error
+
+    def _announce_left(self) -> None:
+        """Announce what is still deferred while an exception escapes; failures are logged."""
+        while self._deferred:
+            event, notify = self._deferred.popleft()
+            try:
+                notify(event)
+            except Exception as exc:
+                _log_unraised(event, observer_failure(notify, exc), "another exception")
