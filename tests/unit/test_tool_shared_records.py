@@ -232,3 +232,40 @@ def test_a_set_of_records_held_twice_at_each_level_is_checked_hashable_once_per_
     counts = collections.Counter(checked)
     assert sorted(counts) == sorted(f"Level{level}" for level in range(17))
     assert max(counts.values()) <= 2
+
+
+@attrs.frozen
+class _Nested(typing.Generic[_T]):
+    item: _T
+    alt: typing.Optional["_Nested[list[int]]"] = None
+
+
+@attrs.frozen
+class _Grow(typing.Generic[_T]):
+    item: _T
+    more: typing.Optional["_Grow[list[_T]]"] = None
+
+
+def test_a_set_of_a_generic_record_holding_itself_otherwise_is_checked_through_it() -> None:
+    """R9.7: ``_Nested[list[int]]`` inside ``_Nested[int]`` is another record, whose list
+    field makes a set of them unhashable: refused when decorated, where each call holding
+    one failed."""
+
+    def gather(boxes: int) -> str:
+        return "ok"
+
+    gather.__annotations__["boxes"] = set[_Nested[int]]
+    with pytest.raises(TypeError, match=r"set items must be hashable, but _Nested\.alt"):
+        tool(gather)
+
+
+def test_a_set_of_a_generic_record_growing_inside_itself_is_refused() -> None:
+    """R9.7: a record whose field holds it with a larger argument is refused as it grows,
+    before the hashability check could follow it without end."""
+
+    def gather(trees: int) -> str:
+        return "ok"
+
+    gather.__annotations__["trees"] = set[_Grow[int]]
+    with pytest.raises(TypeError, match="_Grow"):
+        tool(gather)

@@ -30,13 +30,14 @@ _PRIMITIVES = (str, int, float, bool)
 
 def unhashable(
     hint: object,
-    open_records: frozenset[type] = frozenset(),
+    open_records: frozenset[object] = frozenset(),
     known: dict[object, str | None] | None = None,
 ) -> str | None:
     """Why a value of *hint* may be unhashable (a list, a mutable record), or ``None``.
 
-    *open_records* are the records whose fields are being checked: one met
-    again inside its own fields is no new reason. *known* holds the answer for each
+    *open_records* are the records whose fields are being checked, with their
+    type arguments (``Box[int]``): one met again inside its own fields is no new
+    reason, but ``Box[list[int]]`` inside ``Box[int]`` is another record. *known* holds the answer for each
     record already checked: one held by several fields is checked once, where a
     record holding the next one twice at each level was checked twice as often.
     """
@@ -71,18 +72,18 @@ def unhashable(
     ):
         if getattr(record, "__hash__", None) is None:
             return f"{record.__qualname__} is not hashable"
-        if record in open_records:
+        if hint in open_records:
             return None
         if hint in known:
             return known[hint]
         with arguments_of(hint):  # Box[int]'s fields: its type variable read as int
-            problem = known[hint] = _unhashable_field(record, open_records, known)
+            problem = known[hint] = _unhashable_field(record, open_records | {hint}, known)
         return problem
     return f"{hint!r} may hold lists or objects"
 
 
 def _unhashable_field(
-    cls: type[object], open_records: frozenset[type], known: dict[object, str | None]
+    cls: type[object], open_records: frozenset[object], known: dict[object, str | None]
 ) -> str | None:
     """Why a field of record *cls* may make its generated hash fail, or ``None``.
 
@@ -98,7 +99,7 @@ def _unhashable_field(
     for name in names:
         if name not in hints:
             return f"{owner.__qualname__}.{name} is untyped and is hashed"
-        problem = unhashable(hints[name], open_records | {cls}, known)
+        problem = unhashable(hints[name], open_records, known)
         if problem is not None:
             return f"{owner.__qualname__}.{name}: {problem}"
     return None

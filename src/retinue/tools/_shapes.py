@@ -336,10 +336,12 @@ def _set(
     """A JSON array of distinct items, given to the body as *kind* (a set or a frozenset)."""
     if not args:
         raise TypeError(f"{where}: a set needs its item type (set[str]): JSON arrays hold lists")
+    # Described first: a generic record growing inside itself (Grow[list[T]]) is refused
+    # there, where the hashability check would follow it for ever.
+    item = shape_of(args[0], f"{where}[]")
     problem = unhashable(args[0])
     if problem is not None:
         raise TypeError(f"{where}: set items must be hashable, but {problem}")
-    item = shape_of(args[0], f"{where}[]")
 
     def coerce(value: object) -> object:
         converted = converted_items(item.coerce, items_of(value))
