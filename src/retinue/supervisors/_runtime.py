@@ -436,21 +436,33 @@ class Runtime:
         # still leaves every agent on its way out, as a cancelled aclose in trio closes.
         for agent in self.agents.list():
             self._teardowns.start(agent)
-        await trio.lowlevel.checkpoint()
-        while self._creations:
-            await next(iter(self._creations.values())).ended.wait()
         caller = waiting_agent()
+        # Only this runtime's agent is let off: one of another runtime (which opened
+        # this one in its tool, say) does not wait for itself here. Its own teardown
+        # cancels it at its next checkpoint, so it returns past one that does not.
+        if caller is not None and self._teardowns.of(caller.id) is caller:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        await trio.lowlevel.checkpoint()
+        await self._wait_for_creations()
         if caller is None:
             await self._teardowns.wait_all()
             await self._stranded.settle_all()
             return
-        # Only this runtime's agent is let off: one of another runtime (which opened
-        # this one in its tool, say) does not wait for itself here.
-        if self._teardowns.of(caller.id) is caller:
-            return
         await self._teardowns.wait_all_as(caller)
         # As from no agent: a runtime opened in another's tool closes here on its exit.
         await self._stranded.settle_all()
+
+
+    async def _wait_for_creations(self) -> None:
+        """Wait until every aborted creation has unwound, but the caller's own: called from
+        an agent's setup (shielded, say), that creation ends only once the call returns."""
+        own = SETTING_UP.get()
+        while True:
+            others = [c for c in self._creations.values() if c.core is None or c.core not in own]
+            if not others:
+                return
+            await others[0].ended.wait()
 
 
 def _checked_id(agent_id: object) -> str:
