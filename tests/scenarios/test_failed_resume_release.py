@@ -12,8 +12,10 @@ import trio.testing
 import retinue
 from retinue.session import Session
 from retinue.stores import MemoryStore
+from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
+from tests.stores._kit import OutageBackend
 
 STORE_ANSWERS_AFTER = 10_000.0
 
@@ -55,3 +57,48 @@ async def test_a_failed_resume_behind_a_hanging_store_ends_within_flush_timeout(
             await rt.resume_agent(agent.id, OPTIONS, setup=failing_setup)
         assert trio.current_time() - began == 5.0
         assert f"releasing session {agent.id} after a failed resume failed" in caplog.text
+
+
+async def test_a_resume_after_a_release_that_timed_out_settles_it_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.6, R11.5: a release the store did not answer in time is kept and tried again by
+    the next resume of the id, which then resumes the session, where every later resume
+    failed SESSION_TRACKED, the session still loaded and never let go."""
+    store = _HangingRelease(MemoryStore())
+    async with runtime(ScriptedModel([Reply("hi")]), store=store, flush_timeout=5.0) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("stored")
+        await agent.dispose()
+        store.hanging = True
+        with pytest.raises(ValueError, match="the setup failed"):
+            await rt.resume_agent(agent.id, OPTIONS, setup=failing_setup)
+        store.hanging = False
+        resumed = await rt.resume_agent(agent.id, OPTIONS)
+        assert resumed.status == "idle"
+        assert [e.type for e in resumed.session.events][:3] == [
+            e.type for e in agent.session.events
+        ][:3]
+
+
+async def test_two_closes_at_once_settle_a_failed_final_flush_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: two concurrent ``aclose`` calls both retry the failed final flush; the one
+    that finds it settled by the other lets it be, where it failed with a KeyError."""
+    backend = OutageBackend()
+    store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
+    async with store:
+        async with runtime(ScriptedModel([Reply("hi")]), store=store) as rt:
+            agent = await rt.create_agent("w", OPTIONS)
+            await agent.ask("hello")
+            agent.inject("a note the final flush carries")
+            backend.down = True
+            await agent.dispose()
+            backend.down = False
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(rt.aclose)
+                nursery.start_soon(rt.aclose)
+            assert store.statistics().buffered_events == 0
+        loaded = await store.load(agent.id)
+        assert [e.type for e in loaded.events] == [e.type for e in agent.session.events]

@@ -1,8 +1,6 @@
-"""Letting go of a session in the store: a bounded detach and a claim given back."""
+"""Letting go of a session in the store: a detach bounded by ``flush_timeout``."""
 
 from __future__ import annotations
-
-import logging
 
 import trio
 
@@ -10,9 +8,7 @@ from retinue._errors import FAILURE_OF_TAKES, StoreError, failure_of
 from retinue.session import Session
 from retinue.stores import SessionStore
 
-__all__ = ["detach_within", "release_claim"]
-
-log = logging.getLogger("retinue.supervisors")
+__all__ = ["detach_within"]
 
 
 async def detach_within(store: SessionStore, session: Session, limit: float) -> Exception | None:
@@ -30,18 +26,3 @@ async def detach_within(store: SessionStore, session: Session, limit: float) -> 
             return None
     await trio.lowlevel.checkpoint()  # a store may fail before its first checkpoint
     return failure
-
-
-async def release_claim(store: SessionStore, session: Session, limit: float) -> None:
-    """Give up the writer claim ``load`` took for a session that was not started, bounded
-    by *limit* seconds (``flush_timeout``): the release runs shielded, and a store that hangs
-    would otherwise keep the failed resume, and the runtime's close waiting on it, for good."""
-    # Not attached first: what its setup appended would then be written.
-    failure = await detach_within(store, session, limit)
-    if failure is not None:
-        log.error(
-            "releasing session %s after a failed resume failed: %s",
-            session.id,
-            failure,
-            exc_info=failure,
-        )

@@ -27,7 +27,6 @@ from retinue.tools import ToolRegistry
 from ._agent_arguments import check_kept_cwd, check_setup, new_agent_id, options_of, with_cwd
 from ._cleanups import Cleanups, scoped_cleanup, unwind
 from ._creation import Creation, Setup, core_of, run_setup
-from ._detach import release_claim
 from ._hooks import RuntimeHooks
 from ._registry import AgentRegistry
 from ._relay import EventRelay
@@ -230,7 +229,7 @@ class Runtime:
                 # must find it disposed, not scope to it what a later agent would get.
                 self._creations[agent_id].end_unpublished()
                 with trio.CancelScope(shield=True):
-                    await release_claim(self.store, session, self._services.flush_timeout)
+                    await self._stranded.release(session)
                 raise
         return agent
 
@@ -452,7 +451,6 @@ class Runtime:
         await self._teardowns.wait_all_as(caller)
         # As from no agent: a runtime opened in another's tool closes here on its exit.
         await self._stranded.settle_all()
-
 
     async def _wait_for_creations(self) -> None:
         """Wait until every aborted creation has unwound, but the caller's own: called from
