@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from retinue._errors import synchronous_failure
 from retinue._lossless import shown
@@ -62,21 +63,26 @@ def scoped_cleanup(
 def unwind(services: LoopServices, cleanups: Cleanups, agent_id: str) -> None:
     """Drop *agent_id*'s scoped listeners and tools, then run its cleanups, newest first.
 
-    Ctrl-C raised by a cleanup is raised again once every other cleanup has run.
+    Ctrl-C raised by one of them (a cleanup, a hook watcher told of a dropped
+    listener) is raised again once the rest have run.
     """
-    services.hooks.drop_scope(agent_id)
-    services.tools.drop_scope(agent_id)
     held = cleanups.pop(agent_id, {})
+
+    def each() -> Iterator[Callable[[], None]]:
+        yield partial(services.hooks.drop_scope, agent_id)
+        yield partial(services.tools.drop_scope, agent_id)
+        # Emptied as it runs, newest first: a cleanup may run another's early (which
+        # then finds it gone), and one run early later finds itself gone too.
+        while held:
+            yield held.popitem()[1]
+
     interrupt: BaseException | None = None
-    # Emptied as it runs, newest first: a cleanup may run another's early (which then
-    # finds it gone), and one run early later finds itself gone too.
-    while held:
-        _, cleanup = held.popitem()
+    for step in each():
         try:
-            cleanup()
+            step()
         except BaseException as exc:
             # A SystemExit too: the rest of the teardown must still run. Ctrl-C goes
-            # on once the other cleanups have run: left held, none would run again.
+            # on once the rest has run: left held, no cleanup would run again.
             if not synchronous_failure(exc):
                 interrupt = interrupt or exc
                 continue
