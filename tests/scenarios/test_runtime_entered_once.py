@@ -29,3 +29,22 @@ async def test_entering_an_open_runtime_twice_is_refused_saying_so(
         assert agent.status == "disposed"
         with pytest.raises(RuntimeError, match=ENTERED):
             await opening.__aenter__()
+
+
+async def test_an_open_runtime_decorates_a_function_opening_a_runtime_per_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.1: ``@open_runtime(...)`` on an async function runs each call inside a runtime
+    of its own, as a generator-made context manager does, where calling it failed as
+    ``'_EnteredOnce' object is not callable``."""
+    ran: list[int] = []
+    decorating = retinue.open_runtime(models=ScriptedModel([Reply("ok")], repeat_last=True))
+
+    @decorating  # type: ignore[operator]
+    async def in_a_runtime(number: int) -> None:
+        ran.append(number)
+
+    with trio.fail_after(600):
+        await in_a_runtime(1)
+        await in_a_runtime(2)
+    assert ran == [1, 2]

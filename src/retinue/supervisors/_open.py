@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncContextDecorator, asynccontextmanager
 from types import TracebackType
 from typing import NoReturn, ParamSpec, TypeVar, final
 
@@ -63,18 +63,23 @@ _P = ParamSpec("_P")
 
 
 @final
-class _EnteredOnce(AbstractAsyncContextManager[_T]):
+class _EnteredOnce(AbstractAsyncContextManager[_T], AsyncContextDecorator):
     """A context manager of one runtime, which refuses to be entered twice.
 
     Entered again (nested, or once more after its exit), a generator-made one
     fails as ``'_AsyncGeneratorContextManager' object has no attribute 'args'``.
+    Used as a decorator, as that one may be, each call opens a runtime of its own.
     """
 
-    __slots__ = ("_entered", "_opened")
+    __slots__ = ("_entered", "_open", "_opened")
 
-    def __init__(self, opened: AbstractAsyncContextManager[_T]) -> None:
-        self._opened = opened
+    def __init__(self, open_again: Callable[[], AbstractAsyncContextManager[_T]]) -> None:
+        self._open = open_again
+        self._opened = open_again()
         self._entered = False
+
+    def _recreate_cm(self) -> _EnteredOnce[_T]:
+        return _EnteredOnce(self._open)
 
     async def __aenter__(self) -> _T:
         if self._entered:
@@ -99,7 +104,7 @@ def _entered_once(
 ) -> Callable[_P, AbstractAsyncContextManager[_T]]:
     @functools.wraps(opens)
     def open_once(*args: _P.args, **kwargs: _P.kwargs) -> AbstractAsyncContextManager[_T]:
-        return _EnteredOnce(opens(*args, **kwargs))
+        return _EnteredOnce(functools.partial(opens, *args, **kwargs))
 
     return open_once
 
