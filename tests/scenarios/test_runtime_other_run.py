@@ -12,6 +12,9 @@ import retinue
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import OPTIONS
 
+# Real seconds: a refusal missed corrupts the run, which then hangs past any trio deadline.
+pytestmark = pytest.mark.timeout(30)
+
 Call = Callable[[retinue.Runtime, retinue.Agent], Awaitable[object]]
 
 CALLS: dict[str, Call] = {
