@@ -222,14 +222,16 @@ def _check_choice(
     """
     # A member that only refers to another schema is read as that schema: its type and
     # choices then shape the message.
-    members = [_followed(member, run.root) for member in members]
+    followed = [_followed(member, run.root) for member in members]
     matched: list[int] = []
     problems: list[str] = []
     for index, member in enumerate(members):
-        if not isinstance(member, _OBJECTS) and type(member) is not bool:
+        if not isinstance(followed[index], _OBJECTS) and type(followed[index]) is not bool:
             if one:  # judged as validate judges it: a malformed member holds anything
                 matched.append(index)
             continue
+        # Judged as written: through its $ref, a value is judged once against a record
+        # however many unions around it lead there, not again for each member above.
         problem = _validate(value, member, path, run)
         if problem is None:
             matched.append(index)
@@ -244,7 +246,7 @@ def _check_choice(
         )
     if matched or not problems:
         return None
-    return _refusal(value, members, problems, path, run)
+    return _refusal(value, followed, problems, path, run)
 
 
 def _refusal(
