@@ -8,6 +8,7 @@ growing exponentially, or with the square of the depth, stalls every agent, and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Annotated
 
@@ -43,6 +44,38 @@ def _tree(levels: int, leaf: JsonValue) -> JsonValue:
 
 def _grow(root: _Twig) -> str:
     return "ok"
+
+
+def _judgements_binding(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) -> int:
+    """How many judgements of a value against a schema binding *arguments* to a tool makes."""
+    defined = tool(_grow)
+    assert defined.bind is not None
+    judged: list[int] = []
+    judge = validator._validate
+
+    def counted(*args: object) -> str | None:
+        judged.append(0)
+        return judge(*args)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(validator, "_validate", counted)
+        with contextlib.suppress(ValueError):  # the refused tree: its work counts as much
+            defined.bind(arguments)  # type: ignore[arg-type]
+    return len(judged)
+
+
+@pytest.mark.parametrize("leaf", [1, -1], ids=["taken", "refused"])
+def test_a_union_in_a_recursive_record_judges_each_part_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch, leaf: int
+) -> None:
+    """R9.7: each level's union judged its whole subtree again, the work growing with the
+    square of the depth (190 levels took 5 s on the trio thread); it grows with the depth."""
+    levels = (25, 50, 100)
+    costs = [_judgements_binding(monkeypatch, {"root": _tree(n, leaf)}) for n in levels]
+    # Doubling the depth doubles the work, give or take the last attempt's few levels.
+    assert costs[1] <= 2.5 * costs[0]
+    assert costs[2] <= 2.5 * costs[1]
+    assert costs[2] <= 25 * levels[2]
 
 
 def _judgements_checking(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) -> int:

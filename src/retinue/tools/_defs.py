@@ -41,6 +41,7 @@ class _Pass:
     open: set[object] = attrs.field(factory=set)
     built: dict[object, Shape] = attrs.field(factory=dict)
     definitions: dict[str, dict[str, object]] = attrs.field(factory=dict)
+    root: Mapping[str, object] | None = None
 
     def shared(self) -> list[object]:
         """The records to describe once, in the order they were first met."""
@@ -82,7 +83,10 @@ def defs_root() -> Mapping[str, object] | None:
     current = _PASS.get()
     if current is None or current.names is None:
         return None
-    return {"$defs": current.definitions}
+    if current.root is None:
+        # One object for the whole schema: a conversion keeps its judgements by it.
+        current.root = {"$defs": current.definitions}
+    return current.root
 
 
 def shared_record(key: object, build: Callable[[], Shape]) -> Shape:

@@ -15,13 +15,16 @@ __all__ = ["ATTEMPT_DEPTH", "Run", "TooDeep", "set_aside"]
 class Run:
     """One check's state: the root ``$ref``s resolve in, and the judgements already made."""
 
-    __slots__ = ("depth", "known", "rests", "root")
+    __slots__ = ("by_path", "depth", "known", "rests", "root")
 
-    def __init__(self, root: Mapping[str, object]) -> None:
+    def __init__(self, root: Mapping[str, object], *, by_path: bool = True) -> None:
         self.root = root
         # (id(value), id(schema), path) -> (problem, value, schema). The entry holds the
         # value and the schema so that neither id is freed and reused while the check runs.
         self.known: dict[tuple[int, int, str], tuple[str | None, object, object]] = {}
+        # False: a judgement is read wherever its value is met again, its problem's path
+        # that of the first place. Only whether a value conforms is asked of such a run.
+        self.by_path = by_path
         self.depth = 0  # containers entered below the attempt that is running
         # Made when first needed: most checks refuse nothing, or by no choice set.
         self.rests: dict[int, tuple[Mapping[str, object], Mapping[str, object]]] | None = None
@@ -35,6 +38,10 @@ class Run:
             rest = {k: v for k, v in member.items() if k not in ("enum", "const")}
             kept = self.rests[id(member)] = (member, rest)
         return kept[1]
+
+    def key(self, value: object, schema: object, path: str) -> tuple[int, int, str]:
+        """Where the judgement of *value* against *schema* at *path* is kept."""
+        return (id(value), id(schema), path if self.by_path else "")
 
 
 class TooDeep(Exception):  # noqa: N818 - a signal within a check, never raised out of it
@@ -53,7 +60,7 @@ ATTEMPT_DEPTH = 24
 
 def set_aside(value: object, schema: object, path: str, run: Run) -> str | None:
     """The judgement of a container too deep for this attempt: read if made, else asked for."""
-    seen = run.known.get((id(value), id(schema), path))
+    seen = run.known.get(run.key(value, schema, path))
     if seen is None:
         raise TooDeep(value, schema, path)
     return seen[0]

@@ -12,6 +12,7 @@ import attrs
 from retinue._errors import RetinueError
 
 from ._execution import describe_failure
+from ._judgements import Run
 
 __all__ = [
     "Coerce",
@@ -21,6 +22,7 @@ __all__ = [
     "converted_keys",
     "items_of",
     "keeping_refusals",
+    "member_check",
     "note_refused",
     "pairs_of",
     "raise_at",
@@ -69,31 +71,52 @@ def raise_at(segment: str, exc: Exception) -> NoReturn:
     raise _ArgumentError(segment, exc) from exc
 
 
-# The refusals of one call's conversion: (id(value), id(shape)) -> (refusal, value).
-_REFUSED: contextvars.ContextVar[dict[tuple[int, int], tuple[Exception, object]] | None] = (
-    contextvars.ContextVar("_REFUSED", default=None)
+@attrs.frozen
+class _Conversion:
+    """What one call's conversion keeps while it runs, for the unions inside."""
+
+    # (id(value), id(shape)) -> (refusal, value): the value held, so its id is not reused.
+    refused: dict[tuple[int, int], tuple[Exception, object]] = attrs.field(factory=dict)
+    # id(root) -> (the check judging by value whether members take parts, root).
+    runs: dict[int, tuple[Run, object]] = attrs.field(factory=dict)
+
+
+_CONVERSION: contextvars.ContextVar[_Conversion | None] = contextvars.ContextVar(
+    "_CONVERSION", default=None
 )
 
 
 def keeping_refusals(convert: Coerce, value: object) -> object:
-    """*convert* of *value*, the refusals of the unions inside kept while it runs.
+    """*convert* of *value*, the refusals and judgements of the unions inside kept while it runs.
 
     Opened by the outermost union of a conversion: a tool with no union pays
     nothing for it, where each call setting the context would.
     """
-    if _REFUSED.get() is not None:
+    if _CONVERSION.get() is not None:
         return convert(value)
-    token = _REFUSED.set({})
+    token = _CONVERSION.set(_Conversion())
     try:
         return convert(value)
     finally:
-        _REFUSED.reset(token)
+        _CONVERSION.reset(token)
+
+
+def member_check(root: Mapping[str, object]) -> Run:
+    """The check a union of this conversion asks whether a member takes a part: one for
+    the whole conversion, so that a part already judged is read, not judged again."""
+    conversion = _CONVERSION.get()
+    if conversion is None:
+        return Run(root, by_path=False)
+    kept = conversion.runs.get(id(root))
+    if kept is None:
+        kept = conversion.runs[id(root)] = (Run(root, by_path=False), root)
+    return kept[0]
 
 
 def refused_before(value: object, shape: Shape) -> Exception | None:
     """The refusal *shape* already gave *value* in this conversion, if it did."""
-    refused = _REFUSED.get()
-    known = None if refused is None else refused.get((id(value), id(shape)))
+    conversion = _CONVERSION.get()
+    known = None if conversion is None else conversion.refused.get((id(value), id(shape)))
     return None if known is None else known[0]
 
 
@@ -101,9 +124,9 @@ def note_refused(value: object, shape: Shape, exc: Exception) -> None:
     """Keep *shape*'s refusal of *value*: a union around it tries it once, not once per
     member of each union around that (two members taking one tree each level doubled it).
     The entry holds *value*, so that its id is not reused while the conversion runs."""
-    refused = _REFUSED.get()
-    if refused is not None:
-        refused[id(value), id(shape)] = (exc, value)
+    conversion = _CONVERSION.get()
+    if conversion is not None:
+        conversion.refused[id(value), id(shape)] = (exc, value)
 
 
 def converted_items(convert: Coerce, items: list[object]) -> list[object]:

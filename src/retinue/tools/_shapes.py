@@ -36,6 +36,7 @@ from ._located import (
     converted_keys,
     items_of,
     keeping_refusals,
+    member_check,
     note_refused,
     pairs_of,
     raise_at,
@@ -43,7 +44,7 @@ from ._located import (
 )
 from ._record_init import EMPTY, init_fields, with_default
 from ._tool import ToolContext
-from ._validate import json_type_name, validate
+from ._validate import conforms, json_type_name, validate
 
 __all__ = [
     "EMPTY",
@@ -278,7 +279,7 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
     shapes = [shape_of(member, where) for member in members]
     options = [s.schema for s in shapes] + ([{"type": "null"}] if nullable else [])
     kinds = [json_kinds(s.schema) for s in shapes]
-    root = defs_root()  # where a member's $ref leads: filled in before any call
+    root = defs_root() or {}  # where a member's $ref leads: filled in before any call
 
     def first_taking(value: object) -> object:
         # The first member that takes the value, its checks (a Predicate) included; one
@@ -289,7 +290,7 @@ def _union(args: tuple[object, ...], where: str) -> Shape:
         ordered += [s for s, k in zip(shapes, kinds, strict=True) if own not in k]
         refused: Exception | None = None
         for shape in ordered:
-            if validate(value, shape.schema, root=root) is None:
+            if conforms(value, shape.schema, member_check(root)):
                 known = refused_before(value, shape)
                 if known is not None:
                     refused = refused or known

@@ -50,7 +50,7 @@ from ._judgements import ATTEMPT_DEPTH, Run, TooDeep, set_aside
 from ._keywords import check_parameters, is_annotation
 from ._refusals import brief, choices, inexact, same, show, tags_matched, wants_integer
 
-__all__ = ["compile_acceptor", "json_type_name", "make_validator", "validate"]
+__all__ = ["compile_acceptor", "conforms", "json_type_name", "make_validator", "validate"]
 
 _ROOT = "arguments"
 
@@ -83,6 +83,16 @@ def validate(
     return _settled(run, lambda: _validate(value, schema, path, run))
 
 
+def conforms(value: object, schema: Mapping[str, object], run: Run) -> bool:
+    """Whether *value* conforms to *schema*, the judgements *run* already made read.
+
+    A union converting a recursive record asks it at each level of the value: with one
+    run judging by value (``Run(root, by_path=False)``), a part judged for the union
+    above is read, where judging each level's whole subtree again made it quadratic.
+    """
+    return _settled(run, lambda: _validate(value, schema, _ROOT, run)) is None
+
+
 _T = TypeVar("_T")
 
 
@@ -111,7 +121,7 @@ def _settle(run: Run, deep: TooDeep) -> None:
         except TooDeep as deeper:
             waiting.append(deeper)
             continue
-        run.known[id(top.value), id(top.schema), top.path] = (problem, top.value, top.schema)
+        run.known[run.key(top.value, top.schema, top.path)] = (problem, top.value, top.schema)
         waiting.pop()
 
 
@@ -130,7 +140,7 @@ def _validate(value: object, schema: object, path: str, run: Run) -> str | None:
     # A recursive schema reaches one target by many paths (each member of an anyOf or a
     # oneOf refers on to it): judged once per value, the check stays linear in its size.
     schema = _followed(schema, run.root)
-    key = (id(value), id(schema), path)
+    key = run.key(value, schema, path)
     seen = run.known.get(key)
     if seen is not None:
         return seen[0]
