@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from typing import Annotated
 
 import annotated_types
 import pytest
 
-from retinue._lossless import JsonValue
+from retinue._lossless import MAX_JSON_DEPTH, JsonValue, freeze_json
 from retinue.tools import _validate as validator, tool
+from tests.unit._tool_kit import execute
 
 
 def _positive(value: int) -> bool:
@@ -104,3 +106,59 @@ def test_a_part_both_members_of_a_union_refuse_is_judged_a_bounded_number_of_tim
     levels = (4, 8, 12, 16)
     costs = [_judgements_checking(monkeypatch, {"root": _tree(n, "big")}) for n in levels]
     assert costs[3] <= 30 * levels[3], costs
+
+
+@dataclasses.dataclass
+class _Link:
+    label: str
+    next: _Link | _Knot | None
+
+
+@dataclasses.dataclass
+class _Knot:
+    label: str
+    next: _Link | _Knot | None
+
+
+def _chain(links: int) -> JsonValue:
+    """*links* records, each holding the next (the last holds null), alternately a knot."""
+    value: JsonValue = None
+    for index in range(links):
+        value = {"label": "knot" if index % 2 else "link", "next": value}
+    return value
+
+
+def _length(link: _Link | _Knot | None) -> int:
+    length = 0
+    while link is not None:
+        length, link = length + 1, link.next
+    return length
+
+
+def _follow() -> Callable[[_Link], str]:
+    def follow(start: _Link) -> str:
+        return f"{_length(start)} links"
+
+    return follow
+
+
+async def test_a_chain_as_deep_as_the_arguments_may_nest_converts() -> None:
+    """R9.7: a record holding the next through a union failed with RecursionError about
+    190 levels down, inside the 200 levels (MAX_JSON_DEPTH) a call's arguments may nest."""
+    links = MAX_JSON_DEPTH - 1  # the arguments' object is the first level
+    arguments = freeze_json({"start": _chain(links)})
+    assert await execute(tool(_follow()), arguments) == (f"{links} links", None)
+
+
+def test_a_record_nested_past_the_limit_is_refused_naming_it() -> None:
+    """R9.7: bound plain, deeper than any call carries, it is refused naming the limit,
+    its path cut short, where a RecursionError gave a path of kilobytes."""
+    defined = tool(_follow())
+    assert defined.check_arguments({"start": _chain(MAX_JSON_DEPTH + 50)}) is None
+    assert defined.bind is not None
+    with pytest.raises(ValueError, match="nested too deeply") as refused:
+        defined.bind({"start": _chain(MAX_JSON_DEPTH + 50)})
+    message = str(refused.value)
+    assert message.endswith(f"...: nested too deeply: more than {MAX_JSON_DEPTH} levels")
+    assert message.startswith("start.next.next.")
+    assert len(message) < 120

@@ -21,6 +21,7 @@ from typing import TypeVar, final
 
 import attrs
 
+from ._deep import nested
 from ._located import Coerce, Shape
 
 __all__ = ["REF_PREFIX", "defs_root", "shared_record", "with_definitions"]
@@ -119,7 +120,7 @@ def _deferred(cell: list[Coerce]) -> Coerce:
     """The conversion *cell* will hold: read at each call, as it is filled after this returns."""
 
     def coerce(value: object) -> object:
-        return cell[0](value)
+        return nested(cell[0], value)
 
     return coerce
 

@@ -10,12 +10,14 @@ from typing import NoReturn
 import attrs
 
 from retinue._errors import RetinueError
+from retinue._lossless import MAX_JSON_DEPTH
 
 from ._execution import describe_failure
 from ._judgements import Run
 
 __all__ = [
     "Coerce",
+    "NestedTooDeeplyError",
     "Shape",
     "converted_fields",
     "converted_items",
@@ -56,7 +58,22 @@ class _ArgumentError(RetinueError, ValueError):
         self.cause = cause
 
     def __str__(self) -> str:
-        return f"{self.path}: {describe_failure(self.cause)}"
+        path = self.path
+        if isinstance(self.cause, NestedTooDeeplyError) and len(path) > _DEEP_PATH_SHOWN:
+            # A path past the depth limit runs to kilobytes: its start says where.
+            path = path[:_DEEP_PATH_SHOWN] + "..."
+        return f"{path}: {describe_failure(self.cause)}"
+
+
+class NestedTooDeeplyError(ValueError):
+    """A value nested past :data:`MAX_JSON_DEPTH` levels, refused rather than converted."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested too deeply: more than {MAX_JSON_DEPTH} levels")
+
+
+# How much of the path to a part nested too deeply a refusal shows, as freeze_json does.
+_DEEP_PATH_SHOWN = 60
 
 
 def raise_at(segment: str, exc: Exception) -> NoReturn:
