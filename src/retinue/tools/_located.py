@@ -88,14 +88,16 @@ def raise_at(segment: str, exc: Exception) -> NoReturn:
     raise _ArgumentError(segment, exc) from exc
 
 
-@attrs.frozen
 class _Conversion:
     """What one call's conversion keeps while it runs, for the unions inside."""
 
-    # (id(value), id(shape)) -> (refusal, value): the value held, so its id is not reused.
-    refused: dict[tuple[int, int], tuple[Exception, object]] = attrs.field(factory=dict)
-    # id(root) -> (the check judging by value whether members take parts, root).
-    runs: dict[int, tuple[Run, object]] = attrs.field(factory=dict)
+    __slots__ = ("check", "refused")
+
+    def __init__(self) -> None:
+        # (id(value), id(shape)) -> (refusal, value): the value held, so its id is not reused.
+        self.refused: dict[tuple[int, int], tuple[Exception, object]] = {}
+        # The check judging by value whether union members take the parts.
+        self.check: Run | None = None
 
 
 _CONVERSION: contextvars.ContextVar[_Conversion | None] = contextvars.ContextVar(
@@ -122,12 +124,13 @@ def member_check(root: Mapping[str, object]) -> Run:
     """The check a union of this conversion asks whether a member takes a part: one for
     the whole conversion, so that a part already judged is read, not judged again."""
     conversion = _CONVERSION.get()
-    if conversion is None:
-        return Run(root, by_path=False)
-    kept = conversion.runs.get(id(root))
-    if kept is None:
-        kept = conversion.runs[id(root)] = (Run(root, by_path=False), root)
-    return kept[0]
+    check = None if conversion is None else conversion.check
+    if check is None or check.root is not root:
+        # The schema's unions share one root (its $defs); one without any has no recursion.
+        check = Run(root, by_path=False)
+        if conversion is not None:
+            conversion.check = check
+    return check
 
 
 def refused_before(value: object, shape: Shape) -> Exception | None:
