@@ -162,3 +162,20 @@ def test_a_record_nested_past_the_limit_is_refused_naming_it() -> None:
     assert message.endswith(f"...: nested too deeply: more than {MAX_JSON_DEPTH} levels")
     assert message.startswith("start.next.next.")
     assert len(message) < 120
+
+
+def test_an_untyped_value_nested_past_the_limit_is_refused_naming_it() -> None:
+    """R9.7: bound plain, nested far past any call's arguments, a value a parameter holds
+    as it is was refused with a RecursionError's message; the limit is named."""
+
+    def keep(held: list[object]) -> str:
+        return "ok"
+
+    defined = tool(keep)
+    deep: list[object] = []
+    for _ in range(50 * MAX_JSON_DEPTH):
+        deep = [deep]
+    assert defined.bind is not None
+    with pytest.raises(ValueError, match="nested too deeply") as refused:
+        defined.bind({"held": deep})
+    assert str(refused.value) == f"held: nested too deeply: more than {MAX_JSON_DEPTH} levels"
