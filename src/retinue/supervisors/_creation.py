@@ -12,7 +12,15 @@ import trio
 from retinue.actors import Agent
 from retinue.loop import AgentCore
 
-__all__ = ["Creation", "Setup", "core_of", "end_subscriptions", "end_unpublished", "run_setup"]
+__all__ = [
+    "Creation",
+    "Setup",
+    "core_of",
+    "end_subscriptions",
+    "end_unpublished",
+    "let_go_of_handle",
+    "run_setup",
+]
 
 # What a setup returns is awaited when awaitable and otherwise ignored: a one-line
 # lambda hands back whatever its expression does (an unregister function, say).
@@ -62,6 +70,17 @@ def end_unpublished(agent: Agent) -> None:
     core.mark_disposed(announce=False)
     end_subscriptions(agent)
     core.torn_down.set()
+    let_go_of_handle(core)
+
+
+def let_go_of_handle(core: AgentCore) -> None:
+    """Drop *core*'s pointer back to its handle once the agent is torn down.
+
+    Nothing announces the agent any more, and the handle keeps its core for
+    its reads and refusals: the pointer back would only make a cycle, and
+    leave the agent, its session and its events to the cyclic collector.
+    """
+    core.agent = None
 
 
 def core_of(agent: Agent) -> AgentCore:

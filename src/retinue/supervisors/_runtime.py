@@ -406,6 +406,10 @@ class Runtime:
         try:
             await supervise(core, self.restart)
         finally:
+            # This task's context keeps the core (the driving mark), so the core lets
+            # go of the task, which has driven for the last time, rather than leave
+            # the two to the cyclic collector.
+            core.driver_task = None
             # However the driver ended (disposed, given up after crashes, or cancelled
             # with the runtime), nothing will run the agent again: tear it down.
             self._teardowns.start(agent)

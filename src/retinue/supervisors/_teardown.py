@@ -18,7 +18,7 @@ from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_a
 from retinue.session import TurnEndReason
 
 from ._cleanups import Cleanups, unwind
-from ._creation import Creation, core_of, end_subscriptions, end_unpublished
+from ._creation import Creation, core_of, end_subscriptions, end_unpublished, let_go_of_handle
 from ._registry import AgentRegistry
 from ._stranded import StrandedSessions
 
@@ -152,6 +152,7 @@ class Teardowns:
                 core.torn_down.set()
                 if self._running.get(agent.id) is core:
                     del self._running[agent.id]
+                let_go_of_handle(core)
 
     async def _retire(self, agent: Agent) -> None:
         """Teardown order of a published agent once stopped (R12.9)."""

@@ -1,0 +1,75 @@
+"""A disposed agent is freed by reference counting once nothing refers to it.
+
+Each test runs with the cyclic collector off: what a cycle holds is not freed
+there, and shows as a handle, session or store still alive.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.session import Session
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import OPTIONS, runtime
+
+
+@contextmanager
+def collector_off() -> Iterator[None]:
+    """Turn the cyclic collector off inside the ``with``, after a full collection."""
+    gc.collect()
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+async def _disposed_agent() -> tuple[weakref.ref[retinue.Agent], weakref.ref[Session]]:
+    """Run and dispose an agent in a runtime that then closes; weak references to it."""
+    async with runtime(ScriptedModel([Reply("ok", chunks=3)], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hello")
+        await agent.dispose()
+        # The handle works on as documented once disposed.
+        assert agent.status == "disposed"
+        await agent.wait_idle()
+        assert [event.type for event in agent.session.events][-1] == "turn/end"
+        handle, session = weakref.ref(agent), weakref.ref(agent.session)
+    return handle, session
+
+
+async def test_a_disposed_agent_and_its_session_go_with_the_last_reference_to_the_handle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Neither the agent's own driver task nor its core keeps the handle once it is torn down."""
+    with collector_off():
+        handle, session = await _disposed_agent()
+        assert handle() is None
+        assert session() is None
+
+
+async def test_an_agent_whose_setup_failed_goes_with_the_last_reference_to_its_handle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An agent its creation never published lets go of its handle as it ends, as a torn down one does."""
+    handles: list[weakref.ref[retinue.Agent]] = []
+
+    def failing_setup(agent: retinue.Agent) -> None:
+        handles.append(weakref.ref(agent))
+        raise ValueError("no setup")
+
+    with collector_off():
+        async with runtime(ScriptedModel([Reply("ok")])) as rt:
+            with pytest.raises(ValueError, match="no setup"):
+                await rt.create_agent("a", OPTIONS, setup=failing_setup)
+        assert [handle() for handle in handles] == [None]
