@@ -17,6 +17,7 @@ import trio.testing
 
 import retinue
 from retinue.session import Session
+from retinue.stores import MemoryStore
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
 
@@ -73,3 +74,17 @@ async def test_an_agent_whose_setup_failed_goes_with_the_last_reference_to_its_h
             with pytest.raises(ValueError, match="no setup"):
                 await rt.create_agent("a", OPTIONS, setup=failing_setup)
         assert [handle() for handle in handles] == [None]
+
+
+async def test_a_closed_store_goes_with_the_last_reference_to_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A store's group committer does not keep the store, and with it every session it stored."""
+    with collector_off():
+        store = MemoryStore()
+        async with runtime(ScriptedModel([Reply("ok")]), store=store) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            await agent.ask("hello")
+        kept = weakref.ref(store)
+        del store, rt, agent
+        assert kept() is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -69,8 +70,11 @@ class GroupCommitter:
         let_go: Callable[[list[Tracked]], Awaitable[None]] | None = None,
     ) -> None:
         self._backend = backend
-        self._let_go = let_go
-        """Called with the released sessions a commit has just stored all the buffer of."""
+        # Weak: *let_go* is a bound method of the store that owns this committer, and
+        # a strong reference back would leave the store, with every session its
+        # backend holds, to the cyclic collector. The store outlives its commits.
+        self._let_go = None if let_go is None else weakref.WeakMethod(let_go)
+        """Calls back with the released sessions a commit has just stored all the buffer of."""
         self._name = name
         self._tracked = tracked
         self._send, self._receive = trio.open_memory_channel[Request](math.inf)
@@ -219,7 +223,9 @@ class GroupCommitter:
             for request in group:
                 request.done.set()
         if drained and self._let_go is not None:
-            await self._let_go(drained)
+            let_go = self._let_go()
+            if let_go is not None:
+                await let_go(drained)
 
     def _group_entries(self, group: Sequence[Request]) -> list[Entry]:
         """One entry per session; flushes of one tracked session share it, nothing else does."""
