@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import re
+import weakref
 from collections.abc import Callable
 
 import attrs
@@ -286,3 +288,26 @@ def test_schemas_carry_the_model_facing_part_only() -> None:
     (schema,) = registry.schemas()
     assert (schema.name, schema.description) == ("t", "t tool")
     assert schema.parameters == registry.get("t").parameters  # type: ignore[union-attr]
+
+
+# -- lifetime --------------------------------------------------------------------
+
+
+def test_a_registry_goes_with_the_last_reference_to_it_and_its_bus_goes_on() -> None:
+    """The bus's watch of the pipeline seams does not keep the registry, nor its tools, alive;
+    the bus then takes listeners on those seams as before."""
+    gc.collect()
+    gc.disable()
+    try:
+        bus = HookBus()
+        registry = ToolRegistry(bus, tools=[make("read")])
+        kept = weakref.ref(registry)
+        del registry
+        assert kept() is None
+    finally:
+        gc.enable()
+    heard: list[object] = []
+    unregister = bus.on("tools/result", lambda _execution, result: heard.append(result))
+    bus.emit("tools/result", "execution", "result")
+    unregister()
+    assert heard == ["result"]

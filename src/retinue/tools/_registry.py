@@ -62,6 +62,22 @@ def _check_hooks(_registry: object, _attribute: attrs.Attribute[HookBus], hooks:
         raise TypeError(f"ToolRegistry's hooks must be a retinue.hooks.HookBus, got {hooks!r}")
 
 
+def _seams_watcher(registry: weakref.ref[ToolRegistry]) -> Callable[[], None]:
+    """The bus's watcher of the pipeline seams for *registry*, which it holds weakly.
+
+    The registry holds its bus, and the bus its watchers: a watcher holding the
+    registry (its bound method) would tie the two, with every tool, in a cycle
+    left to the cyclic collector.
+    """
+
+    def note_seams() -> None:
+        live = registry()
+        if live is not None:
+            live._note_seams()
+
+    return note_seams
+
+
 @final
 @attrs.define(eq=False)
 class ToolRegistry:
@@ -101,8 +117,9 @@ class ToolRegistry:
     _seams_heard: bool = attrs.field(default=True, init=False)
 
     def __attrs_post_init__(self) -> None:
+        note_seams = _seams_watcher(weakref.ref(self))
         for name in _PIPELINE_SEAMS:
-            self.hooks.watch(name, self._note_seams)
+            self.hooks.watch(name, note_seams)
 
     def _note_seams(self) -> None:
         hooks = self.hooks
