@@ -249,7 +249,13 @@ def failure_of(exc: BaseException, culprit: str, kind: Callable[..., RetinueErro
     """
     if isinstance(exc, Exception):
         return exc
-    pass_on(exc)
+    try:
+        pass_on(exc)
+    except BaseException:
+        # This frame is in the traceback of what passes on: holding *exc* (that, or
+        # the group it came from), it would tie the two in a cycle.
+        del exc
+        raise
     if holds_cancel(exc):
         return stray_cancel_error(culprit, kind, exc)
     return unknown_failure_error(culprit, kind, exc)
@@ -290,19 +296,32 @@ def pass_on(exc: BaseException) -> None:
     code's failure, which raised on would reach the runtime, or escape the
     scope the cancel is for and end its owner.
     """
+    passing = _passing_part(exc)
+    if passing is not None:
+        try:
+            raise passing
+        finally:
+            # This frame goes into the traceback of what it raises: its locals would
+            # hold the exception that holds the frame, a cycle.
+            del exc, passing
+
+
+def _passing_part(exc: BaseException) -> BaseException | None:
+    """What :func:`pass_on` raises of *exc*: itself, or of a group the part that passes on,
+    caused by the group; ``None`` when nothing does."""
     if not isinstance(exc, BaseExceptionGroup):
-        if passes_on(exc):
-            raise exc
-        return
+        return exc if passes_on(exc) else None
     passing: type[BaseException] | tuple[type[BaseException], ...] = KeyboardInterrupt
     if holds_cancel(exc) and not cancel_is_stray():
         passing = _PASSING_ON
     part, rest = exc.split(passing)
-    if part is not None:
-        if rest is not None:
-            # Kept only as the cause of what a cancel scope swallows: said here, or never.
-            log.warning("a failure raised beside a cancel or Ctrl-C ends with it", exc_info=rest)
-        raise part from exc
+    if part is None:
+        return None
+    if rest is not None:
+        # Kept only as the cause of what a cancel scope swallows: said here, or never.
+        log.warning("a failure raised beside a cancel or Ctrl-C ends with it", exc_info=rest)
+    part.__cause__ = exc  # as raise ... from exc: the group is its cause, not shown as context
+    return part
 
 
 # Of what user code (a listener, a tool body) raises, Ctrl-C and a real cancel pass on,

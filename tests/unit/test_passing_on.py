@@ -3,6 +3,12 @@ bare or in a group; the rest is the code's failure (R7.45, R7.48)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
+import weakref
+from collections.abc import Callable
+
 import pytest
 import trio
 
@@ -89,3 +95,41 @@ async def test_a_synchronous_listeners_grouped_cancel_is_its_failure_under_a_can
             bus.emit_raising("session/event", object(), object())
     assert raised.value.code == "STRAY_CANCELLED"
     assert "a session/event listener" in str(raised.value)
+
+
+class _Interrupt(KeyboardInterrupt):
+    """Ctrl-C, weakly referable (a bare exception is not)."""
+
+
+def _dropped_once_passed_on(
+    call: Callable[[BaseException], object], *, grouped: bool
+) -> weakref.ref[_Interrupt]:
+    """Pass a Ctrl-C on through *call*, drop what it raises; a weak reference to the Ctrl-C."""
+    interrupt = _Interrupt()
+    kept = weakref.ref(interrupt)
+    # Handed over in a list and dropped from this frame, which the traceback holds.
+    raised: list[BaseException] = [BaseExceptionGroup("g", [interrupt]) if grouped else interrupt]
+    del interrupt
+    with contextlib.suppress(KeyboardInterrupt, BaseExceptionGroup):
+        call(raised.pop())
+    return kept
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["bare", "grouped"])
+@pytest.mark.parametrize(
+    "call",
+    [pass_on, functools.partial(failure_of, culprit="a listener", kind=HookError)],
+    ids=["pass_on", "failure_of"],
+)
+def test_what_passes_on_goes_with_the_last_reference_to_it(
+    call: Callable[[BaseException], object], *, grouped: bool
+) -> None:
+    """The frames it is raised through, in its traceback, do not hold it: no cycle keeps it
+    (with every frame below) for the cyclic collector."""
+    gc.collect()
+    gc.disable()
+    try:
+        kept = _dropped_once_passed_on(call, grouped=grouped)
+        assert kept() is None
+    finally:
+        gc.enable()
