@@ -18,7 +18,7 @@ import trio.testing
 import retinue
 from retinue.session import Session
 from retinue.stores import MemoryStore
-from retinue.testing import Reply, ScriptedModel
+from retinue.testing import FinishWithError, Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
 
 
@@ -87,4 +87,21 @@ async def test_a_closed_store_goes_with_the_last_reference_to_it(
             await agent.ask("hello")
         kept = weakref.ref(store)
         del store, rt, agent
+        assert kept() is None
+
+
+async def test_the_error_a_turn_ended_with_goes_with_the_last_reference_to_its_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The turn lets go of the error its result carries, traceback and all: the traceback
+    holds the turn's frames, which hold the turn."""
+    model = ScriptedModel([FinishWithError("model broke", "MODEL_BROKE")], repeat_last=True)
+    with collector_off():
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            result = await agent.ask("hello")
+            assert isinstance(result.error, retinue.ModelError)
+            assert result.error.__traceback__ is not None
+            kept = weakref.ref(result.error)
+        del result, agent
         assert kept() is None

@@ -71,7 +71,9 @@ class TurnState:
     usage: Usage | None = None
     """The summed usage of this turn's assistant messages."""
     error: BaseException | None = None
-    """The first error recorded, which the turn's result carries (its end logs less)."""
+    """The first error recorded, until the turn's result carries it (its end logs less)."""
+    error_recorded: bool = False
+    """Whether an error ended the turn (the first one wins, R7.45)."""
     blocked: dict[int, str] | None = None
     """The reason each prompt a prompt-submit listener blocked was, by its place in the batch."""
 
@@ -89,11 +91,6 @@ class TurnState:
         if usage is not None:
             self.usage = add_usage(self.usage, usage)
 
-    @property
-    def error_recorded(self) -> bool:
-        """Whether an error ended the turn (the first one wins, R7.45)."""
-        return self.error is not None
-
     def record_error(self, error: BaseException) -> None:
         """First error wins (R7.45); reports ``agent/error`` with failures contained."""
         if self.error_recorded:
@@ -104,7 +101,17 @@ class TurnState:
             code = "UNKNOWN"
         self.reason = TurnEndReason.error(self.step, describe_error(error), code)
         self.error = error
+        self.error_recorded = True
         self.core.emit("agent/error", self.turn, self.step, error)
+
+    def hand_on_error(self) -> BaseException | None:
+        """The error recorded, which the turn's result now carries, let go of here.
+
+        Its traceback holds the frames of the turn, which hold this state: kept
+        here too, the two would be left in a cycle for the cyclic collector.
+        """
+        error, self.error = self.error, None
+        return error
 
     def set_interrupted(self) -> None:
         """End reason after an abort: ``disposed`` wins over ``aborted`` (R7.17, R7.39).

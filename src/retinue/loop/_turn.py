@@ -148,7 +148,7 @@ def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     """Answer the batch's prompts: each blocked one ``rejected`` with its own reason, the
     rest with how the turn ended (a blocked prompt's asker gets no answer to another's)."""
-    result = TurnResult(state.turn, state.reason, state.text, state.usage, state.error)
+    result = TurnResult(state.turn, state.reason, state.text, state.usage, state.hand_on_error())
     blocked = state.blocked
     if blocked is None:
         settle(items, result)
