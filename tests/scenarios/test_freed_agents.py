@@ -18,8 +18,8 @@ import trio.testing
 import retinue
 from retinue.session import Session
 from retinue.stores import MemoryStore
-from retinue.testing import FinishWithError, Reply, ScriptedModel
-from tests.helpers import OPTIONS, runtime
+from retinue.testing import FinishWithError, Hang, Reply, ScriptedModel
+from tests.helpers import OPTIONS, echo, runtime
 
 
 @contextmanager
@@ -105,3 +105,42 @@ async def test_the_error_a_turn_ended_with_goes_with_the_last_reference_to_its_r
             kept = weakref.ref(result.error)
         del result, agent
         assert kept() is None
+
+
+def _model_ending(ending: str) -> ScriptedModel:
+    if ending == "completed":
+        arguments = {"echo": '{"text": "hi"}'}
+        return ScriptedModel.tool_loop(["echo"], calls_per_step=2, arguments=arguments)
+    if ending == "error":
+        return ScriptedModel([FinishWithError("model broke", "MODEL_BROKE")], repeat_last=True)
+    return ScriptedModel([Hang("thinking")], repeat_last=True)
+
+
+async def _agents_ending(ending: str) -> None:
+    """Two agents whose turns end *ending*; one disposed, the other with its runtime."""
+    async with runtime(_model_ending(ending), tools=[echo]) as rt:
+        agents = [await rt.create_agent(f"a{index}", OPTIONS) for index in range(2)]
+        for agent in agents:
+            if ending in ("completed", "error"):
+                await agent.ask("hello")
+                continue
+            agent.send("hello")
+            await trio.sleep(1)
+            if ending == "cancelled":
+                agent.cancel("enough")
+                await agent.wait_idle()
+        await agents[0].dispose()
+        with pytest.raises(retinue.AgentDisposedError):
+            await agents[0].ask("again")
+
+
+@pytest.mark.parametrize("ending", ["completed", "error", "cancelled", "disposed"])
+async def test_agents_torn_down_leave_nothing_to_the_cyclic_collector(
+    autojump_clock: trio.testing.MockClock, ending: str
+) -> None:
+    """Once their runtime is closed, agents whose turns ended *ending* are freed by
+    reference counting: the cyclic collector finds nothing left of them."""
+    await _agents_ending(ending)  # the first run fills caches that live on
+    with collector_off():
+        await _agents_ending(ending)
+        assert gc.collect() == 0
