@@ -184,6 +184,8 @@ async def _call_in_thread(
                 abandon_on_cancel=True,
                 limiter=pool.threads,
             )
+        if type(value) is _Raised:
+            raise value.take()
         return await _settle(value)
     finally:
         # Answered, cancelled or timed out: a thread running on must not reach the
@@ -204,8 +206,36 @@ def _threads_exhausted(tool: Tool) -> ToolError:
     )
 
 
+class _Raised:
+    """What a sync body raised in its worker thread, carried back to be raised in trio's.
+
+    Raised through trio's thread machinery, the error would be held by the
+    frames its traceback holds, a cycle left to the cyclic collector with the
+    body's frames and every value they hold, at each failed call.
+    """
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self._error: BaseException | None = error
+
+    def take(self) -> BaseException:
+        """The error, let go of here: the frame raising it holds this carrier."""
+        error, self._error = self._error, None
+        assert error is not None
+        return error
+
+
 def _run_sync_body(tool: Tool, kwargs: dict[str, object]) -> object:
-    """Call a sync body in its worker thread; a coroutine it returns is closed, not leaked."""
+    """Call a sync body in its worker thread; what it raises comes back as a :class:`_Raised`."""
+    try:
+        return _sync_body_value(tool, kwargs)
+    except BaseException as exc:
+        return _Raised(exc)
+
+
+def _sync_body_value(tool: Tool, kwargs: dict[str, object]) -> object:
+    """Call a sync body; a coroutine it returns is closed, not leaked."""
     try:
         value = tool.call(**kwargs)
     except StopIteration as exc:
