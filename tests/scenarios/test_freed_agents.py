@@ -7,6 +7,7 @@ there, and shows as a handle, session or store still alive.
 from __future__ import annotations
 
 import gc
+import logging
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,8 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.session import Session
+from retinue import MessageSource
+from retinue.session import Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 from retinue.stores import MemoryStore
 from retinue.testing import FinishWithError, Hang, Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
@@ -138,11 +140,23 @@ def _model_ending(ending: str) -> ScriptedModel:
     return ScriptedModel([Hang("thinking")], repeat_last=True)
 
 
+async def _ask_with_a_turn_open_in_the_log(agent: retinue.Agent) -> None:
+    """Ask while another writer's turn is open: the turn fails before it opens."""
+    foreign = MessageSource("plugin", "foreign")
+    agent.session.append(TurnStart(1, TurnTrigger("message", foreign)))
+    result = await agent.ask("hello")
+    assert result.reason.code == "TURN_NOT_OPENED"
+    agent.session.append(TurnEnd(1, TurnEndReason.completed()))
+
+
 async def _agents_ending(ending: str) -> None:
     """Two agents whose turns end *ending*; one disposed, the other with its runtime."""
     async with runtime(_model_ending(ending), tools=[noted, broken]) as rt:
         agents = [await rt.create_agent(f"a{index}", OPTIONS) for index in range(2)]
         for agent in agents:
+            if ending == "not opened":
+                await _ask_with_a_turn_open_in_the_log(agent)
+                continue
             if ending in ("completed", "sync tool failed", "error"):
                 await agent.ask("hello")
                 continue
@@ -157,13 +171,18 @@ async def _agents_ending(ending: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "ending", ["completed", "sync tool failed", "error", "cancelled", "disposed"]
+    "ending", ["completed", "sync tool failed", "error", "not opened", "cancelled", "disposed"]
 )
-async def test_agents_torn_down_leave_nothing_to_the_cyclic_collector(ending: str) -> None:
+async def test_agents_torn_down_leave_nothing_to_the_cyclic_collector(
+    monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
     """Once their runtime is closed, agents whose turns ended *ending* are freed by
     reference counting: the cyclic collector finds nothing left of them. (On trio's
     own clock: a virtual one would jump to the runtime's deadline while a sync tool's
     worker thread runs.)"""
+    # pytest keeps every log record with its arguments, a turn's error among them, which
+    # would keep alive what a cycle holds: the loop's warnings go to stderr instead.
+    monkeypatch.setattr(logging.getLogger("retinue.loop"), "propagate", False)
     await _agents_ending(ending)  # the first run fills caches that live on
     with collector_off():
         await _agents_ending(ending)

@@ -318,7 +318,7 @@ class Agent:
             await ticket.done.wait()  # the usual asker, not an agent: no helper to await
         else:
             await _wait_as(caller, core, ticket.done)
-        result = ticket.result
+        result = ticket.take()
         assert isinstance(result, TurnResult)
         if result.reason.code == "DRIVER_CRASH":
             # A crash answers its prompts before the supervisor has closed the turn

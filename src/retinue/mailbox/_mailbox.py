@@ -36,6 +36,16 @@ class Ticket(Generic[T]):
             self.result = result
             self.done.set()
 
+    def take(self) -> T | None:
+        """The result, handed over and let go of here.
+
+        The item holding this ticket may be held by the frames of a failure the
+        result carries (a turn that failed before it opened): kept here, the
+        result would close a cycle through them, left to the cyclic collector.
+        """
+        result, self.result = self.result, None
+        return result
+
 
 @final
 @attrs.frozen
