@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -126,6 +127,23 @@ def test_unregister_is_idempotent_and_forgets_an_empty_seam() -> None:
     remove()
     assert not bus.has_listeners("agent/queued")
     assert bus.listeners("agent/queued") == []
+
+
+def test_unregistering_costs_the_same_however_many_listeners_the_seam_has() -> None:
+    """R6.5: an unregister finds its own listener at once. Removing twenty thousand
+    listeners newest first took seconds, each removal searching the seam's list
+    from its oldest listener."""
+    bus = HookBus()
+    count = 20_000
+    shared = [bus.on("agent/status", lambda *_: None) for _ in range(count)]
+    scoped = [bus.on("agent/status", lambda *_: None, agent="a") for _ in range(count)]
+    started = time.perf_counter()
+    for unregister in reversed(shared + scoped):
+        unregister()
+    elapsed = time.perf_counter() - started
+    assert not bus.has_listeners("agent/status")
+    # Linear, this is a few hundredths of a second; searched, it was seconds per seam.
+    assert elapsed < 1.0, f"{2 * count} unregisters took {elapsed:.2f}s"
 
 
 def test_same_function_registered_twice_runs_twice_and_unregisters_separately() -> None:

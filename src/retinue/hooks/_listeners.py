@@ -33,24 +33,26 @@ class Seam:
 
     Split by scope so that a dispatch, a ``hears`` and an agent's teardown
     touch only the shared listeners and that agent's, however many agents
-    have listeners of their own.
+    have listeners of their own. Each table is keyed by registration order,
+    which is unique on a bus: an unregister finds its entry at once, however
+    many listeners the seam has, and the table keeps registration order.
     """
 
-    shared: list[Entry] = attrs.field(factory=list)
-    scoped: dict[str, list[Entry]] = attrs.field(factory=dict)
+    shared: dict[int, Entry] = attrs.field(factory=dict)
+    scoped: dict[str, dict[int, Entry]] = attrs.field(factory=dict)
 
     def add(self, entry: Entry) -> None:
         if entry.scope is None:
-            self.shared.append(entry)
+            self.shared[entry.order] = entry
         else:
-            self.scoped.setdefault(entry.scope, []).append(entry)
+            self.scoped.setdefault(entry.scope, {})[entry.order] = entry
 
     def remove(self, entry: Entry) -> bool:
         """Remove *entry* if present; whether it was."""
         entries = self.shared if entry.scope is None else self.scoped.get(entry.scope)
-        if entries is None or entry not in entries:
+        if entries is None or entries.get(entry.order) is not entry:
             return False
-        entries.remove(entry)
+        del entries[entry.order]
         if not entries and entry.scope is not None:
             del self.scoped[entry.scope]
         return True
@@ -61,11 +63,16 @@ class Seam:
     def reached(self, scope: str | None) -> list[Listener]:
         """The listeners *scope*'s dispatch reaches, in registration order (a new list)."""
         own = self.scoped.get(scope) if scope is not None else None
+        # Each table copied in one step before the listeners are read out of it: a
+        # registration made meanwhile from another thread must not end the dispatch
+        # with "dictionary changed size during iteration".
+        shared = tuple(self.shared.values())
         if not own:
-            return [entry.fn for entry in self.shared]
-        if not self.shared:
-            return [entry.fn for entry in own]
-        return [entry.fn for entry in sorted((*self.shared, *own), key=_order)]
+            return [entry.fn for entry in shared]
+        scoped = tuple(own.values())
+        if not shared:
+            return [entry.fn for entry in scoped]
+        return [entry.fn for entry in sorted((*shared, *scoped), key=_order)]
 
     def __bool__(self) -> bool:
         return bool(self.shared or self.scoped)
