@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from retinue.prompt import PromptError, Section, check_template, render
@@ -91,3 +93,26 @@ def test_render_refuses_a_section_that_is_not_text() -> None:
     """R7.52: a section whose text is not a string is a PromptError naming it."""
     with pytest.raises(PromptError, match="section 's' is not text but NoneType"):
         render([Section("s", None)], {})  # type: ignore[arg-type]
+
+
+# Typed as anything: what a caller outside the type checker's sight may pass.
+ORDER_TEXT: Any = "10"
+NO_ORDER: Any = None
+
+
+@pytest.mark.parametrize(
+    ("sections", "problem"),
+    [
+        ([Section("rules", "x", order=ORDER_TEXT), Section("persona", "y")], "order '10'"),
+        ([Section("rules", "x", order=NO_ORDER), Section("persona", "y")], "order None"),
+        ([Section("persona", "y"), "Answer in one sentence."], "a section is str, not a Section"),
+    ],
+)
+def test_render_refuses_what_is_no_section_or_is_ordered_by_no_int(
+    sections: list[Section], problem: str
+) -> None:
+    """R7.52: rendering refuses an item that is no section, or a section ordered by no int,
+    with a PromptError naming it, where sorting failed as a bare TypeError or AttributeError
+    naming neither."""
+    with pytest.raises(PromptError, match=problem):
+        render(sections, {})

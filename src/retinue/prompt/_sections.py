@@ -176,16 +176,33 @@ def _value(name: str, variables: Mapping[str, str | None], where: str) -> str:
     return value
 
 
+def _checked_sections(sections: Iterable[Section]) -> list[Section]:
+    """*sections* as a list, each a :class:`Section` ordered by an int.
+
+    Checked before sorting: an order of another type would fail the sort as a
+    bare ``TypeError`` comparing two values, naming neither section.
+    """
+    checked = list(sections)
+    for section in checked:
+        if not isinstance(section, Section):
+            raise PromptError(f"a section is {type(section).__name__}, not a Section")
+        order: object = section.order  # what a caller set, whatever the annotation says
+        if not isinstance(order, int) or isinstance(order, bool):
+            raise PromptError(f"section {section.name!r} has order {order!r}, not an int")
+    return checked
+
+
 def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> str:
     """Render sections in ascending order, dropping empty ones, joined by blank lines.
 
     Raises:
         PromptError: an unknown, valueless or malformed ``{{variable}}``, or
             a lone ``{{`` or ``}}`` (``\\{{`` and ``\\}}`` are literal braces,
-            ``\\\\{{name}}`` a backslash and the variable's text).
+            ``\\\\{{name}}`` a backslash and the variable's text); or an item
+            that is no :class:`Section`, or a section whose ``order`` is no int.
     """
     parts = []
-    for section in sorted(sections, key=lambda item: item.order):
+    for section in sorted(_checked_sections(sections), key=lambda item: item.order):
         text = _interpolate(section.text, variables, section.name).strip()
         if text:
             parts.append(text)
