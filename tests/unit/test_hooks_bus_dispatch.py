@@ -369,6 +369,55 @@ async def test_parallel_logs_the_failures_it_does_not_raise(
     assert "not raised: another listener's failure was" in caplog.records[0].getMessage()
 
 
+async def test_a_parallel_listener_raising_one_error_object_is_named_on_it_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4: the note naming the listener is added once. A listener that raised the
+    same error object on every dispatch gave it one more note each time, without bound."""
+    bus = HookBus()
+    down = ConnectionError("backup service down")
+
+    async def backup(*_args: object) -> None:
+        await trio.lowlevel.checkpoint()
+        raise down
+
+    bus.on("session/flush", backup)
+    with trio.fail_after(DEADLINE):
+        for _ in range(3):
+            with pytest.raises(ConnectionError):
+                await bus.parallel("session/flush", "agent", "session")
+    assert len(down.__notes__) == 1
+    assert "session/flush listener" in down.__notes__[0]
+
+
+async def test_a_parallel_listener_error_whose_notes_are_no_list_is_raised_as_it_is(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R6.4: a listener's error whose ``__notes__`` is no list is the failure the dispatch
+    raises, the others logged as unraised failures. Adding the note failed with a TypeError
+    of the bus's own, raised in its place, every other failure logged as cut by a cancel."""
+    bus = HookBus()
+
+    async def odd(*_args: object) -> None:
+        error = ValueError("odd notes")
+        error.__notes__ = ("set by the listener",)  # type: ignore[assignment]
+        raise error
+
+    async def later(*_args: object) -> None:
+        await trio.sleep(1)
+        raise KeyError("later")
+
+    bus.on("session/flush", odd)
+    bus.on("session/flush", later)
+    with (
+        trio.fail_after(DEADLINE),
+        caplog.at_level(logging.ERROR, logger="retinue.hooks"),
+        pytest.raises(ValueError, match="odd notes"),
+    ):
+        await bus.parallel("session/flush", "agent", "session")
+    assert "not raised: another listener's failure was" in caplog.records[0].getMessage()
+
+
 async def test_a_parallel_dispatch_cut_by_a_deadline_logs_the_failures_it_collected(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:

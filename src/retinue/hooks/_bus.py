@@ -445,7 +445,7 @@ class HookBus:
             try:
                 await _call(name, fn, *args)
             except Exception as exc:
-                exc.add_note(f"raised by {a_listener_of(name)}: {fn!r}")
+                _note_listener(exc, f"raised by {a_listener_of(name)}: {fn!r}")
                 failures.append(exc)
 
         try:
@@ -464,6 +464,22 @@ class HookBus:
         if failures:
             _log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
+
+
+def _note_listener(exc: Exception, note: str) -> None:
+    """Add *note*, naming the listener that raised *exc*, unless *exc* already has it.
+
+    Once: a listener raising one exception object on every dispatch would otherwise
+    gain a note per dispatch, without bound. An exception whose notes are no list
+    (or cannot be read) is raised as it is: the ``TypeError`` of adding to them
+    would escape the dispatch in its place.
+    """
+    try:
+        if note not in getattr(exc, "__notes__", ()):
+            exc.add_note(note)
+    except Exception:
+        # The notes are the listener's: its failure, not theirs, is what the dispatch raises.
+        return
 
 
 def _passing_on(group: BaseExceptionGroup[BaseException]) -> BaseException:
