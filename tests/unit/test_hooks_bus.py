@@ -198,7 +198,7 @@ def test_an_unknown_seam_name_is_refused_with_the_closest_seam() -> None:
     bus = HookBus()
     with pytest.raises(ValueError, match="'tools/pre-execute'"):
         bus.on("tools/pre_execute", lambda *_: None)
-    assert not bus.has_listeners("tools/pre_execute")
+    assert not bus.has_listeners("tools/pre-execute")
 
 
 def test_emit_raising_runs_all_listeners_then_raises_the_first_failure() -> None:

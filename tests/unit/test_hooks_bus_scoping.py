@@ -146,6 +146,20 @@ def test_unregistering_costs_the_same_however_many_listeners_the_seam_has() -> N
     assert elapsed < 1.0, f"{2 * count} unregisters took {elapsed:.2f}s"
 
 
+def test_the_listener_queries_refuse_a_name_that_is_no_seam() -> None:
+    """R6.5: asking about a misspelled seam raises ValueError naming the closest one,
+    as registering for it does, where the queries answered it as a seam nobody hears."""
+    bus = HookBus()
+    bus.on("agent/status", lambda *_: None)
+    with pytest.raises(ValueError, match="did you mean 'agent/status'"):
+        bus.has_listeners("agent/stauts")
+    with pytest.raises(ValueError, match="did you mean 'agent/status'"):
+        bus.listeners("agent/stauts")
+    assert bus.has_listeners("agent/status")
+    assert not bus.has_listeners("agent/queued")
+    assert bus.listeners("agent/queued") == []
+
+
 def test_same_function_registered_twice_runs_twice_and_unregisters_separately() -> None:
     """R6.5: each registration is its own entry."""
     bus = HookBus()

@@ -267,8 +267,16 @@ class HookBus:
             self._notify(name)
 
     def has_listeners(self, name: str) -> bool:
-        """Whether any listener is registered for *name* (scoped or not)."""
-        return name in self._listeners
+        """Whether any listener is registered for *name* (scoped or not).
+
+        Raises:
+            ValueError: *name* is not a seam, as :meth:`on` refuses it: a misspelled
+                name would read as a seam nobody listens to.
+        """
+        if name in self._listeners:
+            return True
+        seam_mode(name)  # checked only when unheard: a heard name is a seam
+        return False
 
     def hears(self, name: str, scope: str | None) -> bool:
         """Whether *scope*'s dispatch of *name* reaches any listener; builds nothing.
@@ -280,9 +288,14 @@ class HookBus:
         return name in self._listeners and self._listeners[name].heard_by(scope)
 
     def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
-        """The listeners *scope*'s dispatch of *name* reaches, in registration order."""
+        """The listeners *scope*'s dispatch of *name* reaches, in registration order.
+
+        Raises:
+            ValueError: *name* is not a seam, as :meth:`has_listeners` says.
+        """
         seam = self._listeners.get(name)
         if seam is None:
+            seam_mode(name)
             return []
         return seam.reached(scope)
 
