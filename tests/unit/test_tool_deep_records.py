@@ -18,6 +18,7 @@ import pytest
 
 from retinue._lossless import MAX_JSON_DEPTH, JsonValue, freeze_json
 from retinue.tools import _validate as validator, tool
+from retinue.tools._deep import MAX_NESTED_RECORDS
 from tests.unit._tool_kit import execute
 
 
@@ -72,9 +73,10 @@ def test_a_union_in_a_recursive_record_judges_each_part_a_bounded_number_of_time
 ) -> None:
     """R9.7: each level's union judged its whole subtree again, the work growing with the
     square of the depth (190 levels took 5 s on the trio thread); it grows with the depth."""
-    levels = (25, 50, 100)
+    levels = (30, 60, 90)
     costs = [_judgements_binding(monkeypatch, {"root": _tree(n, leaf)}) for n in levels]
-    # Doubling the depth doubles the work, give or take the last attempt's few levels.
+    # Doubling the depth doubles the work, give or take the last attempt's few levels;
+    # squared, it would take four times as much.
     assert costs[1] <= 2.5 * costs[0]
     assert costs[2] <= 2.5 * costs[1]
     assert costs[2] <= 25 * levels[2]
@@ -142,26 +144,70 @@ def _follow() -> Callable[[_Link], str]:
     return follow
 
 
-async def test_a_chain_as_deep_as_the_arguments_may_nest_converts() -> None:
-    """R9.7: a record holding the next through a union failed with RecursionError about
-    190 levels down, inside the 200 levels (MAX_JSON_DEPTH) a call's arguments may nest."""
-    links = MAX_JSON_DEPTH - 1  # the arguments' object is the first level
-    arguments = freeze_json({"start": _chain(links)})
-    assert await execute(tool(_follow()), arguments) == (f"{links} links", None)
+async def test_a_chain_as_deep_as_a_conversion_may_go_converts() -> None:
+    """R9.7: a record holding the next through a union, as many records deep as a
+    conversion may go, converts in a call made under trio."""
+    arguments = freeze_json({"start": _chain(MAX_NESTED_RECORDS)})
+    assert await execute(tool(_follow()), arguments) == (f"{MAX_NESTED_RECORDS} links", None)
 
 
-def test_a_record_nested_past_the_limit_is_refused_naming_it() -> None:
-    """R9.7: bound plain, deeper than any call carries, it is refused naming the limit,
-    its path cut short, where a RecursionError gave a path of kilobytes."""
+async def test_a_record_nested_past_the_limit_is_refused_naming_it() -> None:
+    """R9.7: one record deeper is refused, naming the limit, its path cut short, where
+    a chain a little under the 200 levels a call's arguments may nest failed with a
+    RecursionError and a path of kilobytes."""
     defined = tool(_follow())
-    assert defined.check_arguments({"start": _chain(MAX_JSON_DEPTH + 50)}) is None
-    assert defined.bind is not None
-    with pytest.raises(ValueError, match="nested too deeply") as refused:
-        defined.bind({"start": _chain(MAX_JSON_DEPTH + 50)})
-    message = str(refused.value)
-    assert message.endswith(f"...: nested too deeply: more than {MAX_JSON_DEPTH} levels")
-    assert message.startswith("start.next.next.")
-    assert len(message) < 120
+    for links in (MAX_NESTED_RECORDS + 1, MAX_JSON_DEPTH - 1):
+        text, error = await execute(defined, freeze_json({"start": _chain(links)}))
+        assert error is not None
+        assert text.endswith(
+            f"...: nested too deeply: more than {MAX_NESTED_RECORDS} records inside one another"
+        )
+        assert "start.next.next." in text
+        assert len(text) < 200
+
+
+def _anything(_value: object) -> bool:
+    return True
+
+
+@dataclasses.dataclass
+class _A:
+    b: Annotated[_B | int, annotated_types.Predicate(_anything)]
+
+
+@dataclasses.dataclass
+class _B:
+    c: Annotated[_C | int, annotated_types.Predicate(_anything)]
+
+
+@dataclasses.dataclass
+class _C:
+    a: Annotated[_A | int, annotated_types.Predicate(_anything)]
+
+
+def _circle(levels: int) -> JsonValue:
+    value: JsonValue = 1
+    for index in reversed(range(levels)):
+        value = {"bca"[index % 3]: value}
+    return value
+
+
+async def test_a_circle_of_records_used_once_each_counts_every_record() -> None:
+    """R9.7: records written out where they are used, a circle (A holds B holds C holds A),
+    count toward the limit as a record described under $defs does: refused naming the limit
+    past it, where 180 levels failed with a RecursionError."""
+
+    def walk(root: _A) -> str:
+        return "walked"
+
+    defined = tool(walk)
+    assert await execute(defined, freeze_json({"root": _circle(MAX_NESTED_RECORDS)})) == (
+        "walked",
+        None,
+    )
+    text, error = await execute(defined, freeze_json({"root": _circle(180)}))
+    assert error is not None
+    assert text.endswith(f"more than {MAX_NESTED_RECORDS} records inside one another")
 
 
 def test_an_untyped_value_nested_past_the_limit_is_refused_naming_it() -> None:

@@ -1,79 +1,45 @@
-"""A conversion nested deeper than one thread's stack holds: the rest goes on in another.
+"""How deep a recursive record's conversion goes: refused, naming the limit, before Python's.
 
 A recursive record converts by calling its own conversion, four to eight Python
-frames per level of the value (more under a union, whose member test runs on top),
-and Python refuses a thread more than its recursion limit of frames (1000): the 200
-levels of :data:`MAX_JSON_DEPTH` need more. So a conversion counts the records it has
-entered on the current thread's stack, and after :data:`RECORDS_PER_STACK` of them
-converts the next one in a new thread, whose stack starts empty, while this one
-waits: the same conversion, each part converted once, in order. A call's arguments
-are converted on the trio thread, which waits as it would for the conversion itself.
-
-A value nested more than :data:`MAX_JSON_DEPTH` levels, which no tool call carries
-(the arguments are refused before), is refused here too, so the threads waiting on
-one another stay few.
+frames per level of the value (more under a union or a Predicate), and Python
+refuses a thread more than its recursion limit of frames (1000). Rather than fail
+somewhere below with a ``RecursionError`` and a path kilobytes long, a conversion
+counts the records it is inside and refuses one nested past
+:data:`MAX_NESTED_RECORDS`, naming the limit. Every conversion runs on the thread
+that binds the call (the trio thread, for the model's calls), user code in the
+records (``__post_init__``, validators, Predicates) included.
 """
 
 from __future__ import annotations
 
-import contextvars
 import threading
-
-from retinue._lossless import MAX_JSON_DEPTH
 
 from ._located import Coerce, NestedTooDeeplyError
 
-__all__ = ["RECORDS_PER_STACK", "nested"]
+__all__ = ["MAX_NESTED_RECORDS", "nested"]
 
-RECORDS_PER_STACK = 40
-"""Records one thread's stack enters before the next goes on in a thread of its own."""
+MAX_NESTED_RECORDS = 100
+"""Records of a recursive schema one argument may hold inside one another: deep enough for
+any tree a model writes, and within Python's recursion limit under the trio run's frames."""
 
 
 class _Nesting(threading.local):
-    """The records entered on this thread's stack, and on those of the threads waiting for it."""
+    """The records the conversion running on this thread is inside."""
 
-    here = 0
-    below = 0
+    depth = 0
 
 
 _NESTING = _Nesting()
 
 
 def nested(convert: Coerce, value: object) -> object:
-    """*convert* (a record's conversion) of *value*, one level further in.
-
-    Each record at least one JSON level below the record holding it, and the first
-    below the arguments' object: the :data:`MAX_JSON_DEPTH`-th is past the limit.
-    """
+    """*convert* (a record's conversion) of *value*, one record further in."""
     nesting = _NESTING
-    here = nesting.here
-    if here + nesting.below >= MAX_JSON_DEPTH:
-        raise NestedTooDeeplyError
-    if here == RECORDS_PER_STACK:
-        return _on_new_stack(convert, value, nesting.below + here)
-    nesting.here = here + 1
+    depth = nesting.depth
+    if depth >= MAX_NESTED_RECORDS:
+        raise NestedTooDeeplyError(f"more than {MAX_NESTED_RECORDS} records inside one another")
+    nesting.depth = depth + 1
     try:
         return convert(value)
     finally:
-        nesting.here = here
-
-
-def _on_new_stack(convert: Coerce, value: object, below: int) -> object:
-    # The unions' refusals and judgements, in a context variable, go along with it.
-    context = contextvars.copy_context()
-    outcome: list[tuple[object, BaseException | None]] = []
-
-    def run() -> None:
-        _NESTING.below = below
-        try:
-            outcome.append((context.run(nested, convert, value), None))
-        except BaseException as exc:  # raised again in the thread that waits for it
-            outcome.append((None, exc))
-
-    worker = threading.Thread(target=run, name="retinue deep conversion", daemon=True)
-    worker.start()
-    worker.join()
-    converted, failure = outcome[0]
-    if failure is not None:
-        raise failure
-    return converted
+        nesting.depth = depth

@@ -17,6 +17,7 @@ import re
 import typing
 from collections import Counter
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TypeVar, final
 
 import attrs
@@ -103,7 +104,10 @@ def shared_record(key: object, build: Callable[[], Shape]) -> Shape:
         return _counted(current, key, build)
     name = current.names.get(key)
     if name is None:
-        return build()  # used once: written out where it is used
+        # Used once: written out where it is used, and counted as it converts, as it may
+        # be a link of a circle of records (A holds B, which holds A).
+        built = build()
+        return Shape(built.schema, partial(nested, built.coerce))
     shape = current.built.get(key)
     if shape is not None:
         return shape

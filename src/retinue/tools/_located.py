@@ -66,10 +66,11 @@ class _ArgumentError(RetinueError, ValueError):
 
 
 class NestedTooDeeplyError(ValueError):
-    """A value nested past :data:`MAX_JSON_DEPTH` levels, refused rather than converted."""
+    """A value nested too deeply to convert: past :data:`MAX_JSON_DEPTH` levels, or past the
+    records of a recursive schema a conversion may be inside."""
 
-    def __init__(self) -> None:
-        super().__init__(f"nested too deeply: more than {MAX_JSON_DEPTH} levels")
+    def __init__(self, limit: str = f"more than {MAX_JSON_DEPTH} levels") -> None:
+        super().__init__(f"nested too deeply: {limit}")
 
 
 # How much of the path to a part nested too deeply a refusal shows, as freeze_json does.
