@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from retinue import SessionError
@@ -129,3 +131,48 @@ def test_a_failure_hidden_by_ctrl_c_is_logged_with_the_seq_it_failed_on(
     [record] = [r for r in caplog.records if "Ctrl-C is raised instead" in r.getMessage()]
     assert "seq 0 (plugin/ask)" in record.getMessage()
     assert len(session.events) == 2
+
+
+class _CtrlCOnce(logging.Handler):
+    """A log handler that raises Ctrl-C the first time it writes: one landing mid-line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fired = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+def test_an_announcement_cut_short_twice_still_lets_later_appends_be_heard() -> None:
+    """R4.8: Ctrl-C escaping while a failure is logged, then an observer raising SystemExit on
+    an event left to announce, end that append; every event is heard and later appends are
+    announced, where the announcer stayed marked busy and only queued them ever after."""
+    session = Session.create("agent")
+    heard: list[int] = []
+
+    def appending(event: Event) -> None:
+        heard.append(event.seq)
+        if event.seq == 0:
+            session.append_custom("plugin/a", 1)
+            session.append_custom("plugin/b", 2)
+            raise ValueError("fails on seq 0")
+        if event.seq == 1:
+            raise ValueError("fails on seq 1")
+        if event.seq == 2:
+            raise SystemExit(3)
+
+    session.observe(appending)
+    handler = _CtrlCOnce()
+    logger = logging.getLogger("retinue.session")
+    logger.addHandler(handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            session.append_custom("plugin/ask", 0)
+    finally:
+        logger.removeHandler(handler)
+    assert handler.fired
+    session.append_custom("plugin/later", 3)
+    assert heard == [0, 1, 2, 3]

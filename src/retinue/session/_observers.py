@@ -176,11 +176,13 @@ class Announcer:
             if self._deferred:
                 self._announce_deferred(None)
         finally:
-            if self._deferred:
-                # Left by what escaped the loop (a Ctrl-C between two observers): heard
-                # now, as the store among them must hear each before a flush or detach.
-                self._announce_left()
-            self._announcing = False
+            try:
+                if self._deferred:
+                    # Left by what escaped the loop (a Ctrl-C between two observers): heard
+                    # now, as the store among them must hear each before a flush or detach.
+                    self._announce_left()
+            finally:
+                self._announcing = False
 
     def _announce_deferred(self, failed: tuple[Event, Observer, BaseException] | None) -> None:
         """Announce the deferred events, then raise what the announcements failed with."""
@@ -216,10 +218,17 @@ class Announcer:
         raise error
 
     def _announce_left(self) -> None:
-        """Announce what is still deferred while an exception escapes; failures are logged."""
+        """Announce what is still deferred while an exception escapes; failures are logged,
+        and a Ctrl-C among them is raised once every observer heard every event."""
+        interrupt: BaseException | None = None
         while self._deferred:
             event, notify = self._deferred.popleft()
             try:
                 notify(event)
-            except Exception as exc:
-                _log_unraised(event, observer_failure(notify, exc), "another exception")
+            except BaseException as exc:
+                if not synchronous_failure(exc):
+                    interrupt = interrupt or exc
+                else:
+                    _log_unraised(event, observer_failure(notify, exc), "another exception")
+        if interrupt is not None:
+            raise interrupt
