@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 import retinue
+from retinue import StoreError
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.stores._writebehind import BufferedStore
@@ -73,6 +74,8 @@ async def test_a_resume_after_a_release_that_timed_out_settles_it_first(
         store.hanging = True
         with pytest.raises(ValueError, match="the setup failed"):
             await rt.resume_agent(agent.id, OPTIONS, setup=failing_setup)
+        with pytest.raises(StoreError, match=r"^the release of a failed resume's claim is still"):
+            await rt.resume_agent(agent.id, OPTIONS)  # the store hangs still
         store.hanging = False
         resumed = await rt.resume_agent(agent.id, OPTIONS)
         assert resumed.status == "idle"

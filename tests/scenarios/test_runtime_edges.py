@@ -111,7 +111,8 @@ async def test_a_final_flush_failing_again_as_the_runtime_closes_is_logged(
     assert caught.value.code == "CLOSE_FAILED"
     agent_id = agents[0].id
     expected = (
-        f"final flush of session {agent_id} failed again as the runtime closed: session "
+        f"the final flush of a disposed agent (session {agent_id}) failed again as the runtime "
+        "closed: session "
         f"{agent_id!r}: the write failed: the store's write failed: OSError: [Errno 28] No "
         "space left on device; the session stays released with its unflushed events buffered "
         "in the store, for the next load of the id to take over or the store's close"

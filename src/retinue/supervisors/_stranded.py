@@ -20,6 +20,8 @@ log = logging.getLogger("retinue.supervisors")
 # What a store answers for a released session that is no longer this runtime's to
 # store: its create lost the id to another writer, another load took it over, or
 # it appended after its release. No later try can succeed.
+_FINAL_FLUSH = "the final flush of a disposed agent"
+_RELEASE = "the release of a failed resume's claim"
 _NOT_OURS = frozenset({"SESSION_ALREADY_EXISTS", "SESSION_TAKEN_OVER", "SESSION_RELEASED"})
 
 
@@ -40,6 +42,8 @@ class StrandedSessions:
     _hung: set[str] = attrs.field(factory=set, init=False)
     # What each failed to detach with, for its log line.
     _failures: dict[str, Exception] = attrs.field(factory=dict, init=False)
+    # What each one's detach was, for the messages of a later try: by default a final flush.
+    _kinds: dict[str, str] = attrs.field(factory=dict, init=False)
 
     async def detach(self, session: Session) -> None:
         """Let the store go of a retired agent's session; one it fails to is kept stranded."""
@@ -57,6 +61,7 @@ class StrandedSessions:
         start; one the store fails to let go is kept stranded, as a final flush's is, so a
         later resume of the id settles it first rather than find it still loaded."""
         if await self._kept(session):
+            self._kinds[session.id] = _RELEASE
             log.error(
                 "releasing session %s after a failed resume failed: %s; the next resume of "
                 "the id tries again first",
@@ -94,14 +99,18 @@ class StrandedSessions:
         services = self._services
         failure = await detach_within(services.store, session, services.flush_timeout)
         if failure is not None and not _dropped(agent_id, failure):
-            message = f"the final flush of a disposed agent is still pending: {failure}"
+            message = f"{self._kind(agent_id)} is still pending: {failure}"
             code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
             raise StoreError(message, code=code) from failure
         # Settled by another close meanwhile, perhaps: only this session is let go.
         if self._sessions.get(agent_id) is session:
             del self._sessions[agent_id]
             self._failures.pop(agent_id, None)
+            self._kinds.pop(agent_id, None)
             self._hung.discard(agent_id)
+
+    def _kind(self, agent_id: str) -> str:
+        return self._kinds.get(agent_id, _FINAL_FLUSH)
 
     async def settle_all(self) -> None:
         """Try every failed final flush once more, together, as the runtime closes (R12.9).
@@ -116,13 +125,15 @@ class StrandedSessions:
                 nursery.start_soon(self._settle_at_close, agent_id)
 
     async def _settle_at_close(self, agent_id: str) -> None:  # noqa: ASYNC910 - called for a stranded id, whose detach is awaited
+        kind = self._kind(agent_id)
         try:
             await self.settle(agent_id)
         except StoreError as exc:
             log.warning(
-                "final flush of session %s failed again as the runtime closed: %s; the session "
+                "%s (session %s) failed again as the runtime closed: %s; the session "
                 "stays released with its unflushed events buffered in the store, for the next "
                 "load of the id to take over or the store's close",
+                kind,
                 agent_id,
                 exc.__cause__ or exc,
             )
