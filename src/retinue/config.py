@@ -159,7 +159,8 @@ class ParallelCapSetting:
 
     Writing an invalid value to :attr:`value` raises :class:`~retinue.ConfigError`
     and keeps the last good value; subscribers hear every accepted write, in
-    order: one a subscriber makes (a clamp) is the last each of them hears.
+    order: one a subscriber makes (a clamp) is the last each of them hears, and one
+    unsubscribed, even by another while a write is being told, hears no more.
     Nothing here blocks.
     """
 
@@ -183,9 +184,12 @@ class ParallelCapSetting:
         self._value = value  # validated on set: an invalid value raises and is not stored
         self._writes += 1
         write = self._writes
-        for _token, fn in list(self._subscribers):
+        for registration in list(self._subscribers):
             if self._writes != write:
                 return
+            if registration not in self._subscribers:
+                continue  # unsubscribed by one heard before it: its unsubscribe has returned
+            _token, fn = registration
             try:
                 fn(value)
             except Exception:

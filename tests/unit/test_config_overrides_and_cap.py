@@ -220,3 +220,17 @@ def test_parallel_cap_unsubscribe_removes_its_own_registration_only() -> None:
     first()
     setting.value = 3
     assert heard == [3]
+
+
+def test_a_subscriber_unsubscribed_while_a_write_is_told_hears_it_no_more() -> None:
+    """R13.6: a subscriber that unsubscribes a later one (say, unbinding a runtime that
+    closed) keeps that one from hearing the write it is being told: its unsubscribe has
+    returned."""
+    setting = ParallelCapSetting()
+    heard: list[int] = []
+    unsubscribe_later: list[Callable[[], None]] = []
+    setting.subscribe(lambda _value: unsubscribe_later[0]())
+    unsubscribe_later.append(setting.subscribe(heard.append))
+    setting.value = 4
+    setting.value = 5
+    assert heard == []
