@@ -367,7 +367,8 @@ def load_config(path: str | os.PathLike[str]) -> LoopConfig:
 
     Reads the file synchronously: call it before ``trio.run`` or through
     ``trio.to_thread.run_sync``. Raises :class:`~retinue.ConfigError` naming
-    the file for an unreadable file, invalid TOML or invalid values, and
+    the file for an unreadable file, one larger than :data:`MAX_CONFIG_BYTES`,
+    invalid TOML or invalid values, and
     ``TypeError`` for a *path* that is neither a ``str`` nor an
     ``os.PathLike`` (an int would be opened as a file descriptor, and closed).
     """
@@ -375,6 +376,10 @@ def load_config(path: str | os.PathLike[str]) -> LoopConfig:
         raise TypeError(f"path must be a str or an os.PathLike, got {type(path).__name__}")
     data = _read_toml(path)
     return parse_config(data, source=path)
+
+
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+"""The largest configuration file read: thousands of entries take a fraction of it."""
 
 
 def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -386,10 +391,17 @@ def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"cannot read configuration {where!r}: the path contains a NUL")
     try:
         with open(path, "rb") as file:
-            data = file.read()
+            # Read up to a bound: a device or pipe given by mistake (/dev/zero) never ends,
+            # and would be read until memory ran out.
+            data = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigError(f"cannot read configuration {where}: {reason}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"cannot read configuration {where}: larger than {MAX_CONFIG_BYTES} bytes, "
+            "more than any configuration holds"
+        )
     if data.startswith(codecs.BOM_UTF8):
         # Some editors save one; the TOML reader would report an invalid statement at 1:1.
         raise ConfigError(

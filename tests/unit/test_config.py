@@ -207,3 +207,18 @@ def test_load_config_reports_an_integer_too_long_to_read_as_a_config_error(
         retinue.ConfigError, match=f"invalid TOML in {path}: a value cannot be read"
     ):
         load_config(path)
+
+
+def test_load_config_refuses_a_file_larger_than_any_configuration(tmp_path: Path) -> None:
+    """R13.1: a file past the size bound (16 MiB) is a ConfigError naming the file, read no
+    further: an endless one given by mistake (``/dev/zero``) was read until memory ran out."""
+    path = tmp_path / "huge.toml"
+    with path.open("w") as file:
+        file.write("max_parallel_tool_calls = 4\n")
+        file.write("#" + "x" * 17 * 1024 * 1024 + "\n")
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == (
+        f"cannot read configuration {path}: larger than {16 * 1024 * 1024} bytes, "
+        "more than any configuration holds"
+    )
