@@ -109,7 +109,8 @@ def test_the_demo_lists_memory_among_the_stores_it_takes(
         main(["demo", "--no-live", "--store", "foo"])
     demo_err = capsys.readouterr().err
     assert "invalid store 'foo': use sqlite:PATH, jsonl:DIR, postgres:DSN or memory\n" in demo_err
-    assert main(["sessions", "list", "--store", "foo"]) == 1
+    with pytest.raises(SystemExit):
+        main(["sessions", "list", "--store", "foo"])
     sessions_err = capsys.readouterr().err
     assert sessions_err.endswith(
         "invalid store 'foo': use sqlite:PATH, jsonl:DIR or postgres:DSN\n"

@@ -156,13 +156,16 @@ def test_the_sessions_commands_refuse_a_store_location_of_only_whitespace(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The sessions commands refuse it in the same words, the reading ones instead of
-    reporting no store there, ``import`` instead of creating one there."""
+    """The sessions commands refuse it in the same words and as the same usage error (status
+    2), the reading ones instead of reporting no store there, ``import`` instead of creating
+    one there."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.jsonl").write_text("")
-    assert main(["sessions", *command, "--store", spec]) == 1
-    assert capsys.readouterr().err == (
-        f"retinue sessions {command[0]}: invalid store {spec!r}: "
+    with pytest.raises(SystemExit) as caught:
+        main(["sessions", *command, "--store", spec])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"retinue sessions {command[0]}: error: argument --store: invalid store {spec!r}: "
         "use sqlite:PATH, jsonl:DIR or postgres:DSN\n"
     )
     assert [path.name for path in tmp_path.iterdir()] == ["in.jsonl"]
@@ -188,3 +191,18 @@ def test_a_postgres_server_that_cannot_be_reached_is_reported_on_one_line(
     assert str(no_server) in err
     assert err.count("\n") == 1
     assert "\t" not in err
+
+
+def test_the_sessions_commands_refuse_a_store_path_holding_a_nul_as_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A store path no file can have is refused while the command line is parsed, status 2
+    and the usage, as the demo refuses it: it was reported as the command failing."""
+    with pytest.raises(SystemExit) as caught:
+        main(["sessions", "list", "--store", "sqlite:runs/a\0b.db"])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "retinue sessions list: error: argument --store: "
+        "sqlite store path 'runs/a\\x00b.db' contains a NUL character, "
+        "which no file name can hold\n"
+    )

@@ -142,11 +142,14 @@ def test_cli_sessions_replay_checks_invariants(
 def test_cli_sessions_errors_exit_nonzero(
     stored: tuple[str, Session, Session], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An unknown session or store kind is reported on stderr with exit status 1."""
+    """An unknown session is reported on stderr with exit status 1; an unknown store kind
+    is a usage error, status 2."""
     spec, _, _ = stored
     assert cli("--store", spec, "show", "missing") == 1
     assert "'missing' is not stored" in capsys.readouterr().err
-    assert cli("--store", "redis:x", "list") == 1
+    with pytest.raises(SystemExit) as caught:
+        cli("--store", "redis:x", "list")
+    assert caught.value.code == 2
     assert "unknown store kind" in capsys.readouterr().err
 
 

@@ -26,16 +26,18 @@ from tests.stores.conftest import jsonl_file
 def test_cli_sessions_name_a_store_path_holding_nul(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, kind: str
 ) -> None:
-    """A ``--store`` path no file can have is named in one line, not reported as a missing
-    store (read commands) or as a bare "embedded null byte" (import)."""
+    """A ``--store`` path no file can have is a usage error naming it (status 2), not
+    reported as a missing store (read commands) or as a bare "embedded null byte" (import)."""
     source = tmp_path / "in.jsonl"
     source.write_text("")
     location = f"{tmp_path}/a\0b"
     arguments = {"list": (), "show": ("s1",), "import": (str(source),)}[command]
-    assert cli("--store", f"{kind}:{location}", command, *arguments) == 1
-    assert capsys.readouterr().err == (
-        f"retinue sessions {command}: {kind} store path {location!r} contains a NUL "
-        "character, which no file name can hold\n"
+    with pytest.raises(SystemExit) as caught:
+        cli("--store", f"{kind}:{location}", command, *arguments)
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"retinue sessions: error: argument --store: {kind} store path "
+        f"{location!r} contains a NUL character, which no file name can hold\n"
     )
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
 

@@ -16,6 +16,7 @@ import trio
 
 from retinue._content import Text, ToolCall, content_text
 from retinue._errors import (
+    ConfigError,
     CorruptSessionError,
     InvalidJsonError,
     RetinueError,
@@ -133,6 +134,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     common = argparse.ArgumentParser(add_help=False, parents=list(parents))
     common.add_argument(
         "--store",
+        type=_store_argument,
         default=argparse.SUPPRESS,
         help=f"sqlite:PATH | jsonl:DIR | postgres:DSN (default {DEFAULT_STORE})",
     )
@@ -178,6 +180,16 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     )
     replay.add_argument("id")
     parser.set_defaults(handler=run)
+
+
+def _store_argument(spec: str) -> str:
+    """Check a ``--store`` value when the command line is parsed: a malformed one is a
+    usage error (status 2), as the demo's is, not a failure of the command."""
+    try:
+        parse_store_spec(spec)
+    except ConfigError as exc:  # a path no file can have
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return spec
 
 
 def run(args: argparse.Namespace) -> int:
