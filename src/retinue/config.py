@@ -317,6 +317,21 @@ def _shown_key(key: object) -> str:
     return key if isinstance(key, str) and _BARE_KEY.fullmatch(key) else repr(key)
 
 
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _unknown_key(table: type, key: object, path: str) -> str:
+    """The problem of an unknown *key* of *table*, naming the key meant when *key* is
+    another spelling of one: the specification's camelCase (``sessionId``), or capitals."""
+    problem = f"{_join(path, _shown_key(key))}: unknown key"
+    if not isinstance(key, str) or not attrs.has(table):
+        return problem
+    meant = _CAMEL_HUMP.sub(r"_\1", key).lower()
+    if meant != key and meant in attrs.fields_dict(table):
+        return f"{problem}: the key is spelled {meant}"
+    return problem
+
+
 def _problems(exc: BaseException, path: str) -> list[str]:
     """Every problem under *exc*, each as ``"<key path>: <reason>"``."""
     if isinstance(exc, cattrs.IterableValidationError):
@@ -326,8 +341,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         named, unplaced = exc.group_exceptions()
         found = [p for sub, note in named for p in _problems(sub, _join(path, note.name))]
     elif isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        keys = sorted(map(_shown_key, exc.extra_fields))
-        return [f"{_join(path, key)}: unknown key" for key in keys]
+        return [_unknown_key(exc.cl, key, path) for key in sorted(exc.extra_fields, key=_shown_key)]
     elif isinstance(exc, InvalidValueError):
         return [f"{_join(path, exc.key) or '<top level>'}: {exc.reason}"]
     elif isinstance(exc, InvalidValuesError):

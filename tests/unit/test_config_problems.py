@@ -327,3 +327,24 @@ def test_a_bad_value_is_shown_short_in_its_message(data: dict[str, object], mess
         parse_config(data)
     assert message in str(caught.value)
     assert len(str(caught.value)) < 400
+
+
+def test_an_unknown_key_spelled_as_the_specification_spells_it_names_the_key_meant(
+    tmp_path: Path,
+) -> None:
+    """R13.1: a key written in the specification's camelCase, or with capitals, is unknown
+    and named with the snake_case key it means, where it was only unknown."""
+    path = write(
+        tmp_path,
+        'maxParallelToolCalls = 4\n[[agents]]\nid = "a"\nsessionId = "s"\nModel = "m"\n'
+        "colour = 1\n",
+    )
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == (
+        f"invalid configuration in {path}: "
+        "agents[0].Model: unknown key: the key is spelled model; "
+        "agents[0].colour: unknown key; "
+        "agents[0].sessionId: unknown key: the key is spelled session_id; "
+        "maxParallelToolCalls: unknown key: the key is spelled max_parallel_tool_calls"
+    )
