@@ -20,6 +20,7 @@ from retinue._options import MAX_SAFE_INTEGER, cwd_problem, name_problem
 from retinue.stores._ids import MAX_ID_LENGTH, id_problem
 
 __all__ = [
+    "MAX_LISTED_PROBLEMS",
     "InvalidValueError",
     "InvalidValuesError",
     "both_identities",
@@ -36,6 +37,7 @@ __all__ = [
     "empty_is_none",
     "identity_clash",
     "label_problem",
+    "listed_problems",
     "named_identity",
     "session_id_problem",
 ]
@@ -206,3 +208,18 @@ def duplicate_identities(config: Mapping[str, object]) -> list[Exception]:
         for entry in agents
     )
     return list(duplicates(named))
+
+
+MAX_LISTED_PROBLEMS = 50
+"""The problems a ConfigError lists: a file of thousands of bad entries would otherwise
+give a message of megabytes, to a terminal or a log line."""
+
+
+def listed_problems(problems: list[str]) -> str:
+    """*problems* joined for a message: the first :data:`MAX_LISTED_PROBLEMS`, and a count
+    of the rest."""
+    shown = "; ".join(problems[:MAX_LISTED_PROBLEMS])
+    rest = len(problems) - MAX_LISTED_PROBLEMS
+    if rest <= 0:
+        return shown
+    return f"{shown}; and {rest} more problem{'' if rest == 1 else 's'}"

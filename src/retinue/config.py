@@ -47,6 +47,7 @@ from retinue._config_checks import (
     duplicates,
     empty_is_none,
     identity_clash,
+    listed_problems,
     named_identity,
 )
 from retinue._content import whole
@@ -372,7 +373,7 @@ def parse_config(
     except (cattrs.BaseValidationError, ConfigError) as exc:
         # dict.fromkeys: a problem two checks found (a constructor's and a cross
         # check's) is listed once, in the order found.
-        problems = "; ".join(dict.fromkeys(_problems(exc, "")))
+        problems = listed_problems(list(dict.fromkeys(_problems(exc, ""))))
         raise ConfigError(f"invalid configuration{_where(source)}: {problems}") from exc
 
 

@@ -348,3 +348,21 @@ def test_an_unknown_key_spelled_as_the_specification_spells_it_names_the_key_mea
         "agents[0].sessionId: unknown key: the key is spelled session_id; "
         "maxParallelToolCalls: unknown key: the key is spelled max_parallel_tool_calls"
     )
+
+
+def test_a_file_of_thousands_of_bad_entries_lists_the_first_fifty_problems(
+    tmp_path: Path,
+) -> None:
+    """R13.2: the ConfigError lists the first 50 problems and counts the rest, where it
+    listed every one, a message of megabytes for a file of thousands of bad entries."""
+    path = write(tmp_path, '[[agents]]\nid = ""\n' * 10_000)
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    message = raised.value.message
+    assert message.startswith(
+        f"invalid configuration in {path}: agents[0].id: must be a non-empty label, got ''; "
+    )
+    assert message.endswith(
+        "; agents[49].id: must be a non-empty label, got ''; and 9950 more problems"
+    )
+    assert len(message) < 4000
