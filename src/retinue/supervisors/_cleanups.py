@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
 from retinue._errors import synchronous_failure
@@ -14,7 +14,7 @@ from retinue.loop import LoopServices
 
 from ._creation import core_of
 
-__all__ = ["Cleanups", "bus_of", "scoped_cleanup", "unwind"]
+__all__ = ["Cleanups", "bus_of", "run_each", "scoped_cleanup", "unwind"]
 
 log = logging.getLogger("retinue.supervisors")
 
@@ -76,16 +76,27 @@ def unwind(services: LoopServices, cleanups: Cleanups, agent_id: str) -> None:
         while held:
             yield held.popitem()[1]
 
+    interrupt = run_each(each(), agent_id, "cleanup")
+    if interrupt is not None:
+        raise interrupt
+
+
+def run_each(steps: Iterable[Callable[[], None]], agent_id: str, what: str) -> BaseException | None:
+    """Run every one of an agent's teardown *steps* past the failures of those before it.
+
+    Nothing of the agent may stay behind, whatever a step raises (a listener's or a
+    cleanup's Ctrl-C, a SystemExit, a bug): a subscriber would wait for good, the
+    store would hold the session attached, and a failure raised on would end the
+    runtime's nursery, and every other agent with it. A failure is logged as the
+    agent's *what*; the first Ctrl-C is returned, for the caller to raise once done.
+    """
     interrupt: BaseException | None = None
-    for step in each():
+    for step in steps:
         try:
             step()
         except BaseException as exc:
-            # A SystemExit too: the rest of the teardown must still run. Ctrl-C goes
-            # on once the rest has run: left held, no cleanup would run again.
             if not synchronous_failure(exc):
                 interrupt = interrupt or exc
                 continue
-            log.exception("cleanup of agent %s failed (contained)", agent_id)
-    if interrupt is not None:
-        raise interrupt
+            log.exception("%s of agent %s failed (contained)", what, agent_id)
+    return interrupt

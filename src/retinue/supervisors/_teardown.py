@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 from functools import partial
 from typing import final
 
 import attrs
 import trio
 
-from retinue._errors import AgentError, synchronous_failure
+from retinue._errors import AgentError
 from retinue.actors import Agent
 from retinue.loop import AgentCore, LoopServices
 from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
 from retinue.session import TurnEndReason
 
-from ._cleanups import Cleanups, unwind
+from ._cleanups import Cleanups, run_each, unwind
 from ._creation import Creation, core_of, end_subscriptions, end_unpublished, let_go_of_handle
 from ._registry import AgentRegistry
 from ._stranded import StrandedSessions
@@ -158,14 +157,17 @@ class Teardowns:
         """Teardown order of a published agent once stopped (R12.9)."""
         core = core_of(agent)
         await core.driver_exited.wait()
-        interrupt = _each_step(
+        interrupt = run_each(
+            (
+                # A driver cancelled with the runtime never reached its own discard.
+                partial(core.discard_pending, TurnEndReason.disposed()),
+                partial(self._agents._remove, agent.id),
+                partial(core.emit, "agent/disposed"),
+                partial(unwind, self._services, self._cleanups, agent.id),
+                partial(end_subscriptions, agent),
+            ),
             agent.id,
-            # A driver cancelled with the runtime never reached its own discard.
-            partial(core.discard_pending, TurnEndReason.disposed()),
-            partial(self._agents._remove, agent.id),
-            partial(core.emit, "agent/disposed"),
-            partial(unwind, self._services, self._cleanups, agent.id),
-            partial(end_subscriptions, agent),
+            "teardown",
         )
         await self._stranded.detach(core.session)
         if interrupt is not None:
@@ -183,27 +185,6 @@ class Teardowns:
         """
         while self._running:
             await _wait_for_teardowns(caller, tuple(self._running.values()))
-
-
-def _each_step(agent_id: str, *steps: Callable[[], None]) -> BaseException | None:
-    """Run every step of a teardown past the failures of those before it; the Ctrl-C to raise.
-
-    Nothing of the agent may stay behind, whatever a step raises (a listener's or a
-    cleanup's Ctrl-C, a bug): a subscriber would wait for good, the store would hold
-    the session attached, and a failure raised here would end the runtime's nursery,
-    and every other agent with it. A failure is logged; the first Ctrl-C is returned,
-    to be raised once the session is let go.
-    """
-    interrupt: BaseException | None = None
-    for step in steps:
-        try:
-            step()
-        except BaseException as exc:
-            if not synchronous_failure(exc):
-                interrupt = interrupt or exc
-                continue
-            log.exception("teardown of agent %s failed (contained)", agent_id)
-    return interrupt
 
 
 async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
