@@ -158,23 +158,3 @@ def test_ctrl_c_while_the_command_imports_exits_130_without_a_traceback(
     finally:
         child.kill()
     assert (child.returncode, out, err) == (130, b"", b"retinue: interrupted\n")
-
-
-def test_ctrl_c_reaches_the_demo_at_a_checkpoint_not_inside_synchronous_code(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Ctrl-C during code that does not yield lets that code finish, and ends the run at
-    the next checkpoint: raised anywhere, it landed between a coroutine's creation and
-    its await (a "never awaited" warning) or inside a store's or a library's bookkeeping."""
-    finished: list[str] = []
-
-    async def interrupted_mid_step(_args: argparse.Namespace) -> int:
-        signal.raise_signal(signal.SIGINT)
-        finished.append("the synchronous step")
-        await trio.sleep(60)
-        return 0
-
-    monkeypatch.setattr(_demo, "run_demo", interrupted_mid_step)
-    assert main(ARGV) == 130
-    assert finished == ["the synchronous step"]
-    assert capsys.readouterr().err == "retinue demo: interrupted\n"

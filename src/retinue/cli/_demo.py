@@ -76,10 +76,7 @@ def _run(args: argparse.Namespace) -> int:
         complain(f"retinue demo: {shortfall}")
         return 1
     try:
-        # Ctrl-C is delivered at a checkpoint: raised anywhere, it could land between a
-        # coroutine's creation and its await (a "never awaited" warning as the run ends) or
-        # inside a library's bookkeeping, which its teardown then relies on.
-        return int(trio.run(run_demo, args, restrict_keyboard_interrupt_to_checkpoints=True))
+        return int(trio.run(run_demo, args))
     except Exception as exc:
         if isinstance(leaf_error(exc), ReaderGoneError):
             return 1  # quietly, as the sessions commands do

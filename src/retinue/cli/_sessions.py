@@ -206,8 +206,7 @@ def run(args: argparse.Namespace) -> int:
         if args.sessions_command == "export" and args.output:
             refuse_store_overwrite(*parse_store_spec(spec), args.output)
         store = open_store(spec, create=not read_only)
-        # Ctrl-C at a checkpoint, not in the middle of a store's bookkeeping, as the demo.
-        return int(trio.run(command, store, args, restrict_keyboard_interrupt_to_checkpoints=True))
+        return int(trio.run(command, store, args))
     except BrokenPipeError:
         # The reader went away (``| head``): stay quiet, and keep the interpreter's
         # final flush of standard output from failing again.
