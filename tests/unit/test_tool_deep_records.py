@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Annotated
 
@@ -17,7 +18,7 @@ import annotated_types
 import pytest
 
 from retinue._lossless import MAX_JSON_DEPTH, JsonValue, freeze_json
-from retinue.tools import _validate as validator, tool
+from retinue.tools import Tool, _validate as validator, tool
 from retinue.tools._deep import MAX_NESTED_RECORDS
 from tests.unit._tool_kit import execute
 
@@ -225,3 +226,33 @@ def test_an_untyped_value_nested_past_the_limit_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="nested too deeply") as refused:
         defined.bind({"held": deep})
     assert str(refused.value) == f"held: nested too deeply: more than {MAX_JSON_DEPTH} levels"
+
+
+def _bind_with_little_stack(defined: Tool, arguments: JsonValue, frames_used: int) -> str:
+    """The refusal of binding *arguments* from *frames_used* Python frames down."""
+    assert defined.bind is not None
+    bind = defined.bind
+
+    def descend(frames: int) -> str:
+        if frames:
+            return descend(frames - 1)
+        try:
+            bind(arguments)  # type: ignore[arg-type]
+        except ValueError as exc:
+            return str(exc)
+        return "bound"
+
+    return descend(frames_used)
+
+
+def test_a_record_chain_bound_with_little_stack_left_is_refused_as_too_deep() -> None:
+    """R9.7: under the frames of many tools/execute middlewares, a chain within the records'
+    limit that Python's stack cannot hold is refused as nested too deeply, its path cut
+    short, where the model got "maximum recursion depth exceeded" and a path of 800
+    characters."""
+    defined = tool(_follow())
+    chain = _chain(MAX_NESTED_RECORDS)
+    assert _bind_with_little_stack(defined, {"start": chain}, 10) == "bound"
+    refused = _bind_with_little_stack(defined, {"start": chain}, sys.getrecursionlimit() - 400)
+    assert refused.endswith("...: nested too deeply: deeper than the stack left to this call holds")
+    assert len(refused) < 200

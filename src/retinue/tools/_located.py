@@ -86,7 +86,15 @@ def raise_at(segment: str, exc: Exception) -> NoReturn:
     """
     if isinstance(exc, _ArgumentError):
         raise _ArgumentError(segment + exc.path, exc.cause) from exc.cause
+    if isinstance(exc, RecursionError):
+        # Python's stack ran out before the records' limit did: the hooks wrapping the
+        # call (tools/execute middlewares) take their share of it. Refused as too deep,
+        # its path cut short, not as a RecursionError with a path of kilobytes.
+        raise _ArgumentError(segment, NestedTooDeeplyError(_STACK_SPENT)) from None
     raise _ArgumentError(segment, exc) from exc
+
+
+_STACK_SPENT = "deeper than the stack left to this call holds"
 
 
 class _Conversion:
