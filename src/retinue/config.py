@@ -315,7 +315,14 @@ def _shown_key(key: object) -> str:
     Written as it is, a key with a space, a dot or an invisible character
     (``max_parallel_tool_calls\\u200b``) would read as a known key or a key path.
     """
-    return key if isinstance(key, str) and _BARE_KEY.fullmatch(key) else repr(key)
+    shown = key if isinstance(key, str) and _BARE_KEY.fullmatch(key) else repr(key)
+    if len(shown) > _LONGEST_KEY_SHOWN:
+        # A key of megabytes would make a message of megabytes: its start says which.
+        return f"{shown[:40]}... ({len(shown)} characters)"
+    return shown
+
+
+_LONGEST_KEY_SHOWN = 60
 
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")

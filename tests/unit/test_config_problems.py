@@ -366,3 +366,14 @@ def test_a_file_of_thousands_of_bad_entries_lists_the_first_fifty_problems(
         "; agents[49].id: must be a non-empty label, got ''; and 9950 more problems"
     )
     assert len(message) < 4000
+
+
+def test_an_unknown_key_of_megabytes_is_shown_by_its_start() -> None:
+    """R13.2: a long unknown key is cut to its start and length, as a long value is, where
+    sixty keys of 100 KB made a message of five million characters."""
+    keys = {f"k{index}" + "x" * 100_000: 1 for index in range(60)}
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config(keys)
+    message = raised.value.message
+    assert "k0xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (100002 characters): unknown key" in message
+    assert len(message) < 10_000
