@@ -105,3 +105,39 @@ async def test_two_closes_at_once_settle_a_failed_final_flush_once(
             assert store.statistics().buffered_events == 0
         loaded = await store.load(agent.id)
         assert [e.type for e in loaded.events] == [e.type for e in agent.session.events]
+
+
+class _TakenOverRelease(DelegatingStore):
+    """A store whose detach says the session was taken over once ``taken`` is set."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.taken = False
+
+    async def detach(self, session: Session) -> None:
+        await self.store.detach(session)
+        if self.taken:
+            raise StoreError("taken over by a later load", code="SESSION_TAKEN_OVER")
+
+
+async def test_a_failed_resumes_release_dropped_by_the_store_is_named_as_a_release(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R12.6: the warning that the store dropped the session names the claim release that
+    failed, where it said the session's final flush had."""
+    store = _TakenOverRelease(MemoryStore())
+    async with runtime(ScriptedModel([Reply("hi")]), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("stored")
+        await agent.dispose()
+        store.taken = True
+        with (
+            caplog.at_level(logging.WARNING, logger="retinue.supervisors"),
+            pytest.raises(ValueError, match="the setup failed"),
+        ):
+            await rt.resume_agent(agent.id, OPTIONS, setup=failing_setup)
+        store.taken = False
+    assert (
+        f"session {agent.id} was dropped from this runtime, the release of a failed "
+        "resume's claim having failed" in caplog.text
+    )

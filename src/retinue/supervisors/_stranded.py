@@ -47,7 +47,7 @@ class StrandedSessions:
 
     async def detach(self, session: Session) -> None:
         """Let the store go of a retired agent's session; one it fails to is kept stranded."""
-        if await self._kept(session):
+        if await self._kept(session, _FINAL_FLUSH):
             log.warning(
                 "final flush of session %s failed: %s; the session was released with its "
                 "unflushed events buffered in the store, and the next load of the id takes it "
@@ -60,8 +60,7 @@ class StrandedSessions:
         """Give up the writer claim ``load`` took for a session a failed resume did not
         start; one the store fails to let go is kept stranded, as a final flush's is, so a
         later resume of the id settles it first rather than find it still loaded."""
-        if await self._kept(session):
-            self._kinds[session.id] = _RELEASE
+        if await self._kept(session, _RELEASE):
             log.error(
                 "releasing session %s after a failed resume failed: %s; the next resume of "
                 "the id tries again first",
@@ -69,12 +68,14 @@ class StrandedSessions:
                 self._failures[session.id],
             )
 
-    async def _kept(self, session: Session) -> bool:
-        """Detach *session* within ``flush_timeout``; whether it failed and is kept stranded."""
+    async def _kept(self, session: Session, kind: str) -> bool:
+        """Detach *session* within ``flush_timeout`` (its *kind* of detach); whether it
+        failed and is kept stranded."""
         services = self._services
         failure = await detach_within(services.store, session, services.flush_timeout)
-        if failure is None or _dropped(session.id, failure):
+        if failure is None or _dropped(session.id, failure, kind):
             return False
+        self._kinds[session.id] = kind
         # The store released the session, its unflushed events still buffered: the
         # next creation or resume of the id here commits them first, the next load
         # of it elsewhere takes them over, and closing the store drains them.
@@ -98,7 +99,7 @@ class StrandedSessions:
             return  # noqa: ASYNC910 - nothing stranded: the caller awaits the store next
         services = self._services
         failure = await detach_within(services.store, session, services.flush_timeout)
-        if failure is not None and not _dropped(agent_id, failure):
+        if failure is not None and not _dropped(agent_id, failure, self._kind(agent_id)):
             message = f"{self._kind(agent_id)} is still pending: {failure}"
             code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
             raise StoreError(message, code=code) from failure
@@ -139,13 +140,15 @@ class StrandedSessions:
             )
 
 
-def _dropped(session_id: str, failure: BaseException) -> bool:
-    """Whether *failure* says the session is no longer this runtime's to store; warns if so."""
+def _dropped(session_id: str, failure: BaseException, kind: str) -> bool:
+    """Whether *failure* of the *kind* of detach says the session is no longer this
+    runtime's to store; warns if so."""
     if not (isinstance(failure, StoreError) and failure.code in _NOT_OURS):
         return False
     log.warning(
-        "session %s, whose final flush failed, was dropped from this runtime: %s",
+        "session %s was dropped from this runtime, %s having failed: %s",
         session_id,
+        kind,
         failure,
     )
     return True
