@@ -1,4 +1,5 @@
-"""Sessions whose final flush failed: released by the store, committed before their id is taken again."""
+"""Sessions whose final flush (or a failed resume's claim release) failed: released by the
+store, committed before their id is taken again."""
 
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ class StrandedSessions:
         return self._kinds.get(agent_id, _FINAL_FLUSH)
 
     async def settle_all(self) -> None:
-        """Try every failed final flush once more, together, as the runtime closes (R12.9).
+        """Try every failed final flush (or release) once more, together, as the runtime closes (R12.9).
 
         No creation or resume of their ids comes in this runtime any more: in a store
         that outlives the runtime their events would stay buffered until a load takes
