@@ -213,7 +213,7 @@ async def test_a_circle_of_records_used_once_each_counts_every_record() -> None:
 
 def test_an_untyped_value_nested_past_the_limit_is_refused_naming_it() -> None:
     """R9.7: bound plain, nested far past any call's arguments, a value a parameter holds
-    as it is was refused with a RecursionError's message; the limit is named."""
+    as it is was refused with a RecursionError's message; it is refused as too deep."""
 
     def keep(held: list[object]) -> str:
         return "ok"
@@ -225,7 +225,10 @@ def test_an_untyped_value_nested_past_the_limit_is_refused_naming_it() -> None:
     assert defined.bind is not None
     with pytest.raises(ValueError, match="nested too deeply") as refused:
         defined.bind({"held": deep})
-    assert str(refused.value) == f"held: nested too deeply: more than {MAX_JSON_DEPTH} levels"
+    assert (
+        str(refused.value)
+        == "held: nested too deeply: deeper than the stack left to this call holds"
+    )
 
 
 def _bind_with_little_stack(defined: Tool, arguments: JsonValue, frames_used: int) -> str:

@@ -18,7 +18,7 @@ from ._defs import with_definitions
 from ._docstring import parse_docstring
 from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
-from ._located import NestedTooDeeplyError, raise_at
+from ._located import raise_at
 from ._shapes import (
     EMPTY,
     Shape,
@@ -35,16 +35,6 @@ __all__ = ["FunctionSpec", "RestBinder", "ShapeBinder", "describe", "type_schema
 
 # JSON values that thaw to themselves.
 _LEAVES = frozenset({str, int, float, bool, type(None)})
-
-
-def _thawed(value: object) -> object:
-    """A parameter's container value as plain JSON, lists and dicts."""
-    try:
-        return thaw_json(value)  # type: ignore[arg-type]
-    except RecursionError:
-        # Two frames a level: only a value bound plain, nested far past the MAX_JSON_DEPTH
-        # levels of any call's arguments, gets here. A deeper one is refused, naming it.
-        raise NestedTooDeeplyError from None
 
 
 _VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
@@ -406,7 +396,9 @@ class ShapeBinder:
             shape = shapes.get(name)
             if shape is not None:
                 try:
-                    bound[name] = shape.coerce(value if type(value) in _LEAVES else _thawed(value))
+                    bound[name] = shape.coerce(
+                        value if type(value) in _LEAVES else thaw_json(value)
+                    )
                 except Exception as exc:
                     raise_at(name, exc)
         return bound
@@ -433,7 +425,7 @@ class RestBinder:
         for name, value in arguments.items():
             shape = self.shapes.get(name, self.rest)
             try:
-                bound[name] = shape.coerce(value if type(value) in _LEAVES else _thawed(value))
+                bound[name] = shape.coerce(value if type(value) in _LEAVES else thaw_json(value))
             except Exception as exc:
                 raise_at(str(name), exc)
         return bound
