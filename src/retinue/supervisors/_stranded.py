@@ -41,50 +41,49 @@ class StrandedSessions:
     # Of those, the ids whose store did not answer within flush_timeout: the runtime's
     # close does not wait for it once more, so that a hanging store cannot hold it open.
     _hung: set[str] = attrs.field(factory=set, init=False)
-    # What each failed to detach with, for its log line.
-    _failures: dict[str, Exception] = attrs.field(factory=dict, init=False)
     # What each one's detach was, for the messages of a later try: by default a final flush.
     _kinds: dict[str, str] = attrs.field(factory=dict, init=False)
 
     async def detach(self, session: Session) -> None:
         """Let the store go of a retired agent's session; one it fails to is kept stranded."""
-        if await self._kept(session, _FINAL_FLUSH):
+        failure = await self._kept(session, _FINAL_FLUSH)
+        if failure is not None:
             log.warning(
                 "final flush of session %s failed: %s; the session was released with its "
                 "unflushed events buffered in the store, and the next load of the id takes it "
                 "over with them",
                 session.id,
-                self._failures[session.id],
+                failure,
             )
 
     async def release(self, session: Session) -> None:
         """Give up the writer claim ``load`` took for a session a failed resume did not
         start; one the store fails to let go is kept stranded, as a final flush's is, so a
         later resume of the id settles it first rather than find it still loaded."""
-        if await self._kept(session, _RELEASE):
+        failure = await self._kept(session, _RELEASE)
+        if failure is not None:
             log.error(
                 "releasing session %s after a failed resume failed: %s; the next resume of "
                 "the id tries again first",
                 session.id,
-                self._failures[session.id],
+                failure,
             )
 
-    async def _kept(self, session: Session, kind: str) -> bool:
-        """Detach *session* within ``flush_timeout`` (its *kind* of detach); whether it
-        failed and is kept stranded."""
+    async def _kept(self, session: Session, kind: str) -> Exception | None:
+        """Detach *session* within ``flush_timeout`` (its *kind* of detach); what it failed
+        with if it did and the session is kept stranded."""
         services = self._services
         failure = await detach_within(services.store, session, services.flush_timeout)
         if failure is None or _dropped(session.id, failure, kind):
-            return False
+            return None
         self._kinds[session.id] = kind
         # The store released the session, its unflushed events still buffered: the
         # next creation or resume of the id here commits them first, the next load
         # of it elsewhere takes them over, and closing the store drains them.
         self._sessions[session.id] = session
-        self._failures[session.id] = failure
         if isinstance(failure, TimeoutError):
             self._hung.add(session.id)
-        return True
+        return failure
 
     async def settle(self, agent_id: str) -> None:
         """Commit and detach what a failed final flush left of *agent_id*'s session (R12.9).
@@ -107,7 +106,6 @@ class StrandedSessions:
         # Settled by another close meanwhile, perhaps: only this session is let go.
         if self._sessions.get(agent_id) is session:
             del self._sessions[agent_id]
-            self._failures.pop(agent_id, None)
             self._kinds.pop(agent_id, None)
             self._hung.discard(agent_id)
 
