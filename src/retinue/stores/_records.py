@@ -65,9 +65,8 @@ class Tracked:
         """
         buffer = self.buffer
         buffer.sort(key=_seq_of)
+        self._drop_stored()
         cursor = self.cursor
-        if buffer and buffer[0].seq < cursor:
-            del buffer[: bisect.bisect_left(buffer, cursor, key=_seq_of)]
         if not buffer or buffer[-1].seq == cursor + len(buffer) - 1:
             return tuple(buffer)  # seqs are unique: sorted, these ends leave none missing
         return tuple(self.session.events[cursor : buffer[-1].seq + 1])
@@ -83,13 +82,16 @@ class Tracked:
         """
         if self.released:
             return self.pending()
-        cursor = self.cursor
+        # Those heard after an earlier commit took them from the log are stored: let go,
+        # or a detach waiting for an empty buffer would wait for ever.
+        self._drop_stored()
+        return tuple(self.session.events[self.cursor :])
+
+    def _drop_stored(self) -> None:
+        """Let go of the buffered events before ``cursor``, the buffer being in seq order."""
         buffer = self.buffer
-        if buffer and buffer[0].seq < cursor:
-            # Heard after an earlier commit took them from the log: stored, so let go,
-            # or a detach waiting for an empty buffer would wait for ever.
-            buffer[:] = [event for event in buffer if event.seq >= cursor]
-        return tuple(self.session.events[cursor:])
+        if buffer and buffer[0].seq < self.cursor:
+            del buffer[: bisect.bisect_left(buffer, self.cursor, key=_seq_of)]
 
     def unstored(self) -> int:
         """How many buffered events are not stored yet: one heard after a commit took it
