@@ -39,24 +39,55 @@ def _notify_all(observers: tuple[Observer, ...], event: Event) -> None:
     an observer after the interrupted one may be the store that persists the log.
     """
     # call_each's loop, written out: this runs for every event of an observed session.
-    failure: Exception | None = None
-    interrupt: BaseException | None = None
+    failures: _Failures | None = None
     for observer in observers:
         try:
             observer(event)
         except BaseException as exc:
-            if not synchronous_failure(exc):
-                interrupt = interrupt or exc
-            elif failure is None:
-                failure = observer_failure(observer, exc)
-            else:
-                _log_unraised(event, observer_failure(observer, exc), "another observer's failure")
-    if interrupt is not None:
-        if failure is not None:
-            _log_unraised(event, failure, "Ctrl-C")
-        raise interrupt
-    if failure is not None:
-        raise failure
+            failures = failures or _Failures()
+            failures.note(event, observer, exc)
+    if failures is not None:
+        failures.raise_any()
+
+
+@final
+class _Failures:
+    """What observers raised while events were announced: the first failure, which is
+    raised, and the first Ctrl-C, which is raised instead of it; the others are logged."""
+
+    __slots__ = ("_failure", "_interrupt")
+
+    def __init__(self) -> None:
+        # The event, the failure the append raises (observer_failure) and the raise it is of.
+        self._failure: tuple[Event, Exception, BaseException] | None = None
+        self._interrupt: BaseException | None = None
+
+    def note(
+        self, event: Event, observer: object, exc: BaseException, *, raised: str | None = None
+    ) -> None:
+        """Note *observer*'s raise of *exc* on *event*; with *raised* (what is raised instead,
+        an exception already on its way) a failure is only logged."""
+        if not synchronous_failure(exc):
+            self._interrupt = self._interrupt or exc
+        elif raised is None and self._failure is None:
+            self._failure = (event, observer_failure(observer, exc), exc)
+        else:
+            failure = observer_failure(observer, exc)
+            _log_unraised(event, failure, raised or "another observer's failure")
+
+    def raise_any(self) -> None:
+        """Raise the first Ctrl-C (the failure logged), else the first failure, if any."""
+        failure = self._failure
+        if self._interrupt is not None:
+            if failure is not None:
+                _log_unraised(failure[0], failure[1], "Ctrl-C")
+            raise self._interrupt
+        if failure is None:
+            return
+        _event, error, raised = failure
+        if error is not raised:
+            raise error from raised
+        raise error
 
 
 def _log_unraised(event: Event, failure: Exception, raised: str) -> None:
@@ -171,10 +202,12 @@ class Announcer:
         try:
             notify(event)
         except BaseException as exc:
-            self._announce_deferred((event, notify, exc))
+            failures = _Failures()
+            failures.note(event, notify, exc)
+            self._announce_deferred(failures)
         else:
             if self._deferred:
-                self._announce_deferred(None)
+                self._announce_deferred(_Failures())
         finally:
             try:
                 if self._deferred:
@@ -184,51 +217,24 @@ class Announcer:
             finally:
                 self._announcing = False
 
-    def _announce_deferred(self, failed: tuple[Event, Observer, BaseException] | None) -> None:
+    def _announce_deferred(self, failures: _Failures) -> None:
         """Announce the deferred events, then raise what the announcements failed with."""
-        failure: tuple[Event, Exception, BaseException] | None = None
-        interrupt: BaseException | None = None
-        while True:
-            if failed is not None:
-                event, notify, exc = failed
-                failed = None
-                if not synchronous_failure(exc):
-                    interrupt = interrupt or exc
-                elif failure is None:
-                    failure = (event, observer_failure(notify, exc), exc)
-                else:
-                    _log_unraised(event, observer_failure(notify, exc), "an earlier failure")
-            if not self._deferred:
-                break
-            event, notify = self._deferred.popleft()
-            try:
-                notify(event)
-            except BaseException as exc:
-                failed = (event, notify, exc)
-        if failure is None:
-            if interrupt is not None:
-                raise interrupt
-            return
-        failed_on, error, raised = failure
-        if interrupt is not None:
-            _log_unraised(failed_on, error, "Ctrl-C")
-            raise interrupt
-        if error is not raised:
-            raise error from raised
-        raise error
-
-    def _announce_left(self) -> None:
-        """Announce what is still deferred while an exception escapes; failures are logged,
-        and a Ctrl-C among them is raised once every observer heard every event."""
-        interrupt: BaseException | None = None
         while self._deferred:
             event, notify = self._deferred.popleft()
             try:
                 notify(event)
             except BaseException as exc:
-                if not synchronous_failure(exc):
-                    interrupt = interrupt or exc
-                else:
-                    _log_unraised(event, observer_failure(notify, exc), "another exception")
-        if interrupt is not None:
-            raise interrupt
+                failures.note(event, notify, exc)
+        failures.raise_any()
+
+    def _announce_left(self) -> None:
+        """Announce what is still deferred while an exception escapes; failures are logged,
+        and a Ctrl-C among them is raised once every observer heard every event."""
+        failures = _Failures()
+        while self._deferred:
+            event, notify = self._deferred.popleft()
+            try:
+                notify(event)
+            except BaseException as exc:
+                failures.note(event, notify, exc, raised="another exception")
+        failures.raise_any()
