@@ -71,8 +71,6 @@ class _EnteredOnce(AbstractAsyncContextManager[_T], AsyncContextDecorator):
     Used as a decorator, as that one may be, each call opens a runtime of its own.
     """
 
-    __slots__ = ("_entered", "_open", "_opened")
-
     def __init__(self, open_again: Callable[[], AbstractAsyncContextManager[_T]]) -> None:
         self._open = open_again
         self._opened = open_again()
