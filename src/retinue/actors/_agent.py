@@ -16,7 +16,7 @@ from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, in_run_of, waiting_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -99,7 +99,7 @@ class Subscription:
                 if self._overflow:
                     raise SubscriptionOverflowError("subscriber fell behind the live log")
                 raise StopAsyncIteration
-            if self._run is not None and not _in_run(self._run):
+            if self._run is not None and not in_run_of(self._run):
                 raise RuntimeError(
                     "a subscription must be read in the trio run of its agent's runtime, not inside "
                     "another thread's trio.run"
@@ -118,7 +118,7 @@ class Subscription:
                 open, before anything changes: its reader, parked in that run,
                 could not be woken from here.
         """
-        if self._end is None and self._run is not None and not _in_run(self._run):
+        if self._end is None and self._run is not None and not in_run_of(self._run):
             raise RuntimeError(
                 "a subscription must be closed in the trio run of its agent's runtime: from a "
                 "worker thread, go through trio.from_thread.run_sync"
@@ -387,11 +387,6 @@ class Agent:
     def __repr__(self) -> str:
         core = self._core
         return f"<Agent {core.id!r} status={core.status} events={len(core.session.events)}>"
-
-
-def _in_run(token: trio.lowlevel.TrioToken) -> bool:
-    """Whether the caller runs in the trio run of *token*."""
-    return trio.lowlevel.in_trio_run() and trio.lowlevel.current_trio_token() is token
 
 
 def _refuse_another_run(core: AgentCore) -> None:

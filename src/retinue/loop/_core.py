@@ -44,12 +44,21 @@ __all__ = [
     "abort_step",
     "circle_error",
     "driving_agent",
+    "in_run_of",
     "resolve_source",
     "retire_step",
     "waiting_agent",
 ]
 
 log = logging.getLogger("retinue.loop")
+
+
+def in_run_of(token: trio.lowlevel.TrioToken) -> bool:
+    """Whether the caller runs in the trio run of *token* (not a worker thread, nor the
+    ``trio.run`` a sync tool body started in its own)."""
+    return trio.lowlevel.in_trio_run() and trio.lowlevel.current_trio_token() is token
+
+
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
 # Set by each driver in its own task: its tools and listeners inherit it, while
 # every task outside a driver reads the default, so that lookup is the whole cost.

@@ -18,7 +18,7 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, waiting_agent
+from retinue.loop._core import SETTING_UP, TEARING_DOWN, in_run_of, waiting_agent
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session
 from retinue.stores import SessionStore, check_session_id
@@ -287,9 +287,7 @@ class Runtime:
     def _check_run(self) -> None:
         """Refuse a call made off the runtime's trio run: its agents' tasks would be
         started, and its waits woken, from a run they are not part of, which fails inside trio."""
-        if not trio.lowlevel.in_trio_run() or (
-            trio.lowlevel.current_trio_token() is not self._trio_token
-        ):
+        if not in_run_of(self._trio_token):
             raise RuntimeError(
                 "the runtime's methods must be called from its own trio run, not from a "
                 "worker thread or another trio.run (one a tool body started in its thread, "
