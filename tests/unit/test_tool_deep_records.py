@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import annotated_types
@@ -50,10 +50,9 @@ def _grow(root: _Twig) -> str:
     return "ok"
 
 
-def _judgements_binding(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) -> int:
-    """How many judgements of a value against a schema binding *arguments* to a tool makes."""
-    defined = tool(_grow)
-    assert defined.bind is not None
+@contextlib.contextmanager
+def _judgements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """A list growing by one item at each judgement of a value against a schema."""
     judged: list[int] = []
     judge = validator._validate
 
@@ -63,8 +62,15 @@ def _judgements_binding(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) -
 
     with monkeypatch.context() as patched:
         patched.setattr(validator, "_validate", counted)
-        with contextlib.suppress(ValueError):  # the refused tree: its work counts as much
-            defined.bind(arguments)  # type: ignore[arg-type]
+        yield judged
+
+
+def _judgements_binding(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) -> int:
+    """How many judgements of a value against a schema binding *arguments* to a tool makes."""
+    defined = tool(_grow)
+    assert defined.bind is not None
+    with _judgements(monkeypatch) as judged, contextlib.suppress(ValueError):
+        defined.bind(arguments)  # type: ignore[arg-type]  # a refused tree's work counts too
     return len(judged)
 
 
@@ -86,15 +92,7 @@ def test_a_union_in_a_recursive_record_judges_each_part_a_bounded_number_of_time
 def _judgements_checking(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) -> int:
     """How many judgements of a value against a schema checking *arguments* makes."""
     defined = tool(_grow)
-    judged: list[int] = []
-    judge = validator._validate
-
-    def counted(*args: object) -> str | None:
-        judged.append(0)
-        return judge(*args)  # type: ignore[arg-type]
-
-    with monkeypatch.context() as patched:
-        patched.setattr(validator, "_validate", counted)
+    with _judgements(monkeypatch) as judged:
         problem = defined.check_arguments(arguments)
     assert problem is not None
     assert problem.endswith(".size: expected integer, got string")
