@@ -194,7 +194,8 @@ async def _exists(kit: StoreKit, session_id: str) -> bool:
 
 
 async def test_store_aclose_drains_every_buffer(kit: StoreKit) -> None:
-    """R11.6: events buffered but never flushed are written when the store closes."""
+    """R11.6: events buffered but never flushed are written when the store closes; a
+    closed store's statistics count no session attached and nothing buffered."""
     session = Session.create("drained")
     store = kit.open()
     async with store:
@@ -202,6 +203,8 @@ async def test_store_aclose_drains_every_buffer(kit: StoreKit) -> None:
         run_turn(session)
         run_turn(session)
         assert store.statistics().buffered_events == len(session.events)
+    after = store.statistics()
+    assert (after.tracked_sessions, after.buffered_events) == (0, 0)
     async with kit.open() as reopened:
         loaded = await reopened.load("drained")
     assert lines(loaded.events[:]) == lines(session.events[:])

@@ -26,9 +26,10 @@ class StoreStatistics:
     """A snapshot of a store's write-behind state and commit counters."""
 
     tracked_sessions: int
-    """Sessions currently attached (not those a failed detach released)."""
+    """Sessions currently attached (not those a failed detach released); none once closed."""
     buffered_events: int
-    """Events appended but not yet committed, over all attached and released sessions."""
+    """Events appended but not yet committed, over all attached and released sessions;
+    once closed, those the close could not write."""
     flush_requests: int
     """Flushes that had something to write (including repairs on load)."""
     commits: int

@@ -303,7 +303,10 @@ class StoreLifetime:
     def statistics(self) -> StoreStatistics:
         """Return a snapshot of buffers and commit counters; never blocks."""
         return StoreStatistics(
-            tracked_sessions=sum(not item.released for item in self._tracked.values()),
+            # A closed store has let go of every session, those a close failed to drain too.
+            tracked_sessions=0
+            if self._closed
+            else sum(not item.released for item in self._tracked.values()),
             buffered_events=sum(item.unstored() for item in self._tracked.values()),
             write_seconds=self._committer.write_seconds,
             **self._committer.counters,
