@@ -176,3 +176,41 @@ def test_an_announcement_cut_short_twice_still_lets_later_appends_be_heard() -> 
     assert handler.fired
     session.append_custom("plugin/later", 3)
     assert heard == [0, 1, 2, 3]
+
+
+def test_a_list_left_the_lone_observer_during_an_announcement_hears_in_seq_order() -> None:
+    """R4.8, R4.10: a list's append, left alone by an observer unsubscribing itself while
+    notified, hears the event that observer then appends after the one being announced."""
+    session = Session.create("agent")
+    stored: list[Event] = []
+
+    def leaving(event: Event) -> None:
+        unsubscribe()
+        session.append_custom("plugin/after", event.seq)
+
+    unsubscribe = session.observe(leaving)
+    session.observe(stored.append)
+
+    session.append_custom("plugin/first", 0)
+    session.append_custom("plugin/later", 2)
+
+    assert [event.seq for event in stored] == [0, 1, 2]
+
+
+def test_a_list_subclass_whose_append_appends_hears_in_seq_order() -> None:
+    """R4.8, R4.10: a lone observer that is a list subclass's append is announced like any
+    other: what its append appends is heard after the event it is hearing."""
+    session = Session.create("agent")
+
+    class Replying(list[Event]):
+        def append(self, event: Event) -> None:
+            if event.type == "plugin/ask":
+                session.append_custom("plugin/answer", event.seq)
+            super().append(event)
+
+    heard = Replying()
+    session.observe(heard.append)
+
+    session.append_custom("plugin/ask", 0)
+
+    assert [event.seq for event in heard] == [0, 1]

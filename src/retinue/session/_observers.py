@@ -154,6 +154,12 @@ def _async_call(function: object) -> bool:
     return not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
 
 
+def _list_append(observer: Observer) -> bool:
+    """Whether *observer* is the ``append`` of a list (not of a subclass, which may override it)."""
+    owner = getattr(observer, "__self__", None)
+    return type(owner) is list and observer == owner.append
+
+
 def no_observer(_event: Event) -> None:
     """The notifier of a session nobody observes."""
 
@@ -177,14 +183,27 @@ class Announcer:
     order. The deferred event is announced by the append being announced.
     """
 
-    __slots__ = ("_announcing", "_deferred", "notify")
+    __slots__ = ("_announcing", "_deferred", "_plain", "direct", "notify")
 
     def __init__(self) -> None:
         self.notify: Observer = no_observer
+        # The lone observer when it is a list's append (a store's buffer), which can
+        # neither append to the session nor raise: it needs no announcement, and
+        # appends call it as ``direct``, saving a call on every append, except while
+        # an append is being announced (the observers changed during it).
+        self._plain: Observer | None = None
+        self.direct: Observer | None = None
         # Each deferred event with the observers registered when it was appended:
         # they hear it, as they would have at once, not those registered since.
         self._deferred: deque[tuple[Event, Observer]] = deque()
         self._announcing = False
+
+    def observers(self, observers: tuple[Observer, ...]) -> None:
+        """Announce to *observers* from now on, in their order."""
+        self.notify = notifier(observers)
+        lone = observers[0] if len(observers) == 1 else None
+        self._plain = lone if lone is not None and _list_append(lone) else None
+        self.direct = None if self._announcing else self._plain
 
     def announce(self, event: Event) -> None:
         """Notify the observers of *event*, or of it later if an append is being announced.
@@ -216,6 +235,7 @@ class Announcer:
                     self._announce_left()
             finally:
                 self._announcing = False
+                self.direct = self._plain
 
     def _announce_deferred(self, failures: _Failures) -> None:
         """Announce the deferred events, then raise what the announcements failed with."""

@@ -50,7 +50,7 @@ from ._events import (
     TurnStart,
 )
 from ._history import Surface
-from ._observers import Announcer, Observer, check_observer, notifier
+from ._observers import Announcer, Observer, check_observer
 from ._sources import as_sources, check_sources, checked_sources
 from ._stepcheck import STEP_TYPES, check_step
 
@@ -263,12 +263,12 @@ class Session:
         if not self._observers:
             self._thread = _get_ident()
         self._observers[token] = observer
-        # A new notifier over a tuple: appends iterate it without copying it.
-        self._announcer.notify = notifier(tuple(self._observers.values()))
+        # A tuple: appends iterate it without copying it.
+        self._announcer.observers(tuple(self._observers.values()))
 
         def unsubscribe() -> None:
             if self._observers.pop(token, None) is not None:
-                self._announcer.notify = notifier(tuple(self._observers.values()))
+                self._announcer.observers(tuple(self._observers.values()))
                 if not self._observers:
                     self._thread = None
 
@@ -343,7 +343,12 @@ class Session:
                 Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
             )
             self._record(event, self._validate(event))
-        self._announcer.announce(event)
+        announcer = self._announcer
+        direct = announcer.direct
+        if direct is None:
+            announcer.announce(event)
+        else:
+            direct(event)
         return event
 
     def _append_boundary(self, data: TurnStart | TurnEnd) -> Event:
@@ -422,7 +427,12 @@ class Session:
         data = _new_tuple(AssistantChunk, (turn, step, chunk))
         event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, None, None))
         events.append(event)
-        self._announcer.announce(event)
+        announcer = self._announcer
+        direct = announcer.direct
+        if direct is None:
+            announcer.announce(event)
+        else:
+            direct(event)
         return seq
 
     def append_custom(self, event_type: str, data: JsonValue) -> Event:
