@@ -315,7 +315,7 @@ class AgentCore:
     def _emit_queued(self, item: MailboxItem, *, steering: bool) -> None:
         """Emit ``agent/queued`` for *item*; its info is built only when a listener hears it."""
         hooks = self.services.hooks
-        if hooks.has_listeners("agent/queued"):
+        if hooks.hears("agent/queued", self.id):
             info = _QueuedInfo(source=item.source, steering=steering)
             hooks.emit("agent/queued", self.agent, item.content, info, scope=self.id)
 
@@ -394,8 +394,10 @@ class AgentCore:
         """Emit an ``agent/*`` notification with this agent first; failures contained."""
         hooks = self.services.hooks
         # Asked first: a status change or a send is rarely heard, and the call
-        # with its arguments packed would cost more than the question.
-        if hooks.has_listeners(name):
+        # with its arguments packed would cost more than the question. Whether
+        # this agent is heard, not whether the seam is (a name the bus need not
+        # check again: the loop's names are seams).
+        if hooks.hears(name, self.id):
             hooks.emit(name, self.agent, *args, scope=self.id)
 
     def set_status(self, status: AgentStatus) -> None:
