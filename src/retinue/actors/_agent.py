@@ -220,9 +220,13 @@ class Agent:
     def send(self, content: Content, source: MessageSource | str | None = None) -> None:
         """Queue a prompt for the next turn (R2.10). Never blocks.
 
-        ``steer``, ``inject`` and ``cancel`` raise as it does.
+        *content* is a ``str``, a content block or a sequence of them; *source*
+        is ``None`` (the user), a :class:`MessageSource` or a plugin's name.
+        ``steer`` and ``inject`` raise as it does; ``cancel`` does not.
 
         Raises:
+            TypeError: *content* or *source* is of none of those kinds.
+            ValueError: *source* is an empty plugin name.
             AgentDisposedError: the agent is disposed (``AGENT_DISPOSED``, R2.37).
             AgentNotReadyError: its setup has not ended yet (``AGENT_NOT_READY``, R2.9).
             RuntimeError: called off the runtime's trio thread or run.
@@ -230,15 +234,32 @@ class Agent:
         self._core.send(content, source)
 
     def steer(self, content: Content, source: MessageSource | str | None = None) -> None:
-        """Steer the running turn between steps, or queue like ``send`` (R2.14). Never blocks."""
+        """Steer the running turn between steps, or queue like ``send`` (R2.14). Never blocks.
+
+        Takes and raises as ``send`` does.
+        """
         self._core.steer(content, source)
 
     def inject(self, content: Content, source: MessageSource | str | None = None) -> None:
-        """Add context without running the model (R2.16). Never blocks."""
+        """Add context without running the model (R2.16). Never blocks.
+
+        Takes and raises as ``send`` does.
+        """
         self._core.inject(content, source)
 
     def cancel(self, reason: str | None = None) -> None:
-        """Abort the running turn and discard pending prompts (R2.23). Never blocks."""
+        """Abort the running turn and discard pending prompts (R2.23). Never blocks.
+
+        *reason* (default ``"cancelled"``) is the aborted turn's reason. On an
+        idle agent with nothing queued, and on a disposed one, it does nothing
+        (R2.24; R2.37 refuses only the verbs that would deliver something).
+
+        Raises:
+            TypeError: *reason* is neither a ``str`` nor ``None``.
+            AgentNotReadyError: its setup has not ended yet (``AGENT_NOT_READY``, R2.9).
+            RuntimeError: called off the runtime's trio thread or run, before the
+                agent is disposed.
+        """
         self._core.cancel(reason)
 
     async def wait_idle(self) -> None:
@@ -304,6 +325,7 @@ class Agent:
                 or from a tool or listener of an agent this one already waits
                 for, directly or through others (``WAIT_CYCLE``; the message
                 names the agents in the circle). Nothing is sent.
+            TypeError, ValueError: *content* or *source*, as for ``send``.
             AgentDisposedError, AgentNotReadyError, RuntimeError: as ``send``;
                 a prompt that was sent and then discarded by a disposal is
                 answered ``disposed`` instead.
@@ -351,7 +373,7 @@ class Agent:
 
         Idempotent and memoized: every caller waits for the same teardown, which
         runs in the runtime's nursery: cancelling a caller ends only its wait, the
-        teardown still completes. Raises nothing but that cancellation.
+        teardown still completes. On the runtime's run it raises nothing but that cancellation.
         Called from the agent's own turn (its tool or a listener running under its
         driver), its setup or its teardown (its store's detach), it stops the agent
         and returns at once: waiting there would wait for itself. The teardown then
