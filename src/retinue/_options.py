@@ -107,13 +107,24 @@ class AgentOptions:
 
     ``system_prompt`` registers an agent-scoped persona section, which
     replaces the runtime's (R2.7); a missing ``model`` is not an error until
-    the first step (R2.8).
+    the first step (R2.8). ``None`` leaves a setting to the model's default.
+
+    Raises:
+        ConfigError: a field is of the wrong type or out of range (``INVALID_CONFIG``,
+            the message naming the field), or ``system_prompt`` is no valid template.
     """
 
     model: str | None = attrs.field(default=None, validator=_check_name)
+    """The model name each request carries, and a ``ModelRouter`` routes by; non-empty."""
     provider: str | None = attrs.field(default=None, validator=_check_name)
+    """The provider a ``ModelRouter`` routes by, beside ``model``; non-empty."""
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
+    """The cap on an answer's tokens, an int in 1..2**53-1."""
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
+    """The sampling temperature, a finite number."""
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=stop_tuple)
+    """Stop sequences: a list or tuple of non-empty strings (a bare str is refused)."""
     system_prompt: str | None = attrs.field(default=None, validator=_check_prompt)
+    """The agent's persona, a template with ``{{variables}}``, checked when given."""
     cwd: str | None = attrs.field(default=None, converter=whole, validator=_check_cwd)
+    """The session's working directory, an absolute path, kept in its header."""
