@@ -142,6 +142,27 @@ async def open_runtime(
     sets the cap in its own place, so giving a cap beside it is refused; its
     agents are started before the runtime is yielded (R13.3; failures are
     contained, R13.4).
+
+    Args:
+        models: The model every agent calls (a :class:`~retinue.ModelRouter` to
+            route by provider and model), or a mapping of model names to models,
+            routed by name whatever the provider.
+        tools: The tools every agent may call (``rt.tools.add`` adds more).
+        store: Where sessions are kept; a fresh :class:`~retinue.MemoryStore`
+            when ``None``. It is opened here and closed on exit.
+        max_parallel_tool_calls: See above.
+        system_prompt: See above; a template, checked here.
+        variables: Values of the prompt templates' ``{{variables}}``, beside
+            ``model``, ``provider`` and ``cwd``; ``None`` as a value means unset.
+        tool_order: Tool names in the order requests list them, with at most one
+            ``"*"`` standing for the rest, sorted by name (which is the default).
+        restart: How a crashed driver is restarted; ``RestartPolicy()`` when ``None``.
+        flush_timeout: Seconds each end-of-turn flush (the store's and the
+            ``session/flush`` listeners') and each detach of a torn-down agent's
+            session may take; ``math.inf`` for no bound.
+        retry: See above; no retries when ``None``.
+        admission: See above; no shared limits when ``None``.
+        config: See above.
     """
     check_store(store)
     check_kinds(restart=restart, retry=retry, admission=admission, config=config)
