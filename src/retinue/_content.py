@@ -289,9 +289,15 @@ _NOT_BLOCK_SEQUENCES = (Mapping, bytes, bytearray, memoryview, set, frozenset)
 class Message:
     """One model-visible message: a role and an immutable tuple of blocks (R1.2).
 
-    Not converted when built (messages are built per step from tuples of
-    blocks); :func:`snapshot_messages` copies messages that arrive from
-    elsewhere where they are logged.
+    *role* is ``"system"``, ``"user"`` or ``"assistant"``. *content* is kept
+    as given, not converted (messages are built per step from tuples of
+    blocks), so give a tuple of content blocks; the messages an
+    ``agent/session-prefix`` listener returns are copied with tuple contents
+    where they are logged, and a content holding no block fails that turn.
+
+    Raises:
+        ValueError: *role* is a str naming no role.
+        TypeError: *role* is no str.
     """
 
     role: Role
