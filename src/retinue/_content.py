@@ -332,7 +332,15 @@ def _bad_role(role: object) -> Exception:
 @final
 @attrs.frozen
 class MessageSource:
-    """Where content came from (R1.3): ``kind="user"`` or ``kind="plugin"`` with a name."""
+    """Where content came from (R1.3): ``kind="user"`` or ``kind="plugin"`` with a name.
+
+    The kinds are open (R1.3): another kind of your own is logged as given.
+    Built, it checks only that both fields are strings (``TypeError``); an
+    agent verb or a :class:`HookContext` given a plugin source without a
+    name, or an empty kind, refuses it with ``ValueError``: plugin content
+    must say whose it is. A verb's ``source="name"`` is short for
+    ``MessageSource("plugin", "name")``.
+    """
 
     kind: str = attrs.field(
         default="user", converter=whole, validator=attrs.validators.instance_of(str)
