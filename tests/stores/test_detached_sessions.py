@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import pytest
 import trio
 
+from retinue._errors import StoreError
 from retinue.session import Session
+from retinue.stores._backend import AppendBatch
 from tests.stores._kit import lines, run_turn
 from tests.stores.conftest import StoreKit
 
@@ -26,3 +31,31 @@ async def test_a_detached_session_is_no_longer_heard_by_its_store(kit: StoreKit)
         assert lines((await reopened.inspect("detached")).events[:]) == lines(
             session.events[:stored]
         )
+
+
+async def test_a_detach_stores_what_the_session_logged_during_each_of_its_writes(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A detach flushes until nothing is left: a turn logged while its first write is under
+    way, and another while the write of that one is, are stored before the store stops
+    observing the session; none is left behind in a buffer nobody writes."""
+    session = Session.create("busy")
+    async with blocking_kit.open() as store:
+        store.attach_new(session)
+        run_turn(session, "first")
+        write = store._backend.write
+        writes = 0
+
+        def write_and_log_a_turn(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+            nonlocal writes
+            writes += 1
+            if writes <= 2:
+                trio.from_thread.run_sync(run_turn, session, f"during write {writes}")
+            return write(batches)
+
+        monkeypatch.setattr(store._backend, "write", write_and_log_a_turn)
+        await store.detach(session)
+        monkeypatch.undo()
+        assert writes == 3
+    async with blocking_kit.open() as reopened:
+        assert lines((await reopened.inspect("busy")).events[:]) == lines(session.events[:])
