@@ -1,0 +1,185 @@
+"""What an abort landing inside a step keeps out of the log: the chunks streamed after it, and
+the header of a request that was never sent (R7.36, R7.40 W6, W7)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+import retinue
+from retinue import Accept, HookContext
+from retinue.providers import Finish, LlmCallConfig
+from retinue.session import AssistantChunk, Event
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from retinue.tools import ToolExecution
+from tests.helpers import (
+    OPTIONS,
+    Next,
+    idle_events,
+    last_end_reason,
+    of_type,
+    runtime,
+    texts,
+    types,
+    types_without_chunks,
+)
+from tests.scenarios._interception_kit import GUARD
+
+
+async def test_no_chunk_is_logged_after_a_chunk_observer_cancelled_the_step(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36: each chunk is checked against the step signal before it is logged. A cancel from
+    an observer of the first chunk, with the rest of the stream at hand without a checkpoint,
+    leaves that one chunk logged and no more."""
+    model = ScriptedModel([Reply("abcdef", chunks=6), Reply("later")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "assistant/chunk" and event.data.turn == 1:  # type: ignore[union-attr]
+                agent.cancel("enough")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        result = await agent.ask("go")
+        events = agent.session.events
+        assert (result.reason.kind, result.reason.reason) == ("aborted", "enough")
+        assert len(of_type(events, "assistant/chunk")) == 1
+        assert of_type(events, "assistant/message") == []
+        check_session_invariants(events)
+
+
+async def test_a_request_cancelled_by_its_request_listener_logs_no_header(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R7.40 W6: a cancel from an ``agent/request`` listener ends the step before its
+    header is logged: the log names no request that was never sent, and the next turn's
+    request is the first one the log holds a header for."""
+    model = ScriptedModel([Reply("sent")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_request(
+            agent: retinue.Agent, turn: int, _step: int, config: LlmCallConfig, _proceed: Next
+        ) -> LlmCallConfig:
+            if turn == 1:
+                agent.cancel("not this request")
+            return config
+
+        rt.hooks.on("agent/request", on_request, agent=agent)
+        aborted = await agent.ask("doomed")
+        sent = await agent.ask("again")
+        events = agent.session.events
+        assert aborted.reason.kind == "aborted"
+        assert sent.reason.kind == "completed"
+        first_turn_end = of_type(events, "turn/end")[0].seq
+        assert types(events[: first_turn_end + 1]) == [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "step/end",
+            "turn/end",
+        ]
+        assert types_without_chunks(events).count("request/header") == 1
+        answers = of_type(events, "assistant/message")
+        assert [texts(answer.data.content) for answer in answers] == ["sent"]  # type: ignore[union-attr]
+        check_session_invariants(events)
+
+
+async def test_a_pre_step_listener_failing_as_the_cancel_unwinds_it_leaves_the_turn_aborted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.40 W5, R7.22: a cancel that lands in a pre-step listener ends the turn aborted even
+    when the listener's cleanup raises as the cancel unwinds it; its failure is the abort's
+    doing, not an error of the turn."""
+    entered = trio.Event()
+
+    async def pre_step(*_args: object) -> None:
+        entered.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise ValueError("cleanup failed")
+
+    model = ScriptedModel([Reply("after")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        remove = rt.hooks.on("agent/pre-step", pre_step, agent=agent)
+        agent.send("go")
+        await entered.wait()
+        agent.cancel("stop")
+        events = await idle_events(agent)
+        assert last_end_reason(events) == retinue.session.TurnEndReason.aborted("stop")
+        assert "step/start" not in types(events)
+        remove()
+        assert (await agent.ask("again")).text == "after"
+        check_session_invariants(agent.session.events)
+
+
+@retinue.tool
+async def exclusive_note(text: str) -> str:
+    """Note a text, alone.
+
+    Args:
+        text: What to note.
+    """
+    await trio.sleep(1)
+    return f"noted {text}"
+
+
+async def test_a_step_cancelled_as_its_last_result_is_logged_injects_no_context(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R7.40 W7: contexts are injected once the step's tool calls ran to their end. A
+    cancel from an observer of the last call's result aborts the step there: the context
+    that call's post-execute gave is never injected, in the aborted turn or the next."""
+    calls = [ToolCallSpec("exclusive_note", '{"text": "a"}')]
+    model = ScriptedModel([CallTools(calls), Reply("after")])
+    async with runtime(model, tools=[exclusive_note]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def post(execution: ToolExecution, _result: object, _proceed: Next) -> Accept:
+            return Accept(additional_context=HookContext(f"about {execution.call_id}", GUARD))
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "tool/result":
+                agent.cancel("stop")
+
+        rt.hooks.on("tools/post-execute", post, agent=agent)
+        rt.hooks.on("session/event", on_event, agent=agent)
+        aborted = await agent.ask("go")
+        assert aborted.reason == retinue.session.TurnEndReason.aborted("stop")
+        assert len(of_type(agent.session.events, "tool/result")) == 1
+        assert (await agent.ask("again")).text == "after"
+        assert of_type(agent.session.events, "context/message") == []
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_cancel_from_an_observer_of_the_finish_chunk_logs_no_message(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R7.40 W7: a stream whose last chunk an observer cancelled on is an aborted step:
+    its chunks stay logged, but no assistant message is assembled from them, and the model's
+    answer never reaches the history."""
+    model = ScriptedModel([Reply("cut short"), Reply("after")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_event(_session: object, event: Event) -> None:
+            data = event.data
+            finish = isinstance(data, AssistantChunk) and isinstance(data.chunk, Finish)
+            if finish and data.turn == 1:  # type: ignore[union-attr]
+                agent.cancel("stop")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        aborted = await agent.ask("go")
+        assert aborted.reason == retinue.session.TurnEndReason.aborted("stop")
+        assert of_type(agent.session.events, "assistant/chunk") != []
+        assert of_type(agent.session.events, "assistant/message") == []
+        assert (await agent.ask("again")).text == "after"
+        assert [message.role for message in agent.session.derive_messages()] == [
+            "user",
+            "user",
+            "assistant",
+        ]
+        check_session_invariants(agent.session.events)
