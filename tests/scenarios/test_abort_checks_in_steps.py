@@ -1,5 +1,6 @@
-"""What an abort landing inside a step keeps out of the log: the chunks streamed after it, and
-the header of a request that was never sent (R7.36, R7.40 W6, W7)."""
+"""An abort landing in a step's windows (R7.36, R7.40 W5-W8): what it keeps out of the log
+(chunks after it, the header of a request never sent, a message, contexts) and how the turn
+ends."""
 
 from __future__ import annotations
 
@@ -182,4 +183,26 @@ async def test_a_cancel_from_an_observer_of_the_finish_chunk_logs_no_message(
             "user",
             "assistant",
         ]
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_cancel_after_a_last_step_ends_the_turn_aborted_not_completed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.30 Check E, R7.40 W8: a cancel from an observer of the ``step/end`` of a step that
+    would end the turn anyway (a reply without tool calls) ends it aborted with the cancel's
+    reason, not completed."""
+    model = ScriptedModel([Reply("answered"), Reply("after")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def on_event(_session: object, event: Event) -> None:
+            if event.type == "step/end" and event.data.turn == 1:  # type: ignore[union-attr]
+                agent.cancel("too late")
+
+        rt.hooks.on("session/event", on_event, agent=agent)
+        result = await agent.ask("go")
+        assert result.reason == retinue.session.TurnEndReason.aborted("too late")
+        assert len(of_type(agent.session.events, "assistant/message")) == 1
+        assert (await agent.ask("again")).text == "after"
         check_session_invariants(agent.session.events)
