@@ -23,6 +23,7 @@ __all__ = [
     "ToolCall",
     "ToolResultBlock",
     "as_content",
+    "as_prompt",
     "check_optional_str",
     "check_str",
     "content_text",
@@ -255,6 +256,34 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
     return blocks
 
 
+def as_prompt(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    """:func:`as_content` for content the model is shown as the user's: a prompt,
+    steering or context, which holds no tool call and no tool result.
+
+    A tool call is the model's, and a tool result answers a call of the step
+    that made it, which the loop alone logs: taken into a prompt, either
+    would be in every later request of the agent, each refused by the
+    provider (Anthropic: a ``tool_use`` in a user turn, a ``tool_result``
+    answering no call before it) or sent without it (OpenAI).
+
+    Raises:
+        TypeError: as :func:`as_content`.
+        ValueError: a block is a tool call or a tool result.
+    """
+    blocks = as_content(content)
+    for index, block in enumerate(blocks):
+        if type(block) in _NOT_IN_PROMPTS:
+            raise ValueError(
+                f"content[{index}] is a {block.type} block, which a prompt cannot hold: "
+                "tool calls are the model's, and their results are logged by the agent "
+                "that ran them"
+            )
+    return blocks
+
+
+_NOT_IN_PROMPTS = frozenset((ToolCall, ToolResultBlock))
+
+
 def _not_a_block(value: object, where: str) -> TypeError:
     """The error for *value*, found at *where*, whose type is no block class.
 
@@ -408,7 +437,7 @@ class HookContext:
     user, a str names a plugin.
     """
 
-    content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
+    content: tuple[ContentBlock, ...] = attrs.field(converter=as_prompt)
     source: MessageSource = attrs.field(default=USER_SOURCE, converter=resolve_source)
 
 

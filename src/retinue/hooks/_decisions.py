@@ -10,6 +10,7 @@ from retinue._content import (
     ContentBlock,
     HookContext,
     as_content,
+    as_prompt,
     check_optional_str,
     check_str,
 )
@@ -74,14 +75,18 @@ def _optional_content(
     return None if value is None else as_content(value)
 
 
+def _optional_prompt(
+    value: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock] | None,
+) -> tuple[ContentBlock, ...] | None:
+    return None if value is None else as_prompt(value)
+
+
 @final
 @attrs.frozen
 class Allow:
     """Let a prompt or tool call through; ``content`` replaces a prompt (R6.6)."""
 
-    content: tuple[ContentBlock, ...] | None = attrs.field(
-        default=None, converter=_optional_content
-    )
+    content: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_optional_prompt)
     additional_context: HookContext | None = _context_field()
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from retinue._content import Message, MessageSource, as_content, resolve_source
+from retinue._content import Message, MessageSource, as_prompt, resolve_source
 from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError, ConfigError
 from retinue._handle import AgentHandle, AgentStatus, Content, TurnResult
 from retinue._lossless import shown_short
@@ -298,7 +298,7 @@ class AgentCore:
     ) -> None:
         """Queue a prompt for the next turn (R2.10); never blocks."""
         self.check_drivable()
-        item = MailboxItem(as_content(content), resolve_source(source), ticket)
+        item = MailboxItem(as_prompt(content), resolve_source(source), ticket)
         self.mailbox.enqueue(item)
         self._emit_queued(item, steering=False)
 
@@ -308,7 +308,7 @@ class AgentCore:
         if self.status != "running":
             self.send(content, source)
             return
-        item = MailboxItem(as_content(content), resolve_source(source))
+        item = MailboxItem(as_prompt(content), resolve_source(source))
         self.mailbox.steer(item)
         self._emit_queued(item, steering=True)
 
@@ -322,7 +322,7 @@ class AgentCore:
     def inject(self, content: Content, source: MessageSource | str | None = None) -> None:
         """Record context without running the model (R2.16-R2.21)."""
         self.check_drivable()
-        blocks, resolved = as_content(content), resolve_source(source)
+        blocks, resolved = as_prompt(content), resolve_source(source)
         session = self.session
         if session.is_turn_open:
             session.append(ContextMessage(blocks, resolved), surface="append")
