@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator
 
-from retinue._content import ContentBlock, Message, ToolCall, as_content
+from retinue._content import ContentBlock, Message, ToolCall, ToolResultBlock, as_content
 from retinue._errors import HookError, ModelError, failure_of, holds_cancel
 from retinue._lossless import same_json
 from retinue._options import AgentOptions
@@ -263,6 +263,33 @@ def _refuse_shared_ids(calls: tuple[ToolCall, ...]) -> None:
         seen.add(call.id)
 
 
+def _calls_of(content: tuple[ContentBlock, ...], *, by_model: bool) -> tuple[ToolCall, ...]:
+    """The tool calls of the step's message, which holds no tool result.
+
+    A tool result is the step's ``tool/result``: held by the assistant's message, it
+    would be sent as the assistant's in every later request, which providers refuse
+    (Anthropic) or send without it (OpenAI). *by_model*: the model made *content*,
+    else an ``agent/step-result`` listener, whom the refusal names.
+    """
+    calls: list[ToolCall] = []
+    for index, block in enumerate(content):
+        if isinstance(block, ToolCall):
+            calls.append(block)
+        elif isinstance(block, ToolResultBlock):
+            problem = (
+                f"holds a tool-result block (content[{index}]), which only a tool/result holds"
+            )
+            raise _refusal(problem, "INVALID_STREAM", by_model=by_model)
+    return tuple(calls)
+
+
+def _refusal(problem: str, code: str, *, by_model: bool) -> Exception:
+    """The error for the step's message that *problem*, naming whoever made it."""
+    if by_model:
+        return ModelError(f"the model's message {problem}", code=code)
+    return HookError(f"agent/step-result returned a message that {problem}")
+
+
 def _without_tool_calls(content: tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
     if not any(isinstance(block, ToolCall) for block in content):
         return content
@@ -306,11 +333,15 @@ async def _finish_step(
     content = assembler.blocks()
     if cut:
         content = _without_tool_calls(content)
+    by_model = True
     if core.services.hooks.hears("agent/step-result", core.id):
+        made = content
         content = await _step_result(core, state, content)
-    if cut:
-        content = _without_tool_calls(content)
-    calls = tuple(block for block in content if isinstance(block, ToolCall))
+        if cut:
+            content = _without_tool_calls(content)
+        # What the listeners handed back unchanged is still the model's.
+        by_model = content == made
+    calls = _calls_of(content, by_model=by_model)
     _refuse_shared_ids(calls)
     usage = assembler.usage
     if content or usage is not None:

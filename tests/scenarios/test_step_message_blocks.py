@@ -1,0 +1,90 @@
+"""What the step's assistant message may hold, and who is named when it holds more (R7.36)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from retinue import Message, Text, ToolResultBlock
+from retinue.providers import BlockEnd, BlockStart, Finish, Stop, TextDelta
+from retinue.testing import RawChunks, Reply, ScriptedModel, check_session_invariants
+from tests.helpers import OPTIONS, Next, last_end_reason, of_type, runtime
+
+_RESULT = ToolResultBlock("call-9", (Text("sunny"),))
+
+
+def _tool_results_in(history: list[Message]) -> list[ToolResultBlock]:
+    return [b for m in history for b in m.content if isinstance(b, ToolResultBlock)]
+
+
+async def test_a_step_result_listener_adding_a_tool_result_fails_the_turn_naming_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R7.47: a tool result is the step's ``tool/result``. A step-result
+    listener handing back an assistant message that holds one fails the turn with a
+    HookError naming the seam, and no assistant message is logged. It was logged as
+    the assistant's, and every later request of the agent carried it (Anthropic
+    refuses a tool_result in an assistant turn; OpenAI's adapter dropped it)."""
+    model = ScriptedModel([Reply("hello"), Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def add_result(
+            _agent: object, turn: int, _step: int, _m: Message, proceed: Next
+        ) -> Message:
+            message: Message = await proceed()
+            if turn != 1:
+                return message
+            return Message("assistant", (*message.content, _RESULT))
+
+        rt.hooks.on("agent/step-result", add_result, agent=agent)
+        result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
+        assert result.reason.message == (
+            "agent/step-result returned a message that holds a tool-result block "
+            "(content[1]), which only a tool/result holds"
+        )
+        assert of_type(agent.session.events, "assistant/message") == []
+        assert (await agent.ask("next")).text == "again"
+        assert _tool_results_in(list(agent.session.derive_messages())) == []
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_model_message_holding_a_tool_result_fails_the_turn_naming_the_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36: a model whose stream closes a block with a tool result fails the turn
+    with a ModelError (``INVALID_STREAM``), and no assistant message is logged; a
+    step-result listener that hands the model's message back unchanged is not blamed."""
+    stream = RawChunks(
+        [
+            BlockStart(0, "text"),
+            TextDelta(0, "hi"),
+            BlockEnd(0, Text("hi")),
+            BlockEnd(1, _RESULT),
+            Finish(Stop()),
+        ]
+    )
+    model = ScriptedModel([stream, Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def pass_through(
+            _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+        ) -> Message:
+            message: Message = await proceed()
+            return message
+
+        rt.hooks.on("agent/step-result", pass_through, agent=agent)
+        result = await agent.ask("go")
+        reason = last_end_reason(agent.session.events)
+        assert (reason.kind, reason.code) == ("error", "INVALID_STREAM")
+        assert reason.message == (
+            "the model's message holds a tool-result block (content[1]), "
+            "which only a tool/result holds"
+        )
+        assert result.reason == reason
+        assert of_type(agent.session.events, "assistant/message") == []
+        assert (await agent.ask("next")).text == "again"
+        assert _tool_results_in(list(agent.session.derive_messages())) == []
+        check_session_invariants(agent.session.events)
