@@ -5,9 +5,16 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from retinue import Message, Text, ToolResultBlock
+from retinue import Message, Text, ToolCall, ToolResultBlock
 from retinue.providers import BlockEnd, BlockStart, Finish, Stop, TextDelta
-from retinue.testing import RawChunks, Reply, ScriptedModel, check_session_invariants
+from retinue.testing import (
+    CallTools,
+    RawChunks,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import OPTIONS, Next, last_end_reason, of_type, runtime
 
 _RESULT = ToolResultBlock("call-9", (Text("sunny"),))
@@ -87,4 +94,61 @@ async def test_a_model_message_holding_a_tool_result_fails_the_turn_naming_the_m
         assert of_type(agent.session.events, "assistant/message") == []
         assert (await agent.ask("next")).text == "again"
         assert _tool_results_in(list(agent.session.derive_messages())) == []
+        check_session_invariants(agent.session.events)
+
+
+async def test_two_calls_sharing_an_id_name_the_listener_that_made_them(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R9.5: results are matched to calls by id. Two calls sharing one that a
+    step-result listener handed back fail the turn with a HookError naming the seam.
+    They failed it as the model's DUPLICATE_TOOL_CALL_ID, saying the model gave them,
+    which sent whoever read it to the model or its provider."""
+    model = ScriptedModel([Reply("hello"), Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def add_calls(
+            _agent: object, turn: int, _step: int, _m: Message, proceed: Next
+        ) -> Message:
+            message: Message = await proceed()
+            if turn != 1:
+                return message
+            twice = (ToolCall("same", "lookup", "{}"), ToolCall("same", "lookup", "{}"))
+            return Message("assistant", (*message.content, *twice))
+
+        rt.hooks.on("agent/step-result", add_calls, agent=agent)
+        result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
+        assert result.reason.message == (
+            "agent/step-result returned a message that gives two tool calls the same id 'same'"
+        )
+        assert of_type(agent.session.events, "assistant/message") == []
+        assert (await agent.ask("next")).text == "again"
+        check_session_invariants(agent.session.events)
+
+
+async def test_two_calls_sharing_an_id_from_the_model_name_the_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.5: a model (not an adapter, which renames a repeated id) giving two calls one
+    id fails the turn with its DUPLICATE_TOOL_CALL_ID, a listener that hands its
+    message back unchanged notwithstanding."""
+    calls = CallTools([ToolCallSpec("lookup", id="same"), ToolCallSpec("lookup", id="same")])
+    model = ScriptedModel([calls, Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def pass_through(
+            _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+        ) -> Message:
+            message: Message = await proceed()
+            return message
+
+        rt.hooks.on("agent/step-result", pass_through, agent=agent)
+        result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "DUPLICATE_TOOL_CALL_ID")
+        assert (
+            result.reason.message == "the model's message gives two tool calls the same id 'same'"
+        )
         check_session_invariants(agent.session.events)

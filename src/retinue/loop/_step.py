@@ -249,17 +249,18 @@ def _chunk_run(seqs: list[int]) -> range | list[int] | None:
     return range(first, last + 1) if last - first == len(seqs) - 1 else seqs
 
 
-def _refuse_shared_ids(calls: tuple[ToolCall, ...]) -> None:
-    """Results are matched to calls by id: two calls sharing one cannot both be answered."""
+def _refuse_shared_ids(calls: tuple[ToolCall, ...], *, by_model: bool) -> None:
+    """Results are matched to calls by id: two calls sharing one cannot both be answered.
+
+    *by_model*: as :func:`_calls_of`, whose refusal names who gave the calls.
+    """
     if len(calls) < 2:
         return
     seen: set[str] = set()
     for call in calls:
         if call.id in seen:
-            raise ModelError(
-                f"the model gave two tool calls the same id {call.id!r}",
-                code="DUPLICATE_TOOL_CALL_ID",
-            )
+            problem = f"gives two tool calls the same id {call.id!r}"
+            raise _refusal(problem, "DUPLICATE_TOOL_CALL_ID", by_model=by_model)
         seen.add(call.id)
 
 
@@ -342,7 +343,7 @@ async def _finish_step(
         # What the listeners handed back unchanged is still the model's.
         by_model = content == made
     calls = _calls_of(content, by_model=by_model)
-    _refuse_shared_ids(calls)
+    _refuse_shared_ids(calls, by_model=by_model)
     usage = assembler.usage
     if content or usage is not None:
         logged = AssistantMessage(state.turn, state.step, content, usage)
