@@ -368,7 +368,8 @@ class MessageSource:
     agent verb or a :class:`HookContext` given a plugin source without a
     name, or an empty kind, refuses it with ``ValueError``: plugin content
     must say whose it is. A verb's ``source="name"`` is short for
-    ``MessageSource("plugin", "name")``.
+    ``MessageSource("plugin", "name")``; ``source="user"`` is refused with
+    ``ValueError`` (``None`` is the user).
     """
 
     kind: str = attrs.field(
@@ -391,7 +392,8 @@ def resolve_source(source: MessageSource | str | None) -> MessageSource:
         TypeError: *source* is none of these.
         ValueError: *source* names no plugin (``""``, or a plugin source without
             a name) or has an empty kind: plugin content must label itself
-            (R1.3), and a log could not tell whose it was.
+            (R1.3), and a log could not tell whose it was. Or it is the str
+            ``"user"``, which would name a plugin called "user".
     """
     if source is None:
         return USER_SOURCE
@@ -399,6 +401,13 @@ def resolve_source(source: MessageSource | str | None) -> MessageSource:
         if not source:
             raise ValueError(
                 "source '' names no plugin: pass the plugin's name, or None for the user"
+            )
+        if source == USER_SOURCE.kind:
+            # Taken as a plugin's name, the user's own words would be shown to the
+            # model as a plugin's (<context source="plugin">) and logged as one.
+            raise ValueError(
+                "source 'user' would name a plugin called 'user': a str names a plugin; "
+                "pass None for the user"
             )
         return MessageSource("plugin", source)
     if not isinstance(source, MessageSource):
