@@ -129,7 +129,7 @@ class TurnState:
 
     def close_aborted_step(self, reason: str | None) -> None:
         """Close the step an abort ended: synthetic results, ``step/end``, interrupted (R7.22)."""
-        self.answer_dangling_calls("ABORTED", f"Error: the tool call was cancelled ({reason})")
+        self.answer_dangling_calls("ABORTED", f"cancelled ({reason})")
         self.close_step()
         self.set_interrupted()
 
@@ -158,15 +158,16 @@ class TurnState:
         except Exception:
             log.exception("turn/end observer failed for agent %s (contained)", self.core.id)
 
-    def answer_dangling_calls(self, code: str, text: str) -> None:
+    def answer_dangling_calls(self, code: str, ended: str) -> None:
         """Give every logged tool call of the step without a result a synthetic one.
 
         A call never started gets ``ABORTED_BEFORE_DISPATCH`` (and its missing
         ``tool/call`` record), unless pre-execute had denied it; a started one
         gets *code*, unless its body had finished. A denied or finished call gets
         its own result instead (R9.20), when no post-execute listener has yet to
-        see it. Observer failures are contained so the log stays a valid
-        transcript (R9.21, R9.25).
+        see it. *ended* says what ended the step ("cancelled (reason)"), as the
+        synthetic result tells the model. Observer failures are contained so the
+        log stays a valid transcript (R9.21, R9.25).
         """
         calls = self.calls
         session = self.core.session
@@ -186,13 +187,7 @@ class TurnState:
                         self.turn,
                         self.step,
                         call.id,
-                        (
-                            Text(
-                                text
-                                if started
-                                else "Error: the tool call was aborted before it started"
-                            ),
-                        ),
+                        (Text(self._dangling_text(call, ended, started=started)),),
                         is_error=True,
                         error=ToolErrorInfo(_error_name(this_code), this_code),
                     ),
@@ -201,6 +196,20 @@ class TurnState:
                 )
             except Exception:
                 log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+
+    def _dangling_text(self, call: ToolCall, ended: str, *, started: bool) -> str:
+        """What the model is told of a call the step's end left without its own result."""
+        if not started:
+            return "Error: the tool call was aborted before it started"
+        if call.id in self.calls.settled:
+            # Its body ran to its end (a post-execute listener had yet to see the result):
+            # told it was cancelled, the model would ask for it again, and a write or a
+            # command would run twice.
+            return (
+                f"Error: the tool call ran to its end, but the step was {ended} before its "
+                "result was final, so it is not shown"
+            )
+        return f"Error: the tool call was {ended}"
 
     def log_result(self, call_id: str, final: ToolExecutionResult) -> None:
         """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17)."""

@@ -105,7 +105,8 @@ async def _flush_and_settle(
 
 
 _INTERRUPTIONS = (trio.Cancelled, KeyboardInterrupt)
-_INTERRUPTED_BY_FAILURE = "Error: the tool call was interrupted by a failure"
+# What ended a step whose calls a failure left without results, as they tell the model.
+_INTERRUPTED_BY_FAILURE = "interrupted by a failure"
 
 
 def _cancellation(exc: BaseException) -> bool:
@@ -138,7 +139,7 @@ def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
         state.record_error(interruption)
     state.set_interrupted()
     if cancelled:
-        state.answer_dangling_calls("ABORTED", "Error: the tool call was cancelled")
+        state.answer_dangling_calls("ABORTED", "cancelled")
     else:
         state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
     state.close_step()
@@ -400,7 +401,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
             # Recorded first (R7.45): an observer failing on the closing events
             # came after it.
             state.record_error(exc)
-        state.answer_dangling_calls("INTERNAL", "Error: the tool call was interrupted by a failure")
+        state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
         state.close_step()
         if aborted:
             state.set_interrupted()
