@@ -137,6 +137,79 @@ async def test_anthropic_delta_after_its_block_ended_is_a_malformed_stream(
 
 
 @pytest.mark.parametrize(
+    ("block", "delta", "started"),
+    [
+        ({"type": "text", "text": ""}, {"type": "thinking_delta", "thinking": "hmm"}, "text"),
+        (
+            {"type": "text", "text": ""},
+            {"type": "input_json_delta", "partial_json": '{"city":"Oslo"}'},
+            "text",
+        ),
+        (
+            {"type": "thinking", "thinking": "", "signature": ""},
+            {"type": "text_delta", "text": "Hi."},
+            "thinking",
+        ),
+        (
+            {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}},
+            {"type": "signature_delta", "signature": "SIG"},
+            "tool_use",
+        ),
+    ],
+    ids=["thinking-into-text", "arguments-into-text", "text-into-thinking", "signature-into-call"],
+)
+async def test_anthropic_delta_of_another_block_type_is_a_malformed_stream(
+    block: dict[str, Any], delta: dict[str, Any], started: str
+) -> None:
+    """R10.1, R10.3: a delta that does not fit the block it names would make content of
+    the wrong kind (thinking shown as the answer, a tool call no model made, run by the
+    agent) or a stream the loop cannot assemble; it is refused as malformed, retryable."""
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        *MESSAGE_END,
+    ]
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("messages", b"".join(map(typed_event, events)))
+    assert (caught.value.code, caught.value.retryable) == ("MALFORMED_RESPONSE", True)
+    assert str(caught.value).endswith(f"{delta['type']} for block 0, which is a {started} block")
+
+
+async def test_anthropic_deltas_without_a_start_keep_to_their_first_block_type() -> None:
+    """R10.6: a delta without a start opens its block; a later delta of another type for
+    that index is refused as malformed, not mixed into it."""
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "A"}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "b"},
+        },
+        *MESSAGE_END,
+    ]
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("messages", b"".join(map(typed_event, events)))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+    assert str(caught.value).endswith("thinking_delta for block 0, which is a text block")
+
+
+async def test_anthropic_deltas_without_a_start_still_make_their_block() -> None:
+    """R10.6: delta-only streams are allowed: the first delta's type makes the block."""
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "A"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "b"}},
+        *MESSAGE_END,
+    ]
+    collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    assert collected.message.content == (Text("Ab"),)
+
+
+@pytest.mark.parametrize(
     "body",
     [
         b"<html><body><h1>502 Bad Gateway</h1></body></html>",

@@ -183,6 +183,13 @@ def _index(payload: JsonObject) -> int | None:
 
 _MODELLED_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
 """The content block types decoded; the others (a server tool's call or result) are left out."""
+_DELTA_BLOCKS = {
+    "text_delta": "text",
+    "input_json_delta": "tool_use",
+    "thinking_delta": "thinking",
+    "signature_delta": "thinking",
+}
+"""The block type each delta adds to."""
 
 
 @final
@@ -197,6 +204,8 @@ class AnthropicStreamDecoder:
     # Blocks of a type left out: a server tool's call streams input_json_delta too, and
     # its deltas would otherwise open a client tool call, which the agent would run.
     _left_out: set[int | None] = attrs.field(factory=set, init=False)
+    # Per index, the type its block started as (or its first delta's block type).
+    _block_types: dict[object, str] = attrs.field(factory=dict, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``message_stop`` was seen."""
 
@@ -237,6 +246,8 @@ class AnthropicStreamDecoder:
 
     def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:
         kind, table = block.get("type"), self._table
+        if isinstance(kind, str):
+            self._block_types[index] = kind
         if isinstance(kind, str) and kind not in _MODELLED_BLOCKS:
             # As in the SDK, a delta goes only to a block of its kind: a server tool's
             # call (server_tool_use, mcp_tool_use) streams input_json_delta, but it is
@@ -271,6 +282,7 @@ class AnthropicStreamDecoder:
 
     def _delta(self, index: object, delta: JsonObject) -> list[StreamChunk]:
         kind, table = delta.get("type"), self._table
+        self._check_fits(index, kind)
         if kind == "text_delta":
             text = _str(delta.get("text"))
             return [table.text(index, text)] if text else []
@@ -285,6 +297,24 @@ class AnthropicStreamDecoder:
             signature = _str(delta.get("signature"))
             return [table.reasoning(index, "", signature)] if signature else []
         return []
+
+    def _check_fits(self, index: object, kind: object) -> None:
+        """Refuse a delta of another block type than its block's, as malformed.
+
+        Added to that block it would become content of the wrong kind: thinking
+        in the answer's text, or a tool call no model made, run by the agent.
+
+        Raises:
+            ProviderStreamError: ``MALFORMED_RESPONSE``, naming the delta and the block.
+        """
+        wanted = _DELTA_BLOCKS.get(kind) if isinstance(kind, str) else None
+        if wanted is None:
+            return  # a delta retinue does not decode (citations) adds nothing
+        started = self._block_types.setdefault(index, wanted)
+        if started != wanted:
+            raise malformed(
+                f"anthropic messages: {kind} for block {index!r}, which is a {started} block"
+            )
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
         """Decode a whole non-streaming ``message`` object.
