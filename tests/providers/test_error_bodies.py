@@ -57,6 +57,31 @@ async def test_an_error_body_that_gives_no_message_is_shown_itself(
     assert "no message" not in str(failure)
 
 
+GATEWAY_MESSAGE = "model gpt-x is not enabled for this key"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("error", [None, True, "Bad Request"], ids=["null", "flag", "text"])
+async def test_an_error_body_whose_error_is_no_object_gives_its_own_message(
+    api: str, error: object
+) -> None:
+    """R10.3: a gateway's 400 of its own layout (``{"error": true, "message": ...}``)
+    raises with that message, not "no message", "True" or the bare ``error`` text."""
+    body = json.dumps({"error": error, "message": GATEWAY_MESSAGE}).encode()
+    failure = await _refusal(api, body)
+    assert (failure.status, failure.code) == (400, "HTTP_400")
+    assert str(failure).endswith(f"returned HTTP 400: {GATEWAY_MESSAGE}")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_an_error_body_whose_error_is_a_list_is_quoted_whole(api: str) -> None:
+    """An ``error`` that is neither an object nor text names no message: the body is
+    quoted whole, all of its items, not its first item alone."""
+    failure = await _refusal(api, b'{"error": ["field stop unknown", "field n unknown"]}')
+    assert "field stop unknown" in str(failure)
+    assert "field n unknown" in str(failure)
+
+
 def test_an_error_body_parsed_already_is_quoted_as_json() -> None:
     """The SDKs hand over the body parsed: one without a message is quoted as JSON text,
     cut to 500 characters; an empty body still gives no message."""

@@ -243,7 +243,12 @@ def _code_and_message(body: object) -> tuple[str | None, str | None]:
         return None, None
     error = body.get("error", body)
     if not isinstance(error, dict):
-        return None, str(error) if error is not None else None
+        # A gateway's own layout ({"error": true, "message": ...}): its message says more
+        # than a flag, and a body with neither is quoted whole.
+        message = body.get("message")
+        if isinstance(message, str) and message.strip():
+            return None, message
+        return None, error if isinstance(error, str) and error.strip() else None
     code = error.get("code") or error.get("type")
     message = error.get("message")
     return (

@@ -82,6 +82,18 @@ def _prime_platform(client: object) -> None:
         client._platform = get_platform()  # type: ignore[attr-defined]
 
 
+def _whole_body(exc: openai.APIStatusError) -> object:
+    """The error response's body as it came, read by the SDK already.
+
+    The SDK's ``body`` keeps only the body's ``error`` member: a body in
+    another layout (``{"error": null, "message": ...}``) would lose what it says.
+    """
+    try:
+        return exc.response.content
+    except httpx2.ResponseNotRead:
+        return exc.body
+
+
 @final
 class OpenAIModel(ClientOwner):
     """A :class:`~retinue.providers.Model` over the OpenAI API or any compatible server.
@@ -274,7 +286,7 @@ class OpenAIModel(ClientOwner):
             )
         except openai.APIStatusError as exc:
             raise status_error(
-                exc.status_code, exc.body, exc.response.headers, provider=self.provider
+                exc.status_code, _whole_body(exc), exc.response.headers, provider=self.provider
             ) from exc
         except openai.APIConnectionError as exc:
             timed_out = isinstance(exc, openai.APITimeoutError)
