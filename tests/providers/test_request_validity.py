@@ -144,6 +144,35 @@ def test_anthropic_empty_error_result_gets_placeholder_text(content: tuple[Text,
     assert block["text"].strip()
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("content", [(), (Text(""),)], ids=["empty", "empty-text"])
+async def test_openai_empty_error_result_says_the_tool_failed(
+    api: str, content: tuple[Text, ...]
+) -> None:
+    """R5.2: an error result carries its ``is_error`` to the model. The OpenAI APIs have no
+    such flag, so an error result with no text goes out saying the tool failed, as
+    Anthropic's does: an empty output would read as a tool that worked and said nothing."""
+    history = tool_turn(ToolResultBlock("c1", content, is_error=True))
+    body = await sent_body(api, *history)
+    if api == "chat":
+        sent = body["messages"][-1]
+        assert (sent["role"], sent["tool_call_id"]) == ("tool", "c1")
+        shown = sent["content"]
+    else:
+        sent = body["input"][-1]
+        assert (sent["type"], sent["call_id"]) == ("function_call_output", "c1")
+        shown = sent["output"]
+    assert shown == "(the tool failed without a message)"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_openai_empty_result_that_is_no_error_stays_empty(api: str) -> None:
+    """A tool that worked and returned nothing goes out as the empty output it gave."""
+    body = await sent_body(api, *tool_turn(ToolResultBlock("c1", ())))
+    sent = body["messages"][-1]["content"] if api == "chat" else body["input"][-1]["output"]
+    assert sent == ""
+
+
 def test_responses_function_output_keeps_an_image() -> None:
     """A non-text result uses the list form of ``function_call_output.output``."""
     history = tool_turn(ToolResultBlock("c1", (Text("screen:"), RESPONSES_IMAGE)))

@@ -18,6 +18,7 @@ from retinue._content import (
 from retinue._request import messages_since
 
 from ._replay import (
+    EMPTY_ERROR_TEXT,
     EMPTY_TURN_TEXT,
     UNNAMED_TOOL,
     ReplayIds,
@@ -28,11 +29,9 @@ from ._replay import (
 )
 from ._settled import Point, Settled, keep_settled, take_settled
 
-__all__ = ["EMPTY_ERROR_TEXT", "anthropic_transcript"]
+__all__ = ["anthropic_transcript"]
 
 JsonObject = dict[str, object]
-EMPTY_ERROR_TEXT = "(the tool failed without a message)"
-"""Stands in for the content of an error result with nothing the API accepts."""
 
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_-]")

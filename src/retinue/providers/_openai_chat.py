@@ -19,6 +19,7 @@ from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema, messages_since
 
 from ._replay import (
+    EMPTY_ERROR_TEXT,
     TEXT_BLOCK_SEPARATOR,
     UNNAMED_TOOL,
     ReplayIds,
@@ -59,7 +60,9 @@ MAX_CALL_ID_LENGTH = 40
 
 def _tool_message(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     text = joined_text(block.content)
-    if not text and any(isinstance(b, OpaqueBlock) for b in block.content):
+    if not text and block.is_error:
+        text = EMPTY_ERROR_TEXT
+    elif not text and any(isinstance(b, OpaqueBlock) for b in block.content):
         text = NOT_TEXT_RESULT
     return {"role": "tool", "tool_call_id": call_ids.result(block.tool_call_id), "content": text}
 

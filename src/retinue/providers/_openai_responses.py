@@ -19,6 +19,7 @@ from retinue._lossless import thaw_json
 from retinue._request import ModelRequest, ToolSchema, messages_since
 
 from ._replay import (
+    EMPTY_ERROR_TEXT,
     UNNAMED_TOOL,
     ReplayIds,
     checked_tool_names,
@@ -64,10 +65,11 @@ def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
 
 
 def _function_output(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
+    output = _parts(block.content)
     return {
         "type": "function_call_output",
         "call_id": call_ids.result(block.tool_call_id),
-        "output": _parts(block.content),
+        "output": EMPTY_ERROR_TEXT if block.is_error and not output else output,
     }
 
 

@@ -22,6 +22,7 @@ from retinue._request import ToolSchema
 from ._failures import ProviderError
 
 __all__ = [
+    "EMPTY_ERROR_TEXT",
     "EMPTY_TURN_TEXT",
     "TEXT_BLOCK_SEPARATOR",
     "UNNAMED_TOOL",
@@ -40,6 +41,13 @@ JsonObject = dict[str, object]
 
 EMPTY_TURN_TEXT = "(empty message)"
 """Stands in for a user turn with nothing to send (an empty prompt): no API accepts none."""
+
+EMPTY_ERROR_TEXT = "(the tool failed without a message)"
+"""Stands in for the content of an error result with no text.
+
+Anthropic refuses an error result with no content; the OpenAI APIs, which have
+no error flag, would show the model an empty output, as if the tool had worked.
+"""
 
 UNNAMED_TOOL = "unnamed_tool"
 """Stands in for the name of a call the stream never named (R10.6 builds it as ``''``).
