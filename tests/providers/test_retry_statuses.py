@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import trio
 
+from retinue._content import Text
 from retinue.providers import ProviderStatusError, RetryNotice, RetryPolicy, manage
-from retinue.providers.mock import MockReply, RawReply, ScriptedPolicy, open_mock_server
+from retinue.providers.mock import MockReply, MockServer, RawReply, ScriptedPolicy, open_mock_server
 
-from .support import collect, make_request, served_by
+from .support import collect, make_request, mock_adapter, served_by
 
 # A real deadline: the adapter talks to the server over a socket, which a virtual
 # clock would jump past. No retry waits, so none comes near it.
@@ -121,3 +122,21 @@ def test_retry_policy_takes_statuses_from_any_collection() -> None:
     """A set, a list, a tuple, a range or a generator of statuses is taken as a set."""
     for statuses in ({429, 503}, [429, 503], (429, 503), range(429, 430), (s for s in [429])):
         assert 429 in RetryPolicy(retryable_statuses=statuses).retryable_statuses
+
+
+@pytest.mark.parametrize("said", ["True", "1", "yes", ""])
+@pytest.mark.parametrize("api", APIS)
+async def test_an_x_should_retry_that_says_neither_true_nor_false_leaves_it_to_the_status(
+    api: str, said: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """As the official SDKs read it, only ``x-should-retry: true`` or ``false`` decides;
+    a 503 marked with another value is retried as a 503 is, not taken as told not to."""
+    notices: list[RetryNotice] = []
+    refusal = RawReply(503, (*PLAIN, ("x-should-retry", said)), b"upstream busy")
+    server = MockServer(ScriptedPolicy([refusal, MockReply(text="recovered")]))
+    with trio.fail_after(60):
+        async with mock_adapter(api, server) as raw:
+            model = manage(raw, retry=RetryPolicy(base_delay=0.0), on_retry=notices.append)
+            collected = await collect(model, make_request("hi"))
+    assert [notice.status for notice in notices] == [503]
+    assert collected.message.content == (Text("recovered"),)

@@ -306,14 +306,19 @@ def numeric_status(code: object) -> int | None:
     return None
 
 
+_SHOULD_RETRY_VERDICTS = ("true", "false")
+"""The values of ``x-should-retry`` that decide: a tuple, whose ``in`` compares."""
+
+
 def retry_verdict(code: str | None, headers: Mapping[str, str]) -> bool | None:
     """Whether a failure may be retried, when its status does not decide it; ``None`` if it does.
 
-    The provider's ``x-should-retry`` decides either way. Failing that, a spent
-    quota is final whatever its status: only a billing change mends it.
+    The provider's ``x-should-retry`` decides either way when it says ``true`` or
+    ``false``; another value says neither, as the official SDKs read it. Failing
+    that, a spent quota is final whatever its status: only a billing change mends it.
     """
     should_retry = headers.get("x-should-retry")
-    if should_retry is not None:
+    if should_retry in _SHOULD_RETRY_VERDICTS:
         return should_retry == "true"
     return False if code == QUOTA_EXHAUSTED else None
 
