@@ -209,6 +209,55 @@ async def test_anthropic_deltas_without_a_start_still_make_their_block() -> None
     assert collected.message.content == (Text("Ab"),)
 
 
+REFUSAL_DETAILS = {
+    "type": "refusal",
+    "category": "cyber",
+    "explanation": "The request asks for a working exploit.",
+}
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_anthropic_refusal_says_why_as_its_stop_details_do(*, streamed: bool) -> None:
+    """R10.3, R10.4: a refusal finishes as an error that gives the policy category and the
+    explanation the API sent with it, not only that the model refused."""
+    if streamed:
+        events: list[dict[str, Any]] = [
+            MESSAGE_START,
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "refusal", "stop_details": REFUSAL_DETAILS},
+                "usage": {"output_tokens": 1},
+            },
+            {"type": "message_stop"},
+        ]
+        collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    else:
+        message = {
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "stop_reason": "refusal",
+            "stop_details": REFUSAL_DETAILS,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+        collected = await serve_once("messages", json.dumps(message).encode(), JSON)
+    assert collected.assembler.finish == Errored(
+        "the model refused to answer (cyber): The request asks for a working exploit.",
+        code="refusal",
+    )
+
+
+async def test_anthropic_refusal_without_details_says_the_model_refused() -> None:
+    """R10.4: a refusal whose ``stop_details`` are absent or ``null`` still says what happened."""
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_details": None}},
+        {"type": "message_stop"},
+    ]
+    collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    assert collected.assembler.finish == Errored("the model refused to answer", code="refusal")
+
+
 @pytest.mark.parametrize(
     "body",
     [

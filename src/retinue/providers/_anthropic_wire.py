@@ -164,8 +164,8 @@ def _merge_usage(usage: JsonObject, update: Mapping[str, object]) -> None:
     usage.update((key, value) for key, value in update.items() if value is not None)
 
 
-def anthropic_finish(name: str | None) -> FinishReason:
-    """Map an Anthropic ``stop_reason`` to a :data:`FinishReason`."""
+def anthropic_finish(name: str | None, details: Mapping[str, object] | None = None) -> FinishReason:
+    """Map an Anthropic ``stop_reason`` (and its ``stop_details``) to a :data:`FinishReason`."""
     if name is None or name in ("end_turn", "stop_sequence"):
         return STOP
     if name == "tool_use":
@@ -173,8 +173,18 @@ def anthropic_finish(name: str | None) -> FinishReason:
     if name in ("max_tokens", "model_context_window_exceeded"):
         return MAX_TOKENS
     if name == "refusal":
-        return Errored("the model refused to answer", code="refusal")
+        return Errored(_refusal_message(details or {}), code="refusal")
     return finish_named(name)
+
+
+def _refusal_message(details: Mapping[str, object]) -> str:
+    """Why the model refused, as the API's ``stop_details`` say: its policy category and
+    explanation, when given (either may be ``null``)."""
+    category, explanation = _str(details.get("category")), _str(details.get("explanation"))
+    message = "the model refused to answer"
+    if category:
+        message += f" ({category})"
+    return f"{message}: {explanation}" if explanation else message
 
 
 def _index(payload: JsonObject) -> int | None:
@@ -200,6 +210,7 @@ class AnthropicStreamDecoder:
     _table: BlockTable = attrs.field(factory=BlockTable, init=False)
     _usage: JsonObject = attrs.field(factory=dict, init=False)
     _stop_reason: str | None = attrs.field(default=None, init=False)
+    _stop_details: JsonObject = attrs.field(factory=dict, init=False)
     _stopped: bool = attrs.field(default=False, init=False)
     # Blocks of a type left out: a server tool's call streams input_json_delta too, and
     # its deltas would otherwise open a client tool call, which the agent would run.
@@ -236,7 +247,9 @@ class AnthropicStreamDecoder:
             _merge_usage(self._usage, _dict(_dict(payload.get("message")).get("usage")))
         elif kind == "message_delta":
             _merge_usage(self._usage, _dict(payload.get("usage")))
-            self._stop_reason = _str(_dict(payload.get("delta")).get("stop_reason"))
+            delta = _dict(payload.get("delta"))
+            self._stop_reason = _str(delta.get("stop_reason"))
+            self._stop_details = _dict(delta.get("stop_details"))
             self._stopped = True
         elif kind == "message_stop":
             self.done = True
@@ -335,6 +348,7 @@ class AnthropicStreamDecoder:
                 self._table.tool_call(index, _str(block.get("id")), _str(block.get("name")), "")
         _merge_usage(self._usage, _dict(payload.get("usage")))
         self._stop_reason = _str(payload.get("stop_reason"))
+        self._stop_details = _dict(payload.get("stop_details"))
         self.done = self._stopped = True
         return []
 
@@ -353,5 +367,5 @@ class AnthropicStreamDecoder:
         out: list[StreamChunk] = list(self._table.end_all())
         if self._usage:
             out.append(UsageChunk(anthropic_usage(self._usage)))
-        out.append(Finish(anthropic_finish(self._stop_reason)))
+        out.append(Finish(anthropic_finish(self._stop_reason, self._stop_details)))
         return out
