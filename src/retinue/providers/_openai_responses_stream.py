@@ -205,10 +205,13 @@ class ResponsesStreamDecoder:
         return self._table.reasoning(key, delta)
 
     def _item_added(self, output: object, item: JsonObject) -> list[StreamChunk]:
+        """A call added: the API adds it with no arguments yet; a server that adds it whole
+        gives them here, where the SDK's snapshot of the call starts from them too."""
         if item.get("type") != "function_call":
             return []
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
-        return [self._table.tool_call(("call", output), call_id, name, "")]
+        arguments = arguments_text(item.get("arguments"), "responses", call_id or name)
+        return [self._table.tool_call(("call", output), call_id, name, arguments)]
 
     def _item_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed output item: its content, unless deltas already streamed it.
