@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from retinue._content import Text
-from retinue._stream import Errored
+from retinue._content import Text, ToolCall
+from retinue._stream import Errored, ToolCallDelta
 from retinue.providers import ProviderStreamError
 
 from ._wire_edge_kit import MESSAGE_END, MESSAGE_START, typed_event
@@ -150,6 +150,58 @@ async def test_anthropic_deltas_without_a_start_still_make_their_block() -> None
     ]
     collected = await serve_once("messages", b"".join(map(typed_event, events)))
     assert collected.message.content == (Text("Ab"),)
+
+
+OSLO_CALL = {"type": "tool_use", "id": "t1", "name": "lookup", "input": {"city": "Oslo"}}
+
+
+@pytest.mark.parametrize(
+    "deltas",
+    [['{"city":"Oslo"}'], ['{"city":', '"Bergen"}']],
+    ids=["the-same-input", "another-input"],
+)
+async def test_anthropic_deltas_after_a_start_carrying_input_replace_that_input(
+    deltas: list[str],
+) -> None:
+    """R9.6, R10.6: a call whose start carries its input and whose deltas stream it again
+    gets the deltas' input, as the SDK reads it, not both run together into no JSON."""
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "content_block_start", "index": 0, "content_block": OSLO_CALL},
+        *(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": part},
+            }
+            for part in deltas
+        ),
+        {"type": "content_block_stop", "index": 0},
+        *MESSAGE_END,
+    ]
+    collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    assert collected.message.content == (ToolCall("t1", "lookup", "".join(deltas)),)
+
+
+EMPTY_INPUT_DELTA = {"type": "input_json_delta", "partial_json": ""}
+
+
+@pytest.mark.parametrize("stopped", [True, False], ids=["block-stopped", "never-stopped"])
+async def test_anthropic_start_carrying_the_whole_input_keeps_it(*, stopped: bool) -> None:
+    """R10.6: a call sent whole in its start, with no deltas but an empty one (the API
+    opens each call's input so), keeps its input, whether or not its block is stopped
+    before the message ends."""
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "content_block_start", "index": 0, "content_block": OSLO_CALL},
+        {"type": "content_block_delta", "index": 0, "delta": EMPTY_INPUT_DELTA},
+        *([{"type": "content_block_stop", "index": 0}] if stopped else []),
+        *MESSAGE_END,
+    ]
+    collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    assert collected.message.content == (ToolCall("t1", "lookup", '{"city":"Oslo"}'),)
+    deltas = [c for c in collected.chunks if isinstance(c, ToolCallDelta)]
+    assert "".join(c.arguments_delta for c in deltas) == '{"city":"Oslo"}'
 
 
 REFUSAL_DETAILS = {

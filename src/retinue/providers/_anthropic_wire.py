@@ -217,6 +217,8 @@ class AnthropicStreamDecoder:
     _left_out: set[int | None] = attrs.field(factory=set, init=False)
     # Per index, the type its block started as (or its first delta's block type).
     _block_types: dict[object, str] = attrs.field(factory=dict, init=False)
+    # Per tool call, the input its start carried, as JSON text: given when the block ends.
+    _held_inputs: dict[object, str] = attrs.field(factory=dict, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``message_stop`` was seen."""
 
@@ -241,8 +243,7 @@ class AnthropicStreamDecoder:
                 raise malformed(f"anthropic messages: block {index!r} started twice")
             return self._start(index, _dict(payload.get("content_block")))
         if kind == "content_block_stop":
-            end = self._table.end(_index(payload))
-            return [] if end is None else [end]
+            return self._end(_index(payload))
         if kind == "message_start":
             _merge_usage(self._usage, _dict(_dict(payload.get("message")).get("usage")))
         elif kind == "message_delta":
@@ -268,21 +269,7 @@ class AnthropicStreamDecoder:
             self._left_out.add(index)
             return []
         if kind == "tool_use":
-            call_id, name = _str(block.get("id")), _str(block.get("name"))
-            initial = block.get("input")
-            if not isinstance(initial, dict | None):
-                # As Chat and Responses refuse arguments of another type: a call run
-                # with none would hide what the model sent.
-                raise malformed(
-                    f"anthropic messages: the input of tool call {call_id or name!r} is of type "
-                    f"{type(initial).__name__}, not an object"
-                )
-            arguments = (
-                arguments_text(initial, "anthropic messages", call_id or name)
-                if isinstance(initial, dict) and initial
-                else ""
-            )
-            return [table.tool_call(index, call_id, name, arguments)]
+            return [self._start_call(index, block)]
         if kind == "redacted_thinking":
             table.finalize(index, RedactedReasoning(_str(block.get("data")) or ""))
             return []
@@ -293,6 +280,40 @@ class AnthropicStreamDecoder:
             return [table.reasoning(index, text, signature)] if text or signature else []
         return [table.text(index, text)] if text and kind == "text" else []
 
+    def _start_call(self, index: int | None, block: JsonObject) -> StreamChunk:
+        """A tool call's start; the input it carries is held until the block ends.
+
+        The API starts each call with an empty input and streams it in deltas.
+        A start that carries the input is a call sent whole, unless deltas
+        follow: as in the SDK, they then replace it, where the two run together
+        would be no JSON.
+        """
+        call_id, name = _str(block.get("id")), _str(block.get("name"))
+        initial = block.get("input")
+        if not isinstance(initial, dict | None):
+            # As Chat and Responses refuse arguments of another type: a call run
+            # with none would hide what the model sent.
+            raise malformed(
+                f"anthropic messages: the input of tool call {call_id or name!r} is of type "
+                f"{type(initial).__name__}, not an object"
+            )
+        if initial:
+            self._held_inputs[index] = arguments_text(
+                initial, "anthropic messages", call_id or name
+            )
+        return self._table.tool_call(index, call_id, name, "")
+
+    def _give_held(self, index: object) -> list[StreamChunk]:
+        """The input a call's start held, as its delta, when no delta replaced it."""
+        held = self._held_inputs.pop(index, None) if self._held_inputs else None
+        return [] if held is None else [self._table.tool_call(index, None, None, held)]
+
+    def _end(self, index: int | None) -> list[StreamChunk]:
+        """A block's end, after the input its start held."""
+        out = self._give_held(index)
+        end = self._table.end(index)
+        return out if end is None else [*out, end]
+
     def _delta(self, index: object, delta: JsonObject) -> list[StreamChunk]:
         kind, table = delta.get("type"), self._table
         self._check_fits(index, kind)
@@ -301,7 +322,11 @@ class AnthropicStreamDecoder:
             return [table.text(index, text)] if text else []
         if kind == "input_json_delta":
             part = _str(delta.get("partial_json"))
-            return [table.tool_call(index, None, None, part)] if part else []
+            if not part:
+                return []  # the API opens a call's input with an empty one
+            if self._held_inputs:
+                self._held_inputs.pop(index, None)  # the deltas are the input
+            return [table.tool_call(index, None, None, part)]
         if kind == "thinking_delta":
             text = _str(delta.get("thinking"))
             return [table.reasoning(index, text)] if text else []
@@ -342,10 +367,8 @@ class AnthropicStreamDecoder:
         if not isinstance(content, list):
             raise malformed("the anthropic messages response has no content list")
         for index, entry in enumerate(content):
-            block = _dict(entry)
-            self._start(index, block)
-            if block.get("type") == "tool_use" and not self._table.has(index):
-                self._table.tool_call(index, _str(block.get("id")), _str(block.get("name")), "")
+            self._start(index, _dict(entry))
+            self._give_held(index)  # a block sent whole has no deltas to wait for
         _merge_usage(self._usage, _dict(payload.get("usage")))
         self._stop_reason = _str(payload.get("stop_reason"))
         self._stop_details = _dict(payload.get("stop_details"))
@@ -364,7 +387,9 @@ class AnthropicStreamDecoder:
                 code="STREAM_TRUNCATED",
                 retryable=True,
             )
-        out: list[StreamChunk] = list(self._table.end_all())
+        # Blocks the stream never ended: each was opened by a chunk already.
+        out = [chunk for index in list(self._held_inputs) for chunk in self._give_held(index)]
+        out.extend(self._table.end_all())
         if self._usage:
             out.append(UsageChunk(anthropic_usage(self._usage)))
         out.append(Finish(anthropic_finish(self._stop_reason, self._stop_details)))
