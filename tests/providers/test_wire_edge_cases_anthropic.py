@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from retinue._content import Text, ToolCall
+from retinue._content import Reasoning, Text, ToolCall
 from retinue._stream import Errored, ToolCallDelta
 from retinue.providers import ProviderStreamError
 
@@ -202,6 +202,51 @@ async def test_anthropic_start_carrying_the_whole_input_keeps_it(*, stopped: boo
     assert collected.message.content == (ToolCall("t1", "lookup", '{"city":"Oslo"}'),)
     deltas = [c for c in collected.chunks if isinstance(c, ToolCallDelta)]
     assert "".join(c.arguments_delta for c in deltas) == '{"city":"Oslo"}'
+
+
+THOUGHT = {"type": "thinking_delta", "thinking": "Oslo first."}
+
+
+@pytest.mark.parametrize(
+    ("start", "later"),
+    [
+        ("SIG-A", ["SIG-B"]),
+        ("SIG-A", ["SIG-A"]),
+        ("SIG-A", []),
+        ("", ["SIG-B"]),
+    ],
+    ids=["replaced", "repeated", "start-only", "delta-only"],
+)
+async def test_anthropic_signature_delta_replaces_the_signature_a_start_carried(
+    start: str, later: list[str]
+) -> None:
+    """R5.2, R10.6: a thinking block whose start carries a signature and whose
+    ``signature_delta`` sends one again is signed by the delta, as the SDK reads it; the
+    two run together were a signature the API refuses on every later request."""
+    thinking = {"type": "thinking", "thinking": "", "signature": start}
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "content_block_start", "index": 0, "content_block": thinking},
+        {"type": "content_block_delta", "index": 0, "delta": THOUGHT},
+        *(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "signature_delta", "signature": sig},
+            }
+            for sig in later
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "text", "text": "Hi."},
+        },
+        *MESSAGE_END,
+    ]
+    collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    signature = later[-1] if later else start
+    assert collected.message.content == (Reasoning("Oslo first.", signature), Text("Hi."))
 
 
 REFUSAL_DETAILS = {

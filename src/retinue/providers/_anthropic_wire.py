@@ -217,8 +217,9 @@ class AnthropicStreamDecoder:
     _left_out: set[int | None] = attrs.field(factory=set, init=False)
     # Per index, the type its block started as (or its first delta's block type).
     _block_types: dict[object, str] = attrs.field(factory=dict, init=False)
-    # Per tool call, the input its start carried, as JSON text: given when the block ends.
-    _held_inputs: dict[object, str] = attrs.field(factory=dict, init=False)
+    # Per block, what its start carried that deltas replace (a call's input as JSON text,
+    # a thinking block's signature): given when the block ends, unless a delta replaced it.
+    _held: dict[object, str] = attrs.field(factory=dict, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``message_stop`` was seen."""
 
@@ -275,9 +276,13 @@ class AnthropicStreamDecoder:
             return []
         text = _str(block.get("thinking" if kind == "thinking" else "text")) or ""
         if kind == "thinking":
-            # A block sent whole carries its signature here; an empty one is none.
-            signature = _str(block.get("signature")) or None
-            return [table.reasoning(index, text, signature)] if text or signature else []
+            # A block sent whole carries its signature here (an empty one is none), unless
+            # a signature_delta follows: as in the SDK, that replaces it.
+            signature = _str(block.get("signature"))
+            if signature:
+                self._held[index] = signature
+            # Opened now, even without text: the block keeps its place in the message.
+            return [table.reasoning(index, text)] if text or signature else []
         return [table.text(index, text)] if text and kind == "text" else []
 
     def _start_call(self, index: int | None, block: JsonObject) -> StreamChunk:
@@ -298,18 +303,21 @@ class AnthropicStreamDecoder:
                 f"{type(initial).__name__}, not an object"
             )
         if initial:
-            self._held_inputs[index] = arguments_text(
-                initial, "anthropic messages", call_id or name
-            )
+            self._held[index] = arguments_text(initial, "anthropic messages", call_id or name)
         return self._table.tool_call(index, call_id, name, "")
 
     def _give_held(self, index: object) -> list[StreamChunk]:
-        """The input a call's start held, as its delta, when no delta replaced it."""
-        held = self._held_inputs.pop(index, None) if self._held_inputs else None
-        return [] if held is None else [self._table.tool_call(index, None, None, held)]
+        """What a block's start held (a call's input, a thinking block's signature), as its
+        delta, when no delta replaced it."""
+        held = self._held.pop(index, None) if self._held else None
+        if held is None:
+            return []
+        if self._block_types.get(index) == "thinking":
+            return [self._table.reasoning(index, "", held)]
+        return [self._table.tool_call(index, None, None, held)]
 
     def _end(self, index: int | None) -> list[StreamChunk]:
-        """A block's end, after the input its start held."""
+        """A block's end, after what its start held."""
         out = self._give_held(index)
         end = self._table.end(index)
         return out if end is None else [*out, end]
@@ -324,8 +332,8 @@ class AnthropicStreamDecoder:
             part = _str(delta.get("partial_json"))
             if not part:
                 return []  # the API opens a call's input with an empty one
-            if self._held_inputs:
-                self._held_inputs.pop(index, None)  # the deltas are the input
+            if self._held:
+                self._held.pop(index, None)  # the deltas are the input
             return [table.tool_call(index, None, None, part)]
         if kind == "thinking_delta":
             text = _str(delta.get("thinking"))
@@ -333,7 +341,11 @@ class AnthropicStreamDecoder:
         if kind == "signature_delta":
             # An empty signature is none: the API would refuse the block it marks.
             signature = _str(delta.get("signature"))
-            return [table.reasoning(index, "", signature)] if signature else []
+            if not signature:
+                return []
+            if self._held:
+                self._held.pop(index, None)  # the delta is the signature
+            return [table.reasoning(index, "", signature)]
         return []
 
     def _check_fits(self, index: object, kind: object) -> None:
@@ -388,7 +400,7 @@ class AnthropicStreamDecoder:
                 retryable=True,
             )
         # Blocks the stream never ended: each was opened by a chunk already.
-        out = [chunk for index in list(self._held_inputs) for chunk in self._give_held(index)]
+        out = [chunk for index in list(self._held) for chunk in self._give_held(index)]
         out.extend(self._table.end_all())
         if self._usage:
             out.append(UsageChunk(anthropic_usage(self._usage)))
