@@ -7,6 +7,7 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import trio
@@ -55,6 +56,26 @@ class Window:
     def __exit__(self, *_exc: object) -> None:
         self.cpu_s = time.process_time() - self.cpu_s
         self.wall_s = time.perf_counter() - self.wall_s
+
+
+def counts(program: str, args: Sequence[str]) -> list[int]:
+    """*args* as counts (of agents, repeats), each a whole number of at least 1.
+
+    Checked before anything runs: a count of 0 would fail with a division by
+    zero in a child process, or after minutes under callgrind, and a negative
+    one would print figures for no work at all.
+
+    Raises:
+        SystemExit: 2, after a usage line on stderr naming the bad count.
+    """
+    for arg in args:
+        if not (arg.isdecimal() and int(arg) >= 1):
+            print(
+                f"{program}: a count must be a whole number of at least 1, got {arg!r}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
+    return [int(arg) for arg in args]
 
 
 def emit(record: dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import trio
 
-from ._common import STEPS_PER_TURN, emit
+from ._common import STEPS_PER_TURN, counts, emit
 
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -99,10 +99,11 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--run":
         _workload(argv[1], int(argv[2]), int(argv[3]))
         return 0
+    [agents] = counts("python -m benchmarks.instructions", argv[:1]) or [50]
     if shutil.which("valgrind") is None:
         print("benchmarks.instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 2
-    emit(measure(int(argv[0]) if argv else 50))
+    emit(measure(agents))
     return 0
 
 

@@ -60,12 +60,15 @@ from ._common import (
     GcTimer,
     Turns,
     Window,
+    counts,
     drive_all,
     emit,
     peak_rss_mb,
     rss_mb,
 )
 from .floor import run_floor
+
+_PROGRAM = "python -m benchmarks.overhead"
 
 
 @retinue.tool(parallel_safe=True)
@@ -269,7 +272,8 @@ def _gc_threshold(argv: list[str]) -> tuple[list[str], int | None]:
     if "--gc-threshold" not in argv:
         return argv, None
     at = argv.index("--gc-threshold")
-    return argv[:at] + argv[at + 2 :], int(argv[at + 1])
+    [threshold] = counts(_PROGRAM, argv[at + 1 : at + 2] or [""])
+    return argv[:at] + argv[at + 2 :], threshold
 
 
 def _floor_rss_mb(agents: int) -> float:
@@ -304,17 +308,18 @@ def main(argv: list[str]) -> int:
     if threshold is not None:
         gc.set_threshold(threshold, *gc.get_threshold()[1:])
     if argv and argv[0] == "--one":
-        agents = int(argv[1])
-        record = measure(agents, int(argv[2]) if len(argv) > 2 else _repeats(agents))
+        agents, *repeats = counts(_PROGRAM, argv[1:3] or [""])
+        record = measure(agents, repeats[0] if repeats else _repeats(agents))
         emit({**record, "gc_threshold0": gc.get_threshold()[0]})
         return 0
     if argv and argv[0] == "--floor-rss":
-        print(trio.run(run_floor, int(argv[1])).rss_mb, flush=True)
+        [agents] = counts(_PROGRAM, argv[1:2] or [""])
+        print(trio.run(run_floor, agents).rss_mb, flush=True)
         return 0
     if argv and argv[0] == "--growth":
         emit(measure_growth())
         return 0
-    for agents in [int(arg) for arg in argv] or [1, 100, 1000, 10000]:
+    for agents in counts(_PROGRAM, argv) or [1, 100, 1000, 10000]:
         _run_child(["--one", str(agents)], threshold)
     _run_child(["--growth"], threshold)
     return 0

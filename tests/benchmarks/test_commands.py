@@ -1,0 +1,40 @@
+"""The benchmarks' command lines: what each refuses and what it reports, never how fast.
+
+Each test runs a benchmark's ``main`` on the smallest work that shows the
+behaviour; none asserts a timing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import instructions, overhead
+
+
+@pytest.mark.parametrize("count", ["0", "-3", "1.5", "many"])
+@pytest.mark.parametrize(
+    "template",
+    [["{}"], ["1", "{}"], ["--one", "{}"], ["--one", "1", "{}"], ["1", "--gc-threshold", "{}"]],
+    ids=["N", "second N", "--one N", "--one N R", "--gc-threshold T"],
+)
+def test_overhead_refuses_a_count_below_one_before_running(
+    template: list[str], count: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An agent count, repeat count or GC threshold that is not a whole number of at least 1 is refused at once."""
+    with pytest.raises(SystemExit) as refused:
+        overhead.main([arg.format(count) for arg in template])
+    assert refused.value.code == 2
+    out, err = capsys.readouterr()
+    assert not out
+    assert f"got {count!r}" in err
+
+
+@pytest.mark.parametrize("count", ["0", "many"])
+def test_instructions_refuses_an_agent_count_below_one_before_counting(
+    count: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No run under callgrind starts for an agent count that is not a whole number of at least 1."""
+    with pytest.raises(SystemExit) as refused:
+        instructions.main([count])
+    assert refused.value.code == 2
+    assert f"got {count!r}" in capsys.readouterr().err
