@@ -33,7 +33,8 @@ and the floor run alternately, 21 times each up to 10 agents (a run of one
 agent is ten steps), three times up to 1000 and once above, and the time
 figures are medians (``--one N R`` runs one N with R repeats). ``--gc-threshold T`` runs both sides with
 CPython's first GC threshold raised to T (default 700), to show what that
-tuning buys a process running many agents.
+tuning buys a process running many agents. A failed measurement's traceback
+is on stderr, the other measurements still run, and the run exits 1.
 """
 
 from __future__ import annotations
@@ -282,25 +283,33 @@ def _floor_rss_mb(agents: int) -> float:
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.overhead", "--floor-rss", str(agents), *tuning],
         check=True,
-        capture_output=True,
+        stdout=subprocess.PIPE,  # its stderr is ours: a failure's traceback is seen
         text=True,
     )
     return float(out.stdout)
 
 
-def _run_child(args: list[str], threshold: int | None) -> None:
+def _run_child(args: list[str], threshold: int | None) -> bool:
+    """Run one measurement in a fresh process and print its line; False if it failed.
+
+    The child writes to this process's stderr, so why it failed is seen as it fails.
+    """
     tuning = [] if threshold is None else ["--gc-threshold", str(threshold)]
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.overhead", *args, *tuning],
-        check=True,
-        capture_output=True,
+        check=False,
+        stdout=subprocess.PIPE,
         text=True,
     )
+    if out.returncode != 0:
+        print(f"# {' '.join(args)} failed (exit {out.returncode})", file=sys.stderr, flush=True)
+        return False
     print(out.stdout.strip(), flush=True)
+    return True
 
 
 def main(argv: list[str]) -> int:
-    """Run every N in its own subprocess, then the growth measurement."""
+    """Run every N in its own subprocess, then the growth measurement; 1 if one failed."""
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
@@ -319,10 +328,12 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--growth":
         emit(measure_growth())
         return 0
-    for agents in counts(_PROGRAM, argv) or [1, 100, 1000, 10000]:
+    measured = [
         _run_child(["--one", str(agents)], threshold)
-    _run_child(["--growth"], threshold)
-    return 0
+        for agents in counts(_PROGRAM, argv) or [1, 100, 1000, 10000]
+    ]
+    measured.append(_run_child(["--growth"], threshold))
+    return 0 if all(measured) else 1
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ behaviour; none asserts a timing.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from benchmarks import instructions, overhead
@@ -38,3 +41,17 @@ def test_instructions_refuses_an_agent_count_below_one_before_counting(
         instructions.main([count])
     assert refused.value.code == 2
     assert f"got {count!r}" in capsys.readouterr().err
+
+
+def test_overhead_shows_why_a_measurement_failed_and_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Each measurement's process writes to stderr as it runs; one that fails makes the run exit 1."""
+    failing = tmp_path / "python"
+    failing.write_text('#!/bin/sh\necho "no measurement of $*" >&2\nexit 3\n')
+    failing.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(failing))
+    assert overhead.main(["7"]) == 1
+    err = capfd.readouterr().err
+    assert "no measurement of -m benchmarks.overhead --one 7" in err
+    assert "no measurement of -m benchmarks.overhead --growth" in err
