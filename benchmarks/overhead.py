@@ -2,7 +2,9 @@
 
 Each turn is one step asking for 2 parallel tool calls and one step answering
 in 20 chunks. Prints one JSON line per N and then one line comparing the
-per-step cost at turn 500 of one session with turn 1. Each N's line gives:
+per-step cost at turn 500 of one session with turn 1 (medians over the first
+and the last ``window`` turns). Each line names the GC threshold it ran
+with (``gc_threshold0``). Each N's line gives:
 
 * ``steps_per_s`` and ``cpu_us_per_step``: wall and CPU time of the turns
   alone (one window: opening the runtime, creating the agents, the invariant
@@ -253,6 +255,7 @@ def measure_growth(turns: int = 500, window: int = 50) -> dict[str, object]:
     return {
         "benchmark": "overhead-growth",
         "turns": turns,
+        "window": window,
         "cpu_us_per_step_first": round(first / STEPS_PER_TURN * 1e6, 1),
         "cpu_us_per_step_last": round(last / STEPS_PER_TURN * 1e6, 1),
         "ratio_last_to_first": round(last / first, 2),
@@ -326,7 +329,7 @@ def main(argv: list[str]) -> int:
         print(trio.run(run_floor, agents).rss_mb, flush=True)
         return 0
     if argv and argv[0] == "--growth":
-        emit(measure_growth())
+        emit({**measure_growth(), "gc_threshold0": gc.get_threshold()[0]})
         return 0
     measured = [
         _run_child(["--one", str(agents)], threshold)

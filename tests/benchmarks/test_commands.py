@@ -6,7 +6,10 @@ behaviour; none asserts a timing.
 
 from __future__ import annotations
 
+import gc
+import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,23 @@ def test_overhead_shows_why_a_measurement_failed_and_exits_1(
     err = capfd.readouterr().err
     assert "no measurement of -m benchmarks.overhead --one 7" in err
     assert "no measurement of -m benchmarks.overhead --growth" in err
+
+
+@pytest.fixture
+def gc_thresholds() -> Iterator[None]:
+    """Give back the GC thresholds a benchmark's ``--gc-threshold`` set for this process."""
+    thresholds = gc.get_threshold()
+    yield
+    gc.set_threshold(*thresholds)
+
+
+@pytest.mark.usefixtures("gc_thresholds")
+def test_overhead_growth_line_names_its_window_and_gc_threshold(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The growth line, like each N's line, says the GC threshold it was measured with."""
+    assert overhead.main(["--growth", "--gc-threshold", "1234"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert line["benchmark"] == "overhead-growth"
+    assert line["gc_threshold0"] == 1234
+    assert line["window"] == 50
