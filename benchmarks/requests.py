@@ -15,11 +15,12 @@ late in the session against the encoding's. ``scratch_*`` maps each
 history from a plain copy, as a request whose history is not a session's
 snapshot is mapped.
 
-Run: ``python -m benchmarks.requests [T]`` (default T=500; about a minute).
+Run: ``python -m benchmarks.requests [T]`` (default T=500, at least 100; about a minute).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -42,6 +43,7 @@ BUILDERS: dict[str, Callable[[ModelRequest], Body]] = {
 }
 CONFIG = LlmCallConfig("bench-model")
 WINDOW = 50
+SMALLEST = 2 * WINDOW
 
 
 def _turn(turn: int) -> list[list[Message]]:
@@ -143,7 +145,20 @@ def measure(api: str, session: str, size: int) -> dict[str, object]:
 
 
 def main(argv: list[str]) -> None:
-    size = int(argv[0]) if argv else 500
+    """Parse the session size; print one line per session and adapter."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.requests", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "size", nargs="?", type=int, default=500, metavar="T", help="turns or steps a session"
+    )
+    size = parser.parse_args(argv).size
+    if size < SMALLEST:
+        # The one-turn session makes T + 1 requests: fewer than two windows' worth
+        # and its late window holds early requests, so late_over_early says nothing.
+        parser.error(
+            f"T must be at least {SMALLEST}, so that the first and the last {WINDOW} requests differ"
+        )
     for session in SESSIONS:
         for api in BUILDERS:
             emit(measure(api, session, size))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import instructions, overhead
+from benchmarks import instructions, overhead, requests
 
 
 @pytest.mark.parametrize("count", ["0", "-3", "1.5", "many"])
@@ -78,3 +78,23 @@ def test_overhead_growth_line_names_its_window_and_gc_threshold(
     assert line["benchmark"] == "overhead-growth"
     assert line["gc_threshold0"] == 1234
     assert line["window"] == 50
+
+
+def test_requests_refuses_a_session_too_short_for_two_windows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A session whose first and last windows of requests would overlap is refused, not reported as no growth."""
+    with pytest.raises(SystemExit) as refused:
+        requests.main(["10"])
+    assert refused.value.code == 2
+    out, err = capsys.readouterr()
+    assert not out
+    assert "T must be at least 100" in err
+
+
+def test_requests_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--help`` prints the usage, as every other benchmark's does."""
+    with pytest.raises(SystemExit) as done:
+        requests.main(["--help"])
+    assert done.value.code == 0
+    assert "usage: python -m benchmarks.requests" in capsys.readouterr().out
