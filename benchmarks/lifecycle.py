@@ -7,12 +7,12 @@ after another, oldest first. A second runtime disposes its N agents newest
 first: a table kept as a list and searched from its head finds the oldest
 agent's entry at once, so only this order shows what a search costs.
 Prints one JSON line per N with the CPU microseconds per agent of each
-phase, with and without the time CPython's cyclic GC took in it, and a last
-line with each phase's ratio of the largest N to the smallest, without the
-GC: nothing an agent does may cost more because other agents exist, so each
-ratio should stay near 1 (a registry or listener table scanned per agent
-would make it grow with N). The GC's share does grow with the heap, for any
-Python program holding that many objects.
+phase, with and without the time CPython's cyclic GC took in it, and, given
+two N or more, a last line with each phase's ratio of the largest N to the
+smallest, without the GC: nothing an agent does may cost more because other
+agents exist, so each ratio should stay near 1 (a registry or listener
+table scanned per agent would make it grow with N). The GC's share does grow
+with the heap, for any Python program holding that many objects.
 
 This machine is noisy, so one run per figure can show growth that is not
 there. Every N is measured R times (``--repeats R``, default 5), the sizes
@@ -134,6 +134,26 @@ def _record(agents: int, repeats: list[dict[str, _Phase]]) -> dict[str, object]:
     return record
 
 
+def _growth(
+    runs: dict[int, list[dict[str, _Phase]]], small: int, large: int, repeats: int
+) -> dict[str, object]:
+    """Each phase's ratio of *large* agents to *small*, without the GC: the median and each repeat's."""
+    growth: dict[str, object] = {
+        "benchmark": "lifecycle-growth",
+        "agents": [small, large],
+        "repeats": repeats,
+    }
+    for phase in _PHASES:
+        ratios = [
+            _per_agent(big[phase], large)["without_gc"]
+            / _per_agent(little[phase], small)["without_gc"]
+            for little, big in zip(runs[small], runs[large], strict=True)
+        ]
+        growth[f"{phase}_ratio_without_gc"] = round(statistics.median(ratios), 2)
+        growth[f"{phase}_ratios_without_gc"] = [round(ratio, 2) for ratio in ratios]
+    return growth
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.lifecycle",
@@ -153,21 +173,9 @@ def main(argv: list[str]) -> None:
             runs[agents].append(_measure_once(agents))
     for agents in sizes:
         emit(_record(agents, runs[agents]))
-    small, large = sizes[0], sizes[-1]
-    growth: dict[str, object] = {
-        "benchmark": "lifecycle-growth",
-        "agents": [small, large],
-        "repeats": args.repeats,
-    }
-    for phase in _PHASES:
-        ratios = [
-            _per_agent(big[phase], large)["without_gc"]
-            / _per_agent(little[phase], small)["without_gc"]
-            for little, big in zip(runs[small], runs[large], strict=True)
-        ]
-        growth[f"{phase}_ratio_without_gc"] = round(statistics.median(ratios), 2)
-        growth[f"{phase}_ratios_without_gc"] = [round(ratio, 2) for ratio in ratios]
-    emit(growth)
+    if len(sizes) > 1:
+        # One N against itself would read as no growth, whatever it costs.
+        emit(_growth(runs, sizes[0], sizes[-1], args.repeats))
 
 
 if __name__ == "__main__":

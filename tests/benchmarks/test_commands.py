@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import instructions, overhead, requests
+from benchmarks import instructions, lifecycle, overhead, requests
 
 
 @pytest.mark.parametrize("count", ["0", "-3", "1.5", "many"])
@@ -98,3 +98,22 @@ def test_requests_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
         requests.main(["--help"])
     assert done.value.code == 0
     assert "usage: python -m benchmarks.requests" in capsys.readouterr().out
+
+
+def test_lifecycle_of_one_size_prints_no_growth_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """With one N there is nothing to compare it with: no growth line of ratios 1.0 is printed."""
+    lifecycle.main(["3", "3", "--repeats", "1"])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["benchmark"] for line in lines] == ["lifecycle"]
+    assert lines[0]["agents"] == 3
+
+
+def test_lifecycle_compares_the_largest_size_with_the_smallest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Given several N, the last line holds each phase's ratio of the largest to the smallest."""
+    lifecycle.main(["4", "2", "3", "--repeats", "1"])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["agents"] for line in lines] == [2, 3, 4, [2, 4]]
+    assert lines[-1]["benchmark"] == "lifecycle-growth"
+    assert len(lines[-1]["turn_ratios_without_gc"]) == 1
