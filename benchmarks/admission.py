@@ -3,16 +3,21 @@
 N agents ask in a loop, through the OpenAI Chat adapter, the embedded mock
 server answering a share of the requests 429 at random (with ``Retry-After``),
 whatever the load: a provider that throttles at random, not by concurrency.
-Throttled attempts are retried (up to six attempts). Each mode runs for the same wall time and prints one JSON line:
+Throttled attempts are retried (up to six attempts). Each mode starts turns
+for the same wall time (``--seconds``); the turns under way then run to their
+end, which takes long where the limit has fallen, so a mode's ``wall_s`` is
+that time and the drain after it, and ``turns_per_s`` is over ``wall_s``.
+Each mode prints one JSON line:
 
 * ``adaptive``: ``AdmissionLimits(max_concurrent=CAP)``, the limit free to fall;
 * ``floor``: the same with ``min_concurrent=CAP // 2``;
 * ``fixed``: ``min_concurrent=CAP``, a fixed cap (429s still pause the lane);
 * ``off``: no admission control.
 
-Each line gives the turns a second, how the turns ended, the lane's limit at
-the end and the requests the server saw; every session passes the invariant
-checks. Wall-clock figures on a shared machine: compare modes of one run.
+Each line gives its wall time, the turns a second, how the turns ended, the
+lane's limit at the end and the requests the server saw; every session passes
+the invariant checks. Wall-clock figures on a shared machine: compare modes of
+one run.
 
     python -m benchmarks.admission --agents 200 --seconds 30 --rate 0.15 --cap 256
 """
@@ -82,6 +87,7 @@ async def run_mode(mode: str, agents: int, seconds: float, rate: float, cap: int
             "mode": mode,
             "agents": agents,
             "throttled_share": rate,
+            "wall_s": round(wall, 1),
             "turns_per_s": round(sum(ended.values()) / wall, 1),
             "ended": dict(ended),
             "limit_at_end": limit,

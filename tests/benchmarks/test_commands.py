@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import instructions, lifecycle, overhead, requests
+from benchmarks import admission, instructions, lifecycle, overhead, requests
 
 
 @pytest.mark.parametrize("count", ["0", "-3", "1.5", "many"])
@@ -117,3 +117,14 @@ def test_lifecycle_compares_the_largest_size_with_the_smallest(
     assert [line["agents"] for line in lines] == [2, 3, 4, [2, 4]]
     assert lines[-1]["benchmark"] == "lifecycle-growth"
     assert len(lines[-1]["turn_ratios_without_gc"]) == 1
+
+
+def test_admission_line_gives_the_wall_time_its_rate_is_over(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A mode's line gives the wall time its turns a second are over: turns started, then drained."""
+    admission.main(["--agents", "2", "--seconds", "0.2", "--modes", "off"])
+    [line] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert line["mode"] == "off"
+    assert line["wall_s"] >= 0.2
+    assert set(line["ended"]) == {"completed"}
