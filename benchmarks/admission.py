@@ -17,7 +17,9 @@ Each mode prints one JSON line:
 Each line gives its wall time, the turns a second, how the turns ended, the
 lane's limit at the end and the requests the server saw; every session passes
 the invariant checks. Wall-clock figures on a shared machine: compare modes of
-one run.
+one run. The agents and the server share one thread, which needs several
+milliseconds of CPU a turn: ``cpu_s`` near ``wall_s`` (or near the share of a
+core a busy machine leaves it) says that thread, not admission, set the pace.
 
     python -m benchmarks.admission --agents 200 --seconds 30 --rate 0.15 --cap 256
 """
@@ -67,7 +69,7 @@ async def run_mode(mode: str, agents: int, seconds: float, rate: float, cap: int
         handles = [
             await rt.create_agent(f"a{i}", retinue.AgentOptions(model="m")) for i in range(agents)
         ]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
 
         async def ask_until_done(agent: retinue.Agent) -> None:
             while time.perf_counter() - started < seconds:
@@ -76,7 +78,7 @@ async def run_mode(mode: str, agents: int, seconds: float, rate: float, cap: int
         async with trio.open_nursery() as nursery:
             for agent in handles:
                 nursery.start_soon(ask_until_done, agent)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         for agent in handles:
             check_session_invariants(agent.session.events)
         limit = None if admission is None else admission.statistics().lanes[0].concurrency_limit
@@ -88,6 +90,7 @@ async def run_mode(mode: str, agents: int, seconds: float, rate: float, cap: int
             "agents": agents,
             "throttled_share": rate,
             "wall_s": round(wall, 1),
+            "cpu_s": round(cpu, 2),
             "turns_per_s": round(sum(ended.values()) / wall, 1),
             "ended": dict(ended),
             "limit_at_end": limit,

@@ -128,3 +128,10 @@ def test_admission_line_gives_the_wall_time_its_rate_is_over(
     assert line["mode"] == "off"
     assert line["wall_s"] >= 0.2
     assert set(line["ended"]) == {"completed"}
+
+
+def test_admission_line_gives_the_cpu_its_thread_spent(capsys: pytest.CaptureFixture[str]) -> None:
+    """A mode's line gives its thread's CPU seconds beside the wall time: a CPU-bound run shows."""
+    admission.main(["--agents", "2", "--seconds", "0.2", "--modes", "fixed"])
+    [line] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert line["cpu_s"] > 0
