@@ -13,7 +13,9 @@ is encoded whole: that part grows with the session by nature).
 ``late_over_early`` is the mapping's growth; ``late_vs_encode`` its cost
 late in the session against the encoding's. ``scratch_*`` maps each
 history from a plain copy, as a request whose history is not a session's
-snapshot is mapped.
+snapshot is mapped. ``kept_over_messages`` is the memory the adapter keeps
+beside the history once the session's last request is mapped, over the
+memory of the history's messages (traced in a run of its own, untimed).
 
 Run: ``python -m benchmarks.requests [T]`` (default T=500, at least 100; about a minute).
 """
@@ -21,10 +23,12 @@ Run: ``python -m benchmarks.requests [T]`` (default T=500, at least 100; about a
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 
 from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
@@ -119,6 +123,31 @@ def _window_us(costs: list[float], *, late: bool) -> float:
     return round(statistics.median(window) * 1e6, 1)
 
 
+def _kept_over_messages(
+    build: Callable[[ModelRequest], Body], additions: Callable[[], Iterator[list[Message]]]
+) -> float:
+    """Memory the adapter keeps beside a session's history once every step is mapped, over its messages'.
+
+    Traced apart from the timed runs: tracemalloc slows every allocation.
+    """
+    gc.collect()
+    tracemalloc.start()
+    try:
+        history = [message for added in additions() for message in added]
+        messages = tracemalloc.get_traced_memory()[0]
+        derived: dict[object, object] = {}
+        length = 0
+        for added in additions():
+            length += len(added)
+            build(
+                ModelRequest(CONFIG, MessageHistory(history, length, derived=derived), "Be brief.")
+            )
+        gc.collect()  # only what the history keeps is left: the bodies are gone
+        return (tracemalloc.get_traced_memory()[0] - messages) / messages
+    finally:
+        tracemalloc.stop()
+
+
 def measure(api: str, session: str, size: int) -> dict[str, object]:
     """One adapter's figures over a *session* of *size* turns or steps."""
     build, additions = BUILDERS[api], SESSIONS[session]
@@ -141,6 +170,7 @@ def measure(api: str, session: str, size: int) -> dict[str, object]:
         "late_over_early": round(figures["late_us"] / figures["early_us"], 2),
         "late_vs_encode": round(figures["late_us"] / figures["encode_late_us"], 2),
         "scratch_late_vs_encode": round(figures["scratch_late_us"] / figures["encode_late_us"], 2),
+        "kept_over_messages": round(_kept_over_messages(build, lambda: additions(size)), 2),
     }
 
 

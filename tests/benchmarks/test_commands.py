@@ -1,7 +1,7 @@
 """The benchmarks' command lines: what each refuses and what it reports, never how fast.
 
-Each test runs a benchmark's ``main`` on the smallest work that shows the
-behaviour; none asserts a timing.
+Each test runs a benchmark's ``main`` (or the measurement it runs) on the
+smallest work that shows the behaviour; none asserts a timing.
 """
 
 from __future__ import annotations
@@ -135,3 +135,12 @@ def test_admission_line_gives_the_cpu_its_thread_spent(capsys: pytest.CaptureFix
     admission.main(["--agents", "2", "--seconds", "0.2", "--modes", "fixed"])
     [line] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert line["cpu_s"] > 0
+
+
+def test_requests_gives_the_memory_an_adapter_keeps_beside_a_history() -> None:
+    """A line gives what the adapter keeps beside the history, as a share of its messages' memory."""
+    line = requests.measure("anthropic", "one-turn", 100)
+    assert line["requests"] == 101
+    kept = line["kept_over_messages"]
+    assert isinstance(kept, float)
+    assert kept > 0
