@@ -16,7 +16,9 @@ warmed up afresh for every repeat.
     python -m benchmarks.http --agents 100 1000 --steps 5 --chunks 20 --latency 0.05 --repeats 3
 
 (The defaults; about 4.5 minutes on this 2-core machine, the 1000-agent runs
-most of it: fewer repeats or agents shorten it.)
+most of it: fewer repeats or agents shorten it.) Every client has a
+connection per agent, in pools of at most ``--pool-size`` (default 100, the
+adapters' own); ``--pool-size 1000`` shows what one large pool costs.
 
 (Run it as a module: as a script its name would shadow the standard ``http``.)
 """
@@ -137,19 +139,25 @@ async def measure(name: str, step: Step, agents: int, steps: int) -> dict[str, o
     }
 
 
-async def _client_once(name: str, base_url: str, agents: int, steps: int) -> dict[str, object]:
-    """Open one client (the raw floor or an adapter), warm it up and time one run."""
+async def _client_once(
+    name: str, base_url: str, agents: int, steps: int, pool_size: int
+) -> dict[str, object]:
+    """Open one client (the raw floor or an adapter), warm it up and time one run.
+
+    Each has a connection per agent, in pools of at most *pool_size*.
+    """
     if name == "raw-httpx2":
-        pool = max(1, -(-agents // 100))
-        async with httpx2.AsyncClient(transport=ShardedTransport(pool, 100), timeout=60) as raw:
+        pools = max(1, -(-agents // pool_size))
+        transport = ShardedTransport(pools, pool_size)
+        async with httpx2.AsyncClient(transport=transport, timeout=60) as raw:
             return await measure(name, raw_step(raw, base_url), agents, steps)
     if name == "openai":
         async with OpenAIModel(
-            base_url=base_url + "/v1", api_key="bench", max_connections=agents
+            base_url=base_url + "/v1", api_key="bench", max_connections=agents, pool_size=pool_size
         ) as openai_model:
             return await measure(name, adapter_step(openai_model), agents, steps)
     async with AnthropicModel(
-        base_url=base_url, api_key="bench", max_connections=agents
+        base_url=base_url, api_key="bench", max_connections=agents, pool_size=pool_size
     ) as anthropic_model:
         return await measure(name, adapter_step(anthropic_model), agents, steps)
 
@@ -168,14 +176,20 @@ def _median(runs: list[dict[str, object]], key: str) -> float:
 
 
 async def bench(
-    base_url: str, agents: int, steps: int, chunks: int, latency: float, repeats: int
+    base_url: str,
+    agents: int,
+    steps: int,
+    chunks: int,
+    latency: float,
+    repeats: int,
+    pool_size: int = 100,
 ) -> None:
     """Measure the floor and both adapters at one agent count, *repeats* times; print one JSON line."""
     runs: dict[str, list[dict[str, object]]] = {name: [] for name in _CLIENTS}
     for repeat in range(repeats):
         # Alternate the order so no client always runs first or last.
         for name in _CLIENTS if repeat % 2 == 0 else reversed(_CLIENTS):
-            runs[name].append(await _client_once(name, base_url, agents, steps))
+            runs[name].append(await _client_once(name, base_url, agents, steps, pool_size))
     results = []
     for name in _CLIENTS:
         ratios = [
@@ -201,6 +215,7 @@ async def bench(
         "chunks_per_response": chunks,
         "latency_s": latency,
         "repeats": repeats,
+        "pool_size": pool_size,
         "results": results,
     }
     print(json.dumps(line), flush=True)
@@ -214,6 +229,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pool-size", type=int, default=100, help="connections a pool, at most")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -235,7 +251,16 @@ def main() -> None:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
         for agents in args.agents:
-            trio.run(bench, base_url, agents, args.steps, args.chunks, args.latency, args.repeats)
+            trio.run(
+                bench,
+                base_url,
+                agents,
+                args.steps,
+                args.chunks,
+                args.latency,
+                args.repeats,
+                args.pool_size,
+            )
     finally:
         server.terminate()
         server.wait(timeout=10)

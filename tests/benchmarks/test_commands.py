@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
-from benchmarks import admission, instructions, lifecycle, overhead, requests
+from benchmarks import admission, http, instructions, lifecycle, overhead, requests
+from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
 
 
 @pytest.mark.parametrize("count", ["0", "-3", "1.5", "many"])
@@ -135,6 +137,23 @@ def test_admission_line_gives_the_cpu_its_thread_spent(capsys: pytest.CaptureFix
     admission.main(["--agents", "2", "--seconds", "0.2", "--modes", "fixed"])
     [line] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert line["cpu_s"] > 0
+
+
+async def test_http_measures_every_client_with_the_pool_size_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--pool-size`` sizes the floor's pools and the adapters' alike, and the line names it."""
+    policy = EchoPolicy(chunks=4, max_tool_calls=0)
+    with trio.fail_after(60):
+        async with open_mock_server(policy, timing=Timing(latency=0.0)) as server:
+            await http.bench(server.base_url, 3, 1, 4, 0.0, 1, pool_size=1)
+    line = json.loads(capsys.readouterr().out)
+    assert line["pool_size"] == 1
+    assert [(run["client"], run["steps"]) for run in line["results"]] == [
+        ("raw-httpx2", 3),
+        ("openai", 3),
+        ("anthropic", 3),
+    ]
 
 
 def test_requests_gives_the_memory_an_adapter_keeps_beside_a_history() -> None:
