@@ -214,3 +214,37 @@ def test_a_list_subclass_whose_append_appends_hears_in_seq_order() -> None:
     session.append_custom("plugin/ask", 0)
 
     assert [event.seq for event in heard] == [0, 1]
+
+
+def test_a_wrapper_posing_as_a_lists_append_is_announced_like_any_observer() -> None:
+    """R4.8, R4.10: a lone observer that passes its attributes and ``==`` on to a list's
+    append runs code of its own: what it appends is heard after the event it is hearing,
+    and its ``StopIteration`` fails the append as a ``SessionError``."""
+    session = Session.create("agent")
+    heard: list[Event] = []
+
+    class Wrapping:
+        def __call__(self, event: Event) -> None:
+            if event.type == "plugin/ask":
+                session.append_custom("plugin/answer", event.seq)
+            if event.type == "plugin/stop":
+                raise StopIteration
+            heard.append(event)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(heard.append, name)
+
+        def __eq__(self, other: object) -> bool:
+            return heard.append == other
+
+        __hash__ = object.__hash__
+
+    session.observe(Wrapping())
+
+    session.append_custom("plugin/ask", 0)
+    with pytest.raises(SessionError) as refused:
+        session.append_custom("plugin/stop", 2)
+
+    assert [event.seq for event in heard] == [0, 1]
+    assert refused.value.code == "UNKNOWN"
+    assert len(session.events) == 3

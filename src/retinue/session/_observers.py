@@ -154,9 +154,18 @@ def _async_call(function: object) -> bool:
     return not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
 
 
+_BUILTIN_METHOD: type = type([].append)
+
+
 def _list_append(observer: Observer) -> bool:
-    """Whether *observer* is the ``append`` of a list (not of a subclass, which may override it)."""
-    owner = getattr(observer, "__self__", None)
+    """Whether *observer* is the ``append`` of a list (not of a subclass, which may override it).
+
+    Its type is tested first: a wrapper that passes its attributes and ``==`` on to a
+    list's append has code of its own, which may append or raise as any observer may.
+    """
+    if type(observer) is not _BUILTIN_METHOD:
+        return False
+    owner = observer.__self__  # type: ignore[attr-defined]
     return type(owner) is list and observer == owner.append
 
 
