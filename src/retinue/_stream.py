@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
 
-from ._content import ContentBlock
+from ._content import ContentBlock, bound_set_attribute, set_attribute, whole
 from ._errors import InvalidJsonError
 from ._lossless import is_count, shown
 
@@ -114,8 +114,9 @@ class Aborted:
 class Errored:
     """The provider reported an error inside the stream."""
 
-    message: str
-    code: str | None = None
+    # A provider's words, logged in the stream's finish: each joined as a block's text is (R1.6).
+    message: str = attrs.field(converter=whole)
+    code: str | None = attrs.field(default=None, converter=whole)
     kind: ClassVar[str] = "error"
 
 
@@ -135,7 +136,7 @@ class OtherFinish:
     a provider's name to the reason it means.
     """
 
-    name: str = attrs.field(validator=_unknown_kind)
+    name: str = attrs.field(converter=whole, validator=_unknown_kind)
 
     @property
     def kind(self) -> str:
@@ -173,12 +174,23 @@ class BlockStart:
     """A content block opens at ``index``."""
 
     index: int
-    block_type: str
+    block_type: str = attrs.field(converter=whole)
     type: ClassVar[str] = "block-start"
 
 
+# The deltas are built for every stream chunk: their strings are joined as ``whole``
+# joins them (R1.6), its test inline in a hand-written __init__ (a converter per
+# field would add a call each). A pair held as two code points would be logged as
+# such and stored as two escapes, which read back as its one character. Whatever
+# is not a str is kept as given, for the check of a logged chunk to refuse.
+
+
+def _joined(value: Any) -> Any:
+    return value if type(value) is not str or value.isascii() else whole(value)
+
+
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class TextDelta:
     """More text for the block at ``index``."""
 
@@ -186,9 +198,13 @@ class TextDelta:
     text: str
     type: ClassVar[str] = "text-delta"
 
+    def __init__(self, index: int, text: str) -> None:
+        set_attribute(self, "index", index)
+        set_attribute(self, "text", text if type(text) is str and text.isascii() else _joined(text))
+
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ReasoningDelta:
     """More reasoning text (or a signature fragment) for the block at ``index``."""
 
@@ -197,9 +213,20 @@ class ReasoningDelta:
     signature: str | None = None
     type: ClassVar[str] = "reasoning-delta"
 
+    def __init__(self, index: int, text: str, signature: str | None = None) -> None:
+        setattr_ = bound_set_attribute(self)
+        setattr_("index", index)
+        setattr_("text", text if type(text) is str and text.isascii() else _joined(text))
+        setattr_(
+            "signature",
+            signature
+            if signature is None or (type(signature) is str and signature.isascii())
+            else _joined(signature),
+        )
+
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolCallDelta:
     """A tool-call fragment: id and name when known, and raw argument text."""
 
@@ -208,6 +235,27 @@ class ToolCallDelta:
     arguments_delta: str
     name: str | None = None
     type: ClassVar[str] = "tool-call-delta"
+
+    def __init__(
+        self,
+        index: int,
+        id: str | None,  # noqa: A002 - the field's name
+        arguments_delta: str,
+        name: str | None = None,
+    ) -> None:
+        setattr_ = bound_set_attribute(self)
+        setattr_("index", index)
+        setattr_("id", id if id is None or (type(id) is str and id.isascii()) else _joined(id))
+        setattr_(
+            "arguments_delta",
+            arguments_delta
+            if type(arguments_delta) is str and arguments_delta.isascii()
+            else _joined(arguments_delta),
+        )
+        setattr_(
+            "name",
+            name if name is None or (type(name) is str and name.isascii()) else _joined(name),
+        )
 
 
 @final

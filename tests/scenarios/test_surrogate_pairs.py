@@ -13,8 +13,17 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import Text, ToolCall
-from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
+from retinue import Reasoning, Text, ToolCall
+from retinue._stream import (
+    STOP,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    OtherFinish,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+)
 from retinue.config import AgentEntry
 from retinue.session import InvalidJsonError, Session, TurnStart, TurnTrigger
 from retinue.session._codec import decode_event, encode_event
@@ -130,6 +139,33 @@ async def test_every_block_holding_a_pair_is_logged_as_it_is_stored(
     assert [decode_event(encode_event(event)) for event in events] == events
     assert EMOJI in repr([event.data for event in of_type(events, "tool/result")])
     check_session_invariants(events)
+
+
+async def test_stream_chunks_holding_pairs_are_logged_as_they_are_stored(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R1.6, R4.5: a model's deltas, block kinds and finish name built with a pair hold
+    the character, so each chunk reads back from its stored line as it was logged;
+    before, the logged chunks held the pair and their stored lines the character."""
+    chunks: list[StreamChunk] = [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, "think " + HIGH + LOW, signature="sig" + HIGH + LOW),
+        BlockEnd(0, Reasoning("think " + EMOJI, signature="sig" + EMOJI)),
+        BlockStart(1, "text"),
+        TextDelta(1, "smile " + HIGH + LOW),
+        BlockEnd(1, Text("smile " + EMOJI)),
+        Finish(OtherFinish("done" + HIGH + LOW)),
+    ]
+    model = ScriptedModel([RawChunks(chunks)], repeat_last=True)
+    with trio.fail_after(30):
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            result = await agent.ask("go")
+            events = of_type(agent.session.events, "assistant/chunk")
+    assert result.text == "smile " + EMOJI
+    assert len(events) == len(chunks)
+    assert [decode_event(encode_event(event)) for event in events] == events
+    assert EMOJI in repr([event.data.chunk for event in events])
 
 
 async def test_a_tool_call_whose_id_holds_a_pair_resumes_with_the_history_it_ran_with(
