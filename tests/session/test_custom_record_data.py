@@ -31,3 +31,19 @@ def test_a_plugin_event_stored_without_its_data_is_refused_naming_its_seq() -> N
         load_event(record)
     assert "seq 1" in caught.value.message
     assert "'data'" in caught.value.message
+
+
+@pytest.mark.parametrize("kind", ["", "session"], ids=["empty", "header-line"])
+def test_a_stored_event_of_a_type_no_plugin_may_take_is_refused_naming_its_type(kind: str) -> None:
+    """R4.11, R11.2: an empty type, or the header line's, names no event: the refusal names
+    the seq and ``$.type``, where the line holds it; it named ``$.data``, which was sound."""
+    session = Session.create("s")
+    session.append_custom("plugin/note", {"k": 1})
+    (record,) = json.loads(json.dumps(session.dump()))
+    record["type"] = kind
+    with pytest.raises(CorruptSessionError) as caught:
+        load_event(record)
+    assert caught.value.message == (
+        f"session '?': event seq 0 is malformed: {kind!r} cannot be a custom event type "
+        "(empty or reserved) @ $.type"
+    )

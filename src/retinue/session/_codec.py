@@ -38,6 +38,7 @@ from ._events import (
     Event,
     EventData,
     SessionHeader,
+    check_custom_type,
 )
 from ._fastline import fast_line
 
@@ -121,6 +122,9 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
         at = "$.type"
         kind = exact_str(raw["type"], None)
         cls = EVENT_TYPES.get(kind)
+        if cls is None:
+            # Refused as the type it is, before its data is read as a plugin's.
+            check_custom_type(kind)
         at = "$.data"
         data: EventData
         if cls is None:

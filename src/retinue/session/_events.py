@@ -74,6 +74,7 @@ __all__ = [
     "TurnStart",
     "TurnTrigger",
     "UserMessage",
+    "check_custom_type",
 ]
 
 FORMAT_VERSION = 0
@@ -95,12 +96,13 @@ class CustomEvent:
     """
 
     type: str = attrs.field(
-        converter=whole, validator=lambda _event, _field, value: _check_custom_type(value)
+        converter=whole, validator=lambda _event, _field, value: check_custom_type(value)
     )
     data: JsonValue = attrs.field(factory=FrozenDict, converter=_frozen_data)
 
 
-def _check_custom_type(value: object) -> None:
+def check_custom_type(value: object) -> None:
+    """Refuse *value* as a :class:`CustomEvent` type: no str, empty, or a reserved name."""
     if not isinstance(value, str):
         raise ValueError(f"{shown(value)} cannot be a custom event type: it is no str")
     if not value or value in RESERVED_TYPES:
