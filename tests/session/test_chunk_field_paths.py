@@ -104,9 +104,8 @@ def test_a_key_no_field_holds_inside_a_stored_chunks_finish_reason_is_named_unde
     [
         (TextDelta(0, "a"), {"type": "no-such-chunk"}, "unknown stream chunk type 'no-such-chunk'"),
         (TextDelta(0, "a"), 5, "stream chunk must be an object with a string 'type'"),
-        (ToolCallDelta(0, "c", "{"), {"type": "tool-call-delta", "index": 0}, "'arguments_delta'"),
     ],
-    ids=["unknown-type", "not-an-object", "missing-field"],
+    ids=["unknown-type", "not-an-object"],
 )
 def test_a_stored_chunk_refused_by_a_hand_written_hook_is_named_at_the_chunk(
     chunk: StreamChunk, place: object, problem: str
@@ -132,3 +131,35 @@ def test_a_wrong_turn_or_step_of_a_stored_chunk_is_named(field: str) -> None:
     record = _stored(TextDelta(0, "a"))
     record["data"][field] = "1"
     assert str(_refusal(record)).endswith(f"expected an integer, got '1' @ $.data.{field}")
+
+
+@pytest.mark.parametrize(
+    ("field", "wrong", "problem"),
+    [
+        ("index", True, "expected an integer, got True"),
+        ("id", 7, "expected str, got 7"),
+        ("arguments_delta", 5, "expected str, got 5"),
+        ("arguments_delta", None, "expected str, got None"),
+        ("name", ["x"], "expected str, got ['x']"),
+    ],
+    ids=["index", "id", "arguments", "arguments-null", "name"],
+)
+def test_a_wrong_field_of_a_stored_tool_call_delta_is_named_at_its_stored_path(
+    field: str, wrong: object, problem: str
+) -> None:
+    """R11.2: a tool-call delta, read by a hook of its own, names the field at fault as every
+    other chunk does; its refusal named only ``$.data.chunk``."""
+    record = _stored(ToolCallDelta(0, "c", "{", name="look"))
+    record["data"]["chunk"][field] = wrong
+    message = str(_refusal(record))
+    path = f"$.data.chunk.{field}"
+    assert message == f"session 's1': event seq 0 is malformed: {problem} @ {path}"
+    assert _at(record, path) == wrong
+
+
+def test_a_stored_tool_call_delta_missing_its_arguments_is_refused_naming_them() -> None:
+    """R11.2: the refusal names the key the line lacks, at the path it belongs."""
+    record = _stored(ToolCallDelta(0, "c", "{"))
+    del record["data"]["chunk"]["arguments_delta"]
+    message = str(_refusal(record))
+    assert message.endswith("'arguments_delta' missing @ $.data.chunk.arguments_delta")

@@ -322,16 +322,6 @@ _structure_chunk = _tagged(CHUNK_TYPES, "stream chunk")
 converter.register_structure_hook(StreamChunk, _structure_chunk)
 converter.register_structure_hook(FinishReason, _structure_finish)
 converter.register_structure_hook(SurfaceOp, structure_surface)
-converter.register_structure_hook(
-    ToolCallDelta,
-    lambda value, _: ToolCallDelta(
-        exact_int(value["index"]),
-        _optional_str(value.get("id")),
-        exact_str(value["arguments_delta"], None),
-        _optional_str(value.get("name")),
-    ),
-)
-_ASSISTANT_CHUNK_KEYS = _record_keys(AssistantChunk)
 
 
 class FieldError(Exception):
@@ -358,6 +348,30 @@ MALFORMED = (
 )
 """What a malformed record raises while it is rebuilt (a record nested past the
 interpreter's recursion limit raises RecursionError before any field is read)."""
+
+
+def _structure_tool_call_delta(value: Any, _: Any) -> ToolCallDelta:
+    """A stored tool-call delta; a refusal names the field, as cattrs' hooks name theirs.
+
+    Written by hand: its ``id`` is stored absent when it is ``None``, where the
+    generated hook would require the key of a field without a default.
+    """
+    name = "index"
+    try:
+        index = exact_int(value["index"])
+        name = "id"
+        call_id = _optional_str(value.get("id"))
+        name = "arguments_delta"
+        arguments = exact_str(value["arguments_delta"], None)
+        name = "name"
+        tool = _optional_str(value.get("name"))
+    except MALFORMED as exc:
+        raise FieldError(name, exc) from exc
+    return ToolCallDelta(index, call_id, arguments, tool)
+
+
+converter.register_structure_hook(ToolCallDelta, _structure_tool_call_delta)
+_ASSISTANT_CHUNK_KEYS = _record_keys(AssistantChunk)
 
 
 def _structure_assistant_chunk(value: Any, _: Any) -> AssistantChunk:
