@@ -45,8 +45,12 @@ def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: 
 
 def _positive_count(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     error = None if value is None else positive_int_error(value)
+    # The lane keeps its limit as a float, beside infinity for no limit: a count past a
+    # float's range failed every admission of its lane with an OverflowError.
+    if error is None and value is not None and finite_number_error(value) is not None:
+        error = ValueError
     if error is not None:
-        expected = "an int" if error is TypeError else "positive"
+        expected = "an int" if error is TypeError else "positive and within a float's range"
         raise error(f"AdmissionLimits.{attribute.name} must be {expected}, not {value!r}")
 
 
@@ -56,7 +60,9 @@ class AdmissionLimits:
     """Limits for one ``(provider, model)``; ``None`` means unlimited.
 
     Raises:
-        ValueError: a limit or the window is not positive and finite.
+        TypeError: a concurrency limit is no int.
+        ValueError: a limit or the window is not positive and finite, or a
+            concurrency limit is past a float's range.
     """
 
     max_concurrent: int | None = attrs.field(default=None, validator=_positive_count)
