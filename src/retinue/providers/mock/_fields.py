@@ -7,6 +7,7 @@ name of ``5`` as an unnamed call, a status of 99 as no HTTP status).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -87,11 +88,30 @@ def check_status(instance: object, attribute: attrs.Attribute[Any], value: objec
         raise ValueError(f"{_name(instance, attribute)} must be from 100 to 599, not {value!r}")
 
 
+_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+"""A header name: an RFC 9110 token."""
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
+"""A header value as h11 sends one: printable ASCII, spaces and tabs only between."""
+
+
+def _check_sendable(name: str, value: str, where: str) -> None:
+    # Served, such a header failed its request with a 500 over TCP, while the
+    # in-process transport passed it on, or failed with a bare UnicodeEncodeError.
+    if _HEADER_NAME.fullmatch(name) is None or _HEADER_VALUE.fullmatch(value) is None:
+        raise ValueError(
+            f"{where} holds a header no HTTP response can carry, {name!r}: {value!r:.60}: "
+            "a name is letters, digits and !#$%&'*+-.^_`|~, a value printable ASCII "
+            "with spaces and tabs only between"
+        )
+
+
 def header_pairs(headers: Iterable[object], where: str) -> tuple[tuple[str, str], ...]:
-    """*headers* as a tuple of ``(name, value)`` string pairs.
+    """*headers* as a tuple of ``(name, value)`` string pairs an HTTP response can carry.
 
     Raises:
         TypeError: *headers* is no collection of such pairs (a mapping, say), naming *where*.
+        ValueError: a name is no HTTP token, or a value holds a line break, a control
+            character, a character beyond ASCII or whitespace at either end.
     """
     if collection_error(headers) is not None:
         raise TypeError(f"{where} must be (name, value) pairs, not {headers!r}")
@@ -104,6 +124,7 @@ def header_pairs(headers: Iterable[object], where: str) -> tuple[tuple[str, str]
             and isinstance(pair[1], str)
         ):
             raise TypeError(f"{where} must be (name, value) pairs of str, not {pair!r}")
+        _check_sendable(pair[0], pair[1], where)
         pairs.append((pair[0], pair[1]))
     return tuple(pairs)
 

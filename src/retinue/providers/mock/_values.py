@@ -328,7 +328,8 @@ class RawReply:
 
     Raises:
         TypeError, ValueError: *status* is no HTTP status (an int from 100 to
-            599), *headers* no ``(name, value)`` pairs of str, or *body* no bytes.
+            599), *headers* no ``(name, value)`` pairs of str or one no HTTP
+            response can carry (a line break in its value, say), or *body* no bytes.
     """
 
     status: int = attrs.field(validator=check_status)
@@ -344,6 +345,7 @@ class RawReply:
                 is no HTTP status, its ``headers`` no object of strings or its
                 ``body`` no string (the text as recorded: a body stored parsed
                 would be served as other bytes); the message names the field.
+                A header no HTTP response can carry is refused as :class:`RawReply` refuses it.
         """
         response = exchange.get("response")
         if not isinstance(response, Mapping):
