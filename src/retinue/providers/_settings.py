@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Mapping
 
-__all__ = ["check_header_names", "check_header_values", "check_identity"]
+__all__ = ["check_header_lines", "check_header_names", "check_header_values", "check_identity"]
 
 _HEADERS_CARRY = "which an HTTP header cannot carry as the SDK sends it: only ASCII"
+_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+"""A header name HTTP carries: an RFC 9110 token."""
+_EDGE_SPACE = " \t"
 
 
 def check_identity(*, provider: object, headers: object, omit: type, **texts: object) -> None:
@@ -46,11 +50,24 @@ def _beyond_ascii(text: str) -> str | None:
     )
 
 
-def check_header_names(headers: Mapping[str, object] | None) -> None:
-    """Refuse a default header whose name holds a character beyond ASCII.
+def _not_sendable(text: str) -> str | None:
+    """What HTTP forbids in *text* as a header value: a control character (a line
+    break, say) or whitespace at either end; ``None`` if nothing."""
+    for position, char in enumerate(text):
+        if char != "\t" and unicodedata.category(char) == "Cc":
+            return f"holds the control character U+{ord(char):04X} at position {position}"
+    if text and (text[0] in _EDGE_SPACE or text[-1] in _EDGE_SPACE):
+        return "starts or ends with whitespace"
+    return None
 
-    Both SDKs encode a header's name as ASCII when they build each request:
-    such a name failed every request, with an error that named no setting.
+
+def check_header_names(headers: Mapping[str, object] | None) -> None:
+    """Refuse a default header whose name holds a character beyond ASCII, or is no
+    HTTP token (empty, or holding a space, a colon or a control character).
+
+    Both SDKs encode a header's name as ASCII when they build each request, and
+    HTTP carries only a token: such a name failed every request, with an error
+    that named no setting.
 
     Raises:
         ValueError: naming the header and the character.
@@ -59,6 +76,29 @@ def check_header_names(headers: Mapping[str, object] | None) -> None:
         problem = _beyond_ascii(name)
         if problem is not None:
             raise ValueError(f"the default header name {name!r} {problem}, {_HEADERS_CARRY}")
+        if _TOKEN.fullmatch(name) is None:
+            raise ValueError(
+                f"the default header name {name!r} is no HTTP token: only letters, "
+                "digits and !#$%&'*+-.^_`|~"
+            )
+
+
+def check_header_lines(headers: Mapping[str, object] | None, **texts: str | None) -> None:
+    """Refuse a default header's value, or one of *texts* (by name) that the SDK sends as
+    a header (a key), holding a control character or whitespace at either end.
+
+    HTTP carries neither, and both SDKs send these as they are: a key read from
+    a file with its final line break failed every request with a ``CLIENT_ERROR``
+    that named no setting. The value is not shown, as it may be a key.
+
+    Raises:
+        ValueError: naming the setting and the character.
+    """
+    named = {f"default_headers[{name!r}]": value for name, value in (headers or {}).items()}
+    for name, text in (named | texts).items():
+        problem = _not_sendable(text) if isinstance(text, str) else None
+        if problem is not None:
+            raise ValueError(f"{name} {problem}, which no HTTP header carries")
 
 
 def check_header_values(headers: Mapping[str, object] | None, **texts: str | None) -> None:
@@ -67,11 +107,13 @@ def check_header_values(headers: Mapping[str, object] | None, **texts: str | Non
 
     The OpenAI SDK encodes its header values as ASCII: a key pasted with a
     no-break space failed every request, with an error that named no setting.
-    The value is not shown, as it may be a key.
+    The value is not shown, as it may be a key. Values are refused as
+    :func:`check_header_lines` refuses them too.
 
     Raises:
         ValueError: naming the setting and the character.
     """
+    check_header_lines(headers, **texts)
     named = {f"default_headers[{name!r}]": value for name, value in (headers or {}).items()}
     for name, text in (named | texts).items():
         problem = _beyond_ascii(text) if isinstance(text, str) else None

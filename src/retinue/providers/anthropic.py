@@ -37,7 +37,7 @@ from ._http import (
     shown_url,
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
-from ._settings import check_header_names, check_identity
+from ._settings import check_header_lines, check_header_names, check_identity
 from ._urls import base_url_from, client_base_url, on_domain
 
 __all__ = ["AnthropicModel"]
@@ -132,7 +132,10 @@ class AnthropicModel(ClientOwner):
             neither None nor a str.
         ValueError: *base_url*, or ``ANTHROPIC_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value); a default
-            header's name holds a character beyond ASCII;
+            header's name holds a character beyond ASCII or is no HTTP token;
+            the key (or ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``) or a
+            default header's value holds a control character (a line break,
+            say) or whitespace at either end (named, without the value);
             *default_max_tokens* is below 1, *thinking_budget* below 1024 or not
             below *default_max_tokens*;
             a connection count below 1, a timeout that is not a positive finite number,
@@ -171,7 +174,13 @@ class AnthropicModel(ClientOwner):
         if thinking_budget is not None:
             _check_thinking_budget(thinking_budget, default_max_tokens)
         base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
+        key_source = "api_key" if api_key else "ANTHROPIC_API_KEY"
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        check_header_lines(
+            default_headers,
+            **{key_source: api_key},
+            ANTHROPIC_AUTH_TOKEN=os.environ.get("ANTHROPIC_AUTH_TOKEN"),
+        )
         if (
             api_key is None
             and base_url is not None

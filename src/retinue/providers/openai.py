@@ -136,8 +136,9 @@ class OpenAIModel(ClientOwner):
         ValueError: *base_url*, or ``OPENAI_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value); the key,
             *organization* or *project* (or the variable each defaults to) or a
-            default header holds a character beyond ASCII (named, without the
-            value); *api* or
+            default header holds a character beyond ASCII or a control character
+            (a line break, say), or whitespace at either end (named, without the
+            value); a default header's name is no HTTP token; *api* or
             *max_tokens_param* is unknown; a connection count
             below 1, a timeout that is not a positive finite number, or a *proxy*
             that is not a proxy URL or comes with a *transport*.
