@@ -164,6 +164,19 @@ def _checked_pause(retry_after: float | None) -> float | None:
     return retry_after
 
 
+def _check_names(provider: object, model: object, session_id: object = None) -> None:
+    # Another kind of name opened a lane no limits can name (provider=5), or failed
+    # with "unhashable type" once queued (a list for a session).
+    for name, value, optional in (
+        ("provider", provider, True),
+        ("model", model, False),
+        ("session_id", session_id, True),
+    ):
+        if not isinstance(value, str) and not (optional and value is None):
+            expected = "None or a str" if optional else "a str"
+            raise TypeError(f"admission's {name} must be {expected}, not {value!r}")
+
+
 def _key(key: LaneKey | str) -> LaneKey:
     return (None, key) if isinstance(key, str) else key
 
@@ -305,10 +318,12 @@ class AdmissionController:
 
         Raises:
             TypeError: *max_pause* or *tokens* is neither an int nor a float (a bool
-                is not one).
+                is not one), *model* no str, or *provider* or *session_id* neither
+                ``None`` nor a str.
             ValueError: *max_pause* is negative or NaN (infinity means no cap), or
                 *tokens* negative, NaN or infinite.
         """
+        _check_names(provider, model, session_id)
         _check_max_pause(max_pause)
         _check_tokens(tokens)
         await trio.lowlevel.checkpoint()
@@ -356,9 +371,11 @@ class AdmissionController:
         admitted after it, halve the concurrency once.
 
         Raises:
-            TypeError: *retry_after* is neither an int nor a float (a bool is not one).
+            TypeError: *retry_after* is neither an int nor a float (a bool is not one),
+                *model* no str, or *provider* neither ``None`` nor a str.
             ValueError: *retry_after* is negative or not finite.
         """
+        _check_names(provider, model)
         pause = _checked_pause(retry_after)
         pause = DEFAULT_PAUSE if pause is None else pause
         self._lane(provider, model).rate_limited(trio.current_time(), pause)
