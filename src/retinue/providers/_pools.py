@@ -23,6 +23,7 @@ from retinue._checks import finite_number_error, positive_int_error
 from ._http import current_answer, note_answer
 
 __all__ = [
+    "MAX_CONNECTIONS",
     "SHARD_HEADER",
     "ShardedTransport",
     "check_http_settings",
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("retinue.providers")
+
+MAX_CONNECTIONS = 65_536
+"""The most connections an adapter may allow: no host has more ports to reach one server by."""
 
 SHARD_HEADER = "x-retinue-shard"
 """Request header naming the pool shard (see :func:`shard_key`); removed before sending."""
@@ -251,12 +255,19 @@ def check_http_settings(
     """Refuse connection settings no request could work with, when the adapter is built.
 
     A zero count would leave every request waiting for a connection that never
-    comes; a negative or NaN timeout would fail every request.
+    comes; a negative or NaN timeout would fail every request. A count past
+    :data:`MAX_CONNECTIONS`, no more use than that many, built a pool for each
+    ``pool_size`` of it: ``10**12`` ran the process out of memory.
 
     Raises:
         ValueError: naming the setting and its value.
     """
     _check_count("max_connections", max_connections)
+    if max_connections > MAX_CONNECTIONS:
+        raise ValueError(
+            f"max_connections must be at most {MAX_CONNECTIONS}, the ports a host has "
+            f"to reach one server by, not {max_connections!r}"
+        )
     _check_count("pool_size", pool_size)
     _check_seconds("timeout", timeout)
     _check_seconds("connect_timeout", connect_timeout)
