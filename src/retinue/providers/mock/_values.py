@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import random
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeAlias, final
 
@@ -454,8 +455,12 @@ class Timing:
 
     @staticmethod
     def draw(delay: Delay, rng: random.Random) -> float:
-        """The seconds *delay* stands for, drawn now."""
-        return max(0.0, delay(rng) if callable(delay) else float(delay))
+        """The seconds *delay* stands for, drawn now; ``math.inf`` for a number too large
+        for a float, a wait longer than any other (never)."""
+        seconds = max(0.0, delay(rng) if callable(delay) else float(delay))
+        # A function's int past a float's range: trio's clock cannot add it to the time,
+        # so the sleep failed with an OverflowError out of the request, past its 500.
+        return math.inf if isinstance(seconds, int) and seconds > sys.float_info.max else seconds
 
 
 def check_server_options(policy: object, timing: object, max_calls: object) -> None:

@@ -1,0 +1,45 @@
+"""A Timing function's draw too large for a float is a wait longer than any, never an error."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+import trio
+
+from retinue.providers.mock import EchoPolicy, MockServer, Timing
+
+_BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _huge(_rng: object) -> int:
+    return 10**400
+
+
+async def test_a_latency_drawn_past_a_float_s_range_never_answers(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The sleep failed with a bare OverflowError out of the in-process transport (a 500
+    over TCP), where a wait too large for a float is ``math.inf``: never."""
+    server = MockServer(EchoPolicy(), timing=Timing(latency=_huge))
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        with trio.move_on_after(3600) as waited:
+            await client.post("http://mock/v1/chat/completions", json=_BODY)
+    assert waited.cancelled_caught
+    assert server.statistics().requests == 1
+
+
+@pytest.mark.parametrize("field", ["first_token", "inter_chunk"])
+async def test_a_pause_drawn_past_a_float_s_range_holds_the_stream(
+    field: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """The stream is held, as one paced by ``math.inf`` is, not cut as a failure."""
+    server = MockServer(EchoPolicy(), timing=Timing(**{field: _huge}))
+    parts: list[bytes] = []
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        with trio.move_on_after(3600) as waited:
+            async with client.stream("POST", "http://mock/v1/chat/completions", json=_BODY) as r:
+                async for part in r.aiter_raw():
+                    parts.append(part)  # one by one: those before the deadline are kept
+    assert waited.cancelled_caught
+    assert len(parts) == (0 if field == "first_token" else 1)
+    assert server.statistics().streams_truncated == 0
