@@ -106,7 +106,16 @@ class AdmissionTicket:
         A budget reported exhausted pauses the lane until its reset, unless that
         is further off than the ticket's ``max_pause`` (or *max_pause*, if
         smaller): then it pauses nothing.
+
+        Raises:
+            TypeError: *headers* is no mapping, or *max_pause* neither an int nor a
+                float (a bool is not one).
+            ValueError: *max_pause* is negative or NaN (infinity means no cap).
         """
+        # Checked as admit() checks its own: a NaN or negative cap paused for no reset.
+        if not isinstance(headers, Mapping):
+            raise TypeError(f"headers must be a mapping of names to values, not {headers!r:.80}")
+        _check_max_pause(max_pause)
         self._lane.observe_headers(headers, min(max_pause, self._max_pause))
 
     def rate_limited(self, retry_after: float | None) -> None:
