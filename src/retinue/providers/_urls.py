@@ -30,12 +30,17 @@ def url_problem(url: str) -> str | None:
 
     It must be an ``http`` or ``https`` URL with a host and, if it has one, a
     port from 0 to 65535, holding no whitespace or control character (which
-    URL parsers drop or keep, as they each see fit).
+    URL parsers drop or keep, as they each see fit), and no query: the SDKs
+    append each endpoint's path to the URL's path and query as one text, so
+    ``.../v1?api-version=1`` sent every request to ``/v1``, its query
+    ``api-version=1chat/completions``.
     """
     if any(char.isspace() or unicodedata.category(char) == "Cc" for char in url):
         return f"must be {HTTP_URL} without whitespace or control characters"
     if not _is_http_url(url):
         return f"must be {HTTP_URL}"
+    if "?" in url.partition("#")[0]:
+        return f"must be {HTTP_URL} without a query, which the request's path would follow"
     return None
 
 
@@ -62,11 +67,14 @@ def check_base_url(url: str, *, source: str) -> str:
     Does not block: it parses the text only, resolving no host.
 
     Raises:
-        ValueError: naming *source* (a parameter or environment variable) and *url*.
+        ValueError: naming *source* (a parameter or environment variable) and *url*
+            (its query left out).
     """
     problem = url_problem(url)
     if problem is not None:
-        raise ValueError(f"{source} {problem}, got {url!r}")
+        # Not the query itself: a gateway's may hold a key.
+        before, query, _ = url.partition("?")
+        raise ValueError(f"{source} {problem}, got {before + ('?...' if query else '')!r}")
     return url
 
 

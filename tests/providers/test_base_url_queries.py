@@ -1,0 +1,45 @@
+"""A base URL with a query is refused when the adapter is built: the SDKs append each
+request's path after the query, so no request reached its endpoint."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from retinue.providers.anthropic import AnthropicModel
+from retinue.providers.openai import OpenAIModel
+
+ADAPTERS = [
+    pytest.param(OpenAIModel, "OPENAI_BASE_URL", "http://gateway.internal/v1", id="openai"),
+    pytest.param(AnthropicModel, "ANTHROPIC_BASE_URL", "http://gateway.internal", id="anthropic"),
+]
+
+
+@pytest.mark.parametrize(("adapter", "variable", "root"), ADAPTERS)
+@pytest.mark.parametrize("query", ["?api-version=2024-10-01", "?key=k3y", "?"])
+def test_a_base_url_with_a_query_is_refused_without_showing_it(
+    adapter: type[OpenAIModel | AnthropicModel],
+    variable: str,
+    root: str,
+    query: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``.../v1?api-version=1`` sent every request to ``/v1``, its query
+    ``api-version=1chat/completions``: a 404 for each, naming no setting. The query,
+    which may hold a gateway's key, is not shown."""
+    expected = "must be an http:// or https:// URL without a query, which the request's path"
+    with pytest.raises(ValueError, match=f"^base_url {re.escape(expected)}") as caught:
+        adapter(base_url=root + query, api_key="k")
+    assert str(caught.value).endswith(f"got {root + '?...'!r}")
+    monkeypatch.setenv(variable, root + query)
+    with pytest.raises(ValueError, match=f"^{variable} {re.escape(expected)}"):
+        adapter(api_key="k")
+
+
+@pytest.mark.parametrize(("adapter", "variable", "root"), ADAPTERS)
+def test_a_base_url_with_a_fragment_is_still_taken(
+    adapter: type[OpenAIModel | AnthropicModel], variable: str, root: str
+) -> None:
+    """A fragment never reaches a request's path: the URL works, and is not refused."""
+    adapter(base_url=root + "#notes?x", api_key="k")
