@@ -117,6 +117,8 @@ class LaneStatistics:
 class Charge:
     at: float
     amount: float
+    in_window: bool = True
+    """Whether its window's total still counts it: it has not aged out."""
 
 
 @attrs.define(eq=False)
@@ -131,7 +133,9 @@ class Window:
     def prune(self, now: float) -> None:
         charges = self.charges
         while charges and charges[0].at + self.span <= now:
-            self.total -= charges.popleft().amount
+            charge = charges.popleft()
+            self.total -= charge.amount
+            charge.in_window = False
 
     def wait(self, now: float, amount: float) -> float:
         """Seconds until *amount* fits (0 now); an oversized amount fits an empty window."""
@@ -152,7 +156,9 @@ class Window:
         return entry
 
     def correct(self, entry: Charge, amount: float) -> None:
-        if any(charge is entry for charge in reversed(self.charges)):
+        # Marked when pruned, not searched for: a search from the newest charge cost a
+        # stream's final usage one step per request admitted while it streamed.
+        if entry.in_window:
             self.total += amount - entry.amount
         entry.amount = amount
 
