@@ -322,7 +322,8 @@ class Message:
     as given, not converted (messages are built per step from tuples of
     blocks), so give a tuple of content blocks; the messages an
     ``agent/session-prefix`` listener returns are copied with tuple contents
-    where they are logged, and a content holding no block fails that turn.
+    where they are logged, and an item of a content that is no block fails that
+    turn (an empty content is sent as it is).
 
     Raises:
         ValueError: *role* is a str naming no role.

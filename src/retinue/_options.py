@@ -107,7 +107,10 @@ class AgentOptions:
 
     ``system_prompt`` registers an agent-scoped persona section, which
     replaces the runtime's (R2.7); a missing ``model`` is not an error until
-    the first step (R2.8). ``None`` leaves a setting to the model's default.
+    the first step (R2.8). ``None`` leaves ``max_tokens``, ``temperature``
+    and ``stop`` to the model's default; a ``system_prompt`` of ``None``
+    leaves the runtime's persona in place, and a ``cwd`` of ``None`` gives
+    the session no working directory.
 
     Raises:
         ConfigError: a field is of the wrong type or out of range (``INVALID_CONFIG``,
