@@ -201,15 +201,18 @@ class TurnState:
         """What the model is told of a call the step's end left without its own result."""
         if not started:
             return "Error: the tool call was aborted before it started"
-        if call.id in self.calls.settled:
-            # Its body ran to its end (a post-execute listener had yet to see the result):
-            # told it was cancelled, the model would ask for it again, and a write or a
-            # command would run twice.
-            return (
-                f"Error: the tool call ran to its end, but the step was {ended} before its "
-                "result was final, so it is not shown"
-            )
-        return f"Error: the tool call was {ended}"
+        settled = self.calls.settled.get(call.id)
+        if settled is None:
+            return f"Error: the tool call was {ended}"
+        # Its result was there, but a post-execute listener had yet to see it. Told a
+        # call that ran was cancelled, the model would ask for it again, and a write
+        # or a command would run twice; told one that failed (or never ran: an unknown
+        # tool, refused arguments, a timeout) ran, it would count on what it never did.
+        outcome = "failed" if settled[1].is_error else "ran to its end"
+        return (
+            f"Error: the tool call {outcome}, but the step was {ended} before its "
+            "result was final, so it is not shown"
+        )
 
     def log_result(self, call_id: str, final: ToolExecutionResult) -> None:
         """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17)."""

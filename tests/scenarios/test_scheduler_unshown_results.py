@@ -1,0 +1,110 @@
+"""What the model is told of a tool call whose step was cancelled after its body settled
+(SPEC 9.3; R9.20, R9.25): whether the call ran or failed, its result not shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import Text
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from tests.helpers import OPTIONS, Next, idle_events, runtime, turn_ends
+from tests.scenarios._scheduler_kit import check_pairing, results
+
+
+@retinue.tool
+async def write(path: str) -> str:
+    """Write a file.
+
+    Args:
+        path: The file.
+    """
+    await trio.lowlevel.checkpoint()
+    return f"wrote {path}"
+
+
+@retinue.tool(timeout=1)
+async def stall(path: str) -> str:
+    """Wait past the tool's timeout.
+
+    Args:
+        path: The file.
+    """
+    await trio.sleep(100)
+    return f"read {path}"
+
+
+@retinue.tool
+async def fail(path: str) -> str:
+    """Fail at once.
+
+    Args:
+        path: The file.
+    """
+    await trio.lowlevel.checkpoint()
+    raise OSError(f"disk full writing {path}")
+
+
+def _unshown(outcome: str) -> Text:
+    return Text(
+        f"Error: the tool call {outcome}, but the step was cancelled (stop) before its "
+        "result was final, so it is not shown"
+    )
+
+
+async def _cancelled_after_settling(call: ToolCallSpec) -> Text:
+    """The text the model is given for *call*, whose result a post-execute listener held
+    when the turn was cancelled."""
+
+    async def review(_execution: object, _result: object, proceed: Next) -> Any:
+        await trio.sleep(5)
+        return await proceed()
+
+    model = ScriptedModel([CallTools([call]), Reply("x")])
+    async with runtime(model, tools=[write, stall, fail]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("tools/post-execute", review, agent=agent)
+        agent.send("go")
+        await trio.sleep(3)
+        agent.cancel("stop")
+        events = await idle_events(agent)
+    assert turn_ends(events) == ["aborted"]
+    check_pairing(events)
+    (result,) = results(events)
+    assert result.is_error
+    (text,) = result.content
+    assert isinstance(text, Text)
+    return text
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ToolCallSpec("missing", '{"path": "/a"}', id="c1"),
+        ToolCallSpec("write", '{"path": 5}', id="c1"),
+        ToolCallSpec("stall", '{"path": "/a"}', id="c1"),
+        ToolCallSpec("fail", '{"path": "/a"}', id="c1"),
+    ],
+    ids=["unknown-tool", "invalid-arguments", "timeout", "body-raised"],
+)
+async def test_a_call_that_failed_before_a_cancel_is_not_reported_as_run(
+    call: ToolCallSpec, autojump_clock: trio.testing.MockClock
+) -> None:
+    """R9.20, R9.25: a call whose body never ran (an unknown tool, refused arguments), timed
+    out or raised is told as failed, its result unshown: told it ran to its end, the model
+    would count on a write that never happened."""
+    with trio.fail_after(60):
+        assert await _cancelled_after_settling(call) == _unshown("failed")
+
+
+async def test_a_call_whose_body_returned_before_a_cancel_is_reported_as_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.20, R9.25: a body that returned is told as having run to its end."""
+    with trio.fail_after(60):
+        call = ToolCallSpec("write", '{"path": "/a"}', id="c1")
+        assert await _cancelled_after_settling(call) == _unshown("ran to its end")
