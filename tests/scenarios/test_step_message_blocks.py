@@ -152,3 +152,86 @@ async def test_two_calls_sharing_an_id_from_the_model_name_the_model(
             result.reason.message == "the model's message gives two tool calls the same id 'same'"
         )
         check_session_invariants(agent.session.events)
+
+
+async def _note_reviewed(
+    _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+) -> Message:
+    """A step-result listener that appends a note to whatever message it is given."""
+    message: Message = await proceed()
+    return Message("assistant", (*message.content, Text("[reviewed]")))
+
+
+async def test_a_listener_noting_a_message_whose_calls_share_an_id_names_the_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.5: two calls the model gave one id fail the turn as the model's
+    DUPLICATE_TOOL_CALL_ID though a step-result listener added a note to its message.
+    Any change of the message blamed the listener (INVALID_HOOK_RESULT) for the
+    model's calls."""
+    calls = CallTools([ToolCallSpec("lookup", id="same"), ToolCallSpec("lookup", id="same")])
+    model = ScriptedModel([calls, Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("agent/step-result", _note_reviewed, agent=agent)
+        with trio.fail_after(60):
+            result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "DUPLICATE_TOOL_CALL_ID")
+        assert (
+            result.reason.message == "the model's message gives two tool calls the same id 'same'"
+        )
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_listener_noting_a_message_holding_a_tool_result_names_the_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36: a tool-result block the model's stream gave fails the turn as the model's
+    INVALID_STREAM though a step-result listener added a note to its message, which
+    blamed the listener (INVALID_HOOK_RESULT)."""
+    stream = RawChunks(
+        [
+            BlockStart(0, "text"),
+            TextDelta(0, "hi"),
+            BlockEnd(0, Text("hi")),
+            BlockEnd(1, _RESULT),
+            Finish(Stop()),
+        ]
+    )
+    model = ScriptedModel([stream, Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("agent/step-result", _note_reviewed, agent=agent)
+        with trio.fail_after(60):
+            result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_STREAM")
+        assert result.reason.message == (
+            "the model's message holds a tool-result block (content[1]), "
+            "which only a tool/result holds"
+        )
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_listener_repeating_one_of_the_models_call_ids_is_named(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36, R9.5: a call a step-result listener adds with the id of the model's one
+    call fails the turn naming the listener: the model gave that id once."""
+    model = ScriptedModel([CallTools([ToolCallSpec("lookup", id="once")]), Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        async def repeat_call(
+            _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+        ) -> Message:
+            message: Message = await proceed()
+            return Message("assistant", (*message.content, ToolCall("once", "lookup", "{}")))
+
+        rt.hooks.on("agent/step-result", repeat_call, agent=agent)
+        with trio.fail_after(60):
+            result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
+        assert result.reason.message == (
+            "agent/step-result returned a message that gives two tool calls the same id 'once'"
+        )
+        check_session_invariants(agent.session.events)

@@ -249,34 +249,44 @@ def _chunk_run(seqs: list[int]) -> range | list[int] | None:
     return range(first, last + 1) if last - first == len(seqs) - 1 else seqs
 
 
-def _refuse_shared_ids(calls: tuple[ToolCall, ...], *, by_model: bool) -> None:
+def _refuse_shared_ids(calls: tuple[ToolCall, ...], made: tuple[ContentBlock, ...] | None) -> None:
     """Results are matched to calls by id: two calls sharing one cannot both be answered.
 
-    *by_model*: as :func:`_calls_of`, whose refusal names who gave the calls.
+    *made*: as :func:`_calls_of`; the model is named when its own message already
+    gave two calls the id, whatever a listener changed besides.
     """
     if len(calls) < 2:
         return
     seen: set[str] = set()
     for call in calls:
         if call.id in seen:
+            by_model = made is None or _calls_with_id(made, call.id) > 1
             problem = f"gives two tool calls the same id {call.id!r}"
             raise _refusal(problem, "DUPLICATE_TOOL_CALL_ID", by_model=by_model)
         seen.add(call.id)
 
 
-def _calls_of(content: tuple[ContentBlock, ...], *, by_model: bool) -> tuple[ToolCall, ...]:
+def _calls_with_id(content: tuple[ContentBlock, ...], call_id: str) -> int:
+    return sum(1 for block in content if isinstance(block, ToolCall) and block.id == call_id)
+
+
+def _calls_of(
+    content: tuple[ContentBlock, ...], made: tuple[ContentBlock, ...] | None
+) -> tuple[ToolCall, ...]:
     """The tool calls of the step's message, which holds no tool result.
 
     A tool result is the step's ``tool/result``: held by the assistant's message, it
     would be sent as the assistant's in every later request, which providers refuse
-    (Anthropic) or send without it (OpenAI). *by_model*: the model made *content*,
-    else an ``agent/step-result`` listener, whom the refusal names.
+    (Anthropic) or send without it (OpenAI). *made* is the model's content when
+    ``agent/step-result`` listeners made *content* of it, else ``None``: a refused
+    block that is one of the model's own names the model, any other the listener.
     """
     calls: list[ToolCall] = []
     for index, block in enumerate(content):
         if isinstance(block, ToolCall):
             calls.append(block)
         elif isinstance(block, ToolResultBlock):
+            by_model = made is None or any(block is own for own in made)
             problem = (
                 f"holds a tool-result block (content[{index}]), which only a tool/result holds"
             )
@@ -334,16 +344,16 @@ async def _finish_step(
     content = assembler.blocks()
     if cut:
         content = _without_tool_calls(content)
-    by_model = True
+    # The model's content, when listeners made another of it: a refusal of the
+    # message names whoever made the refused block.
+    made: tuple[ContentBlock, ...] | None = None
     if core.services.hooks.hears("agent/step-result", core.id):
         made = content
         content = await _step_result(core, state, content)
         if cut:
             content = _without_tool_calls(content)
-        # What the listeners handed back unchanged is still the model's.
-        by_model = content == made
-    calls = _calls_of(content, by_model=by_model)
-    _refuse_shared_ids(calls, by_model=by_model)
+    calls = _calls_of(content, made)
+    _refuse_shared_ids(calls, made)
     usage = assembler.usage
     if content or usage is not None:
         logged = AssistantMessage(state.turn, state.step, content, usage)
