@@ -12,6 +12,7 @@ import trio.testing
 import retinue
 from retinue import Text
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from retinue.tools import ToolExecution, ToolExecutionResult
 from tests.helpers import OPTIONS, Next, idle_events, runtime, turn_ends
 from tests.scenarios._scheduler_kit import check_pairing, results
 
@@ -108,3 +109,78 @@ async def test_a_call_whose_body_returned_before_a_cancel_is_reported_as_run(
     with trio.fail_after(60):
         call = ToolCallSpec("write", '{"path": "/a"}', id="c1")
         assert await _cancelled_after_settling(call) == _unshown("ran to its end")
+
+
+async def test_a_body_that_returned_inside_a_wrapper_cancelled_after_it_is_reported_as_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.20, R9.25: a ``tools/execute`` wrapper awaits the body, which returns, then is
+    cancelled in its own wait (an audit write). The model is told the call ran to its end,
+    its result unshown: it was told the call was cancelled, and would run the write again."""
+    writes: list[str] = []
+
+    @retinue.tool
+    async def record(path: str) -> str:
+        """Write a file, keeping what it wrote.
+
+        Args:
+            path: The file.
+        """
+        await trio.lowlevel.checkpoint()
+        writes.append(path)
+        return f"wrote {path}"
+
+    async def audit(_execution: object, proceed: Next) -> Any:
+        result = await proceed()
+        await trio.sleep(5)
+        return result
+
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("record", '{"path": "/a"}', id="c1")]), Reply("x")]
+    )
+    with trio.fail_after(60):
+        async with runtime(model, tools=[record]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            rt.hooks.on("tools/execute", audit, agent=agent)
+            agent.send("go")
+            await trio.sleep(1)
+            assert writes == ["/a"]
+            agent.cancel("stop")
+            events = await idle_events(agent)
+    assert turn_ends(events) == ["aborted"]
+    check_pairing(events)
+    (result,) = results(events)
+    assert result.content == (_unshown("ran to its end"),)
+
+
+async def test_a_body_whose_result_a_wrapper_failed_is_reported_as_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.20, R9.25: a ``tools/execute`` wrapper that makes an error of the result a body
+    returned; cancelled while a post-execute listener held it, the call is told as having
+    run to its end, as its body did, not as having failed."""
+
+    async def fail_after_body(execution: ToolExecution, proceed: Next) -> Any:
+        await proceed()
+        return ToolExecutionResult(execution.call_id, "audit log unavailable", is_error=True)
+
+    async def review(_execution: object, _result: object, proceed: Next) -> Any:
+        await trio.sleep(5)
+        return await proceed()
+
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("write", '{"path": "/a"}', id="c1")]), Reply("x")]
+    )
+    with trio.fail_after(60):
+        async with runtime(model, tools=[write]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            rt.hooks.on("tools/execute", fail_after_body, agent=agent)
+            rt.hooks.on("tools/post-execute", review, agent=agent)
+            agent.send("go")
+            await trio.sleep(3)
+            agent.cancel("stop")
+            events = await idle_events(agent)
+    assert turn_ends(events) == ["aborted"]
+    check_pairing(events)
+    (result,) = results(events)
+    assert result.content == (_unshown("ran to its end"),)

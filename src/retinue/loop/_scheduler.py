@@ -218,7 +218,7 @@ def _admit(step: _StepTools, index: int, prepared: PreparedCall) -> bool:
         return False
     if step.signal.cancel_called:
         return False
-    step.record.started.add(call_id)
+    step.record.started[call_id] = None
     return True
 
 
@@ -243,7 +243,7 @@ async def _body(step: _StepTools, prepared: PreparedCall) -> ToolExecutionResult
     an ``ask`` of the agent from there waits for this very call, as from an async body."""
     mark, token = enter_tool_call(step.core)
     try:
-        return await step.registry.dispatching(prepared)
+        return await step.registry.dispatching(prepared, body_results=step.record.started)
     finally:
         leave_tool_call(mark, token)
 

@@ -34,7 +34,9 @@ class StepCalls:
 
     calls: tuple[ToolCall, ...]
     call_seqs: dict[str, int]
-    started: set[str]
+    started: dict[str, ToolExecutionResult | None]
+    """Calls whose body was dispatched, with the result it returned while a ``tools/execute``
+    wrapper still ran around it (put by the registry), else ``None``."""
     answered: set[str]
     settled: dict[str, tuple[PreparedCall, ToolExecutionResult]]
     """Calls with their outcome (a body that finished, or a pre-execute denial), committed or not."""
@@ -43,7 +45,7 @@ class StepCalls:
         # Written out, not attrs' factories: one record per step with tool calls.
         self.calls = calls
         self.call_seqs = {}
-        self.started = set()
+        self.started = {}
         self.answered = set()
         self.settled = {}
 
@@ -201,14 +203,20 @@ class TurnState:
         """What the model is told of a call the step's end left without its own result."""
         if not started:
             return "Error: the tool call was aborted before it started"
-        settled = self.calls.settled.get(call.id)
-        if settled is None:
-            return f"Error: the tool call was {ended}"
-        # Its result was there, but a post-execute listener had yet to see it. Told a
-        # call that ran was cancelled, the model would ask for it again, and a write
-        # or a command would run twice; told one that failed (or never ran: an unknown
-        # tool, refused arguments, a timeout) ran, it would count on what it never did.
-        outcome = "failed" if settled[1].is_error else "ran to its end"
+        # The body's own result first: a wrapper cancelled after the body returned left
+        # the call unsettled, and one that failed a body that ran made its result an error.
+        result = self.calls.started.get(call.id)
+        if result is None:
+            settled = self.calls.settled.get(call.id)
+            if settled is None:
+                return f"Error: the tool call was {ended}"
+            result = settled[1]
+        # Its result was there, but a wrapper or a post-execute listener had yet to see
+        # it. Told a call that ran was cancelled, the model would ask for it again, and
+        # a write or a command would run twice; told one that failed (or never ran: an
+        # unknown tool, refused arguments, a timeout) ran, it would count on what it
+        # never did.
+        outcome = "failed" if result.is_error else "ran to its end"
         return (
             f"Error: the tool call {outcome}, but the step was {ended} before its "
             "result was final, so it is not shown"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from typing import final
 
 import attrs
@@ -370,7 +370,12 @@ class ToolRegistry:
         # _seams_heard first: while no pipeline seam has a listener, the bus is not asked.
         return self._seams_heard and self.hooks.hears(seam, execution.agent_id)
 
-    async def dispatch(self, prepared: PreparedCall) -> ToolExecutionResult:
+    async def dispatch(
+        self,
+        prepared: PreparedCall,
+        *,
+        body_results: MutableMapping[str, ToolExecutionResult | None] | None = None,
+    ) -> ToolExecutionResult:
         """Stage 3 (R9.3): the ``tools/execute`` around-waterfall over the tool body.
 
         Waits for the wrappers and the body; this is the only stage the
@@ -378,6 +383,9 @@ class ToolRegistry:
         except ``Cancelled``. A raising wrapper, or one returning something
         other than a result for this call, yields a final error result.
         A prepared call with a pre-produced result returns that result.
+        Given *body_results*, the body's own result is put in it under the
+        call's id as soon as it returns, while the wrappers may yet run: a
+        caller cancelled in a wrapper still knows whether the body ran.
         """
         if prepared.result is not None:
             await trio.lowlevel.checkpoint()
@@ -388,7 +396,10 @@ class ToolRegistry:
         else:
 
             async def innermost() -> ToolExecutionResult:
-                return await self._run_tool(prepared)
+                result = await self._run_tool(prepared)
+                if body_results is not None:
+                    body_results[execution.call_id] = result
+                return result
 
             try:
                 result = await self.hooks.waterfall(
@@ -404,11 +415,20 @@ class ToolRegistry:
         await trio.lowlevel.cancel_shielded_checkpoint()
         return result
 
-    def dispatching(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
-        """:meth:`dispatch`, or without a ``tools/execute`` wrapper the body's own coroutine."""
+    def dispatching(
+        self,
+        prepared: PreparedCall,
+        *,
+        body_results: MutableMapping[str, ToolExecutionResult | None] | None = None,
+    ) -> Awaitable[ToolExecutionResult]:
+        """:meth:`dispatch`, or without a ``tools/execute`` wrapper the body's own coroutine.
+
+        That coroutine's result is the body's, which the caller has as it returns:
+        *body_results* is filled only around a wrapper.
+        """
         if prepared.result is None and not self._hears("tools/execute", prepared.execution):
             return self._run_tool(prepared)
-        return self.dispatch(prepared)
+        return self.dispatch(prepared, body_results=body_results)
 
     def _run_tool(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
         """The innermost ``tools/execute`` step: the tool's body, or an unknown-tool error."""
