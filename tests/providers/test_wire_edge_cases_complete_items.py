@@ -88,7 +88,7 @@ async def test_responses_items_sent_only_complete_keep_their_content(
 async def test_responses_call_added_whole_keeps_its_arguments(output: list[Any]) -> None:
     """R10.2: a compatible server that adds a call whole (``output_item.added`` with its
     arguments) and sends no deltas nor ``output_item.done`` still yields its arguments, as
-    the SDK's snapshot has them; the call ran with ``{}`` before."""
+    the SDK's snapshot has them, held until the call ends; the call ran with ``{}`` before."""
     events: list[dict[str, Any]] = [
         {"type": "response.output_item.added", "output_index": 0, "item": COMPLETE_CALL},
         _completed(output),
@@ -97,7 +97,8 @@ async def test_responses_call_added_whole_keeps_its_arguments(output: list[Any])
     assert collected.message.content == (ToolCall("call_1", "lookup", '{"city":"Oslo"}'),)
     calls = [chunk for chunk in collected.chunks if isinstance(chunk, ToolCallDelta)]
     assert [(c.id, c.name, c.arguments_delta) for c in calls] == [
-        ("call_1", "lookup", '{"city":"Oslo"}')
+        ("call_1", "lookup", ""),
+        (None, None, '{"city":"Oslo"}'),
     ]
 
 

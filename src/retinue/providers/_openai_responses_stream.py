@@ -81,6 +81,12 @@ def _part_texts(parts: list[object]) -> list[tuple[int, str]]:
     return [(index, text) for index, text in texts if isinstance(text, str) and text]
 
 
+def _no_arguments(value: object) -> bool:
+    """Whether a call's arguments are none yet: what the API (``""``) and some servers
+    (``{}``, as text or an object) add a call with before its arguments stream."""
+    return value is None or value == "" or value == "{}" or value == {}
+
+
 def _incomplete_reason(reason: str) -> FinishReason:
     """The finish of a response cut short for *reason* (``incomplete`` when none was given).
 
@@ -115,6 +121,9 @@ class ResponsesStreamDecoder:
     """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
     _reasoning: Hashable | None = attrs.field(default=None, init=False)
     """The signed reasoning block the calls completed next followed."""
+    _held: dict[Hashable, tuple[object, str | None]] = attrs.field(factory=dict, init=False)
+    """Per call, the arguments its ``output_item.added`` carried, and the call they name:
+    given when the call or the response ends, unless deltas or its completed item replaced them."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -142,7 +151,10 @@ class ResponsesStreamDecoder:
             key = ("text", output, part)
             return [table.text(key, _str(payload.get("delta")) or "")]
         if kind == "response.function_call_arguments.delta":
-            return [table.tool_call(("call", output), None, None, _str(payload.get("delta")) or "")]
+            delta = _str(payload.get("delta")) or ""
+            if delta and self._held:
+                self._held.pop(("call", output), None)  # the deltas are the arguments
+            return [table.tool_call(("call", output), None, None, delta)]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return [self._reasoning_delta(output, payload)]
         if kind == "response.output_item.added":
@@ -205,13 +217,32 @@ class ResponsesStreamDecoder:
         return self._table.reasoning(key, delta)
 
     def _item_added(self, output: object, item: JsonObject) -> list[StreamChunk]:
-        """A call added: the API adds it with no arguments yet; a server that adds it whole
-        gives them here, where the SDK's snapshot of the call starts from them too."""
+        """A call added; the arguments it carries are held until the call ends.
+
+        The API adds each call with none yet (``""``, or ``{}`` from some servers)
+        and streams them in deltas. A server that adds a call whole gives them
+        here: they are the call's unless deltas follow, which would run together
+        with them into no JSON, or its completed item gives others. Only arguments
+        that are the call's are read, so a value of another type that deltas
+        replace is no failure.
+        """
         if item.get("type") != "function_call":
             return []
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
-        arguments = arguments_text(item.get("arguments"), "responses", call_id or name)
-        return [self._table.tool_call(("call", output), call_id, name, arguments)]
+        key, arguments = ("call", output), item.get("arguments")
+        if not _no_arguments(arguments):
+            self._held[key] = (arguments, call_id or name)
+        return [self._table.tool_call(key, call_id, name, "")]
+
+    def _give_held(self, key: Hashable) -> list[StreamChunk]:
+        """The arguments the call at *key* was added with, as its delta, when nothing
+        replaced them."""
+        held = self._held.pop(key, None) if self._held else None
+        if held is None:
+            return []
+        arguments, call = held
+        text = arguments_text(arguments, "responses", call)
+        return [self._table.tool_call(key, None, None, text)]
 
     def _item_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed output item: its content, unless deltas already streamed it.
@@ -265,6 +296,10 @@ class ResponsesStreamDecoder:
         if key is None:
             key = ("call", output)
             out.append(self._table.tool_call(key, call_id, name, arguments or ""))
+        elif arguments is None:
+            out.extend(self._give_held(key))
+        else:
+            self._held.pop(key, None)
         self._table.finish_tool_call(key, call_id, name, arguments)
         return out
 
@@ -405,7 +440,9 @@ class ResponsesStreamDecoder:
                 code="STREAM_TRUNCATED",
                 retryable=True,
             )
-        out: list[StreamChunk] = list(self._table.end_all())
+        # Calls added whole whose arguments nothing replaced: each was opened by a chunk already.
+        out = [chunk for key in list(self._held) for chunk in self._give_held(key)]
+        out.extend(self._table.end_all())
         if self._table.usage is not None:
             out.append(UsageChunk(self._table.usage))
         out.append(self._finish)
