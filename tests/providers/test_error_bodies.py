@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import trio
@@ -18,9 +19,11 @@ GEMINI_MESSAGE = 'Invalid JSON payload received. Unknown name "stop": Cannot fin
 GEMINI_ERROR = [{"error": {"code": 400, "message": GEMINI_MESSAGE, "status": "INVALID_ARGUMENT"}}]
 
 
-async def _refusal(api: str, body: bytes, status: int = 400) -> ProviderStatusError:
+async def _refusal(
+    api: str, body: bytes, status: int = 400, headers: Any = JSON
+) -> ProviderStatusError:
     """The error *api*'s adapter raises when the server answers *status* with *body*."""
-    server = MockServer(ScriptedPolicy([RawReply(status, JSON, body)]))
+    server = MockServer(ScriptedPolicy([RawReply(status, headers, body)]))
     with trio.fail_after(5):
         async with mock_adapter(api, server) as model:
             with pytest.raises(ProviderStatusError) as caught:
@@ -139,3 +142,24 @@ async def test_an_anthropic_model_not_found_raises_model_not_found() -> None:
     failure = await _refusal("messages", json.dumps(body).encode(), 404)
     assert type(failure) is ModelNotFoundError
     assert (failure.status, failure.code, failure.retryable) == (404, "not_found_error", False)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_an_error_body_in_another_charset_reads_in_that_charset(api: str) -> None:
+    """R10.3: a plain-text error body in the charset its response names (latin-1) is
+    quoted in that charset; OpenAI's adapter read it as UTF-8 (``ung\ufffdltig``)."""
+    latin1 = (("content-type", "text/plain; charset=latin-1"),)
+    failure = await _refusal(api, "Fehler: ungültig".encode("latin-1"), headers=latin1)
+    assert str(failure).endswith("HTTP 400: Fehler: ungültig")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_an_error_body_after_a_byte_order_mark_gives_its_message_and_code(
+    api: str,
+) -> None:
+    """R10.3: a JSON error body that starts with a UTF-8 byte order mark gives its message
+    and code, not the body quoted whole."""
+    body = json.dumps({"error": {"message": "the key was revoked", "code": "revoked"}})
+    failure = await _refusal(api, b"\xef\xbb\xbf" + body.encode())
+    assert str(failure).endswith("HTTP 400: the key was revoked")
+    assert failure.code == "revoked"

@@ -353,6 +353,10 @@ def status_error(
     rate-limit headers report spent (OpenAI sends those on a 429, not always a
     ``Retry-After``): a retry before it would only be refused again.
     """
+    if isinstance(body, str):
+        # A server may start its body with a byte order mark, which no JSON parser skips
+        # in text: the body would be quoted whole, its message and code unread.
+        body = body.removeprefix("\ufeff")
     code, message = error_from_body(body)
     message = message or detail
     # The code names a missing model better than the status: see ModelNotFoundError.

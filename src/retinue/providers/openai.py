@@ -83,13 +83,14 @@ def _prime_platform(client: object) -> None:
 
 
 def _whole_body(exc: openai.APIStatusError) -> object:
-    """The error response's body as it came, read by the SDK already.
+    """The error response's body as it came, read by the SDK already, as text in the
+    charset the response names (UTF-8 when it names none).
 
     The SDK's ``body`` keeps only the body's ``error`` member: a body in
     another layout (``{"error": null, "message": ...}``) would lose what it says.
     """
     try:
-        return exc.response.content
+        return exc.response.text
     except httpx2.ResponseNotRead:
         return exc.body
 
