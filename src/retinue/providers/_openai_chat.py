@@ -60,10 +60,13 @@ MAX_CALL_ID_LENGTH = 40
 
 def _tool_message(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     text = joined_text(block.content)
-    if not text and block.is_error:
-        text = EMPTY_ERROR_TEXT
-    elif not text and any(isinstance(b, OpaqueBlock) for b in block.content):
+    # An error's blank text says nothing of the failure either: the model would read
+    # it as a tool that worked.
+    unread = not text.strip() if block.is_error else not text
+    if unread and any(isinstance(b, OpaqueBlock) for b in block.content):
         text = NOT_TEXT_RESULT
+    elif unread and block.is_error:
+        text = EMPTY_ERROR_TEXT
     return {"role": "tool", "tool_call_id": call_ids.result(block.tool_call_id), "content": text}
 
 

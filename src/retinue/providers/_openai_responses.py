@@ -66,10 +66,13 @@ def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
 
 def _function_output(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     output = _parts(block.content)
+    if block.is_error and isinstance(output, str) and not output.strip():
+        # Blank text says nothing of the failure: the model would read a tool that worked.
+        output = EMPTY_ERROR_TEXT
     return {
         "type": "function_call_output",
         "call_id": call_ids.result(block.tool_call_id),
-        "output": EMPTY_ERROR_TEXT if block.is_error and not output else output,
+        "output": output,
     }
 
 
