@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from retinue._content import Reasoning, Text, ToolCall
-from retinue._stream import Errored, ToolCallDelta
+from retinue._stream import Errored, ReasoningDelta, ToolCallDelta
 from retinue.providers import ProviderStreamError
 
 from ._wire_edge_kit import MESSAGE_END, MESSAGE_START, typed_event
@@ -214,15 +214,17 @@ THOUGHT = {"type": "thinking_delta", "thinking": "Oslo first."}
         ("SIG-A", ["SIG-A"]),
         ("SIG-A", []),
         ("", ["SIG-B"]),
+        ("", ["SIG-A", "SIG-B"]),
     ],
-    ids=["replaced", "repeated", "start-only", "delta-only"],
+    ids=["replaced", "repeated", "start-only", "delta-only", "two-deltas"],
 )
 async def test_anthropic_signature_delta_replaces_the_signature_a_start_carried(
     start: str, later: list[str]
 ) -> None:
     """R5.2, R10.6: a thinking block whose start carries a signature and whose
-    ``signature_delta`` sends one again is signed by the delta, as the SDK reads it; the
-    two run together were a signature the API refuses on every later request."""
+    ``signature_delta`` sends one again is signed by the delta, and of two deltas by the
+    newest, as the SDK reads them; two run together were a signature the API refuses on
+    every later request."""
     thinking = {"type": "thinking", "thinking": "", "signature": start}
     events: list[dict[str, Any]] = [
         MESSAGE_START,
@@ -247,6 +249,8 @@ async def test_anthropic_signature_delta_replaces_the_signature_a_start_carried(
     collected = await serve_once("messages", b"".join(map(typed_event, events)))
     signature = later[-1] if later else start
     assert collected.message.content == (Reasoning("Oslo first.", signature), Text("Hi."))
+    signed = [c.signature for c in collected.chunks if isinstance(c, ReasoningDelta)]
+    assert [s for s in signed if s is not None] == [signature]
 
 
 REFUSAL_DETAILS = {

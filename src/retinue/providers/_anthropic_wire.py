@@ -217,8 +217,9 @@ class AnthropicStreamDecoder:
     _left_out: set[int | None] = attrs.field(factory=set, init=False)
     # Per index, the type its block started as (or its first delta's block type).
     _block_types: dict[object, str] = attrs.field(factory=dict, init=False)
-    # Per block, what its start carried that deltas replace (a call's input as JSON text,
-    # a thinking block's signature): given when the block ends, unless a delta replaced it.
+    # Per block, what deltas replace and the block's end gives: a call's input its start
+    # carried, as JSON text, unless input deltas follow; a thinking block's signature, the
+    # newest of its start's and its signature deltas'.
     _held: dict[object, str] = attrs.field(factory=dict, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``message_stop`` was seen."""
@@ -307,8 +308,8 @@ class AnthropicStreamDecoder:
         return self._table.tool_call(index, call_id, name, "")
 
     def _give_held(self, index: object) -> list[StreamChunk]:
-        """What a block's start held (a call's input, a thinking block's signature), as its
-        delta, when no delta replaced it."""
+        """What a block holds till its end (a call's input from its start, a thinking
+        block's signature), as its delta."""
         held = self._held.pop(index, None) if self._held else None
         if held is None:
             return []
@@ -341,11 +342,13 @@ class AnthropicStreamDecoder:
         if kind == "signature_delta":
             # An empty signature is none: the API would refuse the block it marks.
             signature = _str(delta.get("signature"))
-            if not signature:
-                return []
-            if self._held:
-                self._held.pop(index, None)  # the delta is the signature
-            return [table.reasoning(index, "", signature)]
+            if signature and table.ended(index):
+                # Its end has gone out: as any other delta after it, it would be lost.
+                raise malformed(f"content for block {index!r} came after the block ended")
+            if signature:
+                # As in the SDK, a signature replaces the one before: joined, the API
+                # would refuse them.
+                self._held[index] = signature
         return []
 
     def _check_fits(self, index: object, kind: object) -> None:

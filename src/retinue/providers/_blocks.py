@@ -230,6 +230,11 @@ class BlockTable:
         """Whether a block exists for *key*."""
         return key in self._blocks
 
+    def ended(self, key: Hashable) -> bool:
+        """Whether the block at *key* has ended: content for it now would be lost."""
+        block = self._blocks.get(key)
+        return block is not None and block.ended
+
     def find(self, block_type: str, content: str, skip: Container[Hashable]) -> Hashable | None:
         """The key of a *block_type* block outside *skip* that holds *content*, if any.
 
