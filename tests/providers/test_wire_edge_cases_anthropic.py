@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
-from retinue._content import Reasoning, Text, ToolCall
-from retinue._stream import Errored, ReasoningDelta, ToolCallDelta
+from retinue._content import Reasoning, RedactedReasoning, Text, ToolCall
+from retinue._stream import BlockEnd, Errored, ReasoningDelta, ToolCallDelta
 from retinue.providers import ProviderStreamError
 
 from ._wire_edge_kit import MESSAGE_END, MESSAGE_START, typed_event
 from .support import JSON, serve_once
+
+REDACTED = {"type": "redacted_thinking", "data": "D"}
 
 
 async def test_anthropic_block_started_twice_is_a_malformed_stream() -> None:
@@ -119,6 +121,37 @@ async def test_anthropic_delta_of_another_block_type_is_a_malformed_stream(
         await serve_once("messages", b"".join(map(typed_event, events)))
     assert (caught.value.code, caught.value.retryable) == ("MALFORMED_RESPONSE", True)
     assert str(caught.value).endswith(f"{delta['type']} for block 0, which is a {started} block")
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"type": "signature_delta", "signature": "SIG"},
+        {"type": "thinking_delta", "thinking": "hmm"},
+        {"type": "text_delta", "text": "Hi."},
+    ],
+    ids=["signature", "thinking", "text"],
+)
+async def test_anthropic_delta_for_a_redacted_thinking_block_is_left_out(
+    delta: dict[str, Any],
+) -> None:
+    """R10.6: a redacted thinking block is sent whole in its start: a delta naming it
+    adds nothing and the stream goes on, as the SDK reads it; it was refused as malformed."""
+    events: list[dict[str, Any]] = [
+        MESSAGE_START,
+        {"type": "content_block_start", "index": 0, "content_block": REDACTED},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "text", "text": "Hi."},
+        },
+        *MESSAGE_END,
+    ]
+    collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    assert collected.message.content == (RedactedReasoning("D"), Text("Hi."))
+    assert [type(c) for c in collected.chunks if getattr(c, "index", None) == 0] == [BlockEnd]
 
 
 async def test_anthropic_deltas_without_a_start_keep_to_their_first_block_type() -> None:

@@ -200,6 +200,8 @@ _DELTA_BLOCKS = {
     "signature_delta": "thinking",
 }
 """The block type each delta adds to."""
+_WHOLE_BLOCKS = frozenset({"redacted_thinking"})
+"""The block types sent whole in their start: no delta adds to them."""
 
 
 @final
@@ -325,7 +327,8 @@ class AnthropicStreamDecoder:
 
     def _delta(self, index: object, delta: JsonObject) -> list[StreamChunk]:
         kind, table = delta.get("type"), self._table
-        self._check_fits(index, kind)
+        if not self._fits(index, kind):
+            return []
         if kind == "text_delta":
             text = _str(delta.get("text"))
             return [table.text(index, text)] if text else []
@@ -351,23 +354,29 @@ class AnthropicStreamDecoder:
                 self._held[index] = signature
         return []
 
-    def _check_fits(self, index: object, kind: object) -> None:
-        """Refuse a delta of another block type than its block's, as malformed.
+    def _fits(self, index: object, kind: object) -> bool:
+        """Whether a delta of *kind* may add to the block at *index*; a delta of another
+        block type than its block's is refused as malformed.
 
         Added to that block it would become content of the wrong kind: thinking
         in the answer's text, or a tool call no model made, run by the agent.
+        A block sent whole (redacted thinking) takes no delta: one for it is
+        left out, as the SDK leaves it.
 
         Raises:
             ProviderStreamError: ``MALFORMED_RESPONSE``, naming the delta and the block.
         """
         wanted = _DELTA_BLOCKS.get(kind) if isinstance(kind, str) else None
         if wanted is None:
-            return  # a delta retinue does not decode (citations) adds nothing
+            return True  # a delta retinue does not decode (citations) adds nothing
         started = self._block_types.setdefault(index, wanted)
-        if started != wanted:
-            raise malformed(
-                f"anthropic messages: {kind} for block {index!r}, which is a {started} block"
-            )
+        if started == wanted:
+            return True
+        if started in _WHOLE_BLOCKS:
+            return False
+        raise malformed(
+            f"anthropic messages: {kind} for block {index!r}, which is a {started} block"
+        )
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
         """Decode a whole non-streaming ``message`` object.
