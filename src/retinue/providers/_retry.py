@@ -94,10 +94,11 @@ class RetryPolicy:
     def is_retryable(self, error: BaseException) -> bool:
         """Whether *error* may succeed on a retry under this policy; never blocks.
 
-        An HTTP status error is retried when the provider said so
-        (``x-should-retry``, which wins either way) or its status is in
-        ``retryable_statuses``, unless it says the quota is spent (a 429 that
-        only a billing change mends); any other provider error when it is retryable.
+        An HTTP status error is retried as the provider's ``x-should-retry``
+        says when it says ``true`` or ``false`` (another value says neither);
+        else when its status is in ``retryable_statuses``, unless it says the
+        quota is spent (a 429 that only a billing change mends). Any other
+        provider error is retried when it is retryable.
         An error asking for a wait longer than ``max_retry_after`` is never retried,
         ``x-should-retry`` notwithstanding: it fails with its ``retry_after`` set,
         for the caller to send the request again then.
