@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import trio
 import trio.testing
 
@@ -209,6 +210,31 @@ async def test_a_listener_noting_a_message_holding_a_tool_result_names_the_model
             "the model's message holds a tool-result block (content[1]), "
             "which only a tool/result holds"
         )
+        check_session_invariants(agent.session.events)
+
+
+async def _copy_blocks(
+    _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+) -> Message:
+    """A step-result listener that hands back a copy of every block it is given."""
+    message: Message = await proceed()
+    return Message("assistant", tuple(attrs.evolve(block) for block in message.content))
+
+
+async def test_a_listener_copying_a_message_holding_a_tool_result_names_the_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.36: a tool-result block the model's stream gave, which a step-result listener
+    copied (an equal block, not the same object), fails the turn as the model's
+    INVALID_STREAM, as a copied repeated id does."""
+    stream = RawChunks([BlockEnd(0, Text("hi")), BlockEnd(1, _RESULT), Finish(Stop())])
+    model = ScriptedModel([stream, Reply("again")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("agent/step-result", _copy_blocks, agent=agent)
+        with trio.fail_after(60):
+            result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_STREAM")
         check_session_invariants(agent.session.events)
 
 

@@ -279,14 +279,16 @@ def _calls_of(
     would be sent as the assistant's in every later request, which providers refuse
     (Anthropic) or send without it (OpenAI). *made* is the model's content when
     ``agent/step-result`` listeners made *content* of it, else ``None``: a refused
-    block that is one of the model's own names the model, any other the listener.
+    block equal to one of the model's own names the model, any other the listener.
     """
     calls: list[ToolCall] = []
     for index, block in enumerate(content):
         if isinstance(block, ToolCall):
             calls.append(block)
         elif isinstance(block, ToolResultBlock):
-            by_model = made is None or any(block is own for own in made)
+            # By value, as the repeated ids are counted: a listener copying the model's
+            # blocks (attrs.evolve) hands back the model's block.
+            by_model = made is None or block in made
             problem = (
                 f"holds a tool-result block (content[{index}]), which only a tool/result holds"
             )
