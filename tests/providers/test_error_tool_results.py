@@ -44,9 +44,19 @@ async def test_a_result_of_blank_text_that_is_no_error_goes_as_it_came(api: str)
     assert await _shown(api, ToolResultBlock("c1", (Text("  \n"),))) == "  \n"
 
 
-@pytest.mark.parametrize("is_error", [True, False], ids=["error", "no-error"])
-async def test_a_chat_result_of_an_image_alone_says_it_cannot_be_shown(is_error: bool) -> None:
+@pytest.mark.parametrize(
+    ("is_error", "expected"),
+    [
+        (True, "(the tool failed; its result is not text and cannot be shown here)"),
+        (False, "(the tool's result is not text and cannot be shown here)"),
+    ],
+    ids=["error", "no-error"],
+)
+async def test_a_chat_result_of_an_image_alone_says_it_cannot_be_shown(
+    *, is_error: bool, expected: str
+) -> None:
     """R5.2: a Chat ``tool`` message carries text only; a result holding only an image says
-    so, failed or not: the tool did return something. A failed one said it had no message."""
+    so, and a failed one says that it failed too, as the message has no error flag: the
+    model would read a failed one as a tool that worked."""
     shown = await _shown("chat", ToolResultBlock("c1", (CHAT_IMAGE,), is_error=is_error))
-    assert shown == "(the tool's result is not text and cannot be shown here)"
+    assert shown == expected

@@ -53,6 +53,9 @@ def _user_content(parts: list[JsonObject]) -> str | list[JsonObject]:
 NOT_TEXT_RESULT = "(the tool's result is not text and cannot be shown here)"
 """A ``tool`` message's content when the result has no text: the message carries text only."""
 
+FAILED_NOT_TEXT_RESULT = "(the tool failed; its result is not text and cannot be shown here)"
+""":data:`NOT_TEXT_RESULT` for an error result: the message has no error flag."""
+
 
 MAX_CALL_ID_LENGTH = 40
 """The longest tool-call id OpenAI's Chat Completions API accepts."""
@@ -64,7 +67,7 @@ def _tool_message(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     # it as a tool that worked.
     unread = not text.strip() if block.is_error else not text
     if unread and any(isinstance(b, OpaqueBlock) for b in block.content):
-        text = NOT_TEXT_RESULT
+        text = FAILED_NOT_TEXT_RESULT if block.is_error else NOT_TEXT_RESULT
     elif unread and block.is_error:
         text = EMPTY_ERROR_TEXT
     return {"role": "tool", "tool_call_id": call_ids.result(block.tool_call_id), "content": text}
