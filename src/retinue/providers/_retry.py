@@ -98,7 +98,9 @@ class RetryPolicy:
         says when it says ``true`` or ``false`` (another value says neither);
         else when its status is in ``retryable_statuses``, unless it says the
         quota is spent (a 429 that only a billing change mends). Any other
-        provider error is retried when it is retryable.
+        provider error (a connection failure, a stream cut before its first
+        chunk) is retried when it is retryable and ``retry_connection_errors``
+        is set.
         An error asking for a wait longer than ``max_retry_after`` is never retried,
         ``x-should-retry`` notwithstanding: it fails with its ``retry_after`` set,
         for the caller to send the request again then.

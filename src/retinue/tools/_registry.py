@@ -386,6 +386,8 @@ class ToolRegistry:
         Given *body_results*, the body's own result is put in it under the
         call's id as soon as it returns, while the wrappers may yet run: a
         caller cancelled in a wrapper still knows whether the body ran.
+        Without a ``tools/execute`` wrapper it is left as it is: the caller
+        then has the body's result as it returns.
         """
         if prepared.result is not None:
             await trio.lowlevel.checkpoint()
