@@ -13,7 +13,7 @@ import pytest
 from retinue._content import ContentBlock, Text, ToolResultBlock
 
 from ._request_validity_kit import sent_body, tool_turn
-from .support import CHAT_IMAGE
+from .support import CHAT_IMAGE, RESPONSES_IMAGE
 
 FAILED = "(the tool failed without a message)"
 
@@ -60,3 +60,25 @@ async def test_a_chat_result_of_an_image_alone_says_it_cannot_be_shown(
     model would read a failed one as a tool that worked."""
     shown = await _shown("chat", ToolResultBlock("c1", (CHAT_IMAGE,), is_error=is_error))
     assert shown == expected
+
+
+@pytest.mark.parametrize(
+    "content",
+    [(RESPONSES_IMAGE,), (Text(" "), RESPONSES_IMAGE)],
+    ids=["image", "blank-and-image"],
+)
+async def test_a_responses_error_result_of_an_image_alone_says_the_tool_failed(
+    content: tuple[ContentBlock, ...],
+) -> None:
+    """R5.2: a Responses error result holding an image and no text goes out in the list
+    form with a first part saying the tool failed; it went out as the image alone, as a
+    tool that worked."""
+    shown = await _shown("responses", ToolResultBlock("c1", content, is_error=True))
+    assert shown[0] == {"type": "input_text", "text": FAILED}
+    assert shown[-1]["type"] == "input_image"
+
+
+async def test_a_responses_result_of_an_image_alone_that_is_no_error_goes_as_it_came() -> None:
+    """A tool that worked and returned only an image goes out as that image."""
+    shown = await _shown("responses", ToolResultBlock("c1", (RESPONSES_IMAGE,)))
+    assert [part["type"] for part in shown] == ["input_image"]

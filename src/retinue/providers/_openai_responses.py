@@ -66,14 +66,24 @@ def _parts(content: Sequence[ContentBlock]) -> str | list[JsonObject]:
 
 def _function_output(block: ToolResultBlock, call_ids: ReplayIds) -> JsonObject:
     output = _parts(block.content)
+    # The output has no error flag: a failure with no text to say so (blank, or an image
+    # alone) would read as a tool that worked.
     if block.is_error and isinstance(output, str) and not output.strip():
-        # Blank text says nothing of the failure: the model would read a tool that worked.
         output = EMPTY_ERROR_TEXT
+    elif block.is_error and isinstance(output, list) and not _says_anything(output):
+        output = [{"type": "input_text", "text": EMPTY_ERROR_TEXT}, *output]
     return {
         "type": "function_call_output",
         "call_id": call_ids.result(block.tool_call_id),
         "output": output,
     }
+
+
+def _says_anything(parts: list[JsonObject]) -> bool:
+    """Whether *parts* hold text that is not only whitespace."""
+    return any(
+        part.get("type") == "input_text" and str(part.get("text", "")).strip() for part in parts
+    )
 
 
 def _user_message(message: Message) -> JsonObject | None:
