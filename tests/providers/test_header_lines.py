@@ -58,13 +58,29 @@ def test_a_key_variable_with_its_newline_is_refused_naming_the_variable(
         adapter(base_url=base_url)
 
 
-def test_an_auth_token_variable_with_its_newline_is_refused_naming_it(
+def test_an_auth_token_variable_with_its_newline_is_refused_when_there_is_no_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The Anthropic SDK sends ``ANTHROPIC_AUTH_TOKEN`` as a bearer token beside the key."""
+    """Without a key the Anthropic SDK sends ``ANTHROPIC_AUTH_TOKEN`` as a bearer token."""
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", KEY_WITH_NEWLINE)
     with pytest.raises(ValueError, match="ANTHROPIC_AUTH_TOKEN holds the control character"):
-        AnthropicModel(base_url="http://mock", api_key="k")
+        AnthropicModel(base_url="http://mock")
+
+
+@pytest.mark.parametrize("key_from", ["api_key", "ANTHROPIC_API_KEY"])
+def test_an_auth_token_variable_beside_a_key_is_never_read(
+    key_from: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a key, or ``ANTHROPIC_API_KEY``, the SDK reads no token: a stale one with its
+    newline is never sent. Before, it stopped the adapter from being built."""
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", KEY_WITH_NEWLINE)
+    if key_from == "api_key":
+        model = AnthropicModel(base_url="http://mock", api_key="k")
+    else:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+        model = AnthropicModel(base_url="http://mock")
+    assert model._client.api_key == "k"
+    assert model._client.auth_token is None
 
 
 @pytest.mark.parametrize(("adapter", "base_url", "variable"), ADAPTERS)

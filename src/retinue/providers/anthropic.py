@@ -133,9 +133,10 @@ class AnthropicModel(ClientOwner):
         ValueError: *base_url*, or ``ANTHROPIC_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value); a default
             header's name holds a character beyond ASCII or is no HTTP token;
-            the key (or ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``) or a
-            default header's value holds a control character (a line break,
-            say) or whitespace at either end (named, without the value);
+            the key (or ``ANTHROPIC_API_KEY``, or ``ANTHROPIC_AUTH_TOKEN`` when
+            there is no key) or a default header's value holds a control
+            character (a line break, say) or whitespace at either end (named,
+            without the value);
             *default_max_tokens* is below 1, *thinking_budget* below 1024 or not
             below *default_max_tokens*;
             a connection count below 1, a timeout that is not a positive finite number,
@@ -176,16 +177,17 @@ class AnthropicModel(ClientOwner):
         base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
         key_source = "api_key" if api_key else "ANTHROPIC_API_KEY"
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        # The SDK reads the token only when it has no key: beside one, a stale
+        # token is never sent and must not stop a working setup from starting.
+        auth_token = os.environ.get("ANTHROPIC_AUTH_TOKEN") if api_key is None else None
         check_header_lines(
-            default_headers,
-            **{key_source: api_key},
-            ANTHROPIC_AUTH_TOKEN=os.environ.get("ANTHROPIC_AUTH_TOKEN"),
+            default_headers, **{key_source: api_key}, ANTHROPIC_AUTH_TOKEN=auth_token
         )
         if (
             api_key is None
             and base_url is not None
             and not _is_anthropic(base_url)
-            and not os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            and not auth_token
         ):
             # A compatible server may need no key; Anthropic's own API always does.
             api_key = "not-needed"
