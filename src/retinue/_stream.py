@@ -178,15 +178,11 @@ class BlockStart:
     type: ClassVar[str] = "block-start"
 
 
-# The deltas are built for every stream chunk: their strings are joined as ``whole``
-# joins them (R1.6), its test inline in a hand-written __init__ (a converter per
-# field would add a call each). A pair held as two code points would be logged as
-# such and stored as two escapes, which read back as its one character. Whatever
-# is not a str is kept as given, for the check of a logged chunk to refuse.
-
-
-def _joined(value: Any) -> Any:
-    return value if type(value) is not str or value.isascii() else whole(value)
+# The deltas are built for every stream chunk: their strings are joined by ``whole``
+# (R1.6), called only past its ASCII test, inline in a hand-written __init__ (a
+# converter per field would add a call each). A pair held as two code points would
+# be logged as such and stored as two escapes, which read back as its one character.
+# Whatever is not a str is kept as given, for the check of a logged chunk to refuse.
 
 
 @final
@@ -200,7 +196,7 @@ class TextDelta:
 
     def __init__(self, index: int, text: str) -> None:
         set_attribute(self, "index", index)
-        set_attribute(self, "text", text if type(text) is str and text.isascii() else _joined(text))
+        set_attribute(self, "text", text if type(text) is str and text.isascii() else whole(text))
 
 
 @final
@@ -216,12 +212,12 @@ class ReasoningDelta:
     def __init__(self, index: int, text: str, signature: str | None = None) -> None:
         setattr_ = bound_set_attribute(self)
         setattr_("index", index)
-        setattr_("text", text if type(text) is str and text.isascii() else _joined(text))
+        setattr_("text", text if type(text) is str and text.isascii() else whole(text))
         setattr_(
             "signature",
             signature
             if signature is None or (type(signature) is str and signature.isascii())
-            else _joined(signature),
+            else whole(signature),
         )
 
 
@@ -245,16 +241,16 @@ class ToolCallDelta:
     ) -> None:
         setattr_ = bound_set_attribute(self)
         setattr_("index", index)
-        setattr_("id", id if id is None or (type(id) is str and id.isascii()) else _joined(id))
+        setattr_("id", id if id is None or (type(id) is str and id.isascii()) else whole(id))
         setattr_(
             "arguments_delta",
             arguments_delta
             if type(arguments_delta) is str and arguments_delta.isascii()
-            else _joined(arguments_delta),
+            else whole(arguments_delta),
         )
         setattr_(
             "name",
-            name if name is None or (type(name) is str and name.isascii()) else _joined(name),
+            name if name is None or (type(name) is str and name.isascii()) else whole(name),
         )
 
 

@@ -23,6 +23,7 @@ from retinue._stream import (
     ReasoningDelta,
     StreamChunk,
     TextDelta,
+    ToolCallDelta,
 )
 from retinue.config import AgentEntry
 from retinue.session import InvalidJsonError, Session, TurnStart, TurnTrigger
@@ -166,6 +167,46 @@ async def test_stream_chunks_holding_pairs_are_logged_as_they_are_stored(
     assert len(events) == len(chunks)
     assert [decode_event(encode_event(event)) for event in events] == events
     assert EMOJI in repr([event.data.chunk for event in events])
+
+
+class _Tagged(str):
+    """A str subclass, as a provider SDK's wrapper of a text may be."""
+
+    __slots__ = ()
+
+
+async def test_stream_chunks_built_from_a_str_subclass_hold_its_pair_as_the_character(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R1.6, R4.5: a delta's strings of a str subclass are joined as a block's are, so each
+    chunk reads back from its stored line as it was logged; before, only an exact str was,
+    and the logged chunks held the pair where their stored lines held the character."""
+    pair = _Tagged(HIGH + LOW)
+    chunks: list[StreamChunk] = [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, _Tagged("think " + pair), signature=_Tagged("sig" + pair)),
+        BlockEnd(0, Reasoning("think " + EMOJI, signature="sig" + EMOJI)),
+        BlockStart(1, "text"),
+        TextDelta(1, _Tagged("smile " + pair)),
+        BlockEnd(1, Text("smile " + EMOJI)),
+        BlockStart(2, "tool-call"),
+        ToolCallDelta(2, _Tagged("call-" + pair), _Tagged("{}"), name=_Tagged("grin" + pair)),
+        Finish(STOP),
+    ]
+    model = ScriptedModel([RawChunks(chunks), Reply("done")])
+    with trio.fail_after(30):
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            result = await agent.ask("go")
+            events = of_type(agent.session.events, "assistant/chunk")
+    assert result.reason.kind == "completed", result.reason
+    assert [decode_event(encode_event(event)) for event in events] == events
+    deltas = [event.data.chunk for event in events if "delta" in event.data.chunk.type]
+    assert deltas[:3] == [
+        ReasoningDelta(0, "think " + EMOJI, signature="sig" + EMOJI),
+        TextDelta(1, "smile " + EMOJI),
+        ToolCallDelta(2, "call-" + EMOJI, "{}", name="grin" + EMOJI),
+    ]
 
 
 async def test_a_tool_call_whose_id_holds_a_pair_resumes_with_the_history_it_ran_with(
