@@ -85,6 +85,17 @@ from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
             ),
         ),
         (
+            ["--store", "memory", "--provider", "openai", "--base-url", "h/v1?key=sk-1"],
+            "argument --base-url: must be an http:// or https:// URL, got 'h/v1?...'",
+        ),
+        (
+            ["--store", "memory", "--provider", "anthropic", "--base-url", "http://h/?key=sk-1"],
+            (
+                "argument --base-url: must be an http:// or https:// URL without a query, "
+                "which the request's path would follow, got 'http://h/?...'"
+            ),
+        ),
+        (
             ["--store", "memory", "--provider", "anthropic", "--latency", "1"],
             "argument --latency: only --provider mock or scripted uses it, not anthropic",
         ),
@@ -93,7 +104,8 @@ from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 def test_demo_refuses_bad_arguments_before_it_starts(
     argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Bad input gets a usage error naming the argument, not a traceback from inside the run."""
+    """Bad input gets a usage error naming the argument, not a traceback from inside the run;
+    a base URL's query, which may hold a key, is shown as ``?...``, as the adapters show it."""
     with pytest.raises(SystemExit) as caught:
         main(["demo", "--no-live", *argv])
     assert caught.value.code == 2

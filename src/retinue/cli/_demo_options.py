@@ -6,7 +6,7 @@ import argparse
 import math
 
 import retinue
-from retinue.providers._urls import base_url_from, url_problem
+from retinue.providers._urls import base_url_from, refused_url_shown, url_problem
 
 __all__ = ["DEFAULT_LATENCY", "add_options", "base_url_variable_problem", "unused_option"]
 
@@ -79,10 +79,11 @@ def _given(text: str) -> str:
 
 def _base_url(text: str) -> str:
     """Refuse a base URL no request could be sent to (``localhost:8000/v1``) as the
-    adapters do: the option is named by argparse, so the complaint is the problem alone."""
+    adapters do: the option is named by argparse, so the complaint is the problem alone,
+    the URL shown as the adapters show it (without a query that may hold a key)."""
     problem = url_problem(_given(text))
     if problem is not None:
-        raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{problem}, got {refused_url_shown(text)!r}")
     return text
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "check_base_url",
     "client_base_url",
     "on_domain",
+    "refused_url_shown",
     "url_problem",
 ]
 
@@ -72,10 +73,14 @@ def check_base_url(url: str, *, source: str) -> str:
     """
     problem = url_problem(url)
     if problem is not None:
-        # Not the query itself: a gateway's may hold a key.
-        before, query, _ = url.partition("?")
-        raise ValueError(f"{source} {problem}, got {before + ('?...' if query else '')!r}")
+        raise ValueError(f"{source} {problem}, got {refused_url_shown(url)!r}")
     return url
+
+
+def refused_url_shown(url: str) -> str:
+    """*url* as a refusal shows it: its query, which a gateway's may hold a key in, as ``?...``."""
+    before, query, _ = url.partition("?")
+    return before + ("?..." if query else "")
 
 
 def base_url_from(given: str | None, *, variable: str, parameter: str = "base_url") -> str | None:
