@@ -1,9 +1,10 @@
-"""A connection count no host can use is refused when the adapter is built, naming it."""
+"""A connection count past what a host can use is taken as the most it can use: 65,536."""
 
 from __future__ import annotations
 
 import pytest
 
+from retinue.providers._pools import ShardedTransport
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.openai import OpenAIModel
 
@@ -13,24 +14,36 @@ ADAPTERS = [
 ]
 
 
+def _pools(model: OpenAIModel | AnthropicModel) -> ShardedTransport:
+    transport = model._client._client._transport
+    assert isinstance(transport, ShardedTransport)
+    return transport
+
+
 @pytest.mark.parametrize(("adapter", "base_url"), ADAPTERS)
 @pytest.mark.parametrize(
-    ("count", "pool_size"),
-    [(65_537, 100), (10**12, 10**12), (10**400, 10**400)],
-    ids=["one-past", "trillion", "past-a-float"],
+    ("count", "pool_size", "pools"),
+    [(100_000, 1000, 66), (65_537, 100, 656), (10**12, 10**12, 1), (10**400, 10**400, 1)],
+    ids=["hundred-thousand", "one-past", "trillion", "past-a-float"],
 )
-def test_more_connections_than_a_host_has_ports_are_refused_when_built(
-    adapter: type[OpenAIModel | AnthropicModel], base_url: str, count: int, pool_size: int
+def test_more_connections_than_a_host_has_ports_are_as_many_as_it_has(
+    adapter: type[OpenAIModel | AnthropicModel],
+    base_url: str,
+    count: int,
+    pool_size: int,
+    pools: int,
 ) -> None:
-    """No host reaches one server by more ports; with pools of the default 100, a count
-    of 10**12 built ten billion pools, until the process ran out of memory."""
-    with pytest.raises(ValueError, match=f"max_connections must be at most 65536, .* not {count}$"):
-        adapter(base_url=base_url, api_key="k", max_connections=count, pool_size=pool_size)
+    """No host reaches one server by more than 65,536 ports: a larger count builds pools for
+    that many. Before, such a count was refused, where 100,000 in pools of 1000 had been
+    taken (it was 10**12 in pools of 100, ten billion pools, that ran out of memory)."""
+    model = adapter(base_url=base_url, api_key="k", max_connections=count, pool_size=pool_size)
+    assert (_pools(model).max_connections, _pools(model).shards) == (65_536, pools)
 
 
 @pytest.mark.parametrize(("adapter", "base_url"), ADAPTERS)
 def test_as_many_connections_as_a_host_has_ports_are_taken(
     adapter: type[OpenAIModel | AnthropicModel], base_url: str
 ) -> None:
-    """The largest count allowed builds, in pools of the default size."""
-    adapter(base_url=base_url, api_key="k", max_connections=65_536)
+    """The largest count a host can use builds as it is, in pools of the default size."""
+    model = adapter(base_url=base_url, api_key="k", max_connections=65_536)
+    assert (_pools(model).max_connections, _pools(model).shards) == (65_536, 656)

@@ -34,7 +34,11 @@ __all__ = [
 log = logging.getLogger("retinue.providers")
 
 MAX_CONNECTIONS = 65_536
-"""The most connections an adapter may allow: no host has more ports to reach one server by."""
+"""The most connections an adapter opens: no host has more ports to reach one server by.
+
+A larger ``max_connections`` is taken as this many: it could open no more, and
+each ``pool_size`` of it built a pool (``10**12`` ran the process out of memory).
+"""
 
 SHARD_HEADER = "x-retinue-shard"
 """Request header naming the pool shard (see :func:`shard_key`); removed before sending."""
@@ -256,18 +260,12 @@ def check_http_settings(
 
     A zero count would leave every request waiting for a connection that never
     comes; a negative or NaN timeout would fail every request. A count past
-    :data:`MAX_CONNECTIONS`, no more use than that many, built a pool for each
-    ``pool_size`` of it: ``10**12`` ran the process out of memory.
+    :data:`MAX_CONNECTIONS` is taken: :func:`make_http_client` opens no more than that.
 
     Raises:
         ValueError: naming the setting and its value.
     """
     _check_count("max_connections", max_connections)
-    if max_connections > MAX_CONNECTIONS:
-        raise ValueError(
-            f"max_connections must be at most {MAX_CONNECTIONS}, the ports a host has "
-            f"to reach one server by, not {max_connections!r}"
-        )
     _check_count("pool_size", pool_size)
     _check_seconds("timeout", timeout)
     _check_seconds("connect_timeout", connect_timeout)
@@ -295,6 +293,8 @@ def make_http_client(
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` over ``ceil(max_connections / pool_size)`` sharded pools.
 
+    *max_connections* past :data:`MAX_CONNECTIONS` is that many: the pools it
+    would add could never all be used, and they cost memory and time to build.
     It follows redirects, as the SDKs' own clients do. Requests go through
     *proxy* when given, else through the proxies ``HTTP_PROXY``, ``HTTPS_PROXY``
     and ``ALL_PROXY`` name, except to ``NO_PROXY`` hosts. A given *transport*
@@ -310,9 +310,10 @@ def make_http_client(
         if not isinstance(transport, ShardedTransport):
             transport = _ShardHeaderStripper(transport)
     else:
-        shards = -(-max_connections // pool_size)
+        connections = min(max_connections, MAX_CONNECTIONS)
+        shards = -(-connections // pool_size)
         transport = ShardedTransport(
-            shards, pool_size, max_connections=max_connections, proxy=_given_proxy(proxy)
+            shards, pool_size, max_connections=connections, proxy=_given_proxy(proxy)
         )
         if proxy is None:
             mounts = _environment_routes(transport)
