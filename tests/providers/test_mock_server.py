@@ -104,6 +104,7 @@ async def test_mock_fault_policy_injects_at_its_rate() -> None:
     [
         (lambda: Endless(-1.0), ValueError, "Endless.interval"),
         (lambda: Endless(math.nan), ValueError, "Endless.interval"),
+        (lambda: Endless(lambda rng: rng.uniform(0, 1)), TypeError, "Endless.interval"),  # type: ignore[arg-type]
         (lambda: Timing(latency=-5), ValueError, "Timing.latency"),
         (lambda: Timing(first_token=math.nan), ValueError, "Timing.first_token"),
         (lambda: Timing(inter_chunk="0.1"), TypeError, "Timing.inter_chunk"),  # type: ignore[arg-type]
@@ -113,6 +114,7 @@ async def test_mock_fault_policy_injects_at_its_rate() -> None:
     ids=[
         "negative-interval",
         "nan-interval",
+        "function-interval",
         "negative-latency",
         "nan-first-token",
         "str-delay",
@@ -126,6 +128,8 @@ def test_mock_settings_no_request_could_use_are_refused_when_built(
     """A delay that is no number of seconds, or a fault rate that is no probability, is
     refused naming the setting; it failed each request mid-stream (a truncation the
     client could not tell from an injected one), or was read as 0 without a word.
+    An ``Endless`` interval is slept as it is: a function, which a ``Timing`` delay may
+    be, was taken and failed each stream after its first event.
     """
     with pytest.raises(error, match=re.escape(named)):
         build()

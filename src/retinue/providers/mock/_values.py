@@ -423,6 +423,14 @@ def _valid_delay(instance: object, attribute: attrs.Attribute[Any], value: objec
         )
 
 
+def _valid_interval(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Refuse an interval that is no number of seconds >= 0, a function too: a Timing's
+    delay may be one, drawn per request, but the stream sleeps the interval as it is."""
+    if callable(value):
+        raise TypeError(f"Endless.interval must be a number of seconds, not {value!r}")
+    _valid_delay(instance, attribute, value)
+
+
 @final
 @attrs.frozen
 class Endless:
@@ -432,7 +440,7 @@ class Endless:
         TypeError, ValueError: *interval* is not a number of seconds >= 0.
     """
 
-    interval: float = attrs.field(default=0.05, validator=_valid_delay)
+    interval: float = attrs.field(default=0.05, validator=_valid_interval)
 
 
 MockResponse: TypeAlias = MockReply | RawReply | Fault | Endless
