@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import httpx2
 import pytest
 import trio
 
-from retinue.providers.mock import EchoPolicy, MockServer, Timing
+from retinue.providers.mock import Delay, EchoPolicy, Endless, MockServer, Timing
 
 _BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -15,12 +17,20 @@ def _huge(_rng: object) -> int:
     return 10**400
 
 
-async def test_a_latency_drawn_past_a_float_s_range_never_answers(
-    autojump_clock: trio.abc.Clock,
+def _huge_fraction(_rng: object) -> Fraction:
+    return Fraction(10**400)
+
+
+@pytest.mark.parametrize(
+    "latency", [_huge, _huge_fraction, 10**400], ids=["int-drawn", "fraction-drawn", "fixed"]
+)
+async def test_a_latency_past_a_float_s_range_never_answers(
+    latency: Delay, autojump_clock: trio.abc.Clock
 ) -> None:
     """The sleep failed with a bare OverflowError out of the in-process transport (a 500
-    over TCP), where a wait too large for a float is ``math.inf``: never."""
-    server = MockServer(EchoPolicy(), timing=Timing(latency=_huge))
+    over TCP), where a wait too large for a float is ``math.inf``: never. Before, a drawn
+    Fraction still failed so, and a fixed one was refused as below 0."""
+    server = MockServer(EchoPolicy(), timing=Timing(latency=latency))
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         with trio.move_on_after(3600) as waited:
             await client.post("http://mock/v1/chat/completions", json=_BODY)
@@ -42,4 +52,20 @@ async def test_a_pause_drawn_past_a_float_s_range_holds_the_stream(
                     parts.append(part)  # one by one: those before the deadline are kept
     assert waited.cancelled_caught
     assert len(parts) == (0 if field == "first_token" else 1)
+    assert server.statistics().streams_truncated == 0
+
+
+async def test_an_endless_interval_past_a_float_s_range_holds_the_stream(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Its events never come, as with an interval of ``math.inf``; before, it was refused."""
+    server = MockServer(lambda _call: Endless(10**400))
+    parts: list[bytes] = []
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        with trio.move_on_after(3600) as waited:
+            async with client.stream("POST", "http://mock/v1/chat/completions", json=_BODY) as r:
+                async for part in r.aiter_raw():
+                    parts.append(part)
+    assert waited.cancelled_caught
+    assert b"chat.completion.chunk" in b"".join(parts)
     assert server.statistics().streams_truncated == 0

@@ -251,7 +251,8 @@ def answer(call: MockCall, response: MockResponse, timing: Timing, rng: random.R
         # a JSON body cannot trickle forever; the nearest thing is one that never comes
         if not call.stream:
             return Outgoing(200, JSON_HEADERS, _stalled())
-        return Outgoing(200, _SSE, _endless(call, response.interval))
+        # Drawn as a Timing's fixed delay is: one past a float's range is never.
+        return Outgoing(200, _SSE, _endless(call, Timing.draw(response.interval, rng)))
     if isinstance(response, RawReply):
         # Header names are case-insensitive: ``Content-Type`` is the same header.
         content_type = next(

@@ -6,9 +6,8 @@ import hashlib
 import json
 import math
 import random
-import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Literal, TypeAlias, TypeGuard, final
 
 import attrs
 
@@ -406,13 +405,27 @@ class Fault:
     )
 
 
+def _is_number(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _as_float(seconds: float) -> float:
+    """*seconds* as a float: one past a float's range (``10**400``, or a ``Fraction`` of it)
+    is ``math.inf``, or ``-math.inf`` below it, since trio's clock cannot add it to the time."""
+    try:
+        return float(seconds)
+    except OverflowError:
+        return math.inf if seconds > 0 else -math.inf
+
+
 def _valid_delay(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Refuse a fixed delay that is no number of seconds >= 0; ``inf`` is never.
+    """Refuse a fixed delay that is no number of seconds >= 0; ``inf``, or a number too
+    large for a float (``10**400``), is never.
 
     Checked when built: drawn per request, a bad one failed each request
     mid-stream, a truncation no client could tell from an injected one.
     """
-    if callable(value) or value == math.inf:
+    if callable(value) or (_is_number(value) and _as_float(value) == math.inf):
         return
     error = finite_number_error(value, zero=True)
     if error is not None:
@@ -451,7 +464,8 @@ MockResponse: TypeAlias = MockReply | RawReply | Fault | Endless
 class Timing:
     """Delays the server adds: before the headers, before the first event, between events.
 
-    Each is seconds (``inf``: never) or a function of the request's RNG, drawn per request.
+    Each is seconds (``inf``, or a number too large for a float: never) or a function of
+    the request's RNG, drawn per request.
 
     Raises:
         TypeError, ValueError: a fixed delay is not a number of seconds >= 0.
@@ -465,10 +479,9 @@ class Timing:
     def draw(delay: Delay, rng: random.Random) -> float:
         """The seconds *delay* stands for, drawn now; ``math.inf`` for a number too large
         for a float, a wait longer than any other (never)."""
-        seconds = max(0.0, delay(rng) if callable(delay) else float(delay))
-        # A function's int past a float's range: trio's clock cannot add it to the time,
-        # so the sleep failed with an OverflowError out of the request, past its 500.
-        return math.inf if isinstance(seconds, int) and seconds > sys.float_info.max else seconds
+        # Converted here: a sleep for a number past a float's range failed with an
+        # OverflowError out of the request, past its 500.
+        return max(0.0, _as_float(delay(rng) if callable(delay) else delay))
 
 
 def check_server_options(policy: object, timing: object, max_calls: object) -> None:
