@@ -58,20 +58,21 @@ class Window:
         self.wall_s = time.perf_counter() - self.wall_s
 
 
-def counts(program: str, args: Sequence[str]) -> list[int]:
-    """*args* as counts (of agents, repeats), each a whole number of at least 1.
+def counts(program: str, args: Sequence[str], *, least: int = 1) -> list[int]:
+    """*args* as counts (of agents, repeats), each a whole number of at least *least*.
 
-    Checked before anything runs: a count of 0 would fail with a division by
-    zero in a child process, or after minutes under callgrind, and a negative
-    one would print figures for no work at all.
+    Checked before anything runs: a count of 0 agents would fail with a division
+    by zero in a child process, or after minutes under callgrind, and a negative
+    one would print figures for no work at all. (A GC threshold of 0 is a count
+    that means something: the cyclic GC never runs on its own.)
 
     Raises:
         SystemExit: 2, after a usage line on stderr naming the bad count.
     """
     for arg in args:
-        if not (arg.isdecimal() and int(arg) >= 1):
+        if not (arg.isdecimal() and int(arg) >= least):
             print(
-                f"{program}: a count must be a whole number of at least 1, got {arg!r}",
+                f"{program}: a count must be a whole number of at least {least}, got {arg!r}",
                 file=sys.stderr,
             )
             raise SystemExit(2)

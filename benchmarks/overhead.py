@@ -34,8 +34,8 @@ Each N runs in a fresh subprocess; after one untimed warm-up pair, retinue
 and the floor run alternately, 21 times each up to 10 agents (a run of one
 agent is ten steps), three times up to 1000 and once above, and the time
 figures are medians (``--one N R`` runs one N with R repeats). ``--gc-threshold T`` runs both sides with
-CPython's first GC threshold raised to T (default 700), to show what that
-tuning buys a process running many agents. A failed measurement's traceback
+CPython's first GC threshold raised to T (default 700; 0 turns the automatic
+cyclic GC off), to show what that tuning buys a process running many agents. A failed measurement's traceback
 is on stderr, the other measurements still run, and the run exits 1.
 """
 
@@ -272,11 +272,11 @@ def _repeats(agents: int) -> int:
 
 
 def _gc_threshold(argv: list[str]) -> tuple[list[str], int | None]:
-    """Take ``--gc-threshold T`` out of *argv*."""
+    """Take ``--gc-threshold T`` out of *argv*; 0 turns the automatic cyclic GC off."""
     if "--gc-threshold" not in argv:
         return argv, None
     at = argv.index("--gc-threshold")
-    [threshold] = counts(_PROGRAM, argv[at + 1 : at + 2] or [""])
+    [threshold] = counts(_PROGRAM, argv[at + 1 : at + 2] or [""], least=0)
     return argv[:at] + argv[at + 2 :], threshold
 
 
