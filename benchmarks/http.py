@@ -148,7 +148,8 @@ async def _client_once(
     """
     if name == "raw-httpx2":
         pools = max(1, -(-agents // pool_size))
-        transport = ShardedTransport(pools, pool_size)
+        # As the adapters are built: *agents* connections in all, not pools * pool_size.
+        transport = ShardedTransport(pools, pool_size, max_connections=agents)
         async with httpx2.AsyncClient(transport=transport, timeout=60) as raw:
             return await measure(name, raw_step(raw, base_url), agents, steps)
     if name == "openai":

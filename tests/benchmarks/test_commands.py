@@ -11,11 +11,13 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 from benchmarks import admission, http, instructions, lifecycle, overhead, requests
+from retinue.providers._pools import ShardedTransport
 from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
 
 
@@ -170,6 +172,25 @@ async def test_http_measures_every_client_with_the_pool_size_asked_for(
         ("openai", 3),
         ("anthropic", 3),
     ]
+
+
+async def test_http_gives_the_floor_a_connection_per_agent_as_the_adapters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three agents in pools of two get three connections, not the four of two full pools:
+    before, the floor had more connections than the adapters it is compared with."""
+    built: list[ShardedTransport] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> ShardedTransport:
+        built.append(ShardedTransport(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(http, "ShardedTransport", recorded)
+    policy = EchoPolicy(chunks=4, max_tool_calls=0)
+    with trio.fail_after(60):
+        async with open_mock_server(policy, timing=Timing(latency=0.0)) as server:
+            await http.bench(server.base_url, 3, 1, 4, 0.0, 1, pool_size=2)
+    assert [(pools.shards, pools.max_connections) for pools in built] == [(2, 3)]
 
 
 def test_requests_gives_the_memory_an_adapter_keeps_beside_a_history() -> None:
