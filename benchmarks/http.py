@@ -222,15 +222,23 @@ async def bench(
     print(json.dumps(line), flush=True)
 
 
+def _count(text: str) -> int:
+    """A count of at least 1: a pool size of 0 divided by zero, as did 0 steps or chunks,
+    and 0 repeats left no run to take the median of, after the server had started."""
+    if not (text.isdecimal() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def main() -> None:
     """Parse arguments; start the server child; run each agent count."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000])
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--agents", type=_count, nargs="+", default=[100, 1000])
+    parser.add_argument("--steps", type=_count, default=5)
+    parser.add_argument("--chunks", type=_count, default=20)
     parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--pool-size", type=int, default=100, help="connections a pool, at most")
+    parser.add_argument("--repeats", type=_count, default=3)
+    parser.add_argument("--pool-size", type=_count, default=100, help="connections a pool, at most")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:

@@ -193,6 +193,21 @@ async def test_http_gives_the_floor_a_connection_per_agent_as_the_adapters(
     assert [(pools.shards, pools.max_connections) for pools in built] == [(2, 3)]
 
 
+@pytest.mark.parametrize("option", ["--agents", "--steps", "--chunks", "--repeats", "--pool-size"])
+def test_http_refuses_a_count_below_one_before_starting_its_server(
+    option: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A count of 0 is a usage error naming the option; before, ``--pool-size 0`` died of a
+    ZeroDivisionError, as did 0 steps, and 0 repeats of an IndexError, once the server ran."""
+    monkeypatch.setattr(sys, "argv", ["benchmarks.http", option, "0"])
+    with pytest.raises(SystemExit) as refused:
+        http.main()
+    assert refused.value.code == 2
+    assert f"argument {option}: must be a whole number of at least 1, got '0'" in (
+        capsys.readouterr().err
+    )
+
+
 def test_requests_gives_the_memory_an_adapter_keeps_beside_a_history() -> None:
     """A line gives what the adapter keeps beside the history, as a share of its messages' memory."""
     line = requests.measure("anthropic", "one-turn", 100)
