@@ -96,6 +96,10 @@ from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
             ),
         ),
         (
+            ["--store", "memory", "--provider", "openai", "--base-url", "http://u:pw@h:99999"],
+            "argument --base-url: must be an http:// or https:// URL, got 'http://...@h:99999'",
+        ),
+        (
             ["--store", "memory", "--provider", "anthropic", "--latency", "1"],
             "argument --latency: only --provider mock or scripted uses it, not anthropic",
         ),
@@ -105,7 +109,8 @@ def test_demo_refuses_bad_arguments_before_it_starts(
     argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Bad input gets a usage error naming the argument, not a traceback from inside the run;
-    a base URL's query, which may hold a key, is shown as ``?...``, as the adapters show it."""
+    a base URL's query and user information, which may hold a key, are shown as ``...``,
+    as the adapters show them."""
     with pytest.raises(SystemExit) as caught:
         main(["demo", "--no-live", *argv])
     assert caught.value.code == 2

@@ -43,3 +43,30 @@ def test_a_base_url_with_a_fragment_is_still_taken(
 ) -> None:
     """A fragment never reaches a request's path: the URL works, and is not refused."""
     adapter(base_url=root + "#notes?x", api_key="k")
+
+
+@pytest.mark.parametrize(("adapter", "variable", "root"), ADAPTERS)
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("http://user:s3cret@gateway.internal/v1?x=1", "http://...@gateway.internal/v1?..."),
+        ("http://user:s3cret@gate way.internal/v1", "http://...@gate way.internal/v1"),
+        ("user:s3cret@gateway.internal/v1", "...@gateway.internal/v1"),
+    ],
+    ids=["with-a-query", "with-a-space", "without-a-scheme"],
+)
+def test_a_refused_base_url_is_shown_without_its_user_information(
+    adapter: type[OpenAIModel | AnthropicModel],
+    variable: str,
+    root: str,
+    given: str,
+    shown: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Basic auth's password, which the adapter's repr leaves out, is not shown when the URL
+    is refused either; before, the refusal showed it."""
+    with pytest.raises(ValueError, match=f"^base_url .*, got {re.escape(repr(shown))}$"):
+        adapter(base_url=given, api_key="k")
+    monkeypatch.setenv(variable, given)
+    with pytest.raises(ValueError, match=f"^{variable} .*, got {re.escape(repr(shown))}$"):
+        adapter(api_key="k")

@@ -63,6 +63,11 @@ WELL_FORMED = [
 ]
 
 
+def _shown(url: str) -> str:
+    """*url* as a refusal shows it: user information, which may be a key, left out."""
+    return url.replace("user@", "...@")
+
+
 def _clear(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(variable, raising=False)
@@ -77,7 +82,7 @@ def test_malformed_base_url_is_refused_naming_the_parameter(
     built, naming the parameter and the value: not on every request."""
     _clear(monkeypatch)
     monkeypatch.setenv(variable, "http://127.0.0.1:9")  # given, the parameter wins even empty
-    expected = f"base_url must be an http:// or https:// URL, got {url!r}"
+    expected = f"base_url must be an http:// or https:// URL, got {_shown(url)!r}"
     with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
         adapter(base_url=url, api_key="k")
 
@@ -91,7 +96,7 @@ def test_malformed_base_url_variable_is_refused_naming_the_variable(
     named by its variable."""
     _clear(monkeypatch)
     monkeypatch.setenv(variable, url)
-    expected = f"{variable} must be an http:// or https:// URL, got {url!r}"
+    expected = f"{variable} must be an http:// or https:// URL, got {_shown(url)!r}"
     with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
         adapter(api_key="k")
 

@@ -69,7 +69,7 @@ def check_base_url(url: str, *, source: str) -> str:
 
     Raises:
         ValueError: naming *source* (a parameter or environment variable) and *url*
-            (its query left out).
+            (its query and user information left out).
     """
     problem = url_problem(url)
     if problem is not None:
@@ -78,9 +78,20 @@ def check_base_url(url: str, *, source: str) -> str:
 
 
 def refused_url_shown(url: str) -> str:
-    """*url* as a refusal shows it: its query, which a gateway's may hold a key in, as ``?...``."""
+    """*url* as a refusal shows it: its query as ``?...`` and its user information (before
+    the host's ``@``) as ``...``, since a gateway may take a key in either.
+
+    Taken apart by hand: a refused URL may be one no parser takes.
+    """
     before, query, _ = url.partition("?")
-    return before + ("?..." if query else "")
+    scheme, separator, rest = before.partition("://")
+    if not separator:
+        scheme, rest = "", before
+    authority, slash, path = rest.partition("/")
+    _, at, host = authority.rpartition("@")
+    if at:
+        rest = "...@" + host + slash + path
+    return scheme + separator + rest + ("?..." if query else "")
 
 
 def base_url_from(given: str | None, *, variable: str, parameter: str = "base_url") -> str | None:
