@@ -118,7 +118,8 @@ class OpenAIModel(ClientOwner):
             ``None`` turns it on for provider ``"deepseek"`` or a ``deepseek.com`` host.
         max_connections: Connections in total, split into pools of at most ``pool_size``;
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
-            ``timeout`` ends first).
+            ``timeout`` ends first). Past 65,536, the ports a host has to reach one
+            server by, it is 65,536.
         timeout: Seconds allowed between bytes of a response (and for its headers).
         proxy: A proxy URL (``http://``, ``https://`` or ``socks5://``) for every request.
             Without one, requests go through the proxies ``HTTP_PROXY``, ``HTTPS_PROXY``
