@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import attrs
+import pytest
 import trio
 import trio.testing
 
@@ -19,6 +22,48 @@ from retinue.testing import (
 from tests.helpers import OPTIONS, Next, last_end_reason, of_type, runtime
 
 _RESULT = ToolResultBlock("call-9", (Text("sunny"),))
+
+
+def _holding_a_result() -> RawChunks:
+    """A model's step whose message closes a block with a tool result."""
+    return RawChunks(
+        [
+            BlockStart(0, "text"),
+            TextDelta(0, "hi"),
+            BlockEnd(0, Text("hi")),
+            BlockEnd(1, _RESULT),
+            Finish(Stop()),
+        ]
+    )
+
+
+def _sharing_an_id() -> CallTools:
+    """A model's step giving two calls one id (an adapter would have renamed one)."""
+    return CallTools([ToolCallSpec("lookup", id="same"), ToolCallSpec("lookup", id="same")])
+
+
+async def _pass_through(
+    _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+) -> Message:
+    """A step-result listener handing back the message it is given."""
+    message: Message = await proceed()
+    return message
+
+
+async def _note_reviewed(
+    _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+) -> Message:
+    """A step-result listener that appends a note to whatever message it is given."""
+    message: Message = await proceed()
+    return Message("assistant", (*message.content, Text("[reviewed]")))
+
+
+async def _copy_blocks(
+    _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
+) -> Message:
+    """A step-result listener that hands back a copy of every block it is given."""
+    message: Message = await proceed()
+    return Message("assistant", tuple(attrs.evolve(block) for block in message.content))
 
 
 def _tool_results_in(history: list[Message]) -> list[ToolResultBlock]:
@@ -64,26 +109,10 @@ async def test_a_model_message_holding_a_tool_result_fails_the_turn_naming_the_m
     """R7.36: a model whose stream closes a block with a tool result fails the turn
     with a ModelError (``INVALID_STREAM``), and no assistant message is logged; a
     step-result listener that hands the model's message back unchanged is not blamed."""
-    stream = RawChunks(
-        [
-            BlockStart(0, "text"),
-            TextDelta(0, "hi"),
-            BlockEnd(0, Text("hi")),
-            BlockEnd(1, _RESULT),
-            Finish(Stop()),
-        ]
-    )
-    model = ScriptedModel([stream, Reply("again")])
+    model = ScriptedModel([_holding_a_result(), Reply("again")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-
-        async def pass_through(
-            _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
-        ) -> Message:
-            message: Message = await proceed()
-            return message
-
-        rt.hooks.on("agent/step-result", pass_through, agent=agent)
+        rt.hooks.on("agent/step-result", _pass_through, agent=agent)
         result = await agent.ask("go")
         reason = last_end_reason(agent.session.events)
         assert (reason.kind, reason.code) == ("error", "INVALID_STREAM")
@@ -129,112 +158,38 @@ async def test_two_calls_sharing_an_id_name_the_listener_that_made_them(
         check_session_invariants(agent.session.events)
 
 
-async def test_two_calls_sharing_an_id_from_the_model_name_the_model(
+@pytest.mark.parametrize("listener", [_pass_through, _note_reviewed, _copy_blocks])
+@pytest.mark.parametrize(
+    ("step", "code", "problem"),
+    [
+        (
+            _holding_a_result,
+            "INVALID_STREAM",
+            "holds a tool-result block (content[1]), which only a tool/result holds",
+        ),
+        (_sharing_an_id, "DUPLICATE_TOOL_CALL_ID", "gives two tool calls the same id 'same'"),
+    ],
+    ids=["tool-result", "shared-id"],
+)
+async def test_a_listener_keeping_the_models_faulty_blocks_leaves_the_model_named(
     autojump_clock: trio.testing.MockClock,
+    listener: Callable[..., Awaitable[Message]],
+    step: Callable[[], RawChunks | CallTools],
+    code: str,
+    problem: str,
 ) -> None:
-    """R9.5: a model (not an adapter, which renames a repeated id) giving two calls one
-    id fails the turn with its DUPLICATE_TOOL_CALL_ID, a listener that hands its
-    message back unchanged notwithstanding."""
-    calls = CallTools([ToolCallSpec("lookup", id="same"), ToolCallSpec("lookup", id="same")])
-    model = ScriptedModel([calls, Reply("again")])
+    """R7.36, R9.5: a message the model got wrong (a tool-result block, two calls of one
+    id) fails the turn as the model's, naming the model, though a step-result listener
+    handed it back, added a note to it or copied its blocks: any change blamed the
+    listener (INVALID_HOOK_RESULT), and then any copy of the result block did."""
+    model = ScriptedModel([step(), Reply("again")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-
-        async def pass_through(
-            _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
-        ) -> Message:
-            message: Message = await proceed()
-            return message
-
-        rt.hooks.on("agent/step-result", pass_through, agent=agent)
-        result = await agent.ask("go")
-        assert (result.reason.kind, result.reason.code) == ("error", "DUPLICATE_TOOL_CALL_ID")
-        assert (
-            result.reason.message == "the model's message gives two tool calls the same id 'same'"
-        )
-        check_session_invariants(agent.session.events)
-
-
-async def _note_reviewed(
-    _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
-) -> Message:
-    """A step-result listener that appends a note to whatever message it is given."""
-    message: Message = await proceed()
-    return Message("assistant", (*message.content, Text("[reviewed]")))
-
-
-async def test_a_listener_noting_a_message_whose_calls_share_an_id_names_the_model(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.5: two calls the model gave one id fail the turn as the model's
-    DUPLICATE_TOOL_CALL_ID though a step-result listener added a note to its message.
-    Any change of the message blamed the listener (INVALID_HOOK_RESULT) for the
-    model's calls."""
-    calls = CallTools([ToolCallSpec("lookup", id="same"), ToolCallSpec("lookup", id="same")])
-    model = ScriptedModel([calls, Reply("again")])
-    async with runtime(model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("agent/step-result", _note_reviewed, agent=agent)
+        rt.hooks.on("agent/step-result", listener, agent=agent)
         with trio.fail_after(60):
             result = await agent.ask("go")
-        assert (result.reason.kind, result.reason.code) == ("error", "DUPLICATE_TOOL_CALL_ID")
-        assert (
-            result.reason.message == "the model's message gives two tool calls the same id 'same'"
-        )
-        check_session_invariants(agent.session.events)
-
-
-async def test_a_listener_noting_a_message_holding_a_tool_result_names_the_model(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.36: a tool-result block the model's stream gave fails the turn as the model's
-    INVALID_STREAM though a step-result listener added a note to its message, which
-    blamed the listener (INVALID_HOOK_RESULT)."""
-    stream = RawChunks(
-        [
-            BlockStart(0, "text"),
-            TextDelta(0, "hi"),
-            BlockEnd(0, Text("hi")),
-            BlockEnd(1, _RESULT),
-            Finish(Stop()),
-        ]
-    )
-    model = ScriptedModel([stream, Reply("again")])
-    async with runtime(model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("agent/step-result", _note_reviewed, agent=agent)
-        with trio.fail_after(60):
-            result = await agent.ask("go")
-        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_STREAM")
-        assert result.reason.message == (
-            "the model's message holds a tool-result block (content[1]), "
-            "which only a tool/result holds"
-        )
-        check_session_invariants(agent.session.events)
-
-
-async def _copy_blocks(
-    _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
-) -> Message:
-    """A step-result listener that hands back a copy of every block it is given."""
-    message: Message = await proceed()
-    return Message("assistant", tuple(attrs.evolve(block) for block in message.content))
-
-
-async def test_a_listener_copying_a_message_holding_a_tool_result_names_the_model(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.36: a tool-result block the model's stream gave, which a step-result listener
-    copied (an equal block, not the same object), fails the turn as the model's
-    INVALID_STREAM, as a copied repeated id does."""
-    stream = RawChunks([BlockEnd(0, Text("hi")), BlockEnd(1, _RESULT), Finish(Stop())])
-    model = ScriptedModel([stream, Reply("again")])
-    async with runtime(model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("agent/step-result", _copy_blocks, agent=agent)
-        with trio.fail_after(60):
-            result = await agent.ask("go")
-        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_STREAM")
+        assert (result.reason.kind, result.reason.code) == ("error", code)
+        assert result.reason.message == f"the model's message {problem}"
         check_session_invariants(agent.session.events)
 
 
