@@ -102,7 +102,7 @@ async def test_mock_fault_policy_injects_at_its_rate() -> None:
 @pytest.mark.parametrize(
     ("build", "error", "named"),
     [
-        (lambda: Endless(-1.0), ValueError, "Endless.interval"),
+        (lambda: Endless(-1.0), ValueError, "Endless.interval must be at least 0, not -1.0"),
         (lambda: Endless(math.nan), ValueError, "Endless.interval"),
         (lambda: Endless(lambda rng: rng.uniform(0, 1)), TypeError, "Endless.interval"),  # type: ignore[arg-type]
         (lambda: Timing(latency=-5), ValueError, "Timing.latency"),

@@ -69,3 +69,17 @@ async def test_an_endless_interval_past_a_float_s_range_holds_the_stream(
     assert waited.cancelled_caught
     assert b"chat.completion.chunk" in b"".join(parts)
     assert server.statistics().streams_truncated == 0
+
+
+def _text(_rng: object) -> str:
+    return "5"
+
+
+async def test_a_draw_of_text_fails_its_request_as_no_number_of_seconds() -> None:
+    """A drawn "5" is no number of seconds, as a fixed one is refused when built: the
+    request fails (a 500), where float() read it as five seconds."""
+    server = MockServer(EchoPolicy(), timing=Timing(latency=_text))  # type: ignore[arg-type]  # a draw of the wrong type, on purpose
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        with trio.fail_after(1):
+            response = await client.post("http://mock/v1/chat/completions", json=_BODY)
+    assert response.status_code == 500

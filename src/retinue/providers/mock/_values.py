@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeAlias, TypeGuard, final
@@ -411,7 +412,14 @@ def _is_number(value: object) -> TypeGuard[float]:
 
 def _as_float(seconds: float) -> float:
     """*seconds* as a float: one past a float's range (``10**400``, or a ``Fraction`` of it)
-    is ``math.inf``, or ``-math.inf`` below it, since trio's clock cannot add it to the time."""
+    is ``math.inf``, or ``-math.inf`` below it, since trio's clock cannot add it to the time.
+
+    Raises:
+        TypeError: *seconds* is no real number (a drawn ``"5"``, which ``float`` would
+            read, is no number of seconds either).
+    """
+    if not isinstance(seconds, numbers.Real):
+        raise TypeError(f"a delay must be a number of seconds, not {seconds!r:.80}")
     try:
         return float(seconds)
     except OverflowError:
@@ -419,21 +427,27 @@ def _as_float(seconds: float) -> float:
 
 
 def _valid_delay(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Refuse a fixed delay that is no number of seconds >= 0; ``inf``, or a number too
-    large for a float (``10**400``), is never.
+    """Refuse a fixed delay that is no number of seconds >= 0, or a function of the RNG."""
+    if not callable(value):
+        _check_seconds(instance, attribute, value, " (or a function of the request's RNG)")
+
+
+def _check_seconds(
+    instance: object, attribute: attrs.Attribute[Any], value: object, besides: str
+) -> None:
+    """Refuse *value* unless it is a number of seconds >= 0 (or *besides*, which the
+    message names); ``inf``, or a number too large for a float (``10**400``), is never.
 
     Checked when built: drawn per request, a bad one failed each request
     mid-stream, a truncation no client could tell from an injected one.
     """
-    if callable(value) or (_is_number(value) and _as_float(value) == math.inf):
+    if _is_number(value) and _as_float(value) == math.inf:
         return
     error = finite_number_error(value, zero=True)
     if error is not None:
         expected = "a number of seconds" if error is TypeError else "at least 0"
         name = f"{type(instance).__name__}.{attribute.name}"
-        raise error(
-            f"{name} must be {expected} (or a function of the request's RNG), not {value!r}"
-        )
+        raise error(f"{name} must be {expected}{besides}, not {value!r}")
 
 
 def _valid_interval(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -441,7 +455,7 @@ def _valid_interval(instance: object, attribute: attrs.Attribute[Any], value: ob
     delay may be one, drawn per request, but the stream sleeps the interval as it is."""
     if callable(value):
         raise TypeError(f"Endless.interval must be a number of seconds, not {value!r}")
-    _valid_delay(instance, attribute, value)
+    _check_seconds(instance, attribute, value, "")
 
 
 @final
