@@ -52,8 +52,23 @@ def test_a_base_url_with_a_fragment_is_still_taken(
         ("http://user:s3cret@gateway.internal/v1?x=1", "http://...@gateway.internal/v1?..."),
         ("http://user:s3cret@gate way.internal/v1", "http://...@gate way.internal/v1"),
         ("user:s3cret@gateway.internal/v1", "...@gateway.internal/v1"),
+        ("https://user:abc/def@gateway.internal/v1", "https://...@gateway.internal/v1"),
+        ("https://user:ab?cd@gateway.internal/v1", "https://...@gateway.internal/v1"),
+        ("http:/user:s3cret@gateway.internal/v1", "...@gateway.internal/v1"),
+        (
+            "http://user:pw@gateway.internal:99999/v1#tok=sk",
+            "http://...@gateway.internal:99999/v1#...",
+        ),
     ],
-    ids=["with-a-query", "with-a-space", "without-a-scheme"],
+    ids=[
+        "with-a-query",
+        "with-a-space",
+        "without-a-scheme",
+        "slash-in-the-password",
+        "question-mark-in-the-password",
+        "one-slash",
+        "with-a-fragment",
+    ],
 )
 def test_a_refused_base_url_is_shown_without_its_user_information(
     adapter: type[OpenAIModel | AnthropicModel],

@@ -78,20 +78,24 @@ def check_base_url(url: str, *, source: str) -> str:
 
 
 def refused_url_shown(url: str) -> str:
-    """*url* as a refusal shows it: its query as ``?...`` and its user information (before
-    the host's ``@``) as ``...``, since a gateway may take a key in either.
+    """*url* as a refusal shows it: all before its last ``@`` as ``...`` (user information,
+    which a gateway may take a key in) and its query or fragment as ``?...`` or ``#...``.
 
-    Taken apart by hand: a refused URL may be one no parser takes.
+    Taken apart by hand, as a refused URL may be one no parser takes: the ``@`` is
+    looked for over the whole URL, since a password holding ``/`` or ``?`` is what
+    gets one refused, and a path or query holding an ``@`` is then hidden with it.
     """
-    before, query, _ = url.partition("?")
-    scheme, separator, rest = before.partition("://")
+    scheme, separator, rest = url.partition("://")
     if not separator:
-        scheme, rest = "", before
-    authority, slash, path = rest.partition("/")
-    _, at, host = authority.rpartition("@")
+        scheme, rest = "", url
+    _, at, after = rest.rpartition("@")
     if at:
-        rest = "...@" + host + slash + path
-    return scheme + separator + rest + ("?..." if query else "")
+        rest = "...@" + after
+    cuts = [index for index in (rest.find("?"), rest.find("#")) if index >= 0]
+    if cuts:
+        cut = min(cuts)
+        rest = rest[:cut] + rest[cut] + "..."
+    return scheme + separator + rest
 
 
 def base_url_from(given: str | None, *, variable: str, parameter: str = "base_url") -> str | None:
