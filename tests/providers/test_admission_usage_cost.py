@@ -13,7 +13,8 @@ from retinue.providers._lanes import Charge
 
 
 class _CountedCharges(deque[Charge]):
-    """A window's charges, counting each one a search of them visits."""
+    """A window's charges, counting each one a search of them visits (the newest or the
+    oldest one, read to prune or admit, are not a search)."""
 
     def __init__(self, charges: deque[Charge]) -> None:
         super().__init__(charges)
@@ -28,6 +29,20 @@ class _CountedCharges(deque[Charge]):
         for charge in super().__reversed__():
             self.visited += 1
             yield charge
+
+    # A search in C (``in``, ``index``, ``count``) calls none of the above: each counts
+    # as visiting every charge.
+    def __contains__(self, charge: object) -> bool:
+        self.visited += len(self)
+        return super().__contains__(charge)
+
+    def index(self, charge: Charge, *bounds: int) -> int:
+        self.visited += len(self)
+        return super().index(charge, *bounds)
+
+    def count(self, charge: Charge) -> int:
+        self.visited += len(self)
+        return super().count(charge)
 
 
 async def test_usage_corrections_visit_none_of_the_charges_admitted_after_them(
