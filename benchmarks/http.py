@@ -40,7 +40,7 @@ import trio
 from retinue._content import Message, Text
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
 from retinue._stream import ReasoningDelta, TextDelta, ToolCallDelta
-from retinue.providers._pools import ShardedTransport
+from retinue.providers._pools import MAX_CONNECTIONS, ShardedTransport
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
 from retinue.providers.openai import OpenAIModel
@@ -147,9 +147,11 @@ async def _client_once(
     Each has a connection per agent, in pools of at most *pool_size*.
     """
     if name == "raw-httpx2":
-        pools = max(1, -(-agents // pool_size))
-        # As the adapters are built: *agents* connections in all, not pools * pool_size.
-        transport = ShardedTransport(pools, pool_size, max_connections=agents)
+        # As the adapters are built: *agents* connections in all (at most as many as
+        # they open, MAX_CONNECTIONS), not pools * pool_size.
+        connections = min(agents, MAX_CONNECTIONS)
+        pools = max(1, -(-connections // pool_size))
+        transport = ShardedTransport(pools, pool_size, max_connections=connections)
         async with httpx2.AsyncClient(transport=transport, timeout=60) as raw:
             return await measure(name, raw_step(raw, base_url), agents, steps)
     if name == "openai":
