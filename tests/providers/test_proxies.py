@@ -273,13 +273,22 @@ def test_a_proxy_with_a_transport_is_refused(api: str) -> None:
         )
 
 
-@pytest.mark.parametrize("proxy", ["ftp://user:secret@proxy.example:21", "socks5://127.0.0.1:9"])
+@pytest.mark.parametrize(
+    "proxy",
+    [
+        "ftp://user:secret@proxy.example:21",
+        "socks5://127.0.0.1:9",
+        "http://user:secret/pw@proxy.example:8080",
+    ],
+    ids=["ftp", "socks", "slash-in-the-password"],
+)
 async def test_a_proxy_the_environment_names_but_cannot_be_used_is_passed_over(
     proxy: str, environment: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A proxy variable httpx2 cannot use (an unknown scheme, SOCKS without ``socksio``)
     does not stop an adapter from being built: its requests go direct and
-    a warning names the variable's pattern, not the URL (it may hold a password)."""
+    a warning names the variable's pattern, not the URL (it may hold a password), nor a
+    parser's word on it, which quoted the password's start as a port."""
     if proxy.startswith("socks") and importlib.util.find_spec("socksio") is not None:
         pytest.skip("socksio is installed here: httpx2 can use a SOCKS proxy")
     environment.setenv("ALL_PROXY", proxy)

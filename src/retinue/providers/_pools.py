@@ -350,12 +350,13 @@ def _proxied_or_none(direct: ShardedTransport, url: str, pattern: str) -> Sharde
     try:
         return direct.through(httpx2.Proxy(url))
     except (ImportError, ValueError, httpx2.InvalidURL) as exc:
-        # Not the URL itself: it may hold a password.
+        # Neither the URL nor a parser's word on it ("Invalid port: 'pw'"), which quotes
+        # a piece of it: it may hold a password. A missing package is named.
+        why = f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError) else "no proxy URL"
         log.warning(
-            "the environment's proxy for %s cannot be used (%s: %s); those requests go direct",
+            "the environment's proxy for %s cannot be used (%s); those requests go direct",
             pattern,
-            type(exc).__name__,
-            exc,
+            why,
         )
         return None
 
