@@ -59,6 +59,8 @@ def test_a_base_url_with_a_fragment_is_still_taken(
             "http://user:pw@gateway.internal:99999/v1#tok=sk",
             "http://...@gateway.internal:99999/v1#...",
         ),
+        ("user:s3cret@gateway.internal/v1?next=http://x", "...@gateway.internal/v1?..."),
+        ("localhost:8000/v1?api_key=sk-LEAK&cb=https://x", "localhost:8000/v1?..."),
     ],
     ids=[
         "with-a-query",
@@ -68,6 +70,8 @@ def test_a_base_url_with_a_fragment_is_still_taken(
         "question-mark-in-the-password",
         "one-slash",
         "with-a-fragment",
+        "a-url-in-the-query-after-user-information",
+        "a-url-in-the-query-after-no-scheme",
     ],
 )
 def test_a_refused_base_url_is_shown_without_its_user_information(

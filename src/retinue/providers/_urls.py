@@ -9,6 +9,7 @@ when given, naming the parameter or environment variable that gave it.
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 import urllib.parse
 
@@ -77,6 +78,10 @@ def check_base_url(url: str, *, source: str) -> str:
     return url
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+"""A URL scheme (RFC 3986)."""
+
+
 def refused_url_shown(url: str) -> str:
     """*url* as a refusal shows it: all before its last ``@`` as ``...`` (user information,
     which a gateway may take a key in) and its query or fragment as ``?...`` or ``#...``.
@@ -86,8 +91,9 @@ def refused_url_shown(url: str) -> str:
     gets one refused, and a path or query holding an ``@`` is then hidden with it.
     """
     scheme, separator, rest = url.partition("://")
-    if not separator:
-        scheme, rest = "", url
+    if not separator or not _SCHEME.fullmatch(scheme):
+        # A "://" later on (in a query, a fragment or a password) ends no scheme.
+        scheme, separator, rest = "", "", url
     _, at, after = rest.rpartition("@")
     if at:
         rest = "...@" + after
