@@ -30,8 +30,8 @@ class _CountedCharges(deque[Charge]):
             self.visited += 1
             yield charge
 
-    # A search in C (``in``, ``index``, ``count``) calls none of the above: each counts
-    # as visiting every charge.
+    # A search in C (``in``, ``index``, ``count``, ``remove``) calls none of the above:
+    # each counts as visiting every charge.
     def __contains__(self, charge: object) -> bool:
         self.visited += len(self)
         return super().__contains__(charge)
@@ -43,6 +43,16 @@ class _CountedCharges(deque[Charge]):
     def count(self, charge: Charge) -> int:
         self.visited += len(self)
         return super().count(charge)
+
+    def remove(self, charge: Charge) -> None:
+        self.visited += len(self)
+        super().remove(charge)
+
+    def __getitem__(self, index: int) -> Charge:  # type: ignore[override]
+        # The oldest and the newest are read to prune and to admit; any other is a search.
+        if index not in (0, -1):
+            self.visited += 1
+        return super().__getitem__(index)
 
 
 async def test_usage_corrections_visit_none_of_the_charges_admitted_after_them(
