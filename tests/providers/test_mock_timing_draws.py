@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 import httpx2
@@ -75,10 +76,17 @@ def _text(_rng: object) -> str:
     return "5"
 
 
-async def test_a_draw_of_text_fails_its_request_as_no_number_of_seconds() -> None:
-    """A drawn "5" is no number of seconds, as a fixed one is refused when built: the
-    request fails (a 500), where float() read it as five seconds."""
-    server = MockServer(EchoPolicy(), timing=Timing(latency=_text))  # type: ignore[arg-type]  # a draw of the wrong type, on purpose
+def _flag(_rng: object) -> bool:
+    return True
+
+
+@pytest.mark.parametrize("draw", [_text, _flag], ids=["text", "bool"])
+async def test_a_draw_of_no_number_fails_its_request_as_no_number_of_seconds(
+    draw: Callable[[object], object],
+) -> None:
+    """A drawn "5" or True is no number of seconds, as a fixed one is refused when built:
+    the request fails (a 500), where float() read them as five seconds and one."""
+    server = MockServer(EchoPolicy(), timing=Timing(latency=draw))  # type: ignore[arg-type]  # a draw of the wrong type, on purpose
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         with trio.fail_after(1):
             response = await client.post("http://mock/v1/chat/completions", json=_BODY)

@@ -415,10 +415,13 @@ def _as_float(seconds: float) -> float:
     is ``math.inf``, or ``-math.inf`` below it, since trio's clock cannot add it to the time.
 
     Raises:
-        TypeError: *seconds* is no real number (a drawn ``"5"``, which ``float`` would
-            read, is no number of seconds either).
+        TypeError: *seconds* is no real number, or a bool (a drawn ``"5"``, which
+            ``float`` would read, is no number of seconds either), as a fixed delay
+            is refused when built.
     """
-    if not isinstance(seconds, numbers.Real):
+    if type(seconds) is float:
+        return seconds  # the usual draw: a check per chunk would triple its cost
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
         raise TypeError(f"a delay must be a number of seconds, not {seconds!r:.80}")
     try:
         return float(seconds)
