@@ -352,7 +352,11 @@ def _proxied_or_none(direct: ShardedTransport, url: str, pattern: str) -> Sharde
     except (ImportError, ValueError, httpx2.InvalidURL) as exc:
         # Neither the URL nor a parser's word on it ("Invalid port: 'pw'"), which quotes
         # a piece of it: it may hold a password. A missing package is named.
-        why = f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError) else "no proxy URL"
+        why = (
+            f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, ImportError)
+            else "not an http://, https://, socks5:// or socks5h:// URL"
+        )
         log.warning(
             "the environment's proxy for %s cannot be used (%s); those requests go direct",
             pattern,
