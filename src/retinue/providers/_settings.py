@@ -6,10 +6,16 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
-__all__ = ["check_header_lines", "check_header_names", "check_header_values", "check_identity"]
+__all__ = [
+    "HTTP_TOKEN",
+    "check_header_lines",
+    "check_header_names",
+    "check_header_values",
+    "check_identity",
+]
 
 _HEADERS_CARRY = "which an HTTP header cannot carry as the SDK sends it: only ASCII"
-_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+HTTP_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 """A header name HTTP carries: an RFC 9110 token."""
 _EDGE_SPACE = " \t"
 
@@ -76,11 +82,19 @@ def check_header_names(headers: Mapping[str, object] | None) -> None:
         problem = _beyond_ascii(name)
         if problem is not None:
             raise ValueError(f"the default header name {name!r} {problem}, {_HEADERS_CARRY}")
-        if _TOKEN.fullmatch(name) is None:
+        if HTTP_TOKEN.fullmatch(name) is None:
             raise ValueError(
                 f"the default header name {name!r} is no HTTP token: only letters, "
                 "digits and !#$%&'*+-.^_`|~"
             )
+
+
+def _sent_texts(
+    headers: Mapping[str, object] | None, texts: dict[str, str | None]
+) -> dict[str, object]:
+    """The default headers' values and *texts*, by the name a refusal gives each."""
+    named = {f"default_headers[{name!r}]": value for name, value in (headers or {}).items()}
+    return named | texts
 
 
 def check_header_lines(headers: Mapping[str, object] | None, **texts: str | None) -> None:
@@ -94,8 +108,7 @@ def check_header_lines(headers: Mapping[str, object] | None, **texts: str | None
     Raises:
         ValueError: naming the setting and the character.
     """
-    named = {f"default_headers[{name!r}]": value for name, value in (headers or {}).items()}
-    for name, text in (named | texts).items():
+    for name, text in _sent_texts(headers, texts).items():
         problem = _not_sendable(text) if isinstance(text, str) else None
         if problem is not None:
             raise ValueError(f"{name} {problem}, which no HTTP header carries")
@@ -114,8 +127,7 @@ def check_header_values(headers: Mapping[str, object] | None, **texts: str | Non
         ValueError: naming the setting and the character.
     """
     check_header_lines(headers, **texts)
-    named = {f"default_headers[{name!r}]": value for name, value in (headers or {}).items()}
-    for name, text in (named | texts).items():
+    for name, text in _sent_texts(headers, texts).items():
         problem = _beyond_ascii(text) if isinstance(text, str) else None
         if problem is not None:
             raise ValueError(f"{name} {problem}, {_HEADERS_CARRY}")

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from retinue._checks import collection_error, finite_number_error
+from retinue.providers._settings import HTTP_TOKEN
 
 __all__ = [
     "check_chunks",
@@ -88,8 +89,6 @@ def check_status(instance: object, attribute: attrs.Attribute[Any], value: objec
         raise ValueError(f"{_name(instance, attribute)} must be from 100 to 599, not {value!r}")
 
 
-_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
-"""A header name: an RFC 9110 token."""
 _HEADER_VALUE = re.compile(r"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
 """A header value as h11 sends one: printable ASCII, spaces and tabs only between."""
 
@@ -97,7 +96,7 @@ _HEADER_VALUE = re.compile(r"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
 def _check_sendable(name: str, value: str, where: str) -> None:
     # Served, such a header failed its request with a 500 over TCP, while the
     # in-process transport passed it on, or failed with a bare UnicodeEncodeError.
-    if _HEADER_NAME.fullmatch(name) is None or _HEADER_VALUE.fullmatch(value) is None:
+    if HTTP_TOKEN.fullmatch(name) is None or _HEADER_VALUE.fullmatch(value) is None:
         raise ValueError(
             f"{where} holds a header no HTTP response can carry, {name!r}: {value!r:.60}: "
             "a name is letters, digits and !#$%&'*+-.^_`|~, a value printable ASCII "
