@@ -8,11 +8,12 @@ import math
 import numbers
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypeAlias, TypeGuard, final
+from typing import Any, Literal, TypeAlias, final
 
 import attrs
 
 from retinue._checks import finite_number_error, needs_an_instance
+from retinue._jsonschema import is_number
 
 from ._asks import ToolChoice, output_limit, parallel_calls, tool_choice
 from ._fields import (
@@ -406,10 +407,6 @@ class Fault:
     )
 
 
-def _is_number(value: object) -> TypeGuard[float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _as_float(seconds: float) -> float:
     """*seconds* as a float: one past a float's range (``10**400``, or a ``Fraction`` of it)
     is ``math.inf``, or ``-math.inf`` below it, since trio's clock cannot add it to the time.
@@ -444,7 +441,7 @@ def _check_seconds(
     Checked when built: drawn per request, a bad one failed each request
     mid-stream, a truncation no client could tell from an injected one.
     """
-    if _is_number(value) and _as_float(value) == math.inf:
+    if is_number(value) and _as_float(value) == math.inf:
         return
     error = finite_number_error(value, zero=True)
     if error is not None:
