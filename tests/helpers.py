@@ -67,6 +67,19 @@ def record_statuses(rt: retinue.Runtime, agent: retinue.Agent) -> list[str]:
     return statuses
 
 
+def cancel_in_first_turn_on(
+    rt: retinue.Runtime, agent: retinue.Agent, event_type: str, reason: str
+) -> None:
+    """Cancel *agent* with *reason* from a ``session/event`` listener hearing its first
+    turn's events of *event_type* (each of them: a cancel of a cancelled turn does nothing)."""
+
+    def on_event(_session: object, event: Event) -> None:
+        if event.type == event_type and getattr(event.data, "turn", None) == 1:
+            agent.cancel(reason)
+
+    rt.hooks.on("session/event", on_event, agent=agent)
+
+
 # -- tools ---------------------------------------------------------------------------------
 
 

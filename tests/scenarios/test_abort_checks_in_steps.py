@@ -16,6 +16,7 @@ from retinue.tools import ToolExecution
 from tests.helpers import (
     OPTIONS,
     Next,
+    cancel_in_first_turn_on,
     idle_events,
     last_end_reason,
     of_type,
@@ -37,11 +38,7 @@ async def test_no_chunk_is_logged_after_a_chunk_observer_cancelled_the_step(
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
-        def on_event(_session: object, event: Event) -> None:
-            if event.type == "assistant/chunk" and event.data.turn == 1:  # type: ignore[union-attr]
-                agent.cancel("enough")
-
-        rt.hooks.on("session/event", on_event, agent=agent)
+        cancel_in_first_turn_on(rt, agent, "assistant/chunk", "enough")
         result = await agent.ask("go")
         events = agent.session.events
         assert (result.reason.kind, result.reason.reason) == ("aborted", "enough")
@@ -196,11 +193,7 @@ async def test_a_cancel_after_a_last_step_ends_the_turn_aborted_not_completed(
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
-        def on_event(_session: object, event: Event) -> None:
-            if event.type == "step/end" and event.data.turn == 1:  # type: ignore[union-attr]
-                agent.cancel("too late")
-
-        rt.hooks.on("session/event", on_event, agent=agent)
+        cancel_in_first_turn_on(rt, agent, "step/end", "too late")
         result = await agent.ask("go")
         assert result.reason == retinue.session.TurnEndReason.aborted("too late")
         assert len(of_type(agent.session.events, "assistant/message")) == 1

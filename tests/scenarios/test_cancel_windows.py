@@ -19,6 +19,7 @@ from retinue.testing import Hang, Reply, ScriptedModel, check_session_invariants
 from tests.helpers import (
     OPTIONS,
     Next,
+    cancel_in_first_turn_on,
     idle_events,
     last_end_reason,
     of_type,
@@ -186,11 +187,7 @@ async def test_w3_cancel_from_turn_start_observer_opens_no_step(
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
-        def on_event(_session: object, event: Event) -> None:
-            if event.type == "turn/start" and event.data.turn == 1:  # type: ignore[union-attr]
-                agent.cancel("observer said no")
-
-        rt.hooks.on("session/event", on_event, agent=agent)
+        cancel_in_first_turn_on(rt, agent, "turn/start", "observer said no")
         result = await agent.ask("doomed")
         events = agent.session.events
         assert result.reason.kind == "aborted"

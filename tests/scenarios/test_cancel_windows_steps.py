@@ -27,6 +27,7 @@ from retinue.testing import (
 from tests.helpers import (
     OPTIONS,
     Next,
+    cancel_in_first_turn_on,
     idle_events,
     last_end_reason,
     of_type,
@@ -58,11 +59,7 @@ async def test_w6_cancel_from_step_start_observer_closes_the_step(
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
-        def on_event(_session: object, event: Event) -> None:
-            if event.type == "step/start" and event.data.turn == 1:  # type: ignore[union-attr]
-                agent.cancel("step vetoed")
-
-        rt.hooks.on("session/event", on_event, agent=agent)
+        cancel_in_first_turn_on(rt, agent, "step/start", "step vetoed")
         result = await agent.ask("doomed")
         events = agent.session.events
         assert types(events) == ["turn/start", "user/message", "step/start", "step/end", "turn/end"]
