@@ -15,7 +15,7 @@ import trio.testing
 import retinue
 from retinue import Accept, HookContext, Text
 from retinue.session import Event, ToolCallEvent
-from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from retinue.testing import CallTools, Reply, ScriptedModel
 from retinue.tools import ToolExecution, ToolExecutionResult
 from tests.helpers import OPTIONS, Next, idle_events, last_end_reason, of_type, runtime, turn_ends
 from tests.scenarios._scheduler_kit import (
@@ -295,50 +295,3 @@ async def test_scheduler_dispose_mid_pool_answers_every_call(
         }
         assert sum(probe.in_flight.values()) == 0
         check_pairing(events)
-
-
-async def test_a_call_that_ran_before_a_cancel_is_not_reported_as_cancelled(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R9.20, R9.25: an exclusive call's body ran to its end, then the turn was cancelled
-    while a post-execute listener had the result. The result stays unshown (that
-    listener never saw it), but the model is told the call ran, not that it was
-    cancelled, which would have it ask for a write or a command again."""
-    writes: list[str] = []
-
-    @retinue.tool
-    async def write(path: str) -> str:
-        """Write a file.
-
-        Args:
-            path: The file.
-        """
-        await trio.lowlevel.checkpoint()
-        writes.append(path)
-        return f"wrote {path}"
-
-    async def review(_execution: object, _result: object, proceed: Next) -> Any:
-        await trio.sleep(5)
-        return await proceed()
-
-    model = ScriptedModel(
-        [CallTools([ToolCallSpec("write", '{"path": "/a"}', id="c1")]), Reply("x")]
-    )
-    async with runtime(model, tools=[write]) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("tools/post-execute", review, agent=agent)
-        agent.send("go")
-        await trio.sleep(1)
-        assert writes == ["/a"]
-        agent.cancel("stop")
-        events = await idle_events(agent)
-    assert turn_ends(events) == ["aborted"]
-    (result,) = results(events)
-    assert (result.call_id, result.is_error, codes(events)) == ("c1", True, {"c1": "ABORTED"})
-    assert result.content == (
-        Text(
-            "Error: the tool call ran to its end, but the step was cancelled (stop) before "
-            "its result was final, so it is not shown"
-        ),
-    )
-    check_pairing(events)

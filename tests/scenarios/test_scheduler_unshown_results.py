@@ -50,6 +50,13 @@ async def fail(path: str) -> str:
     raise OSError(f"disk full writing {path}")
 
 
+async def _held_for_review(_execution: object, _result: object, proceed: Next) -> Any:
+    """A post-execute listener that holds each result for five seconds: a cancel lands
+    while the result is not yet final."""
+    await trio.sleep(5)
+    return await proceed()
+
+
 def _unshown(outcome: str) -> Text:
     return Text(
         f"Error: the tool call {outcome}, but the step was cancelled (stop) before its "
@@ -61,14 +68,10 @@ async def _cancelled_after_settling(call: ToolCallSpec) -> Text:
     """The text the model is given for *call*, whose result a post-execute listener held
     when the turn was cancelled."""
 
-    async def review(_execution: object, _result: object, proceed: Next) -> Any:
-        await trio.sleep(5)
-        return await proceed()
-
     model = ScriptedModel([CallTools([call]), Reply("x")])
     async with runtime(model, tools=[write, stall, fail]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        rt.hooks.on("tools/post-execute", review, agent=agent)
+        rt.hooks.on("tools/post-execute", _held_for_review, agent=agent)
         agent.send("go")
         await trio.sleep(3)
         agent.cancel("stop")
@@ -77,6 +80,8 @@ async def _cancelled_after_settling(call: ToolCallSpec) -> Text:
     check_pairing(events)
     (result,) = results(events)
     assert result.is_error
+    assert result.error is not None
+    assert result.error.code == "ABORTED"
     (text,) = result.content
     assert isinstance(text, Text)
     return text
@@ -164,10 +169,6 @@ async def test_a_body_whose_result_a_wrapper_failed_is_reported_as_run(
         await proceed()
         return ToolExecutionResult(execution.call_id, "audit log unavailable", is_error=True)
 
-    async def review(_execution: object, _result: object, proceed: Next) -> Any:
-        await trio.sleep(5)
-        return await proceed()
-
     model = ScriptedModel(
         [CallTools([ToolCallSpec("write", '{"path": "/a"}', id="c1")]), Reply("x")]
     )
@@ -175,7 +176,7 @@ async def test_a_body_whose_result_a_wrapper_failed_is_reported_as_run(
         async with runtime(model, tools=[write]) as rt:
             agent = await rt.create_agent("a", OPTIONS)
             rt.hooks.on("tools/execute", fail_after_body, agent=agent)
-            rt.hooks.on("tools/post-execute", review, agent=agent)
+            rt.hooks.on("tools/post-execute", _held_for_review, agent=agent)
             agent.send("go")
             await trio.sleep(3)
             agent.cancel("stop")
