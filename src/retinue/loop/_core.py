@@ -23,6 +23,7 @@ from retinue.mailbox import Mailbox, MailboxItem, Ticket
 from retinue.prompt import Section
 from retinue.session import ContextMessage, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 
+from ._flushes import FlushRounds
 from ._signal import StepSignal, abort_reason, abort_step, retire_step
 from ._toolcall import tool_thread_mark
 
@@ -156,52 +157,6 @@ def driving_agent() -> AgentCore | None:
     if core is None or not core.in_own_driver():
         return None
     return core
-
-
-@final
-@attrs.define(eq=False, slots=True)
-class FlushRounds:
-    """What waits on an agent's background flushes (R2.21): the round in flight and the next."""
-
-    in_flight: trio.Event | None = None
-    """Set when the flush in flight has ended."""
-    next: trio.Event | None = None
-    """Set when the one requested, not yet begun, has ended."""
-    ended: bool = False
-    """The flusher is gone: no flush will run or end any more."""
-
-    def waiter(self, *, requested: bool) -> trio.Event | None:
-        """An event set once the flush *requested* (not yet begun), else the one in flight, ends.
-
-        ``None`` when there is none, or when the flusher has stopped and none
-        will run. A failed or timed-out flush ends too: it is reported, never retried.
-        """
-        if self.ended:
-            return None
-        if requested:
-            # The request is served by the next round, whatever is in flight now.
-            if self.next is None:
-                self.next = trio.Event()
-            return self.next
-        return self.in_flight
-
-    def begin(self) -> None:
-        """Start the next round: whoever waited for it now waits for the flush in flight."""
-        self.in_flight = trio.Event() if self.next is None else self.next
-        self.next = None
-
-    def end_round(self) -> None:
-        """The flush in flight has ended."""
-        done, self.in_flight = self.in_flight, None
-        if done is not None:
-            done.set()
-
-    def stop(self) -> None:
-        """No flush will run any more: release every waiter."""
-        self.ended = True
-        for waited in (self.in_flight, self.next):
-            if waited is not None:
-                waited.set()
 
 
 @final

@@ -10,7 +10,8 @@ from retinue._errors import describe_error
 from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
-from ._core import AgentCore, FlushRounds, TurnResult, settle
+from ._core import AgentCore, TurnResult, settle
+from ._flushes import FlushRounds
 from ._turn import flush, flush_shielded, run_turn
 
 __all__ = ["run_flusher", "run_loop"]

@@ -14,7 +14,7 @@ from retinue._checks import finite_number_error
 from retinue._errors import ConfigError
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, crash_reason, run_flusher, run_loop
-from retinue.loop._core import FlushRounds
+from retinue.loop._flushes import FlushRounds
 from retinue.session import Event, Session, ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
 
