@@ -22,10 +22,9 @@ from ._policy import (
     load_exchange,
 )
 from ._server import MockServer, MockServerStatistics, open_mock_server
+from ._timing import Delay, Endless, Timing
 from ._values import (
     FAULT_KINDS,
-    Delay,
-    Endless,
     Fault,
     FaultKind,
     MockCall,
@@ -33,7 +32,6 @@ from ._values import (
     MockResponse,
     MockToolCall,
     RawReply,
-    Timing,
 )
 
 __all__ = [

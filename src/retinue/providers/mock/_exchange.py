@@ -25,7 +25,8 @@ from ._render import (
     render_stream,
     stream_error_event,
 )
-from ._values import Api, Endless, Fault, MockCall, MockReply, MockResponse, RawReply, Timing
+from ._timing import Endless, Timing
+from ._values import Api, Fault, MockCall, MockReply, MockResponse, RawReply
 
 __all__ = [
     "MAX_NESTING",

@@ -14,9 +14,9 @@ from retinue._checks import collection_error, needs_an_instance
 from ._examples import WORDS, example_arguments
 from ._fields import check_chunks, check_pause, check_tool_call_count, instances
 from ._render import JSON_HEADERS, error_body
+from ._timing import Endless
 from ._values import (
     FAULT_KINDS,
-    Endless,
     Fault,
     FaultKind,
     MockCall,

@@ -18,7 +18,8 @@ import trio
 from ._exchange import Outgoing, Truncated, api_for, failure, parse_call, respond
 from ._policy import EchoPolicy, Policy
 from ._render import JSON_HEADERS, error_body
-from ._values import Api, MockCall, Timing, check_server_options
+from ._timing import Timing
+from ._values import Api, MockCall, check_server_options
 
 __all__ = ["MockServer", "MockServerStatistics", "open_mock_server"]
 
