@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
-from typing import final
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import Final, Literal, final
 
 import attrs
 import trio
@@ -115,13 +116,21 @@ class ManagedModel:
             attempt += 1
             yielded = False
             try:
-                async with (
-                    self._admit(request, provider) as ticket,
-                    aclosing(self._attempt(request, ticket)) as chunks,
-                ):
-                    async for chunk in chunks:
+                # One generator for every attempt, not one more within it: each layer of
+                # generators costs every chunk a step of its own.
+                async with self._admit(request, provider) as ticket:
+                    # Counted once admitted: a wait cancelled in admission called no provider.
+                    self._counts["attempts"] += 1
+                    async with _closing(self.model.stream(request)) as chunks:
+                        first = await _first(chunks, ticket)
+                        if first is _NO_CHUNK:
+                            return
                         yielded = True
-                        yield chunk
+                        yield first
+                        async for chunk in chunks:
+                            if ticket is not None and isinstance(chunk, UsageChunk):
+                                ticket.record_usage(chunk.usage.total_tokens)
+                            yield chunk
                 return
             except ProviderError as error:
                 if (
@@ -158,26 +167,6 @@ class ManagedModel:
             return nullcontext()
         return _Admitted(self.admission, request, provider, self.retry.max_retry_after)
 
-    async def _attempt(
-        self, request: ModelRequest, ticket: AdmissionTicket | None
-    ) -> AsyncGenerator[StreamChunk, None]:
-        # Counted here, once admitted: a wait cancelled in admission called no provider.
-        self._counts["attempts"] += 1
-        observe = None if ticket is None else ticket.observe_headers
-        async with _closing(self.model.stream(request)) as chunks:
-            with listening(observe):
-                try:
-                    first = await chunks.__anext__()
-                except StopAsyncIteration:
-                    return
-            if ticket is not None and isinstance(first, UsageChunk):
-                ticket.record_usage(first.usage.total_tokens)
-            yield first
-            async for chunk in chunks:
-                if ticket is not None and isinstance(chunk, UsageChunk):
-                    ticket.record_usage(chunk.usage.total_tokens)
-                yield chunk
-
     def _notify(
         self,
         error: ProviderError,
@@ -213,6 +202,30 @@ def _check_options(retry: object, admission: object, on_retry: object) -> None:
         )
     if on_retry is not None and not callable(on_retry):
         raise TypeError(f"manage's on_retry must be None or callable, got {on_retry!r}")
+
+
+class _Ended(enum.Enum):
+    """What :func:`_first` gives for a stream that ended without a chunk."""
+
+    NO_CHUNK = enum.auto()
+
+
+_NO_CHUNK: Final = _Ended.NO_CHUNK
+
+
+async def _first(
+    chunks: AsyncIterator[StreamChunk], ticket: AdmissionTicket | None
+) -> StreamChunk | Literal[_Ended.NO_CHUNK]:
+    """The first chunk of *chunks*, or ``_NO_CHUNK``; the response's headers, reported while
+    it is awaited, and a usage it carries go to *ticket*."""
+    with listening(None if ticket is None else ticket.observe_headers):
+        try:
+            first = await chunks.__anext__()
+        except StopAsyncIteration:
+            return _NO_CHUNK
+    if ticket is not None and isinstance(first, UsageChunk):
+        ticket.record_usage(first.usage.total_tokens)
+    return first
 
 
 @asynccontextmanager
