@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from retinue._checks import collection_error, finite_number_error, needs_an_instance
 from retinue._errors import ConfigError, ModelError
+from retinue._lossless import shown_short
 from retinue.config import LoopConfig
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, check_parallel_cap
 from retinue.prompt import is_variable_name
@@ -51,7 +52,7 @@ def check_store(store: object) -> None:
         or not all(callable(getattr(store, op, None)) for op in _STORE_OPS)
         or not _closable(store)
     ):
-        raise ConfigError(f"store must be None or a session store, got {store!r}")
+        raise ConfigError(f"store must be None or a session store, got {shown_short(store)}")
 
 
 _STORE_OPS = ("attach", "attach_new", "flush", "detach", "load", "exists")
@@ -74,7 +75,9 @@ def check_kinds(**arguments: object) -> None:
     for name, value in arguments.items():
         kind = _KINDS[name]
         if value is not None and not isinstance(value, kind):
-            raise ConfigError(f"{name} must be None or of type {kind.__name__}, got {value!r}")
+            raise ConfigError(
+                f"{name} must be None or of type {kind.__name__}, got {shown_short(value)}"
+            )
 
 
 def models_of(models: Model | Mapping[str, Model]) -> Model:
@@ -82,7 +85,7 @@ def models_of(models: Model | Mapping[str, Model]) -> Model:
     if not isinstance(models, Mapping):
         if needs_an_instance(models, "stream") or not isinstance(models, Model):
             raise ConfigError(
-                f"models must be a Model or a mapping of model names to Models, got {models!r}"
+                f"models must be a Model or a mapping of model names to Models, got {shown_short(models)}"
             )
         return models
     try:
@@ -96,11 +99,11 @@ def models_of(models: Model | Mapping[str, Model]) -> Model:
 def tools_of(tools: Iterable[Tool]) -> tuple[Tool, ...]:
     """The global tools, each one a :class:`Tool`."""
     if collection_error(tools) is not None:
-        raise ConfigError(f"tools must be a collection of Tools, got {tools!r}")
+        raise ConfigError(f"tools must be a collection of Tools, got {shown_short(tools)}")
     listed = tuple(tools)
     for index, item in enumerate(listed):
         if not isinstance(item, Tool):
-            raise ConfigError(f"tools[{index}] must be a Tool, got {item!r}")
+            raise ConfigError(f"tools[{index}] must be a Tool, got {shown_short(item)}")
     return listed
 
 
@@ -110,19 +113,21 @@ def variables_of(variables: Mapping[str, str | None] | None) -> dict[str, str | 
         return {}
     if not isinstance(variables, Mapping):
         raise ConfigError(
-            f"variables must be a mapping of variable names to text, got {variables!r}"
+            f"variables must be a mapping of variable names to text, got {shown_short(variables)}"
         )
     for name, value in variables.items():
         if not isinstance(name, str):
-            raise ConfigError(f"variables: a name must be a string, got {name!r}")
+            raise ConfigError(f"variables: a name must be a string, got {shown_short(name)}")
         if not is_variable_name(name):
             # No template could ever use it: {{user name}} is a syntax error.
             raise ConfigError(
-                f"variables: {name!r} is not a variable name a template can use: a letter "
+                f"variables: {shown_short(name)} is not a variable name a template can use: a letter "
                 "or _, then letters, digits, _, . or -"
             )
         if value is not None and not isinstance(value, str):
-            raise ConfigError(f"variables[{name!r}] must be a string or None, got {value!r}")
+            raise ConfigError(
+                f"variables[{shown_short(name)}] must be a string or None, got {shown_short(value)}"
+            )
     return dict(variables)
 
 
@@ -135,12 +140,12 @@ def tool_order_of(order: Iterable[str] | None) -> tuple[str, ...] | None:
         return None
     # A set is a collection too, but in no order the caller chose.
     if collection_error(order) is not None or isinstance(order, set | frozenset):
-        raise ConfigError(f"tool_order must be a sequence of tool names, got {order!r}")
+        raise ConfigError(f"tool_order must be a sequence of tool names, got {shown_short(order)}")
     names = tuple(order)
     seen: set[str] = set()
     for index, name in enumerate(names):
         if not isinstance(name, str):
-            raise ConfigError(f"tool_order[{index}] must be a tool name, got {name!r}")
+            raise ConfigError(f"tool_order[{index}] must be a tool name, got {shown_short(name)}")
         if name in seen:
             raise ConfigError(f'tool_order lists "{name}" twice')
         seen.add(name)
@@ -157,7 +162,7 @@ def parallel_cap_of(cap: int | None, config: LoopConfig | None) -> int:
     check_parallel_cap(cap)
     if config is not None:
         raise ConfigError(
-            f"max_parallel_tool_calls ({cap!r}) and config (max_parallel_tool_calls "
+            f"max_parallel_tool_calls ({shown_short(cap)}) and config (max_parallel_tool_calls "
             f"{config.max_parallel_tool_calls}) both set the tool-call cap; set it in one of them"
         )
     return cap
@@ -169,5 +174,5 @@ def flush_timeout_of(value: float) -> float:
     if finite_number_error(value) is None or value == math.inf:
         return value
     raise ConfigError(
-        f"flush_timeout must be a positive number of seconds (math.inf for no bound), got {value!r}"
+        f"flush_timeout must be a positive number of seconds (math.inf for no bound), got {shown_short(value)}"
     )

@@ -57,7 +57,7 @@ def _check_window(instance: object, attribute: attrs.Attribute[float], value: ob
 def _check_count(_instance: object, attribute: attrs.Attribute[int], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
-            f"RestartPolicy.{attribute.name} must be a non-negative integer, got {value!r}"
+            f"RestartPolicy.{attribute.name} must be a non-negative integer, got {shown_short(value)}"
         )
 
 
@@ -94,8 +94,8 @@ class RestartPolicy:
     def __attrs_post_init__(self) -> None:
         if self.max_backoff < self.backoff:
             raise ConfigError(
-                f"RestartPolicy.max_backoff ({self.max_backoff!r}) "
-                f"must be at least backoff ({self.backoff!r})"
+                f"RestartPolicy.max_backoff ({shown_short(self.max_backoff)}) "
+                f"must be at least backoff ({shown_short(self.backoff)})"
             )
 
     def pause(self, crashes: int) -> float:
