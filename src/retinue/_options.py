@@ -9,7 +9,7 @@ import attrs
 
 from ._content import whole
 from ._errors import ConfigError
-from ._lossless import is_finite_number
+from ._lossless import is_finite_number, shown_short
 from ._request import stop_tuple
 from .prompt import PromptError, Section, check_template
 
@@ -31,29 +31,31 @@ def _check_max_tokens(_instance: object, _attribute: object, value: int | None) 
     if value is None:
         return
     if type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER:
-        raise ConfigError(f"max_tokens must be a positive integer <= 2**53-1, got {value!r}")
+        raise ConfigError(
+            f"max_tokens must be a positive integer <= 2**53-1, got {shown_short(value)}"
+        )
 
 
 def _check_temperature(_instance: object, _attribute: object, value: float | None) -> None:
     if value is not None and not is_finite_number(value):
-        raise ConfigError(f"temperature must be a finite number, got {value!r}")
+        raise ConfigError(f"temperature must be a finite number, got {shown_short(value)}")
 
 
 def cwd_problem(value: object) -> str | None:
     """Why *value* cannot be a working directory (recorded in the session header), or None."""
     if not isinstance(value, str):
-        return f"must be an absolute path as a str, got {value!r}"
+        return f"must be an absolute path as a str, got {shown_short(value)}"
     if not os.path.isabs(value):
-        return f"must be an absolute path, got {value!r}"
+        return f"must be an absolute path, got {shown_short(value)}"
     if "\x00" in value:
-        return f"must not contain a NUL character, got {value!r}"
+        return f"must not contain a NUL character, got {shown_short(value)}"
     return None
 
 
 def name_problem(value: object) -> str | None:
     """Why *value* cannot name a model or provider (a request would carry it), or None."""
     if not isinstance(value, str) or not value.strip():
-        return f"must be a non-empty string, got {value!r}"
+        return f"must be a non-empty string, got {shown_short(value)}"
     return None
 
 
@@ -79,7 +81,7 @@ def check_prompt_option(option: str, value: object, section: str) -> None:
     if value is None:
         return
     if not isinstance(value, str):
-        raise ConfigError(f"{option} must be a string, got {value!r}")
+        raise ConfigError(f"{option} must be a string, got {shown_short(value)}")
     try:
         check_template(value, section)
     except PromptError as exc:
