@@ -229,14 +229,17 @@ def _only_cancels(error: BaseException) -> bool:
 async def _close_store(  # noqa: ASYNC910 - the close is awaited; one that failed before its first checkpoint is logged, and the body's error goes on
     store: SessionStore, *, managed: bool, error: BaseException | None
 ) -> None:
-    """Close *store*: its exit, else its ``aclose``, told of the body's *error*, if any."""
-    if managed:
-        traceback = None if error is None else error.__traceback__
-        # The store's exit logs its own failure to drain while the body's error propagates.
-        await store.__aexit__(type(error) if error else None, error, traceback)  # type: ignore[attr-defined]
-        return
+    """Close *store*: its exit, else its ``aclose``, told of the body's *error*, if any.
+
+    Either way, a failure to close while the body's error propagates is logged, not
+    raised: it would take that error's place (a Ctrl-C would come out as a store's error).
+    """
     try:
-        await store.aclose()
+        if managed:
+            traceback = None if error is None else error.__traceback__
+            await store.__aexit__(type(error) if error else None, error, traceback)  # type: ignore[attr-defined]
+        else:
+            await store.aclose()
     except Exception:
         if error is None:
             raise
