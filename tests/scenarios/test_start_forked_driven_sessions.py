@@ -1,0 +1,96 @@
+"""``start_forked`` refuses a session an agent was started on: a session has one driver (R12.7).
+
+It takes the session ``fork_agent_session`` returned. Given the live session of
+an agent (of another runtime, whose own checks cannot see it) it started a
+second driver on that log, whose turns failed as the log refused a turn opened
+inside the other's; given a disposed agent's, it took over that agent's log.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.testing import Reply, ScriptedModel, check_session_invariants
+from tests.helpers import OPTIONS, runtime
+
+
+def model() -> ScriptedModel:
+    return ScriptedModel([Reply("ok")], repeat_last=True)
+
+
+async def test_start_forked_refuses_the_session_a_live_agent_of_another_runtime_drives(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.7: the live session is refused; its agent goes on alone, its log whole."""
+    async with runtime(model()) as rt, runtime(model()) as other:
+        agent = await rt.create_agent("a", OPTIONS)
+        with pytest.raises(retinue.SessionError, match="driven by an agent already") as raised:
+            await other.start_forked(agent.session, OPTIONS)
+        assert raised.value.code == "SESSION_ALREADY_EXISTS"
+        assert len(other.agents) == 0
+        assert (await agent.ask("still yours?")).reason.kind == "completed"
+        check_session_invariants(agent.session.events)
+
+
+async def test_start_forked_refuses_the_session_of_a_disposed_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.7, R11.17: a disposed agent's session is its log, not a fresh fork to start."""
+    async with runtime(model()) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.dispose()
+        with pytest.raises(retinue.SessionError) as raised:
+            await rt.start_forked(agent.session, OPTIONS)
+        assert raised.value.code == "SESSION_ALREADY_EXISTS"
+        assert rt.agents.get(agent.id) is None
+
+
+async def test_start_forked_of_one_fork_in_two_runtimes_at_once_starts_one_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.7: two starts of one fork whose setups overlap publish one agent; the other
+    is refused as it would publish, and leaves nothing behind in its runtime."""
+    async with runtime(model()) as rt, runtime(model()) as other:
+        source = await rt.create_agent("source", OPTIONS)
+        await source.ask("hi")
+        fork = rt.fork_agent_session(source.id, "child")
+        started: list[retinue.Agent] = []
+        refused: list[str | None] = []
+
+        async def start(where: retinue.Runtime, pause: float) -> None:
+            async def setup(_agent: retinue.Agent) -> None:
+                await trio.sleep(pause)
+
+            try:
+                started.append(await where.start_forked(fork, OPTIONS, setup=setup))
+            except retinue.SessionError as exc:
+                refused.append(exc.code)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(start, rt, 1)
+            nursery.start_soon(start, other, 2)
+        assert [agent.id for agent in started] == ["child"]
+        assert refused == ["SESSION_ALREADY_EXISTS"]
+        assert (len(rt.agents), len(other.agents)) == (2, 0)
+        assert (await started[0].ask("branch")).reason.kind == "completed"
+
+
+async def test_start_forked_after_a_failed_start_of_the_fork_starts_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.6: a start whose setup failed published nothing, so the fork is still fresh."""
+
+    def failing_setup(_agent: retinue.Agent) -> None:
+        raise RuntimeError("setup failed")
+
+    async with runtime(model()) as rt:
+        source = await rt.create_agent("source", OPTIONS)
+        await source.ask("hi")
+        fork = rt.fork_agent_session(source.id, "child")
+        with pytest.raises(RuntimeError, match="setup failed"):
+            await rt.start_forked(fork, OPTIONS, setup=failing_setup)
+        child = await rt.start_forked(fork, OPTIONS)
+        assert (await child.ask("branch")).reason.kind == "completed"
