@@ -16,6 +16,7 @@ from ._lossless import (
     is_finite_number,
     joined_surrogates,
     shown,
+    shown_short,
     writable_int,
 )
 
@@ -52,13 +53,13 @@ def stop_tuple(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | N
     if given is None:
         return None
     if isinstance(given, str | bytes) or not isinstance(given, Sequence):
-        raise ConfigError(f"stop must be a sequence of strings, got {value!r}")
+        raise ConfigError(f"stop must be a sequence of strings, got {shown_short(value)}")
     items = tuple(given)
     for index, item in enumerate(items):
         if not isinstance(item, str) or not item:
             raise ConfigError(
-                f"stop must be a sequence of strings, got {value!r}: "
-                f"item {index} is {item!r}, not a non-empty string"
+                f"stop must be a sequence of strings, got {shown_short(value)}: "
+                f"item {index} is {shown_short(item)}, not a non-empty string"
             )
     # Logged in every request header: each pair joined as a block's text is (R1.6).
     return tuple([joined_surrogates(item) for item in items])

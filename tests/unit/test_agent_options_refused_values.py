@@ -12,7 +12,7 @@ from retinue.testing import Reply, ScriptedModel
 # Past the interpreter's limit on converting an int to digits: its repr raises ValueError.
 UNWRITABLE = -(10**5000)
 LONG = [0.5] * 100_000
-FIELDS = ["model", "provider", "max_tokens", "temperature", "system_prompt", "cwd"]
+FIELDS = ["model", "provider", "max_tokens", "temperature", "system_prompt", "cwd", "stop"]
 
 
 @pytest.mark.parametrize("field", FIELDS)
@@ -24,6 +24,12 @@ def test_agent_options_refuse_a_value_showing_it_short(field: str, value: Any) -
     with pytest.raises(retinue.ConfigError, match=f"^{field} ") as refused:
         retinue.AgentOptions(**{field: value})
     assert len(str(refused.value)) < 300
+
+
+def test_a_stop_sequence_of_another_kind_is_refused_showing_it_short() -> None:
+    """R2.6: a stop list's wrong item is named by its index and shown short."""
+    with pytest.raises(retinue.ConfigError, match=r"^stop .*item 1 is an integer of 16610 bits"):
+        retinue.AgentOptions(stop=["END", UNWRITABLE])  # type: ignore[list-item]
 
 
 async def test_open_runtime_refuses_a_system_prompt_showing_it_short() -> None:

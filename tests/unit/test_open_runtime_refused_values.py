@@ -29,6 +29,7 @@ ARGUMENTS = [
     "variables",
     "tool_order",
     "flush_timeout",
+    "max_parallel_tool_calls",
 ]
 
 
@@ -73,3 +74,12 @@ def test_restart_policy_refuses_a_restart_count_showing_it_short(value: Any) -> 
     with pytest.raises(retinue.ConfigError, match=r"^RestartPolicy\.max_restarts ") as refused:
         retinue.RestartPolicy(max_restarts=value)
     assert len(str(refused.value)) < 300
+
+
+@pytest.mark.parametrize("value", [UNWRITABLE, LONG], ids=["unwritable-int", "long-list"])
+async def test_a_runtime_tool_call_cap_set_later_is_refused_showing_it_short(value: Any) -> None:
+    """R9.11, R13.2: the cap set on an open runtime is checked as the argument is."""
+    async with retinue.open_runtime(models=MODEL) as rt:
+        with pytest.raises(retinue.ConfigError, match=r"^max_parallel_tool_calls ") as refused:
+            rt.max_parallel_tool_calls = value
+        assert len(str(refused.value)) < 300

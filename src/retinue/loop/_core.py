@@ -112,7 +112,9 @@ class LoopServices:
 def check_parallel_cap(value: object) -> int:
     """Validate ``max_parallel_tool_calls`` (R9.11, R13.2)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"max_parallel_tool_calls must be a positive integer, got {value!r}")
+        raise ConfigError(
+            f"max_parallel_tool_calls must be a positive integer, got {shown_short(value)}"
+        )
     return value
 
 
