@@ -377,3 +377,26 @@ def test_an_unknown_key_of_megabytes_is_shown_by_its_start() -> None:
     message = raised.value.message
     assert "k0xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (100002 characters): unknown key" in message
     assert len(message) < 10_000
+
+
+@pytest.mark.parametrize("key", ["cwd", "model", "provider"])
+def test_a_long_cwd_model_or_provider_is_shown_short_in_its_message(key: str) -> None:
+    """R13.2: a cwd, model or provider a check refuses is shown by its start and length, as
+    every other value is, where a relative path of a megabyte made a message of a megabyte."""
+    value = "relative/" + "x" * 1_000_000 if key == "cwd" else " " * 1_000_000
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config({"agents": [{"id": "a", key: value}]})
+    message = raised.value.message
+    assert f"agents[0].{key}: must be " in message
+    assert f"...' ({len(value)} characters)" in message
+    assert len(message) < 400
+
+
+@pytest.mark.parametrize("key", ["cwd", "model", "provider"])
+def test_an_int_too_long_to_show_as_cwd_model_or_provider_is_a_config_error(key: str) -> None:
+    """R13.1: an AgentEntry given an int of thousands of digits as its cwd, model or provider
+    raises a ConfigError naming the field, where the int's repr raised a bare ValueError."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        AgentEntry("a", **{key: 10**5000})  # type: ignore[arg-type]
+    assert raised.value.message.startswith(f"{key}: must be ")
+    assert raised.value.message.endswith("got an integer of 16610 bits")
