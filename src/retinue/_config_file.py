@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import tomllib
 from typing import Any
 
 from retinue._errors import ConfigError
+from retinue._lossless import shown_short
 
 __all__ = ["MAX_CONFIG_BYTES", "read_toml"]
 
@@ -27,6 +29,22 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError("cannot read configuration: the path is empty")
     if "\0" in where:  # open() would raise a bare ValueError: no file has such a name
         raise ConfigError(f"cannot read configuration {where!r}: the path contains a NUL")
+    data = _bounded_bytes(path, where)
+    if data.startswith(codecs.BOM_UTF8):
+        # Some editors save one; the TOML reader would report an invalid statement at 1:1.
+        raise ConfigError(
+            f"invalid TOML in {where}: the file starts with a byte order mark (U+FEFF), "
+            "which TOML does not allow: save it as UTF-8 without one"
+        )
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {where}: not UTF-8 text ({exc})") from exc
+    return _parsed(text, where)
+
+
+def _bounded_bytes(path: str | os.PathLike[str], where: str) -> bytes:
+    """The bytes of the file *path* (named *where*), refused past :data:`MAX_CONFIG_BYTES`."""
     try:
         with open(path, "rb") as file:
             # Read up to a bound: a device or pipe given by mistake (/dev/zero) never ends,
@@ -40,18 +58,15 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"cannot read configuration {where}: larger than {MAX_CONFIG_BYTES} bytes, "
             "more than any configuration holds"
         )
-    if data.startswith(codecs.BOM_UTF8):
-        # Some editors save one; the TOML reader would report an invalid statement at 1:1.
-        raise ConfigError(
-            f"invalid TOML in {where}: the file starts with a byte order mark (U+FEFF), "
-            "which TOML does not allow: save it as UTF-8 without one"
-        )
+    return data
+
+
+def _parsed(text: str, where: str) -> dict[str, Any]:
+    """The TOML document *text* of the file *where*."""
     try:
-        return tomllib.loads(data.decode())
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML in {where}: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"invalid TOML in {where}: not UTF-8 text ({exc})") from exc
+        raise ConfigError(f"invalid TOML in {where}: {_syntax_problem(text, exc)}") from exc
     except ValueError as exc:
         # Raised past the reader's own checks: an integer of more digits than int()
         # converts (sys.get_int_max_str_digits(), 4300 by default).
@@ -59,3 +74,36 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     except RecursionError as exc:
         # tomllib reads nested arrays and inline tables recursively, with no bound of its own.
         raise ConfigError(f"invalid TOML in {where}: nested too deeply to read") from exc
+
+
+_POSITION = re.compile(r"\(at (?:line (\d+), column \d+|end of document)\)$")
+"""Where the TOML reader's message says it stopped: a line and column, or the end."""
+
+
+def _syntax_problem(text: str, exc: tomllib.TOMLDecodeError) -> str:
+    """The reader's message for *text*, quoting the line it stopped on.
+
+    The reader names a key given twice only by a position ("Cannot overwrite a
+    value"), and a problem it finds on a last line without a newline only as
+    "at end of document": the line's text names the key, and its number where
+    to look.
+    """
+    message = str(exc)
+    position = _POSITION.search(message)
+    if position is None:
+        return message
+    # Split as the reader counts lines: at "\n" only (a comment may hold a U+2028).
+    lines = text.split("\n")
+    if position.group(1) is not None:
+        number = int(position.group(1))
+        where = ""
+    else:  # the end: the last line holding anything is where the reader stopped
+        filled = [index for index, line in enumerate(lines, 1) if line.strip()]
+        if not filled:
+            return message
+        number = filled[-1]
+        where = f", line {number}"
+    if number > len(lines):
+        return message
+    quoted = shown_short(lines[number - 1].strip())
+    return f"{message[: position.end() - 1]}{where}: {quoted})"

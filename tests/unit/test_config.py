@@ -222,3 +222,30 @@ def test_load_config_refuses_a_file_larger_than_any_configuration(tmp_path: Path
         f"cannot read configuration {path}: larger than {16 * 1024 * 1024} bytes, "
         "more than any configuration holds"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "max_parallel_tool_calls = 4\nmax_parallel_tool_calls = 5",
+            "Cannot overwrite a value (at end of document, line 2: 'max_parallel_tool_calls = 5')",
+        ),
+        (
+            '[[agents]]\nid = "a"\nid = "b"\n\nmodel = "m"\n',
+            "Cannot overwrite a value (at line 3, column 9: 'id = \"b\"')",
+        ),
+        ("agents = [", "Invalid value (at end of document, line 1: 'agents = [')"),
+    ],
+    ids=["last-line", "inside", "unclosed"],
+)
+def test_a_toml_syntax_error_quotes_the_line_it_is_on(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """R13.1: a TOML syntax error names the line and quotes it, so a key given twice is
+    named, where the message gave only a position, and for a key given twice on a file's
+    last line (no newline after it) no line at all: "at end of document"."""
+    path = write(tmp_path, text)
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == f"invalid TOML in {path}: {expected}"
