@@ -39,8 +39,23 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         text = data.decode()
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"invalid TOML in {where}: not UTF-8 text ({exc})") from exc
+        raise ConfigError(f"invalid TOML in {where}: {_undecodable(data, exc)}") from exc
     return _parsed(text, where)
+
+
+def _undecodable(data: bytes, exc: UnicodeDecodeError) -> str:
+    """Where *data* stops being UTF-8, by line and column as a TOML syntax error names it.
+
+    The codec counts bytes from the start of the file, a place no editor shows.
+    """
+    line = data.count(b"\n", 0, exc.start) + 1
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    # Characters, as the TOML reader counts columns: every byte before the bad one decoded.
+    column = len(data[line_start : exc.start].decode()) + 1
+    return (
+        f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}, column {column}: "
+        f"{exc.reason})"
+    )
 
 
 def _bounded_bytes(path: str | os.PathLike[str], where: str) -> bytes:

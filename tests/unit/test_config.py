@@ -249,3 +249,19 @@ def test_a_toml_syntax_error_quotes_the_line_it_is_on(
     with pytest.raises(retinue.ConfigError) as raised:
         load_config(path)
     assert raised.value.message == f"invalid TOML in {path}: {expected}"
+
+
+def test_a_file_that_is_not_utf8_names_the_line_and_column_of_the_first_bad_byte(
+    tmp_path: Path,
+) -> None:
+    """R13.1: a configuration saved in Latin-1 names the line and column (in characters,
+    as a syntax error counts them) of its first byte that is no UTF-8, where the message
+    gave the codec's offset in bytes from the start of the file."""
+    path = tmp_path / "retinue.toml"
+    path.write_bytes('# résumé\n[[agents]]\nid = "é'.encode() + 'é"\n'.encode("latin-1"))
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == (
+        f"invalid TOML in {path}: not UTF-8 text "
+        "(byte 0xe9 at line 3, column 8: invalid continuation byte)"
+    )
