@@ -16,6 +16,7 @@ loaded from one) and the key path, e.g. ``agents[2].max_tokens``.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import re
@@ -55,6 +56,7 @@ from retinue._config_file import (
 from retinue._content import whole
 from retinue._errors import ConfigError
 from retinue._lossless import shown_short
+from retinue.hooks._seams import check_callable
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
 
 __all__ = [
@@ -194,12 +196,19 @@ class ParallelCapSetting:
                 continue  # unsubscribed by one heard before it: its unsubscribe has returned
             _token, fn = registration
             try:
-                fn(value)
+                _told(fn, value)
             except Exception:
                 log.exception("a subscriber of max_parallel_tool_calls failed (contained)")
 
     def subscribe(self, fn: Callable[[int], None]) -> Callable[[], None]:
-        """Call *fn* with every accepted value; returns an idempotent unsubscribe."""
+        """Call *fn* with every accepted value; returns an idempotent unsubscribe.
+
+        Raises:
+            TypeError: *fn* is not callable, or is a generator or an ``async def``
+                function: a write calls subscribers synchronously, so its body
+                would never run.
+        """
+        check_callable(fn, "max_parallel_tool_calls subscribers", synchronous=True)
         registration = (object(), fn)
         self._subscribers.append(registration)
 
@@ -210,6 +219,18 @@ class ParallelCapSetting:
                     return
 
         return unsubscribe
+
+
+def _told(fn: Callable[[int], object], value: int) -> None:
+    """Call subscriber *fn* with *value*; a coroutine it returns is closed unrun, its failure."""
+    result: object = fn(value)
+    if inspect.iscoroutine(result):
+        # A lambda over an async function passes subscribe's check; left alone, its
+        # coroutine would never run, and only warn of being never awaited.
+        result.close()
+        raise TypeError(
+            f"max_parallel_tool_calls subscribers must be synchronous: {fn!r} returned a coroutine"
+        )
 
 
 def _strict(kind: type, expected: str) -> Callable[[object, object], object]:

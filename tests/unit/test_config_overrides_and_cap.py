@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Coroutine
 
 import pytest
 import trio
@@ -234,3 +235,49 @@ def test_a_subscriber_unsubscribed_while_a_write_is_told_hears_it_no_more() -> N
     setting.value = 4
     setting.value = 5
     assert heard == []
+
+
+async def _async_subscriber(_value: int) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize(
+    ("subscriber", "refusal"),
+    [
+        (None, "must be callable, got None"),
+        (_async_subscriber, "are called synchronously"),
+    ],
+    ids=["not-callable", "async"],
+)
+def test_parallel_cap_refuses_a_subscriber_it_could_never_run(
+    subscriber: Callable[[int], None], refusal: str
+) -> None:
+    """R13.6: a subscriber that is not callable, or is async (a write calls subscribers
+    synchronously), is refused with TypeError when it subscribes, where it was taken and
+    each write logged a failure or left a coroutine never awaited."""
+    setting = ParallelCapSetting()
+    with pytest.raises(TypeError, match=refusal):
+        setting.subscribe(subscriber)
+
+
+def test_a_subscriber_returning_a_coroutine_fails_with_it_closed_unrun(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R13.6: a plain function returning a coroutine (a lambda over an async function) is
+    a failing subscriber, logged, its coroutine closed unrun; the write and later
+    subscribers still happen, where the coroutine was dropped, warning only of never
+    being awaited."""
+    setting = ParallelCapSetting()
+    made: list[Coroutine[object, object, None]] = []
+
+    def starts(value: int) -> None:
+        made.append(_async_subscriber(value))
+        return made[-1]  # type: ignore[return-value]
+
+    heard: list[int] = []
+    setting.subscribe(starts)
+    setting.subscribe(heard.append)
+    setting.value = 3
+    assert (setting.value, heard) == (3, [3])
+    assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
+    assert "subscribers must be synchronous" in caplog.text
