@@ -271,3 +271,24 @@ def test_emit_without_listeners_is_a_no_op() -> None:
     bus.emit("agent/status", "x")
     bus.emit_raising("session/event", "x")
     assert not bus.has_listeners("agent/status")
+
+
+def test_emit_raising_keeps_a_stop_iteration_as_the_cause_of_its_failure() -> None:
+    """R4.8: a listener's StopIteration is raised as a RuntimeError naming the listener,
+    caused by it, so its traceback still shows the listener's line, where the error had
+    no cause and nothing of where the listener raised."""
+    bus = HookBus()
+
+    def exhausted(*_args: object) -> None:
+        next(iter(()))
+
+    bus.on("session/event", exhausted)
+    with pytest.raises(
+        RuntimeError, match=r"a session/event listener .* raised StopIteration"
+    ) as raised:
+        bus.emit_raising("session/event", "session", "event")
+    cause = raised.value.__cause__
+    assert isinstance(cause, StopIteration)
+    assert cause.__traceback__ is not None
+    assert cause.__traceback__.tb_next is not None
+    assert cause.__traceback__.tb_next.tb_frame.f_code.co_name == "exhausted"

@@ -58,9 +58,12 @@ def _stopped(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
     """A synchronous listener's ``StopIteration`` as its failure.
 
     Raised on through a coroutine it would read "coroutine raised StopIteration"
-    (PEP 479), naming a coroutine the listener does not have.
+    (PEP 479), naming a coroutine the listener does not have. *exc* is its
+    cause, wherever it is raised: its traceback holds the listener's line.
     """
-    return RuntimeError(raised_message(_listener(name, fn), exc))
+    error = RuntimeError(raised_message(_listener(name, fn), exc))
+    error.__cause__ = exc
+    return error
 
 
 def _close_unawaited(next_call: Coroutine[object, object, object] | None) -> bool:
