@@ -116,3 +116,39 @@ def test_render_refuses_what_is_no_section_or_is_ordered_by_no_int(
     naming neither."""
     with pytest.raises(PromptError, match=problem):
         render(sections, {})
+
+
+@pytest.mark.parametrize(
+    ("section", "shown"),
+    [
+        (
+            Section("doc", "Example: {{ " + "word " * 200_000 + "}}"),
+            (
+                "malformed variable group '{{ word word word word word word word w...' "
+                "(1000005 characters) in section 'doc'"
+            ),
+        ),
+        (
+            Section("s", "{{" + "v" * 1_000_000 + "}}"),
+            (
+                "unknown variable 'vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv...' (1000000 characters) "
+                "in section 's'"
+            ),
+        ),
+        (
+            Section("n" * 1_000_000, "}}"),
+            "in section 'nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn...' (1000000 characters)",
+        ),
+    ],
+    ids=["group", "variable", "section"],
+)
+def test_a_render_error_shows_a_long_group_or_name_by_its_start(
+    section: Section, shown: str
+) -> None:
+    """R7.52: a malformed group, a variable or a section name of megabytes is shown by its
+    start and length, where the PromptError quoted it whole: a turn's error, logged in its
+    turn/end, grew by a megabyte for each turn the template failed."""
+    with pytest.raises(PromptError) as raised:
+        render([section], {})
+    assert shown in str(raised.value)
+    assert len(str(raised.value)) < 400

@@ -19,6 +19,7 @@ from typing import final
 import attrs
 
 from retinue._errors import RetinueError
+from retinue._lossless import shown_short
 from retinue._readonly import ReadOnlyDict
 from retinue._request import ToolSchema
 
@@ -107,7 +108,7 @@ def _parse(text: str, where: str) -> list[str]:
         PromptError: a lone ``{{`` or ``}}``, or a group that holds no name.
     """
     if not isinstance(text, str):
-        raise PromptError(f"section {where!r} is not text but {type(text).__name__}")
+        raise PromptError(f"section {shown_short(where)} is not text but {type(text).__name__}")
     pieces: list[str] = []
     # The literal text since the last group, joined once: appending to a str
     # copies it, which made a long run of escapes quadratic.
@@ -127,7 +128,7 @@ def _parse(text: str, where: str) -> list[str]:
         else:
             raise PromptError(
                 f"unbalanced variable group: a lone {match.group()[len(pairs) :]!r} at character "
-                f"{match.start() + len(pairs)} in section {where!r} (write \\{{{{ or \\}}}} for "
+                f"{match.start() + len(pairs)} in section {shown_short(where)} (write \\{{{{ or \\}}}} for "
                 "literal braces, \\\\{{ for a backslash before a variable)"
             )
     literal.append(text[position:])
@@ -144,7 +145,8 @@ def is_variable_name(name: object) -> bool:
 def _name(inside: str, where: str) -> str:
     name = inside.strip()
     if not is_variable_name(name):
-        raise PromptError(f"malformed variable group {'{{' + inside + '}}'!r} in section {where!r}")
+        group = shown_short("{{" + inside + "}}")
+        raise PromptError(f"malformed variable group {group} in section {shown_short(where)}")
     return name
 
 
@@ -165,13 +167,16 @@ def _interpolate(text: str, variables: Mapping[str, str | None], where: str) -> 
 
 def _value(name: str, variables: Mapping[str, str | None], where: str) -> str:
     if name not in variables:
-        raise PromptError(f"unknown variable {name!r} in section {where!r}")
+        raise PromptError(f"unknown variable {shown_short(name)} in section {shown_short(where)}")
     value = variables[name]
     if value is None:
-        raise PromptError(f"variable {name!r} has no value (section {where!r})")
+        raise PromptError(
+            f"variable {shown_short(name)} has no value (section {shown_short(where)})"
+        )
     if not isinstance(value, str):
         raise PromptError(
-            f"variable {name!r} is not text but {type(value).__name__} (section {where!r})"
+            f"variable {shown_short(name)} is not text but {type(value).__name__} "
+            f"(section {shown_short(where)})"
         )
     return value
 
@@ -188,7 +193,9 @@ def _checked_sections(sections: Iterable[Section]) -> list[Section]:
             raise PromptError(f"a section is {type(section).__name__}, not a Section")
         order: object = section.order  # what a caller set, whatever the annotation says
         if not isinstance(order, int) or isinstance(order, bool):
-            raise PromptError(f"section {section.name!r} has order {order!r}, not an int")
+            raise PromptError(
+                f"section {shown_short(section.name)} has order {shown_short(order)}, not an int"
+            )
     return checked
 
 
