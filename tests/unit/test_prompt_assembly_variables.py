@@ -59,3 +59,11 @@ async def test_an_assemble_listener_cannot_change_the_assembly_the_others_receiv
     assert seen == ["Ada"]
     [request] = model.requests
     assert request.system == "Hi Ada"
+
+
+def test_an_assembly_hashes_as_the_frozen_value_it_is() -> None:
+    """R7.51: equal assemblies hash alike, so one can key a cache of rendered prompts,
+    where hashing one raised TypeError (its variables' hash, a dict's)."""
+    built = [Assembly([Section("persona", "Hi {{who}}")], [], {"who": "Ada"}) for _ in range(2)]
+    assert hash(built[0]) == hash(built[1])
+    assert len({*built, Assembly([], [], {"who": "Ada"})}) == 2

@@ -67,6 +67,11 @@ class _Variables(ReadOnlyDict[str, str | None]):
         "attrs.evolve(assembly, variables={**assembly.variables, ...})"
     )
 
+    def __hash__(self) -> int:  # type: ignore[override]
+        # An Assembly is a frozen value, hashed by its fields: as a dict's, this one's
+        # hash would raise, and so would the assembly's.
+        return hash(frozenset(self.items()))
+
 
 def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
     return _Variables(value)
