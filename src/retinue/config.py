@@ -54,7 +54,7 @@ from retinue._config_file import (
     read_toml,
 )
 from retinue._content import whole
-from retinue._errors import ConfigError
+from retinue._errors import ConfigError, synchronous_failure
 from retinue._lossless import shown_short
 from retinue.hooks._seams import check_callable
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
@@ -166,7 +166,8 @@ class ParallelCapSetting:
     and keeps the last good value; subscribers hear every accepted write, in
     order: one a subscriber makes (a clamp) is the last each of them hears, and one
     unsubscribed, even by another while a write is being told, hears no more.
-    Nothing here blocks.
+    A subscriber's failure (a ``SystemExit`` too, anything but Ctrl-C) is logged
+    and the others are still told. Nothing here blocks.
     """
 
     _value: int = attrs.field(
@@ -197,7 +198,11 @@ class ParallelCapSetting:
             _token, fn = registration
             try:
                 _told(fn, value)
-            except Exception:
+            except BaseException as exc:
+                # A SystemExit too, as a notification's listener (R6.1): raised on, it would
+                # leave the subscribers after it (a bound runtime's cap) on the old value.
+                if not synchronous_failure(exc):
+                    raise
                 log.exception("a subscriber of max_parallel_tool_calls failed (contained)")
 
     def subscribe(self, fn: Callable[[int], None]) -> Callable[[], None]:

@@ -281,3 +281,24 @@ def test_a_subscriber_returning_a_coroutine_fails_with_it_closed_unrun(
     assert (setting.value, heard) == (3, [3])
     assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
     assert "subscribers must be synchronous" in caplog.text
+
+
+@pytest.mark.parametrize("raised", [SystemExit(2), GeneratorExit()], ids=["exit", "generator"])
+async def test_a_subscriber_raising_a_base_exception_leaves_the_others_told(
+    autojump_clock: trio.abc.Clock, caplog: pytest.LogCaptureFixture, raised: BaseException
+) -> None:
+    """R13.6, R6.1: a subscriber raising a BaseException that is no Ctrl-C (argparse's
+    SystemExit in a plugin, say) is logged as its failure and the write reaches the bound
+    runtime, where it escaped the write and left the runtime's cap on the old value."""
+    setting = ParallelCapSetting(4)
+
+    def plugin(_value: int) -> None:
+        raise raised
+
+    setting.subscribe(plugin)
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=ScriptedModel([Reply("ok")])) as rt:
+            bind_parallel_cap(rt, setting)
+            setting.value = 2
+            assert (setting.value, rt.max_parallel_tool_calls) == (2, 2)
+    assert "a subscriber of max_parallel_tool_calls failed" in caplog.text
