@@ -358,11 +358,12 @@ _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 def _unknown_key(table: type, key: object, path: str) -> str:
     """The problem of an unknown *key* of *table*, naming the key meant when *key* is
-    another spelling of one: the specification's camelCase (``sessionId``), or capitals."""
+    another spelling of one: the specification's camelCase (``sessionId``), capitals,
+    or the hyphens many TOML files write keys with (``session-id``)."""
     problem = f"{_join(path, _shown_key(key))}: unknown key"
     if not isinstance(key, str) or not attrs.has(table):
         return problem
-    meant = _CAMEL_HUMP.sub(r"_\1", key).lower()
+    meant = _CAMEL_HUMP.sub(r"_\1", key).lower().replace("-", "_")
     if meant != key and meant in attrs.fields_dict(table):
         return f"{problem}: the key is spelled {meant}"
     return problem

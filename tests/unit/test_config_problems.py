@@ -400,3 +400,16 @@ def test_an_int_too_long_to_show_as_cwd_model_or_provider_is_a_config_error(key:
         AgentEntry("a", **{key: 10**5000})  # type: ignore[arg-type]
     assert raised.value.message.startswith(f"{key}: must be ")
     assert raised.value.message.endswith("got an integer of 16610 bits")
+
+
+def test_an_unknown_key_written_with_hyphens_names_the_key_meant(tmp_path: Path) -> None:
+    """R13.1: a key written with hyphens, as many TOML files write keys (``session-id``),
+    is unknown and named with the snake_case key it means, where it was only unknown."""
+    path = write(tmp_path, 'max-parallel-tool-calls = 4\n[[agents]]\nid = "a"\nsession-id = "s"\n')
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message == (
+        f"invalid configuration in {path}: "
+        "agents[0].session-id: unknown key: the key is spelled session_id; "
+        "max-parallel-tool-calls: unknown key: the key is spelled max_parallel_tool_calls"
+    )
