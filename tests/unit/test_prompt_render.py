@@ -152,3 +152,12 @@ def test_a_render_error_shows_a_long_group_or_name_by_its_start(
         render([section], {})
     assert shown in str(raised.value)
     assert len(str(raised.value)) < 400
+
+
+@pytest.mark.parametrize("variables", [[("name", "Ada")], None], ids=["pairs", "none"])
+def test_render_refuses_variables_that_are_no_mapping(variables: Any) -> None:
+    """R7.52: variables given as pairs or None are a TypeError naming the argument, where
+    pairs made "unknown variable 'name'" of a variable given, and None a bare TypeError
+    about iterating None."""
+    with pytest.raises(TypeError, match="variables must be a mapping of name to text, got"):
+        render([Section("s", "hello {{name}}")], variables)

@@ -212,7 +212,12 @@ def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> 
             a lone ``{{`` or ``}}`` (``\\{{`` and ``\\}}`` are literal braces,
             ``\\\\{{name}}`` a backslash and the variable's text); or an item
             that is no :class:`Section`, or a section whose ``order`` is no int.
+        TypeError: *variables* is no mapping (pairs would read as no variable at all).
     """
+    if not isinstance(variables, Mapping):
+        raise TypeError(
+            f"variables must be a mapping of name to text, got {type(variables).__name__}"
+        )
     parts = []
     for section in sorted(_checked_sections(sections), key=lambda item: item.order):
         text = _interpolate(section.text, variables, section.name).strip()
