@@ -10,7 +10,7 @@ the same problem either way.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -142,33 +142,14 @@ def check_flag(_instance: object, attribute: attrs.Attribute[bool], value: objec
 
 def check_cwd(_instance: object, _attribute: object, value: str | None) -> None:
     """Refuse a ``cwd`` that cannot be a working directory; None passes."""
-    if value is not None:
-        problem = _shown_short_problem(cwd_problem, value, "an absolute path as a str")
-        if problem is not None:
-            raise InvalidValueError("cwd", problem)
+    if value is not None and (problem := cwd_problem(value)) is not None:
+        raise InvalidValueError("cwd", problem)
 
 
 def check_name(_instance: object, attribute: attrs.Attribute[str], value: str | None) -> None:
     """Refuse a provider or model name that a request could not carry; None passes."""
-    if value is not None:
-        problem = _shown_short_problem(name_problem, value, "a non-empty string")
-        if problem is not None:
-            raise InvalidValueError(attribute.name, problem)
-
-
-def _shown_short_problem(
-    problem_of: Callable[[object], str | None], value: object, expected: str
-) -> str | None:
-    """What *problem_of* finds wrong with *value*, the value shown cut short.
-
-    Those rules quote the value whole: a path of megabytes would make a message
-    of megabytes, and an int too long to convert to digits has no repr at all
-    (its ``ValueError`` would escape in place of the configuration's error).
-    """
-    if not isinstance(value, str):
-        return f"must be {expected}, got {shown_short(value)}"
-    problem = problem_of(value)
-    return None if problem is None else problem.replace(repr(value), shown_short(value), 1)
+    if value is not None and (problem := name_problem(value)) is not None:
+        raise InvalidValueError(attribute.name, problem)
 
 
 def empty_is_none(value: str | None) -> str | None:
