@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import trio
 
@@ -53,9 +53,11 @@ __all__ = [
     "holds_cancel",
     "is_interrupt",
     "leaf_error",
+    "lone_interrupt",
     "pass_on",
     "passes_on",
     "raised_message",
+    "reraise",
     "stray_cancel_error",
     "synchronous_failure",
     "synchronous_failure_of",
@@ -396,3 +398,35 @@ def raised_message(culprit: str, error: BaseException) -> str:
     text = describe_error(error)
     what = type(error).__name__
     return f"{culprit} raised {what}" if text == what else f"{culprit} raised {what}: {text}"
+
+
+def lone_interrupt(
+    group: BaseExceptionGroup[BaseException], body_error: BaseException | None
+) -> KeyboardInterrupt | None:
+    """The Ctrl-C to raise when *group* holds nothing else, wherever it landed.
+
+    *group* is what a nursery raised, its ``Cancelled`` split out; *body_error* what
+    the body it guards raised, if anything. Trio raises Ctrl-C in whatever task runs
+    when it comes: an agent's tool or listener, or a server's connection, as much as
+    the body. Landing in such a task, it reaches the nursery through the task's own,
+    one group inside another, which an ``except KeyboardInterrupt`` does not catch.
+    """
+    if group.split(KeyboardInterrupt)[1] is not None:
+        return None
+    if isinstance(body_error, KeyboardInterrupt):
+        return body_error
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, KeyboardInterrupt)
+    return leaf
+
+
+def reraise(error: BaseException) -> NoReturn:
+    """Raise *error* again from an ``except`` block, keeping the ``__context__`` it had."""
+    context = error.__context__
+    try:
+        raise error
+    finally:
+        # Raising in a handler chains the handled group as the context; undo that.
+        error.__context__ = context

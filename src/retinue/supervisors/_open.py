@@ -7,10 +7,11 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncContextDecorator, asynccontextmanager
 from types import TracebackType
-from typing import NoReturn, ParamSpec, TypeVar, final
+from typing import ParamSpec, TypeVar, final
 
 import trio
 
+from retinue._errors import lone_interrupt, reraise
 from retinue._options import PERSONA, check_prompt_option, persona_sections
 from retinue.config import LoopConfig
 from retinue.hooks import HookBus
@@ -290,32 +291,11 @@ async def _supervising(
             and len(failures.exceptions) == 1
             and _is_body_error(failures.exceptions[0], body_error)
         ):
-            _reraise(body_error)  # as raised, a group of the body's own too
-        interrupt = _lone_interrupt(failures, body_error)
+            reraise(body_error)  # as raised, a group of the body's own too
+        interrupt = lone_interrupt(failures, body_error)
         if interrupt is None:
             raise
-        _reraise(interrupt)
-
-
-def _lone_interrupt(
-    group: BaseExceptionGroup[BaseException], body_error: BaseException | None
-) -> KeyboardInterrupt | None:
-    """The Ctrl-C to raise when *group* holds nothing else, wherever it landed.
-
-    Trio raises Ctrl-C in whatever task runs when it comes: an agent's tool or
-    listener as much as the body. Landing in an agent's task, it reached the
-    runtime's nursery through the agent's own, one group inside another, which
-    an ``except KeyboardInterrupt`` around the runtime does not catch.
-    """
-    if group.split(KeyboardInterrupt)[1] is not None:
-        return None
-    if isinstance(body_error, KeyboardInterrupt):
-        return body_error
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup):
-        leaf = leaf.exceptions[0]
-    assert isinstance(leaf, KeyboardInterrupt)
-    return leaf
+        reraise(interrupt)
 
 
 def _is_body_error(found: BaseException, body_error: BaseException) -> bool:
@@ -338,13 +318,3 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[int]:
     for error in group.exceptions:
         found += _leaves(error) if isinstance(error, BaseExceptionGroup) else [id(error)]
     return found
-
-
-def _reraise(error: BaseException) -> NoReturn:
-    """Raise *error* again from an ``except`` block, keeping the ``__context__`` it had."""
-    context = error.__context__
-    try:
-        raise error
-    finally:
-        # Raising in a handler chains the handled group as the context; undo that.
-        error.__context__ = context

@@ -15,6 +15,8 @@ import h11
 import httpx2
 import trio
 
+from retinue._errors import lone_interrupt, reraise
+
 from ._exchange import Outgoing, Truncated, api_for, failure, parse_call, respond
 from ._policy import EchoPolicy, Policy
 from ._render import JSON_HEADERS, error_body
@@ -482,17 +484,26 @@ async def open_mock_server(
     """
     server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
     failure: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        try:
-            await nursery.start(server.run, host, port)
-        except OSError as exc:  # a port in use, say: raised below, as itself
-            failure = exc
-        else:
+    try:
+        async with trio.open_nursery() as nursery:
             try:
-                yield server
-            except BaseException as exc:  # re-raised below, outside the nursery, unwrapped
+                await nursery.start(server.run, host, port)
+            except OSError as exc:  # a port in use, say: raised below, as itself
                 failure = exc
-            finally:
-                nursery.cancel_scope.cancel()
+            else:
+                try:
+                    yield server
+                except BaseException as exc:  # re-raised below, outside the nursery, unwrapped
+                    failure = exc
+                finally:
+                    nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # Ctrl-C landing in a connection's task comes inside its nursery's group and the
+        # server's: raised as itself, as one the block raised is.
+        failures = group.split(trio.Cancelled)[1]
+        interrupt = None if failures is None else lone_interrupt(failures, failure)
+        if interrupt is None:
+            raise
+        reraise(interrupt)
     if failure is not None:
         raise failure
