@@ -222,7 +222,7 @@ async def _first(
         try:
             first = await chunks.__anext__()
         except StopAsyncIteration:
-            return _NO_CHUNK
+            return _NO_CHUNK  # noqa: ASYNC910 - the stream was awaited: it checkpoints as it ends
     if ticket is not None and isinstance(first, UsageChunk):
         ticket.record_usage(first.usage.total_tokens)
     return first
