@@ -38,6 +38,7 @@ __all__ = [
     "ToolThreads",
     "invalid_arguments",
     "run_body",
+    "unreadable_arguments",
 ]
 
 log = logging.getLogger("retinue.tools")
@@ -87,6 +88,22 @@ def invalid_arguments(execution: ToolExecution, problem: str) -> ToolExecutionRe
         execution.call_id,
         f'invalid arguments for tool "{execution.name}": {problem}',
         code=INVALID_ARGUMENTS,
+    )
+
+
+def unreadable_arguments(execution: ToolExecution, exc: BaseException) -> ToolExecutionResult:
+    """The ``INVALID_ARGUMENTS`` result of arguments that could not be frozen (R9.3 stage 1).
+
+    Raises:
+        BaseException: what of *exc* passes on: Ctrl-C, a real cancel.
+    """
+    if isinstance(exc, InvalidJsonError):
+        return invalid_arguments(execution, str(exc))
+    # A container of the caller's whose reading raises (a Mapping's items(), a list's
+    # __iter__) is no JSON either: its error must not escape the never-raising pipeline.
+    failure = failure_of(exc, "reading them", ToolError)
+    return invalid_arguments(
+        execution, f"arguments: could not be read: {describe_failure(failure)}"
     )
 
 

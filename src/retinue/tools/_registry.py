@@ -11,12 +11,12 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import ConfigError, InvalidJsonError, pass_on
+from retinue._errors import ConfigError, pass_on
 from retinue._lossless import FrozenDict, freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import HookBus
 
-from ._body import ToolThreads, invalid_arguments, run_body
+from ._body import ToolThreads, run_body, unreadable_arguments
 from ._execution import (
     PreparedCall,
     ToolExecution,
@@ -334,9 +334,9 @@ class ToolRegistry:
         if type(arguments) is not FrozenDict:  # the loop's parsed arguments are frozen
             try:
                 frozen = freeze_json(arguments)
-            except InvalidJsonError as exc:
+            except BaseException as exc:
                 return PreparedCall(  # noqa: ASYNC910 - checkpoint=False: the caller has just checkpointed
-                    execution, invalid_arguments(execution, str(exc)), needs_post_execute=False
+                    execution, unreadable_arguments(execution, exc), needs_post_execute=False
                 )
             if frozen is not arguments:
                 execution = attrs.evolve(execution, arguments=frozen)
