@@ -176,6 +176,27 @@ def _check_context_parameter(instance: Tool, _attribute: object, value: str | No
             f"context_parameter {value!r} is also a property of parameters: the model's "
             "value for it would be replaced by the ToolContext; remove it from the schema"
         )
+    if not _takes_keyword(instance.fn, value):
+        name = getattr(instance.fn, "__qualname__", None) or repr(instance.fn)
+        raise ValueError(
+            f"context_parameter {value!r} names no parameter of {name}: every call would "
+            "fail passing it the ToolContext; name one of its parameters"
+        )
+
+
+def _takes_keyword(fn: Callable[..., object], name: str) -> bool:
+    """Whether *fn* takes an argument *name* (a positional-only one is passed by position).
+
+    ``True`` when its signature cannot be read: what it takes is unknown.
+    """
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True
+    found = parameters.get(name)
+    return found is not None and found.kind is not inspect.Parameter.VAR_POSITIONAL
 
 
 @final
@@ -257,8 +278,10 @@ class Tool:
     )
     """The keyword that receives the :class:`ToolContext`, if the body asks for one.
 
-    It may not also be a property of ``parameters`` (``ValueError``): the
-    model's value for it would be replaced without a word.
+    It may not also be a property of ``parameters``, whose value from the model
+    would be replaced without a word, and must name a parameter of ``fn`` (or
+    ``fn`` must take ``**kwargs``), which every call passes it to: else
+    ``ValueError``.
     """
     bind: ArgumentBinder | None = attrs.field(default=None, kw_only=True, repr=False)
     """Converts validated arguments to ``fn``'s keyword arguments (enums, records)."""

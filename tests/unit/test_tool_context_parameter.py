@@ -1,0 +1,49 @@
+"""A hand-written tool's context parameter must be one its body takes (R9.7)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from retinue.tools import Tool, ToolContext
+
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+async def greet(name: str) -> str:
+    return f"hello {name}"
+
+
+def test_a_context_parameter_the_body_does_not_take_is_refused_when_built() -> None:
+    """R9.7: each call passes the ToolContext under ``context_parameter``: naming no
+    parameter of the body, every call would fail with an unexpected keyword, so the tool
+    is refused when built, naming the parameter and the body.
+    """
+    with pytest.raises(ValueError, match=r"^context_parameter 'ctx' names no parameter of greet"):
+        Tool("greet", "Greet someone.", SCHEMA, greet, context_parameter="ctx")
+
+
+def _whoami(name: str, ctx: ToolContext) -> str:
+    return f"{name} in {ctx.call_id}"
+
+
+def _by_position(ctx: ToolContext, /, name: str) -> str:
+    return f"{name} in {ctx.call_id}"
+
+
+def _open(name: str, **extra: object) -> str:
+    return f"{name} with {sorted(extra)}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [_whoami, _by_position, _open, functools.partial(_whoami), min],
+    ids=["keyword", "positional-only", "kwargs", "partial", "no-signature-to-read"],
+)
+def test_a_context_parameter_the_body_may_take_is_built(body: object) -> None:
+    """R9.7: a parameter of that name, positional-only too, or ``**kwargs`` takes the
+    ToolContext; a body whose signature cannot be read is given the benefit of the doubt.
+    """
+    built = Tool("whoami", "Who am I.", SCHEMA, body, context_parameter="ctx")  # type: ignore[arg-type]
+    assert built.context_parameter == "ctx"
