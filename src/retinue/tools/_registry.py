@@ -206,7 +206,7 @@ class ToolRegistry:
         return name in self._global or any(name in tools for tools in self._scoped.values())
 
     def schemas(
-        self, agent_id: str | None = None, order: Sequence[str] | None = None
+        self, agent_id: str | None = None, order: Iterable[str] | None = None
     ) -> tuple[ToolSchema, ...]:
         """The schemas of *agent_id*'s view, in canonical order; never blocks.
 
@@ -225,14 +225,16 @@ class ToolRegistry:
         if isinstance(order, str):
             # Before the cache: as a tuple, "ab" is the key of the order ["a", "b"].
             raise ConfigError(f"tool order must be a sequence of tool names, got {order!r}")
-        key = (scope, None if order is None else tuple(order))
+        # Read once: an iterator would be spent by the cache key, leaving no order to follow.
+        listed = None if order is None else tuple(order)
+        key = (scope, listed)
         try:
             cached = self._schemas.get(key)
         except TypeError:  # an unhashable item: no name, which _ordered refuses
             cached = None
         if cached is None:
             view = self._view(scope)
-            names = sorted(view) if order is None else self._ordered(view, order)
+            names = sorted(view) if listed is None else self._ordered(view, listed)
             cached = self._schemas[key] = tuple(view[name].schema for name in names)
         return cached
 
