@@ -11,7 +11,7 @@ from typing import Literal, TypeAlias, cast, final
 import attrs
 
 from retinue._checks import finite_number_error
-from retinue._content import ContentBlock, as_content
+from retinue._content import ContentBlock, as_content, check_str
 from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._request import ToolSchema
@@ -208,12 +208,12 @@ class Tool:
     schema. Only ``name``, ``description`` and ``parameters`` reach the model.
     """
 
-    name: str = attrs.field(validator=[attrs.validators.instance_of(str), _check_name])
+    name: str = attrs.field(validator=[check_str, _check_name])
     """Unique name within a view (scoped tools shadow global ones of that name).
 
     1 to 64 ASCII letters, digits, ``_`` or ``-``: the names providers accept.
     """
-    description: str = attrs.field(validator=attrs.validators.instance_of(str))
+    description: str = attrs.field(validator=check_str)
     """What the tool does, for the model."""
     parameters: FrozenDict = attrs.field(converter=_freeze_parameters)
     """The JSON schema of the arguments object; arguments are checked against it before the body runs.
