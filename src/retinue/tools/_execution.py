@@ -275,12 +275,32 @@ def output_result(call_id: str, value: object) -> ToolExecutionResult:
     Raises:
         InvalidJsonError: the value is none of these.
         TypeError: the value is a coroutine (closed here): the body left out an ``await``.
+        ValueError: a block is the model's own (a tool call or its reasoning) or a tool
+            result, which no provider shows inside a tool's result.
     """
     if type(value) is str:  # the usual return, taken before the general tests
         return ToolExecutionResult(call_id, (Text(value),))
     if isinstance(value, ToolOutput):
-        return ToolExecutionResult(call_id, value.content, meta=value.meta)
-    return ToolExecutionResult(call_id, _content_of(value))
+        return ToolExecutionResult(call_id, _shown(value.content), meta=value.meta)
+    return ToolExecutionResult(call_id, _shown(_content_of(value)))
+
+
+# Blocks a provider drops from a tool's result: logged, they would never reach the model,
+# which would read an empty result where the body returned one.
+_NOT_IN_RESULTS = frozenset((ToolCall, ToolResultBlock, Reasoning, RedactedReasoning))
+
+
+def _shown(blocks: tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
+    """*blocks*, once none of them is one the model would not be shown in a tool's result."""
+    for index, block in enumerate(blocks):
+        if type(block) in _NOT_IN_RESULTS:
+            raise ValueError(
+                f"the return value's content[{index}] is a {block.type} block, which a "
+                "tool's result cannot hold (the model is never shown it there): tool calls "
+                "and reasoning are the model's, and each call's result is logged by the "
+                "agent that ran it; return text, or the data as JSON"
+            )
+    return blocks
 
 
 def _content_of(value: object) -> tuple[ContentBlock, ...]:
