@@ -54,6 +54,8 @@ class StoreLifetime:
         self._closing = False
         """Set as :meth:`aclose` begins: what it drains is what is attached then, so no
         session may be attached from there on."""
+        self._close_done: trio.Event | None = None
+        """Set as the first :meth:`aclose` ends: a close called meanwhile waits for it."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._releasing: dict[str, trio.Event] = {}
@@ -180,11 +182,25 @@ class StoreLifetime:
         cancelled, the drain is cut short (events not yet committed are not
         written; flush sessions first, as agent teardown does), but the store
         is still closed and its storage released (connections, file locks).
-        An attach while it drains is refused (``STORE_CLOSED``).
+        An attach while it drains is refused (``STORE_CLOSED``). A close called
+        while another drains waits for that one to end, then returns.
         """
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
+        if self._close_done is not None:
+            # Its own drain would queue behind the running one and find the store closed:
+            # every session that one stores would be reported as not drained.
+            await self._close_done.wait()
+            return
+        self._close_done = trio.Event()
+        try:
+            await self._drain_and_close()
+        finally:
+            self._close_done.set()
+
+    async def _drain_and_close(self) -> None:
+        """Drain every buffer as one group, then release storage; failures are aggregated."""
         self._closing = True
         tracked = list(self._tracked.values())
         try:
