@@ -81,8 +81,8 @@ async def test_jsonl_sessions_beyond_the_file_limit_fail_alone_and_lose_nothing(
     root = tmp_path / "sessions"
     summary = await _run_child(root, 64, 80)
     errors = summary["errors"]
-    assert summary["largest_group"] == 80
     assert 0 < len(errors) < 80
+    assert summary["largest_group"] == 80 - len(errors)  # one group: the sessions it committed
     for session_id, (code, message) in errors.items():
         _assert_out_of_files(StoreError(message, code=code), session_id)
     assert summary["buffered_after_group"] == sum(summary["lengths"][key] for key in errors)

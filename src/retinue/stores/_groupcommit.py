@@ -309,9 +309,11 @@ class GroupCommitter:
             self.write_seconds += time.perf_counter() - start
 
     def _record(self, entries: list[Entry], results: Sequence[StoreError | None]) -> None:
-        if None in results:
-            # A group counts as a commit when something of it was committed.
-            self._count_commit(len(entries))
+        committed = sum(result is None for result in results)
+        if committed:
+            # A group counts as a commit when something of it was committed, and its size
+            # as the sessions it committed: a refused batch stored nothing.
+            self._count_commit(committed)
         for entry, result in zip(entries, results, strict=True):
             if result is None:
                 self._committed(entry.batch, entry.tracked)
