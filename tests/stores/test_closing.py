@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import trio
 
 from retinue._errors import StoreError
 from retinue.session import Session
+from retinue.stores import SQLiteStore
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, lines, run_turn
+from tests.stores._kit import REAL_DEADLINE, HeldCall, lines, run_turn
 from tests.stores.conftest import StoreKit
 
 
@@ -65,3 +69,55 @@ async def test_a_close_while_another_drains_waits_for_it_and_raises_nothing(kit:
     async with kit.open() as reopened:
         for session in sessions:
             assert lines((await reopened.inspect(session.id)).events) == lines(session.events)
+
+
+async def _enter_as_it_is_closed(
+    store: BufferedStore, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """Enter *store* in one task and close it from another while the entry opens the
+    storage in its worker thread; the codes the entry was refused with."""
+    opening = HeldCall(store._backend.open)
+    monkeypatch.setattr(store._backend, "open", opening)
+    refusals: list[str] = []
+
+    async def enter() -> None:
+        try:
+            async with store:
+                pass
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(enter)
+            await trio.to_thread.run_sync(opening.reached.wait, REAL_DEADLINE)
+            await store.aclose()
+            opening.proceed.set()
+    return refusals
+
+
+async def test_an_entry_the_store_is_closed_under_is_refused(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store closed while another task's entry opens its storage refuses that entry
+    (``STORE_CLOSED``), as it refuses any entry once closed, rather than let it in to a
+    store that refuses every attach and never closes the storage opened for it."""
+    refusals = await _enter_as_it_is_closed(blocking_kit.open(), monkeypatch)
+    assert refusals == ["STORE_CLOSED"]
+
+
+def _open_files_of(path: Path) -> list[str]:
+    """The descriptors of this process open on *path* or its WAL files."""
+    fds = Path("/proc/self/fd")
+    targets = [str(fd.readlink()) for fd in fds.iterdir() if fd.is_symlink()]
+    return [target for target in targets if target.startswith(str(path))]
+
+
+async def test_storage_opened_for_an_entry_the_store_is_closed_under_is_released(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQLite database an entry opened as the store closed is closed again: the close
+    found nothing open to close, and no later close of the closed store closes it."""
+    database = tmp_path / "sessions.db"
+    await _enter_as_it_is_closed(SQLiteStore(database), monkeypatch)
+    assert _open_files_of(database) == []

@@ -7,7 +7,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import NoReturn, Self, TypeVar
 
 import trio
 
@@ -297,9 +297,26 @@ class StoreLifetime:
         if self._opened:
             return  # noqa: ASYNC910 - already open: taken on every flush, whose caller checkpoints next
         async with self._open_lock:
+            if self._closed:
+                raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
             if not self._opened:
                 await self._call(self._backend.open, "opening the store")
+                if self._closed:
+                    await self._close_opened_late()
                 self._opened = True
+
+    async def _close_opened_late(self) -> NoReturn:
+        """Close the storage an open finished after the store was closed; refuse the caller.
+
+        The close found nothing open to close, and a closed store is never closed again:
+        kept, its connections and file handles would stay open until the process exits.
+        """
+        with trio.CancelScope(shield=True):
+            try:
+                await self._call(self._backend.close, "closing the store")
+            except StoreError:
+                log.exception("%s: closing storage opened as the store closed failed", self._name)
+        raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
 
     async def _flush_many(self, tracked: Sequence[Tracked]) -> list[StoreError | None]:
         requests = [Request(item.session.id) for item in tracked]
