@@ -121,3 +121,53 @@ async def test_storage_opened_for_an_entry_the_store_is_closed_under_is_released
     database = tmp_path / "sessions.db"
     await _enter_as_it_is_closed(SQLiteStore(database), monkeypatch)
     assert _open_files_of(database) == []
+
+
+async def _entry_refusals(store: BufferedStore) -> list[str]:
+    """Enter *store*; the codes the entry was refused with (none: it got in)."""
+    try:
+        async with store:
+            return []
+    except StoreError as exc:
+        return [str(exc.code)]
+
+
+async def test_an_entry_of_a_closed_store_another_task_is_inside_is_refused(kit: StoreKit) -> None:
+    """A store closed by ``aclose`` while a task is still inside its ``async with`` refuses
+    a later entry (``STORE_CLOSED``), as a closed store nobody is inside does, rather than
+    let it in to a store that refuses every attach."""
+    store = kit.open()
+    async with store:
+        await store.aclose()
+        with trio.fail_after(REAL_DEADLINE):
+            assert await _entry_refusals(store) == ["STORE_CLOSED"]
+
+
+async def test_an_entry_while_the_store_drains_on_close_is_refused(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry while the store's close drains is refused (``STORE_CLOSED``): the close
+    ends with the store closed, and what the entry attached would be refused."""
+    store = blocking_kit.open()
+    session = Session.create("draining")
+    run_turn(session)
+    store.attach_new(session)
+    writing = HeldCall(store._backend.write)
+    monkeypatch.setattr(store._backend, "write", writing)
+    refusals: list[str] = []
+
+    async def enter_during_the_drain() -> None:
+        await trio.to_thread.run_sync(writing.reached.wait, REAL_DEADLINE)
+        try:
+            async with store:
+                writing.proceed.set()  # let in: its exit waits for the drain
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+        finally:
+            writing.proceed.set()
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(enter_during_the_drain)
+            await store.aclose()
+    assert refusals == ["STORE_CLOSED"]

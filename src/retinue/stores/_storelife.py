@@ -90,10 +90,16 @@ class StoreLifetime:
         running writer; only the last exit drains and closes the store. The
         writer lives in the task that entered first: if that task exits while
         another (a second runtime's) is still inside, the writer stops there and
-        flushes commit on their own from then on.
+        flushes commit on their own from then on. A store closed, or closing, is
+        entered no more (``StoreError(STORE_CLOSED)``), whoever is still inside.
         """
         # Entries wait for one another: two tasks entering at once would each start a writer.
         async with self._enter_lock:
+            if self._closed or self._closing:
+                # Let in, it would find every attach refused: the store is closed, or will be
+                # once its drain ends, however many tasks are still inside it.
+                state = "closed" if self._closed else "closing"
+                raise StoreError(f"{self._name} is {state}", code="STORE_CLOSED")
             if self._depth:
                 self._depth += 1
                 self._owner_depth += self._owner is trio.lowlevel.current_task()
