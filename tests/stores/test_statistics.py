@@ -34,3 +34,21 @@ async def test_largest_group_counts_the_sessions_a_group_committed(blocking_kit:
     assert statistics.commits == 1
     assert statistics.committed_events == len(sessions[2].events)
     assert statistics.largest_group == 1
+
+
+async def test_flush_requests_leave_out_flushes_an_earlier_commit_left_nothing_to_write(
+    blocking_kit: StoreKit,
+) -> None:
+    """Three flushes of one session at once, without a writer task, commit one after
+    another: the first writes the events, the others find nothing left to write and
+    count as no flush request."""
+    session = Session.create("flushed-thrice")
+    run_turn(session)
+    store = blocking_kit.open()
+    store.attach_new(session)
+    with trio.fail_after(REAL_DEADLINE):
+        assert await flush_together(store, [session, session, session]) == {}
+        statistics = store.statistics()
+        await store.aclose()
+    assert statistics.commits == 1
+    assert statistics.flush_requests == 1

@@ -108,7 +108,6 @@ class GroupCommitter:
 
     async def submit(self, requests: Sequence[Request]) -> None:
         """Commit *requests* (not empty): through the writer's next group, or directly."""
-        self.counters["flush_requests"] += len(requests)
         if not self._backend.blocking:
             # Committed before the schedule point, as in flush: no cancel loses it.
             self._write_now(requests)
@@ -234,16 +233,18 @@ class GroupCommitter:
             entry = entries.get(request.session_id)
             if entry is not None:
                 self._join(entry, request)
-                continue
-            if request.prebuilt is not None:
+            elif request.prebuilt is not None:
                 entries[request.session_id] = Entry(request.prebuilt, None, [request])
-                continue
-            tracked = self._tracked.get(request.session_id)
-            events = () if tracked is None else tracked.pending()
-            if tracked is None or not events:
-                continue
-            batch = AppendBatch(request.session_id, tracked.cursor, events, header=tracked.header)
-            entries[request.session_id] = Entry(batch, tracked, [request])
+            else:
+                tracked = self._tracked.get(request.session_id)
+                events = () if tracked is None else tracked.pending()
+                if tracked is None or not events:
+                    continue  # written by an earlier commit: this flush has nothing to write
+                batch = AppendBatch(
+                    request.session_id, tracked.cursor, events, header=tracked.header
+                )
+                entries[request.session_id] = Entry(batch, tracked, [request])
+            self.counters["flush_requests"] += 1
         return list(entries.values())
 
     def _join(self, entry: Entry, request: Request) -> None:
