@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from retinue._errors import StoreError
 from retinue.session import Session
@@ -171,3 +172,36 @@ async def test_an_entry_while_the_store_drains_on_close_is_refused(
             nursery.start_soon(enter_during_the_drain)
             await store.aclose()
     assert refusals == ["STORE_CLOSED"]
+
+
+async def test_an_entry_the_store_starts_closing_under_is_refused_and_the_close_drains(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A close that begins while an entry opens the storage drains once the storage is open
+    and closes the store: the entry is refused (``STORE_CLOSED``) rather than let in to the
+    closed store, and the close stores every attached session."""
+    store = blocking_kit.open()
+    session = Session.create("drained-as-entered")
+    run_turn(session)
+    store.attach_new(session)
+    opening = HeldCall(store._backend.open)
+    monkeypatch.setattr(store._backend, "open", opening)
+    refusals: list[str] = []
+
+    async def enter() -> None:
+        try:
+            async with store:
+                pass
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(enter)
+            await trio.to_thread.run_sync(opening.reached.wait, REAL_DEADLINE)
+            nursery.start_soon(store.aclose)
+            await trio.testing.wait_all_tasks_blocked()  # the close waits for the open
+            opening.proceed.set()
+    assert refusals == ["STORE_CLOSED"]
+    async with blocking_kit.open() as reopened:
+        assert lines((await reopened.inspect(session.id)).events) == lines(session.events)

@@ -116,6 +116,9 @@ class StoreLifetime:
             await self._ensure_open()
             nursery = await stack.enter_async_context(trio.open_nursery())
             await nursery.start(self._committer.run_writer)
+            if self._closing:
+                # A close began while this entry opened the storage: it drains and closes it.
+                raise StoreError(f"{self._name} is closing", code="STORE_CLOSED")
         except BaseException:
             # Nobody calls __aexit__ after a failed __aenter__: unwind here, or the
             # nursery stays on this task's stack (trio: "Nursery stack corrupted").
@@ -124,7 +127,8 @@ class StoreLifetime:
             try:
                 await stack.aclose()  # outside any new scope: it must exit in order
             finally:
-                if not was_open:
+                # Storage a close under way drains is that close's to release.
+                if not was_open and not self._closing:
                     with trio.CancelScope(shield=True):
                         await self._release_storage()
             raise
