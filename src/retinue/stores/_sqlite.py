@@ -118,7 +118,6 @@ class SQLiteBackend:
             timeout=_BUSY_TIMEOUT_MS / 1000,
         )
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA synchronous = FULL")
         return conn
 
     def open(self) -> None:
@@ -132,7 +131,7 @@ class SQLiteBackend:
                 return
             conn = self._connect()
             try:
-                self._prepare(conn)
+                self._prepare_in_slices(conn)
             except BaseException:
                 conn.close()
                 raise
@@ -142,6 +141,31 @@ class SQLiteBackend:
             self._closing.clear()
             with self._readers_lock:
                 self._closed = False
+
+    def _prepare_in_slices(self, conn: sqlite3.Connection) -> None:
+        """:meth:`_prepare`, waiting for another connection's lock in short attempts.
+
+        A file another connection locks (a database in rollback-journal mode
+        mid-write, or its schema being created) holds each statement for the whole
+        busy timeout: one attempt would hold the open past a deadline or cancel of
+        the trio task waiting for this thread, which ends the wait with
+        ``trio.Cancelled`` instead. Each attempt starts over: a failed one wrote nothing.
+        """
+        give_up = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+        conn.execute(f"PRAGMA busy_timeout = {_BEGIN_SLICE_MS}")
+        try:
+            while True:
+                try:
+                    # Its first statement reads the schema: it waits for a lock too.
+                    conn.execute("PRAGMA synchronous = FULL")
+                    self._prepare(conn)
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc) or time.monotonic() >= give_up:
+                        raise
+                check_cancelled()
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         schema_found = has_schema(conn, self._path)
@@ -233,9 +257,7 @@ class SQLiteBackend:
                     conn.execute("BEGIN IMMEDIATE")
                     return
                 except sqlite3.OperationalError as exc:
-                    code = getattr(exc, "sqlite_errorcode", None)
-                    busy = code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
-                    if not busy or time.monotonic() >= give_up:
+                    if not _busy(exc) or time.monotonic() >= give_up:
                         raise
                 if self._closing.is_set():
                     raise StoreError(f"{self._path} is closing", code="STORE_CLOSED")
@@ -437,3 +459,9 @@ class SQLiteStore(BufferedStore):
         super().__init__(
             SQLiteBackend(path, create=create), name=f"SQLiteStore({os.fspath(path)!r})"
         )
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether *exc* says another connection's lock outlasted the busy timeout."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
