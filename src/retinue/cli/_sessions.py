@@ -44,6 +44,7 @@ from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._common import check_version, parse_header, refuse_nul
 from retinue.stores._writebehind import BufferedStore
 
+from ._import_file import STANDARD_STREAM, read_import
 from ._output import complain, discard_stdout, printable
 from ._overwrite import refuse_store_overwrite
 from ._passwords import without_passwords
@@ -170,11 +171,11 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         "that is the store's own file, or lies in its directory, is refused.",
     )
     export.add_argument("id")
-    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    export.add_argument("-o", "--output", help="file to write (default, or -: standard output)")
     imported = commands.add_parser(
         "import", parents=[common], help="store a session from a JSONL file"
     )
-    imported.add_argument("file")
+    imported.add_argument("file", help="the JSONL file (-: standard input)")
     imported.add_argument("--id", dest="new_id", help="store it under this id instead")
     replay = commands.add_parser(
         "replay", parents=[common], help="re-derive history and check invariants"
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         read_only = args.sessions_command in _READ_ONLY
         if read_only:
             _check_exists(spec)
-        if args.sessions_command == "export" and args.output:
+        if args.sessions_command == "export" and not _prints_result(args):
             refuse_store_overwrite(*parse_store_spec(spec), args.output)
         store = open_store(spec, create=not read_only)
         return int(trio.run(command, store, args))
@@ -246,7 +247,7 @@ async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
         recovered = await store.inspect_recovered(args.id)
     session = recovered.session
     text = to_jsonl(session)
-    if args.output:
+    if args.output and args.output != STANDARD_STREAM:
         await trio.to_thread.run_sync(write_whole, args.output, text)
     else:
         _write_utf8(text)
@@ -271,14 +272,11 @@ def _write_utf8(text: str) -> None:
 
 
 async def _import(store: BufferedStore, args: argparse.Namespace) -> int:
-    try:
-        text = await trio.Path(args.file).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorruptSessionError(f"{args.file} is not UTF-8 text: {exc.reason}") from exc
-    session = read_jsonl(text, source=args.file, new_id=args.new_id)
+    text, source = await read_import(args.file)
+    session = read_jsonl(text, source=source, new_id=args.new_id)
     if not session.events:
         # A store writes a session with its first event, so this would store nothing.
-        complain(f"retinue sessions import: {args.file} has no events to import")
+        complain(f"retinue sessions import: {source} has no events to import")
         return 1
     async with store:
         if await store.exists(session.id):
@@ -319,7 +317,8 @@ def _prints_result(args: argparse.Namespace) -> bool:
     """Whether the command's result goes to standard output (an import only confirms it)."""
     command: str = args.sessions_command
     if command == "export":
-        return not args.output  # an empty --output writes to standard output too
+        # An empty --output writes to standard output too.
+        return args.output in ("", None, STANDARD_STREAM)
     return command != "import"
 
 

@@ -1,0 +1,49 @@
+"""The text ``sessions import`` stores: a file's, or standard input's when the file is ``-``."""
+
+from __future__ import annotations
+
+import errno
+import io
+import sys
+
+import trio
+
+from retinue._errors import CorruptSessionError
+
+__all__ = ["STANDARD_STREAM", "read_import"]
+
+STANDARD_STREAM = "-"
+"""The file name that stands for standard input (import) or standard output (export)."""
+
+STANDARD_INPUT = "<stdin>"
+"""How the errors name the text read from standard input."""
+
+
+async def read_import(file: str) -> tuple[str, str]:
+    """The UTF-8 text of *file*, or of standard input when it is ``-``, and its name
+    for the errors to give.
+
+    Raises:
+        CorruptSessionError: the text is no UTF-8.
+        OSError: *file* cannot be read, or standard input is closed.
+    """
+    if file != STANDARD_STREAM:
+        try:
+            return await trio.Path(file).read_text(encoding="utf-8"), file
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(file, exc) from exc
+    stdin = sys.stdin
+    if stdin is None:  # started with it closed (``<&-``)
+        raise OSError(errno.EBADF, "cannot read the session: standard input is closed")
+    # Left behind on Ctrl-C: a terminal's read would otherwise hold the command until
+    # the line ends, the interrupt waiting for it.
+    data = await trio.to_thread.run_sync(stdin.buffer.read, abandon_on_cancel=True)
+    try:
+        # Read as a file is, its line endings (\r\n, \r) made \n alike.
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read(), STANDARD_INPUT
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(STANDARD_INPUT, exc) from exc
+
+
+def _not_utf8(source: str, error: UnicodeDecodeError) -> CorruptSessionError:
+    return CorruptSessionError(f"{source} is not UTF-8 text: {error.reason}")
