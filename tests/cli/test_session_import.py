@@ -97,3 +97,21 @@ def test_import_takes_a_log_cut_short_mid_step(
     assert main(["sessions", "--store", f"jsonl:{store}", "import", str(source)]) == 0
     assert capsys.readouterr().out.startswith("imported s1 (")
     assert _stored(store) == ["s1"]
+
+
+def test_a_header_naming_a_seed_longer_than_the_log_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R4.25: a fork's seed_length counts the events it was seeded with, the start of
+    its log; a header naming more than the file holds is refused, naming its line, and
+    nothing is stored. It was stored, and listed as ``seed=99999``."""
+    records = _exported(tmp_path)
+    records[0] |= {"parent_session": "s0", "seed_length": 99_999}
+    exported = _write(tmp_path / "s1.jsonl", records)
+    store = tmp_path / "store"
+    assert main(["sessions", "import", str(exported), "--store", f"jsonl:{store}"]) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions import: {exported}, line 1: the header's seed_length 99999 "
+        f"is more than the {len(records) - 1} events that follow it\n"
+    )
+    assert _stored(store) == []

@@ -363,6 +363,12 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     events = [
         (number, _decode_line(line, number, source, header.id)) for number, line in numbered[1:]
     ]
+    # A fork's seed is the start of its log (R4.25): a longer one names events not there.
+    if header.seed_length is not None and header.seed_length > len(events):
+        raise CorruptSessionError(
+            f"{source}, line {numbered[0][0]}: the header's seed_length {header.seed_length} "
+            f"is more than the {len(events)} events that follow it"
+        )
     if new_id is not None:
         header = SessionHeader(
             id=new_id,
