@@ -83,6 +83,20 @@ async def test_scripted_model_empty_reply_streams_only_usage_and_finish() -> Non
     assert chunks == [UsageChunk(Usage(1, 0)), Finish(STOP)]
 
 
+async def test_scripted_model_empty_reasoning_streams_no_block() -> None:
+    """An empty reasoning streams no block, as an empty text does: a delta holds at least
+    one character. It streamed an empty delta, and the message kept an empty reasoning
+    block, which every later request sent back."""
+    chunks = await play(ScriptedModel([Reply("hi", reasoning="")]))
+    assert chunks == [
+        BlockStart(0, "text"),
+        TextDelta(0, "hi"),
+        BlockEnd(0, Text("hi")),
+        Finish(STOP),
+    ]
+    assert assembled(chunks).message().content == (Text("hi"),)
+
+
 async def test_scripted_model_call_tools_splits_arguments_and_finishes_tool_calls() -> None:
     """R10.2: tool arguments stream as raw JSON text split across deltas; finish is tool-calls."""
     step = CallTools(

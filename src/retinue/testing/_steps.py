@@ -192,6 +192,8 @@ class _Builder:
     calls: int = 0
 
     def reasoning(self, text: str) -> None:
+        if not text:  # as for text: a delta holds at least one character
+            return
         index = self._start(Reasoning.type)
         self.chunks.append(ReasoningDelta(index, text))
         self.chunks.append(BlockEnd(index, Reasoning(text)))
@@ -269,7 +271,7 @@ class Reply:
     A delta holds at least one character (a code point: an emoji sequence or a
     letter and its combining mark may span deltas, as in a provider's stream),
     so a text shorter than ``chunks`` streams in ``len(text)`` deltas. An empty text streams no block (an empty message that only carries usage).
-    ``reasoning`` adds a reasoning block first. ``delay`` is virtual seconds
+    ``reasoning`` adds a reasoning block first (none when empty, as for the text). ``delay`` is virtual seconds
     before the first chunk; ``chunk_delay`` is slept before every chunk.
     Here and in every step, delays are finite numbers >= 0, chunk counts
     are ints >= 1, texts are ``str`` and ``usage`` is a ``Usage`` or ``None``:
