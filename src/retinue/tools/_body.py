@@ -12,15 +12,7 @@ from typing import cast, final
 import attrs
 import trio
 
-from retinue._errors import (
-    InvalidJsonError,
-    ToolError,
-    failure_of,
-    holds_cancel,
-    is_interrupt,
-    pass_on,
-    raised_message,
-)
+from retinue._errors import InvalidJsonError, ToolError, failure_of, holds_cancel, pass_on
 from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, loads_frozen, thaw_json
 
@@ -256,13 +248,6 @@ def _run_sync_body(tool: Tool, kwargs: dict[str, object]) -> object:
     try:
         return _sync_body_value(tool, kwargs)
     except BaseException as exc:
-        if is_interrupt(exc):
-            # Python delivers Ctrl-C to the main thread only: in this one it is the body's
-            # own raise, its failure, which passed on would end the runtime and its agents.
-            culprit = f'tool "{tool.name}"'
-            error = ToolError(f"{raised_message(culprit, exc)} in its worker thread")
-            error.__cause__ = exc
-            return _Raised(error)
         return _Raised(exc)
 
 
@@ -310,8 +295,7 @@ async def run_body(
     arguments, a raise, a timeout and an unconvertible return value all become
     error results, as does a BaseException of the body's own (``SystemExit``, a
     subclass of the user's). Ctrl-C propagates, bare or in the group of the body's
-    nursery (a sync body's ``KeyboardInterrupt`` is its own raise, an error result:
-    no Ctrl-C reaches a worker thread), and so does ``Cancelled`` from an enclosing scope; the tool's
+    nursery, and so does ``Cancelled`` from an enclosing scope; the tool's
     own timeout does not, nor a ``Cancelled`` the body raises while no scope
     around it is cancelled (one it caught inside and re-raised): that is an
     error result naming the misuse. *arguments_checked* says ``tool.check_arguments``
