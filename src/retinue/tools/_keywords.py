@@ -2,8 +2,7 @@
 
 :func:`check_parameters` refuses a schema the argument validator could not
 enforce as written, or providers would refuse: a root that is not
-``"type": "object"`` or holds a combinator, an unknown type name, a malformed keyword value,
-a required property its object forbids, a ``$ref`` that leads nowhere, or any keyword
+``"type": "object"`` or holds a combinator, an unknown type name, a malformed keyword value, a ``$ref`` that leads nowhere, or any keyword
 that is neither enforced (:data:`ENFORCED`) nor a pure annotation
 (:data:`ANNOTATIONS`). A constraint is thus enforced on every call or refused
 once, never ignored.
@@ -313,32 +312,10 @@ def _check_enum(_walk: _Walk, _node: Mapping[str, object], value: object, path: 
         raise ValueError(f"{path}: must list at least one allowed value")
 
 
-def _check_required(_walk: _Walk, node: Mapping[str, object], value: object, path: str) -> None:
+def _check_required(_walk: _Walk, _node: Mapping[str, object], value: object, path: str) -> None:
     if not is_array(value) or not all(isinstance(n, str) for n in value):
         raise TypeError(f"{path}: must be an array of property names")
     _refuse_repeats(value, path, "property")
-    _refuse_forbidden(node, value, path)
-
-
-def _refuse_forbidden(node: Mapping[str, object], required: Sequence[object], path: str) -> None:
-    """Refuse a required property the same object forbids: no object could pass.
-
-    Every call would be refused, the model told the property is missing and, once
-    it gives it, unexpected.
-    """
-    properties = node.get("properties")
-    described = properties if isinstance(properties, Mapping) else {}
-    for index, name in enumerate(required):
-        if described.get(name, node.get("additionalProperties", True)) is False:
-            why = (
-                "its schema is false"
-                if name in described
-                else "additionalProperties is false and properties does not describe it"
-            )
-            raise ValueError(
-                f"{path}[{index}]: property {_json(name)} is required, but {why}: "
-                "no arguments could have it and pass"
-            )
 
 
 def _check_schema_map(walk: _Walk, _node: Mapping[str, object], value: object, path: str) -> None:
