@@ -37,7 +37,7 @@ def _leaves() -> st.SearchStrategy[dict[str, Any]]:
         optional={
             "type": st.sampled_from(TYPES)
             | st.lists(st.sampled_from(TYPES), min_size=1, max_size=2, unique=True),
-            "enum": st.lists(json_values, min_size=1, max_size=2),
+            "enum": st.lists(json_values, max_size=2),
             "const": json_values,
             "minimum": st.integers(-2, 2),
             "maximum": st.floats(-2, 2, allow_nan=False),

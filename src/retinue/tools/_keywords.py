@@ -307,9 +307,6 @@ def _check_enum(_walk: _Walk, _node: Mapping[str, object], value: object, path: 
         raise TypeError(
             f"{path}: must be an array of the allowed values, got {json_type_name(value)}"
         )
-    if not value:
-        # No argument could be one: every call would be refused, and told to pick among none.
-        raise ValueError(f"{path}: must list at least one allowed value")
 
 
 def _check_required(_walk: _Walk, _node: Mapping[str, object], value: object, path: str) -> None:

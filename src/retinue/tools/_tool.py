@@ -239,7 +239,7 @@ class Tool:
     OpenAPI's ``discriminator`` and any ``x-`` extension. Any other keyword is refused when the tool is
     built, as are ``oneOf``, ``anyOf``, ``allOf``, ``enum``, ``const`` and
     ``not`` at the root (providers refuse a tool carrying them there), an
-    unknown type name, an ``enum`` of no values, a malformed keyword value, an invalid pattern and a
+    unknown type name, a malformed keyword value, an invalid pattern and a
     ``$ref`` that leads nowhere or loops without descending into a value: ``ValueError`` (``TypeError`` for a keyword value of the wrong
     JSON type) naming its path, e.g. ``parameters.properties.days.minimum``.
     A constraint in the schema is enforced on every call or refused once,
