@@ -36,10 +36,21 @@ def _open(name: str, **extra: object) -> str:
     return f"{name} with {sorted(extra)}"
 
 
+def _named(name: str) -> str:
+    return name
+
+
+@functools.wraps(_named)
+def _wrapped(name: str, *, ctx: ToolContext) -> str:
+    # A decorator's wrapper takes the context itself: its own signature is the body's,
+    # not that of the function it wraps (which inspect.signature follows by default).
+    return f"{_named(name)} in {ctx.call_id}"
+
+
 @pytest.mark.parametrize(
     "body",
-    [_whoami, _by_position, _open, functools.partial(_whoami), min],
-    ids=["keyword", "positional-only", "kwargs", "partial", "no-signature-to-read"],
+    [_whoami, _by_position, _open, functools.partial(_whoami), _wrapped, min],
+    ids=["keyword", "positional-only", "kwargs", "partial", "wrapper", "no-signature-to-read"],
 )
 def test_a_context_parameter_the_body_may_take_is_built(body: object) -> None:
     """R9.7: a parameter of that name, positional-only too, or ``**kwargs`` takes the

@@ -190,7 +190,8 @@ def _takes_keyword(fn: Callable[..., object], name: str) -> bool:
     ``True`` when its signature cannot be read: what it takes is unknown.
     """
     try:
-        parameters = inspect.signature(fn).parameters
+        # Its own: a wrapper (functools.wraps) that takes the context passes the rest on.
+        parameters = inspect.signature(fn, follow_wrapped=False).parameters
     except (TypeError, ValueError):
         return True
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
