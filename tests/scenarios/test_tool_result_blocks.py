@@ -14,7 +14,9 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
 )
-from retinue.tools import ToolOutput, tool
+from retinue.hooks import Accept, Block
+from retinue.tools import ToolExecution, ToolExecutionResult, ToolOutput, tool
+from tests.helpers import Next
 from tests.scenarios._tool_pipeline_kit import call, setup, text_of
 
 
@@ -63,3 +65,34 @@ async def test_text_and_opaque_blocks_are_still_a_result(autojump_clock: trio.ab
         result = await registry.execute(call("show", {}))
     assert not result.is_error
     assert result.content == tuple(blocks)
+
+
+@pytest.mark.parametrize("decision", ["accept", "block"])
+async def test_a_post_execute_decision_holding_the_models_own_blocks_is_an_error_result(
+    decision: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R6.9, R9.3: content a ``tools/post-execute`` listener puts in place of the result
+    (an ``Accept``'s, a ``Block``'s feedback) is held to what a result may hold, as a
+    body's return is: a tool call there is an error result naming the decision, where it
+    was logged as the result and the model read an empty one."""
+    blocks = (Text("done"), ToolCall("c9", "echo", "{}"))
+
+    async def post(
+        execution: ToolExecution, result: ToolExecutionResult, call_next: Next
+    ) -> object:
+        if decision == "accept":
+            return Accept(content=blocks)
+        return Block(reason="no", feedback=blocks)
+
+    @tool
+    async def done() -> str:
+        """Report done."""
+        return "done"
+
+    hooks, registry = setup(done)
+    hooks.on("tools/post-execute", post)
+    with trio.fail_after(5):
+        result = await registry.execute(call("done", {}))
+    assert result.is_error
+    owner = "Accept" if decision == "accept" else "Block"
+    assert f"tools/post-execute's {owner}'s content[1] is a tool-call block" in text_of(result)

@@ -40,6 +40,7 @@ __all__ = [
     "error_result",
     "exception_result",
     "output_result",
+    "result_content",
 ]
 
 _BLOCKS = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
@@ -281,8 +282,8 @@ def output_result(call_id: str, value: object) -> ToolExecutionResult:
     if type(value) is str:  # the usual return, taken before the general tests
         return ToolExecutionResult(call_id, (Text(value),))
     if isinstance(value, ToolOutput):
-        return ToolExecutionResult(call_id, _shown(value.content), meta=value.meta)
-    return ToolExecutionResult(call_id, _shown(_content_of(value)))
+        return ToolExecutionResult(call_id, result_content(value.content), meta=value.meta)
+    return ToolExecutionResult(call_id, result_content(_content_of(value)))
 
 
 # Blocks a provider drops from a tool's result: logged, they would never reach the model,
@@ -290,15 +291,21 @@ def output_result(call_id: str, value: object) -> ToolExecutionResult:
 _NOT_IN_RESULTS = frozenset((ToolCall, ToolResultBlock, Reasoning, RedactedReasoning))
 
 
-def _shown(blocks: tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
-    """*blocks*, once none of them is one the model would not be shown in a tool's result."""
+def result_content(
+    blocks: tuple[ContentBlock, ...], owner: str = "the return value"
+) -> tuple[ContentBlock, ...]:
+    """*blocks*, once none of them is one the model would not be shown in a tool's result.
+
+    Raises:
+        ValueError: a block is the model's own or a tool result, naming *owner*, what gave it.
+    """
     for index, block in enumerate(blocks):
         if type(block) in _NOT_IN_RESULTS:
             raise ValueError(
-                f"the return value's content[{index}] is a {block.type} block, which a "
+                f"{owner}'s content[{index}] is a {block.type} block, which a "
                 "tool's result cannot hold (the model is never shown it there): tool calls "
                 "and reasoning are the model's, and each call's result is logged by the "
-                "agent that ran it; return text, or the data as JSON"
+                "agent that ran it; give text, or the data as JSON"
             )
     return blocks
 

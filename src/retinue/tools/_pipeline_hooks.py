@@ -25,6 +25,7 @@ from ._execution import (
     ToolExecutionResult,
     error_result,
     exception_result,
+    result_content,
 )
 
 __all__ = ["UNKNOWN_TOOL", "check_dispatched", "post_execute", "pre_execute", "unknown_tool"]
@@ -124,12 +125,13 @@ def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionR
     """Apply a post-execute decision (R6.9); the call id never changes."""
     if isinstance(decision, Accept):
         if decision.content is not None:
-            result = attrs.evolve(result, content=decision.content)
+            content = result_content(decision.content, "tools/post-execute's Accept")
+            result = attrs.evolve(result, content=content)
     elif isinstance(decision, Block):
         # Empty feedback counts as none: the reason stands in for it.
         feedback = decision.feedback
         if feedback:
-            content = feedback
+            content = result_content(feedback, "tools/post-execute's Block")
         elif decision.reason:
             content = (Text(f"Error: {decision.reason}"),)
         else:
