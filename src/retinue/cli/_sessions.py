@@ -48,7 +48,6 @@ from ._import_file import STANDARD_STREAM, read_import
 from ._output import complain, discard_stdout, printable
 from ._overwrite import refuse_store_overwrite
 from ._passwords import without_passwords
-from ._whole_file import write_whole
 
 __all__ = [
     "STORE_FORMS",
@@ -248,7 +247,7 @@ async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
     session = recovered.session
     text = to_jsonl(session)
     if args.output and args.output != STANDARD_STREAM:
-        await trio.to_thread.run_sync(write_whole, args.output, text)
+        await trio.Path(args.output).write_text(text, encoding="utf-8")
     else:
         _write_utf8(text)
     if recovered.dropped:
