@@ -374,3 +374,13 @@ def test_retry_policy_refuses_a_connection_switch_that_is_no_bool(value: object)
     yes, and ``0`` or ``None`` as no, without a word."""
     with pytest.raises(TypeError, match=r"^RetryPolicy\.retry_connection_errors must be a bool"):
         RetryPolicy(retry_connection_errors=value)  # type: ignore[arg-type]
+
+
+async def test_manage_checkpoints_for_a_stream_that_ends_at_once() -> None:
+    """A managed stream is a checkpoint however its model's ends: one that ends with no
+    chunk and no checkpoint of its own still sees a cancel, where it ended unseen."""
+    managed = manage(FakeModel([[]]), retry=RetryPolicy(max_attempts=1))
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await collect(managed, make_request("hi"))
+    assert scope.cancelled_caught

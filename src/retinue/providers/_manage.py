@@ -222,7 +222,9 @@ async def _first(
         try:
             first = await chunks.__anext__()
         except StopAsyncIteration:
-            return _NO_CHUNK  # noqa: ASYNC910 - the stream was awaited: it checkpoints as it ends
+            # A stream may end at once, with no checkpoint of its own: an attempt takes one.
+            await trio.lowlevel.checkpoint()
+            return _NO_CHUNK
     if ticket is not None and isinstance(first, UsageChunk):
         ticket.record_usage(first.usage.total_tokens)
     return first
