@@ -8,6 +8,7 @@ import logging
 import math
 import random
 from collections.abc import AsyncGenerator, Mapping
+from http import HTTPStatus
 from typing import Final, final
 
 import attrs
@@ -35,7 +36,9 @@ __all__ = [
     "Truncated",
     "answer",
     "api_for",
+    "bare_error",
     "failure",
+    "not_allowed",
     "parse_call",
     "respond",
 ]
@@ -146,6 +149,27 @@ def _nests_within(value: object, depth: int) -> bool:
 def failure(api: Api, message: str, status: int = 500) -> Outgoing:
     """A provider-shaped JSON error response."""
     return Outgoing(status, JSON_HEADERS, error_body(api, status, message))
+
+
+def not_allowed(api: Api, method: str) -> Outgoing:
+    """The 405 answer to a request by any method but POST."""
+    headers = (*JSON_HEADERS, ("allow", "POST"))
+    # a HEAD response has no body, though it may say how long the body would be
+    return Outgoing(405, headers, b"" if method == "HEAD" else error_body(api, 405))
+
+
+def bare_error(status: int, api: Api, message: str) -> bytes:
+    """A whole error response written without h11, whose state a failure may have broken."""
+    body = error_body(api, status, message)
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 async def _timed(

@@ -7,7 +7,6 @@ import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
-from http import HTTPStatus
 from typing import final
 
 import attrs
@@ -17,9 +16,17 @@ import trio
 
 from retinue._errors import lone_interrupt, reraise
 
-from ._exchange import Outgoing, Truncated, api_for, failure, parse_call, respond
+from ._exchange import (
+    Outgoing,
+    Truncated,
+    api_for,
+    bare_error,
+    failure,
+    not_allowed,
+    parse_call,
+    respond,
+)
 from ._policy import EchoPolicy, Policy
-from ._render import JSON_HEADERS, error_body
 from ._timing import Timing
 from ._values import Api, MockCall, check_server_options
 
@@ -170,7 +177,7 @@ class MockServer:
         self._requests += 1
         api = api_for(path) or "chat"
         if method != "POST":
-            return _not_allowed(api, method)
+            return not_allowed(api, method)
         if body is None:
             return failure(api, f"the request body is larger than {MAX_REQUEST_BYTES} bytes", 413)
         try:
@@ -225,26 +232,6 @@ class MockServer:
             await stream.aclose()
 
 
-def _not_allowed(api: Api, method: str) -> Outgoing:
-    headers = (*JSON_HEADERS, ("allow", "POST"))
-    # a HEAD response has no body, though it may say how long the body would be
-    return Outgoing(405, headers, b"" if method == "HEAD" else error_body(api, 405))
-
-
-def _bare_error(status: int, api: Api, message: str) -> bytes:
-    """A whole error response written without h11, whose state a failure may have broken."""
-    body = error_body(api, status, message)
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = ""
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode() + body
-
-
 @final
 class _Connection:
     """One TCP connection: its h11 state and how far the current response has got."""
@@ -278,7 +265,7 @@ class _Connection:
             return
         self._sent = True
         with contextlib.suppress(*_SEND_ERRORS):
-            await self._stream.send_all(_bare_error(status, self._api, message))
+            await self._stream.send_all(bare_error(status, self._api, message))
 
     async def _exchange(self) -> bool:
         self._sent = False
