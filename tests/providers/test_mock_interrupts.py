@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import json
 
 import httpx2
+import pytest
 import trio
 
-from retinue.providers.mock import MockCall, MockResponse, open_mock_server
+from retinue.providers.mock import MockCall, MockResponse, Timing, open_mock_server
 
 from ._mock_server_kit import REAL_DEADLINE
+
+BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nhost: mock\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\n\r\n" % len(BODY) + BODY
+)
 
 
 def _interrupted(_call: MockCall) -> MockResponse:
@@ -41,3 +49,52 @@ async def test_ctrl_c_in_a_connection_task_leaves_the_server_bare() -> None:
     with trio.fail_after(REAL_DEADLINE):
         raised = await _serve_one_interrupted_request()
     assert type(raised) is KeyboardInterrupt, repr(raised)
+
+
+async def _interrupted_until_cut(latency: float, error: Exception | None) -> BaseException:
+    """What ``open_mock_server`` raises when Ctrl-C lands in a connection task and the block
+    returns (or raises *error*) as soon as it sees that connection cut.
+
+    The client's socket closes only after the server has, so nothing but the cut ends
+    the block's wait: it ends while the connection task still closes its stream.
+    """
+    try:
+        async with (
+            contextlib.AsyncExitStack() as stack,
+            open_mock_server(_interrupted, timing=Timing(latency=latency)) as server,
+        ):
+            host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
+            stream = await trio.open_tcp_stream(host, int(port))
+            stack.push_async_callback(stream.aclose)
+            await stream.send_all(REQUEST)
+            assert await stream.receive_some() == b""
+            if error is not None:
+                raise error
+    # Caught whole, as above: Ctrl-C reaching pytest would end the whole run.
+    except BaseException as exc:
+        return exc
+    raise AssertionError("open_mock_server raised nothing")
+
+
+@pytest.mark.parametrize("latency", [0.0, 0.001])
+async def test_ctrl_c_in_a_connection_task_survives_the_block_ending_at_the_cut(
+    latency: float,
+) -> None:
+    """Ctrl-C in a connection task comes out of ``open_mock_server`` though the block
+    ends as soon as it sees the connection cut, with no latency or with one. The block
+    ending cancelled the server while that task still closed its stream, and the
+    ``Cancelled`` raised there took the place of Ctrl-C: the server exited quietly."""
+    with trio.fail_after(REAL_DEADLINE):
+        raised = await _interrupted_until_cut(latency, None)
+    assert type(raised) is KeyboardInterrupt, repr(raised)
+    assert raised.__context__ is None
+
+
+async def test_ctrl_c_in_a_connection_task_wins_over_the_block_s_error_at_the_cut() -> None:
+    """A block that raises its own error as it sees the connection cut gets Ctrl-C out of
+    ``open_mock_server``, its error chained as the context, as Python chains one raised
+    while another is handled. Its error came out alone, Ctrl-C lost."""
+    with trio.fail_after(REAL_DEADLINE):
+        raised = await _interrupted_until_cut(0.0, ConnectionError("the server went away"))
+    assert type(raised) is KeyboardInterrupt, repr(raised)
+    assert isinstance(raised.__context__, ConnectionError)

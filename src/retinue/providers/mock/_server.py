@@ -26,6 +26,7 @@ from ._exchange import (
     parse_call,
     respond,
 )
+from ._interrupts import interrupt_in, raise_interrupt
 from ._policy import EchoPolicy, Policy
 from ._timing import Timing
 from ._values import Api, MockCall, check_server_options
@@ -117,6 +118,8 @@ class MockServer:
             ("started", "completed", "aborted", "truncated", "faults", "open", "total"), 0
         )
         self._requests = 0
+        self._interrupt: KeyboardInterrupt | None = None
+        """The first Ctrl-C that landed in a connection task, for open_mock_server to raise."""
 
     @property
     def base_url(self) -> str:
@@ -227,6 +230,13 @@ class MockServer:
         self._counts["total"] += 1
         try:
             await _Connection(self, stream).serve()
+        except BaseException as exc:
+            # Kept before the checkpoints that close the stream (here and in trio's
+            # serve_listeners): once the server is cancelled, the Cancelled one of them
+            # raises takes the place of Ctrl-C, and the server's cancelled scope swallows it.
+            if self._interrupt is None:
+                self._interrupt = interrupt_in(exc)
+            raise
         finally:
             self._counts["open"] -= 1
             await stream.aclose()
@@ -466,8 +476,10 @@ async def open_mock_server(
     Opens its own nursery; yields once the server listens; leaving the block
     cancels the server and every connection it holds. An exception from the
     block, or the ``OSError`` of an address it cannot listen on, propagates
-    as itself, not wrapped in an exception group. The options are
-    :class:`MockServer`'s.
+    as itself, not wrapped in an exception group. Ctrl-C landing in one of the
+    server's connection tasks propagates as itself too, whatever the block did
+    meanwhile: an error the block raised is its ``__context__``. The options
+    are :class:`MockServer`'s.
     """
     server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
     failure: BaseException | None = None
@@ -485,12 +497,15 @@ async def open_mock_server(
                 finally:
                     nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        # Ctrl-C landing in a connection's task comes inside its nursery's group and the
-        # server's: raised as itself, as one the block raised is.
-        failures = group.split(trio.Cancelled)[1]
-        interrupt = None if failures is None else lone_interrupt(failures, failure)
-        if interrupt is None:
-            raise
-        reraise(interrupt)
+        if server._interrupt is None:
+            # Ctrl-C landing in the server's other tasks (its listener's) comes inside
+            # their nurseries' groups: raised as itself, as one the block raised is.
+            failures = group.split(trio.Cancelled)[1]
+            interrupt = None if failures is None else lone_interrupt(failures, failure)
+            if interrupt is None:
+                raise
+            reraise(interrupt)
+    if server._interrupt is not None:
+        raise_interrupt(server._interrupt, failure)
     if failure is not None:
         raise failure
