@@ -1,9 +1,10 @@
-"""``start_forked`` refuses a session an agent was started on: a session has one driver (R12.7).
+"""``start_forked`` refuses a session an agent drives: a session has one driver (R12.7).
 
 It takes the session ``fork_agent_session`` returned. Given the live session of
 an agent (of another runtime, whose own checks cannot see it) it started a
 second driver on that log, whose turns failed as the log refused a turn opened
-inside the other's; given a disposed agent's, it took over that agent's log.
+inside the other's. Once that agent is torn down, its store having let go of
+the session, no agent drives it: whether it starts is its store's business.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.testing import Reply, ScriptedModel, check_session_invariants
+from retinue.testing import (
+    CallTools,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import OPTIONS, runtime
 
 
@@ -27,7 +34,7 @@ async def test_start_forked_refuses_the_session_a_live_agent_of_another_runtime_
     """R12.7: the live session is refused; its agent goes on alone, its log whole."""
     async with runtime(model()) as rt, runtime(model()) as other:
         agent = await rt.create_agent("a", OPTIONS)
-        with pytest.raises(retinue.SessionError, match="driven by an agent already") as raised:
+        with pytest.raises(retinue.SessionError, match="a session has one driver") as raised:
             await other.start_forked(agent.session, OPTIONS)
         assert raised.value.code == "SESSION_ALREADY_EXISTS"
         assert len(other.agents) == 0
@@ -35,17 +42,74 @@ async def test_start_forked_refuses_the_session_a_live_agent_of_another_runtime_
         check_session_invariants(agent.session.events)
 
 
-async def test_start_forked_refuses_the_session_of_a_disposed_agent(
+async def test_start_forked_of_a_torn_down_agent_s_session_is_its_store_s_to_take(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.7, R11.17: a disposed agent's session is its log, not a fresh fork to start."""
-    async with runtime(model()) as rt:
+    """R12.7, R11.17: once its agent is torn down, a session is refused only by a store
+    that holds it, as any id it holds; a fresh store takes it. Every runtime refused it,
+    as one an agent was ever started on, pointing at a resume its store could not serve."""
+    async with runtime(model()) as rt, runtime(model()) as other:
         agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hi")
         await agent.dispose()
-        with pytest.raises(retinue.SessionError) as raised:
+        with pytest.raises(retinue.SessionError, match="already exists") as raised:
             await rt.start_forked(agent.session, OPTIONS)
         assert raised.value.code == "SESSION_ALREADY_EXISTS"
         assert rt.agents.get(agent.id) is None
+        again = await other.start_forked(agent.session, OPTIONS)
+        assert (await again.ask("again")).reason.kind == "completed"
+        check_session_invariants(again.session.events)
+
+
+async def test_start_forked_of_a_fork_whose_agent_s_runtime_closed_starts_it_elsewhere(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.7: a fork started in a runtime since closed is started in another, on its
+    fresh store, where it was refused as driven while no agent drove it."""
+    async with runtime(model()) as rt:
+        source = await rt.create_agent("source", OPTIONS)
+        await source.ask("hi")
+        fork = rt.fork_agent_session(source.id, "child")
+        child = await rt.start_forked(fork, OPTIONS)
+        await child.ask("branch")
+    async with runtime(model()) as other:
+        again = await other.start_forked(fork, OPTIONS)
+        assert (await again.ask("again")).reason.kind == "completed"
+        check_session_invariants(fork.events)
+        assert await other.store.exists("child")
+
+
+async def test_start_forked_refuses_a_disposed_agent_s_session_until_its_teardown_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.7: an agent disposed whose turn still runs (a shielded tool) drives its session
+    yet; another runtime is refused it until the teardown has ended, then takes it."""
+    holding = trio.Event()
+
+    @retinue.tool(name="hold")
+    async def hold() -> str:
+        """Hold on through a disposal."""
+        holding.set()
+        with trio.CancelScope(shield=True):
+            await trio.sleep(10)
+        return "held"
+
+    scripted = ScriptedModel(
+        [CallTools([ToolCallSpec("hold", "{}", id="h1")]), Reply("done")], repeat_last=True
+    )
+    async with runtime(scripted, tools=[hold]) as rt, runtime(model()) as other:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("hold on")
+        await holding.wait()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.dispose)
+            await trio.sleep(1)
+            with pytest.raises(retinue.SessionError, match="one driver") as raised:
+                await other.start_forked(agent.session, OPTIONS)
+            assert raised.value.code == "SESSION_ALREADY_EXISTS"
+        again = await other.start_forked(agent.session, OPTIONS)
+        assert (await again.ask("again")).reason.kind == "completed"
+        check_session_invariants(agent.session.events)
 
 
 async def test_start_forked_of_one_fork_in_two_runtimes_at_once_starts_one_agent(

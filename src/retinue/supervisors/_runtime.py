@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import final
@@ -28,6 +27,7 @@ from retinue.tools import ToolRegistry
 from ._agent_arguments import check_kept_cwd, check_setup, new_agent_id, options_of, with_cwd
 from ._cleanups import Cleanups, scoped_cleanup, unwind
 from ._creation import Creation, Setup, core_of, run_setup
+from ._driven import mark_driven, refuse_driven
 from ._hooks import RuntimeHooks
 from ._registry import AgentRegistry
 from ._relay import EventRelay
@@ -36,11 +36,6 @@ from ._supervise import RestartPolicy, supervise
 from ._teardown import Teardowns
 
 __all__ = ["Runtime"]
-
-# Every session an agent was published on, by any runtime, which start_forked refuses: a
-# live agent's would get a second driver (R12.7), whose turns fail as the log refuses a
-# turn opened in another's; a disposed one's is resumed from its store. Weak, as sessions go.
-_DRIVEN: weakref.WeakSet[Session] = weakref.WeakSet()
 
 
 @final
@@ -266,9 +261,11 @@ class Runtime:
         The fork keeps its source's cwd: *options* whose ``cwd`` is set to
         another raise ``SessionError(CWD_MISMATCH)``, and a *session* that is no
         :class:`Session` or a *setup* that is not callable ``TypeError``. A session an
-        agent was started on (one a live agent drives, in this runtime or another, or
-        a disposed one drove) raises ``SessionError(SESSION_ALREADY_EXISTS)``: a session
-        has one driver (R12.7). Called from the own tool,
+        agent drives, in this runtime or another, raises
+        ``SessionError(SESSION_ALREADY_EXISTS)`` until that agent's teardown has
+        detached it from its store: a session has one driver (R12.7). Then it is the
+        store's to take, as any session is: one that holds it refuses it
+        ``SESSION_ALREADY_EXISTS``. Called from the own tool,
         listener or teardown of an agent of the fork's id being torn down, which
         its teardown waits for, it raises ``AgentError(WAITS_FOR_ITSELF)``
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
@@ -280,7 +277,7 @@ class Runtime:
             raise TypeError(
                 f"session must be a Session (from fork_agent_session), got {shown(session)}"
             )
-        _refuse_driven(session)
+        refuse_driven(session)
         await self._teardowns.released(_checked_id(session.id))
         with self._creating(session.id):
             await self._stranded.settle(session.id)
@@ -381,14 +378,14 @@ class Runtime:
                 raise AgentDisposedError(f"agent {agent.id!r} was disposed during its setup")
             if new:
                 # A fork another start_forked started meanwhile (a resume loads a fresh one).
-                _refuse_driven(core.session)
+                refuse_driven(core.session)
                 self.store.attach_new(core.session)
             else:
                 self.store.attach(core.session)
         except BaseException:
             unwind(self._services, self._cleanups, agent.id)
             raise
-        _DRIVEN.add(core.session)
+        mark_driven(core.session)
         hooks = self._services.hooks
         relay = EventRelay(hooks, core.session, agent.id)
         self.scoped(agent, hooks.watch("session/event", relay.toggle))
@@ -476,16 +473,6 @@ class Runtime:
             if not others:
                 return  # noqa: ASYNC910 - aclose checkpoints before it waits here
             await others[0].ended.wait()
-
-
-def _refuse_driven(session: Session) -> None:
-    """Refuse *session* if an agent was started on it, as ``SESSION_ALREADY_EXISTS``."""
-    if session in _DRIVEN:
-        raise SessionError(
-            f"session {session.id!r} is driven by an agent already, or was: start_forked "
-            "takes a session fresh from fork_agent_session (resume_agent resumes a stored one)",
-            code="SESSION_ALREADY_EXISTS",
-        )
 
 
 def _checked_id(agent_id: object) -> str:

@@ -18,6 +18,7 @@ from retinue.session import TurnEndReason
 
 from ._cleanups import Cleanups, run_each, unwind
 from ._creation import Creation, core_of, end_subscriptions, end_unpublished, let_go_of_handle
+from ._driven import mark_undriven
 from ._registry import AgentRegistry
 from ._stranded import StrandedSessions
 
@@ -170,6 +171,8 @@ class Teardowns:
             "teardown",
         )
         await self._stranded.detach(core.session)
+        # Its store let go of it (or released it, its flush failing): no agent drives it.
+        mark_undriven(core.session)
         if interrupt is not None:
             raise interrupt
 
