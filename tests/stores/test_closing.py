@@ -72,6 +72,41 @@ async def test_a_close_while_another_drains_waits_for_it_and_raises_nothing(kit:
             assert lines((await reopened.inspect(session.id)).events) == lines(session.events)
 
 
+async def test_a_close_while_another_releases_the_storage_waits_for_the_release(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close called while another releases the storage, the store already marked
+    closed, returns once the storage is released, so a new store of the same storage can
+    load the session the closed one held, rather than find it still claimed."""
+    session = Session.create("released")
+    run_turn(session)
+    store = blocking_kit.open()
+    store.attach_new(session)
+    await store.flush(session)
+    held_close = HeldCall(store._backend.close)
+    finished: list[str] = []
+
+    def close_storage() -> None:
+        held_close()
+        finished.append("storage released")
+
+    async def close_again() -> None:
+        await store.aclose()
+        finished.append("second close")
+
+    monkeypatch.setattr(store._backend, "close", close_storage)
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.aclose)
+            await trio.to_thread.run_sync(held_close.reached.wait, REAL_DEADLINE)
+            nursery.start_soon(close_again)
+            await trio.testing.wait_all_tasks_blocked()  # the second close ends, or waits
+            held_close.proceed.set()
+        assert finished == ["storage released", "second close"]
+        async with blocking_kit.open() as reopened:
+            assert lines((await reopened.load(session.id)).events) == lines(session.events)
+
+
 async def _enter_as_it_is_closed(
     store: BufferedStore, monkeypatch: pytest.MonkeyPatch
 ) -> list[str]:

@@ -193,14 +193,14 @@ class StoreLifetime:
         written; flush sessions first, as agent teardown does), but the store
         is still closed and its storage released (connections, file locks).
         An attach while it drains is refused (``STORE_CLOSED``). A close called
-        while another drains waits for that one to end, then returns.
+        while another drains or releases the storage waits for that one to end,
+        then returns.
         """
-        if self._closed:
-            await trio.lowlevel.checkpoint()
-            return
         if self._close_done is not None:
             # Its own drain would queue behind the running one and find the store closed:
-            # every session that one stores would be reported as not drained.
+            # every session that one stores would be reported as not drained. Waited for
+            # even once the store is marked closed: its storage (file locks, claims) is
+            # released after that, and a caller reopening it must find it released.
             await self._close_done.wait()
             return
         self._close_done = trio.Event()
