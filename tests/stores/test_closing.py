@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -107,11 +108,50 @@ async def test_a_close_while_another_releases_the_storage_waits_for_the_release(
             assert lines((await reopened.load(session.id)).events) == lines(session.events)
 
 
+def _no_space_left(*args: object) -> object:
+    raise OSError(28, "No space left on device")
+
+
+async def test_a_close_waiting_for_one_that_fails_raises_close_failed_from_its_error(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close called while another drains, whose write then fails (the disk is
+    full), raises ``CLOSE_FAILED`` from that close's error, as that close does, rather than
+    return as if the session it could not write were stored."""
+    session = Session.create("unwritten")
+    run_turn(session)
+    store = blocking_kit.open()
+    store.attach_new(session)
+    writing = HeldCall(_no_space_left)
+    monkeypatch.setattr(store._backend, "write", writing)
+    errors: dict[str, StoreError] = {}
+
+    async def close(name: str) -> None:
+        try:
+            await store.aclose()
+        except StoreError as exc:
+            errors[name] = exc
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close, "first")
+            await trio.to_thread.run_sync(writing.reached.wait, REAL_DEADLINE)
+            nursery.start_soon(close, "second")
+            await trio.testing.wait_all_tasks_blocked()  # the second close waits for the first
+            writing.proceed.set()
+    assert sorted(errors) == ["first", "second"]
+    assert {error.code for error in errors.values()} == {"CLOSE_FAILED"}
+    assert errors["second"].__cause__ is errors["first"]
+
+
 async def _enter_as_it_is_closed(
-    store: BufferedStore, monkeypatch: pytest.MonkeyPatch
+    store: BufferedStore,
+    monkeypatch: pytest.MonkeyPatch,
+    *steps: Callable[[], Awaitable[object]],
 ) -> list[str]:
-    """Enter *store* in one task and close it from another while the entry opens the
-    storage in its worker thread; the codes the entry was refused with."""
+    """Enter *store* in one task and, while the entry opens the storage in its worker
+    thread, start each of *steps* (``store.aclose`` unless given) in a task of its own
+    once those before it end or wait; the codes the entry was refused with."""
     opening = HeldCall(store._backend.open)
     monkeypatch.setattr(store._backend, "open", opening)
     refusals: list[str] = []
@@ -127,7 +167,9 @@ async def _enter_as_it_is_closed(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(enter)
             await trio.to_thread.run_sync(opening.reached.wait, REAL_DEADLINE)
-            await store.aclose()
+            for step in steps or (store.aclose,):
+                nursery.start_soon(step)
+                await trio.testing.wait_all_tasks_blocked()  # a close waits for the open
             opening.proceed.set()
     return refusals
 
@@ -140,6 +182,44 @@ async def test_an_entry_the_store_is_closed_under_is_refused(
     store that refuses every attach and never closes the storage opened for it."""
     refusals = await _enter_as_it_is_closed(blocking_kit.open(), monkeypatch)
     assert refusals == ["STORE_CLOSED"]
+
+
+async def test_a_close_waiting_for_one_cancelled_before_its_drain_raises_close_failed(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close called while another waits to drain (the storage still opening),
+    that one then cancelled, raises ``CLOSE_FAILED`` naming what was left unwritten, rather
+    than return as if the attached session were stored."""
+    session = Session.create("never-drained")
+    run_turn(session)
+    store = blocking_kit.open()
+    store.attach_new(session)
+    first = trio.CancelScope()
+    outcomes: list[str] = []
+
+    async def close_first() -> None:
+        with first:
+            await store.aclose()
+        outcomes.append("cancelled" if first.cancelled_caught else "closed")
+
+    async def close_second() -> None:
+        try:
+            await store.aclose()
+            outcomes.append("closed")
+        except StoreError as exc:
+            outcomes.append(f"{exc.code}: {exc}")
+
+    async def cancel_first() -> None:
+        first.cancel()
+        await trio.lowlevel.checkpoint()
+
+    steps = (close_first, close_second, cancel_first)
+    assert await _enter_as_it_is_closed(store, monkeypatch, *steps) == ["STORE_CLOSED"]
+    assert outcomes[0] == "cancelled"
+    assert outcomes[1].startswith("CLOSE_FAILED")
+    assert "1 session(s) not written" in outcomes[1]
+    async with blocking_kit.open() as reopened:
+        assert not await reopened.exists(session.id)
 
 
 def _open_files_of(path: Path) -> list[str]:
@@ -219,24 +299,7 @@ async def test_an_entry_the_store_starts_closing_under_is_refused_and_the_close_
     session = Session.create("drained-as-entered")
     run_turn(session)
     store.attach_new(session)
-    opening = HeldCall(store._backend.open)
-    monkeypatch.setattr(store._backend, "open", opening)
-    refusals: list[str] = []
-
-    async def enter() -> None:
-        try:
-            async with store:
-                pass
-        except StoreError as exc:
-            refusals.append(str(exc.code))
-
-    with trio.fail_after(REAL_DEADLINE):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(enter)
-            await trio.to_thread.run_sync(opening.reached.wait, REAL_DEADLINE)
-            nursery.start_soon(store.aclose)
-            await trio.testing.wait_all_tasks_blocked()  # the close waits for the open
-            opening.proceed.set()
+    refusals = await _enter_as_it_is_closed(store, monkeypatch)
     assert refusals == ["STORE_CLOSED"]
     async with blocking_kit.open() as reopened:
         assert lines((await reopened.inspect(session.id)).events) == lines(session.events)

@@ -56,6 +56,8 @@ class StoreLifetime:
         session may be attached from there on."""
         self._close_done: trio.Event | None = None
         """Set as the first :meth:`aclose` ends: a close called meanwhile waits for it."""
+        self._close_failure: Exception | None = None
+        """Why the first :meth:`aclose` did not complete, for a close that waited for it to raise."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._releasing: dict[str, trio.Event] = {}
@@ -188,26 +190,63 @@ class StoreLifetime:
     async def aclose(self) -> None:
         """Drain every buffer (one group), then release storage; failures are aggregated.
 
-        Waits for the final commit; always a checkpoint. Idempotent. If
-        cancelled, the drain is cut short (events not yet committed are not
-        written; flush sessions first, as agent teardown does), but the store
-        is still closed and its storage released (connections, file locks).
-        An attach while it drains is refused (``STORE_CLOSED``). A close called
-        while another drains or releases the storage waits for that one to end,
-        then returns.
+        Waits for the final commit; always a checkpoint. If cancelled, the
+        drain is cut short (events not yet committed are not written; flush
+        sessions first, as agent teardown does), but the store is still closed
+        and its storage released (connections, file locks). An attach while it
+        drains is refused (``STORE_CLOSED``). A close called while another
+        drains or releases the storage waits for that one to end: it raises
+        ``StoreError(CLOSE_FAILED)`` if that one failed, or was cancelled with
+        events left unwritten, and returns otherwise. Once a close has ended,
+        another returns at once.
         """
-        if self._close_done is not None:
-            # Its own drain would queue behind the running one and find the store closed:
-            # every session that one stores would be reported as not drained. Waited for
-            # even once the store is marked closed: its storage (file locks, claims) is
-            # released after that, and a caller reopening it must find it released.
-            await self._close_done.wait()
+        done = self._close_done
+        if done is not None:
+            await self._wait_for_close(done)
             return
-        self._close_done = trio.Event()
+        self._close_done = done = trio.Event()
         try:
             await self._drain_and_close()
+        except Exception as exc:
+            self._close_failure = exc
+            raise
+        except BaseException:
+            # Cancelled or interrupted: what the cut drain left unwritten is lost unless
+            # a close waiting for this one reports it.
+            self._close_failure = self._left_unwritten()
+            raise
         finally:
-            self._close_done.set()
+            done.set()
+
+    async def _wait_for_close(self, done: trio.Event) -> None:
+        """Wait for the close under way to end; raise ``CLOSE_FAILED`` if it did not complete.
+
+        Its own drain would queue behind the running one and find the store closed:
+        every session that one stores would be reported as not drained. Waited for even
+        once the store is marked closed: its storage (file locks, claims) is released
+        after that, and a caller reopening it must find it released. A close that has
+        ended was reported to its own caller: a later one returns at once.
+        """
+        if done.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        await done.wait()
+        failure = self._close_failure
+        if failure is not None:
+            raise StoreError(
+                f"{self._name}: the close this one waited for did not complete: {failure}",
+                code="CLOSE_FAILED",
+            ) from failure
+
+    def _left_unwritten(self) -> StoreError | None:
+        """What a cancelled close left unwritten, as the error a close waiting for it raises."""
+        left = [item.unstored() for item in self._tracked.values() if item.unstored()]
+        if not left:
+            return None
+        return StoreError(
+            f"it was cancelled with {sum(left)} event(s) of {len(left)} session(s) not written",
+            code="CLOSE_FAILED",
+        )
 
     async def _drain_and_close(self) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
