@@ -52,3 +52,20 @@ async def test_flush_requests_leave_out_flushes_an_earlier_commit_left_nothing_t
         await store.aclose()
     assert statistics.commits == 1
     assert statistics.flush_requests == 1
+
+
+async def test_flushes_of_one_session_a_group_answers_together_count_as_one_request(
+    blocking_kit: StoreKit,
+) -> None:
+    """Three flushes of one session at once inside ``async with``, which the writer answers
+    with one group, count as one flush request, as they do without a writer."""
+    session = Session.create("flushed-together")
+    run_turn(session)
+    store = blocking_kit.open()
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            store.attach_new(session)
+            assert await flush_together(store, [session, session, session]) == {}
+            statistics = store.statistics()
+    assert statistics.commits == 1
+    assert statistics.flush_requests == 1

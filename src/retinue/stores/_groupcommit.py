@@ -227,13 +227,18 @@ class GroupCommitter:
                 await let_go(drained)
 
     def _group_entries(self, group: Sequence[Request]) -> list[Entry]:
-        """One entry per session; flushes of one tracked session share it, nothing else does."""
+        """One entry per session; flushes of one tracked session share it, nothing else does.
+
+        Each entry counts as one flush request: flushes that join it write nothing more,
+        so a session flushed by several tasks at once counts once, with a writer or without.
+        """
         entries: dict[str, Entry] = {}
         for request in group:
             entry = entries.get(request.session_id)
             if entry is not None:
                 self._join(entry, request)
-            elif request.prebuilt is not None:
+                continue
+            if request.prebuilt is not None:
                 entries[request.session_id] = Entry(request.prebuilt, None, [request])
             else:
                 tracked = self._tracked.get(request.session_id)

@@ -31,7 +31,8 @@ class StoreStatistics:
     """Events appended but not yet committed, over all attached and released sessions;
     once closed, those the close could not write."""
     flush_requests: int
-    """Flushes that had something to write (including repairs on load)."""
+    """Flushes that had something to write (repairs on load too), counted once per session
+    per commit: flushes of one session that a commit answers together count as one."""
     commits: int
     """Group commits performed (one transaction / one fsync each)."""
     committed_events: int
