@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import final
 
 from retinue._errors import StoreError
@@ -41,9 +41,9 @@ __all__ = ["SCHEMA_VERSION", "SQLiteBackend", "SQLiteStore"]
 
 _BUSY_TIMEOUT_MS = 30_000
 """How long a statement waits for another connection's lock (a commit: for its write lock)."""
-_BEGIN_SLICE_MS = 100
-"""How long each attempt of a commit to take the write lock waits: between two, a close
-ends the wait (SQLite's busy wait does not heed an interrupt)."""
+_ATTEMPT_MS = 100
+"""How long each attempt waits for another connection's lock when opening or beginning a
+commit: between two, a cancel or close ends the wait (SQLite's busy wait heeds neither)."""
 
 
 @final
@@ -149,25 +149,15 @@ class SQLiteBackend:
         mid-write, or its schema being created) holds each statement for the whole
         busy timeout: one attempt would hold the open past a deadline or cancel of
         the trio task waiting for this thread, which ends the wait with
-        ``trio.Cancelled`` instead. Each attempt starts over: a failed one wrote nothing.
+        ``trio.Cancelled`` instead. Each attempt starts over, and may redo what a
+        failed one did (set the journal mode to WAL, which persists): each step of it
+        is harmless to repeat, and the schema is created in one transaction.
         """
-        give_up = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-        conn.execute(f"PRAGMA busy_timeout = {_BEGIN_SLICE_MS}")
-        try:
-            while True:
-                try:
-                    # Its first statement reads the schema: it waits for a lock too.
-                    conn.execute("PRAGMA synchronous = FULL")
-                    self._prepare(conn)
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc) or time.monotonic() >= give_up:
-                        raise
-                check_cancelled()
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        _in_short_attempts(conn, lambda: self._prepare(conn), between=check_cancelled)
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
+        # Its first statement reads the schema: it waits for a lock too.
+        conn.execute("PRAGMA synchronous = FULL")
         schema_found = has_schema(conn, self._path)
         if not self._create:
             if not schema_found:
@@ -249,21 +239,15 @@ class SQLiteBackend:
         yet; the writer task's shielded commits are never cancelled). Raises
         ``SQLITE_BUSY`` once the busy timeout is over.
         """
-        give_up = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-        conn.execute(f"PRAGMA busy_timeout = {_BEGIN_SLICE_MS}")
-        try:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc) or time.monotonic() >= give_up:
-                        raise
-                if self._closing.is_set():
-                    raise StoreError(f"{self._path} is closing", code="STORE_CLOSED")
-                check_cancelled()
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        _in_short_attempts(
+            conn, lambda: conn.execute("BEGIN IMMEDIATE"), between=self._stop_if_closing
+        )
+
+    def _stop_if_closing(self) -> None:
+        """End a wait for a lock if the store is closing or the waiting trio task is cancelled."""
+        if self._closing.is_set():
+            raise StoreError(f"{self._path} is closing", code="STORE_CLOSED")
+        check_cancelled()
 
     def _claim_for(self, batch: AppendBatch) -> StoreError | None:
         """Claim a stored session appended to without a load (as JSONL opens its file)."""
@@ -459,6 +443,29 @@ class SQLiteStore(BufferedStore):
         super().__init__(
             SQLiteBackend(path, create=create), name=f"SQLiteStore({os.fspath(path)!r})"
         )
+
+
+def _in_short_attempts(
+    conn: sqlite3.Connection, attempt: Callable[[], object], *, between: Callable[[], None]
+) -> None:
+    """Run *attempt* until no other connection's lock refuses it, each try waiting briefly.
+
+    *between* runs after each refused try and raises to end the wait. Raises the last
+    ``SQLITE_BUSY`` once the busy timeout is over, as one try waiting all of it would.
+    """
+    give_up = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    conn.execute(f"PRAGMA busy_timeout = {_ATTEMPT_MS}")
+    try:
+        while True:
+            try:
+                attempt()
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= give_up:
+                    raise
+            between()
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
