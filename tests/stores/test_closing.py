@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import trio.testing
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import SQLiteStore
+from retinue.stores._sqlite import SQLiteBackend
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._kit import REAL_DEADLINE, HeldCall, lines, run_turn
 from tests.stores.conftest import StoreKit
@@ -303,3 +305,56 @@ async def test_an_entry_the_store_starts_closing_under_is_refused_and_the_close_
     assert refusals == ["STORE_CLOSED"]
     async with blocking_kit.open() as reopened:
         assert lines((await reopened.inspect(session.id)).events) == lines(session.events)
+
+
+async def test_a_close_waiting_for_a_cancelled_one_whose_commit_landed_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close cancelled while its drain's commit is in the writer's thread releases
+    the storage once that commit ends; a close waiting for it returns when the commit stored
+    everything. It raised ``CLOSE_FAILED`` naming the events as not written whenever it
+    asked before the writer had recorded the commit's results."""
+    path = tmp_path / "s.db"
+    session = Session.create("landed")
+    run_turn(session)
+    store = SQLiteStore(str(path))
+    backend = store._backend
+    assert isinstance(backend, SQLiteBackend)
+    real_begin, real_write = backend._begin, backend.write
+    writing = HeldCall(lambda: None)
+
+    def begin_then_hold(conn: object) -> None:
+        real_begin(conn)  # type: ignore[arg-type]  # a sqlite3 connection
+        writing()  # the transaction holds the write lock the cancelled close waits for
+
+    def write_then_linger(batches: object) -> object:
+        result = real_write(batches)  # type: ignore[arg-type]
+        time.sleep(0.3)  # noqa: TID251 - in the writer's thread: the write landed, not yet recorded
+        return result
+
+    monkeypatch.setattr(backend, "_begin", begin_then_hold)
+    monkeypatch.setattr(backend, "write", write_then_linger)
+    first = trio.CancelScope()
+    outcomes: list[str] = []
+
+    async def close(scope: trio.CancelScope | None) -> None:
+        try:
+            with scope or trio.CancelScope():
+                await store.aclose()
+            outcomes.append("ended")
+        except StoreError as exc:
+            outcomes.append(str(exc.code))
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            store.attach_new(session)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(close, first)
+                await trio.to_thread.run_sync(writing.reached.wait, REAL_DEADLINE)
+                nursery.start_soon(close, None)
+                await trio.testing.wait_all_tasks_blocked()
+                first.cancel()
+                writing.proceed.set()
+    assert outcomes == ["ended", "ended"]
+    async with SQLiteStore(str(path)) as again:
+        assert len((await again.inspect(session.id)).events) == len(session.events)

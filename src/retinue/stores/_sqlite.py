@@ -43,7 +43,8 @@ _BUSY_TIMEOUT_MS = 30_000
 """How long a statement waits for another connection's lock (a commit: for its write lock)."""
 _ATTEMPT_MS = 100
 """How long each attempt waits for another connection's lock when opening or beginning a
-commit: between two, a cancel or close ends the wait (SQLite's busy wait heeds neither)."""
+commit: between two, a cancel ends the wait, and for a commit a close too (SQLite's busy
+wait heeds neither)."""
 
 
 @final

@@ -198,7 +198,8 @@ class StoreLifetime:
         drains or releases the storage waits for that one to end: it raises
         ``StoreError(CLOSE_FAILED)`` if that one failed, or was cancelled with
         events left unwritten, and returns otherwise. Once a close has ended,
-        another returns at once.
+        another returns at once, even after one a cancel cut short: that loss is
+        the cancelled caller's to know of (see above).
         """
         done = self._close_done
         if done is not None:
@@ -258,6 +259,11 @@ class StoreLifetime:
             self._stop_tracking(tracked)
             with trio.CancelScope(shield=True):
                 await self._release_storage()
+                # A commit in flight has ended with the release: its results are recorded
+                # once the writer lets go of the lock, and only then does what is left
+                # unwritten (which a close waiting for this one reports) say what was lost.
+                async with self._committer.commit_lock:
+                    pass
             raise
         self._stop_tracking(tracked)
         if self._opened:
