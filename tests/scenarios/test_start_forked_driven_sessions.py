@@ -14,6 +14,8 @@ import trio
 import trio.testing
 
 import retinue
+from retinue.session import Session
+from retinue.stores._writebehind import BufferedStore
 from retinue.testing import (
     CallTools,
     Reply,
@@ -158,3 +160,39 @@ async def test_start_forked_after_a_failed_start_of_the_fork_starts_it(
             await rt.start_forked(fork, OPTIONS, setup=failing_setup)
         child = await rt.start_forked(fork, OPTIONS)
         assert (await child.ask("branch")).reason.kind == "completed"
+
+
+async def _fork_and_interrupt_its_teardown(
+    forks: list[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start a fork and dispose of its agent; a Ctrl-C lands in the final detach."""
+    detach = BufferedStore.detach
+
+    async def interrupted(store: BufferedStore, session: Session) -> None:
+        if session.id == "child":
+            raise KeyboardInterrupt
+        await detach(store, session)
+
+    async with runtime(model()) as rt:
+        source = await rt.create_agent("source", OPTIONS)
+        await source.ask("hi")
+        forks.append(rt.fork_agent_session(source.id, "child"))
+        child = await rt.start_forked(forks[0], OPTIONS)
+        await child.ask("branch")
+        monkeypatch.setattr(BufferedStore, "detach", interrupted)
+        await child.dispose()
+
+
+async def test_start_forked_of_a_fork_whose_teardown_ctrl_c_cut_short_starts_it_elsewhere(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.7: a Ctrl-C landing in an agent's final detach ends the runtime with it; the
+    session is driven no more, and a later runtime of the process (a notebook's next cell)
+    starts it. It stayed refused as driven for the life of the process."""
+    forks: list[Session] = []
+    with pytest.raises(KeyboardInterrupt):
+        await _fork_and_interrupt_its_teardown(forks, monkeypatch)
+    monkeypatch.undo()
+    async with runtime(model()) as other:
+        again = await other.start_forked(forks[0], OPTIONS)
+        assert (await again.ask("again")).reason.kind == "completed"

@@ -170,9 +170,12 @@ class Teardowns:
             agent.id,
             "teardown",
         )
-        await self._stranded.detach(core.session)
-        # Its store let go of it (or released it, its flush failing): no agent drives it.
-        mark_undriven(core.session)
+        try:
+            await self._stranded.detach(core.session)
+        finally:
+            # Its store let go of it (or released it, its flush failing), or a Ctrl-C cut
+            # the detach short and the runtime ends: either way no agent drives it.
+            mark_undriven(core.session)
         if interrupt is not None:
             raise interrupt
 
