@@ -26,7 +26,7 @@ from ._exchange import (
     parse_call,
     respond,
 )
-from ._interrupts import interrupt_in, raise_interrupt
+from ._interrupts import WatchedListener, interrupt_in, raise_interrupt
 from ._policy import EchoPolicy, Policy
 from ._timing import Timing
 from ._values import Api, MockCall, check_server_options
@@ -221,9 +221,15 @@ class MockServer:
         # getsockname() gives (host, port), and two more fields for IPv6
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         self._address = (bound_host, bound_port)
+        watched = [WatchedListener(listener, self._keep_interrupt) for listener in listeners]
         async with trio.open_nursery() as nursery:
-            await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
+            await nursery.start(trio.serve_listeners, self._serve_connection, watched)
             task_status.started()
+
+    def _keep_interrupt(self, interrupt: KeyboardInterrupt | None) -> None:
+        """Keep the first Ctrl-C that landed in a task of the server, for open_mock_server."""
+        if self._interrupt is None:
+            self._interrupt = interrupt
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         self._counts["open"] += 1
@@ -234,8 +240,7 @@ class MockServer:
             # Kept before the checkpoints that close the stream (here and in trio's
             # serve_listeners): once the server is cancelled, the Cancelled one of them
             # raises takes the place of Ctrl-C, and the server's cancelled scope swallows it.
-            if self._interrupt is None:
-                self._interrupt = interrupt_in(exc)
+            self._keep_interrupt(interrupt_in(exc))
             raise
         finally:
             self._counts["open"] -= 1
@@ -498,8 +503,8 @@ async def open_mock_server(
                     nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         if server._interrupt is None:
-            # Ctrl-C landing in the server's other tasks (its listener's) comes inside
-            # their nurseries' groups: raised as itself, as one the block raised is.
+            # Ctrl-C landing elsewhere in the server's tasks (between accepts, say) comes
+            # inside their nurseries' groups, when no cancel took its place: raised as itself.
             failures = group.split(trio.Cancelled)[1]
             interrupt = None if failures is None else lone_interrupt(failures, failure)
             if interrupt is None:
