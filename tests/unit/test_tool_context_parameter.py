@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import pytest
 
@@ -15,13 +16,24 @@ async def greet(name: str) -> str:
     return f"hello {name}"
 
 
-def test_a_context_parameter_the_body_does_not_take_is_refused_when_built() -> None:
+def _passes_on(fn: Callable[..., object]) -> Callable[..., object]:
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize("body", [greet, _passes_on(greet)], ids=["plain", "wrapped"])
+def test_a_context_parameter_the_body_does_not_take_is_refused_when_built(
+    body: Callable[..., object],
+) -> None:
     """R9.7: each call passes the ToolContext under ``context_parameter``: naming no
     parameter of the body, every call would fail with an unexpected keyword, so the tool
     is refused when built, naming the parameter and the body.
     """
     with pytest.raises(ValueError, match=r"^context_parameter 'ctx' names no parameter of greet"):
-        Tool("greet", "Greet someone.", SCHEMA, greet, context_parameter="ctx")
+        Tool("greet", "Greet someone.", SCHEMA, body, context_parameter="ctx")  # type: ignore[arg-type]
 
 
 def _whoami(name: str, ctx: ToolContext) -> str:
