@@ -67,22 +67,33 @@ async def test_text_and_opaque_blocks_are_still_a_result(autojump_clock: trio.ab
     assert result.content == tuple(blocks)
 
 
-@pytest.mark.parametrize("decision", ["accept", "block"])
-async def test_a_post_execute_decision_holding_the_models_own_blocks_is_an_error_result(
-    decision: str, autojump_clock: trio.abc.Clock
+@pytest.mark.parametrize(
+    ("listener", "owner"),
+    [
+        ("accept", "tools/post-execute's Accept"),
+        ("block", "tools/post-execute's Block feedback"),
+        ("execute", "tools/execute's result"),
+    ],
+)
+async def test_a_listener_giving_a_result_the_models_own_blocks_makes_an_invalid_hook_result(
+    listener: str, owner: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R6.9, R9.3: content a ``tools/post-execute`` listener puts in place of the result
-    (an ``Accept``'s, a ``Block``'s feedback) is held to what a result may hold, as a
-    body's return is: a tool call there is an error result naming the decision, where it
-    was logged as the result and the model read an empty one."""
+    """R6.9, R9.3: content a listener puts in a result's place (a ``tools/post-execute``
+    ``Accept``'s or ``Block``'s feedback, a ``tools/execute`` wrapper's result) is held to
+    what a result may hold, as a body's return is: a tool call there is an
+    ``INVALID_HOOK_RESULT`` error naming where it came from, where it was logged as the
+    result and the model read an empty one."""
     blocks = (Text("done"), ToolCall("c9", "echo", "{}"))
 
     async def post(
         execution: ToolExecution, result: ToolExecutionResult, call_next: Next
     ) -> object:
-        if decision == "accept":
+        if listener == "accept":
             return Accept(content=blocks)
         return Block(reason="no", feedback=blocks)
+
+    async def execute(execution: ToolExecution, call_next: Next) -> object:
+        return ToolExecutionResult(execution.call_id, blocks)
 
     @tool
     async def done() -> str:
@@ -90,9 +101,13 @@ async def test_a_post_execute_decision_holding_the_models_own_blocks_is_an_error
         return "done"
 
     hooks, registry = setup(done)
-    hooks.on("tools/post-execute", post)
+    if listener == "execute":
+        hooks.on("tools/execute", execute)
+    else:
+        hooks.on("tools/post-execute", post)
     with trio.fail_after(5):
         result = await registry.execute(call("done", {}))
     assert result.is_error
-    owner = "Accept" if decision == "accept" else "Block"
-    assert f"tools/post-execute's {owner}'s content[1] is a tool-call block" in text_of(result)
+    assert result.error is not None
+    assert result.error.code == "INVALID_HOOK_RESULT"
+    assert f"{owner}'s content[1] is a tool-call block" in text_of(result)

@@ -15,7 +15,7 @@ import logging
 import attrs
 import trio
 
-from retinue._content import Text
+from retinue._content import ContentBlock, Text
 from retinue._errors import HookError
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
 
@@ -81,7 +81,8 @@ def check_dispatched(execution: ToolExecution, result: object) -> None:
     """Refuse what a ``tools/execute`` wrapper returned unless it is *execution*'s result.
 
     Raises:
-        HookError: *result* is not a :class:`ToolExecutionResult`, or is another call's.
+        HookError: *result* is not a :class:`ToolExecutionResult`, is another call's, or
+            holds a block no result may (a tool call, a tool result, reasoning).
     """
     if not isinstance(result, ToolExecutionResult):
         raise _invalid_decision("tools/execute", result)
@@ -90,6 +91,7 @@ def check_dispatched(execution: ToolExecution, result: object) -> None:
             f'tools/execute returned a result for call "{result.call_id}", '
             f'expected "{execution.call_id}"'
         )
+    _held_to_a_result(result.content, "tools/execute's result")
 
 
 async def unknown_tool(execution: ToolExecution) -> ToolExecutionResult:
@@ -125,13 +127,13 @@ def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionR
     """Apply a post-execute decision (R6.9); the call id never changes."""
     if isinstance(decision, Accept):
         if decision.content is not None:
-            content = result_content(decision.content, "tools/post-execute's Accept")
+            content = _held_to_a_result(decision.content, "tools/post-execute's Accept")
             result = attrs.evolve(result, content=content)
     elif isinstance(decision, Block):
         # Empty feedback counts as none: the reason stands in for it.
         feedback = decision.feedback
         if feedback:
-            content = result_content(feedback, "tools/post-execute's Block")
+            content = _held_to_a_result(feedback, "tools/post-execute's Block feedback")
         elif decision.reason:
             content = (Text(f"Error: {decision.reason}"),)
         else:
@@ -145,6 +147,14 @@ def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionR
     if decision.additional_context is not None:
         result = attrs.evolve(result, additional_context=decision.additional_context)
     return result
+
+
+def _held_to_a_result(content: tuple[ContentBlock, ...], owner: str) -> tuple[ContentBlock, ...]:
+    """*content* a listener gives a result, refused as a result's own is (``HookError``)."""
+    try:
+        return result_content(content, owner)
+    except ValueError as exc:
+        raise HookError(str(exc)) from None
 
 
 def _invalid_decision(seam: str, value: object) -> HookError:
