@@ -83,3 +83,24 @@ async def test_a_runtime_tool_call_cap_set_later_is_refused_showing_it_short(val
         with pytest.raises(retinue.ConfigError, match=r"^max_parallel_tool_calls ") as refused:
             rt.max_parallel_tool_calls = value
         assert len(str(refused.value)) < 300
+
+
+@pytest.mark.parametrize("value", [UNWRITABLE, "x" * 1_000_000], ids=["unwritable-int", "long-str"])
+async def test_a_session_id_no_store_can_hold_is_refused_showing_it_short(value: Any) -> None:
+    """R11.3: an id refused for an agent, a resume or a fork shows itself cut short.
+    An int too long to show escaped as the ``ValueError`` of its repr, and a
+    long string was quoted whole."""
+    async with retinue.open_runtime(models=MODEL) as rt:
+        source = await rt.create_agent("source", retinue.AgentOptions(model="scripted"))
+        attempts = [
+            rt.create_agent("a", retinue.AgentOptions(model="scripted"), session_id=value),
+            rt.resume_agent(value),
+        ]
+        for attempt in attempts:
+            with pytest.raises(retinue.SessionError) as refused:
+                await attempt
+            assert refused.value.code == "INVALID_SESSION_ID"
+            assert len(str(refused.value)) < 300
+        with pytest.raises(retinue.SessionError) as refused:
+            rt.fork_agent_session(source.id, value)
+        assert len(str(refused.value)) < 300

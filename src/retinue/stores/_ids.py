@@ -6,6 +6,7 @@ import hashlib
 import unicodedata
 
 from retinue._errors import StoreError
+from retinue._lossless import shown_short
 
 __all__ = ["bucket_name", "check_session_id", "escape_id", "file_stem", "id_problem", "unescape_id"]
 
@@ -24,10 +25,14 @@ def check_session_id(session_id: object) -> str:
     separators, ``.``/``..``, and control, surrogate or unassigned characters.
     """
     if not isinstance(session_id, str):
-        raise StoreError(f"session id {session_id!r} is not a string", code="INVALID_SESSION_ID")
+        raise StoreError(
+            f"session id {shown_short(session_id)} is not a string", code="INVALID_SESSION_ID"
+        )
     problem = id_problem(session_id)
     if problem is not None:
-        raise StoreError(f"session id {session_id!r} {problem}", code="INVALID_SESSION_ID")
+        raise StoreError(
+            f"session id {shown_short(session_id)} {problem}", code="INVALID_SESSION_ID"
+        )
     return session_id
 
 
