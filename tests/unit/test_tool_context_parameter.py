@@ -24,16 +24,13 @@ def _passes_on(fn: Callable[..., object]) -> Callable[..., object]:
     return wrapper
 
 
-@pytest.mark.parametrize("body", [greet, _passes_on(greet)], ids=["plain", "wrapped"])
-def test_a_context_parameter_the_body_does_not_take_is_refused_when_built(
-    body: Callable[..., object],
-) -> None:
+def test_a_context_parameter_the_body_does_not_take_is_refused_when_built() -> None:
     """R9.7: each call passes the ToolContext under ``context_parameter``: naming no
     parameter of the body, every call would fail with an unexpected keyword, so the tool
     is refused when built, naming the parameter and the body.
     """
     with pytest.raises(ValueError, match=r"^context_parameter 'ctx' names no parameter of greet"):
-        Tool("greet", "Greet someone.", SCHEMA, body, context_parameter="ctx")  # type: ignore[arg-type]
+        Tool("greet", "Greet someone.", SCHEMA, greet, context_parameter="ctx")
 
 
 def _whoami(name: str, ctx: ToolContext) -> str:
@@ -61,12 +58,22 @@ def _wrapped(name: str, *, ctx: ToolContext) -> str:
 
 @pytest.mark.parametrize(
     "body",
-    [_whoami, _by_position, _open, functools.partial(_whoami), _wrapped, min],
-    ids=["keyword", "positional-only", "kwargs", "partial", "wrapper", "no-signature-to-read"],
+    [_whoami, _by_position, _open, functools.partial(_whoami), _wrapped, _passes_on(_named), min],
+    ids=[
+        "keyword",
+        "positional-only",
+        "kwargs",
+        "partial",
+        "wrapper",
+        "wrapper-passing-kwargs",
+        "no-signature-to-read",
+    ],
 )
 def test_a_context_parameter_the_body_may_take_is_built(body: object) -> None:
     """R9.7: a parameter of that name, positional-only too, or ``**kwargs`` takes the
-    ToolContext; a body whose signature cannot be read is given the benefit of the doubt.
+    ToolContext, a decorator's wrapper judged by its own signature (one passing ``**kwargs``
+    on may take the context out of them); a body whose signature cannot be read is given
+    the benefit of the doubt.
     """
     built = Tool("whoami", "Who am I.", SCHEMA, body, context_parameter="ctx")  # type: ignore[arg-type]
     assert built.context_parameter == "ctx"

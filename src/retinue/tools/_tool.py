@@ -187,26 +187,19 @@ def _check_context_parameter(instance: Tool, _attribute: object, value: str | No
 def _takes_keyword(fn: Callable[..., object], name: str) -> bool:
     """Whether *fn* takes an argument *name* (a positional-only one is passed by position).
 
-    Each layer of a decorated body is read in turn: a wrapper (``functools.wraps``)
-    that names the parameter takes it; one that only passes on ``**kwargs`` takes what
-    the function it wraps takes. ``True`` when a signature cannot be read, or a
-    ``**kwargs`` leads to no wrapped function: what it takes is unknown.
+    Its own signature, not that of a function it wraps (``functools.wraps``): a wrapper
+    may take the context itself. ``True`` when it takes ``**kwargs`` (a wrapper may pass
+    them on or take the context out of them) or its signature cannot be read: what it
+    takes is unknown.
     """
-    layer = fn
-    while True:
-        try:
-            parameters = inspect.signature(layer, follow_wrapped=False).parameters
-        except (TypeError, ValueError):
-            return True
-        found = parameters.get(name)
-        if found is not None:
-            return found.kind is not inspect.Parameter.VAR_POSITIONAL
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-            return False
-        wrapped = getattr(layer, "__wrapped__", None)
-        if wrapped is None:
-            return True
-        layer = wrapped
+    try:
+        parameters = inspect.signature(fn, follow_wrapped=False).parameters
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True
+    found = parameters.get(name)
+    return found is not None and found.kind is not inspect.Parameter.VAR_POSITIONAL
 
 
 @final
