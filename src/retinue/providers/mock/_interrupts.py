@@ -1,4 +1,4 @@
-"""Ctrl-C landing in one of the mock server's connection tasks, kept for its caller."""
+"""Ctrl-C landing in the mock server's connection tasks or its accept, kept for its caller."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ class MockServer:
         )
         self._requests = 0
         self._interrupt: KeyboardInterrupt | None = None
-        """The first Ctrl-C that landed in a connection task, for open_mock_server to raise."""
+        """The first Ctrl-C that landed in a connection task or an accept, for open_mock_server."""
 
     @property
     def base_url(self) -> str:
@@ -482,9 +482,9 @@ async def open_mock_server(
     cancels the server and every connection it holds. An exception from the
     block, or the ``OSError`` of an address it cannot listen on, propagates
     as itself, not wrapped in an exception group. Ctrl-C landing in one of the
-    server's connection tasks propagates as itself too, whatever the block did
-    meanwhile: an error the block raised is its ``__context__``. The options
-    are :class:`MockServer`'s.
+    server's connection tasks or in its accept propagates as itself too, whatever
+    the block did meanwhile: an error the block raised is its ``__context__``.
+    The options are :class:`MockServer`'s.
     """
     server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
     failure: BaseException | None = None
