@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -358,3 +359,45 @@ async def test_a_close_waiting_for_a_cancelled_one_whose_commit_landed_returns(
     assert outcomes == ["ended", "ended"]
     async with SQLiteStore(str(path)) as again:
         assert len((await again.inspect(session.id)).events) == len(session.events)
+
+
+async def test_a_cancelled_close_waits_for_no_load_that_reads_the_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close cancelled under a deadline returns once the storage is released,
+    though a load still reads it in a worker thread; it waited for that read too (an
+    unanswering server's, with no bound) when it waited for the commit lock a load holds."""
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    backend = store._backend
+    assert isinstance(backend, SQLiteBackend)
+    real_write, real_contains = backend.write, backend.contains
+    reading = HeldCall(real_contains)
+    failures = [OSError("disk hiccup")]
+
+    def write_failing_once(batches: object) -> object:
+        if failures:
+            raise failures.pop()
+        return real_write(batches)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "write", write_failing_once)
+    monkeypatch.setattr(backend, "contains", reading)
+    session = Session.create("released")
+    run_turn(session)
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            store.attach_new(session)
+            with pytest.raises(StoreError):
+                await store.detach(session)  # released, its create unwritten
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_load_quietly, store, session.id)
+                await trio.to_thread.run_sync(reading.reached.wait, REAL_DEADLINE)
+                with trio.move_on_after(0.1) as cut:
+                    await store.aclose()
+                closed_at_deadline = cut.cancelled_caught
+                reading.proceed.set()
+    assert closed_at_deadline
+
+
+async def _load_quietly(store: BufferedStore, session_id: str) -> None:
+    with contextlib.suppress(StoreError):
+        await store.load(session_id)

@@ -83,6 +83,8 @@ class GroupCommitter:
         # One commit at a time: a direct commit still in its thread when the writer
         # starts must not overlap the writer's commit of the same session.
         self._commit_lock = trio.Lock()
+        # Set once the write in flight has ended and its results are recorded.
+        self._written: trio.Event | None = None
         self.counters = {
             "flush_requests": 0,
             "commits": 0,
@@ -95,6 +97,16 @@ class GroupCommitter:
     def commit_lock(self) -> trio.Lock:
         """Held for each commit until its results are recorded: holding it, no write is under way."""
         return self._commit_lock
+
+    async def written(self) -> None:
+        """Wait until the write in flight, if any, has ended and its results are recorded.
+
+        Only the write: a load holding :attr:`commit_lock` meanwhile is not waited for.
+        """
+        if self._written is None:
+            await trio.lowlevel.checkpoint()
+        else:
+            await self._written.wait()
 
     def close(self) -> None:
         """Accept no more requests; the writer answers those still queued and stops.
@@ -271,13 +283,18 @@ class GroupCommitter:
 
     async def _write_entries(self, entries: list[Entry]) -> None:  # noqa: ASYNC910 - call_backend checkpoints before the backend can fail
         batches = [entry.batch for entry in entries]
+        written = self._written = trio.Event()
         try:
-            results = await call_backend(
-                self._backend, self._write_isolated, "a group commit", batches
-            )
-        except Exception as exc:
-            results = failed(batches, _group_error(exc))
-        self._record(entries, results)
+            try:
+                results = await call_backend(
+                    self._backend, self._write_isolated, "a group commit", batches
+                )
+            except Exception as exc:
+                results = failed(batches, _group_error(exc))
+            self._record(entries, results)
+        finally:
+            self._written = None
+            written.set()
 
     def _write_isolated(self, batches: list[AppendBatch]) -> list[StoreError | None]:
         """Write *batches* in one backend call; if it raises, split them only if that may help.

@@ -259,11 +259,10 @@ class StoreLifetime:
             self._stop_tracking(tracked)
             with trio.CancelScope(shield=True):
                 await self._release_storage()
-                # A commit in flight has ended with the release: its results are recorded
-                # once the writer lets go of the lock, and only then does what is left
-                # unwritten (which a close waiting for this one reports) say what was lost.
-                async with self._committer.commit_lock:
-                    pass
+                # A commit in flight has ended with the release: only once the writer has
+                # recorded its results does what is left unwritten (which a close waiting
+                # for this one reports) say what was lost.
+                await self._committer.written()
             raise
         self._stop_tracking(tracked)
         if self._opened:
