@@ -9,7 +9,7 @@ import trio.testing
 
 import retinue
 from retinue import Accept, HookContext
-from retinue.providers import Finish, LlmCallConfig
+from retinue.providers import Finish
 from retinue.session import AssistantChunk, Event
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from retinue.tools import ToolExecution
@@ -21,9 +21,7 @@ from tests.helpers import (
     last_end_reason,
     of_type,
     runtime,
-    texts,
     types,
-    types_without_chunks,
 )
 from tests.scenarios._interception_kit import GUARD
 
@@ -44,43 +42,6 @@ async def test_no_chunk_is_logged_after_a_chunk_observer_cancelled_the_step(
         assert (result.reason.kind, result.reason.reason) == ("aborted", "enough")
         assert len(of_type(events, "assistant/chunk")) == 1
         assert of_type(events, "assistant/message") == []
-        check_session_invariants(events)
-
-
-async def test_a_request_cancelled_by_its_request_listener_logs_no_header(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.36, R7.40 W6: a cancel from an ``agent/request`` listener ends the step before its
-    header is logged: the log names no request that was never sent, and the next turn's
-    request is the first one the log holds a header for."""
-    model = ScriptedModel([Reply("sent")])
-    async with runtime(model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-
-        def on_request(
-            agent: retinue.Agent, turn: int, _step: int, config: LlmCallConfig, _proceed: Next
-        ) -> LlmCallConfig:
-            if turn == 1:
-                agent.cancel("not this request")
-            return config
-
-        rt.hooks.on("agent/request", on_request, agent=agent)
-        aborted = await agent.ask("doomed")
-        sent = await agent.ask("again")
-        events = agent.session.events
-        assert aborted.reason.kind == "aborted"
-        assert sent.reason.kind == "completed"
-        first_turn_end = of_type(events, "turn/end")[0].seq
-        assert types(events[: first_turn_end + 1]) == [
-            "turn/start",
-            "user/message",
-            "step/start",
-            "step/end",
-            "turn/end",
-        ]
-        assert types_without_chunks(events).count("request/header") == 1
-        answers = of_type(events, "assistant/message")
-        assert [texts(answer.data.content) for answer in answers] == ["sent"]  # type: ignore[union-attr]
         check_session_invariants(events)
 
 

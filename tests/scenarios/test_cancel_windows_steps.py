@@ -102,7 +102,8 @@ async def test_w6_cancel_before_the_request_starts_no_model_call(
 ) -> None:
     """R7.36, R7.40, R7.43: a cancel from an ``agent/request`` listener, or from an observer of
     the step's ``request/header``, lands before the model is called: no stream is started,
-    the step closes and the turn ends ``aborted`` with the caller's reason.
+    the step closes and the turn ends ``aborted`` with the caller's reason. A request its
+    listener cancelled was never built, so no header is logged for it.
     """
     model = ScriptedModel([Reply("never"), Reply("later")])
     async with runtime(model) as rt:
@@ -129,7 +130,12 @@ async def test_w6_cancel_before_the_request_starts_no_model_call(
         assert model.statistics().calls == 0
         assert of_type(events, "assistant/chunk") == []
         assert types_without_chunks(events)[-2:] == ["step/end", "turn/end"]
-        check_session_invariants(events)
+        # Cancelled by the request listener, the request was never built: the log names no
+        # header for it, and the next turn's request is the first one it holds a header for.
+        assert len(of_type(events, "request/header")) == (seam == "request/header")
+        assert (await agent.ask("again")).reason.kind == "completed"
+        assert len(of_type(agent.session.events, "request/header")) == 1
+        check_session_invariants(agent.session.events)
 
 
 async def test_w7_cancel_mid_stream_keeps_chunks_and_the_reason(
