@@ -28,6 +28,7 @@ __all__ = [
     "check_str",
     "content_text",
     "new_tool_call_id",
+    "refuse_blocks",
     "snapshot_messages",
     "whole",
     "wrong_type",
@@ -270,14 +271,30 @@ def as_prompt(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Con
         TypeError: as :func:`as_content`.
         ValueError: a block is a tool call or a tool result.
     """
-    blocks = as_content(content)
+    return refuse_blocks(
+        as_content(content),
+        _NOT_IN_PROMPTS,
+        "a prompt cannot hold: tool calls are the model's, and their results are logged "
+        "by the agent that ran them",
+    )
+
+
+def refuse_blocks(
+    blocks: tuple[ContentBlock, ...],
+    kinds: frozenset[type],
+    why: str,
+    owner: str | None = None,
+) -> tuple[ContentBlock, ...]:
+    """*blocks*, once none of them is of *kinds*.
+
+    Raises:
+        ValueError: naming the first such block by its place (in *owner*'s content,
+            when given) and type, then *why* it cannot be there.
+    """
     for index, block in enumerate(blocks):
-        if type(block) in _NOT_IN_PROMPTS:
-            raise ValueError(
-                f"content[{index}] is a {block.type} block, which a prompt cannot hold: "
-                "tool calls are the model's, and their results are logged by the agent "
-                "that ran them"
-            )
+        if type(block) in kinds:
+            place = f"content[{index}]" if owner is None else f"{owner}'s content[{index}]"
+            raise ValueError(f"{place} is a {block.type} block, which {why}")
     return blocks
 
 

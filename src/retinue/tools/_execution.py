@@ -21,6 +21,7 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
     bound_set_attribute,
+    refuse_blocks,
     wrong_type,
 )
 from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf_error
@@ -299,15 +300,14 @@ def result_content(
     Raises:
         ValueError: a block is the model's own or a tool result, naming *owner*, what gave it.
     """
-    for index, block in enumerate(blocks):
-        if type(block) in _NOT_IN_RESULTS:
-            raise ValueError(
-                f"{owner}'s content[{index}] is a {block.type} block, which a "
-                "tool's result cannot hold (the model is never shown it there): tool calls "
-                "and reasoning are the model's, and each call's result is logged by the "
-                "agent that ran it; give text, or the data as JSON"
-            )
-    return blocks
+    return refuse_blocks(
+        blocks,
+        _NOT_IN_RESULTS,
+        "a tool's result cannot hold (the model is never shown it there): tool calls and "
+        "reasoning are the model's, and each call's result is logged by the agent that ran "
+        "it; give text, or the data as JSON",
+        owner,
+    )
 
 
 def _content_of(value: object) -> tuple[ContentBlock, ...]:
