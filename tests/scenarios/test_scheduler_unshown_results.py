@@ -64,13 +64,15 @@ def _unshown(outcome: str) -> Text:
     )
 
 
-async def _cancelled_after_settling(call: ToolCallSpec) -> Text:
+async def _cancelled_after_settling(call: ToolCallSpec, wrapper: Any = None) -> Text:
     """The text the model is given for *call*, whose result a post-execute listener held
-    when the turn was cancelled."""
+    when the turn was cancelled; *wrapper*, if given, is a ``tools/execute`` listener."""
 
     model = ScriptedModel([CallTools([call]), Reply("x")])
     async with runtime(model, tools=[write, stall, fail]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
+        if wrapper is not None:
+            rt.hooks.on("tools/execute", wrapper, agent=agent)
         rt.hooks.on("tools/post-execute", _held_for_review, agent=agent)
         agent.send("go")
         await trio.sleep(3)
@@ -169,19 +171,8 @@ async def test_a_body_whose_result_a_wrapper_failed_is_reported_as_run(
         await proceed()
         return ToolExecutionResult(execution.call_id, "audit log unavailable", is_error=True)
 
-    model = ScriptedModel(
-        [CallTools([ToolCallSpec("write", '{"path": "/a"}', id="c1")]), Reply("x")]
-    )
     with trio.fail_after(60):
-        async with runtime(model, tools=[write]) as rt:
-            agent = await rt.create_agent("a", OPTIONS)
-            rt.hooks.on("tools/execute", fail_after_body, agent=agent)
-            rt.hooks.on("tools/post-execute", _held_for_review, agent=agent)
-            agent.send("go")
-            await trio.sleep(3)
-            agent.cancel("stop")
-            events = await idle_events(agent)
-    assert turn_ends(events) == ["aborted"]
-    check_pairing(events)
-    (result,) = results(events)
-    assert result.content == (_unshown("ran to its end"),)
+        text = await _cancelled_after_settling(
+            ToolCallSpec("write", '{"path": "/a"}', id="c1"), fail_after_body
+        )
+    assert text == _unshown("ran to its end")
