@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from retinue import Message, Text, ToolCall, ToolResultBlock
+from retinue._content import ContentBlock
 from retinue.providers import BlockEnd, BlockStart, Finish, Stop, TextDelta
 from retinue.testing import (
     CallTools,
@@ -70,33 +71,46 @@ def _tool_results_in(history: list[Message]) -> list[ToolResultBlock]:
     return [b for m in history for b in m.content if isinstance(b, ToolResultBlock)]
 
 
-async def test_a_step_result_listener_adding_a_tool_result_fails_the_turn_naming_it(
-    autojump_clock: trio.testing.MockClock,
+def _adding_in_turn_one(*blocks: ContentBlock) -> Callable[..., Awaitable[Message]]:
+    """A step-result listener adding *blocks* to the first turn's message."""
+
+    async def add(_agent: object, turn: int, _step: int, _m: Message, proceed: Next) -> Message:
+        message: Message = await proceed()
+        if turn != 1:
+            return message
+        return Message("assistant", (*message.content, *blocks))
+
+    return add
+
+
+_SAME_ID_TWICE = (ToolCall("same", "lookup", "{}"), ToolCall("same", "lookup", "{}"))
+
+
+@pytest.mark.parametrize(
+    ("added", "problem"),
+    [
+        ((_RESULT,), "holds a tool-result block (content[1]), which only a tool/result holds"),
+        (_SAME_ID_TWICE, "gives two tool calls the same id 'same'"),
+    ],
+    ids=["tool-result", "shared-id"],
+)
+async def test_a_step_result_listener_adding_faulty_blocks_fails_the_turn_naming_it(
+    autojump_clock: trio.testing.MockClock, added: tuple[ContentBlock, ...], problem: str
 ) -> None:
-    """R7.36, R7.47: a tool result is the step's ``tool/result``. A step-result
-    listener handing back an assistant message that holds one fails the turn with a
-    HookError naming the seam, and no assistant message is logged. It was logged as
-    the assistant's, and every later request of the agent carried it (Anthropic
-    refuses a tool_result in an assistant turn; OpenAI's adapter dropped it)."""
+    """R7.36, R7.47, R9.5: a step-result listener handing back an assistant message that
+    holds a tool result (the step's ``tool/result`` alone holds one) or two calls of one
+    id (results are matched to calls by id) fails the turn with a HookError naming the
+    seam, and no assistant message is logged. The tool result was logged as the
+    assistant's, and every later request carried it (Anthropic refuses a tool_result in
+    an assistant turn; OpenAI's adapter dropped it); the shared id failed the turn as
+    the model's DUPLICATE_TOOL_CALL_ID, sending whoever read it to the model."""
     model = ScriptedModel([Reply("hello"), Reply("again")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-
-        async def add_result(
-            _agent: object, turn: int, _step: int, _m: Message, proceed: Next
-        ) -> Message:
-            message: Message = await proceed()
-            if turn != 1:
-                return message
-            return Message("assistant", (*message.content, _RESULT))
-
-        rt.hooks.on("agent/step-result", add_result, agent=agent)
+        rt.hooks.on("agent/step-result", _adding_in_turn_one(*added), agent=agent)
         result = await agent.ask("go")
         assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
-        assert result.reason.message == (
-            "agent/step-result returned a message that holds a tool-result block "
-            "(content[1]), which only a tool/result holds"
-        )
+        assert result.reason.message == f"agent/step-result returned a message that {problem}"
         assert of_type(agent.session.events, "assistant/message") == []
         assert (await agent.ask("next")).text == "again"
         assert _tool_results_in(list(agent.session.derive_messages())) == []
@@ -124,37 +138,6 @@ async def test_a_model_message_holding_a_tool_result_fails_the_turn_naming_the_m
         assert of_type(agent.session.events, "assistant/message") == []
         assert (await agent.ask("next")).text == "again"
         assert _tool_results_in(list(agent.session.derive_messages())) == []
-        check_session_invariants(agent.session.events)
-
-
-async def test_two_calls_sharing_an_id_name_the_listener_that_made_them(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R7.36, R9.5: results are matched to calls by id. Two calls sharing one that a
-    step-result listener handed back fail the turn with a HookError naming the seam.
-    They failed it as the model's DUPLICATE_TOOL_CALL_ID, saying the model gave them,
-    which sent whoever read it to the model or its provider."""
-    model = ScriptedModel([Reply("hello"), Reply("again")])
-    async with runtime(model) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-
-        async def add_calls(
-            _agent: object, turn: int, _step: int, _m: Message, proceed: Next
-        ) -> Message:
-            message: Message = await proceed()
-            if turn != 1:
-                return message
-            twice = (ToolCall("same", "lookup", "{}"), ToolCall("same", "lookup", "{}"))
-            return Message("assistant", (*message.content, *twice))
-
-        rt.hooks.on("agent/step-result", add_calls, agent=agent)
-        result = await agent.ask("go")
-        assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
-        assert result.reason.message == (
-            "agent/step-result returned a message that gives two tool calls the same id 'same'"
-        )
-        assert of_type(agent.session.events, "assistant/message") == []
-        assert (await agent.ask("next")).text == "again"
         check_session_invariants(agent.session.events)
 
 
@@ -201,13 +184,7 @@ async def test_a_listener_repeating_one_of_the_models_call_ids_is_named(
     model = ScriptedModel([CallTools([ToolCallSpec("lookup", id="once")]), Reply("again")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-
-        async def repeat_call(
-            _agent: object, _turn: int, _step: int, _m: Message, proceed: Next
-        ) -> Message:
-            message: Message = await proceed()
-            return Message("assistant", (*message.content, ToolCall("once", "lookup", "{}")))
-
+        repeat_call = _adding_in_turn_one(ToolCall("once", "lookup", "{}"))
         rt.hooks.on("agent/step-result", repeat_call, agent=agent)
         with trio.fail_after(60):
             result = await agent.ask("go")
