@@ -16,7 +16,7 @@ import trio.testing
 import retinue
 from retinue._content import content_text
 from retinue.hooks import HookError
-from retinue.hooks._bus import a_listener_of
+from retinue.hooks._calls import a_listener_of
 from retinue.session import Event, ToolResultEvent
 from retinue.testing import (
     CallTools,

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import TypeVar, final
 
 import attrs
 import trio
 
-from retinue._errors import (
-    HookError,
-    failure_of,
-    raised_message,
-    synchronous_failure,
-    synchronous_failure_of,
-)
+from retinue._errors import HookError, synchronous_failure, synchronous_failure_of
 
+from ._calls import a_listener_of, call, log_unraised, named, refuse_coroutine, stopped
+from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
 from ._seams import SEAMS, Listener, SeamName, check_callable, check_listener, seam_mode
 
@@ -26,79 +21,6 @@ __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
 
 log = logging.getLogger("retinue.hooks")
 T = TypeVar("T")
-
-
-async def _call(name: str, fn: Listener, *args: object) -> object:
-    try:
-        result = fn(*args)
-        if inspect.isawaitable(result):
-            return await result
-    except StopIteration as exc:
-        raise _stopped(name, fn, exc) from exc
-    except Exception:
-        raise
-    except BaseException as exc:
-        # Ctrl-C and a real cancel are raised again; anything else (a stray cancel, a
-        # SystemExit) is the listener's failure, which the seam's caller contains.
-        raise failure_of(exc, _listener(name, fn), HookError) from exc
-    return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
-
-
-class _Frame:
-    """One listener's call in a waterfall: what its ``next()`` returned, whether it is over."""
-
-    __slots__ = ("done", "next_call")
-
-    def __init__(self) -> None:
-        self.next_call: Coroutine[object, object, object] | None = None
-        self.done = False
-
-
-def _stopped(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
-    """A synchronous listener's ``StopIteration`` as its failure.
-
-    Raised on through a coroutine it would read "coroutine raised StopIteration"
-    (PEP 479), naming a coroutine the listener does not have. *exc* is its
-    cause, wherever it is raised: its traceback holds the listener's line.
-    """
-    error = RuntimeError(raised_message(_listener(name, fn), exc))
-    error.__cause__ = exc
-    return error
-
-
-def _close_unawaited(next_call: Coroutine[object, object, object] | None) -> bool:
-    """Close what a listener's ``next()`` returned if it was never awaited; whether it was.
-
-    Closed, Python does not warn of a coroutine of the bus's own never awaited.
-    """
-    if next_call is None or inspect.getcoroutinestate(next_call) != inspect.CORO_CREATED:
-        return False
-    next_call.close()
-    return True
-
-
-def a_listener_of(name: str) -> str:
-    """How errors name a listener of *name*: "an agent/request listener", "a tools/result listener"."""
-    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name} listener"
-
-
-def _late_next(name: str) -> HookError:
-    return HookError(
-        f"{a_listener_of(name)} called next() after the listener returned: "
-        "the dispatch is over, so the rest of the chain cannot run"
-    )
-
-
-def _listener(name: str, fn: Listener) -> str:
-    """A listener as the error made of its raise names it; each seam handles the failure."""
-    return f"{a_listener_of(name)} ({fn!r})"
-
-
-def _synchronous(name: str, result: object, role: str = "listeners") -> None:
-    """Refuse what an emit listener (or a watcher) returned if it is a coroutine it never ran."""
-    if inspect.iscoroutine(result):
-        result.close()
-        raise TypeError(f"{name} {role} must be synchronous")
 
 
 @final
@@ -231,7 +153,7 @@ class HookBus:
         try:
             # A lambda over an async function passes the registration check; what it
             # returns would never run, each call warning only of a coroutine never awaited.
-            _synchronous(name, fn(), "watchers")
+            refuse_coroutine(name, fn(), "watchers")
         except BaseException:
             # The caller gets no unwatch: a registration left behind could never be removed.
             unwatch()
@@ -244,7 +166,7 @@ class HookBus:
         watchers = self._watchers.get(name)
         for fn in list(watchers.values()) if watchers else ():
             try:
-                _synchronous(name, fn(), "watchers")
+                refuse_coroutine(name, fn(), "watchers")
             except BaseException as exc:
                 if not synchronous_failure(exc):
                     raise
@@ -311,7 +233,7 @@ class HookBus:
             return
         for fn in self.listeners(name, scope):
             try:
-                _synchronous(name, fn(*args))
+                refuse_coroutine(name, fn(*args))
             except BaseException as exc:
                 # A SystemExit too (R6.1): a notification's listener never ends the runtime.
                 if not synchronous_failure(exc):
@@ -330,21 +252,21 @@ class HookBus:
         failures: list[Exception] = []
         for fn in self.listeners(name, scope):
             try:
-                _synchronous(name, fn(*args))
+                refuse_coroutine(name, fn(*args))
             except StopIteration as exc:
                 # Raised from the append, it would reach the loop's coroutines (PEP 479).
-                failures.append(_stopped(name, fn, exc))
+                failures.append(stopped(name, fn, exc))
             except Exception as exc:
                 failures.append(exc)
             except BaseException as exc:
                 if not synchronous_failure(exc):
                     # Ctrl-C passes on at once: the failures before it would go unsaid.
-                    _log_unraised(name, failures, "Ctrl-C passed on")
+                    log_unraised(name, failures, "Ctrl-C passed on")
                     raise
                 # A Cancelled or a SystemExit is the listener's own.
-                failures.append(synchronous_failure_of(exc, _listener(name, fn), HookError))
+                failures.append(synchronous_failure_of(exc, named(name, fn), HookError))
         if failures:
-            _log_unraised(name, failures[1:], "another listener's failure was")
+            log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
 
     async def serial(self, name: str, *args: object, scope: str | None = None) -> None:  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
@@ -361,7 +283,7 @@ class HookBus:
         if name not in self._listeners:
             return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         for fn in self.listeners(name, scope):
-            await _call(name, fn, *args)
+            await call(name, fn, *args)
 
     async def strict_serial(self, name: str, *args: object, scope: str | None = None) -> object:
         """Await listeners in order; the first non-``None`` result ends the chain (R6.2).
@@ -371,7 +293,7 @@ class HookBus:
         if name not in self._listeners:
             return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         for fn in self.listeners(name, scope):
-            result = await _call(name, fn, *args)
+            result = await call(name, fn, *args)
             if result is not None:
                 return result
         return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
@@ -391,42 +313,7 @@ class HookBus:
         chain = self.listeners(name, scope)
         if not chain:
             return await default()
-
-        async def run(index: int, caller: _Frame | None) -> T:
-            # A next() coroutine made in time but awaited after its listener's
-            # call ended would run the rest of the chain outside any dispatch.
-            if caller is not None and caller.done:
-                raise _late_next(name)
-            if index == len(chain):
-                return await default()
-            frame = _Frame()
-
-            def call_next() -> Awaitable[T]:
-                # Once, and only while the listener's call lasts: running the
-                # rest of the chain twice, or after the dispatch, would run a
-                # tool twice or outside its call.
-                if frame.done:
-                    raise _late_next(name)
-                if frame.next_call is not None:
-                    raise HookError(f"{a_listener_of(name)} called next() more than once")
-                frame.next_call = rest = run(index + 1, frame)
-                return rest
-
-            try:
-                result = await _call(name, chain[index], *args, call_next)
-            finally:
-                frame.done = True
-                unawaited = _close_unawaited(frame.next_call)
-            if unawaited:
-                # Returned (``return call_next()``) or dropped: either way the rest of
-                # the chain was asked for and never ran.
-                raise HookError(
-                    f"{a_listener_of(name)} called next() but never awaited what it returned: "
-                    "write return await call_next()"
-                )
-            return result  # type: ignore[return-value]
-
-        return await run(0, None)
+        return await run_chain(name, chain, default, args)
 
     async def waterfall_value(
         self, name: str, value: T, *args: object, scope: str | None = None
@@ -459,7 +346,7 @@ class HookBus:
 
         async def run(fn: Listener) -> None:  # noqa: ASYNC910 - a child task; the nursery exit checkpoints
             try:
-                await _call(name, fn, *args)
+                await call(name, fn, *args)
             except Exception as exc:
                 _note_listener(exc, f"raised by {a_listener_of(name)}: {fn!r}")
                 failures.append(exc)
@@ -471,14 +358,14 @@ class HookBus:
         except BaseException as exc:
             # Cancelled (a deadline, say) or Ctrl-C: none of the failures is raised. Bare
             # under trio's loose exception groups, grouped under the strict default.
-            _log_unraised(name, failures, "the dispatch was cancelled")
+            log_unraised(name, failures, "the dispatch was cancelled")
             if not isinstance(exc, BaseExceptionGroup):
                 raise
             # run() keeps every failure, so the nursery's group holds only what passes
             # on: one of it passes on as serial dispatch passes it, not in a group.
             raise _passing_on(exc) from None
         if failures:
-            _log_unraised(name, failures[1:], "another listener's failure was")
+            log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
 
 
@@ -507,9 +394,3 @@ def _passing_on(group: BaseExceptionGroup[BaseException]) -> BaseException:
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
-def _log_unraised(name: str, failures: list[Exception], why: str) -> None:
-    """Log the listener failures a dispatch does not raise: one exception propagates."""
-    for exc in failures:
-        log.error("listener failed in %s (not raised: %s)", name, why, exc_info=exc)

@@ -1,0 +1,72 @@
+"""How the bus calls one listener, and how errors name it and what it did."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+
+from retinue._errors import HookError, failure_of, raised_message
+
+from ._seams import Listener
+
+__all__ = ["a_listener_of", "call", "log_unraised", "named", "refuse_coroutine", "stopped"]
+
+log = logging.getLogger("retinue.hooks")
+
+
+async def call(name: str, fn: Listener, *args: object) -> object:
+    """Call *fn* with *args*, awaiting what it returns if that is awaitable.
+
+    Raises:
+        RuntimeError: *fn* is synchronous and raised ``StopIteration`` (:func:`stopped`).
+        HookError: *fn* raised a ``BaseException`` that does not pass on (a stray
+            cancel, a ``SystemExit``), caused by it.
+    """
+    try:
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            return await result
+    except StopIteration as exc:
+        raise stopped(name, fn, exc) from exc
+    except Exception:
+        raise
+    except BaseException as exc:
+        # Ctrl-C and a real cancel are raised again; anything else (a stray cancel, a
+        # SystemExit) is the listener's failure, which the seam's caller contains.
+        raise failure_of(exc, named(name, fn), HookError) from exc
+    return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
+
+
+def stopped(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
+    """A synchronous listener's ``StopIteration`` as its failure.
+
+    Raised on through a coroutine it would read "coroutine raised StopIteration"
+    (PEP 479), naming a coroutine the listener does not have. *exc* is its
+    cause, wherever it is raised: its traceback holds the listener's line.
+    """
+    error = RuntimeError(raised_message(named(name, fn), exc))
+    error.__cause__ = exc
+    return error
+
+
+def a_listener_of(name: str) -> str:
+    """How errors name a listener of *name*: "an agent/request listener", "a tools/result listener"."""
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name} listener"
+
+
+def named(name: str, fn: Listener) -> str:
+    """A listener as the error made of its raise names it; each seam handles the failure."""
+    return f"{a_listener_of(name)} ({fn!r})"
+
+
+def refuse_coroutine(name: str, result: object, role: str = "listeners") -> None:
+    """Refuse what an emit listener (or a watcher) returned if it is a coroutine it never ran."""
+    if inspect.iscoroutine(result):
+        result.close()
+        raise TypeError(f"{name} {role} must be synchronous")
+
+
+def log_unraised(name: str, failures: list[Exception], why: str) -> None:
+    """Log the listener failures a dispatch does not raise: one exception propagates."""
+    for exc in failures:
+        log.error("listener failed in %s (not raised: %s)", name, why, exc_info=exc)
