@@ -93,11 +93,32 @@ def test_a_context_of_another_type_is_refused_naming_the_field_and_how_to_wrap_i
     assert str(refused.value) == problem
 
 
-def test_an_empty_deny_reason_is_refused_when_built() -> None:
+@pytest.mark.parametrize("reason", ["", "   ", "\n\t", "\u3000"])
+def test_an_empty_or_blank_deny_reason_is_refused_when_built(reason: str) -> None:
     """R6.8: a denial's reason is all the model is told, so an empty one is refused, as
-    post-execute refuses a ``Block`` with neither feedback nor a reason."""
-    with pytest.raises(ValueError, match=r"Deny\.reason must not be empty"):
-        Deny("")
+    post-execute refuses a ``Block`` with neither feedback nor a reason; one of only
+    whitespace tells the model as little."""
+    with pytest.raises(ValueError, match=r"Deny\.reason must not be empty or blank"):
+        Deny(reason)
+
+
+@pytest.mark.parametrize(
+    ("build", "problem"),
+    [
+        (lambda: Block("  "), r"Block\.reason must not be blank: leave it '' for no reason"),
+        (lambda: Block(reason="\n"), r"Block\.reason must not be blank"),
+        (lambda: Ask(" \t "), r"Ask\.reason must not be blank: leave it None for no reason"),
+    ],
+    ids=["Block spaces", "Block newline", "Ask blank"],
+)
+def test_a_blank_optional_reason_is_refused_when_built(
+    build: Callable[[], object], problem: str
+) -> None:
+    """R6.8, R6.9: a blank reason would be shown as ``Error:`` and nothing else, where an
+    empty ``Block`` reason gives way to the feedback and an empty ``Ask`` one to the tool's
+    name: a reason of only whitespace is refused, the empty one stays the way to give none."""
+    with pytest.raises(ValueError, match=problem):
+        build()
 
 
 @pytest.mark.parametrize(
@@ -138,6 +159,7 @@ async def _denied_with(reason: object) -> str:
         ("deleting files is not allowed", "Error: deleting files is not allowed"),
         (None, "Error: Deny.reason must be a str, got None"),
         ("", "Error: Deny.reason must not be empty"),
+        ("  ", "Error: Deny.reason must not be empty or blank"),
     ],
 )
 async def test_the_model_is_shown_why_a_call_was_refused(

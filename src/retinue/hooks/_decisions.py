@@ -59,13 +59,30 @@ def _wrapping_hint(value: object) -> str:
     return " (wrap content blocks as retinue.HookContext(...))"
 
 
+def _blank(value: object) -> bool:
+    return isinstance(value, str) and not value.strip()
+
+
 def _reason(decision: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """An attrs validator: a non-empty str, the whole of what the model is shown."""
+    """An attrs validator: a str holding more than whitespace, all the model is shown."""
     check_str(decision, attribute, value)
-    if not value:
+    if _blank(value):
         raise ValueError(
-            f"{type(decision).__name__}.{attribute.name} must not be empty: "
-            "the model would be shown an empty error for its call"
+            f"{type(decision).__name__}.{attribute.name} must not be empty or blank: "
+            f"the model would be shown an empty error for its call, got {value!r}"
+        )
+
+
+def _not_blank(decision: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: a reason that may be absent (its default), never only whitespace.
+
+    Absent, another text stands in for it; a blank one would be shown as it
+    is, an ``Error:`` saying nothing.
+    """
+    if value and _blank(value):
+        raise ValueError(
+            f"{type(decision).__name__}.{attribute.name} must not be blank: leave it "
+            f"{attribute.default!r} for no reason, got {value!r}"
         )
 
 
@@ -96,7 +113,7 @@ class Block:
     """Veto a prompt (``reason``) or a tool result (``feedback`` replaces it, R6.9)."""
 
     # May be empty: a prompt is blocked without one, and feedback may stand in for it.
-    reason: str = attrs.field(default="", validator=check_str)
+    reason: str = attrs.field(default="", validator=[check_str, _not_blank])
     feedback: tuple[ContentBlock, ...] | None = attrs.field(
         default=None, converter=_optional_content
     )
@@ -131,7 +148,7 @@ class Ask:
     """Ask for approval; without an approval service it degrades to a denial."""
 
     # An empty reason is no reason: the denial names the tool instead.
-    reason: str | None = attrs.field(default=None, validator=check_optional_str)
+    reason: str | None = attrs.field(default=None, validator=[check_optional_str, _not_blank])
 
 
 @final
