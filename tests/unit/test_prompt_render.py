@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -161,3 +162,60 @@ def test_render_refuses_variables_that_are_no_mapping(variables: Any) -> None:
     about iterating None."""
     with pytest.raises(TypeError, match="variables must be a mapping of name to text, got"):
         render([Section("s", "hello {{name}}")], variables)
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [[("name", "Ada")], (("name", "Ada"),), "name", b"name", None, 3],
+    ids=["pairs", "tuple", "str", "bytes", "none", "int"],
+)
+def test_render_refuses_variables_that_are_no_mapping_even_where_no_group_reads_them(
+    variables: Any,
+) -> None:
+    """R7.52: what is no mapping is refused before any section is read, so a template
+    without groups does not take it silently (a str and a list can be indexed too)."""
+    with pytest.raises(TypeError, match="variables must be a mapping of name to text, got"):
+        render([Section("s", "no groups")], variables)
+
+
+class _KeyedLookup:
+    """A mapping as ``dict.update`` takes one: ``keys()`` and ``[]``, no Mapping base."""
+
+    def __init__(self, values: dict[str, str | None]) -> None:
+        self._values = values
+
+    def keys(self) -> list[str]:
+        return list(self._values)
+
+    def __getitem__(self, name: str) -> str | None:
+        return self._values[name]
+
+
+class _Lookup:
+    """A lookup as ``str.format_map`` takes one: ``[]`` alone, a KeyError for no such name."""
+
+    def __getitem__(self, name: str) -> str | None:
+        if name == "name":
+            return "Ada"
+        if name == "unset":
+            return None
+        raise KeyError(name)
+
+
+@pytest.mark.parametrize("variables", [_KeyedLookup(VARIABLES), _Lookup()], ids=["keys", "lookup"])
+def test_render_looks_variables_up_in_what_str_format_map_takes(variables: Any) -> None:
+    """R7.52: variables are any object ``str.format_map`` takes, looked up by name as it
+    does, a KeyError meaning no such variable, where only a ``collections.abc.Mapping``
+    was taken."""
+    assert render([Section("s", "hello {{ name }}")], variables) == "hello Ada"
+    with pytest.raises(PromptError, match="unknown variable 'missing'"):
+        render([Section("s", "{{missing}}")], variables)
+    with pytest.raises(PromptError, match="variable 'unset' has no value"):
+        render([Section("s", "{{unset}}")], variables)
+
+
+def test_render_takes_no_value_a_mapping_makes_up_for_a_missing_name() -> None:
+    """R7.52: a mapping is asked whether it has a name before it is read, so a defaultdict
+    does not make an unknown variable an empty text."""
+    with pytest.raises(PromptError, match="unknown variable 'missing'"):
+        render([Section("s", "{{missing}}")], defaultdict(str))

@@ -13,8 +13,8 @@ too: ``{{{name}}}`` is the text between braces.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, final
 
 import attrs
 
@@ -164,16 +164,36 @@ def check_template(text: str, where: str) -> None:
     _parse(text, where)
 
 
-def _interpolate(text: str, variables: Mapping[str, str | None], where: str) -> str:
+class _Lookup(Protocol):
+    """What :func:`render` looks variables up in: any object ``str.format_map`` takes."""
+
+    def __getitem__(self, name: str, /) -> str | None: ...
+
+
+_MISSING = object()
+
+
+def _looked_up(variables: _Lookup, name: str) -> object:
+    """*name*'s value, or ``_MISSING``: a mapping's ``in``, else a ``KeyError`` as ``format_map``."""
+    if isinstance(variables, Mapping):
+        # Not []: a mapping's may make a value up for a missing name (a defaultdict's does).
+        return variables.get(name, _MISSING)
+    try:
+        return variables[name]
+    except KeyError:
+        return _MISSING
+
+
+def _interpolate(text: str, variables: _Lookup, where: str) -> str:
     pieces = _parse(text, where)
     pieces[1::2] = [_value(name, variables, where) for name in pieces[1::2]]
     return "".join(pieces)
 
 
-def _value(name: str, variables: Mapping[str, str | None], where: str) -> str:
-    if name not in variables:
+def _value(name: str, variables: _Lookup, where: str) -> str:
+    value = _looked_up(variables, name)
+    if value is _MISSING:
         raise PromptError(f"unknown variable {shown_short(name)} in section {shown_short(where)}")
-    value = variables[name]
     if value is None:
         raise PromptError(
             f"variable {shown_short(name)} has no value (section {shown_short(where)})"
@@ -184,6 +204,21 @@ def _value(name: str, variables: Mapping[str, str | None], where: str) -> str:
             f"(section {shown_short(where)})"
         )
     return value
+
+
+def _check_variables(variables: object) -> None:
+    """Refuse what ``str.format_map`` would take that is no mapping: text, or a sequence.
+
+    Refused before any section is read: a template without groups would take it
+    silently, and pairs would read as no variable at all.
+    """
+    if isinstance(variables, Mapping):
+        return
+    # str and bytes are sequences too.
+    if isinstance(variables, Sequence) or not hasattr(type(variables), "__getitem__"):
+        raise TypeError(
+            f"variables must be a mapping of name to text, got {type(variables).__name__}"
+        )
 
 
 def _checked_sections(sections: Iterable[Section]) -> list[Section]:
@@ -204,20 +239,21 @@ def _checked_sections(sections: Iterable[Section]) -> list[Section]:
     return checked
 
 
-def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> str:
+def render(sections: Iterable[Section], variables: _Lookup) -> str:
     """Render sections in ascending order, dropping empty ones, joined by blank lines.
+
+    *variables* is a mapping, or any object ``str.format_map`` takes: a variable
+    is looked up as ``variables[name]``, a ``KeyError`` meaning there is none.
 
     Raises:
         PromptError: an unknown, valueless or malformed ``{{variable}}``, or
             a lone ``{{`` or ``}}`` (``\\{{`` and ``\\}}`` are literal braces,
             ``\\\\{{name}}`` a backslash and the variable's text); or an item
             that is no :class:`Section`, or a section whose ``order`` is no int.
-        TypeError: *variables* is no mapping (pairs would read as no variable at all).
+        TypeError: *variables* is no mapping: it cannot be looked up by name, or
+            it is text or a sequence (pairs would read as no variable at all).
     """
-    if not isinstance(variables, Mapping):
-        raise TypeError(
-            f"variables must be a mapping of name to text, got {type(variables).__name__}"
-        )
+    _check_variables(variables)
     parts = []
     for section in sorted(_checked_sections(sections), key=lambda item: item.order):
         text = _interpolate(section.text, variables, section.name).strip()
