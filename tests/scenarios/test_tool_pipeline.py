@@ -132,13 +132,18 @@ async def test_pre_execute_raising_listener_gives_a_final_error_result() -> None
 
 
 async def test_pre_execute_non_decision_gives_a_final_error_result() -> None:
-    """R9.3: a pre-execute listener returning something other than a decision fails the call."""
+    """R9.3: a pre-execute listener returning something other than a decision fails the call,
+    the error naming the listener."""
     hooks, registry = setup()
     hooks.on("tools/pre-execute", lambda *_: "yes")
     seams = Seams().attach(hooks)
     result = await registry.execute(call())
+    listener = f"{__name__}.{test_pre_execute_non_decision_gives_a_final_error_result.__name__}"
     assert shape(result) == failed(
-        "tools/pre-execute returned an invalid decision: str", "INVALID_HOOK_RESULT", "HookError"
+        f"a tools/pre-execute listener ({listener}.<locals>.<lambda>) returned 'yes', "
+        "not Allow, Deny or Ask",
+        "INVALID_HOOK_RESULT",
+        "HookError",
     )
     assert seams.post == []
 
@@ -334,7 +339,8 @@ async def test_post_execute_sees_the_dispatched_result() -> None:
         (
             lambda *_: Deny("wrong seam"),
             failed(
-                "tools/post-execute returned an invalid decision: Deny",
+                f"a tools/post-execute listener ({__name__}.<lambda>) returned "
+                "Deny(reason='wrong seam'), not Accept or Block",
                 "INVALID_HOOK_RESULT",
                 "HookError",
             ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -10,7 +11,7 @@ import trio
 import trio.testing
 
 from retinue._errors import HookError
-from retinue.hooks import HookBus
+from retinue.hooks import HookBus, Stop
 from tests.helpers import DEADLINE, Next, boom
 
 # -- serial and strict serial --------------------------------------------------------------------
@@ -59,11 +60,11 @@ async def test_dispatch_without_listeners_returns_nothing() -> None:
     await bus.parallel("session/flush", "agent", "session")
 
 
-@pytest.mark.parametrize("falsy", [False, 0, "", []])
-async def test_strict_serial_first_non_none_result_ends_the_chain(falsy: object) -> None:
-    """R6.2, R7.37: ``None`` abstains; the first other value (even a falsy one) wins and stops the chain."""
+async def test_strict_serial_first_non_none_result_ends_the_chain() -> None:
+    """R6.2, R7.37: ``None`` abstains; the first other value wins and stops the chain."""
     bus = HookBus()
     ran: list[str] = []
+    stop = Stop()
 
     def abstain(*_args: object) -> None:
         ran.append("abstain")
@@ -71,13 +72,26 @@ async def test_strict_serial_first_non_none_result_ends_the_chain(falsy: object)
     async def decide(*_args: object) -> object:
         await trio.lowlevel.checkpoint()
         ran.append("decide")
-        return falsy
+        return stop
 
     bus.on("agent/turn-stop", abstain)
     bus.on("agent/turn-stop", decide)
     bus.on("agent/turn-stop", lambda *_: ran.append("never"))
-    assert await bus.strict_serial("agent/turn-stop", "agent", 1) == falsy
+    assert await bus.strict_serial("agent/turn-stop", "agent", 1) is stop
     assert ran == ["abstain", "decide"]
+
+
+@pytest.mark.parametrize("falsy", [False, 0, "", []])
+async def test_strict_serial_falsy_result_ends_the_chain_as_an_invalid_one(falsy: object) -> None:
+    """R6.2, R7.37: a falsy value is no abstention: it ends the chain, refused as what the
+    seam does not take, naming the listener."""
+    bus = HookBus()
+    ran: list[str] = []
+    bus.on("agent/turn-stop", lambda *_: falsy)
+    bus.on("agent/turn-stop", lambda *_: ran.append("never"))
+    with pytest.raises(HookError, match=rf"<lambda>\) returned {re.escape(repr(falsy))}, not None"):
+        await bus.strict_serial("agent/turn-stop", "agent", 1)
+    assert ran == []
 
 
 async def test_strict_serial_all_abstaining_returns_none_and_failures_propagate() -> None:
@@ -123,9 +137,10 @@ async def test_waterfall_first_registered_listener_is_outermost() -> None:
 
         return listener
 
-    bus.on("tools/pre-execute", layer("outer"))
-    bus.on("tools/pre-execute", layer("inner"))
-    result = await bus.waterfall("tools/pre-execute", default, "exec")
+    # A seam whose results the bus leaves to its caller: these are no tool results.
+    bus.on("tools/execute", layer("outer"))
+    bus.on("tools/execute", layer("inner"))
+    result = await bus.waterfall("tools/execute", default, "exec")
     assert result == ["outer", "inner", "default"]
     assert trace == [
         "outer before exec",
@@ -152,9 +167,9 @@ async def test_waterfall_listener_may_short_circuit() -> None:
         reached.append("later")  # pragma: no cover - must never run
         return await next_()
 
-    bus.on("agent/prompt-submit", short)
-    bus.on("agent/prompt-submit", later)
-    assert await bus.waterfall("agent/prompt-submit", default, "prompt") == "short"
+    bus.on("tools/execute", short)
+    bus.on("tools/execute", later)
+    assert await bus.waterfall("tools/execute", default, "prompt") == "short"
     assert reached == []
 
 
@@ -172,9 +187,9 @@ async def test_waterfall_listener_may_wrap_the_result() -> None:
     async def add_one(_arg: object, next_: Next) -> int:
         return 1 + await next_()
 
-    bus.on("agent/request", double)
-    bus.on("agent/request", add_one)
-    assert await bus.waterfall("agent/request", default, "config") == 42
+    bus.on("tools/execute", double)
+    bus.on("tools/execute", add_one)
+    assert await bus.waterfall("tools/execute", default, "config") == 42
 
 
 async def test_waterfall_failure_propagates() -> None:
@@ -287,8 +302,8 @@ async def test_waterfall_sync_listener_may_return_next_for_the_bus_to_await() ->
         await trio.lowlevel.checkpoint()
         return "default"
 
-    bus.on("agent/step-result", lambda _arg, next_: next_())
-    assert await bus.waterfall("agent/step-result", default, "message") == "default"
+    bus.on("tools/execute", lambda _arg, next_: next_())
+    assert await bus.waterfall("tools/execute", default, "message") == "default"
 
 
 # -- parallel ------------------------------------------------------------------------------------

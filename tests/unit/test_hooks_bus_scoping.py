@@ -51,9 +51,9 @@ async def test_scoped_listeners_hear_only_their_agent() -> None:
     async def tag(_arg: object, next_: Next) -> list[str]:
         return ["a-only", *await next_()]
 
-    bus.on("agent/request", tag, agent="a")
-    assert await bus.waterfall("agent/request", default, "cfg", scope="a") == ["a-only"]
-    assert await bus.waterfall("agent/request", default, "cfg", scope="b") == []
+    bus.on("tools/execute", tag, agent="a")
+    assert await bus.waterfall("tools/execute", default, "cfg", scope="a") == ["a-only"]
+    assert await bus.waterfall("tools/execute", default, "cfg", scope="b") == []
     assert bus.listeners("agent/status", "a") != bus.listeners("agent/status", "b")
 
 

@@ -15,6 +15,7 @@ from retinue._errors import HookError, synchronous_failure, synchronous_failure_
 from ._calls import a_listener_of, call, log_unraised, named, refuse_coroutine, stopped
 from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
+from ._results import RESULTS, invalid_result
 from ._seams import SEAMS, Listener, SeamName, check_callable, check_listener, seam_mode
 
 __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
@@ -292,10 +293,14 @@ class HookBus:
         """
         if name not in self._listeners:
             return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
+        takes = RESULTS.get(name)
         for fn in self.listeners(name, scope):
             result = await call(name, fn, *args)
-            if result is not None:
-                return result
+            if result is None:
+                continue
+            if takes is not None and not takes[0](result):
+                raise invalid_result(name, fn, result, takes[1])
+            return result
         return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
 
     async def waterfall(
@@ -313,7 +318,7 @@ class HookBus:
         chain = self.listeners(name, scope)
         if not chain:
             return await default()
-        return await run_chain(name, chain, default, args)
+        return await run_chain(name, chain, default, args, RESULTS.get(name))
 
     async def waterfall_value(
         self, name: str, value: T, *args: object, scope: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 
@@ -9,7 +10,15 @@ from retinue._errors import HookError, failure_of, raised_message
 
 from ._seams import Listener
 
-__all__ = ["a_listener_of", "call", "log_unraised", "named", "refuse_coroutine", "stopped"]
+__all__ = [
+    "a_listener_of",
+    "call",
+    "log_unraised",
+    "named",
+    "qualified_name",
+    "refuse_coroutine",
+    "stopped",
+]
 
 log = logging.getLogger("retinue.hooks")
 
@@ -55,8 +64,25 @@ def a_listener_of(name: str) -> str:
 
 
 def named(name: str, fn: Listener) -> str:
-    """A listener as the error made of its raise names it; each seam handles the failure."""
-    return f"{a_listener_of(name)} ({fn!r})"
+    """A listener as the errors of what it did name it: "a tools/pre-execute listener (app.check)"."""
+    return f"{a_listener_of(name)} ({qualified_name(fn)})"
+
+
+def qualified_name(fn: object) -> str:
+    """*fn*'s module and qualified name (``app.Policy.check``), as a user finds it in the code.
+
+    A partial is named by what it calls, an object by its class's ``__call__``.
+    """
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    try:
+        qualname, module = getattr(fn, "__qualname__", None), getattr(fn, "__module__", None)
+    except Exception:
+        # An attribute that raises must not take the place of the error that names fn.
+        qualname = module = None
+    if not isinstance(qualname, str):
+        qualname, module = f"{type(fn).__qualname__}.__call__", type(fn).__module__
+    return f"{module}.{qualname}" if isinstance(module, str) else qualname
 
 
 def refuse_coroutine(name: str, result: object, role: str = "listeners") -> None:

@@ -9,6 +9,7 @@ from typing import TypeVar
 from retinue._errors import HookError
 
 from ._calls import a_listener_of, call
+from ._results import Takes, invalid_result
 from ._seams import Listener
 
 __all__ = ["run_chain"]
@@ -49,10 +50,13 @@ async def run_chain(
     chain: list[Listener],
     default: Callable[[], Awaitable[T]],
     args: tuple[object, ...],
+    takes: Takes | None,
 ) -> T:
     """Run *chain*, the first listener outermost, each called as ``fn(*args, next)``.
 
-    ``await next()`` runs the rest of the chain, ending in *default*.
+    ``await next()`` runs the rest of the chain, ending in *default*. Each
+    listener's result is checked with *takes* as it returns: one its seam does
+    not take is raised as a ``HookError`` from where the listener returned.
     """
 
     async def run(index: int, caller: _Frame | None) -> T:
@@ -87,6 +91,8 @@ async def run_chain(
                 f"{a_listener_of(name)} called next() but never awaited what it returned: "
                 "write return await call_next()"
             )
+        if takes is not None and not takes[0](result):
+            raise invalid_result(name, chain[index], result, takes[1])
         return result  # type: ignore[return-value]
 
     return await run(0, None)

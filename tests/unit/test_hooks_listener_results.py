@@ -1,0 +1,96 @@
+"""Each listener's result is checked as it returns, naming the listener (R6.3, R7.37, R9.3)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from retinue import Message, Text
+from retinue._errors import HookError
+from retinue.hooks import Accept, Allow, Ask, Block, Continue, Deny, HookBus, Stop
+from retinue.prompt import Assembly
+from retinue.providers import LlmCallConfig
+from tests.helpers import Next
+
+# Each seam the bus knows the result of, with a result it takes and what it says it takes.
+VALID: dict[str, tuple[object, str]] = {
+    "agent/prompt-submit": (Allow(), "Allow or Block"),
+    "agent/session-prefix": ((), "a sequence of Message"),
+    "agent/request": (LlmCallConfig("m"), "LlmCallConfig"),
+    "agent/step-result": (Message("assistant", (Text("hi"),)), "Message"),
+    "agent/turn-continuation": (Stop(), "Continue or Stop"),
+    "tools/pre-execute": (Deny("no"), "Allow, Deny or Ask"),
+    "tools/post-execute": (Block("no"), "Accept or Block"),
+    "system-prompt/assemble": (Assembly([], [], {}), "Assembly"),
+}
+
+
+class Policy:
+    """Listeners as methods, the way a user with many of them groups them."""
+
+    def check(self, *_args: object) -> object:
+        return "deny it"
+
+    async def wrap(self, *args: object) -> object:
+        call_next: Next = args[-1]  # type: ignore[assignment]
+        try:
+            return await call_next()
+        except HookError as exc:
+            return Deny(str(exc))
+
+
+@pytest.mark.parametrize("seam", sorted(VALID))
+async def test_a_waterfall_listener_returning_what_its_seam_takes_not_is_named(seam: str) -> None:
+    """R6.3: a listener's result of the wrong type fails the dispatch with a HookError naming
+    the seam, the listener by its qualified name, what it returned and what the seam takes,
+    where the error named the seam only, leaving a user of many listeners to guess."""
+    bus = HookBus()
+    value, takes = VALID[seam]
+    bus.on(seam, Policy().check)
+    with pytest.raises(HookError) as raised:
+        await bus.waterfall_value(seam, value, "argument")
+    message = str(raised.value)
+    assert f"listener ({__name__}.Policy.check) returned 'deny it', not {takes}" in message
+    assert message.startswith(f"{'an' if seam[0] == 'a' else 'a'} {seam} listener")
+    assert raised.value.code == "INVALID_HOOK_RESULT"
+
+
+async def test_a_strict_serial_listener_returning_no_verdict_is_named() -> None:
+    """R7.37: a turn-stop listener's result other than None or Stop names the listener."""
+    bus = HookBus()
+    bus.on("agent/turn-stop", lambda *_: None)
+    bus.on("agent/turn-stop", functools.partial(Policy.check, Policy()))
+    with pytest.raises(
+        HookError, match=rf"\({__name__}\.Policy\.check\) returned 'deny it', not None or Stop"
+    ):
+        await bus.strict_serial("agent/turn-stop", "agent", 1)
+
+
+async def test_the_result_of_each_listener_is_checked_as_it_returns() -> None:
+    """R6.3: an inner listener's wrong result is raised out of the outer one's ``next()``,
+    as a raise is, so an outer listener reads only what the seam takes from it."""
+    bus = HookBus()
+    outer = Policy()
+    bus.on("tools/pre-execute", outer.wrap)
+    bus.on("tools/pre-execute", lambda *_: 3)
+    denied = await bus.waterfall_value("tools/pre-execute", Allow(), "execution")
+    assert isinstance(denied, Deny)
+    assert "<lambda>) returned 3, not Allow, Deny or Ask" in denied.reason
+
+
+@pytest.mark.parametrize(
+    ("seam", "result"),
+    [
+        ("tools/pre-execute", Ask()),
+        ("tools/pre-execute", Allow()),
+        ("tools/post-execute", Accept()),
+        ("agent/turn-continuation", Continue()),
+        ("agent/session-prefix", [Message("user", (Text("hi"),))]),
+    ],
+)
+async def test_a_listener_returning_what_its_seam_takes_passes(seam: str, result: object) -> None:
+    """R6.3: each type the seam takes passes the check, a list of messages as a sequence."""
+    bus = HookBus()
+    bus.on(seam, lambda *_: result)
+    assert await bus.waterfall_value(seam, VALID[seam][0], "argument") is result
