@@ -32,6 +32,9 @@ class Policy:
     def check(self, *_args: object) -> object:
         return "deny it"
 
+    async def fail(self, *_args: object) -> None:
+        raise ValueError("backup offline")
+
     async def wrap(self, *args: object) -> object:
         call_next: Next = args[-1]  # type: ignore[assignment]
         try:
@@ -94,3 +97,15 @@ async def test_a_listener_returning_what_its_seam_takes_passes(seam: str, result
     bus = HookBus()
     bus.on(seam, lambda *_: result)
     assert await bus.waterfall_value(seam, VALID[seam][0], "argument") is result
+
+
+async def test_a_parallel_listener_failure_is_noted_with_the_listener_qualified_name() -> None:
+    """R6.4: the note on a flush listener's failure names it as a result error does, by
+    its qualified name, where it showed the listener's repr (an address, for a function)."""
+    bus = HookBus()
+    bus.on("session/flush", Policy().fail)
+    with pytest.raises(ValueError, match="backup offline") as raised:
+        await bus.parallel("session/flush", "agent", "session")
+    assert raised.value.__notes__ == [
+        f"raised by a session/flush listener ({__name__}.Policy.fail)"
+    ]

@@ -12,7 +12,7 @@ import trio
 
 from retinue._errors import HookError, synchronous_failure, synchronous_failure_of
 
-from ._calls import a_listener_of, call, log_unraised, named, refuse_coroutine, stopped
+from ._calls import call, log_unraised, named, refuse_coroutine, stopped
 from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
 from ._results import RESULTS, invalid_result
@@ -353,7 +353,7 @@ class HookBus:
             try:
                 await call(name, fn, *args)
             except Exception as exc:
-                _note_listener(exc, f"raised by {a_listener_of(name)}: {fn!r}")
+                _note_listener(exc, f"raised by {named(name, fn)}")
                 failures.append(exc)
 
         try:
