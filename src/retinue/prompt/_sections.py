@@ -13,8 +13,8 @@ too: ``{{{name}}}`` is the text between braces.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol, final
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Protocol, TypeVar, final
 
 import attrs
 
@@ -36,6 +36,7 @@ _TOKEN = re.compile(
     r"(?<!\\)((?:\\\\)*)(?:\\(\{\{|\}\})|(\{?)\{\{(?!\{)(.*?)\}\}|\{\{|\}\})", re.DOTALL
 )
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+T = TypeVar("T")
 
 
 class PromptError(RetinueError):
@@ -74,15 +75,41 @@ class _Variables(ReadOnlyDict[str, str | None]):
 
 
 def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
-    return _Variables(value)
+    """*value* copied as ``dict()`` copies it: a mapping, pairs, or an object with ``keys()``."""
+    if isinstance(value, Mapping):
+        return _Variables(value)
+    refused = TypeError(f"Assembly.variables must be a mapping of name to text, got {_kind(value)}")
+    if isinstance(value, str | bytes):
+        raise refused
+    try:
+        return _Variables(value)
+    except (TypeError, ValueError) as exc:
+        raise refused from exc
 
 
 def _sections(value: Iterable[Section]) -> tuple[Section, ...]:
-    return tuple(value)
+    return tuple(_items(value, "sections", "Sections"))
 
 
 def _tools(value: Iterable[ToolSchema]) -> tuple[ToolSchema, ...]:
-    return tuple(value)
+    return tuple(_items(value, "tools", "tool schemas"))
+
+
+def _items(value: Iterable[T], field: str, what: str) -> Iterator[T]:
+    """An iterator over *value*, refused naming *field* where it is one item or none at all.
+
+    Text is refused too: as sections it would be one section per character.
+    """
+    if not isinstance(value, str | bytes | Section | ToolSchema):
+        try:
+            return iter(value)
+        except TypeError:
+            pass
+    raise TypeError(f"Assembly.{field} must be {what}, got {_kind(value)}")
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
 
 
 @final

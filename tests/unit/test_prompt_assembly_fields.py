@@ -1,0 +1,48 @@
+"""An assembly refuses fields it cannot read, naming the field (R7.51)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from retinue.prompt import Assembly, Section
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        (([], [], None), "Assembly.variables must be a mapping of name to text, got NoneType"),
+        (([], [], "ab"), "Assembly.variables must be a mapping of name to text, got str"),
+        (([], [], 3), "Assembly.variables must be a mapping of name to text, got int"),
+        ((Section("s", "t"), [], {}), "Assembly.sections must be Sections, got Section"),
+        (("You are terse.", [], {}), "Assembly.sections must be Sections, got str"),
+        (([], None, {}), "Assembly.tools must be tool schemas, got NoneType"),
+    ],
+    ids=["variables None", "variables str", "variables int", "one section", "text", "tools None"],
+)
+def test_an_assembly_field_it_cannot_read_is_refused_naming_the_field(
+    fields: tuple[Any, Any, Any], problem: str
+) -> None:
+    """R7.51: a listener's ``attrs.evolve(assembly, variables=None)`` raises a TypeError
+    naming the field, where it raised "'NoneType' object is not iterable" (a str's
+    variables a ValueError about a dictionary update sequence, and a str as sections
+    became one section per character)."""
+    with pytest.raises(TypeError) as refused:
+        Assembly(*fields)
+    assert str(refused.value) == problem
+
+
+def test_an_assembly_takes_variables_as_dict_takes_them() -> None:
+    """R7.51: pairs and an object with ``keys()`` are copied as ``dict()`` copies them."""
+
+    class Keyed:
+        def keys(self) -> list[str]:
+            return ["who"]
+
+        def __getitem__(self, name: str) -> str:
+            return "Ada"
+
+    sections = [Section("persona", "Hi {{who}}")]
+    assert Assembly(sections, [], [("who", "Ada")]).render() == "Hi Ada"  # type: ignore[arg-type]
+    assert Assembly(sections, [], Keyed()).render() == "Hi Ada"  # type: ignore[arg-type]
