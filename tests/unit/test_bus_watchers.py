@@ -167,9 +167,10 @@ def test_a_watcher_returning_a_coroutine_is_refused_then_logged(
         _toggle(bus)
     assert ran == []
     failures = [record.exc_info[1] for record in caplog.records if record.exc_info]
-    assert [str(failure) for failure in failures] == [
-        "session/event watchers must be synchronous"
-    ] * 2
+    test = test_a_watcher_returning_a_coroutine_is_refused_then_logged.__name__
+    watcher = f"{__name__}.{test}.<locals>.relays_after_its_first_call"
+    refusal = f"session/event watchers must be synchronous: {watcher} returned a coroutine"
+    assert [str(failure) for failure in failures] == [refusal] * 2
 
 
 class _Handle:

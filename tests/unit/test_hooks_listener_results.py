@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import logging
+from collections.abc import Coroutine
 
 import pytest
 
@@ -109,3 +111,32 @@ async def test_a_parallel_listener_failure_is_noted_with_the_listener_qualified_
     assert raised.value.__notes__ == [
         f"raised by a session/flush listener ({__name__}.Policy.fail)"
     ]
+
+
+async def _relay(*_args: object) -> None:
+    pass  # pragma: no cover - never run
+
+
+def _starts_relay(*args: object) -> Coroutine[object, object, None]:
+    return _relay(*args)
+
+
+def test_a_coroutine_an_emit_listener_returns_is_refused_naming_the_listener(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R6.1, R4.8: the TypeError for a coroutine a plain listener hands back names the
+    listener, whose own line no traceback of it shows (it returned), where it named the
+    seam only."""
+    bus = HookBus()
+    bus.on("session/event", _starts_relay)
+    bus.on("agent/created", _starts_relay)
+    listener = f"{__name__}._starts_relay"
+    with pytest.raises(TypeError) as refused:
+        bus.emit_raising("session/event", "session", "event")
+    assert str(refused.value) == (
+        f"session/event listeners must be synchronous: {listener} returned a coroutine"
+    )
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        bus.emit("agent/created", "agent")
+    [record] = [record for record in caplog.records if record.exc_info]
+    assert f"{listener} returned a coroutine" in str(record.exc_info[1])  # type: ignore[index]

@@ -154,7 +154,7 @@ class HookBus:
         try:
             # A lambda over an async function passes the registration check; what it
             # returns would never run, each call warning only of a coroutine never awaited.
-            refuse_coroutine(name, fn(), "watchers")
+            refuse_coroutine(name, fn, fn(), "watchers")
         except BaseException:
             # The caller gets no unwatch: a registration left behind could never be removed.
             unwatch()
@@ -167,7 +167,7 @@ class HookBus:
         watchers = self._watchers.get(name)
         for fn in list(watchers.values()) if watchers else ():
             try:
-                refuse_coroutine(name, fn(), "watchers")
+                refuse_coroutine(name, fn, fn(), "watchers")
             except BaseException as exc:
                 if not synchronous_failure(exc):
                     raise
@@ -234,7 +234,7 @@ class HookBus:
             return
         for fn in self.listeners(name, scope):
             try:
-                refuse_coroutine(name, fn(*args))
+                refuse_coroutine(name, fn, fn(*args))
             except BaseException as exc:
                 # A SystemExit too (R6.1): a notification's listener never ends the runtime.
                 if not synchronous_failure(exc):
@@ -253,7 +253,7 @@ class HookBus:
         failures: list[Exception] = []
         for fn in self.listeners(name, scope):
             try:
-                refuse_coroutine(name, fn(*args))
+                refuse_coroutine(name, fn, fn(*args))
             except StopIteration as exc:
                 # Raised from the append, it would reach the loop's coroutines (PEP 479).
                 failures.append(stopped(name, fn, exc))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+from collections.abc import Callable
 
 from retinue._errors import HookError, failure_of, raised_message
 
@@ -85,11 +86,18 @@ def qualified_name(fn: object) -> str:
     return f"{module}.{qualname}" if isinstance(module, str) else qualname
 
 
-def refuse_coroutine(name: str, result: object, role: str = "listeners") -> None:
-    """Refuse what an emit listener (or a watcher) returned if it is a coroutine it never ran."""
+def refuse_coroutine(
+    name: str, fn: Callable[..., object], result: object, role: str = "listeners"
+) -> None:
+    """Refuse what *fn*, an emit listener (or a watcher), returned if it is a coroutine it never ran.
+
+    Named: *fn* returned, so no traceback of the error shows its line.
+    """
     if inspect.iscoroutine(result):
         result.close()
-        raise TypeError(f"{name} {role} must be synchronous")
+        raise TypeError(
+            f"{name} {role} must be synchronous: {qualified_name(fn)} returned a coroutine"
+        )
 
 
 def log_unraised(name: str, failures: list[Exception], why: str) -> None:
