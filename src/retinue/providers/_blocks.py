@@ -253,6 +253,12 @@ class BlockTable:
                 return key
         return None
 
+    def text_of(self, key: Hashable) -> str:
+        """The text so far of the block at *key*, its split surrogate pairs joined (see
+        :meth:`find`); empty when there is none."""
+        block = self._blocks.get(key)
+        return "" if block is None else joined_surrogates("".join(block.parts))
+
     def finalize(self, key: Hashable, block: ContentBlock) -> None:
         """Make *block* the authoritative content of the block at *key* (created if new)."""
         self._block(key, block.type).final = block

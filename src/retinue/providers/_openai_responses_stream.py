@@ -305,17 +305,44 @@ class ResponsesStreamDecoder:
 
     def _message_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
         """A completed message: each part's text that no delta streamed, in part order."""
-        whole = ("text", output, None)
+        texts = _part_texts(parts)
+        whole: Hashable = ("text", output, None)
+        if not self._table.has(whole) and len(texts) > 1:
+            # Deltas keyed by another output_index too: the block holding all the parts.
+            found = self._table.find("text", "".join(text for _, text in texts), self._matched)
+            whole = whole if found is None else found
         if self._table.has(whole):
-            # Deltas without a content_index streamed the whole item into one block.
-            self._matched.add(whole)
-            return []
+            texts = self._unstreamed(whole, texts)
         out: list[StreamChunk] = []
-        for index, text in _part_texts(parts):
-            key = ("text", output, index)
-            if self._settle(key, "text", text) is None:
+        taken: set[Hashable] = set()
+        for index, text in texts:
+            key: Hashable = ("text", output, index)
+            if key in taken:
+                # An earlier part's deltas were keyed so (parts counted from 1): not this part's.
+                key = ("text", output, index, "complete")
+            found = self._settle(key, "text", text)
+            if found is None:
                 out.append(self._table.text(key, text))
+            taken.add(key if found is None else found)
         return out
+
+    def _unstreamed(self, whole: Hashable, texts: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        """The parts that deltas without a ``content_index`` did not stream into *whole*.
+
+        Those deltas hold some of the parts, one after another. Parts left out
+        (sent only complete) are kept only when the others make up the block
+        exactly: a block that differs from its parts (a server trimming the
+        complete text) streamed them all.
+        """
+        self._matched.add(whole)
+        rest = self._table.text_of(whole)
+        left = []
+        for index, text in texts:
+            if rest.startswith(text):
+                rest = rest[len(text) :]
+            else:
+                left.append((index, text))
+        return left if not rest else []
 
     def _content_part_done(self, output: object, payload: JsonObject) -> list[StreamChunk]:
         """A completed message part that streamed no delta: its text, before the next part's."""
@@ -333,7 +360,7 @@ class ResponsesStreamDecoder:
         # output_item.done to match, which counts the parts by their place in its content.
         if not texts or table.find("text", texts[0][1], self._matched) is not None:
             return []
-        self._matched.add(key)
+        # Not matched yet: its item's output_item.done, keyed otherwise, must find it.
         return [table.text(key, texts[0][1])]
 
     def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:

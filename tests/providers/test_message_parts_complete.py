@@ -1,0 +1,147 @@
+"""A Responses message whose parts arrive complete, in the recorded stream's event shapes,
+beside deltas keyed otherwise than its complete item: each part's text comes once.
+
+The events are those of ``responses_stream_text_after_function_outputs.json``,
+edited as compatible servers send them, and served verbatim by the in-process
+mock server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from retinue._content import Text
+from retinue._stream import TextDelta
+
+from ._wire_edge_kit import typed_event
+from .support import load, serve_once
+
+Event = dict[str, Any]
+_SECOND = " That is all."
+_DELTA = "response.output_text.delta"
+
+
+def _recorded() -> list[Event]:
+    """The recorded message stream's events, in order."""
+    body: str = load("responses_stream_text_after_function_outputs.json")["response"]["body"]
+    return [
+        json.loads(line.removeprefix("data: "))
+        for block in body.split("\n\n")
+        for line in block.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+def _answer(events: list[Event]) -> str:
+    done = next(e for e in events if e["type"] == "response.output_item.done")
+    text: str = done["item"]["content"][0]["text"]
+    return text
+
+
+def _without_deltas(events: list[Event]) -> list[Event]:
+    return [e for e in events if e["type"] != _DELTA]
+
+
+def _counted_from_one(events: list[Event]) -> list[Event]:
+    """Parts counted from 1 in the stream's events (the complete item counts them from 0)."""
+    return [
+        {**e, "content_index": e["content_index"] + 1} if "content_index" in e else e
+        for e in events
+    ]
+
+
+def _items_without_output_index(events: list[Event]) -> list[Event]:
+    items = ("response.output_item.added", "response.output_item.done")
+    return [
+        {k: v for k, v in e.items() if k != "output_index"} if e["type"] in items else e
+        for e in events
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [_counted_from_one, _items_without_output_index],
+    ids=["parts-counted-from-one", "items-without-output-index"],
+)
+async def test_a_part_sent_only_complete_comes_once_when_its_item_is_keyed_otherwise(
+    edit: Callable[[list[Event]], list[Event]],
+) -> None:
+    """R10.2: a part that streamed no delta, given by its ``content_part.done``, is the same
+    part in the ``output_item.done`` after it, though the two are keyed otherwise; it came
+    a second time, as the item's own."""
+    events = _recorded()
+    collected = await serve_once(
+        "responses", b"".join(map(typed_event, edit(_without_deltas(events))))
+    )
+    assert collected.message.content == (Text(_answer(events)),)
+    streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
+    assert streamed == _answer(events)
+
+
+def _without_part_index(events: list[Event]) -> list[Event]:
+    """Deltas without ``content_index``, as a server that leaves it out sends them."""
+    return [
+        {k: v for k, v in e.items() if k != "content_index"} if e["type"] == _DELTA else e
+        for e in events
+    ]
+
+
+def _with_a_second_part(events: list[Event], *, part_done: bool) -> list[Event]:
+    """The recorded message given a second part that streams no delta."""
+    second = {"type": "output_text", "annotations": [], "logprobs": [], "text": _SECOND}
+    out: list[Event] = []
+    for recorded in events:
+        kind = recorded["type"]
+        event: Event = json.loads(json.dumps(recorded))
+        if kind in ("response.output_item.done", "response.completed"):
+            items = [event["item"]] if "item" in event else event["response"]["output"]
+            for item in items:
+                item["content"].append(second)
+        if kind == "response.output_item.done" and part_done:
+            where = {"item_id": event["item"]["id"], "output_index": 0, "content_index": 1}
+            out.append({"type": "response.content_part.done", **where, "part": second})
+        out.append(event)
+    return out
+
+
+@pytest.mark.parametrize("part_done", [True, False], ids=["in-its-part-done", "in-its-item"])
+@pytest.mark.parametrize(
+    "edit", [_without_part_index, _counted_from_one], ids=["no-part-index", "counted-from-one"]
+)
+async def test_a_part_sent_only_complete_is_kept_beside_deltas_keyed_otherwise(
+    edit: Callable[[list[Event]], list[Event]], part_done: bool
+) -> None:
+    """R10.2: deltas keyed otherwise than the complete item (no ``content_index``, or parts
+    counted from 1) stream a message's first part; its second, sent only complete, still
+    comes, after it. It was lost: the block of those deltas was taken for the whole message,
+    or for the second part."""
+    events = _recorded()
+    edited = edit(_with_a_second_part(events, part_done=part_done))
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == (Text(_answer(events)), Text(_SECOND))
+    streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
+    assert streamed == _answer(events) + _SECOND
+
+
+async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() -> None:
+    """R10.2: deltas without ``content_index`` or ``output_index`` stream both parts of a
+    message into one block; its item, which has an ``output_index``, does not repeat them.
+    It did: only a block keyed by the item's own ``output_index`` was taken for the whole."""
+    events = _with_a_second_part(_recorded(), part_done=False)
+    item_done = next(i for i, e in enumerate(events) if e["type"] == "response.output_item.done")
+    item_id = events[item_done]["item"]["id"]
+    events.insert(item_done, {"type": _DELTA, "item_id": item_id, "delta": _SECOND})
+    unindexed = [
+        {k: v for k, v in e.items() if k not in ("output_index", "content_index")}
+        if e["type"] == _DELTA
+        else e
+        for e in events
+    ]
+    collected = await serve_once("responses", b"".join(map(typed_event, unindexed)))
+    answer = _answer(events) + _SECOND
+    assert collected.message.content == (Text(answer),)
+    assert "".join(c.text for c in collected.chunks if isinstance(c, TextDelta)) == answer
