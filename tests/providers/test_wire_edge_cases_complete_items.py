@@ -347,3 +347,20 @@ async def test_responses_parts_counted_from_one_in_the_stream_are_not_doubled(
             events.append({"type": "response.content_part.done", **where, "part": part})
     collected = await serve_once("responses", b"".join(map(typed_event, _two_part_message(events))))
     assert collected.message.content == (Text("Checking Oslo."), Text(" It is sunny."))
+
+
+async def test_responses_reasoning_streamed_without_summary_index_comes_once() -> None:
+    """R10.2: summary deltas without ``summary_index`` run the summary's parts together;
+    the reasoning item completed after them, without ``output_index``, is the same item.
+    It came a second time, its parts apart, as the item's own."""
+    summary = "response.reasoning_summary_text.delta"
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "item": {**COMPLETE_REASONING, "summary": []}},
+        {"type": summary, "item_id": "rs_1", "output_index": 0, "delta": "Plan."},
+        {"type": summary, "item_id": "rs_1", "output_index": 0, "delta": "Go."},
+        {"type": "response.output_item.done", "item": COMPLETE_REASONING},
+        _completed([]),
+    ]
+    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    signature = json.dumps(COMPLETE_REASONING, separators=(",", ":"))
+    assert collected.message.content == (Reasoning("Plan.Go.", signature),)

@@ -373,9 +373,14 @@ class ResponsesStreamDecoder:
         without a summary (none was asked for) is still a block, empty.
         """
         key = ("reasoning", output)
-        parts = _list(item.get("summary")) or _list(item.get("content"))
-        text = _PARAGRAPH.join(text for _, text in _part_texts(parts))
+        summary = _list(item.get("summary")) or _list(item.get("content"))
+        parts = [text for _, text in _part_texts(summary)]
+        text = _PARAGRAPH.join(parts)
         found = self._settle(key, "reasoning", text or None)
+        if found is None and len(parts) > 1:
+            # Deltas without a summary_index ran the parts together, keyed otherwise.
+            found = self._table.find("reasoning", "".join(parts), self._matched)
+            self._matched.add(key if found is None else found)
         block = key if found is None else found
         signature = self._signature(block, item)
         self._reasoning = block if block in self._signed else None
