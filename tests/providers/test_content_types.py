@@ -94,3 +94,26 @@ async def test_a_body_labelled_json_is_told_apart_a_byte_at_a_time_after_a_bom(k
     assert expected.message.content
     assert got.message.content == expected.message.content
     assert got.assembler.finish == expected.assembler.finish
+
+
+async def test_an_event_stream_after_a_bom_it_sends_a_byte_at_a_time_gives_its_answer() -> None:
+    """R10.3: an event stream that starts with a byte order mark, sent a byte at a time,
+    gives the answer it gives in one piece; the mark's bytes were taken into the first
+    field's name, and that event was lost (here the answer's first text)."""
+    recorded = load(STREAMED["chat"])["response"]["body"].encode()
+    # Without its role-only chunk, as some servers send it: the first event has text.
+    recorded = recorded.split(b"\n\n", 1)[1]
+    event_stream = (("content-type", "text/event-stream"),)
+    expected = await serve_once("chat", recorded, event_stream)
+
+    def answer(_request: httpx2.Request) -> httpx2.Response:
+        body = _BytewiseBody(b"\xef\xbb\xbf" + recorded)
+        return httpx2.Response(200, headers=dict(event_stream), stream=body)
+
+    with trio.fail_after(60):
+        async with _adapter("chat", "http://mock", transport=httpx2.MockTransport(answer)) as model:
+            got = await collect(model, make_request("hi"))
+    assert expected.message.content
+    assert got.message.content == expected.message.content
+    assert got.assembler.finish == expected.assembler.finish
+    assert got.assembler.usage == expected.assembler.usage

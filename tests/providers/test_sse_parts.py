@@ -49,3 +49,34 @@ def test_a_blank_line_split_between_parts_ends_its_event_there(parts: list[bytes
     assert decoder.feed(parts[-1]) == [SseEvent(None, b"b")]
     assert not decoder.pending
     assert decoder.close() == []
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [b"\xef", b"\xbb\xbfdata: one\n\n"],
+        [b"\xef\xbb", b"\xbfdata: one\n\n"],
+        [b"\xef", b"", b"\xbb", b"\xbf", b"data: one\n\n"],
+        [b"\xef", b"\xbb\xbf", b"data: one\n\n"],
+    ],
+    ids=["1+2", "2+1", "byte-by-byte", "mark-alone"],
+)
+def test_a_byte_order_mark_split_between_parts_is_skipped(parts: list[bytes]) -> None:
+    """A UTF-8 byte order mark the network split over the first parts is skipped, as a
+    whole one is: the first event's field name kept its bytes, and the event was lost."""
+    assert _decode(parts) == [SseEvent(None, b"one")]
+
+
+def test_a_body_of_a_part_of_a_byte_order_mark_shows_it() -> None:
+    """A body that ends inside what may be a byte order mark carried no event: the bytes
+    it did carry are its start, to show in the error, and it ended inside a line."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"\xef\xbb") == []
+    assert decoder.close() == []
+    assert (decoder.eventless_head, decoder.torn) == (b"\xef\xbb", True)
+
+
+def test_bytes_that_only_start_like_a_byte_order_mark_are_kept() -> None:
+    """A first part that starts a byte order mark the next does not finish is data."""
+    assert _decode([b"\xef", b"data: one\n\n"]) == []
+    assert _decode([b"\xef\xbb", b"\n\ndata: one\n\n"]) == [SseEvent(None, b"one")]

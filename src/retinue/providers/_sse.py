@@ -59,6 +59,8 @@ class SseDecoder:
     _pending_bytes: int = attrs.field(default=0, init=False)
     _after_cr: bool = False
     _head: bytes | None = None
+    # The stream's first bytes while they may be a byte order mark the network split.
+    _lead: bytes = attrs.field(default=b"", init=False)
     dispatched: int = attrs.field(default=0, init=False)
     """How many events were dispatched so far."""
     torn: bool = attrs.field(default=False, init=False)
@@ -100,6 +102,9 @@ class SseDecoder:
         When its last line has no line ending either, :attr:`torn` is set: the
         body may have been cut inside that line.
         """
+        if self._lead:  # the body ended inside what may have been a byte order mark
+            self._head, self._lead = self._lead, b""
+            self._parts.append(self._head)
         rest = b"".join(self._parts)
         self._parts.clear()
         self._pending_bytes = 0
@@ -127,9 +132,13 @@ class SseDecoder:
         return None if self.dispatched else self._head
 
     def _begin(self, data: bytes) -> bytes:
-        if not data:
-            return data
-        # A BOM split over the first two chunks is not looked for: no server sends one so.
+        """*data* without the byte order mark the stream starts with, once it is known
+        whether it starts with one; until then (the network may split the mark), nothing."""
+        data = self._lead + data
+        if len(data) < len(_BOM) and _BOM.startswith(data):
+            self._lead = data
+            return b""
+        self._lead = b""
         data = data.removeprefix(_BOM)
         self._head = data[:EXCERPT_BYTES]
         return data
