@@ -163,3 +163,34 @@ async def test_an_error_body_after_a_byte_order_mark_gives_its_message_and_code(
     failure = await _refusal(api, b"\xef\xbb\xbf" + body.encode())
     assert str(failure).endswith("HTTP 400: the key was revoked")
     assert failure.code == "revoked"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("charset", ["utf-16", "utf-32", "idna", "base64", "rot13", "undefined"])
+async def test_an_error_body_in_a_charset_it_is_not_in_gives_its_status_and_message(
+    api: str, charset: str
+) -> None:
+    """R10.3: a UTF-8 JSON error body whose ``content-type`` names a charset that cannot
+    read it (UTF-16 without a byte order mark, a codec that is no text encoding) gives
+    its status, code and message; the SDK's decoding raised a UnicodeError (or a
+    TypeError, an AssertionError) in the adapter's place."""
+    body = json.dumps({"error": {"message": "Fehler: ungültig", "code": "bad_field"}})
+    headers = (("content-type", f"application/json; charset={charset}"),)
+    failure = await _refusal(api, body.encode(), headers=headers)
+    assert (failure.status, failure.code) == (400, "bad_field")
+    assert str(failure).endswith("HTTP 400: Fehler: ungültig")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("mark", ["utf-16-le", "utf-16-be"])
+async def test_an_error_body_after_a_utf16_byte_order_mark_reads_in_utf16(
+    api: str, mark: str
+) -> None:
+    """R10.3: a byte order mark says which charset a body is in, whatever its
+    ``content-type`` names (here UTF-8)."""
+    body = json.dumps({"error": {"message": "zu lang", "code": "too_long"}})
+    encoded = "\ufeff".encode(mark) + body.encode(mark)
+    headers = (("content-type", "application/json; charset=utf-8"),)
+    failure = await _refusal(api, encoded, headers=headers)
+    assert (failure.status, failure.code) == (400, "too_long")
+    assert str(failure).endswith("HTTP 400: zu lang")

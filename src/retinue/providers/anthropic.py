@@ -26,6 +26,7 @@ from ._anthropic_wire import (
     anthropic_request_body,
     no_room_beside_thinking,
 )
+from ._bodies import error_body
 from ._client import ClientOwner, post_json
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
@@ -254,7 +255,10 @@ class AnthropicModel(ClientOwner):
             )
         except anthropic.APIStatusError as exc:
             raise status_error(
-                exc.status_code, exc.body, exc.response.headers, provider=self.provider
+                exc.status_code,
+                error_body(exc.response, exc.body),
+                exc.response.headers,
+                provider=self.provider,
             ) from exc
         except anthropic.APIConnectionError as exc:
             timed_out = isinstance(exc, anthropic.APITimeoutError)

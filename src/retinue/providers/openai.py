@@ -18,6 +18,7 @@ import openai
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
+from ._bodies import error_body
 from ._client import ClientOwner, post_json
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
@@ -80,19 +81,6 @@ def _prime_platform(client: object) -> None:
         from openai._base_client import get_platform
 
         client._platform = get_platform()  # type: ignore[attr-defined]
-
-
-def _whole_body(exc: openai.APIStatusError) -> object:
-    """The error response's body as it came, read by the SDK already, as text in the
-    charset the response names (UTF-8 when it names none).
-
-    The SDK's ``body`` keeps only the body's ``error`` member: a body in
-    another layout (``{"error": null, "message": ...}``) would lose what it says.
-    """
-    try:
-        return exc.response.text
-    except httpx2.ResponseNotRead:
-        return exc.body
 
 
 @final
@@ -289,7 +277,10 @@ class OpenAIModel(ClientOwner):
             )
         except openai.APIStatusError as exc:
             raise status_error(
-                exc.status_code, _whole_body(exc), exc.response.headers, provider=self.provider
+                exc.status_code,
+                error_body(exc.response, exc.body),
+                exc.response.headers,
+                provider=self.provider,
             ) from exc
         except openai.APIConnectionError as exc:
             timed_out = isinstance(exc, openai.APITimeoutError)
