@@ -194,3 +194,18 @@ async def test_an_error_body_after_a_utf16_byte_order_mark_reads_in_utf16(
     failure = await _refusal(api, encoded, headers=headers)
     assert (failure.status, failure.code) == (400, "too_long")
     assert str(failure).endswith("HTTP 400: zu lang")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("encoding", ["utf-16-be", "utf-16-le", "utf-32-be"])
+async def test_an_error_body_in_utf16_without_a_byte_order_mark_reads_in_its_byte_order(
+    api: str, encoding: str
+) -> None:
+    """R10.3: a body in the UTF-16 (or UTF-32) its response names, without a byte order
+    mark, is read in the byte order its NUL bytes show, as JSON's own reading has it."""
+    body = json.dumps({"error": {"message": "zu lang", "code": "too_long"}})
+    family = encoding.rsplit("-", 1)[0]
+    headers = (("content-type", f"application/json; charset={family}"),)
+    failure = await _refusal(api, body.encode(encoding), headers=headers)
+    assert (failure.status, failure.code) == (400, "too_long")
+    assert str(failure).endswith("HTTP 400: zu lang")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import json
 
 import httpx2
 
@@ -31,10 +32,11 @@ def _text_encoding(charset: str | None, content: bytes) -> str | None:
     # The stdlib's own mark of the codecs that decode bytes to text.
     if not codec._is_text_encoding:
         return None
-    if codec.name.startswith(("utf-16", "utf-32")) and b"\0" not in content:
-        # Each ASCII character of a UTF-16 or UTF-32 text holds a NUL byte: a body without
-        # any (JSON, or a server's English) is not in that charset, whatever it says.
-        return None
+    if codec.name.startswith(("utf-16", "utf-32")):
+        # Each ASCII character of a UTF-16 or UTF-32 text holds NUL bytes, whose places
+        # tell which one (and its byte order) a body is in, as JSON's own reading has it;
+        # a body without them (UTF-8 JSON, a server's English) is in none.
+        return json.detect_encoding(content)
     return codec.name
 
 
