@@ -145,3 +145,16 @@ async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() ->
     answer = _answer(events) + _SECOND
     assert collected.message.content == (Text(answer),)
     assert "".join(c.text for c in collected.chunks if isinstance(c, TextDelta)) == answer
+
+
+async def test_a_part_in_its_part_done_alone_is_kept_beside_deltas_without_a_part_index() -> None:
+    """R10.2: beside deltas without ``content_index``, a second part that only its
+    ``content_part.done`` gives (no ``output_item.done`` follows) still comes, once; it was
+    left for an item event that never came."""
+    events = _recorded()
+    edited = _without_part_index(_with_a_second_part(events, part_done=True))
+    edited = [e for e in edited if e["type"] != "response.output_item.done"]
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == (Text(_answer(events)), Text(_SECOND))
+    streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
+    assert streamed == _answer(events) + _SECOND

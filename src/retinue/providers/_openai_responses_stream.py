@@ -352,16 +352,22 @@ class ResponsesStreamDecoder:
             raise malformed(f"response.content_part.done: part.type is not a string: {kind!r}")
         if type(index) is not int or kind not in _MESSAGE_PARTS:
             return []
-        table, key = self._table, ("text", output, index)
-        if table.has(key) or table.has(("text", output, None)):
-            return []
+        table, key, whole = self._table, ("text", output, index), ("text", output, None)
         texts = _part_texts([part])
+        if table.has(key) or not texts:
+            return []
+        text = texts[0][1]
+        if table.has(whole):
+            # Deltas without a content_index stream each part into one block: this part
+            # streamed there unless its text is nowhere in it.
+            if text in table.text_of(whole):
+                return []
         # A block of deltas keyed otherwise may hold this part: it is left for the item's
         # output_item.done to match, which counts the parts by their place in its content.
-        if not texts or table.find("text", texts[0][1], self._matched) is not None:
+        elif table.find("text", text, self._matched) is not None:
             return []
         # Not matched yet: its item's output_item.done, keyed otherwise, must find it.
-        return [table.text(key, texts[0][1])]
+        return [table.text(key, text)]
 
     def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed reasoning item: its text, unless deltas streamed it, and the item.
