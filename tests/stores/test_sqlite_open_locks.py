@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
+import pytest
 import trio
 
+from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import SQLiteStore
+from retinue.stores._sqlite import SQLiteBackend
 from tests.stores._kit import REAL_DEADLINE, lines, run_turn
 
 DEADLINE = 0.5
@@ -41,3 +45,44 @@ async def test_a_deadline_ends_an_open_waiting_for_another_connections_lock(
             store.attach_new(session)
         async with SQLiteStore(database) as store:
             assert lines((await store.load(session.id)).events) == lines(session.events)
+
+
+async def test_a_close_ends_an_entry_waiting_for_another_connections_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: an entry whose open waits for another connection's lock on the database file
+    ends when the store closes, refused ``STORE_CLOSED``; it went on waiting, in its short
+    attempts, for the whole 30 s busy timeout, and was refused only then."""
+    database = tmp_path / "sessions.db"
+    store = SQLiteStore(database)
+    backend = store._backend
+    assert isinstance(backend, SQLiteBackend)
+    waiting = threading.Event()
+    real_prepare = backend._prepare
+
+    def prepare(conn: sqlite3.Connection) -> None:
+        waiting.set()
+        real_prepare(conn)
+
+    monkeypatch.setattr(backend, "_prepare", prepare)
+    refusals: list[str] = []
+
+    async def enter() -> None:
+        try:
+            async with store:
+                pass
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    holder = sqlite3.connect(database, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        # Real seconds, a small part of the busy timeout: the open waits in a worker thread.
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(enter)
+                await trio.to_thread.run_sync(waiting.wait, REAL_DEADLINE)
+                await store.aclose()
+    finally:
+        holder.close()
+    assert refusals == ["STORE_CLOSED"]

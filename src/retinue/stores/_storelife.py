@@ -48,6 +48,8 @@ class StoreLifetime:
         # storage never answers cannot take the threads every flush and tool body share.
         self._reads = trio.CapacityLimiter(READ_THREADS)
         self._open_lock = trio.Lock()
+        self._opening: trio.CancelScope | None = None
+        """Around an open in its worker thread: a close cancels it, so the open ends with it."""
         self._enter_lock = trio.Lock()
         self._opened = False
         self._closed = False
@@ -93,7 +95,9 @@ class StoreLifetime:
         writer lives in the task that entered first: if that task exits while
         another (a second runtime's) is still inside, the writer stops there and
         flushes commit on their own from then on. A store closed, or closing, is
-        entered no more (``StoreError(STORE_CLOSED)``), whoever is still inside.
+        entered no more (``StoreError(STORE_CLOSED)``), whoever is still inside;
+        an entry still opening the storage as a close begins is refused so then,
+        its open ended (one waiting for another connection's lock too).
         """
         # Entries wait for one another: two tasks entering at once would each start a writer.
         async with self._enter_lock:
@@ -252,6 +256,8 @@ class StoreLifetime:
     async def _drain_and_close(self) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
         self._closing = True
+        if self._opening is not None:
+            self._opening.cancel()  # its storage would be opened only to be closed again
         tracked = list(self._tracked.values())
         try:
             results = await self._flush_many(tracked)
@@ -354,10 +360,21 @@ class StoreLifetime:
             if self._closed:
                 raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
             if not self._opened:
-                await self._call(self._backend.open, "opening the store")
+                await self._open_until_closed()
                 if self._closed:
                     await self._close_opened_late()
                 self._opened = True
+
+    async def _open_until_closed(self) -> None:
+        """Open the storage; a close ends the open (one waiting for a lock) as a cancel would."""
+        scope = self._opening = trio.CancelScope()
+        try:
+            with scope:
+                await self._call(self._backend.open, "opening the store")
+        finally:
+            self._opening = None
+        if scope.cancelled_caught:
+            raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
 
     async def _close_opened_late(self) -> NoReturn:
         """Close the storage an open finished after the store was closed; refuse the caller.
