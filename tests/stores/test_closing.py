@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -402,3 +404,67 @@ async def test_a_cancelled_close_waits_for_no_load_that_reads_the_storage(
 async def _load_quietly(store: BufferedStore, session_id: str) -> None:
     with contextlib.suppress(StoreError):
         await store.load(session_id)
+
+
+async def test_a_close_waiting_for_a_cancelled_one_counts_what_a_load_found_stored(
+    transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a session whose failed detach in fact stored its events (the commit's reply
+    lost), a load of it checking the stored id as a close is cancelled: a close waiting for
+    that one returns once the check has found them stored. It raised ``CLOSE_FAILED``
+    naming them as not written, counted before the check was over."""
+    store = transactional_kit.open()
+    backend: Any = store._backend
+    real_write, real_read = backend.write, backend.read
+    read_back, proceed = threading.Event(), threading.Event()
+    replies = ["lost"]
+
+    def write_reply_lost(batches: object) -> object:
+        results = real_write(batches)
+        if replies:
+            raise OSError(f"connection reset: the reply to the commit was {replies.pop()}")
+        return results
+
+    def read_then_hold(session_id: str) -> object:
+        stored = real_read(session_id)
+        read_back.set()
+        proceed.wait(REAL_DEADLINE)
+        return stored
+
+    monkeypatch.setattr(backend, "write", write_reply_lost)
+    monkeypatch.setattr(backend, "read", read_then_hold)
+    session = Session.create("reply-lost")
+    run_turn(session)
+    outcomes: list[str] = []
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            store.attach_new(session)
+            with pytest.raises(StoreError):
+                await store.detach(session)  # released: stored, its commit unanswered
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_load_quietly, store, session.id)
+                await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
+                first, first_ended = trio.CancelScope(), trio.Event()
+                for scope, ended in ((first, first_ended), (trio.CancelScope(), trio.Event())):
+                    nursery.start_soon(_close_into, store, scope, outcomes, ended)
+                    await trio.testing.wait_all_tasks_blocked()  # the first drains, then the next
+                first.cancel()
+                await first_ended.wait()
+                proceed.set()
+    assert outcomes == ["cancelled", "ended"]
+    async with transactional_kit.open() as again:
+        assert len((await again.inspect(session.id)).events) == len(session.events)
+
+
+async def _close_into(
+    store: BufferedStore, scope: trio.CancelScope, outcomes: list[str], ended: trio.Event
+) -> None:
+    """Close *store* under *scope*, recording how the close ended, then set *ended*."""
+    try:
+        with scope:
+            await store.aclose()
+        outcomes.append("cancelled" if scope.cancelled_caught else "ended")
+    except StoreError as exc:
+        outcomes.append(f"{exc.code}: {exc}")
+    finally:
+        ended.set()

@@ -60,6 +60,8 @@ class StoreLifetime:
         """Set as the first :meth:`aclose` ends: a close called meanwhile waits for it."""
         self._close_failure: Exception | None = None
         """Why the first :meth:`aclose` did not complete, for a close that waited for it to raise."""
+        self._close_cut = False
+        """Whether a cancel (or Ctrl-C) cut the first :meth:`aclose` short."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._releasing: dict[str, trio.Event] = {}
@@ -218,7 +220,7 @@ class StoreLifetime:
         except BaseException:
             # Cancelled or interrupted: what the cut drain left unwritten is lost unless
             # a close waiting for this one reports it.
-            self._close_failure = self._left_unwritten()
+            self._close_cut = True
             raise
         finally:
             done.set()
@@ -229,23 +231,31 @@ class StoreLifetime:
         Its own drain would queue behind the running one and find the store closed:
         every session that one stores would be reported as not drained. Waited for even
         once the store is marked closed: its storage (file locks, claims) is released
-        after that, and a caller reopening it must find it released. A close that has
-        ended was reported to its own caller: a later one returns at once.
+        after that, and a caller reopening it must find it released. What a cancelled
+        one left unwritten is counted once a load checking a released session is done.
+        A close that has ended was reported to its own caller: a later one returns at once.
         """
         if done.is_set():
             await trio.lowlevel.checkpoint()
             return
         await done.wait()
         failure = self._close_failure
+        if failure is None and self._close_cut:
+            failure = await self._left_unwritten()
         if failure is not None:
             raise StoreError(
                 f"{self._name}: the close this one waited for did not complete: {failure}",
                 code="CLOSE_FAILED",
             ) from failure
 
-    def _left_unwritten(self) -> StoreError | None:
-        """What a cancelled close left unwritten, as the error a close waiting for it raises."""
-        left = [item.unstored() for item in self._tracked.values() if item.unstored()]
+    async def _left_unwritten(self) -> StoreError | None:
+        """What a cancelled close left unwritten, as the error a close waiting for it raises.
+
+        Counted under the commit lock: a load holds it while it checks whether a released
+        session's create is stored (its reply lost), and what it finds stored is not lost.
+        """
+        async with self._committer.commit_lock:
+            left = [item.unstored() for item in self._tracked.values() if item.unstored()]
         if not left:
             return None
         return StoreError(
