@@ -48,15 +48,16 @@ def _table_locked(dsn: str, schema: str, table: str) -> Iterator[Callable[[], No
 
 
 def _count_commits(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the transactions *store* starts to write a group: a list holding the count."""
+    """Count the commits *store* begins to write a group (each trying it in transactions until
+    its lock timeout is over): a list holding the count."""
     backend = backend_of(store)
-    commit, count = backend._commit_group, [0]
+    commit, count = backend._commit_group_or_find_table_lock, [0]
 
     def counted(batches: Sequence[AppendBatch], results: list[StoreError | None]) -> None:
         count[0] += 1
         commit(batches, results)
 
-    monkeypatch.setattr(backend, "_commit_group", counted)
+    monkeypatch.setattr(backend, "_commit_group_or_find_table_lock", counted)
     return count
 
 

@@ -55,9 +55,12 @@ def in_schema(schema: str, sql: str) -> str:
     return sql.replace("{schema}", f'"{schema}"')
 
 
-def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Create the tables in *schema* (under a lock) unless they exist, then check their version."""
+def migrate(conn: psycopg.Connection[Any], schema: str, *, lock_timeout_ms: int) -> None:
+    """Create the tables in *schema* (under a lock) unless they exist, then check their version.
+
+    Each statement waits up to *lock_timeout_ms* for a lock (another store creating them)."""
     with conn.transaction():
+        conn.execute(f"SET LOCAL lock_timeout = '{lock_timeout_ms}ms'")
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
         # Read under the lock: tables another store is creating now count as existing.
         found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".retinue_meta',)).fetchone()

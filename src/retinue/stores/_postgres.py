@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, final
 
@@ -16,6 +17,7 @@ from ._pgclaims import SessionClaims, lock_table_full, out_of_locks
 from ._pgreaders import ReaderPool
 from ._pgschema import (
     SCHEMA_VERSION,
+    check_cancelled,
     check_schema,
     connect_cancellably,
     in_schema,
@@ -37,6 +39,9 @@ __all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresStore"]
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _WRITE_LOCK_TIMEOUT_MS = 30_000
 """How long a commit waits for a lock held elsewhere: the group fails, its events stay buffered."""
+_LOCK_ATTEMPT_MS = 100
+"""How long each attempt of a commit waits for a lock held elsewhere: between two, a cancel
+of a flush committing on its own, or a close, ends the wait (the server's wait heeds neither)."""
 
 
 @final
@@ -121,7 +126,7 @@ class PostgresBackend:
                     f"creating the tables of schema {self._schema!r}",
                     "a store that only reads opens with create=False",
                 ):
-                    migrate(writer, self._schema)
+                    migrate(writer, self._schema, lock_timeout_ms=_WRITE_LOCK_TIMEOUT_MS)
                 self._claims.open()
             except BaseException:
                 writer.close()
@@ -181,19 +186,41 @@ class PostgresBackend:
     def _commit_group_or_find_table_lock(
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
     ) -> None:
-        """Commit the group; a lock timeout caused by a lock on a table is ``TABLE_LOCKED``.
+        """Commit the group, waiting for a lock held elsewhere in short attempts.
 
-        That fails the whole group once: split into sessions, each would wait out
-        the timeout again. A row lock (one session's) stays a failure to split.
+        Each attempt that meets the lock rolls back, having written nothing, and the
+        next starts over: between two, a cancel of the trio task waiting for this
+        thread ends the wait with ``trio.Cancelled`` (the writer task's commits are
+        shielded, never cancelled), and a close with ``STORE_CLOSED``. Once the lock
+        timeout is over, a lock on a table is ``TABLE_LOCKED``: that fails the whole
+        group once (split into sessions, each would wait out the timeout again). A
+        session's row lock is ``SESSION_LOCKED``, a failure to split.
         """
-        try:
-            self._commit_group(batches, results)
-        except psycopg_module().errors.LockNotAvailable as exc:
-            # ROW EXCLUSIVE: the mode a commit's UPDATE, INSERT and COPY take.
-            tables = locked_tables(self._live_writer(), self._schema, "ROW EXCLUSIVE")
-            if tables:
-                raise table_locked("a group commit", tables, _WRITE_LOCK_TIMEOUT_MS) from exc
-            raise
+        claims = list(results)
+        give_up = time.monotonic() + _WRITE_LOCK_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self._commit_group(batches, results)
+                return
+            except psycopg_module().errors.LockNotAvailable as exc:
+                if time.monotonic() >= give_up:
+                    raise self._lock_timed_out() from exc
+            results[:] = claims
+            self._check_not_closing()
+            check_cancelled()
+
+    def _lock_timed_out(self) -> StoreError:
+        """Why the group waited out the lock timeout: a lock on a table, else a session's row."""
+        # ROW EXCLUSIVE: the mode a commit's UPDATE, INSERT and COPY take.
+        tables = locked_tables(self._live_writer(), self._schema, "ROW EXCLUSIVE")
+        if tables:
+            return table_locked("a group commit", tables, _WRITE_LOCK_TIMEOUT_MS)
+        return StoreError(
+            "another transaction holds a session's row locked (a commit of another writer "
+            "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
+            f"{_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once that transaction ends",
+            code="SESSION_LOCKED",
+        )
 
     def _commit_group(
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
@@ -259,16 +286,17 @@ class PostgresBackend:
         return conn
 
     def _connect_writer(self) -> psycopg.Connection[Any]:
-        """A write connection whose statements give up on a lock held elsewhere.
+        """A write connection whose statements give up on a lock held elsewhere within an attempt.
 
         Without the timeout a commit blocked by another transaction holds the
-        write lock for as long as that transaction lasts, and close with it.
+        write lock for as long as that transaction lasts, and close with it;
+        a commit tries again until its own lock timeout is over.
         Its transactions read committed whatever the database's default: a
         commit checks, under its row locks, what other writers have committed."""
         conn = self._connect(autocommit=False)
         conn.isolation_level = psycopg_module().IsolationLevel.READ_COMMITTED
         try:
-            conn.execute(f"SET lock_timeout = '{_WRITE_LOCK_TIMEOUT_MS}ms'")
+            conn.execute(f"SET lock_timeout = '{_LOCK_ATTEMPT_MS}ms'")
             conn.commit()
         except BaseException:
             conn.close()
@@ -376,7 +404,11 @@ class PostgresStore(BufferedStore):
     the store's tables held by another transaction (a ``LOCK TABLE``, a schema
     change) fails a flush with ``TABLE_LOCKED`` once its wait for the lock
     (30 s) is over: the group fails whole, once, and its events stay buffered.
-    A read meeting an exclusive lock on them fails so too, after as long.
+    A read meeting an exclusive lock on them fails so too, after as long. A
+    session's row locked so (a hand-run ``SELECT ... FOR UPDATE``) fails that
+    session's flush alone with ``SESSION_LOCKED`` after as long. A deadline
+    around a flush committing on its own (no ``async with``) ends its wait for
+    either lock, nothing written.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x

@@ -123,7 +123,8 @@ class BufferedStore(StoreLoads):
         write; then, as when cancelled before queueing, the events stay
         buffered for the next flush. So they do when a flush committing on
         its own (no writer task) is cancelled while it waits for SQLite's write
-        lock, which another connection holds: nothing of it is written yet.
+        lock, or a PostgreSQL row or table lock, which another connection holds:
+        nothing of it is written yet.
         A session that is not attached has nothing to flush, unless a failed or
         cancelled detach released it: events it appended since, or buffered
         events a load's attached copy has not stored yet, fail the flush

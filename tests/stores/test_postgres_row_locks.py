@@ -1,0 +1,95 @@
+"""PostgresStore meeting a session's row locked by another transaction: a flush committing on its
+own heeds its deadline, and a commit that waits out the lock timeout fails that session only."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import trio
+
+from retinue.session import Session
+from retinue.stores import PostgresStore
+from tests.stores._kit import REAL_DEADLINE, flush_together, run_turn
+
+pytestmark = pytest.mark.postgres
+
+
+@contextmanager
+def _row_locked(dsn: str, schema: str, session_id: str) -> Iterator[None]:
+    """Hold the session's row in another connection's transaction, as a hand-run
+    ``SELECT ... FOR UPDATE`` does; let go after 20 s at the latest, so that a store
+    waiting for it makes its test fail rather than hang."""
+    import psycopg
+
+    blocker = psycopg.connect(dsn)
+    let_go = threading.Timer(20, blocker.rollback)
+    try:
+        blocker.execute(
+            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', (session_id,)
+        )
+        let_go.start()
+        yield
+    finally:
+        let_go.cancel()
+        blocker.rollback()
+        blocker.close()
+
+
+async def test_a_deadline_ends_a_postgres_flush_waiting_for_a_row_lock(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.5: a flush committing on its own (no writer task) while another transaction holds
+    its session's row locked ends at its deadline, writing nothing, its events kept buffered
+    for the next flush; it waited out the lock timeout in its worker thread, past the
+    deadline, and then failed with the server's lock timeout."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 5_000)
+    dsn, schema = postgres_schema
+    session = Session.create("row-locked")
+    store = PostgresStore(dsn, schema=schema)
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    run_turn(session)
+    with _row_locked(dsn, schema, session.id), trio.move_on_after(0.3) as deadline:
+        await store.flush(session)
+    assert deadline.cancelled_caught
+    assert store.statistics().buffered_events == 22
+    with trio.fail_after(REAL_DEADLINE):
+        await store.detach(session)
+        await store.aclose()
+        async with PostgresStore(dsn, schema=schema) as again:
+            assert len((await again.inspect(session.id)).events) == len(session.events)
+
+
+async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.5: a group commit that waits out the lock timeout on a session's row locked by
+    another transaction fails that session's flush with ``SESSION_LOCKED``, saying another
+    transaction holds its row; the others are committed. It failed ``STORAGE_ERROR`` with
+    the server's bare lock timeout."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    sessions = [Session.create(session_id) for session_id in ("free", "locked")]
+    with trio.fail_after(REAL_DEADLINE):
+        async with PostgresStore(dsn, schema=schema) as store:
+            for session in sessions:
+                store.attach_new(session)
+                run_turn(session)
+            assert await flush_together(store, sessions) == {}
+            for session in sessions:
+                run_turn(session)
+            with _row_locked(dsn, schema, "locked"):
+                errors = await flush_together(store, sessions)
+            assert list(errors) == ["locked"]
+            assert errors["locked"].code == "SESSION_LOCKED"
+            assert "another transaction holds a session's row locked" in str(errors["locked"])
+            assert await flush_together(store, sessions) == {}
+            assert store.statistics().buffered_events == 0
