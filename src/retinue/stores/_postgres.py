@@ -126,7 +126,7 @@ class PostgresBackend:
                     f"creating the tables of schema {self._schema!r}",
                     "a store that only reads opens with create=False",
                 ):
-                    migrate(writer, self._schema, lock_timeout_ms=_WRITE_LOCK_TIMEOUT_MS)
+                    self._migrate_in_attempts(writer)
                 self._claims.open()
             except BaseException:
                 writer.close()
@@ -134,6 +134,24 @@ class PostgresBackend:
             self._writer = writer
             self._closed = False
             self._pool.open()
+
+    def _migrate_in_attempts(self, writer: psycopg.Connection[Any]) -> None:
+        """Create or check the tables, waiting for a lock held elsewhere in short attempts.
+
+        Another store creating them holds a lock until it commits, and a lock on a
+        table (a ``LOCK TABLE``) holds it as long: between two attempts, a cancel of
+        the trio task waiting for this thread (a deadline, or the store's close) ends
+        the wait with ``trio.Cancelled``. Each attempt rolls back whole.
+        """
+        give_up = time.monotonic() + _WRITE_LOCK_TIMEOUT_MS / 1000
+        while True:
+            try:
+                migrate(writer, self._schema, lock_timeout_ms=_LOCK_ATTEMPT_MS)
+                return
+            except psycopg_module().errors.LockNotAvailable:
+                if time.monotonic() >= give_up:
+                    raise
+            check_cancelled()
 
     def _open_existing(self) -> None:
         """Read the schema version on what becomes the first pooled reader; write nothing."""
@@ -398,7 +416,9 @@ class PostgresStore(BufferedStore):
     on) a store opened with ``create=False`` reads; a flush, a load (it claims
     the session) or creating the tables fails with ``READ_ONLY``. A trio deadline
     around entering the store or a load is honoured while a connection is being
-    made (a server that never answers is waited for no longer), and around a read
+    made (a server that never answers is waited for no longer), around entering it
+    while another store holds the lock the tables are created under (so is the
+    store's close: the entry is refused ``STORE_CLOSED``), and around a read
     that claims nothing (``list``, ``exists``, ``inspect``) at any point, its worker
     thread left to end once the server answers or the connection drops. A lock on
     the store's tables held by another transaction (a ``LOCK TABLE``, a schema

@@ -1,0 +1,82 @@
+"""Opening a PostgresStore while another connection holds the lock its tables are created under."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import trio
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores import PostgresStore
+from tests.stores._kit import REAL_DEADLINE, lines, run_turn
+
+pytestmark = pytest.mark.postgres
+
+DEADLINE = 0.3
+"""Real seconds: the open waits in a worker thread, which a virtual clock would race ahead."""
+
+
+@contextmanager
+def _creation_locked(dsn: str) -> Iterator[None]:
+    """Hold the lock a store creates its tables under, as another store creating them does."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtextextended('retinue-schema', 0))")
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _short_lock_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock timeout a failing open waits out in seconds, not in 30."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 5_000)
+
+
+async def test_a_deadline_ends_a_postgres_open_waiting_for_another_connections_lock(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """An open waiting for the lock another store creates the tables under ends with the
+    deadline around it; it waited out the lock timeout in its worker thread, then failed
+    ``STORAGE_ERROR``. Once the lock is gone the store opens."""
+    dsn, schema = postgres_schema
+    with _creation_locked(dsn), trio.move_on_after(DEADLINE) as deadline:
+        async with PostgresStore(dsn, schema=schema):
+            pass
+    assert deadline.cancelled_caught
+    session = Session.create("after-the-lock")
+    run_turn(session)
+    with trio.fail_after(REAL_DEADLINE):
+        async with PostgresStore(dsn, schema=schema) as store:
+            store.attach_new(session)
+        async with PostgresStore(dsn, schema=schema) as store:
+            assert lines((await store.load(session.id)).events) == lines(session.events)
+
+
+async def test_a_close_ends_a_postgres_entry_waiting_for_another_connections_lock(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.6: an entry whose open waits for the lock another store creates the tables
+    under ends when the store closes, refused ``STORE_CLOSED``; it waited out the lock
+    timeout, then was refused ``STORAGE_ERROR``."""
+    dsn, schema = postgres_schema
+    store = PostgresStore(dsn, schema=schema)
+    refusals: list[str] = []
+
+    async def enter() -> None:
+        try:
+            async with store:
+                pass
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    with _creation_locked(dsn), trio.fail_after(2):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(enter)
+            await trio.sleep(DEADLINE)  # real seconds: the entry waits in its worker thread
+            await store.aclose()
+    assert refusals == ["STORE_CLOSED"]
