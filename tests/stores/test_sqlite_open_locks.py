@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from retinue._errors import StoreError
 from retinue.session import Session
@@ -86,3 +87,52 @@ async def test_a_close_ends_an_entry_waiting_for_another_connections_lock(
     finally:
         holder.close()
     assert refusals == ["STORE_CLOSED"]
+
+
+async def test_a_close_with_sessions_to_drain_drains_through_the_entrys_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close with a session to drain while an entry's open waits for another
+    connection's lock lets that open finish and drains through it, opening the storage
+    once; it cut the open short and opened the storage again itself."""
+    database = tmp_path / "sessions.db"
+    store = SQLiteStore(database)
+    backend = store._backend
+    assert isinstance(backend, SQLiteBackend)
+    opens: list[int] = []
+    real_open = backend.open
+
+    def counted_open() -> None:
+        opens.append(1)
+        real_open()
+
+    monkeypatch.setattr(backend, "open", counted_open)
+    session = Session.create("drained")
+    run_turn(session)
+    store.attach_new(session)
+    refusals: list[str] = []
+
+    async def enter() -> None:
+        try:
+            async with store:
+                pass
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    let_go = threading.Timer(0.5, holder.rollback)  # once the close has begun
+    try:
+        with trio.fail_after(REAL_DEADLINE):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(enter)
+                await trio.testing.wait_all_tasks_blocked()
+                let_go.start()
+                await store.aclose()
+    finally:
+        let_go.cancel()
+        holder.close()
+    assert refusals == ["STORE_CLOSED"]
+    assert opens == [1]
+    async with SQLiteStore(database) as again:
+        assert lines((await again.inspect(session.id)).events) == lines(session.events)

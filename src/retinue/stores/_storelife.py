@@ -98,8 +98,9 @@ class StoreLifetime:
         another (a second runtime's) is still inside, the writer stops there and
         flushes commit on their own from then on. A store closed, or closing, is
         entered no more (``StoreError(STORE_CLOSED)``), whoever is still inside;
-        an entry still opening the storage as a close begins is refused so then,
-        its open ended (one waiting for another connection's lock too).
+        an entry still opening the storage as a close with nothing to drain begins
+        is refused so then, its open ended (one waiting for another connection's
+        lock too). A close with sessions to drain drains them through that open.
         """
         # Entries wait for one another: two tasks entering at once would each start a writer.
         async with self._enter_lock:
@@ -266,9 +267,10 @@ class StoreLifetime:
     async def _drain_and_close(self) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
         self._closing = True
-        if self._opening is not None:
-            self._opening.cancel()  # its storage would be opened only to be closed again
         tracked = list(self._tracked.values())
+        if self._opening is not None and not any(item.buffer for item in tracked):
+            # Nothing to drain: the storage would be opened only to be closed again.
+            self._opening.cancel()
         try:
             results = await self._flush_many(tracked)
         except BaseException:
@@ -376,7 +378,7 @@ class StoreLifetime:
                 self._opened = True
 
     async def _open_until_closed(self) -> None:
-        """Open the storage; a close ends the open (one waiting for a lock) as a cancel would."""
+        """Open the storage; a close with nothing to drain ends the open as a cancel would."""
         scope = self._opening = trio.CancelScope()
         try:
             with scope:
