@@ -64,8 +64,19 @@ _ERRORS: dict[int, tuple[str, str, str]] = {
 }
 
 
-def error_body(api: Api, status: int, message: str | None = None) -> bytes:
-    """A provider-shaped JSON error body for *status* (with *message*, if given)."""
+def error_body(
+    api: Api,
+    status: int,
+    message: str | None = None,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+) -> bytes:
+    """A provider-shaped JSON error body for *status* (with *message*, if given).
+
+    An OpenAI body names the request field at fault as its *param*, and its *code*
+    is *code* if given; Anthropic's has neither.
+    """
     anthropic_type, openai_code, default = _ERRORS.get(
         status, ("api_error", "server_error", "error")
     )
@@ -78,7 +89,12 @@ def error_body(api: Api, status: int, message: str | None = None) -> bytes:
         }
     else:
         payload = {
-            "error": {"message": message, "type": openai_code, "param": None, "code": openai_code}
+            "error": {
+                "message": message,
+                "type": openai_code,
+                "param": param,
+                "code": code or openai_code,
+            }
         }
     return dumps(payload).encode()
 

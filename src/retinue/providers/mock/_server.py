@@ -87,8 +87,9 @@ class MockServer:
     :meth:`transport` serves the same policy in-process, without sockets
     (useful under a virtual clock).
 
-    A body that is not JSON (or is nested too deeply) gets a 400 in the
-    API's error shape. A request that fails otherwise (a policy or timing
+    A body that is not JSON (or is nested too deeply), lacks a field its API
+    requires or holds one of the wrong JSON type gets a 400 in the API's
+    error shape. A request that fails otherwise (a policy or timing
     function that raises, a reply that cannot be sent) is logged and
     answered with a 500 in that shape, or, once its response has begun,
     ends its own connection; the server and every other connection keep
