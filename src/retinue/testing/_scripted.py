@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from operator import length_hint
-from types import FunctionType
 from typing import TypeAlias, final
 
 import attrs
 import trio
 
-from retinue._content import Message, ToolCall, ToolResultBlock
+from retinue._content import ToolCall
 from retinue._errors import ModelError
 from retinue._lossless import shown_short
 from retinue._request import ModelRequest
 from retinue._stream import BlockEnd, StreamChunk, ToolCallDelta, Usage
+from retinue.testing._fresh_errors import fresh_error
 from retinue.testing._steps import (
     CallTools,
     Plan,
@@ -28,6 +27,7 @@ from retinue.testing._steps import (
     plan_of,
     require_count,
 )
+from retinue.testing._tool_loop import ToolLoop, tool_names_of
 
 __all__ = [
     "Script",
@@ -181,31 +181,6 @@ def _cursors(script: Script) -> dict[str | None, _Cursor]:
     return {name: _Cursor.of(one, name) for name, one in script.items()}
 
 
-def _tool_names(tool_names: object) -> tuple[str, ...]:
-    """*tool_names* as the names :meth:`ScriptedModel.tool_loop` cycles through, in order.
-
-    Raises:
-        TypeError: *tool_names* is a ``str`` or no sequence, or holds a name
-            that is no ``str``; the message names the fix.
-    """
-    # A str is a sequence of names too: "lookup" would call tools "l" and "o".
-    if isinstance(tool_names, str):
-        raise TypeError(f"tool_names must be a list of names, got a str: [{tool_names!r}]")
-    # A set's order changes from run to run, and the calls with it.
-    if not isinstance(tool_names, Sequence):
-        raise TypeError(f"tool_names must be a list of names, got {shown_short(tool_names)}")
-    for index, name in enumerate(tool_names):
-        if not isinstance(name, str):
-            # A tool object is the likely mistake: its name is what a call names.
-            own = getattr(name, "name", None)
-            hint = f": pass its name, {own!r}" if isinstance(own, str) else ""
-            raise TypeError(
-                f"tool_names[{index}] must be a tool's name (a str), "
-                f"got a {type(name).__name__}{hint}"
-            )
-    return tuple(tool_names)
-
-
 def _something_to_repeat(
     instance: ScriptedModel, _attribute: attrs.Attribute[bool], value: object
 ) -> None:
@@ -283,7 +258,7 @@ class ScriptedModel:
                 order to cycle through), a name is no ``str`` (a tool itself,
                 say), *arguments* is no mapping, or a count is not an ``int``.
         """
-        tool_names = _tool_names(tool_names)
+        tool_names = tool_names_of(tool_names)
         if not tool_names:
             raise ValueError("tool_loop needs at least one tool name")
         # Checked here, not only by the steps, so the error names these parameters.
@@ -303,7 +278,7 @@ class ScriptedModel:
         ]
         call = CallTools(specs, usage=usage, delay=delay)
         reply = Reply(answer, chunks=answer_chunks, usage=usage, delay=delay)
-        return cls(_ToolLoop(call, reply))
+        return cls(ToolLoop(call, reply))
 
     @_requests.default
     def _request_log(self) -> deque[ModelRequest]:
@@ -387,7 +362,7 @@ class ScriptedModel:
                 self._chunks += len(chunks) - length_hint(left)
         if plan.ending == "raise":
             assert plan.error is not None
-            raise _fresh(plan.error)
+            raise fresh_error(plan.error)
         if plan.ending == "hang":
             await trio.sleep_forever()
 
@@ -408,61 +383,6 @@ class ScriptedModel:
         return f"<ScriptedModel calls={self._calls} chunks={self._yielded()}>"
 
 
-def _fresh(error: BaseException) -> BaseException:
-    """*error* itself if it was never raised, else a fresh copy to raise.
-
-    The copy (see :func:`_copy_of`) keeps the type, args, attributes, notes
-    and cause, but not the traceback, so replays never grow one traceback or
-    share one error. Only an error whose type cannot be created again from
-    its args (its ``__new__`` refuses them) is raised again as itself,
-    without its old traceback.
-    """
-    if error.__traceback__ is None:
-        return error
-    try:
-        fresh = _copy_of(error)
-    except Exception:
-        return error.with_traceback(None)
-    if hasattr(error, "__notes__"):
-        fresh.__notes__ = list(error.__notes__)
-    fresh.__cause__ = error.__cause__
-    fresh.__suppress_context__ = error.__suppress_context__
-    return fresh
-
-
-def _copy_of(error: BaseException) -> BaseException:
-    """Copy *error* (type, args and attributes) without running an ``__init__`` written in Python.
-
-    Such an ``__init__`` may want more than the args (SDK errors take a
-    response by keyword) or rewrite them, so the copy is built from parts:
-    ``__new__`` and the nearest built-in ``__init__`` with the args (this
-    stores fields such as ``errno``), then the instance attributes, slots included. An error
-    whose ``__init__`` is built in is copied as pickle would copy it, which
-    also keeps the fields its args lack (``OSError.filename``).
-    """
-    kind = type(error)
-    inits = [vars(base)["__init__"] for base in kind.__mro__ if "__init__" in vars(base)]
-    if not isinstance(inits[0], FunctionType):
-        return copy.copy(error)
-    builtin_init = next(init for init in inits if not isinstance(init, FunctionType))
-    fresh = kind.__new__(kind, *error.args)
-    builtin_init(fresh, *error.args)
-    fresh.__dict__.update(error.__dict__)
-    for name in _slot_names(kind):
-        if hasattr(error, name):
-            setattr(fresh, name, getattr(error, name))
-    return fresh
-
-
-def _slot_names(kind: type) -> list[str]:
-    """The attributes *kind*'s classes keep in ``__slots__``, outside the instance ``__dict__``."""
-    names: list[str] = []
-    for base in kind.__mro__:
-        slots = vars(base).get("__slots__", ())
-        names += [slots] if isinstance(slots, str) else [n for n in slots if n != "__dict__"]
-    return names
-
-
 def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
     """Copy *plan*'s chunks, giving its id-less tool calls ids unique to this stream."""
     chunks = list(plan.chunks)
@@ -472,35 +392,3 @@ def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
         if end_at is not None:
             chunks[end_at] = BlockEnd(delta.index, ToolCall(call_id, call.name, call.arguments))
     return chunks
-
-
-@final
-@attrs.frozen
-class _ToolLoop:
-    """The step function of :meth:`ScriptedModel.tool_loop`."""
-
-    call: CallTools
-    reply: Reply
-
-    def __call__(self, request: ModelRequest) -> Step:
-        if _results_since_last_reply(request.messages):
-            return self.reply
-        return self.call
-
-
-def _results_since_last_reply(messages: Sequence[Message]) -> bool:
-    """Whether a message after the last assistant message holds tool results.
-
-    Hooks may add context messages after the results (R9.18), so the last
-    message alone cannot tell. The walk stops at the assistant message: this
-    runs once per model call, and earlier rounds do not matter.
-    """
-    # Plain loops, not any() over a generator: this runs once per model call.
-    # A MessageHistory walks itself backwards without indexing the view.
-    for message in reversed(messages):
-        if message.role == "assistant":
-            return False
-        for block in message.content:
-            if isinstance(block, ToolResultBlock):
-                return True
-    return False
