@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import final
 
 import attrs
@@ -27,11 +27,11 @@ from ._execution import (
 from ._guards import Guard, Guards
 from ._pipeline_hooks import UNKNOWN_TOOL, check_dispatched, post_execute, pre_execute, unknown_tool
 from ._tool import ExecutionMode, Tool
+from ._tool_order import ordered_names
 
 __all__ = ["UNKNOWN_TOOL", "ToolRegistry"]
 
 log = logging.getLogger("retinue.tools")
-_REST = "*"
 # The seams of a call's pipeline. While none of them has a listener, the usual case,
 # a call does not ask the bus about each one in turn.
 _PIPELINE_SEAMS = ("tools/pre-execute", "tools/execute", "tools/post-execute", "tools/result")
@@ -234,31 +234,15 @@ class ToolRegistry:
             cached = None
         if cached is None:
             view = self._view(scope)
-            names = sorted(view) if listed is None else self._ordered(view, listed)
+            names = (
+                sorted(view)
+                if listed is None
+                else ordered_names(view, listed, self._check_order_name)
+            )
             cached = self._schemas[key] = tuple(view[name].schema for name in names)
         return cached
 
-    def _ordered(self, view: dict[str, Tool], order: Sequence[str]) -> list[str]:
-        seen: set[str] = set()
-        for name in order:
-            if not isinstance(name, str):
-                raise ConfigError(f"tool order must hold tool names, got {name!r}")
-            if name in seen:
-                raise ConfigError(f'tool order lists "{name}" twice')
-            seen.add(name)
-            if name != _REST:
-                self._check_order_name(name, view)
-        rest = sorted(name for name in view if name not in seen)
-        slots = list(order) if _REST in seen else [*order, _REST]
-        names: list[str] = []
-        for name in slots:
-            if name == _REST:
-                names.extend(rest)
-            elif name in view:
-                names.append(name)
-        return names
-
-    def _check_order_name(self, name: str, view: dict[str, Tool]) -> None:
+    def _check_order_name(self, name: str, view: Mapping[str, Tool]) -> None:
         if name in self._order_names_seen:
             return
         if name not in view and not self._known(name):
