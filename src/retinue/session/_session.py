@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import final, get_args
+from typing import final
 
 import attrs
 
@@ -28,9 +28,10 @@ from ._checks import (
     refuse_surface_op,
     refuse_thread,
 )
+from ._event_appends import append_boundary, append_to_surface
+from ._event_kinds import BOUNDARY_TYPES, EVENT_TYPES, HEADER_TYPES, PLAIN_TYPES, SURFACE_DATA
 from ._eventlog import EventLog
 from ._events import (
-    SURFACE_TYPES,
     AssistantChunk,
     CustomEvent,
     EpochHeader,
@@ -38,37 +39,19 @@ from ._events import (
     EventData,
     PromptBlocked,
     Replace,
-    RequestHeader,
-    RequestHeaderDelta,
     SessionHeader,
-    SteeringMessage,
     StepEnd,
     StepStart,
     SurfaceOp,
-    ToolCallEvent,
     TurnEnd,
     TurnStart,
 )
 from ._history import Surface
 from ._observers import Announcer, Observer, check_observer
-from ._sources import as_sources, check_sources, checked_sources
+from ._sources import as_sources, check_sources
 from ._stepcheck import STEP_TYPES, check_step
 
 __all__ = ["Session", "now_ms"]
-
-# Event types whose append changes no fold and needs no validation beyond their
-# own constructor's. Not AssistantChunk: a named tuple, built unchecked.
-_PLAIN_TYPES = frozenset({StepStart, StepEnd, ToolCallEvent, PromptBlocked})
-# Event types that open or close a turn.
-_BOUNDARY_TYPES = frozenset({TurnStart, TurnEnd})
-# Every event data class; all are final, so an exact type check suffices.
-_EVENT_TYPES = frozenset(get_args(EventData))
-# The classes of SURFACE_TYPES: one set lookup per append instead of reading the type tag.
-_SURFACE_DATA = frozenset(
-    kind for kind in _EVENT_TYPES if getattr(kind, "type", None) in SURFACE_TYPES
-)
-# Event types that change the header fold.
-_HEADER_TYPES = frozenset({RequestHeader, RequestHeaderDelta})
 
 log = logging.getLogger("retinue.session")
 
@@ -300,7 +283,7 @@ class Session:
             refuse_thread(self.id)
         events = self._events
         data_type = type(data)
-        if surface is None and source_event_seqs is None and data_type in _PLAIN_TYPES:
+        if surface is None and source_event_seqs is None and data_type in PLAIN_TYPES:
             # The per-step hot path: these types need no checks beyond their own and
             # the step rules, and the tuple is built without the named tuple's __new__.
             if data_type is StepStart:
@@ -326,14 +309,14 @@ class Session:
             events.append(event)
             if data_type is StepEnd:
                 self._open_step = None
-        elif surface is None and source_event_seqs is None and data_type in _BOUNDARY_TYPES:
+        elif surface is None and source_event_seqs is None and data_type in BOUNDARY_TYPES:
             event = self._append_boundary(data)  # type: ignore[arg-type]
         elif (
             # Each step's messages and results. An exact str: its ``==`` is the
             # opposite of the ``!=`` _validate tests, as a subclass's need not be.
             type(surface) is str
             and surface == "append"
-            and data_type in _SURFACE_DATA
+            and data_type in SURFACE_DATA
             and self._turn_open
         ):
             event = self._append_to_surface(data, data_type, surface, source_event_seqs)
@@ -351,65 +334,9 @@ class Session:
             direct(event)
         return event
 
-    def _append_boundary(self, data: TurnStart | TurnEnd) -> Event:
-        """Log a ``turn/start`` or ``turn/end``, as ``_validate`` and ``_record`` would.
-
-        Two of every turn's appends: of their checks only the boundary's is
-        left (a turn boundary folds no header and touches no surface), its
-        valid case tested inline; check_boundary says what is wrong.
-        """
-        starts = type(data) is TurnStart
-        if (
-            (self._turn_open or data.turn <= self._last_turn)
-            if starts
-            else (
-                not self._turn_open or data.turn != self._last_turn or self._open_step is not None
-            )
-        ):
-            check_boundary(
-                data,
-                turn_open=self._turn_open,
-                last_turn=self._last_turn,
-                open_step=self._open_step,
-            )
-        events = self._events
-        event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
-        events.append(event)
-        if starts:
-            self._last_turn = data.turn
-            self._last_step = 0
-        self._turn_open = starts
-        return event
-
-    def _append_to_surface(
-        self,
-        data: EventData,
-        data_type: type[EventData],
-        surface: SurfaceOp,
-        source_event_seqs: Sequence[int] | None,
-    ) -> Event:
-        """Log a message appended to the open turn's surface, as ``_validate`` and ``_record`` would.
-
-        The per-step path of messages and tool results: of their checks only the
-        sources' is left, and of their recording the surface's append.
-        """
-        events = self._events
-        seq = len(events)
-        sources = None
-        if source_event_seqs is not None:
-            sources = checked_sources(data.type, source_event_seqs, seq)
-        # The valid cases tested inline; check_step says what is wrong.
-        if data_type is SteeringMessage:
-            if data.turn != self._last_turn:  # type: ignore[union-attr]
-                check_step(data, self._last_turn, self._open_step, self._last_step)
-        elif data_type in STEP_TYPES and (
-            data.step != self._open_step or data.turn != self._last_turn  # type: ignore[union-attr]
-        ):
-            check_step(data, self._last_turn, self._open_step, self._last_step)
-        event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, sources, surface))
-        events.append(event)
-        self._surface.append(event)
-        return event
+    # Written in _event_appends.py, called as methods: the same lookup per append.
+    _append_boundary = append_boundary
+    _append_to_surface = append_to_surface
 
     def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> int:
         """Append an ``assistant/chunk`` event and notify observers; returns its seq.
@@ -498,11 +425,11 @@ class Session:
         data = event.data
         data_type = type(data)
         op = event.surface_op
-        if data_type in _SURFACE_DATA:
+        if data_type in SURFACE_DATA:
             # One test for the common case; the refusal finds out what is wrong.
             if op is None or not self._turn_open or (op != "append" and type(op) is not Replace):
                 refuse_surface_op(data.type, op, turn_open=self._turn_open)
-        elif data_type not in _EVENT_TYPES:
+        elif data_type not in EVENT_TYPES:
             raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
         else:
             if data_type is AssistantChunk and check_chunk:
@@ -514,7 +441,7 @@ class Session:
         sources = event.source_event_seqs
         if sources is not None:
             check_sources(data.type, sources, event.seq)
-        if data_type in _BOUNDARY_TYPES:
+        if data_type in BOUNDARY_TYPES:
             check_boundary(
                 data,
                 turn_open=self._turn_open,
@@ -523,7 +450,7 @@ class Session:
             )
         elif data_type in STEP_TYPES and type(op) is not Replace:
             check_step(data, self._open_turn(), self._open_step, self._last_step)
-        elif data_type in _HEADER_TYPES:
+        elif data_type in HEADER_TYPES:
             if not self._turn_open:
                 refuse_outside_turn(data.type)
             return folded(self._header_fold, data)  # type: ignore[arg-type]

@@ -1,0 +1,91 @@
+"""The session's per-step appends of turn boundaries and surface messages, checks inlined.
+
+Methods of :class:`~retinue.session.Session` written apart: ``Session.append``
+calls them with itself, as it would call its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ._checks import check_boundary
+from ._events import (
+    Event,
+    EventData,
+    SteeringMessage,
+    SurfaceOp,
+    TurnEnd,
+    TurnStart,
+)
+from ._sources import checked_sources
+from ._stepcheck import STEP_TYPES, check_step
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+__all__ = ["append_boundary", "append_to_surface"]
+
+_time_ns = time.time_ns
+_new_tuple = tuple.__new__
+
+
+def append_boundary(self: Session, data: TurnStart | TurnEnd) -> Event:
+    """Log a ``turn/start`` or ``turn/end``, as ``Session._validate`` and ``Session._record`` would.
+
+    Two of every turn's appends: of their checks only the boundary's is
+    left (a turn boundary folds no header and touches no surface), its
+    valid case tested inline; check_boundary says what is wrong.
+    """
+    starts = type(data) is TurnStart
+    if (
+        (self._turn_open or data.turn <= self._last_turn)
+        if starts
+        else (not self._turn_open or data.turn != self._last_turn or self._open_step is not None)
+    ):
+        check_boundary(
+            data,
+            turn_open=self._turn_open,
+            last_turn=self._last_turn,
+            open_step=self._open_step,
+        )
+    events = self._events
+    event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
+    events.append(event)
+    if starts:
+        self._last_turn = data.turn
+        self._last_step = 0
+    self._turn_open = starts
+    return event
+
+
+def append_to_surface(
+    self: Session,
+    data: EventData,
+    data_type: type[EventData],
+    surface: SurfaceOp,
+    source_event_seqs: Sequence[int] | None,
+) -> Event:
+    """Log a message appended to the open turn's surface, as ``Session._validate`` and ``Session._record`` would.
+
+    The per-step path of messages and tool results: of their checks only the
+    sources' is left, and of their recording the surface's append.
+    """
+    events = self._events
+    seq = len(events)
+    sources = None
+    if source_event_seqs is not None:
+        sources = checked_sources(data.type, source_event_seqs, seq)
+    # The valid cases tested inline; check_step says what is wrong.
+    if data_type is SteeringMessage:
+        if data.turn != self._last_turn:  # type: ignore[union-attr]
+            check_step(data, self._last_turn, self._open_step, self._last_step)
+    elif data_type in STEP_TYPES and (
+        data.step != self._open_step or data.turn != self._last_turn  # type: ignore[union-attr]
+    ):
+        check_step(data, self._last_turn, self._open_step, self._last_step)
+    event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, sources, surface))
+    events.append(event)
+    self._surface.append(event)
+    return event
