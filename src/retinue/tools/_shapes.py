@@ -29,7 +29,6 @@ from ._hints import (
     unwrap,
 )
 from ._located import (
-    Coerce,
     Shape,
     converted_fields,
     converted_items,
@@ -49,7 +48,6 @@ from ._validate import conforms, json_type_name, validate
 
 __all__ = [
     "EMPTY",
-    "Coerce",
     "Shape",
     "accepting_null",
     "object_schema",
