@@ -128,7 +128,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
     if hint in _SETS or origin in _SETS:
         return _set(_SETS[origin if origin in _SETS else hint], typing.get_args(hint), where)
     if is_typeddict(hint):
-        return shared_record(hint, lambda: _typed_dict(hint, where))
+        return shared_record(hint, lambda: _record_shape(hint, hint, where))
     if hint is ToolContext:
         # As a record the model could forge one: only a parameter of its own is injected.
         raise TypeError(
@@ -136,18 +136,21 @@ def _bare_shape(hint: object, where: str) -> Shape:
             "(ToolContext or ToolContext | None), never inside another type"
         )
     if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
-        return shared_record(hint, lambda: _record(hint, where))
+        return shared_record(hint, lambda: _record_shape(hint, hint, where))
     record = generic_record(hint)
     if record is not None:
-        return shared_record(hint, lambda: _generic_record(hint, record, where))
+        return shared_record(hint, lambda: _record_shape(hint, record, where))
     raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
 
 
-def _generic_record(hint: object, record: type[object], where: str) -> Shape:
-    """``Box[int]``: Box's fields, its type variable read as int."""
+def _record_shape(hint: object, record: object, where: str) -> Shape:
+    """A record's keys or fields, described once: *record* is *hint* itself, or the class of
+    a generic one (``Box[int]``: Box's fields, its type variable read as int)."""
     with _describing(hint, where), arguments_of(hint, where):
-        fields = _typed_dict_fields if is_typeddict(record) else _record_fields
-        return fields(record, where)
+        if is_typeddict(record):
+            return _typed_dict_fields(record, where)
+        assert isinstance(record, type)
+        return _record_fields(record, where)
 
 
 def _nullable(schema: dict[str, object]) -> dict[str, object]:
@@ -353,11 +356,6 @@ def _grows_inside_itself(hint: object, open_records: tuple[object, ...]) -> bool
     return sum(typing.get_origin(other) is origin for other in open_records) >= _NESTED_GENERICS
 
 
-def _typed_dict(cls: object, where: str) -> Shape:
-    with _describing(cls, where), arguments_of(cls, where):
-        return _typed_dict_fields(cls, where)
-
-
 def _typed_dict_fields(cls: object, where: str) -> Shape:
     hints = resolve_hints(cls, where)
     required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
@@ -407,11 +405,6 @@ def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> 
     if origin is NotRequired:
         return False
     return origin is Required or name in required_keys
-
-
-def _record(cls: type[object], where: str) -> Shape:
-    with _describing(cls, where), arguments_of(cls, where):
-        return _record_fields(cls, where)
 
 
 def _record_fields(cls: type[object], where: str) -> Shape:
