@@ -357,16 +357,25 @@ def _grows_inside_itself(hint: object, open_records: tuple[object, ...]) -> bool
 
 
 def _typed_dict_fields(cls: object, where: str) -> Shape:
-    hints = resolve_hints(cls, where)
-    required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
-    shapes = {name: shape_of(hint, f"{where}.{name}") for name, hint in hints.items()}
-    properties: dict[str, object] = {name: s.schema for name, s in shapes.items()}
-    required = [name for name, hint in hints.items() if _is_required_key(name, hint, required_keys)]
+    keys = _typed_dict_keys(cls, where)
+    shapes = {name: shape for name, shape, _required in keys}
+    properties: dict[str, object] = {name: shape.schema for name, shape, _required in keys}
+    required = [name for name, _shape, is_required in keys if is_required]
 
     def coerce(value: object) -> object:
         return converted_fields(shapes, pairs_of(value), keep_others=True)
 
     return Shape(object_schema(properties, required), coerce)
+
+
+def _typed_dict_keys(cls: object, where: str) -> list[tuple[str, Shape, bool]]:
+    """Each key of TypedDict *cls*: its name, its shape and whether it is required."""
+    hints = resolve_hints(cls, where)
+    required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    return [
+        (name, shape_of(hint, f"{where}.{name}"), _is_required_key(name, hint, required_keys))
+        for name, hint in hints.items()
+    ]
 
 
 def unpacked_fields(hint: object, where: str) -> list[tuple[str, Shape, bool]] | None:
@@ -385,16 +394,7 @@ def unpacked_fields(hint: object, where: str) -> list[tuple[str, Shape, bool]] |
     if not is_typeddict(cls):
         raise TypeError(f"{where}: **kwargs may unpack only a TypedDict, not {unpacked!r}")
     with _describing(unpacked, where), arguments_of(unpacked, where):
-        hints = resolve_hints(cls, where)
-        required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
-        return [
-            (
-                name,
-                shape_of(key_hint, f"{where}.{name}"),
-                _is_required_key(name, key_hint, required_keys),
-            )
-            for name, key_hint in hints.items()
-        ]
+        return _typed_dict_keys(cls, where)
 
 
 def _is_required_key(name: str, hint: object, required_keys: frozenset[str]) -> bool:
