@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -52,9 +51,6 @@ from ._sources import as_sources, check_sources
 from ._stepcheck import STEP_TYPES, check_step
 
 __all__ = ["Session", "now_ms"]
-
-log = logging.getLogger("retinue.session")
-
 
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
