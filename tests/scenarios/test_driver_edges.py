@@ -134,12 +134,12 @@ async def test_a_steer_sent_after_a_cancel_in_a_restart_pause_becomes_the_next_p
     real = _driver._guarded_turn
     crashes: list[int] = []
 
-    async def guarded(core: _core.AgentCore, items: Any) -> bool:
+    async def guarded(core: _core.AgentCore, state: Any, items: Any) -> bool:
         if len(crashes) < 2:
             crashes.append(1)
             await trio.sleep(1)
             raise DriverBugError(f"guarded_turn bug #{len(crashes)}")
-        return await real(core, items)
+        return await real(core, state, items)
 
     monkeypatch.setattr(_driver, "_guarded_turn", guarded)
     policy = retinue.RestartPolicy(max_restarts=5, backoff=10)

@@ -193,11 +193,11 @@ async def test_supervisor_settles_the_prompt_of_a_crashed_batch(
     real = _driver._guarded_turn
     crashes: list[int] = []
 
-    async def guarded(core: _core.AgentCore, items: Any) -> bool:
+    async def guarded(core: _core.AgentCore, state: Any, items: Any) -> bool:
         if not crashes:
             crashes.append(1)
             raise DriverBugError("guarded_turn bug")
-        return await real(core, items)
+        return await real(core, state, items)
 
     monkeypatch.setattr(_driver, "_guarded_turn", guarded)
     model = ScriptedModel([Reply("fine")])

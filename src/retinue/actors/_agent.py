@@ -313,8 +313,10 @@ class Agent:
         """Send a prompt and wait for the turn that consumed it to end and be flushed.
 
         Returns that turn's :class:`TurnResult`. If the prompt is discarded by
-        ``cancel`` or disposal, the result says ``aborted`` / ``disposed``; a
-        turn a driver crash ended says ``error`` (``DRIVER_CRASH``) once flushed.
+        ``cancel`` or disposal, the result says ``aborted`` / ``disposed``. After
+        a driver crash it says what the log does, once the supervisor has closed
+        the turn and flushed it: ``error`` (``DRIVER_CRASH``) for a turn the crash
+        cut short, the turn's own end for one that had ended.
         Cancelling the wait does not withdraw the prompt.
 
         Agents may ask each other from their tools, but never in a circle: while
@@ -344,12 +346,6 @@ class Agent:
             await _wait_as(caller, core, ticket.done)
         result = ticket.take()
         assert isinstance(result, TurnResult)
-        if result.reason.code == "DRIVER_CRASH":
-            # A crash answers its prompts before the supervisor has closed the turn
-            # and asked for its flush: the turn is flushed once that flush has ended.
-            flushed = core.flush_rounds.waiter(requested=core.flush_owed)
-            if flushed is not None:
-                await _wait_as(caller, core, flushed)
         return result
 
     def subscribe(self, *, buffer: int = 10_000) -> Subscription:

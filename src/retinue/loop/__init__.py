@@ -13,7 +13,8 @@ from ._core import (
     check_parallel_cap,
     resolve_source,
 )
-from ._driver import crash_reason, run_flusher, run_loop
+from ._crash import answer_crashed, crash_reason
+from ._driver import run_flusher, run_loop
 from ._scheduler import parse_arguments
 from ._step import header_event
 from ._summary import summarize_turn
@@ -26,6 +27,7 @@ __all__ = [
     "LoopServices",
     "StepSignal",
     "TurnResult",
+    "answer_crashed",
     "check_parallel_cap",
     "crash_reason",
     "header_event",

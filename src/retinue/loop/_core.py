@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from retinue.stores import SessionStore
     from retinue.tools import ToolRegistry
 
+    from ._crash import CrashedBatch
+
 __all__ = [
     "FLUSHING",
     "SETTING_UP",
@@ -199,6 +201,8 @@ class AgentCore:
     flushed_upto: int = 0
     """How many events the last flush begun covers."""
     flush_rounds: FlushRounds = attrs.field(factory=FlushRounds)
+    crashed_batch: CrashedBatch | None = None
+    """The batch a driver crash left unanswered, until its supervisor takes it."""
     prompt_text: str | None = None
     waits_on: tuple[AgentCore, ...] = ()
     """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""

@@ -11,7 +11,9 @@ from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
 from ._core import AgentCore, TurnResult, settle
+from ._crash import CrashedBatch
 from ._flushes import FlushRounds
+from ._state import TurnState
 from ._turn import flush, flush_shielded, run_turn
 
 __all__ = ["run_flusher", "run_loop"]
@@ -62,16 +64,11 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
         if core.cancel_marker and _cancelled_before_start(core, window=2):
             continue
         items = mailbox.drain_queued()
-        turn = core.session.next_turn_number()
+        state = TurnState(core, core.session.next_turn_number())
         try:
-            terminal = await _guarded_turn(core, items)
+            terminal = await _guarded_turn(core, state, items)
         except BaseException as exc:
-            # A bug (or the runtime's cancellation) escaped the turn: the supervisor
-            # takes over, but the prompts of this batch get an answer first, the one
-            # the log will give (the supervisor closes a logged turn with it).
-            logged = core.session.last_turn >= turn
-            crash = exc if isinstance(exc, Exception) else None
-            settle(items, TurnResult(turn if logged else 0, _escaped(exc), error=crash))
+            _leave_batch(core, state, items, exc)
             raise
         core.cancel_marker = False
         core.cancel_reason = None
@@ -81,16 +78,21 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
             mailbox.requeue_steering()
 
 
-def _escaped(error: BaseException) -> TurnEndReason:
-    """How a batch ends when *error* escaped its turn: a crash, or the runtime's teardown."""
+def _leave_batch(
+    core: AgentCore, state: TurnState, items: list[MailboxItem], error: BaseException
+) -> None:
+    """Hand on the batch whose turn *error* escaped, a bug's or the runtime's cancel.
+
+    A crash's is the supervisor's: it answers it once it has closed the turn in
+    the log and flushed it, with what the log then says. A cancel's is answered
+    ``disposed`` now, unless its turn answered it already with its logged end.
+    """
+    logged = core.session.last_turn >= state.turn
     if isinstance(error, Exception):
-        return crash_reason(error)
-    return TurnEndReason.disposed()
-
-
-def crash_reason(error: Exception) -> TurnEndReason:
-    """How a turn a driver crash cut short ends, in the log and for its askers."""
-    return TurnEndReason.error(0, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
+        blocked = state.blocked if logged else None
+        core.crashed_batch = CrashedBatch(tuple(items), state.turn if logged else 0, blocked)
+        return
+    settle(items, TurnResult(state.turn if logged else 0, TurnEndReason.disposed()))
 
 
 def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
@@ -109,11 +111,11 @@ def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
     return True
 
 
-async def _guarded_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
-    """Run a turn inside the backstop (R7.7): a failure before ``turn/start`` loses the batch."""
-    turn = core.session.next_turn_number()
+async def _guarded_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> bool:
+    """Run turn *state* inside the backstop (R7.7): a failure before ``turn/start`` loses the batch."""
+    turn = state.turn
     try:
-        return await run_turn(core, items)
+        return await run_turn(core, state, items)
     except Exception as exc:
         if core.session.last_turn >= turn:
             # The turn was logged, so this is no pre-turn failure but a bug in

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 
 import trio
@@ -38,7 +38,7 @@ from ._prompt import ASSEMBLE, request_prompt, static_prompt
 from ._state import NO_CALLS, TurnState
 from ._step import run_step
 
-__all__ = ["run_turn"]
+__all__ = ["run_turn", "settle_batch"]
 
 log = logging.getLogger("retinue.loop")
 _ALLOW = Allow()
@@ -46,16 +46,15 @@ _CONTINUE: Continue | Stop = Continue()
 _STOP: Continue | Stop = Stop()
 
 
-async def run_turn(core: AgentCore, items: list[MailboxItem]) -> bool:
-    """Run one turn over the drained *items*; returns whether it was terminally stopped.
+async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> bool:
+    """Run turn *state* over the drained *items*; returns whether it was terminally stopped.
 
-    A failure before ``turn/start`` is logged propagates to the driver's
-    backstop (R7.7); any later failure ends the turn, never the driver.
+    *state* is fresh, numbered the log's next turn. A failure before
+    ``turn/start`` is logged propagates to the driver's backstop (R7.7); any
+    later failure ends the turn, never the driver.
     """
     if not items:
         raise RuntimeError("a turn started with nothing queued")
-    turn = core.session.next_turn_number()
-    state = TurnState(core, turn)
     try:
         try:
             await _turn_body(core, state, items)
@@ -147,10 +146,16 @@ def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
 
 
 def _settle(state: TurnState, items: list[MailboxItem]) -> None:
-    """Answer the batch's prompts: each blocked one ``rejected`` with its own reason, the
-    rest with how the turn ended (a blocked prompt's asker gets no answer to another's)."""
+    """Answer the batch's prompts with how the turn ended."""
     result = TurnResult(state.turn, state.reason, state.text, state.usage, state.hand_on_error())
-    blocked = state.blocked
+    settle_batch(items, result, state.blocked)
+
+
+def settle_batch(
+    items: Sequence[MailboxItem], result: TurnResult, blocked: Mapping[int, str] | None
+) -> None:
+    """Answer a turn's batch: each prompt *blocked* names ``rejected`` with its own reason,
+    the rest with *result* (a blocked prompt's asker gets no answer to another's)."""
     if blocked is None:
         settle(items, result)
         return
@@ -159,7 +164,7 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
         if reason is None:
             settle((item,), result)
         else:
-            settle((item,), TurnResult(state.turn, _rejected(reason)))
+            settle((item,), TurnResult(result.turn, _rejected(reason)))
 
 
 def _rejected(reason: str | None) -> TurnEndReason:

@@ -13,7 +13,7 @@ import trio
 from retinue._checks import finite_number_error
 from retinue._errors import ConfigError
 from retinue._lossless import shown_short
-from retinue.loop import AgentCore, crash_reason, run_flusher, run_loop
+from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
 from retinue.loop._flushes import FlushRounds
 from retinue.session import Event, Session, ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
@@ -116,9 +116,10 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
 
     A turn failure never reaches here (the driver contains it); an exception
     that does is a bug. The open turn is closed ``error`` with code
-    ``DRIVER_CRASH``, the crash reported on ``agent/error``, and a fresh driver
-    instance resumes on the same log, after the pause *policy* sets, unless the
-    agent has been disposed (its driver then just ends). A crash
+    ``DRIVER_CRASH``, the crash reported on ``agent/error``, the prompts of its
+    batch answered with what the log says once the turn is flushed, and a fresh
+    driver instance resumes on the same log, after the pause *policy* sets,
+    unless the agent has been disposed (its driver then just ends). A crash
     of the flusher is the agent's crash too (DESIGN 4): reported on
     ``agent/error`` and counted in the same window, it restarts the flusher,
     or disposes the agent, as *policy* says; it never reaches the runtime.
@@ -131,7 +132,7 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
             nursery.start_soon(_flush, core, crashes, flusher_stop)
             # Awaited here, not through a helper: every coroutine above the
             # driver forwards each of its yields, several a step.
-            await _keep_running(core, crashes, lambda: run_loop(core), _restart_after)
+            await _keep_running(core, crashes, lambda: run_loop(core), _recover_driver)
             flusher_stop.set()
             core.flush_wanted.set()
     finally:
@@ -179,22 +180,14 @@ class _Crashes:
                 self._paused += trio.current_time() - self._pause_began
 
 
-_RestartAfter = Callable[[AgentCore, Exception, int, RestartPolicy], bool]
+_Recover = Callable[[AgentCore, Exception, int, RestartPolicy], Awaitable[bool]]
+"""Handles a crash (the error, the crashes in the window, the policy); whether to restart."""
 
 
 async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
     """Run flusher instances until one returns or the policy gives the agent up (DESIGN 4)."""
-
-    def fresh_rounds() -> None:
-        # The crashed flusher released its waiters and ended its rounds for good. Made
-        # before the restart pause: a wait_idle in the pause waits for the flush the
-        # restarted flusher owes, rather than finding the rounds ended and returning.
-        core.flush_rounds = FlushRounds()
-
     try:
-        await _keep_running(
-            core, crashes, lambda: run_flusher(core, stop), _flusher_restart_after, fresh_rounds
-        )
+        await _keep_running(core, crashes, lambda: run_flusher(core, stop), _recover_flusher)
     finally:
         # No flusher runs any more (given up, or cancelled in a pause): release whoever
         # waits on rounds none will serve. A flusher that returned has done so already.
@@ -202,16 +195,9 @@ async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
 
 
 async def _keep_running(
-    core: AgentCore,
-    crashes: _Crashes,
-    run: Callable[[], Awaitable[None]],
-    restart_after: _RestartAfter,
-    before_restart: Callable[[], None] = lambda: None,
+    core: AgentCore, crashes: _Crashes, run: Callable[[], Awaitable[None]], recover: _Recover
 ) -> None:
-    """Run *run* again after each crash until it returns or the policy gives the agent up.
-
-    *before_restart* runs as soon as a restart is decided, before its pause.
-    """
+    """Run *run* again after each crash until it returns or *recover* gives the agent up."""
     while True:
         try:
             await run()
@@ -219,13 +205,11 @@ async def _keep_running(
         except Exception as exc:
             count = crashes.record()
             try:
-                restart = restart_after(core, exc, count, crashes.policy)
+                restart = await recover(core, exc, count, crashes.policy)
             except Exception:
                 log.exception("recovering agent %s after a crash failed; disposing it", core.id)
                 _dispose(core)
                 restart = False
-        if restart:
-            before_restart()
         # A given-up agent is disposed, which ends the pause at once.
         await crashes.pause(core, count, restart=restart)
         if not restart:
@@ -245,7 +229,7 @@ def _dispose(core: AgentCore) -> None:
     core.discard_pending(TurnEndReason.disposed())
 
 
-def _flusher_restart_after(
+async def _recover_flusher(
     core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy
 ) -> bool:
     """Report a flusher crash; whether to restart the flusher (else the agent is disposed).
@@ -255,12 +239,44 @@ def _flusher_restart_after(
     """
     log.error("flusher of agent %s crashed", core.id, exc_info=error)
     core.emit("agent/error", core.session.last_turn, 0, error)
-    if crashes > policy.max_restarts or core.disposed:
+    restart = crashes <= policy.max_restarts and not core.disposed
+    if restart:
+        # The crashed flusher released its waiters and ended its rounds for good. Made
+        # before the restart pause: a wait_idle in the pause waits for the flush the
+        # restarted flusher owes, rather than finding the rounds ended and returning.
+        core.flush_rounds = FlushRounds()
+        core.emit("agent/restarted", error)
+    else:
         # A disposed agent is not restarted: its driver is ending, or has ended.
         _dispose(core)
-        return False
-    core.emit("agent/restarted", error)
-    return True
+    await trio.lowlevel.checkpoint()
+    return restart
+
+
+async def _recover_driver(
+    core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy
+) -> bool:
+    """Close the crashed turn; once it is flushed, answer its batch with what the log says.
+
+    Whether to restart the driver (else the agent is disposed).
+    """
+    batch, core.crashed_batch = core.crashed_batch, None
+    try:
+        restart = _restart_after(core, error, crashes, policy)
+        await _crash_flushed(core)
+    finally:
+        # However the wait ends (the runtime's cancel, Ctrl-C), the askers are answered.
+        answer_crashed(core.session, batch, error)
+    return restart
+
+
+async def _crash_flushed(core: AgentCore) -> None:
+    """Wait for the flush a crash asked for to end, fail, or lose its flusher (R7.49)."""
+    flushed = core.flush_rounds.waiter(requested=core.flush_owed)
+    if flushed is None:
+        await trio.lowlevel.checkpoint()
+    else:
+        await flushed.wait()
 
 
 def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy) -> bool:

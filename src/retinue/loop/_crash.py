@@ -1,0 +1,70 @@
+"""A driver crash's batch: the prompts it left unanswered, and the answer the log gives them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import final
+
+import attrs
+
+from retinue._errors import describe_error
+from retinue.mailbox import MailboxItem
+from retinue.session import Session, TurnEnd, TurnEndReason, TurnStart
+
+from ._core import TurnResult, settle
+from ._summary import summarize_turn
+from ._turn import settle_batch
+
+__all__ = ["CrashedBatch", "answer_crashed", "crash_reason"]
+
+
+@final
+@attrs.frozen
+class CrashedBatch:
+    """The prompts of a turn a driver crash cut short, left to the supervisor to answer
+    once it has closed the turn in the log and flushed it (DESIGN 4, R7.49)."""
+
+    items: tuple[MailboxItem, ...]
+    turn: int = 0
+    """The turn logged for them; 0 when the crash came before its ``turn/start``."""
+    blocked: Mapping[int, str] | None = None
+    """The reason each prompt a prompt-submit listener blocked was, by its place in the batch."""
+
+
+def crash_reason(error: Exception) -> TurnEndReason:
+    """How a turn a driver crash cut short ends, in the log and for its askers."""
+    return TurnEndReason.error(0, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
+
+
+def answer_crashed(session: Session, batch: CrashedBatch | None, error: Exception) -> None:
+    """Answer *batch* with what the log says of its turn: its logged end, text and usage.
+
+    A turn the crash left open in the log (its closing cut short) ends as the
+    crash; so does a batch no turn was logged for. Only the crash's own end
+    carries *error*: an answer read from the log has none of its run's.
+    """
+    if batch is None:
+        return
+    crash = crash_reason(error)
+    if batch.turn == 0:
+        settle(batch.items, TurnResult(0, crash, error=error))
+        return
+    reason = _logged_end(session, batch.turn) or crash
+    text, usage = summarize_turn(session.events, batch.turn)
+    result = TurnResult(batch.turn, reason, text, usage, error if reason == crash else None)
+    settle_batch(batch.items, result, batch.blocked)
+
+
+def _logged_end(session: Session, turn: int) -> TurnEndReason | None:
+    """The reason of *turn*'s ``turn/end``; ``None`` while it is open.
+
+    Walks back from the end of the log: the turn is the last one, or followed
+    only by idle injections logged since.
+    """
+    for event in reversed(session.events):
+        data = event.data
+        if isinstance(data, TurnEnd) and data.turn == turn:
+            return data.reason
+        if isinstance(data, TurnStart) and data.turn == turn:
+            return None
+    return None

@@ -1,0 +1,124 @@
+"""What a driver crash tells the askers of its batch and the agent's listeners, and when:
+the answer the log gives, once the turn is flushed (DESIGN 4; SPEC R7.2, R7.45, R7.49).
+
+A driver crash is a bug in retinue itself, so these tests monkeypatch a private
+function of the turn's own bookkeeping to raise, and say which one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.hooks import Allow, Block
+from retinue.loop import _core, _state, _turn
+from retinue.session import Session
+from retinue.stores import MemoryStore
+from retinue.testing import (
+    DelegatingStore,
+    Reply,
+    ScriptedModel,
+    check_session_invariants,
+)
+from tests.helpers import OPTIONS, Next, last_end_reason, runtime, texts, turn_ends
+from tests.scenarios._supervisor_kit import record
+
+
+class DriverBugError(RuntimeError):
+    """The simulated bug."""
+
+
+def crash_in_the_post_turn_flush(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the driver's post-turn flush raise once, after the turn's ``turn/end`` is logged."""
+    real = _turn.flush
+    crashes: list[int] = []
+
+    async def broken(core: _core.AgentCore, turn: int, step: int) -> None:
+        if not crashes:
+            crashes.append(1)
+            raise DriverBugError("flush bug")
+        await real(core, turn, step)
+
+    monkeypatch.setattr(_turn, "flush", broken)
+    return crashes
+
+
+def crash_in_the_error_handling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``TurnState.record_error`` raise: a failing step crashes the driver."""
+
+    def broken(self: _state.TurnState, error: BaseException) -> None:
+        raise DriverBugError("record_error bug")
+
+    monkeypatch.setattr(_state.TurnState, "record_error", broken)
+
+
+class _SlowFlushStore(DelegatingStore):
+    """A memory store whose flush takes virtual seconds, as a real commit takes time."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+
+    async def flush(self, session: Session) -> None:
+        await trio.sleep(5)
+        await self.store.flush(session)
+
+
+async def test_a_crash_after_the_turn_ended_answers_with_the_logged_end(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R7.44: a crash raised once ``turn/end`` is logged (here, in the post-turn
+    flush) leaves the turn as the log closed it, and the ask gets that end, with the turn's
+    text: it got an ``error``/``DRIVER_CRASH`` the log never said."""
+    crashes = crash_in_the_post_turn_flush(monkeypatch)
+    async with runtime(ScriptedModel([Reply("one"), Reply("two")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        restarts = record(rt, agent, "agent/restarted")
+        result = await agent.ask("go")
+        assert (crashes, len(restarts)) == ([1], 1)
+        assert turn_ends(agent.session.events) == ["completed"]
+        assert (result.turn, result.reason, result.text) == (
+            1,
+            last_end_reason(agent.session.events),
+            "one",
+        )
+        assert result.error is None
+        assert (await agent.ask("again")).text == "two"
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_crash_after_the_turn_ended_answers_a_blocked_prompt_with_its_block(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R7.11: in a batch whose post-turn flush crashed, a prompt a listener blocked
+    is answered ``rejected`` with its block's reason, as the log's ``prompt/blocked`` says,
+    and the other with the turn's logged end."""
+    crash_in_the_post_turn_flush(monkeypatch)
+    async with runtime(ScriptedModel([Reply("one")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def submit(
+            _agent: retinue.Agent, content: Any, _source: object, _proceed: Next
+        ) -> Block | Allow:
+            return Block("secret") if "password" in texts(content) else Allow()
+
+        rt.hooks.on("agent/prompt-submit", submit, agent=agent)
+        answers: dict[str, retinue.TurnResult] = {}
+
+        async def ask(prompt: str) -> None:
+            answers[prompt] = await agent.ask(prompt)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "the password")
+            nursery.start_soon(ask, "hello")
+        assert turn_ends(agent.session.events) == ["completed"]
+        blocked, allowed = answers["the password"], answers["hello"]
+        assert (blocked.turn, blocked.reason.kind, blocked.reason.reason) == (
+            1,
+            "rejected",
+            "secret",
+        )
+        assert (allowed.turn, allowed.reason.kind, allowed.text) == (1, "completed", "one")
