@@ -20,11 +20,12 @@ from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
     DelegatingStore,
+    FinishWithError,
     Reply,
     ScriptedModel,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, Next, last_end_reason, runtime, texts, turn_ends
+from tests.helpers import OPTIONS, Next, last_end_reason, runtime, texts, turn_ends, user_texts
 from tests.scenarios._supervisor_kit import record
 
 
@@ -122,3 +123,60 @@ async def test_a_crash_after_the_turn_ended_answers_a_blocked_prompt_with_its_bl
             "secret",
         )
         assert (allowed.turn, allowed.reason.kind, allowed.text) == (1, "completed", "one")
+
+
+@pytest.mark.parametrize("where", ["turn", "post-turn-flush"])
+async def test_an_agent_a_crash_left_with_nothing_queued_goes_idle_once_the_turn_is_flushed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """R7.2, DESIGN 4: after a driver crash the agent's ``agent/status`` goes ``idle`` once
+    the turn's closing events are committed, as after a turn's own flush: it went idle as
+    the supervisor closed the turn, before the flush, and a listener reading the store
+    then found the turn unwritten.
+
+    Breaks ``TurnState.record_error`` (a failing step's handling), or the post-turn flush.
+    """
+    store = _SlowFlushStore()
+    if where == "turn":
+        crash_in_the_error_handling(monkeypatch)
+        model = ScriptedModel([FinishWithError("boom")])
+    else:
+        crash_in_the_post_turn_flush(monkeypatch)
+        model = ScriptedModel([Reply("one")])
+    async with runtime(model, store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        unwritten: list[tuple[str, int]] = []
+
+        def on_status(_agent: object, status: str) -> None:
+            committed = store.store.statistics().committed_events
+            unwritten.append((status, len(agent.session.events) - committed))
+
+        rt.hooks.on("agent/status", on_status, agent=agent)
+        await agent.ask("go")
+        await agent.wait_idle()
+        assert unwritten == [("running", 0), ("idle", 0)]
+
+
+async def test_a_steer_sent_while_a_crashed_turn_is_flushed_starts_the_next_turn(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R3.10, R7.8, DESIGN 4: while the supervisor waits for a crashed turn's flush the
+    agent still reads ``running``, as during a turn's own flush: a steer sent then is the
+    restarted driver's next prompt, and a cancel sent before it ends nothing of that turn.
+
+    Breaks ``TurnState.record_error``; the store's flush takes 5 virtual seconds.
+    """
+    crash_in_the_error_handling(monkeypatch)
+    model = ScriptedModel([FinishWithError("boom"), Reply("later on")])
+    async with runtime(model, store=_SlowFlushStore()) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(1)
+        assert agent.status == "running"
+        agent.cancel("never mind")
+        agent.steer("later")
+        await trio.sleep(10)
+        await agent.wait_idle()
+        assert turn_ends(agent.session.events) == ["error", "completed"]
+        assert user_texts(agent.session.events) == ["go", "later"]
+        check_session_invariants(agent.session.events)

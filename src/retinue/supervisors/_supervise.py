@@ -256,18 +256,27 @@ async def _recover_flusher(
 async def _recover_driver(
     core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy
 ) -> bool:
-    """Close the crashed turn; once it is flushed, answer its batch with what the log says.
+    """Close the crashed turn, then, once it is flushed as a turn's end is (R7.2, R7.49),
+    answer its batch with what the log says and ready the agent for a fresh driver.
 
     Whether to restart the driver (else the agent is disposed).
     """
     batch, core.crashed_batch = core.crashed_batch, None
     try:
-        restart = _restart_after(core, error, crashes, policy)
+        _report_crash(core, error)
+        if crashes > policy.max_restarts:
+            _dispose(core)
         await _crash_flushed(core)
     finally:
         # However the wait ends (the runtime's cancel, Ctrl-C), the askers are answered.
         answer_crashed(core.session, batch, error)
-    return restart
+    if core.disposed:
+        # Given up, or disposed meanwhile: a fresh driver would only find it disposed
+        # and exit, and its agent/restarted would announce a driver that never runs.
+        _dispose(core)
+        return False
+    _resume(core, error)
+    return True
 
 
 async def _crash_flushed(core: AgentCore) -> None:
@@ -279,25 +288,24 @@ async def _crash_flushed(core: AgentCore) -> None:
         await flushed.wait()
 
 
-def _restart_after(core: AgentCore, error: Exception, crashes: int, policy: RestartPolicy) -> bool:
+def _report_crash(core: AgentCore, error: Exception) -> None:
     log.error("driver of agent %s crashed", core.id, exc_info=error)
     _close_crashed_turn(core, error)
     core.step_signal = None
     core.emit("agent/error", core.session.last_turn, 0, error)
-    if crashes > policy.max_restarts or core.disposed:
-        # A disposed agent is not restarted: a fresh driver would only find it
-        # disposed and exit, and its agent/restarted would announce a driver that never runs.
-        _dispose(core)
-        return False
+
+
+def _resume(core: AgentCore, error: Exception) -> None:
+    """Ready the agent for a fresh driver, as a driver readies it after a turn's flush."""
     core.prefix = None
     core.header_anchored = False
+    # A cancel of the crashed turn, or one landing while it was flushed, is spent (R7.8).
     core.cancel_marker = False
     core.cancel_reason = None
     core.mailbox.requeue_steering()  # what the crashed turn left starts the next one (R3.10)
     if core.status == "running" and not core.mailbox.has_queued:
         core.set_status("idle")
     core.emit("agent/restarted", error)
-    return True
 
 
 def _seq_of(session: Session, event: Event) -> int:
