@@ -19,13 +19,15 @@ from retinue.loop import _core, _state, _turn
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
+    CallTools,
     DelegatingStore,
     FinishWithError,
     Reply,
     ScriptedModel,
+    ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, Next, last_end_reason, runtime, texts, turn_ends, user_texts
+from tests.helpers import OPTIONS, Next, last_end_reason, nap, runtime, texts, turn_ends, user_texts
 from tests.scenarios._supervisor_kit import record
 
 
@@ -180,3 +182,28 @@ async def test_a_steer_sent_while_a_crashed_turn_is_flushed_starts_the_next_turn
         assert turn_ends(agent.session.events) == ["error", "completed"]
         assert user_texts(agent.session.events) == ["go", "later"]
         check_session_invariants(agent.session.events)
+
+
+async def test_a_crashed_turn_ends_naming_the_step_it_was_in(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R4.12, R7.45, DESIGN 4: the ``error`` end a driver crash logs names the step the
+    turn was in, as a turn's own error does, and so do its ``agent/error`` and the ask's
+    answer: they named step 0 whatever step the turn had reached.
+
+    Breaks ``TurnState.record_error``; the second step's model call fails.
+    """
+    crash_in_the_error_handling(monkeypatch)
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("nap", '{"seconds": 1}', id="c1")]), FinishWithError("boom")]
+    )
+    async with runtime(model, tools=[nap]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        result = await agent.ask("go")
+        reason = last_end_reason(agent.session.events)
+        assert (reason.code, reason.step) == ("DRIVER_CRASH", 2)
+        assert result.reason == reason
+        assert [(turn, step, type(error)) for turn, step, error in errors] == [
+            (1, 2, DriverBugError)
+        ]

@@ -27,13 +27,15 @@ class CrashedBatch:
     items: tuple[MailboxItem, ...]
     turn: int = 0
     """The turn logged for them; 0 when the crash came before its ``turn/start``."""
+    step: int = 0
+    """The step the turn was in, as a turn's own error names it (R7.45); 0 before the first."""
     blocked: Mapping[int, str] | None = None
     """The reason each prompt a prompt-submit listener blocked was, by its place in the batch."""
 
 
-def crash_reason(error: Exception) -> TurnEndReason:
-    """How a turn a driver crash cut short ends, in the log and for its askers."""
-    return TurnEndReason.error(0, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
+def crash_reason(error: Exception, step: int) -> TurnEndReason:
+    """How a turn a driver crash cut short in *step* ends, in the log and for its askers."""
+    return TurnEndReason.error(step, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
 
 
 def answer_crashed(session: Session, batch: CrashedBatch | None, error: Exception) -> None:
@@ -45,7 +47,7 @@ def answer_crashed(session: Session, batch: CrashedBatch | None, error: Exceptio
     """
     if batch is None:
         return
-    crash = crash_reason(error)
+    crash = crash_reason(error, batch.step)
     if batch.turn == 0:
         settle(batch.items, TurnResult(0, crash, error=error))
         return

@@ -89,8 +89,11 @@ def _leave_batch(
     """
     logged = core.session.last_turn >= state.turn
     if isinstance(error, Exception):
-        blocked = state.blocked if logged else None
-        core.crashed_batch = CrashedBatch(tuple(items), state.turn if logged else 0, blocked)
+        if logged:
+            crashed = CrashedBatch(tuple(items), state.turn, state.step, state.blocked)
+        else:
+            crashed = CrashedBatch(tuple(items))
+        core.crashed_batch = crashed
         return
     settle(items, TurnResult(state.turn if logged else 0, TurnEndReason.disposed()))
 

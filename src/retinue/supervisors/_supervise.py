@@ -263,7 +263,7 @@ async def _recover_driver(
     """
     batch, core.crashed_batch = core.crashed_batch, None
     try:
-        _report_crash(core, error)
+        _report_crash(core, error, 0 if batch is None else batch.step)
         if crashes > policy.max_restarts:
             _dispose(core)
         await _crash_flushed(core)
@@ -288,11 +288,12 @@ async def _crash_flushed(core: AgentCore) -> None:
         await flushed.wait()
 
 
-def _report_crash(core: AgentCore, error: Exception) -> None:
+def _report_crash(core: AgentCore, error: Exception, step: int) -> None:
+    """Log the crash, close the turn it cut short in *step*, and report it on ``agent/error``."""
     log.error("driver of agent %s crashed", core.id, exc_info=error)
-    _close_crashed_turn(core, error)
+    _close_crashed_turn(core, error, step)
     core.step_signal = None
-    core.emit("agent/error", core.session.last_turn, 0, error)
+    core.emit("agent/error", core.session.last_turn, step, error)
 
 
 def _resume(core: AgentCore, error: Exception) -> None:
@@ -316,9 +317,9 @@ def _seq_of(session: Session, event: Event) -> int:
     return event.seq
 
 
-def _close_crashed_turn(core: AgentCore, error: Exception) -> None:
+def _close_crashed_turn(core: AgentCore, error: Exception, step: int) -> None:
     session = core.session
-    reason = crash_reason(error)
+    reason = crash_reason(error, step)
     closers = closing_events(
         session.events,
         reason,
