@@ -239,6 +239,7 @@ async def _recover_flusher(
     """
     log.error("flusher of agent %s crashed", core.id, exc_info=error)
     core.emit("agent/error", core.session.last_turn, 0, error)
+    _go_on_with_interruption(error)
     restart = crashes <= policy.max_restarts and not core.disposed
     if restart:
         # The crashed flusher released its waiters and ended its rounds for good. Made
@@ -264,6 +265,8 @@ async def _recover_driver(
     batch, core.crashed_batch = core.crashed_batch, None
     try:
         _report_crash(core, error, 0 if batch is None else batch.step)
+        # Closed now, the turn is flushed by the flusher, cancelled on the way out (R12.9).
+        _go_on_with_interruption(error)
         if crashes > policy.max_restarts:
             _dispose(core)
         await _crash_flushed(core)
@@ -286,6 +289,29 @@ async def _crash_flushed(core: AgentCore) -> None:
         await trio.lowlevel.checkpoint()
     else:
         await flushed.wait()
+
+
+def _go_on_with_interruption(error: Exception) -> None:
+    """Raise what the task was unwinding when *error* crashed it, if it ends the runtime.
+
+    A crash raised as Ctrl-C (or another BaseException: a model's, an observer's)
+    unwound the task must not take its place: restarted, the task would run on as
+    if none had come. A cancel need not be raised again: its scope is still
+    cancelled, and the restarted task meets it at once.
+    """
+    seen: set[int] = set()
+    context = error.__context__
+    while context is not None and id(context) not in seen:
+        seen.add(id(context))
+        if not isinstance(context, Exception) and not _cancel_only(context):
+            raise context
+        context = context.__context__
+
+
+def _cancel_only(error: BaseException) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return error.split(trio.Cancelled)[1] is None
+    return isinstance(error, trio.Cancelled)
 
 
 def _report_crash(core: AgentCore, error: Exception, step: int) -> None:

@@ -1,0 +1,111 @@
+"""Ctrl-C and a driver crash together: the crash is handled, and Ctrl-C still ends the
+runtime (DESIGN 4; SPEC R7.44, R12.10).
+
+A driver crash is a bug in retinue itself, so these tests monkeypatch a private
+function of the turn's own bookkeeping to raise, and say which one.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.loop import _driver, _state
+from retinue.session import Event
+from retinue.stores import MemoryStore
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from tests.helpers import DEADLINE, OPTIONS, last_end_reason, nap
+
+
+class DriverBugError(RuntimeError):
+    """The simulated bug."""
+
+
+def _interrupt_at_the_tool_call(event: Event) -> None:
+    if event.type == "tool/call":
+        raise KeyboardInterrupt
+
+
+async def _ask_into_ctrl_c(store: MemoryStore, agents: list[retinue.Agent]) -> None:
+    model = ScriptedModel(
+        [CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")]), Reply("never")]
+    )
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            agents.append(agent)
+            agent.session.observe(_interrupt_at_the_tool_call)
+            await agent.ask("go")
+
+
+async def test_ctrl_c_a_crash_cut_short_as_it_closed_the_turn_still_ends_the_runtime(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.10, DESIGN 4: Ctrl-C raised in a turn (here, by a session observer) whose close
+    then crashes the driver comes out of ``open_runtime`` once the supervisor has closed
+    the turn as the crash, answered its ask and committed the log: the crash took Ctrl-C's
+    place, the driver was restarted and the runtime ran on as if no Ctrl-C had come.
+
+    Breaks ``TurnState.answer_dangling_calls``, which closing the interrupted step calls.
+    """
+
+    def broken(self: _state.TurnState, code: str, text: str) -> None:
+        raise DriverBugError("answer_dangling_calls bug")
+
+    monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+    store = MemoryStore()
+    agents: list[retinue.Agent] = []
+    caught: BaseException | None = None
+    try:
+        await _ask_into_ctrl_c(store, agents)
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
+    (agent,) = agents
+    events = agent.session.events
+    check_session_invariants(events)
+    assert last_end_reason(events).code == "DRIVER_CRASH"
+    assert agent.status == "disposed"
+    assert store.statistics().committed_events == len(events)
+
+
+async def test_ctrl_c_a_flusher_crash_cut_short_still_ends_the_runtime(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.10, DESIGN 4: Ctrl-C raised in the agent's flusher (here, by a session/flush
+    listener) whose flush owed on the way out then crashes the flusher comes out of
+    ``open_runtime``: the crash took Ctrl-C's place, the flusher was restarted and the
+    runtime ran on.
+
+    Breaks the flusher's shielded flush, which it runs for a flush owed as Ctrl-C unwinds it.
+    """
+
+    async def broken(_core: object, _turn: int, _step: int) -> None:
+        await trio.lowlevel.checkpoint()
+        raise DriverBugError("flush_shielded bug")
+
+    monkeypatch.setattr(_driver, "flush_shielded", broken)
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=ScriptedModel([Reply("never")])) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+
+                interrupted: list[int] = []
+
+                async def interrupt(_agent: object, _session: object) -> None:
+                    await trio.sleep(1)
+                    if not interrupted:
+                        interrupted.append(1)
+                        raise KeyboardInterrupt
+
+                rt.hooks.on("session/flush", interrupt, agent=agent)
+                agent.inject("first")
+                await trio.sleep(0.5)
+                agent.inject("second")  # owed while the first flush runs
+                await trio.sleep(10)
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
