@@ -13,7 +13,7 @@ import trio.testing
 
 import retinue
 from retinue.loop import _driver, _state
-from retinue.session import Event
+from retinue.session import Event, ToolResultEvent
 from retinue.stores import MemoryStore
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import DEADLINE, OPTIONS, last_end_reason, nap
@@ -109,3 +109,50 @@ async def test_ctrl_c_a_flusher_crash_cut_short_still_ends_the_runtime(
     except BaseException as exc:  # a group would end the test run: judged below
         caught = exc
     assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
+
+
+def _interrupt_at_a_synthetic_result(event: Event) -> None:
+    if isinstance(event.data, ToolResultEvent) and event.data.is_error:
+        raise KeyboardInterrupt
+
+
+async def test_ctrl_c_from_an_observer_of_a_crashed_turns_closing_event_leaves_it_closed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R4.8, R7.44, R12.10: Ctrl-C raised by a session observer as the supervisor logs a
+    crashed turn's closing events (here, the running call's synthetic result) ends the
+    runtime once the rest are logged, as it does when raised on a turn's own closing
+    events: the step and the turn were left open, and stored so.
+
+    Breaks ``TurnState.answer_dangling_calls`` and cancels while a tool runs.
+    """
+
+    def broken(self: _state.TurnState, code: str, text: str) -> None:
+        raise DriverBugError("answer_dangling_calls bug")
+
+    monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+    model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")])])
+    store = MemoryStore()
+    agents: list[retinue.Agent] = []
+    reported: list[object] = []
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                agents.append(agent)
+                agent.session.observe(_interrupt_at_a_synthetic_result)
+                rt.hooks.on("agent/error", lambda *args: reported.append(args[-1]), agent=agent)
+                agent.send("go")
+                await trio.sleep(10)
+                agent.cancel("stop")
+                await agent.wait_idle()
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
+    events = agents[0].session.events
+    check_session_invariants(events)
+    assert last_end_reason(events).code == "DRIVER_CRASH"
+    # Once as the failure that ended the turn, once as the crash its close then raised.
+    assert [type(error) for error in reported] == [DriverBugError, DriverBugError]
+    assert store.statistics().committed_events == len(events)

@@ -317,9 +317,11 @@ def _cancel_only(error: BaseException) -> bool:
 def _report_crash(core: AgentCore, error: Exception, step: int) -> None:
     """Log the crash, close the turn it cut short in *step*, and report it on ``agent/error``."""
     log.error("driver of agent %s crashed", core.id, exc_info=error)
-    _close_crashed_turn(core, error, step)
+    interruption = _close_crashed_turn(core, error, step)
     core.step_signal = None
     core.emit("agent/error", core.session.last_turn, step, error)
+    if interruption is not None:
+        raise interruption
 
 
 def _resume(core: AgentCore, error: Exception) -> None:
@@ -343,7 +345,9 @@ def _seq_of(session: Session, event: Event) -> int:
     return event.seq
 
 
-def _close_crashed_turn(core: AgentCore, error: Exception, step: int) -> None:
+def _close_crashed_turn(core: AgentCore, error: Exception, step: int) -> BaseException | None:
+    """Log the closing events of the turn a crash left open; what an observer raised
+    that ends the runtime (Ctrl-C), once they are all logged."""
     session = core.session
     reason = crash_reason(error, step)
     closers = closing_events(
@@ -355,6 +359,7 @@ def _close_crashed_turn(core: AgentCore, error: Exception, step: int) -> None:
     # The closers' seqs were reckoned ahead; an observer appending in between moves
     # them, so a source naming a closer is taken from where that closer landed.
     landed: dict[int, int] = {}
+    interruption: BaseException | None = None
     for event in closers:
         ahead = event.source_event_seqs
         sources = None if ahead is None else [landed.get(seq, seq) for seq in ahead]
@@ -362,9 +367,15 @@ def _close_crashed_turn(core: AgentCore, error: Exception, step: int) -> None:
             landed[event.seq] = session.append(
                 event.data, surface=event.surface_op, source_event_seqs=sources
             ).seq
-        except Exception:
+        except BaseException as exc:
             landed[event.seq] = _seq_of(session, event)
-            log.exception("closing event observer failed for agent %s (contained)", core.id)
+            if isinstance(exc, Exception):
+                log.exception("closing event observer failed for agent %s (contained)", core.id)
+            elif interruption is None:
+                # Ctrl-C from an observer goes on once the turn is closed, as it does
+                # from one of a turn's own closing events (R7.44).
+                interruption = exc
     # Made durable now, as a turn's end would be, not at the next turn's end: the
     # closing events, or a closed turn whose own flush the crash cut short.
     core.want_flush()
+    return interruption
