@@ -18,15 +18,18 @@ import retinue
 from retinue.loop import _core, _driver, _state
 from retinue.session import Session
 from retinue.testing import (
+    CallTools,
     FinishWithError,
     Hang,
     Reply,
     ScriptedModel,
+    ToolCallSpec,
     check_session_invariants,
 )
 from tests.helpers import (
     OPTIONS,
     last_end_reason,
+    nap,
     of_type,
     record_statuses,
     runtime,
@@ -199,3 +202,27 @@ async def test_a_bug_in_a_turns_error_handling_closes_it_as_a_driver_crash(
         assert again.turn == 2
         assert agent.status == "idle"
         check_session_invariants(agent.session.events)
+
+
+async def test_a_bug_noting_a_steps_answer_leaves_no_call_without_its_message(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R4.15, R7.45, R9.25: a bug in the turn's own bookkeeping of an assistant message
+    (``TurnState.note_answer``, before the message is logged) ends the turn ``error``
+    with a valid log: the message's tool calls had been taken as logged, and closing
+    the step logged a ``tool/call`` and its result for a message the log never had.
+    """
+
+    def broken(self: _state.TurnState, content: Any, usage: Any) -> None:
+        raise DriverBugError("note_answer bug")
+
+    model = ScriptedModel([CallTools([ToolCallSpec("nap", "{}", id="c1")]), Reply("fine")])
+    async with runtime(model, tools=[nap]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        monkeypatch.setattr(_state.TurnState, "note_answer", broken)
+        result = await agent.ask("go")
+        monkeypatch.undo()
+        assert (result.reason.kind, result.reason.message) == ("error", "note_answer bug")
+        check_session_invariants(agent.session.events)
+        assert of_type(agent.session.events, "tool/call") == []
+        assert (await agent.ask("again")).reason.kind == "completed"

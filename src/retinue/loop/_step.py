@@ -359,11 +359,12 @@ async def _finish_step(
     usage = assembler.usage
     if content or usage is not None:
         logged = AssistantMessage(state.turn, state.step, content, usage)
+        state.note_answer(content, usage)
         # Registered before the append: a raising observer still leaves the message
-        # logged, and its calls then need their synthetic results.
+        # logged, and its calls then need their synthetic results. (Not before the
+        # answer is noted: its failure leaves the message unlogged, and no call.)
         if calls:
             state.calls = StepCalls(calls)
-        state.note_answer(content, usage)
         core.session.append(logged, surface="append", source_event_seqs=_chunk_run(seqs))
     if not calls:
         return finish  # noqa: ASYNC910 - the step's model stream was its schedule point
