@@ -7,6 +7,8 @@ function of the turn's own bookkeeping to raise, and say which one.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import pytest
 import trio
 import trio.testing
@@ -16,7 +18,8 @@ from retinue.loop import _driver, _state
 from retinue.session import Event, ToolResultEvent
 from retinue.stores import MemoryStore
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import DEADLINE, OPTIONS, last_end_reason, nap
+from tests.helpers import DEADLINE, OPTIONS, Next, last_end_reason, nap, runtime
+from tests.scenarios._supervisor_kit import record
 
 
 class DriverBugError(RuntimeError):
@@ -156,3 +159,32 @@ async def test_ctrl_c_from_an_observer_of_a_crashed_turns_closing_event_leaves_i
     # Once as the failure that ended the turn, once as the crash its close then raised.
     assert [type(error) for error in reported] == [DriverBugError, DriverBugError]
     assert store.statistics().committed_events == len(events)
+
+
+async def test_a_crash_handling_a_listeners_contained_system_exit_restarts_the_driver(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.45, R7.48, DESIGN 4: a crash raised as the turn handles its failure, a listener's
+    ``SystemExit`` contained as that listener's error, is a crash like any other: the
+    driver is restarted, and the ``SystemExit``, which never ended the runtime, does not
+    come out of it.
+
+    Breaks ``TurnState.record_error``; a prompt-submit listener raises ``SystemExit``.
+    """
+
+    def broken(self: _state.TurnState, error: BaseException) -> None:
+        raise DriverBugError("record_error bug")
+
+    def exits(_agent: retinue.Agent, _content: object, _source: object, _proceed: Next) -> NoReturn:
+        raise SystemExit(2)
+
+    async with runtime(ScriptedModel([Reply("fine")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        restarts = record(rt, agent, "agent/restarted")
+        monkeypatch.setattr(_state.TurnState, "record_error", broken)
+        unsubscribe = rt.hooks.on("agent/prompt-submit", exits, agent=agent)
+        result = await agent.ask("go")
+        unsubscribe()
+        monkeypatch.undo()
+        assert (result.reason.code, len(restarts)) == ("DRIVER_CRASH", 1)
+        assert (await agent.ask("again")).reason.kind == "completed"

@@ -11,7 +11,7 @@ import attrs
 import trio
 
 from retinue._checks import finite_number_error
-from retinue._errors import ConfigError
+from retinue._errors import ConfigError, is_interrupt
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
 from retinue.loop._flushes import FlushRounds
@@ -292,19 +292,24 @@ async def _crash_flushed(core: AgentCore) -> None:
 
 
 def _go_on_with_interruption(error: Exception) -> None:
-    """Raise what the task was unwinding when *error* crashed it, if it ends the runtime.
+    """Raise what the task was unwinding when *error* crashed it, if that ends the runtime.
 
-    A crash raised as Ctrl-C (or another BaseException: a model's, an observer's)
-    unwound the task must not take its place: restarted, the task would run on as
-    if none had come. A cancel need not be raised again: its scope is still
-    cancelled, and the restarted task meets it at once.
+    A crash raised as Ctrl-C unwound the task must not take its place: restarted,
+    the task would run on as if none had come. Ctrl-C is looked for down the whole
+    chain (the runtime never contains one); another BaseException only as the one
+    unwound (a model's or an observer's, which end the runtime), as further down it
+    may be a listener's, contained as that listener's failure. A cancel is not
+    raised again: its scope is still cancelled, and the restarted task meets it.
     """
     seen: set[int] = set()
     context = error.__context__
+    unwound = True
     while context is not None and id(context) not in seen:
         seen.add(id(context))
-        if not isinstance(context, Exception) and not _cancel_only(context):
+        ending = unwound and not isinstance(context, Exception) and not _cancel_only(context)
+        if ending or is_interrupt(context):
             raise context
+        unwound = False
         context = context.__context__
 
 
