@@ -11,9 +11,9 @@ from retinue._errors import describe_error
 from retinue.mailbox import MailboxItem
 from retinue.session import Session, TurnEnd, TurnEndReason, TurnStart
 
+from ._answers import settle_batch
 from ._core import TurnResult, settle
 from ._summary import summarize_turn
-from ._turn import settle_batch
 
 __all__ = ["CrashedBatch", "answer_crashed", "crash_reason"]
 

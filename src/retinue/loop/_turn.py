@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 import trio
@@ -24,6 +24,7 @@ from retinue.session import (
     UserMessage,
 )
 
+from ._answers import rejected, settle_batch
 from ._core import (
     FLUSHING,
     AgentCore,
@@ -32,13 +33,12 @@ from ._core import (
     abort_reason,
     abort_step,
     retire_step,
-    settle,
 )
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
 from ._state import NO_CALLS, TurnState
 from ._step import run_step
 
-__all__ = ["run_turn", "settle_batch"]
+__all__ = ["run_turn"]
 
 log = logging.getLogger("retinue.loop")
 _ALLOW = Allow()
@@ -149,27 +149,6 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     """Answer the batch's prompts with how the turn ended."""
     result = TurnResult(state.turn, state.reason, state.text, state.usage, state.hand_on_error())
     settle_batch(items, result, state.blocked)
-
-
-def settle_batch(
-    items: Sequence[MailboxItem], result: TurnResult, blocked: Mapping[int, str] | None
-) -> None:
-    """Answer a turn's batch: each prompt *blocked* names ``rejected`` with its own reason,
-    the rest with *result* (a blocked prompt's asker gets no answer to another's)."""
-    if blocked is None:
-        settle(items, result)
-        return
-    for index, item in enumerate(items):
-        reason = blocked.get(index)
-        if reason is None:
-            settle((item,), result)
-        else:
-            settle((item,), TurnResult(result.turn, _rejected(reason)))
-
-
-def _rejected(reason: str | None) -> TurnEndReason:
-    """A blocked prompt's end: its block's reason, or the fallback of one given none (R7.12)."""
-    return TurnEndReason.rejected(reason or "prompt blocked by hook")
 
 
 # The two parts of the end-of-turn flush, as a timeout names them.
@@ -345,7 +324,7 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
             context = decision.additional_context
             core.inject(context.content, context.source)
     if not allowed:
-        state.reason = _rejected(last_block)
+        state.reason = rejected(last_block)
     return allowed > 0  # noqa: ASYNC910 - per turn, inside the step scope; a checkpoint would let a cancel drop the prompts
 
 
