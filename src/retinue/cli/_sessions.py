@@ -3,48 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import errno
 import os
-import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from retinue._content import Text, ToolCall, content_text
-from retinue._errors import (
-    ConfigError,
-    CorruptSessionError,
-    InvalidJsonError,
-    RetinueError,
-    SessionError,
-    StoreError,
-    describe_error,
-)
-from retinue.session import (
-    AssistantMessage,
-    ContextMessage,
-    Event,
-    PromptBlocked,
-    Session,
-    SessionHeader,
-    SteeringMessage,
-    StepStart,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    TurnStart,
-    UserMessage,
-)
-from retinue.session._codec import decode_event, encode_event, encode_header
+from retinue._errors import ConfigError, RetinueError, StoreError, describe_error
+from retinue.session import TurnStart
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
-from retinue.stores._common import check_version, parse_header, refuse_nul
+from retinue.stores._common import refuse_nul
 from retinue.stores._writebehind import BufferedStore
 
+from ._describe import describe, torn_tail, when
 from ._import_file import STANDARD_STREAM, read_import
+from ._jsonl import read_jsonl, to_jsonl
 from ._output import complain, discard_stdout, printable
 from ._overwrite import refuse_store_overwrite
 from ._passwords import without_passwords
@@ -226,7 +202,7 @@ async def _list(store: BufferedStore, _args: argparse.Namespace) -> int:
         if header.parent_session:
             extras.append(f"parent={header.parent_session} seed={header.seed_length}")
         # Extras left out when none, not stripped: a cwd may end in whitespace of its own.
-        fields = [header.id, _when(header.created_at), *([" ".join(extras)] if extras else [])]
+        fields = [header.id, when(header.created_at), *([" ".join(extras)] if extras else [])]
         print("\t".join(map(printable, fields)))
     for skipped in listing.skipped:
         complain(f"retinue sessions list: skipped {printable(skipped.problem)}")
@@ -252,7 +228,7 @@ async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
         _write_utf8(text)
     if recovered.dropped:
         # What was written is what a load keeps, not all the store holds.
-        note = _torn_tail(len(session.events), recovered.dropped)
+        note = torn_tail(len(session.events), recovered.dropped)
         complain(f"retinue sessions export: {session.id}: warning: {note}")
         return 1
     return 0
@@ -301,7 +277,7 @@ async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
         return 1
     if recovered.dropped:
         # What was kept may replay cleanly, but the stored log is not all there.
-        print(f"{session.id}: warning: {_torn_tail(len(session.events), recovered.dropped)}")
+        print(f"{session.id}: warning: {torn_tail(len(session.events), recovered.dropped)}")
     turns = sum(1 for event in session.events if isinstance(event.data, TurnStart))
     print(
         f"{session.id}: {'kept' if recovered.dropped else 'ok'}: {len(session.events)} events, "
@@ -338,184 +314,3 @@ _COMMANDS: dict[str, Callable[[BufferedStore, argparse.Namespace], Any]] = {
     "import": _import,
     "replay": _replay,
 }
-
-
-def to_jsonl(session: Session) -> str:
-    """Return *session* in the JSONL format (R11.13): the header line, then one line per event."""
-    lines = [encode_header(session.header), *(encode_event(event) for event in session.events)]
-    return "\n".join(lines) + "\n"
-
-
-def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
-    """Parse an exported session; every event is validated as it is replayed.
-
-    Blank lines (an editor's trailing newline) are skipped; a bad line, or an
-    event out of seq order or breaking an invariant (SPEC 4.4; a log may end
-    inside a turn, as a crash leaves it), is reported with its line number.
-    """
-    numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
-    if not numbered:
-        raise RetinueError(f"{source} is empty", code="CORRUPT_SESSION")
-    header = parse_header(numbered[0][1], source, at=f"{source}, line {numbered[0][0]}")
-    # Stored as it stands, it could never be loaded, and its id would stay taken.
-    check_version(header, f"{source}, line {numbered[0][0]}")
-    events = [
-        (number, _decode_line(line, number, source, header.id)) for number, line in numbered[1:]
-    ]
-    # A fork's seed is the start of its log (R4.25): a longer one names events not there.
-    if header.seed_length is not None and header.seed_length > len(events):
-        raise CorruptSessionError(
-            f"{source}, line {numbered[0][0]}: the header's seed_length {header.seed_length} "
-            f"is more than the {len(events)} events that follow it"
-        )
-    if new_id is not None:
-        header = SessionHeader(
-            id=new_id,
-            created_at=header.created_at,
-            version=header.version,
-            cwd=header.cwd,
-            parent_session=header.parent_session,
-            seed_length=header.seed_length,
-        )
-    session = _replayed(header, events, source)
-    _check_invariants(session, [number for number, _ in events], source)
-    return session
-
-
-def _check_invariants(session: Session, lines: list[int], source: str) -> None:
-    """Refuse a log breaking an invariant replaying it does not check (a result of no
-    call, a step in another turn), naming the line of the event that breaks it: stored,
-    its history would be no valid transcript. *lines* holds each event's line."""
-    from retinue.testing import InvariantError, check_session_invariants
-
-    try:
-        check_session_invariants(session.events)
-    except InvariantError as exc:
-        # The checker names the event by its seq, which is its index among the events.
-        named = re.match(r"seq (\d+) ", str(exc))
-        where = f"{source}, line {lines[int(named[1])]}" if named else source
-        raise CorruptSessionError(f"{where}: {exc}") from exc
-
-
-def _replayed(header: SessionHeader, events: list[tuple[int, Event]], source: str) -> Session:
-    """The session of *events*, each with its line number; a refusal names the line of its event."""
-    line = 0
-
-    def each() -> Iterator[Event]:
-        nonlocal line
-        # Each event is checked as it is taken, so the one refused is the last taken.
-        for number, event in events:
-            line = number
-            yield event
-
-    try:
-        return Session.from_events(header, each())
-    except (SessionError, InvalidJsonError) as exc:
-        raise CorruptSessionError(f"{source}, line {line}: {exc.message}", code=exc.code) from exc
-
-
-def _decode_line(line: str, number: int, source: str, session_id: str) -> Event:
-    try:
-        return decode_event(line, session_id=session_id)
-    except CorruptSessionError as exc:
-        raise CorruptSessionError(f"{source}, line {number}: {exc}") from exc
-
-
-def describe(session: Session, *, dropped: int = 0) -> Iterator[str]:
-    """Render a log readably: turns, steps, tool calls and results, usage, end reasons.
-
-    *dropped* is how many stored records after *session*'s events were left
-    out as a torn tail; they are noted, so a short log is not taken for whole.
-    """
-    header = session.header
-    yield (
-        f"session {header.id}  created {_when(header.created_at)}  events {len(session.events)}"
-        + (f"  cwd {header.cwd}" if header.cwd else "")
-        + (f"  parent {header.parent_session}" if header.parent_session else "")
-    )
-    for event in session.events:
-        line = _describe_event(event)
-        if line is not None:
-            yield line
-    if dropped:
-        yield f"({_torn_tail(len(session.events), dropped)})"
-    if session.is_turn_open:
-        yield f"(turn {session.last_turn} is still open: the log ends mid-turn)"
-
-
-def _torn_tail(kept: int, dropped: int) -> str:
-    """Say that the *dropped* stored records after the *kept* events were left out."""
-    if dropped == 1:
-        which = f"1 stored record after seq {kept - 1}" if kept else "the only stored record"
-        return f"{which} is a torn tail and was left out"
-    which = (
-        f"{dropped} stored records after seq {kept - 1}"
-        if kept
-        else f"all {dropped} stored records"
-    )
-    return f"{which} are a torn tail and were left out"
-
-
-def _describe_event(event: Event) -> str | None:
-    data = event.data
-    if isinstance(data, TurnStart):
-        source = data.trigger.source.plugin or data.trigger.source.kind
-        return f"turn {data.turn}  ({data.trigger.kind} from {source})"
-    if isinstance(data, TurnEnd):
-        reason = data.reason
-        detail = reason.message or reason.reason or ""
-        return f"  end: {reason.kind}" + (f" ({detail})" if detail else "")
-    if isinstance(data, UserMessage):
-        return f"  user: {_short(content_text(data.content))}"
-    if isinstance(data, ContextMessage | SteeringMessage | PromptBlocked):
-        return _describe_input(data)
-    if isinstance(data, StepStart):
-        return f"  step {data.step}"
-    if isinstance(data, AssistantMessage):
-        return _describe_assistant(data)
-    if isinstance(data, ToolCallEvent):
-        return f"    tool call {data.name}({_short(data.arguments, 60)})  [{data.call_id}]"
-    if isinstance(data, ToolResultEvent):
-        status = "error" if data.is_error else "ok"
-        code = f" {data.error.code}" if data.error is not None else ""
-        return f"    tool result [{data.call_id}] {status}{code}: {_short(content_text(data.content), 60)}"
-    return None
-
-
-def _describe_input(data: ContextMessage | SteeringMessage | PromptBlocked) -> str:
-    """Context, steering or a blocked prompt, with who gave it when not the user."""
-    source = data.source.plugin or data.source.kind
-    given = "" if source == "user" else f" (from {source})"
-    text = _short(content_text(data.content))
-    if isinstance(data, PromptBlocked):
-        return f"  blocked{given}: {text}" + (f"  [{data.reason}]" if data.reason else "")
-    kind = "context" if isinstance(data, ContextMessage) else "steering"
-    return f"  {kind}{given}: {text}"
-
-
-def _describe_assistant(data: AssistantMessage) -> str:
-    parts = []
-    text = "".join(block.text for block in data.content if isinstance(block, Text))
-    if text:
-        parts.append(f"assistant: {_short(text)}")
-    calls = [block.name for block in data.content if isinstance(block, ToolCall)]
-    if calls:
-        parts.append(f"asks for {', '.join(calls)}")
-    if data.usage is not None:
-        parts.append(f"usage in {data.usage.input_tokens} out {data.usage.output_tokens}")
-    return "    " + "; ".join(parts or ["assistant: (empty)"])
-
-
-def _short(text: str, limit: int = 100) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _when(millis: int) -> str:
-    """UTC time of *millis*; the raw number when no date has it, so one odd header
-    never aborts a whole listing."""
-    try:
-        moment = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
-    except (OverflowError, ValueError, OSError):
-        return f"{millis} ms (out of range)"
-    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
