@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 import trio
 
 from retinue._errors import ConfigError, RetinueError, StoreError, describe_error
-from retinue.session import TurnStart
+from retinue.session import Session, TurnStart
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._common import refuse_nul
 from retinue.stores._writebehind import BufferedStore
@@ -253,14 +254,26 @@ async def _import(store: BufferedStore, args: argparse.Namespace) -> int:
         # A store writes a session with its first event, so this would store nothing.
         complain(f"retinue sessions import: {source} has no events to import")
         return 1
-    async with store:
-        if await store.exists(session.id):
-            complain(f"retinue sessions import: session {session.id!r} already exists")
-            return 1
-        store.attach_new(session)
-        await store.detach(session)
-    print(f"imported {session.id} ({len(session.events)} events)")
+    try:
+        async with store:
+            if await store.exists(session.id):
+                complain(f"retinue sessions import: session {session.id!r} already exists")
+                return 1
+            store.attach_new(session)
+            await store.detach(session)
+    except BaseException:
+        # Ctrl-C during the commit's thread lands at the next checkpoint, in the detach or
+        # the close, the session stored by then: the confirmation says so before it ends.
+        if store.statistics().committed_events:
+            with contextlib.suppress(OSError):  # what ends the command is the error raised
+                _imported(session)
+        raise
+    _imported(session)
     return 0
+
+
+def _imported(session: Session) -> None:
+    print(f"imported {session.id} ({len(session.events)} events)")
 
 
 async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:

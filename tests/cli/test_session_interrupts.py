@@ -1,0 +1,72 @@
+"""Ctrl-C during ``retinue sessions``: status 130 and the usual line, saying what was stored."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from retinue import StoreError
+from retinue.cli import main
+from retinue.cli._sessions import to_jsonl
+from retinue.session import Session
+from retinue.stores._backend import AppendBatch
+from retinue.stores._sqlite import SQLiteBackend
+from tests.stores._kit import run_turn
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal")
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt, as in a terminal, even where the tests run with it
+    ignored (a background job)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run(argv: Sequence[str]) -> int:
+    try:
+        return main(list(argv))
+    except BaseException as escaped:  # an escaped interrupt would end the whole test run
+        pytest.fail(f"the interrupt escaped: {escaped!r}")
+
+
+@posix_only
+@pytest.mark.usefixtures("ctrl_c")
+def test_ctrl_c_just_after_an_import_committed_says_it_is_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C landing as the SQLite commit that stores the import returns ends the command
+    as interrupted (130), its confirmation saying the session is stored, as the store then
+    lists it. Only "interrupted" was said, as if nothing were stored."""
+    session = Session.create("s1")
+    run_turn(session, "what is the weather?")
+    exported = tmp_path / "s1.jsonl"
+    exported.write_text(to_jsonl(session), encoding="utf-8")
+    write = SQLiteBackend.write
+
+    def write_then_interrupt(
+        backend: SQLiteBackend, batches: Sequence[AppendBatch]
+    ) -> list[StoreError | None]:
+        results = write(backend, batches)
+        os.kill(os.getpid(), signal.SIGINT)
+        return results
+
+    monkeypatch.setattr(SQLiteBackend, "write", write_then_interrupt)
+    store = f"sqlite:{tmp_path / 's.db'}"
+    assert _run(["sessions", "import", str(exported), "--store", store]) == 130
+    assert capsys.readouterr() == (
+        f"imported s1 ({len(session.events)} events)\n",
+        "retinue sessions import: interrupted\n",
+    )
+    monkeypatch.undo()
+    assert _run(["sessions", "list", "--store", store]) == 0
+    assert capsys.readouterr().out.startswith("s1\t")
