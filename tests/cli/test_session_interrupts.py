@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,7 +19,31 @@ from retinue.stores._backend import AppendBatch
 from retinue.stores._sqlite import SQLiteBackend
 from tests.stores._kit import run_turn
 
+DEADLINE = 60.0
+
+ROOT = Path(__file__).resolve().parents[2]
+
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal")
+
+# Loaded by the child at startup: as it first opens the file OUTPUT names, however it opens
+# it, it says so on stderr. SIGINT raises KeyboardInterrupt, as in a terminal, even when
+# the test runs where it is ignored (a background job).
+ANNOUNCE_OPEN = """
+import os, signal, sys
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+announced = []
+
+
+def hook(event, args):
+    if event == "open" and not announced and str(args[0]) == os.environ["OUTPUT"]:
+        announced.append(True)
+        sys.stderr.write("opening\\n")
+        sys.stderr.flush()
+
+
+sys.addaudithook(hook)
+"""
 
 
 @pytest.fixture
@@ -70,3 +95,44 @@ def test_ctrl_c_just_after_an_import_committed_says_it_is_stored(
     monkeypatch.undo()
     assert _run(["sessions", "list", "--store", store]) == 0
     assert capsys.readouterr().out.startswith("s1\t")
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> str:
+    """A SQLite store holding the finished session ``s1``."""
+    session = Session.create("s1")
+    run_turn(session, "what is the weather?")
+    exported = tmp_path / "s1.jsonl"
+    exported.write_text(to_jsonl(session), encoding="utf-8")
+    store = f"sqlite:{tmp_path / 's.db'}"
+    assert _run(["sessions", "import", str(exported), "--store", store]) == 0
+    return store
+
+
+@posix_only
+def test_ctrl_c_while_an_export_waits_for_a_fifo_reader_ends_it(
+    tmp_path: Path, stored: str
+) -> None:
+    """``export -o FIFO`` that no one reads waits for a reader, and Ctrl-C ends the wait:
+    status 130 and the usual line. The open blocked in the OS, and Ctrl-C waited with it
+    until a reader came."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "sitecustomize.py").write_text(ANNOUNCE_OPEN)
+    path = os.pathsep.join([str(tmp_path), str(ROOT / "src")])
+    env = {**os.environ, "PYTHONPATH": path, "OUTPUT": str(fifo)}
+    command = [sys.executable, "-m", "retinue.cli", "sessions", "export", "s1"]
+    with subprocess.Popen(
+        [*command, "--store", stored, "-o", str(fifo)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as child:
+        assert child.stderr is not None
+        try:
+            assert child.stderr.readline() == b"opening\n"
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=DEADLINE)
+        finally:
+            child.kill()
+    assert (child.returncode, out, err) == (130, b"", b"retinue sessions export: interrupted\n")

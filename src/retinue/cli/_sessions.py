@@ -20,6 +20,7 @@ from retinue.stores._common import refuse_nul
 from retinue.stores._writebehind import BufferedStore
 
 from ._describe import describe, torn_tail, when
+from ._export_file import write_output
 from ._import_file import STANDARD_STREAM, read_import
 from ._jsonl import read_jsonl, to_jsonl
 from ._output import complain, discard_stdout, printable
@@ -224,7 +225,7 @@ async def _export(store: BufferedStore, args: argparse.Namespace) -> int:
     session = recovered.session
     text = to_jsonl(session)
     if args.output and args.output != STANDARD_STREAM:
-        await trio.Path(args.output).write_text(text, encoding="utf-8")
+        await write_output(args.output, text)
     else:
         _write_utf8(text)
     if recovered.dropped:
