@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal")
 
-# Loaded by the child at startup: as it first opens the file OUTPUT names, however it opens
+# Loaded by the child at startup: as it first opens the file WATCHED names, however it opens
 # it, it says so on stderr. SIGINT raises KeyboardInterrupt, as in a terminal, even when
 # the test runs where it is ignored (a background job).
 ANNOUNCE_OPEN = """
@@ -36,7 +36,7 @@ announced = []
 
 
 def hook(event, args):
-    if event == "open" and not announced and str(args[0]) == os.environ["OUTPUT"]:
+    if event == "open" and not announced and str(args[0]) == os.environ["WATCHED"]:
         announced.append(True)
         sys.stderr.write("opening\\n")
         sys.stderr.flush()
@@ -109,24 +109,15 @@ def stored(tmp_path: Path) -> str:
     return store
 
 
-@posix_only
-def test_ctrl_c_while_an_export_waits_for_a_fifo_reader_ends_it(
-    tmp_path: Path, stored: str
-) -> None:
-    """``export -o FIFO`` that no one reads waits for a reader, and Ctrl-C ends the wait:
-    status 130 and the usual line. The open blocked in the OS, and Ctrl-C waited with it
-    until a reader came."""
-    fifo = tmp_path / "fifo"
+def _interrupted_at_open(tmp_path: Path, fifo: Path, argv: Sequence[str]) -> tuple[int, bytes]:
+    """Run ``retinue`` with *argv* in a child, Ctrl-C as it opens *fifo*; its status and stderr."""
     os.mkfifo(fifo)
     (tmp_path / "sitecustomize.py").write_text(ANNOUNCE_OPEN)
     path = os.pathsep.join([str(tmp_path), str(ROOT / "src")])
-    env = {**os.environ, "PYTHONPATH": path, "OUTPUT": str(fifo)}
-    command = [sys.executable, "-m", "retinue.cli", "sessions", "export", "s1"]
+    env = {**os.environ, "PYTHONPATH": path, "WATCHED": str(fifo)}
+    command = [sys.executable, "-m", "retinue.cli", *argv]
     with subprocess.Popen(
-        [*command, "--store", stored, "-o", str(fifo)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as child:
         assert child.stderr is not None
         try:
@@ -135,4 +126,35 @@ def test_ctrl_c_while_an_export_waits_for_a_fifo_reader_ends_it(
             out, err = child.communicate(timeout=DEADLINE)
         finally:
             child.kill()
-    assert (child.returncode, out, err) == (130, b"", b"retinue sessions export: interrupted\n")
+    assert out == b""
+    return child.returncode, err
+
+
+@posix_only
+def test_ctrl_c_while_an_export_waits_for_a_fifo_reader_ends_it(
+    tmp_path: Path, stored: str
+) -> None:
+    """``export -o FIFO`` that no one reads waits for a reader, and Ctrl-C ends the wait:
+    status 130 and the usual line. The open blocked in the OS, and Ctrl-C waited with it
+    until a reader came."""
+    fifo = tmp_path / "fifo"
+    argv = ["sessions", "export", "s1", "--store", stored, "-o", str(fifo)]
+    assert _interrupted_at_open(tmp_path, fifo, argv) == (
+        130,
+        b"retinue sessions export: interrupted\n",
+    )
+
+
+@posix_only
+def test_ctrl_c_while_an_import_waits_for_a_fifo_writer_ends_it(tmp_path: Path) -> None:
+    """``import FIFO`` (``import <(command)``) waits for the writer, and Ctrl-C ends the
+    wait: status 130, the usual line, nothing stored. The open blocked in the OS, and
+    Ctrl-C waited with it until a writer came and was done."""
+    fifo = tmp_path / "fifo"
+    store = tmp_path / "store"
+    argv = ["sessions", "import", str(fifo), "--store", f"jsonl:{store}"]
+    assert _interrupted_at_open(tmp_path, fifo, argv) == (
+        130,
+        b"retinue sessions import: interrupted\n",
+    )
+    assert not list(store.rglob("*.jsonl"))

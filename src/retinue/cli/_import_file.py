@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import sys
+from pathlib import Path
 
 import trio
 
@@ -27,22 +28,21 @@ async def read_import(file: str) -> tuple[str, str]:
         CorruptSessionError: the text is no UTF-8.
         OSError: *file* cannot be read, or standard input is closed.
     """
-    if file != STANDARD_STREAM:
-        try:
-            return await trio.Path(file).read_text(encoding="utf-8"), file
-        except UnicodeDecodeError as exc:
-            raise _not_utf8(file, exc) from exc
-    stdin = sys.stdin
-    if stdin is None:  # started with it closed (``<&-``)
-        raise OSError(errno.EBADF, "cannot read the session: standard input is closed")
-    # Left behind on Ctrl-C: a terminal's read would otherwise hold the command until
-    # the line ends, the interrupt waiting for it.
-    data = await trio.to_thread.run_sync(stdin.buffer.read, abandon_on_cancel=True)
+    if file == STANDARD_STREAM:
+        if sys.stdin is None:  # started with it closed (``<&-``)
+            raise OSError(errno.EBADF, "cannot read the session: standard input is closed")
+        read, source = sys.stdin.buffer.read, STANDARD_INPUT
+    else:
+        read, source = Path(file).read_bytes, file
+    # Left behind on Ctrl-C: a terminal's read would otherwise hold the command until the
+    # line ends, and a FIFO's open (``import <(command)``) until a writer comes, the
+    # interrupt waiting for them. A read changes nothing, so nothing is left undone.
+    data = await trio.to_thread.run_sync(read, abandon_on_cancel=True)
     try:
-        # Read as a file is, its line endings (\r\n, \r) made \n alike.
-        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read(), STANDARD_INPUT
+        # Read as a text file is, its line endings (\r\n, \r) made \n alike.
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read(), source
     except UnicodeDecodeError as exc:
-        raise _not_utf8(STANDARD_INPUT, exc) from exc
+        raise _not_utf8(source, exc) from exc
 
 
 def _not_utf8(source: str, error: UnicodeDecodeError) -> CorruptSessionError:
