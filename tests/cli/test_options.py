@@ -83,3 +83,27 @@ def test_the_list_help_names_each_reason_a_session_is_left_out(
         "A stored session left out, its header unreadable, naming another session or of a "
         "format version this build does not read, is named on stderr with the problem"
     ) in help_text
+
+
+@pytest.mark.parametrize("command", ["show", "export", "replay"])
+def test_a_sessions_command_help_says_what_its_id_is(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """``retinue sessions show|export|replay --help`` says what the id argument names;
+    it listed a bare ``id``."""
+    with pytest.raises(SystemExit) as caught:
+        main(["sessions", command, "--help"])
+    assert caught.value.code == 0
+    assert "positional arguments: id the stored session's id" in " ".join(
+        capsys.readouterr().out.split()
+    )
+
+
+def test_the_import_help_says_what_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    """``retinue sessions import --help`` says a log that does not load as written is
+    refused, naming the file and line, and that nothing is then stored; it said nothing."""
+    with pytest.raises(SystemExit) as caught:
+        main(["sessions", "import", "--help"])
+    assert caught.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "is refused, naming the file and line, and nothing is stored" in help_text

@@ -136,7 +136,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     show = commands.add_parser(
         "show", parents=[common], help="print a session's turns, steps and tools"
     )
-    show.add_argument("id")
+    show.add_argument("id", help=_ID_HELP)
     export = commands.add_parser(
         "export",
         parents=[common],
@@ -147,18 +147,27 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         "ended is left out unnoted: a live writer may still be writing it. An --output "
         "that is the store's own file, or lies in its directory, is refused.",
     )
-    export.add_argument("id")
+    export.add_argument("id", help=_ID_HELP)
     export.add_argument("-o", "--output", help="file to write (default, or -: standard output)")
     imported = commands.add_parser(
-        "import", parents=[common], help="store a session from a JSONL file"
+        "import",
+        parents=[common],
+        help="store a session from a JSONL file",
+        description="Store a session from a JSONL file, as export writes it. A log that "
+        "does not load as written (a line that is no event, an event out of seq order or "
+        "breaking an invariant, a fork's seed_length past the log or inside a turn) is "
+        "refused, naming the file and line, and nothing is stored.",
     )
     imported.add_argument("file", help="the JSONL file (-: standard input)")
     imported.add_argument("--id", dest="new_id", help="store it under this id instead")
     replay = commands.add_parser(
         "replay", parents=[common], help="re-derive history and check invariants"
     )
-    replay.add_argument("id")
+    replay.add_argument("id", help=_ID_HELP)
     parser.set_defaults(handler=run)
+
+
+_ID_HELP = "the stored session's id"
 
 
 def _store_argument(spec: str) -> str:
