@@ -96,3 +96,44 @@ def test_export_over_a_read_only_file_is_refused(
         f"retinue sessions export: [Errno 13] Permission denied: '{output}'\n"
     )
     assert output.read_text(encoding="utf-8") == "kept\n"
+
+
+# Holds a read lease on the file LEASED, which it lets go of when the kernel asks it to
+# (SIGIO, as another process opens the file for writing), as a file server's lease is.
+LEASE_HOLDER = """
+import fcntl, os, signal, sys
+
+descriptor = os.open(os.environ["LEASED"], os.O_RDONLY)
+
+
+def let_go(_signal, _frame):
+    fcntl.fcntl(descriptor, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    sys.exit(0)
+
+
+signal.signal(signal.SIGIO, let_go)
+fcntl.fcntl(descriptor, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+sys.stdout.write("leased\\n")
+sys.stdout.flush()
+signal.pause()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="file leases are Linux's")
+def test_export_over_a_leased_file_waits_for_the_lease_to_go(tmp_path: Path, exported: str) -> None:
+    """A file another process holds a lease on is written once the lease is given up, as
+    ``open(path, "w")`` waits for it; the open failed at once (EAGAIN), status 1."""
+    output = tmp_path / "leased.jsonl"
+    output.write_text("kept\n", encoding="utf-8")
+    env = {**os.environ, "LEASED": str(output)}
+    with subprocess.Popen(
+        [sys.executable, "-c", LEASE_HOLDER], env=env, stdout=subprocess.PIPE
+    ) as holder:
+        assert holder.stdout is not None
+        try:
+            assert holder.stdout.readline() == b"leased\n"
+            assert _export(tmp_path, output) == 0
+            assert holder.wait(DEADLINE) == 0
+        finally:
+            holder.kill()
+    assert output.read_text(encoding="utf-8") == exported

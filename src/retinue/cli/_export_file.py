@@ -11,8 +11,8 @@ import trio
 
 __all__ = ["write_output"]
 
-_READER_POLL = 0.1
-"""Seconds between attempts to open a FIFO that has no reader yet."""
+_RETRY = 0.1
+"""Seconds between attempts to open a file that cannot be opened for writing yet."""
 
 
 async def write_output(output: str, text: str) -> None:
@@ -20,8 +20,9 @@ async def write_output(output: str, text: str) -> None:
     "w")`` does (a hard link stays one).
 
     A FIFO (or a pipe reached as ``/dev/stdout``) is opened once it has a reader,
-    and written as fast as its reader takes it. A plain open or write would wait
-    for the reader in the OS, holding Ctrl-C back until one came.
+    and written as fast as its reader takes it; a file another process holds a
+    lease on, once the lease is given up. A plain open or write would wait for
+    them in the OS, holding Ctrl-C back until then.
     """
     if sys.platform == "win32":  # no FIFO waits there, and no O_NONBLOCK to open one with
         await trio.Path(output).write_text(text, encoding="utf-8")
@@ -40,12 +41,14 @@ async def _opened(output: str) -> int:
         await trio.lowlevel.checkpoint()
         try:
             return os.open(output, flags, 0o666)
+        except BlockingIOError:
+            pass  # a lease on the file, which the attempt asked its holder to give up
         except OSError as exc:
-            # Non-blocking, a FIFO's open fails ENXIO while no reader has it open; trio
-            # has no wait for one to come, so the open is tried again until then.
+            # Non-blocking, a FIFO's open fails ENXIO while no reader has it open.
             if exc.errno != errno.ENXIO or not _is_fifo(output):
                 raise
-        await trio.sleep(_READER_POLL)
+        # trio has no wait for either, so the open is tried again until it goes through.
+        await trio.sleep(_RETRY)
 
 
 def _is_fifo(output: str) -> bool:
