@@ -155,7 +155,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         help="store a session from a JSONL file",
         description="Store a session from a JSONL file, as export writes it. A log that "
         "does not load as written (a line that is no event, an event out of seq order or "
-        "breaking an invariant, a fork's seed_length past the log or inside a turn) is "
+        "breaking an invariant, a fork's seed_length past the log) is "
         "refused, naming the file and line, and nothing is stored.",
     )
     imported.add_argument("file", help="the JSONL file (-: standard input)")
