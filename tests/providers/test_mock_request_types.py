@@ -45,6 +45,7 @@ _OPENAI_REFUSED = [
     (CHAT, _chat(stream=1), "stream", "a boolean", "an integer"),
     (CHAT, _chat(model=5), "model", "a string", "an integer"),
     (CHAT, _chat(tools={}), "tools", "an array", "an object"),
+    (CHAT, _chat(tools=["get"]), "tools[0]", "an object", "a string"),
     (RESPONSES, _responses(max_output_tokens="5"), "max_output_tokens", "an integer", "a string"),
     (RESPONSES, _responses(input={}), "input", "a string or an array", "an object"),
     (RESPONSES, _responses(input=[5]), "input[0]", "an object", "an integer"),
@@ -80,6 +81,7 @@ _ANTHROPIC_REFUSED = [
     (_anthropic(stream="yes"), "stream: Input should be a valid boolean"),
     (_anthropic(model=5), "model: Input should be a valid string"),
     (_anthropic(tools={}), "tools: Input should be a valid list"),
+    (_anthropic(tools=[5]), "tools.0: Input should be a valid dictionary"),
 ]
 
 
@@ -115,6 +117,27 @@ async def test_mock_request_fields_of_their_own_types_are_served(
         response = await client.post("http://mock" + path, json=body)
     assert response.status_code == 200
     assert len(server.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (CHAT, _chat(max_tokens=2.0)),
+        (CHAT, _chat(max_completion_tokens=2.0)),
+        (RESPONSES, _responses(max_output_tokens=2.0)),
+        (MESSAGES, _anthropic(max_tokens=2.0)),
+    ],
+)
+async def test_mock_integral_number_token_limit_limits_the_reply(
+    path: str, body: dict[str, Any]
+) -> None:
+    """A token limit written as an integral number (2.0) is taken, so it limits the reply as
+    2 does: it was served, then read as no limit at all."""
+    server = MockServer(EchoPolicy())
+    async with httpx2.AsyncClient(transport=server.transport()) as client:
+        response = await client.post("http://mock" + path, json=body)
+    assert response.status_code == 200
+    assert server.calls[0].max_output_tokens == 2
 
 
 async def test_mock_request_field_of_the_wrong_type_is_answered_400_over_tcp() -> None:

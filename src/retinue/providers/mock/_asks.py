@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypeAlias
 
-__all__ = ["ToolChoice", "output_limit", "parallel_calls", "tool_choice"]
+__all__ = ["ToolChoice", "output_limit", "parallel_calls", "tool_choice", "whole_number"]
 
 ToolChoice: TypeAlias = tuple[Literal["auto", "none", "required"], tuple[str, ...] | None]
 """Whether the reply may, must not or must call a tool, and the names it may call from
@@ -81,7 +81,19 @@ def output_limit(api: str, body: Mapping[str, object]) -> int | None:
         "messages": ("max_tokens",),
     }[api]
     for field in fields:
-        value = body.get(field)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        value = whole_number(body.get(field))
+        if value is not None and value > 0:
             return value
+    return None
+
+
+def whole_number(value: object) -> int | None:
+    """*value* as the integer JSON wrote, an integral number (``64.0``) included; else ``None``.
+
+    A bool is no number here, though Python counts it an int.
+    """
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from ._asks import whole_number
 from ._render import error_body
 from ._values import Api
 
@@ -15,8 +16,7 @@ _Kind = tuple[Callable[[object], bool], str, str]
 
 
 def _is_integer(value: object) -> bool:
-    # An integral number (64.0) is taken as the integer it is; a bool is none.
-    return (type(value) is int) or (type(value) is float and value.is_integer())
+    return whole_number(value) is not None
 
 
 _STRING: _Kind = (lambda v: isinstance(v, str), "a string", "Input should be a valid string")

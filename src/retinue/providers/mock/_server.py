@@ -84,7 +84,8 @@ class MockServer:
     (useful under a virtual clock).
 
     A body that is not JSON (or is nested too deeply), lacks a field its API
-    requires or holds one of the wrong JSON type gets a 400 in the API's
+    requires or holds one it reads of the wrong JSON type (the model, messages
+    or input, stream, the token limit, tools) gets a 400 in the API's
     error shape. A request that fails otherwise (a policy or timing
     function that raises, a reply that cannot be sent) is logged and
     answered with a 500 in that shape, or, once its response has begun,
