@@ -67,7 +67,8 @@ def append_to_surface(
     surface: SurfaceOp,
     source_event_seqs: Sequence[int] | None,
 ) -> Event:
-    """Log a message appended to the open turn's surface, as ``Session._validate`` and ``Session._record`` would.
+    """Log a message appended to the open turn's surface, as ``Session._validate`` and
+    ``Session._record`` would.
 
     The per-step path of messages and tool results: of their checks only the
     sources' is left, and of their recording the surface's append.

@@ -1,4 +1,4 @@
-"""The step function of ``ScriptedModel.tool_loop``: tool calls after a prompt, an answer after results."""
+"""The step function of ``ScriptedModel.tool_loop``: calls after a prompt, an answer after results."""
 
 from __future__ import annotations
 
