@@ -54,6 +54,7 @@ __all__ = [
     "is_interrupt",
     "leaf_error",
     "lone_interrupt",
+    "only_cancels",
     "pass_on",
     "passes_on",
     "raised_message",
@@ -267,6 +268,13 @@ def holds_cancel(exc: BaseException) -> bool:
     """Whether *exc* is a ``trio.Cancelled`` or a group holding one."""
     if isinstance(exc, BaseExceptionGroup):
         return exc.subgroup(trio.Cancelled) is not None
+    return isinstance(exc, trio.Cancelled)
+
+
+def only_cancels(exc: BaseException) -> bool:
+    """Whether *exc* is a ``trio.Cancelled`` or a group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
     return isinstance(exc, trio.Cancelled)
 
 

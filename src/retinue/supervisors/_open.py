@@ -11,7 +11,7 @@ from typing import ParamSpec, TypeVar, final
 
 import trio
 
-from retinue._errors import lone_interrupt, reraise
+from retinue._errors import lone_interrupt, only_cancels, reraise
 from retinue._options import PERSONA, check_prompt_option, persona_sections
 from retinue.config import LoopConfig
 from retinue.hooks import HookBus
@@ -215,16 +215,10 @@ async def _store_open(store: SessionStore) -> AsyncIterator[None]:
         try:
             await _close_store(store, managed=managed, error=exc)
         except BaseException as closing:
-            if isinstance(exc, trio.Cancelled) or not _only_cancels(closing):
+            if isinstance(exc, trio.Cancelled) or not only_cancels(closing):
                 raise
         raise
     await _close_store(store, managed=managed, error=None)
-
-
-def _only_cancels(error: BaseException) -> bool:
-    if isinstance(error, BaseExceptionGroup):
-        return error.split(trio.Cancelled)[1] is None
-    return isinstance(error, trio.Cancelled)
 
 
 async def _close_store(  # noqa: ASYNC910 - the close is awaited; one that failed before its first checkpoint is logged, and the body's error goes on

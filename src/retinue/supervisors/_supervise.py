@@ -11,7 +11,7 @@ import attrs
 import trio
 
 from retinue._checks import finite_number_error
-from retinue._errors import ConfigError, is_interrupt
+from retinue._errors import ConfigError, is_interrupt, only_cancels
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
 from retinue.loop._flushes import FlushRounds
@@ -306,17 +306,11 @@ def _go_on_with_interruption(error: Exception) -> None:
     unwound = True
     while context is not None and id(context) not in seen:
         seen.add(id(context))
-        ending = unwound and not isinstance(context, Exception) and not _cancel_only(context)
+        ending = unwound and not isinstance(context, Exception) and not only_cancels(context)
         if ending or is_interrupt(context):
             raise context
         unwound = False
         context = context.__context__
-
-
-def _cancel_only(error: BaseException) -> bool:
-    if isinstance(error, BaseExceptionGroup):
-        return error.split(trio.Cancelled)[1] is None
-    return isinstance(error, trio.Cancelled)
 
 
 def _report_crash(core: AgentCore, error: Exception, step: int) -> None:
