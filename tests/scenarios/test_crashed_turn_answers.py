@@ -15,7 +15,7 @@ import trio.testing
 
 import retinue
 from retinue.hooks import Allow, Block
-from retinue.loop import _core, _state, _turn
+from retinue.loop import _core, _driver, _state, _turn
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
@@ -207,3 +207,31 @@ async def test_a_crashed_turn_ends_naming_the_step_it_was_in(
         assert [(turn, step, type(error)) for turn, step, error in errors] == [
             (1, 2, DriverBugError)
         ]
+
+
+async def test_a_crash_readying_a_turn_leaves_its_prompts_queued_for_the_restarted_driver(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.7, DESIGN 4: a crash as the driver readies a turn's bookkeeping leaves the batch
+    queued, and the restarted driver serves it: the prompts were drained first and lost,
+    their ask never answered.
+
+    Breaks the driver's ``TurnState`` once.
+    """
+    real = _state.TurnState
+    crashes: list[int] = []
+
+    def broken(core: _core.AgentCore, turn: int) -> _state.TurnState:
+        if not crashes:
+            crashes.append(1)
+            raise DriverBugError("TurnState bug")
+        return real(core, turn)
+
+    monkeypatch.setattr(_driver, "TurnState", broken)
+    async with runtime(ScriptedModel([Reply("served")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        restarts = record(rt, agent, "agent/restarted")
+        result = await agent.ask("go")
+        assert (crashes, len(restarts)) == ([1], 1)
+        assert (result.turn, result.reason.kind, result.text) == (1, "completed", "served")
+        check_session_invariants(agent.session.events)

@@ -63,8 +63,10 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
             break
         if core.cancel_marker and _cancelled_before_start(core, window=2):
             continue
-        items = mailbox.drain_queued()
+        # Readied before the drain: a crash readying it leaves the batch queued for the
+        # restarted driver, where drained it would be lost, its asks never answered.
         state = TurnState(core, core.session.next_turn_number())
+        items = mailbox.drain_queued()
         try:
             terminal = await _guarded_turn(core, state, items)
         except BaseException as exc:
