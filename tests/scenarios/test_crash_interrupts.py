@@ -7,6 +7,7 @@ function of the turn's own bookkeeping to raise, and say which one.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 import pytest
@@ -14,10 +15,17 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.loop import _driver, _state
+from retinue.loop import AgentCore, _driver, _state, _turn
 from retinue.session import Event, ToolResultEvent
 from retinue.stores import MemoryStore
-from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from retinue.testing import (
+    CallTools,
+    RaiseMidStream,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import DEADLINE, OPTIONS, Next, last_end_reason, nap, runtime
 from tests.scenarios._supervisor_kit import record
 
@@ -188,3 +196,170 @@ async def test_a_crash_handling_a_listeners_contained_system_exit_restarts_the_d
         monkeypatch.undo()
         assert (result.reason.code, len(restarts)) == ("DRIVER_CRASH", 1)
         assert (await agent.ask("again")).reason.kind == "completed"
+
+
+def _turned_into_an_error(interruption: BaseException) -> RuntimeError:
+    """An error as ``except KeyboardInterrupt: raise RuntimeError(...)`` leaves it."""
+    error = RuntimeError("the user aborted the request")
+    error.__context__ = interruption
+    return error
+
+
+async def _raised(scenario: Callable[[], Awaitable[None]]) -> BaseException | None:
+    """What *scenario* raised, Ctrl-C too, which reaching pytest would end the test run."""
+    try:
+        await scenario()
+    except BaseException as exc:  # judged by the caller
+        return exc
+    return None
+
+
+async def test_a_crash_after_a_model_turned_ctrl_c_into_its_error_restarts_the_driver(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.45, DESIGN 4: a crash raised as the turn handles a model's error is a crash like
+    any other, though the model made that error of a Ctrl-C it caught: the driver is
+    restarted and the runtime runs on. Ctrl-C found in the crash's context ended it.
+
+    Breaks ``TurnState.record_error``; the model's stream fails.
+    """
+
+    def broken(self: _state.TurnState, error: BaseException) -> None:
+        raise DriverBugError("record_error bug")
+
+    async def scenario() -> None:
+        model = ScriptedModel(
+            [RaiseMidStream(_turned_into_an_error(KeyboardInterrupt())), Reply("later")]
+        )
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            restarts = record(rt, agent, "agent/restarted")
+            monkeypatch.setattr(_state.TurnState, "record_error", broken)
+            result = await agent.ask("go")
+            monkeypatch.undo()
+            assert (result.reason.code, len(restarts)) == ("DRIVER_CRASH", 1)
+            assert (await agent.ask("again")).text == "later"
+
+    assert await _raised(scenario) is None
+
+
+async def test_a_flusher_crash_of_a_ctrl_c_turned_into_an_error_restarts_the_flusher(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: a flusher crash whose context holds a Ctrl-C already turned into an error
+    is a crash like any other: the flusher is restarted and the runtime runs on, where the
+    Ctrl-C found in the context ended it.
+
+    Breaks the flusher's ``flush`` once.
+    """
+    real = _turn.flush
+    crashes: list[int] = []
+
+    async def broken(core: AgentCore, turn: int, step: int) -> None:
+        if not crashes:
+            crashes.append(1)
+            error = DriverBugError("flush bug")
+            error.__context__ = _turned_into_an_error(KeyboardInterrupt())
+            raise error
+        await real(core, turn, step)
+
+    async def scenario() -> None:
+        async with runtime(ScriptedModel([Reply("fine")])) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            restarts = record(rt, agent, "agent/restarted")
+            agent.inject("idle")
+            await agent.wait_idle()
+            assert (crashes, len(restarts)) == ([1], 1)
+            assert (await agent.ask("go")).text == "fine"
+
+    monkeypatch.setattr(_driver, "flush", broken)
+    assert await _raised(scenario) is None
+
+
+class _LogThatFails:
+    """A logger whose ``exception`` fails: a bug in a handler that contains a failure."""
+
+    def exception(self, *_args: object, **_kwargs: object) -> NoReturn:
+        raise DriverBugError("logging bug")
+
+
+def _fail_at_turn_end(event: Event) -> None:
+    if event.type == "turn/end":
+        raise RuntimeError("turn/end observer")
+
+
+async def _ask_into_a_models_system_exit(agents: list[retinue.Agent]) -> None:
+    model = ScriptedModel([RaiseMidStream(SystemExit(3)), Reply("never")])
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            agents.append(agent)
+            agent.session.observe(_fail_at_turn_end)
+            await agent.ask("go")
+            await trio.sleep(10)
+
+
+async def test_a_models_system_exit_still_ends_the_runtime_when_a_nested_handler_crashes(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.45, R12.10, DESIGN 4: a model's ``SystemExit``, which ends the runtime as trio has
+    it, still does once the turn's close it unwound crashes in the handler containing a
+    ``turn/end`` observer's failure: the crash, whose context is that failure, took its
+    place, and the restarted driver ran on.
+
+    Breaks the logger ``TurnState.close_turn`` reports an observer's failure with.
+    """
+    monkeypatch.setattr(_state, "log", _LogThatFails())
+    agents: list[retinue.Agent] = []
+    caught: BaseException | None = None
+    try:
+        await _ask_into_a_models_system_exit(agents)
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert caught is not None, "the runtime ran on past the model's SystemExit"
+    assert isinstance(caught, SystemExit | BaseExceptionGroup), f"got {caught!r}"
+    if isinstance(caught, BaseExceptionGroup):
+        assert caught.split(SystemExit)[1] is None, f"got {caught!r}"
+    check_session_invariants(agents[0].session.events)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    context: BaseException | None = error
+    while context is not None and context not in chain:
+        chain.append(context)
+        context = context.__context__
+    return chain
+
+
+def _interrupt_at_the_step_start(event: Event) -> None:
+    if event.type == "step/start":
+        raise KeyboardInterrupt
+
+
+async def test_ctrl_c_going_on_after_a_crash_keeps_its_own_context(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4, R12.10: the Ctrl-C a crashed turn's close unwound (here, a session
+    observer's on ``step/start``) comes out of the runtime with the context it had, not
+    the crash: its traceback read as if Ctrl-C came while the crash was handled, the
+    reverse of what happened.
+
+    Breaks ``TurnState.answer_dangling_calls``, which closing the interrupted step calls.
+    """
+
+    def broken(self: _state.TurnState, code: str, text: str) -> None:
+        raise DriverBugError("answer_dangling_calls bug")
+
+    monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=ScriptedModel([Reply("never")])) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                agent.session.observe(_interrupt_at_the_step_start)
+                await agent.ask("go")
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
+    assert not any(isinstance(error, DriverBugError) for error in _chain(caught))

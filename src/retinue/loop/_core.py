@@ -203,6 +203,9 @@ class AgentCore:
     flush_rounds: FlushRounds = attrs.field(factory=FlushRounds)
     crashed_batch: CrashedBatch | None = None
     """The batch a driver crash left unanswered, until its supervisor takes it."""
+    flusher_interruption: BaseException | None = None
+    """What the flusher began unwinding (a cancel from outside, Ctrl-C) while the flush
+    it then runs is under way: a crash in that flush hands it to the supervisor."""
     prompt_text: str | None = None
     waits_on: tuple[AgentCore, ...] = ()
     """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""

@@ -90,11 +90,15 @@ def _leave_batch(
     ``disposed`` now, unless its turn answered it already with its logged end.
     """
     logged = core.session.last_turn >= state.turn
+    # Taken off the state, whose frames its traceback holds: kept, the two are a cycle.
+    interruption, state.interruption = state.interruption, None
     if isinstance(error, Exception):
         if logged:
-            crashed = CrashedBatch(tuple(items), state.turn, state.step, state.blocked)
+            crashed = CrashedBatch(
+                tuple(items), state.turn, state.step, state.blocked, interruption
+            )
         else:
-            crashed = CrashedBatch(tuple(items))
+            crashed = CrashedBatch(tuple(items), interruption=interruption)
         core.crashed_batch = crashed
         return
     settle(items, TurnResult(state.turn if logged else 0, TurnEndReason.disposed()))
@@ -155,7 +159,9 @@ async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
             # Cancelled from outside (the runtime's teardown, Ctrl-C): a flush owed is
             # run first, shielded and bounded, as a dispose's would be (R2.21, R12.9).
             # (A crash leaves it owed to the restarted flusher.)
+            core.flusher_interruption = exc  # raised again after a crash in that flush
             await _flush_owed(core, rounds, interrupted=True)
+            core.flusher_interruption = None
         raise
     finally:
         rounds.stop()

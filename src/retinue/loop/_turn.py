@@ -65,11 +65,12 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
-        # (the runtime's teardown, Ctrl-C) ends the turn here; so does another
-        # BaseException (a model's or an observer's: listeners' and tool bodies'
-        # are their failures), which goes on to end the runtime, as trio has it,
-        # but is logged as what ended the turn, not as a disposal.
+        # (the runtime's teardown, Ctrl-C) ends the turn here; so does a model's
+        # BaseException (an observer's, a listener's or a tool body's is its
+        # failure), which goes on to end the runtime, as trio has it, but is
+        # logged as what ended the turn, not as a disposal.
         if _turn_logged(state) and not isinstance(exc, Exception):
+            state.interruption = exc  # raised again after a crash in the close
             _close_interrupted(state, exc)
             # The checkpoint still runs, as after a dispose (R2.36, R7.42), and before
             # the driver exits, so before the teardown's agent/disposed and detach
@@ -98,6 +99,7 @@ async def _flush_and_settle(
             # A cancel from outside that cuts the flush short leaves the logged turn/end
             # as it is: the prompts get that answer, not the driver's "disposed". (A bug
             # is the supervisor's: it answers them once it has flushed the turn.)
+            state.interruption = exc
             _settle(state, items)
         raise
     _settle(state, items)

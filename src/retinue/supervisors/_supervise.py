@@ -11,7 +11,7 @@ import attrs
 import trio
 
 from retinue._checks import finite_number_error
-from retinue._errors import ConfigError, is_interrupt, only_cancels
+from retinue._errors import ConfigError, only_cancels
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
 from retinue.loop._flushes import FlushRounds
@@ -203,13 +203,17 @@ async def _keep_running(
             await run()
             return
         except Exception as exc:
-            count = crashes.record()
-            try:
-                restart = await recover(core, exc, count, crashes.policy)
-            except Exception:
-                log.exception("recovering agent %s after a crash failed; disposing it", core.id)
-                _dispose(core)
-                restart = False
+            crash = exc
+        # Recovered out of the handler: raised in it, what the task was unwinding
+        # would take the crash as its context, the reverse of what happened.
+        count = crashes.record()
+        try:
+            restart = await recover(core, crash, count, crashes.policy)
+        except Exception:
+            log.exception("recovering agent %s after a crash failed; disposing it", core.id)
+            _dispose(core)
+            restart = False
+        del crash  # its traceback holds the crashed task's frames: not kept for the pause
         # A given-up agent is disposed, which ends the pause at once.
         await crashes.pause(core, count, restart=restart)
         if not restart:
@@ -237,9 +241,10 @@ async def _recover_flusher(
     The driver runs on untouched: the flusher only flushes, and the flush that
     crashed is not retried (a failed flush is reported, never retried, R7.49).
     """
+    interruption, core.flusher_interruption = core.flusher_interruption, None
     log.error("flusher of agent %s crashed", core.id, exc_info=error)
     core.emit("agent/error", core.session.last_turn, 0, error)
-    _go_on_with_interruption(error)
+    _go_on_with(interruption)
     restart = crashes <= policy.max_restarts and not core.disposed
     if restart:
         # The crashed flusher released its waiters and ended its rounds for good. Made
@@ -266,7 +271,7 @@ async def _recover_driver(
     try:
         _report_crash(core, error, 0 if batch is None else batch.step)
         # Closed now, the turn is flushed by the flusher, cancelled on the way out (R12.9).
-        _go_on_with_interruption(error)
+        _go_on_with(None if batch is None else batch.interruption)
         if crashes > policy.max_restarts:
             _dispose(core)
         await _crash_flushed(core)
@@ -291,26 +296,18 @@ async def _crash_flushed(core: AgentCore) -> None:
         await flushed.wait()
 
 
-def _go_on_with_interruption(error: Exception) -> None:
-    """Raise what the task was unwinding when *error* crashed it, if that ends the runtime.
+def _go_on_with(interruption: BaseException | None) -> None:
+    """Raise *interruption*, what the task was unwinding when it crashed, unless it is none
+    or only a cancel.
 
-    A crash raised as Ctrl-C unwound the task must not take its place: restarted,
-    the task would run on as if none had come. Ctrl-C is looked for down the whole
-    chain (the runtime never contains one); another BaseException only as the one
-    unwound (a model's or an observer's, which end the runtime), as further down it
-    may be a listener's, contained as that listener's failure. A cancel is not
+    What the task records as it begins unwinding it: Ctrl-C, or a model's
+    ``BaseException``, which ends the runtime, as trio has it (an observer's, a
+    listener's or a tool body's is its failure, and ends nothing). Restarted
+    in its place, the task would run on as if none had come. A cancel is not
     raised again: its scope is still cancelled, and the restarted task meets it.
     """
-    seen: set[int] = set()
-    context = error.__context__
-    unwound = True
-    while context is not None and id(context) not in seen:
-        seen.add(id(context))
-        ending = unwound and not isinstance(context, Exception) and not only_cancels(context)
-        if ending or is_interrupt(context):
-            raise context
-        unwound = False
-        context = context.__context__
+    if interruption is not None and not only_cancels(interruption):
+        raise interruption
 
 
 def _report_crash(core: AgentCore, error: Exception, step: int) -> None:
