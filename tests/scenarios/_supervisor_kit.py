@@ -1,13 +1,18 @@
-"""Recording an agent's hook calls and crashing its flusher, for the supervision tests."""
+"""Recording an agent's hook calls, crashing its flusher and slowing its store's commits,
+for the supervision tests."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+import trio
 
 import retinue
 from retinue.loop import _core, _driver, _turn
+from retinue.session import Session
+from retinue.stores import MemoryStore
+from retinue.testing import DelegatingStore
 
 
 def record(rt: retinue.Runtime, agent: retinue.Agent, name: str) -> list[tuple[Any, ...]]:
@@ -33,3 +38,23 @@ def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
 
     monkeypatch.setattr(_driver, "flush", flush)
     return crashes
+
+
+class SlowDurableStore(DelegatingStore):
+    """A memory store whose flush takes 5 virtual seconds, flushed shielded and bounded
+    as a durable store is, so a cancel from outside does not cut it short."""
+
+    durable = True
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+
+    def committed(self) -> int:
+        """How many of the session's events are committed."""
+        store = self.store
+        assert isinstance(store, MemoryStore)
+        return store.statistics().committed_events
+
+    async def flush(self, session: Session) -> None:
+        await trio.sleep(5)
+        await self.store.flush(session)

@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 import retinue
+from retinue._errors import is_interrupt
 from retinue.loop import AgentCore, _driver, _state, _turn
 from retinue.session import Event, ToolResultEvent
 from retinue.stores import MemoryStore
@@ -27,7 +28,7 @@ from retinue.testing import (
     check_session_invariants,
 )
 from tests.helpers import DEADLINE, OPTIONS, Next, last_end_reason, nap, runtime
-from tests.scenarios._supervisor_kit import record
+from tests.scenarios._supervisor_kit import SlowDurableStore, record
 
 
 class DriverBugError(RuntimeError):
@@ -363,3 +364,46 @@ async def test_ctrl_c_going_on_after_a_crash_keeps_its_own_context(
         caught = exc
     assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
     assert not any(isinstance(error, DriverBugError) for error in _chain(caught))
+
+
+async def test_ctrl_c_answers_a_crashed_batch_once_its_turn_is_flushed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.49, R12.10, DESIGN 4: under Ctrl-C the ask of a turn whose close crashed is
+    answered once the supervisor has flushed the turn, as a turn's own interrupted close
+    answers after its shielded flush: it was answered at once, before the store had any
+    of the turn.
+
+    Breaks ``TurnState.answer_dangling_calls``; the store's flush takes 5 virtual seconds.
+    """
+
+    def broken(self: _state.TurnState, code: str, text: str) -> None:
+        raise DriverBugError("answer_dangling_calls bug")
+
+    monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+    store = SlowDurableStore()
+    answered: list[tuple[str | None, int, int]] = []
+
+    async def scenario() -> None:
+        model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")])])
+        with trio.fail_after(DEADLINE):
+            async with (
+                trio.open_nursery() as outer,
+                retinue.open_runtime(models=model, tools=[nap], store=store) as rt,
+            ):
+                agent = await rt.create_agent("a", OPTIONS)
+                agent.session.observe(_interrupt_at_the_tool_call)
+
+                async def ask() -> None:
+                    result = await agent.ask("go")
+                    events = len(agent.session.events)
+                    answered.append((result.reason.code, store.committed(), events))
+
+                outer.start_soon(ask)
+                await trio.sleep(100)
+
+    caught = await _raised(scenario)
+    assert caught is not None
+    assert is_interrupt(caught), f"got {caught!r}"
+    ((code, committed, events),) = answered
+    assert (code, committed) == ("DRIVER_CRASH", events)

@@ -27,8 +27,18 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, Next, last_end_reason, nap, runtime, texts, turn_ends, user_texts
-from tests.scenarios._supervisor_kit import record
+from tests.helpers import (
+    DEADLINE,
+    OPTIONS,
+    Next,
+    last_end_reason,
+    nap,
+    runtime,
+    texts,
+    turn_ends,
+    user_texts,
+)
+from tests.scenarios._supervisor_kit import SlowDurableStore, record
 
 
 class DriverBugError(RuntimeError):
@@ -235,3 +245,34 @@ async def test_a_crash_readying_a_turn_leaves_its_prompts_queued_for_the_restart
         assert (crashes, len(restarts)) == ([1], 1)
         assert (result.turn, result.reason.kind, result.text) == (1, "completed", "served")
         check_session_invariants(agent.session.events)
+
+
+async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flushed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.49, R12.10, DESIGN 4: cancelled with its runtime while the supervisor waits for a
+    crashed turn's flush, the ask is still answered once the turn is committed, as a turn's
+    own close answers after its shielded flush: it was answered at once, the turn unwritten.
+
+    Breaks ``TurnState.record_error``; the store's flush takes 5 virtual seconds.
+    """
+    crash_in_the_error_handling(monkeypatch)
+    store = SlowDurableStore()
+    answered: list[tuple[str | None, int, int]] = []
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as outer:
+            with trio.move_on_after(1):
+                async with retinue.open_runtime(
+                    models=ScriptedModel([FinishWithError("boom")]), store=store
+                ) as rt:
+                    agent = await rt.create_agent("a", OPTIONS)
+
+                    async def ask() -> None:
+                        result = await agent.ask("go")
+                        events = len(agent.session.events)
+                        answered.append((result.reason.code, store.committed(), events))
+
+                    outer.start_soon(ask)
+                    await trio.sleep(100)
+    ((code, committed, events),) = answered
+    assert (code, committed) == ("DRIVER_CRASH", events)

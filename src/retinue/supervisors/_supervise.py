@@ -270,14 +270,15 @@ async def _recover_driver(
     batch, core.crashed_batch = core.crashed_batch, None
     try:
         _report_crash(core, error, 0 if batch is None else batch.step)
-        # Closed now, the turn is flushed by the flusher, cancelled on the way out (R12.9).
-        _go_on_with(None if batch is None else batch.interruption)
         if crashes > policy.max_restarts:
             _dispose(core)
-        await _crash_flushed(core)
     finally:
-        # However the wait ends (the runtime's cancel, Ctrl-C), the askers are answered.
+        # Closed now, the turn is flushed by the flusher, on the way out too (R12.9);
+        # whatever ends the recovery (an observer's Ctrl-C), its askers are answered
+        # once it is, as a turn's own close answers them after its flush.
+        await _crash_flushed(core)
         answer_crashed(core.session, batch, error)
+    _go_on_with(None if batch is None else batch.interruption)
     if core.disposed:
         # Given up, or disposed meanwhile: a fresh driver would only find it disposed
         # and exit, and its agent/restarted would announce a driver that never runs.
@@ -288,12 +289,20 @@ async def _recover_driver(
 
 
 async def _crash_flushed(core: AgentCore) -> None:
-    """Wait for the flush a crash asked for to end, fail, or lose its flusher (R7.49)."""
-    flushed = core.flush_rounds.waiter(requested=core.flush_owed)
-    if flushed is None:
-        await trio.lowlevel.checkpoint()
-    else:
-        await flushed.wait()
+    """Wait for the flush a crash asked for to end, fail, or lose its flusher (R7.49).
+
+    Shielded and bounded by ``flush_timeout``, as a turn's own interrupted close
+    waits for its flush: Ctrl-C or the runtime's cancel must not answer the
+    askers of a turn the store does not have yet, nor take the place of what
+    the recovery raises.
+    """
+    with trio.CancelScope(shield=True) as scope:
+        scope.relative_deadline = core.services.flush_timeout
+        flushed = core.flush_rounds.waiter(requested=core.flush_owed)
+        if flushed is None:
+            await trio.lowlevel.checkpoint()
+        else:
+            await flushed.wait()
 
 
 def _go_on_with(interruption: BaseException | None) -> None:
