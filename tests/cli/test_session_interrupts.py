@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -154,6 +157,73 @@ def test_ctrl_c_while_an_import_waits_for_a_fifo_writer_ends_it(tmp_path: Path) 
     store = tmp_path / "store"
     argv = ["sessions", "import", str(fifo), "--store", f"jsonl:{store}"]
     assert _interrupted_at_open(tmp_path, fifo, argv) == (
+        130,
+        b"retinue sessions import: interrupted\n",
+    )
+    assert not list(store.rglob("*.jsonl"))
+
+
+# The read syscall's number, by machine: a thread blocked reading shows it first in
+# /proc/PID/task/TID/syscall, with the descriptor after it.
+_READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())
+
+
+def _reads_standard_input(pid: int) -> bool:
+    """Whether a thread of process *pid* is blocked reading its standard input (through
+    descriptor 0 or a copy of it)."""
+    fds = Path(f"/proc/{pid}/fd")
+    with contextlib.suppress(OSError):
+        standard_input = os.readlink(fds / "0")
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                number, descriptor = (task / "syscall").read_text().split()[:2]
+                read_from = fds / str(int(descriptor, 16))
+                if number == _READ_SYSCALL and os.readlink(read_from) == standard_input:
+                    return True
+    return False
+
+
+def _interrupted_reading_standard_input(argv: Sequence[str]) -> tuple[int, bytes]:
+    """Run ``retinue`` with *argv* in a child whose standard input is a pipe left open until
+    it exits, Ctrl-C once it reads it; its status and stderr."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, "-m", "retinue.cli", *argv]
+    with subprocess.Popen(
+        command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as child:
+        assert child.stdout is not None
+        assert child.stderr is not None
+        try:
+            _wait_until_reading(child)
+            child.send_signal(signal.SIGINT)
+            # Not communicate(): it would close the pipe, ending the read it waits in.
+            child.wait(timeout=DEADLINE)
+        finally:
+            child.kill()
+        assert child.stdout.read() == b""
+        return child.returncode, child.stderr.read()
+
+
+def _wait_until_reading(child: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not _reads_standard_input(child.pid):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=0.01)
+            pytest.fail(f"the command ended before it read standard input: {child.returncode}")
+        assert time.monotonic() < deadline, "the command never read standard input"
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or _READ_SYSCALL is None,
+    reason="reads /proc/PID/task/TID/syscall to see the read begin",
+)
+def test_ctrl_c_while_an_import_reads_standard_input_ends_it(tmp_path: Path) -> None:
+    """``import -`` waiting on standard input (a terminal, a slow producer) ends on Ctrl-C with
+    status 130 and the usual line, nothing stored. The abandoned read held standard input's
+    lock, which the interpreter waits for as it closes it at exit: Python aborted."""
+    store = tmp_path / "store"
+    argv = ["sessions", "import", "-", "--store", f"jsonl:{store}"]
+    assert _interrupted_reading_standard_input(argv) == (
         130,
         b"retinue sessions import: interrupted\n",
     )

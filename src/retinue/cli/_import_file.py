@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import trio
 
@@ -31,7 +34,7 @@ async def read_import(file: str) -> tuple[str, str]:
     if file == STANDARD_STREAM:
         if sys.stdin is None:  # started with it closed (``<&-``)
             raise OSError(errno.EBADF, "cannot read the session: standard input is closed")
-        read, source = sys.stdin.buffer.read, STANDARD_INPUT
+        read, source = _standard_input_reader(sys.stdin), STANDARD_INPUT
     else:
         read, source = Path(file).read_bytes, file
     # Left behind on Ctrl-C: a terminal's read would otherwise hold the command until the
@@ -43,6 +46,26 @@ async def read_import(file: str) -> tuple[str, str]:
         return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read(), source
     except UnicodeDecodeError as exc:
         raise _not_utf8(source, exc) from exc
+
+
+def _standard_input_reader(stdin: TextIO) -> Callable[[], bytes]:
+    """Read *stdin* (standard input) to its end through a stream of the read's own.
+
+    The read may be left behind on Ctrl-C, and the interpreter closes ``sys.stdin`` as it
+    exits: that close would wait for the lock a read of ``sys.stdin.buffer`` holds, and
+    Python aborts (``could not acquire lock ... at interpreter shutdown``). A stream
+    replaced in-process (a test's) has no descriptor and is read as it is.
+    """
+    try:
+        descriptor = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stdin.buffer.read
+
+    def read() -> bytes:
+        with open(os.dup(descriptor), "rb") as stream:
+            return stream.read()
+
+    return read
 
 
 def _not_utf8(source: str, error: UnicodeDecodeError) -> CorruptSessionError:
