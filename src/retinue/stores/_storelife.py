@@ -62,6 +62,9 @@ class StoreLifetime:
         """Why the first :meth:`aclose` did not complete, for a close that waited for it to raise."""
         self._close_cut = False
         """Whether a cancel (or Ctrl-C) cut the first :meth:`aclose` short."""
+        self._draining: Sequence[Tracked] = ()
+        """What the first :meth:`aclose` set out to drain: a load may stop tracking one of
+        them meanwhile (its buffer dropped), and what it left is still lost."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._releasing: dict[str, trio.Event] = {}
@@ -252,11 +255,13 @@ class StoreLifetime:
     async def _left_unwritten(self) -> StoreError | None:
         """What a cancelled close left unwritten, as the error a close waiting for it raises.
 
-        Counted under the commit lock: a load holds it while it checks whether a released
-        session's create is stored (its reply lost), and what it finds stored is not lost.
+        Counted over what that close set out to drain, under the commit lock: a load holds
+        it while it checks whether a released session's create is stored (its reply lost),
+        and what it finds stored is not lost; a buffer it drops (another writer stored the
+        id) is, though the store tracks that session no more.
         """
         async with self._committer.commit_lock:
-            left = [item.unstored() for item in self._tracked.values() if item.unstored()]
+            left = [item.unstored() for item in self._draining if item.unstored()]
         if not left:
             return None
         return StoreError(
@@ -267,7 +272,7 @@ class StoreLifetime:
     async def _drain_and_close(self) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
         self._closing = True
-        tracked = list(self._tracked.values())
+        tracked = self._draining = list(self._tracked.values())
         if self._opening is not None and not any(item.buffer for item in tracked):
             # Nothing to drain: the storage would be opened only to be closed again.
             self._opening.cancel()

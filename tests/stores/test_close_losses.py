@@ -1,0 +1,102 @@
+"""What a close waiting for a cancelled one reports as lost (R11.6)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores._backend import AppendBatch
+from retinue.stores._writebehind import BufferedStore
+from tests.stores._kit import REAL_DEADLINE, run_turn
+from tests.stores.conftest import StoreKit
+
+
+def _full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+    """A backend write on a full disk."""
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def _released_create(
+    store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
+) -> Session:
+    """A new session with one turn, released by a detach that failed (a full disk) before
+    its create was written."""
+    session = Session.create(session_id)
+    store.attach_new(session)
+    run_turn(session, "never stored")
+    with monkeypatch.context() as patched:
+        patched.setattr(store._backend, "write", _full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(session)
+    return session
+
+
+async def _load_quietly(store: BufferedStore, session_id: str) -> None:
+    with contextlib.suppress(StoreError):
+        await store.load(session_id)
+
+
+async def _close_into(
+    store: BufferedStore, scope: trio.CancelScope, outcomes: list[str], ended: trio.Event
+) -> None:
+    """Close *store* under *scope*, recording how the close ended, then set *ended*."""
+    try:
+        with scope:
+            await store.aclose()
+        outcomes.append("cancelled" if scope.cancelled_caught else "ended")
+    except StoreError as exc:
+        outcomes.append(f"{exc.code}: {exc}")
+    finally:
+        ended.set()
+
+
+async def test_a_close_waiting_for_a_cancelled_one_counts_a_buffer_a_load_dropped(
+    transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a new session released before its create was written, whose id another writer
+    has stored since, a load of it checking the stored id as a close is cancelled: the load
+    drops its buffer, and a close waiting for the cancelled one raises ``CLOSE_FAILED``
+    naming those events as not written. It returned as if nothing were lost, counting only
+    the sessions still tracked once the load was done."""
+    store = transactional_kit.open()
+    backend: Any = store._backend
+    real_read = backend.read
+    read_back, proceed = threading.Event(), threading.Event()
+
+    def read_then_hold(session_id: str) -> object:
+        stored = real_read(session_id)
+        read_back.set()
+        proceed.wait(REAL_DEADLINE)
+        return stored
+
+    outcomes: list[str] = []
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            released = await _released_create(store, monkeypatch, "dropped")
+            async with transactional_kit.open() as other:
+                winner = Session.create("dropped")
+                other.attach_new(winner)
+                run_turn(winner, "stored first")
+            monkeypatch.setattr(backend, "read", read_then_hold)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_load_quietly, store, released.id)
+                await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
+                first, first_ended = trio.CancelScope(), trio.Event()
+                for scope, ended in ((first, first_ended), (trio.CancelScope(), trio.Event())):
+                    nursery.start_soon(_close_into, store, scope, outcomes, ended)
+                    await trio.testing.wait_all_tasks_blocked()  # the first drains, then the next
+                first.cancel()
+                await first_ended.wait()
+                proceed.set()
+    assert outcomes[0] == "cancelled"
+    assert outcomes[1].startswith("CLOSE_FAILED")
+    assert f"{len(released.events)} event(s) of 1 session(s) not written" in outcomes[1]
