@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, final
@@ -25,8 +26,8 @@ class ReaderPool:
     """Autocommit reader connections of a :class:`~retinue.stores.PostgresStore`, pooled.
 
     Closed until :meth:`open`: a read then refuses to start, and a read still
-    in flight on :meth:`close` closes its connection instead of pooling it.
-    *connect* makes a new autocommit connection.
+    in flight on :meth:`close` is cancelled in the server and closes its
+    connection instead of pooling it. *connect* makes a new autocommit connection.
     """
 
     def __init__(self, schema: str, connect: Callable[[], psycopg.Connection[Any]]) -> None:
@@ -34,6 +35,8 @@ class ReaderPool:
         self._connect = connect
         self.readers: list[psycopg.Connection[Any]] = []
         """Idle connections, the last made or used first."""
+        self._busy: set[psycopg.Connection[Any]] = set()
+        """Connections a read runs on now."""
         self._lock = threading.Lock()
         self.closed = True
 
@@ -45,12 +48,24 @@ class ReaderPool:
             self.closed = False
 
     def close(self) -> None:
-        """Close every idle connection; refuse reads until :meth:`open`."""
+        """Close every idle connection, cancel the reads under way; refuse reads until :meth:`open`.
+
+        A read waiting on a lock held elsewhere would otherwise wait out the lock
+        timeout, and whatever waits for it (a load holding the store's commit lock)
+        with it: cancelled, it fails ``STORE_CLOSED``, as a read after the close does.
+        """
         with self._lock:
             self.closed = True
             for conn in self.readers:
                 conn.close()
             self.readers.clear()
+            busy = list(self._busy)
+        for conn in busy:
+            # In a thread of its own: a server that stopped answering holds a cancel request
+            # for its whole timeout, and the close must not wait for it.
+            threading.Thread(
+                target=_cancel, args=(conn,), name="retinue-postgres-cancel", daemon=True
+            ).start()
 
     def run(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
         """*read* run on a pooled reader connection (made if none is idle), which it pools again.
@@ -62,23 +77,23 @@ class ReaderPool:
         conn, pooled = self._take()
         try:
             try:
-                result = read(conn)
-            except psycopg_module().errors.LockNotAvailable as exc:
-                # ACCESS SHARE: the mode a read takes, which only an exclusive lock stops.
-                tables = locked_tables(conn, self._schema, "ACCESS SHARE")
-                if tables:
-                    raise table_locked("a read", tables, _READ_LOCK_TIMEOUT_MS) from exc
-                raise
+                result = self._read_on(conn, read)
             except psycopg_module().OperationalError:
                 if not pooled or not conn.broken:
                     raise
-                conn.close()
+                self._let_go(conn)
                 conn, _ = self._take(fresh=True)
-                result = read(conn)
+                result = self._read_on(conn, read)
+        except psycopg_module().Error as exc:
+            self._let_go(conn)
+            if self.closed:
+                raise not_open() from exc  # cancelled by the close, or cut by it
+            raise
         except BaseException:
-            conn.close()
+            self._let_go(conn)
             raise
         with self._lock:
+            self._busy.discard(conn)
             if not self.closed:
                 self.readers.append(conn)
                 return result
@@ -86,14 +101,45 @@ class ReaderPool:
         conn.close()
         return result
 
+    def _read_on(
+        self, conn: psycopg.Connection[Any], read: Callable[[psycopg.Connection[Any]], T]
+    ) -> T:
+        """*read* run on *conn*; a lock on a table held elsewhere waited out is ``TABLE_LOCKED``."""
+        try:
+            return read(conn)
+        except psycopg_module().errors.LockNotAvailable as exc:
+            # ACCESS SHARE: the mode a read takes, which only an exclusive lock stops.
+            tables = locked_tables(conn, self._schema, "ACCESS SHARE")
+            if tables:
+                raise table_locked("a read", tables, _READ_LOCK_TIMEOUT_MS) from exc
+            raise
+
     def _take(self, *, fresh: bool = False) -> tuple[psycopg.Connection[Any], bool]:
-        """An idle pooled reader connection (unless *fresh*) or a new one; whether it was pooled."""
+        """An idle pooled reader connection (unless *fresh*) or a new one; whether it was pooled.
+
+        Noted as busy until the read is over: a close cancels it meanwhile."""
         with self._lock:
             if self.closed:
                 raise not_open()
             if self.readers and not fresh:
-                return self.readers.pop(), True
-        return self.connect(), False
+                conn = self.readers.pop()
+                self._busy.add(conn)
+                return conn, True
+        conn = self.connect()
+        with self._lock:
+            self._busy.add(conn)
+            if self.closed:
+                # Closed while this one was made: the close could not cancel it.
+                self._busy.discard(conn)
+                conn.close()
+                raise not_open()
+        return conn, False
+
+    def _let_go(self, conn: psycopg.Connection[Any]) -> None:
+        """Close *conn*, a read's connection that is not pooled again."""
+        with self._lock:
+            self._busy.discard(conn)
+        conn.close()
 
     def connect(self) -> psycopg.Connection[Any]:
         """A reader connection whose statements give up on a table lock held elsewhere."""
@@ -104,3 +150,9 @@ class ReaderPool:
             conn.close()
             raise
         return conn
+
+
+def _cancel(conn: psycopg.Connection[Any]) -> None:
+    """Cancel the statement *conn* runs, if any; it may have ended, its connection closed."""
+    with contextlib.suppress(psycopg_module().Error):
+        conn.cancel_safe(timeout=5)

@@ -1,0 +1,90 @@
+"""A PostgresStore's close ends the reads still waiting in the server, so nothing waits on them."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+from collections.abc import Iterator, Sequence
+
+import pytest
+import trio
+import trio.testing
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores import PostgresStore
+from retinue.stores._backend import AppendBatch
+from retinue.stores._writebehind import BufferedStore
+from tests.stores._kit import run_turn
+
+pytestmark = pytest.mark.postgres
+
+CLOSE_BOUND = 5.0
+"""Real seconds a close may take here: the read it must not wait for waits 30 s."""
+
+
+@contextlib.contextmanager
+def _table_locked(dsn: str, schema: str) -> Iterator[None]:
+    """Hold the sessions table in another connection's ``LOCK TABLE``: every read waits."""
+    import psycopg
+
+    with psycopg.connect(dsn) as locker:
+        locker.execute(f'LOCK TABLE "{schema}".retinue_sessions IN ACCESS EXCLUSIVE MODE')
+        try:
+            yield
+        finally:
+            locker.rollback()
+
+
+def _full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def _close_into(store: BufferedStore, scope: trio.CancelScope, outcomes: list[str]) -> None:
+    try:
+        with scope:
+            await store.aclose()
+        outcomes.append("cancelled" if scope.cancelled_caught else "ended")
+    except StoreError as exc:
+        outcomes.append(str(exc.code))
+
+
+async def _load_into(store: BufferedStore, session_id: str, outcomes: list[str]) -> None:
+    try:
+        await store.load(session_id)
+        outcomes.append("loaded")
+    except StoreError as exc:
+        outcomes.append(str(exc.code))
+
+
+async def test_a_close_waiting_for_a_cancelled_one_does_not_wait_for_a_loads_blocked_read(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a load of a released session checking its stored id while a ``LOCK TABLE``
+    holds the read: a close cancelled meanwhile releases the storage, which ends the read
+    (the load is refused ``STORE_CLOSED``), and a close waiting for the cancelled one
+    raises ``CLOSE_FAILED`` at once. It waited for the read's lock timeout (30 s)."""
+    dsn, schema = postgres_schema
+    store = PostgresStore(dsn, schema=schema)
+    session = Session.create("released")
+    run_turn(session)
+    loads: list[str] = []
+    closes: list[str] = []
+    async with store:
+        store.attach_new(session)
+        with monkeypatch.context() as patched:
+            patched.setattr(store._backend, "write", _full_disk)
+            with pytest.raises(StoreError):
+                await store.detach(session)
+        with _table_locked(dsn, schema), trio.fail_after(CLOSE_BOUND):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_load_into, store, session.id, loads)
+                await trio.sleep(0.3)  # real seconds: its read waits on the lock in a thread
+                first = trio.CancelScope()
+                nursery.start_soon(_close_into, store, first, closes)
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(_close_into, store, trio.CancelScope(), closes)
+                await trio.testing.wait_all_tasks_blocked()
+                first.cancel()
+    assert loads == ["STORE_CLOSED"]
+    assert closes == ["cancelled", "CLOSE_FAILED"]
