@@ -100,3 +100,52 @@ async def test_a_close_waiting_for_a_cancelled_one_counts_a_buffer_a_load_droppe
     assert outcomes[0] == "cancelled"
     assert outcomes[1].startswith("CLOSE_FAILED")
     assert f"{len(released.events)} event(s) of 1 session(s) not written" in outcomes[1]
+
+
+async def test_a_close_with_sessions_to_drain_fails_with_the_open_it_waited_for(
+    blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close with a session to drain waits for an entry's open under way; when that
+    open fails (another connection's lock outlasting the timeout), the close fails with its
+    error and opens the storage no more. It opened the storage again itself, waiting out a
+    second full timeout before failing the same way."""
+    store = blocking_kit.open()
+    backend: Any = store._backend
+    real_open = backend.open
+    opening, proceed = threading.Event(), threading.Event()
+    opens: list[str] = []
+
+    def open_failing_first() -> None:
+        opens.append("open")
+        if len(opens) == 1:
+            opening.set()
+            proceed.wait(REAL_DEADLINE)
+            raise OSError("database is locked")
+        real_open()
+
+    monkeypatch.setattr(backend, "open", open_failing_first)
+    session = Session.create("undrained")
+    run_turn(session)
+    store.attach_new(session)
+    refusals: list[str] = []
+
+    async def enter() -> None:
+        try:
+            async with store:
+                pass
+        except StoreError as exc:
+            refusals.append(str(exc.code))
+
+    closes: list[str] = []
+    with trio.fail_after(REAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(enter)
+            await trio.to_thread.run_sync(opening.wait, REAL_DEADLINE)
+            nursery.start_soon(_close_into, store, trio.CancelScope(), closes, trio.Event())
+            await trio.testing.wait_all_tasks_blocked()  # the close waits for the open
+            proceed.set()
+    assert opens == ["open"]
+    assert refusals == ["STORAGE_ERROR"]
+    [closed] = closes
+    assert closed.startswith("STORAGE_ERROR")
+    assert "database is locked" in closed

@@ -50,6 +50,8 @@ class StoreLifetime:
         self._open_lock = trio.Lock()
         self._opening: trio.CancelScope | None = None
         """Around an open in its worker thread: a close cancels it, so the open ends with it."""
+        self._open_failure: StoreError | None = None
+        """Why the last open failed: a close that waited for it to drain fails so too."""
         self._enter_lock = trio.Lock()
         self._opened = False
         self._closed = False
@@ -103,7 +105,8 @@ class StoreLifetime:
         entered no more (``StoreError(STORE_CLOSED)``), whoever is still inside;
         an entry still opening the storage as a close with nothing to drain begins
         is refused so then, its open ended (one waiting for another connection's
-        lock too). A close with sessions to drain drains them through that open.
+        lock too). A close with sessions to drain drains them through that open, or
+        fails with its error if it fails.
         """
         # Entries wait for one another: two tasks entering at once would each start a writer.
         async with self._enter_lock:
@@ -272,6 +275,7 @@ class StoreLifetime:
     async def _drain_and_close(self) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
         self._closing = True
+        self._open_failure = None  # one that failed before this close began is tried again
         tracked = self._draining = list(self._tracked.values())
         if self._opening is not None and not any(item.buffer for item in tracked):
             # Nothing to drain: the storage would be opened only to be closed again.
@@ -377,17 +381,30 @@ class StoreLifetime:
             if self._closed:
                 raise StoreError(f"{self._name} is closed", code="STORE_CLOSED")
             if not self._opened:
+                self._refuse_after_failed_open()
                 await self._open_until_closed()
                 if self._closed:
                     await self._close_opened_late()
                 self._opened = True
 
+    def _refuse_after_failed_open(self) -> None:
+        """Raise the failure of an open that a close under way waited for to drain through.
+
+        Opening again would wait out the same lock timeout a second time, to fail alike."""
+        failure = self._open_failure
+        if self._closing and failure is not None:
+            raise StoreError(failure.message, code=failure.code) from failure
+
     async def _open_until_closed(self) -> None:
         """Open the storage; a close with nothing to drain ends the open as a cancel would."""
         scope = self._opening = trio.CancelScope()
+        self._open_failure = None
         try:
             with scope:
                 await self._call(self._backend.open, "opening the store")
+        except StoreError as exc:
+            self._open_failure = exc
+            raise
         finally:
             self._opening = None
         if scope.cancelled_caught:
