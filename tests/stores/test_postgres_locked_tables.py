@@ -51,13 +51,13 @@ def _count_commits(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> lis
     """Count the commits *store* begins to write a group (each trying it in transactions until
     its lock timeout is over): a list holding the count."""
     backend = backend_of(store)
-    commit, count = backend._commit_group_or_find_table_lock, [0]
+    commit, count = backend._commit_group_in_attempts, [0]
 
     def counted(batches: Sequence[AppendBatch], results: list[StoreError | None]) -> None:
         count[0] += 1
         commit(batches, results)
 
-    monkeypatch.setattr(backend, "_commit_group_or_find_table_lock", counted)
+    monkeypatch.setattr(backend, "_commit_group_in_attempts", counted)
     return count
 
 

@@ -80,3 +80,25 @@ async def test_a_close_ends_a_postgres_entry_waiting_for_another_connections_loc
             await trio.sleep(DEADLINE)  # real seconds: the entry waits in its worker thread
             await store.aclose()
     assert refusals == ["STORE_CLOSED"]
+
+
+async def test_a_postgres_open_waiting_out_the_creation_lock_says_what_holds_it(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open that waits out the lock timeout on the lock another store creates the tables
+    under fails ``STORAGE_ERROR`` saying another transaction holds it, and for how long it
+    waited; it failed with the server's bare lock timeout of the last attempt."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    with _creation_locked(dsn), trio.fail_after(REAL_DEADLINE), pytest.raises(StoreError) as caught:
+        await _enter_and_leave(PostgresStore(dsn, schema=schema))
+    assert caught.value.code == "STORAGE_ERROR"
+    assert "another transaction holds the lock they are created under" in str(caught.value)
+    assert "waited for 0.3 s" in str(caught.value)
+
+
+async def _enter_and_leave(store: PostgresStore) -> None:
+    async with store:
+        pass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 
@@ -18,6 +17,7 @@ from ._pgschema import (
     psycopg_module,
     require_open,
     table_locked,
+    until_lock_free,
 )
 
 if TYPE_CHECKING:
@@ -239,12 +239,12 @@ class SessionClaims:
         cancelled load can stop between two, and closing the store ends the wait
         (a write's too, which is never cancelled) with ``STORE_CLOSED``.
         """
-        give_up = time.monotonic() + _HANDOVER_TIMEOUT_MS / 1000
-        while not self._reading(lambda conn: self._handed_over(conn, session_id)):
-            if time.monotonic() >= give_up:
-                raise self._not_handed_over(session_id)
-            if cancellable:
-                check_cancelled()
+        if not until_lock_free(
+            lambda: self._reading(lambda conn: self._handed_over(conn, session_id)),
+            timeout_ms=_HANDOVER_TIMEOUT_MS,
+            between=check_cancelled if cancellable else _wait_on,
+        ):
+            raise self._not_handed_over(session_id)
 
     def _not_handed_over(self, session_id: str) -> StoreError:
         """Why the handover of *session_id* was not seen: a table lock, else its row's."""
@@ -343,3 +343,7 @@ class SessionClaims:
         if alive is None:
             return set(session_ids)
         return {session_id for session_id in session_ids if session_id not in self._claimed}
+
+
+def _wait_on() -> None:
+    """Between two slices of a write's handover: a write's claim waits on (see :meth:`take`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +22,14 @@ __all__ = [
     "connect_cancellably",
     "in_schema",
     "locked_tables",
+    "met_no_lock",
     "migrate",
     "not_open",
     "psycopg_module",
     "read_only_refused",
     "require_open",
     "table_locked",
+    "until_lock_free",
 ]
 
 SCHEMA_VERSION = 1
@@ -55,12 +58,12 @@ def in_schema(schema: str, sql: str) -> str:
     return sql.replace("{schema}", f'"{schema}"')
 
 
-def migrate(conn: psycopg.Connection[Any], schema: str, *, lock_timeout_ms: int) -> None:
+def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
     """Create the tables in *schema* (under a lock) unless they exist, then check their version.
 
-    Each statement waits up to *lock_timeout_ms* for a lock (another store creating them)."""
+    Each statement waits for a lock (another store creating them) as long as *conn*'s
+    lock_timeout; one that gives up rolls the whole transaction back."""
     with conn.transaction():
-        conn.execute(f"SET LOCAL lock_timeout = '{lock_timeout_ms}ms'")
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
         # Read under the lock: tables another store is creating now count as existing.
         found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".retinue_meta',)).fetchone()
@@ -150,6 +153,32 @@ def _holders(conn: psycopg.Connection[Any], table: str) -> str:
         ).fetchall()
     held = [f"{mode} by pid {pid}" for mode, pid in rows if mode != "AccessShareLock"]
     return f" ({', '.join(held)})" if held else ""
+
+
+def until_lock_free(
+    attempt: Callable[[], bool], *, timeout_ms: int, between: Callable[[], None]
+) -> bool:
+    """Whether *attempt* succeeded, called again until it does or *timeout_ms* is over.
+
+    An attempt that meets a lock held elsewhere returns false, having waited a short
+    lock timeout and rolled back whole. The server's wait heeds no trio cancel:
+    *between*, called between two attempts, raises to end the wait (``trio.Cancelled``
+    for a cancelled task, ``STORE_CLOSED`` for a closing store)."""
+    give_up = time.monotonic() + timeout_ms / 1000
+    while not attempt():
+        if time.monotonic() >= give_up:
+            return False
+        between()
+    return True
+
+
+def met_no_lock(statements: Callable[[], object]) -> bool:
+    """Run *statements*; false if one gave up on a lock held elsewhere (``LockNotAvailable``)."""
+    try:
+        statements()
+    except psycopg_module().errors.LockNotAvailable:
+        return False
+    return True
 
 
 def table_locked(what: str, tables: list[str], waited_ms: int) -> StoreError:

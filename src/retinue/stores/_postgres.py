@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, final
 
@@ -22,11 +21,13 @@ from ._pgschema import (
     connect_cancellably,
     in_schema,
     locked_tables,
+    met_no_lock,
     migrate,
     not_open,
     psycopg_module,
     read_only_refused,
     table_locked,
+    until_lock_free,
 )
 from ._pgsql import SessionTables
 from ._writebehind import BufferedStore
@@ -38,10 +39,12 @@ __all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresStore"]
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _WRITE_LOCK_TIMEOUT_MS = 30_000
-"""How long a commit waits for a lock held elsewhere: the group fails, its events stay buffered."""
+"""How long a commit, or an open creating the tables, waits for a lock held elsewhere: the
+group fails, its events stay buffered; the open fails."""
 _LOCK_ATTEMPT_MS = 100
-"""How long each attempt of a commit waits for a lock held elsewhere: between two, a cancel
-of a flush committing on its own, or a close, ends the wait (the server's wait heeds neither)."""
+"""How long each attempt of a commit or an open waits for a lock held elsewhere (the write
+connection's lock_timeout): between two, a cancel of a flush committing on its own or of an
+entry, or a close, ends the wait (the server's wait heeds neither)."""
 
 
 @final
@@ -143,15 +146,17 @@ class PostgresBackend:
         the trio task waiting for this thread (a deadline, or the store's close) ends
         the wait with ``trio.Cancelled``. Each attempt rolls back whole.
         """
-        give_up = time.monotonic() + _WRITE_LOCK_TIMEOUT_MS / 1000
-        while True:
-            try:
-                migrate(writer, self._schema, lock_timeout_ms=_LOCK_ATTEMPT_MS)
-                return
-            except psycopg_module().errors.LockNotAvailable:
-                if time.monotonic() >= give_up:
-                    raise
-            check_cancelled()
+        if not until_lock_free(
+            lambda: met_no_lock(lambda: migrate(writer, self._schema)),
+            timeout_ms=_WRITE_LOCK_TIMEOUT_MS,
+            between=check_cancelled,
+        ):
+            raise StoreError(
+                f"creating the tables of schema {self._schema!r}: another transaction holds "
+                "the lock they are created under (another store creating them) or a lock on "
+                f"them, waited for {_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once it ends",
+                code="STORAGE_ERROR",
+            )
 
     def _open_existing(self) -> None:
         """Read the schema version on what becomes the first pooled reader; write nothing."""
@@ -188,7 +193,7 @@ class PostgresBackend:
             return results
         try:
             with self._write_lock:
-                self._commit_group_or_find_table_lock(batches, results)
+                self._commit_group_in_attempts(batches, results)
         except BaseException as exc:
             # The commit may have happened with its reply lost: let a retry recognise its create.
             self._unsure.update(batch.session_id for batch in batches if batch.header)
@@ -201,7 +206,7 @@ class PostgresBackend:
         self._release_all(taken & {batch.session_id for batch, error in outcomes if error})
         return results
 
-    def _commit_group_or_find_table_lock(
+    def _commit_group_in_attempts(
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
     ) -> None:
         """Commit the group, waiting for a lock held elsewhere in short attempts.
@@ -214,18 +219,21 @@ class PostgresBackend:
         group once (split into sessions, each would wait out the timeout again). A
         session's row lock is ``SESSION_LOCKED``, a failure to split.
         """
-        claims = list(results)
-        give_up = time.monotonic() + _WRITE_LOCK_TIMEOUT_MS / 1000
-        while True:
-            try:
-                self._commit_group(batches, results)
-                return
-            except psycopg_module().errors.LockNotAvailable as exc:
-                if time.monotonic() >= give_up:
-                    raise self._lock_timed_out() from exc
-            results[:] = claims
-            self._check_not_closing()
-            check_cancelled()
+        refusals = list(results)
+
+        def attempt() -> bool:
+            results[:] = refusals  # an attempt that met a lock wrote nothing
+            return met_no_lock(lambda: self._commit_group(batches, results))
+
+        if not until_lock_free(
+            attempt, timeout_ms=_WRITE_LOCK_TIMEOUT_MS, between=self._between_attempts
+        ):
+            raise self._lock_timed_out()
+
+    def _between_attempts(self) -> None:
+        """End a commit's wait for a lock once the store closes or its trio task is cancelled."""
+        self._check_not_closing()
+        check_cancelled()
 
     def _lock_timed_out(self) -> StoreError:
         """Why the group waited out the lock timeout: a lock on a table, else a session's row."""
@@ -250,7 +258,7 @@ class PostgresBackend:
         committed then, so it is written again once; a failure at COMMIT is
         never retried here (the commit may have happened).
         """
-        claims = list(results)
+        refusals = list(results)
         conn = self._live_writer()
         committing = False
         try:
@@ -260,7 +268,7 @@ class PostgresBackend:
         except psycopg_module().OperationalError:
             if committing or not conn.broken:
                 raise
-            results[:] = claims
+            results[:] = refusals
             conn = self._live_writer()
             with conn.transaction():
                 self._tables.write_group(conn, batches, results)
