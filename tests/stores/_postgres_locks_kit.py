@@ -1,9 +1,16 @@
-"""A stored session, a store's backend, a dropped lock connection: for the PostgreSQL lock tests."""
+"""A stored session, a store's backend and its commits, a dropped lock connection: for the
+PostgreSQL lock tests."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import pytest
+
+from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import PostgresStore
+from retinue.stores._backend import AppendBatch
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import open_tool_turn, run_turn
 
@@ -38,3 +45,17 @@ def drop_lock_connection(dsn: str, store: PostgresStore) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         ended = conn.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,)).fetchone()
     assert ended == (True,)
+
+
+def count_commits(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the commits *store* begins to write a group (each trying it in transactions until
+    its lock timeout is over): a list holding the count."""
+    backend = backend_of(store)
+    commit, count = backend._commit_group_in_attempts, [0]
+
+    def counted(batches: Sequence[AppendBatch], results: list[StoreError | None]) -> None:
+        count[0] += 1
+        commit(batches, results)
+
+    monkeypatch.setattr(backend, "_commit_group_in_attempts", counted)
+    return count

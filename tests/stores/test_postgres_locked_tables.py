@@ -4,7 +4,7 @@ once with TABLE_LOCKED, a refused group opens no transaction."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,9 +14,8 @@ import trio
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import PostgresStore
-from retinue.stores._backend import AppendBatch
 from tests.stores._kit import flush_together, run_turn
-from tests.stores._postgres_locks_kit import backend_of, store_session
+from tests.stores._postgres_locks_kit import backend_of, count_commits, store_session
 
 pytestmark = pytest.mark.postgres
 
@@ -47,20 +46,6 @@ def _table_locked(dsn: str, schema: str, table: str) -> Iterator[Callable[[], No
         blocker.close()
 
 
-def _count_commits(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the commits *store* begins to write a group (each trying it in transactions until
-    its lock timeout is over): a list holding the count."""
-    backend = backend_of(store)
-    commit, count = backend._commit_group_in_attempts, [0]
-
-    def counted(batches: Sequence[AppendBatch], results: list[StoreError | None]) -> None:
-        count[0] += 1
-        commit(batches, results)
-
-    monkeypatch.setattr(backend, "_commit_group_in_attempts", counted)
-    return count
-
-
 @pytest.mark.parametrize("table", ["retinue_sessions", "retinue_segments"])
 async def test_postgres_table_locked_elsewhere_fails_the_group_once_naming_the_lock(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch, table: str
@@ -79,7 +64,7 @@ async def test_postgres_table_locked_elsewhere_fails_the_group_once_naming_the_l
             store.attach_new(session)
             run_turn(session)
         assert await flush_together(store, sessions) == {}
-        commits = _count_commits(store, monkeypatch)
+        commits = count_commits(store, monkeypatch)
         for session in sessions:
             run_turn(session)
         with _table_locked(dsn, schema, table):
@@ -179,7 +164,7 @@ async def test_postgres_group_whose_every_batch_is_refused_opens_no_transaction(
         await holder.flush(held)
         store.attach_new(second)
         run_turn(second)
-        commits = _count_commits(store, monkeypatch)
+        commits = count_commits(store, monkeypatch)
         with (
             _table_locked(dsn, schema, "retinue_sessions"),
             pytest.raises(StoreError) as caught,

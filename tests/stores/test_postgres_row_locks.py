@@ -13,13 +13,14 @@ import trio
 from retinue.session import Session
 from retinue.stores import PostgresStore
 from tests.stores._kit import REAL_DEADLINE, flush_together, run_turn
+from tests.stores._postgres_locks_kit import count_commits
 
 pytestmark = pytest.mark.postgres
 
 
 @contextmanager
-def _row_locked(dsn: str, schema: str, session_id: str) -> Iterator[None]:
-    """Hold the session's row in another connection's transaction, as a hand-run
+def _row_locked(dsn: str, schema: str, *session_ids: str) -> Iterator[None]:
+    """Hold the sessions' rows in another connection's transaction, as a hand-run
     ``SELECT ... FOR UPDATE`` does; let go after 20 s at the latest, so that a store
     waiting for it makes its test fail rather than hang."""
     import psycopg
@@ -28,7 +29,8 @@ def _row_locked(dsn: str, schema: str, session_id: str) -> Iterator[None]:
     let_go = threading.Timer(20, blocker.rollback)
     try:
         blocker.execute(
-            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = %s FOR UPDATE', (session_id,)
+            f'SELECT 1 FROM "{schema}".retinue_sessions WHERE id = ANY(%s) FOR UPDATE',
+            (list(session_ids),),
         )
         let_go.start()
         yield
@@ -90,6 +92,40 @@ async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
                 errors = await flush_together(store, sessions)
             assert list(errors) == ["locked"]
             assert errors["locked"].code == "SESSION_LOCKED"
-            assert "another transaction holds a session's row locked" in str(errors["locked"])
+            assert "'locked': another transaction holds its row locked" in str(errors["locked"])
+            assert await flush_together(store, sessions) == {}
+            assert store.statistics().buffered_events == 0
+
+
+async def test_a_postgres_group_meeting_row_locks_waits_once_and_commits_the_rest(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.5: a group commit whose sessions' rows another transaction holds locked waits out
+    the lock timeout once: then each of those sessions fails ``SESSION_LOCKED`` naming it,
+    and the rest of the group is committed. The group failed whole and was split, each
+    session waiting out the timeout again, the free ones too."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    ids = ("free", "locked", "locked-too")
+    sessions = [Session.create(session_id) for session_id in ids]
+    with trio.fail_after(REAL_DEADLINE):
+        async with PostgresStore(dsn, schema=schema) as store:
+            for session in sessions:
+                store.attach_new(session)
+                run_turn(session)
+            assert await flush_together(store, sessions) == {}
+            for session in sessions:
+                run_turn(session)
+            commits = count_commits(store, monkeypatch)
+            with _row_locked(dsn, schema, "locked", "locked-too"):
+                errors = await flush_together(store, sessions)
+            assert commits == [1]
+            assert sorted(errors) == ["locked", "locked-too"]
+            for session_id, error in errors.items():
+                assert error.code == "SESSION_LOCKED"
+                assert f"session {session_id!r}: another transaction holds its row" in str(error)
+            assert store.statistics().buffered_events == 2 * 22
             assert await flush_together(store, sessions) == {}
             assert store.statistics().buffered_events == 0

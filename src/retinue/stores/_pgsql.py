@@ -70,6 +70,26 @@ class SessionTables:
         self._insert_created(conn, todo, results)
         self._append(conn, list(todo.values()))
 
+    def locked_rows(self, conn: psycopg.Connection[Any], session_ids: list[str]) -> set[str]:
+        """Which of *session_ids* are stored with their row locked by another transaction.
+
+        Asked once a commit has waited out the lock timeout: a row the skipping
+        query does not return, though stored, is locked. Locks nothing past the
+        transaction, which writes nothing."""
+        with conn.transaction():
+            stored = conn.execute(
+                self._sql("SELECT id FROM {schema}.retinue_sessions WHERE id = ANY(%s)"),
+                (session_ids,),
+            ).fetchall()
+            free = conn.execute(
+                self._sql(
+                    "SELECT id FROM {schema}.retinue_sessions WHERE id = ANY(%s) "
+                    "FOR UPDATE SKIP LOCKED"
+                ),
+                (session_ids,),
+            ).fetchall()
+        return {row[0] for row in stored} - {row[0] for row in free}
+
     def _insert_created(
         self,
         conn: psycopg.Connection[Any],

@@ -216,8 +216,10 @@ class PostgresBackend:
         thread ends the wait with ``trio.Cancelled`` (the writer task's commits are
         shielded, never cancelled), and a close with ``STORE_CLOSED``. Once the lock
         timeout is over, a lock on a table is ``TABLE_LOCKED``: that fails the whole
-        group once (split into sessions, each would wait out the timeout again). A
-        session's row lock is ``SESSION_LOCKED``, a failure to split.
+        group once (split into sessions, each would wait out the timeout again). The
+        sessions whose row is locked are refused ``SESSION_LOCKED``, and the rest of
+        the group committed in one more attempt; a lock found nowhere is
+        ``SESSION_LOCKED`` for the group, a failure to split.
         """
         refusals = list(results)
 
@@ -225,28 +227,39 @@ class PostgresBackend:
             results[:] = refusals  # an attempt that met a lock wrote nothing
             return met_no_lock(lambda: self._commit_group(batches, results))
 
-        if not until_lock_free(
+        if until_lock_free(
             attempt, timeout_ms=_WRITE_LOCK_TIMEOUT_MS, between=self._between_attempts
         ):
-            raise self._lock_timed_out()
+            return
+        self._refuse_table_lock()
+        if not self._refuse_locked_rows(batches, refusals) or not attempt():
+            raise _row_lock_timed_out()
+
+    def _refuse_table_lock(self) -> None:
+        """Raise ``TABLE_LOCKED`` if another transaction locks a table a commit writes."""
+        # ROW EXCLUSIVE: the mode a commit's UPDATE, INSERT and COPY take.
+        tables = locked_tables(self._live_writer(), self._schema, "ROW EXCLUSIVE")
+        if tables:
+            raise table_locked("a group commit", tables, _WRITE_LOCK_TIMEOUT_MS)
+
+    def _refuse_locked_rows(
+        self, batches: Sequence[AppendBatch], refusals: list[StoreError | None]
+    ) -> bool:
+        """Refuse the batches whose session's row another transaction locks; whether any."""
+        live = {batches[i].session_id: i for i, error in enumerate(refusals) if error is None}
+        held: set[str] = set()
+        if not met_no_lock(
+            lambda: held.update(self._tables.locked_rows(self._live_writer(), list(live)))
+        ):
+            return False  # a table lock taken meanwhile: the group fails whole
+        for session_id in held:
+            refusals[live[session_id]] = _row_locked(session_id)
+        return bool(held)
 
     def _between_attempts(self) -> None:
         """End a commit's wait for a lock once the store closes or its trio task is cancelled."""
         self._check_not_closing()
         check_cancelled()
-
-    def _lock_timed_out(self) -> StoreError:
-        """Why the group waited out the lock timeout: a lock on a table, else a session's row."""
-        # ROW EXCLUSIVE: the mode a commit's UPDATE, INSERT and COPY take.
-        tables = locked_tables(self._live_writer(), self._schema, "ROW EXCLUSIVE")
-        if tables:
-            return table_locked("a group commit", tables, _WRITE_LOCK_TIMEOUT_MS)
-        return StoreError(
-            "another transaction holds a session's row locked (a commit of another writer "
-            "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
-            f"{_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once that transaction ends",
-            code="SESSION_LOCKED",
-        )
 
     def _commit_group(
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
@@ -395,6 +408,26 @@ class PostgresBackend:
             return
         with contextlib.suppress(psycopg_module().Error):
             writer.cancel_safe(timeout=5)
+
+
+def _row_locked(session_id: str) -> StoreError:
+    """The refusal of a session whose row another transaction held through the lock timeout."""
+    return StoreError(
+        f"session {session_id!r}: another transaction holds its row locked (a commit of "
+        "another writer still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), "
+        f"waited for {_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once that transaction ends",
+        code="SESSION_LOCKED",
+    )
+
+
+def _row_lock_timed_out() -> StoreError:
+    """Why a group waited out the lock timeout when no lock on a table or row is found."""
+    return StoreError(
+        "another transaction holds a session's row locked (a commit of another writer "
+        "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
+        f"{_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once that transaction ends",
+        code="SESSION_LOCKED",
+    )
 
 
 def _refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
