@@ -459,17 +459,21 @@ class PostgresStore(BufferedStore):
     around entering the store or a load is honoured while a connection is being
     made (a server that never answers is waited for no longer), around entering it
     while another store holds the lock the tables are created under (so is the
-    store's close: the entry is refused ``STORE_CLOSED``), and around a read
-    that claims nothing (``list``, ``exists``, ``inspect``) at any point, its worker
-    thread left to end once the server answers or the connection drops. A lock on
+    store's close when it has nothing to drain: the entry is refused
+    ``STORE_CLOSED``; one with sessions to drain waits for that open and drains
+    through it), and around a read that claims nothing (``list``, ``exists``,
+    ``inspect``) at any point, its worker thread left to end once the server
+    answers or the connection drops (closing the store ends it too). A lock on
     the store's tables held by another transaction (a ``LOCK TABLE``, a schema
     change) fails a flush with ``TABLE_LOCKED`` once its wait for the lock
     (30 s) is over: the group fails whole, once, and its events stay buffered.
-    A read meeting an exclusive lock on them fails so too, after as long. A
-    session's row locked so (a hand-run ``SELECT ... FOR UPDATE``) fails that
-    session's flush alone with ``SESSION_LOCKED`` after as long. A deadline
-    around a flush committing on its own (no ``async with``) ends its wait for
-    either lock, nothing written.
+    A read meeting an exclusive lock on them fails so too, after as long; a
+    claim waiting for a session's previous writer (a load, a new session's
+    first flush), after 10 s. A session's row locked so (a hand-run
+    ``SELECT ... FOR UPDATE``) fails that session's flush with ``SESSION_LOCKED``
+    naming it after 30 s, and the rest of its group is committed then (their
+    flushes waited as long). A deadline around a flush committing on its own
+    (no ``async with``) ends its wait for either lock, nothing written.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x
