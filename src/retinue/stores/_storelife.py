@@ -15,6 +15,7 @@ from retinue._errors import StoreError
 from retinue.session import Session
 
 from ._backend import StorageBackend
+from ._common import already_exists
 from ._groupcommit import GroupCommitter, call_backend
 from ._records import LetGo, Loaded, Request, StoreStatistics, Tracked
 
@@ -297,13 +298,25 @@ class StoreLifetime:
             # Shielded: a store marked closed must not keep its locks or connections.
             with trio.CancelScope(shield=True):
                 await self._call(self._backend.close, "closing the store")
-        errors = [error for error in results if error is not None]
+        outcomes = [
+            error or self._dropped(item) for item, error in zip(tracked, results, strict=True)
+        ]
+        errors = [error for error in outcomes if error is not None]
         if errors:
             summary = "; ".join(error.message for error in errors)
             raise StoreError(
                 f"{len(errors)} session(s) could not be drained on close: {summary}",
                 code="CLOSE_FAILED",
             ) from errors[0]
+
+    def _dropped(self, item: Tracked) -> StoreError | None:
+        """Why *item*, whose drain found nothing to write, still holds events unwritten.
+
+        A load dropped its buffer meanwhile: its create can never be written, another
+        writer having stored the id (a flush of it fails so too)."""
+        if self._tracked.get(item.session.id) is item or not item.unstored():
+            return None
+        return already_exists(item.session.id)
 
     async def _let_go_stored(self, drained: list[Tracked]) -> None:
         """Let go of released sessions whose buffer a commit has just stored, and of their claims.
