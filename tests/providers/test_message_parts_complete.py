@@ -147,6 +147,28 @@ async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() ->
     assert "".join(c.text for c in collected.chunks if isinstance(c, TextDelta)) == answer
 
 
+def _completed_with_a_full_stop(events: list[Event]) -> list[Event]:
+    """The message's complete text, in every event that gives it, ends with a full stop
+    its deltas did not stream."""
+    text = _answer(events)
+    return [
+        json.loads(json.dumps(e).replace(json.dumps(text), json.dumps(text + "."))) for e in events
+    ]
+
+
+async def test_a_part_whose_complete_text_differs_from_its_deltas_comes_once() -> None:
+    """R10.2: deltas without ``content_index`` stream a part whose complete text, in its
+    ``content_part.done``, has a full stop more: the block is taken to hold the part, as
+    its ``output_item.done`` takes it. The whole answer came a second time, the part's
+    text being nowhere in the block."""
+    events = _recorded()
+    edited = _completed_with_a_full_stop(_without_part_index(events))
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == (Text(_answer(events)),)
+    streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
+    assert streamed == _answer(events)
+
+
 async def test_a_part_in_its_part_done_alone_is_kept_beside_deltas_without_a_part_index() -> None:
     """R10.2: beside deltas without ``content_index``, a second part that only its
     ``content_part.done`` gives (no ``output_item.done`` follows) still comes, once; it was

@@ -124,6 +124,8 @@ class ResponsesStreamDecoder:
     _held: dict[Hashable, tuple[object, str | None]] = attrs.field(factory=dict, init=False)
     """Per call, the arguments its ``output_item.added`` carried, and the call they name:
     given when the call or the response ends, unless deltas or its completed item replaced them."""
+    _streamed_parts: dict[Hashable, str] = attrs.field(factory=dict, init=False)
+    """Per block of deltas without a ``content_index``: the parts completed into it, joined."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -358,9 +360,12 @@ class ResponsesStreamDecoder:
             return []
         text = texts[0][1]
         if table.has(whole):
-            # Deltas without a content_index stream each part into one block: this part
-            # streamed there unless its text is nowhere in it.
-            if text in table.text_of(whole):
+            # Deltas without a content_index stream the parts into one block: as in
+            # _unstreamed, this part streamed none only when the block is exactly the parts
+            # before it; one that differs from them (a server trimming) holds this one too.
+            before = self._streamed_parts.get(whole, "")
+            if table.text_of(whole) != before:
+                self._streamed_parts[whole] = before + text
                 return []
         # A block of deltas keyed otherwise may hold this part: it is left for the item's
         # output_item.done to match, which counts the parts by their place in its content.
