@@ -129,12 +129,17 @@ async def test_a_part_sent_only_complete_is_kept_beside_deltas_keyed_otherwise(
 
 async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() -> None:
     """R10.2: deltas without ``content_index`` or ``output_index`` stream both parts of a
-    message into one block; its item, which has an ``output_index``, does not repeat them.
-    It did: only a block keyed by the item's own ``output_index`` was taken for the whole."""
-    events = _with_a_second_part(_recorded(), part_done=False)
-    item_done = next(i for i, e in enumerate(events) if e["type"] == "response.output_item.done")
-    item_id = events[item_done]["item"]["id"]
-    events.insert(item_done, {"type": _DELTA, "item_id": item_id, "delta": _SECOND})
+    message into one block; neither each part's ``content_part.done`` nor its item, which
+    have an ``output_index``, repeat them. They did: only a block keyed by that
+    ``output_index`` was taken for the whole, so the second part came twice."""
+    events = _with_a_second_part(_recorded(), part_done=True)
+    second_done = next(
+        i
+        for i, e in enumerate(events)
+        if e["type"] == "response.content_part.done" and e["content_index"] == 1
+    )
+    item_id = events[second_done]["item_id"]
+    events.insert(second_done, {"type": _DELTA, "item_id": item_id, "delta": _SECOND})
     unindexed = [
         {k: v for k, v in e.items() if k not in ("output_index", "content_index")}
         if e["type"] == _DELTA

@@ -359,6 +359,9 @@ class ResponsesStreamDecoder:
         if table.has(key) or not texts:
             return []
         text = texts[0][1]
+        if not table.has(whole):
+            # Deltas without an output_index either are keyed by their item's id.
+            whole = ("text", ("item", payload.get("item_id")), None)
         if table.has(whole):
             # Deltas without a content_index stream the parts into one block: as in
             # _unstreamed, this part streamed none only when the block is exactly the parts
