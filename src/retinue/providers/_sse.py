@@ -68,7 +68,7 @@ class SseDecoder:
 
     def feed(self, data: bytes) -> list[SseEvent]:
         """Decode *data* and return the events it completed (possibly none)."""
-        if self._head is None:
+        if not self._head:
             data = self._begin(data)
         if b"\r" in data or self._after_cr:
             data = self._normalise(data)
@@ -133,13 +133,18 @@ class SseDecoder:
 
     def _begin(self, data: bytes) -> bytes:
         """*data* without the byte order mark the stream starts with, once it is known
-        whether it starts with one; until then (the network may split the mark), nothing."""
-        data = self._lead + data
-        if len(data) < len(_BOM) and _BOM.startswith(data):
-            self._lead = data
-            return b""
-        self._lead = b""
-        data = data.removeprefix(_BOM)
+        whether it starts with one; until then (the network may split the mark), nothing.
+
+        The head is the first bytes after the mark: a part that was the mark alone
+        leaves it empty, to be taken from the parts that follow.
+        """
+        if self._head is None:
+            data = self._lead + data
+            if len(data) < len(_BOM) and _BOM.startswith(data):
+                self._lead = data
+                return b""
+            self._lead = b""
+            data = data.removeprefix(_BOM)
         self._head = data[:EXCERPT_BYTES]
         return data
 
