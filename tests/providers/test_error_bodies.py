@@ -209,3 +209,18 @@ async def test_an_error_body_in_utf16_without_a_byte_order_mark_reads_in_its_byt
     failure = await _refusal(api, body.encode(encoding), headers=headers)
     assert (failure.status, failure.code) == (400, "too_long")
     assert str(failure).endswith("HTTP 400: zu lang")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("status", [300, 304, 399])
+async def test_a_redirect_body_in_a_charset_it_is_not_in_gives_its_status_and_message(
+    api: str, status: int
+) -> None:
+    """R10.3: the SDKs raise a status error for any status but 2xx (a redirect is not
+    followed), and read its body as an error's: one in a charset that cannot read it
+    gives its status and message; the SDK's decoding raised a UnicodeError in its place."""
+    body = json.dumps({"error": {"message": "pick one", "code": "multiple_choices"}})
+    headers = (("content-type", "application/json; charset=utf-16"),)
+    failure = await _refusal(api, body.encode(), status, headers)
+    assert (failure.status, failure.code) == (status, "multiple_choices")
+    assert str(failure).endswith(f"HTTP {status}: pick one")

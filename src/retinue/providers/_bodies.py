@@ -77,5 +77,5 @@ def leave_body_undecoded(response: httpx2.Response) -> None:
     mark, a codec that is no text encoding) in place of the status's error:
     the adapters read the bytes themselves (:func:`error_body`).
     """
-    if response.status_code >= 400:
+    if not response.is_success:
         response.encoding = "utf-8"
