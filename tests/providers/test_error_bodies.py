@@ -224,3 +224,34 @@ async def test_a_redirect_body_in_a_charset_it_is_not_in_gives_its_status_and_me
     failure = await _refusal(api, body.encode(), status, headers)
     assert (failure.status, failure.code) == (status, "multiple_choices")
     assert str(failure).endswith(f"HTTP {status}: pick one")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+@pytest.mark.parametrize("text", ["Ошибка: zu lang", "错误 模型 gpt-x 不存在"])
+async def test_a_utf16_body_opening_with_other_script_reads_in_its_byte_order(
+    api: str, encoding: str, text: str
+) -> None:
+    """R10.3: a plain-text body in the UTF-16 (or UTF-32) its response names without a byte
+    order, and no byte order mark, whose text opens with Cyrillic or CJK, is read in the
+    byte order the NUL bytes of its whole text show; only its first bytes were looked at,
+    which have none, and it was read in another order or as UTF-8."""
+    family = encoding.rsplit("-", 1)[0]
+    headers = (("content-type", f"text/plain; charset={family}"),)
+    failure = await _refusal(api, text.encode(encoding), headers=headers)
+    assert str(failure).endswith(f"HTTP 400: {text}")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+async def test_a_body_in_a_utf16_of_a_named_byte_order_reads_in_that_order(
+    api: str, encoding: str
+) -> None:
+    """R10.3: a body in the UTF-16 (or UTF-32) its response names with its byte order
+    (``utf-16-le``) is read in that order; its first bytes were taken to show another
+    (``Ā`` opens with a NUL in little-endian UTF-16, as an ASCII character does in
+    big-endian)."""
+    text = "Ābc: zu lang"
+    headers = (("content-type", f"text/plain; charset={encoding}"),)
+    failure = await _refusal(api, text.encode(encoding), headers=headers)
+    assert str(failure).endswith(f"HTTP 400: {text}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import json
 
 import httpx2
 
@@ -20,9 +19,26 @@ _MARKS = (
 """Each byte order mark and the charset it says a body is in."""
 
 
+def _byte_order(family: str, content: bytes) -> str | None:
+    """*family* (``utf-16`` or ``utf-32``, named without a byte order) in the order
+    *content*'s NUL bytes show; ``None`` when they show none.
+
+    A character below U+0100 (in UTF-32, any) has a NUL high byte: its unit's
+    last little-endian, its first big-endian. Counted over the whole body, a
+    text that opens with Cyrillic or CJK shows its order too; a body without
+    them (UTF-8 JSON, a server's English) is in neither.
+    """
+    width = 2 if family == "utf-16" else 4
+    little, big = content[width - 1 :: width].count(0), content[::width].count(0)
+    if little == big:
+        return None
+    return f"{family}-le" if little > big else f"{family}-be"
+
+
 def _text_encoding(charset: str | None, content: bytes) -> str | None:
-    """The codec *charset* names, if it is one that decodes bytes to text and may hold
-    *content*; ``None`` otherwise (no charset, an unknown one, ``base64``)."""
+    """The codec *charset* names, if it is one that decodes bytes to text (a UTF-16 or
+    UTF-32 named without its byte order: in the order *content* shows, see
+    :func:`_byte_order`); ``None`` otherwise (no charset, an unknown one, ``base64``)."""
     if not charset:
         return None
     try:
@@ -32,11 +48,8 @@ def _text_encoding(charset: str | None, content: bytes) -> str | None:
     # The stdlib's own mark of the codecs that decode bytes to text.
     if not codec._is_text_encoding:
         return None
-    if codec.name.startswith(("utf-16", "utf-32")):
-        # Each ASCII character of a UTF-16 or UTF-32 text holds NUL bytes, whose places
-        # tell which one (and its byte order) a body is in, as JSON's own reading has it;
-        # a body without them (UTF-8 JSON, a server's English) is in none.
-        return json.detect_encoding(content)
+    if codec.name in ("utf-16", "utf-32"):
+        return _byte_order(codec.name, content)
     return codec.name
 
 
