@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anthropic
+import httpx2
+import openai
 import pytest
 import trio
 
@@ -12,7 +16,7 @@ from retinue.providers import ModelNotFoundError, ProviderStatusError
 from retinue.providers._failures import error_from_body
 from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
 
-from .support import JSON, collect, make_request, mock_adapter
+from .support import JSON, _adapter, collect, make_request, mock_adapter
 
 GEMINI_MESSAGE = 'Invalid JSON payload received. Unknown name "stop": Cannot find field.'
 # What Gemini's OpenAI-compatible endpoint answers: the error body, wrapped in a list.
@@ -255,3 +259,77 @@ async def test_a_body_in_a_utf16_of_a_named_byte_order_reads_in_that_order(
     headers = (("content-type", f"text/plain; charset={encoding}"),)
     failure = await _refusal(api, text.encode(encoding), headers=headers)
     assert str(failure).endswith(f"HTTP 400: {text}")
+
+
+def _sdk_text(failure: ProviderStatusError) -> str:
+    """The body as the SDK's error, the cause of *failure*, read it."""
+    cause = failure.__cause__
+    assert isinstance(cause, openai.APIStatusError | anthropic.APIStatusError)
+    return cause.response.text
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize(
+    ("charset", "body"),
+    [
+        ("iso-8859-1", "Größe ungültig".encode("latin-1")),
+        ("windows-1252", "Passerelle indisponible \u2013 réessayez".encode("cp1252")),
+        ("utf-16", "\ufeffGröße: zu lang".encode("utf-16-le")),
+        ("utf-32", "\ufeffGröße: zu lang".encode("utf-32-be")),
+    ],
+    ids=["latin-1", "cp1252", "utf-16-marked", "utf-32-marked"],
+)
+async def test_the_sdks_error_reads_a_body_in_a_charset_it_can_read_in_it(
+    api: str, charset: str, body: bytes
+) -> None:
+    """R10.3: the SDK's error, which the adapter's error is raised from, reads a body in the
+    charset its response names when that can read it, as the adapter's does; every error
+    body was read as UTF-8, U+FFFD in the place of each character it then could not read."""
+    headers = (("content-type", f"text/plain; charset={charset}"),)
+    failure = await _refusal(api, body, headers=headers)
+    text = body.decode(charset).removeprefix("\ufeff")
+    assert str(failure).endswith(f"HTTP 400: {text}")
+    assert _sdk_text(failure) == text
+
+
+class _Parts(httpx2.AsyncByteStream):
+    """A body that arrives in the given parts, each a read of its own."""
+
+    def __init__(self, *parts: bytes) -> None:
+        self.parts = parts
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            await trio.lowlevel.checkpoint()
+            yield part
+
+
+async def _streamed_refusal(api: str, charset: str, *parts: bytes) -> ProviderStatusError:
+    """The error *api*'s adapter raises when a 400 in *charset* arrives in *parts*."""
+
+    def answer(_request: httpx2.Request) -> httpx2.Response:
+        headers = {"content-type": f"text/plain; charset={charset}"}
+        return httpx2.Response(400, headers=headers, stream=_Parts(*parts))
+
+    with trio.fail_after(5):
+        async with _adapter(api, "http://mock", transport=httpx2.MockTransport(answer)) as model:
+            with pytest.raises(ProviderStatusError) as caught:
+                await collect(model, make_request("hi"))
+    return caught.value
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("family", ["utf-16", "utf-32"])
+async def test_an_arriving_body_in_a_utf16_named_without_its_order_is_read_after_its_mark(
+    api: str, family: str
+) -> None:
+    """R10.3: a body read as it arrives, in the UTF-16 (or UTF-32) its response names
+    without a byte order, is read so by the SDK's error after a byte order mark, though
+    the network split the mark, and as UTF-8 without one, where the SDK's reading raised."""
+    text = "Größe: zu lang"
+    marked = f"\ufeff{text}".encode(f"{family}-be")
+    failure = await _streamed_refusal(api, family, marked[:1], marked[1:3], marked[3:])
+    assert (str(failure).endswith(f"HTTP 400: {text}"), _sdk_text(failure)) == (True, text)
+    plain = text.encode()
+    failure = await _streamed_refusal(api, family, plain[:1], plain[1:])
+    assert (str(failure).endswith(f"HTTP 400: {text}"), _sdk_text(failure)) == (True, text)

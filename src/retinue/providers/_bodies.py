@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+from collections.abc import AsyncIterator
+from typing import final
 
 import httpx2
 
@@ -82,13 +84,88 @@ def error_body(response: httpx2.Response, parsed: object) -> object:
     return body_text(content, response.charset_encoding)
 
 
-def leave_body_undecoded(response: httpx2.Response) -> None:
-    """Have the SDK decode an error *response*'s body as UTF-8, which cannot fail.
+_UNMARKED = {
+    "utf-16": (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE),
+    "utf-32": (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE),
+}
+"""The charsets named without a byte order, and the marks the SDK needs to read them:
+its reading of a body without one raises."""
 
-    The SDKs decode it in the charset its response names, and some names
-    raise on it from inside the SDK (a UTF-16 body without a byte order
-    mark, a codec that is no text encoding) in place of the status's error:
-    the adapters read the bytes themselves (:func:`error_body`).
+
+def _unreadable(charset: str) -> bool:
+    """Whether the SDK's reading of a body in *charset* raises whatever the body is: a
+    codec that is no text encoding (``base64``), one that refuses to replace what it
+    cannot read (``idna``), or one that fails on a byte that is no ASCII (``punycode``).
+
+    An unknown name is here too: the SDK reads its body as UTF-8 already.
     """
-    if not response.is_success:
+    try:
+        codec = codecs.lookup(charset)
+        if not codec._is_text_encoding:  # the stdlib's own mark of them
+            return True
+        # As httpx2 decodes a body, on a byte no text starts with.
+        decoder = codecs.getincrementaldecoder(charset)(errors="replace")
+        "".join((decoder.decode(b"\xff"), decoder.decode(b"", final=True)))
+    except Exception:  # each one the SDK's, raised in place of the status's error
+        return True
+    return False
+
+
+@final
+class _MarkedOrUtf8(httpx2.AsyncByteStream):
+    """An error body in a UTF-16 or UTF-32 named without its byte order, as it arrives: one
+    that opens with none of *marks* the SDK is had read as UTF-8, as it raises on it."""
+
+    def __init__(
+        self, response: httpx2.Response, body: httpx2.AsyncByteStream, marks: tuple[bytes, ...]
+    ) -> None:
+        self._response, self._body, self._marks = response, body, marks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        head, width = b"", len(self._marks[0])
+        async for part in self._body:
+            if len(head) < width:
+                head += part[: width - len(head)]
+                if len(head) == width and not head.startswith(self._marks):
+                    self._response.encoding = "utf-8"
+            yield part
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+def leave_body_undecoded(response: httpx2.Response) -> None:
+    """Have the SDK decode an error *response*'s body as UTF-8 where its own reading, in
+    the charset its response names, would raise in place of the status's error.
+
+    Elsewhere the SDK's error, the cause of the adapter's, reads the body as
+    the adapter does (a latin-1 one in latin-1). The adapters read the bytes
+    themselves (:func:`error_body`), whichever charset the SDK read them in.
+    """
+    charset = response.charset_encoding
+    if response.is_success or not charset:
+        return
+    if _unreadable(charset):
+        response.encoding = "utf-8"
+        return
+    marks = _UNMARKED.get(codecs.lookup(charset).name)
+    if marks is not None:
+        _read_marked(response, marks)
+
+
+def _read_marked(response: httpx2.Response, marks: tuple[bytes, ...]) -> None:
+    """Have the SDK read *response*'s body as UTF-8 unless it opens with one of *marks*."""
+    try:
+        content = response.content
+    except httpx2.ResponseNotRead:
+        pass
+    else:
+        if len(content) >= len(marks[0]) and not content.startswith(marks):
+            response.encoding = "utf-8"
+        return
+    body, coded = response.stream, response.headers.get("content-encoding", "identity")
+    if isinstance(body, httpx2.AsyncByteStream) and coded.strip().lower() == "identity":
+        response.stream = _MarkedOrUtf8(response, body, marks)
+    else:
+        # Bytes this cannot see before the SDK decodes them: read as UTF-8, which never fails.
         response.encoding = "utf-8"
