@@ -393,8 +393,7 @@ class ResponsesStreamDecoder:
         found = self._settle(key, "reasoning", text or None)
         if found is None and len(parts) > 1:
             # Deltas without a summary_index ran the parts together, keyed otherwise.
-            found = self._table.find("reasoning", "".join(parts), self._matched)
-            self._matched.add(key if found is None else found)
+            found = self._settle(key, "reasoning", "".join(parts))
         block = key if found is None else found
         signature = self._signature(block, item)
         self._reasoning = block if block in self._signed else None
