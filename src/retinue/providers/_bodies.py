@@ -8,7 +8,7 @@ from typing import final
 
 import httpx2
 
-__all__ = ["body_text", "error_body", "leave_body_undecoded"]
+__all__ = ["body_text", "error_body", "keep_error_body_decodable"]
 
 _MARKS = (
     # UTF-32's little-endian mark starts with UTF-16's: it is looked for first.
@@ -134,7 +134,7 @@ class _MarkedOrUtf8(httpx2.AsyncByteStream):
         await self._body.aclose()
 
 
-def leave_body_undecoded(response: httpx2.Response) -> None:
+def keep_error_body_decodable(response: httpx2.Response) -> None:
     """Have the SDK decode an error *response*'s body as UTF-8 where its own reading, in
     the charset its response names, would raise in place of the status's error.
 
@@ -142,8 +142,10 @@ def leave_body_undecoded(response: httpx2.Response) -> None:
     the adapter does (a latin-1 one in latin-1). The adapters read the bytes
     themselves (:func:`error_body`), whichever charset the SDK read them in.
     """
+    if response.is_success:
+        return
     charset = response.charset_encoding
-    if response.is_success or not charset:
+    if not charset:
         return
     if _unreadable(charset):
         response.encoding = "utf-8"

@@ -12,7 +12,7 @@ import trio
 from retinue._stream import StreamChunk
 
 from ._blocks import loads_event, malformed
-from ._bodies import leave_body_undecoded
+from ._bodies import keep_error_body_decodable
 from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError, status_error
 from ._pairs import PairedDeltas
 from ._sse import SseDecoder, SseEvent
@@ -451,7 +451,7 @@ current_answer: ContextVar[_Answer | None] = ContextVar("retinue_answer", defaul
 
 async def note_answer(response: httpx2.Response) -> None:  # noqa: ASYNC910 - records only
     """An event hook: note the response the SDK is about to handle, for :func:`send_within`."""
-    leave_body_undecoded(response)
+    keep_error_body_decodable(response)
     answer = current_answer.get()
     if answer is not None:
         answer.response = response
