@@ -8,7 +8,7 @@ from typing import final
 
 import httpx2
 
-__all__ = ["body_text", "error_body", "keep_error_body_decodable"]
+__all__ = ["body_text", "error_body_text", "keep_error_body_decodable"]
 
 _MARKS = (
     # UTF-32's little-endian mark starts with UTF-16's: it is looked for first.
@@ -74,7 +74,7 @@ def body_text(content: bytes, charset: str | None) -> str:
     return content.decode("utf-8", "replace")
 
 
-def error_body(response: httpx2.Response, parsed: object) -> object:
+def error_body_text(response: httpx2.Response, parsed: object) -> object:
     """The body of the error *response* as text (see :func:`body_text`), or *parsed*, the
     SDK's reading of it, when the body was never read."""
     try:
@@ -140,7 +140,7 @@ def keep_error_body_decodable(response: httpx2.Response) -> None:
 
     Elsewhere the SDK's error, the cause of the adapter's, reads the body as
     the adapter does (a latin-1 one in latin-1). The adapters read the bytes
-    themselves (:func:`error_body`), whichever charset the SDK read them in.
+    themselves (:func:`error_body_text`), whichever charset the SDK read them in.
     """
     if response.is_success:
         return

@@ -26,7 +26,7 @@ from ._anthropic_wire import (
     anthropic_request_body,
     no_room_beside_thinking,
 )
-from ._bodies import error_body
+from ._bodies import error_body_text
 from ._client import ClientOwner, post_json
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
@@ -256,7 +256,7 @@ class AnthropicModel(ClientOwner):
         except anthropic.APIStatusError as exc:
             raise status_error(
                 exc.status_code,
-                error_body(exc.response, exc.body),
+                error_body_text(exc.response, exc.body),
                 exc.response.headers,
                 provider=self.provider,
             ) from exc

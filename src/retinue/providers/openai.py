@@ -18,7 +18,7 @@ import openai
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
-from ._bodies import error_body
+from ._bodies import error_body_text
 from ._client import ClientOwner, post_json
 from ._failures import ProviderError, status_error
 from ._feedback import report_response
@@ -278,7 +278,7 @@ class OpenAIModel(ClientOwner):
         except openai.APIStatusError as exc:
             raise status_error(
                 exc.status_code,
-                error_body(exc.response, exc.body),
+                error_body_text(exc.response, exc.body),
                 exc.response.headers,
                 provider=self.provider,
             ) from exc
