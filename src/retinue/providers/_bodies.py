@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import AsyncIterator
-from typing import final
+from typing import Protocol, final
 
 import httpx2
 
-__all__ = ["body_text", "error_body_text", "keep_error_body_decodable"]
+from ._failures import ProviderStatusError, status_error
+
+__all__ = ["SdkStatusError", "body_text", "keep_error_body_decodable", "sdk_status_error"]
 
 _MARKS = (
     # UTF-32's little-endian mark starts with UTF-16's: it is looked for first.
@@ -74,14 +76,22 @@ def body_text(content: bytes, charset: str | None) -> str:
     return content.decode("utf-8", "replace")
 
 
-def error_body_text(response: httpx2.Response, parsed: object) -> object:
-    """The body of the error *response* as text (see :func:`body_text`), or *parsed*, the
-    SDK's reading of it, when the body was never read."""
+class SdkStatusError(Protocol):
+    """What each SDK's error for a response's status carries."""
+
+    status_code: int
+    response: httpx2.Response
+    body: object
+
+
+def sdk_status_error(exc: SdkStatusError, provider: str) -> ProviderStatusError:
+    """The typed error for the SDK's status error *exc*, its body read as text."""
+    body: object
     try:
-        content = response.content
+        body = body_text(exc.response.content, exc.response.charset_encoding)
     except httpx2.ResponseNotRead:
-        return parsed
-    return body_text(content, response.charset_encoding)
+        body = exc.body  # the SDK's reading, all there is of a body never read
+    return status_error(exc.status_code, body, exc.response.headers, provider=provider)
 
 
 _UNMARKED = {
@@ -140,7 +150,7 @@ def keep_error_body_decodable(response: httpx2.Response) -> None:
 
     Elsewhere the SDK's error, the cause of the adapter's, reads the body as
     the adapter does (a latin-1 one in latin-1). The adapters read the bytes
-    themselves (:func:`error_body_text`), whichever charset the SDK read them in.
+    themselves (:func:`sdk_status_error`), whichever charset the SDK read them in.
     """
     if response.is_success:
         return

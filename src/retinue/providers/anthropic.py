@@ -26,9 +26,9 @@ from ._anthropic_wire import (
     anthropic_request_body,
     no_room_beside_thinking,
 )
-from ._bodies import error_body_text
+from ._bodies import sdk_status_error
 from ._client import ClientOwner, post_json
-from ._failures import ProviderError, status_error
+from ._failures import ProviderError
 from ._feedback import report_response
 from ._http import (
     close_response,
@@ -254,12 +254,7 @@ class AnthropicModel(ClientOwner):
                 options={"headers": headers},
             )
         except anthropic.APIStatusError as exc:
-            raise status_error(
-                exc.status_code,
-                error_body_text(exc.response, exc.body),
-                exc.response.headers,
-                provider=self.provider,
-            ) from exc
+            raise sdk_status_error(exc, self.provider) from exc
         except anthropic.APIConnectionError as exc:
             timed_out = isinstance(exc, anthropic.APITimeoutError)
             error, cause = connection_failed(exc, self.provider, timed_out=timed_out)

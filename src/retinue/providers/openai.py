@@ -18,9 +18,9 @@ import openai
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
-from ._bodies import error_body_text
+from ._bodies import sdk_status_error
 from ._client import ClientOwner, post_json
-from ._failures import ProviderError, status_error
+from ._failures import ProviderError
 from ._feedback import report_response
 from ._http import (
     StreamDecoder,
@@ -276,12 +276,7 @@ class OpenAIModel(ClientOwner):
                 options={"headers": headers, "security": {"bearer_auth": True}},
             )
         except openai.APIStatusError as exc:
-            raise status_error(
-                exc.status_code,
-                error_body_text(exc.response, exc.body),
-                exc.response.headers,
-                provider=self.provider,
-            ) from exc
+            raise sdk_status_error(exc, self.provider) from exc
         except openai.APIConnectionError as exc:
             timed_out = isinstance(exc, openai.APITimeoutError)
             error, cause = connection_failed(exc, self.provider, timed_out=timed_out)
