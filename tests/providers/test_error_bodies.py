@@ -333,3 +333,46 @@ async def test_an_arriving_body_in_a_utf16_named_without_its_order_is_read_after
     plain = text.encode()
     failure = await _streamed_refusal(api, family, plain[:1], plain[1:])
     assert (str(failure).endswith(f"HTTP 400: {text}"), _sdk_text(failure)) == (True, text)
+
+
+class _BrokenBody(httpx2.AsyncByteStream):
+    """A body that breaks after its first bytes, or never comes whole."""
+
+    def __init__(self, failure: Exception | None) -> None:
+        self.failure = failure
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'{"error":{"mess'
+        if self.failure is None:
+            await trio.sleep_forever()
+        raise self.failure
+
+
+async def _redirect_refusal(api: str, failure: Exception | None) -> ProviderStatusError:
+    """The error *api*'s adapter raises for a 302 whose body breaks with *failure*."""
+
+    def answer(_request: httpx2.Request) -> httpx2.Response:
+        headers = {"content-type": "application/json"}
+        return httpx2.Response(302, headers=headers, stream=_BrokenBody(failure))
+
+    transport = httpx2.MockTransport(answer)
+    with trio.fail_after(60):
+        async with _adapter(api, "http://mock", transport=transport, timeout=3.0) as model:
+            with pytest.raises(ProviderStatusError) as caught:
+                await collect(model, make_request("hi"))
+    return caught.value
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_a_redirect_whose_body_breaks_or_stalls_names_its_status(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.3: a 3xx, which the SDKs raise as a status error as they do a 4xx, whose body
+    breaks or does not come in time is that status's error; it was a connection error,
+    one that stalled saying no response headers came."""
+    broken = await _redirect_refusal(api, httpx2.RemoteProtocolError("peer closed connection"))
+    assert broken.status == 302
+    assert "peer closed" in str(broken)
+    stalled = await _redirect_refusal(api, None)
+    assert stalled.status == 302
+    assert "did not arrive within 3.0 s" in str(stalled)

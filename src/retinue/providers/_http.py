@@ -423,8 +423,8 @@ class _Answer:
 
     @property
     def failed(self) -> bool:
-        """Whether the response has an error status."""
-        return self.response is not None and self.response.status_code >= 400
+        """Whether the response has a status the SDKs raise an error for (any but 2xx)."""
+        return self.response is not None and not self.response.is_success
 
     async def close(self) -> None:
         """Close the response, if there is one (the SDK left it open when its body failed)."""
