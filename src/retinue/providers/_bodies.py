@@ -123,8 +123,8 @@ def _unreadable(charset: str) -> bool:
 
 @final
 class _MarkedOrUtf8(httpx2.AsyncByteStream):
-    """An error body in a UTF-16 or UTF-32 named without its byte order, as it arrives: one
-    that opens with none of *marks* the SDK is had read as UTF-8, as it raises on it."""
+    """An error body in a UTF-16 or UTF-32 named without its byte order, as it arrives: the
+    SDK reads one that opens with none of *marks* as UTF-8, where its reading would raise."""
 
     def __init__(
         self, response: httpx2.Response, body: httpx2.AsyncByteStream, marks: tuple[bytes, ...]
