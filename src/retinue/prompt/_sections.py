@@ -8,13 +8,20 @@ backslash is written twice to be one: ``C:\\\\{{dir}}`` is ``C:\\`` and the
 variable's text (each pair one backslash, an odd one left escaping the braces).
 A backslash elsewhere is literal. A single brace is literal, next to a group
 too: ``{{{name}}}`` is the text between braces.
+
+Variables rule, for an :class:`Assembly`'s and :func:`render`'s alike: a
+mapping of name to text, that is a ``collections.abc.Mapping`` or an object
+with ``keys()`` and ``[]`` (what ``dict()`` copies as a mapping). Anything
+else is refused with a ``TypeError`` naming the field: pairs (``["ab", "cd"]``
+would read as two), text, and a lookup with ``[]`` alone, whose names an
+assembly could not copy.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Protocol, TypeVar, final
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar, final
 
 import attrs
 
@@ -74,17 +81,19 @@ class _Variables(ReadOnlyDict[str, str | None]):
         return hash(frozenset(self.items()))
 
 
-def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
-    """*value* copied as ``dict()`` copies it: a mapping, pairs, or an object with ``keys()``."""
+def _check_variables(value: object, field: str) -> None:
+    """Refuse *value* unless the variables rule (in this module's docstring) takes it."""
     if isinstance(value, Mapping):
-        return _Variables(value)
-    refused = TypeError(f"Assembly.variables must be a mapping of name to text, got {_kind(value)}")
-    if isinstance(value, str | bytes):
-        raise refused
-    try:
-        return _Variables(value)
-    except (TypeError, ValueError) as exc:
-        raise refused from exc
+        return
+    kind = type(value)
+    if not (hasattr(kind, "keys") and hasattr(kind, "__getitem__")):
+        raise TypeError(f"{field} must be a mapping of name to text, got {kind.__name__}")
+
+
+def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
+    """*value* copied, read-only, once the variables rule takes it."""
+    _check_variables(value, "Assembly.variables")
+    return _Variables(value)
 
 
 def _sections(value: Iterable[Section]) -> tuple[Section, ...]:
@@ -191,34 +200,18 @@ def check_template(text: str, where: str) -> None:
     _parse(text, where)
 
 
-class _Lookup(Protocol):
-    """What :func:`render` looks variables up in: any object ``str.format_map`` takes."""
-
-    def __getitem__(self, name: str, /) -> str | None: ...
-
-
 _MISSING = object()
 
 
-def _looked_up(variables: _Lookup, name: str) -> object:
-    """*name*'s value, or ``_MISSING``: a mapping's ``in``, else a ``KeyError`` as ``format_map``."""
-    if isinstance(variables, Mapping):
-        # Not []: a mapping's may make a value up for a missing name (a defaultdict's does).
-        return variables.get(name, _MISSING)
-    try:
-        return variables[name]
-    except KeyError:
-        return _MISSING
-
-
-def _interpolate(text: str, variables: _Lookup, where: str) -> str:
+def _interpolate(text: str, variables: Mapping[str, str | None], where: str) -> str:
     pieces = _parse(text, where)
     pieces[1::2] = [_value(name, variables, where) for name in pieces[1::2]]
     return "".join(pieces)
 
 
-def _value(name: str, variables: _Lookup, where: str) -> str:
-    value = _looked_up(variables, name)
+def _value(name: str, variables: Mapping[str, str | None], where: str) -> str:
+    # Not []: a mapping's may make a value up for a missing name (a defaultdict's does).
+    value = variables.get(name, _MISSING)
     if value is _MISSING:
         raise PromptError(f"unknown variable {shown_short(name)} in section {shown_short(where)}")
     if value is None:
@@ -231,21 +224,6 @@ def _value(name: str, variables: _Lookup, where: str) -> str:
             f"(section {shown_short(where)})"
         )
     return value
-
-
-def _check_variables(variables: object) -> None:
-    """Refuse what ``str.format_map`` would take that is no mapping: text, or a sequence.
-
-    Refused before any section is read: a template without groups would take it
-    silently, and pairs would read as no variable at all.
-    """
-    if isinstance(variables, Mapping):
-        return
-    # str and bytes are sequences too.
-    if isinstance(variables, Sequence) or not hasattr(type(variables), "__getitem__"):
-        raise TypeError(
-            f"variables must be a mapping of name to text, got {type(variables).__name__}"
-        )
 
 
 def _checked_sections(sections: Iterable[Section]) -> list[Section]:
@@ -266,21 +244,23 @@ def _checked_sections(sections: Iterable[Section]) -> list[Section]:
     return checked
 
 
-def render(sections: Iterable[Section], variables: _Lookup) -> str:
+def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> str:
     """Render sections in ascending order, dropping empty ones, joined by blank lines.
 
-    *variables* is a mapping, or any object ``str.format_map`` takes: a variable
-    is looked up as ``variables[name]``, a ``KeyError`` meaning there is none.
+    *variables* is what the variables rule (this module's docstring) takes: a
+    mapping, or an object with ``keys()`` and ``[]``, which is copied first.
 
     Raises:
         PromptError: an unknown, valueless or malformed ``{{variable}}``, or
             a lone ``{{`` or ``}}`` (``\\{{`` and ``\\}}`` are literal braces,
             ``\\\\{{name}}`` a backslash and the variable's text); or an item
             that is no :class:`Section`, or a section whose ``order`` is no int.
-        TypeError: *variables* is no mapping: it cannot be looked up by name, or
-            it is text or a sequence (pairs would read as no variable at all).
+        TypeError: *variables* is no mapping (pairs, text, a lookup with ``[]``
+            alone), refused before any section is read.
     """
-    _check_variables(variables)
+    _check_variables(variables, "variables")
+    if not isinstance(variables, Mapping):
+        variables = dict(variables)
     parts = []
     for section in sorted(_checked_sections(sections), key=lambda item: item.order):
         text = _interpolate(section.text, variables, section.name).strip()
