@@ -140,11 +140,11 @@ async def test_waterfall_first_registered_listener_is_outermost() -> None:
     # A seam whose results the bus leaves to its caller: these are no tool results.
     bus.on("tools/execute", layer("outer"))
     bus.on("tools/execute", layer("inner"))
-    result = await bus.waterfall("tools/execute", default, "exec")
+    result = await bus.waterfall("tools/execute", default, "execution")
     assert result == ["outer", "inner", "default"]
     assert trace == [
-        "outer before exec",
-        "inner before exec",
+        "outer before execution",
+        "inner before execution",
         "default",
         "inner after",
         "outer after",
@@ -169,7 +169,7 @@ async def test_waterfall_listener_may_short_circuit() -> None:
 
     bus.on("tools/execute", short)
     bus.on("tools/execute", later)
-    assert await bus.waterfall("tools/execute", default, "prompt") == "short"
+    assert await bus.waterfall("tools/execute", default, "execution") == "short"
     assert reached == []
 
 
@@ -189,7 +189,7 @@ async def test_waterfall_listener_may_wrap_the_result() -> None:
 
     bus.on("tools/execute", double)
     bus.on("tools/execute", add_one)
-    assert await bus.waterfall("tools/execute", default, "config") == 42
+    assert await bus.waterfall("tools/execute", default, "execution") == 42
 
 
 async def test_waterfall_failure_propagates() -> None:
@@ -303,7 +303,7 @@ async def test_waterfall_sync_listener_may_return_next_for_the_bus_to_await() ->
         return "default"
 
     bus.on("tools/execute", lambda _arg, next_: next_())
-    assert await bus.waterfall("tools/execute", default, "message") == "default"
+    assert await bus.waterfall("tools/execute", default, "execution") == "default"
 
 
 # -- parallel ------------------------------------------------------------------------------------

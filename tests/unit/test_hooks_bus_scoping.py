@@ -52,8 +52,8 @@ async def test_scoped_listeners_hear_only_their_agent() -> None:
         return ["a-only", *await next_()]
 
     bus.on("tools/execute", tag, agent="a")
-    assert await bus.waterfall("tools/execute", default, "cfg", scope="a") == ["a-only"]
-    assert await bus.waterfall("tools/execute", default, "cfg", scope="b") == []
+    assert await bus.waterfall("tools/execute", default, "execution", scope="a") == ["a-only"]
+    assert await bus.waterfall("tools/execute", default, "execution", scope="b") == []
     assert bus.listeners("agent/status", "a") != bus.listeners("agent/status", "b")
 
 
@@ -118,10 +118,10 @@ async def test_unregister_during_waterfall_keeps_the_running_chain() -> None:
 
     bus.on("tools/execute", remover)
     removers.append(bus.on("tools/execute", later))
-    assert await bus.waterfall("tools/execute", default, "exec") == "default"
+    assert await bus.waterfall("tools/execute", default, "execution") == "default"
     assert trace == ["later"]
     trace.clear()
-    assert await bus.waterfall("tools/execute", default, "exec") == "default"
+    assert await bus.waterfall("tools/execute", default, "execution") == "default"
     assert trace == []
 
 

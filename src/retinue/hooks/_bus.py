@@ -12,10 +12,10 @@ import trio
 
 from retinue._errors import HookError, synchronous_failure, synchronous_failure_of
 
-from ._calls import call, log_unraised, named, refuse_coroutine, stopped
+from ._calls import call, listener_label, log_unraised, refuse_coroutine, stop_iteration_failure
 from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
-from ._results import RESULTS, invalid_result
+from ._results import RESULTS, check_result
 from ._seams import SEAMS, Listener, SeamName, check_callable, check_listener, seam_mode
 
 __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
@@ -256,7 +256,7 @@ class HookBus:
                 refuse_coroutine(name, fn, fn(*args))
             except StopIteration as exc:
                 # Raised from the append, it would reach the loop's coroutines (PEP 479).
-                failures.append(stopped(name, fn, exc))
+                failures.append(stop_iteration_failure(name, fn, exc))
             except Exception as exc:
                 failures.append(exc)
             except BaseException as exc:
@@ -265,7 +265,7 @@ class HookBus:
                     log_unraised(name, failures, "Ctrl-C passed on")
                     raise
                 # A Cancelled or a SystemExit is the listener's own.
-                failures.append(synchronous_failure_of(exc, named(name, fn), HookError))
+                failures.append(synchronous_failure_of(exc, listener_label(name, fn), HookError))
         if failures:
             log_unraised(name, failures[1:], "another listener's failure was")
             raise failures[0]
@@ -298,8 +298,8 @@ class HookBus:
             result = await call(name, fn, *args)
             if result is None:
                 continue
-            if takes is not None and not takes[0](result):
-                raise invalid_result(name, fn, result, takes[1])
+            if takes is not None:
+                check_result(name, fn, result, takes)
             return result
         return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
 
@@ -353,7 +353,7 @@ class HookBus:
             try:
                 await call(name, fn, *args)
             except Exception as exc:
-                _note_listener(exc, f"raised by {named(name, fn)}")
+                _note_listener(exc, f"raised by {listener_label(name, fn)}")
                 failures.append(exc)
 
         try:

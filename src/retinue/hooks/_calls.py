@@ -15,11 +15,11 @@ from ._seams import Listener
 __all__ = [
     "a_listener_of",
     "call",
+    "listener_label",
     "log_unraised",
-    "named",
     "qualified_name",
     "refuse_coroutine",
-    "stopped",
+    "stop_iteration_failure",
 ]
 
 log = logging.getLogger("retinue.hooks")
@@ -29,7 +29,7 @@ async def call(name: str, fn: Listener, *args: object) -> object:
     """Call *fn* with *args*, awaiting what it returns if that is awaitable.
 
     Raises:
-        RuntimeError: *fn* is synchronous and raised ``StopIteration`` (:func:`stopped`).
+        RuntimeError: *fn* is synchronous and raised ``StopIteration`` (:func:`stop_iteration_failure`).
         HookError: *fn* raised a ``BaseException`` that does not pass on (a stray
             cancel, a ``SystemExit``), caused by it.
     """
@@ -38,24 +38,24 @@ async def call(name: str, fn: Listener, *args: object) -> object:
         if inspect.isawaitable(result):
             return await result
     except StopIteration as exc:
-        raise stopped(name, fn, exc) from exc
+        raise stop_iteration_failure(name, fn, exc) from exc
     except Exception:
         raise
     except BaseException as exc:
         # Ctrl-C and a real cancel are raised again; anything else (a stray cancel, a
         # SystemExit) is the listener's failure, which the seam's caller contains.
-        raise failure_of(exc, named(name, fn), HookError) from exc
+        raise failure_of(exc, listener_label(name, fn), HookError) from exc
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
-def stopped(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
+def stop_iteration_failure(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
     """A synchronous listener's ``StopIteration`` as its failure.
 
     Raised on through a coroutine it would read "coroutine raised StopIteration"
     (PEP 479), naming a coroutine the listener does not have. *exc* is its
     cause, wherever it is raised: its traceback holds the listener's line.
     """
-    error = RuntimeError(raised_message(named(name, fn), exc))
+    error = RuntimeError(raised_message(listener_label(name, fn), exc))
     error.__cause__ = exc
     return error
 
@@ -65,7 +65,7 @@ def a_listener_of(name: str) -> str:
     return f"{'an' if name[:1] in 'aeiou' else 'a'} {name} listener"
 
 
-def named(name: str, fn: Listener) -> str:
+def listener_label(name: str, fn: Listener) -> str:
     """A listener as the errors of what it did name it: "a tools/pre-execute listener (app.check)"."""
     return f"{a_listener_of(name)} ({qualified_name(fn)})"
 

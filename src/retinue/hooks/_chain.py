@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TypeVar
@@ -9,7 +10,7 @@ from typing import TypeVar
 from retinue._errors import HookError
 
 from ._calls import a_listener_of, call
-from ._results import Takes, invalid_result
+from ._results import Takes, check_result
 from ._seams import Listener
 
 __all__ = ["run_chain"]
@@ -18,30 +19,58 @@ T = TypeVar("T")
 
 
 class _Frame:
-    """One listener's call in a waterfall: what its ``next()`` returned, whether it is over."""
+    """One listener's call in a waterfall: its ``next()``, what that returned, whether it is over."""
 
-    __slots__ = ("done", "next_call")
+    __slots__ = ("done", "name", "next_call", "rest")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, name: str, rest: Callable[[_Frame], Coroutine[object, object, object]]
+    ) -> None:
+        self.name = name
+        self.rest = rest
         self.next_call: Coroutine[object, object, object] | None = None
         self.done = False
 
+    def call_next(self) -> Awaitable[object]:
+        """The listener's ``next()``: the rest of the chain, to await.
 
-def _close_unawaited(next_call: Coroutine[object, object, object] | None) -> bool:
-    """Close what a listener's ``next()`` returned if it was never awaited; whether it was.
+        Once, and only while the listener's call lasts: running the rest of the
+        chain twice, or after the dispatch, would run a tool twice or outside its call.
+        """
+        if self.done:
+            raise _late_next(self.name)
+        if self.next_call is not None:
+            raise HookError(f"{a_listener_of(self.name)} called next() more than once")
+        self.next_call = rest = self.rest(self)
+        return rest
 
-    Closed, Python does not warn of a coroutine of the bus's own never awaited.
-    """
-    if next_call is None or inspect.getcoroutinestate(next_call) != inspect.CORO_CREATED:
-        return False
-    next_call.close()
-    return True
+    def end(self) -> bool:
+        """Mark the listener's call over; whether it asked for ``next()`` and never awaited it.
+
+        What it never awaited is closed, so Python does not warn of a coroutine
+        of the bus's own never awaited.
+        """
+        self.done = True
+        next_call = self.next_call
+        if next_call is None or inspect.getcoroutinestate(next_call) != inspect.CORO_CREATED:
+            return False
+        next_call.close()
+        return True
 
 
 def _late_next(name: str) -> HookError:
     return HookError(
         f"{a_listener_of(name)} called next() after the listener returned: "
         "the dispatch is over, so the rest of the chain cannot run"
+    )
+
+
+def _unawaited_next(name: str) -> HookError:
+    # Returned (``return call_next()``) or dropped: either way the rest of the
+    # chain was asked for and never ran.
+    return HookError(
+        f"{a_listener_of(name)} called next() but never awaited what it returned: "
+        "write return await call_next()"
     )
 
 
@@ -66,33 +95,16 @@ async def run_chain(
             raise _late_next(name)
         if index == len(chain):
             return await default()
-        frame = _Frame()
-
-        def call_next() -> Awaitable[T]:
-            # Once, and only while the listener's call lasts: running the
-            # rest of the chain twice, or after the dispatch, would run a
-            # tool twice or outside its call.
-            if frame.done:
-                raise _late_next(name)
-            if frame.next_call is not None:
-                raise HookError(f"{a_listener_of(name)} called next() more than once")
-            frame.next_call = rest = run(index + 1, frame)
-            return rest
-
+        listener = chain[index]
+        frame = _Frame(name, functools.partial(run, index + 1))
         try:
-            result = await call(name, chain[index], *args, call_next)
+            result = await call(name, listener, *args, frame.call_next)
         finally:
-            frame.done = True
-            unawaited = _close_unawaited(frame.next_call)
+            unawaited = frame.end()
         if unawaited:
-            # Returned (``return call_next()``) or dropped: either way the rest of
-            # the chain was asked for and never ran.
-            raise HookError(
-                f"{a_listener_of(name)} called next() but never awaited what it returned: "
-                "write return await call_next()"
-            )
-        if takes is not None and not takes[0](result):
-            raise invalid_result(name, chain[index], result, takes[1])
+            raise _unawaited_next(name)
+        if takes is not None:
+            check_result(name, listener, result, takes)
         return result  # type: ignore[return-value]
 
     return await run(0, None)

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
+from typing import final
+
+import attrs
 
 from retinue._content import Message
 from retinue._errors import HookError
@@ -18,14 +21,22 @@ from retinue._lossless import shown_short
 from retinue._request import LlmCallConfig
 from retinue.prompt import Assembly
 
-from ._calls import named
+from ._calls import listener_label
 from ._decisions import Accept, Allow, Ask, Block, Continue, Deny, Stop
 from ._seams import Listener
 
-__all__ = ["RESULTS", "Takes", "invalid_result"]
+__all__ = ["RESULTS", "Takes", "check_result"]
 
-Takes = tuple[Callable[[object], bool], str]
-"""Whether a seam takes a listener's result, and what it takes, as errors say it."""
+
+@final
+@attrs.frozen
+class Takes:
+    """What a seam takes of its listeners' results."""
+
+    accepts: Callable[[object], bool]
+    """Whether the seam takes a result."""
+    what: str
+    """What the seam takes, as errors say it."""
 
 
 def _messages(value: object) -> bool:
@@ -43,25 +54,33 @@ def _instance_of(*types: type) -> Callable[[object], bool]:
 
 RESULTS: Mapping[str, Takes] = MappingProxyType(
     {
-        "agent/prompt-submit": (_instance_of(Allow, Block), "Allow or Block"),
-        "agent/session-prefix": (_messages, "a sequence of Message"),
-        "agent/request": (_instance_of(LlmCallConfig), "LlmCallConfig"),
-        "agent/step-result": (_instance_of(Message), "Message"),
-        "agent/turn-continuation": (_instance_of(Continue, Stop), "Continue or Stop"),
+        "agent/prompt-submit": Takes(_instance_of(Allow, Block), "Allow or Block"),
+        "agent/session-prefix": Takes(_messages, "a sequence of Message"),
+        "agent/request": Takes(_instance_of(LlmCallConfig), "LlmCallConfig"),
+        "agent/step-result": Takes(_instance_of(Message), "Message"),
+        "agent/turn-continuation": Takes(_instance_of(Continue, Stop), "Continue or Stop"),
         # A listener's None says nothing: strict serial dispatch asks the next one.
-        "agent/turn-stop": (_instance_of(Stop), "None or Stop"),
-        "tools/pre-execute": (_instance_of(Allow, Deny, Ask), "Allow, Deny or Ask"),
-        "tools/post-execute": (_instance_of(Accept, Block), "Accept or Block"),
-        "system-prompt/assemble": (_instance_of(Assembly), "Assembly"),
+        "agent/turn-stop": Takes(_instance_of(Stop), "None or Stop"),
+        "tools/pre-execute": Takes(_instance_of(Allow, Deny, Ask), "Allow, Deny or Ask"),
+        "tools/post-execute": Takes(_instance_of(Accept, Block), "Accept or Block"),
+        "system-prompt/assemble": Takes(_instance_of(Assembly), "Assembly"),
     }
 )
 
 
-def invalid_result(name: str, fn: Listener, result: object, takes: str) -> HookError:
-    """The error for *fn*'s *result*, which seam *name* does not take: it names all three."""
+def check_result(name: str, fn: Listener, result: object, takes: Takes) -> None:
+    """Refuse *fn*'s *result* unless seam *name* takes it.
+
+    Raises:
+        HookError: naming the seam, the listener, what it returned and what the seam takes.
+    """
+    if not takes.accepts(result):
+        raise HookError(f"{listener_label(name, fn)} returned {_shown(result)}, not {takes.what}")
+
+
+def _shown(result: object) -> str:
     try:
-        shown = shown_short(result)
+        return shown_short(result)
     except Exception:
         # A repr that fails must not take the place of the error that reports the value.
-        shown = f"a {type(result).__name__} that cannot be shown"
-    return HookError(f"{named(name, fn)} returned {shown}, not {takes}")
+        return f"a {type(result).__name__} that cannot be shown"
