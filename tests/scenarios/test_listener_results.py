@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import attrs
+import pytest
 import trio
 import trio.testing
 
 import retinue
-from retinue.hooks import PreToolDecision
+from retinue import Message, Text
+from retinue.hooks import Allow, Block, PreToolDecision
 from retinue.prompt import Assembly
+from retinue.providers import LlmCallConfig
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS, Next, of_type, runtime, texts
 
@@ -71,4 +75,102 @@ async def test_an_assemble_listener_returning_text_is_named_in_the_turn_error(
     assert result.reason.message == (
         f"a system-prompt/assemble listener ({__name__}.Policies.assemble) returned "
         "'You are terse.', not Assembly"
+    )
+
+
+class Rewrites:
+    """Listeners returning a value of the seam's type that the seam still cannot use."""
+
+    async def keep(self, *args: object) -> object:
+        call_next: Next = args[-1]  # type: ignore[assignment]
+        return await call_next()
+
+    def block_with_feedback(self, *_args: object) -> object:
+        return Block("no", feedback="use the sandbox")
+
+    def zero_tokens(self, *args: object) -> object:
+        config: LlmCallConfig = args[-2]  # type: ignore[assignment]
+        return attrs.evolve(config, max_tokens=0)
+
+    def user_message(self, *_args: object) -> object:
+        return Message("user", (Text("x"),))
+
+    def allow_rewritten(self, *_args: object) -> object:
+        return Allow(content="rm -rf /tmp")
+
+    def empty_block(self, *_args: object) -> object:
+        return Block()
+
+
+TURN_REFUSALS = {
+    "agent/prompt-submit": (
+        "block_with_feedback",
+        "a Block with feedback or additional_context: a blocked prompt takes only a reason",
+    ),
+    "agent/request": ("zero_tokens", "a config with max_tokens 0"),
+    "agent/step-result": (
+        "user_message",
+        "a user message: the step's message is the assistant's",
+    ),
+}
+
+
+@pytest.mark.parametrize("seam", sorted(TURN_REFUSALS))
+async def test_a_result_of_the_right_type_its_seam_cannot_use_names_the_listener(
+    seam: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """R6.3, R6.6, R7.37: the turn's error names the listener, among others of its seam,
+    that returned a value of the right type the seam refuses, where it named the seam only."""
+    method, problem = TURN_REFUSALS[seam]
+    rewrites = Rewrites()
+    async with runtime(ScriptedModel([Reply("ok")])) as rt:
+        rt.hooks.on(seam, rewrites.keep)
+        rt.hooks.on(seam, getattr(rewrites, method))
+        rt.hooks.on(seam, rewrites.keep)
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+    (end,) = of_type(agent.session.events, "turn/end")
+    assert end.data.reason == result.reason  # type: ignore[union-attr]
+    assert (result.reason.kind, result.reason.code) == ("error", "INVALID_HOOK_RESULT")
+    assert result.reason.message == (
+        f"an {seam} listener ({__name__}.Rewrites.{method}) returned {problem}"
+    )
+
+
+TOOL_REFUSALS = {
+    "tools/pre-execute": (
+        "allow_rewritten",
+        (
+            "an Allow with content or additional_context: a call cannot be rewritten before "
+            "it runs, so they would be lost"
+        ),
+    ),
+    "tools/post-execute": (
+        "empty_block",
+        (
+            "a Block with neither feedback nor a reason: the model would see an empty error "
+            "in place of the result"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("seam", sorted(TOOL_REFUSALS))
+async def test_a_tool_decision_its_seam_cannot_use_names_the_listener_in_the_result(
+    seam: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """R6.8, R6.9, R9.3: the call's logged result names the listener whose decision the seam
+    cannot use, where it named the seam only."""
+    method, problem = TOOL_REFUSALS[seam]
+    model = ScriptedModel([CallTools([ToolCallSpec("remove", '{"path": "x"}')]), Reply("ok")])
+    rewrites = Rewrites()
+    async with runtime(model, tools=[remove]) as rt:
+        rt.hooks.on(seam, rewrites.keep)
+        rt.hooks.on(seam, getattr(rewrites, method))
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("go")
+    (event,) = of_type(agent.session.events, "tool/result")
+    assert event.data.is_error  # type: ignore[union-attr]
+    assert texts(event.data.content) == (  # type: ignore[union-attr]
+        f"Error: a {seam} listener ({__name__}.Rewrites.{method}) returned {problem}"
     )

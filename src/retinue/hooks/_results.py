@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -28,6 +28,10 @@ from ._seams import Listener
 __all__ = ["RESULTS", "Takes", "check_result"]
 
 
+def _sound(_value: Any) -> str | None:
+    return None
+
+
 @final
 @attrs.frozen
 class Takes:
@@ -37,6 +41,52 @@ class Takes:
     """Whether the seam takes a result."""
     what: str
     """What the seam takes, as errors say it."""
+    flaw: Callable[[Any], str | None] = _sound
+    """What makes a result *accepts* takes unusable all the same, as errors say it, or ``None``."""
+
+
+def _prompt_flaw(decision: Allow | Block) -> str | None:
+    if isinstance(decision, Block) and (
+        decision.feedback is not None or decision.additional_context is not None
+    ):
+        # Dropped silently, they would look applied to whoever wrote them.
+        return "a Block with feedback or additional_context: a blocked prompt takes only a reason"
+    return None
+
+
+def _config_flaw(config: LlmCallConfig) -> str | None:
+    if config.max_tokens is not None and config.max_tokens < 1:
+        # No API takes it; logged, it would not say what an adapter sends in its place.
+        return f"a config with max_tokens {config.max_tokens}"
+    return None
+
+
+def _step_flaw(message: Message) -> str | None:
+    if message.role != "assistant":
+        # Only its content is logged, as the assistant's: the role would look applied.
+        return f"a {message.role} message: the step's message is the assistant's"
+    return None
+
+
+def _pre_tool_flaw(decision: Allow | Deny | Ask) -> str | None:
+    if isinstance(decision, Allow) and (
+        decision.content is not None or decision.additional_context is not None
+    ):
+        return (
+            "an Allow with content or additional_context: a call cannot be rewritten "
+            "before it runs, so they would be lost"
+        )
+    return None
+
+
+def _post_tool_flaw(decision: Accept | Block) -> str | None:
+    # Empty feedback counts as none: the reason stands in for it.
+    if isinstance(decision, Block) and not decision.feedback and not decision.reason:
+        return (
+            "a Block with neither feedback nor a reason: the model would see an empty "
+            "error in place of the result"
+        )
+    return None
 
 
 def _messages(value: object) -> bool:
@@ -54,28 +104,36 @@ def _instance_of(*types: type) -> Callable[[object], bool]:
 
 RESULTS: Mapping[str, Takes] = MappingProxyType(
     {
-        "agent/prompt-submit": Takes(_instance_of(Allow, Block), "Allow or Block"),
+        "agent/prompt-submit": Takes(_instance_of(Allow, Block), "Allow or Block", _prompt_flaw),
         "agent/session-prefix": Takes(_messages, "a sequence of Message"),
-        "agent/request": Takes(_instance_of(LlmCallConfig), "LlmCallConfig"),
-        "agent/step-result": Takes(_instance_of(Message), "Message"),
+        "agent/request": Takes(_instance_of(LlmCallConfig), "LlmCallConfig", _config_flaw),
+        "agent/step-result": Takes(_instance_of(Message), "Message", _step_flaw),
         "agent/turn-continuation": Takes(_instance_of(Continue, Stop), "Continue or Stop"),
         # A listener's None says nothing: strict serial dispatch asks the next one.
         "agent/turn-stop": Takes(_instance_of(Stop), "None or Stop"),
-        "tools/pre-execute": Takes(_instance_of(Allow, Deny, Ask), "Allow, Deny or Ask"),
-        "tools/post-execute": Takes(_instance_of(Accept, Block), "Accept or Block"),
+        "tools/pre-execute": Takes(
+            _instance_of(Allow, Deny, Ask), "Allow, Deny or Ask", _pre_tool_flaw
+        ),
+        "tools/post-execute": Takes(
+            _instance_of(Accept, Block), "Accept or Block", _post_tool_flaw
+        ),
         "system-prompt/assemble": Takes(_instance_of(Assembly), "Assembly"),
     }
 )
 
 
 def check_result(name: str, fn: Listener, result: object, takes: Takes) -> None:
-    """Refuse *fn*'s *result* unless seam *name* takes it.
+    """Refuse *fn*'s *result* unless seam *name* takes it and can use it.
 
     Raises:
-        HookError: naming the seam, the listener, what it returned and what the seam takes.
+        HookError: naming the seam, the listener, what it returned and what the seam
+            takes; or, for a result of the right type, what makes it unusable.
     """
     if not takes.accepts(result):
         raise HookError(f"{listener_label(name, fn)} returned {_shown(result)}, not {takes.what}")
+    flaw = takes.flaw(result)
+    if flaw is not None:
+        raise HookError(f"{listener_label(name, fn)} returned {flaw}")
 
 
 def _shown(result: object) -> str:
