@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 import trio
@@ -124,9 +126,10 @@ async def test_a_result_of_the_right_type_its_seam_cannot_use_names_the_listener
     method, problem = TURN_REFUSALS[seam]
     rewrites = Rewrites()
     async with runtime(ScriptedModel([Reply("ok")])) as rt:
-        rt.hooks.on(seam, rewrites.keep)
-        rt.hooks.on(seam, getattr(rewrites, method))
-        rt.hooks.on(seam, rewrites.keep)
+        hooks: Any = rt.hooks  # a seam named by a variable: no overload of on() knows it
+        hooks.on(seam, rewrites.keep)
+        hooks.on(seam, getattr(rewrites, method))
+        hooks.on(seam, rewrites.keep)
         agent = await rt.create_agent("a", OPTIONS)
         result = await agent.ask("go")
     (end,) = of_type(agent.session.events, "turn/end")
@@ -165,8 +168,9 @@ async def test_a_tool_decision_its_seam_cannot_use_names_the_listener_in_the_res
     model = ScriptedModel([CallTools([ToolCallSpec("remove", '{"path": "x"}')]), Reply("ok")])
     rewrites = Rewrites()
     async with runtime(model, tools=[remove]) as rt:
-        rt.hooks.on(seam, rewrites.keep)
-        rt.hooks.on(seam, getattr(rewrites, method))
+        hooks: Any = rt.hooks  # a seam named by a variable: no overload of on() knows it
+        hooks.on(seam, rewrites.keep)
+        hooks.on(seam, getattr(rewrites, method))
         agent = await rt.create_agent("a", OPTIONS)
         await agent.ask("go")
     (event,) = of_type(agent.session.events, "tool/result")
