@@ -100,7 +100,7 @@ async def test_prompt_submit_block_with_post_execute_fields_is_refused_not_dropp
     autojump_clock: trio.testing.MockClock, block: Block
 ) -> None:
     """R6.6: a prompt's block carries only a reason; feedback or additional context on it
-    (post-execute fields) ends the turn with an error naming the seam instead of being
+    (post-execute fields) ends the turn with an error naming the listener instead of being
     silently ignored."""
     model = ScriptedModel([Reply("never")])
     async with runtime(model) as rt:
@@ -112,7 +112,10 @@ async def test_prompt_submit_block_with_post_execute_fields_is_refused_not_dropp
         rt.hooks.on("agent/prompt-submit", submit, agent=agent)
         result = await agent.ask("HELLO")
         assert result.reason.kind == "error"
-        assert "agent/prompt-submit returned a Block with feedback" in str(result.reason.message)
+        assert str(result.reason.message).startswith(
+            f"an agent/prompt-submit listener ({__name__}.{submit.__qualname__}) returned a "
+            "Block with feedback"
+        )
         assert model.statistics().calls == 0
         check_session_invariants(agent.session.events)
 
