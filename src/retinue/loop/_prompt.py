@@ -73,8 +73,6 @@ async def request_prompt(core: AgentCore) -> tuple[str, tuple[ToolSchema, ...] |
     hooks = core.services.hooks
     base = Assembly(_sections(core), request_tools(core), _variables(core))
     assembly = await hooks.waterfall_value(ASSEMBLE, base, core.agent, base, scope=core.id)
-    if not isinstance(assembly, Assembly):
-        raise HookError(f"{ASSEMBLE} returned {type(assembly).__name__}, not Assembly")
     _check_contents(assembly)
     return assembly.render(), assembly.tools
 

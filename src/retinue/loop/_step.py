@@ -95,15 +95,9 @@ def _same_header(
 
 
 async def _request_config(core: AgentCore, state: TurnState, seed: LlmCallConfig) -> LlmCallConfig:
-    config = await core.services.hooks.waterfall_value(
+    return await core.services.hooks.waterfall_value(
         "agent/request", seed, core.agent, state.turn, state.step, seed, scope=core.id
     )
-    if not isinstance(config, LlmCallConfig):
-        raise HookError(f"agent/request returned {type(config).__name__}, not LlmCallConfig")
-    if config.max_tokens is not None and config.max_tokens < 1:
-        # No API takes it; logged, it would not say what an adapter sends in its place.
-        raise HookError(f"agent/request returned a config with max_tokens {config.max_tokens}")
-    return config
 
 
 def _require_model(core: AgentCore, config: LlmCallConfig) -> None:
@@ -317,14 +311,6 @@ async def _step_result(
     result = await core.services.hooks.waterfall_value(
         "agent/step-result", message, core.agent, state.turn, state.step, message, scope=core.id
     )
-    if not isinstance(result, Message):
-        raise HookError(f"agent/step-result returned {type(result).__name__}, not Message")
-    if result.role != "assistant":
-        # Only its content is logged, as the assistant's: the role would look applied.
-        raise HookError(
-            f"agent/step-result returned a {result.role} message: the step's message is "
-            "the assistant's"
-        )
     try:
         return as_content(result.content)
     except TypeError as exc:

@@ -56,25 +56,14 @@ async def pre_execute(hooks: HookBus, execution: ToolExecution) -> PreparedCall:
     return _decide(execution, decision)
 
 
-def _decide(execution: ToolExecution, decision: object) -> PreparedCall:
-    if isinstance(decision, Allow) and _bare(decision):
-        return PreparedCall(execution)
+def _decide(execution: ToolExecution, decision: Allow | Deny | Ask) -> PreparedCall:
     if isinstance(decision, Ask):
         reason = decision.reason or f'tool "{execution.name}" requires approval (not yet supported)'
         decision = Deny(reason)
     if isinstance(decision, Deny):
         return PreparedCall(execution, error_result(execution.call_id, decision.reason))
-    exc = (
-        HookError(
-            "tools/pre-execute returned an Allow with content or additional_context: "
-            "a call cannot be rewritten before it runs, so they would be lost"
-        )
-        if isinstance(decision, Allow)
-        else _invalid_decision("tools/pre-execute", decision)
-    )
-    return PreparedCall(
-        execution, exception_result(execution.call_id, exc), needs_post_execute=False
-    )
+    # A bare Allow: the bus refuses one with content as its listener returns it.
+    return PreparedCall(execution)
 
 
 def check_dispatched(execution: ToolExecution, result: object) -> None:
@@ -123,27 +112,20 @@ async def post_execute(
         return exception_result(execution.call_id, exc)
 
 
-def _apply_post(result: ToolExecutionResult, decision: object) -> ToolExecutionResult:
+def _apply_post(result: ToolExecutionResult, decision: Accept | Block) -> ToolExecutionResult:
     """Apply a post-execute decision (R6.9); the call id never changes."""
     if isinstance(decision, Accept):
         if decision.content is not None:
             content = _held_to_a_result(decision.content, "tools/post-execute's Accept")
             result = attrs.evolve(result, content=content)
-    elif isinstance(decision, Block):
+    else:
         # Empty feedback counts as none: the reason stands in for it.
         feedback = decision.feedback
         if feedback:
             content = _held_to_a_result(feedback, "tools/post-execute's Block feedback")
-        elif decision.reason:
-            content = (Text(f"Error: {decision.reason}"),)
         else:
-            raise HookError(
-                "tools/post-execute returned a Block with neither feedback nor a reason: "
-                "the model would see an empty error in place of the result"
-            )
+            content = (Text(f"Error: {decision.reason}"),)
         result = attrs.evolve(result, content=content, is_error=True)
-    else:
-        raise _invalid_decision("tools/post-execute", decision)
     if decision.additional_context is not None:
         result = attrs.evolve(result, additional_context=decision.additional_context)
     return result
@@ -159,7 +141,3 @@ def _held_to_a_result(content: tuple[ContentBlock, ...], owner: str) -> tuple[Co
 
 def _invalid_decision(seam: str, value: object) -> HookError:
     return HookError(f"{seam} returned an invalid decision: {type(value).__name__}")
-
-
-def _bare(decision: Allow) -> bool:
-    return decision.content is None and decision.additional_context is None
