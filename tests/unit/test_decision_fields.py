@@ -102,23 +102,21 @@ def test_an_empty_or_blank_deny_reason_is_refused_when_built(reason: str) -> Non
         Deny(reason)
 
 
-@pytest.mark.parametrize(
-    ("build", "problem"),
-    [
-        (lambda: Block("  "), r"Block\.reason must not be blank: leave it '' for no reason"),
-        (lambda: Block(reason="\n"), r"Block\.reason must not be blank"),
-        (lambda: Ask(" \t "), r"Ask\.reason must not be blank: leave it None for no reason"),
-    ],
-    ids=["Block spaces", "Block newline", "Ask blank"],
-)
-def test_a_blank_optional_reason_is_refused_when_built(
-    build: Callable[[], object], problem: str
-) -> None:
-    """R6.8, R6.9: a blank reason would be shown as ``Error:`` and nothing else, where an
-    empty ``Block`` reason gives way to the feedback and an empty ``Ask`` one to the tool's
-    name: a reason of only whitespace is refused, the empty one stays the way to give none."""
-    with pytest.raises(ValueError, match=problem):
-        build()
+def test_a_blank_ask_reason_is_refused_when_built() -> None:
+    """R6.8: an ``Ask`` reason is always shown, as ``Error: <reason>``: one of only
+    whitespace would say nothing, so it is refused; ``None`` gives none (the tool's name
+    stands in)."""
+    with pytest.raises(ValueError, match=r"Ask\.reason must not be blank: leave it None"):
+        Ask(" \t ")
+
+
+@pytest.mark.parametrize("reason", ["  ", "\n", "\u3000"])
+def test_a_blank_block_reason_is_taken_as_none(reason: str) -> None:
+    """R6.6, R6.9: a ``Block`` reason is not always shown (feedback stands in for it, and a
+    blocked prompt has a fallback), so one of only whitespace is taken as the empty one,
+    where it was refused when built, a blocked prompt's turn ending in an error."""
+    assert Block(reason).reason == ""
+    assert Block(reason=reason, feedback=[Text("use the sandbox")]).reason == ""
 
 
 @pytest.mark.parametrize(
@@ -183,3 +181,42 @@ async def test_a_prompt_blocked_with_a_reason_of_another_type_ends_the_turn_nami
     assert result.reason.kind == "error"
     assert result.reason.message == "Block.reason must be a str, got None"
     assert of_type(agent.session.events, "prompt/blocked") == []
+
+
+async def test_a_prompt_blocked_with_a_blank_reason_is_rejected_as_one_without_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.6, R7.12: ``Block(" ")`` blocks the prompt, the turn ending rejected with the
+    fallback reason, where building it raised and the turn ended in an error."""
+    async with runtime(ScriptedModel([Reply("never")])) as rt:
+        rt.hooks.on("agent/prompt-submit", lambda *_: Block(" "))
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+    assert (result.reason.kind, result.reason.reason) == ("rejected", "prompt blocked by hook")
+    (blocked,) = of_type(agent.session.events, "prompt/blocked")
+    assert blocked.data.reason == ""  # type: ignore[union-attr]
+
+
+async def _post_blocked(block: Callable[[], Block]) -> str:
+    """What the model is shown for a call whose result a post-execute listener blocks."""
+    model = ScriptedModel([CallTools([ToolCallSpec("remove", '{"path": "x"}')]), Reply("ok")])
+    async with runtime(model, tools=[remove]) as rt:
+        rt.hooks.on("tools/post-execute", lambda *_: block())
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("go")
+    (event,) = of_type(agent.session.events, "tool/result")
+    assert event.data.is_error  # type: ignore[union-attr]
+    return texts(event.data.content)  # type: ignore[union-attr]
+
+
+async def test_a_tool_result_blocked_with_a_blank_reason_shows_the_feedback_or_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.9: beside feedback a blank reason is never shown, so it is taken; alone it is no
+    reason, and the listener's Block is refused as one with neither, never ``Error: ``."""
+    assert await _post_blocked(lambda: Block("\n", feedback="use the sandbox")) == (
+        "use the sandbox"
+    )
+    assert "returned a Block with neither feedback nor a reason" in await _post_blocked(
+        lambda: Block(" ")
+    )

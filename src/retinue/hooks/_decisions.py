@@ -86,6 +86,10 @@ def _not_blank(decision: object, attribute: attrs.Attribute[Any], value: object)
         )
 
 
+def _blank_as_empty(value: str) -> str:
+    return "" if _blank(value) else value
+
+
 def _optional_content(
     value: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock] | None,
 ) -> tuple[ContentBlock, ...] | None:
@@ -113,7 +117,8 @@ class Block:
     """Veto a prompt (``reason``) or a tool result (``feedback`` replaces it, R6.9)."""
 
     # May be empty: a prompt is blocked without one, and feedback may stand in for it.
-    reason: str = attrs.field(default="", validator=[check_str, _not_blank])
+    # A blank one is no reason either, where a Deny's or an Ask's would be shown as it is.
+    reason: str = attrs.field(default="", converter=_blank_as_empty, validator=check_str)
     feedback: tuple[ContentBlock, ...] | None = attrs.field(
         default=None, converter=_optional_content
     )
