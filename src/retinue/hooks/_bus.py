@@ -15,7 +15,7 @@ from retinue._errors import HookError, synchronous_failure, synchronous_failure_
 from ._calls import call, listener_label, log_unraised, refuse_coroutine, stop_iteration_failure
 from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
-from ._results import RESULTS, check_result
+from ._results import RESULTS, refusal
 from ._seams import SEAMS, Listener, SeamName, check_callable, check_listener, seam_mode
 
 __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
@@ -298,8 +298,8 @@ class HookBus:
             result = await call(name, fn, *args)
             if result is None:
                 continue
-            if takes is not None:
-                check_result(name, fn, result, takes)
+            if takes is not None and not takes.accepts(result):
+                raise refusal(name, fn, result, takes)
             return result
         return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
 

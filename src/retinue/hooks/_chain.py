@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TypeVar
@@ -10,7 +9,7 @@ from typing import TypeVar
 from retinue._errors import HookError
 
 from ._calls import a_listener_of, call
-from ._results import Takes, check_result
+from ._results import Takes, refusal
 from ._seams import Listener
 
 __all__ = ["run_chain"]
@@ -21,13 +20,18 @@ T = TypeVar("T")
 class _Frame:
     """One listener's call in a waterfall: its ``next()``, what that returned, whether it is over."""
 
-    __slots__ = ("done", "name", "next_call", "rest")
+    __slots__ = ("done", "index", "name", "next_call", "run")
 
     def __init__(
-        self, name: str, rest: Callable[[_Frame], Coroutine[object, object, object]]
+        self,
+        name: str,
+        run: Callable[[int, _Frame], Coroutine[object, object, object]],
+        index: int,
     ) -> None:
         self.name = name
-        self.rest = rest
+        # The chain's runner and where the rest of it starts: next() runs run(index, self).
+        self.run = run
+        self.index = index
         self.next_call: Coroutine[object, object, object] | None = None
         self.done = False
 
@@ -41,7 +45,7 @@ class _Frame:
             raise _late_next(self.name)
         if self.next_call is not None:
             raise HookError(f"{a_listener_of(self.name)} called next() more than once")
-        self.next_call = rest = self.rest(self)
+        self.next_call = rest = self.run(self.index, self)
         return rest
 
     def end(self) -> bool:
@@ -96,15 +100,15 @@ async def run_chain(
         if index == len(chain):
             return await default()
         listener = chain[index]
-        frame = _Frame(name, functools.partial(run, index + 1))
+        frame = _Frame(name, run, index + 1)
         try:
             result = await call(name, listener, *args, frame.call_next)
         finally:
             unawaited = frame.end()
         if unawaited:
             raise _unawaited_next(name)
-        if takes is not None:
-            check_result(name, listener, result, takes)
+        if takes is not None and not takes.accepts(result):
+            raise refusal(name, listener, result, takes)
         return result  # type: ignore[return-value]
 
     return await run(0, None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, final
+from typing import final
 
 import attrs
 
@@ -25,10 +25,10 @@ from ._calls import listener_label
 from ._decisions import Accept, Allow, Ask, Block, Continue, Deny, Stop
 from ._seams import Listener
 
-__all__ = ["RESULTS", "Takes", "check_result"]
+__all__ = ["RESULTS", "Takes", "refusal"]
 
 
-def _sound(_value: Any) -> str | None:
+def _unflawed(_value: object) -> str | None:
     return None
 
 
@@ -38,14 +38,23 @@ class Takes:
     """What a seam takes of its listeners' results."""
 
     accepts: Callable[[object], bool]
-    """Whether the seam takes a result."""
+    """Whether the seam takes a result: of its type, and usable (one call per listener)."""
     what: str
     """What the seam takes, as errors say it."""
-    flaw: Callable[[Any], str | None] = _sound
-    """What makes a result *accepts* takes unusable all the same, as errors say it, or ``None``."""
+    flaw: Callable[[object], str | None] = _unflawed
+    """What makes a result of the seam's type unusable all the same, as errors say it, or
+    ``None``; read for an error only."""
 
 
-def _prompt_flaw(decision: Allow | Block) -> str | None:
+def _takes(
+    types: tuple[type, ...], what: str, flaw: Callable[[object], str | None] | None = None
+) -> Takes:
+    if flaw is None:
+        return Takes(lambda value: isinstance(value, types), what)
+    return Takes(lambda value: isinstance(value, types) and flaw(value) is None, what, flaw)
+
+
+def _prompt_flaw(decision: object) -> str | None:
     if isinstance(decision, Block) and (
         decision.feedback is not None or decision.additional_context is not None
     ):
@@ -54,21 +63,25 @@ def _prompt_flaw(decision: Allow | Block) -> str | None:
     return None
 
 
-def _config_flaw(config: LlmCallConfig) -> str | None:
-    if config.max_tokens is not None and config.max_tokens < 1:
+def _config_flaw(config: object) -> str | None:
+    if (
+        isinstance(config, LlmCallConfig)
+        and config.max_tokens is not None
+        and config.max_tokens < 1
+    ):
         # No API takes it; logged, it would not say what an adapter sends in its place.
         return f"a config with max_tokens {config.max_tokens}"
     return None
 
 
-def _step_flaw(message: Message) -> str | None:
-    if message.role != "assistant":
+def _step_flaw(message: object) -> str | None:
+    if isinstance(message, Message) and message.role != "assistant":
         # Only its content is logged, as the assistant's: the role would look applied.
         return f"a {message.role} message: the step's message is the assistant's"
     return None
 
 
-def _pre_tool_flaw(decision: Allow | Deny | Ask) -> str | None:
+def _pre_tool_flaw(decision: object) -> str | None:
     if isinstance(decision, Allow) and (
         decision.content is not None or decision.additional_context is not None
     ):
@@ -79,7 +92,7 @@ def _pre_tool_flaw(decision: Allow | Deny | Ask) -> str | None:
     return None
 
 
-def _post_tool_flaw(decision: Accept | Block) -> str | None:
+def _post_tool_flaw(decision: object) -> str | None:
     # Empty feedback counts as none: the reason stands in for it.
     if isinstance(decision, Block) and not decision.feedback and not decision.reason:
         return (
@@ -98,42 +111,32 @@ def _messages(value: object) -> bool:
     )
 
 
-def _instance_of(*types: type) -> Callable[[object], bool]:
-    return lambda value: isinstance(value, types)
-
-
 RESULTS: Mapping[str, Takes] = MappingProxyType(
     {
-        "agent/prompt-submit": Takes(_instance_of(Allow, Block), "Allow or Block", _prompt_flaw),
+        "agent/prompt-submit": _takes((Allow, Block), "Allow or Block", _prompt_flaw),
         "agent/session-prefix": Takes(_messages, "a sequence of Message"),
-        "agent/request": Takes(_instance_of(LlmCallConfig), "LlmCallConfig", _config_flaw),
-        "agent/step-result": Takes(_instance_of(Message), "Message", _step_flaw),
-        "agent/turn-continuation": Takes(_instance_of(Continue, Stop), "Continue or Stop"),
+        "agent/request": _takes((LlmCallConfig,), "LlmCallConfig", _config_flaw),
+        "agent/step-result": _takes((Message,), "Message", _step_flaw),
+        "agent/turn-continuation": _takes((Continue, Stop), "Continue or Stop"),
         # A listener's None says nothing: strict serial dispatch asks the next one.
-        "agent/turn-stop": Takes(_instance_of(Stop), "None or Stop"),
-        "tools/pre-execute": Takes(
-            _instance_of(Allow, Deny, Ask), "Allow, Deny or Ask", _pre_tool_flaw
-        ),
-        "tools/post-execute": Takes(
-            _instance_of(Accept, Block), "Accept or Block", _post_tool_flaw
-        ),
-        "system-prompt/assemble": Takes(_instance_of(Assembly), "Assembly"),
+        "agent/turn-stop": _takes((Stop,), "None or Stop"),
+        "tools/pre-execute": _takes((Allow, Deny, Ask), "Allow, Deny or Ask", _pre_tool_flaw),
+        "tools/post-execute": _takes((Accept, Block), "Accept or Block", _post_tool_flaw),
+        "system-prompt/assemble": _takes((Assembly,), "Assembly"),
     }
 )
 
 
-def check_result(name: str, fn: Listener, result: object, takes: Takes) -> None:
-    """Refuse *fn*'s *result* unless seam *name* takes it and can use it.
+def refusal(name: str, fn: Listener, result: object, takes: Takes) -> HookError:
+    """The error for *fn*'s *result*, which seam *name* does not accept.
 
-    Raises:
-        HookError: naming the seam, the listener, what it returned and what the seam
-            takes; or, for a result of the right type, what makes it unusable.
+    It names the seam, the listener and what it returned: for a result of the
+    seam's type, what makes it unusable; for any other, what the seam takes.
     """
-    if not takes.accepts(result):
-        raise HookError(f"{listener_label(name, fn)} returned {_shown(result)}, not {takes.what}")
     flaw = takes.flaw(result)
     if flaw is not None:
-        raise HookError(f"{listener_label(name, fn)} returned {flaw}")
+        return HookError(f"{listener_label(name, fn)} returned {flaw}")
+    return HookError(f"{listener_label(name, fn)} returned {_shown(result)}, not {takes.what}")
 
 
 def _shown(result: object) -> str:
