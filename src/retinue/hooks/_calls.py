@@ -8,7 +8,6 @@ import logging
 from collections.abc import Callable
 
 from retinue._errors import HookError, failure_of, raised_message
-from retinue._lossless import shown_short
 
 from ._seams import Listener
 
@@ -71,62 +70,20 @@ def listener_label(name: str, fn: Listener) -> str:
 
 
 def qualified_name(fn: object) -> str:
-    """*fn*'s module and qualified name (``app.Policy.check``), as a user finds it in the code,
-    then what tells it from another listener of that code (:func:`_told_apart`).
+    """*fn*'s module and qualified name (``app.Policy.check``), as a user finds it in the code.
 
     A partial is named by what it calls, an object by its class's ``__call__``.
     """
-    try:
-        told_apart = _told_apart(fn)
-    except Exception:
-        # A repr that fails must not take the place of the error that names fn.
-        told_apart = ""
     while isinstance(fn, functools.partial):
         fn = fn.func
     try:
         qualname, module = getattr(fn, "__qualname__", None), getattr(fn, "__module__", None)
     except Exception:
+        # An attribute that raises must not take the place of the error that names fn.
         qualname = module = None
     if not isinstance(qualname, str):
         qualname, module = f"{type(fn).__qualname__}.__call__", type(fn).__module__
-    code = f"{module}.{qualname}" if isinstance(module, str) else qualname
-    return f"{code}{told_apart}"
-
-
-def _told_apart(fn: object) -> str:
-    """What tells *fn* from another listener of the same code, or ``""``: the repr of the
-    instance it is bound to or of the callable object it is (`` of Backup(target='s3')``),
-    and a partial's arguments (`` with 'rm'``), each cut short.
-
-    Only values whose class has a repr of its own are shown: an address (``object``'s
-    repr) would tell two apart but say nothing of which is which.
-    """
-    arguments: list[str] = []
-    while isinstance(fn, functools.partial):
-        # Outer arguments follow inner ones in the call (a partial of a subclass nests).
-        arguments[:0] = [shown_short(value) for value in fn.args if _shows_itself(value)]
-        arguments.extend(
-            f"{key}={shown_short(value)}"
-            for key, value in fn.keywords.items()
-            if _shows_itself(value)
-        )
-        fn = fn.func
-    holder = fn.__self__ if inspect.ismethod(fn) else fn
-    told = f" of {shown_short(holder)}" if _shows_itself(holder) else ""
-    return f"{told} with {_cut(', '.join(arguments))}" if arguments else told
-
-
-def _shows_itself(value: object) -> bool:
-    """Whether *value*'s repr says what it is: its class's own, and no function's or class's."""
-    return (
-        not inspect.isroutine(value)
-        and not isinstance(value, type)
-        and type(value).__repr__ is not object.__repr__
-    )
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= 200 else f"{text[:160]}... ({len(text)} characters)"
+    return f"{module}.{qualname}" if isinstance(module, str) else qualname
 
 
 def refuse_coroutine(
