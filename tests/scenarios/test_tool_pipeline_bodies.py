@@ -360,7 +360,7 @@ async def test_execute_wrapper_wraps_the_body() -> None:
         (
             lambda *_: "not a result",
             failed(
-                "tools/execute returned an invalid decision: str",
+                "tools/execute returned an invalid result: str",
                 "INVALID_HOOK_RESULT",
                 "HookError",
             ),

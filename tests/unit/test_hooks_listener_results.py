@@ -8,11 +8,16 @@ from collections.abc import Coroutine
 
 import pytest
 
+import retinue.hooks._bus
 from retinue import Message, Text
 from retinue._errors import HookError
 from retinue.hooks import Accept, Allow, Ask, Block, Continue, Deny, HookBus, Stop
+from retinue.hooks._results import RESULTS
+from retinue.hooks._seams import SEAMS
 from retinue.prompt import Assembly
 from retinue.providers import LlmCallConfig
+from retinue.tools import ToolExecution
+from retinue.tools._pipeline_hooks import pre_execute
 from tests.helpers import Next
 
 # Each seam the bus knows the result of, with a result it takes and what it says it takes.
@@ -140,3 +145,44 @@ def test_a_coroutine_an_emit_listener_returns_is_refused_naming_the_listener(
         bus.emit("agent/created", "agent")
     [record] = [record for record in caplog.records if record.exc_info]
     assert f"{listener} returned a coroutine" in str(record.exc_info[1])  # type: ignore[index]
+
+
+def test_every_deciding_seam_but_tools_execute_has_its_results_checked() -> None:
+    """R6.3: the loop and the tool pipeline leave a listener's result to the bus's check, so
+    every waterfall and strict-serial seam must have one (tools/execute's result is a type
+    of the tools layer, which checks it)."""
+    deciding = {seam for seam, mode in SEAMS.items() if mode in ("waterfall", "strict-serial")}
+    assert set(RESULTS) == deciding - {"tools/execute"}
+
+
+class _ExitingRepr:
+    def __repr__(self) -> str:
+        raise SystemExit("repr exits")
+
+
+async def test_a_wrong_result_whose_repr_raises_system_exit_is_still_refused_naming_it() -> None:
+    """R6.3: a result whose repr raises SystemExit is the listener's failure, refused as a
+    HookError naming the listener, where the SystemExit escaped the dispatch and the runtime."""
+    bus = HookBus()
+    bus.on("tools/pre-execute", lambda *_args: _ExitingRepr())
+    with pytest.raises(HookError, match="returned a _ExitingRepr that cannot be shown"):
+        await bus.waterfall_value("tools/pre-execute", Allow(), "execution")
+
+
+async def test_a_pre_execute_result_the_bus_did_not_check_fails_the_call_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R9.3: were the bus's check of a pre-execute result missing, a result that is no
+    decision fails the call rather than letting it run, as a bare Allow would."""
+    monkeypatch.setattr(
+        retinue.hooks._bus,
+        "RESULTS",
+        {seam: takes for seam, takes in RESULTS.items() if seam != "tools/pre-execute"},
+    )
+    bus = HookBus()
+    bus.on("tools/pre-execute", lambda *_args: Block("no"))
+    prepared = await pre_execute(bus, ToolExecution("c1", "fetch", {}))
+    assert not prepared.needs_dispatch
+    assert prepared.result is not None
+    assert prepared.result.is_error
+    assert "tools/pre-execute returned an invalid result: Block" in str(prepared.result.content)

@@ -16,7 +16,7 @@ from typing import final
 import attrs
 
 from retinue._content import Message
-from retinue._errors import HookError
+from retinue._errors import HookError, synchronous_failure
 from retinue._lossless import shown_short
 from retinue._request import LlmCallConfig
 from retinue.prompt import Assembly
@@ -142,6 +142,9 @@ def refusal(name: str, fn: Listener, result: object, takes: Takes) -> HookError:
 def _shown(result: object) -> str:
     try:
         return shown_short(result)
-    except Exception:
-        # A repr that fails must not take the place of the error that reports the value.
+    except BaseException as exc:
+        # A repr that fails (a SystemExit too: the listener's own failure, as a raise of
+        # its would be) must not take the place of the error that reports the value.
+        if not synchronous_failure(exc):
+            raise
         return f"a {type(result).__name__} that cannot be shown"

@@ -62,8 +62,13 @@ def _decide(execution: ToolExecution, decision: Allow | Deny | Ask) -> PreparedC
         decision = Deny(reason)
     if isinstance(decision, Deny):
         return PreparedCall(execution, error_result(execution.call_id, decision.reason))
-    # A bare Allow: the bus refuses one with content as its listener returns it.
-    return PreparedCall(execution)
+    if isinstance(decision, Allow):
+        # A bare Allow: the bus refuses one with content as its listener returns it.
+        return PreparedCall(execution)
+    # The bus refuses anything else as its listener returns it; were that check ever
+    # missing, the call must fail closed, not run.
+    failure = exception_result(execution.call_id, _invalid_result("tools/pre-execute", decision))
+    return PreparedCall(execution, failure, needs_post_execute=False)
 
 
 def check_dispatched(execution: ToolExecution, result: object) -> None:
@@ -74,7 +79,7 @@ def check_dispatched(execution: ToolExecution, result: object) -> None:
             holds a block no result may (a tool call, a tool result, reasoning).
     """
     if not isinstance(result, ToolExecutionResult):
-        raise _invalid_decision("tools/execute", result)
+        raise _invalid_result("tools/execute", result)
     if result.call_id != execution.call_id:
         raise HookError(
             f'tools/execute returned a result for call "{result.call_id}", '
@@ -114,6 +119,8 @@ async def post_execute(
 
 def _apply_post(result: ToolExecutionResult, decision: Accept | Block) -> ToolExecutionResult:
     """Apply a post-execute decision (R6.9); the call id never changes."""
+    if not isinstance(decision, Accept | Block):
+        raise _invalid_result("tools/post-execute", decision)
     if isinstance(decision, Accept):
         if decision.content is not None:
             content = _held_to_a_result(decision.content, "tools/post-execute's Accept")
@@ -139,5 +146,5 @@ def _held_to_a_result(content: tuple[ContentBlock, ...], owner: str) -> tuple[Co
         raise HookError(str(exc)) from None
 
 
-def _invalid_decision(seam: str, value: object) -> HookError:
-    return HookError(f"{seam} returned an invalid decision: {type(value).__name__}")
+def _invalid_result(seam: str, value: object) -> HookError:
+    return HookError(f"{seam} returned an invalid result: {type(value).__name__}")
