@@ -81,3 +81,43 @@ def test_what_is_no_mapping_is_refused_by_assembly_and_render_alike(
     assert str(refused.value) == (
         f"{field} must be a mapping of name to text, got {type(variables).__name__}"
     )
+
+
+class _KeysNotCallable:
+    keys = ("who",)
+
+    def __getitem__(self, name: str) -> str:
+        return "Ada"
+
+
+class _KeysNotIterable:
+    def keys(self) -> int:
+        return 5
+
+    def __getitem__(self, name: str) -> str:
+        return "Ada"
+
+
+class _ListsWhatItLacks:
+    def keys(self) -> list[str]:
+        return ["who", "b"]
+
+    def __getitem__(self, name: str) -> str:
+        return {"who": "Ada"}[name]
+
+
+@pytest.mark.parametrize("use", sorted(USES))
+@pytest.mark.parametrize(
+    "variables",
+    [_KeysNotCallable(), _KeysNotIterable(), _ListsWhatItLacks()],
+    ids=["keys not callable", "keys not iterable", "keys listing a name [] refuses"],
+)
+def test_a_keyed_object_that_cannot_be_read_as_a_mapping_is_refused_naming_the_field(
+    use: str, variables: Any
+) -> None:
+    """R7.51, R7.52: an object with ``keys`` and ``[]`` that cannot be copied as a mapping is
+    refused with a TypeError naming the field, where its own TypeError or KeyError escaped
+    saying nothing of the variables."""
+    build, field = USES[use]
+    with pytest.raises(TypeError, match=rf"^{field} must be a mapping of name to text: reading"):
+        build(variables)

@@ -90,10 +90,27 @@ def _check_variables(value: object, field: str) -> None:
         raise TypeError(f"{field} must be a mapping of name to text, got {kind.__name__}")
 
 
+def _as_mapping(value: object, field: str) -> Mapping[str, str | None]:
+    """*value* once the variables rule takes it: a Mapping as it is, else copied to one.
+
+    An object whose ``keys()`` gives no names, or whose ``[]`` refuses one it lists,
+    is refused naming *field*, as an object that is no mapping at all is.
+    """
+    _check_variables(value, field)
+    if isinstance(value, Mapping):
+        return value
+    try:
+        copied: dict[str, str | None] = dict(value)  # type: ignore[call-overload]
+        return copied
+    except (TypeError, ValueError, KeyError) as exc:
+        raise TypeError(
+            f"{field} must be a mapping of name to text: reading it as one failed: {exc!r}"
+        ) from exc
+
+
 def _variables(value: Mapping[str, str | None]) -> Mapping[str, str | None]:
     """*value* copied, read-only, once the variables rule takes it."""
-    _check_variables(value, "Assembly.variables")
-    return _Variables(value)
+    return _Variables(_as_mapping(value, "Assembly.variables"))
 
 
 def _sections(value: Iterable[Section]) -> tuple[Section, ...]:
@@ -258,9 +275,7 @@ def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> 
         TypeError: *variables* is no mapping (pairs, text, a lookup with ``[]``
             alone), refused before any section is read.
     """
-    _check_variables(variables, "variables")
-    if not isinstance(variables, Mapping):
-        variables = dict(variables)
+    variables = _as_mapping(variables, "variables")
     parts = []
     for section in sorted(_checked_sections(sections), key=lambda item: item.order):
         text = _interpolate(section.text, variables, section.name).strip()
