@@ -7,6 +7,7 @@ function of the turn's own bookkeeping to raise, and say which one.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
@@ -17,7 +18,9 @@ import trio.testing
 import retinue
 from retinue._errors import is_interrupt
 from retinue.loop import AgentCore, _driver, _state, _turn
-from retinue.session import Event, ToolResultEvent
+from retinue.loop._core import settle
+from retinue.loop._flushes import FlushRounds
+from retinue.session import Event, Session, ToolResultEvent
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
@@ -407,3 +410,121 @@ async def test_ctrl_c_answers_a_crashed_batch_once_its_turn_is_flushed(
     assert is_interrupt(caught), f"got {caught!r}"
     ((code, committed, events),) = answered
     assert (code, committed) == ("DRIVER_CRASH", events)
+
+
+def _crashing_once_under_ctrl_c(fn: Callable[..., object]) -> Callable[..., object]:
+    """*fn*, raising DriverBugError the first time it is called while Ctrl-C is handled."""
+    crashed: list[int] = []
+
+    def wrapped(*args: object, **kwargs: object) -> object:
+        if not crashed and isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            crashed.append(1)
+            raise DriverBugError(f"{fn.__qualname__} bug")
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+async def _ask_with_ctrl_c_from_the_status_listener() -> None:
+    with trio.fail_after(DEADLINE):
+        async with (
+            trio.open_nursery() as nursery,
+            retinue.open_runtime(models=ScriptedModel([Reply("x")])) as rt,
+        ):
+            agent = await rt.create_agent("a", OPTIONS)
+
+            def interrupt(_agent: object, status: str) -> None:
+                if status == "running":
+                    raise KeyboardInterrupt
+
+            rt.hooks.on("agent/status", interrupt, agent=agent)
+            nursery.start_soon(agent.ask, "go")
+            await trio.sleep(50)
+            nursery.cancel_scope.cancel()
+
+
+async def test_ctrl_c_the_driver_unwinds_outside_a_turn_survives_a_crash_settling_its_prompts(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.10, DESIGN 4: Ctrl-C the driver unwinds outside a turn (an agent/status listener's
+    as the agent starts running) still ends the runtime when settling the prompts it held
+    then crashes: the supervisor found nothing recorded, restarted the driver and the
+    runtime ran on.
+
+    Breaks ``AgentCore.discard_pending``, which the driver calls as it unwinds.
+    """
+    monkeypatch.setattr(
+        AgentCore, "discard_pending", _crashing_once_under_ctrl_c(AgentCore.discard_pending)
+    )
+    caught = await _raised(_ask_with_ctrl_c_from_the_status_listener)
+    assert caught is not None
+    assert is_interrupt(caught), f"got {caught!r}"
+
+
+async def test_ctrl_c_before_turn_start_survives_a_crash_settling_its_batch(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.10, DESIGN 4: Ctrl-C landing in the driver before ``turn/start`` still ends the
+    runtime when settling its batch ``disposed`` then crashes, where it was lost.
+
+    Breaks ``_turn._turn_body`` (Ctrl-C) and ``_driver.settle`` (the crash).
+    """
+
+    async def interrupted(*_args: object) -> NoReturn:
+        await trio.lowlevel.checkpoint()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_turn, "_turn_body", interrupted)
+    monkeypatch.setattr(_driver, "settle", _crashing_once_under_ctrl_c(settle))
+
+    async def scenario() -> None:
+        with trio.fail_after(DEADLINE):
+            async with (
+                trio.open_nursery() as nursery,
+                retinue.open_runtime(models=ScriptedModel([Reply("x")])) as rt,
+            ):
+                agent = await rt.create_agent("a", OPTIONS)
+                nursery.start_soon(agent.ask, "go")
+                await trio.sleep(50)
+                nursery.cancel_scope.cancel()
+
+    caught = await _raised(scenario)
+    assert caught is not None
+    assert is_interrupt(caught), f"got {caught!r}"
+
+
+class _CtrlCOnFirstFlush(SlowDurableStore):
+    """A durable store whose first flush raises Ctrl-C in the flusher."""
+
+    flushes = 0
+
+    async def flush(self, session: Session) -> None:
+        self.flushes += 1
+        if self.flushes == 1:
+            await trio.lowlevel.checkpoint()
+            raise KeyboardInterrupt
+        await super().flush(session)
+
+
+async def test_ctrl_c_the_flusher_unwinds_survives_a_crash_ending_its_rounds(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.10, DESIGN 4: Ctrl-C raised in the flusher (by the store's flush) still ends the
+    runtime when ending its flush rounds then crashes: what it unwound was forgotten
+    once its own flush was over, and the restarted flusher ran on.
+
+    Breaks ``FlushRounds.stop``, which the flusher calls as it ends.
+    """
+    monkeypatch.setattr(FlushRounds, "stop", _crashing_once_under_ctrl_c(FlushRounds.stop))
+
+    async def scenario() -> None:
+        with trio.fail_after(DEADLINE):
+            store = _CtrlCOnFirstFlush()
+            async with retinue.open_runtime(models=ScriptedModel([]), store=store) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                agent.inject("idle")
+                await trio.sleep(50)
+
+    caught = await _raised(scenario)
+    assert caught is not None
+    assert is_interrupt(caught), f"got {caught!r}"

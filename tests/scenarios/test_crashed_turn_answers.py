@@ -276,3 +276,39 @@ async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flus
                     await trio.sleep(100)
     ((code, committed, events),) = answered
     assert (code, committed) == ("DRIVER_CRASH", events)
+
+
+async def test_a_crash_closing_a_turn_the_runtimes_cancel_cut_short_is_answered_once_flushed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.49, R12.10, DESIGN 4: the runtime's cancel reaching the idle flusher and a turn
+    whose close then crashes: the supervisor flushes the closed turn itself, shielded and
+    bounded, and answers the ask once it is committed, where with no flusher left it
+    answered at once, the turn never written.
+
+    Breaks ``TurnState.answer_dangling_calls``, which closing the cancelled step calls; the
+    store's flush takes 5 virtual seconds.
+    """
+
+    def broken(self: _state.TurnState, code: str, text: str) -> None:
+        raise RuntimeError("answer_dangling_calls bug")
+
+    monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
+    store = SlowDurableStore()
+    model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")])])
+    answered: list[tuple[str | None, int, int]] = []
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as outer:
+            with trio.move_on_after(1):
+                async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
+                    agent = await rt.create_agent("a", OPTIONS)
+
+                    async def ask() -> None:
+                        result = await agent.ask("go")
+                        events = len(agent.session.events)
+                        answered.append((result.reason.code, store.committed(), events))
+
+                    outer.start_soon(ask)
+                    await trio.sleep(100)
+    ((code, committed, events),) = answered
+    assert (code, committed) == ("DRIVER_CRASH", events)

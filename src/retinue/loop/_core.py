@@ -204,8 +204,11 @@ class AgentCore:
     crashed_batch: CrashedBatch | None = None
     """The batch a driver crash left unanswered, until its supervisor takes it."""
     flusher_interruption: BaseException | None = None
-    """What the flusher began unwinding (a cancel from outside, Ctrl-C) while the flush
-    it then runs is under way: a crash in that flush hands it to the supervisor."""
+    """What the flusher began unwinding (a cancel from outside, Ctrl-C): a crash in the
+    flush it then runs, or in its ending, hands it to the supervisor."""
+    driver_interruption: BaseException | None = None
+    """What the driver began unwinding outside a turn's own handling (a cancel, Ctrl-C)
+    as it settles the prompts it holds: a crash in that hands it to the supervisor."""
     prompt_text: str | None = None
     waits_on: tuple[AgentCore, ...] = ()
     """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""

@@ -35,6 +35,7 @@ async def run_loop(core: AgentCore) -> None:
         if not isinstance(exc, Exception):
             # Cancelled with the runtime: no driver will serve these prompts again.
             # (A crash keeps them: the supervisor's next driver serves them.)
+            core.driver_interruption = exc  # raised again after a crash settling them
             core.discard_pending(TurnEndReason.disposed())
         raise
     core.discard_pending(TurnEndReason.disposed())
@@ -101,6 +102,7 @@ def _leave_batch(
             crashed = CrashedBatch(tuple(items), interruption=interruption)
         core.crashed_batch = crashed
         return
+    core.driver_interruption = error  # raised again after a crash settling the batch
     settle(items, TurnResult(state.turn if logged else 0, TurnEndReason.disposed()))
 
 
@@ -159,9 +161,10 @@ async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
             # Cancelled from outside (the runtime's teardown, Ctrl-C): a flush owed is
             # run first, shielded and bounded, as a dispose's would be (R2.21, R12.9).
             # (A crash leaves it owed to the restarted flusher.)
-            core.flusher_interruption = exc  # raised again after a crash in that flush
+            # Raised again after a crash in that flush or in ending the rounds; a flusher
+            # ending on it is never restarted, so it is never taken for a later crash's.
+            core.flusher_interruption = exc
             await _flush_owed(core, rounds, interrupted=True)
-            core.flusher_interruption = None
         raise
     finally:
         rounds.stop()

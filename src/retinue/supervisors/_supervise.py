@@ -15,6 +15,7 @@ from retinue._errors import ConfigError, only_cancels
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
 from retinue.loop._flushes import FlushRounds
+from retinue.loop._turn import flush_shielded
 from retinue.session import Event, Session, ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
 
@@ -268,6 +269,9 @@ async def _recover_driver(
     Whether to restart the driver (else the agent is disposed).
     """
     batch, core.crashed_batch = core.crashed_batch, None
+    unwinding, core.driver_interruption = core.driver_interruption, None
+    if batch is not None and batch.interruption is not None:
+        unwinding = batch.interruption
     try:
         _report_crash(core, error, 0 if batch is None else batch.step)
         if crashes > policy.max_restarts:
@@ -278,7 +282,7 @@ async def _recover_driver(
         # once it is, as a turn's own close answers them after its flush.
         await _crash_flushed(core)
         answer_crashed(core.session, batch, error)
-    _go_on_with(None if batch is None else batch.interruption)
+    _go_on_with(unwinding)
     if core.disposed:
         # Given up, or disposed meanwhile: a fresh driver would only find it disposed
         # and exit, and its agent/restarted would announce a driver that never runs.
@@ -299,10 +303,16 @@ async def _crash_flushed(core: AgentCore) -> None:
     with trio.CancelScope(shield=True) as scope:
         scope.relative_deadline = core.services.flush_timeout
         flushed = core.flush_rounds.waiter(requested=core.flush_owed)
-        if flushed is None:
-            await trio.lowlevel.checkpoint()
-        else:
+        if flushed is not None:
             await flushed.wait()
+            return
+        if not core.flush_owed:
+            await trio.lowlevel.checkpoint()
+            return
+    # No flusher is left to run it (cancelled with the runtime before the crash): flushed
+    # here, shielded and bounded, as the driver's own interrupted close is.
+    core.flush_owed = False
+    await flush_shielded(core, core.session.last_turn, 0)
 
 
 def _go_on_with(interruption: BaseException | None) -> None:
