@@ -12,7 +12,7 @@ import openai
 import pytest
 import trio
 
-from retinue.providers import ModelNotFoundError, ProviderStatusError
+from retinue.providers import ModelNotFoundError, ProviderConnectionError, ProviderStatusError
 from retinue.providers._failures import error_from_body
 from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
 
@@ -220,8 +220,8 @@ async def test_an_error_body_in_utf16_without_a_byte_order_mark_reads_in_its_byt
 async def test_a_redirect_body_in_a_charset_it_is_not_in_gives_its_status_and_message(
     api: str, status: int
 ) -> None:
-    """R10.3: the SDKs raise a status error for any status but 2xx (a redirect is not
-    followed), and read its body as an error's: one in a charset that cannot read it
+    """R10.3: the SDKs raise a status error for any status but 2xx (a 3xx without a
+    Location is not followed), and read its body as an error's: one in a charset that cannot read it
     gives its status and message; the SDK's decoding raised a UnicodeError in its place."""
     body = json.dumps({"error": {"message": "pick one", "code": "multiple_choices"}})
     headers = (("content-type", "application/json; charset=utf-16"),)
@@ -367,7 +367,7 @@ async def _redirect_refusal(api: str, failure: Exception | None) -> ProviderStat
 async def test_a_redirect_whose_body_breaks_or_stalls_names_its_status(
     api: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R10.3: a 3xx, which the SDKs raise as a status error as they do a 4xx, whose body
+    """R10.3: a 3xx without a Location, which the SDKs raise as a status error as a 4xx, whose body
     breaks or does not come in time is that status's error; it was a connection error,
     one that stalled saying no response headers came."""
     broken = await _redirect_refusal(api, httpx2.RemoteProtocolError("peer closed connection"))
@@ -376,3 +376,25 @@ async def test_a_redirect_whose_body_breaks_or_stalls_names_its_status(
     stalled = await _redirect_refusal(api, None)
     assert stalled.status == 302
     assert "did not arrive within 3.0 s" in str(stalled)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_a_followed_redirect_whose_target_stalls_is_a_retryable_timeout(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.2: a 307 with a Location is followed (the client follows redirects), so its
+    target sending no headers in time is a retryable timeout, as any request's: it was the
+    307's own error, never retried, saying its body did not arrive."""
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        if "/moved" not in str(request.url):
+            return httpx2.Response(307, headers={"location": "http://mock/moved"}, content=b"")
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    transport = httpx2.MockTransport(answer)
+    with trio.fail_after(60):
+        async with _adapter(api, "http://mock", transport=transport, timeout=3.0) as model:
+            with pytest.raises(ProviderConnectionError) as caught:
+                await collect(model, make_request("hi"))
+    assert (caught.value.code, caught.value.retryable) == ("TIMEOUT", True)

@@ -424,7 +424,11 @@ class _Answer:
     @property
     def failed(self) -> bool:
         """Whether the response has a status the SDKs raise an error for (any but 2xx)."""
-        return self.response is not None and not self.response.is_success
+        response = self.response
+        # A 3xx with a Location is followed (the client follows redirects): not the SDK's to raise.
+        return (
+            response is not None and not response.is_success and not response.has_redirect_location
+        )
 
     async def close(self) -> None:
         """Close the response, if there is one (the SDK left it open when its body failed)."""
