@@ -16,6 +16,9 @@ import pytest
 
 from retinue._content import Text
 from retinue._stream import TextDelta
+from retinue.loop._assembler import BlockAssembler
+from retinue.providers._openai_responses_stream import ResponsesStreamDecoder
+from retinue.providers._sse import SseEvent
 
 from ._wire_edge_kit import typed_event
 from .support import load, serve_once
@@ -185,3 +188,68 @@ async def test_a_part_in_its_part_done_alone_is_kept_beside_deltas_without_a_par
     assert collected.message.content == (Text(_answer(events)), Text(_SECOND))
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
     assert streamed == _answer(events) + _SECOND
+
+
+def _decoded_parts(events: list[Event]) -> list[str]:
+    """The text blocks the Responses decoder makes of *events*, assembled."""
+    decoder, assembler = ResponsesStreamDecoder(), BlockAssembler()
+    for event in events:
+        for chunk in decoder.feed(SseEvent(event["type"], json.dumps(event).encode())):
+            assembler.feed(chunk)
+    for chunk in decoder.close():
+        assembler.feed(chunk)
+    return [block.text for block in assembler.message().content if isinstance(block, Text)]
+
+
+def _two_parts(first_complete: str, *, item_done: bool, repeat: bool = False) -> list[Event]:
+    """Deltas without a content_index stream part 0; part 1 comes only complete."""
+    item = {"id": "m", "type": "message", "content": []}
+    first = {"type": "output_text", "text": first_complete}
+    second = {"type": "output_text", "text": _SECOND}
+    done = "response.content_part.done"
+    events: list[Event] = [
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": _DELTA, "item_id": "m", "output_index": 0, "delta": "Hello "},
+        {"type": _DELTA, "item_id": "m", "output_index": 0, "delta": "world"},
+        {"type": done, "item_id": "m", "output_index": 0, "content_index": 0, "part": first},
+    ]
+    events += events[-1:] if repeat else []
+    events.append(
+        {"type": done, "item_id": "m", "output_index": 0, "content_index": 1, "part": second}
+    )
+    if item_done:
+        whole = {**item, "content": [first, second]}
+        events.append({"type": "response.output_item.done", "output_index": 0, "item": whole})
+    events.append({"type": "response.completed", "response": {"status": "completed", "output": []}})
+    return events
+
+
+@pytest.mark.parametrize("item_done", [True, False], ids=["item done", "no item done"])
+@pytest.mark.parametrize("first", ["Hello world", "Hello worl", "Hello world."])
+def test_a_part_sent_only_complete_after_streamed_deltas_is_kept_however_the_first_reads(
+    first: str, item_done: bool
+) -> None:
+    """R10.6: a second part sent only in its content_part.done, after deltas without a
+    content_index streamed the first, is kept when the first's complete text differs from
+    its deltas (trimmed, a full stop more), where it was taken as streamed and lost."""
+    assert _decoded_parts(_two_parts(first, item_done=item_done)) == ["Hello world", _SECOND]
+
+
+def test_a_repeated_content_part_done_beside_unindexed_deltas_adds_nothing() -> None:
+    """R10.6: a server sending a part's content_part.done twice does not double it."""
+    events = _two_parts("Hello world", item_done=False, repeat=True)
+    assert _decoded_parts(events) == ["Hello world", _SECOND]
+
+
+def test_a_content_part_done_naming_its_item_by_no_string_is_read() -> None:
+    """R10.6: an item_id that is no string (an object) is read as no id, where building the
+    block's key of it raised TypeError (unhashable) out of the stream."""
+    done = {
+        "type": "response.content_part.done",
+        "item_id": {"id": "m"},
+        "output_index": 0,
+        "content_index": 0,
+        "part": {"type": "output_text", "text": "Hi"},
+    }
+    completed = {"type": "response.completed", "response": {"status": "completed", "output": []}}
+    assert _decoded_parts([done, completed]) == ["Hi"]

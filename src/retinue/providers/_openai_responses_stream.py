@@ -22,14 +22,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import (
-    BlockTable,
-    arguments_text,
-    block_index,
-    error_event,
-    loads_event,
-    malformed,
-)
+from ._blocks import BlockTable, arguments_text, block_index, error_event, loads_event, malformed
 from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, stream_error
 from ._sse import SseEvent
@@ -124,8 +117,11 @@ class ResponsesStreamDecoder:
     _held: dict[Hashable, tuple[object, str | None]] = attrs.field(factory=dict, init=False)
     """Per call, the arguments its ``output_item.added`` carried, and the call they name:
     given when the call or the response ends, unless deltas or its completed item replaced them."""
-    _streamed_parts: dict[Hashable, str] = attrs.field(factory=dict, init=False)
-    """Per block of deltas without a ``content_index``: the parts completed into it, joined."""
+    _streamed_parts: dict[Hashable, tuple[int, frozenset[object]]] = attrs.field(
+        factory=dict, init=False
+    )
+    """Per block of deltas without a ``content_index``: its length when a part was last
+    completed, and the parts completed so far."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -258,7 +254,7 @@ class ResponsesStreamDecoder:
         if kind == "message":
             # Calls after an answer's text follow it, not the reasoning: they are not linked.
             self._reasoning = None
-            return self._message_done(output, _list(item.get("content")))
+            return self._message_done(output, _list(item.get("content")), item.get("id"))
         if kind == "reasoning":
             return self._reasoning_done(output, item)
         return []
@@ -305,10 +301,20 @@ class ResponsesStreamDecoder:
         self._table.finish_tool_call(key, call_id, name, arguments)
         return out
 
-    def _message_done(self, output: object, parts: list[object]) -> list[StreamChunk]:
+    def _whole(self, output: object, item_id: object) -> Hashable:
+        """The block deltas without a ``content_index`` streamed an item's parts into:
+        keyed by its ``output_index``, or, deltas without one either, by its id."""
+        whole: Hashable = ("text", output, None)
+        if not self._table.has(whole) and isinstance(item_id, str):
+            whole = ("text", ("item", item_id), None)
+        return whole
+
+    def _message_done(
+        self, output: object, parts: list[object], item_id: object
+    ) -> list[StreamChunk]:
         """A completed message: each part's text that no delta streamed, in part order."""
         texts = _part_texts(parts)
-        whole: Hashable = ("text", output, None)
+        whole = self._whole(output, item_id)
         if not self._table.has(whole) and len(texts) > 1:
             # Deltas keyed by another output_index too: the block holding all the parts.
             found = self._table.find("text", "".join(text for _, text in texts), self._matched)
@@ -354,22 +360,22 @@ class ResponsesStreamDecoder:
             raise malformed(f"response.content_part.done: part.type is not a string: {kind!r}")
         if type(index) is not int or kind not in _MESSAGE_PARTS:
             return []
-        table, key, whole = self._table, ("text", output, index), ("text", output, None)
+        table, key = self._table, ("text", output, index)
         texts = _part_texts([part])
         if table.has(key) or not texts:
             return []
         text = texts[0][1]
-        if not table.has(whole):
-            # Deltas without an output_index either are keyed by their item's id.
-            whole = ("text", ("item", payload.get("item_id")), None)
+        whole = self._whole(output, payload.get("item_id"))
         if table.has(whole):
-            # Deltas without a content_index stream the parts into one block: as in
-            # _unstreamed, this part streamed none only when the block is exactly the parts
-            # before it; one that differs from them (a server trimming) holds this one too.
-            before = self._streamed_parts.get(whole, "")
-            if table.text_of(whole) != before:
-                self._streamed_parts[whole] = before + text
-                return []
+            # Deltas without a content_index stream the parts into one block: this one
+            # streamed there unless no delta came since the part before it completed.
+            last, done = self._streamed_parts.get(whole, (0, frozenset()))
+            if index in done:
+                return []  # a repeated event
+            length = len(table.text_of(whole))
+            self._streamed_parts[whole] = (length, done | {index})
+            if length != last:
+                return []  # deltas came since the last part completed: they were this part
         # A block of deltas keyed otherwise may hold this part: it is left for the item's
         # output_item.done to match, which counts the parts by their place in its content.
         elif table.find("text", text, self._matched) is not None:
