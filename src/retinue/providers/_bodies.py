@@ -1,4 +1,5 @@
-"""The text of an error response's body, in whatever charset its response names."""
+"""An error response's body: read as text in whatever charset its response names, kept
+readable for the SDK that raises on it, and turned into the status's typed error."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import httpx2
 
 from ._failures import ProviderStatusError, status_error
 
-__all__ = ["SdkStatusError", "body_text", "keep_error_body_decodable", "sdk_status_error"]
+__all__ = ["keep_error_body_decodable", "sdk_status_error"]
 
 _MARKS = (
     # UTF-32's little-endian mark starts with UTF-16's: it is looked for first.
@@ -43,18 +44,23 @@ def _text_encoding(charset: str | None, content: bytes) -> str | None:
     """The codec *charset* names, if it is one that decodes bytes to text (a UTF-16 or
     UTF-32 named without its byte order: in the order *content* shows, see
     :func:`_byte_order`); ``None`` otherwise (no charset, an unknown one, ``base64``)."""
-    if not charset:
+    codec = _text_codec(charset) if charset else None
+    if codec is None:
         return None
+    if codec.name in ("utf-16", "utf-32"):
+        return _byte_order(codec.name, content)
+    return codec.name
+
+
+def _text_codec(charset: str) -> codecs.CodecInfo | None:
+    """The codec *charset* names if it decodes bytes to text; ``None`` for an unknown
+    name or one that does not (``base64``)."""
     try:
         codec = codecs.lookup(charset)
     except LookupError:
         return None
     # The stdlib's own mark of the codecs that decode bytes to text.
-    if not codec._is_text_encoding:
-        return None
-    if codec.name in ("utf-16", "utf-32"):
-        return _byte_order(codec.name, content)
-    return codec.name
+    return codec if codec._is_text_encoding else None
 
 
 def body_text(content: bytes, charset: str | None) -> str:
@@ -109,10 +115,9 @@ def _unreadable(charset: str) -> bool:
 
     An unknown name is here too: the SDK reads its body as UTF-8 already.
     """
+    if _text_codec(charset) is None:
+        return True
     try:
-        codec = codecs.lookup(charset)
-        if not codec._is_text_encoding:  # the stdlib's own mark of them
-            return True
         # As httpx2 decodes a body, on a byte no text starts with.
         decoder = codecs.getincrementaldecoder(charset)(errors="replace")
         "".join((decoder.decode(b"\xff"), decoder.decode(b"", final=True)))
