@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx2
 import trio
 
 from retinue._content import Message, OpaqueBlock, Text
@@ -200,3 +201,29 @@ async def one_after_another(
                 lanes = tuple(admission.statistics().lanes)
                 sent.append(Sent(trio.current_time(), error, lanes))
     return sent
+
+
+class PartsBody(httpx2.AsyncByteStream):
+    """A body that arrives in the given parts, each a read of its own."""
+
+    def __init__(self, *parts: bytes) -> None:
+        self.parts = parts
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            await trio.lowlevel.checkpoint()
+            yield part
+
+
+class BrokenErrorBody(httpx2.AsyncByteStream):
+    """An error response's body that breaks with *failure* after its first bytes, or, with
+    ``None``, never arrives whole."""
+
+    def __init__(self, failure: Exception | None) -> None:
+        self.failure = failure
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'{"error":{"mess'
+        if self.failure is None:
+            await trio.sleep_forever()
+        raise self.failure

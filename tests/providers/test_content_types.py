@@ -11,7 +11,7 @@ import trio
 from retinue._stream import Finish
 from retinue.providers import ProviderConnectionError
 
-from .support import _adapter, collect, load, make_request, serve_once
+from .support import PartsBody, _adapter, collect, load, make_request, serve_once
 
 WHOLE = {
     "chat": "chat_nonstream_finish_length.json",
@@ -120,17 +120,6 @@ async def test_an_event_stream_after_a_bom_it_sends_a_byte_at_a_time_gives_its_a
     assert got.assembler.usage == expected.assembler.usage
 
 
-class _PartsBody(httpx2.AsyncByteStream):
-    """A body that arrives in the given parts."""
-
-    def __init__(self, *parts: bytes) -> None:
-        self.parts = parts
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for part in self.parts:
-            yield part
-
-
 async def _refusal_of(body: httpx2.AsyncByteStream) -> ProviderConnectionError:
     """The error of a chat stream that sends *body* as its event stream."""
 
@@ -149,7 +138,7 @@ async def test_a_page_after_a_byte_order_mark_sent_alone_is_quoted_in_the_error(
     mark that came in a part of its own, says what it carried, as when the mark comes with
     the page; it said only that it ended after 0 events."""
     page = b"<html>Bad gateway</html>"
-    alone = await _refusal_of(_PartsBody(b"\xef\xbb\xbf", page))
-    together = await _refusal_of(_PartsBody(b"\xef\xbb\xbf" + page))
+    alone = await _refusal_of(PartsBody(b"\xef\xbb\xbf", page))
+    together = await _refusal_of(PartsBody(b"\xef\xbb\xbf" + page))
     assert "only '<html>Bad gateway</html>'" in together.message
     assert alone.message == together.message

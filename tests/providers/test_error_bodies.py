@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
@@ -16,7 +15,7 @@ from retinue.providers import ModelNotFoundError, ProviderConnectionError, Provi
 from retinue.providers._failures import error_from_body
 from retinue.providers.mock import MockServer, RawReply, ScriptedPolicy
 
-from .support import JSON, _adapter, collect, make_request, mock_adapter
+from .support import JSON, BrokenErrorBody, PartsBody, _adapter, collect, make_request, mock_adapter
 
 GEMINI_MESSAGE = 'Invalid JSON payload received. Unknown name "stop": Cannot find field.'
 # What Gemini's OpenAI-compatible endpoint answers: the error body, wrapped in a list.
@@ -292,24 +291,12 @@ async def test_the_sdks_error_reads_a_body_in_a_charset_it_can_read_in_it(
     assert _sdk_text(failure) == text
 
 
-class _Parts(httpx2.AsyncByteStream):
-    """A body that arrives in the given parts, each a read of its own."""
-
-    def __init__(self, *parts: bytes) -> None:
-        self.parts = parts
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for part in self.parts:
-            await trio.lowlevel.checkpoint()
-            yield part
-
-
 async def _streamed_refusal(api: str, charset: str, *parts: bytes) -> ProviderStatusError:
     """The error *api*'s adapter raises when a 400 in *charset* arrives in *parts*."""
 
     def answer(_request: httpx2.Request) -> httpx2.Response:
         headers = {"content-type": f"text/plain; charset={charset}"}
-        return httpx2.Response(400, headers=headers, stream=_Parts(*parts))
+        return httpx2.Response(400, headers=headers, stream=PartsBody(*parts))
 
     with trio.fail_after(5):
         async with _adapter(api, "http://mock", transport=httpx2.MockTransport(answer)) as model:
@@ -335,25 +322,12 @@ async def test_an_arriving_body_in_a_utf16_named_without_its_order_is_read_after
     assert (str(failure).endswith(f"HTTP 400: {text}"), _sdk_text(failure)) == (True, text)
 
 
-class _BrokenBody(httpx2.AsyncByteStream):
-    """A body that breaks after its first bytes, or never comes whole."""
-
-    def __init__(self, failure: Exception | None) -> None:
-        self.failure = failure
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        yield b'{"error":{"mess'
-        if self.failure is None:
-            await trio.sleep_forever()
-        raise self.failure
-
-
 async def _redirect_refusal(api: str, failure: Exception | None) -> ProviderStatusError:
     """The error *api*'s adapter raises for a 302 whose body breaks with *failure*."""
 
     def answer(_request: httpx2.Request) -> httpx2.Response:
         headers = {"content-type": "application/json"}
-        return httpx2.Response(302, headers=headers, stream=_BrokenBody(failure))
+        return httpx2.Response(302, headers=headers, stream=BrokenErrorBody(failure))
 
     transport = httpx2.MockTransport(answer)
     with trio.fail_after(60):

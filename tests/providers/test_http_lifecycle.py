@@ -38,7 +38,7 @@ from retinue.providers.mock import (
 from retinue.providers.openai import OpenAIModel
 from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
 
-from .support import collect, make_request, served_by
+from .support import BrokenErrorBody, collect, make_request, served_by
 
 SSE = (("content-type", "text/event-stream"),)
 JSON = (("content-type", "application/json"),)
@@ -225,23 +225,10 @@ async def test_closing_while_cancelled_is_bounded(api: str, autojump_clock: trio
     assert trio.current_time() <= 1.0
 
 
-class _ErrorBody(httpx2.AsyncByteStream):
-    """An error response's body that breaks after its first bytes, or never arrives."""
-
-    def __init__(self, failure: Exception | None) -> None:
-        self._failure = failure
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        yield b'{"error":{"mess'
-        if self._failure is None:
-            await trio.sleep_forever()
-        raise self._failure
-
-
 def _error_then_answer(api: str, status: int, failure: Exception | None) -> httpx2.MockTransport:
     """A transport answering *status* with a broken body first, then a whole stream."""
     answers = [
-        httpx2.Response(status, headers=JSON, stream=_ErrorBody(failure)),
+        httpx2.Response(status, headers=JSON, stream=BrokenErrorBody(failure)),
         httpx2.Response(200, headers=SSE, content=b"".join(EVENTS[api])),
     ]
 
