@@ -312,3 +312,67 @@ async def test_a_crash_closing_a_turn_the_runtimes_cancel_cut_short_is_answered_
                     await trio.sleep(100)
     ((code, committed, events),) = answered
     assert (code, committed) == ("DRIVER_CRASH", events)
+
+
+class _CountingSlowStore(DelegatingStore):
+    """A durable memory store whose flush takes 1.5 virtual seconds, counting how many run
+    at once."""
+
+    durable = True
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.running = self.most_at_once = 0
+
+    async def flush(self, session: Session) -> None:
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            await trio.sleep(1.5)
+            await self.store.flush(session)
+        finally:
+            self.running -= 1
+
+
+async def test_a_crashed_turn_whose_flush_outlasts_the_bound_is_flushed_once(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.49, DESIGN 4: a crashed turn whose flush waits past ``flush_timeout`` behind a
+    round in flight is flushed by the flusher alone, its ask answered at the bound, where
+    the supervisor flushed it a second time beside the flusher and answered at twice it.
+
+    Breaks ``TurnState.record_error``; the store's flush takes 1.5 virtual seconds.
+    """
+    crash_in_the_error_handling(monkeypatch)
+    store = _CountingSlowStore()
+    model = ScriptedModel([FinishWithError("down")])
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model, store=store, flush_timeout=2.0) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            agent.inject("note")  # a round in flight: the flusher flushes it from t=0
+            await trio.sleep(1)
+            began = trio.current_time()
+            result = await agent.ask("go")
+            waited = trio.current_time() - began
+            await trio.sleep(10)
+    assert result.reason.code == "DRIVER_CRASH"
+    assert waited == 2.0
+    assert store.most_at_once == 1
+
+
+async def test_a_runtime_ended_after_a_crash_leaves_no_stack_on_its_agents(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """DESIGN 4: what the driver and the flusher unwound as the runtime ended (kept on the
+    agent for a crash in their unwinding to raise again) is let go once supervision ends,
+    where a kept agent handle held both tasks' last stacks."""
+    model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")])])
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as outer:
+            with trio.move_on_after(1):
+                async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+                    agent = await rt.create_agent("a", OPTIONS)
+                    outer.start_soon(agent.ask, "go")
+                    await trio.sleep(100)
+    core = agent._core
+    assert (core.driver_interruption, core.flusher_interruption) == (None, None)

@@ -137,6 +137,8 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
             flusher_stop.set()
             core.flush_wanted.set()
     finally:
+        # No recovery reads them now: kept, their frames would hold the agent's last stacks.
+        core.driver_interruption = core.flusher_interruption = None
         # Only now: the agent is quiescent once its flusher, too, has finished (R12.9).
         core.driver_exited.set()
 
@@ -300,19 +302,20 @@ async def _crash_flushed(core: AgentCore) -> None:
     askers of a turn the store does not have yet, nor take the place of what
     the recovery raises.
     """
+    flushed = core.flush_rounds.waiter(requested=core.flush_owed)
+    if flushed is None and core.flush_owed:
+        # No flusher is left to run it (cancelled with the runtime before the crash):
+        # flushed here, shielded and bounded, as the driver's own interrupted close is.
+        core.flush_owed = False
+        await flush_shielded(core, core.session.last_turn, 0)
+        return
     with trio.CancelScope(shield=True) as scope:
         scope.relative_deadline = core.services.flush_timeout
-        flushed = core.flush_rounds.waiter(requested=core.flush_owed)
-        if flushed is not None:
-            await flushed.wait()
-            return
-        if not core.flush_owed:
+        if flushed is None:
             await trio.lowlevel.checkpoint()
-            return
-    # No flusher is left to run it (cancelled with the runtime before the crash): flushed
-    # here, shielded and bounded, as the driver's own interrupted close is.
-    core.flush_owed = False
-    await flush_shielded(core, core.session.last_turn, 0)
+        else:
+            # Past its bound a flusher runs it still: never a second flush beside it.
+            await flushed.wait()
 
 
 def _go_on_with(interruption: BaseException | None) -> None:
