@@ -106,11 +106,36 @@ class _ListsWhatItLacks:
         return {"who": "Ada"}[name]
 
 
+class _GetRaises:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def keys(self) -> list[str]:
+        return ["who"]
+
+    def __getitem__(self, name: str) -> str:
+        raise self.error
+
+
 @pytest.mark.parametrize("use", sorted(USES))
 @pytest.mark.parametrize(
     "variables",
-    [_KeysNotCallable(), _KeysNotIterable(), _ListsWhatItLacks()],
-    ids=["keys not callable", "keys not iterable", "keys listing a name [] refuses"],
+    [
+        _KeysNotCallable(),
+        _KeysNotIterable(),
+        _ListsWhatItLacks(),
+        _GetRaises(IndexError("who")),
+        _GetRaises(LookupError("who")),
+        _GetRaises(AttributeError("who")),
+    ],
+    ids=[
+        "keys not callable",
+        "keys not iterable",
+        "keys listing a name [] refuses",
+        "[] raising IndexError",
+        "[] raising LookupError",
+        "[] raising AttributeError",
+    ],
 )
 def test_a_keyed_object_that_cannot_be_read_as_a_mapping_is_refused_naming_the_field(
     use: str, variables: Any

@@ -102,7 +102,7 @@ def _as_mapping(value: object, field: str) -> Mapping[str, str | None]:
     try:
         copied: dict[str, str | None] = dict(value)  # type: ignore[call-overload]
         return copied
-    except (TypeError, ValueError, KeyError) as exc:
+    except Exception as exc:  # whatever its keys() or [] raise: it cannot be read as one
         raise TypeError(
             f"{field} must be a mapping of name to text: reading it as one failed: {exc!r}"
         ) from exc
