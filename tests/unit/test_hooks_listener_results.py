@@ -16,8 +16,8 @@ from retinue.hooks._results import RESULTS
 from retinue.hooks._seams import SEAMS
 from retinue.prompt import Assembly
 from retinue.providers import LlmCallConfig
-from retinue.tools import ToolExecution
-from retinue.tools._pipeline_hooks import pre_execute
+from retinue.tools import ToolExecution, ToolExecutionResult
+from retinue.tools._pipeline_hooks import post_execute, pre_execute
 from tests.helpers import Next
 
 # Each seam the bus knows the result of, with a result it takes and what it says it takes.
@@ -186,3 +186,40 @@ async def test_a_pre_execute_result_the_bus_did_not_check_fails_the_call_closed(
     assert prepared.result is not None
     assert prepared.result.is_error
     assert "tools/pre-execute returned an invalid result: Block" in str(prepared.result.content)
+
+
+class _ExitingName:
+    """A listener whose attributes raise SystemExit as they are read (its name too)."""
+
+    def __getattr__(self, name: str) -> object:
+        raise SystemExit(3)
+
+    def __call__(self, *_args: object) -> object:
+        return "nope"
+
+
+async def test_a_listener_whose_name_raises_system_exit_is_still_named_and_refused() -> None:
+    """R6.3: a listener whose ``__qualname__`` raises SystemExit as the error names it is
+    named by its class, its wrong result refused, where the SystemExit escaped the bus."""
+    bus = HookBus()
+    bus.on("tools/pre-execute", _ExitingName())
+    with pytest.raises(HookError, match=r"_ExitingName.__call__\) returned 'nope'"):
+        await bus.waterfall_value("tools/pre-execute", Allow(), "execution")
+
+
+async def test_a_post_execute_result_the_bus_did_not_check_fails_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R9.3: were the bus's check of a post-execute result missing, a result that is no
+    decision is the call's error result, not taken for a Block of the tool's result."""
+    monkeypatch.setattr(
+        retinue.hooks._bus,
+        "RESULTS",
+        {seam: takes for seam, takes in RESULTS.items() if seam != "tools/post-execute"},
+    )
+    bus = HookBus()
+    bus.on("tools/post-execute", lambda *_args: Deny("no"))
+    answered = ToolExecutionResult("c1", (Text("fine"),))
+    final = await post_execute(bus, ToolExecution("c1", "fetch", {}), answered)
+    assert final.is_error
+    assert "tools/post-execute returned an invalid result: Deny" in str(final.content)

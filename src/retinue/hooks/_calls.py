@@ -7,7 +7,7 @@ import inspect
 import logging
 from collections.abc import Callable
 
-from retinue._errors import HookError, failure_of, raised_message
+from retinue._errors import HookError, failure_of, raised_message, synchronous_failure
 
 from ._seams import Listener
 
@@ -78,8 +78,11 @@ def qualified_name(fn: object) -> str:
         fn = fn.func
     try:
         qualname, module = getattr(fn, "__qualname__", None), getattr(fn, "__module__", None)
-    except Exception:
-        # An attribute that raises must not take the place of the error that names fn.
+    except BaseException as exc:
+        # An attribute that raises (a SystemExit too, but Ctrl-C) must not take the place
+        # of the error that names fn.
+        if not synchronous_failure(exc):
+            raise
         qualname = module = None
     if not isinstance(qualname, str):
         qualname, module = f"{type(fn).__qualname__}.__call__", type(fn).__module__
