@@ -39,6 +39,9 @@ class ReaderPool:
         """Connections a read runs on now."""
         self._lock = threading.Lock()
         self.closed = True
+        self._closes = 0
+        """How many times :meth:`close` ran: a read under way across one was sent its cancel,
+        which may land after a reopen, on whatever statement its connection runs then."""
 
     def open(self, first: psycopg.Connection[Any] | None = None) -> None:
         """Let reads start, *first* (a connection made by :meth:`connect`) pooled already."""
@@ -56,6 +59,7 @@ class ReaderPool:
         """
         with self._lock:
             self.closed = True
+            self._closes += 1
             for conn in self.readers:
                 conn.close()
             self.readers.clear()
@@ -74,7 +78,7 @@ class ReaderPool:
         timeout) is found broken only by its first statement. A read changes
         nothing, so it runs again, once, on a new connection, as a write does.
         """
-        conn, pooled = self._take()
+        conn, pooled, closes = self._take()
         try:
             try:
                 result = self._read_on(conn, read)
@@ -82,22 +86,23 @@ class ReaderPool:
                 if not pooled or not conn.broken:
                     raise
                 self._let_go(conn)
-                conn, _ = self._take(fresh=True)
+                conn, _, closes = self._take(fresh=True)
                 result = self._read_on(conn, read)
         except psycopg_module().Error as exc:
             self._let_go(conn)
-            if self.closed:
-                raise not_open() from exc  # cancelled by the close, or cut by it
+            if self._closes != closes:
+                raise not_open() from exc  # cancelled by a close, or cut by it
             raise
         except BaseException:
             self._let_go(conn)
             raise
         with self._lock:
             self._busy.discard(conn)
-            if not self.closed:
+            if self._closes == closes:
                 self.readers.append(conn)
                 return result
-        # A read still in flight on close closes its connection instead of pooling it.
+        # A read still in flight on a close closes its connection instead of pooling it,
+        # even once the pool is open again: the close's cancel may still be on its way.
         conn.close()
         return result
 
@@ -114,8 +119,9 @@ class ReaderPool:
                 raise table_locked("a read", tables, _READ_LOCK_TIMEOUT_MS) from exc
             raise
 
-    def _take(self, *, fresh: bool = False) -> tuple[psycopg.Connection[Any], bool]:
-        """An idle pooled reader connection (unless *fresh*) or a new one; whether it was pooled.
+    def _take(self, *, fresh: bool = False) -> tuple[psycopg.Connection[Any], bool, int]:
+        """An idle pooled reader connection (unless *fresh*) or a new one, whether it was
+        pooled, and how many closes ran before it was taken.
 
         Noted as busy until the read is over: a close cancels it meanwhile."""
         with self._lock:
@@ -124,16 +130,16 @@ class ReaderPool:
             if self.readers and not fresh:
                 conn = self.readers.pop()
                 self._busy.add(conn)
-                return conn, True
+                return conn, True, self._closes
         conn = self.connect()
         with self._lock:
-            self._busy.add(conn)
             if self.closed:
                 # Closed while this one was made: the close could not cancel it.
-                self._busy.discard(conn)
                 conn.close()
                 raise not_open()
-        return conn, False
+            # Reopened meanwhile, it is still no close's to cancel: it counts from now.
+            self._busy.add(conn)
+            return conn, False, self._closes
 
     def _let_go(self, conn: psycopg.Connection[Any]) -> None:
         """Close *conn*, a read's connection that is not pooled again."""
