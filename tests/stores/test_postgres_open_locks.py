@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import trio
@@ -102,3 +104,53 @@ async def test_a_postgres_open_waiting_out_the_creation_lock_says_what_holds_it(
 async def _enter_and_leave(store: PostgresStore) -> None:
     async with store:
         pass
+
+
+async def test_a_close_with_sessions_to_drain_fails_with_an_open_that_waited_out_the_lock(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close with a session to drain waits for an entry's open held up by the lock
+    another store creates the tables under; when that open waits out the lock timeout, the
+    close fails with its error, having opened the storage once. It opened the storage again
+    and waited out the lock timeout a second time before failing alike."""
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    store = PostgresStore(dsn, schema=schema)
+    backend: Any = store._backend
+    opens: list[int] = []
+    real_open = backend.open
+
+    def counted_open() -> None:
+        opens.append(1)
+        real_open()
+
+    monkeypatch.setattr(backend, "open", counted_open)
+    session = Session.create("undrained")
+    run_turn(session)
+    store.attach_new(session)
+    with _creation_locked(dsn), trio.fail_after(REAL_DEADLINE):
+        failure = await _close_during_entry(store)
+    assert opens == [1]
+    assert failure is not None
+    assert failure.code == "STORAGE_ERROR"
+    assert "another transaction holds the lock they are created under" in str(failure)
+
+
+async def _close_during_entry(store: PostgresStore) -> StoreError | None:
+    """Close *store* while an entry opens it; how the close failed, if it did."""
+
+    async def enter() -> None:
+        with contextlib.suppress(StoreError):
+            async with store:
+                pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(enter)
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            await store.aclose()
+        except StoreError as exc:
+            return exc
+    return None

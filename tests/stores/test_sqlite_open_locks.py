@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from pathlib import Path
@@ -136,3 +137,59 @@ async def test_a_close_with_sessions_to_drain_drains_through_the_entrys_open(
     assert opens == [1]
     async with SQLiteStore(database) as again:
         assert lines((await again.inspect(session.id)).events) == lines(session.events)
+
+
+async def test_a_close_with_sessions_to_drain_fails_with_an_open_that_waited_out_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close with a session to drain waits for an entry's open held up by another
+    connection's lock on the database file; when that open waits out the busy timeout, the
+    close fails with its error, having opened the storage once. It opened the storage again
+    and waited out the busy timeout a second time before failing alike."""
+    import retinue.stores._sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_BUSY_TIMEOUT_MS", 300)
+    database = tmp_path / "sessions.db"
+    store = SQLiteStore(database)
+    backend = store._backend
+    assert isinstance(backend, SQLiteBackend)
+    opens: list[int] = []
+    real_open = backend.open
+
+    def counted_open() -> None:
+        opens.append(1)
+        real_open()
+
+    monkeypatch.setattr(backend, "open", counted_open)
+    session = Session.create("undrained")
+    run_turn(session)
+    store.attach_new(session)
+    holder = sqlite3.connect(database, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with trio.fail_after(REAL_DEADLINE):
+            failure = await _close_during_entry(store)
+    finally:
+        holder.close()
+    assert opens == [1]
+    assert failure is not None
+    assert failure.code == "STORAGE_ERROR"
+    assert "busy timeout" in str(failure)
+
+
+async def _close_during_entry(store: SQLiteStore) -> StoreError | None:
+    """Close *store* while an entry opens it; how the close failed, if it did."""
+
+    async def enter() -> None:
+        with contextlib.suppress(StoreError):
+            async with store:
+                pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(enter)
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            await store.aclose()
+        except StoreError as exc:
+            return exc
+    return None

@@ -21,6 +21,7 @@ from ._backend import Listing, SkippedSession
 T = TypeVar("T")
 
 __all__ = [
+    "LockWaitedOutError",
     "already_exists",
     "cannot_open",
     "check_cancelled",
@@ -36,6 +37,14 @@ __all__ = [
     "storage_failed",
     "stored_int",
 ]
+
+
+class LockWaitedOutError(StoreError):
+    """An open that waited out its whole timeout for another connection's lock.
+
+    Tried again at once, it would wait as long to fail alike: a close that waited for
+    it to drain through fails with it instead, where it opens again after any other
+    failure (a server restarting), which may be gone by then."""
 
 
 def refuse_nul(path: str | os.PathLike[str], *, what: str) -> None:

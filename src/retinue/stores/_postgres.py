@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any, final
 from retinue._errors import StoreError
 
 from ._backend import AppendBatch, Listing, StoredLog
-from ._common import already_exists, parse_header, parse_headers, segment_records
+from ._common import (
+    LockWaitedOutError,
+    already_exists,
+    parse_header,
+    parse_headers,
+    segment_records,
+)
 from ._pgclaims import SessionClaims, lock_table_full, out_of_locks
 from ._pgreaders import ReaderPool
 from ._pgschema import (
@@ -151,7 +157,7 @@ class PostgresBackend:
             timeout_ms=_WRITE_LOCK_TIMEOUT_MS,
             between=check_cancelled,
         ):
-            raise StoreError(
+            raise LockWaitedOutError(
                 f"creating the tables of schema {self._schema!r}: another transaction holds "
                 "the lock they are created under (another store creating them) or a lock on "
                 f"them, waited for {_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once it ends",
@@ -474,6 +480,10 @@ class PostgresStore(BufferedStore):
     naming it after 30 s, and the rest of its group is committed then (their
     flushes waited as long). A deadline around a flush committing on its own
     (no ``async with``) ends its wait for either lock, nothing written.
+    A close with sessions to drain whose entry's open it waited for fails with
+    that open's error if the open waited out the lock its tables are created under
+    (opened again, it would wait as long); if the open failed otherwise (a server
+    restarting refused the connection), the close opens the storage again and drains.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x

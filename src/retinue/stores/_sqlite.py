@@ -17,6 +17,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
+    LockWaitedOutError,
     already_exists,
     check_cancelled,
     parse_header,
@@ -154,7 +155,16 @@ class SQLiteBackend:
         failed one did (set the journal mode to WAL, which persists): each step of it
         is harmless to repeat, and the schema is created in one transaction.
         """
-        _in_short_attempts(conn, lambda: self._prepare(conn), between=check_cancelled)
+        try:
+            _in_short_attempts(conn, lambda: self._prepare(conn), between=check_cancelled)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            raise LockWaitedOutError(
+                f"opening the store: another connection held {self._path} locked through "
+                f"the {_BUSY_TIMEOUT_MS / 1000:g} s busy timeout: {exc}",
+                code="STORAGE_ERROR",
+            ) from exc
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         # Its first statement reads the schema: it waits for a lock too.
