@@ -17,7 +17,16 @@ from retinue.session import Event, Session, SessionHeader
 from ._backend import AppendBatch
 from ._repair import repair_tail
 
-__all__ = ["Entry", "LetGo", "Loaded", "Request", "StoreStatistics", "Tracked", "failed"]
+__all__ = [
+    "Entry",
+    "FirstClose",
+    "LetGo",
+    "Loaded",
+    "Request",
+    "StoreStatistics",
+    "Tracked",
+    "failed",
+]
 
 
 @final
@@ -126,6 +135,22 @@ class Tracked:
 
 
 _seq_of: Callable[[Event], int] = attrgetter("seq")
+
+
+@final
+@attrs.define(eq=False)
+class FirstClose:
+    """A store's first close: what it set out to drain, and how it ended."""
+
+    draining: Sequence[Tracked] = ()
+    """What it set out to drain: a load may stop tracking one of them meanwhile (its
+    buffer dropped), and what it left is still lost."""
+    done: trio.Event = attrs.Factory(trio.Event)
+    """Set as it ends: a close called meanwhile waits for it."""
+    failure: Exception | None = None
+    """Why it did not complete, for a close that waited for it to raise."""
+    cut: bool = False
+    """Whether a cancel (or Ctrl-C) cut it short."""
 
 
 @attrs.define(eq=False)

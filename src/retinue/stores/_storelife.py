@@ -17,7 +17,7 @@ from retinue.session import Session
 from ._backend import StorageBackend
 from ._common import LockWaitedOutError, already_exists
 from ._groupcommit import GroupCommitter, call_backend
-from ._records import LetGo, Loaded, Request, StoreStatistics, Tracked
+from ._records import FirstClose, LetGo, Loaded, Request, StoreStatistics, Tracked
 
 __all__ = ["StoreLifetime"]
 
@@ -60,15 +60,8 @@ class StoreLifetime:
         self._closing = False
         """Set as :meth:`aclose` begins: what it drains is what is attached then, so no
         session may be attached from there on."""
-        self._close_done: trio.Event | None = None
-        """Set as the first :meth:`aclose` ends: a close called meanwhile waits for it."""
-        self._close_failure: Exception | None = None
-        """Why the first :meth:`aclose` did not complete, for a close that waited for it to raise."""
-        self._close_cut = False
-        """Whether a cancel (or Ctrl-C) cut the first :meth:`aclose` short."""
-        self._draining: Sequence[Tracked] = ()
-        """What the first :meth:`aclose` set out to drain: a load may stop tracking one of
-        them meanwhile (its buffer dropped), and what it left is still lost."""
+        self._first_close: FirstClose | None = None
+        """Set as the first :meth:`aclose` begins: a close called after it waits for it."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
         self._releasing: dict[str, trio.Event] = {}
@@ -217,25 +210,25 @@ class StoreLifetime:
         another returns at once, even after one a cancel cut short: that loss is
         the cancelled caller's to know of (see above).
         """
-        done = self._close_done
-        if done is not None:
-            await self._wait_for_close(done)
+        first = self._first_close
+        if first is not None:
+            await self._wait_for_close(first)
             return
-        self._close_done = done = trio.Event()
+        self._first_close = first = FirstClose()
         try:
-            await self._drain_and_close()
+            await self._drain_and_close(first)
         except Exception as exc:
-            self._close_failure = exc
+            first.failure = exc
             raise
         except BaseException:
             # Cancelled or interrupted: what the cut drain left unwritten is lost unless
             # a close waiting for this one reports it.
-            self._close_cut = True
+            first.cut = True
             raise
         finally:
-            done.set()
+            first.done.set()
 
-    async def _wait_for_close(self, done: trio.Event) -> None:
+    async def _wait_for_close(self, first: FirstClose) -> None:
         """Wait for the close under way to end; raise ``CLOSE_FAILED`` if it did not complete.
 
         Its own drain would queue behind the running one and find the store closed:
@@ -245,29 +238,29 @@ class StoreLifetime:
         one left unwritten is counted once a load checking a released session is done.
         A close that has ended was reported to its own caller: a later one returns at once.
         """
-        if done.is_set():
+        if first.done.is_set():
             await trio.lowlevel.checkpoint()
             return
-        await done.wait()
-        failure = self._close_failure
-        if failure is None and self._close_cut:
-            failure = await self._left_unwritten()
+        await first.done.wait()
+        failure = first.failure
+        if failure is None and first.cut:
+            failure = await self._left_unwritten(first.draining)
         if failure is not None:
             raise StoreError(
                 f"{self._name}: the close this one waited for did not complete: {failure}",
                 code="CLOSE_FAILED",
             ) from failure
 
-    async def _left_unwritten(self) -> StoreError | None:
+    async def _left_unwritten(self, drained: Sequence[Tracked]) -> StoreError | None:
         """What a cancelled close left unwritten, as the error a close waiting for it raises.
 
-        Counted over what that close set out to drain, under the commit lock: a load holds
+        Counted over *drained*, what that close set out to drain, under the commit lock: a load holds
         it while it checks whether a released session's create is stored (its reply lost),
         and what it finds stored is not lost; a buffer it drops (another writer stored the
         id) is, though the store tracks that session no more.
         """
         async with self._committer.commit_lock:
-            left = [item.unstored() for item in self._draining if item.unstored()]
+            left = [item.unstored() for item in drained if item.unstored()]
         if not left:
             return None
         return StoreError(
@@ -275,11 +268,11 @@ class StoreLifetime:
             code="CLOSE_FAILED",
         )
 
-    async def _drain_and_close(self) -> None:
+    async def _drain_and_close(self, first: FirstClose) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
         self._closing = True
         self._open_locked_out = None  # one that failed before this close began is tried again
-        tracked = self._draining = list(self._tracked.values())
+        tracked = first.draining = list(self._tracked.values())
         if self._opening is not None and not any(item.buffer for item in tracked):
             # Nothing to drain: the storage would be opened only to be closed again.
             self._opening.cancel()
