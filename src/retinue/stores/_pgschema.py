@@ -22,10 +22,10 @@ __all__ = [
     "connect_cancellably",
     "in_schema",
     "locked_tables",
-    "met_no_lock",
     "migrate",
     "not_open",
     "psycopg_module",
+    "ran_within_lock_timeout",
     "read_only_refused",
     "require_open",
     "table_locked",
@@ -172,8 +172,8 @@ def until_lock_free(
     return True
 
 
-def met_no_lock(statements: Callable[[], object]) -> bool:
-    """Run *statements*; false if one gave up on a lock held elsewhere (``LockNotAvailable``)."""
+def ran_within_lock_timeout(statements: Callable[[], object]) -> bool:
+    """Whether *statements* ran, none giving up on a lock held elsewhere (``LockNotAvailable``)."""
     try:
         statements()
     except psycopg_module().errors.LockNotAvailable:

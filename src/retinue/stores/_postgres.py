@@ -27,10 +27,10 @@ from ._pgschema import (
     connect_cancellably,
     in_schema,
     locked_tables,
-    met_no_lock,
     migrate,
     not_open,
     psycopg_module,
+    ran_within_lock_timeout,
     read_only_refused,
     table_locked,
     until_lock_free,
@@ -153,7 +153,7 @@ class PostgresBackend:
         the wait with ``trio.Cancelled``. Each attempt rolls back whole.
         """
         if not until_lock_free(
-            lambda: met_no_lock(lambda: migrate(writer, self._schema)),
+            lambda: ran_within_lock_timeout(lambda: migrate(writer, self._schema)),
             timeout_ms=_WRITE_LOCK_TIMEOUT_MS,
             between=check_cancelled,
         ):
@@ -231,7 +231,7 @@ class PostgresBackend:
 
         def attempt() -> bool:
             results[:] = refusals  # an attempt that met a lock wrote nothing
-            return met_no_lock(lambda: self._commit_group(batches, results))
+            return ran_within_lock_timeout(lambda: self._commit_group(batches, results))
 
         if until_lock_free(
             attempt, timeout_ms=_WRITE_LOCK_TIMEOUT_MS, between=self._between_attempts
@@ -239,7 +239,7 @@ class PostgresBackend:
             return
         self._refuse_table_lock()
         if not self._refuse_locked_rows(batches, refusals) or not attempt():
-            raise _row_lock_timed_out()
+            raise _row_locked()
 
     def _refuse_table_lock(self) -> None:
         """Raise ``TABLE_LOCKED`` if another transaction locks a table a commit writes."""
@@ -254,7 +254,7 @@ class PostgresBackend:
         """Refuse the batches whose session's row another transaction locks; whether any."""
         live = {batches[i].session_id: i for i, error in enumerate(refusals) if error is None}
         held: set[str] = set()
-        if not met_no_lock(
+        if not ran_within_lock_timeout(
             lambda: held.update(self._tables.locked_rows(self._live_writer(), list(live)))
         ):
             return False  # a table lock taken meanwhile: the group fails whole
@@ -416,20 +416,14 @@ class PostgresBackend:
             writer.cancel_safe(timeout=5)
 
 
-def _row_locked(session_id: str) -> StoreError:
-    """The refusal of a session whose row another transaction held through the lock timeout."""
-    return StoreError(
-        f"session {session_id!r}: another transaction holds its row locked (a commit of "
-        "another writer still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), "
-        f"waited for {_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once that transaction ends",
-        code="SESSION_LOCKED",
+def _row_locked(session_id: str | None = None) -> StoreError:
+    """The refusal of a session whose row another transaction held through the lock timeout;
+    without *session_id*, of a group that waited it out with no lock on a table or row found."""
+    named, whose = (
+        ("", "a session's") if session_id is None else (f"session {session_id!r}: ", "its")
     )
-
-
-def _row_lock_timed_out() -> StoreError:
-    """Why a group waited out the lock timeout when no lock on a table or row is found."""
     return StoreError(
-        "another transaction holds a session's row locked (a commit of another writer "
+        f"{named}another transaction holds {whose} row locked (a commit of another writer "
         "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
         f"{_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once that transaction ends",
         code="SESSION_LOCKED",
