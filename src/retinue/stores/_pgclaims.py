@@ -242,7 +242,8 @@ class SessionClaims:
         if not until_lock_free(
             lambda: self._reading(lambda conn: self._handed_over(conn, session_id)),
             timeout_ms=_HANDOVER_TIMEOUT_MS,
-            between=check_cancelled if cancellable else _wait_on,
+            # A write's claim waits on (see :meth:`take`).
+            between=check_cancelled if cancellable else None,
         ):
             raise self._not_handed_over(session_id)
 
@@ -343,7 +344,3 @@ class SessionClaims:
         if alive is None:
             return set(session_ids)
         return {session_id for session_id in session_ids if session_id not in self._claimed}
-
-
-def _wait_on() -> None:
-    """Between two slices of a write's handover: a write's claim waits on (see :meth:`take`)."""

@@ -156,19 +156,23 @@ def _holders(conn: psycopg.Connection[Any], table: str) -> str:
 
 
 def until_lock_free(
-    attempt: Callable[[], bool], *, timeout_ms: int, between: Callable[[], None]
+    attempt: Callable[[], bool],
+    *,
+    timeout_ms: int,
+    between: Callable[[], None] | None = None,
 ) -> bool:
     """Whether *attempt* succeeded, called again until it does or *timeout_ms* is over.
 
     An attempt that meets a lock held elsewhere returns false, having waited a short
     lock timeout and rolled back whole. The server's wait heeds no trio cancel:
-    *between*, called between two attempts, raises to end the wait (``trio.Cancelled``
-    for a cancelled task, ``STORE_CLOSED`` for a closing store)."""
+    *between*, if given, is called between two attempts and raises to end the wait
+    (``trio.Cancelled`` for a cancelled task, ``STORE_CLOSED`` for a closing store)."""
     give_up = time.monotonic() + timeout_ms / 1000
     while not attempt():
         if time.monotonic() >= give_up:
             return False
-        between()
+        if between is not None:
+            between()
     return True
 
 
