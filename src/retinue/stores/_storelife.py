@@ -57,9 +57,6 @@ class StoreLifetime:
         self._enter_lock = trio.Lock()
         self._opened = False
         self._closed = False
-        self._closing = False
-        """Set as :meth:`aclose` begins: what it drains is what is attached then, so no
-        session may be attached from there on."""
         self._first_close: FirstClose | None = None
         """Set as the first :meth:`aclose` begins: a close called after it waits for it."""
         self._loading: set[str] = set()
@@ -77,6 +74,12 @@ class StoreLifetime:
         self._owner_depth = 0
         """Entries of the owner task not exited yet: its first is the last of them to exit."""
         self._depth = 0
+
+    @property
+    def _closing(self) -> bool:
+        """Whether :meth:`aclose` has begun: what it drains is what is attached then, so no
+        session may be attached from there on."""
+        return self._first_close is not None
 
     @property
     def durable(self) -> bool:
@@ -270,7 +273,6 @@ class StoreLifetime:
 
     async def _drain_and_close(self, first: FirstClose) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
-        self._closing = True
         self._open_locked_out = None  # one that failed before this close began is tried again
         tracked = first.draining = list(self._tracked.values())
         if self._opening is not None and not any(item.buffer for item in tracked):
