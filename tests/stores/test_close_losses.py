@@ -176,3 +176,42 @@ async def test_a_close_with_sessions_to_drain_opens_again_after_a_transient_fail
     assert refusals == ["STORAGE_ERROR"]
     assert closes == ["ended"]
     assert store.statistics().buffered_events == 0
+
+
+async def test_a_close_draining_while_a_load_drops_a_released_create_fails_so(
+    transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a close that begins while a load of a new session released before its create
+    was written finds the id stored by another writer and drops its buffer raises
+    ``CLOSE_FAILED`` naming that session's refusal (``SESSION_ALREADY_EXISTS``), as a flush
+    of it does. It returned as if every session were stored, its drain finding nothing
+    left to write."""
+    store = transactional_kit.open()
+    backend: Any = store._backend
+    real_read = backend.read
+    read_back, proceed = threading.Event(), threading.Event()
+
+    def read_then_hold(session_id: str) -> object:
+        stored = real_read(session_id)
+        read_back.set()
+        proceed.wait(REAL_DEADLINE)
+        return stored
+
+    outcomes: list[str] = []
+    with trio.fail_after(REAL_DEADLINE):
+        async with store:
+            released = await _released_create(store, monkeypatch, "dropped")
+            async with transactional_kit.open() as other:
+                winner = Session.create("dropped")
+                other.attach_new(winner)
+                run_turn(winner, "stored first")
+            monkeypatch.setattr(backend, "read", read_then_hold)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_load_quietly, store, released.id)
+                await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
+                nursery.start_soon(_close_into, store, trio.CancelScope(), outcomes, trio.Event())
+                await trio.testing.wait_all_tasks_blocked()  # the drain waits for the load
+                proceed.set()
+    [closed] = outcomes
+    assert closed.startswith("CLOSE_FAILED")
+    assert "session 'dropped' already exists" in closed
