@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+import retinue.stores._pgreaders as readers
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import PostgresStore
@@ -154,3 +155,41 @@ async def _close_during_entry(store: PostgresStore) -> StoreError | None:
         except StoreError as exc:
             return exc
     return None
+
+
+async def test_a_close_with_sessions_to_drain_fails_with_a_read_only_open_that_waited_out_a_lock(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a ``create=False`` store's open whose schema read waits out a lock on the
+    tables (a ``LOCK TABLE``) fails the draining close with its error, the storage opened
+    once, where the close opened it again and waited out the lock timeout a second time."""
+    import psycopg
+
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_READ_LOCK_TIMEOUT_MS", 300)
+    monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    async with PostgresStore(dsn, schema=schema):
+        pass  # the tables, to read
+    store = PostgresStore(dsn, schema=schema, create=False)
+    backend: Any = store._backend
+    opens: list[int] = []
+    real_open = backend.open
+
+    def counted_open() -> None:
+        opens.append(1)
+        real_open()
+
+    monkeypatch.setattr(backend, "open", counted_open)
+    session = Session.create("undrained")
+    run_turn(session)
+    store.attach_new(session)
+    with psycopg.connect(dsn) as locker, trio.fail_after(REAL_DEADLINE):
+        locker.execute(f'LOCK TABLE "{schema}".retinue_meta IN ACCESS EXCLUSIVE MODE')
+        failure = await _close_during_entry(store)
+        locker.rollback()
+    assert opens == [1]
+    assert failure is not None
+    assert failure.code == "STORAGE_ERROR"
+    assert "another transaction holds a lock on them" in str(failure)

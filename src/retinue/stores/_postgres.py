@@ -19,7 +19,7 @@ from ._common import (
     segment_records,
 )
 from ._pgclaims import SessionClaims, lock_table_full, out_of_locks
-from ._pgreaders import ReaderPool
+from ._pgreaders import _READ_LOCK_TIMEOUT_MS, ReaderPool
 from ._pgschema import (
     SCHEMA_VERSION,
     check_cancelled,
@@ -170,8 +170,14 @@ class PostgresBackend:
         try:
             check_schema(conn, self._schema)
             self._claims.open(connect=False)
-        except BaseException:
+        except BaseException as exc:
             conn.close()
+            if isinstance(exc, psycopg_module().errors.LockNotAvailable):
+                raise LockWaitedOutError(
+                    f"reading the tables of schema {self._schema!r}: another transaction holds "
+                    f"a lock on them, waited for {_READ_LOCK_TIMEOUT_MS / 1000:g} s: retry then",
+                    code="STORAGE_ERROR",
+                ) from exc
             raise
         self._closed = False
         self._pool.open(conn)
