@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
+import pytest
 import trio
+import trio.testing
 
 from retinue._content import Text, ToolCall
 from retinue._errors import StoreError
@@ -255,3 +259,43 @@ async def flush_refusals_as_the_exit_is_cancelled(
                 await trio.to_thread.run_sync(reached.wait)
                 scope.cancel()
     return refusals
+
+
+def count_opens(store: BufferedStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one each time *store*'s backend opens its storage."""
+    backend: Any = store._backend
+    opens: list[int] = []
+    real_open = backend.open
+
+    def counted_open() -> None:
+        opens.append(1)
+        real_open()
+
+    monkeypatch.setattr(backend, "open", counted_open)
+    return opens
+
+
+def attach_undrained(store: BufferedStore, session_id: str) -> Session:
+    """A session of one turn attached to *store* and not flushed: a close has it to drain."""
+    session = Session.create(session_id)
+    run_turn(session)
+    store.attach_new(session)
+    return session
+
+
+async def close_during_entry(store: BufferedStore) -> StoreError | None:
+    """Close *store* while an entry opens it; how the close failed, if it did."""
+
+    async def enter() -> None:
+        with contextlib.suppress(StoreError):
+            async with store:
+                pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(enter)
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            await store.aclose()
+        except StoreError as exc:
+            return exc
+    return None

@@ -17,7 +17,7 @@ from retinue.session import Session
 from retinue.stores._backend import AppendBatch
 from retinue.stores._common import LockWaitedOutError
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, run_turn
+from tests.stores._kit import REAL_DEADLINE, attach_undrained, run_turn
 from tests.stores.conftest import StoreKit
 
 
@@ -122,9 +122,7 @@ async def _close_during_failing_open(
         real_open()
 
     monkeypatch.setattr(backend, "open", open_failing_first)
-    session = Session.create("undrained")
-    run_turn(session)
-    store.attach_new(session)
+    attach_undrained(store, "undrained")
     refusals: list[str] = []
 
     async def enter() -> None:

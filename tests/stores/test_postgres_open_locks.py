@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pytest
 import trio
@@ -14,7 +12,14 @@ import retinue.stores._pgreaders as readers
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import PostgresStore
-from tests.stores._kit import REAL_DEADLINE, lines, run_turn
+from tests.stores._kit import (
+    REAL_DEADLINE,
+    attach_undrained,
+    close_during_entry,
+    count_opens,
+    lines,
+    run_turn,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -119,42 +124,14 @@ async def test_a_close_with_sessions_to_drain_fails_with_an_open_that_waited_out
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
     dsn, schema = postgres_schema
     store = PostgresStore(dsn, schema=schema)
-    backend: Any = store._backend
-    opens: list[int] = []
-    real_open = backend.open
-
-    def counted_open() -> None:
-        opens.append(1)
-        real_open()
-
-    monkeypatch.setattr(backend, "open", counted_open)
-    session = Session.create("undrained")
-    run_turn(session)
-    store.attach_new(session)
+    opens = count_opens(store, monkeypatch)
+    attach_undrained(store, "undrained")
     with _creation_locked(dsn), trio.fail_after(REAL_DEADLINE):
-        failure = await _close_during_entry(store)
+        failure = await close_during_entry(store)
     assert opens == [1]
     assert failure is not None
     assert failure.code == "STORAGE_ERROR"
     assert "another transaction holds the lock they are created under" in str(failure)
-
-
-async def _close_during_entry(store: PostgresStore) -> StoreError | None:
-    """Close *store* while an entry opens it; how the close failed, if it did."""
-
-    async def enter() -> None:
-        with contextlib.suppress(StoreError):
-            async with store:
-                pass
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(enter)
-        await trio.testing.wait_all_tasks_blocked()
-        try:
-            await store.aclose()
-        except StoreError as exc:
-            return exc
-    return None
 
 
 async def test_a_close_with_sessions_to_drain_fails_with_a_read_only_open_that_waited_out_a_lock(
@@ -173,21 +150,11 @@ async def test_a_close_with_sessions_to_drain_fails_with_a_read_only_open_that_w
     async with PostgresStore(dsn, schema=schema):
         pass  # the tables, to read
     store = PostgresStore(dsn, schema=schema, create=False)
-    backend: Any = store._backend
-    opens: list[int] = []
-    real_open = backend.open
-
-    def counted_open() -> None:
-        opens.append(1)
-        real_open()
-
-    monkeypatch.setattr(backend, "open", counted_open)
-    session = Session.create("undrained")
-    run_turn(session)
-    store.attach_new(session)
+    opens = count_opens(store, monkeypatch)
+    attach_undrained(store, "undrained")
     with psycopg.connect(dsn) as locker, trio.fail_after(REAL_DEADLINE):
         locker.execute(f'LOCK TABLE "{schema}".retinue_meta IN ACCESS EXCLUSIVE MODE')
-        failure = await _close_during_entry(store)
+        failure = await close_during_entry(store)
         locker.rollback()
     assert opens == [1]
     assert failure is not None

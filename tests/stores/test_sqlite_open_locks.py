@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import threading
 from pathlib import Path
@@ -15,7 +14,14 @@ from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._sqlite import SQLiteBackend
-from tests.stores._kit import REAL_DEADLINE, lines, run_turn
+from tests.stores._kit import (
+    REAL_DEADLINE,
+    attach_undrained,
+    close_during_entry,
+    count_opens,
+    lines,
+    run_turn,
+)
 
 DEADLINE = 0.5
 """Real seconds: the open waits in a worker thread, which a virtual clock would race ahead."""
@@ -98,19 +104,8 @@ async def test_a_close_with_sessions_to_drain_drains_through_the_entrys_open(
     once; it cut the open short and opened the storage again itself."""
     database = tmp_path / "sessions.db"
     store = SQLiteStore(database)
-    backend = store._backend
-    assert isinstance(backend, SQLiteBackend)
-    opens: list[int] = []
-    real_open = backend.open
-
-    def counted_open() -> None:
-        opens.append(1)
-        real_open()
-
-    monkeypatch.setattr(backend, "open", counted_open)
-    session = Session.create("drained")
-    run_turn(session)
-    store.attach_new(session)
+    opens = count_opens(store, monkeypatch)
+    session = attach_undrained(store, "drained")
     refusals: list[str] = []
 
     async def enter() -> None:
@@ -151,45 +146,16 @@ async def test_a_close_with_sessions_to_drain_fails_with_an_open_that_waited_out
     monkeypatch.setattr(sqlite_store, "_BUSY_TIMEOUT_MS", 300)
     database = tmp_path / "sessions.db"
     store = SQLiteStore(database)
-    backend = store._backend
-    assert isinstance(backend, SQLiteBackend)
-    opens: list[int] = []
-    real_open = backend.open
-
-    def counted_open() -> None:
-        opens.append(1)
-        real_open()
-
-    monkeypatch.setattr(backend, "open", counted_open)
-    session = Session.create("undrained")
-    run_turn(session)
-    store.attach_new(session)
+    opens = count_opens(store, monkeypatch)
+    attach_undrained(store, "undrained")
     holder = sqlite3.connect(database, isolation_level=None)
     try:
         holder.execute("BEGIN EXCLUSIVE")
         with trio.fail_after(REAL_DEADLINE):
-            failure = await _close_during_entry(store)
+            failure = await close_during_entry(store)
     finally:
         holder.close()
     assert opens == [1]
     assert failure is not None
     assert failure.code == "STORAGE_ERROR"
     assert "busy timeout" in str(failure)
-
-
-async def _close_during_entry(store: SQLiteStore) -> StoreError | None:
-    """Close *store* while an entry opens it; how the close failed, if it did."""
-
-    async def enter() -> None:
-        with contextlib.suppress(StoreError):
-            async with store:
-                pass
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(enter)
-        await trio.testing.wait_all_tasks_blocked()
-        try:
-            await store.aclose()
-        except StoreError as exc:
-            return exc
-    return None
