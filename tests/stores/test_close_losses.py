@@ -60,15 +60,17 @@ async def _close_into(
         ended.set()
 
 
-async def test_a_close_waiting_for_a_cancelled_one_counts_a_buffer_a_load_dropped(
-    transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """R11.6: a new session released before its create was written, whose id another writer
-    has stored since, a load of it checking the stored id as a close is cancelled: the load
-    drops its buffer, and a close waiting for the cancelled one raises ``CLOSE_FAILED``
-    naming those events as not written. It returned as if nothing were lost, counting only
-    the sessions still tracked once the load was done."""
-    store = transactional_kit.open()
+async def _load_held_after_its_read(
+    kit: StoreKit, store: BufferedStore, monkeypatch: pytest.MonkeyPatch, nursery: trio.Nursery
+) -> tuple[Session, threading.Event]:
+    """Start, in *nursery*, a load of a new session released before its create was written
+    whose id another writer has stored since, held once it has read the stored id; the
+    released session and the event that lets the load go on (to drop its buffer)."""
+    released = await _released_create(store, monkeypatch, "dropped")
+    async with kit.open() as other:
+        winner = Session.create("dropped")
+        other.attach_new(winner)
+        run_turn(winner, "stored first")
     backend: Any = store._backend
     real_read = backend.read
     read_back, proceed = threading.Event(), threading.Event()
@@ -79,25 +81,34 @@ async def test_a_close_waiting_for_a_cancelled_one_counts_a_buffer_a_load_droppe
         proceed.wait(REAL_DEADLINE)
         return stored
 
+    monkeypatch.setattr(backend, "read", read_then_hold)
+    nursery.start_soon(_load_quietly, store, released.id)
+    await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
+    return released, proceed
+
+
+async def test_a_close_waiting_for_a_cancelled_one_counts_a_buffer_a_load_dropped(
+    transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a new session released before its create was written, whose id another writer
+    has stored since, a load of it checking the stored id as a close is cancelled: the load
+    drops its buffer, and a close waiting for the cancelled one raises ``CLOSE_FAILED``
+    naming those events as not written. It returned as if nothing were lost, counting only
+    the sessions still tracked once the load was done."""
+    store = transactional_kit.open()
     outcomes: list[str] = []
     with trio.fail_after(REAL_DEADLINE):
-        async with store:
-            released = await _released_create(store, monkeypatch, "dropped")
-            async with transactional_kit.open() as other:
-                winner = Session.create("dropped")
-                other.attach_new(winner)
-                run_turn(winner, "stored first")
-            monkeypatch.setattr(backend, "read", read_then_hold)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_load_quietly, store, released.id)
-                await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
-                first, first_ended = trio.CancelScope(), trio.Event()
-                for scope, ended in ((first, first_ended), (trio.CancelScope(), trio.Event())):
-                    nursery.start_soon(_close_into, store, scope, outcomes, ended)
-                    await trio.testing.wait_all_tasks_blocked()  # the first drains, then the next
-                first.cancel()
-                await first_ended.wait()
-                proceed.set()
+        async with store, trio.open_nursery() as nursery:
+            released, proceed = await _load_held_after_its_read(
+                transactional_kit, store, monkeypatch, nursery
+            )
+            first, first_ended = trio.CancelScope(), trio.Event()
+            for scope, ended in ((first, first_ended), (trio.CancelScope(), trio.Event())):
+                nursery.start_soon(_close_into, store, scope, outcomes, ended)
+                await trio.testing.wait_all_tasks_blocked()  # the first drains, then the next
+            first.cancel()
+            await first_ended.wait()
+            proceed.set()
     assert outcomes[0] == "cancelled"
     assert outcomes[1].startswith("CLOSE_FAILED")
     assert f"{len(released.events)} event(s) of 1 session(s) not written" in outcomes[1]
@@ -185,31 +196,15 @@ async def test_a_close_draining_while_a_load_drops_a_released_create_fails_so(
     of it does. It returned as if every session were stored, its drain finding nothing
     left to write."""
     store = transactional_kit.open()
-    backend: Any = store._backend
-    real_read = backend.read
-    read_back, proceed = threading.Event(), threading.Event()
-
-    def read_then_hold(session_id: str) -> object:
-        stored = real_read(session_id)
-        read_back.set()
-        proceed.wait(REAL_DEADLINE)
-        return stored
-
     outcomes: list[str] = []
     with trio.fail_after(REAL_DEADLINE):
-        async with store:
-            released = await _released_create(store, monkeypatch, "dropped")
-            async with transactional_kit.open() as other:
-                winner = Session.create("dropped")
-                other.attach_new(winner)
-                run_turn(winner, "stored first")
-            monkeypatch.setattr(backend, "read", read_then_hold)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_load_quietly, store, released.id)
-                await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
-                nursery.start_soon(_close_into, store, trio.CancelScope(), outcomes, trio.Event())
-                await trio.testing.wait_all_tasks_blocked()  # the drain waits for the load
-                proceed.set()
+        async with store, trio.open_nursery() as nursery:
+            _, proceed = await _load_held_after_its_read(
+                transactional_kit, store, monkeypatch, nursery
+            )
+            nursery.start_soon(_close_into, store, trio.CancelScope(), outcomes, trio.Event())
+            await trio.testing.wait_all_tasks_blocked()  # the drain waits for the load
+            proceed.set()
     [closed] = outcomes
     assert closed.startswith("CLOSE_FAILED")
     assert "session 'dropped' already exists" in closed
