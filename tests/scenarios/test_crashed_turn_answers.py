@@ -247,6 +247,29 @@ async def test_a_crash_readying_a_turn_leaves_its_prompts_queued_for_the_restart
         check_session_invariants(agent.session.events)
 
 
+async def _asked_as_the_runtime_is_cancelled(
+    model: ScriptedModel, store: SlowDurableStore
+) -> tuple[str | None, int, int]:
+    """Ask an agent over *model* and *store*, cancelling its runtime a virtual second in;
+    the answer's code, and how many events were committed and logged as it came."""
+    answered: list[tuple[str | None, int, int]] = []
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as outer:
+            with trio.move_on_after(1):
+                async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
+                    agent = await rt.create_agent("a", OPTIONS)
+
+                    async def ask() -> None:
+                        result = await agent.ask("go")
+                        events = len(agent.session.events)
+                        answered.append((result.reason.code, store.committed(), events))
+
+                    outer.start_soon(ask)
+                    await trio.sleep(100)
+    [answer] = answered
+    return answer
+
+
 async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flushed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -258,23 +281,8 @@ async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flus
     """
     crash_in_the_error_handling(monkeypatch)
     store = SlowDurableStore()
-    answered: list[tuple[str | None, int, int]] = []
-    with trio.fail_after(DEADLINE):
-        async with trio.open_nursery() as outer:
-            with trio.move_on_after(1):
-                async with retinue.open_runtime(
-                    models=ScriptedModel([FinishWithError("boom")]), store=store
-                ) as rt:
-                    agent = await rt.create_agent("a", OPTIONS)
-
-                    async def ask() -> None:
-                        result = await agent.ask("go")
-                        events = len(agent.session.events)
-                        answered.append((result.reason.code, store.committed(), events))
-
-                    outer.start_soon(ask)
-                    await trio.sleep(100)
-    ((code, committed, events),) = answered
+    model = ScriptedModel([FinishWithError("boom")])
+    code, committed, events = await _asked_as_the_runtime_is_cancelled(model, store)
     assert (code, committed) == ("DRIVER_CRASH", events)
 
 
@@ -296,21 +304,7 @@ async def test_a_crash_closing_a_turn_the_runtimes_cancel_cut_short_is_answered_
     monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
     store = SlowDurableStore()
     model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")])])
-    answered: list[tuple[str | None, int, int]] = []
-    with trio.fail_after(DEADLINE):
-        async with trio.open_nursery() as outer:
-            with trio.move_on_after(1):
-                async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
-                    agent = await rt.create_agent("a", OPTIONS)
-
-                    async def ask() -> None:
-                        result = await agent.ask("go")
-                        events = len(agent.session.events)
-                        answered.append((result.reason.code, store.committed(), events))
-
-                    outer.start_soon(ask)
-                    await trio.sleep(100)
-    ((code, committed, events),) = answered
+    code, committed, events = await _asked_as_the_runtime_is_cancelled(model, store)
     assert (code, committed) == ("DRIVER_CRASH", events)
 
 
