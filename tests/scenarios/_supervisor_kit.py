@@ -21,6 +21,25 @@ def record(rt: retinue.Runtime, agent: retinue.Agent, name: str) -> list[tuple[A
     return seen
 
 
+class DriverBugError(RuntimeError):
+    """The simulated bug."""
+
+
+def crash_in_the_post_turn_flush(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the driver's post-turn flush raise once, after the turn's ``turn/end`` is logged."""
+    real = _turn.flush
+    crashes: list[int] = []
+
+    async def broken(core: _core.AgentCore, turn: int, step: int) -> None:
+        if not crashes:
+            crashes.append(1)
+            raise DriverBugError("flush bug")
+        await real(core, turn, step)
+
+    monkeypatch.setattr(_turn, "flush", broken)
+    return crashes
+
+
 class FlusherBugError(RuntimeError):
     """The simulated bug in an agent's flusher."""
 

@@ -15,7 +15,7 @@ import trio.testing
 
 import retinue
 from retinue.hooks import Allow, Block
-from retinue.loop import _core, _driver, _state, _turn
+from retinue.loop import _core, _driver, _state
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
@@ -38,26 +38,12 @@ from tests.helpers import (
     turn_ends,
     user_texts,
 )
-from tests.scenarios._supervisor_kit import SlowDurableStore, record
-
-
-class DriverBugError(RuntimeError):
-    """The simulated bug."""
-
-
-def crash_in_the_post_turn_flush(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make the driver's post-turn flush raise once, after the turn's ``turn/end`` is logged."""
-    real = _turn.flush
-    crashes: list[int] = []
-
-    async def broken(core: _core.AgentCore, turn: int, step: int) -> None:
-        if not crashes:
-            crashes.append(1)
-            raise DriverBugError("flush bug")
-        await real(core, turn, step)
-
-    monkeypatch.setattr(_turn, "flush", broken)
-    return crashes
+from tests.scenarios._supervisor_kit import (
+    DriverBugError,
+    SlowDurableStore,
+    crash_in_the_post_turn_flush,
+    record,
+)
 
 
 def crash_in_the_error_handling(monkeypatch: pytest.MonkeyPatch) -> None:

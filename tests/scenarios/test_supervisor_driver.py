@@ -31,11 +31,7 @@ from retinue.testing import (
     check_session_invariants,
 )
 from tests.helpers import OPTIONS, Next, nap, of_type, runtime, turn_ends, user_texts
-from tests.scenarios._supervisor_kit import record
-
-
-class DriverBugError(RuntimeError):
-    """The simulated bug."""
+from tests.scenarios._supervisor_kit import DriverBugError, crash_in_the_post_turn_flush, record
 
 
 def crash_on_running(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
@@ -391,16 +387,7 @@ async def test_an_ask_whose_turn_a_driver_crash_ended_returns_once_the_turn_is_f
         monkeypatch.setattr(_state.TurnState, "record_error", broken)
     else:
         model = ScriptedModel([Reply("ok"), Reply("fine")])
-        real = _turn.flush
-        crashes: list[int] = []
-
-        async def broken_flush(core: _core.AgentCore, turn: int, step: int) -> None:
-            if not crashes:
-                crashes.append(1)
-                raise DriverBugError("flush bug")
-            await real(core, turn, step)
-
-        monkeypatch.setattr(_turn, "flush", broken_flush)
+        crash_in_the_post_turn_flush(monkeypatch)
     async with runtime(model, store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         restarts = record(rt, agent, "agent/restarted")
