@@ -352,17 +352,15 @@ async def test_a_redirect_whose_body_breaks_or_stalls_names_its_status(
     assert "did not arrive within 3.0 s" in str(stalled)
 
 
-@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
-async def test_a_followed_redirect_whose_target_stalls_is_a_retryable_timeout(
-    api: str, autojump_clock: trio.abc.Clock
-) -> None:
-    """R10.2: a 307 with a Location is followed (the client follows redirects), so its
-    target sending no headers in time is a retryable timeout, as any request's: it was the
-    307's own error, never retried, saying its body did not arrive."""
+async def _followed_redirect_timeout(api: str, *, body_stalls: bool) -> ProviderConnectionError:
+    """The error *api*'s adapter raises when a followed 307's body, or its target, stalls."""
 
     async def answer(request: httpx2.Request) -> httpx2.Response:
         if "/moved" not in str(request.url):
-            return httpx2.Response(307, headers={"location": "http://mock/moved"}, content=b"")
+            headers = {"location": "http://mock/moved"}
+            if body_stalls:
+                return httpx2.Response(307, headers=headers, stream=BrokenErrorBody(None))
+            return httpx2.Response(307, headers=headers, content=b"")
         await trio.sleep_forever()
         raise AssertionError("unreachable")
 
@@ -371,4 +369,28 @@ async def test_a_followed_redirect_whose_target_stalls_is_a_retryable_timeout(
         async with _adapter(api, "http://mock", transport=transport, timeout=3.0) as model:
             with pytest.raises(ProviderConnectionError) as caught:
                 await collect(model, make_request("hi"))
-    assert (caught.value.code, caught.value.retryable) == ("TIMEOUT", True)
+    return caught.value
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_a_followed_redirect_whose_target_stalls_is_a_retryable_timeout(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.2: a 307 with a Location is followed (the client follows redirects), so its
+    target sending no headers in time is a retryable timeout, as any request's: it was the
+    307's own error, never retried, saying its body did not arrive."""
+    error = await _followed_redirect_timeout(api, body_stalls=False)
+    assert (error.code, error.retryable) == ("TIMEOUT", True)
+    assert "sent no response headers within 3.0 s" in str(error)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_a_followed_redirect_whose_own_body_stalls_says_so(
+    api: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.2: a 307 with a Location whose own body does not arrive in time is the same
+    retryable timeout, saying the redirect's body is what did not come: it said no response
+    headers had come, though the 307's had."""
+    error = await _followed_redirect_timeout(api, body_stalls=True)
+    assert (error.code, error.retryable) == ("TIMEOUT", True)
+    assert "sent a 307 redirect whose body did not arrive within 3.0 s" in str(error)

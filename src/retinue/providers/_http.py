@@ -1,10 +1,9 @@
-"""HTTP plumbing shared by the adapters: sending within a deadline, SSE stream pumping."""
+"""HTTP plumbing shared by the adapters: connection failures named, SSE stream pumping."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
-from typing import Protocol, final
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Protocol
 
 import httpx2
 import trio
@@ -12,19 +11,14 @@ import trio
 from retinue._stream import StreamChunk
 
 from ._blocks import loads_event, malformed
-from ._bodies import keep_error_body_decodable
-from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError, status_error
+from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError
 from ._pairs import PairedDeltas
 from ._sse import SseDecoder, SseEvent
 
 __all__ = [
     "StreamDecoder",
-    "close_response",
     "connection_failed",
-    "current_answer",
     "decode_response",
-    "note_answer",
-    "send_within",
     "shown_url",
 ]
 
@@ -399,101 +393,3 @@ async def decode_response(
             yield chunk  # noqa: ASYNC911 - the closing chunks go out back to back
     finally:
         await _release(body, drain=complete)
-
-
-async def close_response(response: httpx2.Response) -> None:
-    """Close *response* and its connection, shielded from cancellation for at most a second.
-
-    A stream abandoned by an abort must not leave its connection half-read.
-    """
-    with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
-        await response.aclose()
-
-
-@final
-class _Answer:
-    """The response headers of the request being sent, once they arrived."""
-
-    __slots__ = ("response", "waiting_for")
-
-    def __init__(self) -> None:
-        self.response: httpx2.Response | None = None
-        self.waiting_for: int | None = None
-        """While the request waits for a free connection: how many there are in all."""
-
-    @property
-    def failed(self) -> bool:
-        """Whether the response has a status the SDKs raise an error for (any but 2xx)."""
-        response = self.response
-        # A 3xx with a Location is followed (the client follows redirects): not the SDK's to raise.
-        return (
-            response is not None and not response.is_success and not response.has_redirect_location
-        )
-
-    async def close(self) -> None:
-        """Close the response, if there is one (the SDK left it open when its body failed)."""
-        if self.response is None:
-            await trio.lowlevel.checkpoint()
-        else:
-            await close_response(self.response)
-
-    def error(self, provider: str, detail: str) -> ProviderError:
-        """The error for a response whose body could not be had: its status's, when it has one."""
-        response = self.response
-        if response is None or not self.failed:
-            return ProviderConnectionError(
-                f"{provider} response failed: {detail}", code="CONNECTION_ERROR", retryable=True
-            )
-        return status_error(
-            response.status_code, None, response.headers, provider=provider, detail=detail
-        )
-
-
-current_answer: ContextVar[_Answer | None] = ContextVar("retinue_answer", default=None)
-"""The request :func:`send_within` is sending in this task, if any."""
-
-
-async def note_answer(response: httpx2.Response) -> None:  # noqa: ASYNC910 - records only
-    """An event hook: note the response the SDK is about to handle, for :func:`send_within`."""
-    keep_error_body_decodable(response)
-    answer = current_answer.get()
-    if answer is not None:
-        answer.response = response
-
-
-async def send_within(
-    send: Callable[[], Awaitable[httpx2.Response]], seconds: float, provider: str
-) -> httpx2.Response:
-    """Await ``send()`` (the request up to its response headers) for at most *seconds*.
-
-    The SDKs read an error status's body themselves, outside their own
-    handling of connection errors: a body that breaks, cannot be decoded or
-    does not arrive in time raises the error of the status (typed, retryable
-    as that status is), not a bare ``httpx2`` error or a header timeout.
-    """
-    answer = _Answer()
-    token = current_answer.set(answer)
-    try:
-        with trio.move_on_after(seconds):
-            try:
-                return await send()
-            except (httpx2.TransportError, httpx2.DecodingError) as exc:
-                error = answer.error(provider, f"its body could not be read: {exc!r}")
-                await answer.close()
-                raise error from exc
-    finally:
-        current_answer.reset(token)
-    if answer.failed:
-        await answer.close()
-        raise answer.error(provider, f"its body did not arrive within {seconds} s")
-    if answer.waiting_for is not None:
-        # Nothing was sent: the adapter's own connections were all busy.
-        raise ProviderConnectionError(
-            f"{provider} had no free connection within {seconds} s: all"
-            f" {answer.waiting_for} (max_connections) were in use",
-            code="POOL_TIMEOUT",
-            retryable=True,
-        )
-    raise ProviderConnectionError(
-        f"{provider} sent no response headers within {seconds} s", code="TIMEOUT", retryable=True
-    )

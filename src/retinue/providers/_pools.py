@@ -20,7 +20,7 @@ from httpx2._utils import get_environment_proxies
 
 from retinue._checks import finite_number_error, positive_int_error
 
-from ._http import current_answer, note_answer
+from ._sending import current_answer, note_answer
 
 __all__ = [
     "MAX_CONNECTIONS",

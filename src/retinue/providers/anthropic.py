@@ -31,13 +31,12 @@ from ._client import ClientOwner, post_json
 from ._failures import ProviderError
 from ._feedback import report_response
 from ._http import (
-    close_response,
     connection_failed,
     decode_response,
-    send_within,
     shown_url,
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
+from ._sending import close_response, send_within
 from ._settings import check_header_lines, check_header_names, check_identity
 from ._urls import base_url_from, client_base_url, on_domain
 

@@ -24,10 +24,8 @@ from ._failures import ProviderError
 from ._feedback import report_response
 from ._http import (
     StreamDecoder,
-    close_response,
     connection_failed,
     decode_response,
-    send_within,
     shown_url,
 )
 from ._openai_chat import chat_request_body
@@ -35,6 +33,7 @@ from ._openai_chat_stream import ChatStreamDecoder
 from ._openai_responses import responses_request_body
 from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
+from ._sending import close_response, send_within
 from ._settings import check_header_names, check_header_values, check_identity
 from ._urls import base_url_from, client_base_url, on_domain
 
