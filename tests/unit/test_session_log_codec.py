@@ -4,12 +4,13 @@ unknown types are kept (SPEC 4).
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any
 
 import pytest
 
-from retinue import Message, Reasoning, Text, ToolCall, ToolResultBlock
+from retinue import Message, MessageSource, Reasoning, Text, ToolCall, ToolResultBlock
 from retinue._content import OpaqueBlock
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import (
@@ -243,3 +244,31 @@ def test_codec_keeps_unknown_event_types_verbatim() -> None:
     assert event.type == "compact/plan"
     assert json.loads(json.dumps(dump_event(event))) == raw
     assert project(event) is None
+
+
+class _Kind(enum.StrEnum):
+    PLUGIN = "plugin"
+    MODEL = "m1"
+
+
+def test_a_str_enum_in_a_field_dumps_as_the_plain_str_that_loads_back() -> None:
+    """R1.6, R4.5: a str field given a StrEnum member (a source kind, a model name, a text) is
+    dumped as the plain str its stored line holds, so ``load_event`` takes every dumped event."""
+    session = _open()
+    session.append(
+        UserMessage((Text(_Kind.PLUGIN),), MessageSource(_Kind.PLUGIN, _Kind.MODEL)),
+        surface="append",
+    )
+    session.append(RequestHeader(EpochHeader(LlmCallConfig(_Kind.MODEL)), "initial"))
+    dumped = session.dump()
+    kinds = {type(value) for value in _leaves(dumped)}
+    assert kinds <= {str, int, float, bool, type(None)}
+    assert [load_event(line) for line in dumped] == list(session.events)
+
+
+def _leaves(value: object) -> list[object]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]

@@ -218,7 +218,7 @@ _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def thaw_json(value: JsonValue) -> object:
-    """Return a plain mutable copy (lists and dicts) of a JSON value."""
+    """Return a plain mutable copy (lists, dicts and exact strs) of a JSON value."""
     kind = type(value)
     if kind in _LEAF_TYPES:
         return value
@@ -236,4 +236,8 @@ def thaw_json(value: JsonValue) -> object:
     # the (much slower) abstract Mapping check.
     if isinstance(value, (dict, Mapping)):
         return {key: thaw_json(item) for key, item in value.items()}
+    if isinstance(value, str):
+        # A record's str field may hold a subclass (a StrEnum member): the copy is
+        # the str its JSON holds, which a loader's exact type checks take.
+        return str.__str__(value)
     return value
