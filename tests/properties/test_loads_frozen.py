@@ -84,3 +84,25 @@ def test_freezing_a_too_deeply_nested_value_is_invalid_json() -> None:
         value = [value]
     with pytest.raises(InvalidJsonError, match="nested too deeply"):
         freeze_json(value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "\ud83d\ude00"}',
+        ' {"a": "\ud83d\ude00"} ',
+        '"\ud83d\ude00"',
+        '{"\ud83d\ude00": 1}',
+        '{"a": "\ud83d\\ude00"}',
+        '["\ud83d\ude00"]',
+    ],
+    ids=["value", "padded", "string", "key", "escaped-low-half", "array"],
+)
+def test_a_surrogate_pair_held_as_two_code_points_is_joined_as_freezing_joins_it(
+    text: str,
+) -> None:
+    """R1.6: text holding a pair as two code points (its halves split across two deltas) parses
+    to the one character a stored line reads back, as freezing the decoded value gives."""
+    decoded = loads_frozen(text)
+    assert decoded == freeze_json(json.loads(text))
+    assert "\U0001f600" in json.dumps(decoded, ensure_ascii=False)

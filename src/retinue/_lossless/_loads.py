@@ -85,8 +85,13 @@ def loads_frozen(text: str) -> JsonValue:
 
 def _loads_frozen(text: str) -> JsonValue:
     # A text this short, or with no more braces, cannot nest deeper than
-    # MAX_JSON_DEPTH; any other takes freeze_json, which measures it.
-    if "[" not in text and (len(text) <= MAX_JSON_DEPTH or text.count("{") <= MAX_JSON_DEPTH):
+    # MAX_JSON_DEPTH; any other takes freeze_json, which measures it. So does one
+    # holding a surrogate, whose pairs only freeze_json joins (R1.6).
+    if (
+        "[" not in text
+        and (len(text) <= MAX_JSON_DEPTH or text.count("{") <= MAX_JSON_DEPTH)
+        and (text.isascii() or _no_surrogate(text))
+    ):
         # The scanner alone parses a value with nothing around it (the usual tool
         # arguments); padding, extra data and errors take the decoder's full path.
         try:
@@ -101,3 +106,12 @@ def _loads_frozen(text: str) -> JsonValue:
     # Arrays decode to lists, which only freeze_json turns into tuples (and it
     # measures the depth).
     return freeze_json(_decode(text))
+
+
+def _no_surrogate(text: str) -> bool:
+    """Whether *text* holds no surrogate code point: only a surrogate fails to encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
