@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from typing import Any
+from unittest import mock
 
 import attrs
 import pytest
@@ -298,10 +299,38 @@ def test_non_surface_events_refuse_a_surface_op(data: EventData) -> None:
     _refused(_open(), "INVALID_SURFACE_OP", data, surface="append")
 
 
-@pytest.mark.parametrize("op", ["prepend", "Append", 0])
+@pytest.mark.parametrize("op", ["prepend", "Append", 0, mock.ANY], ids=repr)
 def test_surface_ops_other_than_append_or_replace_are_refused(op: Any) -> None:
-    """R4.6, R4.19: a surface op is ``"append"`` or a ``Replace``; anything else would be stored as nothing."""
+    """R4.6, R4.19: a surface op is ``"append"`` or a ``Replace``; anything else would be stored as
+    nothing, or (an object equal to everything) logged as an op that dumps as no JSON."""
     _refused(_open(), "INVALID_SURFACE_OP", UserMessage(_c("x")), surface=op)
+
+
+def test_a_seed_event_whose_surface_op_only_compares_equal_to_append_is_refused() -> None:
+    """R4.24, R4.19: a seed is checked as an append is: an op equal to everything is no op."""
+    turn = Event(0, 0, TurnStart(1, TurnTrigger("message")))
+    message = Event(1, 0, UserMessage(_c("x")), None, mock.ANY)
+    with pytest.raises(SessionError) as caught:
+        Session.from_events(SessionHeader("s", 0), [turn, message])
+    assert caught.value.code == "INVALID_SURFACE_OP"
+
+
+class _Op(enum.StrEnum):
+    APPEND = "append"
+
+
+def test_a_str_enum_append_op_is_logged_as_the_exact_literal() -> None:
+    """R4.19: an op given as a StrEnum member equal to ``"append"`` is logged, appended and
+    seeded alike, as the ``"append"`` its stored line reads back as."""
+    session = _open()
+    op: Any = _Op.APPEND  # as a caller without a type checker gives it
+    logged = session.append(UserMessage(_c("x")), surface=op)
+    seeded = Session.from_events(
+        session.header, [session.events[0], logged._replace(surface_op=op)]
+    )
+    assert type(logged.surface_op) is str
+    assert type(seeded.events[1].surface_op) is str
+    assert list(seeded.derive_messages()) == list(session.derive_messages())
 
 
 @pytest.mark.parametrize("name", ["turn/end", "step/start", "user/message", "session", ""])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from retinue._errors import InvalidJsonError, SessionError
 from retinue._lossless import shown
@@ -27,9 +27,10 @@ __all__ = [
     "as_events",
     "check_boundary",
     "check_chunk_event",
+    "exact_op",
     "folded",
     "fork_seed",
-    "own_sources",
+    "own_parts",
     "refuse_outside_turn",
     "refuse_seed_event",
     "refuse_surface_op",
@@ -55,15 +56,31 @@ def check_chunk_event(data: AssistantChunk) -> None:
         raise InvalidJsonError(f"{data.type}: {problem}")
 
 
-def own_sources(event: Event) -> Event:
-    """*event* with its source seqs a tuple of its own, as append copies them (R4.24).
+def own_parts(event: Event) -> Event:
+    """*event* with its source seqs a tuple of its own and its surface op exact, as append
+    makes them (R4.24).
 
     A seed's list would stay the caller's to change, and an int or float is refused typed.
     """
     sources = event.source_event_seqs
-    if sources is None or type(sources) is tuple:
+    op: object = event.surface_op  # a seed built without a type checker may hold anything
+    if (sources is None or type(sources) is tuple) and (type(op) is str or not isinstance(op, str)):
         return event
-    return event._replace(source_event_seqs=as_sources(sources))
+    return event._replace(
+        source_event_seqs=None if sources is None else as_sources(sources),
+        surface_op=exact_op(op),
+    )
+
+
+def exact_op(op: object) -> Any:
+    """*op* as it is logged: a str equal to ``"append"`` (a StrEnum member) as that literal.
+
+    The checks and the encoder then read it by ``==``, which a subclass may redefine.
+    Anything else is kept for the check to refuse unless it is a ``Replace``.
+    """
+    if isinstance(op, str) and str.__eq__(op, "append"):
+        return "append"
+    return op
 
 
 def as_events(session_id: object, events: Iterable[Event]) -> Iterator[Event]:

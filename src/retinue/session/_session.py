@@ -19,9 +19,10 @@ from ._checks import (
     as_events,
     check_boundary,
     check_chunk_event,
+    exact_op,
     folded,
     fork_seed,
-    own_sources,
+    own_parts,
     refuse_outside_turn,
     refuse_seed_event,
     refuse_surface_op,
@@ -171,7 +172,7 @@ class Session:
             ):
                 refuse_seed_event(header.id, index, event)
             try:
-                copied = own_sources(event)
+                copied = own_parts(event)
                 fold = session._validate(copied, check_chunk=not chunks_checked)
             except SessionError as exc:
                 kind = getattr(event.data, "type", type(event.data).__name__)
@@ -319,7 +320,7 @@ class Session:
         else:
             sources = None if source_event_seqs is None else as_sources(source_event_seqs)
             event = _new_tuple(
-                Event, (len(events), _time_ns() // 1_000_000, data, sources, surface)
+                Event, (len(events), _time_ns() // 1_000_000, data, sources, exact_op(surface))
             )
             self._record(event, self._validate(event))
         announcer = self._announcer
@@ -423,7 +424,10 @@ class Session:
         op = event.surface_op
         if data_type in SURFACE_DATA:
             # One test for the common case; the refusal finds out what is wrong.
-            if op is None or not self._turn_open or (op != "append" and type(op) is not Replace):
+            # Exact: an object equal to everything (mock.ANY) would pass a bare ``!=``.
+            if not self._turn_open or (
+                type(op) is not Replace and (type(op) is not str or op != "append")
+            ):
                 refuse_surface_op(data.type, op, turn_open=self._turn_open)
         elif data_type not in EVENT_TYPES:
             raise SessionError(f"{data_type.__name__} is not event data", code="INVALID_EVENT_DATA")
