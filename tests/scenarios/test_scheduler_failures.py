@@ -18,7 +18,7 @@ from retinue import Deny, Text
 from retinue.session import Event, Session, ToolCallEvent, ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from retinue.tools import ToolExecution
-from tests.helpers import OPTIONS, Next, idle_events, of_type, runtime, turn_ends
+from tests.helpers import OPTIONS, Next, idle_events, of_type, raises_ctrl_c, runtime, turn_ends
 from tests.scenarios._scheduler_kit import (
     Probe,
     call_seq,
@@ -314,3 +314,37 @@ async def test_scheduler_a_call_whose_step_aborted_before_its_task_ran_never_ent
         assert ran == []
         assert codes(agent.session.events) == {"c1": "ABORTED", "c2": "ABORTED_BEFORE_DISPATCH"}
         check_pairing(agent.session.events)
+
+
+async def test_scheduler_starts_no_call_after_a_body_interrupted_by_ctrl_c(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.20, R9.21, DESIGN 5: Ctrl-C raised in c1's body ends the group: c2, next in a
+    pool of one, is never started, and is answered as never dispatched, not as cut off."""
+    probe = Probe()
+    read = timed_tool("read", probe)
+
+    @retinue.tool(parallel_safe=True)
+    async def interrupted() -> str:
+        """Be interrupted by Ctrl-C."""
+        await trio.sleep(1)
+        raise KeyboardInterrupt
+
+    model = ScriptedModel(
+        [
+            CallTools(
+                [spec("read", "c0"), ToolCallSpec("interrupted", "{}", id="c1"), spec("read", "c2")]
+            )
+        ]
+    )
+    sessions: list[Session] = []
+    with raises_ctrl_c():
+        async with runtime(model, tools=[read, interrupted], max_parallel_tool_calls=1) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            sessions.append(agent.session)
+            await agent.ask("go")
+    events = sessions[0].events
+    assert list(probe.starts) == ["c0"]
+    assert codes(events) == {"c0": None, "c1": "ABORTED", "c2": "ABORTED_BEFORE_DISPATCH"}
+    assert turn_ends(events) == ["disposed"]
+    check_pairing(events)

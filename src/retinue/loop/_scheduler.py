@@ -255,10 +255,13 @@ async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> Non
         step.record.settled[step.calls[index].id] = (prepared, result)
     finally:
         step.in_flight -= 1
-        waiter = step.waiter
-        if waiter is not None:
-            step.waiter = None
-            trio.lowlevel.reschedule(waiter)
+    # Only a settled body wakes the scheduler. One that raised (Ctrl-C) cancels the
+    # group's nursery, whose cancel reaches the parked scheduler: woken here, it would
+    # start the next call into that cancelled nursery first.
+    waiter = step.waiter
+    if waiter is not None:
+        step.waiter = None
+        trio.lowlevel.reschedule(waiter)
 
 
 def _commit_at_once(step: _StepTools, index: int) -> bool:
