@@ -245,7 +245,10 @@ class Agent:
     def inject(self, content: Content, source: MessageSource | str | None = None) -> None:
         """Add context without running the model (R2.16). Never blocks.
 
-        Takes and raises as ``send`` does.
+        Takes and raises as ``send`` does. It also raises what an observer of
+        the session (a ``session/event`` listener too) raised on one of its
+        events, once the event is logged and the turn an idle inject opened
+        is closed (R2.19).
         """
         self._core.inject(content, source)
 
