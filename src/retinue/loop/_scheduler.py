@@ -2,9 +2,10 @@
 
 Calls are grouped lazily: a run of parallel-safe calls forms one group, each
 exclusive call is a barrier. Inside a group, ``tool/call`` and pre-execute run
-in model order in this task; only the bodies overlap, as child tasks of the
-step's nursery, at most ``max_parallel_tool_calls`` at a time. A commit cursor
-runs post-execute and appends ``tool/result`` in model order.
+in model order in this task; only the bodies overlap, as child tasks of a
+nursery the group opens inside the step's scope, at most
+``max_parallel_tool_calls`` at a time (read as the group starts). A commit
+cursor runs post-execute and appends ``tool/result`` in model order.
 """
 
 from __future__ import annotations
