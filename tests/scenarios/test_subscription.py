@@ -342,3 +342,16 @@ async def test_a_feed_closed_off_its_runtime_s_run_is_refused_and_still_read() -
                 result = await agent.ask("hi")
             feed.close()
     assert (result.text, read[0], read[-1]) == ("one", "turn/start", "turn/end")
+
+
+async def test_a_feed_offers_close_and_no_other_way_to_end_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.10, DESIGN 3: a feed's public names are ``close`` beside its iteration. It also
+    offered ``end``, its agent's teardown step, which nothing checked: called from a worker
+    thread on a live agent's feed, it unsubscribed the feed, then failed to wake the reader
+    parked in it, which waited for nothing ever after."""
+    async with runtime(ScriptedModel([Reply("ok")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        async with agent.subscribe() as feed:
+            assert {name for name in dir(feed) if not name.startswith("_")} == {"close"}

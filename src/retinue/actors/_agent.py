@@ -70,8 +70,12 @@ class Subscription:
         self._forget = forget
         self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self)
 
-    def end(self) -> None:
-        """No more events will come: iteration ends after those logged (agent torn down)."""
+    def _agent_ended(self) -> None:
+        """No more events will come: iteration ends after those logged (agent torn down).
+
+        Not public: called on a live agent's feed from a worker thread, it would stop
+        the feed, then fail to wake its reader, which would wait ever after.
+        """
         self._stop_at(len(self._log))
 
     def _notice(self, event: Event) -> None:
@@ -364,7 +368,7 @@ class Agent:
             _refuse_another_run(core)
         subscription = Subscription(core.session, buffer, self._forget, core.trio_token)
         if self._subscriptions is None:
-            subscription.end()
+            subscription._agent_ended()
         else:
             self._subscriptions.add(subscription)
         return subscription
@@ -401,7 +405,7 @@ class Agent:
         subscriptions, self._subscriptions = self._subscriptions, None
         if subscriptions is not None:
             for subscription in list(subscriptions):
-                subscription.end()
+                subscription._agent_ended()
 
     def _forget(self, subscription: Subscription) -> None:
         if self._subscriptions is not None:
