@@ -250,9 +250,10 @@ class Agent:
         """Add context without running the model (R2.16). Never blocks.
 
         Takes and raises as ``send`` does. It also raises what an observer of
-        the session (a ``session/event`` listener too) raised on one of its
-        events, once the event is logged and the turn an idle inject opened
-        is closed (R2.19).
+        the session (a ``session/event`` listener too) raised on its
+        ``turn/start`` or ``context/message``, once that event is logged and the
+        turn an idle inject opened is closed (R2.19); a raise on that
+        ``turn/end`` is logged and contained.
         """
         self._core.inject(content, source)
 
