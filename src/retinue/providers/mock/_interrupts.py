@@ -1,8 +1,12 @@
-"""Ctrl-C landing in the mock server's connection tasks or its accept, kept for its caller."""
+"""The mock server's listener, and Ctrl-C landing in its connection tasks or its accept,
+kept for its caller."""
 
 from __future__ import annotations
 
+import socket
+from collections import deque
 from collections.abc import Callable
+from socket import SOCK_STREAM
 from typing import NoReturn
 
 import trio
@@ -35,7 +39,15 @@ def raise_interrupt(interrupt: KeyboardInterrupt, failure: BaseException | None)
 
 
 class WatchedListener(trio.abc.Listener[trio.SocketStream]):
-    """A listener that keeps a Ctrl-C landing in its accept for *keep*, then raises it.
+    """A listener that hands out every queued connection at once, and keeps a Ctrl-C
+    landing in its accept for *keep*, then raises it.
+
+    Trio's accept takes one connection a scheduler pass. The server shares its
+    run with the agents it serves, whose pass grows with their number: a burst
+    of a few hundred connections would wait in the listen queue for seconds, and
+    their clients time out waiting for response headers. So each accept also
+    takes, without waiting, whatever else is queued, and the accepts after it
+    hand those out without a pass each.
 
     Trio's ``serve_listeners`` closes the listener after a failed accept, at a
     checkpoint: once the server is cancelled, the ``Cancelled`` raised there takes
@@ -47,14 +59,40 @@ class WatchedListener(trio.abc.Listener[trio.SocketStream]):
     ) -> None:
         self._listener = listener
         self._keep = keep
+        # The listening socket itself, a second descriptor of it: trio's has no accept
+        # that does not wait. Non-blocking, as trio made the socket.
+        self._queue = socket.fromfd(listener.socket.fileno(), listener.socket.family, SOCK_STREAM)
+        self._queue.settimeout(0.0)
+        self._taken: deque[trio.SocketStream] = deque()
 
     async def accept(self) -> trio.SocketStream:
+        if self._taken:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return self._taken.popleft()
         try:
-            return await self._listener.accept()
+            stream = await self._listener.accept()
         except BaseException as exc:
             if (interrupt := interrupt_in(exc)) is not None:
                 self._keep(interrupt)
             raise
+        self._take_queued()
+        return stream
+
+    def _take_queued(self) -> None:
+        while True:
+            try:
+                sock, _ = self._queue.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                # The next accept meets it (a connection reset while queued, the
+                # descriptor limit) as trio's accept handles it.
+                return
+            self._taken.append(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
 
     async def aclose(self) -> None:
+        # Closed at once, not each at a checkpoint a cancel could cut short.
+        self._queue.close()
+        while self._taken:
+            self._taken.popleft().socket.close()
         await self._listener.aclose()
