@@ -100,8 +100,10 @@ def tool(
             bound to its instance or a class method not bound to its class, a
             generator function, a callable without a signature to read (``dict``),
             or what is already a :class:`Tool`.
-        ValueError: a parameter name providers refuse as a property name, or
-            a tool name they refuse.
+        ValueError: a parameter name providers refuse as a property name, a
+            tool name they refuse, or bounds that leave a parameter (or a part
+            of one) no value of the type they bound (``Annotated[int, Ge(5),
+            Le(3)]``, a ``Literal`` no value of which meets its ``MinLen``).
     """
 
     # The scope the decorator is used in: a hint of a function defined there may

@@ -42,6 +42,7 @@ from ._located import (
     refused_before,
 )
 from ._record_init import EMPTY, init_fields, with_default
+from ._satisfiable import unsatisfiable
 from ._scalar_shapes import PRIMITIVES, enum_shape, literal_shape, primitive_shape
 from ._tool import ToolContext
 from ._validate import conforms, json_type_name, validate
@@ -95,9 +96,12 @@ def shape_of(hint: object, where: str) -> Shape:
     if not metadata:
         return shape
     keywords = metadata_keywords(metadata, shape.schema, where)
-    return Shape(
-        {**shape.schema, **keywords}, checking(shape.coerce, metadata, shape.schema, where)
-    )
+    schema = {**shape.schema, **keywords}
+    empty = unsatisfiable(schema)
+    if empty is not None:
+        # Built, the tool would refuse every argument of the type the bounds are about.
+        raise ValueError(f"{where}: its bounds leave no valid value: {empty}")
+    return Shape(schema, checking(shape.coerce, metadata, shape.schema, where))
 
 
 def _bare_shape(hint: object, where: str) -> Shape:
