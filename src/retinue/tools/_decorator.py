@@ -79,7 +79,11 @@ def tool(
     ``@tool`` above ``@classmethod``: a class method is a tool bound to its
     class, ``tool(TheClass.method)`` after the class body. Sync
     functions run in a worker thread; a sync ``functools.wraps`` wrapper of
-    an async function counts as async.
+    an async function counts as async. Such a wrapper shows the signature of
+    the function it wraps, which the schema is read from (``functools.wraps``
+    copies that function's annotations over its own): a wrapper whose own
+    parameters could not take a call, such as a required ``ctx`` it adds, is
+    refused; its ``__signature__`` set to what it takes shows them.
 
     Args:
         fn: the function, when used bare (``@tool``).
@@ -99,7 +103,8 @@ def tool(
             (``ToolContext`` inside another type, a set of unhashable items), a method not
             bound to its instance or a class method not bound to its class, a
             generator function, a callable without a signature to read (``dict``),
-            or what is already a :class:`Tool`.
+            a ``functools.wraps`` wrapper whose own parameters cannot take the
+            required ones it shows, or what is already a :class:`Tool`.
         ValueError: a parameter name providers refuse as a property name, a
             tool name they refuse, or bounds that leave a parameter (or a part
             of one) no value of the type they bound (``Annotated[int, Ge(5),

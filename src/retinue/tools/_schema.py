@@ -117,6 +117,7 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
             shape = _parameter_shape(parameter, hint, where)
             schema = _parameter_schema(shape, parameter, documented)
             found.add(parameter.name, shape, schema, needed=parameter.default is EMPTY)
+    _check_takes_what_it_shows(fn, signature, context, where)
     schema = object_schema(found.properties, found.required)
     if rest is None:
         return FunctionSpec(description, schema, context, ShapeBinder(found.shapes))
@@ -184,6 +185,46 @@ def _signature(fn: Callable[..., object], where: str) -> inspect.Signature:
         return inspect.signature(fn)
     except ValueError as exc:  # a builtin that does not say what it takes
         raise TypeError(f"{where}: no signature to read its parameters from ({exc})") from exc
+
+
+def _check_takes_what_it_shows(
+    fn: Callable[..., object], shown: inspect.Signature, context: str | None, where: str
+) -> None:
+    """Refuse a wrapper whose own parameters cannot take what every call passes it.
+
+    ``functools.wraps`` shows the wrapped function's signature, which the schema
+    is read from, and copies its annotations over the wrapper's own: a parameter
+    the wrapper adds (``ctx`` for itself) is neither shown nor annotated any more,
+    so no call passes it, and each would fail.
+
+    Raises:
+        TypeError: a required argument of the schema, passed as every call passes
+            it, does not bind to the wrapper's own signature.
+    """
+    try:
+        own = inspect.signature(fn, follow_wrapped=False)
+    except (TypeError, ValueError):  # what it takes is unknown
+        return
+    if own == shown:
+        return
+    needed = [p for p in shown.parameters.values() if p.default is EMPTY]
+    leading = [None for p in needed if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+    named = {p.name: None for p in needed if p.kind in _BY_NAME}
+    if context is not None:
+        named[context] = None
+    try:
+        own.bind(*leading, **named)
+    except TypeError as exc:
+        raise TypeError(
+            f"{where}: its wrapper takes {_parameters(own)}, but shows {_parameters(shown)} "
+            "(functools.wraps), the signature the schema is read from, so every call "
+            f"would fail: {exc}; set the wrapper's __signature__ to what it takes (a "
+            "ToolContext parameter in it is injected), or give what it adds a default"
+        ) from None
+
+
+def _parameters(signature: inspect.Signature) -> inspect.Signature:
+    return signature.replace(return_annotation=inspect.Signature.empty)
 
 
 def _open_to(schema: dict[str, object], extra: dict[str, object]) -> dict[str, object]:

@@ -1,0 +1,87 @@
+"""A ``functools.wraps`` wrapper shows the signature of the function it wraps; ``@tool``
+reads the schema from it, and refuses a wrapper whose own parameters could not take the
+call (R9.7).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+
+import pytest
+
+from retinue.tools import ToolContext, tool
+from tests.unit._tool_kit import execute
+
+
+def forecast(city: str, days: int = 1) -> str:
+    """Forecast a city's weather."""
+    return f"{city} for {days}"
+
+
+def _takes_context(fn: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(*args: object, ctx: ToolContext, **kwargs: object) -> str:
+        return f"{fn(*args, **kwargs)} in {ctx.call_id}"
+
+    return wrapper
+
+
+def _renamed(fn: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(place: str) -> str:
+        return fn(place)
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    ("wrap", "why"),
+    [
+        (_takes_context, "missing a required argument: 'ctx'"),
+        (_renamed, "missing a required argument: 'place'"),
+    ],
+)
+def test_a_wrapper_whose_own_parameters_refuse_every_call_is_refused_when_decorated(
+    wrap: Callable[[Callable[..., str]], Callable[..., str]], why: str
+) -> None:
+    """R9.7: ``functools.wraps`` shows the wrapped function's signature (and copies its
+    annotations over the wrapper's): a required parameter the wrapper adds is passed by
+    no call, so each would fail; the decorator refuses it, naming what is missing.
+    """
+    with pytest.raises(TypeError, match=r"^forecast: its wrapper takes \(") as caught:
+        tool(wrap(forecast))
+    assert why in str(caught.value)
+    assert "__signature__" in str(caught.value)
+
+
+def _shows_context(fn: Callable[..., str]) -> Callable[..., str]:
+    wrapper = _takes_context(fn)
+    shown = inspect.signature(fn)
+    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext)
+    wrapper.__signature__ = shown.replace(  # type: ignore[attr-defined]
+        parameters=[*shown.parameters.values(), context]
+    )
+    return wrapper
+
+
+def _adds_an_option(fn: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(*args: object, loud: bool = False, **kwargs: object) -> str:
+        said = fn(*args, **kwargs)
+        return said.upper() if loud else said
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    ("wrap", "said"),
+    [(_shows_context, "Oslo for 1 in c1"), (_adds_an_option, "Oslo for 1")],
+)
+async def test_a_wrapper_taking_what_it_shows_runs(
+    wrap: Callable[[Callable[..., str]], Callable[..., str]], said: str
+) -> None:
+    """R9.7: a wrapper that shows the context parameter it takes (its ``__signature__``) is
+    given the ToolContext; one that adds an optional parameter is called without it."""
+    assert await execute(tool(wrap(forecast)), {"city": "Oslo"}) == (said, None)
