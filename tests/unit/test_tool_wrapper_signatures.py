@@ -85,3 +85,27 @@ async def test_a_wrapper_taking_what_it_shows_runs(
     """R9.7: a wrapper that shows the context parameter it takes (its ``__signature__``) is
     given the ToolContext; one that adds an optional parameter is called without it."""
     assert await execute(tool(wrap(forecast)), {"city": "Oslo"}) == (said, None)
+
+
+@functools.singledispatch
+def describe(value: int | str) -> str:
+    return f"something: {value!r}"
+
+
+@describe.register
+def _(value: int) -> str:
+    return f"a number: {value}"
+
+
+@describe.register
+def _(value: str) -> str:
+    return f"a text: {value}"
+
+
+@pytest.mark.parametrize(("value", "said"), [(3, "a number: 3"), ("three", "a text: three")])
+async def test_a_singledispatch_function_dispatches_on_its_first_argument(
+    value: int | str, said: str
+) -> None:
+    """R9.7: ``functools.singledispatch`` picks its implementation by the class of its first
+    positional argument: passed by position, each call reaches the one for its type."""
+    assert await execute(tool(describe), {"value": value}) == (said, None)

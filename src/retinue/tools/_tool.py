@@ -6,6 +6,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Literal, TypeAlias, cast, final
 
 import attrs
@@ -91,15 +92,29 @@ def _by_position(fn: Callable[..., object]) -> Callable[..., object]:
     """*fn*, or an adapter taking its positional-only parameters by keyword.
 
     Arguments arrive as a JSON object: such a parameter can only be named there.
+    A ``functools.singledispatch`` function picks its implementation by the class
+    of its first positional argument, so its first parameter is passed by position too.
     """
     try:
-        parameters = inspect.signature(fn).parameters.values()
+        parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):  # no signature to read: called as given
         return fn
     leading = tuple(
         (p.name, p.default) for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY
     )
+    if not leading and parameters and _dispatches(fn):
+        first = parameters[0]
+        if first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            leading = ((first.name, first.default),)
     return _ByPosition(fn, leading) if leading else fn
+
+
+def _dispatches(fn: object) -> bool:
+    """Whether *fn* is a ``functools.singledispatch`` function (given by keyword, its first
+    argument leaves it nothing to dispatch on, and every call fails)."""
+    return isinstance(getattr(fn, "registry", None), MappingProxyType) and callable(
+        getattr(fn, "dispatch", None)
+    )
 
 
 @final
@@ -263,7 +278,8 @@ class Tool:
 
     It is called with the arguments as keyword arguments, but for its
     positional-only parameters: those are filled by name from the arguments
-    and passed by position. A sync wrapper of an
+    and passed by position, as is the first parameter of a
+    ``functools.singledispatch`` function, which it dispatches on. A sync wrapper of an
     async function (one that keeps ``__wrapped__``, as ``functools.wraps``
     does) counts as async, through ``functools.partial`` too. Generator
     functions are refused (``TypeError``).
