@@ -9,6 +9,7 @@ import typing
 from typing import Annotated, Literal, NotRequired, TypedDict
 
 import annotated_types
+import attrs
 import pytest
 from pydantic import Field
 
@@ -370,6 +371,50 @@ def test_a_dataclass_taking_an_init_var_is_refused_when_decorated() -> None:
         def scale(s: Scaled) -> int:
             """Scale."""
             return s.value
+
+
+@dataclasses.dataclass(init=False)
+class Span:
+    start: int
+    end: int
+
+    def __init__(self, start: int) -> None:
+        self.start, self.end = start, start + 1
+
+
+@attrs.define(init=False)
+class Interval:
+    low: int
+    high: int
+
+    def __init__(self, low: int, width: int = 1) -> None:
+        self.__attrs_init__(low, low + width)
+
+
+def _spanned(s: Span) -> str:
+    return repr(s)
+
+
+def _interval(i: Interval) -> str:
+    return repr(i)
+
+
+@pytest.mark.parametrize(
+    ("fn", "where"),
+    [
+        (_spanned, r"_spanned\(s\): Span's constructor takes no end by name"),
+        (_interval, r"_interval\(i\): Interval takes width in its constructor as no field"),
+    ],
+)
+def test_a_record_whose_own_init_does_not_take_its_fields_is_refused_when_decorated(
+    fn: typing.Callable[..., object], where: str
+) -> None:
+    """R9.7: a record's fields make its schema and the body gets ``cls(**fields)``: an
+    ``__init__`` of its own that takes no field the schema asks for (every call giving it
+    would fail), or takes what is no field (no call would give it), is refused at
+    decoration, naming it, where the first was built and refused its calls."""
+    with pytest.raises(TypeError, match=where):
+        tool(fn)
 
 
 def test_a_length_bound_on_a_type_without_a_length_is_refused_when_decorated() -> None:

@@ -105,7 +105,9 @@ def tool(
             bound to its instance or a class method not bound to its class, a
             generator function, a callable without a signature to read (``dict``),
             a ``functools.wraps`` wrapper whose own parameters cannot take the
-            required ones it shows, or what is already a :class:`Tool`.
+            required ones it shows, a record whose constructor does not take its
+            fields by name (an ``InitVar``, an ``__init__`` of its own), or what is
+            already a :class:`Tool`.
         ValueError: a parameter name providers refuse as a property name, a
             tool name they refuse, or bounds that leave a parameter (or a part
             of one) no value of the type they bound (``Annotated[int, Ge(5),

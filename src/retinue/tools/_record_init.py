@@ -45,7 +45,7 @@ def init_fields(cls: type[object], where: str) -> list[InitField]:
     else:
         fields = dataclasses.fields(typing.cast("type[typing.Any]", cls))
         taken = [(f.name, f.name, _dataclass_default(f), EMPTY) for f in fields if f.init]
-        _refuse_init_vars(cls, {name for name, *_ in taken}, where)
+    _check_constructor(cls, {parameter for _, parameter, *_ in taken}, where)
     hints = record_hints(cls, {name for name, *_ in taken}, where)
     if attrs.has(cls):
         hints.update(_converted_hints(cls))
@@ -82,14 +82,38 @@ def _argument_hint(function: object) -> object:
         return EMPTY
 
 
-def _refuse_init_vars(cls: type[object], fields: set[str], where: str) -> None:
-    unlisted = set(inspect.signature(cls).parameters) - fields
+def _check_constructor(cls: type[object], fields: set[str], where: str) -> None:
+    """Refuse a record whose constructor does not take exactly its fields by name.
+
+    Its fields make the schema, and the body's value is ``cls(**fields)``: a
+    parameter that is no field (an ``InitVar``, or one of an ``__init__`` of its
+    own) would never be given, and a field the constructor does not take by
+    name would be refused on every call that gives it.
+    """
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # what it takes is unknown
+        return
+    named = {p.name for p in parameters if p.kind in _BY_NAME}
+    others = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    unlisted, untaken = named - fields, set() if others else fields - named
+    name = cls.__qualname__
     if unlisted:
-        # An InitVar is taken by the constructor but is no field: no schema would ask for it.
+        # An InitVar is described in the dataclass's fields but is none of them.
+        kind = "an InitVar" if unlisted & set(getattr(cls, "__dataclass_fields__", ())) else None
         raise TypeError(
-            f"{where}: {cls.__qualname__} takes {', '.join(sorted(unlisted))} in its constructor "
-            "as no field (an InitVar): unsupported in a tool signature"
+            f"{where}: {name} takes {', '.join(sorted(unlisted))} in its constructor as no "
+            f"field ({kind or 'its own __init__'}): unsupported in a tool signature"
         )
+    if untaken:
+        raise TypeError(
+            f"{where}: {name}'s constructor takes no {', '.join(sorted(untaken))} by name, "
+            "a field its schema asks for: every call giving it would fail; unsupported in a "
+            "tool signature"
+        )
+
+
+_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
 def _dataclass_default(field: dataclasses.Field[object]) -> object:
