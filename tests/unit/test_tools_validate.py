@@ -14,6 +14,7 @@ from hypothesis import given
 
 from retinue._lossless import FrozenDict, freeze_json
 from retinue.tools import Tool, tool
+from retinue.tools._refusals import LISTED_CHOICES
 from retinue.tools._validate import MAX_PROBLEMS, compile_acceptor, validate
 from tests.strategies import json_values
 
@@ -208,3 +209,20 @@ def test_validate_shows_the_choices_it_names_as_json(validator: Validator) -> No
     assert validator({"mode": 3}, schema) == (
         'mode: must be one of [1, 2], {"on": true}, null, "say \\"hi\\""'
     )
+
+
+def test_a_refusal_lists_many_choices_up_to_a_bound() -> None:
+    """R9.3: a value outside thousands of choices (one enum, or a union of several) is
+    refused naming the first ``LISTED_CHOICES`` of them and how many there are, all of them
+    in the schema the model was given, not each one again in every refusal."""
+    first = [f"a{i}" for i in range(3000)]
+    second = [f"b{i}" for i in range(3000)]
+    listed = ", ".join(f'"{choice}"' for choice in first[:LISTED_CHOICES])
+    one = {"type": "object", "properties": {"x": {"enum": first}}}
+    union = {"type": "object", "properties": {"x": {"anyOf": [{"enum": first}, {"enum": second}]}}}
+    for schema, count in ((one, 3000), (union, 6000)):
+        refusal = Tool("t", "T.", schema, lambda **_: "").check_arguments(freeze_json({"x": "z"}))
+        assert (
+            refusal
+            == f"x: must be one of {listed}, ... ({count} choices, all listed in the schema)"
+        )

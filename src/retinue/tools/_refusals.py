@@ -7,7 +7,17 @@ from collections.abc import Mapping, Sequence
 
 from retinue._jsonschema import json_key, type_names
 
-__all__ = ["brief", "choices", "inexact", "same", "show", "tags_matched", "wants_integer"]
+__all__ = [
+    "LISTED_CHOICES",
+    "brief",
+    "choices",
+    "inexact",
+    "one_of",
+    "same",
+    "show",
+    "tags_matched",
+    "wants_integer",
+]
 
 
 def inexact(value: float, path: str) -> str:
@@ -31,6 +41,19 @@ def show(value: object) -> str:
     null inside one as ``None``.
     """
     return json.dumps(value, ensure_ascii=False)
+
+
+# Choices a refusal lists at most: the schema the model was given lists them all, and a
+# refusal naming thousands would fill the model's context with them at each wrong call.
+LISTED_CHOICES = 30
+
+
+def one_of(options: Sequence[object]) -> str:
+    """``"one of ..."`` *options* as JSON: the first :data:`LISTED_CHOICES` and a count past them."""
+    listed = ", ".join(show(option) for option in options[:LISTED_CHOICES])
+    if len(options) <= LISTED_CHOICES:
+        return f"one of {listed}"
+    return f"one of {listed}, ... ({len(options)} choices, all listed in the schema)"
 
 
 def brief(schema: object) -> str:

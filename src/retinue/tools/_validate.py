@@ -48,7 +48,16 @@ from retinue._jsonschema import (
 from ._acceptor import compile_acceptor
 from ._judgements import ATTEMPT_DEPTH, Run, TooDeep, set_aside
 from ._keywords import check_parameters, is_annotation
-from ._refusals import brief, choices, inexact, same, show, tags_matched, wants_integer
+from ._refusals import (
+    brief,
+    choices,
+    inexact,
+    one_of,
+    same,
+    show,
+    tags_matched,
+    wants_integer,
+)
 
 __all__ = ["compile_acceptor", "conforms", "json_type_name", "make_validator", "validate"]
 
@@ -189,7 +198,7 @@ def _check_choices(value: object, schema: Mapping[str, object], path: str) -> st
         options = schema["enum"]
         key = json_key(value)
         if isinstance(options, Sequence) and not any(json_key(o) == key for o in options):
-            return f"{path}: must be one of {', '.join(show(o) for o in options)}"
+            return f"{path}: must be {one_of(options)}"
     if "const" in schema and not same(value, schema["const"]):
         return f"{path}: must be {show(schema['const'])}"
     return None
@@ -265,7 +274,7 @@ def _refusal(
     """Why *value* matches none of *members*, given each one's *problems*."""
     missed = _missed_choices(value, members, path, run)
     if missed is not None:
-        return f"{path}: must be one of {', '.join(show(o) for o in missed)}"
+        return f"{path}: must be {one_of(missed)}"
     # Prefer a member whose type matched: its complaint is the more specific one; among
     # those, one whose tag properties (a const each, as a discriminated union has) match.
     tried = [m for m in members if isinstance(m, Mapping | bool)]
@@ -310,6 +319,7 @@ def _missed_choices(
     ``Literal["auto"] | Unit`` then lists ``auto`` and the units, not the first set alone.
     """
     merged: list[object] = []
+    seen: set[object] = set()  # JSON-equal choices have one key: listed once, found at once
     sets = 0
     for member in members:
         if not isinstance(member, Mapping):
@@ -320,7 +330,9 @@ def _missed_choices(
             continue
         sets += 1
         for option in options:
-            if not any(same(option, seen) for seen in merged):
+            key = json_key(option)
+            if key not in seen:
+                seen.add(key)
                 merged.append(option)
     return merged if sets > 1 else None
 
