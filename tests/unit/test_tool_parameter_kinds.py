@@ -66,6 +66,19 @@ async def test_an_async_positional_only_body_and_a_partial_filling_one_by_positi
     )
 
 
+def _introduce(greeting: str, /, self: str) -> str:
+    return f"{greeting}, I am {self}"
+
+
+async def test_a_parameter_named_self_beside_a_positional_only_one_is_passed_on() -> None:
+    """R9.7: the adapter passing positional-only parameters by position takes every other
+    argument by name, one named ``self`` too."""
+    assert await execute(tool(_introduce), {"greeting": "hello", "self": "ada"}) == (
+        "hello, I am ada",
+        None,
+    )
+
+
 # -- **kwargs ---------------------------------------------------------------------------
 
 

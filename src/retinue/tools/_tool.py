@@ -126,7 +126,8 @@ class _ByPosition:
     leading: tuple[tuple[str, object], ...]
     """Each positional-only parameter's name and default (``Parameter.empty``: none)."""
 
-    def __call__(self, **kwargs: object) -> object:
+    # self by position only: an argument of fn may be named self too.
+    def __call__(self, /, **kwargs: object) -> object:
         args: list[object] = []
         waiting: list[object] = []  # defaults of omitted ones, passed only if a later one is given
         for name, default in self.leading:
