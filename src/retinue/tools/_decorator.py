@@ -43,7 +43,8 @@ def tool(
     enums (a ``Flag`` as the integer of any combination of its members),
     ``X | None``, unions,
     ``TypedDict``, attrs classes (a field with an annotated converter as what
-    the converter takes) and dataclasses, generic ones given their type
+    the converter takes), dataclasses and ``NamedTuple`` classes (an object of
+    their fields, as a dataclass, not an array), generic ones given their type
     arguments (``Page[str]``), a ``NewType`` as its
     supertype, a ``type X = ...`` alias as its value (a hint may name a type
     defined in the function the tool is made in, under ``from __future__ import

@@ -16,6 +16,7 @@ import attrs
 from ._hints import (
     arguments_of,
     generic_record,
+    is_named_tuple,
     is_type_alias,
     is_typeddict,
     record_hints,
@@ -68,7 +69,7 @@ def unhashable(
     if (
         isinstance(record, type)
         and not is_typeddict(record)
-        and (attrs.has(record) or dataclasses.is_dataclass(record))
+        and (attrs.has(record) or dataclasses.is_dataclass(record) or is_named_tuple(record))
     ):
         if getattr(record, "__hash__", None) is None:
             return f"{record.__qualname__} is not hashable"
@@ -107,7 +108,8 @@ def _unhashable_field(
 
 def _hashed_fields(cls: type[object]) -> tuple[type[object], list[str]] | None:
     """The record whose ``__hash__`` *cls* uses and the fields it hashes, if attrs or
-    dataclasses generated it from them; ``None`` for any other ``__hash__``.
+    dataclasses generated it from them, or it is a ``NamedTuple``'s (the tuple's, of all
+    its items); ``None`` for any other ``__hash__``.
 
     attrs names the file of the code it generates ``<attrs generated ...>``;
     dataclasses generates a hash only for ``unsafe_hash`` or ``frozen`` with
@@ -116,6 +118,8 @@ def _hashed_fields(cls: type[object]) -> tuple[type[object], list[str]] | None:
     are compared with those dataclasses generates for the same fields.
     """
     owner = next(base for base in cls.__mro__ if "__hash__" in vars(base))
+    if owner is tuple and is_named_tuple(cls):
+        return cls, list(typing.cast("typing.Any", cls)._fields)  # a tuple hashes its items
     code = getattr(vars(owner)["__hash__"], "__code__", None)
     if not isinstance(code, types.CodeType):
         return None  # object's identity hash, or a builtin's

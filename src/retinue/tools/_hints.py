@@ -15,6 +15,7 @@ import attrs
 __all__ = [
     "arguments_of",
     "generic_record",
+    "is_named_tuple",
     "is_read_only",
     "is_type_alias",
     "is_typeddict",
@@ -159,6 +160,16 @@ def is_typeddict(hint: object) -> bool:
     )
 
 
+def is_named_tuple(hint: object) -> bool:
+    """Whether *hint* is a ``NamedTuple`` class (``typing``'s or ``collections.namedtuple``'s)."""
+    return (
+        isinstance(hint, type)
+        and issubclass(hint, tuple)
+        and isinstance(getattr(hint, "_fields", None), tuple)
+        and isinstance(getattr(hint, "_field_defaults", None), dict)
+    )
+
+
 def is_type_alias(hint: object) -> bool:
     """Whether *hint* is a ``TypeAliasType``: Python 3.12's ``type X = ...``, or the backport's."""
     kind = type(hint)
@@ -176,7 +187,12 @@ def generic_record(hint: object) -> type[object] | None:
     origin = typing.get_origin(hint)
     if not isinstance(origin, type) or not typing.get_args(hint):
         return None
-    if attrs.has(origin) or dataclasses.is_dataclass(origin) or is_typeddict(origin):
+    if (
+        attrs.has(origin)
+        or dataclasses.is_dataclass(origin)
+        or is_typeddict(origin)
+        or is_named_tuple(origin)
+    ):
         return origin
     return None
 

@@ -14,7 +14,7 @@ import attrs
 from retinue._errors import InvalidJsonError
 from retinue._lossless import freeze_json, thaw_json
 
-from ._hints import record_hints
+from ._hints import is_named_tuple, record_hints
 
 __all__ = ["EMPTY", "InitField", "init_fields", "with_default"]
 
@@ -31,7 +31,8 @@ class InitField(NamedTuple):
 
 
 def init_fields(cls: type[object], where: str) -> list[InitField]:
-    """The fields an attrs class or a dataclass takes in its constructor, with their hints.
+    """The fields an attrs class, a dataclass or a ``NamedTuple`` takes in its constructor,
+    with their hints.
 
     Each taken as (attribute, parameter, default, hint without an annotation): an
     untyped attrs field (``x = attr.ib()``) takes any value, like a bare parameter.
@@ -42,6 +43,10 @@ def init_fields(cls: type[object], where: str) -> list[InitField]:
             for field in attrs.fields(cls)
             if field.init
         ]
+    elif is_named_tuple(cls):
+        defaults = typing.cast("dict[str, object]", typing.cast("typing.Any", cls)._field_defaults)
+        names: tuple[str, ...] = typing.cast("typing.Any", cls)._fields
+        taken = [(name, name, defaults.get(name, attrs.NOTHING), EMPTY) for name in names]
     else:
         fields = dataclasses.fields(typing.cast("type[typing.Any]", cls))
         taken = [(f.name, f.name, _dataclass_default(f), EMPTY) for f in fields if f.init]

@@ -21,6 +21,7 @@ from ._hashable import unhashable
 from ._hints import (
     arguments_of,
     generic_record,
+    is_named_tuple,
     is_read_only,
     is_type_alias,
     is_typeddict,
@@ -139,7 +140,9 @@ def _bare_shape(hint: object, where: str) -> Shape:
             f"{where}: ToolContext is injected only as a parameter of its own type "
             "(ToolContext or ToolContext | None), never inside another type"
         )
-    if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
+    if isinstance(hint, type) and (
+        attrs.has(hint) or dataclasses.is_dataclass(hint) or is_named_tuple(hint)
+    ):
         return shared_record(hint, lambda: _record_shape(hint, hint, where))
     record = generic_record(hint)
     if record is not None:

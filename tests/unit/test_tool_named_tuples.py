@@ -1,0 +1,89 @@
+"""``NamedTuple`` parameters: an object of their fields, given to the body as the tuple (R9.7)."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Generic, NamedTuple, TypeVar
+
+import pytest
+
+from retinue._lossless import JsonValue
+from retinue.tools import tool
+from tests.unit._tool_kit import execute, schema_of
+
+T = TypeVar("T")
+
+
+class Point(NamedTuple):
+    x: int
+    y: int = 0
+
+
+class Pair(NamedTuple, Generic[T]):
+    first: T
+    second: T
+
+
+class Tags(NamedTuple):
+    names: list[str]
+
+
+# The untyped kind is the one under test.
+Legacy = collections.namedtuple("Legacy", ["code", "note"], defaults=["none"])  # noqa: PYI024
+
+
+def _plot(at: Point, path: list[Point], seen: set[Point]) -> str:
+    return f"{at!r} {path!r} {sorted(seen)!r}"
+
+
+async def test_a_named_tuple_is_an_object_of_its_fields_given_as_the_tuple() -> None:
+    """R9.7: a ``NamedTuple`` is described as a dataclass is, its defaults optional, and the
+    body gets instances of it, in a list and a set too, where it was refused as unsupported."""
+    plot = tool(_plot)
+    assert schema_of(plot)["$defs"] == {  # type: ignore[index]
+        "Point": {
+            "type": "object",
+            "properties": {"x": {"type": "integer"}, "y": {"type": "integer", "default": 0}},
+            "required": ["x"],
+            "additionalProperties": False,
+        }
+    }
+    arguments: JsonValue = {"at": {"x": 1}, "path": [{"x": 2, "y": 3}], "seen": [{"x": 4}]}
+    assert await execute(plot, arguments) == (
+        "Point(x=1, y=0) [Point(x=2, y=3)] [Point(x=4, y=0)]",
+        None,
+    )
+
+
+def _pair(pair: Pair[str]) -> str:
+    return repr(pair)
+
+
+def _legacy(entry: Legacy) -> str:
+    return repr(entry)
+
+
+@pytest.mark.parametrize(
+    ("fn", "arguments", "said"),
+    [
+        (_pair, {"pair": {"first": "a", "second": "b"}}, "Pair(first='a', second='b')"),
+        (_legacy, {"entry": {"code": 7}}, "Legacy(code=7, note='none')"),
+    ],
+)
+async def test_generic_and_untyped_named_tuples_are_taken(
+    fn: Callable[..., str], arguments: JsonValue, said: str
+) -> None:
+    """R9.7: a generic one read with its type arguments; ``collections.namedtuple``'s
+    fields take any value."""
+    assert await execute(tool(fn), arguments) == (said, None)
+
+
+def test_a_set_of_named_tuples_holding_a_list_is_refused_when_decorated() -> None:
+    """R9.7: a tuple hashes its items: one holding a list could not be a set item."""
+
+    def _labels(tags: set[Tags]) -> str:
+        return repr(tags)
+
+    with pytest.raises(TypeError, match=r"set items must be hashable, but Tags\.names"):
+        tool(_labels)
