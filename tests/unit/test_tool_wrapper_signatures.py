@@ -109,3 +109,19 @@ async def test_a_singledispatch_function_dispatches_on_its_first_argument(
     """R9.7: ``functools.singledispatch`` picks its implementation by the class of its first
     positional argument: passed by position, each call reaches the one for its type."""
     assert await execute(tool(describe), {"value": value}) == (said, None)
+
+
+class _Formatter:
+    @functools.singledispatchmethod
+    def render(self, value: int) -> str:
+        return f"{self!r} renders {value}"
+
+
+def test_a_bound_singledispatchmethod_is_refused_saying_what_it_is() -> None:
+    """R9.7: bound to its instance, a ``functools.singledispatchmethod`` is a plain function
+    showing its method's ``self``, which the model would fill: refused when decorated,
+    naming it for what it is, not asking for the bound method it already is."""
+    with pytest.raises(
+        TypeError, match=r"^_Formatter\.render is a functools\.singledispatchmethod"
+    ):
+        tool(_Formatter().render)

@@ -333,6 +333,14 @@ def _check_not_unbound_method(
         or slot.name not in ("self", "cls")
     ):
         return
+    dispatcher = getattr(getattr(fn, "register", None), "__self__", None)
+    if isinstance(dispatcher, functools.singledispatchmethod):
+        # Bound, it is a plain function wrapping the method, which shows its slot still.
+        raise TypeError(
+            f"{function.__qualname__} is a functools.singledispatchmethod: bound to its "
+            f"instance too, its {slot.name!r} would be an argument the model supplies; make "
+            "a tool of a method that calls it"
+        )
     raise TypeError(
         f"{function.__qualname__} is a method: its {slot.name!r} would be an argument the "
         f"model supplies; decorate the bound method instead (tool(instance."
