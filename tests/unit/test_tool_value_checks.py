@@ -4,7 +4,8 @@ tool is decorated, never ignored (R9.3 stage 3, R9.7).
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, NewType
 
 import annotated_types
 import pydantic
@@ -211,3 +212,33 @@ async def test_settings_that_hold_anyway_and_other_markers_pass() -> None:
 
     assert echo.parameters["properties"] == {"value": {"type": "number"}}
     assert (await _call(echo, {"value": 1})).content == (Text("1.0"),)
+
+
+_Small = NewType("_Small", Annotated[int, annotated_types.Le(3)])
+_Word = NewType("_Word", Annotated[str, Field(pattern="^[a-z]+$")])
+
+
+def _at_most(x: Annotated[_Small, annotated_types.Le(10)]) -> str:
+    return str(x)
+
+
+def _starting(x: Annotated[_Word, Field(pattern="^a")]) -> str:
+    return x
+
+
+@pytest.mark.parametrize(
+    ("fn", "value", "why"),
+    [
+        (_at_most, 7, "x: must be <= 3, got 7"),
+        (_starting, "aBC", 'x: must match the pattern "^[a-z]+$"'),
+        (_starting, "bc", 'x: must match the pattern "^a"'),
+    ],
+)
+async def test_a_bound_around_an_annotated_newtype_keeps_the_newtypes_own(
+    fn: Callable[..., str], value: object, why: str
+) -> None:
+    """R9.3: a ``NewType`` of an ``Annotated`` type keeps its bound when ``Annotated`` adds
+    one of the same kind around it: the tighter maximum, both patterns, where the outer
+    one replaced it and the NewType's went unchecked."""
+    refusal = _refusal(await _call(tool(fn), {"x": value}))
+    assert refusal == f'Error: invalid arguments for tool "{fn.__name__}": {why}'

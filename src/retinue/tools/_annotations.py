@@ -15,13 +15,20 @@ ignored; what only annotates a schema or shapes output is left aside.
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from retinue._jsonschema import is_number
 from retinue._lossless import shown_short
 
-__all__ = ["checking", "json_kinds", "metadata_keywords", "refuse_field_default"]
+__all__ = [
+    "checking",
+    "json_kinds",
+    "metadata_keywords",
+    "refuse_field_default",
+    "with_keywords",
+]
 
 _BOUNDS = {
     "gt": "exclusiveMinimum",
@@ -67,6 +74,27 @@ def metadata_keywords(
     if also:
         keywords["allOf"] = also
     return keywords
+
+
+def with_keywords(schema: dict[str, object], keywords: dict[str, object]) -> dict[str, object]:
+    """*schema* with the *keywords* of metadata around it, the bounds it has kept too.
+
+    A ``NewType`` or an alias may be ``Annotated`` itself: its own bound holds
+    beside one written around it, the tighter one kept, a second pattern or step
+    in ``allOf``; the outer description is the one shown.
+    """
+    merged = dict(schema)
+    also: list[dict[str, object]] = []
+    for keyword, value in keywords.items():
+        if keyword == "allOf":
+            also.extend(typing.cast("list[dict[str, object]]", value))
+        elif keyword == "description":
+            merged[keyword] = value
+        else:
+            _merge(merged, also, keyword, value)
+    if also:
+        merged["allOf"] = [*typing.cast("list[object]", merged.get("allOf", [])), *also]
+    return merged
 
 
 # The items of annotated-types and pydantic read here, by class name, each with

@@ -15,7 +15,13 @@ from typing import Annotated, Literal, NotRequired, Required, Union
 
 import attrs
 
-from ._annotations import checking, json_kinds, metadata_keywords, refuse_field_default
+from ._annotations import (
+    checking,
+    json_kinds,
+    metadata_keywords,
+    refuse_field_default,
+    with_keywords,
+)
 from ._defs import defs_root, shared_record, with_definitions
 from ._hashable import unhashable
 from ._hints import (
@@ -97,7 +103,7 @@ def shape_of(hint: object, where: str) -> Shape:
     if not metadata:
         return shape
     keywords = metadata_keywords(metadata, shape.schema, where)
-    schema = {**shape.schema, **keywords}
+    schema = with_keywords(shape.schema, keywords)
     empty = unsatisfiable(schema)
     if empty is not None:
         # Built, the tool would refuse every argument of the type the bounds are about.
