@@ -125,3 +125,29 @@ def test_a_bound_singledispatchmethod_is_refused_saying_what_it_is() -> None:
         TypeError, match=r"^_Formatter\.render is a functools\.singledispatchmethod"
     ):
         tool(_Formatter().render)
+
+
+class _Counted:
+    """Counts the calls of the function it wraps."""
+
+    def __init__(self, fn: Callable[..., str]) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.calls = 0
+
+    def __call__(self, *args: object, **kwargs: object) -> str:
+        """Call the wrapped function."""
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+async def test_a_callable_object_wrapping_a_function_is_read_as_that_function() -> None:
+    """R9.7: ``functools.update_wrapper`` on a callable object shows the wrapped function's
+    signature; its hints (strings here, under ``from __future__ import annotations``) and
+    docstring are read there too, where the object's ``__call__`` was read and each hint
+    refused as an unsupported type."""
+    counted = _Counted(forecast)
+    made = tool(counted)
+    assert made.description == "Forecast a city's weather."
+    assert await execute(made, {"city": "Oslo", "days": 2}) == ("Oslo for 2", None)
+    assert counted.calls == 1

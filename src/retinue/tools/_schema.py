@@ -91,8 +91,9 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
     signature = _signature(fn, where)
     target, bound = _unwrap_partial(fn)
     _check_not_unbound_method(fn, signature, bound)
-    hints = parameter_hints(_hinted(target), where)
-    description, documented = parse_docstring(_docstring(target))
+    shown = _shown(target)
+    hints = parameter_hints(_hinted(shown), where)
+    description, documented = parse_docstring(_docstring(shown))
     found = _Properties(documented)
     context: str | None = None
     rest: tuple[str, Shape] | None = None
@@ -266,6 +267,22 @@ def _called_functions(target: object) -> list[Callable[..., object]]:
     elif not inspect.isroutine(target) and callable(target):
         functions.append(type(target).__call__)
     return functions
+
+
+def _shown(target: object) -> object:
+    """What ``inspect.signature`` reads *target*'s parameters from, so its hints are read
+    there too: through ``__wrapped__`` links, as ``functools.update_wrapper`` leaves on a
+    callable object (whose own ``__call__`` takes ``*args, **kwargs``), up to one with a
+    ``__signature__`` or a bound method."""
+    if inspect.isroutine(target) or not hasattr(target, "__wrapped__"):
+        return target  # a function's copied hints and docstring are its wrapped one's
+    try:
+        return inspect.unwrap(
+            typing.cast("Callable[..., object]", target),
+            stop=lambda layer: hasattr(layer, "__signature__") or inspect.ismethod(layer),
+        )
+    except ValueError:  # a chain that loops: read as given
+        return target
 
 
 def _hinted(target: object) -> object:
