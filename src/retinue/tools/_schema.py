@@ -30,6 +30,7 @@ from ._shapes import (
     with_default,
 )
 from ._tool import Tool, ToolContext, layers
+from ._wrappers import check_takes_what_it_shows, shown_by
 
 __all__ = ["FunctionSpec", "RestBinder", "ShapeBinder", "describe", "type_schema"]
 
@@ -91,7 +92,7 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
     signature = _signature(fn, where)
     target, bound = _unwrap_partial(fn)
     _check_not_unbound_method(fn, signature, bound)
-    shown = _shown(target)
+    shown = shown_by(target)
     hints = parameter_hints(_hinted(shown), where)
     description, documented = parse_docstring(_docstring(shown))
     found = _Properties(documented)
@@ -118,7 +119,7 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
             shape = _parameter_shape(parameter, hint, where)
             schema = _parameter_schema(shape, parameter, documented)
             found.add(parameter.name, shape, schema, needed=parameter.default is EMPTY)
-    _check_takes_what_it_shows(fn, signature, context, where)
+    check_takes_what_it_shows(fn, signature, context, where)
     schema = object_schema(found.properties, found.required)
     if rest is None:
         return FunctionSpec(description, schema, context, ShapeBinder(found.shapes))
@@ -188,46 +189,6 @@ def _signature(fn: Callable[..., object], where: str) -> inspect.Signature:
         raise TypeError(f"{where}: no signature to read its parameters from ({exc})") from exc
 
 
-def _check_takes_what_it_shows(
-    fn: Callable[..., object], shown: inspect.Signature, context: str | None, where: str
-) -> None:
-    """Refuse a wrapper whose own parameters cannot take what every call passes it.
-
-    ``functools.wraps`` shows the wrapped function's signature, which the schema
-    is read from, and copies its annotations over the wrapper's own: a parameter
-    the wrapper adds (``ctx`` for itself) is neither shown nor annotated any more,
-    so no call passes it, and each would fail.
-
-    Raises:
-        TypeError: a required argument of the schema, passed as every call passes
-            it, does not bind to the wrapper's own signature.
-    """
-    try:
-        own = inspect.signature(fn, follow_wrapped=False)
-    except (TypeError, ValueError):  # what it takes is unknown
-        return
-    if own == shown:
-        return
-    needed = [p for p in shown.parameters.values() if p.default is EMPTY]
-    leading = [None for p in needed if p.kind is inspect.Parameter.POSITIONAL_ONLY]
-    named = {p.name: None for p in needed if p.kind in _BY_NAME}
-    if context is not None:
-        named[context] = None
-    try:
-        own.bind(*leading, **named)
-    except TypeError as exc:
-        raise TypeError(
-            f"{where}: its wrapper takes {_parameters(own)}, but shows {_parameters(shown)} "
-            "(functools.wraps), the signature the schema is read from, so every call "
-            f"would fail: {exc}; set the wrapper's __signature__ to what it takes (a "
-            "ToolContext parameter in it is injected), or give what it adds a default"
-        ) from None
-
-
-def _parameters(signature: inspect.Signature) -> inspect.Signature:
-    return signature.replace(return_annotation=inspect.Signature.empty)
-
-
 def _open_to(schema: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
     """*schema* taking other properties of schema *extra*; an empty one takes any value."""
     schema = {k: v for k, v in schema.items() if k != "additionalProperties"}
@@ -267,22 +228,6 @@ def _called_functions(target: object) -> list[Callable[..., object]]:
     elif not inspect.isroutine(target) and callable(target):
         functions.append(type(target).__call__)
     return functions
-
-
-def _shown(target: object) -> object:
-    """What ``inspect.signature`` reads *target*'s parameters from, so its hints are read
-    there too: through ``__wrapped__`` links, as ``functools.update_wrapper`` leaves on a
-    callable object (whose own ``__call__`` takes ``*args, **kwargs``), up to one with a
-    ``__signature__`` or a bound method."""
-    if inspect.isroutine(target) or not hasattr(target, "__wrapped__"):
-        return target  # a function's copied hints and docstring are its wrapped one's
-    try:
-        return inspect.unwrap(
-            typing.cast("Callable[..., object]", target),
-            stop=lambda layer: hasattr(layer, "__signature__") or inspect.ismethod(layer),
-        )
-    except ValueError:  # a chain that loops: read as given
-        return target
 
 
 def _hinted(target: object) -> object:
