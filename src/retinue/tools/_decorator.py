@@ -35,11 +35,13 @@ def tool(
     """Turn a sync or async function into a :class:`Tool`; use bare or with options.
 
     The parameters' type hints become the JSON schema (``str``, ``int``,
-    ``float``, ``bool``, ``None``, ``list[X]``, ``tuple[X, ...]``,
+    ``float``, ``bool``, ``None``, ``list[X]`` (``Sequence[X]``, ``Iterable[X]``,
+    ``Collection[X]`` and ``MutableSequence[X]`` alike), ``tuple[X, ...]``,
     ``set[X]`` and ``frozenset[X]`` (an array with ``uniqueItems``; ``X``
     hashable, a frozen record's fields too unless it writes its ``__hash__``), ``dict[K, X]``
-    (``K`` a hint of strings alone: ``str``, a ``Literal`` or an enum of them, ``str``
-    with a pattern or a length, each key checked and converted), ``Literal[...]``,
+    (``Mapping`` and ``MutableMapping`` alike; ``K`` a hint of strings alone: ``str``, a
+    ``Literal`` or an enum of them, ``str`` with a pattern or a length, each key checked
+    and converted), ``Literal[...]``,
     enums (a ``Flag`` as the integer of any combination of its members),
     ``X | None``, unions,
     ``TypedDict``, attrs classes (a field with an annotated converter as what

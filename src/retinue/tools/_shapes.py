@@ -65,9 +65,17 @@ __all__ = [
     "with_default",
 ]
 
-_SEQUENCES = (list, tuple, collections.abc.Sequence)
+# The body gets a list for each but a tuple: one is each of these.
+_SEQUENCES = (
+    list,
+    tuple,
+    collections.abc.Sequence,
+    collections.abc.MutableSequence,
+    collections.abc.Collection,
+    collections.abc.Iterable,
+)
 _TYPING = ("typing", "typing_extensions")
-_MAPPINGS = (dict, collections.abc.Mapping)
+_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 # Each set type and the type a body gets for it.
 _SETS: dict[object, type[set[object] | frozenset[object]]] = {
     set: set,
