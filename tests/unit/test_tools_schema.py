@@ -15,7 +15,7 @@ from pydantic import Field
 
 from retinue._lossless import freeze_json
 from retinue.tools import tool
-from tests.unit._tool_kit import Window, schema_of
+from tests.unit._tool_kit import Window, execute, schema_of
 
 
 class Color(enum.Enum):
@@ -387,8 +387,17 @@ class Interval:
     low: int
     high: int
 
-    def __init__(self, low: int, width: int = 1) -> None:
+    def __init__(self, low: int, width: int) -> None:
         self.__attrs_init__(low, low + width)
+
+
+@attrs.define(init=False)
+class Range:
+    low: int
+    high: int
+
+    def __init__(self, low: int, high: int, swapped: bool = False) -> None:
+        self.__attrs_init__(*((high, low) if swapped else (low, high)))
 
 
 def _spanned(s: Span) -> str:
@@ -415,6 +424,20 @@ def test_a_record_whose_own_init_does_not_take_its_fields_is_refused_when_decora
     decoration, naming it, where the first was built and refused its calls."""
     with pytest.raises(TypeError, match=where):
         tool(fn)
+
+
+async def test_a_record_whose_own_init_adds_an_optional_parameter_is_built_and_given_its_fields() -> (
+    None
+):
+    """R9.7: a parameter of a record's own ``__init__`` that is no field but has a default
+    needs no value from the model: the record is built and the body gets ``cls(**fields)``,
+    where it was refused as taking what no call would give."""
+
+    def use(w: Range) -> str:
+        return f"{w.low}..{w.high}"
+
+    result = await execute(tool(use), {"w": {"low": 1, "high": 2}})
+    assert result == ("1..2", None)
 
 
 def test_a_length_bound_on_a_type_without_a_length_is_refused_when_decorated() -> None:

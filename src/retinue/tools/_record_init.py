@@ -16,9 +16,11 @@ from retinue._lossless import freeze_json, thaw_json
 
 from ._hints import is_named_tuple, record_hints
 
-__all__ = ["EMPTY", "InitField", "init_fields", "with_default"]
+__all__ = ["BY_NAME", "EMPTY", "InitField", "init_fields", "with_default"]
 
 EMPTY = inspect.Parameter.empty
+BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+"""The kinds of parameter a call may pass by name."""
 
 
 class InitField(NamedTuple):
@@ -93,15 +95,18 @@ def _check_constructor(cls: type[object], fields: set[str], where: str) -> None:
     Its fields make the schema, and the body's value is ``cls(**fields)``: a
     parameter that is no field (an ``InitVar``, or one of an ``__init__`` of its
     own) would never be given, and a field the constructor does not take by
-    name would be refused on every call that gives it.
+    name would be refused on every call that gives it. A parameter with a default
+    that is no field is left to its default.
     """
     try:
         parameters = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):  # what it takes is unknown
         return
-    named = {p.name for p in parameters if p.kind in _BY_NAME}
+    named = {p.name for p in parameters if p.kind in BY_NAME}
+    # One with a default needs no value from the model: only a required one is never given.
+    needed = {p.name for p in parameters if p.kind in BY_NAME and p.default is EMPTY}
     others = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-    unlisted, untaken = named - fields, set() if others else fields - named
+    unlisted, untaken = needed - fields, set() if others else fields - named
     name = cls.__qualname__
     if unlisted:
         # An InitVar is described in the dataclass's fields but is none of them.
@@ -116,9 +121,6 @@ def _check_constructor(cls: type[object], fields: set[str], where: str) -> None:
             "a field its schema asks for: every call giving it would fail; unsupported in a "
             "tool signature"
         )
-
-
-_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
 def _dataclass_default(field: dataclasses.Field[object]) -> object:

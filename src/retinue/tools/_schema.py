@@ -19,6 +19,7 @@ from ._docstring import parse_docstring
 from ._hints import parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._located import raise_at
+from ._record_init import BY_NAME
 from ._shapes import (
     EMPTY,
     Shape,
@@ -212,12 +213,9 @@ def _reserved_names(
             parameters = inspect.signature(function).parameters.values()
         except (TypeError, ValueError):  # no signature: what it takes is unknown
             continue
-        named.update(p.name for p in parameters if p.kind in _BY_NAME)
+        named.update(p.name for p in parameters if p.kind in BY_NAME)
     taken = named | bound | ({context} if context is not None else set())
     return frozenset(taken - properties.keys())
-
-
-_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
 def _called_functions(target: object) -> list[Callable[..., object]]:

@@ -6,10 +6,9 @@ import inspect
 import typing
 from collections.abc import Callable
 
-__all__ = ["check_takes_what_it_shows", "shown_by"]
+from ._record_init import BY_NAME, EMPTY
 
-_EMPTY = inspect.Parameter.empty
-_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+__all__ = ["check_takes_what_it_shows", "shown_by"]
 
 
 def shown_by(target: object) -> object:
@@ -48,9 +47,9 @@ def check_takes_what_it_shows(
         return
     if own == shown:
         return
-    needed = [p for p in shown.parameters.values() if p.default is _EMPTY]
+    needed = [p for p in shown.parameters.values() if p.default is EMPTY]
     leading = [None for p in needed if p.kind is inspect.Parameter.POSITIONAL_ONLY]
-    named = {p.name: None for p in needed if p.kind in _BY_NAME}
+    named = {p.name: None for p in needed if p.kind in BY_NAME}
     if context is not None:
         named[context] = None
     try:
