@@ -87,3 +87,29 @@ def test_a_set_of_named_tuples_holding_a_list_is_refused_when_decorated() -> Non
 
     with pytest.raises(TypeError, match=r"set items must be hashable, but Tags\.names"):
         tool(_labels)
+
+
+class Box(NamedTuple):
+    corner: Point = Point(1, 2)
+
+
+ORIGIN = Point(3, 4)
+
+
+def _boxed(at: Point = ORIGIN, box: Box | None = None) -> str:
+    return f"{at!r} {box!r}"
+
+
+async def test_a_named_tuple_default_is_shown_as_the_object_its_schema_describes() -> None:
+    """R9.7: a default a ``NamedTuple`` holds is sent as the object of its fields, which a
+    model copying it is given, where it was sent as an array its own schema refuses."""
+    boxed = tool(_boxed)
+    schema = schema_of(boxed)
+    assert schema["properties"]["at"]["default"] == {"x": 3, "y": 4}  # type: ignore[index]
+    box = schema["properties"]["box"]  # type: ignore[index]
+    assert box["properties"]["corner"]["default"] == {"x": 1, "y": 2}
+    arguments: JsonValue = {"at": {"x": 3, "y": 4}, "box": {"corner": {"x": 1, "y": 2}}}
+    assert await execute(boxed, arguments) == (
+        "Point(x=3, y=4) Box(corner=Point(x=1, y=2))",
+        None,
+    )

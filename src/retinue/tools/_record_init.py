@@ -130,12 +130,16 @@ def _dataclass_default(field: dataclasses.Field[object]) -> object:
 
 
 def _by_value(value: object) -> object:
-    """*value* with each enum member, in a list, tuple, set or dict too, replaced by its value.
+    """*value* with each enum member, in a list, tuple, set or dict too, replaced by its value,
+    and each ``NamedTuple`` by the object of its fields.
 
     A set becomes a sorted list: the order is the same in every process, so is the schema.
     """
     if isinstance(value, enum.Enum):
         return value.value
+    if is_named_tuple(type(value)):
+        # Described as an object of its fields: so is its default.
+        return {name: _by_value(item) for name, item in value._asdict().items()}  # type: ignore[attr-defined]
     if isinstance(value, list | tuple):
         return [_by_value(item) for item in value]
     if isinstance(value, set | frozenset):
