@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from retinue.tools import ToolContext, tool
+from retinue._lossless import JsonValue
+from retinue.tools import Tool, ToolContext, tool
 from tests.unit._tool_kit import execute
 
 
@@ -109,6 +110,37 @@ async def test_a_singledispatch_function_dispatches_on_its_first_argument(
     """R9.7: ``functools.singledispatch`` picks its implementation by the class of its first
     positional argument: passed by position, each call reaches the one for its type."""
     assert await execute(tool(describe), {"value": value}) == (said, None)
+
+
+@functools.singledispatch
+def shout(value: int | str = 0, *, upper: bool = False) -> str:
+    return f"something: {value!r}"
+
+
+@shout.register
+def _(value: int, *, upper: bool = False) -> str:
+    return f"number {value}"
+
+
+@shout.register
+def _(value: str, *, upper: bool = False) -> str:
+    return value.upper() if upper else value
+
+
+@pytest.mark.parametrize(
+    ("made", "arguments", "said"),
+    [
+        (tool(shout), {}, "number 0"),
+        (tool(name="loud")(functools.partial(shout, upper=True)), {"value": "abc"}, "ABC"),
+    ],
+)
+async def test_a_singledispatch_function_dispatches_on_its_default_and_through_a_partial(
+    made: Tool, arguments: JsonValue, said: str
+) -> None:
+    """R9.7: the argument dispatched on is passed when omitted too, as its default, and a
+    partial of such a function is called so: each call failed for giving the function no
+    positional argument to dispatch on."""
+    assert await execute(made, arguments) == (said, None)
 
 
 class _Formatter:

@@ -105,13 +105,16 @@ def _by_position(fn: Callable[..., object]) -> Callable[..., object]:
     if not leading and parameters and _dispatches(fn):
         first = parameters[0]
         if first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
-            leading = ((first.name, first.default),)
+            # Its default too, when omitted: dispatched on, it is always passed.
+            return _ByPosition(fn, ((first.name, first.default),), dispatched=True)
     return _ByPosition(fn, leading) if leading else fn
 
 
 def _dispatches(fn: object) -> bool:
-    """Whether *fn* is a ``functools.singledispatch`` function (given by keyword, its first
-    argument leaves it nothing to dispatch on, and every call fails)."""
+    """Whether *fn* is a ``functools.singledispatch`` function, or a partial of one (given
+    by keyword, its first argument leaves it nothing to dispatch on, and every call fails)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     return isinstance(getattr(fn, "registry", None), MappingProxyType) and callable(
         getattr(fn, "dispatch", None)
     )
@@ -125,6 +128,8 @@ class _ByPosition:
     fn: Callable[..., object]
     leading: tuple[tuple[str, object], ...]
     """Each positional-only parameter's name and default (``Parameter.empty``: none)."""
+    dispatched: bool = False
+    """Whether the defaults of omitted ones are passed though none after them is given."""
 
     # self by position only: an argument of fn may be named self too.
     def __call__(self, /, **kwargs: object) -> object:
@@ -139,6 +144,8 @@ class _ByPosition:
                 break  # missing: fn refuses the call, naming it
             else:
                 waiting.append(default)
+        if self.dispatched:
+            args += waiting
         return self.fn(*args, **kwargs)
 
 
