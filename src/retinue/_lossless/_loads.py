@@ -11,6 +11,7 @@ from typing import NoReturn
 from retinue._errors import InvalidJsonError
 
 from ._freeze import MAX_JSON_DEPTH, FrozenDict, JsonValue, freeze_json
+from ._surrogates import holds_surrogate
 
 __all__ = ["loads_finite", "loads_frozen"]
 
@@ -90,7 +91,7 @@ def _loads_frozen(text: str) -> JsonValue:
     if (
         "[" not in text
         and (len(text) <= MAX_JSON_DEPTH or text.count("{") <= MAX_JSON_DEPTH)
-        and (text.isascii() or _no_surrogate(text))
+        and not holds_surrogate(text)
     ):
         # The scanner alone parses a value with nothing around it (the usual tool
         # arguments); padding, extra data and errors take the decoder's full path.
@@ -106,12 +107,3 @@ def _loads_frozen(text: str) -> JsonValue:
     # Arrays decode to lists, which only freeze_json turns into tuples (and it
     # measures the depth).
     return freeze_json(_decode(text))
-
-
-def _no_surrogate(text: str) -> bool:
-    """Whether *text* holds no surrogate code point: only a surrogate fails to encode."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

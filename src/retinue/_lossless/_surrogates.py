@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["joined_surrogates"]
+__all__ = ["holds_surrogate", "joined_surrogates"]
 
 
 def joined_surrogates(text: str) -> str:
@@ -14,12 +14,18 @@ def joined_surrogates(text: str) -> str:
     string in the log and in the store. A lone surrogate is kept: its escape
     reads back as itself.
     """
-    if text.isascii():
+    if text.isascii() or not holds_surrogate(text):
         return text
+    # UTF-16 with surrogatepass joins each pair and passes a lone one through as it is.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def holds_surrogate(text: str) -> bool:
+    """Whether *text* holds a surrogate code point: only a surrogate fails to encode."""
+    if text.isascii():
+        return False
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        # Only a surrogate fails to encode: UTF-16 with surrogatepass joins each
-        # pair and passes a lone one through as it is.
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return text
+        return True
+    return False
