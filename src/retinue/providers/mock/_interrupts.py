@@ -3,15 +3,20 @@ kept for its caller."""
 
 from __future__ import annotations
 
+import errno
 import socket
 from collections import deque
 from collections.abc import Callable
-from socket import SOCK_STREAM
 from typing import NoReturn
 
 import trio
 
-__all__ = ["WatchedListener", "interrupt_in", "raise_interrupt"]
+__all__ = ["STARVED_WAIT", "WatchedListener", "interrupt_in", "raise_interrupt"]
+
+STARVED_WAIT = 0.1
+"""Seconds an accept out of descriptors waits for a connection to close: trio's own pause."""
+
+_OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 def interrupt_in(error: BaseException) -> KeyboardInterrupt | None:
@@ -47,7 +52,9 @@ class WatchedListener(trio.abc.Listener[trio.SocketStream]):
     of a few hundred connections would wait in the listen queue for seconds, and
     their clients time out waiting for response headers. So each accept also
     takes, without waiting, whatever else is queued, and the accepts after it
-    hand those out without a pass each.
+    hand those out without a pass each. One that ran out of descriptors makes the
+    next wait (briefly) for a connection to close, which the server signals on
+    *closed*.
 
     Trio's ``serve_listeners`` closes the listener after a failed accept, at a
     checkpoint: once the server is cancelled, the ``Cancelled`` raised there takes
@@ -55,27 +62,49 @@ class WatchedListener(trio.abc.Listener[trio.SocketStream]):
     """
 
     def __init__(
-        self, listener: trio.SocketListener, keep: Callable[[KeyboardInterrupt], None]
+        self,
+        listener: trio.SocketListener,
+        keep: Callable[[KeyboardInterrupt], None],
+        closed: trio.lowlevel.ParkingLot,
     ) -> None:
         self._listener = listener
         self._keep = keep
+        self._closed = closed
         # The listening socket itself, a second descriptor of it: trio's has no accept
         # that does not wait. Non-blocking, as trio made the socket.
-        self._queue = socket.fromfd(listener.socket.fileno(), listener.socket.family, SOCK_STREAM)
+        self._queue = socket.fromfd(
+            listener.socket.fileno(), listener.socket.family, socket.SOCK_STREAM
+        )
         self._queue.settimeout(0.0)
         self._taken: deque[trio.SocketStream] = deque()
+        self._starved = False
 
     async def accept(self) -> trio.SocketStream:
         if self._taken:
             await trio.lowlevel.checkpoint_if_cancelled()
             return self._taken.popleft()
         try:
-            stream = await self._listener.accept()
+            return await self._accept_queued()
         except BaseException as exc:
             if (interrupt := interrupt_in(exc)) is not None:
                 self._keep(interrupt)
             raise
-        self._take_queued()
+
+    async def _accept_queued(self) -> trio.SocketStream:
+        """Trio's accept of one connection, then every other queued beside it."""
+        if self._starved:
+            # The last drain ran out of descriptors: trio's accept would meet the limit
+            # again at once, log it and sleep. Waiting for a connection to close frees one.
+            self._starved = False
+            with trio.move_on_after(STARVED_WAIT):
+                await self._closed.park()
+        stream = await self._listener.accept()
+        try:
+            self._take_queued()
+        except BaseException:
+            # Ctrl-C landing in the drain: the connection is not handed out, nor left open.
+            stream.socket.close()
+            raise
         return stream
 
     def _take_queued(self) -> None:
@@ -84,11 +113,15 @@ class WatchedListener(trio.abc.Listener[trio.SocketStream]):
                 sock, _ = self._queue.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
-                # The next accept meets it (a connection reset while queued, the
-                # descriptor limit) as trio's accept handles it.
+            except OSError as exc:
+                # Trio's accept meets anything else (a connection reset while queued).
+                self._starved = exc.errno in _OUT_OF_DESCRIPTORS
                 return
-            self._taken.append(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+            try:
+                self._taken.append(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+            except BaseException:
+                sock.close()  # Ctrl-C landing here: closed, not left to the collector
+                raise
 
     async def aclose(self) -> None:
         # Closed at once, not each at a checkpoint a cancel could cut short.

@@ -118,6 +118,8 @@ class MockServer:
         self._requests = 0
         self._interrupt: KeyboardInterrupt | None = None
         """The first Ctrl-C that landed in a connection task or an accept, for open_mock_server."""
+        # Parked on by an accept out of descriptors, until a connection closes.
+        self._closed = trio.lowlevel.ParkingLot()
 
     @property
     def base_url(self) -> str:
@@ -219,7 +221,9 @@ class MockServer:
         # getsockname() gives (host, port), and two more fields for IPv6
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         self._address = (bound_host, bound_port)
-        watched = [WatchedListener(listener, self._keep_interrupt) for listener in listeners]
+        watched = [
+            WatchedListener(listener, self._keep_interrupt, self._closed) for listener in listeners
+        ]
         async with trio.open_nursery() as nursery:
             await nursery.start(trio.serve_listeners, self._serve_connection, watched)
             task_status.started()
@@ -242,7 +246,10 @@ class MockServer:
             raise
         finally:
             self._counts["open"] -= 1
-            await stream.aclose()
+            try:
+                await stream.aclose()
+            finally:
+                self._closed.unpark_all()  # a descriptor freed: an accept may wait for one
 
 
 @final
