@@ -297,9 +297,9 @@ def _check_not_unbound_method(
     if isinstance(dispatcher, functools.singledispatchmethod):
         # Bound, it is a plain function wrapping the method, which shows its slot still.
         raise TypeError(
-            f"{function.__qualname__} is a functools.singledispatchmethod: bound to its "
-            f"instance too, its {slot.name!r} would be an argument the model supplies; make "
-            "a tool of a method that calls it"
+            f"{function.__qualname__} is a functools.singledispatchmethod: bound too, its "
+            f"{slot.name!r} would be an argument the model supplies; make a tool of a "
+            "method that calls it"
         )
     raise TypeError(
         f"{function.__qualname__} is a method: its {slot.name!r} would be an argument the "
