@@ -91,7 +91,7 @@ def _loads_frozen(text: str) -> JsonValue:
     if (
         "[" not in text
         and (len(text) <= MAX_JSON_DEPTH or text.count("{") <= MAX_JSON_DEPTH)
-        and not holds_surrogate(text)
+        and (text.isascii() or not holds_surrogate(text))
     ):
         # The scanner alone parses a value with nothing around it (the usual tool
         # arguments); padding, extra data and errors take the decoder's full path.
