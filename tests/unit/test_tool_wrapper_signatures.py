@@ -127,10 +127,21 @@ def _(value: str, *, upper: bool = False) -> str:
     return value.upper() if upper else value
 
 
+@functools.singledispatch
+def whisper(value: int | str = 0, /) -> str:
+    return f"something: {value!r}"
+
+
+@whisper.register
+def _(value: int, /) -> str:
+    return f"number {value}"
+
+
 @pytest.mark.parametrize(
     ("made", "arguments", "said"),
     [
         (tool(shout), {}, "number 0"),
+        (tool(whisper), {}, "number 0"),
         (tool(name="loud")(functools.partial(shout, upper=True)), {"value": "abc"}, "ABC"),
     ],
 )

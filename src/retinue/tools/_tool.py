@@ -102,12 +102,13 @@ def _by_position(fn: Callable[..., object]) -> Callable[..., object]:
     leading = tuple(
         (p.name, p.default) for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY
     )
-    if not leading and parameters and _dispatches(fn):
+    # Dispatched on, its first argument is always passed: its default too, when omitted.
+    dispatched = bool(parameters) and _dispatches(fn)
+    if dispatched and not leading:
         first = parameters[0]
         if first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
-            # Its default too, when omitted: dispatched on, it is always passed.
-            return _ByPosition(fn, ((first.name, first.default),), dispatched=True)
-    return _ByPosition(fn, leading) if leading else fn
+            leading = ((first.name, first.default),)
+    return _ByPosition(fn, leading, dispatched=dispatched) if leading else fn
 
 
 def _dispatches(fn: object) -> bool:
