@@ -400,6 +400,19 @@ class Range:
         self.__attrs_init__(*((high, low) if swapped else (low, high)))
 
 
+@attrs.define(init=False)
+class Tagged:
+    low: int
+    high: int
+
+    def __init__(self, tag: str, /, low: int, high: int) -> None:
+        self.__attrs_init__(low, high)
+
+
+def _tagged(t: Tagged) -> str:
+    return repr(t)
+
+
 def _spanned(s: Span) -> str:
     return repr(s)
 
@@ -413,6 +426,7 @@ def _interval(i: Interval) -> str:
     [
         (_spanned, r"_spanned\(s\): Span's constructor takes no end by name"),
         (_interval, r"_interval\(i\): Interval takes width in its constructor as no field"),
+        (_tagged, r"_tagged\(t\): Tagged takes tag in its constructor as no field"),
     ],
 )
 def test_a_record_whose_own_init_does_not_take_its_fields_is_refused_when_decorated(

@@ -21,6 +21,7 @@ __all__ = ["BY_NAME", "EMPTY", "InitField", "init_fields", "with_default"]
 EMPTY = inspect.Parameter.empty
 BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 """The kinds of parameter a call may pass by name."""
+_REST = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 class InitField(NamedTuple):
@@ -104,7 +105,7 @@ def _check_constructor(cls: type[object], fields: set[str], where: str) -> None:
         return
     named = {p.name for p in parameters if p.kind in BY_NAME}
     # One with a default needs no value from the model: only a required one is never given.
-    needed = {p.name for p in parameters if p.kind in BY_NAME and p.default is EMPTY}
+    needed = {p.name for p in parameters if p.kind not in _REST and p.default is EMPTY}
     others = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
     unlisted, untaken = needed - fields, set() if others else fields - named
     name = cls.__qualname__
