@@ -53,7 +53,7 @@ __all__ = [
     "holds_cancel",
     "is_interrupt",
     "leaf_error",
-    "lone_interrupt",
+    "lone_ending",
     "only_cancels",
     "pass_on",
     "passes_on",
@@ -408,25 +408,38 @@ def raised_message(culprit: str, error: BaseException) -> str:
     return f"{culprit} raised {what}" if text == what else f"{culprit} raised {what}: {text}"
 
 
-def lone_interrupt(
+_ENDINGS = (KeyboardInterrupt, SystemExit)
+
+
+def lone_ending(
     group: BaseExceptionGroup[BaseException], body_error: BaseException | None
-) -> KeyboardInterrupt | None:
-    """The Ctrl-C to raise when *group* holds nothing else, wherever it landed.
+) -> KeyboardInterrupt | SystemExit | None:
+    """The Ctrl-C (else the ``SystemExit``) to raise when *group* holds nothing else,
+    wherever it landed.
 
     *group* is what a nursery raised, its ``Cancelled`` split out; *body_error* what
     the body it guards raised, if anything. Trio raises Ctrl-C in whatever task runs
     when it comes: an agent's tool or listener, or a server's connection, as much as
     the body. Landing in such a task, it reaches the nursery through the task's own,
     one group inside another, which an ``except KeyboardInterrupt`` does not catch.
+    A ``SystemExit`` that ends the run (a model's) comes out so too: inside a group,
+    Python exits with a traceback and status 1, not the status it carries. Ctrl-C
+    beside it is the user's, and wins.
     """
-    if group.split(KeyboardInterrupt)[1] is not None:
+    if group.split(_ENDINGS)[1] is not None:
         return None
+    interrupts = group.split(KeyboardInterrupt)[0]
+    if interrupts is None:
+        return body_error if isinstance(body_error, SystemExit) else _first_leaf(group)  # type: ignore[return-value]
     if isinstance(body_error, KeyboardInterrupt):
         return body_error
+    return _first_leaf(interrupts)  # type: ignore[return-value]
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     leaf: BaseException = group
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
-    assert isinstance(leaf, KeyboardInterrupt)
     return leaf
 
 

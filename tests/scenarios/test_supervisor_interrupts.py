@@ -13,7 +13,15 @@ import retinue
 from retinue.config import AgentEntry, LoopConfig
 from retinue.session import Session
 from retinue.stores import MemoryStore
-from retinue.testing import CallTools, DelegatingStore, Reply, ScriptedModel, ToolCallSpec
+from retinue.testing import (
+    CallTools,
+    DelegatingStore,
+    RaiseMidStream,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
 from tests.helpers import OPTIONS
 
 DEADLINE = 600.0
@@ -156,3 +164,27 @@ async def test_ctrl_c_in_agents_tools_comes_out_of_the_runtime_as_raised(
         caught = exc
     assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
     assert [agent.status for agent in agents] == ["disposed", "disposed"]
+
+
+async def test_a_models_system_exit_comes_out_of_the_runtime_as_raised(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.10: a model's ``SystemExit``, which ends the runtime as trio has it, comes out of
+    ``open_runtime`` as itself, its status kept, as Ctrl-C does: it came wrapped in two
+    nurseries' groups, with which Python exits with a traceback and status 1. The turn it
+    cut short is closed in the log."""
+    agents: list[retinue.Agent] = []
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            model = ScriptedModel([RaiseMidStream(SystemExit(3))])
+            async with retinue.open_runtime(models=model) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                agents.append(agent)
+                await agent.ask("hello")
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert isinstance(caught, SystemExit), f"got {caught!r}"
+    assert caught.code == 3
+    check_session_invariants(agents[0].session.events)
+    assert agents[0].session.events[-1].type == "turn/end"

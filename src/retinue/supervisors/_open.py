@@ -11,7 +11,7 @@ from typing import ParamSpec, TypeVar, final
 
 import trio
 
-from retinue._errors import lone_interrupt, only_cancels, reraise
+from retinue._errors import lone_ending, only_cancels, reraise
 from retinue._options import PERSONA, check_prompt_option, persona_sections
 from retinue.config import LoopConfig
 from retinue.hooks import HookBus
@@ -286,7 +286,7 @@ async def _supervising(
             and _is_body_error(failures.exceptions[0], body_error)
         ):
             reraise(body_error)  # as raised, a group of the body's own too
-        interrupt = lone_interrupt(failures, body_error)
+        interrupt = lone_ending(failures, body_error)
         if interrupt is None:
             raise
         reraise(interrupt)

@@ -12,7 +12,7 @@ import attrs
 import httpx2
 import trio
 
-from retinue._errors import lone_interrupt, reraise
+from retinue._errors import lone_ending, reraise
 
 from ._connection import Connection
 from ._exchange import (
@@ -353,7 +353,7 @@ async def open_mock_server(
             # Ctrl-C landing elsewhere in the server's tasks (between accepts, say) comes
             # inside their nurseries' groups, when no cancel took its place: raised as itself.
             failures = group.split(trio.Cancelled)[1]
-            interrupt = None if failures is None else lone_interrupt(failures, failure)
+            interrupt = None if failures is None else lone_ending(failures, failure)
             if interrupt is None:
                 raise
             reraise(interrupt)

@@ -1,0 +1,20 @@
+"""What comes out of a runtime's nursery bare: Ctrl-C, else a SystemExit (R12.10)."""
+
+from __future__ import annotations
+
+from retinue._errors import lone_ending
+
+
+def test_ctrl_c_beside_a_system_exit_is_the_one_raised() -> None:
+    """R12.10: Ctrl-C is the user's: beside a model's SystemExit it is the one raised,
+    whichever task raised first or the body raised, where the first leaf was raised."""
+    status, interrupt = SystemExit(3), KeyboardInterrupt()
+    both = BaseExceptionGroup("g", [BaseExceptionGroup("a", [status]), interrupt])
+    assert (lone_ending(both, None), lone_ending(both, status)) == (interrupt, interrupt)
+
+
+def test_a_lone_system_exit_is_raised_and_one_beside_a_failure_is_not() -> None:
+    """R12.10: a SystemExit alone comes out bare; beside an ordinary failure the group does."""
+    status = SystemExit(3)
+    assert lone_ending(BaseExceptionGroup("g", [BaseExceptionGroup("a", [status])]), None) is status
+    assert lone_ending(BaseExceptionGroup("g", [status, ValueError("x")]), None) is None
