@@ -413,6 +413,19 @@ def _tagged(t: Tagged) -> str:
     return repr(t)
 
 
+@attrs.define(init=False)
+class Gathered:
+    low: int
+    high: int
+
+    def __init__(self, low: int, /, **rest: int) -> None:
+        self.__attrs_init__(low, rest["high"])
+
+
+def _gathered(g: Gathered) -> str:
+    return repr(g)
+
+
 def _spanned(s: Span) -> str:
     return repr(s)
 
@@ -427,6 +440,7 @@ def _interval(i: Interval) -> str:
         (_spanned, r"_spanned\(s\): Span's constructor takes no end by name"),
         (_interval, r"_interval\(i\): Interval takes width in its constructor as no field"),
         (_tagged, r"_tagged\(t\): Tagged takes tag in its constructor as no field"),
+        (_gathered, r"_gathered\(g\): Gathered's constructor takes no low by name"),
     ],
 )
 def test_a_record_whose_own_init_does_not_take_its_fields_is_refused_when_decorated(

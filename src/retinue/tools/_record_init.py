@@ -107,7 +107,9 @@ def _check_constructor(cls: type[object], fields: set[str], where: str) -> None:
     # One with a default needs no value from the model: only a required one is never given.
     needed = {p.name for p in parameters if p.kind not in _REST and p.default is EMPTY}
     others = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-    unlisted, untaken = needed - fields, set() if others else fields - named
+    # **kwargs take any field by name, but for one that is positional-only.
+    positional = {p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY}
+    unlisted, untaken = needed - fields, fields & positional if others else fields - named
     name = cls.__qualname__
     if unlisted:
         # An InitVar is described in the dataclass's fields but is none of them.
