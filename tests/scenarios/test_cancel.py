@@ -68,6 +68,25 @@ async def test_cancel_mid_stream_aborts_with_default_reason(
         check_session_invariants(agent.session.events)
 
 
+async def test_cancel_with_an_empty_reason_aborts_with_the_default_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.23: an empty reason is none: the turn's end and its cut-off call's synthetic
+    result read 'cancelled', where they read '' and 'cancelled ()'."""
+    model = ScriptedModel([CallTools([ToolCallSpec("slow", '{"seconds": 100}')]), Reply("next")])
+    async with runtime(model, tools=[slow]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(1)
+        agent.cancel("")
+        await agent.wait_idle()
+        end = of_type(agent.session.events, "turn/end")[-1]
+        assert end.data.reason.reason == "cancelled"  # type: ignore[union-attr]
+        [result] = of_type(agent.session.events, "tool/result")
+        assert "cancelled (cancelled)" in str(result.data.content)  # type: ignore[union-attr]
+        check_session_invariants(agent.session.events)
+
+
 async def test_cancel_before_start_leaves_no_trace(autojump_clock: trio.testing.MockClock) -> None:
     """T-C2 / R7.4, R7.6: a cancel between send and the driver waking drops the turn; waiters resolve."""
     model = ScriptedModel([Reply("ok")])

@@ -323,7 +323,8 @@ class AgentCore:
         # Checked first: a refused call must change nothing.
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"cancel reason must be a str or None, got {shown_short(reason)}")
-        ended = TurnEndReason.aborted(reason if reason is not None else "cancelled")
+        # An empty reason is none (R2.23): "cancelled ()" would say nothing of why.
+        ended = TurnEndReason.aborted(reason or "cancelled")
         armed = (
             self.status == "running"
             or self.step_signal is not None
