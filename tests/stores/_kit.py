@@ -283,6 +283,15 @@ def attach_undrained(store: BufferedStore, session_id: str) -> Session:
     return session
 
 
+async def enter_noting_refusal(store: BufferedStore, refusals: list[str]) -> None:
+    """Enter and leave *store*; the code of a StoreError it is refused with goes to *refusals*."""
+    try:
+        async with store:
+            pass
+    except StoreError as exc:
+        refusals.append(str(exc.code))
+
+
 async def close_during_entry(store: BufferedStore) -> StoreError | None:
     """Close *store* while an entry opens it; how the close failed, if it did."""
 

@@ -17,7 +17,7 @@ from retinue.session import Session
 from retinue.stores._backend import AppendBatch
 from retinue.stores._common import LockWaitedOutError
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, attach_undrained, run_turn
+from tests.stores._kit import REAL_DEADLINE, attach_undrained, enter_noting_refusal, run_turn
 from tests.stores.conftest import StoreKit
 
 
@@ -136,17 +136,10 @@ async def _close_during_failing_open(
     attach_undrained(store, "undrained")
     refusals: list[str] = []
 
-    async def enter() -> None:
-        try:
-            async with store:
-                pass
-        except StoreError as exc:
-            refusals.append(str(exc.code))
-
     closes: list[str] = []
     with trio.fail_after(REAL_DEADLINE):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(enter)
+            nursery.start_soon(enter_noting_refusal, store, refusals)
             await trio.to_thread.run_sync(opening.wait, REAL_DEADLINE)
             nursery.start_soon(_close_into, store, trio.CancelScope(), closes, trio.Event())
             await trio.testing.wait_all_tasks_blocked()  # the close waits for the open

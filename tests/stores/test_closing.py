@@ -18,7 +18,7 @@ from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._sqlite import SQLiteBackend
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, HeldCall, lines, run_turn
+from tests.stores._kit import REAL_DEADLINE, HeldCall, enter_noting_refusal, lines, run_turn
 from tests.stores.conftest import StoreKit
 
 
@@ -161,16 +161,9 @@ async def _enter_as_it_is_closed(
     monkeypatch.setattr(store._backend, "open", opening)
     refusals: list[str] = []
 
-    async def enter() -> None:
-        try:
-            async with store:
-                pass
-        except StoreError as exc:
-            refusals.append(str(exc.code))
-
     with trio.fail_after(REAL_DEADLINE):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(enter)
+            nursery.start_soon(enter_noting_refusal, store, refusals)
             await trio.to_thread.run_sync(opening.reached.wait, REAL_DEADLINE)
             for step in steps or (store.aclose,):
                 nursery.start_soon(step)

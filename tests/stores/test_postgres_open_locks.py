@@ -17,6 +17,7 @@ from tests.stores._kit import (
     attach_undrained,
     close_during_entry,
     count_opens,
+    enter_noting_refusal,
     lines,
     run_turn,
 )
@@ -75,16 +76,9 @@ async def test_a_close_ends_a_postgres_entry_waiting_for_another_connections_loc
     store = PostgresStore(dsn, schema=schema)
     refusals: list[str] = []
 
-    async def enter() -> None:
-        try:
-            async with store:
-                pass
-        except StoreError as exc:
-            refusals.append(str(exc.code))
-
     with _creation_locked(dsn), trio.fail_after(2):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(enter)
+            nursery.start_soon(enter_noting_refusal, store, refusals)
             await trio.sleep(DEADLINE)  # real seconds: the entry waits in its worker thread
             await store.aclose()
     assert refusals == ["STORE_CLOSED"]

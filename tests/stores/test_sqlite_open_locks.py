@@ -10,7 +10,6 @@ import pytest
 import trio
 import trio.testing
 
-from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._sqlite import SQLiteBackend
@@ -19,6 +18,7 @@ from tests.stores._kit import (
     attach_undrained,
     close_during_entry,
     count_opens,
+    enter_noting_refusal,
     lines,
     run_turn,
 )
@@ -75,20 +75,13 @@ async def test_a_close_ends_an_entry_waiting_for_another_connections_lock(
     monkeypatch.setattr(backend, "_prepare", prepare)
     refusals: list[str] = []
 
-    async def enter() -> None:
-        try:
-            async with store:
-                pass
-        except StoreError as exc:
-            refusals.append(str(exc.code))
-
     holder = sqlite3.connect(database, isolation_level=None)
     try:
         holder.execute("BEGIN EXCLUSIVE")
         # Real seconds, a small part of the busy timeout: the open waits in a worker thread.
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(enter)
+                nursery.start_soon(enter_noting_refusal, store, refusals)
                 await trio.to_thread.run_sync(waiting.wait, REAL_DEADLINE)
                 await store.aclose()
     finally:
@@ -108,20 +101,13 @@ async def test_a_close_with_sessions_to_drain_drains_through_the_entrys_open(
     session = attach_undrained(store, "drained")
     refusals: list[str] = []
 
-    async def enter() -> None:
-        try:
-            async with store:
-                pass
-        except StoreError as exc:
-            refusals.append(str(exc.code))
-
     holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")
     let_go = threading.Timer(0.5, holder.rollback)  # once the close has begun
     try:
         with trio.fail_after(REAL_DEADLINE):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(enter)
+                nursery.start_soon(enter_noting_refusal, store, refusals)
                 await trio.testing.wait_all_tasks_blocked()
                 let_go.start()
                 await store.aclose()
