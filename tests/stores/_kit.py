@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -308,3 +309,43 @@ async def close_during_entry(store: BufferedStore) -> StoreError | None:
         except StoreError as exc:
             return exc
     return None
+
+
+def full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
+    """A backend write on a full disk."""
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def released_create(
+    store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
+) -> Session:
+    """A new session with one turn, released by a detach that failed (a full disk) before
+    its create was written."""
+    session = Session.create(session_id)
+    store.attach_new(session)
+    run_turn(session, "never stored")
+    with monkeypatch.context() as patched:
+        patched.setattr(store._backend, "write", full_disk)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.detach(session)
+    return session
+
+
+async def load_quietly(store: BufferedStore, session_id: str) -> None:
+    """Load *session_id* from *store*, whatever the load is refused with."""
+    with contextlib.suppress(StoreError):
+        await store.load(session_id)
+
+
+async def close_into(
+    store: BufferedStore, scope: trio.CancelScope, outcomes: list[str], ended: trio.Event
+) -> None:
+    """Close *store* under *scope*, recording how the close ended, then set *ended*."""
+    try:
+        with scope:
+            await store.aclose()
+        outcomes.append("cancelled" if scope.cancelled_caught else "ended")
+    except StoreError as exc:
+        outcomes.append(f"{exc.code}: {exc}")
+    finally:
+        ended.set()

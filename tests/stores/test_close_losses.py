@@ -2,62 +2,27 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from retinue._errors import StoreError
 from retinue.session import Session
-from retinue.stores._backend import AppendBatch
 from retinue.stores._common import LockWaitedOutError
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, attach_undrained, enter_noting_refusal, run_turn
+from tests.stores._kit import (
+    REAL_DEADLINE,
+    attach_undrained,
+    close_into,
+    enter_noting_refusal,
+    load_quietly,
+    released_create,
+    run_turn,
+)
 from tests.stores.conftest import StoreKit
-
-
-def _full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-    """A backend write on a full disk."""
-    raise OSError(errno.ENOSPC, "No space left on device")
-
-
-async def _released_create(
-    store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
-) -> Session:
-    """A new session with one turn, released by a detach that failed (a full disk) before
-    its create was written."""
-    session = Session.create(session_id)
-    store.attach_new(session)
-    run_turn(session, "never stored")
-    with monkeypatch.context() as patched:
-        patched.setattr(store._backend, "write", _full_disk)
-        with pytest.raises(StoreError, match="No space left"):
-            await store.detach(session)
-    return session
-
-
-async def _load_quietly(store: BufferedStore, session_id: str) -> None:
-    with contextlib.suppress(StoreError):
-        await store.load(session_id)
-
-
-async def _close_into(
-    store: BufferedStore, scope: trio.CancelScope, outcomes: list[str], ended: trio.Event
-) -> None:
-    """Close *store* under *scope*, recording how the close ended, then set *ended*."""
-    try:
-        with scope:
-            await store.aclose()
-        outcomes.append("cancelled" if scope.cancelled_caught else "ended")
-    except StoreError as exc:
-        outcomes.append(f"{exc.code}: {exc}")
-    finally:
-        ended.set()
 
 
 async def _load_held_after_its_read(
@@ -66,7 +31,7 @@ async def _load_held_after_its_read(
     """Start, in *nursery*, a load of a new session released before its create was written
     whose id another writer has stored since, held once it has read the stored id; the
     released session and the event that lets the load go on (to drop its buffer)."""
-    released = await _released_create(store, monkeypatch, "dropped")
+    released = await released_create(store, monkeypatch, "dropped")
     async with kit.open() as other:
         winner = Session.create("dropped")
         other.attach_new(winner)
@@ -82,7 +47,7 @@ async def _load_held_after_its_read(
         return stored
 
     monkeypatch.setattr(backend, "read", read_then_hold)
-    nursery.start_soon(_load_quietly, store, released.id)
+    nursery.start_soon(load_quietly, store, released.id)
     await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
     return released, proceed
 
@@ -104,7 +69,7 @@ async def test_a_close_waiting_for_a_cancelled_one_counts_a_buffer_a_load_droppe
             )
             first, first_ended = trio.CancelScope(), trio.Event()
             for scope, ended in ((first, first_ended), (trio.CancelScope(), trio.Event())):
-                nursery.start_soon(_close_into, store, scope, outcomes, ended)
+                nursery.start_soon(close_into, store, scope, outcomes, ended)
                 await trio.testing.wait_all_tasks_blocked()  # the first drains, then the next
             first.cancel()
             await first_ended.wait()
@@ -141,7 +106,7 @@ async def _close_during_failing_open(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(enter_noting_refusal, store, refusals)
             await trio.to_thread.run_sync(opening.wait, REAL_DEADLINE)
-            nursery.start_soon(_close_into, store, trio.CancelScope(), closes, trio.Event())
+            nursery.start_soon(close_into, store, trio.CancelScope(), closes, trio.Event())
             await trio.testing.wait_all_tasks_blocked()  # the close waits for the open
             proceed.set()
     return opens, refusals, closes
@@ -195,7 +160,7 @@ async def test_a_close_draining_while_a_load_drops_a_released_create_fails_so(
             _, proceed = await _load_held_after_its_read(
                 transactional_kit, store, monkeypatch, nursery
             )
-            nursery.start_soon(_close_into, store, trio.CancelScope(), outcomes, trio.Event())
+            nursery.start_soon(close_into, store, trio.CancelScope(), outcomes, trio.Event())
             await trio.testing.wait_all_tasks_blocked()  # the drain waits for the load
             proceed.set()
     [closed] = outcomes

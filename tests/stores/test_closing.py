@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,15 @@ from retinue.session import Session
 from retinue.stores import SQLiteStore
 from retinue.stores._sqlite import SQLiteBackend
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, HeldCall, enter_noting_refusal, lines, run_turn
+from tests.stores._kit import (
+    REAL_DEADLINE,
+    HeldCall,
+    close_into,
+    enter_noting_refusal,
+    lines,
+    load_quietly,
+    run_turn,
+)
 from tests.stores.conftest import StoreKit
 
 
@@ -384,7 +391,7 @@ async def test_a_cancelled_close_waits_for_no_load_that_reads_the_storage(
             with pytest.raises(StoreError):
                 await store.detach(session)  # released, its create unwritten
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_load_quietly, store, session.id)
+                nursery.start_soon(load_quietly, store, session.id)
                 await trio.to_thread.run_sync(reading.reached.wait, REAL_DEADLINE)
                 try:
                     # The deadline cuts the close; it must then return within the release.
@@ -392,11 +399,6 @@ async def test_a_cancelled_close_waits_for_no_load_that_reads_the_storage(
                         await store.aclose()
                 finally:
                     reading.proceed.set()
-
-
-async def _load_quietly(store: BufferedStore, session_id: str) -> None:
-    with contextlib.suppress(StoreError):
-        await store.load(session_id)
 
 
 async def test_a_close_waiting_for_a_cancelled_one_counts_what_a_load_found_stored(
@@ -435,11 +437,11 @@ async def test_a_close_waiting_for_a_cancelled_one_counts_what_a_load_found_stor
             with pytest.raises(StoreError):
                 await store.detach(session)  # released: stored, its commit unanswered
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_load_quietly, store, session.id)
+                nursery.start_soon(load_quietly, store, session.id)
                 await trio.to_thread.run_sync(read_back.wait, REAL_DEADLINE)
                 first, first_ended = trio.CancelScope(), trio.Event()
                 for scope, ended in ((first, first_ended), (trio.CancelScope(), trio.Event())):
-                    nursery.start_soon(_close_into, store, scope, outcomes, ended)
+                    nursery.start_soon(close_into, store, scope, outcomes, ended)
                     await trio.testing.wait_all_tasks_blocked()  # the first drains, then the next
                 first.cancel()
                 await first_ended.wait()
@@ -447,17 +449,3 @@ async def test_a_close_waiting_for_a_cancelled_one_counts_what_a_load_found_stor
     assert outcomes == ["cancelled", "ended"]
     async with transactional_kit.open() as again:
         assert len((await again.inspect(session.id)).events) == len(session.events)
-
-
-async def _close_into(
-    store: BufferedStore, scope: trio.CancelScope, outcomes: list[str], ended: trio.Event
-) -> None:
-    """Close *store* under *scope*, recording how the close ended, then set *ended*."""
-    try:
-        with scope:
-            await store.aclose()
-        outcomes.append("cancelled" if scope.cancelled_caught else "ended")
-    except StoreError as exc:
-        outcomes.append(f"{exc.code}: {exc}")
-    finally:
-        ended.set()

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import errno
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -13,9 +12,8 @@ import trio.testing
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import PostgresStore
-from retinue.stores._backend import AppendBatch
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import run_turn
+from tests.stores._kit import full_disk, run_turn
 
 pytestmark = pytest.mark.postgres
 
@@ -34,10 +32,6 @@ def _table_locked(dsn: str, schema: str) -> Iterator[None]:
             yield
         finally:
             locker.rollback()
-
-
-def _full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-    raise OSError(errno.ENOSPC, "No space left on device")
 
 
 async def _close_into(store: BufferedStore, scope: trio.CancelScope, outcomes: list[str]) -> None:
@@ -73,7 +67,7 @@ async def test_a_close_waiting_for_a_cancelled_one_does_not_wait_for_a_loads_blo
     async with store:
         store.attach_new(session)
         with monkeypatch.context() as patched:
-            patched.setattr(store._backend, "write", _full_disk)
+            patched.setattr(store._backend, "write", full_disk)
             with pytest.raises(StoreError):
                 await store.detach(session)
         with _table_locked(dsn, schema), trio.fail_after(CLOSE_BOUND):

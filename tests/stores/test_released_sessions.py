@@ -23,13 +23,8 @@ from retinue.session import (
 )
 from retinue.stores._backend import AppendBatch
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import full_disk, lines, released_create, run_turn
 from tests.stores.conftest import StoreKit
-
-
-def _full_disk(batches: Sequence[AppendBatch]) -> list[StoreError | None]:
-    """A backend write on a full disk."""
-    raise OSError(errno.ENOSPC, "No space left on device")
 
 
 async def _detach_on_a_full_disk(
@@ -37,7 +32,7 @@ async def _detach_on_a_full_disk(
 ) -> None:
     """Detach *session* while every write fails for a full disk: the detach fails, and
     releases the session with what it buffered."""
-    monkeypatch.setattr(store._backend, "write", _full_disk)
+    monkeypatch.setattr(store._backend, "write", full_disk)
     with pytest.raises(StoreError, match="No space left"):
         await store.detach(session)
     monkeypatch.undo()
@@ -52,18 +47,6 @@ async def _released(
     run_turn(session, "stored")
     await store.flush(session)
     run_turn(session, "buffered")
-    await _detach_on_a_full_disk(store, session, monkeypatch)
-    return session
-
-
-async def _released_create(
-    store: BufferedStore, monkeypatch: pytest.MonkeyPatch, session_id: str
-) -> Session:
-    """A new session with one turn, released by a detach that failed (a full disk) before
-    its create was written."""
-    session = Session.create(session_id)
-    store.attach_new(session)
-    run_turn(session, "never stored")
     await _detach_on_a_full_disk(store, session, monkeypatch)
     return session
 
@@ -222,7 +205,7 @@ async def test_store_load_of_a_released_create_whose_id_another_writer_stored_lo
     the session; a flush or detach of the released session then fails
     ``SESSION_ALREADY_EXISTS``."""
     async with kit.open() as store, kit.open() as other:
-        released = await _released_create(store, monkeypatch, "raced")
+        released = await released_create(store, monkeypatch, "raced")
         assert store.statistics().buffered_events == len(released.events)
         winner = await _stored_by(other, "raced")
         loaded = await store.load("raced")
@@ -243,7 +226,7 @@ async def test_store_released_create_refused_on_a_later_detach_is_dropped(
     """R11.3: a released new session detached again once another writer stored its id is
     refused ``SESSION_ALREADY_EXISTS``, and keeps nothing buffered for a load or a close."""
     async with kit.open() as store, kit.open() as other:
-        released = await _released_create(store, monkeypatch, "retried")
+        released = await released_create(store, monkeypatch, "retried")
         winner = await _stored_by(other, "retried")
         await _refused(store, released, "SESSION_ALREADY_EXISTS")
         assert store.statistics().buffered_events == 0
@@ -287,7 +270,7 @@ async def test_store_released_create_taken_over_and_released_again_refuses_both_
         first = Session.create("chained")
         store.attach_new(first)
         run_turn(first, "never stored")
-        monkeypatch.setattr(store._backend, "write", _full_disk)
+        monkeypatch.setattr(store._backend, "write", full_disk)
         with pytest.raises(StoreError, match="No space left"):
             await store.detach(first)
         copy = await store.load("chained")
@@ -312,7 +295,7 @@ async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so
     drops the buffer, fails ``SESSION_ALREADY_EXISTS`` as a later flush does: it found
     nothing left to write and returned as if the events were stored."""
     async with kit.open() as store, kit.open() as other:
-        released = await _released_create(store, monkeypatch, "overtaken")
+        released = await released_create(store, monkeypatch, "overtaken")
         winner = await _stored_by(other, "overtaken")
         loaded: list[Session] = []
         refused: list[str | None] = []
