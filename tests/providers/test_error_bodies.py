@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anthropic
 import httpx2
@@ -291,6 +292,21 @@ async def test_the_sdks_error_reads_a_body_in_a_charset_it_can_read_in_it(
     assert _sdk_text(failure) == text
 
 
+_Raised = TypeVar("_Raised", bound=BaseException)
+
+
+async def _raised_through(
+    api: str, answer: Callable[..., Any], kind: type[_Raised], **settings: Any
+) -> _Raised:
+    """The *kind* error *api*'s adapter (with *settings*) raises when *answer* serves it."""
+    transport = httpx2.MockTransport(answer)
+    with trio.fail_after(60):
+        async with _adapter(api, "http://mock", transport=transport, **settings) as model:
+            with pytest.raises(kind) as caught:
+                await collect(model, make_request("hi"))
+    return caught.value
+
+
 async def _streamed_refusal(api: str, charset: str, *parts: bytes) -> ProviderStatusError:
     """The error *api*'s adapter raises when a 400 in *charset* arrives in *parts*."""
 
@@ -298,11 +314,7 @@ async def _streamed_refusal(api: str, charset: str, *parts: bytes) -> ProviderSt
         headers = {"content-type": f"text/plain; charset={charset}"}
         return httpx2.Response(400, headers=headers, stream=PartsBody(*parts))
 
-    with trio.fail_after(5):
-        async with _adapter(api, "http://mock", transport=httpx2.MockTransport(answer)) as model:
-            with pytest.raises(ProviderStatusError) as caught:
-                await collect(model, make_request("hi"))
-    return caught.value
+    return await _raised_through(api, answer, ProviderStatusError)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
@@ -329,12 +341,7 @@ async def _redirect_refusal(api: str, failure: Exception | None) -> ProviderStat
         headers = {"content-type": "application/json"}
         return httpx2.Response(302, headers=headers, stream=BrokenErrorBody(failure))
 
-    transport = httpx2.MockTransport(answer)
-    with trio.fail_after(60):
-        async with _adapter(api, "http://mock", transport=transport, timeout=3.0) as model:
-            with pytest.raises(ProviderStatusError) as caught:
-                await collect(model, make_request("hi"))
-    return caught.value
+    return await _raised_through(api, answer, ProviderStatusError, timeout=3.0)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
@@ -364,12 +371,7 @@ async def _followed_redirect_timeout(api: str, *, body_stalls: bool) -> Provider
         await trio.sleep_forever()
         raise AssertionError("unreachable")
 
-    transport = httpx2.MockTransport(answer)
-    with trio.fail_after(60):
-        async with _adapter(api, "http://mock", transport=transport, timeout=3.0) as model:
-            with pytest.raises(ProviderConnectionError) as caught:
-                await collect(model, make_request("hi"))
-    return caught.value
+    return await _raised_through(api, answer, ProviderConnectionError, timeout=3.0)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
