@@ -59,11 +59,8 @@ def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
     return crashes
 
 
-class SlowDurableStore(DelegatingStore):
-    """A memory store whose flush takes 5 virtual seconds, flushed shielded and bounded
-    as a durable store is, so a cancel from outside does not cut it short."""
-
-    durable = True
+class SlowFlushStore(DelegatingStore):
+    """A memory store whose flush takes 5 virtual seconds, as a real commit takes time."""
 
     def __init__(self) -> None:
         super().__init__(MemoryStore())
@@ -77,3 +74,10 @@ class SlowDurableStore(DelegatingStore):
     async def flush(self, session: Session) -> None:
         await trio.sleep(5)
         await self.store.flush(session)
+
+
+class SlowDurableStore(SlowFlushStore):
+    """A slow store flushed shielded and bounded as a durable store is, so a cancel from
+    outside does not cut its flush short."""
+
+    durable = True

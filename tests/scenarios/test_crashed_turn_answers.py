@@ -41,6 +41,7 @@ from tests.helpers import (
 from tests.scenarios._supervisor_kit import (
     DriverBugError,
     SlowDurableStore,
+    SlowFlushStore,
     crash_in_the_post_turn_flush,
     record,
 )
@@ -53,17 +54,6 @@ def crash_in_the_error_handling(monkeypatch: pytest.MonkeyPatch) -> None:
         raise DriverBugError("record_error bug")
 
     monkeypatch.setattr(_state.TurnState, "record_error", broken)
-
-
-class _SlowFlushStore(DelegatingStore):
-    """A memory store whose flush takes virtual seconds, as a real commit takes time."""
-
-    def __init__(self) -> None:
-        super().__init__(MemoryStore())
-
-    async def flush(self, session: Session) -> None:
-        await trio.sleep(5)
-        await self.store.flush(session)
 
 
 async def test_a_crash_after_the_turn_ended_answers_with_the_logged_end(
@@ -134,7 +124,7 @@ async def test_an_agent_a_crash_left_with_nothing_queued_goes_idle_once_the_turn
 
     Breaks ``TurnState.record_error`` (a failing step's handling), or the post-turn flush.
     """
-    store = _SlowFlushStore()
+    store = SlowFlushStore()
     if where == "turn":
         crash_in_the_error_handling(monkeypatch)
         model = ScriptedModel([FinishWithError("boom")])
@@ -166,7 +156,7 @@ async def test_a_steer_sent_while_a_crashed_turn_is_flushed_starts_the_next_turn
     """
     crash_in_the_error_handling(monkeypatch)
     model = ScriptedModel([FinishWithError("boom"), Reply("later on")])
-    async with runtime(model, store=_SlowFlushStore()) as rt:
+    async with runtime(model, store=SlowFlushStore()) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         agent.send("go")
         await trio.sleep(1)

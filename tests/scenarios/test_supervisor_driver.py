@@ -18,11 +18,10 @@ import trio.testing
 
 import retinue
 from retinue.loop import _core, _driver, _state, _turn
-from retinue.session import Event, RequestHeader, Session, ToolResultEvent, TurnEnd
+from retinue.session import Event, RequestHeader, ToolResultEvent, TurnEnd
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
-    DelegatingStore,
     FinishWithError,
     Hang,
     Reply,
@@ -31,7 +30,12 @@ from retinue.testing import (
     check_session_invariants,
 )
 from tests.helpers import OPTIONS, Next, nap, of_type, runtime, turn_ends, user_texts
-from tests.scenarios._supervisor_kit import DriverBugError, crash_in_the_post_turn_flush, record
+from tests.scenarios._supervisor_kit import (
+    DriverBugError,
+    SlowFlushStore,
+    crash_in_the_post_turn_flush,
+    record,
+)
 
 
 def crash_on_running(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
@@ -354,17 +358,6 @@ async def test_steering_left_by_a_crashed_turn_starts_the_next_turn(
         check_session_invariants(events)
 
 
-class _SlowFlushStore(DelegatingStore):
-    """A memory store whose flush takes virtual seconds, as a real commit takes time."""
-
-    def __init__(self) -> None:
-        super().__init__(MemoryStore())
-
-    async def flush(self, session: Session) -> None:
-        await trio.sleep(5)
-        await self.store.flush(session)
-
-
 @pytest.mark.parametrize("where", ["turn", "post-turn-flush"])
 async def test_an_ask_whose_turn_a_driver_crash_ended_returns_once_the_turn_is_flushed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, where: str
@@ -377,7 +370,7 @@ async def test_an_ask_whose_turn_a_driver_crash_ended_returns_once_the_turn_is_f
     Breaks ``TurnState.record_error`` (the turn's error handling), or the driver's
     post-turn flush once.
     """
-    store = _SlowFlushStore()
+    store = SlowFlushStore()
     if where == "turn":
         model = ScriptedModel([FinishWithError("boom"), Reply("fine")])
 
