@@ -17,8 +17,8 @@ from ._hints import (
     arguments_of,
     generic_record,
     is_named_tuple,
+    is_record_class,
     is_type_alias,
-    is_typeddict,
     record_hints,
     substituted,
     unwrap,
@@ -66,11 +66,7 @@ def unhashable(
     if origin is frozenset or origin is collections.abc.Set:
         return None
     record = hint if isinstance(hint, type) else generic_record(hint)
-    if (
-        isinstance(record, type)
-        and not is_typeddict(record)
-        and (attrs.has(record) or dataclasses.is_dataclass(record) or is_named_tuple(record))
-    ):
+    if is_record_class(record):
         if getattr(record, "__hash__", None) is None:
             return f"{record.__qualname__} is not hashable"
         if hint in open_records:

@@ -8,7 +8,7 @@ import dataclasses
 import sys
 import typing
 from collections.abc import Collection, Iterator, Mapping
-from typing import Annotated, NotRequired, Required, TypeVar, final
+from typing import Annotated, NotRequired, Required, TypeGuard, TypeVar, final
 
 import attrs
 
@@ -17,6 +17,7 @@ __all__ = [
     "generic_record",
     "is_named_tuple",
     "is_read_only",
+    "is_record_class",
     "is_type_alias",
     "is_typeddict",
     "parameter_hints",
@@ -170,6 +171,14 @@ def is_named_tuple(hint: object) -> bool:
     )
 
 
+def is_record_class(hint: object) -> TypeGuard[type[object]]:
+    """Whether *hint* is a class described as an object of its fields: an attrs class, a
+    dataclass or a ``NamedTuple`` (a ``TypedDict`` is no class of its own)."""
+    return isinstance(hint, type) and (
+        attrs.has(hint) or dataclasses.is_dataclass(hint) or is_named_tuple(hint)
+    )
+
+
 def is_type_alias(hint: object) -> bool:
     """Whether *hint* is a ``TypeAliasType``: Python 3.12's ``type X = ...``, or the backport's."""
     kind = type(hint)
@@ -187,12 +196,7 @@ def generic_record(hint: object) -> type[object] | None:
     origin = typing.get_origin(hint)
     if not isinstance(origin, type) or not typing.get_args(hint):
         return None
-    if (
-        attrs.has(origin)
-        or dataclasses.is_dataclass(origin)
-        or is_typeddict(origin)
-        or is_named_tuple(origin)
-    ):
+    if is_record_class(origin) or is_typeddict(origin):
         return origin
     return None
 

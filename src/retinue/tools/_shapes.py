@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import contextvars
-import dataclasses
 import enum
 import types
 import typing
@@ -27,8 +26,8 @@ from ._hashable import unhashable
 from ._hints import (
     arguments_of,
     generic_record,
-    is_named_tuple,
     is_read_only,
+    is_record_class,
     is_type_alias,
     is_typeddict,
     resolve_hints,
@@ -154,9 +153,7 @@ def _bare_shape(hint: object, where: str) -> Shape:
             f"{where}: ToolContext is injected only as a parameter of its own type "
             "(ToolContext or ToolContext | None), never inside another type"
         )
-    if isinstance(hint, type) and (
-        attrs.has(hint) or dataclasses.is_dataclass(hint) or is_named_tuple(hint)
-    ):
+    if is_record_class(hint):
         return shared_record(hint, lambda: _record_shape(hint, hint, where))
     record = generic_record(hint)
     if record is not None:
