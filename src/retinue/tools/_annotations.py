@@ -23,6 +23,7 @@ from retinue._jsonschema import is_number
 from retinue._lossless import shown_short
 
 __all__ = [
+    "SIZE_KEYWORDS",
     "checking",
     "json_kinds",
     "metadata_keywords",
@@ -38,7 +39,7 @@ _BOUNDS = {
     "multiple_of": "multipleOf",
 }
 # (least, most) size keyword per JSON type a length bounds.
-_SIZES = {
+SIZE_KEYWORDS = {
     "string": ("minLength", "maxLength"),
     "array": ("minItems", "maxItems"),
     "object": ("minProperties", "maxProperties"),
@@ -313,7 +314,9 @@ def _kinds(schema: object) -> list[object]:
 
 def _size_keywords(schema: dict[str, object], where: str) -> list[tuple[str, str]]:
     """The (least, most) size keywords of each sized JSON type *schema* allows."""
-    sized = [_SIZES[str(kind)] for kind in dict.fromkeys(_kinds(schema)) if kind in _SIZES]
+    sized = [
+        SIZE_KEYWORDS[str(kind)] for kind in dict.fromkeys(_kinds(schema)) if kind in SIZE_KEYWORDS
+    ]
     if not sized:
         raise TypeError(
             f"{where}: a length bound (min_length, max_length) needs a str, list or dict "

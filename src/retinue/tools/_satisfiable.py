@@ -22,15 +22,11 @@ from retinue._jsonschema import (
     type_names as declared_types,
 )
 
+from ._annotations import SIZE_KEYWORDS
+
 __all__ = ["unsatisfiable"]
 
 _NUMBERS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
-# (JSON type, least keyword, most keyword)
-_SIZES = (
-    ("string", "minLength", "maxLength"),
-    ("array", "minItems", "maxItems"),
-    ("object", "minProperties", "maxProperties"),
-)
 
 # A bound: its value read as the JSON text writes it, and whether it is exclusive.
 _Bound = tuple[Fraction, bool]
@@ -136,7 +132,7 @@ def _tighter(bound: _Bound, other: _Bound, *, lower: bool) -> bool:
 
 
 def _no_size(node: Mapping[str, object], kinds: frozenset[str] | None) -> str | None:
-    for kind, least, most in _SIZES:
+    for kind, (least, most) in SIZE_KEYWORDS.items():
         if kinds is not None and kind not in kinds:
             continue
         low, high = node.get(least), node.get(most)
