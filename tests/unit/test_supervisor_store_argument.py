@@ -64,17 +64,41 @@ class _StoreWithClose(_StoreWithoutClose):
         await self._inner.aclose()
 
 
+class _StoreAttachingAsync(_StoreWithClose):
+    """``attach_new`` written ``async def``, as every other store method is."""
+
+    async def attach_new(self, session: Session) -> None:  # type: ignore[override]
+        await trio.lowlevel.checkpoint()
+        self._inner.attach_new(session)
+
+
+class _StoreWithoutExists(_StoreWithClose):
+    """Every method but ``exists``."""
+
+    exists = None  # type: ignore[assignment]
+
+
 @pytest.mark.parametrize(
-    "store",
-    [_StoreWithoutClose(), _StoreWithCloseAttribute(), _StoreEnteredOnly()],
-    ids=["no-aclose", "aclose-not-callable", "aenter-without-aexit"],
+    ("store", "problem"),
+    [
+        (_StoreWithoutClose(), "no aclose"),
+        (_StoreWithCloseAttribute(), "no aclose"),
+        (_StoreEnteredOnly(), "no aclose"),
+        (_StoreAttachingAsync(), "attach_new is async"),
+        (_StoreWithoutExists(), "no method exists$"),
+    ],
+    ids=["no-aclose", "aclose-not-callable", "aenter-without-aexit", "async-attach", "no-exists"],
 )
-async def test_open_runtime_refuses_a_store_it_cannot_close(store: Any) -> None:
-    """R13.1: a store the runtime could not close is refused before anything opens, as
-    a ConfigError naming the argument. It opened: an AttributeError or TypeError naming
-    no argument came out of ``open_runtime``, or out of its close once the agents had
-    run."""
-    with pytest.raises(retinue.ConfigError, match=r"^store must be None or a session store"):
+async def test_open_runtime_refuses_a_store_it_cannot_serve_naming_why(
+    store: Any, problem: str
+) -> None:
+    """R13.1: a store the runtime could not close or call as it does is refused before
+    anything opens, as a ConfigError naming the argument and what is wrong. It opened: an
+    AttributeError or TypeError naming no argument came out of ``open_runtime``, or out
+    of its close once the agents had run; an ``async def attach_new`` left every session
+    unstored, with a warning of a coroutine never awaited."""
+    message = rf"^store must be None or a session store, got .*: {problem}"
+    with pytest.raises(retinue.ConfigError, match=message):
         async with retinue.open_runtime(models=MODEL, store=store):
             pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
 

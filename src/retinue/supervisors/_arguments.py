@@ -7,6 +7,7 @@ of the wrong kind fails only at the first step, crash or exit that reaches it.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterable, Mapping
 
@@ -45,17 +46,42 @@ def check_store(store: object) -> None:
     """Refuse a *store* that is no session store, or one the runtime could not close.
 
     Read by its shape, not as an instance of :class:`SessionStore`: a store
-    written before the protocol had ``durable`` is still served.
+    written before the protocol had ``durable`` is still served. The refusal
+    names what is missing or of the wrong kind.
     """
-    if store is not None and (
-        needs_an_instance(store, *_STORE_OPS)
-        or not all(callable(getattr(store, op, None)) for op in _STORE_OPS)
-        or not _closable(store)
-    ):
-        raise ConfigError(f"store must be None or a session store, got {shown_short(store)}")
+    if store is None:
+        return
+    problem = _store_problem(store)
+    if problem is not None:
+        detail = f": {problem}" if problem else ""
+        raise ConfigError(
+            f"store must be None or a session store, got {shown_short(store)}{detail}"
+        )
 
 
 _STORE_OPS = ("attach", "attach_new", "flush", "detach", "load", "exists")
+# Called without await, as the session's sync observers: an async def would
+# return a coroutine never awaited, and the session would never be stored.
+_SYNC_STORE_OPS = ("attach", "attach_new")
+
+
+def _store_problem(store: object) -> str | None:
+    """What keeps *store* from serving as a session store, or None; empty when it has
+    none of a store's methods (it is no store at all)."""
+    if needs_an_instance(store, *_STORE_OPS):
+        return "a store class, where an instance of it belongs"
+    missing = [op for op in _STORE_OPS if not callable(getattr(store, op, None))]
+    if len(missing) == len(_STORE_OPS):
+        return ""
+    if missing:
+        return f"no method {', '.join(missing)}"
+    for op in _SYNC_STORE_OPS:
+        method = getattr(store, op)
+        if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
+            return f"{op} is async, and the runtime calls it without await"
+    if not _closable(store):
+        return "no aclose() and no __aenter__/__aexit__ to close it with"
+    return None
 
 
 def _closable(store: object) -> bool:
