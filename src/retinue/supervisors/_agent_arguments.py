@@ -12,7 +12,15 @@ from retinue._options import AgentOptions
 from retinue.session import Session
 from retinue.stores import check_session_id
 
-__all__ = ["check_kept_cwd", "check_setup", "new_agent_id", "options_of", "with_cwd"]
+__all__ = [
+    "check_kept_cwd",
+    "check_loaded",
+    "check_setup",
+    "loaded_session",
+    "new_agent_id",
+    "options_of",
+    "with_cwd",
+]
 
 
 def options_of(options: object) -> AgentOptions:
@@ -65,6 +73,32 @@ def check_kept_cwd(session: Session, options: AgentOptions, *, how: str) -> None
         f"a {how} session keeps the cwd of its header",
         code="CWD_MISMATCH",
     )
+
+
+def loaded_session(loaded: object, agent_id: str) -> Session:
+    """What the store's ``load`` of *agent_id* returned, refused unless it is a
+    :class:`Session`: anything else fails later, naming no store."""
+    if not isinstance(loaded, Session):
+        raise StoreError(
+            f"the store's load of session {agent_id!r} returned {shown(loaded)}, not a Session",
+            code="CORRUPT_SESSION",
+        )
+    return loaded
+
+
+def check_loaded(session: Session) -> None:
+    """Refuse a loaded *session* that ends inside a turn (R11.9).
+
+    A store's ``load`` closes a crashed turn (``retinue.stores.repair_tail``
+    gives the closing events); a store that does not would leave every later
+    turn of the agent refused as opened inside the open one.
+    """
+    if session.is_turn_open:
+        raise StoreError(
+            f"the store's load of session {session.id!r} left turn {session.last_turn} open: "
+            "a load closes a crashed turn (retinue.stores.repair_tail gives its closing events)",
+            code="OPEN_TURN",
+        )
 
 
 def new_agent_id(name: object, session_id: str | None) -> str:

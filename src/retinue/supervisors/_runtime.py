@@ -24,7 +24,15 @@ from retinue.session import Session
 from retinue.stores import SessionStore, check_session_id
 from retinue.tools import ToolRegistry
 
-from ._agent_arguments import check_kept_cwd, check_setup, new_agent_id, options_of, with_cwd
+from ._agent_arguments import (
+    check_kept_cwd,
+    check_loaded,
+    check_setup,
+    loaded_session,
+    new_agent_id,
+    options_of,
+    with_cwd,
+)
 from ._cleanups import Cleanups, scoped_cleanup, unwind
 from ._creation import Creation, Setup, core_of, run_setup
 from ._driven import mark_driven, refuse_driven
@@ -210,7 +218,9 @@ class Runtime:
         whose ``cwd`` is set to another raise ``SessionError(CWD_MISMATCH)``,
         and the session is let go as loaded. *options* that are no
         :class:`AgentOptions`, or a *setup* that is not callable, raise ``TypeError``, and an id no store can hold
-        ``SessionError(INVALID_SESSION_ID)``.
+        ``SessionError(INVALID_SESSION_ID)``. A store whose ``load`` returns no
+        :class:`~retinue.session.Session` raises ``StoreError(CORRUPT_SESSION)``, and
+        one that leaves a crashed turn open (R11.9) ``StoreError(OPEN_TURN)``.
         """
         self._check_run()
         options = options_of(options)
@@ -219,8 +229,9 @@ class Runtime:
         await self._teardowns.released(agent_id)
         with self._creating(agent_id):
             await self._stranded.settle(agent_id)
-            session = await self.store.load(agent_id)
+            session = loaded_session(await self.store.load(agent_id), agent_id)
             try:
+                check_loaded(session)
                 check_kept_cwd(session, options, how="resumed")
                 agent = self._make_agent(session, options)
                 await self._setup(agent, setup)
