@@ -9,7 +9,8 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import Accept, Allow, Ask, Block, Continue, Deny, Text
+from retinue import Accept, Allow, Ask, Block, Continue, Deny, HookContext, Text
+from retinue._content import OpaqueBlock
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS, of_type, runtime, texts
 
@@ -91,6 +92,37 @@ def test_a_context_of_another_type_is_refused_naming_the_field_and_how_to_wrap_i
     with pytest.raises(TypeError) as refused:
         build()
     assert str(refused.value) == problem
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        Continue,
+        lambda context: Allow(additional_context=context),
+        lambda context: Accept(additional_context=context),
+        lambda context: Block(reason="no", additional_context=context),
+    ],
+    ids=["Continue", "Allow", "Accept", "Block"],
+)
+@pytest.mark.parametrize(
+    "content",
+    [(), "", " \n", [Text(""), Text("\u3000")]],
+    ids=["no block", "empty text", "blank text", "blank blocks"],
+)
+def test_a_blank_context_is_refused_when_built(
+    build: Callable[[HookContext], object], content: str | tuple[()] | list[Text]
+) -> None:
+    """R1.4: a context is content the model is also shown; one with nothing in it but
+    whitespace would show it an empty ``<context>`` or ``<steering>`` block, so it is
+    refused at the listener's own line, as a blank ``Ask`` reason is; ``None`` gives none."""
+    with pytest.raises(ValueError, match=r"must not be a blank HookContext: leave it None"):
+        build(HookContext(content))
+
+
+def test_a_context_of_content_that_is_not_text_is_not_blank() -> None:
+    """R1.4: only text is blank: a block of another kind is something to show."""
+    image = OpaqueBlock("image", {"url": "https://example.com/a.png"})
+    assert Continue(HookContext([Text(" "), image])).reason == HookContext([Text(" "), image])
 
 
 @pytest.mark.parametrize("reason", ["", "   ", "\n\t", "\u3000"])

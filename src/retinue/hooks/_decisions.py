@@ -9,6 +9,7 @@ import attrs
 from retinue._content import (
     ContentBlock,
     HookContext,
+    Text,
     as_content,
     as_prompt,
     check_optional_str,
@@ -39,13 +40,26 @@ def _optional_context(
     decision: object, attribute: attrs.Attribute[HookContext | None], value: object
 ) -> None:
     """An attrs validator: a :class:`HookContext` or None, with a hint for bare content."""
-    if value is None or type(value) is HookContext:
+    if value is None:
+        return
+    if type(value) is HookContext:
+        if _blank_context(value):
+            # Shown as it is, an empty <context> or <steering> block that says nothing.
+            raise ValueError(
+                f"{type(decision).__name__}.{attribute.name} must not be a blank HookContext: "
+                f"leave it None for no context, got {value.content!r}"
+            )
         return
     # Named as users import it: the class's own module is private.
     raise TypeError(
         f"{type(decision).__name__}.{attribute.name} must be a retinue.HookContext or None, "
         f"got {type(value).__name__}{_wrapping_hint(value)}"
     )
+
+
+def _blank_context(context: HookContext) -> bool:
+    """Whether *context* holds nothing but text of only whitespace (or no block at all)."""
+    return all(type(block) is Text and _blank(block.text) for block in context.content)
 
 
 def _wrapping_hint(value: object) -> str:
