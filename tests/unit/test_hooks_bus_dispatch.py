@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -303,6 +304,27 @@ async def test_waterfall_sync_listener_may_return_next_for_the_bus_to_await() ->
         return "default"
 
     bus.on("tools/execute", lambda _arg, next_: next_())
+    assert await bus.waterfall("tools/execute", default, "execution") == "default"
+
+
+async def test_a_waterfall_of_four_hundred_listeners_nests_within_the_recursion_limit() -> None:
+    """R6.3, docs/hooks.md: each listener of a chain runs inside the one before it, a
+    coroutine of its own and one of the bus's, so 400 of them fit within Python's default
+    limit of 1000 frames, where a third frame per listener ended the dispatch with
+    RecursionError at about 330."""
+    bus = HookBus()
+    # Relative to the limit, should a plugin of the test run raise it.
+    listeners = sys.getrecursionlimit() * 2 // 5
+
+    async def passing_on(_execution: object, call_next: Next) -> object:
+        return await call_next()
+
+    async def default() -> str:
+        await trio.lowlevel.checkpoint()
+        return "default"
+
+    for _ in range(listeners):
+        bus.on("tools/execute", passing_on)
     assert await bus.waterfall("tools/execute", default, "execution") == "default"
 
 

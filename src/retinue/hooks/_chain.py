@@ -6,9 +6,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TypeVar
 
-from retinue._errors import HookError
+from retinue._errors import HookError, failure_of
 
-from ._calls import a_listener_of, call
+from ._calls import a_listener_of, listener_label, stop_iteration_failure
 from ._results import Takes, refusal
 from ._seams import Listener
 
@@ -101,14 +101,24 @@ async def run_chain(
             return await default()
         listener = chain[index]
         frame = _Frame(name, run, index + 1)
+        # call()'s work written out: its coroutine would be one more frame per listener
+        # of a chain that nests, a third of the depth Python's recursion limit allows.
         try:
-            result = await call(name, listener, *args, frame.call_next)
+            result = listener(*args, frame.call_next)
+            if inspect.isawaitable(result):
+                result = await result
+        except StopIteration as exc:
+            raise stop_iteration_failure(name, listener, exc) from exc
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise failure_of(exc, listener_label(name, listener), HookError) from exc
         finally:
             unawaited = frame.end()
         if unawaited:
             raise _unawaited_next(name)
         if takes is not None and not takes.accepts(result):
             raise refusal(name, listener, result, takes)
-        return result  # type: ignore[return-value]
+        return result  # type: ignore[return-value]  # noqa: ASYNC910 - a synchronous listener: as call()
 
     return await run(0, None)
