@@ -224,6 +224,29 @@ def test_check_session_invariants_r4_14_chunks_follow_their_step_start() -> None
         check_session_invariants(mismatched)
 
 
+@pytest.mark.parametrize(
+    ("turn", "step", "shown"),
+    [
+        (True, 1, "(True, 1)"),
+        (1, 1.0, "(1, 1.0)"),
+        (10**5000, 1, "a tuple holding an integer too long to show"),
+    ],
+    ids=["bool turn", "float step", "long turn"],
+)
+def test_check_session_invariants_r4_14_a_chunk_is_stamped_with_its_steps_own_ints(
+    turn: int, step: int, shown: str
+) -> None:
+    """R4.14: a chunk's stamp names its step by the ints a session logs; one that only
+    equals them (``True``, ``1.0``, which no store writes back as the step) is flagged, and
+    one too long to show is flagged too, where formatting it raised ValueError."""
+    events = replace(good_log(), 4, AssistantChunk(turn, step, TextDelta(0, "x")))
+    with pytest.raises(InvariantError) as flagged:
+        check_session_invariants(events)
+    assert str(flagged.value) == (
+        f"seq 4 (assistant/chunk): R4.14: stamped step {shown}, open step (1, 1)"
+    )
+
+
 def test_check_session_invariants_r4_15_result_needs_an_earlier_call() -> None:
     """R4.15: every tool/result has an earlier tool/call with the same call id."""
     events = good_log()

@@ -8,6 +8,7 @@ import attrs
 
 from retinue._content import ToolCall
 from retinue._errors import InvalidJsonError, SessionError
+from retinue._lossless import shown_short
 from retinue.session import (
     SURFACE_TYPES,
     AssistantChunk,
@@ -235,11 +236,10 @@ class _Walk:
             return
         data = event.data
         if isinstance(data, AssistantChunk | AssistantMessage | ToolCallEvent | ToolResultEvent):
-            if self.step is None or (data.turn, data.step) != (self.turn, self.step):
+            if self.step is None or not _stamped(data.turn, data.step, (self.turn, self.step)):
                 open_step = None if self.step is None else (self.turn, self.step)
-                raise _fail(
-                    event, "R4.14", f"stamped step {(data.turn, data.step)}, open step {open_step}"
-                )
+                stamp = shown_short((data.turn, data.step))
+                raise _fail(event, "R4.14", f"stamped step {stamp}, open step {open_step}")
             self.output.feed(event)
         elif isinstance(data, SteeringMessage) and data.turn != self.turn:
             raise _fail(event, "R4.13", f"steering for turn {data.turn} inside turn {self.turn}")
@@ -253,6 +253,15 @@ class _Walk:
             self.header_seen = True
         elif not self.header_seen:
             raise _fail(event, "R4.18", "request/header-delta before the first request/header")
+
+
+def _stamped(turn: object, step: object, open_step: tuple[int | None, int]) -> bool:
+    """Whether a stamp names *open_step* by exact ints, as a session logs it.
+
+    A chunk is a named tuple no constructor checks: ``True`` or ``1.0`` equals the
+    step's number but is stored as ``true`` or ``1.0``, which no store loads back.
+    """
+    return type(turn) is int and type(step) is int and (turn, step) == open_step
 
 
 def _check_event_shape(index: int, event: Event) -> None:
