@@ -172,7 +172,8 @@ _BOUNDS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
 
 
 def _bound(keyword: str, limit: object) -> Check | None:
-    if not isinstance(limit, int | float):
+    # A boolean is no bound: draft 4's "exclusiveMinimum": true would read as "> 1".
+    if not is_number(limit):
         return None
     holds, sign = _BOUNDS[keyword]
     inexact_limit = is_inexact_integer(limit)
@@ -243,10 +244,10 @@ _UNITS = {
 
 def _size(keyword: str, limit: object) -> Check | None:
     kind, least = _SIZES[keyword]
-    try:
-        bound = int(cast("float", limit))  # a whole number in a schema a tool accepts
-    except (TypeError, ValueError, OverflowError):
+    # int() would read True as 1, "3" as 3 and 1.5 as 1: none is a size.
+    if not is_number(limit) or not _whole(limit):
         return None
+    bound = int(limit)
     one, many = _UNITS[kind]
     wanted = f"{'at least' if least else 'at most'} {bound} {one if bound == 1 else many}"
 
@@ -262,14 +263,20 @@ def _size(keyword: str, limit: object) -> Check | None:
     return check
 
 
+def _whole(number: float) -> bool:
+    return type(number) is int or (math.isfinite(number) and number.is_integer())
+
+
 def _pattern(pattern: object) -> Check | None:
+    if not isinstance(pattern, str):
+        return None  # str() would make a pattern of anything: 5 of "5"
     try:
-        compiled = re.compile(str(pattern))
+        compiled = re.compile(pattern)
     except (re.error, OverflowError):
         return None
     with contextlib.suppress(re.error, OverflowError):
         # If the reading cannot be compiled, Python's own is kept: never none at all.
-        compiled = re.compile(ending_at_text_end(str(pattern)))
+        compiled = re.compile(ending_at_text_end(pattern))
 
     def check(value: object) -> str | None:
         # search, not match: a JSON Schema pattern is not anchored.
