@@ -275,7 +275,9 @@ class Reply:
     before the first chunk; ``chunk_delay`` is slept before every chunk.
     Here and in every step, delays are finite numbers >= 0, chunk counts
     are ints >= 1, texts are ``str`` and ``usage`` is a ``Usage`` or ``None``:
-    anything else is refused with ``TypeError`` when the step is built.
+    when the step is built, a value of another type is refused with
+    ``TypeError``, and a number out of range (a negative or NaN delay, a count
+    of 0) with ``ValueError``.
     """
 
     text: str = attrs.field(validator=check_str)
