@@ -16,7 +16,6 @@ loaded from one) and the key path, e.g. ``agents[2].max_tokens``.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -56,6 +55,7 @@ from retinue._config_file import (
 from retinue._content import whole
 from retinue._errors import ConfigError, synchronous_failure
 from retinue._lossless import shown_short
+from retinue.hooks._calls import refuse_coroutine
 from retinue.hooks._seams import check_callable
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
 
@@ -227,15 +227,12 @@ class ParallelCapSetting:
 
 
 def _told(fn: Callable[[int], object], value: int) -> None:
-    """Call subscriber *fn* with *value*; a coroutine it returns is closed unrun, its failure."""
-    result: object = fn(value)
-    if inspect.iscoroutine(result):
-        # A lambda over an async function passes subscribe's check; left alone, its
-        # coroutine would never run, and only warn of being never awaited.
-        result.close()
-        raise TypeError(
-            f"max_parallel_tool_calls subscribers must be synchronous: {fn!r} returned a coroutine"
-        )
+    """Call subscriber *fn* with *value*; a coroutine it returns is closed unrun, its failure.
+
+    A lambda over an async function passes subscribe's check; left alone, its coroutine
+    would never run, and only warn of being never awaited.
+    """
+    refuse_coroutine("max_parallel_tool_calls", fn, fn(value), "subscribers")
 
 
 def _strict(kind: type, expected: str) -> Callable[[object, object], object]:

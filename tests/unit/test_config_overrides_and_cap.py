@@ -280,7 +280,12 @@ def test_a_subscriber_returning_a_coroutine_fails_with_it_closed_unrun(
     setting.value = 3
     assert (setting.value, heard) == (3, [3])
     assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
-    assert "subscribers must be synchronous" in caplog.text
+    # Named by its code, as a listener is: a repr would show a partial's arguments.
+    assert (
+        "max_parallel_tool_calls subscribers must be synchronous: "
+        f"{__name__}.{test_a_subscriber_returning_a_coroutine_fails_with_it_closed_unrun.__name__}"
+        ".<locals>.starts returned a coroutine"
+    ) in caplog.text
 
 
 @pytest.mark.parametrize("raised", [SystemExit(2), GeneratorExit()], ids=["exit", "generator"])

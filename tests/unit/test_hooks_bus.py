@@ -119,6 +119,48 @@ def _generator_listener(*_args: object) -> Iterator[None]:
     yield  # pragma: no cover - never registered
 
 
+def _generator_listener_of_a_key(_key: str, *_args: object) -> Iterator[None]:
+    yield  # pragma: no cover - never registered
+
+
+async def _alert(_key: str, *_args: object) -> None:
+    pass  # pragma: no cover - never registered
+
+
+@pytest.mark.parametrize(
+    ("seam", "listener", "refusal"),
+    [
+        (
+            "agent/created",
+            functools.partial(_alert, "sk-secret"),
+            (
+                "agent/created listeners are called synchronously: "
+                "tests.unit.test_hooks_bus._alert is async"
+            ),
+        ),
+        (
+            "agent/request",
+            functools.partial(_generator_listener_of_a_key, "sk-secret"),
+            (
+                "agent/request listeners are called, not iterated: "
+                "tests.unit.test_hooks_bus._generator_listener_of_a_key is a generator function"
+            ),
+        ),
+    ],
+    ids=["async on an emit seam", "generator"],
+)
+def test_a_refused_listener_is_named_by_its_code_not_by_its_arguments(
+    seam: str, listener: Callable[..., object], refusal: str
+) -> None:
+    """R6.1, docs/hooks.md: a listener refused when registered is named as a listener's
+    error names it, by its qualified name: a partial's repr would show its arguments,
+    which may hold a credential, and a function's its address."""
+    bus = HookBus()
+    with pytest.raises(TypeError) as refused:
+        bus.on(seam, listener)
+    assert str(refused.value) == refusal
+
+
 @pytest.mark.parametrize("seam", ["agent/status", "agent/pre-step", "session/flush"])
 @pytest.mark.parametrize(
     "listener",

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 from collections.abc import Callable
 
-from retinue._errors import HookError, failure_of, raised_message, synchronous_failure
+from retinue._errors import HookError, failure_of, raised_message
 
-from ._seams import Listener
+from ._seams import Listener, qualified_name
 
 __all__ = [
     "a_listener_of",
@@ -67,26 +66,6 @@ def a_listener_of(name: str) -> str:
 def listener_label(name: str, fn: Listener) -> str:
     """A listener as the errors of what it did name it: "a tools/pre-execute listener (app.check)"."""
     return f"{a_listener_of(name)} ({qualified_name(fn)})"
-
-
-def qualified_name(fn: object) -> str:
-    """*fn*'s module and qualified name (``app.Policy.check``), as a user finds it in the code.
-
-    A partial is named by what it calls, an object by its class's ``__call__``.
-    """
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    try:
-        qualname, module = getattr(fn, "__qualname__", None), getattr(fn, "__module__", None)
-    except BaseException as exc:
-        # An attribute that raises (a SystemExit too, but Ctrl-C) must not take the place
-        # of the error that names fn.
-        if not synchronous_failure(exc):
-            raise
-        qualname = module = None
-    if not isinstance(qualname, str):
-        qualname, module = f"{type(fn).__qualname__}.__call__", type(fn).__module__
-    return f"{module}.{qualname}" if isinstance(module, str) else qualname
 
 
 def refuse_coroutine(

@@ -9,7 +9,17 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal, TypeAlias
 
-__all__ = ["SEAMS", "Listener", "SeamName", "check_callable", "check_listener", "seam_mode"]
+from retinue._errors import synchronous_failure
+
+__all__ = [
+    "SEAMS",
+    "Listener",
+    "SeamName",
+    "check_callable",
+    "check_listener",
+    "qualified_name",
+    "seam_mode",
+]
 
 Listener = Callable[..., object]
 SeamName: TypeAlias = Literal[
@@ -84,12 +94,16 @@ def seam_mode(name: str) -> str:
 def check_callable(fn: object, what: str, *, synchronous: bool) -> None:
     if not callable(fn):
         raise TypeError(f"{what} must be callable, got {fn!r}")
+    # Named by the code alone, as a listener's errors name it: a partial's repr shows
+    # its arguments, which may hold a credential.
     if _is_generator(fn):
         # Called, it only makes a generator, which the bus drops: the body would
         # never run, and nothing would say so (trio refuses one to start_soon too).
-        raise TypeError(f"{what} are called, not iterated: {fn!r} is a generator function")
+        raise TypeError(
+            f"{what} are called, not iterated: {qualified_name(fn)} is a generator function"
+        )
     if synchronous and _is_async(fn):
-        raise TypeError(f"{what} are called synchronously: {fn!r} is async")
+        raise TypeError(f"{what} are called synchronously: {qualified_name(fn)} is async")
 
 
 def _is_async(fn: object) -> bool:
@@ -123,3 +137,23 @@ def _unwrapped(fn: object) -> object:
 def check_listener(name: str, fn: Listener) -> None:
     mode = seam_mode(name)
     check_callable(fn, f"{name} listeners", synchronous=mode == "emit")
+
+
+def qualified_name(fn: object) -> str:
+    """*fn*'s module and qualified name (``app.Policy.check``), as a user finds it in the code.
+
+    A partial is named by what it calls, an object by its class's ``__call__``.
+    """
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    try:
+        qualname, module = getattr(fn, "__qualname__", None), getattr(fn, "__module__", None)
+    except BaseException as exc:
+        # An attribute that raises (a SystemExit too, but Ctrl-C) must not take the place
+        # of the error that names fn.
+        if not synchronous_failure(exc):
+            raise
+        qualname = module = None
+    if not isinstance(qualname, str):
+        qualname, module = f"{type(fn).__qualname__}.__call__", type(fn).__module__
+    return f"{module}.{qualname}" if isinstance(module, str) else qualname
