@@ -151,9 +151,32 @@ def test_an_observer_exception_is_its_failure_as_it_is() -> None:
     """R4.8: an ``Exception`` (but a ``StopIteration``) is raised from the append unchanged."""
     error = ValueError("bad")
     assert observer_failure("an observer", error) is error
-    stop = observer_failure("an observer", StopIteration())
+    stop = observer_failure(_async_observer, StopIteration())
     assert isinstance(stop, SessionError)
-    assert stop.message == "session observer 'an observer' raised StopIteration"
+    assert stop.message == f"session observer {__name__}._async_observer raised StopIteration"
+
+
+class _Backup:
+    """An observer's object whose repr holds a credential."""
+
+    def __repr__(self) -> str:
+        return "Backup(postgres://user:SECRET@host/db)"
+
+    def on_event(self, _event: Event) -> None:
+        raise SystemExit(1)
+
+
+def test_an_observer_is_named_by_its_code_not_by_its_objects_repr() -> None:
+    """R4.8: the failure of a bound-method observer names the method's code, as a listener's
+    does: it showed the repr of the method's object, which may hold a credential, and the
+    message is stored in the turn's end."""
+    session = _open()
+    session.observe(_Backup().on_event)
+    with pytest.raises(SessionError) as caught:
+        _append(session, "append")
+    assert caught.value.message == (
+        f"session observer {__name__}._Backup.on_event raised SystemExit: 1"
+    )
 
 
 def _append_in_thread(session: Session) -> BaseException | None:
@@ -206,8 +229,8 @@ def test_an_observer_that_cannot_be_called_synchronously_is_refused_when_it_regi
     session = _open()
     cases: list[tuple[object, str]] = [
         (5, "session observers must be callable, got 5"),
-        (_async_observer, "session observers are called synchronously: <function _async_observer"),
-        (_AsyncCall(), "session observers are called synchronously: <tests.unit"),
+        (_async_observer, f"synchronously: {__name__}._async_observer is async"),
+        (_AsyncCall(), f"synchronously: {__name__}._AsyncCall.__call__ is async"),
     ]
     for observer, message in cases:
         with pytest.raises(TypeError, match=re.escape(message)):

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal, TypeAlias
 
-from retinue._errors import synchronous_failure
+from retinue._naming import qualified_name
 
 __all__ = [
     "SEAMS",
@@ -137,23 +137,3 @@ def _unwrapped(fn: object) -> object:
 def check_listener(name: str, fn: Listener) -> None:
     mode = seam_mode(name)
     check_callable(fn, f"{name} listeners", synchronous=mode == "emit")
-
-
-def qualified_name(fn: object) -> str:
-    """*fn*'s module and qualified name (``app.Policy.check``), as a user finds it in the code.
-
-    A partial is named by what it calls, an object by its class's ``__call__``.
-    """
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    try:
-        qualname, module = getattr(fn, "__qualname__", None), getattr(fn, "__module__", None)
-    except BaseException as exc:
-        # An attribute that raises (a SystemExit too, but Ctrl-C) must not take the place
-        # of the error that names fn.
-        if not synchronous_failure(exc):
-            raise
-        qualname = module = None
-    if not isinstance(qualname, str):
-        qualname, module = f"{type(fn).__qualname__}.__call__", type(fn).__module__
-    return f"{module}.{qualname}" if isinstance(module, str) else qualname

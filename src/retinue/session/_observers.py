@@ -15,6 +15,7 @@ from retinue._errors import (
     synchronous_failure_of,
     unknown_failure_error,
 )
+from retinue._naming import qualified_name
 
 from ._events import Event
 
@@ -116,18 +117,12 @@ def observer_failure(observer: object, exc: BaseException) -> Exception:
     Raises:
         BaseException: *exc* itself when it is Ctrl-C, bare or grouped.
     """
-    culprit = f"session observer {_shown(observer)}"
+    # By its code, not its repr: the message is stored in the turn's end, and a bound
+    # method's repr shows its object, which may hold a credential.
+    culprit = f"session observer {qualified_name(observer)}"
     if isinstance(exc, StopIteration):
         return unknown_failure_error(culprit, SessionError, exc)
     return synchronous_failure_of(exc, culprit, SessionError)
-
-
-def _shown(observer: object) -> str:
-    # Its repr is user code: failing here, it would hide the failure being reported.
-    try:
-        return repr(observer)
-    except Exception:
-        return f"<{type(observer).__qualname__} whose repr failed>"
 
 
 def check_observer(observer: object) -> None:
@@ -146,7 +141,9 @@ def check_observer(observer: object) -> None:
     while isinstance(function, partial):
         function = function.func
     if inspect.iscoroutinefunction(function) or _async_call(function):
-        raise TypeError(f"session observers are called synchronously: {observer!r} is async")
+        raise TypeError(
+            f"session observers are called synchronously: {qualified_name(observer)} is async"
+        )
 
 
 def _async_call(function: object) -> bool:
