@@ -204,3 +204,40 @@ def test_a_partial_takes_its_hints_and_docstring_from_the_wrapped_function() -> 
     }
     assert list(schema_of(short)["properties"]) == ["query"]  # type: ignore[index]
     assert short.fn(query="q") == "docs:q:2"
+
+
+def test_an_args_section_on_the_docstrings_first_line_documents_the_parameters() -> None:
+    """R9.7: a docstring opening with ``Args:`` on its first line, no summary above it,
+    describes its parameters as one below a summary does; ``inspect.cleandoc`` leaves its
+    entries at the level of the header, and each description was lost."""
+
+    @tool
+    def pick(city: str, days: int = 3) -> str:
+        """Args:
+        city: The city name,
+            as the user wrote it.
+        days: How many days.
+        """
+        return city
+
+    assert pick.description == ""
+    assert _documented_properties(pick) == {
+        "city": "The city name, as the user wrote it.",
+        "days": "How many days.",
+    }
+
+
+def test_an_args_section_on_the_first_line_ends_at_the_next_section() -> None:
+    """R9.7: after an ``Args:`` on the first line, entries at the header's level stop at the
+    next section: its text documents no parameter."""
+
+    @tool
+    def pick(city: str) -> str:
+        """Args:
+            city: The city name.
+        Returns:
+            forecast: not a parameter.
+        """
+        return city
+
+    assert _documented_properties(pick) == {"city": "The city name."}

@@ -48,7 +48,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """
     if not doc:
         return "", {}
-    lines = doc.expandtabs().splitlines()
+    lines = _first_section_indented(doc.expandtabs().splitlines())
     index = 0
     while index < len(lines) and not _starts_sections(lines, index):
         index += 1
@@ -59,6 +59,25 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     if index < len(lines) and _opens_fields(lines[index]):
         return head, _sphinx_arguments(lines[index:])
     return head, _google_arguments(lines, index)
+
+
+def _first_section_indented(lines: list[str]) -> list[str]:
+    """*lines*, the entries of a section that opens the docstring indented below its header.
+
+    ``inspect.cleandoc`` dedents the lines after the first by their own least
+    indent: under an ``Args:`` on the first line, with no other section at its
+    level, the entries come out at the level of the header, where none is read.
+    """
+    if not lines or not _is_header(lines[0]):
+        return lines
+    end = 1
+    while end < len(lines) and not _starts_sections(lines, end):
+        end += 1
+    body = lines[1:end]
+    first = next((line for line in body if line.strip()), None)
+    if first is None or _indent(first) > 0:
+        return lines
+    return [lines[0], *(f"    {line}" for line in body), *lines[end:]]
 
 
 def _starts_sections(lines: list[str], index: int) -> bool:
