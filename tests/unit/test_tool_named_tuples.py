@@ -113,3 +113,30 @@ async def test_a_named_tuple_default_is_shown_as_the_object_its_schema_describes
         "Point(x=3, y=4) Box(corner=Point(x=1, y=2))",
         None,
     )
+
+
+def _spans(
+    at: tuple[int, ...] = ORIGIN,
+    ends: list[tuple[int, ...]] | None = [ORIGIN],  # noqa: B006
+    by_name: dict[str, tuple[int, ...]] = {"o": ORIGIN},  # noqa: B006
+    either: tuple[int, ...] | Point = ORIGIN,
+) -> str:
+    return f"{at!r} {ends!r} {by_name!r} {either!r}"
+
+
+async def test_a_named_tuple_default_of_a_plain_tuple_is_shown_as_an_array() -> None:
+    """R9.7: a ``NamedTuple`` given as the default of a ``tuple[int, ...]`` (in a list or a
+    dict too) is sent as the array the schema describes, where it was sent as the object of
+    its fields, which that schema refuses; a default of a union taking it as a record too
+    stays its object."""
+    spans = tool(_spans)
+    shown = schema_of(spans)["properties"]  # type: ignore[index]
+    assert shown["at"]["default"] == [3, 4]
+    assert shown["ends"]["default"] == [[3, 4]]
+    assert shown["by_name"]["default"] == {"o": [3, 4]}
+    assert shown["either"]["default"] == {"x": 3, "y": 4}
+    arguments: JsonValue = {"at": [3, 4], "ends": [[3, 4]], "by_name": {"o": [3, 4]}}
+    assert await execute(spans, arguments) == (
+        "(3, 4) [(3, 4)] {'o': (3, 4)} Point(x=3, y=4)",
+        None,
+    )

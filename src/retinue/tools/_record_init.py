@@ -12,8 +12,10 @@ from typing import NamedTuple
 import attrs
 
 from retinue._errors import InvalidJsonError
+from retinue._jsonschema import is_array
 from retinue._lossless import freeze_json, thaw_json
 
+from ._annotations import json_kinds
 from ._hints import is_named_tuple, record_hints
 
 __all__ = ["BY_NAME", "EMPTY", "InitField", "init_fields", "with_default"]
@@ -132,28 +134,61 @@ def _dataclass_default(field: dataclasses.Field[object]) -> object:
     return attrs.NOTHING if field.default_factory is dataclasses.MISSING else EMPTY
 
 
-def _by_value(value: object) -> object:
+def _by_value(value: object, schema: object) -> object:
     """*value* with each enum member, in a list, tuple, set or dict too, replaced by its value,
-    and each ``NamedTuple`` by the object of its fields.
+    and each ``NamedTuple`` by the object of its fields, or by the array of them where
+    *schema*, the part of the schema the value stands in, takes an array but no object.
 
     A set becomes a sorted list: the order is the same in every process, so is the schema.
     """
     if isinstance(value, enum.Enum):
         return value.value
-    if is_named_tuple(type(value)):
+    if is_named_tuple(type(value)) and not _takes_array_alone(schema):
         # Described as an object of its fields: so is its default.
-        return {name: _by_value(item) for name, item in value._asdict().items()}  # type: ignore[attr-defined]
+        fields: dict[str, object] = value._asdict()  # type: ignore[attr-defined]
+        return {name: _by_value(item, _property(schema, name)) for name, item in fields.items()}
     if isinstance(value, list | tuple):
-        return [_by_value(item) for item in value]
+        return [_by_value(item, _items(schema)) for item in value]
     if isinstance(value, set | frozenset):
-        items = [_by_value(item) for item in value]
+        items = [_by_value(item, _items(schema)) for item in value]
         try:
             return sorted(items)  # type: ignore[type-var]
         except TypeError:  # items of more than one type
             return sorted(items, key=lambda item: (type(item).__name__, repr(item)))
     if isinstance(value, dict):
-        return {key: _by_value(item) for key, item in value.items()}
+        return {key: _by_value(item, _property(schema, key)) for key, item in value.items()}
     return value
+
+
+def _takes_array_alone(schema: object) -> bool:
+    """Whether *schema* takes an array but no object: a tuple there is an array, not a record."""
+    kinds = json_kinds(schema)
+    return "array" in kinds and "object" not in kinds
+
+
+def _members(schema: object) -> list[dict[str, object]]:
+    """*schema* and the members of its ``anyOf``: where the schema of a part may be."""
+    if not isinstance(schema, dict):
+        return []
+    members = schema.get("anyOf")
+    return [schema, *(m for m in members if isinstance(m, dict))] if is_array(members) else [schema]
+
+
+def _items(schema: object) -> object:
+    """The schema of an array's items, if *schema* holds one array's (else ``None``: unknown)."""
+    found = [member["items"] for member in _members(schema) if "items" in member]
+    return found[0] if len(found) == 1 else None
+
+
+def _property(schema: object, name: object) -> object:
+    """The schema of an object's property *name*, if *schema* holds one (else ``None``)."""
+    for member in _members(schema):
+        properties = member.get("properties")
+        if isinstance(properties, dict) and name in properties:
+            return properties[name]
+        if "additionalProperties" in member:
+            return member["additionalProperties"]
+    return None
 
 
 def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
@@ -161,7 +196,7 @@ def with_default(schema: dict[str, object], default: object) -> dict[str, object
     if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return schema
     try:
-        frozen = freeze_json(_by_value(default))
+        frozen = freeze_json(_by_value(default, schema))
     except (InvalidJsonError, RecursionError):
         return schema
     return {**schema, "default": thaw_json(frozen)}
