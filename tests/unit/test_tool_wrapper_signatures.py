@@ -154,6 +154,50 @@ async def test_a_singledispatch_function_dispatches_on_its_default_and_through_a
     assert await execute(made, arguments) == (said, None)
 
 
+def _by_keyword(fn: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(**kwargs: object) -> str:
+        return fn(kwargs.pop("value", 0), **kwargs)
+
+    return wrapper
+
+
+def _keyword_only(fn: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(*, value: int | str = 0, upper: bool = False) -> str:
+        return fn(value, upper=upper)
+
+    return wrapper
+
+
+def _passing_on(fn: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> str:
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    ("wrap", "arguments", "said"),
+    [
+        (_by_keyword, {"value": "abc", "upper": True}, "ABC"),
+        (_keyword_only, {"value": 3}, "number 3"),
+        (_keyword_only, {}, "number 0"),
+        (_passing_on, {"value": "abc"}, "abc"),
+        (_passing_on, {}, "number 0"),
+    ],
+)
+async def test_a_wrapper_of_a_singledispatch_function_is_called_as_its_own_parameters_take(
+    wrap: Callable[[Callable[..., str]], Callable[..., str]], arguments: JsonValue, said: str
+) -> None:
+    """R9.7: ``functools.wraps`` copies the dispatcher's ``registry`` onto its wrapper; one
+    taking positional arguments gets the argument dispatched on by position, to pass on,
+    and one taking it only by name gets it by name, where each call of that one failed
+    for being given a positional argument."""
+    assert await execute(tool(wrap(shout)), arguments) == (said, None)
+
+
 class _Formatter:
     @functools.singledispatchmethod
     def render(self, value: int) -> str:

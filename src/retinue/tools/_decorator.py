@@ -72,7 +72,8 @@ def tool(
     annotated :class:`ToolContext` is injected, not shown to the model.
     Every parameter is filled by name from the arguments object: a
     positional-only one is passed by position (as is the first parameter of a
-    ``functools.singledispatch`` function, which it dispatches on), ``**kwargs: X`` takes the
+    ``functools.singledispatch`` function, which it dispatches on, and of a wrapper of one
+    that takes positional arguments), ``**kwargs: X`` takes the
     properties that name no other parameter (``additionalProperties`` of
     ``X``'s schema), ``**kwargs: Unpack[TD]`` takes the TypedDict's keys as
     properties of their own, and ``*args`` is refused.

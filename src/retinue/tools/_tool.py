@@ -93,7 +93,9 @@ def _by_position(fn: Callable[..., object]) -> Callable[..., object]:
 
     Arguments arrive as a JSON object: such a parameter can only be named there.
     A ``functools.singledispatch`` function picks its implementation by the class
-    of its first positional argument, so its first parameter is passed by position too.
+    of its first positional argument, so its first parameter is passed by position too,
+    as it is to a ``functools.wraps`` wrapper of one that takes positional arguments,
+    to pass on (not to one taking its arguments by name alone).
     """
     try:
         parameters = list(inspect.signature(fn).parameters.values())
@@ -103,7 +105,7 @@ def _by_position(fn: Callable[..., object]) -> Callable[..., object]:
         (p.name, p.default) for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY
     )
     # Dispatched on, its first argument is always passed: its default too, when omitted.
-    dispatched = bool(parameters) and _dispatches(fn)
+    dispatched = bool(parameters) and _dispatches(fn) and _takes_position(fn)
     if dispatched and not leading:
         first = parameters[0]
         if first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
@@ -119,6 +121,23 @@ def _dispatches(fn: object) -> bool:
     return isinstance(getattr(fn, "registry", None), MappingProxyType) and callable(
         getattr(fn, "dispatch", None)
     )
+
+
+def _takes_position(fn: Callable[..., object]) -> bool:
+    """Whether *fn*'s own parameters, not those a ``functools.wraps`` wrapper shows (and
+    whose ``registry`` it copies), take an argument by position."""
+    try:
+        own = inspect.signature(fn, follow_wrapped=False).parameters.values()
+    except (TypeError, ValueError):  # what it takes is unknown: as the dispatcher's
+        return True
+    return any(p.kind in _POSITIONAL for p in own)
+
+
+_POSITIONAL = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.VAR_POSITIONAL,
+)
 
 
 @final
@@ -288,7 +307,9 @@ class Tool:
     It is called with the arguments as keyword arguments, but for its
     positional-only parameters: those are filled by name from the arguments
     and passed by position, as is the first parameter of a
-    ``functools.singledispatch`` function, which it dispatches on. A sync wrapper of an
+    ``functools.singledispatch`` function, which it dispatches on (and of a
+    ``functools.wraps`` wrapper of one, unless the wrapper takes arguments by name
+    alone). A sync wrapper of an
     async function (one that keeps ``__wrapped__``, as ``functools.wraps``
     does) counts as async, through ``functools.partial`` too. Generator
     functions are refused (``TypeError``).
