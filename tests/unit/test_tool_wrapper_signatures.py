@@ -198,6 +198,34 @@ async def test_a_wrapper_of_a_singledispatch_function_is_called_as_its_own_param
     assert await execute(tool(wrap(shout)), arguments) == (said, None)
 
 
+@pytest.mark.parametrize(
+    "bound",
+    [
+        functools.partial(shout, value=3),
+        functools.partial(functools.partial(shout, upper=True), value="abc"),
+        functools.partial(_passing_on(shout), value=3),
+    ],
+)
+def test_a_partial_binding_by_name_the_argument_dispatched_on_is_refused_when_built(
+    bound: Callable[..., str],
+) -> None:
+    """R9.7: a partial giving a singledispatch function (or a wrapper passing its positional
+    arguments on) the argument it dispatches on by name leaves it nothing to dispatch on, and
+    fails on its own at every call: refused when built, naming the tool and the argument,
+    where the tool was built and every call failed."""
+    with pytest.raises(
+        TypeError, match=r"^tool 'fixed': functools\.partial binds 'value' by name, the "
+    ):
+        tool(name="fixed")(bound)
+
+
+async def test_a_partial_binding_by_name_what_a_wrapper_takes_by_name_runs() -> None:
+    """R9.7: a wrapper of a singledispatch function taking its arguments by name passes the
+    argument on itself: a partial binding it by name is called as any other."""
+    bound = functools.partial(_by_keyword(shout), value="abc")
+    assert await execute(tool(name="fixed")(bound), {"upper": True}) == ("ABC", None)
+
+
 class _Formatter:
     @functools.singledispatchmethod
     def render(self, value: int) -> str:

@@ -107,9 +107,10 @@ def tool(
         TypeError: ``*args``, or a type hint the schema cannot express
             (``ToolContext`` inside another type, a set of unhashable items), a method not
             bound to its instance or a class method not bound to its class, a
-            generator function, a callable without a signature to read (``dict``),
-            a ``functools.wraps`` wrapper whose own parameters cannot take the
-            required ones it shows, a record whose constructor does not take its
+            generator function, a callable without a signature to read (``dict``), a
+            ``functools.partial`` giving a singledispatch function by name the argument
+            it dispatches on, a ``functools.wraps`` wrapper whose own parameters cannot
+            take the required ones it shows, a record whose constructor does not take its
             fields by name (an ``InitVar``, an ``__init__`` of its own), or what is
             already a :class:`Tool`.
         ValueError: a parameter name providers refuse as a property name, a

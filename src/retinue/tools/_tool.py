@@ -140,6 +140,43 @@ _POSITIONAL = (
 )
 
 
+def _check_dispatched_not_bound_by_name(fn: Callable[..., object], name: str) -> None:
+    """Refuse a partial giving a singledispatch function by name the argument it dispatches on.
+
+    The function takes that argument by position alone: given by name, it leaves
+    nothing to dispatch on, and the partial fails at every call, called alone too.
+
+    Raises:
+        TypeError: *fn* is such a partial.
+    """
+    keywords: set[str] = set()
+    callee: object = fn
+    while isinstance(callee, functools.partial):
+        keywords.update(callee.keywords)
+        callee = callee.func
+    if not keywords or not _dispatches(callee):
+        return
+    function = cast("Callable[..., object]", callee)
+    try:
+        first = next(iter(inspect.signature(function).parameters.values()), None)
+    except (TypeError, ValueError):  # what it takes is unknown
+        return
+    if (
+        first is None
+        or first.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD
+        or first.name not in keywords
+        or not _takes_position(function)  # a wrapper taking it by name passes it on itself
+    ):
+        return
+    called = getattr(function, "__qualname__", None) or repr(function)
+    raise TypeError(
+        f"tool {name!r}: functools.partial binds {first.name!r} by name, the argument "
+        f"{called} dispatches on (functools.singledispatch), which takes it by position "
+        f"alone: every call would fail; bind it by position (functools.partial({called}, "
+        f"{first.name})) or leave it to the model"
+    )
+
+
 @final
 @attrs.frozen
 class _ByPosition:
@@ -312,7 +349,8 @@ class Tool:
     alone). A sync wrapper of an
     async function (one that keeps ``__wrapped__``, as ``functools.wraps``
     does) counts as async, through ``functools.partial`` too. Generator
-    functions are refused (``TypeError``).
+    functions are refused (``TypeError``), as is a partial giving a
+    singledispatch function by name the argument it dispatches on.
     """
     parallel_safe: ParallelSafe = attrs.field(default=False, validator=_check_parallel_safe)
     """``True``, or a classifier returning exactly ``True``, allows parallel runs (R9.8)."""
@@ -356,6 +394,7 @@ class Tool:
 
     def __attrs_post_init__(self) -> None:
         _check_not_generator(self.fn)
+        _check_dispatched_not_bound_by_name(self.fn, self.name)
         object.__setattr__(self, "call", _by_position(self.fn))
         # Checked first: the schema sent is read only once the parameters are known sound.
         object.__setattr__(self, "check_arguments", make_validator(self.parameters))
