@@ -105,7 +105,8 @@ def tool(
 
     Raises:
         TypeError: ``*args``, or a type hint the schema cannot express
-            (``ToolContext`` inside another type, a set of unhashable items), a method not
+            (``ToolContext`` inside another type, a set of unhashable items, one nested
+            deeper than Python's stack holds), a method not
             bound to its instance or a class method not bound to its class, a
             generator function, a callable without a signature to read (``dict``), a
             ``functools.partial`` giving a singledispatch function by name the argument

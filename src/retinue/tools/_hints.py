@@ -13,6 +13,7 @@ from typing import Annotated, NotRequired, Required, TypeGuard, TypeVar, final
 import attrs
 
 __all__ = [
+    "HintTooDeepError",
     "arguments_of",
     "generic_record",
     "is_named_tuple",
@@ -50,6 +51,16 @@ def resolving_in(scope: Mapping[str, object] | None) -> Iterator[None]:
         _SCOPE.reset(token)
 
 
+class HintTooDeepError(TypeError):
+    """A type hint nested deeper than Python's stack holds while it is read or described."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            f"{where}: its type hint is nested too deeply to describe (deeper than Python's "
+            "stack holds)"
+        )
+
+
 def resolve_hints(
     owner: object, where: str, globalns: dict[str, object] | None = None
 ) -> dict[str, object]:
@@ -65,6 +76,8 @@ def resolve_hints(
         localns = {**scope, **vars(owner)} if isinstance(owner, type) else dict(scope)
     try:
         return typing.get_type_hints(owner, globalns=globalns, localns=localns, include_extras=True)
+    except RecursionError:
+        raise HintTooDeepError(where) from None  # its traceback is a thousand frames
     except Exception as exc:
         raise TypeError(f"{where}: cannot resolve type hints: {exc}") from exc
 
@@ -81,8 +94,15 @@ def parameter_hints(function: object, where: str) -> dict[str, object]:
         annotations = None
     if isinstance(annotations, dict) and "return" in annotations:
         parameters = {name: hint for name, hint in annotations.items() if name != "return"}
-        return resolve_hints(_Annotations(parameters, wrapped=function), where)
-    return resolve_hints(function, where)
+        holder: object = _Annotations(parameters, wrapped=function)
+    else:
+        holder, parameters = function, annotations if isinstance(annotations, dict) else {}
+    try:
+        return resolve_hints(holder, where)
+    except HintTooDeepError:
+        for name, hint in parameters.items():  # resolved alone, the one nested so deep fails
+            resolve_hints(_Annotations({name: hint}, wrapped=function), f"{where}({name})")
+        raise
 
 
 def record_hints(cls: type[object], fields: Collection[str], where: str) -> dict[str, object]:

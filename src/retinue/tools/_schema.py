@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Union, final
 
 import attrs
@@ -16,7 +17,7 @@ from retinue._lossless import thaw_json
 from ._annotations import refuse_field_default
 from ._defs import with_definitions
 from ._docstring import parse_docstring
-from ._hints import parameter_hints, unwrap
+from ._hints import HintTooDeepError, parameter_hints, unwrap
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._located import raise_at
 from ._record_init import BY_NAME
@@ -109,7 +110,9 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
             )
         hint = hints.get(parameter.name, parameter.annotation)
         if parameter.kind is _VAR_KEYWORD:
-            if not found.unpack(hint, parameter.name, signature, bound, where):
+            with _refusing_too_deep(f"{where}({parameter.name})"):
+                unpacked = found.unpack(hint, parameter.name, signature, bound, where)
+            if not unpacked:
                 rest = parameter.name, _parameter_shape(parameter, hint, where)
         elif _is_context(unwrap(hint)[0], f"{where}({parameter.name})"):
             if context is not None:
@@ -354,8 +357,19 @@ def _defined_in_class_body(function: types.FunctionType) -> bool:
 
 def _parameter_shape(parameter: inspect.Parameter, hint: object, where: str) -> Shape:
     refuse_field_default(parameter.default, f"{where}({parameter.name})")
-    shape = shape_of(hint, f"{where}({parameter.name})")
+    with _refusing_too_deep(f"{where}({parameter.name})"):
+        shape = shape_of(hint, f"{where}({parameter.name})")
     return accepting_null(shape) if parameter.default is None else shape
+
+
+@contextlib.contextmanager
+def _refusing_too_deep(where: str) -> Iterator[None]:
+    """Refuse a hint nested past Python's stack as nested too deeply, naming the parameter
+    rather than the part of it (a path of kilobytes) where the stack ran out."""
+    try:
+        yield
+    except (RecursionError, HintTooDeepError):
+        raise HintTooDeepError(where) from None
 
 
 def _parameter_schema(

@@ -1,0 +1,73 @@
+"""Type hints nested past what Python's stack holds are refused when the tool is built, as a
+``TypeError`` naming the tool and the parameter (R9.7)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from typing import Annotated, TypedDict
+
+import pytest
+
+from retinue.tools import tool
+
+# Deeper than the schema's JSON allows, and than the stack holds while it is described.
+_LEVELS = 400
+
+
+def _lists(inner: object) -> object:
+    return list[inner]  # type: ignore[valid-type]
+
+
+def _mappings(inner: object) -> object:
+    return dict[str, inner]  # type: ignore[valid-type]
+
+
+def _optional_lists(inner: object) -> object:
+    return list[inner | None]  # type: ignore[operator, valid-type]
+
+
+def _described(inner: object) -> object:
+    return Annotated[list[inner], "a level"]  # type: ignore[valid-type]
+
+
+def _records(inner: object) -> object:
+    return dataclasses.make_dataclass("Level", [("inner", inner)])
+
+
+def _nested(wrap: Callable[[object], object]) -> object:
+    hint: object = int
+    for _ in range(_LEVELS):
+        hint = wrap(hint)
+    return hint
+
+
+@pytest.mark.parametrize("wrap", [_lists, _mappings, _optional_lists, _described, _records])
+def test_a_hint_nested_past_the_stack_is_refused_naming_the_tool_and_parameter(
+    wrap: Callable[[object], object],
+) -> None:
+    """R9.7: a hint nested hundreds of levels deep is refused with a ``TypeError`` that names
+    the tool and the parameter, where a ``RecursionError`` came out of the decorator."""
+
+    def deep(values: object) -> str:
+        return "never"
+
+    deep.__annotations__["values"] = _nested(wrap)
+    with pytest.raises(TypeError, match=r"deep\(values\): its type hint is nested too deeply"):
+        tool(deep)
+
+
+def test_an_unpacked_typed_dict_nested_past_the_stack_is_refused_naming_the_parameter() -> None:
+    """R9.7: so is a key of ``**kwargs: Unpack[TD]`` nested as deep."""
+
+    class Keys(TypedDict):
+        values: int
+
+    Keys.__annotations__["values"] = _nested(_lists)
+
+    def deep(**kwargs: typing.Unpack[Keys]) -> str:
+        return "never"
+
+    with pytest.raises(TypeError, match=r"deep\(kwargs\): its type hint is nested too deeply"):
+        tool(deep)
