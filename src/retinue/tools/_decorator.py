@@ -106,9 +106,10 @@ def tool(
     Raises:
         TypeError: ``*args``, or a type hint the schema cannot express
             (``ToolContext`` inside another type, a set of unhashable items, one nested
-            deeper than Python's stack holds), a method not
-            bound to its instance or a class method not bound to its class, a
-            generator function, a callable without a signature to read (``dict``), a
+            deeper than Python's stack holds, a record holding itself in a required
+            field at every level, which no finite value fits, as a required parameter),
+            a method not bound to its instance or a class method not bound to its
+            class, a generator function, a callable without a signature to read (``dict``), a
             ``functools.partial`` giving a singledispatch function by name the argument
             it dispatches on, a ``functools.wraps`` wrapper whose own parameters cannot
             take the required ones it shows, a record whose constructor does not take its

@@ -18,6 +18,7 @@ from ._annotations import refuse_field_default
 from ._defs import with_definitions
 from ._docstring import parse_docstring
 from ._hints import HintTooDeepError, parameter_hints, unwrap
+from ._inhabited import check_finite
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._located import raise_at
 from ._record_init import BY_NAME
@@ -85,6 +86,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     spec, definitions = with_definitions(lambda: _function_spec(fn))
     if not definitions:
         return spec
+    check_finite(spec.parameters, definitions, getattr(fn, "__qualname__", None) or repr(fn))
     return attrs.evolve(spec, parameters={**spec.parameters, "$defs": definitions})
 
 
