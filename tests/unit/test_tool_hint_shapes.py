@@ -556,3 +556,16 @@ def test_a_class_made_a_tool_is_described_by_its_metaclass_call_first() -> None:
     """R9.7: as ``inspect.signature`` reads it, a metaclass's ``__call__`` says what calling
     the class takes; its ``__init__``'s ``*args`` was read instead and refused."""
     assert properties(tool(_Made)) == {"size": {"type": "integer"}}
+
+
+def _choose(level: Literal[_Level.LOW, "low", "high"]) -> str:
+    return repr(level)
+
+
+async def test_a_literal_lists_each_json_value_once_and_gives_its_first_choice() -> None:
+    """R9.7: an enum member and its value, which JSON cannot tell apart, are one value of the
+    ``enum``, given to the body as the first declared, where the ``enum`` listed the value
+    twice and the body got the last."""
+    chosen = tool(_choose)
+    assert properties(chosen)["level"] == {"type": "string", "enum": ["low", "high"]}
+    assert await execute(chosen, {"level": "low"}) == ("<_Level.LOW: 'low'>", None)

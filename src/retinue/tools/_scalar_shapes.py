@@ -48,7 +48,11 @@ def _check_literals(values: typing.Sequence[object], where: str, hint: str) -> N
 def literal_shape(args: tuple[object, ...], where: str) -> Shape:
     values = [a.value if isinstance(a, enum.Enum) else a for a in args]
     _check_literals(values, where, "Literal[()]")
-    choices = {_choice_key(value): arg for value, arg in zip(values, args, strict=True)}
+    choices: dict[tuple[bool, object], object] = {}
+    for value, arg in zip(values, args, strict=True):
+        # Choices JSON cannot tell apart are one value of the enum: the first declared.
+        choices.setdefault(_choice_key(value), arg)
+    values = [value for _, value in choices]
 
     def coerce(value: object) -> object:
         # The body gets the declared choice: the enum member for Literal[Color.RED, ...], as
