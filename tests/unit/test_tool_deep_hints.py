@@ -10,6 +10,7 @@ from typing import Annotated, TypedDict
 
 import pytest
 
+from retinue._lossless import MAX_JSON_DEPTH
 from retinue.tools import tool
 
 # Deeper than the schema's JSON allows, and than the stack holds while it is described.
@@ -36,9 +37,9 @@ def _records(inner: object) -> object:
     return dataclasses.make_dataclass("Level", [("inner", inner)])
 
 
-def _nested(wrap: Callable[[object], object]) -> object:
+def _nested(wrap: Callable[[object], object], levels: int = _LEVELS) -> object:
     hint: object = int
-    for _ in range(_LEVELS):
+    for _ in range(levels):
         hint = wrap(hint)
     return hint
 
@@ -71,3 +72,19 @@ def test_an_unpacked_typed_dict_nested_past_the_stack_is_refused_naming_the_para
 
     with pytest.raises(TypeError, match=r"deep\(kwargs\): its type hint is nested too deeply"):
         tool(deep)
+
+
+def test_a_hint_whose_schema_nests_past_json_is_refused_naming_the_tool_and_parameter() -> None:
+    """R9.7: a hint the stack holds, but whose schema would nest past what a JSON value may,
+    is refused naming the tool and the parameter, where the refusal named the schema's path
+    alone (``parameters.properties.values.items...``)."""
+
+    def deep(values: object) -> str:
+        return "never"
+
+    deep.__annotations__["values"] = _nested(_lists, MAX_JSON_DEPTH)
+    refused = r"\.deep\(values\): its type hint is nested too deeply to describe \(its schema"
+    with pytest.raises(TypeError, match=refused):
+        tool(deep)
+    deep.__annotations__["values"] = _nested(_lists, MAX_JSON_DEPTH - 3)
+    assert tool(deep).name == "deep"

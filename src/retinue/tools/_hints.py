@@ -52,13 +52,11 @@ def resolving_in(scope: Mapping[str, object] | None) -> Iterator[None]:
 
 
 class HintTooDeepError(TypeError):
-    """A type hint nested deeper than Python's stack holds while it is read or described."""
+    """A type hint nested deeper than Python's stack holds while it is read or described, or
+    than a JSON value may nest once described."""
 
-    def __init__(self, where: str) -> None:
-        super().__init__(
-            f"{where}: its type hint is nested too deeply to describe (deeper than Python's "
-            "stack holds)"
-        )
+    def __init__(self, where: str, why: str = "deeper than Python's stack holds") -> None:
+        super().__init__(f"{where}: its type hint is nested too deeply to describe ({why})")
 
 
 def resolve_hints(

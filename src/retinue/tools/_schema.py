@@ -12,7 +12,7 @@ from typing import Any, Union, final
 
 import attrs
 
-from retinue._lossless import thaw_json
+from retinue._lossless import MAX_JSON_DEPTH, thaw_json
 
 from ._annotations import refuse_field_default
 from ._defs import with_definitions
@@ -84,10 +84,43 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
         ValueError: a parameter name providers refuse as a property name.
     """
     spec, definitions = with_definitions(lambda: _function_spec(fn))
+    where = getattr(fn, "__qualname__", None) or repr(fn)
+    _check_depth(spec.parameters, where)
     if not definitions:
         return spec
-    check_finite(spec.parameters, definitions, getattr(fn, "__qualname__", None) or repr(fn))
+    check_finite(spec.parameters, definitions, where)
     return attrs.evolve(spec, parameters={**spec.parameters, "$defs": definitions})
+
+
+# A property's schema sits two levels into the parameters: the root and its "properties".
+_PROPERTY_DEPTH = MAX_JSON_DEPTH - 2
+
+
+def _check_depth(parameters: Mapping[str, object], where: str) -> None:
+    """Refuse a property whose schema nests past what a JSON value may, naming its parameter.
+
+    Raises:
+        HintTooDeepError: a property's schema is nested too deeply.
+    """
+    properties = parameters.get("properties")
+    assert isinstance(properties, Mapping)
+    for name, schema in properties.items():
+        if _height(schema) > _PROPERTY_DEPTH:
+            why = f"its schema would nest more than {MAX_JSON_DEPTH} levels"
+            raise HintTooDeepError(f"{where}({name})", why)
+
+
+def _height(value: object) -> int:
+    """How many objects and arrays deep *value* nests, level by level: no recursion."""
+    height, level = 0, [value]
+    while containers := [node for node in level if isinstance(node, dict | list | tuple)]:
+        height += 1
+        level = [
+            child
+            for node in containers
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+    return height
 
 
 def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
