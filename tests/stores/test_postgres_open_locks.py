@@ -136,9 +136,6 @@ async def test_a_close_with_sessions_to_drain_fails_with_a_read_only_open_that_w
     once, where the close opened it again and waited out the lock timeout a second time."""
     import psycopg
 
-    import retinue.stores._postgres as postgres
-
-    monkeypatch.setattr(postgres, "_READ_LOCK_TIMEOUT_MS", 300)
     monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 300)
     dsn, schema = postgres_schema
     async with PostgresStore(dsn, schema=schema):
@@ -152,5 +149,56 @@ async def test_a_close_with_sessions_to_drain_fails_with_a_read_only_open_that_w
         locker.rollback()
     assert opens == [1]
     assert failure is not None
-    assert failure.code == "STORAGE_ERROR"
-    assert "another transaction holds a lock on them" in str(failure)
+    assert failure.code == "TABLE_LOCKED"
+    assert f'"{schema}".retinue_meta' in str(failure)
+
+
+@contextmanager
+def _meta_locked(dsn: str, schema: str) -> Iterator[None]:
+    """Hold an exclusive lock on the table a ``create=False`` open reads the schema version from."""
+    import psycopg
+
+    with psycopg.connect(dsn) as locker:
+        locker.execute(f'LOCK TABLE "{schema}".retinue_meta IN ACCESS EXCLUSIVE MODE')
+        yield
+        locker.rollback()
+
+
+async def test_a_deadline_ends_a_read_only_postgres_open_waiting_for_a_lock_on_its_tables(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``create=False`` entry whose schema read waits for another connection's exclusive
+    lock on ``retinue_meta`` ends with the deadline around it, as an open waiting for the
+    creation lock does; it waited out the whole read lock timeout in one statement, then
+    failed ``STORAGE_ERROR``. Once the lock is gone the store opens."""
+    monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 5_000)
+    dsn, schema = postgres_schema
+    async with PostgresStore(dsn, schema=schema):
+        pass  # the tables, to read
+    with _meta_locked(dsn, schema), trio.move_on_after(DEADLINE) as deadline:
+        await _enter_and_leave(PostgresStore(dsn, schema=schema, create=False))
+    assert deadline.cancelled_caught
+    with trio.fail_after(REAL_DEADLINE):
+        await _enter_and_leave(PostgresStore(dsn, schema=schema, create=False))
+
+
+async def test_a_read_only_postgres_open_waiting_out_a_lock_on_its_tables_names_the_table(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``create=False`` open whose schema read waits out the read lock timeout on an
+    exclusive lock of ``retinue_meta`` fails ``TABLE_LOCKED`` naming that table and the
+    lock's holder, as a read meeting such a lock does; it failed ``STORAGE_ERROR`` saying
+    only that the tables were locked."""
+    monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 300)
+    dsn, schema = postgres_schema
+    async with PostgresStore(dsn, schema=schema):
+        pass
+    with (
+        _meta_locked(dsn, schema),
+        trio.fail_after(REAL_DEADLINE),
+        pytest.raises(StoreError) as caught,
+    ):
+        await _enter_and_leave(PostgresStore(dsn, schema=schema, create=False))
+    assert caught.value.code == "TABLE_LOCKED"
+    assert f'"{schema}".retinue_meta (AccessExclusiveLock by pid' in str(caught.value)
+    assert "waited for 0.3 s" in str(caught.value)

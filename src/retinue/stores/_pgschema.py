@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from retinue._errors import StoreError
 
-from ._common import check_cancelled
+from ._common import LockWaitedOutError, check_cancelled
 
 if TYPE_CHECKING:
     import psycopg
@@ -19,6 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "check_cancelled",
     "check_schema",
+    "check_schema_in_attempts",
     "connect_cancellably",
     "in_schema",
     "locked_tables",
@@ -96,6 +97,35 @@ def check_schema(conn: psycopg.Connection[Any], schema: str) -> None:
     _check_version(schema, row)
 
 
+def check_schema_in_attempts(
+    conn: psycopg.Connection[Any], schema: str, *, timeout_ms: int, attempt_ms: int
+) -> None:
+    """:func:`check_schema`, waiting for a lock on ``retinue_meta`` held elsewhere in short
+    attempts of *attempt_ms* each, for *timeout_ms* in all.
+
+    One read waiting the whole timeout would hold an entry past a deadline, or a close,
+    of the trio task waiting for this thread: between two attempts a cancel ends the wait
+    with ``trio.Cancelled``. Waited out, it is ``TABLE_LOCKED`` naming the table and who
+    holds the lock, as a read meeting it is; tried again at once, it would wait as long.
+    """
+
+    def attempt() -> None:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = '{attempt_ms}ms'")
+            check_schema(conn, schema)
+
+    if until_lock_free(
+        lambda: ran_within_lock_timeout(attempt), timeout_ms=timeout_ms, between=check_cancelled
+    ):
+        return
+    # ACCESS SHARE: the mode the read takes, which only an exclusive lock stops.
+    tables = locked_tables(conn, schema, "ACCESS SHARE", _META_TABLES) or [
+        f'"{schema}".retinue_meta'
+    ]
+    refusal = table_locked(f"reading the tables of schema {schema!r}", tables, timeout_ms)
+    raise LockWaitedOutError(refusal.message, code=refusal.code)
+
+
 def _check_encoding(conn: psycopg.Connection[Any]) -> None:
     """Refuse to create a store in a database whose encoding cannot hold every event's text.
 
@@ -121,17 +151,20 @@ def _check_version(schema: str, row: tuple[str] | None) -> None:
 
 _TABLES = ("retinue_sessions", "retinue_segments")
 """The tables every commit writes (retinue_meta is read only when the store opens)."""
+_META_TABLES = ("retinue_meta",)
 
 
-def locked_tables(conn: psycopg.Connection[Any], schema: str, mode: str) -> list[str]:
-    """The store's tables that another transaction locks, or waits to lock, against *mode*.
+def locked_tables(
+    conn: psycopg.Connection[Any], schema: str, mode: str, tables: tuple[str, ...] = _TABLES
+) -> list[str]:
+    """Which of *tables* another transaction locks, or waits to lock, against *mode*.
 
     Asked after a statement gave up on a lock: a table lock (a ``LOCK TABLE``,
     a migration's ``ALTER TABLE``) stops every session alike, a row lock one
     session. Each table is tried in a transaction of its own, without waiting.
     """
     found: list[str] = []
-    for table in _TABLES:
+    for table in tables:
         name = f'"{schema}".{table}'
         try:
             with conn.transaction():

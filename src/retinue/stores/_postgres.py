@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from retinue._errors import StoreError
 
+from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
     LockWaitedOutError,
@@ -19,11 +20,11 @@ from ._common import (
     segment_records,
 )
 from ._pgclaims import SessionClaims, lock_table_full, out_of_locks
-from ._pgreaders import _READ_LOCK_TIMEOUT_MS, ReaderPool
+from ._pgreaders import ReaderPool
 from ._pgschema import (
     SCHEMA_VERSION,
     check_cancelled,
-    check_schema,
+    check_schema_in_attempts,
     connect_cancellably,
     in_schema,
     locked_tables,
@@ -49,8 +50,9 @@ _WRITE_LOCK_TIMEOUT_MS = 30_000
 group fails, its events stay buffered; the open fails."""
 _LOCK_ATTEMPT_MS = 100
 """How long each attempt of a commit or an open waits for a lock held elsewhere (the write
-connection's lock_timeout): between two, a cancel of a flush committing on its own or of an
-entry, or a close, ends the wait (the server's wait heeds neither)."""
+connection's lock_timeout, and that of a read-only open's schema read): between two, a cancel
+of a flush committing on its own or of an entry, or a close, ends the wait (the server's wait
+heeds neither)."""
 
 
 @final
@@ -168,16 +170,15 @@ class PostgresBackend:
         """Read the schema version on what becomes the first pooled reader; write nothing."""
         conn = self._pool.connect()
         try:
-            check_schema(conn, self._schema)
+            check_schema_in_attempts(
+                conn,
+                self._schema,
+                timeout_ms=_pgreaders._READ_LOCK_TIMEOUT_MS,
+                attempt_ms=_LOCK_ATTEMPT_MS,
+            )
             self._claims.open(connect=False)
-        except BaseException as exc:
+        except BaseException:
             conn.close()
-            if isinstance(exc, psycopg_module().errors.LockNotAvailable):
-                raise LockWaitedOutError(
-                    f"reading the tables of schema {self._schema!r}: another transaction holds "
-                    f"a lock on them, waited for {_READ_LOCK_TIMEOUT_MS / 1000:g} s: retry then",
-                    code="STORAGE_ERROR",
-                ) from exc
             raise
         self._closed = False
         self._pool.open(conn)
@@ -464,7 +465,8 @@ class PostgresStore(BufferedStore):
     the session) or creating the tables fails with ``READ_ONLY``. A trio deadline
     around entering the store or a load is honoured while a connection is being
     made (a server that never answers is waited for no longer), around entering it
-    while another store holds the lock the tables are created under (so is the
+    while another store holds the lock the tables are created under, or, with
+    ``create=False``, while another transaction locks them exclusively (so is the
     store's close when it has nothing to drain: the entry is refused
     ``STORE_CLOSED``; one with sessions to drain waits for that open and drains
     through it), and around a read that claims nothing (``list``, ``exists``,
@@ -473,7 +475,8 @@ class PostgresStore(BufferedStore):
     the store's tables held by another transaction (a ``LOCK TABLE``, a schema
     change) fails a flush with ``TABLE_LOCKED`` once its wait for the lock
     (30 s) is over: the group fails whole, once, and its events stay buffered.
-    A read meeting an exclusive lock on them fails so too, after as long; a
+    A read meeting an exclusive lock on them fails so too, after as long (an entry
+    with ``create=False``, whose open reads ``retinue_meta``, among them); a
     claim waiting for a session's previous writer (a load, a new session's
     first flush), after 10 s. A session's row locked so (a hand-run
     ``SELECT ... FOR UPDATE``) fails that session's flush with ``SESSION_LOCKED``
