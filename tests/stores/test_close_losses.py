@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from retinue.session import Session
-from retinue.stores._common import LockWaitedOutError
+from retinue.stores._common import WaitedOutError
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._kit import (
     REAL_DEADLINE,
@@ -120,7 +120,7 @@ async def test_a_close_with_sessions_to_drain_fails_with_the_open_it_waited_for(
     and opens the storage no more. It opened the storage again itself, waiting out a second
     full timeout before failing the same way."""
     store = blocking_kit.open()
-    locked_out = LockWaitedOutError("opening the store: database is locked", code="STORAGE_ERROR")
+    locked_out = WaitedOutError("opening the store: database is locked", code="STORAGE_ERROR")
     opens, refusals, closes = await _close_during_failing_open(store, monkeypatch, locked_out)
     assert opens == ["open"]
     assert refusals == ["STORAGE_ERROR"]

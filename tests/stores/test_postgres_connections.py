@@ -15,7 +15,7 @@ from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import PostgresStore
 from retinue.stores._postgres import PostgresBackend
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import REAL_DEADLINE, attach_undrained, close_during_entry, lines, run_turn
 from tests.stores._postgres_recovery_kit import LostReplyProxy, assert_stored
 
 if TYPE_CHECKING:
@@ -230,3 +230,33 @@ async def test_postgres_close_does_not_wait_for_a_commit_connecting_to_a_silent_
     async with PostgresStore(dsn, schema=schema) as other:
         loaded = await other.inspect("silenced")
     assert lines(loaded.events[:]) == lines(session.events[:stored])
+
+
+async def test_a_draining_close_fails_with_an_entrys_open_that_timed_out_connecting() -> None:
+    """R11.6: a close with a session to drain waits for an entry's open connecting to a
+    server that accepts the connection and never answers; when that connect times out, the
+    close fails with the open's error, having connected once. It connected again and waited
+    out the connect timeout a second time (130 s by default), then failed alike."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    accepted: list[trio.SocketStream] = []
+
+    async def accept() -> None:
+        while True:
+            accepted.append(await listeners[0].accept())
+
+    # 2 s: the shortest connect timeout libpq keeps.
+    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=2")
+    attach_undrained(store, "undrained")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(accept)
+        with trio.fail_after(REAL_DEADLINE):
+            failure = await close_during_entry(store)
+        nursery.cancel_scope.cancel()
+    for stream in accepted:
+        await stream.aclose()
+    await listeners[0].aclose()
+    assert len(accepted) == 1
+    assert failure is not None
+    assert failure.code == "STORAGE_ERROR"
+    assert "never answered" in str(failure)

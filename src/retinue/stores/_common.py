@@ -21,7 +21,7 @@ from ._backend import Listing, SkippedSession
 T = TypeVar("T")
 
 __all__ = [
-    "LockWaitedOutError",
+    "WaitedOutError",
     "already_exists",
     "cannot_open",
     "check_cancelled",
@@ -39,8 +39,9 @@ __all__ = [
 ]
 
 
-class LockWaitedOutError(StoreError):
-    """An open that waited out its whole timeout for another connection's lock.
+class WaitedOutError(StoreError):
+    """An open that waited out its whole timeout: for another connection's lock, or for a
+    server that accepted the connection and never answered.
 
     Tried again at once, it would wait as long to fail alike: a close that waited for
     it to drain through fails with it instead, where it opens again after any other

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from retinue._errors import StoreError
 
-from ._common import LockWaitedOutError, check_cancelled
+from ._common import WaitedOutError, check_cancelled
 
 if TYPE_CHECKING:
     import psycopg
@@ -21,6 +21,7 @@ __all__ = [
     "check_schema",
     "check_schema_in_attempts",
     "connect_cancellably",
+    "connect_waited_out",
     "in_schema",
     "locked_tables",
     "migrate",
@@ -123,7 +124,7 @@ def check_schema_in_attempts(
         f'"{schema}".retinue_meta'
     ]
     refusal = table_locked(f"reading the tables of schema {schema!r}", tables, timeout_ms)
-    raise LockWaitedOutError(refusal.message, code=refusal.code)
+    raise WaitedOutError(refusal.message, code=refusal.code)
 
 
 def _check_encoding(conn: psycopg.Connection[Any]) -> None:
@@ -266,6 +267,22 @@ def read_only_refused(what: str, advice: str = "write through the primary") -> I
             f"default_transaction_read_only is on) and refused: {exc.diag.message_primary}; "
             f"{advice}",
             code="READ_ONLY",
+        ) from exc
+
+
+@contextlib.contextmanager
+def connect_waited_out() -> Iterator[None]:
+    """Raise :class:`WaitedOutError` for a connect that waited out its connect timeout.
+
+    The server accepted the connection and never answered: an open tried again at
+    once (a draining close's) would wait as long, to fail alike."""
+    try:
+        yield
+    except psycopg_module().errors.ConnectionTimeout as exc:
+        raise WaitedOutError(
+            f"opening the store: the PostgreSQL server accepted the connection and never "
+            f"answered within the connect timeout ({exc}): retry once it answers",
+            code="STORAGE_ERROR",
         ) from exc
 
 

@@ -13,7 +13,7 @@ from retinue._errors import StoreError
 from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
-    LockWaitedOutError,
+    WaitedOutError,
     already_exists,
     parse_header,
     parse_headers,
@@ -26,6 +26,7 @@ from ._pgschema import (
     check_cancelled,
     check_schema_in_attempts,
     connect_cancellably,
+    connect_waited_out,
     in_schema,
     locked_tables,
     migrate,
@@ -124,7 +125,7 @@ class PostgresBackend:
 
     def open(self) -> None:
         """Connect, then create the tables (under a lock) or, with ``create=False``, check them."""
-        with self._write_lock:
+        with self._write_lock, connect_waited_out():
             if not self._closed:
                 return
             self._closing.clear()
@@ -159,7 +160,7 @@ class PostgresBackend:
             timeout_ms=_WRITE_LOCK_TIMEOUT_MS,
             between=check_cancelled,
         ):
-            raise LockWaitedOutError(
+            raise WaitedOutError(
                 f"creating the tables of schema {self._schema!r}: another transaction holds "
                 "the lock they are created under (another store creating them) or a lock on "
                 f"them, waited for {_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once it ends",
@@ -484,9 +485,10 @@ class PostgresStore(BufferedStore):
     flushes waited as long). A deadline around a flush committing on its own
     (no ``async with``) ends its wait for either lock, nothing written.
     A close with sessions to drain whose entry's open it waited for fails with
-    that open's error if the open waited out the lock its tables are created under
-    (opened again, it would wait as long); if the open failed otherwise (a server
-    restarting refused the connection), the close opens the storage again and drains.
+    that open's error if the open waited out the lock its tables are created under,
+    or the connect timeout of a server that accepts and never answers (opened again,
+    it would wait as long); if the open failed otherwise (a server restarting refused
+    the connection), the close opens the storage again and drains.
 
     Each attached session holds one advisory lock in the server's shared lock
     table, which has room for about twice max_locks_per_transaction x

@@ -17,7 +17,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
-    LockWaitedOutError,
+    WaitedOutError,
     already_exists,
     check_cancelled,
     parse_header,
@@ -160,7 +160,7 @@ class SQLiteBackend:
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
-            raise LockWaitedOutError(
+            raise WaitedOutError(
                 f"opening the store: another connection held {self._path} locked through "
                 f"the {_BUSY_TIMEOUT_MS / 1000:g} s busy timeout: {exc}",
                 code="STORAGE_ERROR",

@@ -15,7 +15,7 @@ from retinue._errors import StoreError
 from retinue.session import Session
 
 from ._backend import StorageBackend
-from ._common import LockWaitedOutError, already_exists
+from ._common import WaitedOutError, already_exists
 from ._groupcommit import GroupCommitter, call_backend
 from ._records import FirstClose, LetGo, Loaded, Request, StoreStatistics, Tracked
 
@@ -51,9 +51,10 @@ class StoreLifetime:
         self._open_lock = trio.Lock()
         self._opening: trio.CancelScope | None = None
         """Around an open in its worker thread: a close cancels it, so the open ends with it."""
-        self._open_locked_out: LockWaitedOutError | None = None
-        """The last open's failure if it waited out another connection's lock: a close that
-        waited for it to drain fails so too, where it opens again after any other failure."""
+        self._open_waited_out: WaitedOutError | None = None
+        """The last open's failure if it waited out another connection's lock or a silent
+        server: a close that waited for it to drain fails so too, where it opens again
+        after any other failure."""
         self._enter_lock = trio.Lock()
         self._opened = False
         self._closed = False
@@ -104,8 +105,9 @@ class StoreLifetime:
         an entry still opening the storage as a close with nothing to drain begins
         is refused so then, its open ended (one waiting for another connection's
         lock too). A close with sessions to drain drains them through that open; if
-        it fails having waited out another connection's lock, the close fails with its
-        error, and if it fails otherwise (a server restarting), the close opens again.
+        it fails having waited out another connection's lock or a server that never
+        answered, the close fails with its error, and if it fails otherwise (a server
+        restarting), the close opens again.
         """
         # Entries wait for one another: two tasks entering at once would each start a writer.
         async with self._enter_lock:
@@ -273,7 +275,7 @@ class StoreLifetime:
 
     async def _drain_and_close(self, first: FirstClose) -> None:
         """Drain every buffer as one group, then release storage; failures are aggregated."""
-        self._open_locked_out = None  # one that failed before this close began is tried again
+        self._open_waited_out = None  # one that failed before this close began is tried again
         tracked = first.draining = list(self._tracked.values())
         if self._opening is not None and not any(item.buffer for item in tracked):
             # Nothing to drain: the storage would be opened only to be closed again.
@@ -399,22 +401,22 @@ class StoreLifetime:
 
     def _refuse_after_failed_open(self) -> None:
         """Raise the failure of an open that a close under way waited for to drain through,
-        if it waited out another connection's lock.
+        if it waited out another connection's lock or a server that never answered.
 
-        Opening again would wait out the same lock timeout a second time, to fail alike."""
-        failure = self._open_locked_out
+        Opening again would wait out the same timeout a second time, to fail alike."""
+        failure = self._open_waited_out
         if self._closing and failure is not None:
             raise StoreError(failure.message, code=failure.code) from failure
 
     async def _open_until_closed(self) -> None:
         """Open the storage; a close with nothing to drain ends the open as a cancel would."""
         scope = self._opening = trio.CancelScope()
-        self._open_locked_out = None
+        self._open_waited_out = None
         try:
             with scope:
                 await self._call(self._backend.open, "opening the store")
-        except LockWaitedOutError as exc:
-            self._open_locked_out = exc
+        except WaitedOutError as exc:
+            self._open_waited_out = exc
             raise
         finally:
             self._opening = None
