@@ -202,3 +202,24 @@ async def test_a_read_only_postgres_open_waiting_out_a_lock_on_its_tables_names_
     assert caught.value.code == "TABLE_LOCKED"
     assert f'"{schema}".retinue_meta (AccessExclusiveLock by pid' in str(caught.value)
     assert "waited for 0.3 s" in str(caught.value)
+
+
+async def test_a_close_ends_a_read_only_postgres_entry_waiting_for_a_lock_on_its_tables(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a ``create=False`` entry whose schema read waits for another connection's
+    exclusive lock on ``retinue_meta`` ends when the store closes with nothing to drain,
+    refused ``STORE_CLOSED``; it waited out the read lock timeout, then was refused
+    ``STORAGE_ERROR``."""
+    monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 5_000)
+    dsn, schema = postgres_schema
+    async with PostgresStore(dsn, schema=schema):
+        pass
+    store = PostgresStore(dsn, schema=schema, create=False)
+    refusals: list[str] = []
+    with _meta_locked(dsn, schema), trio.fail_after(2):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(enter_noting_refusal, store, refusals)
+            await trio.sleep(DEADLINE)  # real seconds: the entry waits in its worker thread
+            await store.aclose()
+    assert refusals == ["STORE_CLOSED"]
