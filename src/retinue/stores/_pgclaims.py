@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 
 from retinue._errors import StoreError
 
+from ._backend import AppendBatch
+from ._common import already_exists
 from ._pgschema import (
     check_cancelled,
     in_schema,
@@ -26,9 +28,11 @@ if TYPE_CHECKING:
 __all__ = [
     "Reading",
     "SessionClaims",
+    "claim_refusal",
     "lock_table_full",
     "locked",
     "out_of_locks",
+    "row_locked",
 ]
 
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
@@ -55,6 +59,31 @@ def locked(session_id: str) -> StoreError:
     return StoreError(
         f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
     )
+
+
+def row_locked(session_id: str | None, waited_ms: int) -> StoreError:
+    """The refusal of a session whose row another transaction held through a commit's lock
+    timeout; without *session_id*, of a group that waited it out with no lock on a table or
+    row found."""
+    named, whose = (
+        ("", "a session's") if session_id is None else (f"session {session_id!r}: ", "its")
+    )
+    return StoreError(
+        f"{named}another transaction holds {whose} row locked (a commit of another writer "
+        "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
+        f"{waited_ms / 1000:g} s: retry once that transaction ends",
+        code="SESSION_LOCKED",
+    )
+
+
+def claim_refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
+    """Why *batch* is refused when claiming its session raised *exc*.
+
+    The lock of an id held elsewhere means it is stored or being created: a
+    create of it is a duplicate, as the other stores call it, whichever commits first."""
+    if batch.header is not None and exc.code == "SESSION_LOCKED":
+        return already_exists(batch.session_id)
+    return exc
 
 
 def out_of_locks(exc: BaseException) -> bool:

@@ -14,12 +14,17 @@ from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import (
     WaitedOutError,
-    already_exists,
     parse_header,
     parse_headers,
     segment_records,
 )
-from ._pgclaims import SessionClaims, lock_table_full, out_of_locks
+from ._pgclaims import (
+    SessionClaims,
+    claim_refusal,
+    lock_table_full,
+    out_of_locks,
+    row_locked,
+)
 from ._pgreaders import ReaderPool
 from ._pgschema import (
     SCHEMA_VERSION,
@@ -247,7 +252,7 @@ class PostgresBackend:
             return
         self._refuse_table_lock()
         if not self._refuse_locked_rows(batches, refusals) or not attempt():
-            raise _row_locked()
+            raise row_locked(None, _WRITE_LOCK_TIMEOUT_MS)
 
     def _refuse_table_lock(self) -> None:
         """Raise ``TABLE_LOCKED`` if another transaction locks a table a commit writes."""
@@ -267,7 +272,7 @@ class PostgresBackend:
         ):
             return False  # a table lock taken meanwhile: the group fails whole
         for session_id in held:
-            refusals[live[session_id]] = _row_locked(session_id)
+            refusals[live[session_id]] = row_locked(session_id, _WRITE_LOCK_TIMEOUT_MS)
         return bool(held)
 
     def _between_attempts(self) -> None:
@@ -314,7 +319,7 @@ class PostgresBackend:
                 except StoreError as exc:
                     if exc.code == "TABLE_LOCKED":
                         raise  # every other session's claim would wait for it again
-                    results[index] = _refusal(batch, exc)
+                    results[index] = claim_refusal(batch, exc)
         except BaseException:
             # Nothing of the group is written: the locks taken for it would hold sessions for nobody.
             self._release_all(taken)
@@ -422,30 +427,6 @@ class PostgresBackend:
             return
         with contextlib.suppress(psycopg_module().Error):
             writer.cancel_safe(timeout=5)
-
-
-def _row_locked(session_id: str | None = None) -> StoreError:
-    """The refusal of a session whose row another transaction held through the lock timeout;
-    without *session_id*, of a group that waited it out with no lock on a table or row found."""
-    named, whose = (
-        ("", "a session's") if session_id is None else (f"session {session_id!r}: ", "its")
-    )
-    return StoreError(
-        f"{named}another transaction holds {whose} row locked (a commit of another writer "
-        "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
-        f"{_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once that transaction ends",
-        code="SESSION_LOCKED",
-    )
-
-
-def _refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
-    """Why *batch* is refused when claiming its session raised *exc*.
-
-    The lock of an id held elsewhere means it is stored or being created: a
-    create of it is a duplicate, as the other stores call it, whichever commits first."""
-    if batch.header is not None and exc.code == "SESSION_LOCKED":
-        return already_exists(batch.session_id)
-    return exc
 
 
 @final
