@@ -68,6 +68,33 @@ async def test_a_deadline_ends_a_postgres_flush_waiting_for_a_row_lock(
             assert len((await again.inspect(session.id)).events) == len(session.events)
 
 
+async def test_a_deadline_ends_a_postgres_flush_whose_claim_waits_for_a_row_lock(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.5: a flush committing on its own of a stored session this store has not claimed
+    yet, while another transaction holds its row locked (a previous writer's commit still
+    under way), ends at its deadline, writing nothing, its events kept buffered for the
+    next flush; its claim waited for the row in its worker thread past the deadline (up to
+    10 s), and then committed."""
+    dsn, schema = postgres_schema
+    session = Session.create("claim-waits")
+    run_turn(session)
+    async with PostgresStore(dsn, schema=schema) as first:
+        first.attach_new(session)
+    store = PostgresStore(dsn, schema=schema)
+    store.attach(session)  # stored, not claimed: its first commit claims it
+    run_turn(session)
+    with _row_locked(dsn, schema, session.id), trio.move_on_after(0.3) as deadline:
+        await store.flush(session)
+    assert deadline.cancelled_caught
+    assert store.statistics().buffered_events == 22
+    with trio.fail_after(REAL_DEADLINE):
+        await store.detach(session)
+        await store.aclose()
+        async with PostgresStore(dsn, schema=schema) as again:
+            assert len((await again.inspect(session.id)).events) == len(session.events)
+
+
 async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

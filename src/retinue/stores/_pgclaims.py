@@ -41,7 +41,7 @@ _HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
 _HANDOVER_TIMEOUT_MS = 10_000
 """How long a claim waits for the previous writer's last commit before giving up."""
 _HANDOVER_SLICE_MS = 100
-"""How long each statement of that wait lasts: between two, a cancelled load gives up."""
+"""How long each statement of that wait lasts: between two, a cancelled load or flush gives up."""
 _END_TIMEOUT_MS = 5_000
 """How long a remade lock connection waits for the backend of the dropped one to end."""
 
@@ -201,20 +201,20 @@ class SessionClaims:
         Run by a trio worker thread (a load), it raises ``trio.Cancelled`` soon
         after its task is cancelled, giving the lock up, rather than wait on."""
         self.probe()
-        self.take(session_id, cancellable=True)
+        self.take(session_id)
 
-    def take(self, session_id: str, *, cancellable: bool = False) -> bool:
+    def take(self, session_id: str) -> bool:
         """Claim the session; whether this call took the lock (false: it was held already).
 
-        If *cancellable*, a wait gives up when the trio task that runs this
-        worker thread is cancelled (a write's claim never does: once under
-        way, a commit is done whole)."""
+        A wait gives up when the trio task that runs this worker thread is
+        cancelled: a load, or a flush committing on its own, whose group has
+        sent nothing yet. The writer task's commits are shielded, never cancelled."""
         while True:
-            conn = self._lock_for_handover(session_id, cancellable=cancellable)
+            conn = self._lock_for_handover(session_id)
             if conn is None:
                 return False
             try:
-                self._await_handover(session_id, cancellable=cancellable)
+                self._await_handover(session_id)
             except BaseException:
                 self._settle(session_id, conn, keep=False)
                 raise
@@ -222,16 +222,13 @@ class SessionClaims:
                 return True
             # The lock went with its connection during the wait: take it again.
 
-    def _lock_for_handover(
-        self, session_id: str, *, cancellable: bool
-    ) -> psycopg.Connection[Any] | None:
+    def _lock_for_handover(self, session_id: str) -> psycopg.Connection[Any] | None:
         """Take the lock, marking the session pending; ``None`` if it is claimed already."""
         with self._locker_lock:
             # Advisory locks stack: a second claim of a session waits for the first.
             while session_id in self._pending:
                 self._settled.wait(_HANDOVER_SLICE_MS / 1000)
-                if cancellable:
-                    check_cancelled()
+                check_cancelled()
             # A session claimed (or retaken on reconnect) is not locked again.
             conn = self._live_locker()
             if session_id in self._claimed:
@@ -258,21 +255,22 @@ class SessionClaims:
                     conn.execute(_UNLOCK, (self._lock_key(session_id),))
             return True
 
-    def _await_handover(self, session_id: str, *, cancellable: bool) -> None:
+    def _await_handover(self, session_id: str) -> None:
         """Wait until the session's previous writer has no commit in flight.
 
         A killed process's lock connection can end before its write connection has
         finished a commit already sent: the lock is free, the log not yet final.
         That commit holds the session's row lock until it is done. Waited for in
         short statements, each on a pooled reader it leaves idle, so that a
-        cancelled load can stop between two, and closing the store ends the wait
-        (a write's too, which is never cancelled) with ``STORE_CLOSED``.
+        cancelled load or flush can stop between two, and closing the store ends
+        the wait (the writer task's too, which is never cancelled) with ``STORE_CLOSED``.
+        Each statement is woken as that commit ends: the slices bound only how long
+        a cancel waits.
         """
         if not until_lock_free(
             lambda: self._reading(lambda conn: self._handed_over(conn, session_id)),
             timeout_ms=_HANDOVER_TIMEOUT_MS,
-            # A write's claim waits on (see :meth:`take`).
-            between=check_cancelled if cancellable else None,
+            between=check_cancelled,
         ):
             raise self._not_handed_over(session_id)
 

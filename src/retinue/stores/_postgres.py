@@ -464,7 +464,8 @@ class PostgresStore(BufferedStore):
     ``SELECT ... FOR UPDATE``) fails that session's flush with ``SESSION_LOCKED``
     naming it after 30 s, and the rest of its group is committed then (their
     flushes waited as long). A deadline around a flush committing on its own
-    (no ``async with``) ends its wait for either lock, nothing written.
+    (no ``async with``) ends its wait for either lock, or for a session's previous
+    writer, nothing written.
     A close with sessions to drain whose entry's open it waited for fails with
     that open's error if the open waited out the lock its tables are created under,
     or the connect timeout of a server that accepts and never answers (opened again,
