@@ -175,3 +175,32 @@ async def test_postgres_group_whose_every_batch_is_refused_opens_no_transaction(
         assert commits == [0]
         store._tracked.pop("taken").unsubscribe()  # refused: nothing left to drain on exit
         await holder.detach(held)
+
+
+async def test_a_deadline_ends_a_postgres_load_whose_read_waits_for_a_table_lock(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.8: a load whose read of the events meets an exclusive lock on
+    ``retinue_segments`` ends at its deadline and gives up its claim, so the session
+    loads once the lock is gone; its read waited out the read lock timeout in its worker
+    thread, past the deadline, then failed ``TABLE_LOCKED``. Waited out, it still fails
+    ``TABLE_LOCKED`` naming the table."""
+    import retinue.stores._pgreaders as readers
+
+    monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 5_000)
+    dsn, schema = postgres_schema
+    await store_session(dsn, schema, "stored")
+    async with PostgresStore(dsn, schema=schema) as store:
+        with _table_locked(dsn, schema, "retinue_segments") as release:
+            with trio.move_on_after(0.3) as deadline:
+                await store.load("stored")
+            assert deadline.cancelled_caught
+            monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 300)
+            with pytest.raises(StoreError) as caught:
+                await store.load("stored")
+            assert caught.value.code == "TABLE_LOCKED"
+            assert f'"{schema}".retinue_segments' in caught.value.message
+            release()
+        assert not backend_of(store)._claims.holds("stored")
+        loaded = await store.load("stored")
+        assert loaded.last_turn == 1

@@ -6,7 +6,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from retinue._errors import StoreError
 
@@ -22,6 +22,7 @@ __all__ = [
     "check_schema_in_attempts",
     "connect_cancellably",
     "connect_waited_out",
+    "in_lock_attempts",
     "in_schema",
     "locked_tables",
     "migrate",
@@ -33,6 +34,8 @@ __all__ = [
     "table_locked",
     "until_lock_free",
 ]
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 _DDL = (
@@ -208,6 +211,23 @@ def until_lock_free(
         if between is not None:
             between()
     return True
+
+
+def in_lock_attempts(statements: Callable[[], T], *, timeout_ms: int) -> T:
+    """What *statements* return, run again while they give up on a lock held elsewhere
+    (each attempt one transaction, rolled back whole), for *timeout_ms* in all; then the
+    last ``LockNotAvailable`` is raised.
+
+    The server's wait heeds no trio cancel: between two attempts a cancel of the trio
+    task waiting for this thread ends the wait with ``trio.Cancelled``."""
+    give_up = time.monotonic() + timeout_ms / 1000
+    while True:
+        try:
+            return statements()
+        except psycopg_module().errors.LockNotAvailable:
+            if time.monotonic() >= give_up:
+                raise
+        check_cancelled()
 
 
 def ran_within_lock_timeout(statements: Callable[[], object]) -> bool:

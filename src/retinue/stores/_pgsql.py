@@ -245,13 +245,15 @@ class SessionTables:
             )
 
     def read_rows(
-        self, conn: psycopg.Connection[Any], session_id: str
+        self, conn: psycopg.Connection[Any], session_id: str, *, lock_timeout_ms: int
     ) -> tuple[tuple[str, int], list[tuple[int, int, str]]] | None:
-        """The session's row and its segment rows, or ``None`` if it is not stored."""
+        """The session's row and its segment rows, or ``None`` if it is not stored; each
+        statement gives up on a lock held elsewhere after *lock_timeout_ms*."""
         # One snapshot, so the rows and next_seq are one commit's: read apart, a
         # commit between them looks like a seq gap.
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute(f"SET LOCAL lock_timeout = '{lock_timeout_ms}ms'")
             row = conn.execute(
                 self._sql("SELECT header, next_seq FROM {schema}.retinue_sessions WHERE id = %s"),
                 (session_id,),

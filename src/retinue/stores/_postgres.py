@@ -32,6 +32,7 @@ from ._pgschema import (
     check_schema_in_attempts,
     connect_cancellably,
     connect_waited_out,
+    in_lock_attempts,
     in_schema,
     locked_tables,
     migrate,
@@ -386,8 +387,14 @@ class PostgresBackend:
     def read(self, session_id: str) -> StoredLog | None:
         """The header and event lines of one session, in seq order.
 
-        Raises ``CorruptSessionError`` for a segment missing or cut short."""
-        rows = self._pool.run(lambda conn: self._tables.read_rows(conn, session_id))
+        Raises ``CorruptSessionError`` for a segment missing or cut short. A lock on the
+        tables held elsewhere is waited for in short attempts, so a load's deadline ends it."""
+        rows = self._pool.run(
+            lambda conn: in_lock_attempts(
+                lambda: self._tables.read_rows(conn, session_id, lock_timeout_ms=_LOCK_ATTEMPT_MS),
+                timeout_ms=_pgreaders._READ_LOCK_TIMEOUT_MS,
+            )
+        )
         if rows is None:
             return None
         (header, next_seq), segments = rows
@@ -451,7 +458,8 @@ class PostgresStore(BufferedStore):
     ``create=False``, while another transaction locks them exclusively (so is the
     store's close when it has nothing to drain: the entry is refused
     ``STORE_CLOSED``; one with sessions to drain waits for that open and drains
-    through it), and around a read that claims nothing (``list``, ``exists``,
+    through it), around a load whose read waits for another transaction's
+    exclusive lock on them, and around a read that claims nothing (``list``, ``exists``,
     ``inspect``) at any point, its worker thread left to end once the server
     answers or the connection drops (closing the store ends it too). A lock on
     the store's tables held by another transaction (a ``LOCK TABLE``, a schema
