@@ -253,3 +253,40 @@ def test_a_content_part_done_naming_its_item_by_no_string_is_read() -> None:
     }
     completed = {"type": "response.completed", "response": {"status": "completed", "output": []}}
     assert _decoded_parts([done, completed]) == ["Hi"]
+
+
+def _parts_completed_out_of_order(events: list[Event], *, second_streamed: bool) -> list[Event]:
+    """The recorded message given a second part, whose ``content_part.done`` comes before
+    the first part's; its deltas, when it has some, follow the first part's."""
+    out = _with_a_second_part(events, part_done=True)
+    first, second = (i for i, e in enumerate(out) if e["type"] == "response.content_part.done")
+    out[first], out[second] = out[second], out[first]
+    if second_streamed:
+        item_id = out[first]["item_id"]
+        delta = {"type": _DELTA, "item_id": item_id, "output_index": 0, "delta": _SECOND}
+        out.insert(first, delta)
+    return out
+
+
+@pytest.mark.parametrize("item_done", [True, False], ids=["item done", "no item done"])
+@pytest.mark.parametrize("second_streamed", [True, False], ids=["both streamed", "first streamed"])
+async def test_parts_completed_out_of_order_beside_unindexed_deltas_come_once(
+    second_streamed: bool, item_done: bool
+) -> None:
+    """R10.6: a message's second part completed (``content_part.done``) before its first,
+    beside deltas without ``content_index``, adds neither part a second time, and the
+    second still comes when only its complete part gives it. The first came twice: the
+    deltas were counted to the part completed first, so the first was taken as sent only
+    complete."""
+    events = _recorded()
+    edited = _without_part_index(
+        _parts_completed_out_of_order(events, second_streamed=second_streamed)
+    )
+    if not item_done:
+        edited = [e for e in edited if e["type"] != "response.output_item.done"]
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    answer = _answer(events)
+    expected = (Text(answer + _SECOND),) if second_streamed else (Text(answer), Text(_SECOND))
+    assert collected.message.content == expected
+    streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
+    assert streamed == answer + _SECOND

@@ -25,6 +25,7 @@ from retinue._stream import (
 from ._blocks import BlockTable, arguments_text, block_index, error_event, loads_event, malformed
 from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, stream_error
+from ._openai_responses_parts import left_out, part_texts
 from ._sse import SseEvent
 
 __all__ = ["ResponsesStreamDecoder", "responses_usage"]
@@ -63,15 +64,6 @@ _PARAGRAPH = "\n\n"
 """What separates two parts of a reasoning item's summary (each part is a paragraph)."""
 _MESSAGE_PARTS = frozenset({"output_text", "refusal"})
 """The content parts of a message item (a reasoning item's parts are not its text)."""
-
-
-def _part_texts(parts: list[object]) -> list[tuple[int, str]]:
-    """Each content or summary part's text (or refusal), with its index, when it has some."""
-    texts = (
-        (index, _dict(part).get("text") or _dict(part).get("refusal"))
-        for index, part in enumerate(parts)
-    )
-    return [(index, text) for index, text in texts if isinstance(text, str) and text]
 
 
 def _no_arguments(value: object) -> bool:
@@ -117,11 +109,11 @@ class ResponsesStreamDecoder:
     _held: dict[Hashable, tuple[object, str | None]] = attrs.field(factory=dict, init=False)
     """Per call, the arguments its ``output_item.added`` carried, and the call they name:
     given when the call or the response ends, unless deltas or its completed item replaced them."""
-    _streamed_parts: dict[Hashable, tuple[int, frozenset[object]]] = attrs.field(
+    _streamed_parts: dict[Hashable, tuple[int, tuple[tuple[int, str], ...]]] = attrs.field(
         factory=dict, init=False
     )
     """Per block of deltas without a ``content_index``: its length when a part was last
-    completed, and the parts completed so far."""
+    completed, and the parts completed so far (index and text), in part order."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -313,7 +305,7 @@ class ResponsesStreamDecoder:
         self, output: object, parts: list[object], item_id: object
     ) -> list[StreamChunk]:
         """A completed message: each part's text that no delta streamed, in part order."""
-        texts = _part_texts(parts)
+        texts = part_texts(parts)
         whole = self._whole(output, item_id)
         if not self._table.has(whole) and len(texts) > 1:
             # Deltas keyed by another output_index too: the block holding all the parts.
@@ -335,22 +327,10 @@ class ResponsesStreamDecoder:
         return out
 
     def _unstreamed(self, whole: Hashable, texts: list[tuple[int, str]]) -> list[tuple[int, str]]:
-        """The parts that deltas without a ``content_index`` did not stream into *whole*.
-
-        Those deltas hold some of the parts, one after another. Parts left out
-        (sent only complete) are kept only when the others make up the block
-        exactly: a block that differs from its parts (a server trimming the
-        complete text) streamed them all.
-        """
+        """The parts that deltas without a ``content_index`` did not stream into *whole*
+        (see :func:`left_out`); *whole* is matched now."""
         self._matched.add(whole)
-        rest = self._table.text_of(whole)
-        left = []
-        for index, text in texts:
-            if rest.startswith(text):
-                rest = rest[len(text) :]
-            else:
-                left.append((index, text))
-        return left if not rest else []
+        return left_out(self._table.text_of(whole), texts)
 
     def _content_part_done(self, output: object, payload: JsonObject) -> list[StreamChunk]:
         """A completed message part that streamed no delta: its text, before the next part's."""
@@ -361,27 +341,41 @@ class ResponsesStreamDecoder:
         if type(index) is not int or kind not in _MESSAGE_PARTS:
             return []
         table, key = self._table, ("text", output, index)
-        texts = _part_texts([part])
+        texts = part_texts([part])
         if table.has(key) or not texts:
             return []
         text = texts[0][1]
         whole = self._whole(output, payload.get("item_id"))
         if table.has(whole):
-            # Deltas without a content_index stream the parts into one block: this one
-            # streamed there unless no delta came since the part before it completed.
-            last, done = self._streamed_parts.get(whole, (0, frozenset()))
-            if index in done:
-                return []  # a repeated event
-            length = len(table.text_of(whole))
-            self._streamed_parts[whole] = (length, done | {index})
-            if length != last:
-                return []  # deltas came since the last part completed: they were this part
+            return self._part_beside_whole(whole, output, index, text)
         # A block of deltas keyed otherwise may hold this part: it is left for the item's
         # output_item.done to match, which counts the parts by their place in its content.
-        elif table.find("text", text, self._matched) is not None:
+        if table.find("text", text, self._matched) is not None:
             return []
         # Not matched yet: its item's output_item.done, keyed otherwise, must find it.
         return [table.text(key, text)]
+
+    def _part_beside_whole(
+        self, whole: Hashable, output: object, index: int, text: str
+    ) -> list[StreamChunk]:
+        """A completed part beside deltas without a ``content_index``, which stream the
+        parts into one block, *whole*, in part order: the parts it does not hold."""
+        table = self._table
+        last, done = self._streamed_parts.get(whole, (0, ()))
+        if any(index == seen for seen, _ in done):
+            return []  # a repeated event
+        length = len(table.text_of(whole))
+        parts = tuple(sorted((*done, (index, text))))
+        self._streamed_parts[whole] = (length, parts)
+        if done and index < done[-1][0]:
+            # Completed after a later part, which the deltas so far were counted to:
+            # which parts the block holds is read from their texts.
+            left = left_out(table.text_of(whole), parts)
+            keys = [(("text", output, part), part_text) for part, part_text in left]
+            return [table.text(key, part_text) for key, part_text in keys if not table.has(key)]
+        if length != last:
+            return []  # deltas came since the last part completed: they were this part
+        return [table.text(("text", output, index), text)]
 
     def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed reasoning item: its text, unless deltas streamed it, and the item.
@@ -394,7 +388,7 @@ class ResponsesStreamDecoder:
         """
         key = ("reasoning", output)
         summary = _list(item.get("summary")) or _list(item.get("content"))
-        parts = [text for _, text in _part_texts(summary)]
+        parts = [text for _, text in part_texts(summary)]
         text = _PARAGRAPH.join(parts)
         found = self._settle(key, "reasoning", text or None)
         if found is None and len(parts) > 1:
