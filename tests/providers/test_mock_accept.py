@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from retinue.providers.mock import _interrupts
-from retinue.providers.mock._interrupts import WatchedListener
+from retinue.providers.mock._interrupts import Ending, WatchedListener
 
 from ._mock_server_kit import REAL_DEADLINE
 
@@ -38,7 +38,7 @@ class _Listening:
     watched: WatchedListener
     clients: list[trio.SocketStream]
     closed: trio.lowlevel.ParkingLot
-    kept: list[KeyboardInterrupt]
+    kept: list[Ending]
     accepted: list[trio.SocketStream] = attrs.field(factory=list)
 
     async def accept(self) -> None:
@@ -50,7 +50,7 @@ async def _listening() -> AsyncIterator[_Listening]:
     """A watched listener with BURST client connections queued on it, all closed at the end."""
     async with AsyncExitStack() as stack:
         [listener] = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        kept: list[KeyboardInterrupt] = []
+        kept: list[Ending] = []
         closed = trio.lowlevel.ParkingLot()
         watched = WatchedListener(listener, kept.append, closed)
         stack.push_async_callback(watched.aclose)

@@ -1,4 +1,5 @@
-"""Ctrl-C reaches the caller of ``open_mock_server`` as itself, wherever it lands."""
+"""Ctrl-C, and a ``SystemExit``, reach the caller of ``open_mock_server`` as themselves,
+wherever they land."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import httpx2
 import pytest
 import trio
 
-from retinue.providers.mock import MockCall, MockResponse, Timing, open_mock_server
+from retinue.providers.mock import MockCall, MockResponse, Policy, Timing, open_mock_server
 
 from ._mock_server_kit import REAL_DEADLINE
 
@@ -54,9 +55,16 @@ async def test_ctrl_c_in_a_connection_task_leaves_the_server_bare() -> None:
     assert raised.__context__ is None, repr(raised.__context__)
 
 
-async def _interrupted_until_cut(latency: float, error: Exception | None) -> BaseException:
-    """What ``open_mock_server`` raises when Ctrl-C lands in a connection task and the block
-    returns (or raises *error*) as soon as it sees that connection cut.
+def _exiting(_call: MockCall) -> MockResponse:
+    raise SystemExit(3)
+
+
+async def _interrupted_until_cut(
+    latency: float, error: BaseException | None, policy: Policy = _interrupted
+) -> BaseException:
+    """What ``open_mock_server`` raises when Ctrl-C (or what else *policy* raises) lands in
+    a connection task and the block returns (or raises *error*) as soon as it sees that
+    connection cut.
 
     The client's socket closes only after the server has, so nothing but the cut ends
     the block's wait: it ends while the connection task still closes its stream.
@@ -64,7 +72,7 @@ async def _interrupted_until_cut(latency: float, error: Exception | None) -> Bas
     try:
         async with (
             contextlib.AsyncExitStack() as stack,
-            open_mock_server(_interrupted, timing=Timing(latency=latency)) as server,
+            open_mock_server(policy, timing=Timing(latency=latency)) as server,
         ):
             host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
             stream = await trio.open_tcp_stream(host, int(port))
@@ -101,6 +109,40 @@ async def test_ctrl_c_in_a_connection_task_wins_over_the_block_s_error_at_the_cu
         raised = await _interrupted_until_cut(0.0, ConnectionError("the server went away"))
     assert type(raised) is KeyboardInterrupt, repr(raised)
     assert isinstance(raised.__context__, ConnectionError)
+
+
+@pytest.mark.parametrize("latency", [0.0, 0.001])
+async def test_a_policy_s_system_exit_survives_the_block_ending_at_the_cut(
+    latency: float,
+) -> None:
+    """A policy's ``SystemExit`` comes out of ``open_mock_server``, its status kept, though
+    the block ends as soon as it sees the connection cut, as Ctrl-C does. The ``Cancelled``
+    raised as the connection task closed its stream took its place: the server exited
+    quietly and the exit was lost."""
+    with trio.fail_after(REAL_DEADLINE):
+        raised = await _interrupted_until_cut(latency, None, _exiting)
+    assert type(raised) is SystemExit, repr(raised)
+    assert raised.code == 3
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (ConnectionError("the server went away"), SystemExit),
+        (KeyboardInterrupt(), KeyboardInterrupt),
+    ],
+    ids=["an error", "ctrl-c"],
+)
+async def test_a_policy_s_system_exit_beside_the_block_s_own_ending_at_the_cut(
+    error: BaseException, expected: type[BaseException]
+) -> None:
+    """A block raising its own error as it sees the connection cut gets the policy's
+    ``SystemExit``, its error as the context; Ctrl-C the block raises wins over it."""
+    with trio.fail_after(REAL_DEADLINE):
+        raised = await _interrupted_until_cut(0.0, error, _exiting)
+    assert type(raised) is expected, repr(raised)
+    if expected is SystemExit:
+        assert raised.__context__ is error
 
 
 async def _interrupted_accept(_listener: trio.SocketListener) -> trio.SocketStream:

@@ -1,5 +1,5 @@
-"""The mock server's listener, and Ctrl-C landing in its connection tasks or its accept,
-kept for its caller."""
+"""The mock server's listener, and Ctrl-C (or a ``SystemExit``) landing in its connection
+tasks or its accept, kept for its caller."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import trio
 
-__all__ = ["STARVED_WAIT", "WatchedListener", "interrupt_in", "raise_interrupt"]
+__all__ = ["STARVED_WAIT", "Ending", "WatchedListener", "ending_in", "raise_ending"]
 
 STARVED_WAIT = 0.1
 """Seconds an accept out of descriptors waits for a connection to close: trio's own pause."""
@@ -19,33 +19,42 @@ STARVED_WAIT = 0.1
 _OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
-def interrupt_in(error: BaseException) -> KeyboardInterrupt | None:
-    """*error* if it is Ctrl-C, else the first Ctrl-C inside it (a nursery's group), if any."""
-    if isinstance(error, KeyboardInterrupt):
+Ending = KeyboardInterrupt | SystemExit
+"""What ends the run wherever it lands: Ctrl-C, or a ``SystemExit`` (a policy's, say)."""
+
+
+def ending_in(error: BaseException) -> Ending | None:
+    """*error* if it ends the run, else the first Ctrl-C inside it (a nursery's group),
+    else the first ``SystemExit``: Ctrl-C beside one is the user's, and wins."""
+    if isinstance(error, Ending):
         return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            if (interrupt := interrupt_in(inner)) is not None:
-                return interrupt
+    if not isinstance(error, BaseExceptionGroup):
+        return None
+    for kind in (KeyboardInterrupt, SystemExit):
+        leaf: BaseException | None = error.subgroup(kind)
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, Ending):
+            return leaf
     return None
 
 
-def raise_interrupt(interrupt: KeyboardInterrupt, failure: BaseException | None) -> NoReturn:
-    """Raise *interrupt*, the block's own *failure* as its context, as Python chains an
+def raise_ending(ending: Ending, failure: BaseException | None) -> NoReturn:
+    """Raise *ending*, the block's own *failure* as its context, as Python chains an
     error raised while another is handled. A ``Cancelled`` is left out: the server's
-    cancellation of the block, or the caller's, which Ctrl-C ends anyway."""
-    chained = failure is not None and failure is not interrupt
+    cancellation of the block, or the caller's, which the ending ends anyway."""
+    chained = failure is not None and failure is not ending
     context = failure if chained and not isinstance(failure, trio.Cancelled) else None
     try:
-        raise interrupt
+        raise ending
     finally:
         # Raised here, it takes what is being handled (the block's cancel) as its context.
-        interrupt.__context__ = context
+        ending.__context__ = context
 
 
 class WatchedListener(trio.abc.Listener[trio.SocketStream]):
     """A listener that hands out every queued connection at once, and keeps a Ctrl-C
-    landing in its accept for *keep*, then raises it.
+    (or ``SystemExit``) landing in its accept for *keep*, then raises it.
 
     Trio's accept takes one connection a scheduler pass. The server shares its
     run with the agents it serves, whose pass grows with their number: a burst
@@ -64,7 +73,7 @@ class WatchedListener(trio.abc.Listener[trio.SocketStream]):
     def __init__(
         self,
         listener: trio.SocketListener,
-        keep: Callable[[KeyboardInterrupt], None],
+        keep: Callable[[Ending], None],
         closed: trio.lowlevel.ParkingLot,
     ) -> None:
         self._listener = listener
@@ -86,8 +95,8 @@ class WatchedListener(trio.abc.Listener[trio.SocketStream]):
         try:
             return await self._accept_queued()
         except BaseException as exc:
-            if (interrupt := interrupt_in(exc)) is not None:
-                self._keep(interrupt)
+            if (ending := ending_in(exc)) is not None:
+                self._keep(ending)
             raise
 
     async def _accept_queued(self) -> trio.SocketStream:

@@ -24,7 +24,7 @@ from ._exchange import (
     parse_call,
     respond,
 )
-from ._interrupts import WatchedListener, interrupt_in, raise_interrupt
+from ._interrupts import Ending, WatchedListener, ending_in, raise_ending
 from ._policy import EchoPolicy, Policy
 from ._timing import Timing
 from ._values import MockCall, check_server_options
@@ -116,8 +116,9 @@ class MockServer:
             ("started", "completed", "aborted", "truncated", "faults", "open", "total"), 0
         )
         self._requests = 0
-        self._interrupt: KeyboardInterrupt | None = None
-        """The first Ctrl-C that landed in a connection task or an accept, for open_mock_server."""
+        self._ending: Ending | None = None
+        """The first Ctrl-C (else ``SystemExit``) that landed in a connection task or an
+        accept, for open_mock_server."""
         # Parked on by an accept out of descriptors, until a connection closes.
         self._closed = trio.lowlevel.ParkingLot()
 
@@ -222,16 +223,19 @@ class MockServer:
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         self._address = (bound_host, bound_port)
         watched = [
-            WatchedListener(listener, self._keep_interrupt, self._closed) for listener in listeners
+            WatchedListener(listener, self._keep_ending, self._closed) for listener in listeners
         ]
         async with trio.open_nursery() as nursery:
             await nursery.start(trio.serve_listeners, self._serve_connection, watched)
             task_status.started()
 
-    def _keep_interrupt(self, interrupt: KeyboardInterrupt | None) -> None:
-        """Keep the first Ctrl-C that landed in a task of the server, for open_mock_server."""
-        if self._interrupt is None:
-            self._interrupt = interrupt
+    def _keep_ending(self, ending: Ending | None) -> None:
+        """Keep the first Ctrl-C (else ``SystemExit``) that landed in a task of the server,
+        for open_mock_server: Ctrl-C after a ``SystemExit`` is the user's, and wins."""
+        if self._ending is None or (
+            isinstance(ending, KeyboardInterrupt) and isinstance(self._ending, SystemExit)
+        ):
+            self._ending = ending
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         self._counts["open"] += 1
@@ -241,8 +245,9 @@ class MockServer:
         except BaseException as exc:
             # Kept before the checkpoints that close the stream (here and in trio's
             # serve_listeners): once the server is cancelled, the Cancelled one of them
-            # raises takes the place of Ctrl-C, and the server's cancelled scope swallows it.
-            self._keep_interrupt(interrupt_in(exc))
+            # raises takes the place of Ctrl-C (or SystemExit), and the server's cancelled
+            # scope swallows it.
+            self._keep_ending(ending_in(exc))
             raise
         finally:
             self._counts["open"] -= 1
@@ -330,7 +335,8 @@ async def open_mock_server(
     block, or the ``OSError`` of an address it cannot listen on, propagates
     as itself, not wrapped in an exception group. Ctrl-C landing in one of the
     server's connection tasks or in its accept propagates as itself too, whatever
-    the block did meanwhile: an error the block raised is its ``__context__``.
+    the block did meanwhile: an error the block raised is its ``__context__``. So
+    does a ``SystemExit`` raised there (a policy's), unless the block raised Ctrl-C.
     The options are :class:`MockServer`'s.
     """
     server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
@@ -349,15 +355,34 @@ async def open_mock_server(
                 finally:
                     nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        if server._interrupt is None:
-            # Ctrl-C landing elsewhere in the server's tasks (between accepts, say) comes
-            # inside their nurseries' groups, when no cancel took its place: raised as itself.
-            failures = group.split(trio.Cancelled)[1]
-            interrupt = None if failures is None else lone_ending(failures, failure)
-            if interrupt is None:
-                raise
-            reraise(interrupt)
-    if server._interrupt is not None:
-        raise_interrupt(server._interrupt, failure)
+        _raise_group(group, server._ending, failure)
+    ending = server._ending
+    if ending is not None and not (
+        isinstance(ending, SystemExit) and isinstance(failure, KeyboardInterrupt)
+    ):
+        raise_ending(ending, failure)
     if failure is not None:
         raise failure
+
+
+def _raise_group(
+    group: BaseExceptionGroup[BaseException], kept: Ending | None, failure: BaseException | None
+) -> None:
+    """Raise what the server's nursery raised, *group*, unless the ending *kept* is to be
+    raised: Ctrl-C always, a ``SystemExit`` when the group holds nothing but cancels.
+
+    Ctrl-C landing elsewhere in the server's tasks (between accepts, say) comes inside
+    their nurseries' groups, when no cancel took its place: raised as itself, as a lone
+    ``SystemExit`` is.
+    """
+    if isinstance(kept, KeyboardInterrupt):
+        return
+    failures = group.split(trio.Cancelled)[1]
+    if failures is None:
+        if kept is None:
+            raise group
+        return
+    ending = lone_ending(failures, failure)
+    if ending is None:
+        raise group
+    reraise(ending)
