@@ -8,27 +8,15 @@ from typing import final
 
 import attrs
 
-from retinue._stream import (
-    ABORTED,
-    MAX_TOKENS,
-    STOP,
-    TOOL_CALLS,
-    Errored,
-    Finish,
-    FinishReason,
-    StreamChunk,
-    Usage,
-    UsageChunk,
-    finish_named,
-)
+from retinue._stream import ABORTED, STOP, TOOL_CALLS, Finish, FinishReason, StreamChunk, UsageChunk
 
 from ._blocks import BlockTable, arguments_text, block_index, error_event, loads_event, malformed
-from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, stream_error
 from ._openai_responses_parts import left_out, part_texts
+from ._openai_responses_usage import incomplete_reason, responses_usage
 from ._sse import SseEvent
 
-__all__ = ["ResponsesStreamDecoder", "responses_usage"]
+__all__ = ["ResponsesStreamDecoder"]
 
 JsonObject = dict[str, object]
 
@@ -45,21 +33,6 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def responses_usage(usage: JsonObject) -> Usage:
-    """Map a Responses ``usage`` object to disjoint :class:`Usage` counts."""
-    input_details = _dict(usage.get("input_tokens_details"))
-    output_details = _dict(usage.get("output_tokens_details"))
-    cached = optional_count(input_details.get("cached_tokens"))
-    written = optional_count(input_details.get("cache_write_tokens"))
-    return Usage(
-        input_tokens=uncached_input(usage.get("input_tokens"), cached, written),
-        output_tokens=token_count(usage.get("output_tokens")),
-        cache_read_tokens=cached,
-        cache_write_tokens=written,
-        reasoning_tokens=optional_count(output_details.get("reasoning_tokens")),
-    )
-
-
 _PARAGRAPH = "\n\n"
 """What separates two parts of a reasoning item's summary (each part is a paragraph)."""
 _MESSAGE_PARTS = frozenset({"output_text", "refusal"})
@@ -70,20 +43,6 @@ def _no_arguments(value: object) -> bool:
     """Whether a call's arguments are none yet: what the API (``""``) and some servers
     (``{}``, as text or an object) add a call with before its arguments stream."""
     return value is None or value == "" or value == "{}" or value == {}
-
-
-def _incomplete_reason(reason: str) -> FinishReason:
-    """The finish of a response cut short for *reason* (``incomplete`` when none was given).
-
-    Only the token limit is a max-tokens cut: the loop drops that answer's
-    calls. Another reason (a message limit, a steer) finishes with its name,
-    as an unknown Chat Completions ``finish_reason`` does.
-    """
-    if reason == "max_output_tokens":
-        return MAX_TOKENS
-    if reason == "content_filter":
-        return Errored("the provider's content filter stopped the output", code="content_filter")
-    return finish_named(reason)
 
 
 @final
@@ -454,7 +413,7 @@ class ResponsesStreamDecoder:
             return ABORTED
         reason = _dict(response.get("incomplete_details")).get("reason")
         if status == "incomplete" or reason is not None:
-            return _incomplete_reason(_str(reason) or "incomplete")
+            return incomplete_reason(_str(reason) or "incomplete")
         return TOOL_CALLS if self._table.has_tool_calls else STOP
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
