@@ -58,6 +58,8 @@ class ResponsesStreamDecoder:
     _latest_item: tuple[str, str | int] | None = attrs.field(default=None, init=False)
     """Without ``output_index``: the key of the item now streaming."""
     _item_ids: set[str] = attrs.field(factory=set, init=False)
+    _outputs: dict[str, int] = attrs.field(factory=dict, init=False)
+    """The ``output_index`` of each item added with one, by its id."""
     _latest_done: bool = attrs.field(default=False, init=False)
     """Without ``output_index``: whether the item now streaming was completed."""
     _unnamed: int = attrs.field(default=0, init=False)
@@ -121,7 +123,7 @@ class ResponsesStreamDecoder:
             raise stream_error(payload.get("error") or payload, where="responses")
         return []
 
-    def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | None:
+    def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | int | None:
         """Without an ``output_index``, the item an event is about keys its blocks.
 
         Two calls keyed by nothing would be one block, the first call lost.
@@ -131,6 +133,7 @@ class ResponsesStreamDecoder:
         item event named that id, or when no item is streaming (none came yet,
         or the latest was completed): a server that adds no items names them
         only so, and their ``output_item.done`` must find what they streamed.
+        An ``item_id`` naming an item added with an ``output_index`` is that index.
         Else the event is about the item now streaming (a server may name the
         call id there).
         """
@@ -146,6 +149,9 @@ class ResponsesStreamDecoder:
             self._latest_done = kind == "response.output_item.done"
             return self._latest_item
         item_id = payload.get("item_id")
+        if self._outputs and isinstance(item_id, str) and item_id in self._outputs:
+            # A server that leaves the index out of deltas only: its item was added with one.
+            return self._outputs[item_id]
         if isinstance(item_id, str) and (
             item_id in self._item_ids
             or (item_id and (self._latest_item is None or self._latest_done))
@@ -166,7 +172,8 @@ class ResponsesStreamDecoder:
         return self._table.reasoning(key, delta)
 
     def _item_added(self, output: object, item: JsonObject) -> list[StreamChunk]:
-        """A call added; the arguments it carries are held until the call ends.
+        """An item added, its ``output_index`` kept by its id; a call's arguments it carries
+        are held until the call ends.
 
         The API adds each call with none yet (``""``, or ``{}`` from some servers)
         and streams them in deltas. A server that adds a call whole gives them
@@ -175,6 +182,9 @@ class ResponsesStreamDecoder:
         that are the call's are read, so a value of another type that deltas
         replace is no failure.
         """
+        item_id = item.get("id")
+        if type(output) is int and isinstance(item_id, str):
+            self._outputs[item_id] = output
         if item.get("type") != "function_call":
             return []
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
