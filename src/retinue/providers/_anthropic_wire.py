@@ -33,6 +33,7 @@ from ._blocks import (
     error_event,
     loads_event,
     malformed,
+    named_only,
 )
 from ._counts import optional_count, token_count
 from ._failures import ProviderConnectionError, ProviderError, stream_error
@@ -260,6 +261,8 @@ class AnthropicStreamDecoder:
             self.done = True
         elif kind == "error" or (kind is None and payload.get("error")):
             raise stream_error(payload.get("error"), where="anthropic messages")
+        elif kind is None and event.event:
+            return self.feed(named_only(event.event, payload))
         return []
 
     def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:

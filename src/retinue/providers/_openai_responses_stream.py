@@ -10,7 +10,15 @@ import attrs
 
 from retinue._stream import ABORTED, STOP, TOOL_CALLS, Finish, FinishReason, StreamChunk, UsageChunk
 
-from ._blocks import BlockTable, arguments_text, block_index, error_event, loads_event, malformed
+from ._blocks import (
+    BlockTable,
+    arguments_text,
+    block_index,
+    error_event,
+    loads_event,
+    malformed,
+    named_only,
+)
 from ._failures import ProviderConnectionError, stream_error
 from ._openai_responses_parts import left_out, part_texts
 from ._openai_responses_usage import incomplete_reason, responses_usage
@@ -121,6 +129,8 @@ class ResponsesStreamDecoder:
             raise stream_error(failure, where="responses")
         if kind == "error" or (kind is None and payload.get("error")):
             raise stream_error(payload.get("error") or payload, where="responses")
+        if kind is None and event.event:
+            return self.feed(named_only(event.event, payload))
         return []
 
     def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | int | None:
