@@ -82,8 +82,9 @@ def loads_event(data: bytes) -> dict[str, object]:
 def named_only(name: str, payload: dict[str, object]) -> SseEvent:
     """The event *payload*, which has no ``type``, as the type its SSE event *name* gives.
 
-    The SDKs dispatch on that name: a proxy may leave the type out of the data.
-    Written again only on this path, off the per-delta one.
+    Anthropic's SDK takes an event by that name; a proxy may leave the type out of the
+    data, and the name alone says what the event is. Written again only on this path,
+    off the per-delta one.
     """
     return SseEvent(name, json.dumps({**payload, "type": name}).encode())
 
