@@ -17,6 +17,7 @@ import pytest
 from retinue._content import Text
 from retinue._stream import TextDelta
 from retinue.loop._assembler import BlockAssembler
+from retinue.providers import ProviderStreamError
 from retinue.providers._openai_responses_stream import ResponsesStreamDecoder
 from retinue.providers._sse import SseEvent
 
@@ -290,3 +291,18 @@ async def test_parts_completed_out_of_order_beside_unindexed_deltas_come_once(
     assert collected.message.content == expected
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
     assert streamed == answer + _SECOND
+
+
+async def test_a_part_streamed_after_its_content_part_done_is_refused() -> None:
+    """R10.3: a part whose ``content_part.done`` comes before its deltas is refused as
+    malformed, naming the block, rather than given twice: its complete text opened the
+    block, and the deltas ran on from it."""
+    events = _recorded()
+    done = next(e for e in events if e["type"] == "response.content_part.done")
+    first_delta = next(i for i, e in enumerate(events) if e["type"] == _DELTA)
+    edited = [e for e in events if e is not done]
+    edited.insert(first_delta, done)
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+    assert "came after the block ended" in str(caught.value)

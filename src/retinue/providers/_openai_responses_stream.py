@@ -332,7 +332,14 @@ class ResponsesStreamDecoder:
         if table.find("text", text, self._matched) is not None:
             return []
         # Not matched yet: its item's output_item.done, keyed otherwise, must find it.
-        return [table.text(key, text)]
+        return self._complete(key, text)
+
+    def _complete(self, key: Hashable, text: str) -> list[StreamChunk]:
+        """The block of a part sent complete, ended at once: a delta for it after its
+        complete text (a part streamed after it was completed) is refused as malformed,
+        where it would run on from that text, the part given twice."""
+        delta, end = self._table.text(key, text), self._table.end(key)
+        return [delta] if end is None else [delta, end]
 
     def _part_beside_whole(
         self, whole: Hashable, output: object, index: int, text: str
