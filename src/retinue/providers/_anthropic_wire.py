@@ -34,6 +34,7 @@ from ._blocks import (
     loads_event,
     malformed,
     named_only,
+    not_a_string,
 )
 from ._counts import optional_count, token_count
 from ._failures import ProviderConnectionError, ProviderError, stream_error
@@ -254,7 +255,10 @@ class AnthropicStreamDecoder:
         elif kind == "message_delta":
             _merge_usage(self._usage, _dict(payload.get("usage")))
             delta = _dict(payload.get("delta"))
-            self._stop_reason = _str(delta.get("stop_reason"))
+            stop_reason = delta.get("stop_reason")
+            if stop_reason is not None and type(stop_reason) is not str:
+                raise not_a_string("anthropic messages: message_delta's stop_reason", stop_reason)
+            self._stop_reason = stop_reason
             self._stop_details = _dict(delta.get("stop_details"))
             self._stopped = True
         elif kind == "message_stop":
@@ -263,6 +267,8 @@ class AnthropicStreamDecoder:
             raise stream_error(payload.get("error"), where="anthropic messages")
         elif kind is None and event.event:
             return self.feed(named_only(event.event, payload))
+        elif kind is not None and type(kind) is not str:
+            raise not_a_string("anthropic messages: an event's type", kind)
         return []
 
     def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:

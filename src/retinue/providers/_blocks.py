@@ -23,6 +23,7 @@ __all__ = [
     "loads_event",
     "malformed",
     "named_only",
+    "not_a_string",
 ]
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
@@ -116,6 +117,13 @@ _ERROR_TEXT_SHOWN = 500
 def malformed(message: str) -> ProviderStreamError:
     """The error for a response that parsed but is not what the API sends."""
     return ProviderStreamError(message, code="MALFORMED_RESPONSE", retryable=True)
+
+
+def not_a_string(what: str, value: object, wanted: str = "a string") -> ProviderStreamError:
+    """The error for *what* (a field that says what an event is, or how the answer ended)
+    given *value*, of a type other than *wanted*: read as absent, the event's content or
+    the finish would be lost without a word."""
+    return malformed(f"{what} is of type {type(value).__name__}, not {wanted}")
 
 
 def block_index(payload: JsonObject, field: str, where: str) -> int | None:

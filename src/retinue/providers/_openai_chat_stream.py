@@ -20,7 +20,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, arguments_text, error_event, loads_event, malformed
+from ._blocks import BlockTable, arguments_text, error_event, loads_event, malformed, not_a_string
 from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, ProviderStreamError, stream_error
 from ._sse import SseEvent
@@ -155,6 +155,10 @@ class ChatStreamDecoder:
             for choice in choices:
                 if isinstance(choice, dict) and choice.get("index", 0) == 0:
                     self._choice(choice, out)
+                elif not isinstance(choice, dict):
+                    raise not_a_string("chat completions: a chunk's choice", choice, "an object")
+        elif choices is not None:
+            raise not_a_string("chat completions: a chunk's choices", choices, "a list")
         return out
 
     def _choice(self, choice: JsonObject, out: list[StreamChunk]) -> None:

@@ -18,6 +18,7 @@ from ._blocks import (
     loads_event,
     malformed,
     named_only,
+    not_a_string,
 )
 from ._failures import ProviderConnectionError, stream_error
 from ._openai_responses_parts import left_out, part_texts
@@ -123,7 +124,10 @@ class ResponsesStreamDecoder:
         if kind == "response.content_part.done":
             return self._content_part_done(output, payload)
         if kind in ("response.completed", "response.incomplete"):
-            return self._terminal(_dict(payload.get("response")))
+            response = payload.get("response")
+            if not isinstance(response, dict):
+                raise malformed(f"responses: {kind}'s response is no object: {response!r:.80}")
+            return self._terminal(response)
         if kind == "response.failed":
             failure = _dict(payload.get("response")).get("error")
             raise stream_error(failure, where="responses")
@@ -131,6 +135,8 @@ class ResponsesStreamDecoder:
             raise stream_error(payload.get("error") or payload, where="responses")
         if kind is None and event.event:
             return self.feed(named_only(event.event, payload))
+        if kind is not None and type(kind) is not str:
+            raise not_a_string("responses: an event's type", kind)
         return []
 
     def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | int | None:
