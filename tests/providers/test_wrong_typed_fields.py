@@ -62,6 +62,19 @@ def _stop_reason(payload: Event) -> bool:
     return True
 
 
+def _delta_type(value: object) -> Callable[[Event], bool]:
+    def edit(payload: Event) -> bool:
+        if payload.get("type") != "content_block_delta":
+            return False
+        if value is None:
+            del payload["delta"]["type"]
+        else:
+            payload["delta"]["type"] = value
+        return True
+
+    return edit
+
+
 def _response(payload: Event) -> bool:
     if payload.get("type") != "response.incomplete":
         return False
@@ -83,6 +96,8 @@ def _first_text_choice(value: object) -> Callable[[Event], bool]:
 _CASES: list[tuple[str, str, Callable[[Event], bool], str]] = [
     ("messages", "messages_stream_text.json", _typed("content_block_delta", 7), "type"),
     ("messages", "messages_stream_max_tokens.json", _stop_reason, "stop_reason"),
+    ("messages", "messages_stream_text.json", _delta_type(["text_delta"]), "delta's type"),
+    ("messages", "messages_stream_text.json", _delta_type(None), "delta's type"),
     (
         "responses",
         "responses_stream_incomplete_max_output_tokens.json",
@@ -98,7 +113,16 @@ _CASES: list[tuple[str, str, Callable[[Event], bool], str]] = [
 @pytest.mark.parametrize(
     ("api", "name", "edit", "field"),
     _CASES,
-    ids=["anthropic type", "stop_reason", "responses type", "response", "choices", "choice"],
+    ids=[
+        "anthropic type",
+        "stop_reason",
+        "delta type",
+        "no delta type",
+        "responses type",
+        "response",
+        "choices",
+        "choice",
+    ],
 )
 async def test_a_wrong_typed_field_saying_what_came_is_refused(
     api: str, name: str, edit: Callable[[Event], bool], field: str

@@ -373,10 +373,14 @@ class AnthropicStreamDecoder:
         left out, as the SDK leaves it.
 
         Raises:
-            ProviderStreamError: ``MALFORMED_RESPONSE``, naming the delta and the block.
+            ProviderStreamError: ``MALFORMED_RESPONSE``, naming the delta and the block,
+                or a delta whose type is no string.
         """
         wanted = _DELTA_BLOCKS.get(kind) if isinstance(kind, str) else None
         if wanted is None:
+            if type(kind) is not str:
+                # Read as a delta of no kind, its text or input would be lost without a word.
+                raise not_a_string("anthropic messages: a content_block_delta's delta's type", kind)
             return True  # a delta retinue does not decode (citations) adds nothing
         started = self._block_types.setdefault(index, wanted)
         if started == wanted:
