@@ -75,6 +75,23 @@ def _delta_type(value: object) -> Callable[[Event], bool]:
     return edit
 
 
+def _text_of(kind: str, *path: str) -> Callable[[Event], bool]:
+    """An edit giving the text at *path* in the first event of *kind* a number."""
+
+    def edit(payload: Event) -> bool:
+        if payload.get("type") != kind:
+            return False
+        where = payload
+        for step in path[:-1]:
+            where = where[step]
+        if not isinstance(where.get(path[-1]), str):
+            return False
+        where[path[-1]] = 7
+        return True
+
+    return edit
+
+
 def _response(payload: Event) -> bool:
     if payload.get("type") != "response.incomplete":
         return False
@@ -105,6 +122,36 @@ _CASES: list[tuple[str, str, Callable[[Event], bool], str]] = [
         "type",
     ),
     ("responses", "responses_stream_incomplete_max_output_tokens.json", _response, "response"),
+    (
+        "responses",
+        "responses_stream_incomplete_max_output_tokens.json",
+        _text_of("response.output_text.delta", "delta"),
+        "delta",
+    ),
+    (
+        "responses",
+        "responses_stream_parallel_function_calls.json",
+        _text_of("response.function_call_arguments.delta", "delta"),
+        "delta",
+    ),
+    (
+        "messages",
+        "messages_stream_text.json",
+        _text_of("content_block_delta", "delta", "text"),
+        "text",
+    ),
+    (
+        "messages",
+        "messages_stream_text_and_two_tool_use.json",
+        _text_of("content_block_delta", "delta", "partial_json"),
+        "partial_json",
+    ),
+    (
+        "messages",
+        "messages_stream_thinking.json",
+        _text_of("content_block_delta", "delta", "thinking"),
+        "thinking",
+    ),
     ("chat", "chat_stream_text_usage.json", _first_text_choice({"index": 0}), "choices"),
     ("chat", "chat_stream_text_usage.json", _first_text_choice(None), "choice"),
 ]
@@ -120,6 +167,11 @@ _CASES: list[tuple[str, str, Callable[[Event], bool], str]] = [
         "no delta type",
         "responses type",
         "response",
+        "responses text",
+        "responses arguments",
+        "anthropic text",
+        "anthropic input",
+        "anthropic thinking",
         "choices",
         "choice",
     ],

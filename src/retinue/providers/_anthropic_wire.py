@@ -30,6 +30,7 @@ from ._blocks import (
     BlockTable,
     arguments_text,
     block_index,
+    delta_text,
     error_event,
     loads_event,
     malformed,
@@ -339,17 +340,23 @@ class AnthropicStreamDecoder:
         if not self._fits(index, kind):
             return []
         if kind == "text_delta":
-            text = _str(delta.get("text"))
+            text = delta.get("text")
+            if type(text) is not str:
+                text = delta_text(text, "anthropic messages: a text_delta's text")
             return [table.text(index, text)] if text else []
         if kind == "input_json_delta":
-            part = _str(delta.get("partial_json"))
+            part = delta.get("partial_json")
+            if type(part) is not str:
+                part = delta_text(part, "anthropic messages: an input_json_delta's partial_json")
             if not part:
                 return []  # the API opens a call's input with an empty one
             if self._held:
                 self._held.pop(index, None)  # the deltas are the input
             return [table.tool_call(index, None, None, part)]
         if kind == "thinking_delta":
-            text = _str(delta.get("thinking"))
+            text = delta.get("thinking")
+            if type(text) is not str:
+                text = delta_text(text, "anthropic messages: a thinking_delta's thinking")
             return [table.reasoning(index, text)] if text else []
         if kind == "signature_delta":
             # An empty signature is none: the API would refuse the block it marks.

@@ -19,6 +19,7 @@ __all__ = [
     "BlockTable",
     "arguments_text",
     "block_index",
+    "delta_text",
     "error_event",
     "loads_event",
     "malformed",
@@ -124,6 +125,17 @@ def not_a_string(what: str, value: object, wanted: str = "a string") -> Provider
     given *value*, of a type other than *wanted*: read as absent, the event's content or
     the finish would be lost without a word."""
     return malformed(f"{what} is of type {type(value).__name__}, not {wanted}")
+
+
+def delta_text(value: object, what: str) -> str:
+    """The text of a delta, *what*, that is no string: none (``null``) is empty; any other
+    value is refused as malformed, where read as none it was dropped without a word.
+
+    Called only off the per-delta path, once the text was found to be no string.
+    """
+    if value is None:
+        return ""
+    raise not_a_string(what, value)
 
 
 def block_index(payload: JsonObject, field: str, where: str) -> int | None:

@@ -14,6 +14,7 @@ from ._blocks import (
     BlockTable,
     arguments_text,
     block_index,
+    delta_text,
     error_event,
     loads_event,
     malformed,
@@ -109,9 +110,14 @@ class ResponsesStreamDecoder:
             if type(part) is not int:
                 part = block_index(payload, "content_index", "responses")
             key = ("text", output, part)
-            return [table.text(key, _str(payload.get("delta")) or "")]
+            text = payload.get("delta")
+            if type(text) is not str:
+                text = delta_text(text, f"responses: {kind}'s delta")
+            return [table.text(key, text)]
         if kind == "response.function_call_arguments.delta":
-            delta = _str(payload.get("delta")) or ""
+            delta = payload.get("delta")
+            if type(delta) is not str:
+                delta = delta_text(delta, f"responses: {kind}'s delta")
             if delta and self._held:
                 self._held.pop(("call", output), None)  # the deltas are the arguments
             return [table.tool_call(("call", output), None, None, delta)]
@@ -181,7 +187,9 @@ class ResponsesStreamDecoder:
         """A reasoning delta; a new summary or content part starts a new paragraph."""
         key = ("reasoning", output)
         part = (payload.get("summary_index"), payload.get("content_index"))
-        delta = _str(payload.get("delta")) or ""
+        delta = payload.get("delta")
+        if type(delta) is not str:
+            delta = delta_text(delta, f"responses: {payload.get('type')}'s delta")
         if self._table.has(key) and self._parts.get(key) != part:
             delta = _PARAGRAPH + delta
         self._parts[key] = part
