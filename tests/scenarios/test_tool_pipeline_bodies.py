@@ -352,7 +352,8 @@ async def test_execute_wrapper_wraps_the_body() -> None:
         (
             lambda *_: ToolExecutionResult("other-call", "forged"),
             failed(
-                'tools/execute returned a result for call "other-call", expected "call-1"',
+                f"a tools/execute listener ({__name__}.<lambda>) returned "
+                'a result for call "other-call", expected "call-1"',
                 "INVALID_HOOK_RESULT",
                 "HookError",
             ),
@@ -360,7 +361,8 @@ async def test_execute_wrapper_wraps_the_body() -> None:
         (
             lambda *_: "not a result",
             failed(
-                "tools/execute returned an invalid result: str",
+                f"a tools/execute listener ({__name__}.<lambda>) returned 'not a result', "
+                'not a ToolExecutionResult for call "call-1"',
                 "INVALID_HOOK_RESULT",
                 "HookError",
             ),
@@ -371,7 +373,9 @@ async def test_execute_wrapper_wraps_the_body() -> None:
 async def test_execute_wrapper_failure_gives_a_final_error_result(
     wrapper: Callable[[ToolExecution, Next], object], expected: dict[str, object]
 ) -> None:
-    """R9.3: a raising wrapper or one returning another call's result fails finally (no post)."""
+    """R9.3: a raising wrapper or one returning another call's result fails finally (no post);
+    the error names the wrapper that returned it, as every seam's does, where it named the
+    seam alone."""
     hooks, registry = setup()
     hooks.on("tools/execute", wrapper)
     seams = Seams().attach(hooks)

@@ -72,7 +72,10 @@ async def test_text_and_opaque_blocks_are_still_a_result(autojump_clock: trio.ab
     [
         ("accept", "tools/post-execute's Accept"),
         ("block", "tools/post-execute's Block feedback"),
-        ("execute", "tools/execute's result"),
+        (
+            "execute",
+            "(tests.scenarios.test_tool_result_blocks.test_a_listener_giving_a_result_the_models_own_blocks_makes_an_invalid_hook_result.<locals>.execute) returned an unusable result: the result",
+        ),
     ],
 )
 async def test_a_listener_giving_a_result_the_models_own_blocks_makes_an_invalid_hook_result(

@@ -15,7 +15,7 @@ from retinue._errors import HookError, synchronous_failure, synchronous_failure_
 from ._calls import call, listener_label, log_unraised, refuse_coroutine, stop_iteration_failure
 from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
-from ._results import RESULTS, refusal
+from ._results import RESULTS, Takes, refusal
 from ._seams import SEAMS, Listener, SeamName, check_callable, check_listener, seam_mode
 
 __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
@@ -309,16 +309,19 @@ class HookBus:
         default: Callable[[], Awaitable[T]],
         *args: object,
         scope: str | None = None,
+        takes: Takes | None = None,
     ) -> T:
         """Run the middleware chain; the first listener is outermost (R6.3).
 
         Each listener is called as ``fn(*args, next)``; ``await next()`` runs the
-        rest of the chain, ending in *default*.
+        rest of the chain, ending in *default*. Each listener's result is checked
+        as it returns against *takes*, else what the seam takes: a layer above
+        this one gives what one dispatch takes (a result for its tool call).
         """
         chain = self.listeners(name, scope)
         if not chain:
             return await default()
-        return await run_chain(name, chain, default, args, RESULTS.get(name))
+        return await run_chain(name, chain, default, args, takes or RESULTS.get(name))
 
     async def waterfall_value(
         self, name: str, value: T, *args: object, scope: str | None = None

@@ -18,6 +18,7 @@ import trio
 from retinue._content import ContentBlock, Text
 from retinue._errors import HookError
 from retinue.hooks import Accept, Allow, Ask, Block, Deny, HookBus
+from retinue.hooks._results import Takes
 
 from ._execution import (
     PreparedCall,
@@ -28,7 +29,14 @@ from ._execution import (
     result_content,
 )
 
-__all__ = ["UNKNOWN_TOOL", "check_dispatched", "post_execute", "pre_execute", "unknown_tool"]
+__all__ = [
+    "UNKNOWN_TOOL",
+    "check_dispatched",
+    "dispatch_takes",
+    "post_execute",
+    "pre_execute",
+    "unknown_tool",
+]
 
 log = logging.getLogger("retinue.tools")
 UNKNOWN_TOOL = "UNKNOWN_TOOL"
@@ -74,18 +82,43 @@ def _decide(execution: ToolExecution, decision: Allow | Deny | Ask) -> PreparedC
 def check_dispatched(execution: ToolExecution, result: object) -> None:
     """Refuse what a ``tools/execute`` wrapper returned unless it is *execution*'s result.
 
+    Each wrapper's result is refused as it returns (:func:`dispatch_takes`), naming
+    the wrapper; checked again here, a result the bus let through fails closed.
+
     Raises:
         HookError: *result* is not a :class:`ToolExecutionResult`, is another call's, or
             holds a block no result may (a tool call, a tool result, reasoning).
     """
     if not isinstance(result, ToolExecutionResult):
         raise _invalid_result("tools/execute", result)
+    flaw = _dispatch_flaw(execution, result)
+    if flaw is not None:
+        raise HookError(f"tools/execute returned {flaw}")
+
+
+def dispatch_takes(execution: ToolExecution) -> Takes:
+    """What the ``tools/execute`` wrappers of *execution* may return: its own result."""
+
+    def flaw(result: object) -> str | None:
+        return _dispatch_flaw(execution, result)
+
+    def accepts(result: object) -> bool:
+        return isinstance(result, ToolExecutionResult) and flaw(result) is None
+
+    return Takes(accepts, f'a ToolExecutionResult for call "{execution.call_id}"', flaw)
+
+
+def _dispatch_flaw(execution: ToolExecution, result: object) -> str | None:
+    """What makes *result*, a result, unusable for *execution*, as errors say it; else None."""
+    if not isinstance(result, ToolExecutionResult):
+        return None
     if result.call_id != execution.call_id:
-        raise HookError(
-            f'tools/execute returned a result for call "{result.call_id}", '
-            f'expected "{execution.call_id}"'
-        )
-    _held_to_a_result(result.content, "tools/execute's result")
+        return f'a result for call "{result.call_id}", expected "{execution.call_id}"'
+    try:
+        result_content(result.content, "the result")
+    except ValueError as exc:
+        return f"an unusable result: {exc}"
+    return None
 
 
 async def unknown_tool(execution: ToolExecution) -> ToolExecutionResult:

@@ -25,7 +25,14 @@ from ._execution import (
     exception_result,
 )
 from ._guards import Guard, Guards
-from ._pipeline_hooks import UNKNOWN_TOOL, check_dispatched, post_execute, pre_execute, unknown_tool
+from ._pipeline_hooks import (
+    UNKNOWN_TOOL,
+    check_dispatched,
+    dispatch_takes,
+    post_execute,
+    pre_execute,
+    unknown_tool,
+)
 from ._tool import ExecutionMode, Tool
 from ._tool_order import ordered_names
 
@@ -391,7 +398,11 @@ class ToolRegistry:
 
             try:
                 result = await self.hooks.waterfall(
-                    "tools/execute", innermost, execution, scope=execution.agent_id
+                    "tools/execute",
+                    innermost,
+                    execution,
+                    scope=execution.agent_id,
+                    takes=dispatch_takes(execution),
                 )
                 check_dispatched(execution, result)
             except Exception as exc:
