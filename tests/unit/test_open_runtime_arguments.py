@@ -45,6 +45,12 @@ class _StoreWithoutDurable:
         return getattr(self._inner, name)
 
 
+class _UncallableStream:
+    """A model whose ``stream`` is there but is no method."""
+
+    stream = 42
+
+
 class _ClassAdapter:
     """A model adapter written as a class with a static ``stream``."""
 
@@ -84,6 +90,9 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     # A class has every method, unbound: the instance was meant.
     ({"store": retinue.MemoryStore}, r"^store must be None or a session store, got <class "),
     ({"models": ScriptedModel}, r"^models must be a Model or a mapping .*, got <class "),
+    # The protocol's own check reads only that the attribute is there.
+    ({"models": _UncallableStream()}, r"^models must be a Model or a mapping .*, got <"),
+    ({"models": {"gpt": _UncallableStream()}}, r"^models: route 'gpt': a route needs "),
     ({"models": {"gpt": ScriptedModel}}, r"^models: route 'gpt': a route needs .*, got <class "),
     (
         {"models": {"gpt": MODEL, (None, "gpt"): MODEL}},

@@ -38,8 +38,16 @@ class Model(Protocol):
 
 
 def is_adapter(model: object) -> bool:
-    """Whether *model* is a model adapter: an object with ``stream()``, not a class needing one."""
-    return not needs_an_instance(model, "stream") and isinstance(model, Model)
+    """Whether *model* is a model adapter: an object with ``stream()``, not a class needing one.
+
+    The protocol's check reads only that ``stream`` is there: one that cannot be
+    called would fail every turn naming no model.
+    """
+    return (
+        not needs_an_instance(model, "stream")
+        and isinstance(model, Model)
+        and callable(getattr(model, "stream", None))
+    )
 
 
 def _check_default(

@@ -18,6 +18,7 @@ from retinue.config import LoopConfig
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS, check_parallel_cap
 from retinue.prompt import is_variable_name
 from retinue.providers import AdmissionController, Model, ModelRouter, RetryPolicy
+from retinue.providers._model import is_adapter
 from retinue.tools import Tool
 
 from ._supervise import RestartPolicy
@@ -109,7 +110,7 @@ def check_kinds(**arguments: object) -> None:
 def models_of(models: Model | Mapping[str, Model]) -> Model:
     """The model every agent calls: *models* itself, or a router over a mapping of them."""
     if not isinstance(models, Mapping):
-        if needs_an_instance(models, "stream") or not isinstance(models, Model):
+        if not is_adapter(models):
             raise ConfigError(
                 f"models must be a Model or a mapping of model names to Models, got {shown_short(models)}"
             )
