@@ -226,6 +226,23 @@ async def test_a_partial_binding_by_name_what_a_wrapper_takes_by_name_runs() -> 
     assert await execute(tool(name="fixed")(bound), {"upper": True}) == ("ABC", None)
 
 
+def _named(fn: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(value: int | str = 0, upper: bool = False) -> str:
+        return fn(value, upper=upper)
+
+    return wrapper
+
+
+async def test_a_partial_binding_by_name_what_a_wrapper_names_among_its_own_runs() -> None:
+    """R9.7: a wrapper of a singledispatch function whose own parameters name the argument
+    dispatched on takes it by name and passes it on by position: a partial binding it by
+    name was refused as a partial of the function itself, though called alone it works."""
+    bound = functools.partial(_named(shout), value="abc")
+    assert bound(upper=True) == "ABC"
+    assert await execute(tool(name="fixed")(bound), {"upper": True}) == ("ABC", None)
+
+
 class _Formatter:
     @functools.singledispatchmethod
     def render(self, value: int) -> str:

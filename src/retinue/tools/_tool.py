@@ -133,6 +133,18 @@ def _takes_position(fn: Callable[..., object]) -> bool:
     return any(p.kind in _POSITIONAL for p in own)
 
 
+def _names_own_parameter(fn: Callable[..., object], name: str) -> bool:
+    """Whether *fn*'s own parameters, not those a ``functools.wraps`` wrapper shows, name
+    *name* as one that can be given by name."""
+    try:
+        own = inspect.signature(fn, follow_wrapped=False).parameters
+    except (TypeError, ValueError):  # what it takes is unknown: as the dispatcher's
+        return False
+    parameter = own.get(name)
+    return parameter is not None and parameter.kind in _BY_NAME
+
+
+_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 _POSITIONAL = (
     inspect.Parameter.POSITIONAL_ONLY,
     inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -165,7 +177,9 @@ def _check_dispatched_not_bound_by_name(fn: Callable[..., object], name: str) ->
         first is None
         or first.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD
         or first.name not in keywords
-        or not _takes_position(function)  # a wrapper taking it by name passes it on itself
+        # A wrapper taking it by name passes it on itself, by position if it must.
+        or not _takes_position(function)
+        or _names_own_parameter(function, first.name)
     ):
         return
     called = getattr(function, "__qualname__", None) or repr(function)
