@@ -33,7 +33,16 @@ __all__ = [
 
 def _context_field() -> HookContext | None:
     # Checked when the decision is built, so a listener's mistake is reported at its own line.
-    return attrs.field(default=None, validator=_optional_context)
+    return attrs.field(default=None, converter=_blank_as_none, validator=_optional_context)
+
+
+def _blank_as_none(value: object) -> object:
+    """A :class:`HookContext` holding nothing but text of only whitespace (or no block) is
+    none: shown, it would be an empty ``<context>`` or ``<steering>`` block saying nothing.
+    A lookup that found nothing is a common context, so it is no error."""
+    if type(value) is HookContext and _blank_context(value):
+        return None
+    return value
 
 
 def _optional_context(
@@ -43,12 +52,6 @@ def _optional_context(
     if value is None:
         return
     if type(value) is HookContext:
-        if _blank_context(value):
-            # Shown as it is, an empty <context> or <steering> block that says nothing.
-            raise ValueError(
-                f"{type(decision).__name__}.{attribute.name} must not be a blank HookContext: "
-                f"leave it None for no context, got {value.content!r}"
-            )
         return
     # Named as users import it: the class's own module is private.
     raise TypeError(
