@@ -6,7 +6,7 @@ import functools
 
 from retinue._errors import synchronous_failure
 
-__all__ = ["qualified_name"]
+__all__ = ["code_name", "qualified_name"]
 
 
 def qualified_name(fn: object) -> str:
@@ -29,3 +29,15 @@ def qualified_name(fn: object) -> str:
     if not isinstance(qualname, str):
         qualname, module = f"{type(fn).__qualname__}.__call__", type(fn).__module__
     return f"{module}.{qualname}" if isinstance(module, str) else qualname
+
+
+def code_name(fn: object) -> str:
+    """*fn*'s ``__qualname__`` (``Policy.check``), else :func:`qualified_name`'s: a partial
+    by what it calls, an object by its class's ``__call__``; never its repr."""
+    try:
+        qualname = getattr(fn, "__qualname__", None)
+    except BaseException as exc:
+        if not synchronous_failure(exc):
+            raise
+        qualname = None
+    return qualname if isinstance(qualname, str) and qualname else qualified_name(fn)

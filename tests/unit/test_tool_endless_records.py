@@ -4,6 +4,7 @@ tool requiring one is refused when built (R9.7)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import NotRequired, TypedDict
 
@@ -89,3 +90,17 @@ async def test_a_record_held_in_itself_that_a_value_can_end_is_taken() -> None:
         "_Step(then=None) {} _Volley(back=[]) None",
         None,
     )
+
+
+def _fetch(start: _Loop, api_key: str) -> str:
+    return api_key
+
+
+def test_a_partials_refusal_names_its_function_not_its_bound_arguments() -> None:
+    """R9.7: a refusal of a partial names the function it calls, never the partial's repr,
+    which shows its bound arguments (a credential, say), as listeners' errors do."""
+    bound = functools.partial(_fetch, api_key="sk-SECRET")
+    with pytest.raises(TypeError) as refused:
+        tool(name="fetch")(bound)
+    assert "sk-SECRET" not in str(refused.value)
+    assert str(refused.value).startswith(f"{__name__}._fetch(start): no finite value fits")

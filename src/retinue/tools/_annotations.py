@@ -21,6 +21,7 @@ from typing import Any
 
 from retinue._jsonschema import is_number
 from retinue._lossless import shown_short
+from retinue._naming import code_name
 
 __all__ = [
     "SIZE_KEYWORDS",
@@ -202,7 +203,7 @@ def checking(
 
 def _predicate_check(func: Callable[[Any], object], *, holds: bool) -> Callable[[object], None]:
     """A check that *func* of the value is true (*holds*) or false, else ``ValueError``."""
-    name = getattr(func, "__qualname__", None) or repr(func)
+    name = code_name(func)
     wanted = "must satisfy" if holds else "must not satisfy"
 
     def check(value: object) -> None:

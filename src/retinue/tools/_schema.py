@@ -13,6 +13,7 @@ from typing import Any, Union, final
 import attrs
 
 from retinue._lossless import MAX_JSON_DEPTH, thaw_json
+from retinue._naming import code_name
 
 from ._annotations import refuse_field_default
 from ._defs import with_definitions
@@ -84,7 +85,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
         ValueError: a parameter name providers refuse as a property name.
     """
     spec, definitions = with_definitions(lambda: _function_spec(fn))
-    where = getattr(fn, "__qualname__", None) or repr(fn)
+    where = code_name(fn)
     _check_depth(spec.parameters, where)
     if not definitions:
         return spec
@@ -125,7 +126,7 @@ def _height(value: object) -> int:
 
 def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
     _check_not_class_method(fn)
-    where = getattr(fn, "__qualname__", None) or repr(fn)
+    where = code_name(fn)
     signature = _signature(fn, where)
     target, bound = _unwrap_partial(fn)
     _check_not_unbound_method(fn, signature, bound)
@@ -358,7 +359,7 @@ def _check_not_class_method(fn: object) -> None:
     if not isinstance(fn, classmethod):
         return
     function = fn.__func__
-    qualname = getattr(function, "__qualname__", None) or repr(function)
+    qualname = code_name(function)
     parts = qualname.split(".")
     owner = parts[-2] if len(parts) > 1 and parts[-2] != "<locals>" else "TheClass"
     name = getattr(function, "__name__", parts[-1])

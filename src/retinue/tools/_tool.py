@@ -15,6 +15,7 @@ from retinue._checks import finite_number_error
 from retinue._content import ContentBlock, as_content, check_str
 from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, JsonValue, freeze_json
+from retinue._naming import code_name
 from retinue._request import ToolSchema
 
 from ._keywords import root_definition
@@ -182,7 +183,7 @@ def _check_dispatched_not_bound_by_name(fn: Callable[..., object], name: str) ->
         or _names_own_parameter(function, first.name)
     ):
         return
-    called = getattr(function, "__qualname__", None) or repr(function)
+    called = code_name(function)
     raise TypeError(
         f"tool {name!r}: functools.partial binds {first.name!r} by name, the argument "
         f"{called} dispatches on (functools.singledispatch), which takes it by position "
@@ -224,7 +225,7 @@ def _check_not_generator(fn: Callable[..., object]) -> None:
     """Refuse a (async) generator function: each call would give an iterator, not a result."""
     code = _code(_callee(fn))
     if inspect.isgeneratorfunction(code) or inspect.isasyncgenfunction(code):
-        name = getattr(fn, "__qualname__", None) or repr(fn)
+        name = code_name(fn)
         raise TypeError(
             f"{name} is a generator function: a tool body returns its whole result "
             "(collect the items in a list)"
@@ -271,7 +272,7 @@ def _check_context_parameter(instance: Tool, _attribute: object, value: str | No
             "value for it would be replaced by the ToolContext; remove it from the schema"
         )
     if not _takes_keyword(instance.fn, value):
-        name = getattr(instance.fn, "__qualname__", None) or repr(instance.fn)
+        name = code_name(instance.fn)
         raise ValueError(
             f"context_parameter {value!r} names no parameter of {name}: every call would "
             "fail passing it the ToolContext; name one of its parameters"
