@@ -24,7 +24,7 @@ import trio.testing
 import retinue
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = ("README.md", "docs/hooks.md", "docs/providers.md")
+DOCUMENTS = ("README.md", "docs/hooks.md", "docs/providers.md", "docs/stores.md")
 
 # A fence, its text, and the prose up to the next fence or heading (where "It prints" is).
 _FENCED = re.compile(r"^```(\w+)\n(.*?)^```\n(.*?)(?=^```|^#|\Z)", re.DOTALL | re.MULTILINE)
