@@ -17,10 +17,10 @@ import trio.testing
 
 import retinue
 import retinue.hooks
-from retinue import AgentOptions, Deny, Text, ToolResultBlock
+from retinue import AgentOptions, Deny, MessageSource, Text, ToolResultBlock
 from retinue.hooks import SEAMS
 from retinue.prompt import Assembly, Section
-from retinue.session import ToolResultEvent
+from retinue.session import ContextMessage, Replace, ToolResultEvent, TurnStart
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import DEADLINE
 
@@ -80,7 +80,7 @@ def _assert_tested(block: str) -> None:
 def test_examples_on_the_page_are_the_ones_tested() -> None:
     """Each example's code is copied below as it is on the page."""
     blocks = _code_blocks(_section("Examples"))
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     for block in blocks:
         _assert_tested(block)
 
@@ -197,6 +197,61 @@ async def test_emit_example_records_statuses_and_log_events(
     assert statuses == ["running", "idle"]
     assert seen == [event.type for event in agent.session.events]
     assert agent.status == "disposed"
+
+
+# -- example: compact the history ------------------------------------------------------------
+
+
+def history_seqs(events) -> list[int]:
+    """The seqs of the events the history is built from, in order."""
+    seqs: list[int] = []
+    for event in events:
+        if event.surface_op == "append":
+            seqs.append(event.seq)
+        elif isinstance(event.surface_op, Replace):
+            start = seqs.index(event.surface_op.start)
+            end = seqs.index(event.surface_op.end)
+            seqs[start : end + 1] = [event.seq]
+    return seqs
+
+
+def compact(agent, turn, step, system_prompt, prefix, signal) -> None:
+    """At a turn's first step, replace the turns before it with a summary."""
+    events = agent.session.events
+    this_turn = max(event.seq for event in events if isinstance(event.data, TurnStart))
+    earlier = [seq for seq in history_seqs(events) if seq < this_turn]
+    if step != 1 or len(earlier) < 4:
+        return
+    text = Text(f"(summary of {len(earlier)} earlier messages)")
+    summary = ContextMessage((text,), source=MessageSource("plugin", "compactor"))
+    agent.session.append(
+        summary, surface=Replace(earlier[0], earlier[-1]), source_event_seqs=earlier
+    )
+
+
+async def test_pre_step_example_replaces_earlier_turns_with_a_summary(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R7.19, R4.19: the summary replaces the first two turns in the third request; the log keeps them."""
+    model = ScriptedModel([Reply("One."), Reply("Two."), Reply("Three.")])
+    with trio.fail_after(DEADLINE):  # a hang fails in zero real time
+        async with retinue.open_runtime(models=model) as rt:
+            rt.hooks.on("agent/pre-step", compact)
+            agent = await rt.create_agent("writer", AgentOptions(model="scripted"))
+            for prompt in ("First.", "Second.", "Third."):
+                await agent.ask(prompt)
+    for message in model.requests[2].messages:
+        text = "".join(block.text for block in message.content if isinstance(block, Text))
+        print(message.role, text)
+
+    assert capsys.readouterr().out == (
+        'user <context source="plugin">(summary of 4 earlier messages)</context>\nuser Third.\n'
+    )
+    [replacing] = [e for e in agent.session.events if isinstance(e.surface_op, Replace)]
+    assert replacing.source_event_seqs is not None
+    replaced = [agent.session.events[seq] for seq in replacing.source_event_seqs]
+    assert [e.type for e in replaced] == ["user/message", "assistant/message"] * 2
+    assert [len(request.messages) for request in model.requests] == [1, 3, 2]
 
 
 # -- the setup snippet ------------------------------------------------------------------------
