@@ -17,10 +17,10 @@ import trio.testing
 
 import retinue
 import retinue.hooks
-from retinue import AgentOptions, Deny, MessageSource, Text, ToolResultBlock
+from retinue import AgentOptions, Deny, MessageSource, Stop, Text, ToolResultBlock
 from retinue.hooks import SEAMS
 from retinue.prompt import Assembly, Section
-from retinue.session import ContextMessage, Replace, ToolResultEvent, TurnStart
+from retinue.session import ContextMessage, Replace, StepStart, ToolResultEvent, TurnStart
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import DEADLINE
 
@@ -80,7 +80,7 @@ def _assert_tested(block: str) -> None:
 def test_examples_on_the_page_are_the_ones_tested() -> None:
     """Each example's code is copied below as it is on the page."""
     blocks = _code_blocks(_section("Examples"))
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for block in blocks:
         _assert_tested(block)
 
@@ -252,6 +252,48 @@ async def test_pre_step_example_replaces_earlier_turns_with_a_summary(
     replaced = [agent.session.events[seq] for seq in replacing.source_event_seqs]
     assert [e.type for e in replaced] == ["user/message", "assistant/message"] * 2
     assert [len(request.messages) for request in model.requests] == [1, 3, 2]
+
+
+# -- example: cap the steps of a turn ---------------------------------------------------------
+
+MAX_STEPS = 3
+
+
+@retinue.tool
+async def search(query: str) -> str:
+    """Search the web.
+
+    Args:
+        query: What to look for.
+    """
+    return f"nothing found for {query}"
+
+
+def cap_steps(agent, turn, decision, call_next):
+    events = reversed(agent.session.events)
+    step = next(event.data.step for event in events if isinstance(event.data, StepStart))
+    if step >= MAX_STEPS:
+        return Stop()
+    return call_next()
+
+
+async def test_turn_continuation_example_caps_the_steps_of_each_turn(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R7.26: the continuation listener's Stop ends the turn completed after its third step."""
+    model = ScriptedModel([CallTools([ToolCallSpec("search", '{"query": "retinue"}')])] * 5)
+    with trio.fail_after(DEADLINE):  # a hang fails in zero real time
+        async with retinue.open_runtime(models=model, tools=[search]) as rt:
+            rt.hooks.on("agent/turn-continuation", cap_steps)
+            agent = await rt.create_agent("researcher", AgentOptions(model="scripted"))
+            result = await agent.ask("Find out about retinue.")
+    print(result.reason.kind, len(model.requests), repr(result.text))
+
+    assert capsys.readouterr().out == "completed 3 ''\n"
+    steps = [e.data for e in agent.session.events if isinstance(e.data, StepStart)]
+    assert [step.step for step in steps] == [1, 2, 3]
+    results = [e.data for e in agent.session.events if isinstance(e.data, ToolResultEvent)]
+    assert len(results) == 3
 
 
 # -- the setup snippet ------------------------------------------------------------------------
