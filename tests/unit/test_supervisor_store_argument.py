@@ -13,7 +13,7 @@ import trio
 
 import retinue
 from retinue.session import Session
-from retinue.testing import Reply, ScriptedModel
+from retinue.testing import DelegatingStore, Reply, ScriptedModel
 
 MODEL = ScriptedModel([Reply("ok")], repeat_last=True)
 
@@ -111,3 +111,14 @@ async def test_open_runtime_closes_a_store_by_its_aclose() -> None:
         assert (await agent.ask("hi")).reason.kind == "completed"
     with pytest.raises(retinue.StoreError):
         await store.exists("a")
+
+
+async def test_a_delegating_store_wraps_a_store_closed_by_aclose_alone() -> None:
+    """R13.1: ``DelegatingStore`` serves a store of one's own that has ``aclose()`` and no
+    ``async with``, as the runtime does, and closes it: entering it raised AttributeError."""
+    inner: Any = _StoreWithClose()
+    async with retinue.open_runtime(models=MODEL, store=DelegatingStore(inner)) as rt:
+        agent = await rt.create_agent("a", retinue.AgentOptions(model="scripted"))
+        assert (await agent.ask("hi")).reason.kind == "completed"
+    with pytest.raises(retinue.StoreError):
+        await inner.exists("a")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Self
 
+import trio
+
 from retinue._checks import needs_an_instance
 from retinue.stores._writebehind import BufferedStore
 
@@ -35,7 +37,11 @@ class DelegatingStore:
         self.store = store
 
     async def __aenter__(self) -> Self:
-        await self.store.__aenter__()
+        # A store closed by aclose() alone (as the runtime serves one) has nothing to enter.
+        if hasattr(type(self.store), "__aenter__"):
+            await self.store.__aenter__()
+        else:
+            await trio.lowlevel.checkpoint()
         return self
 
     async def __aexit__(
@@ -44,7 +50,10 @@ class DelegatingStore:
         value: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.store.__aexit__(kind, value, tb)
+        if hasattr(type(self.store), "__aexit__"):
+            await self.store.__aexit__(kind, value, tb)
+        else:
+            await self.store.aclose()
 
     def __getattr__(self, name: str) -> Any:
         # Reached for ``store`` itself only while it is unset (a subclass whose
