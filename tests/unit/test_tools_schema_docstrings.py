@@ -227,6 +227,27 @@ def test_an_args_section_on_the_docstrings_first_line_documents_the_parameters()
     }
 
 
+def test_an_args_section_on_the_first_line_ends_at_a_paragraph_below_it() -> None:
+    """R9.7: after an ``Args:`` on the first line, a paragraph at the entries' level below
+    a blank line is no part of the last entry: it was read into its description, and sent
+    to the model as what the parameter means."""
+
+    @tool
+    def forecast(city: str, days: int) -> str:
+        """Args:
+        city: the city to look up.
+        days: how many days ahead.
+
+        Looks the forecast up on the national weather service.
+        """
+        return city
+
+    assert _documented_properties(forecast) == {
+        "city": "the city to look up.",
+        "days": "how many days ahead.",
+    }
+
+
 def test_an_args_section_on_the_first_line_ends_at_the_next_section() -> None:
     """R9.7: after an ``Args:`` on the first line, entries at the header's level stop at the
     next section: its text documents no parameter."""

@@ -71,13 +71,22 @@ def _first_section_indented(lines: list[str]) -> list[str]:
     if not lines or not _is_header(lines[0]):
         return lines
     end = 1
-    while end < len(lines) and not _starts_sections(lines, end):
+    while end < len(lines) and not _starts_sections(lines, end) and not _prose_after(lines, end):
         end += 1
     body = lines[1:end]
     first = next((line for line in body if line.strip()), None)
     if first is None or _indent(first) > 0:
         return lines
     return [lines[0], *(f"    {line}" for line in body), *lines[end:]]
+
+
+def _prose_after(lines: list[str], index: int) -> bool:
+    """Whether a blank line at *index* ends the entries: a paragraph at their level follows
+    that no entry opens (a description written below the section)."""
+    if lines[index].strip():
+        return False
+    following = next((line for line in lines[index + 1 :] if line.strip()), None)
+    return following is not None and _indent(following) == 0 and not _ENTRY.match(following)
 
 
 def _starts_sections(lines: list[str], index: int) -> bool:
