@@ -1,0 +1,171 @@
+"""Tool-call pairing in a request's history, refused as each API refuses a broken pair.
+
+Only what the real APIs are known to refuse: a call answered by no result (in
+Chat Completions and Anthropic Messages, none before the history goes on), and a
+result answering no call. Chat messages that end on their calls pass, as the API
+is not known to refuse them. One pass over the history, ids in sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ._render import error_body
+from ._render_shared import dumps
+from ._values import Api
+
+__all__ = ["pairing_refusal"]
+
+_TOOL_FIRST = (
+    # sic: the API's own spelling
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+    "message with 'tool_calls'."
+)
+_UNANSWERED = (
+    "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+    "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+)
+_NO_RESULT = (
+    "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
+    "after: {ids}. Each `tool_use` block must have a corresponding `tool_result` block in the "
+    "next message."
+)
+_NO_USE = (
+    "messages.{index}.content.{block}: unexpected `tool_use_id` found in `tool_result` blocks: "
+    "{id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous "
+    "message."
+)
+
+
+def pairing_refusal(api: Api, body: Mapping[str, object]) -> bytes | None:
+    """The 400 error body *api* answers a history breaking tool-call pairing with; ``None``
+    when every call the history goes on from is answered and every result answers one.
+
+    *body*'s fields have the types the mock reads (refused before otherwise).
+    """
+    return _CHECKS[api](body)
+
+
+def _openai(message: str, param: str | None) -> bytes:
+    # error_body fills a missing code in; these refusals give none.
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return dumps({"error": error}).encode()
+
+
+def _strings(values: object, key: str) -> list[str]:
+    """The string *key* of each object in *values*, if a list."""
+    if not isinstance(values, list):
+        return []
+    return [v[key] for v in values if isinstance(v, dict) and isinstance(v.get(key), str)]
+
+
+class _Turn:
+    """An Anthropic turn: where it starts, its role, its tool_use ids and its tool_result
+    blocks (message index, block index, the id each answers)."""
+
+    __slots__ = ("first", "results", "role", "uses")
+
+    def __init__(self, first: int, role: object) -> None:
+        self.first, self.role = first, role
+        self.uses: list[str] = []
+        self.results: list[tuple[int, int, str]] = []
+
+    def add(self, index: int, blocks: list[object]) -> None:
+        for number, block in enumerate(blocks):
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use" and isinstance(block.get("id"), str):
+                self.uses.append(block["id"])
+            elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                self.results.append((index, number, block["tool_use_id"]))
+
+
+def _chat(body: Mapping[str, object]) -> bytes | None:
+    messages: Sequence[Mapping[str, object]] = body.get("messages") or []  # type: ignore[assignment]
+    calls: set[str] = set()  # of the assistant message the tool messages since answer
+    unanswered: dict[str, None] = {}  # its calls not answered yet, in their order
+    caller = -1
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool":
+            if caller < 0:
+                return _openai(_TOOL_FIRST, f"messages.[{index}].role")
+            call_id = message.get("tool_call_id")
+            if isinstance(call_id, str) and call_id not in calls:
+                return _openai(
+                    f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in "
+                    "'tool_calls' of previous message.",
+                    None,
+                )
+            if isinstance(call_id, str):
+                unanswered.pop(call_id, None)
+            continue
+        if unanswered:
+            return _openai(_UNANSWERED + ", ".join(unanswered), f"messages.[{caller}].role")
+        asks = message.get("tool_calls") if message.get("role") == "assistant" else None
+        ids = _strings(asks, "id")
+        calls, unanswered = set(ids), dict.fromkeys(ids)
+        caller = index if asks else -1
+    return None
+
+
+def _responses(body: Mapping[str, object]) -> bytes | None:
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    calls = set(_strings([i for i in items if i.get("type") == "function_call"], "call_id"))
+    outputs = set(
+        _strings([i for i in items if i.get("type") == "function_call_output"], "call_id")
+    )
+    # a chained request's outputs may answer the calls of the response it follows
+    chained = body.get("previous_response_id") is not None
+    for item in items:
+        call_id, kind = item.get("call_id"), item.get("type")
+        if not isinstance(call_id, str):
+            continue
+        if kind == "function_call" and call_id not in outputs:
+            message = f"No tool output found for function call {call_id}."
+        elif kind == "function_call_output" and not chained and call_id not in calls:
+            message = f"No tool call found for function call output with call_id {call_id}."
+        else:
+            continue
+        return _openai(message, "input")
+    return None
+
+
+def _turns(messages: Sequence[Mapping[str, object]]) -> list[_Turn]:
+    """*messages* as turns: the API merges consecutive messages of one role into one."""
+    turns: list[_Turn] = []
+    for index, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if not turns or turns[-1].role != role:
+            turns.append(_Turn(index, role))
+        if isinstance(content, list):
+            turns[-1].add(index, content)
+    return turns
+
+
+def _messages(body: Mapping[str, object]) -> bytes | None:
+    turns = _turns(body.get("messages") or [])  # type: ignore[arg-type]
+    asked: set[str] = set()  # the tool_use ids of the turn before
+    for number, turn in enumerate(turns):
+        if turn.role == "user":
+            for index, block, tool_use_id in turn.results:
+                if tool_use_id not in asked:
+                    message = _NO_USE.format(index=index, block=block, id=tool_use_id)
+                    return error_body("messages", 400, message)
+        uses = turn.uses if turn.role == "assistant" else []
+        if uses and number + 1 < len(turns):
+            answered = {result[2] for result in turns[number + 1].results}
+            if missing := [u for u in uses if u not in answered]:
+                message = _NO_RESULT.format(index=turn.first, ids=", ".join(missing))
+                return error_body("messages", 400, message)
+        asked = set(uses)
+    return None
+
+
+_CHECKS: dict[Api, Callable[[Mapping[str, object]], bytes | None]] = {
+    "chat": _chat,
+    "responses": _responses,
+    "messages": _messages,
+}
