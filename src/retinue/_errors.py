@@ -430,7 +430,10 @@ def lone_ending(
         return None
     interrupts = group.split(KeyboardInterrupt)[0]
     if interrupts is None:
-        return body_error if isinstance(body_error, SystemExit) else _first_leaf(group)  # type: ignore[return-value]
+        # The body's own ending, Ctrl-C above all, beside the group's SystemExits.
+        if isinstance(body_error, KeyboardInterrupt | SystemExit):
+            return body_error
+        return _first_leaf(group)  # type: ignore[return-value]
     if isinstance(body_error, KeyboardInterrupt):
         return body_error
     return _first_leaf(interrupts)  # type: ignore[return-value]

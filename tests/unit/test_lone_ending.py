@@ -18,3 +18,12 @@ def test_a_lone_system_exit_is_raised_and_one_beside_a_failure_is_not() -> None:
     status = SystemExit(3)
     assert lone_ending(BaseExceptionGroup("g", [BaseExceptionGroup("a", [status])]), None) is status
     assert lone_ending(BaseExceptionGroup("g", [status, ValueError("x")]), None) is None
+
+
+def test_ctrl_c_in_the_body_beside_a_lone_system_exit_is_the_one_raised() -> None:
+    """R12.10: Ctrl-C landing in the body as it unwinds from a SystemExit's cancel, the
+    group holding only that SystemExit, is the one raised: the SystemExit was, and the
+    Ctrl-C was lost."""
+    status, interrupt = SystemExit(3), KeyboardInterrupt()
+    group = BaseExceptionGroup("g", [BaseExceptionGroup("a", [status])])
+    assert lone_ending(group, interrupt) is interrupt
