@@ -306,3 +306,20 @@ async def test_a_part_streamed_after_its_content_part_done_is_refused() -> None:
         await serve_once("responses", b"".join(map(typed_event, edited)))
     assert caught.value.code == "MALFORMED_RESPONSE"
     assert "came after the block ended" in str(caught.value)
+
+
+@pytest.mark.parametrize("empty", ["", None], ids=["empty", "null"])
+async def test_an_empty_delta_after_a_parts_content_part_done_adds_nothing(
+    empty: str | None,
+) -> None:
+    """R10.3: a delta of no text for a part sent only complete (its ``content_part.done``
+    ended its block) cannot give it twice: it adds nothing, where it was refused as
+    malformed as a delta with text is."""
+    events = _recorded()
+    stray = {**next(e for e in events if e["type"] == _DELTA), "delta": empty}
+    complete_only = [e for e in events if e["type"] != _DELTA]
+    done = next(e for e in complete_only if e["type"] == "response.content_part.done")
+    complete_only.insert(complete_only.index(done) + 1, stray)
+    collected = await serve_once("responses", b"".join(map(typed_event, complete_only)))
+    plain = await serve_once("responses", b"".join(map(typed_event, events)))
+    assert collected.message.content == plain.message.content

@@ -113,7 +113,8 @@ class ResponsesStreamDecoder:
             text = payload.get("delta")
             if type(text) is not str:
                 text = delta_text(text, f"responses: {kind}'s delta")
-            return [table.text(key, text)]
+            # An empty delta adds nothing, even after its part came complete (which ends it).
+            return [table.text(key, text)] if text else []
         if kind == "response.function_call_arguments.delta":
             delta = payload.get("delta")
             if type(delta) is not str:
