@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -22,12 +23,12 @@ CLOSE_BOUND = 5.0
 
 
 @contextlib.contextmanager
-def _table_locked(dsn: str, schema: str) -> Iterator[None]:
-    """Hold the sessions table in another connection's ``LOCK TABLE``: every read waits."""
+def _table_locked(dsn: str, schema: str, table: str = "retinue_sessions") -> Iterator[None]:
+    """Hold *table* in another connection's ``LOCK TABLE``: every read of it waits."""
     import psycopg
 
     with psycopg.connect(dsn) as locker:
-        locker.execute(f'LOCK TABLE "{schema}".retinue_sessions IN ACCESS EXCLUSIVE MODE')
+        locker.execute(f'LOCK TABLE "{schema}".{table} IN ACCESS EXCLUSIVE MODE')
         try:
             yield
         finally:
@@ -82,3 +83,32 @@ async def test_a_close_waiting_for_a_cancelled_one_does_not_wait_for_a_loads_blo
                 first.cancel()
     assert loads == ["STORE_CLOSED"]
     assert closes == ["cancelled", "CLOSE_FAILED"]
+
+
+async def test_a_close_ends_a_load_between_two_of_its_lock_attempts(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.6: a load reads a session's rows in short lock attempts; a close landing between
+    two of them (where its cancel request, sent to a statement under way, finds none) ends
+    the load ``STORE_CLOSED``, where it tried on until the read's lock timeout (30 s) and
+    failed ``TABLE_LOCKED``. The cancel request is left out here, so only the pause
+    between attempts can end the read; the segments are locked, not the sessions, so the
+    load's claim passes and its read of the rows waits."""
+    from retinue.stores import _pgreaders
+
+    monkeypatch.setattr(_pgreaders, "_cancel", lambda _conn: None)
+    dsn, schema = postgres_schema
+    store = PostgresStore(dsn, schema=schema)
+    session = Session.create("stored")
+    run_turn(session)
+    loads: list[str] = []
+    async with store:
+        store.attach_new(session)
+        await store.detach(session)
+        with _table_locked(dsn, schema, "retinue_segments"), trio.fail_after(CLOSE_BOUND):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_load_into, store, session.id, loads)
+                await trio.sleep(0.3)  # real seconds: its read waits on the lock in a thread
+                backend: Any = store._backend
+                backend._pool.close()  # the close of the store's readers
+    assert loads == ["STORE_CLOSED"]

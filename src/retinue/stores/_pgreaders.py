@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
-from ._pgschema import locked_tables, not_open, psycopg_module, table_locked
+from ._pgschema import check_cancelled, locked_tables, not_open, psycopg_module, table_locked
 
 if TYPE_CHECKING:
     import psycopg
@@ -70,6 +70,14 @@ class ReaderPool:
             threading.Thread(
                 target=_cancel, args=(conn,), name="retinue-postgres-cancel", daemon=True
             ).start()
+
+    def read_goes_on(self) -> None:
+        """Raise to end a read between two lock attempts once its task is cancelled
+        (``trio.Cancelled``) or the pool closes (``STORE_CLOSED``): the close's cancel
+        request reaches only a statement under way, not the pause between two."""
+        check_cancelled()
+        if self.closed:
+            raise not_open()
 
     def run(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
         """*read* run on a pooled reader connection (made if none is idle), which it pools again.

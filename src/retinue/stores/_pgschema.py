@@ -213,13 +213,19 @@ def until_lock_free(
     return True
 
 
-def in_lock_attempts(statements: Callable[[], T], *, timeout_ms: int) -> T:
+def in_lock_attempts(
+    statements: Callable[[], T],
+    *,
+    timeout_ms: int,
+    between: Callable[[], None] = check_cancelled,
+) -> T:
     """What *statements* return, run again while they give up on a lock held elsewhere
     (each attempt one transaction, rolled back whole), for *timeout_ms* in all; then the
     last ``LockNotAvailable`` is raised.
 
-    The server's wait heeds no trio cancel: between two attempts a cancel of the trio
-    task waiting for this thread ends the wait with ``trio.Cancelled``."""
+    The server's wait heeds no trio cancel: *between* is called between two attempts and
+    raises to end the wait (by default a cancel of the trio task waiting for this thread,
+    with ``trio.Cancelled``)."""
     give_up = time.monotonic() + timeout_ms / 1000
     while True:
         try:
@@ -227,7 +233,7 @@ def in_lock_attempts(statements: Callable[[], T], *, timeout_ms: int) -> T:
         except psycopg_module().errors.LockNotAvailable:
             if time.monotonic() >= give_up:
                 raise
-        check_cancelled()
+        between()
 
 
 def ran_within_lock_timeout(statements: Callable[[], object]) -> bool:
