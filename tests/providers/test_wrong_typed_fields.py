@@ -110,6 +110,22 @@ def _first_text_choice(value: object) -> Callable[[Event], bool]:
     return edit
 
 
+def _chat_finish(payload: Event) -> bool:
+    choices = payload.get("choices")
+    if not choices or not choices[0].get("finish_reason"):
+        return False
+    choices[0]["finish_reason"] = 7
+    return True
+
+
+def _chat_content(payload: Event) -> bool:
+    choices = payload.get("choices")
+    if not choices or not choices[0]["delta"].get("content"):
+        return False
+    choices[0]["delta"]["content"] = 7
+    return True
+
+
 _CASES: list[tuple[str, str, Callable[[Event], bool], str]] = [
     ("messages", "messages_stream_text.json", _typed("content_block_delta", 7), "type"),
     ("messages", "messages_stream_max_tokens.json", _stop_reason, "stop_reason"),
@@ -154,6 +170,8 @@ _CASES: list[tuple[str, str, Callable[[Event], bool], str]] = [
     ),
     ("chat", "chat_stream_text_usage.json", _first_text_choice({"index": 0}), "choices"),
     ("chat", "chat_stream_text_usage.json", _first_text_choice(None), "choice"),
+    ("chat", "chat_stream_text_usage.json", _chat_finish, "finish_reason"),
+    ("chat", "chat_stream_text_usage.json", _chat_content, "content"),
 ]
 
 
@@ -174,6 +192,8 @@ _CASES: list[tuple[str, str, Callable[[Event], bool], str]] = [
         "anthropic thinking",
         "choices",
         "choice",
+        "chat finish_reason",
+        "chat content",
     ],
 )
 async def test_a_wrong_typed_field_saying_what_came_is_refused(

@@ -35,7 +35,7 @@ from ._blocks import (
     loads_event,
     malformed,
     named_only,
-    not_a_string,
+    wrong_type,
 )
 from ._counts import optional_count, token_count
 from ._failures import ProviderConnectionError, ProviderError, stream_error
@@ -258,7 +258,7 @@ class AnthropicStreamDecoder:
             delta = _dict(payload.get("delta"))
             stop_reason = delta.get("stop_reason")
             if stop_reason is not None and type(stop_reason) is not str:
-                raise not_a_string("anthropic messages: message_delta's stop_reason", stop_reason)
+                raise wrong_type("anthropic messages: message_delta's stop_reason", stop_reason)
             self._stop_reason = stop_reason
             self._stop_details = _dict(delta.get("stop_details"))
             self._stopped = True
@@ -269,7 +269,7 @@ class AnthropicStreamDecoder:
         elif kind is None and event.event:
             return self.feed(named_only(event.event, payload))
         elif kind is not None and type(kind) is not str:
-            raise not_a_string("anthropic messages: an event's type", kind)
+            raise wrong_type("anthropic messages: an event's type", kind)
         return []
 
     def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:
@@ -387,7 +387,7 @@ class AnthropicStreamDecoder:
         if wanted is None:
             if type(kind) is not str:
                 # Read as a delta of no kind, its text or input would be lost without a word.
-                raise not_a_string("anthropic messages: a content_block_delta's delta's type", kind)
+                raise wrong_type("anthropic messages: a content_block_delta's delta's type", kind)
             return True  # a delta retinue does not decode (citations) adds nothing
         started = self._block_types.setdefault(index, wanted)
         if started == wanted:

@@ -24,7 +24,7 @@ __all__ = [
     "loads_event",
     "malformed",
     "named_only",
-    "not_a_string",
+    "wrong_type",
 ]
 
 _TEXT, _REASONING, _TOOL = "text", "reasoning", "tool-call"
@@ -120,7 +120,7 @@ def malformed(message: str) -> ProviderStreamError:
     return ProviderStreamError(message, code="MALFORMED_RESPONSE", retryable=True)
 
 
-def not_a_string(what: str, value: object, wanted: str = "a string") -> ProviderStreamError:
+def wrong_type(what: str, value: object, wanted: str = "a string") -> ProviderStreamError:
     """The error for *what* (a field that says what an event is, or how the answer ended)
     given *value*, of a type other than *wanted*: read as absent, the event's content or
     the finish would be lost without a word."""
@@ -135,7 +135,7 @@ def delta_text(value: object, what: str) -> str:
     """
     if value is None:
         return ""
-    raise not_a_string(what, value)
+    raise wrong_type(what, value)
 
 
 def block_index(payload: JsonObject, field: str, where: str) -> int | None:

@@ -20,7 +20,7 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, arguments_text, error_event, loads_event, malformed, not_a_string
+from ._blocks import BlockTable, arguments_text, error_event, loads_event, malformed, wrong_type
 from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, ProviderStreamError, stream_error
 from ._sse import SseEvent
@@ -156,9 +156,9 @@ class ChatStreamDecoder:
                 if isinstance(choice, dict) and choice.get("index", 0) == 0:
                     self._choice(choice, out)
                 elif not isinstance(choice, dict):
-                    raise not_a_string("chat completions: a chunk's choice", choice, "an object")
+                    raise wrong_type("chat completions: a chunk's choice", choice, "an object")
         elif choices is not None:
-            raise not_a_string("chat completions: a chunk's choices", choices, "a list")
+            raise wrong_type("chat completions: a chunk's choices", choices, "a list")
         return out
 
     def _choice(self, choice: JsonObject, out: list[StreamChunk]) -> None:
@@ -174,6 +174,10 @@ class ChatStreamDecoder:
                 out.append(table.text("text", text))
             elif type(text) is list:
                 self._content_parts(text, out)
+            elif text is not None and not isinstance(text, str):
+                raise wrong_type(
+                    f"chat completions: a delta's {field}", text, "a string or a list of parts"
+                )
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):
@@ -185,8 +189,12 @@ class ChatStreamDecoder:
             out.append(self._legacy_call(legacy))
         finish = choice.get("finish_reason")
         # Ollama and SGLang send "" on every chunk before the last: that is no finish yet.
-        if isinstance(finish, str) and finish:
-            self._finish = finish
+        if isinstance(finish, str):
+            if finish:
+                self._finish = finish
+        elif finish is not None:
+            # Read as none, a cut-short answer would end as a stop.
+            raise wrong_type("chat completions: a choice's finish_reason", finish)
 
     def _content_parts(self, parts: list[object], out: list[StreamChunk]) -> None:
         """Content sent as a list of parts, as Mistral's endpoint sends it: text parts are

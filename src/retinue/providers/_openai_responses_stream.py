@@ -19,7 +19,7 @@ from ._blocks import (
     loads_event,
     malformed,
     named_only,
-    not_a_string,
+    wrong_type,
 )
 from ._failures import ProviderConnectionError, stream_error
 from ._openai_responses_parts import left_out, part_texts
@@ -143,7 +143,7 @@ class ResponsesStreamDecoder:
         if kind is None and event.event:
             return self.feed(named_only(event.event, payload))
         if kind is not None and type(kind) is not str:
-            raise not_a_string("responses: an event's type", kind)
+            raise wrong_type("responses: an event's type", kind)
         return []
 
     def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | int | None:
