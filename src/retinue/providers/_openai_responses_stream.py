@@ -1,4 +1,4 @@
-"""OpenAI Responses API streaming decoder and usage (pure)."""
+"""OpenAI Responses API streaming decoder (pure)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ __all__ = [
 
 class WaitedOutError(StoreError):
     """An open that waited out its whole timeout: for another connection's lock, or for a
-    server that accepted the connection and never answered.
+    server that did not answer within the connect timeout.
 
     Tried again at once, it would wait as long to fail alike: a close that waited for
     it to drain through fails with it instead, where it opens again after any other

@@ -300,14 +300,15 @@ def read_only_refused(what: str, advice: str = "write through the primary") -> I
 def connect_waited_out() -> Iterator[None]:
     """Raise :class:`WaitedOutError` for a connect that waited out its connect timeout.
 
-    The server accepted the connection and never answered: an open tried again at
-    once (a draining close's) would wait as long, to fail alike."""
+    No answer came within it (a server that accepted the connection and hangs, or a
+    host that never answered, during a failover say): an open tried again at once (a
+    draining close's) would most likely wait as long, to fail alike."""
     try:
         yield
     except psycopg_module().errors.ConnectionTimeout as exc:
         raise WaitedOutError(
-            f"opening the store: the PostgreSQL server accepted the connection and never "
-            f"answered within the connect timeout ({exc}): retry once it answers",
+            f"opening the store: no answer from the PostgreSQL server within the connect "
+            f"timeout ({exc}): retry once it answers",
             code="STORAGE_ERROR",
         ) from exc
 
