@@ -244,7 +244,7 @@ async def _async_subscriber(_value: int) -> None:
 @pytest.mark.parametrize(
     ("subscriber", "refusal"),
     [
-        (None, "must be callable, got None"),
+        (None, "must be callable, got a value of type NoneType"),
         (_async_subscriber, "are called synchronously"),
     ],
     ids=["not-callable", "async"],

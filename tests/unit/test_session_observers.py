@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import trio
@@ -216,6 +216,17 @@ async def _async_observer(_event: Event) -> None:
     await trio.lowlevel.checkpoint()
 
 
+def _generating(_event: Event) -> Iterator[None]:
+    yield
+
+
+class _Secret:
+    """Not callable; its repr holds a credential."""
+
+    def __repr__(self) -> str:
+        return "Secret('sk-SECRET')"
+
+
 class _AsyncCall:
     async def __call__(self, _event: Event) -> None:
         await trio.lowlevel.checkpoint()
@@ -228,9 +239,11 @@ def test_an_observer_that_cannot_be_called_synchronously_is_refused_when_it_regi
     session appends as before."""
     session = _open()
     cases: list[tuple[object, str]] = [
-        (5, "session observers must be callable, got 5"),
+        (5, "session observers must be callable, got a value of type int"),
         (_async_observer, f"synchronously: {__name__}._async_observer is async"),
         (_AsyncCall(), f"synchronously: {__name__}._AsyncCall.__call__ is async"),
+        (_generating, f"not iterated: {__name__}._generating is a generator function"),
+        (_Secret(), "session observers must be callable, got a value of type _Secret"),
     ]
     for observer, message in cases:
         with pytest.raises(TypeError, match=re.escape(message)):

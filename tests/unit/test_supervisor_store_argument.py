@@ -72,6 +72,19 @@ class _StoreAttachingAsync(_StoreWithClose):
         self._inner.attach_new(session)
 
 
+class _AsyncAttach:
+    """A callable object whose ``__call__`` is async."""
+
+    async def __call__(self, session: Session) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+class _StoreAttachingThroughAnAsyncObject(_StoreWithClose):
+    """``attach`` an object whose ``__call__`` is ``async def``."""
+
+    attach = _AsyncAttach()  # type: ignore[assignment]
+
+
 class _StoreWithoutExists(_StoreWithClose):
     """Every method but ``exists``."""
 
@@ -85,9 +98,17 @@ class _StoreWithoutExists(_StoreWithClose):
         (_StoreWithCloseAttribute(), "no aclose"),
         (_StoreEnteredOnly(), "no aclose"),
         (_StoreAttachingAsync(), "attach_new is async"),
+        (_StoreAttachingThroughAnAsyncObject(), "attach is async"),
         (_StoreWithoutExists(), "no method exists$"),
     ],
-    ids=["no-aclose", "aclose-not-callable", "aenter-without-aexit", "async-attach", "no-exists"],
+    ids=[
+        "no-aclose",
+        "aclose-not-callable",
+        "aenter-without-aexit",
+        "async-attach",
+        "async-call-attach",
+        "no-exists",
+    ],
 )
 async def test_open_runtime_refuses_a_store_it_cannot_serve_naming_why(
     store: Any, problem: str

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import difflib
-import functools
-import inspect
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal, TypeAlias
 
+from retinue._callables import is_async, is_generator
 from retinue._naming import qualified_name
 
 __all__ = [
@@ -93,45 +92,18 @@ def seam_mode(name: str) -> str:
 
 def check_callable(fn: object, what: str, *, synchronous: bool) -> None:
     if not callable(fn):
-        raise TypeError(f"{what} must be callable, got {fn!r}")
+        # Its type, not its repr: an object's repr may show what it holds, a credential say.
+        raise TypeError(f"{what} must be callable, got a value of type {type(fn).__qualname__}")
     # Named by the code alone, as a listener's errors name it: a partial's repr shows
     # its arguments, which may hold a credential.
-    if _is_generator(fn):
+    if is_generator(fn):
         # Called, it only makes a generator, which the bus drops: the body would
         # never run, and nothing would say so (trio refuses one to start_soon too).
         raise TypeError(
             f"{what} are called, not iterated: {qualified_name(fn)} is a generator function"
         )
-    if synchronous and _is_async(fn):
+    if synchronous and is_async(fn):
         raise TypeError(f"{what} are called synchronously: {qualified_name(fn)} is async")
-
-
-def _is_async(fn: object) -> bool:
-    """Whether *fn* is an ``async def`` function or method, or an object whose ``__call__`` is.
-
-    Through partials. An object that marks itself a coroutine function (as
-    ``unittest.mock.AsyncMock`` does) is async too, though its class's
-    ``__call__`` is not. A sync function wrapping an async one is not: it may
-    well start it in a nursery and return.
-    """
-    fn = _unwrapped(fn)
-    if inspect.iscoroutinefunction(fn):
-        return True
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
-
-
-def _is_generator(fn: object) -> bool:
-    """Whether *fn* is a generator function (``yield`` in a ``def`` or an ``async def``),
-    or an object whose ``__call__`` is one; through partials."""
-    fn = _unwrapped(fn)
-    called = fn if inspect.isroutine(fn) else type(fn).__call__
-    return inspect.isgeneratorfunction(called) or inspect.isasyncgenfunction(called)
-
-
-def _unwrapped(fn: object) -> object:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return fn
 
 
 def check_listener(name: str, fn: Listener) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import final
 
+from retinue._callables import is_async, is_generator
 from retinue._errors import (
     SessionError,
     synchronous_failure,
@@ -129,26 +129,27 @@ def check_observer(observer: object) -> None:
     """Refuse an observer an append cannot call synchronously, before it registers.
 
     Registered, one that is not callable would fail every later append after
-    logging its event, and an async one would leave its coroutine unawaited.
+    logging its event, an async one would leave its coroutine unawaited, and a
+    generator function's body would never run.
 
     Raises:
-        TypeError: *observer* is not callable, or is an ``async def`` function
-            (through partials) or an object whose ``__call__`` is one.
+        TypeError: *observer* is not callable, or is an ``async def`` or generator
+            function (through partials) or an object whose ``__call__`` is one.
     """
     if not callable(observer):
-        raise TypeError(f"session observers must be callable, got {observer!r}")
-    function: object = observer
-    while isinstance(function, partial):
-        function = function.func
-    if inspect.iscoroutinefunction(function) or _async_call(function):
+        # Its type, not its repr: an object's repr may show what it holds, a credential say.
+        raise TypeError(
+            f"session observers must be callable, got a value of type {type(observer).__qualname__}"
+        )
+    if is_generator(observer):
+        raise TypeError(
+            f"session observers are called, not iterated: {qualified_name(observer)} "
+            "is a generator function"
+        )
+    if is_async(observer):
         raise TypeError(
             f"session observers are called synchronously: {qualified_name(observer)} is async"
         )
-
-
-def _async_call(function: object) -> bool:
-    """Whether *function* is an object (no function or method) whose ``__call__`` is async."""
-    return not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
 
 
 _BUILTIN_METHOD: type = type([].append)

@@ -7,10 +7,10 @@ of the wrong kind fails only at the first step, crash or exit that reaches it.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Iterable, Mapping
 
+from retinue._callables import is_async, is_generator
 from retinue._checks import collection_error, finite_number_error, needs_an_instance
 from retinue._errors import ConfigError, ModelError
 from retinue._lossless import shown_short
@@ -78,8 +78,9 @@ def _store_problem(store: object) -> str | None:
         return f"no method {', '.join(missing)}"
     for op in _SYNC_STORE_OPS:
         method = getattr(store, op)
-        if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
-            return f"{op} is async, and the runtime calls it without await"
+        if is_async(method) or is_generator(method):
+            kind = "async" if is_async(method) else "a generator function"
+            return f"{op} is {kind}, and the runtime calls it once, without await"
     if not _closable(store):
         return "no aclose() and no __aenter__/__aexit__ to close it with"
     return None
