@@ -13,6 +13,7 @@ from ._seams import Listener, qualified_name
 __all__ = [
     "a_listener_of",
     "call",
+    "listener_failure",
     "listener_label",
     "log_unraised",
     "qualified_name",
@@ -35,15 +36,28 @@ async def call(name: str, fn: Listener, *args: object) -> object:
         result = fn(*args)
         if inspect.isawaitable(result):
             return await result
-    except StopIteration as exc:
-        raise stop_iteration_failure(name, fn, exc) from exc
-    except Exception:
-        raise
     except BaseException as exc:
-        # Ctrl-C and a real cancel are raised again; anything else (a stray cancel, a
-        # SystemExit) is the listener's failure, which the seam's caller contains.
-        raise failure_of(exc, listener_label(name, fn), HookError) from exc
+        failure = listener_failure(name, fn, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
+
+
+def listener_failure(name: str, fn: Listener, exc: BaseException) -> BaseException:
+    """What *fn*'s raise of *exc* propagates as: an ``Exception`` as it is, a synchronous
+    ``StopIteration`` as :func:`stop_iteration_failure`, any other ``BaseException`` that
+    does not pass on (a stray cancel, a ``SystemExit``) as a ``HookError``, which the
+    seam's caller contains.
+
+    Raises:
+        BaseException: Ctrl-C or a real cancel, raised again as they are.
+    """
+    if isinstance(exc, StopIteration):
+        return stop_iteration_failure(name, fn, exc)
+    if isinstance(exc, Exception):
+        return exc
+    return failure_of(exc, listener_label(name, fn), HookError)
 
 
 def stop_iteration_failure(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:

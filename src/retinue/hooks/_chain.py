@@ -6,9 +6,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TypeVar
 
-from retinue._errors import HookError, failure_of
+from retinue._errors import HookError
 
-from ._calls import a_listener_of, listener_label, stop_iteration_failure
+from ._calls import a_listener_of, listener_failure
 from ._results import Takes, refusal
 from ._seams import Listener
 
@@ -107,12 +107,11 @@ async def run_chain(
             result = listener(*args, frame.call_next)
             if inspect.isawaitable(result):
                 result = await result
-        except StopIteration as exc:
-            raise stop_iteration_failure(name, listener, exc) from exc
-        except Exception:
-            raise
         except BaseException as exc:
-            raise failure_of(exc, listener_label(name, listener), HookError) from exc
+            failure = listener_failure(name, listener, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             unawaited = frame.end()
         if unawaited:
