@@ -52,12 +52,12 @@ def check_store(store: object) -> None:
     """
     if store is None:
         return
+    refused = f"store must be None or a session store, got {shown_short(store)}"
+    if not any(callable(getattr(store, op, None)) for op in _STORE_OPS):
+        raise ConfigError(refused)  # no store at all: no one thing it lacks
     problem = _store_problem(store)
     if problem is not None:
-        detail = f": {problem}" if problem else ""
-        raise ConfigError(
-            f"store must be None or a session store, got {shown_short(store)}{detail}"
-        )
+        raise ConfigError(f"{refused}: {problem}")
 
 
 _STORE_OPS = ("attach", "attach_new", "flush", "detach", "load", "exists")
@@ -67,13 +67,10 @@ _SYNC_STORE_OPS = ("attach", "attach_new")
 
 
 def _store_problem(store: object) -> str | None:
-    """What keeps *store* from serving as a session store, or None; empty when it has
-    none of a store's methods (it is no store at all)."""
+    """What keeps *store*, which has some of a store's methods, from serving as one, or None."""
     if needs_an_instance(store, *_STORE_OPS):
         return "a store class, where an instance of it belongs"
     missing = [op for op in _STORE_OPS if not callable(getattr(store, op, None))]
-    if len(missing) == len(_STORE_OPS):
-        return ""
     if missing:
         return f"no method {', '.join(missing)}"
     for op in _SYNC_STORE_OPS:
