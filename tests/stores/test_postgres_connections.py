@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -138,21 +140,36 @@ async def test_postgres_reads_after_a_restart_run_again_on_a_fresh_connection(
     await assert_stored(dsn, schema, loaded)
 
 
-async def test_postgres_store_entered_under_a_deadline_gives_up_on_a_silent_server() -> None:
-    """Entering a store whose server accepts the connection but never answers honours the
-    deadline around it, instead of waiting for the connection timeout (130 s by default,
-    10 s here); the connection is given up, and the store is not open."""
+@asynccontextmanager
+async def _silent_server() -> AsyncIterator[tuple[int, list[trio.SocketStream]]]:
+    """A local port that accepts connections and never answers, as a hung server does;
+    yields it and the connections it accepted, closed on the way out."""
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    port = listeners[0].socket.getsockname()[1]
     accepted: list[trio.SocketStream] = []
 
     async def accept() -> None:
         while True:
             accepted.append(await listeners[0].accept())
 
-    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=10")
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(accept)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(accept)
+            try:
+                yield listeners[0].socket.getsockname()[1], accepted
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        for stream in accepted:
+            await stream.aclose()
+        await listeners[0].aclose()
+
+
+async def test_postgres_store_entered_under_a_deadline_gives_up_on_a_silent_server() -> None:
+    """Entering a store whose server accepts the connection but never answers honours the
+    deadline around it, instead of waiting for the connection timeout (130 s by default,
+    10 s here); the connection is given up, and the store is not open."""
+    async with _silent_server() as (port, accepted):
+        store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=10")
         started = trio.current_time()
         with trio.move_on_after(0.5) as scope:
             async with store:
@@ -160,10 +177,6 @@ async def test_postgres_store_entered_under_a_deadline_gives_up_on_a_silent_serv
         assert scope.cancelled_caught
         assert trio.current_time() - started < 2
         assert accepted
-        nursery.cancel_scope.cancel()
-    for stream in accepted:
-        await stream.aclose()
-    await listeners[0].aclose()
     assert "unopened" in repr(store)
 
 
@@ -237,26 +250,13 @@ async def test_a_draining_close_fails_with_an_entrys_open_that_timed_out_connect
     server that accepts the connection and never answers; when that connect times out, the
     close fails with the open's error, having connected once. It connected again and waited
     out the connect timeout a second time (130 s by default), then failed alike."""
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    port = listeners[0].socket.getsockname()[1]
-    accepted: list[trio.SocketStream] = []
-
-    async def accept() -> None:
-        while True:
-            accepted.append(await listeners[0].accept())
-
-    # 2 s: the shortest connect timeout libpq keeps.
-    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=2")
-    attach_undrained(store, "undrained")
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(accept)
+    async with _silent_server() as (port, accepted):
+        # 2 s: the shortest connect timeout libpq keeps.
+        store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=2")
+        attach_undrained(store, "undrained")
         with trio.fail_after(REAL_DEADLINE):
             failure = await close_during_entry(store)
-        nursery.cancel_scope.cancel()
-    for stream in accepted:
-        await stream.aclose()
-    await listeners[0].aclose()
     assert len(accepted) == 1
     assert failure is not None
     assert failure.code == "STORAGE_ERROR"
-    assert "never answered" in str(failure)
+    assert "no answer from the PostgreSQL server within the connect timeout" in str(failure)

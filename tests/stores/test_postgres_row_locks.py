@@ -40,6 +40,23 @@ def _row_locked(dsn: str, schema: str, *session_ids: str) -> Iterator[None]:
         blocker.close()
 
 
+async def _flush_cut_short_keeping_its_events(
+    store: PostgresStore, session: Session, dsn: str, schema: str
+) -> None:
+    """Flush *session* under a 0.3 s deadline while its row is locked elsewhere: the
+    deadline ends the flush, its turn's 22 events kept buffered, and a detach once the
+    lock is gone stores them all."""
+    with _row_locked(dsn, schema, session.id), trio.move_on_after(0.3) as deadline:
+        await store.flush(session)
+    assert deadline.cancelled_caught
+    assert store.statistics().buffered_events == 22
+    with trio.fail_after(REAL_DEADLINE):
+        await store.detach(session)
+        await store.aclose()
+        async with PostgresStore(dsn, schema=schema) as again:
+            assert len((await again.inspect(session.id)).events) == len(session.events)
+
+
 async def test_a_deadline_ends_a_postgres_flush_waiting_for_a_row_lock(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -57,15 +74,7 @@ async def test_a_deadline_ends_a_postgres_flush_waiting_for_a_row_lock(
     run_turn(session)
     await store.flush(session)
     run_turn(session)
-    with _row_locked(dsn, schema, session.id), trio.move_on_after(0.3) as deadline:
-        await store.flush(session)
-    assert deadline.cancelled_caught
-    assert store.statistics().buffered_events == 22
-    with trio.fail_after(REAL_DEADLINE):
-        await store.detach(session)
-        await store.aclose()
-        async with PostgresStore(dsn, schema=schema) as again:
-            assert len((await again.inspect(session.id)).events) == len(session.events)
+    await _flush_cut_short_keeping_its_events(store, session, dsn, schema)
 
 
 async def test_a_deadline_ends_a_postgres_flush_whose_claim_waits_for_a_row_lock(
@@ -84,15 +93,7 @@ async def test_a_deadline_ends_a_postgres_flush_whose_claim_waits_for_a_row_lock
     store = PostgresStore(dsn, schema=schema)
     store.attach(session)  # stored, not claimed: its first commit claims it
     run_turn(session)
-    with _row_locked(dsn, schema, session.id), trio.move_on_after(0.3) as deadline:
-        await store.flush(session)
-    assert deadline.cancelled_caught
-    assert store.statistics().buffered_events == 22
-    with trio.fail_after(REAL_DEADLINE):
-        await store.detach(session)
-        await store.aclose()
-        async with PostgresStore(dsn, schema=schema) as again:
-            assert len((await again.inspect(session.id)).events) == len(session.events)
+    await _flush_cut_short_keeping_its_events(store, session, dsn, schema)
 
 
 async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
