@@ -94,30 +94,41 @@ def test_a_context_of_another_type_is_refused_naming_the_field_and_how_to_wrap_i
     assert str(refused.value) == problem
 
 
-@pytest.mark.parametrize(
-    "build",
-    [
-        Continue,
-        lambda context: Allow(additional_context=context),
-        lambda context: Accept(additional_context=context),
-        lambda context: Block(reason="no", additional_context=context),
-    ],
-    ids=["Continue", "Allow", "Accept", "Block"],
-)
-@pytest.mark.parametrize(
+_BLANK = pytest.mark.parametrize(
     "content",
     [(), "", " \n", [Text(""), Text("\u3000")]],
     ids=["no block", "empty text", "blank text", "blank blocks"],
 )
-def test_a_blank_context_is_none(
-    build: Callable[[HookContext], object], content: str | tuple[()] | list[Text]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda context: Allow(additional_context=context),
+        lambda context: Accept(additional_context=context),
+        lambda context: Block(reason="no", additional_context=context),
+    ],
+    ids=["Allow", "Accept", "Block"],
+)
+@_BLANK
+def test_a_blank_additional_context_is_none(
+    build: Callable[[HookContext], Allow | Accept | Block], content: str | tuple[()] | list[Text]
 ) -> None:
     """R1.4: a context is content the model is also shown; one with nothing in it but
-    whitespace would show it an empty ``<context>`` or ``<steering>`` block, so it is taken
-    as none, as a blank ``Block`` reason is: a lookup that found nothing is no error."""
-    decision = build(HookContext(content))
-    field = "reason" if isinstance(decision, Continue) else "additional_context"
-    assert getattr(decision, field) is None
+    whitespace would show it an empty ``<context>`` block, so it is taken as none, as a
+    blank ``Block`` reason is: a lookup that found nothing is no error."""
+    assert build(HookContext(content)).additional_context is None
+
+
+@_BLANK
+def test_a_blank_continue_reason_is_refused_when_built(
+    content: str | tuple[()] | list[Text],
+) -> None:
+    """R7.26, R7.27: a blank ``Continue`` reason is refused at the listener's own line: taken
+    as none, it ran another step with nothing new, the model answering its own reply step
+    after step; ``None`` continues without steering."""
+    with pytest.raises(ValueError, match=r"must not be a blank HookContext: leave it None"):
+        Continue(HookContext(content))
 
 
 def test_a_context_of_content_that_is_not_text_is_not_blank() -> None:

@@ -36,6 +36,23 @@ def _context_field() -> HookContext | None:
     return attrs.field(default=None, converter=_blank_as_none, validator=_optional_context)
 
 
+def _reason_field() -> HookContext | None:
+    """A ``Continue`` reason: a blank one is refused, not taken as none. Taken as none it
+    would run another step with nothing new for the model, which answers its own reply
+    again, step after step."""
+    return attrs.field(default=None, validator=[_optional_context, _refuse_blank_context])
+
+
+def _refuse_blank_context(
+    decision: object, attribute: attrs.Attribute[HookContext | None], value: object
+) -> None:
+    if type(value) is HookContext and _blank_context(value):
+        raise ValueError(
+            f"{type(decision).__name__}.{attribute.name} must not be a blank HookContext: "
+            "leave it None to continue without steering"
+        )
+
+
 def _blank_as_none(value: object) -> object:
     """A :class:`HookContext` holding nothing but text of only whitespace (or no block) is
     none: shown, it would be an empty ``<context>`` or ``<steering>`` block saying nothing.
@@ -147,7 +164,7 @@ class Block:
 class Continue:
     """Run another step; ``reason`` is delivered as steering (R7.27)."""
 
-    reason: HookContext | None = _context_field()
+    reason: HookContext | None = _reason_field()
 
 
 @final
