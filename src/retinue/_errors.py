@@ -51,6 +51,7 @@ __all__ = [
     "error_code",
     "failure_of",
     "holds_cancel",
+    "holds_interrupt",
     "is_interrupt",
     "leaf_error",
     "lone_ending",
@@ -430,13 +431,21 @@ def lone_ending(
         return None
     interrupts = group.split(KeyboardInterrupt)[0]
     if interrupts is None:
-        # The body's own ending, Ctrl-C above all, beside the group's SystemExits.
-        if isinstance(body_error, KeyboardInterrupt | SystemExit):
-            return body_error
+        # The body's own ending, Ctrl-C above all (in a group of its own too), beside
+        # the group's SystemExits.
+        if isinstance(body_error, SystemExit) or holds_interrupt(body_error):
+            return body_error  # type: ignore[return-value]
         return _first_leaf(group)  # type: ignore[return-value]
     if isinstance(body_error, KeyboardInterrupt):
         return body_error
     return _first_leaf(interrupts)  # type: ignore[return-value]
+
+
+def holds_interrupt(error: BaseException | None) -> bool:
+    """Whether *error* is Ctrl-C, or a group holding one (landed in a task of a nursery)."""
+    if isinstance(error, BaseExceptionGroup):
+        return error.split(KeyboardInterrupt)[0] is not None
+    return isinstance(error, KeyboardInterrupt)
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -130,17 +130,22 @@ async def test_a_policy_s_system_exit_survives_the_block_ending_at_the_cut(
     [
         (ConnectionError("the server went away"), SystemExit),
         (KeyboardInterrupt(), KeyboardInterrupt),
+        (BaseExceptionGroup("the block's nursery", [KeyboardInterrupt()]), BaseExceptionGroup),
     ],
-    ids=["an error", "ctrl-c"],
+    ids=["an error", "ctrl-c", "ctrl-c in a group"],
 )
 async def test_a_policy_s_system_exit_beside_the_block_s_own_ending_at_the_cut(
     error: BaseException, expected: type[BaseException]
 ) -> None:
     """A block raising its own error as it sees the connection cut gets the policy's
-    ``SystemExit``, its error as the context; Ctrl-C the block raises wins over it."""
+    ``SystemExit``, its error as the context; Ctrl-C the block raises wins over it, bare
+    or in a group of the block's own nursery, raised as the block raised it (the group's
+    Ctrl-C was lost to the SystemExit)."""
     with trio.fail_after(REAL_DEADLINE):
         raised = await _interrupted_until_cut(0.0, error, _exiting)
     assert type(raised) is expected, repr(raised)
+    if expected is BaseExceptionGroup:
+        assert raised is error
     if expected is SystemExit:
         assert raised.__context__ is error
 

@@ -27,3 +27,13 @@ def test_ctrl_c_in_the_body_beside_a_lone_system_exit_is_the_one_raised() -> Non
     status, interrupt = SystemExit(3), KeyboardInterrupt()
     group = BaseExceptionGroup("g", [BaseExceptionGroup("a", [status])])
     assert lone_ending(group, interrupt) is interrupt
+
+
+def test_ctrl_c_in_a_group_of_the_body_beside_a_lone_system_exit_is_the_one_raised() -> None:
+    """R12.10: Ctrl-C landing in a task of a nursery the body opened comes from the body in
+    a group: beside a lone SystemExit that group is raised, as the body raised it, where
+    the SystemExit was and the Ctrl-C was lost."""
+    status = SystemExit(3)
+    interrupted = BaseExceptionGroup("body", [KeyboardInterrupt()])
+    group = BaseExceptionGroup("g", [BaseExceptionGroup("a", [status])])
+    assert lone_ending(group, interrupted) is interrupted

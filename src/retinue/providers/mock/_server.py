@@ -12,7 +12,7 @@ import attrs
 import httpx2
 import trio
 
-from retinue._errors import lone_ending, reraise
+from retinue._errors import holds_interrupt, lone_ending, reraise
 
 from ._connection import Connection
 from ._exchange import (
@@ -357,9 +357,7 @@ async def open_mock_server(
     except BaseExceptionGroup as group:
         _raise_group(group, server._ending, failure)
     ending = server._ending
-    if ending is not None and not (
-        isinstance(ending, SystemExit) and isinstance(failure, KeyboardInterrupt)
-    ):
+    if ending is not None and not (isinstance(ending, SystemExit) and holds_interrupt(failure)):
         raise_ending(ending, failure)
     if failure is not None:
         raise failure
