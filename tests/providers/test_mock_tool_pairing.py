@@ -211,9 +211,22 @@ async def test_mock_responses_pairing_refusal_has_openai_body() -> None:
     }
 
 
-async def test_mock_responses_output_of_a_previous_response_call_is_accepted() -> None:
-    """With ``previous_response_id`` the call of an output may be in the stored response."""
-    body = {"model": "m", "previous_response_id": "resp_1", "input": [_output("a")]}
+@pytest.mark.parametrize(
+    "chained",
+    [
+        {"previous_response_id": "resp_1"},
+        {"conversation": "conv_1"},
+        {"input": [{"type": "item_reference", "id": "fc_1"}, _output("a")]},
+    ],
+    ids=["previous response", "conversation", "item reference"],
+)
+async def test_mock_responses_output_of_a_call_held_elsewhere_is_accepted(
+    chained: dict[str, object],
+) -> None:
+    """The call of an output may be in the stored response a ``previous_response_id``
+    names, in the ``conversation`` the request continues, or in an item it names by
+    reference: the real API takes each, and the mock refused the last two."""
+    body = {"model": "m", "input": [_output("a")], **chained}
     assert (await _posted("/v1/responses", body)).status_code == 200
 
 

@@ -117,8 +117,13 @@ def _responses(body: Mapping[str, object]) -> bytes | None:
     outputs = set(
         _strings([i for i in items if i.get("type") == "function_call_output"], "call_id")
     )
-    # a chained request's outputs may answer the calls of the response it follows
-    chained = body.get("previous_response_id") is not None
+    # Outputs may answer calls the request does not hold: those of the response it follows,
+    # of the conversation it continues, or of items it names by reference.
+    chained = (
+        body.get("previous_response_id") is not None
+        or body.get("conversation") is not None
+        or any(item.get("type") == "item_reference" for item in items)
+    )
     for item in items:
         call_id, kind = item.get("call_id"), item.get("type")
         if not isinstance(call_id, str):
