@@ -414,7 +414,7 @@ _ENDINGS = (KeyboardInterrupt, SystemExit)
 
 def lone_ending(
     group: BaseExceptionGroup[BaseException], body_error: BaseException | None
-) -> KeyboardInterrupt | SystemExit | None:
+) -> BaseException | None:
     """The Ctrl-C (else the ``SystemExit``) to raise when *group* holds nothing else,
     wherever it landed.
 
@@ -434,11 +434,11 @@ def lone_ending(
         # The body's own ending, Ctrl-C above all (in a group of its own too), beside
         # the group's SystemExits.
         if isinstance(body_error, SystemExit) or holds_interrupt(body_error):
-            return body_error  # type: ignore[return-value]
-        return _first_leaf(group)  # type: ignore[return-value]
+            return body_error
+        return _first_leaf(group)
     if isinstance(body_error, KeyboardInterrupt):
         return body_error
-    return _first_leaf(interrupts)  # type: ignore[return-value]
+    return _first_leaf(interrupts)
 
 
 def holds_interrupt(error: BaseException | None) -> bool:
