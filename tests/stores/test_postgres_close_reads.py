@@ -85,15 +85,17 @@ async def test_a_close_waiting_for_a_cancelled_one_does_not_wait_for_a_loads_blo
     assert closes == ["cancelled", "CLOSE_FAILED"]
 
 
+@pytest.mark.parametrize("reopened", [False, True], ids=["closed", "closed and reopened"])
 async def test_a_close_ends_a_load_between_two_of_its_lock_attempts(
-    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch, reopened: bool
 ) -> None:
     """R11.6: a load reads a session's rows in short lock attempts; a close landing between
     two of them (where its cancel request, sent to a statement under way, finds none) ends
     the load ``STORE_CLOSED``, where it tried on until the read's lock timeout (30 s) and
     failed ``TABLE_LOCKED``. The cancel request is left out here, so only the pause
     between attempts can end the read; the segments are locked, not the sessions, so the
-    load's claim passes and its read of the rows waits."""
+    load's claim passes and its read of the rows waits. A close the readers are opened
+    again after (as a failed close's are) ends it too: the read tried on."""
     from retinue.stores import _pgreaders
 
     monkeypatch.setattr(_pgreaders, "_cancel", lambda _conn: None)
@@ -111,4 +113,6 @@ async def test_a_close_ends_a_load_between_two_of_its_lock_attempts(
                 await trio.sleep(0.3)  # real seconds: its read waits on the lock in a thread
                 backend: Any = store._backend
                 backend._pool.close()  # the close of the store's readers
+                if reopened:
+                    backend._pool.open()
     assert loads == ["STORE_CLOSED"]

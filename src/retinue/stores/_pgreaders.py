@@ -39,6 +39,8 @@ class ReaderPool:
         """Connections a read runs on now."""
         self._lock = threading.Lock()
         self.closed = True
+        self._reading = threading.local()
+        """The close count the read this thread runs took its connection under."""
         self._closes = 0
         """How many times :meth:`close` ran: a read under way across one was sent its cancel,
         which may land after a reopen, on whatever statement its connection runs then."""
@@ -73,10 +75,12 @@ class ReaderPool:
 
     def read_goes_on(self) -> None:
         """Raise to end a read between two lock attempts once its task is cancelled
-        (``trio.Cancelled``) or the pool closes (``STORE_CLOSED``): the close's cancel
-        request reaches only a statement under way, not the pause between two."""
+        (``trio.Cancelled``) or the pool has closed since it began (``STORE_CLOSED``):
+        the close's cancel request reaches only a statement under way, not the pause
+        between two."""
         check_cancelled()
-        if self.closed:
+        # Closed since the read began, though opened again: its cancel request missed it.
+        if self.closed or self._closes != getattr(self._reading, "closes", self._closes):
             raise not_open()
 
     def run(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -87,6 +91,7 @@ class ReaderPool:
         nothing, so it runs again, once, on a new connection, as a write does.
         """
         conn, pooled, closes = self._take()
+        self._reading.closes = closes
         try:
             try:
                 result = self._read_on(conn, read)
@@ -95,6 +100,7 @@ class ReaderPool:
                     raise
                 self._let_go(conn)
                 conn, _, closes = self._take(fresh=True)
+                self._reading.closes = closes
                 result = self._read_on(conn, read)
         except psycopg_module().Error as exc:
             self._let_go(conn)
