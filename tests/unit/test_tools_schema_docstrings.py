@@ -230,7 +230,7 @@ def test_an_args_section_on_the_docstrings_first_line_documents_the_parameters()
 def test_an_args_section_on_the_first_line_ends_at_a_paragraph_below_it() -> None:
     """R9.7: after an ``Args:`` on the first line, a paragraph at the entries' level below
     a blank line is no part of the last entry: it was read into its description, and sent
-    to the model as what the parameter means."""
+    to the model as what the parameter means. It is the tool's description."""
 
     @tool
     def forecast(city: str, days: int) -> str:
@@ -246,6 +246,8 @@ def test_an_args_section_on_the_first_line_ends_at_a_paragraph_below_it() -> Non
         "city": "the city to look up.",
         "days": "how many days ahead.",
     }
+    # With no summary above the entries, the paragraph below them describes the tool.
+    assert forecast.description == "Looks the forecast up on the national weather service."
 
 
 def test_an_args_section_on_the_first_line_ends_at_the_next_section() -> None:
