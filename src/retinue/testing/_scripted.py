@@ -11,6 +11,7 @@ from typing import TypeAlias, final
 import attrs
 import trio
 
+from retinue._callables import is_async
 from retinue._content import ToolCall
 from retinue._errors import ModelError
 from retinue._lossless import shown_short
@@ -72,7 +73,7 @@ class _Cursor:
     @classmethod
     def of(cls, script: SingleScript, name: str | None) -> _Cursor:
         if callable(script):
-            if _is_async(script):
+            if is_async(script):
                 # Called synchronously per stream: each call would make a coroutine
                 # that never runs, and fail the stream naming none of this.
                 raise TypeError(
@@ -136,14 +137,6 @@ class _Cursor:
         if self.steps is None:
             return None
         return len(self.steps) - self.position
-
-
-def _is_async(function: object) -> bool:
-    """Whether *function* is an ``async def`` function (through partials) or an object whose
-    ``__call__`` is one."""
-    if inspect.iscoroutinefunction(function):
-        return True
-    return not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _request_bound(value: object) -> int | None:
