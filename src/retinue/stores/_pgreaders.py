@@ -35,12 +35,10 @@ class ReaderPool:
         self._connect = connect
         self.readers: list[psycopg.Connection[Any]] = []
         """Idle connections, the last made or used first."""
-        self._busy: set[psycopg.Connection[Any]] = set()
-        """Connections a read runs on now."""
+        self._busy: dict[psycopg.Connection[Any], int] = {}
+        """Connections a read runs on now, each with how many closes ran before it was taken."""
         self._lock = threading.Lock()
         self.closed = True
-        self._reading = threading.local()
-        """The close count the read this thread runs took its connection under."""
         self._closes = 0
         """How many times :meth:`close` ran: a read under way across one was sent its cancel,
         which may land after a reopen, on whatever statement its connection runs then."""
@@ -73,14 +71,14 @@ class ReaderPool:
                 target=_cancel, args=(conn,), name="retinue-postgres-cancel", daemon=True
             ).start()
 
-    def read_goes_on(self) -> None:
-        """Raise to end a read between two lock attempts once its task is cancelled
-        (``trio.Cancelled``) or the pool has closed since it began (``STORE_CLOSED``):
-        the close's cancel request reaches only a statement under way, not the pause
-        between two."""
+    def read_goes_on(self, conn: psycopg.Connection[Any]) -> None:
+        """Raise to end a read on *conn* between two lock attempts once its task is
+        cancelled (``trio.Cancelled``) or the pool has closed since *conn* was taken
+        (``STORE_CLOSED``): the close's cancel request reaches only a statement under
+        way, not the pause between two."""
         check_cancelled()
         # Closed since the read began, though opened again: its cancel request missed it.
-        if self.closed or self._closes != getattr(self._reading, "closes", self._closes):
+        if self.closed or self._busy.get(conn) != self._closes:
             raise not_open()
 
     def run(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -91,16 +89,15 @@ class ReaderPool:
         nothing, so it runs again, once, on a new connection, as a write does.
         """
         conn, pooled, closes = self._take()
-        self._reading.closes = closes
         try:
             try:
                 result = self._read_on(conn, read)
             except psycopg_module().OperationalError:
-                if not pooled or not conn.broken:
+                # Cut by a close (though opened again since), it is not tried again.
+                if not pooled or not conn.broken or self._closes != closes:
                     raise
                 self._let_go(conn)
                 conn, _, closes = self._take(fresh=True)
-                self._reading.closes = closes
                 result = self._read_on(conn, read)
         except psycopg_module().Error as exc:
             self._let_go(conn)
@@ -111,7 +108,7 @@ class ReaderPool:
             self._let_go(conn)
             raise
         with self._lock:
-            self._busy.discard(conn)
+            self._busy.pop(conn, None)
             if self._closes == closes:
                 self.readers.append(conn)
                 return result
@@ -143,7 +140,7 @@ class ReaderPool:
                 raise not_open()
             if self.readers and not fresh:
                 conn = self.readers.pop()
-                self._busy.add(conn)
+                self._busy[conn] = self._closes
                 return conn, True, self._closes
         conn = self.connect()
         with self._lock:
@@ -152,13 +149,13 @@ class ReaderPool:
                 conn.close()
                 raise not_open()
             # Reopened meanwhile, it is still no close's to cancel: it counts from now.
-            self._busy.add(conn)
+            self._busy[conn] = self._closes
             return conn, False, self._closes
 
     def _let_go(self, conn: psycopg.Connection[Any]) -> None:
         """Close *conn*, a read's connection that is not pooled again."""
         with self._lock:
-            self._busy.discard(conn)
+            self._busy.pop(conn, None)
         conn.close()
 
     def connect(self) -> psycopg.Connection[Any]:

@@ -393,7 +393,7 @@ class PostgresBackend:
             lambda conn: in_lock_attempts(
                 lambda: self._tables.read_rows(conn, session_id, lock_timeout_ms=_LOCK_ATTEMPT_MS),
                 timeout_ms=_pgreaders._READ_LOCK_TIMEOUT_MS,
-                between=self._pool.read_goes_on,
+                between=lambda: self._pool.read_goes_on(conn),
             )
         )
         if rows is None:

@@ -1,0 +1,78 @@
+"""The PostgreSQL store's reader pool ends a read that a close crossed, without a server:
+its connections are stand-ins that record what is asked of them (R11.6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from retinue._errors import StoreError
+from retinue.stores._pgreaders import ReaderPool
+
+psycopg = pytest.importorskip("psycopg")
+
+
+class _Connection:
+    """What a reader connection is asked in these tests, and no more."""
+
+    def __init__(self) -> None:
+        self.broken = False
+        self.closed = False
+
+    def execute(self, _statement: str) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def cancel_safe(self, timeout: float) -> None:
+        return None
+
+
+def _pool() -> ReaderPool:
+    pool = ReaderPool("s", _Connection)  # type: ignore[arg-type]
+    pool.open(_Connection())  # type: ignore[arg-type]
+    return pool
+
+
+def test_a_read_a_close_cut_is_not_tried_again_though_the_pool_reopened() -> None:
+    """R11.6: a pooled connection a close cut (the pool opened again since) ends its read
+    ``STORE_CLOSED``, where the read was tried again on a new connection and went on as
+    if no close had come."""
+    pool = _pool()
+    calls: list[Any] = []
+
+    def read(conn: Any) -> str:
+        calls.append(conn)
+        if len(calls) == 1:
+            pool.close()
+            pool.open()
+            conn.broken = True
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        pool.read_goes_on(conn)
+        return "read went on"
+
+    with pytest.raises(StoreError) as refused:
+        pool.run(read)
+    assert refused.value.code == "STORE_CLOSED"
+    assert len(calls) == 1
+
+
+def test_a_read_goes_on_between_attempts_until_a_close_crosses_it() -> None:
+    """R11.6: between two lock attempts a read goes on while no close came since its
+    connection was taken, and ends ``STORE_CLOSED`` once one did, reopened or not."""
+    pool = _pool()
+    outcomes: list[str] = []
+
+    def read(conn: Any) -> None:
+        pool.read_goes_on(conn)
+        outcomes.append("went on")
+        pool.close()
+        pool.open()
+        pool.read_goes_on(conn)
+
+    with pytest.raises(StoreError) as refused:
+        pool.run(read)
+    assert refused.value.code == "STORE_CLOSED"
+    assert outcomes == ["went on"]
