@@ -250,6 +250,22 @@ def test_an_args_section_on_the_first_line_ends_at_a_paragraph_below_it() -> Non
     assert forecast.description == "Looks the forecast up on the national weather service."
 
 
+def test_a_paragraph_below_a_returns_section_on_the_first_line_is_no_description() -> None:
+    """R9.7: only a paragraph below an arguments section that opens the docstring is taken
+    as the description; one below ``Returns:`` belongs to what it returns."""
+
+    @tool
+    def forecast(city: str) -> str:
+        """Returns:
+        the forecast.
+
+        Raises ValueError for an unknown city.
+        """
+        return city
+
+    assert forecast.description == ""
+
+
 def test_an_args_section_on_the_first_line_ends_at_the_next_section() -> None:
     """R9.7: after an ``Args:`` on the first line, entries at the header's level stop at the
     next section: its text documents no parameter."""

@@ -67,8 +67,8 @@ def _first_section_indented(lines: list[str]) -> list[str]:
     ``inspect.cleandoc`` dedents the lines after the first by their own least
     indent: under an ``Args:`` on the first line, with no other section at its
     level, the entries come out at the level of the header, where none is read.
-    A paragraph below them, there being no summary above, is the description:
-    moved to the top, where a description is read.
+    A paragraph below an arguments section, there being no summary above, is the
+    description: moved to the top, where a description is read.
     """
     if not lines or not _is_header(lines[0]):
         return lines
@@ -80,7 +80,8 @@ def _first_section_indented(lines: list[str]) -> list[str]:
     if first is None or _indent(first) > 0:
         return lines
     entries = [lines[0], *(f"    {line}" for line in body)]
-    if end == len(lines) or _starts_sections(lines, end):
+    opens_arguments = lines[0].strip().rstrip(":").strip().lower() in _ARG_SECTIONS
+    if end == len(lines) or _starts_sections(lines, end) or not opens_arguments:
         return [*entries, *lines[end:]]
     stop = end + 1
     while stop < len(lines) and not _starts_sections(lines, stop):
