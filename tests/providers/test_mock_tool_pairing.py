@@ -217,8 +217,9 @@ async def test_mock_responses_pairing_refusal_has_openai_body() -> None:
         {"previous_response_id": "resp_1"},
         {"conversation": "conv_1"},
         {"input": [{"type": "item_reference", "id": "fc_1"}, _output("a")]},
+        {"input": [{"id": "fc_1"}, _output("a")]},
     ],
-    ids=["previous response", "conversation", "item reference"],
+    ids=["previous response", "conversation", "item reference", "untyped item reference"],
 )
 async def test_mock_responses_output_of_a_call_held_elsewhere_is_accepted(
     chained: dict[str, object],

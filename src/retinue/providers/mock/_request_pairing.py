@@ -122,7 +122,7 @@ def _responses(body: Mapping[str, object]) -> bytes | None:
     chained = (
         body.get("previous_response_id") is not None
         or body.get("conversation") is not None
-        or any(item.get("type") == "item_reference" for item in items)
+        or any(_is_reference(item) for item in items)
     )
     for item in items:
         call_id, kind = item.get("call_id"), item.get("type")
@@ -136,6 +136,11 @@ def _responses(body: Mapping[str, object]) -> bytes | None:
             continue
         return _openai(message, "input")
     return None
+
+
+def _is_reference(item: Mapping[str, object]) -> bool:
+    """Whether *item* names a stored item by its id: its ``type`` is optional."""
+    return item.get("type", "item_reference") in ("item_reference", None) and "id" in item
 
 
 def _turns(messages: Sequence[Mapping[str, object]]) -> list[_Turn]:
