@@ -36,7 +36,7 @@ def _context_field() -> HookContext | None:
     return attrs.field(default=None, converter=_blank_as_none, validator=_optional_context)
 
 
-def _reason_field() -> HookContext | None:
+def _steering_field() -> HookContext | None:
     """A ``Continue`` reason: a blank one is refused, not taken as none. Taken as none it
     would run another step with nothing new for the model, which answers its own reply
     again, step after step."""
@@ -46,10 +46,11 @@ def _reason_field() -> HookContext | None:
 def _refuse_blank_context(
     decision: object, attribute: attrs.Attribute[HookContext | None], value: object
 ) -> None:
+    """An attrs validator: a context that may be absent, never one saying nothing."""
     if type(value) is HookContext and _blank_context(value):
         raise ValueError(
             f"{type(decision).__name__}.{attribute.name} must not be a blank HookContext: "
-            "leave it None to continue without steering"
+            "leave it None to continue without steering, or return Stop() to end the turn"
         )
 
 
@@ -164,7 +165,7 @@ class Block:
 class Continue:
     """Run another step; ``reason`` is delivered as steering (R7.27)."""
 
-    reason: HookContext | None = _reason_field()
+    reason: HookContext | None = _steering_field()
 
 
 @final
