@@ -336,7 +336,8 @@ async def open_mock_server(
     as itself, not wrapped in an exception group. Ctrl-C landing in one of the
     server's connection tasks or in its accept propagates as itself too, whatever
     the block did meanwhile: an error the block raised is its ``__context__``. So
-    does a ``SystemExit`` raised there (a policy's), unless the block raised Ctrl-C.
+    does a ``SystemExit`` raised there (a policy's), unless the block raised
+    Ctrl-C (bare, or in a group of its own nursery, raised as the block raised it).
     The options are :class:`MockServer`'s.
     """
     server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
