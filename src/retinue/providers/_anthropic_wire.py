@@ -34,7 +34,6 @@ from ._blocks import (
     error_event,
     loads_event,
     malformed,
-    named_only,
     wrong_type,
 )
 from ._counts import optional_count, token_count
@@ -235,6 +234,10 @@ class AnthropicStreamDecoder:
             raise error_event(event.data, "anthropic messages")
         payload = loads_event(event.data)
         kind = payload.get("type")
+        if kind is None and event.event and not payload.get("error"):
+            # A proxy may leave the type out of the data: the event's SSE name says what
+            # it is (Anthropic's SDK takes an event by that name).
+            kind = event.event
         if kind == "content_block_delta":
             index = payload.get("index")
             if type(index) is not int:  # checked off the per-delta path
@@ -266,8 +269,6 @@ class AnthropicStreamDecoder:
             self.done = True
         elif kind == "error" or (kind is None and payload.get("error")):
             raise stream_error(payload.get("error"), where="anthropic messages")
-        elif kind is None and event.event:
-            return self.feed(named_only(event.event, payload))
         elif kind is not None and type(kind) is not str:
             raise wrong_type("anthropic messages: an event's type", kind)
         return []

@@ -13,7 +13,6 @@ from retinue._lossless import joined_surrogates
 from retinue._stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
 from ._failures import ProviderStreamError, stream_error
-from ._sse import SseEvent
 
 __all__ = [
     "BlockTable",
@@ -23,7 +22,6 @@ __all__ = [
     "error_event",
     "loads_event",
     "malformed",
-    "named_only",
     "wrong_type",
 ]
 
@@ -79,16 +77,6 @@ def loads_event(data: bytes) -> dict[str, object]:
     if not isinstance(payload, dict):
         raise malformed(f"data that is not a JSON object: {data[:80]!r}")
     return payload
-
-
-def named_only(name: str, payload: dict[str, object]) -> SseEvent:
-    """The event *payload*, which has no ``type``, as the type its SSE event *name* gives.
-
-    Anthropic's SDK takes an event by that name; a proxy may leave the type out of the
-    data, and the name alone says what the event is. Written again only on this path,
-    off the per-delta one.
-    """
-    return SseEvent(name, json.dumps({**payload, "type": name}).encode())
 
 
 def error_event(data: bytes, where: str) -> ProviderStreamError:

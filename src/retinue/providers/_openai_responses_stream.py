@@ -18,7 +18,6 @@ from ._blocks import (
     error_event,
     loads_event,
     malformed,
-    named_only,
     wrong_type,
 )
 from ._failures import ProviderConnectionError, stream_error
@@ -99,6 +98,10 @@ class ResponsesStreamDecoder:
             raise error_event(event.data, "responses")
         payload = loads_event(event.data)
         kind = payload.get("type")
+        if kind is None and event.event and not payload.get("error"):
+            # A proxy may leave the type out of the data: the event's SSE name says what
+            # it is (Anthropic's SDK takes an event by that name).
+            kind = event.event
         table = self._table
         output: object = payload.get("output_index")
         if type(output) is not int:  # checked off the per-delta path
@@ -140,8 +143,6 @@ class ResponsesStreamDecoder:
             raise stream_error(failure, where="responses")
         if kind == "error" or (kind is None and payload.get("error")):
             raise stream_error(payload.get("error") or payload, where="responses")
-        if kind is None and event.event:
-            return self.feed(named_only(event.event, payload))
         if kind is not None and type(kind) is not str:
             raise wrong_type("responses: an event's type", kind)
         return []
