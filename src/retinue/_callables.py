@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import inspect
 
-__all__ = ["is_async", "is_generator"]
+from retinue._naming import qualified_name
+
+__all__ = ["check_callable", "is_async", "is_generator"]
 
 
 def is_async(fn: object) -> bool:
@@ -34,3 +36,25 @@ def _unwrapped(fn: object) -> object:
     while isinstance(fn, functools.partial):
         fn = fn.func
     return fn
+
+
+def check_callable(fn: object, what: str, *, synchronous: bool) -> None:
+    """Refuse *fn*, given as one of *what* (``"watchers"``), unless the runtime can call it
+    as it will: callable, no generator function, and not async if *synchronous*.
+
+    Raises:
+        TypeError: naming *fn* by its code (or a value that is no callable by its type).
+    """
+    if not callable(fn):
+        # Its type, not its repr: an object's repr may show what it holds, a credential say.
+        raise TypeError(f"{what} must be callable, got a value of type {type(fn).__qualname__}")
+    # Named by the code alone, as a listener's errors name it: a partial's repr shows
+    # its arguments, which may hold a credential.
+    if is_generator(fn):
+        # Called, it only makes a generator, which the bus drops: the body would
+        # never run, and nothing would say so (trio refuses one to start_soon too).
+        raise TypeError(
+            f"{what} are called, not iterated: {qualified_name(fn)} is a generator function"
+        )
+    if synchronous and is_async(fn):
+        raise TypeError(f"{what} are called synchronously: {qualified_name(fn)} is async")

@@ -27,6 +27,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
 
+from retinue._callables import check_callable
 from retinue._checks import collection_error
 from retinue._config_checks import (
     MAX_LABEL_LENGTH as MAX_LABEL_LENGTH,  # re-exported for callers of retinue.config
@@ -56,7 +57,6 @@ from retinue._content import whole
 from retinue._errors import ConfigError, synchronous_failure
 from retinue._lossless import shown_short
 from retinue.hooks._calls import refuse_coroutine
-from retinue.hooks._seams import check_callable
 from retinue.loop import DEFAULT_MAX_PARALLEL_TOOL_CALLS
 
 __all__ = [

@@ -10,13 +10,14 @@ from typing import TypeVar, final
 import attrs
 import trio
 
+from retinue._callables import check_callable
 from retinue._errors import HookError, synchronous_failure, synchronous_failure_of
 
 from ._calls import call, listener_label, log_unraised, refuse_coroutine, stop_iteration_failure
 from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
 from ._results import RESULTS, Takes, refusal
-from ._seams import SEAMS, Listener, SeamName, check_callable, check_listener, seam_mode
+from ._seams import SEAMS, Listener, SeamName, check_listener, seam_mode
 
 __all__ = ["SEAMS", "HookBus", "Listener", "SeamName", "agent_scope"]
 

@@ -7,14 +7,13 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal, TypeAlias
 
-from retinue._callables import is_async, is_generator
+from retinue._callables import check_callable
 from retinue._naming import qualified_name
 
 __all__ = [
     "SEAMS",
     "Listener",
     "SeamName",
-    "check_callable",
     "check_listener",
     "qualified_name",
     "seam_mode",
@@ -88,22 +87,6 @@ def seam_mode(name: str) -> str:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"{name!r} is not a seam{hint} (retinue.hooks.SEAMS lists them)")
     return mode
-
-
-def check_callable(fn: object, what: str, *, synchronous: bool) -> None:
-    if not callable(fn):
-        # Its type, not its repr: an object's repr may show what it holds, a credential say.
-        raise TypeError(f"{what} must be callable, got a value of type {type(fn).__qualname__}")
-    # Named by the code alone, as a listener's errors name it: a partial's repr shows
-    # its arguments, which may hold a credential.
-    if is_generator(fn):
-        # Called, it only makes a generator, which the bus drops: the body would
-        # never run, and nothing would say so (trio refuses one to start_soon too).
-        raise TypeError(
-            f"{what} are called, not iterated: {qualified_name(fn)} is a generator function"
-        )
-    if synchronous and is_async(fn):
-        raise TypeError(f"{what} are called synchronously: {qualified_name(fn)} is async")
 
 
 def check_listener(name: str, fn: Listener) -> None:

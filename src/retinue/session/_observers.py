@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import final
 
-from retinue._callables import is_async, is_generator
+from retinue._callables import check_callable
 from retinue._errors import (
     SessionError,
     synchronous_failure,
@@ -136,20 +136,7 @@ def check_observer(observer: object) -> None:
         TypeError: *observer* is not callable, or is an ``async def`` or generator
             function (through partials) or an object whose ``__call__`` is one.
     """
-    if not callable(observer):
-        # Its type, not its repr: an object's repr may show what it holds, a credential say.
-        raise TypeError(
-            f"session observers must be callable, got a value of type {type(observer).__qualname__}"
-        )
-    if is_generator(observer):
-        raise TypeError(
-            f"session observers are called, not iterated: {qualified_name(observer)} "
-            "is a generator function"
-        )
-    if is_async(observer):
-        raise TypeError(
-            f"session observers are called synchronously: {qualified_name(observer)} is async"
-        )
+    check_callable(observer, "session observers", synchronous=True)
 
 
 _BUILTIN_METHOD: type = type([].append)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
+from retinue._callables import check_callable
 from retinue._lossless import same_json
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
-from retinue.hooks._seams import check_callable
 from retinue.providers import Model
 from retinue.providers._model import is_adapter
 from retinue.session import Event, Session, StepStart
