@@ -48,6 +48,7 @@ __all__ = [
     "call_each",
     "cancel_is_stray",
     "describe_error",
+    "describe_failure",
     "error_code",
     "failure_of",
     "holds_cancel",
@@ -203,6 +204,31 @@ def describe_error(error: BaseException) -> str:
     except Exception:
         return f"{type(error).__name__} (its message could not be read)"
     return text or type(error).__name__
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The message of *exc*, led by its type name when the message alone says too little.
+
+    ``KeyError('Paris')`` reads ``KeyError: 'Paris'`` (its message is only the
+    missing key); a message that stands alone, ``disk is full``, is kept as it is.
+    """
+    message = describe_error(exc)
+    name = type(exc).__name__
+    if not message.startswith(name) and _names_only_a_value(exc, message):
+        return f"{name}: {message}"
+    return message
+
+
+def _names_only_a_value(exc: BaseException, message: str) -> bool:
+    """Whether *message* is a lookup's key or index, or the bare repr of the one argument."""
+    if isinstance(exc, LookupError):
+        return True
+    if len(exc.args) != 1:
+        return False
+    try:
+        return message == repr(exc.args[0])
+    except Exception:
+        return False
 
 
 STRAY_CANCEL_RULE = "a Cancelled caught inside must not be raised outside its own cancel scope"

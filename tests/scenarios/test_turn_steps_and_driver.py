@@ -350,6 +350,23 @@ async def test_an_ask_gets_the_provider_error_that_ended_its_turn_with_its_retry
         assert (await agent.ask("again")).error is None
 
 
+async def test_a_turn_ended_by_a_lookup_error_names_its_type_beside_the_key(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.12, R7.45: the log keeps only an error end's message, so a message that is
+    a lookup's bare key is led by the exception's type; one that stands alone is kept."""
+    model = ScriptedModel(
+        [RaiseMidStream(KeyError("temperature")), RaiseMidStream(ValueError("disk is full"))]
+    )
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        keyed = await agent.ask("go")
+        plain = await agent.ask("again")
+    assert keyed.reason == retinue.session.TurnEndReason.error(1, "KeyError: 'temperature'")
+    assert plain.reason == retinue.session.TurnEndReason.error(1, "disk is full")
+    assert isinstance(keyed.error, KeyError)
+
+
 async def test_runtime_exit_mid_turn_stops_the_loop(autojump_clock: trio.testing.MockClock) -> None:
     """T-L12 / R2.36, R12.10: leaving the runtime while a turn runs ends it ``disposed``; the driver exits."""
     model = ScriptedModel([Hang("thinking")])

@@ -7,7 +7,7 @@ from typing import final
 
 import attrs
 
-from retinue._errors import describe_error
+from retinue._errors import describe_failure
 from retinue.mailbox import MailboxItem
 from retinue.session import Session, TurnEnd, TurnEndReason, TurnStart
 
@@ -38,7 +38,7 @@ class CrashedBatch:
 
 def crash_reason(error: Exception, step: int) -> TurnEndReason:
     """How a turn a driver crash cut short in *step* ends, in the log and for its askers."""
-    return TurnEndReason.error(step, f"driver crashed: {describe_error(error)}", "DRIVER_CRASH")
+    return TurnEndReason.error(step, f"driver crashed: {describe_failure(error)}", "DRIVER_CRASH")
 
 
 def answer_crashed(session: Session, batch: CrashedBatch | None, error: Exception) -> None:

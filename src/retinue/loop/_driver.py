@@ -6,7 +6,7 @@ import logging
 
 import trio
 
-from retinue._errors import describe_error
+from retinue._errors import describe_failure
 from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
@@ -134,7 +134,7 @@ async def _guarded_turn(core: AgentCore, state: TurnState, items: list[MailboxIt
             raise
         log.warning("turn %d of agent %s failed before it opened: %s", turn, core.id, exc)
         core.emit("agent/error", turn, 0, exc)
-        reason = TurnEndReason.error(0, describe_error(exc), "TURN_NOT_OPENED")
+        reason = TurnEndReason.error(0, describe_failure(exc), "TURN_NOT_OPENED")
         # No turn was logged, so none is named: the next one takes this number.
         settle(items, TurnResult(0, reason, error=exc))
         return False  # noqa: ASYNC910 - the batch is settled; the driver parks in wait_for_queued next, and a cancel here would settle it twice

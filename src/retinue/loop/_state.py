@@ -7,7 +7,7 @@ import logging
 import attrs
 
 from retinue._content import ContentBlock, Text, ToolCall, content_text
-from retinue._errors import describe_error, error_code, leaf_error
+from retinue._errors import describe_failure, error_code, leaf_error
 from retinue._stream import Usage
 from retinue.session import (
     Session,
@@ -104,7 +104,7 @@ class TurnState:
         code = error_code(error)
         if code is None and not isinstance(error, Exception):
             code = "UNKNOWN"
-        self.reason = TurnEndReason.error(self.step, describe_error(error), code)
+        self.reason = TurnEndReason.error(self.step, describe_failure(error), code)
         self.error = error
         self.error_recorded = True
         self.core.emit("agent/error", self.turn, self.step, error)

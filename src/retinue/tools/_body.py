@@ -12,14 +12,20 @@ from typing import cast, final
 import attrs
 import trio
 
-from retinue._errors import InvalidJsonError, ToolError, failure_of, holds_cancel, pass_on
+from retinue._errors import (
+    InvalidJsonError,
+    ToolError,
+    describe_failure,
+    failure_of,
+    holds_cancel,
+    pass_on,
+)
 from retinue._handle import AgentHandle
 from retinue._lossless import FrozenDict, loads_frozen, thaw_json
 
 from ._execution import (
     ToolExecution,
     ToolExecutionResult,
-    describe_failure,
     error_result,
     exception_result,
     output_result,

@@ -24,7 +24,7 @@ from retinue._content import (
     refuse_blocks,
     wrong_type,
 )
-from retinue._errors import InvalidJsonError, RetinueError, describe_error, leaf_error
+from retinue._errors import InvalidJsonError, RetinueError, describe_failure, leaf_error
 from retinue._handle import AgentHandle
 from retinue._lossless import JsonValue, freeze_json
 from retinue.session import ToolErrorInfo
@@ -36,7 +36,6 @@ __all__ = [
     "ToolExecution",
     "ToolExecutionResult",
     "check_result",
-    "describe_failure",
     "error_info",
     "error_result",
     "exception_result",
@@ -240,31 +239,6 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
         else:
             leaves.append(exc)
     return leaves
-
-
-def describe_failure(exc: BaseException) -> str:
-    """The message of *exc*, led by its type name when the message alone says too little.
-
-    ``KeyError('Paris')`` reads ``KeyError: 'Paris'`` (its message is only the
-    missing key); a message that stands alone, ``disk is full``, is kept as it is.
-    """
-    message = describe_error(exc)
-    name = type(exc).__name__
-    if not message.startswith(name) and _names_only_a_value(exc, message):
-        return f"{name}: {message}"
-    return message
-
-
-def _names_only_a_value(exc: BaseException, message: str) -> bool:
-    """Whether *message* is a lookup's key or index, or the bare repr of the one argument."""
-    if isinstance(exc, LookupError):
-        return True
-    if len(exc.args) != 1:
-        return False
-    try:
-        return message == repr(exc.args[0])
-    except Exception:
-        return False
 
 
 def output_result(call_id: str, value: object) -> ToolExecutionResult:

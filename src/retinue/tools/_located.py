@@ -9,10 +9,9 @@ from typing import NoReturn
 
 import attrs
 
-from retinue._errors import RetinueError
+from retinue._errors import RetinueError, describe_failure
 from retinue._lossless import MAX_JSON_DEPTH
 
-from ._execution import describe_failure
 from ._judgements import Run
 
 __all__ = [
