@@ -44,14 +44,16 @@ class FlusherBugError(RuntimeError):
     """The simulated bug in an agent's flusher."""
 
 
-def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
-    """Make the flusher's ``flush`` raise *times* times (a bug, not a store failure)."""
+def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int, after: float = 0) -> list[int]:
+    """Make the flusher's ``flush`` raise *times* times (a bug, not a store failure),
+    each *after* virtual seconds of flushing."""
     real = _turn.flush  # what _driver imported
     crashes: list[int] = []
 
     async def flush(core: _core.AgentCore, turn: int, step: int) -> None:
         if len(crashes) < times:
             crashes.append(1)
+            await trio.sleep(after)
             raise FlusherBugError(f"flusher bug #{len(crashes)}")
         await real(core, turn, step)
 

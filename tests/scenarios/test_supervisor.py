@@ -77,6 +77,26 @@ async def test_wait_idle_in_a_flusher_restart_pause_waits_for_the_owed_flush(
         assert trio.current_time() == pytest.approx(10.0)
 
 
+async def test_wait_idle_for_a_flush_requested_during_a_crashing_flush_waits_for_it(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.21, R7.2: an injection made while the flusher's flush is in flight is owed the
+    next flush; that flush crashing ends only its own round, so ``wait_idle`` returns
+    once the restarted flusher has made the second injection durable."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    store = MemoryStore()
+    async with runtime(model, store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        crash_flusher(monkeypatch, times=1, after=5)
+        agent.inject("first")
+        await trio.sleep(1)
+        agent.inject("second")
+        await agent.wait_idle()
+        assert store.statistics().committed_events == len(agent.session.events)
+        injected = [texts(e.data.content) for e in of_type(agent.session.events, "context/message")]
+        assert injected == ["first", "second"]
+
+
 async def test_wait_idle_in_a_flusher_restart_pause_returns_when_the_agent_is_given_up(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -146,9 +146,11 @@ async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
     Set *stop*, then ``core.flush_wanted``, to end it once its flush in flight
     and the one owed, if any, are done: an inject or a disposal just before the
     driver exited is flushed before the agent is unregistered (R12.9).
-    However it ends, every ``wait_idle`` waiting on one of its flushes is released.
+    However it ends, every ``wait_idle`` waiting on the flush in flight is released;
+    after a crash, one waiting on a flush requested meanwhile waits for the restarted flusher.
     """
     rounds = core.flush_rounds
+    crashed = False
     try:
         while True:
             await core.flush_wanted.wait()
@@ -157,7 +159,8 @@ async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
             if stop.is_set():
                 return
     except BaseException as exc:
-        if not isinstance(exc, Exception):
+        crashed = isinstance(exc, Exception)
+        if not crashed:
             # Cancelled from outside (the runtime's teardown, Ctrl-C): a flush owed is
             # run first, shielded and bounded, as a dispose's would be (R2.21, R12.9).
             # (A crash leaves it owed to the restarted flusher.)
@@ -167,7 +170,12 @@ async def run_flusher(core: AgentCore, stop: trio.Event) -> None:
             await _flush_owed(core, rounds, interrupted=True)
         raise
     finally:
-        rounds.stop()
+        if crashed:
+            # Only the round in flight ended; one requested meanwhile is still owed
+            # to the restarted flusher, which serves these rounds (or, given up, stops them).
+            rounds.end_round()
+        else:
+            rounds.stop()
 
 
 async def _flush_owed(core: AgentCore, rounds: FlushRounds, *, interrupted: bool = False) -> None:  # noqa: ASYNC910 - with nothing owed there is nothing to wait for: the flusher waits for a request next, or its cancel goes on

@@ -14,7 +14,6 @@ from retinue._checks import finite_number_error
 from retinue._errors import ConfigError, only_cancels
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
-from retinue.loop._flushes import FlushRounds
 from retinue.loop._turn import flush_shielded
 from retinue.session import Event, Session, ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
@@ -250,10 +249,6 @@ async def _recover_flusher(
     _go_on_with(interruption)
     restart = crashes <= policy.max_restarts and not core.disposed
     if restart:
-        # The crashed flusher released its waiters and ended its rounds for good. Made
-        # before the restart pause: a wait_idle in the pause waits for the flush the
-        # restarted flusher owes, rather than finding the rounds ended and returning.
-        core.flush_rounds = FlushRounds()
         core.emit("agent/restarted", error)
     else:
         # A disposed agent is not restarted: its driver is ending, or has ended.
