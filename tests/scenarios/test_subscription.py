@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import gc
+import threading
 from typing import Any
 
 import pytest
@@ -247,6 +249,42 @@ async def test_feeds_dropped_on_an_idle_agent_leave_its_session_at_once(
             await agent.ask("hi")
             assert len(session._observers) == before + 1
             assert (await feed.__anext__()).type == "turn/start"
+
+
+async def test_a_feed_collected_in_another_threads_trio_run_leaves_the_session_on_its_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A dropped feed in a reference cycle is freed by whichever thread collects; one
+    collected inside a worker thread's own ``trio.run`` (a sync tool body's) leaves
+    the session's observers alone, which only the agent's run may change: the feed
+    leaves at the agent's next append instead."""
+    async with runtime(ScriptedModel([Reply("hi")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        session: Any = agent.session  # the observers it holds
+        before = len(session._observers)
+        gc.disable()
+        try:
+            feed: Any = agent.subscribe()
+            feed.cycle = [feed]  # only the cyclic collector frees it
+            del feed
+
+            def collect_in_a_run_of_its_own() -> None:
+                async def collect() -> None:
+                    await trio.lowlevel.checkpoint()
+                    gc.collect()
+
+                trio.run(collect)
+
+            # Joined at once, not awaited: the autojump clock would take a wait for a
+            # thread for idleness and jump to the deadline.
+            worker = threading.Thread(target=collect_in_a_run_of_its_own)
+            worker.start()
+            worker.join()
+            assert len(session._observers) == before + 1
+        finally:
+            gc.enable()
+        assert (await agent.ask("hi")).reason.kind == "completed"
+        assert len(session._observers) == before
 
 
 async def test_closing_a_feed_that_fell_behind_ends_it_without_an_overflow(

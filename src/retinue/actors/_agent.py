@@ -68,7 +68,7 @@ class Subscription:
         # another run's task would be woken from it, failing the append that woke it.
         self._run = run
         self._forget = forget
-        self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self)
+        self._unsubscribe: Callable[[], None] | None = _observe_weakly(session, self, run)
 
     def _agent_ended(self) -> None:
         """No more events will come: iteration ends after those logged (agent torn down).
@@ -153,14 +153,17 @@ class Subscription:
         await trio.lowlevel.checkpoint()
 
 
-def _observe_weakly(session: Session, feed: Subscription) -> Callable[[], None]:
+def _observe_weakly(
+    session: Session, feed: Subscription, run: trio.lowlevel.TrioToken | None
+) -> Callable[[], None]:
     """Observe *session* for *feed* without keeping *feed* alive; returns the unsubscriber.
 
     A task iterating the feed keeps it alive through its frame. Once the feed is
-    collected, its observer leaves: at once when that happens on the trio thread
-    (feeds dropped on an idle agent would otherwise pile up, each new one copying
-    them all), else at the next append. The session notifies from a snapshot of
-    its observers, so the others still get that event, in order.
+    collected, its observer leaves: at once when that happens in *run*, the
+    agent's trio run (feeds dropped on an idle agent would otherwise pile up,
+    each new one copying them all), else at the next append. The session
+    notifies from a snapshot of its observers, so the others still get that
+    event, in order.
     """
 
     def push(event: Event) -> None:
@@ -171,8 +174,9 @@ def _observe_weakly(session: Session, feed: Subscription) -> Callable[[], None]:
             live._notice(event)
 
     def dropped(_ref: object) -> None:
-        # The collector may run on any thread; only the trio thread changes the session.
-        if trio.lowlevel.in_trio_run():
+        # The collector may run on any thread, inside a trio.run of its own too (a sync
+        # tool body's): only the agent's run changes the session.
+        if in_run_of(run) if run is not None else trio.lowlevel.in_trio_run():
             unsubscribe()
 
     # A plain weak reference, not a WeakMethod: this runs per event for every live
