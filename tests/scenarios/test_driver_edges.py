@@ -95,6 +95,27 @@ async def test_a_cancel_before_a_fresh_drivers_first_run_releases_wait_idle(
         assert result.turn == 1
 
 
+async def test_an_ask_cancelled_before_it_is_called_sends_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An ``ask`` whose deadline has already passed sends nothing, as a channel's
+    ``send`` would: no turn runs, no model call is paid for an answer nobody reads.
+    One cancelled once its prompt is sent leaves the prompt to run."""
+    model = ScriptedModel([Reply("answer")], repeat_last=True)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        with trio.move_on_after(0):
+            await agent.ask("expensive question")
+        await agent.wait_idle()
+        assert agent.session.events == []
+        assert model.requests == []
+        with trio.move_on_after(0.5):
+            await agent.ask("a question left to run")
+        await agent.wait_idle()
+        assert user_texts(agent.session.events) == ["a question left to run"]
+        assert len(model.requests) == 1
+
+
 async def test_disposing_a_running_agent_flushes_its_last_turn_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

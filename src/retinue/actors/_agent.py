@@ -329,7 +329,8 @@ class Agent:
         a driver crash it says what the log does, once the supervisor has closed
         the turn and flushed it: ``error`` (``DRIVER_CRASH``) for a turn the crash
         cut short, the turn's own end for one that had ended.
-        Cancelling the wait does not withdraw the prompt.
+        Cancelling the wait does not withdraw the prompt; an ``ask`` already
+        cancelled when it is called (its deadline past) sends nothing.
 
         Agents may ask each other from their tools, but never in a circle: while
         a tool or listener of agent X waits here, X counts as waiting for this
@@ -350,6 +351,9 @@ class Agent:
         _refuse_another_run(core)
         _refuse_waiting_on_itself(core, "ask")
         caller = _caller_that_may_wait(core, "ask")
+        # As a channel's send: a call cancelled (past its deadline) before it begins
+        # does nothing, rather than pay for a turn whose answer nobody reads.
+        await trio.lowlevel.checkpoint_if_cancelled()
         ticket: Ticket[object] = Ticket()
         core.send(content, source, ticket=ticket)
         if caller is None:
