@@ -15,7 +15,13 @@ __all__ = ["AgentRegistry"]
 @final
 @attrs.define(eq=False, repr=False)
 class AgentRegistry:
-    """Live agents by id; lookups return the bare agent (R12.1). Read-only to its users."""
+    """Live agents by id. Read-only to its users.
+
+    A lookup returns the agent's one handle, the one ``create_agent`` returned,
+    ``dispose`` included: SPEC R12.1 keeps teardown to the creator's handle, but
+    an agent here is the handle (DESIGN 3), and any task that may reach it may
+    stop it, as any task holding a nursery may cancel it.
+    """
 
     _agents: dict[str, Agent] = attrs.field(factory=dict, init=False)
 

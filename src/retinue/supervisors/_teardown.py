@@ -155,7 +155,13 @@ class Teardowns:
                 let_go_of_handle(core)
 
     async def _retire(self, agent: Agent) -> None:
-        """Teardown order of a published agent once stopped (R12.9)."""
+        """Teardown order of a published agent once stopped (R12.9).
+
+        Quiescence, the final flush included, comes before all of it, as R12.9
+        pins. Then the registry entry and ``agent/disposed`` come before the
+        agent's scope is unwound (SPEC's era C unwinds first): a listener scoped
+        to the agent hears its disposal, and the session is detached last.
+        """
         core = core_of(agent)
         await core.driver_exited.wait()
         interrupt = run_each(
