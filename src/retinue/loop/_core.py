@@ -342,6 +342,11 @@ class AgentCore:
 
     # -- driver-facing helpers ------------------------------------------------
 
+    def spend_cancel(self) -> None:
+        """The armed cancel has ended its turn or start: the next one arms afresh (R7.8)."""
+        self.cancel_marker = False
+        self.cancel_reason = None
+
     def _flushing_every_event(self) -> bool:
         """Whether a background flush is in flight that began after the last event."""
         in_flight = self.flush_rounds.in_flight is not None and not self.flush_owed

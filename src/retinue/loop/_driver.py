@@ -73,8 +73,7 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
         except BaseException as exc:
             _leave_batch(core, state, items, exc)
             raise
-        core.cancel_marker = False
-        core.cancel_reason = None
+        core.spend_cancel()
         if terminal:
             mailbox.drain_steering()
         else:
@@ -108,8 +107,7 @@ def _leave_batch(
 
 def _cancelled_before_start(core: AgentCore, *, window: int) -> bool:
     """Windows 1 and 2 (R7.4, R7.5): drop the cancelled start unless new work arrived."""
-    core.cancel_marker = False
-    core.cancel_reason = None
+    core.spend_cancel()
     # The cancel discarded everything pending: a steer that came after it (the agent
     # still said "running") is new work and starts the turn (R3.10, R7.8).
     core.mailbox.requeue_steering()

@@ -342,8 +342,7 @@ def _resume(core: AgentCore, error: Exception) -> None:
     core.prefix = None
     core.header_anchored = False
     # A cancel of the crashed turn, or one landing while it was flushed, is spent (R7.8).
-    core.cancel_marker = False
-    core.cancel_reason = None
+    core.spend_cancel()
     core.mailbox.requeue_steering()  # what the crashed turn left starts the next one (R3.10)
     if core.status == "running" and not core.mailbox.has_queued:
         core.set_status("idle")
