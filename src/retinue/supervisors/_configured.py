@@ -130,9 +130,6 @@ async def _restore_or_create(
     rt: Runtime, label: str, session_id: str, options: AgentOptions
 ) -> Agent:
     """Resume *session_id*; if the store does not have it, create it instead."""
-    draining = rt.agents.get(session_id)
-    if draining is not None and draining.status == "disposed":
-        await draining.dispose()  # memoized: waits for the same teardown
     try:
         return await rt.resume_agent(session_id, options)
     except Exception:
