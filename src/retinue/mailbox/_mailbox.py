@@ -129,7 +129,11 @@ class Mailbox:
         steering.clear()
 
     def clear(self) -> None:
-        """Discard both FIFOs without delivering (R3.6)."""
+        """Discard both FIFOs without delivering (R3.6).
+
+        The items' tickets are left unsettled: an agent's cancel and disposal
+        drain the FIFOs instead, and answer every ``ask`` they discard.
+        """
         self._queued.clear()
         self._steering.clear()
 
