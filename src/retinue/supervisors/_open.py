@@ -45,14 +45,14 @@ def _managed(
     retry: RetryPolicy | None,
     admission: AdmissionController | None,
     hooks: HookBus,
-    registry_of: dict[str, Runtime],
+    runtime_slot: dict[str, Runtime],
 ) -> Model:
     """Wrap *model* with the runtime's one retry policy and admission control."""
     if retry is None and admission is None:
         return model
 
     def on_retry(notice: RetryNotice) -> None:
-        runtime = registry_of.get("runtime")
+        runtime = runtime_slot.get("runtime")
         agent = runtime.agents.get(notice.session_id) if runtime and notice.session_id else None
         hooks.emit("agent/retry", agent, notice, scope=notice.session_id)
 
@@ -177,11 +177,11 @@ async def open_runtime(
     sections = persona_sections(system_prompt)
     the_store: SessionStore = store if store is not None else MemoryStore()
     async with _store_open(the_store):
-        registry_of: dict[str, Runtime] = {}
+        runtime_slot: dict[str, Runtime] = {}
         services = LoopServices(
             hooks=hooks,
             tools=registry,
-            models=_managed(model, retry, admission, hooks, registry_of),
+            models=_managed(model, retry, admission, hooks, runtime_slot),
             store=the_store,
             sections=sections,
             variables=prompt_variables,
@@ -190,7 +190,7 @@ async def open_runtime(
             flush_timeout=flush_timeout,
         )
         supervising = _supervising(
-            services, registry_of, restart or RestartPolicy(), admission, config
+            services, runtime_slot, restart or RestartPolicy(), admission, config
         )
         async with supervising as runtime:
             yield runtime
@@ -244,7 +244,7 @@ async def _close_store(  # noqa: ASYNC910 - the close is awaited; one that faile
 @asynccontextmanager
 async def _supervising(
     services: LoopServices,
-    registry_of: dict[str, Runtime],
+    runtime_slot: dict[str, Runtime],
     restart: RestartPolicy,
     admission: AdmissionController | None,
     config: LoopConfig | None,
@@ -262,7 +262,7 @@ async def _supervising(
     try:
         async with trio.open_nursery() as nursery:
             runtime = Runtime(services, nursery, restart, admission=admission)
-            registry_of["runtime"] = runtime
+            runtime_slot["runtime"] = runtime
             try:
                 try:
                     if config is not None:

@@ -46,7 +46,7 @@ class StrandedSessions:
 
     async def detach(self, session: Session) -> None:
         """Let the store go of a retired agent's session; one it fails to is kept stranded."""
-        failure = await self._kept(session, _FINAL_FLUSH)
+        failure = await self._detach_or_strand(session, _FINAL_FLUSH)
         if failure is not None:
             log.warning(
                 "final flush of session %s failed: %s; the session was released with its "
@@ -60,7 +60,7 @@ class StrandedSessions:
         """Give up the writer claim ``load`` took for a session a failed resume did not
         start; one the store fails to let go is kept stranded, as a final flush's is, so a
         later resume of the id settles it first rather than find it still loaded."""
-        failure = await self._kept(session, _RELEASE)
+        failure = await self._detach_or_strand(session, _RELEASE)
         if failure is not None:
             log.error(
                 "releasing session %s after a failed resume failed: %s; the next resume of "
@@ -69,7 +69,7 @@ class StrandedSessions:
                 failure,
             )
 
-    async def _kept(self, session: Session, kind: str) -> Exception | None:
+    async def _detach_or_strand(self, session: Session, kind: str) -> Exception | None:
         """Detach *session* within ``flush_timeout`` (its *kind* of detach); what it failed
         with if it did and the session is kept stranded."""
         services = self._services

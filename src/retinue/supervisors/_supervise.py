@@ -246,7 +246,7 @@ async def _recover_flusher(
     interruption, core.flusher_interruption = core.flusher_interruption, None
     log.error("flusher of agent %s crashed", core.id, exc_info=error)
     core.emit("agent/error", core.session.last_turn, 0, error)
-    _go_on_with(interruption)
+    _raise_interruption(interruption)
     restart = crashes <= policy.max_restarts and not core.disposed
     if restart:
         core.emit("agent/restarted", error)
@@ -279,7 +279,7 @@ async def _recover_driver(
         # once it is, as a turn's own close answers them after its flush.
         await _crash_flushed(core)
         answer_crashed(core.session, batch, error)
-    _go_on_with(unwinding)
+    _raise_interruption(unwinding)
     if core.disposed:
         # Given up, or disposed meanwhile: a fresh driver would only find it disposed
         # and exit, and its agent/restarted would announce a driver that never runs.
@@ -313,7 +313,7 @@ async def _crash_flushed(core: AgentCore) -> None:
             await flushed.wait()
 
 
-def _go_on_with(interruption: BaseException | None) -> None:
+def _raise_interruption(interruption: BaseException | None) -> None:
     """Raise *interruption*, what the task was unwinding when it crashed, unless it is none
     or only a cancel.
 
