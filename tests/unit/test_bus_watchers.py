@@ -139,10 +139,9 @@ def test_watch_refuses_an_async_watcher() -> None:
 def test_a_watcher_returning_a_coroutine_is_refused_then_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R6.1: as for an emit listener, a coroutine a watcher returns is closed and reported.
-
-    Before, a watcher written as ``lambda: relay()`` over an async ``relay`` was
-    kept and never ran, each change warning only that a coroutine was never awaited.
+    """R6.1: as for an emit listener, a coroutine a watcher returns is closed and reported: a
+    watcher written as ``lambda: relay()`` over an async ``relay`` is not kept to never run, each
+    change warning only that a coroutine was never awaited.
     """
     ran: list[str] = []
 

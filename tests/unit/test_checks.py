@@ -236,9 +236,9 @@ def test_check_session_invariants_r4_14_chunks_follow_their_step_start() -> None
 def test_check_session_invariants_r4_14_a_chunk_is_stamped_with_its_steps_own_ints(
     turn: int, step: int, shown: str
 ) -> None:
-    """R4.14: a chunk's stamp names its step by the ints a session logs; one that only
-    equals them (``True``, ``1.0``, which no store writes back as the step) is flagged, and
-    one too long to show is flagged too, where formatting it raised ValueError."""
+    """R4.14: a chunk's stamp names its step by the ints a session logs; one that only equals them
+    (``True``, ``1.0``, which no store writes back as the step) is flagged, and one too long to show
+    is flagged too, not a ValueError from formatting it."""
     events = replace(good_log(), 4, AssistantChunk(turn, step, TextDelta(0, "x")))
     with pytest.raises(InvariantError) as flagged:
         check_session_invariants(events)

@@ -46,8 +46,8 @@ def test_a_log_given_as_an_iterator_is_checked_in_full(
 ) -> None:
     """R9.25, R5.4: every pass of a checker sees the whole log, however it is given.
 
-    Before, the first pass used an iterator up: check_session_invariants passed
-    this dangling call, and check_history_replay failed every log as diverging.
+    A first pass must not use an iterator up: check_session_invariants must still find this dangling
+    call, and check_history_replay must not fail every log as diverging.
     """
     with pytest.raises(InvariantError, match=r"'c1'.* has no result"):
         check(iter(dangling_call()))
@@ -62,10 +62,9 @@ def test_a_valid_log_given_as_an_iterator_replays() -> None:
 async def test_a_session_is_refused_naming_its_events(
     check: Callable[[object], None], autojump_clock: trio.testing.MockClock
 ) -> None:
-    """A session is no log: the error says to pass ``session.events``.
-
-    Before, one checker said the log could not be replayed (an InvariantError,
-    as if the log broke a rule) and the others that a Session is not iterable.
+    """A session is no log: the error says to pass ``session.events``, rather than one checker
+    saying the log cannot be replayed (an InvariantError, as if the log broke a rule) and the others
+    that a Session is not iterable.
     """
     async with runtime(ScriptedModel([Reply("ok")])) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -83,9 +82,9 @@ def test_items_that_are_not_events_are_refused_by_index(check: Callable[[object]
 
 
 def test_a_session_id_that_is_no_id_is_not_reported_as_the_logs_fault() -> None:
-    """R5.6 names a log that cannot be replayed; a wrong ``session_id`` is the caller's mistake.
-
-    Before, ``session_id=None`` failed a well-formed log with "the log cannot be replayed".
+    """R5.6 names a log that cannot be replayed; a wrong ``session_id`` is the caller's mistake:
+    ``session_id=None`` is refused as such, not a well-formed log failed with "the log cannot be
+    replayed".
     """
     with pytest.raises(SessionError, match=r"id must be a str, got None"):
         check_history_replay(good_log(), session_id=None)  # type: ignore[arg-type]

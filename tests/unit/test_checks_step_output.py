@@ -96,8 +96,8 @@ def test_check_session_invariants_r7_36_a_message_is_sourced_from_its_steps_chun
     events: list[Event], seq: int, message: str
 ) -> None:
     """R7.36: a step logs its chunks, then at most one ``assistant/message`` whose
-    ``source_event_seqs`` are exactly those chunk seqs. Before, a message sourced from
-    another event or none, a chunk after it and a second message all passed."""
+    ``source_event_seqs`` are exactly those chunk seqs: a message sourced from another event or
+    none, a chunk after it and a second message are each flagged."""
     with pytest.raises(InvariantError, match=rf"seq {seq} .*R7\.36: {message}"):
         check_session_invariants(events)
 
@@ -131,8 +131,8 @@ def test_check_session_invariants_r9_10_a_tool_call_starts_a_call_of_the_message
     events: list[Event], message: str
 ) -> None:
     """R9.10, R9.15: the calls a step starts are the tool-call blocks of its logged assistant
-    message, each ``tool/call`` after it. Before, a call the message does not list, or logged
-    ahead of the message, passed."""
+    message, each ``tool/call`` after it: a call the message does not list, or logged ahead of the
+    message, is flagged."""
     with pytest.raises(InvariantError, match=message):
         check_session_invariants(events)
 
@@ -154,8 +154,8 @@ def test_check_session_invariants_r9_10_a_tool_call_starts_a_call_of_the_message
 def test_check_session_invariants_r7_34_a_steps_header_precedes_its_output(
     events: list[Event], message: str
 ) -> None:
-    """R7.34: the header event a step owes is logged before its model call, so before the
-    step's chunks and message. Before, a header logged after them passed."""
+    """R7.34: the header event a step owes is logged before its model call, so before the step's
+    chunks and message: a header logged after them is flagged."""
     with pytest.raises(InvariantError, match=message):
         check_session_invariants(events)
 

@@ -242,9 +242,9 @@ def test_load_config_refuses_a_file_larger_than_any_configuration(tmp_path: Path
 def test_a_toml_syntax_error_quotes_the_line_it_is_on(
     tmp_path: Path, text: str, expected: str
 ) -> None:
-    """R13.1: a TOML syntax error names the line and quotes it, so a key given twice is
-    named, where the message gave only a position, and for a key given twice on a file's
-    last line (no newline after it) no line at all: "at end of document"."""
+    """R13.1: a TOML syntax error names the line and quotes it, so a key given twice is named, not
+    only a position, and a key given twice on a file's last line (no newline after it) gets its line
+    too, not "at end of document"."""
     path = write(tmp_path, text)
     with pytest.raises(retinue.ConfigError) as raised:
         load_config(path)
@@ -254,9 +254,9 @@ def test_a_toml_syntax_error_quotes_the_line_it_is_on(
 def test_a_file_that_is_not_utf8_names_the_line_and_column_of_the_first_bad_byte(
     tmp_path: Path,
 ) -> None:
-    """R13.1: a configuration saved in Latin-1 names the line and column (in characters,
-    as a syntax error counts them) of its first byte that is no UTF-8, where the message
-    gave the codec's offset in bytes from the start of the file."""
+    """R13.1: a configuration saved in Latin-1 names the line and column (in characters, as a syntax
+    error counts them) of its first byte that is no UTF-8, not the codec's offset in bytes from the
+    start of the file."""
     path = tmp_path / "retinue.toml"
     path.write_bytes('# résumé\n[[agents]]\nid = "é'.encode() + 'é"\n'.encode("latin-1"))
     with pytest.raises(retinue.ConfigError) as raised:

@@ -253,8 +253,8 @@ def test_parallel_cap_refuses_a_subscriber_it_could_never_run(
     subscriber: Callable[[int], None], refusal: str
 ) -> None:
     """R13.6: a subscriber that is not callable, or is async (a write calls subscribers
-    synchronously), is refused with TypeError when it subscribes, where it was taken and
-    each write logged a failure or left a coroutine never awaited."""
+    synchronously), is refused with TypeError when it subscribes, rather than taken for each write
+    to log a failure or leave a coroutine never awaited."""
     setting = ParallelCapSetting()
     with pytest.raises(TypeError, match=refusal):
         setting.subscribe(subscriber)
@@ -263,10 +263,9 @@ def test_parallel_cap_refuses_a_subscriber_it_could_never_run(
 def test_a_subscriber_returning_a_coroutine_fails_with_it_closed_unrun(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R13.6: a plain function returning a coroutine (a lambda over an async function) is
-    a failing subscriber, logged, its coroutine closed unrun; the write and later
-    subscribers still happen, where the coroutine was dropped, warning only of never
-    being awaited."""
+    """R13.6: a plain function returning a coroutine (a lambda over an async function) is a failing
+    subscriber, logged, its coroutine closed unrun, not dropped with only a never-awaited warning;
+    the write and later subscribers still happen."""
     setting = ParallelCapSetting()
     made: list[Coroutine[object, object, None]] = []
 
@@ -292,9 +291,9 @@ def test_a_subscriber_returning_a_coroutine_fails_with_it_closed_unrun(
 async def test_a_subscriber_raising_a_base_exception_leaves_the_others_told(
     autojump_clock: trio.abc.Clock, caplog: pytest.LogCaptureFixture, raised: BaseException
 ) -> None:
-    """R13.6, R6.1: a subscriber raising a BaseException that is no Ctrl-C (argparse's
-    SystemExit in a plugin, say) is logged as its failure and the write reaches the bound
-    runtime, where it escaped the write and left the runtime's cap on the old value."""
+    """R13.6, R6.1: a subscriber raising a BaseException that is no Ctrl-C (argparse's SystemExit in
+    a plugin, say) is logged as its failure and the write reaches the bound runtime: it does not
+    escape the write and leave the runtime's cap on the old value."""
     setting = ParallelCapSetting(4)
 
     def plugin(_value: int) -> None:

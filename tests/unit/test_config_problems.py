@@ -199,8 +199,8 @@ def test_parse_config_names_keys_that_are_not_strings() -> None:
 
 
 def test_load_config_quotes_an_unknown_key_that_is_not_a_bare_key(tmp_path: Path) -> None:
-    """R13.2: an unknown key with an invisible character, a space or a dot is named quoted;
-    named as written, it read as the known key it looks like, or as a key path."""
+    """R13.2: an unknown key with an invisible character, a space or a dot is named quoted; named as
+    written, it would read as the known key it looks like, or as a key path."""
     path = write(
         tmp_path,
         '"max_parallel_tool_calls\\u200b" = 4\n"agents.0" = 1\n'
@@ -332,8 +332,8 @@ def test_a_bad_value_is_shown_short_in_its_message(data: dict[str, object], mess
 def test_an_unknown_key_spelled_as_the_specification_spells_it_names_the_key_meant(
     tmp_path: Path,
 ) -> None:
-    """R13.1: a key written in the specification's camelCase, or with capitals, is unknown
-    and named with the snake_case key it means, where it was only unknown."""
+    """R13.1: a key written in the specification's camelCase, or with capitals, is unknown and named
+    with the snake_case key it means, not only as unknown."""
     path = write(
         tmp_path,
         'maxParallelToolCalls = 4\n[[agents]]\nid = "a"\nsessionId = "s"\nModel = "m"\n'
@@ -353,8 +353,8 @@ def test_an_unknown_key_spelled_as_the_specification_spells_it_names_the_key_mea
 def test_a_file_of_thousands_of_bad_entries_lists_the_first_fifty_problems(
     tmp_path: Path,
 ) -> None:
-    """R13.2: the ConfigError lists the first 50 problems and counts the rest, where it
-    listed every one, a message of megabytes for a file of thousands of bad entries."""
+    """R13.2: the ConfigError lists the first 50 problems and counts the rest, so a file of
+    thousands of bad entries makes no message of megabytes."""
     path = write(tmp_path, '[[agents]]\nid = ""\n' * 10_000)
     with pytest.raises(retinue.ConfigError) as raised:
         load_config(path)
@@ -369,8 +369,8 @@ def test_a_file_of_thousands_of_bad_entries_lists_the_first_fifty_problems(
 
 
 def test_an_unknown_key_of_megabytes_is_shown_by_its_start() -> None:
-    """R13.2: a long unknown key is cut to its start and length, as a long value is, where
-    sixty keys of 100 KB made a message of five million characters."""
+    """R13.2: a long unknown key is cut to its start and length, as a long value is, so sixty keys
+    of 100 KB make no message of five million characters."""
     keys = {f"k{index}" + "x" * 100_000: 1 for index in range(60)}
     with pytest.raises(retinue.ConfigError) as raised:
         parse_config(keys)
@@ -381,8 +381,8 @@ def test_an_unknown_key_of_megabytes_is_shown_by_its_start() -> None:
 
 @pytest.mark.parametrize("key", ["cwd", "model", "provider"])
 def test_a_long_cwd_model_or_provider_is_shown_short_in_its_message(key: str) -> None:
-    """R13.2: a cwd, model or provider a check refuses is shown by its start and length, as
-    every other value is, where a relative path of a megabyte made a message of a megabyte."""
+    """R13.2: a cwd, model or provider a check refuses is shown by its start and length, as every
+    other value is, so a relative path of a megabyte makes no message of a megabyte."""
     value = "relative/" + "x" * 1_000_000 if key == "cwd" else " " * 1_000_000
     with pytest.raises(retinue.ConfigError) as raised:
         parse_config({"agents": [{"id": "a", key: value}]})
@@ -394,8 +394,8 @@ def test_a_long_cwd_model_or_provider_is_shown_short_in_its_message(key: str) ->
 
 @pytest.mark.parametrize("key", ["cwd", "model", "provider"])
 def test_an_int_too_long_to_show_as_cwd_model_or_provider_is_a_config_error(key: str) -> None:
-    """R13.1: an AgentEntry given an int of thousands of digits as its cwd, model or provider
-    raises a ConfigError naming the field, where the int's repr raised a bare ValueError."""
+    """R13.1: an AgentEntry given an int of thousands of digits as its cwd, model or provider raises
+    a ConfigError naming the field, not the bare ValueError of the int's repr."""
     with pytest.raises(retinue.ConfigError) as raised:
         AgentEntry("a", **{key: 10**5000})  # type: ignore[arg-type]
     assert raised.value.message.startswith(f"{key}: must be ")
@@ -403,8 +403,8 @@ def test_an_int_too_long_to_show_as_cwd_model_or_provider_is_a_config_error(key:
 
 
 def test_an_unknown_key_written_with_hyphens_names_the_key_meant(tmp_path: Path) -> None:
-    """R13.1: a key written with hyphens, as many TOML files write keys (``session-id``),
-    is unknown and named with the snake_case key it means, where it was only unknown."""
+    """R13.1: a key written with hyphens, as many TOML files write keys (``session-id``), is unknown
+    and named with the snake_case key it means, not only as unknown."""
     path = write(tmp_path, 'max-parallel-tool-calls = 4\n[[agents]]\nid = "a"\nsession-id = "s"\n')
     with pytest.raises(retinue.ConfigError) as raised:
         load_config(path)

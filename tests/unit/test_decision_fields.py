@@ -124,9 +124,9 @@ def test_a_blank_additional_context_is_none(
 def test_a_blank_continue_reason_is_refused_when_built(
     content: str | tuple[()] | list[Text],
 ) -> None:
-    """R7.26, R7.27: a blank ``Continue`` reason is refused at the listener's own line: taken
-    as none, it ran another step with nothing new, the model answering its own reply step
-    after step; ``None`` continues without steering."""
+    """R7.26, R7.27: a blank ``Continue`` reason is refused at the listener's own line: taken as
+    none, it would run another step with nothing new, the model answering its own reply step after
+    step; ``None`` continues without steering."""
     with pytest.raises(ValueError, match=r"must not be a blank HookContext: leave it None"):
         Continue(HookContext(content))
 
@@ -156,9 +156,9 @@ def test_a_blank_ask_reason_is_refused_when_built() -> None:
 
 @pytest.mark.parametrize("reason", ["  ", "\n", "\u3000"])
 def test_a_blank_block_reason_is_taken_as_none(reason: str) -> None:
-    """R6.6, R6.9: a ``Block`` reason is not always shown (feedback stands in for it, and a
-    blocked prompt has a fallback), so one of only whitespace is taken as the empty one,
-    where it was refused when built, a blocked prompt's turn ending in an error."""
+    """R6.6, R6.9: a ``Block`` reason is not always shown (feedback stands in for it, and a blocked
+    prompt has a fallback), so one of only whitespace is taken as the empty one, not refused when
+    built, which would end a blocked prompt's turn in an error."""
     assert Block(reason).reason == ""
     assert Block(reason=reason, feedback=[Text("use the sandbox")]).reason == ""
 
@@ -230,8 +230,8 @@ async def test_a_prompt_blocked_with_a_reason_of_another_type_ends_the_turn_nami
 async def test_a_prompt_blocked_with_a_blank_reason_is_rejected_as_one_without_reason(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R6.6, R7.12: ``Block(" ")`` blocks the prompt, the turn ending rejected with the
-    fallback reason, where building it raised and the turn ended in an error."""
+    """R6.6, R7.12: ``Block(" ")`` builds and blocks the prompt, the turn ending rejected with the
+    fallback reason rather than in an error."""
     async with runtime(ScriptedModel([Reply("never")])) as rt:
         rt.hooks.on("agent/prompt-submit", lambda *_: Block(" "))
         agent = await rt.create_agent("a", OPTIONS)

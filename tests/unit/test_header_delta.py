@@ -200,8 +200,8 @@ def _anchored(header: EpochHeader) -> Session:
 )
 def test_lines_and_tools_given_as_one_value_are_refused_naming_the_field(build: Any) -> None:
     """R8.5: a system edit's lines and a tools delta's names and schemas are lists; one str is
-    refused, naming the field. Before, ``insert="be brief"`` was split into eight one-character
-    lines that folded into the system prompt, and ``removed="search"`` removed tools s, e, a..."""
+    refused, naming the field, not split into characters: ``insert="be brief"`` would fold eight
+    one-character lines into the system prompt, and ``removed="search"`` remove tools s, e, a..."""
     with pytest.raises(TypeError, match=r"(SystemEdit|ToolsDelta|EpochHeader)\.\w+ must be"):
         build()
 
@@ -272,8 +272,8 @@ _FIVE: Any = 5
 def test_public_folds_and_dump_refuse_a_misplaced_argument_naming_it(
     call: Any, message: str
 ) -> None:
-    """R8.3, R8.5: the folds and dump_event refuse a value of the wrong type with a TypeError
-    naming the function and argument. Before, apply_delta(None, delta) returned None, and the
-    rest raised an AttributeError or a SessionError saying a delta preceded the first header."""
+    """R8.3, R8.5: the folds and dump_event refuse a value of the wrong type with a TypeError naming
+    the function and argument: ``apply_delta(None, delta)`` does not return None, and the rest raise
+    no AttributeError nor a SessionError saying a delta preceded the first header."""
     with pytest.raises(TypeError, match=re.escape(message)):
         call()

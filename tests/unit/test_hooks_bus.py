@@ -282,9 +282,8 @@ def test_emit_raising_logs_the_failures_it_does_not_raise(
 
 
 def test_emit_raising_logs_the_failures_before_a_ctrl_c(caplog: pytest.LogCaptureFixture) -> None:
-    """R4.8: Ctrl-C in a later listener passes on at once, and an earlier failure is logged.
-
-    Before, the earlier listener's failure was neither raised nor logged.
+    """R4.8: Ctrl-C in a later listener passes on at once, and an earlier failure is logged rather
+    than neither raised nor logged.
     """
     bus = HookBus()
     table: dict[str, int] = {}
@@ -316,9 +315,9 @@ def test_emit_without_listeners_is_a_no_op() -> None:
 
 
 def test_emit_raising_keeps_a_stop_iteration_as_the_cause_of_its_failure() -> None:
-    """R4.8: a listener's StopIteration is raised as a RuntimeError naming the listener,
-    caused by it, so its traceback still shows the listener's line, where the error had
-    no cause and nothing of where the listener raised."""
+    """R4.8: a listener's StopIteration is raised as a RuntimeError naming the listener, caused by
+    it, so its traceback still shows the listener's line: the error does not come without a cause
+    and with nothing of where the listener raised."""
     bus = HookBus()
 
     def exhausted(*_args: object) -> None:

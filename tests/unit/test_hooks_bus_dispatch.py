@@ -252,10 +252,10 @@ async def test_a_listener_is_named_with_the_article_its_seam_takes() -> None:
 
 
 async def test_waterfall_next_returned_unawaited_is_refused_naming_the_mistake() -> None:
-    """R6.3: an async listener that returns ``call_next()`` without awaiting it fails
-    with a HookError saying so, and the rest of the chain, never run, is closed: it was
-    taken for the listener's result, and Python warned of a coroutine of the bus's own
-    never awaited (an error under ``-W error``)."""
+    """R6.3: an async listener that returns ``call_next()`` without awaiting it fails with a
+    HookError saying so, and the rest of the chain, never run, is closed: the coroutine is not taken
+    for the listener's result, leaving Python to warn of a coroutine of the bus's own never awaited
+    (an error under ``-W error``)."""
     bus = HookBus()
     ran: list[str] = []
 
@@ -308,10 +308,9 @@ async def test_waterfall_sync_listener_may_return_next_for_the_bus_to_await() ->
 
 
 async def test_a_waterfall_of_four_hundred_listeners_nests_within_the_recursion_limit() -> None:
-    """R6.3, docs/hooks.md: each listener of a chain runs inside the one before it, a
-    coroutine of its own and one of the bus's, so 400 of them fit within Python's default
-    limit of 1000 frames, where a third frame per listener ended the dispatch with
-    RecursionError at about 330."""
+    """R6.3, docs/hooks.md: each listener of a chain runs inside the one before it, a coroutine of
+    its own and one of the bus's, so 400 of them fit within Python's default limit of 1000 frames; a
+    third frame per listener would end the dispatch with RecursionError at about 330."""
     bus = HookBus()
     # Relative to the limit, should a plugin of the test run raise it.
     listeners = sys.getrecursionlimit() * 2 // 5
@@ -478,10 +477,9 @@ async def test_a_parallel_dispatch_cut_by_a_deadline_logs_the_failures_it_collec
 async def test_a_parallel_dispatch_cancelled_from_outside_raises_a_bare_cancel(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R6.4: a cancel propagates out of parallel as it does out of serial, not grouped.
-
-    Before, the listeners' nursery wrapped every child's Cancelled in a
-    BaseExceptionGroup, which an ``except trio.Cancelled`` around the dispatch missed.
+    """R6.4: a cancel propagates out of parallel as it does out of serial, not grouped: no
+    BaseExceptionGroup of every child's Cancelled, which an ``except trio.Cancelled`` around the
+    dispatch would miss.
     """
     bus = HookBus()
 
@@ -504,10 +502,8 @@ async def test_a_parallel_dispatch_cancelled_from_outside_raises_a_bare_cancel(
 async def test_ctrl_c_in_a_parallel_listener_passes_on_bare(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R6.4: Ctrl-C in one listener reaches the dispatch's caller as a KeyboardInterrupt.
-
-    The other listeners are cancelled; before, the Ctrl-C came wrapped in the
-    nursery's BaseExceptionGroup.
+    """R6.4: Ctrl-C in one listener reaches the dispatch's caller as a KeyboardInterrupt, not
+    wrapped in the nursery's BaseExceptionGroup; the other listeners are cancelled.
     """
     bus = HookBus()
 
@@ -530,9 +526,9 @@ async def test_ctrl_c_in_a_parallel_listener_passes_on_bare(
 def test_a_parallel_dispatch_cancelled_under_loose_groups_logs_the_failures(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A listener's failure a cancelled parallel dispatch does not raise is logged under
-    trio's loose exception groups too, where the nursery raises the cancel bare; it
-    went unsaid there."""
+    """A listener's failure a cancelled parallel dispatch does not raise is logged under trio's
+    loose exception groups too, where the nursery raises the cancel bare: it is not left unsaid
+    there."""
 
     async def main() -> None:
         bus = HookBus()

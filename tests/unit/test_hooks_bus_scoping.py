@@ -175,8 +175,8 @@ def test_unregistering_costs_the_same_however_many_listeners_the_seam_has() -> N
 
 
 def test_the_listener_queries_refuse_a_name_that_is_no_seam() -> None:
-    """R6.5: asking about a misspelled seam raises ValueError naming the closest one,
-    as registering for it does, where the queries answered it as a seam nobody hears."""
+    """R6.5: asking about a misspelled seam raises ValueError naming the closest one, as registering
+    for it does, rather than answering it as a seam nobody hears."""
     bus = HookBus()
     bus.on("agent/status", lambda *_: None)
     with pytest.raises(ValueError, match="did you mean 'agent/status'"):

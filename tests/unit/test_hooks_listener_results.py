@@ -52,9 +52,9 @@ class Policy:
 
 @pytest.mark.parametrize("seam", sorted(VALID))
 async def test_a_waterfall_listener_returning_what_its_seam_takes_not_is_named(seam: str) -> None:
-    """R6.3: a listener's result of the wrong type fails the dispatch with a HookError naming
-    the seam, the listener by its qualified name, what it returned and what the seam takes,
-    where the error named the seam only, leaving a user of many listeners to guess."""
+    """R6.3: a listener's result of the wrong type fails the dispatch with a HookError naming the
+    seam, the listener by its qualified name, what it returned and what the seam takes, not the seam
+    alone, which leaves a user of many listeners to guess."""
     bus = HookBus()
     value, takes = VALID[seam]
     bus.on(seam, Policy().check)
@@ -107,8 +107,8 @@ async def test_a_listener_returning_what_its_seam_takes_passes(seam: str, result
 
 
 async def test_a_parallel_listener_failure_is_noted_with_the_listener_qualified_name() -> None:
-    """R6.4: the note on a flush listener's failure names it as a result error does, by
-    its qualified name, where it showed the listener's repr (an address, for a function)."""
+    """R6.4: the note on a flush listener's failure names it as a result error does, by its
+    qualified name, not by the listener's repr (an address, for a function)."""
     bus = HookBus()
     bus.on("session/flush", Policy().fail)
     with pytest.raises(ValueError, match="backup offline") as raised:
@@ -129,9 +129,8 @@ def _starts_relay(*args: object) -> Coroutine[object, object, None]:
 def test_a_coroutine_an_emit_listener_returns_is_refused_naming_the_listener(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R6.1, R4.8: the TypeError for a coroutine a plain listener hands back names the
-    listener, whose own line no traceback of it shows (it returned), where it named the
-    seam only."""
+    """R6.1, R4.8: the TypeError for a coroutine a plain listener hands back names the listener,
+    whose own line no traceback of it shows (it returned), not the seam alone."""
     bus = HookBus()
     bus.on("session/event", _starts_relay)
     bus.on("agent/created", _starts_relay)
@@ -161,8 +160,8 @@ class _ExitingRepr:
 
 
 async def test_a_wrong_result_whose_repr_raises_system_exit_is_still_refused_naming_it() -> None:
-    """R6.3: a result whose repr raises SystemExit is the listener's failure, refused as a
-    HookError naming the listener, where the SystemExit escaped the dispatch and the runtime."""
+    """R6.3: a result whose repr raises SystemExit is the listener's failure, refused as a HookError
+    naming the listener; the SystemExit escapes neither the dispatch nor the runtime."""
     bus = HookBus()
     bus.on("tools/pre-execute", lambda *_args: _ExitingRepr())
     with pytest.raises(HookError, match="returned a _ExitingRepr that cannot be shown"):
@@ -199,8 +198,8 @@ class _ExitingName:
 
 
 async def test_a_listener_whose_name_raises_system_exit_is_still_named_and_refused() -> None:
-    """R6.3: a listener whose ``__qualname__`` raises SystemExit as the error names it is
-    named by its class, its wrong result refused, where the SystemExit escaped the bus."""
+    """R6.3: a listener whose ``__qualname__`` raises SystemExit as the error names it is named by
+    its class, its wrong result refused; the SystemExit does not escape the bus."""
     bus = HookBus()
     bus.on("tools/pre-execute", _ExitingName())
     with pytest.raises(HookError, match=r"_ExitingName.__call__\) returned 'nope'"):

@@ -31,17 +31,17 @@ from retinue._jsonschema import constraint_checks, constraint_problem
 def test_a_malformed_constraint_constrains_nothing(
     schema: dict[str, object], value: object
 ) -> None:
-    """A bound that is no number (a boolean ``exclusiveMinimum`` of draft 4 and OpenAPI 3.0
-    among them), a size that is no whole number and a pattern that is no string constrain
-    nothing, as the reader promises of a malformed keyword, where a boolean read as 1 or 0,
-    a text as the number it spells and a number as the pattern its digits spell."""
+    """A bound that is no number (a boolean ``exclusiveMinimum`` of draft 4 and OpenAPI 3.0 among
+    them), a size that is no whole number and a pattern that is no string constrain nothing, as the
+    reader promises of a malformed keyword: a boolean is not read as 1 or 0, a text as the number it
+    spells, nor a number as the pattern its digits spell."""
     assert constraint_problem(value, schema, "x") is None
     assert constraint_checks(schema) == []
 
 
 def test_a_draft_4_exclusive_bound_leaves_the_bound_beside_it_as_it_is() -> None:
-    """``"exclusiveMinimum": true`` beside a ``minimum`` (draft 4, OpenAPI 3.0) is no
-    number: the ``minimum`` alone is checked, where 0.5 was refused as not above ``true``."""
+    """``"exclusiveMinimum": true`` beside a ``minimum`` (draft 4, OpenAPI 3.0) is no number: the
+    ``minimum`` alone is checked, and 0.5 is not refused as not above ``true``."""
     schema = {"minimum": 0, "exclusiveMinimum": True}
     assert constraint_problem(0.5, schema, "x") is None
     assert constraint_problem(-1, schema, "x") == "x: must be >= 0, got -1"

@@ -59,8 +59,8 @@ def test_a_class_whose_stream_needs_no_instance_is_an_adapter() -> None:
 
 
 def test_add_needs_a_name_and_names_each_one_once() -> None:
-    """R10.7: a call naming nothing registered nothing, silently; one naming a model twice
-    said it was registered already, though nothing was."""
+    """R10.7: a call naming nothing is refused rather than registering nothing silently; one naming
+    a model twice says so, not that it is registered already, though nothing is."""
     router = ModelRouter()
     with pytest.raises(TypeError, match=r"^a route needs at least one model name$"):
         router.add(MODEL)
@@ -140,9 +140,9 @@ async def test_an_unknown_route_fails_from_the_stream_not_when_it_is_asked_for()
 
 @pytest.mark.parametrize("default", ["not a model", ScriptedModel], ids=["str", "model-class"])
 def test_a_default_that_could_serve_nothing_is_refused(default: Any) -> None:
-    """R10.7: a default that is no model adapter is refused when the router is built, as a
-    route's is; it was taken, and every request it served then failed with an
-    ``AttributeError`` or a missing-argument ``TypeError``."""
+    """R10.7: a default that is no model adapter is refused when the router is built, as a route's
+    is, not taken for every request it serves to fail with an ``AttributeError`` or a
+    missing-argument ``TypeError``."""
     with pytest.raises(TypeError, match=r"^the default needs a model adapter \(with stream\(\)\)"):
         ModelRouter.of({"a": MODEL}, default=default)
     with pytest.raises(TypeError, match=r"^the default needs a model adapter"):

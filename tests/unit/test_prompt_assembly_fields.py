@@ -24,10 +24,9 @@ from retinue.prompt import Assembly, Section
 def test_an_assembly_field_it_cannot_read_is_refused_naming_the_field(
     fields: tuple[Any, Any, Any], problem: str
 ) -> None:
-    """R7.51: a listener's ``attrs.evolve(assembly, variables=None)`` raises a TypeError
-    naming the field, where it raised "'NoneType' object is not iterable" (a str's
-    variables a ValueError about a dictionary update sequence, and a str as sections
-    became one section per character)."""
+    """R7.51: a listener's ``attrs.evolve(assembly, variables=None)`` raises a TypeError naming the
+    field, not "'NoneType' object is not iterable" (nor, for a str's variables, a ValueError about a
+    dictionary update sequence; a str as sections is not one section per character)."""
     with pytest.raises(TypeError) as refused:
         Assembly(*fields)
     assert str(refused.value) == problem

@@ -31,16 +31,15 @@ def test_assembly_variables_refuse_changes_and_ignore_the_given_mapping() -> Non
 async def test_an_assemble_listener_cannot_change_the_assembly_the_others_receive(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.51, R6.3: every listener of the chain receives the same starting assembly.
-
-    Before, a listener that set ``assembly.variables[...]`` in place changed what
-    the listeners after it received and what the request's prompt said.
+    """R7.51, R6.3: every listener of the chain receives the same starting assembly: a listener that
+    sets ``assembly.variables[...]`` in place cannot change what the listeners after it receive or
+    what the request's prompt says.
     """
     model = ScriptedModel([Reply("ok")])
     seen: list[str | None] = []
 
     async def overwrite(agent: object, assembly: Assembly, call_next: Next) -> Assembly:
-        # Refused now: the listener carries on, as one that tried it by mistake would.
+        # Refused: the listener carries on, as one that tried it by mistake would.
         with contextlib.suppress(TypeError):
             assembly.variables["who"] = "Mallory"  # type: ignore[index]
         return await call_next()
@@ -62,8 +61,8 @@ async def test_an_assemble_listener_cannot_change_the_assembly_the_others_receiv
 
 
 def test_an_assembly_hashes_as_the_frozen_value_it_is() -> None:
-    """R7.51: equal assemblies hash alike, so one can key a cache of rendered prompts,
-    where hashing one raised TypeError (its variables' hash, a dict's)."""
+    """R7.51: equal assemblies hash alike, so one can key a cache of rendered prompts; hashing one
+    raises no TypeError (its variables' hash, a dict's)."""
     built = [Assembly([Section("persona", "Hi {{who}}")], [], {"who": "Ada"}) for _ in range(2)]
     assert hash(built[0]) == hash(built[1])
     assert len({*built, Assembly([], [], {"who": "Ada"})}) == 2

@@ -112,9 +112,9 @@ NO_ORDER: Any = None
 def test_render_refuses_what_is_no_section_or_is_ordered_by_no_int(
     sections: list[Section], problem: str
 ) -> None:
-    """R7.52: rendering refuses an item that is no section, or a section ordered by no int,
-    with a PromptError naming it, where sorting failed as a bare TypeError or AttributeError
-    naming neither."""
+    """R7.52: rendering refuses an item that is no section, or a section ordered by no int, with a
+    PromptError naming it, not a bare TypeError or AttributeError from sorting that names
+    neither."""
     with pytest.raises(PromptError, match=problem):
         render(sections, {})
 
@@ -146,9 +146,9 @@ def test_render_refuses_what_is_no_section_or_is_ordered_by_no_int(
 def test_a_render_error_shows_a_long_group_or_name_by_its_start(
     section: Section, shown: str
 ) -> None:
-    """R7.52: a malformed group, a variable or a section name of megabytes is shown by its
-    start and length, where the PromptError quoted it whole: a turn's error, logged in its
-    turn/end, grew by a megabyte for each turn the template failed."""
+    """R7.52: a malformed group, a variable or a section name of megabytes is shown by its start and
+    length, not quoted whole: a turn's error, logged in its turn/end, must not grow by a megabyte
+    for each turn the template fails."""
     with pytest.raises(PromptError) as raised:
         render([section], {})
     assert shown in str(raised.value)
@@ -157,9 +157,9 @@ def test_a_render_error_shows_a_long_group_or_name_by_its_start(
 
 @pytest.mark.parametrize("variables", [[("name", "Ada")], None], ids=["pairs", "none"])
 def test_render_refuses_variables_that_are_no_mapping(variables: Any) -> None:
-    """R7.52: variables given as pairs or None are a TypeError naming the argument, where
-    pairs made "unknown variable 'name'" of a variable given, and None a bare TypeError
-    about iterating None."""
+    """R7.52: variables given as pairs or None are a TypeError naming the argument: pairs do not
+    make "unknown variable 'name'" of a variable given, nor None a bare TypeError about iterating
+    None."""
     with pytest.raises(TypeError, match="variables must be a mapping of name to text, got"):
         render([Section("s", "hello {{name}}")], variables)
 

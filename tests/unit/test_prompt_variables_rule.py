@@ -71,10 +71,10 @@ def test_a_mapping_is_taken_by_assembly_and_render_alike(use: str, variables: An
 def test_what_is_no_mapping_is_refused_by_assembly_and_render_alike(
     use: str, variables: Any
 ) -> None:
-    """R7.51, R7.52: pairs and a lookup with ``[]`` alone are refused with a TypeError naming
-    the field, in an Assembly as in render, where an Assembly read ``["ab", "cd"]`` as two
-    pairs, a lookup raising KeyError escaped as ``KeyError: 0`` and one raising IndexError
-    was taken as no variable at all (and render took a lookup an Assembly did not)."""
+    """R7.51, R7.52: pairs and a lookup with ``[]`` alone are refused with a TypeError naming the
+    field, in an Assembly as in render: ``["ab", "cd"]`` is not read as two pairs, a lookup raising
+    KeyError does not escape as ``KeyError: 0``, one raising IndexError is not taken as no variable
+    at all, and render takes no lookup an Assembly refuses."""
     build, field = USES[use]
     with pytest.raises(TypeError) as refused:
         build(variables)
@@ -141,8 +141,8 @@ def test_a_keyed_object_that_cannot_be_read_as_a_mapping_is_refused_naming_the_f
     use: str, variables: Any
 ) -> None:
     """R7.51, R7.52: an object with ``keys`` and ``[]`` that cannot be copied as a mapping is
-    refused with a TypeError naming the field, where its own TypeError or KeyError escaped
-    saying nothing of the variables."""
+    refused with a TypeError naming the field, not its own TypeError or KeyError escaping with
+    nothing said of the variables."""
     build, field = USES[use]
     with pytest.raises(TypeError, match=rf"^{field} must be a mapping of name to text: reading"):
         build(variables)

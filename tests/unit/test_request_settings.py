@@ -138,8 +138,8 @@ async def test_a_resumed_agent_renders_the_model_it_goes_on_with(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R7.32, R7.52: resumed without a model, the agent goes on with the stored one, and
-    ``{{model}}`` and ``{{provider}}`` render it; they were unset, so every resumed turn
-    failed with ``PROMPT_RENDER``."""
+    ``{{model}}`` and ``{{provider}}`` render it: unset, they would fail every resumed turn with
+    ``PROMPT_RENDER``."""
     model = ScriptedModel([Reply("a"), Reply("b"), Reply("c")])
     template = "You are {{model}} at {{provider}}."
     async with runtime(model, system_prompt=template) as rt:

@@ -239,8 +239,8 @@ async def test_scripted_model_splits_text_between_code_points() -> None:
 
 
 async def test_scripted_model_assert_complete_names_each_script_with_steps_left() -> None:
-    """``assert_complete`` names each script with steps left, how many and the next one.
-    Before, the message was ``unplayed script steps: {None: 2}``."""
+    """``assert_complete`` names each script with steps left, how many and the next one, not a bare
+    ``unplayed script steps: {None: 2}``."""
     model = ScriptedModel({"x": [Reply("a")], "y": [Reply("b"), Reply("c")]})
     await play(model, request("x"))
     await play(model, request("y"))
@@ -285,10 +285,9 @@ async def test_scripted_model_keeps_only_the_latest_requests() -> None:
 
 
 async def test_scripted_model_keep_requests_is_the_bound_it_was_built_with() -> None:
-    """``keep_requests`` reads the record's bound, and refuses a change that would not apply.
-
-    Before, ``model.keep_requests = 2`` was taken and read back while every
-    request was still kept, and a negative count was taken as well.
+    """``keep_requests`` reads the record's bound, and refuses a change that would not apply:
+    ``model.keep_requests = 2`` is not taken and read back while every request is still kept, nor a
+    negative count taken.
     """
     model = ScriptedModel([Reply("x")], repeat_last=True, keep_requests=3)
     with pytest.raises(AttributeError):

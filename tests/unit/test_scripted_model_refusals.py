@@ -141,16 +141,16 @@ async def lookup(key: str) -> str:
 def test_scripted_model_tool_loop_refuses_tool_names_that_are_no_list_of_names(
     tool_names: object, message: str
 ) -> None:
-    """``tool_loop`` takes the tools' names, in an order to cycle through. Before, a tool
-    object failed as ``ToolCallSpec.name must be a str`` and a set as ``'set' object is not
-    subscriptable``, naming neither the parameter nor the fix."""
+    """``tool_loop`` takes the tools' names, in an order to cycle through: a tool object or a set is
+    refused naming the parameter and the fix, not as ``ToolCallSpec.name must be a str`` or ``'set'
+    object is not subscriptable``."""
     with pytest.raises(TypeError, match=message):
         ScriptedModel.tool_loop(tool_names)  # type: ignore[arg-type]
 
 
 def test_scripted_model_tool_loop_refuses_arguments_that_are_no_mapping() -> None:
-    """``arguments`` maps tool names to JSON text. Before, a list of pairs was refused as
-    naming tools not in ``tool_names``, though every name in it was one."""
+    """``arguments`` maps tool names to JSON text: a list of pairs is refused as such, not as naming
+    tools not in ``tool_names``, though every name in it is one."""
     with pytest.raises(TypeError, match=r"^arguments must map tool names to JSON text, got \["):
         ScriptedModel.tool_loop(["a"], arguments=[("a", "{}")])  # type: ignore[arg-type]
 
@@ -184,31 +184,31 @@ def test_scripted_model_repeat_last_refuses_an_empty_sequence() -> None:
 def test_scripted_model_refuses_a_request_bound_that_is_no_count_naming_it(
     bound: object, error: type[Exception], message: str
 ) -> None:
-    """``keep_requests`` is ``None`` or an int >= 0; anything else is refused naming it. Before,
-    the record was built from it first and failed with ``an integer is required`` or
-    ``maxlen must be non-negative``, naming neither the parameter nor what it takes."""
+    """``keep_requests`` is ``None`` or an int >= 0; anything else is refused naming it, not by the
+    record built from it first with ``an integer is required`` or ``maxlen must be non-negative``,
+    which name neither the parameter nor what it takes."""
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         ScriptedModel([Reply("x")], keep_requests=bound)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("flag", ["no", 0, None])
 def test_scripted_model_refuses_a_repeat_last_that_is_no_bool(flag: object) -> None:
-    """``repeat_last`` is True or False. Before, ``repeat_last="no"`` was taken as true and
-    the script replayed its last step where the test expected ScriptExhaustedError."""
+    """``repeat_last`` is True or False: ``repeat_last="no"`` is refused, not taken as true to
+    replay the script's last step where the test expects ScriptExhaustedError."""
     with pytest.raises(TypeError, match=r"^repeat_last must be True or False, got "):
         ScriptedModel([Reply("x")], repeat_last=flag)  # type: ignore[arg-type]
 
 
 def test_scripted_model_refuses_a_script_mapping_keyed_by_no_model_name() -> None:
-    """A script mapping is keyed by model name. Before, a key of another type was taken and its
-    script never played: every request failed as having no script."""
+    """A script mapping is keyed by model name: a key of another type is refused, not kept with a
+    script that never plays while every request fails as having no script."""
     with pytest.raises(TypeError, match=r"keyed by model name \(a str\), got the key 5$"):
         ScriptedModel({"a": [Reply("a")], 5: [Reply("five")]})  # type: ignore[dict-item]
 
 
 async def test_scripted_model_without_a_script_for_the_model_names_those_it_has() -> None:
-    """A request for a model with no script names the models scripted (a misspelt one, say).
-    Before, the error named only the model asked for."""
+    """A request for a model with no script names the models scripted (a misspelt one, say), not
+    only the model asked for."""
     model = ScriptedModel({"alpha": [Reply("a")], "beta": [Reply("b")]})
     with pytest.raises(
         ScriptExhaustedError,

@@ -153,9 +153,9 @@ def test_append_snapshots_the_callers_data() -> None:
 
 
 def test_a_sessions_header_cannot_be_replaced() -> None:
-    """R4.1: the header is immutable; its id is what a store tracks the session by. Before,
-    a new header was taken: the id changed under an attached store, whose flush of the
-    session then found nothing to write and returned as if its events were durable."""
+    """R4.1: the header is immutable; its id is what a store tracks the session by. A new header
+    would change the id under an attached store, whose flush of the session would then find nothing
+    to write and return as if its events were durable."""
     session = Session.create("a", created_at=1)
     with pytest.raises(AttributeError, match="header"):
         session.header = SessionHeader("b", 1)  # type: ignore[misc]
@@ -457,9 +457,9 @@ def test_turn_boundaries_cannot_overlap_or_mismatch() -> None:
 
 @pytest.mark.parametrize("turn", [4, 2, 0, -1])
 def test_a_turn_start_numbered_at_or_below_the_last_turn_is_refused(turn: int) -> None:
-    """R4.16: turn numbers increase along the log; a ``turn/start`` repeating or going below
-    the last turn's number (or below 1) is refused ``TURN_NUMBER`` and nothing is logged. It
-    was taken, leaving two turns of one number, which the log checker refuses."""
+    """R4.16: turn numbers increase along the log; a ``turn/start`` repeating or going below the
+    last turn's number (or below 1) is refused ``TURN_NUMBER`` and nothing is logged: no two turns
+    of one number, which the log checker refuses."""
     session = Session.create("s")
     session.append(TurnStart(4, TurnTrigger("injection", PLUGIN)))
     session.append(TurnEnd(4, TurnEndReason.completed()))

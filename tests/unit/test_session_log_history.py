@@ -229,8 +229,8 @@ def test_context_and_steering_envelope_golden() -> None:
 
 
 def test_envelope_keeps_a_non_ascii_source_kind_as_written() -> None:
-    """R5.2: KIND is quoted as JSON.stringify quotes it: an accented or CJK kind reaches the
-    model as written, a lone surrogate escaped. Before, it read ``m\\u00e9moire``."""
+    """R5.2: KIND is quoted as JSON.stringify quotes it: an accented or CJK kind reaches the model
+    as written (not as ``m\\u00e9moire``), a lone surrogate escaped."""
     session = _open()
     session.append(ContextMessage(_c("fact"), MessageSource("mémoire")), surface="append")
     session.append(SteeringMessage(1, _c("go"), MessageSource("日本")), surface="append")

@@ -167,9 +167,9 @@ class _Backup:
 
 
 def test_an_observer_is_named_by_its_code_not_by_its_objects_repr() -> None:
-    """R4.8: the failure of a bound-method observer names the method's code, as a listener's
-    does: it showed the repr of the method's object, which may hold a credential, and the
-    message is stored in the turn's end."""
+    """R4.8: the failure of a bound-method observer names the method's code, as a listener's does,
+    not the repr of the method's object, which may hold a credential, while the message is stored in
+    the turn's end."""
     session = _open()
     session.observe(_Backup().on_event)
     with pytest.raises(SessionError) as caught:
@@ -233,10 +233,10 @@ class _AsyncCall:
 
 
 def test_an_observer_that_cannot_be_called_synchronously_is_refused_when_it_registers() -> None:
-    """R4.8: observers are called synchronously on every append. One that is not callable
-    made every later append log its event and then raise a bare TypeError; an async one's
-    coroutine was dropped unawaited. Each is refused by ``observe``, naming it, and the
-    session appends as before."""
+    """R4.8: observers are called synchronously on every append, so one that is not callable would
+    make every later append log its event and then raise a bare TypeError, and an async one's
+    coroutine would be dropped unawaited. Each is refused by ``observe``, naming it, and the session
+    appends as before."""
     session = _open()
     cases: list[tuple[object, str]] = [
         (5, "session observers must be callable, got a value of type int"),

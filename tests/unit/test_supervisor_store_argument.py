@@ -135,8 +135,8 @@ async def test_open_runtime_closes_a_store_by_its_aclose() -> None:
 
 
 async def test_a_delegating_store_wraps_a_store_closed_by_aclose_alone() -> None:
-    """R13.1: ``DelegatingStore`` serves a store of one's own that has ``aclose()`` and no
-    ``async with``, as the runtime does, and closes it: entering it raised AttributeError."""
+    """R13.1: ``DelegatingStore`` serves a store of one's own that has ``aclose()`` and no ``async
+    with``, as the runtime does, and closes it, entering it without an AttributeError."""
     inner: Any = _StoreWithClose()
     async with retinue.open_runtime(models=MODEL, store=DelegatingStore(inner)) as rt:
         agent = await rt.create_agent("a", retinue.AgentOptions(model="scripted"))

@@ -32,7 +32,8 @@ from retinue.testing import (
 
 
 def test_raise_mid_stream_refuses_an_exception_class() -> None:
-    """R10.3: a class is not an error a stream can raise; playing it failed with an unrelated error."""
+    """R10.3: a class is not an error a stream can raise: it is refused when the step is built,
+    naming the fix, not left to fail with an unrelated error when played."""
     with pytest.raises(
         TypeError, match=r"error must be an exception instance.*ValueError\(\.\.\.\)"
     ):
@@ -47,9 +48,8 @@ def test_raise_mid_stream_refuses_a_value_that_is_not_an_exception() -> None:
 
 @pytest.mark.parametrize("error", [StopAsyncIteration("end"), StopIteration("end")])
 def test_raise_mid_stream_refuses_an_error_a_stream_cannot_raise(error: BaseException) -> None:
-    """R10.3: raised in a stream, these reach the loop as RuntimeError (PEP 479, PEP 525).
-
-    Before, the step was taken and each play raised "async generator raised ...".
+    """R10.3: raised in a stream, these reach the loop as RuntimeError (PEP 479, PEP 525), so the
+    step is refused when built rather than raising "async generator raised ..." at each play.
     """
     with pytest.raises(TypeError, match=r"cannot be a Stop(Async)?Iteration.*RawChunks"):
         RaiseMidStream(error)
@@ -67,20 +67,23 @@ def test_raise_mid_stream_refuses_an_error_a_stream_cannot_raise(error: BaseExce
 def test_tool_call_spec_refuses_fields_of_the_wrong_type_naming_them(
     fields: dict[str, Any], match: str
 ) -> None:
-    """R10.2: tool arguments are raw JSON text; a dict used to fail with "unhashable type: 'slice'"."""
+    """R10.2: tool arguments are raw JSON text; a dict, like any field of the wrong type, is a
+    TypeError naming the field, not "unhashable type: 'slice'"."""
     with pytest.raises(TypeError, match=match):
         ToolCallSpec(**fields)
 
 
 def test_call_tools_refuses_a_single_spec_not_in_a_list() -> None:
-    """A lone spec used to fail with "'ToolCallSpec' object is not iterable"."""
+    """A lone spec is refused saying to put it in a list, not as "'ToolCallSpec' object is not
+    iterable"."""
     with pytest.raises(TypeError, match=r"a list of ToolCallSpec.*got a single ToolCallSpec"):
         CallTools(ToolCallSpec("lookup"))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("call", [("lookup", "{}"), "lookup"])
 def test_call_tools_refuses_calls_that_are_not_specs(call: object) -> None:
-    """A tuple or a bare name used to fail with an AttributeError on ``arguments``."""
+    """A tuple or a bare name is refused naming the call's position, not with an AttributeError on
+    ``arguments``."""
     with pytest.raises(TypeError, match=r"call 0 must be a ToolCallSpec, got a (tuple|str)"):
         CallTools([call])  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"call 0 must be a ToolCallSpec"):
@@ -95,10 +98,9 @@ def test_call_tools_refuses_calls_that_are_not_specs(call: object) -> None:
     ],
 )
 def test_raw_chunks_refuses_a_lone_chunk_or_a_str(chunks: object, match: str) -> None:
-    """R10.2: a lone chunk is refused naming the fix; a str is not a list of chunks.
-
-    Before, a lone chunk failed with "'Finish' object is not iterable", and a
-    str was taken as its characters, each a chunk the loop refused mid-turn.
+    """R10.2: a lone chunk is refused naming the fix, not as "'Finish' object is not iterable"; a
+    str is not a list of chunks, and is not taken as its characters, each a chunk the loop would
+    refuse mid-turn.
     """
     with pytest.raises(TypeError, match=match):
         RawChunks(chunks)  # type: ignore[arg-type]
@@ -111,7 +113,8 @@ def test_raw_chunks_still_streams_items_that_are_not_chunks() -> None:
 
 
 def test_scripted_model_refuses_a_single_step_as_its_script() -> None:
-    """A lone step used to fail with "'Reply' object is not iterable"."""
+    """A lone step is refused saying to put it in a list, not as "'Reply' object is not
+    iterable"."""
     with pytest.raises(TypeError, match=r"the script is a single step.*\[Reply\(\.\.\.\)\]"):
         ScriptedModel(Reply("hi"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"the script for model 'a' is a single step"):
@@ -119,7 +122,7 @@ def test_scripted_model_refuses_a_single_step_as_its_script() -> None:
 
 
 def test_scripted_model_refuses_a_script_that_is_neither_steps_nor_a_function() -> None:
-    """``None`` used to fail with "'NoneType' object is not iterable"."""
+    """``None`` is refused naming what a script is, not as "'NoneType' object is not iterable"."""
     with pytest.raises(TypeError, match=r"the script must be a sequence of steps.*got None"):
         ScriptedModel(None)  # type: ignore[arg-type]
 
@@ -136,10 +139,9 @@ class _AsyncCall:
 
 @pytest.mark.parametrize("script", [_async_step, functools.partial(_async_step), _AsyncCall()])
 def test_scripted_model_refuses_an_async_step_function(script: object) -> None:
-    """A step function is called per stream, synchronously: an async one is refused when built.
-
-    Before, it was taken, and every stream failed with "got a coroutine" and a
-    "coroutine was never awaited" warning.
+    """A step function is called per stream, synchronously: an async one is refused when built,
+    rather than failing every stream with "got a coroutine" and a "coroutine was never awaited"
+    warning.
     """
     with pytest.raises(TypeError, match=r"the script is an async function"):
         ScriptedModel(script)  # type: ignore[arg-type]
@@ -162,24 +164,24 @@ async def _async_sessions(session_id: str) -> None:
 def test_rebuild_checked_model_refuses_what_would_fail_every_request(
     model: object, sessions: object, match: str
 ) -> None:
-    """R8.9: a class for the model, or an async or uncallable session lookup, is refused when built.
-
-    Before, each was taken, and every request then ended its turn with an error
-    naming neither ("missing 1 required positional argument", "'coroutine' object
-    has no attribute 'events'").
+    """R8.9: a class for the model, or an async or uncallable session lookup, is refused when built,
+    rather than ending every request's turn with an error naming neither ("missing 1 required
+    positional argument", "'coroutine' object has no attribute 'events'").
     """
     with pytest.raises(TypeError, match=match):
         RebuildCheckedModel(model, sessions)  # type: ignore[arg-type]
 
 
 def test_tool_loop_refuses_a_bare_string_of_tool_names() -> None:
-    """A str is a sequence of names: "lookup" called tools "l" and "o", and the turn still completed."""
+    """A str is a sequence of names, so it is refused: "lookup" would call tools "l" and "o", and
+    the turn still complete."""
     with pytest.raises(TypeError, match=r"tool_names must be a list of names.*\['lookup'\]"):
         ScriptedModel.tool_loop("lookup")
 
 
 def test_tool_loop_refuses_arguments_for_tools_it_never_calls() -> None:
-    """A misspelt key was ignored: the tool got ``{}`` and the turn still completed."""
+    """Arguments for a tool the loop never calls (a misspelt key) are refused, not ignored while the
+    tool gets ``{}`` and the turn still completes."""
     with pytest.raises(ValueError, match=r"arguments names tools not in tool_names: \['lokup'\]"):
         ScriptedModel.tool_loop(["lookup"], arguments={"lokup": '{"city": "Oslo"}'})
 
@@ -217,7 +219,8 @@ class _OwnInit(DelegatingStore):
 
 
 def test_delegating_store_without_its_store_raises_attribute_error() -> None:
-    """A missing ``store`` used to recurse until RecursionError, even under ``hasattr``."""
+    """A missing ``store`` is an AttributeError naming the wrapper, even under ``hasattr``, not a
+    recursion until RecursionError."""
     wrapper = _OwnInit(object())
     assert not hasattr(wrapper, "durable")
     with pytest.raises(AttributeError, match=r"_OwnInit has no wrapped store"):
@@ -225,10 +228,9 @@ def test_delegating_store_without_its_store_raises_attribute_error() -> None:
 
 
 def test_delegating_store_refuses_a_store_class() -> None:
-    """A class where its instance was meant is refused when wrapped, as open_runtime refuses one.
-
-    Before, it was taken, and the runtime failed on entering it with
-    "__aenter__() missing 1 required positional argument: 'self'".
+    """A class where its instance was meant is refused when wrapped, as open_runtime refuses one,
+    not left for the runtime to fail on entering it with "__aenter__() missing 1 required positional
+    argument: 'self'".
     """
     with pytest.raises(
         TypeError, match=r"not a store class: DelegatingStore\(MemoryStore\(\.\.\.\)\)"
@@ -237,7 +239,8 @@ def test_delegating_store_refuses_a_store_class() -> None:
 
 
 def test_delegating_store_can_be_copied() -> None:
-    """``copy.copy`` builds the copy before its ``store`` is set; it used to recurse."""
+    """``copy.copy`` builds the copy before its ``store`` is set; copying does not recurse, and the
+    copy wraps the same store."""
     inner = object()
     copied = copy.copy(DelegatingStore(inner))  # type: ignore[arg-type]
     assert copied.store is inner
@@ -265,10 +268,9 @@ CALL = [ToolCallSpec("lookup")]
 def test_steps_refuse_texts_and_usage_of_the_wrong_type_when_built(
     kind: Callable[..., object], fields: dict[str, Any], match: str
 ) -> None:
-    """R10.2: a step's text, error message and usage are refused where the script is written.
-
-    Before, some raised "object of type 'int' has no len()", and the others were
-    accepted and ended the turn blaming the model for a malformed chunk.
+    """R10.2: a step's text, error message and usage are refused where the script is written, not
+    with "object of type 'int' has no len()", nor accepted to end the turn blaming the model for a
+    malformed chunk.
     """
     with pytest.raises(TypeError, match=match):
         kind(**fields)
