@@ -264,9 +264,9 @@ async def test_every_verb_refuses_content_of_another_kind_saying_what_is_expecte
 async def test_every_verb_refuses_a_source_of_another_kind_naming_every_kind_it_takes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R1.3: a source is a MessageSource, a str naming a plugin, or None for the user; any
-    other is a TypeError saying so, and nothing is sent. It said "must be a
-    MessageSource" alone, as if the str and None every verb takes were refused too."""
+    """R1.3: a source is a MessageSource, a str naming a plugin, or None for the user; any other is
+    a TypeError naming every kind a verb takes, not "must be a MessageSource" alone, as if the str
+    and None were refused too; nothing is sent."""
     expected = "^source must be a MessageSource, a str naming a plugin, or None, got int$"
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
@@ -294,10 +294,9 @@ async def test_every_verb_refuses_a_source_that_names_no_one(
     expected: str,
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R1.3: plugin content must label itself, so a source naming no plugin (or of no
-    kind) is a ValueError, and nothing is sent or logged. It was logged as the
-    content of a plugin named "" (or None), which no reader of the log could tell
-    apart from any other unnamed one."""
+    """R1.3: plugin content must label itself, so a source naming no plugin (or of no kind) is a
+    ValueError, and nothing is sent or logged: no content of a plugin named "" (or None), which no
+    reader of the log could tell apart from any other unnamed one."""
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -399,9 +398,9 @@ async def test_steer_before_the_driver_runs_joins_the_queued_batch(
 async def test_a_queued_listener_cannot_change_the_info_the_next_one_sees(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.10, R2.15: every ``agent/queued`` listener of one send or steer sees its source
-    and steering flag as they are: the info is read-only, so a listener that writes to it
-    fails alone (contained), where it once changed the one dict every listener shared.
+    """R2.10, R2.15: every ``agent/queued`` listener of one send or steer sees its source and
+    steering flag as they are: the info is read-only, so a listener that writes to it fails alone
+    (contained) and cannot change what the listeners after it see.
     """
     model = ScriptedModel(
         [CallTools([ToolCallSpec("nap", '{"seconds": 10}', id="c1")]), Reply("ok")],

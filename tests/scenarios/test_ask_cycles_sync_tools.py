@@ -167,9 +167,9 @@ async def test_a_sync_tool_wait_stops_counting_once_its_call_is_cancelled(
 async def test_a_sync_tool_asking_its_own_agent_from_a_child_task_gets_a_typed_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """The function a sync body runs through ``trio.from_thread.run`` may ask from a task of
-    a nursery it opens: that ask is the agent's own wait too, and is refused; it was not
-    counted for anybody and waited forever."""
+    """The function a sync body runs through ``trio.from_thread.run`` may ask from a task of a
+    nursery it opens: that ask is the agent's own wait too, and is refused, not left counted for
+    nobody to wait forever."""
     autojump_clock.autojump_threshold = 1.0
     peers: Peers = {}
     answers: list[str] = []
@@ -312,10 +312,10 @@ async def test_a_task_an_async_tool_starts_outside_its_call_asks_as_nobody_s_wai
 async def test_a_sync_tool_s_own_trio_run_asking_its_agent_is_refused_as_another_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A sync body that starts a ``trio.run`` of its own and asks its agent there is
-    refused as a caller from another run (``RuntimeError``), before any wait is judged:
-    its thread's call mark reached that run too, and the ask was refused as the agent
-    waiting for itself, which it was not."""
+    """A sync body that starts a ``trio.run`` of its own and asks its agent there is refused as a
+    caller from another run (``RuntimeError``), before any wait is judged: its thread's call mark
+    must not reach that run and have the ask refused as the agent waiting for itself, which it is
+    not."""
     autojump_clock.autojump_threshold = 1.0
     peers: Peers = {}
     refusals: list[str] = []

@@ -71,8 +71,8 @@ async def test_cancel_mid_stream_aborts_with_default_reason(
 async def test_cancel_with_an_empty_reason_aborts_with_the_default_one(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.23: an empty reason is none: the turn's end and its cut-off call's synthetic
-    result read 'cancelled', where they read '' and 'cancelled ()'."""
+    """R2.23: an empty reason is none: the turn's end and its cut-off call's synthetic result read
+    'cancelled', not '' and 'cancelled ()'."""
     model = ScriptedModel([CallTools([ToolCallSpec("slow", '{"seconds": 100}')]), Reply("next")])
     async with runtime(model, tools=[slow]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -170,8 +170,8 @@ async def test_dispose_mid_stream_ends_turn_disposed(
 async def test_cancel_with_a_reason_that_is_not_text_is_refused_and_changes_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.23: a refused cancel leaves the turn running and the queued prompt kept; the
-    bad reason used to be armed first, so the turn later failed building its end reason."""
+    """R2.23: a refused cancel leaves the turn running and the queued prompt kept; the bad reason is
+    not armed first, so the turn's end reason still builds."""
     model = ScriptedModel([Hang(), Reply("after")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -19,9 +19,8 @@ def model() -> ScriptedModel:
 async def test_a_close_cancelled_at_once_still_disposes_every_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: a cancelled ``aclose`` still closes, as trio's do: every live agent is
-    disposed and torn down, where they went on serving prompts in a runtime that
-    refused new ones."""
+    """R12.10: a cancelled ``aclose`` still closes, as trio's do: every live agent is disposed and
+    torn down, none left serving prompts in a runtime that refuses new ones."""
     async with runtime(model()) as rt:
         agents = [await rt.create_agent("a", OPTIONS) for _ in range(3)]
         with trio.move_on_after(0):
@@ -54,8 +53,8 @@ async def test_a_close_from_a_setup_disposes_every_live_agent(
 async def test_a_close_from_an_agents_own_tool_returns_once_the_teardowns_have_begun(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: ``aclose`` from an agent's own tool returns (its own teardown waits for the
-    call to end), where the teardown begun before its checkpoint cancelled the call."""
+    """R12.10: ``aclose`` from an agent's own tool returns (its own teardown waits for the call to
+    end): the teardown begun before its checkpoint does not cancel the call."""
     outcomes: list[str] = []
     runtimes: list[retinue.Runtime] = []
 
@@ -87,9 +86,9 @@ async def test_a_close_from_an_agents_own_tool_returns_once_the_teardowns_have_b
 async def test_a_shielded_close_from_a_setup_returns_without_waiting_for_its_own_creation(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: a close shielded from the abort of the creation whose setup calls it waits
-    for the other creations, not its own, which ends only once the setup returns: it
-    waited for that creation, and the runtime for the close, for good."""
+    """R12.10: a close shielded from the abort of the creation whose setup calls it waits for the
+    other creations, not its own, which ends only once the setup returns: waiting for that creation,
+    it would hold the close, and the runtime with it, for good."""
     async with runtime(model()) as rt:
         live = await rt.create_agent("live", OPTIONS)
 

@@ -22,8 +22,8 @@ def model() -> ScriptedModel:
 async def test_start_configured_agents_refuses_a_config_that_is_no_loop_config(
     autojump_clock: trio.testing.MockClock, config: object
 ) -> None:
-    """R13.3: a raw table or None is refused naming ``config``, where it failed as
-    ``'dict' object has no attribute 'agents'``."""
+    """R13.3: a raw table or None is refused naming ``config``, not as ``'dict' object has no
+    attribute 'agents'``."""
     async with runtime(model()) as rt:
         with pytest.raises(
             TypeError, match=r"^start_configured_agents: config must be a LoopConfig"
@@ -35,8 +35,8 @@ async def test_start_configured_agents_refuses_a_config_that_is_no_loop_config(
 async def test_start_configured_agents_refuses_an_rt_that_is_no_runtime(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R13.3, R13.4: an *rt* that is no runtime is refused naming ``rt``, where every entry
-    failed against it and the report of the first failure raised ``AttributeError``."""
+    """R13.3, R13.4: an *rt* that is no runtime is refused naming ``rt``, rather than every entry
+    failing against it and the report of the first failure raising ``AttributeError``."""
     config = LoopConfig(agents=(AgentEntry("writer"),))
     async with runtime(model()) as rt:
         heard: list[object] = []
@@ -50,8 +50,8 @@ async def test_start_configured_agents_refuses_an_rt_that_is_no_runtime(
 async def test_bind_parallel_cap_refuses_arguments_of_the_wrong_kind(
     autojump_clock: trio.testing.MockClock, rt_given: bool, setting: object
 ) -> None:
-    """R13.6: a cap given as a bare int, or an *rt* that is no runtime, is refused naming
-    the argument, where it failed as ``'int' object has no attribute 'value'``."""
+    """R13.6: a cap given as a bare int, or an *rt* that is no runtime, is refused naming the
+    argument, not as ``'int' object has no attribute 'value'``."""
     named = "setting must be a ParallelCapSetting" if rt_given else "rt must be a Runtime"
     async with runtime(model()) as rt:
         target = rt if rt_given else object()

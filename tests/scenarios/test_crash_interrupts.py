@@ -250,11 +250,9 @@ async def test_a_crash_after_a_model_turned_ctrl_c_into_its_error_restarts_the_d
 async def test_a_flusher_crash_of_a_ctrl_c_turned_into_an_error_restarts_the_flusher(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DESIGN 4: a flusher crash whose context holds a Ctrl-C already turned into an error
-    is a crash like any other: the flusher is restarted and the runtime runs on, where the
-    Ctrl-C found in the context ended it.
-
-    Breaks the flusher's ``flush`` once.
+    """DESIGN 4: a flusher crash whose context holds a Ctrl-C already turned into an error is a
+    crash like any other: the flusher is restarted and the runtime runs on, not ended by the Ctrl-C
+    found in the context. Breaks the flusher's ``flush`` once.
     """
     real = _turn.flush
     crashes: list[int] = []
@@ -370,12 +368,10 @@ async def test_ctrl_c_going_on_after_a_crash_keeps_its_own_context(
 async def test_ctrl_c_answers_a_crashed_batch_once_its_turn_is_flushed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R7.49, R12.10, DESIGN 4: under Ctrl-C the ask of a turn whose close crashed is
-    answered once the supervisor has flushed the turn, as a turn's own interrupted close
-    answers after its shielded flush: it was answered at once, before the store had any
-    of the turn.
-
-    Breaks ``TurnState.answer_dangling_calls``; the store's flush takes 5 virtual seconds.
+    """R7.49, R12.10, DESIGN 4: under Ctrl-C the ask of a turn whose close crashed is answered once
+    the supervisor has flushed the turn, as a turn's own interrupted close answers after its
+    shielded flush, not at once, before the store has any of the turn. Breaks
+    ``TurnState.answer_dangling_calls``; the store's flush takes 5 virtual seconds.
     """
 
     def broken(self: _state.TurnState, code: str, text: str) -> None:
@@ -462,10 +458,9 @@ async def test_ctrl_c_the_driver_unwinds_outside_a_turn_survives_a_crash_settlin
 async def test_ctrl_c_before_turn_start_survives_a_crash_settling_its_batch(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.10, DESIGN 4: Ctrl-C landing in the driver before ``turn/start`` still ends the
-    runtime when settling its batch ``disposed`` then crashes, where it was lost.
-
-    Breaks ``_turn._turn_body`` (Ctrl-C) and ``_driver.settle`` (the crash).
+    """R12.10, DESIGN 4: Ctrl-C landing in the driver before ``turn/start`` still ends the runtime
+    when settling its batch ``disposed`` then crashes: the Ctrl-C is not lost. Breaks
+    ``_turn._turn_body`` (Ctrl-C) and ``_driver.settle`` (the crash).
     """
 
     async def interrupted(*_args: object) -> NoReturn:

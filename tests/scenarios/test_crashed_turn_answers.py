@@ -117,11 +117,9 @@ async def test_a_crash_after_the_turn_ended_answers_a_blocked_prompt_with_its_bl
 async def test_an_agent_a_crash_left_with_nothing_queued_goes_idle_once_the_turn_is_flushed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """R7.2, DESIGN 4: after a driver crash the agent's ``agent/status`` goes ``idle`` once
-    the turn's closing events are committed, as after a turn's own flush: it went idle as
-    the supervisor closed the turn, before the flush, and a listener reading the store
-    then found the turn unwritten.
-
+    """R7.2, DESIGN 4: after a driver crash the agent's ``agent/status`` goes ``idle`` once the
+    turn's closing events are committed, as after a turn's own flush, not as the supervisor closes
+    the turn, before the flush, when a listener reading the store would find the turn unwritten.
     Breaks ``TurnState.record_error`` (a failing step's handling), or the post-turn flush.
     """
     store = SlowFlushStore()
@@ -173,11 +171,10 @@ async def test_a_steer_sent_while_a_crashed_turn_is_flushed_starts_the_next_turn
 async def test_a_crashed_turn_ends_naming_the_step_it_was_in(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R4.12, R7.45, DESIGN 4: the ``error`` end a driver crash logs names the step the
-    turn was in, as a turn's own error does, and so do its ``agent/error`` and the ask's
-    answer: they named step 0 whatever step the turn had reached.
-
-    Breaks ``TurnState.record_error``; the second step's model call fails.
+    """R4.12, R7.45, DESIGN 4: the ``error`` end a driver crash logs names the step the turn was in,
+    as a turn's own error does, and so do its ``agent/error`` and the ask's answer, not step 0
+    whatever step the turn had reached. Breaks ``TurnState.record_error``; the second step's model
+    call fails.
     """
     crash_in_the_error_handling(monkeypatch)
     model = ScriptedModel(
@@ -249,11 +246,10 @@ async def _asked_as_the_runtime_is_cancelled(
 async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flushed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R7.49, R12.10, DESIGN 4: cancelled with its runtime while the supervisor waits for a
-    crashed turn's flush, the ask is still answered once the turn is committed, as a turn's
-    own close answers after its shielded flush: it was answered at once, the turn unwritten.
-
-    Breaks ``TurnState.record_error``; the store's flush takes 5 virtual seconds.
+    """R7.49, R12.10, DESIGN 4: cancelled with its runtime while the supervisor waits for a crashed
+    turn's flush, the ask is still answered once the turn is committed, as a turn's own close
+    answers after its shielded flush, not at once with the turn unwritten. Breaks
+    ``TurnState.record_error``; the store's flush takes 5 virtual seconds.
     """
     crash_in_the_error_handling(monkeypatch)
     store = SlowDurableStore()
@@ -265,13 +261,11 @@ async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flus
 async def test_a_crash_closing_a_turn_the_runtimes_cancel_cut_short_is_answered_once_flushed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R7.49, R12.10, DESIGN 4: the runtime's cancel reaching the idle flusher and a turn
-    whose close then crashes: the supervisor flushes the closed turn itself, shielded and
-    bounded, and answers the ask once it is committed, where with no flusher left it
-    answered at once, the turn never written.
-
-    Breaks ``TurnState.answer_dangling_calls``, which closing the cancelled step calls; the
-    store's flush takes 5 virtual seconds.
+    """R7.49, R12.10, DESIGN 4: the runtime's cancel reaching the idle flusher and a turn whose
+    close then crashes: the supervisor flushes the closed turn itself, shielded and bounded, and
+    answers the ask once it is committed; with no flusher left, the ask is not answered at once with
+    the turn never written. Breaks ``TurnState.answer_dangling_calls``, which closing the cancelled
+    step calls; the store's flush takes 5 virtual seconds.
     """
 
     def broken(self: _state.TurnState, code: str, text: str) -> None:
@@ -307,11 +301,10 @@ class _CountingSlowStore(DelegatingStore):
 async def test_a_crashed_turn_whose_flush_outlasts_the_bound_is_flushed_once(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R7.49, DESIGN 4: a crashed turn whose flush waits past ``flush_timeout`` behind a
-    round in flight is flushed by the flusher alone, its ask answered at the bound, where
-    the supervisor flushed it a second time beside the flusher and answered at twice it.
-
-    Breaks ``TurnState.record_error``; the store's flush takes 1.5 virtual seconds.
+    """R7.49, DESIGN 4: a crashed turn whose flush waits past ``flush_timeout`` behind a round in
+    flight is flushed by the flusher alone, its ask answered at the bound, not flushed a second time
+    by the supervisor beside the flusher and answered at twice it. Breaks
+    ``TurnState.record_error``; the store's flush takes 1.5 virtual seconds.
     """
     crash_in_the_error_handling(monkeypatch)
     store = _CountingSlowStore()
@@ -333,9 +326,9 @@ async def test_a_crashed_turn_whose_flush_outlasts_the_bound_is_flushed_once(
 async def test_a_runtime_ended_after_a_crash_leaves_no_stack_on_its_agents(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """DESIGN 4: what the driver and the flusher unwound as the runtime ended (kept on the
-    agent for a crash in their unwinding to raise again) is let go once supervision ends,
-    where a kept agent handle held both tasks' last stacks."""
+    """DESIGN 4: what the driver and the flusher unwound as the runtime ended (kept on the agent for
+    a crash in their unwinding to raise again) is let go once supervision ends, so a kept agent
+    handle holds neither task's last stack."""
     model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")])])
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as outer:

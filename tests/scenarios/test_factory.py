@@ -98,9 +98,9 @@ async def test_create_and_resume_refuse_options_that_are_not_agent_options(
 async def test_every_way_to_start_an_agent_refuses_a_setup_that_is_not_callable(
     autojump_clock: trio.testing.MockClock, setup: object
 ) -> None:
-    """R12.6: ``setup`` is a callable taking the agent, or None; anything else is a
-    TypeError naming it, before the session is made or loaded. It failed as the call of
-    an int ("'int' object is not callable"), naming no argument."""
+    """R12.6: ``setup`` is a callable taking the agent, or None; anything else is a TypeError naming
+    it, before the session is made or loaded, not a failed call of an int ("'int' object is not
+    callable") naming no argument."""
     message = rf"^setup must be a callable taking the agent, or None, got {setup!r}$"
     async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
         source = await rt.create_agent("a", OPTIONS, session_id="s")

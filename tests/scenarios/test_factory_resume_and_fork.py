@@ -208,9 +208,9 @@ async def test_start_forked_refuses_options_naming_another_cwd(
 async def test_start_forked_refuses_what_is_no_session_naming_it(
     autojump_clock: trio.testing.MockClock, session: object
 ) -> None:
-    """R11.17: ``start_forked`` takes the Session ``fork_agent_session`` returned; anything
-    else (its id, say) is a TypeError naming the argument. It failed reading ``.id`` of
-    it, an AttributeError naming no argument."""
+    """R11.17: ``start_forked`` takes the Session ``fork_agent_session`` returned; anything else
+    (its id, say) is a TypeError naming the argument, not an AttributeError from reading its ``.id``
+    that names no argument."""
     message = rf"^session must be a Session \(from fork_agent_session\), got {session!r}$"
     async with runtime(ScriptedModel([Reply("ok")])) as rt:
         with pytest.raises(TypeError, match=message):

@@ -42,8 +42,8 @@ async def test_a_failed_resume_behind_a_hanging_store_ends_within_flush_timeout(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """R12.6, R12.10: the setup's failure is raised once ``flush_timeout`` has passed and the
-    release is logged, where the release, shielded, waited for the store however long it
-    took, and held the runtime's close with it (for good, for a store that never answers)."""
+    release is logged: the shielded release does not wait for the store however long it takes,
+    holding the runtime's close with it (for good, for a store that never answers)."""
     store = _HangingRelease(MemoryStore())
     async with runtime(ScriptedModel([Reply("hi")]), store=store, flush_timeout=5.0) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -63,9 +63,9 @@ async def test_a_failed_resume_behind_a_hanging_store_ends_within_flush_timeout(
 async def test_a_resume_after_a_release_that_timed_out_settles_it_first(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.6, R11.5: a release the store did not answer in time is kept and tried again by
-    the next resume of the id, which then resumes the session, where every later resume
-    failed SESSION_TRACKED, the session still loaded and never let go."""
+    """R12.6, R11.5: a release the store did not answer in time is kept and tried again by the next
+    resume of the id, which then resumes the session, rather than every later resume failing
+    SESSION_TRACKED with the session still loaded and never let go."""
     store = _HangingRelease(MemoryStore())
     async with runtime(ScriptedModel([Reply("hi")]), store=store, flush_timeout=5.0) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -87,8 +87,8 @@ async def test_a_resume_after_a_release_that_timed_out_settles_it_first(
 async def test_two_closes_at_once_settle_a_failed_final_flush_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: two concurrent ``aclose`` calls both retry the failed final flush; the one
-    that finds it settled by the other lets it be, where it failed with a KeyError."""
+    """R12.9: two concurrent ``aclose`` calls both retry the failed final flush; the one that finds
+    it settled by the other lets it be, without a KeyError."""
     backend = OutageBackend()
     store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
     async with store:
@@ -123,8 +123,8 @@ class _TakenOverRelease(DelegatingStore):
 async def test_a_failed_resumes_release_dropped_by_the_store_is_named_as_a_release(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R12.6: the warning that the store dropped the session names the claim release that
-    failed, where it said the session's final flush had."""
+    """R12.6: the warning that the store dropped the session names the claim release that failed,
+    not the session's final flush."""
     store = _TakenOverRelease(MemoryStore())
     async with runtime(ScriptedModel([Reply("hi")]), store=store) as rt:
         agent = await rt.create_agent("a", OPTIONS)

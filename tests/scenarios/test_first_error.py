@@ -14,9 +14,9 @@ from tests.helpers import OPTIONS, last_end_reason, runtime
 async def test_a_step_error_wins_over_an_observer_failing_as_the_step_closes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.45: the model fails mid-stream, then an observer raises on the step/end that
-    closes the step: the turn ends with the model's error, reported once (the observer's
-    failure used to take its place)."""
+    """R7.45: the model fails mid-stream, then an observer raises on the step/end that closes the
+    step: the turn ends with the model's error, reported once (the observer's failure does not take
+    its place)."""
     boom = retinue.ModelError("provider exploded", code="UPSTREAM_500")
     model = ScriptedModel([RaiseMidStream(boom, after_chunks=2), Reply("ok")])
     async with runtime(model) as rt:

@@ -53,11 +53,10 @@ ECHO: list[CallTools | Reply] = [CallTools([ToolCallSpec("echo", '{"text": "hi"}
 async def test_scoping_to_another_runtimes_agent_of_the_same_id_is_refused(
     autojump_clock: trio.testing.MockClock, what: str
 ) -> None:
-    """R6.5, R9.3: a listener, tool or guard scoped to a handle of another runtime's agent
-    is a ValueError naming it, and nothing is registered, as for a cleanup (R12.9). It was
-    scoped to that agent's id: never used for that agent, used instead for this runtime's
-    agent of the same id, and kept after that agent's teardown. The id itself still names
-    this runtime's agent."""
+    """R6.5, R9.3: a listener, tool or guard scoped to a handle of another runtime's agent is a
+    ValueError naming it, and nothing is registered, as for a cleanup (R12.9). Scoped to that
+    agent's id, it would never be used for that agent, but for this runtime's agent of the same id,
+    and be kept after that agent's teardown. The id itself still names this runtime's agent."""
     heard: list[str] = []
     register = REGISTER[what]
     async with (

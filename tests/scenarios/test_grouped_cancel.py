@@ -108,7 +108,7 @@ class _GroupingModel:
 async def test_a_model_raising_a_group_with_a_stray_cancel_fails_only_its_turn(
     grouping: Grouping, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """R7.36, R7.48: the turn ends ``error``/STRAY_CANCELLED; it was logged disposed."""
+    """R7.36, R7.48: the turn ends ``error``/STRAY_CANCELLED, not ``disposed``."""
     model = _GroupingModel(ScriptedModel([Reply("ok")], repeat_last=True), grouping)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -123,9 +123,9 @@ async def test_a_model_raising_a_group_with_a_stray_cancel_fails_only_its_turn(
 async def test_a_synchronous_listener_raising_a_group_with_a_cancel_is_contained(
     seam: str, grouping: Grouping, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """R7.48: no cancel is delivered to synchronous code, so a group holding one is the
-    listener's failure, contained like any other. From agent/queued it escaped ``send``
-    and ended the runtime's block early, silently; from agent/status it ended the agent."""
+    """R7.48: no cancel is delivered to synchronous code, so a group holding one is the listener's
+    failure, contained like any other: from agent/queued it does not escape ``send`` and end the
+    runtime's block early and silently, nor from agent/status end the agent."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -99,10 +99,10 @@ async def test_a_listener_base_exception_ends_the_turn_as_its_error(
     code: str,
     said: str,
 ) -> None:
-    """R6.2, R6.3, R7.45, R7.48: the turn ends ``error`` with code ``UNKNOWN`` (or the
-    code the exception carries; a SystemExit's is its exit status, no error code), the
-    message names the seam and what was raised, ``agent/error`` reports a ``HookError``
-    caused by it, and the agent serves its next turn. It used to end the runtime."""
+    """R6.2, R6.3, R7.45, R7.48: the turn ends ``error`` with code ``UNKNOWN`` (or the code the
+    exception carries; a SystemExit's is its exit status, no error code), the message names the seam
+    and what was raised, ``agent/error`` reports a ``HookError`` caused by it, and the agent serves
+    its next turn: the runtime does not end."""
     model = ScriptedModel([Reply("one")], repeat_last=True)
     with trio.fail_after(60):
         async with runtime(model) as rt:
@@ -131,9 +131,9 @@ async def test_a_listener_base_exception_ends_the_turn_as_its_error(
 async def test_a_notification_listener_base_exception_is_contained(
     autojump_clock: trio.testing.MockClock, seam: str
 ) -> None:
-    """R6.1: an emit listener's SystemExit is logged and contained like any other
-    failure; the other listeners still hear the event and the turn completes. It used
-    to end the runtime (or, at creation, reach the creator)."""
+    """R6.1: an emit listener's SystemExit is logged and contained like any other failure; the other
+    listeners still hear the event and the turn completes. It ends neither the runtime nor, at
+    creation, reaches the creator."""
     model = ScriptedModel([CallTools([ToolCallSpec("echo", '{"text": "hi"}')]), Reply("done")])
     heard: list[str] = []
     with trio.fail_after(60):
@@ -303,9 +303,9 @@ async def test_a_tool_guard_base_exception_fails_its_call(
 async def test_a_scoped_cleanup_base_exception_is_contained_and_the_teardown_goes_on(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: a scoped cleanup (the unregister of a scoped listener, say) that exits is
-    logged like any cleanup failure: the cleanups after it still run, the agent's
-    subscriptions end and the runtime goes on. It ended the runtime and skipped them."""
+    """R12.9: a scoped cleanup (the unregister of a scoped listener, say) that exits is logged like
+    any cleanup failure: the cleanups after it still run, the agent's subscriptions end and the
+    runtime goes on, neither ended nor skipping them."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     with trio.fail_after(60):
         async with runtime(model) as rt:
@@ -331,8 +331,8 @@ def _exhausted(*args: Any) -> None:
 async def test_a_synchronous_listener_stop_iteration_names_the_listener(
     autojump_clock: trio.testing.MockClock, seam: str
 ) -> None:
-    """R7.45: the turn's error names the listener that raised StopIteration; it read
-    "coroutine raised StopIteration", naming a coroutine the listener does not have."""
+    """R7.45: the turn's error names the listener that raised StopIteration, not "coroutine raised
+    StopIteration", which names a coroutine the listener does not have."""
     model = ScriptedModel([Reply("one")], repeat_last=True)
     with trio.fail_after(60):
         async with runtime(model) as rt:

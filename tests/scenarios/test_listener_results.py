@@ -121,8 +121,8 @@ TURN_REFUSALS = {
 async def test_a_result_of_the_right_type_its_seam_cannot_use_names_the_listener(
     seam: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """R6.3, R6.6, R7.37: the turn's error names the listener, among others of its seam,
-    that returned a value of the right type the seam refuses, where it named the seam only."""
+    """R6.3, R6.6, R7.37: the turn's error names the listener, among others of its seam, that
+    returned a value of the right type the seam refuses, not the seam alone."""
     method, problem = TURN_REFUSALS[seam]
     rewrites = Rewrites()
     async with runtime(ScriptedModel([Reply("ok")])) as rt:
@@ -162,8 +162,8 @@ TOOL_REFUSALS = {
 async def test_a_tool_decision_its_seam_cannot_use_names_the_listener_in_the_result(
     seam: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """R6.8, R6.9, R9.3: the call's logged result names the listener whose decision the seam
-    cannot use, where it named the seam only."""
+    """R6.8, R6.9, R9.3: the call's logged result names the listener whose decision the seam cannot
+    use, not the seam alone."""
     method, problem = TOOL_REFUSALS[seam]
     model = ScriptedModel([CallTools([ToolCallSpec("remove", '{"path": "x"}')]), Reply("ok")])
     rewrites = Rewrites()

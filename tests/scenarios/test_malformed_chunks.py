@@ -100,10 +100,10 @@ async def _forgot_to_yield() -> list[StreamChunk]:
 async def test_a_model_stream_that_is_no_async_iterator_ends_the_turn_naming_it(
     autojump_clock: trio.testing.MockClock, returned: object
 ) -> None:
-    """R7.36, R7.45: a ``stream`` that returns no async iterator (an ``async def`` without a
-    yield, most likely) ends the turn ``error``/NOT_A_STREAM naming what it returned; the
-    coroutine is closed, not left to warn that it was never awaited. The error was
-    Python's "'async for' requires an object with __aiter__ method", with no code."""
+    """R7.36, R7.45: a ``stream`` that returns no async iterator (an ``async def`` without a yield,
+    most likely) ends the turn ``error``/NOT_A_STREAM naming what it returned, not with Python's
+    uncoded "'async for' requires an object with __aiter__ method"; the coroutine is closed, not
+    left to warn that it was never awaited."""
     value = returned() if callable(returned) else returned
     async with runtime(NotAStreamModel(value)) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -16,9 +16,9 @@ from tests.stores._kit import OutageBackend
 async def test_a_runtime_closed_in_a_tool_tries_failed_final_flushes_once_more(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9, R12.10: a runtime a tool opened commits, as it closes, what a failed final
-    flush left buffered once the store is back, where its close, made from the tool's
-    agent, skipped that try and left the events buffered in the store."""
+    """R12.9, R12.10: a runtime a tool opened commits, as it closes, what a failed final flush left
+    buffered once the store is back: its close, made from the tool's agent, does not skip that try
+    and leave the events buffered in the store."""
     backend = OutageBackend()
     store = BufferedStore(backend, name="outage")  # type: ignore[arg-type]
     buffered: dict[str, int] = {}

@@ -155,8 +155,8 @@ async def test_a_built_in_variable_the_agent_leaves_unset_has_no_value_rather_th
 async def test_an_agent_system_prompt_replaces_the_runtime_one_even_empty(
     autojump_clock: trio.testing.MockClock, persona: str | None, system: str | None
 ) -> None:
-    """R2.7: an agent's ``system_prompt`` replaces the runtime's, an empty one as a blank
-    one does; ``""`` used to keep the runtime's persona."""
+    """R2.7: an agent's ``system_prompt`` replaces the runtime's, an empty one as a blank one does:
+    ``""`` does not keep the runtime's persona."""
     model = ScriptedModel([Reply("one")])
     async with runtime(model, system_prompt="You are the runtime.") as rt:
         agent = await rt.create_agent("a", AgentOptions(model="scripted", system_prompt=persona))

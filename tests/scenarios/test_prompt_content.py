@@ -26,11 +26,11 @@ _RESULT = ToolResultBlock("call-1", (Text("sunny"),))
 async def test_every_verb_refuses_a_tool_call_or_result_and_sends_nothing(
     autojump_clock: trio.testing.MockClock, content: object, expected: str
 ) -> None:
-    """R5.2: a prompt, steering or context is the user's message to the model, which no
-    provider takes with a tool call in it, or a tool result answering no call of the
-    step before it. ask, send, steer and inject refuse one with a ValueError, and
-    nothing is logged. They took it, and every later request of the agent carried it
-    (Anthropic refuses such a request; OpenAI's adapter sent it without the block)."""
+    """R5.2: a prompt, steering or context is the user's message to the model, which no provider
+    takes with a tool call in it, or a tool result answering no call of the step before it. ask,
+    send, steer and inject refuse one with a ValueError, and nothing is logged: taken, it would ride
+    in every later request of the agent (Anthropic refuses such a request; OpenAI's adapter would
+    send it without the block)."""
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

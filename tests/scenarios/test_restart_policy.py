@@ -131,8 +131,8 @@ async def test_a_driver_that_crashes_as_it_starts_is_given_up_after_growing_paus
 async def test_a_crash_loop_with_many_restarts_allowed_is_paced(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DESIGN 4: a large ``max_restarts`` no longer restarts back to back: the default pauses
-    (0.5 s doubling up to 30 s) cap the crash rate, so a crash loop cannot spin the CPU.
+    """DESIGN 4: a large ``max_restarts`` does not restart back to back: the default pauses (0.5 s
+    doubling up to 30 s) cap the crash rate, so a crash loop cannot spin the CPU.
     """
     policy = retinue.RestartPolicy(max_restarts=1000)
     with trio.fail_after(1000):

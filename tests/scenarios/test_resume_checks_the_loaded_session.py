@@ -31,8 +31,8 @@ async def test_a_load_leaving_a_turn_open_is_refused_naming_the_session_and_turn
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R11.9: a session a store's ``load`` leaves inside a crashed turn is refused as
-    ``StoreError(OPEN_TURN)``, and the store keeps it: it was resumed, and every later
-    turn of the agent failed as opened inside the open one (``TURN_NOT_OPENED``)."""
+    ``StoreError(OPEN_TURN)``, and the store keeps it: resumed, every later turn of the agent would
+    fail as opened inside the open one (``TURN_NOT_OPENED``)."""
     store = _UnrepairingStore(MemoryStore())
     with trio.fail_after(DEADLINE):
         async with runtime(ScriptedModel([Reply("hi")], repeat_last=True), store=store) as rt:
@@ -54,8 +54,8 @@ async def test_a_load_leaving_a_turn_open_is_refused_naming_the_session_and_turn
 async def test_a_load_returning_no_session_is_refused_naming_what_it_returned(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R11.15: a ``load`` that returns no Session is ``StoreError(CORRUPT_SESSION)`` naming
-    what it returned, where it failed later as an AttributeError naming no store."""
+    """R11.15: a ``load`` that returns no Session is ``StoreError(CORRUPT_SESSION)`` naming what it
+    returned, not a later AttributeError naming no store."""
     store = _UnrepairingStore(MemoryStore())
     with trio.fail_after(DEADLINE):
         async with runtime(ScriptedModel([Reply("hi")]), store=store) as rt:

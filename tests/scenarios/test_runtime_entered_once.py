@@ -16,9 +16,9 @@ ENTERED = r"^this open_runtime\(\.\.\.\) was entered already: each call opens on
 async def test_entering_an_open_runtime_twice_is_refused_saying_so(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.1: entered again inside itself or after its exit, it raises a RuntimeError
-    saying to call open_runtime again, where it failed as ``'_AsyncGeneratorContextManager'
-    object has no attribute 'args'``; the runtime it opened runs on undisturbed."""
+    """R12.1: entered again inside itself or after its exit, it raises a RuntimeError saying to call
+    open_runtime again, not ``'_AsyncGeneratorContextManager' object has no attribute 'args'``; the
+    runtime it opened runs on undisturbed."""
     with trio.fail_after(600):
         opening = retinue.open_runtime(models=ScriptedModel([Reply("ok")], repeat_last=True))
         async with opening as rt:
@@ -34,9 +34,9 @@ async def test_entering_an_open_runtime_twice_is_refused_saying_so(
 async def test_an_open_runtime_decorates_a_function_opening_a_runtime_per_call(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.1: ``@open_runtime(...)`` on an async function runs each call inside a runtime
-    of its own, as a generator-made context manager does, where calling it failed as
-    ``'_EnteredOnce' object is not callable``."""
+    """R12.1: ``@open_runtime(...)`` on an async function runs each call inside a runtime of its
+    own, as a generator-made context manager does; calling it raises no ``'_EnteredOnce' object is
+    not callable``."""
     ran: list[int] = []
     decorating = retinue.open_runtime(models=ScriptedModel([Reply("ok")], repeat_last=True))
 

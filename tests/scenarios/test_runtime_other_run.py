@@ -27,10 +27,9 @@ CALLS: dict[str, Call] = {
 
 @pytest.mark.parametrize("method", sorted(CALLS))
 async def test_a_runtime_method_called_from_another_trio_run_is_refused(method: str) -> None:
-    """R12.1, R12.10: refused before anything is done, naming the run to call from, as
-    an agent's verbs are, where ``create_agent`` and ``aclose`` ended in trio's
-    ``TrioInternalError``, leaving an agent published from the wrong run, or the
-    runtime closing with every agent left live."""
+    """R12.1, R12.10: refused before anything is done, naming the run to call from, as an agent's
+    verbs are: ``create_agent`` and ``aclose`` end in no trio ``TrioInternalError`` that would leave
+    an agent published from the wrong run, or the runtime closing with every agent left live."""
     call = CALLS[method]
     # Real time: a worker thread runs its own trio.run.
     with trio.fail_after(10):

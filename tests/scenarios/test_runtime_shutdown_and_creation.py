@@ -169,7 +169,7 @@ class _RefusingStore(DelegatingStore):
         raise StoreError(f"session {session.id!r} cannot be stored", code="STORAGE_ERROR")
 
 
-@pytest.mark.timeout(30)  # the old failure hung inside a shield, out of the clock's reach
+@pytest.mark.timeout(30)  # a hang inside a shield is out of the virtual clock's reach
 async def test_dispose_of_an_agent_whose_setup_failed_returns_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -196,7 +196,7 @@ async def test_dispose_of_an_agent_whose_setup_failed_returns_at_once(
         assert not waited.cancelled_caught, "the torn-down agent's subscription never ended"
 
 
-@pytest.mark.timeout(30)  # the old failure hung inside a shield, out of the clock's reach
+@pytest.mark.timeout(30)  # a hang inside a shield is out of the virtual clock's reach
 async def test_agent_disposed_during_its_setup_is_never_published(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

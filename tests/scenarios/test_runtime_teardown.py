@@ -196,9 +196,9 @@ async def test_the_handle_of_a_failed_setup_reads_disposed_and_takes_no_listener
 async def test_scoped_refuses_a_cleanup_that_is_not_callable(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R12.9: ``rt.scoped`` takes a function the teardown calls; anything else is a
-    TypeError naming it, when scoped. It was taken, and failed only at the teardown, as
-    a logged "cleanup failed" naming no call."""
+    """R12.9: ``rt.scoped`` takes a function the teardown calls; anything else is a TypeError naming
+    it, when scoped, not taken to fail only at the teardown, as a logged "cleanup failed" naming no
+    call."""
     async with runtime(ScriptedModel([Reply("hi")])) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         with pytest.raises(TypeError, match=r"^unregister must be a callable, got 'close'$"):
@@ -211,9 +211,9 @@ async def test_scoped_refuses_a_cleanup_that_is_not_callable(
 async def test_scoped_refuses_what_is_no_agent_handle(
     autojump_clock: trio.testing.MockClock, agent: object
 ) -> None:
-    """R12.9: ``rt.scoped`` ties a cleanup to the teardown of an agent handle; an agent's
-    id, or anything else, is a TypeError naming it, and the cleanup is not held. It was
-    a bare AttributeError."""
+    """R12.9: ``rt.scoped`` ties a cleanup to the teardown of an agent handle; an agent's id, or
+    anything else, is a TypeError naming it, not a bare AttributeError, and the cleanup is not
+    held."""
     called: list[str] = []
     async with runtime(ScriptedModel([Reply("hi")])) as rt:
         live = await rt.create_agent("a", OPTIONS, session_id="a")
@@ -228,9 +228,9 @@ async def test_scoped_refuses_another_runtimes_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R12.9: a cleanup is tied to the teardown of one of the runtime's own agents; another
-    runtime's agent is a ValueError naming it, and the cleanup is not held. It was held
-    and never run: that agent's teardown unwinds its own runtime's cleanups, and a later
-    agent of the same id in this runtime dropped it unrun."""
+    runtime's agent is a ValueError naming it, and the cleanup is not held: held, it would never
+    run, since that agent's teardown unwinds its own runtime's cleanups, and a later agent of the
+    same id in this runtime would drop it unrun."""
     called: list[str] = []
     async with runtime(ScriptedModel([Reply("hi")])) as rt, runtime(ScriptedModel([])) as other:
         theirs = await other.create_agent("a", OPTIONS, session_id="a")
@@ -245,10 +245,9 @@ async def test_scoped_refuses_another_runtimes_agent(
 async def test_a_status_listener_interrupting_a_dispose_still_leaves_it_torn_down(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.8, R12.9: the teardown is started before ``agent/status`` announces the
-    disposal; Ctrl-C in a listener reaches the first ``dispose`` and the teardown
-    still runs. It used to be never started: a second ``dispose`` and ``wait_idle``
-    hung, and the agent stayed in the registry past the runtime's end."""
+    """R12.8, R12.9: the teardown is started before ``agent/status`` announces the disposal; Ctrl-C
+    in a listener reaches the first ``dispose`` and the teardown still runs: a second ``dispose``
+    and ``wait_idle`` return, and the agent leaves the registry before the runtime's end."""
     disposed: list[str] = []
     async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -275,9 +274,9 @@ async def test_a_status_listener_interrupting_a_dispose_still_leaves_it_torn_dow
 async def test_a_disposed_listener_interrupting_a_teardown_still_unwinds_the_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: Ctrl-C in an ``agent/disposed`` listener ends the runtime, and
-    the teardown's later stages still run: scoped cleanups, the end of every
-    subscription and the detach. They were skipped: a subscriber waited for good."""
+    """R12.9: Ctrl-C in an ``agent/disposed`` listener ends the runtime, and the teardown's later
+    stages still run: scoped cleanups, the end of every subscription and the detach, so no
+    subscriber waits for good."""
     store = SlowDetach()
     cleaned: list[str] = []
     ended: list[str] = []
@@ -350,9 +349,9 @@ async def test_a_store_detach_waiting_on_its_agent_does_not_wait_for_its_own_tea
 async def test_shutdown_begun_from_a_flush_listener_does_not_wait_for_its_own_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: ``rt.aclose()`` from a ``session/flush`` listener begins the shutdown and
-    returns; it waited for every teardown, its own agent's too, which waits for that
-    flush: with no flush bound it never ended. The runtime's exit waits for them all.
+    """R12.10: ``rt.aclose()`` from a ``session/flush`` listener begins the shutdown and returns
+    rather than waiting for every teardown, its own agent's too, which waits for that flush: with no
+    flush bound that wait would never end. The runtime's exit waits for them all.
     """
     closed: list[bool] = []
     async with runtime(ScriptedModel([Reply("ok")]), flush_timeout=math.inf) as rt:
@@ -374,9 +373,9 @@ async def test_shutdown_begun_from_a_flush_listener_does_not_wait_for_its_own_ag
 async def test_resuming_an_agent_from_its_own_flush_listener_raises_instead_of_waiting(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: a ``session/flush`` listener that disposes its agent and resumes it waited
-    for the id to be free, which happens once the teardown ends, which waits for that
-    flush: with no flush bound it never ended. It raises ``WAITS_FOR_ITSELF``.
+    """R12.9: a ``session/flush`` listener that disposes its agent and resumes it would wait for the
+    id to be free, which happens once the teardown ends, which waits for that flush: with no flush
+    bound it would never end. It raises ``WAITS_FOR_ITSELF``.
     """
     codes: list[str | None] = []
     async with runtime(ScriptedModel([Reply("ok")]), flush_timeout=math.inf) as rt:

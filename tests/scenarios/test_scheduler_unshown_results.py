@@ -121,9 +121,9 @@ async def test_a_call_whose_body_returned_before_a_cancel_is_reported_as_run(
 async def test_a_body_that_returned_inside_a_wrapper_cancelled_after_it_is_reported_as_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R9.20, R9.25: a ``tools/execute`` wrapper awaits the body, which returns, then is
-    cancelled in its own wait (an audit write). The model is told the call ran to its end,
-    its result unshown: it was told the call was cancelled, and would run the write again."""
+    """R9.20, R9.25: a ``tools/execute`` wrapper awaits the body, which returns, then is cancelled
+    in its own wait (an audit write). The model is told the call ran to its end, its result unshown:
+    told the call was cancelled, it would run the write again."""
     writes: list[str] = []
 
     @retinue.tool

@@ -66,8 +66,8 @@ async def test_start_forked_of_a_torn_down_agent_s_session_is_its_store_s_to_tak
 async def test_start_forked_of_a_fork_whose_agent_s_runtime_closed_starts_it_elsewhere(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.7: a fork started in a runtime since closed is started in another, on its
-    fresh store, where it was refused as driven while no agent drove it."""
+    """R12.7: a fork started in a runtime since closed is started in another, on its fresh store,
+    not refused as driven while no agent drives it."""
     async with runtime(model()) as rt:
         source = await rt.create_agent("source", OPTIONS)
         await source.ask("hi")
@@ -186,9 +186,9 @@ async def _fork_and_interrupt_its_teardown(
 async def test_start_forked_of_a_fork_whose_teardown_ctrl_c_cut_short_starts_it_elsewhere(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.7: a Ctrl-C landing in an agent's final detach ends the runtime with it; the
-    session is driven no more, and a later runtime of the process (a notebook's next cell)
-    starts it. It stayed refused as driven for the life of the process."""
+    """R12.7: a Ctrl-C landing in an agent's final detach ends the runtime with it; the session is
+    driven no more, and a later runtime of the process (a notebook's next cell) starts it rather
+    than refusing it as driven for the life of the process."""
     forks: list[Session] = []
     with pytest.raises(KeyboardInterrupt):
         await _fork_and_interrupt_its_teardown(forks, monkeypatch)

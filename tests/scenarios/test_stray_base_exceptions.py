@@ -39,10 +39,9 @@ async def fatal() -> str:
 async def test_a_model_raising_a_base_exception_logs_the_turn_as_its_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.40, R4.16: a model's BaseException that is no cancellation ends the runtime, as
-    trio has it, but the log says what ended the turn (it used to log a disposal nobody
-    asked for), and so does the ``ask`` answered before the runtime's teardown disposed
-    the agent."""
+    """R7.40, R4.16: a model's BaseException that is no cancellation ends the runtime, as trio has
+    it, but the log says what ended the turn (not a disposal nobody asked for), and so does the
+    ``ask`` answered before the runtime's teardown disposed the agent."""
     model = ScriptedModel([RaiseMidStream(_Fatal("fatal"), after_chunks=2), Reply("never")])
     sessions: list[retinue.Session] = []
     answers: list[retinue.TurnResult] = []
@@ -91,8 +90,8 @@ async def test_an_observer_raising_a_base_exception_on_a_call_logs_it_once(
 async def test_a_body_raising_its_own_base_exception_fails_only_its_call(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R9.2, R7.48: a tool body's BaseException that is neither Ctrl-C nor a cancel is
-    the call's error result, and the turn goes on to its answer; it ended the runtime."""
+    """R9.2, R7.48: a tool body's BaseException that is neither Ctrl-C nor a cancel is the call's
+    error result, and the turn goes on to its answer; the runtime does not end."""
     model = ScriptedModel([CallTools([ToolCallSpec("fatal", "{}")]), Reply("recovered")])
     async with runtime(model, tools=[fatal]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -179,8 +178,8 @@ class _UnreadableCodeError(Exception):
 async def test_an_error_whose_code_cannot_be_read_fails_the_turn_not_the_driver(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.45, R7.48: the turn ends as an error without a code of its own; reading the
-    code crashed the driver before, and a second such turn left the agent disposed."""
+    """R7.45, R7.48: the turn ends as an error without a code of its own; reading the code does not
+    crash the driver, and a second such turn leaves the agent serving, not disposed."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

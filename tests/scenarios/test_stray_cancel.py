@@ -38,8 +38,8 @@ from tests.helpers import (
 async def test_agent_request_listener_raising_stray_cancelled_fails_the_turn_only(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.48: the turn ends with an error naming the misuse, ``agent/error`` reports it,
-    and the agent serves its next turn (it used to be logged disposed and torn down)."""
+    """R7.48: the turn ends with an error naming the misuse, ``agent/error`` reports it, and the
+    agent serves its next turn (it is not logged disposed and torn down)."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -175,11 +175,11 @@ class _StrayFlushStore(DelegatingStore):
 async def test_a_store_flush_raising_stray_cancelled_is_reported_not_a_disposal(
     autojump_clock: trio.testing.MockClock, durable: bool, listened: bool, grouped: bool
 ) -> None:
-    """R7.49, R4.23: a failed end-of-turn flush is reported on ``agent/error`` and the turn
-    keeps its end; the agent was silently disposed before, its ``ask`` answered
-    ``disposed`` against a log that said ``completed``. Every flush path: bound by the
-    deadline, in memory, and beside ``session/flush`` listeners, which still run. A stray
-    Cancelled in a group (a nursery of the store's) is the same failure."""
+    """R7.49, R4.23: a failed end-of-turn flush is reported on ``agent/error`` and the turn keeps
+    its end; the agent is not silently disposed, its ``ask`` answered ``disposed`` against a log
+    that says ``completed``. Every flush path: bound by the deadline, in memory, and beside
+    ``session/flush`` listeners, which still run. A stray Cancelled in a group (a nursery of the
+    store's) is the same failure."""
     store = _StrayFlushStore(MemoryStore())
     store.durable = durable  # type: ignore[attr-defined]
     store.grouped = grouped
@@ -250,9 +250,9 @@ class _StrayDetachStore(DelegatingStore):
 async def test_a_store_detach_raising_stray_cancelled_leaves_the_runtime_running(
     autojump_clock: trio.testing.MockClock, grouped: bool
 ) -> None:
-    """R12.9: one agent's teardown never fails another; the runtime's nursery used to be
-    cancelled, ending every agent's turn and the runtime's body without an error (and
-    with a stray Cancelled in a group of the store's, the victim's dispose never ended)."""
+    """R12.9: one agent's teardown never fails another; the runtime's nursery is not cancelled,
+    which would end every agent's turn and the runtime's body without an error (and, with a stray
+    Cancelled in a group of the store's, leave the victim's dispose never ending)."""
     model = ScriptedModel({"scripted": [Reply("ok")]}, repeat_last=True)
     reached: list[str] = []
     store = _StrayDetachStore(MemoryStore())

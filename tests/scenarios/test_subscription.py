@@ -136,8 +136,8 @@ async def test_a_subscriber_that_falls_behind_gets_what_came_before_the_gap(
 async def test_a_subscription_buffer_that_is_not_an_int_is_refused_naming_it(
     autojump_clock: trio.testing.MockClock, buffer: object
 ) -> None:
-    """A bool or a float was taken as a count, and a str or None failed on a bare
-    comparison that named no argument."""
+    """A bool or a float is not taken as a count, and a str or None does not fail on a bare
+    comparison naming no argument: each is a TypeError naming the buffer."""
     async with runtime(ScriptedModel([Reply("hi")])) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         with pytest.raises(TypeError) as caught:
@@ -161,8 +161,8 @@ async def test_subscribing_to_a_torn_down_agent_ends_at_once(
 async def test_subscribing_during_the_final_detach_ends_with_the_teardown(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: a subscription made while the teardown waits for the store's final detach
-    ends when the teardown does; it used to join a list already ended and wait forever.
+    """R12.9: a subscription made while the teardown waits for the store's final detach ends when
+    the teardown does, rather than joining a list already ended and waiting forever.
     """
     detaching = trio.Event()
 

@@ -112,9 +112,9 @@ async def test_dispose_ends_the_live_feeds_after_the_dropped_ones_were_released(
 async def test_the_handle_offers_its_verbs_and_no_way_to_end_its_feeds(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R2.1, DESIGN 3: a live agent's public names are its properties and verbs. It also
-    offered ``end_subscriptions``, the teardown's own step: called on a live agent, it
-    ended every feed, and every later one at once, while the agent went on."""
+    """R2.1, DESIGN 3: a live agent's public names are its properties and verbs, not
+    ``end_subscriptions``, the teardown's own step: called on a live agent, it would end every feed,
+    and every later one at once, while the agent went on."""
     async with runtime(_model()) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         public = {name for name in dir(agent) if not name.startswith("_")}

@@ -56,10 +56,9 @@ async def test_supervisor_restarts_a_crashed_flusher_and_the_runtime_runs_on(
 async def test_wait_idle_in_a_flusher_restart_pause_waits_for_the_owed_flush(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R2.21, R7.2: ``wait_idle`` after an idle injection returns once that injection is
-    flushed, also while the flusher waits out a restart pause: the restarted flusher
-    flushes it. It returned at once, before the flush, finding the crashed flusher's
-    rounds ended."""
+    """R2.21, R7.2: ``wait_idle`` after an idle injection returns once that injection is flushed,
+    also while the flusher waits out a restart pause: the restarted flusher flushes it. It does not
+    return at once, before the flush, on finding the crashed flusher's rounds ended."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     policy = retinue.RestartPolicy(max_restarts=5, backoff=10, max_backoff=10)
     async with runtime(model, restart=policy) as rt:
@@ -126,11 +125,10 @@ async def test_wait_idle_in_a_flusher_restart_pause_returns_when_the_runtime_is_
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R2.21, R12.9, R12.10: cancelled with its runtime while its flusher waits out a
-    restart pause, the agent's flusher never runs again: a ``wait_idle`` (in a task
-    outside the runtime) waiting for the flush it owed returns with the teardown,
-    whose final flush stores the injection. It waited forever, on a round no
-    flusher would serve."""
+    """R2.21, R12.9, R12.10: cancelled with its runtime while its flusher waits out a restart pause,
+    the agent's flusher never runs again: a ``wait_idle`` (in a task outside the runtime) waiting
+    for the flush it owed returns with the teardown, whose final flush stores the injection, rather
+    than waiting forever on a round no flusher would serve."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     policy = retinue.RestartPolicy(max_restarts=5, backoff=100, max_backoff=100)
     store = MemoryStore()

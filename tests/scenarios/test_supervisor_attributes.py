@@ -27,12 +27,11 @@ DEADLINE = 600.0
 async def test_the_runtime_refuses_an_assignment_to_its_registry_or_policies(
     autojump_clock: trio.testing.MockClock, name: str, value: object
 ) -> None:
-    """R12.1: ``rt.agents``, ``rt.restart`` and ``rt.admission`` are read-only, as
-    ``rt.hooks``, ``rt.tools`` and ``rt.store`` are: assigning one raises
-    AttributeError and the runtime goes on as it was. They were writable: another
-    registry hid the live agents from the runtime's close (None failed it with an
-    AttributeError), and another policy or controller reached no agent already
-    running, or no model at all."""
+    """R12.1: ``rt.agents``, ``rt.restart`` and ``rt.admission`` are read-only, as ``rt.hooks``,
+    ``rt.tools`` and ``rt.store`` are: assigning one raises AttributeError and the runtime goes on
+    as it was. Writable, another registry would hide the live agents from the runtime's close (None
+    would fail it with an AttributeError), and another policy or controller would reach no agent
+    already running, or no model at all."""
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])) as rt:
             before = getattr(rt, name)
@@ -47,8 +46,8 @@ async def test_the_runtime_refuses_an_assignment_to_its_registry_or_policies(
 async def test_the_registry_cannot_be_changed_by_hand(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.1: the registry offers lookups only, where its public ``remove`` took a live agent
-    out, which the runtime's close then never disposed: its exit waited for the driver for good."""
+    """R12.1: the registry offers lookups only: a public ``remove`` would take a live agent out,
+    which the runtime's close would then never dispose, its exit waiting for the driver for good."""
     async with runtime(ScriptedModel([Reply("ok")])) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         with pytest.raises(AttributeError):

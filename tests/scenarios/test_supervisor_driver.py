@@ -251,9 +251,9 @@ async def test_supervisor_disposes_an_agent_that_crashes_twice_within_the_window
 async def test_resuming_an_agent_its_supervisor_gave_up_waits_for_its_teardown(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R13.3, DESIGN 4: once the supervisor has given an agent up it reads ``disposed``;
-    resuming its id at once waits for its teardown, as after ``dispose``, and resumes the
-    log. Before, the id was refused as still live until the teardown had run."""
+    """R13.3, DESIGN 4: once the supervisor has given an agent up it reads ``disposed``; resuming
+    its id at once waits for its teardown, as after ``dispose``, and resumes the log, rather than
+    refusing the id as still live until the teardown has run."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model, restart=retinue.RestartPolicy(window=60.0)) as rt:
         agent = await rt.create_agent("a", OPTIONS, session_id="s")

@@ -101,11 +101,10 @@ class _Detaches(DelegatingStore):
 async def test_ctrl_c_in_a_scoped_cleanup_still_unwinds_the_rest_of_the_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: Ctrl-C raised by one of an agent's scoped cleanups as its teardown runs
-    them ends the runtime, and the teardown's other stages still run: the cleanups
-    registered before it, the end of every subscription and the detach. They were
-    skipped: the other cleanup never ran, a subscriber waited for good and the
-    session stayed attached."""
+    """R12.9: Ctrl-C raised by one of an agent's scoped cleanups as its teardown runs them ends the
+    runtime, and the teardown's other stages still run: the cleanups registered before it, the end
+    of every subscription and the detach, so no cleanup is skipped, no subscriber waits for good and
+    the session does not stay attached."""
     store = _Detaches()
     cleaned: list[str] = []
     ended: list[str] = []

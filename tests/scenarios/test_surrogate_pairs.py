@@ -98,9 +98,8 @@ async def test_a_prompt_holding_a_pair_is_logged_whole_and_a_lone_half_as_it_is(
 
 
 def test_custom_data_holding_a_pair_is_stored_whole_and_refused_beside_its_character() -> None:
-    """R4.5: a pair in a value is its character; as a key beside that character's own it
-    is the same key twice, refused, where before the stored line kept one of the two
-    entries and lost the other."""
+    """R4.5: a pair in a value is its character; as a key beside that character's own it is the same
+    key twice, refused, so no stored line keeps one of the two entries and loses the other."""
     session = Session.create("s")
     session.append(TurnStart(1, TurnTrigger("message")))
     event = session.append_custom("plugin/note", {"text": HIGH + LOW})
@@ -124,9 +123,9 @@ async def wince() -> str:
 async def test_every_block_holding_a_pair_is_logged_as_it_is_stored(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R1.6, R4.5: a block built with a pair (an injected Text, a tool's result or its
-    error's message) holds the character, so each event reads back from its stored line
-    as it was logged; before, only a prompt given as a str was joined."""
+    """R1.6, R4.5: a block built with a pair (an injected Text, a tool's result or its error's
+    message) holds the character, so each event reads back from its stored line as it was logged,
+    not only a prompt given as a str."""
     model = ScriptedModel(
         [CallTools([ToolCallSpec("grin", "{}"), ToolCallSpec("wince", "{}")]), Reply("ok")],
         repeat_last=True,
@@ -145,9 +144,9 @@ async def test_every_block_holding_a_pair_is_logged_as_it_is_stored(
 async def test_stream_chunks_holding_pairs_are_logged_as_they_are_stored(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R1.6, R4.5: a model's deltas, block kinds and finish name built with a pair hold
-    the character, so each chunk reads back from its stored line as it was logged;
-    before, the logged chunks held the pair and their stored lines the character."""
+    """R1.6, R4.5: a model's deltas, block kinds and finish name built with a pair hold the
+    character, so each chunk reads back from its stored line as it was logged, rather than the
+    logged chunks holding the pair and their stored lines the character."""
     chunks: list[StreamChunk] = [
         BlockStart(0, "reasoning"),
         ReasoningDelta(0, "think " + HIGH + LOW, signature="sig" + HIGH + LOW),
@@ -178,9 +177,9 @@ class _Tagged(str):
 async def test_stream_chunks_built_from_a_str_subclass_hold_its_pair_as_the_character(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R1.6, R4.5: a delta's strings of a str subclass are joined as a block's are, so each
-    chunk reads back from its stored line as it was logged; before, only an exact str was,
-    and the logged chunks held the pair where their stored lines held the character."""
+    """R1.6, R4.5: a delta's strings of a str subclass are joined as a block's are, not only an
+    exact str's, so each chunk reads back from its stored line as it was logged, rather than the
+    logged chunks holding the pair where their stored lines hold the character."""
     pair = _Tagged(HIGH + LOW)
     chunks: list[StreamChunk] = [
         BlockStart(0, "reasoning"),
@@ -238,9 +237,9 @@ async def test_a_tool_call_whose_id_holds_a_pair_resumes_with_the_history_it_ran
 async def test_two_calls_whose_ids_are_a_pair_and_its_character_share_one_id(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R4.15: a stored log would hold the two as one id, so the step ends the turn as any
-    two calls of one id do; before, the two ran as distinct calls and the stored log
-    then broke R4.15."""
+    """R4.15: a stored log would hold the two as one id, so the step ends the turn as any two calls
+    of one id do, rather than running the two as distinct calls and storing a log that breaks
+    R4.15."""
     calls = [
         ToolCallSpec("grin", "{}", id=HIGH + LOW),
         ToolCallSpec("grin", "{}", id=EMOJI),
@@ -256,9 +255,9 @@ async def test_two_calls_whose_ids_are_a_pair_and_its_character_share_one_id(
 async def test_a_system_prompt_tool_and_cwd_holding_pairs_resume_with_the_header_they_ran_with(
     tmp_path: Path,
 ) -> None:
-    """R8.8, R11.16: the resumed session's header and request header equal the live ones,
-    and its next request is sent with the same system prompt; before, the stored ones held
-    the emoji where the live ones held the two halves."""
+    """R8.8, R11.16: the resumed session's header and request header equal the live ones, and its
+    next request is sent with the same system prompt, rather than the stored ones holding the emoji
+    where the live ones hold the two halves."""
     described = attrs.evolve(grin, description="Grin " + HIGH + LOW)
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     with trio.fail_after(30):
@@ -287,9 +286,9 @@ async def test_options_whose_cwd_holds_a_pair_resume_the_session_created_with_th
     tmp_path: Path, store: str
 ) -> None:
     """R11.16, R13.1: an agent's options and a configured agent's entry hold their cwd as the
-    session header does, the pair joined, so resuming with the options the session was created
-    with finds the cwd it stored; before, the header held the character and the options the
-    two halves, and the resume failed with CWD_MISMATCH."""
+    session header does, the pair joined, so resuming with the options the session was created with
+    finds the cwd it stored, not the character in the header and the two halves in the options,
+    failing with CWD_MISMATCH."""
     options = attrs.evolve(OPTIONS, cwd="/work/" + HIGH + LOW)
     assert options.cwd == "/work/" + EMOJI
     entry = AgentEntry("a", model="scripted", cwd="/work/" + HIGH + LOW)

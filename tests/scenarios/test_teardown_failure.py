@@ -51,9 +51,9 @@ async def test_a_failing_teardown_step_is_contained_and_the_rest_runs(
     owner: type[object],
     step: str,
 ) -> None:
-    """R12.9: the failure is logged, the agent still leaves the registry and its session
-    the store, and the other agents serve on, where the failure ended the runtime's
-    nursery, every agent in it, and left the session attached."""
+    """R12.9: the failure is logged, the agent still leaves the registry and its session the store,
+    and the other agents serve on: the failure does not end the runtime's nursery and every agent in
+    it, nor leave the session attached."""
     break_teardown_of(monkeypatch, "victim", owner, step)
     async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
         other = await rt.create_agent("other", OPTIONS)
@@ -87,9 +87,8 @@ async def private_tool() -> str:
 async def test_ctrl_c_from_a_hook_watcher_in_a_teardown_leaves_nothing_of_the_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: a watcher raising Ctrl-C as the agent's scoped listener is dropped does not
-    keep its scoped tool registered or its cleanups from running; Ctrl-C is raised after,
-    where it skipped both."""
+    """R12.9: a watcher raising Ctrl-C as the agent's scoped listener is dropped does not keep its
+    scoped tool registered or its cleanups from running; Ctrl-C is raised after both."""
     cleaned: list[str] = []
     left: list[object] = []
 

@@ -100,11 +100,11 @@ async def test_a_sync_tool_appends_to_its_session_on_the_trio_thread() -> None:
 
 @pytest.mark.timeout(20)
 async def test_a_session_appended_off_the_trio_thread_is_refused_before_it_is_logged() -> None:
-    """R4.8: a sync body holding its agent's session itself (not ``ctx.agent.session``)
-    appended from its worker thread while a feed was parked on it: the event was logged,
-    the feed's wake-up was lost with a bare ``RuntimeError`` and the feed never woke again.
-    The append is refused first, as a ``SessionError`` coded ``WRONG_THREAD``; the log and
-    the feed go on from the trio thread.
+    """R4.8: a sync body holding its agent's session itself (not ``ctx.agent.session``) that appends
+    from its worker thread while a feed is parked on it is refused before the event is logged, as a
+    ``SessionError`` coded ``WRONG_THREAD``; the log and the feed go on from the trio thread. Logged
+    from the worker thread, the event would lose the feed's wake-up to a bare ``RuntimeError``, and
+    the feed would never wake again.
     """
     sessions: list[retinue.session.Session] = []
 

@@ -27,9 +27,9 @@ from tests.scenarios._tool_bodies_kit import execute, outcome
 async def test_a_stray_cancelled_from_a_body_is_an_error_result(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R9.2: a Cancelled the body caught from its own scope and re-raised, while nothing
-    around the call is cancelled, is the call's error, coded as every stray Cancelled
-    is; it used to end the agent's driver.
+    """R9.2: a Cancelled the body caught from its own scope and re-raised, while nothing around the
+    call is cancelled, is the call's error, coded as every stray Cancelled is; it does not end the
+    agent's driver.
     """
 
     @tool

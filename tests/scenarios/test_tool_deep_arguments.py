@@ -57,8 +57,8 @@ async def test_a_mistake_150_levels_deep_is_invalid_arguments_and_the_turn_compl
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R9.2: arguments nested 150 deep against a recursive schema are refused with
-    ``INVALID_ARGUMENTS`` naming the mistake's path, where the check once raised
-    ``RecursionError`` and ended the turn in error; the body never runs."""
+    ``INVALID_ARGUMENTS`` naming the mistake's path, not a ``RecursionError`` from the check ending
+    the turn in error; the body never runs."""
     walked: list[int] = []
     answer, ended = await called(linked(150, '"one"'), walked)
     assert ended == "completed"

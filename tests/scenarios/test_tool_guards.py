@@ -117,8 +117,8 @@ async def test_a_guard_that_fails_fails_the_call_without_running_it(
 
 
 async def test_a_sync_guard_raising_stop_iteration_names_the_guard() -> None:
-    """R9.3: the call's error names the guard that raised StopIteration; it read
-    "coroutine raised StopIteration", naming a coroutine the guard does not have."""
+    """R9.3: the call's error names the guard that raised StopIteration, not "coroutine raised
+    StopIteration", which names a coroutine the guard does not have."""
     _, registry = setup()
 
     def guard(_execution: ToolExecution) -> Deny | None:

@@ -22,7 +22,7 @@ async def test_tool_order_naming_a_disposed_agents_tool_keeps_other_agents_runni
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """Tool order / R7.51: once the only agent a listed tool was scoped to is disposed, other
-    agents' steps skip the name; they used to end ``error`` with INVALID_CONFIG.
+    agents' steps skip the name rather than end ``error`` with INVALID_CONFIG.
     """
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model, tools=[_tool("common")], tool_order=["special", "*"]) as rt:

@@ -68,7 +68,7 @@ async def test_dispatch_error_message_names_the_type_when_the_message_is_a_bare_
 
 async def test_dispatch_sync_tool_exiting_becomes_an_error_result() -> None:
     """R9.2: a SystemExit from a tool body (argparse in a sync tool, say) is the call's error
-    result; it used to escape ``execute`` and take the runtime down.
+    result; it does not escape ``execute`` and take the runtime down.
     """
 
     @tool
@@ -98,9 +98,9 @@ async def _abandon_in_a_nursery() -> str:
 async def test_dispatch_tool_raising_its_own_base_exception_becomes_an_error_result(
     kind: str,
 ) -> None:
-    """R9.2, R7.45: a BaseException subclass of the tool's own (not Ctrl-C, not a cancel),
-    bare or from the body's nursery, is the call's error result; it escaped ``execute``
-    and ended the runtime with every agent in it."""
+    """R9.2, R7.45: a BaseException subclass of the tool's own (not Ctrl-C, not a cancel), bare or
+    from the body's nursery, is the call's error result; it does not escape ``execute`` and end the
+    runtime with every agent in it."""
 
     async def async_body() -> str:
         await trio.lowlevel.checkpoint()
@@ -373,9 +373,8 @@ async def test_execute_wrapper_wraps_the_body() -> None:
 async def test_execute_wrapper_failure_gives_a_final_error_result(
     wrapper: Callable[[ToolExecution, Next], object], expected: dict[str, object]
 ) -> None:
-    """R9.3: a raising wrapper or one returning another call's result fails finally (no post);
-    the error names the wrapper that returned it, as every seam's does, where it named the
-    seam alone."""
+    """R9.3: a raising wrapper or one returning another call's result fails finally (no post); the
+    error names the wrapper that returned it, as every seam's does, not the seam alone."""
     hooks, registry = setup()
     hooks.on("tools/execute", wrapper)
     seams = Seams().attach(hooks)

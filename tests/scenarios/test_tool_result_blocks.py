@@ -33,9 +33,9 @@ from tests.scenarios._tool_pipeline_kit import call, setup, text_of
 async def test_a_return_holding_the_models_own_blocks_is_an_error_result(
     returned: object, kind: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R9.2, R9.3: every provider drops a tool call, a tool result or reasoning from a
-    tool's result, so the model read an empty result while the log held the body's: the
-    call is an error result naming the block, where the blocks were logged as content.
+    """R9.2, R9.3: every provider drops a tool call, a tool result or reasoning from a tool's
+    result, so logged as content, the model would read an empty result while the log held the
+    body's: the call is an error result naming the block.
     """
 
     @tool
@@ -82,10 +82,9 @@ async def test_a_listener_giving_a_result_the_models_own_blocks_makes_an_invalid
     listener: str, owner: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """R6.9, R9.3: content a listener puts in a result's place (a ``tools/post-execute``
-    ``Accept``'s or ``Block``'s feedback, a ``tools/execute`` wrapper's result) is held to
-    what a result may hold, as a body's return is: a tool call there is an
-    ``INVALID_HOOK_RESULT`` error naming where it came from, where it was logged as the
-    result and the model read an empty one."""
+    ``Accept``'s or ``Block``'s feedback, a ``tools/execute`` wrapper's result) is held to what a
+    result may hold, as a body's return is: a tool call there is an ``INVALID_HOOK_RESULT`` error
+    naming where it came from, not logged as the result while the model reads an empty one."""
     blocks = (Text("done"), ToolCall("c9", "echo", "{}"))
 
     async def post(
