@@ -60,9 +60,9 @@ async def test_store_gives_up_the_claim_of_a_cancelled_detach_once_its_write_sto
 async def test_a_load_while_the_claim_is_given_up_waits_and_loads_the_stored_session(
     blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.7, R11.6: a load of the id while the store gives up a cancelled detach's claim
-    waits for the claim to go, then loads the stored session with all its events; it was
-    refused SESSION_TRACKED ("being loaded") though nothing was loading it."""
+    """R12.7, R11.6: a load of the id while the store gives up a cancelled detach's claim waits for
+    the claim to go, then loads the stored session with all its events, not refused SESSION_TRACKED
+    ("being loaded") while nothing is loading it."""
     session = Session.create("held")
     run_turn(session)
     store = blocking_kit.open()

@@ -71,8 +71,8 @@ def test_cli_sessions_list_prints_every_header(
 def test_cli_sessions_list_prints_a_cwd_ending_in_a_space_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """R11.14: ``sessions list`` prints a stored cwd as stored, a trailing space included,
-    where it stripped the line's end: the cwd shown, or read by a script, was another."""
+    """R11.14: ``sessions list`` prints a stored cwd as stored, a trailing space included, not
+    stripped of the line's end, which would show, or hand a script, another cwd."""
 
     async def fill(path: Path) -> None:
         session = Session.create("spaced", cwd="/srv/app ")
@@ -245,8 +245,8 @@ def test_cli_sessions_list_and_show_survive_a_created_at_no_date_has(
 
 
 def test_cli_sessions_show_prints_context_steering_and_blocked_prompts() -> None:
-    """``sessions show`` renders what was injected, steered in or blocked, and who gave it:
-    they were left out, so an injected note or a vetoed prompt was invisible there."""
+    """``sessions show`` renders what was injected, steered in or blocked, and who gave it, so an
+    injected note or a vetoed prompt is not invisible there."""
     session = Session.create("s")
     plugin = MessageSource("plugin", "notes")
     session.append(TurnStart(1, TurnTrigger("injection", plugin)))
@@ -313,9 +313,9 @@ def test_cli_sessions_keep_standard_output_for_the_result_when_standard_error_is
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Started with standard error closed (``2>&-``), a failing command says nothing and
-    exits 1, and standard output carries the result alone: the error lines went there,
-    where a parser reading the listing took them for sessions."""
+    """Started with standard error closed (``2>&-``), a failing command says nothing and exits 1,
+    and standard output carries the result alone: no error line goes there for a parser reading the
+    listing to take for a session."""
     spec, _, _ = stored
     monkeypatch.setattr(sys, "stderr", None)
     assert cli("--store", f"sqlite:{tmp_path / 'missing.db'}", "list") == 1

@@ -168,9 +168,9 @@ def test_cli_sessions_import_refuses_a_header_no_load_reads(
     edited: str,
     problem: str,
 ) -> None:
-    """R11.10, R4.3: a log of another format version, or whose header names a relative
-    cwd, is refused at import naming the file and line, and nothing is stored; both used
-    to be stored, the first then refused by every load, its id taken for good."""
+    """R11.10, R4.3: a log of another format version, or whose header names a relative cwd, is
+    refused at import naming the file and line, and nothing is stored: stored, the first would be
+    refused by every load, its id taken for good."""
     spec, _, _ = stored
     exported = tmp_path / "done.jsonl"
     assert cli("--store", spec, "export", "done", "-o", str(exported)) == 0

@@ -55,11 +55,11 @@ async def _load_held_after_its_read(
 async def test_a_close_waiting_for_a_cancelled_one_counts_a_buffer_a_load_dropped(
     transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a new session released before its create was written, whose id another writer
-    has stored since, a load of it checking the stored id as a close is cancelled: the load
-    drops its buffer, and a close waiting for the cancelled one raises ``CLOSE_FAILED``
-    naming those events as not written. It returned as if nothing were lost, counting only
-    the sessions still tracked once the load was done."""
+    """R11.6: a new session released before its create was written, whose id another writer has
+    stored since, a load of it checking the stored id as a close is cancelled: the load drops its
+    buffer, and a close waiting for the cancelled one raises ``CLOSE_FAILED`` naming those events as
+    not written, rather than returning as if nothing were lost by counting only the sessions still
+    tracked once the load is done."""
     store = transactional_kit.open()
     outcomes: list[str] = []
     with trio.fail_after(REAL_DEADLINE):
@@ -132,10 +132,10 @@ async def test_a_close_with_sessions_to_drain_fails_with_the_open_it_waited_for(
 async def test_a_close_with_sessions_to_drain_opens_again_after_a_transient_failure(
     blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a close with a session to drain waits for an entry's open under way; when that
-    open fails at once (a server restarting refuses the connection), the close opens the
-    storage again and drains the session. It failed with the open's error, the session's
-    events lost."""
+    """R11.6: a close with a session to drain waits for an entry's open under way; when that open
+    fails at once (a server restarting refuses the connection), the close opens the storage again
+    and drains the session rather than failing with the open's error and losing the session's
+    events."""
     store = blocking_kit.open()
     refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
     opens, refusals, closes = await _close_during_failing_open(store, monkeypatch, refused)
@@ -148,11 +148,10 @@ async def test_a_close_with_sessions_to_drain_opens_again_after_a_transient_fail
 async def test_a_close_draining_while_a_load_drops_a_released_create_fails_so(
     transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a close that begins while a load of a new session released before its create
-    was written finds the id stored by another writer and drops its buffer raises
-    ``CLOSE_FAILED`` naming that session's refusal (``SESSION_ALREADY_EXISTS``), as a flush
-    of it does. It returned as if every session were stored, its drain finding nothing
-    left to write."""
+    """R11.6: a close that begins while a load of a new session released before its create was
+    written finds the id stored by another writer and drops its buffer raises ``CLOSE_FAILED``
+    naming that session's refusal (``SESSION_ALREADY_EXISTS``), as a flush of it does, rather than
+    returning as if every session were stored because its drain finds nothing left to write."""
     store = transactional_kit.open()
     outcomes: list[str] = []
     with trio.fail_after(REAL_DEADLINE):

@@ -313,10 +313,10 @@ async def test_an_entry_the_store_starts_closing_under_is_refused_and_the_close_
 async def test_a_close_waiting_for_a_cancelled_one_whose_commit_landed_returns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a close cancelled while its drain's commit is in the writer's thread releases
-    the storage once that commit ends; a close waiting for it returns when the commit stored
-    everything. It raised ``CLOSE_FAILED`` naming the events as not written whenever it
-    asked before the writer had recorded the commit's results."""
+    """R11.6: a close cancelled while its drain's commit is in the writer's thread releases the
+    storage once that commit ends; a close waiting for it returns when the commit stored everything,
+    and raises no ``CLOSE_FAILED`` naming the events as not written for asking before the writer has
+    recorded the commit's results."""
     path = tmp_path / "s.db"
     session = Session.create("landed")
     run_turn(session)
@@ -366,9 +366,9 @@ async def test_a_close_waiting_for_a_cancelled_one_whose_commit_landed_returns(
 async def test_a_cancelled_close_waits_for_no_load_that_reads_the_storage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a close cancelled under a deadline returns once the storage is released,
-    though a load still reads it in a worker thread; it waited for that read too (an
-    unanswering server's, with no bound) when it waited for the commit lock a load holds."""
+    """R11.6: a close cancelled under a deadline returns once the storage is released, though a load
+    still reads it in a worker thread: waiting for the commit lock a load holds, it does not wait
+    for that read too (an unanswering server's, with no bound)."""
     store = SQLiteStore(str(tmp_path / "s.db"))
     backend = store._backend
     assert isinstance(backend, SQLiteBackend)
@@ -404,10 +404,10 @@ async def test_a_cancelled_close_waits_for_no_load_that_reads_the_storage(
 async def test_a_close_waiting_for_a_cancelled_one_counts_what_a_load_found_stored(
     transactional_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a session whose failed detach in fact stored its events (the commit's reply
-    lost), a load of it checking the stored id as a close is cancelled: a close waiting for
-    that one returns once the check has found them stored. It raised ``CLOSE_FAILED``
-    naming them as not written, counted before the check was over."""
+    """R11.6: a session whose failed detach in fact stored its events (the commit's reply lost), a
+    load of it checking the stored id as a close is cancelled: a close waiting for that one returns
+    once the check has found them stored, raising no ``CLOSE_FAILED`` that names them as not
+    written, counted before the check is over."""
     store = transactional_kit.open()
     backend: Any = store._backend
     real_write, real_read = backend.write, backend.read

@@ -123,13 +123,12 @@ PRUNED_AT = {
 async def test_repair_answers_no_call_of_an_assistant_message_rewritten_by_a_replace(
     kit: StoreKit, where: str
 ) -> None:
-    """R11.9, R4.20, DESIGN 5: a plugin rewrites a step's ``assistant/message`` by a surface
-    replace after some of its calls were answered (in that step, a later step, or a later
-    turn before its step, as pruning does: R7.19), and the process crashes before the turn
-    ends. The rewrite makes no call: repair answers only the call still without a result,
-    once, in its own step, and the resumed agent runs on. Before, every call of the
-    rewritten message was pending again: repair logged a second result of an answered
-    call, or a result in another step or after the step's end."""
+    """R11.9, R4.20, DESIGN 5: a plugin rewrites a step's ``assistant/message`` by a surface replace
+    after some of its calls were answered (in that step, a later step, or a later turn before its
+    step, as pruning does: R7.19), and the process crashes before the turn ends. The rewrite makes
+    no call: repair answers only the call still without a result, once, in its own step, and the
+    resumed agent runs on. Every call of the rewritten message pending again would have repair log a
+    second result of an answered call, or a result in another step or after the step's end."""
     when, closer_types = PRUNED_AT[where]
     with trio.fail_after(60):
         image = await crash_after_pruning(when)
@@ -152,11 +151,11 @@ async def test_repair_answers_no_call_of_an_assistant_message_rewritten_by_a_rep
 async def test_repair_answers_a_call_whose_id_names_a_result_rewritten_by_a_replace(
     kit: StoreKit,
 ) -> None:
-    """R11.9, R4.20, DESIGN 5: a model may reuse a call id in a later step (an id names one
-    call of its step). A plugin prunes the earlier step's result of that id by a surface
-    replace while the later call runs, and the process crashes. The rewrite answers no
-    call: repair still answers the running one. Before, the rewrite counted as its result,
-    and the repaired step ended with the call unanswered."""
+    """R11.9, R4.20, DESIGN 5: a model may reuse a call id in a later step (an id names one call of
+    its step). A plugin prunes the earlier step's result of that id by a surface replace while the
+    later call runs, and the process crashes. The rewrite answers no call: repair still answers the
+    running one, so the repaired step does not end with the call unanswered, the rewrite counted as
+    its result."""
     steps = [CallTools([ToolCallSpec("lookup", "{}", id="c1")]) for _ in range(2)]
     image: list[Event] = []
 

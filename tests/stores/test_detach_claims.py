@@ -14,10 +14,9 @@ from tests.stores.conftest import StoreKit
 async def test_a_load_during_a_detachs_release_claims_the_session_anew(
     blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.7: a load of the id while its detach gives up the claim waits for the claim to
-    go, then takes it again, so another store (another process) is refused the live copy
-    (SESSION_LOCKED); the load took the going claim as its own, and once it went nothing
-    kept a second writer out."""
+    """R12.7: a load of the id while its detach gives up the claim waits for the claim to go, then
+    takes it again, so another store (another process) is refused the live copy (SESSION_LOCKED);
+    taking the going claim as its own, the load would keep no second writer out once it went."""
     session = Session.create("held")
     run_turn(session)
     store = blocking_kit.open()

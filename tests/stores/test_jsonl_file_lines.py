@@ -226,10 +226,10 @@ async def test_jsonl_a_whole_last_line_after_a_torn_record_goes_with_the_torn_ta
 async def test_jsonl_a_last_event_without_its_newline_takes_appends_of_a_session_not_loaded(
     tmp_path: Path,
 ) -> None:
-    """R11.4, R11.8: a session attached as it is, without a load, appends after a last event
-    line missing only its newline as a load's session does: the writer counts the line, ends
-    it first and stores the new turn, where it refused the flush SEQ_CONFLICT saying that the
-    stored log had as many events as the append's first seq."""
+    """R11.4, R11.8: a session attached as it is, without a load, appends after a last event line
+    missing only its newline as a load's session does: the writer counts the line, ends it first and
+    stores the new turn, not refusing the flush SEQ_CONFLICT as if the stored log had as many events
+    as the append's first seq."""
     session = session_of("s1", 1)
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)
@@ -246,9 +246,9 @@ async def test_jsonl_a_last_event_without_its_newline_takes_appends_of_a_session
 async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
     tmp_path: Path,
 ) -> None:
-    """R11.4, R11.8: a whole last line without its newline is appended after only when it is
-    the next event's record: a copy of the line before it is refused SEQ_CONFLICT, and the
-    file still loads, where the append was written after it and the file no longer loaded."""
+    """R11.4, R11.8: a whole last line without its newline is appended after only when it is the
+    next event's record: a copy of the line before it is refused SEQ_CONFLICT, and the file still
+    loads, with no append written after it into a file that no longer loads."""
     session, committed = await _stored_ending_in_a_copy(tmp_path)
     refusals: list[StoreError] = []
     with pytest.raises(StoreError, match="could not be drained"):
@@ -264,9 +264,9 @@ async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
 async def test_jsonl_an_inspect_does_not_let_an_append_follow_a_line_not_the_next_event(
     tmp_path: Path,
 ) -> None:
-    """R11.4, R11.8: a read of the file (``inspect``) judges its whole last line as the
-    writer does: a copy of the line before it is no record to append after, where the read
-    counted it and the next flush wrote after it a file that no longer loaded."""
+    """R11.4, R11.8: a read of the file (``inspect``) judges its whole last line as the writer does:
+    a copy of the line before it is no record to append after, so the read does not count it, nor
+    the next flush write after it a file that no longer loads."""
     session, committed = await _stored_ending_in_a_copy(tmp_path)
     codes: list[str] = []
     with pytest.raises(StoreError, match="could not be drained"):
@@ -279,9 +279,9 @@ async def test_jsonl_an_inspect_does_not_let_an_append_follow_a_line_not_the_nex
 async def test_jsonl_an_append_after_a_torn_line_names_the_file_and_line_until_a_load(
     tmp_path: Path,
 ) -> None:
-    """R11.8: a session attached without a load is not appended after a line a crash cut
-    short: the refusal names the file and line, where it counted the line as an event and
-    blamed another writer; a load then cuts the line off and keeps every event."""
+    """R11.8: a session attached without a load is not appended after a line a crash cut short: the
+    refusal names the file and line, neither counting the line as an event nor blaming another
+    writer; a load then cuts the line off and keeps every event."""
     session = session_of("s1", 1)
     stored = lines(session.events)
     async with JSONLStore(tmp_path) as store:

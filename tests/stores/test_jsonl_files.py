@@ -244,8 +244,8 @@ def test_jsonl_open_removes_only_temporary_files_no_writer_holds(tmp_path: Path)
 
 
 async def test_jsonl_list_passes_over_a_file_gone_since_the_listing(tmp_path: Path) -> None:
-    """R11.14: a file listed and then gone (a failed creation taken out, say) is no session;
-    list() used to fail with STORAGE_ERROR. A dangling link stands for it here."""
+    """R11.14: a file listed and then gone (a failed creation taken out, say) is no session, and
+    list() does not fail with STORAGE_ERROR. A dangling link stands for it here."""
     session = session_of("kept", 1)
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)

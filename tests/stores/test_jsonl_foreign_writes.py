@@ -31,10 +31,10 @@ def _last_line_cut(content: bytes) -> bytes:
 async def test_jsonl_append_after_the_file_changed_under_the_store_is_refused(
     tmp_path: Path, change: Callable[[bytes], bytes]
 ) -> None:
-    """R11.4: once something that ignores the lock wrote to or cut a live session's file,
-    the next flush is refused SEQ_CONFLICT and appends nothing, its events kept buffered,
-    as the SQL stores refuse an append after another writer's; it was appended after the
-    foreign bytes and acknowledged, and the session no longer loaded."""
+    """R11.4: once something that ignores the lock wrote to or cut a live session's file, the next
+    flush is refused SEQ_CONFLICT and appends nothing, its events kept buffered, as the SQL stores
+    refuse an append after another writer's: an append after the foreign bytes, acknowledged, would
+    leave a session that no longer loads."""
     session = Session.create("edited", created_at=1)
     store = JSONLStore(tmp_path)
     store.attach_new(session)
@@ -79,10 +79,9 @@ def _removed_beside_a_hard_link(path: Path) -> None:
 async def test_jsonl_append_to_a_live_file_taken_out_of_place_is_refused(
     tmp_path: Path, take_out: Callable[[Path], None]
 ) -> None:
-    """R11.4: a live session's file removed, or replaced by a rename, under the store is
-    appended to no more: the flush is refused SESSION_NOT_FOUND naming the file, its events
-    kept buffered; it was appended to the file out of place and acknowledged, its events
-    lost with it."""
+    """R11.4: a live session's file removed, or replaced by a rename, under the store is appended to
+    no more: the flush is refused SESSION_NOT_FOUND naming the file, its events kept buffered, not
+    appended to the file out of place and acknowledged, to be lost with it."""
     session = Session.create("moved", created_at=1)
     store = JSONLStore(tmp_path)
     store.attach_new(session)

@@ -197,9 +197,9 @@ async def _stored(store: JSONLStore, session_id: str) -> Session:
 
 
 async def test_jsonl_keeps_no_path_for_a_session_it_let_go(tmp_path: Path) -> None:
-    """A long-running store remembers the files of its live sessions only (each path with its
-    open file): it kept the path of every session it had created, looked up or loaded, for
-    as long as it ran."""
+    """A long-running store remembers the files of its live sessions only (each path with its open
+    file), not the path of every session it has created, looked up or loaded, for as long as it
+    runs."""
     async with JSONLStore(tmp_path) as store:
         for number in range(20):
             await _stored(store, f"s{number}")

@@ -145,9 +145,9 @@ async def test_a_commit_at_once_before_the_store_heard_anything_stores_the_log()
 async def test_a_detach_after_a_commit_at_once_during_notification_returns(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R11.6: the events a commit at once took from the log before the store heard them are
-    stored, so once heard they are let go: the detach that follows returns, where it waited
-    for ever on a buffer no commit would empty."""
+    """R11.6: the events a commit at once took from the log before the store heard them are stored,
+    so once heard they are let go: the detach that follows returns rather than waiting for ever on a
+    buffer no commit would empty."""
     async with MemoryStore() as store:
         session = Session.create("o", created_at=1)
 

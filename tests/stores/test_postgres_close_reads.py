@@ -55,10 +55,10 @@ async def _load_into(store: BufferedStore, session_id: str, outcomes: list[str])
 async def test_a_close_waiting_for_a_cancelled_one_does_not_wait_for_a_loads_blocked_read(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a load of a released session checking its stored id while a ``LOCK TABLE``
-    holds the read: a close cancelled meanwhile releases the storage, which ends the read
-    (the load is refused ``STORE_CLOSED``), and a close waiting for the cancelled one
-    raises ``CLOSE_FAILED`` at once. It waited for the read's lock timeout (30 s)."""
+    """R11.6: a load of a released session checking its stored id while a ``LOCK TABLE`` holds the
+    read: a close cancelled meanwhile releases the storage, which ends the read (the load is refused
+    ``STORE_CLOSED``), and a close waiting for the cancelled one raises ``CLOSE_FAILED`` at once,
+    not after the read's lock timeout (30 s)."""
     dsn, schema = postgres_schema
     store = PostgresStore(dsn, schema=schema)
     session = Session.create("released")
@@ -89,13 +89,13 @@ async def test_a_close_waiting_for_a_cancelled_one_does_not_wait_for_a_loads_blo
 async def test_a_close_ends_a_load_between_two_of_its_lock_attempts(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch, reopened: bool
 ) -> None:
-    """R11.6: a load reads a session's rows in short lock attempts; a close landing between
-    two of them (where its cancel request, sent to a statement under way, finds none) ends
-    the load ``STORE_CLOSED``, where it tried on until the read's lock timeout (30 s) and
-    failed ``TABLE_LOCKED``. The cancel request is left out here, so only the pause
-    between attempts can end the read; the segments are locked, not the sessions, so the
-    load's claim passes and its read of the rows waits. A close the readers are opened
-    again after (as a failed close's are) ends it too: the read tried on."""
+    """R11.6: a load reads a session's rows in short lock attempts; a close landing between two of
+    them (where its cancel request, sent to a statement under way, finds none) ends the load
+    ``STORE_CLOSED`` rather than letting it try on until the read's lock timeout (30 s) and fail
+    ``TABLE_LOCKED``. The cancel request is left out here, so only the pause between attempts can
+    end the read; the segments are locked, not the sessions, so the load's claim passes and its read
+    of the rows waits. A close the readers are opened again after (as a failed close's are) ends it
+    too: the read does not try on."""
     from retinue.stores import _pgreaders
 
     monkeypatch.setattr(_pgreaders, "_cancel", lambda _conn: None)

@@ -145,11 +145,11 @@ async def test_postgres_reads_meeting_a_table_lock_fail_naming_it_rather_than_wa
 async def test_postgres_group_whose_every_batch_is_refused_opens_no_transaction(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.3, R11.5: a flush refused when claiming its session (an id another store holds)
-    writes nothing, so it starts no transaction: it is refused at once with
-    SESSION_ALREADY_EXISTS even while another transaction holds a lock on the sessions
-    table. It waited out the lock timeout in an empty transaction and failed with
-    TABLE_LOCKED instead, naming a lock that had nothing to do with it."""
+    """R11.3, R11.5: a flush refused when claiming its session (an id another store holds) writes
+    nothing, so it starts no transaction: it is refused at once with SESSION_ALREADY_EXISTS even
+    while another transaction holds a lock on the sessions table, not after waiting out the lock
+    timeout in an empty transaction to fail with TABLE_LOCKED, naming a lock that has nothing to do
+    with it."""
     import retinue.stores._postgres as postgres
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)

@@ -49,8 +49,8 @@ def _short_lock_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_deadline_ends_a_postgres_open_waiting_for_another_connections_lock(
     postgres_schema: tuple[str, str],
 ) -> None:
-    """An open waiting for the lock another store creates the tables under ends with the
-    deadline around it; it waited out the lock timeout in its worker thread, then failed
+    """An open waiting for the lock another store creates the tables under ends with the deadline
+    around it, rather than waiting out the lock timeout in its worker thread to fail
     ``STORAGE_ERROR``. Once the lock is gone the store opens."""
     dsn, schema = postgres_schema
     with _creation_locked(dsn), trio.move_on_after(DEADLINE) as deadline:
@@ -69,9 +69,9 @@ async def test_a_deadline_ends_a_postgres_open_waiting_for_another_connections_l
 async def test_a_close_ends_a_postgres_entry_waiting_for_another_connections_lock(
     postgres_schema: tuple[str, str],
 ) -> None:
-    """R11.6: an entry whose open waits for the lock another store creates the tables
-    under ends when the store closes, refused ``STORE_CLOSED``; it waited out the lock
-    timeout, then was refused ``STORAGE_ERROR``."""
+    """R11.6: an entry whose open waits for the lock another store creates the tables under ends
+    when the store closes, refused ``STORE_CLOSED``, not after waiting out the lock timeout to be
+    refused ``STORAGE_ERROR``."""
     dsn, schema = postgres_schema
     store = PostgresStore(dsn, schema=schema)
     refusals: list[str] = []
@@ -87,9 +87,9 @@ async def test_a_close_ends_a_postgres_entry_waiting_for_another_connections_loc
 async def test_a_postgres_open_waiting_out_the_creation_lock_says_what_holds_it(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An open that waits out the lock timeout on the lock another store creates the tables
-    under fails ``STORAGE_ERROR`` saying another transaction holds it, and for how long it
-    waited; it failed with the server's bare lock timeout of the last attempt."""
+    """An open that waits out the lock timeout on the lock another store creates the tables under
+    fails ``STORAGE_ERROR`` saying another transaction holds it, and for how long it waited, not
+    with the server's bare lock timeout of the last attempt."""
     import retinue.stores._postgres as postgres
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
@@ -131,9 +131,9 @@ async def test_a_close_with_sessions_to_drain_fails_with_an_open_that_waited_out
 async def test_a_close_with_sessions_to_drain_fails_with_a_read_only_open_that_waited_out_a_lock(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a ``create=False`` store's open whose schema read waits out a lock on the
-    tables (a ``LOCK TABLE``) fails the draining close with its error, the storage opened
-    once, where the close opened it again and waited out the lock timeout a second time."""
+    """R11.6: a ``create=False`` store's open whose schema read waits out a lock on the tables (a
+    ``LOCK TABLE``) fails the draining close with its error, the storage opened once: the close does
+    not open it again to wait out the lock timeout a second time."""
     import psycopg
 
     monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 300)
@@ -167,10 +167,10 @@ def _meta_locked(dsn: str, schema: str) -> Iterator[None]:
 async def test_a_deadline_ends_a_read_only_postgres_open_waiting_for_a_lock_on_its_tables(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A ``create=False`` entry whose schema read waits for another connection's exclusive
-    lock on ``retinue_meta`` ends with the deadline around it, as an open waiting for the
-    creation lock does; it waited out the whole read lock timeout in one statement, then
-    failed ``STORAGE_ERROR``. Once the lock is gone the store opens."""
+    """A ``create=False`` entry whose schema read waits for another connection's exclusive lock on
+    ``retinue_meta`` ends with the deadline around it, as an open waiting for the creation lock
+    does, not after waiting out the whole read lock timeout in one statement to fail
+    ``STORAGE_ERROR``. Once the lock is gone the store opens."""
     monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 5_000)
     dsn, schema = postgres_schema
     async with PostgresStore(dsn, schema=schema):
@@ -185,10 +185,9 @@ async def test_a_deadline_ends_a_read_only_postgres_open_waiting_for_a_lock_on_i
 async def test_a_read_only_postgres_open_waiting_out_a_lock_on_its_tables_names_the_table(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A ``create=False`` open whose schema read waits out the read lock timeout on an
-    exclusive lock of ``retinue_meta`` fails ``TABLE_LOCKED`` naming that table and the
-    lock's holder, as a read meeting such a lock does; it failed ``STORAGE_ERROR`` saying
-    only that the tables were locked."""
+    """A ``create=False`` open whose schema read waits out the read lock timeout on an exclusive
+    lock of ``retinue_meta`` fails ``TABLE_LOCKED`` naming that table and the lock's holder, as a
+    read meeting such a lock does, not ``STORAGE_ERROR`` saying only that the tables are locked."""
     monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 300)
     dsn, schema = postgres_schema
     async with PostgresStore(dsn, schema=schema):
@@ -207,9 +206,9 @@ async def test_a_read_only_postgres_open_waiting_out_a_lock_on_its_tables_names_
 async def test_a_close_ends_a_read_only_postgres_entry_waiting_for_a_lock_on_its_tables(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a ``create=False`` entry whose schema read waits for another connection's
-    exclusive lock on ``retinue_meta`` ends when the store closes with nothing to drain,
-    refused ``STORE_CLOSED``; it waited out the read lock timeout, then was refused
+    """R11.6: a ``create=False`` entry whose schema read waits for another connection's exclusive
+    lock on ``retinue_meta`` ends when the store closes with nothing to drain, refused
+    ``STORE_CLOSED``, not after waiting out the read lock timeout to be refused
     ``STORAGE_ERROR``."""
     monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 5_000)
     dsn, schema = postgres_schema

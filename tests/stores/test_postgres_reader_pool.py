@@ -38,8 +38,8 @@ def _pool() -> ReaderPool:
 
 def test_a_read_a_close_cut_is_not_tried_again_though_the_pool_reopened() -> None:
     """R11.6: a pooled connection a close cut (the pool opened again since) ends its read
-    ``STORE_CLOSED``, where the read was tried again on a new connection and went on as
-    if no close had come."""
+    ``STORE_CLOSED``; the read is not tried again on a new connection, going on as if no close had
+    come."""
     pool = _pool()
     calls: list[Any] = []
 

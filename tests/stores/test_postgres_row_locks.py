@@ -60,10 +60,10 @@ async def _flush_cut_short_keeping_its_events(
 async def test_a_deadline_ends_a_postgres_flush_waiting_for_a_row_lock(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.5: a flush committing on its own (no writer task) while another transaction holds
-    its session's row locked ends at its deadline, writing nothing, its events kept buffered
-    for the next flush; it waited out the lock timeout in its worker thread, past the
-    deadline, and then failed with the server's lock timeout."""
+    """R11.5: a flush committing on its own (no writer task) while another transaction holds its
+    session's row locked ends at its deadline, writing nothing, its events kept buffered for the
+    next flush, rather than waiting out the lock timeout in its worker thread, past the deadline, to
+    fail with the server's lock timeout."""
     import retinue.stores._postgres as postgres
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 5_000)
@@ -99,10 +99,9 @@ async def test_a_deadline_ends_a_postgres_flush_whose_claim_waits_for_a_row_lock
 async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.5: a group commit that waits out the lock timeout on a session's row locked by
-    another transaction fails that session's flush with ``SESSION_LOCKED``, saying another
-    transaction holds its row; the others are committed. It failed ``STORAGE_ERROR`` with
-    the server's bare lock timeout."""
+    """R11.5: a group commit that waits out the lock timeout on a session's row locked by another
+    transaction fails that session's flush with ``SESSION_LOCKED``, saying another transaction holds
+    its row, not ``STORAGE_ERROR`` with the server's bare lock timeout; the others are committed."""
     import retinue.stores._postgres as postgres
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)

@@ -347,11 +347,11 @@ async def test_store_load_of_a_released_create_committed_with_its_reply_lost_tak
 async def test_store_load_takes_over_a_committed_create_whose_chunk_holds_a_split_pair(
     record_kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R11.3, R11.8: a create committed with its reply lost is the session's own even when a
-    chunk's text holds a surrogate pair as two code points, which reads back as one
-    character: the load takes it over with its buffered turn. It took the stored create for
-    another writer's, as its lines differed from the live ones, and dropped that turn. (The
-    backends that store encoded records: the memory store keeps the events themselves.)"""
+    """R11.3, R11.8: a create committed with its reply lost is the session's own even when a chunk's
+    text holds a surrogate pair as two code points, which reads back as one character: the load
+    takes it over with its buffered turn, not taking the stored create for another writer's because
+    its lines differ from the live ones, which would drop that turn. (The backends that store
+    encoded records: the memory store keeps the events themselves.)"""
     async with record_kit.open() as store:
         session = Session.create("split-pair")
         store.attach_new(session)

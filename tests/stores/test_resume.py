@@ -71,9 +71,9 @@ async def test_resume_continues_seqs_turns_and_logs_a_resume_header(kit: StoreKi
 
 
 async def test_events_a_resumed_agents_setup_appends_are_stored(kit: StoreKit) -> None:
-    """R11.6, R11.16: the setup runs between the load and publication; what it appends
-    is stored with the rest. Before, it counted as stored already: never written, and
-    every later flush of the agent failed as if another writer had appended."""
+    """R11.6, R11.16: the setup runs between the load and publication; what it appends is stored
+    with the rest. Counted as stored already, it would never be written, and every later flush of
+    the agent would fail as if another writer had appended."""
 
     def setup(agent: retinue.Agent) -> None:
         agent.session.append_custom("plugin/state", {"restored": True})
@@ -275,14 +275,13 @@ async def test_a_runtime_sharing_a_store_leaves_another_runtimes_live_session_al
 async def test_runtimes_in_sibling_tasks_share_a_store_whichever_exits_first(
     kit: StoreKit, entered_first: str
 ) -> None:
-    """R11.6, R12.7: two runtimes given one store, each opened in a task of its own, share
-    it without an ``async with store:`` around them: the first to exit leaves the store
-    open for the other, whose turns are still stored, and the last exit closes it. Each
-    order of entering is played: at the same moment, or one runtime inside before the
-    other opens, so that the task that started the store's writer exits first or last.
-    Before, each entry started a writer of its own, and the exit of the task that had not
-    started the remaining one closed that task's nursery from the wrong task (trio: "Cancel
-    scope stack corrupted")."""
+    """R11.6, R12.7: two runtimes given one store, each opened in a task of its own, share it
+    without an ``async with store:`` around them: the first to exit leaves the store open for the
+    other, whose turns are still stored, and the last exit closes it. Each order of entering is
+    played: at the same moment, or one runtime inside before the other opens, so that the task that
+    started the store's writer exits first or last. The entries share one writer: with a writer per
+    entry, the exit of the task that had not started the remaining one would close that task's
+    nursery from the wrong task (trio: "Cancel scope stack corrupted")."""
     store = kit.open()
     first_done = trio.Event()
     first_inside = trio.Event()
@@ -322,11 +321,11 @@ async def test_runtimes_in_sibling_tasks_share_a_store_whichever_exits_first(
 async def test_a_runtime_resumes_the_stored_session_once_its_stranded_create_lost_the_id(
     kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R12.9, R11.3: an agent whose final flush failed before its new session was ever
-    written leaves that session stranded in its runtime. Once another writer stores the
-    id, the create can never be written: the runtime's resume of the id drops what was
-    stranded, with a warning naming the session, and resumes the stored one. It failed
-    ``SESSION_ALREADY_EXISTS``, and did on every later try until the runtime closed."""
+    """R12.9, R11.3: an agent whose final flush failed before its new session was ever written
+    leaves that session stranded in its runtime. Once another writer stores the id, the create can
+    never be written: the runtime's resume of the id drops what was stranded, with a warning naming
+    the session, and resumes the stored one, rather than failing ``SESSION_ALREADY_EXISTS`` on every
+    try until the runtime closes."""
     store = kit.open()
     with trio.fail_after(60):
         async with retinue.open_runtime(models=_model(), store=store) as first:

@@ -152,10 +152,10 @@ async def test_sqlite_append_without_a_load_is_refused_while_claimed(tmp_path: P
 async def test_sqlite_append_refused_as_claimed_does_not_wait_for_the_write_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.7, R11.5: a flush refused when claiming its session writes nothing, so it takes
-    no write lock: it is refused at once with SESSION_LOCKED while another connection
-    holds the database's write transaction. It waited out the busy timeout for a lock
-    it had no use for, then failed with a storage error naming that lock instead."""
+    """R12.7, R11.5: a flush refused when claiming its session writes nothing, so it takes no write
+    lock: it is refused at once with SESSION_LOCKED while another connection holds the database's
+    write transaction, rather than waiting out the busy timeout for a lock it has no use for and
+    failing with a storage error naming that lock."""
     import retinue.stores._sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "_BUSY_TIMEOUT_MS", 300)

@@ -244,9 +244,9 @@ async def test_sqlite_close_does_not_wait_for_a_commit_blocked_by_another_writer
 async def test_a_deadline_ends_a_flush_waiting_for_another_writers_transaction(
     tmp_path: Path,
 ) -> None:
-    """R11.5: a flush committing on its own (no writer task) while another connection holds
-    the write transaction ends at its deadline, its events kept buffered for the next flush;
-    it waited out the 30 s busy timeout and failed 'database is locked' instead."""
+    """R11.5: a flush committing on its own (no writer task) while another connection holds the
+    write transaction ends at its deadline, its events kept buffered for the next flush, rather than
+    waiting out the 30 s busy timeout to fail 'database is locked'."""
     path = tmp_path / "sessions.db"
     session = Session.create("blocked")
     store = SQLiteStore(path)

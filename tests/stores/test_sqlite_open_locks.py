@@ -30,9 +30,9 @@ DEADLINE = 0.5
 async def test_a_deadline_ends_an_open_waiting_for_another_connections_lock(
     tmp_path: Path,
 ) -> None:
-    """An open waiting for the lock of another connection on the database file (a new
-    file whose creator is still writing it) ends with the deadline around it, where it
-    waited out SQLite's 30 s busy timeout; once the lock is gone the store opens as new."""
+    """An open waiting for the lock of another connection on the database file (a new file whose
+    creator is still writing it) ends with the deadline around it, not after SQLite's 30 s busy
+    timeout; once the lock is gone the store opens as new."""
     database = tmp_path / "sessions.db"
     holder = sqlite3.connect(database, isolation_level=None)
     try:
@@ -58,9 +58,9 @@ async def test_a_deadline_ends_an_open_waiting_for_another_connections_lock(
 async def test_a_close_ends_an_entry_waiting_for_another_connections_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: an entry whose open waits for another connection's lock on the database file
-    ends when the store closes, refused ``STORE_CLOSED``; it went on waiting, in its short
-    attempts, for the whole 30 s busy timeout, and was refused only then."""
+    """R11.6: an entry whose open waits for another connection's lock on the database file ends when
+    the store closes, refused ``STORE_CLOSED``, rather than waiting on, in its short attempts, for
+    the whole 30 s busy timeout to be refused only then."""
     database = tmp_path / "sessions.db"
     store = SQLiteStore(database)
     backend = store._backend

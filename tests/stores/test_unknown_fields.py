@@ -206,10 +206,10 @@ async def _refused_with_its_colour(kit: StoreKit, where: str, *, torn_before: bo
 async def test_store_load_never_discards_a_whole_record_holding_an_integer_too_long_to_read(
     record_kit: StoreKit,
 ) -> None:
-    """R11.8: a record that parses whole but holds an integer longer than this process
-    reads (its digit limit set lower than the writer's) was written whole: the load is
-    refused naming it, and nothing is dropped. It was dropped as a torn tail, with every
-    record after it, and the file truncated."""
+    """R11.8: a record that parses whole but holds an integer longer than this process reads (its
+    digit limit set lower than the writer's) was written whole: the load is refused naming it, and
+    nothing is dropped: the record is no torn tail, to be dropped with every record after it and the
+    file truncated."""
     session = Session.create("wide")
     async with record_kit.open() as store:
         store.attach_new(session)
