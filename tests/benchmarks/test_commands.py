@@ -94,8 +94,8 @@ def test_overhead_growth_line_names_its_window_and_gc_threshold(
 def test_overhead_takes_a_gc_threshold_of_0_which_turns_the_gc_off(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """CPython's threshold 0 disables the automatic cyclic GC, a tuning worth measuring;
-    before, it was refused as a count below 1."""
+    """CPython's threshold 0 disables the automatic cyclic GC, a tuning worth measuring, so it is
+    taken, not refused as a count below 1."""
     assert overhead.main(["--growth", "--gc-threshold", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["gc_threshold0"] == 0
 
@@ -177,8 +177,8 @@ async def test_http_measures_every_client_with_the_pool_size_asked_for(
 async def test_http_gives_the_floor_a_connection_per_agent_as_the_adapters(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Three agents in pools of two get three connections, not the four of two full pools:
-    before, the floor had more connections than the adapters it is compared with."""
+    """Three agents in pools of two get three connections, not the four of two full pools, so the
+    floor has no more connections than the adapters it is compared with."""
     built: list[ShardedTransport] = []
 
     def recorded(*args: Any, **kwargs: Any) -> ShardedTransport:
@@ -197,8 +197,8 @@ async def test_http_gives_the_floor_a_connection_per_agent_as_the_adapters(
 def test_http_refuses_a_count_below_one_before_starting_its_server(
     option: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A count of 0 is a usage error naming the option; before, ``--pool-size 0`` died of a
-    ZeroDivisionError, as did 0 steps, and 0 repeats of an IndexError, once the server ran."""
+    """A count of 0 is a usage error naming the option, not a ZeroDivisionError once the server runs
+    (``--pool-size 0``, or 0 steps), nor an IndexError (0 repeats)."""
     monkeypatch.setattr(sys, "argv", ["benchmarks.http", option, "0"])
     with pytest.raises(SystemExit) as refused:
         http.main()

@@ -61,8 +61,8 @@ async def test_demo_fails_when_no_turn_completes(
 async def test_demo_of_one_turn_fails_when_it_does_not_complete(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A single turn is not cancelled by the demo's operator: a model that fails it (a bad
-    key) is a failed demo. It was cancelled first, and the demo reported success."""
+    """A single turn is not cancelled by the demo's operator: a model that fails it (a bad key) is a
+    failed demo, not a turn cancelled first and a demo reported as a success."""
     failing = ScriptedModel([FinishWithError("invalid api key", delay=0.2)])
     monkeypatch.setattr(_demo_models, "scripted_model", lambda _latency: failing)
     with trio.fail_after(REAL_DEADLINE):
@@ -106,10 +106,10 @@ def test_the_live_table_shows_as_many_agents_as_fit_and_sums_the_rest() -> None:
 def test_demo_names_its_store_as_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The closing hint names the store exactly, and gives the command on one line, quoted
-    for a shell, even piped and with brackets in its path; they were read as console
-    markup, which dropped them or failed the run after it had stored its sessions, and
-    ``jsonl:notes`` showed as ``jsonl`` and a note emoji."""
+    """The closing hint names the store exactly, and gives the command on one line, quoted for a
+    shell, even piped and with brackets in its path: read as console markup, brackets would be
+    dropped or fail the run after it had stored its sessions, and ``jsonl:notes`` would show as
+    ``jsonl`` and a note emoji."""
     monkeypatch.chdir(tmp_path)
     for directory in ("out[bold]x", "a[/x]" + "y" * 60, "notes"):
         spec = f"jsonl:{directory}" if directory == "notes" else f"jsonl:{tmp_path / directory}"
@@ -125,10 +125,10 @@ def test_demo_names_its_store_as_given(
 def test_demo_hint_gives_a_store_path_that_is_not_utf8_as_a_shell_can_take_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A path holding bytes no UTF-8 text has, or a control character, is given in ANSI-C
-    quoting, as the bytes it is: it was quoted as the text ``os.fsdecode`` made of it,
-    ``\\udcff``, which names another file, and a control character went to the terminal.
-    The name shown before it is escaped as the sessions commands escape it."""
+    """A path holding bytes no UTF-8 text has, or a control character, is given in ANSI-C quoting,
+    as the bytes it is, not quoted as the text ``os.fsdecode`` makes of it, ``\\udcff``, which names
+    another file, nor with a control character sent to the terminal. The name shown before it is
+    escaped as the sessions commands escape it."""
     monkeypatch.chdir(tmp_path)
     name = os.fsdecode(b"it's-\xffa\x1b")
     argv = ["--provider", "scripted", "--latency", "0", "--agents", "1", "--turns", "1"]
@@ -149,9 +149,9 @@ def test_demo_hint_gives_a_store_path_that_is_not_utf8_as_a_shell_can_take_it(
 
 @pytest.mark.parametrize("live", [True, False], ids=["live", "no-live"])
 def test_demo_into_a_closed_pipe_exits_quietly(*, live: bool) -> None:
-    """A reader that goes away (``| head``) ends the demo with status 1 and nothing on
-    stderr, as it ends the sessions commands; with the live table, whose task runs in a
-    nursery, it ended with a traceback of an exception group."""
+    """A reader that goes away (``| head``) ends the demo with status 1 and nothing on stderr, as it
+    ends the sessions commands, with the live table too, whose task runs in a nursery: no traceback
+    of an exception group."""
     argv = ["--store", "memory", "--provider", "scripted", "--agents", "2", "--turns", "1"]
     command = [sys.executable, "-m", "retinue.cli", "demo", *argv, *([] if live else ["--no-live"])]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -162,8 +162,8 @@ def test_demo_into_a_closed_pipe_exits_quietly(*, live: bool) -> None:
 
 
 async def test_the_summary_is_one_line_even_piped(capsys: pytest.CaptureFixture[str]) -> None:
-    """The summary, the run's record, is one line to grep: piped, it was wrapped at 80
-    columns, splitting an end reason from its count."""
+    """The summary, the run's record, is one line to grep: piped, it is not wrapped at 80 columns,
+    which would split an end reason from its count."""
     with trio.fail_after(REAL_DEADLINE):
         assert await run_demo(demo_args(provider="scripted", agents=2, turns=1, no_live=True)) == 0
     summary = [line for line in capsys.readouterr().out.splitlines() if "summary" in line]
@@ -176,8 +176,8 @@ async def test_the_summary_is_one_line_even_piped(capsys: pytest.CaptureFixture[
 def test_demo_reports_a_closed_standard_output(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Started with standard output closed (``>&-``), the demo says so and exits 1, as the
-    sessions commands do: it ran to the end showing nothing, and exited 0."""
+    """Started with standard output closed (``>&-``), the demo says so and exits 1, as the sessions
+    commands do, rather than running to the end showing nothing and exiting 0."""
     monkeypatch.setattr(sys, "stdout", None)
     argv = ["--store", "memory", "--provider", "scripted", "--agents", "1", "--turns", "1"]
     assert main(["demo", "--no-live", *argv]) == 1
@@ -189,9 +189,9 @@ def test_demo_reports_a_closed_standard_output(
 def test_no_live_help_names_every_line_the_demo_still_prints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--no-live leaves out the live table only: the summary and, for a stored run, the
-    closing ``retinue sessions list`` hint are still printed, and its help says so (it
-    said "print only the summary")."""
+    """--no-live leaves out the live table only: the summary and, for a stored run, the closing
+    ``retinue sessions list`` hint are still printed, and its help says so (not "print only the
+    summary")."""
     monkeypatch.chdir(tmp_path)
     argv = ["--provider", "scripted", "--latency", "0", "--agents", "1", "--turns", "1"]
     assert main(["demo", "--no-live", "--store", "jsonl:notes", *argv]) == 0
@@ -226,9 +226,9 @@ def test_demo_prints_its_summary_when_columns_is_zero(
 def test_demo_hint_gives_a_store_path_its_console_cannot_show_as_a_shell_can_take_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On a console whose encoding lacks a character of the store's path (ASCII, say), the
-    hint gives that character in ANSI-C quoting as its bytes: it showed ``\\xe9`` inside
-    plain quotes, which a shell takes as four characters, naming another store."""
+    """On a console whose encoding lacks a character of the store's path (ASCII, say), the hint
+    gives that character in ANSI-C quoting as its bytes, not ``\\xe9`` inside plain quotes, which a
+    shell takes as four characters, naming another store."""
     monkeypatch.chdir(tmp_path)
     written = io.BytesIO()
     console = io.TextIOWrapper(written, encoding="ascii")
@@ -250,8 +250,8 @@ def test_demo_hint_gives_a_store_path_its_console_cannot_show_as_a_shell_can_tak
 def test_demo_live_table_shows_its_agents_when_lines_is_zero(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``LINES=0`` counts as unset too: on a terminal the live table fits the terminal's
-    height, 24 lines without one. It showed no agent's row, only the one summing them."""
+    """``LINES=0`` counts as unset too: on a terminal the live table fits the terminal's height, 24
+    lines without one, and shows every agent's row, not only the one summing them."""
     monkeypatch.setenv("LINES", "0")
     monkeypatch.setenv("FORCE_COLOR", "1")  # rich then takes the output for a terminal
     monkeypatch.delenv("NO_COLOR", raising=False)

@@ -1,7 +1,7 @@
 """``sessions export --output`` refuses a file of the store it reads, leaving the store as it was.
 
-Written, the export replaced a SQLite database with JSONL (every later command
-then failed: the file was no database) or wrote into a JSONL store's directory.
+Written, the export would replace a SQLite database with JSONL (every later command then failing:
+the file no database) or write into a JSONL store's directory.
 """
 
 from __future__ import annotations

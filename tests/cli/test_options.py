@@ -72,9 +72,9 @@ def test_a_missing_command_is_named_by_its_choices(capsys: pytest.CaptureFixture
 def test_the_list_help_names_each_reason_a_session_is_left_out(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``retinue sessions list --help`` names each stored session ``list`` leaves out: a
-    header it cannot read, one naming another session, and one of a format version this
-    build does not read, which it used to leave unsaid."""
+    """``retinue sessions list --help`` names each stored session ``list`` leaves out: a header it
+    cannot read, one naming another session, and one of a format version this build does not
+    read."""
     with pytest.raises(SystemExit) as caught:
         main(["sessions", "list", "--help"])
     assert caught.value.code == 0
@@ -100,8 +100,8 @@ def test_a_sessions_command_help_says_what_its_id_is(
 
 
 def test_the_import_help_says_what_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
-    """``retinue sessions import --help`` says a log that does not load as written is
-    refused, naming the file and line, and that nothing is then stored; it said nothing."""
+    """``retinue sessions import --help`` says a log that does not load as written is refused,
+    naming the file and line, and that nothing is then stored."""
     with pytest.raises(SystemExit) as caught:
         main(["sessions", "import", "--help"])
     assert caught.value.code == 0

@@ -72,9 +72,9 @@ def _move_a_step_to_another_turn(records: list[dict[str, object]]) -> int:
 def test_import_refuses_a_log_that_breaks_an_invariant_naming_its_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], break_it: object, problem: str
 ) -> None:
-    """R4.14, R4.15: a log whose event breaks an invariant is refused, the line of that
-    event named, and nothing is stored. It was stored, and only ``replay`` then said the
-    log was broken; resumed, its history was no valid transcript."""
+    """R4.14, R4.15: a log whose event breaks an invariant is refused, the line of that event named,
+    and nothing is stored: stored, it would be found broken only by ``replay``, and resumed, its
+    history would be no valid transcript."""
     records = _exported(tmp_path)
     assert callable(break_it)
     line = break_it(records) + 1  # records[0] is the header, on line 1
@@ -102,9 +102,9 @@ def test_import_takes_a_log_cut_short_mid_step(
 def test_a_header_naming_a_seed_longer_than_the_log_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """R4.25: a fork's seed_length counts the events it was seeded with, the start of
-    its log; a header naming more than the file holds is refused, naming its line, and
-    nothing is stored. It was stored, and listed as ``seed=99999``."""
+    """R4.25: a fork's seed_length counts the events it was seeded with, the start of its log; a
+    header naming more than the file holds is refused, naming its line, and nothing is stored (nor
+    listed as ``seed=99999``)."""
     records = _exported(tmp_path)
     records[0] |= {"parent_session": "s0", "seed_length": 99_999}
     exported = _write(tmp_path / "s1.jsonl", records)

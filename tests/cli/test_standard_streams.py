@@ -68,8 +68,8 @@ def test_import_of_dash_names_standard_input_in_its_errors(
 def test_export_to_dash_writes_standard_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    """``-o -`` writes the session to standard output, as no ``-o`` does; it wrote a
-    file named ``-``."""
+    """``-o -`` writes the session to standard output, as no ``-o`` does, not to a file named
+    ``-``."""
     session = _session()
     (tmp_path / "s1.jsonl").write_text(to_jsonl(session), encoding="utf-8")
     monkeypatch.chdir(tmp_path)

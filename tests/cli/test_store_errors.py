@@ -133,8 +133,8 @@ def test_the_demo_refuses_a_store_location_of_only_whitespace(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A location of only whitespace is a usage error, as an empty one is: it was taken as
-    a file or directory named by blanks, created in the working directory."""
+    """A location of only whitespace is a usage error, as an empty one is, not taken as a file or
+    directory named by blanks, created in the working directory."""
     monkeypatch.chdir(tmp_path)
     argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
     with pytest.raises(SystemExit) as caught:
@@ -196,8 +196,8 @@ def test_a_postgres_server_that_cannot_be_reached_is_reported_on_one_line(
 def test_the_sessions_commands_refuse_a_store_path_holding_a_nul_as_a_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A store path no file can have is refused while the command line is parsed, status 2
-    and the usage, as the demo refuses it: it was reported as the command failing."""
+    """A store path no file can have is refused while the command line is parsed, status 2 and the
+    usage, as the demo refuses it, not reported as the command failing."""
     with pytest.raises(SystemExit) as caught:
         main(["sessions", "list", "--store", "sqlite:runs/a\0b.db"])
     assert caught.value.code == 2

@@ -40,9 +40,9 @@ def _exported(directory: Path) -> Path:
 def test_sessions_take_a_file_store_under_the_home_directory(
     home: Path, kind: str, location: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An import to ``~/...`` stores the session in the home directory and a listing reads
-    it there; both used to take ``~`` as a directory of the working directory, the
-    import creating one there (a directory ``~`` that ``rm -r ~`` would miss for home)."""
+    """An import to ``~/...`` stores the session in the home directory and a listing reads it there:
+    neither takes ``~`` as a directory of the working directory, so the import creates no directory
+    ``~`` there (one that ``rm -r ~`` would miss for home)."""
     spec = f"{kind}:~/{location}"
     exported = _exported(home.parent)
     assert main(["sessions", "import", str(exported), "--store", spec]) == 0
@@ -56,8 +56,8 @@ def test_sessions_take_a_file_store_under_the_home_directory(
 def test_the_demo_stores_its_sessions_under_the_home_directory(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``retinue demo --store sqlite:~/demo.db`` writes the database in the home directory,
-    where it used to refuse to start: no directory ``~`` in the working directory."""
+    """``retinue demo --store sqlite:~/demo.db`` writes the database in the home directory, and does
+    not refuse to start for want of a directory ``~`` in the working directory."""
     argv = ["demo", "--provider", "scripted", "--latency", "0", "--agents", "1", "--turns", "1"]
     assert main([*argv, "--no-live", "--store", "sqlite:~/demo.db"]) == 0
     assert (home / "demo.db").is_file()
