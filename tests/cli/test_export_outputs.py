@@ -134,7 +134,7 @@ signal.pause()
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="file leases are Linux's")
 def test_export_over_a_leased_file_waits_for_the_lease_to_go(tmp_path: Path, exported: str) -> None:
     """A file another process holds a lease on is written once the lease is given up, as
-    ``open(path, "w")`` waits for it; the open failed at once (EAGAIN), status 1."""
+    ``open(path, "w")`` waits for it, not failed at once (EAGAIN) with status 1."""
     output = tmp_path / "leased.jsonl"
     output.write_text("kept\n", encoding="utf-8")
     env = {**os.environ, "LEASED": str(output)}

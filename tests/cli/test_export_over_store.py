@@ -73,7 +73,7 @@ def test_export_into_the_jsonl_store_is_refused(
 def test_export_beside_the_store_is_written(
     tmp_path: Path, exported: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A file apart from the store is written as before."""
+    """A file apart from the store is written as any output is."""
     _stored(f"sqlite:{tmp_path / 's.db'}", exported)
     assert _export(f"sqlite:{tmp_path / 's.db'}", tmp_path / "out.jsonl") == 0
     assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == exported.read_text(

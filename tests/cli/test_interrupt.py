@@ -101,8 +101,8 @@ def test_ctrl_c_during_the_demo_prints_one_line_and_exits_130(
 def test_ctrl_c_with_standard_error_closed_leaves_standard_output_alone(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Started with standard error closed (``2>&-``), an interrupted demo exits 130 and
-    says nothing: the line went to standard output instead."""
+    """Started with standard error closed (``2>&-``), an interrupted demo exits 130 and says
+    nothing: the line does not go to standard output instead."""
     monkeypatch.setattr(_demo, "run_demo", _in_main_task)
     monkeypatch.setattr(sys, "stderr", None)
     assert main(ARGV) == 130
@@ -142,9 +142,8 @@ def _console_script() -> str:
 def test_ctrl_c_while_the_command_imports_exits_130_without_a_traceback(
     slow_module: str, tmp_path: Path
 ) -> None:
-    """Ctrl-C before the command runs, while the package or the demo's modules are
-    still importing, ends it as it does later: one line, status 130. It printed a
-    traceback of the import."""
+    """Ctrl-C before the command runs, while the package or the demo's modules are still importing,
+    ends it as it does later: one line, status 130, no traceback of the import."""
     (tmp_path / "sitecustomize.py").write_text(SLOW_IMPORT)
     path = os.pathsep.join([str(tmp_path), str(ROOT / "src")])
     env = {**os.environ, "PYTHONPATH": path, "SLOW_IMPORT": slow_module}

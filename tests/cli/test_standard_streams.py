@@ -37,8 +37,8 @@ def _given_as_standard_input(monkeypatch: pytest.MonkeyPatch, data: bytes) -> No
 def test_import_of_dash_stores_the_session_read_from_standard_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``export | import -``: the session is stored whole, and its line endings are
-    read as a file's are. ``-`` was taken for a file's name, which none had."""
+    """``export | import -``: the session is stored whole, and its line endings are read as a file's
+    are. ``-`` is standard input, not the name of a file, which none has."""
     session = _session()
     exported = to_jsonl(session).replace("\n", "\r\n").encode()
     _given_as_standard_input(monkeypatch, exported)

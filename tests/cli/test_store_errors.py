@@ -182,8 +182,8 @@ def test_the_sessions_commands_refuse_a_store_location_of_only_whitespace(
 def test_a_postgres_server_that_cannot_be_reached_is_reported_on_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
 ) -> None:
-    """A server's message of several lines (libpq's hint on a line of its own) is given on
-    the one line of the failure: the hint came on a second line, indented with a tab."""
+    """A server's message of several lines (libpq's hint on a line of its own) is given on the one
+    line of the failure, the hint not on a second line indented with a tab."""
     no_server = tmp_path / "no-server"  # a socket directory no server listens in
     assert main([*argv, "--store", f"postgres:host={no_server} connect_timeout=5"]) == 1
     err = capsys.readouterr().err

@@ -480,9 +480,9 @@ async def test_a_wait_from_another_trio_run_is_refused_and_the_agent_goes_on(ver
     """R2.30-R2.35: ``wait_idle``, ``dispose``, ``subscribe`` and ``ask`` called inside a
     ``trio.run`` of another thread are refused before they wait, and the running agent goes on.
 
-    Their waiter was woken from the agent's run, which failed there: the driver crashed
-    on releasing an idle waiter of the other run (with trio's bare ``AssertionError``),
-    a dispose ended in ``TrioInternalError`` and a feed's wait in a foreign ``Cancelled``.
+    A waiter of that run, woken from the agent's run, would fail there: the driver would crash on
+    releasing an idle waiter of the other run (with trio's bare ``AssertionError``), a dispose end
+    in ``TrioInternalError`` and a feed's wait in a foreign ``Cancelled``.
     """
     model = ScriptedModel([Hang(), Reply("two")])
     # Real time: a worker thread runs its own trio.run. The bound covers the runtime's

@@ -58,10 +58,10 @@ async def _ask_into_ctrl_c(store: MemoryStore, agents: list[retinue.Agent]) -> N
 async def test_ctrl_c_a_crash_cut_short_as_it_closed_the_turn_still_ends_the_runtime(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.10, DESIGN 4: Ctrl-C raised in a turn (here, by a session observer) whose close
-    then crashes the driver comes out of ``open_runtime`` once the supervisor has closed
-    the turn as the crash, answered its ask and committed the log: the crash took Ctrl-C's
-    place, the driver was restarted and the runtime ran on as if no Ctrl-C had come.
+    """R12.10, DESIGN 4: Ctrl-C raised in a turn (here, by a session observer) whose close then
+    crashes the driver comes out of ``open_runtime`` once the supervisor has closed the turn as the
+    crash, answered its ask and committed the log: the crash does not take Ctrl-C's place, with the
+    driver restarted and the runtime running on as if no Ctrl-C had come.
 
     Breaks ``TurnState.answer_dangling_calls``, which closing the interrupted step calls.
     """
@@ -89,10 +89,9 @@ async def test_ctrl_c_a_crash_cut_short_as_it_closed_the_turn_still_ends_the_run
 async def test_ctrl_c_a_flusher_crash_cut_short_still_ends_the_runtime(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.10, DESIGN 4: Ctrl-C raised in the agent's flusher (here, by a session/flush
-    listener) whose flush owed on the way out then crashes the flusher comes out of
-    ``open_runtime``: the crash took Ctrl-C's place, the flusher was restarted and the
-    runtime ran on.
+    """R12.10, DESIGN 4: Ctrl-C raised in the agent's flusher (here, by a session/flush listener)
+    whose flush owed on the way out then crashes the flusher comes out of ``open_runtime``: the
+    crash does not take Ctrl-C's place, with the flusher restarted and the runtime running on.
 
     Breaks the flusher's shielded flush, which it runs for a flush owed as Ctrl-C unwinds it.
     """
@@ -252,7 +251,9 @@ async def test_a_flusher_crash_of_a_ctrl_c_turned_into_an_error_restarts_the_flu
 ) -> None:
     """DESIGN 4: a flusher crash whose context holds a Ctrl-C already turned into an error is a
     crash like any other: the flusher is restarted and the runtime runs on, not ended by the Ctrl-C
-    found in the context. Breaks the flusher's ``flush`` once.
+    found in the context.
+
+    Breaks the flusher's ``flush`` once.
     """
     real = _turn.flush
     crashes: list[int] = []
@@ -340,10 +341,10 @@ def _interrupt_at_the_step_start(event: Event) -> None:
 async def test_ctrl_c_going_on_after_a_crash_keeps_its_own_context(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DESIGN 4, R12.10: the Ctrl-C a crashed turn's close unwound (here, a session
-    observer's on ``step/start``) comes out of the runtime with the context it had, not
-    the crash: its traceback read as if Ctrl-C came while the crash was handled, the
-    reverse of what happened.
+    """DESIGN 4, R12.10: the Ctrl-C a crashed turn's close unwound (here, a session observer's on
+    ``step/start``) comes out of the runtime with the context it had, not the crash, so its
+    traceback does not read as if Ctrl-C came while the crash was handled, the reverse of what
+    happened.
 
     Breaks ``TurnState.answer_dangling_calls``, which closing the interrupted step calls.
     """
@@ -370,8 +371,9 @@ async def test_ctrl_c_answers_a_crashed_batch_once_its_turn_is_flushed(
 ) -> None:
     """R7.49, R12.10, DESIGN 4: under Ctrl-C the ask of a turn whose close crashed is answered once
     the supervisor has flushed the turn, as a turn's own interrupted close answers after its
-    shielded flush, not at once, before the store has any of the turn. Breaks
-    ``TurnState.answer_dangling_calls``; the store's flush takes 5 virtual seconds.
+    shielded flush, not at once, before the store has any of the turn.
+
+    Breaks ``TurnState.answer_dangling_calls``; the store's flush takes 5 virtual seconds.
     """
 
     def broken(self: _state.TurnState, code: str, text: str) -> None:
@@ -440,10 +442,10 @@ async def _ask_with_ctrl_c_from_the_status_listener() -> None:
 async def test_ctrl_c_the_driver_unwinds_outside_a_turn_survives_a_crash_settling_its_prompts(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.10, DESIGN 4: Ctrl-C the driver unwinds outside a turn (an agent/status listener's
-    as the agent starts running) still ends the runtime when settling the prompts it held
-    then crashes: the supervisor found nothing recorded, restarted the driver and the
-    runtime ran on.
+    """R12.10, DESIGN 4: Ctrl-C the driver unwinds outside a turn (an agent/status listener's as the
+    agent starts running) still ends the runtime when settling the prompts it held then crashes: the
+    supervisor finds the Ctrl-C recorded, rather than restarting the driver for the runtime to run
+    on.
 
     Breaks ``AgentCore.discard_pending``, which the driver calls as it unwinds.
     """
@@ -459,8 +461,9 @@ async def test_ctrl_c_before_turn_start_survives_a_crash_settling_its_batch(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R12.10, DESIGN 4: Ctrl-C landing in the driver before ``turn/start`` still ends the runtime
-    when settling its batch ``disposed`` then crashes: the Ctrl-C is not lost. Breaks
-    ``_turn._turn_body`` (Ctrl-C) and ``_driver.settle`` (the crash).
+    when settling its batch ``disposed`` then crashes: the Ctrl-C is not lost.
+
+    Breaks ``_turn._turn_body`` (Ctrl-C) and ``_driver.settle`` (the crash).
     """
 
     async def interrupted(*_args: object) -> NoReturn:

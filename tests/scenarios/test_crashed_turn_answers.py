@@ -59,9 +59,9 @@ def crash_in_the_error_handling(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_crash_after_the_turn_ended_answers_with_the_logged_end(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DESIGN 4, R7.44: a crash raised once ``turn/end`` is logged (here, in the post-turn
-    flush) leaves the turn as the log closed it, and the ask gets that end, with the turn's
-    text: it got an ``error``/``DRIVER_CRASH`` the log never said."""
+    """DESIGN 4, R7.44: a crash raised once ``turn/end`` is logged (here, in the post-turn flush)
+    leaves the turn as the log closed it, and the ask gets that end, with the turn's text, not an
+    ``error``/``DRIVER_CRASH`` the log never said."""
     crashes = crash_in_the_post_turn_flush(monkeypatch)
     async with runtime(ScriptedModel([Reply("one"), Reply("two")])) as rt:
         agent = await rt.create_agent("a", OPTIONS)
@@ -120,6 +120,7 @@ async def test_an_agent_a_crash_left_with_nothing_queued_goes_idle_once_the_turn
     """R7.2, DESIGN 4: after a driver crash the agent's ``agent/status`` goes ``idle`` once the
     turn's closing events are committed, as after a turn's own flush, not as the supervisor closes
     the turn, before the flush, when a listener reading the store would find the turn unwritten.
+
     Breaks ``TurnState.record_error`` (a failing step's handling), or the post-turn flush.
     """
     store = SlowFlushStore()
@@ -173,8 +174,9 @@ async def test_a_crashed_turn_ends_naming_the_step_it_was_in(
 ) -> None:
     """R4.12, R7.45, DESIGN 4: the ``error`` end a driver crash logs names the step the turn was in,
     as a turn's own error does, and so do its ``agent/error`` and the ask's answer, not step 0
-    whatever step the turn had reached. Breaks ``TurnState.record_error``; the second step's model
-    call fails.
+    whatever step the turn had reached.
+
+    Breaks ``TurnState.record_error``; the second step's model call fails.
     """
     crash_in_the_error_handling(monkeypatch)
     model = ScriptedModel(
@@ -195,9 +197,9 @@ async def test_a_crashed_turn_ends_naming_the_step_it_was_in(
 async def test_a_crash_readying_a_turn_leaves_its_prompts_queued_for_the_restarted_driver(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R7.7, DESIGN 4: a crash as the driver readies a turn's bookkeeping leaves the batch
-    queued, and the restarted driver serves it: the prompts were drained first and lost,
-    their ask never answered.
+    """R7.7, DESIGN 4: a crash as the driver readies a turn's bookkeeping leaves the batch queued,
+    and the restarted driver serves it: the prompts are not drained first and lost, their ask never
+    answered.
 
     Breaks the driver's ``TurnState`` once.
     """
@@ -248,8 +250,9 @@ async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flus
 ) -> None:
     """R7.49, R12.10, DESIGN 4: cancelled with its runtime while the supervisor waits for a crashed
     turn's flush, the ask is still answered once the turn is committed, as a turn's own close
-    answers after its shielded flush, not at once with the turn unwritten. Breaks
-    ``TurnState.record_error``; the store's flush takes 5 virtual seconds.
+    answers after its shielded flush, not at once with the turn unwritten.
+
+    Breaks ``TurnState.record_error``; the store's flush takes 5 virtual seconds.
     """
     crash_in_the_error_handling(monkeypatch)
     store = SlowDurableStore()
@@ -264,8 +267,10 @@ async def test_a_crash_closing_a_turn_the_runtimes_cancel_cut_short_is_answered_
     """R7.49, R12.10, DESIGN 4: the runtime's cancel reaching the idle flusher and a turn whose
     close then crashes: the supervisor flushes the closed turn itself, shielded and bounded, and
     answers the ask once it is committed; with no flusher left, the ask is not answered at once with
-    the turn never written. Breaks ``TurnState.answer_dangling_calls``, which closing the cancelled
-    step calls; the store's flush takes 5 virtual seconds.
+    the turn never written.
+
+    Breaks ``TurnState.answer_dangling_calls``, which closing the cancelled step calls; the store's
+    flush takes 5 virtual seconds.
     """
 
     def broken(self: _state.TurnState, code: str, text: str) -> None:
@@ -303,8 +308,9 @@ async def test_a_crashed_turn_whose_flush_outlasts_the_bound_is_flushed_once(
 ) -> None:
     """R7.49, DESIGN 4: a crashed turn whose flush waits past ``flush_timeout`` behind a round in
     flight is flushed by the flusher alone, its ask answered at the bound, not flushed a second time
-    by the supervisor beside the flusher and answered at twice it. Breaks
-    ``TurnState.record_error``; the store's flush takes 1.5 virtual seconds.
+    by the supervisor beside the flusher and answered at twice it.
+
+    Breaks ``TurnState.record_error``; the store's flush takes 1.5 virtual seconds.
     """
     crash_in_the_error_handling(monkeypatch)
     store = _CountingSlowStore()

@@ -69,9 +69,9 @@ async def test_a_listener_scoped_to_a_failed_resume_is_not_heard_by_a_later_agen
 async def test_what_a_failed_resumes_setup_appended_is_not_stored(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.6: a setup that fails publishes nothing, and stores nothing either: the claim
-    was given up by attaching the session and detaching it, which wrote the events the
-    setup had appended."""
+    """R12.6: a setup that fails publishes nothing, and stores nothing either: giving up the claim
+    does not attach the session and detach it, which would write the events the setup had
+    appended."""
     model = ScriptedModel([Reply("hi")], repeat_last=True)
     async with runtime(model, store=MemoryStore()) as rt:
         first = await rt.create_agent("a", OPTIONS)

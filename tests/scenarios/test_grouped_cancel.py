@@ -41,9 +41,9 @@ def grouping(request: pytest.FixtureRequest) -> Grouping:
 async def test_a_tool_raising_a_group_with_a_stray_cancel_fails_only_its_call(
     grouping: Grouping, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """R9.2, R7.48: the call's result is a STRAY_CANCELLED error and the turn goes on; the
-    group was taken for a cancel of the agent (disposed, torn down), or, with a failure
-    beside it, its failure ended the runtime and every agent in it."""
+    """R9.2, R7.48: the call's result is a STRAY_CANCELLED error and the turn goes on: the group is
+    not taken for a cancel of the agent (disposed, torn down), nor, with a failure beside it, does
+    its failure end the runtime and every agent in it."""
 
     @retinue.tool
     async def grouped() -> str:

@@ -16,10 +16,10 @@ _USER = "^source 'user' would name a plugin called 'user': a str names a plugin;
 async def test_every_verb_refuses_the_str_user_as_a_source(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R1.3: a str source names a plugin, so ``source="user"`` named a plugin called
-    "user": the user's own words were logged as a plugin's and shown to the model as
-    ``<context source="plugin">``. ask, send, steer and inject refuse it with a
-    ValueError saying to pass None, and nothing is sent; so does a HookContext."""
+    """R1.3: a str source names a plugin, so ``source="user"`` would name a plugin called "user":
+    the user's own words would be logged as a plugin's and shown to the model as ``<context
+    source="plugin">``. ask, send, steer and inject refuse it with a ValueError saying to pass None,
+    and nothing is sent; so does a HookContext."""
     model = ScriptedModel([Reply("ok")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -269,8 +269,8 @@ async def test_a_scoped_cleanup_run_early_is_run_once_and_let_go(
 async def test_scoped_cleanups_run_once_whoever_runs_them_first(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: a cleanup that runs another early during teardown, and one run early after
-    it, each run once: the teardown failed on the first, and ran the second twice."""
+    """R12.9: a cleanup that runs another early during teardown, and one run early after it, each
+    run once: the teardown does not fail on the first, nor run the second twice."""
     called: list[str] = []
     async with runtime(ScriptedModel([Reply("a")], repeat_last=True)) as rt:
         agent = await rt.create_agent("a", OPTIONS)

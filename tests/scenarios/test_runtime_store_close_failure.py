@@ -63,8 +63,8 @@ async def test_a_failed_store_exit_is_logged_not_raised_over_the_body_error(
 async def test_a_failed_store_exit_leaves_ctrl_c_as_raised(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: Ctrl-C in the body comes out as the KeyboardInterrupt it is, however the
-    store's close fails; it came out as the store's ``StoreError``."""
+    """R12.10: Ctrl-C in the body comes out as the KeyboardInterrupt it is, however the store's
+    close fails, not as the store's ``StoreError``."""
     with trio.fail_after(60), raises_ctrl_c():
         async with retinue.open_runtime(models=model(), store=ExitFailingStore(MemoryStore())):
             raise KeyboardInterrupt

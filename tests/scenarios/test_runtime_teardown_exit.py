@@ -64,9 +64,9 @@ class BodyGroup(ExceptionGroup[Exception]):
 async def test_a_group_from_the_runtime_body_comes_out_as_raised(
     autojump_clock: trio.testing.MockClock, raised: str
 ) -> None:
-    """R12.10: an exception group the body raises (its own, a subclass of it, or one of
-    its nurseries') comes out as that group, not wrapped in the runtime nursery's group:
-    the nursery hands back a copy of it, which was taken for another error."""
+    """R12.10: an exception group the body raises (its own, a subclass of it, or one of its
+    nurseries') comes out as that group, not wrapped in the runtime nursery's group: the nursery
+    hands back a copy of it, which must not be taken for another error."""
     leaf = BodyError("boom")
     caught: BaseException | None = None
     try:
@@ -291,9 +291,9 @@ async def test_what_the_body_raises_under_a_cancel_comes_out_as_raised(
 async def test_ctrl_c_in_an_agent_under_a_cancel_comes_out_as_raised(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: Ctrl-C landing in an agent's tool just as a cancel around the runtime
-    comes out as the KeyboardInterrupt it is: beside the Cancelled of the body and of
-    the other agent, it came in nested groups."""
+    """R12.10: Ctrl-C landing in an agent's tool just as a cancel around the runtime comes out as
+    the KeyboardInterrupt it is, not in nested groups beside the Cancelled of the body and of the
+    other agent."""
     scope = trio.CancelScope()
 
     @retinue.tool(name="interrupted")

@@ -128,8 +128,8 @@ class _StrayModel:
 async def test_a_model_stream_raising_stray_cancelled_fails_the_turn_only(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.36, R7.48: the model's own Cancelled ends its turn as an error naming the misuse,
-    reported on ``agent/error``; the agent was logged disposed and torn down before."""
+    """R7.36, R7.48: the model's own Cancelled ends its turn as an error naming the misuse, reported
+    on ``agent/error``; the agent is not logged disposed and torn down."""
     model = _StrayModel(ScriptedModel([Reply("partial answer")], repeat_last=True))
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

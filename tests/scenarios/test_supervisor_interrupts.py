@@ -42,11 +42,11 @@ class _InterruptedLookup(DelegatingStore):
 async def test_ctrl_c_while_the_runtime_disposes_its_agents_comes_out_as_raised(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: Ctrl-C landing in the runtime's own task as it disposes its agents on the
-    way out (here, in an ``agent/status`` listener that task runs) comes out of
-    ``open_runtime`` as the KeyboardInterrupt it is, as one landing in the body does:
-    it came wrapped in the group of the runtime's nursery, which an ``except
-    KeyboardInterrupt`` does not catch. The agent is still torn down."""
+    """R12.10: Ctrl-C landing in the runtime's own task as it disposes its agents on the way out
+    (here, in an ``agent/status`` listener that task runs) comes out of ``open_runtime`` as the
+    KeyboardInterrupt it is, as one landing in the body does, not wrapped in the group of the
+    runtime's nursery, which an ``except KeyboardInterrupt`` does not catch. The agent is still torn
+    down."""
     agents: list[retinue.Agent] = []
     caught: BaseException | None = None
     try:
@@ -144,11 +144,10 @@ async def _interrupted_tool() -> str:
 async def test_ctrl_c_in_agents_tools_comes_out_of_the_runtime_as_raised(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: Ctrl-C that trio delivers in an agent's task (here, in the tools of two
-    agents mid-turn) comes out of ``open_runtime`` as a KeyboardInterrupt, as one
-    landing in the body does, and every agent is torn down. It came as a group of
-    the runtime's nursery holding each agent's group, which an ``except
-    KeyboardInterrupt`` does not catch."""
+    """R12.10: Ctrl-C that trio delivers in an agent's task (here, in the tools of two agents
+    mid-turn) comes out of ``open_runtime`` as a KeyboardInterrupt, as one landing in the body does,
+    and every agent is torn down. It does not come as a group of the runtime's nursery holding each
+    agent's group, which an ``except KeyboardInterrupt`` does not catch."""
     model = ScriptedModel([CallTools([ToolCallSpec("interrupted", "{}")])], repeat_last=True)
     agents: list[retinue.Agent] = []
     caught: BaseException | None = None
@@ -169,9 +168,9 @@ async def test_a_models_system_exit_comes_out_of_the_runtime_as_raised(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R12.10: a model's ``SystemExit``, which ends the runtime as trio has it, comes out of
-    ``open_runtime`` as itself, its status kept, as Ctrl-C does: it came wrapped in two
-    nurseries' groups, with which Python exits with a traceback and status 1. The turn it
-    cut short is closed in the log."""
+    ``open_runtime`` as itself, its status kept, as Ctrl-C does, not wrapped in two nurseries'
+    groups, with which Python exits with a traceback and status 1. The turn it cut short is closed
+    in the log."""
     agents: list[retinue.Agent] = []
     caught: BaseException | None = None
     try:

@@ -60,9 +60,9 @@ def _split_emoji(*, closed: bool) -> list[StreamChunk]:
 async def test_an_emoji_split_across_two_deltas_is_logged_and_stored_whole(
     tmp_path: Path, *, closed: bool
 ) -> None:
-    """R1.6, R11.16: the assistant's message holds the emoji, and the history resumed from
-    an SQLite file equals the live one; it held the two halves, which the file gave back
-    as the emoji, so the resumed history differed."""
+    """R1.6, R11.16: the assistant's message holds the emoji, and the history resumed from an SQLite
+    file equals the live one, rather than the live message holding the two halves, which the file
+    gives back as the emoji."""
     model = ScriptedModel([RawChunks(_split_emoji(closed=closed)), Reply("x")])
     # Real time: the SQLite store works in threads.
     with trio.fail_after(30):

@@ -181,9 +181,9 @@ async def test_a_sync_tool_cannot_call_its_agents_async_verbs(verb: str) -> None
 
 @pytest.mark.timeout(20)
 async def test_a_sync_tool_using_its_agent_inside_a_trio_run_of_its_own_is_refused() -> None:
-    """R9.7: a sync body that runs a trio.run of its own in its worker thread (a trio-based
-    client library, say) and calls ``ctx.agent`` inside it is refused with an error saying
-    so; the verb ran in the worker thread, off the runtime's trio thread."""
+    """R9.7: a sync body that runs a trio.run of its own in its worker thread (a trio-based client
+    library, say) and calls ``ctx.agent`` inside it is refused with an error saying so; the verb
+    does not run in the worker thread, off the runtime's trio thread."""
     main_thread = threading.get_ident()
     injected: list[int] = []
 
@@ -336,10 +336,10 @@ async def test_a_verb_called_off_the_trio_thread_is_refused_before_it_changes_an
 ) -> None:
     """R2.10-R2.23: an agent's verbs wake trio tasks, which only the trio thread may do.
 
-    A sync tool holding another agent's handle (not its own ``ctx.agent``) called
-    ``send`` from its worker thread: the prompt was queued, the driver's wake-up
-    lost, and the agent never ran again (nor did the runtime close). It is refused
-    first, and the agent still answers from the trio thread.
+    A sync tool holding another agent's handle (not its own ``ctx.agent``) that calls ``send`` from
+    its worker thread is refused first, and the agent still answers from the trio thread: queued
+    from the thread, the prompt's wake-up of the driver would be lost, and the agent would never run
+    again (nor the runtime close).
     """
     model = ScriptedModel([Reply("one"), Reply("two")])
     with trio.fail_after(30):  # real time: a worker thread runs

@@ -200,9 +200,9 @@ class _Unshowable:
 async def test_turn_stop_invalid_result_is_shown_short_in_the_turn_error(
     autojump_clock: trio.testing.MockClock, verdict: object, shown: str
 ) -> None:
-    """R7.37: the invalid result is shown cut short in the turn's logged error (a long
-    one was logged whole), and one whose repr raises is named by its type (the repr's
-    own error took the place of the invalid-result error)."""
+    """R7.37: the invalid result is shown cut short in the turn's logged error (not logged whole,
+    however long), and one whose repr raises is named by its type (the repr's own error does not
+    take the place of the invalid-result error)."""
     model = ScriptedModel([Reply("one")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -187,8 +187,8 @@ async def _fill_unicode(path: Path) -> Session:
 
 
 def test_cli_sessions_export_and_show_work_on_an_ascii_console(tmp_path: Path) -> None:
-    """R11.13: ``export`` writes UTF-8 JSONL whatever the console's encoding, and ``show``
-    escapes what an ASCII console cannot print; both crashed with a traceback."""
+    """R11.13: ``export`` writes UTF-8 JSONL whatever the console's encoding, and ``show`` escapes
+    what an ASCII console cannot print; neither crashes with a traceback."""
     path = tmp_path / "sessions.db"
     session = trio.run(_fill_unicode, path)
     command = [sys.executable, "-m", "retinue.cli", "sessions", "--store", f"sqlite:{path}"]

@@ -115,10 +115,10 @@ async def _close_during_failing_open(
 async def test_a_close_with_sessions_to_drain_fails_with_the_open_it_waited_for(
     blocking_kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a close with a session to drain waits for an entry's open under way; when that
-    open fails having waited out another connection's lock, the close fails with its error
-    and opens the storage no more. It opened the storage again itself, waiting out a second
-    full timeout before failing the same way."""
+    """R11.6: a close with a session to drain waits for an entry's open under way; when that open
+    fails having waited out another connection's lock, the close fails with its error and opens the
+    storage no more, rather than opening it again itself to wait out a second full timeout before
+    failing the same way."""
     store = blocking_kit.open()
     locked_out = WaitedOutError("opening the store: database is locked", code="STORAGE_ERROR")
     opens, refusals, closes = await _close_during_failing_open(store, monkeypatch, locked_out)

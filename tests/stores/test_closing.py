@@ -237,8 +237,8 @@ def _open_files_of(path: Path) -> list[str]:
 async def test_storage_opened_for_an_entry_the_store_is_closed_under_is_released(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The SQLite database an entry opened as the store closed is closed again: the close
-    found nothing open to close, and no later close of the closed store closes it."""
+    """The SQLite database an entry opened as the store closed is closed again, though the close
+    finds nothing open to close and no later close of the closed store would close it."""
     database = tmp_path / "sessions.db"
     await _enter_as_it_is_closed(SQLiteStore(database), monkeypatch)
     assert _open_files_of(database) == []

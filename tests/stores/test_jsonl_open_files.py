@@ -214,8 +214,9 @@ async def test_jsonl_keeps_no_path_for_a_session_it_let_go(tmp_path: Path) -> No
 
 
 async def test_a_session_loaded_and_let_go_unattached_gives_up_its_claim(tmp_path: Path) -> None:
-    """``detach`` gives up the claim ``load`` took, attached or not: let go unattached,
-    the file stayed open and locked, so no other store could load it until this one closed."""
+    """``detach`` gives up the claim ``load`` took, attached or not: let go unattached, the file
+    does not stay open and locked, keeping every other store from loading it until this one
+    closes."""
     async with JSONLStore(tmp_path) as store:
         session = await _stored(store, "s")
         loaded = await store.load("s")

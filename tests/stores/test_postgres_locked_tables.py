@@ -180,11 +180,10 @@ async def test_postgres_group_whose_every_batch_is_refused_opens_no_transaction(
 async def test_a_deadline_ends_a_postgres_load_whose_read_waits_for_a_table_lock(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.8: a load whose read of the events meets an exclusive lock on
-    ``retinue_segments`` ends at its deadline and gives up its claim, so the session
-    loads once the lock is gone; its read waited out the read lock timeout in its worker
-    thread, past the deadline, then failed ``TABLE_LOCKED``. Waited out, it still fails
-    ``TABLE_LOCKED`` naming the table."""
+    """R11.8: a load whose read of the events meets an exclusive lock on ``retinue_segments`` ends
+    at its deadline and gives up its claim, so the session loads once the lock is gone; its read
+    does not wait out the read lock timeout in its worker thread, past the deadline. Waited out, it
+    fails ``TABLE_LOCKED`` naming the table."""
     import retinue.stores._pgreaders as readers
 
     monkeypatch.setattr(readers, "_READ_LOCK_TIMEOUT_MS", 5_000)

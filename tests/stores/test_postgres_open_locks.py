@@ -109,10 +109,10 @@ async def _enter_and_leave(store: PostgresStore) -> None:
 async def test_a_close_with_sessions_to_drain_fails_with_an_open_that_waited_out_the_lock(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: a close with a session to drain waits for an entry's open held up by the lock
-    another store creates the tables under; when that open waits out the lock timeout, the
-    close fails with its error, having opened the storage once. It opened the storage again
-    and waited out the lock timeout a second time before failing alike."""
+    """R11.6: a close with a session to drain waits for an entry's open held up by the lock another
+    store creates the tables under; when that open waits out the lock timeout, the close fails with
+    its error, having opened the storage once, not again to wait out the lock timeout a second time
+    before failing alike."""
     import retinue.stores._postgres as postgres
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)

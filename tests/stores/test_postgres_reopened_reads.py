@@ -113,10 +113,10 @@ def test_a_read_the_close_cancelled_after_a_reopen_is_refused_store_closed(
 def test_a_cancel_landing_after_a_reopen_spares_the_next_read(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read under way when the storage closes that ends well before the close's cancel
-    lands, the storage opened again meanwhile, does not pool its connection again: the next
-    read runs on another one, and the late cancel ends nothing. The connection was pooled
-    again, and the cancel ended the next read with a raw QueryCanceled."""
+    """A read under way when the storage closes that ends well before the close's cancel lands, the
+    storage opened again meanwhile, does not pool its connection again: the next read runs on
+    another one, and the late cancel ends nothing, where a pooled connection would end the next read
+    with a raw QueryCanceled."""
     dsn, schema = postgres_schema
     backend = PostgresBackend(dsn, schema=schema)
     backend.open()

@@ -80,11 +80,11 @@ async def test_a_deadline_ends_a_postgres_flush_waiting_for_a_row_lock(
 async def test_a_deadline_ends_a_postgres_flush_whose_claim_waits_for_a_row_lock(
     postgres_schema: tuple[str, str],
 ) -> None:
-    """R11.5: a flush committing on its own of a stored session this store has not claimed
-    yet, while another transaction holds its row locked (a previous writer's commit still
-    under way), ends at its deadline, writing nothing, its events kept buffered for the
-    next flush; its claim waited for the row in its worker thread past the deadline (up to
-    10 s), and then committed."""
+    """R11.5: a flush committing on its own of a stored session this store has not claimed yet,
+    while another transaction holds its row locked (a previous writer's commit still under way),
+    ends at its deadline, writing nothing, its events kept buffered for the next flush; its claim
+    does not wait for the row in its worker thread past the deadline (up to 10 s) and then
+    commit."""
     dsn, schema = postgres_schema
     session = Session.create("claim-waits")
     run_turn(session)

@@ -170,10 +170,10 @@ async def test_store_create_refused_as_a_duplicate_is_not_kept_for_a_load_to_tak
     kit: StoreKit,
 ) -> None:
     """R11.3, R11.8: a new session whose create is refused because its id is stored
-    (``SESSION_ALREADY_EXISTS``) can never be written under that id: the detach that
-    fails on it keeps none of its events for the next load, which loads the stored
-    session, and a later flush or detach of it is refused the same way again. Kept, the
-    load returned the refused events as the session, and closing the store failed."""
+    (``SESSION_ALREADY_EXISTS``) can never be written under that id: the detach that fails on it
+    keeps none of its events for the next load, which loads the stored session, and a later flush or
+    detach of it is refused the same way again. Kept, the events would be returned by the load as
+    the session, and closing the store would fail."""
     store = kit.open()
     async with store:
         stored = Session.create("duplicate")
@@ -290,10 +290,10 @@ async def test_store_released_create_taken_over_and_released_again_refuses_both_
 async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so(
     kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.3, R11.4: a flush of a new session released before its create was written,
-    waiting for the writer while a load finds the id stored by another writer since and
-    drops the buffer, fails ``SESSION_ALREADY_EXISTS`` as a later flush does: it found
-    nothing left to write and returned as if the events were stored."""
+    """R11.3, R11.4: a flush of a new session released before its create was written, waiting for
+    the writer while a load finds the id stored by another writer since and drops the buffer, fails
+    ``SESSION_ALREADY_EXISTS`` as a later flush does, rather than finding nothing left to write and
+    returning as if the events were stored."""
     async with kit.open() as store, kit.open() as other:
         released = await released_create(store, monkeypatch, "overtaken")
         winner = await _stored_by(other, "overtaken")

@@ -281,10 +281,10 @@ async def test_a_deadline_ends_a_flush_waiting_for_another_writers_transaction(
 async def test_sqlite_commit_to_a_database_file_taken_out_of_place_is_refused(
     tmp_path: Path, take_out: str
 ) -> None:
-    """R11.4: a database file removed, or replaced by a rename, under an open store is
-    committed to no more: the flush fails STORAGE_ERROR naming the file, its events kept
-    buffered; SQLite wrote to the file out of place without an error, and the flush was
-    acknowledged, its events lost with it."""
+    """R11.4: a database file removed, or replaced by a rename, under an open store is committed to
+    no more: the flush fails STORAGE_ERROR naming the file, its events kept buffered, since SQLite
+    would write to the file out of place without an error and the flush be acknowledged, its events
+    lost with it."""
     path = tmp_path / "sessions.db"
     session = Session.create("moved")
     store = SQLiteStore(path)

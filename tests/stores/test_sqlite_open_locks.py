@@ -124,9 +124,9 @@ async def test_a_close_with_sessions_to_drain_fails_with_an_open_that_waited_out
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R11.6: a close with a session to drain waits for an entry's open held up by another
-    connection's lock on the database file; when that open waits out the busy timeout, the
-    close fails with its error, having opened the storage once. It opened the storage again
-    and waited out the busy timeout a second time before failing alike."""
+    connection's lock on the database file; when that open waits out the busy timeout, the close
+    fails with its error, having opened the storage once, not again to wait out the busy timeout a
+    second time before failing alike."""
     import retinue.stores._sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "_BUSY_TIMEOUT_MS", 300)

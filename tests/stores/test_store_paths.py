@@ -44,7 +44,7 @@ def test_a_store_path_holding_nul_is_refused_at_construction(
 
 @pytest.mark.parametrize("kind", sorted(STORES))
 async def test_a_store_path_without_nul_still_opens(kind: str, tmp_path: Path) -> None:
-    """The check refuses only the NUL: a name with other odd characters opens as before."""
+    """The check refuses only the NUL: a name with other odd characters opens as any name does."""
     store, _ = STORES[kind]
     async with store(tmp_path / "odd \x01 name\t\u2028.db") as opened:
         assert (await opened.listing()).headers == ()

@@ -63,8 +63,8 @@ def test_config_errors_keep_their_parts_through_pickle() -> None:
 
 @pytest.mark.parametrize("code", [5, b"CODE", ("A",)])
 def test_an_error_code_that_is_no_str_is_refused_when_raised(code: object) -> None:
-    """R9.2: a tool's ``ToolError`` code is kept on its result only as a str; any other
-    was taken, then dropped from the result without a word. It is refused at once."""
+    """R9.2: a tool's ``ToolError`` code is kept on its result only as a str; any other is refused
+    at once, not taken and then dropped from the result without a word."""
     with pytest.raises(TypeError, match=r"ToolError code must be a str, got "):
         retinue.ToolError("quota exceeded", code=code)  # type: ignore[arg-type]
 

@@ -429,9 +429,9 @@ async def test_a_parallel_listener_raising_one_error_object_is_named_on_it_once(
 async def test_a_parallel_listener_error_whose_notes_are_no_list_is_raised_as_it_is(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R6.4: a listener's error whose ``__notes__`` is no list is the failure the dispatch
-    raises, the others logged as unraised failures. Adding the note failed with a TypeError
-    of the bus's own, raised in its place, every other failure logged as cut by a cancel."""
+    """R6.4: a listener's error whose ``__notes__`` is no list is the failure the dispatch raises,
+    the others logged as unraised failures, not a TypeError of the bus's own from adding the note,
+    raised in its place, with every other failure logged as cut by a cancel."""
     bus = HookBus()
 
     async def odd(*_args: object) -> None:

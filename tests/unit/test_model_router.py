@@ -86,8 +86,8 @@ class _Sized:
 
 
 def test_a_falsy_adapter_for_a_provider_is_still_the_one_resolved() -> None:
-    """R10.7: the provider's own route wins over the provider-free one, whatever the
-    adapter's truth value; an ``or`` passed over an empty sized adapter before."""
+    """R10.7: the provider's own route wins over the provider-free one, whatever the adapter's truth
+    value: an empty sized adapter is not passed over as an ``or`` would."""
     specific, generic = _Sized(), ScriptedModel([Reply("generic")])
     router = ModelRouter()
     router.add(specific, "claude", provider="anthropic")

@@ -80,8 +80,8 @@ async def test_a_synchronous_listeners_grouped_cancel_is_its_failure_under_a_can
     None
 ):
     """R7.48: emit_raising judges a group holding a Cancelled as it judges a bare one, its
-    listener's own failure, even while a scope around is cancelled; the group was taken
-    for that scope's cancel and passed on."""
+    listener's own failure, even while a scope around is cancelled, not taken for that scope's
+    cancel and passed on."""
     bus = HookBus()
     cancel = await kept_stray_cancelled()
 

@@ -19,7 +19,7 @@ from tests.helpers import Next, runtime
 ESCAPED_JSON = r'{"a": {"b": 1\}} '
 
 
-@pytest.mark.timeout(20)  # each escape once copied all the text before it: minutes, not a blink
+@pytest.mark.timeout(20)  # copying the text before each escape would take minutes, not a blink
 def test_a_template_with_many_escaped_braces_is_parsed_in_linear_time() -> None:
     """R7.52: a long template of escaped braces (embedded JSON) is checked and rendered at once."""
     text = ESCAPED_JSON * 150_000 + "{{name}}"
@@ -57,9 +57,9 @@ def test_escapes_and_groups_render_in_place_next_to_each_other(text: str, render
 def test_a_backslash_written_twice_before_a_group_is_one_backslash(
     text: str, rendered: str
 ) -> None:
-    """R7.52: before ``{{`` or ``}}`` each pair of backslashes is one backslash and an odd one
-    left escapes the braces, so a path can end in a variable (``C:\\\\{{dir}}``); a
-    backslash could not precede a group at all, as its braces were taken for an escape."""
+    """R7.52: before ``{{`` or ``}}`` each pair of backslashes is one backslash and an odd one left
+    escapes the braces, so a path can end in a variable (``C:\\\\{{dir}}``): a backslash may precede
+    a group, its braces not taken for an escape."""
     check_template(text, "persona")
     assert render([Section("persona", text)], {"dir": "Ada"}) == rendered
 
@@ -93,8 +93,8 @@ async def test_a_request_listener_cannot_set_a_max_tokens_no_api_accepts(
 
 
 def test_the_anthropic_body_sends_the_max_tokens_the_request_holds() -> None:
-    """R8.1: what the log says the request's ``max_tokens`` is, for any value it can hold:
-    a 0 was taken for no limit and sent as the adapter's default."""
+    """R8.1: what the log says the request's ``max_tokens`` is, for any value it can hold: a 0 is
+    not taken for no limit and sent as the adapter's default."""
     for limit in (0, 1, 4096, 100_000):
         request = ModelRequest(
             LlmCallConfig("m", max_tokens=limit),

@@ -346,7 +346,8 @@ def test_custom_events_cannot_take_a_built_in_type_name(name: str) -> None:
 
 @pytest.mark.parametrize("name", [5, None, b"x/t"])
 def test_a_custom_event_type_that_is_no_str_is_refused_saying_so(name: Any) -> None:
-    """R4.11: a plugin's event type is a str; the refusal said "empty or reserved" of 5."""
+    """R4.11: a plugin's event type is a str, and a refusal of 5 says so, not "empty or
+    reserved"."""
     with pytest.raises(
         SessionError, match=r"cannot be a custom event type: it is no str$"
     ) as caught:

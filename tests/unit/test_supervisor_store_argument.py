@@ -113,11 +113,11 @@ class _StoreWithoutExists(_StoreWithClose):
 async def test_open_runtime_refuses_a_store_it_cannot_serve_naming_why(
     store: Any, problem: str
 ) -> None:
-    """R13.1: a store the runtime could not close or call as it does is refused before
-    anything opens, as a ConfigError naming the argument and what is wrong. It opened: an
-    AttributeError or TypeError naming no argument came out of ``open_runtime``, or out
-    of its close once the agents had run; an ``async def attach_new`` left every session
-    unstored, with a warning of a coroutine never awaited."""
+    """R13.1: a store the runtime could not close or call as it does is refused before anything
+    opens, as a ConfigError naming the argument and what is wrong. Opened, it would let an
+    AttributeError or TypeError naming no argument out of ``open_runtime``, or out of its close once
+    the agents had run, and an ``async def attach_new`` would leave every session unstored, with a
+    warning of a coroutine never awaited."""
     message = rf"^store must be None or a session store, got .*: {problem}"
     with pytest.raises(retinue.ConfigError, match=message):
         async with retinue.open_runtime(models=MODEL, store=store):

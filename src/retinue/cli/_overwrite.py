@@ -15,8 +15,8 @@ _SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 def refuse_store_overwrite(kind: str, location: str, output: str) -> None:
     """Refuse an *output* file that is the file store's own, or lies in its directory.
 
-    Written, the export replaced a SQLite database with JSONL, or a JSONL log with
-    another session's, so a command that only reads destroyed what it read.
+    Written, the export would replace a SQLite database with JSONL, or a JSONL log with
+    another session's: a command that only reads would destroy what it read.
 
     Raises:
         argparse.ArgumentTypeError: *output* names the store's database (or a file of
