@@ -326,7 +326,7 @@ async def test_setup_snippet_hears_session_start(autojump_clock: trio.testing.Mo
 async def test_what_the_page_says_of_a_next_left_unawaited_holds() -> None:
     """R6.3: a listener leaving next() unawaited fails with HookError; awaited later, RuntimeError.
 
-    The page said such a late ``await`` raised ``HookError`` itself.
+    The page says so, and not that such a late ``await`` raises ``HookError`` itself.
     """
     prose = " ".join(_section("Dispatch modes").split())
     assert "what it returned is closed: awaiting it later raises `RuntimeError`" in prose

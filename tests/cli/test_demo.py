@@ -210,9 +210,9 @@ def test_no_live_help_names_every_line_the_demo_still_prints(
 def test_demo_prints_its_summary_when_columns_is_zero(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], columns: str
 ) -> None:
-    """``COLUMNS=0`` (as some containers set it for a process with no terminal) counts as
-    unset: the table and the summary are drawn as wide as the terminal, 80 columns
-    without one. The demo printed nothing at all, and exited 0."""
+    """``COLUMNS=0`` (as some containers set it for a process with no terminal) counts as unset: the
+    table and the summary are drawn as wide as the terminal, 80 columns without one, rather than
+    nothing printed at all and an exit status of 0."""
     monkeypatch.setenv("COLUMNS", columns)
     monkeypatch.delenv("LINES", raising=False)
     argv = ["--store", "memory", "--provider", "scripted", "--latency", "0"]

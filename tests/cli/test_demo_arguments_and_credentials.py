@@ -156,8 +156,8 @@ def test_demo_reports_a_provider_it_cannot_use_in_one_line(
 def test_demo_keeps_its_errors_off_standard_output_when_standard_error_is_closed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Started with standard error closed (``2>&-``), a demo that cannot start exits 1
-    and leaves standard output alone: its error line went there."""
+    """Started with standard error closed (``2>&-``), a demo that cannot start exits 1 and leaves
+    standard output alone: its error line does not go there."""
     for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "stderr", None)

@@ -89,8 +89,8 @@ def test_the_list_help_names_each_reason_a_session_is_left_out(
 def test_a_sessions_command_help_says_what_its_id_is(
     capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
-    """``retinue sessions show|export|replay --help`` says what the id argument names;
-    it listed a bare ``id``."""
+    """``retinue sessions show|export|replay --help`` says what the id argument names, not a bare
+    ``id``."""
     with pytest.raises(SystemExit) as caught:
         main(["sessions", command, "--help"])
     assert caught.value.code == 0

@@ -72,9 +72,9 @@ def _run(argv: Sequence[str]) -> int:
 def test_ctrl_c_just_after_an_import_committed_says_it_is_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Ctrl-C landing as the SQLite commit that stores the import returns ends the command
-    as interrupted (130), its confirmation saying the session is stored, as the store then
-    lists it. Only "interrupted" was said, as if nothing were stored."""
+    """Ctrl-C landing as the SQLite commit that stores the import returns ends the command as
+    interrupted (130), its confirmation saying the session is stored, as the store then lists it,
+    not "interrupted" alone, as if nothing were stored."""
     session = Session.create("s1")
     run_turn(session, "what is the weather?")
     exported = tmp_path / "s1.jsonl"
@@ -137,8 +137,8 @@ def _interrupted_at_open(tmp_path: Path, fifo: Path, argv: Sequence[str]) -> tup
 def test_ctrl_c_while_an_export_waits_for_a_fifo_reader_ends_it(
     tmp_path: Path, stored: str
 ) -> None:
-    """``export -o FIFO`` that no one reads waits for a reader, and Ctrl-C ends the wait:
-    status 130 and the usual line. The open blocked in the OS, and Ctrl-C waited with it
+    """``export -o FIFO`` that no one reads waits for a reader, and Ctrl-C ends the wait: status 130
+    and the usual line. The open does not block in the OS, which would keep Ctrl-C waiting with it
     until a reader came."""
     fifo = tmp_path / "fifo"
     argv = ["sessions", "export", "s1", "--store", stored, "-o", str(fifo)]
@@ -150,9 +150,9 @@ def test_ctrl_c_while_an_export_waits_for_a_fifo_reader_ends_it(
 
 @posix_only
 def test_ctrl_c_while_an_import_waits_for_a_fifo_writer_ends_it(tmp_path: Path) -> None:
-    """``import FIFO`` (``import <(command)``) waits for the writer, and Ctrl-C ends the
-    wait: status 130, the usual line, nothing stored. The open blocked in the OS, and
-    Ctrl-C waited with it until a writer came and was done."""
+    """``import FIFO`` (``import <(command)``) waits for the writer, and Ctrl-C ends the wait:
+    status 130, the usual line, nothing stored. The open does not block in the OS, which would keep
+    Ctrl-C waiting with it until a writer came and was done."""
     fifo = tmp_path / "fifo"
     store = tmp_path / "store"
     argv = ["sessions", "import", str(fifo), "--store", f"jsonl:{store}"]
@@ -219,8 +219,8 @@ def _wait_until_reading(child: subprocess.Popen[bytes]) -> None:
 )
 def test_ctrl_c_while_an_import_reads_standard_input_ends_it(tmp_path: Path) -> None:
     """``import -`` waiting on standard input (a terminal, a slow producer) ends on Ctrl-C with
-    status 130 and the usual line, nothing stored. The abandoned read held standard input's
-    lock, which the interpreter waits for as it closes it at exit: Python aborted."""
+    status 130 and the usual line, nothing stored. An abandoned read must not hold standard input's
+    lock, which the interpreter waits for as it closes it at exit: Python would abort."""
     store = tmp_path / "store"
     argv = ["sessions", "import", "-", "--store", f"jsonl:{store}"]
     assert _interrupted_reading_standard_input(argv) == (

@@ -28,9 +28,8 @@ ARGVS = [
 def test_a_malformed_postgres_dsn_is_reported_without_its_password(
     dsn: str, argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The one line that reports a DSN libpq refuses hides the password it holds: libpq's
-    message quoted the URI whole, or the password's badly encoded token, and the
-    password was printed."""
+    """The one line that reports a DSN libpq refuses hides the password it holds: libpq's message
+    quotes the URI whole, or the password's badly encoded token, which would print the password."""
     assert main([*argv, "--store", f"postgres:{dsn}"]) == 1
     out, err = capsys.readouterr()
     assert "s3cret" not in out + err

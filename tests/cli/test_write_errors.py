@@ -85,9 +85,9 @@ def _environment(*, buffered: bool) -> dict[str, str]:
 def test_a_command_whose_output_cannot_be_written_says_so_and_fails(
     store: str, tmp_path: Path, name: str, *, buffered: bool
 ) -> None:
-    """``> /dev/full``: one line naming the failure, and status 1. ``--version`` and
-    ``--help`` exited 0, argparse dropping the error; the others, buffered, failed
-    only as the interpreter exited, with a traceback and status 120."""
+    """``> /dev/full``: one line naming the failure, and status 1, for ``--version`` and ``--help``
+    too (argparse would drop the error and exit 0); the other commands, buffered, do not fail only
+    as the interpreter exits, with a traceback and status 120."""
     argv = _argv(name, store)
     with FULL.open("wb") as full:
         done = subprocess.run(
@@ -110,9 +110,9 @@ def test_a_command_whose_output_cannot_be_written_says_so_and_fails(
 def test_a_short_output_into_a_closed_pipe_exits_quietly(
     store: str, tmp_path: Path, name: str
 ) -> None:
-    """A reader gone before the output is written (``| head -0``) ends the command with
-    status 1 and nothing on stderr, as a long output's does; buffered, a short one
-    failed only as the interpreter exited, with a traceback and status 120."""
+    """A reader gone before the output is written (``| head -0``) ends the command with status 1 and
+    nothing on stderr, as a long output's does; a short one, buffered, does not fail only as the
+    interpreter exits, with a traceback and status 120."""
     command = [sys.executable, "-m", "retinue.cli", *_argv(name, store)]
     child = subprocess.Popen(
         command,
@@ -145,8 +145,9 @@ CLOSED = {
 def test_a_command_started_with_standard_output_closed_says_so_and_fails(
     store: str, tmp_path: Path, name: str
 ) -> None:
-    """Started with standard output closed (``>&-``): one line naming it, and status 1.
-    ``--version`` and ``--help`` wrote their text to stderr instead and exited 0."""
+    """Started with standard output closed (``>&-``): one line naming it, and status 1,
+    ``--version`` and ``--help`` included, which do not write their text to stderr instead and exit
+    0."""
     argv = _argv(name, store)
     script = 'exec "$@" >&-'
     done = subprocess.run(

@@ -440,12 +440,12 @@ async def test_a_queued_listener_cannot_change_the_info_the_next_one_sees(
 async def test_a_verb_called_from_another_trio_run_is_refused_before_it_changes_anything(
     verb: str,
 ) -> None:
-    """R2.10-R2.23: a verb called inside a ``trio.run`` of another thread (one a sync tool
-    body starts in its worker thread, say) is refused, as from a bare worker thread.
+    """R2.10-R2.23: a verb called inside a ``trio.run`` of another thread (one a sync tool body
+    starts in its worker thread, say) is refused, as from a bare worker thread.
 
-    That thread is in a trio run, but not the agent's: a ``send`` queued the prompt, then
-    failed to wake the driver with trio's bare ``AssertionError``, and the prompt sat queued
-    with nothing to run it and ``wait_idle`` waiting forever.
+    That thread is in a trio run, but not the agent's: a ``send`` there would queue the prompt, then
+    fail to wake the driver with trio's bare ``AssertionError``, leaving the prompt queued with
+    nothing to run it and ``wait_idle`` waiting forever.
     """
     model = ScriptedModel([Reply("one"), Reply("two")])
     with trio.fail_after(30):  # real time: a worker thread runs

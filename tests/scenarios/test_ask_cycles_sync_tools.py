@@ -200,9 +200,9 @@ async def test_a_sync_tool_asking_its_own_agent_from_a_child_task_gets_a_typed_e
 async def test_a_sync_tool_dispose_stops_counting_once_its_call_is_cancelled(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A sync body that disposes b waits for b's teardown in its thread; once its agent a
-    is cancelled, a no longer waits on b: b's shielded tool then asks the idle a, which
-    answers. The stale wait made that ask a circle b -> a -> b, refused as WAIT_CYCLE."""
+    """A sync body that disposes b waits for b's teardown in its thread; once its agent a is
+    cancelled, a no longer waits on b: b's shielded tool then asks the idle a, which answers. A
+    stale wait would make that ask a circle b -> a -> b, refused as WAIT_CYCLE."""
     autojump_clock.autojump_threshold = 1.0
     peers: Peers = {}
     gate, disposing = trio.Event(), trio.Event()

@@ -432,10 +432,10 @@ async def test_a_signal_aborted_after_its_step_ended_changes_nothing(
 async def test_a_listener_cannot_abort_its_step_through_the_signal(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.41: the signal is the listener's to read; aborting is ``agent.cancel``'s, which
-    gives the turn its reason. A listener's ``signal.abort()`` or ``cancel_called = True``
-    ended a live agent's turn as ``disposed``; both are refused now, as the listener's
-    failure, and the agent serves on."""
+    """R7.41: the signal is the listener's to read; aborting is ``agent.cancel``'s, which gives the
+    turn its reason. A listener's ``signal.abort()`` or ``cancel_called = True`` is refused, as the
+    listener's failure, rather than ending a live agent's turn as ``disposed``, and the agent serves
+    on."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     tried: list[str] = []
     async with runtime(model) as rt:

@@ -80,10 +80,10 @@ def _final_flush(events: Sequence[Event]) -> list[str]:
 async def test_a_turn_ended_by_cancelling_the_scope_around_the_runtime_is_flushed_first(
     autojump_clock: trio.testing.MockClock, where: str
 ) -> None:
-    """R2.36, R7.42, R4.23, R12.9: a turn the runtime's cancellation ends (waiting on the
-    model, or in a tool call) is flushed once, ``session/flush`` listeners included, over
-    the log its ``turn/end`` (disposed) closes, before ``agent/disposed`` and the store's
-    detach; the ``ask`` behind it is answered as before, with that turn disposed."""
+    """R2.36, R7.42, R4.23, R12.9: a turn the runtime's cancellation ends (waiting on the model, or
+    in a tool call) is flushed once, ``session/flush`` listeners included, over the log its
+    ``turn/end`` (disposed) closes, before ``agent/disposed`` and the store's detach; the ``ask``
+    behind it is answered with that turn disposed."""
     model = ScriptedModel(
         {"tools": [CallTools([ToolCallSpec("nap", '{"seconds": 1000}')])], "hang": [Hang("hm")]}
     )

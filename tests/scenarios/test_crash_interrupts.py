@@ -133,10 +133,10 @@ def _interrupt_at_a_synthetic_result(event: Event) -> None:
 async def test_ctrl_c_from_an_observer_of_a_crashed_turns_closing_event_leaves_it_closed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R4.8, R7.44, R12.10: Ctrl-C raised by a session observer as the supervisor logs a
-    crashed turn's closing events (here, the running call's synthetic result) ends the
-    runtime once the rest are logged, as it does when raised on a turn's own closing
-    events: the step and the turn were left open, and stored so.
+    """R4.8, R7.44, R12.10: Ctrl-C raised by a session observer as the supervisor logs a crashed
+    turn's closing events (here, the running call's synthetic result) ends the runtime once the rest
+    are logged, as it does when raised on a turn's own closing events, rather than leaving the step
+    and the turn open, and stored so.
 
     Breaks ``TurnState.answer_dangling_calls`` and cancels while a tool runs.
     """
@@ -220,9 +220,9 @@ async def _raised(scenario: Callable[[], Awaitable[None]]) -> BaseException | No
 async def test_a_crash_after_a_model_turned_ctrl_c_into_its_error_restarts_the_driver(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R7.45, DESIGN 4: a crash raised as the turn handles a model's error is a crash like
-    any other, though the model made that error of a Ctrl-C it caught: the driver is
-    restarted and the runtime runs on. Ctrl-C found in the crash's context ended it.
+    """R7.45, DESIGN 4: a crash raised as the turn handles a model's error is a crash like any
+    other, though the model made that error of a Ctrl-C it caught: the driver is restarted and the
+    runtime runs on, not ended by the Ctrl-C found in the crash's context.
 
     Breaks ``TurnState.record_error``; the model's stream fails.
     """
@@ -505,9 +505,9 @@ class _CtrlCOnFirstFlush(SlowDurableStore):
 async def test_ctrl_c_the_flusher_unwinds_survives_a_crash_ending_its_rounds(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R12.10, DESIGN 4: Ctrl-C raised in the flusher (by the store's flush) still ends the
-    runtime when ending its flush rounds then crashes: what it unwound was forgotten
-    once its own flush was over, and the restarted flusher ran on.
+    """R12.10, DESIGN 4: Ctrl-C raised in the flusher (by the store's flush) still ends the runtime
+    when ending its flush rounds then crashes: what it unwound is not forgotten once its own flush
+    is over, leaving the restarted flusher to run on.
 
     Breaks ``FlushRounds.stop``, which the flusher calls as it ends.
     """

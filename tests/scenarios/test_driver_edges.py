@@ -229,9 +229,9 @@ async def test_a_bug_noting_a_steps_answer_leaves_no_call_without_its_message(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R4.15, R7.45, R9.25: a bug in the turn's own bookkeeping of an assistant message
-    (``TurnState.note_answer``, before the message is logged) ends the turn ``error``
-    with a valid log: the message's tool calls had been taken as logged, and closing
-    the step logged a ``tool/call`` and its result for a message the log never had.
+    (``TurnState.note_answer``, before the message is logged) ends the turn ``error`` with a valid
+    log: the message's tool calls are not taken as logged, so closing the step logs no ``tool/call``
+    and result for a message the log never had.
     """
 
     def broken(self: _state.TurnState, content: Any, usage: Any) -> None:

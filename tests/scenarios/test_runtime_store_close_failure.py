@@ -46,9 +46,9 @@ def model() -> ScriptedModel:
 async def test_a_failed_store_exit_is_logged_not_raised_over_the_body_error(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R12.10: the body's error comes out, the store's failure to close is logged. A store
-    closed by its exit raised its failure in place of the body's error, which a store
-    closed by ``aclose()`` did not."""
+    """R12.10: the body's error comes out, the store's failure to close is logged, for a store
+    closed by its exit as for one closed by ``aclose()``: the failure is not raised in place of the
+    body's error."""
     with trio.fail_after(60), pytest.raises(BodyError, match=r"^the body's$"):
         async with retinue.open_runtime(models=model(), store=ExitFailingStore(MemoryStore())):
             raise BodyError("the body's")

@@ -332,9 +332,9 @@ class _DetachWaitingOnAgent(DelegatingStore):
 async def test_a_store_detach_waiting_on_its_agent_does_not_wait_for_its_own_teardown(
     autojump_clock: trio.testing.MockClock, verb: str, heard: str
 ) -> None:
-    """R2.35, R12.9: the final detach runs in the agent's teardown; a ``dispose`` there
-    returns, as from the agent's own turn, and a ``wait_idle`` raises ``WAITS_FOR_ITSELF``.
-    Both waited for the teardown they ran in: with no flush bound it never ended.
+    """R2.35, R12.9: the final detach runs in the agent's teardown; a ``dispose`` there returns, as
+    from the agent's own turn, and a ``wait_idle`` raises ``WAITS_FOR_ITSELF``: either waiting for
+    the teardown it runs in would, with no flush bound, never end.
     """
     store = _DetachWaitingOnAgent(verb)
     async with runtime(ScriptedModel([Reply("ok")]), store=store, flush_timeout=math.inf) as rt:

@@ -187,10 +187,10 @@ class _DetachDisposingTheOther(DelegatingStore):
 async def test_teardowns_disposing_each_other_do_not_wait_in_a_circle(
     autojump_clock: trio.testing.MockClock, how: str
 ) -> None:
-    """R12.8, R12.9: each agent's final detach disposes the other agent. A's teardown
-    waited for B's, whose detach waited for A's: with no flush bound neither ended. A
-    teardown's wait is recorded as its agent's, so the second dispose finds the circle,
-    stops its agent and returns; both teardowns complete and both sessions are detached.
+    """R12.8, R12.9: each agent's final detach disposes the other agent. A's teardown waits for B's,
+    whose detach waits for A's: unrecorded, with no flush bound, neither would end. A teardown's
+    wait is recorded as its agent's, so the second dispose finds the circle, stops its agent and
+    returns; both teardowns complete and both sessions are detached.
     """
     store = _DetachDisposingTheOther()
     model = ScriptedModel([Reply("ok")], repeat_last=True)
@@ -309,11 +309,11 @@ class _DetachOfBDisposingA(DelegatingStore):
 async def test_resuming_an_id_whose_teardown_disposes_the_caller_does_not_wait_in_a_circle(
     autojump_clock: trio.testing.MockClock, pause: float, heard: str
 ) -> None:
-    """R12.8, R12.9: B's teardown (its store's detach) disposes A, and A's flush listener
-    resumes ``b``, which waits for B's teardown to free the id. That wait was not
-    recorded, so with no flush bound the two never ended. Waiting in a circle now raises
-    ``WAIT_CYCLE`` in the listener; when the dispose comes second it is the one that
-    sees the circle and returns, and the resume goes on (and finds nothing stored).
+    """R12.8, R12.9: B's teardown (its store's detach) disposes A, and A's flush listener resumes
+    ``b``, which waits for B's teardown to free the id. Unrecorded, that wait would, with no flush
+    bound, leave the two never ending. Waiting in a circle raises ``WAIT_CYCLE`` in the listener;
+    when the dispose comes second it is the one that sees the circle and returns, and the resume
+    goes on (and finds nothing stored).
     """
     store = _DetachOfBDisposingA(pause)
     outcome: list[str] = []
@@ -364,12 +364,12 @@ class _DetachWaitingOnAnother(DelegatingStore):
 async def test_closing_a_runtime_from_a_flush_listener_is_a_wait_a_teardown_cannot_close(
     autojump_clock: trio.testing.MockClock, flush_timeout: float, verb: str, heard: str
 ) -> None:
-    """R12.8, R12.10: A's ``session/flush`` listener closes another runtime, whose agent
-    B's final detach then waits on A. The close waits for B's teardown but was not
-    recorded as A's wait, so B's wait on A closed a circle nobody saw: the flush stalled
-    for ``flush_timeout``, and with no bound never ended. It is recorded like a
-    ``wait_idle``: B's ``wait_idle`` raises ``WAIT_CYCLE`` and B's ``dispose`` stops A
-    and returns, at once; both runtimes close and every event is committed.
+    """R12.8, R12.10: A's ``session/flush`` listener closes another runtime, whose agent B's final
+    detach then waits on A. The close waits for B's teardown and is recorded like a ``wait_idle``,
+    as A's wait, so B's wait on A closes a circle that is seen: B's ``wait_idle`` raises
+    ``WAIT_CYCLE`` and B's ``dispose`` stops A and returns, at once; both runtimes close and every
+    event is committed. Unrecorded, the circle would stall the flush for ``flush_timeout``, and with
+    no bound for good.
     """
     inner_store = _DetachWaitingOnAnother(verb)
     model = ScriptedModel([Reply("ok")], repeat_last=True)

@@ -267,12 +267,12 @@ async def test_open_runtime_refuses_a_flush_timeout_that_is_not_a_positive_numbe
 async def test_what_the_body_raises_under_a_cancel_comes_out_as_raised(
     autojump_clock: trio.testing.MockClock, raised: str
 ) -> None:
-    """R12.10: an error, or Ctrl-C, the body raises as a cancel around the runtime comes
-    (a deadline passing as it fails, say) comes out as itself, as one raised without a
-    cancel does. First the store's close, cut short by the cancel, raised Cancelled in its
-    place, which the scope swallowed: nothing came out. Then it came in the runtime
-    nursery's group beside the Cancelled each agent's task ended with, which the scope
-    took out, leaving a group that ``except BodyError`` (or ``KeyboardInterrupt``) misses."""
+    """R12.10: an error, or Ctrl-C, the body raises as a cancel around the runtime comes (a deadline
+    passing as it fails, say) comes out as itself, as one raised without a cancel does. The store's
+    close, cut short by the cancel, must not raise Cancelled in its place for the scope to swallow,
+    leaving nothing to come out; nor may it come in the runtime nursery's group beside the Cancelled
+    each agent's task ended with, which the scope takes out, leaving a group that ``except
+    BodyError`` (or ``KeyboardInterrupt``) misses."""
     caught: BaseException | None = None
     try:
         with trio.fail_after(600), trio.CancelScope() as scope:

@@ -47,9 +47,9 @@ async def test_start_forked_refuses_the_session_a_live_agent_of_another_runtime_
 async def test_start_forked_of_a_torn_down_agent_s_session_is_its_store_s_to_take(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.7, R11.17: once its agent is torn down, a session is refused only by a store
-    that holds it, as any id it holds; a fresh store takes it. Every runtime refused it,
-    as one an agent was ever started on, pointing at a resume its store could not serve."""
+    """R12.7, R11.17: once its agent is torn down, a session is refused only by a store that holds
+    it, as any id it holds; a fresh store takes it. No runtime refuses it as one an agent was ever
+    started on, pointing at a resume its store cannot serve."""
     async with runtime(model()) as rt, runtime(model()) as other:
         agent = await rt.create_agent("a", OPTIONS)
         await agent.ask("hi")

@@ -97,13 +97,13 @@ _SAME_ID_TWICE = (ToolCall("same", "lookup", "{}"), ToolCall("same", "lookup", "
 async def test_a_step_result_listener_adding_faulty_blocks_fails_the_turn_naming_it(
     autojump_clock: trio.testing.MockClock, added: tuple[ContentBlock, ...], problem: str
 ) -> None:
-    """R7.36, R7.47, R9.5: a step-result listener handing back an assistant message that
-    holds a tool result (the step's ``tool/result`` alone holds one) or two calls of one
-    id (results are matched to calls by id) fails the turn with a HookError naming the
-    seam, and no assistant message is logged. The tool result was logged as the
-    assistant's, and every later request carried it (Anthropic refuses a tool_result in
-    an assistant turn; OpenAI's adapter dropped it); the shared id failed the turn as
-    the model's DUPLICATE_TOOL_CALL_ID, sending whoever read it to the model."""
+    """R7.36, R7.47, R9.5: a step-result listener handing back an assistant message that holds a
+    tool result (the step's ``tool/result`` alone holds one) or two calls of one id (results are
+    matched to calls by id) fails the turn with a HookError naming the seam, and no assistant
+    message is logged. Logged as the assistant's, the tool result would ride in every later request
+    (Anthropic refuses a tool_result in an assistant turn; OpenAI's adapter drops it), and the
+    shared id would fail the turn as the model's DUPLICATE_TOOL_CALL_ID, sending whoever reads it to
+    the model."""
     model = ScriptedModel([Reply("hello"), Reply("again")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

@@ -325,11 +325,11 @@ async def test_leaving_the_async_with_block_closes_the_feed(
 
 
 async def test_a_feed_read_inside_another_trio_run_is_refused_and_the_agent_goes_on() -> None:
-    """R4.10: a feed made in the runtime's run and read inside another thread's ``trio.run``
-    is refused when its reader would wait, and the agent's turns go on.
+    """R4.10: a feed made in the runtime's run and read inside another thread's ``trio.run`` is
+    refused when its reader would wait, and the agent's turns go on.
 
-    The reader parked in the other run was woken by the agent's next append, from this
-    run: trio's bare ``AssertionError`` failed that append and the agent's turn with it.
+    A reader parked in the other run would be woken by the agent's next append, from this run, where
+    trio's bare ``AssertionError`` would fail that append and the agent's turn with it.
     """
     model = ScriptedModel([Reply("one")])
     async with retinue.open_runtime(models=model) as rt:
@@ -351,10 +351,10 @@ async def test_a_feed_read_inside_another_trio_run_is_refused_and_the_agent_goes
 
 
 async def test_a_feed_closed_off_its_runtime_s_run_is_refused_and_still_read() -> None:
-    """R4.10: a feed closed from a worker thread or inside another thread's ``trio.run``
-    is refused before anything changes, and its reader, parked in the runtime's run, goes
-    on reading. The close unsubscribed the feed, then failed to wake its reader (trio's
-    ``RuntimeError``, or a bare ``AssertionError``), which waited for nothing ever after."""
+    """R4.10: a feed closed from a worker thread or inside another thread's ``trio.run`` is refused
+    before anything changes, and its reader, parked in the runtime's run, goes on reading. Such a
+    close must not unsubscribe the feed and then fail to wake its reader (trio's ``RuntimeError``,
+    or a bare ``AssertionError``), which would wait for nothing ever after."""
     model = ScriptedModel([Reply("one")])
     with trio.fail_after(10):  # real time: worker threads run
         async with retinue.open_runtime(models=model) as rt:

@@ -362,13 +362,13 @@ async def test_steering_left_by_a_crashed_turn_starts_the_next_turn(
 async def test_an_ask_whose_turn_a_driver_crash_ended_returns_once_the_turn_is_flushed(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """DESIGN 4, R7.49: ``ask`` returns once its turn has ended and been flushed, a turn
-    a driver crash ended too. The crash answered the prompt at once, and the ask
-    returned while the closing events (or, for a crash in the post-turn flush, the
-    whole turn) were not yet committed: a crash of the process then lost them.
+    """DESIGN 4, R7.49: ``ask`` returns once its turn has ended and been flushed, a turn a driver
+    crash ended too: the crash does not answer the prompt at once, returning the ask while the
+    closing events (or, for a crash in the post-turn flush, the whole turn) are not yet committed,
+    for a crash of the process to lose them.
 
-    Breaks ``TurnState.record_error`` (the turn's error handling), or the driver's
-    post-turn flush once.
+    Breaks ``TurnState.record_error`` (the turn's error handling), or the driver's post-turn flush
+    once.
     """
     store = SlowFlushStore()
     if where == "turn":

@@ -15,9 +15,9 @@ DEADLINE = 600.0
 async def test_a_runtime_and_its_registry_are_shown_by_their_counts(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """The runtime's repr and its registry's count the agents rather than show each: with
-    200 agents the runtime's took some 110,000 characters (every agent, listener
-    watcher and cleanup), growing with each agent, and the registry's 26,000."""
+    """The runtime's repr and its registry's count the agents rather than show each: showing each,
+    with 200 agents the runtime's would take some 110,000 characters (every agent, listener watcher
+    and cleanup), growing with each agent, and the registry's 26,000."""
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])) as rt:
             for _ in range(200):

@@ -362,10 +362,10 @@ async def test_a_group_the_writer_took_is_written_though_its_scope_is_then_cance
 async def test_two_detaches_of_one_session_at_once_both_return_and_store_every_event(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.6: two ``detach`` calls of one session running at once, with events appended
-    while the first flush is written, both return once the session is let go, and every
-    event is stored. The second to end found the session untracked by the first and
-    failed with a bare ``KeyError``."""
+    """R11.6: two ``detach`` calls of one session running at once, with events appended while the
+    first flush is written, both return once the session is let go, and every event is stored: the
+    second to end finds the session untracked by the first without failing with a bare
+    ``KeyError``."""
     path = tmp_path / "sessions.db"
     real_write = SQLiteBackend.write
     writing, release = threading.Event(), threading.Event()

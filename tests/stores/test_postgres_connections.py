@@ -247,10 +247,10 @@ async def test_postgres_close_does_not_wait_for_a_commit_connecting_to_a_silent_
 
 
 async def test_a_draining_close_fails_with_an_entrys_open_that_timed_out_connecting() -> None:
-    """R11.6: a close with a session to drain waits for an entry's open connecting to a
-    server that accepts the connection and never answers; when that connect times out, the
-    close fails with the open's error, having connected once. It connected again and waited
-    out the connect timeout a second time (130 s by default), then failed alike."""
+    """R11.6: a close with a session to drain waits for an entry's open connecting to a server that
+    accepts the connection and never answers; when that connect times out, the close fails with the
+    open's error, having connected once, not again to wait out the connect timeout a second time
+    (130 s by default) and fail alike."""
     async with _silent_server() as (port, accepted):
         # 2 s: the shortest connect timeout libpq keeps.
         store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/silent?connect_timeout=2")

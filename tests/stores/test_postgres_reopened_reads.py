@@ -92,9 +92,9 @@ def _waiting(dsn: str, schema: str) -> None:
 def test_a_read_the_close_cancelled_after_a_reopen_is_refused_store_closed(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read under way when the storage closes, whose cancel lands once it has opened again
-    (an entry that failed released it, the next one reopened it), is refused
-    ``STORE_CLOSED`` as one the close cancelled; the driver's QueryCanceled escaped raw."""
+    """A read under way when the storage closes, whose cancel lands once it has opened again (an
+    entry that failed released it, the next one reopened it), is refused ``STORE_CLOSED`` as one the
+    close cancelled, not with the driver's QueryCanceled escaping raw."""
     dsn, schema = postgres_schema
     backend = PostgresBackend(dsn, schema=schema)
     backend.open()

@@ -127,10 +127,10 @@ async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
 async def test_a_postgres_group_meeting_row_locks_waits_once_and_commits_the_rest(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.5: a group commit whose sessions' rows another transaction holds locked waits out
-    the lock timeout once: then each of those sessions fails ``SESSION_LOCKED`` naming it,
-    and the rest of the group is committed. The group failed whole and was split, each
-    session waiting out the timeout again, the free ones too."""
+    """R11.5: a group commit whose sessions' rows another transaction holds locked waits out the
+    lock timeout once: then each of those sessions fails ``SESSION_LOCKED`` naming it, and the rest
+    of the group is committed. The group does not fail whole to be split, each session waiting out
+    the timeout again, the free ones too."""
     import retinue.stores._postgres as postgres
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)

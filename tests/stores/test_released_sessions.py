@@ -261,11 +261,11 @@ async def test_store_released_session_detached_again_is_let_go_as_any_other(
 async def test_store_released_create_taken_over_and_released_again_refuses_both_sessions(
     kit: StoreKit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.3, R11.4: a new session released before its create was written, taken over by a
-    load whose copy's detach fails too, holds events only that copy's buffer could write.
-    Once another writer stores the id and a load drops that buffer, a flush or detach of
-    either session fails ``SESSION_ALREADY_EXISTS``, not only the copy's: the first one's
-    returned as if its events were stored, none of them being."""
+    """R11.3, R11.4: a new session released before its create was written, taken over by a load
+    whose copy's detach fails too, holds events only that copy's buffer could write. Once another
+    writer stores the id and a load drops that buffer, a flush or detach of either session fails
+    ``SESSION_ALREADY_EXISTS``, not only the copy's: the first one's does not return as if its
+    events were stored, none of them being."""
     async with kit.open() as store, kit.open() as other:
         first = Session.create("chained")
         store.attach_new(first)
@@ -325,11 +325,11 @@ async def test_store_flush_waiting_while_a_load_drops_a_released_create_fails_so
 async def test_store_load_of_a_released_create_committed_with_its_reply_lost_takes_it_over(
     kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R11.3, R11.8: a new session whose create was committed but whose flush failed (its
-    reply lost), then released by a failed detach, is stored by no other writer: the next
-    load takes it over with every buffered event, and the copy's flush writes those its
-    create did not store. The load took the stored create for another writer's and
-    dropped the buffer, losing what was appended after it."""
+    """R11.3, R11.8: a new session whose create was committed but whose flush failed (its reply
+    lost), then released by a failed detach, is stored by no other writer: the next load takes it
+    over with every buffered event, and the copy's flush writes those its create did not store.
+    Taking the stored create for another writer's, the load would drop the buffer, losing what was
+    appended after it."""
     async with kit.open() as store:
         session = Session.create("unanswered")
         store.attach_new(session)

@@ -88,9 +88,9 @@ def test_check_session_id_refuses_overlong_ids() -> None:
     ],
 )
 def test_check_session_id_names_the_kind_of_character_it_refuses(bad_id: str, problem: str) -> None:
-    """An id holding a control, surrogate or unassigned character is refused with a message
-    saying which of the three it holds: a surrogate or an unassigned character was called a
-    control character."""
+    """An id holding a control, surrogate or unassigned character is refused with a message saying
+    which of the three it holds, not calling a surrogate or an unassigned character a control
+    character."""
     with pytest.raises(StoreError) as caught:
         check_session_id(bad_id)
     assert caught.value.code == "INVALID_SESSION_ID"

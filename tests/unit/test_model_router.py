@@ -39,7 +39,8 @@ MODEL = ScriptedModel([Reply("ok")])
 def test_a_route_that_could_serve_nothing_is_refused_naming_it(
     routes: dict[Any, Any], problem: str
 ) -> None:
-    """R10.7: these were a bare unpacking error or taken silently, failing every turn."""
+    """R10.7: a route that could serve nothing is a TypeError naming it, not a bare unpacking error,
+    nor taken silently to fail every turn."""
     with pytest.raises(TypeError) as caught:
         ModelRouter.of(routes)
     assert str(caught.value).startswith(problem)

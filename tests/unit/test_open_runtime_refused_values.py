@@ -69,8 +69,8 @@ async def test_open_runtime_refuses_an_item_showing_its_value_short(
 
 @pytest.mark.parametrize("value", [UNWRITABLE, LONG], ids=["unwritable-int", "long-list"])
 def test_restart_policy_refuses_a_restart_count_showing_it_short(value: Any) -> None:
-    """DESIGN 4: a ``max_restarts`` that is no non-negative int is a ConfigError naming
-    it, however it shows; an int too long to show escaped as a bare ``ValueError``."""
+    """DESIGN 4: a ``max_restarts`` that is no non-negative int is a ConfigError naming it, however
+    it shows: an int too long to show does not escape as a bare ``ValueError``."""
     with pytest.raises(retinue.ConfigError, match=r"^RestartPolicy\.max_restarts ") as refused:
         retinue.RestartPolicy(max_restarts=value)
     assert len(str(refused.value)) < 300
@@ -87,9 +87,8 @@ async def test_a_runtime_tool_call_cap_set_later_is_refused_showing_it_short(val
 
 @pytest.mark.parametrize("value", [UNWRITABLE, "x" * 1_000_000], ids=["unwritable-int", "long-str"])
 async def test_a_session_id_no_store_can_hold_is_refused_showing_it_short(value: Any) -> None:
-    """R11.3: an id refused for an agent, a resume or a fork shows itself cut short.
-    An int too long to show escaped as the ``ValueError`` of its repr, and a
-    long string was quoted whole."""
+    """R11.3: an id refused for an agent, a resume or a fork shows itself cut short: an int too long
+    to show does not escape as the ``ValueError`` of its repr, nor is a long string quoted whole."""
     async with retinue.open_runtime(models=MODEL) as rt:
         source = await rt.create_agent("source", retinue.AgentOptions(model="scripted"))
         attempts = [

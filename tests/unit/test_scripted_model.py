@@ -84,9 +84,9 @@ async def test_scripted_model_empty_reply_streams_only_usage_and_finish() -> Non
 
 
 async def test_scripted_model_empty_reasoning_streams_no_block() -> None:
-    """An empty reasoning streams no block, as an empty text does: a delta holds at least
-    one character. It streamed an empty delta, and the message kept an empty reasoning
-    block, which every later request sent back."""
+    """An empty reasoning streams no block, as an empty text does: a delta holds at least one
+    character. An empty delta would leave the message an empty reasoning block, which every later
+    request would send back."""
     chunks = await play(ScriptedModel([Reply("hi", reasoning="")]))
     assert chunks == [
         BlockStart(0, "text"),
