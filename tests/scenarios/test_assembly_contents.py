@@ -40,9 +40,9 @@ async def test_an_assembly_holding_the_wrong_types_ends_the_turn_with_a_hook_err
     autojump_clock: trio.testing.MockClock, rewrite: Rewrite, problem: str
 ) -> None:
     """R7.51 / docs/hooks.md: a listener result of the wrong type counts as a raise with a
-    ``HookError`` (``INVALID_HOOK_RESULT``) naming the mistake, for an ``Assembly``'s
-    contents as for the ``Assembly`` itself; no request is sent, and the agent serves on.
-    Two tools of one name, which providers refuse naming neither, were sent."""
+    ``HookError`` (``INVALID_HOOK_RESULT``) naming the mistake, for an ``Assembly``'s contents as
+    for the ``Assembly`` itself; no request is sent, and the agent serves on. No request carries two
+    tools of one name, which providers refuse naming neither."""
     model = ScriptedModel([Reply("ok")])
     rewrites = [rewrite]
 

@@ -63,10 +63,9 @@ def gaps(times: list[float]) -> list[float]:
     ],
 )
 def test_restart_policy_refuses_a_field_out_of_range(fields: dict[str, Any], named: str) -> None:
-    """DESIGN 4, as R2.6 for agent options: a policy is validated when it is built, with a
-    typed error naming the field. A zero window would forget every crash at once and
-    restart a crashing driver forever. An int too large for a float was a bare
-    ``OverflowError``.
+    """DESIGN 4, as R2.6 for agent options: a policy is validated when it is built, with a typed
+    error naming the field. A zero window would forget every crash at once and restart a crashing
+    driver forever. An int too large for a float is refused so too, not a bare ``OverflowError``.
     """
     with pytest.raises(retinue.ConfigError, match=f"RestartPolicy.{named} "):
         retinue.RestartPolicy(**fields)

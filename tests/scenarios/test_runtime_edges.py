@@ -242,9 +242,9 @@ async def test_scoping_a_cleanup_to_a_torn_down_agent_is_refused(
 async def test_a_scoped_cleanup_run_early_is_run_once_and_let_go(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: ``scoped`` returns a function that runs the cleanup now; the runtime then holds
-    it no more. Per-turn listeners scoped to a long-lived agent were each kept, with what
-    they held, until its teardown, however often their callers removed them."""
+    """R12.9: ``scoped`` returns a function that runs the cleanup now; the runtime then holds it no
+    more, so per-turn listeners scoped to a long-lived agent are not each kept, with what they hold,
+    until its teardown, however often their callers remove them."""
     called: list[int] = []
     async with runtime(ScriptedModel([Reply("a")], repeat_last=True)) as rt:
         agent = await rt.create_agent("a", OPTIONS)

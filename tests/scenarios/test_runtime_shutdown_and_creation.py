@@ -244,11 +244,10 @@ async def test_create_agent_refuses_an_id_no_store_can_hold_before_its_setup(
 async def test_every_way_to_start_an_agent_refuses_an_id_no_store_can_hold_alike(
     autojump_clock: trio.testing.MockClock, how: str, agent_id: object, problem: str
 ) -> None:
-    """R12.1, R11.12: ``create_agent``, ``resume_agent`` and ``fork_agent_session`` (the
-    fork's id and its source's) refuse an id the store would refuse with
-    ``SessionError(INVALID_SESSION_ID)`` naming the id, before anything runs. An
-    unhashable one raised a bare ``TypeError`` (the id was looked up first), and a fork
-    made a session no agent could start on.
+    """R12.1, R11.12: ``create_agent``, ``resume_agent`` and ``fork_agent_session`` (the fork's id
+    and its source's) refuse an id the store would refuse with ``SessionError(INVALID_SESSION_ID)``
+    naming the id, before anything runs: an unhashable one is no bare ``TypeError`` from looking the
+    id up first, and a fork makes no session no agent could start on.
     """
     ran: list[retinue.Agent] = []
     async with runtime(ScriptedModel([Reply("hi")])) as rt:

@@ -161,10 +161,10 @@ async def test_a_listener_keeping_the_models_faulty_blocks_leaves_the_model_name
     code: str,
     problem: str,
 ) -> None:
-    """R7.36, R9.5: a message the model got wrong (a tool-result block, two calls of one
-    id) fails the turn as the model's, naming the model, though a step-result listener
-    handed it back, added a note to it or copied its blocks: any change blamed the
-    listener (INVALID_HOOK_RESULT), and then any copy of the result block did."""
+    """R7.36, R9.5: a message the model got wrong (a tool-result block, two calls of one id) fails
+    the turn as the model's, naming the model, though a step-result listener handed it back, added a
+    note to it or copied its blocks: neither a change nor a copy of the result block blames the
+    listener (INVALID_HOOK_RESULT)."""
     model = ScriptedModel([step(), Reply("again")])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)

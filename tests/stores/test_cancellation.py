@@ -1,8 +1,8 @@
 """A store's lifetime under cancellation: entering and leaving ``async with`` (R11.6).
 
-These run on the real clock: the store opens and closes its storage in worker
-threads, and under autojump a worker thread lets virtual time race ahead to
-any deadline (which is how an enter cancelled mid-open was first seen).
+These run on the real clock: the store opens and closes its storage in worker threads, and under
+autojump a worker thread lets virtual time race ahead to any deadline, cancelling an enter
+mid-open.
 """
 
 from __future__ import annotations

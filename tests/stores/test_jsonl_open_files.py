@@ -245,8 +245,9 @@ async def test_a_detach_of_a_loaded_session_cancelled_in_its_flush_can_be_done_a
 
 
 async def test_a_session_loaded_and_not_yet_let_go_is_not_loaded_again(tmp_path: Path) -> None:
-    """One writer per session, within a store too: a second copy shared the first's claim,
-    so detaching one released the other's, and events the other logged were never stored."""
+    """One writer per session, within a store too: a session loaded and not yet let go is refused to
+    a second load (``SESSION_TRACKED``), since a second copy sharing the first's claim would release
+    the other's with its detach, and events the other logged would never be stored."""
     async with JSONLStore(tmp_path) as store:
         await _stored(store, "s")
         first = await store.load("s")

@@ -210,8 +210,8 @@ def test_load_config_reports_an_integer_too_long_to_read_as_a_config_error(
 
 
 def test_load_config_refuses_a_file_larger_than_any_configuration(tmp_path: Path) -> None:
-    """R13.1: a file past the size bound (16 MiB) is a ConfigError naming the file, read no
-    further: an endless one given by mistake (``/dev/zero``) was read until memory ran out."""
+    """R13.1: a file past the size bound (16 MiB) is a ConfigError naming the file, read no further,
+    so an endless one given by mistake (``/dev/zero``) is not read until memory runs out."""
     path = tmp_path / "huge.toml"
     with path.open("w") as file:
         file.write("max_parallel_tool_calls = 4\n")

@@ -274,9 +274,9 @@ async def test_waterfall_next_returned_unawaited_is_refused_naming_the_mistake()
 
 
 async def test_waterfall_next_called_and_dropped_is_refused() -> None:
-    """R6.3: a listener that calls ``call_next()``, never awaits it and returns a value of
-    its own fails with a HookError: the rest of the chain (a tool's body, say) was asked
-    for and silently never ran, and Python warned of the bus's coroutine instead."""
+    """R6.3: a listener that calls ``call_next()``, never awaits it and returns a value of its own
+    fails with a HookError, so the rest of the chain (a tool's body, say) is not asked for to
+    silently never run, with Python warning of the bus's coroutine instead."""
     bus = HookBus()
     ran: list[str] = []
 
