@@ -132,7 +132,7 @@ async def test_a_notification_listener_base_exception_is_contained(
     autojump_clock: trio.testing.MockClock, seam: str
 ) -> None:
     """R6.1: an emit listener's SystemExit is logged and contained like any other failure; the other
-    listeners still hear the event and the turn completes. It ends neither the runtime nor, at
+    listeners still hear the event and the turn completes. It neither ends the runtime nor, at
     creation, reaches the creator."""
     model = ScriptedModel([CallTools([ToolCallSpec("echo", '{"text": "hi"}')]), Reply("done")])
     heard: list[str] = []
@@ -305,7 +305,7 @@ async def test_a_scoped_cleanup_base_exception_is_contained_and_the_teardown_goe
 ) -> None:
     """R12.9: a scoped cleanup (the unregister of a scoped listener, say) that exits is logged like
     any cleanup failure: the cleanups after it still run, the agent's subscriptions end and the
-    runtime goes on, neither ended nor skipping them."""
+    runtime goes on; the exit neither ends the runtime nor skips them."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     with trio.fail_after(60):
         async with runtime(model) as rt:

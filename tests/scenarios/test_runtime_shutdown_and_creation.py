@@ -247,7 +247,7 @@ async def test_every_way_to_start_an_agent_refuses_an_id_no_store_can_hold_alike
     """R12.1, R11.12: ``create_agent``, ``resume_agent`` and ``fork_agent_session`` (the fork's id
     and its source's) refuse an id the store would refuse with ``SessionError(INVALID_SESSION_ID)``
     naming the id, before anything runs: an unhashable one is no bare ``TypeError`` from looking the
-    id up first, and a fork makes no session no agent could start on.
+    id up first, and a fork makes no session that no agent could start on.
     """
     ran: list[retinue.Agent] = []
     async with runtime(ScriptedModel([Reply("hi")])) as rt:

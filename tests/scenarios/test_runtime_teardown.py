@@ -373,9 +373,9 @@ async def test_shutdown_begun_from_a_flush_listener_does_not_wait_for_its_own_ag
 async def test_resuming_an_agent_from_its_own_flush_listener_raises_instead_of_waiting(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.9: a ``session/flush`` listener that disposes its agent and resumes it would wait for the
-    id to be free, which happens once the teardown ends, which waits for that flush: with no flush
-    bound it would never end. It raises ``WAITS_FOR_ITSELF``.
+    """R12.9: a ``session/flush`` listener that disposes its agent and resumes it gets
+    ``WAITS_FOR_ITSELF`` from the resume: waiting for the id to be free, which happens once the
+    teardown ends, which waits for that flush, it would, with no flush bound, never end.
     """
     codes: list[str | None] = []
     async with runtime(ScriptedModel([Reply("ok")]), flush_timeout=math.inf) as rt:
