@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from ._depth import Levels, deeper_than
 from ._freeze import (
+    JSON_LEVELS,
     MAX_JSON_DEPTH,
     FrozenDict,
     JsonValue,
@@ -26,13 +28,16 @@ from ._same import same_json
 from ._surrogates import joined_surrogates
 
 __all__ = [
+    "JSON_LEVELS",
     "MAX_JSON_DEPTH",
     "NEG_SMALL_INT",
     "SMALL_INT",
     "FrozenDict",
     "JsonValue",
+    "Levels",
     "check_digits",
     "check_json",
+    "deeper_than",
     "freeze_json",
     "is_count",
     "is_finite_number",

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, TypeAlias, final
 from retinue._errors import InvalidJsonError
 from retinue._readonly import ReadOnlyDict
 
+from ._depth import Levels, deeper_than
 from ._ints import SHORT_INT_BITS, check_digits, short_int, where
 from ._surrogates import joined_surrogates
 
 __all__ = [
+    "JSON_LEVELS",
     "MAX_JSON_DEPTH",
     "FrozenDict",
     "JsonValue",
@@ -51,6 +53,10 @@ class FrozenDict(ReadOnlyDict[str, "JsonValue"]):
         return hash(tuple(sorted(self.items(), key=lambda item: item[0])))
 
 
+# The containers of a JSON value, plain or frozen: each is one level to deeper_than.
+JSON_LEVELS: Levels = {dict: dict.values, FrozenDict: dict.values, list: iter, tuple: iter}
+
+
 # How deeply a JSON value may nest (``{}`` and ``[]`` are one level, a scalar
 # none). Without a fixed bound, whether a value could be frozen at append and
 # whether its stored line could be decoded on load would both depend on how
@@ -69,20 +75,6 @@ def too_deep(path: str) -> InvalidJsonError:
     # The path of the level past the limit is long: its start says where.
     place = where(path if len(path) <= 60 else path[:60] + "...")
     return InvalidJsonError(f"{place} is nested too deeply: more than {MAX_JSON_DEPTH} levels")
-
-
-def _height(value: object) -> int:
-    """The nesting depth of a frozen *value* (at most MAX_JSON_DEPTH: it was checked).
-
-    Measured each time a FrozenDict is put inside a new value, which is rare:
-    remembering it would cost every FrozenDict a slot.
-    """
-    kind = type(value)
-    if kind is FrozenDict:
-        return 1 + max(map(_height, value.values()), default=0)  # type: ignore[attr-defined]
-    if kind is tuple:
-        return 1 + max(map(_height, value), default=0)  # type: ignore[call-overload]
-    return 0
 
 
 def freeze_json(value: object, path: str = "") -> JsonValue:
@@ -131,7 +123,9 @@ def _freeze_fast(value: object, depth: int) -> JsonValue:
         return value  # type: ignore[return-value]
     if kind is float and math.isfinite(value):  # type: ignore[arg-type]
         return value  # type: ignore[return-value]
-    if kind is FrozenDict and depth + _height(value) <= MAX_JSON_DEPTH:
+    # Measured each time a FrozenDict is put inside a new value, which is rare:
+    # remembering its depth would cost every FrozenDict a slot.
+    if kind is FrozenDict and not deeper_than(value, MAX_JSON_DEPTH - depth, JSON_LEVELS):
         return value  # type: ignore[return-value]
     if depth == _FAST_DEPTH:
         raise _NotFastError
@@ -154,7 +148,7 @@ def _freeze(value: object, path: str, seen: set[int], depth: int) -> JsonValue:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, FrozenDict):
-        if depth + _height(value) > MAX_JSON_DEPTH:
+        if deeper_than(value, MAX_JSON_DEPTH - depth, JSON_LEVELS):
             raise too_deep(path)
         return value
     # Subclasses (a StrEnum or IntEnum member, say) become the plain JSON value they stand for.

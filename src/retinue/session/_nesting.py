@@ -11,9 +11,6 @@ it when a stored event is loaded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 from retinue._content import (
     OpaqueBlock,
     Reasoning,
@@ -22,7 +19,7 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
 )
-from retinue._lossless import MAX_JSON_DEPTH, FrozenDict, too_deep
+from retinue._lossless import JSON_LEVELS, MAX_JSON_DEPTH, Levels, deeper_than, too_deep
 
 __all__ = [
     "check_blocks",
@@ -30,38 +27,31 @@ __all__ = [
     "too_deep",
 ]  # too_deep: re-exported for the converter
 
-# Blocks stored as one JSON object whose fields are all strings (or absent).
-_FLAT_BLOCKS = frozenset({Text, Reasoning, RedactedReasoning, ToolCall})
+
+def _no_levels(_block: object) -> tuple[()]:
+    return ()
+
+
+# A block is stored as one JSON object: one level, holding what its fields hold.
+_BLOCK_LEVELS: Levels = {
+    **JSON_LEVELS,
+    ToolResultBlock: lambda block: (block.content,),
+    # Stored as its data with a "type" key added: the data's own levels.
+    OpaqueBlock: lambda block: block.data.values(),
+    # Fields all strings (or absent).
+    Text: _no_levels,
+    Reasoning: _no_levels,
+    RedactedReasoning: _no_levels,
+    ToolCall: _no_levels,
+}
 
 
 def deeper_than_json(value: object) -> bool:
     """Whether *value* (a block, or its stored JSON) nests more than MAX_JSON_DEPTH levels.
 
-    A loop, not a recursion: it measures a value of any depth from any depth of
-    the stack. An object or array is one level, as ``freeze_json`` counts them.
+    An object or array is one level, as ``freeze_json`` counts them.
     """
-    pending: list[tuple[object, int]] = [(value, 1)]
-    while pending:
-        item, level = pending.pop()
-        children: Iterable[Any]
-        kind = type(item)
-        if kind is dict or kind is FrozenDict:
-            children = item.values()  # type: ignore[attr-defined]
-        elif kind is list or kind is tuple:
-            children = item  # type: ignore[assignment]
-        elif kind is ToolResultBlock:
-            children = (item.content,)  # type: ignore[attr-defined]
-        elif kind is OpaqueBlock:
-            # Stored as its data with a "type" key added: the data's own levels.
-            children = item.data.values()  # type: ignore[attr-defined]
-        elif kind in _FLAT_BLOCKS:
-            children = ()
-        else:
-            continue  # a scalar adds no level
-        if level > MAX_JSON_DEPTH:
-            return True
-        pending.extend([(child, level + 1) for child in children])
-    return False
+    return deeper_than(value, MAX_JSON_DEPTH, _BLOCK_LEVELS)
 
 
 def check_blocks(blocks: tuple[object, ...], where: str) -> None:

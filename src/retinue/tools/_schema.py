@@ -12,7 +12,7 @@ from typing import Any, Union, final
 
 import attrs
 
-from retinue._lossless import MAX_JSON_DEPTH, thaw_json
+from retinue._lossless import JSON_LEVELS, MAX_JSON_DEPTH, deeper_than, thaw_json
 from retinue._naming import code_name
 
 from ._annotations import refuse_field_default
@@ -106,22 +106,9 @@ def _check_depth(parameters: Mapping[str, object], where: str) -> None:
     properties = parameters.get("properties")
     assert isinstance(properties, Mapping)
     for name, schema in properties.items():
-        if _height(schema) > _PROPERTY_DEPTH:
+        if deeper_than(schema, _PROPERTY_DEPTH, JSON_LEVELS):
             why = f"its schema would nest more than {MAX_JSON_DEPTH} levels"
             raise HintTooDeepError(f"{where}({name})", why)
-
-
-def _height(value: object) -> int:
-    """How many objects and arrays deep *value* nests, level by level: no recursion."""
-    height, level = 0, [value]
-    while containers := [node for node in level if isinstance(node, dict | list | tuple)]:
-        height += 1
-        level = [
-            child
-            for node in containers
-            for child in (node.values() if isinstance(node, dict) else node)
-        ]
-    return height
 
 
 def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
