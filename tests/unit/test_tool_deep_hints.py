@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, TypedDict
 
 import pytest
@@ -88,3 +88,42 @@ def test_a_hint_whose_schema_nests_past_json_is_refused_naming_the_tool_and_para
         tool(deep)
     deep.__annotations__["values"] = _nested(_lists, MAX_JSON_DEPTH - 3)
     assert tool(deep).name == "deep"
+
+
+def _shared(levels: int) -> object:
+    """A pair of one record, described once under ``$defs``, whose field nests *levels* lists."""
+    leaf = dataclasses.make_dataclass("Leaf", [("values", _nested(_lists, levels))])
+    return dataclasses.make_dataclass("Pair", [("left", leaf), ("right", leaf)])
+
+
+def _chained(levels: int) -> object:
+    """A pair of a record, under ``$defs``, holding twice the deep record ``_shared`` pairs."""
+    leaf = dataclasses.make_dataclass("Leaf", [("values", _nested(_lists, levels))])
+    middle = dataclasses.make_dataclass("Middle", [("left", leaf), ("right", leaf)])
+    return dataclasses.make_dataclass("Pair", [("left", middle), ("right", middle)])
+
+
+# The most lists the record's field may nest: its schema sits as deep as a parameter's, and
+# holds its properties' object around the field's, two levels more than a parameter's own.
+_DEFINITION_LEVELS = MAX_JSON_DEPTH - 5
+
+
+@pytest.mark.parametrize("hint", [_shared, _chained], ids=["referred", "referred-through-another"])
+def test_a_record_under_defs_nested_past_json_is_refused_naming_the_tool_and_parameter(
+    hint: Callable[[int], object],
+) -> None:
+    """R9.7: a record described once under ``$defs``, whose schema would nest past what a
+    JSON value may, is refused naming the tool and the parameter that refers to it, where
+    the refusal named the schema's path alone (``parameters.$defs.Leaf.properties...``)."""
+
+    def deep(count: int, values: object, more: int) -> str:
+        return "never"
+
+    deep.__annotations__["values"] = hint(_DEFINITION_LEVELS + 1)
+    refused = r"\.deep\(values\): its type hint is nested too deeply to describe \(its schema"
+    with pytest.raises(TypeError, match=refused):
+        tool(deep)
+    deep.__annotations__["values"] = hint(_DEFINITION_LEVELS)
+    described = tool(deep).parameters["$defs"]
+    assert isinstance(described, Mapping)
+    assert "Leaf" in described

@@ -12,7 +12,7 @@ from typing import Any, Union, final
 
 import attrs
 
-from retinue._lossless import JSON_LEVELS, MAX_JSON_DEPTH, deeper_than, thaw_json
+from retinue._lossless import thaw_json
 from retinue._naming import code_name
 
 from ._annotations import refuse_field_default
@@ -23,6 +23,7 @@ from ._inhabited import check_finite
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
 from ._located import raise_at
 from ._record_init import BY_NAME
+from ._schema_depth import check_depth
 from ._shapes import (
     EMPTY,
     Shape,
@@ -86,29 +87,11 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     """
     spec, definitions = with_definitions(lambda: _function_spec(fn))
     where = code_name(fn)
-    _check_depth(spec.parameters, where)
+    check_depth(spec.parameters, definitions, where)
     if not definitions:
         return spec
     check_finite(spec.parameters, definitions, where)
     return attrs.evolve(spec, parameters={**spec.parameters, "$defs": definitions})
-
-
-# A property's schema sits two levels into the parameters: the root and its "properties".
-_PROPERTY_DEPTH = MAX_JSON_DEPTH - 2
-
-
-def _check_depth(parameters: Mapping[str, object], where: str) -> None:
-    """Refuse a property whose schema nests past what a JSON value may, naming its parameter.
-
-    Raises:
-        HintTooDeepError: a property's schema is nested too deeply.
-    """
-    properties = parameters.get("properties")
-    assert isinstance(properties, Mapping)
-    for name, schema in properties.items():
-        if deeper_than(schema, _PROPERTY_DEPTH, JSON_LEVELS):
-            why = f"its schema would nest more than {MAX_JSON_DEPTH} levels"
-            raise HintTooDeepError(f"{where}({name})", why)
 
 
 def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
