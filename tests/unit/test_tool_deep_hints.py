@@ -127,3 +127,31 @@ def test_a_record_under_defs_nested_past_json_is_refused_naming_the_tool_and_par
     described = tool(deep).parameters["$defs"]
     assert isinstance(described, Mapping)
     assert "Leaf" in described
+
+
+def _own_lists(levels: int) -> object:
+    return _nested(_lists, levels)
+
+
+# A **kwargs schema is the parameters' additionalProperties: one level less deep than a
+# property's, so its own lists may nest one more; a record it refers to sits as deep as ever.
+@pytest.mark.parametrize(
+    ("hint", "deepest"),
+    [(_own_lists, MAX_JSON_DEPTH - 2), (_shared, _DEFINITION_LEVELS)],
+    ids=["own-lists", "referred-record"],
+)
+def test_a_keywords_hint_whose_schema_nests_past_json_is_refused_naming_the_parameter(
+    hint: Callable[[int], object], deepest: int
+) -> None:
+    """R9.7: so is the hint of ``**kwargs``, where the refusal named the schema's path alone
+    (``parameters.additionalProperties...``)."""
+
+    def deep(count: int, **values: object) -> str:
+        return "never"
+
+    deep.__annotations__["values"] = hint(deepest + 1)
+    refused = r"\.deep\(values\): its type hint is nested too deeply to describe \(its schema"
+    with pytest.raises(TypeError, match=refused):
+        tool(deep)
+    deep.__annotations__["values"] = hint(deepest)
+    assert tool(deep).name == "deep"

@@ -56,6 +56,8 @@ class FunctionSpec:
     parameters: dict[str, object]
     context_parameter: str | None
     bind: Callable[[Mapping[str, object]], dict[str, object]]
+    # The **kwargs parameter whose schema is the parameters' additionalProperties, if any.
+    rest_parameter: str | None = None
 
 
 def _is_context(hint: object, where: str) -> bool:
@@ -87,7 +89,7 @@ def describe(fn: Callable[..., object]) -> FunctionSpec:
     """
     spec, definitions = with_definitions(lambda: _function_spec(fn))
     where = code_name(fn)
-    check_depth(spec.parameters, definitions, where)
+    check_depth(spec.parameters, definitions, where, spec.rest_parameter)
     if not definitions:
         return spec
     check_finite(spec.parameters, definitions, where)
@@ -136,7 +138,8 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
     name, shape = rest
     reserved = _reserved_names(target, bound, context, found.properties)
     schema = _open_to(schema, _parameter_schema(shape, signature.parameters[name], documented))
-    return FunctionSpec(description, schema, context, RestBinder(found.shapes, shape, reserved))
+    binder = RestBinder(found.shapes, shape, reserved)
+    return FunctionSpec(description, schema, context, binder, rest_parameter=name)
 
 
 @final

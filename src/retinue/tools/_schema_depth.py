@@ -7,7 +7,7 @@ parameter whose hint it is, as a hint too deep for Python's stack is named.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from retinue._lossless import JSON_LEVELS, MAX_JSON_DEPTH, deeper_than
 
@@ -17,34 +17,51 @@ from ._hints import HintTooDeepError
 __all__ = ["check_depth"]
 
 # A property's schema sits two levels into the parameters, under the root and its
-# "properties"; a record described once sits as deep, under the root and its "$defs".
+# "properties"; a record described once sits as deep, under the root and its "$defs";
+# the schema of **kwargs one level less deep, as the root's "additionalProperties".
 _SCHEMA_DEPTH = MAX_JSON_DEPTH - 2
 
 
 def check_depth(
-    parameters: Mapping[str, object], definitions: Mapping[str, object], where: str
+    parameters: Mapping[str, object],
+    definitions: Mapping[str, object],
+    where: str,
+    rest: str | None,
 ) -> None:
-    """Refuse a property whose schema nests past what a JSON value may, naming its parameter.
+    """Refuse a parameter whose schema nests past what a JSON value may, naming it.
 
-    A record under ``$defs`` nested so deeply is refused naming the first
-    parameter whose schema refers to it, itself or through other records.
+    *rest* names the ``**kwargs`` parameter whose schema is the parameters'
+    ``additionalProperties``, if any. A record under ``$defs`` nested so deeply
+    is refused naming the first parameter whose schema refers to it, itself or
+    through other records.
 
     Raises:
-        HintTooDeepError: a property's schema, or a record's it refers to, is nested too deeply.
+        HintTooDeepError: a parameter's schema, or a record's it refers to, is nested too deeply.
     """
     too_deep = {
         name
         for name, schema in definitions.items()
         if deeper_than(schema, _SCHEMA_DEPTH, JSON_LEVELS)
     }
-    properties = parameters.get("properties")
-    assert isinstance(properties, Mapping)
-    for name, schema in properties.items():
-        if deeper_than(schema, _SCHEMA_DEPTH, JSON_LEVELS) or (
+    for name, schema, limit in _placed(parameters, rest):
+        if deeper_than(schema, limit, JSON_LEVELS) or (
             too_deep and _refers_to(schema, too_deep, definitions)
         ):
             why = f"its schema would nest more than {MAX_JSON_DEPTH} levels"
             raise HintTooDeepError(f"{where}({name})", why)
+
+
+def _placed(
+    parameters: Mapping[str, object], rest: str | None
+) -> Iterator[tuple[str, object, int]]:
+    """Each parameter's name and schema, and the most levels that schema may nest where it is."""
+    properties = parameters.get("properties")
+    assert isinstance(properties, Mapping)
+    for name, schema in properties.items():
+        yield name, schema, _SCHEMA_DEPTH
+    extra = parameters.get("additionalProperties")
+    if rest is not None and isinstance(extra, Mapping):
+        yield rest, extra, _SCHEMA_DEPTH + 1
 
 
 def _refers_to(schema: object, names: set[str], definitions: Mapping[str, object]) -> bool:
