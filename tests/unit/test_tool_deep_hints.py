@@ -155,3 +155,19 @@ def test_a_keywords_hint_whose_schema_nests_past_json_is_refused_naming_the_para
         tool(deep)
     deep.__annotations__["values"] = hint(deepest)
     assert tool(deep).name == "deep"
+
+
+@pytest.mark.parametrize("reference", ["#/$defs/Leaf", "#/$defs/Unknown"])
+def test_a_default_holding_a_reference_is_not_taken_for_the_deep_record(reference: str) -> None:
+    """R9.7: a ``$ref`` in a default is data, not a schema: the refusal of a record nested
+    past JSON names the parameter referring to it, where it named the parameter whose
+    default held the string (or failed with a ``KeyError`` on a name no record has)."""
+
+    def deep(*, options: dict[str, str] | None = None, values: object) -> str:
+        return "never"
+
+    deep.__kwdefaults__ = {"options": {"$ref": reference}}
+    deep.__annotations__["values"] = _shared(_DEFINITION_LEVELS + 1)
+    refused = r"\.deep\(values\): its type hint is nested too deeply to describe \(its schema"
+    with pytest.raises(TypeError, match=refused):
+        tool(deep)

@@ -64,6 +64,12 @@ def _placed(
         yield rest, extra, _SCHEMA_DEPTH + 1
 
 
+# Keywords whose value is data (a "$ref" in it refers to nothing), and those whose value
+# maps names to schemas (a name there is no keyword).
+_DATA = frozenset({"const", "default", "enum", "examples"})
+_SCHEMA_MAPS = frozenset({"$defs", "dependentSchemas", "patternProperties", "properties"})
+
+
 def _refers_to(schema: object, names: set[str], definitions: Mapping[str, object]) -> bool:
     """Whether *schema* refers to a record of *names*, itself or through other records.
 
@@ -72,16 +78,21 @@ def _refers_to(schema: object, names: set[str], definitions: Mapping[str, object
     pending, followed = [schema], set[str]()
     while pending:
         node = pending.pop()
-        if type(node) is dict:
-            reference = node.get("$ref")
-            if isinstance(reference, str) and reference.startswith(REF_PREFIX):
-                name = reference.removeprefix(REF_PREFIX)
-                if name in names:
-                    return True
-                if name not in followed:
-                    followed.add(name)
-                    pending.append(definitions[name])
-            pending.extend(node.values())
-        elif type(node) is list:
-            pending.extend(node)
+        if type(node) is not dict:
+            if type(node) is list:  # anyOf's, allOf's or prefixItems' schemas
+                pending.extend(node)
+            continue
+        reference = node.get("$ref")
+        if type(reference) is str and reference.startswith(REF_PREFIX):
+            name = reference.removeprefix(REF_PREFIX)
+            if name in names:
+                return True
+            if name not in followed:
+                followed.add(name)
+                pending.append(definitions[name])
+        for keyword, value in node.items():
+            if keyword in _SCHEMA_MAPS and type(value) is dict:
+                pending.extend(value.values())
+            elif keyword not in _DATA:
+                pending.append(value)
     return False
