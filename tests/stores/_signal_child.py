@@ -2,11 +2,13 @@
 
 Usage: ``python -m tests.stores._signal_child MODE PATH``. The agent's one turn
 calls ``charge_card``, whose body prints ``charging`` and then, for MODE
-``kill``, SIGKILLs its own process (a crash mid-tool), or for MODE ``term``
-waits to be stopped by the SIGTERM the parent sends. Both run the patterns
-the documentation gives: a ``tools/pre-execute`` listener flushes the session
-so the call is on record before its body runs, and a SIGTERM cancels the
-runtime as Ctrl-C would end it.
+``kill``, SIGKILLs its own process (a crash mid-tool), or else waits to be
+stopped by the SIGTERM the parent sends; for MODE ``term-twice`` the flush
+after that SIGTERM prints ``final flush`` and takes a second, for a second
+SIGTERM to land in. Both run the patterns the documentation gives: a
+``tools/pre-execute`` listener flushes the session so the call is on record
+before its body runs, and a SIGTERM cancels the runtime as Ctrl-C would end it.
+Prints ``exited`` once the runtime has closed.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import Any
 import trio
 
 import retinue
+from retinue.session import Session
 from retinue.stores import SQLiteStore
-from retinue.testing import CallTools, ScriptedModel, ToolCallSpec
+from retinue.testing import CallTools, DelegatingStore, ScriptedModel, ToolCallSpec
 
 MODE = sys.argv[1]
+_stopping: list[bool] = []
 
 
 @retinue.tool
@@ -40,6 +44,16 @@ async def charge_card(cents: int) -> str:
     return "charged"
 
 
+class SlowFinalFlush(DelegatingStore):
+    """Its flush once the SIGTERM came takes a second (``term-twice``)."""
+
+    async def flush(self, session: Session) -> None:
+        if _stopping and MODE == "term-twice":
+            print("final flush", flush=True)
+            await trio.sleep(1)
+        await self.store.flush(session)
+
+
 def record_calls_first(
     rt: retinue.Runtime,
 ) -> Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]:
@@ -54,7 +68,7 @@ def record_calls_first(
 
 async def serve(path: str) -> None:
     model = ScriptedModel([CallTools([ToolCallSpec("charge_card", '{"cents": 1250}')])])
-    store = SQLiteStore(path)
+    store = SlowFinalFlush(SQLiteStore(path))
     async with retinue.open_runtime(models=model, tools=[charge_card], store=store) as rt:
         rt.hooks.on("tools/pre-execute", record_calls_first(rt))
         agent = await rt.create_agent(
@@ -66,14 +80,18 @@ async def serve(path: str) -> None:
 async def main(path: str) -> None:
     with trio.open_signal_receiver(signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
+            serving = trio.CancelScope()
 
             async def stop_on_sigterm() -> None:
                 async for _ in signals:
-                    nursery.cancel_scope.cancel()
+                    _stopping.append(True)
+                    serving.cancel()
 
             nursery.start_soon(stop_on_sigterm)
-            await serve(path)
+            with serving:
+                await serve(path)
             nursery.cancel_scope.cancel()
+    print("exited", flush=True)
 
 
 if __name__ == "__main__":
