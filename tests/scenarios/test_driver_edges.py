@@ -101,7 +101,7 @@ async def test_an_ask_cancelled_before_it_is_called_sends_nothing(
     """An ``ask`` whose deadline has already passed sends nothing, as a channel's
     ``send`` would: no turn runs, no model call is paid for an answer nobody reads.
     One cancelled once its prompt is sent leaves the prompt to run."""
-    model = ScriptedModel([Reply("answer")], repeat_last=True)
+    model = ScriptedModel([Reply("answer", delay=1)], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         with trio.move_on_after(0):
@@ -109,10 +109,12 @@ async def test_an_ask_cancelled_before_it_is_called_sends_nothing(
         await agent.wait_idle()
         assert agent.session.events == []
         assert model.requests == []
-        with trio.move_on_after(0.5):
+        with trio.move_on_after(0.5) as waiting:
             await agent.ask("a question left to run")
+        assert waiting.cancelled_caught
         await agent.wait_idle()
         assert user_texts(agent.session.events) == ["a question left to run"]
+        assert turn_ends(agent.session.events) == ["completed"]
         assert len(model.requests) == 1
 
 
