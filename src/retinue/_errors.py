@@ -209,8 +209,9 @@ def describe_error(error: BaseException) -> str:
 def describe_failure(exc: BaseException) -> str:
     """The message of *exc*, led by its type name when the message alone says too little.
 
-    ``KeyError('Paris')`` reads ``KeyError: 'Paris'`` (its message is only the
-    missing key); a message that stands alone, ``disk is full``, is kept as it is.
+    Any lookup error's is (``KeyError('Paris')`` reads ``KeyError: 'Paris'``,
+    its message only the missing key), and one that is only its argument's
+    repr; a message that stands alone, ``disk is full``, is kept as it is.
     """
     message = describe_error(exc)
     name = type(exc).__name__
@@ -220,7 +221,7 @@ def describe_failure(exc: BaseException) -> str:
 
 
 def _names_only_a_value(exc: BaseException, message: str) -> bool:
-    """Whether *message* is a lookup's key or index, or the bare repr of the one argument."""
+    """Whether *exc* is a lookup error, or *message* the bare repr of its one argument."""
     if isinstance(exc, LookupError):
         return True
     if len(exc.args) != 1:
