@@ -57,8 +57,7 @@ log = logging.getLogger("retinue.loop")
 
 
 def in_run_of(token: trio.lowlevel.TrioToken) -> bool:
-    """Whether the caller runs in the trio run of *token* (not a worker thread, nor the
-    ``trio.run`` a sync tool body started in its own)."""
+    """Whether the caller runs in *token*'s trio run, not a thread or a ``trio.run`` of its own."""
     return trio.lowlevel.in_trio_run() and trio.lowlevel.current_trio_token() is token
 
 
