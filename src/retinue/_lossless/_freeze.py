@@ -58,12 +58,12 @@ JSON_LEVELS: Levels = {dict: dict.values, FrozenDict: dict.values, list: iter, t
 
 
 # How deeply a JSON value may nest (``{}`` and ``[]`` are one level, a scalar
-# none). Without a fixed bound, whether a value could be frozen at append and
-# whether its stored line could be decoded on load would both depend on how
-# deep the Python stack happened to be at the time (in 3.11 every frame, and
-# every level the C json codec enters, counts against the recursion limit of
-# 1000). Freezing and decoding cost about one frame per level; the runtime
-# itself sits under 80 frames deep where it freezes or loads (trio's loop, task
+# none). A fixed bound makes whether a value can be frozen at append, and
+# whether its stored line can be decoded on load, independent of how deep the
+# Python stack is at the time (in 3.11 every frame, and every level the C json
+# codec enters, counts against the recursion limit of 1000). Freezing and
+# decoding cost about one frame per level; the runtime itself sits under 80
+# frames deep at the points it freezes or loads (trio's loop, task
 # coroutines, hooks, the store, cattrs; the most measured over the test suite,
 # pytest's own frames included). 200 leaves several hundred frames to spare at
 # both ends and still holds any JSON a model or tool realistically sends.

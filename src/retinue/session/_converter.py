@@ -168,7 +168,7 @@ def _closed_record(cls: type[Any], conv: cattrs.Converter) -> Callable[[Any, Any
 
     A value that is no object is refused too: the generated hook tests each field's
     key with ``in``, which a str or a list answers, so a record whose fields all have
-    defaults (a message source, a usage) loaded from ``"x"`` or ``[]`` as its defaults.
+    defaults (a message source, a usage) would load from ``"x"`` or ``[]`` as its defaults.
     """
     structure_fields = conv.gen_structure_attrs_fromdict(cls)
     keys = _record_keys(cls)

@@ -116,7 +116,7 @@ def unreadable_arguments(execution: ToolExecution, exc: BaseException) -> ToolEx
 def _argument_problem(tool: Tool, execution: ToolExecution) -> str | None:
     arguments = execution.arguments
     if isinstance(arguments, str):
-        # R9.6 passed the model's text on raw: what it got wrong is the JSON, not the type.
+        # R9.6 passes the model's text on raw: what it got wrong is the JSON, not the type.
         unparsed = _unparsed_problem(arguments, execution.raw_arguments)
         if unparsed is not None:
             return f"arguments: {unparsed}"

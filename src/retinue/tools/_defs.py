@@ -5,7 +5,7 @@ arguments) written out at each use makes a schema that doubles with each level
 of a record holding the next one twice. So a schema is built in two passes.
 The first builds each record once, counting its uses and noting those met
 inside themselves; when none is used twice or is recursive, its result is the
-schema, each record written out where it is used, as ever. Otherwise the
+schema, each record written out where it is used. Otherwise the
 second pass describes each such record once, under ``"$defs"`` at the root,
 and each use refers to it: ``{"$ref": "#/$defs/Name"}``, as pydantic writes it.
 """

@@ -66,9 +66,10 @@ def _first_section_indented(lines: list[str]) -> list[str]:
 
     ``inspect.cleandoc`` dedents the lines after the first by their own least
     indent: under an ``Args:`` on the first line, with no other section at its
-    level, the entries come out at the level of the header, where none is read.
-    A paragraph below an arguments section, there being no summary above, is the
-    description: moved to the top, where a description is read.
+    level, the entries come out at the level of the header, a level no entry is
+    read at, so they are indented back below it. A paragraph below an arguments
+    section, there being no summary above, is the description: it is moved to the
+    top, the place a description is read from.
     """
     if not lines or not _is_header(lines[0]):
         return lines

@@ -85,7 +85,7 @@ class ToolExecution:
     """The model's text of the arguments, when the loop parsed them; else ``None``."""
 
     # Written by hand, checking the types attrs would not: one is built for every
-    # call, and a wrong one otherwise failed far away, as the call's result was logged.
+    # call, and a wrong one unchecked would fail far away, when the call's result is logged.
     def __init__(
         self,
         call_id: str,
@@ -147,7 +147,7 @@ class ToolExecutionResult:
     additional_context: HookContext | None = None
     """Context from post-execute for the loop to inject after the results (R9.4)."""
 
-    # Written by hand, converting as attrs did (content, then meta): one is built
+    # Written by hand, converting as attrs would (content, then meta): one is built
     # for every call, mostly without meta, which needs no freezing then.
     def __init__(
         self,

@@ -39,8 +39,9 @@ def unhashable(
     *open_records* are the records whose fields are being checked, with their
     type arguments (``Box[int]``): one met again inside its own fields is no new
     reason, but ``Box[list[int]]`` inside ``Box[int]`` is another record. *known* holds the answer for each
-    record already checked: one held by several fields is checked once, where a
-    record holding the next one twice at each level was checked twice as often.
+    record already checked: one held by several fields is checked once, so in a
+    chain of records each holding the next one twice, each is checked once, not
+    twice as often as the one above it.
     """
     known = {} if known is None else known
 

@@ -24,8 +24,8 @@ class ThreadCall:
     """The call a sync body runs for, live until its awaiting task leaves the thread.
 
     A body abandoned at its timeout or a cancel runs on in its thread after its
-    call was answered; what it then did to the agent landed in a later turn,
-    unrelated to the call (R2.25, R9.20). Once ``ended``, every method of its
+    call is answered; what it then does to the agent would land in a later turn,
+    unrelated to the call (R2.25, R9.20), so once ``ended``, every method of its
     stand-in handle is refused. The check runs on the trio thread, where the
     call also ends, so a verb either runs whole before the end or not at all.
     """
@@ -65,7 +65,7 @@ class ThreadAgent:
 
     It serves one call (*call*): once that has ended, its methods, and those of
     the sessions it handed out, raise ``AgentError`` coded ``CALL_ENDED``
-    without reaching the agent, as an async body cannot act once its call was
+    without reaching the agent, as an async body cannot act once its call is
     cancelled; on the trio thread too (a context kept past its body), and once
     the trio run is over. Attribute reads (``id``, ``status``, ``session``)
     still answer while the run lasts: they change nothing.
@@ -92,7 +92,7 @@ class ThreadAgent:
     ) -> object:
         if trio.lowlevel.in_trio_run():
             if trio.lowlevel.current_trio_token() is self._token:
-                # Already on the trio thread (the context was kept past the body).
+                # Already on the trio thread: a context kept past the body is used there.
                 return fn(*args, **kwargs)
             # A trio.run the body started in its own thread: run here, the verb would touch
             # the agent off the runtime's thread, and trio cannot hop to it from a run.
