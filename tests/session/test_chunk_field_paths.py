@@ -148,7 +148,7 @@ def test_a_wrong_field_of_a_stored_tool_call_delta_is_named_at_its_stored_path(
     field: str, wrong: object, problem: str
 ) -> None:
     """R11.2: a tool-call delta, read by a hook of its own, names the field at fault as every
-    other chunk does; its refusal named only ``$.data.chunk``."""
+    other chunk does, not only ``$.data.chunk``."""
     record = _stored(ToolCallDelta(0, "c", "{", name="look"))
     record["data"]["chunk"][field] = wrong
     message = str(_refusal(record))

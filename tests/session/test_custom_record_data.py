@@ -36,7 +36,7 @@ def test_a_plugin_event_stored_without_its_data_is_refused_naming_its_seq() -> N
 @pytest.mark.parametrize("kind", ["", "session"], ids=["empty", "header-line"])
 def test_a_stored_event_of_a_type_no_plugin_may_take_is_refused_naming_its_type(kind: str) -> None:
     """R4.11, R11.2: an empty type, or the header line's, names no event: the refusal names
-    the seq and ``$.type``, where the line holds it; it named ``$.data``, which was sound."""
+    the seq and ``$.type``, the field at fault, not ``$.data``, which is sound."""
     session = Session.create("s")
     session.append_custom("plugin/note", {"k": 1})
     (record,) = json.loads(json.dumps(session.dump()))

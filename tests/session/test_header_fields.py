@@ -92,9 +92,9 @@ def test_a_header_field_out_of_its_range_is_refused_built_or_loaded(
     field: str, value: Any, problem: str
 ) -> None:
     """R4.3, R4.25, R11.14: a relative cwd names another directory from each process that
-    reads it, a seed is a count of events, and a creation time beyond 64 bits was stored
-    by JSONL but no SQLite or PostgreSQL column holds it; a stored line holding any is
-    corrupt."""
+    reads it, a seed is a count of events, and a creation time beyond 64 bits fits a JSONL
+    line but no SQLite or PostgreSQL column; each is refused when built, and a stored line
+    holding any is corrupt."""
     with pytest.raises(SessionError) as caught:
         SessionHeader(**{"id": "s", "created_at": 1, field: value})
     assert caught.value.code == "INVALID_HEADER"
@@ -201,7 +201,7 @@ async def test_create_agent_with_a_bytes_cwd_is_refused_and_leaves_nothing(
 
 def test_a_header_line_without_its_version_is_refused() -> None:
     """R11.13, R11.10: every header is written with its format version; one without it
-    is corrupt, where before it was read as this version (the field's default)."""
+    is corrupt, not read as this version (the field's default)."""
     with pytest.raises(CorruptSessionError) as caught:
         load_header({"type": "session", "id": "s", "created_at": 1})
     assert str(caught.value) == "session header is malformed: $.version is missing"

@@ -83,7 +83,7 @@ def test_a_tools_delta_not_made_from_the_header_is_refused_typed(
     delta: ToolsDelta, problem: str
 ) -> None:
     """R8.5: a delta naming tools as the header does not hold them would rebuild a request
-    no model was sent; it was folded silently (dropped, or a tool listed twice)."""
+    no model was sent, so it is refused, not folded silently (dropped, or a tool listed twice)."""
     session = _headed("t")
     before = session.current_header
     with pytest.raises(SessionError) as caught:

@@ -151,7 +151,7 @@ def test_an_opaque_block_inside_a_tool_result_counts_its_data_levels() -> None:
 
 
 def test_an_opaque_block_at_the_json_limit_stays_storable() -> None:
-    """R1.6: an opaque block is bounded by its data, as before: MAX_JSON_DEPTH levels are kept."""
+    """R1.6: an opaque block on its own is bounded by its data: MAX_JSON_DEPTH levels are kept."""
     data: dict[str, Any] = {"leaf": 1}
     for _ in range(MAX_JSON_DEPTH - 1):
         data = {"k": data}

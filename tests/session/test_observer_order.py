@@ -150,7 +150,7 @@ class _CtrlCOnce(logging.Handler):
 def test_an_announcement_cut_short_twice_still_lets_later_appends_be_heard() -> None:
     """R4.8: Ctrl-C escaping while a failure is logged, then an observer raising SystemExit on
     an event left to announce, end that append; every event is heard and later appends are
-    announced, where the announcer stayed marked busy and only queued them ever after."""
+    announced, the announcer not left marked busy to queue them ever after."""
     session = Session.create("agent")
     heard: list[int] = []
 

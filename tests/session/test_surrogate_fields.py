@@ -89,8 +89,8 @@ def test_each_block_field_holding_a_pair_holds_its_character() -> None:
 
 
 def test_a_message_of_blocks_holding_pairs_reads_back_from_its_line_as_it_was_logged() -> None:
-    """R11.2: every block reloads equal to the one logged; before, each of these fields
-    came back holding the character where the logged block held the pair."""
+    """R11.2: every block reloads equal to the one logged: each of these fields comes back
+    holding the pair the logged block held, not the character it encodes."""
     message = ContextMessage(
         (
             Reasoning("think", signature="sig" + PAIR),
@@ -147,7 +147,7 @@ def test_an_event_whose_strings_hold_pairs_reads_back_from_its_line_as_it_was_lo
 ) -> None:
     """R11.2: a turn's end reason, a blocked prompt's reason, a call's audit record, a
     result's call id and error, and a custom event's type reload equal to the logged
-    event; before, each came back holding the character where the event held the pair."""
+    event: each comes back holding the pair the event held, not the character it encodes."""
     assert _reloaded(data) == data
     assert EMOJI in repr(data)  # a pair's repr shows its two escapes
 
@@ -162,8 +162,8 @@ def test_an_event_field_holding_a_lone_half_keeps_it() -> None:
 async def test_a_cancelled_turn_and_a_custom_event_holding_pairs_reload_from_the_store(
     tmp_path: Path,
 ) -> None:
-    """R11.2: the stored log equals the live one; before, the cancel's reason and the
-    custom event's type came back from the store holding the character."""
+    """R11.2: the stored log equals the live one: the cancel's reason and the custom event's
+    type come back from the store holding the pair, not the character it encodes."""
     session = Session.create("s")
     session.append(TurnStart(1, TurnTrigger("message")))
     session.append_custom("plugin/" + PAIR, {"note": PAIR})
@@ -201,7 +201,7 @@ def test_a_header_or_a_source_holding_pairs_reads_back_from_its_line_as_it_was_l
 ) -> None:
     """R11.2: a request header's model, provider, stop sequences, system prompt and tool
     schemas, a delta's lines and tool names, and a message's source reload equal to the
-    logged event; before, each came back holding the character."""
+    logged event, holding the pair, not the character it encodes."""
     assert _reloaded(data) == data
     assert EMOJI in repr(data)
 
@@ -216,8 +216,8 @@ def test_a_system_prompt_holding_a_lone_half_keeps_it_and_an_empty_one_is_absent
 async def test_a_session_header_whose_cwd_holds_a_pair_reloads_from_the_store_as_created(
     tmp_path: Path,
 ) -> None:
-    """R4.1, R11.13: the stored header and the one listed equal the live one; before, they
-    held the character where the live header held the pair."""
+    """R4.1, R11.13: the stored header and the one listed equal the live one, holding the
+    pair the live header holds, not the character it encodes."""
     session = Session.create("s", cwd="/work/" + PAIR)
     session.append(TurnStart(1, TurnTrigger("message")))
     session.append(RequestHeader(HEADER, "initial"))

@@ -20,8 +20,8 @@ def _tally(
 
 async def test_abstract_collections_are_arrays_and_objects_given_as_lists_and_dicts() -> None:
     """R9.7: ``Iterable[X]``, ``Collection[X]`` and ``MutableSequence[X]`` are arrays the
-    body gets as a list, ``MutableMapping[str, X]`` an object it gets as a dict, where each
-    was refused as an unsupported type."""
+    body gets as a list, ``MutableMapping[str, X]`` an object it gets as a dict; none is
+    refused as an unsupported type."""
     tally = tool(_tally)
     assert properties(tally) == {
         "counts": {"type": "array", "items": {"type": "integer"}},

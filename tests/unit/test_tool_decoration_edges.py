@@ -388,8 +388,8 @@ class Reading(dict[str, object]):
 
 async def test_a_class_is_a_tool_described_by_its_constructor_hints() -> None:
     """R9.7: a class's parameters are its ``__init__``'s, resolved under ``from __future__
-    import annotations`` as a function's are, where their text was refused as the
-    unsupported type ``'str'``."""
+    import annotations`` as a function's are, not refused as text (the unsupported type
+    ``'str'``)."""
     read = tool(Reading)
     assert properties(read) == {
         "meter": {"type": "string"},

@@ -49,7 +49,7 @@ def test_a_hint_nested_past_the_stack_is_refused_naming_the_tool_and_parameter(
     wrap: Callable[[object], object],
 ) -> None:
     """R9.7: a hint nested hundreds of levels deep is refused with a ``TypeError`` that names
-    the tool and the parameter, where a ``RecursionError`` came out of the decorator."""
+    the tool and the parameter, not a ``RecursionError`` out of the decorator."""
 
     def deep(values: object) -> str:
         return "never"
@@ -76,8 +76,8 @@ def test_an_unpacked_typed_dict_nested_past_the_stack_is_refused_naming_the_para
 
 def test_a_hint_whose_schema_nests_past_json_is_refused_naming_the_tool_and_parameter() -> None:
     """R9.7: a hint the stack holds, but whose schema would nest past what a JSON value may,
-    is refused naming the tool and the parameter, where the refusal named the schema's path
-    alone (``parameters.properties.values.items...``)."""
+    is refused naming the tool and the parameter, not by the schema's path alone
+    (``parameters.properties.values.items...``)."""
 
     def deep(values: object) -> str:
         return "never"
@@ -113,8 +113,8 @@ def test_a_record_under_defs_nested_past_json_is_refused_naming_the_tool_and_par
     hint: Callable[[int], object],
 ) -> None:
     """R9.7: a record described once under ``$defs``, whose schema would nest past what a
-    JSON value may, is refused naming the tool and the parameter that refers to it, where
-    the refusal named the schema's path alone (``parameters.$defs.Leaf.properties...``)."""
+    JSON value may, is refused naming the tool and the parameter that refers to it, not by
+    the schema's path alone (``parameters.$defs.Leaf.properties...``)."""
 
     def deep(count: int, values: object, more: int) -> str:
         return "never"
@@ -143,8 +143,8 @@ def _own_lists(levels: int) -> object:
 def test_a_keywords_hint_whose_schema_nests_past_json_is_refused_naming_the_parameter(
     hint: Callable[[int], object], deepest: int
 ) -> None:
-    """R9.7: so is the hint of ``**kwargs``, where the refusal named the schema's path alone
-    (``parameters.additionalProperties...``)."""
+    """R9.7: so is the hint of ``**kwargs``, named as its parameter, not by the schema's path
+    alone (``parameters.additionalProperties...``)."""
 
     def deep(count: int, **values: object) -> str:
         return "never"
@@ -160,8 +160,8 @@ def test_a_keywords_hint_whose_schema_nests_past_json_is_refused_naming_the_para
 @pytest.mark.parametrize("reference", ["#/$defs/Leaf", "#/$defs/Unknown"])
 def test_a_default_holding_a_reference_is_not_taken_for_the_deep_record(reference: str) -> None:
     """R9.7: a ``$ref`` in a default is data, not a schema: the refusal of a record nested
-    past JSON names the parameter referring to it, where it named the parameter whose
-    default held the string (or failed with a ``KeyError`` on a name no record has)."""
+    past JSON names the parameter referring to it, not the parameter whose default holds
+    the string, and is no ``KeyError`` on a name no record has."""
 
     def deep(*, options: dict[str, str] | None = None, values: object) -> str:
         return "never"

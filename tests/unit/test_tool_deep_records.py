@@ -78,8 +78,8 @@ def _judgements_binding(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) -
 def test_a_union_in_a_recursive_record_judges_each_part_a_bounded_number_of_times(
     monkeypatch: pytest.MonkeyPatch, leaf: int
 ) -> None:
-    """R9.7: each level's union judged its whole subtree again, the work growing with the
-    square of the depth (190 levels took 5 s on the trio thread); it grows with the depth."""
+    """R9.7: each level's union does not judge its whole subtree again, so the work grows with
+    the depth, not its square (5 s on the trio thread at 190 levels)."""
     levels = (30, 60, 90)
     costs = [_judgements_binding(monkeypatch, {"root": _tree(n, leaf)}) for n in levels]
     # Doubling the depth doubles the work, give or take the last attempt's few levels;
@@ -102,8 +102,8 @@ def _judgements_checking(monkeypatch: pytest.MonkeyPatch, arguments: JsonValue) 
 def test_a_part_both_members_of_a_union_refuse_is_judged_a_bounded_number_of_times(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """R9.3: a part deep in a recursive record both members of each level's union refused
-    was judged again for each member above, 2**levels times (99 levels took 2.5 s)."""
+    """R9.3: a part deep in a recursive record that both members of each level's union refuse
+    is not judged again for each member above, 2**levels times (2.5 s for 99 levels)."""
     levels = (4, 8, 12, 16)
     costs = [_judgements_checking(monkeypatch, {"root": _tree(n, "big")}) for n in levels]
     assert costs[3] <= 30 * levels[3], costs
@@ -151,9 +151,9 @@ async def test_a_chain_as_deep_as_a_conversion_may_go_converts() -> None:
 
 
 async def test_a_record_nested_past_the_limit_is_refused_naming_it() -> None:
-    """R9.7: one record deeper is refused, naming the limit, its path cut short, where
-    a chain a little under the 200 levels a call's arguments may nest failed with a
-    RecursionError and a path of kilobytes."""
+    """R9.7: one record deeper is refused, naming the limit, its path cut short; so is a
+    chain a little under the 200 levels a call's arguments may nest, rather than failing
+    with a RecursionError and a path of kilobytes."""
     defined = tool(_follow())
     for links in (MAX_NESTED_RECORDS + 1, MAX_JSON_DEPTH - 1):
         text, error = await execute(defined, freeze_json({"start": _chain(links)}))
@@ -194,7 +194,7 @@ def _circle(levels: int) -> JsonValue:
 async def test_a_circle_of_records_used_once_each_counts_every_record() -> None:
     """R9.7: records written out where they are used, a circle (A holds B holds C holds A),
     count toward the limit as a record described under $defs does: refused naming the limit
-    past it, where 180 levels failed with a RecursionError."""
+    past it, 180 levels deep too, not a RecursionError."""
 
     def walk(root: _A) -> str:
         return "walked"
@@ -211,7 +211,7 @@ async def test_a_circle_of_records_used_once_each_counts_every_record() -> None:
 
 def test_an_untyped_value_nested_past_the_limit_is_refused_naming_it() -> None:
     """R9.7: bound plain, nested far past any call's arguments, a value a parameter holds
-    as it is was refused with a RecursionError's message; it is refused as too deep."""
+    as it is is refused as too deep, not with a RecursionError's message."""
 
     def keep(held: list[object]) -> str:
         return "ok"
@@ -249,7 +249,7 @@ def _bind_with_little_stack(defined: Tool, arguments: JsonValue, frames_used: in
 def test_a_record_chain_bound_with_little_stack_left_is_refused_as_too_deep() -> None:
     """R9.7: under the frames of many tools/execute middlewares, a chain within the records'
     limit that Python's stack cannot hold is refused as nested too deeply, its path cut
-    short, where the model got "maximum recursion depth exceeded" and a path of 800
+    short: the model gets no "maximum recursion depth exceeded" nor a path of 800
     characters."""
     defined = tool(_follow())
     chain = _chain(MAX_NESTED_RECORDS)

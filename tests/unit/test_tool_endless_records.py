@@ -58,8 +58,8 @@ def test_a_record_held_in_itself_in_required_fields_is_refused_when_built(
     fn: Callable[..., str], said: str
 ) -> None:
     """R9.7: a record holding itself (or one holding it) in a required field at every level
-    has no finite value, and every call was refused at its deepest level: refused when
-    built, naming the parameter and the records."""
+    has no finite value, so every call would be refused at its deepest level: it is refused
+    when built, naming the parameter and the records."""
     with pytest.raises(TypeError, match=said):
         tool(fn)
 

@@ -30,8 +30,8 @@ def test_a_tool_execution_refuses_a_field_of_the_wrong_type_naming_it(
     field: str, value: Any, expected: str
 ) -> None:
     """R9.1: a field of the wrong type is refused when the execution is built, by its
-    constructor or ``attrs.evolve`` alike, naming the field; it was kept, and failed far
-    away (a call id of 7 as the call's result was logged, ``ToolResultEvent.call_id``)."""
+    constructor or ``attrs.evolve`` alike, naming the field, rather than kept to fail far
+    away (a call id of 7 when the call's result is logged, as ``ToolResultEvent.call_id``)."""
     fields: dict[str, Any] = {"call_id": "c1", "name": "echo", "arguments": {}}
     message = f"ToolExecution.{field} must be {expected}, got {value!r}"
     with pytest.raises(TypeError, match=f"^{message}$"):

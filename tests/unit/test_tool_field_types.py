@@ -24,8 +24,8 @@ def _body() -> str:
 def test_a_name_or_description_that_is_no_str_is_refused_naming_the_field(
     name: object, description: object, message: str
 ) -> None:
-    """R9.7: the TypeError says which field and what it got, where it was the tuple of
-    attrs' internals (the field's Attribute, its validator and the expected class).
+    """R9.7: the TypeError says which field and what it got, not the tuple of attrs'
+    internals (the field's Attribute, its validator and the expected class).
     """
     with pytest.raises(TypeError) as refused:
         Tool(name, description, SCHEMA, _body)  # type: ignore[arg-type]

@@ -125,8 +125,8 @@ class _Marked:
 async def test_a_record_is_described_by_its_fields_whatever_else_it_annotates(
     record: type[_Cached | _Marked],
 ) -> None:
-    """R9.7: a ``ClassVar`` no constructor takes was resolved with the fields, and one naming
-    a type imported only for type checkers refused the whole tool."""
+    """R9.7: a ``ClassVar`` no constructor takes is not resolved with the fields, so one
+    naming a type imported only for type checkers does not refuse the whole tool."""
 
     def look(item: _Cached) -> str:
         return item.key
@@ -139,7 +139,8 @@ async def test_a_record_is_described_by_its_fields_whatever_else_it_annotates(
 
 @pytest.mark.parametrize("hint", [tuple[()], typing.Tuple[()]], ids=["tuple", "Tuple"])  # noqa: UP006 - typing's spelling is the other case
 def test_an_empty_tuple_type_is_refused_as_a_fixed_length_tuple(hint: object) -> None:
-    """R9.7: ``tuple[()]`` admits only the empty tuple, yet was described as an array of anything."""
+    """R9.7: ``tuple[()]`` admits only the empty tuple: refused, not described as an array of
+    anything."""
 
     def take(items: tuple[int, ...]) -> str:
         return repr(items)
@@ -241,8 +242,8 @@ def _through_a_helper(fn: typing.Callable[..., str]) -> object:
 def test_a_tool_hint_resolves_in_its_own_scope_only() -> None:
     """R9.7: a local type shadows the module's, for every hint of the tool alike, as it
     would evaluated there; a tool made through a helper never reads the helper's names.
-    Before, a helper's name was taken for the tool's, and a local type shadowed the
-    module's only when another hint of the tool had failed the module's lookup."""
+    A helper's name is not taken for the tool's, and a local type shadows the module's
+    whether or not another hint of the tool fails the module's lookup."""
     Speed = Literal["fast"]  # noqa: N806, F841 - shadows the module's (read as a hint)
 
     @dataclasses.dataclass
@@ -277,8 +278,8 @@ class _NoChoice(enum.Enum):
     ids=["enum", "Literal"],
 )
 def test_a_hint_with_no_values_is_refused_naming_it(hint: object, named: str) -> None:
-    """R9.7: an enum without members admits no argument; it was refused as a malformed
-    schema (``parameters.properties.choice.type``) that named neither the hint nor the cause."""
+    """R9.7: an enum without members admits no argument; it is refused naming the hint and
+    the cause, not as a malformed schema (``parameters.properties.choice.type``)."""
 
     def pick(choice: str) -> str:
         return choice
@@ -295,8 +296,8 @@ class _Level(enum.StrEnum):
 
 async def test_a_mapping_key_hint_is_checked_and_converted_not_dropped() -> None:
     """R9.7: ``dict[K, V]``'s key hint is the ``propertyNames`` of the object: a pattern on
-    ``str`` keys was dropped and any key reached the body, and a ``Literal`` or a str enum
-    was refused."""
+    ``str`` keys is kept, so a key it refuses never reaches the body, and a ``Literal`` or a
+    str enum is taken and converted, not refused."""
     got: list[object] = []
 
     def weigh(
@@ -356,7 +357,7 @@ class _Pair(typing.Generic[_T, _U]):
 
 async def test_a_generic_record_is_described_by_its_type_arguments() -> None:
     """R9.7: ``Box[int]`` is Box's fields with its type variable read as ``int``, nested
-    generics too, and the body gets the record; it was refused as an unsupported type."""
+    generics too, and the body gets the record, not a refusal as an unsupported type."""
     got: list[object] = []
 
     def fill(box: _Box[int], page: _Page[str], pair: _Pair[str, float]) -> str:
@@ -414,8 +415,8 @@ class _Access(enum.IntFlag):
 
 async def test_a_flag_takes_any_combination_of_its_members() -> None:
     """R9.7: a ``Flag`` is the integer of its members' bits: ``READ | WRITE`` (3) and none (0)
-    reach the body as the flag, where its members alone were the schema's enum and every
-    combination was refused; a bit of no member is refused."""
+    reach the body as the flag: the schema is no enum of its members alone, which would refuse
+    every combination; a bit of no member is refused."""
     got: list[object] = []
 
     def grant(access: _Access) -> str:
@@ -481,8 +482,9 @@ class _Relabelled(_Box[int], typing.Generic[_T]):
 
 def test_a_type_variable_read_as_two_types_is_refused_naming_both() -> None:
     """R9.7: ``class Relabelled(Box[int], Generic[T])`` reads ``T`` as ``int`` in its base
-    and as its own argument in itself; its fields were all described with the one reading,
-    and ``Relabelled[str]``'s ``item`` asked for a string the body never meant to take."""
+    and as its own argument in itself: refused naming both, rather than its fields all
+    described with one reading, ``Relabelled[str]``'s ``item`` asking for a string the body
+    never means to take."""
 
     def keep(box: _Relabelled[str]) -> str:
         return repr(box)
@@ -498,7 +500,8 @@ class _Grow(typing.Generic[_T]):
 
 
 def test_a_generic_record_growing_inside_itself_is_refused_as_recursive() -> None:
-    """R9.7: ``Grow[T]`` holding ``Grow[list[T]]`` never ends; it ended in a RecursionError."""
+    """R9.7: ``Grow[T]`` holding ``Grow[list[T]]`` never ends: refused as recursive, not a
+    RecursionError."""
 
     def grow(seed: _Grow[int]) -> str:
         return repr(seed)
@@ -518,10 +521,10 @@ class _NoLayers(enum.Flag):
 
 
 async def test_a_flag_counts_every_declared_member_and_one_with_none_is_refused() -> None:
-    """R9.7: a member of several bits is part of the flag (its schema allowed up to 4 and
-    refused BOTH, 3), and a negative alias of all bits adds none (its -1 made the maximum
-    -1); a flag with no members is refused when decorated, as an empty enum is, where every
-    call then failed."""
+    """R9.7: a member of several bits is part of the flag (its schema allows up to 7 and
+    takes BOTH, 3), and a negative alias of all bits adds none (its -1 does not make the
+    maximum -1); a flag with no members is refused when decorated, as an empty enum is,
+    rather than built to fail every call."""
 
     def paint(layers: _Layers) -> str:
         return repr(layers)
@@ -554,7 +557,7 @@ class _Made(metaclass=_Sized):
 
 def test_a_class_made_a_tool_is_described_by_its_metaclass_call_first() -> None:
     """R9.7: as ``inspect.signature`` reads it, a metaclass's ``__call__`` says what calling
-    the class takes; its ``__init__``'s ``*args`` was read instead and refused."""
+    the class takes, not its ``__init__``'s ``*args``, which would be refused."""
     assert properties(tool(_Made)) == {"size": {"type": "integer"}}
 
 
@@ -564,8 +567,7 @@ def _choose(level: Literal[_Level.LOW, "low", "high"]) -> str:
 
 async def test_a_literal_lists_each_json_value_once_and_gives_its_first_choice() -> None:
     """R9.7: an enum member and its value, which JSON cannot tell apart, are one value of the
-    ``enum``, given to the body as the first declared, where the ``enum`` listed the value
-    twice and the body got the last."""
+    ``enum``, listed once and given to the body as the first declared, not the last."""
     chosen = tool(_choose)
     assert properties(chosen)["level"] == {"type": "string", "enum": ["low", "high"]}
     assert await execute(chosen, {"level": "low"}) == ("<_Level.LOW: 'low'>", None)

@@ -39,7 +39,7 @@ def _plot(at: Point, path: list[Point], seen: set[Point]) -> str:
 
 async def test_a_named_tuple_is_an_object_of_its_fields_given_as_the_tuple() -> None:
     """R9.7: a ``NamedTuple`` is described as a dataclass is, its defaults optional, and the
-    body gets instances of it, in a list and a set too, where it was refused as unsupported."""
+    body gets instances of it, in a list and a set too, rather than a refusal as unsupported."""
     plot = tool(_plot)
     assert schema_of(plot)["$defs"] == {  # type: ignore[index]
         "Point": {
@@ -102,7 +102,7 @@ def _boxed(at: Point = ORIGIN, box: Box | None = None) -> str:
 
 async def test_a_named_tuple_default_is_shown_as_the_object_its_schema_describes() -> None:
     """R9.7: a default a ``NamedTuple`` holds is sent as the object of its fields, which a
-    model copying it is given, where it was sent as an array its own schema refuses."""
+    model copying it is given, not as an array its own schema refuses."""
     boxed = tool(_boxed)
     schema = schema_of(boxed)
     assert schema["properties"]["at"]["default"] == {"x": 3, "y": 4}  # type: ignore[index]
@@ -126,9 +126,9 @@ def _spans(
 
 async def test_a_named_tuple_default_of_a_plain_tuple_is_shown_as_an_array() -> None:
     """R9.7: a ``NamedTuple`` given as the default of a ``tuple[int, ...]`` (in a list or a
-    dict too) is sent as the array the schema describes, where it was sent as the object of
-    its fields, which that schema refuses; a default of a union taking it as a record too
-    stays its object."""
+    dict too) is sent as the array the schema describes, not as the object of its fields,
+    which that schema refuses; a default of a union taking it as a record too stays its
+    object."""
     spans = tool(_spans)
     shown = schema_of(spans)["properties"]  # type: ignore[index]
     assert shown["at"]["default"] == [3, 4]

@@ -18,7 +18,7 @@ def _make(name: str) -> Tool:
 
 def test_an_order_given_as_a_generator_is_followed() -> None:
     """R7.51: the names of an order read once (a generator) place the tools as a list's
-    do; the order used to be spent on the cache key and the tools sorted by name.
+    do: the order is read whole, not spent on the cache key with the tools left sorted by name.
     """
     registry = ToolRegistry(HookBus(), [_make(n) for n in ("a", "b", "c")])
     order = (name for name in ["c", "*", "a"])
@@ -26,8 +26,8 @@ def test_an_order_given_as_a_generator_is_followed() -> None:
 
 
 def test_a_generator_order_naming_an_unknown_tool_is_refused() -> None:
-    """R7.51: a typo in an order read once is a ConfigError, as in a list; it used to be
-    skipped unread, with the tools sorted by name.
+    """R7.51: a typo in an order read once is a ConfigError, as in a list, not skipped
+    unread with the tools sorted by name.
     """
     registry = ToolRegistry(HookBus(), [_make("a"), _make("b")])
     with pytest.raises(ConfigError, match='unknown tool "nope"'):

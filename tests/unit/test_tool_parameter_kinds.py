@@ -458,7 +458,7 @@ class _Options(TypedDict, typing_extensions.Generic[_T]):
 
 async def test_var_keywords_unpacking_a_generic_typeddict_read_its_arguments() -> None:
     """R9.7: ``**options: Unpack[Options[int]]`` advertises Options' keys with its type
-    variable read as ``int``; it was refused as no TypedDict."""
+    variable read as ``int``, not refused as no TypedDict."""
 
     def convert(**options: Unpack[_Options[int]]) -> str:
         return repr(options)

@@ -226,8 +226,8 @@ def test_a_json_string_field_builds_with_its_content_schema_unchecked() -> None:
 
 def test_an_extension_keyword_passes_through_as_an_annotation() -> None:
     """R9.7: an ``x-`` keyword (pydantic's ``json_schema_extra``, OpenAPI's extensions) is no
-    constraint by convention: the tool builds and the schema is sent as written, where it was
-    refused as a keyword the validator does not enforce."""
+    constraint by convention: the tool builds and the schema is sent as written, not refused
+    as a keyword the validator does not enforce."""
     schema = {
         "type": "object",
         "x-origin": "billing",

@@ -31,8 +31,8 @@ def _doubling(levels: int, *, frozen: bool = False) -> type[object]:
 
 
 async def test_a_record_held_twice_at_each_level_is_described_once_per_level() -> None:
-    """R9.7: 15 levels of a record holding the next one twice made a schema of megabytes,
-    each record written out at each use; each is now described once and referred to."""
+    """R9.7: each record of 15 levels, each holding the next one twice, is described once and
+    referred to, not written out at each use in a schema of megabytes."""
     got: list[object] = []
 
     def walk(tree: int) -> str:
@@ -145,8 +145,8 @@ async def test_references_convert_and_refuse_as_records_written_out_do() -> None
 
 
 async def test_a_refusal_deep_in_the_arguments_converts_each_part_once() -> None:
-    """R9.7: a value refused ten levels down was converted again at each level to find
-    where, 2**11 checks for one refusal; it is converted once and placed as it passes up."""
+    """R9.7: a value refused ten levels down is converted once and its refusal placed as it
+    passes up, not converted again at each level to find where (2**11 checks for one)."""
     checked: list[object] = []
 
     def positive(value: int) -> bool:
@@ -210,9 +210,9 @@ async def test_a_union_tries_each_member_on_a_part_once() -> None:
 def test_a_set_of_records_held_twice_at_each_level_is_checked_hashable_once_per_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """R9.7: a set's items must be hashable, checked through each record's fields: 17 levels
-    of a frozen record holding the next one twice took seconds, each record's fields checked
-    at each use (2**17 checks); each is now checked once."""
+    """R9.7: a set's items must be hashable, checked through each record's fields: in 17
+    levels of a frozen record holding the next one twice, each record is checked once, not
+    at each use (2**17 checks, which take seconds)."""
     checked: list[str] = []
     check_fields = _hashable._unhashable_field
 
@@ -248,8 +248,8 @@ class _Grow(typing.Generic[_T]):
 
 def test_a_set_of_a_generic_record_holding_itself_otherwise_is_checked_through_it() -> None:
     """R9.7: ``_Nested[list[int]]`` inside ``_Nested[int]`` is another record, whose list
-    field makes a set of them unhashable: refused when decorated, where each call holding
-    one failed."""
+    field makes a set of them unhashable: refused when decorated, rather than built to fail
+    each call holding one."""
 
     def gather(boxes: int) -> str:
         return "ok"

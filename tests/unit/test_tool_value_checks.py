@@ -238,7 +238,7 @@ async def test_a_bound_around_an_annotated_newtype_keeps_the_newtypes_own(
     fn: Callable[..., str], value: object, why: str
 ) -> None:
     """R9.3: a ``NewType`` of an ``Annotated`` type keeps its bound when ``Annotated`` adds
-    one of the same kind around it: the tighter maximum, both patterns, where the outer
-    one replaced it and the NewType's went unchecked."""
+    one of the same kind around it: the tighter maximum, both patterns; the outer one does
+    not replace it, leaving the NewType's unchecked."""
     refusal = _refusal(await _call(tool(fn), {"x": value}))
     assert refusal == f'Error: invalid arguments for tool "{fn.__name__}": {why}'

@@ -149,7 +149,7 @@ async def test_a_singledispatch_function_dispatches_on_its_default_and_through_a
     made: Tool, arguments: JsonValue, said: str
 ) -> None:
     """R9.7: the argument dispatched on is passed when omitted too, as its default, and a
-    partial of such a function is called so: each call failed for giving the function no
+    partial of such a function is called so: no call fails for giving the function no
     positional argument to dispatch on."""
     assert await execute(made, arguments) == (said, None)
 
@@ -193,8 +193,8 @@ async def test_a_wrapper_of_a_singledispatch_function_is_called_as_its_own_param
 ) -> None:
     """R9.7: ``functools.wraps`` copies the dispatcher's ``registry`` onto its wrapper; one
     taking positional arguments gets the argument dispatched on by position, to pass on,
-    and one taking it only by name gets it by name, where each call of that one failed
-    for being given a positional argument."""
+    and one taking it only by name gets it by name, so no call of that one fails for being
+    given a positional argument."""
     assert await execute(tool(wrap(shout)), arguments) == (said, None)
 
 
@@ -212,7 +212,7 @@ def test_a_partial_binding_by_name_the_argument_dispatched_on_is_refused_when_bu
     """R9.7: a partial giving a singledispatch function (or a wrapper passing its positional
     arguments on) the argument it dispatches on by name leaves it nothing to dispatch on, and
     fails on its own at every call: refused when built, naming the tool and the argument,
-    where the tool was built and every call failed."""
+    rather than built into a tool whose every call fails."""
     with pytest.raises(
         TypeError, match=r"^tool 'fixed': functools\.partial binds 'value' by name, the "
     ):
@@ -237,7 +237,8 @@ def _named(fn: Callable[..., str]) -> Callable[..., str]:
 async def test_a_partial_binding_by_name_what_a_wrapper_names_among_its_own_runs() -> None:
     """R9.7: a wrapper of a singledispatch function whose own parameters name the argument
     dispatched on takes it by name and passes it on by position: a partial binding it by
-    name was refused as a partial of the function itself, though called alone it works."""
+    name works as a tool as it does called alone, not refused as a partial of the function
+    itself."""
     bound = functools.partial(_named(shout), value="abc")
     assert bound(upper=True) == "ABC"
     assert await execute(tool(name="fixed")(bound), {"upper": True}) == ("ABC", None)
@@ -276,8 +277,8 @@ class _Counted:
 async def test_a_callable_object_wrapping_a_function_is_read_as_that_function() -> None:
     """R9.7: ``functools.update_wrapper`` on a callable object shows the wrapped function's
     signature; its hints (strings here, under ``from __future__ import annotations``) and
-    docstring are read there too, where the object's ``__call__`` was read and each hint
-    refused as an unsupported type."""
+    docstring are read there too, not the object's ``__call__`` with each hint refused as an
+    unsupported type."""
     counted = _Counted(forecast)
     made = tool(counted)
     assert made.description == "Forecast a city's weather."

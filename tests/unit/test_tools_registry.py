@@ -253,7 +253,7 @@ def test_schemas_refuse_an_order_that_is_no_sequence_of_names(
 @pytest.mark.parametrize("removal", ["unregister", "drop_scope"])
 def test_schemas_skip_an_ordered_tool_once_it_is_gone(removal: str) -> None:
     """R7.51: a listed tool unregistered (or dropped with its agent's scope) after a request
-    saw it is skipped in every view; it used to fail every other agent's steps.
+    saw it is skipped in every view, and fails no other agent's steps.
     """
     registry = ToolRegistry(HookBus(), [make("b"), make("a")])
     unregister = registry.add(make("z"), agent="x")
@@ -295,7 +295,7 @@ def test_schemas_carry_the_model_facing_part_only() -> None:
 
 def test_a_registry_goes_with_the_last_reference_to_it_and_its_bus_goes_on() -> None:
     """The bus's watch of the pipeline seams does not keep the registry, nor its tools, alive;
-    the bus then takes listeners on those seams as before."""
+    the bus then still takes listeners on those seams."""
     gc.collect()
     gc.disable()
     try:

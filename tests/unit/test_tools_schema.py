@@ -449,7 +449,7 @@ def test_a_record_whose_own_init_does_not_take_its_fields_is_refused_when_decora
     """R9.7: a record's fields make its schema and the body gets ``cls(**fields)``: an
     ``__init__`` of its own that takes no field the schema asks for (every call giving it
     would fail), or takes what is no field (no call would give it), is refused at
-    decoration, naming it, where the first was built and refused its calls."""
+    decoration, naming it, rather than built to refuse its calls."""
     with pytest.raises(TypeError, match=where):
         tool(fn)
 
@@ -459,7 +459,7 @@ async def test_a_record_whose_own_init_adds_an_optional_parameter_is_built_and_g
 ):
     """R9.7: a parameter of a record's own ``__init__`` that is no field but has a default
     needs no value from the model: the record is built and the body gets ``cls(**fields)``,
-    where it was refused as taking what no call would give."""
+    not refused as taking what no call would give."""
 
     def use(w: Range) -> str:
         return f"{w.low}..{w.high}"
@@ -486,7 +486,7 @@ def test_a_pattern_on_a_type_without_strings_is_refused_when_decorated(
     constraint: object,
 ) -> None:
     """R9.7: a pattern on an int is checked against no value (JSON Schema applies it to
-    strings only), so it was sent and never enforced: refused at decoration, as a length
+    strings only), so sent it would never be enforced: refused at decoration, as a length
     or numeric bound on the wrong type is."""
 
     def tally(count: int) -> int:

@@ -208,8 +208,8 @@ def test_a_partial_takes_its_hints_and_docstring_from_the_wrapped_function() -> 
 
 def test_an_args_section_on_the_docstrings_first_line_documents_the_parameters() -> None:
     """R9.7: a docstring opening with ``Args:`` on its first line, no summary above it,
-    describes its parameters as one below a summary does; ``inspect.cleandoc`` leaves its
-    entries at the level of the header, and each description was lost."""
+    describes its parameters as one below a summary does, though ``inspect.cleandoc`` leaves
+    its entries at the level of the header: no description is lost."""
 
     @tool
     def pick(city: str, days: int = 3) -> str:
@@ -229,8 +229,8 @@ def test_an_args_section_on_the_docstrings_first_line_documents_the_parameters()
 
 def test_an_args_section_on_the_first_line_ends_at_a_paragraph_below_it() -> None:
     """R9.7: after an ``Args:`` on the first line, a paragraph at the entries' level below
-    a blank line is no part of the last entry: it was read into its description, and sent
-    to the model as what the parameter means. It is the tool's description."""
+    a blank line is no part of the last entry, so it is not sent to the model as what the
+    parameter means. It is the tool's description."""
 
     @tool
     def forecast(city: str, days: int) -> str:
