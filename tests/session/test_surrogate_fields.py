@@ -106,8 +106,8 @@ async def test_a_tool_step_whose_call_id_holds_a_pair_reloads_from_the_store_as_
     tmp_path: Path,
 ) -> None:
     """R11.2, R4.15: the call, its audit record and its result keep one id, the stored
-    log equals the live one and so does its history; before, the live id held the pair
-    and the stored one its character."""
+    log equals the live one and so does its history: the stored id holds the pair the live
+    one holds, not the character it encodes."""
     session = Session.create("s")
     session.append(TurnStart(1, TurnTrigger("message")))
     session.append(UserMessage("go"), surface="append")

@@ -134,7 +134,8 @@ def _own_lists(levels: int) -> object:
 
 
 # A **kwargs schema is the parameters' additionalProperties: one level less deep than a
-# property's, so its own lists may nest one more; a record it refers to sits as deep as ever.
+# property's, so its own lists may nest one more; a record it refers to sits as deep as for
+# any parameter.
 @pytest.mark.parametrize(
     ("hint", "deepest"),
     [(_own_lists, MAX_JSON_DEPTH - 2), (_shared, _DEFINITION_LEVELS)],
