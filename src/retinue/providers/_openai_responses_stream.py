@@ -21,7 +21,7 @@ from ._blocks import (
     wrong_type,
 )
 from ._failures import ProviderConnectionError, stream_error
-from ._openai_responses_parts import left_out, part_texts
+from ._openai_responses_parts import Attributed, attribute, left_out, part_texts
 from ._openai_responses_usage import incomplete_reason, responses_usage
 from ._sse import SseEvent
 
@@ -79,11 +79,9 @@ class ResponsesStreamDecoder:
     _held: dict[Hashable, tuple[object, str | None]] = attrs.field(factory=dict, init=False)
     """Per call, the arguments its ``output_item.added`` carried, and the call they name:
     given when the call or the response ends, unless deltas or its completed item replaced them."""
-    _streamed_parts: dict[Hashable, tuple[int, tuple[tuple[int, str], ...]]] = attrs.field(
-        factory=dict, init=False
-    )
-    """Per block of deltas without a ``content_index``: its length when a part was last
-    completed, and the parts completed so far (index and text), in part order."""
+    _streamed_parts: dict[Hashable, Attributed] = attrs.field(factory=dict, init=False)
+    """Per block of deltas without a ``content_index``: what the parts completed so far
+    account for in it."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -363,21 +361,18 @@ class ResponsesStreamDecoder:
         """A completed part beside deltas without a ``content_index``, which stream the
         parts into one block, *whole*, in part order: the parts it does not hold."""
         table = self._table
-        last, done = self._streamed_parts.get(whole, (0, ()))
-        if any(index == seen for seen, _ in done):
+        done = self._streamed_parts.get(whole, Attributed())
+        if any(index == seen for seen, _ in done.parts):
             return []  # a repeated event
-        length = len(table.text_of(whole))
-        parts = tuple(sorted((*done, (index, text))))
-        self._streamed_parts[whole] = (length, parts)
-        if done and index < done[-1][0]:
+        streamed, later = table.text_of(whole), bool(done.parts) and index < done.parts[-1][0]
+        held, self._streamed_parts[whole] = attribute(streamed, done, index, text)
+        if later:
             # Completed after a later part, which the deltas so far were counted to:
             # which parts the block holds is read from their texts.
-            left = left_out(table.text_of(whole), parts)
+            left = left_out(streamed, self._streamed_parts[whole].parts)
             keys = [(("text", output, part), part_text) for part, part_text in left]
             return [table.text(key, part_text) for key, part_text in keys if not table.has(key)]
-        if length != last:
-            return []  # deltas came since the last part completed: they were this part
-        return [table.text(("text", output, index), text)]
+        return [] if held else [table.text(("text", output, index), text)]
 
     def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed reasoning item: its text, unless deltas streamed it, and the item.
