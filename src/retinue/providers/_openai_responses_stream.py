@@ -21,6 +21,7 @@ from ._blocks import (
     wrong_type,
 )
 from ._failures import ProviderConnectionError, stream_error
+from ._openai_responses_items import Items
 from ._openai_responses_parts import Attributed, attribute, left_out, part_texts
 from ._openai_responses_usage import incomplete_reason, responses_usage
 from ._sse import SseEvent
@@ -64,14 +65,7 @@ class ResponsesStreamDecoder:
     _parts: dict[tuple[str, object], tuple[object, object]] = attrs.field(factory=dict, init=False)
     _matched: set[Hashable] = attrs.field(factory=set, init=False)
     """Blocks a complete item was matched to: no other complete content matches them."""
-    _latest_item: tuple[str, str | int] | None = attrs.field(default=None, init=False)
-    """Without ``output_index``: the key of the item now streaming."""
-    _item_ids: set[str] = attrs.field(factory=set, init=False)
-    _outputs: dict[str, int] = attrs.field(factory=dict, init=False)
-    """The ``output_index`` of each item added with one, by its id."""
-    _latest_done: bool = attrs.field(default=False, init=False)
-    """Without ``output_index``: whether the item now streaming was completed."""
-    _unnamed: int = attrs.field(default=0, init=False)
+    _items: Items = attrs.field(factory=Items, init=False)
     _signed: set[Hashable] = attrs.field(factory=set, init=False)
     """Reasoning blocks a completed item signed: a repeated item does not sign one twice."""
     _reasoning: Hashable | None = attrs.field(default=None, init=False)
@@ -105,7 +99,7 @@ class ResponsesStreamDecoder:
         if type(output) is not int:  # checked off the per-delta path
             output = block_index(payload, "output_index", "responses")
             if output is None:
-                output = self._item_key(payload, kind)
+                output = self._items.key(payload, kind)
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             part = payload.get("content_index")
             if type(part) is not int:
@@ -145,44 +139,6 @@ class ResponsesStreamDecoder:
             raise wrong_type("responses: an event's type", kind)
         return []
 
-    def _item_key(self, payload: JsonObject, kind: object) -> tuple[str, str | int] | int | None:
-        """Without an ``output_index``, the item an event is about keys its blocks.
-
-        Two calls keyed by nothing would be one block, the first call lost.
-        Items stream one after another: an item event (``item`` in it) names
-        the item now streaming by its id, or starts an unnamed one when it adds
-        an item without an id. Another event's ``item_id`` is followed when an
-        item event named that id, or when no item is streaming (none came yet,
-        or the latest was completed): a server that adds no items names them
-        only so, and their ``output_item.done`` must find what they streamed.
-        An ``item_id`` naming an item added with an ``output_index`` is that index.
-        Else the event is about the item now streaming (a server may name the
-        call id there).
-        """
-        item = payload.get("item")
-        if isinstance(item, dict):
-            item_id = item.get("id")
-            if isinstance(item_id, str) and item_id:
-                self._item_ids.add(item_id)
-                self._latest_item = ("item", item_id)
-            elif kind == "response.output_item.added":
-                self._unnamed += 1
-                self._latest_item = ("unnamed-item", self._unnamed)
-            self._latest_done = kind == "response.output_item.done"
-            return self._latest_item
-        item_id = payload.get("item_id")
-        if self._outputs and isinstance(item_id, str) and item_id in self._outputs:
-            # A server that leaves the index out of deltas only: its item was added with one.
-            return self._outputs[item_id]
-        if isinstance(item_id, str) and (
-            item_id in self._item_ids
-            or (item_id and (self._latest_item is None or self._latest_done))
-        ):
-            self._item_ids.add(item_id)
-            self._latest_item = ("item", item_id)
-            self._latest_done = False
-        return self._latest_item
-
     def _reasoning_delta(self, output: object, payload: JsonObject) -> StreamChunk:
         """A reasoning delta; a new summary or content part starts a new paragraph."""
         key = ("reasoning", output)
@@ -206,9 +162,7 @@ class ResponsesStreamDecoder:
         that are the call's are read, so a value of another type that deltas
         replace is no failure.
         """
-        item_id = item.get("id")
-        if type(output) is int and isinstance(item_id, str):
-            self._outputs[item_id] = output
+        self._items.added(output, item)
         if item.get("type") != "function_call":
             return []
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
