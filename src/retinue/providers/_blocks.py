@@ -191,6 +191,15 @@ class BlockTable:
         block.parts.append(text)
         return TextDelta(block.index, text)
 
+    def more_text(self, key: Hashable, text: str) -> TextDelta | None:
+        """Record more text for the open block at *key* and return its delta; ``None`` when
+        there is no such block yet, or it has ended (see :meth:`text`)."""
+        block = self._blocks.get(key)
+        if block is None or block.ended:
+            return None
+        block.parts.append(text)
+        return TextDelta(block.index, text)
+
     def reasoning(self, key: Hashable, text: str, signature: str | None = None) -> ReasoningDelta:
         """Record reasoning text (or a signature fragment) and return its delta."""
         block = self._block(key, _REASONING)
@@ -220,6 +229,23 @@ class BlockTable:
         if arguments:
             block.parts.append(arguments)
         return ToolCallDelta(block.index, call_id, arguments, name)
+
+    def more_arguments(self, key: Hashable, arguments: str) -> ToolCallDelta | None:
+        """Record more arguments for the open tool call at *key*, which its first fragment
+        gave an id, and return their delta; ``None`` when there is no such call yet, or it
+        has ended (see :meth:`tool_call`)."""
+        block = self._blocks.get(key)
+        if block is None or block.ended:
+            return None
+        if arguments:
+            block.parts.append(arguments)
+        return ToolCallDelta(block.index, None, arguments, None)
+
+    def rekey(self, key: Hashable, new: Hashable) -> None:
+        """Keep the block at *key* by *new* from now on, in its place among the blocks."""
+        self._blocks = {
+            (new if held == key else held): block for held, block in self._blocks.items()
+        }
 
     def _take_id(self, block: _Block, call_id: str) -> None:
         """Give *block* the provider's *call_id*, or a fresh id if another call holds it.

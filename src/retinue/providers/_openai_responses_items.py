@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import final
 
 import attrs
+
+from ._blocks import malformed
 
 __all__ = ["ItemKey", "Items"]
 
@@ -26,8 +29,15 @@ class Items:
     _named: set[str] = attrs.field(factory=set, init=False)
     """The ids items were keyed by, for want of an ``output_index``."""
     _outputs: dict[str, int] = attrs.field(factory=dict, init=False)
-    """The ``output_index`` of each item added with one, by its id."""
+    """The ``output_index`` of each item added with one (or placed there), by its id."""
     _unnamed: int = attrs.field(default=0, init=False)
+    _unplaced: dict[Hashable, object] = attrs.field(factory=dict, init=False)
+    """The items added without an ``output_index`` that no delta placed yet: by the key each
+    was added under, its type."""
+    _indices: set[int] = attrs.field(factory=set, init=False)
+    """The ``output_index`` of each item added with one, or placed there."""
+    _ids: set[str] = attrs.field(factory=set, init=False)
+    """The id of every item added."""
 
     def key(self, payload: dict[str, object], kind: object) -> ItemKey:
         """Without an ``output_index``, the item an event is about keys its blocks.
@@ -67,7 +77,65 @@ class Items:
         return self._latest
 
     def added(self, output: object, item: dict[str, object]) -> None:
-        """Note an item added under *output*: its ``output_index`` kept by its id."""
+        """Note an item added under *output*: its ``output_index``, or the key it is kept by."""
         item_id = item.get("id")
-        if type(output) is int and isinstance(item_id, str):
-            self._outputs[item_id] = output
+        if isinstance(item_id, str):
+            self._ids.add(item_id)
+        if type(output) is int:
+            self._indices.add(output)
+            if isinstance(item_id, str):
+                self._outputs[item_id] = output
+        else:
+            self._unplaced[output] = item.get("type")
+
+    def done(self, output: object, item: dict[str, object]) -> None:
+        """The *item* kept by *output* (or by its id) is complete: no later delta streams it."""
+        if self._unplaced:
+            self._unplaced.pop(output, None)
+            item_id = item.get("id")
+            if isinstance(item_id, str):
+                self._unplaced.pop(("item", item_id), None)
+
+    @property
+    def unplaced(self) -> bool:
+        """Whether an item added without an ``output_index`` is open, not placed yet."""
+        return bool(self._unplaced)
+
+    def place(self, output: int, item_id: object, kind: str) -> Hashable | None:
+        """The key of the item of type *kind*, added without an index, that a delta opening
+        a block at *output* streams, now placed there; ``None`` when it streams another.
+
+        The delta's ``item_id`` names it; without one (or naming no item, as a
+        server naming the call id), items stream one after another: it is the one
+        item of that type added without an index that is not complete yet.
+
+        Raises:
+            ProviderStreamError: ``MALFORMED_RESPONSE``: two or more such items are
+                open, and the delta names none of them.
+        """
+        if output in self._indices:
+            return None
+        named = ("item", item_id) if isinstance(item_id, str) else None
+        found: list[Hashable]
+        if named is not None and named in self._unplaced:
+            found = [named] if self._unplaced[named] == kind else []
+        elif named is not None and item_id in self._ids:
+            return None  # an item added with an index of its own
+        else:
+            found = [key for key, added in self._unplaced.items() if added == kind]
+        if len(found) > 1:
+            raise malformed(
+                f"responses: a delta's output_index {output} names no item added, and "
+                f"{len(found)} {kind} items were added without one: which it streams is unknown"
+            )
+        return self._placed(found[0], output) if found else None
+
+    def _placed(self, key: Hashable, output: int) -> Hashable:
+        """*key*, the item added without an index, placed at *output* from now on."""
+        del self._unplaced[key]
+        self._indices.add(output)
+        if isinstance(key, tuple) and key[0] == "item" and isinstance(key[1], str):
+            self._outputs[key[1]] = output
+        if self._latest == key:
+            self._latest = output
+        return key

@@ -108,15 +108,17 @@ class ResponsesStreamDecoder:
             text = payload.get("delta")
             if type(text) is not str:
                 text = delta_text(text, f"responses: {kind}'s delta")
-            # An empty delta adds nothing, even after its part came complete (which ends it).
-            return [table.text(key, text)] if text else []
+            if not text:
+                return []  # nothing to add, even after its part came complete (which ends it)
+            return [table.more_text(key, text) or self._text_opened(key, payload, text)]
         if kind == "response.function_call_arguments.delta":
             delta = payload.get("delta")
             if type(delta) is not str:
                 delta = delta_text(delta, f"responses: {kind}'s delta")
+            call = ("call", output)
             if delta and self._held:
-                self._held.pop(("call", output), None)  # the deltas are the arguments
-            return [table.tool_call(("call", output), None, None, delta)]
+                self._held.pop(call, None)  # the deltas are the arguments
+            return [table.more_arguments(call, delta) or self._call_opened(call, payload, delta)]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return [self._reasoning_delta(output, payload)]
         if kind == "response.output_item.added":
@@ -171,6 +173,35 @@ class ResponsesStreamDecoder:
             self._held[key] = (arguments, call_id or name)
         return [self._table.tool_call(key, call_id, name, "")]
 
+    def _text_opened(
+        self, key: tuple[str, object, object], payload: JsonObject, text: str
+    ) -> StreamChunk:
+        """The first text of the block at *key* (or text after it ended, refused)."""
+        if self._items.unplaced and type(key[1]) is int:
+            self._place(key[1], payload.get("item_id"), "message")
+        return self._table.text(key, text)
+
+    def _call_opened(self, key: tuple[str, object], payload: JsonObject, delta: str) -> StreamChunk:
+        """The first arguments of the call at *key*: of a call added without an
+        ``output_index``, when the delta places it there (see :meth:`Items.place`)."""
+        if self._items.unplaced and type(key[1]) is int:
+            self._place(key[1], payload.get("item_id"), "function_call")
+            if delta and self._held:
+                self._held.pop(key, None)
+        return self._table.tool_call(key, None, None, delta)
+
+    def _place(self, output: int, item_id: object, kind: str) -> None:
+        """Key what an item added without an ``output_index`` opened by the *output* a
+        delta of it carries, when the delta streams it."""
+        found = self._items.place(output, item_id, kind)
+        if found is None:
+            return
+        call, placed = ("call", found), ("call", output)
+        if self._table.has(call):
+            self._table.rekey(call, placed)
+        if call in self._held:
+            self._held[placed] = self._held.pop(call)
+
     def _give_held(self, key: Hashable) -> list[StreamChunk]:
         """The arguments the call at *key* was added with, as its delta, when nothing
         replaced them."""
@@ -188,6 +219,7 @@ class ResponsesStreamDecoder:
         ``output_item.done``), or only in the completed response's ``output``.
         """
         kind = item.get("type")
+        self._items.done(output, item)
         if kind == "function_call":
             return self._call_done(output, item) + self._link_call(item)
         if kind == "message":
@@ -237,6 +269,8 @@ class ResponsesStreamDecoder:
             out.extend(self._give_held(key))
         else:
             self._held.pop(key, None)
+        if self._items.unplaced and isinstance(key, tuple):
+            self._items.done(key[1], item)  # found by its call id: added without an index
         self._table.finish_tool_call(key, call_id, name, arguments)
         return out
 

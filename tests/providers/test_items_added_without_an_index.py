@@ -1,0 +1,160 @@
+"""Responses items added without an ``output_index`` whose deltas carry one: each call
+comes out once, with its name, id and arguments, and a message's text once.
+
+The events are those of ``responses_stream_parallel_function_calls.json`` and
+``responses_stream_text_after_function_outputs.json``, edited as a compatible server
+sends them, and served verbatim by the in-process mock server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from retinue._content import Text, ToolCall
+from retinue.providers import ProviderStreamError
+
+from ._wire_edge_kit import typed_event
+from .support import load, serve_once
+
+Event = dict[str, Any]
+Edit = Callable[[Event], Event]
+_ADDED = "response.output_item.added"
+_ARGUMENTS = "response.function_call_arguments.delta"
+_ITEM_DONE = "response.output_item.done"
+
+
+def _recorded(name: str = "responses_stream_parallel_function_calls.json") -> list[Event]:
+    """The recorded stream of two calls' events (or of *name*), in order."""
+    body: str = load(name)["response"]["body"]
+    return [
+        json.loads(line.removeprefix("data: "))
+        for block in body.split("\n\n")
+        for line in block.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+def _calls(events: list[Event]) -> tuple[ToolCall, ...]:
+    """The calls the recorded stream completes."""
+    items = [e["item"] for e in events if e["type"] == _ITEM_DONE]
+    return tuple(ToolCall(i["call_id"], i["name"], i["arguments"]) for i in items)
+
+
+def _without(*fields: str) -> Edit:
+    def edit(event: Event) -> Event:
+        return {k: v for k, v in event.items() if k not in fields}
+
+    return edit
+
+
+def _same(event: Event) -> Event:
+    return event
+
+
+def _edited(events: list[Event], deltas: Edit, completed: Edit) -> list[Event]:
+    """*events*, their items added without ``output_index``; the argument deltas and the
+    completed items edited by *deltas* and *completed*."""
+    edits: dict[str, Edit] = {
+        _ADDED: _without("output_index"),
+        _ARGUMENTS: deltas,
+        _ITEM_DONE: completed,
+    }
+    return [edits.get(e["type"], _same)(e) for e in events]
+
+
+@pytest.mark.parametrize(
+    "completed",
+    [_same, _without("output_index"), None],
+    ids=["completed-with-index", "completed-without-index", "never-completed"],
+)
+@pytest.mark.parametrize(
+    "deltas", [_same, _without("item_id")], ids=["deltas-with-item-id", "deltas-by-index-alone"]
+)
+async def test_a_call_added_without_an_index_is_one_call_with_its_streamed_arguments(
+    deltas: Edit, completed: Edit | None
+) -> None:
+    """R10.2: a call added without ``output_index``, its argument deltas carrying one, is
+    the call those deltas stream: each of the two calls comes once, named, with its id and
+    arguments. An empty call was left beside a nameless one holding the arguments, and the
+    agent would have run both."""
+    events = _recorded()
+    edited = _edited(events, deltas, completed or _same)
+    if completed is None:
+        edited = [e for e in edited if e["type"] != _ITEM_DONE]
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == _calls(events)
+
+
+async def test_calls_added_without_an_index_before_deltas_naming_only_an_index_are_refused() -> (
+    None
+):
+    """R10.3: two calls added without ``output_index`` before argument deltas that name
+    neither (an ``output_index`` alone): which call each delta is for cannot be read, and
+    the stream fails ``MALFORMED_RESPONSE`` naming the field, where the arguments were
+    given to a nameless call the agent would have run."""
+    events = _edited(_recorded(), _without("item_id"), _same)
+    added = [e for e in events if e["type"] == _ADDED]
+    events = added + [e for e in events if e["type"] != _ADDED]
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("responses", b"".join(map(typed_event, events)))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+    assert "output_index" in str(caught.value)
+
+
+async def test_calls_added_without_an_index_before_deltas_naming_their_item_are_each_one() -> None:
+    """R10.2: two calls added without ``output_index`` before any delta: deltas that name
+    their item by ``item_id`` place each call, and each comes once with its arguments."""
+    events = _edited(_recorded(), _same, _same)
+    added = [e for e in events if e["type"] == _ADDED]
+    reordered = added + [e for e in events if e["type"] != _ADDED]
+    collected = await serve_once("responses", b"".join(map(typed_event, reordered)))
+    assert collected.message.content == _calls(events)
+
+
+_TEXT_EVENTS = ("response.output_text.done", "response.content_part.done", _ITEM_DONE)
+_SECOND = " That is all."
+
+
+def _with_a_second_part(events: list[Event]) -> list[Event]:
+    """The recorded message given a second part, streamed and completed after the first."""
+    out: list[Event] = []
+    for event in events:
+        if event["type"] != _ITEM_DONE:
+            out.append(event)
+            continue
+        parts = [e for e in out if e["type"] in _TEXT_EVENTS]
+        delta = next(e for e in reversed(out) if e["type"] == "response.output_text.delta")
+        out.append({**delta, "delta": _SECOND})
+        out.append({**parts[0], "content_index": 1, "text": _SECOND})
+        part = {**parts[1]["part"], "text": _SECOND}
+        out.append({**parts[1], "content_index": 1, "part": part})
+        item = event["item"]
+        out.append({**event, "item": {**item, "content": [*item["content"], part]}})
+    return out
+
+
+@pytest.mark.parametrize(
+    "done",
+    [_without("output_index"), _without("output_index", "item_id")],
+    ids=["completed-naming-the-item", "completed-naming-nothing"],
+)
+async def test_a_message_added_without_an_index_is_streamed_once_by_deltas_carrying_one(
+    done: Edit,
+) -> None:
+    """R10.2: a message of two parts added without ``output_index``, its deltas carrying one
+    and no ``content_index``, its parts and item completed without one: each part's text
+    comes once. The second came twice, its completed part taken for another item's."""
+    events = _with_a_second_part(_recorded("responses_stream_text_after_function_outputs.json"))
+    answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
+    edits: dict[str, Edit] = {
+        _ADDED: _without("output_index"),
+        "response.output_text.delta": _without("content_index"),
+        **dict.fromkeys(_TEXT_EVENTS, done),
+    }
+    edited = [edits.get(e["type"], _same)(e) for e in events]
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == (Text(answer + _SECOND),)
