@@ -158,3 +158,29 @@ async def test_a_message_added_without_an_index_is_streamed_once_by_deltas_carry
     edited = [edits.get(e["type"], _same)(e) for e in events]
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
     assert collected.message.content == (Text(answer + _SECOND),)
+
+
+_NOTHING = _without("output_index", "item_id", "content_index")
+
+
+@pytest.mark.parametrize(
+    ("deltas", "parts"),
+    [(_NOTHING, _same), (_without("content_index"), _without("output_index", "item_id"))],
+    ids=["deltas-naming-nothing", "parts-completed-naming-nothing"],
+)
+async def test_events_naming_no_item_are_about_the_item_added_last(
+    deltas: Edit, parts: Edit
+) -> None:
+    """R10.2: a message added with ``output_index``, whose deltas or completed parts name no
+    item (no ``output_index``, no ``item_id``), is the item they are about: each part's
+    text comes once. They were keyed by nothing, and the parts came a second time."""
+    events = _with_a_second_part(_recorded("responses_stream_text_after_function_outputs.json"))
+    answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
+    edits: dict[str, Edit] = {
+        "response.output_text.delta": deltas,
+        "response.output_text.done": parts,
+        "response.content_part.done": parts,
+    }
+    edited = [edits.get(e["type"], _same)(e) for e in events]
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == (Text(answer + _SECOND),)

@@ -50,8 +50,8 @@ class Items:
         or the latest was completed): a server that adds no items names them
         only so, and their ``output_item.done`` must find what they streamed.
         An ``item_id`` naming an item added with an ``output_index`` is that index.
-        Else the event is about the item now streaming (a server may name the
-        call id there).
+        Else the event is about the item now streaming, added with an index or
+        without (a server may name the call id there).
         """
         item = payload.get("item")
         if isinstance(item, dict):
@@ -82,6 +82,8 @@ class Items:
         if isinstance(item_id, str):
             self._ids.add(item_id)
         if type(output) is int:
+            # The item now streaming, for an event that names none (no index, no item_id).
+            self._latest, self._latest_done = output, False
             self._indices.add(output)
             if isinstance(item_id, str):
                 self._outputs[item_id] = output
@@ -90,6 +92,8 @@ class Items:
 
     def done(self, output: object, item: dict[str, object]) -> None:
         """The *item* kept by *output* (or by its id) is complete: no later delta streams it."""
+        if output == self._latest and type(output) is int:
+            self._latest_done = True
         if self._unplaced:
             self._unplaced.pop(output, None)
             item_id = item.get("id")
