@@ -25,6 +25,7 @@ Edit = Callable[[Event], Event]
 _ADDED = "response.output_item.added"
 _ARGUMENTS = "response.function_call_arguments.delta"
 _ITEM_DONE = "response.output_item.done"
+_TEXT = "responses_stream_text_after_function_outputs.json"
 
 
 def _recorded(name: str = "responses_stream_parallel_function_calls.json") -> list[Event]:
@@ -128,7 +129,7 @@ def _with_a_second_part(events: list[Event]) -> list[Event]:
             continue
         parts = [e for e in out if e["type"] in _TEXT_EVENTS]
         delta = next(e for e in reversed(out) if e["type"] == "response.output_text.delta")
-        out.append({**delta, "delta": _SECOND})
+        out.append({**delta, "content_index": 1, "delta": _SECOND})
         out.append({**parts[0], "content_index": 1, "text": _SECOND})
         part = {**parts[1]["part"], "text": _SECOND}
         out.append({**parts[1], "content_index": 1, "part": part})
@@ -148,7 +149,7 @@ async def test_a_message_added_without_an_index_is_streamed_once_by_deltas_carry
     """R10.2: a message of two parts added without ``output_index``, its deltas carrying one
     and no ``content_index``, its parts and item completed without one: each part's text
     comes once. The second came twice, its completed part taken for another item's."""
-    events = _with_a_second_part(_recorded("responses_stream_text_after_function_outputs.json"))
+    events = _with_a_second_part(_recorded(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edits: dict[str, Edit] = {
         _ADDED: _without("output_index"),
@@ -174,7 +175,7 @@ async def test_events_naming_no_item_are_about_the_item_added_last(
     """R10.2: a message added with ``output_index``, whose deltas or completed parts name no
     item (no ``output_index``, no ``item_id``), is the item they are about: each part's
     text comes once. They were keyed by nothing, and the parts came a second time."""
-    events = _with_a_second_part(_recorded("responses_stream_text_after_function_outputs.json"))
+    events = _with_a_second_part(_recorded(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edits: dict[str, Edit] = {
         "response.output_text.delta": deltas,
@@ -184,3 +185,68 @@ async def test_events_naming_no_item_are_about_the_item_added_last(
     edited = [edits.get(e["type"], _same)(e) for e in events]
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
     assert collected.message.content == (Text(answer + _SECOND),)
+
+
+def _first_deltas_before_their_items(events: list[Event]) -> list[Event]:
+    """Each call's first argument delta before its ``output_item.added``."""
+    out = list(events)
+    for index in [i for i, e in enumerate(events) if e["type"] == _ADDED]:
+        out[index], out[index + 1] = out[index + 1], out[index]
+    return out
+
+
+async def test_a_call_a_delta_names_before_it_is_added_is_one_call() -> None:
+    """R10.2: a call whose first argument delta (carrying ``output_index`` and ``item_id``)
+    comes before the call is added without an index is the call that delta opened: each
+    call comes once with its arguments, where a nameless call held the first fragment."""
+    events = _recorded()
+    edited = _first_deltas_before_their_items(_edited(events, _same, _same))
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == _calls(events)
+
+
+async def test_a_delta_at_another_index_than_the_item_it_names_is_refused() -> None:
+    """R10.3: an argument delta whose ``output_index`` is not that of the call its
+    ``item_id`` names fails ``MALFORMED_RESPONSE`` naming the field, where it opened a
+    nameless call the agent would run, the named call missing that fragment."""
+    events = _recorded()
+    first = next(i for i, e in enumerate(events) if e["type"] == _ARGUMENTS)
+    events[first] = {**events[first], "output_index": 7}
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("responses", b"".join(map(typed_event, events)))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+    assert "output_index 7" in str(caught.value)
+
+
+@pytest.mark.parametrize("content_index", [True, False], ids=["indexed", "unindexed"])
+async def test_a_part_completed_at_another_index_than_its_item_goes_with_its_item(
+    content_index: bool,
+) -> None:
+    """R10.2: the ``content_part.done`` of a message's second part, its ``output_index`` not
+    that of the message its ``item_id`` names, is that message's part: its text comes once.
+    Beside deltas without ``content_index`` it came a second time."""
+    events = _with_a_second_part(_recorded(_TEXT))
+    answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
+    last = max(i for i, e in enumerate(events) if e["type"] == "response.content_part.done")
+    events[last] = {**events[last], "output_index": 7}
+    if not content_index:
+        events = [
+            _without("content_index")(e) if e["type"] == "response.output_text.delta" else e
+            for e in events
+        ]
+    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    expected = (Text(answer), Text(_SECOND)) if content_index else (Text(answer + _SECOND),)
+    assert collected.message.content == expected
+
+
+async def test_items_sharing_one_id_are_told_apart_by_their_index() -> None:
+    """R10.2: a server that gives every item one placeholder id still has each event go to
+    the item at its ``output_index``; the id names neither, and nothing is refused."""
+    events = [
+        {**e, "item": {**e["item"], "id": "fc"}} if "item" in e else {**e, "item_id": "fc"}
+        for e in _recorded()
+        if e["type"] != "response.completed"
+    ]
+    events.append({"type": "response.completed", "response": {"status": "completed"}})
+    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    assert collected.message.content == _calls(_recorded())

@@ -38,6 +38,8 @@ class Items:
     """The ``output_index`` of each item added with one, or placed there."""
     _ids: set[str] = attrs.field(factory=set, init=False)
     """The id of every item added."""
+    _shared: set[str] = attrs.field(factory=set, init=False)
+    """The ids two or more items were added with at different indices: they name none."""
 
     def key(self, payload: dict[str, object], kind: object) -> ItemKey:
         """Without an ``output_index``, the item an event is about keys its blocks.
@@ -57,8 +59,9 @@ class Items:
         if isinstance(item, dict):
             item_id = item.get("id")
             if isinstance(item_id, str) and item_id:
+                # A delta carrying an index may have named the item before it was added.
                 self._named.add(item_id)
-                self._latest = ("item", item_id)
+                self._latest = self._outputs.get(item_id, ("item", item_id))
             elif kind == "response.output_item.added":
                 self._unnamed += 1
                 self._latest = ("unnamed-item", self._unnamed)
@@ -85,10 +88,17 @@ class Items:
             # The item now streaming, for an event that names none (no index, no item_id).
             self._latest, self._latest_done = output, False
             self._indices.add(output)
-            if isinstance(item_id, str):
-                self._outputs[item_id] = output
+            if isinstance(item_id, str) and item_id not in self._shared:
+                self._index(item_id, output)
         else:
             self._unplaced[output] = item.get("type")
+
+    def _index(self, item_id: str, output: int) -> None:
+        """Keep *output* as the index of the item *item_id*; an id two items were added
+        with (a server's placeholder) names neither from now on."""
+        if self._outputs.setdefault(item_id, output) != output:
+            del self._outputs[item_id]
+            self._shared.add(item_id)
 
     def done(self, output: object, item: dict[str, object]) -> None:
         """The *item* kept by *output* (or by its id) is complete: no later delta streams it."""
@@ -105,18 +115,22 @@ class Items:
         """Whether an item added without an ``output_index`` is open, not placed yet."""
         return bool(self._unplaced)
 
-    def place(self, output: int, item_id: object, kind: str) -> Hashable | None:
+    def opened(self, output: int, item_id: object, kind: str) -> Hashable | None:
         """The key of the item of type *kind*, added without an index, that a delta opening
         a block at *output* streams, now placed there; ``None`` when it streams another.
 
         The delta's ``item_id`` names it; without one (or naming no item, as a
         server naming the call id), items stream one after another: it is the one
-        item of that type added without an index that is not complete yet.
+        item of that type added without an index that is not complete yet. An
+        ``item_id`` no item was added with yet is the item at *output*, when it
+        comes.
 
         Raises:
-            ProviderStreamError: ``MALFORMED_RESPONSE``: two or more such items are
-                open, and the delta names none of them.
+            ProviderStreamError: ``MALFORMED_RESPONSE``: the ``item_id`` names an
+                item at another ``output_index``, or two or more items are open
+                and the delta names none of them.
         """
+        self.check(output, item_id)
         if output in self._indices:
             return None
         named = ("item", item_id) if isinstance(item_id, str) else None
@@ -126,6 +140,8 @@ class Items:
         elif named is not None and item_id in self._ids:
             return None  # an item added with an index of its own
         else:
+            if isinstance(item_id, str) and item_id not in self._shared:
+                self._outputs.setdefault(item_id, output)
             found = [key for key, added in self._unplaced.items() if added == kind]
         if len(found) > 1:
             raise malformed(
@@ -133,6 +149,27 @@ class Items:
                 f"{len(found)} {kind} items were added without one: which it streams is unknown"
             )
         return self._placed(found[0], output) if found else None
+
+    def of(self, output: object, payload: dict[str, object]) -> object:
+        """The index of the item an event's ``item_id`` names, where its ``output_index``,
+        *output*, is another: a completed part goes with its item, not beside it."""
+        item_id = payload.get("item_id")
+        known = self._outputs.get(item_id) if isinstance(item_id, str) else None
+        return output if known is None else known
+
+    def check(self, output: int, item_id: object) -> None:
+        """Refuse an event whose ``output_index`` is not that of the item its ``item_id``
+        names: its content would go to another item, or to none.
+
+        Raises:
+            ProviderStreamError: ``MALFORMED_RESPONSE``, naming both.
+        """
+        known = self._outputs.get(item_id) if isinstance(item_id, str) else None
+        if known is not None and known != output:
+            raise malformed(
+                f"responses: an event's output_index {output} is not that of its item "
+                f"{item_id!r}, which is at {known}"
+            )
 
     def _placed(self, key: Hashable, output: int) -> Hashable:
         """*key*, the item added without an index, placed at *output* from now on."""

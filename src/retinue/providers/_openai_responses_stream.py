@@ -126,7 +126,7 @@ class ResponsesStreamDecoder:
         if kind == "response.output_item.done":
             return self._item_done(output, _dict(payload.get("item")))
         if kind == "response.content_part.done":
-            return self._content_part_done(output, payload)
+            return self._content_part_done(self._items.of(output, payload), payload)
         if kind in ("response.completed", "response.incomplete"):
             response = payload.get("response")
             if not isinstance(response, dict):
@@ -177,14 +177,14 @@ class ResponsesStreamDecoder:
         self, key: tuple[str, object, object], payload: JsonObject, text: str
     ) -> StreamChunk:
         """The first text of the block at *key* (or text after it ended, refused)."""
-        if self._items.unplaced and type(key[1]) is int:
+        if type(key[1]) is int:
             self._place(key[1], payload.get("item_id"), "message")
         return self._table.text(key, text)
 
     def _call_opened(self, key: tuple[str, object], payload: JsonObject, delta: str) -> StreamChunk:
         """The first arguments of the call at *key*: of a call added without an
-        ``output_index``, when the delta places it there (see :meth:`Items.place`)."""
-        if self._items.unplaced and type(key[1]) is int:
+        ``output_index``, when the delta places it there (see :meth:`Items.opened`)."""
+        if type(key[1]) is int:
             self._place(key[1], payload.get("item_id"), "function_call")
             if delta and self._held:
                 self._held.pop(key, None)
@@ -193,7 +193,7 @@ class ResponsesStreamDecoder:
     def _place(self, output: int, item_id: object, kind: str) -> None:
         """Key what an item added without an ``output_index`` opened by the *output* a
         delta of it carries, when the delta streams it."""
-        found = self._items.place(output, item_id, kind)
+        found = self._items.opened(output, item_id, kind)
         if found is None:
             return
         call, placed = ("call", found), ("call", output)
