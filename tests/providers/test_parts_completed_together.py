@@ -107,16 +107,24 @@ def _two_parts(deltas: list[str], first: str, second: str) -> list[Event]:
         (["Yes. ", "Yes. "], ("Yes. ", "Yes. "), ["Yes. Yes. "]),
         (["Yes. "], ("Yes. ", "Yes. "), ["Yes. ", "Yes. "]),
         (["\nYes.\n", "\nNo.\n"], ("Yes.", "No."), ["\nYes.\n\nNo.\n"]),
+        (["No."], ("Yes. ", "No."), ["No.", "Yes. "]),
     ],
-    ids=["both streamed", "second sent only complete", "neither text as streamed"],
+    ids=[
+        "both streamed",
+        "second sent only complete",
+        "neither text as streamed",
+        "first sent only complete",
+    ],
 )
 async def test_parts_completed_together_are_told_apart_by_their_place(
     deltas: list[str], texts: tuple[str, str], expected: list[str]
 ) -> None:
     """R10.2: a part whose text repeats the first's is streamed when the deltas hold it
     after the first, and sent only complete when they end with the first: it is kept, not
-    dropped for its text being streamed already. Where no part's complete text reads as
-    the deltas (each trimmed), the deltas are taken to hold them both."""
+    dropped for its text being streamed already. A first part sent only complete is kept
+    once the second's text is found where it would have begun; it was lost, the deltas
+    taken for it. Where no part's complete text reads as the deltas (each trimmed), the
+    deltas are taken to hold them both."""
     events = _two_parts(deltas, *texts)
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == expected

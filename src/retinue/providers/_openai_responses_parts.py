@@ -36,46 +36,50 @@ def left_out(streamed: str, texts: Iterable[tuple[int, str]]) -> list[tuple[int,
     return left if not streamed else []
 
 
+Parts = tuple[tuple[int, str], ...]
+"""Parts of a message: each one's index and text, in part order."""
+
+
 @attrs.frozen
 class Attributed:
     """What the parts completed so far account for in a block of deltas without a
     ``content_index``, which streams a message's parts one after another."""
 
-    parts: tuple[tuple[int, str], ...] = ()
-    """The parts completed so far (index and text), in part order."""
+    parts: Parts = ()
+    """The parts completed so far."""
     offset: int = 0
     """How much of the block the parts completed so far hold."""
     mark: int = 0
     """The block's length when a part was last completed."""
-    claimed: bool = False
-    """Whether the text from *offset* to *mark* is the last part's by order alone: its
-    complete text is not how the text begins."""
+    pending: Parts = ()
+    """The parts completed whose text does not read as the deltas after *offset*: streamed
+    with other text, or sent only complete while the deltas after are a later part's."""
 
 
-def attribute(streamed: str, done: Attributed, index: int, text: str) -> tuple[bool, Attributed]:
-    """Whether the block's deltas, *streamed* so far, hold the part *index* completed now
-    with *text* (the parts before it completed already), and what they account for then.
+def attribute(streamed: str, done: Attributed, index: int, text: str) -> tuple[Parts, Attributed]:
+    """The parts that the block's deltas, *streamed* so far, do not hold and that are
+    known now, the part *index* completed now with *text* (the parts before it completed
+    already) among them; and what the deltas account for then.
 
-    Deltas since the last part completed are this part's. A server may complete
-    the parts together after all their deltas: what the parts before it left
-    is this part's too when it begins or ends with *text*, or *text* begins
-    with it (the complete text a full stop longer). Nothing since, and nothing
-    that reads as this part, is a part sent only complete; but when the deltas
-    left were never read as any part's text, they are taken to hold this part,
-    where adding its complete text could give it twice.
+    A part's text where the parts before it end in the block (or ending the
+    deltas left there, or the deltas a full stop shorter) is the deltas'; the
+    parts left pending before it, whose text did not read there, were sent only
+    complete when it begins there. With no deltas since the last part
+    completed and none pending, the part was sent only complete. Else it is
+    pending: a later part begun where it would have, or the message's complete
+    item (:func:`left_out`), tells; with neither, the deltas are taken to hold
+    it, where its complete text could give it twice.
     """
-    parts, length, mark = tuple(sorted((*done.parts, (index, text)))), len(streamed), done.mark
-    # What a part claimed by order alone ends where deltas since it completed begin.
-    offset = mark if done.claimed and length > mark else done.offset
+    parts, length = tuple(sorted((*done.parts, (index, text)))), len(streamed)
+    offset, mark, pending = done.offset, done.mark, done.pending
     left, fresh = streamed[offset:], streamed[mark:]
     if left.startswith(text):
-        return True, Attributed(parts, offset + len(text), length)
-    if fresh.startswith(text):  # what the parts before left is theirs (trimmed)
-        return True, Attributed(parts, mark + len(text), length)
+        return pending, Attributed(parts, offset + len(text), length)
+    if fresh.startswith(text):  # what was left before it is the earlier parts' own
+        return (), Attributed(parts, mark + len(text), length)
     if (left and text.startswith(left)) or (len(left) > len(text) and left.endswith(text)):
-        return True, Attributed(parts, length, length)
-    if fresh and not text.startswith(fresh):
-        return True, Attributed(parts, offset, length, claimed=True)
-    if fresh or (done.claimed and left):
-        return True, Attributed(parts, length, length)
-    return False, Attributed(parts, length, length)
+        return (), Attributed(parts, length, length)
+    if not fresh and not pending:
+        # What is left may be a later part's, as well as the rest of an earlier part's.
+        return ((index, text),), Attributed(parts, offset, length)
+    return (), Attributed(parts, offset, length, (*pending, (index, text)))

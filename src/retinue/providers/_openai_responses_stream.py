@@ -348,19 +348,18 @@ class ResponsesStreamDecoder:
     ) -> list[StreamChunk]:
         """A completed part beside deltas without a ``content_index``, which stream the
         parts into one block, *whole*, in part order: the parts it does not hold."""
-        table = self._table
         done = self._streamed_parts.get(whole, Attributed())
         if any(index == seen for seen, _ in done.parts):
             return []  # a repeated event
-        streamed, later = table.text_of(whole), bool(done.parts) and index < done.parts[-1][0]
-        held, self._streamed_parts[whole] = attribute(streamed, done, index, text)
+        streamed, later = self._table.text_of(whole), bool(done.parts) and index < done.parts[-1][0]
+        left, now = attribute(streamed, done, index, text)
+        self._streamed_parts[whole] = now
         if later:
             # Completed after a later part, which the deltas so far were counted to:
             # which parts the block holds is read from their texts.
-            left = left_out(streamed, self._streamed_parts[whole].parts)
-            keys = [(("text", output, part), part_text) for part, part_text in left]
-            return [table.text(key, part_text) for key, part_text in keys if not table.has(key)]
-        return [] if held else [table.text(("text", output, index), text)]
+            left = tuple(left_out(streamed, now.parts))
+        table, keys = self._table, [(("text", output, part), text) for part, text in left]
+        return [table.text(key, part_text) for key, part_text in keys if not table.has(key)]
 
     def _reasoning_done(self, output: object, item: JsonObject) -> list[StreamChunk]:
         """A completed reasoning item: its text, unless deltas streamed it, and the item.
