@@ -128,3 +128,12 @@ async def test_parts_completed_together_are_told_apart_by_their_place(
     events = _two_parts(deltas, *texts)
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == expected
+
+
+async def test_parts_of_one_text_sent_only_complete_are_each_kept() -> None:
+    """R10.2: two parts of one text, each given only by its ``content_part.done`` (no
+    delta, no ``output_item.done``), are two parts; the second was dropped, taken for a
+    block of deltas holding it."""
+    events = [event for event in _two_parts([], "Yes. ", "Yes. ") if event["type"] != _DELTA]
+    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    assert [b.text for b in collected.message.content if isinstance(b, Text)] == ["Yes. "] * 2

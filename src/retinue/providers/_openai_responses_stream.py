@@ -331,7 +331,9 @@ class ResponsesStreamDecoder:
             return self._part_beside_whole(whole, output, index, text)
         # A block of deltas keyed otherwise may hold this part: it is left for the item's
         # output_item.done to match, which counts the parts by their place in its content.
-        if table.find("text", text, self._matched) is not None:
+        # A block ended already is a part sent complete too (this one may repeat its text).
+        found = table.find("text", text, self._matched)
+        if found is not None and not table.ended(found):
             return []
         # Not matched yet: its item's output_item.done, keyed otherwise, must find it.
         return self._complete(key, text)
