@@ -250,3 +250,21 @@ async def test_items_sharing_one_id_are_told_apart_by_their_index() -> None:
     events.append({"type": "response.completed", "response": {"status": "completed"}})
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
     assert collected.message.content == _calls(_recorded())
+
+
+async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_once() -> None:
+    """R10.2: a message whose ``output_item.done`` carries another ``output_index`` than its
+    deltas, its complete text a full stop longer than they streamed, is the item those
+    deltas streamed: its text comes once. It came a second time, beside the deltas."""
+    events = _recorded(_TEXT)
+    answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
+    edited = [
+        json.loads(json.dumps(e).replace(json.dumps(answer), json.dumps(answer + ".")))
+        if e["type"] == _ITEM_DONE
+        else e
+        for e in events
+    ]
+    done = next(i for i, e in enumerate(edited) if e["type"] == _ITEM_DONE)
+    edited[done] = {**edited[done], "output_index": 7}
+    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    assert collected.message.content == (Text(answer),)

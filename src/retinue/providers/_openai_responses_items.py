@@ -150,10 +150,9 @@ class Items:
             )
         return self._placed(found[0], output) if found else None
 
-    def of(self, output: object, payload: dict[str, object]) -> object:
-        """The index of the item an event's ``item_id`` names, where its ``output_index``,
-        *output*, is another: a completed part goes with its item, not beside it."""
-        item_id = payload.get("item_id")
+    def of(self, output: object, item_id: object) -> object:
+        """The index of the item *item_id* names, where an event's ``output_index``,
+        *output*, is another: a completed item or part goes with its item, not beside it."""
         known = self._outputs.get(item_id) if isinstance(item_id, str) else None
         return output if known is None else known
 

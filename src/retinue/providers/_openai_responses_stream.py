@@ -124,9 +124,10 @@ class ResponsesStreamDecoder:
         if kind == "response.output_item.added":
             return self._item_added(output, _dict(payload.get("item")))
         if kind == "response.output_item.done":
-            return self._item_done(output, _dict(payload.get("item")))
+            item = _dict(payload.get("item"))
+            return self._item_done(self._items.of(output, item.get("id")), item)
         if kind == "response.content_part.done":
-            return self._content_part_done(self._items.of(output, payload), payload)
+            return self._content_part_done(self._items.of(output, payload.get("item_id")), payload)
         if kind in ("response.completed", "response.incomplete"):
             response = payload.get("response")
             if not isinstance(response, dict):
