@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trio
 
 from retinue._content import Text, ToolCall
 from retinue.providers import ProviderStreamError
@@ -76,7 +77,7 @@ def _edited(events: list[Event], deltas: Edit, completed: Edit) -> list[Event]:
     "deltas", [_same, _without("item_id")], ids=["deltas-with-item-id", "deltas-by-index-alone"]
 )
 async def test_a_call_added_without_an_index_is_one_call_with_its_streamed_arguments(
-    deltas: Edit, completed: Edit | None
+    deltas: Edit, completed: Edit | None, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: a call added without ``output_index``, its argument deltas carrying one, is
     the call those deltas stream: each of the two calls comes once, named, with its id and
@@ -90,9 +91,9 @@ async def test_a_call_added_without_an_index_is_one_call_with_its_streamed_argum
     assert collected.message.content == _calls(events)
 
 
-async def test_calls_added_without_an_index_before_deltas_naming_only_an_index_are_refused() -> (
-    None
-):
+async def test_calls_added_without_an_index_before_deltas_naming_only_an_index_are_refused(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     """R10.3: two calls added without ``output_index`` before argument deltas that name
     neither (an ``output_index`` alone): which call each delta is for cannot be read, and
     the stream fails ``MALFORMED_RESPONSE`` naming the field, where the arguments were
@@ -106,7 +107,9 @@ async def test_calls_added_without_an_index_before_deltas_naming_only_an_index_a
     assert "output_index" in str(caught.value)
 
 
-async def test_calls_added_without_an_index_before_deltas_naming_their_item_are_each_one() -> None:
+async def test_calls_added_without_an_index_before_deltas_naming_their_item_are_each_one(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     """R10.2: two calls added without ``output_index`` before any delta: deltas that name
     their item by ``item_id`` place each call, and each comes once with its arguments."""
     events = _edited(_recorded(), _same, _same)
@@ -144,7 +147,7 @@ def _with_a_second_part(events: list[Event]) -> list[Event]:
     ids=["completed-naming-the-item", "completed-naming-nothing"],
 )
 async def test_a_message_added_without_an_index_is_streamed_once_by_deltas_carrying_one(
-    done: Edit,
+    done: Edit, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: a message of two parts added without ``output_index``, its deltas carrying one
     and no ``content_index``, its parts and item completed without one: each part's text
@@ -170,7 +173,7 @@ _NOTHING = _without("output_index", "item_id", "content_index")
     ids=["deltas-naming-nothing", "parts-completed-naming-nothing"],
 )
 async def test_events_naming_no_item_are_about_the_item_added_last(
-    deltas: Edit, parts: Edit
+    deltas: Edit, parts: Edit, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: a message added with ``output_index``, whose deltas or completed parts name no
     item (no ``output_index``, no ``item_id``), is the item they are about: each part's
@@ -195,7 +198,9 @@ def _first_deltas_before_their_items(events: list[Event]) -> list[Event]:
     return out
 
 
-async def test_a_call_a_delta_names_before_it_is_added_is_one_call() -> None:
+async def test_a_call_a_delta_names_before_it_is_added_is_one_call(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     """R10.2: a call whose first argument delta (carrying ``output_index`` and ``item_id``)
     comes before the call is added without an index is the call that delta opened: each
     call comes once with its arguments, where a nameless call held the first fragment."""
@@ -205,7 +210,9 @@ async def test_a_call_a_delta_names_before_it_is_added_is_one_call() -> None:
     assert collected.message.content == _calls(events)
 
 
-async def test_a_delta_at_another_index_than_the_item_it_names_is_refused() -> None:
+async def test_a_delta_at_another_index_than_the_item_it_names_is_refused(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     """R10.3: an argument delta whose ``output_index`` is not that of the call its
     ``item_id`` names fails ``MALFORMED_RESPONSE`` naming the field, where it opened a
     nameless call the agent would run, the named call missing that fragment."""
@@ -220,7 +227,7 @@ async def test_a_delta_at_another_index_than_the_item_it_names_is_refused() -> N
 
 @pytest.mark.parametrize("content_index", [True, False], ids=["indexed", "unindexed"])
 async def test_a_part_completed_at_another_index_than_its_item_goes_with_its_item(
-    content_index: bool,
+    content_index: bool, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: the ``content_part.done`` of a message's second part, its ``output_index`` not
     that of the message its ``item_id`` names, is that message's part: its text comes once.
@@ -239,7 +246,9 @@ async def test_a_part_completed_at_another_index_than_its_item_goes_with_its_ite
     assert collected.message.content == expected
 
 
-async def test_items_sharing_one_id_are_told_apart_by_their_index() -> None:
+async def test_items_sharing_one_id_are_told_apart_by_their_index(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     """R10.2: a server that gives every item one placeholder id still has each event go to
     the item at its ``output_index``; the id names neither, and nothing is refused."""
     events = [
@@ -252,7 +261,9 @@ async def test_items_sharing_one_id_are_told_apart_by_their_index() -> None:
     assert collected.message.content == _calls(_recorded())
 
 
-async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_once() -> None:
+async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     """R10.2: a message whose ``output_item.done`` carries another ``output_index`` than its
     deltas, its complete text a full stop longer than they streamed, is the item those
     deltas streamed: its text comes once. It came a second time, beside the deltas."""

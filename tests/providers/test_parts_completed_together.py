@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+import trio
 
 from retinue._content import Text
 from retinue._stream import TextDelta
@@ -72,7 +73,9 @@ def _completed_together(events: list[Event], first_text: str) -> list[Event]:
 
 
 @pytest.mark.parametrize("shape", ["as streamed", "a full stop longer", "trimmed"])
-async def test_parts_completed_together_after_their_deltas_come_once(shape: str) -> None:
+async def test_parts_completed_together_after_their_deltas_come_once(
+    shape: str, autojump_clock: trio.abc.Clock
+) -> None:
     """R10.2: the second part's deltas came before the first part's ``content_part.done``;
     its own ``content_part.done`` adds nothing, the deltas having streamed it. Its text came
     a second time: the deltas were all counted to the part completed first. The first
@@ -117,7 +120,7 @@ def _two_parts(deltas: list[str], first: str, second: str) -> list[Event]:
     ],
 )
 async def test_parts_completed_together_are_told_apart_by_their_place(
-    deltas: list[str], texts: tuple[str, str], expected: list[str]
+    deltas: list[str], texts: tuple[str, str], expected: list[str], autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: a part whose text repeats the first's is streamed when the deltas hold it
     after the first, and sent only complete when they end with the first: it is kept, not
@@ -130,7 +133,9 @@ async def test_parts_completed_together_are_told_apart_by_their_place(
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == expected
 
 
-async def test_parts_of_one_text_sent_only_complete_are_each_kept() -> None:
+async def test_parts_of_one_text_sent_only_complete_are_each_kept(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     """R10.2: two parts of one text, each given only by its ``content_part.done`` (no
     delta, no ``output_item.done``), are two parts; the second was dropped, taken for a
     block of deltas holding it."""
