@@ -279,3 +279,18 @@ async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_o
     edited[done] = {**edited[done], "output_index": 7}
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
     assert collected.message.content == (Text(answer),)
+
+
+@pytest.mark.parametrize("moved", [_ADDED, "response.output_text.delta"])
+async def test_text_at_another_index_than_the_message_it_names_goes_with_that_message(
+    moved: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.2: a message added at another ``output_index`` than its deltas carry, or a delta
+    at another than its message's, all naming the message by ``item_id``: the text is that
+    message's, once and in order, where the delta opened a text block of its own."""
+    events = _recorded(_TEXT)
+    answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
+    last = max(i for i, e in enumerate(events) if e["type"] == moved)
+    events[last] = {**events[last], "output_index": 7}
+    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    assert collected.message.content == (Text(answer),)

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import final
+from typing import TypeVar, final
 
 import attrs
 
 from ._blocks import malformed
 
 __all__ = ["ItemKey", "Items"]
+
+_Output = TypeVar("_Output")
 
 ItemKey = tuple[str, str | int] | int | None
 """What keys an item's blocks: its ``output_index``, else its id or its place among the
@@ -150,7 +152,7 @@ class Items:
             )
         return self._placed(found[0], output) if found else None
 
-    def of(self, output: object, item_id: object) -> object:
+    def of(self, output: _Output, item_id: object) -> _Output | int:
         """The index of the item *item_id* names, where an event's ``output_index``,
         *output*, is another: a completed item or part goes with its item, not beside it."""
         known = self._outputs.get(item_id) if isinstance(item_id, str) else None

@@ -177,9 +177,16 @@ class ResponsesStreamDecoder:
     def _text_opened(
         self, key: tuple[str, object, object], payload: JsonObject, text: str
     ) -> StreamChunk:
-        """The first text of the block at *key* (or text after it ended, refused)."""
-        if type(key[1]) is int:
-            self._place(key[1], payload.get("item_id"), "message")
+        """The first text of the block at *key* (or text after it ended, refused); text whose
+        ``item_id`` names an item at another ``output_index`` goes with that item."""
+        output, item_id = key[1], payload.get("item_id")
+        if type(output) is int:
+            named = self._items.of(output, item_id)
+            key = (key[0], named, key[2])
+            chunk = self._table.more_text(key, text)
+            if chunk is not None:
+                return chunk
+            self._place(named, item_id, "message")
         return self._table.text(key, text)
 
     def _call_opened(self, key: tuple[str, object], payload: JsonObject, delta: str) -> StreamChunk:
