@@ -174,7 +174,7 @@ def _checked_pause(retry_after: float | None) -> float | None:
 
 
 def _check_names(provider: object, model: object, session_id: object = None) -> None:
-    # Another kind of name opened a lane no limits can name (provider=5), or failed
+    # Another kind of name would open a lane no limits can name (provider=5), or fail
     # with "unhashable type" once queued (a list for a session).
     for name, value, optional in (
         ("provider", provider, True),
@@ -191,8 +191,8 @@ def _key(key: LaneKey | str) -> LaneKey:
 
 
 def _checked(limits: object, per_model: object) -> None:
-    """Refuse limits of another kind when built: kept, they failed the first admission
-    with an AttributeError, or, under a key no request has, never applied."""
+    """Refuse limits of another kind when built: kept, they would fail the first admission
+    with an AttributeError, or, under a key no request has, never apply."""
     if limits is not None and not isinstance(limits, AdmissionLimits):
         raise TypeError(f"AdmissionController limits must be AdmissionLimits, not {limits!r}")
     if per_model is None:

@@ -117,7 +117,7 @@ def wrong_type(what: str, value: object, wanted: str = "a string") -> ProviderSt
 
 def delta_text(value: object, what: str) -> str:
     """The text of a delta, *what*, that is no string: none (``null``) is empty; any other
-    value is refused as malformed, where read as none it was dropped without a word.
+    value is refused as malformed: read as none, it would be dropped without a word.
 
     Called only off the per-delta path, once the text was found to be no string.
     """

@@ -191,7 +191,7 @@ async def _whole_body(
             try:
                 parts.append(await _next_part(body, read_timeout, provider))
             except StopAsyncIteration:
-                return b"".join(parts)  # noqa: ASYNC910 - reads the body, as aread() did
+                return b"".join(parts)  # noqa: ASYNC910 - reads the body, as aread() does
             size += len(parts[-1])
             if size > MAX_EVENT_BYTES:
                 raise _overlong(f"{provider} response body")
@@ -254,7 +254,8 @@ def _placed(exc: ProviderStreamError, where: str) -> ProviderStreamError:
     """The malformed-data error *exc*, saying *where* the data was.
 
     A decoder knows what it could not read, not which adapter read it nor how
-    far into the response: a runtime with several providers could not tell.
+    far into the response: this adds both, so a runtime with several providers
+    can tell whose data it was.
     """
     return ProviderStreamError(f"{where}: {exc.message}", code=_MALFORMED, retryable=exc.retryable)
 

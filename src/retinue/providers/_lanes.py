@@ -46,7 +46,7 @@ def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: 
 def _positive_count(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     error = None if value is None else positive_int_error(value)
     # The lane keeps its limit as a float, beside infinity for no limit: a count past a
-    # float's range failed every admission of its lane with an OverflowError.
+    # float's range would fail every admission of its lane with an OverflowError.
     if error is None and value is not None and finite_number_error(value) is not None:
         error = ValueError
     if error is not None:
@@ -289,7 +289,7 @@ class Lane:
         It grows back fast towards the limit of the last cut, slowly near it,
         then faster and faster past it: a provider whose throttling has ended
         gets its requests back within a few rounds, where one more a round
-        took minutes at the latencies of LLM calls. Never less than one more.
+        would take minutes at the latencies of LLM calls. Never less than one more.
         """
         before = self._limit_at_cut
         plateau = (before / (2 * GROWTH)) ** (1 / 3)  # the rounds back to it from half
@@ -313,7 +313,7 @@ class Lane:
         # after its pause: one congestion event, for which the limit is halved once.
         # As TCP cuts its window once a round trip, it is cut again only once as
         # many requests as the cut left were admitted after it; else each late
-        # 429 of a steady 5% halved it again, holding it near 6.
+        # 429 of a steady 5% would halve it again, holding it near 6.
         since_cut = self.admitted - self._admitted_at_cut
         window_of_cut = max(self._floor, _halved(self._limit_at_cut))
         same_event = self._throttled_until > now or since_cut < window_of_cut

@@ -192,8 +192,9 @@ class ManagedModel:
 
 
 def _check_options(retry: object, admission: object, on_retry: object) -> None:
-    """Refuse options of another kind: used first at a request, they failed that
-    request with an AttributeError, and a callback that cannot be called was only logged."""
+    """Refuse options of another kind: used first at a request, they would fail that
+    request with an AttributeError, and a callback that cannot be called would only be
+    logged."""
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise TypeError(f"manage's retry must be None or a RetryPolicy, got {retry!r}")
     if admission is not None and not isinstance(admission, AdmissionController):

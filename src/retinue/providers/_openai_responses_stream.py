@@ -378,7 +378,7 @@ class ResponsesStreamDecoder:
         :func:`responses_reasoning_item`), and each function call completed
         after it adds its ids: the next request of the turn sends them back
         together. Its ``encrypted_content`` is complete only here. An item
-        without a summary (none was asked for) is still a block, empty.
+        without a summary (the request asked for none) is still a block, empty.
         """
         key = ("reasoning", output)
         summary = _list(item.get("summary")) or _list(item.get("content"))

@@ -37,7 +37,8 @@ MAX_CONNECTIONS = 65_536
 """The most connections an adapter opens: no host has more ports to reach one server by.
 
 A larger ``max_connections`` is taken as this many: it could open no more, and
-each ``pool_size`` of it built a pool (``10**12`` ran the process out of memory).
+each ``pool_size`` of it would build a pool (``10**12`` would run the process out of
+memory).
 """
 
 SHARD_HEADER = "x-retinue-shard"

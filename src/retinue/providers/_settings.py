@@ -26,8 +26,8 @@ def check_identity(*, provider: object, headers: object, omit: type, **texts: ob
     its default headers), or any of *texts* (by name) that is neither ``None`` nor a
     ``str``.
 
-    Taken as they were, a wrong one failed every request (a header value that
-    is no text), or named the adapter's lane and errors with what no route
+    Taken as they are, a wrong one would fail every request (a header value
+    that is no text), or name the adapter's lane and errors with what no route
     can name.
 
     Raises:
@@ -72,8 +72,8 @@ def check_header_names(headers: Mapping[str, object] | None) -> None:
     HTTP token (empty, or holding a space, a colon or a control character).
 
     Both SDKs encode a header's name as ASCII when they build each request, and
-    HTTP carries only a token: such a name failed every request, with an error
-    that named no setting.
+    HTTP carries only a token: such a name would fail every request, with an
+    error that names no setting.
 
     Raises:
         ValueError: naming the header and the character.
@@ -102,8 +102,9 @@ def check_header_lines(headers: Mapping[str, object] | None, **texts: str | None
     a header (a key), holding a control character or whitespace at either end.
 
     HTTP carries neither, and both SDKs send these as they are: a key read from
-    a file with its final line break failed every request with a ``CLIENT_ERROR``
-    that named no setting. The value is not shown, as it may be a key.
+    a file with its final line break would fail every request with a
+    ``CLIENT_ERROR`` that names no setting. The value is not shown, as it may be
+    a key.
 
     Raises:
         ValueError: naming the setting and the character.
@@ -119,7 +120,7 @@ def check_header_values(headers: Mapping[str, object] | None, **texts: str | Non
     header (a key, an organization), holding a character beyond ASCII.
 
     The OpenAI SDK encodes its header values as ASCII: a key pasted with a
-    no-break space failed every request, with an error that named no setting.
+    no-break space would fail every request, with an error that names no setting.
     The value is not shown, as it may be a key. Values are refused as
     :func:`check_header_lines` refuses them too.
 

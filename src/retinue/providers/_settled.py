@@ -6,7 +6,7 @@ the last few, which the next messages may still change: a run of user
 messages goes on, reasoning of the current turn stops being sent. An adapter
 keeps, beside the history, what its *settled* messages (those no later
 message can change) mapped to and the replay ids they took, and maps only
-the messages after them: the cost of a request's body no longer grows with
+the messages after them: the cost of a request's body does not grow with
 the length of the session, save the copy of the list of items.
 """
 

@@ -34,7 +34,7 @@ def url_problem(url: str) -> str | None:
     port from 0 to 65535, holding no whitespace or control character (which
     URL parsers drop or keep, as they each see fit), and no query: the SDKs
     append each endpoint's path to the URL's path and query as one text, so
-    ``.../v1?api-version=1`` sent every request to ``/v1``, its query
+    ``.../v1?api-version=1`` would send every request to ``/v1``, its query
     ``api-version=1chat/completions``.
     """
     if any(char.isspace() or unicodedata.category(char) == "Cc" for char in url):

@@ -1,7 +1,7 @@
 """Checks of the mock's reply fields: each refuses a bad value when the reply is built.
 
-Rendered per request, a bad value failed only that request, with a 500 the
-test under way took for the server's; or it was served as something else (a
+Rendered per request, a bad value would fail only that request, with a 500 the
+test under way takes for the server's, or be served as something else (a
 name of ``5`` as an unnamed call, a status of 99 as no HTTP status).
 """
 
@@ -94,8 +94,8 @@ _HEADER_VALUE = re.compile(r"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
 
 
 def _check_sendable(name: str, value: str, where: str) -> None:
-    # Served, such a header failed its request with a 500 over TCP, while the
-    # in-process transport passed it on, or failed with a bare UnicodeEncodeError.
+    # Served, such a header would fail its request with a 500 over TCP, while the
+    # in-process transport would pass it on, or fail with a bare UnicodeEncodeError.
     if HTTP_TOKEN.fullmatch(name) is None or _HEADER_VALUE.fullmatch(value) is None:
         raise ValueError(
             f"{where} holds a header no HTTP response can carry, {name!r}: {value!r:.60}: "

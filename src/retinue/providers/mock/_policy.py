@@ -107,7 +107,7 @@ class EchoPolicy:
 
 
 def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ...]:
-    # Checked when built: served, another object failed its request with a 500.
+    # Checked when built: served, another object would fail its request with a 500.
     return instances(
         responses,
         (MockReply, RawReply, Fault, Endless),
@@ -117,7 +117,7 @@ def _response_tuple(responses: Iterable[MockResponse]) -> tuple[MockResponse, ..
 
 
 def _kind_tuple(kinds: Iterable[FaultKind]) -> tuple[FaultKind, ...]:
-    # One kind given as a str was taken for its letters, refused as the kind "s".
+    # One kind given as a str would be taken for its letters, refused as the kind "s".
     if collection_error(kinds) is not None:
         raise TypeError(f"FaultPolicy.kinds must be a collection of fault kinds, not {kinds!r}")
     if isinstance(kinds, AbstractSet):
@@ -136,7 +136,7 @@ def _valid_rate(_policy: object, _attribute: object, rate: object) -> None:
 
 
 def _callable_policy(_policy: object, _attribute: object, inner: object) -> None:
-    # Not callable with a call (a policy class, say), it failed every request with a 500.
+    # Not callable with a call (a policy class, say), it would fail every request with a 500.
     if not callable(inner) or needs_an_instance(inner, "__call__"):
         raise TypeError(
             f"FaultPolicy.inner must be a policy callable with a MockCall, not {inner!r}"
@@ -196,7 +196,7 @@ def load_exchange(path: str | Path) -> dict[str, object]:
 
 
 def _raw_tuple(replies: Iterable[RawReply]) -> tuple[RawReply, ...]:
-    # Checked when built: served, another object failed its request with a 500.
+    # Checked when built: served, another object would fail its request with a 500.
     return instances(replies, RawReply, "ReplayPolicy.replies", "RawReply values")
 
 

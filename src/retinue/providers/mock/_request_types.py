@@ -62,7 +62,8 @@ def type_refusal(api: Api, body: Mapping[str, object]) -> bytes | None:
     """The 400 error body *api* answers a field of *body* of the wrong type with, naming the
     first; ``None`` when every field the mock reads has its type.
 
-    A null is no value of the wrong type: a missing required field is refused before.
+    A null is no value of the wrong type: a missing required field is refused by an
+    earlier check.
     """
     for name, kind, of_objects in _FIELDS[api]:
         value = body.get(name)

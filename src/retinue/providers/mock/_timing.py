@@ -50,8 +50,8 @@ def _check_seconds(
     """Refuse *value* unless it is a number of seconds >= 0 (or *besides*, which the
     message names); ``inf``, or a number too large for a float (``10**400``), is never.
 
-    Checked when built: drawn per request, a bad one failed each request
-    mid-stream, a truncation no client could tell from an injected one.
+    Checked when built: drawn per request, a bad one would fail each request
+    mid-stream, a truncation no client can tell from an injected one.
     """
     if is_number(value) and _as_float(value) == math.inf:
         return
@@ -102,6 +102,6 @@ class Timing:
     def draw(delay: Delay, rng: random.Random) -> float:
         """The seconds *delay* stands for, drawn now; ``math.inf`` for a number too large
         for a float, a wait longer than any other (never)."""
-        # Converted here: a sleep for a number past a float's range failed with an
+        # Converted here: a sleep for a number past a float's range would fail with an
         # OverflowError out of the request, past its 500.
         return max(0.0, _as_float(delay(rng) if callable(delay) else delay))

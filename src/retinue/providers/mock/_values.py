@@ -405,7 +405,7 @@ MockResponse: TypeAlias = MockReply | RawReply | Fault | Endless
 def check_server_options(policy: object, timing: object, max_calls: object) -> None:
     """Refuse a :class:`MockServer`'s options when built, naming the one at fault.
 
-    A policy that cannot be called failed every request with a 500.
+    A policy that cannot be called would fail every request with a 500.
 
     Raises:
         TypeError: *policy* is not callable (or is a policy class, not one built),
