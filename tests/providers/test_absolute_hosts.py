@@ -42,8 +42,8 @@ async def test_the_providers_own_host_with_its_final_dot_gets_no_placeholder_key
 ) -> None:
     """Without a key, an adapter for the provider's own API says it has no credentials (its
     requests then fail MISSING_CREDENTIALS before they are sent); written with the final
-    dot, the host took the placeholder key of a local server, which the API refuses with
-    a 401 on every request."""
+    dot, the host does not take the placeholder key of a local server, which the API
+    refuses with a 401 on every request."""
     for name in CREDENTIAL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no Anthropic profile on disk
@@ -53,7 +53,7 @@ async def test_the_providers_own_host_with_its_final_dot_gets_no_placeholder_key
 
 async def test_openais_host_with_its_final_dot_gets_max_completion_tokens() -> None:
     """OpenAI's own API gets ``max_completion_tokens`` however its host is written; with the
-    final dot it got ``max_tokens``, which OpenAI's newer models refuse."""
+    final dot it does not get ``max_tokens``, which OpenAI's newer models refuse."""
     server = MockServer(EchoPolicy())
     adapter = OpenAIModel(
         transport=server.transport(), base_url="https://api.openai.com./v1", api_key="k"
@@ -66,8 +66,8 @@ async def test_openais_host_with_its_final_dot_gets_max_completion_tokens() -> N
 
 async def test_deepseeks_host_with_its_final_dot_gets_its_reasoning_back() -> None:
     """DeepSeek's host, however written, turns on the replay of reasoning its thinking mode
-    requires after a tool call; with the final dot it stayed off, and DeepSeek refused the
-    request that followed a reasoned tool call."""
+    requires after a tool call; with the final dot it does not stay off, which would have
+    DeepSeek refuse the request that follows a reasoned tool call."""
     server = MockServer(EchoPolicy())
     adapter = OpenAIModel(
         transport=server.transport(), base_url="https://api.deepseek.com./v1", api_key="k"

@@ -390,7 +390,7 @@ async def test_admission_late_429s_of_requests_sent_before_a_cut_do_not_cut_it_a
 ) -> None:
     """The 429s of requests admitted before a cut, arriving after its pause, are the same
     congestion event: the limit is cut once, and again only after limit-many requests
-    were admitted since. Before, each such 429 halved it again (64 to 4 in four 429s)."""
+    were admitted since, not halved again by each such 429 (64 to 4 in four 429s)."""
     admission = AdmissionController(AdmissionLimits(max_concurrent=64))
     answers = [trio.Event() for _ in range(64)]
 
@@ -481,7 +481,7 @@ def test_rate_limit_reset_that_is_not_a_usable_time_is_ignored(reset: str) -> No
 
 
 def test_admission_repr_needs_no_trio_run() -> None:
-    """A repr is asked for anywhere: outside trio it used to raise RuntimeError."""
+    """A repr is asked for anywhere: outside trio it is given too, no RuntimeError raised."""
     assert repr(AdmissionController()) == "<AdmissionController lanes=0 waiting=0 in_flight=0>"
 
 
@@ -502,8 +502,8 @@ def test_admission_controller_refuses_limits_of_another_kind(
     options: dict[str, object], error: type[Exception], named: str
 ) -> None:
     """Limits that are no ``AdmissionLimits``, or keyed by neither a model name nor a
-    ``(provider, model)`` pair, are refused when built, naming them: they were kept and
-    failed the first admission with an ``AttributeError``, or never matched a lane."""
+    ``(provider, model)`` pair, are refused when built, naming them, not kept to fail the
+    first admission with an ``AttributeError`` or to match no lane."""
     with pytest.raises(error, match=rf"^AdmissionController {re.escape(named)}"):
         AdmissionController(**options)  # type: ignore[call-overload]
 
@@ -532,9 +532,9 @@ async def test_a_cut_limit_grows_back_within_a_few_rounds_then_faster_past_it(
 ) -> None:
     """After a cut from 64 to 32, rounds of limit-many successes take the limit back to 64
     in six rounds, then by one a round near it, then faster and faster past it (CUBIC,
-    RFC 9438); a second cut starts the rounds again. Before, it grew by one a round: 32
-    rounds back to 64, which at the seconds an LLM call takes kept a lane throttled for
-    minutes after the provider's throttling ended."""
+    RFC 9438); a second cut starts the rounds again. Growing by one a round would take 32
+    rounds back to 64, which at the seconds an LLM call takes keeps a lane throttled for
+    minutes after the provider's throttling ends."""
     admission = AdmissionController(AdmissionLimits(max_concurrent=1000))
     with trio.fail_after(10_000):
         await _cut_from(admission, 64)
@@ -612,8 +612,8 @@ async def test_a_cut_to_the_floor_counts_its_window_from_the_floor(
 ) -> None:
     """A cut from 64 that the floor holds at 40 lasts 40 admissions, not the 32 half of
     64 would: a 429 after 35 is the same congestion event, and the limit still grows back
-    towards 64. Counted from 32, it cut again, from the few then in flight, and the limit
-    crawled back by one a round."""
+    towards 64. Counted from 32, it would cut again, from the few then in flight, and the
+    limit would crawl back by one a round."""
     admission = AdmissionController(AdmissionLimits(max_concurrent=64, min_concurrent=40))
     with trio.fail_after(10_000):
         await _cut_from(admission, 64)

@@ -19,7 +19,8 @@ SPENT = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "5
 async def test_observe_headers_refuses_a_max_pause_that_is_no_cap(
     cap: object, error: type[Exception], autojump_clock: trio.abc.Clock
 ) -> None:
-    """A NaN or negative cap paused for no reset at all, a str failed with a bare comparison."""
+    """A NaN or negative cap, which would pause for no reset at all, or a str, which would
+    fail with a bare comparison, is refused."""
     admission = AdmissionController()
     async with admission.admit(provider="p", model="m") as ticket:
         with pytest.raises(error, match="max_pause must be a number of seconds"):
@@ -29,7 +30,8 @@ async def test_observe_headers_refuses_a_max_pause_that_is_no_cap(
 async def test_observe_headers_refuses_headers_that_are_no_mapping(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """Pairs are not headers it can read: they failed with an AttributeError."""
+    """Pairs are not headers it can read: they are refused with a TypeError, not an
+    AttributeError."""
     admission = AdmissionController()
     async with admission.admit(provider="p", model="m") as ticket:
         with pytest.raises(TypeError, match="headers must be a mapping"):

@@ -10,7 +10,8 @@ from retinue.providers import AdmissionController, AdmissionLimits
 
 @pytest.mark.parametrize("field", ["max_concurrent", "min_concurrent"])
 def test_a_concurrency_limit_past_a_float_s_range_is_refused_naming_it(field: str) -> None:
-    """A lane keeps its limit as a float: 10**400 failed its first admission instead."""
+    """A lane keeps its limit as a float: 10**400 is refused when built, not left to fail
+    its first admission."""
     with pytest.raises(ValueError, match=f"AdmissionLimits.{field} must be positive and within"):
         AdmissionLimits(**{field: 10**400})
 

@@ -22,8 +22,8 @@ from retinue.providers import AdmissionController, AdmissionLimits
 async def test_admit_refuses_names_of_another_kind_and_leaves_no_lane(
     names: dict[str, Any], message: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """A provider of 5 opened a lane no limits can name; a session that is a list failed
-    with "unhashable type" once queued."""
+    """A provider of 5 opens no lane no limits can name, and a session that is a list does
+    not fail with "unhashable type" once queued: each is refused, naming the argument."""
     admission = AdmissionController(AdmissionLimits(max_concurrent=1))
     with trio.fail_after(10), pytest.raises(TypeError, match=message):
         async with admission.admit(**names):

@@ -31,9 +31,9 @@ def _budgeted() -> AdmissionController:
 async def test_admission_refuses_a_token_estimate_that_is_no_count(
     tokens: object, error: type[Exception], autojump_clock: trio.abc.Clock
 ) -> None:
-    """An estimate the window cannot sum is refused at admission, naming it; before, a
-    negative one was admitted as budget freed, and NaN or infinity left the window's sum
-    NaN, so the lane admitted one request per window from then on."""
+    """An estimate the window cannot sum is refused at admission, naming it: a negative
+    one is not admitted as budget freed, and NaN or infinity cannot leave the window's sum
+    NaN, which would admit one request per window from then on."""
     admission = _budgeted()
     with trio.fail_after(60), pytest.raises(error, match="tokens"):
         async with admission.admit(provider="p", model="m", tokens=tokens):  # type: ignore[arg-type]
@@ -44,8 +44,8 @@ async def test_admission_refuses_a_token_estimate_that_is_no_count(
 async def test_a_token_estimate_that_is_no_count_fails_only_its_own_request(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """The request ahead of a bad estimate leaves the lane unharmed; before, the bad
-    waiter queued and the release of the request ahead raised its ValueError."""
+    """The request ahead of a bad estimate leaves the lane unharmed: the bad waiter is
+    not queued, so the release of the request ahead raises no ValueError."""
     admission = _budgeted()
     refused: list[BaseException] = []
 

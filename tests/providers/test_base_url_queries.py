@@ -25,9 +25,9 @@ def test_a_base_url_with_a_query_is_refused_without_showing_it(
     query: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``.../v1?api-version=1`` sent every request to ``/v1``, its query
-    ``api-version=1chat/completions``: a 404 for each, naming no setting. The query,
-    which may hold a gateway's key, is not shown."""
+    """``.../v1?api-version=1`` would send every request to ``/v1``, its query
+    ``api-version=1chat/completions``: a 404 for each, naming no setting. It is refused,
+    and the query, which may hold a gateway's key, is not shown."""
     expected = "must be an http:// or https:// URL without a query, which the request's path"
     with pytest.raises(ValueError, match=f"^base_url {re.escape(expected)}") as caught:
         adapter(base_url=root + query, api_key="k")
@@ -83,7 +83,7 @@ def test_a_refused_base_url_is_shown_without_its_user_information(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Basic auth's password, which the adapter's repr leaves out, is not shown when the URL
-    is refused either; before, the refusal showed it."""
+    is refused either: the refusal leaves it out too."""
     with pytest.raises(ValueError, match=f"^base_url .*, got {re.escape(repr(shown))}$"):
         adapter(base_url=given, api_key="k")
     monkeypatch.setenv(variable, given)

@@ -65,9 +65,9 @@ async def _served(*events: dict[str, Any]) -> tuple[tuple[object, ...], list[str
     ids=["empty-text", "empty-object", "whole-text", "whole-object", "a-list"],
 )
 async def test_deltas_after_arguments_added_with_the_call_replace_them(added: object) -> None:
-    """R10.2: deltas that stream a call added with arguments are its arguments alone;
-    they ran together with the added ones into no JSON (``{}{"city":"Oslo"}``), and a
-    list added was refused though the deltas replaced it."""
+    """R10.2: deltas that stream a call added with arguments are its arguments alone,
+    not run together with the added ones into no JSON (``{}{"city":"Oslo"}``), and a
+    list added is not refused, as the deltas replace it."""
     content, deltas = await _served(_added(added), _delta('{"city":'), _delta('"Oslo"}'), COMPLETED)
     assert content == OSLO_CALL
     assert deltas == ["", '{"city":', '"Oslo"}']

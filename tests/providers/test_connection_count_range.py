@@ -34,8 +34,8 @@ def test_more_connections_than_a_host_has_ports_are_as_many_as_it_has(
     pools: int,
 ) -> None:
     """No host reaches one server by more than 65,536 ports: a larger count builds pools for
-    that many. Before, such a count was refused, where 100,000 in pools of 1000 had been
-    taken (it was 10**12 in pools of 100, ten billion pools, that ran out of memory)."""
+    that many, so such a count is not refused, as 100,000 in pools of 1000 is not (it is
+    10**12 in pools of 100, ten billion pools, that would run out of memory)."""
     model = adapter(base_url=base_url, api_key="k", max_connections=count, pool_size=pool_size)
     assert (_pools(model).max_connections, _pools(model).shards) == (65_536, pools)
 

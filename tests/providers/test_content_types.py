@@ -53,8 +53,8 @@ async def test_an_event_stream_labelled_json_is_read_as_the_event_stream_it_is(
     api: str, start: bytes
 ) -> None:
     """R10.3: a recorded stream that a server or proxy labels ``application/json`` gives the
-    answer it gives as ``text/event-stream``, as the SDKs read any streamed answer; it was
-    read as one JSON document and failed as ``MALFORMED_RESPONSE``, on every retry alike."""
+    answer it gives as ``text/event-stream``, as the SDKs read any streamed answer, not
+    read as one JSON document to fail as ``MALFORMED_RESPONSE``, on every retry alike."""
     body = start + load(STREAMED[api])["response"]["body"].encode()
     expected = await serve_once(api, body, (("content-type", "text/event-stream"),))
     got = await serve_once(api, body, (("content-type", "application/json"),))
@@ -99,8 +99,8 @@ async def test_a_body_labelled_json_is_told_apart_a_byte_at_a_time_after_a_bom(k
 
 async def test_an_event_stream_after_a_bom_it_sends_a_byte_at_a_time_gives_its_answer() -> None:
     """R10.3: an event stream that starts with a byte order mark, sent a byte at a time,
-    gives the answer it gives in one piece; the mark's bytes were taken into the first
-    field's name, and that event was lost (here the answer's first text)."""
+    gives the answer it gives in one piece: the mark's bytes are not taken into the first
+    field's name, so no event is lost (here the answer's first text)."""
     recorded = load(STREAMED["chat"])["response"]["body"].encode()
     # Without its role-only chunk, as some servers send it: the first event has text.
     recorded = recorded.split(b"\n\n", 1)[1]
@@ -136,7 +136,7 @@ async def _refusal_of(body: httpx2.AsyncByteStream) -> ProviderConnectionError:
 async def test_a_page_after_a_byte_order_mark_sent_alone_is_quoted_in_the_error() -> None:
     """R10.3: an event stream that carries no event, only a proxy's page after a byte order
     mark that came in a part of its own, says what it carried, as when the mark comes with
-    the page; it said only that it ended after 0 events."""
+    the page, not only that it ended after 0 events."""
     page = b"<html>Bad gateway</html>"
     alone = await _refusal_of(PartsBody(b"\xef\xbb\xbf", page))
     together = await _refusal_of(PartsBody(b"\xef\xbb\xbf" + page))

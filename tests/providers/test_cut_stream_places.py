@@ -21,7 +21,7 @@ async def test_a_stream_that_ends_early_names_its_provider_and_its_events(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     """R10.3: a chat stream that ends after three events, with no finish, fails naming the
-    adapter's provider and the events it carried; before, only "the chat completions
+    adapter's provider and the events it carried, not only "the chat completions
     stream", which every OpenAI-compatible adapter of a runtime reads."""
     server = MockServer(ScriptedPolicy([RawReply(200, SSE, sse_body(TEXT, TEXT, TEXT))]))
     with trio.fail_after(60):

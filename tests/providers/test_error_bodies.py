@@ -101,8 +101,8 @@ def test_an_error_body_parsed_already_is_quoted_as_json() -> None:
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 async def test_an_error_body_nested_too_deeply_to_parse_still_gives_its_status(api: str) -> None:
-    """R10.3: a body nested past the parser's depth is quoted like one that is not JSON; it
-    raised a bare ``RecursionError`` before, losing the status."""
+    """R10.3: a body nested past the parser's depth is quoted like one that is not JSON,
+    keeping the status, not raised as a bare ``RecursionError``."""
     deep = b"[" * 100_000 + b"]" * 100_000
     failure = await _refusal(api, b'{"error":' + deep + b"}")
     assert (failure.status, failure.code, failure.retryable) == (400, "HTTP_400", False)
@@ -176,8 +176,8 @@ async def test_an_error_body_in_a_charset_it_is_not_in_gives_its_status_and_mess
 ) -> None:
     """R10.3: a UTF-8 JSON error body whose ``content-type`` names a charset that cannot
     read it (UTF-16 without a byte order mark, a codec that is no text encoding) gives
-    its status, code and message; the SDK's decoding raised a UnicodeError (or a
-    TypeError, an AssertionError) in the adapter's place."""
+    its status, code and message, no UnicodeError (nor a TypeError, an AssertionError)
+    from the SDK's decoding raised in the adapter's place."""
     body = json.dumps({"error": {"message": "Fehler: ungültig", "code": "bad_field"}})
     headers = (("content-type", f"application/json; charset={charset}"),)
     failure = await _refusal(api, body.encode(), headers=headers)
@@ -222,7 +222,7 @@ async def test_a_redirect_body_in_a_charset_it_is_not_in_gives_its_status_and_me
 ) -> None:
     """R10.3: the SDKs raise a status error for any status but 2xx (a 3xx without a
     Location is not followed), and read its body as an error's: one in a charset that cannot read it
-    gives its status and message; the SDK's decoding raised a UnicodeError in its place."""
+    gives its status and message, no UnicodeError from the SDK's decoding in its place."""
     body = json.dumps({"error": {"message": "pick one", "code": "multiple_choices"}})
     headers = (("content-type", "application/json; charset=utf-16"),)
     failure = await _refusal(api, body.encode(), status, headers)
@@ -238,8 +238,8 @@ async def test_a_utf16_body_opening_with_other_script_reads_in_its_byte_order(
 ) -> None:
     """R10.3: a plain-text body in the UTF-16 (or UTF-32) its response names without a byte
     order, and no byte order mark, whose text opens with Cyrillic or CJK, is read in the
-    byte order the NUL bytes of its whole text show; only its first bytes were looked at,
-    which have none, and it was read in another order or as UTF-8."""
+    byte order the NUL bytes of its whole text show, not by its first bytes alone, which
+    have none and would have it read in another order or as UTF-8."""
     family = encoding.rsplit("-", 1)[0]
     headers = (("content-type", f"text/plain; charset={family}"),)
     failure = await _refusal(api, text.encode(encoding), headers=headers)
@@ -252,7 +252,7 @@ async def test_a_body_in_a_utf16_of_a_named_byte_order_reads_in_that_order(
     api: str, encoding: str
 ) -> None:
     """R10.3: a body in the UTF-16 (or UTF-32) its response names with its byte order
-    (``utf-16-le``) is read in that order; its first bytes were taken to show another
+    (``utf-16-le``) is read in that order, whichever its first bytes seem to show
     (``Ā`` opens with a NUL in little-endian UTF-16, as an ASCII character does in
     big-endian)."""
     text = "Ābc: zu lang"
@@ -283,8 +283,8 @@ async def test_the_sdks_error_reads_a_body_in_a_charset_it_can_read_in_it(
     api: str, charset: str, body: bytes
 ) -> None:
     """R10.3: the SDK's error, which the adapter's error is raised from, reads a body in the
-    charset its response names when that can read it, as the adapter's does; every error
-    body was read as UTF-8, U+FFFD in the place of each character it then could not read."""
+    charset its response names when that can read it, as the adapter's does, not as UTF-8
+    with U+FFFD in the place of each character UTF-8 cannot read."""
     headers = (("content-type", f"text/plain; charset={charset}"),)
     failure = await _refusal(api, body, headers=headers)
     text = body.decode(charset).removeprefix("\ufeff")
@@ -324,7 +324,8 @@ async def test_an_arriving_body_in_a_utf16_named_without_its_order_is_read_after
 ) -> None:
     """R10.3: a body read as it arrives, in the UTF-16 (or UTF-32) its response names
     without a byte order, is read so by the SDK's error after a byte order mark, though
-    the network split the mark, and as UTF-8 without one, where the SDK's reading raised."""
+    the network split the mark, and as UTF-8 without one, where the SDK's reading would
+    raise."""
     text = "Größe: zu lang"
     marked = f"\ufeff{text}".encode(f"{family}-be")
     failure = await _streamed_refusal(api, family, marked[:1], marked[1:3], marked[3:])
@@ -349,8 +350,8 @@ async def test_a_redirect_whose_body_breaks_or_stalls_names_its_status(
     api: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.3: a 3xx without a Location, which the SDKs raise as a status error as a 4xx, whose body
-    breaks or does not come in time is that status's error; it was a connection error,
-    one that stalled saying no response headers came."""
+    breaks or does not come in time is that status's error, not a connection error (nor,
+    when it stalls, one saying no response headers came)."""
     broken = await _redirect_refusal(api, httpx2.RemoteProtocolError("peer closed connection"))
     assert broken.status == 302
     assert "peer closed" in str(broken)
@@ -379,7 +380,7 @@ async def test_a_followed_redirect_whose_target_stalls_is_a_retryable_timeout(
     api: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: a 307 with a Location is followed (the client follows redirects), so its
-    target sending no headers in time is a retryable timeout, as any request's: it was the
+    target sending no headers in time is a retryable timeout, as any request's, not the
     307's own error, never retried, saying its body did not arrive."""
     error = await _followed_redirect_timeout(api, body_stalls=False)
     assert (error.code, error.retryable) == ("TIMEOUT", True)
@@ -391,8 +392,8 @@ async def test_a_followed_redirect_whose_own_body_stalls_says_so(
     api: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: a 307 with a Location whose own body does not arrive in time is the same
-    retryable timeout, saying the redirect's body is what did not come: it said no response
-    headers had come, though the 307's had."""
+    retryable timeout, saying the redirect's body is what did not come, not that no
+    response headers came, since the 307's did."""
     error = await _followed_redirect_timeout(api, body_stalls=True)
     assert (error.code, error.retryable) == ("TIMEOUT", True)
     assert "sent a 307 redirect whose body did not arrive within 3.0 s" in str(error)

@@ -68,9 +68,9 @@ BARE_OVERLOADED = b'{"error":{"type":"overloaded_error","message":"Overloaded"}}
 async def test_an_error_event_raises_the_error_it_carries(
     api: str, body: bytes, code: str, message: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R10.3: the stream raises the provider's error, with its code and message, where
-    before the event was passed over (the stream then read as cut short) or its text
-    reported as malformed data."""
+    """R10.3: the stream raises the provider's error, with its code and message: the
+    event is not passed over (the stream then read as cut short), nor its text reported
+    as malformed data."""
     with pytest.raises(ProviderStreamError) as caught:
         await serve_once(api, body, SSE)
     assert caught.value.code == code
@@ -98,7 +98,7 @@ async def test_an_error_event_cut_at_the_end_of_the_body_is_a_truncated_stream(
     api: str, body: bytes, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.3: an error event whose JSON the body's end cut is the stream cut short,
-    retryable as any torn body is, where it was a final STREAM_ERROR quoting the torn text."""
+    retryable as any torn body is, not a final STREAM_ERROR quoting the torn text."""
     with pytest.raises(ProviderError) as caught:
         await serve_once(api, body, SSE)
     assert (caught.value.code, caught.value.retryable) == ("STREAM_TRUNCATED", True)

@@ -34,7 +34,7 @@ async def test_an_error_result_of_blank_text_says_the_tool_failed(
     api: str, content: tuple[ContentBlock, ...]
 ) -> None:
     """R5.2: an error result whose text is only whitespace goes out saying the tool failed,
-    as an empty one does and as Anthropic gets it; it went out blank, as a tool that worked."""
+    as an empty one does and as Anthropic gets it, not blank, as a tool that worked."""
     assert await _shown(api, ToolResultBlock("c1", content, is_error=True)) == FAILED
 
 
@@ -71,8 +71,8 @@ async def test_a_responses_error_result_of_an_image_alone_says_the_tool_failed(
     content: tuple[ContentBlock, ...],
 ) -> None:
     """R5.2: a Responses error result holding an image and no text goes out in the list
-    form with a first part saying the tool failed; it went out as the image alone, as a
-    tool that worked."""
+    form with a first part saying the tool failed, not as the image alone, as a tool
+    that worked."""
     shown = await _shown("responses", ToolResultBlock("c1", content, is_error=True))
     assert shown[0] == {"type": "input_text", "text": FAILED}
     assert shown[-1]["type"] == "input_image"

@@ -39,8 +39,8 @@ async def test_an_event_named_only_by_its_sse_name_is_read_as_that_type(
     api: str, name: str, every: bool
 ) -> None:
     """R10.6: an event without a ``type`` in its data is the type its ``event:`` line
-    names, so a delta so sent adds its text or arguments, where it was dropped without a
-    word (and a stream of such events ended as cut short)."""
+    names, so a delta so sent adds its text or arguments, not dropped without a word
+    (nor a stream of such events ended as cut short)."""
     events = _events(name)
     delta = next(i for i, e in enumerate(events) if "delta" in e["type"])
     body = b"".join(_named(e, typed=not every and i != delta) for i, e in enumerate(events))

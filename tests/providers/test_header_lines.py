@@ -41,8 +41,8 @@ ADAPTERS = [
 def test_a_header_text_no_http_header_carries_is_refused_when_built(
     adapter: Any, base_url: str, variable: str, options: dict[str, Any], named: str
 ) -> None:
-    """Before, the adapter built and every request failed with ``CLIENT_ERROR``, its
-    message naming no setting."""
+    """Refused then, naming the setting: an adapter built with it would fail every
+    request with ``CLIENT_ERROR``, its message naming no setting."""
     with pytest.raises(ValueError, match=re.escape(named)) as caught:
         adapter(base_url=base_url, **options)
     assert KEY_WITH_NEWLINE not in str(caught.value)
@@ -72,7 +72,7 @@ def test_an_auth_token_variable_beside_a_key_is_never_read(
     key_from: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Given a key, or ``ANTHROPIC_API_KEY``, the SDK reads no token: a stale one with its
-    newline is never sent. Before, it stopped the adapter from being built."""
+    newline is never sent, so it does not stop the adapter from being built."""
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", KEY_WITH_NEWLINE)
     if key_from == "api_key":
         model = AnthropicModel(base_url="http://mock", api_key="k")

@@ -40,9 +40,9 @@ PASTED_KEY = "sk-proj-abc\N{NO-BREAK SPACE}"
 def test_openai_model_refuses_a_header_text_beyond_ascii_when_built(
     options: dict[str, Any], named: str, value: str
 ) -> None:
-    """A key pasted with a no-break space is refused when the adapter is built; before,
-    the adapter built and every request failed with ``CLIENT_ERROR``, its message an
-    encoding error that named no setting. The value itself is never shown."""
+    """A key pasted with a no-break space is refused when the adapter is built, not left
+    to fail every request with ``CLIENT_ERROR``, its message an encoding error that names
+    no setting. The value itself is never shown."""
     with pytest.raises(ValueError, match="only ASCII") as caught:
         OpenAIModel(base_url="http://mock/v1", **options)
     assert named in str(caught.value)

@@ -471,7 +471,7 @@ async def test_a_whole_body_that_stalls_times_out_as_a_stream_does(
 ) -> None:
     """R10.3: a whole JSON answer (a server that ignored ``stream``) whose body stops
     arriving fails once the timeout passes, coded ``TIMEOUT`` and retryable, as a stalled
-    event stream does; it waited for ever.
+    event stream does, never waiting for ever.
     """
 
     async def handler(request: httpx2.Request) -> httpx2.Response:

@@ -81,8 +81,8 @@ async def test_a_call_added_without_an_index_is_one_call_with_its_streamed_argum
 ) -> None:
     """R10.2: a call added without ``output_index``, its argument deltas carrying one, is
     the call those deltas stream: each of the two calls comes once, named, with its id and
-    arguments. An empty call was left beside a nameless one holding the arguments, and the
-    agent would have run both."""
+    arguments, never an empty call beside a nameless one holding the arguments, both of
+    which the agent would run."""
     events = _recorded()
     edited = _edited(events, deltas, completed or _same)
     if completed is None:
@@ -96,8 +96,8 @@ async def test_calls_added_without_an_index_before_deltas_naming_only_an_index_a
 ) -> None:
     """R10.3: two calls added without ``output_index`` before argument deltas that name
     neither (an ``output_index`` alone): which call each delta is for cannot be read, and
-    the stream fails ``MALFORMED_RESPONSE`` naming the field, where the arguments were
-    given to a nameless call the agent would have run."""
+    the stream fails ``MALFORMED_RESPONSE`` naming the field, giving no arguments to a
+    nameless call the agent would run."""
     events = _edited(_recorded(), _without("item_id"), _same)
     added = [e for e in events if e["type"] == _ADDED]
     events = added + [e for e in events if e["type"] != _ADDED]
@@ -151,7 +151,7 @@ async def test_a_message_added_without_an_index_is_streamed_once_by_deltas_carry
 ) -> None:
     """R10.2: a message of two parts added without ``output_index``, its deltas carrying one
     and no ``content_index``, its parts and item completed without one: each part's text
-    comes once. The second came twice, its completed part taken for another item's."""
+    comes once, the second's completed part not taken for another item's."""
     events = _with_a_second_part(_recorded(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edits: dict[str, Edit] = {
@@ -177,7 +177,7 @@ async def test_events_naming_no_item_are_about_the_item_added_last(
 ) -> None:
     """R10.2: a message added with ``output_index``, whose deltas or completed parts name no
     item (no ``output_index``, no ``item_id``), is the item they are about: each part's
-    text comes once. They were keyed by nothing, and the parts came a second time."""
+    text comes once: they are not keyed by nothing, which would give the parts twice."""
     events = _with_a_second_part(_recorded(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edits: dict[str, Edit] = {
@@ -203,7 +203,7 @@ async def test_a_call_a_delta_names_before_it_is_added_is_one_call(
 ) -> None:
     """R10.2: a call whose first argument delta (carrying ``output_index`` and ``item_id``)
     comes before the call is added without an index is the call that delta opened: each
-    call comes once with its arguments, where a nameless call held the first fragment."""
+    call comes once with its arguments, no nameless call holding the first fragment."""
     events = _recorded()
     edited = _first_deltas_before_their_items(_edited(events, _same, _same))
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
@@ -214,8 +214,8 @@ async def test_a_delta_at_another_index_than_the_item_it_names_is_refused(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     """R10.3: an argument delta whose ``output_index`` is not that of the call its
-    ``item_id`` names fails ``MALFORMED_RESPONSE`` naming the field, where it opened a
-    nameless call the agent would run, the named call missing that fragment."""
+    ``item_id`` names fails ``MALFORMED_RESPONSE`` naming the field, opening no nameless
+    call the agent would run, the named call missing that fragment."""
     events = _recorded()
     first = next(i for i, e in enumerate(events) if e["type"] == _ARGUMENTS)
     events[first] = {**events[first], "output_index": 7}
@@ -231,7 +231,7 @@ async def test_a_part_completed_at_another_index_than_its_item_goes_with_its_ite
 ) -> None:
     """R10.2: the ``content_part.done`` of a message's second part, its ``output_index`` not
     that of the message its ``item_id`` names, is that message's part: its text comes once.
-    Beside deltas without ``content_index`` it came a second time."""
+    Beside deltas without ``content_index`` it does not come a second time."""
     events = _with_a_second_part(_recorded(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     last = max(i for i, e in enumerate(events) if e["type"] == "response.content_part.done")
@@ -266,7 +266,7 @@ async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_o
 ) -> None:
     """R10.2: a message whose ``output_item.done`` carries another ``output_index`` than its
     deltas, its complete text a full stop longer than they streamed, is the item those
-    deltas streamed: its text comes once. It came a second time, beside the deltas."""
+    deltas streamed: its text comes once, not a second time beside the deltas."""
     events = _recorded(_TEXT)
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edited = [
@@ -287,7 +287,7 @@ async def test_text_at_another_index_than_the_message_it_names_goes_with_that_me
 ) -> None:
     """R10.2: a message added at another ``output_index`` than its deltas carry, or a delta
     at another than its message's, all naming the message by ``item_id``: the text is that
-    message's, once and in order, where the delta opened a text block of its own."""
+    message's, once and in order, the delta opening no text block of its own."""
     events = _recorded(_TEXT)
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     last = max(i for i, e in enumerate(events) if e["type"] == moved)

@@ -31,9 +31,9 @@ def _call(item_id: str, call_id: str, arguments: str) -> list[dict[str, Any]]:
 
 
 async def test_calls_streamed_before_any_item_event_are_each_one_call() -> None:
-    """R10.2: each call is one block, named by its complete item; the first call's deltas
-    came before any item event named their item_id and made a nameless call of their
-    own, which the agent would have run beside the real one."""
+    """R10.2: each call is one block, named by its complete item; the first call's deltas,
+    coming before any item event names their item_id, make no nameless call of their
+    own, which the agent would run beside the real one."""
     events: list[dict[str, Any]] = [
         *_call("fc_1", "call_a", '{"city":"Oslo"}'),
         *_call("fc_2", "call_b", '{"city":"Rome"}'),
@@ -48,7 +48,7 @@ async def test_calls_streamed_before_any_item_event_are_each_one_call() -> None:
 
 async def test_a_message_part_completed_before_its_item_event_comes_once() -> None:
     """R10.2: a part that streamed no delta (its content_part.done gave it) is the same part
-    in the message completed after it; it came a second time, as the message's own."""
+    in the message completed after it, not given a second time as the message's own."""
     parts: list[dict[str, Any]] = [
         {"type": "output_text", "text": text, "annotations": []} for text in ("One.", "Two.")
     ]
@@ -78,7 +78,7 @@ async def test_a_message_part_completed_before_its_item_event_comes_once() -> No
 
 async def test_a_second_message_after_the_first_is_completed_is_a_block_of_its_own() -> None:
     """R10.2: the deltas after the first item's done name another item: they start its
-    block, where they would have gone on in the completed one's."""
+    block, not going on in the completed one's."""
 
     def message(item_id: str, text: str) -> list[dict[str, Any]]:
         item = {"type": "message", "id": item_id, "role": "assistant"}
@@ -96,7 +96,7 @@ async def test_a_second_message_after_the_first_is_completed_is_a_block_of_its_o
 
 async def test_a_call_whose_deltas_name_its_call_id_is_one_call() -> None:
     """R10.2: a server may name a call's deltas by its call id, not its item id; the
-    completed item found no block of that id and made a second, nameless call."""
+    completed item finds the block of that id, making no second, nameless call."""
     item = {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "lookup"}
     arguments = '{"city":"Oslo"}'
     events: list[dict[str, Any]] = [

@@ -76,7 +76,7 @@ async def test_a_retry_after_past_max_retry_after_fails_the_request_at_once(
     api: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """The default policy makes one attempt against ``Retry-After: 3600`` and waits for
-    nothing; before, it waited 120 s three times and sent three more doomed requests."""
+    nothing, never waiting 120 s three times to send three more doomed requests."""
     server = MockServer(_throttled(HOUR))
     notices: list[RetryNotice] = []
     error, spent, attempts = await _fails(api, server, RetryPolicy(), notices)
@@ -149,7 +149,7 @@ async def test_a_lane_refused_for_an_hour_holds_the_next_request_no_longer_than_
     autojump_clock: trio.abc.Clock,
 ) -> None:
     """The next request of the lane goes out after the pause of a 429 that names no wait
-    (1 s) and gets its own refusal at once; before, it waited ``max_retry_after`` (120 s)
+    (1 s) and gets its own refusal at once, not after waiting ``max_retry_after`` (120 s)
     in admission, silently, to be refused all the same."""
     ended, outcomes = await _times_of_two_requests(MockServer(_throttled(HOUR)))
     assert outcomes == ["rate_limit_exceeded", "rate_limit_exceeded"]
@@ -160,7 +160,7 @@ async def test_a_429_reporting_a_budget_spent_for_hours_pauses_the_lane_as_a_bar
     autojump_clock: trio.abc.Clock,
 ) -> None:
     """Its headers' reset six hours off is not paused for either: the next request is
-    served after 1 s, where before it waited 120 s."""
+    served after 1 s, not 120 s."""
     refused = RawReply(429, (*JSON, *SPENT_FOR_SIX_HOURS), BODY)
     server = MockServer(ScriptedPolicy([refused, MockReply(text="fine")]))
     ended, outcomes = await _times_of_two_requests(server)
@@ -173,7 +173,7 @@ async def test_a_success_reporting_a_budget_spent_for_hours_does_not_pause_the_l
 ) -> None:
     """A budget reset further off than ``max_retry_after`` holds no request back: the
     next one is sent at once (were the budget still spent, its refusal would fail it
-    at once); before, it waited 120 s first."""
+    at once), not after 120 s."""
     spent = RawReply(200, (*SSE, *SPENT_FOR_SIX_HOURS), CHAT_STREAM)
     server = MockServer(ScriptedPolicy([spent, MockReply(text="fine")]))
     ended, outcomes = await _times_of_two_requests(server)

@@ -21,7 +21,7 @@ async def test_an_event_that_is_no_json_object_names_the_provider_and_the_event(
     api: str, provider: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.3: the third event of a stream, ``{bad``, fails as malformed data of that
-    provider's stream at event 3; before, the error said only that "the stream" carried it."""
+    provider's stream at event 3, not only that "the stream" carried it."""
     body = sse_body(b'{"type":"ping"}', b'{"type":"ping"}', b"{bad")
     with pytest.raises(ProviderStreamError) as caught:
         await serve_once(api, body, SSE)

@@ -75,8 +75,8 @@ async def test_a_part_sent_only_complete_comes_once_when_its_item_is_keyed_other
     edit: Callable[[list[Event]], list[Event]],
 ) -> None:
     """R10.2: a part that streamed no delta, given by its ``content_part.done``, is the same
-    part in the ``output_item.done`` after it, though the two are keyed otherwise; it came
-    a second time, as the item's own."""
+    part in the ``output_item.done`` after it, though the two are keyed otherwise, not
+    given a second time as the item's own."""
     events = _recorded()
     collected = await serve_once(
         "responses", b"".join(map(typed_event, edit(_without_deltas(events))))
@@ -121,8 +121,8 @@ async def test_a_part_sent_only_complete_is_kept_beside_deltas_keyed_otherwise(
 ) -> None:
     """R10.2: deltas keyed otherwise than the complete item (no ``content_index``, or parts
     counted from 1) stream a message's first part; its second, sent only complete, still
-    comes, after it. It was lost: the block of those deltas was taken for the whole message,
-    or for the second part."""
+    comes, after it, the block of those deltas taken neither for the whole message nor for
+    the second part, which would lose it."""
     events = _recorded()
     edited = edit(_with_a_second_part(events, part_done=part_done))
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
@@ -134,8 +134,8 @@ async def test_a_part_sent_only_complete_is_kept_beside_deltas_keyed_otherwise(
 async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() -> None:
     """R10.2: deltas without ``content_index`` or ``output_index`` stream both parts of a
     message into one block; neither each part's ``content_part.done`` nor its item, which
-    have an ``output_index``, repeat them. They did: only a block keyed by that
-    ``output_index`` was taken for the whole, so the second part came twice."""
+    have an ``output_index``, repeat them: a block keyed by that ``output_index`` is not
+    the only one taken for the whole, which would give the second part twice."""
     events = _with_a_second_part(_recorded(), part_done=True)
     second_done = next(
         i
@@ -168,8 +168,8 @@ def _completed_with_a_full_stop(events: list[Event]) -> list[Event]:
 async def test_a_part_whose_complete_text_differs_from_its_deltas_comes_once() -> None:
     """R10.2: deltas without ``content_index`` stream a part whose complete text, in its
     ``content_part.done``, has a full stop more: the block is taken to hold the part, as
-    its ``output_item.done`` takes it. The whole answer came a second time, the part's
-    text being nowhere in the block."""
+    its ``output_item.done`` takes it, so the whole answer does not come a second time
+    for the part's text being nowhere in the block."""
     events = _recorded()
     edited = _completed_with_a_full_stop(_without_part_index(events))
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
@@ -180,8 +180,8 @@ async def test_a_part_whose_complete_text_differs_from_its_deltas_comes_once() -
 
 async def test_a_part_in_its_part_done_alone_is_kept_beside_deltas_without_a_part_index() -> None:
     """R10.2: beside deltas without ``content_index``, a second part that only its
-    ``content_part.done`` gives (no ``output_item.done`` follows) still comes, once; it was
-    left for an item event that never came."""
+    ``content_part.done`` gives (no ``output_item.done`` follows) still comes, once, not
+    left for an item event that never comes."""
     events = _recorded()
     edited = _without_part_index(_with_a_second_part(events, part_done=True))
     edited = [e for e in edited if e["type"] != "response.output_item.done"]
@@ -232,7 +232,7 @@ def test_a_part_sent_only_complete_after_streamed_deltas_is_kept_however_the_fir
 ) -> None:
     """R10.6: a second part sent only in its content_part.done, after deltas without a
     content_index streamed the first, is kept when the first's complete text differs from
-    its deltas (trimmed, a full stop more), where it was taken as streamed and lost."""
+    its deltas (trimmed, a full stop more), not taken as streamed and lost."""
     assert _decoded_parts(_two_parts(first, item_done=item_done)) == ["Hello world", _SECOND]
 
 
@@ -243,8 +243,8 @@ def test_a_repeated_content_part_done_beside_unindexed_deltas_adds_nothing() -> 
 
 
 def test_a_content_part_done_naming_its_item_by_no_string_is_read() -> None:
-    """R10.6: an item_id that is no string (an object) is read as no id, where building the
-    block's key of it raised TypeError (unhashable) out of the stream."""
+    """R10.6: an item_id that is no string (an object) is read as no id, so no TypeError
+    (unhashable) from building the block's key of it comes out of the stream."""
     done = {
         "type": "response.content_part.done",
         "item_id": {"id": "m"},
@@ -276,9 +276,9 @@ async def test_parts_completed_out_of_order_beside_unindexed_deltas_come_once(
 ) -> None:
     """R10.6: a message's second part completed (``content_part.done``) before its first,
     beside deltas without ``content_index``, adds neither part a second time, and the
-    second still comes when only its complete part gives it. The first came twice: the
-    deltas were counted to the part completed first, so the first was taken as sent only
-    complete."""
+    second still comes when only its complete part gives it. The deltas are not all
+    counted to the part completed first, which would take the first as sent only complete
+    and give it twice."""
     events = _recorded()
     edited = _without_part_index(
         _parts_completed_out_of_order(events, second_streamed=second_streamed)
@@ -295,8 +295,8 @@ async def test_parts_completed_out_of_order_beside_unindexed_deltas_come_once(
 
 async def test_a_part_streamed_after_its_content_part_done_is_refused() -> None:
     """R10.3: a part whose ``content_part.done`` comes before its deltas is refused as
-    malformed, naming the block, rather than given twice: its complete text opened the
-    block, and the deltas ran on from it."""
+    malformed, naming the block, rather than given twice: its complete text opens the
+    block, and the deltas would run on from it."""
     events = _recorded()
     done = next(e for e in events if e["type"] == "response.content_part.done")
     first_delta = next(i for i, e in enumerate(events) if e["type"] == _DELTA)
@@ -313,8 +313,8 @@ async def test_an_empty_delta_after_a_parts_content_part_done_adds_nothing(
     empty: str | None,
 ) -> None:
     """R10.3: a delta of no text for a part sent only complete (its ``content_part.done``
-    ended its block) cannot give it twice: it adds nothing, where it was refused as
-    malformed as a delta with text is."""
+    ended its block) cannot give it twice: it adds nothing and is not refused as
+    malformed, as a delta with text is."""
     events = _recorded()
     stray = {**next(e for e in events if e["type"] == _DELTA), "delta": empty}
     complete_only = [e for e in events if e["type"] != _DELTA]

@@ -70,8 +70,8 @@ async def _listening() -> AsyncIterator[_Listening]:
 async def test_a_burst_of_queued_connections_is_accepted_in_one_scheduler_pass() -> None:
     """A server sharing its run with many agents waits a long pass for each resumption: the
     connections queued when one is accepted are taken with it and handed out without a
-    pass each, where each took one and a burst waited in the listen queue until its
-    clients timed out."""
+    pass each, so a burst does not wait in the listen queue, one taken a pass, until its
+    clients time out."""
     with trio.fail_after(REAL_DEADLINE):
         async with _listening() as listening:
             passes = _Passes(trio.lowlevel.current_task())
@@ -131,8 +131,7 @@ async def test_ctrl_c_landing_as_queued_connections_are_taken_is_kept_and_closes
 ) -> None:
     """A Ctrl-C landing while an accept takes the connections queued beside its own is kept
     for the server's caller, as one landing in trio's accept is, and the connection trio
-    accepted and the one the Ctrl-C landed on are closed, not left open unhanded: it went
-    out unkept, those two left open."""
+    accepted and the one the Ctrl-C landed on are closed, not left open unhanded."""
     with trio.fail_after(REAL_DEADLINE):
         async with _listening() as listening:
             raised = await _interrupted_in_the_drain(listening, monkeypatch)
@@ -147,8 +146,8 @@ async def test_an_accept_out_of_descriptors_waits_for_a_connection_to_close(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An accept whose drain ran out of descriptors makes the next one wait for a connection
-    to close before trio's accept, where that met the limit at once (trio logging the error
-    and pausing, a burst served at a fraction of the pace it was without the drain)."""
+    to close before trio's accept, which would meet the limit at once (trio logging the
+    error and pausing, a burst served at a fraction of the pace it is without the drain)."""
     starved = [True]
     take = socket.socket.accept
 

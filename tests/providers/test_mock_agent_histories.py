@@ -114,7 +114,7 @@ async def _session(api: str, server: MockServer) -> tuple[list[str], list[Event]
 async def test_an_agents_histories_pass_the_mock_pairing_check(
     api: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Every request of the session is answered: none broke a pair the API would refuse."""
+    """Every request of the session is answered: none breaks a pair the API would refuse."""
     server = MockServer(ScriptedPolicy(_REPLIES))
     with trio.fail_after(60):
         kinds, events = await _session(api, server)

@@ -1,8 +1,8 @@
 """An Anthropic Messages stream from the mock pings once its first block has started, as the API does.
 
 Every recorded stream holds a ``ping`` after a content block starts and
-before the message ends; without one, a client that failed on it passed
-against the mock and broke against the API.
+before the message ends; without one, a client that fails on it would pass
+against the mock and break against the API.
 """
 
 from __future__ import annotations

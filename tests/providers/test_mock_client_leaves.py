@@ -1,7 +1,8 @@
 """A client that closes its connection while the mock waits out a latency ends that wait.
 
-Nothing read the socket then, so the server held the connection, and its
-task, until the latency ended: ``math.inf`` held them until it closed.
+Nothing reads the socket then, so unless the server watches for the close it
+holds the connection, and its task, until the latency ends: with ``math.inf``,
+until the server closes.
 """
 
 from __future__ import annotations

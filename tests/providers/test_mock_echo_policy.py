@@ -199,8 +199,8 @@ async def test_mock_echo_policy_calls_the_tools_the_request_lets_it(
 ) -> None:
     """``tool_choice`` and the parallel calls flag are heeded in each wire format: no call
     for ``none``, only the named tool when one is forced, one call at a time when parallel
-    calls are off. They were ignored: a forced tool came with others, two calls with
-    parallel calls off."""
+    calls are off: a forced tool never comes with others, nor two calls with parallel
+    calls off."""
     with trio.fail_after(60):
         called = await _tool_names_called(
             api, _function_tools(api, "a", "b", "c"), **TOOL_ASKS[ask][api]
@@ -262,7 +262,7 @@ async def _answer(api: str, **body: Any) -> httpx2.Response:
 async def test_mock_echo_policy_calls_a_forced_tool_again_after_its_results(api: str) -> None:
     """A tool the request forces is called after tool results too, as the real models do;
     left to the model, the results get a text answer. A forced tool not offered is a 400
-    in the API's shape, as the real APIs answer; it got a text answer."""
+    in the API's shape, as the real APIs answer, not a text answer."""
     tools = _function_tools(api, "a", "b")
     forced, history = TOOL_ASKS["only b"][api], AFTER_RESULTS[api]
     with trio.fail_after(REAL_DEADLINE):
@@ -278,7 +278,7 @@ async def test_mock_echo_policy_calls_a_forced_tool_again_after_its_results(api:
 @pytest.mark.parametrize("api", APIS)
 async def test_mock_echo_policy_stops_at_the_output_limit_asked(api: str) -> None:
     """A reply longer than the request's output limit is cut there, finishing as the API
-    does at its limit, with usage within it; it ended ``stop`` past the limit before."""
+    does at its limit, with usage within it, never ending ``stop`` past the limit."""
     with trio.fail_after(REAL_DEADLINE):
         async with open_mock_server() as server, served_by(api, server) as model:
             request = make_request("ping pong " * 20)

@@ -95,7 +95,7 @@ def test_mock_example_strings_meet_min_length_past_a_literal_dollar(pattern: str
 )
 def test_mock_example_strings_meet_min_length_before_an_end_anchor(pattern: str, low: int) -> None:
     """R9.7: a pattern anchored only at its end is searched, so words put before a match
-    keep it one and reach ``minLength``; every draw was too short before."""
+    keep it one and reach ``minLength``, no draw too short."""
     tool = constrained_tool(obj({"s": {"type": "string", "pattern": pattern, "minLength": low}}))
     assert [
         problem for seed in SEEDS if (problem := validator_problem(tool, seed)) is not None
@@ -133,7 +133,7 @@ UNIQUE_OBJECTS = {
 @pytest.mark.parametrize("schema", list(UNIQUE_OBJECTS.values()), ids=list(UNIQUE_OBJECTS))
 def test_mock_example_unique_items_that_are_objects_are_told_apart(schema: dict[str, Any]) -> None:
     """R9.7: objects that need no property are drawn with more when a repeat must be
-    avoided; every draw repeated ``{}`` before, refused as items that must be unique."""
+    avoided, not every draw ``{}``, which items that must be unique refuse."""
     tool = constrained_tool(schema)
     assert [
         problem for seed in SEEDS if (problem := validator_problem(tool, seed)) is not None
@@ -161,14 +161,14 @@ UNSATISFIABLE = {
     "too few choices": obj(
         {"a": {"type": "array", "items": {"enum": [1, 2]}, "minItems": 3, "uniqueItems": True}}
     ),
-    # Drawn to the length asked, these ran out of memory or hung.
+    # Drawn to the length asked, these would run out of memory or hang.
     "vast length": obj({"s": {"type": "string", "minLength": 1e308}}),
     "vast matched length": obj({"s": {"type": "string", "minLength": 1e308, "pattern": "^a+$"}}),
     "vast item count": obj({"a": {"type": "array", "minItems": 10**12}}),
 }
 
 
-@pytest.mark.timeout(10)  # each took 13 s, or never ended, on the server's one thread
+@pytest.mark.timeout(10)  # drawn, each takes 13 s, or never ends, on the server's one thread
 @pytest.mark.parametrize("pattern", ["^[0-9]{10000000}$", "^a{99999999999999999999}$"])
 def test_mock_example_arguments_skip_a_pattern_demanding_vast_repeats(pattern: str) -> None:
     """A pattern whose least match is longer than any string drawn is not drawn from (nor

@@ -301,8 +301,8 @@ async def test_mock_call_log_is_bounded() -> None:
 
 
 def test_mock_reply_takes_its_tool_calls_as_any_sequence_and_stays_hashable() -> None:
-    """A reply given a list of calls keeps a tuple of them: the list was kept as given,
-    so the frozen reply could not be hashed and changed with the caller's list."""
+    """A reply given a list of calls keeps a tuple of them, not the list as given, with
+    which the frozen reply could not be hashed and would change with the caller's list."""
     calls = [MockToolCall("lookup", "{}")]
     reply = MockReply(tool_calls=calls)
     calls.append(MockToolCall("other", "{}"))

@@ -44,14 +44,14 @@ async def _serve_one_interrupted_request() -> BaseException | None:
 
 async def test_ctrl_c_in_a_connection_task_leaves_the_server_bare() -> None:
     """A ``KeyboardInterrupt`` raised in one of the server's connection tasks comes out of
-    ``open_mock_server`` as itself, as one raised in its block does. It came out inside
-    a group of groups (the connection's nursery, the listeners', the server's own), which
-    an ``except KeyboardInterrupt`` around the server does not catch."""
+    ``open_mock_server`` as itself, as one raised in its block does, not inside a group
+    of groups (the connection's nursery, the listeners', the server's own), which an
+    ``except KeyboardInterrupt`` around the server does not catch."""
     with trio.fail_after(REAL_DEADLINE):
         raised = await _serve_one_interrupted_request()
     assert type(raised) is KeyboardInterrupt, repr(raised)
-    # Not the block's cancel, which the interrupt caused: raised as it was handled, it
-    # took that as its context.
+    # Not the block's cancel, which the interrupt caused: raised as it is handled, it
+    # takes that as its context.
     assert raised.__context__ is None, repr(raised.__context__)
 
 
@@ -93,8 +93,9 @@ async def test_ctrl_c_in_a_connection_task_survives_the_block_ending_at_the_cut(
 ) -> None:
     """Ctrl-C in a connection task comes out of ``open_mock_server`` though the block
     ends as soon as it sees the connection cut, with no latency or with one. The block
-    ending cancelled the server while that task still closed its stream, and the
-    ``Cancelled`` raised there took the place of Ctrl-C: the server exited quietly."""
+    ending cancels the server while that task still closes its stream, and the
+    ``Cancelled`` raised there does not take the place of Ctrl-C: the server does not
+    exit quietly."""
     with trio.fail_after(REAL_DEADLINE):
         raised = await _interrupted_until_cut(latency, None)
     assert type(raised) is KeyboardInterrupt, repr(raised)
@@ -104,7 +105,7 @@ async def test_ctrl_c_in_a_connection_task_survives_the_block_ending_at_the_cut(
 async def test_ctrl_c_in_a_connection_task_wins_over_the_block_s_error_at_the_cut() -> None:
     """A block that raises its own error as it sees the connection cut gets Ctrl-C out of
     ``open_mock_server``, its error chained as the context, as Python chains one raised
-    while another is handled. Its error came out alone, Ctrl-C lost."""
+    while another is handled, not its error alone, Ctrl-C lost."""
     with trio.fail_after(REAL_DEADLINE):
         raised = await _interrupted_until_cut(0.0, ConnectionError("the server went away"))
     assert type(raised) is KeyboardInterrupt, repr(raised)
@@ -116,9 +117,9 @@ async def test_a_policy_s_system_exit_survives_the_block_ending_at_the_cut(
     latency: float,
 ) -> None:
     """A policy's ``SystemExit`` comes out of ``open_mock_server``, its status kept, though
-    the block ends as soon as it sees the connection cut, as Ctrl-C does. The ``Cancelled``
-    raised as the connection task closed its stream took its place: the server exited
-    quietly and the exit was lost."""
+    the block ends as soon as it sees the connection cut, as Ctrl-C does: the ``Cancelled``
+    raised as the connection task closes its stream does not take its place, so the server
+    does not exit quietly, the exit lost."""
     with trio.fail_after(REAL_DEADLINE):
         raised = await _interrupted_until_cut(latency, None, _exiting)
     assert type(raised) is SystemExit, repr(raised)
@@ -140,7 +141,7 @@ async def test_a_policy_s_system_exit_beside_the_block_s_own_ending_at_the_cut(
     """A block raising its own error as it sees the connection cut gets the policy's
     ``SystemExit``, its error as the context; Ctrl-C the block raises wins over it, bare
     or in a group of the block's own nursery, raised as the block raised it (the group's
-    Ctrl-C was lost to the SystemExit)."""
+    Ctrl-C not lost to the SystemExit)."""
     with trio.fail_after(REAL_DEADLINE):
         raised = await _interrupted_until_cut(0.0, error, _exiting)
     assert type(raised) is expected, repr(raised)
@@ -176,8 +177,8 @@ async def test_ctrl_c_in_the_listener_task_survives_the_block_ending_at_the_cut(
 ) -> None:
     """Ctrl-C landing in the server's accept comes out of ``open_mock_server`` though the
     block ends as soon as it sees its waiting connection cut by the listener's close: the
-    ``Cancelled`` raised as trio closed the listener took its place, and it was lost in
-    about half the runs (so it runs five times)."""
+    ``Cancelled`` raised as trio closes the listener does not take its place, in any run
+    (it runs five times, as the two race)."""
     monkeypatch.setattr(trio.SocketListener, "accept", _interrupted_accept)
     with trio.fail_after(REAL_DEADLINE):
         raised = [await _interrupted_in_accept() for _ in range(5)]

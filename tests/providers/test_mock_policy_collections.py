@@ -1,8 +1,9 @@
 """A policy given a collection (or a flag) of the wrong shape refuses it when built, naming the field.
 
-A fault kind given alone was taken for its letters and refused as the kind
-``s``; a replay of values that are no recorded replies failed each request
-they answered with a 500 a test took for the server's own.
+A fault kind given alone is refused as no collection of kinds, not taken for its
+letters and refused as the kind ``s``; a replay of values that are no recorded replies
+is refused, not left to fail each request they answer with a 500 a test takes for the
+server's own.
 """
 
 from __future__ import annotations
@@ -58,6 +59,6 @@ def test_replay_policy_recorded_reply_is_taken() -> None:
 
 @pytest.mark.parametrize("cycle", ["no", 1, None])
 def test_scripted_policy_cycle_not_a_bool_is_type_error(cycle: object) -> None:
-    """A cycle flag that is no bool is refused, where a truthy one cycled the script."""
+    """A cycle flag that is no bool is refused, not taken as true to cycle the script."""
     with pytest.raises(TypeError, match=r"ScriptedPolicy\.cycle must be a bool"):
         ScriptedPolicy([MockReply("hi")], cycle=cycle)  # type: ignore[arg-type]

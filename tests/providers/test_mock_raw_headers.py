@@ -25,7 +25,8 @@ _BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
     ],
 )
 def test_a_header_no_response_can_carry_is_refused_when_built(name: str, value: str) -> None:
-    """Served, it was a 500 over TCP and passed on (or a bare UnicodeEncodeError) in-process."""
+    """Refused when built: served, it would be a 500 over TCP, passed on (or a bare
+    UnicodeEncodeError) in-process."""
     with pytest.raises(ValueError, match=r"RawReply\.headers holds a header no HTTP response"):
         RawReply(200, [(name, value)], b"{}")
 

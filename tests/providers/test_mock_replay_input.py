@@ -53,7 +53,7 @@ def _exchange(**response: object) -> dict[str, object]:
 def test_a_replay_of_an_exchange_it_cannot_serve_as_recorded_is_refused(
     exchange: dict[str, object], field: str
 ) -> None:
-    """A body stored parsed (served as Python's repr before), a status that is no HTTP
+    """A body stored parsed (which would be served as Python's repr), a status that is no HTTP
     status, or headers that are no strings are a ``ValueError`` naming the field, not an
     ``AssertionError``, a ``KeyError`` or a reply with other bytes than recorded."""
     with pytest.raises(ValueError, match="recorded exchange") as caught:

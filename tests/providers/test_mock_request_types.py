@@ -58,7 +58,7 @@ async def test_mock_openai_request_field_of_the_wrong_type_is_answered_400_namin
     path: str, body: dict[str, Any], param: str, expected: str, got: str
 ) -> None:
     """A Chat Completions or Responses field of the wrong JSON type gets OpenAI's 400, before
-    any policy answers it: it was answered 200, the field read as something else."""
+    any policy answers it, not 200 with the field read as something else."""
     server = MockServer(EchoPolicy())
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         response = await client.post("http://mock" + path, json=body)
@@ -90,7 +90,7 @@ async def test_mock_anthropic_request_field_of_the_wrong_type_is_answered_400_na
     body: dict[str, Any], message: str
 ) -> None:
     """A Messages field of the wrong JSON type gets Anthropic's 400 ``invalid_request_error``,
-    its message led by the field's path: it was answered 200."""
+    its message led by the field's path, not 200."""
     server = MockServer(EchoPolicy())
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         response = await client.post("http://mock" + MESSAGES, json=body)
@@ -132,7 +132,7 @@ async def test_mock_integral_number_token_limit_limits_the_reply(
     path: str, body: dict[str, Any]
 ) -> None:
     """A token limit written as an integral number (2.0) is taken, so it limits the reply as
-    2 does: it was served, then read as no limit at all."""
+    2 does, not read as no limit at all."""
     server = MockServer(EchoPolicy())
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         response = await client.post("http://mock" + path, json=body)

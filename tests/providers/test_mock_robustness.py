@@ -200,7 +200,7 @@ async def test_mock_raw_reply_framing_headers_are_replaced(framing: tuple[str, s
 @pytest.mark.parametrize("name", ["content-type", "Content-Type", "CONTENT-TYPE"])
 async def test_mock_raw_reply_streams_whatever_the_case_of_its_header_names(name: str) -> None:
     """A raw event stream is sent as a stream (chunked, paced by the timing) whatever the
-    case of ``Content-Type``; with capitals it went out in one piece, as a JSON body."""
+    case of ``Content-Type``: with capitals it does not go out in one piece, as a JSON body."""
     body = b'data: {"choices":[]}\n\ndata: [DONE]\n\n'
     raw = RawReply(200, ((name, "text/event-stream"),), body)
     with trio.fail_after(REAL_DEADLINE):
@@ -215,7 +215,7 @@ async def test_mock_request_body_past_its_limit_is_answered_413_in_the_api_shape
 ) -> None:
     """A body past the limit (Anthropic's 32 MiB) is answered 413 in the API's shape, as the
     real APIs answer, over a socket (the connection still serving) and in process alike;
-    it was answered 200 and reached the policy."""
+    it never reaches the policy to be answered 200."""
     monkeypatch.setattr(mock_server, "MAX_REQUEST_BYTES", 1024)
     large = chat_body(padding="x" * 2048)
     expected = {
@@ -428,7 +428,8 @@ async def test_mock_request_without_a_required_field_is_answered_400_naming_it(
     path: str, body: dict[str, Any], message: str
 ) -> None:
     """A request the real API refuses for a missing field is refused the same way, before
-    any policy answers it: the mock let a client that omits one pass its tests."""
+    any policy answers it, so a client that omits one does not pass its tests against
+    the mock."""
     server = MockServer(EchoPolicy())
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         response = await client.post("http://mock" + path, json=body)

@@ -126,10 +126,10 @@ def test_mock_settings_no_request_could_use_are_refused_when_built(
     build: Callable[[], object], error: type[Exception], named: str
 ) -> None:
     """A delay that is no number of seconds, or a fault rate that is no probability, is
-    refused naming the setting; it failed each request mid-stream (a truncation the
-    client could not tell from an injected one), or was read as 0 without a word.
-    An ``Endless`` interval is slept as it is: a function, which a ``Timing`` delay may
-    be, was taken and failed each stream after its first event.
+    refused naming the setting, not left to fail each request mid-stream (a truncation the
+    client cannot tell from an injected one), nor read as 0 without a word. An
+    ``Endless`` interval is slept as it is: a function, which a ``Timing`` delay may be,
+    is refused, not taken to fail each stream after its first event.
     """
     with pytest.raises(error, match=re.escape(named)):
         build()

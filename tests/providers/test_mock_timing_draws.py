@@ -28,9 +28,9 @@ def _huge_fraction(_rng: object) -> Fraction:
 async def test_a_latency_past_a_float_s_range_never_answers(
     latency: Delay, autojump_clock: trio.abc.Clock
 ) -> None:
-    """The sleep failed with a bare OverflowError out of the in-process transport (a 500
-    over TCP), where a wait too large for a float is ``math.inf``: never. Before, a drawn
-    Fraction still failed so, and a fixed one was refused as below 0."""
+    """A wait too large for a float, drawn (an int or a Fraction) or fixed, is
+    ``math.inf``: never. The sleep raises no bare OverflowError out of the in-process
+    transport (a 500 over TCP), and a fixed one is not refused as below 0."""
     server = MockServer(EchoPolicy(), timing=Timing(latency=latency))
     async with httpx2.AsyncClient(transport=server.transport()) as client:
         with trio.move_on_after(3600) as waited:
@@ -59,7 +59,7 @@ async def test_a_pause_drawn_past_a_float_s_range_holds_the_stream(
 async def test_an_endless_interval_past_a_float_s_range_holds_the_stream(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """Its events never come, as with an interval of ``math.inf``; before, it was refused."""
+    """Its events never come, as with an interval of ``math.inf``; it is not refused."""
     server = MockServer(lambda _call: Endless(10**400))
     parts: list[bytes] = []
     async with httpx2.AsyncClient(transport=server.transport()) as client:

@@ -97,8 +97,8 @@ async def test_mock_refuses_a_history_breaking_tool_call_pairing_as_the_api_does
     api: str, history: tuple[Message, ...], message: str
 ) -> None:
     """An adapter's request whose history leaves a call unanswered, or answers none, gets
-    the 400 the real API gives, before any policy sees it: it was answered 200, so no test
-    caught a history every real request fails on."""
+    the 400 the real API gives, before any policy sees it, not 200, so a test catches a
+    history every real request fails on."""
     error, server = await _refusal(api, *history)
     assert error.status == 400
     assert message in str(error)
@@ -226,7 +226,7 @@ async def test_mock_responses_output_of_a_call_held_elsewhere_is_accepted(
 ) -> None:
     """The call of an output may be in the stored response a ``previous_response_id``
     names, in the ``conversation`` the request continues, or in an item it names by
-    reference: the real API takes each, and the mock refused the last two."""
+    reference: the real API takes each, and so does the mock, the last two included."""
     body = {"model": "m", "input": [_output("a")], **chained}
     assert (await _posted("/v1/responses", body)).status_code == 200
 

@@ -1,7 +1,7 @@
 """The mock's replies and policies refuse a bad value when built, naming the field.
 
-Served, such a value failed only its request, with a 500 a test took for the
-server's own, or went out as something else (a call named ``5`` as unnamed).
+Served, such a value would fail only its request, with a 500 a test takes for the
+server's own, or go out as something else (a call named ``5`` as unnamed).
 """
 
 from __future__ import annotations
@@ -114,8 +114,8 @@ def test_mock_server_refuses_bad_options_when_built(
     options: dict[str, Any], error: type[Exception], named: str
 ) -> None:
     """A policy that cannot answer a call (a policy class itself), a timing that is no
-    ``Timing`` or a negative ``max_calls`` is refused naming the option; a policy failed
-    every request with a 500 before, and ``max_calls`` with deque's own words."""
+    ``Timing`` or a negative ``max_calls`` is refused naming the option, not a policy
+    failing every request with a 500, nor ``max_calls`` refused in deque's own words."""
     with pytest.raises(error, match=f"MockServer {named}"):
         MockServer(**options)
 

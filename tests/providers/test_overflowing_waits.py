@@ -69,8 +69,8 @@ async def test_a_wait_too_large_for_a_float_fails_the_request_at_once(
     api: str, header: tuple[str, str], autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.3: one attempt, no retry notice, no wait: the 429 is raised with
-    ``retry_after == math.inf``, as ``Retry-After: 1e9`` is raised with 1e9; before, the
-    value read as no header and the request was retried on the backoff."""
+    ``retry_after == math.inf``, as ``Retry-After: 1e9`` is raised with 1e9, the value not
+    read as no header for the request to be retried on the backoff."""
     server = MockServer(ScriptedPolicy([_refused(header), MockReply(text="too soon")]))
     notices: list[RetryNotice] = []
     error, spent = await _attempt(api, server, notices)
@@ -95,8 +95,8 @@ async def test_a_wait_too_large_for_a_float_pauses_the_lane_as_1e9_does(
     value: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """The lane pauses for the default second, not for ever nor ``max_retry_after``: the
-    next request goes out after 1 s; before, ``1e400`` and ``inf`` got the request
-    retried until it succeeded, where ``1e9`` failed it at once."""
+    next request goes out after 1 s; ``1e400`` and ``inf`` fail the request at once, as
+    ``1e9`` does, never retrying it until it succeeds."""
     ended, outcomes, pause = await _times_of_two_requests(_refused(("retry-after", value)))
     assert outcomes == ["rate_limit_exceeded", "ok"]
     assert ended == pytest.approx([0.0, 1.0], abs=0.01)
@@ -108,7 +108,7 @@ async def test_a_negative_or_unreadable_retry_after_is_no_header_to_the_lane(
     value: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """A 429 whose ``Retry-After`` is no wait pauses the lane for the default second, as
-    one without the header does; before, ``-5`` paused it for nothing."""
+    one without the header does: ``-5`` does not pause it for nothing."""
     refusal = _refused(("retry-after", value))
     async with mock_adapter("chat", MockServer(ScriptedPolicy([refusal]))) as adapter:
         admission = AdmissionController()
@@ -125,8 +125,8 @@ async def test_a_negative_or_unreadable_retry_after_leaves_the_spent_budget_as_t
     api: str, value: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """A 429 whose ``Retry-After`` is no wait, and whose headers report the budget spent
-    for 30 s, is retried after those 30 s, as one without the header is; before, ``-5``
-    read as a wait of 0, which hid the budget, and the retry went out after the backoff
+    for 30 s, is retried after those 30 s, as one without the header is: ``-5`` is not
+    read as a wait of 0, which would hide the budget and send the retry after the backoff
     to meet another 429."""
     refusal = _refused(("retry-after", value), *SPENT_FOR_30_S)
     server = MockServer(ScriptedPolicy([refusal, MockReply(text="ok")]))

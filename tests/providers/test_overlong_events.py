@@ -59,7 +59,7 @@ async def test_an_event_longer_than_any_answer_is_refused_at_the_limit(
     api: str, content_type: str, opening: bytes, where: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.3: a line that runs past ``MAX_EVENT_BYTES`` fails as malformed data, read no
-    further than the limit; before, all of it was read and held until the body ended."""
+    further than the limit, not read and held whole until the body ends."""
     body = _Unending(opening)
     with trio.fail_after(60):
         async with _adapter(api, content_type, body) as model:

@@ -76,11 +76,11 @@ def _completed_together(events: list[Event], first_text: str) -> list[Event]:
 async def test_parts_completed_together_after_their_deltas_come_once(
     shape: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R10.2: the second part's deltas came before the first part's ``content_part.done``;
-    its own ``content_part.done`` adds nothing, the deltas having streamed it. Its text came
-    a second time: the deltas were all counted to the part completed first. The first
-    part's complete text differing from its deltas (a full stop longer, one character
-    shorter) changes nothing."""
+    """R10.2: the second part's deltas come before the first part's ``content_part.done``;
+    its own ``content_part.done`` adds nothing, the deltas having streamed it, so its text
+    does not come a second time: the deltas are not all counted to the part completed
+    first. The first part's complete text differing from its deltas (a full stop longer,
+    one character shorter) changes nothing."""
     events = _recorded()
     answer = _answer(events)
     first = {"as streamed": answer, "a full stop longer": answer + ".", "trimmed": answer[:-1]}
@@ -125,8 +125,8 @@ async def test_parts_completed_together_are_told_apart_by_their_place(
     """R10.2: a part whose text repeats the first's is streamed when the deltas hold it
     after the first, and sent only complete when they end with the first: it is kept, not
     dropped for its text being streamed already. A first part sent only complete is kept
-    once the second's text is found where it would have begun; it was lost, the deltas
-    taken for it. Where no part's complete text reads as the deltas (each trimmed), the
+    once the second's text is found where it would have begun, the deltas not taken for
+    it. Where no part's complete text reads as the deltas (each trimmed), the
     deltas are taken to hold them both."""
     events = _two_parts(deltas, *texts)
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
@@ -137,8 +137,8 @@ async def test_parts_of_one_text_sent_only_complete_are_each_kept(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     """R10.2: two parts of one text, each given only by its ``content_part.done`` (no
-    delta, no ``output_item.done``), are two parts; the second was dropped, taken for a
-    block of deltas holding it."""
+    delta, no ``output_item.done``), are two parts, the second not taken for a block of
+    deltas holding it and dropped."""
     events = [event for event in _two_parts([], "Yes. ", "Yes. ") if event["type"] != _DELTA]
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == ["Yes. "] * 2

@@ -252,8 +252,8 @@ FILE_NAME = b"caf\xe9".decode("utf-8", "surrogateescape")
 @pytest.mark.parametrize("api", APIS)
 async def test_lone_surrogates_are_sent_as_replacement_characters(api: str) -> None:
     """A lone surrogate is lossless JSON, so the log keeps the one a tool returned, but it
-    has no UTF-8 form and the SDK refused the whole body, failing every later request: each
-    is sent as U+FFFD, and the history is left as logged.
+    has no UTF-8 form and the SDK would refuse the whole body, failing every later
+    request: each is sent as U+FFFD, and the history is left as logged.
     """
     history = tool_turn(ToolResultBlock("c1", (Text(FILE_NAME),)))
     history.append(Message("user", (Text(f"why {FILE_NAME}?"),)))

@@ -343,8 +343,8 @@ async def test_manage_does_not_pause_the_lane_for_a_budget_spent_past_the_policy
 @pytest.mark.parametrize("model", ["not a model", FakeModel], ids=["str", "model-class"])
 def test_manage_refuses_what_is_no_model_adapter(model: object) -> None:
     """R10.7: ``manage`` refuses, when it wraps it, what is no model adapter, as a router
-    refuses such a route; it was taken, and each request then failed with an
-    ``AttributeError`` or a missing-argument ``TypeError``."""
+    refuses such a route, not taking it to fail each request with an ``AttributeError``
+    or a missing-argument ``TypeError``."""
     with pytest.raises(TypeError, match=r"^manage needs a model adapter \(with stream\(\)\)"):
         manage(model)  # type: ignore[arg-type]
 
@@ -361,8 +361,8 @@ def test_manage_refuses_what_is_no_model_adapter(model: object) -> None:
 )
 def test_manage_refuses_options_of_another_kind(options: dict[str, Any], named: str) -> None:
     """``manage`` refuses a retry policy, admission controller or callback of another kind
-    when it wraps the model, naming it: a request failed with an ``AttributeError``
-    before, and a callback that cannot be called was only logged, retry after retry."""
+    when it wraps the model, naming it, so no request fails with an ``AttributeError``
+    and a callback that cannot be called is not only logged, retry after retry."""
     model = FakeModel([])
     with pytest.raises(TypeError, match=rf"^manage's {named} must be None or"):
         manage(model, **options)
@@ -370,15 +370,15 @@ def test_manage_refuses_options_of_another_kind(options: dict[str, Any], named: 
 
 @pytest.mark.parametrize("value", ["no", 0, None])
 def test_retry_policy_refuses_a_connection_switch_that_is_no_bool(value: object) -> None:
-    """``retry_connection_errors`` is a switch: ``"no"`` (true as a string) was taken as
-    yes, and ``0`` or ``None`` as no, without a word."""
+    """``retry_connection_errors`` is a switch: anything but a bool is refused, so ``"no"``
+    (true as a string) is not taken as yes, nor ``0`` or ``None`` as no, without a word."""
     with pytest.raises(TypeError, match=r"^RetryPolicy\.retry_connection_errors must be a bool"):
         RetryPolicy(retry_connection_errors=value)  # type: ignore[arg-type]
 
 
 async def test_manage_checkpoints_for_a_stream_that_ends_at_once() -> None:
     """A managed stream is a checkpoint however its model's ends: one that ends with no
-    chunk and no checkpoint of its own still sees a cancel, where it ended unseen."""
+    chunk and no checkpoint of its own still sees a cancel, not ending with it unseen."""
     managed = manage(FakeModel([[]]), retry=RetryPolicy(max_attempts=1))
     with trio.CancelScope() as scope:
         scope.cancel()

@@ -110,9 +110,9 @@ def test_the_default_statuses_are_those_the_sdks_retry_but_501_and_505() -> None
 def test_retry_policy_refuses_statuses_that_are_no_http_statuses(
     statuses: Any, error: type[Exception], named: str
 ) -> None:
-    """``retryable_statuses`` holds HTTP statuses: a string (a set of its characters
-    before) or an item that is no int from 100 to 599, which no response's status would
-    ever equal, is refused naming the field and the value."""
+    """``retryable_statuses`` holds HTTP statuses: a string (not taken as a set of its
+    characters) or an item that is no int from 100 to 599, which no response's status
+    would ever equal, is refused naming the field and the value."""
     with pytest.raises(error, match=r"RetryPolicy\.retryable_statuses") as caught:
         RetryPolicy(retryable_statuses=statuses)
     assert named in str(caught.value)

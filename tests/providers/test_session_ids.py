@@ -23,9 +23,9 @@ ALL_APIS = pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 async def test_a_session_id_beyond_ascii_is_sent(
     api: str, session_id: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R11.12: a session id any store accepts (``café-1``) streams its answer; the
-    OpenAI adapter failed each of that session's requests with ``CLIENT_ERROR``,
-    its SDK refusing the id as a header value before anything was sent."""
+    """R11.12: a session id any store accepts (``café-1``) streams its answer: the
+    OpenAI adapter does not fail each of that session's requests with ``CLIENT_ERROR``,
+    its SDK refusing the id as a header value before anything is sent."""
     server = MockServer()
     with trio.fail_after(60):
         async with mock_adapter(api, server) as model:

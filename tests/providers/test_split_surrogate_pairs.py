@@ -77,8 +77,9 @@ TEXT_STREAMS = {
 async def test_a_pair_split_between_two_text_deltas_goes_out_whole_in_the_second(
     api: str,
 ) -> None:
-    """R10.1: the deltas are ``smile `` and the emoji with what followed it; the first held
-    the emoji's high half and the second its low half, neither of which UTF-8 can write."""
+    """R10.1: the deltas are ``smile `` and the emoji with what follows it, not the first
+    holding the emoji's high half and the second its low half, neither of which UTF-8
+    can write."""
     collected = await serve_once(api, TEXT_STREAMS[api])
     texts = _texts(collected.chunks)
     assert _utf8(texts) == [b"smile ", (EMOJI + "!").encode()]
@@ -175,14 +176,15 @@ async def test_a_complete_part_matches_the_deltas_that_split_its_emoji(
     complete: dict[str, Any],
 ) -> None:
     """R10.6: the part the deltas streamed, keyed otherwise, is found by its text, its emoji
-    whole in both; the deltas held it split, matched nothing, and the text came twice."""
+    whole in both, so the text does not come twice, the deltas holding it split and
+    matching nothing."""
     collected = await serve_once("responses", _responses_counted_from_one(complete))
     assert collected.message.content == (Text("smile " + EMOJI + "!"),)
 
 
 async def test_a_held_half_repeats_no_signature() -> None:
     """R10.1: a thinking text ending in a lone half, then its signature: the deltas carry
-    the signature once; the held half carried it too, and the deltas said it twice."""
+    the signature once, the held half not carrying it too."""
     body = _anthropic(
         {"type": "thinking", "thinking": ""},
         {"type": "thinking_delta", "thinking": "hm" + HIGH},
@@ -196,7 +198,7 @@ async def test_a_held_half_repeats_no_signature() -> None:
 
 async def test_a_held_half_repeats_no_call_id_or_name() -> None:
     """R10.2: a call's first argument delta ending in a lone half: its id and name go out
-    once, with the rest of that delta; the held half repeated them."""
+    once, with the rest of that delta; the held half does not repeat them."""
     call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "say"}}
     first = {**call, "function": {"name": "say", "arguments": '{"text": "' + HIGH}}
     body = _chat({"tool_calls": [first]}, finish="tool_calls")

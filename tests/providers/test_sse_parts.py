@@ -63,7 +63,7 @@ def test_a_blank_line_split_between_parts_ends_its_event_there(parts: list[bytes
 )
 def test_a_byte_order_mark_split_between_parts_is_skipped(parts: list[bytes]) -> None:
     """A UTF-8 byte order mark the network split over the first parts is skipped, as a
-    whole one is: the first event's field name kept its bytes, and the event was lost."""
+    whole one is, not kept in the first event's field name, which would lose the event."""
     assert _decode(parts) == [SseEvent(None, b"one")]
 
 

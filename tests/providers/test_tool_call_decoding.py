@@ -126,7 +126,7 @@ async def test_anthropic_server_tool_call_is_not_a_client_tool_call(
     """R10.2: a block the server runs itself streams ``input_json_delta`` like a
     ``tool_use`` but is not one of the client's calls: it is left out, as its result
     block is, and the client's own call beside it keeps its id, name and arguments.
-    The stream made it a call named ``''`` with a minted id, which the agent ran.
+    The stream does not make it a call named ``''`` with a minted id for the agent to run.
     """
     call, result = _SERVER_CALLS[kind]
     if streamed:
@@ -347,7 +347,7 @@ async def test_anthropic_tool_input_that_is_not_an_object_is_malformed(
 ) -> None:
     """R10.3: a ``tool_use`` whose ``input`` is not an object is refused as malformed,
     naming the call, as Chat Completions and Responses refuse arguments of another type.
-    It became ``{}`` and the call ran with no arguments.
+    It does not become ``{}``, which would run the call with no arguments.
     """
     with pytest.raises(ProviderStreamError, match=r"tool call 'toolu_1'") as caught:
         await serve_once("messages", body, headers)
@@ -361,7 +361,7 @@ async def test_arguments_sent_as_an_object_are_kept_as_compact_json_text(
     api: str, body: bytes, headers: Any
 ) -> None:
     """R10.2: arguments sent as a JSON object are kept, as compact JSON text, by every
-    adapter; the Responses adapter lost them (the call's arguments were empty)."""
+    adapter, the Responses adapter included (the call's arguments not left empty)."""
     collected = await serve_once(api, body, headers)
     assert collected.message.content == (
         ToolCall("toolu_1", "lookup", '{"city":"Zürich","n":[1,2.5]}'),

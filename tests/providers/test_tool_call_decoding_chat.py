@@ -65,7 +65,7 @@ def _chat_whole() -> bytes:
 async def test_chat_call_of_a_type_other_than_function_is_not_run(*, streamed: bool) -> None:
     """R10.2: a ``custom`` call (free-form input for a tool retinue never declares) is
     not a function call: it is left out, as the SDK's parser leaves it out, and the
-    function call beside it is kept. It was a call named ``''`` the agent ran.
+    function call beside it is kept, no call named ``''`` left for the agent to run.
     """
     body, headers = (_chat_stream(), SSE) if streamed else (_chat_whole(), JSON)
     collected = await serve_once("chat", body, headers)
@@ -78,7 +78,7 @@ async def test_chat_a_later_fragment_type_does_not_leave_a_function_call_out(
 ) -> None:
     """R10.2: only the fragment that opens a call tells its type: a later fragment of a
     function call carrying another ``type`` (some servers send ``""``) still brings its
-    arguments. They were dropped and the call ran with ``{}``.
+    arguments, the call not run with ``{}``.
     """
     body = sse_body(
         _chat_chunk(
@@ -106,7 +106,7 @@ async def test_chat_a_later_fragment_type_does_not_leave_a_function_call_out(
 async def test_chat_function_call_after_a_custom_call_without_an_id_at_one_index_is_kept() -> None:
     """R10.2: a custom call without an id, then a function call with one at the same index
     (servers giving every call index 0): the function call is its own call and is kept.
-    It was taken for the custom call's continuation and left out.
+    It is not taken for the custom call's continuation and left out.
     """
     custom = {k: v for k, v in _CUSTOM_OPEN.items() if k != "id"}
     function = {**_FUNCTION_CALL, "index": 0}
@@ -152,7 +152,7 @@ async def test_chat_call_in_the_deprecated_function_call_form_is_a_tool_call(
 ) -> None:
     """R10.2: a call sent as ``function_call`` (the deprecated form the SDK still parses)
     is the model's tool call, under a fresh id that the opening chunk and the message
-    share. It was dropped, and the step ended on ``tool-calls`` with no call to run.
+    share, not dropped to end the step on ``tool-calls`` with no call to run.
     """
     body, headers = (_legacy_stream(), SSE) if streamed else (_legacy_whole(), JSON)
     collected = await serve_once("chat", body, headers)

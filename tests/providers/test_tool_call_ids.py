@@ -177,7 +177,7 @@ async def lookup(city: str) -> str:
 async def test_a_step_whose_calls_share_an_id_runs_every_call(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R9.5, R10.2: a provider's parallel calls sharing one id no longer fail the step with
+    """R9.5, R10.2: a provider's parallel calls sharing one id do not fail the step with
     DUPLICATE_TOOL_CALL_ID: both run and each result answers its own call.
     """
     answer = sse_body(

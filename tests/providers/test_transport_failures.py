@@ -56,7 +56,7 @@ def test_a_reset_duration_too_large_for_a_float_is_an_infinite_one() -> None:
     assert status_error(429, RATE_LIMITED, headers, provider="p").retry_after == math.inf
 
 
-@pytest.mark.timeout(10)  # scanning one took its length squared: hours for this one
+@pytest.mark.timeout(10)  # a backtracking scan takes its length squared: hours for this one
 def test_a_reset_header_too_long_to_be_a_duration_is_read_at_once() -> None:
     """A reset header of a megabyte of digits is read as the one huge number it is, and
     a megabyte of anything else as no duration, without stalling every agent on the trio
@@ -75,8 +75,8 @@ async def test_a_429_with_an_overflowing_reset_fails_at_once_and_frees_the_lane(
 ) -> None:
     """A 429 whose spent budget resets after an overflowing duration fails at once as
     that 429, as one resetting in six hours does, and its attempt leaves the lane,
-    instead of a bare ``ValueError`` holding the lane's only place for good; before,
-    such a reset read as none and the 429 was retried on the backoff."""
+    instead of a bare ``ValueError`` holding the lane's only place for good, the reset
+    not read as none for the 429 to be retried on the backoff."""
     spent = (("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", reset))
     reply = RawReply(429, JSON + spent, RATE_LIMITED)
     server = MockServer(ScriptedPolicy([reply, MockReply(text="ok")]))

@@ -54,8 +54,8 @@ async def test_a_503_pauses_its_lane_and_halves_its_limit_as_a_529_does(
 ) -> None:
     """R10.3: the 503 is raised as an ``OverloadedError``, the lane counts it throttled,
     cuts its limit to half the requests in flight (1) and holds the next request back
-    for its ``Retry-After`` (the default second without one); before, a 503 left the lane
-    as it was and the next request went out at once into the same overload."""
+    for its ``Retry-After`` (the default second without one), not leaving the lane as it
+    was, which would send the next request at once into the same overload."""
     headers = JSON if retry_after is None else (*JSON, ("retry-after", f"{retry_after:g}"))
     ended, outcomes, lane = await _after_a_refusal(api, RawReply(status, headers, OVERLOADED))
     pause = 1.0 if retry_after is None else retry_after

@@ -109,7 +109,7 @@ async def test_responses_failed_without_error_says_there_was_no_detail(
 
 async def test_responses_whole_failed_response_without_error_is_no_success() -> None:
     """R10.3: a whole (non-streamed) response whose status is ``failed`` failed, error
-    object or not: it was an empty answer finished with ``stop``.
+    object or not, not an empty answer finished with ``stop``.
     """
     body = json.dumps({"status": "failed", "error": None, "output": []}).encode()
     with pytest.raises(ProviderStreamError) as caught:
@@ -408,7 +408,7 @@ async def test_json_nested_too_deeply_to_parse_is_a_malformed_response(
     api: str, body: bytes, headers: Any
 ) -> None:
     """R10.3: an event or body nested past the parser's depth is ``MALFORMED_RESPONSE``
-    (retryable), naming the data; it escaped as a bare ``RecursionError`` before."""
+    (retryable), naming the data, not a bare ``RecursionError`` escaping."""
     with pytest.raises(ProviderStreamError) as caught:
         await serve_once(api, body, headers)
     assert (caught.value.code, caught.value.retryable) == ("MALFORMED_RESPONSE", True)

@@ -136,7 +136,7 @@ async def test_anthropic_delta_for_a_redacted_thinking_block_is_left_out(
     delta: dict[str, Any],
 ) -> None:
     """R10.6: a redacted thinking block is sent whole in its start: a delta naming it
-    adds nothing and the stream goes on, as the SDK reads it; it was refused as malformed."""
+    adds nothing and the stream goes on, as the SDK reads it, not refused as malformed."""
     events: list[dict[str, Any]] = [
         MESSAGE_START,
         {"type": "content_block_start", "index": 0, "content_block": REDACTED},
@@ -256,7 +256,7 @@ async def test_anthropic_signature_delta_replaces_the_signature_a_start_carried(
 ) -> None:
     """R5.2, R10.6: a thinking block whose start carries a signature and whose
     ``signature_delta`` sends one again is signed by the delta, and of two deltas by the
-    newest, as the SDK reads them; two run together were a signature the API refuses on
+    newest, as the SDK reads them, never two run together, a signature the API refuses on
     every later request."""
     thinking = {"type": "thinking", "thinking": "", "signature": start}
     events: list[dict[str, Any]] = [

@@ -125,8 +125,8 @@ async def test_chat_whole_calls_with_no_id_at_one_index_are_separate_calls(
     where: dict[str, Any],
 ) -> None:
     """R10.2: Gemini's endpoint sends each parallel call whole, all at index 0 with an empty
-    id: each is its own call. They were merged into one call, its arguments run together
-    and the first call's name lost."""
+    id: each is its own call, not merged into one call, its arguments run together and
+    the first call's name lost."""
     body = sse_body(
         _fragment("get_weather", '{"city":"London"}', **where),
         _fragment("get_time", '{"tz":"UTC"}', **where),
@@ -150,7 +150,7 @@ async def test_chat_whole_calls_with_no_id_are_separate_when_one_holds_a_number_
 ) -> None:
     """R10.2, R9.6: Gemini's parallel calls are told apart when the first one's arguments
     hold a number JSON cannot write back: they are still a whole object, kept as they came.
-    The calls were merged into one, its arguments run together and the second name lost."""
+    The calls are not merged into one, its arguments run together and the second name lost."""
     first = '{"lat":' + number + "}"
     body = sse_body(
         _fragment("get_weather", first, index=0, id=""),
@@ -225,8 +225,8 @@ async def test_openai_token_limit_field_follows_the_host(base_url: str, field: s
 @pytest.mark.parametrize("field", ["max_token", "max_output_tokens", ""])
 def test_openai_token_limit_field_other_than_the_two_is_refused(field: str) -> None:
     """A ``max_tokens_param`` other than the two documented fields is refused when the
-    adapter is built: a misspelt one was sent as given, and the server left the
-    agent's output limit unapplied."""
+    adapter is built, not sent as given for the server to ignore, leaving the agent's
+    output limit unapplied."""
     with pytest.raises(ValueError, match=r"max_tokens_param must be 'max_completion_tokens'"):
         OpenAIModel(api_key="k", max_tokens_param=field)
 
@@ -308,8 +308,8 @@ async def test_chat_answer_with_several_choices_is_the_first_choice(
     body: bytes, headers: Any
 ) -> None:
     """R10.1: of several choices (a server that defaults ``n`` above 1) the answer is the
-    first, streamed or whole: a whole body joined every choice's text and took the last
-    choice's finish."""
+    first, streamed or whole: a whole body does not join every choice's text and take the
+    last choice's finish."""
     collected = await serve_once("chat", body, headers)
     assert collected.message.content == (Text("first"),)
     assert collected.assembler.finish == STOP
@@ -376,7 +376,7 @@ def _parts_chunk(*parts: dict[str, Any]) -> bytes:
 async def test_chat_content_sent_as_parts_is_text_and_reasoning(body: bytes, headers: Any) -> None:
     """R10.2: Mistral's endpoint sends ``content`` as a list of parts, a reasoning model's
     thinking among them: text parts are the answer's text and thinking parts its
-    reasoning. Both were dropped (a whole answer came back empty).
+    reasoning, neither dropped (a whole answer does not come back empty).
     """
     collected = await serve_once("chat", body, headers)
     assert collected.message.content == (Reasoning("The user greets me."), Text("Hello!"))

@@ -88,7 +88,7 @@ async def test_responses_items_sent_only_complete_keep_their_content(
 async def test_responses_call_added_whole_keeps_its_arguments(output: list[Any]) -> None:
     """R10.2: a compatible server that adds a call whole (``output_item.added`` with its
     arguments) and sends no deltas nor ``output_item.done`` still yields its arguments, as
-    the SDK's snapshot has them, held until the call ends; the call ran with ``{}`` before."""
+    the SDK's snapshot has them, held until the call ends: the call never runs with ``{}``."""
     events: list[dict[str, Any]] = [
         {"type": "response.output_item.added", "output_index": 0, "item": COMPLETE_CALL},
         _completed(output),
@@ -248,7 +248,7 @@ def _call_by_item_id(item_id: str, call_id: str, name: str, arguments: str) -> l
 
 async def test_responses_calls_without_output_index_are_told_apart_by_item_id() -> None:
     """R10.2: a server that sends no ``output_index`` still names each event's item; two
-    calls are two blocks. They were one block: the first call was lost."""
+    calls are two blocks, not one block that loses the first call."""
     events = [
         *_call_by_item_id("fc_1", "call_a", "get_weather", '{"city":"London"}'),
         *_call_by_item_id("fc_2", "call_b", "get_time", '{"tz":"UTC"}'),
@@ -352,7 +352,7 @@ async def test_responses_parts_counted_from_one_in_the_stream_are_not_doubled(
 async def test_responses_reasoning_streamed_without_summary_index_comes_once() -> None:
     """R10.2: summary deltas without ``summary_index`` run the summary's parts together;
     the reasoning item completed after them, without ``output_index``, is the same item.
-    It came a second time, its parts apart, as the item's own."""
+    It does not come a second time, its parts apart, as the item's own."""
     summary = "response.reasoning_summary_text.delta"
     events: list[dict[str, Any]] = [
         {"type": "response.output_item.added", "item": {**COMPLETE_REASONING, "summary": []}},

@@ -49,7 +49,7 @@ async def test_anthropic_null_counts_in_message_delta_keep_the_start_counts() ->
 
 async def test_anthropic_thinking_sent_whole_in_its_start_keeps_its_signature() -> None:
     """R10.2: a thinking block whose start carries its text and signature is signed
-    reasoning, as the same block in a whole response is; the signature was dropped."""
+    reasoning, as the same block in a whole response is, its signature kept."""
     thinking = {"type": "thinking", "thinking": "all at once", "signature": "SIG"}
     events: list[dict[str, Any]] = [
         MESSAGE_START,
@@ -180,7 +180,7 @@ async def test_responses_function_call_with_empty_arguments_has_an_empty_object(
 ) -> None:
     """R10.2: a completed call whose ``arguments`` are ``""`` (a tool without parameters,
     from some servers) has the JSON text ``{}`` as its arguments, as a Chat Completions or
-    Anthropic call with none has; it was logged with ``""``, which is no JSON."""
+    Anthropic call with none has, not logged with ``""``, which is no JSON."""
     item = {**_NO_ARGUMENTS_CALL, "arguments": ""}
     response = {"object": "response", "status": "completed", "output": [item]}
     if streamed:
@@ -222,8 +222,8 @@ async def test_responses_deltas_without_an_output_index_go_to_the_item_they_name
 ) -> None:
     """R10.6: deltas without ``output_index`` whose ``item_id`` names an item added with
     one go to that item's block, as the recorded stream (where they have one) goes. Call
-    arguments opened a call of their own, of no name, holding both calls' arguments run
-    together, which the agent would have run beside the two."""
+    arguments open no call of their own, of no name, holding both calls' arguments run
+    together, which the agent would run beside the two."""
     recorded = _recorded_events(name)
     edited = [
         {k: v for k, v in e.items() if k != "output_index"} if e["type"] == kind else e

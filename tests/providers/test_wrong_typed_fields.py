@@ -1,6 +1,6 @@
 """Recorded streams with one field that says what an event is, or how the answer ended,
-given a value of the wrong type: refused as malformed, naming the field, where the event
-was read as saying nothing and its text, or the finish, was lost without a word.
+given a value of the wrong type: refused as malformed, naming the field, not read as
+saying nothing, which would lose the event's text, or the finish, without a word.
 
 The events are those of the recorded exchanges, served verbatim by the
 in-process mock server.

@@ -2,9 +2,9 @@
 
 An HTTP date is UTC in each of its forms (RFC 9110), asctime's that names no zone
 included; a rate-limit reset is an RFC 3339 time. Read in the host's zone, a
-``Retry-After`` 30 s off became hours off west of UTC, and a wait of an hour became
-none east of it: the request failed at once where it would have been retried, or was
-retried where it should have failed at once (docs/providers.md, Retries; R10.3).
+``Retry-After`` 30 s off would be hours off west of UTC, and a wait of an hour none
+east of it: the request would fail at once where it should be retried, or be retried
+where it should fail at once (docs/providers.md, Retries; R10.3).
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ async def _outcome(
 async def test_a_retry_after_date_naming_no_zone_is_waited_for_as_utc(
     host_zone: str, form: Callable[[float], str], autojump_clock: trio.abc.Clock
 ) -> None:
-    """R10.3: a ``Retry-After`` date 30 s off is retried after 30 s on any host; before,
-    five hours behind UTC it read as 5 h off and the 429 failed at once."""
+    """R10.3: a ``Retry-After`` date 30 s off is retried after 30 s on any host: five
+    hours behind UTC it does not read as 5 h off to fail the 429 at once."""
     refusal = RawReply(429, (*JSON, ("retry-after", form(30.0))), RATE_LIMITED)
     notices: list[RetryNotice] = []
     error, calls = await _outcome("chat", refusal, notices)
@@ -88,8 +88,8 @@ async def test_a_retry_after_date_naming_no_zone_is_waited_for_as_utc(
 async def test_a_retry_after_date_an_hour_off_naming_no_zone_fails_at_once(
     host_zone: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """A ``Retry-After`` date an hour off fails the request at once on any host; before,
-    nine hours ahead of UTC it read as a date long past and was retried at once."""
+    """A ``Retry-After`` date an hour off fails the request at once on any host: nine
+    hours ahead of UTC it does not read as a date long past to be retried at once."""
     refusal = RawReply(429, (*JSON, ("retry-after", _asctime(HOUR))), RATE_LIMITED)
     notices: list[RetryNotice] = []
     error, calls = await _outcome("chat", refusal, notices)
@@ -103,7 +103,7 @@ async def test_a_reset_time_naming_no_offset_is_waited_for_as_utc(
     host_zone: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """An Anthropic reset time 30 s off without an offset is the wait of a 429 naming
-    none on any host: retried after 30 s; before, it read as hours off either way."""
+    none on any host: retried after 30 s, not read as hours off either way."""
     reset = datetime.fromtimestamp(time.time() + 30.0, UTC).replace(tzinfo=None)
     spent = (
         ("anthropic-ratelimit-requests-remaining", "0"),
