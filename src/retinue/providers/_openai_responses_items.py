@@ -62,6 +62,9 @@ class Items:
             item_id = item.get("id")
             if isinstance(item_id, str) and item_id:
                 # A delta carrying an index may have named the item before it was added.
+                if kind == "response.output_item.added" and item_id in self._ids:
+                    self._outputs.pop(item_id, None)  # a second item of one id: a placeholder
+                    self._shared.add(item_id)
                 self._named.add(item_id)
                 self._latest = self._outputs.get(item_id, ("item", item_id))
             elif kind == "response.output_item.added":
@@ -143,7 +146,7 @@ class Items:
             return None  # an item added with an index of its own
         else:
             if isinstance(item_id, str) and item_id not in self._shared:
-                self._outputs.setdefault(item_id, output)
+                self._index(item_id, output)
             found = [key for key, added in self._unplaced.items() if added == kind]
         if len(found) > 1:
             raise malformed(
@@ -155,7 +158,11 @@ class Items:
     def of(self, output: _Output, item_id: object) -> _Output | int:
         """The index of the item *item_id* names, where an event's ``output_index``,
         *output*, is another: a completed item or part goes with its item, not beside it."""
-        known = self._outputs.get(item_id) if isinstance(item_id, str) else None
+        known = (
+            self._outputs.get(item_id)
+            if isinstance(item_id, str) and item_id in self._ids
+            else None
+        )
         return output if known is None else known
 
     def check(self, output: int, item_id: object) -> None:
@@ -165,7 +172,11 @@ class Items:
         Raises:
             ProviderStreamError: ``MALFORMED_RESPONSE``, naming both.
         """
-        known = self._outputs.get(item_id) if isinstance(item_id, str) else None
+        known = (
+            self._outputs.get(item_id)
+            if isinstance(item_id, str) and item_id in self._ids
+            else None
+        )
         if known is not None and known != output:
             raise malformed(
                 f"responses: an event's output_index {output} is not that of its item "
@@ -176,8 +187,8 @@ class Items:
         """*key*, the item added without an index, placed at *output* from now on."""
         del self._unplaced[key]
         self._indices.add(output)
-        if isinstance(key, tuple) and key[0] == "item" and isinstance(key[1], str):
-            self._outputs[key[1]] = output
+        if isinstance(key, tuple) and key[0] == "item" and key[1] not in self._shared:
+            self._index(key[1], output)
         if self._latest == key:
             self._latest = output
         return key

@@ -1,0 +1,98 @@
+"""Responses streams whose items share one placeholder id, or whose deltas name an id no
+item was added with: the id names no item, so what each event is for is read from its
+``output_index`` (R10.2, R10.3).
+
+Served verbatim by the in-process mock server, as a compatible server sends them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from retinue._content import Text, ToolCall
+
+from ._wire_edge_kit import typed_event
+from .support import serve_once
+
+Event = dict[str, Any]
+_END = {"type": "response.completed", "response": {"status": "completed"}}
+
+
+def _text(output: int, item_id: str, text: str) -> Event:
+    return {
+        "type": "response.output_text.delta",
+        "output_index": output,
+        "content_index": 0,
+        "item_id": item_id,
+        "delta": text,
+    }
+
+
+def _arguments(output: int, item_id: str, arguments: str) -> Event:
+    return {
+        "type": "response.function_call_arguments.delta",
+        "output_index": output,
+        "item_id": item_id,
+        "delta": arguments,
+    }
+
+
+def _call(item_id: str, call_id: str, arguments: str = "") -> dict[str, str]:
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": "lookup",
+        "arguments": arguments,
+    }
+
+
+def _call_done(output: int, item_id: str, call_id: str, arguments: str) -> Event:
+    item = _call(item_id, call_id, arguments)
+    return {"type": "response.output_item.done", "output_index": output, "item": item}
+
+
+async def _content(events: list[Event]) -> tuple[object, ...]:
+    collected = await serve_once("responses", b"".join(map(typed_event, [*events, _END])))
+    return collected.message.content
+
+
+async def test_items_never_added_under_one_placeholder_id_are_told_apart_by_index(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R10.2: deltas of items never added, all naming one empty ``item_id``: a message and
+    a call, or two messages, each come once, not refused as an index contradicting the id
+    nor merged into one message."""
+    message_and_call = [
+        _text(0, "", "Hi"),
+        _arguments(1, "", '{"a":1}'),
+        _call_done(1, "", "call_1", '{"a":1}'),
+    ]
+    assert await _content(message_and_call) == (
+        Text("Hi"),
+        ToolCall("call_1", "lookup", '{"a":1}'),
+    )
+    two_messages = [_text(0, "", "First."), _text(1, "", "Second.")]
+    assert await _content(two_messages) == (Text("First."), Text("Second."))
+
+
+async def test_calls_added_without_an_index_under_one_id_are_each_one_call(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R10.2: two calls added without ``output_index`` under one id (a placeholder, which
+    names neither), each streamed by deltas carrying an index: each call comes once with
+    its own arguments."""
+    events: list[Event] = []
+    for output, call_id in enumerate(["call_1", "call_2"]):
+        arguments = f'{{"a":{output + 1}}}'
+        events += [
+            {"type": "response.output_item.added", "item": _call("fc", call_id)},
+            _arguments(output, "fc", arguments),
+            _call_done(output, "fc", call_id, arguments),
+        ]
+    assert await _content(events) == (
+        ToolCall("call_1", "lookup", '{"a":1}'),
+        ToolCall("call_2", "lookup", '{"a":2}'),
+    )
