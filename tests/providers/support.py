@@ -54,6 +54,23 @@ def load(name: str) -> dict[str, Any]:
     return json.loads(found[0].read_text(encoding="utf-8"))
 
 
+def recorded_events(name: str) -> list[dict[str, Any]]:
+    """The ``data:`` events of the recorded streamed exchange *name*, in order."""
+    body: str = load(name)["response"]["body"]
+    return [
+        json.loads(line.removeprefix("data: "))
+        for line in body.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+def completed_text(events: list[dict[str, Any]]) -> str:
+    """The text of the first part of the first item a Responses stream completes."""
+    done = next(e for e in events if e["type"] == "response.output_item.done")
+    text: str = done["item"]["content"][0]["text"]
+    return text
+
+
 def make_request(
     *messages: Message | str,
     model: str = "test-model",

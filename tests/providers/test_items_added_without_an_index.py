@@ -19,7 +19,7 @@ from retinue._content import Text, ToolCall
 from retinue.providers import ProviderStreamError
 
 from ._wire_edge_kit import typed_event
-from .support import load, serve_once
+from .support import recorded_events, serve_once
 
 Event = dict[str, Any]
 Edit = Callable[[Event], Event]
@@ -27,17 +27,7 @@ _ADDED = "response.output_item.added"
 _ARGUMENTS = "response.function_call_arguments.delta"
 _ITEM_DONE = "response.output_item.done"
 _TEXT = "responses_stream_text_after_function_outputs.json"
-
-
-def _recorded(name: str = "responses_stream_parallel_function_calls.json") -> list[Event]:
-    """The recorded stream of two calls' events (or of *name*), in order."""
-    body: str = load(name)["response"]["body"]
-    return [
-        json.loads(line.removeprefix("data: "))
-        for block in body.split("\n\n")
-        for line in block.splitlines()
-        if line.startswith("data: ")
-    ]
+_CALLS = "responses_stream_parallel_function_calls.json"
 
 
 def _calls(events: list[Event]) -> tuple[ToolCall, ...]:
@@ -83,7 +73,7 @@ async def test_a_call_added_without_an_index_is_one_call_with_its_streamed_argum
     the call those deltas stream: each of the two calls comes once, named, with its id and
     arguments, never an empty call beside a nameless one holding the arguments, both of
     which the agent would run."""
-    events = _recorded()
+    events = recorded_events(_CALLS)
     edited = _edited(events, deltas, completed or _same)
     if completed is None:
         edited = [e for e in edited if e["type"] != _ITEM_DONE]
@@ -98,7 +88,7 @@ async def test_calls_added_without_an_index_before_deltas_naming_only_an_index_a
     neither (an ``output_index`` alone): which call each delta is for cannot be read, and
     the stream fails ``MALFORMED_RESPONSE`` naming the field, giving no arguments to a
     nameless call the agent would run."""
-    events = _edited(_recorded(), _without("item_id"), _same)
+    events = _edited(recorded_events(_CALLS), _without("item_id"), _same)
     added = [e for e in events if e["type"] == _ADDED]
     events = added + [e for e in events if e["type"] != _ADDED]
     with pytest.raises(ProviderStreamError) as caught:
@@ -112,7 +102,7 @@ async def test_calls_added_without_an_index_before_deltas_naming_their_item_are_
 ) -> None:
     """R10.2: two calls added without ``output_index`` before any delta: deltas that name
     their item by ``item_id`` place each call, and each comes once with its arguments."""
-    events = _edited(_recorded(), _same, _same)
+    events = _edited(recorded_events(_CALLS), _same, _same)
     added = [e for e in events if e["type"] == _ADDED]
     reordered = added + [e for e in events if e["type"] != _ADDED]
     collected = await serve_once("responses", b"".join(map(typed_event, reordered)))
@@ -152,7 +142,7 @@ async def test_a_message_added_without_an_index_is_streamed_once_by_deltas_carry
     """R10.2: a message of two parts added without ``output_index``, its deltas carrying one
     and no ``content_index``, its parts and item completed without one: each part's text
     comes once, the second's completed part not taken for another item's."""
-    events = _with_a_second_part(_recorded(_TEXT))
+    events = _with_a_second_part(recorded_events(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edits: dict[str, Edit] = {
         _ADDED: _without("output_index"),
@@ -178,7 +168,7 @@ async def test_events_naming_no_item_are_about_the_item_added_last(
     """R10.2: a message added with ``output_index``, whose deltas or completed parts name no
     item (no ``output_index``, no ``item_id``), is the item they are about: each part's
     text comes once: they are not keyed by nothing, which would give the parts twice."""
-    events = _with_a_second_part(_recorded(_TEXT))
+    events = _with_a_second_part(recorded_events(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edits: dict[str, Edit] = {
         "response.output_text.delta": deltas,
@@ -204,7 +194,7 @@ async def test_a_call_a_delta_names_before_it_is_added_is_one_call(
     """R10.2: a call whose first argument delta (carrying ``output_index`` and ``item_id``)
     comes before the call is added without an index is the call that delta opened: each
     call comes once with its arguments, no nameless call holding the first fragment."""
-    events = _recorded()
+    events = recorded_events(_CALLS)
     edited = _first_deltas_before_their_items(_edited(events, _same, _same))
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
     assert collected.message.content == _calls(events)
@@ -216,7 +206,7 @@ async def test_a_delta_at_another_index_than_the_item_it_names_is_refused(
     """R10.3: an argument delta whose ``output_index`` is not that of the call its
     ``item_id`` names fails ``MALFORMED_RESPONSE`` naming the field, opening no nameless
     call the agent would run, the named call missing that fragment."""
-    events = _recorded()
+    events = recorded_events(_CALLS)
     first = next(i for i, e in enumerate(events) if e["type"] == _ARGUMENTS)
     events[first] = {**events[first], "output_index": 7}
     with pytest.raises(ProviderStreamError) as caught:
@@ -232,7 +222,7 @@ async def test_a_part_completed_at_another_index_than_its_item_goes_with_its_ite
     """R10.2: the ``content_part.done`` of a message's second part, its ``output_index`` not
     that of the message its ``item_id`` names, is that message's part: its text comes once.
     Beside deltas without ``content_index`` it does not come a second time."""
-    events = _with_a_second_part(_recorded(_TEXT))
+    events = _with_a_second_part(recorded_events(_TEXT))
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     last = max(i for i, e in enumerate(events) if e["type"] == "response.content_part.done")
     events[last] = {**events[last], "output_index": 7}
@@ -253,12 +243,12 @@ async def test_items_sharing_one_id_are_told_apart_by_their_index(
     the item at its ``output_index``; the id names neither, and nothing is refused."""
     events = [
         {**e, "item": {**e["item"], "id": "fc"}} if "item" in e else {**e, "item_id": "fc"}
-        for e in _recorded()
+        for e in recorded_events(_CALLS)
         if e["type"] != "response.completed"
     ]
     events.append({"type": "response.completed", "response": {"status": "completed"}})
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
-    assert collected.message.content == _calls(_recorded())
+    assert collected.message.content == _calls(recorded_events(_CALLS))
 
 
 async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_once(
@@ -267,7 +257,7 @@ async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_o
     """R10.2: a message whose ``output_item.done`` carries another ``output_index`` than its
     deltas, its complete text a full stop longer than they streamed, is the item those
     deltas streamed: its text comes once, not a second time beside the deltas."""
-    events = _recorded(_TEXT)
+    events = recorded_events(_TEXT)
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     edited = [
         json.loads(json.dumps(e).replace(json.dumps(answer), json.dumps(answer + ".")))
@@ -288,7 +278,7 @@ async def test_text_at_another_index_than_the_message_it_names_goes_with_that_me
     """R10.2: a message added at another ``output_index`` than its deltas carry, or a delta
     at another than its message's, all naming the message by ``item_id``: the text is that
     message's, once and in order, the delta opening no text block of its own."""
-    events = _recorded(_TEXT)
+    events = recorded_events(_TEXT)
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     last = max(i for i, e in enumerate(events) if e["type"] == moved)
     events[last] = {**events[last], "output_index": 7}

@@ -22,28 +22,12 @@ from retinue.providers._openai_responses_stream import ResponsesStreamDecoder
 from retinue.providers._sse import SseEvent
 
 from ._wire_edge_kit import typed_event
-from .support import load, serve_once
+from .support import completed_text, recorded_events, serve_once
 
 Event = dict[str, Any]
+_TEXT = "responses_stream_text_after_function_outputs.json"
 _SECOND = " That is all."
 _DELTA = "response.output_text.delta"
-
-
-def _recorded() -> list[Event]:
-    """The recorded message stream's events, in order."""
-    body: str = load("responses_stream_text_after_function_outputs.json")["response"]["body"]
-    return [
-        json.loads(line.removeprefix("data: "))
-        for block in body.split("\n\n")
-        for line in block.splitlines()
-        if line.startswith("data: ")
-    ]
-
-
-def _answer(events: list[Event]) -> str:
-    done = next(e for e in events if e["type"] == "response.output_item.done")
-    text: str = done["item"]["content"][0]["text"]
-    return text
 
 
 def _without_deltas(events: list[Event]) -> list[Event]:
@@ -77,13 +61,13 @@ async def test_a_part_sent_only_complete_comes_once_when_its_item_is_keyed_other
     """R10.2: a part that streamed no delta, given by its ``content_part.done``, is the same
     part in the ``output_item.done`` after it, though the two are keyed otherwise, not
     given a second time as the item's own."""
-    events = _recorded()
+    events = recorded_events(_TEXT)
     collected = await serve_once(
         "responses", b"".join(map(typed_event, edit(_without_deltas(events))))
     )
-    assert collected.message.content == (Text(_answer(events)),)
+    assert collected.message.content == (Text(completed_text(events)),)
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
-    assert streamed == _answer(events)
+    assert streamed == completed_text(events)
 
 
 def _without_part_index(events: list[Event]) -> list[Event]:
@@ -123,12 +107,12 @@ async def test_a_part_sent_only_complete_is_kept_beside_deltas_keyed_otherwise(
     counted from 1) stream a message's first part; its second, sent only complete, still
     comes, after it, the block of those deltas taken neither for the whole message nor for
     the second part, which would lose it."""
-    events = _recorded()
+    events = recorded_events(_TEXT)
     edited = edit(_with_a_second_part(events, part_done=part_done))
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
-    assert collected.message.content == (Text(_answer(events)), Text(_SECOND))
+    assert collected.message.content == (Text(completed_text(events)), Text(_SECOND))
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
-    assert streamed == _answer(events) + _SECOND
+    assert streamed == completed_text(events) + _SECOND
 
 
 async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() -> None:
@@ -136,7 +120,7 @@ async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() ->
     message into one block; neither each part's ``content_part.done`` nor its item, which
     have an ``output_index``, repeat them: a block keyed by that ``output_index`` is not
     the only one taken for the whole, which would give the second part twice."""
-    events = _with_a_second_part(_recorded(), part_done=True)
+    events = _with_a_second_part(recorded_events(_TEXT), part_done=True)
     second_done = next(
         i
         for i, e in enumerate(events)
@@ -151,7 +135,7 @@ async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() ->
         for e in events
     ]
     collected = await serve_once("responses", b"".join(map(typed_event, unindexed)))
-    answer = _answer(events) + _SECOND
+    answer = completed_text(events) + _SECOND
     assert collected.message.content == (Text(answer),)
     assert "".join(c.text for c in collected.chunks if isinstance(c, TextDelta)) == answer
 
@@ -159,7 +143,7 @@ async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() ->
 def _completed_with_a_full_stop(events: list[Event]) -> list[Event]:
     """The message's complete text, in every event that gives it, ends with a full stop
     its deltas did not stream."""
-    text = _answer(events)
+    text = completed_text(events)
     return [
         json.loads(json.dumps(e).replace(json.dumps(text), json.dumps(text + "."))) for e in events
     ]
@@ -170,25 +154,25 @@ async def test_a_part_whose_complete_text_differs_from_its_deltas_comes_once() -
     ``content_part.done``, has a full stop more: the block is taken to hold the part, as
     its ``output_item.done`` takes it, so the whole answer does not come a second time
     for the part's text being nowhere in the block."""
-    events = _recorded()
+    events = recorded_events(_TEXT)
     edited = _completed_with_a_full_stop(_without_part_index(events))
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
-    assert collected.message.content == (Text(_answer(events)),)
+    assert collected.message.content == (Text(completed_text(events)),)
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
-    assert streamed == _answer(events)
+    assert streamed == completed_text(events)
 
 
 async def test_a_part_in_its_part_done_alone_is_kept_beside_deltas_without_a_part_index() -> None:
     """R10.2: beside deltas without ``content_index``, a second part that only its
     ``content_part.done`` gives (no ``output_item.done`` follows) still comes, once, not
     left for an item event that never comes."""
-    events = _recorded()
+    events = recorded_events(_TEXT)
     edited = _without_part_index(_with_a_second_part(events, part_done=True))
     edited = [e for e in edited if e["type"] != "response.output_item.done"]
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
-    assert collected.message.content == (Text(_answer(events)), Text(_SECOND))
+    assert collected.message.content == (Text(completed_text(events)), Text(_SECOND))
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
-    assert streamed == _answer(events) + _SECOND
+    assert streamed == completed_text(events) + _SECOND
 
 
 def _decoded_parts(events: list[Event]) -> list[str]:
@@ -279,14 +263,14 @@ async def test_parts_completed_out_of_order_beside_unindexed_deltas_come_once(
     second still comes when only its complete part gives it. The deltas are not all
     counted to the part completed first, which would take the first as sent only complete
     and give it twice."""
-    events = _recorded()
+    events = recorded_events(_TEXT)
     edited = _without_part_index(
         _parts_completed_out_of_order(events, second_streamed=second_streamed)
     )
     if not item_done:
         edited = [e for e in edited if e["type"] != "response.output_item.done"]
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))
-    answer = _answer(events)
+    answer = completed_text(events)
     expected = (Text(answer + _SECOND),) if second_streamed else (Text(answer), Text(_SECOND))
     assert collected.message.content == expected
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
@@ -297,7 +281,7 @@ async def test_a_part_streamed_after_its_content_part_done_is_refused() -> None:
     """R10.3: a part whose ``content_part.done`` comes before its deltas is refused as
     malformed, naming the block, rather than given twice: its complete text opens the
     block, and the deltas would run on from it."""
-    events = _recorded()
+    events = recorded_events(_TEXT)
     done = next(e for e in events if e["type"] == "response.content_part.done")
     first_delta = next(i for i, e in enumerate(events) if e["type"] == _DELTA)
     edited = [e for e in events if e is not done]
@@ -315,7 +299,7 @@ async def test_an_empty_delta_after_a_parts_content_part_done_adds_nothing(
     """R10.3: a delta of no text for a part sent only complete (its ``content_part.done``
     ended its block) cannot give it twice: it adds nothing and is not refused as
     malformed, as a delta with text is."""
-    events = _recorded()
+    events = recorded_events(_TEXT)
     stray = {**next(e for e in events if e["type"] == _DELTA), "delta": empty}
     complete_only = [e for e in events if e["type"] != _DELTA]
     done = next(e for e in complete_only if e["type"] == "response.content_part.done")

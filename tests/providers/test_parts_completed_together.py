@@ -8,7 +8,6 @@ mock server.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -18,30 +17,14 @@ from retinue._content import Text
 from retinue._stream import TextDelta
 
 from ._wire_edge_kit import typed_event
-from .support import load, serve_once
+from .support import completed_text, recorded_events, serve_once
 
 Event = dict[str, Any]
+_TEXT = "responses_stream_text_after_function_outputs.json"
 _SECOND = " That is all."
 _DELTA = "response.output_text.delta"
 _PART_DONE = "response.content_part.done"
 _TEXT_DONE = "response.output_text.done"
-
-
-def _recorded() -> list[Event]:
-    """The recorded message stream's events, in order."""
-    body: str = load("responses_stream_text_after_function_outputs.json")["response"]["body"]
-    return [
-        json.loads(line.removeprefix("data: "))
-        for block in body.split("\n\n")
-        for line in block.splitlines()
-        if line.startswith("data: ")
-    ]
-
-
-def _answer(events: list[Event]) -> str:
-    done = next(e for e in events if e["type"] == "response.output_item.done")
-    text: str = done["item"]["content"][0]["text"]
-    return text
 
 
 def _with_text(done: Event, index: int, text: str) -> Event:
@@ -81,8 +64,8 @@ async def test_parts_completed_together_after_their_deltas_come_once(
     does not come a second time: the deltas are not all counted to the part completed
     first. The first part's complete text differing from its deltas (a full stop longer,
     one character shorter) changes nothing."""
-    events = _recorded()
-    answer = _answer(events)
+    events = recorded_events(_TEXT)
+    answer = completed_text(events)
     first = {"as streamed": answer, "a full stop longer": answer + ".", "trimmed": answer[:-1]}
     edited = _completed_together(events, first[shape])
     collected = await serve_once("responses", b"".join(map(typed_event, edited)))

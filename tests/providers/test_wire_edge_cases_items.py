@@ -18,7 +18,7 @@ from retinue._content import Reasoning, Text, ToolCall
 from retinue._stream import Usage
 
 from ._wire_edge_kit import MESSAGE_END, MESSAGE_START, typed_event
-from .support import JSON, SSE, load, serve_once
+from .support import JSON, SSE, recorded_events, serve_once
 
 
 async def test_anthropic_null_counts_in_message_delta_keep_the_start_counts() -> None:
@@ -204,11 +204,6 @@ async def test_responses_whole_body_function_call_without_call_id_gets_an_id() -
     assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
 
 
-def _recorded_events(name: str) -> list[dict[str, Any]]:
-    body: str = load(name)["response"]["body"]
-    return [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: ")]
-
-
 @pytest.mark.parametrize(
     ("name", "kind"),
     [
@@ -224,7 +219,7 @@ async def test_responses_deltas_without_an_output_index_go_to_the_item_they_name
     one go to that item's block, as the recorded stream (where they have one) goes. Call
     arguments open no call of their own, of no name, holding both calls' arguments run
     together, which the agent would run beside the two."""
-    recorded = _recorded_events(name)
+    recorded = recorded_events(name)
     edited = [
         {k: v for k, v in e.items() if k != "output_index"} if e["type"] == kind else e
         for e in recorded
