@@ -96,3 +96,41 @@ async def test_calls_added_without_an_index_under_one_id_are_each_one_call(
         ToolCall("call_1", "lookup", '{"a":1}'),
         ToolCall("call_2", "lookup", '{"a":2}'),
     )
+
+
+def _added(output: int, item: dict[str, Any]) -> Event:
+    return {"type": "response.output_item.added", "output_index": output, "item": item}
+
+
+def _first_delta_before_added(output: int, item: dict[str, Any], delta: Event) -> list[Event]:
+    """An item streamed at *output*, its first delta before its ``output_item.added``."""
+    done = {"type": "response.output_item.done", "output_index": output, "item": item}
+    return [delta, _added(output, {**item, "content": [], "arguments": ""}), done]
+
+
+async def test_a_delta_before_its_item_is_added_under_a_shared_id_streams_its_own_item(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R10.2: every item added under one id, a message's or call's first delta coming before
+    its ``output_item.added``: the id still names the item before it, a reasoning item or a
+    completed call, which no delta streams. The text is the message's, one block, not split
+    off into the item before; the second call's arguments are its own, not refused."""
+    reasoning = {"type": "reasoning", "id": "x", "summary": []}
+    part = {"type": "output_text", "text": "Hello", "annotations": []}
+    message = {"type": "message", "id": "x", "role": "assistant", "content": [part]}
+    events = [
+        _added(0, reasoning),
+        {"type": "response.output_item.done", "output_index": 0, "item": reasoning},
+        *_first_delta_before_added(1, message, _text(1, "x", "He")),
+    ]
+    events.insert(-1, _text(1, "x", "llo"))
+    assert (await _content(events))[1:] == (Text("Hello"),)  # after the reasoning's block
+    calls: list[Event] = []
+    for output, call_id in enumerate(["call_1", "call_2"]):
+        arguments = f'{{"a":{output + 1}}}'
+        item = _call("x", call_id, arguments)
+        calls += _first_delta_before_added(output, item, _arguments(output, "x", arguments))
+    assert await _content(calls) == (
+        ToolCall("call_1", "lookup", '{"a":1}'),
+        ToolCall("call_2", "lookup", '{"a":2}'),
+    )

@@ -42,6 +42,9 @@ class Items:
     """The id of every item added."""
     _shared: set[str] = attrs.field(factory=set, init=False)
     """The ids two or more items were added with at different indices: they name none."""
+    _streaming: dict[int, object] = attrs.field(factory=dict, init=False)
+    """The type of each item at an ``output_index`` (added or placed there) not completed
+    yet: only such an item of a delta's type is what a delta naming it streams."""
 
     def key(self, payload: dict[str, object], kind: object) -> ItemKey:
         """Without an ``output_index``, the item an event is about keys its blocks.
@@ -93,6 +96,7 @@ class Items:
             # The item now streaming, for an event that names none (no index, no item_id).
             self._latest, self._latest_done = output, False
             self._indices.add(output)
+            self._streaming[output] = item.get("type")
             if isinstance(item_id, str) and item_id not in self._shared:
                 self._index(item_id, output)
         else:
@@ -107,8 +111,9 @@ class Items:
 
     def done(self, output: object, item: dict[str, object]) -> None:
         """The *item* kept by *output* (or by its id) is complete: no later delta streams it."""
-        if output == self._latest and type(output) is int:
-            self._latest_done = True
+        if type(output) is int:
+            self._streaming.pop(output, None)
+            self._latest_done = self._latest_done or output == self._latest
         if self._unplaced:
             self._unplaced.pop(output, None)
             item_id = item.get("id")
@@ -135,7 +140,12 @@ class Items:
                 item at another ``output_index``, or two or more items are open
                 and the delta names none of them.
         """
-        self.check(output, item_id)
+        known = self.streamed(output, item_id, kind)
+        if known != output:
+            raise malformed(
+                f"responses: an event's output_index {output} is not that of its item "
+                f"{item_id!r}, which is at {known}"
+            )
         if output in self._indices:
             return None
         named = ("item", item_id) if isinstance(item_id, str) else None
@@ -165,27 +175,20 @@ class Items:
         )
         return output if known is None else known
 
-    def check(self, output: int, item_id: object) -> None:
-        """Refuse an event whose ``output_index`` is not that of the item its ``item_id``
-        names: its content would go to another item, or to none.
+    def streamed(self, output: int, item_id: object, kind: object) -> int:
+        """The index of the item a delta of an item of type *kind* at *output* streams: the
+        item its ``item_id`` names, if one of that type not completed yet, else *output*.
 
-        Raises:
-            ProviderStreamError: ``MALFORMED_RESPONSE``, naming both.
+        A server giving every item one id names by it, before an item is added,
+        the item before: a reasoning item, or a call completed already, which no
+        delta streams.
         """
-        known = (
-            self._outputs.get(item_id)
-            if isinstance(item_id, str) and item_id in self._ids
-            else None
-        )
-        if known is not None and known != output:
-            raise malformed(
-                f"responses: an event's output_index {output} is not that of its item "
-                f"{item_id!r}, which is at {known}"
-            )
+        known = self.of(None, item_id)
+        return output if known is None or self._streaming.get(known) != kind else known
 
     def _placed(self, key: Hashable, output: int) -> Hashable:
         """*key*, the item added without an index, placed at *output* from now on."""
-        del self._unplaced[key]
+        self._streaming[output] = self._unplaced.pop(key)
         self._indices.add(output)
         if isinstance(key, tuple) and key[0] == "item" and key[1] not in self._shared:
             self._index(key[1], output)

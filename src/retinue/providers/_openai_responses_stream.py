@@ -181,7 +181,7 @@ class ResponsesStreamDecoder:
         ``item_id`` names an item at another ``output_index`` goes with that item."""
         output, item_id = key[1], payload.get("item_id")
         if type(output) is int:
-            named = self._items.of(output, item_id)
+            named = self._items.streamed(output, item_id, "message")
             key = (key[0], named, key[2])
             chunk = self._table.more_text(key, text)
             if chunk is not None:
