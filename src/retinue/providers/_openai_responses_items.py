@@ -109,21 +109,21 @@ class Items:
             del self._outputs[item_id]
             self._shared.add(item_id)
 
-    def done(self, output: object, item: dict[str, object]) -> None:
-        """The *item* kept by *output* (or by its id) is complete: no later delta streams it."""
-        if type(output) is int:
-            self._streaming.pop(output, None)
-            self._latest_done = self._latest_done or output == self._latest
-        if self._unplaced:
-            self._unplaced.pop(output, None)
-            item_id = item.get("id")
-            if isinstance(item_id, str):
-                self._unplaced.pop(("item", item_id), None)
+    def done(self, item: dict[str, object], *outputs: object) -> None:
+        """The *item* kept by *outputs* (or by its id) is complete: no later delta streams it.
 
-    @property
-    def unplaced(self) -> bool:
-        """Whether an item added without an ``output_index`` is open, not placed yet."""
-        return bool(self._unplaced)
+        A call's block may be found by its call id under another key than the
+        event's: both are given.
+        """
+        for output in outputs:
+            if type(output) is int:
+                self._streaming.pop(output, None)
+                self._latest_done = self._latest_done or output == self._latest
+            elif self._unplaced:
+                self._unplaced.pop(output, None)
+        item_id = item.get("id")
+        if self._unplaced and isinstance(item_id, str):
+            self._unplaced.pop(("item", item_id), None)
 
     def opened(self, output: int, item_id: object, kind: str) -> Hashable | None:
         """The key of the item of type *kind*, added without an index, that a delta opening

@@ -227,9 +227,9 @@ class ResponsesStreamDecoder:
         ``output_item.done``), or only in the completed response's ``output``.
         """
         kind = item.get("type")
-        self._items.done(output, item)
         if kind == "function_call":
             return self._call_done(output, item) + self._link_call(item)
+        self._items.done(item, output)
         if kind == "message":
             # Calls after an answer's text follow it, not the reasoning: they are not linked.
             self._reasoning = None
@@ -277,8 +277,7 @@ class ResponsesStreamDecoder:
             out.extend(self._give_held(key))
         else:
             self._held.pop(key, None)
-        if self._items.unplaced and isinstance(key, tuple):
-            self._items.done(key[1], item)  # found by its call id: added without an index
+        self._items.done(item, output, key[1] if isinstance(key, tuple) else None)
         self._table.finish_tool_call(key, call_id, name, arguments)
         return out
 
