@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable
 from typing import TypeVar, final
 
@@ -32,7 +33,8 @@ class Items:
     """The ids items were keyed by, for want of an ``output_index``."""
     _outputs: dict[str, int] = attrs.field(factory=dict, init=False)
     """The ``output_index`` of each item added with one (or placed there), by its id."""
-    _unnamed: int = attrs.field(default=0, init=False)
+    _unnamed: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+    """Numbers the items added without an id or an ``output_index``."""
     _unplaced: dict[Hashable, object] = attrs.field(factory=dict, init=False)
     """The items added without an ``output_index`` that no delta placed yet: by the key each
     was added under, its type."""
@@ -71,8 +73,7 @@ class Items:
                 self._named.add(item_id)
                 self._latest = self._outputs.get(item_id, ("item", item_id))
             elif kind == "response.output_item.added":
-                self._unnamed += 1
-                self._latest = ("unnamed-item", self._unnamed)
+                self._latest = ("unnamed-item", next(self._unnamed))
             self._latest_done = kind == "response.output_item.done"
             return self._latest
         item_id = payload.get("item_id")
@@ -125,7 +126,7 @@ class Items:
         if self._unplaced and isinstance(item_id, str):
             self._unplaced.pop(("item", item_id), None)
 
-    def opened(self, output: int, item_id: object, kind: str) -> Hashable | None:
+    def place(self, output: int, item_id: object, kind: str) -> Hashable | None:
         """The key of the item of type *kind*, added without an index, that a delta opening
         a block at *output* streams, now placed there; ``None`` when it streams another.
 
@@ -140,7 +141,7 @@ class Items:
                 item at another ``output_index``, or two or more items are open
                 and the delta names none of them.
         """
-        known = self.streamed(output, item_id, kind)
+        known = self.streamed_index(output, item_id, kind)
         if known != output:
             raise malformed(
                 f"responses: an event's output_index {output} is not that of its item "
@@ -165,7 +166,7 @@ class Items:
             )
         return self._placed(found[0], output) if found else None
 
-    def of(self, output: _Output, item_id: object) -> _Output | int:
+    def index_of(self, output: _Output, item_id: object) -> _Output | int:
         """The index of the item *item_id* names, where an event's ``output_index``,
         *output*, is another: a completed item or part goes with its item, not beside it."""
         known = (
@@ -175,7 +176,7 @@ class Items:
         )
         return output if known is None else known
 
-    def streamed(self, output: int, item_id: object, kind: object) -> int:
+    def streamed_index(self, output: int, item_id: object, kind: object) -> int:
         """The index of the item a delta of an item of type *kind* at *output* streams: the
         item its ``item_id`` names, if one of that type not completed yet, else *output*.
 
@@ -183,7 +184,7 @@ class Items:
         the item before: a reasoning item, or a call completed already, which no
         delta streams.
         """
-        known = self.of(None, item_id)
+        known = self.index_of(None, item_id)
         return output if known is None or self._streaming.get(known) != kind else known
 
     def _placed(self, key: Hashable, output: int) -> Hashable:

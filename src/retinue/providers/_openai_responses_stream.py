@@ -125,9 +125,11 @@ class ResponsesStreamDecoder:
             return self._item_added(output, _dict(payload.get("item")))
         if kind == "response.output_item.done":
             item = _dict(payload.get("item"))
-            return self._item_done(self._items.of(output, item.get("id")), item)
+            return self._item_done(self._items.index_of(output, item.get("id")), item)
         if kind == "response.content_part.done":
-            return self._content_part_done(self._items.of(output, payload.get("item_id")), payload)
+            return self._content_part_done(
+                self._items.index_of(output, payload.get("item_id")), payload
+            )
         if kind in ("response.completed", "response.incomplete"):
             response = payload.get("response")
             if not isinstance(response, dict):
@@ -181,34 +183,34 @@ class ResponsesStreamDecoder:
         ``item_id`` names an item at another ``output_index`` goes with that item."""
         output, item_id = key[1], payload.get("item_id")
         if type(output) is int:
-            named = self._items.streamed(output, item_id, "message")
+            named = self._items.streamed_index(output, item_id, "message")
             key = (key[0], named, key[2])
             chunk = self._table.more_text(key, text)
             if chunk is not None:
                 return chunk
-            self._place(named, item_id, "message")
+            self._rekey_placed(named, item_id, "message")
         return self._table.text(key, text)
 
     def _call_opened(self, key: tuple[str, object], payload: JsonObject, delta: str) -> StreamChunk:
         """The first arguments of the call at *key*: of a call added without an
-        ``output_index``, when the delta places it there (see :meth:`Items.opened`)."""
+        ``output_index``, when the delta places it there (see :meth:`Items.place`)."""
         if type(key[1]) is int:
-            self._place(key[1], payload.get("item_id"), "function_call")
+            self._rekey_placed(key[1], payload.get("item_id"), "function_call")
             if delta and self._held:
                 self._held.pop(key, None)
         return self._table.tool_call(key, None, None, delta)
 
-    def _place(self, output: int, item_id: object, kind: str) -> None:
-        """Key what an item added without an ``output_index`` opened by the *output* a
-        delta of it carries, when the delta streams it."""
-        found = self._items.opened(output, item_id, kind)
+    def _rekey_placed(self, output: int, item_id: object, kind: str) -> None:
+        """Key a call added without an ``output_index`` by the *output* a delta streaming it
+        carries (a message's text blocks are keyed so already: by the delta's)."""
+        found = self._items.place(output, item_id, kind)
         if found is None:
             return
-        call, placed = ("call", found), ("call", output)
-        if self._table.has(call):
-            self._table.rekey(call, placed)
-        if call in self._held:
-            self._held[placed] = self._held.pop(call)
+        block, placed = ("call", found), ("call", output)
+        if self._table.has(block):
+            self._table.rekey(block, placed)
+        if block in self._held:
+            self._held[placed] = self._held.pop(block)
 
     def _give_held(self, key: Hashable) -> list[StreamChunk]:
         """The arguments the call at *key* was added with, as its delta, when nothing
