@@ -21,7 +21,7 @@ from ._blocks import (
     wrong_type,
 )
 from ._failures import ProviderConnectionError, stream_error
-from ._openai_responses_items import Items
+from ._openai_responses_items import Items, no_arguments
 from ._openai_responses_parts import Attributed, attribute, held_back, left_out, part_texts
 from ._openai_responses_usage import incomplete_reason, responses_usage
 from ._sse import SseEvent
@@ -47,12 +47,6 @@ _PARAGRAPH = "\n\n"
 """What separates two parts of a reasoning item's summary (each part is a paragraph)."""
 _MESSAGE_PARTS = frozenset({"output_text", "refusal"})
 """The content parts of a message item (a reasoning item's parts are not its text)."""
-
-
-def _no_arguments(value: object) -> bool:
-    """Whether a call's arguments are none yet: what the API (``""``) and some servers
-    (``{}``, as text or an object) add a call with before its arguments stream."""
-    return value is None or value == "" or value == "{}" or value == {}
 
 
 @final
@@ -121,15 +115,18 @@ class ResponsesStreamDecoder:
             return [table.more_arguments(call, delta) or self._call_opened(call, payload, delta)]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return [self._reasoning_delta(output, payload)]
+        return self._event(kind, output, payload)
+
+    def _event(self, kind: object, output: object, payload: JsonObject) -> list[StreamChunk]:
+        """Decode an event that is no delta: an item's, a part's, the end, an error."""
         if kind == "response.output_item.added":
             return self._item_added(output, _dict(payload.get("item")))
         if kind == "response.output_item.done":
             item = _dict(payload.get("item"))
             return self._item_done(self._items.index_of(output, item.get("id")), item)
         if kind == "response.content_part.done":
-            return self._content_part_done(
-                self._items.index_of(output, payload.get("item_id")), payload
-            )
+            part_output = self._items.index_of(output, payload.get("item_id"))
+            return self._content_part_done(part_output, payload)
         if kind in ("response.completed", "response.incomplete"):
             response = payload.get("response")
             if not isinstance(response, dict):
@@ -172,7 +169,7 @@ class ResponsesStreamDecoder:
             return []
         call_id, name = _str(item.get("call_id")), _str(item.get("name"))
         key, arguments = ("call", output), item.get("arguments")
-        if not _no_arguments(arguments):
+        if not no_arguments(arguments):
             self._held[key] = (arguments, call_id or name)
         return [self._table.tool_call(key, call_id, name, "")]
 
