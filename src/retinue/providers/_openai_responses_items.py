@@ -44,15 +44,14 @@ class Items:
     _unplaced: dict[Hashable, object] = attrs.field(factory=dict, init=False)
     """The items added without an ``output_index`` that no delta placed yet: by the key each
     was added under, its type."""
-    _indices: set[int] = attrs.field(factory=set, init=False)
-    """The ``output_index`` of each item added with one, or placed there."""
     _ids: set[str] = attrs.field(factory=set, init=False)
     """The id of every item added."""
     _shared: set[str] = attrs.field(factory=set, init=False)
     """The ids two or more items were added with at different indices: they name none."""
-    _streaming: dict[int, object] = attrs.field(factory=dict, init=False)
-    """The type of each item at an ``output_index`` (added or placed there) not completed
-    yet: only such an item of a delta's type is what a delta naming it streams."""
+    _types: dict[int, object] = attrs.field(factory=dict, init=False)
+    """The type of the item at each ``output_index`` it was added or placed at, ``None`` once
+    it is complete: only an item of a delta's type not complete yet is what a delta naming
+    it streams."""
 
     def key(self, payload: dict[str, object], kind: object) -> ItemKey:
         """Without an ``output_index``, the item an event is about keys its blocks.
@@ -102,8 +101,7 @@ class Items:
         if type(output) is int:
             # The item now streaming, for an event that names none (no index, no item_id).
             self._latest, self._latest_done = output, False
-            self._indices.add(output)
-            self._streaming[output] = item.get("type")
+            self._types[output] = item.get("type")
             if isinstance(item_id, str) and item_id not in self._shared:
                 self._index(item_id, output)
         else:
@@ -124,7 +122,8 @@ class Items:
         """
         for output in outputs:
             if type(output) is int:
-                self._streaming.pop(output, None)
+                if output in self._types:
+                    self._types[output] = None
                 self._latest_done = self._latest_done or output == self._latest
             elif self._unplaced:
                 self._unplaced.pop(output, None)
@@ -153,7 +152,7 @@ class Items:
                 f"responses: an event's output_index {output} is not that of its item "
                 f"{item_id!r}, which is at {known}"
             )
-        if output in self._indices:
+        if output in self._types:
             return None
         named = ("item", item_id) if isinstance(item_id, str) else None
         found: list[Hashable]
@@ -191,12 +190,11 @@ class Items:
         delta streams.
         """
         known = self.index_of(None, item_id)
-        return output if known is None or self._streaming.get(known) != kind else known
+        return output if known is None or self._types.get(known) != kind else known
 
     def _placed(self, key: Hashable, output: int) -> Hashable:
         """*key*, the item added without an index, placed at *output* from now on."""
-        self._streaming[output] = self._unplaced.pop(key)
-        self._indices.add(output)
+        self._types[output] = self._unplaced.pop(key)
         if isinstance(key, tuple) and key[0] == "item" and key[1] not in self._shared:
             self._index(key[1], output)
         if self._latest == key:
