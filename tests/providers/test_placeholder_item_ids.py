@@ -134,3 +134,18 @@ async def test_a_delta_before_its_item_is_added_under_a_shared_id_streams_its_ow
         ToolCall("call_1", "lookup", '{"a":1}'),
         ToolCall("call_2", "lookup", '{"a":2}'),
     )
+
+
+async def test_a_second_message_under_a_shared_id_opened_before_it_is_added_is_its_own(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R10.2: two messages under one id, the second's first delta before its
+    ``output_item.added``: the id names the first message, completed already, so the delta
+    is the second's: each text comes once, whole, not run on from the first."""
+    events: list[Event] = []
+    for output, text in enumerate(["First.", "Second."]):
+        part = {"type": "output_text", "text": text, "annotations": []}
+        message = {"type": "message", "id": "x", "role": "assistant", "content": [part]}
+        events += _first_delta_before_added(output, message, _text(output, "x", text[:2]))
+        events.insert(-1, _text(output, "x", text[2:]))
+    assert await _content(events) == (Text("First."), Text("Second."))
