@@ -94,14 +94,12 @@ def _two_parts(deltas: list[str], first: str, second: str) -> list[Event]:
         (["Yes. "], ("Yes. ", "Yes. "), ["Yes. ", "Yes. "]),
         (["\nYes.\n", "\nNo.\n"], ("Yes.", "No."), ["\nYes.\n\nNo.\n"]),
         (["No."], ("Yes. ", "No."), ["No.", "Yes. "]),
-        (["Caf", "e\u0301 ok"], ("Caf\u00e9 ok", "Second."), ["Cafe\u0301 ok", "Second."]),
     ],
     ids=[
         "both streamed",
         "second sent only complete",
         "neither text as streamed",
         "first sent only complete",
-        "first streamed otherwise, second sent only complete",
     ],
 )
 async def test_parts_completed_together_are_told_apart_by_their_place(
@@ -112,8 +110,7 @@ async def test_parts_completed_together_are_told_apart_by_their_place(
     dropped for its text being streamed already. A first part sent only complete is kept
     once the second's text is found where it would have begun, the deltas not taken for
     it. Where no part's complete text reads as the deltas (each trimmed), the
-    deltas are taken to hold them both, and a later part whose text they hold nowhere
-    comes as sent only complete rather than be lost."""
+    deltas are taken to hold them both."""
     events = _two_parts(deltas, *texts)
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == expected
@@ -128,19 +125,3 @@ async def test_parts_of_one_text_sent_only_complete_are_each_kept(
     events = [event for event in _two_parts([], "Yes. ", "Yes. ") if event["type"] != _DELTA]
     collected = await serve_once("responses", b"".join(map(typed_event, events)))
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == ["Yes. "] * 2
-
-
-async def test_a_part_sent_only_complete_beside_deltas_read_otherwise_comes_once_the_item_ends(
-    autojump_clock: trio.abc.Clock,
-) -> None:
-    """R10.2: the message's ``output_item.done`` after parts whose deltas do not read as
-    the first part's complete text: the second part, which the deltas hold nowhere, comes
-    as sent only complete, not lost for the block differing from its parts."""
-    first, second = "Caf\u00e9 ok", "Second."
-    *events, completed = _two_parts(["Caf", "e\u0301 ok"], first, second)
-    content = [{"type": "output_text", "text": text} for text in (first, second)]
-    item = {"id": "m", "type": "message", "content": content}
-    events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
-    collected = await serve_once("responses", b"".join(map(typed_event, [*events, completed])))
-    texts = [b.text for b in collected.message.content if isinstance(b, Text)]
-    assert texts == ["Cafe\u0301 ok", second]

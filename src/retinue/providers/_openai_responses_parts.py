@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import attrs
 
-__all__ = ["Attributed", "attribute", "held_back", "left_out", "part_texts"]
+__all__ = ["Attributed", "attribute", "left_out", "part_texts"]
 
 
 def part_texts(parts: list[object]) -> list[tuple[int, str]]:
@@ -83,13 +83,3 @@ def attribute(streamed: str, done: Attributed, index: int, text: str) -> tuple[P
         # What is left may be a later part's, as well as the rest of an earlier part's.
         return ((index, text),), Attributed(parts, offset, length)
     return (), Attributed(parts, offset, length, (*pending, (index, text)))
-
-
-def held_back(streamed: str, held: Attributed | None) -> Parts:
-    """The parts *held* back beside a block of deltas (see :func:`attribute`) whose text
-    the block, *streamed*, holds nowhere: sent only complete, they come rather than be
-    lost. The deltas past what the parts before them hold are the first one's own."""
-    if held is None:
-        return ()
-    pending = held.pending[1:] if streamed[held.offset :] else held.pending
-    return tuple((index, text) for index, text in pending if text.strip() not in streamed)

@@ -22,7 +22,7 @@ from ._blocks import (
 )
 from ._failures import ProviderConnectionError, stream_error
 from ._openai_responses_items import Items, no_arguments
-from ._openai_responses_parts import Attributed, attribute, held_back, left_out, part_texts
+from ._openai_responses_parts import Attributed, attribute, left_out, part_texts
 from ._openai_responses_usage import incomplete_reason, responses_usage
 from ._sse import SseEvent
 
@@ -317,20 +317,7 @@ class ResponsesStreamDecoder:
         """The parts that deltas without a ``content_index`` did not stream into *whole*
         (see :func:`left_out`); *whole* is matched now."""
         self._matched.add(whole)
-        streamed = self._table.text_of(whole)
-        return left_out(streamed, texts) or list(
-            held_back(streamed, self._streamed_parts.get(whole))
-        )
-
-    def _lost_parts(self) -> list[StreamChunk]:
-        """The held-back parts of blocks no completed item matched (see :func:`held_back`)."""
-        table, out = self._table, list[StreamChunk]()
-        for whole, held in self._streamed_parts.items():
-            if whole not in self._matched and isinstance(whole, tuple):
-                for index, text in held_back(table.text_of(whole), held):
-                    if not table.has(key := ("text", whole[1], index)):
-                        out.append(table.text(key, text))
-        return out
+        return left_out(self._table.text_of(whole), texts)
 
     def _content_part_done(self, output: object, payload: JsonObject) -> list[StreamChunk]:
         """A completed message part that streamed no delta: its text, before the next part's."""
@@ -492,7 +479,6 @@ class ResponsesStreamDecoder:
             )
         # Calls added whole whose arguments nothing replaced: each was opened by a chunk already.
         out = [chunk for key in list(self._held) for chunk in self._give_held(key)]
-        out.extend(self._lost_parts())
         out.extend(self._table.end_all())
         if self._table.usage is not None:
             out.append(UsageChunk(self._table.usage))
