@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
 from retinue._content import Text, ToolCall
@@ -78,19 +79,20 @@ async def test_items_never_added_under_one_placeholder_id_are_told_apart_by_inde
     assert await _content(two_messages) == (Text("First."), Text("Second."))
 
 
+@pytest.mark.parametrize("placeholder", ["fc", ""], ids=["an id", "the empty id"])
 async def test_calls_added_without_an_index_under_one_id_are_each_one_call(
-    autojump_clock: trio.abc.Clock,
+    placeholder: str, autojump_clock: trio.abc.Clock
 ) -> None:
     """R10.2: two calls added without ``output_index`` under one id (a placeholder, which
-    names neither), each streamed by deltas carrying an index: each call comes once with
-    its own arguments."""
+    names neither, the empty one too), each streamed by deltas carrying an index: each
+    call comes once with its own arguments."""
     events: list[Event] = []
     for output, call_id in enumerate(["call_1", "call_2"]):
         arguments = f'{{"a":{output + 1}}}'
         events += [
-            {"type": "response.output_item.added", "item": _call("fc", call_id)},
-            _arguments(output, "fc", arguments),
-            _call_done(output, "fc", call_id, arguments),
+            {"type": "response.output_item.added", "item": _call(placeholder, call_id)},
+            _arguments(output, placeholder, arguments),
+            _call_done(output, placeholder, call_id, arguments),
         ]
     assert await _content(events) == (
         ToolCall("call_1", "lookup", '{"a":1}'),

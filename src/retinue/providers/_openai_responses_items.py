@@ -96,7 +96,7 @@ class Items:
     def added(self, output: object, item: dict[str, object]) -> None:
         """Note an item added under *output*: its ``output_index``, or the key it is kept by."""
         item_id = item.get("id")
-        if isinstance(item_id, str):
+        if isinstance(item_id, str) and item_id:  # an empty id names no item, as in key()
             self._ids.add(item_id)
         if type(output) is int:
             # The item now streaming, for an event that names none (no index, no item_id).
