@@ -22,6 +22,7 @@ __all__ = [
     "error_event",
     "loads_event",
     "malformed",
+    "no_arguments",
     "wrong_type",
 ]
 
@@ -33,6 +34,12 @@ JsonObject = dict[str, object]
 # Whether text is whole JSON, whatever its numbers: none is converted, so no
 # number (NaN, 1e400, a very long integer) makes whole text look cut.
 _decode_any_number = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str).decode
+
+
+def no_arguments(value: object) -> bool:
+    """Whether a call's arguments are none yet: what the API (``""``) and some servers
+    (``{}``, as text or an object) add a call with before its arguments stream."""
+    return value is None or value == "" or value == "{}" or value == {}
 
 
 def arguments_text(value: object, where: str, call: str | None) -> str:

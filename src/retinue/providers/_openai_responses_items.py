@@ -11,19 +11,13 @@ import attrs
 
 from ._blocks import malformed
 
-__all__ = ["ItemKey", "Items", "no_arguments"]
+__all__ = ["ItemKey", "Items"]
 
 _Output = TypeVar("_Output")
 
 ItemKey = tuple[str, str | int] | int | None
 """What keys an item's blocks: its ``output_index``, else its id or its place among the
 items added without one, else nothing (``None``)."""
-
-
-def no_arguments(value: object) -> bool:
-    """Whether a call's arguments are none yet: what the API (``""``) and some servers
-    (``{}``, as text or an object) add a call with before its arguments stream."""
-    return value is None or value == "" or value == "{}" or value == {}
 
 
 @final

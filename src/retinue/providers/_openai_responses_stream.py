@@ -18,10 +18,11 @@ from ._blocks import (
     error_event,
     loads_event,
     malformed,
+    no_arguments,
     wrong_type,
 )
 from ._failures import ProviderConnectionError, stream_error
-from ._openai_responses_items import Items, no_arguments
+from ._openai_responses_items import Items
 from ._openai_responses_parts import Attributed, attribute, left_out, part_texts
 from ._openai_responses_usage import incomplete_reason, responses_usage
 from ._sse import SseEvent
