@@ -11,7 +11,7 @@ from typing import Annotated, TypedDict
 import pytest
 
 from retinue._lossless import MAX_JSON_DEPTH
-from retinue.tools import tool
+from retinue.tools import Tool, tool
 
 # Deeper than the schema's JSON allows, and than the stack holds while it is described.
 _LEVELS = 400
@@ -108,6 +108,19 @@ def _chained(levels: int) -> object:
 _DEFINITION_LEVELS = MAX_JSON_DEPTH - 5
 
 
+def _refused_one_level_past(
+    deep: Callable[..., str], hint: Callable[[int], object], deepest: int
+) -> Tool:
+    """The tool of *deep* with its ``values`` hinted *deepest* levels deep, once the same
+    function hinted one level deeper is refused naming ``deep(values)``."""
+    deep.__annotations__["values"] = hint(deepest + 1)
+    refused = r"\.deep\(values\): its type hint is nested too deeply to describe \(its schema"
+    with pytest.raises(TypeError, match=refused):
+        tool(deep)
+    deep.__annotations__["values"] = hint(deepest)
+    return tool(deep)
+
+
 @pytest.mark.parametrize("hint", [_shared, _chained], ids=["referred", "referred-through-another"])
 def test_a_record_under_defs_nested_past_json_is_refused_naming_the_tool_and_parameter(
     hint: Callable[[int], object],
@@ -119,12 +132,7 @@ def test_a_record_under_defs_nested_past_json_is_refused_naming_the_tool_and_par
     def deep(count: int, values: object, more: int) -> str:
         return "never"
 
-    deep.__annotations__["values"] = hint(_DEFINITION_LEVELS + 1)
-    refused = r"\.deep\(values\): its type hint is nested too deeply to describe \(its schema"
-    with pytest.raises(TypeError, match=refused):
-        tool(deep)
-    deep.__annotations__["values"] = hint(_DEFINITION_LEVELS)
-    described = tool(deep).parameters["$defs"]
+    described = _refused_one_level_past(deep, hint, _DEFINITION_LEVELS).parameters["$defs"]
     assert isinstance(described, Mapping)
     assert "Leaf" in described
 
@@ -150,12 +158,7 @@ def test_a_keywords_hint_whose_schema_nests_past_json_is_refused_naming_the_para
     def deep(count: int, **values: object) -> str:
         return "never"
 
-    deep.__annotations__["values"] = hint(deepest + 1)
-    refused = r"\.deep\(values\): its type hint is nested too deeply to describe \(its schema"
-    with pytest.raises(TypeError, match=refused):
-        tool(deep)
-    deep.__annotations__["values"] = hint(deepest)
-    assert tool(deep).name == "deep"
+    assert _refused_one_level_past(deep, hint, deepest).name == "deep"
 
 
 @pytest.mark.parametrize("reference", ["#/$defs/Leaf", "#/$defs/Unknown"])
