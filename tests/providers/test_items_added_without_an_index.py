@@ -18,7 +18,7 @@ import trio
 from retinue._content import Text, ToolCall
 from retinue.providers import ProviderStreamError
 
-from ._wire_edge_kit import typed_event
+from ._wire_edge_kit import responses_body
 from .support import recorded_events, serve_once
 
 Event = dict[str, Any]
@@ -77,7 +77,7 @@ async def test_a_call_added_without_an_index_is_one_call_with_its_streamed_argum
     edited = _edited(events, deltas, completed or _same)
     if completed is None:
         edited = [e for e in edited if e["type"] != _ITEM_DONE]
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == _calls(events)
 
 
@@ -92,7 +92,7 @@ async def test_calls_added_without_an_index_before_deltas_naming_only_an_index_a
     added = [e for e in events if e["type"] == _ADDED]
     events = added + [e for e in events if e["type"] != _ADDED]
     with pytest.raises(ProviderStreamError) as caught:
-        await serve_once("responses", b"".join(map(typed_event, events)))
+        await serve_once("responses", responses_body(events))
     assert caught.value.code == "MALFORMED_RESPONSE"
     assert "output_index" in str(caught.value)
 
@@ -105,7 +105,7 @@ async def test_calls_added_without_an_index_before_deltas_naming_their_item_are_
     events = _edited(recorded_events(_CALLS), _same, _same)
     added = [e for e in events if e["type"] == _ADDED]
     reordered = added + [e for e in events if e["type"] != _ADDED]
-    collected = await serve_once("responses", b"".join(map(typed_event, reordered)))
+    collected = await serve_once("responses", responses_body(reordered))
     assert collected.message.content == _calls(events)
 
 
@@ -150,7 +150,7 @@ async def test_a_message_added_without_an_index_is_streamed_once_by_deltas_carry
         **dict.fromkeys(_TEXT_EVENTS, done),
     }
     edited = [edits.get(e["type"], _same)(e) for e in events]
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == (Text(answer + _SECOND),)
 
 
@@ -176,7 +176,7 @@ async def test_events_naming_no_item_are_about_the_item_added_last(
         "response.content_part.done": parts,
     }
     edited = [edits.get(e["type"], _same)(e) for e in events]
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == (Text(answer + _SECOND),)
 
 
@@ -196,7 +196,7 @@ async def test_a_call_a_delta_names_before_it_is_added_is_one_call(
     call comes once with its arguments, no nameless call holding the first fragment."""
     events = recorded_events(_CALLS)
     edited = _first_deltas_before_their_items(_edited(events, _same, _same))
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == _calls(events)
 
 
@@ -210,7 +210,7 @@ async def test_a_delta_at_another_index_than_the_item_it_names_is_refused(
     first = next(i for i, e in enumerate(events) if e["type"] == _ARGUMENTS)
     events[first] = {**events[first], "output_index": 7}
     with pytest.raises(ProviderStreamError) as caught:
-        await serve_once("responses", b"".join(map(typed_event, events)))
+        await serve_once("responses", responses_body(events))
     assert caught.value.code == "MALFORMED_RESPONSE"
     assert "output_index 7" in str(caught.value)
 
@@ -231,7 +231,7 @@ async def test_a_part_completed_at_another_index_than_its_item_goes_with_its_ite
             _without("content_index")(e) if e["type"] == "response.output_text.delta" else e
             for e in events
         ]
-    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    collected = await serve_once("responses", responses_body(events))
     expected = (Text(answer), Text(_SECOND)) if content_index else (Text(answer + _SECOND),)
     assert collected.message.content == expected
 
@@ -247,7 +247,7 @@ async def test_items_sharing_one_id_are_told_apart_by_their_index(
         if e["type"] != "response.completed"
     ]
     events.append({"type": "response.completed", "response": {"status": "completed"}})
-    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    collected = await serve_once("responses", responses_body(events))
     assert collected.message.content == _calls(recorded_events(_CALLS))
 
 
@@ -267,7 +267,7 @@ async def test_a_message_completed_at_another_index_than_it_was_added_at_comes_o
     ]
     done = next(i for i, e in enumerate(edited) if e["type"] == _ITEM_DONE)
     edited[done] = {**edited[done], "output_index": 7}
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == (Text(answer),)
 
 
@@ -282,5 +282,5 @@ async def test_text_at_another_index_than_the_message_it_names_goes_with_that_me
     answer = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     last = max(i for i, e in enumerate(events) if e["type"] == moved)
     events[last] = {**events[last], "output_index": 7}
-    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    collected = await serve_once("responses", responses_body(events))
     assert collected.message.content == (Text(answer),)

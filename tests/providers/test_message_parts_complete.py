@@ -21,7 +21,7 @@ from retinue.providers import ProviderStreamError
 from retinue.providers._openai_responses_stream import ResponsesStreamDecoder
 from retinue.providers._sse import SseEvent
 
-from ._wire_edge_kit import typed_event
+from ._wire_edge_kit import responses_body
 from .support import completed_text, recorded_events, serve_once
 
 Event = dict[str, Any]
@@ -62,9 +62,7 @@ async def test_a_part_sent_only_complete_comes_once_when_its_item_is_keyed_other
     part in the ``output_item.done`` after it, though the two are keyed otherwise, not
     given a second time as the item's own."""
     events = recorded_events(_TEXT)
-    collected = await serve_once(
-        "responses", b"".join(map(typed_event, edit(_without_deltas(events))))
-    )
+    collected = await serve_once("responses", responses_body(edit(_without_deltas(events))))
     assert collected.message.content == (Text(completed_text(events)),)
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
     assert streamed == completed_text(events)
@@ -109,7 +107,7 @@ async def test_a_part_sent_only_complete_is_kept_beside_deltas_keyed_otherwise(
     the second part, which would lose it."""
     events = recorded_events(_TEXT)
     edited = edit(_with_a_second_part(events, part_done=part_done))
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == (Text(completed_text(events)), Text(_SECOND))
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
     assert streamed == completed_text(events) + _SECOND
@@ -134,7 +132,7 @@ async def test_parts_streamed_without_indices_come_once_in_a_message_of_two() ->
         else e
         for e in events
     ]
-    collected = await serve_once("responses", b"".join(map(typed_event, unindexed)))
+    collected = await serve_once("responses", responses_body(unindexed))
     answer = completed_text(events) + _SECOND
     assert collected.message.content == (Text(answer),)
     assert "".join(c.text for c in collected.chunks if isinstance(c, TextDelta)) == answer
@@ -156,7 +154,7 @@ async def test_a_part_whose_complete_text_differs_from_its_deltas_comes_once() -
     for the part's text being nowhere in the block."""
     events = recorded_events(_TEXT)
     edited = _completed_with_a_full_stop(_without_part_index(events))
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == (Text(completed_text(events)),)
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
     assert streamed == completed_text(events)
@@ -169,7 +167,7 @@ async def test_a_part_in_its_part_done_alone_is_kept_beside_deltas_without_a_par
     events = recorded_events(_TEXT)
     edited = _without_part_index(_with_a_second_part(events, part_done=True))
     edited = [e for e in edited if e["type"] != "response.output_item.done"]
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == (Text(completed_text(events)), Text(_SECOND))
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
     assert streamed == completed_text(events) + _SECOND
@@ -269,7 +267,7 @@ async def test_parts_completed_out_of_order_beside_unindexed_deltas_come_once(
     )
     if not item_done:
         edited = [e for e in edited if e["type"] != "response.output_item.done"]
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     answer = completed_text(events)
     expected = (Text(answer + _SECOND),) if second_streamed else (Text(answer), Text(_SECOND))
     assert collected.message.content == expected
@@ -287,7 +285,7 @@ async def test_a_part_streamed_after_its_content_part_done_is_refused() -> None:
     edited = [e for e in events if e is not done]
     edited.insert(first_delta, done)
     with pytest.raises(ProviderStreamError) as caught:
-        await serve_once("responses", b"".join(map(typed_event, edited)))
+        await serve_once("responses", responses_body(edited))
     assert caught.value.code == "MALFORMED_RESPONSE"
     assert "came after the block ended" in str(caught.value)
 
@@ -304,6 +302,6 @@ async def test_an_empty_delta_after_a_parts_content_part_done_adds_nothing(
     complete_only = [e for e in events if e["type"] != _DELTA]
     done = next(e for e in complete_only if e["type"] == "response.content_part.done")
     complete_only.insert(complete_only.index(done) + 1, stray)
-    collected = await serve_once("responses", b"".join(map(typed_event, complete_only)))
-    plain = await serve_once("responses", b"".join(map(typed_event, events)))
+    collected = await serve_once("responses", responses_body(complete_only))
+    plain = await serve_once("responses", responses_body(events))
     assert collected.message.content == plain.message.content

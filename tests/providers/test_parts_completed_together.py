@@ -16,7 +16,7 @@ import trio
 from retinue._content import Text
 from retinue._stream import TextDelta
 
-from ._wire_edge_kit import typed_event
+from ._wire_edge_kit import responses_body
 from .support import completed_text, recorded_events, serve_once
 
 Event = dict[str, Any]
@@ -68,7 +68,7 @@ async def test_parts_completed_together_after_their_deltas_come_once(
     answer = completed_text(events)
     first = {"as streamed": answer, "a full stop longer": answer + ".", "trimmed": answer[:-1]}
     edited = _completed_together(events, first[shape])
-    collected = await serve_once("responses", b"".join(map(typed_event, edited)))
+    collected = await serve_once("responses", responses_body(edited))
     assert collected.message.content == (Text(answer + _SECOND),)
     streamed = "".join(c.text for c in collected.chunks if isinstance(c, TextDelta))
     assert streamed == answer + _SECOND
@@ -112,7 +112,7 @@ async def test_parts_completed_together_are_told_apart_by_their_place(
     it. Where no part's complete text reads as the deltas (each trimmed), the
     deltas are taken to hold them both."""
     events = _two_parts(deltas, *texts)
-    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    collected = await serve_once("responses", responses_body(events))
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == expected
 
 
@@ -123,5 +123,5 @@ async def test_parts_of_one_text_sent_only_complete_are_each_kept(
     delta, no ``output_item.done``), are two parts, the second not taken for a block of
     deltas holding it and dropped."""
     events = [event for event in _two_parts([], "Yes. ", "Yes. ") if event["type"] != _DELTA]
-    collected = await serve_once("responses", b"".join(map(typed_event, events)))
+    collected = await serve_once("responses", responses_body(events))
     assert [b.text for b in collected.message.content if isinstance(b, Text)] == ["Yes. "] * 2
