@@ -218,6 +218,15 @@ def _from_one(events: Events) -> Events:
     return [{**e, "sequence_number": n + 1} for n, e in enumerate(_dropped(events, _TEXT_DELTA))]
 
 
+def _ends_from_zero(events: Events) -> Events:
+    """The events after the last delta numbered from 0 again: as a server numbering the
+    events that end the response apart from those it streamed."""
+    last = max(i for i, e in enumerate(events) if e["type"] == _TEXT_DELTA)
+    return events[: last + 1] + [
+        {**e, "sequence_number": n} for n, e in enumerate(events[last + 1 :])
+    ]
+
+
 def _as_strings(events: Events) -> Events:
     return [{**e, "sequence_number": str(e["sequence_number"])} for e in events]
 
@@ -229,15 +238,21 @@ def _as_bools(events: Events) -> Events:
 
 @pytest.mark.parametrize(
     "renumber",
-    [_partly_numbered, _from_one, _as_strings, _as_bools],
-    ids=["some-events-numbered", "counted-from-one", "numbers-as-strings", "numbers-as-bools"],
+    [_partly_numbered, _from_one, _ends_from_zero, _as_strings, _as_bools],
+    ids=[
+        "some-events-numbered",
+        "counted-from-one",
+        "ends-counted-from-zero",
+        "numbers-as-strings",
+        "numbers-as-bools",
+    ],
 )
 async def test_a_stream_numbered_otherwise_than_the_api_is_not_counted(
     autojump_clock: trio.abc.Clock, renumber: Callable[[Events], Events]
 ) -> None:
-    """R10.2: numbers on only some events, a first number other than 0, or numbers that
-    are no integers are no count the stream keeps: it is read as sent, not refused, as a
-    compatible server's stream so numbered is whole."""
+    """R10.2: numbers on only some events, a first number other than 0, a count started
+    again from 0, or numbers that are no integers are no count the stream keeps: it is
+    read as sent, not refused, as a compatible server's stream so numbered is whole."""
     events = renumber(recorded_events(_TEXT))
     with trio.fail_after(60):
         collected = await serve_once("responses", _body(events))
