@@ -17,6 +17,7 @@ from retinue.session import (
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
+    TurnEndReason,
     TurnStart,
     UserMessage,
 )
@@ -65,9 +66,7 @@ def _describe_event(event: Event) -> str | None:
         source = data.trigger.source.plugin or data.trigger.source.kind
         return f"turn {data.turn}  ({data.trigger.kind} from {source})"
     if isinstance(data, TurnEnd):
-        reason = data.reason
-        detail = reason.message or reason.reason or ""
-        return f"  end: {reason.kind}" + (f" ({detail})" if detail else "")
+        return _describe_end(data.reason)
     if isinstance(data, UserMessage):
         return f"  user: {_short(content_text(data.content))}"
     if isinstance(data, ContextMessage | SteeringMessage | PromptBlocked):
@@ -83,6 +82,13 @@ def _describe_event(event: Event) -> str | None:
         code = f" {data.error.code}" if data.error is not None else ""
         return f"    tool result [{data.call_id}] {status}{code}: {_short(content_text(data.content), 60)}"
     return None
+
+
+def _describe_end(reason: TurnEndReason) -> str:
+    """A turn's end: its kind, an error's code as a tool result's line has it, and why."""
+    code = f" {reason.code}" if reason.code else ""
+    detail = reason.message or reason.reason
+    return f"  end: {reason.kind}{code}" + (f" ({detail})" if detail else "")
 
 
 def _describe_input(data: ContextMessage | SteeringMessage | PromptBlocked) -> str:

@@ -1,0 +1,63 @@
+"""``retinue sessions show``: a turn's end names its error code, and the model each request
+went to is shown where it changes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentOptions
+from retinue.cli import main
+from retinue.providers import LlmCallConfig
+from retinue.testing import FinishWithError, Reply, ScriptedModel
+
+
+async def _switch_to_b(
+    agent: retinue.Agent,
+    turn: int,
+    step: int,
+    config: LlmCallConfig,
+    call_next: Callable[[], Awaitable[LlmCallConfig]],
+) -> LlmCallConfig:
+    return attrs.evolve(await call_next(), model="b")
+
+
+async def _store_three_turns(root: Path) -> str:
+    """Turn 1 on model ``a``; turns 2 and 3 on ``b``, which a listener picks (R7.32 keeps it):
+    turn 2 fails with the code ``E1``. Durable writes run in threads, which the virtual clock
+    jumps past: the flush gets no deadline."""
+    model = ScriptedModel(
+        {"a": [Reply("one")], "b": [FinishWithError("bad", code="E1"), Reply("two")]}
+    )
+    store = retinue.JSONLStore(root)
+    async with retinue.open_runtime(models=model, store=store, flush_timeout=math.inf) as rt:
+        agent = await rt.create_agent("w", AgentOptions(model="a"), session_id="s1")
+        await agent.ask("first")
+        unregister = rt.hooks.on("agent/request", _switch_to_b, agent=agent)
+        await agent.ask("second")
+        unregister()
+        await agent.ask("third")
+    return agent.id
+
+
+@pytest.fixture
+def shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """What ``sessions show`` prints of the stored three turns."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    session_id = trio.run(_store_three_turns, tmp_path, clock=clock)
+    assert main(["sessions", "show", session_id, "--store", f"jsonl:{tmp_path}"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_show_names_an_error_end_by_its_code(shown: list[str]) -> None:
+    """R4.12: an ``error`` end logs its message and code; ``show`` prints both, the code
+    where a tool result's line has it, so a failure is told apart by its code."""
+    assert "  end: error E1 (bad)" in shown
+    assert shown.count("  end: completed") == 2
