@@ -61,3 +61,14 @@ def test_show_names_an_error_end_by_its_code(shown: list[str]) -> None:
     where a tool result's line has it, so a failure is told apart by its code."""
     assert "  end: error E1 (bad)" in shown
     assert shown.count("  end: completed") == 2
+
+
+def test_show_names_the_model_of_the_first_request_and_of_each_change(shown: list[str]) -> None:
+    """R8.4: each request's header event logs its model when it changes; ``show`` prints it in
+    the step whose request it went to, once per change: turn 3 kept ``b`` and shows none."""
+    assert [line for line in shown if line.startswith("    model: ")] == [
+        "    model: a",
+        "    model: b",
+    ]
+    assert shown[shown.index("turn 1  (message from user)") + 3] == "    model: a"
+    assert shown[shown.index("turn 2  (message from user)") + 3] == "    model: b"

@@ -10,7 +10,10 @@ from retinue.session import (
     AssistantMessage,
     ContextMessage,
     Event,
+    EventData,
     PromptBlocked,
+    RequestHeader,
+    RequestHeaderDelta,
     Session,
     SteeringMessage,
     StepStart,
@@ -26,7 +29,8 @@ __all__ = ["describe", "torn_tail", "when"]
 
 
 def describe(session: Session, *, dropped: int = 0) -> Iterator[str]:
-    """Render a log readably: turns, steps, tool calls and results, usage, end reasons.
+    """Render a log readably: turns, steps, the model where it changes, tool calls and
+    results, usage, end reasons.
 
     *dropped* is how many stored records after *session*'s events were left
     out as a torn tail; they are noted, so a short log is not taken for whole.
@@ -37,7 +41,13 @@ def describe(session: Session, *, dropped: int = 0) -> Iterator[str]:
         + (f"  cwd {header.cwd}" if header.cwd else "")
         + (f"  parent {header.parent_session}" if header.parent_session else "")
     )
+    model: str | None = None
     for event in session.events:
+        requested = _requested_model(event.data)
+        if requested is not None and requested != model:
+            # Printed where it changes only: a header event repeats it at every resume.
+            model = requested
+            yield f"    model: {_short(model)}"
         line = _describe_event(event)
         if line is not None:
             yield line
@@ -81,6 +91,15 @@ def _describe_event(event: Event) -> str | None:
         status = "error" if data.is_error else "ok"
         code = f" {data.error.code}" if data.error is not None else ""
         return f"    tool result [{data.call_id}] {status}{code}: {_short(content_text(data.content), 60)}"
+    return None
+
+
+def _requested_model(data: EventData) -> str | None:
+    """The model a request header event sets, or ``None`` for any other event."""
+    if isinstance(data, RequestHeader):
+        return data.header.config.model
+    if isinstance(data, RequestHeaderDelta) and data.config is not None:
+        return data.config.model
     return None
 
 
