@@ -1,7 +1,8 @@
 """The Python and TOML examples of README.md and docs/*.md, checked against the package.
 
 A complete program (one that ends in ``trio.run(main)``) runs as written and
-prints what the text after it says; every other fragment compiles, and each
+prints what the text after it says; a pytest example (one defining ``async def
+test_...``) passes as pytest-trio runs it; every other fragment compiles, and each
 ``retinue`` name it uses exists, so a rename cannot leave an example behind.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import io
@@ -24,7 +26,13 @@ import trio.testing
 import retinue
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = ("README.md", "docs/hooks.md", "docs/providers.md", "docs/stores.md")
+DOCUMENTS = (
+    "README.md",
+    "docs/hooks.md",
+    "docs/providers.md",
+    "docs/stores.md",
+    "docs/testing.md",
+)
 
 # A fence, its text, and the prose up to the next fence or heading (where "It prints" is).
 _FENCED = re.compile(r"^```(\w+)\n(.*?)^```\n(.*?)(?=^```|^#|\Z)", re.DOTALL | re.MULTILINE)
@@ -45,7 +53,14 @@ def _examples(language: str) -> list[tuple[str, str, str]]:
 
 
 PROGRAMS = [example for example in _examples("python") if "trio.run(main)" in example[1]]
-FRAGMENTS = [example for example in _examples("python") if example not in PROGRAMS]
+TESTS = [
+    example
+    for example in _examples("python")
+    if "async def test_" in example[1] and example not in PROGRAMS
+]
+FRAGMENTS = [
+    example for example in _examples("python") if example not in PROGRAMS and example not in TESTS
+]
 
 
 def _ids(examples: list[tuple[str, str, str]]) -> list[str]:
@@ -106,6 +121,29 @@ def test_the_readme_program_prints_the_id_its_comment_shows(
     agent_id, result, _events = printed.getvalue().splitlines()
     assert re.fullmatch(r"writer-session-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", agent_id)
     assert result.startswith("completed ")
+
+
+@pytest.mark.parametrize(("where", "code", "prose"), TESTS, ids=_ids(TESTS))
+def test_a_pytest_example_passes_as_pytest_trio_runs_it(
+    where: str, code: str, prose: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each ``async def test_...`` it defines passes in a trio run, on an autojumping
+    ``MockClock`` when it takes ``autojump_clock``, as pytest-trio's fixture gives it."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(compile(code, where, "exec"), namespace)
+    tests = [
+        value
+        for name, value in namespace.items()
+        if name.startswith("test_") and inspect.iscoroutinefunction(value)
+    ]
+    assert tests, f"{where}: no async test function"
+    for test in tests:
+        parameters = inspect.signature(test).parameters
+        assert set(parameters) <= {"autojump_clock"}, f"{where}: {test.__name__} {parameters}"
+        clock = trio.testing.MockClock(autojump_threshold=0)
+        given = {"autojump_clock": clock} if parameters else {}
+        trio.run(functools.partial(test, **given), clock=clock if parameters else None)
 
 
 @pytest.mark.parametrize(("where", "code", "prose"), FRAGMENTS, ids=_ids(FRAGMENTS))
