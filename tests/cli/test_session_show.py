@@ -3,7 +3,6 @@ went to is shown where it changes."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -15,8 +14,12 @@ import trio.testing
 import retinue
 from retinue import AgentOptions
 from retinue.cli import main
+from retinue.cli._sessions import to_jsonl
 from retinue.providers import LlmCallConfig
+from retinue.session import Session
 from retinue.testing import FinishWithError, Reply, ScriptedModel
+
+VIRTUAL_DEADLINE = 60.0
 
 
 async def _switch_to_b(
@@ -29,30 +32,33 @@ async def _switch_to_b(
     return attrs.evolve(await call_next(), model="b")
 
 
-async def _store_three_turns(root: Path) -> str:
+async def _three_turns() -> Session:
     """Turn 1 on model ``a``; turns 2 and 3 on ``b``, which a listener picks (R7.32 keeps it):
-    turn 2 fails with the code ``E1``. Durable writes run in threads, which the virtual clock
-    jumps past: the flush gets no deadline."""
+    turn 2 fails with the code ``E1``."""
     model = ScriptedModel(
         {"a": [Reply("one")], "b": [FinishWithError("bad", code="E1"), Reply("two")]}
     )
-    store = retinue.JSONLStore(root)
-    async with retinue.open_runtime(models=model, store=store, flush_timeout=math.inf) as rt:
-        agent = await rt.create_agent("w", AgentOptions(model="a"), session_id="s1")
-        await agent.ask("first")
-        unregister = rt.hooks.on("agent/request", _switch_to_b, agent=agent)
-        await agent.ask("second")
-        unregister()
-        await agent.ask("third")
-    return agent.id
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with retinue.open_runtime(models=model) as rt:
+            agent = await rt.create_agent("w", AgentOptions(model="a"), session_id="s1")
+            await agent.ask("first")
+            unregister = rt.hooks.on("agent/request", _switch_to_b, agent=agent)
+            await agent.ask("second")
+            unregister()
+            await agent.ask("third")
+    return agent.session
 
 
 @pytest.fixture
 def shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """What ``sessions show`` prints of the stored three turns."""
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    session_id = trio.run(_store_three_turns, tmp_path, clock=clock)
-    assert main(["sessions", "show", session_id, "--store", f"jsonl:{tmp_path}"]) == 0
+    """What ``sessions show`` prints of the three turns, stored through ``sessions import``."""
+    session = trio.run(_three_turns, clock=trio.testing.MockClock(autojump_threshold=0))
+    exported = tmp_path / "s1.jsonl"
+    exported.write_text(to_jsonl(session), encoding="utf-8")
+    store = f"jsonl:{tmp_path / 'store'}"
+    assert main(["sessions", "import", str(exported), "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "show", "s1", "--store", store]) == 0
     return capsys.readouterr().out.splitlines()
 
 
