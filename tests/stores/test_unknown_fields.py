@@ -38,6 +38,12 @@ async def _stored(kit: StoreKit, session_id: str, *, open_turn: bool = False) ->
     return session
 
 
+def _place(kit: StoreKit, index: int) -> str:
+    """How a refusal names stored record *index* after the session: a JSONL store names its
+    file and line before the session instead."""
+    return "" if kit.kind == "jsonl" else f"event {index}: "
+
+
 def _seq_of(session: Session, kind: type[object]) -> int:
     return next(event.seq for event in session.events if isinstance(event.data, kind))
 
@@ -164,7 +170,7 @@ async def test_store_load_refuses_an_unknown_field_in_the_committed_region(
             with pytest.raises(CorruptSessionError) as caught:
                 await read("coloured")
             assert caught.value.code == "UNKNOWN_FIELD"
-            assert f"'coloured': event seq {seq} " in str(caught.value)
+            assert f"'coloured': {_place(record_kit, seq)}event seq {seq} " in str(caught.value)
             assert "(colour) @ $.data.source" in str(caught.value)
     assert record_kit.record_count("coloured") == len(session.events)
 
@@ -196,7 +202,7 @@ async def _refused_with_its_colour(kit: StoreKit, where: str, *, torn_before: bo
         kit.tamper("tail", last - 1, '{"seq": 0, "type": "assistant/mes')
     async with kit.open() as store:
         with pytest.raises(
-            CorruptSessionError, match=rf"'tail': event seq {last} .*colour"
+            CorruptSessionError, match=rf"'tail': {_place(kit, last)}event seq {last} .*colour"
         ) as caught:
             await store.load("tail")
     assert caught.value.code == "UNKNOWN_FIELD"
@@ -228,12 +234,32 @@ async def test_store_load_never_discards_a_whole_record_holding_an_integer_too_l
     finally:
         sys.set_int_max_str_digits(limit)
     assert caught.value.code == "INTEGER_TOO_LONG"
-    # A JSONL store leads with the file and line (R11.13).
     assert str(caught.value).endswith(
-        f"session 'wide': event seq {seq} is malformed: "
+        f"session 'wide': {_place(record_kit, seq)}event seq {seq} is malformed: "
         "an integer of more than 640 digits @ $.data.value"
     )
     assert record_kit.record_count("wide") == len(session.events)
     async with record_kit.open() as store:
         loaded = await store.load("wide")
     assert lines(loaded.events[: len(session.events)]) == lines(session.events[:])
+
+
+async def test_store_load_names_where_a_record_with_an_unknown_field_lies(
+    record_kit: StoreKit,
+) -> None:
+    """R11.8: the refusal of a stored record with a key no field holds names where it lies (its
+    file and line, or in a store without files its event index), even when the record names no
+    seq of its own; the session is named once."""
+    session = await _stored(record_kit, "coloured")
+    seq = _seq_of(session, UserMessage)
+    record = json.loads(_with_extra_key(lines(session.events[:])[seq], ""))
+    del record["seq"]
+    record_kit.tamper("coloured", seq, json.dumps(record))
+    async with record_kit.open() as store:
+        with pytest.raises(CorruptSessionError) as caught:
+            await store.load("coloured")
+    assert caught.value.code == "UNKNOWN_FIELD"
+    where = f"line {seq + 2}" if record_kit.kind == "jsonl" else f"event {seq}"
+    assert f"{where}: " in caught.value.message
+    assert caught.value.message.count("'coloured'") == 1
+    assert caught.value.message.endswith("extra fields found (colour) @ $")

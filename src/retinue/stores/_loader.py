@@ -119,7 +119,7 @@ def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | Non
             event = _decode(record, session_id)
         except CorruptSessionError as exc:
             if _written_whole(exc):
-                raise _located(log, index, exc) from exc.__cause__
+                raise _refused(log, index, exc, session_id) from exc.__cause__
             return events, f"event {index} is corrupt ({exc.message})"
         if event.seq != index:
             return events, f"a seq gap (event {index} has seq {event.seq})"
@@ -156,7 +156,7 @@ def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> i
             event = _decode(record, session_id)
         except CorruptSessionError as exc:
             if _written_whole(exc):
-                raise _located(log, index, exc) from exc.__cause__
+                raise _refused(log, index, exc, session_id) from exc.__cause__
             continue
         if isinstance(event.data, TurnEnd):
             raise _located(
@@ -189,6 +189,17 @@ def _located(log: StoredLog, index: int, error: CorruptSessionError) -> CorruptS
     if log.locate is None:
         return error
     return CorruptSessionError(f"{log.locate(index)}: {error.message}", code=error.code)
+
+
+def _refused(
+    log: StoredLog, index: int, error: CorruptSessionError, session_id: str
+) -> CorruptSessionError:
+    """*error*, the refusal of stored record *index*, led by where the record lies."""
+    if log.locate is not None:
+        return _located(log, index, error)
+    # The record may name no seq, or another one: its place names it.
+    problem = error.message.removeprefix(f"session {session_id!r}: ")
+    return CorruptSessionError(f"session {session_id!r}: event {index}: {problem}", code=error.code)
 
 
 def _decode(record: str | bytes | Event, session_id: str) -> Event:
