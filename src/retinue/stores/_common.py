@@ -36,6 +36,7 @@ __all__ = [
     "seq_conflict",
     "storage_failed",
     "stored_int",
+    "written_whole",
 ]
 
 
@@ -106,6 +107,22 @@ def parse_header(text: str | bytes, session_id: str, *, at: str | None = None) -
         return load_header(raw)
     except CorruptSessionError as exc:
         raise CorruptSessionError(f"{where}: {exc.message}", code="CORRUPT_HEADER") from exc
+
+
+def written_whole(line: str | bytes) -> bool:
+    """Whether a stored event *line* was written whole: it parses as one JSON object.
+
+    A crash or a write under way cuts a line short, and no part of a JSON
+    object short of its end is one; a power loss that keeps an append's later
+    pages leaves no line starting one. A line that parses whole is a record
+    (one this version may still refuse), never a torn write to discard (R11.8).
+    """
+    try:
+        return isinstance(loads_line(line), dict)
+    except LongIntError as exc:
+        return isinstance(exc.parsed, dict)  # whole, with an integer longer than this process reads
+    except (ValueError, RecursionError):
+        return False
 
 
 def check_version(header: SessionHeader, where: str) -> None:

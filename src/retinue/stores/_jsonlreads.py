@@ -12,7 +12,7 @@ from retinue.session import SessionHeader
 from retinue.session._codec import LongIntError, loads_line
 
 from ._backend import Listing, SkippedSession, StoredLog
-from ._common import parse_header
+from ._common import parse_header, written_whole
 from ._ids import file_stem
 from ._jsonlfiles import SessionFile, read_whole
 from ._jsonlsteps import LeftFile, listed
@@ -75,7 +75,9 @@ class SessionFileReads:
         torn = torn and len(parts) > 1
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
-        if len(parts) > 1 and parts[-1] and _written_whole(parts[-1]):
+        # A last line lacking only its newline (a hand edit, or a crash cut just that) is a
+        # record to every reader; the writer ends it before its next append.
+        if len(parts) > 1 and parts[-1] and written_whole(parts[-1]):
             self._keep_fragment(session_id, parts[-1])
             records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
@@ -172,23 +174,6 @@ def record_of(line: bytes, seq: int) -> bool:
     except (LongIntError, ValueError, RecursionError):
         return False
     return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
-
-
-def _written_whole(line: bytes) -> bool:
-    """Whether an unterminated last *line* was written whole, lacking only its newline.
-
-    A crash or a write under way cuts a line short, and no part of a JSON
-    object short of its end is one: a line that parses whole was written whole
-    (a hand edit dropped its newline, or a crash cut just that). It is a record
-    to every reader, for the loader to judge as any other (kept, refused, or
-    dropped in a torn tail); the writer ends it before its next append.
-    """
-    try:
-        return isinstance(loads_line(line), dict)
-    except LongIntError:
-        return True  # whole JSON, with an integer longer than this process reads
-    except (ValueError, RecursionError):
-        return False
 
 
 def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:

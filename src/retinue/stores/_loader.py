@@ -10,10 +10,10 @@ import attrs
 
 from retinue._errors import CorruptSessionError, SessionError
 from retinue.session import Event, Session, TurnEnd
-from retinue.session._codec import INTEGER_TOO_LONG, UNKNOWN_FIELD, decode_event
+from retinue.session._codec import decode_event
 
 from ._backend import StoredLog
-from ._common import check_version
+from ._common import check_version, written_whole
 from ._repair import repair_tail
 
 __all__ = ["Recovered", "recover"]
@@ -51,7 +51,9 @@ def recover(
 
     The committed region (up to the last complete ``turn/end``) must parse with
     contiguous seqs; after it, where *writes_can_tear*, the longest well-formed
-    contiguous run is kept and the rest is a torn tail to drop. A backend
+    contiguous run is kept and the rest, from a line that does not parse as a
+    JSON object or a seq gap, is a torn tail to drop. A record written whole
+    that this version cannot read is refused wherever it lies, and a backend
     whose writes cannot tear never holds a torn tail: any record it cannot
     read, or seq gap, is refused wherever it lies. An open final turn gets
     closers (R11.9) when *repair* is set; a repair that drops well-formed
@@ -114,13 +116,10 @@ def _check_header(log: StoredLog, session_id: str) -> None:
 def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | None]:
     """Decode the longest well-formed seq-contiguous prefix; say what stopped it."""
     events: list[Event] = []
-    for index, record in enumerate(log.records):
-        try:
-            event = _decode(record, session_id)
-        except CorruptSessionError as exc:
-            if _written_whole(exc):
-                raise _refused(log, index, exc, session_id) from exc.__cause__
-            return events, f"event {index} is corrupt ({exc.message})"
+    for index in range(len(log.records)):
+        event = _decode(log, index, session_id)
+        if isinstance(event, str):
+            return events, f"event {index} is corrupt ({event})"
         if event.seq != index:
             return events, f"a seq gap (event {index} has seq {event.seq})"
         events.append(event)
@@ -147,16 +146,13 @@ def _check_torn_tail(log: StoredLog, start: int, bad: str, session_id: str) -> i
     The committed region ends at the last complete ``turn/end`` (R11.8): a bad
     record before one is damage to acknowledged events. Past it, well-formed
     records may follow a bad one: a power loss can lose an unsynced append's
-    first pages and keep later ones. They are dropped with it. A record
-    written whole that this version cannot read is never dropped.
+    first pages and keep later ones. They are dropped with it, but a record
+    written whole that this version cannot read is refused (see :func:`_decode`).
     """
     following = 0
-    for index, record in enumerate(log.records[start:], start):
-        try:
-            event = _decode(record, session_id)
-        except CorruptSessionError as exc:
-            if _written_whole(exc):
-                raise _refused(log, index, exc, session_id) from exc.__cause__
+    for index in range(start, len(log.records)):
+        event = _decode(log, index, session_id)
+        if isinstance(event, str):
             continue
         if isinstance(event.data, TurnEnd):
             raise _located(
@@ -202,16 +198,20 @@ def _refused(
     return CorruptSessionError(f"session {session_id!r}: event {index}: {problem}", code=error.code)
 
 
-def _decode(record: str | bytes | Event, session_id: str) -> Event:
-    return record if isinstance(record, Event) else decode_event(record, session_id=session_id)
+def _decode(log: StoredLog, index: int, session_id: str) -> Event | str:
+    """Stored record *index*, or what is wrong with it if a torn write may have left it.
 
-
-def _written_whole(error: CorruptSessionError) -> bool:
-    """Whether a record refused with *error* cannot be a torn write, so must not be discarded.
-
-    A crash cuts a record short and never adds a key: a record naming a key that
-    no field holds was written whole, and so was one that parses whole as JSON
-    but holds an integer longer than this process reads (a limit a process may
-    set lower than the writer's); discarding either would lose it.
+    Only a line that does not parse as a JSON object may be torn. A record
+    written whole that this version cannot read (a key no field holds, a chunk
+    of a newer kind, an integer longer than this process reads) is refused
+    wherever it lies: dropped as a torn tail, it would be lost (R11.8).
     """
-    return error.code in (UNKNOWN_FIELD, INTEGER_TOO_LONG)
+    record = log.records[index]
+    if isinstance(record, Event):
+        return record
+    try:
+        return decode_event(record, session_id=session_id)
+    except CorruptSessionError as exc:
+        if written_whole(record):
+            raise _refused(log, index, exc, session_id) from exc.__cause__
+        return exc.message
