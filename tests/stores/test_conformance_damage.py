@@ -82,7 +82,8 @@ async def test_store_wrong_format_version_is_refused(kit: StoreKit) -> None:
 
 
 async def test_store_corrupt_record_in_committed_region_is_refused(record_kit: StoreKit) -> None:
-    """R11.8: an unparsable event before the last turn/end makes the load fail; other sessions load."""
+    """R11.8: an unparsable event before the last turn/end makes the load fail naming the
+    session once, the event and what is wrong with it; other sessions load."""
     await store_turns(record_kit, Session.create("broken"), turns=2)
     healthy = Session.create("healthy")
     await store_turns(record_kit, healthy, turns=1)
@@ -91,6 +92,8 @@ async def test_store_corrupt_record_in_committed_region_is_refused(record_kit: S
         with pytest.raises(CorruptSessionError, match=r"'broken'.*event 3") as caught:
             await store.load("broken")
         assert caught.value.code == "CORRUPT_SESSION"
+        assert "event 3 is corrupt (an event line is not valid UTF-8 JSON: " in caught.value.message
+        assert caught.value.message.count("'broken'") == 1
         assert len((await store.load("healthy")).events) == len(healthy.events)
     assert record_kit.record_count("broken") > 40
 
@@ -139,7 +142,7 @@ async def test_store_damaged_record_past_the_last_turn_end_is_dropped_with_what_
     assert tearing_kit.record_count("rotten") == len(loaded.events)
     dropped = len(session.events) - index
     assert any(
-        "'rotten'" in record.getMessage()
+        record.getMessage().count("'rotten'") == 1
         and f"dropping the {dropped} stored record(s)" in record.getMessage()
         for record in caplog.records
     )

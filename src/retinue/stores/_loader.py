@@ -194,8 +194,13 @@ def _refused(
     if log.locate is not None:
         return _located(log, index, error)
     # The record may name no seq, or another one: its place names it.
-    problem = error.message.removeprefix(f"session {session_id!r}: ")
+    problem = _unnamed(error, session_id)
     return CorruptSessionError(f"session {session_id!r}: event {index}: {problem}", code=error.code)
+
+
+def _unnamed(error: CorruptSessionError, session_id: str) -> str:
+    """What *error* says, less the session it names: a refusal naming it already leads."""
+    return error.message.removeprefix(f"session {session_id!r}: ")
 
 
 def _decode(log: StoredLog, index: int, session_id: str) -> Event | str:
@@ -214,4 +219,4 @@ def _decode(log: StoredLog, index: int, session_id: str) -> Event | str:
     except CorruptSessionError as exc:
         if written_whole(record):
             raise _refused(log, index, exc, session_id) from exc.__cause__
-        return exc.message
+        return _unnamed(exc, session_id)
