@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from retinue._content import ToolResultBlock
-from retinue._errors import InvalidJsonError
-from retinue.session import ToolCallEvent, ToolResultEvent, TurnTrigger
+from retinue._errors import CorruptSessionError, InvalidJsonError
+from retinue.session import ToolCallEvent, ToolResultEvent, TurnTrigger, load_event
 
 BIG = 10**5000
 
@@ -30,3 +30,15 @@ def test_a_refusal_names_a_long_int_instead_of_failing_to_show_it(
     with pytest.raises((TypeError, ValueError, InvalidJsonError)) as refused:
         build()
     assert said in str(refused.value)
+
+
+def test_a_stored_record_refused_with_a_seq_too_long_to_show_names_it() -> None:
+    """R11.2: a record whose seq is an integer too long to write and whose data is refused is
+    refused typed, its seq named, not failing with a bare ValueError from formatting it."""
+    record = {"seq": BIG, "type": "step/start", "time": 1, "data": {"turn": 1}}
+    with pytest.raises(CorruptSessionError) as refused:
+        load_event(record, session_id="s1")
+    assert str(refused.value) == (
+        "session 's1': event seq an integer of 16610 bits is malformed: "
+        "required field missing @ $.data.step"
+    )

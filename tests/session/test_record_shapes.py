@@ -57,3 +57,15 @@ def test_a_record_stored_as_no_object_is_refused_naming_its_seq_and_path(
         load_event(record)
     assert f"seq {seq}" in caught.value.message
     assert "$.data." + ".".join(path) in caught.value.message
+
+
+def test_a_refused_record_names_a_long_seq_that_is_no_integer_cut_short() -> None:
+    """R11.2: a refused record whose seq is a long string names it by its start and length,
+    not in full in a message as long as the record."""
+    record = {"seq": "x" * 5000, "type": "step/start", "time": 1, "data": {"turn": 1}}
+    with pytest.raises(CorruptSessionError) as caught:
+        load_event(record, session_id="s1")
+    assert caught.value.message == (
+        f"session 's1': event seq '{'x' * 39}...' (5000 characters) is malformed: "
+        "required field missing @ $.data.step"
+    )

@@ -17,7 +17,7 @@ from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.v import format_exception
 
 from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
-from retinue._lossless import shown, thaw_json
+from retinue._lossless import shown, shown_short, thaw_json
 
 from ._chunkcheck import chunk_event_problem
 from ._converter import (
@@ -151,7 +151,8 @@ def _load_record(raw: Mapping[str, Any], session_id: str) -> Event:
         # Positional: a named tuple built from keywords takes twice as long.
         return Event(seq, time, data, sources, surface)
     except MALFORMED as exc:
-        where = raw.get("seq", "?")
+        # Cut short: a seq may be any value, a long string or an integer too long to show.
+        where = shown_short(raw["seq"]) if "seq" in raw else "?"
         raise CorruptSessionError(
             f"session {session_id!r}: event seq {where} is malformed: {_problem(exc, at)}",
             code=UNKNOWN_FIELD if _names_unknown_field(exc) else None,
