@@ -11,7 +11,17 @@ import trio.lowlevel
 
 from retinue._errors import StoreError
 from retinue._lossless import FrozenDict
-from retinue.session import CustomEvent, Session
+from retinue._stream import TextDelta
+from retinue.session import (
+    CustomEvent,
+    Session,
+    StepEnd,
+    StepStart,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    TurnTrigger,
+)
 from tests.stores._conformance_kit import store_turns
 from tests.stores._kit import flush_together, lines, run_turn
 from tests.stores.conftest import StoreKit
@@ -133,7 +143,8 @@ async def test_store_unencodable_event_fails_only_its_own_flush(record_kit: Stor
         bad.append(_unencodable())
         errors = await flush_together(store, [good, bad])
         assert list(errors) == ["bad"]
-        assert "InvalidJsonError" in errors["bad"].message
+        assert errors["bad"].code == "INVALID_JSON"
+        assert errors["bad"].message.startswith("session 'bad': metrics/sample is not JSON: ")
         run_turn(good)
         await store.flush(good)
         await store.detach(good)
@@ -142,6 +153,44 @@ async def test_store_unencodable_event_fails_only_its_own_flush(record_kit: Stor
     async with record_kit.open() as store:
         loaded = await store.load("good")
     assert lines(loaded.events[:]) == lines(good.events[:])
+
+
+def _with_unstorable_chunk(session: Session) -> int:
+    """Log a turn holding a chunk, logged unchecked, whose stored line would not load back;
+    its seq."""
+    session.append(TurnStart(1, TurnTrigger("message")))
+    session.append(StepStart(1, 1))
+    seq = session.append_chunk(1, 1, TextDelta(True, "x"))
+    session.append(StepEnd(1, 1))
+    session.append(TurnEnd(1, TurnEndReason.completed()))
+    return seq
+
+
+async def test_store_refuses_a_chunk_no_load_would_read_at_its_flush(
+    record_kit: StoreKit,
+) -> None:
+    """R11.4, R4.5: a chunk logged unchecked (``append_chunk``) whose stored line would not load
+    back fails its session's flush alone, coded as a value that is not JSON, not as a failure
+    of the storage; the group's other sessions commit and nothing of the refused one is stored."""
+    good, bad = Session.create("good"), Session.create("bad")
+    async with record_kit.open() as store:
+        store.attach_new(good)
+        store.attach_new(bad)
+        run_turn(good)
+        seq = _with_unstorable_chunk(bad)
+        errors = await flush_together(store, [good, bad])
+        assert list(errors) == ["bad"]
+        assert errors["bad"].code == "INVALID_JSON"
+        assert errors["bad"].message == (
+            f"session 'bad': assistant/chunk event seq {seq} is not storable: "
+            "text-delta.index must be an integer (not a bool or float), got True"
+        )
+        await store.detach(good)
+        with pytest.raises(StoreError, match="'bad'"):
+            await store.aclose()
+    async with record_kit.open() as store:
+        assert not await store.exists("bad")
+        assert lines((await store.load("good")).events[:]) == lines(good.events[:])
 
 
 async def test_store_attaching_a_live_id_twice_is_refused(kit: StoreKit) -> None:

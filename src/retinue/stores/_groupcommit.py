@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import trio
 
-from retinue._errors import RetinueError, StoreError
+from retinue._errors import InvalidJsonError, RetinueError, StoreError
 
 from ._backend import AppendBatch, StorageBackend
 from ._common import storage_failed
@@ -309,7 +309,7 @@ class GroupCommitter:
             return self._timed_write(batches)
         except Exception as exc:
             if len(batches) == 1 or storage_failed(exc):
-                return failed(batches, _group_error(exc))
+                return _refusals(batches, exc)
         return self._write_each(batches)
 
     def _write_each(self, batches: list[AppendBatch]) -> list[StoreError | None]:
@@ -321,7 +321,7 @@ class GroupCommitter:
             except Exception as exc:
                 if storage_failed(exc):
                     return results + failed(batches[index:], _group_error(exc))
-                results.extend(failed([batch], _group_error(exc)))
+                results.extend(_refusals([batch], exc))
         return results
 
     def _timed_write(self, batches: list[AppendBatch]) -> list[StoreError | None]:
@@ -369,6 +369,17 @@ def _released_and_drained(entries: Sequence[Entry]) -> list[Tracked]:
         for entry in entries
         if entry.tracked is not None and entry.tracked.released and not entry.tracked.unstored()
     ]
+
+
+def _refusals(batches: list[AppendBatch], exc: Exception) -> list[StoreError | None]:
+    """The answers to *batches*, of which a write that raised *exc* committed nothing."""
+    if isinstance(exc, InvalidJsonError):
+        # An event no load would read back (R11.4), not the storage: refused as the value it holds.
+        return [
+            StoreError(f"session {batch.session_id!r}: {exc.message}", code=exc.code)
+            for batch in batches
+        ]
+    return failed(batches, _group_error(exc))
 
 
 def _group_error(exc: Exception) -> StoreError:
