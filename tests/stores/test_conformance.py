@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue._lossless import FrozenDict
 from retinue._stream import TextDelta
 from retinue.session import (
@@ -22,6 +22,7 @@ from retinue.session import (
     TurnStart,
     TurnTrigger,
 )
+from retinue.stores import MemoryStore
 from tests.stores._conformance_kit import store_turns
 from tests.stores._kit import flush_together, lines, run_turn
 from tests.stores.conftest import StoreKit
@@ -191,6 +192,27 @@ async def test_store_refuses_a_chunk_no_load_would_read_at_its_flush(
     async with record_kit.open() as store:
         assert not await store.exists("bad")
         assert lines((await store.load("good")).events[:]) == lines(good.events[:])
+
+
+async def test_memory_store_load_refuses_a_chunk_no_load_would_read() -> None:
+    """R11.8, R4.5: the memory store keeps events as objects, so a chunk logged unchecked that
+    the stores writing lines refuse at their flush is stored; its load and inspect refuse it as
+    theirs refuse a record they cannot read, naming the session, the event and the field,
+    rather than hand back a session no other store would load."""
+    bad = Session.create("bad")
+    seq = _with_unstorable_chunk(bad)
+    async with MemoryStore() as store:
+        store.attach_new(bad)
+        await store.detach(bad)
+        for read in (store.load, store.inspect):
+            with pytest.raises(CorruptSessionError) as caught:
+                await read("bad")
+            assert caught.value.code == "CORRUPT_SESSION"
+            assert caught.value.message == (
+                f"session 'bad': the stored log holds a value that is not JSON: event seq {seq}: "
+                "assistant/chunk: text-delta.index must be an integer (not a bool or float), "
+                "got True"
+            )
 
 
 async def test_store_attaching_a_live_id_twice_is_refused(kit: StoreKit) -> None:

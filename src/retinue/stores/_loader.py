@@ -8,7 +8,7 @@ from typing import final
 
 import attrs
 
-from retinue._errors import CorruptSessionError, SessionError
+from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
 from retinue.session import Event, Session, TurnEnd
 from retinue.session._codec import decode_event
 
@@ -85,12 +85,17 @@ def _replayed(
             taken = index
             yield event
 
+    # A decoded line's chunk was checked as it was read; a store keeping events as objects
+    # (memory) holds them as logged, a chunk logged unchecked (``append_chunk``) among them.
+    checked = not any(isinstance(record, Event) for record in log.records)
     try:
-        return Session.from_events(log.header, each(), chunks_checked=True)
-    except SessionError as exc:
+        return Session.from_events(log.header, each(), chunks_checked=checked)
+    except (SessionError, InvalidJsonError) as exc:
+        broken = "breaks an invariant"
+        if isinstance(exc, InvalidJsonError):
+            broken = "holds a value that is not JSON"
         error = CorruptSessionError(
-            f"session {session_id!r}: the stored log breaks an invariant: {exc}",
-            code="CORRUPT_SESSION",
+            f"session {session_id!r}: the stored log {broken}: {exc}", code="CORRUPT_SESSION"
         )
         # A closer is no stored record: it has no place to name.
         raise (_located(log, taken, error) if 0 <= taken < len(events) else error) from exc
