@@ -52,10 +52,10 @@ def recover(
     The committed region (up to the last complete ``turn/end``) must parse with
     contiguous seqs; after it, where *writes_can_tear*, the longest well-formed
     contiguous run is kept and the rest, from a line that does not parse as a
-    JSON object or a seq gap, is a torn tail to drop. A record written whole
-    that this version cannot read is refused wherever it lies, and a backend
-    whose writes cannot tear never holds a torn tail: any record it cannot
-    read, or seq gap, is refused wherever it lies. An open final turn gets
+    JSON object or a seq gap on, is a torn tail to drop. A record written whole
+    that this version cannot read is refused wherever it lies; so is any record
+    a backend whose writes cannot tear cannot read, and any seq gap in it: it
+    never holds a torn tail. An open final turn gets
     closers (R11.9) when *repair* is set; a repair that drops well-formed
     records logs a warning.
     """
