@@ -69,3 +69,15 @@ def test_a_refused_record_names_a_long_seq_that_is_no_integer_cut_short() -> Non
         f"session 's1': event seq '{'x' * 39}...' (5000 characters) is malformed: "
         "required field missing @ $.data.step"
     )
+
+
+def test_a_refused_seq_that_is_a_long_string_is_shown_cut_short_in_the_problem_too() -> None:
+    """R11.2: where the seq itself is the refused field, the problem shows it by its start
+    and length as the lead does, not in full, which made a message as long as the record."""
+    record = {"seq": "x" * 5000, "type": "step/start", "time": 1, "data": {"turn": 1, "step": 1}}
+    with pytest.raises(CorruptSessionError) as caught:
+        load_event(record, session_id="s1")
+    shown = f"'{'x' * 39}...' (5000 characters)"
+    assert caught.value.message == (
+        f"session 's1': event seq {shown} is malformed: expected an integer, got {shown} @ $.seq"
+    )

@@ -21,7 +21,7 @@ from retinue._content import (
     OpaqueBlock,
     ToolResultBlock,
 )
-from retinue._lossless import FrozenDict, JsonValue, freeze_json, too_deep
+from retinue._lossless import FrozenDict, JsonValue, freeze_json, shown_short, too_deep
 from retinue._request import LlmCallConfig, ToolSchema
 from retinue._stream import (
     ABORTED,
@@ -80,14 +80,14 @@ converter = cattrs.Converter()
 def exact_int(value: Any) -> int:
     """*value* if it is a JSON integer; a stored row is never coerced (``1.9`` is not ``1``)."""
     if type(value) is not int:
-        raise TypeError(f"expected an integer, got {value!r}")
+        raise TypeError(f"expected an integer, got {shown_short(value)}")
     return value
 
 
 def _exact(kind: type[Any]) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
         if type(value) is not kind:
-            raise TypeError(f"expected {kind.__name__}, got {value!r}")
+            raise TypeError(f"expected {kind.__name__}, got {shown_short(value)}")
         return value
 
     return structure
@@ -96,7 +96,7 @@ def _exact(kind: type[Any]) -> Callable[[Any, Any], Any]:
 def _number(value: Any, _: Any) -> float:
     # An integer stays one, so a stored ``1`` is written back as ``1``.
     if type(value) is not int and type(value) is not float:
-        raise TypeError(f"expected a number, got {value!r}")
+        raise TypeError(f"expected a number, got {shown_short(value)}")
     return value
 
 
