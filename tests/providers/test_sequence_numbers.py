@@ -9,6 +9,7 @@ through its real HTTP path.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -272,6 +273,36 @@ async def test_an_error_event_out_of_step_fails_with_the_servers_error(
     with pytest.raises(ProviderStreamError) as caught, trio.fail_after(60):
         await serve_once("responses", _body(events))
     assert caught.value.code == "server_error"
+
+
+async def test_a_typeless_failed_event_out_of_step_fails_with_the_servers_error(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R10.3: a ``response.failed`` event whose data leaves its type out (a proxy's), named
+    only by its SSE event, fails with the error it names when its number is out of step,
+    as a typed one does, not as a broken count."""
+    failed = {
+        "sequence_number": 9,
+        "response": {"status": "failed", "error": {"code": "server_error", "message": "boom"}},
+    }
+    body = _body(recorded_events(_TEXT)[:6])
+    body += b"event: response.failed\ndata: " + json.dumps(failed).encode() + b"\n\n"
+    with pytest.raises(ProviderStreamError) as caught, trio.fail_after(60):
+        await serve_once("responses", body)
+    assert caught.value.code == "server_error"
+
+
+async def test_a_stream_sent_again_from_its_start_is_refused(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R10.3: events numbered from 0 again from a second ``response.created`` on (a proxy
+    relaying a reconnected stream after the first) fail ``MALFORMED_RESPONSE``, where
+    its text came twice."""
+    events = recorded_events(_TEXT)
+    again = _at(events, _TEXT_DELTA, 2)
+    with trio.fail_after(60):
+        message = await _refusal(events[:again] + events)
+    assert f"sequence_number is 0, not {again}: the stream started again" in message
 
 
 async def test_a_reasoning_stream_numbered_one_by_one_reads_whole(

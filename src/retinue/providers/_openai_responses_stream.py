@@ -23,7 +23,7 @@ from ._blocks import (
 )
 from ._failures import ProviderConnectionError, stream_error
 from ._openai_responses_items import Items
-from ._openai_responses_numbers import refuse_misnumbered
+from ._openai_responses_numbers import count_after_misstep
 from ._openai_responses_parts import Attributed, attribute, left_out, part_texts
 from ._openai_responses_usage import incomplete_reason, responses_usage
 from ._sse import SseEvent
@@ -73,8 +73,8 @@ class ResponsesStreamDecoder:
     """Per block of deltas without a ``content_index``: what the parts completed so far
     account for in it."""
     _next: int = attrs.field(default=0, init=False)
-    """The ``sequence_number`` the next event must carry, or ``-1``: the stream is not
-    numbered 0, 1, 2, ... on every event (see :func:`refuse_misnumbered`): none is checked."""
+    """The ``sequence_number`` the next event must carry, or ``UNCOUNTED``: the stream is
+    not numbered 0, 1, 2, ... on every event (see :func:`count_after_misstep`)."""
     done: bool = attrs.field(default=False, init=False)
     """Whether a terminal event (completed, incomplete) was seen."""
 
@@ -84,23 +84,22 @@ class ResponsesStreamDecoder:
         An event of no type that holds an ``error`` is one too (a proxy's), as the
         SDK has it; an event of a type (``response.steer.failed``) may name an error
         that does not end the response. An event numbered out of step is refused as
-        malformed (see :func:`refuse_misnumbered`).
+        malformed (see :func:`count_after_misstep`).
         """
         if event.event == "error":
             raise error_event(event.data, "responses")
         payload = loads_event(event.data)
-        expected = self._next
-        if expected >= 0:
-            if payload.get("sequence_number") == expected:
-                self._next = expected + 1
-            else:
-                refuse_misnumbered(payload, expected)  # unless the stream is not counted
-                self._next = -1
         kind = payload.get("type")
         if kind is None and event.event and not payload.get("error"):
             # A proxy may leave the type out of the data: the event's SSE name says what
             # it is (Anthropic's SDK takes an event by that name).
             kind = event.event
+        expected = self._next
+        if expected >= 0:  # not UNCOUNTED
+            if payload.get("sequence_number") == expected:
+                self._next = expected + 1
+            else:
+                self._next = count_after_misstep(payload, kind, expected)
         table = self._table
         output: object = payload.get("output_index")
         if type(output) is not int:  # checked off the per-delta path
