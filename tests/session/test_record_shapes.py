@@ -81,3 +81,29 @@ def test_a_refused_seq_that_is_a_long_string_is_shown_cut_short_in_the_problem_t
     assert caught.value.message == (
         f"session 's1': event seq {shown} is malformed: expected an integer, got {shown} @ $.seq"
     )
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"turn": 1, "step": 1, "k" * 50_000: 1}, "$.data"),
+        (
+            {"turn": 1, "trigger": {"kind": "k" * 50_000, "source": {"kind": "user"}}},
+            "$.data.trigger.kind",
+        ),
+        ({"turn": 1, "step": 1, "chunk": {"type": "k" * 50_000, "index": 0}}, "$.data.chunk"),
+    ],
+    ids=["unknown key", "value of no literal", "chunk type"],
+)
+def test_a_refused_record_shows_a_long_value_cut_short_and_names_its_field(
+    data: dict[str, object], field: str
+) -> None:
+    """R11.2: a long stored key, literal value or type tag is shown by its start and
+    length, the field still named, not in full in a message as long as the record."""
+    kinds = {"$.data": "step/start", "$.data.trigger.kind": "turn/start"}
+    record = {"seq": 1, "type": kinds.get(field, "assistant/chunk"), "time": 1, "data": data}
+    with pytest.raises(CorruptSessionError) as caught:
+        load_event(record, session_id="s1")
+    message = caught.value.message
+    assert len(message) < 400
+    assert message.endswith(f"characters) @ {field}")

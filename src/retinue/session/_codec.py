@@ -182,14 +182,29 @@ def _problem(exc: Exception, at: str) -> str:
     if isinstance(exc, FieldError):
         return _problem(exc.error, f"{at}.{exc.name}")
     if isinstance(exc, ForbiddenExtraKeysError):
-        return "; ".join(cattrs.transform_error(exc, path=at))
+        return "; ".join(map(_cut, cattrs.transform_error(exc, path=at)))
     if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc, path=at, format_exception=_reason))
+        found = cattrs.transform_error(exc, path=at, format_exception=_reason)
+        return "; ".join(map(_cut, found))
     if isinstance(exc, RecursionError):
         return f"it is nested too deeply @ {at}"
     if isinstance(exc, KeyError):
-        return f"required field {exc.args[0]!r} missing @ {at}"
-    return f"{exc} @ {at}"
+        return f"required field {shown_short(exc.args[0])} missing @ {at}"
+    return _cut(f"{exc} @ {at}")
+
+
+_LONGEST_PROBLEM = 300
+
+
+def _cut(problem: str) -> str:
+    """*problem* cut short before the field it names, if a value it shows (a stored key, a
+    type tag, a literal) made it longer than a one-line refusal should be."""
+    if len(problem) <= _LONGEST_PROBLEM:
+        return problem
+    what, at, field = problem.rpartition(" @ ")
+    if not at:
+        what, field = problem, ""
+    return f"{what[:160]}... ({len(what)} characters){at}{field}"
 
 
 def _reason(exc: BaseException, type_: Any) -> str:

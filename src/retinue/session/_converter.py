@@ -279,7 +279,7 @@ def _tagged(table: Mapping[str, type[Any]], what: str) -> Callable[[Any, Any], A
                 rest = {key: item for key, item in value.items() if key != "type"}
                 # Frozen here, so that a refusal names the path inside the stored block.
                 return OpaqueBlock(tag, freeze_json(rest))
-            raise ValueError(f"unknown {what} type {tag!r}")
+            raise ValueError(f"unknown {what} type {shown_short(tag)}")
         if not keys[tag].issuperset(value):
             raise unknown_keys(value, keys[tag], cls)
         if cls is ToolResultBlock and deeper_than_json(value):
