@@ -163,6 +163,18 @@ def test_a_tool_decorated_again_is_refused_saying_it_already_is_one() -> None:
     )
 
 
+def test_a_tool_name_that_is_no_str_is_refused_naming_it() -> None:
+    """R9.7: ``name=`` given a value that is no str is refused as such, showing the value,
+    not as a function without a ``__name__`` told to pass the ``name=`` it was passed."""
+
+    def forecast(city: str) -> str:
+        return city
+
+    with pytest.raises(TypeError) as raised:
+        tool(name=5)(forecast)  # type: ignore[call-overload]  # the misuse a checker catches
+    assert str(raised.value) == "tool name must be a str, got 5"
+
+
 def test_a_callable_without_a_signature_is_refused_as_a_type_error() -> None:
     """R9.7: a builtin that does not say what it takes (``dict``) is a TypeError naming it,
     not inspect's bare ValueError."""

@@ -6,6 +6,8 @@ import sys
 from collections.abc import Callable
 from typing import overload
 
+from retinue._lossless import shown_short
+
 from ._hints import resolving_in
 from ._schema import describe
 from ._tool import ParallelSafe, Tool
@@ -113,14 +115,15 @@ def tool(
             ``functools.partial`` giving a singledispatch function by name the argument
             it dispatches on, a ``functools.wraps`` wrapper whose own parameters cannot
             take the required ones it shows, a record whose constructor does not take its
-            fields by name (an ``InitVar``, an ``__init__`` of its own), or what is
-            already a :class:`Tool`.
+            fields by name (an ``InitVar``, an ``__init__`` of its own), what is
+            already a :class:`Tool`, or a *name* that is no str.
         ValueError: a parameter name providers refuse as a property name, a
             tool name they refuse, or bounds that leave a parameter (or a part
             of one) no value of the type they bound (``Annotated[int, Ge(5),
             Le(3)]``, a ``Literal`` no value of which meets its ``MinLen``).
     """
-
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"tool name must be a str, got {shown_short(name)}")
     # The scope the decorator is used in: a hint of a function defined there may
     # name a type defined there too.
     caller = sys._getframe(1)
