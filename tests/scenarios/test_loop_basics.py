@@ -10,7 +10,7 @@ from retinue import Text
 from retinue._request import ModelRequest
 from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
 from retinue.providers import Usage
-from retinue.session import AssistantMessage, ToolResultEvent
+from retinue.session import AssistantMessage, Event, ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import OPTIONS, echo, of_type, runtime, turn_ends, types_without_chunks
 
@@ -125,4 +125,51 @@ async def test_a_model_stream_without_aclose_is_consumed(
         agent = await rt.create_agent("a", OPTIONS)
         result = await agent.ask("hi")
         assert (result.reason.kind, result.text) == ("completed", "plain")
+        check_session_invariants(agent.session.events)
+
+
+class _IterableModel:
+    """A model whose stream is an async iterable, not an iterator: its ``__aiter__`` makes
+    the generator. Each one is kept here, so that no collection closes it."""
+
+    def __init__(self) -> None:
+        self.made: list[AsyncIterator[StreamChunk]] = []
+        self.closed = 0
+
+    def stream(self, request: ModelRequest) -> _IterableModel:
+        return self
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        chunks = self._chunks()
+        self.made.append(chunks)
+        return chunks
+
+    async def _chunks(self) -> AsyncIterator[StreamChunk]:
+        try:
+            yield BlockStart(0, "text")
+            for _ in range(100):
+                yield TextDelta(0, "word ")
+            yield Finish(STOP)
+        finally:
+            self.closed += 1
+
+
+async def test_an_aborted_step_closes_the_iterator_of_an_iterable_stream(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.22, R10.2: a stream that is an async iterable closes, when a cancel aborts the step,
+    the iterator its ``__aiter__`` made and the step read, which holds the call, rather than
+    the iterable, left open until the iterator is collected."""
+    model = _IterableModel()
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def cancel_at_the_third_chunk(event: Event) -> None:
+            if len(of_type(agent.session.events, "assistant/chunk")) == 3:
+                agent.cancel("enough")
+
+        agent.session.observe(cancel_at_the_third_chunk)
+        result = await agent.ask("hi")
+        assert result.reason.kind == "aborted"
+        assert (len(model.made), model.closed) == (1, 1)
         check_session_invariants(agent.session.events)

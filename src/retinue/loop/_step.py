@@ -193,11 +193,16 @@ async def _stream(
 
 
 def _opened(core: AgentCore, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-    """The model's stream for *request*, refused at once if it is no async iterator."""
+    """The iterator of the model's stream for *request*, refused at once if it is none.
+
+    Taken once, here: it is what the step reads and what it closes. The stream
+    may be an iterable whose ``__aiter__`` makes the iterator (a generator) that
+    holds the call; closing the iterable would leave that open.
+    """
     chunks = core.services.models.stream(request)
     if not hasattr(chunks, "__aiter__"):
         raise _not_a_stream(chunks)
-    return chunks
+    return chunks.__aiter__()
 
 
 async def _closed(chunks: AsyncIterator[StreamChunk]) -> None:  # noqa: ASYNC910 - a plain iterator has nothing to close, and the stream checkpointed
