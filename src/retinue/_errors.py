@@ -450,9 +450,9 @@ def lone_ending(
     when it comes: an agent's tool or listener, or a server's connection, as much as
     the body. Landing in such a task, it reaches the nursery through the task's own,
     one group inside another, which an ``except KeyboardInterrupt`` does not catch.
-    A ``SystemExit`` that ends the run (a model's) comes out so too: inside a group,
-    Python exits with a traceback and status 1, not the status it carries. Ctrl-C
-    beside it is the user's, and wins.
+    A ``SystemExit`` that ends the run (the body's, a mock server policy's) comes out
+    so too: inside a group, Python exits with a traceback and status 1, not the
+    status it carries. Ctrl-C beside it is the user's, and wins.
     """
     if group.split(_ENDINGS)[1] is not None:
         return None

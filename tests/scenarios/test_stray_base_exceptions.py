@@ -19,6 +19,7 @@ from retinue.testing import (
     RaiseMidStream,
     Reply,
     ScriptedModel,
+    Step,
     ToolCallSpec,
     check_session_invariants,
 )
@@ -26,7 +27,7 @@ from tests.helpers import OPTIONS, echo, last_end_reason, of_type, raises_ctrl_c
 
 
 class _Fatal(BaseException):
-    """Not an Exception: trio lets it end the runtime."""
+    """Not an Exception: raised on, trio would let it end the runtime."""
 
 
 @retinue.tool
@@ -36,26 +37,53 @@ async def fatal() -> str:
     raise _Fatal("fatal")
 
 
-async def test_a_model_raising_a_base_exception_logs_the_turn_as_its_error(
+@pytest.mark.parametrize(
+    ("error", "raised"),
+    [
+        (SystemExit(3), "raised SystemExit: 3"),
+        (GeneratorExit(), "raised GeneratorExit"),
+        (_Fatal("fatal"), "raised _Fatal: fatal"),
+        (BaseExceptionGroup("nursery", [_Fatal("fatal")]), "raised _Fatal: fatal"),
+    ],
+    ids=["SystemExit", "GeneratorExit", "own-subclass", "group"],
+)
+async def test_a_model_raising_a_base_exception_ends_only_its_turn(
+    autojump_clock: trio.testing.MockClock, error: BaseException, raised: str
+) -> None:
+    """R7.45, R7.48: a model's BaseException that is neither Ctrl-C nor a cancel (a
+    ``SystemExit``, a ``GeneratorExit``, a subclass of the user's, a group of them from a
+    nursery the stream opened) is its failure, as a listener's or a tool body's is: its turn
+    ends ``error``, code ``UNKNOWN``, naming the model stream and what it raised, and the
+    runtime runs on: the agent answers its next prompt and another agent is served."""
+    script: list[Step] = [RaiseMidStream(error, after_chunks=2), Reply("recovered")]
+    model = ScriptedModel({"bad": script, "good": [Reply("fine")]})
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("bad", AgentOptions(model="bad"))
+        other = await rt.create_agent("good", AgentOptions(model="good"))
+        answer = await agent.ask("go")
+        events = agent.session.events
+        assert (answer.reason.kind, answer.reason.code) == ("error", "UNKNOWN")
+        assert f"the model stream {raised}" in (answer.reason.message or "")
+        assert last_end_reason(events) == answer.reason
+        assert (await agent.ask("again")).text == "recovered"
+        assert (await other.ask("hi")).text == "fine"
+        check_session_invariants(events)
+
+
+async def test_ctrl_c_a_model_raises_still_ends_the_runtime(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R7.40, R4.16: a model's BaseException that is no cancellation ends the runtime, as trio has
-    it, but the log says what ended the turn (not a disposal nobody asked for), and so does the
-    ``ask`` answered before the runtime's teardown disposed the agent."""
-    model = ScriptedModel([RaiseMidStream(_Fatal("fatal"), after_chunks=2), Reply("never")])
+    """R12.10: Ctrl-C landing in the model's stream is no failure of the model: it ends the
+    runtime, and comes out of it as the KeyboardInterrupt it is; the turn is logged closed."""
+    model = ScriptedModel([RaiseMidStream(KeyboardInterrupt(), after_chunks=2)])
     sessions: list[retinue.Session] = []
-    answers: list[retinue.TurnResult] = []
-    with pytest.RaisesGroup(_Fatal, flatten_subgroups=True):
+    with raises_ctrl_c():
         async with runtime(model) as rt:
             agent = await rt.create_agent("a", OPTIONS)
             sessions.append(agent.session)
-            answers.append(await agent.ask("go"))
-    events = sessions[0].events
-    reason = last_end_reason(events)
-    assert (reason.kind, reason.code) == ("error", "UNKNOWN")
-    assert "fatal" in (reason.message or "")
-    assert [answer.reason for answer in answers] == [reason]
-    check_session_invariants(events)
+            await agent.ask("go")
+    assert last_end_reason(sessions[0].events).kind == "disposed"
+    check_session_invariants(sessions[0].events)
 
 
 async def test_an_observer_raising_a_base_exception_on_a_call_logs_it_once(

@@ -16,7 +16,6 @@ from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
     DelegatingStore,
-    RaiseMidStream,
     Reply,
     ScriptedModel,
     ToolCallSpec,
@@ -164,22 +163,25 @@ async def test_ctrl_c_in_agents_tools_comes_out_of_the_runtime_as_raised(
     assert [agent.status for agent in agents] == ["disposed", "disposed"]
 
 
-async def test_a_models_system_exit_comes_out_of_the_runtime_as_raised(
+async def test_a_system_exit_the_body_raises_mid_turn_comes_out_of_the_runtime_as_raised(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R12.10: a model's ``SystemExit``, which ends the runtime as trio has it, comes out of
-    ``open_runtime`` as itself, its status kept, as Ctrl-C does, not wrapped in two nurseries'
-    groups, with which Python exits with a traceback and status 1. The turn it cut short is closed
-    in the log."""
+    """R12.9, R12.10: a ``SystemExit`` the body raises (``sys.exit`` in a script) while an agent's
+    turn runs comes out of ``open_runtime`` as itself, its status kept, as Ctrl-C does, not wrapped
+    in the runtime's group, with which Python exits with a traceback and status 1. The turn it cut
+    short is closed in the log. (The model's own ``SystemExit`` is its failure: it ends only its
+    turn.)"""
     agents: list[retinue.Agent] = []
     caught: BaseException | None = None
     try:
         with trio.fail_after(DEADLINE):
-            model = ScriptedModel([RaiseMidStream(SystemExit(3))])
+            model = ScriptedModel([Reply("slow", delay=100)])
             async with retinue.open_runtime(models=model) as rt:
                 agent = await rt.create_agent("a", OPTIONS)
                 agents.append(agent)
-                await agent.ask("hello")
+                agent.send("hello")
+                await trio.sleep(1)
+                raise SystemExit(3)
     except BaseException as exc:  # a group would end the test run: judged below
         caught = exc
     assert isinstance(caught, SystemExit), f"got {caught!r}"

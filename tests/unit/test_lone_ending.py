@@ -6,7 +6,7 @@ from retinue._errors import lone_ending
 
 
 def test_ctrl_c_beside_a_system_exit_is_the_one_raised() -> None:
-    """R12.10: Ctrl-C is the user's: beside a model's SystemExit it is the one raised, whichever
+    """R12.10: Ctrl-C is the user's: beside a task's SystemExit it is the one raised, whichever
     task raised first or the body raised, not the first leaf."""
     status, interrupt = SystemExit(3), KeyboardInterrupt()
     both = BaseExceptionGroup("g", [BaseExceptionGroup("a", [status]), interrupt])

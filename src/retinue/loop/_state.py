@@ -79,8 +79,8 @@ class TurnState:
     blocked: dict[int, str] | None = None
     """The reason each prompt a prompt-submit listener blocked was, by its place in the batch."""
     interruption: BaseException | None = None
-    """What the driver began unwinding in this turn (a cancel from outside, Ctrl-C, a
-    model's ``BaseException``): a crash closing the turn hands it to the supervisor."""
+    """What the driver began unwinding in this turn (a cancel from outside, Ctrl-C): a
+    crash closing the turn hands it to the supervisor."""
 
     def note_blocked(self, index: int, reason: str) -> None:
         """Record that the batch's prompt at *index* was blocked for *reason* (R7.11)."""

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import AsyncIterator
 
 from retinue._content import ContentBlock, Message, ToolCall, ToolResultBlock, as_content
-from retinue._errors import HookError, ModelError, failure_of, holds_cancel
+from retinue._errors import HookError, ModelError, failure_of
 from retinue._lossless import same_json
 from retinue._options import AgentOptions
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
@@ -180,9 +180,10 @@ async def _stream(
         finally:
             await _closed(chunks)
     except BaseException as exc:
-        # The model's own Cancelled, bare or grouped, would end the agent as if it
-        # had been disposed; any other BaseException of its own ends the runtime.
-        if not isinstance(exc, Exception) and holds_cancel(exc):
+        # Judged as a listener's or a tool body's: only Ctrl-C and a real cancel go
+        # on. Its own Cancelled would end the agent as if disposed, and a SystemExit
+        # or a BaseException of its own the runtime with every agent in it.
+        if not isinstance(exc, Exception):
             raise failure_of(exc, "the model stream", ModelError) from exc
         raise
     if signal.cancel_called:

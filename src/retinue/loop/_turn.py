@@ -64,10 +64,11 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
-        # (the runtime's teardown, Ctrl-C) ends the turn here; so does a model's
-        # BaseException (an observer's, a listener's or a tool body's is its
-        # failure), which goes on to end the runtime, as trio has it, but is
-        # logged as what ended the turn, not as a disposal.
+        # (the runtime's teardown, Ctrl-C) ends the turn here. Any other
+        # BaseException (a group holding Ctrl-C beside a failure; the model's,
+        # an observer's, a listener's or a tool body's own is its failure) goes
+        # on too, as trio has it, but is logged as what ended the turn, not as
+        # a disposal.
         if _turn_logged(state) and not isinstance(exc, Exception):
             state.interruption = exc  # raised again after a crash in the close
             _close_interrupted(state, exc)
