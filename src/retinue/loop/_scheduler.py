@@ -286,8 +286,6 @@ async def _commit(step: _StepTools, index: int) -> None:
 
 
 def _log_final(step: _StepTools, index: int, final: ToolExecutionResult) -> None:
-    call_id = step.calls[index].id
-    step.record.answered.add(call_id)
-    step.state.log_result(call_id, final)
+    step.state.log_result(step.calls[index].id, final)
     if final.additional_context is not None:
         step.contexts.append(final.additional_context)

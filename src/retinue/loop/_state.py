@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import attrs
 
@@ -10,8 +11,11 @@ from retinue._content import ContentBlock, Text, ToolCall, content_text
 from retinue._errors import describe_failure, error_code, leaf_error
 from retinue._stream import Usage
 from retinue.session import (
+    AssistantMessage,
+    EventData,
     Session,
     StepEnd,
+    StepStart,
     ToolCallEvent,
     ToolErrorInfo,
     ToolResultEvent,
@@ -175,7 +179,6 @@ class TurnState:
         log stays a valid transcript (R9.21, R9.25).
         """
         calls = self.calls
-        session = self.core.session
         for call in calls.calls:
             if call.id in calls.answered:
                 continue
@@ -183,22 +186,13 @@ class TurnState:
             this_code = code if started else "ABORTED_BEFORE_DISPATCH"
             if call.id not in calls.call_seqs and not self._log_missing_call(call):
                 continue
-            calls.answered.add(call.id)
             if self._log_settled(call):
                 continue
+            text = self._dangling_text(call, ended, started=started)
+            error = ToolErrorInfo(_error_name(this_code), this_code)
             try:
-                session.append(
-                    ToolResultEvent(
-                        self.turn,
-                        self.step,
-                        call.id,
-                        (Text(self._dangling_text(call, ended, started=started)),),
-                        is_error=True,
-                        error=ToolErrorInfo(_error_name(this_code), this_code),
-                    ),
-                    surface="append",
-                    source_event_seqs=(calls.call_seqs[call.id],),
-                )
+                synthetic = ToolExecutionResult(call.id, Text(text), is_error=True, error=error)
+                self.log_result(call.id, synthetic)
             except Exception:
                 log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
 
@@ -226,22 +220,55 @@ class TurnState:
         )
 
     def log_result(self, call_id: str, final: ToolExecutionResult) -> None:
-        """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17)."""
-        self.core.session.append(
-            # Positional (is_error, error, meta): a class called with keywords is
-            # given them as a dict, built per call.
-            ToolResultEvent(
-                self.turn,
-                self.step,
-                call_id,
-                final.content,
-                final.is_error,
-                final.error,
-                final.meta,
-            ),
-            surface="append",
-            source_event_seqs=(self.calls.call_seqs[call_id],),
-        )
+        """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17);
+        the call counts as answered once the log holds it, whatever raised.
+
+        An observer that raised had it logged (R4.8). Ctrl-C landing inside the
+        append before it was logged leaves the call to be answered when the turn
+        is closed: counted answered, it would stay a call without a result, which
+        every later request would carry.
+        """
+        try:
+            self.core.session.append(
+                # Positional (is_error, error, meta): a class called with keywords is
+                # given them as a dict, built per call.
+                ToolResultEvent(
+                    self.turn,
+                    self.step,
+                    call_id,
+                    final.content,
+                    final.is_error,
+                    final.error,
+                    final.meta,
+                ),
+                surface="append",
+                source_event_seqs=(self.calls.call_seqs[call_id],),
+            )
+        except BaseException:
+            if _result_logged(self.core.session, call_id, self.calls.call_seqs[call_id]):
+                self.calls.answered.add(call_id)
+            raise
+        self.calls.answered.add(call_id)
+
+    def log_message(
+        self, message: AssistantMessage, calls: tuple[ToolCall, ...], sources: Sequence[int] | None
+    ) -> None:
+        """Append the step's assistant message; its tool calls are the step's to answer
+        once the log holds it, whatever raised (R9.10). *calls* are those of its content.
+
+        A raising observer still leaves the message logged, and its calls then need
+        their synthetic results; Ctrl-C landing inside the append before it was
+        logged leaves no call to answer, whose result would come without it.
+        """
+        session = self.core.session
+        try:
+            session.append(message, surface="append", source_event_seqs=sources)
+        except BaseException:
+            if calls and _logged_in_step(session, message):
+                self.calls = StepCalls(calls)
+            raise
+        if calls:
+            self.calls = StepCalls(calls)
 
     def _log_settled(self, call: ToolCall) -> bool:
         """Log the result a finished body returned; whether there was one to log."""
@@ -285,6 +312,32 @@ def call_logged_at(session: Session, seq: int, call_id: str) -> bool:
         return False
     data = events[seq].data
     return isinstance(data, ToolCallEvent) and data.call_id == call_id
+
+
+def _result_logged(session: Session, call_id: str, call_seq: int) -> bool:
+    """Whether the log holds a ``tool/result`` of *call_id* after its call at *call_seq*.
+
+    For an append of the result that raised: an observer's raise comes once it is
+    logged (R4.8), perhaps after events of its own; Ctrl-C may land before.
+    """
+    return any(
+        isinstance(event.data, ToolResultEvent) and event.data.call_id == call_id
+        for event in session.events[call_seq + 1 :]
+    )
+
+
+def _logged_in_step(session: Session, data: EventData) -> bool:
+    """Whether *data* itself is logged in the open step, looked for back to its ``step/start``.
+
+    For an append that raised: an observer's raise comes once it is logged (R4.8),
+    perhaps after events of its own; Ctrl-C may land before.
+    """
+    for event in reversed(session.events):
+        if event.data is data:
+            return True
+        if type(event.data) is StepStart:
+            return False
+    return False
 
 
 def _error_name(code: str) -> str:

@@ -24,7 +24,7 @@ from ._assembler import BlockAssembler, BlockAssemblyError
 from ._core import AgentCore, StepSignal
 from ._prompt import request_tools
 from ._scheduler import run_tool_calls
-from ._state import StepCalls, TurnState
+from ._state import TurnState
 
 __all__ = ["header_event", "run_step"]
 
@@ -350,14 +350,11 @@ async def _finish_step(
     _refuse_shared_ids(calls, made)
     usage = assembler.usage
     if content or usage is not None:
-        logged = AssistantMessage(state.turn, state.step, content, usage)
+        message = AssistantMessage(state.turn, state.step, content, usage)
+        # Noted before the append: an observer raising on it leaves the message
+        # logged, its text the turn's answer.
         state.note_answer(content, usage)
-        # Registered before the append: a raising observer still leaves the message
-        # logged, and its calls then need their synthetic results. (Not before the
-        # answer is noted: its failure leaves the message unlogged, and no call.)
-        if calls:
-            state.calls = StepCalls(calls)
-        core.session.append(logged, surface="append", source_event_seqs=_chunk_run(seqs))
+        state.log_message(message, calls, _chunk_run(seqs))
     if not calls:
         return finish  # noqa: ASYNC910 - the step's model stream was its schedule point
     contexts = await run_tool_calls(core, state, signal)
