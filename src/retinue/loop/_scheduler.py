@@ -15,7 +15,6 @@ import trio
 
 from retinue._content import HookContext, ToolCall
 from retinue._lossless import JsonValue, freeze_json, loads_frozen
-from retinue.session import ToolCallEvent
 from retinue.tools import (
     PreparedCall,
     Tool,
@@ -25,7 +24,7 @@ from retinue.tools import (
 )
 
 from ._core import AgentCore, StepSignal
-from ._state import StepCalls, TurnState, call_logged_at
+from ._state import StepCalls, TurnState
 from ._toolcall import enter_tool_call, leave_tool_call
 
 __all__ = ["parse_arguments", "run_tool_calls"]
@@ -195,7 +194,7 @@ def _prepare_at_once(step: _StepTools, index: int, checked_by: Tool | None) -> P
     Without a pre-execute listener or a guard, the usual case, the call needs
     no coroutine to be prepared.
     """
-    _log_call(step, step.calls[index])
+    step.state.log_call(step.calls[index])
     return step.registry.prepare_at_once(step.executions[index], checked_by=checked_by)
 
 
@@ -221,22 +220,6 @@ def _admit(step: _StepTools, index: int, prepared: PreparedCall) -> bool:
         return False
     step.record.started[call_id] = None
     return True
-
-
-def _log_call(step: _StepTools, call: ToolCall) -> None:
-    """Append ``tool/call``; remember its seq even if an observer raised (R4.8)."""
-    session = step.core.session
-    state = step.state
-    seq = len(session.events)
-    try:
-        session.append(ToolCallEvent(state.turn, state.step, call.id, call.name, call.arguments))
-    except BaseException:
-        # Whatever the observer raised, the call is logged: unrecorded, it would be
-        # logged again, as never started, when the turn is closed.
-        if call_logged_at(session, seq, call.id):
-            step.record.call_seqs[call.id] = seq
-        raise
-    step.record.call_seqs[call.id] = seq
 
 
 async def _body(step: _StepTools, prepared: PreparedCall) -> ToolExecutionResult:

@@ -27,7 +27,7 @@ from retinue.tools import PreparedCall, ToolExecutionResult
 from ._core import AgentCore
 from ._summary import add_usage
 
-__all__ = ["NO_CALLS", "StepCalls", "TurnState", "call_logged_at"]
+__all__ = ["NO_CALLS", "StepCalls", "TurnState"]
 
 log = logging.getLogger("retinue.loop")
 
@@ -219,6 +219,24 @@ class TurnState:
             "result was final, so it is not shown"
         )
 
+    def log_call(self, call: ToolCall) -> None:
+        """Append the ``tool/call`` of *call*; its seq is recorded once the log holds it,
+        whatever raised.
+
+        An observer that raised had it logged (R4.8): unrecorded, it would be logged
+        again, as never started, when the turn is closed. Ctrl-C landing inside the
+        append before it was logged leaves it to be logged then.
+        """
+        session = self.core.session
+        seq = len(session.events)
+        try:
+            session.append(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
+        except BaseException:
+            if _call_logged_at(session, seq, call.id):
+                self.calls.call_seqs[call.id] = seq
+            raise
+        self.calls.call_seqs[call.id] = seq
+
     def log_result(self, call_id: str, final: ToolExecutionResult) -> None:
         """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17);
         the call counts as answered once the log holds it, whatever raised.
@@ -289,19 +307,14 @@ class TurnState:
 
         An observer failure leaves it logged (R4.8), and then it needs its result too.
         """
-        session = self.core.session
-        seq = len(session.events)
         try:
-            session.append(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
+            self.log_call(call)
         except Exception:
             log.exception("tool/call observer failed for agent %s (contained)", self.core.id)
-            if not call_logged_at(session, seq, call.id):
-                return False
-        self.calls.call_seqs[call.id] = seq
-        return True
+        return call.id in self.calls.call_seqs
 
 
-def call_logged_at(session: Session, seq: int, call_id: str) -> bool:
+def _call_logged_at(session: Session, seq: int, call_id: str) -> bool:
     """Whether the ``tool/call`` of *call_id* is at *seq*, where an append that raised put it.
 
     An observer that raised had the event logged first (R4.8), but it may have
