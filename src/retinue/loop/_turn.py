@@ -17,7 +17,6 @@ from retinue.session import (
     PromptBlocked,
     SteeringMessage,
     StepStart,
-    TurnEndReason,
     TurnStart,
     TurnTrigger,
     UserMessage,
@@ -60,7 +59,7 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
         except Exception as exc:
             if not _turn_logged(state):
                 raise
-            _close_failed(state, exc)
+            _close_failed(state, exc, aborted=state.core.disposed)
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
@@ -122,15 +121,16 @@ def _turn_logged(state: TurnState) -> bool:
     return state.core.session.last_turn == state.turn
 
 
-def _close_failed(state: TurnState, error: Exception) -> None:
-    """Close the step a failure ended; the turn ends ``error`` unless the agent was disposed."""
-    core = state.core
-    if not core.disposed:
-        state.record_error(error)  # before the closing events' failures (R7.45)
+def _close_failed(state: TurnState, error: Exception, *, aborted: bool) -> None:
+    """Close the step a failure ended; the turn ends ``error``, or interrupted when the
+    step was *aborted* (R7.22), disposed when the agent was (R7.39)."""
+    if not aborted:
+        # Recorded first (R7.45): an observer failing on the closing events came after it.
+        state.record_error(error)
     state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
     state.close_step()
-    if core.disposed and not state.error_recorded:
-        state.reason = TurnEndReason.disposed()
+    if aborted:
+        state.set_interrupted()
 
 
 def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
@@ -372,15 +372,7 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
         retire_step(signal)
         if not state.step_open:
             raise
-        aborted = _aborted(core, signal)
-        if not aborted:
-            # Recorded first (R7.45): an observer failing on the closing events
-            # came after it.
-            state.record_error(exc)
-        state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
-        state.close_step()
-        if aborted:
-            state.set_interrupted()
+        _close_failed(state, exc, aborted=_aborted(core, signal))
         return False  # noqa: ASYNC910 - per step; a failed step ends the turn, and the driver's mailbox wait follows
     finally:
         retire_step(signal)
