@@ -249,10 +249,12 @@ def _chunk_run(seqs: list[int]) -> range | list[int] | None:
     return range(first, last + 1) if last - first == len(seqs) - 1 else seqs
 
 
-def _refuse_shared_ids(calls: tuple[ToolCall, ...], made: tuple[ContentBlock, ...] | None) -> None:
+def _refuse_shared_ids(
+    calls: tuple[ToolCall, ...], model_content: tuple[ContentBlock, ...] | None
+) -> None:
     """Results are matched to calls by id: two calls sharing one cannot both be answered.
 
-    *made*: as :func:`_calls_of`; the model is named when its own message already
+    *model_content*: as :func:`_calls_of`; the model is named when its own message already
     gave two calls the id, whatever a listener changed besides.
     """
     if len(calls) < 2:
@@ -260,7 +262,7 @@ def _refuse_shared_ids(calls: tuple[ToolCall, ...], made: tuple[ContentBlock, ..
     seen: set[str] = set()
     for call in calls:
         if call.id in seen:
-            by_model = made is None or _calls_with_id(made, call.id) > 1
+            by_model = model_content is None or _calls_with_id(model_content, call.id) > 1
             problem = f"gives two tool calls the same id {call.id!r}"
             raise _refusal(problem, "DUPLICATE_TOOL_CALL_ID", by_model=by_model)
         seen.add(call.id)
@@ -271,13 +273,13 @@ def _calls_with_id(content: tuple[ContentBlock, ...], call_id: str) -> int:
 
 
 def _calls_of(
-    content: tuple[ContentBlock, ...], made: tuple[ContentBlock, ...] | None
+    content: tuple[ContentBlock, ...], model_content: tuple[ContentBlock, ...] | None
 ) -> tuple[ToolCall, ...]:
     """The tool calls of the step's message, which holds no tool result.
 
     A tool result is the step's ``tool/result``: held by the assistant's message, it
     would be sent as the assistant's in every later request, which providers refuse
-    (Anthropic) or send without it (OpenAI). *made* is the model's content when
+    (Anthropic) or send without it (OpenAI). *model_content* is the model's content when
     ``agent/step-result`` listeners made *content* of it, else ``None``: a refused
     block equal to one of the model's own names the model, any other the listener.
     """
@@ -288,7 +290,7 @@ def _calls_of(
         elif isinstance(block, ToolResultBlock):
             # By value, as the repeated ids are counted: a listener copying the model's
             # blocks (attrs.evolve) hands back the model's block.
-            by_model = made is None or block in made
+            by_model = model_content is None or block in model_content
             problem = (
                 f"holds a tool-result block (content[{index}]), which only a tool/result holds"
             )
@@ -340,14 +342,14 @@ async def _finish_step(
         content = _without_tool_calls(content)
     # The model's content, when listeners made another of it: a refusal of the
     # message names whoever made the refused block.
-    made: tuple[ContentBlock, ...] | None = None
+    model_content: tuple[ContentBlock, ...] | None = None
     if core.services.hooks.hears("agent/step-result", core.id):
-        made = content
+        model_content = content
         content = await _step_result(core, state, content)
         if cut:
             content = _without_tool_calls(content)
-    calls = _calls_of(content, made)
-    _refuse_shared_ids(calls, made)
+    calls = _calls_of(content, model_content)
+    _refuse_shared_ids(calls, model_content)
     usage = assembler.usage
     if content or usage is not None:
         message = AssistantMessage(state.turn, state.step, content, usage)
