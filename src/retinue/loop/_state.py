@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import attrs
 
@@ -268,24 +267,15 @@ class TurnState:
             raise
         self.calls.answered.add(call_id)
 
-    def log_message(
-        self, message: AssistantMessage, calls: tuple[ToolCall, ...], sources: Sequence[int] | None
-    ) -> None:
-        """Append the step's assistant message; its tool calls are the step's to answer
-        once the log holds it, whatever raised (R9.10). *calls* are those of its content.
+    def note_calls_if_logged(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> None:
+        """After the append of the step's *message* raised: its *calls* are the step's to
+        answer only if the log holds it (R9.10).
 
         A raising observer still leaves the message logged, and its calls then need
         their synthetic results; Ctrl-C landing inside the append before it was
         logged leaves no call to answer, whose result would come without it.
         """
-        session = self.core.session
-        try:
-            session.append(message, surface="append", source_event_seqs=sources)
-        except BaseException:
-            if calls and _logged_in_step(session, message):
-                self.calls = StepCalls(calls)
-            raise
-        if calls:
+        if calls and _logged_in_step(self.core.session, message):
             self.calls = StepCalls(calls)
 
     def _log_settled(self, call: ToolCall) -> bool:

@@ -24,7 +24,7 @@ from ._assembler import BlockAssembler, BlockAssemblyError
 from ._core import AgentCore, StepSignal
 from ._prompt import request_tools
 from ._scheduler import run_tool_calls
-from ._state import TurnState
+from ._state import StepCalls, TurnState
 
 __all__ = ["header_event", "run_step"]
 
@@ -356,7 +356,14 @@ async def _finish_step(
         # Noted before the append: an observer raising on it leaves the message
         # logged, its text the turn's answer.
         state.note_answer(content, usage)
-        state.log_message(message, calls, _chunk_run(seqs))
+        # Appended here rather than by a helper: it runs every step.
+        try:
+            core.session.append(message, surface="append", source_event_seqs=_chunk_run(seqs))
+        except BaseException:
+            state.note_calls_if_logged(message, calls)
+            raise
+        if calls:
+            state.calls = StepCalls(calls)
     if not calls:
         return finish  # noqa: ASYNC910 - the step's model stream was its schedule point
     contexts = await run_tool_calls(core, state, signal)
