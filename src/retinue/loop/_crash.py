@@ -32,8 +32,8 @@ class CrashedBatch:
     blocked: Mapping[int, str] | None = None
     """The reason each prompt a prompt-submit listener blocked was, by its place in the batch."""
     interruption: BaseException | None = None
-    """What the driver was unwinding when it crashed (a cancel from outside, Ctrl-C, a
-    model's ``BaseException``), for the supervisor to raise again; ``None`` if nothing."""
+    """What the driver was unwinding when it crashed (a cancel from outside, Ctrl-C), for
+    the supervisor to raise again; ``None`` if nothing."""
 
 
 def crash_reason(error: Exception, step: int) -> TurnEndReason:
