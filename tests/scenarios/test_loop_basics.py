@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
+import pytest
 import trio
 
 from retinue import Text
@@ -110,11 +111,12 @@ class _PlainChunks:
             raise StopAsyncIteration from None
 
 
+_PLAIN = (BlockStart(0, "text"), TextDelta(0, "plain"), BlockEnd(0, Text("plain")), Finish(STOP))
+
+
 class _PlainModel:
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        return _PlainChunks(
-            [BlockStart(0, "text"), TextDelta(0, "plain"), BlockEnd(0, Text("plain")), Finish(STOP)]
-        )
+        return _PlainChunks(list(_PLAIN))
 
 
 async def test_a_model_stream_without_aclose_is_consumed(
@@ -173,3 +175,75 @@ async def test_an_aborted_step_closes_the_iterator_of_an_iterable_stream(
         assert result.reason.kind == "aborted"
         assert (len(model.made), model.closed) == (1, 1)
         check_session_invariants(agent.session.events)
+
+
+class _NextOnly:
+    """An iterator with ``__anext__`` alone, and ``aclose``: ``async for`` over an iterable
+    takes such an iterator from its ``__aiter__``."""
+
+    def __init__(self) -> None:
+        self._plain = _PlainChunks(list(_PLAIN))
+        self.closed = 0
+
+    async def __anext__(self) -> StreamChunk:
+        return await self._plain.__anext__()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+        self.closed += 1
+
+
+class _StreamOf:
+    """A model whose stream is an iterable whose ``__aiter__`` calls *make*, closed or not."""
+
+    def __init__(self, make: Callable[[], object]) -> None:
+        self.make = make
+        self.closed = 0
+
+    def stream(self, request: ModelRequest) -> _StreamOf:
+        return self
+
+    def __aiter__(self) -> object:
+        return self.make()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+        self.closed += 1
+
+
+async def test_an_iterable_stream_whose_iterator_has_only_anext_is_read_and_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R10.1: as ``async for`` reads it, a stream whose ``__aiter__`` makes an iterator with
+    ``__anext__`` alone is read to its end, and that iterator is closed."""
+    iterator = _NextOnly()
+    async with runtime(_StreamOf(lambda: iterator)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+    assert (result.reason.kind, result.text, iterator.closed) == ("completed", "plain", 1)
+
+
+def _raising() -> object:
+    raise RuntimeError("no stream today")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (_raising, "no stream today"),
+        (object, "the model's stream's __aiter__ returned a object, not an async iterator"),
+    ],
+    ids=["aiter-raises", "aiter-returns-no-iterator"],
+)
+async def test_an_iterable_stream_that_makes_no_iterator_ends_the_turn_and_is_closed(
+    autojump_clock: trio.testing.MockClock, make: Callable[[], object], message: str
+) -> None:
+    """R10.3: a stream whose ``__aiter__`` raises, or returns no async iterator, ends its
+    turn ``error`` saying so, and the stream itself, the call it may hold, is closed."""
+    model = _StreamOf(make)
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+    assert result.reason.kind == "error"
+    assert message in (result.reason.message or "")
+    assert model.closed == 1

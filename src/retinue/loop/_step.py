@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator
+from typing import Any, final
 
 from retinue._content import ContentBlock, Message, ToolCall, ToolResultBlock, as_content
 from retinue._errors import HookError, ModelError, failure_of
@@ -162,9 +163,10 @@ async def _stream(
     # Bound once: these run for every chunk of the stream.
     logged, append_chunk, feed = seqs.append, session.append_chunk, assembler.feed
     try:
-        chunks = _opened(core, request)
+        chunks = reader = _opened(core, request)
         try:
-            async for chunk in chunks:
+            reader = _reader(chunks)
+            async for chunk in reader:
                 if signal.cancel_called:
                     return None
                 # Fed first: the assembler refuses a malformed chunk before it is
@@ -178,7 +180,7 @@ async def _stream(
                     raise
                 logged(append_chunk(turn, step, chunk))
         finally:
-            await _closed(chunks)
+            await _closed(reader)  # the stream itself, if it made no iterator
     except BaseException as exc:
         # Judged as a listener's or a tool body's: only Ctrl-C and a real cancel go
         # on. Its own Cancelled would end the agent as if disposed, and a SystemExit
@@ -194,16 +196,48 @@ async def _stream(
 
 
 def _opened(core: AgentCore, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-    """The iterator of the model's stream for *request*, refused at once if it is none.
-
-    Taken once, here: it is what the step reads and what it closes. The stream
-    may be an iterable whose ``__aiter__`` makes the iterator (a generator) that
-    holds the call; closing the iterable would leave that open.
-    """
+    """The model's stream for *request*, refused at once if it is no async iterable."""
     chunks = core.services.models.stream(request)
     if not hasattr(chunks, "__aiter__"):
         raise _not_a_stream(chunks)
-    return chunks.__aiter__()
+    return chunks
+
+
+def _reader(chunks: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
+    """The iterator *chunks* makes, taken once: what the step reads and closes.
+
+    The stream may be an iterable whose ``__aiter__`` makes the iterator (a
+    generator) that holds the call; closing the iterable would leave that open.
+    An iterator with ``__anext__`` alone, which ``async for`` over its iterable
+    takes, is read through :class:`_Reading`.
+    """
+    iterator = chunks.__aiter__()
+    if hasattr(type(iterator), "__aiter__"):
+        return iterator
+    if not hasattr(type(iterator), "__anext__"):
+        raise ModelError(
+            f"the model's stream's __aiter__ returned a {type(iterator).__name__}, "
+            "not an async iterator of chunks",
+            code="NOT_A_STREAM",
+        )
+    return _Reading(iterator)
+
+
+@final
+class _Reading:
+    """An iterator with ``__anext__`` alone, read by ``async for`` and closed as its own."""
+
+    __slots__ = ("_iterator", "aclose")
+
+    def __init__(self, iterator: Any) -> None:
+        self._iterator = iterator
+        self.aclose = getattr(iterator, "aclose", None)
+
+    def __aiter__(self) -> _Reading:
+        return self
+
+    async def __anext__(self) -> StreamChunk:
+        return await self._iterator.__anext__()  # type: ignore[no-any-return]
 
 
 async def _closed(chunks: AsyncIterator[StreamChunk]) -> None:  # noqa: ASYNC910 - a plain iterator has nothing to close, and the stream checkpointed
