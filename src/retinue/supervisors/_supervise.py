@@ -317,10 +317,10 @@ def _raise_interruption(interruption: BaseException | None) -> None:
     """Raise *interruption*, what the task was unwinding when it crashed, unless it is none
     or only a cancel.
 
-    What the task records as it begins unwinding it: Ctrl-C, or a model's
-    ``BaseException``, which ends the runtime, as trio has it (an observer's, a
-    listener's or a tool body's is its failure, and ends nothing). Restarted
-    in its place, the task would run on as if none had come. A cancel is not
+    What the task records as it begins unwinding it: Ctrl-C, or a group holding
+    it, which ends the runtime, as trio has it (any other ``BaseException`` of a
+    model, an observer, a listener or a tool body is its failure, and ends
+    nothing). Restarted in its place, the task would run on as if none had come. A cancel is not
     raised again: its scope is still cancelled, and the restarted task meets it.
     """
     if interruption is not None and not only_cancels(interruption):
