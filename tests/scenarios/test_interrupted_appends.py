@@ -19,7 +19,7 @@ import trio.testing
 import retinue
 from retinue import ToolCall, ToolResultBlock
 from retinue.providers import ModelRequest
-from retinue.session import AssistantMessage, Event, EventData, Session, ToolResultEvent
+from retinue.session import AssistantMessage, Event, EventData, Session, StepEnd, ToolResultEvent
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
@@ -150,3 +150,26 @@ async def test_an_observer_raising_on_a_message_with_calls_leaves_them_answered(
         assert codes == ["ABORTED_BEFORE_DISPATCH"] * 2
         check_session_invariants(events)
         check_no_dangling_tool_calls(events)
+
+
+async def test_ctrl_c_inside_the_step_end_append_leaves_the_step_for_the_close(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.40, R12.10: Ctrl-C raised inside the append of ``step/end``, before it is logged,
+    leaves the step open for the turn's close, which logs it and then ``turn/end``: the log
+    ends balanced, not with a turn only a load's repair closes."""
+    _interrupt_appends(monkeypatch, StepEnd, [1])
+    sessions: list[Session] = []
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=_two_calls(), tools=[echo]) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                sessions.append(agent.session)
+                await agent.ask("go")
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
+    events = sessions[0].events
+    assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
+    check_session_invariants(events)

@@ -151,10 +151,16 @@ class TurnState:
         if not self.step_open:
             return
         self.step_open = False
+        end = StepEnd(self.turn, self.step)
         try:
-            self.core.session.append(StepEnd(self.turn, self.step))
+            self.core.session.append(end)
         except Exception as exc:
             self.record_error(exc)
+        except BaseException:
+            # Ctrl-C landing inside the append before it was logged: the step is the
+            # turn's close to end, or the turn/end after it would be refused.
+            self.step_open = not _logged_in_step(self.core.session, end)
+            raise
 
     def close_turn(self) -> None:
         """Append ``turn/end`` exactly once; an observer failure is swallowed (R7.44)."""
