@@ -63,6 +63,7 @@ def _unindexed_call(call_id: str | None, name: str | None, arguments: str) -> by
     call: dict[str, Any] = {"function": {"arguments": arguments}}
     if call_id is not None:
         call.update(id=call_id, type="function")
+    if name is not None:
         call["function"]["name"] = name
     delta = {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]}
     return json.dumps(delta).encode()

@@ -149,6 +149,19 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _text_field(block: JsonObject, field: str, what: str) -> str | None:
+    """The string *field* of *block* (*what* names it), ``None`` when absent or null.
+
+    Raises:
+        ProviderStreamError: ``MALFORMED_RESPONSE``: the field is of another type; read
+            as absent, the name, text or signature it holds would be lost without a word.
+    """
+    value = block.get(field)
+    if value is None or type(value) is str:
+        return value
+    raise wrong_type(f"anthropic messages: {what}", value)
+
+
 def anthropic_usage(usage: JsonObject) -> Usage:
     """Map an Anthropic ``usage`` object to :class:`Usage` (its counts are already disjoint)."""
     thinking = _dict(usage.get("output_tokens_details")).get("thinking_tokens")
@@ -275,9 +288,11 @@ class AnthropicStreamDecoder:
 
     def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:
         kind, table = block.get("type"), self._table
-        if isinstance(kind, str):
-            self._block_types[index] = kind
-        if isinstance(kind, str) and kind not in _MODELLED_BLOCKS:
+        if type(kind) is not str:
+            # Read as no type, a call's start would leave its deltas a call without a name.
+            raise wrong_type("anthropic messages: a content_block's type", kind)
+        self._block_types[index] = kind
+        if kind not in _MODELLED_BLOCKS:
             # As in the SDK, a delta goes only to a block of its kind: a server tool's
             # call (server_tool_use, mcp_tool_use) streams input_json_delta, but it is
             # not the client's to run.
@@ -307,7 +322,8 @@ class AnthropicStreamDecoder:
         follow: as in the SDK, they then replace it, where the two run together
         would be no JSON.
         """
-        call_id, name = _str(block.get("id")), _str(block.get("name"))
+        call_id = _str(block.get("id"))
+        name = _text_field(block, "name", "a tool_use block's name")
         initial = block.get("input")
         if not isinstance(initial, dict | None):
             # As Chat and Responses refuse arguments of another type: a call run
@@ -390,7 +406,9 @@ class AnthropicStreamDecoder:
                 # Read as a delta of no kind, its text or input would be lost without a word.
                 raise wrong_type("anthropic messages: a content_block_delta's delta's type", kind)
             return True  # a delta retinue does not decode (citations) adds nothing
-        started = self._block_types.setdefault(index, wanted)
+        started = self._block_types.get(index)
+        if started is None:
+            started = self._block_types[index] = self._unstarted(index, kind, wanted)
         if started == wanted:
             return True
         if started in _WHOLE_BLOCKS:
@@ -398,6 +416,18 @@ class AnthropicStreamDecoder:
         raise malformed(
             f"anthropic messages: {kind} for block {index!r}, which is a {started} block"
         )
+
+    def _unstarted(self, index: object, kind: object, wanted: str) -> str:
+        """The block type a delta of *kind* opens at *index*, which no start opened:
+        text and thinking may stream without starts (R10.6).
+
+        Raises:
+            ProviderStreamError: ``MALFORMED_RESPONSE``: the delta is a call's input,
+                whose name only a start carries: run, it would be a call to no tool.
+        """
+        if wanted == "tool_use":
+            raise malformed(f"anthropic messages: {kind} for block {index!r}, which never started")
+        return wanted
 
     def feed_body(self, payload: JsonObject) -> list[StreamChunk]:
         """Decode a whole non-streaming ``message`` object.
@@ -425,6 +455,7 @@ class AnthropicStreamDecoder:
 
         Raises:
             ProviderConnectionError: the stream ended before ``message_delta``/``message_stop``.
+            ProviderStreamError: ``MALFORMED_RESPONSE``: a tool call was never named.
         """
         if not self.done and not self._stopped:
             raise ProviderConnectionError(
@@ -432,6 +463,9 @@ class AnthropicStreamDecoder:
                 code="STREAM_TRUNCATED",
                 retryable=True,
             )
+        unnamed = self._table.unnamed_call()
+        if unnamed is not None:
+            raise malformed(f"anthropic messages: {unnamed} was never named")
         # Blocks the stream never ended: each was opened by a chunk already.
         out = [chunk for index in list(self._held) for chunk in self._give_held(index)]
         out.extend(self._table.end_all())

@@ -340,6 +340,14 @@ class BlockTable:
         block.ended = True
         return BlockEnd(block.index, block.build())
 
+    def unnamed_call(self) -> str | None:
+        """The first tool call that never got a name, as a failure names it; ``None`` when
+        every call has one (walks the blocks: ask once, at the stream's end)."""
+        for block in self._blocks.values():
+            if block.kind == _TOOL and not block.name:
+                return f"tool call {block.given_id or block.call_id!r} (block {block.index})"
+        return None
+
     def end_all(self) -> list[BlockEnd]:
         """Close every open block, in index order."""
         ends = [self.end(key) for key in list(self._blocks)]

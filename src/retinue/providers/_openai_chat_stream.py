@@ -351,11 +351,16 @@ class ChatStreamDecoder:
         Raises:
             ProviderConnectionError: the stream ended with neither ``[DONE]`` nor a finish
                 reason, or (``expect_usage``) after the finish reason without usage or ``[DONE]``.
+            ProviderStreamError: ``MALFORMED_RESPONSE``: a tool call was never named.
         """
         if not self.done and self._finish is None:
             raise _truncated("before it was complete")
         if not self.done and self.expect_usage and not self.sent_usage:
             raise _truncated("after its finish reason, before the usage this server sends")
+        unnamed = self._table.unnamed_call()
+        if unnamed is not None:
+            # No server sends a call without a name: one was lost, or given at another index.
+            raise malformed(f"chat completions: {unnamed} was never named")
         out: list[StreamChunk] = list(self._table.end_all())
         if self._table.usage is not None:
             out.append(UsageChunk(self._table.usage))
