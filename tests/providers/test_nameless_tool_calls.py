@@ -23,7 +23,9 @@ Event = dict[str, Any]
 
 
 def _chat(*deltas: Event, finish: str = "tool_calls") -> bytes:
-    chunks: list[Event] = [{"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks: list[Event] = [
+        {"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas
+    ]
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     return sse_body(*(json.dumps(c).encode() for c in chunks), b"[DONE]")
 
