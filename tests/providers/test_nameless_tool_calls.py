@@ -125,3 +125,21 @@ async def test_anthropic_text_deltas_without_a_start_stay_allowed() -> None:
     body = _messages({**text, "delta": {"type": "text_delta", "text": "Hi"}}, stop="end_turn")
     collected = await serve_once("messages", body)
     assert collected.message.content == (Text("Hi"),)
+
+
+@pytest.mark.parametrize(
+    ("api", "body", "provider"),
+    [
+        ("chat", _CHAT_CASES["null-entry"], "openai"),
+        ("messages", _MESSAGES_CASES["no-name"], "anthropic"),
+    ],
+    ids=["chat", "messages"],
+)
+async def test_a_failure_at_the_stream_end_names_whose_stream_it_was(
+    api: str, body: bytes, provider: str
+) -> None:
+    """R10.3: a stream found malformed at its end says whose stream it was, as a failure
+    at one of its events does."""
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once(api, body)
+    assert caught.value.message.startswith(f"{provider} stream, at its end: ")

@@ -318,11 +318,16 @@ def _cut(exc: ProviderConnectionError, provider: str, sse: SseDecoder) -> Provid
 
 
 def _close(decoder: StreamDecoder, sse: SseDecoder, provider: str) -> list[StreamChunk]:
-    """The decoder's closing chunks; a stream cut short says whose it was and how far it came."""
+    """The decoder's closing chunks; a stream cut short says whose it was and how far it came,
+    and one found malformed at its end whose it was, as a failure at an event does."""
     try:
         return decoder.close()
     except ProviderConnectionError as exc:
         raise _cut(exc, provider, sse) from exc.__cause__
+    except ProviderStreamError as exc:
+        if exc.code != _MALFORMED:
+            raise
+        raise _placed(exc, f"{provider} stream, at its end") from exc
 
 
 def _whole_body_chunks(decoder: StreamDecoder, body: bytes, provider: str) -> list[StreamChunk]:
