@@ -94,6 +94,23 @@ def _indexed_calls(message: JsonObject) -> JsonObject:
     return {**message, "tool_calls": placed}
 
 
+def _choice_index(value: object) -> int:
+    """A choice's ``index`` that is no int: ``null`` is the first choice, as an absent
+    index is; any other value (a bool, a string) is refused: read as another choice's,
+    the answer's text, or its finish, would be left out without a word."""
+    if value is None:
+        return 0
+    raise wrong_type("chat completions: a choice's index", value, "an integer")
+
+
+def _delta_object(value: object) -> JsonObject:
+    """A choice's ``delta`` that is no object: ``null`` carries nothing; any other value
+    is refused, as read as empty its text would be lost."""
+    if value is None:
+        return {}
+    raise wrong_type("chat completions: a choice's delta", value, "an object")
+
+
 def _truncated(what: str) -> ProviderConnectionError:
     return ProviderConnectionError(
         f"the chat completions stream ended {what}", code="STREAM_TRUNCATED", retryable=True
@@ -153,16 +170,21 @@ class ChatStreamDecoder:
         choices = payload.get("choices")
         if isinstance(choices, list):
             for choice in choices:
-                if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                    self._choice(choice, out)
-                elif not isinstance(choice, dict):
+                if not isinstance(choice, dict):
                     raise wrong_type("chat completions: a chunk's choice", choice, "an object")
+                number = choice.get("index", 0)
+                if type(number) is not int:
+                    number = _choice_index(number)
+                if number == 0:
+                    self._choice(choice, out)
         elif choices is not None:
             raise wrong_type("chat completions: a chunk's choices", choices, "a list")
         return out
 
     def _choice(self, choice: JsonObject, out: list[StreamChunk]) -> None:
-        delta = _dict(choice.get("delta"))
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            delta = _delta_object(delta)
         table = self._table
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
@@ -179,11 +201,14 @@ class ChatStreamDecoder:
                     f"chat completions: a delta's {field}", text, "a string or a list of parts"
                 )
         calls = delta.get("tool_calls")
-        if isinstance(calls, list):
+        if type(calls) is list:
             for position, call in enumerate(calls):
                 chunk = self._tool_call(position, _dict(call))
                 if chunk is not None:
                     out.append(chunk)
+        elif calls is not None:
+            # Read as none, a tool-calls finish would come without its calls.
+            raise wrong_type("chat completions: a delta's tool_calls", calls, "a list")
         legacy = delta.get("function_call")
         if legacy is not None:
             out.append(self._legacy_call(legacy))
