@@ -1,7 +1,8 @@
 """Chat Completions choice fields of the wrong JSON type: a choice's ``index``, its
-``delta`` and the delta's ``tool_calls``. Read as absent they would skip the choice (its
-text, or a ``length`` finish, lost), drop the delta's text, or leave a tool-calls finish
-without its calls: each fails the stream as malformed, naming the field and its type.
+``delta``, the delta's ``tool_calls`` and a tool call's ``index``. Read as absent (or a
+bool as an int) they would skip the choice (its text, or a ``length`` finish, lost), drop
+the delta's text, leave a tool-calls finish without its calls, or join a fragment to
+another call: each fails the stream as malformed, naming the field and its type.
 
 Each body is served verbatim by the in-process mock server (a ``RawReply``),
 so the adapter reads it through its real HTTP path.
@@ -51,6 +52,14 @@ _CASES: dict[str, tuple[bytes, str]] = {
             _choice({}, "tool_calls"),
         ),
         "a delta's tool_calls is of type dict",
+    ),
+    "tool-call-index-bool": (
+        _body(
+            _choice({"tool_calls": [{**CALL, "function": {"name": "f", "arguments": ""}}]}),
+            _choice({"tool_calls": [{"index": True, "function": {"arguments": '{"x":1}'}}]}),
+            _choice({}, "tool_calls"),
+        ),
+        "a tool call's index is of type bool",
     ),
 }
 

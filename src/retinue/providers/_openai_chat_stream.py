@@ -87,7 +87,7 @@ def _indexed_calls(message: JsonObject) -> JsonObject:
         return message
     placed = [
         {**call, "index": position}
-        if isinstance(call, dict) and not isinstance(call.get("index"), int)
+        if isinstance(call, dict) and type(call.get("index")) is not int
         else call
         for position, call in enumerate(calls)
     ]
@@ -253,8 +253,11 @@ class ChatStreamDecoder:
         its position in the list identifies the call when ids are missing too.
         Without an id, a fragment that *opens* after a whole call starts a new one.
         """
-        if isinstance(index, int):
+        if type(index) is int:
             return self._indexed_key(index, call_id, opens=opens)
+        if index is not None:
+            # A bool is an int to Python: true would join the fragment to call 1.
+            raise wrong_type("chat completions: a tool call's index", index, "an integer")
         if call_id is None:
             key = self._current_call or ("call", position)
             if self._follows(key, opens=opens):
