@@ -202,6 +202,14 @@ def _refusal_message(details: Mapping[str, object]) -> str:
     return f"{message}: {explanation}" if explanation else message
 
 
+def _message_delta(value: object) -> JsonObject:
+    """A ``message_delta``'s delta that is no object: ``null`` says nothing; any other
+    value is refused, as read as empty it would end a cut answer as a stop."""
+    if value is None:
+        return {}
+    raise wrong_type("anthropic messages: a message_delta's delta", value, "an object")
+
+
 def _index(payload: JsonObject) -> int | None:
     return block_index(payload, "index", "anthropic messages")
 
@@ -271,7 +279,9 @@ class AnthropicStreamDecoder:
             _merge_usage(self._usage, _dict(_dict(payload.get("message")).get("usage")))
         elif kind == "message_delta":
             _merge_usage(self._usage, _dict(payload.get("usage")))
-            delta = _dict(payload.get("delta"))
+            delta = payload.get("delta")
+            if type(delta) is not dict:
+                delta = _message_delta(delta)
             stop_reason = delta.get("stop_reason")
             if stop_reason is not None and type(stop_reason) is not str:
                 raise wrong_type("anthropic messages: message_delta's stop_reason", stop_reason)
@@ -301,13 +311,15 @@ class AnthropicStreamDecoder:
         if kind == "tool_use":
             return [self._start_call(index, block)]
         if kind == "redacted_thinking":
-            table.finalize(index, RedactedReasoning(_str(block.get("data")) or ""))
+            data = _text_field(block, "data", "a redacted_thinking block's data")
+            table.finalize(index, RedactedReasoning(data or ""))
             return []
-        text = _str(block.get("thinking" if kind == "thinking" else "text")) or ""
+        field = "thinking" if kind == "thinking" else "text"
+        text = _text_field(block, field, f"a {kind} block's {field}") or ""
         if kind == "thinking":
             # A block sent whole carries its signature here (an empty one is none), unless
             # a signature_delta follows: as in the SDK, that replaces it.
-            signature = _str(block.get("signature"))
+            signature = _text_field(block, "signature", "a thinking block's signature")
             if signature:
                 self._held[index] = signature
             # Opened now, even without text: the block keeps its place in the message.
@@ -377,7 +389,7 @@ class AnthropicStreamDecoder:
             return [table.reasoning(index, text)] if text else []
         if kind == "signature_delta":
             # An empty signature is none: the API would refuse the block it marks.
-            signature = _str(delta.get("signature"))
+            signature = _text_field(delta, "signature", "a signature_delta's signature")
             if signature and table.ended(index):
                 # Its end has gone out: as any other delta after it, it would be lost.
                 raise malformed(f"content for block {index!r} came after the block ended")
