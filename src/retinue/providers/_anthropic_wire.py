@@ -210,8 +210,17 @@ def _message_delta(value: object) -> JsonObject:
     raise wrong_type("anthropic messages: a message_delta's delta", value, "an object")
 
 
-def _index(payload: JsonObject) -> int | None:
-    return block_index(payload, "index", "anthropic messages")
+def _index(payload: JsonObject) -> int:
+    """A block event's index, which the API always sends.
+
+    Raises:
+        ProviderStreamError: ``MALFORMED_RESPONSE``: none, or of another type; read as
+            a block of its own, its text would be split from its block's, out of order.
+    """
+    index = block_index(payload, "index", "anthropic messages")
+    if index is None:
+        raise malformed(f"anthropic messages: a {payload.get('type')} event without an index")
+    return index
 
 
 _MODELLED_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
@@ -239,13 +248,16 @@ class AnthropicStreamDecoder:
     _stopped: bool = attrs.field(default=False, init=False)
     # Blocks of a type left out: a server tool's call streams input_json_delta too, and
     # its deltas would otherwise open a client tool call, which the agent would run.
-    _left_out: set[int | None] = attrs.field(factory=set, init=False)
+    _left_out: set[int] = attrs.field(factory=set, init=False)
     # Per index, the type its block started as (or its first delta's block type).
     _block_types: dict[object, str] = attrs.field(factory=dict, init=False)
     # Per block, what deltas replace and the block's end gives: a call's input its start
     # carried, as JSON text, unless input deltas follow; a thinking block's signature, the
     # newest of its start's and its signature deltas'.
     _held: dict[object, str] = attrs.field(factory=dict, init=False)
+    # Whether a block started: from then on every block is expected to (R10.6 allows
+    # streams of deltas alone).
+    _started: bool = attrs.field(default=False, init=False)
     done: bool = attrs.field(default=False, init=False)
     """Whether ``message_stop`` was seen."""
 
@@ -296,12 +308,13 @@ class AnthropicStreamDecoder:
             raise wrong_type("anthropic messages: an event's type", kind)
         return []
 
-    def _start(self, index: int | None, block: JsonObject) -> list[StreamChunk]:
+    def _start(self, index: int, block: JsonObject) -> list[StreamChunk]:
         kind, table = block.get("type"), self._table
         if type(kind) is not str:
             # Read as no type, a call's start would leave its deltas a call without a name.
             raise wrong_type("anthropic messages: a content_block's type", kind)
         self._block_types[index] = kind
+        self._started = True
         if kind not in _MODELLED_BLOCKS:
             # As in the SDK, a delta goes only to a block of its kind: a server tool's
             # call (server_tool_use, mcp_tool_use) streams input_json_delta, but it is
@@ -326,7 +339,7 @@ class AnthropicStreamDecoder:
             return [table.reasoning(index, text)] if text or signature else []
         return [table.text(index, text)] if text and kind == "text" else []
 
-    def _start_call(self, index: int | None, block: JsonObject) -> StreamChunk:
+    def _start_call(self, index: int, block: JsonObject) -> StreamChunk:
         """A tool call's start; the input it carries is held until the block ends.
 
         The API starts each call with an empty input and streams it in deltas.
@@ -358,7 +371,7 @@ class AnthropicStreamDecoder:
             return [self._table.reasoning(index, "", held)]
         return [self._table.tool_call(index, None, None, held)]
 
-    def _end(self, index: int | None) -> list[StreamChunk]:
+    def _end(self, index: int) -> list[StreamChunk]:
         """A block's end, after what its start held."""
         out = self._give_held(index)
         end = self._table.end(index)
@@ -435,9 +448,10 @@ class AnthropicStreamDecoder:
 
         Raises:
             ProviderStreamError: ``MALFORMED_RESPONSE``: the delta is a call's input,
-                whose name only a start carries: run, it would be a call to no tool.
+                whose name only a start carries (run, it would be a call to no tool),
+                or other blocks started: its text would be split from its block's.
         """
-        if wanted == "tool_use":
+        if wanted == "tool_use" or self._started:
             raise malformed(f"anthropic messages: {kind} for block {index!r}, which never started")
         return wanted
 
