@@ -211,12 +211,8 @@ def _message_delta(value: object) -> JsonObject:
 
 
 def _index(payload: JsonObject) -> int:
-    """A block event's index, which the API always sends.
-
-    Raises:
-        ProviderStreamError: ``MALFORMED_RESPONSE``: none, or of another type; read as
-            a block of its own, its text would be split from its block's, out of order.
-    """
+    """A block event's index, which the API always sends: an event without one is
+    malformed (read as a block of its own, its text would be split from its block's)."""
     index = block_index(payload, "index", "anthropic messages")
     if index is None:
         raise malformed(f"anthropic messages: a {payload.get('type')} event without an index")
