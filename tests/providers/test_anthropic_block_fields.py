@@ -101,3 +101,13 @@ async def test_a_null_message_delta_and_block_text_read_as_absent() -> None:
     collected = await serve_once("messages", body)
     assert collected.message.content == (Text("Hi"),)
     assert collected.chunks[-1] == Finish(MAX_TOKENS)
+
+
+async def test_a_message_stop_before_any_message_delta_fails_the_stream() -> None:
+    """R10.3: the API sends the message_delta that says how the answer ended before its
+    message_stop: one without it ended unknown (a max_tokens finish read as a stop)."""
+    body = _body(_text("1. Alabama"), end=[{"type": "message_stop"}])
+    with pytest.raises(ProviderStreamError) as caught:
+        await serve_once("messages", body)
+    assert caught.value.code == "MALFORMED_RESPONSE"
+    assert "message_stop came before any message_delta" in str(caught.value)

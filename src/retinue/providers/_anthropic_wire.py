@@ -297,6 +297,9 @@ class AnthropicStreamDecoder:
             self._stop_details = _dict(delta.get("stop_details"))
             self._stopped = True
         elif kind == "message_stop":
+            if not self._stopped:
+                # The API says how the answer ended first: read as a stop, a cut one passes.
+                raise malformed("anthropic messages: message_stop came before any message_delta")
             self.done = True
         elif kind == "error" or (kind is None and payload.get("error")):
             raise stream_error(payload.get("error"), where="anthropic messages")
