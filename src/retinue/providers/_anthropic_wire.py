@@ -202,14 +202,6 @@ def _refusal_message(details: Mapping[str, object]) -> str:
     return f"{message}: {explanation}" if explanation else message
 
 
-def _message_delta(value: object) -> JsonObject:
-    """A ``message_delta``'s delta that is no object: ``null`` says nothing; any other
-    value is refused, as read as empty it would end a cut answer as a stop."""
-    if value is None:
-        return {}
-    raise wrong_type("anthropic messages: a message_delta's delta", value, "an object")
-
-
 def _index(payload: JsonObject) -> int:
     """A block event's index, which the API always sends: an event without one is
     malformed (read as a block of its own, its text would be split from its block's)."""
@@ -286,16 +278,7 @@ class AnthropicStreamDecoder:
         if kind == "message_start":
             _merge_usage(self._usage, _dict(_dict(payload.get("message")).get("usage")))
         elif kind == "message_delta":
-            _merge_usage(self._usage, _dict(payload.get("usage")))
-            delta = payload.get("delta")
-            if type(delta) is not dict:
-                delta = _message_delta(delta)
-            stop_reason = delta.get("stop_reason")
-            if stop_reason is not None and type(stop_reason) is not str:
-                raise wrong_type("anthropic messages: message_delta's stop_reason", stop_reason)
-            self._stop_reason = stop_reason
-            self._stop_details = _dict(delta.get("stop_details"))
-            self._stopped = True
+            self._message_delta(payload)
         elif kind == "message_stop":
             if not self._stopped:
                 # The API says how the answer ended first: read as a stop, a cut one passes.
@@ -306,6 +289,22 @@ class AnthropicStreamDecoder:
         elif kind is not None and type(kind) is not str:
             raise wrong_type("anthropic messages: an event's type", kind)
         return []
+
+    def _message_delta(self, payload: JsonObject) -> None:
+        """Take how the answer ended, and the usage so far, from a ``message_delta``."""
+        _merge_usage(self._usage, _dict(payload.get("usage")))
+        delta = payload.get("delta")
+        if delta is None:
+            delta = {}
+        elif type(delta) is not dict:
+            # Read as empty, it would end an answer cut at its limit as a stop.
+            raise wrong_type("anthropic messages: a message_delta's delta", delta, "an object")
+        stop_reason = delta.get("stop_reason")
+        if stop_reason is not None and type(stop_reason) is not str:
+            raise wrong_type("anthropic messages: message_delta's stop_reason", stop_reason)
+        self._stop_reason = stop_reason
+        self._stop_details = _dict(delta.get("stop_details"))
+        self._stopped = True
 
     def _start(self, index: int, block: JsonObject) -> list[StreamChunk]:
         kind, table = block.get("type"), self._table
