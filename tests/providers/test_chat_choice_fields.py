@@ -19,7 +19,7 @@ from retinue._content import Text, ToolCall
 from retinue._stream import MAX_TOKENS, Finish
 from retinue.providers import ProviderStreamError
 
-from .support import serve_once, sse_body
+from .support import JSON, serve_once, sse_body
 
 Event = dict[str, Any]
 
@@ -102,3 +102,12 @@ async def test_a_second_choice_is_left_out() -> None:
     collected = await serve_once("chat", body)
     assert collected.message.content == (Text("Hi"),)
     assert not any(isinstance(block, ToolCall) for block in collected.message.content)
+
+
+async def test_a_whole_chat_body_with_a_null_choice_index_reads_as_the_first_choice() -> None:
+    """R10.2: a response sent whole reads a ``null`` choice ``index`` as the first choice,
+    as a stream does, where it was refused as having no first choice."""
+    choice = {"index": None, "message": {"role": "assistant", "content": "Hi"}}
+    body = json.dumps({"choices": [{**choice, "finish_reason": "stop"}]}).encode()
+    collected = await serve_once("chat", body, headers=JSON)
+    assert collected.message.content == (Text("Hi"),)

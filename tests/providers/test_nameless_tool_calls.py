@@ -42,8 +42,6 @@ _CHAT_CASES = {
         _call(index=-1, id="call_1", type="function", function={"name": "f", "arguments": ""}),
         _call(index=0, function={"arguments": '{"x":1}'}),
     ),
-    "null-entry": _chat({"content": "Hi"}, {"tool_calls": [None]}, finish="stop"),
-    "empty-entry": _chat({"content": "Hi"}, {"tool_calls": [{}]}, finish="stop"),
     "name-a-number": _chat(_call(**OPENING, function={"name": 7, "arguments": "{}"})),
     "function-a-string": _chat(_call(**OPENING, function="lookup")),
 }
@@ -67,6 +65,16 @@ async def test_a_chat_tool_call_named_by_a_later_fragment_still_runs() -> None:
     )
     collected = await serve_once("chat", body)
     assert collected.message.content == (ToolCall("call_1", "lookup", "{}"),)
+
+
+@pytest.mark.parametrize("entry", [None, {}], ids=["null-entry", "empty-entry"])
+async def test_a_chat_tool_call_entry_carrying_nothing_is_left_out(entry: object) -> None:
+    """R10.3: an entry of ``tool_calls`` with no id, no name and no arguments (``null``,
+    ``{}``) opens no call: the answer is read without one, neither failed nor given a
+    call to a tool named ""."""
+    body = _chat({"content": "Hi"}, {"tool_calls": [entry]}, finish="stop")
+    collected = await serve_once("chat", body)
+    assert collected.message.content == (Text("Hi"),)
 
 
 def _messages(*events: Event, stop: str = "tool_use") -> bytes:
@@ -130,7 +138,7 @@ async def test_anthropic_text_deltas_without_a_start_stay_allowed() -> None:
 @pytest.mark.parametrize(
     ("api", "body", "provider"),
     [
-        ("chat", _CHAT_CASES["null-entry"], "openai"),
+        ("chat", _CHAT_CASES["opening-fragment-lost"], "openai"),
         ("messages", _MESSAGES_CASES["no-name"], "anthropic"),
     ],
     ids=["chat", "messages"],

@@ -103,6 +103,12 @@ def _choice_index(value: object) -> int:
     raise wrong_type("chat completions: a choice's index", value, "an integer")
 
 
+def _choice_number(choice: JsonObject) -> int:
+    """A choice's ``index``, ``0`` when absent or null (see :func:`_choice_index`)."""
+    number = choice.get("index", 0)
+    return number if type(number) is int else _choice_index(number)
+
+
 def _delta_object(value: object) -> JsonObject:
     """A choice's ``delta`` that is no object: ``null`` carries nothing; any other value
     is refused, as read as empty its text would be lost."""
@@ -299,9 +305,11 @@ class ChatStreamDecoder:
         call_id, name = call.get("id"), function.get("name")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         name = name if isinstance(name, str) else None
+        raw = function.get("arguments")
+        if call_id is None and not name and not raw:
+            return None  # a fragment carrying nothing (null, {}) opens and adds nothing
         kind = call.get("type")
         foreign = isinstance(kind, str) and kind not in ("", "function")
-        raw = function.get("arguments")
         # Gemini sends each parallel call whole, every one at index 0 and with no id:
         # a fragment naming a tool whose arguments open an object, after a named call
         # whose arguments are whole JSON, is the next call. A server naming the tool
@@ -361,7 +369,7 @@ class ChatStreamDecoder:
         answers = [
             c
             for c in _list(choices)
-            if isinstance(c, dict) and "message" in c and c.get("index", 0) == 0
+            if isinstance(c, dict) and "message" in c and _choice_number(c) == 0
         ]
         if not answers:
             raise malformed("the chat completions response has no first choice with a message")
