@@ -111,3 +111,15 @@ async def test_a_message_stop_before_any_message_delta_fails_the_stream() -> Non
         await serve_once("messages", body)
     assert caught.value.code == "MALFORMED_RESPONSE"
     assert "message_stop came before any message_delta" in str(caught.value)
+
+
+async def test_a_later_message_delta_with_usage_alone_keeps_how_the_answer_ended() -> None:
+    """R10.2: a second ``message_delta`` carrying only usage (a gateway's) keeps the
+    ``max_tokens`` the first gave, where it turned the cut answer into a stop."""
+    end: list[Event] = [
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {}},
+        {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 7}},
+        {"type": "message_stop"},
+    ]
+    collected = await serve_once("messages", _body(_text("1. Alabama"), end=end))
+    assert collected.chunks[-1] == Finish(MAX_TOKENS)

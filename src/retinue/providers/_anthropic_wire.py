@@ -202,12 +202,11 @@ def _refusal_message(details: Mapping[str, object]) -> str:
     return f"{message}: {explanation}" if explanation else message
 
 
-def _index(payload: JsonObject) -> int:
-    """A block event's index, which the API always sends: an event without one is
-    malformed (read as a block of its own, its text would be split from its block's)."""
+def _index(payload: JsonObject, kind: str) -> int:
+    """A *kind* event's index: the API always sends one (read as its own block, text splits)."""
     index = block_index(payload, "index", "anthropic messages")
     if index is None:
-        raise malformed(f"anthropic messages: a {payload.get('type')} event without an index")
+        raise malformed(f"anthropic messages: a {kind} event without an index")
     return index
 
 
@@ -262,19 +261,19 @@ class AnthropicStreamDecoder:
         if kind == "content_block_delta":
             index = payload.get("index")
             if type(index) is not int:  # checked off the per-delta path
-                index = _index(payload)
+                index = _index(payload, kind)
             if self._left_out and index in self._left_out:
                 return []
             return self._delta(index, _dict(payload.get("delta")))
         if kind == "content_block_start":
-            index = _index(payload)
+            index = _index(payload, kind)
             if self._table.has(index) or index in self._left_out:
                 # Its deltas would land in the earlier block, whose end has gone out,
                 # or be left out with a server tool's block.
                 raise malformed(f"anthropic messages: block {index!r} started twice")
             return self._start(index, _dict(payload.get("content_block")))
         if kind == "content_block_stop":
-            return self._end(_index(payload))
+            return self._end(_index(payload, kind))
         if kind == "message_start":
             _merge_usage(self._usage, _dict(_dict(payload.get("message")).get("usage")))
         elif kind == "message_delta":
@@ -302,8 +301,9 @@ class AnthropicStreamDecoder:
         stop_reason = delta.get("stop_reason")
         if stop_reason is not None and type(stop_reason) is not str:
             raise wrong_type("anthropic messages: message_delta's stop_reason", stop_reason)
-        self._stop_reason = stop_reason
-        self._stop_details = _dict(delta.get("stop_details"))
+        if stop_reason is not None or not self._stopped:  # a later one may carry usage alone
+            self._stop_reason = stop_reason
+            self._stop_details = _dict(delta.get("stop_details"))
         self._stopped = True
 
     def _start(self, index: int, block: JsonObject) -> list[StreamChunk]:
