@@ -150,8 +150,8 @@ class TurnState:
         """Append ``step/end`` once; an observer failure becomes a turn error (R7.46)."""
         if not self.step_open:
             return
-        self.step_open = False
         end = StepEnd(self.turn, self.step)
+        self.step_open = False
         try:
             self.core.session.append(end)
         except Exception as exc:
