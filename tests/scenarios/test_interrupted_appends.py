@@ -59,20 +59,20 @@ def _two_calls() -> ScriptedModel:
     return ScriptedModel([CallTools(calls), Reply("never")])
 
 
-async def _ask_into_ctrl_c(store: MemoryStore) -> str:
-    """Ask an agent whose turn Ctrl-C ends; returns its id, its log stored in *store*."""
-    ids: list[str] = []
+async def _ask_into_ctrl_c(store: MemoryStore | None = None) -> Session:
+    """Ask an agent whose turn Ctrl-C ends; returns its session, stored in *store* if given."""
+    sessions: list[Session] = []
     caught: BaseException | None = None
     try:
         with trio.fail_after(DEADLINE):
             async with retinue.open_runtime(models=_two_calls(), tools=[echo], store=store) as rt:
                 agent = await rt.create_agent("a", OPTIONS)
-                ids.append(agent.id)
+                sessions.append(agent.session)
                 await agent.ask("go")
     except BaseException as exc:  # a group would end the test run: judged below
         caught = exc
     assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
-    return ids[0]
+    return sessions[0]
 
 
 async def _resumed_request(store: MemoryStore, agent_id: str) -> ModelRequest:
@@ -118,7 +118,7 @@ async def test_ctrl_c_inside_an_append_leaves_every_logged_call_answered(
     which a provider would refuse, nor a result without its call."""
     async with MemoryStore() as store:
         fired = _interrupt_appends(monkeypatch, kind, nths)
-        agent_id = await _ask_into_ctrl_c(store)
+        agent_id = (await _ask_into_ctrl_c(store)).id
         assert fired == nths
         monkeypatch.undo()
         request = await _resumed_request(store, agent_id)
@@ -159,17 +159,6 @@ async def test_ctrl_c_inside_the_step_end_append_leaves_the_step_for_the_close(
     leaves the step open for the turn's close, which logs it and then ``turn/end``: the log
     ends balanced, not with a turn only a load's repair closes."""
     _interrupt_appends(monkeypatch, StepEnd, [1])
-    sessions: list[Session] = []
-    caught: BaseException | None = None
-    try:
-        with trio.fail_after(DEADLINE):
-            async with retinue.open_runtime(models=_two_calls(), tools=[echo]) as rt:
-                agent = await rt.create_agent("a", OPTIONS)
-                sessions.append(agent.session)
-                await agent.ask("go")
-    except BaseException as exc:  # a group would end the test run: judged below
-        caught = exc
-    assert isinstance(caught, KeyboardInterrupt), f"got {caught!r}"
-    events = sessions[0].events
+    events = (await _ask_into_ctrl_c()).events
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
     check_session_invariants(events)
