@@ -234,10 +234,11 @@ class TurnState:
         """
         session = self.core.session
         seq = len(session.events)
+        logged = ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments)
         try:
-            session.append(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
+            session.append(logged)
         except BaseException:
-            if _call_logged_at(session, seq, call.id):
+            if _logged_in_step(session, logged):
                 self.calls.call_seqs[call.id] = seq
             raise
         self.calls.call_seqs[call.id] = seq
@@ -251,24 +252,17 @@ class TurnState:
         is closed: counted answered, it would stay a call without a result, which
         every later request would carry.
         """
+        # Positional (is_error, error, meta): a class called with keywords is given
+        # them as a dict, built per call.
+        logged = ToolResultEvent(
+            self.turn, self.step, call_id, final.content, final.is_error, final.error, final.meta
+        )
         try:
             self.core.session.append(
-                # Positional (is_error, error, meta): a class called with keywords is
-                # given them as a dict, built per call.
-                ToolResultEvent(
-                    self.turn,
-                    self.step,
-                    call_id,
-                    final.content,
-                    final.is_error,
-                    final.error,
-                    final.meta,
-                ),
-                surface="append",
-                source_event_seqs=(self.calls.call_seqs[call_id],),
+                logged, surface="append", source_event_seqs=(self.calls.call_seqs[call_id],)
             )
         except BaseException:
-            if _result_logged(self.core.session, call_id, self.calls.call_seqs[call_id]):
+            if _logged_in_step(self.core.session, logged):
                 self.calls.answered.add(call_id)
             raise
         self.calls.answered.add(call_id)
@@ -310,36 +304,11 @@ class TurnState:
         return call.id in self.calls.call_seqs
 
 
-def _call_logged_at(session: Session, seq: int, call_id: str) -> bool:
-    """Whether the ``tool/call`` of *call_id* is at *seq*, where an append that raised put it.
-
-    An observer that raised had the event logged first (R4.8), but it may have
-    appended events of its own after it: the last event need not be the call.
-    """
-    events = session.events
-    if len(events) <= seq:
-        return False
-    data = events[seq].data
-    return isinstance(data, ToolCallEvent) and data.call_id == call_id
-
-
-def _result_logged(session: Session, call_id: str, call_seq: int) -> bool:
-    """Whether the log holds a ``tool/result`` of *call_id* after its call at *call_seq*.
-
-    For an append of the result that raised: an observer's raise comes once it is
-    logged (R4.8), perhaps after events of its own; Ctrl-C may land before.
-    """
-    return any(
-        isinstance(event.data, ToolResultEvent) and event.data.call_id == call_id
-        for event in session.events[call_seq + 1 :]
-    )
-
-
 def _logged_in_step(session: Session, data: EventData) -> bool:
     """Whether *data* itself is logged in the open step, looked for back to its ``step/start``.
 
-    For an append that raised: an observer's raise comes once it is logged (R4.8),
-    perhaps after events of its own; Ctrl-C may land before.
+    For an append of the step's that raised: an observer's raise comes once it is
+    logged (R4.8), perhaps after events of its own; Ctrl-C may land before.
     """
     for event in reversed(session.events):
         if event.data is data:
