@@ -130,3 +130,57 @@ async def test_wait_idle_from_a_setup_nested_in_the_disposed_agents_setup_is_ref
         assert trio.current_time() == started, "the refusal waited first"
         assert [exc.code for exc in refused] == ["WAITS_FOR_ITSELF"]
         assert len(rt.agents) == 1  # b: its setup went on after the refusal
+
+
+async def test_a_task_the_setup_started_elsewhere_disposing_the_agent_aborts_the_setup(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.4, R12.8: a watchdog the setup started in another nursery is no part of the setup,
+    which does not wait for it: its ``dispose`` aborts the setup, as any other caller's does,
+    and returns once the creation has unwound.
+    """
+    heard: list[float] = []
+
+    async def watchdog(agent: retinue.Agent) -> None:
+        await trio.sleep(5)
+        await agent.dispose()
+        heard.append(trio.current_time())
+
+    async def setup(agent: retinue.Agent) -> None:
+        outside.start_soon(watchdog, agent)
+        await trio.sleep(100)
+
+    async with runtime(ScriptedModel([Reply("hi")])) as rt, trio.open_nursery() as outside:
+        with pytest.raises(AgentDisposedError, match="disposed during its setup"):
+            await rt.create_agent("a", OPTIONS, setup=setup)
+        assert trio.current_time() == 5, "the setup ran on past the dispose"
+    assert heard == [5]
+    assert len(rt.agents) == 0
+
+
+@pytest.mark.parametrize("verb", ["wait_idle", "aclose"])
+async def test_a_task_the_setup_started_elsewhere_waits_for_the_creations_end(
+    autojump_clock: trio.testing.MockClock, verb: str
+) -> None:
+    """R12.8, R12.10: the setup disposes its agent (or a task it started elsewhere closes the
+    runtime) and takes a while to unwind. That task's ``wait_idle`` or ``rt.aclose()`` waits
+    for the creation to end, which does not wait for the task, rather than raise
+    ``WAITS_FOR_ITSELF`` or return before the setup has unwound.
+    """
+    heard: list[object] = []
+
+    async def later(agent: retinue.Agent) -> None:
+        await (agent.wait_idle() if verb == "wait_idle" else rt.aclose())
+        heard.extend((agent.status, trio.current_time()))
+
+    async def setup(agent: retinue.Agent) -> None:
+        if verb == "wait_idle":
+            await agent.dispose()
+        outside.start_soon(later, agent)
+        with trio.CancelScope(shield=True):
+            await trio.sleep(3)
+
+    async with runtime(ScriptedModel([Reply("hi")])) as rt, trio.open_nursery() as outside:
+        with pytest.raises((AgentDisposedError, RuntimeError)):
+            await rt.create_agent("a", OPTIONS, setup=setup)
+    assert heard == ["disposed", 3]

@@ -16,7 +16,8 @@ from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, in_run_of, waiting_agent
+from retinue.loop._core import circle_error, in_run_of, waiting_agent
+from retinue.loop._marks import setting_up_agents, tearing_down_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
@@ -288,9 +289,9 @@ class Agent:
 
         Raises:
             AgentError: called from the agent's own turn or flush, or, once
-                disposed, from its own setup or a task the setup started,
-                which its end waits for, or from its own teardown (its
-                store's detach) (``WAITS_FOR_ITSELF``), or from a
+                disposed, from its own setup or teardown (its store's detach)
+                or a task either waits for, which its end waits for
+                (``WAITS_FOR_ITSELF``), or from a
                 tool or listener of an agent this one already waits for,
                 directly or through others (``WAIT_CYCLE``): either wait
                 would never end.
@@ -313,7 +314,7 @@ class Agent:
             # The teardown runs listeners of its own, which may wait on other agents.
             if not core.torn_down.is_set():
                 _refuse_waiting_on_own_setup(core, "wait_idle")
-                if TEARING_DOWN.get() is core:
+                if tearing_down_agent() is core:
                     raise _waits_for_itself(core, "wait_idle", "teardown")
                 caller = _caller_that_may_wait(core, "wait_idle")
                 await _wait_as(caller, core, core.torn_down)
@@ -448,7 +449,7 @@ def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
 def _refuse_waiting_on_own_setup(core: AgentCore, verb: str) -> None:
     """An agent disposed during its setup ends with its creation, which waits for the setup."""
     # Once published, its teardown no longer waits for any setup, even one it started from.
-    if not core.published and core in SETTING_UP.get():
+    if not core.published and core in setting_up_agents():
         raise _waits_for_itself(core, verb, "setup")
 
 

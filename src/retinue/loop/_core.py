@@ -24,6 +24,7 @@ from retinue.prompt import Section
 from retinue.session import ContextMessage, Session, TurnEnd, TurnEndReason, TurnStart, TurnTrigger
 
 from ._flushes import FlushRounds
+from ._marks import runs_under, tearing_down_agent
 from ._signal import StepSignal, abort_reason, abort_step, retire_step
 from ._toolcall import tool_thread_mark
 
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FLUSHING",
-    "SETTING_UP",
-    "TEARING_DOWN",
     "AgentCore",
     "AgentStatus",
     "LoopServices",
@@ -65,13 +64,6 @@ DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
 # Set by each driver in its own task: its tools and listeners inherit it, while
 # every task outside a driver reads the default, so that lookup is the whole cost.
 _driving: ContextVar[AgentCore | None] = ContextVar("retinue_driving", default=None)
-# The agents whose setups the current task runs (or was started from), outermost
-# first: each creation waits for its setup, and so for every setup nested in it,
-# so nothing there may wait for any of those creations to end.
-SETTING_UP: ContextVar[tuple[AgentCore, ...]] = ContextVar("retinue_setting_up", default=())
-# The agent whose teardown the current task runs (or was started from): its store's
-# detach runs there, and that teardown cannot wait for itself to end.
-TEARING_DOWN: ContextVar[AgentCore | None] = ContextVar("retinue_tearing_down", default=None)
 # The agent whose shielded flush the current task runs (its store's write and
 # session/flush listeners): no disposal cancels a wait made there, so the agent's end
 # waits for it. An agent, not a flag: a task the flush starts into a nursery that
@@ -149,7 +141,7 @@ def circle_error(caller: AgentCore, cycle: list[AgentCore], waiting: str) -> Age
 def waiting_agent() -> AgentCore | None:
     """The agent a wait made by the current task holds up: the one whose driver runs
     it (a tool or listener), else the one whose teardown runs it; or None."""
-    return driving_agent() or TEARING_DOWN.get()
+    return driving_agent() or tearing_down_agent()
 
 
 def driving_agent() -> AgentCore | None:
@@ -393,13 +385,7 @@ class AgentCore:
         ``trio.from_thread``: such a caller cannot wait for the agent."""
         if self.driver_task is None or self.driver_exited.is_set():
             return False
-        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
-        while task is not None:
-            if task is self.driver_task:
-                return True
-            nursery = task.parent_nursery
-            task = None if nursery is None else nursery.parent_task
-        return tool_thread_mark(self) is not None
+        return runs_under(self.driver_task) or tool_thread_mark(self) is not None
 
     def enter_driver(self) -> None:
         """Mark the current task, and the tasks it starts, as this agent's driver."""
@@ -433,7 +419,7 @@ class AgentCore:
         """Record that one of this agent's tasks waits for *target*; whether the wait is firm
         (see :attr:`firm_waits_on`), to give back to :meth:`stop_waiting_on`."""
         self.waits_on = (*self.waits_on, target)
-        firm = FLUSHING.get() is self or TEARING_DOWN.get() is self
+        firm = FLUSHING.get() is self or tearing_down_agent() is self
         if firm:
             self.firm_waits_on = (*self.firm_waits_on, target)
         return firm

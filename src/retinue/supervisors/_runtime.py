@@ -18,7 +18,8 @@ from retinue.loop import (
     LoopServices,
     check_parallel_cap,
 )
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, in_run_of, waiting_agent
+from retinue.loop._core import in_run_of, waiting_agent
+from retinue.loop._marks import SETTING_UP, TEARING_DOWN, enter_setup, setting_up_agents
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session
 from retinue.stores import SessionStore, check_session_id
@@ -349,7 +350,7 @@ class Runtime:
     async def _setup(self, agent: Agent, setup: Setup | None) -> None:
         """Run *setup*, or just its checkpoint; failed or cancelled, it leaves nothing behind."""
         self._cleanups[agent.id] = {}
-        token = SETTING_UP.set((*SETTING_UP.get(), core_of(agent)))
+        token = enter_setup(core_of(agent))
         try:
             await run_setup(agent, setup)
         except BaseException:
@@ -478,7 +479,7 @@ class Runtime:
     async def _wait_for_creations(self) -> None:
         """Wait until every aborted creation has unwound, but the caller's own: called from
         an agent's setup (shielded, say), that creation ends only once the call returns."""
-        own = SETTING_UP.get()
+        own = setting_up_agents()
         while True:
             others = [c for c in self._creations.values() if c.core is None or c.core not in own]
             if not others:

@@ -13,7 +13,14 @@ import trio
 from retinue._errors import AgentError
 from retinue.actors import Agent
 from retinue.loop import AgentCore, LoopServices
-from retinue.loop._core import SETTING_UP, TEARING_DOWN, circle_error, waiting_agent
+from retinue.loop._core import circle_error, waiting_agent
+from retinue.loop._marks import (
+    SETTING_UP,
+    TEARING_DOWN,
+    enter_teardown,
+    setting_up_agents,
+    tearing_down_agent,
+)
 from retinue.session import TurnEndReason
 
 from ._cleanups import Cleanups, run_each, unwind
@@ -66,7 +73,7 @@ class Teardowns:
         if tearing_down is None:
             await trio.lowlevel.checkpoint()
             return
-        if tearing_down.in_own_driver() or TEARING_DOWN.get() is tearing_down:
+        if tearing_down.in_own_driver() or tearing_down_agent() is tearing_down:
             # From that agent's own tool, listener or teardown: the teardown waits for it.
             raise AgentError(
                 f"agent {agent_id!r} is being torn down, which waits for this call from its "
@@ -89,8 +96,8 @@ class Teardowns:
         # or teardown it runs under: the agent stops, and its teardown ends once that has unwound.
         waits_for_itself = (
             core.in_own_driver()
-            or (creation is not None and core in SETTING_UP.get())
-            or TEARING_DOWN.get() is core  # its store's detach, say
+            or (creation is not None and core in setting_up_agents())
+            or tearing_down_agent() is core  # its store's detach, say
         )
         self.start(agent)
         if waits_for_itself:
@@ -144,7 +151,7 @@ class Teardowns:
         """Wait for the published agent to stop, then unwind it (R12.9); shielded, never raises."""
         SETTING_UP.set(())
         core = core_of(agent)
-        TEARING_DOWN.set(core)
+        token = enter_teardown(core)
         with trio.CancelScope(shield=True):
             try:
                 await self._retire(agent)
@@ -153,6 +160,9 @@ class Teardowns:
                 if self._running.get(agent.id) is core:
                     del self._running[agent.id]
                 let_go_of_handle(core)
+                # The mark holds this task, which holds its context: a cycle otherwise
+                # left to the cyclic collector.
+                TEARING_DOWN.reset(token)
 
     async def _retire(self, agent: Agent) -> None:
         """Teardown order of a published agent once stopped (R12.9).
