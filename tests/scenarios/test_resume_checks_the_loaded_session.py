@@ -65,3 +65,36 @@ async def test_a_load_returning_no_session_is_refused_naming_what_it_returned(
             store.returns = {"events": []}
             with pytest.raises(StoreError, match=r"returned \{'events': \[\]\}, not a Session"):
                 await rt.resume_agent(agent.id, OPTIONS)
+
+
+class _SwappingStore(DelegatingStore):
+    """Loads the session *swap* names in place of the one asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.swap: dict[str, str] = {}
+
+    async def load(self, session_id: str) -> Session:
+        return await self.store.load(self.swap.get(session_id, session_id))
+
+
+async def test_a_load_returning_another_sessions_log_is_refused_naming_both_ids(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R11.15: a ``load`` of one id that returns the session of another is
+    ``StoreError(CORRUPT_SESSION)`` naming both, not a bare ``KeyError``; the claim its load
+    took is let go, so the other id resumes after it."""
+    store = _SwappingStore()
+    with trio.fail_after(DEADLINE):
+        async with runtime(ScriptedModel([Reply("hi")], repeat_last=True), store=store) as rt:
+            for session_id in ("s", "other"):
+                agent = await rt.create_agent("a", OPTIONS, session_id=session_id)
+                await agent.ask("first")
+                await agent.dispose()
+            store.swap = {"s": "other"}
+            with pytest.raises(StoreError, match=r"'s' returned the session 'other'") as refused:
+                await rt.resume_agent("s", OPTIONS)
+            assert refused.value.code == "CORRUPT_SESSION"
+            assert len(rt.agents) == 0
+            resumed = await rt.resume_agent("other", OPTIONS)
+            assert resumed.session.last_turn == 1

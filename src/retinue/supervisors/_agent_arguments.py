@@ -86,13 +86,18 @@ def loaded_session(loaded: object, agent_id: str) -> Session:
     return loaded
 
 
-def check_loaded(session: Session) -> None:
-    """Refuse a loaded *session* that ends inside a turn (R11.9).
+def check_loaded(session: Session, agent_id: str) -> None:
+    """Refuse a *session* loaded for *agent_id* that is another id's, or ends inside a turn (R11.9).
 
     A store's ``load`` closes a crashed turn (``retinue.stores.repair_tail``
     gives the closing events); a store that does not would leave every later
     turn of the agent refused as opened inside the open one.
     """
+    if session.id != agent_id:
+        raise StoreError(
+            f"the store's load of session {agent_id!r} returned the session {session.id!r}",
+            code="CORRUPT_SESSION",
+        )
     if session.is_turn_open:
         raise StoreError(
             f"the store's load of session {session.id!r} left turn {session.last_turn} open: "

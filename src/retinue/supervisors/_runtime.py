@@ -220,7 +220,8 @@ class Runtime:
         and the session is let go as loaded. *options* that are no
         :class:`AgentOptions`, or a *setup* that is not callable, raise ``TypeError``, and an id no store can hold
         ``SessionError(INVALID_SESSION_ID)``. A store whose ``load`` returns no
-        :class:`~retinue.session.Session` raises ``StoreError(CORRUPT_SESSION)``, and
+        :class:`~retinue.session.Session`, or the session of another id, raises
+        ``StoreError(CORRUPT_SESSION)``, and
         one that leaves a crashed turn open (R11.9) ``StoreError(OPEN_TURN)``.
         """
         self._check_run()
@@ -232,7 +233,7 @@ class Runtime:
             await self._stranded.settle(agent_id)
             session = loaded_session(await self.store.load(agent_id), agent_id)
             try:
-                check_loaded(session)
+                check_loaded(session, agent_id)
                 check_kept_cwd(session, options, how="resumed")
                 agent = self._make_agent(session, options)
                 await self._setup(agent, setup)
