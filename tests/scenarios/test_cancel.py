@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
+
 import pytest
 import trio
+import trio.testing
 
 import retinue
 from retinue.testing import (
@@ -188,3 +191,46 @@ async def test_cancel_with_a_reason_that_is_not_text_is_refused_and_changes_noth
         assert turn_ends(events) == ["aborted", "completed"]
         assert of_type(events, "turn/end")[0].data.reason.reason == "really"  # type: ignore[union-attr]
         check_session_invariants(events)
+
+
+class _Why(enum.StrEnum):
+    USER = "user"
+
+
+class _Unprintable(str):
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str of this reason")
+
+
+@pytest.mark.parametrize("reason", [_Why.USER, _Unprintable("user")], ids=["StrEnum", "no str"])
+async def test_cancel_with_a_str_subclass_logs_the_plain_str_a_reload_reads(
+    autojump_clock: trio.testing.MockClock, reason: str
+) -> None:
+    """R2.23: a reason of a ``str`` subclass is taken as its plain text: the turn ends ``aborted``
+    with the very ``str`` a reloaded log reads, its cut-off call's result says it, and the
+    discarded prompt's ``ask`` gets it, where the subclass stayed in the live log only or its
+    failing ``__str__`` ended the turn ``error``."""
+    model = ScriptedModel([CallTools([ToolCallSpec("slow", '{"seconds": 100}')]), Reply("next")])
+    async with runtime(model, tools=[slow]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        agent.send("go")
+        await trio.sleep(1)
+        discarded: list[retinue.TurnResult] = []
+
+        async def ask() -> None:
+            discarded.append(await agent.ask("queued"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await trio.testing.wait_all_tasks_blocked()
+            agent.cancel(reason)
+        await agent.wait_idle()
+        [ended] = of_type(agent.session.events, "turn/end")
+        end = ended.data.reason  # type: ignore[union-attr]
+        assert (end.kind, end.reason, type(end.reason)) == ("aborted", "user", str)
+        assert [(r.reason.kind, type(r.reason.reason)) for r in discarded] == [("aborted", str)]
+        [result] = of_type(agent.session.events, "tool/result")
+        assert "cancelled (user)" in str(result.data.content)  # type: ignore[union-attr]
+        check_session_invariants(agent.session.events)

@@ -265,9 +265,9 @@ class Agent:
     def cancel(self, reason: str | None = None) -> None:
         """Abort the running turn and discard pending prompts (R2.23). Never blocks.
 
-        *reason* (``"cancelled"`` when none or empty) is the aborted turn's reason. On an
-        idle agent with nothing queued, and on a disposed one, it does nothing
-        (R2.24; R2.37 refuses only the verbs that would deliver something).
+        *reason* (``"cancelled"`` when none or empty, a ``str`` subclass's plain text) is
+        the aborted turn's reason. On an idle agent with nothing queued, and on a disposed
+        one, it does nothing (R2.24; R2.37 refuses only the verbs that would deliver something).
 
         Raises:
             TypeError: *reason* is neither a ``str`` nor ``None``.

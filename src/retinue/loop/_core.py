@@ -314,8 +314,10 @@ class AgentCore:
         # Checked first: a refused call must change nothing.
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"cancel reason must be a str or None, got {shown_short(reason)}")
-        # An empty reason is none (R2.23): "cancelled ()" would say nothing of why.
-        ended = TurnEndReason.aborted(reason or "cancelled")
+        # A str subclass is taken as the plain str a reloaded log reads, its own __str__
+        # never called; an empty reason is none (R2.23): "cancelled ()" says nothing of why.
+        text = "" if reason is None else str.__str__(reason)
+        ended = TurnEndReason.aborted(text or "cancelled")
         armed = (
             self.status == "running"
             or self.step_signal is not None
