@@ -104,6 +104,8 @@ class TimedStore(DelegatingStore):
 
     def __init__(self, store: BufferedStore) -> None:
         super().__init__(store)
+        # Its flush adds no wait to the wrapped store's, which may take the unguarded path.
+        self.durable = store.durable
         self.commit_latencies: list[float] = []
         self.resume_waits: list[float] = []
         self.timing = False

@@ -62,7 +62,9 @@ def crash_flusher(monkeypatch: pytest.MonkeyPatch, times: int, after: float = 0)
 
 
 class SlowFlushStore(DelegatingStore):
-    """A memory store whose flush takes 5 virtual seconds, as a real commit takes time."""
+    """A memory store whose flush takes 5 virtual seconds, as a real commit takes time;
+    flushed shielded and bounded, as every ``DelegatingStore`` is, so a cancel from outside
+    does not cut its flush short."""
 
     def __init__(self) -> None:
         super().__init__(MemoryStore())
@@ -76,10 +78,3 @@ class SlowFlushStore(DelegatingStore):
     async def flush(self, session: Session) -> None:
         await trio.sleep(5)
         await self.store.flush(session)
-
-
-class SlowDurableStore(SlowFlushStore):
-    """A slow store flushed shielded and bounded as a durable store is, so a cancel from
-    outside does not cut its flush short."""
-
-    durable = True

@@ -31,7 +31,7 @@ from retinue.testing import (
     check_session_invariants,
 )
 from tests.helpers import DEADLINE, OPTIONS, Next, last_end_reason, nap, runtime
-from tests.scenarios._supervisor_kit import SlowDurableStore, record
+from tests.scenarios._supervisor_kit import SlowFlushStore, record
 
 
 class DriverBugError(RuntimeError):
@@ -379,7 +379,7 @@ async def test_ctrl_c_answers_a_crashed_batch_once_its_turn_is_flushed(
         raise DriverBugError("answer_dangling_calls bug")
 
     monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
-    store = SlowDurableStore()
+    store = SlowFlushStore()
     answered: list[tuple[str | None, int, int]] = []
 
     async def scenario() -> None:
@@ -488,7 +488,7 @@ async def test_ctrl_c_before_turn_start_survives_a_crash_settling_its_batch(
     assert is_interrupt(caught), f"got {caught!r}"
 
 
-class _CtrlCOnFirstFlush(SlowDurableStore):
+class _CtrlCOnFirstFlush(SlowFlushStore):
     """A durable store whose first flush raises Ctrl-C in the flusher."""
 
     flushes = 0

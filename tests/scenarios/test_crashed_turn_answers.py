@@ -40,7 +40,6 @@ from tests.helpers import (
 )
 from tests.scenarios._supervisor_kit import (
     DriverBugError,
-    SlowDurableStore,
     SlowFlushStore,
     crash_in_the_post_turn_flush,
     record,
@@ -223,7 +222,7 @@ async def test_a_crash_readying_a_turn_leaves_its_prompts_queued_for_the_restart
 
 
 async def _asked_as_the_runtime_is_cancelled(
-    model: ScriptedModel, store: SlowDurableStore
+    model: ScriptedModel, store: SlowFlushStore
 ) -> tuple[str | None, int, int]:
     """Ask an agent over *model* and *store*, cancelling its runtime a virtual second in;
     the answer's code, and how many events were committed and logged as it came."""
@@ -255,7 +254,7 @@ async def test_the_runtimes_cancel_answers_a_crashed_batch_once_its_turn_is_flus
     Breaks ``TurnState.record_error``; the store's flush takes 5 virtual seconds.
     """
     crash_in_the_error_handling(monkeypatch)
-    store = SlowDurableStore()
+    store = SlowFlushStore()
     model = ScriptedModel([FinishWithError("boom")])
     code, committed, events = await _asked_as_the_runtime_is_cancelled(model, store)
     assert (code, committed) == ("DRIVER_CRASH", events)
@@ -277,7 +276,7 @@ async def test_a_crash_closing_a_turn_the_runtimes_cancel_cut_short_is_answered_
         raise RuntimeError("answer_dangling_calls bug")
 
     monkeypatch.setattr(_state.TurnState, "answer_dangling_calls", broken)
-    store = SlowDurableStore()
+    store = SlowFlushStore()
     model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 100}', id="c1")])])
     code, committed, events = await _asked_as_the_runtime_is_cancelled(model, store)
     assert (code, committed) == ("DRIVER_CRASH", events)

@@ -301,3 +301,31 @@ async def test_dispose_waits_for_an_idle_injection_flush_in_flight(
         await agent.dispose()
         order.append("dispose returned")
     assert order == ["flush started", "flush ended", "agent/disposed", "dispose returned"]
+
+
+class _HangingFlush(DelegatingStore):
+    """A wrapper whose flush never returns, as a store stuck on a lost connection."""
+
+    async def flush(self, session: Session) -> None:
+        await trio.sleep_forever()
+
+
+async def test_a_delegating_store_s_own_flush_is_bounded_by_the_flush_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.49, R12.9: a ``DelegatingStore`` subclass overriding ``flush`` is flushed as a durable
+    store is, shielded and bounded by ``flush_timeout``, whatever the store it wraps says: a
+    flush that hangs is reported after 5s, and ``dispose`` and the runtime's exit end, where the
+    wrapped memory store's ``durable = False`` had the loop await it unbounded, for good."""
+    store = _HangingFlush(MemoryStore())
+    assert store.durable
+    started = trio.current_time()
+    async with runtime(_model(), store=store, flush_timeout=5) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        reported = _reported_errors(rt)
+        assert (await agent.ask("one")).reason.kind == "completed"
+        assert trio.current_time() - started == pytest.approx(5)
+        assert [type(error) for error in reported] == [TimeoutError]
+        await agent.dispose()
+        assert len(rt.agents) == 0
+    assert trio.current_time() - started < 60

@@ -19,7 +19,23 @@ class DelegatingStore:
     Entering and leaving it enters and leaves the wrapped store; any attribute
     it does not define is read from the wrapped store, so a subclass overrides
     only what it watches (``flush``, say) and the runtime sees a whole store.
+
+    It reports the wrapped store's ``durable``, but a subclass that overrides
+    ``flush`` is ``durable`` unless it says otherwise: the runtime then flushes it
+    shielded and bounded by ``flush_timeout``, as a durable store, since its flush
+    may block where a ``MemoryStore``'s never does.
     """
+
+    # Declared for the type checker; set only on subclasses, reading the wrapped
+    # store's through __getattr__ otherwise.
+    durable: bool
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Awaited unshielded and unbounded, as a store that is not durable is, an
+        # overridden flush that hangs would hold its agent's end and the runtime's exit.
+        if "flush" in vars(cls) and not hasattr(cls, "durable"):
+            cls.durable = True
 
     def __init__(self, store: BufferedStore) -> None:
         """Wrap *store*.
