@@ -16,6 +16,7 @@ __all__ = [
     "check_kept_cwd",
     "check_loaded",
     "check_setup",
+    "checked_id",
     "loaded_session",
     "new_agent_id",
     "options_of",
@@ -104,6 +105,18 @@ def check_loaded(session: Session, agent_id: str) -> None:
             "a load closes a crashed turn (retinue.stores.repair_tail gives its closing events)",
             code="OPEN_TURN",
         )
+
+
+def checked_id(agent_id: object) -> str:
+    """*agent_id* if a store can hold it, else ``SessionError(INVALID_SESSION_ID)``.
+
+    Checked before the id is looked up anywhere: an unhashable one would raise
+    a bare ``TypeError`` there.
+    """
+    try:
+        return check_session_id(agent_id)
+    except StoreError as exc:
+        raise SessionError(exc.message, code="INVALID_SESSION_ID") from exc
 
 
 def new_agent_id(name: object, session_id: str | None) -> str:

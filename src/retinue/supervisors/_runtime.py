@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import final
 
 import attrs
 import trio
 
-from retinue._errors import AgentDisposedError, SessionError, StoreError
+from retinue._errors import AgentDisposedError, SessionError
 from retinue._lossless import shown
 from retinue._options import AgentOptions, persona_sections
 from retinue.actors import Agent
@@ -22,13 +23,14 @@ from retinue.loop._core import in_run_of, waiting_agent
 from retinue.loop._marks import SETTING_UP, TEARING_DOWN, enter_setup, setting_up_agents
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session
-from retinue.stores import SessionStore, check_session_id
+from retinue.stores import SessionStore
 from retinue.tools import ToolRegistry
 
 from ._agent_arguments import (
     check_kept_cwd,
     check_loaded,
     check_setup,
+    checked_id,
     loaded_session,
     new_agent_id,
     options_of,
@@ -180,19 +182,9 @@ class Runtime:
         self._check_run()
         options = with_cwd(options_of(options), cwd)
         check_setup(setup)
-        agent_id = _checked_id(new_agent_id(name, session_id))
-        await self._teardowns.released(agent_id)
-        with self._creating(agent_id):
-            await self._stranded.settle(agent_id)
-            if await self.store.exists(agent_id):
-                raise SessionError(
-                    f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
-                )
-            session = Session.create(agent_id, cwd=options.cwd)
-            agent = self._make_agent(session, options)
-            await self._setup(agent, setup)
-            self._publish(agent, source="startup", new=True)
-        return agent
+        agent_id = checked_id(new_agent_id(name, session_id))
+        new = partial(Session.create, agent_id, cwd=options.cwd)
+        return await self._start_new(agent_id, new, options, setup)
 
     async def resume_agent(
         self,
@@ -227,7 +219,7 @@ class Runtime:
         self._check_run()
         options = options_of(options)
         check_setup(setup)
-        agent_id = _checked_id(agent_id)
+        agent_id = checked_id(agent_id)
         await self._teardowns.released(agent_id)
         with self._creating(agent_id):
             await self._stranded.settle(agent_id)
@@ -256,11 +248,11 @@ class Runtime:
         *child_id* no store can hold, ``SESSION_NOT_FOUND`` for a *source_id* no
         agent is live under, ``SESSION_ALREADY_EXISTS`` for a *child_id* in use.
         """
-        child_id = _checked_id(child_id)
-        source = self.agents.get(_checked_id(source_id))
+        child_id = checked_id(child_id)
+        source = self.agents.get(checked_id(source_id))
         if source is None:
             raise SessionError(f"session {source_id!r} is not live", code="SESSION_NOT_FOUND")
-        if child_id in self.agents or child_id in self._creations or child_id in self._teardowns:
+        if self._in_use(child_id):
             raise SessionError(
                 f"session {child_id!r} already exists", code="SESSION_ALREADY_EXISTS"
             )
@@ -291,15 +283,26 @@ class Runtime:
                 f"session must be a Session (from fork_agent_session), got {shown(session)}"
             )
         refuse_driven(session)
-        await self._teardowns.released(_checked_id(session.id))
-        with self._creating(session.id):
-            await self._stranded.settle(session.id)
-            if await self.store.exists(session.id):
+        check_kept_cwd(session, options, how="forked")
+        return await self._start_new(checked_id(session.id), lambda: session, options, setup)
+
+    async def _start_new(
+        self,
+        agent_id: str,
+        new: Callable[[], Session],
+        options: AgentOptions,
+        setup: Setup | None,
+    ) -> Agent:
+        """Once *agent_id* is free, reserve it and start an agent on the session *new* gives,
+        refused if the store holds the id: what starts a new agent or a fork."""
+        await self._teardowns.released(agent_id)
+        with self._creating(agent_id):
+            await self._stranded.settle(agent_id)
+            if await self.store.exists(agent_id):
                 raise SessionError(
-                    f"session {session.id!r} already exists", code="SESSION_ALREADY_EXISTS"
+                    f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
                 )
-            check_kept_cwd(session, options, how="forked")
-            agent = self._make_agent(session, options)
+            agent = self._make_agent(new(), options)
             await self._setup(agent, setup)
             self._publish(agent, source="startup", new=True)
         return agent
@@ -337,10 +340,14 @@ class Runtime:
     def _check_free(self, agent_id: str) -> None:
         if self._closing:
             raise RuntimeError("the runtime is shutting down")
-        if agent_id in self.agents or agent_id in self._creations or agent_id in self._teardowns:
+        if self._in_use(agent_id):
             raise SessionError(
                 f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS"
             )
+
+    def _in_use(self, agent_id: str) -> bool:
+        """Whether an agent of *agent_id* is live, being created or being torn down."""
+        return agent_id in self.agents or agent_id in self._creations or agent_id in self._teardowns
 
     def _make_agent(self, session: Session, options: AgentOptions) -> Agent:
         core = AgentCore(session.id, options, session, self._services)
@@ -486,15 +493,3 @@ class Runtime:
             if not others:
                 return  # noqa: ASYNC910 - aclose checkpoints before it waits here
             await others[0].ended.wait()
-
-
-def _checked_id(agent_id: object) -> str:
-    """*agent_id* if a store can hold it, else ``SessionError(INVALID_SESSION_ID)``.
-
-    Checked before the id is looked up anywhere: an unhashable one would raise
-    a bare ``TypeError`` there.
-    """
-    try:
-        return check_session_id(agent_id)
-    except StoreError as exc:
-        raise SessionError(exc.message, code="INVALID_SESSION_ID") from exc
