@@ -224,7 +224,7 @@ def test_delegating_store_without_its_store_raises_attribute_error() -> None:
     wrapper = _OwnInit(object())
     assert not hasattr(wrapper, "durable")
     with pytest.raises(AttributeError, match=r"_OwnInit has no wrapped store"):
-        _ = wrapper.flush
+        _ = wrapper.path
 
 
 def test_delegating_store_refuses_a_store_class() -> None:

@@ -8,6 +8,7 @@ from typing import Any, Self
 import trio
 
 from retinue._checks import needs_an_instance
+from retinue.session import Session, SessionHeader
 from retinue.stores._writebehind import BufferedStore
 
 __all__ = ["DelegatingStore"]
@@ -16,9 +17,11 @@ __all__ = ["DelegatingStore"]
 class DelegatingStore:
     """Passes every store operation through to *store*; subclass it to observe some.
 
-    Entering and leaving it enters and leaves the wrapped store; any attribute
-    it does not define is read from the wrapped store, so a subclass overrides
-    only what it watches (``flush``, say) and the runtime sees a whole store.
+    Entering and leaving it enters and leaves the wrapped store. It defines every
+    method of the store seam as a call of the wrapped store's, so an override
+    passes a call on with ``super()`` (``return await super().flush(session)``);
+    any other attribute is read from the wrapped store. A subclass overrides only
+    what it watches (``flush``, say) and the runtime sees a whole store.
 
     It reports the wrapped store's ``durable``, but a subclass that overrides
     ``flush`` is ``durable`` unless it says otherwise: the runtime then flushes it
@@ -70,6 +73,31 @@ class DelegatingStore:
             await self.store.__aexit__(kind, value, tb)
         else:
             await self.store.aclose()
+
+    def attach(self, session: Session) -> None:
+        self.store.attach(session)
+
+    def attach_new(self, session: Session) -> None:
+        self.store.attach_new(session)
+
+    async def flush(self, session: Session) -> None:
+        await self.store.flush(session)
+
+    async def detach(self, session: Session) -> None:
+        await self.store.detach(session)
+
+    async def load(self, session_id: str) -> Session:
+        return await self.store.load(session_id)
+
+    async def exists(self, session_id: str) -> bool:
+        return await self.store.exists(session_id)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    # Last: within the class body, a later annotation's ``list`` would name this method.
+    async def list(self) -> list[SessionHeader]:
+        return await self.store.list()
 
     def __getattr__(self, name: str) -> Any:
         # Reached for ``store`` itself only while it is unset (a subclass whose
