@@ -189,7 +189,9 @@ async def test_start_failures_are_contained_logged_and_notified(
             assert [(f.session_id, f.label) for f in heard] == [("ghost-1", "ghost")]
             assert isinstance(heard[0].error, retinue.StoreError)
             assert heard[0].error.code == "SESSION_NOT_FOUND"
-    assert "configured agent ghost-1 (ghost) failed to start" in caplog.text
+    (record,) = [r for r in caplog.records if "failed to start" in r.getMessage()]
+    assert "configured agent ghost-1 (ghost) failed to start" in record.getMessage()
+    assert record.exc_info is None  # a typed error's message says it all
 
 
 async def test_failed_listener_of_the_notification_is_logged(

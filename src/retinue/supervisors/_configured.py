@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 import trio
 
+from retinue._errors import RetinueError
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.config import AgentEntry, LoopConfig, ParallelCapSetting
@@ -142,11 +143,14 @@ def _report(rt: Runtime, failure: ConfigStartFailure) -> None:
     if rt.closing:
         log.info("configured agent %s not started: shutting down", failure.session_id)
         return
+    # A typed error names what is wrong (a session not stored, a bad option): its
+    # traceback would only show the store's threads. Anything else may be a bug.
+    typed = isinstance(failure.error, RetinueError)
     log.error(
         "configured agent %s (%s) failed to start: %r",
         failure.session_id,
         failure.label,
         failure.error,
-        exc_info=failure.error,
+        exc_info=None if typed else failure.error,
     )
     rt.hooks.emit(CONFIG_START_FAILED, failure, scope=failure.session_id)
