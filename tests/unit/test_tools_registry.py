@@ -190,6 +190,21 @@ def test_registry_unregister_leaves_a_replacement_alone() -> None:
     assert registry.get("t") is second
 
 
+@pytest.mark.parametrize("agent", [None, "a"], ids=["global", "scoped"])
+def test_registry_unregister_leaves_the_same_tool_registered_again_alone(agent: str | None) -> None:
+    """R9.3: unregistering is idempotent per registration: a stale unregister function
+    leaves the very Tool registered anew after it in place."""
+    registry = ToolRegistry(HookBus())
+    again = make("t")
+    first = registry.add(again, agent=agent)
+    first()
+    second = registry.add(again, agent=agent)
+    first()
+    assert registry.get("t", agent) is again
+    second()
+    assert registry.get("t", agent) is None
+
+
 # -- canonical order -----------------------------------------------------------
 
 

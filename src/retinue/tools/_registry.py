@@ -160,9 +160,14 @@ class ToolRegistry:
             raise ConfigError(f'tool "{tool.name}" is already registered {where}')
         table[tool.name] = tool
         self._schemas.clear()
+        # Keyed on the registration, not the tool: the same Tool registered again after
+        # this one was removed is another registration, which this function leaves alone.
+        registered = True
 
         def unregister() -> None:
-            if table.get(tool.name) is tool:
+            nonlocal registered
+            if registered and table.get(tool.name) is tool:
+                registered = False
                 del table[tool.name]
                 self._schemas.clear()
                 if scope is not None and not table and self._scoped.get(scope) is table:
