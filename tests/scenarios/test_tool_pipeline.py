@@ -281,12 +281,19 @@ async def test_post_execute_block_with_nothing_to_show_is_refused() -> None:
     assert "Block with neither feedback nor a reason" in text_of(result)
 
 
-@pytest.mark.parametrize("empty", [[], ()], ids=["list", "tuple"])
+BLANK_FEEDBACK = pytest.mark.parametrize(
+    "empty",
+    [[], (), "", " \n", [Text("")], (Text(" "), Text("\t"))],
+    ids=["list", "tuple", "str", "blank-str", "empty-text", "blank-texts"],
+)
+
+
+@BLANK_FEEDBACK
 async def test_post_execute_block_with_empty_feedback_and_no_reason_is_refused(
-    autojump_clock: trio.testing.MockClock, empty: list[object] | tuple[object, ...]
+    autojump_clock: trio.testing.MockClock, empty: object
 ) -> None:
-    """R6.9: empty feedback counts as none: with no reason either, the Block is refused
-    rather than shown to the model as an empty error."""
+    """R6.9: empty feedback, or text of only whitespace, counts as none: with no reason
+    either, the Block is refused rather than shown to the model as an empty error."""
     hooks, registry = setup()
     hooks.on("tools/post-execute", lambda *_: Block(feedback=empty))  # type: ignore[arg-type]
     result = await registry.execute(call())
@@ -294,11 +301,12 @@ async def test_post_execute_block_with_empty_feedback_and_no_reason_is_refused(
     assert "Block with neither feedback nor a reason" in text_of(result)
 
 
-@pytest.mark.parametrize("empty", [[], ()], ids=["list", "tuple"])
+@BLANK_FEEDBACK
 async def test_post_execute_block_with_empty_feedback_shows_its_reason(
-    autojump_clock: trio.testing.MockClock, empty: list[object] | tuple[object, ...]
+    autojump_clock: trio.testing.MockClock, empty: object
 ) -> None:
-    """R6.9: empty feedback does not win over a reason: the model sees ``Error: <reason>``."""
+    """R6.9: empty or blank feedback does not win over a reason: the model sees
+    ``Error: <reason>``."""
     hooks, registry = setup()
     hooks.on("tools/post-execute", lambda *_: Block("contains secrets", feedback=empty))  # type: ignore[arg-type]
     assert shape(await registry.execute(call())) == failed("contains secrets")

@@ -10,7 +10,7 @@ import trio.testing
 
 import retinue
 from retinue import Accept, Allow, Ask, Block, Continue, Deny, HookContext, Text
-from retinue._content import OpaqueBlock
+from retinue._content import ContentBlock, OpaqueBlock
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS, of_type, runtime, texts
 
@@ -161,6 +161,20 @@ def test_a_blank_block_reason_is_taken_as_none(reason: str) -> None:
     built, which would end a blocked prompt's turn in an error."""
     assert Block(reason).reason == ""
     assert Block(reason=reason, feedback=[Text("use the sandbox")]).reason == ""
+
+
+@pytest.mark.parametrize("feedback", ["", " \n", [Text("")], [Text(" "), Text("\u3000")], []])
+def test_blank_block_feedback_is_taken_as_none(feedback: str | list[ContentBlock]) -> None:
+    """R6.9: feedback holding nothing but text of only whitespace would be shown as an
+    error saying nothing, so it is none, as a blank reason is the empty one."""
+    assert Block(feedback=feedback).feedback is None
+    assert Block("no", feedback=feedback).feedback is None
+
+
+def test_block_feedback_of_content_that_is_not_text_is_not_blank() -> None:
+    """R6.9: only text is blank: an image beside blank text is feedback to show."""
+    image = OpaqueBlock("image", {"url": "https://example.com/a.png"})
+    assert Block(feedback=[Text(" "), image]).feedback == (Text(" "), image)
 
 
 @pytest.mark.parametrize(

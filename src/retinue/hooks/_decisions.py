@@ -131,6 +131,17 @@ def _optional_content(
     return None if value is None else as_content(value)
 
 
+def _feedback(
+    value: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock] | None,
+) -> tuple[ContentBlock, ...] | None:
+    """A ``Block``'s feedback, none when it holds nothing but text of only whitespace (or
+    no block): shown in place of the reason, it would be an error saying nothing."""
+    content = _optional_content(value)
+    if content is not None and all(type(block) is Text and _blank(block.text) for block in content):
+        return None
+    return content
+
+
 def _optional_prompt(
     value: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock] | None,
 ) -> tuple[ContentBlock, ...] | None:
@@ -152,11 +163,10 @@ class Block:
     """Veto a prompt (``reason``) or a tool result (``feedback`` replaces it, R6.9)."""
 
     # May be empty: a prompt is blocked without one, and feedback may stand in for it.
-    # A blank one is no reason either, where a Deny's or an Ask's would be shown as it is.
+    # A blank one is no reason either, where a Deny's or an Ask's would be shown as it is;
+    # blank feedback likewise is none, so the reason stands in for it.
     reason: str = attrs.field(default="", converter=_blank_as_empty, validator=check_str)
-    feedback: tuple[ContentBlock, ...] | None = attrs.field(
-        default=None, converter=_optional_content
-    )
+    feedback: tuple[ContentBlock, ...] | None = attrs.field(default=None, converter=_feedback)
     additional_context: HookContext | None = _context_field()
 
 
