@@ -139,6 +139,34 @@ async def test_var_keywords_never_fill_the_context_or_a_partials_keyword(key: st
     assert f"{key}: unexpected property" in text
 
 
+def test_var_keywords_name_the_keys_they_refuse_where_the_model_reads_them() -> None:
+    """R9.7: the schema of the other properties says which names are refused (the context's,
+    a partial's keyword), in its description: the model is told before it sends one."""
+
+    def lookup(city: str, secret: str, ctx: ToolContext, **options: str) -> str:
+        """Look a city up.
+
+        Args:
+            city: The city.
+            options: Extra settings.
+        """
+        return f"{city} {secret} {ctx.call_id} {options}"
+
+    def note(text: str, ctx: ToolContext, **extra: object) -> str:
+        return f"{text} {ctx.call_id} {extra}"
+
+    looked_up = tool(name="lookup")(functools.partial(lookup, secret="s3"))
+    assert schema_of(looked_up)["additionalProperties"] == {
+        "type": "string",
+        "description": 'Extra settings. Never named "ctx" or "secret".',
+    }
+    assert schema_of(tool(note))["additionalProperties"] == {"description": 'Never named "ctx".'}
+    assert schema_of(tool(name="f")(_Filters().by_method))["additionalProperties"] == {
+        "type": "integer",
+        "description": 'Never named "self".',
+    }
+
+
 class _Filters:
     """Tools taking ``**kwargs`` whose instance or class Python fills in."""
 

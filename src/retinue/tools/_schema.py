@@ -137,7 +137,8 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
         return FunctionSpec(description, schema, context, ShapeBinder(found.shapes))
     name, shape = rest
     reserved = _reserved_names(target, bound, context, found.properties)
-    schema = _open_to(schema, _parameter_schema(shape, signature.parameters[name], documented))
+    extra = _parameter_schema(shape, signature.parameters[name], documented)
+    schema = _open_to(schema, _naming_refused(extra, reserved))
     binder = RestBinder(found.shapes, shape, reserved)
     return FunctionSpec(description, schema, context, binder, rest_parameter=name)
 
@@ -208,6 +209,25 @@ def _open_to(schema: dict[str, object], extra: dict[str, object]) -> dict[str, o
     if extra:
         schema["additionalProperties"] = extra
     return schema
+
+
+def _naming_refused(schema: dict[str, object], reserved: frozenset[str]) -> dict[str, object]:
+    """*schema* of the other properties, its description naming the *reserved* keys.
+
+    Told in words: the keyword for it (``propertyNames`` with a ``not``) is one the
+    providers' strict modes refuse, and one the argument check's fast path leaves to
+    the reference validator on every call.
+    """
+    if not reserved:
+        return schema
+    *rest, last = (f'"{name}"' for name in sorted(reserved))
+    names = f"{', '.join(rest)} or {last}" if rest else last
+    told = f"Never named {names}."
+    said = schema.get("description")
+    if isinstance(said, str) and said.strip():
+        said = said.rstrip()
+        told = f"{said} {told}" if said.endswith((".", "!", "?")) else f"{said}. {told}"
+    return {**schema, "description": told}
 
 
 def _reserved_names(
