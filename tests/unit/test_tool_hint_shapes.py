@@ -187,6 +187,49 @@ async def test_an_attrs_field_with_a_typed_converter_is_described_by_what_it_tak
     )
 
 
+def _count(text: str) -> int:
+    return int(text)
+
+
+@attrs.frozen
+class Tally:
+    """An attrs record whose default is the stored value, not what the constructor takes."""
+
+    count: int = attrs.field(default=0, converter=_count)
+    label: str = "total"
+
+
+@dataclasses.dataclass
+class Mistyped:
+    name: str = 0  # type: ignore[assignment]
+
+
+def test_a_default_its_own_property_refuses_is_not_shown() -> None:
+    """R9.7: a ``default`` is shown only when the property's schema takes it: the stored
+    value of a converted attrs field (an int where a str is taken), or a default of
+    another type than its hint, would lead the model to send a value refused as invalid.
+    """
+
+    def tally(
+        totals: Tally,
+        other: Mistyped,
+        limit: str = 3,
+        size: int = 2,  # type: ignore[assignment]
+    ) -> str:
+        return f"{totals} {other} {limit} {size}"
+
+    shown = properties(tool(tally))
+    assert shown["totals"]["properties"] == {
+        "count": {"type": "string"},
+        "label": {"type": "string", "default": "total"},
+    }
+    assert shown["other"]["properties"] == {"name": {"type": "string"}}
+    assert (shown["limit"], shown["size"]) == (
+        {"type": "string"},
+        {"type": "integer", "default": 2},
+    )
+
+
 async def test_a_tool_made_in_a_function_may_name_the_types_defined_there() -> None:
     """R9.7: under ``from __future__ import annotations`` a hint is a string; a record, an
     alias or a record's field naming a type local to the function the tool is made in is

@@ -16,7 +16,9 @@ from retinue._jsonschema import is_array
 from retinue._lossless import freeze_json, thaw_json
 
 from ._annotations import json_kinds
+from ._defs import defs_root
 from ._hints import is_named_tuple, record_hints
+from ._validate import validate
 
 __all__ = ["BY_NAME", "EMPTY", "InitField", "init_fields", "with_default"]
 
@@ -192,11 +194,26 @@ def _property(schema: object, name: object) -> object:
 
 
 def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
-    """Add a JSON-able ``default`` (enum members by value, in containers too); skip anything else."""
+    """Add a JSON-able ``default`` (enum members by value, in containers too) that *schema*
+    takes; skip anything else.
+
+    One *schema* refuses (the stored value of a converted attrs field, a default of another
+    type than its hint) would lead the model to send it, to be refused as invalid.
+    """
     if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return schema
     try:
         frozen = freeze_json(_by_value(default, schema))
     except (InvalidJsonError, RecursionError):
         return schema
+    if not _taken(frozen, schema):
+        return schema
     return {**schema, "default": thaw_json(frozen)}
+
+
+def _taken(value: object, schema: dict[str, object]) -> bool:
+    """Whether *schema* takes *value*, its ``$ref``s read in the schema being built."""
+    try:
+        return validate(value, schema, root=defs_root()) is None
+    except Exception:  # a malformed schema, which the tool's own check refuses, naming it
+        return True
