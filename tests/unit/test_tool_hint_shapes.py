@@ -213,8 +213,8 @@ def test_a_default_its_own_property_refuses_is_not_shown() -> None:
     def tally(
         totals: Tally,
         other: Mistyped,
-        limit: str = 3,
-        size: int = 2,  # type: ignore[assignment]
+        limit: str = 3,  # type: ignore[assignment]
+        size: int = 2,
     ) -> str:
         return f"{totals} {other} {limit} {size}"
 
