@@ -17,6 +17,7 @@ from retinue import Text
 from retinue._lossless import freeze_json
 from retinue.hooks import HookBus
 from retinue.tools import Tool, ToolExecution, ToolExecutionResult, ToolRegistry, tool
+from tests.unit._tool_kit import properties
 
 
 def _is_even(value: int) -> bool:
@@ -74,6 +75,26 @@ async def test_predicate_and_not_are_checked_on_every_call_before_the_body() -> 
     good = await _call(label, {"count": 4, "names": ["a", "b"], "code": "a1"})
     assert not good.is_error
     assert ran == [(4, ["a", "b"], "a1")]
+
+
+async def test_an_annotated_shorthand_given_as_metadata_is_checked_as_its_rules() -> None:
+    """R9.7: annotated-types' ``LowerCase`` written as metadata, ``Annotated[str, LowerCase]``
+    where ``LowerCase[str]`` was meant, is an ``Annotated`` alias holding a ``Predicate``:
+    its rules are checked as if written there, never passed over unenforced."""
+
+    @tool
+    def label(
+        name: Annotated[str, annotated_types.LowerCase],
+        short: Annotated[str, Annotated[str, annotated_types.MaxLen(3)]] = "a",
+    ) -> str:
+        """Label."""
+        return f"{name} {short}"
+
+    upper = await _call(label, {"name": "B"})
+    assert "name: must satisfy str.islower, got 'B'" in _refusal(upper)
+    assert "short: " in _refusal(await _call(label, {"name": "b", "short": "long"}))
+    assert properties(label)["short"]["maxLength"] == 3
+    assert (await _call(label, {"name": "b", "short": "abc"})).content == (Text("b abc"),)
 
 
 async def test_a_predicate_sees_the_value_the_body_gets() -> None:

@@ -269,8 +269,16 @@ def _merge(
 
 
 def _flattened(metadata: list[object]) -> Iterator[object]:
-    """*metadata*, a pydantic ``FieldInfo`` followed by the constraints it holds."""
+    """*metadata*, a pydantic ``FieldInfo`` followed by the constraints it holds.
+
+    An ``Annotated`` alias given as an item stands for the items it holds:
+    annotated-types' ``LowerCase`` is one (``Annotated[T, Predicate(str.islower)]``),
+    and ``Annotated[str, LowerCase]`` is written where ``LowerCase[str]`` was meant.
+    """
     for item in metadata:
+        if typing.get_origin(item) is typing.Annotated:
+            yield from _flattened(list(typing.get_args(item)[1:]))
+            continue
         yield item
         inner = getattr(item, "metadata", None)
         if isinstance(inner, list):
