@@ -12,6 +12,7 @@ from unittest.mock import AsyncMock
 import pytest
 
 from retinue.hooks import SEAMS, HookBus, SeamName
+from retinue.hooks._calls import a_listener_of
 from retinue.supervisors import RuntimeHooks
 from tests.helpers import boom
 
@@ -312,6 +313,33 @@ def test_emit_without_listeners_is_a_no_op() -> None:
     bus.emit("agent/status", "x")
     bus.emit_raising("session/event", "x")
     assert not bus.has_listeners("agent/status")
+
+
+async def _exhausted_async(*_args: object) -> object:
+    return next(iter(()))
+
+
+@pytest.mark.parametrize("mode", ["serial", "waterfall"])
+async def test_an_async_listener_raising_stop_iteration_is_named(mode: str) -> None:
+    """R6.2, R7.45: an async listener's StopIteration names the listener, as a sync one's does,
+    not Python's "coroutine raised StopIteration", which says nothing of whose it was."""
+    bus = HookBus()
+    name = "agent/pre-step" if mode == "serial" else "tools/post-execute"
+    bus.on(name, _exhausted_async)
+
+    async def accept() -> object:
+        raise AssertionError("the listener never calls next()")
+
+    async def dispatch() -> object:
+        if mode == "serial":
+            await bus.serial(name, "execution")
+            return None
+        return await bus.waterfall(name, accept, "execution", "result")
+
+    named = f"{a_listener_of(name)} ({__name__}._exhausted_async) raised StopIteration"
+    with pytest.raises(RuntimeError, match=re.escape(named)) as raised:
+        await dispatch()
+    assert isinstance(raised.value.__cause__, StopIteration)
 
 
 def test_emit_raising_keeps_a_stop_iteration_as_the_cause_of_its_failure() -> None:

@@ -257,7 +257,7 @@ class HookBus:
                 refuse_coroutine(name, fn, fn(*args))
             except StopIteration as exc:
                 # Raised from the append, it would reach the loop's coroutines (PEP 479).
-                failures.append(stop_iteration_failure(name, fn, exc))
+                failures.append(stop_iteration_failure(listener_label(name, fn), exc))
             except Exception as exc:
                 failures.append(exc)
             except BaseException as exc:

@@ -13,6 +13,7 @@ from ._seams import Listener, qualified_name
 __all__ = [
     "a_listener_of",
     "call",
+    "culprit_failure",
     "listener_failure",
     "listener_label",
     "log_unraised",
@@ -28,7 +29,7 @@ async def call(name: str, fn: Listener, *args: object) -> object:
     """Call *fn* with *args*, awaiting what it returns if that is awaitable.
 
     Raises:
-        RuntimeError: *fn* is synchronous and raised ``StopIteration`` (:func:`stop_iteration_failure`).
+        RuntimeError: *fn* raised ``StopIteration`` (:func:`stop_iteration_failure`).
         HookError: *fn* raised a ``BaseException`` that does not pass on (a stray
             cancel, a ``SystemExit``), caused by it.
     """
@@ -40,34 +41,59 @@ async def call(name: str, fn: Listener, *args: object) -> object:
         failure = listener_failure(name, fn, exc)
         if failure is exc:
             raise
-        raise failure from exc
+        raise failure from failure.__cause__
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
 def listener_failure(name: str, fn: Listener, exc: BaseException) -> BaseException:
-    """What *fn*'s raise of *exc* propagates as: an ``Exception`` as it is, a synchronous
-    ``StopIteration`` as :func:`stop_iteration_failure`, any other ``BaseException`` that
-    does not pass on (a stray cancel, a ``SystemExit``) as a ``HookError``, which the
-    seam's caller contains.
+    """What *fn*'s raise of *exc* propagates as (:func:`culprit_failure`, naming *fn*).
 
     Raises:
         BaseException: Ctrl-C or a real cancel, raised again as they are.
     """
-    if isinstance(exc, StopIteration):
-        return stop_iteration_failure(name, fn, exc)
+    return culprit_failure(listener_label(name, fn), exc)
+
+
+def culprit_failure(culprit: str, exc: BaseException) -> BaseException:
+    """What a raise of *exc* by *culprit* (a listener or a tool guard, as errors name it)
+    propagates as: an ``Exception`` as it is, a ``StopIteration`` as
+    :func:`stop_iteration_failure`, any other ``BaseException`` that does not pass on (a
+    stray cancel, a ``SystemExit``) as a ``HookError``, which the seam's caller contains.
+
+    Raises:
+        BaseException: Ctrl-C or a real cancel, raised again as they are.
+    """
+    stop = _stop_iteration(exc)
+    if stop is not None:
+        return stop_iteration_failure(culprit, stop)
     if isinstance(exc, Exception):
         return exc
-    return failure_of(exc, listener_label(name, fn), HookError)
+    return failure_of(exc, culprit, HookError)
 
 
-def stop_iteration_failure(name: str, fn: Listener, exc: StopIteration) -> RuntimeError:
-    """A synchronous listener's ``StopIteration`` as its failure.
+# What PEP 479 makes of a StopIteration leaving a coroutine: it names no listener or guard.
+_PEP_479 = "coroutine raised StopIteration"
+
+
+def _stop_iteration(exc: BaseException) -> StopIteration | None:
+    """The ``StopIteration`` *exc* is, or that an async function raised to make it."""
+    if isinstance(exc, StopIteration):
+        return exc
+    cause = exc.__cause__
+    if type(exc) is RuntimeError and isinstance(cause, StopIteration) and str(exc) == _PEP_479:
+        return cause
+    return None
+
+
+def stop_iteration_failure(culprit: str, exc: StopIteration) -> RuntimeError:
+    """*culprit*'s ``StopIteration`` as its failure, naming it.
 
     Raised on through a coroutine it would read "coroutine raised StopIteration"
-    (PEP 479), naming a coroutine the listener does not have. *exc* is its
-    cause, wherever it is raised: its traceback holds the listener's line.
+    (PEP 479), naming a coroutine a sync listener or guard does not have, and no
+    async one. *exc* is its cause, wherever it is raised: its traceback holds the
+    culprit's line.
     """
-    error = RuntimeError(raised_message(listener_label(name, fn), exc))
+    error = RuntimeError(raised_message(culprit, exc))
     error.__cause__ = exc
     return error
 

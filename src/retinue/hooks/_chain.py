@@ -111,7 +111,7 @@ async def run_chain(
             failure = listener_failure(name, listener, exc)
             if failure is exc:
                 raise
-            raise failure from exc
+            raise failure from failure.__cause__
         finally:
             unawaited = frame.end()
         if unawaited:
