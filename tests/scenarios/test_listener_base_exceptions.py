@@ -296,7 +296,7 @@ async def test_a_tool_guard_base_exception_fails_its_call(
             assert result.error is not None
             assert (result.error.code, content_text(result.content)) == (
                 "UNKNOWN",
-                "Error: a tool guard raised SystemExit: 3",
+                f"Error: a tool guard ({__name__}._exit_later) raised SystemExit: 3",
             )
 
 

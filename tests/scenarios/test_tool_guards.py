@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import trio
@@ -12,6 +13,7 @@ from retinue._content import content_text
 from retinue.hooks import Allow, Deny, HookBus
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from retinue.tools import ToolExecution, ToolExecutionResult, ToolRegistry, tool
+from retinue.tools._guards import Guard
 from tests.helpers import raise_stray_cancelled
 
 ran: list[str] = []
@@ -90,7 +92,13 @@ async def test_a_guard_is_asked_only_once_the_listeners_allowed() -> None:
     ("verdict", "message"),
     [
         (RuntimeError("policy store offline"), "Error: policy store offline"),
-        (Allow(), "Error: a tool guard returned Allow: a guard returns None or a Deny"),
+        (
+            Allow(),
+            (
+                f"Error: a tool guard ({__name__}.test_a_guard_that_fails_fails_the_call_"
+                "without_running_it.<locals>.guard) returned Allow: a guard returns None or a Deny"
+            ),
+        ),
     ],
 )
 async def test_a_guard_that_fails_fails_the_call_without_running_it(
@@ -116,17 +124,24 @@ async def test_a_guard_that_fails_fails_the_call_without_running_it(
     assert post == []
 
 
-async def test_a_sync_guard_raising_stop_iteration_names_the_guard() -> None:
+def _exhausted_guard(_execution: ToolExecution) -> Deny | None:
+    return next(iter(()))
+
+
+async def _async_exhausted_guard(_execution: ToolExecution) -> Deny | None:
+    await trio.lowlevel.checkpoint()
+    return next(iter(()))
+
+
+@pytest.mark.parametrize("guard", [_exhausted_guard, _async_exhausted_guard], ids=["sync", "async"])
+async def test_a_guard_raising_stop_iteration_names_the_guard(guard: Guard) -> None:
     """R9.3: the call's error names the guard that raised StopIteration, not "coroutine raised
-    StopIteration", which names a coroutine the guard does not have."""
+    StopIteration", which names a coroutine a sync guard does not have, and no async one."""
     _, registry = setup()
-
-    def guard(_execution: ToolExecution) -> Deny | None:
-        return next(iter(()))
-
     registry.guard(guard)
     result = await registry.execute(call("/tmp/x"))
-    assert (text_of(result), result.is_error) == ("Error: a tool guard raised StopIteration", True)
+    named = f"Error: a tool guard ({__name__}.{guard.__name__}) raised StopIteration"
+    assert (text_of(result), result.is_error) == (named, True)
     assert ran == []
 
 
@@ -195,8 +210,26 @@ async def test_unregistering_a_guard_twice_leaves_its_second_registration_alone(
 def test_a_guard_must_be_callable() -> None:
     """A guard that is not callable is refused when it is registered."""
     _, registry = setup()
-    with pytest.raises(TypeError, match="a guard must be callable, got str"):
+    with pytest.raises(TypeError, match="tool guards must be callable, got a value of type str"):
         registry.guard("no")  # type: ignore[arg-type]
+
+
+def _denying_generator(_execution: ToolExecution) -> Iterator[Deny]:
+    yield Deny("never asked")
+
+
+async def _denying_async_generator(_execution: ToolExecution) -> AsyncIterator[Deny]:
+    yield Deny("never asked")
+
+
+@pytest.mark.parametrize("guard", [_denying_generator, _denying_async_generator])
+def test_a_generator_function_guard_is_refused_when_registered(guard: object) -> None:
+    """R9.3: a generator function's calls only make a generator, so every call would fail: it
+    is refused when registered, naming it, as ``HookBus.on`` refuses such a listener."""
+    _, registry = setup()
+    named = f"tool guards are called, not iterated: {__name__}.{getattr(guard, '__name__', '')} "
+    with pytest.raises(TypeError, match=re.escape(f"{named}is a generator function")):
+        registry.guard(guard)  # type: ignore[arg-type]
 
 
 async def test_a_runtime_guard_denies_an_agents_call_and_the_model_sees_the_reason(

@@ -17,8 +17,11 @@ from typing import TypeAlias, final
 
 import attrs
 
-from retinue._errors import HookError, failure_of, raised_message
+from retinue._callables import check_callable
+from retinue._errors import HookError
+from retinue._naming import qualified_name
 from retinue.hooks import Deny
+from retinue.hooks._calls import culprit_failure
 from retinue.hooks._listeners import Entry, Seam
 
 from ._execution import PreparedCall, ToolExecution, error_result, exception_result
@@ -51,8 +54,9 @@ class Guards:
         Each registration is its own entry, removed by identity: registering a
         guard twice keeps two.
         """
-        if not callable(guard):
-            raise TypeError(f"a guard must be callable, got {type(guard).__name__}")
+        # As a listener is checked: a generator function's calls would all fail, unsaid
+        # until a call is made.
+        check_callable(guard, "tool guards", synchronous=False)
         entry = Entry(guard, scope, next(self._orders))
         entries = self._entries
         entries.add(entry)
@@ -82,16 +86,11 @@ class Guards:
         No schedule point of its own (a sync guard has none): the registry's
         caller has one.
         """
-        failure: Exception
         try:
             denial = await self._denial(execution)
         except Exception as exc:
             log.exception("a tool guard failed for %r", execution.name)
             failure = exc
-        except BaseException as exc:
-            # Ctrl-C and a real cancel are raised again; a stray cancel or a SystemExit
-            # is the guard's failure.
-            failure = failure_of(exc, "a tool guard", HookError)
         else:
             if denial is None:
                 return PreparedCall(execution)  # noqa: ASYNC910 - the caller's schedule point
@@ -103,19 +102,38 @@ class Guards:
         """The first applicable guard's denial of *execution*, or ``None``."""
         # A new list: a guard may (un)register guards while it is asked.
         for guard in self._entries.reached(execution.agent_id):
-            try:
-                verdict = guard(execution)
-            except StopIteration as exc:
-                # Raised on out of this coroutine it would read "coroutine raised
-                # StopIteration" (PEP 479), naming a coroutine a sync guard does not have.
-                raise RuntimeError(raised_message("a tool guard", exc)) from exc
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
+            verdict = await _asked(guard, execution)
             if isinstance(verdict, Deny):
                 return verdict  # noqa: ASYNC910 - the caller's schedule point
             if verdict is not None:
                 raise HookError(
-                    f"a tool guard returned {type(verdict).__name__}: a guard returns "
-                    "None or a Deny"
+                    f"{_guard_label(guard)} returned {type(verdict).__name__}: a guard "
+                    "returns None or a Deny"
                 )
         return None  # noqa: ASYNC910 - the caller's schedule point
+
+
+async def _asked(guard: Callable[..., object], execution: ToolExecution) -> object:
+    """What *guard* says of *execution*, awaited if it is async.
+
+    Raises:
+        Exception: the guard's own, a ``StopIteration`` or a ``BaseException`` that
+            does not pass on (a stray cancel, a ``SystemExit``) as one naming it
+            (:func:`~retinue.hooks._calls.culprit_failure`).
+        BaseException: Ctrl-C or a real cancel, as they are.
+    """
+    try:
+        verdict = guard(execution)
+        if inspect.isawaitable(verdict):
+            return await verdict
+    except BaseException as exc:
+        failure = culprit_failure(_guard_label(guard), exc)
+        if failure is exc:
+            raise
+        raise failure from failure.__cause__
+    return verdict  # noqa: ASYNC910 - a sync guard; the caller has a schedule point
+
+
+def _guard_label(guard: Callable[..., object]) -> str:
+    """A guard as errors name it: "a tool guard (app.policy)", its code alone."""
+    return f"a tool guard ({qualified_name(guard)})"
