@@ -216,21 +216,29 @@ class Command:
 
 
 @pytest.mark.parametrize(
-    ("path", "problem"),
+    ("arguments", "problem"),
     [
-        ("-", "converting them raised SystemExit: usage: a path is required"),
-        ("!", "converting them raised _Abort: no such command"),
+        (
+            {"command": {"path": "-"}},
+            "command: Command raised SystemExit: usage: a path is required",
+        ),
+        ({"command": {"path": "!"}}, "command: Command raised _Abort: no such command"),
+        (
+            {"command": {"path": "/bin/true"}, "then": [{"path": "/bin/ls"}, {"path": "-"}]},
+            "then[1]: Command raised SystemExit: usage: a path is required",
+        ),
     ],
+    ids=["exit", "own", "nested"],
 )
 async def test_a_base_exception_while_binding_refuses_the_arguments(
-    autojump_clock: trio.testing.MockClock, path: str, problem: str
+    autojump_clock: trio.testing.MockClock, arguments: JsonValue, problem: str
 ) -> None:
-    """R9.2: a record's constructor run while binding that raises SystemExit, or a
-    BaseException of the user's own, is INVALID_ARGUMENTS, not a raise out of execute
-    that ends the runtime."""
+    """R9.2, R9.3: a record's constructor run while binding that raises SystemExit, or a
+    BaseException of the user's own, is INVALID_ARGUMENTS naming where, as a ValueError is,
+    not a raise out of execute that ends the runtime."""
 
     @tool
-    async def run(command: Command) -> str:
+    async def run(command: Command, then: list[Command] | None = None) -> str:
         """Run a command."""
         await trio.lowlevel.checkpoint()
         return command.path
@@ -240,7 +248,7 @@ async def test_a_base_exception_while_binding_refuses_the_arguments(
             "/bin/true",
             None,
         )
-        text, error = outcome(await execute(run, {"command": {"path": path}}))
+        text, error = outcome(await execute(run, arguments))
     assert text == f'Error: invalid arguments for tool "run": {problem}'
     assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
 

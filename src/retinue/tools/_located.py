@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import attrs
 
-from retinue._errors import RetinueError, describe_failure
+from retinue._errors import RetinueError, ToolError, describe_failure, failure_of
 from retinue._lossless import MAX_JSON_DEPTH
 
 from ._judgements import Run
@@ -18,6 +18,7 @@ __all__ = [
     "Coerce",
     "NestedTooDeeplyError",
     "Shape",
+    "constructor_failure",
     "converted_fields",
     "converted_items",
     "converted_keys",
@@ -74,6 +75,17 @@ class NestedTooDeeplyError(ValueError):
 
 # How much of the path to a part nested too deeply a refusal shows, as freeze_json does.
 _DEEP_PATH_SHOWN = 60
+
+
+def constructor_failure(cls: type[object], exc: BaseException) -> Exception:
+    """What *cls*'s constructor raising *exc* refuses the fields with, which the caller places
+    at the record: an ``Exception`` as it is (a validator's ``ValueError``), a ``SystemExit`` or
+    a ``BaseException`` of the user's as a ``ToolError`` naming the class.
+
+    Raises:
+        BaseException: Ctrl-C or a real cancel, as they are.
+    """
+    return failure_of(exc, cls.__qualname__, ToolError)
 
 
 def raise_at(segment: str, exc: Exception) -> NoReturn:

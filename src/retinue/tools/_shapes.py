@@ -36,6 +36,7 @@ from ._hints import (
 )
 from ._located import (
     Shape,
+    constructor_failure,
     converted_fields,
     converted_items,
     converted_keys,
@@ -443,6 +444,12 @@ def _record_fields(cls: type[object], where: str) -> Shape:
     def coerce(value: object) -> object:
         fields = converted_fields(shapes, pairs_of(value), keep_others=False)
         # A refusal of the class itself (a validator) is placed by the caller: at the record.
-        return cls(**fields)
+        try:
+            return cls(**fields)
+        except BaseException as exc:
+            failure = constructor_failure(cls, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     return Shape(object_schema(properties, required), coerce)
