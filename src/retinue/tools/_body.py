@@ -185,7 +185,7 @@ def _call(
     value = tool.call(**kwargs)
     if type(value) is CoroutineType:
         return value
-    return _settle(value)
+    return _awaited_return(value)
 
 
 async def _call_in_thread(
@@ -209,7 +209,7 @@ async def _call_in_thread(
             )
         if type(value) is _Raised:
             raise value.take()
-        return await _settle(value)
+        return await _awaited_return(value)
     finally:
         # Answered, cancelled or timed out: a thread running on must not reach the
         # agent in a later turn through the handle it was given (R2.25, R9.20).
@@ -277,7 +277,7 @@ def _sync_body_value(tool: Tool, kwargs: dict[str, object]) -> object:
     return value
 
 
-async def _settle(value: object) -> object:
+async def _awaited_return(value: object) -> object:
     """A body's return that is not a coroutine: awaited if awaitable, else a checkpoint first."""
     if inspect.isawaitable(value):
         return await value

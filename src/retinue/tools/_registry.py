@@ -160,8 +160,7 @@ class ToolRegistry:
             raise ConfigError(f'tool "{tool.name}" is already registered {where}')
         table[tool.name] = tool
         self._schemas.clear()
-        # Keyed on the registration, not the tool: the same Tool registered again after
-        # this one was removed is another registration, which this function leaves alone.
+        # Per registration: the same Tool registered again is another one, left alone.
         registered = True
 
         def unregister() -> None:
@@ -467,7 +466,7 @@ class ToolRegistry:
         """
         if self._needs_post_execute(prepared, result):
             result = await post_execute(self.hooks, prepared.execution, result)
-        return self._settle(prepared.execution, result)  # noqa: ASYNC910 - yields only when a post-execute listener runs
+        return self._checked_and_announced(prepared.execution, result)  # noqa: ASYNC910 - yields only when a post-execute listener runs
 
     def finish_at_once(
         self, prepared: PreparedCall, result: ToolExecutionResult
@@ -479,7 +478,7 @@ class ToolRegistry:
         """
         if self._needs_post_execute(prepared, result):
             return None
-        return self._settle(prepared.execution, result)
+        return self._checked_and_announced(prepared.execution, result)
 
     def _needs_post_execute(self, prepared: PreparedCall, result: ToolExecutionResult) -> bool:
         return (
@@ -489,7 +488,9 @@ class ToolRegistry:
             and not self._is_final(result)
         )
 
-    def _settle(self, execution: ToolExecution, result: ToolExecutionResult) -> ToolExecutionResult:
+    def _checked_and_announced(
+        self, execution: ToolExecution, result: ToolExecutionResult
+    ) -> ToolExecutionResult:
         """Validate the final result and tell ``tools/result`` observers."""
         try:
             check_result(result)

@@ -117,10 +117,12 @@ def _settled(run: Run, attempt: Callable[[], _T]) -> _T:
         try:
             return attempt()
         except TooDeep as deep:
-            _settle(run, deep)
+            _judge_deep_containers(run, deep)
 
 
-def _settle(run: Run, deep: TooDeep) -> None:
+def _judge_deep_containers(run: Run, deep: TooDeep) -> None:
+    """Judge the container *deep* met too deep, each met too deep inside it first, on a
+    shallow stack; each judgement is kept in ``run.known``."""
     waiting = [deep]
     while waiting:
         top = waiting[-1]
@@ -472,7 +474,7 @@ def _arguments_problems(value: object, schema: Mapping[str, object]) -> str | No
     try:  # the first attempt called here, not through _settled: most end in it
         return _first_problems(value, schema, run)
     except TooDeep as deep:
-        _settle(run, deep)
+        _judge_deep_containers(run, deep)
     return _settled(run, lambda: _first_problems(value, schema, run))
 
 
