@@ -106,6 +106,32 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
     hints = parameter_hints(_hinted(shown), where)
     description, documented = parse_docstring(_docstring(shown))
     found = _Properties(documented)
+    context, rest = _read_parameters(signature, hints, bound, found, where)
+    check_takes_what_it_shows(fn, signature, context, where)
+    schema = object_schema(found.properties, found.required)
+    if rest is None:
+        return FunctionSpec(description, schema, context, ShapeBinder(found.shapes))
+    name, shape = rest
+    reserved = _reserved_names(target, bound, context, found.properties)
+    extra = _parameter_schema(shape, signature.parameters[name], documented)
+    schema = _open_to(schema, _naming_refused(extra, reserved))
+    binder = RestBinder(found.shapes, shape, reserved)
+    return FunctionSpec(description, schema, context, binder, rest_parameter=name)
+
+
+def _read_parameters(
+    signature: inspect.Signature,
+    hints: Mapping[str, object],
+    bound: frozenset[str],
+    found: _Properties,
+    where: str,
+) -> tuple[str | None, tuple[str, Shape] | None]:
+    """Add each parameter the model fills to *found*; the ``ToolContext`` parameter's name,
+    and the ``**kwargs`` parameter's name and shape unless it unpacks a TypedDict.
+
+    Raises:
+        TypeError: a ``*args`` parameter, or more than one ``ToolContext`` parameter.
+    """
     context: str | None = None
     rest: tuple[str, Shape] | None = None
     for parameter in signature.parameters.values():
@@ -129,18 +155,9 @@ def _function_spec(fn: Callable[..., object]) -> FunctionSpec:
         else:
             _check_property_name(parameter.name, where)
             shape = _parameter_shape(parameter, hint, where)
-            schema = _parameter_schema(shape, parameter, documented)
+            schema = _parameter_schema(shape, parameter, found.documented)
             found.add(parameter.name, shape, schema, needed=parameter.default is EMPTY)
-    check_takes_what_it_shows(fn, signature, context, where)
-    schema = object_schema(found.properties, found.required)
-    if rest is None:
-        return FunctionSpec(description, schema, context, ShapeBinder(found.shapes))
-    name, shape = rest
-    reserved = _reserved_names(target, bound, context, found.properties)
-    extra = _parameter_schema(shape, signature.parameters[name], documented)
-    schema = _open_to(schema, _naming_refused(extra, reserved))
-    binder = RestBinder(found.shapes, shape, reserved)
-    return FunctionSpec(description, schema, context, binder, rest_parameter=name)
+    return context, rest
 
 
 @final
