@@ -99,10 +99,25 @@ class Guards:
         return PreparedCall(execution, result, needs_post_execute=False)  # noqa: ASYNC910 - the caller's schedule point
 
     async def _denial(self, execution: ToolExecution) -> Deny | None:
-        """The first applicable guard's denial of *execution*, or ``None``."""
+        """The first applicable guard's denial of *execution*, or ``None``.
+
+        Raises:
+            Exception: a guard's own, or its ``StopIteration`` or ``BaseException`` that
+                does not pass on as one naming it (:func:`culprit_failure`).
+            BaseException: Ctrl-C or a real cancel, as they are.
+        """
         # A new list: a guard may (un)register guards while it is asked.
         for guard in self._entries.reached(execution.agent_id):
-            verdict = await _asked(guard, execution)
+            # Asked inline, not through a helper's coroutine: one more per guard and call.
+            try:
+                verdict = guard(execution)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except BaseException as exc:
+                failure = culprit_failure(_guard_label(guard), exc)
+                if failure is exc:
+                    raise
+                raise failure from failure.__cause__
             if isinstance(verdict, Deny):
                 return verdict  # noqa: ASYNC910 - the caller's schedule point
             if verdict is not None:
@@ -111,27 +126,6 @@ class Guards:
                     "returns None or a Deny"
                 )
         return None  # noqa: ASYNC910 - the caller's schedule point
-
-
-async def _asked(guard: Callable[..., object], execution: ToolExecution) -> object:
-    """What *guard* says of *execution*, awaited if it is async.
-
-    Raises:
-        Exception: the guard's own, a ``StopIteration`` or a ``BaseException`` that
-            does not pass on (a stray cancel, a ``SystemExit``) as one naming it
-            (:func:`~retinue.hooks._calls.culprit_failure`).
-        BaseException: Ctrl-C or a real cancel, as they are.
-    """
-    try:
-        verdict = guard(execution)
-        if inspect.isawaitable(verdict):
-            return await verdict
-    except BaseException as exc:
-        failure = culprit_failure(_guard_label(guard), exc)
-        if failure is exc:
-            raise
-        raise failure from failure.__cause__
-    return verdict  # noqa: ASYNC910 - a sync guard; the caller has a schedule point
 
 
 def _guard_label(guard: Callable[..., object]) -> str:
