@@ -10,6 +10,7 @@ pass: the API is not known to refuse them.
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import httpx2
@@ -19,6 +20,7 @@ import trio
 from retinue._content import Message, Text, ToolCall, ToolResultBlock
 from retinue.providers import ProviderError
 from retinue.providers.mock import EchoPolicy, MockServer
+from retinue.providers.mock._request_pairing import pairing_refusal
 
 from ._mock_robustness_kit import CHAT
 from ._request_validity_kit import adapter
@@ -252,3 +254,31 @@ async def test_mock_anthropic_pairing_reads_consecutive_turns_of_a_role_as_one()
         "type": "invalid_request_error",
         "message": _NO_USE.format(index=6, id="a"),
     }
+
+
+def _long_anthropic_body(turns: int) -> dict[str, Any]:
+    """*turns* turns of a prompt, a tool_use, its tool_result and an answer, as JSON parses them."""
+    messages: list[dict[str, Any]] = []
+    for turn in range(turns):
+        use = {"type": "tool_use", "id": f"u{turn}", "name": "f", "input": {"city": "Oslo"}}
+        result = {"type": "tool_result", "tool_use_id": f"u{turn}", "content": "ok"}
+        messages += [
+            {"role": "user", "content": [{"type": "text", "text": f"question {turn}"}]},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+            {"role": "assistant", "content": [{"type": "text", "text": "answer"}]},
+        ]
+    return {"model": "m", "max_tokens": 64, "messages": messages}
+
+
+def test_mock_anthropic_pairing_check_keeps_nothing_per_message() -> None:
+    """The check of a long history allocates no object per message: the server runs it on
+    every request, whose history grows with the session, beside the parsed body's own."""
+    body = _long_anthropic_body(1000)
+    tracemalloc.start()
+    try:
+        assert pairing_refusal("messages", body) is None
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_384, f"{peak} bytes held while checking 4000 messages"

@@ -59,26 +59,66 @@ def _strings(values: object, key: str) -> list[str]:
     return [v[key] for v in values if isinstance(v, dict) and isinstance(v.get(key), str)]
 
 
-class _Turn:
-    """An Anthropic turn: where it starts, its role, its tool_use ids and its tool_result
-    blocks (message index, block index, the id each answers)."""
+_NO_IDS: tuple[str, ...] = ()
 
-    __slots__ = ("first", "results", "role", "uses")
 
-    def __init__(self, first: int, role: object) -> None:
-        self.first, self.role = first, role
+class _Turns:
+    """Anthropic's turns, read a message at a time: the turn being read (where it starts,
+    its role, its tool_use ids, its tool_result blocks as message index, block index and
+    the id each answers) and the tool_use ids of the assistant turn before it.
+
+    One per history, its lists reused from turn to turn: the server checks every request,
+    whose history grows with the session, so the check allocates nothing per message.
+    """
+
+    __slots__ = ("asked", "asker", "first", "results", "role", "uses")
+
+    def __init__(self) -> None:
+        self.first = -1
+        self.role: object = None
         self.uses: list[str] = []
         self.results: list[tuple[int, int, str]] = []
+        self.asked: Sequence[str]
+        self.asker, self.asked = -1, _NO_IDS
 
-    def add(self, index: int, blocks: list[object]) -> None:
-        for number, block in enumerate(blocks):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "tool_use" and isinstance(block.get("id"), str):
-                self.uses.append(block["id"])
-            elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                self.results.append((index, number, block["tool_use_id"]))
+    def read(self, index: int, message: Mapping[str, object]) -> bytes | None:
+        """Read *message*, closing the turn before it if its role starts a new one."""
+        role, content = message.get("role"), message.get("content")
+        if self.first < 0 or role != self.role:
+            if (refused := self.close()) is not None:
+                return refused
+            self.first, self.role = index, role
+        if isinstance(content, list):
+            for number, block in enumerate(content):
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "tool_use" and isinstance(block.get("id"), str):
+                    self.uses.append(block["id"])
+                elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                    self.results.append((index, number, block["tool_use_id"]))
+        return None
+
+    def close(self) -> bytes | None:
+        """Check the turn read against the one before, then make it the one before."""
+        if self.asked:
+            answered = {result[2] for result in self.results}
+            if missing := [u for u in self.asked if u not in answered]:
+                message = _NO_RESULT.format(index=self.asker, ids=", ".join(missing))
+                return error_body("messages", 400, message)
+        if self.role == "user" and self.results:
+            asked = set(self.asked)
+            for index, block, tool_use_id in self.results:
+                if tool_use_id not in asked:
+                    message = _NO_USE.format(index=index, block=block, id=tool_use_id)
+                    return error_body("messages", 400, message)
+        self.results.clear()
+        if self.role == "assistant" and self.uses:
+            self.asker, self.asked, self.uses = self.first, self.uses, []
+        else:
+            self.asked = _NO_IDS
+            self.uses.clear()
+        return None
 
 
 def _chat(body: Mapping[str, object]) -> bytes | None:
@@ -143,35 +183,13 @@ def _is_reference(item: Mapping[str, object]) -> bool:
     return item.get("type", "item_reference") in ("item_reference", None) and "id" in item
 
 
-def _turns(messages: Sequence[Mapping[str, object]]) -> list[_Turn]:
-    """*messages* as turns: the API merges consecutive messages of one role into one."""
-    turns: list[_Turn] = []
-    for index, message in enumerate(messages):
-        role, content = message.get("role"), message.get("content")
-        if not turns or turns[-1].role != role:
-            turns.append(_Turn(index, role))
-        if isinstance(content, list):
-            turns[-1].add(index, content)
-    return turns
-
-
 def _messages(body: Mapping[str, object]) -> bytes | None:
-    turns = _turns(body.get("messages") or [])  # type: ignore[arg-type]
-    asked: set[str] = set()  # the tool_use ids of the turn before
-    for number, turn in enumerate(turns):
-        if turn.role == "user":
-            for index, block, tool_use_id in turn.results:
-                if tool_use_id not in asked:
-                    message = _NO_USE.format(index=index, block=block, id=tool_use_id)
-                    return error_body("messages", 400, message)
-        uses = turn.uses if turn.role == "assistant" else []
-        if uses and number + 1 < len(turns):
-            answered = {result[2] for result in turns[number + 1].results}
-            if missing := [u for u in uses if u not in answered]:
-                message = _NO_RESULT.format(index=turn.first, ids=", ".join(missing))
-                return error_body("messages", 400, message)
-        asked = set(uses)
-    return None
+    turns = _Turns()
+    messages: Sequence[Mapping[str, object]] = body.get("messages") or []  # type: ignore[assignment]
+    for index, message in enumerate(messages):
+        if (refused := turns.read(index, message)) is not None:
+            return refused
+    return turns.close()
 
 
 _CHECKS: dict[Api, Callable[[Mapping[str, object]], bytes | None]] = {
