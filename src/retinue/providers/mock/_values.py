@@ -182,11 +182,15 @@ class MockCall:
         return items if isinstance(items, list) else []
 
     def _since_last_assistant_turn(self) -> list[JsonObject]:
-        items = [item for item in self._items() if isinstance(item, dict)]
-        start = len(items)
-        while start > 0 and not _is_assistant_turn(items[start - 1]):
-            start -= 1
-        return items[start:]
+        # From the end back: a long history's earlier turns are never read.
+        since: list[JsonObject] = []
+        for item in reversed(self._items()):
+            if isinstance(item, dict):
+                if _is_assistant_turn(item):
+                    break
+                since.append(item)
+        since.reverse()
+        return since
 
 
 _ASSISTANT_ITEMS = ("function_call", "reasoning")
