@@ -256,3 +256,23 @@ async def test_request_rebuild_check_fails_the_call_and_keeps_the_failure(
     [failure] = checked.failures
     assert "request's messages differ" in str(failure)
     assert len(model.requests) == 1
+
+
+async def test_request_rebuild_check_not_following_a_runtime_fails_naming_follow(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R8.9: an agent's request reaching a checker that follows no runtime fails naming
+    ``follow``: a test asserting on ``failures`` alone cannot pass having checked nothing."""
+    model = ScriptedModel([Reply("one")])
+    checked = RebuildCheckedModel(model)
+    with trio.fail_after(60):
+        async with runtime(checked) as rt:
+            agent = await rt.create_agent("a", OPTIONS, session_id="unfollowed")
+            result = await agent.ask("hello")
+    assert (result.reason.kind, checked.checked) == ("error", 0)
+    [failure] = checked.failures
+    assert "'unfollowed'" in str(failure)
+    assert "model.follow(rt)" in str(failure)
+    assert result.reason.message is not None
+    assert "model.follow(rt)" in result.reason.message
+    assert model.requests == []

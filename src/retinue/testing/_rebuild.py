@@ -76,19 +76,21 @@ class RebuildCheckedModel:
     """A :class:`~retinue.providers.Model` that checks every request against its log.
 
     *sessions* maps a request's ``session_id`` to the live session that made
-    it (``None`` skips the check, e.g. for a request made outside an agent);
-    :meth:`follow` sets it to a runtime's agents, the usual case::
+    it (its ``None`` skips the check, e.g. for a request made outside an
+    agent); :meth:`follow` sets it to a runtime's agents, the usual case::
 
         model = RebuildCheckedModel(ScriptedModel(...))
         async with retinue.open_runtime(models=model) as rt:
             model.follow(rt)
             ...
-        assert model.failures == []
+        assert model.failures == [] and model.checked > 0
 
     A request that its log does not rebuild raises :class:`InvariantError`
     from ``stream`` before *model* sees it, and the error is kept in
     :attr:`failures`: the loop contains a failing model call (the turn ends
-    ``error``), so a test asserts on the list rather than on the raise.
+    ``error``), so a test asserts on the list rather than on the raise. A
+    request naming a session while no runtime is followed (``follow``
+    forgotten) fails the same way, its error naming ``model.follow(rt)``.
     """
 
     def __init__(
@@ -124,15 +126,31 @@ class RebuildCheckedModel:
         self._sessions = session_of
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Check *request* (R8.9), then stream it from the wrapped model."""
-        session = None
-        if self._sessions is not None and request.session_id is not None:
-            session = self._sessions(request.session_id)
-        if session is not None:
-            self.checked += 1
-            try:
+        """Check *request* (R8.9), then stream it from the wrapped model.
+
+        Raises:
+            InvariantError: the log does not rebuild *request*, or *request*
+                names a session but no runtime is followed and no *sessions*
+                was given, so nothing could check it.
+        """
+        try:
+            session = self._session_of(request)
+            if session is not None:
+                self.checked += 1
                 check_request_rebuild(session, request)
-            except InvariantError as error:
-                self.failures.append(error)
-                raise
+        except InvariantError as error:
+            self.failures.append(error)
+            raise
         return self._model.stream(request)
+
+    def _session_of(self, request: ModelRequest) -> Session | None:
+        if request.session_id is None:
+            return None
+        if self._sessions is None:
+            # Passing it unchecked would let ``failures == []`` pass having checked nothing.
+            raise InvariantError(
+                f"R8.9: the request of session {request.session_id!r} cannot be checked: "
+                "the RebuildCheckedModel follows no runtime; call model.follow(rt) once "
+                "the runtime is open (or pass sessions=)"
+            )
+        return self._sessions(request.session_id)
