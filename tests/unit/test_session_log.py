@@ -152,6 +152,17 @@ def test_append_snapshots_the_callers_data() -> None:
         logged.meta["files"] = ()  # type: ignore[index]
 
 
+def test_events_is_one_live_view_that_later_appends_show_through() -> None:
+    """R4.2: every read of ``events`` gives the same read-only view of the log, and
+    what is appended after the read is in it: the loop reads it on every step."""
+    session = _open()
+    view = session.events
+    session.append(UserMessage(_c("hi")), surface="append")
+    assert session.events is view
+    assert [event.seq for event in view] == [0, 1]
+    assert view == tuple(session.events)
+
+
 def test_a_sessions_header_cannot_be_replaced() -> None:
     """R4.1: the header is immutable; its id is what a store tracks the session by. A new header
     would change the id under an attached store, whose flush of the session would then find nothing

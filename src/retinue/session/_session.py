@@ -76,6 +76,10 @@ class Session:
     # append a Python-level __setattr__.)
     _header: SessionHeader
     _events: list[Event] = attrs.field(factory=list, init=False)
+    # One live view of the list, which is never replaced: read on every step.
+    _log: EventLog = attrs.field(
+        default=attrs.Factory(lambda self: EventLog(self._events), takes_self=True), init=False
+    )
     # Keyed by a token per registration: an unsubscriber removes its own, never
     # another registration of the same (or an equal) observer.
     _observers: dict[object, Observer] = attrs.field(factory=dict, init=False)
@@ -198,7 +202,7 @@ class Session:
     @property
     def events(self) -> EventLog:
         """The log, as a read-only live sequence."""
-        return EventLog(self._events)
+        return self._log
 
     @property
     def is_turn_open(self) -> bool:
