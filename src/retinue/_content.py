@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, final, get_args
 
 import attrs
@@ -37,6 +37,16 @@ __all__ = [
 Role: TypeAlias = Literal["system", "user", "assistant"]
 _ROLES: tuple[str, ...] = get_args(Role)
 _ROLE_SET = frozenset(_ROLES)
+
+
+def slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The setters of *cls*'s slots *names*, each called ``setter(instance, value)``.
+
+    How the ``__init__`` of a frozen class built every step sets its fields: a
+    slot's own setter spares what ``object.__setattr__`` does first, a lookup of
+    the name on the type (and, bound, a method object per instance).
+    """
+    return tuple(cls.__dict__[name].__set__ for name in names)
 
 
 # A block is logged and stored as it is built: a field of the wrong type would
@@ -119,12 +129,15 @@ class ToolCall:
             raise wrong_type(self, "name", "a str", name)
         if not isinstance(arguments, str):
             raise wrong_type(self, "arguments", "a str", arguments)
-        setattr_ = bound_set_attribute(self)
+        set_id, set_name, set_arguments = _SET_CALL
         # Joined as every logged str is (R1.6): an id held as a pair would reload as
         # its character, and a call of that character's id would then share it.
-        setattr_("id", id if id.isascii() else joined_surrogates(id))
-        setattr_("name", name if name.isascii() else joined_surrogates(name))
-        setattr_("arguments", arguments if arguments.isascii() else joined_surrogates(arguments))
+        set_id(self, id if id.isascii() else joined_surrogates(id))
+        set_name(self, name if name.isascii() else joined_surrogates(name))
+        set_arguments(self, arguments if arguments.isascii() else joined_surrogates(arguments))
+
+
+_SET_CALL = slot_setters(ToolCall, "id", "name", "arguments")
 
 
 def new_tool_call_id() -> str:
@@ -166,10 +179,13 @@ class ToolResultBlock:
             raise wrong_type(self, "is_error", "a bool", is_error)
         if not tool_call_id.isascii():
             tool_call_id = joined_surrogates(tool_call_id)  # as its call's id is
-        setattr_ = bound_set_attribute(self)
-        setattr_("tool_call_id", tool_call_id)
-        setattr_("content", content)
-        setattr_("is_error", is_error)
+        set_tool_call_id, set_content, set_is_error = _SET_RESULT
+        set_tool_call_id(self, tool_call_id)
+        set_content(self, content)
+        set_is_error(self, is_error)
+
+
+_SET_RESULT = slot_setters(ToolResultBlock, "tool_call_id", "content", "is_error")
 
 
 def _not_blocks(block: ToolResultBlock, content: object) -> TypeError:
@@ -365,8 +381,10 @@ class Message:
 bound_set_attribute = object.__setattr__.__get__
 """``object.__setattr__`` bound to one instance: how a frozen class's own ``__init__`` sets its fields."""
 
+
 # Binding costs about what one more call of the unbound function does: a class
-# of two fields sets them unbound, one of three or more binds once.
+# of two fields sets them unbound; one of three or more built every step uses
+# its slots' setters (slot_setters).
 set_attribute = object.__setattr__
 
 

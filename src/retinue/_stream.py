@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
 
-from ._content import ContentBlock, bound_set_attribute, set_attribute, whole
+from ._content import ContentBlock, bound_set_attribute, set_attribute, slot_setters, whole
 from ._errors import InvalidJsonError
 from ._lossless import is_count, shown
 
@@ -239,19 +239,21 @@ class ToolCallDelta:
         arguments_delta: str,
         name: str | None = None,
     ) -> None:
-        setattr_ = bound_set_attribute(self)
-        setattr_("index", index)
-        setattr_("id", id if id is None or (type(id) is str and id.isascii()) else whole(id))
-        setattr_(
-            "arguments_delta",
+        set_index, set_id, set_arguments_delta, set_name = _SET_CALL_DELTA
+        set_index(self, index)
+        set_id(self, id if id is None or (type(id) is str and id.isascii()) else whole(id))
+        set_arguments_delta(
+            self,
             arguments_delta
             if type(arguments_delta) is str and arguments_delta.isascii()
             else whole(arguments_delta),
         )
-        setattr_(
-            "name",
-            name if name is None or (type(name) is str and name.isascii()) else whole(name),
+        set_name(
+            self, name if name is None or (type(name) is str and name.isascii()) else whole(name)
         )
+
+
+_SET_CALL_DELTA = slot_setters(ToolCallDelta, "index", "id", "arguments_delta", "name")
 
 
 @final

@@ -22,7 +22,6 @@ from retinue._stream import StreamChunk, Usage
 
 from ._fields import (
     NEG_SMALL_INT,
-    bound_set_attribute,
     check_turn,
     check_turn_and_step,
     content_field,
@@ -31,6 +30,7 @@ from ._fields import (
     optional_integer,
     outside,
     set_attribute,
+    slot_setters,
     source_field,
     wrong_type,
 )
@@ -303,11 +303,14 @@ class AssistantMessage:
                 break
         if type(usage) is not Usage and usage is not None:
             raise wrong_type(self, "usage", "a Usage or None", usage)
-        setattr_ = bound_set_attribute(self)
-        setattr_("turn", turn)
-        setattr_("step", step)
-        setattr_("content", blocks)
-        setattr_("usage", usage)
+        set_turn, set_step, set_content, set_usage = _SET_MESSAGE
+        set_turn(self, turn)
+        set_step(self, step)
+        set_content(self, blocks)
+        set_usage(self, usage)
+
+
+_SET_MESSAGE = slot_setters(AssistantMessage, "turn", "step", "content", "usage")
 
 
 @final
@@ -334,13 +337,16 @@ class ToolCallEvent:
                 "tool/call: call_id, name and arguments (the raw JSON text) must be strings, "
                 f"got {shown(call_id)}, {shown(name)}, {shown(arguments)}"
             )
-        setattr_ = bound_set_attribute(self)  # bound once for five fields, as attrs does
-        setattr_("turn", turn)
-        setattr_("step", step)
+        set_turn, set_step, set_call_id, set_name, set_arguments = _SET_CALL
+        set_turn(self, turn)
+        set_step(self, step)
         # Joined as the call's block joins them (R1.6), whoever built this record.
-        setattr_("call_id", call_id if call_id.isascii() else joined_surrogates(call_id))
-        setattr_("name", name if name.isascii() else joined_surrogates(name))
-        setattr_("arguments", arguments if arguments.isascii() else joined_surrogates(arguments))
+        set_call_id(self, call_id if call_id.isascii() else joined_surrogates(call_id))
+        set_name(self, name if name.isascii() else joined_surrogates(name))
+        set_arguments(self, arguments if arguments.isascii() else joined_surrogates(arguments))
+
+
+_SET_CALL = slot_setters(ToolCallEvent, "turn", "step", "call_id", "name", "arguments")
 
 
 @final
@@ -397,11 +403,18 @@ class ToolResultEvent:
             raise wrong_type(self, "call_id", "a str", call_id)
         if type(error) is not ToolErrorInfo and error is not None:
             raise wrong_type(self, "error", "a ToolErrorInfo or None", error)
-        setattr_ = bound_set_attribute(self)
-        setattr_("turn", turn)
-        setattr_("step", step)
-        setattr_("call_id", call_id if call_id.isascii() else joined_surrogates(call_id))
-        setattr_("content", blocks)
-        setattr_("is_error", is_error)
-        setattr_("error", error)
-        setattr_("meta", frozen_meta)
+        set_turn, set_step, set_call_id, set_content, set_is_error, set_error, set_meta = (
+            _SET_RESULT
+        )
+        set_turn(self, turn)
+        set_step(self, step)
+        set_call_id(self, call_id if call_id.isascii() else joined_surrogates(call_id))
+        set_content(self, blocks)
+        set_is_error(self, is_error)
+        set_error(self, error)
+        set_meta(self, frozen_meta)
+
+
+_SET_RESULT = slot_setters(
+    ToolResultEvent, "turn", "step", "call_id", "content", "is_error", "error", "meta"
+)

@@ -20,8 +20,8 @@ from retinue._content import (
     ToolCall,
     ToolResultBlock,
     as_content,
-    bound_set_attribute,
     refuse_blocks,
+    slot_setters,
     wrong_type,
 )
 from retinue._errors import InvalidJsonError, RetinueError, describe_failure, leaf_error
@@ -106,14 +106,21 @@ class ToolExecution:
             and (raw_arguments is None or type(raw_arguments) is str)
         ):
             _refuse_types(self, call_id, name, token, agent_id, raw_arguments)
-        setattr_ = bound_set_attribute(self)
-        setattr_("call_id", call_id)
-        setattr_("name", name)
-        setattr_("arguments", arguments)
-        setattr_("agent", agent)
-        setattr_("agent_id", agent_id)
-        setattr_("token", token)
-        setattr_("raw_arguments", raw_arguments)
+        set_call_id, set_name, set_arguments, set_agent, set_agent_id, set_token, set_raw = (
+            _SET_EXECUTION
+        )
+        set_call_id(self, call_id)
+        set_name(self, name)
+        set_arguments(self, arguments)
+        set_agent(self, agent)
+        set_agent_id(self, agent_id)
+        set_token(self, token)
+        set_raw(self, raw_arguments)
+
+
+_SET_EXECUTION = slot_setters(
+    ToolExecution, "call_id", "name", "arguments", "agent", "agent_id", "token", "raw_arguments"
+)
 
 
 def _refuse_types(execution: ToolExecution, *values: object) -> None:
@@ -159,13 +166,18 @@ class ToolExecutionResult:
         additional_context: HookContext | None = None,
     ) -> None:
         blocks = as_content(content)
-        setattr_ = bound_set_attribute(self)
-        setattr_("call_id", call_id)
-        setattr_("content", blocks)
-        setattr_("is_error", is_error)
-        setattr_("error", error)
-        setattr_("meta", None if meta is None else freeze_json(meta, "meta"))
-        setattr_("additional_context", additional_context)
+        set_call_id, set_content, set_is_error, set_error, set_meta, set_context = _SET_RESULT
+        set_call_id(self, call_id)
+        set_content(self, blocks)
+        set_is_error(self, is_error)
+        set_error(self, error)
+        set_meta(self, None if meta is None else freeze_json(meta, "meta"))
+        set_context(self, additional_context)
+
+
+_SET_RESULT = slot_setters(
+    ToolExecutionResult, "call_id", "content", "is_error", "error", "meta", "additional_context"
+)
 
 
 @final
