@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, final, get_args
 
 import attrs
 
 from ._lossless import FrozenDict, freeze_json, joined_surrogates, shown
+from ._slots import slot_setters
 
 __all__ = [
     "ContentBlock",
@@ -29,6 +30,7 @@ __all__ = [
     "content_text",
     "new_tool_call_id",
     "refuse_blocks",
+    "slot_setters",
     "snapshot_messages",
     "whole",
     "wrong_type",
@@ -37,16 +39,6 @@ __all__ = [
 Role: TypeAlias = Literal["system", "user", "assistant"]
 _ROLES: tuple[str, ...] = get_args(Role)
 _ROLE_SET = frozenset(_ROLES)
-
-
-def slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
-    """The setters of *cls*'s slots *names*, each called ``setter(instance, value)``.
-
-    How the ``__init__`` of a frozen class built every step sets its fields: a
-    slot's own setter spares what ``object.__setattr__`` does first, a lookup of
-    the name on the type (and, bound, a method object per instance).
-    """
-    return tuple(cls.__dict__[name].__set__ for name in names)
 
 
 # A block is logged and stored as it is built: a field of the wrong type would
@@ -82,12 +74,22 @@ def wrong_type(instance: object, name: str, expected: str, value: object) -> Typ
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class Text:
     """A text block."""
 
     text: str = attrs.field(converter=whole, validator=check_str)
     type: ClassVar[str] = "text"
+
+    # Written by hand, as attrs would (converted, then checked): a tool's text result
+    # and a message's text are built every step, and the converter and the
+    # validator would add a call each.
+    def __init__(self, text: str) -> None:
+        if type(text) is not str or not text.isascii():
+            text = whole(text)  # type: ignore[assignment]
+            if not isinstance(text, str):
+                raise wrong_type(self, "text", "a str", text)
+        set_attribute(self, "text", text)
 
 
 @final

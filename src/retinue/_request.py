@@ -8,7 +8,7 @@ from typing import final, overload
 
 import attrs
 
-from ._content import Message, check_optional_str, check_str, whole
+from ._content import Message, check_optional_str, check_str, slot_setters, whole
 from ._errors import ConfigError, InvalidJsonError
 from ._lossless import (
     FrozenDict,
@@ -213,7 +213,7 @@ _NO_METADATA = FrozenDict()
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ModelRequest:
     """One immutable model request (R7.35); adapters read it and never change it."""
 
@@ -224,6 +224,24 @@ class ModelRequest:
     session_id: str | None = None
     # Shared, not built per request: a FrozenDict refuses mutation.
     metadata: FrozenDict = attrs.field(default=_NO_METADATA)
+
+    # Written by hand, as attrs would: one is built every step.
+    def __init__(
+        self,
+        config: LlmCallConfig,
+        messages: MessageHistory,
+        system: str | None = None,
+        tools: tuple[ToolSchema, ...] = (),
+        session_id: str | None = None,
+        metadata: FrozenDict = _NO_METADATA,
+    ) -> None:
+        set_config, set_messages, set_system, set_tools, set_session_id, set_metadata = _SET_REQUEST
+        set_config(self, config)
+        set_messages(self, messages)
+        set_system(self, system)
+        set_tools(self, tools)
+        set_session_id(self, session_id)
+        set_metadata(self, metadata)
 
     @property
     def model(self) -> str:
@@ -249,3 +267,8 @@ class ModelRequest:
     def stop(self) -> tuple[str, ...] | None:
         """Stop sequences, when set."""
         return self.config.stop
+
+
+_SET_REQUEST = slot_setters(
+    ModelRequest, "config", "messages", "system", "tools", "session_id", "metadata"
+)

@@ -181,7 +181,7 @@ _SET_RESULT = slot_setters(
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class PreparedCall:
     """A call after the pre-execute stage (R9.15).
 
@@ -199,10 +199,30 @@ class PreparedCall:
     checked_by: Tool | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
     """The tool that found the arguments valid when the call was classified, if any."""
 
+    # Written by hand, as attrs would: one is built for every call.
+    def __init__(
+        self,
+        execution: ToolExecution,
+        result: ToolExecutionResult | None = None,
+        needs_post_execute: bool = True,  # noqa: FBT001, FBT002 - a field, positional as attrs made it
+        *,
+        checked_by: Tool | None = None,
+    ) -> None:
+        set_execution, set_result, set_needs_post_execute, set_checked_by = _SET_PREPARED
+        set_execution(self, execution)
+        set_result(self, result)
+        set_needs_post_execute(self, needs_post_execute)
+        set_checked_by(self, checked_by)
+
     @property
     def needs_dispatch(self) -> bool:
         """Whether the call's body (the ``tools/execute`` stage) must run."""
         return self.result is None
+
+
+_SET_PREPARED = slot_setters(
+    PreparedCall, "execution", "result", "needs_post_execute", "checked_by"
+)
 
 
 def error_info(exc: BaseException) -> ToolErrorInfo | None:
