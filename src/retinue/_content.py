@@ -87,7 +87,8 @@ class Text:
     def __init__(self, text: str) -> None:
         if type(text) is not str or not text.isascii():
             text = whole(text)  # type: ignore[assignment]
-            if not isinstance(text, str):
+            # Unless attrs' validators are switched off, as its own constructor asks.
+            if not isinstance(text, str) and not attrs.validators.get_disabled():
                 raise wrong_type(self, "text", "a str", text)
         set_attribute(self, "text", text)
 
