@@ -10,7 +10,8 @@ from typing import Protocol, Self
 import httpx2
 import trio
 
-from ._failures import ProviderError
+from ._failures import ProviderConnectionError, ProviderError
+from ._sending import close_response, send_within
 
 __all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_json"]
 
@@ -90,6 +91,8 @@ class ClientOwner:
 
     _client: _SdkClient
     _closed: bool = False
+    provider: str
+    _read_timeout: float
 
     @property
     def base_url(self) -> str:
@@ -123,3 +126,30 @@ class ClientOwner:
         with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_SECONDS):
             await self._client.close()
         await trio.lowlevel.checkpoint()
+
+    def _check_open(self) -> None:
+        """Refuse a request to a closed adapter (``ADAPTER_CLOSED``)."""
+        if self._closed:
+            raise self._closed_error()
+
+    def _closed_error(self) -> ProviderError:
+        return ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
+
+    async def _send_open(self, send: Callable[[], Awaitable[httpx2.Response]]) -> httpx2.Response:
+        """:func:`send_within` ``send()``, for an adapter still open when it is done.
+
+        A request that waited for a connection or its headers while the adapter
+        closed fails ``ADAPTER_CLOSED`` (its connection failure the cause), and
+        a response that came anyway is closed: a transport of the caller's own
+        may send through the close, and its connection would stay open.
+        """
+        try:
+            response = await send_within(send, self._read_timeout, self.provider)
+        except ProviderConnectionError as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise
+        if self._closed:
+            await close_response(response)
+            raise self._closed_error()
+        return response

@@ -147,6 +147,7 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         ]
         self._slots = trio.Semaphore(total)
         self._turn = 0
+        self._closed = False
         self.max_connections = total
         """Connections in total, over all pools."""
 
@@ -181,6 +182,11 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
             self._slots.acquire_nowait()
         except trio.WouldBlock:
             await self._wait_for_slot()
+        if self._closed:
+            # A request that waited out the close: sent now, it would open a connection
+            # in a pool already closed, which nothing would ever close.
+            self._slots.release()
+            raise httpx2.TransportError("the adapter's connection pools are closed")
         index = self._take(preferred)
         release = functools.partial(self._release, index)
         try:
@@ -221,7 +227,9 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         self._slots.release()
 
     async def aclose(self) -> None:
-        """Close every pool; always a checkpoint."""
+        """Close every pool, and refuse the requests still waiting for a connection; always a
+        checkpoint."""
+        self._closed = True
         await trio.lowlevel.checkpoint()
         for pool in self._pools:
             await pool.aclose()

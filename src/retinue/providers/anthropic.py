@@ -36,7 +36,7 @@ from ._http import (
     shown_url,
 )
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
-from ._sending import close_response, send_within
+from ._sending import close_response
 from ._settings import check_header_lines, check_header_names, check_identity
 from ._urls import base_url_from, client_base_url, on_domain
 
@@ -271,16 +271,13 @@ class AnthropicModel(ClientOwner):
             ) from exc
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
-        if self._closed:
-            raise ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
+        self._check_open()
         body = anthropic_request_body(
             request,
             default_max_tokens=self._default_max_tokens,
             thinking_budget=self._thinking_budget,
         )
-        response = await send_within(
-            lambda: self._send(body, request.session_id), self._read_timeout, self.provider
-        )
+        response = await self._send_open(lambda: self._send(body, request.session_id))
         try:
             report_response(response.headers)
             decoder = AnthropicStreamDecoder()

@@ -33,7 +33,7 @@ from ._openai_chat_stream import ChatStreamDecoder
 from ._openai_responses import responses_request_body
 from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
-from ._sending import close_response, send_within
+from ._sending import close_response
 from ._settings import check_header_names, check_header_values, check_identity
 from ._urls import base_url_from, client_base_url, on_domain
 
@@ -286,12 +286,9 @@ class OpenAIModel(ClientOwner):
             ) from exc
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
-        if self._closed:
-            raise ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
+        self._check_open()
         path, body, decoder = self._prepare(request)
-        response = await send_within(
-            lambda: self._send(path, body, request.session_id), self._read_timeout, self.provider
-        )
+        response = await self._send_open(lambda: self._send(path, body, request.session_id))
         try:
             report_response(response.headers)
             chunks = decode_response(
