@@ -13,12 +13,12 @@ import attrs
 import trio
 
 from retinue._checks import finite_number_error
-from retinue._content import Text, ToolCall, ToolResultBlock
 from retinue._errors import NoAdapterError
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk, UsageChunk
 
 from ._admission import AdmissionController, AdmissionTicket
+from ._estimate import estimate_tokens
 from ._failures import QUOTA_EXHAUSTED, ProviderError, throttles
 from ._feedback import listening
 from ._model import Model, ModelRouter, is_adapter
@@ -29,22 +29,6 @@ __all__ = ["ManagedModel", "ManagedStatistics", "estimate_tokens", "manage"]
 logger = logging.getLogger("retinue.providers")
 
 _NO_RETRY = RetryPolicy(max_attempts=1)
-
-
-def estimate_tokens(request: ModelRequest) -> int:
-    """Estimate a request's input tokens: about four characters per token; pure."""
-    chars = len(request.system or "")
-    for message in request.messages:
-        for block in message.content:
-            if isinstance(block, Text):
-                chars += len(block.text)
-            elif isinstance(block, ToolCall):
-                chars += len(block.arguments) + len(block.name)
-            elif isinstance(block, ToolResultBlock):
-                chars += sum(len(b.text) for b in block.content if isinstance(b, Text))
-    for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + 20 * len(tool.parameters)
-    return chars // 4 + 4 * len(request.messages) + 1
 
 
 @final
