@@ -8,7 +8,10 @@ import math
 import pytest
 import trio
 
-from retinue.providers import AdmissionController, AdmissionLimits
+from retinue._stream import STOP, Finish, TextDelta, Usage, UsageChunk
+from retinue.providers import AdmissionController, AdmissionLimits, manage
+
+from .support import FakeModel, collect, make_request
 
 NOT_COUNTS = pytest.mark.parametrize(
     ("tokens", "error"),
@@ -82,3 +85,34 @@ async def test_a_ticket_refuses_a_usage_that_is_no_count(
         with pytest.raises(error, match="tokens"):
             ticket.record_usage(tokens)  # type: ignore[arg-type]
     assert admission.statistics().lanes[0].tokens_in_window == 100
+
+
+@pytest.mark.parametrize("tokens", [5_000, 10**400], ids=["past-the-limit", "past-a-float"])
+async def test_a_ticket_charges_a_usage_past_the_limit_as_the_whole_limit(
+    tokens: int, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.6: a usage count past the budget, even one past a float's range (a JSON int
+    a server may send), is taken and charged as the whole limit: the lane waits out its
+    window, and the stream that reported it is not failed for it."""
+    admission = _budgeted()
+    with trio.fail_after(600):
+        async with admission.admit(provider="p", model="m", tokens=100) as ticket:
+            ticket.record_usage(tokens)
+        assert admission.statistics().lanes[0].tokens_in_window == 1000
+        async with admission.admit(provider="p", model="m", tokens=100):
+            assert trio.current_time() == pytest.approx(60.0)
+
+
+async def test_a_managed_stream_whose_usage_is_past_a_float_completes_under_admission(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R10.6: a stream whose usage is too large for a float completes under admission
+    as it does without, where the count failed the call."""
+    chunks = [TextDelta(0, "fine"), UsageChunk(Usage(10**400, 1)), Finish(STOP)]
+    admission = _budgeted()
+    model = manage(FakeModel([chunks]), admission=admission)
+    with trio.fail_after(60):
+        collected = await collect(model, make_request("hi"))
+    assert collected.chunks == chunks
+    assert model.statistics().failures == 0
+    assert admission.statistics().lanes[0].tokens_in_window == 1000

@@ -89,15 +89,21 @@ class AdmissionTicket:
     def record_usage(self, tokens: int) -> None:
         """Correct the up-front token estimate with the real count; never blocks.
 
-        Budget freed by an over-estimate admits waiting requests at once.
+        Budget freed by an over-estimate admits waiting requests at once. A count
+        past the lane's limit is charged as the limit: it holds the lane for a
+        window all the same, and an int past a float's range (a JSON number a
+        server may send) is taken too.
 
         Raises:
             TypeError: *tokens* is neither an int nor a float (a bool is not one).
             ValueError: *tokens* is negative, NaN or infinite.
         """
-        _check_tokens(tokens)
-        if self._token_charge is not None and self._lane.tokens is not None:
-            self._lane.tokens.correct(self._token_charge, float(tokens))
+        if type(tokens) is not int or tokens < 0:
+            _check_tokens(tokens)
+        window = self._lane.tokens
+        if self._token_charge is not None and window is not None:
+            # Compared before float(): 10**400 would overflow it.
+            window.correct(self._token_charge, float(min(tokens, window.limit)))
             self._lane.pump(trio.current_time())
 
     def observe_headers(self, headers: Mapping[str, str], *, max_pause: float = math.inf) -> None:
