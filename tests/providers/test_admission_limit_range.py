@@ -25,3 +25,11 @@ async def test_the_largest_concurrency_limit_a_float_holds_admits(
         async with admission.admit(provider="p", model="m") as ticket:
             ticket.rate_limited(None)
     assert admission.statistics().lanes[0].concurrency_limit == float(10**300)
+
+
+@pytest.mark.parametrize("window", [None, "60"], ids=["none", "str"])
+def test_a_window_that_is_no_number_is_refused_naming_it(window: object) -> None:
+    """The window has no unlimited value: ``None`` is refused when built, where it was
+    taken and every admission to the lane after its first failed with a TypeError."""
+    with pytest.raises(TypeError, match=r"AdmissionLimits\.window must be a number"):
+        AdmissionLimits(requests_per_minute=10, window=window)  # type: ignore[arg-type]

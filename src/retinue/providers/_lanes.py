@@ -35,8 +35,6 @@ GROWTH = 0.1
 
 def _positive_finite(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     # A zero limit admits nothing, ever: refused here rather than hanging every request.
-    if value is None:
-        return
     error = finite_number_error(value)
     if error is not None:
         expected = "a number" if error is TypeError else "positive and finite"
@@ -57,19 +55,24 @@ def _positive_count(_instance: object, attribute: attrs.Attribute[Any], value: A
 @final
 @attrs.frozen
 class AdmissionLimits:
-    """Limits for one ``(provider, model)``; ``None`` means unlimited.
+    """Limits for one ``(provider, model)``; ``None`` means unlimited (not for the window).
 
     Raises:
-        TypeError: a concurrency limit is no int.
+        TypeError: a concurrency limit is no int, a rate limit no number, or the
+            window no number (``None`` included).
         ValueError: a limit or the window is not positive and finite, or a
             concurrency limit is past a float's range.
     """
 
     max_concurrent: int | None = attrs.field(default=None, validator=_positive_count)
     """Requests in flight at once."""
-    requests_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
+    requests_per_minute: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive_finite)
+    )
     """Requests admitted in any ``window`` seconds."""
-    tokens_per_minute: float | None = attrs.field(default=None, validator=_positive_finite)
+    tokens_per_minute: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive_finite)
+    )
     """Tokens (estimated, then corrected by usage) admitted in any ``window`` seconds."""
     window: float = attrs.field(default=60.0, validator=_positive_finite)
     """The length of the sliding window, in seconds."""
