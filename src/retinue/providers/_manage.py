@@ -41,7 +41,8 @@ class ManagedStatistics:
     attempts: int
     """Provider calls made (requests plus retries), each counted once admitted."""
     retries: int
-    """Retries made."""
+    """Retries made, each counted once admitted, as attempts are: one cancelled in its
+    wait (the backoff, or admission) was never made."""
     failures: int
     """Streams that ended with an error after their last attempt."""
 
@@ -103,8 +104,11 @@ class ManagedModel:
                 # One generator for every attempt, not one more within it: each layer of
                 # generators costs every chunk a step of its own.
                 async with self._admit(request, provider) as ticket:
-                    # Counted once admitted: a wait cancelled in admission called no provider.
+                    # Counted once admitted: a wait cancelled in admission, or in a
+                    # retry's sleep, called no provider.
                     self._counts["attempts"] += 1
+                    if attempt > 1:
+                        self._counts["retries"] += 1
                     async with _closing(self.model.stream(request)) as chunks:
                         first = await _first(chunks, ticket)
                         if first is _NO_CHUNK:
@@ -130,7 +134,6 @@ class ManagedModel:
                 # No provider's failure, so never retried: a failed stream all the same.
                 self._counts["failures"] += 1
                 raise
-            self._counts["retries"] += 1
             await trio.sleep(delay)
 
     def _provider_serving(self, request: ModelRequest) -> str | None:
