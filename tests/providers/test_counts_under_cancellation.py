@@ -1,7 +1,9 @@
-"""Counters that stay true when a request is cancelled: a retry counts once it is made."""
+"""Counters that stay true when a request is cancelled: a retry counts once it is made,
+and a lane's longest wait counts the waits given up too."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from retinue._stream import STOP, Finish, TextDelta, Usage, UsageChunk
@@ -72,3 +74,26 @@ async def test_a_retry_made_is_counted_once(autojump_clock: trio.abc.Clock) -> N
         assert model.statistics() == ManagedStatistics(
             requests=1, attempts=2, retries=1, failures=0
         )
+
+
+async def test_a_lane_s_longest_wait_counts_a_wait_given_up(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """``max_wait`` is the longest any request waited for admission: a request that gave up
+    after 3 s waited 3 s, though it was never admitted."""
+    admission = AdmissionController(AdmissionLimits(max_concurrent=1))
+
+    async def hold() -> None:
+        async with admission.admit(provider="p", model="m", session_id="holder"):
+            await trio.sleep(10.0)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold)
+            await trio.sleep(1.0)
+            with trio.move_on_after(3.0):
+                async with admission.admit(provider="p", model="m", session_id="waiter"):
+                    pass
+        lane = admission.statistics().lanes[0]
+    assert lane.max_wait == pytest.approx(3.0)
+    assert (lane.waiting, lane.admitted) == (0, 1)

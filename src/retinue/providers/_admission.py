@@ -370,7 +370,7 @@ class AdmissionController:
                 AdmissionTicket(lane, waiter.request_charge, waiter.token_charge).refund()
                 lane.release(trio.current_time(), success=False)
             else:
-                lane.remove(waiter)
+                lane.remove(trio.current_time(), waiter)
                 lane.pump(trio.current_time())
             raise
         return AdmissionTicket(  # noqa: ASYNC910 - admit() checkpoints first

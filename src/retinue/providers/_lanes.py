@@ -113,7 +113,8 @@ class LaneStatistics:
     paused_for: float
     """Seconds until a pause (after a 429 or an exhausted budget) ends; 0 if none."""
     max_wait: float
-    """The longest time any request waited for admission, in seconds."""
+    """The longest time any request waited for admission, in seconds, a wait given up
+    (cancelled) included."""
 
 
 @attrs.define(eq=False, slots=True)
@@ -217,7 +218,9 @@ class Lane:
         self.queues.setdefault(waiter.session, deque()).append(waiter)
         self.waiting += 1
 
-    def remove(self, waiter: Waiter) -> None:
+    def remove(self, now: float, waiter: Waiter) -> None:
+        """Take out a waiter that gave up; its wait counts towards ``max_wait`` all the same."""
+        self.max_wait = max(self.max_wait, now - waiter.since)
         queue = self.queues.get(waiter.session)
         if queue is not None and waiter in queue:
             queue.remove(waiter)
