@@ -302,6 +302,40 @@ async def test_manage_applies_provider_limits_through_a_router(
     ]
 
 
+@pytest.mark.parametrize("named", [None, "deepseek", "openai"])
+async def test_a_routed_request_is_admitted_in_the_lane_of_the_adapter_serving_it(
+    named: str | None, autojump_clock: trio.abc.Clock
+) -> None:
+    """R10.7: a request is charged to the provider of the adapter that serves it, whatever
+    provider the request names: the one server's limits hold for every request it gets."""
+    adapter = FakeModel([OK] * 3, provider="deepseek", delay=1.0)
+    limits = {("deepseek", "deepseek-chat"): AdmissionLimits(max_concurrent=1)}
+    admission = AdmissionController(per_model=limits)
+    model = manage(ModelRouter.of({"deepseek-chat": adapter}), admission=admission)
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            for index in range(3):
+                request = make_request(
+                    "hi", model="deepseek-chat", provider=named, session_id=f"s{index}"
+                )
+                nursery.start_soon(collect, model, request)
+    assert adapter.started == [0.0, 1.0, 2.0]
+    assert [(lane.provider, lane.model) for lane in admission.statistics().lanes] == [
+        ("deepseek", "deepseek-chat")
+    ]
+
+
+async def test_a_request_to_a_model_without_a_provider_keeps_the_provider_it_names(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A model that names no provider of its own leaves the lane to the request's."""
+    adapter = FakeModel([OK], provider=None)  # type: ignore[arg-type]
+    admission = AdmissionController()
+    with trio.fail_after(100):
+        await collect(manage(adapter, admission=admission), make_request("hi", provider="local"))
+    assert [lane.provider for lane in admission.statistics().lanes] == ["local"]
+
+
 async def test_manage_reports_an_overload_sent_inside_the_stream(
     autojump_clock: trio.abc.Clock,
 ) -> None:

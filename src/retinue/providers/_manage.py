@@ -95,7 +95,7 @@ class ManagedModel:
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         self._counts["requests"] += 1
-        provider = request.provider or self._provider_serving(request)
+        provider = self._provider_of(request)
         attempt = 0
         while True:
             attempt += 1
@@ -136,16 +136,18 @@ class ManagedModel:
                 raise
             await trio.sleep(delay)
 
-    def _provider_serving(self, request: ModelRequest) -> str | None:
-        """The provider of the adapter that will serve *request* (a router routes it)."""
+    def _provider_of(self, request: ModelRequest) -> str | None:
+        """The provider *request* is admitted and reported under: that of the adapter
+        serving it (a router routes it), whose limits are that server's whatever provider
+        the request names; else the request's."""
         model = self.model
         if isinstance(model, ModelRouter):
             try:
-                model = model.resolve(None, request.model)
+                model = model.resolve(request.provider, request.model)
             except NoAdapterError:
-                return None
+                return request.provider
         provider = getattr(model, "provider", None)
-        return provider if isinstance(provider, str) else None
+        return provider if isinstance(provider, str) and provider else request.provider
 
     def _admit(
         self, request: ModelRequest, provider: str | None
