@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import MAXYEAR, UTC
 from typing import TypeGuard
 
@@ -91,7 +91,10 @@ class ProviderError(ModelError):
     ``code`` is the provider's error code (or type) when it gave one, else a
     retinue code such as ``HTTP_500`` or ``CONNECTION_ERROR``. ``retryable``
     says whether a retry may succeed; ``retry_after`` is the wait in seconds
-    the provider asked for, if any.
+    the provider asked for, if any; ``headers`` the response's headers.
+
+    Raises:
+        TypeError: a header name or value is no str.
     """
 
     def __init__(
@@ -107,7 +110,21 @@ class ProviderError(ModelError):
         super().__init__(message, code=code, status=status)
         self.retry_after = retry_after
         self.retryable = retryable
-        self.headers: Mapping[str, str] = dict(headers or {})
+        self.headers: Mapping[str, str] = _text_headers(headers)
+
+
+def _text_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    # Read as text wherever the error is handled (admission reads the rate-limit
+    # headers): a custom model's int would fail the call there, far from its source.
+    found = dict(headers or {})
+    items: Iterable[tuple[object, object]] = found.items()  # as given, whatever the type says
+    for name, value in items:
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(
+                "a provider error's headers must map str names to str values, "
+                f"not {name!r}: {value!r:.80}"
+            )
+    return found
 
 
 class ProviderStatusError(ProviderError):
