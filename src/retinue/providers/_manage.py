@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import inspect
 import logging
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -175,15 +176,23 @@ class ManagedModel:
             delay=delay,
         )
         try:
-            self._on_retry(notice)
+            returned = self._on_retry(notice)
         except Exception:
             logger.exception("an on_retry callback failed")
+            return
+        if inspect.isawaitable(returned):
+            # Nothing awaits it (the retry must not wait on a listener): closed, so it
+            # is not reported as never awaited far from here, and the mistake logged.
+            close = getattr(returned, "close", None)
+            if close is not None:
+                close()
+            logger.error("an on_retry callback returned an awaitable, which is never awaited")
 
 
 def _check_options(retry: object, admission: object, on_retry: object) -> None:
     """Refuse options of another kind: used first at a request, they would fail that
-    request with an AttributeError, and a callback that cannot be called would only be
-    logged."""
+    request with an AttributeError, a callback that cannot be called would only be
+    logged, and an async one would only make a coroutine nothing awaits."""
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise TypeError(f"manage's retry must be None or a RetryPolicy, got {retry!r}")
     if admission is not None and not isinstance(admission, AdmissionController):
@@ -192,6 +201,13 @@ def _check_options(retry: object, admission: object, on_retry: object) -> None:
         )
     if on_retry is not None and not callable(on_retry):
         raise TypeError(f"manage's on_retry must be None or callable, got {on_retry!r}")
+    if inspect.iscoroutinefunction(on_retry) or inspect.iscoroutinefunction(
+        getattr(on_retry, "__call__", None)  # noqa: B004 - an instance's async __call__
+    ):
+        raise TypeError(
+            f"manage's on_retry must be a plain callable, called and never awaited, "
+            f"not the async {on_retry!r}"
+        )
 
 
 class _Ended(enum.Enum):
@@ -307,6 +323,6 @@ def manage(
     Raises:
         TypeError: *model* is no model adapter (a class, say), *retry* no
             :class:`RetryPolicy`, *admission* no :class:`AdmissionController`,
-            or *on_retry* not callable (each may be ``None``).
+            or *on_retry* not callable or async (each may be ``None``).
     """
     return ManagedModel(model, retry=retry, admission=admission, on_retry=on_retry)
