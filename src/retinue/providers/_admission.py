@@ -272,8 +272,8 @@ class AdmissionController:
         self._seen = (0.0, 0.0)
 
     def __repr__(self) -> str:
-        # Read from the lanes, not statistics(): that needs trio's clock, and a
-        # repr is asked for anywhere (a log line, a test id, a debugger).
+        # Read from the lanes, not statistics(): that reads a clock and prunes the
+        # windows, and a repr is asked for anywhere (a log line, a test id, a debugger).
         lanes = self._lanes.values()
         waiting = sum(lane.waiting for lane in lanes)
         in_flight = sum(lane.in_flight for lane in lanes)
@@ -396,7 +396,16 @@ class AdmissionController:
         self._lane(provider, model).rate_limited(trio.current_time(), pause)
 
     def statistics(self) -> AdmissionStatistics:
-        """A snapshot of every lane; never blocks."""
-        self._follow_run()
-        now = trio.current_time()
+        """A snapshot of every lane; never blocks.
+
+        Outside a trio run (after ``trio.run`` returned, say) each lane is read
+        as of the last run's time plus the real time since.
+        """
+        try:
+            self._follow_run()
+        except RuntimeError:  # no trio run: no clock to read
+            then, real_then = self._seen
+            now = then + (time.perf_counter() - real_then)
+        else:
+            now = trio.current_time()
         return AdmissionStatistics(tuple(lane.statistics(now) for lane in self._lanes.values()))
