@@ -157,7 +157,8 @@ class RetryNotice:
     attempt: int
     """The attempt that failed (1-based); the retry is attempt ``attempt + 1``."""
     delay: float
-    """Seconds until the retry."""
+    """Seconds the retry policy waits before the retry; under admission, the retry then
+    waits for admission too, which the lane's pause after a 429 may make longer."""
     code: str | None
     """The error code of the failure."""
     status: int | None
