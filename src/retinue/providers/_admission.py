@@ -83,7 +83,6 @@ class AdmissionTicket:
     _lane: Lane
     _request_charge: Charge | None
     _token_charge: Charge | None
-    released: bool = False
     _max_pause: float = math.inf
 
     def record_usage(self, tokens: int) -> None:
