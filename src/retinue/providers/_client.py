@@ -13,7 +13,7 @@ import trio
 from ._failures import ProviderConnectionError, ProviderError
 from ._sending import close_response, send_within
 
-__all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_json"]
+__all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_json", "prime_platform"]
 
 CLOSE_SECONDS = 1.0
 """How long closing an adapter may hold off a cancellation."""
@@ -71,6 +71,17 @@ async def post_json(
         return await post(content)
     except UnicodeEncodeError as exc:  # not the body: a header, say
         raise ProviderError(f"{provider} client error: {exc}", code="CLIENT_ERROR") from exc
+
+
+def prime_platform(client: object, detect: Callable[[], object]) -> None:
+    """Detect the platform now rather than in a worker thread on the first request.
+
+    The SDK runs that detection (*detect*, its ``get_platform``) through a
+    thread on its first request; waiting for a thread under a virtual clock
+    lets the clock jump past deadlines.
+    """
+    if getattr(client, "_platform", "unset") is None:
+        client._platform = detect()  # type: ignore[attr-defined]
 
 
 class _SdkClient(Protocol):

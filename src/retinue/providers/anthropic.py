@@ -14,6 +14,7 @@ from typing import final
 
 import anthropic
 import httpx2
+from anthropic._base_client import get_platform
 
 from retinue._checks import positive_int_error
 from retinue._request import ModelRequest
@@ -27,7 +28,7 @@ from ._anthropic_wire import (
     no_room_beside_thinking,
 )
 from ._bodies import sdk_status_error
-from ._client import ClientOwner, post_json
+from ._client import ClientOwner, post_json, prime_platform
 from ._failures import ProviderError
 from ._feedback import report_response
 from ._http import (
@@ -44,18 +45,6 @@ __all__ = ["AnthropicModel"]
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 """The base URL of Anthropic's own API."""
-
-
-def _prime_platform(client: object) -> None:
-    """Detect the platform now rather than in a worker thread on the first request.
-
-    The SDK runs that detection through a thread on its first request; waiting
-    for a thread under a virtual clock lets the clock jump past deadlines.
-    """
-    if getattr(client, "_platform", "unset") is None:
-        from anthropic._base_client import get_platform
-
-        client._platform = get_platform()  # type: ignore[attr-defined]
 
 
 def _check_count(value: object, name: str) -> None:
@@ -214,7 +203,7 @@ class AnthropicModel(ClientOwner):
             timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
             http_client=http_client,
         )
-        _prime_platform(self._client)
+        prime_platform(self._client, get_platform)
 
     @property
     def has_credentials(self) -> bool:

@@ -14,12 +14,13 @@ from typing import Literal, final
 
 import httpx2
 import openai
+from openai._base_client import get_platform
 
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
 from ._bodies import sdk_status_error
-from ._client import ClientOwner, post_json
+from ._client import ClientOwner, post_json, prime_platform
 from ._failures import ProviderError
 from ._feedback import report_response
 from ._http import (
@@ -68,18 +69,6 @@ def _identity(organization: str | None, project: str | None) -> dict[str, str | 
             project if project is not None else os.environ.get("OPENAI_PROJECT_ID")
         ),
     }
-
-
-def _prime_platform(client: object) -> None:
-    """Detect the platform now rather than in a worker thread on the first request.
-
-    The SDK runs that detection through a thread on its first request; waiting
-    for a thread under a virtual clock lets the clock jump past deadlines.
-    """
-    if getattr(client, "_platform", "unset") is None:
-        from openai._base_client import get_platform
-
-        client._platform = get_platform()  # type: ignore[attr-defined]
 
 
 @final
@@ -218,7 +207,7 @@ class OpenAIModel(ClientOwner):
             timeout=httpx2.Timeout(timeout, connect=connect_timeout, pool=None),
             http_client=http_client,
         )
-        _prime_platform(self._client)
+        prime_platform(self._client, get_platform)
 
     @property
     def has_credentials(self) -> bool:
