@@ -269,3 +269,25 @@ def test_a_set_of_a_generic_record_growing_inside_itself_is_refused() -> None:
     gather.__annotations__["trees"] = set[_Grow[int]]
     with pytest.raises(TypeError, match="_Grow"):
         tool(gather)
+
+
+class _Tree(typing.TypedDict):
+    name: str
+    leaves: typing.NotRequired[list[_Leaf]]
+
+
+class _Leaf(typing.NamedTuple):
+    label: str
+    sub: _Tree = {"name": "x"}
+
+
+def test_a_default_inside_a_record_that_holds_itself_is_shown() -> None:
+    """R9.7: a field's default that reaches back into the record being described, still
+    unfinished under ``$defs``, is checked against the finished one: a valid one is shown."""
+
+    def grow(tree: _Tree) -> str:
+        return f"{tree}"
+
+    definitions = typing.cast("dict[str, Any]", schema_of(tool(grow)))["$defs"]
+    leaf = definitions["_Tree"]["properties"]["leaves"]["items"]
+    assert leaf["properties"]["sub"] == {"$ref": "#/$defs/_Tree", "default": {"name": "x"}}

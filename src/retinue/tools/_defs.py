@@ -25,7 +25,7 @@ import attrs
 from ._deep import nested
 from ._located import Coerce, Shape
 
-__all__ = ["REF_PREFIX", "defs_root", "shared_record", "with_definitions"]
+__all__ = ["REF_PREFIX", "defs_root", "shared_record", "when_built", "with_definitions"]
 
 REF_PREFIX = "#/$defs/"
 
@@ -44,6 +44,8 @@ class _Pass:
     built: dict[object, Shape] = attrs.field(factory=dict)
     definitions: dict[str, dict[str, object]] = attrs.field(factory=dict)
     root: Mapping[str, object] | None = None
+    # Run once the pass is over, when each $ref leads to its finished definition.
+    pending: list[Callable[[], None]] = attrs.field(factory=list)
 
     def shared(self) -> list[object]:
         """The records to describe once, in the order they were first met."""
@@ -59,22 +61,41 @@ def with_definitions(build: Callable[[], _T]) -> tuple[_T, dict[str, object]]:
     *build* runs once when no record is used twice or inside itself, else twice.
     """
     counting = _Pass(names=None)
-    token = _PASS.set(counting)
-    try:
-        built = build()
-    finally:
-        _PASS.reset(token)
+    built = _run(counting, build, finish=False)
     shared = counting.shared()
     if not shared:
+        for check in counting.pending:  # its schema is kept: no pass follows
+            check()
         return built, {}
     final_pass = _Pass(names=_names(shared))
-    token = _PASS.set(final_pass)
-    try:
-        built = build()
-    finally:
-        _PASS.reset(token)
+    built = _run(final_pass, build, finish=True)
     definitions = final_pass.definitions
     return built, {name: definitions[name] for name in sorted(definitions)}
+
+
+def _run(current: _Pass, build: Callable[[], _T], *, finish: bool) -> _T:
+    """*build*'s result in pass *current*; with *finish*, its pending checks run after it."""
+    token = _PASS.set(current)
+    try:
+        built = build()
+        for check in current.pending if finish else ():
+            check()
+    finally:
+        _PASS.reset(token)
+    return built
+
+
+def when_built(check: Callable[[], None]) -> None:
+    """Run *check* once the schema being built is finished (now, outside a build).
+
+    A part of a record still being described refers to it by a ``$ref`` its
+    definition does not answer yet: a value is judged against it afterwards.
+    """
+    current = _PASS.get()
+    if current is None:
+        check()
+    else:
+        current.pending.append(check)
 
 
 def defs_root() -> Mapping[str, object] | None:

@@ -16,7 +16,7 @@ from retinue._jsonschema import is_array
 from retinue._lossless import freeze_json, thaw_json
 
 from ._annotations import json_kinds
-from ._defs import defs_root
+from ._defs import defs_root, when_built
 from ._hints import is_named_tuple, record_hints
 from ._validate import validate
 
@@ -198,7 +198,9 @@ def with_default(schema: dict[str, object], default: object) -> dict[str, object
     takes; skip anything else.
 
     One *schema* refuses (the stored value of a converted attrs field, a default of another
-    type than its hint) would lead the model to send it, to be refused as invalid.
+    type than its hint) would lead the model to send it, to be refused as invalid. It is
+    judged once the schema is built: a ``$ref`` in it may lead to a record still being
+    described.
     """
     if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return schema
@@ -206,13 +208,18 @@ def with_default(schema: dict[str, object], default: object) -> dict[str, object
         frozen = freeze_json(_by_value(default, schema))
     except (InvalidJsonError, RecursionError):
         return schema
-    if not _taken(frozen, schema):
-        return schema
-    return {**schema, "default": thaw_json(frozen)}
+    shown = {**schema, "default": thaw_json(frozen)}
+
+    def judge() -> None:
+        if not _taken(frozen, schema):
+            del shown["default"]
+
+    when_built(judge)
+    return shown
 
 
 def _taken(value: object, schema: dict[str, object]) -> bool:
-    """Whether *schema* takes *value*, its ``$ref``s read in the schema being built."""
+    """Whether *schema* takes *value*, its ``$ref``s read in the schema built."""
     try:
         return validate(value, schema, root=defs_root()) is None
     except Exception:  # a malformed schema, which the tool's own check refuses, naming it
