@@ -12,6 +12,7 @@ import pydantic
 import pydantic.json_schema
 import pytest
 from pydantic import Field
+from typing_extensions import TypeAliasType
 
 from retinue import Text
 from retinue._lossless import freeze_json
@@ -95,6 +96,45 @@ async def test_an_annotated_shorthand_given_as_metadata_is_checked_as_its_rules(
     assert "short: " in _refusal(await _call(label, {"name": "b", "short": "long"}))
     assert properties(label)["short"]["maxLength"] == 3
     assert (await _call(label, {"name": "b", "short": "abc"})).content == (Text("b abc"),)
+
+
+_Lower = TypeAliasType("_Lower", Annotated[str, annotated_types.Predicate(str.islower)])
+_Short = TypeAliasType("_Short", Annotated[str, annotated_types.MaxLen(3)])
+
+
+async def test_a_type_alias_of_annotated_given_as_metadata_is_checked_as_its_rules() -> None:
+    """R9.7: a ``TypeAliasType`` whose value is an ``Annotated`` alias, given as metadata, is
+    read as the rules it holds, as the alias itself is: neither dropped nor left unchecked."""
+
+    @tool
+    def label(name: Annotated[str, _Lower], short: Annotated[str, _Short] = "a") -> str:
+        """Label."""
+        return f"{name} {short}"
+
+    assert "name: must satisfy str.islower, got 'B'" in _refusal(await _call(label, {"name": "B"}))
+    assert "short: " in _refusal(await _call(label, {"name": "b", "short": "long"}))
+    assert properties(label)["short"]["maxLength"] == 3
+
+
+def _lower_of_int(x: Annotated[int, annotated_types.LowerCase]) -> int:
+    return x
+
+
+def _short_of_int(x: Annotated[int, Annotated[str, annotated_types.MaxLen(3)]]) -> int:
+    return x
+
+
+@pytest.mark.parametrize(
+    ("function", "named"),
+    [(_lower_of_int, "str"), (_short_of_int, "str")],
+)
+def test_an_annotated_alias_of_another_type_is_refused_when_decorated(
+    function: Callable[..., object], named: str
+) -> None:
+    """R9.7: an ``Annotated`` alias given as metadata of a value of another type than its
+    own would fail every call on its rules: it is refused naming both types."""
+    with pytest.raises(TypeError, match=rf"\(x\): .*rules of {named}, not of int"):
+        tool(function)
 
 
 async def test_a_predicate_sees_the_value_the_body_gets() -> None:

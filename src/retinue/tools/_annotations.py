@@ -15,13 +15,16 @@ ignored; what only annotates a schema or shapes output is left aside.
 from __future__ import annotations
 
 import re
+import types
 import typing
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from retinue._jsonschema import is_number
 from retinue._lossless import shown_short
 from retinue._naming import code_name
+
+from ._hints import is_type_alias
 
 __all__ = [
     "SIZE_KEYWORDS",
@@ -29,6 +32,7 @@ __all__ = [
     "json_kinds",
     "metadata_keywords",
     "refuse_field_default",
+    "refuse_foreign_aliases",
     "with_keywords",
 ]
 
@@ -273,9 +277,11 @@ def _flattened(metadata: list[object]) -> Iterator[object]:
 
     An ``Annotated`` alias given as an item stands for the items it holds:
     annotated-types' ``LowerCase`` is one (``Annotated[T, Predicate(str.islower)]``),
-    and ``Annotated[str, LowerCase]`` is written where ``LowerCase[str]`` was meant.
+    and ``Annotated[str, LowerCase]`` is written where ``LowerCase[str]`` was meant. So does
+    a ``TypeAliasType`` of one.
     """
-    for item in metadata:
+    for given in metadata:
+        item = _alias_value(given)
         if typing.get_origin(item) is typing.Annotated:
             yield from _flattened(list(typing.get_args(item)[1:]))
             continue
@@ -283,6 +289,82 @@ def _flattened(metadata: list[object]) -> Iterator[object]:
         inner = getattr(item, "metadata", None)
         if isinstance(inner, list):
             yield from _flattened(inner)
+
+
+def _alias_value(item: object) -> object:
+    """*item*, or the value of the ``TypeAliasType`` it is (of the one that is, and so on)."""
+    while is_type_alias(item):
+        item = typing.cast("Any", item).__value__
+    return item
+
+
+def refuse_foreign_aliases(hint: object, metadata: list[object], where: str) -> None:
+    """Refuse an ``Annotated`` alias in *metadata* whose own type is not *hint*'s.
+
+    ``Annotated[int, LowerCase]`` would run ``str.islower`` on an int and fail every call.
+
+    Raises:
+        TypeError: such an alias, naming both types.
+    """
+    for given in metadata:
+        item = _alias_value(given)
+        if typing.get_origin(item) is not typing.Annotated:
+            continue
+        base, *inner = typing.get_args(item)
+        if not _fits(hint, base):
+            raise TypeError(
+                f"{where}: an Annotated alias given as metadata holds rules of "
+                f"{_type_text(base)}, not of {_type_text(hint)}, the type it annotates: every "
+                "call would fail them"
+            )
+        refuse_foreign_aliases(hint, inner, where)
+
+
+def _fits(hint: object, base: object) -> bool:
+    """Whether a value of *hint* may be one of *base*; true where that cannot be told."""
+    hint, base = _supertype(hint), _supertype(base)
+    if hint is base or base is Any or base is object:
+        return True
+    if isinstance(base, TypeVar):
+        bounds = base.__constraints__ or (() if base.__bound__ is None else (base.__bound__,))
+        return not bounds or any(_fits(hint, bound) for bound in bounds)
+    for side, members in ((base, typing.get_args(base)), (hint, typing.get_args(hint))):
+        origin = typing.get_origin(side)
+        if origin is typing.Union or origin is types.UnionType:
+            # One member of the hint that may be one of the base's is enough: a null let by
+            # is no rule's to judge.
+            return any(_fits(m, base) if side is hint else _fits(hint, m) for m in members)
+    if typing.get_origin(hint) is typing.Literal:
+        return all(_fits(type(value), base) for value in typing.get_args(hint))
+    kind, base_kind = typing.get_origin(hint) or hint, typing.get_origin(base) or base
+    if not isinstance(kind, type) or not isinstance(base_kind, type):
+        return True
+    try:
+        return issubclass(kind, base_kind)
+    except TypeError:  # a protocol of no runtime check
+        return True
+
+
+def _supertype(hint: object) -> object:
+    """*hint* past the ``Annotated``, ``NewType`` and ``TypeAliasType`` layers it is in."""
+    while True:
+        hint = _alias_value(hint)
+        if isinstance(hint, typing.NewType):
+            hint = hint.__supertype__
+        elif typing.get_origin(hint) is typing.Annotated:
+            hint = typing.get_args(hint)[0]
+        else:
+            return hint
+
+
+def _type_text(hint: object) -> str:
+    """*hint* as written: ``str``; a type variable as the types it stands for."""
+    hint = _supertype(hint)
+    if isinstance(hint, TypeVar):
+        bounds = hint.__constraints__ or (hint.__bound__,)
+        return " or ".join(_type_text(bound) for bound in bounds)
+    name = getattr(hint, "__name__", None)
+    return name if isinstance(name, str) and typing.get_origin(hint) is None else repr(hint)
 
 
 def _check_numeric(schema: dict[str, object], name: str, where: str) -> None:

@@ -19,6 +19,7 @@ from ._annotations import (
     json_kinds,
     metadata_keywords,
     refuse_field_default,
+    refuse_foreign_aliases,
     with_keywords,
 )
 from ._defs import defs_root, shared_record, with_definitions
@@ -110,6 +111,7 @@ def shape_of(hint: object, where: str) -> Shape:
     shape = _bare_shape(hint, where)
     if not metadata:
         return shape
+    refuse_foreign_aliases(hint, metadata, where)
     keywords = metadata_keywords(metadata, shape.schema, where)
     schema = with_keywords(shape.schema, keywords)
     empty = unsatisfiable(schema)
