@@ -137,6 +137,23 @@ def test_an_annotated_alias_of_another_type_is_refused_when_decorated(
         tool(function)
 
 
+def test_a_default_a_check_refuses_is_not_shown() -> None:
+    """R9.7: a default the hint's ``Predicate`` refuses is not shown: the model sending it
+    would be refused as invalid. One it takes is shown."""
+
+    def label(
+        upper: Annotated[str, annotated_types.LowerCase] = "ABC",
+        lower: Annotated[str, annotated_types.LowerCase] = "abc",
+    ) -> str:
+        return upper + lower
+
+    shown = properties(tool(label))
+    assert (shown["upper"], shown["lower"]) == (
+        {"type": "string"},
+        {"type": "string", "default": "abc"},
+    )
+
+
 async def test_a_predicate_sees_the_value_the_body_gets() -> None:
     """R9.7: the check runs on the converted value: JSON's ``2.0`` for an ``int`` is ``2``."""
     _SEEN.clear()

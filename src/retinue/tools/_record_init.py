@@ -13,11 +13,12 @@ import attrs
 
 from retinue._errors import InvalidJsonError
 from retinue._jsonschema import is_array
-from retinue._lossless import freeze_json, thaw_json
+from retinue._lossless import JsonValue, freeze_json, thaw_json
 
 from ._annotations import json_kinds
 from ._defs import defs_root, when_built
 from ._hints import is_named_tuple, record_hints
+from ._located import Coerce
 from ._validate import validate
 
 __all__ = ["BY_NAME", "EMPTY", "InitField", "init_fields", "with_default"]
@@ -193,14 +194,16 @@ def _property(schema: object, name: object) -> object:
     return None
 
 
-def with_default(schema: dict[str, object], default: object) -> dict[str, object]:
+def with_default(
+    schema: dict[str, object], default: object, coerce: Coerce | None = None
+) -> dict[str, object]:
     """Add a JSON-able ``default`` (enum members by value, in containers too) that *schema*
-    takes; skip anything else.
+    takes, and *coerce* too (a ``Predicate``'s check); skip anything else.
 
-    One *schema* refuses (the stored value of a converted attrs field, a default of another
-    type than its hint) would lead the model to send it, to be refused as invalid. It is
-    judged once the schema is built: a ``$ref`` in it may lead to a record still being
-    described.
+    One refused (the stored value of a converted attrs field, a default of another type
+    than its hint, one its check fails) would lead the model to send it, to be refused as
+    invalid. It is judged once the schema is built: a ``$ref`` in it may lead to a record
+    still being described, whose conversion is known only then.
     """
     if default is EMPTY or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return schema
@@ -211,16 +214,25 @@ def with_default(schema: dict[str, object], default: object) -> dict[str, object
     shown = {**schema, "default": thaw_json(frozen)}
 
     def judge() -> None:
-        if not _taken(frozen, schema):
+        if not _taken(frozen, schema, coerce):
             del shown["default"]
 
     when_built(judge)
     return shown
 
 
-def _taken(value: object, schema: dict[str, object]) -> bool:
-    """Whether *schema* takes *value*, its ``$ref``s read in the schema built."""
+def _taken(value: JsonValue, schema: dict[str, object], coerce: Coerce | None) -> bool:
+    """Whether *schema* takes *value*, its ``$ref``s read in the schema built, and *coerce*
+    converts it."""
     try:
-        return validate(value, schema, root=defs_root()) is None
+        if validate(value, schema, root=defs_root()) is not None:
+            return False
     except Exception:  # a malformed schema, which the tool's own check refuses, naming it
         return True
+    if coerce is None:
+        return True
+    try:
+        coerce(thaw_json(value))
+    except Exception:  # what a call sending it would be refused for
+        return False
+    return True

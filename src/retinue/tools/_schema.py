@@ -42,7 +42,6 @@ __all__ = ["FunctionSpec", "RestBinder", "ShapeBinder", "describe", "type_schema
 # JSON values that thaw to themselves.
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
-
 _VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
 _VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
 
@@ -421,7 +420,8 @@ def _refusing_too_deep(where: str) -> Iterator[None]:
 def _parameter_schema(
     shape: Shape, parameter: inspect.Parameter, documented: Mapping[str, str]
 ) -> dict[str, object]:
-    return with_default(_described(shape.schema, parameter.name, documented), parameter.default)
+    described = _described(shape.schema, parameter.name, documented)
+    return with_default(described, parameter.default, shape.coerce)
 
 
 def _described(

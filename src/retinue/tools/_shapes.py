@@ -439,7 +439,7 @@ def _record_fields(cls: type[object], where: str) -> Shape:
             # As for a parameter: the schema would name null as the default yet refuse it.
             shape = accepting_null(shape)
         shapes[field.name] = shape
-        properties[field.name] = with_default(shape.schema, field.default)
+        properties[field.name] = with_default(shape.schema, field.default, shape.coerce)
         if field.default is attrs.NOTHING:
             required.append(field.name)
 
