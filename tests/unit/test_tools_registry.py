@@ -193,8 +193,10 @@ def test_registry_unregister_leaves_a_replacement_alone() -> None:
 @pytest.mark.parametrize("agent", [None, "a"], ids=["global", "scoped"])
 def test_registry_unregister_leaves_the_same_tool_registered_again_alone(agent: str | None) -> None:
     """R9.3: unregistering is idempotent per registration: a stale unregister function
-    leaves the very Tool registered anew after it in place."""
+    leaves the very Tool registered anew after it in place (another tool keeps the agent's
+    own table in place)."""
     registry = ToolRegistry(HookBus())
+    registry.add(make("kept"), agent=agent)
     again = make("t")
     first = registry.add(again, agent=agent)
     first()
