@@ -342,6 +342,25 @@ async def test_an_async_listener_raising_stop_iteration_is_named(mode: str) -> N
     assert isinstance(raised.value.__cause__, StopIteration)
 
 
+async def _own_runtime_error(*_args: object) -> object:
+    try:
+        return next(iter(()))
+    except StopIteration as exc:
+        raise RuntimeError("coroutine raised StopIteration") from exc
+
+
+async def test_an_async_listeners_own_runtime_error_from_a_stop_iteration_passes_as_it_is() -> None:
+    """R6.2: a RuntimeError an async listener raises itself from a StopIteration is its own
+    error, raised as it is, whatever it reads: only Python's, made of a StopIteration that
+    left the coroutine, is renamed for the listener."""
+    bus = HookBus()
+    bus.on("agent/pre-step", _own_runtime_error)
+    with pytest.raises(RuntimeError) as raised:
+        await bus.serial("agent/pre-step", "execution")
+    assert str(raised.value) == "coroutine raised StopIteration"
+    assert raised.value.__traceback__ is not None
+
+
 def test_emit_raising_keeps_a_stop_iteration_as_the_cause_of_its_failure() -> None:
     """R4.8: a listener's StopIteration is raised as a RuntimeError naming the listener, caused by
     it, so its traceback still shows the listener's line: the error does not come without a cause

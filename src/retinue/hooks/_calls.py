@@ -71,18 +71,31 @@ def culprit_failure(culprit: str, exc: BaseException) -> BaseException:
     return failure_of(exc, culprit, HookError)
 
 
-# What PEP 479 makes of a StopIteration leaving a coroutine: it names no listener or guard.
-_PEP_479 = "coroutine raised StopIteration"
-
-
 def _stop_iteration(exc: BaseException) -> StopIteration | None:
     """The ``StopIteration`` *exc* is, or that an async function raised to make it."""
     if isinstance(exc, StopIteration):
         return exc
     cause = exc.__cause__
-    if type(exc) is RuntimeError and isinstance(cause, StopIteration) and str(exc) == _PEP_479:
+    if type(exc) is RuntimeError and isinstance(cause, StopIteration) and _left(cause, exc):
         return cause
     return None
+
+
+def _left(stop: StopIteration, exc: BaseException) -> bool:
+    """Whether *stop* left a coroutine, which PEP 479 made *exc* of.
+
+    Its first frame is then a coroutine's that had ended when *exc* was raised, so
+    *exc* never went through it, as one raised in the coroutine from *stop* does.
+    """
+    first = stop.__traceback__
+    if first is None or not first.tb_frame.f_code.co_flags & inspect.CO_COROUTINE:
+        return False
+    through = exc.__traceback__
+    while through is not None:
+        if through.tb_frame is first.tb_frame:
+            return False
+        through = through.tb_next
+    return True
 
 
 def stop_iteration_failure(culprit: str, exc: StopIteration) -> RuntimeError:
