@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
+from typing import NoReturn
 
 from retinue._errors import HookError, failure_of, raised_message
 
@@ -14,10 +15,10 @@ __all__ = [
     "a_listener_of",
     "call",
     "culprit_failure",
-    "listener_failure",
     "listener_label",
     "log_unraised",
     "qualified_name",
+    "raise_failure",
     "refuse_coroutine",
     "stop_iteration_failure",
 ]
@@ -38,20 +39,17 @@ async def call(name: str, fn: Listener, *args: object) -> object:
         if inspect.isawaitable(result):
             return await result
     except BaseException as exc:
-        failure = listener_failure(name, fn, exc)
-        if failure is exc:
-            raise
-        raise failure from failure.__cause__
+        raise_failure(listener_label(name, fn), exc)
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
-def listener_failure(name: str, fn: Listener, exc: BaseException) -> BaseException:
-    """What *fn*'s raise of *exc* propagates as (:func:`culprit_failure`, naming *fn*).
-
-    Raises:
-        BaseException: Ctrl-C or a real cancel, raised again as they are.
-    """
-    return culprit_failure(listener_label(name, fn), exc)
+def raise_failure(culprit: str, exc: BaseException) -> NoReturn:
+    """Raise what *culprit*'s raise of *exc* propagates as (:func:`culprit_failure`): *exc*
+    again, or its failure from the failure's own cause; called where *exc* is handled."""
+    failure = culprit_failure(culprit, exc)
+    if failure is exc:
+        raise exc
+    raise failure from failure.__cause__
 
 
 def culprit_failure(culprit: str, exc: BaseException) -> BaseException:

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from retinue._errors import HookError
 
-from ._calls import a_listener_of, listener_failure
+from ._calls import a_listener_of, listener_label, raise_failure
 from ._results import Takes, refusal
 from ._seams import Listener
 
@@ -108,10 +108,7 @@ async def run_chain(
             if inspect.isawaitable(result):
                 result = await result
         except BaseException as exc:
-            failure = listener_failure(name, listener, exc)
-            if failure is exc:
-                raise
-            raise failure from failure.__cause__
+            raise_failure(listener_label(name, listener), exc)
         finally:
             unawaited = frame.end()
         if unawaited:

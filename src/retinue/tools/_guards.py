@@ -21,7 +21,7 @@ from retinue._callables import check_callable
 from retinue._errors import HookError
 from retinue._naming import qualified_name
 from retinue.hooks import Deny
-from retinue.hooks._calls import culprit_failure
+from retinue.hooks._calls import raise_failure
 from retinue.hooks._listeners import Entry, Seam
 
 from ._execution import PreparedCall, ToolExecution, error_result, exception_result
@@ -114,10 +114,7 @@ class Guards:
                 if inspect.isawaitable(verdict):
                     verdict = await verdict
             except BaseException as exc:
-                failure = culprit_failure(_guard_label(guard), exc)
-                if failure is exc:
-                    raise
-                raise failure from failure.__cause__
+                raise_failure(_guard_label(guard), exc)
             if isinstance(verdict, Deny):
                 return verdict  # noqa: ASYNC910 - the caller's schedule point
             if verdict is not None:
