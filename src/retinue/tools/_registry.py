@@ -244,12 +244,8 @@ class ToolRegistry:
         except TypeError:  # an unhashable item: no name, which _ordered refuses
             cached = None
         if cached is None:
-            view = self._view(scope)
-            names = (
-                sorted(view)
-                if listed is None
-                else ordered_names(view, listed, self._check_order_name)
-            )
+            view, check = self._view(scope), self._check_order_name
+            names = sorted(view) if listed is None else ordered_names(view, listed, check)
             cached = self._schemas[key] = tuple(view[name].schema for name in names)
         return cached
 
@@ -337,7 +333,6 @@ class ToolRegistry:
                 )
             if frozen is not arguments:
                 execution = attrs.evolve(execution, arguments=frozen)
-
         if self._hears("tools/pre-execute", execution):
             prepared = await pre_execute(self.hooks, execution)
             if prepared.result is not None:
